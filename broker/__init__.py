@@ -1,0 +1,1 @@
+"""The broker node: log storage, the Kafka wire protocol and the replica manager."""

@@ -1,0 +1,75 @@
+"""Kafka error codes and the typed exceptions the broker raises for them.
+
+One error type per Kafka error code, each carrying its code, so that the protocol layer
+translates an exception to a response in one place.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    """Kafka protocol error codes (the subset tidelog produces)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    MESSAGE_TOO_LARGE = 10
+    RECORD_LIST_TOO_LARGE = 18
+    INVALID_REQUIRED_ACKS = 21
+    UNSUPPORTED_VERSION = 35
+    KAFKA_STORAGE_ERROR = 56
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
+
+
+class KafkaError(Exception):
+    """Base of every error that maps to a Kafka error code."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class CorruptRecordError(KafkaError):
+    """A record batch failed its CRC, magic or framing checks."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(KafkaError):
+    """A batch is well-framed but breaks a rule (count vs offsets, empty batch, ...)."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+class UnsupportedCompressionError(KafkaError):
+    """A batch names a compression codec that does not exist."""
+
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class UnsupportedMessageFormatError(KafkaError):
+    """A batch with a magic other than 2: tidelog stores record batch v2 only."""
+
+    code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class RecordTooLargeError(KafkaError):
+    """One batch is larger than `max.message.bytes` or the segment size."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A read below the log start offset or above the log end offset."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(KafkaError):
+    """The log directory failed an I/O operation (full disk, read-only, corrupt file)."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR

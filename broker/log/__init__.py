@@ -1,0 +1,1 @@
+"""Partition log storage: segments, indexes, checkpoints, recovery and retention."""

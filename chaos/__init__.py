@@ -1,0 +1,1 @@
+"""Nemesis, workloads, histories and checkers for fault-injection scenarios."""

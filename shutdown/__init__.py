@@ -1,0 +1,1 @@
+"""Broker and controller lifecycle state machines (controlled shutdown). Pure."""

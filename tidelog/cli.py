@@ -1,0 +1,49 @@
+"""The `tidelog` command: a thin argparse front over the packages. No logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+Runner = Callable[[argparse.Namespace], int]
+
+
+def _add_dump_log(sub: argparse._SubParsersAction) -> None:
+    from broker import dump_log
+
+    parser = sub.add_parser(
+        "dump-log",
+        help="print segment, index and time-index files like Kafka's DumpLogSegments",
+        description="Print the batches of .log files, or the entries of .index/.timeindex files.",
+    )
+    dump_log.add_arguments(parser)
+    parser.set_defaults(run=dump_log.run)
+
+
+def _add_up(sub: argparse._SubParsersAction) -> None:
+    from tidelog import local_cluster
+
+    parser = sub.add_parser("up", help="start a local cluster on loopback addresses")
+    local_cluster.add_arguments(parser)
+    parser.set_defaults(run=local_cluster.run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_up, _add_dump_log):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tidelog` console script."""
+    args = build_parser().parse_args(argv)
+    run: Runner = args.run
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
