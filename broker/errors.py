@@ -63,6 +63,18 @@ class RecordTooLargeError(KafkaError):
     code = ErrorCode.MESSAGE_TOO_LARGE
 
 
+class RecordListTooLargeError(KafkaError):
+    """One append is larger than a whole segment (`segment.bytes`)."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class OffsetsOutOfOrderError(KafkaError):
+    """A replica append whose offsets do not continue the log (a replication bug)."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class OffsetOutOfRangeError(KafkaError):
     """A read below the log start offset or above the log end offset."""
 

@@ -154,11 +154,14 @@ class RecordBatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
+def parse_header(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, require_body: bool = True
+) -> RecordBatchHeader:
     """Parse and frame-check the batch starting at `pos`: magic 2, sane length, fully present.
 
     Raises CorruptRecordError (or UnsupportedMessageFormatError for another magic); the CRC
-    is not checked here (see `verify_crc`).
+    is not checked here (see `verify_crc`). `require_body=False` accepts a buffer holding
+    only the header, for callers that read headers alone from a file.
     """
     available = len(buf) - pos
     if available < HEADER_SIZE:
@@ -176,7 +179,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBat
             f"record batch at position {pos} has batchLength {header.batch_length}, "
             f"below the minimum {MIN_BATCH_LENGTH}"
         )
-    if header.batch_length + LOG_OVERHEAD > available:
+    if require_body and header.batch_length + LOG_OVERHEAD > available:
         raise CorruptRecordError(
             f"record batch at position {pos} claims {header.batch_length + LOG_OVERHEAD} "
             f"bytes but only {available} remain"
@@ -220,6 +223,25 @@ def check_producer_batch(header: RecordBatchHeader) -> None:
             f"{header.record_count}: the offset range and the count must agree"
         )
     header.compression  # raises for an unknown codec
+
+
+def read_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, RecordBatchHeader]]:
+    """(position, header) of every batch in `buf`, framed and CRC-checked; any flaw raises.
+
+    The append path's loop: one header parse and one C CRC call per batch, nothing per
+    record.
+    """
+    batches = []
+    pos, end = 0, len(buf)
+    with memoryview(buf) as view:
+        while pos < end:
+            header = parse_header(view, pos)
+            size = header.batch_length + LOG_OVERHEAD
+            if crc32c(view[pos + ATTRIBUTES_POS : pos + size]) != header.crc:
+                verify_crc(view, pos, header)  # raises with the full message
+            batches.append((pos, header))
+            pos += size
+    return batches
 
 
 def iter_batches(

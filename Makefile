@@ -1,0 +1,49 @@
+# tidelog developer entry points. `make up` and `make test` are all a newcomer needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Re-install only when pyproject.toml changes.
+BASE_STAMP := $(VENV)/.installed-base
+ALL_STAMP := $(VENV)/.installed-all
+
+.PHONY: up test install install-test kcat bench clean
+
+up: $(BASE_STAMP)
+	$(BIN)/tidelog up
+
+test: $(ALL_STAMP) kcat
+	$(BIN)/python -m pytest
+
+bench: $(BASE_STAMP)
+	$(BIN)/python bench/log_append.py
+
+install: $(BASE_STAMP)
+install-test: $(ALL_STAMP)
+
+$(VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "tidelog needs Python 3.11 or newer (PYTHON=$(PYTHON))" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(BASE_STAMP): pyproject.toml $(VENV)/bin/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# every extra: the Spark data source (pyspark, ~490 MB) and the test tools
+$(ALL_STAMP): pyproject.toml $(VENV)/bin/python
+	$(BIN)/pip install --quiet -e '.[spark,test]'
+	touch $@ $(BASE_STAMP)
+
+# kcat is a reference Kafka client for the integration tests; Debian packages it.
+kcat:
+	@command -v kcat >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing kcat from Debian"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null; \
+	else \
+		echo "kcat is not installed and this is not root: install it (apt-get install kcat)" >&2; \
+	fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

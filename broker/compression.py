@@ -1,0 +1,138 @@
+"""The codecs of a record batch v2's records section, over cramjam. No I/O, no state.
+
+The broker stores batches compressed exactly as producers sent them; this module is for
+tools, tests and any path that must look inside a batch. Formats, as Kafka clients write
+them:
+
+- gzip: a gzip stream (RFC 1952); concatenated members are accepted.
+- snappy: Java clients write snappy-java's *Xerial* framing; librdkafka writes Xerial or
+  a bare raw-snappy block. `decompress` tells them apart by the Xerial magic.
+  `compress` writes Xerial, like the Java producer, so every client can read it.
+- lz4: the LZ4 *frame* format (magic 0x184D2204), as magic-2 batches require.
+- zstd: one or more zstd frames; streamed frames that omit the content size are fine.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import cramjam
+
+from broker.errors import CorruptRecordError, UnsupportedCompressionError
+from broker.record_batch import CompressionType
+
+BYTES = 1
+KIB = 1024 * BYTES
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_VERSION = 1
+XERIAL_MIN_COMPATIBLE_VERSION = 1
+# magic, version, min compatible version: what snappy-java's SnappyOutputStream writes.
+_XERIAL_HEADER = struct.Struct(">8sii")
+_XERIAL_BLOCK_LENGTH = struct.Struct(">i")
+# snappy-java's default block size: uncompressed bytes per Xerial block.
+XERIAL_BLOCK_SIZE = 32 * KIB
+
+# Kafka's defaults (compression.gzip.level 6 is zlib's default, compression.zstd.level 3).
+GZIP_LEVEL = 6
+ZSTD_LEVEL = 3
+
+Buffer = bytes | bytearray | memoryview
+
+
+def compress(codec: CompressionType | int, data: Buffer) -> bytes:
+    """The records section `data` compressed with `codec`; NONE returns it unchanged."""
+    codec = _codec(codec)
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL))
+    if codec is CompressionType.SNAPPY:
+        return _xerial_compress(data)
+    if codec is CompressionType.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+
+
+def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
+    """The records section in `data` decompressed; raises CorruptRecordError if it is not
+    valid `codec` output (never a cramjam exception)."""
+    codec = _codec(codec)
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.SNAPPY:
+        if bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
+            return _xerial_decompress(data)
+        return _run(codec, "raw snappy block", cramjam.snappy.decompress_raw, data)
+    function = {
+        CompressionType.GZIP: cramjam.gzip.decompress,
+        CompressionType.LZ4: cramjam.lz4.decompress,
+        CompressionType.ZSTD: cramjam.zstd.decompress,
+    }[codec]
+    return _run(codec, "data", function, data)
+
+
+def xerial_frame(blocks: list[bytes]) -> bytes:
+    """Wrap already raw-snappy-compressed `blocks` in Xerial framing (tests build on it)."""
+    parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_MIN_COMPATIBLE_VERSION)]
+    for block in blocks:
+        parts.append(_XERIAL_BLOCK_LENGTH.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _codec(codec: CompressionType | int) -> CompressionType:
+    try:
+        return CompressionType(codec)
+    except ValueError:
+        raise UnsupportedCompressionError(f"unknown compression codec {codec}") from None
+
+
+def _run(
+    codec: CompressionType, what: str, function: Callable[[Buffer], cramjam.Buffer], data: Buffer
+) -> bytes:
+    try:
+        return bytes(function(data))
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(
+            f"{codec.name.lower()} decompression failed: invalid {what} ({exc})"
+        ) from None
+
+
+def _xerial_compress(data: Buffer) -> bytes:
+    with memoryview(data) as view:
+        blocks = [
+            bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_SIZE]))
+            for start in range(0, len(view), XERIAL_BLOCK_SIZE)
+        ]
+    return xerial_frame(blocks)
+
+
+def _xerial_decompress(data: Buffer) -> bytes:
+    if len(data) < _XERIAL_HEADER.size:
+        raise CorruptRecordError(
+            f"snappy decompression failed: Xerial header needs {_XERIAL_HEADER.size} bytes, "
+            f"got {len(data)}"
+        )
+    out: list[bytes] = []
+    pos = _XERIAL_HEADER.size
+    # Bounded: every pass consumes at least the 4-byte block length.
+    while pos < len(data):
+        if len(data) - pos < _XERIAL_BLOCK_LENGTH.size:
+            raise CorruptRecordError(
+                f"snappy decompression failed: truncated Xerial block length at byte {pos}"
+            )
+        (length,) = _XERIAL_BLOCK_LENGTH.unpack_from(data, pos)
+        pos += _XERIAL_BLOCK_LENGTH.size
+        if length < 0 or length > len(data) - pos:
+            raise CorruptRecordError(
+                f"snappy decompression failed: Xerial block at byte {pos} claims {length} "
+                f"bytes, {len(data) - pos} remain"
+            )
+        block = data[pos : pos + length]
+        out.append(
+            _run(CompressionType.SNAPPY, "Xerial block", cramjam.snappy.decompress_raw, block)
+        )
+        pos += length
+    return b"".join(out)

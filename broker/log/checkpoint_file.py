@@ -1,0 +1,96 @@
+"""Kafka's checkpoint file format, written atomically.
+
+    0            <- format version
+    2            <- number of entries
+    entry line   <- space-separated fields, one entry per line
+    entry line
+
+Writes go to `<name>.tmp`, are fsynced, renamed over the old file, and the directory is
+fsynced, so a crash leaves either the old or the new checkpoint, never a mix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from broker.errors import KafkaStorageError
+
+T = TypeVar("T")
+VERSION = 0
+
+
+class CorruptCheckpointError(KafkaStorageError):
+    """A checkpoint file that does not parse; the message names file and line."""
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_directory(path.parent)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot write checkpoint {path}: {e}") from e
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or file creation in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CheckpointFile(Generic[T]):
+    """A checkpoint of entries of type T, converted by `to_fields` / `from_fields`."""
+
+    def __init__(self, path: Path, to_fields: Callable[[T], Sequence[object]],
+                 from_fields: Callable[[list[str]], T]) -> None:
+        self.path = path
+        self._to_fields = to_fields
+        self._from_fields = from_fields
+
+    def write(self, entries: Iterable[T]) -> None:
+        """Replace the file with `entries`."""
+        lines = [" ".join(str(f) for f in self._to_fields(e)) for e in entries]
+        text = "\n".join([str(VERSION), str(len(lines)), *lines]) + "\n"
+        write_atomically(self.path, text.encode())
+
+    def read(self) -> list[T]:
+        """The entries, or [] when the file does not exist; CorruptCheckpointError otherwise."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as e:
+            raise CorruptCheckpointError(f"cannot read checkpoint {self.path}: {e}") from e
+        lines = text.splitlines()
+        if len(lines) < 2:
+            raise CorruptCheckpointError(f"checkpoint {self.path} is truncated: no header")
+        if lines[0].strip() != str(VERSION):
+            raise CorruptCheckpointError(
+                f"checkpoint {self.path} line 1: unknown version {lines[0]!r}")
+        try:
+            count = int(lines[1])
+        except ValueError:
+            raise CorruptCheckpointError(
+                f"checkpoint {self.path} line 2: bad entry count {lines[1]!r}") from None
+        if count != len(lines) - 2:
+            raise CorruptCheckpointError(
+                f"checkpoint {self.path} says {count} entries but holds {len(lines) - 2}")
+        entries = []
+        for number, line in enumerate(lines[2:], start=3):
+            try:
+                entries.append(self._from_fields(line.split()))
+            except (ValueError, IndexError) as e:
+                raise CorruptCheckpointError(
+                    f"checkpoint {self.path} line {number}: cannot parse {line!r} ({e})") from None
+        return entries

@@ -1,0 +1,139 @@
+"""The leader-epoch cache (KIP-101/279): for each leader epoch, the first offset it wrote.
+
+This is what replication truncates by. A follower asks the leader for the end offset of
+its latest epoch (OffsetForLeaderEpoch) and cuts its log there, instead of trusting its
+high watermark, which loses or diverges data across two quick leader changes. Stored in
+the partition directory as `leader-epoch-checkpoint` (lines of `epoch start_offset`),
+rewritten atomically on every change.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import NamedTuple
+
+from broker.log.checkpoint_file import CheckpointFile
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+FILE_NAME = "leader-epoch-checkpoint"
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class EpochEndOffset(NamedTuple):
+    """OffsetForLeaderEpoch's answer: the largest epoch <= the one asked, and where it ends."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
+    """The `leader-epoch-checkpoint` file of a partition directory."""
+    return CheckpointFile(
+        directory / FILE_NAME,
+        lambda e: (e.epoch, e.start_offset),
+        lambda fields: EpochEntry(int(fields[0]), int(fields[1])),
+    )
+
+
+class LeaderEpochCache:
+    """Epoch → start offset entries, both strictly increasing."""
+
+    def __init__(self, checkpoint: CheckpointFile[EpochEntry] | None,
+                 entries: list[EpochEntry] | None = None, name: str = "") -> None:
+        self._checkpoint = checkpoint
+        self._name = name
+        if entries is None and checkpoint is not None:
+            entries = checkpoint.read()
+        self._epochs: list[int] = []
+        self._offsets: list[int] = []
+        for entry in entries or ():
+            self._epochs.append(entry.epoch)
+            self._offsets.append(entry.start_offset)
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return [EpochEntry(e, o) for e, o in zip(self._epochs, self._offsets)]
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    def epoch_for(self, offset: int) -> int:
+        """The epoch that wrote `offset` (the last entry starting at or before it)."""
+        i = bisect_right(self._offsets, offset) - 1
+        return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset`.
+
+        A no-op for the latest epoch at the same or a later offset. Entries that the new
+        one contradicts (an epoch >= it, or a start offset >= its) are removed, as Kafka
+        does when a new leader's epoch starts at a lower offset after truncation.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
+        if self._epochs and self._epochs[-1] == epoch and start_offset >= self._offsets[-1]:
+            return
+        removed = []
+        while self._epochs and (self._epochs[-1] >= epoch or self._offsets[-1] >= start_offset):
+            removed.append(EpochEntry(self._epochs.pop(), self._offsets.pop()))
+        if len(removed) > 1 or (removed and removed[0].start_offset != start_offset):
+            log.warning("%sNew epoch entry (%d, %d) caused truncation of conflicting entries %s",
+                        self._name, epoch, start_offset, removed[::-1])
+        self._epochs.append(epoch)
+        self._offsets.append(start_offset)
+        self._flush()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:
+        """Kafka's endOffsetFor: the end offset of `requested_epoch` or of the epoch below it.
+
+        The latest epoch ends at the log end offset; an older epoch ends where the next
+        higher epoch starts; an epoch older than every entry gets the first entry's start
+        offset; an unknown epoch above all entries gets (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if requested_epoch == self._epochs[-1]:
+            return EpochEndOffset(requested_epoch, log_end_offset)
+        higher = bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if higher == 0:
+            return EpochEndOffset(requested_epoch, self._offsets[0])
+        return EpochEndOffset(self._epochs[higher - 1], self._offsets[higher])
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+        keep = bisect_left(self._offsets, end_offset)
+        if keep < len(self._offsets):
+            del self._epochs[keep:], self._offsets[keep:]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget entries below a new log start offset, keeping the epoch that spans it."""
+        i = bisect_right(self._offsets, start_offset) - 1
+        if i < 0 or (i == 0 and self._offsets[0] == start_offset):
+            return
+        del self._epochs[:i], self._offsets[:i]
+        self._offsets[0] = start_offset
+        self._flush()
+
+    def clear(self) -> None:
+        """Forget every entry (the log was emptied)."""
+        if self._epochs:
+            self._epochs.clear()
+            self._offsets.clear()
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self.entries)

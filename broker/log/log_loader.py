@@ -1,0 +1,113 @@
+"""Opening a partition directory: find the segments, trust or rebuild their indexes, and
+after an unclean stop validate everything past the recovery point.
+
+A clean stop (the log directory's clean-shutdown marker) means every segment was flushed
+with its indexes, so only a sanity check runs. Otherwise each segment from the one that
+holds the recovery point onward is rescanned batch by batch; the first bad or partial
+batch ends the log, and later segments are deleted. Every cut is logged with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.errors import KafkaStorageError
+from broker.log.log_config import LogConfig
+from broker.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
+from broker.log.sparse_index import CorruptIndexError
+
+log = logging.getLogger(__name__)
+
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+
+
+@dataclass(slots=True)
+class LoadedSegments:
+    segments: list[LogSegment]
+    recovered_bytes_truncated: int
+
+
+def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+                 *, create: bool) -> LogSegment:
+    """A LogSegment with this log's index settings."""
+    return LogSegment(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                      max_index_bytes=config.segment_index_bytes, created_ms=now_ms,
+                      create=create)
+
+
+def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
+                  log_start_offset: int, had_clean_shutdown: bool, name: str) -> LoadedSegments:
+    """Open every segment of `directory`, recovering as the shutdown state requires."""
+    _remove_leftovers(directory, name)
+    bases = _segment_bases(directory)
+    segments = [open_segment(directory, base, config, now_ms, create=False) for base in bases]
+    truncated_total = 0
+    for i, segment in enumerate(segments):
+        following = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        unflushed = following is None or following > recovery_point
+        if had_clean_shutdown or not unflushed:
+            problem = _load_indexes(segment)
+            if problem is None:
+                continue
+            log.warning("%sRebuilding the indexes of segment %s: %s", name,
+                        segment.log_path.name, problem)
+        result = segment.recover()
+        if result.truncated_bytes:
+            truncated_total += result.truncated_bytes
+            log.warning(
+                "%sTruncated %d bytes at position %d of %s (log now ends at offset %d): %s",
+                name, result.truncated_bytes, result.valid_bytes, segment.log_path.name,
+                result.next_offset, result.reason or "partial batch")
+            for later in segments[i + 1 :]:
+                log.warning("%sDeleting segment %s after the truncation point (%d bytes, "
+                            "base offset %d)", name, later.log_path.name, later.size,
+                            later.base_offset)
+                truncated_total += later.size
+                later.delete()
+            del segments[i + 1 :]
+            break
+    if not segments:
+        segments.append(open_segment(directory, log_start_offset, config, now_ms, create=True))
+    return LoadedSegments(segments, truncated_total)
+
+
+def _load_indexes(segment: LogSegment) -> str | None:
+    """Load both indexes and restore tail state; a reason string when a rebuild is needed."""
+    try:
+        segment.offset_index.load()
+        segment.time_index.load()
+        segment.offset_index.sanity_check(segment.size)
+        next_offset = segment.scan_tail()
+        segment.time_index.sanity_check(next_offset)
+    except CorruptIndexError as e:
+        return str(e)
+    except KafkaStorageError as e:  # a batch header past the last index entry is unreadable
+        return str(e)
+    return None
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    bases = []
+    for path in directory.glob(f"*{LOG_SUFFIX}"):
+        stem = path.name[: -len(LOG_SUFFIX)]
+        if len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+        else:
+            raise KafkaStorageError(f"unexpected file {path} in a partition directory")
+    return sorted(bases)
+
+
+def _remove_leftovers(directory: Path, name: str) -> None:
+    """Delete what an interrupted delete/write left, and indexes with no segment."""
+    for path in directory.iterdir():
+        if path.name.endswith(_LEFTOVER_SUFFIXES):
+            log.info("%sRemoving leftover file %s", name, path.name)
+            path.unlink()
+        elif path.suffix in (".index", ".timeindex"):
+            stem = path.name[: -len(path.suffix)]
+            if not (directory / segment_file_name(int(stem), LOG_SUFFIX)
+                    if stem.isdigit() else directory / "-").exists():
+                log.info("%sRemoving index %s that has no segment", name, path.name)
+                path.unlink()

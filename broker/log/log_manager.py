@@ -1,0 +1,199 @@
+"""All partition logs of a broker across its `log.dirs`, and the per-directory files.
+
+Each log directory holds, beside the `topic-N` partition directories, Kafka's files:
+`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks),
+`log-start-offset-checkpoint`, the `.kafka_cleanshutdown` marker written on a clean stop,
+and a `.lock` that keeps a second process out.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from broker.errors import KafkaStorageError
+from broker.log.checkpoint_file import CheckpointFile, CorruptCheckpointError, fsync_directory
+from broker.log.log_config import LogConfig
+from broker.log.partition_log import PartitionLog
+from broker.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
+
+
+def offset_checkpoint(path: Path) -> CheckpointFile[tuple[TopicPartition, int]]:
+    """A per-directory checkpoint of `topic partition offset` lines."""
+    return CheckpointFile(
+        path,
+        lambda e: (e[0].topic, e[0].partition, e[1]),
+        lambda f: (TopicPartition(f[0], int(f[1])), int(f[2])) if len(f) == 3 else _bad(f),
+    )
+
+
+def _bad(fields: list[str]) -> tuple[TopicPartition, int]:
+    raise ValueError(f"expected 3 fields, got {len(fields)}")
+
+
+class LogManager:
+    """Opens, creates, checkpoints, cleans and closes every partition log of a broker."""
+
+    def __init__(self, log_dirs: Sequence[str | Path], default_config: LogConfig, *,
+                 now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._topic_configs = dict(topic_configs or {})
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[int] = []
+        for directory in self.log_dirs:
+            self._load_dir(directory, now_ms)
+
+    def _load_dir(self, directory: Path, now_ms: int) -> None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log directory {directory}: {e}") from e
+        self._lock(directory)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        offsets = {name: self._read_offsets(directory / name) for name in _CHECKPOINTS}
+        log.info("Loading logs from %s (%s shutdown)", directory, "clean" if clean else "unclean")
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("Removing partially deleted log directory %s", child)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(child.name)
+            except ValueError:
+                log.warning("Ignoring directory %s: not a topic-partition", child)
+                continue
+            if tp in self.logs:
+                raise KafkaStorageError(
+                    f"partition {tp} exists in both {self._dir_of[tp]} and {directory}")
+            self.logs[tp] = PartitionLog(
+                child, self.config_for(tp.topic), now_ms=now_ms,
+                recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
+                log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
+                high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp, 0),
+                had_clean_shutdown=clean)
+            self._dir_of[tp] = directory
+        if clean:
+            marker.unlink()  # from here on, a crash must be detected as unclean
+            fsync_directory(directory)
+
+    def _lock(self, directory: Path) -> None:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"log directory {directory} is in use by another process") from None
+        self._locks.append(fd)
+
+    @staticmethod
+    def _read_offsets(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return dict(offset_checkpoint(path).read())
+        except CorruptCheckpointError as e:
+            # Falling back to 0 is safe: the loader clamps each offset to the log's range,
+            # and recovery then rescans everything.
+            log.error("%s; treating every offset in it as 0", e)
+            return {}
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The topic's LogConfig (its overrides over the broker defaults)."""
+        return self._topic_configs.get(topic, self.default_config)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply new topic settings to the topic's open logs."""
+        self._topic_configs[topic] = config
+        for tp, partition_log in self.logs.items():
+            if tp.topic == topic:
+                partition_log.config = config
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self.logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, *, now_ms: int) -> PartitionLog:
+        """The partition's log, created in the directory holding the fewest logs if new."""
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        directory = min(self.log_dirs, key=lambda d: counts[d])
+        partition_log = PartitionLog(directory / tp.dir_name, self.config_for(tp.topic),
+                                     now_ms=now_ms, had_clean_shutdown=True)
+        fsync_directory(directory)
+        self.logs[tp], self._dir_of[tp] = partition_log, directory
+        log.info("Created log for partition %s in %s", tp, directory)
+        return partition_log
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Remove a partition's log: rename its directory away atomically, then delete it."""
+        partition_log = self.logs.pop(tp, None)
+        if partition_log is None:
+            return
+        directory = self._dir_of.pop(tp)
+        partition_log.close()
+        doomed = directory / f"{tp.dir_name}.{os.urandom(8).hex()}{DELETE_DIR_SUFFIX}"
+        os.replace(partition_log.directory, doomed)
+        fsync_directory(directory)
+        shutil.rmtree(doomed)
+        log.info("Deleted log for partition %s", tp)
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, high watermark and log start offset files of each dir."""
+        for directory in self.log_dirs:
+            mine = [(tp, lg) for tp, lg in sorted(self.logs.items())
+                    if self._dir_of[tp] == directory]
+            offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT).write(
+                (tp, lg.recovery_point) for tp, lg in mine)
+            offset_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT).write(
+                (tp, lg.high_watermark) for tp, lg in mine)
+            offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
+                (tp, lg.log_start_offset) for tp, lg in mine)
+
+    def flush_due(self, now_ms: int) -> int:
+        """Apply each log's `flush.ms`; return how many logs were flushed."""
+        return sum(lg.flush_if_due(now_ms) for lg in self.logs.values())
+
+    def cleanup(self, now_ms: int) -> int:
+        """Apply retention to every log; return the number of segments deleted."""
+        return sum(lg.delete_old_segments(now_ms) for lg in self.logs.values())
+
+    def shutdown(self) -> None:
+        """Clean stop: close every log, checkpoint, and write each dir's clean marker."""
+        for partition_log in self.logs.values():
+            partition_log.close()
+        self.checkpoint()
+        for directory in self.log_dirs:
+            (directory / CLEAN_SHUTDOWN_FILE).touch()
+            fsync_directory(directory)
+        self._release_locks()
+        log.info("Shut down %d logs cleanly in %s", len(self.logs),
+                 ", ".join(str(d) for d in self.log_dirs))
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
+
+    def partitions(self) -> Iterable[TopicPartition]:
+        return self.logs.keys()

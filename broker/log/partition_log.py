@@ -1,0 +1,492 @@
+"""The log of one topic-partition: an ordered run of segments in one directory.
+
+It assigns offsets, rolls segments, serves reads as file slices, truncates (for
+replication), keeps the leader-epoch cache, and applies retention. Time comes in as
+`now_ms` arguments; the caller (one event loop) serializes every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from broker.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
+from broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache, checkpoint_file
+from broker.log.log_config import LogConfig, TimestampPolicy
+from broker.log.log_loader import load_segments, open_segment
+from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from broker.record_batch import (
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    CompressionType,
+    RecordBatchHeader,
+    check_producer_batch,
+    read_batches,
+    set_log_append_time,
+)
+from broker.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append did: the offsets it assigned and the timestamps it saw.
+
+    A NamedTuple because one is built per append, where a frozen dataclass's slower
+    constructor shows up in the benchmark.
+    """
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic stamps LogAppendTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_start_offset: int
+    valid_bytes: int
+    batch_count: int
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class PartitionLog:
+    """Segments of one partition plus its offsets: log start, log end, high watermark and
+    recovery point."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int,
+                 recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
+                 had_clean_shutdown: bool = False) -> None:
+        """Open (creating if needed) the partition directory `directory` (named `topic-N`)."""
+        self.directory = directory
+        self.topic_partition = TopicPartition.from_dir_name(directory.name)
+        self.config = config
+        self._name = f"[Log partition={self.topic_partition}, dir={directory.parent}] "
+        directory.mkdir(parents=True, exist_ok=True)
+        loaded = load_segments(directory, config, now_ms=now_ms, recovery_point=recovery_point,
+                               log_start_offset=log_start_offset,
+                               had_clean_shutdown=had_clean_shutdown, name=self._name)
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases = [s.base_offset for s in self._segments]
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.leader_epoch_cache = LeaderEpochCache(checkpoint_file(directory), name=self._name)
+        leo = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.recovery_point = min(recovery_point, leo)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
+        self._last_flush_ms = now_ms
+        if not had_clean_shutdown and leo > self.recovery_point:
+            self.flush()  # recovery validated [recovery point, LEO); make that durable
+        log.info("%sLoaded log with %d segments, log start offset %d, log end offset %d, "
+                 "high watermark %d%s", self._name, len(self._segments), self.log_start_offset,
+                 leo, self.high_watermark,
+                 f", {loaded.recovered_bytes_truncated} bytes truncated by recovery"
+                 if loaded.recovered_bytes_truncated else "")
+
+    # ---- offsets -----------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    # ---- append ------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int,
+               leader_epoch: int | None = None, assign_offsets: bool = True) -> LogAppendInfo:
+        """Append concatenated v2 batches; a leader assigns offsets, a follower keeps them.
+
+        Every batch is CRC-checked; nothing is written unless all are valid. As leader
+        (`assign_offsets`), batches must be producer-shaped, fit `max.message.bytes`, and
+        are stamped with `leader_epoch`.
+        """
+        view = memoryview(records)
+        if view.format != "B":
+            view = view.cast("B")
+        batches = read_batches(view)
+        if not batches:
+            raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
+        config = self.config
+        total = len(view)  # read_batches consumed every byte
+        if total > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {total} bytes to {self.topic_partition} exceeds segment.bytes "
+                f"{config.segment_bytes}")
+        log_append_time = NO_TIMESTAMP
+        if assign_offsets:
+            self._check_producer_batches(batches)
+            base_offsets = self._assign_offsets(batches)
+            if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
+                log_append_time = now_ms
+                view, batches = _stamp_log_append_time(view, batches, now_ms)
+            epoch = leader_epoch
+        else:
+            base_offsets = self._check_replica_offsets(batches)
+            epoch = None
+        max_ts, max_ts_offset = NO_TIMESTAMP, base_offsets[0]
+        for (_, header), base in zip(batches, base_offsets):
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, base + header.last_offset_delta
+        first = base_offsets[0]
+        last_offset = base_offsets[-1] + batches[-1][1].last_offset_delta
+        segment = self._segments[-1]
+        if segment.size and (segment.size > config.segment_bytes - total
+                             or self._segment_age(segment, max_ts, now_ms) > config.segment_ms
+                             or segment.offset_index.is_full or segment.time_index.is_full
+                             or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
+            self._roll_full_segment(segment, total, max_ts, now_ms, first)
+        self._segments[-1].append(view, batches, base_offsets, epoch, total)
+        self._record_epochs(batches, base_offsets, epoch)
+        if last_offset + 1 - self.recovery_point >= config.flush_messages:
+            self.flush()
+        return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
+                             self.log_start_offset, total, len(batches))
+
+    def _check_producer_batches(self, batches: list[tuple[int, RecordBatchHeader]]) -> None:
+        limit = self.config.max_message_bytes
+        for _, header in batches:
+            if (header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count
+                    or header.attributes & COMPRESSION_MASK > CompressionType.ZSTD):
+                check_producer_batch(header)  # raises, naming the rule
+            if header.batch_length + LOG_OVERHEAD > limit:
+                raise RecordTooLargeError(
+                    f"record batch of {header.size} bytes to {self.topic_partition} "
+                    f"exceeds max.message.bytes {limit}")
+
+    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
+        next_offset = self.log_end_offset
+        bases = []
+        for _, header in batches:
+            bases.append(next_offset)
+            next_offset += header.last_offset_delta + 1
+        return bases
+
+    def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
+        expected = self.log_end_offset
+        for _, header in batches:
+            if header.base_offset < expected or header.last_offset_delta < 0:
+                raise OffsetsOutOfOrderError(
+                    f"replica append to {self.topic_partition}: batch at offset "
+                    f"{header.base_offset} does not follow offset {expected - 1}")
+            expected = header.next_offset
+        return [h.base_offset for _, h in batches]
+
+    def _record_epochs(self, batches: list[tuple[int, RecordBatchHeader]], bases: list[int],
+                       leader_epoch: int | None) -> None:
+        cache = self.leader_epoch_cache
+        if leader_epoch is not None:
+            if leader_epoch >= 0 and leader_epoch != cache.latest_epoch:
+                cache.assign(leader_epoch, bases[0])
+            return
+        for (_, header), base in zip(batches, bases):
+            if header.partition_leader_epoch >= 0 and \
+                    header.partition_leader_epoch != cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, base)
+
+    @staticmethod
+    def _segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
+        # Kafka measures a segment's age in message time when messages carry timestamps,
+        # falling back to the wall clock since the segment was created.
+        first_ts = segment.first_batch_timestamp
+        if first_ts is not None and first_ts >= 0:
+            return max_timestamp - first_ts
+        return now_ms - segment.created_ms
+
+    def _roll_full_segment(self, segment: LogSegment, incoming: int, max_timestamp: int,
+                           now_ms: int, base_offset: int) -> None:
+        config = self.config
+        if segment.size > config.segment_bytes - incoming:
+            reason = f"segment.bytes {config.segment_bytes}"
+        elif self._segment_age(segment, max_timestamp, now_ms) > config.segment_ms:
+            reason = f"segment.ms {config.segment_ms}"
+        elif segment.offset_index.is_full or segment.time_index.is_full:
+            reason = f"segment.index.bytes {config.segment_index_bytes}"
+        else:
+            reason = "relative offsets would overflow int32"
+        self.roll(now_ms, base_offset, reason)
+
+    def roll(self, now_ms: int, base_offset: int | None = None, reason: str = "requested") -> None:
+        """Start a new active segment at `base_offset` (default: the log end offset)."""
+        old = self._segments[-1]
+        base = self.log_end_offset if base_offset is None else base_offset
+        if old.size == 0 and old.base_offset == base:
+            return
+        old.on_become_inactive()
+        segment = open_segment(self.directory, base, self.config, now_ms, create=True)
+        self._segments.append(segment)
+        self._bases.append(base)
+        log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)
+        self.flush(base)  # as Kafka does, so recovery after a crash scans one segment
+
+    # ---- read --------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileSlice:
+        """File slice of batches from the one holding `offset`, below `max_offset` (e.g. the
+        high watermark for consumers); empty at the end. Offsets outside the log raise."""
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.topic_partition}: log start "
+                f"offset {self.log_start_offset}, log end offset {leo}")
+        limit = leo if max_offset is None else min(max_offset, leo)
+        i = bisect_right(self._bases, offset) - 1
+        while 0 <= i < len(self._segments) and offset < limit:
+            segment = self._segments[i]
+            segment_end = self._bases[i + 1] if i + 1 < len(self._bases) else leo
+            max_position = None
+            if limit < segment_end:
+                found = segment.translate_offset(limit)
+                max_position = found[0] if found else None
+            data = segment.read(offset, max_bytes, max_position=max_position,
+                                min_one_batch=min_one_batch)
+            if data is not None:
+                return data
+            i += 1
+        return FileSlice(self.active_segment.fd, self.active_segment.size, 0)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets by time: the first offset whose record timestamp is >= `timestamp`;
+        -2 earliest, -1 latest, -3 the record with the largest timestamp."""
+        epoch_for = self.leader_epoch_cache.epoch_for
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self.log_start_offset,
+                                      epoch_for(self.log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            leo = self.log_end_offset
+            return TimestampAndOffset(NO_TIMESTAMP, leo, self.leader_epoch_cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self._segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            return TimestampAndOffset(best.max_timestamp, best.offset_of_max_timestamp,
+                                      epoch_for(best.offset_of_max_timestamp))
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp:
+                found = _find_in_segment(segment, timestamp, self.log_start_offset)
+                if found is not None:
+                    return TimestampAndOffset(found[0], found[1], epoch_for(found[1]))
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch: the end offset of `leader_epoch` in this log."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # ---- truncation --------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, now_ms: int = 0) -> bool:
+        """Remove every offset >= `offset` (whole batches: a batch holding it goes entirely).
+
+        Returns False when there was nothing to remove.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic_partition} to offset {offset}")
+        leo = self.log_end_offset
+        if offset >= leo:
+            return False
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset, now_ms=now_ms)
+            return True
+        keep = bisect_right(self._bases, offset)  # segments starting after `offset` go
+        removed = self._segments[keep:]
+        del self._segments[keep:], self._bases[keep:]
+        self._schedule_delete(removed, now_ms, "truncation")
+        removed_bytes = self._segments[-1].truncate_to(offset)
+        new_leo = self.log_end_offset
+        log.info("%sTruncated to offset %d (log end offset %d -> %d, %d bytes and %d segments "
+                 "removed)", self._name, offset, leo, new_leo,
+                 removed_bytes + sum(s.size for s in removed), len(removed))
+        self.leader_epoch_cache.truncate_from_end(new_leo)
+        self.log_start_offset = min(self.log_start_offset, new_leo)
+        self.recovery_point = min(self.recovery_point, new_leo)
+        self.high_watermark = min(self.high_watermark, new_leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int = 0) -> None:
+        """Delete every segment and restart the log empty at `offset`."""
+        removed, self._segments, self._bases = self._segments, [], []
+        self._schedule_delete(removed, now_ms, "full truncation", delay=False)
+        self._segments.append(open_segment(self.directory, offset, self.config, now_ms,
+                                           create=True))
+        self._bases.append(offset)
+        self.leader_epoch_cache.clear()
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        log.info("%sTruncated fully; log restarts empty at offset %d", self._name, offset)
+
+    # ---- retention ---------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention (log start offset, retention.ms, retention.bytes); return the number
+        of segments deleted. Never the active segment, never data above the high watermark."""
+        deleted = self._delete_segments_while(
+            lambda s, nxt: nxt <= self.log_start_offset, now_ms, "log start offset")
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments_while(
+                lambda s, nxt: now_ms - s.largest_timestamp > retention_ms, now_ms,
+                f"retention.ms {retention_ms}")
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, _next: int) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_segments_while(
+                over_size, now_ms, f"retention.bytes {self.config.retention_bytes}")
+        self.reap_deleted_segments(now_ms)
+        return deleted
+
+    def _delete_segments_while(self, predicate: Callable[[LogSegment, int], bool], now_ms: int,
+                               reason: str) -> int:
+        count = 0
+        while len(self._segments) > 1:
+            segment, next_base = self._segments[0], self._bases[1]
+            if next_base > self.high_watermark or not predicate(segment, next_base):
+                break
+            del self._segments[0], self._bases[0]
+            self._schedule_delete([segment], now_ms, reason)
+            count += 1
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            log.info("%sLog start offset is now %d after deleting %d segments (%s)",
+                     self._name, self.log_start_offset, count, reason)
+        return count
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up (DeleteRecords); segments below go at retention."""
+        if offset <= self.log_start_offset:
+            return False
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.topic_partition} to {offset}, "
+                f"above the high watermark {self.high_watermark}")
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        log.info("%sIncremented log start offset to %d", self._name, offset)
+        return True
+
+    def _schedule_delete(self, segments: list[LogSegment], now_ms: int, reason: str,
+                         *, delay: bool = True) -> None:
+        # Renamed now, closed later: a fetch may still be sending from the descriptor.
+        for segment in segments:
+            log.info("%sDeleting segment %s (base offset %d, %d bytes, largest timestamp %d) "
+                     "due to %s", self._name, segment.log_path.name, segment.base_offset,
+                     segment.size, segment.max_timestamp, reason)
+            segment.mark_deleted()
+            deadline = now_ms + (self.config.file_delete_delay_ms if delay else 0)
+            self._pending_deletes.append((deadline, segment))
+
+    def reap_deleted_segments(self, now_ms: int) -> None:
+        """Close and remove segments whose `file.delete.delay.ms` has passed."""
+        keep = []
+        for deadline, segment in self._pending_deletes:
+            if deadline <= now_ms:
+                segment.delete()
+            else:
+                keep.append((deadline, segment))
+        self._pending_deletes = keep
+
+    # ---- durability and lifecycle ------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below `up_to` (default: all) and move the
+        recovery point there."""
+        target = self.log_end_offset if up_to is None else up_to
+        if target <= self.recovery_point:
+            return
+        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for segment in self._segments[first:]:
+            if segment.base_offset >= target:
+                break
+            segment.flush()
+        self.recovery_point = target
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """Apply `flush.ms`: flush when that long has passed since the last flush."""
+        if now_ms - self._last_flush_ms < self.config.flush_ms:
+            return False
+        self._last_flush_ms = now_ms
+        if self.log_end_offset <= self.recovery_point:
+            return False
+        self.flush()
+        return True
+
+    def close(self) -> None:
+        """Flush everything and close all files (clean shutdown)."""
+        self.flush()
+        for segment in self._segments:
+            segment.flush()
+            segment.close()
+        for _, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes.clear()
+
+
+def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
+                           now_ms: int) -> tuple[memoryview, list[tuple[int, RecordBatchHeader]]]:
+    buf = bytearray(view)
+    stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
+    return memoryview(buf), stamped
+
+
+def _find_in_segment(segment: LogSegment, timestamp: int,
+                     start_offset: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record at or after `timestamp` in `segment`."""
+    from broker.records import decode_records  # tools-grade decoding, off the hot path
+
+    entry = segment.time_index.lookup(timestamp)
+    found = segment.translate_offset(max(entry.offset, start_offset))
+    if found is None:
+        return None
+    for position, header in segment.headers_from(found[0]):
+        if header.max_timestamp < timestamp:
+            continue
+        batch = segment_bytes(segment, position, header.size)
+        for record in decode_records(batch, 0, header):
+            if record.timestamp >= timestamp and record.offset >= start_offset:
+                return record.timestamp, record.offset
+    return None
+
+
+def segment_bytes(segment: LogSegment, position: int, length: int) -> bytes:
+    """Read `length` bytes of a segment file."""
+    return FileSlice(segment.fd, position, length).read_bytes()

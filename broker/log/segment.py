@@ -1,0 +1,376 @@
+"""One log segment: a `%020d.log` file of record batches with its `.index` and `.timeindex`.
+
+Batches are stored exactly as received except for baseOffset and partitionLeaderEpoch,
+which sit outside the CRC. The segment keeps one file descriptor open for both appends
+(O_APPEND) and reads (pread), and hands that descriptor out in `FileSlice`s so the network
+layer can send straight from the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.errors import KafkaError, KafkaStorageError
+from broker.log.offset_index import OffsetIndex
+from broker.log.time_index import TimeIndex
+from broker.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_POS,
+    RecordBatchHeader,
+    encode_base_offset,
+    encode_int32,
+    parse_header,
+    verify_crc,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+NO_TIMESTAMP = -1
+MAX_RELATIVE_OFFSET = 2**31 - 1
+_IOV_MAX = 1024  # Linux's limit of buffers in one writev
+_COPY_BELOW = 64 * 1024  # below this, one copy + one write beats a 4-piece writev
+_RECOVERY_CHUNK = 4 * 1024 * 1024
+_LENGTH = struct.Struct(">i")
+_INT32 = _LENGTH
+_INT64 = struct.Struct(">q")
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's file name: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes [position, position+length) of an open segment file, ready for sendfile/pread."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes (tools and tests; the network layer sends from `fd`)."""
+        return os.pread(self.fd, self.length, self.position) if self.length else b""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    """What scanning a segment found: bytes kept, bytes cut off, and why."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    next_offset: int
+    reason: str | None
+
+
+class LogSegment:
+    """A segment file plus its two sparse indexes. Not thread-safe: one owner serializes calls."""
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
+                 max_index_bytes: int, created_ms: int, create: bool) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_bytes)
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
+            max_index_bytes)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | (os.O_EXCL if create else 0)
+        try:
+            self.fd = os.open(self.log_path, flags, 0o644)
+            self.size = os.fstat(self.fd).st_size
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None  # drives time-based rolling
+        self.next_offset = base_offset  # one past the last offset stored here
+        self._bytes_since_index_entry = 0
+
+    # ---- appending -------------------------------------------------------------------
+
+    def append(self, view: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]],
+               base_offsets: Sequence[int], leader_epoch: int | None, total: int) -> None:
+        """Write `batches` (positions in `view`, `total` bytes in all) with new base offsets
+        and, if given, the leader epoch.
+
+        Small appends are copied once and patched; large ones are spliced with writev so
+        the batch bytes are never copied in Python. A failed write truncates the file back:
+        the segment never keeps a partial batch that was not acknowledged.
+        """
+        if total <= _COPY_BELOW:
+            buf = bytearray(view)
+            for (pos, _), base in zip(batches, base_offsets):
+                _INT64.pack_into(buf, pos, base)
+                if leader_epoch is not None:
+                    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, leader_epoch)
+            iov: list[bytes | bytearray | memoryview] = [buf]
+        else:
+            iov = []
+            for (pos, header), base in zip(batches, base_offsets):
+                end = pos + header.batch_length + LOG_OVERHEAD
+                iov.append(encode_base_offset(base))
+                if leader_epoch is None:
+                    iov.append(view[pos + 8 : end])
+                else:
+                    iov.append(view[pos + 8 : pos + 12])
+                    iov.append(encode_int32(leader_epoch))
+                    iov.append(view[pos + 16 : end])
+        self._write(iov, total)
+        position = self.size
+        index_batch = self._index_batch
+        for (_, header), base in zip(batches, base_offsets):
+            size = header.batch_length + LOG_OVERHEAD
+            index_batch(position, base + header.last_offset_delta, header.max_timestamp, size)
+            position += size
+        self.size = position
+        self.next_offset = base_offsets[-1] + batches[-1][1].last_offset_delta + 1
+
+    def _write(self, iov: list[bytes | bytearray | memoryview], total: int) -> None:
+        try:
+            if len(iov) == 1:
+                written = os.write(self.fd, iov[0])
+            else:
+                written = 0
+                for i in range(0, len(iov), _IOV_MAX):
+                    written += os.writev(self.fd, iov[i : i + _IOV_MAX])
+            if written != total:  # a short write: the disk filled up, finish or fail
+                rest = b"".join(iov)[written:]
+                while rest:
+                    rest = rest[os.write(self.fd, rest):]
+        except OSError as e:
+            self._undo_partial_write()
+            raise KafkaStorageError(
+                f"append of {total} bytes to {self.log_path} failed: {e}") from e
+
+    def _undo_partial_write(self) -> None:
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as e:
+            log.error("Cannot truncate %s back to %d bytes after a failed append: %s",
+                      self.log_path, self.size, e)
+
+    def _index_batch(self, position: int, last_offset: int, max_timestamp: int,
+                     size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def headers_from(self, position: int) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each batch from `position` to the end of the file."""
+        while position < self.size:
+            try:
+                header = parse_header(os.pread(self.fd, HEADER_SIZE, position),
+                                      require_body=False)
+            except (OSError, KafkaError) as e:
+                raise KafkaStorageError(
+                    f"segment {self.log_path} is unreadable at position {position}: {e}") from e
+            if position + header.size > self.size:
+                raise KafkaStorageError(
+                    f"segment {self.log_path} ends inside the batch at position {position}")
+            yield position, header
+            position += header.size
+
+    def translate_offset(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        start = self.offset_index.lookup(offset).position
+        for position, header in self.headers_from(start):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return position, header
+        return None
+
+    def read(self, offset: int, max_bytes: int, *, max_position: int | None = None,
+             min_one_batch: bool = True) -> FileSlice | None:
+        """A slice from the batch holding `offset`, at most `max_bytes` (may end mid-batch).
+
+        Like Kafka, the slice may end in a partial batch, which clients skip; with
+        `min_one_batch` a first batch larger than `max_bytes` is returned whole so that a
+        consumer always makes progress. None when `offset` is past this segment's data.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        start, header = found
+        limit = self.size if max_position is None else min(self.size, max_position)
+        if start >= limit:
+            return FileSlice(self.fd, start, 0)
+        wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
+        return FileSlice(self.fd, start, min(limit - start, wanted))
+
+    def scan_tail(self) -> int:
+        """Restore the in-memory tail state after loading; return the next offset."""
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        next_offset = self.base_offset
+        last = self.offset_index.last_entry
+        if len(self.offset_index):
+            next_offset = last.offset + 1
+        self._bytes_since_index_entry = 0
+        for position, header in self.headers_from(last.position):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            self._bytes_since_index_entry += header.size
+            next_offset = header.next_offset
+        self.first_batch_timestamp = None
+        for _, header in self.headers_from(0):
+            self.first_batch_timestamp = header.max_timestamp
+            break
+        self.next_offset = next_offset
+        return next_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest batch timestamp, or the file's mtime when no batch carried one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # ---- truncation and recovery -----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding `offset` and everything after it; return bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        return self._truncate_at(position, header.base_offset)
+
+    def _truncate_at(self, position: int, first_removed_offset: int) -> int:
+        removed = self.size - position
+        self.offset_index.truncate_to(first_removed_offset)
+        self.time_index.truncate_to(first_removed_offset)
+        try:
+            os.ftruncate(self.fd, position)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
+        self.size = position
+        self.scan_tail()
+        return removed
+
+    def recover(self) -> RecoveryResult:
+        """Validate every batch (framing, CRC, offsets), rebuild both indexes, and truncate
+        at the first bad or partial batch."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index_entry = 0
+        next_offset = self.base_offset
+        valid_end, reason = 0, None
+        for position, header in self._framed_batches():
+            if isinstance(header, str):
+                reason = header
+                break
+            if (header.base_offset < next_offset or header.last_offset_delta < 0
+                    or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
+                reason = (f"batch offsets {header.base_offset}..{header.last_offset} at "
+                          f"position {position} do not follow offset {next_offset - 1}")
+                break
+            self._index_batch(position, header.last_offset, header.max_timestamp, header.size)
+            next_offset = header.next_offset
+            valid_end = position + header.size
+        truncated = self.size - valid_end
+        if truncated:
+            try:
+                os.ftruncate(self.fd, valid_end)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
+            self.size = valid_end
+        self.next_offset = next_offset
+        return RecoveryResult(valid_end, truncated, next_offset, reason)
+
+    def _framed_batches(self) -> Iterator[tuple[int, RecordBatchHeader | str]]:
+        """(position, header) per CRC-valid batch, then (position, reason) at the first that
+        is not. Reads the file in large chunks, and a large batch in one read."""
+        position = 0
+        buf, buf_start = b"", 0
+        while position < self.size:
+            rel = position - buf_start
+            if len(buf) - rel < HEADER_SIZE:
+                buf, buf_start, rel = self._pread(position, _RECOVERY_CHUNK), position, 0
+            if len(buf) - rel >= LOG_OVERHEAD:
+                (length,) = _LENGTH.unpack_from(buf, rel + 8)
+                need = length + LOG_OVERHEAD
+                if len(buf) - rel < need <= self.size - position:
+                    buf = self._pread(position, max(_RECOVERY_CHUNK, need))
+                    buf_start, rel = position, 0
+            try:
+                header = parse_header(buf, rel)
+                verify_crc(buf, rel, header)
+            except KafkaError as e:  # bad magic or CRC, or a batch cut short
+                yield position, str(e)
+                return
+            yield position, header
+            position += header.size
+
+    def _pread(self, position: int, length: int) -> bytes:
+        try:
+            return os.pread(self.fd, length, position)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read {self.log_path}: {e}") from e
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log file and write both indexes."""
+        try:
+            os.fsync(self.fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """On roll: make the time index's last entry the segment's largest timestamp."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def close(self) -> None:
+        """Write indexes and close the file (no fsync; see `flush`)."""
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
+        os.close(self.fd)
+        self.fd = -1
+
+    def mark_deleted(self) -> None:
+        """Rename every file with `.deleted`; the descriptor stays open for in-flight reads."""
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.replace(self.log_path, deleted)
+        self.log_path = deleted
+
+    def delete(self) -> None:
+        """Close the descriptor and remove the files."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+

@@ -1,0 +1,130 @@
+"""Sparse, sorted, fixed-width index files: the shared machinery of `.index` and `.timeindex`.
+
+Entries live in two in-memory arrays (the source of truth while the segment is open) and
+reach the file on `flush()`, which the log calls whenever it moves its recovery point. An
+unclean stop can therefore leave an index file behind its segment; recovery rebuilds the
+indexes of every segment past the recovery point, so nothing reads a stale entry.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from broker.errors import KafkaStorageError
+
+
+class CorruptIndexError(KafkaStorageError):
+    """An index file failed its sanity check; the segment's indexes must be rebuilt."""
+
+
+class SparseIndex:
+    """Fixed-width (key, value) entries with strictly increasing keys, persisted big-endian."""
+
+    def __init__(self, path: Path, entry: struct.Struct, key_type: str, value_type: str,
+                 max_entries: int) -> None:
+        self.path = path
+        self._entry = entry
+        self.keys = array(key_type)
+        self.values = array(value_type)
+        self.max_entries = max_entries
+        self._persisted = 0  # entries already in the file
+
+    @property
+    def entry_size(self) -> int:
+        return self._entry.size
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.keys) >= self.max_entries
+
+    def load(self) -> None:
+        """Read the file's entries; a missing file is a CorruptIndexError (it must be rebuilt)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise CorruptIndexError(f"index file {self.path} is missing") from None
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read index file {self.path}: {e}") from e
+        if len(data) % self.entry_size:
+            raise CorruptIndexError(
+                f"index file {self.path} has size {len(data)}, not a multiple of "
+                f"the entry size {self.entry_size}"
+            )
+        self.keys = array(self.keys.typecode)
+        self.values = array(self.values.typecode)
+        for key, value in self._entry.iter_unpack(data):
+            self.keys.append(key)
+            self.values.append(value)
+        self._persisted = len(self.keys)
+
+    def floor(self, key: int) -> int:
+        """Index of the last entry whose key is <= `key`, or -1 when there is none."""
+        return bisect_right(self.keys, key) - 1
+
+    def append_entry(self, key: int, value: int) -> None:
+        """Add an entry; keys must strictly increase (a broken invariant is a bug, not input)."""
+        if self.keys and key <= self.keys[-1]:
+            raise ValueError(f"index {self.path}: key {key} after {self.keys[-1]}")
+        self.keys.append(key)
+        self.values.append(value)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep only the first `count` entries, in memory and in the file."""
+        if count >= len(self.keys):
+            return
+        del self.keys[count:]
+        del self.values[count:]
+        if self._persisted > count:
+            self._persisted = count
+            self._write_tail(truncate=True)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self.keys = array(self.keys.typecode)
+        self.values = array(self.values.typecode)
+        self._persisted = 0
+        self._write_tail(truncate=True)
+
+    def flush(self, *, fsync: bool = True) -> None:
+        """Write entries not yet in the file, and fsync it."""
+        if self._persisted == len(self.keys) and self.path.exists():
+            return
+        self._write_tail(truncate=False, fsync=fsync)
+
+    def _write_tail(self, *, truncate: bool, fsync: bool = False) -> None:
+        pack = self._entry.pack
+        tail = b"".join(
+            pack(self.keys[i], self.values[i]) for i in range(self._persisted, len(self.keys))
+        )
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                offset = self._persisted * self.entry_size
+                if truncate or os.fstat(fd).st_size != offset:
+                    os.ftruncate(fd, offset)
+                if tail:
+                    os.pwrite(fd, tail, offset)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write index file {self.path}: {e}") from e
+        self._persisted = len(self.keys)
+
+    def rename(self, path: Path) -> None:
+        """Move the file (if written) to `path`, e.g. for deferred deletion."""
+        if self.path.exists():
+            os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        """Remove the file."""
+        self.path.unlink(missing_ok=True)

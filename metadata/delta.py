@@ -1,0 +1,376 @@
+"""MetadataDelta: THE replay path. Records in, a new immutable MetadataImage out.
+
+The controller and the broker both turn committed records into images through `apply`
+(Kafka keeps two replay paths; we keep one). Derived facts are computed here and
+nowhere else:
+
+- broker_epoch = the offset of the broker's RegisterBroker record;
+- every PartitionChange bumps partition_epoch; one that names a leader (anything but
+  NO_LEADER_CHANGE) bumps leader_epoch (Kafka's PartitionRegistration.merge). Since
+  Kafka 3.6 (KAFKA-15021) an ISR shrink alone does not bump the leader epoch, and the
+  rules in `metadata.partition_change` name a leader only when it changes.
+
+A record that contradicts the image (unknown topic, stale broker epoch, ...) raises
+`MetadataRecordError` naming its offset; the input image is never modified, so a batch
+either applies whole or not at all. Unchanged sub-images are shared with the input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from metadata.codec import MetadataRecordError
+from metadata.image import (
+    EMPTY_MAP,
+    BrokerRegistration,
+    ClusterImage,
+    ConfigResource,
+    ConfigurationsImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicImage,
+    TopicsImage,
+)
+from metadata.records import (
+    NO_LEADER_CHANGE,
+    BeginEpoch,
+    BrokerRegistrationChange,
+    Config,
+    ConfigResourceType,
+    FeatureLevel,
+    NoOp,
+    Partition,
+    PartitionChange,
+    ProducerIds,
+    Record,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+    UnregisterBroker,
+)
+
+
+def merge_partition_change(partition: PartitionRegistration, change: PartitionChange) -> PartitionRegistration:
+    """Kafka's PartitionRegistration.merge: the partition after one PartitionChange."""
+    if change.leader == NO_LEADER_CHANGE:
+        leader, leader_epoch = partition.leader, partition.leader_epoch
+    else:
+        leader, leader_epoch = change.leader, partition.leader_epoch + 1
+    return PartitionRegistration(
+        topic_id=partition.topic_id,
+        partition_id=partition.partition_id,
+        replicas=partition.replicas if change.replicas is None else change.replicas,
+        isr=partition.isr if change.isr is None else change.isr,
+        elr=partition.elr if change.elr is None else change.elr,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition.partition_epoch + 1,
+        leader_recovery_state=(partition.leader_recovery_state if change.leader_recovery_state is None
+                               else change.leader_recovery_state),
+    )
+
+
+class MetadataDelta:
+    """Records replayed on top of a base image; `apply()` returns the new image.
+
+    Copy-on-write: a sub-image's dict is copied the first time a record touches it, so
+    the base image is never modified and untouched sub-images are reused as they are.
+    """
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self._offset = image.offset
+        self._controller_epoch = image.controller_epoch
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._topics: dict[str, TopicImage] | None = None  # by topic id
+        self._names: dict[str, str] | None = None  # topic name -> topic id
+        self._partitions: dict[str, dict[int, PartitionRegistration]] = {}  # touched topics only
+        self._configs: dict[ConfigResource, Mapping[str, str]] | None = None
+        self._touched_configs: set[ConfigResource] = set()
+        self._features: dict[str, int] | None = None
+        self._next_producer_id_block_start = image.producer_ids.next_producer_id_block_start
+        self._applied = False
+
+    def replay(self, record: Record, offset: int) -> None:
+        """Replay one committed record found at `offset` (offsets strictly increase)."""
+        if self._applied:
+            raise RuntimeError("MetadataDelta.replay after apply(): start a new delta")
+        handler = _HANDLERS.get(type(record))
+        if handler is None:
+            raise MetadataRecordError(f"offset {offset}: not a metadata record: {type(record).__name__}")
+        if type(offset) is not int or offset <= self._offset:
+            raise MetadataRecordError(
+                f"{type(record).__name__} at offset {offset!r} does not follow offset {self._offset}")
+        try:
+            handler(self, record, offset)
+        except MetadataRecordError as exc:
+            raise MetadataRecordError(f"offset {offset}: {type(record).__name__}: {exc}") from None
+        self._offset = offset
+
+    # -- brokers ---------------------------------------------------------------------
+
+    def _brokers_for_write(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.image.cluster.brokers)
+        return self._brokers
+
+    def _registered(self, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+        brokers = self._brokers_for_write()
+        registration = brokers.get(broker_id)
+        if registration is None:
+            raise MetadataRecordError(f"broker {broker_id} is not registered")
+        if registration.broker_epoch != broker_epoch:
+            raise MetadataRecordError(
+                f"broker {broker_id} has broker_epoch {registration.broker_epoch}, not {broker_epoch}")
+        return registration
+
+    def _register_broker(self, r: RegisterBroker, offset: int) -> None:
+        # A re-registration (new incarnation) replaces the old one, as in Kafka.
+        self._brokers_for_write()[r.broker_id] = BrokerRegistration(
+            broker_id=r.broker_id, broker_epoch=offset, incarnation_id=r.incarnation_id,
+            listeners=r.listeners, rack=r.rack, fenced=r.fenced, in_controlled_shutdown=False)
+
+    def _unregister_broker(self, r: UnregisterBroker, offset: int) -> None:
+        self._registered(r.broker_id, r.broker_epoch)
+        del self._brokers_for_write()[r.broker_id]
+
+    def _broker_registration_change(self, r: BrokerRegistrationChange, offset: int) -> None:
+        registration = self._registered(r.broker_id, r.broker_epoch)
+        changes: dict[str, bool] = {}
+        if r.fenced is not None:
+            changes["fenced"] = r.fenced
+        if r.in_controlled_shutdown is not None:
+            changes["in_controlled_shutdown"] = r.in_controlled_shutdown
+        self._brokers_for_write()[r.broker_id] = dataclasses.replace(registration, **changes)
+
+    # -- topics and partitions -------------------------------------------------------
+
+    def _topics_for_write(self) -> tuple[dict[str, TopicImage], dict[str, str]]:
+        if self._topics is None or self._names is None:
+            self._topics = dict(self.image.topics.by_id)
+            self._names = {name: topic.topic_id for name, topic in self.image.topics.by_name.items()}
+        return self._topics, self._names
+
+    def _partitions_for_write(self, topic_id: str) -> dict[int, PartitionRegistration]:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            topics, _ = self._topics_for_write()
+            topic = topics.get(topic_id)
+            if topic is None:
+                raise MetadataRecordError(f"unknown topic id {topic_id}")
+            parts = self._partitions[topic_id] = dict(topic.partitions)
+        return parts
+
+    def _topic(self, r: Topic, offset: int) -> None:
+        topics, names = self._topics_for_write()
+        if r.topic_id in topics:
+            raise MetadataRecordError(f"topic id {r.topic_id} already exists")
+        if r.name in names:
+            raise MetadataRecordError(f"topic name {r.name!r} is already used by topic id {names[r.name]}")
+        topics[r.topic_id] = TopicImage(r.name, r.topic_id)
+        names[r.name] = r.topic_id
+        self._partitions[r.topic_id] = {}
+
+    def _partition(self, r: Partition, offset: int) -> None:
+        # A Partition record for an existing partition replaces it, as Kafka's replay does.
+        self._partitions_for_write(r.topic_id)[r.partition_id] = PartitionRegistration(
+            topic_id=r.topic_id, partition_id=r.partition_id, replicas=r.replicas, isr=r.isr,
+            elr=r.elr, leader=r.leader, leader_epoch=r.leader_epoch,
+            partition_epoch=r.partition_epoch, leader_recovery_state=r.leader_recovery_state)
+
+    def _partition_change(self, r: PartitionChange, offset: int) -> None:
+        parts = self._partitions_for_write(r.topic_id)
+        partition = parts.get(r.partition_id)
+        if partition is None:
+            raise MetadataRecordError(f"unknown partition {r.partition_id} of topic id {r.topic_id}")
+        parts[r.partition_id] = merge_partition_change(partition, r)
+
+    def _remove_topic(self, r: RemoveTopic, offset: int) -> None:
+        topics, names = self._topics_for_write()
+        topic = topics.pop(r.topic_id, None)
+        if topic is None:
+            raise MetadataRecordError(f"unknown topic id {r.topic_id}")
+        del names[topic.name]
+        self._partitions.pop(r.topic_id, None)
+        # Kafka's MetadataDelta drops the topic's configs together with the topic.
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
+        if resource in self._configs_for_write():
+            del self._configs_for_write()[resource]
+            self._touched_configs.discard(resource)
+
+    # -- configs, features, producer ids, epochs -------------------------------------
+
+    def _configs_for_write(self) -> dict[ConfigResource, Mapping[str, str]]:
+        if self._configs is None:
+            self._configs = dict(self.image.configs.resources)
+        return self._configs
+
+    def _config(self, r: Config, offset: int) -> None:
+        configs = self._configs_for_write()
+        resource = ConfigResource(r.resource_type, r.resource_name)
+        if resource not in self._touched_configs:
+            configs[resource] = dict(configs.get(resource, EMPTY_MAP))
+            self._touched_configs.add(resource)
+        values = configs[resource]
+        assert isinstance(values, dict)
+        if r.value is None:
+            values.pop(r.name, None)
+        else:
+            values[r.name] = r.value
+
+    def _feature_level(self, r: FeatureLevel, offset: int) -> None:
+        if self._features is None:
+            self._features = dict(self.image.features.levels)
+        if r.level == 0:
+            self._features.pop(r.name, None)
+        else:
+            self._features[r.name] = r.level
+
+    def _producer_ids(self, r: ProducerIds, offset: int) -> None:
+        if r.next_producer_id_block_start <= self._next_producer_id_block_start:
+            raise MetadataRecordError(
+                f"next_producer_id_block_start {r.next_producer_id_block_start} is not greater "
+                f"than the current {self._next_producer_id_block_start}")
+        self._next_producer_id_block_start = r.next_producer_id_block_start
+
+    def _begin_epoch(self, r: BeginEpoch, offset: int) -> None:
+        # An equal epoch is a retried append of the same controller's BeginEpoch.
+        if r.epoch < self._controller_epoch:
+            raise MetadataRecordError(f"epoch {r.epoch} is older than controller epoch {self._controller_epoch}")
+        self._controller_epoch = r.epoch
+
+    def _no_op(self, r: NoOp, offset: int) -> None:
+        pass
+
+    # -- the new image ---------------------------------------------------------------
+
+    def apply(self) -> MetadataImage:
+        """The image after every replayed record; shares untouched sub-images with the base."""
+        self._applied = True
+        base = self.image
+        cluster = base.cluster if self._brokers is None else ClusterImage(MappingProxyType(self._brokers))
+        topics = base.topics
+        if self._topics is not None:
+            for topic_id, parts in self._partitions.items():
+                old = self._topics[topic_id]
+                self._topics[topic_id] = TopicImage(old.name, topic_id, MappingProxyType(parts))
+            topics = TopicsImage(MappingProxyType(self._topics))
+        configs = base.configs
+        if self._configs is not None:
+            for resource in self._touched_configs:
+                values = self._configs[resource]
+                if values:
+                    self._configs[resource] = MappingProxyType(dict(values))
+                else:
+                    del self._configs[resource]  # a resource with no explicit config is absent
+            configs = ConfigurationsImage(MappingProxyType(self._configs))
+        features = base.features if self._features is None else FeaturesImage(MappingProxyType(self._features))
+        producer_ids = base.producer_ids
+        if self._next_producer_id_block_start != producer_ids.next_producer_id_block_start:
+            producer_ids = ProducerIdsImage(self._next_producer_id_block_start)
+        return MetadataImage(offset=self._offset, controller_epoch=self._controller_epoch,
+                             cluster=cluster, topics=topics, configs=configs,
+                             features=features, producer_ids=producer_ids)
+
+
+_HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingProxyType({
+    RegisterBroker: MetadataDelta._register_broker,
+    UnregisterBroker: MetadataDelta._unregister_broker,
+    BrokerRegistrationChange: MetadataDelta._broker_registration_change,
+    Topic: MetadataDelta._topic,
+    Partition: MetadataDelta._partition,
+    PartitionChange: MetadataDelta._partition_change,
+    RemoveTopic: MetadataDelta._remove_topic,
+    Config: MetadataDelta._config,
+    FeatureLevel: MetadataDelta._feature_level,
+    ProducerIds: MetadataDelta._producer_ids,
+    BeginEpoch: MetadataDelta._begin_epoch,
+    NoOp: MetadataDelta._no_op,
+})
+
+
+def apply(image: MetadataImage, records_with_offsets: Iterable[tuple[int, Record]]) -> MetadataImage:
+    """Replay (offset, record) pairs on `image`; all or nothing. The one replay path."""
+    delta = MetadataDelta(image)
+    for offset, record in records_with_offsets:
+        delta.replay(record, offset)
+    return delta.apply()
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    """One partition a broker must act on, with its new registration (its last one if deleted)."""
+
+    topic_name: str
+    topic_id: str
+    partition_id: int
+    partition: PartitionRegistration
+
+    @property
+    def leader(self) -> int:
+        return self.partition.leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.partition.leader_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class LocalReplicaChanges:
+    """Kafka's LocalReplicaChanges: what changed for one broker between two images.
+
+    leaders: partitions it leads whose registration changed; elected_leaders: the subset
+    whose leader_epoch changed (it was just elected); followers: partitions it follows
+    whose registration changed; deletes: partitions it no longer hosts.
+    """
+
+    deletes: tuple[LocalPartition, ...] = ()
+    leaders: tuple[LocalPartition, ...] = ()
+    elected_leaders: tuple[LocalPartition, ...] = ()
+    followers: tuple[LocalPartition, ...] = ()
+
+
+def _sorted(parts: list[LocalPartition]) -> tuple[LocalPartition, ...]:
+    return tuple(sorted(parts, key=lambda p: (p.topic_name, p.partition_id)))
+
+
+def changes_for_broker(old: MetadataImage, new: MetadataImage, broker_id: int) -> LocalReplicaChanges:
+    """The partitions `broker_id` now leads, follows or must delete (Kafka's TopicsDelta.localChanges)."""
+    if old.topics is new.topics:
+        return LocalReplicaChanges()
+    deletes: list[LocalPartition] = []
+    leaders: list[LocalPartition] = []
+    elected: list[LocalPartition] = []
+    followers: list[LocalPartition] = []
+    for topic_id, topic in new.topics.by_id.items():
+        old_topic = old.topics.by_id.get(topic_id)
+        if old_topic is topic:
+            continue  # structural sharing: an untouched topic is the same object
+        old_parts = EMPTY_MAP if old_topic is None else old_topic.partitions
+        for partition_id, partition in topic.partitions.items():
+            prev = old_parts.get(partition_id)
+            if prev == partition:
+                continue
+            if broker_id not in partition.replicas:
+                if prev is not None and broker_id in prev.replicas:
+                    deletes.append(LocalPartition(topic.name, topic_id, partition_id, partition))
+                continue
+            local = LocalPartition(topic.name, topic_id, partition_id, partition)
+            if partition.leader == broker_id:
+                leaders.append(local)
+                if prev is None or prev.leader_epoch != partition.leader_epoch:
+                    elected.append(local)
+            else:
+                followers.append(local)
+    for topic_id, old_topic in old.topics.by_id.items():
+        if topic_id not in new.topics.by_id:
+            deletes.extend(LocalPartition(old_topic.name, topic_id, partition_id, partition)
+                           for partition_id, partition in old_topic.partitions.items()
+                           if broker_id in partition.replicas)
+    return LocalReplicaChanges(_sorted(deletes), _sorted(leaders), _sorted(elected), _sorted(followers))

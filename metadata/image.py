@@ -1,0 +1,235 @@
+"""MetadataImage: the immutable cluster state the metadata log describes at one offset.
+
+Split like Kafka's image package (ClusterImage, TopicsImage, ConfigurationsImage,
+FeaturesImage, ProducerIdsImage) so that applying a batch rebuilds only the sub-images
+it touches and shares the rest. Every mapping is a `MappingProxyType` over a dict that
+nothing else holds; nothing here mutates after construction. Only `metadata.delta`
+builds new images from records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from metadata.codec import (
+    BOOL,
+    BROKER_ID,
+    EPOCH32,
+    IDS,
+    INT64,
+    LISTENERS,
+    NAME,
+    OFFSET,
+    OPT_STR,
+    PARTITION_ID,
+    Enum,
+    Int,
+    Listener,
+    MetadataRecordError,
+    check_fields,
+)
+from metadata.records import (
+    LEADER,
+    NO_LEADER,
+    ConfigResourceType,
+    LeaderRecoveryState,
+    check_partition_state,
+)
+
+EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
+
+
+def frozen_map(items: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
+    """A read-only copy of `items` (or the shared empty map)."""
+    return MappingProxyType(dict(items)) if items else EMPTY_MAP
+
+
+def _freeze(obj: Any, name: str, where: str) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, MappingProxyType):
+        return  # already private and read-only: share it (structural sharing)
+    if not isinstance(value, Mapping):
+        raise MetadataRecordError(f"{where}.{name}: expected a mapping, got {type(value).__name__}")
+    object.__setattr__(obj, name, frozen_map(value))
+
+
+BROKER_KINDS = MappingProxyType(dict(
+    broker_id=BROKER_ID, broker_epoch=INT64, incarnation_id=NAME, listeners=LISTENERS,
+    rack=OPT_STR, fenced=BOOL, in_controlled_shutdown=BOOL))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A registered broker; broker_epoch is the offset of its RegisterBroker record."""
+
+    broker_id: int
+    broker_epoch: int
+    incarnation_id: str
+    listeners: tuple[Listener, ...]
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self, BROKER_KINDS, "BrokerRegistration")
+
+    @property
+    def is_active(self) -> bool:
+        """Unfenced and not shutting down: may lead partitions and join ISRs (Kafka's isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+PARTITION_KINDS = MappingProxyType(dict(
+    topic_id=NAME, partition_id=PARTITION_ID, replicas=IDS, isr=IDS, elr=IDS, leader=LEADER,
+    leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=Enum(LeaderRecoveryState)))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """The state of one partition, as Kafka's PartitionRegistration (without reassignment)."""
+
+    topic_id: str
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+    def __post_init__(self) -> None:
+        where = f"partition {self.topic_id}-{self.partition_id}"
+        check_fields(self, PARTITION_KINDS, where)
+        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where)
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+    @property
+    def preferred_replica(self) -> int:
+        """The first replica in assignment order."""
+        return self.replicas[0]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """A topic and its partitions by partition id."""
+
+    name: str
+    topic_id: str
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        where = f"topic {self.name!r}"
+        NAME.check(self.name, f"{where}.name")
+        NAME.check(self.topic_id, f"{where}.topic_id")
+        _freeze(self, "partitions", where)
+        for partition_id, partition in self.partitions.items():
+            if (not isinstance(partition, PartitionRegistration) or partition.partition_id != partition_id
+                    or partition.topic_id != self.topic_id):
+                raise MetadataRecordError(f"{where}: partition {partition_id} does not belong here")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterImage:
+    """Registered brokers by broker id."""
+
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "brokers", "ClusterImage")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsImage:
+    """Topics by topic id; `by_name` is derived and always agrees."""
+
+    by_id: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
+    by_name: Mapping[str, TopicImage] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "by_id", "TopicsImage")
+        by_name = {topic.name: topic for topic in self.by_id.values()}
+        if len(by_name) != len(self.by_id):
+            raise MetadataRecordError("TopicsImage: two topics share a name")
+        object.__setattr__(self, "by_name", frozen_map(by_name))
+
+
+class ConfigResource(NamedTuple):
+    """What a config applies to; BROKER "" is the cluster-wide default."""
+
+    resource_type: ConfigResourceType
+    resource_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationsImage:
+    """Explicitly set configs (key -> value) per resource; absent resources have none."""
+
+    resources: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "resources", "ConfigurationsImage")
+
+
+@dataclass(frozen=True, slots=True)
+class FeaturesImage:
+    """Finalised feature levels by feature name."""
+
+    levels: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "levels", "FeaturesImage")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """Where the next producer-id block starts; -1 until a block was handed out."""
+
+    next_producer_id_block_start: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """The whole metadata state after applying every record up to and including `offset`."""
+
+    offset: int = -1
+    controller_epoch: int = -1
+    cluster: ClusterImage = ClusterImage()
+    topics: TopicsImage = TopicsImage()
+    configs: ConfigurationsImage = ConfigurationsImage()
+    features: FeaturesImage = FeaturesImage()
+    producer_ids: ProducerIdsImage = ProducerIdsImage()
+
+    def __post_init__(self) -> None:
+        OFFSET.check(self.offset, "MetadataImage.offset")
+        Int(-1, 2**63 - 1).check(self.controller_epoch, "MetadataImage.controller_epoch")
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self.cluster.brokers.get(broker_id)
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.by_name.get(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicImage | None:
+        return self.topics.by_id.get(topic_id)
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
+        topic = self.topics.by_id.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+    def config(self, resource_type: ConfigResourceType, resource_name: str) -> Mapping[str, str]:
+        """Explicit configs of one resource (empty when none were set)."""
+        return self.configs.resources.get(ConfigResource(resource_type, resource_name), EMPTY_MAP)
+
+    def feature_level(self, name: str) -> int:
+        """The finalised level of a feature; 0 when it is not finalised."""
+        return self.features.levels.get(name, 0)
+
+
+EMPTY_IMAGE = MetadataImage()

@@ -1,0 +1,337 @@
+"""Metadata log records: frozen slotted dataclasses and their versioned msgpack encoding.
+
+A record encodes to a msgpack map `{"type": <Kafka metadata apiKey>, "version": N, ...}`
+with the fields under Kafka's names in snake_case. Type ids follow Kafka's
+`common/metadata/*Record.json` apiKeys so `dump-log` output reads like Kafka's; BeginEpoch
+is tidelog's own (Kafka's KRaft keeps the epoch in the Raft log instead) and takes 128.
+
+Anything that is not a well-formed record of a known type and supported version raises
+`MetadataRecordError`; nothing else escapes `decode_record` / `decode_records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Any, Union
+
+import msgpack
+
+from metadata.codec import (
+    BOOL,
+    BROKER_ID,
+    EPOCH32,
+    IDS,
+    INT16_MAX,
+    INT64,
+    LISTENERS,
+    NAME,
+    OPT_BOOL,
+    OPT_IDS,
+    OPT_STR,
+    PARTITION_ID,
+    STR,
+    Enum,
+    Int,
+    Kind,
+    Listener,
+    MetadataRecordError,
+    Nullable,
+    check_fields,
+    fields_from_map,
+    fields_to_map,
+)
+
+__all__ = [
+    "NO_LEADER", "NO_LEADER_CHANGE", "LeaderRecoveryState", "ConfigResourceType", "Listener",
+    "MetadataRecordError", "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange",
+    "Topic", "Partition", "PartitionChange", "RemoveTopic", "Config", "FeatureLevel",
+    "ProducerIds", "NoOp", "BeginEpoch", "Record", "RECORD_TYPES", "encode_record",
+    "decode_record", "encode_records", "decode_records", "record_to_map", "record_from_map",
+    "check_partition_state",
+]
+
+NO_LEADER = -1  # LeaderConstants.NO_LEADER: the partition is offline
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader default: "the leader didn't change"
+
+
+class LeaderRecoveryState(IntEnum):
+    """Kafka's LeaderRecoveryState: RECOVERING after an unclean election until the leader recovers."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes for the resources tidelog configures."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+LEADER = Int(NO_LEADER, 2**31 - 1)
+LEADER_OR_NO_CHANGE = Int(NO_LEADER_CHANGE, 2**31 - 1)
+RECOVERY = Enum(LeaderRecoveryState)
+
+
+class _Record:
+    """Base of every record: validates its fields at construction."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        check_fields(self, _SCHEMAS[type(self)].kinds, name)
+        self._invariants(name)
+
+    def _invariants(self, where: str) -> None:
+        """Cross-field rules; the default has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Schema:
+    type_id: int
+    version: int
+    kinds: Mapping[str, Kind]
+
+
+_SCHEMAS: dict[type, _Schema] = {}
+_BY_TYPE_ID: dict[int, type] = {}
+
+
+def _record(type_id: int, version: int = 0, **kinds: Kind):
+    """Register a record class under its type id; its field kinds must match its fields."""
+
+    def register(cls: type) -> type:
+        names = [f.name for f in fields(cls)]
+        if names != list(kinds):
+            raise TypeError(f"{cls.__name__}: kinds {list(kinds)} do not match fields {names}")
+        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds))
+        _BY_TYPE_ID[type_id] = cls
+        return cls
+
+    return register
+
+
+def check_partition_state(replicas: tuple[int, ...], isr: tuple[int, ...],
+                          elr: tuple[int, ...], leader: int, where: str) -> None:
+    """Kafka's structural partition rules: ISR and ELR are disjoint subsets of the replicas."""
+    if not replicas:
+        raise MetadataRecordError(f"{where}: replicas must not be empty")
+    assigned = set(replicas)
+    if not assigned.issuperset(isr):
+        raise MetadataRecordError(f"{where}: isr {list(isr)} is not a subset of replicas {list(replicas)}")
+    if not assigned.issuperset(elr):
+        raise MetadataRecordError(f"{where}: elr {list(elr)} is not a subset of replicas {list(replicas)}")
+    if set(isr) & set(elr):
+        raise MetadataRecordError(f"{where}: isr {list(isr)} and elr {list(elr)} overlap")
+    if leader != NO_LEADER and leader not in assigned:
+        raise MetadataRecordError(f"{where}: leader {leader} is not one of replicas {list(replicas)}")
+
+
+@_record(0, broker_id=BROKER_ID, incarnation_id=NAME, listeners=LISTENERS, rack=OPT_STR, fenced=BOOL)
+@dataclass(frozen=True, slots=True)
+class RegisterBroker(_Record):
+    """A broker (re)registers; its broker_epoch becomes this record's offset."""
+
+    broker_id: int
+    incarnation_id: str
+    listeners: tuple[Listener, ...]
+    rack: str | None = None
+    fenced: bool = True
+
+
+@_record(1, broker_id=BROKER_ID, broker_epoch=INT64)
+@dataclass(frozen=True, slots=True)
+class UnregisterBroker(_Record):
+    """A broker's registration (of the given broker_epoch) is removed."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@_record(17, broker_id=BROKER_ID, broker_epoch=INT64, fenced=OPT_BOOL, in_controlled_shutdown=OPT_BOOL)
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChange(_Record):
+    """Fence/unfence a broker or mark it in controlled shutdown; None means unchanged."""
+
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+
+@_record(2, name=NAME, topic_id=NAME)
+@dataclass(frozen=True, slots=True)
+class Topic(_Record):
+    """A topic is created; its partitions follow as Partition records."""
+
+    name: str
+    topic_id: str
+
+
+@_record(3, topic_id=NAME, partition_id=PARTITION_ID, replicas=IDS, isr=IDS, elr=IDS, leader=LEADER,
+         leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=RECOVERY)
+@dataclass(frozen=True, slots=True)
+class Partition(_Record):
+    """The full state of one partition (creation, or a snapshot of it)."""
+
+    topic_id: str
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+    def _invariants(self, where: str) -> None:
+        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where)
+
+
+@_record(5, topic_id=NAME, partition_id=PARTITION_ID, isr=OPT_IDS, elr=OPT_IDS,
+         leader=LEADER_OR_NO_CHANGE, replicas=OPT_IDS, leader_recovery_state=Nullable(RECOVERY))
+@dataclass(frozen=True, slots=True)
+class PartitionChange(_Record):
+    """A change to one partition: None (or NO_LEADER_CHANGE for leader) means unchanged."""
+
+    topic_id: str
+    partition_id: int
+    isr: tuple[int, ...] | None = None
+    elr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    leader_recovery_state: LeaderRecoveryState | None = None
+
+    def _invariants(self, where: str) -> None:
+        if self.replicas == ():
+            raise MetadataRecordError(f"{where}: replicas must not be empty")
+
+
+@_record(9, topic_id=NAME)
+@dataclass(frozen=True, slots=True)
+class RemoveTopic(_Record):
+    """A topic, its partitions and its configs are removed."""
+
+    topic_id: str
+
+
+@_record(4, resource_type=Enum(ConfigResourceType), resource_name=STR, name=NAME, value=OPT_STR)
+@dataclass(frozen=True, slots=True)
+class Config(_Record):
+    """Set one config key of a topic or broker; value None deletes it. Broker "" is the cluster default."""
+
+    resource_type: ConfigResourceType
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@_record(12, name=NAME, level=Int(0, INT16_MAX))
+@dataclass(frozen=True, slots=True)
+class FeatureLevel(_Record):
+    """Finalise a feature at a level; level 0 removes the feature, as in Kafka."""
+
+    name: str
+    level: int
+
+
+@_record(15, broker_id=BROKER_ID, broker_epoch=INT64, next_producer_id_block_start=Int(0, 2**63 - 1))
+@dataclass(frozen=True, slots=True)
+class ProducerIds(_Record):
+    """A block of producer ids was handed to a broker; the next block starts here."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id_block_start: int
+
+
+@_record(20)
+@dataclass(frozen=True, slots=True)
+class NoOp(_Record):
+    """Advances the committed offset (liveness, fencing of lagging readers); changes nothing else."""
+
+
+@_record(128, epoch=Int(0, 2**63 - 1))
+@dataclass(frozen=True, slots=True)
+class BeginEpoch(_Record):
+    """First record of a new active controller: epoch is its Raft term."""
+
+    epoch: int
+
+
+Record = Union[RegisterBroker, UnregisterBroker, BrokerRegistrationChange, Topic, Partition,
+               PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, NoOp, BeginEpoch]
+
+RECORD_TYPES: Mapping[int, type] = MappingProxyType(_BY_TYPE_ID)
+_ENVELOPE = ("type", "version")
+
+
+def record_to_map(record: Record) -> dict[str, Any]:
+    """The msgpack map of a record: type id, version and fields."""
+    schema = _SCHEMAS.get(type(record))
+    if schema is None:
+        raise MetadataRecordError(f"not a metadata record: {type(record).__name__}")
+    return {"type": schema.type_id, "version": schema.version, **fields_to_map(record, schema.kinds)}
+
+
+def record_from_map(m: Any) -> Record:
+    """Build a record from its decoded map, checking type, version and every field."""
+    if not isinstance(m, dict):
+        raise MetadataRecordError(f"a record must be a map, got {type(m).__name__}")
+    type_id, version = m.get("type"), m.get("version")
+    if type(type_id) is not int:
+        raise MetadataRecordError(f"record type must be an integer, got {type_id!r:.40}")
+    cls = _BY_TYPE_ID.get(type_id)
+    if cls is None:
+        raise MetadataRecordError(f"unknown metadata record type {type_id}")
+    schema = _SCHEMAS[cls]
+    if type(version) is not int or version != schema.version:
+        raise MetadataRecordError(
+            f"{cls.__name__} record version {version!r:.40} is not supported "
+            f"(this build reads version {schema.version})")
+    return fields_from_map(cls, m, schema.kinds, cls.__name__, ignore=_ENVELOPE)
+
+
+def encode_record(record: Record) -> bytes:
+    """One record as msgpack bytes."""
+    return msgpack.packb(record_to_map(record), use_bin_type=True)
+
+
+def _unpack(data: bytes) -> Any:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MetadataRecordError(f"expected bytes, got {type(data).__name__}")
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (msgpack.UnpackException, ValueError, TypeError) as exc:
+        # ExtraData (trailing bytes), OutOfData, FormatError, StackError, bad UTF-8,
+        # unhashable or non-string map keys: all are "not a record".
+        detail = f": {exc}" if str(exc) else ""
+        raise MetadataRecordError(f"not valid msgpack ({type(exc).__name__}{detail})"[:200]) from None
+
+
+def decode_record(data: bytes) -> Record:
+    """One record from msgpack bytes; anything else raises MetadataRecordError."""
+    return record_from_map(_unpack(data))
+
+
+def encode_records(records: Iterable[Record]) -> bytes:
+    """A batch of records as one msgpack array of record maps."""
+    return msgpack.packb([record_to_map(r) for r in records], use_bin_type=True)
+
+
+def decode_records(data: bytes) -> tuple[Record, ...]:
+    """A batch encoded by `encode_records`; anything else raises MetadataRecordError."""
+    items = _unpack(data)
+    if not isinstance(items, list):
+        raise MetadataRecordError(f"a record batch must be an array, got {type(items).__name__}")
+    out = []
+    for i, m in enumerate(items):
+        try:
+            out.append(record_from_map(m))
+        except MetadataRecordError as exc:
+            raise MetadataRecordError(f"record {i} of batch: {exc}") from None
+    return tuple(out)

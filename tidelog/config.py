@@ -1,0 +1,543 @@
+"""Node configuration under Kafka's names, every key defined once in `BROKER_KEYS`.
+
+Values come from a server.properties file (strings, parsed as Kafka's ConfigDef parses
+them) or from code and tests (already-typed values). `parse_config` reports every problem
+of a config in one `ConfigError`. The only I/O here is `load_properties`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, TypeAlias
+
+MIB: Final = 1024 * 1024
+GIB: Final = 1024 * MIB
+MS_PER_MINUTE: Final = 60 * 1000
+MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
+INT_MAX: Final = 2**31 - 1  # Java int: the range Kafka accepts for INT keys
+LONG_MAX: Final = 2**63 - 1  # Java long: the range Kafka accepts for LONG keys
+
+
+class ConfigError(ValueError):
+    """One or more configuration problems; `problems` holds each message, naming its key."""
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        if isinstance(problems, str):
+            problems = (problems,)
+        self.problems: tuple[str, ...] = tuple(problems)
+        if len(self.problems) == 1:
+            message = self.problems[0]
+        else:
+            listed = "\n".join(f"  - {problem}" for problem in self.problems)
+            message = f"{len(self.problems)} config problems:\n{listed}"
+        super().__init__(message)
+
+
+class ConfigType(enum.Enum):
+    INT = "int"  # Java int: 32 bits
+    LONG = "long"  # Java long: 64 bits
+    DOUBLE = "double"
+    BOOLEAN = "boolean"
+    STRING = "string"
+    LIST = "list"  # comma-separated in a file, a tuple of str once parsed
+    PASSWORD = "password"  # a string whose value is never printed
+
+
+_EXPECTS: Final = {
+    ConfigType.INT: "an integer",
+    ConfigType.LONG: "an integer",
+    ConfigType.DOUBLE: "a number",
+    ConfigType.BOOLEAN: "a boolean (true or false)",
+    ConfigType.STRING: "a string",
+    ConfigType.LIST: "a comma-separated list",
+    ConfigType.PASSWORD: "a string",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Password:
+    """A secret value; repr and str never show it (Kafka prints `[hidden]` too)."""
+
+    value: str
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+
+class _Required(enum.Enum):
+    REQUIRED = "REQUIRED"
+
+
+REQUIRED: Final = _Required.REQUIRED  # a default meaning "no default: must be set"
+
+Value: TypeAlias = int | float | bool | str | tuple[str, ...] | Password | None
+Validator: TypeAlias = Callable[[Any], str | None]  # returns the complaint, or None when fine
+
+
+# --- Validators: each returns "must ..., got ..." or None. List values are checked per element.
+
+
+@dataclass(frozen=True, slots=True)
+class _AtLeast:
+    minimum: float
+
+    def __call__(self, value: Any) -> str | None:
+        return None if value >= self.minimum else f"must be at least {self.minimum}, got {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Between:
+    low: float
+    high: float
+
+    def __call__(self, value: Any) -> str | None:
+        if self.low <= value <= self.high:
+            return None
+        return f"must be between {self.low} and {self.high}, got {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class _OneOf:
+    allowed: tuple[Value, ...]
+
+    def __call__(self, value: Any) -> str | None:
+        for item in value if isinstance(value, tuple) else (value,):
+            if item not in self.allowed:
+                allowed = ", ".join(repr(a) for a in self.allowed)
+                return f"must be one of {allowed}, got {item!r}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _AllOf:
+    validators: tuple[Validator, ...]
+
+    def __call__(self, value: Any) -> str | None:
+        return next((p for v in self.validators if (p := v(value)) is not None), None)
+
+
+def at_least(minimum: float) -> Validator:
+    """Accept values >= minimum."""
+    return _AtLeast(minimum)
+
+
+def between(low: float, high: float) -> Validator:
+    """Accept values in [low, high]."""
+    return _Between(low, high)
+
+
+def one_of(*allowed: Value) -> Validator:
+    """Accept one of `allowed` (for a list: every element is one of them)."""
+    return _OneOf(allowed)
+
+
+def all_of(*validators: Validator) -> Validator:
+    """Accept what every validator accepts; report the first complaint."""
+    return _AllOf(validators)
+
+
+def non_empty(value: Any) -> str | None:
+    """Reject an empty string or list."""
+    return "must not be empty" if len(value) == 0 else None
+
+
+def distinct(value: Any) -> str | None:
+    """Reject a list naming an element twice."""
+    twice = sorted({item for item in value if value.count(item) > 1})
+    return f"must not repeat {', '.join(map(repr, twice))}" if twice else None
+
+
+# --- Parsing one value: strings as in server.properties, or typed values from code.
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")  # like Java's parseInt: no '_', '0x' or '1e3'
+_DOUBLE_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _shown(raw: object) -> str:
+    # Typed values carry their type: "got True (bool)" explains why an int key refused it.
+    return repr(raw) if isinstance(raw, str) else f"{raw!r} ({type(raw).__name__})"
+
+
+def _coerce(kind: ConfigType, raw: object) -> Value:
+    """The typed value of `raw`; ValueError("expects ..., got ...") if its type is wrong."""
+    mismatch = ValueError(f"expects {_EXPECTS[kind]}, got {_shown(raw)}")
+    text = raw.strip() if isinstance(raw, str) else None  # Kafka trims string input
+    if kind in (ConfigType.INT, ConfigType.LONG):
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        elif text is not None and _INT_TEXT.fullmatch(text):
+            number = int(text)
+        else:
+            raise mismatch
+        bits, limit = (32, INT_MAX) if kind is ConfigType.INT else (64, LONG_MAX)
+        if not -limit - 1 <= number <= limit:
+            raise ValueError(f"expects a {bits}-bit integer, got {_shown(raw)}")
+        return number
+    if kind is ConfigType.DOUBLE:
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            return float(raw)
+        if text is not None and _DOUBLE_TEXT.fullmatch(text):
+            return float(text)
+        raise mismatch
+    if kind is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise mismatch
+    if kind is ConfigType.STRING:
+        if text is None:
+            raise mismatch
+        return text
+    if kind is ConfigType.PASSWORD:
+        if isinstance(raw, Password):
+            return raw
+        if text is None:  # name the type only: never echo what may be a secret
+            raise ValueError(f"expects {_EXPECTS[kind]}, got a value of type {type(raw).__name__}")
+        return Password(text)
+    return _coerce_list(raw, text, mismatch)
+
+
+def _coerce_list(raw: object, text: str | None, mismatch: ValueError) -> tuple[str, ...]:
+    if text is not None:
+        items = [item.strip() for item in text.split(",")] if text else []
+    elif isinstance(raw, (list, tuple)) and all(isinstance(item, str) for item in raw):
+        items = [item.strip() for item in raw]
+    else:
+        raise mismatch
+    if "" in items:  # "a,,b" is a typo far more often than an intended empty entry
+        raise ValueError(f"expects a list without empty entries, got {_shown(raw)}")
+    return tuple(items)  # a tuple keeps Config immutable
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One config key: Kafka's name, type, default (None: unset; REQUIRED: must be set), doc."""
+
+    name: str
+    type: ConfigType
+    default: Value | _Required
+    doc: str
+    validator: Validator | None = None
+
+    def __post_init__(self) -> None:
+        # Normalise defaults written as Kafka writes them ("delete" for a list) and fail at
+        # import, not at startup, on a default that its own validator refuses.
+        if self.default is not None and self.default is not REQUIRED:
+            object.__setattr__(self, "default", self.parse(self.default))
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def parse(self, raw: object) -> Value:
+        """The typed, validated value of `raw`; ConfigError naming this key otherwise."""
+        try:
+            value = _coerce(self.type, raw)
+        except ValueError as e:
+            raise ConfigError(f"config {self.name!r} {e}") from None
+        problem = self.validator(value) if self.validator is not None else None
+        if problem is not None:
+            raise ConfigError(f"config {self.name!r} {problem}")
+        return value
+
+
+_INT, _LONG, _BOOLEAN, _STRING, _LIST = (
+    ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+)
+
+# Every key a node reads, with Kafka's name, type and default. Add new keys here, in the
+# section they belong to; resolved values that depend on several keys get an accessor below.
+BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
+    # --- Node
+    ConfigKey("node.id", _INT, REQUIRED,
+              "Id of this node, unique among the brokers and controllers of the cluster.",
+              at_least(0)),
+    ConfigKey("process.roles", _LIST, REQUIRED,
+              "What this process runs: broker, controller, or both (combined mode).",
+              all_of(non_empty, one_of("broker", "controller"), distinct)),
+    # --- Log storage
+    ConfigKey("log.dirs", _LIST, "/tmp/kraft-combined-logs",
+              "Directories holding partition data; wins over log.dir.", non_empty),
+    ConfigKey("log.dir", _LIST, None,
+              "Older single-directory form, read only when log.dirs is not set.", non_empty),
+    # 14 bytes is Kafka's floor: the smallest (v0) record a segment must be able to hold.
+    ConfigKey("log.segment.bytes", _INT, 1 * GIB,
+              "Size at which the active segment is rolled.", at_least(14)),
+    ConfigKey("log.roll.ms", _LONG, None,
+              "Age (ms) at which the active segment is rolled; wins over log.roll.hours.",
+              at_least(1)),
+    ConfigKey("log.roll.hours", _INT, 168,
+              "Age (hours) at which the active segment is rolled.", at_least(1)),
+    ConfigKey("log.retention.ms", _LONG, None,
+              "How long (ms) to keep a segment; -1 keeps forever. Wins over minutes and hours."),
+    ConfigKey("log.retention.minutes", _INT, None,
+              "How long (minutes) to keep a segment; wins over log.retention.hours."),
+    ConfigKey("log.retention.hours", _INT, 168,
+              "How long (hours) to keep a segment; -1 keeps forever."),
+    ConfigKey("log.retention.bytes", _LONG, -1,
+              "Largest size of a partition before old segments are deleted; -1: no limit."),
+    ConfigKey("log.retention.check.interval.ms", _LONG, 300_000,
+              "How often the retention task looks for segments to delete.", at_least(1)),
+    ConfigKey("log.segment.delete.delay.ms", _LONG, 60_000,
+              "Wait between removing a segment from the log and deleting its files.",
+              at_least(0)),
+    ConfigKey("log.index.interval.bytes", _INT, 4096,
+              "Bytes of batches between two offset index entries.", at_least(0)),
+    ConfigKey("log.index.size.max.bytes", _INT, 10 * MIB,
+              "Largest size of an offset or time index file.", at_least(4)),
+    ConfigKey("log.cleanup.policy", _LIST, "delete",
+              "What happens to old segments: delete and/or compact.",
+              all_of(non_empty, one_of("delete", "compact"))),
+    ConfigKey("log.message.timestamp.type", _STRING, "CreateTime",
+              "Timestamp stored with a record: the producer's or the broker's append time.",
+              one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("message.max.bytes", _INT, 1 * MIB + 12,  # + 12: the record batch log overhead
+              "Largest record batch the broker accepts.", at_least(0)),
+    # --- Flushing (fsync); the defaults leave flushing to the OS, as Kafka does
+    ConfigKey("log.flush.interval.messages", _LONG, LONG_MAX,
+              "Messages appended to a partition before it is flushed.", at_least(1)),
+    ConfigKey("log.flush.interval.ms", _LONG, None,
+              "Longest a message stays unflushed; unset: log.flush.scheduler.interval.ms."),
+    ConfigKey("log.flush.scheduler.interval.ms", _LONG, LONG_MAX,
+              "How often the flusher checks whether a log needs flushing."),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", _INT, 60_000,
+              "How often the recovery-point checkpoint is written.", at_least(0)),
+    # --- Topics
+    ConfigKey("num.partitions", _INT, 1,
+              "Partitions of an auto-created topic.", at_least(1)),
+    ConfigKey("default.replication.factor", _INT, 1,
+              "Replication factor of an auto-created topic.", at_least(1)),
+    ConfigKey("auto.create.topics.enable", _BOOLEAN, True,
+              "Create a topic when a client asks for metadata of an unknown one."),
+)
+
+
+def _suggest(name: str, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f"unknown config {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Config(Mapping[str, Value]):
+    """Parsed config: `config[name]` is the typed value, or the key's default when unset."""
+
+    definitions: Mapping[str, ConfigKey]
+    originals: Mapping[str, Value]  # the explicitly set keys only
+    checks: tuple[CrossCheck, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "definitions", MappingProxyType(dict(self.definitions)))
+        object.__setattr__(self, "originals", MappingProxyType(dict(self.originals)))
+
+    def __repr__(self) -> str:
+        return f"Config({dict(self.originals)!r})"
+
+    def __getitem__(self, name: str) -> Value:
+        if name in self.originals:
+            return self.originals[name]
+        key = self.definitions.get(name)
+        if key is None:  # a typo in code: KeyError, as any Mapping, but with the suggestion
+            raise KeyError(_suggest(name, self.definitions))
+        assert key.default is not REQUIRED, "parse_config rejects configs missing a required key"
+        return key.default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.definitions)
+
+    def __len__(self) -> int:
+        return len(self.definitions)
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
+        """A new Config: these originals with `overrides` on top (None unsets a key)."""
+        return parse_config({**self.originals, **overrides}, self.definitions.values(), self.checks)
+
+
+@dataclass(frozen=True, slots=True)
+class CrossCheck:
+    """A rule over several keys, run once each key parsed; it runs only when `needs` are defined."""
+
+    needs: frozenset[str]
+    rule: Callable[[Config], str | None]
+
+
+# --- Resolved values: Kafka's precedence between keys that say the same thing.
+
+
+def _int(value: Value) -> int:
+    assert isinstance(value, int), "the key table types these keys as INT or LONG"
+    return value
+
+
+def _retention_source(config: Config) -> tuple[str, int]:
+    """The key deciding retention time (Kafka: ms > minutes > hours) and its value in ms."""
+    if config["log.retention.ms"] is not None:
+        return "log.retention.ms", _int(config["log.retention.ms"])
+    if config["log.retention.minutes"] is not None:
+        return "log.retention.minutes", _int(config["log.retention.minutes"]) * MS_PER_MINUTE
+    return "log.retention.hours", _int(config["log.retention.hours"]) * MS_PER_HOUR
+
+
+def retention_ms(config: Config) -> int:
+    """Retention time in ms (ms > minutes > hours); -1 means keep forever."""
+    return max(_retention_source(config)[1], -1)  # Kafka: any negative means unlimited
+
+
+def roll_ms(config: Config) -> int:
+    """Segment roll age in ms: log.roll.ms when set, else log.roll.hours."""
+    if config["log.roll.ms"] is not None:
+        return _int(config["log.roll.ms"])
+    return _int(config["log.roll.hours"]) * MS_PER_HOUR
+
+
+def flush_interval_ms(config: Config) -> int:
+    """Flush interval in ms: log.flush.interval.ms, else log.flush.scheduler.interval.ms."""
+    if config["log.flush.interval.ms"] is not None:
+        return _int(config["log.flush.interval.ms"])
+    return _int(config["log.flush.scheduler.interval.ms"])
+
+
+def log_dirs(config: Config) -> list[str]:
+    """Data directories: log.dirs when set, else log.dir when set, else log.dirs' default."""
+    use_log_dir = "log.dirs" not in config.originals and "log.dir" in config.originals
+    dirs = config["log.dir" if use_log_dir else "log.dirs"]
+    assert isinstance(dirs, tuple), "the key table types log.dir and log.dirs as LIST"
+    return list(dirs)
+
+
+def _retention_not_zero(config: Config) -> str | None:
+    # Kafka refuses a resolved retention of 0 ("unlimited (-1) or at least 1"); only the
+    # key that wins matters, so log.retention.hours=0 is fine when log.retention.ms is set.
+    name, millis = _retention_source(config)
+    return f"config {name!r} must be -1 (unlimited) or positive, got 0" if millis == 0 else None
+
+
+BROKER_CHECKS: Final[tuple[CrossCheck, ...]] = (
+    CrossCheck(frozenset({"log.retention.ms", "log.retention.minutes", "log.retention.hours"}),
+               _retention_not_zero),
+)
+
+
+def parse_config(
+    raw: Mapping[str, object],
+    keys: Iterable[ConfigKey] = BROKER_KEYS,
+    checks: Iterable[CrossCheck] = BROKER_CHECKS,
+) -> Config:
+    """Parse and validate `raw` (strings or typed values; None means unset) into a Config.
+
+    Raises one ConfigError listing every unknown, ill-typed, out-of-range or missing key.
+    """
+    definitions = {key.name: key for key in keys}
+    problems: list[str] = []
+    originals: dict[str, Value] = {}
+    for name, value in raw.items():
+        key = definitions.get(name)
+        if key is None:
+            problems.append(_suggest(name, definitions))
+        elif value is not None:
+            try:
+                originals[name] = key.parse(value)
+            except ConfigError as e:
+                problems.extend(e.problems)
+    for key in definitions.values():
+        if key.required and raw.get(key.name) is None:
+            problems.append(f"config {key.name!r} is required and has no default, but is not set")
+    applicable = tuple(check for check in checks if check.needs <= definitions.keys())
+    if problems:  # cross-key rules need every value parsed, so they wait for a clean config
+        raise ConfigError(problems)
+    config = Config(definitions, originals, applicable)
+    problems = [p for check in applicable if (p := check.rule(config)) is not None]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+# --- server.properties: the subset of java.util.Properties that Kafka users write.
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Java's line terminators, not str.splitlines()'s
+_BLANK = " \t\f"
+_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a Java .properties file: `=`/`:`/blank separators, `#`/`!` comments, `\\` joins lines.
+
+    A malformed line is a ConfigError naming the file and line; a repeated key: last wins.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file '{os.fspath(path)}': {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from e
+    entries: dict[str, str] = {}
+    for number, line in _logical_lines(_LINE_BREAK.split(text)):
+        key, value = _split_entry(line, f"{os.fspath(path)}:{number}")
+        entries[key] = value
+    return entries
+
+
+def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(first line number, text) of each entry, continuation lines joined as Java joins them."""
+    parts: list[str] = []
+    start = 0
+    for number, line in enumerate(lines, start=1):
+        line = line.lstrip(_BLANK)
+        if not parts:
+            if not line or line[0] in "#!":  # inside a continuation, '#' is just text
+                continue
+            start = number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd count: the last backslash escapes the line break
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        yield start, "".join(parts)
+        parts = []
+    if parts:  # a continuation at end of file just ends, as in Java
+        yield start, "".join(parts)
+
+
+def _split_entry(line: str, where: str) -> tuple[str, str]:
+    """Split at the first unescaped `=`, `:` or blank; ConfigError if there is no value part."""
+    end = 0
+    while end < len(line) and line[end] not in "=:" + _BLANK:
+        end += 2 if line[end] == "\\" else 1
+    end = min(end, len(line))
+    key, rest = line[:end], line[end:].lstrip(_BLANK)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:]
+    elif not rest:
+        raise ConfigError(f"{where}: malformed line {line!r}: expected 'key=value' or 'key: value'")
+    if not key:
+        raise ConfigError(f"{where}: malformed line {line!r}: empty key")
+    return _unescape(key, where), _unescape(rest, where).strip()
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char if char != "\\" else "")
+            i += 1
+        elif text[i + 1] == "u":
+            digits = text[i + 2 : i + 6]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ConfigError(f"{where}: malformed \\uxxxx escape in {text!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:  # Java: \t \n \r \f are control characters, any other escaped char is itself
+            out.append(_ESCAPES.get(text[i + 1], text[i + 1]))
+            i += 2
+    return "".join(out)
