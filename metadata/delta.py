@@ -56,7 +56,8 @@ from metadata.records import (
 )
 
 
-def merge_partition_change(partition: PartitionRegistration, change: PartitionChange) -> PartitionRegistration:
+def merge_partition_change(partition: PartitionRegistration,
+                           change: PartitionChange) -> PartitionRegistration:
     """Kafka's PartitionRegistration.merge: the partition after one PartitionChange."""
     if change.leader == NO_LEADER_CHANGE:
         leader, leader_epoch = partition.leader, partition.leader_epoch
@@ -92,7 +93,7 @@ class MetadataDelta:
         self._names: dict[str, str] | None = None  # topic name -> topic id
         self._partitions: dict[str, dict[int, PartitionRegistration]] = {}  # touched topics only
         self._configs: dict[ConfigResource, Mapping[str, str]] | None = None
-        self._touched_configs: set[ConfigResource] = set()
+        self._touched_configs: dict[ConfigResource, dict[str, str]] = {}  # private copies
         self._features: dict[str, int] | None = None
         self._next_producer_id_block_start = image.producer_ids.next_producer_id_block_start
         self._applied = False
@@ -200,9 +201,8 @@ class MetadataDelta:
         self._partitions.pop(r.topic_id, None)
         # Kafka's MetadataDelta drops the topic's configs together with the topic.
         resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
-        if resource in self._configs_for_write():
-            del self._configs_for_write()[resource]
-            self._touched_configs.discard(resource)
+        self._configs_for_write().pop(resource, None)
+        self._touched_configs.pop(resource, None)
 
     # -- configs, features, producer ids, epochs -------------------------------------
 
@@ -212,13 +212,11 @@ class MetadataDelta:
         return self._configs
 
     def _config(self, r: Config, offset: int) -> None:
-        configs = self._configs_for_write()
         resource = ConfigResource(r.resource_type, r.resource_name)
-        if resource not in self._touched_configs:
-            configs[resource] = dict(configs.get(resource, EMPTY_MAP))
-            self._touched_configs.add(resource)
-        values = configs[resource]
-        assert isinstance(values, dict)
+        values = self._touched_configs.get(resource)
+        if values is None:
+            values = dict(self._configs_for_write().get(resource, EMPTY_MAP))
+            self._touched_configs[resource] = values
         if r.value is None:
             values.pop(r.name, None)
         else:
@@ -242,7 +240,8 @@ class MetadataDelta:
     def _begin_epoch(self, r: BeginEpoch, offset: int) -> None:
         # An equal epoch is a retried append of the same controller's BeginEpoch.
         if r.epoch < self._controller_epoch:
-            raise MetadataRecordError(f"epoch {r.epoch} is older than controller epoch {self._controller_epoch}")
+            raise MetadataRecordError(
+                f"epoch {r.epoch} is older than controller epoch {self._controller_epoch}")
         self._controller_epoch = r.epoch
 
     def _no_op(self, r: NoOp, offset: int) -> None:
@@ -263,14 +262,15 @@ class MetadataDelta:
             topics = TopicsImage(MappingProxyType(self._topics))
         configs = base.configs
         if self._configs is not None:
-            for resource in self._touched_configs:
-                values = self._configs[resource]
+            for resource, values in self._touched_configs.items():
                 if values:
-                    self._configs[resource] = MappingProxyType(dict(values))
-                else:
-                    del self._configs[resource]  # a resource with no explicit config is absent
+                    self._configs[resource] = MappingProxyType(values)
+                else:  # a resource with no explicit config is absent
+                    self._configs.pop(resource, None)
             configs = ConfigurationsImage(MappingProxyType(self._configs))
-        features = base.features if self._features is None else FeaturesImage(MappingProxyType(self._features))
+        features = base.features
+        if self._features is not None:
+            features = FeaturesImage(MappingProxyType(self._features))
         producer_ids = base.producer_ids
         if self._next_producer_id_block_start != producer_ids.next_producer_id_block_start:
             producer_ids = ProducerIdsImage(self._next_producer_id_block_start)

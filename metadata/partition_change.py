@@ -113,15 +113,18 @@ def _build(partition: PartitionRegistration, *, target_isr: Sequence[int], is_ac
                 change["leader_recovery_state"] = LeaderRecoveryState.RECOVERING
         elif leader in elr:
             isr = (leader,)
-            elr = tuple(r for r in elr if r != leader)
-    if unclean or not elr_enabled:
+            # KIP-966 keeps the ELR empty while the ISR is at min.insync.replicas; Kafka's
+            # builder only notices on its next run, we keep the invariant in this record.
+            elr = () if len(isr) >= min_insync_replicas else tuple(r for r in elr if r != leader)
+    if "isr" in change or not elr_enabled:  # an unclean election, as Kafka tells it
         elr = ()
     if elr != partition.elr:
         change["elr"] = elr
     if "isr" not in change and (isr or elr_enabled) and isr != partition.isr:
         change["isr"] = isr
-    if target_leader_recovery_state is not None and target_leader_recovery_state != partition.leader_recovery_state:
-        change["leader_recovery_state"] = target_leader_recovery_state
+    wanted = target_leader_recovery_state
+    if wanted is not None and wanted != partition.leader_recovery_state:
+        change["leader_recovery_state"] = wanted
     if not change:
         return None
     return PartitionChange(partition.topic_id, partition.partition_id, **change)
@@ -156,14 +159,16 @@ def _ineligible(member: IsrMember, registration: BrokerRegistration | None) -> s
     if registration.fenced:
         return "fenced"
     if member.broker_epoch != -1 and member.broker_epoch != registration.broker_epoch:
-        return f"broker epoch mismatch: requested={member.broker_epoch} vs expected={registration.broker_epoch}"
+        return (f"broker epoch mismatch: requested={member.broker_epoch} "
+                f"vs expected={registration.broker_epoch}")
     return None
 
 
 def _validate_alter(partition: PartitionRegistration, leader_id: int, leader_epoch: int,
                     partition_epoch: int, members: Sequence[IsrMember],
                     leader_recovery_state: LeaderRecoveryState,
-                    broker_lookup: Callable[[int], BrokerRegistration | None]) -> AlterPartitionRejected | None:
+                    broker_lookup: Callable[[int], BrokerRegistration | None],
+                    ) -> AlterPartitionRejected | None:
     """ReplicationControlManager.validateAlterPartitionData, in Kafka's order."""
     err = AlterPartitionError
     where = f"AlterPartition from broker {leader_id} for {partition.topic_id}-{partition.partition_id}"
@@ -211,6 +216,13 @@ def alter_partition(partition: PartitionRegistration, *, leader_id: int, leader_
                     ) -> AlterPartitionRejected | PartitionChange | None:
     """A leader's AlterPartition: rejected, or the record (None when nothing changes)."""
     members = [m if isinstance(m, IsrMember) else IsrMember(m) for m in new_isr]
+    try:  # the request carries an int8; an unknown value is the requester's mistake
+        leader_recovery_state = LeaderRecoveryState(leader_recovery_state)
+    except ValueError:
+        return AlterPartitionRejected(AlterPartitionError.INVALID_REQUEST,
+                                      f"AlterPartition from broker {leader_id} for {partition.topic_id}-"
+                                      f"{partition.partition_id}: unknown leader_recovery_state "
+                                      f"{leader_recovery_state!r}")
     rejected = _validate_alter(partition, leader_id, leader_epoch, partition_epoch, members,
                                leader_recovery_state, broker_lookup)
     if rejected is not None:

@@ -18,9 +18,11 @@ in that order, exactly once per call.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
 
 
 class PlacementError(Exception):
@@ -47,7 +49,7 @@ def eligible_brokers(brokers: Iterable[PlaceableBroker]) -> list[PlaceableBroker
 
 
 def place_replicas(brokers: Iterable[PlaceableBroker], *, partitions: int, replication_factor: int,
-                   rng: random.Random, start_partition_id: int = 0,
+                   rng: Random, start_partition_id: int = 0,
                    fixed_start_index: int | None = None) -> dict[int, tuple[int, ...]]:
     """Replicas for partitions start_partition_id.. (+partitions), first replica = preferred leader."""
     if partitions <= 0:

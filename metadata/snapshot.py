@@ -71,7 +71,8 @@ def encode_snapshot(image: MetadataImage) -> bytes:
         "version": SNAPSHOT_VERSION,
         "offset": image.offset,
         "controller_epoch": image.controller_epoch,
-        "brokers": [fields_to_map(image.cluster.brokers[b], BROKER_KINDS) for b in sorted(image.cluster.brokers)],
+        "brokers": [fields_to_map(image.cluster.brokers[b], BROKER_KINDS)
+                    for b in sorted(image.cluster.brokers)],
         "topics": [_topic_to_map(image.topics.by_id[t]) for t in sorted(image.topics.by_id)],
         "configs": [{"resource_type": int(resource.resource_type), "resource_name": resource.resource_name,
                      "configs": dict(sorted(image.configs.resources[resource].items()))}

@@ -10,6 +10,7 @@ batch ends the log, and later segments are deleted. Every cut is logged with its
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +39,13 @@ def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: i
 
 
 def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
-                  log_start_offset: int, had_clean_shutdown: bool, name: str) -> LoadedSegments:
-    """Open every segment of `directory`, recovering as the shutdown state requires."""
+                  log_start_offset: int, had_clean_shutdown: bool, name: str,
+                  epoch_for: Callable[[int], int] | None) -> LoadedSegments:
+    """Open every segment of `directory`, recovering as the shutdown state requires.
+
+    `epoch_for` (the leader-epoch cache's lookup, None when the cache is empty) lets
+    recovery reject batches whose epoch field was damaged.
+    """
     _remove_leftovers(directory, name)
     bases = _segment_bases(directory)
     segments = [open_segment(directory, base, config, now_ms, create=False) for base in bases]
@@ -53,21 +59,27 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
                 continue
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
-        result = segment.recover()
+        result = segment.recover(epoch_for)
+        gap = following is not None and result.next_offset != following
+        if not result.truncated_bytes and not gap:
+            continue
+        truncated_total += result.truncated_bytes
         if result.truncated_bytes:
-            truncated_total += result.truncated_bytes
             log.warning(
                 "%sTruncated %d bytes at position %d of %s (log now ends at offset %d): %s",
                 name, result.truncated_bytes, result.valid_bytes, segment.log_path.name,
                 result.next_offset, result.reason or "partial batch")
-            for later in segments[i + 1 :]:
-                log.warning("%sDeleting segment %s after the truncation point (%d bytes, "
-                            "base offset %d)", name, later.log_path.name, later.size,
-                            later.base_offset)
-                truncated_total += later.size
-                later.delete()
-            del segments[i + 1 :]
-            break
+        else:
+            log.warning("%sSegment %s ends at offset %d but the next segment starts at %d",
+                        name, segment.log_path.name, result.next_offset, following)
+        for later in segments[i + 1 :]:
+            log.warning("%sDeleting segment %s after the truncation point (%d bytes, "
+                        "base offset %d)", name, later.log_path.name, later.size,
+                        later.base_offset)
+            truncated_total += later.size
+            later.delete()
+        del segments[i + 1 :]
+        break
     if not segments:
         segments.append(open_segment(directory, log_start_offset, config, now_ms, create=True))
     return LoadedSegments(segments, truncated_total)

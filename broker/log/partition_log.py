@@ -79,13 +79,16 @@ class PartitionLog:
         self.config = config
         self._name = f"[Log partition={self.topic_partition}, dir={directory.parent}] "
         directory.mkdir(parents=True, exist_ok=True)
-        loaded = load_segments(directory, config, now_ms=now_ms, recovery_point=recovery_point,
-                               log_start_offset=log_start_offset,
-                               had_clean_shutdown=had_clean_shutdown, name=self._name)
+        self.leader_epoch_cache = LeaderEpochCache(checkpoint_file(directory), name=self._name)
+        loaded = load_segments(
+            directory, config, now_ms=now_ms, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
+            name=self._name,
+            epoch_for=self.leader_epoch_cache.epoch_for if self.leader_epoch_cache.entries
+            else None)
         self._segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self._segments]
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self.leader_epoch_cache = LeaderEpochCache(checkpoint_file(directory), name=self._name)
         leo = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(leo)
         self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
@@ -132,7 +135,7 @@ class PartitionLog:
 
         Every batch is CRC-checked; nothing is written unless all are valid. As leader
         (`assign_offsets`), batches must be producer-shaped, fit `max.message.bytes`, and
-        are stamped with `leader_epoch`.
+        are stamped with `leader_epoch` (default: the log's latest epoch).
         """
         view = memoryview(records)
         if view.format != "B":
@@ -153,7 +156,9 @@ class PartitionLog:
             if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
                 log_append_time = now_ms
                 view, batches = _stamp_log_append_time(view, batches, now_ms)
-            epoch = leader_epoch
+            # no epoch given: the log's current one, so that every batch's epoch is the one
+            # the leader-epoch cache records for its offsets (recovery checks that)
+            epoch = self.leader_epoch_cache.latest_epoch if leader_epoch is None else leader_epoch
         else:
             base_offsets = self._check_replica_offsets(batches)
             epoch = None
@@ -198,7 +203,7 @@ class PartitionLog:
     def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
         expected = self.log_end_offset
         for _, header in batches:
-            if header.base_offset < expected or header.last_offset_delta < 0:
+            if header.base_offset != expected or header.last_offset_delta < 0:
                 raise OffsetsOutOfOrderError(
                     f"replica append to {self.topic_partition}: batch at offset "
                     f"{header.base_offset} does not follow offset {expected - 1}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,9 +269,15 @@ class LogSegment:
         self.scan_tail()
         return removed
 
-    def recover(self) -> RecoveryResult:
-        """Validate every batch (framing, CRC, offsets), rebuild both indexes, and truncate
-        at the first bad or partial batch."""
+    def recover(self, epoch_for: Callable[[int], int] | None = None) -> RecoveryResult:
+        """Validate every batch, rebuild both indexes, and truncate at the first bad or
+        partial batch.
+
+        A batch is good when its framing and CRC hold, its offsets continue the previous
+        batch's exactly (tidelog never leaves gaps), and - given the leader-epoch cache's
+        `epoch_for` - its partitionLeaderEpoch is the one the cache says wrote that offset.
+        The last two guard the fields the CRC does not cover.
+        """
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = NO_TIMESTAMP
@@ -284,10 +290,16 @@ class LogSegment:
             if isinstance(header, str):
                 reason = header
                 break
-            if (header.base_offset < next_offset or header.last_offset_delta < 0
+            if (header.base_offset != next_offset or header.last_offset_delta < 0
                     or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
                 reason = (f"batch offsets {header.base_offset}..{header.last_offset} at "
                           f"position {position} do not follow offset {next_offset - 1}")
+                break
+            epoch = header.partition_leader_epoch
+            known = epoch_for(header.base_offset) if epoch_for is not None else -1
+            if epoch < -1 or (known >= 0 and epoch != known):  # known -1: below the cache
+                reason = (f"batch at offset {header.base_offset} (position {position}) has "
+                          f"leader epoch {epoch}, but the leader-epoch cache says {known}")
                 break
             self._index_batch(position, header.last_offset, header.max_timestamp, header.size)
             next_offset = header.next_offset

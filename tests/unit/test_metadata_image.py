@@ -284,6 +284,8 @@ LOCAL_CHANGES = [
     pytest.param(DELTA1_RECORDS, 3, [], [("clicks", 0)], [], [("orders", 0), ("orders", 1)],
                  id="broker-3-leads-clicks-0-follows-orders"),
     pytest.param([NoOp()], 1, [], [], [], [], id="nothing-changed"),
+    pytest.param([Partition(CLICKS, 0, (3, 1), (3, 1), leader=3)], 1, [], [], [], [],
+                 id="identical-partition-record-changes-nothing"),
     pytest.param([RemoveTopic(CLICKS)], 1, [("clicks", 0)], [], [], [], id="topic-deleted"),
     pytest.param([RemoveTopic(CLICKS)], 2, [], [], [], [], id="topic-deleted-not-hosted"),
     pytest.param([PartitionChange(CLICKS, 0, replicas=(3, 2), isr=(3,))], 1, [("clicks", 0)], [], [], [],
@@ -313,3 +315,17 @@ def test_changes_for_broker_carry_leader_and_leader_epoch():
     orders_0 = changes.followers[0]
     assert (orders_0.topic_id, orders_0.leader, orders_0.leader_epoch) == (ORDERS, 2, 1)
     assert changes_for_broker(IMAGE1, IMAGE1, 3) == LocalReplicaChanges()
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: TopicImage("t", ORDERS, {1: ORDERS_0}), "topic 't': partition 1 does not belong here"),
+    (lambda: TopicImage("t", CLICKS, {0: ORDERS_0}), "topic 't': partition 0 does not belong here"),
+    (lambda: TopicImage("", ORDERS), "topic ''.name: expected a non-empty string"),
+    (lambda: ClusterImage([B1]), "ClusterImage.brokers: expected a mapping, got list"),
+    (lambda: PartitionRegistration(ORDERS, 0, (1, 2), (3,)), "partition ORDERS-id-0: isr [3] is not a subset"),
+    (lambda: MetadataImage(offset=-2), "MetadataImage.offset"),
+], ids=["wrong-partition-id", "wrong-topic-id", "empty-name", "not-a-mapping", "bad-partition", "bad-offset"])
+def test_images_are_validated_at_construction(build, message):
+    with pytest.raises(MetadataRecordError) as info:
+        build()
+    assert message in str(info.value)

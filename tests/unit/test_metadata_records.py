@@ -167,6 +167,8 @@ BAD_MAPS = [
     (_with(CASES[8][1], replicas=[]), "PartitionChange: replicas must not be empty"),
     (_with(CASES[8][1], leader=-3), "PartitionChange.leader"),
     (_with(CASES[11][1], resource_type=3), "Config.resource_type: expected one of TOPIC=2, BROKER=4"),
+    (_with(CASES[11][1], resource_type="TOPIC"), "Config.resource_type: expected a ConfigResourceType value"),
+    (_with(BROKER_WIRE, rack=["x" * 100]), "RegisterBroker.rack: expected a string, got ['xxxxxxxx"),
     (_with(CASES[13][1], level=-1), "FeatureLevel.level"),
     (_with(CASES[16][1], epoch=-1), "BeginEpoch.epoch"),
 ]

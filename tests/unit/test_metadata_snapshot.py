@@ -55,7 +55,7 @@ def _step(rng: random.Random, image: MetadataImage, n: int) -> list[Record]:
     brokers = sorted(image.cluster.brokers.values(), key=lambda b: b.broker_id)
     active = [b for b in brokers if b.is_active]
     partitions = [p for t in image.topics.by_id.values() for p in t.partitions.values()]
-    action = rng.randrange(12)
+    action = rng.choices(range(12), weights=(2, 2, 4, 2, 1, 4, 4, 1, 1, 1, 1, 1))[0]
     if action in (0, 1) or not brokers:
         b = rng.randint(1, 5)
         return [RegisterBroker(b, f"inc-{n}", (Listener("PLAINTEXT", f"127.0.0.{b}", 9092),),
@@ -81,9 +81,12 @@ def _step(rng: random.Random, image: MetadataImage, n: int) -> list[Record]:
         topic_id = f"T{n}"
         return [Topic(f"t{n}{rng.choice('cu')}", topic_id)] + [
             Partition(topic_id, p, r, r, leader=r[0]) for p, r in assignment.items()]
-    if action == 6 and partitions:
-        p = rng.choice(partitions)
+    led = [p for p in partitions if p.has_leader]
+    if action == 6 and led:
+        p = rng.choice(led)
         isr = [p.leader] + [b.broker_id for b in active if b.broker_id in p.replicas and rng.random() < 0.5]
+        if p.leader_recovery_state and rng.random() < 0.5:
+            isr = [p.leader]  # the leader has recovered
         result = alter_partition(p, leader_id=p.leader, leader_epoch=p.leader_epoch,
                                  partition_epoch=p.partition_epoch, new_isr=list(dict.fromkeys(isr)),
                                  broker_lookup=image.broker)
@@ -113,7 +116,7 @@ def random_log(rng: random.Random, steps: int) -> list[tuple[int, Record]]:
     return log
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 40), st.data())
 def test_snapshot_at_k_plus_records_after_k_equals_replaying_everything(rng, steps, data):
     log = random_log(rng, steps)
@@ -124,7 +127,7 @@ def test_snapshot_at_k_plus_records_after_k_equals_replaying_everything(rng, ste
     assert encode_snapshot(decode_snapshot(snapshot)) == snapshot  # canonical bytes
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 40), st.data())
 def test_any_split_into_batches_reaches_the_same_image(rng, steps, data):
     log = random_log(rng, steps)
@@ -178,6 +181,7 @@ BAD_SNAPSHOTS = [
     (_with(configs=[{**CONFIG0, "configs": {}}]), "a config resource with no configs"),
     (_with(configs=[{**CONFIG0, "configs": {"a": 1}}]), "expected a string"),
     (_with(features={"x": 0}), "features['x']: expected an integer in [1"),
+    (_with(features=[]), "features: expected a map, got list"),
     (_with(next_producer_id_block_start=-5), "next_producer_id_block_start"),
 ]
 
@@ -188,6 +192,15 @@ def test_bad_snapshots_raise_a_clear_error(data, message):
         decode_snapshot(data)
     assert str(info.value).startswith("snapshot: ")
     assert message in str(info.value)
+
+
+def test_every_prefix_and_trailing_bytes_are_rejected():
+    data = encode_snapshot(apply(EMPTY_IMAGE, random_log(random.Random(11), 12)))
+    for cut in range(len(data)):
+        with pytest.raises(MetadataRecordError):
+            decode_snapshot(data[:cut])
+    with pytest.raises(MetadataRecordError):
+        decode_snapshot(data + b"\x00")
 
 
 @settings(max_examples=300, deadline=None)
