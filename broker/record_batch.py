@@ -233,12 +233,19 @@ def read_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, RecordB
     """
     batches = []
     pos, end = 0, len(buf)
+    unpack, make = _HEADER.unpack_from, RecordBatchHeader._make
     with memoryview(buf) as view:
         while pos < end:
-            header = parse_header(view, pos)
+            # the common, valid case inline; parse_header/verify_crc name what is wrong
+            if end - pos < HEADER_SIZE:
+                parse_header(view, pos)
+            header = make(unpack(view, pos))
             size = header.batch_length + LOG_OVERHEAD
+            if header.magic != MAGIC_V2 or header.batch_length < MIN_BATCH_LENGTH \
+                    or pos + size > end:
+                parse_header(view, pos)
             if crc32c(view[pos + ATTRIBUTES_POS : pos + size]) != header.crc:
-                verify_crc(view, pos, header)  # raises with the full message
+                verify_crc(view, pos, header)
             batches.append((pos, header))
             pos += size
     return batches

@@ -85,7 +85,8 @@ class CheckpointFile(Generic[T]):
                 f"checkpoint {self.path} line 2: bad entry count {lines[1]!r}") from None
         if count != len(lines) - 2:
             raise CorruptCheckpointError(
-                f"checkpoint {self.path} says {count} entries but holds {len(lines) - 2}")
+                f"checkpoint {self.path} line 2: says {count} entries but holds "
+                f"{len(lines) - 2}")
         entries = []
         for number, line in enumerate(lines[2:], start=3):
             try:

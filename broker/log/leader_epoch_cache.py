@@ -40,8 +40,14 @@ def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
     return CheckpointFile(
         directory / FILE_NAME,
         lambda e: (e.epoch, e.start_offset),
-        lambda fields: EpochEntry(int(fields[0]), int(fields[1])),
+        _parse_entry,
     )
+
+
+def _parse_entry(fields: list[str]) -> EpochEntry:
+    if len(fields) != 2:
+        raise ValueError(f"expected 2 fields, got {len(fields)}")
+    return EpochEntry(int(fields[0]), int(fields[1]))
 
 
 class LeaderEpochCache:
@@ -113,6 +119,8 @@ class LeaderEpochCache:
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+        if end_offset < 0:  # UNDEFINED_EPOCH_OFFSET: nothing to cut, as in Kafka
+            return
         keep = bisect_left(self._offsets, end_offset)
         if keep < len(self._offsets):
             del self._epochs[keep:], self._offsets[keep:]

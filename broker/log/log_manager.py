@@ -56,8 +56,15 @@ class LogManager:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
-        for directory in self.log_dirs:
-            self._load_dir(directory, now_ms)
+        try:
+            for directory in self.log_dirs:
+                self._load_dir(directory, now_ms)
+        except BaseException:
+            # a refused start must not keep the directories it already locked
+            for partition_log in self.logs.values():
+                partition_log.close()
+            self._release_locks()
+            raise
 
     def _load_dir(self, directory: Path, now_ms: int) -> None:
         try:

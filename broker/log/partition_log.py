@@ -151,7 +151,6 @@ class PartitionLog:
                 f"{config.segment_bytes}")
         log_append_time = NO_TIMESTAMP
         if assign_offsets:
-            self._check_producer_batches(batches)
             base_offsets = self._assign_offsets(batches)
             if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
                 log_append_time = now_ms
@@ -163,9 +162,13 @@ class PartitionLog:
             base_offsets = self._check_replica_offsets(batches)
             epoch = None
         max_ts, max_ts_offset = NO_TIMESTAMP, base_offsets[0]
-        for (_, header), base in zip(batches, base_offsets):
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, base + header.last_offset_delta
+        if len(batches) == 1:
+            max_ts = batches[0][1].max_timestamp
+            max_ts_offset = base_offsets[0] + batches[0][1].last_offset_delta
+        else:
+            for (_, header), base in zip(batches, base_offsets):
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, base + header.last_offset_delta
         first = base_offsets[0]
         last_offset = base_offsets[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
@@ -175,14 +178,18 @@ class PartitionLog:
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             self._roll_full_segment(segment, total, max_ts, now_ms, first)
         self._segments[-1].append(view, batches, base_offsets, epoch, total)
-        self._record_epochs(batches, base_offsets, epoch)
+        if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
+            self._record_epochs(batches, base_offsets, epoch)
         if last_offset + 1 - self.recovery_point >= config.flush_messages:
             self.flush()
         return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
                              self.log_start_offset, total, len(batches))
 
-    def _check_producer_batches(self, batches: list[tuple[int, RecordBatchHeader]]) -> None:
+    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
+        """New base offsets for a leader append, checking each batch is producer-shaped."""
         limit = self.config.max_message_bytes
+        next_offset = self.log_end_offset
+        bases = []
         for _, header in batches:
             if (header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count
                     or header.attributes & COMPRESSION_MASK > CompressionType.ZSTD):
@@ -191,13 +198,8 @@ class PartitionLog:
                 raise RecordTooLargeError(
                     f"record batch of {header.size} bytes to {self.topic_partition} "
                     f"exceeds max.message.bytes {limit}")
-
-    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
-        next_offset = self.log_end_offset
-        bases = []
-        for _, header in batches:
             bases.append(next_offset)
-            next_offset += header.last_offset_delta + 1
+            next_offset += header.record_count
         return bases
 
     def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:

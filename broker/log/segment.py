@@ -9,6 +9,7 @@ layer can send straight from the file.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -39,9 +40,7 @@ NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _IOV_MAX = 1024  # Linux's limit of buffers in one writev
 _COPY_BELOW = 64 * 1024  # below this, one copy + one write beats a 4-piece writev
-_RECOVERY_CHUNK = 4 * 1024 * 1024
-_LENGTH = struct.Struct(">i")
-_INT32 = _LENGTH
+_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
@@ -131,10 +130,10 @@ class LogSegment:
                     iov.append(view[pos + 16 : end])
         self._write(iov, total)
         position = self.size
-        index_batch = self._index_batch
         for (_, header), base in zip(batches, base_offsets):
             size = header.batch_length + LOG_OVERHEAD
-            index_batch(position, base + header.last_offset_delta, header.max_timestamp, size)
+            self._index_batch(position, base + header.last_offset_delta, header.max_timestamp,
+                              size)
             position += size
         self.size = position
         self.next_offset = base_offsets[-1] + batches[-1][1].last_offset_delta + 1
@@ -316,27 +315,28 @@ class LogSegment:
 
     def _framed_batches(self) -> Iterator[tuple[int, RecordBatchHeader | str]]:
         """(position, header) per CRC-valid batch, then (position, reason) at the first that
-        is not. Reads the file in large chunks, and a large batch in one read."""
-        position = 0
-        buf, buf_start = b"", 0
-        while position < self.size:
-            rel = position - buf_start
-            if len(buf) - rel < HEADER_SIZE:
-                buf, buf_start, rel = self._pread(position, _RECOVERY_CHUNK), position, 0
-            if len(buf) - rel >= LOG_OVERHEAD:
-                (length,) = _LENGTH.unpack_from(buf, rel + 8)
-                need = length + LOG_OVERHEAD
-                if len(buf) - rel < need <= self.size - position:
-                    buf = self._pread(position, max(_RECOVERY_CHUNK, need))
-                    buf_start, rel = position, 0
-            try:
-                header = parse_header(buf, rel)
-                verify_crc(buf, rel, header)
-            except KafkaError as e:  # bad magic or CRC, or a batch cut short
-                yield position, str(e)
-                return
-            yield position, header
-            position += header.size
+        is not. The file is mapped, so positions in messages are file positions."""
+        if self.size == 0:
+            return
+        try:
+            mapped = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot map {self.log_path}: {e}") from e
+        view = memoryview(mapped)
+        try:
+            position = 0
+            while position < self.size:
+                try:
+                    header = parse_header(view, position)
+                    verify_crc(view, position, header)
+                except KafkaError as e:  # bad magic or CRC, or a batch cut short
+                    yield position, str(e)
+                    return
+                yield position, header
+                position += header.size
+        finally:
+            view.release()
+            mapped.close()
 
     def _pread(self, position: int, length: int) -> bytes:
         try:

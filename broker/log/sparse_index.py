@@ -99,6 +99,8 @@ class SparseIndex:
         self._write_tail(truncate=False, fsync=fsync)
 
     def _write_tail(self, *, truncate: bool, fsync: bool = False) -> None:
+        if not self.path.exists():
+            self._persisted = 0  # the file went away: write every entry, never a hole
         pack = self._entry.pack
         tail = b"".join(
             pack(self.keys[i], self.values[i]) for i in range(self._persisted, len(self.keys))

@@ -34,7 +34,11 @@ class TimeIndex(SparseIndex):
         """Add (timestamp, offset) if it raises the largest timestamp indexed so far."""
         if self.keys and timestamp <= self.keys[-1]:
             return
-        self.append_entry(timestamp, offset - self.base_offset)
+        relative = offset - self.base_offset
+        if self.values and relative < self.values[-1]:
+            raise ValueError(f"time index {self.path}: offset {offset} below the last entry's "
+                             f"{self.base_offset + self.values[-1]}")
+        self.append_entry(timestamp, relative)
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The last entry with timestamp <= `timestamp`, or (-1, base offset)."""

@@ -1,0 +1,163 @@
+"""Tests for broker/log/checkpoint_file.py: Kafka's `version / count / entry lines` format,
+one table driving writer and reader, every corruption naming its line, and the atomic
+replace (no `.tmp` left behind, an old file replaced whole)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.errors import KafkaStorageError
+from broker.log.checkpoint_file import (
+    CheckpointFile,
+    CorruptCheckpointError,
+    write_atomically,
+)
+
+Entry = tuple[str, int, int]  # topic, partition, offset: the per-directory offset files
+NAME = "recovery-point-offset-checkpoint"
+
+
+def checkpoint(directory: Path) -> CheckpointFile[Entry]:
+    return CheckpointFile(
+        directory / NAME,
+        lambda e: e,
+        lambda fields: (fields[0], int(fields[1]), int(fields[2])),
+    )
+
+
+# --- one table drives writer and reader ------------------------------------------------
+
+ROUND_TRIPS = [
+    pytest.param([], "0\n0\n", id="empty"),
+    pytest.param([("orders", 0, 42)], "0\n1\norders 0 42\n", id="one"),
+    pytest.param(
+        [("orders", 0, 42), ("orders", 1, 0), ("payments-eu", 12, 2**63 - 1)],
+        "0\n3\norders 0 42\norders 1 0\npayments-eu 12 9223372036854775807\n",
+        id="three",
+    ),
+]
+
+
+@pytest.mark.parametrize(("entries", "text"), ROUND_TRIPS)
+def test_write(tmp_path: Path, entries: list[Entry], text: str) -> None:
+    checkpoint(tmp_path).write(entries)
+    assert (tmp_path / NAME).read_text() == text
+
+
+@pytest.mark.parametrize(("entries", "text"), ROUND_TRIPS)
+def test_read(tmp_path: Path, entries: list[Entry], text: str) -> None:
+    (tmp_path / NAME).write_text(text)
+    assert checkpoint(tmp_path).read() == entries
+
+
+@pytest.mark.parametrize(("entries", "text"), ROUND_TRIPS)
+def test_round_trip(tmp_path: Path, entries: list[Entry], text: str) -> None:
+    checkpoint(tmp_path).write(entries)
+    assert checkpoint(tmp_path).read() == entries
+
+
+def test_write_accepts_any_iterable(tmp_path: Path) -> None:
+    checkpoint(tmp_path).write((("t", p, 10 * p) for p in range(3)))
+    assert checkpoint(tmp_path).read() == [("t", 0, 0), ("t", 1, 10), ("t", 2, 20)]
+
+
+def test_reads_crlf_and_extra_spaces(tmp_path: Path) -> None:
+    (tmp_path / NAME).write_text("0\r\n1\r\norders  0\t42\r\n")
+    assert checkpoint(tmp_path).read() == [("orders", 0, 42)]
+
+
+def test_missing_file_reads_as_no_entries(tmp_path: Path) -> None:
+    assert checkpoint(tmp_path).read() == []
+    assert not (tmp_path / NAME).exists()
+
+
+# --- corruption ------------------------------------------------------------------------
+
+CORRUPTIONS = [
+    # (file text, line the error must name)
+    pytest.param("1\n0\n", 1, id="unknown-version"),
+    pytest.param("v0\n0\n", 1, id="version-not-a-number"),
+    pytest.param("0\nthree\na 0 1\n", 2, id="count-not-a-number"),
+    pytest.param("0\n\n", 2, id="count-blank"),
+    pytest.param("0\n2\na 0 1\n", 2, id="count-says-more-than-there-are"),
+    pytest.param("0\n1\na 0 1\nb 0 2\n", 2, id="count-says-fewer-than-there-are"),
+    pytest.param("0\n1\na 0 x\n", 3, id="offset-not-a-number"),
+    pytest.param("0\n2\na 0 1\nb 0\n", 4, id="missing-field"),
+    pytest.param("0\n3\na 0 1\nb 1 2\n\n", 5, id="blank-entry-line"),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), CORRUPTIONS)
+def test_corruption_names_file_and_line(tmp_path: Path, text: str, line: int) -> None:
+    path = tmp_path / NAME
+    path.write_text(text)
+    with pytest.raises(CorruptCheckpointError) as info:
+        checkpoint(tmp_path).read()
+    assert str(path) in str(info.value)
+    assert f"line {line}" in str(info.value)
+
+
+@pytest.mark.parametrize("data", [
+    pytest.param(b"", id="empty-file"),
+    pytest.param(b"0\n", id="version-only"),
+    pytest.param(b"0\n1\n\xff\xfe 0 1\n", id="not-utf-8"),
+])
+def test_unreadable_file_is_corrupt(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / NAME
+    path.write_bytes(data)
+    with pytest.raises(CorruptCheckpointError, match=str(path)):
+        checkpoint(tmp_path).read()
+
+
+def test_corruption_is_a_storage_error() -> None:
+    assert issubclass(CorruptCheckpointError, KafkaStorageError)
+
+
+# --- atomic replace --------------------------------------------------------------------
+
+def test_write_leaves_no_tmp_file(tmp_path: Path) -> None:
+    checkpoint(tmp_path).write([("orders", 0, 1)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+
+
+def test_write_replaces_a_longer_checkpoint_whole(tmp_path: Path) -> None:
+    file = checkpoint(tmp_path)
+    file.write([("orders", p, 1_000_000 + p) for p in range(50)])
+    before = (tmp_path / NAME).stat().st_ino
+    file.write([("orders", 0, 7)])
+    assert (tmp_path / NAME).read_text() == "0\n1\norders 0 7\n"
+    assert (tmp_path / NAME).stat().st_ino != before  # renamed over, never rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+
+
+def test_reader_of_the_old_file_sees_it_whole(tmp_path: Path) -> None:
+    file = checkpoint(tmp_path)
+    old_text = "0\n2\norders 0 10\norders 1 20\n"
+    file.write([("orders", 0, 10), ("orders", 1, 20)])
+    with open(tmp_path / NAME) as old:
+        file.write([("orders", 0, 99)])
+        assert old.read() == old_text
+    assert file.read() == [("orders", 0, 99)]
+
+
+def test_stale_tmp_from_a_crash_is_overwritten(tmp_path: Path) -> None:
+    (tmp_path / f"{NAME}.tmp").write_text("0\n9\nhalf-written garbage that is much longer")
+    checkpoint(tmp_path).write([("orders", 0, 1)])
+    assert checkpoint(tmp_path).read() == [("orders", 0, 1)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+
+
+def test_write_atomically_creates_and_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    write_atomically(path, b"first")
+    write_atomically(path, b"2")
+    assert path.read_bytes() == b"2"
+    assert os.listdir(tmp_path) == ["file"]
+
+
+def test_write_into_a_missing_directory_is_a_storage_error(tmp_path: Path) -> None:
+    with pytest.raises(KafkaStorageError, match="cannot write checkpoint"):
+        checkpoint(tmp_path / "gone").write([("orders", 0, 1)])

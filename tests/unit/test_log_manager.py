@@ -1,0 +1,396 @@
+"""Tests for broker/log/log_manager.py over one or two tmp log dirs: placement of new logs,
+the per-directory checkpoint files and clean-shutdown marker, reopening, the directory
+lock, deletion, leftovers, recovery after a corrupt checkpoint, topic configs and
+retention."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.errors import KafkaStorageError
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LogManager,
+)
+from broker.log.partition_log import PartitionLog
+from broker.log.segment import LogSegment, RecoveryResult
+from broker.record_batch import iter_batches
+from broker.records import build_batch, decode_records
+from broker.topic_partition import TopicPartition
+
+NOW = 1_700_000_000_000
+ORDERS_0 = TopicPartition("orders", 0)
+ORDERS_1 = TopicPartition("orders", 1)
+PAYMENTS_0 = TopicPartition("payments", 0)
+
+
+def batch(i: int, ts: int = NOW) -> bytes:
+    """A one-record producer batch; every batch has the same size."""
+    return build_batch([(b"key-%03d" % i, b"value-%03d" % i)], timestamps=[ts + i])
+
+
+BATCH_SIZE = len(batch(0))
+# Two batches fill a segment, so batches 2k and 2k+1 share segment k.
+SMALL = LogConfig(segment_bytes=2 * BATCH_SIZE + 1, file_delete_delay_ms=0)
+
+
+def fill(partition_log: PartitionLog, count: int) -> None:
+    start = partition_log.log_end_offset
+    for i in range(start, start + count):
+        partition_log.append(batch(i), now_ms=NOW, leader_epoch=0)
+
+
+def values(partition_log: PartitionLog) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every record from the log start offset to the log end."""
+    out = []
+    offset = partition_log.log_start_offset
+    while offset < partition_log.log_end_offset:
+        data = partition_log.read(offset, 1 << 20).read_bytes()
+        for pos, header in iter_batches(data):
+            out += [(r.offset, r.value) for r in decode_records(data, pos, header)]
+            offset = header.next_offset
+    return out
+
+
+def expected_values(start: int, end: int) -> list[tuple[int, bytes | None]]:
+    return [(i, b"value-%03d" % i) for i in range(start, end)]
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> list[Path]:
+    return [tmp_path / "data-a", tmp_path / "data-b"]
+
+
+@pytest.fixture
+def managers() -> Iterator[list[LogManager]]:
+    """Managers a test opened; those still holding their locks are shut down at the end."""
+    opened: list[LogManager] = []
+    yield opened
+    for manager in opened:
+        if manager._locks:  # still open: LogManager has no public "is open" to ask
+            manager.shutdown()
+
+
+def open_manager(managers: list[LogManager], log_dirs: list[Path],
+                 config: LogConfig = SMALL, **kwargs: object) -> LogManager:
+    manager = LogManager(log_dirs, config, now_ms=NOW, **kwargs)  # type: ignore[arg-type]
+    managers.append(manager)
+    return manager
+
+
+# --- placement -------------------------------------------------------------------------
+
+PLACEMENT_CASES = [
+    # (logs already in each dir, dir index expected for each new partition, in order)
+    pytest.param([0], [0, 0, 0], id="one-dir"),
+    pytest.param([0, 0], [0, 1, 0, 1], id="empty-dirs-alternate"),
+    pytest.param([2, 0], [1, 1, 0, 1], id="fills-the-emptier-dir-first"),
+    pytest.param([1, 3], [0, 0, 0, 1, 0], id="second-dir-fuller-then-ties-go-first"),
+]
+
+
+@pytest.mark.parametrize(("existing", "expected"), PLACEMENT_CASES)
+def test_new_log_goes_to_the_dir_with_fewest_logs(managers: list[LogManager], dirs: list[Path],
+                                                  existing: list[int],
+                                                  expected: list[int]) -> None:
+    log_dirs = dirs[: len(existing)]
+    for directory, count in zip(log_dirs, existing):
+        seed = open_manager(managers, [directory])
+        for p in range(count):
+            seed.get_or_create_log(TopicPartition(f"seed-{directory.name}", p), now_ms=NOW)
+        seed.shutdown()
+    manager = open_manager(managers, log_dirs)
+    for p, want in enumerate(expected):
+        tp = TopicPartition("orders", p)
+        partition_log = manager.get_or_create_log(tp, now_ms=NOW)
+        assert partition_log.directory == log_dirs[want] / tp.dir_name
+        assert partition_log.directory.is_dir()
+
+
+def test_get_or_create_returns_the_open_log(managers: list[LogManager],
+                                            dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs)
+    first = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
+    fill(first, 3)
+    assert manager.get_or_create_log(ORDERS_0, now_ms=NOW) is first
+    assert manager.get_log(ORDERS_0) is first
+    assert manager.get_log(ORDERS_1) is None
+    assert list(manager.partitions()) == [ORDERS_0]
+    assert not (dirs[1] / ORDERS_0.dir_name).exists()
+
+
+# --- shutdown, checkpoints, reopening --------------------------------------------------
+
+def populate(manager: LogManager) -> dict[TopicPartition, PartitionLog]:
+    """orders-0 (dir a): 7 batches, log start 2, HW 5; orders-1 (dir b): 3 batches, HW 3;
+    payments-0 (dir a): empty."""
+    logs = {tp: manager.get_or_create_log(tp, now_ms=NOW)
+            for tp in (ORDERS_0, ORDERS_1, PAYMENTS_0)}
+    fill(logs[ORDERS_0], 7)
+    fill(logs[ORDERS_1], 3)
+    logs[ORDERS_0].update_high_watermark(5)
+    logs[ORDERS_0].maybe_increment_log_start_offset(2)
+    logs[ORDERS_1].update_high_watermark(3)
+    return logs
+
+
+# (dir index, checkpoint file, text)
+SHUTDOWN_CHECKPOINTS = [
+    pytest.param(0, RECOVERY_POINT_CHECKPOINT, "0\n2\norders 0 7\npayments 0 0\n",
+                 id="a-recovery-point"),
+    pytest.param(0, HIGH_WATERMARK_CHECKPOINT, "0\n2\norders 0 5\npayments 0 0\n",
+                 id="a-high-watermark"),
+    pytest.param(0, LOG_START_OFFSET_CHECKPOINT, "0\n2\norders 0 2\npayments 0 0\n",
+                 id="a-log-start-offset"),
+    pytest.param(1, RECOVERY_POINT_CHECKPOINT, "0\n1\norders 1 3\n", id="b-recovery-point"),
+    pytest.param(1, HIGH_WATERMARK_CHECKPOINT, "0\n1\norders 1 3\n", id="b-high-watermark"),
+    pytest.param(1, LOG_START_OFFSET_CHECKPOINT, "0\n1\norders 1 0\n", id="b-log-start-offset"),
+]
+
+
+@pytest.mark.parametrize(("index", "name", "text"), SHUTDOWN_CHECKPOINTS)
+def test_shutdown_writes_checkpoints_and_marker(managers: list[LogManager], dirs: list[Path],
+                                                index: int, name: str, text: str) -> None:
+    manager = open_manager(managers, dirs)
+    populate(manager)
+    manager.shutdown()
+    assert (dirs[index] / name).read_text() == text
+    assert (dirs[index] / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_reopen_after_clean_shutdown(managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs)
+    before = {tp: (lg.log_end_offset, lg.log_start_offset, lg.high_watermark, values(lg))
+              for tp, lg in populate(manager).items()}
+    manager.shutdown()
+
+    reopened = open_manager(managers, dirs)
+    assert sorted(reopened.partitions()) == sorted(before)
+    after = {tp: (lg.log_end_offset, lg.log_start_offset, lg.high_watermark, values(lg))
+             for tp, lg in reopened.logs.items()}
+    assert after == before
+    assert after[ORDERS_0] == (7, 2, 5, expected_values(2, 7))
+    assert reopened.logs[ORDERS_0].recovery_point == 7
+    assert reopened.logs[ORDERS_0].directory.parent == dirs[0]
+    assert reopened.logs[ORDERS_1].directory.parent == dirs[1]
+    for directory in dirs:
+        assert not (directory / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_reopened_logs_keep_appending_and_checkpointing(managers: list[LogManager],
+                                                        dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs)
+    populate(manager)
+    manager.shutdown()
+    reopened = open_manager(managers, dirs)
+    fill(reopened.logs[ORDERS_1], 2)
+    reopened.shutdown()
+    assert (dirs[1] / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 1 5\n"
+    third = open_manager(managers, dirs)
+    assert values(third.logs[ORDERS_1]) == expected_values(0, 5)
+
+
+# --- the directory lock ----------------------------------------------------------------
+
+def test_second_manager_on_an_open_dir_is_refused(managers: list[LogManager],
+                                                  dirs: list[Path]) -> None:
+    first = open_manager(managers, dirs[:1])
+    with pytest.raises(KafkaStorageError, match="in use"):
+        LogManager(dirs[:1], SMALL, now_ms=NOW)
+    first.shutdown()
+    open_manager(managers, dirs[:1])  # the lock went with the shutdown
+
+
+def test_refused_manager_releases_the_dirs_it_had_locked(managers: list[LogManager],
+                                                         dirs: list[Path]) -> None:
+    """A LogManager that fails on its second dir must not keep the first one locked."""
+    open_manager(managers, dirs[1:])
+    with pytest.raises(KafkaStorageError, match="in use"):
+        LogManager(dirs, SMALL, now_ms=NOW)
+    open_manager(managers, dirs[:1])  # dir a is free again
+
+
+# --- deletion and leftovers ------------------------------------------------------------
+
+def test_delete_log_removes_the_partition_directory(managers: list[LogManager],
+                                                    dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs)
+    logs = populate(manager)
+    doomed = logs[ORDERS_0].directory
+    manager.delete_log(ORDERS_0)
+    assert not doomed.exists()
+    assert sorted(p.name for p in dirs[0].iterdir() if p.is_dir()) == [PAYMENTS_0.dir_name]
+    assert manager.get_log(ORDERS_0) is None
+    manager.delete_log(ORDERS_0)  # unknown partition: nothing to do
+    assert values(logs[ORDERS_1]) == expected_values(0, 3)
+    manager.shutdown()
+    assert (dirs[0] / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\npayments 0 0\n"
+    assert sorted(open_manager(managers, dirs).partitions()) == [ORDERS_1, PAYMENTS_0]
+
+
+def test_deleted_partition_can_be_created_again_empty(managers: list[LogManager],
+                                                      dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 3)
+    manager.delete_log(ORDERS_0)
+    again = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
+    assert again.log_end_offset == 0
+    assert again.leader_epoch_cache.entries == []
+
+
+def test_load_removes_leftover_delete_dirs(managers: list[LogManager], dirs: list[Path],
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 3)
+    manager.shutdown()
+    leftover = dirs[0] / "orders-1.0123456789abcdef-delete"
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(batch(0))
+    stranger = dirs[0] / "not_a_partition"
+    stranger.mkdir()
+    with caplog.at_level(logging.INFO, logger="broker.log.log_manager"):
+        reopened = open_manager(managers, dirs[:1])
+    assert not leftover.exists()
+    assert stranger.is_dir()  # not ours: left alone, with a warning
+    assert any("not_a_partition" in r.getMessage() and r.levelno == logging.WARNING
+               for r in caplog.records)
+    assert list(reopened.partitions()) == [ORDERS_0]
+    assert values(reopened.logs[ORDERS_0]) == expected_values(0, 3)
+
+
+def test_same_partition_in_two_dirs_is_refused(managers: list[LogManager],
+                                               dirs: list[Path]) -> None:
+    for directory in dirs:
+        manager = open_manager(managers, [directory])
+        manager.get_or_create_log(ORDERS_0, now_ms=NOW)
+        manager.shutdown()
+    with pytest.raises(KafkaStorageError, match="exists in both"):
+        LogManager(dirs, SMALL, now_ms=NOW)
+
+
+# --- recovery after an unclean stop ----------------------------------------------------
+
+@pytest.fixture
+def count_recoveries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Base offsets of the segments that ran a full recovery scan."""
+    recovered: list[int] = []
+    original = LogSegment.recover
+
+    def recover(segment: LogSegment, *args: object, **kwargs: object) -> RecoveryResult:
+        recovered.append(segment.base_offset)
+        return original(segment, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "recover", recover)
+    return recovered
+
+
+@pytest.mark.parametrize(("checkpoint_text", "recovered_bases", "error_logged"), [
+    pytest.param(None, [8], False, id="valid-checkpoint-recovers-the-active-segment"),
+    pytest.param("0\n1\norders 0 nine\n", [0, 2, 4, 6, 8], True, id="bad-line"),
+    pytest.param("7\n1\norders 0 9\n", [0, 2, 4, 6, 8], True, id="bad-version"),
+    pytest.param("", [0, 2, 4, 6, 8], True, id="empty-file"),
+])
+def test_corrupt_recovery_point_checkpoint_falls_back_to_full_recovery(
+        managers: list[LogManager], dirs: list[Path], caplog: pytest.LogCaptureFixture,
+        count_recoveries: list[int], checkpoint_text: str | None,
+        recovered_bases: list[int], error_logged: bool) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 9)  # segments at 0, 2, 4, 6, 8
+    manager.shutdown()
+    (dirs[0] / CLEAN_SHUTDOWN_FILE).unlink()  # as if the broker had crashed
+    checkpoint = dirs[0] / RECOVERY_POINT_CHECKPOINT
+    if checkpoint_text is not None:
+        checkpoint.write_text(checkpoint_text)
+
+    with caplog.at_level(logging.INFO):
+        reopened = open_manager(managers, dirs[:1])
+
+    assert count_recoveries == recovered_bases
+    partition_log = reopened.logs[ORDERS_0]
+    assert partition_log.log_end_offset == 9
+    assert values(partition_log) == expected_values(0, 9)
+    errors = [r for r in caplog.records
+              if r.levelno == logging.ERROR and r.name == "broker.log.log_manager"]
+    assert bool(errors) == error_logged
+    if error_logged:
+        assert str(checkpoint) in errors[0].getMessage()
+
+
+# --- topic configs ---------------------------------------------------------------------
+
+def test_update_topic_config_reaches_open_logs(managers: list[LogManager],
+                                               dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs, LogConfig())
+    logs = populate(manager)
+    small = LogConfig(segment_bytes=BATCH_SIZE + 1)
+    manager.update_topic_config("orders", small)
+    assert logs[ORDERS_0].config is small
+    assert logs[ORDERS_1].config is small
+    assert logs[PAYMENTS_0].config == LogConfig()
+    assert manager.config_for("orders") is small
+    assert manager.get_or_create_log(TopicPartition("orders", 2), now_ms=NOW).config is small
+    segments = len(logs[ORDERS_1].segments)
+    fill(logs[ORDERS_1], 2)  # one batch per segment now
+    assert len(logs[ORDERS_1].segments) == segments + 2
+
+
+def test_topic_configs_given_at_startup_apply_to_loaded_logs(managers: list[LogManager],
+                                                             dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs)
+    populate(manager)
+    manager.shutdown()
+    special = LogConfig(retention_ms=1)
+    reopened = open_manager(managers, dirs, topic_configs={"payments": special})
+    assert reopened.logs[PAYMENTS_0].config is special
+    assert reopened.logs[ORDERS_0].config is SMALL
+
+
+# --- retention -------------------------------------------------------------------------
+
+RETENTION_CASES = [
+    # (retention settings, high watermark, now, segments deleted per log, new log start)
+    pytest.param({"retention_ms": 1_000}, 10, NOW + 10_000, 4, 8, id="time-all-old"),
+    pytest.param({"retention_ms": 1_000}, 0, NOW + 10_000, 0, 0, id="time-but-hw-at-zero"),
+    pytest.param({"retention_ms": 1_000}, 5, NOW + 10_000, 2, 4, id="time-up-to-hw"),
+    pytest.param({"retention_ms": 1_000}, 4, NOW + 10_000, 2, 4, id="time-hw-on-segment-base"),
+    pytest.param({"retention_ms": 997}, 10, NOW + 1_000, 1, 2, id="time-only-oldest"),
+    pytest.param({"retention_ms": -1}, 10, NOW + 10**12, 0, 0, id="time-forever"),
+    pytest.param({"retention_ms": -1, "retention_bytes": 6 * BATCH_SIZE}, 10, NOW, 2, 4,
+                 id="size-keeps-three-segments"),
+    pytest.param({"retention_ms": -1, "retention_bytes": 10 * BATCH_SIZE}, 10, NOW, 0, 0,
+                 id="size-within-limit"),
+    pytest.param({"retention_ms": -1, "retention_bytes": 0}, 10, NOW, 4, 8,
+                 id="size-zero-keeps-the-active-segment"),
+]
+
+
+@pytest.mark.parametrize(("settings", "high_watermark", "now", "deleted", "log_start"),
+                         RETENTION_CASES)
+def test_cleanup_applies_retention(managers: list[LogManager], dirs: list[Path],
+                                   settings: dict[str, int], high_watermark: int, now: int,
+                                   deleted: int, log_start: int) -> None:
+    manager = open_manager(managers, dirs, SMALL.replace(**settings))
+    logs = [manager.get_or_create_log(tp, now_ms=NOW) for tp in (ORDERS_0, ORDERS_1)]
+    for partition_log in logs:
+        fill(partition_log, 10)  # segments at 0, 2, 4, 6, 8
+        partition_log.update_high_watermark(high_watermark)
+
+    assert manager.cleanup(now) == 2 * deleted
+    for partition_log in logs:
+        assert partition_log.log_start_offset == log_start
+        assert [s.base_offset for s in partition_log.segments] == list(range(log_start, 10, 2))
+        on_disk = sorted(p.name for p in partition_log.directory.glob("*.log*"))
+        assert on_disk == [f"{base:020d}.log" for base in range(log_start, 10, 2)]
+        assert values(partition_log) == expected_values(log_start, 10)
+        assert partition_log.leader_epoch_cache.entries[0].start_offset == log_start
+    manager.shutdown()
+    assert (dirs[0] / LOG_START_OFFSET_CHECKPOINT).read_text() == \
+        f"0\n1\norders 0 {log_start}\n"
