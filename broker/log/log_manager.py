@@ -75,7 +75,8 @@ class LogManager:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         offsets = {name: self._read_offsets(directory / name) for name in _CHECKPOINTS}
-        log.info("Loading logs from %s (%s shutdown)", directory, "clean" if clean else "unclean")
+        log.info("Loading logs from %s (%s)", directory,
+                 "clean shutdown" if clean else "no clean-shutdown marker: unflushed data is rescanned")
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
