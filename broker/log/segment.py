@@ -22,10 +22,7 @@ from broker.log.time_index import TimeIndex
 from broker.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_POS,
     RecordBatchHeader,
-    encode_base_offset,
-    encode_int32,
     parse_header,
     verify_crc,
 )
@@ -39,9 +36,8 @@ DELETED_SUFFIX = ".deleted"
 NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _IOV_MAX = 1024  # Linux's limit of buffers in one writev
-_COPY_BELOW = 64 * 1024  # below this, one copy + one write beats a 4-piece writev
-_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -106,28 +102,17 @@ class LogSegment:
         """Write `batches` (positions in `view`, `total` bytes in all) with new base offsets
         and, if given, the leader epoch.
 
-        Small appends are copied once and patched; large ones are spliced with writev so
-        the batch bytes are never copied in Python. A failed write truncates the file back:
-        the segment never keeps a partial batch that was not acknowledged.
+        The rewritten 8- or 16-byte prefix of each batch is spliced in front of the rest
+        with writev, so batch bytes are never copied in Python. A failed write truncates
+        the file back: the segment never keeps a partial batch that was not acknowledged.
         """
-        if total <= _COPY_BELOW:
-            buf = bytearray(view)
-            for (pos, _), base in zip(batches, base_offsets):
-                _INT64.pack_into(buf, pos, base)
-                if leader_epoch is not None:
-                    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, leader_epoch)
-            iov: list[bytes | bytearray | memoryview] = [buf]
-        else:
-            iov = []
-            for (pos, header), base in zip(batches, base_offsets):
-                end = pos + header.batch_length + LOG_OVERHEAD
-                iov.append(encode_base_offset(base))
-                if leader_epoch is None:
-                    iov.append(view[pos + 8 : end])
-                else:
-                    iov.append(view[pos + 8 : pos + 12])
-                    iov.append(encode_int32(leader_epoch))
-                    iov.append(view[pos + 16 : end])
+        iov: list[bytes | memoryview] = []
+        for (pos, header), base in zip(batches, base_offsets):
+            end = pos + header.batch_length + LOG_OVERHEAD
+            if leader_epoch is None:
+                iov += (_INT64.pack(base), view[pos + 8 : end])
+            else:
+                iov += (_PREFIX.pack(base, header.batch_length, leader_epoch), view[pos + 16 : end])
         self._write(iov, total)
         position = self.size
         for (_, header), base in zip(batches, base_offsets):
@@ -138,14 +123,11 @@ class LogSegment:
         self.size = position
         self.next_offset = base_offsets[-1] + batches[-1][1].last_offset_delta + 1
 
-    def _write(self, iov: list[bytes | bytearray | memoryview], total: int) -> None:
+    def _write(self, iov: list[bytes | memoryview], total: int) -> None:
         try:
-            if len(iov) == 1:
-                written = os.write(self.fd, iov[0])
-            else:
-                written = 0
-                for i in range(0, len(iov), _IOV_MAX):
-                    written += os.writev(self.fd, iov[i : i + _IOV_MAX])
+            written = 0
+            for i in range(0, len(iov), _IOV_MAX):
+                written += os.writev(self.fd, iov[i : i + _IOV_MAX])
             if written != total:  # a short write: the disk filled up, finish or fail
                 rest = b"".join(iov)[written:]
                 while rest:
