@@ -6,13 +6,17 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 ALL_STAMP := $(VENV)/.installed-all
 
-.PHONY: up test install install-test kcat bench clean
+.PHONY: up test soak install install-test kcat bench clean
 
 up: $(BASE_STAMP)
 	$(BIN)/tidelog up
 
 test: $(ALL_STAMP) kcat
 	$(BIN)/python -m pytest
+
+# every property test (codecs, indexes, crash recovery) with thousands of examples
+soak: $(ALL_STAMP)
+	$(BIN)/python -m pytest --hypothesis-profile=thorough
 
 bench: $(BASE_STAMP)
 	$(BIN)/python bench/log_append.py
