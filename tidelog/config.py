@@ -319,6 +319,15 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Replication factor of an auto-created topic.", at_least(1)),
     ConfigKey("auto.create.topics.enable", _BOOLEAN, True,
               "Create a topic when a client asks for metadata of an unknown one."),
+    # --- Controller quorum (process.roles contains controller); quorum.voters parses the voters
+    ConfigKey("controller.quorum.voters", _LIST, None,
+              "Voters of the metadata quorum as id@host:port, e.g. 1@127.0.0.1:9093,2@127.0.0.2:9093.",
+              all_of(non_empty, distinct)),
+    ConfigKey("controller.cluster.password", ConfigType.PASSWORD, None,
+              "Shared secret of the controller quorum: it encrypts and authenticates every quorum "
+              "message (pysyncobj's wire format is pickle, so a controller refuses to start without it)."),
+    ConfigKey("metadata.log.dir", _STRING, None,
+              "Directory of the metadata log (journal and dump); unset: the first of log.dirs."),
 )
 
 

@@ -1,0 +1,229 @@
+"""The active controller: while this voter is the Raft leader, it alone turns decisions into records.
+
+Leadership: pysyncobj 0.3.17 has `SyncObjConf.onStateChanged(old, new)`, called on its tick
+thread; we use it only to wake up early. The truth is polled every `LEADERSHIP_POLL`:
+`MetadataLog.leadership()` (`_isLeader()` and `raftCurrentTerm`, read so they agree),
+because the callback can fire while two nodes both still believe they lead.
+
+On becoming leader of term T the controller first commits `BeginEpoch(T)`; only once that
+is applied (so every earlier entry is applied too) is it active with epoch T, and every
+later append carries T. Voters fence an append whose epoch is older than the latest
+committed BeginEpoch, so a deposed controller's late appends never apply. An append with
+an UNKNOWN or FENCED outcome makes it renounce: if it is still the leader it begins the
+epoch again, and that committed BeginEpoch settles whether the unknown append landed.
+
+Decisions are serialized through one bounded asyncio queue consumed by one task: the
+admin API that will feed it is aiohttp (asyncio), and keeping every decision and the
+controller's soft state (heartbeats, later) on the event loop needs no locks. A decision
+reads the committed image, so the next one starts only after the previous one committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from metadata.image import MetadataImage
+from metadata.records import BeginEpoch, Record
+from quorum.log_state import AppendOutcome, OutcomeKind
+
+logger = logging.getLogger(__name__)
+
+SECONDS: Final = 1.0
+LEADERSHIP_POLL: Final = 0.05 * SECONDS  # the tick period of pysyncobj: no point polling faster
+BEGIN_EPOCH_TIMEOUT: Final = 2 * SECONDS
+DECISION_QUEUE_MAX: Final = 256
+
+Decision = Callable[[MetadataImage], Sequence[Record]]
+
+
+class QuorumLog(Protocol):
+    """What the controller needs of `quorum.metadata_log.MetadataLog`."""
+
+    def leadership(self) -> tuple[bool, int]: ...
+    def leader_address(self) -> str | None: ...
+    def fatal_error(self) -> str | None: ...
+    def image(self) -> MetadataImage: ...
+    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
+                     atomic: bool = True) -> AppendOutcome: ...
+    def add_state_listener(self, listener: Callable[[], None]) -> None: ...
+    def remove_state_listener(self, listener: Callable[[], None]) -> None: ...
+
+
+class NotActiveControllerError(Exception):
+    """This voter is not the active controller; nothing was appended. `leader` may say who is."""
+
+    def __init__(self, message: str, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
+class ControllerBusyError(Exception):
+    """The decision queue is full; nothing was appended."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """One queued decision and the future its caller awaits."""
+
+    decision: Decision
+    deadline: float  # loop time
+    atomic: bool
+    future: asyncio.Future[AppendOutcome | None] = field(repr=False)
+
+
+class ActiveController:
+    """Tracks Raft leadership, begins epochs and runs decisions in order while active."""
+
+    def __init__(self, log: QuorumLog, *, queue_max: int = DECISION_QUEUE_MAX) -> None:
+        self._log = log
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(queue_max)
+        self._wake = asyncio.Event()
+        self._epoch: int | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self._epoch is not None
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch this controller appends under while active, else None."""
+        return self._epoch
+
+    async def append(self, records: Sequence[Record], timeout_s: float, *,
+                     atomic: bool = True) -> AppendOutcome:
+        """Append `records` under the current epoch (see `decide`)."""
+        records = tuple(records)
+        if not records:
+            raise ValueError("nothing to append")
+        outcome = await self.decide(lambda image: records, timeout_s, atomic=atomic)
+        assert outcome is not None, "a decision with records always has an outcome"
+        return outcome
+
+    async def decide(self, decision: Decision, timeout_s: float, *,
+                     atomic: bool = True) -> AppendOutcome | None:
+        """Queue `decision(image) -> records`; its records are appended once it is its turn.
+
+        None when it returned no records. Raises NotActiveControllerError, ControllerBusyError
+        or TimeoutError when nothing was appended, or what `decision` raised.
+        """
+        self._check_active()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendOutcome | None] = loop.create_future()
+        try:
+            self._queue.put_nowait(_Pending(decision, loop.time() + timeout_s, atomic, future))
+        except asyncio.QueueFull:
+            raise ControllerBusyError(f"{self._queue.maxsize} decisions are already queued") from None
+        return await future
+
+    def _check_active(self) -> None:
+        if self._epoch is None:
+            raise NotActiveControllerError("this controller is not the active controller",
+                                           self._log.leader_address())
+
+    async def run(self) -> None:
+        """The decision loop; runs until cancelled, then fails what is still queued."""
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # on pysyncobj's tick thread
+            try:
+                loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop is closed
+                pass
+
+        self._log.add_state_listener(wake)
+        try:
+            while True:  # until cancelled: the node's lifetime
+                await self._track_leadership()
+                if self._epoch is None:
+                    await self._sleep_until_woken(LEADERSHIP_POLL)
+                    continue
+                try:
+                    async with asyncio.timeout(LEADERSHIP_POLL):
+                        pending = await self._queue.get()
+                except TimeoutError:
+                    continue
+                epoch = self._epoch
+                try:
+                    await self._execute(pending)
+                finally:
+                    if not pending.future.done():  # cancelled mid-append: it may still commit
+                        pending.future.set_result(AppendOutcome(
+                            OutcomeKind.UNKNOWN, -1 if epoch is None else epoch,
+                            reason="the controller stopped while appending"))
+        finally:
+            self._log.remove_state_listener(wake)
+            if self._epoch is not None:
+                self._renounce("the controller is stopping")
+            self._fail_queued("the controller is stopping")
+
+    async def _sleep_until_woken(self, timeout_s: float) -> None:
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def _track_leadership(self) -> None:
+        leader, term = self._log.leadership()
+        if self._log.fatal_error() is not None:
+            leader = False  # a voter whose state is broken must not decide anything
+        if self._epoch is not None and (not leader or term != self._epoch):
+            self._renounce(f"raft term is now {term} and the leader is {self._log.leader_address()}")
+        if leader and self._epoch is None:
+            await self._begin_epoch(term)
+
+    async def _begin_epoch(self, term: int) -> None:
+        outcome = await self._log.append([BeginEpoch(term)], term, BEGIN_EPOCH_TIMEOUT)
+        leader, now = self._log.leadership()
+        if outcome.committed and leader and now == term:
+            self._epoch = term
+            logger.info("Became active controller with epoch %d (BeginEpoch committed at offset %d)",
+                        term, outcome.first_offset)
+        elif leader and now == term:
+            logger.warning("Could not begin epoch %d: %s %s; retrying while Raft leader",
+                           term, outcome.kind.value, outcome.reason)
+            await self._sleep_until_woken(LEADERSHIP_POLL)
+
+    def _renounce(self, reason: str) -> None:
+        logger.info("Renounced active controller role at epoch %s: %s", self._epoch, reason)
+        self._epoch = None
+        self._fail_queued(f"the controller renounced: {reason}")
+
+    def _fail_queued(self, reason: str) -> None:
+        leader = self._log.leader_address()
+        while not self._queue.empty():  # bounded by the queue size
+            pending = self._queue.get_nowait()
+            if not pending.future.done():
+                pending.future.set_exception(NotActiveControllerError(reason, leader))
+
+    async def _execute(self, pending: _Pending) -> None:
+        future, epoch = pending.future, self._epoch
+        loop = asyncio.get_running_loop()
+        if future.done():  # the caller was cancelled
+            return
+        if epoch is None:
+            leader = self._log.leader_address()
+            future.set_exception(NotActiveControllerError("the controller renounced", leader))
+            return
+        remaining = pending.deadline - loop.time()
+        if remaining <= 0:
+            future.set_exception(TimeoutError("the decision timed out in the queue; nothing was appended"))
+            return
+        try:
+            records = pending.decision(self._log.image())
+            outcome = None
+            if records:
+                outcome = await self._log.append(records, epoch, remaining, atomic=pending.atomic)
+        except Exception as exc:  # the decision's own error, or RecordTooLargeError: nothing appended
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if outcome is not None and outcome.kind in (OutcomeKind.FENCED, OutcomeKind.UNKNOWN):
+            self._renounce(f"an append at epoch {epoch} was {outcome.kind.value}: {outcome.reason}")
+        if not future.done():
+            future.set_result(outcome)

@@ -1,0 +1,361 @@
+"""The metadata quorum's Raft state machine: a pysyncobj `SyncObj` holding `MetadataLogState`.
+
+One replicated method, `_append_chunk(data, epoch)`, carries a chunk of encoded records and
+the controller epoch it was decided under; every voter applies it in log order through
+`MetadataLogState.apply_chunk` (dense offsets, epoch fencing, `metadata.delta.apply`).
+
+pysyncobj 0.3.17 facts this module relies on (read in its source, checked by our tests):
+- Replicated methods and their callbacks run on pysyncobj's tick thread; a callback gets
+  (the method's return value on this voter, FAIL_REASON). A lost command may never call
+  back, so every append here has a timeout whose outcome is UNKNOWN.
+- With `serializer`/`deserializer` set, pysyncobj writes no pickle of our object: at log
+  compaction it calls our serializer synchronously on the tick thread (no fork), right
+  after applying entry `last_applied`, with its own bookkeeping (the last two Raft entries
+  and the cluster) that our dump must hand back. The journal then drops the entries the
+  dump covers; journal (mmap'd file) + dump restore everything on restart, and a follower
+  too far behind is sent the dump file itself.
+- Nothing is fsynced: the journal is an mmap'd file flushed by the kernel, the dump a
+  renamed file. A killed process loses nothing the kernel has; a power loss may.
+- `password` makes pysyncobj encrypt and authenticate every message (Fernet, needs the
+  `cryptography` package); without it any peer could send pickles we would load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import msgpack
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.encryptor import HAS_CRYPTO
+from pysyncobj.syncobj import SyncObjException
+
+from metadata.codec import MetadataRecordError
+from metadata.image import MetadataImage
+from metadata.records import Record
+from quorum.log_state import (
+    AppendOutcome,
+    MetadataLogState,
+    OutcomeKind,
+    RecordTooLargeError,
+    split_records,
+)
+from quorum.voters import Voter, parse_voters
+from tidelog.config import Config, ConfigError, Password, log_dirs
+
+logger = logging.getLogger(__name__)
+
+SECONDS: Final = 1.0
+METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
+JOURNAL_FILE: Final = "quorum.journal"
+DUMP_FILE: Final = "quorum.dump"
+# design.md: ~1 ms commits without batching; reconnect and step down quickly.
+CONNECTION_RETRY_TIME: Final = 0.5 * SECONDS
+LEADER_FALLBACK_TIMEOUT: Final = 2 * SECONDS
+BIND_RETRY_TIME: Final = 1 * SECONDS
+BIND_RETRIES: Final = 5  # then the node fails to start instead of retrying for ever
+COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended commands
+LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
+LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
+RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
+DUMP_FORMAT: Final = "tidelog-quorum-dump"
+DUMP_VERSION: Final = 0
+_DUMP_KEYS: Final = frozenset({"format", "version", "state", "raft_last", "raft_prev", "cluster"})
+_FAIL_NAMES: Final = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
+
+
+class QuorumBindError(OSError):
+    """The quorum listener could not bind its address."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumSettings:
+    """What one voter needs: its id, every voter, its data dir and the cluster password."""
+
+    node_id: int
+    voters: Mapping[int, Voter]
+    data_dir: Path
+    password: Password
+    compaction_min_entries: int = LOG_COMPACTION_MIN_ENTRIES
+    retained_records: int = RETAINED_RECORDS
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ConfigError(f"node.id {self.node_id} is not one of the controller.quorum.voters "
+                              f"{sorted(self.voters)}")
+        if not isinstance(self.password, Password) or not self.password.value:
+            raise ConfigError("config 'controller.cluster.password' must be set: the quorum's wire "
+                              "format is pickle, and the password is what keeps strangers out")
+
+    @property
+    def me(self) -> Voter:
+        return self.voters[self.node_id]
+
+    @classmethod
+    def from_config(cls, config: Config) -> QuorumSettings:
+        """Settings from a parsed config; ConfigError when a controller key is missing or bad."""
+        voters = config["controller.quorum.voters"]
+        if voters is None:
+            raise ConfigError("config 'controller.quorum.voters' is required for a controller")
+        assert isinstance(voters, tuple), "the key table types controller.quorum.voters as LIST"
+        password = config["controller.cluster.password"]
+        if password is None:
+            password = Password("")  # __post_init__ explains why that is refused
+        node_id = config["node.id"]
+        assert isinstance(node_id, int) and isinstance(password, Password)
+        base = config["metadata.log.dir"] or log_dirs(config)[0]
+        assert isinstance(base, str)
+        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStatus:
+    """One voter's view of the quorum and of the committed log, read at one moment."""
+
+    node_id: int
+    is_leader: bool
+    term: int
+    leader: str | None
+    commit_index: int
+    last_applied: int
+    ready: bool
+    log_start_offset: int
+    last_offset: int
+    dump_offset: int
+    image: MetadataImage
+
+
+def _raft_entry(value: Any) -> tuple[bytes, int, int]:
+    """A Raft entry as pysyncobj's journal holds it: (command, index, term)."""
+    if (not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], bytes)
+            or type(value[1]) is not int or type(value[2]) is not int):
+        raise MetadataRecordError(f"not a raft entry: {value!r:.80}")
+    return value[0], value[1], value[2]
+
+
+def _resolve(future: asyncio.Future[AppendOutcome], outcome: AppendOutcome) -> None:
+    if not future.done():  # the waiter may have timed out already
+        future.set_result(outcome)
+
+
+class MetadataLog(SyncObj):
+    """One voter of the metadata quorum; the committed log and image are read under a lock."""
+
+    def __init__(self, settings: QuorumSettings) -> None:
+        if not settings.password.value:  # QuorumSettings refuses this too; never start without it
+            raise ValueError("a controller quorum voter needs a cluster password")
+        if not HAS_CRYPTO:
+            raise ImportError("the controller quorum needs the 'cryptography' package "
+                              "(pysyncobj encrypts with the cluster password through it)")
+        # Our state exists before SyncObj.__init__: its tick thread starts in there and may
+        # load the dump and apply journal entries before it returns.
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._log_state = MetadataLogState()
+        self._dump_offset = -1
+        self._fatal: str | None = None
+        self._listeners: list[Callable[[], None]] = []
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        me = settings.me
+        conf = SyncObjConf(
+            password=settings.password.value,
+            journalFile=str(settings.data_dir / JOURNAL_FILE),
+            fullDumpFile=str(settings.data_dir / DUMP_FILE),
+            serializer=self._write_dump,
+            deserializer=self._read_dump,
+            bindAddress=me.address,
+            appendEntriesUseBatch=False,
+            connectionRetryTime=CONNECTION_RETRY_TIME,
+            leaderFallbackTimeout=LEADER_FALLBACK_TIMEOUT,
+            dynamicMembershipChange=False,
+            commandsQueueSize=COMMANDS_QUEUE_MAX,
+            logCompactionMinEntries=settings.compaction_min_entries,
+            logCompactionMinTime=LOG_COMPACTION_MIN_TIME,
+            bindRetryTime=BIND_RETRY_TIME,
+            maxBindRetries=BIND_RETRIES,
+            onStateChanged=self._on_state_changed,
+        )
+        others = [v.address for i, v in settings.voters.items() if i != settings.node_id]
+        super().__init__(me.address, others, conf)
+        try:
+            self.waitBinded()
+        except SyncObjException:
+            self.destroy()
+            raise QuorumBindError(f"cannot bind the quorum listener on {me.address}") from None
+
+    # -- the replicated state machine (tick thread) ----------------------------------
+
+    # The journal stores a call as (method id, args) and pysyncobj numbers the replicated
+    # methods by sorted (ver, name): another @replicated method would renumber this one and
+    # make old journals call the wrong method. Change the record format, not this signature.
+    @replicated
+    def _append_chunk(self, data: bytes, epoch: int) -> AppendOutcome:
+        """Apply one committed chunk: on every voter, in log order, on the tick thread."""
+        try:
+            with self._lock:
+                outcome = self._log_state.apply_chunk(data, epoch)
+        except Exception as exc:  # a bug: stop this voter rather than let its state diverge
+            self._fail(f"applying a chunk failed: {exc!r}")
+            raise
+        if not outcome.committed:  # every voter decides the same; each says so in its log
+            logger.warning("Did not apply a committed chunk of epoch %s: %s: %s",
+                           epoch, outcome.kind.value, outcome.reason)
+        return outcome
+
+    def _write_dump(self, path: str, raft: tuple[Any, Any, Any]) -> None:
+        """pysyncobj's serializer: our state plus its bookkeeping, as plain msgpack."""
+        last, prev, cluster = raft
+        with self._lock:
+            self._log_state.fold(self._settings.retained_records)
+            state, offset = self._log_state.encode_dump(), self._log_state.last_offset
+        payload = msgpack.packb({
+            "format": DUMP_FORMAT, "version": DUMP_VERSION, "state": state,
+            "raft_last": list(last), "raft_prev": list(prev),
+            "cluster": sorted(getattr(node, "address", str(node)) for node in cluster),
+        }, use_bin_type=True)
+        with open(path, "wb") as f:
+            f.write(payload)
+        self._dump_offset = offset
+        logger.info("Wrote metadata log dump at offset %d, raft index %d (%d bytes)",
+                    offset, last[1], len(payload))
+
+    def _read_dump(self, path: str) -> tuple[Any, Any, Any]:
+        """pysyncobj's deserializer: restore our state, return its bookkeeping."""
+        try:
+            with open(path, "rb") as f:
+                m = msgpack.unpackb(f.read(), raw=False, strict_map_key=True)
+            if not isinstance(m, dict) or set(m) != _DUMP_KEYS or m["format"] != DUMP_FORMAT \
+                    or m["version"] != DUMP_VERSION:
+                raise MetadataRecordError(f"not a {DUMP_FORMAT} version {DUMP_VERSION} file")
+            state = MetadataLogState.decode_dump(m["state"])
+            last, prev = _raft_entry(m["raft_last"]), _raft_entry(m["raft_prev"])
+        except (OSError, ValueError, TypeError, msgpack.UnpackException, MetadataRecordError) as exc:
+            # pysyncobj would log this and go on with the journal alone: a wrong image.
+            self._fail(f"cannot load metadata log dump {path}: {exc}")
+            raise
+        with self._lock:
+            self._log_state = state
+        self._dump_offset = state.last_offset
+        logger.info("Loaded metadata log dump: offset %d, controller epoch %d, raft index %d",
+                    state.last_offset, state.image.controller_epoch, last[1])
+        return last, prev, m["cluster"]
+
+    def _on_state_changed(self, old: int, new: int) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def _fail(self, reason: str) -> None:
+        if self._fatal is None:  # pysyncobj retries a failed apply every tick: say it once
+            logger.critical("Metadata log failed, this controller must stop: %s", reason)
+            self._fatal = reason
+
+    # -- appends (any thread but the tick thread) ------------------------------------
+
+    def submit(self, data: bytes, epoch: int, on_done: Callable[[AppendOutcome], None]) -> None:
+        """Replicate one chunk; `on_done` gets its outcome on the tick thread, or is never called."""
+
+        def callback(result: object, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS and isinstance(result, AppendOutcome):
+                on_done(result)
+            else:
+                name = _FAIL_NAMES.get(error, str(error))
+                on_done(AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"pysyncobj {name}"))
+
+        self._append_chunk(data, epoch, callback=callback)
+
+    async def append_chunk(self, data: bytes, epoch: int, timeout_s: float) -> AppendOutcome:
+        """Replicate one chunk and wait at most `timeout_s` for its outcome."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendOutcome] = loop.create_future()
+
+        def on_done(outcome: AppendOutcome) -> None:
+            try:
+                loop.call_soon_threadsafe(_resolve, future, outcome)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+        self.submit(data, epoch, on_done)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
+
+    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
+                     atomic: bool = True) -> AppendOutcome:
+        """Append records under `epoch`: one chunk if atomic, else chunk by chunk until one fails.
+
+        Raises RecordTooLargeError (nothing was sent) if an atomic list needs several chunks.
+        """
+        chunks = split_records(records)
+        if not chunks:
+            raise ValueError("nothing to append")
+        if atomic and len(chunks) > 1:
+            raise RecordTooLargeError(f"{len(records)} records need {len(chunks)} chunks; "
+                                      "an atomic append must fit in one")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        first: int | None = None
+        last: int | None = None
+        for chunk in chunks:  # bounded by the chunk count
+            outcome = await self.append_chunk(chunk, epoch, max(deadline - loop.time(), 0.0))
+            if not outcome.committed:
+                return dataclasses.replace(outcome, first_offset=first, last_offset=last)
+            first = outcome.first_offset if first is None else first
+            last = outcome.last_offset
+        return AppendOutcome(OutcomeKind.COMMITTED, epoch, first, last)
+
+    # -- reads (any thread) ----------------------------------------------------------
+
+    def leadership(self) -> tuple[bool, int]:
+        """(is Raft leader, current term), the two read so that they belong together."""
+        term = self.raftCurrentTerm
+        leader = self._isLeader()
+        now = self.raftCurrentTerm
+        return leader and term == now, now
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else getattr(leader, "address", str(leader))
+
+    def image(self) -> MetadataImage:
+        with self._lock:
+            return self._log_state.image
+
+    def records_from(self, offset: int, max_records: int) -> list[tuple[int, Record]]:
+        """Committed (offset, record) pairs from `offset`; IndexError if it is only in the snapshot."""
+        with self._lock:
+            return self._log_state.records_from(offset, max_records)
+
+    def status(self) -> QuorumStatus:
+        leader, term = self.leadership()
+        with self._lock:
+            state = self._log_state
+            start, last, image = state.log_start_offset, state.last_offset, state.image
+        return QuorumStatus(
+            node_id=self._settings.node_id, is_leader=leader, term=term,
+            leader=self.leader_address(), commit_index=self.raftCommitIndex,
+            last_applied=self.raftLastApplied, ready=self.isReady(), log_start_offset=start,
+            last_offset=last, dump_offset=self._dump_offset, image=image)
+
+    def fatal_error(self) -> str | None:
+        """Why this voter must stop (a dump it cannot load, a failed apply), or None."""
+        return self._fatal
+
+    def add_state_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` on the tick thread when the Raft role changes (a hint: poll `leadership`)."""
+        self._listeners.append(listener)
+
+    def remove_state_listener(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def close(self) -> None:
+        """Stop the tick thread and close the sockets and the journal."""
+        self.destroy_synchronous()

@@ -1,0 +1,240 @@
+"""Tests for quorum/active_controller.py against a scripted log (leadership and outcomes on demand).
+
+The real MetadataLog is exercised by the integration tests; here the log is a
+MetadataLogState behind the same interface, so lost leadership and UNKNOWN or FENCED
+outcomes happen exactly when a test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import pytest
+
+from metadata.image import MetadataImage
+from metadata.records import BeginEpoch, NoOp, Record, Topic, encode_records
+from quorum.active_controller import (
+    ActiveController,
+    ControllerBusyError,
+    NotActiveControllerError,
+)
+from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
+
+WAIT_S = 2.0
+
+
+class ScriptedLog:
+    """A QuorumLog whose leadership a test sets and whose next outcomes it can force."""
+
+    def __init__(self) -> None:
+        self.state = MetadataLogState()
+        self.leader = False
+        self.term = 0
+        self.forced: list[OutcomeKind] = []  # outcomes of the next appends, instead of applying
+        self.appends: list[tuple[int, tuple[Record, ...]]] = []
+        self.listeners: list[Callable[[], None]] = []
+        self.gate: asyncio.Event | None = None  # when set up, appends wait for it
+        self.entered = 0  # appends started, gated or not
+        self.fatal: str | None = None
+
+    def lead(self, term: int) -> None:
+        self.leader, self.term = True, term
+        for listener in self.listeners:
+            listener()
+
+    def leadership(self) -> tuple[bool, int]:
+        return self.leader, self.term
+
+    def fatal_error(self) -> str | None:
+        return self.fatal
+
+    def leader_address(self) -> str | None:
+        return "127.0.0.9:9093" if not self.leader else "127.0.0.1:9093"
+
+    def image(self) -> MetadataImage:
+        return self.state.image
+
+    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
+                     atomic: bool = True) -> AppendOutcome:
+        self.entered += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        self.appends.append((epoch, tuple(records)))
+        if self.forced:
+            return AppendOutcome(self.forced.pop(0), epoch, reason="scripted")
+        return self.state.apply_chunk(encode_records(records), epoch)
+
+    def add_state_listener(self, listener: Callable[[], None]) -> None:
+        self.listeners.append(listener)
+
+    def remove_state_listener(self, listener: Callable[[], None]) -> None:
+        self.listeners.remove(listener)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while not condition():  # bounded by the timeout above
+            await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def log() -> ScriptedLog:
+    return ScriptedLog()
+
+
+@pytest.fixture
+async def controller(log: ScriptedLog) -> AsyncIterator[ActiveController]:
+    controller = ActiveController(log, queue_max=4)
+    task = asyncio.create_task(controller.run())
+    try:
+        yield controller
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_follower_is_not_active(log: ScriptedLog, controller: ActiveController) -> None:
+    await asyncio.sleep(0.1)
+    assert not controller.is_active and controller.epoch is None and log.appends == []
+    with pytest.raises(NotActiveControllerError) as info:
+        await controller.append([NoOp()], 1.0)
+    assert info.value.leader == "127.0.0.9:9093"
+
+
+async def test_becomes_active_after_its_begin_epoch_commits(log: ScriptedLog,
+                                                            controller: ActiveController) -> None:
+    log.lead(term=3)
+    await until(lambda: controller.is_active)
+    assert controller.epoch == 3 and log.appends == [(3, (BeginEpoch(3),))]
+    outcome = await controller.append([NoOp(), NoOp()], 1.0)
+    assert outcome == AppendOutcome(OutcomeKind.COMMITTED, 3, 1, 2)
+
+
+async def test_renounces_when_leadership_is_lost_and_begins_a_new_epoch(
+        log: ScriptedLog, controller: ActiveController, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="quorum.active_controller")
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.leader = False
+    await until(lambda: not controller.is_active)
+    log.lead(term=4)
+    await until(lambda: controller.epoch == 4)
+    assert [records for _, records in log.appends] == [(BeginEpoch(1),), (BeginEpoch(4),)]
+    assert "Became active controller with epoch 1" in caplog.text
+    assert "Renounced active controller role at epoch 1" in caplog.text
+    assert "Became active controller with epoch 4" in caplog.text
+
+
+async def test_a_new_term_while_leader_is_a_new_epoch(log: ScriptedLog,
+                                                     controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.lead(term=2)
+    await until(lambda: controller.epoch == 2)
+    assert log.state.image.controller_epoch == 2
+
+
+@pytest.mark.parametrize("kind", [OutcomeKind.UNKNOWN, OutcomeKind.FENCED])
+async def test_an_unknown_or_fenced_append_renounces_and_begins_again(
+        log: ScriptedLog, controller: ActiveController, kind: OutcomeKind) -> None:
+    log.lead(term=5)
+    await until(lambda: controller.is_active)
+    log.forced = [kind]
+    outcome = await controller.append([NoOp()], 1.0)
+    assert outcome.kind is kind
+    # Still the leader: it begins epoch 5 again, which settles the unknown append.
+    await until(lambda: controller.is_active and len(log.appends) == 3)
+    assert log.appends[2] == (5, (BeginEpoch(5),))
+    assert (await controller.append([NoOp()], 1.0)).committed
+
+
+async def test_decisions_run_in_order_on_the_committed_image(log: ScriptedLog,
+                                                             controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    seen: list[int] = []
+
+    def decide(image: MetadataImage) -> list[Record]:
+        seen.append(image.offset)
+        return [NoOp()]
+
+    outcomes = await asyncio.gather(*(controller.decide(decide, 1.0) for _ in range(4)))
+    assert seen == [0, 1, 2, 3]  # each decision saw the previous one committed
+    assert [o.first_offset for o in outcomes if o is not None] == [1, 2, 3, 4]
+
+
+async def test_a_decision_that_raises_or_returns_nothing(log: ScriptedLog,
+                                                         controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+
+    def refuse(image: MetadataImage) -> list[Record]:
+        raise ValueError("topic 'orders' already exists")
+
+    with pytest.raises(ValueError, match="already exists"):
+        await controller.decide(refuse, 1.0)
+    assert await controller.decide(lambda image: [], 1.0) is None
+    assert controller.is_active and len(log.appends) == 1
+    rejected = await controller.append([Topic("a", "t1"), Topic("a", "t2")], 1.0)
+    assert rejected.kind is OutcomeKind.REJECTED and controller.is_active
+
+
+async def test_a_full_queue_and_an_expired_decision(log: ScriptedLog, controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.gate = asyncio.Event()  # appends hang until the gate opens
+    first = asyncio.create_task(controller.append([NoOp()], 5.0))
+    await until(lambda: log.entered == 2)  # taken by the loop, hanging in append
+    queued = [asyncio.create_task(controller.append([NoOp()], 0.01)) for _ in range(4)]
+    await asyncio.sleep(0)
+    with pytest.raises(ControllerBusyError):
+        await controller.append([NoOp()], 1.0)
+    await asyncio.sleep(0.05)  # the queued decisions' timeouts pass while they wait
+    log.gate.set()
+    assert (await first).committed
+    for task in queued:
+        with pytest.raises(TimeoutError, match="nothing was appended"):
+            await task
+
+
+async def test_queued_decisions_fail_when_it_renounces(log: ScriptedLog,
+                                                      controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.gate = asyncio.Event()
+    first = asyncio.create_task(controller.append([NoOp()], 5.0))
+    await until(lambda: log.entered == 2)
+    second = asyncio.create_task(controller.append([NoOp()], 5.0))
+    await asyncio.sleep(0)
+    log.forced = [OutcomeKind.UNKNOWN]
+    log.gate.set()
+    assert (await first).kind is OutcomeKind.UNKNOWN
+    with pytest.raises(NotActiveControllerError, match="renounced"):
+        await second
+
+
+async def test_a_voter_with_a_fatal_error_renounces_and_never_begins(log: ScriptedLog,
+                                                                    controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.fatal = "cannot load metadata log dump"
+    await until(lambda: not controller.is_active)
+    log.lead(term=2)
+    await asyncio.sleep(0.2)
+    assert not controller.is_active and len(log.appends) == 1
+
+
+async def test_stopping_mid_append_answers_unknown(log: ScriptedLog) -> None:
+    controller = ActiveController(log)
+    task = asyncio.create_task(controller.run())
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.gate = asyncio.Event()  # the next append hangs
+    pending = asyncio.create_task(controller.append([NoOp()], 5.0))
+    await until(lambda: log.entered == 2)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    outcome = await pending
+    assert outcome.kind is OutcomeKind.UNKNOWN and "stopped while appending" in outcome.reason

@@ -1,0 +1,273 @@
+"""Tests for quorum/log_state.py: chunking, epoch fencing on apply, dense offsets, fold, dump round trip."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metadata.codec import MetadataRecordError
+from metadata.delta import apply
+from metadata.image import EMPTY_IMAGE
+from metadata.records import (
+    BeginEpoch,
+    Config,
+    ConfigResourceType,
+    NoOp,
+    Partition,
+    Record,
+    RemoveTopic,
+    Topic,
+    decode_records,
+    encode_records,
+)
+from metadata.snapshot import encode_snapshot
+from quorum.log_state import (
+    MAX_CHUNK_BYTES,
+    AppendOutcome,
+    MetadataLogState,
+    OutcomeKind,
+    RecordTooLargeError,
+    check_epoch,
+    split_records,
+)
+
+COMMITTED, FENCED, REJECTED = OutcomeKind.COMMITTED, OutcomeKind.FENCED, OutcomeKind.REJECTED
+TOPIC = Topic("orders", "t-orders")
+PARTITION = Partition("t-orders", 0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)
+
+
+def config(i: int, size: int = 10) -> Config:
+    return Config(ConfigResourceType.TOPIC, "orders", f"key.{i}", "v" * size)
+
+
+def state_at_epoch(epoch: int) -> MetadataLogState:
+    state = MetadataLogState()
+    assert state.apply_chunk(encode_records([BeginEpoch(epoch)]), epoch).committed
+    return state
+
+
+# --- split_records ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count,size,max_bytes,expected_chunks", [
+    (0, 10, MAX_CHUNK_BYTES, 0),
+    (1, 10, MAX_CHUNK_BYTES, 1),
+    (100, 10, MAX_CHUNK_BYTES, 1),
+    (100, 1000, MAX_CHUNK_BYTES, 7),  # ~1 KB each: 15 fit in 16 KiB
+    (10, 100, 200, 10),  # one record per chunk
+])
+def test_split_records_keeps_order_and_bound(count: int, size: int, max_bytes: int,
+                                             expected_chunks: int) -> None:
+    records = [config(i, size) for i in range(count)]
+    chunks = split_records(records, max_bytes)
+    assert len(chunks) == expected_chunks
+    assert all(len(c) <= max_bytes for c in chunks)
+    assert [r for c in chunks for r in decode_records(c)] == records
+
+
+def test_split_records_refuses_a_record_larger_than_a_chunk() -> None:
+    with pytest.raises(RecordTooLargeError, match="Config record of"):
+        split_records([NoOp(), config(0, size=300)], max_bytes=256)
+
+
+@given(st.lists(st.integers(0, 3000), max_size=60), st.integers(3100, 20_000))
+def test_split_records_any_sizes(sizes: list[int], max_bytes: int) -> None:
+    records = [config(i, size) for i, size in enumerate(sizes)]
+    chunks = split_records(records, max_bytes)
+    assert all(0 < len(c) <= max_bytes for c in chunks)
+    assert [r for c in chunks for r in decode_records(c)] == records
+
+
+# --- check_epoch: the fencing decision ------------------------------------------------
+
+EPOCH_CASES = [
+    # (committed controller epoch, chunk epoch, records, expected kind or None to apply)
+    (-1, 1, [BeginEpoch(1)], None),  # the first controller
+    (3, 5, [BeginEpoch(5)], None),  # a new controller
+    (5, 5, [BeginEpoch(5)], None),  # the same controller retrying its BeginEpoch
+    (5, 4, [BeginEpoch(4)], FENCED),  # a deposed controller begins late
+    (5, 5, [BeginEpoch(4)], REJECTED),  # BeginEpoch under another epoch
+    (5, 5, [NoOp(), BeginEpoch(5)], REJECTED),  # BeginEpoch not first
+    (5, 5, [BeginEpoch(5), BeginEpoch(5)], REJECTED),
+    (5, 5, [NoOp(), TOPIC], None),  # the active controller
+    (5, 4, [NoOp()], FENCED),  # a deposed controller's late append
+    (5, 0, [TOPIC], FENCED),
+    (5, 6, [NoOp()], REJECTED),  # its BeginEpoch never committed
+    (-1, -1, [NoOp()], REJECTED),  # no controller has begun
+    (-1, 0, [NoOp()], REJECTED),
+]
+
+
+@pytest.mark.parametrize("controller_epoch,epoch,records,expected", EPOCH_CASES)
+def test_check_epoch(controller_epoch: int, epoch: int, records: list[Record],
+                     expected: OutcomeKind | None) -> None:
+    verdict = check_epoch(controller_epoch, epoch, records)
+    assert (verdict.kind if verdict else None) is expected
+    if verdict is not None:
+        assert verdict.first_offset is None and verdict.reason
+
+
+@pytest.mark.parametrize("controller_epoch,epoch,records,expected", EPOCH_CASES)
+def test_apply_chunk_applies_only_what_check_epoch_allows(controller_epoch: int, epoch: int,
+                                                          records: list[Record],
+                                                          expected: OutcomeKind | None) -> None:
+    state = MetadataLogState() if controller_epoch < 0 else state_at_epoch(controller_epoch)
+    before = state.image
+    outcome = state.apply_chunk(encode_records(records), epoch)
+    if expected is None:
+        assert outcome == AppendOutcome(COMMITTED, epoch, before.offset + 1, before.offset + len(records))
+    else:
+        assert outcome.kind is expected and state.image is before and outcome.offsets == range(0)
+
+
+# --- apply_chunk: dense offsets, all or nothing ---------------------------------------
+
+
+def test_chunks_get_dense_offsets() -> None:
+    state = MetadataLogState()
+    outcomes = [state.apply_chunk(encode_records(rs), 2) for rs in
+                ([BeginEpoch(2)], [TOPIC, PARTITION], [NoOp()], [NoOp(), NoOp(), NoOp()])]
+    assert [(o.first_offset, o.last_offset) for o in outcomes] == [(0, 0), (1, 2), (3, 3), (4, 6)]
+    assert state.last_offset == 6 and state.image.controller_epoch == 2
+    assert state.image.partition("t-orders", 0).leader == 1
+    assert [c.base_offset for c in state.chunks] == [0, 1, 3, 4]
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"\xc1", "undecodable"),
+    (msgpack.packb({"type": 20}), "undecodable"),
+    (encode_records([]), "empty chunk"),
+    (encode_records([NoOp(), RemoveTopic("no-such-topic")]), "unknown topic id"),
+    (encode_records([TOPIC, Topic("orders", "t-other")]), "already used"),
+])
+def test_a_bad_chunk_is_rejected_whole(data: bytes, reason: str) -> None:
+    state = state_at_epoch(1)
+    before = state.image
+    outcome = state.apply_chunk(data, 1)
+    assert outcome.kind is REJECTED and reason in outcome.reason
+    assert state.image is before and len(state.chunks) == 1
+
+
+def test_a_non_integer_epoch_is_rejected() -> None:
+    outcome = state_at_epoch(1).apply_chunk(encode_records([NoOp()]), "1")  # type: ignore[arg-type]
+    assert outcome.kind is REJECTED
+
+
+def test_a_fenced_chunk_after_a_new_epoch() -> None:
+    """The deposed controller of epoch 1 appends after epoch 2 began: fenced, nothing applied."""
+    state = state_at_epoch(1)
+    assert state.apply_chunk(encode_records([TOPIC]), 1).committed
+    assert state.apply_chunk(encode_records([BeginEpoch(2)]), 2).committed
+    late = state.apply_chunk(encode_records([RemoveTopic("t-orders")]), 1)
+    assert late.kind is FENCED and "older than controller epoch 2" in late.reason
+    assert state.image.topic("orders") is not None and state.last_offset == 2
+
+
+# --- reads, fold and the dump ---------------------------------------------------------
+
+
+def filled_state() -> tuple[MetadataLogState, list[Record]]:
+    state = state_at_epoch(1)
+    written: list[Record] = [BeginEpoch(1)]
+    for batch in ([TOPIC, PARTITION], [NoOp()] * 3, [config(1)], [config(2), NoOp()], [BeginEpoch(2)],
+                  [NoOp()]):
+        epoch = batch[0].epoch if isinstance(batch[0], BeginEpoch) else state.image.controller_epoch
+        assert state.apply_chunk(encode_records(batch), epoch).committed
+        written.extend(batch)
+    return state, written
+
+
+def test_records_from_any_offset() -> None:
+    state, written = filled_state()
+    for start in range(len(written) + 1):
+        assert state.records_from(start, 100) == list(enumerate(written))[start:]
+    assert state.records_from(2, 3) == list(enumerate(written))[2:5]
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3, 5, 8, 100])
+def test_fold_keeps_the_image_and_the_newest_records(keep: int) -> None:
+    state, written = filled_state()
+    image = state.image
+    state.fold(keep)
+    assert state.image == image
+    held = len(written) - state.log_start_offset
+    assert held >= min(keep, len(written))
+    start = state.log_start_offset
+    assert state.records_from(start, 100) == list(enumerate(written))[start:]
+    folded = apply(EMPTY_IMAGE, list(enumerate(written))[:state.log_start_offset])
+    assert state.base_snapshot == encode_snapshot(folded)
+    if state.log_start_offset > 0:
+        with pytest.raises(IndexError, match="before the log start offset"):
+            state.records_from(state.log_start_offset - 1, 1)
+    if keep == 0:
+        assert state.chunks == () and state.log_start_offset == len(written)
+    if keep >= len(written):
+        assert state.log_start_offset == 0
+
+
+@pytest.mark.parametrize("keep", [None, 0, 4])
+def test_dump_round_trip(keep: int | None) -> None:
+    state, _ = filled_state()
+    if keep is not None:
+        state.fold(keep)
+    dump = state.encode_dump()
+    restored = MetadataLogState.decode_dump(dump)
+    assert restored.image == state.image
+    assert restored.chunks == state.chunks
+    assert restored.base_snapshot == state.base_snapshot
+    assert restored.encode_dump() == dump
+    # The restored state goes on exactly like the original.
+    next_offset = state.last_offset + 1
+    assert state.apply_chunk(encode_records([NoOp()]), 2).first_offset == next_offset
+    assert restored.apply_chunk(encode_records([NoOp()]), 2).first_offset == next_offset
+    assert restored.image == state.image
+
+
+def test_the_dump_is_plain_msgpack() -> None:
+    state, _ = filled_state()
+    m = msgpack.unpackb(state.encode_dump(), raw=False)
+    assert m["format"] == "tidelog-metadata-log" and isinstance(m["snapshot"], bytes)
+    assert all(isinstance(base, int) and isinstance(epoch, int) and isinstance(data, bytes)
+               for base, epoch, data in m["chunks"])
+
+
+def _dump(**changes: object) -> bytes:
+    state, _ = filled_state()
+    m = msgpack.unpackb(state.encode_dump(), raw=False)
+    m.update(changes)
+    return msgpack.packb(m, use_bin_type=True)
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"\xc1", "not valid msgpack"),
+    (msgpack.packb([1, 2]), "expected a map"),
+    (_dump(version=9), "version 9"),
+    (_dump(chunks=[[0, 1]]), "chunk 0 is not"),
+    (_dump(chunks=[[5, 1, encode_records([BeginEpoch(1)])]]), "does not follow offset -1"),
+    (_dump(chunks=[[0, 1, encode_records([RemoveTopic("x")])]]), "unknown topic id"),
+    (_dump(snapshot=b"garbage"), "snapshot"),
+])
+def test_a_malformed_dump_raises(data: bytes, message: str) -> None:
+    with pytest.raises(MetadataRecordError, match=message):
+        MetadataLogState.decode_dump(data)
+
+
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=12))
+def test_any_split_reaches_the_same_image(splits: list[int]) -> None:
+    """Replaying the records in any split of chunks reaches the same image and offsets."""
+    _, written = filled_state()
+    records = written[1:]
+    state = state_at_epoch(1)
+    i = 0
+    for size in splits * 10:  # bounded: enough sizes to cover every record
+        if i >= len(records):
+            break
+        batch = records[i:i + size]
+        if any(isinstance(r, BeginEpoch) for r in batch[1:]):
+            batch = batch[:next(j for j, r in enumerate(batch) if j and isinstance(r, BeginEpoch))]
+        epoch = batch[0].epoch if isinstance(batch[0], BeginEpoch) else state.image.controller_epoch
+        assert state.apply_chunk(encode_records(batch), epoch).committed
+        i += len(batch)
+    assert state.image == apply(EMPTY_IMAGE, enumerate(written))
