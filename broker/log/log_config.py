@@ -73,7 +73,7 @@ TOPIC_LOG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("message.timestamp.type", ConfigType.STRING, None, "CreateTime or LogAppendTime",
               one_of("CreateTime", "LogAppendTime")),
     ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
-              one_of(("delete",))),
+              one_of("delete")),
 )
 
 _TOPIC_FIELDS = {

@@ -413,3 +413,17 @@ def test_files_are_kafkas(tmp_path: Path) -> None:
     assert "leader-epoch-checkpoint" in names
     assert {n.rsplit(".", 1)[1] for n in names if "." in n} == {"log", "index", "timeindex"}
     assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+
+
+def test_topic_overrides_parse_kafka_names() -> None:
+    from broker.log.log_config import with_topic_overrides
+    from tidelog.config import ConfigError
+
+    config = with_topic_overrides(LogConfig(), {"cleanup.policy": "delete", "retention.ms": "5",
+                                                "message.timestamp.type": "LogAppendTime"})
+    assert (config.cleanup_policy, config.retention_ms) == (("delete",), 5)
+    assert config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        with_topic_overrides(LogConfig(), {"cleanup.policy": "compact"})
+    with pytest.raises(ConfigError, match="did you mean 'retention.ms'"):
+        with_topic_overrides(LogConfig(), {"retention.mss": "5"})

@@ -1,0 +1,74 @@
+"""What a controller rule returns, and the one error it raises.
+
+Kafka's `ControllerResult(records, response)`: a rule reads the committed image and returns
+the records to append plus the reply to send once they commit; it never changes state.
+Only replay (`metadata.delta.apply`) does. A rule that refuses its input raises
+`ControllerApiError` before producing any record, so nothing is appended; the shell
+(admin API, broker RPC server) translates it once into a Kafka error code or a 4xx.
+
+Every rule is meant to run inside `ActiveController.decide(fn(image) -> records)`:
+
+    def decision(image):
+        result = create_topic(image, name=..., ...)
+        replies.append(result.response)
+        return result.records
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Generic, TypeVar
+
+from metadata.records import Record
+
+R = TypeVar("R")
+
+
+class ApiErrorCode(IntEnum):
+    """The Kafka error codes (`org.apache.kafka.common.protocol.Errors`) the controller answers with."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_TOPIC_EXCEPTION = 17
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    FENCED_LEADER_EPOCH = 74
+    STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    INVALID_UPDATE_VERSION = 95
+    UNKNOWN_TOPIC_ID = 100
+    DUPLICATE_BROKER_REGISTRATION = 101
+    BROKER_ID_NOT_REGISTERED = 102
+    INELIGIBLE_REPLICA = 107
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[R]):
+    """The records a rule wants appended (in order) and the reply for when they commit."""
+
+    records: tuple[Record, ...]
+    response: R
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "records", tuple(self.records))
+
+
+class ControllerApiError(Exception):
+    """A request the controller refuses: Kafka's error code, why in words, and the field at fault."""
+
+    def __init__(self, code: ApiErrorCode, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = ApiErrorCode(code)
+        self.message = message
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"ControllerApiError({self.code.name}, {self.message!r}, field={self.field!r})"

@@ -1,0 +1,88 @@
+"""Broker sessions: Kafka's BrokerHeartbeatManager, the controller's soft state.
+
+Last contact and reported metadata offset per broker live here, NOT in the metadata log:
+they change on every heartbeat and a new active controller starts afresh. Time is an
+argument (`now_ms`), never read from a clock. Whether a broker is fenced is read from the
+image, so this never disagrees with the log.
+
+Session rule (Kafka's hasValidSession): a session is valid while
+`last_contact_ms + session_timeout_ms >= now_ms`. An unfenced broker this manager has
+not heard from yet (it just became the active controller) gets a session starting now,
+as Kafka's ClusterControlManager.activate() touches every broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from metadata.image import MetadataImage
+
+SECONDS_MS: Final = 1000
+DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECONDS_MS  # Kafka's broker.session.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # Kafka's broker.heartbeat.interval.ms
+
+
+@dataclass(slots=True)
+class _Session:
+    last_contact_ms: int
+    metadata_offset: int
+
+
+class BrokerHeartbeatManager:
+    """Tracks when each broker last heartbeated and how far it has replayed the metadata log."""
+
+    def __init__(self, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
+        if type(session_timeout_ms) is not int or session_timeout_ms <= 0:
+            raise ValueError(f"session_timeout_ms must be a positive integer, got {session_timeout_ms!r}")
+        self.session_timeout_ms = session_timeout_ms
+        # One entry per broker id ever heard from; ids are operator-assigned, so this is
+        # bounded by the cluster size, and unregister/re-register remove entries.
+        self._sessions: dict[int, _Session] = {}
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        """A heartbeat arrived: the session starts again from now_ms."""
+        self._sessions[broker_id] = _Session(now_ms, metadata_offset)
+
+    def remove(self, broker_id: int) -> None:
+        """Forget a broker's session (unregistered, or replaced by a new incarnation)."""
+        self._sessions.pop(broker_id, None)
+
+    def last_contact_ms(self, broker_id: int) -> int | None:
+        session = self._sessions.get(broker_id)
+        return None if session is None else session.last_contact_ms
+
+    def metadata_offset(self, broker_id: int) -> int | None:
+        """The metadata offset the broker last reported having replayed, or None."""
+        session = self._sessions.get(broker_id)
+        return None if session is None else session.metadata_offset
+
+    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
+        """Heard from within the session timeout (a broker never heard from has no session)."""
+        session = self._sessions.get(broker_id)
+        return session is not None and session.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def begin_sessions(self, image: MetadataImage, now_ms: int) -> None:
+        """Start a session now for every unfenced broker not heard from yet (Kafka's activate())."""
+        for broker_id, registration in image.cluster.brokers.items():
+            if not registration.fenced and broker_id not in self._sessions:
+                self._sessions[broker_id] = _Session(now_ms, -1)
+
+    def next_expired(self, now_ms: int, image: MetadataImage) -> int | None:
+        """The unfenced broker whose session expired longest ago, or None (Kafka fences one per pass)."""
+        self.begin_sessions(image, now_ms)
+        oldest: tuple[int, int] | None = None
+        for broker_id, registration in image.cluster.brokers.items():
+            if registration.fenced:
+                continue
+            key = (self._sessions[broker_id].last_contact_ms, broker_id)
+            if oldest is None or key < oldest:
+                oldest = key
+        if oldest is None or oldest[0] + self.session_timeout_ms >= now_ms:
+            return None
+        return oldest[1]
+
+    def ages(self, now_ms: int) -> dict[int, int]:
+        """Milliseconds since each tracked broker's last contact, for metrics."""
+        return {broker_id: now_ms - session.last_contact_ms
+                for broker_id, session in sorted(self._sessions.items())}

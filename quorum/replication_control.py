@@ -1,0 +1,126 @@
+"""Replication rules: a leader's AlterPartition, and operator-requested leader elections.
+
+Kafka's ReplicationControlManager.alterPartition and electLeaders over the committed
+image. The ISR and election rules themselves live in `metadata.partition_change`; this
+module finds the partition, checks the requester and turns outcomes into Kafka's errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from metadata.delta import merge_partition_change
+from metadata.image import MetadataImage, PartitionRegistration
+from metadata.partition_change import (
+    AlterPartitionError,
+    AlterPartitionRejected,
+    Election,
+    IsrMember,
+    alter_partition,
+    elect_leader,
+)
+from metadata.records import LeaderRecoveryState, PartitionChange
+from quorum.broker_control import check_broker_epoch
+from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from quorum.topic_control import topic_election_config
+
+TopicPartition = tuple[str, int]
+
+# The request field each AlterPartition rejection points at.
+_ALTER_FIELDS: dict[AlterPartitionError, str | None] = {
+    AlterPartitionError.FENCED_LEADER_EPOCH: "leader_epoch",
+    AlterPartitionError.INVALID_UPDATE_VERSION: "partition_epoch",
+    AlterPartitionError.INELIGIBLE_REPLICA: "new_isr",
+    AlterPartitionError.INVALID_REQUEST: None,
+    AlterPartitionError.NOT_CONTROLLER: None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    """AlterPartitionResponse.PartitionData: the partition as it stands once the records commit."""
+
+    partition_id: int
+    leader_id: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: LeaderRecoveryState
+
+
+def handle_alter_partition(image: MetadataImage, *, broker_id: int, broker_epoch: int, topic_id: str,
+                           partition_id: int, leader_epoch: int, partition_epoch: int,
+                           new_isr: Sequence[IsrMember], leader_recovery_state: LeaderRecoveryState | int,
+                           ) -> ControllerResult[AlterPartitionReply]:
+    """AlterPartition from the partition's leader: one PartitionChange (none if nothing changes)."""
+    check_broker_epoch(image, broker_id, broker_epoch)
+    topic = image.topic_by_id(topic_id)
+    if topic is None:
+        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_ID, f"No topic with id {topic_id}.",
+                                 field="topic_id")
+    partition = topic.partitions.get(partition_id)
+    if partition is None:
+        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"No such partition as {topic.name}-{partition_id}.", field="partition_id")
+    config = topic_election_config(image, topic.name)
+    outcome = alter_partition(partition, leader_id=broker_id, leader_epoch=leader_epoch,
+                              partition_epoch=partition_epoch, new_isr=new_isr, broker_lookup=image.broker,
+                              leader_recovery_state=leader_recovery_state,  # type: ignore[arg-type]
+                              elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas)
+    if isinstance(outcome, AlterPartitionRejected):
+        raise ControllerApiError(ApiErrorCode(outcome.error), outcome.message,
+                                 field=_ALTER_FIELDS.get(outcome.error))
+    after = partition if outcome is None else merge_partition_change(partition, outcome)
+    reply = AlterPartitionReply(partition_id, after.leader, after.leader_epoch, after.isr,
+                                after.partition_epoch, after.leader_recovery_state)
+    return ControllerResult(() if outcome is None else (outcome,), reply)
+
+
+def _elect_one(image: MetadataImage, topic_name: str, partition: PartitionRegistration,
+               election: Election, is_active: Callable[[int], bool]) -> tuple[ApiErrorCode, PartitionChange | None]:
+    """Kafka's electLeader for one existing partition: (error, record)."""
+    if (election is Election.PREFERRED and partition.leader == partition.preferred_replica) \
+            or (election is Election.UNCLEAN and partition.has_leader):
+        return ApiErrorCode.ELECTION_NOT_NEEDED, None
+    config = topic_election_config(image, topic_name)
+    change = elect_leader(partition, is_acceptable=is_active, election=election,
+                          unclean_allowed=config.unclean_allowed, elr_enabled=config.elr_enabled,
+                          min_insync_replicas=config.min_insync_replicas)
+    if change is None:
+        return (ApiErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election is Election.PREFERRED
+                else ApiErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE), None
+    return ApiErrorCode.NONE, change
+
+
+def elect_leaders(image: MetadataImage, *, election: Election, partitions: Sequence[TopicPartition] | None,
+                  ) -> ControllerResult[dict[TopicPartition, ApiErrorCode]]:
+    """ElectLeaders (PREFERRED or UNCLEAN); None means every partition, leaving out ELECTION_NOT_NEEDED."""
+    if election not in (Election.PREFERRED, Election.UNCLEAN):
+        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST,
+                                 f"Unknown election type {election!r}: expected PREFERRED or UNCLEAN",
+                                 field="election")
+
+    def is_active(broker_id: int) -> bool:
+        registration = image.broker(broker_id)
+        return registration is not None and registration.is_active
+
+    if partitions is None:
+        wanted = [(name, p) for name in sorted(image.topics.by_name)
+                  for p in sorted(image.topics.by_name[name].partitions)]
+    else:
+        wanted = list(dict.fromkeys(partitions))  # one election per partition, in request order
+    records: list[PartitionChange] = []
+    results: dict[TopicPartition, ApiErrorCode] = {}
+    for name, partition_id in wanted:
+        topic = image.topic(name)
+        partition = None if topic is None else topic.partitions.get(partition_id)
+        if partition is None:
+            results[(name, partition_id)] = ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        error, change = _elect_one(image, name, partition, election, is_active)
+        if change is not None:
+            records.append(change)
+        if partitions is not None or error is not ApiErrorCode.ELECTION_NOT_NEEDED:
+            results[(name, partition_id)] = error
+    return ControllerResult(records, results)

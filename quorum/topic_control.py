@@ -1,0 +1,294 @@
+"""Topic rules: create and delete topics, add partitions, alter topic configs.
+
+Kafka's ReplicationControlManager (topic half) and ConfigurationControlManager (topic
+configs) as plain functions over the committed image. Each validates its request and
+raises `ControllerApiError` before producing any record, then returns the records.
+
+Kafka's choices kept here: a topic's configs are written before its Topic record (so a
+broker never creates a partition log without them); a new partition's replicas come
+from `metadata.placement.place_replicas` over the active brokers; its ISR is the
+replicas and its leader the first one, at leader_epoch 0 and partition_epoch 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from broker.log.log_config import TOPIC_LOG_KEYS
+from metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from metadata.partition_change import Election, elect_leader
+from metadata.placement import eligible_brokers, place_replicas
+from metadata.records import NO_LEADER, Config, ConfigResourceType, Partition, Record, RemoveTopic, Topic
+from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from tidelog.config import ConfigError, ConfigKey, ConfigType, Value, all_of, at_least, non_empty, parse_config
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
+MAX_TOPIC_NAME_LENGTH: Final = 249  # Kafka's Topic.MAX_NAME_LENGTH
+MAX_PARTITIONS_PER_REQUEST: Final = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP bounds one request
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
+ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: level >= 1 enables ELR
+TOPIC = ConfigResourceType.TOPIC
+
+
+def _no_compaction(value: tuple[str, ...]) -> str | None:
+    if "compact" in value:
+        return "must be 'delete': log compaction ('compact') is not supported by tidelog"
+    return None if set(value) <= {"delete"} else f"must be 'delete', got {','.join(value)!r}"
+
+
+# The topic configs tidelog accepts: the log settings brokers apply (one definition, shared
+# with broker.log.log_config) plus the controller's own. cleanup.policy is declared here
+# for a clear error on 'compact'.
+TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
+    *(key for key in TOPIC_LOG_KEYS if key.name != "cleanup.policy"),
+    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
+              all_of(non_empty, _no_compaction)),
+    ConfigKey(MIN_INSYNC_REPLICAS, ConfigType.INT, None,
+              "fewest ISR members for an acks=all produce to succeed", at_least(1)),
+    ConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, None,
+              "elect an out-of-sync replica rather than stay offline (may lose data)"),
+)
+_KEYS_BY_NAME: Final = {key.name: key for key in TOPIC_CONFIG_KEYS}
+
+
+def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
+    """Kafka's Topic.validate, plus the '.'/'_' collision check against `existing` names."""
+
+    def invalid(message: str) -> ControllerApiError:
+        return ControllerApiError(ApiErrorCode.INVALID_TOPIC_EXCEPTION, message, field="name")
+
+    if not isinstance(name, str) or not name:
+        raise invalid("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise invalid('Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise invalid(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+                      f"characters, topic name: {name}")
+    if not _LEGAL_NAME.fullmatch(name):
+        raise invalid(f'Topic name "{name}" is illegal, it contains a character other than '
+                      "ASCII alphanumerics, '.', '_' and '-'")
+    if "." in name or "_" in name:  # metric names replace '.' with '_': the two would clash
+        unified = name.replace(".", "_")
+        for other in sorted(existing):
+            if other != name and other.replace(".", "_") == unified:
+                raise invalid(f"Topic '{name}' collides with existing topic: {other}")
+
+
+def _canonical(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def validate_topic_config(key: str, value: object) -> str:
+    """The canonical string of one topic config value; INVALID_CONFIG naming the key otherwise."""
+    try:
+        parsed = parse_config({key: value}, keys=TOPIC_CONFIG_KEYS, checks=())
+    except ConfigError as exc:
+        raise ControllerApiError(ApiErrorCode.INVALID_CONFIG, str(exc), field=key) from None
+    if key not in parsed.originals:
+        raise ControllerApiError(ApiErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
+    return _canonical(parsed.originals[key])
+
+
+@dataclass(frozen=True, slots=True)
+class TopicElectionConfig:
+    """The settings the election and ISR rules read for one topic."""
+
+    unclean_allowed: bool = False
+    min_insync_replicas: int = 1
+    elr_enabled: bool = False
+
+
+def topic_election_config(image: MetadataImage, topic_name: str) -> TopicElectionConfig:
+    """Topic config, else the cluster default (broker ""), else Kafka's default; ELR from its feature."""
+    sources = (image.config(TOPIC, topic_name), image.config(ConfigResourceType.BROKER, ""))
+
+    def value(key: str, default: Value) -> Value:
+        for source in sources:
+            raw = source.get(key)
+            if raw is not None:
+                try:
+                    return _KEYS_BY_NAME[key].parse(raw)
+                except ConfigError:
+                    continue  # written by something else: fall back rather than fail elections
+        return default
+
+    return TopicElectionConfig(unclean_allowed=bool(value(UNCLEAN_LEADER_ELECTION_ENABLE, False)),
+                               min_insync_replicas=int(value(MIN_INSYNC_REPLICAS, 1)),  # type: ignore[arg-type]
+                               elr_enabled=image.feature_level(ELR_FEATURE) >= 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    """CreateTopics' answer for one topic: assignments[p] are partition p's replicas."""
+
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    assignments: tuple[tuple[int, ...], ...]
+    configs: tuple[tuple[str, str], ...]
+
+
+def _require_topic(image: MetadataImage, name: str) -> TopicImage:
+    topic = image.topic(name)
+    if topic is None:
+        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic '{name}' does not exist.", field="name")
+    return topic
+
+
+def _check_partition_count(count: object, field: str) -> int:
+    if type(count) is not int or count <= 0:
+        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions must be larger than 0, got {count!r}", field=field)
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions {count} is more than {MAX_PARTITIONS_PER_REQUEST}, "
+                                 "the most one request may create", field=field)
+    return count
+
+
+def _check_replication_factor(image: MetadataImage, replication_factor: object) -> int:
+    if type(replication_factor) is not int or replication_factor <= 0:
+        raise ControllerApiError(ApiErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor must be larger than 0, got {replication_factor!r}",
+                                 field="replication_factor")
+    available = [b.broker_id for b in eligible_brokers(image.cluster.brokers.values())]
+    if replication_factor > len(available):
+        raise ControllerApiError(
+            ApiErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication_factor} time(s): the target replication "
+            f"factor of {replication_factor} cannot be reached because only {len(available)} broker(s) "
+            f"are available (unfenced and not shutting down): {available}", field="replication_factor")
+    return replication_factor
+
+
+def _new_partitions(image: MetadataImage, topic_id: str,
+                    assignments: Mapping[int, tuple[int, ...]]) -> list[Partition]:
+    """Partition records: ISR = the active replicas, leader = the first of them."""
+    out = []
+    for partition_id, replicas in sorted(assignments.items()):
+        isr = tuple(r for r in replicas if (b := image.broker(r)) is not None and b.is_active)
+        out.append(Partition(topic_id, partition_id, replicas, isr,
+                             leader=isr[0] if isr else NO_LEADER, leader_epoch=0, partition_epoch=0))
+    return out
+
+
+def create_topic(image: MetadataImage, *, name: str, partitions: int, replication_factor: int,
+                 configs: Mapping[str, str], topic_id: str, rng: Random) -> ControllerResult[TopicCreated]:
+    """CreateTopics for one topic: its Config records, Topic record and Partition records."""
+    if image.topic(name) is not None:
+        raise ControllerApiError(ApiErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.",
+                                 field="name")
+    validate_topic_name(name, image.topics.by_name)
+    _check_partition_count(partitions, "partitions")
+    _check_replication_factor(image, replication_factor)
+    canonical = {key: validate_topic_config(key, value) for key, value in sorted(configs.items())}
+    if not isinstance(topic_id, str) or not topic_id or image.topic_by_id(topic_id) is not None:
+        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST,
+                                 f"topic id {topic_id!r} is empty or already in use", field="topic_id")
+    assignments = place_replicas(image.cluster.brokers.values(), partitions=partitions,
+                                 replication_factor=replication_factor, rng=rng)
+    records: list[Record] = [Config(TOPIC, name, key, value) for key, value in canonical.items()]
+    records.append(Topic(name, topic_id))
+    records.extend(_new_partitions(image, topic_id, assignments))
+    created = TopicCreated(name, topic_id, partitions, replication_factor,
+                           tuple(assignments[p] for p in range(partitions)), tuple(canonical.items()))
+    return ControllerResult(records, created)
+
+
+def delete_topic(image: MetadataImage, name: str) -> ControllerResult[None]:
+    """DeleteTopics for one topic: RemoveTopic (replay drops its partitions and configs)."""
+    topic = _require_topic(image, name)
+    return ControllerResult((RemoveTopic(topic.topic_id),), None)
+
+
+def _kafka_start_index(image: MetadataImage, partition0: PartitionRegistration) -> int:
+    """Kafka's addPartitions start: the first broker (by id) at or after partition 0's first replica."""
+    ids = [b.broker_id for b in eligible_brokers(image.cluster.brokers.values())]
+    return next((i for i, broker_id in enumerate(ids) if broker_id >= partition0.replicas[0]), 0)
+
+
+def create_partitions(image: MetadataImage, name: str, total_count: int,
+                      rng: Random) -> ControllerResult[dict[int, tuple[int, ...]]]:
+    """CreatePartitions: grow a topic to total_count partitions; the reply maps new ids to replicas."""
+    topic = _require_topic(image, name)
+    current = len(topic.partitions)  # partition ids are dense: 0..current-1
+    if current == 0:
+        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST, f"Topic '{name}' has no partitions.",
+                                 field="name")
+    _check_partition_count(total_count, "total_count")
+    if total_count == current:
+        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+                                 f"Topic already has {current} partition(s).", field="total_count")
+    if total_count < current:
+        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+                                 f"The topic {name} currently has {current} partition(s); {total_count} "
+                                 "would not be an increase.", field="total_count")
+    partition0 = topic.partitions[0]
+    _check_replication_factor(image, len(partition0.replicas))
+    assignments = place_replicas(image.cluster.brokers.values(), partitions=total_count - current,
+                                 replication_factor=len(partition0.replicas), rng=rng,
+                                 start_partition_id=current,
+                                 fixed_start_index=_kafka_start_index(image, partition0))
+    return ControllerResult(_new_partitions(image, topic.topic_id, assignments), dict(assignments))
+
+
+def alter_topic_configs(image: MetadataImage, name: str,
+                        changes: Mapping[str, str | None]) -> ControllerResult[None]:
+    """IncrementalAlterConfigs for one topic: set (or, for None, delete) keys; unchanged keys write nothing."""
+    topic = _require_topic(image, name)
+    current = image.config(TOPIC, name)
+    records: list[Record] = []
+    after = dict(current)
+    for key, value in sorted(changes.items()):
+        if value is None:
+            if key not in _KEYS_BY_NAME:
+                validate_topic_config(key, "")  # raises: an unknown key names its near miss
+            new = None
+        else:
+            new = validate_topic_config(key, value)
+        if current.get(key) != new:
+            records.append(Config(TOPIC, name, key, new))
+        if new is None:
+            after.pop(key, None)
+        else:
+            after[key] = new
+    records.extend(_unclean_elections(image, topic, current, after))
+    return ControllerResult(records, None)
+
+
+def _unclean_elections(image: MetadataImage, topic: TopicImage, before: Mapping[str, str],
+                       after: Mapping[str, str]) -> list[Record]:
+    """Turning unclean.leader.election.enable on brings leaderless partitions back at once."""
+    if before.get(UNCLEAN_LEADER_ELECTION_ENABLE) == after.get(UNCLEAN_LEADER_ELECTION_ENABLE) \
+            or after.get(UNCLEAN_LEADER_ELECTION_ENABLE) != "true":
+        return []
+    config = topic_election_config(image, topic.name)
+
+    def is_active(broker_id: int) -> bool:
+        return (b := image.broker(broker_id)) is not None and b.is_active
+
+    out: list[Record] = []
+    for partition_id in sorted(topic.partitions):
+        partition = topic.partitions[partition_id]
+        if partition.has_leader:
+            continue
+        change = elect_leader(partition, is_acceptable=is_active, unclean_allowed=True,
+                              election=Election.ONLINE, elr_enabled=config.elr_enabled,
+                              min_insync_replicas=config.min_insync_replicas)
+        if change is not None:
+            out.append(change)
+    return out
