@@ -151,47 +151,44 @@ class PartitionLog:
                 f"{config.segment_bytes}")
         log_append_time = NO_TIMESTAMP
         if assign_offsets:
-            base_offsets = self._assign_offsets(batches)
             if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
                 log_append_time = now_ms
                 view, batches = _stamp_log_append_time(view, batches, now_ms)
+            bases, max_ts, max_ts_offset = self._assign_offsets(batches)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
             epoch = self.leader_epoch_cache.latest_epoch if leader_epoch is None else leader_epoch
         else:
-            base_offsets = self._check_replica_offsets(batches)
+            bases, max_ts, max_ts_offset = self._check_replica_offsets(batches)
             epoch = None
-        max_ts, max_ts_offset = NO_TIMESTAMP, base_offsets[0]
-        if len(batches) == 1:
-            max_ts = batches[0][1].max_timestamp
-            max_ts_offset = base_offsets[0] + batches[0][1].last_offset_delta
-        else:
-            for (_, header), base in zip(batches, base_offsets):
-                if header.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = header.max_timestamp, base + header.last_offset_delta
-        first = base_offsets[0]
-        last_offset = base_offsets[-1] + batches[-1][1].last_offset_delta
+        first = bases[0]
+        last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
         if segment.size and (segment.size > config.segment_bytes - total
                              or self._segment_age(segment, max_ts, now_ms) > config.segment_ms
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             self._roll_full_segment(segment, total, max_ts, now_ms, first)
-        self._segments[-1].append(view, batches, base_offsets, epoch, total)
+            segment = self._segments[-1]
+        segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
-            self._record_epochs(batches, base_offsets, epoch)
+            self._record_epochs(batches, bases, epoch)
         if last_offset + 1 - self.recovery_point >= config.flush_messages:
             self.flush()
         return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
                              self.log_start_offset, total, len(batches))
 
-    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
-        """New base offsets for a leader append, checking each batch is producer-shaped."""
+    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
+                        ) -> tuple[list[int], int, int]:
+        """(new base offsets, max timestamp, its offset) for a leader append, checking each
+        batch is producer-shaped."""
         limit = self.config.max_message_bytes
-        next_offset = self.log_end_offset
+        next_offset = self._segments[-1].next_offset
         bases = []
+        max_ts, max_ts_offset = NO_TIMESTAMP, next_offset
         for _, header in batches:
-            if (header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count
+            count = header.record_count
+            if (count <= 0 or header.last_offset_delta + 1 != count
                     or header.attributes & COMPRESSION_MASK > CompressionType.ZSTD):
                 check_producer_batch(header)  # raises, naming the rule
             if header.batch_length + LOG_OVERHEAD > limit:
@@ -199,18 +196,26 @@ class PartitionLog:
                     f"record batch of {header.size} bytes to {self.topic_partition} "
                     f"exceeds max.message.bytes {limit}")
             bases.append(next_offset)
-            next_offset += header.record_count
-        return bases
+            next_offset += count
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, next_offset - 1
+        return bases, max_ts, max_ts_offset
 
-    def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]) -> list[int]:
+    def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
+                               ) -> tuple[list[int], int, int]:
+        """(the batches' own base offsets, max timestamp, its offset) for a replica append,
+        which must continue the log exactly."""
         expected = self.log_end_offset
+        max_ts, max_ts_offset = NO_TIMESTAMP, expected
         for _, header in batches:
             if header.base_offset != expected or header.last_offset_delta < 0:
                 raise OffsetsOutOfOrderError(
                     f"replica append to {self.topic_partition}: batch at offset "
                     f"{header.base_offset} does not follow offset {expected - 1}")
             expected = header.next_offset
-        return [h.base_offset for _, h in batches]
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, expected - 1
+        return [h.base_offset for _, h in batches], max_ts, max_ts_offset
 
     def _record_epochs(self, batches: list[tuple[int, RecordBatchHeader]], bases: list[int],
                        leader_epoch: int | None) -> None:

@@ -107,14 +107,15 @@ class LogSegment:
         the file back: the segment never keeps a partial batch that was not acknowledged.
         """
         iov: list[bytes | memoryview] = []
-        for (pos, header), base in zip(batches, base_offsets):
-            end = pos + header.batch_length + LOG_OVERHEAD
-            if leader_epoch is None:
-                iov += (_INT64.pack(base), view[pos + 8 : end])
-            else:
-                iov += (_PREFIX.pack(base, header.batch_length, leader_epoch), view[pos + 16 : end])
-        self._write(iov, total)
         position = self.size
+        for (pos, header), base in zip(batches, base_offsets):
+            length = header.batch_length
+            if leader_epoch is None:
+                iov += (_INT64.pack(base), view[pos + 8 : pos + length + LOG_OVERHEAD])
+            else:
+                iov += (_PREFIX.pack(base, length, leader_epoch),
+                        view[pos + 16 : pos + length + LOG_OVERHEAD])
+        self._write(iov, total)
         for (_, header), base in zip(batches, base_offsets):
             size = header.batch_length + LOG_OVERHEAD
             self._index_batch(position, base + header.last_offset_delta, header.max_timestamp,
@@ -125,9 +126,11 @@ class LogSegment:
 
     def _write(self, iov: list[bytes | memoryview], total: int) -> None:
         try:
-            written = 0
-            for i in range(0, len(iov), _IOV_MAX):
-                written += os.writev(self.fd, iov[i : i + _IOV_MAX])
+            if len(iov) <= _IOV_MAX:
+                written = os.writev(self.fd, iov)
+            else:
+                written = sum(os.writev(self.fd, iov[i : i + _IOV_MAX])
+                              for i in range(0, len(iov), _IOV_MAX))
             if written != total:  # a short write: the disk filled up, finish or fail
                 rest = b"".join(iov)[written:]
                 while rest:
