@@ -1,7 +1,10 @@
 """One controller-quorum voter as a process: `python -m quorum.node --config server.properties`.
 
 Reads node.id, controller.quorum.voters, controller.cluster.password and metadata.log.dir
-(else the first of log.dirs), joins the quorum and runs the active-controller loop.
+(else the first of log.dirs), joins the quorum and runs the active-controller loop. With
+`controller.listener` set it also serves the HTTP API (`quorum.controller_server`: admin
+API, broker RPCs, metrics); `tidelog controller --config FILE` is this with the API required
+and without the stdin channel.
 
 Control channel, until the admin API replaces it: one JSON request per stdin line, one JSON
 response per stdout line, in order; logs go to stderr. End of stdin stops the node, so a
@@ -35,6 +38,7 @@ from metadata.image import MetadataImage
 from metadata.records import Record, record_from_map, record_to_map
 from metadata.snapshot import encode_snapshot
 from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
+from quorum.admin_api import ApiSettings
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.metadata_log import MetadataLog, QuorumBindError, QuorumSettings
 from tidelog.config import ConfigError, load_properties, parse_config
@@ -214,8 +218,9 @@ async def _watch_fatal(log: MetadataLog, stop: asyncio.Event) -> None:
     stop.set()
 
 
-async def run_node(settings: QuorumSettings, *, control: bool = True) -> int:
-    """Run one voter until SIGTERM/SIGINT, end of stdin or a fatal metadata-log error."""
+async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSettings | None = None) -> int:
+    """Run one voter (and its HTTP API) until SIGTERM/SIGINT, end of stdin or a fatal metadata-log error."""
+    from quorum.controller_server import ControllerServer  # aiohttp only where the API runs
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -227,13 +232,18 @@ async def run_node(settings: QuorumSettings, *, control: bool = True) -> int:
     controller = ActiveController(log)
     tasks = [asyncio.create_task(controller.run(), name="active-controller"),
              asyncio.create_task(_watch_fatal(log, stop), name="fatal-watch")]
-    if control:
-        threading.Thread(target=_serve_stdin, args=(ControlChannel(log, controller), loop, stop),
-                         name="control-channel", daemon=True).start()
+    server = None if api is None else ControllerServer(log, controller, api)
     try:
+        if server is not None:
+            await server.start()
+        if control:
+            threading.Thread(target=_serve_stdin, args=(ControlChannel(log, controller), loop, stop),
+                             name="control-channel", daemon=True).start()
         await stop.wait()
     finally:
         logger.info("Stopping controller %d", settings.node_id)
+        if server is not None:  # first: no new decisions while the controller stops
+            await server.stop()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -244,27 +254,36 @@ async def run_node(settings: QuorumSettings, *, control: bool = True) -> int:
     return 1 if fatal else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse the config, set up logging, run the node."""
-    parser = argparse.ArgumentParser(prog="python -m quorum.node", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="server.properties of this controller")
-    parser.add_argument("--no-control", action="store_true", help="do not read control requests from stdin")
-    args = parser.parse_args(argv)
+def run(config_path: str, *, control: bool, require_api: bool) -> int:
+    """Parse the config, set up logging, run the node; the process exit status."""
     try:
-        config = parse_config(load_properties(args.config))
+        config = parse_config(load_properties(config_path))
         roles = config["process.roles"]
         if not isinstance(roles, tuple) or "controller" not in roles:
             raise ConfigError("config 'process.roles' must contain controller to run a controller")
         settings = QuorumSettings.from_config(config)
+        api = ApiSettings.from_config(config, settings)
+        if api is None and require_api:
+            raise ConfigError("config 'controller.listener' (host:port of the HTTP API) must be set "
+                              "to run a controller")
     except ConfigError as exc:
         print(f"controller: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.node_id, "controller")
     try:
-        return asyncio.run(run_node(settings, control=not args.no_control))
-    except (QuorumBindError, ImportError) as exc:
+        return asyncio.run(run_node(settings, control=control, api=api))
+    except (QuorumBindError, ImportError, OSError) as exc:  # OSError: the HTTP listener cannot bind
         logger.error("Controller %d cannot start: %s", settings.node_id, exc)
         return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m quorum.node`."""
+    parser = argparse.ArgumentParser(prog="python -m quorum.node", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="server.properties of this controller")
+    parser.add_argument("--no-control", action="store_true", help="do not read control requests from stdin")
+    args = parser.parse_args(argv)
+    return run(args.config, control=not args.no_control, require_api=False)
 
 
 if __name__ == "__main__":

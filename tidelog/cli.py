@@ -29,11 +29,26 @@ def _add_up(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=local_cluster.run)
 
 
+def _add_controller(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "controller", help="run one controller: a metadata quorum voter and its HTTP API",
+        description="Run a controller (quorum voter, active-controller loop, admin API and broker RPCs "
+                    "on controller.listener) until SIGTERM or Ctrl-C.")
+    parser.add_argument("--config", required=True, help="server.properties of this controller")
+
+    def run(args: argparse.Namespace) -> int:
+        from quorum import node
+
+        return node.run(args.config, control=False, require_api=True)
+
+    parser.set_defaults(run=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_up, _add_dump_log):
+    for add in (_add_up, _add_controller, _add_dump_log):
         add(sub)
     return parser
 

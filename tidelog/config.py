@@ -328,6 +328,30 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "message (pysyncobj's wire format is pickle, so a controller refuses to start without it)."),
     ConfigKey("metadata.log.dir", _STRING, None,
               "Directory of the metadata log (journal and dump); unset: the first of log.dirs."),
+    # --- Controller HTTP API and broker liveness (quorum.controller_server parses and checks them)
+    # tidelog's controllers speak HTTP (admin JSON API, broker RPCs with msgpack bodies), not
+    # the Kafka protocol Kafka's controllers speak on controller.listener.names, so the three
+    # address keys below are tidelog's own; Kafka has none of them.
+    ConfigKey("controller.listener", _STRING, None,
+              "host:port of this controller's HTTP API (admin API under /v1, broker RPCs under /rpc). "
+              "tidelog's own key; `tidelog controller` requires it."),
+    ConfigKey("controller.api.voters", _LIST, None,
+              "HTTP API addresses of every controller as id@host:port, used to forward admin writes "
+              "to the active controller; unset: each voter's host with this node's "
+              "controller.listener port. tidelog's own key.",
+              all_of(non_empty, distinct)),
+    ConfigKey("admin.token", ConfigType.PASSWORD, None,
+              "Bearer token every admin API write (POST, PATCH, DELETE) must carry when set; "
+              "reads stay open. tidelog's own key."),
+    ConfigKey("cluster.id", _STRING, None,
+              "Cluster id reported by the API and checked at broker registration (Kafka keeps it in "
+              "meta.properties); unset: derived from controller.quorum.voters."),
+    ConfigKey("broker.session.timeout.ms", _INT, 9000,
+              "A broker that has not heartbeated for this long is fenced by the active controller.",
+              at_least(1)),
+    ConfigKey("broker.heartbeat.interval.ms", _INT, 2000,
+              "How often brokers heartbeat; the controller checks for expired sessions twice as often.",
+              at_least(1)),
 )
 
 

@@ -1,0 +1,413 @@
+"""The admin API's pure half: the API's limits, request validation, JSON views, metrics text.
+
+Nothing here does I/O or reads a clock: a request body (already decoded JSON) goes in, a
+frozen request or an `AdminError` comes out; an image goes in, a JSON-ready dict comes
+out; a parsed config goes in, `ApiSettings` come out. The aiohttp shell (`quorum.controller_server`, `quorum.broker_rpc`) reads bodies,
+routes writes to the active controller and holds the limits defined here.
+
+An `AdminError` answers with `{"error": CODE_NAME, "message": ..., "field": ...}`; the
+code names are Kafka's (`INVALID_REPLICATION_FACTOR`, `UNKNOWN_TOPIC_OR_PARTITION`, ...) so
+an operator reads the same words the Kafka admin tools print.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from metadata.partition_change import Election
+from metadata.records import NO_LEADER, ConfigResourceType
+from quorum.controller_result import ControllerApiError
+from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
+from quorum.voters import KEY as VOTERS_KEY
+from quorum.voters import parse_voters
+from tidelog.config import Config, ConfigError, Password
+
+if TYPE_CHECKING:
+    from quorum.metadata_log import QuorumSettings
+
+# --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
+BYTES: Final = 1
+KIB: Final = 1024 * BYTES
+MIB: Final = 1024 * KIB
+SECONDS: Final = 1.0
+MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
+MAX_RPC_BODY_BYTES: Final = 1 * MIB  # a msgpack broker RPC body
+MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
+# The most partitions one create / create-partitions request may ask for is the rule's own
+# limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
+MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # Kafka's CreateTopics field is an int16
+MAX_CONFIGS_PER_REQUEST: Final = 1000
+MAX_CONFIG_VALUE_CHARS: Final = 8 * KIB  # one Config record must fit a 16 KiB metadata log chunk
+MAX_ELECTION_PARTITIONS: Final = 10_000
+WRITE_TIMEOUT: Final = 5 * SECONDS  # one decision: queue, replication, commit
+ACTIVE_WAIT: Final = 3 * SECONDS  # how long a write waits for an active controller to be known
+FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwarded write, end to end
+FORWARD_CONNECTIONS_MAX: Final = 32  # open connections to the active controller
+MAX_IN_FLIGHT_REQUESTS: Final = 1024  # requests being served at once; more answer 429 at once
+ACTIVE_POLL: Final = 0.05 * SECONDS
+LONG_POLL_MAX_WAIT_MS: Final = 5000  # MetadataFetch max_wait_ms above this is refused
+MAX_FETCH_RECORDS: Final = 5000  # records in one MetadataFetch answer
+MAX_LONG_POLLS: Final = 256  # concurrent waiting MetadataFetches; more answer at once
+OFFSET_POLL_INTERVAL: Final = 0.01 * SECONDS  # how often long-polls look for new records
+FENCE_TIMEOUT: Final = 2 * SECONDS  # one fencing decision
+MAX_RPC_STRING_CHARS: Final = 1024  # an id, host or rack in a broker RPC
+MAX_RPC_ARRAY_ITEMS: Final = 10_000  # topics, partitions of one AlterPartition
+MAX_RPC_LISTENERS: Final = 16  # listeners of one broker registration
+MAX_RPC_ISR: Final = 1024  # new_isr_with_epochs of one partition
+SHUTDOWN_GRACE: Final = 2 * SECONDS  # in-flight HTTP requests at stop
+MAX_CONFIG_NAME_CHARS: Final = 255
+
+# The HTTP status of each error code the API answers with; anything else is a 400.
+STATUS_BY_ERROR: Final = MappingProxyType({
+    "UNKNOWN_TOPIC_OR_PARTITION": 404, "UNKNOWN_TOPIC_ID": 404, "BROKER_ID_NOT_REGISTERED": 404,
+    "TOPIC_ALREADY_EXISTS": 409, "CLUSTER_AUTHORIZATION_FAILED": 403, "NOT_CONTROLLER": 503,
+    "REQUEST_TIMED_OUT": 504, "THROTTLING_QUOTA_EXCEEDED": 429, "UNKNOWN_SERVER_ERROR": 500,
+})
+ELECTION_TYPES: Final = MappingProxyType({"preferred": Election.PREFERRED, "unclean": Election.UNCLEAN})
+
+
+class AdminError(Exception):
+    """A request the API refuses; `status` is the HTTP status, `error` a Kafka error name."""
+
+    def __init__(self, error: str, message: str, field: str | None = None, *,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.error, self.message, self.field = error, message, field
+        self.status = status if status is not None else STATUS_BY_ERROR.get(error, 400)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.error, "message": self.message, "field": self.field}
+
+
+def invalid(message: str, field: str | None, error: str = "INVALID_REQUEST") -> AdminError:
+    return AdminError(error, message, field)
+
+
+# --- Settings: the config keys the HTTP API reads, checked once at startup.
+
+LISTENER_KEY: Final = "controller.listener"
+API_VOTERS_KEY: Final = "controller.api.voters"
+_HOST_PORT: Final = re.compile(r"(?P<host>[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """What the HTTP server needs from the config; `from_config` checks every key it reads."""
+
+    node_id: int
+    host: str
+    port: int
+    api_voters: Mapping[int, str]  # node id -> host:port of its HTTP API
+    quorum_ids: Mapping[str, int]  # quorum address (pysyncobj node id) -> node id
+    cluster_id: str
+    token: str | None = None
+    session_timeout_ms: int = 9000
+    heartbeat_interval_ms: int = 2000
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+
+    @classmethod
+    def from_config(cls, config: Config, quorum: QuorumSettings) -> ApiSettings | None:
+        """None when `controller.listener` is unset (no HTTP API); ConfigError naming a bad key."""
+        listener = config[LISTENER_KEY]
+        if listener is None:
+            return None
+        assert isinstance(listener, str)
+        match = _HOST_PORT.fullmatch(listener)
+        if match is None or not 0 < int(match["port"]) <= 65535:
+            raise ConfigError(f"config {LISTENER_KEY!r} must be host:port, got {listener!r}")
+        port = int(match["port"])
+        entries = config[API_VOTERS_KEY]
+        if entries is None:  # the `tidelog up` layout: one port, one loopback address per node
+            api_voters = {i: f"{v.host}:{port}" for i, v in quorum.voters.items()}
+        else:
+            assert isinstance(entries, tuple)
+            try:
+                api_voters = {i: v.address for i, v in parse_voters(entries).items()}
+            except ConfigError as exc:
+                raise ConfigError([p.replace(VOTERS_KEY, API_VOTERS_KEY) for p in exc.problems]) from None
+            if set(api_voters) != set(quorum.voters):
+                raise ConfigError(f"config {API_VOTERS_KEY!r} names nodes {sorted(api_voters)}, but "
+                                  f"{VOTERS_KEY!r} names {sorted(quorum.voters)}")
+        api_voters[quorum.node_id] = f"{match['host']}:{port}"
+        token = config["admin.token"]
+        cluster_id = config["cluster.id"]
+        if cluster_id is None:  # stable for a given voter set; Kafka's ids are 22 base64 chars too
+            seed = ",".join(f"{i}@{v.address}" for i, v in sorted(quorum.voters.items()))
+            cluster_id = base64.urlsafe_b64encode(hashlib.sha256(seed.encode()).digest()[:16]).decode()[:22]
+        values = {k: config[k] for k in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms",
+                                         "num.partitions", "default.replication.factor")}
+        assert all(isinstance(v, int) for v in values.values()) and isinstance(cluster_id, str)
+        return cls(
+            node_id=quorum.node_id, host=match["host"], port=port,
+            api_voters=MappingProxyType(dict(sorted(api_voters.items()))),
+            quorum_ids=MappingProxyType({v.address: i for i, v in quorum.voters.items()}),
+            cluster_id=cluster_id,
+            token=token.value if isinstance(token, Password) and token.value else None,
+            session_timeout_ms=values["broker.session.timeout.ms"],  # type: ignore[arg-type]
+            heartbeat_interval_ms=values["broker.heartbeat.interval.ms"],  # type: ignore[arg-type]
+            default_partitions=values["num.partitions"],  # type: ignore[arg-type]
+            default_replication_factor=values["default.replication.factor"],  # type: ignore[arg-type]
+        )
+
+
+# --- Request validation: decoded JSON in, a frozen request (or AdminError) out.
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicRequest:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionRequest:
+    election: Election
+    partitions: tuple[tuple[str, int], ...] | None  # None: every partition that needs one
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def check_object(body: Any, allowed: Sequence[str], required: Sequence[str] = (),
+                 where: str = "") -> dict[str, Any]:
+    """`body` as a dict with only `allowed` keys and every `required` one."""
+    if not isinstance(body, dict):
+        what = where.rstrip(".") or "the request body"
+        raise invalid(f"{what} must be a JSON object, got {_json_type(body)}", where.rstrip(".") or None)
+    for key in body:
+        if key not in allowed:
+            raise invalid(f"unknown field {key!r} (expected {', '.join(allowed)})", where + key)
+    for key in required:
+        if key not in body:
+            raise invalid(f"missing field {key!r}", where + key)
+    return body
+
+
+def check_int(value: Any, field: str, low: int, high: int, error: str = "INVALID_REQUEST") -> int:
+    """An integer in [low, high]; true/false and 3.0 are not integers."""
+    if type(value) is not int:
+        raise invalid(f"{field} must be an integer, got {_json_type(value)}", field)
+    if not low <= value <= high:
+        raise invalid(f"{field} must be between {low} and {high}, got {value}", field, error)
+    return value
+
+
+def check_topic_name(name: Any, field: str = "name") -> str:
+    """Kafka's Topic.validate (the rule `quorum.topic_control.validate_topic_name` applies)."""
+    if not isinstance(name, str):
+        raise invalid(f"{field} must be a string, got {_json_type(name)}", field)
+    try:
+        validate_topic_name(name)
+    except ControllerApiError as exc:
+        raise AdminError(exc.code.name, exc.message, field) from None
+    return name
+
+
+def check_configs(value: Any, field: str, *, allow_delete: bool) -> dict[str, str | None]:
+    """A map of config key -> string value (or null to delete, when allowed)."""
+    if not isinstance(value, dict):
+        raise invalid(f"{field} must be an object of config names to values, got {_json_type(value)}", field)
+    if len(value) > MAX_CONFIGS_PER_REQUEST:
+        raise invalid(f"{field} has {len(value)} entries, at most {MAX_CONFIGS_PER_REQUEST} are allowed",
+                      field, "INVALID_CONFIG")
+    out: dict[str, str | None] = {}
+    for key, item in value.items():
+        at = f"{field}.{key}"
+        if not key or len(key) > MAX_CONFIG_NAME_CHARS:
+            raise invalid(f"config name {_shown(key)} must be 1..{MAX_CONFIG_NAME_CHARS} characters",
+                          at, "INVALID_CONFIG")
+        if item is None and allow_delete:
+            out[key] = None
+        elif not isinstance(item, str):
+            expected = "a string or null (to delete it)" if allow_delete else "a string"
+            raise invalid(f"{at} must be {expected}, got {_json_type(item)}", at, "INVALID_CONFIG")
+        elif len(item) > MAX_CONFIG_VALUE_CHARS:
+            raise invalid(f"{at} is longer than {MAX_CONFIG_VALUE_CHARS} characters", at, "INVALID_CONFIG")
+        else:
+            out[key] = item
+    return out
+
+
+def parse_create_topic(body: Any, *, default_partitions: int,
+                       default_replication_factor: int) -> CreateTopicRequest:
+    """POST /v1/topics {name, partitions?, replication_factor?, configs?}."""
+    body = check_object(body, ("name", "partitions", "replication_factor", "configs"), ("name",))
+    name = check_topic_name(body["name"])
+    partitions = check_int(body.get("partitions", default_partitions), "partitions", 1,
+                           MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
+    replication_factor = check_int(body.get("replication_factor", default_replication_factor),
+                                   "replication_factor", 1, MAX_REPLICATION_FACTOR,
+                                   "INVALID_REPLICATION_FACTOR")
+    configs = check_configs(body.get("configs", {}), "configs", allow_delete=False)
+    return CreateTopicRequest(name, partitions, replication_factor,
+                              MappingProxyType({k: v for k, v in configs.items() if v is not None}))
+
+
+def parse_create_partitions(body: Any) -> int:
+    """POST /v1/topics/{name}/partitions {count}: the new total, as Kafka's CreatePartitions."""
+    body = check_object(body, ("count",), ("count",))
+    return check_int(body["count"], "count", 1, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
+
+
+def parse_alter_configs(body: Any) -> Mapping[str, str | None]:
+    """PATCH /v1/topics/{name}/configs {configs: {name: value | null}}; null deletes a key."""
+    body = check_object(body, ("configs",), ("configs",))
+    changes = check_configs(body["configs"], "configs", allow_delete=True)
+    if not changes:
+        raise invalid("configs must name at least one config", "configs", "INVALID_CONFIG")
+    return MappingProxyType(changes)
+
+
+def parse_elections(body: Any) -> ElectionRequest:
+    """POST /v1/elections {type: preferred|unclean, partitions: [{topic, partition}] | null}."""
+    body = check_object(body, ("type", "partitions"), ("type",))
+    kind = body["type"]
+    if kind not in ELECTION_TYPES:
+        raise invalid(f"type must be one of {', '.join(ELECTION_TYPES)}, got {_shown(kind)}", "type")
+    items = body.get("partitions")
+    if items is None:
+        return ElectionRequest(ELECTION_TYPES[kind], None)
+    if not isinstance(items, list):
+        raise invalid(f"partitions must be an array or null, got {_json_type(items)}", "partitions")
+    if len(items) > MAX_ELECTION_PARTITIONS:
+        raise invalid(f"partitions names {len(items)} partitions, at most {MAX_ELECTION_PARTITIONS} "
+                      "are allowed", "partitions")
+    out: list[tuple[str, int]] = []
+    for i, item in enumerate(items):
+        at = f"partitions[{i}]."
+        check_object(item, ("topic", "partition"), ("topic", "partition"), at)
+        out.append((check_topic_name(item["topic"], at + "topic"),
+                    check_int(item["partition"], at + "partition", 0, 2**31 - 1)))
+    return ElectionRequest(ELECTION_TYPES[kind], tuple(dict.fromkeys(out)))
+
+
+def parse_broker_id(text: str) -> int:
+    """The {id} of /v1/brokers/{id}."""
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) > 2**31 - 1:
+        raise invalid(f"broker id must be a non-negative 32-bit integer, got {_shown(text)}", "id")
+    return int(text)
+
+
+def known_topic(image: MetadataImage, name: str) -> TopicImage:
+    """The topic named `name` in the image, or 404 UNKNOWN_TOPIC_OR_PARTITION."""
+    check_topic_name(name)
+    topic = image.topic(name)
+    if topic is None:
+        raise AdminError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist", "name")
+    return topic
+
+
+# --- JSON views of the committed image.
+
+
+def broker_state(broker: BrokerRegistration) -> str:
+    """Kafka's controller-side broker state names."""
+    if broker.in_controlled_shutdown:
+        return "CONTROLLED_SHUTDOWN"
+    return "FENCED" if broker.fenced else "UNFENCED"
+
+
+def broker_view(broker: BrokerRegistration, heartbeat_age_ms: int | None = None) -> dict[str, Any]:
+    return {
+        "broker_id": broker.broker_id, "broker_epoch": broker.broker_epoch,
+        "incarnation_id": broker.incarnation_id, "rack": broker.rack, "state": broker_state(broker),
+        "fenced": broker.fenced, "in_controlled_shutdown": broker.in_controlled_shutdown,
+        "listeners": [{"name": lst.name, "host": lst.host, "port": lst.port} for lst in broker.listeners],
+        "heartbeat_age_ms": heartbeat_age_ms,  # null unless this is the active controller
+    }
+
+
+def partition_view(p: PartitionRegistration) -> dict[str, Any]:
+    return {
+        "partition": p.partition_id, "leader": p.leader, "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
+        "elr": list(p.elr), "leader_recovery_state": p.leader_recovery_state.name,
+    }
+
+
+def topic_configs(image: MetadataImage, topic: TopicImage) -> dict[str, str]:
+    return dict(sorted(image.config(ConfigResourceType.TOPIC, topic.name).items()))
+
+
+def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
+    return {"name": topic.name, "topic_id": topic.topic_id, "configs": topic_configs(image, topic),
+            "partitions": [partition_view(topic.partitions[p]) for p in sorted(topic.partitions)]}
+
+
+def topic_summary(topic: TopicImage) -> dict[str, Any]:
+    offline = sum(1 for p in topic.partitions.values() if p.leader == NO_LEADER)
+    return {"name": topic.name, "topic_id": topic.topic_id, "partitions": len(topic.partitions),
+            "offline_partitions": offline}
+
+
+def election_view(results: Mapping[tuple[str, int], Any]) -> dict[str, Any]:
+    """ElectLeaders' per-partition outcome: NONE when a new leader was elected."""
+    return {"results": [{"topic": topic, "partition": partition, "error": getattr(code, "name", str(code))}
+                        for (topic, partition), code in results.items()]}
+
+
+def offline_partitions(image: MetadataImage) -> int:
+    return sum(1 for t in image.topics.by_id.values() for p in t.partitions.values() if p.leader == NO_LEADER)
+
+
+# --- Prometheus text exposition (version 0.0.4).
+
+
+def _sample(lines: list[str], name: str, kind: str, help_text: str,
+            samples: Sequence[tuple[str, float]]) -> None:
+    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        shown = repr(float(value)) if isinstance(value, float) and not math.isnan(value) else str(value)
+        lines.append(f"{name}{labels} {shown}")
+
+
+def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_index: int,
+                 heartbeat_ages_ms: Mapping[int, int]) -> str:
+    """The controller's gauges, named after Kafka's controller metrics."""
+    brokers = image.cluster.brokers.values()
+    partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
+    lines: list[str] = []
+    p = "tidelog_controller_"
+    _sample(lines, p + "active_controller_count", "gauge",
+            "1 if this controller is the active controller, else 0.", [("", int(is_active))])
+    _sample(lines, p + "last_applied_record_offset", "gauge",
+            "Offset of the last metadata record applied to this controller's image.", [("", image.offset)])
+    _sample(lines, p + "controller_epoch", "gauge", "Epoch of the latest active controller.",
+            [("", image.controller_epoch)])
+    _sample(lines, p + "raft_term", "gauge", "Current Raft term seen by this voter.", [("", term)])
+    _sample(lines, p + "raft_commit_index", "gauge", "Raft commit index of this voter.", [("", commit_index)])
+    _sample(lines, p + "fenced_broker_count", "gauge", "Registered brokers that are fenced.",
+            [("", sum(1 for b in brokers if b.fenced))])
+    _sample(lines, p + "active_broker_count", "gauge", "Registered brokers that are unfenced.",
+            [("", sum(1 for b in brokers if not b.fenced))])
+    _sample(lines, p + "global_topic_count", "gauge", "Topics.", [("", len(image.topics.by_id))])
+    _sample(lines, p + "global_partition_count", "gauge", "Partitions.", [("", partitions)])
+    _sample(lines, p + "offline_partitions_count", "gauge", "Partitions without a leader.",
+            [("", offline_partitions(image))])
+    _sample(lines, p + "broker_heartbeat_age_seconds", "gauge",
+            "Time since each broker's last heartbeat (reported by the active controller only).",
+            [(f'{{broker_id="{b}"}}', ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,399 @@
+"""The controller's HTTP server: admin JSON API under /v1, broker RPCs under /rpc, /metrics.
+
+Reads are served by every controller from its own committed image (a follower may lag the
+active controller by a few milliseconds). Writes are validated here first (a bad body never
+leaves this node), then:
+
+- on the active controller they go through `ActiveController.decide` and are answered once
+  their records are committed and applied, with the resulting view and `metadata_offset`;
+- on any other controller they are forwarded to the active one (found through the Raft
+  leader and `controller.api.voters`) and its answer is passed back unchanged. A forward that
+  is refused before anything was appended (NOT_CONTROLLER, connection refused) is retried
+  against the new active controller until `ACTIVE_WAIT`; a forward whose outcome is unknown
+  (timeout, connection lost mid-way) answers 504 REQUEST_TIMED_OUT: re-read before retrying.
+  A forwarded request is never forwarded again (`FORWARDED_HEADER`), so there are no loops.
+
+Every bad input answers 4xx `{"error", "message", "field"}` (`quorum.admin_api`); a 500 only
+ever means a bug, and is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hmac
+import json
+import logging
+import os
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import aiohttp
+from aiohttp import web
+
+from metadata.codec import MetadataRecordError
+from metadata.image import MetadataImage
+from quorum import admin_api as api
+from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
+from quorum.admin_api import AdminError, ApiSettings
+from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
+from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.log_state import RecordTooLargeError
+from quorum.metadata_log import MetadataLog
+from quorum.openapi import openapi_document
+from quorum.replication_control import elect_leaders
+from quorum.topic_control import alter_topic_configs, create_partitions, create_topic, delete_topic
+
+logger = logging.getLogger(__name__)
+
+FORWARDED_HEADER: Final = "X-Tidelog-Forwarded-By"  # node id of the controller that forwarded
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+async def read_json(request: web.Request) -> tuple[bytes, Any]:
+    """The raw body and its JSON; 413 when too large (before reading it), 400 when not JSON."""
+    if request.content_length is not None and request.content_length > api.MAX_ADMIN_BODY_BYTES:
+        raise AdminError("INVALID_REQUEST", f"the request body of {request.content_length} bytes is larger "
+                         f"than {api.MAX_ADMIN_BODY_BYTES} bytes", None, status=413)
+    raw = await request.read()  # aiohttp stops at client_max_size with 413 too
+    if len(raw) > api.MAX_ADMIN_BODY_BYTES:
+        raise AdminError("INVALID_REQUEST", f"the request body is larger than {api.MAX_ADMIN_BODY_BYTES} "
+                         "bytes", None, status=413)
+    try:
+        return raw, json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise api.invalid(f"the request body is not valid JSON: {str(exc)[:200]}", None) from None
+
+
+def _error_name(body: bytes) -> str | None:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    return answer.get("error") if isinstance(answer, dict) else None
+
+
+# The rules name their own arguments; the API names the request's fields.
+_FIELD_NAMES: Final = {"total_count": "count"}
+
+
+def api_error(exc: ControllerApiError) -> AdminError:
+    """A rule's refusal as the API's error: Kafka's code name, message, and the request field."""
+    field = _FIELD_NAMES.get(exc.field or "", exc.field)
+    if exc.code is ApiErrorCode.INVALID_CONFIG and field and not field.startswith("configs"):
+        field = f"configs.{field}"  # the rules name the config key itself
+    return AdminError(exc.code.name, exc.message, field)
+
+
+class ControllerServer:
+    """The HTTP server of one controller; `start` binds it, `stop` drains and closes it."""
+
+    def __init__(self, log: MetadataLog, controller: ActiveController, settings: ApiSettings) -> None:
+        self._log, self._controller, self._settings = log, controller, settings
+        self._brokers = BrokerRpc(log, controller, settings, active_api=self.active_api)
+        self._session: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+        self._in_flight = 0
+        self.app = web.Application(client_max_size=max(api.MAX_ADMIN_BODY_BYTES, api.MAX_RPC_BODY_BYTES),
+                                   middlewares=[self._errors])
+        self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
+        self.app.add_routes(self._admin_routes() + self._brokers.routes())
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=api.FORWARD_CONNECTIONS_MAX))
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=api.SHUTDOWN_GRACE)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._settings.host, self._settings.port)
+        await site.start()
+        await self._brokers.start()
+        logger.info("Controller %d HTTP API listening on http://%s:%d (admin /v1, broker RPCs /rpc)",
+                    self._settings.node_id, self._settings.host, self._settings.port)
+
+    async def stop(self) -> None:
+        await self._brokers.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    # -- shared by the handlers ------------------------------------------------------
+
+    def image(self) -> MetadataImage:
+        return self._log.image()
+
+    def active_api(self) -> tuple[int | None, str | None]:
+        """(node id, HTTP API address) of the active controller as this node knows it."""
+        if self._controller.is_active:
+            node: int | None = self._settings.node_id
+        else:
+            node = self._settings.quorum_ids.get(self._log.leader_address() or "")
+        return node, None if node is None else self._settings.api_voters.get(node)
+
+    def authorize(self, request: web.Request) -> None:
+        """With `admin.token` set, a write needs `Authorization: Bearer <token>`: 401 without, 403 wrong."""
+        token = self._settings.token
+        if token is None:
+            return
+        header = request.headers.get("Authorization")
+        if not header:
+            raise AdminError("CLUSTER_AUTHORIZATION_FAILED", "this write needs an 'Authorization: Bearer "
+                             "<admin.token>' header", "Authorization", status=401)
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise AdminError("CLUSTER_AUTHORIZATION_FAILED", "the bearer token is not this cluster's "
+                             "admin.token", "Authorization", status=403)
+
+    async def write(self, request: web.Request, raw: bytes,
+                    run: Callable[[], Awaitable[web.Response]]) -> web.Response:
+        """Run a validated write here if active, else forward it; bounded by ACTIVE_WAIT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + api.ACTIVE_WAIT
+        forwarded = request.headers.get(FORWARDED_HEADER)
+        while True:  # bounded by the deadline
+            if self._controller.is_active:
+                try:
+                    return await run()
+                except NotActiveControllerError:
+                    pass  # renounced before appending anything: route it again
+                except ControllerApiError as exc:
+                    raise api_error(exc) from None
+                except (RecordTooLargeError, MetadataRecordError) as exc:  # a record the input made invalid
+                    raise AdminError("INVALID_REQUEST", str(exc)) from None
+                except ControllerBusyError as exc:
+                    raise AdminError("THROTTLING_QUOTA_EXCEEDED", str(exc)) from None
+                except TimeoutError as exc:
+                    raise AdminError("REQUEST_TIMED_OUT", f"{exc}; retry") from None
+                except NotCommittedError as exc:  # NOT_CONTROLLER (retried by a forwarder) only if nothing applied
+                    raise AdminError("NOT_CONTROLLER" if exc.applied_nothing else "REQUEST_TIMED_OUT",
+                                     str(exc)) from None
+            else:
+                node, address = self.active_api()
+                if node is not None and node != self._settings.node_id and address is not None:
+                    if forwarded is not None:
+                        raise AdminError("NOT_CONTROLLER", f"controller {self._settings.node_id} is not "
+                                         f"active; controller {node} at {address} is")
+                    response = await self._forward(request, raw, node, address)
+                    if response is not None:
+                        return response
+            if loop.time() >= deadline:
+                raise AdminError("NOT_CONTROLLER", f"no active controller within {api.ACTIVE_WAIT:.0f}s; "
+                                 "nothing was written, retry")
+            await asyncio.sleep(api.ACTIVE_POLL)
+
+    async def _forward(self, request: web.Request, raw: bytes, node: int,
+                       address: str) -> web.Response | None:
+        """The active controller's answer, or None when it certainly applied nothing (retry)."""
+        assert self._session is not None, "start() opens the session"
+        headers = {"Content-Type": "application/json", FORWARDED_HEADER: str(self._settings.node_id)}
+        if "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]
+        url = f"http://{address}{request.rel_url}"
+        try:
+            async with self._session.request(
+                    request.method, url, data=raw, headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=api.FORWARD_TIMEOUT)) as response:
+                if (response.content_length or 0) > api.MAX_FORWARD_RESPONSE_BYTES:
+                    raise AdminError("UNKNOWN_SERVER_ERROR", f"controller {node} answered "
+                                     f"{response.content_length} bytes, more than this node relays")
+                body = await response.read()
+                status = response.status
+        except aiohttp.ClientConnectorError:
+            return None  # never connected: nothing was sent
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise AdminError("REQUEST_TIMED_OUT", f"forwarding to the active controller {node} at "
+                             f"{address} failed ({type(exc).__name__}); the write may or may not "
+                             "have been applied: re-read before retrying") from None
+        if status == 503 and _error_name(body) == "NOT_CONTROLLER":
+            return None  # it applied nothing (renounced, or not active yet): find the active one
+        return web.Response(status=status, body=body, content_type="application/json",
+                            headers={"X-Tidelog-Served-By": str(node)})
+
+    async def decide(self, fn: Callable[[MetadataImage], Any]) -> tuple[Any, int | None]:
+        """Run one decision on the active controller: (its response, last committed offset)."""
+        response, outcome = await decide_result(self._controller, fn, api.WRITE_TIMEOUT)
+        return response, None if outcome is None else outcome.last_offset
+
+    # -- admin handlers --------------------------------------------------------------
+
+    def _admin_routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/v1/cluster", self._get_cluster), web.get("/v1/brokers", self._get_brokers),
+            web.get("/v1/brokers/{id}", self._get_broker), web.get("/v1/topics", self._get_topics),
+            web.post("/v1/topics", self._create_topic), web.get("/v1/topics/{name}", self._get_topic),
+            web.delete("/v1/topics/{name}", self._delete_topic),
+            web.post("/v1/topics/{name}/partitions", self._create_partitions),
+            web.get("/v1/topics/{name}/configs", self._get_configs),
+            web.patch("/v1/topics/{name}/configs", self._alter_configs),
+            web.post("/v1/elections", self._elect), web.get("/metrics", self._metrics),
+            web.get("/openapi.json", self._openapi),
+        ]
+
+    async def _get_cluster(self, request: web.Request) -> web.Response:
+        status = self._log.status()
+        raft = self._raft_status()
+        voters = []
+        for address, node_id in sorted(self._settings.quorum_ids.items(), key=lambda item: item[1]):
+            me = node_id == self._settings.node_id
+            voters.append({
+                "node_id": node_id, "quorum_address": address,
+                "api_address": self._settings.api_voters.get(node_id),
+                "role": "leader" if status.leader == address else "follower",
+                # from this node's point of view; the leader also knows how far each one replicated
+                "connected": True if me else raft.get(f"partner_node_status_server_{address}") == 2,
+                "match_index": raft.get(f"match_idx_server_{address}"),
+            })
+        active, _ = self.active_api()
+        return web.json_response({
+            "cluster_id": self._settings.cluster_id, "node_id": self._settings.node_id,
+            "active_controller": active, "is_active": self._controller.is_active,
+            "controller_epoch": status.image.controller_epoch, "term": status.term,
+            "commit_index": status.commit_index, "last_applied": status.last_applied,
+            "metadata_offset": status.image.offset, "log_start_offset": status.log_start_offset,
+            "voters": voters,
+        })
+
+    def _raft_status(self) -> dict[str, Any]:
+        try:  # pysyncobj builds it from dicts its tick thread owns: rarely, one changes under us
+            return self._log.getStatus()
+        except RuntimeError:
+            return {}
+
+    async def _get_brokers(self, request: web.Request) -> web.Response:
+        ages = self._brokers.heartbeat_ages()
+        brokers = self.image().cluster.brokers
+        return web.json_response([api.broker_view(brokers[b], ages.get(b)) for b in sorted(brokers)])
+
+    async def _get_broker(self, request: web.Request) -> web.Response:
+        broker_id = api.parse_broker_id(request.match_info["id"])
+        broker = self.image().broker(broker_id)
+        if broker is None:
+            raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
+        return web.json_response(api.broker_view(broker, self._brokers.heartbeat_ages().get(broker_id)))
+
+    async def _get_topics(self, request: web.Request) -> web.Response:
+        topics = self.image().topics.by_name
+        return web.json_response([api.topic_summary(topics[name]) for name in sorted(topics)])
+
+    async def _get_topic(self, request: web.Request) -> web.Response:
+        image = self.image()
+        return web.json_response(api.topic_view(image, api.known_topic(image, request.match_info["name"])))
+
+    async def _get_configs(self, request: web.Request) -> web.Response:
+        image = self.image()
+        topic = api.known_topic(image, request.match_info["name"])
+        return web.json_response({"name": topic.name, "configs": api.topic_configs(image, topic)})
+
+    def _topic_answer(self, name: str, offset: int | None, status: int = 200) -> web.Response:
+        image = self.image()  # this controller applied `offset` before its decision returned
+        return web.json_response({**api.topic_view(image, api.known_topic(image, name)),
+                                  "metadata_offset": offset}, status=status)
+
+    async def _create_topic(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        raw, body = await read_json(request)
+        req = api.parse_create_topic(body, default_partitions=self._settings.default_partitions,
+                                     default_replication_factor=self._settings.default_replication_factor)
+
+        async def run() -> web.Response:
+            topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            _, offset = await self.decide(lambda image: create_topic(
+                image, name=req.name, partitions=req.partitions, replication_factor=req.replication_factor,
+                configs=dict(req.configs), topic_id=topic_id, rng=self._rng))
+            return self._topic_answer(req.name, offset, status=201)
+
+        return await self.write(request, raw, run)
+
+    async def _delete_topic(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        name = api.check_topic_name(request.match_info["name"])
+
+        async def run() -> web.Response:
+            _, offset = await self.decide(lambda image: delete_topic(image, name))
+            return web.json_response({"name": name, "deleted": True, "metadata_offset": offset})
+
+        return await self.write(request, b"", run)
+
+    async def _create_partitions(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        name = api.check_topic_name(request.match_info["name"])
+        raw, body = await read_json(request)
+        count = api.parse_create_partitions(body)
+
+        async def run() -> web.Response:
+            _, offset = await self.decide(lambda image: create_partitions(image, name, count, self._rng))
+            return self._topic_answer(name, offset)
+
+        return await self.write(request, raw, run)
+
+    async def _alter_configs(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        name = api.check_topic_name(request.match_info["name"])
+        raw, body = await read_json(request)
+        changes = api.parse_alter_configs(body)
+
+        async def run() -> web.Response:
+            _, offset = await self.decide(lambda image: alter_topic_configs(image, name, dict(changes)))
+            image = self.image()
+            return web.json_response({"name": name, "configs": api.topic_configs(image, api.known_topic(
+                image, name)), "metadata_offset": offset})
+
+        return await self.write(request, raw, run)
+
+    async def _elect(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        raw, body = await read_json(request)
+        req = api.parse_elections(body)
+
+        async def run() -> web.Response:
+            response, offset = await self.decide(lambda image: elect_leaders(
+                image, election=req.election, partitions=req.partitions))
+            return web.json_response({**api.election_view(response), "metadata_offset": offset})
+
+        return await self.write(request, raw, run)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        status = self._log.status()
+        text = api.metrics_text(status.image, is_active=self._controller.is_active, term=status.term,
+                                commit_index=status.commit_index,
+                                heartbeat_ages_ms=self._brokers.heartbeat_ages())
+        return web.Response(text=text, content_type="text/plain", headers={"X-Prometheus-Format": "0.0.4"})
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document())
+
+    # -- errors ----------------------------------------------------------------------
+
+    @web.middleware
+    async def _errors(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Bound the requests in flight; answer every error as JSON (RPCs answer their own)."""
+        if self._in_flight >= api.MAX_IN_FLIGHT_REQUESTS:
+            error = AdminError("THROTTLING_QUOTA_EXCEEDED", f"{self._in_flight} requests are being served; "
+                               "retry later", None, status=429)
+            return web.json_response(error.body(), status=error.status)
+        self._in_flight += 1
+        try:
+            return await handler(request)
+        except AdminError as exc:
+            error = exc
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            message = {404: f"no such endpoint: {request.path}",
+                       405: f"{request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
+            error = AdminError("INVALID_REQUEST", message, None, status=exc.status)
+        except Exception:  # a bug: say so, keep serving
+            logger.exception("%s %s failed", request.method, request.path)
+            error = AdminError("UNKNOWN_SERVER_ERROR", "internal error; see the controller's log", None)
+        finally:
+            self._in_flight -= 1
+        headers = {"WWW-Authenticate": 'Bearer realm="tidelog"'} if error.status == 401 else None
+        return web.json_response(error.body(), status=error.status, headers=headers)

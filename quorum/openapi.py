@@ -1,0 +1,201 @@
+"""The OpenAPI 3.1 document of the controller's HTTP API, served at GET /openapi.json.
+
+Written by hand next to the handlers it describes (`quorum.controller_server`,
+`quorum.broker_rpc`); `tests/integration/test_controller_api.py` checks that every route
+the server has is described here. Broker RPC bodies are msgpack maps with the fields
+given by the schemas (`application/x-msgpack`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from quorum import admin_api as api
+
+JSON: Final = "application/json"
+MSGPACK: Final = "application/x-msgpack"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: list[str] | None = None, **props: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _arr(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+INT: Final = {"type": "integer"}
+STR: Final = {"type": "string"}
+BOOL: Final = {"type": "boolean"}
+IDS: Final = _arr(INT)
+NULLABLE_INT: Final = {"type": ["integer", "null"]}
+NULLABLE_STR: Final = {"type": ["string", "null"]}
+CONFIGS: Final = {"type": "object", "additionalProperties": STR}
+
+SCHEMAS: Final[dict[str, Any]] = {
+    "Error": _obj(["error", "message", "field"], error={**STR, "description": "Kafka error name, e.g. "
+                  "INVALID_REPLICATION_FACTOR"}, message=STR,
+                  field={**NULLABLE_STR, "description": "the request field at fault, e.g. configs.retention.ms"}),
+    "Voter": _obj(None, node_id=INT, quorum_address=STR, api_address=STR, role={"enum": ["leader", "follower"]},
+                  connected=BOOL, match_index=NULLABLE_INT),
+    "Cluster": _obj(None, cluster_id=STR, node_id=INT, active_controller=NULLABLE_INT, is_active=BOOL,
+                    controller_epoch=INT, term=INT, commit_index=INT, last_applied=INT,
+                    metadata_offset=INT, log_start_offset=INT, voters=_arr(_ref("Voter"))),
+    "Listener": _obj(None, name=STR, host=STR, port=INT),
+    "Broker": _obj(None, broker_id=INT, broker_epoch=INT, incarnation_id=STR, rack=NULLABLE_STR,
+                   state={"enum": ["FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN"]}, fenced=BOOL,
+                   in_controlled_shutdown=BOOL, listeners=_arr(_ref("Listener")), heartbeat_age_ms=NULLABLE_INT),
+    "Partition": _obj(None, partition=INT, leader={**INT, "description": "-1: offline"}, leader_epoch=INT,
+                      partition_epoch=INT, replicas=IDS, isr=IDS, elr=IDS,
+                      leader_recovery_state={"enum": ["RECOVERED", "RECOVERING"]}),
+    "Topic": _obj(None, name=STR, topic_id=STR, configs=CONFIGS, partitions=_arr(_ref("Partition")),
+                  metadata_offset={**NULLABLE_INT, "description": "writes only: offset of the last record"}),
+    "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT),
+    "CreateTopic": _obj(["name"], name={**STR, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"},
+                        partitions={**INT, "minimum": 1, "maximum": api.MAX_PARTITIONS_PER_REQUEST,
+                                    "description": "default: num.partitions"},
+                        replication_factor={**INT, "minimum": 1, "description": "default: default.replication.factor"},
+                        configs=CONFIGS),
+    "CreatePartitions": _obj(["count"], count={**INT, "minimum": 1, "description": "the new total"}),
+    "TopicConfigs": _obj(None, name=STR, configs=CONFIGS, metadata_offset=NULLABLE_INT),
+    "AlterConfigs": _obj(["configs"], configs={"type": "object", "additionalProperties": NULLABLE_STR,
+                                               "description": "null deletes the key"}),
+    "Elections": _obj(["type"], type={"enum": list(api.ELECTION_TYPES)},
+                      partitions={"oneOf": [{"type": "null"}, _arr(_obj(["topic", "partition"], topic=STR,
+                                                                          partition=INT))],
+                                  "description": "null: every partition whose leader is not the wanted one"}),
+    "ElectionResults": _obj(None, results=_arr(_obj(None, topic=STR, partition=INT, error=STR, message=NULLABLE_STR)),
+                            metadata_offset=NULLABLE_INT),
+    "Deleted": _obj(None, name=STR, deleted=BOOL, metadata_offset=NULLABLE_INT),
+    # Broker RPCs (msgpack). Every answer carries error_code (Kafka's) and error_message.
+    "RpcError": _obj(None, error_code=INT, error_message=NULLABLE_STR, field=NULLABLE_STR,
+                     controller_id=NULLABLE_INT, controller_address=NULLABLE_STR),
+    "BrokerRegistrationRequest": _obj(["broker_id", "incarnation_id", "listeners"], broker_id=INT,
+                                      incarnation_id=STR, listeners=_arr(_ref("Listener")), rack=NULLABLE_STR,
+                                      cluster_id=NULLABLE_STR),
+    "BrokerRegistrationResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, broker_epoch=INT),
+    "BrokerHeartbeatRequest": _obj(["broker_id", "broker_epoch", "current_metadata_offset"], broker_id=INT,
+                                   broker_epoch=INT, current_metadata_offset=INT, want_fence=BOOL,
+                                   want_shut_down=BOOL),
+    "BrokerHeartbeatResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, is_caught_up=BOOL,
+                                    is_fenced=BOOL, should_shut_down=BOOL),
+    "AlterPartitionRequest": _obj(["broker_id", "broker_epoch", "topics"], broker_id=INT, broker_epoch=INT,
+                                  topics=_arr(_obj(None, topic_id=STR, partitions=_arr(_obj(
+                                      None, partition_index=INT, leader_epoch=INT, partition_epoch=INT,
+                                      leader_recovery_state=INT,
+                                      new_isr_with_epochs=_arr(_obj(None, broker_id=INT, broker_epoch=INT))))))),
+    "AlterPartitionResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, topics=_arr(_obj(
+        None, topic_id=STR, partitions=_arr(_obj(None, partition_index=INT, error_code=INT,
+                                                 error_message=NULLABLE_STR, leader_id=INT, leader_epoch=INT,
+                                                 isr=IDS, leader_recovery_state=INT, partition_epoch=INT))))),
+    "AllocateProducerIdsRequest": _obj(["broker_id", "broker_epoch"], broker_id=INT, broker_epoch=INT),
+    "AllocateProducerIdsResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR,
+                                        producer_id_start=INT, producer_id_len=INT),
+    "MetadataFetchRequest": _obj(["offset"], offset={**INT, "minimum": 0, "description": "next offset wanted"},
+                                 max_wait_ms={**INT, "minimum": 0, "maximum": api.LONG_POLL_MAX_WAIT_MS},
+                                 max_records={**INT, "minimum": 1, "maximum": api.MAX_FETCH_RECORDS},
+                                 broker_id=INT),
+    "MetadataFetchResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR,
+                                  records=_arr({"type": "array", "description": "[offset, record map]"}),
+                                  last_offset=INT, log_start_offset=INT,
+                                  snapshot={"type": ["string", "null"], "contentEncoding": "binary",
+                                            "description": "metadata.snapshot bytes when offset < log_start_offset"},
+                                  snapshot_offset=NULLABLE_INT),
+}
+
+
+def _body(schema: str, media: str = JSON) -> dict[str, Any]:
+    return {"required": True, "content": {media: {"schema": _ref(schema)}}}
+
+
+def _ok(schema: str | dict[str, Any], media: str = JSON, status: str = "200") -> dict[str, Any]:
+    body = _ref(schema) if isinstance(schema, str) else schema
+    out: dict[str, Any] = {status: {"description": "OK", "content": {media: {"schema": body}}}}
+    if media == JSON:
+        out["4XX"] = {"description": "bad input: unknown field, wrong type, unknown topic (404), "
+                      "body too large (413), missing/wrong token (401/403)",
+                      "content": {JSON: {"schema": _ref("Error")}}}
+        out["5XX"] = {"description": "no active controller (503), outcome unknown (504)",
+                      "content": {JSON: {"schema": _ref("Error")}}}
+    return out
+
+
+def _op(summary: str, responses: dict[str, Any], body: dict[str, Any] | None = None,
+        write: bool = False) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if body is not None:
+        op["requestBody"] = body
+    if write:
+        op["security"] = [{"adminToken": []}, {}]
+    return op
+
+
+NAME_PARAM: Final = {"name": "name", "in": "path", "required": True, "schema": STR}
+ID_PARAM: Final = {"name": "id", "in": "path", "required": True, "schema": INT}
+
+
+def _rpc(summary: str, name: str, active_only: bool = True) -> dict[str, Any]:
+    note = (" Answered by the active controller only; others answer error_code 41 NOT_CONTROLLER "
+            "with controller_id and controller_address.") if active_only else " Answered by every controller."
+    return {"post": _op(summary + note, _ok(f"{name}Response", MSGPACK), _body(f"{name}Request", MSGPACK))}
+
+
+PATHS: Final[dict[str, Any]] = {
+    "/v1/cluster": {"get": _op("Quorum and metadata log state as this controller sees it.", _ok("Cluster"))},
+    "/v1/brokers": {"get": _op("Registered brokers.", _ok(_arr(_ref("Broker"))))},
+    "/v1/brokers/{id}": {"parameters": [ID_PARAM], "get": _op("One broker.", _ok("Broker"))},
+    "/v1/topics": {
+        "get": _op("Topics with partition counts.", _ok(_arr(_ref("TopicSummary")))),
+        "post": _op("Create a topic; answered once committed.", _ok("Topic", status="201"),
+                    _body("CreateTopic"), write=True),
+    },
+    "/v1/topics/{name}": {
+        "parameters": [NAME_PARAM],
+        "get": _op("A topic and its partitions.", _ok("Topic")),
+        "delete": _op("Delete a topic.", _ok("Deleted"), write=True),
+    },
+    "/v1/topics/{name}/partitions": {
+        "parameters": [NAME_PARAM],
+        "post": _op("Grow a topic to `count` partitions.", _ok("Topic"), _body("CreatePartitions"), write=True),
+    },
+    "/v1/topics/{name}/configs": {
+        "parameters": [NAME_PARAM],
+        "get": _op("A topic's explicitly set configs.", _ok("TopicConfigs")),
+        "patch": _op("Set or (null) delete topic configs.", _ok("TopicConfigs"), _body("AlterConfigs"), write=True),
+    },
+    "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
+                                  _body("Elections"), write=True)},
+    "/metrics": {"get": _op("Prometheus text format 0.0.4.", _ok(STR, "text/plain"))},
+    "/openapi.json": {"get": _op("This document.", _ok({"type": "object"}))},
+    "/rpc/broker-registration": _rpc("BrokerRegistration: broker_epoch is its RegisterBroker record's offset.",
+                                     "BrokerRegistration"),
+    "/rpc/broker-heartbeat": _rpc("BrokerHeartbeat.", "BrokerHeartbeat"),
+    "/rpc/alter-partition": _rpc("AlterPartition from a partition leader.", "AlterPartition"),
+    "/rpc/allocate-producer-ids": _rpc("AllocateProducerIds.", "AllocateProducerIds"),
+    "/rpc/metadata-fetch": _rpc(
+        "Committed metadata records from `offset`, long-polling up to max_wait_ms when there are none, "
+        "or a snapshot when `offset` is below the retained log start.", "MetadataFetch", active_only=False),
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    """A fresh copy of the document (callers may not modify the shared one)."""
+    return copy.deepcopy({
+        "openapi": "3.1.0",
+        "info": {"title": "tidelog controller API", "version": "1",
+                 "description": "Admin API (JSON) and broker RPCs (msgpack) of a tidelog controller. Reads "
+                                "are served from this controller's committed image; writes on a non-active "
+                                "controller are forwarded to the active one."},
+        "paths": PATHS,
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer",
+                                                          "description": "admin.token, when set"}}},
+    })

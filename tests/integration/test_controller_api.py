@@ -1,0 +1,475 @@
+"""Three real `tidelog controller` processes on 127.0.0.1-3 and their HTTP API.
+
+Admin writes sent to a follower are forwarded to the active controller; reads are served
+by every controller from its committed image; a broker test double speaks the real broker
+RPCs (HTTP + msgpack) from this process: it registers three brokers, heartbeats them until
+unfenced, then lets one session expire and checks that the broker is fenced and its
+partitions' leaders move. Killing the active controller leaves the API answering on the
+other two with every committed topic. Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+PASSWORD = "controller-api-test-secret"
+TOKEN = "controller-api-test-token"
+SESSION_TIMEOUT_MS = 1500
+HEARTBEAT_INTERVAL_MS = 300
+BROKERS = (4, 5, 6)
+HTTP_TIMEOUT_S = 15.0
+WAIT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+POLL_S = 0.05
+LATENCY_WRITES = 30
+EXPECTED_PATHS = {
+    "/v1/cluster", "/v1/brokers", "/v1/brokers/{id}", "/v1/topics", "/v1/topics/{name}",
+    "/v1/topics/{name}/partitions", "/v1/topics/{name}/configs", "/v1/elections", "/metrics",
+    "/openapi.json", "/rpc/broker-registration", "/rpc/broker-heartbeat", "/rpc/alter-partition",
+    "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",
+}
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    with capsys.disabled():  # measurements belong in the test output even when it passes
+        print(f"\n[controller api measurement] {line}")
+
+
+def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:  # bounded by the deadline
+        try:
+            last = condition()
+        except (OSError, urllib.error.URLError) as exc:  # a controller not (yet, or any more) listening
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+
+
+def http(address: str, method: str, path: str, body: Any = None, *, token: str | None = TOKEN,
+         raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(f"http://{address}{path}", data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            status, payload, kind = response.status, response.read(), response.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        status, payload, kind = exc.code, exc.read(), exc.headers.get_content_type()
+    return status, json.loads(payload) if kind == "application/json" else payload.decode()
+
+
+def get(address: str, path: str) -> Any:
+    status, body = http(address, "GET", path)
+    assert status == 200, (address, path, status, body)
+    return body
+
+
+def rpc(address: str, name: str, body: Any, *, raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
+    data = raw if raw is not None else msgpack.packb(body, use_bin_type=True)
+    request = urllib.request.Request(f"http://{address}/rpc/{name}", data=data, method="POST")
+    request.add_header("Content-Type", "application/x-msgpack")
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return response.status, msgpack.unpackb(response.read(), raw=False)
+    except urllib.error.HTTPError as exc:
+        return exc.code, msgpack.unpackb(exc.read(), raw=False)
+
+
+class Controller:
+    """One `python -m tidelog controller` child."""
+
+    def __init__(self, node_id: int, config: Path, log_path: Path, api: str) -> None:
+        self.node_id, self.config, self.log_path, self.api = node_id, config, log_path, api
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tidelog", "controller", "--config", str(self.config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=REPO)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT_S)
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait; the exit status (0 is a clean stop), SIGKILL after STOP_TIMEOUT_S."""
+        if not self.running:
+            return None
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+
+class BrokerDouble:
+    """Brokers as the controller sees them: real registration and heartbeat RPCs, on a thread."""
+
+    def __init__(self, controllers: list[Controller]) -> None:
+        self.controllers = controllers
+        self.epochs: dict[int, int] = {}
+        self.alive: set[int] = set()
+        self.target = controllers[0].api
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="broker-double", daemon=True)
+        self.errors: list[str] = []
+
+    def call(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """An RPC to the active controller, following NOT_CONTROLLER redirects (bounded)."""
+        reply: dict[str, Any] = {}
+        for _ in range(20):  # bounded: a failover takes a few seconds at most
+            try:
+                _, reply = rpc(self.target, name, body)
+            except OSError:  # that controller is gone: try the others
+                others = [c.api for c in self.controllers if c.running and c.api != self.target]
+                self.target = others[0] if others else self.target
+                time.sleep(0.2)
+                continue
+            if reply["error_code"] != 41:
+                return reply
+            self.target = reply.get("controller_address") or self.target
+            time.sleep(0.2)
+        return reply
+
+    def register(self, broker_id: int) -> int:
+        reply = self.call("broker-registration", {
+            "broker_id": broker_id, "incarnation_id": f"incarnation-{broker_id}-{time.time_ns()}",
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9000 + broker_id}], "rack": None})
+        assert reply["error_code"] == 0, reply
+        self.epochs[broker_id] = reply["broker_epoch"]
+        self.alive.add(broker_id)
+        return reply["broker_epoch"]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(STOP_TIMEOUT_S)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_INTERVAL_MS / 1000):  # until stop()
+            for broker_id in sorted(self.alive):
+                try:
+                    _, fetched = rpc(self.target, "metadata-fetch", {"offset": 0, "max_records": 1})
+                    reply = self.call("broker-heartbeat", {
+                        "broker_id": broker_id, "broker_epoch": self.epochs[broker_id],
+                        "current_metadata_offset": fetched["last_offset"], "want_fence": False,
+                        "want_shut_down": False})
+                except OSError as exc:
+                    self.errors.append(f"broker {broker_id}: {exc}")
+                    continue
+                if reply["error_code"] != 0:
+                    self.errors.append(f"broker {broker_id}: {reply}")
+
+
+@pytest.fixture
+def controllers(tmp_path: Path) -> Iterator[list[Controller]]:
+    voters = ",".join(f"{i}@{host}:{free_port(host)}" for i, host in enumerate(HOSTS, start=1))
+    apis = {i: f"{host}:{free_port(host)}" for i, host in enumerate(HOSTS, start=1)}
+    api_voters = ",".join(f"{i}@{address}" for i, address in apis.items())
+    out = []
+    for node_id, api in apis.items():
+        config = tmp_path / f"controller-{node_id}.properties"
+        config.write_text("\n".join([
+            f"node.id={node_id}", "process.roles=controller", f"controller.quorum.voters={voters}",
+            f"controller.cluster.password={PASSWORD}", f"metadata.log.dir={tmp_path / f'metadata-{node_id}'}",
+            f"controller.listener={api}", f"controller.api.voters={api_voters}", f"admin.token={TOKEN}",
+            f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
+            f"broker.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}"]) + "\n")
+        out.append(Controller(node_id, config, tmp_path / f"controller-{node_id}.log", api))
+    try:
+        yield out
+    finally:
+        for controller in out:  # even when the test failed half-way
+            controller.stop()
+
+
+def active_controller(controllers: list[Controller]) -> Controller:
+    """The one running controller that says it is active, once every running one agrees."""
+    def agreed() -> Controller | None:
+        views = [(c, get(c.api, "/v1/cluster")) for c in controllers if c.running]
+        actives = [c for c, view in views if view["is_active"]]
+        named = {view["active_controller"] for _, view in views}
+        if len(actives) == 1 and named == {actives[0].node_id}:
+            return actives[0]
+        return None
+    return wait_until("one active controller that every running controller names", agreed)
+
+
+def caught_up(controllers: list[Controller], offset: int) -> None:
+    wait_until(f"every running controller at metadata offset {offset}", lambda: all(
+        get(c.api, "/v1/cluster")["metadata_offset"] >= offset for c in controllers if c.running))
+
+
+def brokers_in(address: str, state: str) -> set[int]:
+    return {b["broker_id"] for b in get(address, "/v1/brokers") if b["state"] == state}
+
+
+def check_openapi(controller: Controller) -> None:
+    document = get(controller.api, "/openapi.json")
+    assert document["openapi"].startswith("3.") and set(document["paths"]) == EXPECTED_PATHS
+
+
+def register_brokers(controllers: list[Controller], active: Controller, double: BrokerDouble) -> None:
+    follower = next(c for c in controllers if c is not active)
+    _, redirected = rpc(follower.api, "broker-heartbeat", {
+        "broker_id": 4, "broker_epoch": 0, "current_metadata_offset": 0})
+    assert redirected["error_code"] == 41 and redirected["controller_address"] == active.api, redirected
+    double.target = follower.api  # the double follows the redirect itself
+    for broker_id in BROKERS:
+        double.register(broker_id)
+    assert len(set(double.epochs.values())) == len(BROKERS)
+    double.start()
+    wait_until("every broker unfenced", lambda: brokers_in(active.api, "UNFENCED") == set(BROKERS))
+
+
+def create_on_follower(controllers: list[Controller], active: Controller) -> dict[str, Any]:
+    """POST on a follower is forwarded; the topic is then read back from all three."""
+    follower = next(c for c in controllers if c is not active)
+    status, created = http(follower.api, "POST", "/v1/topics", {
+        "name": "orders", "partitions": 6, "replication_factor": 3, "configs": {"retention.ms": "60000"}})
+    assert status == 201, created
+    assert created["name"] == "orders" and len(created["partitions"]) == 6
+    for p in created["partitions"]:
+        assert len(p["replicas"]) == 3 and p["leader"] in BROKERS and sorted(p["isr"]) == sorted(BROKERS)
+    caught_up(controllers, created["metadata_offset"])
+    views = [get(c.api, "/v1/topics/orders") for c in controllers]
+    expected = {k: v for k, v in created.items() if k != "metadata_offset"}
+    assert views == [expected] * 3
+    assert expected["configs"] == {"retention.ms": "60000"}
+    return expected
+
+
+BAD_WRITES = [  # (method, path, body, status, error, field)
+    ("POST", "/v1/topics", {"name": "x", "partitons": 1}, 400, "INVALID_REQUEST", "partitons"),
+    ("POST", "/v1/topics", {"name": "x", "partitions": "3"}, 400, "INVALID_REQUEST", "partitions"),
+    ("POST", "/v1/topics", {"name": "x", "replication_factor": 0}, 400, "INVALID_REPLICATION_FACTOR",
+     "replication_factor"),
+    ("POST", "/v1/topics", {"name": "x", "partitions": -1}, 400, "INVALID_PARTITIONS", "partitions"),
+    ("POST", "/v1/topics", {"name": "bad/name"}, 400, "INVALID_TOPIC_EXCEPTION", "name"),
+    ("POST", "/v1/topics", {"name": "x", "replication_factor": 4}, 400, "INVALID_REPLICATION_FACTOR",
+     "replication_factor"),  # refused by the rule on the active controller: forwarded back
+    ("POST", "/v1/topics", {"name": "orders"}, 409, "TOPIC_ALREADY_EXISTS", "name"),
+    ("POST", "/v1/topics", {"name": "x", "configs": {"retention.ms": "soon"}}, 400, "INVALID_CONFIG",
+     "configs.retention.ms"),
+    ("POST", "/v1/topics", [1, 2], 400, "INVALID_REQUEST", None),
+    ("POST", "/v1/topics/orders/partitions", {"count": 2}, 400, "INVALID_PARTITIONS", "count"),
+    ("POST", "/v1/topics/nope/partitions", {"count": 2}, 404, "UNKNOWN_TOPIC_OR_PARTITION", "name"),
+    ("PATCH", "/v1/topics/orders/configs", {"configs": {"no.such.key": "1"}}, 400, "INVALID_CONFIG",
+     "configs.no.such.key"),
+    ("DELETE", "/v1/topics/nope", None, 404, "UNKNOWN_TOPIC_OR_PARTITION", "name"),
+    ("POST", "/v1/elections", {"type": "sideways"}, 400, "INVALID_REQUEST", "type"),
+]
+
+
+def bad_input(controllers: list[Controller], active: Controller) -> None:
+    """Every refusal is a 4xx JSON naming the field, from a follower (forwarded or not) and the active."""
+    follower = next(c for c in controllers if c is not active)
+    for node in (follower, active):
+        for method, path, body, status, error, field in BAD_WRITES:
+            got_status, got = http(node.api, method, path, body)
+            assert (got_status, got["error"], got["field"]) == (status, error, field), (method, path, body, got)
+    for path in ("/v1/topics/nope", "/v1/topics/nope/configs"):
+        status, got = http(follower.api, "GET", path)
+        assert (status, got["error"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION")
+    status, got = http(follower.api, "GET", "/v1/brokers/99")
+    assert (status, got["error"], got["field"]) == (404, "BROKER_ID_NOT_REGISTERED", "id")
+    assert http(follower.api, "POST", "/v1/topics", {"name": "x"}, token=None)[0] == 401
+    assert http(follower.api, "POST", "/v1/topics", {"name": "x"}, token="wrong")[0] == 403
+    assert http(follower.api, "POST", "/v1/topics", raw=b"{not json")[0] == 400
+    assert http(follower.api, "POST", "/v1/topics", raw=b"[" * 100_000)[0] == 400
+    status, got = http(follower.api, "POST", "/v1/topics", raw=b" " * (2 * 1024 * 1024))
+    assert status == 413, got
+    assert http(follower.api, "GET", "/v1/nothing-here")[0] == 404
+    assert http(follower.api, "PUT", "/v1/topics")[0] == 405
+    status, reply = rpc(follower.api, "broker-heartbeat", {}, raw=b"\xc1 not msgpack")
+    assert (status, reply["error_code"]) == (400, 42)
+    status, reply = rpc(active.api, "broker-heartbeat", {"broker_id": "4", "broker_epoch": 0,
+                                                         "current_metadata_offset": 0})
+    assert (status, reply["error_code"], reply["field"]) == (400, 42, "broker_id")
+
+
+def good_writes(controllers: list[Controller], active: Controller) -> None:
+    """Configs, partitions, elections and delete, each through a follower."""
+    follower = next(c for c in controllers if c is not active)
+    status, body = http(follower.api, "PATCH", "/v1/topics/orders/configs",
+                        {"configs": {"retention.ms": None, "min.insync.replicas": "2"}})
+    assert (status, body["configs"]) == (200, {"min.insync.replicas": "2"}), body
+    status, body = http(follower.api, "POST", "/v1/topics", {"name": "scratch", "partitions": 1,
+                                                             "replication_factor": 1})
+    assert status == 201, body
+    status, body = http(follower.api, "POST", "/v1/topics/scratch/partitions", {"count": 3})
+    assert status == 200 and len(body["partitions"]) == 3, body
+    status, body = http(follower.api, "POST", "/v1/elections", {"type": "preferred", "partitions": [
+        {"topic": "scratch", "partition": 0}]})
+    assert status == 200 and body["results"] == [
+        {"topic": "scratch", "partition": 0, "error": "ELECTION_NOT_NEEDED"}], body
+    status, body = http(follower.api, "DELETE", "/v1/topics/scratch")
+    assert status == 200 and body["deleted"], body
+    caught_up(controllers, body["metadata_offset"])
+    assert all(http(c.api, "GET", "/v1/topics/scratch")[0] == 404 for c in controllers)
+
+
+def write_latency(controllers: list[Controller], active: Controller, capsys: pytest.CaptureFixture[str]) -> None:
+    """Config writes answered after commit, sent to the active controller and through a follower."""
+    follower = next(c for c in controllers if c is not active)
+    for node, how in ((active, "on the active controller"), (follower, "forwarded by a follower")):
+        times = []
+        for i in range(LATENCY_WRITES):
+            started = time.perf_counter()
+            status, body = http(node.api, "PATCH", "/v1/topics/orders/configs",
+                                {"configs": {"retention.ms": str(60_000 + i)}})
+            times.append((time.perf_counter() - started) * 1000)
+            assert status == 200, body
+        times.sort()
+        report(capsys, f"PATCH /v1/topics/orders/configs {how}: p50 {times[len(times) // 2]:.1f} ms, "
+                       f"max {times[-1]:.1f} ms over {LATENCY_WRITES} writes")
+
+
+def thousand_partitions(active: Controller, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.perf_counter()
+    status, body = http(active.api, "POST", "/v1/topics", {"name": "big", "partitions": 1000,
+                                                          "replication_factor": 3})
+    elapsed = time.perf_counter() - started
+    assert status == 201 and len(body["partitions"]) == 1000, body
+    report(capsys, f"create one topic with 1000 partitions (RF 3) on the active controller: "
+                   f"{elapsed * 1000:.0f} ms, answer {len(json.dumps(body)) // 1024} KiB")
+
+
+def broker_rpcs(controllers: list[Controller], active: Controller, double: BrokerDouble,
+                capsys: pytest.CaptureFixture[str]) -> None:
+    epoch = double.epochs[4]
+    first = double.call("allocate-producer-ids", {"broker_id": 4, "broker_epoch": epoch})
+    second = double.call("allocate-producer-ids", {"broker_id": 4, "broker_epoch": epoch})
+    assert first["error_code"] == second["error_code"] == 0
+    assert second["producer_id_start"] == first["producer_id_start"] + first["producer_id_len"]
+    stale = double.call("allocate-producer-ids", {"broker_id": 4, "broker_epoch": epoch - 1})
+    assert stale["error_code"] == 77, stale  # STALE_BROKER_EPOCH
+    follower = next(c for c in controllers if c is not active)
+    _, page = rpc(follower.api, "metadata-fetch", {"offset": 0, "max_records": 10})
+    assert page["error_code"] == 0 and [at for at, _ in page["records"]] == list(range(10))
+    end = page["last_offset"] + 1_000_000
+    started = time.perf_counter()
+    _, waited = rpc(follower.api, "metadata-fetch", {"offset": end, "max_wait_ms": 300})
+    report(capsys, f"MetadataFetch long-poll with nothing new, max_wait_ms 300: "
+                   f"{(time.perf_counter() - started) * 1000:.0f} ms")
+    assert waited["error_code"] == 0 and waited["records"] == []
+    topic = get(active.api, "/v1/topics/orders")
+    p0 = topic["partitions"][0]
+    reply = double.call("alter-partition", {"broker_id": p0["leader"], "broker_epoch": double.epochs[p0["leader"]],
+                                            "topics": [{"topic_id": topic["topic_id"], "partitions": [{
+                                                "partition_index": 0, "leader_epoch": p0["leader_epoch"] + 5,
+                                                "partition_epoch": p0["partition_epoch"],
+                                                "new_isr_with_epochs": []}]}]})
+    assert reply["error_code"] == 0 and reply["topics"][0]["partitions"][0]["error_code"] != 0, reply
+
+
+def fence_one(active: Controller, double: BrokerDouble, capsys: pytest.CaptureFixture[str]) -> None:
+    """Broker 6 stops heartbeating: fenced after the session timeout, leaders move off it."""
+    before = get(active.api, "/v1/topics/orders")
+    assert any(p["leader"] == 6 for p in before["partitions"]), before
+    double.alive.discard(6)
+    stopped = time.monotonic()
+    wait_until("broker 6 fenced", lambda: 6 in brokers_in(active.api, "FENCED"))
+    report(capsys, f"broker fenced {(time.monotonic() - stopped) * 1000:.0f} ms after its last heartbeat "
+                   f"(session timeout {SESSION_TIMEOUT_MS} ms, checked every {HEARTBEAT_INTERVAL_MS // 2} ms)")
+    after = get(active.api, "/v1/topics/orders")
+    for old, new in zip(before["partitions"], after["partitions"]):
+        assert new["leader"] in (4, 5) and 6 not in new["isr"], new
+        if old["leader"] == 6:
+            assert new["leader_epoch"] == old["leader_epoch"] + 1, (old, new)
+    assert brokers_in(active.api, "UNFENCED") == {4, 5}
+    metrics = http(active.api, "GET", "/metrics")[1]
+    assert "tidelog_controller_active_controller_count 1" in metrics
+    assert "tidelog_controller_fenced_broker_count 1" in metrics
+    assert 'tidelog_controller_broker_heartbeat_age_seconds{broker_id="4"}' in metrics
+
+
+def kill_active(controllers: list[Controller], active: Controller, capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL the active controller: the others keep answering, nothing committed is lost."""
+    caught_up(controllers, get(active.api, "/v1/cluster")["metadata_offset"])
+    topics_before = get(active.api, "/v1/topics")
+    killed_at = time.monotonic()
+    active.kill()
+    survivors = [c for c in controllers if c.running]
+    for c in survivors:  # reads never stop, even before a new controller is active
+        assert get(c.api, "/v1/topics") == topics_before
+    new_active = active_controller(survivors)
+    report(capsys, f"new active controller {new_active.node_id} answering "
+                   f"{time.monotonic() - killed_at:.2f} s after SIGKILL of controller {active.node_id}")
+    follower = next(c for c in survivors if c is not new_active)
+    status, body = wait_until("a topic created through the surviving follower", lambda: (
+        lambda r: r if r[0] == 201 else None)(http(follower.api, "POST", "/v1/topics", {
+            "name": "after-failover", "partitions": 2, "replication_factor": 2})))
+    assert body["name"] == "after-failover"
+    caught_up(survivors, body["metadata_offset"])
+    names = {t["name"] for t in topics_before} | {"after-failover"}
+    for c in survivors:
+        assert {t["name"] for t in get(c.api, "/v1/topics")} == names
+        assert get(c.api, "/v1/topics/big")["partitions"][999]["partition"] == 999
+    time.sleep(3 * HEARTBEAT_INTERVAL_MS / 1000)  # a few beats against the new active controller
+    assert brokers_in(new_active.api, "UNFENCED") == {4, 5} and brokers_in(new_active.api, "FENCED") == {6}
+
+
+def test_controller_api(controllers: list[Controller], capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    for controller in controllers:
+        controller.start()
+    active = active_controller(controllers)
+    report(capsys, f"three controllers up, controller {active.node_id} active, "
+                   f"{time.monotonic() - started:.2f} s after start")
+    check_openapi(active)
+    double = BrokerDouble(controllers)
+    try:
+        register_brokers(controllers, active, double)
+        create_on_follower(controllers, active)
+        bad_input(controllers, active)
+        good_writes(controllers, active)
+        write_latency(controllers, active, capsys)
+        thousand_partitions(active, capsys)
+        broker_rpcs(controllers, active, double, capsys)
+        fence_one(active, double, capsys)
+        kill_active(controllers, active, capsys)
+    finally:
+        double.stop()
+    assert [c.stop() for c in controllers if c.running] == [0, 0]
+    logs = "".join(c.log_path.read_text(errors="replace") for c in controllers)
+    assert "Traceback" not in logs, logs[-5000:]
