@@ -24,9 +24,24 @@ def _add_dump_log(sub: argparse._SubParsersAction) -> None:
 def _add_up(sub: argparse._SubParsersAction) -> None:
     from tidelog import local_cluster
 
-    parser = sub.add_parser("up", help="start a local cluster on loopback addresses")
+    parser = sub.add_parser(
+        "up", help="start a local cluster on loopback addresses",
+        description="Start a local cluster, one process per node on its own loopback address "
+                    "127.0.0.N; wait until ready, print READY and the nodes, then run until "
+                    "Ctrl-C (or return at once with --detach).")
     local_cluster.add_arguments(parser)
     parser.set_defaults(run=local_cluster.run)
+
+
+def _add_down(sub: argparse._SubParsersAction) -> None:
+    from tidelog import local_cluster
+
+    parser = sub.add_parser(
+        "down", help="stop the local cluster of a data dir",
+        description="Stop every node of the cluster `tidelog up` started in --data-dir: SIGTERM, "
+                    "a bounded wait, then SIGKILL for stragglers.")
+    local_cluster.add_down_arguments(parser)
+    parser.set_defaults(run=local_cluster.run_down)
 
 
 def _add_controller(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The full parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_up, _add_controller, _add_dump_log):
+    for add in (_add_up, _add_down, _add_controller, _add_dump_log):
         add(sub)
     return parser
 

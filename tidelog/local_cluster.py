@@ -1,78 +1,163 @@
-"""`tidelog up`: lay out and start a local cluster under one directory.
+"""`tidelog up` and `tidelog down`: a local cluster under one data dir, for people.
 
-Today only the storage layer exists: `up` writes each node's server.properties, opens
-every broker's log directories (running crash recovery where a previous run stopped
-uncleanly), and reports that the quorum and the Kafka listener do not exist yet. The
-process launcher arrives with the quorum and broker issues and will reuse these configs.
+    tidelog up [--controllers 3] [--brokers 3] [--data-dir ./tidelog-data] [--detach]
+    tidelog down [--data-dir ./tidelog-data]
+
+`up` starts every node (`tidelog.launcher`), waits until the quorum has an active controller,
+prints one `READY bootstrap=… admin=…` line and a table of the nodes, then runs until Ctrl-C
+(SIGINT, SIGTERM or SIGHUP), when it stops every node; with --detach it returns once ready
+and `down` stops the nodes later. The broker (Kafka listener) is not built yet: `up` starts
+the controllers only and says so, and bootstrap is `none`.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
-from broker.log.log_config import from_broker_config
-from broker.log.log_manager import LogManager
-from tidelog.config import load_properties, log_dirs, parse_config
-from tidelog.log_setup import setup_logging
+from tidelog import cluster_layout as layout
+from tidelog.cluster_layout import LayoutError, data_dir_lock
+from tidelog.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster, StopReport
 
-
-@dataclass(frozen=True, slots=True)
-class NodeLayout:
-    node_id: int
-    role: str
-    directory: Path
-
-    @property
-    def properties_path(self) -> Path:
-        return self.directory / "server.properties"
+DEFAULT_DATA_DIR: Final = Path("tidelog-data")
+WATCH_INTERVAL: Final = 0.5  # seconds between two looks at the nodes while running in the foreground
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def plan(root: Path, controllers: int, brokers: int) -> list[NodeLayout]:
-    """Node ids 1..C are controllers, C+1..C+B brokers, each in `root/<role>-<id>`."""
-    nodes = [NodeLayout(i, "controller", root / f"controller-{i}")
-             for i in range(1, controllers + 1)]
-    nodes += [NodeLayout(i, "broker", root / f"broker-{i}")
-              for i in range(controllers + 1, controllers + brokers + 1)]
-    return nodes
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
-def write_properties(node: NodeLayout) -> None:
-    """Write the node's server.properties unless one exists (an operator may have edited it)."""
-    if node.properties_path.exists():
-        return
-    node.directory.mkdir(parents=True, exist_ok=True)
-    lines = [f"node.id={node.node_id}", f"process.roles={node.role}",
-             f"log.dirs={node.directory / 'data'}"]
-    node.properties_path.write_text("\n".join(lines) + "\n")
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"the cluster's directory: configs, data, logs, cluster.json "
+                             f"(default: ./{DEFAULT_DATA_DIR})")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `tidelog up`."""
-    parser.add_argument("--dir", type=Path, default=Path(".tidelog"),
-                        help="cluster directory (default: ./.tidelog)")
-    parser.add_argument("--controllers", type=int, default=3)
-    parser.add_argument("--brokers", type=int, default=3)
+    """Options of `tidelog up`. Shape options left out mean: as stored in the data dir, else the default."""
+    parser.add_argument("--controllers", type=_count, default=None,
+                        help=f"controllers (quorum voters) on 127.0.0.1..N (default: {layout.DEFAULT_CONTROLLERS})")
+    parser.add_argument("--brokers", type=_count, default=layout.DEFAULT_BROKERS,
+                        help="brokers after the controllers' addresses (not built yet: accepted, not started)")
+    _add_data_dir(parser)
+    parser.add_argument("--detach", action="store_true",
+                        help="return once the cluster is ready; stop it later with `tidelog down`")
+    parser.add_argument("--raft-port", type=int, default=None,
+                        help=f"quorum port on every controller's address (default: {layout.DEFAULT_RAFT_PORT})")
+    parser.add_argument("--admin-port", type=int, default=None,
+                        help=f"HTTP admin API port on every controller's address "
+                             f"(default: {layout.DEFAULT_ADMIN_PORT})")
+    parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
+                        help=f"seconds to wait for an active controller (default: {READY_TIMEOUT:.0f})")
+
+
+def add_down_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `tidelog down`."""
+    _add_data_dir(parser)
+
+
+@contextmanager
+def _stop_requests() -> Iterator[threading.Event]:
+    """An event set by SIGINT, SIGTERM or SIGHUP while inside; the old handlers come back after."""
+    requested = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: requested.set()) for sig in STOP_SIGNALS}
+    try:
+        yield requested
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _say(line: str = "") -> None:
+    print(line, flush=True)  # a pipe reader (a test, a script) sees each line as it happens
+
+
+def _print_ready(cluster: LocalCluster, brokers: int, started: float) -> None:
+    _say(f"READY bootstrap=none admin={cluster.admin_url}")
+    asked = f"{brokers} broker(s) were asked for, but" if brokers else "No brokers were asked for, and"
+    _say(f"brokers: {asked} the broker (Kafka listener) is not built yet: only the "
+         f"{len(cluster.controllers)} controllers run, so there is no bootstrap server.")
+    _say(f"cluster id {cluster.cluster_id}, ready in {time.monotonic() - started:.1f} s, "
+         f"layout in {cluster.root / layout.CLUSTER_FILE}")
+    pids = {n.spec.node_id: n.pid for n in cluster.nodes}
+    for line in layout.node_table(cluster.specs, pids, active=cluster.active_controller):
+        _say(line)
+
+
+def _print_reports(reports: Sequence[StopReport]) -> int:
+    for report in reports:
+        _say(f"  {report.describe()}")
+    survivors = [r for r in reports if r.outcome == "did not die"]
+    if survivors:
+        print(f"{len(survivors)} node(s) survived SIGKILL; see the lines above", file=sys.stderr)
+    return 1 if survivors else 0
+
+
+def _watch(cluster: LocalCluster, stop: threading.Event) -> bool:
+    """Run until a stop is asked for (True), saying when a node exits; False once every node has."""
+    reported: set[int] = set()
+    while not stop.wait(WATCH_INTERVAL):  # until Ctrl-C / SIGTERM / SIGHUP
+        for node in cluster.nodes:
+            if node.spec.node_id not in reported and not node.running():
+                reported.add(node.spec.node_id)
+                _say(f"{node.spec.label} (pid {node.pid}) exited with status {node.exit_status}; "
+                     f"its log: {node.spec.log_path}")
+        if len(reported) == len(cluster.nodes):
+            return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prepare every node and open the brokers' storage; say what is not built yet."""
-    setup_logging(None, "up")
-    nodes = plan(args.dir.resolve(), args.controllers, args.brokers)
-    for node in nodes:
-        write_properties(node)
-    now_ms = int(time.time() * 1000)
-    for node in nodes:
-        if node.role != "broker":
-            continue
-        config = parse_config(load_properties(node.properties_path))
-        manager = LogManager(log_dirs(config), from_broker_config(config), now_ms=now_ms)
-        count = len(manager.logs)
-        manager.shutdown()
-        print(f"broker {node.node_id}: storage ready in {', '.join(log_dirs(config))} "
-              f"({count} partition logs)")
-    print(f"tidelog up: node configs in {args.dir}/. Not started: the controller quorum and "
-          "the brokers' Kafka listeners are not built yet, so there is no bootstrap server.")
-    return 0
+    """`tidelog up`: the exit status."""
+    started = time.monotonic()
+    root: Path = args.data_dir.resolve()
+    with _stop_requests() as stop:
+        _say(f"Starting a local cluster in {root} ...")
+        try:
+            cluster = LocalCluster.start(root, controllers=args.controllers, raft_port=args.raft_port,
+                                         admin_port=args.admin_port, ready_timeout=args.ready_timeout,
+                                         should_stop=stop.is_set)
+        except Interrupted:
+            print("tidelog up: interrupted before the cluster was ready; every node it started is stopped",
+                  file=sys.stderr)
+            return 1
+        except (LauncherError, LayoutError) as exc:
+            print(f"tidelog up: {exc}", file=sys.stderr)
+            return 1
+        _print_ready(cluster, args.brokers, started)
+        if args.detach:
+            _say(f"Detached. Stop the cluster with: tidelog down --data-dir {root}")
+            return 0
+        _say("Press Ctrl-C to stop the cluster.")
+        asked = _watch(cluster, stop)
+        _say("Stopping every node ..." if asked else "Every node has exited; recording the cluster as stopped.")
+        status = _print_reports(cluster.stop())
+        return status if asked else 1
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """`tidelog down`: stop every node of the data dir's cluster; the exit status."""
+    root: Path = args.data_dir.resolve()
+    if not (root / layout.CLUSTER_FILE).exists():
+        print(f"tidelog down: {root} has no {layout.CLUSTER_FILE}: no cluster was started there", file=sys.stderr)
+        return 1
+    try:
+        with data_dir_lock(root):
+            cluster = LocalCluster.attach(root)
+            assert cluster is not None, "cluster.json exists: checked above"
+            _say(f"Stopping the cluster of {root} ...")
+            return _print_reports(cluster.stop())
+    except (LauncherError, LayoutError) as exc:
+        print(f"tidelog down: {exc}", file=sys.stderr)
+        return 1

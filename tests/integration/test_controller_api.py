@@ -11,10 +11,6 @@ other two with every committed topic. Timings are printed, never asserted.
 from __future__ import annotations
 
 import json
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -26,9 +22,9 @@ from typing import Any
 import msgpack
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tidelog.launcher import LocalCluster, NodeProcess, free_ports
+
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-PASSWORD = "controller-api-test-secret"
 TOKEN = "controller-api-test-token"
 SESSION_TIMEOUT_MS = 1500
 HEARTBEAT_INTERVAL_MS = 300
@@ -44,12 +40,6 @@ EXPECTED_PATHS = {
     "/openapi.json", "/rpc/broker-registration", "/rpc/broker-heartbeat", "/rpc/alter-partition",
     "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",
 }
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
@@ -104,39 +94,23 @@ def rpc(address: str, name: str, body: Any, *, raw: bytes | None = None) -> tupl
 
 
 class Controller:
-    """One `python -m tidelog controller` child."""
+    """One controller of the `LocalCluster`, as these tests drive it."""
 
-    def __init__(self, node_id: int, config: Path, log_path: Path, api: str) -> None:
-        self.node_id, self.config, self.log_path, self.api = node_id, config, log_path, api
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tidelog", "controller", "--config", str(self.config)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=REPO)
+    def __init__(self, node: NodeProcess) -> None:
+        self.node = node
+        self.node_id, self.api, self.log_path = node.spec.node_id, node.spec.admin_address, node.spec.log_path
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.node.running()
 
     def kill(self) -> None:
-        if self.running:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(STOP_TIMEOUT_S)
+        self.node.kill()
 
     def stop(self) -> int | None:
-        """SIGTERM and wait; the exit status (0 is a clean stop), SIGKILL after STOP_TIMEOUT_S."""
-        if not self.running:
-            return None
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
+        """SIGTERM and wait; the exit status (0 is a clean stop), None if it needed SIGKILL."""
+        stopped = self.node.stop(STOP_TIMEOUT_S)
+        return stopped.exit_status if stopped.outcome == "stopped" else None
 
 
 class BrokerDouble:
@@ -201,25 +175,17 @@ class BrokerDouble:
 
 
 @pytest.fixture
-def controllers(tmp_path: Path) -> Iterator[list[Controller]]:
-    voters = ",".join(f"{i}@{host}:{free_port(host)}" for i, host in enumerate(HOSTS, start=1))
-    apis = {i: f"{host}:{free_port(host)}" for i, host in enumerate(HOSTS, start=1)}
-    api_voters = ",".join(f"{i}@{address}" for i, address in apis.items())
-    out = []
-    for node_id, api in apis.items():
-        config = tmp_path / f"controller-{node_id}.properties"
-        config.write_text("\n".join([
-            f"node.id={node_id}", "process.roles=controller", f"controller.quorum.voters={voters}",
-            f"controller.cluster.password={PASSWORD}", f"metadata.log.dir={tmp_path / f'metadata-{node_id}'}",
-            f"controller.listener={api}", f"controller.api.voters={api_voters}", f"admin.token={TOKEN}",
-            f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
-            f"broker.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}"]) + "\n")
-        out.append(Controller(node_id, config, tmp_path / f"controller-{node_id}.log", api))
-    try:
-        yield out
-    finally:
-        for controller in out:  # even when the test failed half-way
-            controller.stop()
+def controllers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[list[Controller]]:
+    raft_port, admin_port = free_ports(HOSTS)
+    started = time.monotonic()
+    with LocalCluster.start(tmp_path, controllers=len(HOSTS), raft_port=raft_port, admin_port=admin_port,
+                            extra_properties={"admin.token": TOKEN,
+                                              "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                                              "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)},
+                            ready_timeout=WAIT_S) as cluster:  # every node stopped on exit, even on failure
+        report(capsys, f"three controllers up, controller {cluster.active_controller} active, "
+                       f"{time.monotonic() - started:.2f} s after start")
+        yield [Controller(node) for node in cluster.controllers]
 
 
 def active_controller(controllers: list[Controller]) -> Controller:
@@ -450,12 +416,7 @@ def kill_active(controllers: list[Controller], active: Controller, capsys: pytes
 
 
 def test_controller_api(controllers: list[Controller], capsys: pytest.CaptureFixture[str]) -> None:
-    started = time.monotonic()
-    for controller in controllers:
-        controller.start()
     active = active_controller(controllers)
-    report(capsys, f"three controllers up, controller {active.node_id} active, "
-                   f"{time.monotonic() - started:.2f} s after start")
     check_openapi(active)
     double = BrokerDouble(controllers)
     try:

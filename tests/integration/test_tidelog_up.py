@@ -1,0 +1,265 @@
+"""`tidelog up` / `tidelog down` through the real CLI, each a subprocess, on 127.0.0.1-3.
+
+Detached: up → READY → cluster.json names three live controllers whose admin API has an
+active controller → a topic is created → down leaves no process → up again brings back the
+same cluster id, password and topic → down. Foreground: up until READY, SIGINT, exit 0, no
+node left. Taken ports: a clear error and nothing started. The time to READY is printed,
+never asserted. Teardown SIGKILLs every node pid the test ever saw, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import msgpack
+import pytest
+
+from tidelog.launcher import free_ports
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+CLI_TIMEOUT_S = 45.0  # one `up` waits at most 30 s for readiness, one `down` ~15 s
+WAIT_S = 15.0
+HTTP_TIMEOUT_S = 5.0
+GONE_TIMEOUT_S = 5.0
+POLL_S = 0.05
+BROKER_ID = 4
+NOT_CONTROLLER = 41
+
+
+def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    with capsys.disabled():  # measurements belong in the test output even when it passes
+        print(f"\n[tidelog up measurement] {line}")
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie left for init to reap counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:  # bounded by the deadline
+        try:
+            last = condition()
+        except (OSError, urllib.error.URLError) as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+
+
+def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def rpc(url: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(f"{url}/rpc/{name}", data=msgpack.packb(body), method="POST",
+                                     headers={"Content-Type": "application/x-msgpack"})
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+            return msgpack.unpackb(answer.read())
+    except urllib.error.HTTPError as exc:
+        return msgpack.unpackb(exc.read())
+
+
+class Cluster:
+    """One data dir driven through the CLI; remembers every node pid it has seen."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.raft_port, self.admin_port = free_ports(HOSTS)
+        self.pids_seen: set[int] = set()
+        self.foreground: subprocess.Popen[str] | None = None
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "tidelog", *args, "--data-dir", str(self.data_dir)]
+
+    def up_args(self) -> list[str]:
+        return ["up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port)]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(*args), capture_output=True, text=True, cwd=REPO,
+                              timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+    def layout(self) -> dict[str, Any]:
+        document = json.loads((self.data_dir / "cluster.json").read_text())
+        self.pids_seen.update(n["pid"] for n in document["nodes"] if n["pid"] is not None)
+        return document
+
+    def cleanup(self) -> None:
+        if self.foreground is not None and self.foreground.poll() is None:
+            self.foreground.kill()
+            self.foreground.wait(GONE_TIMEOUT_S)
+        if (self.data_dir / "cluster.json").exists():
+            self.layout()
+        for pid in self.pids_seen:  # the nodes lead their own process groups
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
+    made: list[Cluster] = []
+
+    def make(name: str) -> Cluster:
+        made.append(Cluster(tmp_path / name))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for cluster in made:  # even when the test failed half-way
+            cluster.cleanup()
+
+
+def up_detached(cluster: Cluster, capsys: pytest.CaptureFixture[str], what: str) -> tuple[dict[str, Any], str]:
+    started = time.monotonic()
+    done = cluster.run(*cluster.up_args(), "--detach")
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    ready = [line for line in done.stdout.splitlines() if line.startswith("READY ")]
+    assert len(ready) == 1, done.stdout
+    report(capsys, f"{what}: `tidelog up --detach` printed READY and returned after {elapsed:.2f} s")
+    assert "not built yet" in done.stdout
+    return cluster.layout(), ready[0]
+
+
+def check_running(cluster: Cluster, document: dict[str, Any], ready: str) -> str:
+    """Three live controllers on their own addresses, agreeing on one active controller; its admin URL."""
+    nodes = document["nodes"]
+    assert [(n["id"], n["role"], n["host"]) for n in nodes] == [
+        (i, "controller", host) for i, host in enumerate(HOSTS, start=1)]
+    assert all(alive(n["pid"]) for n in nodes), nodes
+    assert ready == f"READY bootstrap=none admin={document['admin_url']}"
+    for n in nodes:
+        assert n["admin_url"] == f"http://{n['host']}:{cluster.admin_port}" and n["raft_port"] == cluster.raft_port
+        assert Path(n["log_file"]).is_file() and Path(n["data_dir"]).is_dir()
+    views = [http(f"{n['admin_url']}/v1/cluster")[1] for n in nodes]
+    assert {v["cluster_id"] for v in views} == {document["cluster_id"]}
+    active = {v["active_controller"] for v in views}
+    assert len(active) == 1 and None not in active, views
+    return next(n["admin_url"] for n in nodes if n["id"] in active)
+
+
+def create_topic(active_url: str, name: str) -> None:
+    """A topic needs an unfenced broker: register one through the broker RPCs, heartbeat, create."""
+    registered = rpc(active_url, "broker-registration", {
+        "broker_id": BROKER_ID, "incarnation_id": f"up-test-{time.time_ns()}",
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.4", "port": 9092}], "rack": None})
+    assert registered["error_code"] == 0, registered
+    epoch = registered["broker_epoch"]
+
+    def unfenced() -> bool:
+        offset = rpc(active_url, "metadata-fetch", {"offset": 0, "max_records": 1})["last_offset"]
+        beat = rpc(active_url, "broker-heartbeat", {
+            "broker_id": BROKER_ID, "broker_epoch": epoch, "current_metadata_offset": offset,
+            "want_fence": False, "want_shut_down": False})
+        assert beat["error_code"] == 0, beat
+        return not beat["is_fenced"]
+    wait_until("the test broker unfenced", unfenced)
+    status, created = http(f"{active_url}/v1/topics", "POST",
+                           {"name": name, "partitions": 2, "replication_factor": 1})
+    assert status == 201, created
+
+
+def down(cluster: Cluster) -> None:
+    pids = [n["pid"] for n in cluster.layout()["nodes"]]
+    done = cluster.run("down")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": stopped") == len(pids), done.stdout
+    wait_until("every node process gone", lambda: not any(alive(pid) for pid in pids), GONE_TIMEOUT_S)
+    assert all(n["pid"] is None for n in cluster.layout()["nodes"])
+
+
+def test_up_detached_down_and_restart(clusters: Callable[[str], Cluster],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = clusters("detached")
+    first, ready = up_detached(cluster, capsys, "first start")
+    active_url = check_running(cluster, first, ready)
+    password_file = cluster.data_dir / "quorum.password"
+    assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+    for n in first["nodes"]:  # each holds the password too
+        assert stat.S_IMODE((Path(n["data_dir"]) / "server.properties").stat().st_mode) == 0o600
+    password = password_file.read_text()
+    create_topic(active_url, "kept")
+    down(cluster)
+
+    again, ready = up_detached(cluster, capsys, "restart")
+    assert again["cluster_id"] == first["cluster_id"] and password_file.read_text() == password
+    assert not set(n["pid"] for n in again["nodes"]) & set(n["pid"] for n in first["nodes"])
+    check_running(cluster, again, ready)
+    for n in again["nodes"]:
+        topic = wait_until(f"topic 'kept' on controller {n['id']}", lambda: (
+            lambda answer: answer[1] if answer[0] == 200 else None)(http(f"{n['admin_url']}/v1/topics/kept")))
+        assert len(topic["partitions"]) == 2
+    refused = cluster.run(*cluster.up_args(), "--detach")
+    assert refused.returncode == 1 and "already running" in refused.stderr, refused.stderr
+    down(cluster)
+
+
+def test_up_foreground_stops_on_sigint(clusters: Callable[[str], Cluster],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = clusters("foreground")
+    started = time.monotonic()
+    cluster.foreground = subprocess.Popen(cluster.command(*cluster.up_args(), "--brokers", "3"), cwd=REPO,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read(out: IO[str]) -> None:
+        for line in out:  # until up's stdout closes
+            lines.put(line)
+    assert cluster.foreground.stdout is not None
+    threading.Thread(target=read, args=(cluster.foreground.stdout,), daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while not any(line.startswith("Press Ctrl-C") for line in seen):  # bounded by the deadline
+        seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+    report(capsys, f"foreground `tidelog up` printed READY after {time.monotonic() - started:.2f} s")
+    assert any(line.startswith("READY bootstrap=none admin=http://") for line in seen), seen
+    assert any("3 broker(s) were asked for" in line and "not built yet" in line for line in seen), seen
+    pids = [n["pid"] for n in cluster.layout()["nodes"]]
+    assert len(pids) == 3 and all(alive(pid) for pid in pids)
+
+    cluster.foreground.send_signal(signal.SIGINT)
+    assert cluster.foreground.wait(CLI_TIMEOUT_S) == 0
+    wait_until("every node process gone", lambda: not any(alive(pid) for pid in pids), GONE_TIMEOUT_S)
+
+
+def test_up_refuses_taken_ports(clusters: Callable[[str], Cluster]) -> None:
+    cluster = clusters("taken")
+    with socket.socket() as squatter:
+        squatter.bind((HOSTS[1], cluster.admin_port))
+        squatter.listen()
+        done = cluster.run(*cluster.up_args(), "--detach")
+    assert done.returncode == 1
+    assert f"{HOSTS[1]}:{cluster.admin_port} (admin API of controller 2) is in use" in done.stderr, done.stderr
+    assert not (cluster.data_dir / "cluster.json").exists()
+    assert not (cluster.data_dir / "quorum.password").exists()

@@ -1,0 +1,294 @@
+"""The shape of a local cluster: which node runs where, its server.properties, cluster.json.
+
+Planning and rendering are pure; the section at the end reads and writes the data dir's
+files (never a process or a socket: `tidelog.launcher` owns those). Node ids 1..C are
+the controllers, each on its own loopback address 127.0.0.<id> (brokers will follow them,
+on the next addresses, once they exist), so chaos can cut the link between two nodes.
+
+    <data-dir>/cluster.json              what runs where (rewritten by every up and down)
+    <data-dir>/meta.properties           cluster.id, generated on first start
+    <data-dir>/quorum.password           the Raft password, mode 0600, generated on first start
+    <data-dir>/controller-<id>/          server.properties (0600: it holds the password),
+                                         node.log, metadata/ (the quorum's journal and dump)
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import re
+import secrets as random_secrets
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+DEFAULT_CONTROLLERS: Final = 3
+DEFAULT_BROKERS: Final = 3
+DEFAULT_RAFT_PORT: Final = 9093  # Kafka's controller port
+DEFAULT_ADMIN_PORT: Final = 9080
+MAX_CONTROLLERS: Final = 9  # a Raft quorum larger than this only slows commits down
+LOOPBACK_NETWORK: Final = "127.0.0."
+CONTROLLER: Final = "controller"
+
+CLUSTER_FILE: Final = "cluster.json"
+META_FILE: Final = "meta.properties"
+PASSWORD_FILE: Final = "quorum.password"
+LOCK_FILE: Final = ".tidelog-up.lock"
+PROPERTIES_FILE: Final = "server.properties"
+NODE_LOG_FILE: Final = "node.log"
+CLUSTER_FILE_VERSION: Final = 1
+PASSWORD_BYTES: Final = 32
+
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's: 16 random bytes, url-safe base64
+
+
+class LayoutError(RuntimeError):
+    """A request or a data dir that does not describe a cluster `tidelog up` can run; says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node of the local cluster: where it listens and where it keeps its files."""
+
+    node_id: int
+    role: str
+    host: str
+    raft_port: int
+    admin_port: int
+    directory: Path
+
+    @property
+    def properties_path(self) -> Path:
+        return self.directory / PROPERTIES_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / NODE_LOG_FILE
+
+    @property
+    def quorum_address(self) -> str:
+        return f"{self.host}:{self.raft_port}"
+
+    @property
+    def admin_address(self) -> str:
+        return f"{self.host}:{self.admin_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.admin_address}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.node_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSecrets:
+    """The cluster id and the Raft password every controller shares; repr hides the password."""
+
+    cluster_id: str
+    password: str
+
+    def __post_init__(self) -> None:
+        if not _CLUSTER_ID.fullmatch(self.cluster_id):
+            raise LayoutError(f"cluster id {self.cluster_id!r} is not 22 url-safe base64 characters")
+        if len(self.password) < 16:
+            raise LayoutError("the quorum password is shorter than 16 characters")
+
+    def __repr__(self) -> str:
+        return f"ClusterSecrets(cluster_id={self.cluster_id!r}, password=[hidden])"
+
+
+def _check_port(name: str, port: int) -> None:
+    if not 0 < port <= 65535:
+        raise LayoutError(f"{name} must be a TCP port (1-65535), got {port}")
+
+
+def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int = DEFAULT_RAFT_PORT,
+         admin_port: int = DEFAULT_ADMIN_PORT) -> tuple[NodeSpec, ...]:
+    """Controllers 1..C on 127.0.0.1..C, every one with the same two ports on its own address."""
+    if not 1 <= controllers <= MAX_CONTROLLERS:
+        raise LayoutError(f"--controllers must be between 1 and {MAX_CONTROLLERS}, got {controllers}")
+    _check_port("the raft port", raft_port)
+    _check_port("the admin port", admin_port)
+    if raft_port == admin_port:
+        raise LayoutError(f"the raft and admin ports must differ, both are {raft_port}")
+    return tuple(NodeSpec(i, CONTROLLER, f"{LOOPBACK_NETWORK}{i}", raft_port, admin_port,
+                          root / f"{CONTROLLER}-{i}") for i in range(1, controllers + 1))
+
+
+def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
+                    extra: Mapping[str, str] | None = None) -> str:
+    """server.properties of one controller; `extra` keys (tests: short timeouts) come last and win."""
+    controllers = [n for n in nodes if n.role == CONTROLLER]
+    entries = {
+        "node.id": str(node.node_id),
+        "process.roles": node.role,
+        "controller.quorum.voters": ",".join(f"{n.node_id}@{n.quorum_address}" for n in controllers),
+        "controller.listener": node.admin_address,
+        "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
+        "controller.cluster.password": secrets.password,
+        "cluster.id": secrets.cluster_id,
+        "metadata.log.dir": str(node.directory),
+        **(extra or {}),
+    }
+    lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
+             "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
+    lines += [f"{key}={value}" for key, value in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def meta_properties(cluster_id: str) -> str:
+    return f"# Written by `tidelog up` on first start.\nversion=1\ncluster.id={cluster_id}\n"
+
+
+def cluster_id_from_meta(text: str) -> str:
+    """The cluster.id line of meta.properties (written by `meta_properties`)."""
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "cluster.id":
+            return value.strip()
+    raise LayoutError(f"{META_FILE} has no cluster.id line")
+
+
+def cluster_document(cluster_id: str, nodes: Sequence[NodeSpec],
+                     pids: Mapping[int, int | None]) -> dict[str, Any]:
+    """cluster.json: the cluster id, the bootstrap servers and admin URL, and every node."""
+    controllers = [n for n in nodes if n.role == CONTROLLER]
+    return {
+        "version": CLUSTER_FILE_VERSION,
+        "cluster_id": cluster_id,
+        "bootstrap_servers": None,  # no broker (Kafka listener) exists yet
+        "admin_url": controllers[0].admin_url,
+        "nodes": [{
+            "id": n.node_id, "role": n.role, "host": n.host, "raft_port": n.raft_port,
+            "admin_port": n.admin_port, "admin_url": n.admin_url, "pid": pids.get(n.node_id),
+            "data_dir": str(n.directory), "config_file": str(n.properties_path),
+            "log_file": str(n.log_path),
+        } for n in nodes],
+    }
+
+
+def nodes_from_document(document: object) -> tuple[NodeSpec, ...]:
+    """The nodes a cluster.json describes; LayoutError naming what is wrong with it."""
+    if not isinstance(document, dict) or document.get("version") != CLUSTER_FILE_VERSION:
+        raise LayoutError(f"{CLUSTER_FILE} is not a version {CLUSTER_FILE_VERSION} cluster file")
+    entries = document.get("nodes")
+    if not isinstance(entries, list) or not entries:
+        raise LayoutError(f"{CLUSTER_FILE} lists no nodes")
+    nodes = []
+    for entry in entries:
+        try:
+            node = NodeSpec(int(entry["id"]), str(entry["role"]), str(entry["host"]),
+                            int(entry["raft_port"]), int(entry["admin_port"]), Path(entry["data_dir"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LayoutError(f"{CLUSTER_FILE}: a malformed node entry {entry!r:.200} ({exc!r})") from None
+        if node.role != CONTROLLER or not node.host.startswith(LOOPBACK_NETWORK):
+            raise LayoutError(f"{CLUSTER_FILE}: node {node.node_id} is not a loopback controller")
+        nodes.append(node)
+    return tuple(nodes)
+
+
+def pids_from_document(document: Mapping[str, Any]) -> dict[int, int]:
+    """node id -> pid recorded at the last start (nodes recorded as stopped are left out)."""
+    return {int(e["id"]): int(e["pid"]) for e in document["nodes"] if isinstance(e.get("pid"), int)}
+
+
+def node_table(nodes: Sequence[NodeSpec], pids: Mapping[int, int | None], *,
+               active: int | None = None) -> list[str]:
+    """A small aligned table of the nodes, for people."""
+    rows = [("NODE", "ROLE", "HOST", "RAFT", "ADMIN", "PID", "LOG")]
+    for n in nodes:
+        role = f"{n.role} (active)" if n.node_id == active else n.role
+        pid = pids.get(n.node_id)
+        rows.append((str(n.node_id), role, n.host, str(n.raft_port), n.admin_url,
+                     "-" if pid is None else str(pid), str(n.log_path)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+
+
+# --- the data dir's files: secrets, cluster.json, the lock (I/O from here on) -------------
+
+
+def load_or_create_secrets(root: Path) -> ClusterSecrets:
+    """The cluster id and Raft password of `root`, generated (password file 0600) on first start."""
+    meta, password_file = root / META_FILE, root / PASSWORD_FILE
+    if meta.exists() != password_file.exists():
+        present, missing = (meta, password_file) if meta.exists() else (password_file, meta)
+        raise LayoutError(f"{present} exists but {missing} does not: restore it from a backup, "
+                          "or start a new cluster in an empty --data-dir")
+    if not meta.exists():
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        password = random_secrets.token_urlsafe(PASSWORD_BYTES)
+        write_private(password_file, password + "\n")
+        write_atomic(meta, meta_properties(cluster_id))
+    if os.stat(password_file).st_mode & 0o077:
+        print(f"warning: {password_file} was readable by others; setting its mode to 0600", file=sys.stderr)
+        os.chmod(password_file, 0o600)
+    return ClusterSecrets(cluster_id_from_meta(meta.read_text()), password_file.read_text().strip())
+
+
+def write_private(path: Path, text: str) -> None:
+    """Create `path` readable by its owner only; it must not exist yet."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(text)
+    os.replace(scratch, path)
+
+
+def read_cluster_file(root: Path) -> dict[str, Any] | None:
+    """cluster.json of `root`, or None when no cluster was ever started there."""
+    path = root / CLUSTER_FILE
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise LayoutError(f"{path} is not JSON ({exc}); fix or remove it") from None
+    nodes_from_document(document)  # refuses a malformed file now, not half-way through a start
+    assert isinstance(document, dict), "nodes_from_document refuses anything else"
+    return document
+
+
+@contextmanager
+def data_dir_lock(root: Path) -> Iterator[None]:
+    """Held while one `up` or `down` changes `root`, so two never start the same cluster twice."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(root / LOCK_FILE, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LayoutError(f"another `tidelog up` or `down` is working on {root} right now") from None
+        yield
+
+
+def resolve_layout(root: Path, *, controllers: int | None, raft_port: int | None,
+                   admin_port: int | None) -> tuple[NodeSpec, ...]:
+    """The nodes of `root`: those of its cluster.json, or a new plan; a conflicting request is an error."""
+    document = read_cluster_file(root)
+    if document is None:
+        return plan(root, controllers=DEFAULT_CONTROLLERS if controllers is None else controllers,
+                    raft_port=DEFAULT_RAFT_PORT if raft_port is None else raft_port,
+                    admin_port=DEFAULT_ADMIN_PORT if admin_port is None else admin_port)
+    specs = nodes_from_document(document)
+    stored = {"--controllers": len(specs), "--raft-port": specs[0].raft_port, "--admin-port": specs[0].admin_port}
+    asked = {"--controllers": controllers, "--raft-port": raft_port, "--admin-port": admin_port}
+    conflicts = [f"{flag} {asked[flag]} (it has {value})" for flag, value in stored.items()
+                 if asked[flag] is not None and asked[flag] != value]
+    if conflicts:
+        raise LayoutError(f"{root} holds an existing cluster that cannot change shape: "
+                          f"{', '.join(conflicts)}. Leave these options out to restart it as it was, "
+                          "or use a new --data-dir.")
+    if any(spec.directory.parent != root for spec in specs):
+        raise LayoutError(f"{root / CLUSTER_FILE} names node directories outside {root}")
+    return specs

@@ -1,0 +1,379 @@
+"""Start, watch and stop a local cluster of real node processes on loopback addresses.
+
+The one place that starts nodes for `tidelog up`, `tidelog down` and the integration tests:
+
+    with LocalCluster.start(tmp_path, controllers=3, raft_port=p1, admin_port=p2) as cluster:
+        cluster.admin_url            # any controller forwards writes to the active one
+    # every node stopped here, even when the body raised
+
+Each node is `python -m tidelog controller --config <node dir>/server.properties` in its own
+session (so a Ctrl-C on the terminal reaches `tidelog up` only, which then stops the nodes in
+order), with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a
+bounded wait, then SIGKILL for stragglers. A pid read back from cluster.json is signalled
+only while its command line still names that node's config file: a recycled pid is never hit.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+import tidelog
+from tidelog import cluster_layout as layout
+from tidelog.cluster_layout import (NodeSpec, data_dir_lock, load_or_create_secrets, read_cluster_file,
+                                    resolve_layout, write_atomic, write_private)
+
+SECONDS: Final = 1.0
+READY_TIMEOUT: Final = 30 * SECONDS
+STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
+KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D state) process takes longer
+POLL_INTERVAL: Final = 0.1 * SECONDS
+HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe
+MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
+LOG_TAIL_LINES: Final = 20
+FREE_PORT_TRIES: Final = 50
+SOURCE_ROOT: Final = Path(tidelog.__file__).resolve().parents[1]
+
+Probe = Callable[[NodeSpec], Mapping[str, Any]]
+
+
+class LauncherError(RuntimeError):
+    """The cluster cannot be started or stopped as asked; the message says why and what to do."""
+
+
+class Interrupted(LauncherError):
+    """A stop was asked for (Ctrl-C, SIGTERM) while the cluster was starting."""
+
+
+# --- processes -----------------------------------------------------------------------------
+
+
+def process_runs(pid: int, config_path: Path) -> bool:
+    """True while `pid` is a live (not zombie) process whose command line names `config_path`."""
+    proc = Path("/proc") / str(pid)
+    if not Path("/proc/self").exists():  # no procfs (macOS): trust the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        stat = (proc / "stat").read_text()
+        args = (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]  # the field after "(comm)"; comm may hold spaces
+    return state != ["Z"] and os.fsencode(str(config_path)) in args
+
+
+class NodeProcess:
+    """One running node: started here (`popen` set) or found again through cluster.json."""
+
+    def __init__(self, spec: NodeSpec, pid: int | None, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.spec, self.pid, self.popen = spec, pid, popen  # pid None: recorded as stopped
+
+    @classmethod
+    def spawn(cls, spec: NodeSpec) -> NodeProcess:
+        command = [sys.executable, "-m", "tidelog", spec.role, "--config", str(spec.properties_path)]
+        env = dict(os.environ)  # the node runs the same tidelog sources as this launcher
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+        with open(spec.log_path, "ab") as log:
+            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog launcher: "
+                      f"starting {' '.join(command)}\n".encode())
+            log.flush()
+            popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     cwd=spec.directory, env=env, start_new_session=True)
+        return cls(spec, popen.pid, popen)
+
+    def running(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return self.pid is not None and process_runs(self.pid, self.spec.properties_path)
+
+    @property
+    def exit_status(self) -> int | None:
+        """The exit status (negative: killed by that signal); None if unknown or still running."""
+        return None if self.popen is None else self.popen.poll()
+
+    def send(self, sig: signal.Signals) -> None:
+        """Signal the node's process group (it leads its own session); nothing if it is gone."""
+        if self.pid is None or not self.running():  # also: a recorded pid now someone else's
+            return
+        try:
+            if os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> StopReport:
+        """SIGTERM this node alone, SIGKILL after `timeout`."""
+        return stop_nodes([self], timeout)[0]
+
+    def kill(self) -> StopReport:
+        """SIGKILL this node at once, no SIGTERM first (a crash, for tests and chaos)."""
+        if not self.running():
+            return StopReport(self.spec, self.pid, "not running", self.exit_status)
+        self.send(signal.SIGKILL)
+        _wait_all_exit([self], KILL_WAIT)
+        outcome = "did not die" if self.running() else "killed"
+        return StopReport(self.spec, self.pid, outcome, self.exit_status)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.spec.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    node: NodeSpec
+    pid: int | None
+    outcome: str  # "stopped", "killed" (needed SIGKILL), "not running", "did not die"
+    exit_status: int | None
+
+    def describe(self) -> str:
+        status = "" if self.exit_status is None else f", exit status {self.exit_status}"
+        pid = "" if self.pid is None else f" (pid {self.pid})"
+        return f"{self.node.label}{pid}: {self.outcome}{status}"
+
+
+def _wait_all_exit(nodes: Sequence[NodeProcess], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(n.running() for n in nodes):  # bounded by the deadline
+        time.sleep(POLL_INTERVAL)
+
+
+def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> list[StopReport]:
+    """SIGTERM every node, wait up to `timeout`, SIGKILL what is left; one report per node.
+
+    All nodes of a role stop together; brokers (once they exist) go before the controllers
+    they need for a controlled shutdown.
+    """
+    was_running = {n.spec.node_id: n.running() for n in nodes}
+    killed: set[int] = set()
+    for role in ("broker", layout.CONTROLLER):
+        group = [n for n in nodes if n.spec.role == role and was_running[n.spec.node_id]]
+        for node in group:
+            node.send(signal.SIGTERM)
+        _wait_all_exit(group, timeout)
+        stragglers = [n for n in group if n.running()]
+        for node in stragglers:
+            node.send(signal.SIGKILL)
+            killed.add(node.spec.node_id)
+        _wait_all_exit(stragglers, KILL_WAIT)
+    reports = []
+    for node in nodes:
+        if not was_running[node.spec.node_id]:
+            outcome = "not running"
+        elif node.running():
+            outcome = "did not die"
+        else:
+            outcome = "killed after ignoring SIGTERM" if node.spec.node_id in killed else "stopped"
+        reports.append(StopReport(node.spec, node.pid, outcome, node.exit_status))
+    return reports
+
+
+# --- readiness -------------------------------------------------------------------------------
+
+
+def probe_cluster_view(node: NodeSpec) -> Mapping[str, Any]:
+    """GET /v1/cluster of one controller (raises OSError or ValueError when it cannot answer)."""
+    with urllib.request.urlopen(f"{node.admin_url}/v1/cluster", timeout=HTTP_TIMEOUT) as answer:
+        view = json.loads(answer.read(MAX_HTTP_ANSWER_BYTES))
+    if not isinstance(view, dict):
+        raise ValueError(f"GET /v1/cluster answered {view!r:.100}")
+    return view
+
+
+def agreed_active(views: Mapping[int, Mapping[str, Any]], cluster_id: str) -> int | None:
+    """The active controller, once every controller answers for this cluster and names it."""
+    if any(view.get("cluster_id") != cluster_id for view in views.values()):
+        return None
+    actives = [node_id for node_id, view in views.items() if view.get("is_active") is True]
+    named = {view.get("active_controller") for view in views.values()}
+    return actives[0] if len(actives) == 1 and named == {actives[0]} else None
+
+
+def check_ports_free(nodes: Sequence[NodeSpec]) -> None:
+    """LauncherError listing every address a node needs that is taken (or not on this machine)."""
+    problems = []
+    for node in nodes:
+        for what, port in (("raft", node.raft_port), ("admin API", node.admin_port)):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                # SO_REUSEADDR, as the nodes bind: a TIME_WAIT left by the last run is no conflict
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((node.host, port))
+                except OSError as exc:
+                    if exc.errno == errno.EADDRNOTAVAIL:
+                        problems.append(f"{node.host} is not a loopback address of this machine "
+                                        f"(macOS: sudo ifconfig lo0 alias {node.host} up)")
+                    else:
+                        problems.append(f"{node.host}:{port} ({what} of {node.label}) is in use "
+                                        f"by another process ({exc.strerror})")
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+        raise LauncherError(f"cannot start the cluster:\n{listed}\nStop whatever holds these "
+                            "ports, or give a new --data-dir other ports with --raft-port/--admin-port.")
+
+
+def free_ports(hosts: Sequence[str], count: int = 2) -> list[int]:
+    """`count` distinct ports nobody listens on at any of `hosts` (tests: one per node role)."""
+    with ExitStack() as held:  # hold each chosen port until all are chosen, so none repeats
+        ports: list[int] = []
+        for _ in range(FREE_PORT_TRIES):  # bounded: a port free on one address is almost always free on all
+            if len(ports) == count:
+                return ports
+            first = held.enter_context(socket.socket())
+            first.bind((hosts[0], 0))
+            port = first.getsockname()[1]
+            try:
+                for host in hosts[1:]:
+                    with socket.socket() as probe:
+                        probe.bind((host, port))
+            except OSError:
+                continue
+            ports.append(port)
+        if len(ports) == count:
+            return ports
+    raise LauncherError(f"no {count} ports free on every one of {', '.join(hosts)} in {FREE_PORT_TRIES} tries")
+
+
+class LocalCluster:
+    """The nodes of one data dir; a context manager that stops them all on exit."""
+
+    def __init__(self, root: Path, cluster_id: str, nodes: Sequence[NodeProcess]) -> None:
+        self.root, self.cluster_id, self.nodes = root, cluster_id, list(nodes)
+        self.active_controller: int | None = None
+
+    @property
+    def specs(self) -> tuple[NodeSpec, ...]:
+        return tuple(n.spec for n in self.nodes)
+
+    @property
+    def controllers(self) -> list[NodeProcess]:
+        return [n for n in self.nodes if n.spec.role == layout.CONTROLLER]
+
+    @property
+    def admin_url(self) -> str:
+        return self.controllers[0].spec.admin_url
+
+    def node(self, node_id: int) -> NodeProcess:
+        return next(n for n in self.nodes if n.spec.node_id == node_id)
+
+    @classmethod
+    def start(cls, root: Path, *, controllers: int | None = None, raft_port: int | None = None,
+              admin_port: int | None = None, ready_timeout: float = READY_TIMEOUT,
+              extra_properties: Mapping[str, str] | None = None,
+              should_stop: Callable[[], bool] = lambda: False) -> LocalCluster:
+        """Start every node of `root` (planned on first start, reused after) and wait until ready.
+
+        On any failure, including `should_stop()` turning true (`Interrupted`), the nodes started
+        so far are stopped before the error is raised: LayoutError for a request or data dir that
+        cannot be run, LauncherError for taken ports, a node that died or a cluster never ready.
+        """
+        root = root.resolve()
+        with data_dir_lock(root):
+            specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port)
+            running = cls.attach(root)
+            if running is not None and any(n.running() for n in running.nodes):
+                pids = ", ".join(str(n.pid) for n in running.nodes if n.running())
+                raise LauncherError(f"the cluster of {root} is already running (pids {pids}); "
+                                    f"stop it with: tidelog down --data-dir {root}")
+            check_ports_free(specs)
+            secrets = load_or_create_secrets(root)  # after the checks: a refused start leaves none
+            cluster = cls(root, secrets.cluster_id, [])
+            try:
+                for spec in specs:
+                    spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    if not spec.properties_path.exists():  # an operator's edits win
+                        write_private(spec.properties_path,
+                                       layout.node_properties(spec, specs, secrets, extra_properties))
+                    cluster.nodes.append(NodeProcess.spawn(spec))
+                    cluster.write_cluster_file()  # at once: `down` finds them even if we die now
+                cluster.wait_ready(ready_timeout, should_stop)
+            except BaseException:
+                cluster.stop()
+                raise
+            return cluster
+
+    @classmethod
+    def attach(cls, root: Path) -> LocalCluster | None:
+        """The cluster cluster.json of `root` describes, with its recorded pids; None without one."""
+        root = root.resolve()
+        document = read_cluster_file(root)
+        if document is None:
+            return None
+        pids = layout.pids_from_document(document)
+        nodes = [NodeProcess(spec, pids.get(spec.node_id)) for spec in layout.nodes_from_document(document)]
+        return cls(root, str(document.get("cluster_id")), nodes)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT, should_stop: Callable[[], bool] = lambda: False,
+                   probe: Probe = probe_cluster_view) -> int:
+        """Poll every controller's /v1/cluster until they agree on one active controller; its id."""
+        deadline = time.monotonic() + timeout
+        last: dict[int, object] = {}
+        while time.monotonic() < deadline:  # bounded by the deadline
+            if should_stop():
+                raise Interrupted("stopped while the cluster was starting")
+            for node in self.nodes:
+                if not node.running():
+                    raise LauncherError(f"{node.spec.label} exited with status {node.exit_status} before "
+                                        f"the cluster was ready; the end of {node.spec.log_path}:\n"
+                                        f"{node.log_tail()}")
+            views: dict[int, Mapping[str, Any]] = {}
+            for node in self.controllers:
+                try:
+                    views[node.spec.node_id] = probe(node.spec)
+                    last[node.spec.node_id] = {k: views[node.spec.node_id].get(k)
+                                               for k in ("cluster_id", "active_controller", "is_active")}
+                except (OSError, ValueError) as exc:  # not listening yet
+                    last[node.spec.node_id] = exc
+            active = agreed_active(views, self.cluster_id) if len(views) == len(self.controllers) else None
+            if active is not None:
+                self.active_controller = active
+                return active
+            time.sleep(POLL_INTERVAL)
+        seen = "\n".join(f"  {self.node(i).spec.label}: {answer!r:.200}" for i, answer in sorted(last.items()))
+        raise LauncherError(f"no active controller that every controller agrees on after {timeout:.0f} s "
+                            f"(cluster id {self.cluster_id}); last answers:\n{seen}\n"
+                            f"see the node logs under {self.root}")
+
+    def write_cluster_file(self, *, stopped: bool = False) -> None:
+        pids: dict[int, int | None] = {n.spec.node_id: None if stopped else n.pid for n in self.nodes}
+        document = layout.cluster_document(self.cluster_id, self.specs, pids)
+        write_atomic(self.root / layout.CLUSTER_FILE, json.dumps(document, indent=2) + "\n")
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> list[StopReport]:
+        """Stop every node (SIGTERM, wait, SIGKILL) and record them as stopped in cluster.json."""
+        reports = stop_nodes(self.nodes, timeout)
+        if self.nodes and not any(n.running() for n in self.nodes):
+            self.write_cluster_file(stopped=True)
+        return reports
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
