@@ -8,6 +8,8 @@ whether it was built in Python or decoded from msgpack. Every failure is a
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -33,11 +35,12 @@ class Listener(NamedTuple):
     port: int
 
 
-class Kind:
+class Kind(ABC):
     """Checks and normalises one field value; `to_wire` gives what msgpack packs."""
 
+    @abstractmethod
     def check(self, value: Any, where: str) -> Any:
-        raise NotImplementedError
+        """The normalised value, or MetadataRecordError naming `where`."""
 
     def to_wire(self, value: Any) -> Any:
         return value

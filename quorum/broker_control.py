@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from metadata.codec import MetadataRecordError
-from metadata.image import BrokerRegistration, MetadataImage
+from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
 from metadata.partition_change import elect_leader, remove_from_isr
 from metadata.records import (
     BrokerRegistrationChange,
@@ -37,7 +37,7 @@ from metadata.records import (
 )
 from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
-from quorum.topic_control import topic_election_config
+from quorum.topic_control import TopicElectionConfig, topic_election_config
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +71,37 @@ def _is_active(image: MetadataImage) -> Callable[[int], bool]:
     return is_active
 
 
-def _leave_partitions(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
-    """remove_from_isr for every partition the broker leads or is in the ISR of (topic, partition order)."""
-    is_active = _is_active(image)
+def _partition_changes(
+    image: MetadataImage,
+    wanted: Callable[[PartitionRegistration], bool],
+    rule: Callable[[PartitionRegistration, TopicElectionConfig], PartitionChange | None],
+) -> list[PartitionChange]:
+    """`rule` applied to every `wanted` partition, in (topic, partition) order, with its
+    topic's election settings."""
     out: list[PartitionChange] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
         config = None
         for partition_id in sorted(topic.partitions):
             partition = topic.partitions[partition_id]
-            if broker_id not in partition.isr and partition.leader != broker_id:
+            if not wanted(partition):
                 continue
             config = config or topic_election_config(image, name)
-            change = remove_from_isr(partition, broker_id, is_acceptable=is_active,
-                                     unclean_allowed=config.unclean_allowed, elr_enabled=config.elr_enabled,
-                                     min_insync_replicas=config.min_insync_replicas)
+            change = rule(partition, config)
             if change is not None:
                 out.append(change)
     return out
+
+
+def _leave_partitions(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
+    """remove_from_isr for every partition the broker leads or is in the ISR of."""
+    is_active = _is_active(image)
+    return _partition_changes(
+        image,
+        lambda p: broker_id in p.isr or p.leader == broker_id,
+        lambda p, config: remove_from_isr(
+            p, broker_id, is_acceptable=is_active, unclean_allowed=config.unclean_allowed,
+            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas))
 
 
 def _elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
@@ -98,21 +111,12 @@ def _elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionC
     def acceptable(replica: int) -> bool:
         return replica == broker_id or is_active(replica)
 
-    out: list[PartitionChange] = []
-    for name in sorted(image.topics.by_name):
-        topic = image.topics.by_name[name]
-        config = None
-        for partition_id in sorted(topic.partitions):
-            partition = topic.partitions[partition_id]
-            if partition.has_leader or broker_id not in partition.replicas:
-                continue
-            config = config or topic_election_config(image, name)
-            change = elect_leader(partition, is_acceptable=acceptable, unclean_allowed=config.unclean_allowed,
-                                  elr_enabled=config.elr_enabled,
-                                  min_insync_replicas=config.min_insync_replicas)
-            if change is not None:
-                out.append(change)
-    return out
+    return _partition_changes(
+        image,
+        lambda p: not p.has_leader and broker_id in p.replicas,
+        lambda p, config: elect_leader(
+            p, is_acceptable=acceptable, unclean_allowed=config.unclean_allowed,
+            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas))
 
 
 def register_broker(image: MetadataImage, *, broker_id: int, incarnation_id: str,
