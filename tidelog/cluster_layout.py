@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tidelog.config import properties_line
+
 DEFAULT_CONTROLLERS: Final = 3
 DEFAULT_BROKERS: Final = 3
 DEFAULT_RAFT_PORT: Final = 9093  # Kafka's controller port
@@ -139,7 +141,7 @@ def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterS
     }
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
              "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
-    lines += [f"{key}={value}" for key, value in entries.items()]
+    lines += [properties_line(key, value) for key, value in entries.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -218,6 +220,10 @@ def node_table(nodes: Sequence[NodeSpec], pids: Mapping[int, int | None], *,
 def load_or_create_secrets(root: Path) -> ClusterSecrets:
     """The cluster id and Raft password of `root`, generated (password file 0600) on first start."""
     meta, password_file = root / META_FILE, root / PASSWORD_FILE
+    if meta.exists() != password_file.exists() and not (root / CLUSTER_FILE).exists():
+        # a first start cut short between the two writes: nothing ever used these secrets
+        meta.unlink(missing_ok=True)
+        password_file.unlink(missing_ok=True)
     if meta.exists() != password_file.exists():
         present, missing = (meta, password_file) if meta.exists() else (password_file, meta)
         raise LayoutError(f"{present} exists but {missing} does not: restore it from a backup, "
@@ -236,13 +242,13 @@ def load_or_create_secrets(root: Path) -> ClusterSecrets:
 def write_private(path: Path, text: str) -> None:
     """Create `path` readable by its owner only; it must not exist yet."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
 
 
 def write_atomic(path: Path, text: str) -> None:
     scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(text)
+    scratch.write_text(text, encoding="utf-8")
     os.replace(scratch, path)
 
 

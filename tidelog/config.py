@@ -501,6 +501,13 @@ _BLANK = " \t\f"
 _ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
+def properties_line(key: str, value: str) -> str:
+    """`key=value` escaped so that `load_properties` reads back exactly `value`."""
+    escaped = (value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+               .replace("\t", "\\t").replace("\f", "\\f"))
+    return f"{key}={escaped}"
+
+
 def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a Java .properties file: `=`/`:`/blank separators, `#`/`!` comments, `\\` joins lines.
 

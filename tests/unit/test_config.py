@@ -407,3 +407,13 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
     assert retention_ms(cfg) == 30 * 60_000
     assert cfg["auto.create.topics.enable"] is False
     assert cfg["process.roles"] == ("broker", "controller")
+
+
+@pytest.mark.parametrize("value", ["plain", "/x/back\\slash", "a=b:c #not a comment", "two\nlines",
+                                   "tab\there", "ünïcode"])
+def test_properties_line_round_trips(tmp_path, value: str) -> None:
+    from tidelog.config import properties_line
+
+    path = tmp_path / "server.properties"
+    path.write_text(properties_line("log.dirs", value) + "\n", encoding="utf-8")
+    assert load_properties(path)["log.dirs"] == value
