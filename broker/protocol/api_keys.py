@@ -1,0 +1,106 @@
+"""Kafka API keys, the version ranges tidelog answers, and which versions are flexible.
+
+The ranges are design.md's measured set: the newest non-flexible versions that
+librdkafka, kafka-python, aiokafka and kcat all accept.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from broker.protocol.primitives import ProtocolError
+
+
+class ApiKey(IntEnum):
+    """Kafka request API keys (the ones tidelog knows about)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+# (min, max) version answered per API, inclusive.
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.METADATA: (1, 8),
+    ApiKey.PRODUCE: (3, 8),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
+}
+
+# First flexible version per API (Kafka's "flexibleVersions"): only the request header
+# format depends on it here, since every version answered above is below it.
+FIRST_FLEXIBLE_VERSION: dict[int, int] = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.FETCH: 12,
+    ApiKey.LIST_OFFSETS: 6,
+    ApiKey.METADATA: 9,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 6,
+    ApiKey.FIND_COORDINATOR: 3,
+    ApiKey.JOIN_GROUP: 6,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 4,
+    ApiKey.SYNC_GROUP: 4,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.CREATE_TOPICS: 5,
+    ApiKey.DELETE_TOPICS: 4,
+    ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
+    ApiKey.DESCRIBE_CONFIGS: 4,
+    ApiKey.CREATE_PARTITIONS: 2,
+}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """True when tidelog answers this API at this version."""
+    try:
+        low, high = SUPPORTED_VERSIONS[ApiKey(api_key)]
+    except (ValueError, KeyError):
+        return False
+    return low <= api_version <= high
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """True when the request uses header v2 (tagged fields); unknown APIs count as classic."""
+    first = FIRST_FLEXIBLE_VERSION.get(api_key)
+    return first is not None and api_version >= first
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """1 for classic requests, 2 for flexible ones (ControlledShutdown v0's header 0 is moot)."""
+    return 2 if is_flexible(api_key, api_version) else 1
+
+
+def check_version(api_key: ApiKey, api_version: int) -> None:
+    """Raise ProtocolError unless tidelog has a codec for this API at this version."""
+    if not is_supported(api_key, api_version):
+        raise ProtocolError(f"{api_key.name} v{api_version} is not supported")

@@ -1,0 +1,143 @@
+"""Request framing (4-byte size prefix), request header parse, and response framing.
+
+`FrameDecoder` is fed whatever the socket read and hands back whole request frames; a size
+prefix over the limit is rejected as soon as its 4 bytes arrive, before any body is kept.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from broker.protocol.api_keys import is_flexible
+from broker.protocol.primitives import Chunk, ProtocolError, Reader
+
+BYTES = 1
+MIB = 1024 * 1024 * BYTES
+DEFAULT_MAX_REQUEST_BYTES = 100 * MIB  # Kafka's socket.request.max.bytes
+SIZE_PREFIX_BYTES = 4
+
+_SIZE = struct.Struct(">i")
+_RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
+_I16_NULL = struct.pack(">h", -1)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """Request header v1 (classic) or v2 (flexible: tagged fields follow client_id)."""
+
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class FrameDecoder:
+    """Splits a byte stream into request frames (size prefix stripped); sans-IO."""
+
+    __slots__ = ("max_request_bytes", "_buf", "_need", "_broken")
+
+    def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+        if max_request_bytes < 0:
+            raise ValueError("max_request_bytes must be >= 0")
+        self.max_request_bytes = max_request_bytes
+        self._buf = bytearray()
+        self._need: int | None = None  # body size of the frame being read, once known
+        self._broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Add bytes; return every frame now complete. Raises ProtocolError for a bad size."""
+        if self._broken:
+            raise ProtocolError("decoder already failed; close the connection")
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        # Bounded by len(buf) / 4: each pass consumes at least the 4-byte prefix.
+        while True:
+            if self._need is None:
+                if len(buf) - pos < SIZE_PREFIX_BYTES:
+                    break
+                size = _SIZE.unpack_from(buf, pos)[0]
+                if size < 0 or size > self.max_request_bytes:
+                    self._broken = True
+                    buf.clear()
+                    raise ProtocolError(
+                        f"request size {size} outside 0..{self.max_request_bytes} bytes")
+                self._need = size
+                pos += SIZE_PREFIX_BYTES
+            need = self._need
+            if len(buf) - pos < need:
+                break
+            with memoryview(buf) as view:
+                frames.append(bytes(view[pos:pos + need]))
+            pos += need
+            self._need = None
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, memoryview]:
+    """Parse the header of one frame; return it and the body that follows as a view."""
+    r = Reader(frame)
+    api_key = r.int16()
+    api_version = r.int16()
+    correlation_id = r.int32()
+    client_id = r.nullable_string()
+    if is_flexible(api_key, api_version):
+        r.tagged_fields()
+    return RequestHeader(api_key, api_version, correlation_id, client_id), r.rest()
+
+
+def encode_request_header(header: RequestHeader) -> bytes:
+    """Header v1/v2 bytes (tidelog's follower fetcher is a client too; tests use it)."""
+    client_id = header.client_id
+    parts = [struct.pack(">hhi", header.request_api_key, header.request_api_version,
+                         header.correlation_id)]
+    if client_id is None:
+        parts.append(_I16_NULL)
+    else:
+        data = client_id.encode("utf-8")
+        parts.append(struct.pack(">h", len(data)) + data)
+    if is_flexible(header.request_api_key, header.request_api_version):
+        parts.append(b"\x00")  # no tagged fields
+    return b"".join(parts)
+
+
+def frame_request(header: RequestHeader, body: list[Chunk]) -> list[Chunk]:
+    """A whole request: size prefix, header, body chunks."""
+    head = encode_request_header(header)
+    size = len(head) + _chunks_size(body)
+    return _merge_first(_SIZE.pack(size) + head, body)
+
+
+def frame_response(correlation_id: int, body: list[Chunk]) -> list[Chunk]:
+    """A whole response with header v0: size prefix, correlation_id, then the body chunks.
+
+    Every response tidelog sends is classic (ApiVersions always uses header v0 anyway).
+    """
+    head = _RESPONSE_HEADER.pack(4 + _chunks_size(body), correlation_id)
+    return _merge_first(head, body)
+
+
+def _chunks_size(chunks: list[Chunk]) -> int:
+    return sum(len(c) if isinstance(c, bytes) else c.length for c in chunks)
+
+
+def _merge_first(head: bytes, body: list[Chunk]) -> list[Chunk]:
+    if body and isinstance(body[0], bytes):
+        return [head + body[0], *body[1:]]
+    return [head, *body]
+
+
+def join_chunks(chunks: list[Chunk]) -> bytes:
+    """All chunks as one bytes object; raises if a records placeholder is among them."""
+    if any(not isinstance(c, bytes) for c in chunks):
+        raise ValueError("chunks hold a records placeholder: send it from its file")
+    return b"".join(chunks)  # type: ignore[arg-type]

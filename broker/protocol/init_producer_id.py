@@ -1,0 +1,54 @@
+"""InitProducerId (key 22), v0–v1: a producer id and epoch for idempotent producers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.protocol.api_keys import ApiKey, check_version
+from broker.protocol.primitives import Chunk, Reader, Writer
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    transactional_id: str | None
+    transaction_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
+def decode_init_producer_id_request(body: memoryview, version: int) -> InitProducerIdRequest:
+    check_version(ApiKey.INIT_PRODUCER_ID, version)
+    r = Reader(body)
+    return InitProducerIdRequest(r.nullable_string(), r.int32())
+
+
+def encode_init_producer_id_request(req: InitProducerIdRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_init_producer_id_request`."""
+    check_version(ApiKey.INIT_PRODUCER_ID, version)
+    w = Writer()
+    w.nullable_string(req.transactional_id)
+    w.int32(req.transaction_timeout_ms)
+    return w.chunks()
+
+
+def encode_init_producer_id_response(resp: InitProducerIdResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.INIT_PRODUCER_ID, version)
+    w = Writer()
+    w.int32(resp.throttle_time_ms)
+    w.int16(resp.error_code)
+    w.int64(resp.producer_id)
+    w.int16(resp.producer_epoch)
+    return w.chunks()
+
+
+def decode_init_producer_id_response(body: memoryview, version: int) -> InitProducerIdResponse:
+    """Client side (tests, tools): the inverse of `encode_init_producer_id_response`."""
+    check_version(ApiKey.INIT_PRODUCER_ID, version)
+    r = Reader(body)
+    return InitProducerIdResponse(r.int32(), r.int16(), r.int64(), r.int16())

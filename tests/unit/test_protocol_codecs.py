@@ -1,0 +1,337 @@
+"""Table tests for the API codecs in broker/protocol/: one row of (version, dataclass value,
+exact bytes) drives the decoder and the encoder. Expected bytes are built here with struct,
+from the protocol's field layouts. Decoders are fed the whole body, the body with trailing
+bytes, and a whole request frame one byte at a time through FrameDecoder."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pytest
+
+from broker.protocol import admin, api_versions, describe_configs, fetch, find_coordinator
+from broker.protocol import init_producer_id as ipi
+from broker.protocol import list_offsets as lo
+from broker.protocol import metadata as md
+from broker.protocol import offset_for_leader_epoch as ofle
+from broker.protocol import produce
+from broker.protocol.api_keys import ApiKey
+from broker.protocol.dispatch import decode_request, encode_response
+from broker.protocol.frame import FrameDecoder, RequestHeader, encode_request_header, join_chunks
+from broker.protocol.frame import parse_request_header
+from broker.protocol.primitives import ProtocolError
+
+
+def i8(v: int) -> bytes: return struct.pack(">b", v)
+def i16(v: int) -> bytes: return struct.pack(">h", v)
+def i32(v: int) -> bytes: return struct.pack(">i", v)
+def i64(v: int) -> bytes: return struct.pack(">q", v)
+def b(v: bool) -> bytes: return b"\x01" if v else b"\x00"
+def s(v: str | None) -> bytes: return i16(-1) if v is None else i16(len(v.encode())) + v.encode()
+def by(v: bytes | None) -> bytes: return i32(-1) if v is None else i32(len(v)) + v
+def arr(*items: bytes) -> bytes: return i32(len(items)) + b"".join(items)
+def ints(*v: int) -> bytes: return arr(*map(i32, v))
+
+
+class Row(NamedTuple):
+    api_key: int
+    version: int
+    value: Any
+    data: bytes
+    decode: Callable[[memoryview, int], Any]
+    encode: Callable[[Any, int], list]
+
+
+def req(module: Any, name: str, key: int, version: int, value: Any, data: bytes) -> Row:
+    return Row(key, version, value, data, getattr(module, f"decode_{name}_request"),
+               getattr(module, f"encode_{name}_request"))
+
+
+def resp(module: Any, name: str, key: int, version: int, value: Any, data: bytes) -> Row:
+    return Row(key, version, value, data, getattr(module, f"decode_{name}_response"),
+               getattr(module, f"encode_{name}_response"))
+
+
+BATCH = b"\x00" * 8 + b"fake record batch"
+
+# ---- requests ---------------------------------------------------------------------------
+
+PRODUCE_REQ = produce.ProduceRequest(None, -1, 30000, (
+    produce.TopicProduceData("t", (produce.PartitionProduceData(0, BATCH),
+                                   produce.PartitionProduceData(1, None))),))
+PRODUCE_REQ_BYTES = (s(None) + i16(-1) + i32(30000)
+                     + arr(s("t") + arr(i32(0) + by(BATCH), i32(1) + by(None))))
+
+FETCH_P = fetch.FetchPartition(2, fetch_offset=100, partition_max_bytes=1048576,
+                               log_start_offset=5, current_leader_epoch=7)
+FETCH_V4 = fetch.FetchRequest(-1, 500, 1, 52428800, 0, (
+    fetch.FetchTopic("t", (fetch.FetchPartition(2, 100, 1048576),)),))
+FETCH_V4_BYTES = (i32(-1) + i32(500) + i32(1) + i32(52428800) + i8(0)
+                  + arr(s("t") + arr(i32(2) + i64(100) + i32(1048576))))
+FETCH_V7 = fetch.FetchRequest(1, 500, 1, 1000, 1, (
+    fetch.FetchTopic("t", (fetch.FetchPartition(2, 100, 1048576, 5),)),),
+    session_id=9, session_epoch=3, forgotten_topics_data=(fetch.ForgottenTopic("u", (0, 1)),))
+FETCH_V7_BYTES = (i32(1) + i32(500) + i32(1) + i32(1000) + i8(1) + i32(9) + i32(3)
+                  + arr(s("t") + arr(i32(2) + i64(100) + i64(5) + i32(1048576)))
+                  + arr(s("u") + ints(0, 1)))
+FETCH_V11 = fetch.FetchRequest(-1, 500, 1, 1000, 0, (fetch.FetchTopic("t", (FETCH_P,)),),
+                               0, -1, (), "rack-a")
+FETCH_V11_BYTES = (i32(-1) + i32(500) + i32(1) + i32(1000) + i8(0) + i32(0) + i32(-1)
+                   + arr(s("t") + arr(i32(2) + i32(7) + i64(100) + i64(5) + i32(1048576)))
+                   + arr() + s("rack-a"))
+
+LO_REQ_V1 = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+    lo.ListOffsetsPartition(0, lo.EARLIEST_TIMESTAMP),)),))
+LO_REQ_V5 = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+    lo.ListOffsetsPartition(0, lo.LATEST_TIMESTAMP, 4),)),), isolation_level=1)
+
+OFLE_REQ_V3 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
+    ofle.OffsetForLeaderPartition(1, leader_epoch=3, current_leader_epoch=4),)),), replica_id=2)
+OFLE_REQ_V0 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
+    ofle.OffsetForLeaderPartition(1, 3),)),))
+
+CREATE_TOPICS_REQ = admin.CreateTopicsRequest((
+    admin.CreatableTopic("t", 3, 2, (), (admin.CreatableTopicConfig("cleanup.policy", "delete"),
+                                        admin.CreatableTopicConfig("x", None))),
+    admin.CreatableTopic("u", -1, -1, (admin.CreatableReplicaAssignment(0, (1, 2)),))),
+    timeout_ms=5000, validate_only=True)
+CREATE_TOPICS_REQ_BYTES = (
+    arr(s("t") + i32(3) + i16(2) + arr() + arr(s("cleanup.policy") + s("delete"), s("x") + s(None)),
+        s("u") + i32(-1) + i16(-1) + arr(i32(0) + ints(1, 2)) + arr())
+    + i32(5000) + b(True))
+
+CREATE_PARTS_REQ = admin.CreatePartitionsRequest((
+    admin.CreatePartitionsTopic("t", 4),
+    admin.CreatePartitionsTopic("u", 2, (admin.CreatePartitionsAssignment((1, 2)),))), 100)
+CREATE_PARTS_REQ_BYTES = (arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(ints(1, 2)))
+                          + i32(100) + b(False))
+
+DC_REQ = describe_configs.DescribeConfigsRequest((
+    describe_configs.DescribeConfigsResource(2, "t", None),
+    describe_configs.DescribeConfigsResource(4, "1", ("log.dirs",))), True, True)
+DC_REQ_BYTES_V1 = arr(i8(2) + s("t") + i32(-1), i8(4) + s("1") + arr(s("log.dirs"))) + b(True)
+
+REQUESTS = [
+    req(api_versions, "api_versions", 18, v, api_versions.ApiVersionsRequest(), b"")
+    for v in (0, 1, 2)
+]
+REQUESTS += [
+    req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
+    req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
+    req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
+    req(md, "metadata", 3, 8, md.MetadataRequest(("a",), True, False, True),
+        arr(s("a")) + b(True) + b(False) + b(True)),
+    req(produce, "produce", 0, 3, PRODUCE_REQ, PRODUCE_REQ_BYTES),
+    req(produce, "produce", 0, 8, produce.ProduceRequest("tx", 1, 100, ()),
+        s("tx") + i16(1) + i32(100) + arr()),
+    req(fetch, "fetch", 1, 4, FETCH_V4, FETCH_V4_BYTES),
+    req(fetch, "fetch", 1, 7, FETCH_V7, FETCH_V7_BYTES),
+    req(fetch, "fetch", 1, 11, FETCH_V11, FETCH_V11_BYTES),
+    req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
+    req(lo, "list_offsets", 2, 5, LO_REQ_V5,
+        i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
+    req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
+        arr(s("t") + arr(i32(1) + i32(3)))),
+    req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
+        i32(2) + arr(s("t") + arr(i32(1) + i32(4) + i32(3)))),
+    req(ipi, "init_producer_id", 22, 0, ipi.InitProducerIdRequest(None, 60000),
+        s(None) + i32(60000)),
+    req(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdRequest("tx", 1), s("tx") + i32(1)),
+    req(find_coordinator, "find_coordinator", 10, 0,
+        find_coordinator.FindCoordinatorRequest("g"), s("g")),
+    req(find_coordinator, "find_coordinator", 10, 2,
+        find_coordinator.FindCoordinatorRequest("tx", 1), s("tx") + i8(1)),
+    req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
+    req(admin, "delete_topics", 20, 1, admin.DeleteTopicsRequest(("a", "b"), 30000),
+        arr(s("a"), s("b")) + i32(30000)),
+    req(admin, "create_partitions", 37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
+    req(describe_configs, "describe_configs", 32, 1,
+        describe_configs.DescribeConfigsRequest(DC_REQ.resources, True), DC_REQ_BYTES_V1),
+    req(describe_configs, "describe_configs", 32, 3, DC_REQ, DC_REQ_BYTES_V1 + b(True)),
+]
+
+# ---- responses --------------------------------------------------------------------------
+
+MD_PART = md.MetadataResponsePartition(0, 0, 1, 5, (1, 2), (1,), (2,))
+MD_RESP = md.MetadataResponse(0, (md.MetadataResponseBroker(1, "h", 9092, "r"),
+                                  md.MetadataResponseBroker(2, "g", 9093)),
+                              "cid", 1, (md.MetadataResponseTopic(0, "t", False, (MD_PART,)),))
+MD_V1 = (arr(i32(1) + s("h") + i32(9092) + s("r"), i32(2) + s("g") + i32(9093) + s(None))
+         + i32(1) + arr(i16(0) + s("t") + b(False)
+                        + arr(i16(0) + i32(0) + i32(1) + ints(1, 2) + ints(1))))
+MD_V8 = (i32(0) + arr(i32(1) + s("h") + i32(9092) + s("r"), i32(2) + s("g") + i32(9093) + s(None))
+         + s("cid") + i32(1)
+         + arr(i16(0) + s("t") + b(False)
+               + arr(i16(0) + i32(0) + i32(1) + i32(5) + ints(1, 2) + ints(1) + ints(2))
+               + i32(-2**31))
+         + i32(-2**31))
+
+PR_PART = produce.PartitionProduceResponse(0, 0, 42, -1, 7, (
+    produce.BatchIndexAndErrorMessage(0, "bad"),), "why")
+PR_RESP = produce.ProduceResponse((produce.TopicProduceResponse("t", (PR_PART,)),), 3)
+PR_V3 = arr(s("t") + arr(i32(0) + i16(0) + i64(42) + i64(-1))) + i32(3)
+PR_V8 = arr(s("t") + arr(i32(0) + i16(0) + i64(42) + i64(-1) + i64(7)
+                         + arr(i32(0) + s("bad")) + s("why"))) + i32(3)
+
+FR_PART = fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, 0, (fetch.AbortedTransaction(5, 6),),
+                                       3)
+FR_RESP = fetch.FetchResponse(0, (fetch.FetchTopicResponse("t", (
+    FR_PART, fetch.FetchPartitionResponse(1, 1, -1, None, -1, -1, None, -1))),), 0, 77)
+FR_V4 = i32(0) + arr(s("t") + arr(
+    i32(0) + i16(0) + i64(10) + i64(9) + arr(i64(5) + i64(6)) + by(BATCH),
+    i32(1) + i16(1) + i64(-1) + i64(-1) + i32(-1) + by(None)))
+FR_V11 = i32(0) + i16(0) + i32(77) + arr(s("t") + arr(
+    i32(0) + i16(0) + i64(10) + i64(9) + i64(0) + arr(i64(5) + i64(6)) + i32(3) + by(BATCH),
+    i32(1) + i16(1) + i64(-1) + i64(-1) + i64(-1) + i32(-1) + i32(-1) + by(None)))
+
+LO_RESP = lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
+    lo.ListOffsetsPartitionResponse(0, 0, -1, 100, 4),)),), 0)
+OFLE_RESP = ofle.OffsetForLeaderEpochResponse((ofle.OffsetForLeaderTopicResult("t", (
+    ofle.EpochEndOffset(0, 1, 3, 50),)),), 0)
+DC_CONFIG = describe_configs.DescribeConfigsResourceResult(
+    "retention.ms", "1000", False, 1, False,
+    (describe_configs.DescribeConfigsSynonym("retention.ms", "1000", 1),), 5, None)
+DC_RESP = describe_configs.DescribeConfigsResponse(0, (describe_configs.DescribeConfigsResult(
+    0, None, 2, "t", (DC_CONFIG,)),))
+DC_RESP_V1 = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t") + arr(
+    s("retention.ms") + s("1000") + b(False) + i8(1) + b(False)
+    + arr(s("retention.ms") + s("1000") + i8(1))))
+
+RESPONSES = [
+    resp(api_versions, "api_versions", 18, 0, api_versions.ApiVersionsResponse(
+        0, (api_versions.ApiVersion(0, 3, 8),)), i16(0) + arr(i16(0) + i16(3) + i16(8))),
+    resp(api_versions, "api_versions", 18, 2, api_versions.ApiVersionsResponse(
+        0, (api_versions.ApiVersion(1, 4, 11),), 7), i16(0) + arr(i16(1) + i16(4) + i16(11))
+        + i32(7)),
+    resp(md, "metadata", 3, 1, md.MetadataResponse(
+        0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
+            0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
+    resp(md, "metadata", 3, 8, MD_RESP, MD_V8),
+    resp(produce, "produce", 0, 3, produce.ProduceResponse((produce.TopicProduceResponse(
+        "t", (produce.PartitionProduceResponse(0, 0, 42),)),), 3), PR_V3),
+    resp(produce, "produce", 0, 8, PR_RESP, PR_V8),
+    resp(fetch, "fetch", 1, 4, fetch.FetchResponse(0, (fetch.FetchTopicResponse("t", (
+        fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, -1, (fetch.AbortedTransaction(5, 6),)),
+        fetch.FetchPartitionResponse(1, 1, -1, None))),)), FR_V4),
+    resp(fetch, "fetch", 1, 11, FR_RESP, FR_V11),
+    resp(lo, "list_offsets", 2, 1, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
+        lo.ListOffsetsPartitionResponse(0, 0, -1, 100),)),)),
+        arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
+    resp(lo, "list_offsets", 2, 5, LO_RESP,
+         i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
+    resp(ofle, "offset_for_leader_epoch", 23, 0, ofle.OffsetForLeaderEpochResponse((
+        ofle.OffsetForLeaderTopicResult("t", (ofle.EpochEndOffset(0, 1, -1, 50),)),)),
+        arr(s("t") + arr(i16(0) + i32(1) + i64(50)))),
+    resp(ofle, "offset_for_leader_epoch", 23, 3, OFLE_RESP,
+         i32(0) + arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
+    resp(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdResponse(0, 0, 1000, 0),
+         i32(0) + i16(0) + i64(1000) + i16(0)),
+    resp(find_coordinator, "find_coordinator", 10, 0,
+         find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
+         i16(0) + i32(1) + s("h") + i32(9092)),
+    resp(find_coordinator, "find_coordinator", 10, 2,
+         find_coordinator.FindCoordinatorResponse(15, -1, "", -1, "not yet", 0),
+         i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
+    resp(admin, "create_topics", 19, 2, admin.CreateTopicsResponse(0, (
+        admin.CreatableTopicResult("t", 0), admin.CreatableTopicResult("u", 36, "exists"))),
+        i32(0) + arr(s("t") + i16(0) + s(None), s("u") + i16(36) + s("exists"))),
+    resp(admin, "delete_topics", 20, 3, admin.DeleteTopicsResponse(0, (
+        admin.DeletableTopicResult("t", 3),)), i32(0) + arr(s("t") + i16(3))),
+    resp(admin, "create_partitions", 37, 0, admin.CreatePartitionsResponse(1, (
+        admin.CreatePartitionsTopicResult("t", 37, "no"),)), i32(1) + arr(s("t") + i16(37)
+                                                                          + s("no"))),
+    resp(describe_configs, "describe_configs", 32, 1, describe_configs.DescribeConfigsResponse(
+        0, (describe_configs.DescribeConfigsResult(0, None, 2, "t", (
+            describe_configs.DescribeConfigsResourceResult(
+                "retention.ms", "1000", False, 1, False, DC_CONFIG.synonyms),)),)), DC_RESP_V1),
+    resp(describe_configs, "describe_configs", 32, 3, DC_RESP,
+         DC_RESP_V1 + i8(5) + s(None)),  # v3's config_type, documentation end the config
+]
+
+ALL = REQUESTS + RESPONSES
+
+
+def row_id(row: Row) -> str:
+    return f"{row.decode.__name__}-v{row.version}"
+
+
+@pytest.mark.parametrize("row", ALL, ids=row_id)
+def test_encode_gives_exact_bytes(row: Row) -> None:
+    assert join_chunks(row.encode(row.value, row.version)) == row.data
+
+
+@pytest.mark.parametrize("row", ALL, ids=row_id)
+def test_decode_whole_and_with_trailing_bytes(row: Row) -> None:
+    assert row.decode(memoryview(row.data), row.version) == row.value
+    assert row.decode(memoryview(row.data + b"\x00\x01trailing"), row.version) == row.value
+
+
+@pytest.mark.parametrize("row", ALL, ids=row_id)
+def test_every_truncation_raises_protocol_error(row: Row) -> None:
+    for cut in range(len(row.data)):
+        try:
+            decoded = row.decode(memoryview(row.data[:cut]), row.version)
+        except ProtocolError:
+            continue
+        # A body may end early only where what follows is optional to us (never here).
+        pytest.fail(f"decoded {decoded!r} from {cut} of {len(row.data)} bytes")
+
+
+@pytest.mark.parametrize("row", REQUESTS, ids=row_id)
+def test_request_frame_fed_one_byte_at_a_time(row: Row) -> None:
+    header = RequestHeader(row.api_key, row.version, 123, "client")
+    payload = encode_request_header(header) + row.data + b"librdkafka-trailing"
+    stream = struct.pack(">i", len(payload)) + payload
+    decoder = FrameDecoder(max_request_bytes=len(payload))
+    frames = [f for i in range(len(stream)) for f in decoder.feed(stream[i:i + 1])]
+    assert len(frames) == 1
+    parsed, body = parse_request_header(frames[0])
+    assert parsed == header
+    assert decode_request(parsed, body) == row.value
+
+
+@pytest.mark.parametrize("row", RESPONSES, ids=row_id)
+def test_dispatch_encodes_responses(row: Row) -> None:
+    assert join_chunks(encode_response(ApiKey(row.api_key), row.value, row.version)) == row.data
+
+
+def test_unsupported_versions_are_protocol_errors() -> None:
+    with pytest.raises(ProtocolError):
+        fetch.decode_fetch_request(memoryview(FETCH_V4_BYTES), 3)
+    with pytest.raises(ProtocolError):
+        decode_request(RequestHeader(12345, 0, 1, None), memoryview(b""))
+    with pytest.raises(ProtocolError):
+        md.decode_metadata_request(memoryview(i32(-1)), 9)
+
+
+class FakeSlice:
+    """Stands in for a segment FileSlice: only `length` matters to the encoder."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.length = len(data)
+
+
+def test_fetch_response_leaves_records_placeholders_in_place() -> None:
+    first, second = FakeSlice(BATCH), FakeSlice(b"second batch")
+    value = fetch.FetchResponse(0, (fetch.FetchTopicResponse("t", (
+        fetch.FetchPartitionResponse(0, 0, 10, first),
+        fetch.FetchPartitionResponse(1, 0, 10, second))),), 0, 0)
+    chunks = fetch.encode_fetch_response(value, 11)
+    assert [c for c in chunks if not isinstance(c, bytes)] == [first, second]
+    assert chunks[-1] is second  # nothing follows the last partition's records
+    spliced = b"".join(c if isinstance(c, bytes) else c.data for c in chunks)
+    inline = fetch.FetchResponse(0, (fetch.FetchTopicResponse("t", (
+        fetch.FetchPartitionResponse(0, 0, 10, first.data),
+        fetch.FetchPartitionResponse(1, 0, 10, second.data))),), 0, 0)
+    assert spliced == join_chunks(fetch.encode_fetch_response(inline, 11))
+
+
+def test_produce_records_are_views_into_the_request() -> None:
+    body = memoryview(bytearray(PRODUCE_REQ_BYTES))
+    decoded = produce.decode_produce_request(body, 3)
+    records = decoded.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview)
+    assert records.obj is body.obj  # a slice, not a copy
