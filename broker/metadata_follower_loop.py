@@ -1,0 +1,243 @@
+"""The asyncio tasks a broker runs to follow the metadata log: the I/O shell of the follower.
+
+    follower = MetadataFollower(settings, client, on_changes)
+    task = asyncio.create_task(follower.run())   # register, heartbeat, long-poll, apply, publish
+    ...
+    task.cancel(); await task                    # stops cleanly, writes a last checkpoint
+
+Two tasks share one `MetadataFollowerState`:
+- heartbeats: register (again, whenever the controller forgets our broker epoch), then one
+  broker-heartbeat every broker.heartbeat.interval.ms reporting the applied offset; the
+  controller unfences us once that offset reaches our registration;
+- the metadata log: long-poll metadata-fetch from the applied offset + 1, apply, and call
+  `on_changes(changes, image)` with this broker's LocalReplicaChanges.
+
+The applied image is checkpointed in the first log dir: `__metadata_snapshot` (the image,
+as `metadata.snapshot` encodes it) and then `__metadata_offset` (its offset), each written
+atomically, at most once per `checkpoint_interval_ms` and when stopping. A restart resumes
+from it, first publishing the whole local state (changes from the empty image) as Kafka's
+first metadata publish does; when the offset is older than what the controllers retain they
+answer a snapshot, which replaces the image. An unreadable checkpoint only costs a refetch.
+
+Controller failures are retried forever (each attempt bounded by the client); a reply the
+core refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.errors import KafkaStorageError
+from broker.log.checkpoint_file import write_atomically
+from broker.metadata_follower import DEFAULT_CHECKPOINT_INTERVAL_MS, HeartbeatDecision, MetadataFollowerState
+from metadata.codec import Listener, MetadataRecordError
+from metadata.delta import LocalReplicaChanges, changes_for_broker
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.snapshot import decode_snapshot, encode_snapshot
+
+logger = logging.getLogger(__name__)
+
+OFFSET_FILE: Final = "__metadata_offset"
+SNAPSHOT_FILE: Final = "__metadata_snapshot"
+OFFSET_FILE_VERSION: Final = 0
+MAX_SNAPSHOT_FILE_BYTES: Final = 1024 * 1024 * 1024  # refuse to load more than this from disk
+FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
+EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
+RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
+
+ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerSettings:
+    """What one broker tells the controllers about itself, and its follower's timings."""
+
+    broker_id: int
+    incarnation_id: str
+    listeners: tuple[Listener, ...]
+    log_dir: Path  # the first of log.dirs: holds the metadata checkpoint
+    heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms
+    rack: str | None = None
+    cluster_id: str | None = None
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+    checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS
+
+
+# --- the checkpoint -------------------------------------------------------------------------
+
+
+def write_checkpoint(log_dir: Path, image: MetadataImage) -> None:
+    """The image, then its offset, each replaced atomically (a crash leaves a readable pair)."""
+    write_atomically(log_dir / SNAPSHOT_FILE, encode_snapshot(image))
+    write_atomically(log_dir / OFFSET_FILE, f"{OFFSET_FILE_VERSION}\n{image.offset}\n".encode())
+
+
+def read_offset_file(log_dir: Path) -> int | None:
+    """The applied offset recorded in `__metadata_offset`; None without one (or unreadable)."""
+    try:
+        lines = (log_dir / OFFSET_FILE).read_text().split("\n")
+        if lines[0] != str(OFFSET_FILE_VERSION):
+            raise ValueError(f"version {lines[0]!r:.20}")
+        return int(lines[1])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, IndexError) as exc:
+        logger.warning("Ignoring the unreadable %s in %s (%s)", OFFSET_FILE, log_dir, exc)
+        return None
+
+
+def load_checkpoint(log_dir: Path) -> MetadataImage:
+    """The checkpointed image, or the empty image (fetch from 0) when there is none usable."""
+    offset = read_offset_file(log_dir)
+    if offset is None:
+        return EMPTY_IMAGE
+    try:
+        path = log_dir / SNAPSHOT_FILE
+        if path.stat().st_size > MAX_SNAPSHOT_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_SNAPSHOT_FILE_BYTES} bytes")
+        image = decode_snapshot(path.read_bytes())
+    except (OSError, ValueError, MetadataRecordError) as exc:
+        logger.warning("Ignoring the metadata checkpoint in %s (%s); fetching the metadata log again",
+                       log_dir, exc)
+        return EMPTY_IMAGE
+    if image.offset != offset:  # the offset file is written last: a crash between the two writes
+        logger.info("Metadata snapshot in %s is at offset %d, %s says %d; using the snapshot",
+                    log_dir, image.offset, OFFSET_FILE, offset)
+    return image
+
+
+# --- the follower ---------------------------------------------------------------------------
+
+
+class MetadataFollower:
+    """Runs the heartbeat and metadata-fetch tasks of one broker until cancelled."""
+
+    def __init__(self, settings: FollowerSettings, client: ControllerClient, on_changes: ChangesCallback, *,
+                 clock: Callable[[], int] = monotonic_ms) -> None:
+        self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
+        self.state = MetadataFollowerState(settings.broker_id, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                                           checkpoint_interval_ms=settings.checkpoint_interval_ms)
+        self.heartbeats_ok = 0  # answered heartbeats, for operators and tests
+        self.heartbeat_targets: list[str] = []  # the controller each answered heartbeat went to (last few)
+
+    async def run(self) -> None:
+        """Register, heartbeat and follow the log until cancelled (or a fatal error)."""
+        log_dir, broker = self.settings.log_dir, self.settings.broker_id
+        log_dir.mkdir(parents=True, exist_ok=True)
+        image = load_checkpoint(log_dir)
+        self.state.image = image
+        self.state.on_checkpointed(image.offset, self._clock())
+        logger.info("Broker %d follows the metadata log from offset %d", broker, image.offset + 1)
+        try:
+            if image.offset >= 0:  # the first publish: everything this broker hosts
+                await self._publish(changes_for_broker(EMPTY_IMAGE, image, broker))
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._heartbeats(), name=f"broker-{broker}-heartbeats")
+                tasks.create_task(self._follow_log(), name=f"broker-{broker}-metadata-fetch")
+        finally:  # cancelled or failed: keep what was applied (synchronous, so a cancel cannot cut it)
+            self._checkpoint(force=True)
+
+    async def _publish(self, changes: LocalReplicaChanges) -> None:
+        result = self._on_changes(changes, self.state.image)
+        if inspect.isawaitable(result):
+            await result
+
+    def _checkpoint(self, *, force: bool = False) -> None:
+        """Write the checkpoint when due. Synchronous on purpose: two writers never share a .tmp
+        file, and at one write a second its fsyncs cost little (left open: large snapshots)."""
+        now = self._clock()
+        state = self.state
+        if not state.checkpoint_due(now, force=force):
+            return
+        try:
+            write_checkpoint(self.settings.log_dir, state.image)
+        except KafkaStorageError as exc:
+            logger.warning("Could not checkpoint the metadata offset %d: %s", state.applied_offset, exc)
+            return
+        state.on_checkpointed(state.applied_offset, now)
+
+    async def _follow_log(self) -> None:
+        state, settings = self.state, self.settings
+        while True:  # until cancelled; each fetch is bounded by the client's timeout
+            try:
+                reply = await self.client.fetch_metadata(state.next_fetch_offset, settings.fetch_max_wait_ms,
+                                                         broker_id=settings.broker_id)
+            except ControllerUnavailableError as exc:
+                logger.warning("Broker %d: metadata fetch failed: %s", settings.broker_id, exc)
+                await asyncio.sleep(RETRY_BACKOFF)
+                continue
+            before = state.applied_offset
+            changes = state.on_fetch_reply(reply)  # MetadataFollowerError: fatal, ends run()
+            if changes is None:
+                await asyncio.sleep(EMPTY_FETCH_PAUSE)
+                continue
+            if reply.get("snapshot") is not None:
+                logger.info("Broker %d loaded a metadata snapshot at offset %d (was at %d)",
+                            settings.broker_id, state.applied_offset, before)
+            await self._publish(changes)
+            self._checkpoint()
+
+    async def _register(self) -> None:
+        settings, state = self.settings, self.state
+        while not state.registered:  # until registered or cancelled; each attempt bounded by the client
+            body = state.registration_request(incarnation_id=settings.incarnation_id, listeners=settings.listeners,
+                                              rack=settings.rack, cluster_id=settings.cluster_id)
+            try:
+                reply = await self.client.register(body)
+            except ControllerUnavailableError as exc:
+                logger.warning("Broker %d: registration failed: %s", settings.broker_id, exc)
+                await asyncio.sleep(RETRY_BACKOFF)
+                continue
+            epoch = state.on_registration_reply(reply)
+            if epoch is None:
+                logger.info("Broker %d: registration not accepted yet (error %d: %s); retrying",
+                            settings.broker_id, reply["error_code"], reply.get("error_message"))
+                await asyncio.sleep(RETRY_BACKOFF)
+                continue
+            logger.info("Broker %d registered with broker epoch %d", settings.broker_id, epoch)
+
+    async def _heartbeats(self) -> None:
+        state, broker = self.state, self.settings.broker_id
+        while True:  # until cancelled; one heartbeat per interval, each bounded by the client
+            if not state.registered:
+                await self._register()
+            delay_ms = state.next_heartbeat_delay_ms(self._clock())
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
+            was_fenced = state.fenced
+            body = state.heartbeat_request(self._clock())
+            try:
+                reply = await self.client.heartbeat(body)
+            except ControllerUnavailableError as exc:
+                logger.warning("Broker %d: heartbeat failed: %s", broker, exc)
+                continue  # the next one after the interval
+            decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
+            if decision is HeartbeatDecision.CONTINUE:
+                self.heartbeats_ok += 1
+                self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
+                if was_fenced and not state.fenced:
+                    logger.info("Broker %d is unfenced (metadata offset %d)", broker, state.applied_offset)
+                elif not was_fenced and state.fenced:
+                    logger.warning("Broker %d was fenced by the controller", broker)
+            elif decision is HeartbeatDecision.REREGISTER:
+                logger.warning("Broker %d: the controller no longer knows broker epoch %d (error %d); "
+                               "registering again", broker, body["broker_epoch"], reply["error_code"])
+
+
+async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],
+                                on_changes: ChangesCallback) -> None:
+    """A MetadataFollower with its own ControllerClient, closed when the follower stops."""
+    async with ControllerClient(addresses) as client:
+        await MetadataFollower(settings, client, on_changes).run()
