@@ -1,0 +1,176 @@
+"""broker/replica_manager.py: hosting partitions from metadata changes, appends, reads, waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.errors import KafkaError
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.record_batch import set_partition_leader_epoch
+from broker.replica_manager import ReplicaManager
+from broker.topic_partition import TopicPartition
+from metadata.delta import apply, changes_for_broker
+from metadata.image import EMPTY_IMAGE
+from metadata.records import (
+    BeginEpoch,
+    BrokerRegistrationChange,
+    Config,
+    ConfigResourceType,
+    Listener,
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+)
+from tests.log_helpers import NOW, batch
+
+ME = 1
+ORDERS_0 = TopicPartition("orders", 0)
+ORDERS_1 = TopicPartition("orders", 1)
+TRIPLE_0 = TopicPartition("triple", 0)
+
+
+def replay(image, *records):
+    return apply(image, enumerate(records, start=image.offset + 1))
+
+
+def listeners(b):
+    return (Listener("PLAINTEXT", f"127.0.0.{b}", 9092),)
+
+
+CLUSTER = replay(EMPTY_IMAGE, BeginEpoch(1), *(RegisterBroker(b, f"inc-{b}", listeners(b)) for b in (1, 2, 3)),
+                 *(BrokerRegistrationChange(b, b, fenced=False) for b in (1, 2, 3)))
+TOPICS = replay(
+    CLUSTER,
+    Config(ConfigResourceType.TOPIC, "orders", "max.message.bytes", "300"),
+    Topic("orders", "ORDERS"),
+    Partition("ORDERS", 0, (1,), (1,), leader=1),  # RF=1, led here
+    Partition("ORDERS", 1, (2, 1), (2, 1), leader=2),  # followed here
+    Topic("triple", "TRIPLE"), Partition("TRIPLE", 0, (1, 2, 3), (1, 2, 3), leader=1),
+    Topic("elsewhere", "ELSEWHERE"), Partition("ELSEWHERE", 0, (3,), (3,), leader=3),
+)
+
+
+@pytest.fixture
+def replicas(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    manager = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    manager.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
+    yield manager
+    log_manager.shutdown()
+
+
+def error_code(fn, *args, **kwargs):
+    with pytest.raises(KafkaError) as info:
+        fn(*args, **kwargs)
+    return int(info.value.code)
+
+
+def stamped(data: bytes, epoch: int) -> bytes:
+    buf = bytearray(data)
+    set_partition_leader_epoch(buf, 0, epoch)
+    return bytes(buf)
+
+
+def test_hosts_only_its_replicas_with_roles_and_epochs(replicas):
+    assert sorted(replicas.partitions) == [ORDERS_0, ORDERS_1, TRIPLE_0]
+    assert replicas.partitions[ORDERS_0].is_leader(ME)
+    assert not replicas.partitions[ORDERS_1].is_leader(ME)
+    assert replicas.partitions[ORDERS_0].log.leader_epoch_cache.latest_epoch == 0
+    assert replicas.log_manager.get_log(TopicPartition("elsewhere", 0)) is None
+
+
+def test_topic_configs_reach_the_log(replicas):
+    assert replicas.partitions[ORDERS_0].log.config.max_message_bytes == 300
+    assert replicas.partitions[TRIPLE_0].log.config == LogConfig()
+
+
+def test_append_then_read_returns_the_batch_as_stored_and_advances_the_hw(replicas):
+    data = batch(3)
+    info = replicas.append(ORDERS_0, data, acks=1)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    read = replicas.read(ORDERS_0, 0, 1 << 20)
+    assert read.records.read_bytes() == stamped(data, 0)
+    assert (read.high_watermark, read.log_end_offset, read.log_start_offset) == (3, 3, 0)
+
+
+def test_acks_all_with_rf1_is_acks_1(replicas):
+    assert replicas.append(ORDERS_0, batch(1), acks=-1).first_offset == 0
+    assert replicas.partitions[ORDERS_0].log.high_watermark == 1
+
+
+def test_a_larger_isr_holds_the_hw_until_followers_report(replicas):
+    replicas.append(TRIPLE_0, batch(2), acks=1)
+    assert replicas.partitions[TRIPLE_0].log.high_watermark == 0
+    assert replicas.read(TRIPLE_0, 0, 1 << 20).records.length == 0  # consumers: nothing yet
+    assert replicas.read(TRIPLE_0, 0, 1 << 20, up_to_high_watermark=False).records.length > 0
+
+
+@pytest.mark.parametrize("tp, records, acks, code", [
+    (ORDERS_1, batch(1), 1, 6),  # follower: NOT_LEADER_OR_FOLLOWER
+    (TopicPartition("orders", 7), batch(1), 1, 3),  # UNKNOWN_TOPIC_OR_PARTITION
+    (ORDERS_0, batch(1), 2, 21),  # INVALID_REQUIRED_ACKS
+    (ORDERS_0, batch(1)[:-1] + bytes([batch(1)[-1] ^ 0xFF]), 1, 2),  # CRC mismatch: CORRUPT_MESSAGE
+    (ORDERS_0, batch(20, tag="x" * 30), 1, 10),  # over max.message.bytes 300: MESSAGE_TOO_LARGE
+], ids=["follower", "unknown", "acks", "crc", "too-large"])
+def test_append_errors(replicas, tp, records, acks, code):
+    assert error_code(replicas.append, tp, records, acks=acks) == code
+    assert replicas.partitions[ORDERS_0].log.log_end_offset == 0
+
+
+def test_read_errors(replicas):
+    replicas.append(ORDERS_0, batch(1), acks=1)
+    assert error_code(replicas.read, ORDERS_0, 5, 100) == 1  # OFFSET_OUT_OF_RANGE
+    assert error_code(replicas.read, ORDERS_1, 0, 100) == 6
+    assert error_code(replicas.read, ORDERS_0, 0, 100, current_leader_epoch=1) == 75
+    assert replicas.read(ORDERS_0, 1, 100).records.length == 0  # at the end: empty
+
+
+def test_new_leader_epoch_is_recorded_at_the_log_end_offset(replicas):
+    replicas.append(ORDERS_0, batch(2), acks=1)
+    moved = replay(TOPICS, PartitionChange("ORDERS", 0, leader=1))  # re-elected: epoch 1
+    replicas.apply_changes(changes_for_broker(TOPICS, moved, ME), moved)
+    partition = replicas.partitions[ORDERS_0]
+    assert partition.leader_epoch == 1
+    assert partition.log.leader_epoch_cache.entries[-1] == (1, 2)
+    assert error_code(replicas.read, ORDERS_0, 0, 100, current_leader_epoch=0) == 74
+
+
+def test_becoming_follower_refuses_appends_and_deleting_removes_the_log(replicas):
+    follow = replay(TOPICS, PartitionChange("TRIPLE", 0, leader=2))
+    replicas.apply_changes(changes_for_broker(TOPICS, follow, ME), follow)
+    assert error_code(replicas.append, TRIPLE_0, batch(1), acks=1) == 6
+    gone = replay(follow, RemoveTopic("TRIPLE"))
+    replicas.apply_changes(changes_for_broker(follow, gone, ME), gone)
+    assert TRIPLE_0 not in replicas.partitions
+    assert replicas.log_manager.get_log(TRIPLE_0) is None
+
+
+async def test_a_waiting_fetch_is_woken_by_an_append(replicas):
+    waiter = asyncio.create_task(replicas.wait_for_data([ORDERS_0, TRIPLE_0], 5.0))
+    await asyncio.sleep(0)
+    assert replicas.waiting_count(ORDERS_0) == 1
+    replicas.append(ORDERS_0, batch(1), acks=1)
+    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert replicas.waiting_count(ORDERS_0) == replicas.waiting_count(TRIPLE_0) == 0
+
+
+async def test_a_wait_times_out_without_appends(replicas):
+    assert await replicas.wait_for_data([ORDERS_0], 0.01) is False
+    assert replicas.waiting_count(ORDERS_0) == 0
+
+
+def test_idempotent_producer_duplicates_and_gaps(replicas):
+    def idempotent(seq, count=2):
+        return batch(count, producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    assert replicas.append(ORDERS_0, idempotent(0), acks=-1).first_offset == 0
+    assert replicas.append(ORDERS_0, idempotent(2), acks=-1).first_offset == 2
+    again = replicas.append(ORDERS_0, idempotent(2), acks=-1)  # a retry: acknowledged, not appended
+    assert (again.first_offset, again.last_offset) == (2, 3)
+    assert replicas.partitions[ORDERS_0].log.log_end_offset == 4
+    assert error_code(replicas.append, ORDERS_0, idempotent(9), acks=-1) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -1,0 +1,328 @@
+"""broker/request_handler.py: request bytes in, response bytes out, without sockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.protocol import admin, describe_configs as dc, fetch, list_offsets as lo, metadata as md
+from broker.protocol import offset_for_leader_epoch as ofle, produce
+from broker.protocol.api_keys import ApiKey
+from broker.protocol.api_versions import ApiVersionsRequest, decode_api_versions_response, \
+    encode_api_versions_request
+from broker.protocol.find_coordinator import FindCoordinatorRequest, decode_find_coordinator_response, \
+    encode_find_coordinator_request
+from broker.protocol.frame import RequestHeader, encode_request_header, parse_request_header
+from broker.protocol.init_producer_id import InitProducerIdRequest, decode_init_producer_id_response, \
+    encode_init_producer_id_request
+from broker.protocol.primitives import ProtocolError
+from broker.record_batch import set_partition_leader_epoch
+from broker.replica_manager import ReplicaManager
+from broker.request_handler import RequestHandler
+from metadata.delta import apply, changes_for_broker
+from metadata.image import EMPTY_IMAGE
+from metadata.records import (
+    BeginEpoch,
+    BrokerRegistrationChange,
+    Config,
+    ConfigResourceType,
+    Listener,
+    Partition,
+    RegisterBroker,
+    Topic,
+)
+from tests.log_helpers import NOW, batch
+
+ME = 1
+ADVERTISED = ("127.0.0.1", 19092)
+
+
+def replay(image, *records):
+    return apply(image, enumerate(records, start=image.offset + 1))
+
+
+# Brokers 1 and 2 unfenced, 3 registered but fenced.
+CLUSTER = replay(EMPTY_IMAGE, BeginEpoch(1),
+                 *(RegisterBroker(b, f"inc-{b}", (Listener("PLAINTEXT", f"127.0.0.{b}", 9092),)) for b in (1, 2, 3)),
+                 *(BrokerRegistrationChange(b, b, fenced=False) for b in (1, 2)))
+IMAGE = replay(
+    CLUSTER,
+    Config(ConfigResourceType.TOPIC, "orders", "retention.ms", "1000"),
+    Topic("orders", "ORDERS"),
+    Partition("ORDERS", 0, (1,), (1,), leader=1),
+    Partition("ORDERS", 1, (2, 1), (2, 1), leader=2),
+    Topic("dark", "DARK"), Partition("DARK", 0, (3,), (3,), leader=3),
+)
+
+
+class FakeAdmin:
+    def __init__(self):
+        self.calls = []
+
+    async def create_topic(self, name, partitions, replication_factor, configs):
+        self.calls.append(("create", name, partitions, replication_factor, dict(configs)))
+        return (36, f"Topic '{name}' already exists.") if name == "orders" else (0, None)
+
+    async def delete_topic(self, name):
+        self.calls.append(("delete", name))
+        return 0, None
+
+    async def create_partitions(self, name, count):
+        self.calls.append(("partitions", name, count))
+        return 0, None
+
+
+class FakeControllerClient:
+    def __init__(self):
+        self.calls = []
+
+    async def call(self, name, body):
+        self.calls.append((name, dict(body)))
+        return {"error_code": 0, "producer_id_start": 1000, "producer_id_len": 2}
+
+
+@pytest.fixture
+def node(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
+    admin_api, controller = FakeAdmin(), FakeControllerClient()
+    handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, controller,  # type: ignore[arg-type]
+                             auto_create_topics=True, cluster_id="test-cluster", topic_admin=admin_api)
+    yield handler, admin_api, controller
+    log_manager.shutdown()
+
+
+def flatten(chunks):
+    return b"".join(c if isinstance(c, bytes) else c.read_bytes() for c in chunks)
+
+
+async def call(handler, api, version, request, encode, decode=None):
+    frame = encode_request_header(RequestHeader(api, version, 42, "test")) + b"".join(encode(request, version))
+    header, body = parse_request_header(frame)
+    chunks = await handler.handle(header, body)
+    if chunks is None or decode is None:
+        return chunks
+    return decode(memoryview(flatten(chunks)), version)
+
+
+def produce_request(acks, *parts, timeout_ms=1000):
+    topics = {}
+    for topic, partition, records in parts:
+        topics.setdefault(topic, []).append(produce.PartitionProduceData(partition, records))
+    return produce.ProduceRequest(None, acks, timeout_ms, tuple(
+        produce.TopicProduceData(t, tuple(ps)) for t, ps in topics.items()))
+
+
+async def do_produce(handler, acks, *parts, version=8):
+    return await call(handler, ApiKey.PRODUCE, version, produce_request(acks, *parts),
+                      produce.encode_produce_request, produce.decode_produce_response)
+
+
+def fetch_request(*parts, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, partition_max_bytes=1 << 20):
+    topics = {}
+    for topic, partition, offset in parts:
+        topics.setdefault(topic, []).append(fetch.FetchPartition(partition, offset, partition_max_bytes))
+    return fetch.FetchRequest(-1, max_wait_ms, min_bytes, max_bytes, fetch.READ_UNCOMMITTED, tuple(
+        fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()), 0, 0)
+
+
+async def do_fetch(handler, request, version=11):
+    return await call(handler, ApiKey.FETCH, version, request, fetch.encode_fetch_request,
+                      fetch.decode_fetch_response)
+
+
+def partitions(response):
+    return {(t.name if hasattr(t, "name") else t.topic, p.partition_index): p
+            for t in response.responses for p in t.partitions}
+
+
+def stamped(data, epoch):
+    buf = bytearray(data)
+    set_partition_leader_epoch(buf, 0, epoch)
+    return bytes(buf)
+
+
+async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
+    handler, _, _ = node
+    v0 = await call(handler, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), lambda r, v: [],
+                    lambda body, v: decode_api_versions_response(body, 0))
+    assert v0.error_code == 35
+    v2 = await call(handler, ApiKey.API_VERSIONS, 2, ApiVersionsRequest(), encode_api_versions_request,
+                    decode_api_versions_response)
+    advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (3, 8) and ApiKey.JOIN_GROUP not in advertised
+
+
+async def test_produce_then_fetch_returns_the_exact_batches(node):
+    handler, _, _ = node
+    first, second = batch(2, tag="a"), batch(3, tag="b")
+    response = await do_produce(handler, 1, ("orders", 0, first))
+    assert partitions(response)[("orders", 0)].error_code == 0
+    response = await do_produce(handler, -1, ("orders", 0, second))
+    assert partitions(response)[("orders", 0)].base_offset == 2
+    fetched = partitions(await do_fetch(handler, fetch_request(("orders", 0, 0))))[("orders", 0)]
+    assert fetched.error_code == 0 and fetched.high_watermark == fetched.last_stable_offset == 5
+    second_stamped = bytearray(stamped(second, 0))
+    second_stamped[7] = 2  # base offset 2, assigned by the broker (bytes 0..7, outside the CRC)
+    assert bytes(fetched.records) == stamped(first, 0) + bytes(second_stamped)
+
+
+async def test_acks_0_sends_nothing_but_appends(node):
+    handler, _, _ = node
+    assert await do_produce(handler, 0, ("orders", 0, batch(1))) is None
+    fetched = partitions(await do_fetch(handler, fetch_request(("orders", 0, 0))))[("orders", 0)]
+    assert fetched.high_watermark == 1
+
+
+async def test_produce_errors_are_per_partition(node):
+    handler, _, _ = node
+    response = await do_produce(handler, 1, ("orders", 0, batch(1)), ("orders", 1, batch(1)),
+                                ("nope", 0, batch(1)), ("orders", 0, b"\x00" * 10))
+    by_topic = {t.name: [p.error_code for p in t.partitions] for t in response.responses}
+    assert by_topic == {"orders": [0, 6, 2], "nope": [3]}  # 2: garbage records, CORRUPT_MESSAGE
+    bad_acks = await do_produce(handler, 5, ("orders", 0, batch(1)))
+    assert partitions(bad_acks)[("orders", 0)].error_code == 21
+
+
+async def test_fetch_waits_and_is_woken_by_a_produce(node):
+    handler, _, _ = node
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(do_fetch(handler, fetch_request(("orders", 0, 0), max_wait_ms=5000, min_bytes=1)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await do_produce(handler, 1, ("orders", 0, batch(1)))
+    fetched = partitions(await asyncio.wait_for(waiting, 2.0))[("orders", 0)]
+    assert fetched.high_watermark == 1 and len(fetched.records) > 0
+    assert loop.time() - started < 2.0
+
+
+async def test_fetch_times_out_empty_and_reports_errors(node):
+    handler, _, _ = node
+    empty = await do_fetch(handler, fetch_request(("orders", 0, 0), max_wait_ms=30, min_bytes=1))
+    assert bytes(partitions(empty)[("orders", 0)].records) == b""
+    result = partitions(await do_fetch(handler, fetch_request(
+        ("orders", 0, 7), ("orders", 1, 0), ("nope", 0, 0), max_wait_ms=5000, min_bytes=1)))
+    assert [result[k].error_code for k in [("orders", 0), ("orders", 1), ("nope", 0)]] == [1, 6, 3]
+
+
+async def test_fetch_response_limit_lets_the_first_partition_exceed(node):
+    handler, _, _ = node
+    await do_produce(handler, 1, ("orders", 0, batch(5)))
+    fetched = partitions(await do_fetch(handler, fetch_request(("orders", 0, 0), max_bytes=10)))
+    assert len(fetched[("orders", 0)].records) > 10
+
+
+async def test_list_offsets_by_time_earliest_and_latest(node):
+    handler, _, _ = node
+    await do_produce(handler, 1, ("orders", 0, batch(2, ts=NOW)))
+    await do_produce(handler, 1, ("orders", 0, batch(2, ts=NOW + 100)))
+
+    async def offset_for(timestamp, version=4):
+        request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("orders", (lo.ListOffsetsPartition(0, timestamp),)),))
+        response = await call(handler, ApiKey.LIST_OFFSETS, version, request, lo.encode_list_offsets_request,
+                              lo.decode_list_offsets_response)
+        p = response.topics[0].partitions[0]
+        return p.error_code, p.offset, p.timestamp, p.leader_epoch
+
+    assert await offset_for(NOW + 50) == (0, 2, NOW + 100, 0)
+    assert await offset_for(NOW + 1) == (0, 1, NOW + 1, 0)
+    assert await offset_for(NOW + 1000) == (0, -1, -1, -1)
+    assert await offset_for(-1) == (0, 4, -1, 0)
+    assert await offset_for(-2) == (0, 0, -1, 0)
+    assert (await offset_for(-1, version=1))[:2] == (0, 4)
+
+
+async def test_offset_for_leader_epoch(node):
+    handler, _, _ = node
+    await do_produce(handler, 1, ("orders", 0, batch(3)))
+    request = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("orders", (
+        ofle.OffsetForLeaderPartition(0, 0), ofle.OffsetForLeaderPartition(1, 0))),))
+    response = await call(handler, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request,
+                          ofle.encode_offset_for_leader_epoch_request, ofle.decode_offset_for_leader_epoch_response)
+    assert response.topics[0].partitions == (ofle.EpochEndOffset(0, 0, 0, 3), ofle.EpochEndOffset(6, 1, -1, -1))
+
+
+async def test_metadata_known_unknown_and_auto_created_topics(node):
+    handler, admin_api, _ = node
+    request = md.MetadataRequest(("orders", "dark", "fresh", "bad/name"), allow_auto_topic_creation=True)
+    response = await call(handler, ApiKey.METADATA, 8, request, md.encode_metadata_request,
+                          md.decode_metadata_response)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, *ADVERTISED), (2, "127.0.0.2", 9092)]
+    assert response.cluster_id == "test-cluster" and response.controller_id == ME
+    topics = {t.name: t for t in response.topics}
+    assert topics["orders"].error_code == 0
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in topics["orders"].partitions] \
+        == [(0, 1, (1,), (1,)), (1, 2, (2, 1), (2, 1))]
+    dark = topics["dark"].partitions[0]
+    assert (dark.error_code, dark.offline_replicas) == (5, (3,))  # leader fenced
+    assert topics["fresh"].error_code == 5 and topics["bad/name"].error_code == 17
+    await asyncio.sleep(0)  # the creation task runs
+    assert admin_api.calls == [("create", "fresh", None, None, {})]
+    no_auto = await call(handler, ApiKey.METADATA, 4, md.MetadataRequest(("other",), False),
+                         md.encode_metadata_request, md.decode_metadata_response)
+    assert no_auto.topics[0].error_code == 3
+    everything = await call(handler, ApiKey.METADATA, 1, md.MetadataRequest(None), md.encode_metadata_request,
+                            md.decode_metadata_response)
+    assert sorted(t.name for t in everything.topics) == ["dark", "orders"]
+
+
+async def test_admin_requests_go_to_the_topic_admin(node):
+    handler, admin_api, _ = node
+    request = admin.CreateTopicsRequest((admin.CreatableTopic("new", 3, -1), admin.CreatableTopic("orders", 1, 1)), 1000)
+    response = await call(handler, ApiKey.CREATE_TOPICS, 4, request, admin.encode_create_topics_request,
+                          admin.decode_create_topics_response)
+    assert [(t.name, t.error_code) for t in response.topics] == [("new", 0), ("orders", 36)]
+    await call(handler, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest(("new",), 1000),
+               admin.encode_delete_topics_request)
+    await call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
+        (admin.CreatePartitionsTopic("orders", 4),), 1000), admin.encode_create_partitions_request)
+    assert admin_api.calls == [("create", "new", 3, None, {}), ("create", "orders", 1, 1, {}),
+                               ("delete", "new"), ("partitions", "orders", 4)]
+
+
+async def test_describe_configs_merges_overrides_and_defaults(node):
+    handler, _, _ = node
+    request = dc.DescribeConfigsRequest((
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", ("retention.ms", "segment.bytes")),
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None)))
+    response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request, dc.encode_describe_configs_request,
+                          dc.decode_describe_configs_response)
+    orders, nope = response.results
+    assert [(c.name, c.value, c.config_source) for c in orders.configs] == [
+        ("retention.ms", "1000", 1), ("segment.bytes", str(LogConfig().segment_bytes), 5)]
+    assert nope.error_code == 3
+
+
+async def test_init_producer_id_hands_out_a_block_from_the_controller(node):
+    handler, _, controller = node
+
+    async def init():
+        return await call(handler, ApiKey.INIT_PRODUCER_ID, 1, InitProducerIdRequest(None, 60000),
+                          encode_init_producer_id_request, decode_init_producer_id_response)
+
+    ids = [(r.error_code, r.producer_id, r.producer_epoch) for r in [await init() for _ in range(3)]]
+    assert ids == [(0, 1000, 0), (0, 1001, 0), (0, 1000, 0)]  # the fake hands out the same block again
+    assert controller.calls == [("allocate-producer-ids", {"broker_id": 1, "broker_epoch": 1})] * 2
+
+
+async def test_find_coordinator_says_groups_are_not_supported(node):
+    handler, _, _ = node
+    response = await call(handler, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest("group"),
+                          encode_find_coordinator_request, decode_find_coordinator_response)
+    assert response.error_code == 15 and "not supported" in response.error_message
+
+
+@pytest.mark.parametrize("api, version, body", [
+    (ApiKey.PRODUCE, 8, b"\x00"),  # truncated
+    (ApiKey.JOIN_GROUP, 0, b""),  # no codec
+    (ApiKey.FETCH, 99, b""),  # unsupported version
+], ids=["truncated", "no-codec", "bad-version"])
+async def test_undecodable_requests_raise_protocol_error(node, api, version, body):
+    handler, _, _ = node
+    with pytest.raises(ProtocolError):
+        await handler.handle(RequestHeader(api, version, 1, None), memoryview(body))
