@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
+from typing import Final
 
 from broker.errors import ErrorCode
 from broker.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
@@ -48,12 +49,11 @@ INT32_MAX = (1 << 31) - 1  # sequences wrap from here to 0
 MS = 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000 * MS  # producer.id.expiration.ms (KIP-854)
 
-# Kafka error codes this module answers with. TODO(owner of broker/errors.py): move these
-# into ErrorCode; this module may not edit that file.
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-UNKNOWN_PRODUCER_ID = 59  # pre-2.5 answer to an unknown producer; documented, not used
-INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
+# Kafka error codes this module answers with (names kept for its callers and tests)
+OUT_OF_ORDER_SEQUENCE_NUMBER: Final = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+INVALID_PRODUCER_EPOCH: Final = ErrorCode.INVALID_PRODUCER_EPOCH
+UNKNOWN_PRODUCER_ID: Final = ErrorCode.UNKNOWN_PRODUCER_ID
+INVALID_RECORD: Final = ErrorCode.INVALID_RECORD
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,13 +39,13 @@ from tidelog.config import ConfigError
 log = logging.getLogger(__name__)
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors) that broker/errors.py lacks.
-LEADER_NOT_AVAILABLE: Final = 5
-NOT_LEADER_OR_FOLLOWER: Final = 6
-REQUEST_TIMED_OUT: Final = 7
-NOT_ENOUGH_REPLICAS: Final = 19
-INVALID_REQUIRED_ACKS: Final = 21
-FENCED_LEADER_EPOCH: Final = 74
-UNKNOWN_LEADER_EPOCH: Final = 75
+LEADER_NOT_AVAILABLE: Final = ErrorCode.LEADER_NOT_AVAILABLE
+NOT_LEADER_OR_FOLLOWER: Final = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT: Final = ErrorCode.REQUEST_TIMED_OUT
+NOT_ENOUGH_REPLICAS: Final = ErrorCode.NOT_ENOUGH_REPLICAS
+INVALID_REQUIRED_ACKS: Final = ErrorCode.INVALID_REQUIRED_ACKS
+FENCED_LEADER_EPOCH: Final = ErrorCode.FENCED_LEADER_EPOCH
+UNKNOWN_LEADER_EPOCH: Final = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 VALID_ACKS: Final = frozenset((-1, 0, 1))
 MIN_INSYNC_REPLICAS_KEY: Final = "min.insync.replicas"
@@ -58,11 +58,11 @@ _NO_PRODUCER: Final = b"\xff" * 8
 
 
 class ReplicaError(KafkaError):
-    """A partition-level refusal whose Kafka code broker/errors.py has no class for."""
+    """A partition-level refusal carrying any Kafka error code."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
-        self.code = code  # type: ignore[assignment]  # an int code outside errors.ErrorCode
+        self.code = code
 
 
 def not_leader(tp: TopicPartition, why: str) -> ReplicaError:
