@@ -59,11 +59,27 @@ def _add_controller(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def _add_broker(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "broker", help="run one broker: the Kafka listener, its logs, and a metadata follower",
+        description="Run a broker (Kafka listener on `listeners`, partition logs in log.dirs, metadata "
+                    "follower of controller.api.voters, GET /metrics on metrics.listener) until SIGTERM "
+                    "or Ctrl-C.")
+    parser.add_argument("--config", required=True, help="server.properties of this broker")
+
+    def run(args: argparse.Namespace) -> int:
+        from broker import node
+
+        return node.run(args.config)
+
+    parser.set_defaults(run=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_up, _add_down, _add_controller, _add_dump_log):
+    for add in (_add_up, _add_down, _add_controller, _add_broker, _add_dump_log):
         add(sub)
     return parser
 

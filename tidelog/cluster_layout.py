@@ -2,14 +2,15 @@
 
 Planning and rendering are pure; the section at the end reads and writes the data dir's
 files (never a process or a socket: `tidelog.launcher` owns those). Node ids 1..C are
-the controllers, each on its own loopback address 127.0.0.<id> (brokers will follow them,
-on the next addresses, once they exist), so chaos can cut the link between two nodes.
+the controllers and C+1..C+B the brokers, each node on its own loopback address
+127.0.0.<id>, so chaos can cut the link between two nodes.
 
     <data-dir>/cluster.json              what runs where (rewritten by every up and down)
     <data-dir>/meta.properties           cluster.id, generated on first start
     <data-dir>/quorum.password           the Raft password, mode 0600, generated on first start
     <data-dir>/controller-<id>/          server.properties (0600: it holds the password),
                                          node.log, metadata/ (the quorum's journal and dump)
+    <data-dir>/broker-<id>/              server.properties, node.log, data/ (log.dirs)
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ DEFAULT_CONTROLLERS: Final = 3
 DEFAULT_BROKERS: Final = 3
 DEFAULT_RAFT_PORT: Final = 9093  # Kafka's controller port
 DEFAULT_ADMIN_PORT: Final = 9080
+DEFAULT_KAFKA_PORT: Final = 9092  # Kafka's client port
+DEFAULT_METRICS_PORT: Final = 9081  # a broker's GET /metrics
+MAX_NODES: Final = 254  # one loopback address 127.0.0.N each
 MAX_CONTROLLERS: Final = 9  # a Raft quorum larger than this only slows commits down
 LOOPBACK_NETWORK: Final = "127.0.0."
 CONTROLLER: Final = "controller"
+BROKER: Final = "broker"
+BROKER_DATA_DIR: Final = "data"
 
 CLUSTER_FILE: Final = "cluster.json"
 META_FILE: Final = "meta.properties"
@@ -63,6 +69,23 @@ class NodeSpec:
     raft_port: int
     admin_port: int
     directory: Path
+    kafka_port: int = 0  # brokers only (a controller has none)
+    metrics_port: int = 0  # brokers only
+
+    @property
+    def ports(self) -> tuple[tuple[str, int], ...]:
+        """(what, port) of every address this node binds on its host."""
+        if self.role == BROKER:
+            return (("Kafka listener", self.kafka_port), ("metrics", self.metrics_port))
+        return (("raft", self.raft_port), ("admin API", self.admin_port))
+
+    @property
+    def bootstrap_address(self) -> str:
+        return f"{self.host}:{self.kafka_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
 
     @property
     def properties_path(self) -> Path:
@@ -112,22 +135,36 @@ def _check_port(name: str, port: int) -> None:
 
 
 def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int = DEFAULT_RAFT_PORT,
-         admin_port: int = DEFAULT_ADMIN_PORT) -> tuple[NodeSpec, ...]:
-    """Controllers 1..C on 127.0.0.1..C, every one with the same two ports on its own address."""
+         admin_port: int = DEFAULT_ADMIN_PORT, brokers: int = 0, kafka_port: int = DEFAULT_KAFKA_PORT,
+         metrics_port: int = DEFAULT_METRICS_PORT) -> tuple[NodeSpec, ...]:
+    """Controllers 1..C on 127.0.0.1..C, then brokers C+1..C+B on the next addresses; every node of
+    a role has the same ports on its own address."""
     if not 1 <= controllers <= MAX_CONTROLLERS:
         raise LayoutError(f"--controllers must be between 1 and {MAX_CONTROLLERS}, got {controllers}")
     _check_port("the raft port", raft_port)
     _check_port("the admin port", admin_port)
     if raft_port == admin_port:
         raise LayoutError(f"the raft and admin ports must differ, both are {raft_port}")
-    return tuple(NodeSpec(i, CONTROLLER, f"{LOOPBACK_NETWORK}{i}", raft_port, admin_port,
-                          root / f"{CONTROLLER}-{i}") for i in range(1, controllers + 1))
+    if brokers < 0 or controllers + brokers > MAX_NODES:
+        raise LayoutError(f"--brokers must be between 0 and {MAX_NODES - controllers}, got {brokers}")
+    if brokers:
+        _check_port("the Kafka port", kafka_port)
+        _check_port("the metrics port", metrics_port)
+        if kafka_port == metrics_port:
+            raise LayoutError(f"the Kafka and metrics ports must differ, both are {kafka_port}")
+    nodes = [NodeSpec(i, CONTROLLER, f"{LOOPBACK_NETWORK}{i}", raft_port, admin_port,
+                      root / f"{CONTROLLER}-{i}") for i in range(1, controllers + 1)]
+    nodes += [NodeSpec(i, BROKER, f"{LOOPBACK_NETWORK}{i}", 0, 0, root / f"{BROKER}-{i}", kafka_port, metrics_port)
+              for i in range(controllers + 1, controllers + brokers + 1)]
+    return tuple(nodes)
 
 
 def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
                     extra: Mapping[str, str] | None = None) -> str:
-    """server.properties of one controller; `extra` keys (tests: short timeouts) come last and win."""
+    """server.properties of one node; `extra` keys (tests: short timeouts) come last and win."""
     controllers = [n for n in nodes if n.role == CONTROLLER]
+    if node.role == BROKER:
+        return _broker_properties(node, controllers, secrets, extra)
     entries = {
         "node.id": str(node.node_id),
         "process.roles": node.role,
@@ -141,6 +178,25 @@ def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterS
     }
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
              "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
+    lines += [properties_line(key, value) for key, value in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets: ClusterSecrets,
+                       extra: Mapping[str, str] | None) -> str:
+    listener = f"PLAINTEXT://{node.bootstrap_address}"
+    entries = {
+        "node.id": str(node.node_id),
+        "process.roles": node.role,
+        "listeners": listener,
+        "advertised.listeners": listener,
+        "log.dirs": str(node.directory / BROKER_DATA_DIR),
+        "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
+        "cluster.id": secrets.cluster_id,
+        "metrics.listener": f"{node.host}:{node.metrics_port}",
+        **(extra or {}),
+    }
+    lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never overwritten."]
     lines += [properties_line(key, value) for key, value in entries.items()]
     return "\n".join(lines) + "\n"
 
@@ -165,15 +221,29 @@ def cluster_document(cluster_id: str, nodes: Sequence[NodeSpec],
     return {
         "version": CLUSTER_FILE_VERSION,
         "cluster_id": cluster_id,
-        "bootstrap_servers": None,  # no broker (Kafka listener) exists yet
+        "bootstrap_servers": bootstrap_servers(nodes),
         "admin_url": controllers[0].admin_url,
-        "nodes": [{
-            "id": n.node_id, "role": n.role, "host": n.host, "raft_port": n.raft_port,
-            "admin_port": n.admin_port, "admin_url": n.admin_url, "pid": pids.get(n.node_id),
-            "data_dir": str(n.directory), "config_file": str(n.properties_path),
-            "log_file": str(n.log_path),
-        } for n in nodes],
+        "nodes": [_node_entry(n, pids.get(n.node_id)) for n in nodes],
     }
+
+
+def bootstrap_servers(nodes: Sequence[NodeSpec]) -> str | None:
+    """host:port of every broker, comma-separated (Kafka's bootstrap.servers); None without brokers."""
+    return ",".join(n.bootstrap_address for n in nodes if n.role == BROKER) or None
+
+
+def _node_entry(n: NodeSpec, pid: int | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": n.node_id, "role": n.role, "host": n.host, "raft_port": n.raft_port,
+        "admin_port": n.admin_port, "admin_url": n.admin_url, "pid": pid,
+        "data_dir": str(n.directory), "config_file": str(n.properties_path),
+        "log_file": str(n.log_path),
+    }
+    if n.role == BROKER:
+        del entry["admin_url"]
+        entry.update(kafka_port=n.kafka_port, metrics_port=n.metrics_port,
+                     bootstrap=n.bootstrap_address, metrics_url=n.metrics_url)
+    return entry
 
 
 def nodes_from_document(document: object) -> tuple[NodeSpec, ...]:
@@ -186,12 +256,14 @@ def nodes_from_document(document: object) -> tuple[NodeSpec, ...]:
     nodes = []
     for entry in entries:
         try:
+            broker = entry["role"] == BROKER
             node = NodeSpec(int(entry["id"]), str(entry["role"]), str(entry["host"]),
-                            int(entry["raft_port"]), int(entry["admin_port"]), Path(entry["data_dir"]))
+                            int(entry["raft_port"]), int(entry["admin_port"]), Path(entry["data_dir"]),
+                            int(entry["kafka_port"]) if broker else 0, int(entry["metrics_port"]) if broker else 0)
         except (KeyError, TypeError, ValueError) as exc:
             raise LayoutError(f"{CLUSTER_FILE}: a malformed node entry {entry!r:.200} ({exc!r})") from None
-        if node.role != CONTROLLER or not node.host.startswith(LOOPBACK_NETWORK):
-            raise LayoutError(f"{CLUSTER_FILE}: node {node.node_id} is not a loopback controller")
+        if node.role not in (CONTROLLER, BROKER) or not node.host.startswith(LOOPBACK_NETWORK):
+            raise LayoutError(f"{CLUSTER_FILE}: node {node.node_id} is not a loopback controller or broker")
         nodes.append(node)
     return tuple(nodes)
 
@@ -208,7 +280,9 @@ def node_table(nodes: Sequence[NodeSpec], pids: Mapping[int, int | None], *,
     for n in nodes:
         role = f"{n.role} (active)" if n.node_id == active else n.role
         pid = pids.get(n.node_id)
-        rows.append((str(n.node_id), role, n.host, str(n.raft_port), n.admin_url,
+        broker = n.role == BROKER  # a broker's Kafka listener goes where a controller's API does
+        rows.append((str(n.node_id), role, n.host, "-" if broker else str(n.raft_port),
+                     f"PLAINTEXT://{n.bootstrap_address}" if broker else n.admin_url,
                      "-" if pid is None else str(pid), str(n.log_path)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
@@ -279,16 +353,31 @@ def data_dir_lock(root: Path) -> Iterator[None]:
 
 
 def resolve_layout(root: Path, *, controllers: int | None, raft_port: int | None,
-                   admin_port: int | None) -> tuple[NodeSpec, ...]:
-    """The nodes of `root`: those of its cluster.json, or a new plan; a conflicting request is an error."""
+                   admin_port: int | None, brokers: int | None = None, kafka_port: int | None = None,
+                   metrics_port: int | None = None) -> tuple[NodeSpec, ...]:
+    """The nodes of `root`: those of its cluster.json, or a new plan; a conflicting request is an error.
+
+    A first start without `brokers` plans none (the launcher's callers ask; `tidelog up` asks 3).
+    """
     document = read_cluster_file(root)
     if document is None:
         return plan(root, controllers=DEFAULT_CONTROLLERS if controllers is None else controllers,
                     raft_port=DEFAULT_RAFT_PORT if raft_port is None else raft_port,
-                    admin_port=DEFAULT_ADMIN_PORT if admin_port is None else admin_port)
+                    admin_port=DEFAULT_ADMIN_PORT if admin_port is None else admin_port,
+                    brokers=brokers or 0, kafka_port=DEFAULT_KAFKA_PORT if kafka_port is None else kafka_port,
+                    metrics_port=DEFAULT_METRICS_PORT if metrics_port is None else metrics_port)
     specs = nodes_from_document(document)
-    stored = {"--controllers": len(specs), "--raft-port": specs[0].raft_port, "--admin-port": specs[0].admin_port}
-    asked = {"--controllers": controllers, "--raft-port": raft_port, "--admin-port": admin_port}
+    voters = [s for s in specs if s.role == CONTROLLER]
+    stored_brokers = [s for s in specs if s.role == BROKER]
+    stored: dict[str, int | None] = {
+        "--controllers": len(voters), "--raft-port": voters[0].raft_port, "--admin-port": voters[0].admin_port,
+        "--brokers": len(stored_brokers)}
+    asked = {"--controllers": controllers, "--raft-port": raft_port, "--admin-port": admin_port,
+             "--brokers": brokers}
+    if stored_brokers:
+        stored.update({"--kafka-port": stored_brokers[0].kafka_port,
+                       "--metrics-port": stored_brokers[0].metrics_port})
+        asked.update({"--kafka-port": kafka_port, "--metrics-port": metrics_port})
     conflicts = [f"{flag} {asked[flag]} (it has {value})" for flag, value in stored.items()
                  if asked[flag] is not None and asked[flag] != value]
     if conflicts:

@@ -319,6 +319,18 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Replication factor of an auto-created topic.", at_least(1)),
     ConfigKey("auto.create.topics.enable", _BOOLEAN, True,
               "Create a topic when a client asks for metadata of an unknown one."),
+    # --- Broker listener (process.roles contains broker); broker.node parses and checks them
+    ConfigKey("listeners", _LIST, "PLAINTEXT://:9092",
+              "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "
+              "tidelog speaks PLAINTEXT only.", all_of(non_empty, distinct)),
+    ConfigKey("advertised.listeners", _LIST, None,
+              "Listeners registered with the controllers and given to clients; unset: listeners.",
+              all_of(non_empty, distinct)),
+    ConfigKey("socket.request.max.bytes", _INT, 100 * MIB,
+              "Largest request frame accepted; a larger size prefix closes the connection.", at_least(1)),
+    ConfigKey("metrics.listener", _STRING, None,
+              "host:port of this broker's HTTP GET /metrics (Prometheus text); unset: no metrics "
+              "endpoint. tidelog's own key (Kafka exports metrics over JMX)."),
     # --- Controller quorum (process.roles contains controller); quorum.voters parses the voters
     ConfigKey("controller.quorum.voters", _LIST, None,
               "Voters of the metadata quorum as id@host:port, e.g. 1@127.0.0.1:9093,2@127.0.0.2:9093.",

@@ -2,11 +2,13 @@
 
 The one place that starts nodes for `tidelog up`, `tidelog down` and the integration tests:
 
-    with LocalCluster.start(tmp_path, controllers=3, raft_port=p1, admin_port=p2) as cluster:
+    with LocalCluster.start(tmp_path, controllers=3, raft_port=p1, admin_port=p2,
+                            brokers=1, kafka_port=p3, metrics_port=p4) as cluster:
         cluster.admin_url            # any controller forwards writes to the active one
+        cluster.bootstrap_servers    # "127.0.0.4:p3": ready means registered and unfenced
     # every node stopped here, even when the body raised
 
-Each node is `python -m tidelog controller --config <node dir>/server.properties` in its own
+Each node is `python -m tidelog controller|broker --config <node dir>/server.properties` in its own
 session (so a Ctrl-C on the terminal reaches `tidelog up` only, which then stops the nodes in
 order), with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a
 bounded wait, then SIGKILL for stragglers. A pid read back from cluster.json is signalled
@@ -205,6 +207,20 @@ def probe_cluster_view(node: NodeSpec) -> Mapping[str, Any]:
     return view
 
 
+def probe_brokers(admin_url: str) -> list[Mapping[str, Any]]:
+    """GET /v1/brokers of one controller (raises OSError or ValueError when it cannot answer)."""
+    with urllib.request.urlopen(f"{admin_url}/v1/brokers", timeout=HTTP_TIMEOUT) as answer:
+        brokers = json.loads(answer.read(MAX_HTTP_ANSWER_BYTES))
+    if not isinstance(brokers, list) or not all(isinstance(b, dict) for b in brokers):
+        raise ValueError(f"GET /v1/brokers answered {brokers!r:.100}")
+    return brokers
+
+
+def unfenced_brokers(brokers: Sequence[Mapping[str, Any]]) -> set[int]:
+    """Ids of the registered brokers that are unfenced and not shutting down."""
+    return {b["broker_id"] for b in brokers if b.get("fenced") is False and not b.get("in_controlled_shutdown")}
+
+
 def agreed_active(views: Mapping[int, Mapping[str, Any]], cluster_id: str) -> int | None:
     """The active controller, once every controller answers for this cluster and names it."""
     if any(view.get("cluster_id") != cluster_id for view in views.values()):
@@ -218,7 +234,7 @@ def check_ports_free(nodes: Sequence[NodeSpec]) -> None:
     """LauncherError listing every address a node needs that is taken (or not on this machine)."""
     problems = []
     for node in nodes:
-        for what, port in (("raft", node.raft_port), ("admin API", node.admin_port)):
+        for what, port in node.ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
                 # SO_REUSEADDR, as the nodes bind: a TIME_WAIT left by the last run is no conflict
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -278,12 +294,22 @@ class LocalCluster:
     def admin_url(self) -> str:
         return self.controllers[0].spec.admin_url
 
+    @property
+    def brokers(self) -> list[NodeProcess]:
+        return [n for n in self.nodes if n.spec.role == layout.BROKER]
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        """host:port of every broker, comma-separated; None without brokers."""
+        return layout.bootstrap_servers(self.specs)
+
     def node(self, node_id: int) -> NodeProcess:
         return next(n for n in self.nodes if n.spec.node_id == node_id)
 
     @classmethod
     def start(cls, root: Path, *, controllers: int | None = None, raft_port: int | None = None,
-              admin_port: int | None = None, ready_timeout: float = READY_TIMEOUT,
+              admin_port: int | None = None, brokers: int | None = None, kafka_port: int | None = None,
+              metrics_port: int | None = None, ready_timeout: float = READY_TIMEOUT,
               extra_properties: Mapping[str, str] | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) and wait until ready.
@@ -294,7 +320,8 @@ class LocalCluster:
         """
         root = root.resolve()
         with data_dir_lock(root):
-            specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port)
+            specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port,
+                                   brokers=brokers, kafka_port=kafka_port, metrics_port=metrics_port)
             running = cls.attach(root)
             if running is not None and any(n.running() for n in running.nodes):
                 pids = ", ".join(str(n.pid) for n in running.nodes if n.running())
@@ -329,18 +356,41 @@ class LocalCluster:
         return cls(root, str(document.get("cluster_id")), nodes)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT, should_stop: Callable[[], bool] = lambda: False,
-                   probe: Probe = probe_cluster_view) -> int:
-        """Poll every controller's /v1/cluster until they agree on one active controller; its id."""
+                   probe: Probe = probe_cluster_view,
+                   brokers_probe: Callable[[str], Sequence[Mapping[str, Any]]] = probe_brokers) -> int:
+        """Poll every controller's /v1/cluster until they agree on one active controller, then its
+        /v1/brokers until every broker is registered and unfenced; the active controller's id."""
         deadline = time.monotonic() + timeout
+        active = self._wait_active(deadline, timeout, should_stop, probe)
+        wanted = {n.spec.node_id for n in self.brokers}
+        seen: object = None
+        while wanted:  # bounded by the deadline
+            self._check_alive(should_stop)
+            try:
+                seen = unfenced_brokers(brokers_probe(self.node(active).spec.admin_url))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                seen = exc
+            if isinstance(seen, set) and wanted <= seen:
+                break
+            if time.monotonic() >= deadline:
+                raise LauncherError(f"the brokers {sorted(wanted)} were not all registered and unfenced after "
+                                    f"{timeout:.0f} s (last: {seen!r:.200}); see the node logs under {self.root}")
+            time.sleep(POLL_INTERVAL)
+        return active
+
+    def _check_alive(self, should_stop: Callable[[], bool]) -> None:
+        if should_stop():
+            raise Interrupted("stopped while the cluster was starting")
+        for node in self.nodes:
+            if not node.running():
+                raise LauncherError(f"{node.spec.label} exited with status {node.exit_status} before "
+                                    f"the cluster was ready; the end of {node.spec.log_path}:\n"
+                                    f"{node.log_tail()}")
+
+    def _wait_active(self, deadline: float, timeout: float, should_stop: Callable[[], bool], probe: Probe) -> int:
         last: dict[int, object] = {}
         while time.monotonic() < deadline:  # bounded by the deadline
-            if should_stop():
-                raise Interrupted("stopped while the cluster was starting")
-            for node in self.nodes:
-                if not node.running():
-                    raise LauncherError(f"{node.spec.label} exited with status {node.exit_status} before "
-                                        f"the cluster was ready; the end of {node.spec.log_path}:\n"
-                                        f"{node.log_tail()}")
+            self._check_alive(should_stop)
             views: dict[int, Mapping[str, Any]] = {}
             for node in self.controllers:
                 try:

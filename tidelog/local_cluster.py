@@ -5,9 +5,9 @@
 
 `up` starts every node (`tidelog.launcher`), waits until the quorum has an active controller,
 prints one `READY bootstrap=… admin=…` line and a table of the nodes, then runs until Ctrl-C
-(SIGINT, SIGTERM or SIGHUP), when it stops every node; with --detach it returns once ready
-and `down` stops the nodes later. The broker (Kafka listener) is not built yet: `up` starts
-the controllers only and says so, and bootstrap is `none`.
+(SIGINT, SIGTERM or SIGHUP), when it stops every node (brokers first, then controllers); with
+--detach it returns once ready and `down` stops the nodes later. Ready means: the controllers
+agree on an active controller and every broker is registered and unfenced.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `tidelog up`. Shape options left out mean: as stored in the data dir, else the default."""
     parser.add_argument("--controllers", type=_count, default=None,
                         help=f"controllers (quorum voters) on 127.0.0.1..N (default: {layout.DEFAULT_CONTROLLERS})")
-    parser.add_argument("--brokers", type=_count, default=layout.DEFAULT_BROKERS,
-                        help="brokers after the controllers' addresses (not built yet: accepted, not started)")
+    parser.add_argument("--brokers", type=_count, default=None,
+                        help=f"brokers on the addresses after the controllers' "
+                             f"(default: as stored, else {layout.DEFAULT_BROKERS})")
     _add_data_dir(parser)
     parser.add_argument("--detach", action="store_true",
                         help="return once the cluster is ready; stop it later with `tidelog down`")
@@ -58,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin-port", type=int, default=None,
                         help=f"HTTP admin API port on every controller's address "
                              f"(default: {layout.DEFAULT_ADMIN_PORT})")
+    parser.add_argument("--kafka-port", type=int, default=None,
+                        help=f"Kafka listener port on every broker's address (default: {layout.DEFAULT_KAFKA_PORT})")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help=f"GET /metrics port on every broker's address (default: {layout.DEFAULT_METRICS_PORT})")
     parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
                         help=f"seconds to wait for an active controller (default: {READY_TIMEOUT:.0f})")
 
@@ -83,11 +88,11 @@ def _say(line: str = "") -> None:
     print(line, flush=True)  # a pipe reader (a test, a script) sees each line as it happens
 
 
-def _print_ready(cluster: LocalCluster, brokers: int, started: float) -> None:
-    _say(f"READY bootstrap=none admin={cluster.admin_url}")
-    asked = f"{brokers} broker(s) were asked for, but" if brokers else "No brokers were asked for, and"
-    _say(f"brokers: {asked} the broker (Kafka listener) is not built yet: only the "
-         f"{len(cluster.controllers)} controllers run, so there is no bootstrap server.")
+def _print_ready(cluster: LocalCluster, started: float) -> None:
+    _say(f"READY bootstrap={cluster.bootstrap_servers or 'none'} admin={cluster.admin_url}")
+    if not cluster.brokers:
+        _say(f"brokers: none (--brokers 0): only the {len(cluster.controllers)} controllers run, "
+             "so there is no bootstrap server.")
     _say(f"cluster id {cluster.cluster_id}, ready in {time.monotonic() - started:.1f} s, "
          f"layout in {cluster.root / layout.CLUSTER_FILE}")
     pids = {n.spec.node_id: n.pid for n in cluster.nodes}
@@ -125,8 +130,12 @@ def run(args: argparse.Namespace) -> int:
     with _stop_requests() as stop:
         _say(f"Starting a local cluster in {root} ...")
         try:
+            brokers = args.brokers
+            if brokers is None and not (root / layout.CLUSTER_FILE).exists():
+                brokers = layout.DEFAULT_BROKERS
             cluster = LocalCluster.start(root, controllers=args.controllers, raft_port=args.raft_port,
-                                         admin_port=args.admin_port, ready_timeout=args.ready_timeout,
+                                         admin_port=args.admin_port, brokers=brokers, kafka_port=args.kafka_port,
+                                         metrics_port=args.metrics_port, ready_timeout=args.ready_timeout,
                                          should_stop=stop.is_set)
         except Interrupted:
             print("tidelog up: interrupted before the cluster was ready; every node it started is stopped",
@@ -135,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         except (LauncherError, LayoutError) as exc:
             print(f"tidelog up: {exc}", file=sys.stderr)
             return 1
-        _print_ready(cluster, args.brokers, started)
+        _print_ready(cluster, started)
         if args.detach:
             _say(f"Detached. Stop the cluster with: tidelog down --data-dir {root}")
             return 0

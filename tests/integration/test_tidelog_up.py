@@ -38,6 +38,7 @@ HTTP_TIMEOUT_S = 5.0
 GONE_TIMEOUT_S = 5.0
 POLL_S = 0.05
 BROKER_ID = 4
+BROKER_HOST = "127.0.0.4"
 NOT_CONTROLLER = 41
 
 
@@ -95,7 +96,7 @@ class Cluster:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.raft_port, self.admin_port = free_ports(HOSTS)
+        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports((*HOSTS, BROKER_HOST), 4)
         self.pids_seen: set[int] = set()
         self.foreground: subprocess.Popen[str] | None = None
 
@@ -103,7 +104,8 @@ class Cluster:
         return [sys.executable, "-m", "tidelog", *args, "--data-dir", str(self.data_dir)]
 
     def up_args(self) -> list[str]:
-        return ["up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port)]
+        return ["up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port),
+                "--kafka-port", str(self.kafka_port), "--metrics-port", str(self.metrics_port)]
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.command(*args), capture_output=True, text=True, cwd=REPO,
@@ -142,13 +144,13 @@ def clusters(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
 
 def up_detached(cluster: Cluster, capsys: pytest.CaptureFixture[str], what: str) -> tuple[dict[str, Any], str]:
     started = time.monotonic()
-    done = cluster.run(*cluster.up_args(), "--detach")
+    done = cluster.run(*cluster.up_args(), "--brokers", "0", "--detach")  # the test registers broker 4 itself
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     ready = [line for line in done.stdout.splitlines() if line.startswith("READY ")]
     assert len(ready) == 1, done.stdout
     report(capsys, f"{what}: `tidelog up --detach` printed READY and returned after {elapsed:.2f} s")
-    assert "not built yet" in done.stdout
+    assert "brokers: none (--brokers 0)" in done.stdout
     return cluster.layout(), ready[0]
 
 
@@ -229,7 +231,7 @@ def test_up_foreground_stops_on_sigint(clusters: Callable[[str], Cluster],
                                        capsys: pytest.CaptureFixture[str]) -> None:
     cluster = clusters("foreground")
     started = time.monotonic()
-    cluster.foreground = subprocess.Popen(cluster.command(*cluster.up_args(), "--brokers", "3"), cwd=REPO,
+    cluster.foreground = subprocess.Popen(cluster.command(*cluster.up_args(), "--brokers", "1"), cwd=REPO,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
 
@@ -243,10 +245,16 @@ def test_up_foreground_stops_on_sigint(clusters: Callable[[str], Cluster],
     while not any(line.startswith("Press Ctrl-C") for line in seen):  # bounded by the deadline
         seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
     report(capsys, f"foreground `tidelog up` printed READY after {time.monotonic() - started:.2f} s")
-    assert any(line.startswith("READY bootstrap=none admin=http://") for line in seen), seen
-    assert any("3 broker(s) were asked for" in line and "not built yet" in line for line in seen), seen
-    pids = [n["pid"] for n in cluster.layout()["nodes"]]
-    assert len(pids) == 3 and all(alive(pid) for pid in pids)
+    bootstrap = f"{BROKER_HOST}:{cluster.kafka_port}"
+    assert any(line.startswith(f"READY bootstrap={bootstrap} admin=http://") for line in seen), seen
+    document = cluster.layout()
+    assert document["bootstrap_servers"] == bootstrap
+    assert [(n["id"], n["role"]) for n in document["nodes"]] == [
+        (1, "controller"), (2, "controller"), (3, "controller"), (4, "broker")]
+    _, brokers = http(f"{document['admin_url']}/v1/brokers")
+    assert [(b["broker_id"], b["fenced"]) for b in brokers] == [(BROKER_ID, False)], brokers
+    pids = [n["pid"] for n in document["nodes"]]
+    assert len(pids) == 4 and all(alive(pid) for pid in pids)
 
     cluster.foreground.send_signal(signal.SIGINT)
     assert cluster.foreground.wait(CLI_TIMEOUT_S) == 0

@@ -1,0 +1,304 @@
+"""One broker as a process: `tidelog broker --config server.properties`.
+
+    config → LogManager over log.dirs (recovering) → ReplicaManager → RequestHandler
+           → Kafka listener (`listeners`) → GET /metrics (`metrics.listener`, tidelog's own key)
+           → metadata follower (register with `advertised.listeners`, heartbeat, follow the log,
+             each batch of LocalReplicaChanges to ReplicaManager.apply_changes)
+
+SIGTERM or SIGINT: stop the listener (in-flight requests get a bounded grace), cancel the
+follower (it checkpoints its image), stop the metrics endpoint, `log_manager.shutdown()`
+(checkpoints and the clean-shutdown marker), exit 0. A fatal follower error exits 1.
+Controlled shutdown (WantShutDown heartbeats) is `shutdown/`'s job and not wired here yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from broker.errors import KafkaStorageError
+from broker.log.log_config import from_broker_config
+from broker.log.log_manager import LogManager
+from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
+from broker.protocol.api_keys import ApiKey
+from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
+from metadata.codec import Listener
+from broker.protocol.primitives import ProtocolError
+from tidelog.config import Config, ConfigError, Password, load_properties, log_dirs, parse_config
+from tidelog.log_setup import setup_logging
+
+logger = logging.getLogger("broker.node")  # not __name__: stable under -m
+
+SECONDS: Final = 1.0
+MAINTENANCE_INTERVAL: Final = 1 * SECONDS  # flush.ms checks; retention and checkpoints have their own periods
+METRICS_PREFIX: Final = "tidelog_broker_"
+SUPPORTED_SECURITY: Final = "PLAINTEXT"
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_listener(text: str, key: str) -> Listener:
+    """`PLAINTEXT://host:port` (host may be empty or [v6]) as a Listener; ConfigError otherwise."""
+    name, sep, rest = text.partition("://")
+    host, colon, port_text = rest.rpartition(":")
+    if not sep or not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"config {key!r}: {text!r} is not NAME://host:port")
+    if name.upper() != SUPPORTED_SECURITY:
+        raise ConfigError(f"config {key!r}: listener {name!r} is not supported; tidelog speaks PLAINTEXT only")
+    return Listener(name.upper(), host.strip("[]"), int(port_text))
+
+
+def _host_port(text: str, key: str) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"config {key!r} must be host:port, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """What a broker process needs from its config, checked once."""
+
+    node_id: int
+    listener: Listener  # the first of `listeners`: what we bind
+    advertised: Listener | None  # None: the listener's host and bound port
+    max_request_bytes: int
+    metrics_address: tuple[str, int] | None
+    controller_addresses: tuple[str, ...]
+    log_dirs: tuple[Path, ...]
+    heartbeat_interval_ms: int
+    cluster_id: str | None
+
+    @classmethod
+    def from_config(cls, config: Config) -> BrokerSettings:
+        roles = config["process.roles"]
+        if not isinstance(roles, tuple) or "broker" not in roles:
+            raise ConfigError("config 'process.roles' must contain broker to run a broker")
+        listeners = [parse_listener(item, "listeners") for item in config["listeners"]]  # type: ignore[union-attr]
+        advertised = config["advertised.listeners"]
+        advertised_listener = parse_listener(advertised[0], "advertised.listeners") if advertised else None  # type: ignore[index]
+        if advertised_listener is None and listeners[0].host in ("", "0.0.0.0", "::"):
+            raise ConfigError("config 'advertised.listeners' must be set when 'listeners' binds every address")
+        voters = config["controller.api.voters"]
+        if not voters:
+            raise ConfigError("config 'controller.api.voters' (id@host:port of each controller's HTTP API) "
+                              "must be set to run a broker")
+        addresses = []
+        for entry in voters:  # type: ignore[union-attr]
+            _, at, address = entry.partition("@")
+            if not at:
+                raise ConfigError(f"config 'controller.api.voters': {entry!r} is not id@host:port")
+            _host_port(address, "controller.api.voters")
+            addresses.append(address)
+        metrics = config["metrics.listener"]
+        cluster_id = config["cluster.id"]
+        return cls(
+            node_id=int(config["node.id"]),  # type: ignore[arg-type]
+            listener=listeners[0], advertised=advertised_listener,
+            max_request_bytes=int(config["socket.request.max.bytes"]),  # type: ignore[arg-type]
+            metrics_address=None if metrics is None else _host_port(str(metrics), "metrics.listener"),
+            controller_addresses=tuple(addresses),
+            log_dirs=tuple(Path(d) for d in log_dirs(config)),
+            heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),  # type: ignore[arg-type]
+            cluster_id=None if cluster_id is None else str(cluster_id))
+
+
+# --- /metrics ---------------------------------------------------------------------------------
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_hosted: int) -> str:
+    """Prometheus text exposition (version 0.0.4) of the broker's counters."""
+    p = METRICS_PREFIX
+    lines: list[str] = []
+
+    def sample(name: str, kind: str, doc: str, values: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {p}{name} {doc}")
+        lines.append(f"# TYPE {p}{name} {kind}")
+        lines.extend(f"{p}{name}{labels} {value:g}" for labels, value in values)
+
+    sample("bytes_in_total", "counter", "Bytes read from client connections.", [("", metrics.bytes_in)])
+    sample("bytes_out_total", "counter", "Bytes written to client connections.", [("", metrics.bytes_out)])
+    sample("connections", "gauge", "Open client connections.", [("", metrics.connections_active)])
+    sample("connections_total", "counter", "Client connections accepted.", [("", metrics.connections_total)])
+    sample("connections_closed_on_error_total", "counter", "Connections closed for a protocol error.",
+           [("", metrics.connections_closed_on_error)])
+    sample("requests_total", "counter", "Requests answered, by API.",
+           [(f'{{api="{_api_name(k)}"}}', v) for k, v in sorted(metrics.requests_by_api.items())])
+    lines.append(f"# HELP {p}request_latency_ms Time from a request's arrival until its response was written.")
+    lines.append(f"# TYPE {p}request_latency_ms histogram")
+    cumulative = 0
+    for bound, count in zip((*LATENCY_BUCKETS_MS, "+Inf"), metrics.latency_buckets):
+        cumulative += count
+        lines.append(f'{p}request_latency_ms_bucket{{le="{bound}"}} {cumulative}')
+    lines.append(f"{p}request_latency_ms_sum {metrics.latency_sum_ms:g}")
+    lines.append(f"{p}request_latency_ms_count {metrics.latency_count}")
+    sample("partitions_led", "gauge", "Partitions this broker leads.", [("", partitions_led)])
+    sample("partitions_hosted", "gauge", "Partitions this broker hosts (leader or follower).",
+           [("", partitions_hosted)])
+    return "\n".join(lines) + "\n"
+
+
+async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> Any:
+    """A small aiohttp app serving GET /metrics; returns its runner (call `cleanup()` to stop)."""
+    from aiohttp import web
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=render(), content_type="text/plain", charset="utf-8",
+                            headers={"X-Prometheus-Format": "0.0.4"})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, address[0], address[1], reuse_address=True).start()
+    logger.info("Metrics on http://%s:%d/metrics", *address)
+    return runner
+
+
+# --- the process --------------------------------------------------------------------------------
+
+
+def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, advertised: Listener,
+                  client: Any, config: Config) -> Any:
+    """The Kafka request handler (broker.request_handler), reading the follower's image."""
+    from broker.request_handler import HttpTopicAdmin, RequestHandler
+
+    token = config["admin.token"]
+    return RequestHandler(
+        broker_id, replicas, lambda: follower.state.image, (advertised.host, advertised.port), client,
+        auto_create_topics=bool(config["auto.create.topics.enable"]),
+        cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
+        listener_name=advertised.name,
+        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None))
+
+
+async def _maintain(log_manager: LogManager, config: Config) -> None:
+    """flush.ms, retention and recovery-point checkpoints, until cancelled (one pass per second)."""
+    retention_every = int(config["log.retention.check.interval.ms"])  # type: ignore[arg-type]
+    checkpoint_every = int(config["log.flush.offset.checkpoint.interval.ms"])  # type: ignore[arg-type]
+    last_retention = last_checkpoint = wall_ms()
+    while True:  # until cancelled
+        await asyncio.sleep(MAINTENANCE_INTERVAL)
+        now = wall_ms()
+        try:
+            log_manager.flush_due(now)
+            if now - last_retention >= retention_every:
+                last_retention = now
+                log_manager.cleanup(now)
+            if checkpoint_every and now - last_checkpoint >= checkpoint_every:
+                last_checkpoint = now
+                log_manager.checkpoint()
+        except (OSError, KafkaStorageError) as exc:  # a storage error: say so and keep serving what still works
+            logger.error("Log maintenance failed: %s", exc)
+
+
+async def run_broker(settings: BrokerSettings, config: Config) -> int:
+    """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
+    from broker.controller_client import ControllerClient
+    from broker.replica_manager import ReplicaManager
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    broker_id = settings.node_id
+    log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
+    replicas = ReplicaManager(broker_id, log_manager, now_ms=wall_ms)
+    client = ControllerClient(settings.controller_addresses)
+    server: KafkaServer | None = None
+    metrics_runner: Any = None
+    tasks: list[asyncio.Task[None]] = []
+    handler: Any = None
+    fatal = False
+    try:
+        # The follower is built before it runs: the handler reads its image.
+        late = _LateHandler()
+        server = KafkaServer(late, host=settings.listener.host or "0.0.0.0", port=settings.listener.port,
+                             max_request_bytes=settings.max_request_bytes)
+        await server.start()
+        advertised = settings.advertised or Listener(settings.listener.name, settings.listener.host, server.port)
+        follower = MetadataFollower(
+            FollowerSettings(broker_id=broker_id, incarnation_id=uuid.uuid4().hex, listeners=(advertised,),
+                             log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                             cluster_id=settings.cluster_id),
+            client, replicas.apply_changes)
+        handler = build_handler(broker_id, replicas, follower, advertised, client, config)
+        late.handler = handler
+        if settings.metrics_address is not None:
+            def render() -> str:
+                hosted = replicas.partitions.values()
+                return render_metrics(server.metrics, partitions_hosted=len(hosted),  # type: ignore[union-attr]
+                                      partitions_led=sum(1 for p in hosted if p.is_leader(broker_id)))
+            metrics_runner = await start_metrics(settings.metrics_address, render)
+        follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
+        tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance")]
+        logger.info("Broker %d started: Kafka listener %s:%d, advertised %s://%s:%d, log dirs %s",
+                    broker_id, settings.listener.host, server.port, advertised.name, advertised.host,
+                    advertised.port, ", ".join(map(str, settings.log_dirs)))
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({stopper, follower_task}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if follower_task.done() and not follower_task.cancelled():
+            fatal = True
+            logger.error("Broker %d: the metadata follower stopped: %r", broker_id, follower_task.exception())
+    finally:
+        logger.info("Stopping broker %d", broker_id)
+        if server is not None:
+            await server.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if handler is not None:
+            await handler.close()
+        await client.close()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
+        log_manager.shutdown()
+    logger.info("Broker %d stopped%s", broker_id, " after a fatal error" if fatal else "")
+    return 1 if fatal else 0
+
+
+class _LateHandler:
+    """The server's handler, set once the follower exists: the listener binds first, so that a
+    port 0 listener is advertised with its real port. Set before the next await after start(),
+    so no request can find it missing (ProtocolError, closing that connection, if one did)."""
+
+    handler: Any = None
+
+    async def handle(self, header: Any, body: memoryview) -> Any:
+        if self.handler is None:
+            raise ProtocolError("the broker is still starting")
+        return await self.handler.handle(header, body)
+
+
+def run(config_path: str) -> int:
+    """Parse the config, set up logging, run the broker; the process exit status."""
+    try:
+        config = parse_config(load_properties(config_path))
+        settings = BrokerSettings.from_config(config)
+    except ConfigError as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.node_id, "broker")
+    try:
+        return asyncio.run(run_broker(settings, config))
+    except (OSError, KafkaStorageError) as exc:  # a listener cannot bind, a log dir cannot be used
+        logger.error("Broker %d cannot start: %s", settings.node_id, exc)
+        return 1

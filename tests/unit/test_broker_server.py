@@ -1,0 +1,218 @@
+"""broker/server.py over real loopback sockets, with a fake handler scripted by the request body.
+
+Body commands (ASCII): `sleep <ms> <tag>` answers `tag` after a delay; `none` answers nothing
+(acks=0); `bad` raises ProtocolError; `file <position> <length>` answers b"F" then a FileSlice
+of the test's file; `boom` raises a bug. Pipelined requests come back in request order even
+when handled out of order; a malformed or oversized frame closes only its own connection;
+a file truncated under a slice ends the connection instead of sending a wrong length.
+Every server is stopped and every socket closed, whatever happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.log.segment import FileSlice
+from broker.protocol.frame import RequestHeader, encode_request_header
+from broker.protocol.primitives import Chunk, ProtocolError
+from broker.server import PREAD_CHUNK, KafkaServer
+
+HOST = "127.0.0.1"
+MAX_REQUEST_BYTES = 1024
+IO_TIMEOUT_S = 5.0
+
+
+class FakeHandler:
+    def __init__(self, fd: int = -1) -> None:
+        self.fd = fd
+        self.started: list[int] = []  # correlation ids in the order handling started
+
+    async def handle(self, header: RequestHeader, body: memoryview) -> list[Chunk] | None:
+        self.started.append(header.correlation_id)
+        words = bytes(body).decode().split()
+        if words[0] == "sleep":
+            await asyncio.sleep(int(words[1]) / 1000)
+            return [words[2].encode()]
+        if words[0] == "none":
+            return None
+        if words[0] == "bad":
+            raise ProtocolError("cannot decode this")
+        if words[0] == "boom":
+            raise RuntimeError("a bug in a handler")
+        if words[0] == "file":
+            return [b"F", FileSlice(self.fd, int(words[1]), int(words[2]))]
+        raise AssertionError(words)
+
+
+def request(correlation_id: int, body: bytes, api_key: int = 3) -> bytes:
+    frame = encode_request_header(RequestHeader(api_key, 5, correlation_id, "test")) + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), IO_TIMEOUT_S))[0]
+    data = await asyncio.wait_for(reader.readexactly(size), IO_TIMEOUT_S)
+    return struct.unpack(">i", data[:4])[0], data[4:]
+
+
+async def closed(reader: asyncio.StreamReader) -> bool:
+    """True once the server closed the connection (EOF or reset) without sending anything."""
+    try:
+        return await asyncio.wait_for(reader.read(1), IO_TIMEOUT_S) == b""
+    except ConnectionError:
+        return True
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[int, bytes]:
+    content = os.urandom(3 * PREAD_CHUNK + 123)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDWR)
+    yield fd, content
+    os.close(fd)
+
+
+@pytest.fixture
+async def server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
+    started = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, max_request_bytes=MAX_REQUEST_BYTES,
+                          max_in_flight=4, shutdown_grace=1.0)
+    await started.start()
+    writers: list[asyncio.StreamWriter] = []
+    started.test_writers = writers  # type: ignore[attr-defined]
+    try:
+        yield started
+    finally:
+        await started.stop()
+        for writer in writers:
+            writer.close()
+
+
+async def connect(server: KafkaServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, server.port), IO_TIMEOUT_S)
+    server.test_writers.append(writer)  # type: ignore[attr-defined]
+    return reader, writer
+
+
+async def test_pipelined_requests_are_answered_in_request_order(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    delays = [80, 5, 40, 0, 20, 60, 1, 30]  # later requests finish first
+    writer.write(b"".join(request(i, f"sleep {d} r{i}".encode()) for i, d in enumerate(delays)))
+    answers = [await read_response(reader) for _ in delays]
+    assert answers == [(i, f"r{i}".encode()) for i in range(len(delays))]
+    assert server.handler.started[:4] == [0, 1, 2, 3]  # type: ignore[attr-defined]
+    assert server.metrics.requests_by_api == {3: len(delays)}
+    assert server.metrics.latency_count == len(delays)
+
+
+async def test_no_response_for_acks_zero_and_order_kept(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    writer.write(request(1, b"none") + request(2, b"sleep 0 two") + request(3, b"none") + request(4, b"sleep 0 x"))
+    assert await read_response(reader) == (2, b"two")
+    assert await read_response(reader) == (4, b"x")
+
+
+@pytest.mark.parametrize("garbage", [
+    pytest.param(struct.pack(">i", MAX_REQUEST_BYTES + 1), id="oversized-prefix"),
+    pytest.param(struct.pack(">i", -5), id="negative-size"),
+    pytest.param(struct.pack(">i", 3) + b"\x00\x03\x00", id="truncated-header"),
+    pytest.param(request(9, b"bad"), id="undecodable-request"),
+    pytest.param(request(9, b"boom"), id="handler-bug"),
+])
+async def test_bad_input_closes_only_that_connection(server: KafkaServer, garbage: bytes,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    good_reader, good_writer = await connect(server)
+    bad_reader, bad_writer = await connect(server)
+    good_writer.write(request(1, b"sleep 0 before"))
+    assert await read_response(good_reader) == (1, b"before")
+    bad_writer.write(garbage)
+    assert await closed(bad_reader)
+    good_writer.write(request(2, b"sleep 0 after"))
+    assert await read_response(good_reader) == (2, b"after")
+    assert server.metrics.connections_closed_on_error == 1
+    assert server.metrics.connections_active == 1
+    lines = [r for r in caplog.records if "Closing connection" in r.getMessage()]
+    assert len(lines) == 1 and "127.0.0.1:" in lines[0].getMessage()
+
+
+async def test_an_oversized_frame_is_refused_before_its_body_arrives(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    writer.write(struct.pack(">i", 50 * 1024 * 1024))  # 50 MiB promised, nothing sent
+    assert await closed(reader)
+
+
+@pytest.mark.parametrize(("position", "length"), [(0, 0), (7, 100), (5, 3 * PREAD_CHUNK + 100)])
+async def test_file_slices_are_sent_from_the_file(server: KafkaServer, data_file: tuple[int, bytes],
+                                                  position: int, length: int) -> None:
+    reader, writer = await connect(server)
+    writer.write(request(5, f"file {position} {length}".encode()) + request(6, b"sleep 0 next"))
+    assert await read_response(reader) == (5, b"F" + data_file[1][position:position + length])
+    assert await read_response(reader) == (6, b"next")
+    assert server.metrics.bytes_out >= length
+
+
+async def test_a_slice_past_the_end_of_the_file_closes_the_connection(
+        server: KafkaServer, data_file: tuple[int, bytes]) -> None:
+    reader, writer = await connect(server)
+    os.ftruncate(data_file[0], 1000)  # truncated after the response promised more
+    writer.write(request(5, b"file 500 1000"))
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), IO_TIMEOUT_S))[0]
+    assert size == 4 + 1 + 1000
+    received = b""
+    while chunk := await asyncio.wait_for(reader.read(65536), IO_TIMEOUT_S):  # until EOF
+        received += chunk
+    assert len(received) < size  # never a whole frame of the wrong bytes
+
+
+async def test_in_flight_is_bounded_and_reading_resumes(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    count = 40  # ten times max_in_flight, all written at once
+    writer.write(b"".join(request(i, f"sleep 1 r{i}".encode()) for i in range(count)))
+    answers = [await read_response(reader) for _ in range(count)]
+    assert [a[0] for a in answers] == list(range(count))
+
+
+async def test_many_connections(server: KafkaServer) -> None:
+    pairs = [await connect(server) for _ in range(50)]
+    for i, (_, writer) in enumerate(pairs):
+        writer.write(request(i, f"sleep 0 c{i}".encode()))
+    for i, (reader, _) in enumerate(pairs):
+        assert await read_response(reader) == (i, f"c{i}".encode())
+    assert server.metrics.connections_active == 50
+
+
+async def test_stop_answers_in_flight_requests_then_closes(data_file: tuple[int, bytes]) -> None:
+    server = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, shutdown_grace=2.0)
+    await server.start()
+    reader, writer = await asyncio.open_connection(HOST, server.port)
+    try:
+        writer.write(request(1, b"sleep 100 slow"))
+        await asyncio.sleep(0.02)
+        await asyncio.wait_for(server.stop(), IO_TIMEOUT_S)
+        assert await read_response(reader) == (1, b"slow")
+        assert await closed(reader)
+        with pytest.raises(OSError):
+            await asyncio.open_connection(HOST, server.port)
+    finally:
+        writer.close()
+        await server.stop()
+
+
+async def test_stop_cancels_requests_that_outlive_the_grace(data_file: tuple[int, bytes]) -> None:
+    server = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, shutdown_grace=0.1)
+    await server.start()
+    reader, writer = await asyncio.open_connection(HOST, server.port)
+    try:
+        writer.write(request(1, b"sleep 60000 never"))
+        await asyncio.sleep(0.02)
+        await asyncio.wait_for(server.stop(), IO_TIMEOUT_S)
+        assert await closed(reader)
+    finally:
+        writer.close()
+        await server.stop()
