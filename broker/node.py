@@ -178,7 +178,8 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
 def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, advertised: Listener,
                   client: Any, config: Config) -> Any:
     """The Kafka request handler (broker.request_handler), reading the follower's image."""
-    from broker.request_handler import HttpTopicAdmin, RequestHandler
+    from broker.request_handler import RequestHandler
+    from broker.topic_admin import HttpTopicAdmin
 
     token = config["admin.token"]
     return RequestHandler(

@@ -17,12 +17,9 @@ Consumer groups are not implemented: FindCoordinator answers COORDINATOR_NOT_AVA
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
-
-import aiohttp
+from collections.abc import Callable
+from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.errors import ErrorCode, KafkaError
@@ -38,9 +35,11 @@ from broker.protocol.frame import RequestHeader
 from broker.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.primitives import Chunk, ProtocolError
 from broker.replica_manager import LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, ReplicaManager
+from broker.topic_admin import AdminResult, HttpTopicAdmin, TopicAdmin
 from broker.topic_partition import TopicPartition
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.records import ConfigResourceType
+from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 
@@ -55,95 +54,7 @@ INVALID_REQUEST: Final = ErrorCode.INVALID_REQUEST
 CONFIG_SOURCE_DYNAMIC_TOPIC: Final = 1
 CONFIG_SOURCE_DEFAULT: Final = 5
 MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
-ADMIN_TIMEOUT: Final = 15 * SECONDS  # one admin HTTP call (the controller forwards, then commits)
-MAX_TOPIC_NAME_CHARS: Final = 249
-_LEGAL_TOPIC_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 GROUPS_UNSUPPORTED: Final = "consumer groups are not supported yet"
-# Kafka error names the admin API answers with, to their codes.
-ADMIN_ERROR_CODES: Final = {
-    "UNKNOWN_SERVER_ERROR": -1, "UNKNOWN_TOPIC_OR_PARTITION": 3, "REQUEST_TIMED_OUT": 7,
-    "INVALID_TOPIC_EXCEPTION": 17, "TOPIC_AUTHORIZATION_FAILED": 29,
-    "CLUSTER_AUTHORIZATION_FAILED": 31, "TOPIC_ALREADY_EXISTS": 36, "INVALID_PARTITIONS": 37,
-    "INVALID_REPLICATION_FACTOR": 38, "INVALID_REPLICA_ASSIGNMENT": 39, "INVALID_CONFIG": 40,
-    "NOT_CONTROLLER": 41, "INVALID_REQUEST": 42, "POLICY_VIOLATION": 44,
-    "THROTTLING_QUOTA_EXCEEDED": 89,
-}
-
-AdminResult = tuple[int, str | None]  # (Kafka error code, message)
-
-
-class TopicAdmin(Protocol):
-    """Topic writes on the controllers; each answers (error code, message)."""
-
-    async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
-                           configs: Mapping[str, str]) -> AdminResult: ...
-
-    async def delete_topic(self, name: str) -> AdminResult: ...
-
-    async def create_partitions(self, name: str, count: int) -> AdminResult: ...
-
-
-class HttpTopicAdmin:
-    """TopicAdmin over the controllers' admin API (`/v1/topics`), on the controller the
-    ControllerClient believes active (any controller forwards writes to the active one)."""
-
-    def __init__(self, controller_client: ControllerClient, *, token: str | None = None) -> None:
-        self._client, self._token = controller_client, token
-        self._session: aiohttp.ClientSession | None = None
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def _request(self, method: str, path: str, body: Any) -> AdminResult:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        url = f"http://{self._client.target}{path}"
-        try:
-            async with self._session.request(method, url, json=body, headers=headers,
-                                             timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT)) as reply:
-                raw = await reply.content.read(1024 * 1024)
-                status = reply.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return ErrorCode.UNKNOWN_SERVER_ERROR, f"controller at {url} did not answer ({type(exc).__name__})"
-        if status < 300:
-            return 0, None
-        try:
-            answer = json.loads(raw)
-            name, message = answer.get("error"), answer.get("message")
-        except (ValueError, AttributeError):
-            name, message = None, raw[:200].decode(errors="replace")
-        return ADMIN_ERROR_CODES.get(name, UNKNOWN_SERVER_ERROR), message or f"HTTP {status}"
-
-    async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
-                           configs: Mapping[str, str]) -> AdminResult:
-        body: dict[str, Any] = {"name": name, "configs": dict(configs)}
-        if partitions is not None:
-            body["partitions"] = partitions
-        if replication_factor is not None:
-            body["replication_factor"] = replication_factor
-        return await self._request("POST", "/v1/topics", body)
-
-    async def delete_topic(self, name: str) -> AdminResult:
-        return await self._request("DELETE", f"/v1/topics/{name}", None)
-
-    async def create_partitions(self, name: str, count: int) -> AdminResult:
-        return await self._request("POST", f"/v1/topics/{name}/partitions", {"count": count})
-
-
-def topic_name_error(name: str) -> str | None:
-    """Why `name` is not a legal topic name (Kafka's Topic.validate), or None."""
-    if not name or name in (".", ".."):
-        return f"topic name {name!r} is illegal"
-    if len(name) > MAX_TOPIC_NAME_CHARS:
-        return f"topic name is longer than {MAX_TOPIC_NAME_CHARS} characters"
-    if not set(name) <= _LEGAL_TOPIC_CHARS:
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
-    return None
-
-
 def default_topic_configs(config: LogConfig) -> dict[str, str]:
     """The broker defaults under Kafka's topic config names (DescribeConfigs)."""
     return {

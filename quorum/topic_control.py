@@ -12,7 +12,6 @@ replicas and its leader the first one, at leader_epoch 0 and partition_epoch 0.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -22,15 +21,14 @@ from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader
 from metadata.placement import eligible_brokers, place_replicas
 from metadata.records import NO_LEADER, Config, ConfigResourceType, Partition, Record, RemoveTopic, Topic
+from metadata.topic_name import topic_name_error
 from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
 from tidelog.config import ConfigError, ConfigKey, ConfigType, Value, all_of, at_least, non_empty, parse_config
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
 
-MAX_TOPIC_NAME_LENGTH: Final = 249  # Kafka's Topic.MAX_NAME_LENGTH
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP bounds one request
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
@@ -61,25 +59,9 @@ _KEYS_BY_NAME: Final = {key.name: key for key in TOPIC_CONFIG_KEYS}
 
 def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
     """Kafka's Topic.validate, plus the '.'/'_' collision check against `existing` names."""
-
-    def invalid(message: str) -> ControllerApiError:
-        return ControllerApiError(ApiErrorCode.INVALID_TOPIC_EXCEPTION, message, field="name")
-
-    if not isinstance(name, str) or not name:
-        raise invalid("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise invalid('Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise invalid(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-                      f"characters, topic name: {name}")
-    if not _LEGAL_NAME.fullmatch(name):
-        raise invalid(f'Topic name "{name}" is illegal, it contains a character other than '
-                      "ASCII alphanumerics, '.', '_' and '-'")
-    if "." in name or "_" in name:  # metric names replace '.' with '_': the two would clash
-        unified = name.replace(".", "_")
-        for other in sorted(existing):
-            if other != name and other.replace(".", "_") == unified:
-                raise invalid(f"Topic '{name}' collides with existing topic: {other}")
+    problem = topic_name_error(name, existing)
+    if problem is not None:
+        raise ControllerApiError(ApiErrorCode.INVALID_TOPIC_EXCEPTION, problem, field="name")
 
 
 def _canonical(value: Value) -> str:
