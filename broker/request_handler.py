@@ -29,7 +29,7 @@ from broker.protocol import offset_for_leader_epoch as ofle, produce
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.api_versions import answer_api_versions, encode_api_versions_response, \
     supported_api_versions
-from broker.protocol.dispatch import IMPLEMENTED_VERSIONS, decode_request, encode_response
+from broker.protocol.dispatch import ADVERTISED_VERSIONS, decode_request, encode_response
 from broker.protocol.find_coordinator import FindCoordinatorResponse
 from broker.protocol.frame import RequestHeader
 from broker.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -90,7 +90,7 @@ class RequestHandler:
         if topic_admin is None and controller_client is not None:
             topic_admin = HttpTopicAdmin(controller_client)
         self.topic_admin = topic_admin
-        self._api_versions = supported_api_versions(IMPLEMENTED_VERSIONS)
+        self._api_versions = supported_api_versions(ADVERTISED_VERSIONS)
         self._auto_creating: dict[str, asyncio.Task[None]] = {}
         self._producer_ids = (0, 0)  # [next, end) of the block handed to this broker
         self._producer_id_lock = asyncio.Lock()

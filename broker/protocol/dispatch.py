@@ -1,7 +1,7 @@
 """One table from API key to its request decoder and response encoder.
 
-`IMPLEMENTED_VERSIONS` is what a server should advertise in ApiVersions: design.md's ranges
-for the APIs that have codecs here (the group APIs do not yet).
+`IMPLEMENTED_VERSIONS` are design.md's ranges for the APIs that have codecs here (the group
+APIs do not yet); `ADVERTISED_VERSIONS` is what a server announces in ApiVersions.
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ CODECS: dict[ApiKey, tuple[Decoder, Encoder]] = {
 
 IMPLEMENTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: SUPPORTED_VERSIONS[key] for key in sorted(CODECS)}
+
+# What ApiVersions advertises. Produce is announced from v0 although v0-v2 are refused when
+# sent: librdkafka before 2.10 (kcat on Debian 12 has 2.0.2) silently stops compressing
+# with gzip, snappy and lz4 unless the broker's Produce range starts at 0 (librdkafka
+# issue 4956); Kafka 4.0 does the same (KAFKA-18659). Every client that matters sends v3+.
+ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    **IMPLEMENTED_VERSIONS, ApiKey.PRODUCE: (0, IMPLEMENTED_VERSIONS[ApiKey.PRODUCE][1])}
 
 
 def decode_request(header: RequestHeader, body: memoryview) -> Any:

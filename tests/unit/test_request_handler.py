@@ -154,7 +154,15 @@ async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
     v2 = await call(handler, ApiKey.API_VERSIONS, 2, ApiVersionsRequest(), encode_api_versions_request,
                     decode_api_versions_response)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (3, 8) and ApiKey.JOIN_GROUP not in advertised
+    # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and ApiKey.JOIN_GROUP not in advertised
+
+
+async def test_produce_below_v3_is_refused_although_advertised(node):
+    handler, _, _ = node
+    header = RequestHeader(int(ApiKey.PRODUCE), 2, 7, "old-client")
+    with pytest.raises(ProtocolError):  # ... but v0-v2 bodies are never decoded: the connection closes
+        await handler.handle(header, memoryview(b"\x00" * 32))
 
 
 async def test_produce_then_fetch_returns_the_exact_batches(node):

@@ -1,0 +1,68 @@
+"""Helpers shared by the client integration tests: a real 3-controller + 1-broker cluster.
+
+`running_cluster` starts every node as its own process on 127.0.0.1-4 with small heartbeat
+and session timeouts and, on exit, stops them all and checks the broker shut down cleanly.
+`wait_until` is the one bounded poll; `http` talks to the admin API without raising on 4xx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tidelog.launcher import LocalCluster, free_ports
+
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+BROKER_ID = 4
+READY_S = 30.0
+WAIT_S = 20.0
+POLL_S = 0.1
+HTTP_TIMEOUT_S = 5.0
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[LocalCluster]:
+    """3 controllers + broker 4, small timeouts; every process stopped on exit, even on failure."""
+    raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
+    with LocalCluster.start(root, controllers=3, raft_port=raft_port, admin_port=admin_port, brokers=1,
+                            kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
+                            extra_properties={"broker.heartbeat.interval.ms": "200",
+                                              "broker.session.timeout.ms": "3000"}) as started:
+        yield started
+        broker = started.brokers[0]
+        reports = {r.node.node_id: r for r in started.stop()}
+        log = broker.spec.log_path.read_text(errors="replace")
+        assert (reports[BROKER_ID].outcome, reports[BROKER_ID].exit_status) == ("stopped", 0), log[-3000:]
+        assert "Shut down" in log and "Traceback" not in log, log[-3000:]
+
+
+def broker_log_dir(cluster: LocalCluster) -> Path:
+    return cluster.brokers[0].spec.directory / "data"
+
+
+def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    """condition()'s first truthy value; AssertionError naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:  # bounded by the deadline
+        last = condition()
+        if last:
+            return last
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+
+
+def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
