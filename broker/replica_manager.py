@@ -10,7 +10,7 @@ Kafka's ReplicaManager and Partition, cut to what a single-replica leader needs;
 place the replication issue changes is a named seam: `on_become_follower` (start a
 fetcher), `maybe_advance_high_watermark` (min LEO over the ISR) and the follower LEOs it
 reads (`Partition.follower_end_offsets`). Idempotent producers are checked per partition
-with `broker.producer_state` (header-only; the state is not rebuilt from the log on open).
+with `broker.producer_state` (header-only; rebuilt from the log's batch headers on open).
 
 Everything runs on one event loop; no method blocks except on the local disk.
 """
@@ -84,8 +84,8 @@ class Partition:
     min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
     # The replication issue fills this from follower fetches (replica id -> log end offset).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
-    # Idempotent producers. Starts empty when the log opens (no producer snapshot or log
-    # rebuild yet): every producer is then "unknown", which KIP-360 accepts at any sequence.
+    # Idempotent producers, rebuilt from the log's batch headers when the partition opens
+    # (no producer snapshots yet, so the scan covers the whole log: one header per batch).
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
 
     def is_leader(self, broker_id: int) -> bool:
@@ -165,6 +165,8 @@ class ReplicaManager:
             partition = Partition(tp, local.topic_id, partition_log, registration.leader,
                                   registration.leader_epoch, registration.partition_epoch,
                                   registration.replicas, registration.isr)
+            partition.producer_state.rebuild(
+                h for h in partition_log.batch_headers() if h.producer_id >= 0)
             partition.min_insync_replicas = _int_or(
                 self._topic_overrides.get(tp.topic, {}).get(MIN_INSYNC_REPLICAS_KEY),
                 DEFAULT_MIN_INSYNC_REPLICAS)

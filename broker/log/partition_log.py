@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -313,6 +313,16 @@ class PartitionLog:
                 if found is not None:
                     return TimestampAndOffset(found[0], found[1], epoch_for(found[1]))
         return None
+
+    def batch_headers(self) -> Iterator[RecordBatchHeader]:
+        """Every batch header from the log start on, with its stored offsets (for rebuilding
+        per-batch state such as idempotent producers; one small read per batch)."""
+        for i, segment in enumerate(self._segments):
+            if i + 1 < len(self._bases) and self._bases[i + 1] <= self.log_start_offset:
+                continue
+            for _, header in segment.headers_from(0):
+                if header.last_offset >= self.log_start_offset:
+                    yield header
 
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
         """OffsetForLeaderEpoch: the end offset of `leader_epoch` in this log."""

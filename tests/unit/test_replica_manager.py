@@ -174,3 +174,25 @@ def test_idempotent_producer_duplicates_and_gaps(replicas):
     assert (again.first_offset, again.last_offset) == (2, 3)
     assert replicas.partitions[ORDERS_0].log.log_end_offset == 4
     assert error_code(replicas.append, ORDERS_0, idempotent(9), acks=-1) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_idempotent_state_survives_a_restart(tmp_path):
+    def idempotent(seq, count=2):
+        return batch(count, producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    def open_manager():
+        log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+        manager = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+        manager.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
+        return log_manager, manager
+
+    log_manager, manager = open_manager()
+    manager.append(ORDERS_0, idempotent(0), acks=1)
+    manager.append(ORDERS_0, idempotent(2), acks=1)
+    log_manager.shutdown()
+    log_manager, manager = open_manager()  # the producer state is rebuilt from the log
+    again = manager.append(ORDERS_0, idempotent(2), acks=1)  # a retry from before the restart
+    assert (again.first_offset, again.last_offset) == (2, 3)
+    assert manager.partitions[ORDERS_0].log.log_end_offset == 4
+    assert error_code(manager.append, ORDERS_0, idempotent(9), acks=1) == 45
+    log_manager.shutdown()
