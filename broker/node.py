@@ -123,7 +123,8 @@ def _api_name(api_key: int) -> str:
         return str(api_key)
 
 
-def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_hosted: int) -> str:
+def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_hosted: int,
+                   under_replicated: int) -> str:
     """Prometheus text exposition (version 0.0.4) of the broker's counters."""
     p = METRICS_PREFIX
     lines: list[str] = []
@@ -152,6 +153,9 @@ def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_ho
     sample("partitions_led", "gauge", "Partitions this broker leads.", [("", partitions_led)])
     sample("partitions_hosted", "gauge", "Partitions this broker hosts (leader or follower).",
            [("", partitions_hosted)])
+    sample("under_replicated_partitions", "gauge",
+           "Partitions this broker leads whose ISR is smaller than their replica set.",
+           [("", under_replicated)])
     return "\n".join(lines) + "\n"
 
 
@@ -245,8 +249,10 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if settings.metrics_address is not None:
             def render() -> str:
                 hosted = replicas.partitions.values()
+                led = [p for p in hosted if p.is_leader(broker_id)]
                 return render_metrics(server.metrics, partitions_hosted=len(hosted),  # type: ignore[union-attr]
-                                      partitions_led=sum(1 for p in hosted if p.is_leader(broker_id)))
+                                      partitions_led=len(led),
+                                      under_replicated=sum(len(p.isr) < len(p.replicas) for p in led))
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance")]

@@ -195,3 +195,5 @@ def test_metrics_count_the_traffic(cluster: LocalCluster) -> None:
     assert any(name.startswith("tidelog_broker_requests_total{api=") for name in values), body
     assert values['tidelog_broker_request_latency_ms_bucket{le="+Inf"}'] == values[
         "tidelog_broker_request_latency_ms_count"]
+    assert values["tidelog_broker_partitions_led"] >= 1  # the topics created above (RF 1)
+    assert values["tidelog_broker_under_replicated_partitions"] == 0
