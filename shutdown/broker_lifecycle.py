@@ -1,0 +1,298 @@
+"""Broker side of the lifecycle: Kafka's BrokerLifecycleManager, sans I/O.
+
+Everything that affects the broker's lifecycle state lives here (style #4, h11 form): the
+transitions are one table `TRANSITIONS[state][event] -> state`; an event the table does not
+list for a state is a `LifecycleError` naming both. `BrokerLifecycle` wraps the table with
+the soft state a shell needs (when to heartbeat next, the controlled-shutdown deadline) and
+takes `now_ms`; it never reads a clock, sleeps or sends anything.
+
+    NOT_RUNNING --START--> STARTING          registering, then heartbeating fast (10 ms)
+    STARTING --CAUGHT_UP--> RECOVERY         replayed up to its registration; still fenced
+    RECOVERY --UNFENCED--> RUNNING           the controller unfenced it
+    RUNNING --FENCED--> RECOVERY             the controller fenced it (asks to unfence again)
+    RUNNING --SHUTDOWN_REQUESTED--> PENDING_CONTROLLED_SHUTDOWN
+                                             (SIGTERM) heartbeat want_shutdown at once, then often
+    PENDING_CONTROLLED_SHUTDOWN --SHOULD_SHUT_DOWN--> SHUTTING_DOWN           clean
+    PENDING_CONTROLLED_SHUTDOWN --CONTROLLED_SHUTDOWN_TIMED_OUT--> SHUTTING_DOWN   dirty
+    SHUTTING_DOWN --STOPPED--> SHUTDOWN
+
+Kafka facts kept: a broker not RUNNING skips controlled shutdown (it leads nothing) and goes
+straight to SHUTTING_DOWN; a second SIGTERM while pending changes nothing; STARTING beats
+10 ms after each reply; entering PENDING_CONTROLLED_SHUTDOWN beats immediately; failed
+heartbeats back off exponentially from 100 ms up to half the session timeout (without
+Kafka's 2 % jitter, which would need randomness: the shell may add it). want_fence is
+`not ready_to_unfence` (Kafka's setReadyToUnfence, called once log recovery is done);
+want_shutdown is `state is PENDING_CONTROLLED_SHUTDOWN`.
+
+Deliberate differences from Kafka: RUNNING --FENCED--> RECOVERY (Kafka only logs); the
+pending state beats every 50 ms, not just once after the first reply ("then often");
+REGISTRATION_LOST (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED, our follower
+re-registers) goes back to STARTING, or, when pending, to SHUTTING_DOWN: the controller
+has already fenced or replaced that registration, so it leads nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+from typing import Final
+
+SECONDS_MS: Final = 1000
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECONDS_MS  # broker.session.timeout.ms
+DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 30 * SECONDS_MS  # controlled.shutdown.timeout.ms
+STARTING_HEARTBEAT_MS: Final = 10  # Kafka: "after only 10 ms so that ... we start up a bit quicker"
+PENDING_SHUTDOWN_HEARTBEAT_MS: Final = 50  # Kafka's delay after the first pending-shutdown reply
+RETRY_BACKOFF_BASE_MS: Final = 100  # Kafka's resendExponentialBackoff: 100 ms, x2, max session/2
+
+
+class BrokerState(Enum):
+    """Kafka's BrokerState names (plus SHUTDOWN, the process has stopped)."""
+
+    NOT_RUNNING = "NOT_RUNNING"
+    STARTING = "STARTING"
+    RECOVERY = "RECOVERY"
+    RUNNING = "RUNNING"
+    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+    SHUTDOWN = "SHUTDOWN"
+
+
+class LifecycleEvent(Enum):
+    START = "START"  # the broker process starts its lifecycle manager
+    REGISTERED = "REGISTERED"  # BrokerRegistration succeeded (broker epoch known)
+    CAUGHT_UP = "CAUGHT_UP"  # heartbeat reply is_caught_up
+    UNFENCED = "UNFENCED"  # heartbeat reply is_fenced=False
+    FENCED = "FENCED"  # heartbeat reply is_fenced=True while RUNNING
+    REGISTRATION_LOST = "REGISTRATION_LOST"  # STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED
+    CONTROLLER_UNREACHABLE = "CONTROLLER_UNREACHABLE"  # a heartbeat failed or timed out
+    SHUTDOWN_REQUESTED = "SHUTDOWN_REQUESTED"  # SIGTERM / Ctrl-C
+    SHOULD_SHUT_DOWN = "SHOULD_SHUT_DOWN"  # heartbeat reply should_shut_down
+    CONTROLLED_SHUTDOWN_TIMED_OUT = "CONTROLLED_SHUTDOWN_TIMED_OUT"  # controlled.shutdown.timeout.ms
+    STOPPED = "STOPPED"  # logs flushed and closed, marker written (or not): the process exits
+
+
+S, E = BrokerState, LifecycleEvent
+
+TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] = MappingProxyType({
+    S.NOT_RUNNING: MappingProxyType({
+        E.START: S.STARTING,
+        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,
+    }),
+    S.STARTING: MappingProxyType({
+        E.REGISTERED: S.STARTING,
+        E.CAUGHT_UP: S.RECOVERY,
+        E.CONTROLLER_UNREACHABLE: S.STARTING,
+        E.REGISTRATION_LOST: S.STARTING,
+        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # not RUNNING: skip controlled shutdown
+    }),
+    S.RECOVERY: MappingProxyType({
+        E.UNFENCED: S.RUNNING,
+        E.FENCED: S.RECOVERY,
+        E.CONTROLLER_UNREACHABLE: S.RECOVERY,
+        E.REGISTRATION_LOST: S.STARTING,
+        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # still fenced: leads nothing
+    }),
+    S.RUNNING: MappingProxyType({
+        E.FENCED: S.RECOVERY,
+        E.UNFENCED: S.RUNNING,
+        E.CONTROLLER_UNREACHABLE: S.RUNNING,
+        E.REGISTRATION_LOST: S.STARTING,
+        E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,
+    }),
+    S.PENDING_CONTROLLED_SHUTDOWN: MappingProxyType({
+        E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,  # "already in that state"
+        E.FENCED: S.PENDING_CONTROLLED_SHUTDOWN,  # keep asking: a fenced broker is told SHUTDOWN_NOW
+        E.UNFENCED: S.PENDING_CONTROLLED_SHUTDOWN,
+        E.CONTROLLER_UNREACHABLE: S.PENDING_CONTROLLED_SHUTDOWN,  # keep trying until the timeout
+        E.SHOULD_SHUT_DOWN: S.SHUTTING_DOWN,
+        E.CONTROLLED_SHUTDOWN_TIMED_OUT: S.SHUTTING_DOWN,
+        E.REGISTRATION_LOST: S.SHUTTING_DOWN,
+    }),
+    S.SHUTTING_DOWN: MappingProxyType({
+        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,
+        E.STOPPED: S.SHUTDOWN,
+    }),
+    S.SHUTDOWN: MappingProxyType({}),
+})
+
+del S, E
+
+
+class LifecycleError(Exception):
+    """An event the transition table does not allow in the current state."""
+
+    def __init__(self, state: BrokerState, event: LifecycleEvent) -> None:
+        super().__init__(f"can't handle event {event.name} in state {state.name}")
+        self.state = state
+        self.event = event
+
+
+def next_state(state: BrokerState, event: LifecycleEvent) -> BrokerState:
+    """The table lookup; LifecycleError for a missing key."""
+    try:
+        return TRANSITIONS[state][event]
+    except KeyError:
+        raise LifecycleError(state, event) from None
+
+
+def transition_message(old: BrokerState, new: BrokerState) -> str:
+    """The operator's words, as Kafka logs them."""
+    return f"Transitioning from {old.name} to {new.name}."
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    old: BrokerState
+    new: BrokerState
+    event: LifecycleEvent
+
+    @property
+    def message(self) -> str:
+        return transition_message(self.old, self.new)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatFlags:
+    """What this broker asks for in its next BrokerHeartbeat."""
+
+    want_fence: bool
+    want_shutdown: bool
+
+
+_HEARTBEATING: Final = frozenset({BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING,
+                                  BrokerState.PENDING_CONTROLLED_SHUTDOWN})
+
+
+class BrokerLifecycle:
+    """The broker's lifecycle state plus the timers around it, driven by `now_ms`.
+
+    The shell: `start(now)`; register, then `handle(REGISTERED, now)`; while
+    `next_heartbeat_delay_ms(now)` is not None, wait that long (or until
+    `controlled_shutdown_remaining_ms`), send `heartbeat_flags()` and feed the reply to
+    `on_heartbeat_reply` (or `on_heartbeat_failed`); on SIGTERM `handle(SHUTDOWN_REQUESTED)`;
+    call `expire(now)` when woken; in SHUTTING_DOWN flush, close, then `handle(STOPPED)`.
+    Log every returned Transition's `message`.
+    """
+
+    def __init__(self, *, heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS) -> None:
+        for name, value in (("heartbeat_interval_ms", heartbeat_interval_ms),
+                            ("session_timeout_ms", session_timeout_ms),
+                            ("controlled_shutdown_timeout_ms", controlled_shutdown_timeout_ms)):
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
+        self.state = BrokerState.NOT_RUNNING
+        self.ready_to_unfence = False
+        self.shutdown_cause: LifecycleEvent | None = None  # the event that entered SHUTTING_DOWN
+        self._next_heartbeat_ms: int | None = None  # None: none scheduled
+        self._failed_attempts = 0
+        self._controlled_shutdown_deadline_ms: int | None = None
+
+    # -- the table -----------------------------------------------------------------------
+
+    def handle(self, event: LifecycleEvent, now_ms: int) -> Transition:
+        """Apply one event; LifecycleError (state unchanged) if the table forbids it."""
+        old = self.state
+        new = next_state(old, event)
+        self.state = new
+        if new is not old:
+            self._entered(new, event, now_ms)
+        elif event is LifecycleEvent.REGISTERED:
+            self._failed_attempts = 0
+            self._next_heartbeat_ms = now_ms  # first heartbeat at once
+        return Transition(old, new, event)
+
+    def _entered(self, new: BrokerState, event: LifecycleEvent, now_ms: int) -> None:
+        if new is BrokerState.STARTING:  # (re-)register first: no heartbeat until REGISTERED
+            self._next_heartbeat_ms = None
+        elif new is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            self._next_heartbeat_ms = now_ms  # tell the controller as soon as possible
+            self._controlled_shutdown_deadline_ms = now_ms + self.controlled_shutdown_timeout_ms
+        elif new is BrokerState.SHUTTING_DOWN:
+            self.shutdown_cause = event
+            self._next_heartbeat_ms = None
+            self._controlled_shutdown_deadline_ms = None
+
+    def start(self, now_ms: int) -> Transition:
+        return self.handle(LifecycleEvent.START, now_ms)
+
+    def set_ready_to_unfence(self) -> None:
+        """Log recovery is done: heartbeats stop asking to stay fenced (Kafka's setReadyToUnfence)."""
+        self.ready_to_unfence = True
+
+    # -- heartbeats ----------------------------------------------------------------------
+
+    def heartbeat_flags(self) -> HeartbeatFlags:
+        return HeartbeatFlags(want_fence=not self.ready_to_unfence,
+                              want_shutdown=self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+
+    def next_heartbeat_delay_ms(self, now_ms: int) -> int | None:
+        """Milliseconds until the next heartbeat (0: now), or None when none is due
+        (not registered yet, or heartbeats are over)."""
+        if self.state not in _HEARTBEATING or self._next_heartbeat_ms is None:
+            return None
+        return max(0, self._next_heartbeat_ms - now_ms)
+
+    def on_heartbeat_reply(self, *, is_caught_up: bool, is_fenced: bool, should_shut_down: bool,
+                           now_ms: int) -> Transition | None:
+        """A successful reply: at most one step (Kafka's handleResponse), then schedule the next beat."""
+        self._failed_attempts = 0
+        event: LifecycleEvent | None = None
+        match self.state:
+            case BrokerState.STARTING if is_caught_up:
+                event = LifecycleEvent.CAUGHT_UP
+            case BrokerState.RECOVERY if not is_fenced:
+                event = LifecycleEvent.UNFENCED
+            case BrokerState.RUNNING if is_fenced:
+                event = LifecycleEvent.FENCED
+            case BrokerState.PENDING_CONTROLLED_SHUTDOWN if should_shut_down:
+                event = LifecycleEvent.SHOULD_SHUT_DOWN
+        transition = None if event is None else self.handle(event, now_ms)
+        if self.state in _HEARTBEATING:
+            self._next_heartbeat_ms = now_ms + self._delay_after_success()
+        return transition
+
+    def on_heartbeat_failed(self, now_ms: int) -> Transition:
+        """No answer (timeout, NOT_CONTROLLER, connection refused): back off and retry."""
+        transition = self.handle(LifecycleEvent.CONTROLLER_UNREACHABLE, now_ms)
+        self._failed_attempts += 1
+        backoff = RETRY_BACKOFF_BASE_MS * 2 ** min(self._failed_attempts - 1, 30)
+        self._next_heartbeat_ms = now_ms + min(backoff, max(RETRY_BACKOFF_BASE_MS, self.session_timeout_ms // 2))
+        return transition
+
+    def _delay_after_success(self) -> int:
+        if self.state is BrokerState.STARTING:
+            return STARTING_HEARTBEAT_MS
+        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            return PENDING_SHUTDOWN_HEARTBEAT_MS
+        return self.heartbeat_interval_ms
+
+    # -- the controlled-shutdown timeout ----------------------------------------------------
+
+    def controlled_shutdown_remaining_ms(self, now_ms: int) -> int | None:
+        """Milliseconds left before controlled.shutdown.timeout.ms expires, or None if not pending."""
+        if self._controlled_shutdown_deadline_ms is None:
+            return None
+        return max(0, self._controlled_shutdown_deadline_ms - now_ms)
+
+    def controlled_shutdown_expired(self, now_ms: int) -> bool:
+        remaining = self.controlled_shutdown_remaining_ms(now_ms)
+        return remaining == 0
+
+    def expire(self, now_ms: int) -> Transition | None:
+        """Fire CONTROLLED_SHUTDOWN_TIMED_OUT if the deadline has passed, else nothing."""
+        if not self.controlled_shutdown_expired(now_ms):
+            return None
+        return self.handle(LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT, now_ms)
+
+    @property
+    def controlled_shutdown_timed_out(self) -> bool:
+        """The broker exits dirty: the controller never said should_shut_down in time."""
+        return self.shutdown_cause is LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT

@@ -1,0 +1,239 @@
+"""shutdown/broker_lifecycle.py: every edge of the table, every forbidden pair, timers on a fake clock."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from shutdown.broker_lifecycle import (
+    DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
+    PENDING_SHUTDOWN_HEARTBEAT_MS,
+    STARTING_HEARTBEAT_MS,
+    TRANSITIONS,
+    BrokerLifecycle,
+    BrokerState,
+    HeartbeatFlags,
+    LifecycleError,
+    LifecycleEvent,
+    Transition,
+    next_state,
+    transition_message,
+)
+
+S, E = BrokerState, LifecycleEvent
+
+# Every allowed (state, event) -> state, written out once more so a table edit shows up here.
+EDGES = [
+    (S.NOT_RUNNING, E.START, S.STARTING),
+    (S.NOT_RUNNING, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.STARTING, E.REGISTERED, S.STARTING),
+    (S.STARTING, E.CAUGHT_UP, S.RECOVERY),
+    (S.STARTING, E.CONTROLLER_UNREACHABLE, S.STARTING),
+    (S.STARTING, E.REGISTRATION_LOST, S.STARTING),
+    (S.STARTING, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.RECOVERY, E.UNFENCED, S.RUNNING),
+    (S.RECOVERY, E.FENCED, S.RECOVERY),
+    (S.RECOVERY, E.CONTROLLER_UNREACHABLE, S.RECOVERY),
+    (S.RECOVERY, E.REGISTRATION_LOST, S.STARTING),
+    (S.RECOVERY, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.RUNNING, E.FENCED, S.RECOVERY),
+    (S.RUNNING, E.UNFENCED, S.RUNNING),
+    (S.RUNNING, E.CONTROLLER_UNREACHABLE, S.RUNNING),
+    (S.RUNNING, E.REGISTRATION_LOST, S.STARTING),
+    (S.RUNNING, E.SHUTDOWN_REQUESTED, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.SHUTDOWN_REQUESTED, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.FENCED, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.UNFENCED, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.CONTROLLER_UNREACHABLE, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.SHOULD_SHUT_DOWN, S.SHUTTING_DOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.CONTROLLED_SHUTDOWN_TIMED_OUT, S.SHUTTING_DOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.REGISTRATION_LOST, S.SHUTTING_DOWN),
+    (S.SHUTTING_DOWN, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.SHUTTING_DOWN, E.STOPPED, S.SHUTDOWN),
+]
+ALLOWED = {(state, event) for state, event, _ in EDGES}
+FORBIDDEN = sorted(((s, e) for s, e in itertools.product(S, E) if (s, e) not in ALLOWED),
+                   key=lambda pair: (pair[0].name, pair[1].name))
+
+
+def test_the_table_is_exactly_the_edges():
+    assert {(s, e, n) for s in TRANSITIONS for e, n in TRANSITIONS[s].items()} == set(EDGES)
+    assert set(TRANSITIONS) == set(S)
+
+
+@pytest.mark.parametrize("state, event, expected", EDGES, ids=lambda v: v.name)
+def test_every_edge(state, event, expected):
+    assert next_state(state, event) is expected
+
+
+@pytest.mark.parametrize("state, event", FORBIDDEN, ids=lambda v: v.name)
+def test_every_missing_pair_is_a_typed_error_naming_both(state, event):
+    with pytest.raises(LifecycleError) as info:
+        next_state(state, event)
+    assert (info.value.state, info.value.event) == (state, event)
+    assert state.name in str(info.value) and event.name in str(info.value)
+
+
+def test_a_refused_event_leaves_the_state_alone():
+    lifecycle = BrokerLifecycle()
+    with pytest.raises(LifecycleError, match="SHOULD_SHUT_DOWN in state NOT_RUNNING"):
+        lifecycle.handle(E.SHOULD_SHUT_DOWN, 0)
+    assert lifecycle.state is S.NOT_RUNNING
+
+
+@pytest.mark.parametrize("old, new, words", [
+    (S.RECOVERY, S.RUNNING, "Transitioning from RECOVERY to RUNNING."),
+    (S.STARTING, S.RECOVERY, "Transitioning from STARTING to RECOVERY."),
+    (S.RUNNING, S.PENDING_CONTROLLED_SHUTDOWN, "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."),
+])
+def test_transition_message(old, new, words):
+    assert transition_message(old, new) == words
+    assert Transition(old, new, E.UNFENCED).message == words
+
+
+# -- the object on a fake clock ------------------------------------------------------------
+
+INTERVAL = 2000
+
+
+def running(now=0):
+    lifecycle = BrokerLifecycle(heartbeat_interval_ms=INTERVAL, session_timeout_ms=9000)
+    lifecycle.start(now)
+    lifecycle.handle(E.REGISTERED, now)
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=now)
+    lifecycle.set_ready_to_unfence()
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=now)
+    assert lifecycle.state is S.RUNNING
+    return lifecycle
+
+
+def test_startup_to_running_heartbeat_flags_and_delays():
+    lifecycle = BrokerLifecycle(heartbeat_interval_ms=INTERVAL)
+    assert lifecycle.next_heartbeat_delay_ms(0) is None  # not running: no heartbeats
+    assert lifecycle.start(0) == Transition(S.NOT_RUNNING, S.STARTING, E.START)
+    assert lifecycle.next_heartbeat_delay_ms(0) is None  # register first
+    lifecycle.handle(E.REGISTERED, 5)
+    assert lifecycle.next_heartbeat_delay_ms(5) == 0
+    assert lifecycle.heartbeat_flags() == HeartbeatFlags(want_fence=True, want_shutdown=False)
+    assert lifecycle.on_heartbeat_reply(is_caught_up=False, is_fenced=True, should_shut_down=False, now_ms=10) is None
+    assert lifecycle.next_heartbeat_delay_ms(10) == STARTING_HEARTBEAT_MS  # fast while STARTING
+    step = lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=20)
+    assert step.message == "Transitioning from STARTING to RECOVERY."
+    assert lifecycle.next_heartbeat_delay_ms(20) == INTERVAL
+    lifecycle.set_ready_to_unfence()
+    assert lifecycle.heartbeat_flags() == HeartbeatFlags(want_fence=False, want_shutdown=False)
+    step = lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=2020)
+    assert step.message == "Transitioning from RECOVERY to RUNNING."
+    assert lifecycle.next_heartbeat_delay_ms(2020 + 500) == INTERVAL - 500
+
+
+def test_never_catching_up_stays_starting_and_never_unfenced_stays_recovery():
+    lifecycle = BrokerLifecycle()
+    lifecycle.start(0)
+    lifecycle.handle(E.REGISTERED, 0)
+    for now in range(0, 1000, 10):
+        assert lifecycle.on_heartbeat_reply(is_caught_up=False, is_fenced=True, should_shut_down=False,
+                                            now_ms=now) is None
+    assert lifecycle.state is S.STARTING
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=1000)
+    for now in range(1000, 20000, 2000):  # the controller keeps it fenced (it asks to stay fenced)
+        assert lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False,
+                                            now_ms=now) is None
+    assert lifecycle.state is S.RECOVERY and lifecycle.heartbeat_flags().want_fence
+
+
+def test_fenced_while_running_goes_back_to_recovery():
+    lifecycle = running()
+    step = lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=100)
+    assert step == Transition(S.RUNNING, S.RECOVERY, E.FENCED)
+
+
+def test_registration_lost_registers_again():
+    lifecycle = running()
+    lifecycle.handle(E.REGISTRATION_LOST, 100)
+    assert lifecycle.state is S.STARTING and lifecycle.next_heartbeat_delay_ms(100) is None
+    lifecycle.handle(E.REGISTERED, 150)
+    assert lifecycle.next_heartbeat_delay_ms(150) == 0
+
+
+def test_controlled_shutdown_completes_cleanly():
+    lifecycle = running()
+    step = lifecycle.handle(E.SHUTDOWN_REQUESTED, 1000)
+    assert step.message == "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."
+    assert lifecycle.next_heartbeat_delay_ms(1000) == 0  # at once
+    assert lifecycle.heartbeat_flags() == HeartbeatFlags(want_fence=False, want_shutdown=True)
+    assert lifecycle.controlled_shutdown_remaining_ms(1000) == DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
+    lifecycle.handle(E.SHUTDOWN_REQUESTED, 1001)  # a second SIGTERM changes nothing
+    assert lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False,
+                                        now_ms=1010) is None
+    assert lifecycle.next_heartbeat_delay_ms(1010) == PENDING_SHUTDOWN_HEARTBEAT_MS  # then often
+    step = lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=True, now_ms=1060)
+    assert step == Transition(S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN, E.SHOULD_SHUT_DOWN)
+    assert lifecycle.next_heartbeat_delay_ms(1060) is None  # heartbeats are over
+    assert lifecycle.controlled_shutdown_remaining_ms(1060) is None
+    assert lifecycle.expire(10**9) is None
+    assert not lifecycle.controlled_shutdown_timed_out
+    assert lifecycle.handle(E.STOPPED, 1100).new is S.SHUTDOWN
+
+
+def test_controlled_shutdown_timeout_exits_dirty():
+    lifecycle = BrokerLifecycle(controlled_shutdown_timeout_ms=5000)
+    lifecycle.start(0)
+    lifecycle.handle(E.REGISTERED, 0)
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+    lifecycle.set_ready_to_unfence()
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=0)
+    lifecycle.handle(E.SHUTDOWN_REQUESTED, 1000)
+    for now in range(1000, 6000, 50):  # the controller never says should_shut_down
+        lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=now)
+        assert lifecycle.expire(now) is None
+    assert lifecycle.controlled_shutdown_remaining_ms(5999) == 1
+    assert not lifecycle.controlled_shutdown_expired(5999)
+    assert lifecycle.controlled_shutdown_expired(6000)
+    step = lifecycle.expire(6000)
+    assert step == Transition(S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN, E.CONTROLLED_SHUTDOWN_TIMED_OUT)
+    assert lifecycle.controlled_shutdown_timed_out
+
+
+@pytest.mark.parametrize("setup", ["not-started", "starting", "recovery"])
+def test_shutdown_before_running_skips_controlled_shutdown(setup):
+    lifecycle = BrokerLifecycle()
+    if setup != "not-started":
+        lifecycle.start(0)
+        lifecycle.handle(E.REGISTERED, 0)
+    if setup == "recovery":
+        lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+    assert lifecycle.handle(E.SHUTDOWN_REQUESTED, 10).new is S.SHUTTING_DOWN
+    assert lifecycle.shutdown_cause is E.SHUTDOWN_REQUESTED and not lifecycle.controlled_shutdown_timed_out
+
+
+def test_controller_unreachable_backs_off_exponentially_and_success_resets():
+    lifecycle = running()
+    delays = []
+    for _ in range(8):
+        lifecycle.on_heartbeat_failed(0)
+        delays.append(lifecycle.next_heartbeat_delay_ms(0))
+    assert delays == [100, 200, 400, 800, 1600, 3200, 4500, 4500]  # capped at session/2
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=0)
+    assert lifecycle.next_heartbeat_delay_ms(0) == INTERVAL
+    lifecycle.on_heartbeat_failed(0)
+    assert lifecycle.next_heartbeat_delay_ms(0) == 100
+
+
+def test_unreachable_controller_during_pending_shutdown_ends_in_the_timeout():
+    lifecycle = running()
+    lifecycle.handle(E.SHUTDOWN_REQUESTED, 0)
+    now = 0
+    while (step := lifecycle.expire(now)) is None:  # bounded: the deadline is 30 s away
+        lifecycle.on_heartbeat_failed(now)
+        now += lifecycle.next_heartbeat_delay_ms(now)
+    assert step.new is S.SHUTTING_DOWN and lifecycle.controlled_shutdown_timed_out
+    assert now >= DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
+
+
+@pytest.mark.parametrize("kwargs", [dict(heartbeat_interval_ms=0), dict(session_timeout_ms=-1),
+                                    dict(controlled_shutdown_timeout_ms=1.5)])
+def test_bad_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        BrokerLifecycle(**kwargs)
