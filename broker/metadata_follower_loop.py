@@ -19,6 +19,14 @@ from it, first publishing the whole local state (changes from the empty image) a
 first metadata publish does; when the offset is older than what the controllers retain they
 answer a snapshot, which replaces the image. An unreadable checkpoint only costs a refetch.
 
+The heartbeat task also drives the broker's lifecycle (`shutdown.broker_lifecycle`, logged
+in Kafka's words: "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."):
+`request_shutdown()` (the node's SIGTERM) enters PENDING_CONTROLLED_SHUTDOWN when RUNNING,
+after which heartbeats carry want_shut_down, go out at once and then every 50 ms, until the
+controller answers should_shut_down; `shutdown_ready` is then set (SHUTTING_DOWN) and
+heartbeats stop. The controlled-shutdown timeout is the node's to enforce
+(`controlled_shutdown_timed_out()`): this task never decides to give up on its own.
+
 Controller failures are retried forever (each attempt bounded by the client); a reply the
 core refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`.
 """
@@ -38,6 +46,15 @@ from broker.controller_client import ControllerClient, ControllerUnavailableErro
 from broker.errors import KafkaStorageError
 from broker.log.checkpoint_file import write_atomically
 from broker.metadata_follower import DEFAULT_CHECKPOINT_INTERVAL_MS, HeartbeatDecision, MetadataFollowerState
+from shutdown.broker_lifecycle import (
+    DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    BrokerLifecycle,
+    BrokerState,
+    LifecycleError,
+    LifecycleEvent,
+    Transition,
+)
 from metadata.codec import Listener, MetadataRecordError
 from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -73,6 +90,8 @@ class FollowerSettings:
     cluster_id: str | None = None
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
     checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS  # broker.session.timeout.ms (retry backoff cap)
+    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS  # controlled.shutdown.timeout.ms
 
 
 # --- the checkpoint -------------------------------------------------------------------------
@@ -131,6 +150,42 @@ class MetadataFollower:
                                            checkpoint_interval_ms=settings.checkpoint_interval_ms)
         self.heartbeats_ok = 0  # answered heartbeats, for operators and tests
         self.heartbeat_targets: list[str] = []  # the controller each answered heartbeat went to (last few)
+        self.lifecycle = BrokerLifecycle(heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                                         session_timeout_ms=settings.session_timeout_ms,
+                                         controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms)
+        self.shutdown_ready = asyncio.Event()  # set on entering SHUTTING_DOWN
+        self._wake = asyncio.Event()  # cuts a heartbeat wait short (a shutdown request)
+        self._beat_now = False  # the next heartbeat goes out without waiting an interval
+
+    # -- the lifecycle ---------------------------------------------------------------------
+
+    def _lifecycle(self, event: LifecycleEvent) -> None:
+        """Feed one event to the lifecycle; an event the table refuses here changes nothing."""
+        try:
+            self._log_transition(self.lifecycle.handle(event, self._clock()))
+        except LifecycleError as exc:
+            logger.debug("Broker %d: %s", self.settings.broker_id, exc)
+
+    def _log_transition(self, transition: Transition | None) -> None:
+        if transition is None or transition.old is transition.new:
+            return
+        logger.info("Broker %d: %s", self.settings.broker_id, transition.message)
+        if transition.new is BrokerState.SHUTTING_DOWN:
+            self.shutdown_ready.set()
+
+    def request_shutdown(self) -> None:
+        """SIGTERM: RUNNING enters PENDING_CONTROLLED_SHUTDOWN (heartbeat at once), any other
+        state goes straight to SHUTTING_DOWN (it leads nothing); again: no change."""
+        self._lifecycle(LifecycleEvent.SHUTDOWN_REQUESTED)
+        self._wake.set()
+
+    def controlled_shutdown_timed_out(self) -> None:
+        """controlled.shutdown.timeout.ms passed while pending: SHUTTING_DOWN, dirty."""
+        self._lifecycle(LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT)
+
+    def stopped(self) -> None:
+        """Logs flushed and closed: SHUTTING_DOWN -> SHUTDOWN."""
+        self._lifecycle(LifecycleEvent.STOPPED)
 
     async def run(self) -> None:
         """Register, heartbeat and follow the log until cancelled (or a fatal error)."""
@@ -140,6 +195,9 @@ class MetadataFollower:
         self.state.image = image
         self.state.on_checkpointed(image.offset, self._clock())
         logger.info("Broker %d follows the metadata log from offset %d", broker, image.offset + 1)
+        if self.lifecycle.state is BrokerState.NOT_RUNNING:
+            self._log_transition(self.lifecycle.start(self._clock()))
+            self.lifecycle.set_ready_to_unfence()  # the node recovered its logs before starting us
         try:
             if image.offset >= 0:  # the first publish: everything this broker hosts
                 await self._publish(changes_for_broker(EMPTY_IMAGE, image, broker))
@@ -207,33 +265,78 @@ class MetadataFollower:
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
             logger.info("Broker %d registered with broker epoch %d", settings.broker_id, epoch)
+            if self.lifecycle.state is BrokerState.STARTING:
+                self._lifecycle(LifecycleEvent.REGISTERED)
 
     async def _heartbeats(self) -> None:
         state, broker = self.state, self.settings.broker_id
-        while True:  # until cancelled; one heartbeat per interval, each bounded by the client
+        lifecycle = self.lifecycle
+        while True:  # until cancelled or shutting down; one heartbeat per interval, each bounded by the client
+            if lifecycle.state in (BrokerState.SHUTTING_DOWN, BrokerState.SHUTDOWN):
+                return  # heartbeats are over; the metadata fetch goes on until the node stops
             if not state.registered:
                 await self._register()
-            delay_ms = state.next_heartbeat_delay_ms(self._clock())
+            delay_ms = self._heartbeat_delay_ms()
             if delay_ms > 0:
-                await asyncio.sleep(delay_ms / 1000)
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+                continue  # state may have changed while waiting: decide again
             was_fenced = state.fenced
-            body = state.heartbeat_request(self._clock())
+            self._beat_now = False
+            flags = lifecycle.heartbeat_flags()
+            body = state.heartbeat_request(self._clock(), want_fence=flags.want_fence,
+                                           want_shut_down=flags.want_shutdown)
             try:
                 reply = await self.client.heartbeat(body)
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: heartbeat failed: %s", broker, exc)
-                continue  # the next one after the interval
+                self._heartbeat_failed()
+                continue  # the next one after the interval (or the backoff, when pending)
             decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
             if decision is HeartbeatDecision.CONTINUE:
+                transition = lifecycle.on_heartbeat_reply(
+                    is_caught_up=state.caught_up, is_fenced=state.fenced,
+                    should_shut_down=state.should_shut_down, now_ms=self._clock())
+                self._log_transition(transition)
+                # The reply that caught us up often unfences us too, but the lifecycle takes one
+                # step per reply: beat again at once rather than stay in RECOVERY (where SIGTERM
+                # skips controlled shutdown) for an interval while leading partitions.
+                self._beat_now = (transition is not None and transition.new is BrokerState.RECOVERY
+                                  and not state.fenced)
                 self.heartbeats_ok += 1
                 self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
                 if was_fenced and not state.fenced:
                     logger.info("Broker %d is unfenced (metadata offset %d)", broker, state.applied_offset)
                 elif not was_fenced and state.fenced:
                     logger.warning("Broker %d was fenced by the controller", broker)
+            elif decision is HeartbeatDecision.RETRY:
+                self._heartbeat_failed()
             elif decision is HeartbeatDecision.REREGISTER:
+                self._lifecycle(LifecycleEvent.REGISTRATION_LOST)
                 logger.warning("Broker %d: the controller no longer knows broker epoch %d (error %d); "
                                "registering again", broker, body["broker_epoch"], reply["error_code"])
+
+
+    def _heartbeat_delay_ms(self) -> int:
+        """While pending a controlled shutdown the lifecycle's pace (at once, then every 50 ms,
+        backing off on failures); otherwise one beat per broker.heartbeat.interval.ms."""
+        now = self._clock()
+        if self._beat_now:
+            return 0
+        if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            delay = self.lifecycle.next_heartbeat_delay_ms(now)
+            return 0 if delay is None else delay
+        return self.state.next_heartbeat_delay_ms(now)
+
+    def _heartbeat_failed(self) -> None:
+        try:
+            self.lifecycle.on_heartbeat_failed(self._clock())
+        except LifecycleError as exc:
+            logger.debug("Broker %d: %s", self.settings.broker_id, exc)
 
 
 async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],

@@ -5,10 +5,22 @@
            → metadata follower (register with `advertised.listeners`, heartbeat, follow the log,
              each batch of LocalReplicaChanges to ReplicaManager.apply_changes)
 
-SIGTERM or SIGINT: stop the listener (in-flight requests get a bounded grace), cancel the
-follower (it checkpoints its image), stop the metrics endpoint, `log_manager.shutdown()`
-(checkpoints and the clean-shutdown marker), exit 0. A fatal follower error exits 1.
-Controlled shutdown (WantShutDown heartbeats) is `shutdown/`'s job and not wired here yet.
+SIGTERM or SIGINT: controlled shutdown first. A RUNNING broker enters
+PENDING_CONTROLLED_SHUTDOWN and heartbeats want_shut_down (at once, then every 50 ms) while
+it keeps serving clients, until the controller has moved its leaders away and answers
+should_shut_down (SHUTTING_DOWN). A broker not RUNNING goes straight to SHUTTING_DOWN. The
+wait is bounded by `controlled.shutdown.timeout.ms`, whether or not any controller answers:
+past it the broker says so in one log line and stops anyway. Then: stop the listener
+(in-flight requests get a bounded grace), cancel the follower (it checkpoints its image),
+stop the metrics endpoint, `log_manager.shutdown()` (flush, checkpoints, the clean-shutdown
+marker), "Transitioning from SHUTTING_DOWN to SHUTDOWN.", exit 0. A fatal follower error
+exits 1.
+
+The clean-shutdown marker says the LOGS were flushed and closed cleanly, so the next start
+skips log recovery; it says nothing about leadership. After a controlled-shutdown timeout
+the logs are still flushed and closed the same way, so the marker is written then too: the
+timeout only means the controller may still list this broker as a leader until its session
+expires (Kafka, too, writes the marker on any orderly stop).
 """
 
 from __future__ import annotations
@@ -78,6 +90,8 @@ class BrokerSettings:
     log_dirs: tuple[Path, ...]
     heartbeat_interval_ms: int
     cluster_id: str | None
+    session_timeout_ms: int = 9000
+    controlled_shutdown_timeout_ms: int = 30000
 
     @classmethod
     def from_config(cls, config: Config) -> BrokerSettings:
@@ -110,7 +124,9 @@ class BrokerSettings:
             controller_addresses=tuple(addresses),
             log_dirs=tuple(Path(d) for d in log_dirs(config)),
             heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),  # type: ignore[arg-type]
-            cluster_id=None if cluster_id is None else str(cluster_id))
+            cluster_id=None if cluster_id is None else str(cluster_id),
+            session_timeout_ms=int(config["broker.session.timeout.ms"]),  # type: ignore[arg-type]
+            controlled_shutdown_timeout_ms=int(config["controlled.shutdown.timeout.ms"]))  # type: ignore[arg-type]
 
 
 # --- /metrics ---------------------------------------------------------------------------------
@@ -231,6 +247,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     metrics_runner: Any = None
     tasks: list[asyncio.Task[None]] = []
     handler: Any = None
+    follower: MetadataFollower | None = None
     fatal = False
     try:
         # The follower is built before it runs: the handler reads its image.
@@ -242,7 +259,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         follower = MetadataFollower(
             FollowerSettings(broker_id=broker_id, incarnation_id=uuid.uuid4().hex, listeners=(advertised,),
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
-                             cluster_id=settings.cluster_id),
+                             cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
+                             controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
             client, replicas.apply_changes)
         handler = build_handler(broker_id, replicas, follower, advertised, client, config)
         late.handler = handler
@@ -265,6 +283,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if follower_task.done() and not follower_task.cancelled():
             fatal = True
             logger.error("Broker %d: the metadata follower stopped: %r", broker_id, follower_task.exception())
+        else:
+            await _controlled_shutdown(follower, follower_task, settings)
     finally:
         logger.info("Stopping broker %d", broker_id)
         if server is not None:
@@ -278,8 +298,36 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         log_manager.shutdown()
+        if follower is not None:
+            follower.stopped()
     logger.info("Broker %d stopped%s", broker_id, " after a fatal error" if fatal else "")
     return 1 if fatal else 0
+
+
+async def _controlled_shutdown(follower: MetadataFollower, follower_task: asyncio.Task[None],
+                               settings: BrokerSettings) -> None:
+    """Ask the controller to move our leaders away and wait until it says should_shut_down,
+    at most controlled.shutdown.timeout.ms (a controller that never answers included)."""
+    follower.request_shutdown()
+    if follower.shutdown_ready.is_set():
+        return  # not RUNNING: nothing to hand over
+    timeout_ms = settings.controlled_shutdown_timeout_ms
+    ready = asyncio.create_task(follower.shutdown_ready.wait(), name="controlled-shutdown-wait")
+    try:
+        await asyncio.wait({ready, follower_task}, timeout=timeout_ms / 1000,
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
+    if follower.shutdown_ready.is_set():
+        return
+    if follower_task.done():
+        logger.warning("Broker %d: the metadata follower stopped during controlled shutdown; "
+                       "shutting down without waiting further", settings.node_id)
+    else:
+        logger.warning("Broker %d: controlled shutdown did not complete within controlled.shutdown.timeout.ms="
+                       "%d ms; shutting down without waiting further (partitions it still leads move when "
+                       "its session expires)", settings.node_id, timeout_ms)
+    follower.controlled_shutdown_timed_out()
 
 
 class _LateHandler:

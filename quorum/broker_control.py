@@ -14,8 +14,10 @@ Kafka's rules kept here:
   ISR member and the partition goes leaderless; unfencing then re-elects leaderless
   partitions the broker replicates.
 
-Controlled shutdown (want_shutdown, in_controlled_shutdown, SHUTDOWN_NOW) belongs to the
-`shutdown/` state machine and is deliberately not handled here.
+Heartbeats follow `shutdown.controller_states`: `calculate_next_broker_state` decides where
+the broker goes (FENCED / UNFENCED / CONTROLLED_SHUTDOWN / SHUTDOWN_NOW) and `records_plan`
+says which records that takes; `process_heartbeat` only turns the plan into records (in one
+batch) and keeps the controlled-shutdown offset in the heartbeat manager (soft state).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ from metadata.records import (
 from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.topic_control import TopicElectionConfig, topic_election_config
+from shutdown.controller_states import (
+    CONTROLLED_SHUTDOWN,
+    RegistrationChangeOrder,
+    calculate_next_broker_state,
+    every_active_broker_caught_up,
+    records_plan,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -170,26 +179,55 @@ def unregister_broker(image: MetadataImage, broker_id: int, *,
     return ControllerResult(records, None)
 
 
+def _leads_partitions(image: MetadataImage, broker_id: int) -> bool:
+    return any(p.leader == broker_id for topic in image.topics.by_id.values() for p in topic.partitions.values())
+
+
+def _active_brokers_caught_up(image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager) -> bool:
+    """Every active broker (not this one) replayed up to this broker's controlled-shutdown offset."""
+    offsets = [heartbeats.metadata_offset(other) for other, registration in sorted(image.cluster.brokers.items())
+               if other != broker_id and registration.is_active]
+    return every_active_broker_caught_up(offsets, heartbeats.controlled_shutdown_offset(broker_id))
+
+
 def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int, metadata_offset: int,
                       want_fence: bool, want_shutdown: bool, now_ms: int,
                       heartbeats: BrokerHeartbeatManager) -> ControllerResult[HeartbeatReply]:
-    """BrokerHeartbeat: touch the session, unfence a caught-up broker, fence one that asks to be.
+    """BrokerHeartbeat (Kafka's processBrokerHeartbeat): touch the session, compute the next
+    control state, write what that transition takes in one batch, reply from the next state.
 
-    want_shutdown is ignored (should_shut_down is always False): controlled shutdown is the
-    `shutdown/` state machine's, and a broker already in controlled shutdown is left to it.
+    The controlled-shutdown offset is the offset the batch will end at: decisions run one at
+    a time on the committed image (quorum.active_controller), so this batch's records take
+    offsets image.offset + 1 .. image.offset + len(records) — Kafka's
+    `writeOffset + records.size()`. With no records it is the committed offset.
     """
     registration = check_broker_epoch(image, broker_id, broker_epoch)
     heartbeats.touch(broker_id, now_ms, metadata_offset)
     is_caught_up = metadata_offset >= registration.broker_epoch
-    records: list[Record] = []
-    fenced = registration.fenced
-    if registration.in_controlled_shutdown:
-        pass  # owned by the controlled-shutdown state machine
-    elif fenced and not want_fence and is_caught_up:
-        records.append(BrokerRegistrationChange(broker_id, broker_epoch, fenced=False))
-        records.extend(_elect_for_unfenced(image, broker_id))
-        fenced = False
-    elif not fenced and want_fence:
-        records.extend(fence_broker(image, broker_id, reason="the broker asked to be fenced").records)
-        fenced = True
-    return ControllerResult(records, HeartbeatReply(is_caught_up, fenced, should_shut_down=False))
+    states = calculate_next_broker_state(
+        fenced=registration.fenced, in_controlled_shutdown=registration.in_controlled_shutdown,
+        want_fence=want_fence, want_shutdown=want_shutdown, is_caught_up=is_caught_up,
+        leads_partitions=lambda: _leads_partitions(image, broker_id),
+        active_brokers_caught_up=lambda: _active_brokers_caught_up(image, broker_id, heartbeats))
+    plan = records_plan(states, in_controlled_shutdown=registration.in_controlled_shutdown)
+    change: list[Record] = []
+    if plan.registration_change is not None and not (plan.set_fenced and registration.fenced):
+        # (already fenced: FENCED -> SHUTDOWN_NOW writes no second fence, as Kafka and fence_broker)
+        change.append(BrokerRegistrationChange(broker_id, broker_epoch, fenced=plan.set_fenced,
+                                               in_controlled_shutdown=plan.set_in_controlled_shutdown))
+    partitions: list[Record] = []
+    if plan.leave_partitions:
+        partitions.extend(_leave_partitions(image, broker_id))
+    if plan.elect_leaderless:
+        partitions.extend(_elect_for_unfenced(image, broker_id))
+    first = plan.registration_change is RegistrationChangeOrder.FIRST
+    records = [*change, *partitions] if first else [*partitions, *change]
+    if plan.remember_controlled_shutdown_offset:
+        heartbeats.maybe_update_controlled_shutdown_offset(broker_id, image.offset + len(records))
+    elif states.next is not CONTROLLED_SHUTDOWN:
+        heartbeats.clear_controlled_shutdown_offset(broker_id)
+    if states.changed:
+        logger.info("Broker %d goes from %s to %s (want_fence=%s, want_shutdown=%s): %d record(s)",
+                    broker_id, states.current.name, states.next.name, want_fence, want_shutdown, len(records))
+    reply = HeartbeatReply(is_caught_up, states.next.fenced, should_shut_down=states.next.should_shut_down)
+    return ControllerResult(records, reply)

@@ -27,6 +27,7 @@ DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # Kafka's broker.heartbea
 class _Session:
     last_contact_ms: int
     metadata_offset: int
+    controlled_shutdown_offset: int | None = None  # Kafka's controlledShutdownOffset (-1 there)
 
 
 class BrokerHeartbeatManager:
@@ -42,7 +43,28 @@ class BrokerHeartbeatManager:
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """A heartbeat arrived: the session starts again from now_ms."""
-        self._sessions[broker_id] = _Session(now_ms, metadata_offset)
+        session = self._sessions.get(broker_id)
+        if session is None:
+            self._sessions[broker_id] = _Session(now_ms, metadata_offset)
+        else:
+            session.last_contact_ms, session.metadata_offset = now_ms, metadata_offset
+
+    def controlled_shutdown_offset(self, broker_id: int) -> int | None:
+        """The metadata offset every active broker must reach before this one may shut down."""
+        session = self._sessions.get(broker_id)
+        return None if session is None else session.controlled_shutdown_offset
+
+    def maybe_update_controlled_shutdown_offset(self, broker_id: int, offset: int) -> None:
+        """Record it unless one is already known (Kafka's maybeUpdateControlledShutdownOffset)."""
+        session = self._sessions.get(broker_id)
+        if session is not None and session.controlled_shutdown_offset is None:
+            session.controlled_shutdown_offset = offset
+
+    def clear_controlled_shutdown_offset(self, broker_id: int) -> None:
+        """The broker is no longer in controlled shutdown (fenced, unfenced again, shut down)."""
+        session = self._sessions.get(broker_id)
+        if session is not None:
+            session.controlled_shutdown_offset = None
 
     def remove(self, broker_id: int) -> None:
         """Forget a broker's session (unregistered, or replaced by a new incarnation)."""

@@ -364,6 +364,11 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("broker.heartbeat.interval.ms", _INT, 2000,
               "How often brokers heartbeat; the controller checks for expired sessions twice as often.",
               at_least(1)),
+    ConfigKey("controlled.shutdown.timeout.ms", _INT, 30000,
+              "How long a broker stopping on SIGTERM waits for the controller to move its leaders "
+              "away (controlled shutdown) before it stops anyway and says so. tidelog's own key "
+              "(Kafka's KRaft brokers wait without a bound).",
+              at_least(1)),
 )
 
 

@@ -214,10 +214,20 @@ HEARTBEAT = [
     pytest.param(CLUSTER, 1, 1, 9, False, False, [], HeartbeatReply(True, False, False), id="steady-state"),
     pytest.param(TOPICS, 2, 2, 9, True, False, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
                  HeartbeatReply(True, True, False), id="want-fence-fences-and-moves-leaders"),
-    pytest.param(TOPICS, 2, 2, 9, False, True, [], HeartbeatReply(True, False, False),
-                 id="want-shutdown-is-left-to-the-shutdown-state-machine"),
+    # --- want_shutdown (shutdown.controller_states decides, records_plan says what to write)
+    pytest.param(TOPICS, 2, 2, 9, False, True,
+                 [BrokerRegistrationChange(2, 2, in_controlled_shutdown=True), *FENCE_2_CHANGES],
+                 HeartbeatReply(True, False, False), id="want-shutdown-while-leading-enters-controlled-shutdown"),
+    pytest.param(CLUSTER, 1, 1, 9, False, True, [BrokerRegistrationChange(1, 1, fenced=True)],
+                 HeartbeatReply(True, True, True), id="want-shutdown-leading-nothing-shuts-down-now"),
+    pytest.param(TOPICS, 2, 2, 9, True, True, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+                 HeartbeatReply(True, True, True), id="want-fence-and-shutdown-fences-and-shuts-down-now"),
+    pytest.param(FENCED_2, 2, 2, 40, False, True, [], HeartbeatReply(True, True, True),
+                 id="fenced-broker-wanting-shutdown-is-granted-it-at-once"),
     pytest.param(IN_SHUTDOWN, 3, 3, 9, True, True, [], HeartbeatReply(True, False, False),
-                 id="in-controlled-shutdown-is-left-to-the-shutdown-state-machine"),
+                 id="in-controlled-shutdown-waits-for-active-brokers-to-catch-up"),
+    pytest.param(IN_SHUTDOWN, 3, 3, 9, False, False, [], HeartbeatReply(True, False, False),
+                 id="in-controlled-shutdown-ignores-the-flags"),
 ]
 
 
@@ -270,3 +280,30 @@ def test_fence_then_unfence_round_trip():
     assert not image.broker(2).fenced
     assert image.topic("solo").partitions[0].leader == 2
     assert image.topic("solo").partitions[0].leader_epoch == 2  # lost then regained: two leader changes
+
+
+def test_controlled_shutdown_round_trip():
+    """Broker 2 asks to shut down: leaders move in one batch with the registration change; it is
+    told to shut down (and fenced) once every active broker replayed up to that batch."""
+    heartbeats = sessions()
+    result = process_heartbeat(TOPICS, broker_id=2, broker_epoch=2, metadata_offset=TOPICS.offset,
+                               want_fence=False, want_shutdown=True, now_ms=100, heartbeats=heartbeats)
+    image = replay(TOPICS, *result.records)
+    assert image.broker(2).in_controlled_shutdown and not image.broker(2).fenced
+    assert heartbeats.controlled_shutdown_offset(2) == image.offset  # the end of that batch
+    assert_left_every_isr(replay(image, BrokerRegistrationChange(2, 2, fenced=True)), 2)
+
+    def beat(metadata_offset, now_ms):
+        return process_heartbeat(image, broker_id=2, broker_epoch=2, metadata_offset=metadata_offset,
+                                 want_fence=False, want_shutdown=True, now_ms=now_ms, heartbeats=heartbeats)
+
+    heartbeats.touch(1, 150, image.offset)
+    heartbeats.touch(3, 150, image.offset - 1)  # broker 3 has not replayed the batch yet
+    waiting = beat(image.offset, 200)
+    assert (list(waiting.records), waiting.response) == ([], HeartbeatReply(True, False, False))
+    heartbeats.touch(3, 250, image.offset)
+    done = beat(image.offset, 300)
+    assert list(done.records) == [BrokerRegistrationChange(2, 2, fenced=True)]
+    assert done.response == HeartbeatReply(True, True, True)
+    assert heartbeats.controlled_shutdown_offset(2) is None
+    assert replay(image, *done.records).broker(2).fenced

@@ -95,3 +95,16 @@ def test_session_timeout_must_be_a_positive_integer(timeout):
 
 def test_kafka_default_session_timeout():
     assert BrokerHeartbeatManager().session_timeout_ms == DEFAULT_SESSION_TIMEOUT_MS == 9000
+
+
+def test_controlled_shutdown_offset_is_kept_once_and_survives_heartbeats():
+    heartbeats = BrokerHeartbeatManager(TIMEOUT)
+    heartbeats.maybe_update_controlled_shutdown_offset(2, 40)  # no session yet: nothing to keep it in
+    assert heartbeats.controlled_shutdown_offset(2) is None
+    heartbeats.touch(2, 0, 10)
+    heartbeats.maybe_update_controlled_shutdown_offset(2, 40)
+    heartbeats.maybe_update_controlled_shutdown_offset(2, 55)  # already known: Kafka keeps the first
+    heartbeats.touch(2, 100, 41)
+    assert (heartbeats.controlled_shutdown_offset(2), heartbeats.metadata_offset(2)) == (40, 41)
+    heartbeats.clear_controlled_shutdown_offset(2)
+    assert heartbeats.controlled_shutdown_offset(2) is None
