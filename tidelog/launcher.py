@@ -42,6 +42,9 @@ from tidelog.cluster_layout import (NodeSpec, data_dir_lock, load_or_create_secr
 SECONDS: Final = 1.0
 READY_TIMEOUT: Final = 30 * SECONDS
 STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
+# a broker's controlled shutdown is bounded by controlled.shutdown.timeout.ms (30 s by
+# default); give it that long, plus a margin, before SIGKILL makes it a dirty stop
+BROKER_STOP_TIMEOUT: Final = 35 * SECONDS
 KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D state) process takes longer
 POLL_INTERVAL: Final = 0.1 * SECONDS
 HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe
@@ -177,14 +180,14 @@ def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> l
         group = [n for n in nodes if n.spec.role == role and was_running[n.spec.node_id]]
         for node in group:
             node.send(signal.SIGTERM)
-        _wait_all_exit(group, timeout)
+        _wait_all_exit(group, timeout if role == layout.CONTROLLER else max(timeout, BROKER_STOP_TIMEOUT))
         stragglers = [n for n in group if n.running()]
         for node in stragglers:
             node.send(signal.SIGKILL)
             killed.add(node.spec.node_id)
         _wait_all_exit(stragglers, KILL_WAIT)
     reports = []
-    for node in nodes:
+    for node in sorted(nodes, key=lambda n: n.spec.role == layout.CONTROLLER):  # in stop order
         if not was_running[node.spec.node_id]:
             outcome = "not running"
         elif node.running():
