@@ -52,9 +52,6 @@ MIN_INSYNC_REPLICAS_KEY: Final = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS: Final = 1
 _LOG_KEYS: Final = frozenset(key.name for key in TOPIC_LOG_KEYS)
 # The batch header's producerId (int64 at byte 43): -1 for a producer that is not idempotent.
-_PRODUCER_ID_POS: Final = 43
-_PRODUCER_ID_END: Final = 51
-_NO_PRODUCER: Final = b"\xff" * 8
 
 
 class ReplicaError(KafkaError):
@@ -272,21 +269,22 @@ class ReplicaManager:
                                f"ISR {list(partition.isr)} of {tp} is smaller than "
                                f"min.insync.replicas {partition.min_insync_replicas}")
         view = memoryview(records)
-        idempotent = len(view) > _PRODUCER_ID_END and view[_PRODUCER_ID_POS:_PRODUCER_ID_END] != _NO_PRODUCER
-        headers = read_batches(view) if idempotent else None
-        if headers is not None:
-            duplicate = self._check_producer_state(partition, headers)
+        batches = read_batches(view)  # once: the log appends these without reading them again
+        idempotent = any(header.producer_id >= 0 for _, header in batches)
+        if idempotent:
+            duplicate = self._check_producer_state(partition, batches)
             if duplicate is not None:
                 return duplicate
         try:
             info = partition.log.append(view, now_ms=self._now_ms(),
-                                        leader_epoch=partition.leader_epoch)
+                                        leader_epoch=partition.leader_epoch, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"append to {tp} failed: {e}") from e
-        if headers is not None:
+        if idempotent:
             base = info.first_offset
-            for _, header in headers:
-                partition.producer_state.update(header, base, base + header.last_offset_delta)
+            for _, header in batches:
+                if header.producer_id >= 0:
+                    partition.producer_state.update(header, base, base + header.last_offset_delta)
                 base += header.last_offset_delta + 1
         self.maybe_advance_high_watermark(partition)
         self._wake(tp)

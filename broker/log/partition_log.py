@@ -130,17 +130,20 @@ class PartitionLog:
     # ---- append ------------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray | memoryview, *, now_ms: int,
-               leader_epoch: int | None = None, assign_offsets: bool = True) -> LogAppendInfo:
+               leader_epoch: int | None = None, assign_offsets: bool = True,
+               batches: list[tuple[int, RecordBatchHeader]] | None = None) -> LogAppendInfo:
         """Append concatenated v2 batches; a leader assigns offsets, a follower keeps them.
 
         Every batch is CRC-checked; nothing is written unless all are valid. As leader
         (`assign_offsets`), batches must be producer-shaped, fit `max.message.bytes`, and
-        are stamped with `leader_epoch` (default: the log's latest epoch).
+        are stamped with `leader_epoch` (default: the log's latest epoch). `batches` is
+        `read_batches(records)` when the caller already has it, so nothing is checked twice.
         """
         view = memoryview(records)
         if view.format != "B":
             view = view.cast("B")
-        batches = read_batches(view)
+        if batches is None:
+            batches = read_batches(view)
         if not batches:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config

@@ -2,7 +2,8 @@
 
 `running_cluster` starts every node as its own process on 127.0.0.1-4 with small heartbeat
 and session timeouts and, on exit, stops them all and checks the broker shut down cleanly.
-`wait_until` is the one bounded poll; `http` talks to the admin API without raising on 4xx.
+`wait_until` is the one bounded poll of the integration tests; `http` talks to the admin API
+without raising on 4xx.
 """
 
 from __future__ import annotations
@@ -46,15 +47,22 @@ def broker_log_dir(cluster: LocalCluster) -> Path:
     return cluster.brokers[0].spec.directory / "data"
 
 
-def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    """condition()'s first truthy value; AssertionError naming `what` after timeout_s."""
+def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S, *,
+               poll_s: float = POLL_S) -> Any:
+    """condition()'s first truthy value; AssertionError naming `what` after timeout_s.
+
+    A connection error counts as "not yet": a node may not be listening (yet, or any more).
+    """
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:  # bounded by the deadline
-        last = condition()
-        if last:
+        try:
+            last = condition()
+        except (OSError, urllib.error.URLError) as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
             return last
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
 
 

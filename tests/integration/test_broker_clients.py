@@ -8,70 +8,30 @@ partitions (no consumer group): keys, values and offsets exactly; kcat -C -e rea
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tidelog.launcher import LocalCluster, free_ports
+from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, wait_until
+from tidelog.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
-HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
-BROKER_ID = 4
-READY_S = 30.0
-WAIT_S = 20.0
-POLL_S = 0.1
 CLIENT_TIMEOUT_S = 20.0
-HTTP_TIMEOUT_S = 5.0
 RECORDS = 300
 CODECS = ("gzip", "lz4", "zstd", "snappy")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
-    with LocalCluster.start(tmp_path_factory.mktemp("broker-clients") / "cluster", controllers=3,
-                            raft_port=raft_port, admin_port=admin_port, brokers=1, kafka_port=kafka_port,
-                            metrics_port=metrics_port, ready_timeout=READY_S,
-                            extra_properties={"broker.heartbeat.interval.ms": "200",
-                                              "broker.session.timeout.ms": "3000"}) as started:
-        yield started  # brokers, then controllers, stopped on exit even on failure
-        broker = started.brokers[0]
-        reports = {r.node.node_id: r for r in started.stop()}
-        log = broker.spec.log_path.read_text(errors="replace")
-        assert (reports[BROKER_ID].outcome, reports[BROKER_ID].exit_status) == ("stopped", 0), log[-3000:]
-        assert "Shut down" in log and "Traceback" not in log, log[-3000:]
-        assert (broker.spec.directory / "data" / ".kafka_cleanshutdown").exists()
-
-
-def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        last = condition()
-        if last:
-            return last
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
-
-
-def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    with running_cluster(tmp_path_factory.mktemp("broker-clients") / "cluster") as started:
+        yield started  # stopped on exit even on failure; running_cluster checks a clean exit
+    assert (started.brokers[0].spec.directory / "data" / ".kafka_cleanshutdown").exists()
 
 
 def kcat(*args: str) -> str:

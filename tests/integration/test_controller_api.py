@@ -22,6 +22,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -48,17 +49,8 @@ def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            last = condition()
-        except (OSError, urllib.error.URLError) as exc:  # a controller not (yet, or any more) listening
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+    """The shared bounded poll, with this module's default timeout and interval."""
+    return shared_wait_until(what, condition, timeout_s, poll_s=POLL_S)
 
 
 def http(address: str, method: str, path: str, body: Any = None, *, token: str | None = TOKEN,

@@ -12,7 +12,6 @@ import hashlib
 import json
 import queue
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,12 +21,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 import pytest
 
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import record_from_map
 from metadata.snapshot import encode_snapshot
+from tidelog.launcher import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -39,12 +40,6 @@ STOP_TIMEOUT_S = 10.0
 LATENCY_APPENDS = 200
 POLL_S = 0.05
 NOOP = {"type": 20, "version": 0}
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class ControllerProcess:
@@ -121,7 +116,8 @@ class ControllerProcess:
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
-    voters = ",".join(f"{i}@{host}:{free_port(host)}" for i, host in enumerate(HOSTS, start=1))
+    voters = ",".join(f"{i}@{host}:{port}" for i, (host, port) in
+                      enumerate(zip(HOSTS, free_ports(HOSTS, len(HOSTS))), start=1))
     out = []
     for node_id in range(1, len(HOSTS) + 1):
         config = tmp_path / f"controller-{node_id}.properties"
@@ -138,13 +134,8 @@ def nodes(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        result = condition()
-        if result:
-            return result
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    """The shared bounded poll, with this module's default timeout and interval."""
+    return shared_wait_until(what, condition, timeout_s, poll_s=POLL_S)
 
 
 def wait_for_active(nodes: list[ControllerProcess], min_epoch: int) -> tuple[ControllerProcess, int]:

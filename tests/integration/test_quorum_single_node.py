@@ -8,7 +8,6 @@ import asyncio
 import gzip
 import os
 import pickle
-import socket
 import struct
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -24,18 +23,13 @@ from quorum.log_state import OutcomeKind
 from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog, QuorumSettings
 from quorum.voters import Voter
 from tidelog.config import Password
+from tidelog.launcher import free_ports
 
 WAIT_S = 10.0
 
 
 def settings(data_dir: Path, port: int) -> QuorumSettings:
     return QuorumSettings(1, {1: Voter(1, "127.0.0.1", port)}, data_dir, Password("s3cret"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def until(what: str, condition: Callable[[], Any]) -> Any:
@@ -73,7 +67,7 @@ async def voters() -> AsyncIterator[list[Voter1]]:
 
 
 async def test_restart_from_journal_and_dump(tmp_path: Path, voters: list[Voter1]) -> None:
-    port = free_port()
+    (port,) = free_ports(("127.0.0.1",), 1)
     first = Voter1(tmp_path, port)
     voters.append(first)
     await until("an active controller", lambda: first.controller.is_active)
@@ -114,7 +108,7 @@ async def test_restart_from_journal_and_dump(tmp_path: Path, voters: list[Voter1
 
 
 async def test_a_dump_that_cannot_be_loaded_stops_the_voter(tmp_path: Path, voters: list[Voter1]) -> None:
-    port = free_port()
+    (port,) = free_ports(("127.0.0.1",), 1)
     first = Voter1(tmp_path, port)
     voters.append(first)
     await until("an active controller", lambda: first.controller.is_active)
@@ -141,7 +135,7 @@ class _MakesADirectory:
 
 
 async def test_a_stranger_pickle_is_never_loaded(tmp_path: Path, voters: list[Voter1]) -> None:
-    port = free_port()
+    (port,) = free_ports(("127.0.0.1",), 1)
     voter = Voter1(tmp_path / "data", port)
     voters.append(voter)
     await until("an active controller", lambda: voter.controller.is_active)

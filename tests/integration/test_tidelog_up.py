@@ -28,6 +28,7 @@ from typing import IO, Any
 import msgpack
 import pytest
 
+from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from tidelog.launcher import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,17 +58,8 @@ def alive(pid: int) -> bool:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            last = condition()
-        except (OSError, urllib.error.URLError) as exc:
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+    """The shared bounded poll, with this module's default timeout and interval."""
+    return shared_wait_until(what, condition, timeout_s, poll_s=POLL_S)
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:

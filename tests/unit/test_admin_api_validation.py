@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,6 +37,7 @@ from quorum.log_state import MetadataLogState
 from quorum.metadata_log import QuorumSettings, QuorumStatus
 from quorum.openapi import openapi_document
 from tidelog.config import ConfigError, parse_config
+from tidelog.launcher import free_ports
 
 # --- The pure validators ------------------------------------------------------------
 
@@ -275,16 +275,10 @@ class FollowerLog:
                             last_offset=image.offset, dump_offset=-1, image=image)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     monkeypatch.setattr(api, "ACTIVE_WAIT", 0.02)  # a write with no active controller gives up soon
-    port = free_port()
+    (port,) = free_ports(("127.0.0.1",), 1)
     settings = ApiSettings(node_id=1, host="127.0.0.1", port=port, api_voters={1: f"127.0.0.1:{port}"},
                            quorum_ids={"127.0.0.1:1": 1}, cluster_id="unit", token=TOKEN)
     log = FollowerLog()
@@ -407,7 +401,7 @@ async def test_metadata_fetch_below_the_log_start_sends_a_snapshot() -> None:
     log.state.apply_chunk(encode_records([NoOp(), NoOp()]), 1)
     log.state.apply_chunk(encode_records([NoOp()]), 1)
     log.state.fold(1)  # offsets 0..2 now live only in the snapshot
-    port = free_port()
+    (port,) = free_ports(("127.0.0.1",), 1)
     settings = ApiSettings(node_id=1, host="127.0.0.1", port=port, api_voters={}, quorum_ids={},
                            cluster_id="unit")
     controller_server = ControllerServer(log, ActiveController(log), settings)  # type: ignore[arg-type]
