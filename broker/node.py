@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +40,8 @@ from broker.errors import KafkaStorageError
 from broker.log.log_config import from_broker_config
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replica_manager import ReplicaManager
 from broker.protocol.api_keys import ApiKey
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from metadata.codec import Listener
@@ -139,8 +141,7 @@ def _api_name(api_key: int) -> str:
         return str(api_key)
 
 
-def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_hosted: int,
-                   under_replicated: int) -> str:
+def render_metrics(metrics: ServerMetrics, gauges: Mapping[str, int]) -> str:
     """Prometheus text exposition (version 0.0.4) of the broker's counters."""
     p = METRICS_PREFIX
     lines: list[str] = []
@@ -166,12 +167,20 @@ def render_metrics(metrics: ServerMetrics, *, partitions_led: int, partitions_ho
         lines.append(f'{p}request_latency_ms_bucket{{le="{bound}"}} {cumulative}')
     lines.append(f"{p}request_latency_ms_sum {metrics.latency_sum_ms:g}")
     lines.append(f"{p}request_latency_ms_count {metrics.latency_count}")
-    sample("partitions_led", "gauge", "Partitions this broker leads.", [("", partitions_led)])
+    sample("partitions_led", "gauge", "Partitions this broker leads.", [("", gauges["partitions_led"])])
     sample("partitions_hosted", "gauge", "Partitions this broker hosts (leader or follower).",
-           [("", partitions_hosted)])
+           [("", gauges["partitions_hosted"])])
     sample("under_replicated_partitions", "gauge",
            "Partitions this broker leads whose ISR is smaller than their replica set.",
-           [("", under_replicated)])
+           [("", gauges["under_replicated"])])
+    sample("under_min_isr_partitions", "gauge",
+           "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
+           [("", gauges["under_min_isr"])])
+    sample("at_min_isr_partitions", "gauge",
+           "Partitions this broker leads whose ISR is exactly min.insync.replicas.",
+           [("", gauges["at_min_isr"])])
+    sample("offline_partitions", "gauge", "Partitions this broker hosts that have no leader.",
+           [("", gauges["offline"])])
     return "\n".join(lines) + "\n"
 
 
@@ -230,10 +239,31 @@ async def _maintain(log_manager: LogManager, config: Config) -> None:
             logger.error("Log maintenance failed: %s", exc)
 
 
+def fetcher_settings(broker_id: int, listener_name: str, config: Config) -> FetcherSettings:
+    """The follower fetchers' settings from Kafka's replica.* keys."""
+    def key(name: str) -> int:
+        return int(config[name])  # type: ignore[arg-type]
+
+    return FetcherSettings(broker_id, listener_name, max_wait_ms=key("replica.fetch.wait.max.ms"),
+                           min_bytes=key("replica.fetch.min.bytes"),
+                           partition_max_bytes=key("replica.fetch.max.bytes"),
+                           response_max_bytes=key("replica.fetch.response.max.bytes"),
+                           backoff_ms=key("replica.fetch.backoff.ms"),
+                           socket_timeout_ms=key("replica.socket.timeout.ms"))
+
+
+async def _expire_isr(replicas: ReplicaManager) -> None:
+    """Kafka's isr-expiration task: every half replica.lag.time.max.ms, propose shrinking
+    the ISRs whose followers have not caught up within it. Until cancelled."""
+    while True:  # until cancelled
+        await asyncio.sleep(replicas.replica_lag_time_max_ms / 2000)
+        replicas.maybe_shrink_isr()
+
+
 async def run_broker(settings: BrokerSettings, config: Config) -> int:
     """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
+    from broker.alter_partition_manager import AlterPartitionManager
     from broker.controller_client import ControllerClient
-    from broker.replica_manager import ReplicaManager
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -241,13 +271,19 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
-    replicas = ReplicaManager(broker_id, log_manager, now_ms=wall_ms)
     client = ControllerClient(settings.controller_addresses)
+    follower: MetadataFollower | None = None
+    alter_partition = AlterPartitionManager(
+        client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
+    replicas = ReplicaManager(broker_id, log_manager, now_ms=wall_ms,
+                              replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),  # type: ignore[arg-type]
+                              default_min_insync_replicas=int(config["min.insync.replicas"]),  # type: ignore[arg-type]
+                              alter_partition=alter_partition)
+    fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None
     metrics_runner: Any = None
     tasks: list[asyncio.Task[None]] = []
     handler: Any = None
-    follower: MetadataFollower | None = None
     fatal = False
     try:
         # The follower is built before it runs: the handler reads its image.
@@ -263,17 +299,18 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
             client, replicas.apply_changes)
         handler = build_handler(broker_id, replicas, follower, advertised, client, config)
+        fetchers = ReplicaFetcherManager(replicas, fetcher_settings(broker_id, advertised.name, config),
+                                         image=lambda: follower.state.image)  # type: ignore[union-attr]
+        replicas.fetchers = fetchers
         late.handler = handler
         if settings.metrics_address is not None:
             def render() -> str:
-                hosted = replicas.partitions.values()
-                led = [p for p in hosted if p.is_leader(broker_id)]
-                return render_metrics(server.metrics, partitions_hosted=len(hosted),  # type: ignore[union-attr]
-                                      partitions_led=len(led),
-                                      under_replicated=sum(len(p.isr) < len(p.replicas) for p in led))
+                return render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
-        tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance")]
+        tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
+                 asyncio.create_task(alter_partition.run(), name="alter-partition"),
+                 asyncio.create_task(_expire_isr(replicas), name="isr-expiration")]
         logger.info("Broker %d started: Kafka listener %s:%d, advertised %s://%s:%d, log dirs %s",
                     broker_id, settings.listener.host, server.port, advertised.name, advertised.host,
                     advertised.port, ", ".join(map(str, settings.log_dirs)))
@@ -289,6 +326,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         logger.info("Stopping broker %d", broker_id)
         if server is not None:
             await server.stop()
+        if fetchers is not None:
+            await fetchers.shutdown()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

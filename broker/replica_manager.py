@@ -4,13 +4,15 @@
     replicas.apply_changes(changes, image)        # from the metadata follower (on_changes)
     info = replicas.append(tp, records, acks=1)   # leader append; raises a KafkaError
     read = replicas.read(tp, offset, max_bytes)   # consumers: up to the high watermark
+    read = replicas.read(tp, offset, max_bytes, replica_id=2)   # a follower: up to the LEO
     await replicas.wait_for_data([tp, ...], timeout_s)   # a waiting fetch, woken by appends
 
-Kafka's ReplicaManager and Partition, cut to what a single-replica leader needs; every
-place the replication issue changes is a named seam: `on_become_follower` (start a
-fetcher), `maybe_advance_high_watermark` (min LEO over the ISR) and the follower LEOs it
-reads (`Partition.follower_end_offsets`). Idempotent producers are checked per partition
-with `broker.producer_state` (header-only; rebuilt from the log's batch headers on open).
+Kafka's ReplicaManager. As leader it records each follower's fetches, moves the high
+watermark (min LEO over the ISR), and proposes ISR changes to the controller through the
+AlterPartitionManager — applied only when the committed metadata comes back. As follower
+it hands the partition to the replica fetchers (`fetchers`), which truncate by leader
+epoch, fetch and append through `append_as_follower`. Idempotent producers are checked per
+partition with `broker.producer_state` (leaders and followers both keep it).
 
 Everything runs on one event loop; no method blocks except on the local disk.
 """
@@ -18,40 +20,43 @@ Everything runs on one event loop; no method blocks except on the local disk.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
-from broker.errors import ErrorCode, KafkaError, KafkaStorageError
+from broker.alter_partition_manager import AlterPartitionItem, AlterPartitionManager
+from broker.errors import ErrorCode, KafkaError, KafkaStorageError, OffsetOutOfRangeError
 from broker.log.log_config import TOPIC_LOG_KEYS, with_topic_overrides
 from broker.log.log_manager import LogManager
-from broker.log.partition_log import LogAppendInfo, PartitionLog
+from broker.log.partition_log import LogAppendInfo
 from broker.log.segment import FileSlice
+from broker.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition, PendingIsrChange
 from broker.producer_state import AppendOutcome, ProducerStateManager
-from broker.record_batch import RecordBatchHeader, read_batches
+from broker.record_batch import RecordBatchHeader, iter_batches, read_batches
+from broker.replication.high_watermark import follower_high_watermark
+from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.topic_partition import TopicPartition
 from metadata.delta import LocalPartition, LocalReplicaChanges
-from metadata.image import MetadataImage
-from metadata.records import ConfigResourceType
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.records import ConfigResourceType, LeaderRecoveryState
 from tidelog.config import ConfigError
 
 log = logging.getLogger(__name__)
 
-# Kafka error codes (org.apache.kafka.common.protocol.Errors) that broker/errors.py lacks.
 LEADER_NOT_AVAILABLE: Final = ErrorCode.LEADER_NOT_AVAILABLE
 NOT_LEADER_OR_FOLLOWER: Final = ErrorCode.NOT_LEADER_OR_FOLLOWER
 REQUEST_TIMED_OUT: Final = ErrorCode.REQUEST_TIMED_OUT
 NOT_ENOUGH_REPLICAS: Final = ErrorCode.NOT_ENOUGH_REPLICAS
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 INVALID_REQUIRED_ACKS: Final = ErrorCode.INVALID_REQUIRED_ACKS
 FENCED_LEADER_EPOCH: Final = ErrorCode.FENCED_LEADER_EPOCH
 UNKNOWN_LEADER_EPOCH: Final = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 VALID_ACKS: Final = frozenset((-1, 0, 1))
 MIN_INSYNC_REPLICAS_KEY: Final = "min.insync.replicas"
-DEFAULT_MIN_INSYNC_REPLICAS: Final = 1
 _LOG_KEYS: Final = frozenset(key.name for key in TOPIC_LOG_KEYS)
-# The batch header's producerId (int64 at byte 43): -1 for a producer that is not idempotent.
+NO_BROKER_EPOCH: Final = -1  # an ISR member whose broker epoch the controller need not check
 
 
 class ReplicaError(KafkaError):
@@ -66,27 +71,14 @@ def not_leader(tp: TopicPartition, why: str) -> ReplicaError:
     return ReplicaError(NOT_LEADER_OR_FOLLOWER, f"this broker is not the leader of {tp}: {why}")
 
 
-@dataclass(slots=True, eq=False)
-class Partition:
-    """One hosted topic-partition: what the metadata log says about it, and its log."""
+class FollowerFetchers(Protocol):
+    """The replica fetchers (broker.replica_fetcher): which partitions to fetch from whom."""
 
-    tp: TopicPartition
-    topic_id: str
-    log: PartitionLog
-    leader_id: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
-    # The replication issue fills this from follower fetches (replica id -> log end offset).
-    follower_end_offsets: dict[int, int] = field(default_factory=dict)
-    # Idempotent producers, rebuilt from the log's batch headers when the partition opens
-    # (no producer snapshots yet, so the scan covers the whole log: one header per batch).
-    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+    def add_partitions(self, partitions: Iterable[tuple[TopicPartition, int, int]]) -> None:
+        """Start fetching each (tp, leader id, leader epoch), truncating first."""
 
-    def is_leader(self, broker_id: int) -> bool:
-        return self.leader_id == broker_id
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching these."""
 
 
 class ReadResult(NamedTuple):
@@ -97,44 +89,66 @@ class ReadResult(NamedTuple):
 
 
 class ReplicaManager:
-    """Hosted partitions by TopicPartition, and the fetches waiting on them."""
+    """Hosted partitions by TopicPartition, and the requests waiting on them."""
 
-    def __init__(self, broker_id: int, log_manager: LogManager, *,
-                 now_ms: Callable[[], int]) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, *, now_ms: Callable[[], int],
+                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                 default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS,
+                 alter_partition: AlterPartitionManager | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._now_ms = now_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.default_min_insync_replicas = default_min_insync_replicas
+        self.alter_partition = alter_partition
+        self.fetchers: FollowerFetchers | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._image = EMPTY_IMAGE
         self._topic_overrides: dict[str, dict[str, str]] = {}
-        # A small purgatory: futures of waiting fetches (and acks=-1 produces) per partition.
-        # Each waiter registers one future under each partition it reads and removes it
-        # when done, so the sets hold at most (waiting requests x their partitions).
+        # The purgatory: futures of waiting fetches and acks=-1 produces per partition, woken
+        # by appends, high-watermark moves and role changes. Each waiter registers one future
+        # under each partition it reads and removes it when done, so the sets hold at most
+        # (waiting requests x their partitions).
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     # ---- metadata --------------------------------------------------------------------
 
     def apply_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
+        self._image = image
+        stop_fetching: list[TopicPartition] = []
+        start_fetching: list[tuple[TopicPartition, int, int]] = []
         for local in changes.deletes:
-            self._delete(TopicPartition(local.topic_name, local.partition_id))
+            tp = TopicPartition(local.topic_name, local.partition_id)
+            stop_fetching.append(tp)
+            self._delete(tp)
         self._refresh_topic_configs(image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
         for local in changes.leaders:
-            self._become_leader(local, image, (local.topic_name, local.partition_id) in elected)
+            if self._become_leader(local, image, (local.topic_name, local.partition_id) in elected):
+                stop_fetching.append(TopicPartition(local.topic_name, local.partition_id))
         for local in changes.followers:
-            self._become_follower(local, image)
+            self._become_follower(local, image, start_fetching, stop_fetching)
+        if self.fetchers is not None:
+            if stop_fetching:
+                self.fetchers.remove_partitions(stop_fetching)
+            if start_fetching:
+                self.fetchers.add_partitions(start_fetching)
 
     def _refresh_topic_configs(self, image: MetadataImage) -> None:
         # Config records do not show up in LocalReplicaChanges: compare every hosted topic.
         for topic in sorted({tp.topic for tp in self.partitions}):
             self._apply_topic_config(topic, image)
 
+    def _min_insync_replicas(self, overrides: dict[str, str]) -> int:
+        return _int_or(overrides.get(MIN_INSYNC_REPLICAS_KEY), self.default_min_insync_replicas)
+
     def _apply_topic_config(self, topic: str, image: MetadataImage) -> None:
         overrides = dict(image.config(ConfigResourceType.TOPIC, topic))
         if topic in self._topic_overrides and self._topic_overrides[topic] == overrides:
             return
         self._topic_overrides[topic] = overrides
-        min_isr = _int_or(overrides.get(MIN_INSYNC_REPLICAS_KEY), DEFAULT_MIN_INSYNC_REPLICAS)
+        min_isr = self._min_insync_replicas(overrides)
         for tp, partition in self.partitions.items():
             if tp.topic == topic:
                 partition.min_insync_replicas = min_isr
@@ -162,51 +176,58 @@ class ReplicaManager:
             partition = Partition(tp, local.topic_id, partition_log, registration.leader,
                                   registration.leader_epoch, registration.partition_epoch,
                                   registration.replicas, registration.isr)
-            partition.producer_state.rebuild(
-                h for h in partition_log.batch_headers() if h.producer_id >= 0)
-            partition.min_insync_replicas = _int_or(
-                self._topic_overrides.get(tp.topic, {}).get(MIN_INSYNC_REPLICAS_KEY),
-                DEFAULT_MIN_INSYNC_REPLICAS)
+            _rebuild_producer_state(partition)
+            partition.min_insync_replicas = self._min_insync_replicas(
+                self._topic_overrides.get(tp.topic, {}))
             self.partitions[tp] = partition
-        partition.leader_id = registration.leader
-        partition.leader_epoch = registration.leader_epoch
-        partition.partition_epoch = registration.partition_epoch
-        partition.replicas, partition.isr = registration.replicas, registration.isr
+        partition.update_registration(registration)
         return partition
 
-    def _become_leader(self, local: LocalPartition, image: MetadataImage, elected: bool) -> None:
+    def _become_leader(self, local: LocalPartition, image: MetadataImage, elected: bool) -> bool:
+        """Lead `local`; True when this is a new leadership (stop fetching it)."""
         previous = self.partitions.get(TopicPartition(local.topic_name, local.partition_id))
-        was_leader_epoch = None if previous is None else previous.leader_epoch
+        was = None if previous is None else (previous.leader_id, previous.leader_epoch)
         partition = self._hosted(local, image)
         if partition is None:
-            return
-        partition_log = partition.log
-        if elected or was_leader_epoch != partition.leader_epoch:
-            partition_log.leader_epoch_cache.assign(partition.leader_epoch,
-                                                    partition_log.log_end_offset)
-            partition.follower_end_offsets.clear()
+            return False
+        new_leadership = elected or was != (self.broker_id, partition.leader_epoch)
+        if new_leadership:
+            partition.become_leader(self.broker_id, self._now_ms())
+            partition_log = partition.log
             log.info("Leader %s with leader epoch %d starting at offset %d (high watermark %d, "
-                     "ISR %s)", partition.tp, partition.leader_epoch, partition_log.log_end_offset,
-                     partition_log.high_watermark, list(partition.isr))
-        self.maybe_advance_high_watermark(partition)
+                     "ISR %s, partition epoch %d%s)", partition.tp, partition.leader_epoch,
+                     partition_log.log_end_offset, partition_log.high_watermark, list(partition.isr),
+                     partition.partition_epoch,
+                     ", elected uncleanly: RECOVERING" if partition.is_recovering else "")
+        if partition.is_recovering and partition.pending_isr is None:
+            # KIP-704: an unclean leader serves once the controller has recorded RECOVERED.
+            self._propose(partition, partition.isr, LeaderRecoveryState.RECOVERED)
+        self._maybe_advance_high_watermark(partition)
         self._wake(partition.tp)
+        return new_leadership
 
-    def _become_follower(self, local: LocalPartition, image: MetadataImage) -> None:
+    def _become_follower(self, local: LocalPartition, image: MetadataImage,
+                         start_fetching: list[tuple[TopicPartition, int, int]],
+                         stop_fetching: list[TopicPartition]) -> None:
+        tp = TopicPartition(local.topic_name, local.partition_id)
+        previous = self.partitions.get(tp)
+        was = None if previous is None else (previous.leader_id, previous.leader_epoch)
         partition = self._hosted(local, image)
         if partition is None:
             return
-        partition.follower_end_offsets.clear()
-        self._wake(partition.tp)  # waiting fetches answer NOT_LEADER_OR_FOLLOWER now
-        self.on_become_follower(partition)
-
-    def on_become_follower(self, partition: Partition) -> None:
-        """Seam for replication: truncate by leader epoch and start fetching from the leader.
-
-        Until then a follower only hosts its log and refuses produce and fetch requests.
-        """
-        log.info("Follower %s of leader %d with leader epoch %d (replication is not "
-                 "implemented yet: not fetching)", partition.tp, partition.leader_id,
-                 partition.leader_epoch)
+        if was == (partition.leader_id, partition.leader_epoch):
+            return  # same leader and epoch (an ISR change): keep fetching as before
+        partition.become_follower()
+        self._wake(tp)  # waiting fetches and produces answer NOT_LEADER_OR_FOLLOWER now
+        if partition.leader_id < 0:
+            stop_fetching.append(tp)
+            log.info("Follower %s has no leader (leader epoch %d): partition offline",
+                     tp, partition.leader_epoch)
+            return
+        start_fetching.append((tp, partition.leader_id, partition.leader_epoch))
+        log.info("Follower %s of leader %d with leader epoch %d (log end offset %d, high "
+                 "watermark %d)", tp, partition.leader_id, partition.leader_epoch,
+                 partition.log.log_end_offset, partition.log.high_watermark)
 
     def _delete(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp, None)
@@ -246,6 +267,18 @@ class ReplicaManager:
             raise not_leader(tp, f"the leader is broker {partition.leader_id}")
         return partition
 
+    def _serving_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it and may serve clients (not RECOVERING)."""
+        partition = self.leader_partition(tp, current_leader_epoch)
+        if partition.is_recovering:
+            raise not_leader(tp, "elected uncleanly and not yet recovered")
+        return partition
+
+    def _is_eligible(self, replica_id: int) -> bool:
+        """May join an ISR: registered, unfenced, not shutting down (isReplicaIsrEligible)."""
+        registration = self._image.broker(replica_id)
+        return registration is not None and registration.is_active
+
     # ---- append ----------------------------------------------------------------------
 
     @staticmethod
@@ -263,7 +296,7 @@ class ReplicaManager:
         RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR, ...
         """
         self.check_required_acks(acks)
-        partition = self.leader_partition(tp)
+        partition = self._serving_partition(tp)
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
             raise ReplicaError(NOT_ENOUGH_REPLICAS,
                                f"ISR {list(partition.isr)} of {tp} is smaller than "
@@ -281,12 +314,8 @@ class ReplicaManager:
         except OSError as e:
             raise KafkaStorageError(f"append to {tp} failed: {e}") from e
         if idempotent:
-            base = info.first_offset
-            for _, header in batches:
-                if header.producer_id >= 0:
-                    partition.producer_state.update(header, base, base + header.last_offset_delta)
-                base += header.last_offset_delta + 1
-        self.maybe_advance_high_watermark(partition)
+            _update_producer_state(partition, batches, info.first_offset)
+        self._maybe_advance_high_watermark(partition)
         self._wake(tp)
         return info
 
@@ -308,25 +337,23 @@ class ReplicaManager:
                                      partition.log.log_start_offset, 0, 0)
         return None
 
-    def maybe_advance_high_watermark(self, partition: Partition) -> bool:
-        """HW = min log end offset over the ISR (Kafka's maybeIncrementLeaderHW).
-
-        Until replication lands, follower LEOs are unknown, so only an ISR of this broker
-        alone (RF=1, or an ISR shrunk to the leader) advances: HW = the log end offset.
-        """
-        partition_log = partition.log
-        end_offsets = [partition_log.log_end_offset if replica == self.broker_id
-                       else partition.follower_end_offsets.get(replica, -1)
-                       for replica in partition.isr]
-        new_hw = min(end_offsets, default=partition_log.log_end_offset)
-        if new_hw > partition_log.high_watermark:
-            partition_log.update_high_watermark(new_hw)
-            return True
-        return False
+    def _maybe_advance_high_watermark(self, partition: Partition) -> bool:
+        """Leader: HW = min LEO over the (maximal) ISR, never backwards; wakes waiters."""
+        hw = partition.next_high_watermark(self.broker_id, self._now_ms(),
+                                           self.replica_lag_time_max_ms, self._is_eligible)
+        if not hw.advanced:
+            return False
+        partition.log.update_high_watermark(hw.offset)
+        self._wake(partition.tp)
+        return True
 
     async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
                                       timeout_s: float) -> int:
-        """acks=-1: wait until the high watermark reaches `offset` (error code, 0 if it did)."""
+        """acks=-1: wait until the high watermark reaches `offset` (error code, 0 if it did).
+
+        Kafka's DelayedProduce: once replicated, an ISR that shrank below
+        min.insync.replicas meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:  # bounded by the deadline: each pass waits for a wake-up or the timeout
@@ -334,6 +361,8 @@ class ReplicaManager:
             if partition is None or not partition.is_leader(self.broker_id):
                 return NOT_LEADER_OR_FOLLOWER
             if partition.log.high_watermark >= offset:
+                if len(partition.isr) < partition.min_insync_replicas:
+                    return NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 return 0
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -344,10 +373,26 @@ class ReplicaManager:
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, *,
              current_leader_epoch: int = -1, up_to_high_watermark: bool = True,
-             min_one_batch: bool = True) -> ReadResult:
-        """Batches from `offset` as a file slice; consumers never read past the HW."""
-        partition = self.leader_partition(tp, current_leader_epoch)
-        partition_log = partition.log
+             min_one_batch: bool = True, replica_id: int = -1) -> ReadResult:
+        """Batches from `offset` as a file slice; consumers never read past the HW.
+
+        A follower's read (`replica_id` >= 0) goes up to the log end offset and records
+        where the follower is, which may move the HW and grow the ISR.
+        """
+        if replica_id >= 0:
+            partition = self.leader_partition(tp, current_leader_epoch)
+            if replica_id not in partition.replicas:
+                raise ReplicaError(NOT_LEADER_OR_FOLLOWER,
+                                   f"broker {replica_id} is not a replica of {tp}")
+            partition_log = partition.log
+            if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"follower {replica_id} fetched {tp} at offset {offset}, outside "
+                    f"[{partition_log.log_start_offset}, {partition_log.log_end_offset}]")
+            up_to_high_watermark = False
+        else:
+            partition = self._serving_partition(tp, current_leader_epoch)
+            partition_log = partition.log
         high_watermark = partition_log.high_watermark
         try:
             data = partition_log.read(
@@ -355,13 +400,126 @@ class ReplicaManager:
                 min_one_batch=min_one_batch)
         except OSError as e:
             raise KafkaStorageError(f"read of {tp} at offset {offset} failed: {e}") from e
+        if replica_id >= 0:
+            partition.record_follower_fetch(replica_id, offset, self._now_ms())
+            self._maybe_advance_high_watermark(partition)
+            self._maybe_expand_isr(partition)
+            high_watermark = partition_log.high_watermark
         return ReadResult(data, high_watermark, partition_log.log_start_offset,
                           partition_log.log_end_offset)
+
+    # ---- ISR changes (leader) -----------------------------------------------------------
+
+    def _maybe_expand_isr(self, partition: Partition) -> None:
+        proposed = partition.isr_to_expand(self._is_eligible)
+        if proposed is not None:
+            self._propose(partition, proposed, partition.leader_recovery_state)
+
+    def maybe_shrink_isr(self) -> int:
+        """Propose removing lagging followers from every ISR this broker leads (Kafka's
+        isr-expiration task); the number of proposals sent."""
+        now = self._now_ms()
+        sent = 0
+        for partition in self.partitions.values():
+            if not partition.is_leader(self.broker_id):
+                continue
+            proposed = partition.isr_to_shrink(self.broker_id, now, self.replica_lag_time_max_ms)
+            if proposed is not None and self._propose(partition, proposed,
+                                                      partition.leader_recovery_state):
+                sent += 1
+        return sent
+
+    def _propose(self, partition: Partition, new_isr: Iterable[int],
+                 recovery: LeaderRecoveryState) -> bool:
+        """Send AlterPartition for `partition`; nothing changes locally until it commits."""
+        registration = self._image.broker(self.broker_id)
+        if self.alter_partition is None or registration is None:
+            return False
+        new_isr = tuple(new_isr)
+        members = tuple((r, self._image_broker_epoch(r) if r not in partition.isr else NO_BROKER_EPOCH)
+                        for r in new_isr)
+        item = AlterPartitionItem(partition.tp, partition.topic_id, partition.leader_epoch,
+                                  partition.partition_epoch, members, int(recovery))
+        pending = PendingIsrChange(new_isr, recovery)
+        if not self.alter_partition.submit(item, lambda code, reply: self._on_alter_result(
+                partition, pending, item, code, reply)):
+            return False
+        partition.pending_isr = pending
+        log.info("Proposing %s%s (was ISR %s)", item.describe(),
+                 ", leader recovery RECOVERED" if partition.is_recovering else "", list(partition.isr))
+        return True
+
+    def _image_broker_epoch(self, broker_id: int) -> int:
+        registration = self._image.broker(broker_id)
+        return NO_BROKER_EPOCH if registration is None else registration.broker_epoch
+
+    def _on_alter_result(self, partition: Partition, pending: PendingIsrChange,
+                         item: AlterPartitionItem, code: int, reply: dict[str, Any] | None) -> None:
+        if self.partitions.get(partition.tp) is not partition or partition.pending_isr is not pending:
+            return  # the partition moved on (new leader epoch, deleted): the answer is stale
+        if code != 0 or reply is None:
+            partition.pending_isr = None
+            log.warning("AlterPartition %s failed: %s", item.describe(), _error_name(code))
+            return
+        committed = int(reply.get("partition_epoch", partition.partition_epoch))
+        if partition.partition_epoch >= committed:
+            partition.pending_isr = None  # the metadata got here first
+        else:
+            partition.pending_isr = dataclasses.replace(pending, committed_partition_epoch=committed)
+        log.info("AlterPartition %s committed: ISR %s, partition epoch %d", item.describe(),
+                 reply.get("isr"), committed)
+
+    # ---- follower side (the replica fetchers call these) ------------------------------------
+
+    def follower_partition(self, tp: TopicPartition, leader_epoch: int) -> Partition | None:
+        """The partition if this broker still follows it in `leader_epoch`."""
+        partition = self.partitions.get(tp)
+        if partition is None or partition.is_leader(self.broker_id) \
+                or partition.leader_epoch != leader_epoch:
+            return None
+        return partition
+
+    def append_as_follower(self, partition: Partition, records: memoryview,
+                           leader_high_watermark: int) -> LogAppendInfo | None:
+        """Append the leader's batches as they are (same offsets, same bytes); then the HW."""
+        info = None
+        end = whole_batches_length(records)  # a fetch may end in a partial batch: not that one
+        if end:
+            whole = records[:end]
+            batches = read_batches(whole)
+            if batches:
+                try:
+                    info = partition.log.append(whole, now_ms=self._now_ms(),
+                                                assign_offsets=False, batches=batches)
+                except OSError as e:
+                    raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
+                if any(h.producer_id >= 0 for _, h in batches):
+                    _update_producer_state(partition, batches, info.first_offset)
+        partition.log.update_high_watermark(follower_high_watermark(
+            leader_high_watermark=leader_high_watermark, log_end_offset=partition.log.log_end_offset))
+        return info
+
+    def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
+        """Truncate a follower's log to `offset` (and its producer state with it)."""
+        partition_log = partition.log
+        leo = partition_log.log_end_offset
+        if partition_log.truncate_to(offset, now_ms=self._now_ms()):
+            log.warning("Truncated follower %s to offset %d (log end offset was %d: offsets "
+                        "%d..%d dropped) %s", partition.tp, offset, leo, offset, leo - 1, why)
+            _rebuild_producer_state(partition)
+
+    def truncate_follower_fully(self, partition: Partition, start_offset: int, why: str) -> None:
+        """Drop a follower's whole log; it restarts empty at the leader's `start_offset`."""
+        leo = partition.log.log_end_offset
+        partition.log.truncate_fully_and_start_at(start_offset, now_ms=self._now_ms())
+        log.warning("Truncated follower %s fully to start at offset %d (log end offset was %d) %s",
+                    partition.tp, start_offset, leo, why)
+        partition.producer_state = ProducerStateManager()
 
     # ---- waiting fetches ---------------------------------------------------------------
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Wait until an append (or a leadership change) touches one of `tps`, or the
+        """Wait until an append, a HW move or a role change touches one of `tps`, or the
         timeout passes; True when woken. The caller re-reads and decides."""
         if timeout_s <= 0:
             return False
@@ -390,6 +548,50 @@ class ReplicaManager:
     def waiting_count(self, tp: TopicPartition) -> int:
         """How many requests wait on `tp` (tests, metrics)."""
         return len(self._waiters.get(tp, ()))
+
+    # ---- gauges ------------------------------------------------------------------------
+
+    def replication_gauges(self) -> dict[str, int]:
+        """Kafka's ReplicaManager gauges over the partitions this broker leads."""
+        led = [p for p in self.partitions.values() if p.is_leader(self.broker_id)]
+        return {
+            "partitions_led": len(led),
+            "partitions_hosted": len(self.partitions),
+            "under_replicated": sum(len(p.isr) < len(p.replicas) for p in led),
+            "under_min_isr": sum(len(p.isr) < p.min_insync_replicas for p in led),
+            "at_min_isr": sum(len(p.isr) == p.min_insync_replicas for p in led),
+            "offline": sum(p.leader_id < 0 for p in self.partitions.values()),
+        }
+
+
+def whole_batches_length(records: memoryview) -> int:
+    """Bytes of the complete batches at the start of `records` (header walk, no CRC)."""
+    end = 0
+    for position, header in iter_batches(records, verify=False, allow_partial_tail=True):
+        end = position + header.size
+    return end
+
+
+def _update_producer_state(partition: Partition, batches: list[tuple[int, RecordBatchHeader]],
+                           first_offset: int) -> None:
+    base = first_offset
+    for _, header in batches:
+        if header.producer_id >= 0:
+            partition.producer_state.update(header, base, base + header.last_offset_delta)
+        base += header.last_offset_delta + 1
+
+
+def _rebuild_producer_state(partition: Partition) -> None:
+    # No producer snapshots yet: one pass over the log's batch headers.
+    partition.producer_state = ProducerStateManager()
+    partition.producer_state.rebuild(h for h in partition.log.batch_headers() if h.producer_id >= 0)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return f"{ErrorCode(code).name} ({code})"
+    except ValueError:
+        return f"error {code}"
 
 
 def _int_or(value: str | None, default: int) -> int:

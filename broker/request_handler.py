@@ -34,7 +34,7 @@ from broker.protocol.find_coordinator import FindCoordinatorResponse
 from broker.protocol.frame import RequestHeader
 from broker.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.primitives import Chunk, ProtocolError
-from broker.replica_manager import LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, ReplicaManager
+from broker.replica_manager import LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, ReplicaError, ReplicaManager
 from broker.topic_admin import AdminResult, HttpTopicAdmin, TopicAdmin
 from broker.topic_partition import TopicPartition
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
@@ -197,8 +197,8 @@ class RequestHandler:
 
     def _read_fetch(self, req: fetch.FetchRequest) -> tuple[tuple[fetch.FetchTopicResponse, ...], int, bool]:
         image = self._image()
-        # A follower's fetch (replica id >= 0) reads up to the log end offset; recording its
-        # LEO for the ISR and HW is the replication issue's (ReplicaManager seam).
+        # A follower's fetch (replica id >= 0) reads up to the log end offset and tells the
+        # leader where the follower is (its LEO for the HW and the ISR).
         consumer = req.replica_id < 0
         budget, total, failed = req.max_bytes, 0, False
         topics = []
@@ -211,7 +211,8 @@ class RequestHandler:
                     read = self.replicas.read(tp, p.fetch_offset, limit,
                                               current_leader_epoch=p.current_leader_epoch,
                                               up_to_high_watermark=consumer,
-                                              min_one_batch=total == 0)  # Kafka: progress first
+                                              min_one_batch=total == 0,  # Kafka: progress first
+                                              replica_id=req.replica_id)
                 except Exception as e:
                     failed = True
                     parts.append(fetch.FetchPartitionResponse(
@@ -247,6 +248,12 @@ class RequestHandler:
                     consumer: bool) -> lo.ListOffsetsPartitionResponse:
         partition = self.replicas.leader_partition(tp, p.current_leader_epoch)
         partition_log = partition.log
+        if consumer and partition_log.high_watermark < partition.leader_epoch_start_offset:
+            # KIP-207: a new leader's HW may still be its follower-time one, behind what the
+            # previous leader had exposed; answering it would move a client's view backwards.
+            raise ReplicaError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                               f"the high watermark of {tp} has not reached the start of leader "
+                               f"epoch {partition.leader_epoch} yet")
         # Consumers never see past the HW; last_stable_offset == HW (no transactions).
         fetchable = partition_log.high_watermark if consumer else partition_log.log_end_offset
         if p.timestamp == lo.LATEST_TIMESTAMP:

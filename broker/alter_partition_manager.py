@@ -1,0 +1,120 @@
+"""Sends a leader's ISR and leader-recovery changes to the controller as AlterPartition.
+
+    manager = AlterPartitionManager(client, broker_id, broker_epoch=lambda: epoch)
+    manager.submit(AlterPartitionItem(...), on_result)   # False: one is in flight already
+    task = asyncio.create_task(manager.run())
+
+Kafka's DefaultAlterPartitionManager: items queue up per partition, at most one per
+partition at a time, and go to the active controller in one batched RPC at a time. The
+result of each item reaches its callback: `(error_code, partition_reply)`. Nothing is
+applied here — the leader changes its ISR when the committed metadata log says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.errors import ErrorCode
+from broker.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+# An RPC that could not reach any controller answers each item with this (retriable).
+CONTROLLER_UNAVAILABLE: Final = int(ErrorCode.REQUEST_TIMED_OUT)
+RECOVERED: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition's proposed state (AlterPartitionRequest.PartitionData)."""
+
+    tp: TopicPartition
+    topic_id: str
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
+    leader_recovery_state: int = RECOVERED
+
+    def describe(self) -> str:
+        return (f"{self.tp} ISR {[b for b, _ in self.new_isr]} at leader epoch {self.leader_epoch}, "
+                f"partition epoch {self.partition_epoch}")
+
+
+OnResult = Callable[[int, dict[str, Any] | None], None]
+
+
+class AlterPartitionManager:
+    """Batches AlterPartition items to the controller; one RPC in flight."""
+
+    def __init__(self, client: ControllerClient, broker_id: int, *,
+                 broker_epoch: Callable[[], int]) -> None:
+        self._client = client
+        self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._queued: dict[TopicPartition, tuple[AlterPartitionItem, OnResult]] = {}
+        self._in_flight: set[TopicPartition] = set()
+        self._ready = asyncio.Event()
+
+    def submit(self, item: AlterPartitionItem, on_result: OnResult) -> bool:
+        """Queue `item`; False (and nothing queued) when one for that partition is pending."""
+        if item.tp in self._queued or item.tp in self._in_flight:
+            return False
+        self._queued[item.tp] = (item, on_result)
+        self._ready.set()
+        return True
+
+    async def run(self) -> None:
+        """Send queued items until cancelled (each pass waits for a submit)."""
+        while True:  # until cancelled
+            await self._ready.wait()
+            self._ready.clear()
+            batch, self._queued = self._queued, {}
+            self._in_flight.update(batch)
+            try:
+                await self._send(batch)
+            finally:
+                self._in_flight.difference_update(batch)
+
+    async def _send(self, batch: dict[TopicPartition, tuple[AlterPartitionItem, OnResult]]) -> None:
+        by_topic: dict[str, list[AlterPartitionItem]] = {}
+        for item, _ in batch.values():
+            by_topic.setdefault(item.topic_id, []).append(item)
+        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(), "topics": [
+            {"topic_id": topic_id, "partitions": [
+                {"partition_index": i.tp.partition, "leader_epoch": i.leader_epoch,
+                 "partition_epoch": i.partition_epoch, "leader_recovery_state": i.leader_recovery_state,
+                 "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in i.new_isr]}
+                for i in items]}
+            for topic_id, items in by_topic.items()]}
+        try:
+            reply = await self._client.call("alter-partition", body)
+        except ControllerUnavailableError as e:
+            log.warning("AlterPartition of %d partitions failed: %s", len(batch), e)
+            self._answer_all(batch, CONTROLLER_UNAVAILABLE)
+            return
+        if reply["error_code"] != 0:  # the whole request (e.g. a stale broker epoch)
+            log.warning("AlterPartition refused: error %d: %s", reply["error_code"], reply.get("error_message"))
+            self._answer_all(batch, reply["error_code"])
+            return
+        answered: set[TopicPartition] = set()
+        by_id = {item.topic_id: item.tp.topic for item, _ in batch.values()}
+        for topic in reply.get("topics", ()):
+            name = by_id.get(topic.get("topic_id"))
+            for p in topic.get("partitions", ()):
+                tp = TopicPartition(name or "", p.get("partition_index", -1))
+                entry = batch.get(tp)
+                if entry is None:
+                    continue
+                answered.add(tp)
+                entry[1](int(p.get("error_code", -1)), p)
+        self._answer_all({tp: e for tp, e in batch.items() if tp not in answered}, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+
+    @staticmethod
+    def _answer_all(batch: dict[TopicPartition, tuple[AlterPartitionItem, OnResult]], code: int) -> None:
+        for _, on_result in batch.values():
+            on_result(code, None)

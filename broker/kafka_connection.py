@@ -1,0 +1,100 @@
+"""A client connection to another broker's Kafka listener (the follower's fetcher uses it).
+
+    conn = await KafkaConnection.open("127.0.0.5", 9092, client_id="broker-4-fetcher-5",
+                                      timeout_s=30.0)
+    response = await conn.request(ApiKey.FETCH, 11, encode_fetch_request(req, 11),
+                                  decode_fetch_response)
+    await conn.close()
+
+One request at a time, answered in order (the fetcher has nothing to pipeline). Every read
+is bounded by the timeout; any failure closes the connection and raises
+`BrokerConnectionError`, and the caller opens a new one after its backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from broker.protocol.api_keys import ApiKey
+from broker.protocol.frame import RequestHeader, frame_request, join_chunks
+from broker.protocol.primitives import Chunk, ProtocolError
+
+MIB: Final = 1024 * 1024
+MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes
+_SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
+
+T = TypeVar("T")
+
+
+class BrokerConnectionError(ConnectionError):
+    """The connection failed, timed out or got an answer it could not read; it is closed."""
+
+
+class KafkaConnection:
+    """A connected socket to one broker, with its own correlation ids."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                 address: str, client_id: str, timeout_s: float) -> None:
+        self._reader, self._writer = reader, writer
+        self.address, self.client_id, self.timeout_s = address, client_id, timeout_s
+        self._correlation_id = 0
+        self.closed = False
+
+    @classmethod
+    async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float) -> KafkaConnection:
+        """Connect (bounded by `timeout_s`); BrokerConnectionError when it cannot."""
+        address = f"{host}:{port}"
+        try:
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_connection(host, port)
+        except (OSError, TimeoutError) as e:
+            raise BrokerConnectionError(f"cannot connect to {address}: {e or type(e).__name__}") from e
+        return cls(reader, writer, address=address, client_id=client_id, timeout_s=timeout_s)
+
+    async def request(self, api_key: ApiKey, version: int, body: list[Chunk],
+                      decode: Callable[[memoryview, int], T], *, extra_timeout_s: float = 0.0) -> T:
+        """Send one request and return its decoded response (a long poll adds `extra_timeout_s`)."""
+        if self.closed:
+            raise BrokerConnectionError(f"connection to {self.address} is closed")
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        frame = join_chunks(frame_request(
+            RequestHeader(int(api_key), version, correlation_id, self.client_id), body))
+        try:
+            async with asyncio.timeout(self.timeout_s + extra_timeout_s):
+                self._writer.write(frame)
+                await self._writer.drain()
+                head = await self._reader.readexactly(_SIZE_AND_CORRELATION.size)
+                size, answered = _SIZE_AND_CORRELATION.unpack(head)
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise ProtocolError(f"response size {size} outside 4..{MAX_RESPONSE_BYTES}")
+                if answered != correlation_id:
+                    raise ProtocolError(f"response to correlation id {answered}, expected {correlation_id}")
+                payload = await self._reader.readexactly(size - 4)
+            return decode(memoryview(payload), version)
+        except (OSError, EOFError, TimeoutError, ProtocolError, asyncio.IncompleteReadError) as e:
+            self.abort()
+            raise BrokerConnectionError(
+                f"{api_key.name} v{version} to {self.address} failed: {e or type(e).__name__}") from e
+        except BaseException:
+            self.abort()  # cancelled mid-request: the stream is out of step now
+            raise
+
+    def abort(self) -> None:
+        """Close at once, without waiting (cancellation paths)."""
+        self.closed = True
+        self._writer.close()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._writer.close()
+        try:
+            async with asyncio.timeout(1.0):
+                await self._writer.wait_closed()
+        except (OSError, TimeoutError):
+            pass

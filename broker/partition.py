@@ -1,0 +1,144 @@
+"""One hosted topic-partition: its registration, its log, and — as leader — its followers.
+
+Kafka's Partition, without I/O: the ReplicaManager feeds it metadata, follower fetches and
+the clock; it answers with the high watermark and the ISR changes to propose. The rules
+themselves are the pure functions of `broker.replication`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.log.partition_log import PartitionLog
+from broker.producer_state import ProducerStateManager
+from broker.replication.high_watermark import (
+    FollowerState,
+    HighWatermark,
+    high_watermark,
+    is_caught_up,
+    on_follower_fetch,
+    reset_follower_state,
+)
+from broker.replication.isr_policy import isr_to_shrink, replicas_to_expand
+from broker.topic_partition import TopicPartition
+from metadata.image import PartitionRegistration
+from metadata.records import LeaderRecoveryState
+
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIsrChange:
+    """An AlterPartition sent and not yet seen in the committed metadata.
+
+    `committed_partition_epoch` is set from the controller's answer: the change is done
+    when the metadata image reaches that partition epoch.
+    """
+
+    proposed_isr: tuple[int, ...]
+    leader_recovery_state: LeaderRecoveryState
+    committed_partition_epoch: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Partition:
+    """What the metadata log says about one partition, its log, and its replication state."""
+
+    tp: TopicPartition
+    topic_id: str
+    log: PartitionLog
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
+    # Leader only (soft state, reset on every leadership change): what each follower fetched.
+    follower_states: dict[int, FollowerState] = field(default_factory=dict)
+    # The log end offset when this broker became leader in `leader_epoch`.
+    leader_epoch_start_offset: int = 0
+    pending_isr: PendingIsrChange | None = None
+    # Idempotent producers, rebuilt from the log's batch headers when the partition opens.
+    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+
+    def is_leader(self, broker_id: int) -> bool:
+        return self.leader_id == broker_id
+
+    def update_registration(self, registration: PartitionRegistration) -> None:
+        """Take the committed state; a pending ISR change the image now covers is done."""
+        self.leader_id, self.leader_epoch = registration.leader, registration.leader_epoch
+        self.partition_epoch = registration.partition_epoch
+        self.replicas, self.isr = registration.replicas, registration.isr
+        self.leader_recovery_state = registration.leader_recovery_state
+        pending = self.pending_isr
+        if pending is not None and pending.committed_partition_epoch is not None \
+                and self.partition_epoch >= pending.committed_partition_epoch:
+            self.pending_isr = None
+
+    # ---- leader side -------------------------------------------------------------------
+
+    def become_leader(self, broker_id: int, now_ms: int) -> None:
+        """A new leader epoch: record it at the log end and forget every follower's state."""
+        self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.follower_states = {r: reset_follower_state(now_ms=now_ms, in_isr=r in self.isr)
+                                for r in self.replicas if r != broker_id}
+        self.pending_isr = None
+
+    def become_follower(self) -> None:
+        self.follower_states = {}
+        self.pending_isr = None
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus pending additions (Kafka's maximalIsr): the HW waits for
+        replicas being added, and for replicas being removed until the removal commits."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return (*self.isr, *(r for r in pending.proposed_isr if r not in self.isr))
+
+    @property
+    def is_recovering(self) -> bool:
+        """Elected uncleanly and not yet marked RECOVERED by the controller."""
+        return self.leader_recovery_state is LeaderRecoveryState.RECOVERING
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset` (validated against the log by the caller)."""
+        state = self.follower_states.get(replica_id) or reset_follower_state(now_ms=now_ms, in_isr=False)
+        self.follower_states[replica_id] = on_follower_fetch(
+            state, fetch_offset=fetch_offset, leader_leo=self.log.log_end_offset, now_ms=now_ms)
+
+    def next_high_watermark(self, broker_id: int, now_ms: int, replica_lag_time_max_ms: int,
+                            is_eligible: Callable[[int], bool]) -> HighWatermark:
+        """min LEO over the maximal ISR and the caught-up eligible followers outside it."""
+        leader_leo = self.log.log_end_offset
+        maximal = self.maximal_isr
+        waiting = [r for r, state in self.follower_states.items()
+                   if r not in maximal and is_eligible(r)
+                   and is_caught_up(state, leader_leo=leader_leo, now_ms=now_ms,
+                                    replica_lag_time_max_ms=replica_lag_time_max_ms)]
+        return high_watermark(
+            leader=broker_id, leader_leo=leader_leo, isr=maximal,
+            follower_leos={r: s.log_end_offset for r, s in self.follower_states.items()},
+            current_hw=self.log.high_watermark, leader_epoch_start_offset=self.leader_epoch_start_offset,
+            waiting_for=waiting)
+
+    def isr_to_expand(self, is_eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
+        """The ISR with every in-sync follower added, or None (nothing pending, recovered only)."""
+        if self.pending_isr is not None or self.is_recovering:
+            return None
+        return replicas_to_expand(self.replicas, self.isr, self.follower_states,
+                                  self.log.high_watermark, self.leader_epoch_start_offset,
+                                  is_eligible=is_eligible)
+
+    def isr_to_shrink(self, broker_id: int, now_ms: int, replica_lag_time_max_ms: int
+                      ) -> tuple[int, ...] | None:
+        """The ISR without followers that have lagged too long, or None."""
+        if self.pending_isr is not None:
+            return None
+        return isr_to_shrink(self.isr, broker_id, self.follower_states, now_ms,
+                             leader_leo=self.log.log_end_offset,
+                             replica_lag_time_max_ms=replica_lag_time_max_ms)

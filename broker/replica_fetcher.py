@@ -1,0 +1,416 @@
+"""Follower fetchers: one task and one connection per leader broker, many partitions each.
+
+    fetchers = ReplicaFetcherManager(replicas, settings, image=lambda: follower.state.image)
+    replicas.fetchers = fetchers          # apply_changes adds and removes partitions
+    ...
+    await fetchers.shutdown()
+
+Kafka's ReplicaFetcherManager and ReplicaFetcherThread. A partition joins its leader's
+fetcher in the "truncating" state: OffsetForLeaderEpoch for its latest epoch, repeated
+with older epochs until the two logs agree (KIP-101/279, `replication.truncation`), never
+the high watermark. Then it fetches from its log end offset with the Fetch API (replica id
+set, the leader epoch it knows), appends the leader's batches unchanged, and takes
+min(leader HW, own LEO) as its HW. Errors of one partition back it off alone; a lost
+connection backs off the whole fetcher. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from broker.errors import ErrorCode, KafkaError
+from broker.kafka_connection import BrokerConnectionError, KafkaConnection
+from broker.log.leader_epoch_cache import EpochEndOffset
+from broker.partition import Partition
+from broker.protocol import fetch, list_offsets as lo, offset_for_leader_epoch as ofle
+from broker.protocol.api_keys import ApiKey
+from broker.replica_manager import ReplicaManager
+from broker.replication.truncation import (
+    AskLeader,
+    TruncateFully,
+    TruncateTo,
+    TruncationStep,
+    on_epoch_end_offset,
+    start_truncation,
+)
+from broker.topic_partition import TopicPartition
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION: Final = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
+LIST_OFFSETS_VERSION: Final = 5
+MIB: Final = 1024 * 1024
+# Errors that mean "the leader and we disagree about who leads in which epoch": wait for
+# the metadata to move on (it will), then carry on.
+_WAIT_FOR_METADATA: Final = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE})
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """Kafka's replica.fetch.* and replica.socket.timeout.ms, and whom we are."""
+
+    broker_id: int
+    listener_name: str | None = None
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partition_max_bytes: int = 1 * MIB
+    response_max_bytes: int = 10 * MIB
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+
+
+@dataclass(slots=True, eq=False)
+class PartitionFetchState:
+    """One partition in a fetcher: the epoch it follows, and its truncation if unfinished."""
+
+    leader_epoch: int
+    truncation: AskLeader | None  # None: fetching from the log end offset
+    retry_at: float = 0.0  # loop time before which this partition is left alone (backoff)
+
+
+class ReplicaFetcherManager:
+    """The fetchers by leader id; partitions move between them as leaders change."""
+
+    def __init__(self, replicas: ReplicaManager, settings: FetcherSettings, *,
+                 image: Callable[[], MetadataImage]) -> None:
+        self.replicas = replicas
+        self.settings = settings
+        self._image = image
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add_partitions(self, partitions: Iterable[tuple[TopicPartition, int, int]]) -> None:
+        """Fetch each (tp, leader, leader epoch) from that leader, truncating first."""
+        for tp, leader_id, leader_epoch in partitions:
+            self._remove(tp)
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+                log.info("Started the fetcher of leader %d", leader_id)
+            fetcher.add(tp, leader_epoch)
+        self._stop_idle()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._remove(tp)
+        self._stop_idle()
+
+    def _stop_idle(self) -> None:
+        for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
+            self.fetchers.pop(leader_id).stop()
+            log.info("Stopped the fetcher of leader %d (no partitions left)", leader_id)
+
+    def _remove(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(tp, None)
+
+    def fetching(self, tp: TopicPartition) -> int | None:
+        """The leader `tp` is fetched from, if any (tests, metrics)."""
+        for leader_id, fetcher in self.fetchers.items():
+            if tp in fetcher.partitions:
+                return leader_id
+        return None
+
+    def leader_address(self, leader_id: int) -> tuple[str, int] | None:
+        registration = self._image().broker(leader_id)
+        if registration is None:
+            return None
+        for listener in registration.listeners:
+            if self.settings.listener_name is None or listener.name == self.settings.listener_name:
+                return listener.host, listener.port
+        return None
+
+    async def shutdown(self) -> None:
+        """Stop every fetcher and close its connection (bounded: tasks are cancelled)."""
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.stop()
+        await asyncio.gather(*(f.task for f in fetchers if f.task is not None), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader, over one connection."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self._changed = asyncio.Event()
+        self._conn: KafkaConnection | None = None
+        self._failing = False
+        self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{leader_id}")
+
+    @property
+    def _settings(self) -> FetcherSettings:
+        return self.manager.settings
+
+    @property
+    def _replicas(self) -> ReplicaManager:
+        return self.manager.replicas
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        partition = self._replicas.follower_partition(tp, leader_epoch)
+        if partition is None:
+            return
+        step = start_truncation(partition.log.leader_epoch_cache.entries, partition.log.log_end_offset)
+        state = PartitionFetchState(leader_epoch, step if isinstance(step, AskLeader) else None)
+        self.partitions[tp] = state
+        if isinstance(step, TruncateFully):  # a log with data but no epochs: start over
+            self._replicas.truncate_follower_fully(partition, 0, "(log without leader epochs)")
+        self._changed.set()
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self._conn is not None:
+            self._conn.abort()
+
+    def _current(self, tp: TopicPartition, state: PartitionFetchState) -> Partition | None:
+        """The partition if `state` is still how we fetch it (nothing moved during an await)."""
+        if self.partitions.get(tp) is not state:
+            return None
+        return self._replicas.follower_partition(tp, state.leader_epoch)
+
+    def _back_off(self, state: PartitionFetchState) -> None:
+        state.retry_at = asyncio.get_running_loop().time() + self._settings.backoff_ms / 1000
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self._settings.backoff_ms / 1000
+        try:
+            while True:  # until cancelled; every pass does one bounded request or one bounded wait
+                now = loop.time()
+                ready = {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
+                if not ready:
+                    self._changed.clear()
+                    waits = [s.retry_at - now for s in self.partitions.values()]
+                    try:
+                        async with asyncio.timeout(min(waits, default=backoff)):
+                            await self._changed.wait()
+                    except TimeoutError:
+                        pass
+                    continue
+                try:
+                    conn = await self._connection()
+                    truncating = {tp: s for tp, s in ready.items() if s.truncation is not None}
+                    if truncating:
+                        await self._truncate(conn, truncating)
+                    else:
+                        await self._fetch(conn, ready)
+                    if self._failing:
+                        self._failing = False
+                        log.info("Fetcher of leader %d: connected to %s again", self.leader_id, conn.address)
+                except BrokerConnectionError as e:
+                    if not self._failing:
+                        log.warning("Fetcher of leader %d: %s; retrying every %.1f s", self.leader_id, e, backoff)
+                    self._failing = True
+                    await asyncio.sleep(backoff)
+        finally:
+            if self._conn is not None:
+                self._conn.abort()
+
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        address = self.manager.leader_address(self.leader_id)
+        if address is None:
+            raise BrokerConnectionError(f"leader {self.leader_id} has no {self._settings.listener_name} "
+                                        "listener in the metadata")
+        self._conn = await KafkaConnection.open(
+            *address, client_id=f"broker-{self._settings.broker_id}-fetcher-{self.leader_id}",
+            timeout_s=self._settings.socket_timeout_ms / 1000)
+        return self._conn
+
+    # ---- truncation (OffsetForLeaderEpoch) -----------------------------------------------
+
+    async def _truncate(self, conn: KafkaConnection, truncating: dict[TopicPartition, PartitionFetchState]
+                        ) -> None:
+        asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        topics: dict[str, list[ofle.OffsetForLeaderPartition]] = {}
+        for tp, state in truncating.items():
+            step = state.truncation
+            partition = self._current(tp, state)
+            if partition is None or step is None:
+                self._back_off(state)
+                continue
+            if step.truncate_to is not None:
+                self._replicas.truncate_follower(partition, step.truncate_to,
+                                                 f"(before asking leader {self.leader_id} for epoch {step.epoch})")
+                state.truncation = AskLeader(step.epoch)
+            asked[tp] = (state, step.epoch)
+            topics.setdefault(tp.topic, []).append(
+                ofle.OffsetForLeaderPartition(tp.partition, step.epoch, state.leader_epoch))
+        if not asked:
+            return
+        request = ofle.OffsetForLeaderEpochRequest(
+            tuple(ofle.OffsetForLeaderTopic(t, tuple(ps)) for t, ps in topics.items()),
+            replica_id=self._settings.broker_id)
+        response = await conn.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION,
+            ofle.encode_offset_for_leader_epoch_request(request, OFFSET_FOR_LEADER_EPOCH_VERSION),
+            ofle.decode_offset_for_leader_epoch_response)
+        resets: list[TopicPartition] = []
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = TopicPartition(topic.topic, answer.partition)
+                state, epoch = asked.get(tp, (None, -1))
+                partition = None if state is None else self._current(tp, state)
+                if state is None or partition is None:
+                    continue
+                if answer.error_code:
+                    self._partition_error(tp, state, answer.error_code, "OffsetForLeaderEpoch")
+                    continue
+                step = on_epoch_end_offset(
+                    partition.log.leader_epoch_cache.entries, partition.log.log_end_offset,
+                    asked_epoch=epoch, answer=EpochEndOffset(answer.leader_epoch, answer.end_offset))
+                if self._apply_step(tp, state, partition, step, epoch, answer):
+                    resets.append(tp)
+        if resets:
+            await self._reset_to_leader(conn, resets)
+
+    def _apply_step(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
+                    step: TruncationStep, asked: int, answer: ofle.EpochEndOffset) -> bool:
+        """Act on a truncation step; True when the log must restart at the leader's start."""
+        if isinstance(step, AskLeader):
+            state.truncation = step  # truncate_to is applied before the next question
+            return False
+        if isinstance(step, TruncateFully):
+            return True
+        self._replicas.truncate_follower(
+            partition, step.offset, f"by leader epoch: leader {self.leader_id} ends epoch "
+            f"{answer.leader_epoch} at offset {answer.end_offset} (asked for epoch {asked})")
+        state.truncation = None
+        log.info("Follower %s truncated by leader epoch; fetching from leader %d at offset %d "
+                 "(leader epoch %d)", tp, self.leader_id, partition.log.log_end_offset, state.leader_epoch)
+        return False
+
+    async def _reset_to_leader(self, conn: KafkaConnection, tps: list[TopicPartition]) -> None:
+        """Out of range (or no common epoch): truncate to the leader's LEO if we are beyond
+        it, or restart empty at its log start offset if we are below that (Kafka's
+        handleOutOfRangeError)."""
+        states = {tp: self.partitions[tp] for tp in tps if tp in self.partitions}
+        earliest = await self._list_offsets(conn, states, lo.EARLIEST_TIMESTAMP)
+        latest = await self._list_offsets(conn, states, lo.LATEST_TIMESTAMP)
+        for tp, state in states.items():
+            partition = self._current(tp, state)
+            if partition is None:
+                continue
+            start, end = earliest.get(tp), latest.get(tp)
+            if start is None or end is None:
+                self._back_off(state)
+                continue
+            leo = partition.log.log_end_offset
+            if state.truncation is None and start <= leo <= end:
+                continue  # in range after all (the leader's log moved)
+            if state.truncation is None and leo > end:
+                self._replicas.truncate_follower(partition, end, f"to leader {self.leader_id}'s log end offset")
+            else:
+                self._replicas.truncate_follower_fully(
+                    partition, start, f"to leader {self.leader_id}'s log start offset "
+                    f"(leader log [{start}, {end}))")
+            state.truncation = None
+
+    async def _list_offsets(self, conn: KafkaConnection, states: dict[TopicPartition, PartitionFetchState],
+                            timestamp: int) -> dict[TopicPartition, int]:
+        topics: dict[str, list[lo.ListOffsetsPartition]] = {}
+        for tp, state in states.items():
+            topics.setdefault(tp.topic, []).append(lo.ListOffsetsPartition(tp.partition, timestamp, state.leader_epoch))
+        request = lo.ListOffsetsRequest(self._settings.broker_id, tuple(
+            lo.ListOffsetsTopic(t, tuple(ps)) for t, ps in topics.items()))
+        response = await conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                      lo.encode_list_offsets_request(request, LIST_OFFSETS_VERSION),
+                                      lo.decode_list_offsets_response)
+        out = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code == 0 and p.offset >= 0:
+                    out[tp] = p.offset
+                elif tp in states:
+                    self._partition_error(tp, states[tp], p.error_code, "ListOffsets")
+        return out
+
+    # ---- fetching ------------------------------------------------------------------------
+
+    async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState]) -> None:
+        settings = self._settings
+        sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        topics: dict[str, list[fetch.FetchPartition]] = {}
+        for tp, state in ready.items():
+            partition = self._current(tp, state)
+            if partition is None:
+                self._back_off(state)
+                continue
+            offset = partition.log.log_end_offset
+            sent[tp] = (state, offset)
+            topics.setdefault(tp.topic, []).append(fetch.FetchPartition(
+                tp.partition, offset, settings.partition_max_bytes, partition.log.log_start_offset,
+                state.leader_epoch))
+        if not sent:
+            return
+        request = fetch.FetchRequest(
+            settings.broker_id, settings.max_wait_ms, settings.min_bytes, settings.response_max_bytes,
+            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()))
+        response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
+                                      fetch.encode_fetch_request(request, FETCH_VERSION),
+                                      fetch.decode_fetch_response,
+                                      extra_timeout_s=settings.max_wait_ms / 1000)
+        if response.error_code:
+            log.warning("Fetcher of leader %d: fetch failed: %s", self.leader_id, _name(response.error_code))
+            for state, _ in sent.values():
+                self._back_off(state)
+            return
+        out_of_range: list[TopicPartition] = []
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state, offset = sent.get(tp, (None, -1))
+                partition = None if state is None else self._current(tp, state)
+                if state is None or partition is None or partition.log.log_end_offset != offset:
+                    continue  # moved on during the request (new epoch, truncated, removed)
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append(tp)
+                elif p.error_code:
+                    self._partition_error(tp, state, p.error_code, "Fetch")
+                else:
+                    self._append(tp, state, partition, p)
+        if out_of_range:
+            await self._reset_to_leader(conn, out_of_range)
+
+    def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
+                answer: fetch.FetchPartitionResponse) -> None:
+        records = answer.records
+        view = memoryview(records) if isinstance(records, bytes | memoryview) else memoryview(b"")
+        try:
+            self._replicas.append_as_follower(partition, view, answer.high_watermark)
+        except KafkaError as e:
+            # Kafka marks the partition failed; we back off and fetch it again (a corrupt
+            # batch stays out of our log either way).
+            log.error("Follower %s: cannot append what leader %d sent at offset %d: %s",
+                      tp, self.leader_id, partition.log.log_end_offset, e)
+            self._back_off(state)
+
+    def _partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, what: str) -> None:
+        self._back_off(state)
+        if code in _WAIT_FOR_METADATA:
+            log.debug("Follower %s: %s from leader %d answered %s; waiting for metadata",
+                      tp, what, self.leader_id, _name(code))
+        else:
+            log.warning("Follower %s: %s from leader %d answered %s", tp, what, self.leader_id, _name(code))
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
