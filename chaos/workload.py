@@ -1,0 +1,116 @@
+"""Client workloads that record what the cluster promised: acknowledged writes, observed HWs.
+
+    with ProducerWorkload(bootstrap, "orders") as writer:     # idempotent, acks=all, a thread
+        ... faults ...
+    writer.acked      # (partition, offset, value) of every acknowledged record
+    writer.errors     # (monotonic time, error name) of every failed delivery
+
+    sampler = HighWatermarkSampler(bootstrap, "orders", partitions=3)   # ListOffsets, a thread
+
+Needs confluent-kafka (the reference client; `pip install tidelog[test]`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import Any, NamedTuple
+
+JOIN_S = 60.0  # a flush at the end waits at most this long
+
+
+class Acked(NamedTuple):
+    partition: int
+    offset: int
+    value: bytes
+    at: float  # time.monotonic() of the delivery report
+
+
+class ProducerWorkload:
+    """Writes b"<n>" values (n = 0, 1, 2, ...) to `topic` until stopped, keyed round-robin."""
+
+    def __init__(self, bootstrap: str, topic: str, *, partitions: int, interval_s: float = 0.002,
+                 config: dict[str, Any] | None = None) -> None:
+        from confluent_kafka import Producer
+
+        self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                   "linger.ms": 5, "message.timeout.ms": 60_000,
+                                   "retry.backoff.ms": 50, **(config or {})})
+        self.acked: list[Acked] = []
+        self.errors: list[tuple[float, str]] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{topic}", daemon=True)
+
+    def __enter__(self) -> ProducerWorkload:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+    def _on_delivery(self, error: Any, message: Any) -> None:
+        now = time.monotonic()
+        if error is not None:
+            self.errors.append((now, error.name()))
+        else:
+            self.acked.append(Acked(message.partition(), message.offset(), message.value(), now))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():  # until stop(); each pass sends one record
+            n = self.sent
+            try:
+                self._producer.produce(self.topic, value=b"%d" % n, partition=n % self.partitions,
+                                       on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass  # the local queue is full while the cluster recovers: wait and retry
+            self._producer.poll(self.interval_s)
+
+    def stop(self) -> int:
+        """Stop writing and wait (bounded) for every outstanding delivery; records left unsent."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(JOIN_S)
+        return self._producer.flush(JOIN_S)
+
+
+class HighWatermarkSampler:
+    """Asks the partition leaders for their high watermark (ListOffsets latest) in a loop."""
+
+    def __init__(self, bootstrap: str, topic: str, *, partitions: int, interval_s: float = 0.05) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw-sampler",
+                                   "enable.auto.commit": False})
+        self.samples: list[tuple[int, int]] = []  # (partition, high watermark), in order seen
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"hw-sampler-{topic}", daemon=True)
+
+    def __enter__(self) -> HighWatermarkSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(JOIN_S)
+        self._consumer.close()
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        while not self._stop.is_set():  # until the block ends; one ListOffsets per partition per pass
+            for p in range(self.partitions):
+                try:
+                    _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                                   timeout=2.0, cached=False)
+                except KafkaException:
+                    continue  # a leader moving, or OFFSET_NOT_AVAILABLE (KIP-207): no sample
+                if high >= 0:
+                    self.samples.append((p, high))
+            self._stop.wait(self.interval_s)

@@ -1,0 +1,104 @@
+"""A real cluster for the replication tests: 1 controller + 3 brokers, a Nemesis, and helpers
+to look at partitions through the admin API and at replicas' segment files on disk.
+
+Brokers are 2, 3 and 4 on 127.0.0.2-4; the controller is 1 on 127.0.0.1. Small heartbeat,
+session and replica-lag timeouts make faults show within seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from chaos.nemesis import Nemesis
+from tests.integration.cluster_fixtures import http, wait_until
+from tidelog.launcher import LocalCluster, free_ports
+
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+BROKERS = (2, 3, 4)
+READY_S = 60.0
+FAST = {"broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000",
+        "replica.lag.time.max.ms": "4000", "replica.fetch.backoff.ms": "200",
+        "replica.socket.timeout.ms": "5000"}
+
+
+@contextlib.contextmanager
+def replicated_cluster(root: Path, extra: Mapping[str, str] | None = None
+                       ) -> Iterator[tuple[LocalCluster, Nemesis]]:
+    """Start the cluster; on exit resume paused nodes and stop every process, failure or not."""
+    raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
+    with LocalCluster.start(root, controllers=1, brokers=3, raft_port=raft_port, admin_port=admin_port,
+                            kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
+                            extra_properties={**FAST, **(extra or {})}) as cluster:
+        with Nemesis(cluster) as nemesis:
+            yield cluster, nemesis
+
+
+def create_topic(cluster: LocalCluster, name: str, *, partitions: int, replication_factor: int = 3,
+                 configs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    status, body = http(cluster.admin_url + "/v1/topics", "POST", {
+        "name": name, "partitions": partitions, "replication_factor": replication_factor,
+        "configs": dict(configs or {})})
+    assert status == 201, body
+    return json.loads(body)
+
+
+def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict[str, Any]:
+    status, body = http(f"{cluster.admin_url}/v1/topics/{topic}")
+    assert status == 200, body
+    return next(p for p in json.loads(body)["partitions"] if p["partition"] == partition)
+
+
+def wait_for_state(cluster: LocalCluster, topic: str, partition: int, what: str, predicate: Any,
+                   timeout_s: float = 30.0) -> dict[str, Any]:
+    """The partition's state once `predicate(state)` holds (bounded)."""
+    def check() -> dict[str, Any] | None:
+        state = partition_state(cluster, topic, partition)
+        return state if predicate(state) else None
+
+    return wait_until(f"{topic}-{partition}: {what}", check, timeout_s)  # type: ignore[no-any-return]
+
+
+def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    for p in range(partitions):
+        wait_for_state(cluster, topic, p, "every replica in the ISR",
+                       lambda s: sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] >= 0, timeout_s)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
+             ) -> list[tuple[int, int, bytes]]:
+    """Every record below each partition's high watermark, as (partition, offset, value)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[tuple[int, int, bytes]] = []
+        position = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout_s
+        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    out.append((message.partition(), message.offset(), message.value()))
+                    position[message.partition()] = message.offset() + 1
+        assert all(position[p] >= ends[p] for p in ends), f"read {position}, expected {ends}"
+        return out
+    finally:
+        consumer.close()
+
+
+def replica_log_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
+    """The concatenated .log segments of one replica, oldest first (segments may split differently)."""
+    directory = cluster.node(broker_id).spec.directory / "data" / f"{topic}-{partition}"
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def broker_log(cluster: LocalCluster, broker_id: int) -> str:
+    return cluster.node(broker_id).spec.log_path.read_text(errors="replace")
