@@ -116,8 +116,9 @@ class Partition:
         """min LEO over the maximal ISR and the caught-up eligible followers outside it."""
         leader_leo = self.log.log_end_offset
         maximal = self.maximal_isr
+        # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.
         waiting = [r for r, state in self.follower_states.items()
-                   if r not in maximal and is_eligible(r)
+                   if r not in maximal and state.log_end_offset >= 0 and is_eligible(r)
                    and is_caught_up(state, leader_leo=leader_leo, now_ms=now_ms,
                                     replica_lag_time_max_ms=replica_lag_time_max_ms)]
         return high_watermark(

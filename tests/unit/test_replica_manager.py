@@ -196,3 +196,101 @@ def test_idempotent_state_survives_a_restart(tmp_path):
     assert manager.partitions[ORDERS_0].log.log_end_offset == 4
     assert error_code(manager.append, ORDERS_0, idempotent(9), acks=1) == 45
     log_manager.shutdown()
+
+
+# ---- replication: leader side ------------------------------------------------------------
+
+
+def test_follower_fetches_move_the_hw_to_the_smallest_isr_leo(replicas):
+    replicas.append(TRIPLE_0, batch(4), acks=1)
+    assert replicas.partitions[TRIPLE_0].log.high_watermark == 0
+    # A follower's fetch reads up to the LEO (not the HW) and reports where it is.
+    first = replicas.read(TRIPLE_0, 0, 1 << 20, replica_id=2)
+    assert first.records.length > 0 and first.high_watermark == 0
+    replicas.read(TRIPLE_0, 4, 1 << 20, replica_id=2)  # follower 2 has everything
+    assert replicas.partitions[TRIPLE_0].log.high_watermark == 0  # 3 has not fetched yet
+    replicas.read(TRIPLE_0, 3, 1 << 20, replica_id=3)
+    assert replicas.partitions[TRIPLE_0].log.high_watermark == 3
+    replicas.read(TRIPLE_0, 4, 1 << 20, replica_id=3)
+    assert replicas.read(TRIPLE_0, 0, 1 << 20).high_watermark == 4
+
+
+def test_follower_fetch_errors(replicas):
+    replicas.append(TRIPLE_0, batch(2), acks=1)
+    assert error_code(replicas.read, TRIPLE_0, 3, 100, replica_id=2) == 1  # beyond the LEO
+    assert error_code(replicas.read, ORDERS_0, 0, 100, replica_id=2) == 6  # not a replica
+    assert error_code(replicas.read, TRIPLE_0, 0, 100, replica_id=2, current_leader_epoch=1) == 75
+    moved = replay(TOPICS, PartitionChange("TRIPLE", 0, leader=1))
+    replicas.apply_changes(changes_for_broker(TOPICS, moved, ME), moved)
+    assert error_code(replicas.read, TRIPLE_0, 0, 100, replica_id=2, current_leader_epoch=0) == 74
+
+
+async def test_acks_all_waits_for_the_isr_then_answers(replicas):
+    info = replicas.append(TRIPLE_0, batch(2), acks=-1)
+    waiting = asyncio.create_task(replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 5.0))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    replicas.read(TRIPLE_0, 2, 100, replica_id=2)
+    replicas.read(TRIPLE_0, 2, 100, replica_id=3)  # the ISR has it: woken by the HW move
+    assert await asyncio.wait_for(waiting, 1.0) == 0
+
+
+async def test_acks_all_times_out_without_followers(replicas):
+    info = replicas.append(TRIPLE_0, batch(1), acks=-1)
+    assert await replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 0.05) == 7
+
+
+async def test_an_isr_shrunk_below_min_isr_answers_not_enough_replicas_after_append(replicas):
+    config = replay(TOPICS, Config(ConfigResourceType.TOPIC, "triple", "min.insync.replicas", "2"))
+    replicas.apply_changes(changes_for_broker(TOPICS, config, ME), config)
+    info = replicas.append(TRIPLE_0, batch(1), acks=-1)
+    waiting = asyncio.create_task(replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 5.0))
+    await asyncio.sleep(0)
+    shrunk = replay(config, PartitionChange("TRIPLE", 0, isr=(1,)))  # committed by the controller
+    replicas.apply_changes(changes_for_broker(config, shrunk, ME), shrunk)
+    assert await asyncio.wait_for(waiting, 1.0) == 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert error_code(replicas.append, TRIPLE_0, batch(1), acks=-1) == 19  # NOT_ENOUGH_REPLICAS
+
+
+# ---- replication: follower side ----------------------------------------------------------
+
+
+def leader_batches(count: int, *, base_offset: int, epoch: int) -> bytes:
+    """Batches as a leader stored them: offsets assigned, leader epoch stamped."""
+    from broker.record_batch import set_base_offset
+
+    buf = bytearray(batch(count))
+    set_base_offset(buf, 0, base_offset)
+    set_partition_leader_epoch(buf, 0, epoch)
+    return bytes(buf)
+
+
+def test_a_follower_appends_the_leaders_batches_unchanged_and_caps_its_hw(replicas):
+    partition = replicas.follower_partition(ORDERS_1, 0)
+    assert partition is not None and replicas.follower_partition(ORDERS_1, 1) is None
+    data = leader_batches(3, base_offset=0, epoch=0) + leader_batches(2, base_offset=3, epoch=0)
+    info = replicas.append_as_follower(partition, memoryview(data + data[:20]), leader_high_watermark=9)
+    assert (info.first_offset, info.last_offset) == (0, 4)  # the partial tail is left for the next fetch
+    assert partition.log.read(0, 1 << 20).read_bytes() == data
+    assert partition.log.high_watermark == 5  # min(leader HW 9, own LEO 5)
+    replicas.append_as_follower(partition, memoryview(b""), leader_high_watermark=4)
+    assert partition.log.high_watermark == 4
+
+
+def test_follower_truncation_rebuilds_producer_state(replicas):
+    partition = replicas.follower_partition(ORDERS_1, 0)
+    buf = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=0))
+    set_partition_leader_epoch(buf, 0, 0)
+    second = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=2))
+    from broker.record_batch import set_base_offset
+    set_base_offset(second, 0, 2)
+    replicas.append_as_follower(partition, memoryview(bytes(buf) + bytes(second)), leader_high_watermark=0)
+    replicas.truncate_follower(partition, 2, "(test)")
+    assert partition.log.log_end_offset == 2
+    # Sequence 2 is no longer in the log, so the producer state must not call it a duplicate.
+    assert partition.producer_state.check(read_header(bytes(second))).outcome.name != "DUPLICATE"
+
+
+def read_header(data: bytes):
+    from broker.record_batch import parse_header
+    return parse_header(memoryview(data), 0)
