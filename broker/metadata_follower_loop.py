@@ -156,6 +156,7 @@ class MetadataFollower:
         self.shutdown_ready = asyncio.Event()  # set on entering SHUTTING_DOWN
         self._wake = asyncio.Event()  # cuts a heartbeat wait short (a shutdown request)
         self._beat_now = False  # the next heartbeat goes out without waiting an interval
+        self._published = False  # the first publish waits until caught up with the controller
 
     # -- the lifecycle ---------------------------------------------------------------------
 
@@ -199,8 +200,9 @@ class MetadataFollower:
             self._log_transition(self.lifecycle.start(self._clock()))
             self.lifecycle.set_ready_to_unfence()  # the node recovered its logs before starting us
         try:
-            if image.offset >= 0:  # the first publish: everything this broker hosts
-                await self._publish(changes_for_broker(EMPTY_IMAGE, image, broker))
+            # Nothing is published from the checkpoint alone: an image from before a crash
+            # may name this broker leader of an epoch long gone, and acting on it would serve
+            # stale data. `_follow_log` publishes once caught up (Kafka's MetadataLoader).
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._heartbeats(), name=f"broker-{broker}-heartbeats")
                 tasks.create_task(self._follow_log(), name=f"broker-{broker}-metadata-fetch")
@@ -230,14 +232,23 @@ class MetadataFollower:
         state, settings = self.state, self.settings
         while True:  # until cancelled; each fetch is bounded by the client's timeout
             try:
-                reply = await self.client.fetch_metadata(state.next_fetch_offset, settings.fetch_max_wait_ms,
-                                                         broker_id=settings.broker_id)
+                reply = await self.client.fetch_metadata(
+                    state.next_fetch_offset, settings.fetch_max_wait_ms if self._published else 0,
+                    broker_id=settings.broker_id)
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: metadata fetch failed: %s", settings.broker_id, exc)
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
             before = state.applied_offset
             changes = state.on_fetch_reply(reply)  # MetadataFollowerError: fatal, ends run()
+            if not self._published:
+                if state.applied_offset < state.controller_last_offset:
+                    self._checkpoint()
+                    continue  # still catching up: the next fetch goes out at once
+                logger.info("Broker %d caught up with the metadata log at offset %d; publishing its "
+                            "partitions", settings.broker_id, state.applied_offset)
+                self._published = True
+                changes = changes_for_broker(EMPTY_IMAGE, state.image, settings.broker_id)
             if changes is None:
                 await asyncio.sleep(EMPTY_FETCH_PAUSE)
                 continue
