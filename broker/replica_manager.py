@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
+import itertools
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple, Protocol
@@ -110,6 +112,10 @@ class ReplicaManager:
         # under each partition it reads and removes it when done, so the sets hold at most
         # (waiting requests x their partitions).
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        # acks=-1 produces (Kafka's DelayedProduce): per partition, a heap of (offset the HW
+        # must reach, arrival order, future of the error code), completed when the HW passes.
+        self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
+        self._produce_order = itertools.count()
 
     # ---- metadata --------------------------------------------------------------------
 
@@ -347,27 +353,51 @@ class ReplicaManager:
         self._wake(partition.tp)
         return True
 
-    async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
-                                      timeout_s: float) -> int:
-        """acks=-1: wait until the high watermark reaches `offset` (error code, 0 if it did).
+    def _produce_outcome(self, tp: TopicPartition, offset: int) -> int | None:
+        """The answer of an acks=-1 produce waiting for `offset`, or None while it must wait.
 
         Kafka's DelayedProduce: once replicated, an ISR that shrank below
         min.insync.replicas meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:  # bounded by the deadline: each pass waits for a wake-up or the timeout
-            partition = self.partitions.get(tp)
-            if partition is None or not partition.is_leader(self.broker_id):
-                return NOT_LEADER_OR_FOLLOWER
-            if partition.log.high_watermark >= offset:
-                if len(partition.isr) < partition.min_insync_replicas:
-                    return NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return 0
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return REQUEST_TIMED_OUT
-            await self.wait_for_data((tp,), remaining)
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader(self.broker_id):
+            return NOT_LEADER_OR_FOLLOWER
+        if partition.log.high_watermark < offset:
+            return None
+        if len(partition.isr) < partition.min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0
+
+    def _complete_produces(self, tp: TopicPartition) -> None:
+        """Answer every waiting produce of `tp` that can be answered now (HW moved, role changed)."""
+        heap = self._produce_waiters.get(tp)
+        while heap:  # bounded by the heap: each pass pops one waiter or stops
+            offset, _, future = heap[0]
+            code = self._produce_outcome(tp, offset)
+            if code is None and not future.done():
+                break
+            heapq.heappop(heap)
+            if not future.done():
+                future.set_result(code)  # type: ignore[arg-type]
+        if heap is not None and not heap:
+            del self._produce_waiters[tp]
+
+    async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
+                                      timeout_s: float) -> int:
+        """acks=-1: wait until the high watermark reaches `offset`; the error code (0: it did),
+        REQUEST_TIMED_OUT after `timeout_s`. One future and one timer per request."""
+        code = self._produce_outcome(tp, offset)
+        if code is not None:
+            return code
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._produce_waiters.setdefault(tp, []), (offset, next(self._produce_order), future))
+        try:
+            return await asyncio.wait_for(future, max(timeout_s, 0))
+        except TimeoutError:
+            return REQUEST_TIMED_OUT
+        finally:
+            if not future.done():
+                future.cancel()  # popped when the heap next reaches it
 
     # ---- read ------------------------------------------------------------------------
 
@@ -544,6 +574,8 @@ class ReplicaManager:
         for future in self._waiters.pop(tp, ()):
             if not future.done():
                 future.set_result(None)
+        if tp in self._produce_waiters:
+            self._complete_produces(tp)  # a role change or a committed ISR change answers them
 
     def waiting_count(self, tp: TopicPartition) -> int:
         """How many requests wait on `tp` (tests, metrics)."""
