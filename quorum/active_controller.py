@@ -29,6 +29,7 @@ from typing import Final, Protocol
 from metadata.image import MetadataImage
 from metadata.records import BeginEpoch, Record
 from quorum.log_state import AppendOutcome, OutcomeKind
+from quorum.replication_control import unclean_elections
 
 logger = logging.getLogger(__name__)
 
@@ -215,10 +216,14 @@ class ActiveController:
             future.set_exception(TimeoutError("the decision timed out in the queue; nothing was appended"))
             return
         try:
-            records = pending.decision(self._log.image())
+            before = self._log.image()
+            records = pending.decision(before)
             outcome = None
             if records:
                 outcome = await self._log.append(records, epoch, remaining, atomic=pending.atomic)
+                if outcome.kind is OutcomeKind.COMMITTED:
+                    for line in unclean_elections(before, records):
+                        logger.warning("%s", line)
         except Exception as exc:  # the decision's own error, or RecordTooLargeError: nothing appended
             if not future.done():
                 future.set_exception(exc)

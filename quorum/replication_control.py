@@ -124,3 +124,23 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
         if partitions is not None or error is not ApiErrorCode.ELECTION_NOT_NEEDED:
             results[(name, partition_id)] = error
     return ControllerResult(records, results)
+
+
+def unclean_elections(image: MetadataImage, records: Sequence[object]) -> list[str]:
+    """One operator line for each record electing a leader from outside the ISR (RECOVERING),
+    worded as Kafka's controller does: which partition, who leads, whom the ISR held."""
+    lines = []
+    for record in records:
+        if not isinstance(record, PartitionChange) or record.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
+            continue
+        topic = image.topic_by_id(record.topic_id)
+        before = None if topic is None else topic.partitions.get(record.partition_id)
+        name = f"{topic.name if topic else record.topic_id}-{record.partition_id}"
+        if before is None:
+            lines.append(f"Unclean leader election for {name}: broker {record.leader} leads")
+            continue
+        lines.append(f"Unclean leader election for {name}: broker {record.leader} leads at leader epoch "
+                     f"{before.leader_epoch + 1} though not in the ISR {list(before.isr)}; records only "
+                     "the old ISR had are lost")
+    return lines
+

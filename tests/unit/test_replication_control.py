@@ -19,7 +19,7 @@ from metadata.records import (
     Topic,
 )
 from quorum.controller_result import ApiErrorCode, ControllerApiError
-from quorum.replication_control import AlterPartitionReply, elect_leaders, handle_alter_partition
+from quorum.replication_control import AlterPartitionReply, elect_leaders, handle_alter_partition, unclean_elections
 
 E = ApiErrorCode
 RECOVERED, RECOVERING = LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING
@@ -176,3 +176,11 @@ def test_elect_leaders_rejects_an_online_election():
     with pytest.raises(ControllerApiError) as info:
         elect_leaders(TOPICS, election=Election.ONLINE, partitions=None)
     assert (info.value.code, info.value.field) == (E.INVALID_REQUEST, "election")
+
+
+def test_unclean_elections_are_described_for_the_operator():
+    result = elect_leaders(TOPICS, election=UNCLEAN, partitions=[("offline", 0)])
+    lines = unclean_elections(TOPICS, result.records)
+    assert lines == ["Unclean leader election for offline-0: broker 1 leads at leader epoch 1 though not in "
+                     "the ISR [4]; records only the old ISR had are lost"]
+    assert unclean_elections(TOPICS, [change("ORDERS", 0, isr=(1, 2))]) == []
