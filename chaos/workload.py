@@ -6,6 +6,7 @@
     writer.errors     # (monotonic time, error name) of every failed delivery
 
     sampler = HighWatermarkSampler(bootstrap, "orders", partitions=3)   # ListOffsets, a thread
+    records = read_all(bootstrap, "orders", 3)   # everything below the HWs, as (partition, offset, value)
 
 Needs confluent-kafka (the reference client; `pip install tidelog[test]`).
 """
@@ -114,3 +115,29 @@ class HighWatermarkSampler:
                 if high >= 0:
                     self.samples.append((p, high))
             self._stop.wait(self.interval_s)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
+             ) -> list[tuple[int, int, bytes]]:
+    """Every record below each partition's high watermark, as (partition, offset, value)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[tuple[int, int, bytes]] = []
+        position = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout_s
+        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    out.append((message.partition(), message.offset(), message.value()))
+                    position[message.partition()] = message.offset() + 1
+        if any(position[p] < ends[p] for p in ends):
+            raise TimeoutError(f"read up to {position} in {timeout_s} s, expected {ends}")
+        return out
+    finally:
+        consumer.close()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from chaos.nemesis import Nemesis
+from chaos.workload import read_all
 from tests.integration.cluster_fixtures import http, wait_until
 from tidelog.launcher import LocalCluster, free_ports
+
+__all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "read_all", "replica_log_bytes",
+           "replicated_cluster", "wait_for_state", "wait_full_isr"]
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 BROKERS = (2, 3, 4)
@@ -67,31 +70,6 @@ def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, timeout_s:
     for p in range(partitions):
         wait_for_state(cluster, topic, p, "every replica in the ISR",
                        lambda s: sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] >= 0, timeout_s)
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
-             ) -> list[tuple[int, int, bytes]]:
-    """Every record below each partition's high watermark, as (partition, offset, value)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100})
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[tuple[int, int, bytes]] = []
-        position = dict.fromkeys(range(partitions), 0)
-        deadline = time.monotonic() + timeout_s
-        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
-            for message in consumer.consume(1000, 0.5):
-                if message.error() is None:
-                    out.append((message.partition(), message.offset(), message.value()))
-                    position[message.partition()] = message.offset() + 1
-        assert all(position[p] >= ends[p] for p in ends), f"read {position}, expected {ends}"
-        return out
-    finally:
-        consumer.close()
 
 
 def replica_log_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:

@@ -1,0 +1,196 @@
+"""A randomized fault run against a local cluster, checked at the end: `python -m chaos`.
+
+    python -m chaos --faults 12 --seed 7        # or: make chaos
+
+Starts 3 controllers and 3 brokers on loopback (127.0.0.1-6), an RF=3 topic with
+min.insync.replicas=2, an idempotent acks=all producer and a high-watermark sampler. Then,
+one fault at a time: SIGKILL a partition leader, SIGKILL a follower, SIGSTOP a broker for
+less than its session, SIGKILL the active controller — each node brought back and the
+cluster healed (every replica in the ISR) before the next. At the end every promise is
+checked on the recorded history: acknowledged writes read back exactly once at their
+offsets, dense offsets, a high watermark that never went backwards, byte-identical
+replicas. Exit status 0 when all hold, 1 otherwise; every process is stopped either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from chaos.checker import check_acked_read_once, check_identical, check_monotonic, check_offsets_dense
+from chaos.nemesis import Nemesis
+from chaos.workload import HighWatermarkSampler, ProducerWorkload, read_all
+from tidelog.launcher import LocalCluster, free_ports
+
+HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
+TOPIC = "chaos"
+PARTITIONS = 3
+HEAL_S = 60.0
+POLL_S = 0.2
+SESSION_MS = 3000
+PROPERTIES = {"broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": str(SESSION_MS),
+              "replica.lag.time.max.ms": "5000", "replica.fetch.backoff.ms": "200",
+              "replica.socket.timeout.ms": "5000"}
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+def _wait(what: str, condition: Callable[[], bool], timeout_s: float = HEAL_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # bounded by the deadline
+        try:
+            if condition():
+                return
+        except OSError:
+            pass  # a controller being restarted: ask again
+        time.sleep(POLL_S)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+class Run:
+    """One cluster, its nemesis and workload, and the faults applied so far."""
+
+    def __init__(self, cluster: LocalCluster, nemesis: Nemesis, rng: random.Random) -> None:
+        self.cluster, self.nemesis, self.rng = cluster, nemesis, rng
+        self.log: list[str] = []
+
+    def admin(self, path: str) -> Any:
+        for node in self.cluster.controllers:  # any live controller answers reads
+            if node.running():
+                try:
+                    return _get(node.spec.admin_url + path)
+                except OSError:
+                    continue
+        raise OSError("no controller answered")
+
+    def partitions(self) -> list[dict[str, Any]]:
+        return self.admin(f"/v1/topics/{TOPIC}")["partitions"]  # type: ignore[no-any-return]
+
+    def healed(self) -> bool:
+        brokers = {b["broker_id"]: b for b in self.admin("/v1/brokers")}
+        return all(not b["fenced"] for b in brokers.values()) and all(
+            p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"]) for p in self.partitions())
+
+    def note(self, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {text}"
+        self.log.append(line)
+        print(line, flush=True)
+
+    # ---- faults ------------------------------------------------------------------------
+
+    def kill_leader(self) -> None:
+        p = self.rng.choice(self.partitions())
+        self._kill_and_restart(p["leader"], f"leader of {TOPIC}-{p['partition']}")
+
+    def kill_follower(self) -> None:
+        p = self.rng.choice(self.partitions())
+        follower = self.rng.choice([r for r in p["replicas"] if r != p["leader"]])
+        self._kill_and_restart(follower, f"follower of {TOPIC}-{p['partition']}")
+
+    def pause_broker(self) -> None:
+        broker = self.rng.choice([n.spec.node_id for n in self.cluster.brokers])
+        seconds = self.rng.uniform(0.5, SESSION_MS / 1000 * 0.6)
+        self.note(f"pause broker {broker} for {seconds:.1f} s")
+        with self.nemesis.paused(broker):
+            time.sleep(seconds)
+
+    def kill_active_controller(self) -> None:
+        active = self.admin("/v1/cluster")["active_controller"]
+        if active is None or active < 0:
+            self.note("no active controller to kill")
+            return
+        self._kill_and_restart(active, "active controller")
+
+    def _kill_and_restart(self, node_id: int, what: str) -> None:
+        broker = node_id in {n.spec.node_id for n in self.cluster.brokers}
+        epoch = self.admin(f"/v1/brokers/{node_id}")["broker_epoch"] if broker else None
+        self.note(f"kill {what} (node {node_id})")
+        self.nemesis.kill(node_id)
+        time.sleep(self.rng.uniform(0.5, SESSION_MS / 1000 * 1.5))
+        node = self.nemesis.restart(node_id)
+        self.note(f"restart node {node_id}")
+        if broker:  # back means registered again: a new broker epoch (then `healed` waits for the ISR)
+            _wait(f"broker {node_id} registered again",
+                  lambda: self.admin(f"/v1/brokers/{node_id}")["broker_epoch"] != epoch)
+        else:
+            _wait(f"controller {node_id} serving again",
+                  lambda: _get(node.spec.admin_url + "/v1/cluster")["active_controller"] not in (None, -1))
+
+    FAULTS: Sequence[str] = ("kill_leader", "kill_follower", "pause_broker", "kill_active_controller")
+
+
+def run(faults: int, seed: int, root: Path) -> list[str]:
+    """Apply `faults` random faults; the problems found (empty: every promise kept)."""
+    rng = random.Random(seed)
+    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    with LocalCluster.start(root, controllers=3, brokers=3, raft_port=raft, admin_port=admin, kafka_port=kafka,
+                            metrics_port=metrics, ready_timeout=60, extra_properties=PROPERTIES) as cluster, \
+            Nemesis(cluster) as nemesis:
+        chaos = Run(cluster, nemesis, rng)
+        body = json.dumps({"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3,
+                           "configs": {"min.insync.replicas": "2"}}).encode()
+        request = urllib.request.Request(cluster.admin_url + "/v1/topics", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10).close()
+        _wait("the topic fully replicated", chaos.healed)
+        bootstrap = cluster.bootstrap_servers or ""
+        with ProducerWorkload(bootstrap, TOPIC, partitions=PARTITIONS) as writer, \
+                HighWatermarkSampler(bootstrap, TOPIC, partitions=PARTITIONS) as sampler:
+            for n in range(faults):
+                getattr(chaos, rng.choice(Run.FAULTS))()
+                _wait("every broker unfenced and every replica in the ISR", chaos.healed)
+                chaos.note(f"healed after fault {n + 1}/{faults}; {len(writer.acked)} writes acknowledged")
+            left = writer.stop()
+        acked = [(a.partition, a.offset, a.value) for a in writer.acked]
+        read = read_all(bootstrap, TOPIC, PARTITIONS)
+        problems = check_acked_read_once(acked, read) + check_offsets_dense(read) + check_monotonic(sampler.samples)
+        if left:
+            problems.append(f"{left} records never acknowledged after the final flush")
+        if writer.errors:
+            problems.append(f"{len(writer.errors)} failed deliveries, e.g. {writer.errors[:3]}")
+        _wait("every replica in the ISR", chaos.healed)
+        time.sleep(1.0)
+        cluster.stop()
+        for p in range(PARTITIONS):
+            logs = {}
+            for node in cluster.brokers:
+                directory = node.spec.directory / "data" / f"{TOPIC}-{p}"
+                logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
+            problems += check_identical(logs, f"{TOPIC}-{p}")
+        chaos.note(f"{faults} faults, {len(acked)} acknowledged writes, {len(sampler.samples)} HW samples: "
+                   f"{'all promises kept' if not problems else f'{len(problems)} problems'}")
+        return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--faults", type=int, default=10, help="faults to apply, one at a time (default 10)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="keep the cluster's files here")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(time.time())
+    print(f"chaos: {args.faults} faults, seed {seed}", flush=True)
+    if args.data_dir is not None:
+        problems = run(args.faults, seed, args.data_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tidelog-chaos-") as tmp:
+            problems = run(args.faults, seed, Path(tmp))
+    for problem in problems[:20]:
+        print(f"PROBLEM {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
