@@ -28,6 +28,31 @@ bench-broker: $(BASE_STAMP)
 	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
 	$(BIN)/python bench/sendfile_vs_pread.py
 
+# acks=all into RF=3 against RF=1 on 1 controller + 3 brokers, and leader SIGKILL -> first
+# acks=all write at two broker session timeouts; RECORDS=50000 for a quick run
+.PHONY: bench-replication
+bench-replication: $(BASE_STAMP)
+	$(BIN)/python bench/replication.py $(if $(RECORDS),--records $(RECORDS))
+
+# the Spark source: batch read of 2 M x 100 B records into noop and into Parquet, beside a
+# plain confluent-kafka consumer; RECORDS=200000 for a quick run
+.PHONY: bench-spark
+bench-spark: $(ALL_STAMP)
+	$(BIN)/python bench/spark_ingest.py $(if $(RECORDS),--records $(RECORDS))
+
+# SIGTERM -> exit of a broker leading 1,000 RF=1 partitions on 3 controllers + 2 brokers (goal:
+# <= 2 s), several runs; PARTITIONS=... RUNS=... to change
+.PHONY: bench-shutdown
+bench-shutdown: $(BASE_STAMP)
+	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
+
+# randomized faults (leader/follower SIGKILL, broker SIGSTOP, active-controller SIGKILL) on 3+3
+# nodes under an idempotent acks=all producer, every promise checked at the end;
+# FAULTS=... SEED=... to change
+.PHONY: chaos
+chaos: $(ALL_STAMP)
+	$(BIN)/python -m chaos $(if $(FAULTS),--faults $(FAULTS)) $(if $(SEED),--seed $(SEED))
+
 # 100,000 fuzzed frames against a real cluster's broker; exits non-zero on any failure
 .PHONY: fuzz
 fuzz: $(ALL_STAMP)

@@ -42,6 +42,17 @@ MAX_REPLY_BYTES: Final = 256 * MIB  # a snapshot of a large cluster; refused bef
 MAX_CONNECTIONS: Final = 16
 
 
+async def read_body(content: aiohttp.StreamReader, limit: int) -> bytes | None:
+    """The whole body, or None once it passes `limit` bytes. (StreamReader.read(n) returns what has
+    arrived so far, not n bytes: a single read cut every reply larger than one TCP read short.)"""
+    body = bytearray()
+    while chunk := await content.read(limit + 1 - len(body)):  # bounded: stops at EOF or past the limit
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 class ControllerUnavailableError(ConnectionError):
     """No controller answered an RPC within the attempts; the message lists what happened."""
 
@@ -99,8 +110,8 @@ class ControllerClient:
             if (answer.content_length or 0) > MAX_REPLY_BYTES:
                 raise ValueError(f"{address} answered {answer.content_length} bytes to {name}, more than "
                                  f"{MAX_REPLY_BYTES}")
-            raw = await answer.content.read(MAX_REPLY_BYTES + 1)
-            if len(raw) > MAX_REPLY_BYTES:
+            raw = await read_body(answer.content, MAX_REPLY_BYTES)
+            if raw is None:
                 raise ValueError(f"{address} answered more than {MAX_REPLY_BYTES} bytes to {name}")
             status = answer.status
         try:

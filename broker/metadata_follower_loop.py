@@ -26,6 +26,9 @@ after which heartbeats carry want_shut_down, go out at once and then every 50 ms
 controller answers should_shut_down; `shutdown_ready` is then set (SHUTTING_DOWN) and
 heartbeats stop. The controlled-shutdown timeout is the node's to enforce
 (`controlled_shutdown_timed_out()`): this task never decides to give up on its own.
+A heartbeat reply with shutdown_requested (an operator's POST /v1/brokers/{id}/shutdown,
+relayed by the active controller) calls `on_shutdown_requested` once, by default this
+process's own SIGTERM: from there it is the same controlled shutdown.
 
 Controller failures are retried forever (each attempt bounded by the client); a reply the
 core refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`.
@@ -36,6 +39,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +59,8 @@ from shutdown.broker_lifecycle import (
     LifecycleError,
     LifecycleEvent,
     Transition,
+    heartbeat_early_for_shutdown,
+    heartbeat_early_when_caught_up,
 )
 from metadata.codec import Listener, MetadataRecordError
 from metadata.delta import LocalReplicaChanges, changes_for_broker
@@ -71,6 +78,12 @@ EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: n
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
+
+
+def raise_sigterm() -> None:
+    """The default answer to an operator's shutdown request: the process's own SIGTERM path
+    (`broker.node` stops on it with a controlled shutdown; so does a combined node)."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def monotonic_ms() -> int:
@@ -144,8 +157,11 @@ class MetadataFollower:
     """Runs the heartbeat and metadata-fetch tasks of one broker until cancelled."""
 
     def __init__(self, settings: FollowerSettings, client: ControllerClient, on_changes: ChangesCallback, *,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms,
+                 on_shutdown_requested: Callable[[], None] = raise_sigterm) -> None:
         self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
+        self._on_shutdown_requested = on_shutdown_requested  # POST /v1/brokers/{id}/shutdown arrived
+        self._shutdown_request_seen = False  # obeyed once; the node then calls request_shutdown()
         self.state = MetadataFollowerState(settings.broker_id, heartbeat_interval_ms=settings.heartbeat_interval_ms,
                                            checkpoint_interval_ms=settings.checkpoint_interval_ms)
         self.heartbeats_ok = 0  # answered heartbeats, for operators and tests
@@ -156,6 +172,7 @@ class MetadataFollower:
         self.shutdown_ready = asyncio.Event()  # set on entering SHUTTING_DOWN
         self._wake = asyncio.Event()  # cuts a heartbeat wait short (a shutdown request)
         self._beat_now = False  # the next heartbeat goes out without waiting an interval
+        self._reported_offset = -1  # the metadata offset the last answered heartbeat reported
         self._published = False  # the first publish waits until caught up with the controller
 
     # -- the lifecycle ---------------------------------------------------------------------
@@ -257,6 +274,22 @@ class MetadataFollower:
                             settings.broker_id, state.applied_offset, before)
             await self._publish(changes)
             self._checkpoint()
+            self._maybe_report_early()
+
+    def _maybe_report_early(self) -> None:
+        """Heartbeat now rather than at the next interval when the applied offset just became
+        news the controller waits for: this broker caught up with its registration (it is then
+        unfenced), or another broker's controlled shutdown waits for every active broker to
+        report these records (`shutdown.broker_lifecycle`)."""
+        state, lifecycle = self.state, self.lifecycle
+        if heartbeat_early_when_caught_up(state=lifecycle.state, broker_epoch=state.broker_epoch,
+                                          applied_offset=state.applied_offset,
+                                          reported_offset=self._reported_offset) or \
+                heartbeat_early_for_shutdown(state.image.cluster.brokers.values(), broker_id=self.settings.broker_id,
+                                             state=lifecycle.state, applied_offset=state.applied_offset,
+                                             reported_offset=self._reported_offset):
+            self._beat_now = True
+            self._wake.set()
 
     async def _register(self) -> None:
         settings, state = self.settings, self.state
@@ -309,6 +342,7 @@ class MetadataFollower:
                 continue  # the next one after the interval (or the backoff, when pending)
             decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
             if decision is HeartbeatDecision.CONTINUE:
+                self._reported_offset = body["current_metadata_offset"]
                 transition = lifecycle.on_heartbeat_reply(
                     is_caught_up=state.caught_up, is_fenced=state.fenced,
                     should_shut_down=state.should_shut_down, now_ms=self._clock())
@@ -316,10 +350,12 @@ class MetadataFollower:
                 # The reply that caught us up often unfences us too, but the lifecycle takes one
                 # step per reply: beat again at once rather than stay in RECOVERY (where SIGTERM
                 # skips controlled shutdown) for an interval while leading partitions.
-                self._beat_now = (transition is not None and transition.new is BrokerState.RECOVERY
-                                  and not state.fenced)
+                # (or it was set while this beat was in flight: report the newer offset at once)
+                self._beat_now = self._beat_now or (transition is not None and transition.new is BrokerState.RECOVERY
+                                                    and not state.fenced)
                 self.heartbeats_ok += 1
                 self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
+                self._maybe_obey_shutdown_request(reply)
                 if was_fenced and not state.fenced:
                     logger.info("Broker %d is unfenced (metadata offset %d)", broker, state.applied_offset)
                 elif not was_fenced and state.fenced:
@@ -332,9 +368,22 @@ class MetadataFollower:
                                "registering again", broker, body["broker_epoch"], reply["error_code"])
 
 
+    def _maybe_obey_shutdown_request(self, reply: dict[str, object]) -> None:
+        """The controller relays an operator's POST /v1/brokers/{id}/shutdown: start the shutdown
+        the way SIGTERM does (once; the controller repeats the flag until we ask to shut down)."""
+        requested = reply.get("shutdown_requested") is True
+        if self._shutdown_request_seen or not self.lifecycle.obeys_shutdown_request(requested):
+            return
+        self._shutdown_request_seen = True
+        logger.info("Broker %d: the controller relays an operator's shutdown request (broker epoch %d, "
+                    "state %s); shutting down as on SIGTERM", self.settings.broker_id, self.state.broker_epoch,
+                    self.lifecycle.state.name)
+        self._on_shutdown_requested()
+
     def _heartbeat_delay_ms(self) -> int:
         """While pending a controlled shutdown the lifecycle's pace (at once, then every 50 ms,
-        backing off on failures); otherwise one beat per broker.heartbeat.interval.ms."""
+        backing off on failures); otherwise one beat per broker.heartbeat.interval.ms, or at
+        once when the metadata fetch made news (`_maybe_report_early`)."""
         now = self._clock()
         if self._beat_now:
             return 0

@@ -16,11 +16,10 @@ stop the metrics endpoint, `log_manager.shutdown()` (flush, checkpoints, the cle
 marker), "Transitioning from SHUTTING_DOWN to SHUTDOWN.", exit 0. A fatal follower error
 exits 1.
 
-The clean-shutdown marker says the LOGS were flushed and closed cleanly, so the next start
-skips log recovery; it says nothing about leadership. After a controlled-shutdown timeout
-the logs are still flushed and closed the same way, so the marker is written then too: the
-timeout only means the controller may still list this broker as a leader until its session
-expires (Kafka, too, writes the marker on any orderly stop).
+After a controlled-shutdown timeout the broker exits dirty: the logs are still flushed and
+closed, but no clean-shutdown marker is written, so the next start recovers its logs as
+after a crash (cheap: everything below the recovery point was just fsynced) and an operator
+reading the directory sees that this stop did not hand its partitions over.
 """
 
 from __future__ import annotations
@@ -336,7 +335,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         await client.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
-        log_manager.shutdown()
+        dirty = follower is not None and follower.lifecycle.controlled_shutdown_timed_out
+        log_manager.shutdown(clean=not dirty)
         if follower is not None:
             follower.stopped()
     logger.info("Broker %d stopped%s", broker_id, " after a fatal error" if fatal else "")

@@ -9,7 +9,7 @@ from typing import Any, Final, Protocol
 
 import aiohttp
 
-from broker.controller_client import ControllerClient
+from broker.controller_client import ControllerClient, read_body
 from broker.errors import ErrorCode
 
 SECONDS: Final = 1.0
@@ -62,7 +62,7 @@ class HttpTopicAdmin:
         try:
             async with self._session.request(method, url, json=body, headers=headers,
                                              timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT)) as reply:
-                raw = await reply.content.read(MAX_ANSWER_BYTES)
+                raw = await read_body(reply.content, MAX_ANSWER_BYTES) or b""  # error bodies are small
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             return ErrorCode.UNKNOWN_SERVER_ERROR, f"controller at {url} did not answer ({type(exc).__name__})"

@@ -28,6 +28,7 @@ from quorum.controller_result import ControllerApiError
 from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
+from shutdown.controller_states import current_broker_state
 from tidelog.config import Config, ConfigError, Password
 
 if TYPE_CHECKING:
@@ -304,6 +305,12 @@ def parse_elections(body: Any) -> ElectionRequest:
     return ElectionRequest(ELECTION_TYPES[kind], tuple(dict.fromkeys(out)))
 
 
+def parse_shutdown_broker(body: Any) -> None:
+    """POST /v1/brokers/{id}/shutdown takes no fields: no body, `{}` or `null`."""
+    if body is not None:
+        check_object(body, ())
+
+
 def parse_broker_id(text: str) -> int:
     """The {id} of /v1/brokers/{id}."""
     if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) > 2**31 - 1:
@@ -324,10 +331,9 @@ def known_topic(image: MetadataImage, name: str) -> TopicImage:
 
 
 def broker_state(broker: BrokerRegistration) -> str:
-    """Kafka's controller-side broker state names."""
-    if broker.in_controlled_shutdown:
-        return "CONTROLLED_SHUTDOWN"
-    return "FENCED" if broker.fenced else "UNFENCED"
+    """Kafka's controller-side broker state names, as the heartbeat rules read them: fencing wins
+    (a broker fenced at the end of its controlled shutdown keeps the in_controlled_shutdown flag)."""
+    return current_broker_state(fenced=broker.fenced, in_controlled_shutdown=broker.in_controlled_shutdown).name
 
 
 def broker_view(broker: BrokerRegistration, heartbeat_age_ms: int | None = None) -> dict[str, Any]:
@@ -345,6 +351,7 @@ def partition_view(p: PartitionRegistration) -> dict[str, Any]:
         "partition": p.partition_id, "leader": p.leader, "leader_epoch": p.leader_epoch,
         "partition_epoch": p.partition_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
         "elr": list(p.elr), "leader_recovery_state": p.leader_recovery_state.name,
+        "under_replicated": len(p.isr) < len(p.replicas), "offline": p.leader == NO_LEADER,
     }
 
 
@@ -359,8 +366,9 @@ def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
 
 def topic_summary(topic: TopicImage) -> dict[str, Any]:
     offline = sum(1 for p in topic.partitions.values() if p.leader == NO_LEADER)
+    under = sum(1 for p in topic.partitions.values() if len(p.isr) < len(p.replicas))
     return {"name": topic.name, "topic_id": topic.topic_id, "partitions": len(topic.partitions),
-            "offline_partitions": offline}
+            "offline_partitions": offline, "under_replicated_partitions": under}
 
 
 def election_view(results: Mapping[tuple[str, int], Any]) -> dict[str, Any]:
@@ -371,6 +379,11 @@ def election_view(results: Mapping[tuple[str, int], Any]) -> dict[str, Any]:
 
 def offline_partitions(image: MetadataImage) -> int:
     return sum(1 for t in image.topics.by_id.values() for p in t.partitions.values() if p.leader == NO_LEADER)
+
+
+def under_replicated_partitions(image: MetadataImage) -> int:
+    return sum(1 for t in image.topics.by_id.values() for p in t.partitions.values()
+               if len(p.isr) < len(p.replicas))
 
 
 # --- Prometheus text exposition (version 0.0.4).
@@ -407,6 +420,8 @@ def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_ind
     _sample(lines, p + "global_partition_count", "gauge", "Partitions.", [("", partitions)])
     _sample(lines, p + "offline_partitions_count", "gauge", "Partitions without a leader.",
             [("", offline_partitions(image))])
+    _sample(lines, p + "under_replicated_partitions_count", "gauge",
+            "Partitions whose ISR is smaller than their replica set.", [("", under_replicated_partitions(image))])
     _sample(lines, p + "broker_heartbeat_age_seconds", "gauge",
             "Time since each broker's last heartbeat (reported by the active controller only).",
             [(f'{{broker_id="{b}"}}', ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())])

@@ -1,7 +1,7 @@
 """Broker RPCs under /rpc/ (msgpack bodies) and the active controller's broker-liveness duties.
 
     POST /rpc/broker-registration   -> broker_epoch (the offset of its RegisterBroker record)
-    POST /rpc/broker-heartbeat      -> is_caught_up, is_fenced, should_shut_down
+    POST /rpc/broker-heartbeat      -> is_caught_up, is_fenced, should_shut_down, shutdown_requested
     POST /rpc/alter-partition       -> per-partition results, as Kafka's AlterPartitionResponse
     POST /rpc/allocate-producer-ids -> producer_id_start, producer_id_len
     POST /rpc/metadata-fetch        -> committed records from `offset` (long-poll), or a snapshot
@@ -17,7 +17,8 @@ An undecodable or ill-typed body answers HTTP 400 with INVALID_REQUEST (42) nami
 
 Liveness: the active controller keeps sessions in a `BrokerHeartbeatManager`, new for
 each epoch it is active in (sessions start "now", Kafka's activate()), and fences at most
-one expired broker every broker.heartbeat.interval.ms / 2.
+one expired broker every broker.heartbeat.interval.ms / 2. `shutdown_requested` (not in
+Kafka) relays an operator's POST /v1/brokers/{id}/shutdown: see `shutdown.controller_states`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.log_state import AppendOutcome, OutcomeKind, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from quorum.replication_control import handle_alter_partition
+from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
 
 if TYPE_CHECKING:
     from quorum.metadata_log import MetadataLog
@@ -242,6 +244,9 @@ class BrokerRpc:
         self._active_api, self._clock = active_api, clock
         self._sessions = BrokerHeartbeatManager(settings.session_timeout_ms)
         self._sessions_epoch: int | None = None
+        # broker id -> the broker epoch an operator asked to shut down (POST /v1/brokers/{id}/shutdown);
+        # soft state of this active epoch, like the sessions; at most one entry per registered broker
+        self._shutdown_requests: dict[int, int] = {}
         self._offset_changed = asyncio.Event()
         self._long_polls = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -268,6 +273,7 @@ class BrokerRpc:
         if epoch != self._sessions_epoch:
             self._sessions_epoch = epoch
             self._sessions = BrokerHeartbeatManager(self._settings.session_timeout_ms)
+            self._shutdown_requests = {}
             if epoch is not None:
                 self._sessions.begin_sessions(self._log.image(), self._clock())
         return self._sessions
@@ -330,7 +336,30 @@ class BrokerRpc:
         reply, _ = await self._decide(lambda image: process_heartbeat(
             image, **req, now_ms=self._clock(), heartbeats=self.sessions()))
         return {"is_caught_up": reply.is_caught_up, "is_fenced": reply.is_fenced,
-                "should_shut_down": reply.should_shut_down}
+                "should_shut_down": reply.should_shut_down,
+                "shutdown_requested": self._shutdown_requested(req)}
+
+    def request_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        """An operator asks this incarnation of the broker to shut down (active controller only):
+        its next heartbeats answer shutdown_requested until it heartbeats want_shut_down."""
+        self.sessions()  # a new active epoch starts from no requests; this one belongs to it
+        self._shutdown_requests[broker_id] = broker_epoch
+        logger.info("Operator requested the controlled shutdown of broker %d (broker epoch %d); "
+                    "telling it on its next heartbeat", broker_id, broker_epoch)
+
+    def _shutdown_requested(self, req: dict[str, Any]) -> bool:
+        broker_id = req["broker_id"]
+        requested = self._shutdown_requests.get(broker_id)
+        if requested is None:
+            return False
+        outcome = shutdown_request_outcome(requested_epoch=requested, broker_epoch=req["broker_epoch"],
+                                           want_shutdown=req["want_shutdown"])
+        if not outcome.keeps_request:
+            del self._shutdown_requests[broker_id]
+            reason = ("it began its controlled shutdown" if outcome is ShutdownRequestOutcome.OBEYED
+                      else f"it runs as broker epoch {req['broker_epoch']} now")
+            logger.info("Shutdown request for broker %d (broker epoch %d) is done: %s", broker_id, requested, reason)
+        return outcome.shutdown_requested
 
     async def _allocate_producer_ids(self, req: dict[str, Any]) -> dict[str, Any]:
         block, _ = await self._decide(lambda image: allocate_producer_ids(

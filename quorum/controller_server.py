@@ -226,7 +226,8 @@ class ControllerServer:
     def _admin_routes(self) -> list[web.RouteDef]:
         return [
             web.get("/v1/cluster", self._get_cluster), web.get("/v1/brokers", self._get_brokers),
-            web.get("/v1/brokers/{id}", self._get_broker), web.get("/v1/topics", self._get_topics),
+            web.get("/v1/brokers/{id}", self._get_broker),
+            web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker), web.get("/v1/topics", self._get_topics),
             web.post("/v1/topics", self._create_topic), web.get("/v1/topics/{name}", self._get_topic),
             web.delete("/v1/topics/{name}", self._delete_topic),
             web.post("/v1/topics/{name}/partitions", self._create_partitions),
@@ -277,6 +278,24 @@ class ControllerServer:
         if broker is None:
             raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
         return web.json_response(api.broker_view(broker, self._brokers.heartbeat_ages().get(broker_id)))
+
+    async def _shutdown_broker(self, request: web.Request) -> web.Response:
+        """Ask a broker to shut down: 202 at once; its next heartbeat (on the active controller)
+        tells it, and it runs the same controlled shutdown as on SIGTERM."""
+        self.authorize(request)
+        broker_id = api.parse_broker_id(request.match_info["id"])
+        raw, body = await read_json(request) if request.body_exists else (b"", None)
+        api.parse_shutdown_broker(body)
+
+        async def run() -> web.Response:
+            broker = self.image().broker(broker_id)
+            if broker is None:
+                raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
+            self._brokers.request_shutdown(broker_id, broker.broker_epoch)
+            view = api.broker_view(broker, self._brokers.heartbeat_ages().get(broker_id))
+            return web.json_response({**view, "shutdown_requested": True}, status=202)
+
+        return await self.write(request, raw, run)
 
     async def _get_topics(self, request: web.Request) -> web.Response:
         topics = self.image().topics.by_name

@@ -218,13 +218,19 @@ async def _watch_fatal(log: MetadataLog, stop: asyncio.Event) -> None:
     stop.set()
 
 
-async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSettings | None = None) -> int:
-    """Run one voter (and its HTTP API) until SIGTERM/SIGINT, end of stdin or a fatal metadata-log error."""
+async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSettings | None = None,
+                   stop: asyncio.Event | None = None) -> int:
+    """Run one voter (and its HTTP API) until SIGTERM/SIGINT, end of stdin or a fatal metadata-log error.
+
+    With `stop` given the caller owns the signals (a combined node stops its broker first) and
+    the voter runs until `stop` is set or a fatal error.
+    """
     from quorum.controller_server import ControllerServer  # aiohttp only where the API runs
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     voters = ",".join(f"{i}@{v.address}" for i, v in settings.voters.items())
     log = MetadataLog(settings)  # blocks briefly: derives the key, binds the listener
     logger.info("Controller %d started: quorum listener %s, voters %s, metadata log dir %s",

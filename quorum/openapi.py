@@ -53,12 +53,19 @@ SCHEMAS: Final[dict[str, Any]] = {
     "Broker": _obj(None, broker_id=INT, broker_epoch=INT, incarnation_id=STR, rack=NULLABLE_STR,
                    state={"enum": ["FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN"]}, fenced=BOOL,
                    in_controlled_shutdown=BOOL, listeners=_arr(_ref("Listener")), heartbeat_age_ms=NULLABLE_INT),
+    "ShutdownRequested": _obj(None, broker_id=INT, broker_epoch=INT, incarnation_id=STR, rack=NULLABLE_STR,
+                              state={"enum": ["FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN"]}, fenced=BOOL,
+                              in_controlled_shutdown=BOOL, listeners=_arr(_ref("Listener")),
+                              heartbeat_age_ms=NULLABLE_INT, shutdown_requested=BOOL),
     "Partition": _obj(None, partition=INT, leader={**INT, "description": "-1: offline"}, leader_epoch=INT,
                       partition_epoch=INT, replicas=IDS, isr=IDS, elr=IDS,
-                      leader_recovery_state={"enum": ["RECOVERED", "RECOVERING"]}),
+                      leader_recovery_state={"enum": ["RECOVERED", "RECOVERING"]},
+                      under_replicated={**BOOL, "description": "ISR smaller than the replica set"},
+                      offline={**BOOL, "description": "no leader"}),
     "Topic": _obj(None, name=STR, topic_id=STR, configs=CONFIGS, partitions=_arr(_ref("Partition")),
                   metadata_offset={**NULLABLE_INT, "description": "writes only: offset of the last record"}),
-    "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT),
+    "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT,
+                         under_replicated_partitions=INT),
     "CreateTopic": _obj(["name"], name={**STR, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"},
                         partitions={**INT, "minimum": 1, "maximum": api.MAX_PARTITIONS_PER_REQUEST,
                                     "description": "default: num.partitions"},
@@ -86,7 +93,10 @@ SCHEMAS: Final[dict[str, Any]] = {
                                    broker_epoch=INT, current_metadata_offset=INT, want_fence=BOOL,
                                    want_shut_down=BOOL),
     "BrokerHeartbeatResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, is_caught_up=BOOL,
-                                    is_fenced=BOOL, should_shut_down=BOOL),
+                                    is_fenced=BOOL, should_shut_down=BOOL,
+                                    shutdown_requested={**BOOL, "description": "an operator asked this broker "
+                                                        "to shut down (POST /v1/brokers/{id}/shutdown): begin a "
+                                                        "controlled shutdown as on SIGTERM"}),
     "AlterPartitionRequest": _obj(["broker_id", "broker_epoch", "topics"], broker_id=INT, broker_epoch=INT,
                                   topics=_arr(_obj(None, topic_id=STR, partitions=_arr(_obj(
                                       None, partition_index=INT, leader_epoch=INT, partition_epoch=INT,
@@ -152,6 +162,11 @@ PATHS: Final[dict[str, Any]] = {
     "/v1/cluster": {"get": _op("Quorum and metadata log state as this controller sees it.", _ok("Cluster"))},
     "/v1/brokers": {"get": _op("Registered brokers.", _ok(_arr(_ref("Broker"))))},
     "/v1/brokers/{id}": {"parameters": [ID_PARAM], "get": _op("One broker.", _ok("Broker"))},
+    "/v1/brokers/{id}/shutdown": {"parameters": [ID_PARAM], "post": _op(
+        "Ask the broker to shut down: answered 202 at once; the active controller tells the broker on its "
+        "next heartbeat and the broker runs the same controlled shutdown as on SIGTERM (watch its state in "
+        "GET /v1/brokers/{id}). No body. Soft state: after a controller failover, ask again.",
+        _ok("ShutdownRequested", status="202"), write=True)},
     "/v1/topics": {
         "get": _op("Topics with partition counts.", _ok(_arr(_ref("TopicSummary")))),
         "post": _op("Create a topic; answered once committed.", _ok("Topic", status="201"),

@@ -24,6 +24,11 @@ Kafka's 2 % jitter, which would need randomness: the shell may add it). want_fen
 `not ready_to_unfence` (Kafka's setReadyToUnfence, called once log recovery is done);
 want_shutdown is `state is PENDING_CONTROLLED_SHUTDOWN`.
 
+Beside the table, pure decisions the shell asks about heartbeats: `obeys_shutdown_request`
+(an operator's POST /v1/brokers/{id}/shutdown relayed in a reply starts the SIGTERM path),
+`heartbeat_early_when_caught_up` and `heartbeat_early_for_shutdown` (report the applied
+metadata offset at once when the controller is waiting for exactly that).
+
 Deliberate differences from Kafka: RUNNING --FENCED--> RECOVERY (Kafka only logs); the
 pending state beats every 50 ms, not just once after the first reply ("then often");
 REGISTRATION_LOST (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED, our follower
@@ -33,11 +38,13 @@ has already fenced or replaced that registration, so it leads nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import Final
+
+from shutdown.controller_states import BrokerFlags
 
 SECONDS_MS: Final = 1000
 DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # broker.heartbeat.interval.ms
@@ -164,6 +171,7 @@ class HeartbeatFlags:
 
 _HEARTBEATING: Final = frozenset({BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING,
                                   BrokerState.PENDING_CONTROLLED_SHUTDOWN})
+_OBEYS_SHUTDOWN_REQUEST: Final = frozenset({BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING})
 
 
 class BrokerLifecycle:
@@ -267,6 +275,12 @@ class BrokerLifecycle:
         self._next_heartbeat_ms = now_ms + min(backoff, max(RETRY_BACKOFF_BASE_MS, self.session_timeout_ms // 2))
         return transition
 
+    def obeys_shutdown_request(self, shutdown_requested: bool) -> bool:
+        """Whether a heartbeat reply's shutdown_requested (POST /v1/brokers/{id}/shutdown) starts
+        this broker's shutdown now: set, and no shutdown is under way yet. The shell then takes
+        the SIGTERM path (SHUTDOWN_REQUESTED), so both causes run the same controlled shutdown."""
+        return shutdown_requested and self.state in _OBEYS_SHUTDOWN_REQUEST
+
     def _delay_after_success(self) -> int:
         if self.state is BrokerState.STARTING:
             return STARTING_HEARTBEAT_MS
@@ -296,3 +310,26 @@ class BrokerLifecycle:
     def controlled_shutdown_timed_out(self) -> bool:
         """The broker exits dirty: the controller never said should_shut_down in time."""
         return self.shutdown_cause is LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT
+
+
+def heartbeat_early_when_caught_up(*, state: BrokerState, broker_epoch: int, applied_offset: int,
+                                   reported_offset: int) -> bool:
+    """Whether a STARTING broker should heartbeat now: it has just replayed up to its own
+    registration (its broker epoch), which is exactly what the controller's is_caught_up checks
+    in the reported offset. Kafka polls every 10 ms while STARTING; beating on the event is as
+    fast and costs the active controller one heartbeat instead of dozens."""
+    return (state is BrokerState.STARTING and broker_epoch >= 0 and applied_offset >= broker_epoch
+            and reported_offset < broker_epoch)
+
+
+def heartbeat_early_for_shutdown(brokers: Iterable[BrokerFlags], *, broker_id: int, state: BrokerState,
+                                 applied_offset: int, reported_offset: int) -> bool:
+    """Whether a RUNNING broker should report its applied metadata offset now rather than at its
+    next heartbeat interval: another broker is in controlled shutdown, and the controller lets it
+    go only once every active broker has REPORTED replaying its records (Kafka's
+    `controlledShutdownOffset <= lowestActiveOffset`). Waiting for the regular beat would add up
+    to broker.heartbeat.interval.ms (2 s) to every controlled shutdown; tidelog beats once per
+    applied batch while someone waits (not in Kafka, which waits)."""
+    if state is not BrokerState.RUNNING or applied_offset <= reported_offset:
+        return False
+    return any(b.in_controlled_shutdown and not b.fenced for b in brokers if b.broker_id != broker_id)

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 
 class BrokerControlState(Enum):
@@ -229,3 +230,69 @@ def records_plan(states: BrokerControlStates, *, in_controlled_shutdown: bool) -
                                leave_partitions=True, keeps_last_isr_member=True,
                                remember_controlled_shutdown_offset=True)
     raise AssertionError(states)  # pragma: no cover
+
+
+# --- Operator-requested shutdown (POST /v1/brokers/{id}/shutdown) ------------------------------
+#
+# Kafka has no remote "shut this broker down"; ours rides on the heartbeat. The active
+# controller remembers (soft state, like the heartbeat sessions, so a failover forgets it:
+# the API answers 202 and the operator asks again) the broker epoch the request was made
+# for, and answers that broker's heartbeats with shutdown_requested=true until the broker
+# obeys, i.e. heartbeats want_shut_down: from then on the ordinary controlled shutdown above
+# runs, exactly as after a SIGTERM. A request never outlives the incarnation it was made
+# for: a broker that restarted (new broker epoch) is not shut down again.
+
+
+class ShutdownRequestOutcome(Enum):
+    """What one heartbeat does to a pending operator shutdown request."""
+
+    ASK = "ask"  # answer shutdown_requested=true; keep the request until it is obeyed
+    OBEYED = "obeyed"  # the broker asks to shut down itself now: forget the request
+    STALE = "stale"  # made for an earlier incarnation (another broker epoch): forget it
+
+    @property
+    def keeps_request(self) -> bool:
+        return self is ShutdownRequestOutcome.ASK
+
+    @property
+    def shutdown_requested(self) -> bool:
+        """The heartbeat reply's flag."""
+        return self is ShutdownRequestOutcome.ASK
+
+
+def shutdown_request_outcome(*, requested_epoch: int, broker_epoch: int,
+                             want_shutdown: bool) -> ShutdownRequestOutcome:
+    """Decide for a heartbeat of `broker_epoch` while a request made for `requested_epoch` is pending."""
+    if requested_epoch != broker_epoch:
+        return ShutdownRequestOutcome.STALE
+    if want_shutdown:
+        return ShutdownRequestOutcome.OBEYED
+    return ShutdownRequestOutcome.ASK
+
+
+# --- Combined nodes (process.roles=broker,controller) -------------------------------------------
+#
+# A combined process stops its broker half first (a controlled shutdown needs the quorum),
+# then its controller half. When several combined nodes stop together (`tidelog down`), the
+# last brokers still need a quorum of controllers to finish their controlled shutdown, so a
+# controller half lingers while any OTHER broker is unfenced and in controlled shutdown; the
+# shell bounds the wait.
+
+
+class BrokerFlags(Protocol):
+    """What the linger rule reads of a registration (metadata.image.BrokerRegistration has it)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def fenced(self) -> bool: ...
+
+    @property
+    def in_controlled_shutdown(self) -> bool: ...
+
+
+def controller_may_stop(brokers: Iterable[BrokerFlags], *, own_broker_id: int) -> bool:
+    """Whether a combined node's controller half may stop now: no other broker is still in the
+    middle of a controlled shutdown (unfenced with in_controlled_shutdown; SHUTDOWN_NOW fences)."""
+    return not any(b.in_controlled_shutdown and not b.fenced for b in brokers if b.broker_id != own_broker_id)

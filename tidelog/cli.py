@@ -75,18 +75,79 @@ def _add_broker(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every subcommand."""
+def _add_combined(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "combined", help="run one combined node: a controller and a broker in one process",
+        description="Run a combined node (process.roles=broker,controller, Kafka's combined mode): a quorum "
+                    "voter with its HTTP API and a broker, until SIGTERM or Ctrl-C (the broker stops first, "
+                    "with a controlled shutdown).")
+    parser.add_argument("--config", required=True, help="server.properties of this node")
+
+    def run(args: argparse.Namespace) -> int:
+        from tidelog import combined_node
+
+        return combined_node.run(args.config)
+
+    parser.set_defaults(run=run)
+
+
+def _add_clients(sub: argparse._SubParsersAction) -> None:
+    """status, topics, produce, consume: thin clients of the admin API and the Kafka protocol."""
+    from tidelog import cli_consume, cli_produce, cli_status, cli_topics
+
+    parser = sub.add_parser("status", help="the cluster at a glance: controllers, brokers, topics, processes",
+                            description="Show the active controller, the voters, the brokers and the topics "
+                                        "(exit 1 when no controller answers or none is active).")
+    cli_status.add_arguments(parser)
+    parser.set_defaults(run=cli_status.run)
+    parser = sub.add_parser("topics", help="create, list, describe, delete topics and alter their configs",
+                            description="Topic administration over the admin API, with kafka-topics.sh's options.")
+    cli_topics.add_arguments(parser)
+    parser = sub.add_parser("produce", help="write stdin's lines to a topic (kafka-console-producer)",
+                            description=cli_produce.__doc__.splitlines()[0] if cli_produce.__doc__ else None)
+    cli_produce.add_arguments(parser)
+    parser.set_defaults(run=cli_produce.run)
+    parser = sub.add_parser("consume", help="print a topic's records (kafka-console-consumer, no group)",
+                            description=cli_consume.__doc__.splitlines()[0] if cli_consume.__doc__ else None)
+    cli_consume.add_arguments(parser)
+    parser.set_defaults(run=cli_consume.run)
+
+
+def _add_spark(sub: argparse._SubParsersAction) -> None:
+    from spark import ingest_job  # stdlib only at import; PySpark loads when a job runs
+
+    parser = sub.add_parser("spark", help="Spark jobs over tidelog topics (needs the spark extra)",
+                            description="Spark jobs that use the tidelog data source.")
+    jobs = parser.add_subparsers(dest="spark_command", required=True, metavar="JOB")
+    ingest = jobs.add_parser(
+        "ingest", help="stream a topic into Parquet files, exactly once",
+        description="Stream a topic into files with Spark's file sink and a checkpoint (exactly-once output), "
+                    "printing rows, offsets and lag per micro-batch.")
+    ingest_job.add_arguments(ingest)
+    ingest.set_defaults(run=ingest_job.run)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser with every subcommand (or with the node command `only`)."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_up, _add_down, _add_controller, _add_broker, _add_dump_log):
+    adders = (_add_up, _add_down, _add_clients, _add_controller, _add_broker, _add_combined, _add_dump_log,
+              _add_spark)
+    for add in (_NODE_COMMANDS[only],) if only in _NODE_COMMANDS else adders:
         add(sub)
     return parser
 
 
+# A node process (what `tidelog up` starts, six at once) builds only its own subcommand: the
+# other subcommands' imports would add ~0.2 s of CPU to every node's start-up.
+_NODE_COMMANDS: dict[str | None, Callable[[argparse._SubParsersAction], None]] = {
+    "controller": _add_controller, "broker": _add_broker, "combined": _add_combined}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tidelog` console script."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words[0] if words else None).parse_args(words)
     run: Runner = args.run
     return run(args)
 

@@ -3,7 +3,9 @@
 Planning and rendering are pure; the section at the end reads and writes the data dir's
 files (never a process or a socket: `tidelog.launcher` owns those). Node ids 1..C are
 the controllers and C+1..C+B the brokers, each node on its own loopback address
-127.0.0.<id>, so chaos can cut the link between two nodes.
+127.0.0.<id>, so chaos can cut the link between two nodes. With `combined`, nodes 1..C are
+combined nodes (`process.roles=broker,controller`, Kafka's combined mode): one process
+each, with the ports of both roles.
 
     <data-dir>/cluster.json              what runs where (rewritten by every up and down)
     <data-dir>/meta.properties           cluster.id, generated on first start
@@ -11,6 +13,7 @@ the controllers and C+1..C+B the brokers, each node on its own loopback address
     <data-dir>/controller-<id>/          server.properties (0600: it holds the password),
                                          node.log, metadata/ (the quorum's journal and dump)
     <data-dir>/broker-<id>/              server.properties, node.log, data/ (log.dirs)
+    <data-dir>/combined-<id>/            both: metadata/ and data/
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tidelog.config import properties_line
+from tidelog.table import render
 
 DEFAULT_CONTROLLERS: Final = 3
 DEFAULT_BROKERS: Final = 3
@@ -41,7 +45,10 @@ MAX_CONTROLLERS: Final = 9  # a Raft quorum larger than this only slows commits 
 LOOPBACK_NETWORK: Final = "127.0.0."
 CONTROLLER: Final = "controller"
 BROKER: Final = "broker"
+COMBINED: Final = "combined"  # process.roles=broker,controller in one process
+ROLES: Final = (CONTROLLER, BROKER, COMBINED)
 BROKER_DATA_DIR: Final = "data"
+COMBINED_METADATA_DIR: Final = "metadata"
 
 CLUSTER_FILE: Final = "cluster.json"
 META_FILE: Final = "meta.properties"
@@ -59,6 +66,16 @@ class LayoutError(RuntimeError):
     """A request or a data dir that does not describe a cluster `tidelog up` can run; says what to do."""
 
 
+def runs_controller(role: str) -> bool:
+    """A quorum voter with the admin API: a controller or a combined node."""
+    return role in (CONTROLLER, COMBINED)
+
+
+def runs_broker(role: str) -> bool:
+    """A Kafka listener: a broker or a combined node."""
+    return role in (BROKER, COMBINED)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
     """One node of the local cluster: where it listens and where it keeps its files."""
@@ -69,15 +86,18 @@ class NodeSpec:
     raft_port: int
     admin_port: int
     directory: Path
-    kafka_port: int = 0  # brokers only (a controller has none)
-    metrics_port: int = 0  # brokers only
+    kafka_port: int = 0  # brokers and combined nodes only (a controller has none)
+    metrics_port: int = 0  # brokers and combined nodes only
 
     @property
     def ports(self) -> tuple[tuple[str, int], ...]:
         """(what, port) of every address this node binds on its host."""
-        if self.role == BROKER:
-            return (("Kafka listener", self.kafka_port), ("metrics", self.metrics_port))
-        return (("raft", self.raft_port), ("admin API", self.admin_port))
+        ports: tuple[tuple[str, int], ...] = ()
+        if runs_controller(self.role):
+            ports += (("raft", self.raft_port), ("admin API", self.admin_port))
+        if runs_broker(self.role):
+            ports += (("Kafka listener", self.kafka_port), ("metrics", self.metrics_port))
+        return ports
 
     @property
     def bootstrap_address(self) -> str:
@@ -136,9 +156,9 @@ def _check_port(name: str, port: int) -> None:
 
 def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int = DEFAULT_RAFT_PORT,
          admin_port: int = DEFAULT_ADMIN_PORT, brokers: int = 0, kafka_port: int = DEFAULT_KAFKA_PORT,
-         metrics_port: int = DEFAULT_METRICS_PORT) -> tuple[NodeSpec, ...]:
-    """Controllers 1..C on 127.0.0.1..C, then brokers C+1..C+B on the next addresses; every node of
-    a role has the same ports on its own address."""
+         metrics_port: int = DEFAULT_METRICS_PORT, combined: bool = False) -> tuple[NodeSpec, ...]:
+    """Controllers 1..C on 127.0.0.1..C (combined nodes with `combined`), then brokers C+1..C+B on
+    the next addresses; every node of a role has the same ports on its own address."""
     if not 1 <= controllers <= MAX_CONTROLLERS:
         raise LayoutError(f"--controllers must be between 1 and {MAX_CONTROLLERS}, got {controllers}")
     _check_port("the raft port", raft_port)
@@ -147,13 +167,19 @@ def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int =
         raise LayoutError(f"the raft and admin ports must differ, both are {raft_port}")
     if brokers < 0 or controllers + brokers > MAX_NODES:
         raise LayoutError(f"--brokers must be between 0 and {MAX_NODES - controllers}, got {brokers}")
-    if brokers:
+    if brokers or combined:
         _check_port("the Kafka port", kafka_port)
         _check_port("the metrics port", metrics_port)
         if kafka_port == metrics_port:
             raise LayoutError(f"the Kafka and metrics ports must differ, both are {kafka_port}")
-    nodes = [NodeSpec(i, CONTROLLER, f"{LOOPBACK_NETWORK}{i}", raft_port, admin_port,
-                      root / f"{CONTROLLER}-{i}") for i in range(1, controllers + 1)]
+    if combined and {kafka_port, metrics_port} & {raft_port, admin_port}:
+        raise LayoutError(f"a combined node binds all four ports on one address: the raft ({raft_port}), "
+                          f"admin ({admin_port}), Kafka ({kafka_port}) and metrics ({metrics_port}) ports "
+                          "must all differ")
+    role = COMBINED if combined else CONTROLLER
+    nodes = [NodeSpec(i, role, f"{LOOPBACK_NETWORK}{i}", raft_port, admin_port, root / f"{role}-{i}",
+                      kafka_port if combined else 0, metrics_port if combined else 0)
+             for i in range(1, controllers + 1)]
     nodes += [NodeSpec(i, BROKER, f"{LOOPBACK_NETWORK}{i}", 0, 0, root / f"{BROKER}-{i}", kafka_port, metrics_port)
               for i in range(controllers + 1, controllers + brokers + 1)]
     return tuple(nodes)
@@ -162,20 +188,23 @@ def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int =
 def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
                     extra: Mapping[str, str] | None = None) -> str:
     """server.properties of one node; `extra` keys (tests: short timeouts) come last and win."""
-    controllers = [n for n in nodes if n.role == CONTROLLER]
+    controllers = [n for n in nodes if runs_controller(n.role)]
     if node.role == BROKER:
         return _broker_properties(node, controllers, secrets, extra)
     entries = {
         "node.id": str(node.node_id),
-        "process.roles": node.role,
+        "process.roles": "broker,controller" if node.role == COMBINED else node.role,
         "controller.quorum.voters": ",".join(f"{n.node_id}@{n.quorum_address}" for n in controllers),
         "controller.listener": node.admin_address,
         "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
         "controller.cluster.password": secrets.password,
         "cluster.id": secrets.cluster_id,
-        "metadata.log.dir": str(node.directory),
-        **(extra or {}),
+        "metadata.log.dir": str(node.directory / COMBINED_METADATA_DIR if node.role == COMBINED
+                                else node.directory),
     }
+    if node.role == COMBINED:
+        entries.update(_broker_entries(node))
+    entries.update(extra or {})
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
              "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
     lines += [properties_line(key, value) for key, value in entries.items()]
@@ -184,21 +213,25 @@ def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterS
 
 def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets: ClusterSecrets,
                        extra: Mapping[str, str] | None) -> str:
-    listener = f"PLAINTEXT://{node.bootstrap_address}"
     entries = {
         "node.id": str(node.node_id),
         "process.roles": node.role,
-        "listeners": listener,
-        "advertised.listeners": listener,
-        "log.dirs": str(node.directory / BROKER_DATA_DIR),
         "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
         "cluster.id": secrets.cluster_id,
-        "metrics.listener": f"{node.host}:{node.metrics_port}",
+        **_broker_entries(node),
         **(extra or {}),
     }
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never overwritten."]
     lines += [properties_line(key, value) for key, value in entries.items()]
     return "\n".join(lines) + "\n"
+
+
+def _broker_entries(node: NodeSpec) -> dict[str, str]:
+    """The keys of a node's broker half: its Kafka listener, log dirs and metrics endpoint."""
+    listener = f"PLAINTEXT://{node.bootstrap_address}"
+    return {"listeners": listener, "advertised.listeners": listener,
+            "log.dirs": str(node.directory / BROKER_DATA_DIR),
+            "metrics.listener": f"{node.host}:{node.metrics_port}"}
 
 
 def meta_properties(cluster_id: str) -> str:
@@ -217,7 +250,7 @@ def cluster_id_from_meta(text: str) -> str:
 def cluster_document(cluster_id: str, nodes: Sequence[NodeSpec],
                      pids: Mapping[int, int | None]) -> dict[str, Any]:
     """cluster.json: the cluster id, the bootstrap servers and admin URL, and every node."""
-    controllers = [n for n in nodes if n.role == CONTROLLER]
+    controllers = [n for n in nodes if runs_controller(n.role)]
     return {
         "version": CLUSTER_FILE_VERSION,
         "cluster_id": cluster_id,
@@ -229,7 +262,7 @@ def cluster_document(cluster_id: str, nodes: Sequence[NodeSpec],
 
 def bootstrap_servers(nodes: Sequence[NodeSpec]) -> str | None:
     """host:port of every broker, comma-separated (Kafka's bootstrap.servers); None without brokers."""
-    return ",".join(n.bootstrap_address for n in nodes if n.role == BROKER) or None
+    return ",".join(n.bootstrap_address for n in nodes if runs_broker(n.role)) or None
 
 
 def _node_entry(n: NodeSpec, pid: int | None) -> dict[str, Any]:
@@ -241,6 +274,7 @@ def _node_entry(n: NodeSpec, pid: int | None) -> dict[str, Any]:
     }
     if n.role == BROKER:
         del entry["admin_url"]
+    if runs_broker(n.role):
         entry.update(kafka_port=n.kafka_port, metrics_port=n.metrics_port,
                      bootstrap=n.bootstrap_address, metrics_url=n.metrics_url)
     return entry
@@ -256,14 +290,15 @@ def nodes_from_document(document: object) -> tuple[NodeSpec, ...]:
     nodes = []
     for entry in entries:
         try:
-            broker = entry["role"] == BROKER
+            broker = runs_broker(entry["role"])
             node = NodeSpec(int(entry["id"]), str(entry["role"]), str(entry["host"]),
                             int(entry["raft_port"]), int(entry["admin_port"]), Path(entry["data_dir"]),
                             int(entry["kafka_port"]) if broker else 0, int(entry["metrics_port"]) if broker else 0)
         except (KeyError, TypeError, ValueError) as exc:
             raise LayoutError(f"{CLUSTER_FILE}: a malformed node entry {entry!r:.200} ({exc!r})") from None
-        if node.role not in (CONTROLLER, BROKER) or not node.host.startswith(LOOPBACK_NETWORK):
-            raise LayoutError(f"{CLUSTER_FILE}: node {node.node_id} is not a loopback controller or broker")
+        if node.role not in ROLES or not node.host.startswith(LOOPBACK_NETWORK):
+            raise LayoutError(f"{CLUSTER_FILE}: node {node.node_id} is not a loopback controller or broker "
+                              "(or combined node)")
         nodes.append(node)
     return tuple(nodes)
 
@@ -275,17 +310,17 @@ def pids_from_document(document: Mapping[str, Any]) -> dict[int, int]:
 
 def node_table(nodes: Sequence[NodeSpec], pids: Mapping[int, int | None], *,
                active: int | None = None) -> list[str]:
-    """A small aligned table of the nodes, for people."""
-    rows = [("NODE", "ROLE", "HOST", "RAFT", "ADMIN", "PID", "LOG")]
+    """A small aligned table of the nodes, for people (a KAFKA column once any node runs a broker)."""
+    kafka = any(runs_broker(n.role) for n in nodes)
+    header = ("NODE", "ROLE", "HOST", "RAFT", "ADMIN", *(("KAFKA",) if kafka else ()), "PID", "LOG")
+    rows = []
     for n in nodes:
         role = f"{n.role} (active)" if n.node_id == active else n.role
-        pid = pids.get(n.node_id)
-        broker = n.role == BROKER  # a broker's Kafka listener goes where a controller's API does
-        rows.append((str(n.node_id), role, n.host, "-" if broker else str(n.raft_port),
-                     f"PLAINTEXT://{n.bootstrap_address}" if broker else n.admin_url,
-                     "-" if pid is None else str(pid), str(n.log_path)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+        controller = runs_controller(n.role)
+        listener = (f"PLAINTEXT://{n.bootstrap_address}" if runs_broker(n.role) else None,) if kafka else ()
+        rows.append((n.node_id, role, n.host, n.raft_port if controller else None,
+                     n.admin_url if controller else None, *listener, pids.get(n.node_id), n.log_path))
+    return render(header, rows)
 
 
 # --- the data dir's files: secrets, cluster.json, the lock (I/O from here on) -------------
@@ -354,10 +389,11 @@ def data_dir_lock(root: Path) -> Iterator[None]:
 
 def resolve_layout(root: Path, *, controllers: int | None, raft_port: int | None,
                    admin_port: int | None, brokers: int | None = None, kafka_port: int | None = None,
-                   metrics_port: int | None = None) -> tuple[NodeSpec, ...]:
+                   metrics_port: int | None = None, combined: bool | None = None) -> tuple[NodeSpec, ...]:
     """The nodes of `root`: those of its cluster.json, or a new plan; a conflicting request is an error.
 
     A first start without `brokers` plans none (the launcher's callers ask; `tidelog up` asks 3).
+    `combined` None: as stored (a first start: not combined).
     """
     document = read_cluster_file(root)
     if document is None:
@@ -365,18 +401,24 @@ def resolve_layout(root: Path, *, controllers: int | None, raft_port: int | None
                     raft_port=DEFAULT_RAFT_PORT if raft_port is None else raft_port,
                     admin_port=DEFAULT_ADMIN_PORT if admin_port is None else admin_port,
                     brokers=brokers or 0, kafka_port=DEFAULT_KAFKA_PORT if kafka_port is None else kafka_port,
-                    metrics_port=DEFAULT_METRICS_PORT if metrics_port is None else metrics_port)
+                    metrics_port=DEFAULT_METRICS_PORT if metrics_port is None else metrics_port,
+                    combined=bool(combined))
     specs = nodes_from_document(document)
-    voters = [s for s in specs if s.role == CONTROLLER]
+    voters = [s for s in specs if runs_controller(s.role)]
     stored_brokers = [s for s in specs if s.role == BROKER]
+    listeners = [s for s in specs if runs_broker(s.role)]
+    stored_combined = voters[0].role == COMBINED
+    if combined is not None and combined != stored_combined:
+        shape, flag = ("combined nodes", "in") if stored_combined else ("separate controllers", "out")
+        raise LayoutError(f"{root} holds an existing cluster of {shape}; leave --combined {flag} to "
+                          "restart it, or use a new --data-dir.")
     stored: dict[str, int | None] = {
         "--controllers": len(voters), "--raft-port": voters[0].raft_port, "--admin-port": voters[0].admin_port,
         "--brokers": len(stored_brokers)}
     asked = {"--controllers": controllers, "--raft-port": raft_port, "--admin-port": admin_port,
              "--brokers": brokers}
-    if stored_brokers:
-        stored.update({"--kafka-port": stored_brokers[0].kafka_port,
-                       "--metrics-port": stored_brokers[0].metrics_port})
+    if listeners:
+        stored.update({"--kafka-port": listeners[0].kafka_port, "--metrics-port": listeners[0].metrics_port})
         asked.update({"--kafka-port": kafka_port, "--metrics-port": metrics_port})
     conflicts = [f"{flag} {asked[flag]} (it has {value})" for flag, value in stored.items()
                  if asked[flag] is not None and asked[flag] != value]

@@ -8,7 +8,7 @@ The one place that starts nodes for `tidelog up`, `tidelog down` and the integra
         cluster.bootstrap_servers    # "127.0.0.4:p3": ready means registered and unfenced
     # every node stopped here, even when the body raised
 
-Each node is `python -m tidelog controller|broker --config <node dir>/server.properties` in its own
+Each node is `python -m tidelog controller|broker|combined --config <node dir>/server.properties` in its own
 session (so a Ctrl-C on the terminal reaches `tidelog up` only, which then stops the nodes in
 order), with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a
 bounded wait, then SIGKILL for stragglers. A pid read back from cluster.json is signalled
@@ -45,8 +45,12 @@ STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second;
 # a broker's controlled shutdown is bounded by controlled.shutdown.timeout.ms (30 s by
 # default); give it that long, plus a margin, before SIGKILL makes it a dirty stop
 BROKER_STOP_TIMEOUT: Final = 35 * SECONDS
+# a combined node: its broker's controlled shutdown, then its controller lingers while other
+# brokers finish theirs (tidelog.combined_node.LINGER_MAX, 10 s), then stops
+COMBINED_STOP_TIMEOUT: Final = BROKER_STOP_TIMEOUT + 15 * SECONDS
 KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D state) process takes longer
 POLL_INTERVAL: Final = 0.1 * SECONDS
+STOP_ORDER: Final = (layout.BROKER, layout.COMBINED, layout.CONTROLLER)
 HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
 LOG_TAIL_LINES: Final = 20
@@ -171,23 +175,25 @@ def _wait_all_exit(nodes: Sequence[NodeProcess], timeout: float) -> None:
 def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> list[StopReport]:
     """SIGTERM every node, wait up to `timeout`, SIGKILL what is left; one report per node.
 
-    All nodes of a role stop together; brokers (once they exist) go before the controllers
-    they need for a controlled shutdown.
+    All nodes of a role stop together; brokers go before the controllers they need for a
+    controlled shutdown, combined nodes in between (all at once: each keeps its controller up
+    while another's broker is still shutting down, so the quorum lasts until the last one).
     """
     was_running = {n.spec.node_id: n.running() for n in nodes}
     killed: set[int] = set()
-    for role in ("broker", layout.CONTROLLER):
+    for role in STOP_ORDER:
         group = [n for n in nodes if n.spec.role == role and was_running[n.spec.node_id]]
         for node in group:
             node.send(signal.SIGTERM)
-        _wait_all_exit(group, timeout if role == layout.CONTROLLER else max(timeout, BROKER_STOP_TIMEOUT))
+        least = {layout.BROKER: BROKER_STOP_TIMEOUT, layout.COMBINED: COMBINED_STOP_TIMEOUT}.get(role, 0)
+        _wait_all_exit(group, max(timeout, least))
         stragglers = [n for n in group if n.running()]
         for node in stragglers:
             node.send(signal.SIGKILL)
             killed.add(node.spec.node_id)
         _wait_all_exit(stragglers, KILL_WAIT)
     reports = []
-    for node in sorted(nodes, key=lambda n: n.spec.role == layout.CONTROLLER):  # in stop order
+    for node in sorted(nodes, key=lambda n: STOP_ORDER.index(n.spec.role)):
         if not was_running[node.spec.node_id]:
             outcome = "not running"
         elif node.running():
@@ -291,7 +297,8 @@ class LocalCluster:
 
     @property
     def controllers(self) -> list[NodeProcess]:
-        return [n for n in self.nodes if n.spec.role == layout.CONTROLLER]
+        """The quorum voters: controllers or combined nodes."""
+        return [n for n in self.nodes if layout.runs_controller(n.spec.role)]
 
     @property
     def admin_url(self) -> str:
@@ -299,7 +306,8 @@ class LocalCluster:
 
     @property
     def brokers(self) -> list[NodeProcess]:
-        return [n for n in self.nodes if n.spec.role == layout.BROKER]
+        """The Kafka listeners: brokers or combined nodes."""
+        return [n for n in self.nodes if layout.runs_broker(n.spec.role)]
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -314,7 +322,7 @@ class LocalCluster:
               admin_port: int | None = None, brokers: int | None = None, kafka_port: int | None = None,
               metrics_port: int | None = None, ready_timeout: float = READY_TIMEOUT,
               extra_properties: Mapping[str, str] | None = None,
-              should_stop: Callable[[], bool] = lambda: False) -> LocalCluster:
+              should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) and wait until ready.
 
         On any failure, including `should_stop()` turning true (`Interrupted`), the nodes started
@@ -324,7 +332,8 @@ class LocalCluster:
         root = root.resolve()
         with data_dir_lock(root):
             specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port,
-                                   brokers=brokers, kafka_port=kafka_port, metrics_port=metrics_port)
+                                   brokers=brokers, kafka_port=kafka_port, metrics_port=metrics_port,
+                                   combined=combined)
             running = cls.attach(root)
             if running is not None and any(n.running() for n in running.nodes):
                 pids = ", ".join(str(n.pid) for n in running.nodes if n.running())
@@ -361,8 +370,10 @@ class LocalCluster:
     def wait_ready(self, timeout: float = READY_TIMEOUT, should_stop: Callable[[], bool] = lambda: False,
                    probe: Probe = probe_cluster_view,
                    brokers_probe: Callable[[str], Sequence[Mapping[str, Any]]] = probe_brokers) -> int:
-        """Poll every controller's /v1/cluster until they agree on one active controller, then its
-        /v1/brokers until every broker is registered and unfenced; the active controller's id."""
+        """Poll every controller's /v1/cluster until they agree on one active controller, then every
+        controller's /v1/brokers until each shows every broker registered and unfenced (so whichever
+        admin URL a client reads next agrees: a follower applies records a moment after the active
+        controller); the active controller's id."""
         deadline = time.monotonic() + timeout
         active = self._wait_active(deadline, timeout, should_stop, probe)
         wanted = {n.spec.node_id for n in self.brokers}
@@ -370,7 +381,8 @@ class LocalCluster:
         while wanted:  # bounded by the deadline
             self._check_alive(should_stop)
             try:
-                seen = unfenced_brokers(brokers_probe(self.node(active).spec.admin_url))
+                views = [unfenced_brokers(brokers_probe(n.spec.admin_url)) for n in self.controllers]
+                seen = set.intersection(*views)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 seen = exc
             if isinstance(seen, set) and wanted <= seen:

@@ -1,6 +1,7 @@
 """`tidelog up` and `tidelog down`: a local cluster under one data dir, for people.
 
     tidelog up [--controllers 3] [--brokers 3] [--data-dir ./tidelog-data] [--detach]
+    tidelog up --combined [--controllers 1] [--brokers 0] ...   one process per node runs both roles
     tidelog down [--data-dir ./tidelog-data]
 
 `up` starts every node (`tidelog.launcher`), waits until the quorum has an active controller,
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from tidelog import cluster_layout as layout
+from tidelog.cli_common import silence_stdout
 from tidelog.cluster_layout import LayoutError, data_dir_lock
 from tidelog.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster, StopReport
 
@@ -47,7 +49,11 @@ def _add_data_dir(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `tidelog up`. Shape options left out mean: as stored in the data dir, else the default."""
     parser.add_argument("--controllers", type=_count, default=None,
-                        help=f"controllers (quorum voters) on 127.0.0.1..N (default: {layout.DEFAULT_CONTROLLERS})")
+                        help=f"controllers (quorum voters) on 127.0.0.1..N (default: as stored, else "
+                             f"{layout.DEFAULT_CONTROLLERS}; with --combined: 1)")
+    parser.add_argument("--combined", action="store_true", default=None,
+                        help="combined mode (process.roles=broker,controller): each controller also runs a "
+                             "broker in the same process; --brokers then adds separate brokers (default 0)")
     parser.add_argument("--brokers", type=_count, default=None,
                         help=f"brokers on the addresses after the controllers' "
                              f"(default: as stored, else {layout.DEFAULT_BROKERS})")
@@ -85,7 +91,10 @@ def _stop_requests() -> Iterator[threading.Event]:
 
 
 def _say(line: str = "") -> None:
-    print(line, flush=True)  # a pipe reader (a test, a script) sees each line as it happens
+    try:
+        print(line, flush=True)  # a pipe reader (a test, a script) sees each line as it happens
+    except BrokenPipeError:  # `tidelog up | head`: the reader left; the cluster is no less up
+        silence_stdout()
 
 
 def _print_ready(cluster: LocalCluster, started: float) -> None:
@@ -130,13 +139,16 @@ def run(args: argparse.Namespace) -> int:
     with _stop_requests() as stop:
         _say(f"Starting a local cluster in {root} ...")
         try:
-            brokers = args.brokers
-            if brokers is None and not (root / layout.CLUSTER_FILE).exists():
-                brokers = layout.DEFAULT_BROKERS
-            cluster = LocalCluster.start(root, controllers=args.controllers, raft_port=args.raft_port,
+            brokers, controllers = args.brokers, args.controllers
+            if not (root / layout.CLUSTER_FILE).exists():  # a first start: the defaults of its mode
+                if brokers is None:
+                    brokers = 0 if args.combined else layout.DEFAULT_BROKERS
+                if controllers is None and args.combined:
+                    controllers = 1
+            cluster = LocalCluster.start(root, controllers=controllers, raft_port=args.raft_port,
                                          admin_port=args.admin_port, brokers=brokers, kafka_port=args.kafka_port,
                                          metrics_port=args.metrics_port, ready_timeout=args.ready_timeout,
-                                         should_stop=stop.is_set)
+                                         should_stop=stop.is_set, combined=args.combined)
         except Interrupted:
             print("tidelog up: interrupted before the cluster was ready; every node it started is stopped",
                   file=sys.stderr)

@@ -186,16 +186,19 @@ class LogManager:
         """Apply retention to every log; return the number of segments deleted."""
         return sum(lg.delete_old_segments(now_ms) for lg in self.logs.values())
 
-    def shutdown(self) -> None:
-        """Clean stop: close every log, checkpoint, and write each dir's clean marker."""
+    def shutdown(self, *, clean: bool = True) -> None:
+        """Orderly stop: close every log, checkpoint, and (when `clean`) write each dir's clean
+        marker; without it the next start recovers the logs as after a crash."""
         for partition_log in self.logs.values():
             partition_log.close()
         self.checkpoint()
         for directory in self.log_dirs:
-            (directory / CLEAN_SHUTDOWN_FILE).touch()
+            if clean:
+                (directory / CLEAN_SHUTDOWN_FILE).touch()
             fsync_directory(directory)
         self._release_locks()
-        log.info("Shut down %d logs cleanly in %s", len(self.logs),
+        log.info("Shut down %d logs %s in %s", len(self.logs),
+                 "cleanly" if clean else "without the clean-shutdown marker (exiting dirty)",
                  ", ".join(str(d) for d in self.log_dirs))
 
     def _release_locks(self) -> None:

@@ -36,7 +36,7 @@ STOP_TIMEOUT_S = 10.0
 POLL_S = 0.05
 LATENCY_WRITES = 30
 EXPECTED_PATHS = {
-    "/v1/cluster", "/v1/brokers", "/v1/brokers/{id}", "/v1/topics", "/v1/topics/{name}",
+    "/v1/cluster", "/v1/brokers", "/v1/brokers/{id}", "/v1/brokers/{id}/shutdown", "/v1/topics", "/v1/topics/{name}",
     "/v1/topics/{name}/partitions", "/v1/topics/{name}/configs", "/v1/elections", "/metrics",
     "/openapi.json", "/rpc/broker-registration", "/rpc/broker-heartbeat", "/rpc/alter-partition",
     "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",

@@ -1,8 +1,10 @@
 """`tidelog up` / `tidelog down` through the real CLI, each a subprocess, on 127.0.0.1-3.
 
 Detached: up → READY → cluster.json names three live controllers whose admin API has an
-active controller → a topic is created → down leaves no process → up again brings back the
-same cluster id, password and topic → down. Foreground: up until READY, SIGINT, exit 0, no
+active controller → a topic is created → down leaves no process (no pid of cluster.json, and
+no process at all whose command line names the data dir: no orphan) → up again brings back
+the same cluster id, password and topic → down. The default shape (3 controllers + 3
+brokers) comes READY with every field of cluster.json filled in, and down stops all six. Foreground: up until READY, SIGINT, exit 0, no
 node left. Taken ports: a clear error and nothing started. The time to READY is printed,
 never asserted. Teardown SIGKILLs every node pid the test ever saw, whatever happened.
 """
@@ -57,6 +59,21 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line mentions `text` (a data dir: nothing may outlive `down`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+            if state != "Z" and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
     """The shared bounded poll, with this module's default timeout and interval."""
     return shared_wait_until(what, condition, timeout_s, poll_s=POLL_S)
@@ -86,9 +103,9 @@ def rpc(url: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
 class Cluster:
     """One data dir driven through the CLI; remembers every node pid it has seen."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, hosts: tuple[str, ...] = (*HOSTS, BROKER_HOST)) -> None:
         self.data_dir = data_dir
-        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports((*HOSTS, BROKER_HOST), 4)
+        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports(hosts, 4)
         self.pids_seen: set[int] = set()
         self.foreground: subprocess.Popen[str] | None = None
 
@@ -123,8 +140,8 @@ class Cluster:
 def clusters(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
     made: list[Cluster] = []
 
-    def make(name: str) -> Cluster:
-        made.append(Cluster(tmp_path / name))
+    def make(name: str, hosts: tuple[str, ...] = (*HOSTS, BROKER_HOST)) -> Cluster:
+        made.append(Cluster(tmp_path / name, hosts))
         return made[-1]
 
     try:
@@ -190,6 +207,8 @@ def down(cluster: Cluster) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count(": stopped") == len(pids), done.stdout
     wait_until("every node process gone", lambda: not any(alive(pid) for pid in pids), GONE_TIMEOUT_S)
+    wait_until("no orphan process of the data dir", lambda: not processes_mentioning(str(cluster.data_dir)),
+               GONE_TIMEOUT_S)
     assert all(n["pid"] is None for n in cluster.layout()["nodes"])
 
 
@@ -263,3 +282,28 @@ def test_up_refuses_taken_ports(clusters: Callable[[str], Cluster]) -> None:
     assert f"{HOSTS[1]}:{cluster.admin_port} (admin API of controller 2) is in use" in done.stderr, done.stderr
     assert not (cluster.data_dir / "cluster.json").exists()
     assert not (cluster.data_dir / "quorum.password").exists()
+
+
+def test_up_default_shape_writes_every_field_and_down_leaves_nothing(
+        clusters: Callable[..., Cluster], capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = clusters("default-shape", tuple(f"127.0.0.{n}" for n in range(1, 7)))
+    started = time.monotonic()
+    done = cluster.run(*cluster.up_args(), "--detach")  # 3 controllers + 3 brokers
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    report(capsys, f"3 controllers + 3 brokers: `tidelog up --detach` printed READY and returned after {elapsed:.2f} s")
+    document = cluster.layout()
+    brokers = ",".join(f"127.0.0.{n}:{cluster.kafka_port}" for n in (4, 5, 6))
+    assert f"READY bootstrap={brokers} admin=http://127.0.0.1:{cluster.admin_port}" in done.stdout.splitlines()
+    assert document["cluster_id"] and document["bootstrap_servers"] == brokers
+    assert [(n["id"], n["role"], n["host"]) for n in document["nodes"]] == [
+        (i, "controller" if i <= 3 else "broker", f"127.0.0.{i}") for i in range(1, 7)]
+    for n in document["nodes"]:
+        common = {"pid", "data_dir", "log_file", "config_file"}
+        ports = {"raft_port", "admin_port", "admin_url"} if n["role"] == "controller" else {
+            "kafka_port", "metrics_port", "bootstrap", "metrics_url"}
+        assert all(n.get(key) is not None for key in common | ports), n
+        assert alive(n["pid"]) and Path(n["log_file"]).is_file() and Path(n["data_dir"]).is_dir()
+    _, listed = http(f"{document['admin_url']}/v1/brokers")
+    assert [(b["broker_id"], b["state"]) for b in listed] == [(i, "UNFENCED") for i in (4, 5, 6)]
+    down(cluster)

@@ -23,6 +23,7 @@ from quorum.voters import Voter, parse_voters
 from tidelog import cluster_layout, launcher
 from tidelog.cluster_layout import (
     CLUSTER_FILE,
+    COMBINED,
     CONTROLLER,
     DEFAULT_ADMIN_PORT,
     DEFAULT_CONTROLLERS,
@@ -571,3 +572,60 @@ def test_start_refuses_another_shape_before_touching_the_data_dir(
         launcher.LocalCluster.start(root, controllers=5)
     assert no_processes == []
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+
+
+# --- combined mode (process.roles=broker,controller) --------------------------------------------
+
+
+def test_plan_combined_nodes_then_brokers() -> None:
+    nodes = plan(ROOT, controllers=2, brokers=1, combined=True, raft_port=1, admin_port=2, kafka_port=3,
+                 metrics_port=4)
+    assert nodes == (
+        NodeSpec(1, COMBINED, "127.0.0.1", 1, 2, ROOT / "combined-1", 3, 4),
+        NodeSpec(2, COMBINED, "127.0.0.2", 1, 2, ROOT / "combined-2", 3, 4),
+        NodeSpec(3, "broker", "127.0.0.3", 0, 0, ROOT / "broker-3", 3, 4),
+    )
+    assert nodes[0].ports == (("raft", 1), ("admin API", 2), ("Kafka listener", 3), ("metrics", 4))
+
+
+def test_plan_combined_needs_four_ports() -> None:
+    with pytest.raises(LayoutError, match="must all differ"):
+        plan(ROOT, controllers=1, combined=True, raft_port=9093, admin_port=9080, kafka_port=9093)
+
+
+def test_combined_properties_run_both_halves(tmp_path: Path) -> None:
+    nodes = plan(tmp_path, controllers=1, combined=True, brokers=1)
+    _, config = written_config(tmp_path / "1.properties", node_properties(nodes[0], nodes, SECRETS))
+    assert config["process.roles"] == ("broker", "controller")
+    quorum = QuorumSettings.from_config(config)
+    assert quorum.data_dir == tmp_path / "combined-1" / "metadata" / METADATA_DIR_NAME
+    from broker.node import BrokerSettings  # the broker half reads the same file
+    from tidelog.combined_node import CombinedSettings
+
+    settings = CombinedSettings.from_config(config)
+    assert settings.broker == BrokerSettings.from_config(config)
+    assert settings.broker.log_dirs == (tmp_path / "combined-1" / "data",)
+    assert settings.broker.controller_addresses == ("127.0.0.1:9080",)
+    _, broker = written_config(tmp_path / "2.properties", node_properties(nodes[1], nodes, SECRETS))
+    assert broker["controller.api.voters"] == ("1@127.0.0.1:9080",)  # the separate broker follows it
+
+
+def test_combined_cluster_file_round_trip_and_table(tmp_path: Path) -> None:
+    nodes = plan(tmp_path, controllers=1, combined=True)
+    document = cluster_document(SECRETS.cluster_id, nodes, {1: 77})
+    assert document["bootstrap_servers"] == "127.0.0.1:9092" and document["admin_url"] == "http://127.0.0.1:9080"
+    entry = document["nodes"][0]
+    assert (entry["role"], entry["admin_url"], entry["bootstrap"], entry["pid"]) == (
+        "combined", "http://127.0.0.1:9080", "127.0.0.1:9092", 77)
+    assert nodes_from_document(json.loads(json.dumps(document))) == nodes
+    assert node_table(nodes, {1: 77}, active=1)[1].split() == [
+        "1", "combined", "(active)", "127.0.0.1", "9093", "http://127.0.0.1:9080", "PLAINTEXT://127.0.0.1:9092",
+        "77", str(tmp_path / "combined-1" / "node.log")]
+
+
+def test_combined_or_not_is_part_of_the_stored_shape(tmp_path: Path) -> None:
+    write_atomic(tmp_path / CLUSTER_FILE, json.dumps(cluster_document(
+        SECRETS.cluster_id, plan(tmp_path, controllers=1, combined=True), {})))
+    assert resolve_layout(tmp_path, controllers=None, raft_port=None, admin_port=None)[0].role == COMBINED
+    with pytest.raises(LayoutError, match="combined nodes; leave --combined in"):
+        resolve_layout(tmp_path, controllers=None, raft_port=None, admin_port=None, combined=False)

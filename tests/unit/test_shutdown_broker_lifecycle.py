@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import pytest
 
@@ -17,6 +18,8 @@ from shutdown.broker_lifecycle import (
     LifecycleError,
     LifecycleEvent,
     Transition,
+    heartbeat_early_for_shutdown,
+    heartbeat_early_when_caught_up,
     next_state,
     transition_message,
 )
@@ -237,3 +240,54 @@ def test_unreachable_controller_during_pending_shutdown_ends_in_the_timeout():
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         BrokerLifecycle(**kwargs)
+
+
+# --- an operator's shutdown request, and early heartbeats while another broker shuts down ------
+
+
+@pytest.mark.parametrize(("state", "requested", "obeys"), [
+    (S.RUNNING, True, True), (S.RECOVERY, True, True), (S.STARTING, True, True),
+    (S.RUNNING, False, False), (S.NOT_RUNNING, True, False),
+    (S.PENDING_CONTROLLED_SHUTDOWN, True, False), (S.SHUTTING_DOWN, True, False), (S.SHUTDOWN, True, False),
+])
+def test_obeys_shutdown_request(state, requested, obeys):
+    lifecycle = BrokerLifecycle()
+    lifecycle.state = state
+    assert lifecycle.obeys_shutdown_request(requested) is obeys
+
+
+@dataclass(frozen=True)
+class _Flags:
+    broker_id: int
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+
+
+PENDING_OTHER = [_Flags(4), _Flags(5, in_controlled_shutdown=True)]
+
+
+@pytest.mark.parametrize(("brokers", "state", "applied", "reported", "early"), [
+    pytest.param(PENDING_OTHER, S.RUNNING, 10, 9, True, id="another-waits-on-new-records"),
+    pytest.param(PENDING_OTHER, S.RUNNING, 10, 10, False, id="already-reported"),
+    pytest.param([_Flags(4), _Flags(5)], S.RUNNING, 10, 9, False, id="nobody-waits"),
+    pytest.param([_Flags(4), _Flags(5, fenced=True, in_controlled_shutdown=True)], S.RUNNING, 10, 9, False,
+                 id="the-other-is-done"),
+    pytest.param([_Flags(4, in_controlled_shutdown=True)], S.RUNNING, 10, 9, False, id="only-itself"),
+    pytest.param(PENDING_OTHER, S.RECOVERY, 10, 9, False, id="not-active-nobody-waits-for-it"),
+    pytest.param(PENDING_OTHER, S.PENDING_CONTROLLED_SHUTDOWN, 10, 9, False, id="itself-pending"),
+])
+def test_heartbeat_early_for_shutdown(brokers, state, applied, reported, early):
+    assert heartbeat_early_for_shutdown(brokers, broker_id=4, state=state, applied_offset=applied,
+                                        reported_offset=reported) is early
+
+
+@pytest.mark.parametrize(("state", "broker_epoch", "applied", "reported", "early"), [
+    pytest.param(S.STARTING, 5, 5, 3, True, id="just-replayed-its-registration"),
+    pytest.param(S.STARTING, 5, 4, 3, False, id="not-yet"),
+    pytest.param(S.STARTING, 5, 6, 5, False, id="already-reported"),
+    pytest.param(S.STARTING, -1, 6, -1, False, id="not-registered"),
+    pytest.param(S.RUNNING, 5, 6, 3, False, id="past-starting"),
+])
+def test_heartbeat_early_when_caught_up(state, broker_epoch, applied, reported, early):
+    assert heartbeat_early_when_caught_up(state=state, broker_epoch=broker_epoch, applied_offset=applied,
+                                          reported_offset=reported) is early

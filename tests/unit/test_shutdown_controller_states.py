@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from metadata.delta import apply
@@ -19,10 +21,13 @@ from shutdown.controller_states import (
     BrokerControlStates,
     RecordsPlan,
     RegistrationChangeOrder,
+    ShutdownRequestOutcome,
     calculate_next_broker_state,
+    controller_may_stop,
     current_broker_state,
     every_active_broker_caught_up,
     records_plan,
+    shutdown_request_outcome,
 )
 
 _ = None  # "not consulted"; calculate() fails the test if such an input is read
@@ -202,3 +207,39 @@ def test_last_isr_member_stays_in_the_isr_and_the_partition_goes_offline():
     assert change is not None and change.leader == 2 and change.isr == (2,)
     # Leaderless everywhere now, so once the others caught up it may shut down.
     assert calculate(False, True, False, True, True, False, True).next is SHUTDOWN_NOW
+
+
+# --- operator shutdown requests (POST /v1/brokers/{id}/shutdown) and combined nodes ------------
+
+
+@pytest.mark.parametrize(("requested_epoch", "broker_epoch", "want_shutdown", "outcome", "flag"), [
+    pytest.param(7, 7, False, ShutdownRequestOutcome.ASK, True, id="same-incarnation-not-yet-obeyed"),
+    pytest.param(7, 7, True, ShutdownRequestOutcome.OBEYED, False, id="obeyed-forget-it"),
+    pytest.param(7, 9, False, ShutdownRequestOutcome.STALE, False, id="restarted-never-shut-down-again"),
+    pytest.param(7, 9, True, ShutdownRequestOutcome.STALE, False, id="restarted-and-shutting-down-anyway"),
+])
+def test_shutdown_request_outcome(requested_epoch, broker_epoch, want_shutdown, outcome, flag):
+    got = shutdown_request_outcome(requested_epoch=requested_epoch, broker_epoch=broker_epoch,
+                                   want_shutdown=want_shutdown)
+    assert got is outcome
+    assert got.shutdown_requested is flag
+    assert got.keeps_request is (outcome is ShutdownRequestOutcome.ASK)
+
+
+@dataclass(frozen=True)
+class Flags:
+    broker_id: int
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+
+
+@pytest.mark.parametrize(("brokers", "may_stop"), [
+    pytest.param([], True, id="no-brokers"),
+    pytest.param([Flags(1, in_controlled_shutdown=True)], True, id="only-itself"),
+    pytest.param([Flags(1), Flags(2), Flags(3)], True, id="rolling-restart-others-running"),
+    pytest.param([Flags(1), Flags(2, in_controlled_shutdown=True)], False, id="another-mid-shutdown"),
+    pytest.param([Flags(1), Flags(2, fenced=True, in_controlled_shutdown=True)], True, id="another-done-fenced"),
+    pytest.param([Flags(2, fenced=True), Flags(3, in_controlled_shutdown=True)], False, id="one-of-two-pending"),
+])
+def test_combined_controller_may_stop(brokers, may_stop):
+    assert controller_may_stop(brokers, own_broker_id=1) is may_stop

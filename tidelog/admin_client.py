@@ -1,0 +1,129 @@
+"""A small synchronous client of the controllers' admin API (/v1, JSON), for the CLI.
+
+    client = AdminClient(("http://127.0.0.1:9080", "http://127.0.0.2:9080"))
+    client.create_topic("demo", partitions=3, replication_factor=1, configs={"retention.ms": "60000"})
+    client.topic("demo")["partitions"]
+
+Any controller answers (reads from its committed image, writes forwarded to the active
+controller), so the client starts with the first URL and moves to the next only when one
+cannot be reached at all (refused, unreachable: nothing was sent). A write that was sent
+but not answered in time is never retried: its outcome is unknown, and the error says so.
+An error answer becomes `ClusterError` with the API's Kafka error name.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from tidelog.cli_common import ClusterError
+
+SECONDS: Final = 1.0
+REQUEST_TIMEOUT: Final = 15 * SECONDS  # the API's own write timeout is ~10 s end to end when forwarded
+MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024  # a topic with thousands of partitions
+UNREACHABLE: Final = "CONTROLLER_UNREACHABLE"  # not a Kafka name: no controller answered at all
+
+
+class AdminClient:
+    """JSON over HTTP to the first controller that can be reached."""
+
+    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout: float = REQUEST_TIMEOUT) -> None:
+        if not urls:
+            raise ValueError("at least one admin URL is needed")
+        self.urls, self._token, self._timeout = tuple(urls), token, timeout
+
+    # -- the transport ----------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """The decoded JSON answer; ClusterError for an error answer or no answer."""
+        data = None if body is None else json.dumps(body).encode()
+        tried: list[str] = []
+        for url in self.urls:  # bounded: one attempt per controller
+            headers = {"Content-Type": "application/json", "Accept": "application/json"}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+            request = urllib.request.Request(f"{url}{path}", data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=self._timeout) as answer:
+                    return _decode(answer.read(MAX_ANSWER_BYTES + 1), url)
+            except urllib.error.HTTPError as exc:
+                raise _api_error(exc, url) from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+                if method != "GET" and not _never_sent(reason):  # a read is safe to send again, a write is not
+                    raise ClusterError("REQUEST_TIMED_OUT", f"{method} {url}{path} got no answer ({reason}); "
+                                       "the write may or may not have been applied: check before retrying") from None
+                tried.append(f"{url}: {reason}")
+        raise ClusterError(UNREACHABLE, "no controller's admin API could be reached: " + "; ".join(tried))
+
+    # -- the API ----------------------------------------------------------------------------
+
+    def cluster(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/cluster")  # type: ignore[no-any-return]
+
+    def brokers(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/brokers")  # type: ignore[no-any-return]
+
+    def topics(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/topics")  # type: ignore[no-any-return]
+
+    def topic(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/topics/{_segment(name)}")  # type: ignore[no-any-return]
+
+    def create_topic(self, name: str, *, partitions: int | None, replication_factor: int | None,
+                     configs: Mapping[str, str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "configs": dict(configs)}
+        if partitions is not None:
+            body["partitions"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        return self.request("POST", "/v1/topics", body)  # type: ignore[no-any-return]
+
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        return self.request("DELETE", f"/v1/topics/{_segment(name)}")  # type: ignore[no-any-return]
+
+    def alter_configs(self, name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
+        return self.request("PATCH", f"/v1/topics/{_segment(name)}/configs",  # type: ignore[no-any-return]
+                            {"configs": dict(changes)})
+
+    def shutdown_broker(self, broker_id: int) -> dict[str, Any]:
+        return self.request("POST", f"/v1/brokers/{broker_id}/shutdown")  # type: ignore[no-any-return]
+
+
+def _segment(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _never_sent(reason: object) -> bool:
+    """A connection that was never made: safe to try the next controller."""
+    if isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
+        return True
+    return isinstance(reason, OSError) and reason.errno in (101, 113, 99)  # ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL
+
+
+def _decode(raw: bytes, url: str) -> Any:
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise ClusterError("UNKNOWN_SERVER_ERROR", f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ClusterError("UNKNOWN_SERVER_ERROR", f"{url} answered something that is not JSON: "
+                           f"{raw[:100]!r}") from None
+
+
+def _api_error(exc: urllib.error.HTTPError, url: str) -> ClusterError:
+    """The API's {"error", "message", "field"} as ClusterError (the field named in the message)."""
+    try:
+        body = json.loads(exc.read(MAX_ANSWER_BYTES))
+    except (ValueError, OSError):
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        return ClusterError("UNKNOWN_SERVER_ERROR", f"{url} answered HTTP {exc.code} {exc.reason}")
+    message = str(body.get("message") or "")
+    field = body.get("field")
+    return ClusterError(body["error"], f"{message} (field: {field})" if field else message)
