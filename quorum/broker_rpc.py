@@ -437,13 +437,22 @@ class BrokerRpc:
                 self._offset_changed = asyncio.Event()
 
     async def _fence_expired(self) -> None:
-        """On the active controller: fence at most one broker whose session expired, per pass."""
+        """On the active controller: fence at most one broker whose session expired, per pass.
+
+        A pass runs when the earliest session expires (at most every half heartbeat interval
+        otherwise), so a dead broker is fenced within a millisecond or so of its timeout.
+        """
         period = self._settings.heartbeat_interval_ms / 2000
+        wait = period
         while True:  # until stop() cancels it
-            await asyncio.sleep(period)
+            await asyncio.sleep(wait)
+            wait = period
             if not self._controller.is_active:
                 continue
             sessions = self.sessions()
+            expiry = sessions.next_expiry_ms(self._log.image())
+            if expiry is not None:
+                wait = min(period, max(expiry - self._clock(), 1) / 1000)
             broker_id = sessions.next_expired(self._clock(), self._log.image())
             if broker_id is None:
                 continue

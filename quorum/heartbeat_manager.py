@@ -104,6 +104,14 @@ class BrokerHeartbeatManager:
             return None
         return oldest[1]
 
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        """When the earliest session of an unfenced broker expires (the fencing check's wake-up
+        time, as Kafka schedules it), or None when no unfenced broker has a session."""
+        expiries = [self._sessions[b].last_contact_ms + self.session_timeout_ms + 1
+                    for b, registration in image.cluster.brokers.items()
+                    if not registration.fenced and b in self._sessions]
+        return min(expiries, default=None)
+
     def ages(self, now_ms: int) -> dict[int, int]:
         """Milliseconds since each tracked broker's last contact, for metrics."""
         return {broker_id: now_ms - session.last_contact_ms

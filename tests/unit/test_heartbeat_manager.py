@@ -108,3 +108,20 @@ def test_controlled_shutdown_offset_is_kept_once_and_survives_heartbeats():
     assert (heartbeats.controlled_shutdown_offset(2), heartbeats.metadata_offset(2)) == (40, 41)
     heartbeats.clear_controlled_shutdown_offset(2)
     assert heartbeats.controlled_shutdown_offset(2) is None
+
+
+def test_next_expiry_is_the_earliest_unfenced_session_end():
+    from metadata.delta import apply
+    from metadata.image import EMPTY_IMAGE
+    from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, RegisterBroker
+
+    records = [BeginEpoch(1), *(RegisterBroker(b, f"i{b}", (Listener("PLAINTEXT", "127.0.0.1", 9092 + b),))
+                                for b in (1, 2, 3)),
+               BrokerRegistrationChange(1, 1, fenced=False), BrokerRegistrationChange(2, 2, fenced=False)]
+    image = apply(EMPTY_IMAGE, enumerate(records))
+    sessions = BrokerHeartbeatManager(session_timeout_ms=1000)
+    assert sessions.next_expiry_ms(image) is None
+    sessions.touch(1, 5000, 0)
+    sessions.touch(2, 4000, 0)
+    sessions.touch(3, 100, 0)  # fenced: its session does not count
+    assert sessions.next_expiry_ms(image) == 5001
