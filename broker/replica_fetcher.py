@@ -32,7 +32,6 @@ from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import (
     AskLeader,
     TruncateFully,
-    TruncateTo,
     TruncationStep,
     on_epoch_end_offset,
     start_truncation,

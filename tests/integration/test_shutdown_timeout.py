@@ -49,8 +49,11 @@ def test_broker_stops_within_the_timeout_when_no_controller_answers(cluster: Loc
                           {"name": "led", "partitions": 2, "replication_factor": 1})
     assert status == 201, answer
     node = cluster.node(BROKER)
-    wait_until("broker 4 leading both partitions", lambda: all(
-        p["leader"] == BROKER for p in json.loads(http(f"{cluster.admin_url}/v1/topics/led")[1])["partitions"]))
+    def leads_both() -> bool:  # a 404 until the controller we ask has applied the topic
+        status, body = http(f"{cluster.admin_url}/v1/topics/led")
+        return status == 200 and all(p["leader"] == BROKER for p in json.loads(body)["partitions"])
+
+    wait_until("broker 4 leading both partitions", leads_both)
     wait_until("broker 4 RUNNING", lambda: "Transitioning from RECOVERY to RUNNING." in node.spec.log_path.read_text(
         errors="replace"))
 

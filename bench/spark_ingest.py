@@ -1,0 +1,200 @@
+"""Batch-read throughput of the tidelog Spark source, beside a plain confluent-kafka consumer.
+
+One run, one cluster (controller 1 + broker 2 on loopback, RF 1), one topic of
+`--partitions` partitions holding `--records` records of `--value-bytes` bytes (keys 8
+bytes, no headers). Then, on the same records:
+
+- plain consumer: one confluent-kafka consumer assigned to every partition, a
+  `consume(num_messages=10000)` loop touching each record's value — the floor of any
+  Python reader;
+- range reader: the source's own per-task code (`spark.range_reader.read_range`), every
+  partition in turn in this process, building the Arrow batches Spark would get — the
+  source's cost without Spark;
+- Spark -> noop: `spark.read.format("tidelog")...write.format("noop")`, local[2]: the
+  source through Spark (Python workers, Arrow transfer), no output cost;
+- Spark -> Parquet: the same into Parquet files (snappy) in a temporary directory.
+
+Spark's first query (worker start-up, imports) runs before the timed ones on the first
+1000 records of each partition and is reported on its own. rows/s = records / wall-clock seconds of the phase.
+
+    python bench/spark_ingest.py [--records 2000000] [--value-bytes 100] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import confluent_kafka
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: `python bench/...`
+
+from spark.offsets import OffsetRange  # noqa: E402
+from spark.options import parse_source_options  # noqa: E402
+from spark.range_reader import read_range  # noqa: E402
+from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
+
+HOSTS: Final = ("127.0.0.1", "127.0.0.2")
+TOPIC: Final = "bench"
+READY_S: Final = 60.0
+CLIENT_TIMEOUT_S: Final = 600.0  # one phase; a stuck broker fails the run
+CONSUME_BATCH: Final = 10_000
+MB: Final = 1e6
+
+
+def timed(label: str, records: int, record_bytes: int, action: Callable[[], int]) -> dict[str, Any]:
+    started = time.perf_counter()
+    count = action()
+    seconds = time.perf_counter() - started
+    if count != records:
+        raise SystemExit(f"{label}: read {count} records, expected {records}")
+    row = {"phase": label, "records": count, "seconds": round(seconds, 2),
+           "rows_per_s": round(count / seconds), "mb_per_s": round(count * record_bytes / seconds / MB, 1)}
+    print(f"{label:<22} {count:>10,} records {seconds:8.2f} s {row['rows_per_s']:>12,.0f} rows/s "
+          f"{row['mb_per_s']:8.1f} MB/s", flush=True)
+    return row
+
+
+def create_topic(admin_url: str, partitions: int) -> None:
+    import urllib.request
+    body = json.dumps({"name": TOPIC, "partitions": partitions, "replication_factor": 1, "configs": {}}).encode()
+    request = urllib.request.Request(f"{admin_url}/v1/topics", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 201, answer.read()
+
+
+def produce(bootstrap: str, records: int, partitions: int, value_bytes: int) -> int:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
+                                         "batch.size": 1_048_576, "queue.buffering.max.messages": 1_000_000,
+                                         "log_level": 3})
+    value = b"v" * value_bytes
+    failures: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+    for i in range(records):
+        while True:  # bounded: a full queue drains as the broker acknowledges
+            try:
+                producer.produce(TOPIC, value, b"%08d" % i, i % partitions, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(CLIENT_TIMEOUT_S) or failures:
+        raise SystemExit(f"produce failed: {failures[:3]}")
+    return records
+
+
+def plain_consumer(bootstrap: str, partitions: int, records: int) -> int:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-never-joined",
+                                         "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+    count = 0
+    size = 0
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    try:
+        while count < records and time.monotonic() < deadline:  # bounded by the deadline
+            for msg in consumer.consume(CONSUME_BATCH, 1.0):
+                if msg.error() is None:
+                    size += len(msg.value() or b"")
+                    count += 1
+    finally:
+        consumer.close()
+    return count
+
+
+def range_reader(bootstrap: str, ends: dict[int, int]) -> int:
+    options = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC}, streaming=False)
+    return sum(batch.num_rows for p, end in ends.items()
+               for batch in read_range(OffsetRange(TOPIC, p, 0, end), options))
+
+
+def source_between(session: Any, bootstrap: str, ends: dict[str, dict[str, int]]) -> Any:
+    return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
+        .option("subscribe", TOPIC).option("endingOffsets", json.dumps(ends)).load()
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from spark import register
+    session = (SparkSession.builder.master("local[2]").appName("bench-spark-ingest")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", "2g").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    args = parser.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    record_bytes = args.value_bytes + 8
+    rows: list[dict[str, Any]] = []
+    raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
+    with LocalCluster.start(work / "cluster", controllers=1, raft_port=raft_port, admin_port=admin_port, brokers=1,
+                            kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S) as cluster:
+        bootstrap = cluster.bootstrap_servers or ""
+        create_topic(cluster.admin_url, args.partitions)
+        time.sleep(1.0)  # the broker applies the new topic's metadata
+        print(f"tidelog at {bootstrap}: {args.records:,} records x {args.value_bytes} B value + 8 B key, "
+              f"{args.partitions} partitions", flush=True)
+        rows.append(timed("produce (acks=1)", args.records, record_bytes,
+                          lambda: produce(bootstrap, args.records, args.partitions, args.value_bytes)))
+        ends = {p: args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
+                for p in range(args.partitions)}
+        rows.append(timed("plain consumer", args.records, record_bytes,
+                          lambda: plain_consumer(bootstrap, args.partitions, args.records)))
+        rows.append(timed("range reader (Arrow)", args.records, record_bytes, lambda: range_reader(bootstrap, ends)))
+
+        session = spark_session()
+        try:
+            def source() -> Any:
+                return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
+                    .option("subscribe", TOPIC).load()
+            started = time.perf_counter()
+            warm_ends = {TOPIC: {str(p): min(1000, end) for p, end in ends.items()}}
+            warm = source_between(session, bootstrap, warm_ends).count()  # starts both Python workers
+            print(f"{'Spark first query':<22} {warm:>10,} records {time.perf_counter() - started:8.2f} s "
+                  "(worker start-up, not counted)", flush=True)
+
+            def to_noop() -> int:
+                source().write.format("noop").mode("overwrite").save()
+                return args.records
+            rows.append(timed("Spark -> noop", args.records, record_bytes, to_noop))
+            out = work / "parquet"
+
+            def to_parquet() -> int:
+                source().write.mode("overwrite").parquet(str(out))
+                return args.records
+            rows.append(timed("Spark -> Parquet", args.records, record_bytes, to_parquet))
+            written = session.read.parquet(str(out)).count()
+            if written != args.records:
+                raise SystemExit(f"Parquet holds {written} rows, expected {args.records}")
+        finally:
+            session.stop()
+    print(json.dumps(rows))
+    if args.dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Streaming reads: `spark.readStream.format("tidelog")`, micro-batch with admission control.
+
+Offsets are Spark's Kafka source offsets, `{"topic": {"partition": next offset}}`, so a
+checkpoint is the whole record of progress: a restarted query resumes at the end of the
+last batch Spark logged, with no gap and no duplicate. Each trigger looks up the
+subscription's partitions and high watermarks (on the driver, in Spark's long-lived
+source process), and `maxOffsetsPerTrigger` shares the admitted records between partitions
+in proportion to their backlog.
+
+A partition that appears (a new topic matching subscribePattern, partitions added) first
+enters the offsets at its log start offset, admitting nothing; the next batch reads it.
+That keeps planning a pure function of (start, end): replaying a logged batch after a
+restart plans the same ranges.
+
+Data loss follows failOnDataLoss: a partition gone from the metadata, a log start above 0
+for a new partition, a high watermark below our position (truncation) or offsets aged out
+under a running query. A watermark below our position is looked up again before it is
+believed: a new leader may briefly report a lagging high watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from spark.offset_resolver import OffsetResolver
+from spark.offsets import (PartitionOffsets, TopicPartition, from_json_offsets, plan_ranges, rate_limit, split_ranges,
+                           to_json_offsets)
+from spark.options import SourceOptions
+from spark.range_reader import RangePartition, read_partition, report_data_loss
+
+log = logging.getLogger("tidelog.spark")
+
+
+class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The micro-batch source; its admin client lives in the driver's source process only."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._resolver: OffsetResolver | None = None
+        self._available_now = False
+        self._target: PartitionOffsets | None = None  # Trigger.AvailableNow: latest when it began
+        self._latest: PartitionOffsets | None = None  # for reportLatestOffset (query progress)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_resolver"] = None  # a client does not travel to the workers
+        return state
+
+    @property
+    def resolver(self) -> OffsetResolver:
+        if self._resolver is None:
+            self._resolver = OffsetResolver(self.options)
+        return self._resolver
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where a new query starts: startingOffsets (default latest) over today's partitions."""
+        for warning in self.options.warnings:
+            log.warning("%s", warning)
+        tps = self.resolver.partitions()
+        return to_json_offsets(self.resolver.resolve(self.options.starting, tps, is_start=True) if tps else {})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to the offsets of the first look-up, then stop."""
+        self._available_now = True
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The end of the next batch: high watermarks, rate-limited; new partitions at their start."""
+        begin = from_json_offsets(start)
+        if self._available_now:
+            if self._target is None:
+                self._target = self._fetch_latest(begin)
+            latest = self._target
+        else:
+            latest = self._fetch_latest(begin)
+        self._latest = latest
+        known = {tp: offset for tp, offset in latest.items() if tp in begin}
+        end = rate_limit(begin, known, limit.max_rows) if isinstance(limit, ReadMaxRows) else dict(known)
+        end.update(self._admit_new([tp for tp in latest if tp not in begin]))
+        return to_json_offsets(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._latest is None else to_json_offsets(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """The ranges between two offsets, split for minPartitions; data loss per failOnDataLoss."""
+        plan = plan_ranges(from_json_offsets(start), from_json_offsets(end))
+        for message in plan.data_loss:
+            report_data_loss(message, self.options.fail_on_data_loss)
+        pieces = split_ranges(plan.ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        return [RangePartition(piece) for piece in pieces]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition, self.options)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets are never committed to Kafka; the checkpoint holds progress."""
+
+    def stop(self) -> None:
+        self._resolver = None
+
+    # --- look-ups -------------------------------------------------------------------------
+
+    def _fetch_latest(self, begin: PartitionOffsets) -> PartitionOffsets:
+        """High watermarks of the subscription's partitions; where a look-up fails, no progress."""
+        tps = set(self.resolver.partitions())
+        if any(tp not in tps for tp in begin):  # gone, or metadata caught mid-change: ask once more
+            time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+            tps |= {tp for tp in self.resolver.partitions() if tp in begin}
+        latest = self.resolver.latest(sorted(tps), lenient=True)
+        for tp in tps & set(begin):
+            latest.setdefault(tp, begin[tp])  # unreachable now (leader moving): wait, lose nothing
+        return self._confirm_regressions(begin, latest)
+
+    def _confirm_regressions(self, begin: PartitionOffsets, latest: PartitionOffsets) -> PartitionOffsets:
+        """Believe a high watermark below our position only if it stays there over the retries."""
+        for attempt in range(self.options.fetch_offset_num_retries):  # bounded by the retry option
+            behind = [tp for tp, offset in latest.items() if tp in begin and offset < begin[tp]]
+            if not behind:
+                break
+            time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+            latest.update(self.resolver.latest(behind, lenient=True))
+        return latest
+
+    def _admit_new(self, tps: list[TopicPartition]) -> PartitionOffsets:
+        """New partitions enter at their log start offset (nothing read yet); above 0 is data loss."""
+        if not tps:
+            return {}
+        starts = self.resolver.earliest(tps, lenient=True)
+        for tp, offset in sorted(starts.items()):
+            if offset > 0:
+                report_data_loss(f"added partition {tp} starts from offset {offset} instead of 0: records were "
+                                 "deleted before they could be read", self.options.fail_on_data_loss)
+            log.info("new partition %s: reading from offset %d", tp, offset)
+        return starts

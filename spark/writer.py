@@ -1,0 +1,174 @@
+"""Batch and streaming writes: `df.write.format("tidelog")`, `df.writeStream.format("tidelog")`.
+
+Columns as Spark's Kafka sink takes them: `value` (binary or string, required), `key`
+(binary or string), `topic` (string; the `topic` option overrides it), `partition` (int;
+null or absent: the partitioner decides), `headers` (array<struct<key string, value
+binary>>); other columns are ignored. Each task produces its rows with one idempotent
+acks=all producer; keyed rows go where a Java producer would put them (murmur2).
+
+What a failure leaves behind (Kafka has no way to take a record back, and tidelog has no
+transactions): a task that fails purges the records it had not yet sent (they never
+become visible) and raises; records the brokers acknowledged before that stay. Spark then
+retries the task or aborts the job, so the write is at-least-once — the same guarantee as
+Spark's own Kafka sink. `abort` cannot hide acknowledged records; it logs how many there
+were. Readers that need exactly-once deduplicate, e.g. on a key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, StringType, StructType)
+
+from spark import kafka_clients
+from spark.options import OptionError, SinkOptions
+
+log = logging.getLogger("tidelog.spark")
+
+SECONDS: Final = 1.0
+FLUSH_TIMEOUT: Final = 120 * SECONDS  # delivery.timeout.ms (librdkafka: 300 s) bounds each record anyway
+QUEUE_FULL_WAIT: Final = 0.05 * SECONDS
+POLL_EVERY: Final = 1_000  # serve delivery reports every this many records
+UNASSIGNED: Final = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
+
+
+class WriteError(RuntimeError):
+    """A record the brokers did not accept; earlier acknowledged records of the task stay written."""
+
+
+@dataclass
+class WriteSummary(WriterCommitMessage):
+    """What one task wrote (its commit message): records per topic."""
+    records: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.records.values())
+
+
+def _type_ok(data_type: DataType, allowed: tuple[type, ...]) -> bool:
+    return isinstance(data_type, allowed)
+
+
+def check_write_schema(schema: StructType, options: SinkOptions) -> None:
+    """Spark's Kafka sink rules for the DataFrame written; OptionError naming the column."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in types:
+        raise OptionError("the DataFrame to write needs a 'value' column (binary or string)")
+    for name in ("key", "value"):
+        if name in types and not _type_ok(types[name], (BinaryType, StringType)):
+            raise OptionError(f"column '{name}' must be binary or string, not {types[name].simpleString()}")
+    if options.topic is None and "topic" not in types:
+        raise OptionError("no topic: give the 'topic' option or a 'topic' column")
+    if "topic" in types and not _type_ok(types["topic"], (StringType,)):
+        raise OptionError(f"column 'topic' must be a string, not {types['topic'].simpleString()}")
+    if "partition" in types and not _type_ok(types["partition"], (IntegerType,)):
+        raise OptionError(f"column 'partition' must be an int, not {types['partition'].simpleString()}")
+    if "headers" in types:
+        headers = types["headers"]
+        element = headers.elementType if isinstance(headers, ArrayType) else None
+        if not (isinstance(element, StructType) and [f.name for f in element.fields] == ["key", "value"]
+                and isinstance(element.fields[0].dataType, StringType)
+                and isinstance(element.fields[1].dataType, BinaryType)):
+            raise OptionError("column 'headers' must be array<struct<key: string, value: binary>>, not "
+                              f"{headers.simpleString()}")
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    index = next((i for i, n in enumerate(batch.schema.names) if n.lower() == name), None)
+    return None if index is None else batch.column(index).to_pylist()
+
+
+def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> WriteSummary:
+    """Produce every row of `batches`; raise WriteError after purging what was not sent."""
+    failures: list[str] = []
+
+    def on_error(err: Any, msg: Any) -> None:  # called for failed deliveries only
+        failures.append(f"{msg.topic()}-{msg.partition()}: {err}")
+
+    producer = kafka_clients.producer(options, on_error)
+    summary = WriteSummary()
+    try:
+        for batch in batches:
+            _produce_batch(producer, batch, options, summary, failures)
+        left = producer.flush(FLUSH_TIMEOUT)
+        if failures or left:
+            raise WriteError(f"{len(failures)} record(s) not written ({'; '.join(failures[:3])})"
+                             + (f", {left} still unacknowledged after {FLUSH_TIMEOUT:.0f} s" if left else ""))
+        return summary
+    except BaseException:
+        producer.purge(in_queue=True, in_flight=False)  # never sent: never visible
+        producer.flush(0)
+        raise
+
+
+def _produce_batch(producer: Any, batch: pa.RecordBatch, options: SinkOptions, summary: WriteSummary,
+                   failures: list[str]) -> None:
+    """One produce() per row: the Kafka client API is per record, so this loop is too."""
+    rows = batch.num_rows
+    values = _column(batch, "value") or [None] * rows
+    keys = _column(batch, "key") or [None] * rows
+    topics = [options.topic] * rows if options.topic is not None else _column(batch, "topic") or [None] * rows
+    partitions = _column(batch, "partition") or [None] * rows
+    headers = _column(batch, "headers")
+    for i in range(rows):
+        if failures:
+            raise WriteError(f"a record was not written ({failures[0]})")
+        topic = topics[i]
+        if topic is None:
+            raise WriteError("a row has a null topic and no 'topic' option is set")
+        partition = partitions[i]
+        record_headers = None if headers is None or not headers[i] else [(h["key"], h["value"]) for h in headers[i]]
+        while True:  # bounded: each pass waits for deliveries, and delivery.timeout.ms bounds those
+            try:
+                producer.produce(topic, values[i], keys[i], UNASSIGNED if partition is None else partition,
+                                 headers=record_headers)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries
+                producer.poll(QUEUE_FULL_WAIT)
+        summary.records[topic] = summary.records.get(topic, 0) + 1
+        if i % POLL_EVERY == 0:
+            producer.poll(0)
+
+
+class TidelogBatchWriter(DataSourceArrowWriter):
+    """`df.write.format("tidelog").mode("append")`: rows become records, at least once."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
+        return produce_batches(iterator, self.options)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("wrote %d records", _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("write aborted: %d records of tasks that finished are written and stay visible "
+                    "(Kafka cannot take records back)", _total(messages))
+
+
+class TidelogStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("tidelog")`: each micro-batch's rows become records, at least once."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
+        return produce_batches(iterator, self.options)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
+        log.info("batch %d: wrote %d records", batchId, _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.warning("batch %d aborted: %d records of tasks that finished are written and stay visible; the "
+                    "batch will be written again when the query restarts", batchId, _total(messages))
+
+
+def _total(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.total for m in messages if isinstance(m, WriteSummary))

@@ -1,0 +1,20 @@
+"""One real cluster (controller 1 + brokers 2-4) for every Spark test module of the run.
+
+Starting a cluster costs seconds on a loaded 2-core machine; each module still gets its own
+SparkSession. Modules use their own topics; the one that stops a broker starts it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.spark.spark_fixtures import spark_cluster
+from tidelog.launcher import LocalCluster
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with spark_cluster(tmp_path_factory.mktemp("spark") / "cluster") as started:
+        yield started  # every node stopped on exit, even on failure
