@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -30,6 +31,10 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
+# Logs closed at once on shutdown: closing is mostly fsync, which releases the GIL, so a
+# broker with a thousand partitions stops in a fraction of the serial time (Kafka closes
+# logs on a thread pool too).
+CLOSE_THREADS = 8
 
 
 def offset_checkpoint(path: Path) -> CheckpointFile[tuple[TopicPartition, int]]:
@@ -189,8 +194,9 @@ class LogManager:
     def shutdown(self, *, clean: bool = True) -> None:
         """Orderly stop: close every log, checkpoint, and (when `clean`) write each dir's clean
         marker; without it the next start recovers the logs as after a crash."""
-        for partition_log in self.logs.values():
-            partition_log.close()
+        logs = list(self.logs.values())
+        with ThreadPoolExecutor(max(1, min(CLOSE_THREADS, len(logs))), thread_name_prefix="log-close") as pool:
+            list(pool.map(PartitionLog.close, logs))  # re-raises the first failure
         self.checkpoint()
         for directory in self.log_dirs:
             if clean:

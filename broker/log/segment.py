@@ -89,6 +89,9 @@ class LogSegment:
             self.size = os.fstat(self.fd).st_size
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
+        # Bytes known to be on disk: a new file has none to sync; an existing one is unknown
+        # (it may hold unsynced data from before a crash) until its first fsync here.
+        self._synced_size = 0 if create else -1
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp: int | None = None  # drives time-based rolling
@@ -250,6 +253,7 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
         self.size = position
+        self._synced_size = -1  # appends may grow it back to the old size with other bytes
         self.scan_tail()
         return removed
 
@@ -295,6 +299,7 @@ class LogSegment:
             except OSError as e:
                 raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
             self.size = valid_end
+            self._synced_size = -1
         self.next_offset = next_offset
         return RecoveryResult(valid_end, truncated, next_offset, reason)
 
@@ -332,11 +337,13 @@ class LogSegment:
     # ---- lifecycle -------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log file and write both indexes."""
-        try:
-            os.fsync(self.fd)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
+        """fsync the log file (unless nothing changed since the last fsync) and write both indexes."""
+        if self.size != self._synced_size:
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
+            self._synced_size = self.size
         self.offset_index.flush()
         self.time_index.flush()
 
