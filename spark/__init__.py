@@ -1,6 +1,6 @@
 """The PySpark data source for tidelog topics: `spark.read.format("tidelog")` after `register(spark)`.
 
-The pure parts (`options`, `offsets`, `murmur2`) import without PySpark; `register` and
+The pure parts (`options`, `offsets`) import without PySpark; `register` and
 `TidelogDataSource` load it on first use.
 """
 

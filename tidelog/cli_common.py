@@ -59,6 +59,22 @@ class Endpoints:
     cluster_document: Mapping[str, Any] | None = None  # cluster.json, when read
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer above 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def parse_host_port(text: str, option: str) -> tuple[str, int]:
     """`host:port` ([v6]:port too); UsageError naming the option otherwise."""
     host, colon, port = text.strip().rpartition(":")

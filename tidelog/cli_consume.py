@@ -54,30 +54,16 @@ def start_offset(*, from_beginning: bool, offset: tuple[str | None, int | None] 
     return StartOffset(named=EARLIEST if from_beginning else LATEST)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _not_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
     cli_common.add_cluster_options(parser, admin=False)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest offset (default: the latest, only new records)")
-    parser.add_argument("--partition", type=_not_negative, help="read only this partition")
+    parser.add_argument("--partition", type=cli_common.non_negative_int, help="read only this partition")
     parser.add_argument("--offset", type=parse_offset, metavar="N|earliest|latest",
                         help="where to start reading --partition")
-    parser.add_argument("--max-messages", type=_positive, help="stop after this many records")
-    parser.add_argument("--timeout-ms", type=_positive, help="stop when no record came for this long")
+    parser.add_argument("--max-messages", type=cli_common.positive_int, help="stop after this many records")
+    parser.add_argument("--timeout-ms", type=cli_common.positive_int, help="stop when no record came for this long")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="kafka-console-consumer's print.key, print.value, print.partition, print.offset, "
                              "print.timestamp, print.headers, key.separator (default tab), line.separator, "

@@ -30,20 +30,6 @@ ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
 CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")  # broker.record_batch.CompressionType's names
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _not_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", metavar="TOPIC", help="the topic to write to")
     cli_common.add_cluster_options(parser, admin=False)
@@ -51,17 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each line is KEY SEP VALUE (implies --property parse.key=true; \\t is a tab)")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="kafka-console-producer's parse.key, key.separator (default tab), ignore.error")
-    parser.add_argument("--partition", type=_not_negative, help="write every record to this partition")
+    parser.add_argument("--partition", type=cli_common.non_negative_int, help="write every record to this partition")
     parser.add_argument("--request-required-acks", choices=sorted(ACKS), default="all",
                         help="acks: all (-1, default), 1 or 0")
     parser.add_argument("--compression-codec", choices=CODECS, default="none")
-    parser.add_argument("--batch-size", type=_positive, default=200,
+    parser.add_argument("--batch-size", type=cli_common.positive_int, default=200,
                         help="lines sent in one request at most (default 200, as kafka-console-producer)")
-    parser.add_argument("--linger-ms", type=_not_negative, default=100,
+    parser.add_argument("--linger-ms", type=cli_common.non_negative_int, default=100,
                         help="longest a read line waits for more before it is sent (default 100)")
-    parser.add_argument("--request-timeout-ms", type=_positive, default=30_000,
+    parser.add_argument("--request-timeout-ms", type=cli_common.positive_int, default=30_000,
                         help="the Produce request's timeout at the broker (default 30000)")
-    parser.add_argument("--delivery-timeout-ms", type=_positive, default=30_000,
+    parser.add_argument("--delivery-timeout-ms", type=cli_common.positive_int, default=30_000,
                         help="give up on a record after this long, retries included (default 30000)")
 
 

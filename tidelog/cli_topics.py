@@ -184,13 +184,6 @@ def alter_config(args: argparse.Namespace) -> int:
 # --- the parser ---------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`tidelog topics` and its subcommands."""
     sub = parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
@@ -204,8 +197,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         return p
 
     p = action("create", "Create a topic.", create)
-    p.add_argument("--partitions", type=_positive, help="partition count (default: the cluster's num.partitions)")
-    p.add_argument("--replication-factor", type=_positive,
+    p.add_argument("--partitions", type=cli_common.positive_int, help="partition count (default: the cluster's num.partitions)")
+    p.add_argument("--replication-factor", type=cli_common.positive_int,
                    help="replicas of each partition (default: the cluster's default.replication.factor)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, e.g. retention.ms=60000 (repeat for more)")

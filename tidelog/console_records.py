@@ -3,7 +3,6 @@ partitioning, and Kafka's console `--property` options.
 
     fmt = producer_format(["parse.key=true", "key.separator=:"])   # or key_separator=":"
     fmt.parse(b"k1:hello")                  -> (b"k1", b"hello")
-    partition_for_key(b"k1", 3)             -> Kafka's murmur2 partition (as the Java producer)
     consumer_format(["print.key=true"]).render(partition, record)  -> b"k1\\thello"
 
 Names and defaults are kafka-console-producer's (LineMessageReader: parse.key,
@@ -144,42 +143,6 @@ def consumer_format(properties: Sequence[str]) -> ConsumerFormat:
         line_separator=_unescape(given.get("line.separator", "\n")),
         headers_separator=_unescape(given.get("headers.separator", ",")),
         null_literal=given.get("null.literal", "null"))
-
-
-# --- partitioning ------------------------------------------------------------------------------
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's `Utils.murmur2` (the Java producer's key hash), as a signed 32-bit int."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record: toPositive(murmur2(key)) % partitions."""
-    if partitions <= 0:
-        raise ValueError(f"a topic has at least one partition, got {partitions}")
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 # --- reading lines -----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Final
 from broker.record_batch import CompressionType
 from broker.records import build_batch
 from tidelog.cli_common import ClusterError
-from tidelog.console_records import partition_for_key
+from tidelog.partitioner import partition_for_key
 from tidelog.kafka_client import RETRIABLE, BrokerUnavailable, ClusterInfo, KafkaClient, TopicInfo, error_name
 
 SECONDS: Final = 1.0

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from spark.murmur2 import partition_for_key
+from tidelog.partitioner import partition_for_key
 from tests.spark.spark_fixtures import (SPARK_TIMEOUT_S, Record, consume_partitions, create_topic, make_records,
                                         produce, spark_session)
 from tidelog.launcher import LocalCluster

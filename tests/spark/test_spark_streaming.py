@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from spark.ingest_job import IngestConfig, IngestTrigger, start_ingest
-from spark.murmur2 import partition_for_key
+from tidelog.partitioner import partition_for_key
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.spark.spark_fixtures import (READY_S, SPARK_TIMEOUT_S, Record, create_topic, leaders, make_records,
                                         produce, spark_session)

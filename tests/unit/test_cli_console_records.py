@@ -1,4 +1,4 @@
-"""tidelog/console_records.py: Kafka's console line formats, murmur2 partitioning, fetched records."""
+"""tidelog/console_records.py: Kafka's console line formats and fetched records."""
 
 from __future__ import annotations
 
@@ -14,38 +14,9 @@ from tidelog.console_records import (
     ProducerFormat,
     consumer_format,
     decode_fetched,
-    murmur2,
     parse_properties,
-    partition_for_key,
     producer_format,
 )
-
-# Kafka's own vectors (clients/src/test/.../UtilsTest.testMurmur2 and kafka-python's Java-compat test)
-MURMUR2 = [
-    (b"21", -973932308),
-    (b"foobar", -790332482),
-    (b"a-little-bit-long-string", -985981536),
-    (b"a-little-bit-longer-string", -1486304829),
-    (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
-    (b"abc", 479470107),
-]
-
-
-@pytest.mark.parametrize(("data", "expected"), MURMUR2)
-def test_murmur2_is_javas(data: bytes, expected: int) -> None:
-    assert murmur2(data) == expected
-
-
-@pytest.mark.parametrize(("key", "partitions", "expected"), [
-    (b"21", 3, (-973932308 & 0x7FFFFFFF) % 3), (b"abc", 1, 0), (b"abc", 7, 479470107 % 7)])
-def test_partition_for_key(key: bytes, partitions: int, expected: int) -> None:
-    assert partition_for_key(key, partitions) == expected
-
-
-def test_partition_for_key_needs_partitions() -> None:
-    with pytest.raises(ValueError):
-        partition_for_key(b"k", 0)
-
 
 # (properties, --key-separator, line) -> (key, value)
 PRODUCER_LINES = [

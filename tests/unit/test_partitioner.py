@@ -1,10 +1,10 @@
-"""spark/murmur2.py against Kafka's own vectors (UtilsTest.testMurmur2) and the partition rule."""
+"""tidelog/partitioner.py against Kafka's own vectors (UtilsTest.testMurmur2) and the partition rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark.murmur2 import murmur2, partition_for_key, to_positive
+from tidelog.partitioner import murmur2, partition_for_key, to_positive
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2
 KAFKA_VECTORS = [

@@ -2,8 +2,8 @@
 
 `partition_for_key(key, n) == Utils.toPositive(Utils.murmur2(key)) % n`, which is what
 `BuiltInPartitioner.partitionForKey` (and librdkafka's `murmur2_random` partitioner) choose.
-The writer lets librdkafka hash in C; this module is the reference the tests hold it to,
-and a tool for anyone who wants to know where a key lands.
+`tidelog produce` partitions with it; the Spark writer lets librdkafka hash in C, and its
+tests hold that to this module.
 """
 
 from __future__ import annotations
