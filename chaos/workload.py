@@ -120,17 +120,28 @@ class HighWatermarkSampler:
 def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
              ) -> list[tuple[int, int, bytes]]:
     """Every record below each partition's high watermark, as (partition, offset, value)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 100})
+    deadline = time.monotonic() + timeout_s
+
+    def high_watermark(partition: int) -> int:
+        # retriable while a leader moves: NOT_LEADER_OR_FOLLOWER, OFFSET_NOT_AVAILABLE (KIP-207)
+        while True:  # bounded by the deadline
+            try:
+                return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5,
+                                                      cached=False)[1]
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in range(partitions)}
+        ends = {p: high_watermark(p) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: list[tuple[int, int, bytes]] = []
         position = dict.fromkeys(range(partitions), 0)
-        deadline = time.monotonic() + timeout_s
         while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:

@@ -114,6 +114,8 @@ class ApiSettings:
     heartbeat_interval_ms: int = 2000
     default_partitions: int = 1
     default_replication_factor: int = 1
+    # auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (0: off)
+    leader_imbalance_check_interval_s: int = 300
 
     @classmethod
     def from_config(cls, config: Config, quorum: QuorumSettings) -> ApiSettings | None:
@@ -145,7 +147,8 @@ class ApiSettings:
             seed = ",".join(f"{i}@{v.address}" for i, v in sorted(quorum.voters.items()))
             cluster_id = base64.urlsafe_b64encode(hashlib.sha256(seed.encode()).digest()[:16]).decode()[:22]
         values = {k: config[k] for k in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms",
-                                         "num.partitions", "default.replication.factor")}
+                                         "num.partitions", "default.replication.factor",
+                                         "leader.imbalance.check.interval.seconds")}
         assert all(isinstance(v, int) for v in values.values()) and isinstance(cluster_id, str)
         return cls(
             node_id=quorum.node_id, host=match["host"], port=port,
@@ -157,6 +160,8 @@ class ApiSettings:
             heartbeat_interval_ms=values["broker.heartbeat.interval.ms"],  # type: ignore[arg-type]
             default_partitions=values["num.partitions"],  # type: ignore[arg-type]
             default_replication_factor=values["default.replication.factor"],  # type: ignore[arg-type]
+            leader_imbalance_check_interval_s=(values["leader.imbalance.check.interval.seconds"]  # type: ignore[arg-type]
+                                               if config["auto.leader.rebalance.enable"] else 0),
         )
 
 

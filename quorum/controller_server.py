@@ -35,6 +35,7 @@ from aiohttp import web
 
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
+from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
 from quorum.admin_api import AdminError, ApiSettings
@@ -102,6 +103,7 @@ class ControllerServer:
         self.app = web.Application(client_max_size=max(api.MAX_ADMIN_BODY_BYTES, api.MAX_RPC_BODY_BYTES),
                                    middlewares=[self._errors])
         self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
+        self._rebalance: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes())
 
     # -- lifecycle -------------------------------------------------------------------
@@ -114,10 +116,15 @@ class ControllerServer:
         site = web.TCPSite(self._runner, self._settings.host, self._settings.port)
         await site.start()
         await self._brokers.start()
+        if self._settings.leader_imbalance_check_interval_s > 0:
+            self._rebalance = asyncio.create_task(self._balance_leaders(), name="leader-rebalance")
         logger.info("Controller %d HTTP API listening on http://%s:%d (admin /v1, broker RPCs /rpc)",
                     self._settings.node_id, self._settings.host, self._settings.port)
 
     async def stop(self) -> None:
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+            await asyncio.gather(self._rebalance, return_exceptions=True)
         await self._brokers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -220,6 +227,25 @@ class ControllerServer:
         """Run one decision on the active controller: (its response, last committed offset)."""
         response, outcome = await decide_result(self._controller, fn, api.WRITE_TIMEOUT)
         return response, None if outcome is None else outcome.last_offset
+
+    async def _balance_leaders(self) -> None:
+        """On the active controller, every leader.imbalance.check.interval.seconds: preferred
+        leader elections for partitions whose preferred replica is back in the ISR and active
+        (Kafka's auto.leader.rebalance.enable; KRaft ignores the imbalance percentage too)."""
+        while True:  # until stop() cancels it
+            await asyncio.sleep(self._settings.leader_imbalance_check_interval_s)
+            if not self._controller.is_active:
+                continue
+            try:
+                results, _ = await self.decide(
+                    lambda image: elect_leaders(image, election=Election.PREFERRED, partitions=None))
+            except Exception as exc:  # noqa: BLE001 - the next pass tries again
+                logger.warning("Preferred leader election failed: %s", exc)
+                continue
+            moved = sorted(f"{t}-{p}" for (t, p), code in results.items() if code is ApiErrorCode.NONE)
+            if moved:
+                logger.info("Moved leadership back to the preferred replica of %d partition(s): %s",
+                            len(moved), ", ".join(moved[:20]) + (" ..." if len(moved) > 20 else ""))
 
     # -- admin handlers --------------------------------------------------------------
 

@@ -384,6 +384,12 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("broker.heartbeat.interval.ms", _INT, 2000,
               "How often brokers heartbeat; the controller checks for expired sessions twice as often.",
               at_least(1)),
+    ConfigKey("auto.leader.rebalance.enable", _BOOLEAN, True,
+              "The active controller moves leadership back to each partition's preferred replica "
+              "(the first in its replica list) when it is in the ISR and active."),
+    ConfigKey("leader.imbalance.check.interval.seconds", _LONG, 300,
+              "How often the active controller looks for partitions not led by their preferred "
+              "replica.", at_least(1)),
     ConfigKey("controlled.shutdown.timeout.ms", _INT, 30000,
               "How long a broker stopping on SIGTERM waits for the controller to move its leaders "
               "away (controlled shutdown) before it stops anyway and says so. tidelog's own key "

@@ -4,7 +4,8 @@ RF=3 topic while the broker leading the most partitions is stopped with SIGTERM.
 Kafka's promise: zero failed deliveries; every leader moves off the broker before it exits
 (the controller answers should_shut_down only then, not the timeout); the broker is fenced
 afterwards; started again from the same directory it recovers cleanly (no log recovery),
-re-registers, catches up and rejoins every ISR.
+re-registers, catches up and rejoins every ISR, and the controller moves leadership back to
+the preferred replicas (auto.leader.rebalance.enable).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def leaders(cluster) -> dict[int, int]:
 
 
 def test_controlled_shutdown_while_producing_loses_nothing(tmp_path):
-    with replicated_cluster(tmp_path / "cluster", {"controlled.shutdown.timeout.ms": "20000"}) as (cluster, nemesis):
+    with replicated_cluster(tmp_path / "cluster", {"controlled.shutdown.timeout.ms": "20000",
+                                                    "leader.imbalance.check.interval.seconds": "2"}) \
+            as (cluster, nemesis):
         create_topic(cluster, TOPIC, partitions=PARTITIONS, configs={"min.insync.replicas": "2"})
         wait_full_isr(cluster, TOPIC, PARTITIONS)
         victim, led = Counter(leaders(cluster).values()).most_common(1)[0]
@@ -62,6 +65,10 @@ def test_controlled_shutdown_while_producing_loses_nothing(tmp_path):
             wait_until("writes after it rejoined", lambda: len(writer.acked) > acked_after + 200)
             assert writer.stop() == 0
         assert writer.errors == [], writer.errors[:10]
+        # auto.leader.rebalance.enable: the controller hands leadership back to preferred replicas.
+        wait_until("every partition led by its preferred replica again", lambda: all(
+            p["leader"] == p["replicas"][0] for p in json.loads(http(f"{cluster.admin_url}/v1/topics/{TOPIC}")[1])[
+                "partitions"]))
         text = broker_log(cluster, victim)
         assert "Transitioning from PENDING_CONTROLLED_SHUTDOWN to SHUTTING_DOWN" in text, text[-3000:]
         assert "did not complete within controlled.shutdown.timeout.ms" not in text
