@@ -52,6 +52,10 @@ _WAIT_FOR_METADATA: Final = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE})
 
 
+_LEADER_BEHIND: Final = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
+
+
 @dataclass(frozen=True, slots=True)
 class FetcherSettings:
     """Kafka's replica.fetch.* and replica.socket.timeout.ms, and whom we are."""
@@ -73,6 +77,9 @@ class PartitionFetchState:
     leader_epoch: int
     truncation: AskLeader | None  # None: fetching from the log end offset
     retry_at: float = 0.0  # loop time before which this partition is left alone (backoff)
+    # Consecutive "the leader has not caught up with the metadata yet" answers: retried
+    # quickly at first (it is usually milliseconds behind us), backing off to the full delay.
+    leader_behind: int = 0
 
 
 class ReplicaFetcherManager:
@@ -178,8 +185,12 @@ class ReplicaFetcher:
             return None
         return self._replicas.follower_partition(tp, state.leader_epoch)
 
-    def _back_off(self, state: PartitionFetchState) -> None:
-        state.retry_at = asyncio.get_running_loop().time() + self._settings.backoff_ms / 1000
+    def _back_off(self, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
+        delay = self._settings.backoff_ms / 1000
+        if leader_behind:
+            delay = min(delay, LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind)
+            state.leader_behind += 1
+        state.retry_at = asyncio.get_running_loop().time() + delay
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -269,6 +280,7 @@ class ReplicaFetcher:
                 if answer.error_code:
                     self._partition_error(tp, state, answer.error_code, "OffsetForLeaderEpoch")
                     continue
+                state.leader_behind = 0
                 step = on_epoch_end_offset(
                     partition.log.leader_epoch_cache.entries, partition.log.log_end_offset,
                     asked_epoch=epoch, answer=EpochEndOffset(answer.leader_epoch, answer.end_offset))
@@ -382,6 +394,7 @@ class ReplicaFetcher:
                 elif p.error_code:
                     self._partition_error(tp, state, p.error_code, "Fetch")
                 else:
+                    state.leader_behind = 0
                     self._append(tp, state, partition, p)
         if out_of_range:
             await self._reset_to_leader(conn, out_of_range)
@@ -400,7 +413,10 @@ class ReplicaFetcher:
             self._back_off(state)
 
     def _partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, what: str) -> None:
-        self._back_off(state)
+        # UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: the new leader has not applied its own
+        # election yet. Kafka waits replica.fetch.backoff.ms (1 s) here, which holds the HW of
+        # every failed-over partition for that long; the leader is typically milliseconds away.
+        self._back_off(state, leader_behind=code in _LEADER_BEHIND)
         if code in _WAIT_FOR_METADATA:
             log.debug("Follower %s: %s from leader %d answered %s; waiting for metadata",
                       tp, what, self.leader_id, _name(code))
