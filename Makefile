@@ -46,7 +46,7 @@ bench-spark: $(ALL_STAMP)
 bench-shutdown: $(BASE_STAMP)
 	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
 
-# randomized faults (leader/follower SIGKILL, broker SIGSTOP, active-controller SIGKILL) on 3+3
+# randomized faults (leader/follower SIGKILL, broker SIGSTOP, active-controller SIGKILL/SIGSTOP) on 3+3
 # nodes under an idempotent acks=all producer, every promise checked at the end;
 # FAULTS=... SEED=... to change
 .PHONY: chaos

@@ -5,8 +5,9 @@
 Starts 3 controllers and 3 brokers on loopback (127.0.0.1-6), an RF=3 topic with
 min.insync.replicas=2, an idempotent acks=all producer and a high-watermark sampler. Then,
 one fault at a time: SIGKILL a partition leader, SIGKILL a follower, SIGSTOP a broker for
-less than its session, SIGKILL the active controller — each node brought back and the
-cluster healed (every replica in the ISR) before the next. At the end every promise is
+less than its session, SIGKILL the active controller, SIGSTOP the active controller until
+the others have elected a new one — each node brought back and the cluster healed (every
+replica in the ISR) before the next. At the end every promise is
 checked on the recorded history: acknowledged writes read back exactly once at their
 offsets, dense offsets, a high watermark that never went backwards, byte-identical
 replicas. Exit status 0 when all hold, 1 otherwise; every process is stopped either way.
@@ -112,6 +113,17 @@ class Run:
             return
         self._kill_and_restart(active, "active controller")
 
+    def pause_active_controller(self) -> None:
+        """Long enough for the others to elect a new leader: the paused one wakes up deposed."""
+        active = self.admin("/v1/cluster")["active_controller"]
+        if active is None or active < 0:
+            self.note("no active controller to pause")
+            return
+        seconds = self.rng.uniform(2.0, 4.0)
+        self.note(f"pause active controller {active} for {seconds:.1f} s")
+        with self.nemesis.paused(active):
+            time.sleep(seconds)
+
     def _kill_and_restart(self, node_id: int, what: str) -> None:
         broker = node_id in {n.spec.node_id for n in self.cluster.brokers}
         epoch = self.admin(f"/v1/brokers/{node_id}")["broker_epoch"] if broker else None
@@ -127,7 +139,8 @@ class Run:
             _wait(f"controller {node_id} serving again",
                   lambda: _get(node.spec.admin_url + "/v1/cluster")["active_controller"] not in (None, -1))
 
-    FAULTS: Sequence[str] = ("kill_leader", "kill_follower", "pause_broker", "kill_active_controller")
+    FAULTS: Sequence[str] = ("kill_leader", "kill_follower", "pause_broker", "kill_active_controller",
+                             "pause_active_controller")
 
 
 def run(faults: int, seed: int, root: Path) -> list[str]:
