@@ -77,6 +77,9 @@ class AlterPartitionManager:
             self._in_flight.update(batch)
             try:
                 await self._send(batch)
+            except Exception:  # an answer we cannot read: the leaders propose again later
+                log.exception("AlterPartition of %d partitions failed", len(batch))
+                self._answer_all(batch, int(ErrorCode.UNKNOWN_SERVER_ERROR))
             finally:
                 self._in_flight.difference_update(batch)
 

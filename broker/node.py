@@ -256,7 +256,10 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
     the ISRs whose followers have not caught up within it. Until cancelled."""
     while True:  # until cancelled
         await asyncio.sleep(replicas.replica_lag_time_max_ms / 2000)
-        replicas.maybe_shrink_isr()
+        try:
+            replicas.maybe_shrink_isr()
+        except Exception:  # noqa: BLE001 - a bug must not stop every later check
+            logger.exception("ISR expiration check failed")
 
 
 async def run_broker(settings: BrokerSettings, config: Config) -> int:

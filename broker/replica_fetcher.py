@@ -225,6 +225,11 @@ class ReplicaFetcher:
                         log.warning("Fetcher of leader %d: %s; retrying every %.1f s", self.leader_id, e, backoff)
                     self._failing = True
                     await asyncio.sleep(backoff)
+                except Exception:  # a storage error, a leader answer we cannot use: keep the fetcher alive
+                    log.exception("Fetcher of leader %d failed; retrying in %.1f s", self.leader_id, backoff)
+                    if self._conn is not None:
+                        self._conn.abort()
+                    await asyncio.sleep(backoff)
         finally:
             if self._conn is not None:
                 self._conn.abort()
