@@ -47,12 +47,10 @@ LATEST_TIMESTAMP: Final = list_offsets.LATEST_TIMESTAMP
 # refresh metadata and send again (Kafka's RetriableException subclasses).
 RETRIABLE: Final = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS, 20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, 13,  # NETWORK_EXCEPTION
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.OFFSET_NOT_AVAILABLE,
 })
-_EXTRA_NAMES: Final = {13: "NETWORK_EXCEPTION", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-                       29: "TOPIC_AUTHORIZATION_FAILED", 36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS"}
 _SIZE: Final = struct.Struct(">i")
 
 
@@ -61,7 +59,7 @@ def error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
     except ValueError:
-        return _EXTRA_NAMES.get(code, f"ERROR_CODE_{code}")
+        return f"ERROR_CODE_{code}"
 
 
 class BrokerUnavailable(ConnectionError):
