@@ -215,7 +215,6 @@ class MetadataFollower:
         logger.info("Broker %d follows the metadata log from offset %d", broker, image.offset + 1)
         if self.lifecycle.state is BrokerState.NOT_RUNNING:
             self._log_transition(self.lifecycle.start(self._clock()))
-            self.lifecycle.set_ready_to_unfence()  # the node recovered its logs before starting us
         try:
             # Nothing is published from the checkpoint alone: an image from before a crash
             # may name this broker leader of an epoch long gone, and acting on it would serve
@@ -259,13 +258,22 @@ class MetadataFollower:
             before = state.applied_offset
             changes = state.on_fetch_reply(reply)  # MetadataFollowerError: fatal, ends run()
             if not self._published:
-                if state.applied_offset < state.controller_last_offset:
+                if state.applied_offset < reply["last_offset"]:  # this controller's committed end
                     self._checkpoint()
+                    if changes is None:  # nothing applied (a controller behind?): do not spin
+                        await asyncio.sleep(EMPTY_FETCH_PAUSE)
                     continue  # still catching up: the next fetch goes out at once
                 logger.info("Broker %d caught up with the metadata log at offset %d; publishing its "
                             "partitions", settings.broker_id, state.applied_offset)
+                await self._publish(changes_for_broker(EMPTY_IMAGE, state.image, settings.broker_id))
                 self._published = True
-                changes = changes_for_broker(EMPTY_IMAGE, state.image, settings.broker_id)
+                # Kafka's setReadyToUnfence: only a broker hosting what the metadata says asks
+                # to be unfenced (the node recovered its logs before starting us).
+                self.lifecycle.set_ready_to_unfence()
+                self._beat_now = True
+                self._wake.set()
+                self._checkpoint()
+                continue
             if changes is None:
                 await asyncio.sleep(EMPTY_FETCH_PAUSE)
                 continue

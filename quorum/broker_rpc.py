@@ -469,6 +469,7 @@ class BrokerRpc:
                 await self._decide(fence, api.FENCE_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
                 logger.warning("Could not fence broker %d: %s", broker_id, exc)
+                wait = period  # not at once: a fast failure would repeat a thousand times a second
 
 
 async def _read(request: web.Request) -> Any:

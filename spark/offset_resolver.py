@@ -40,6 +40,8 @@ class OffsetResolver:
         isolation = options.kafka.get("isolation.level", "read_uncommitted").strip().lower()
         self._isolation = (confluent_kafka.IsolationLevel.READ_COMMITTED if isolation == "read_committed"
                            else confluent_kafka.IsolationLevel.READ_UNCOMMITTED)
+        # Subscribed topics the last `partitions()` saw with a transient error: not listed, not gone.
+        self.uncertain_topics: set[str] = set()
 
     def partitions(self) -> list[TopicPartition]:
         """The topic-partitions the subscription covers now (assign: exactly those listed)."""
@@ -51,9 +53,14 @@ class OffsetResolver:
         except confluent_kafka.KafkaException as exc:
             raise OffsetLookupError(f"cannot read the topics' metadata: {exc}") from None
         found: list[TopicPartition] = []
+        self.uncertain_topics.clear()
         for name, topic in metadata.topics.items():
-            if topic.error is None and subscription.wants_topic(name):
+            if not subscription.wants_topic(name):
+                continue
+            if topic.error is None:
                 found.extend(TopicPartition(name, number) for number in topic.partitions)
+            elif topic.error.code() != confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                self.uncertain_topics.add(name)  # a transient error (leader moving): not "deleted"
         return sorted(found)
 
     def list_offsets(self, specs: Mapping[TopicPartition, Any], *, lenient: bool = False) -> PartitionOffsets:

@@ -164,10 +164,10 @@ def describe_offsets(offsets: Mapping[TopicPartition, int]) -> str:
 def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> RangePlan:
     """Pair start and end offsets into ranges, as the Kafka source does between two batches.
 
-    A partition only in `end` is read from offset 0 (the stream reader first admits new
-    partitions at their log start offset, so this is the rare case of a batch read). A
-    partition only in `start` is gone (topic deleted); an end below the start means the log
-    was truncated. Those two are data losses, reported, never raised here.
+    A partition only in `end` has just been admitted at its log start offset (the stream
+    reader does that first): nothing to read yet. A partition only in `start` is gone (topic
+    deleted); an end below the start means the log was truncated. Those two are data losses,
+    reported, never raised here.
     """
     ranges: list[OffsetRange] = []
     losses: list[str] = []
@@ -175,7 +175,7 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
         if tp not in end:
             losses.append(f"partition {tp} is gone (its topic was deleted?): offsets from {start[tp]} on are lost")
             continue
-        first, last = start.get(tp, 0), end[tp]
+        first, last = start.get(tp, end[tp]), end[tp]
         if last < first:
             losses.append(f"the log of {tp} went back from offset {first} to {last} (truncated): "
                           "records may have been lost")

@@ -64,6 +64,8 @@ FORBIDDEN_PRODUCER: Final = {
 
 DEFAULT_POLL_TIMEOUT_MS: Final = 120_000  # Spark's default: spark.network.timeout (120 s)
 DEFAULT_FETCH_OFFSET_NUM_RETRIES: Final = 3
+# Spark's default is 10 ms: over three retries that outlasts no leader move. One second spans
+# a failover's election here, so a look-up during it waits instead of failing the query.
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS: Final = 1_000
 DEFAULT_GROUP_ID_PREFIX: Final = "tidelog-spark"
 

@@ -151,18 +151,22 @@ def _out_of_range(consumer: Any, offset_range: OffsetRange, position: int,
             return offset_range.end, True
         consumer.assign([confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, low)])
         return low, False
+    if position < high:  # a leader answering from a stale view (it just took over): the records are there
+        consumer.assign([confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, position)])
+        return position, False
     report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log now ends at "
                      f"{high})", options.fail_on_data_loss)
     return offset_range.end, True
 
 
 def _timed_out(consumer: Any, offset_range: OffsetRange, position: int, options: SourceOptions) -> None:
-    """No record for kafkaConsumer.pollTimeoutMs: a truncated log (data loss), else an error."""
+    """No record for kafkaConsumer.pollTimeoutMs: a log truncated below our position (data
+    loss), else an error (Spark retries the task)."""
     name = f"{offset_range.topic}-{offset_range.partition}"
     tp = confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition)
     _, high = consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT, cached=False)
-    if high < offset_range.end:
-        report_data_loss(f"offsets {max(position, high)} to {offset_range.end - 1} of {name} are gone (the log "
+    if position >= high and high < offset_range.end:  # below `high` the records exist: not a loss
+        report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log "
                          f"now ends at {high})", options.fail_on_data_loss)
         return
     raise TimeoutError(f"no records of {name} from offset {position} (up to {offset_range.end}) within "

@@ -80,8 +80,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The end of the next batch: high watermarks, rate-limited; new partitions at their start."""
         begin = from_json_offsets(start)
         if self._available_now:
-            if self._target is None:
-                self._target = self._fetch_latest(begin)
+            if self._target is None:  # fixed once: a partition whose look-up fails must fail the run,
+                self._target = self._fetch_latest(begin, lenient=False)  # not end it "caught up" early
             latest = self._target
         else:
             latest = self._fetch_latest(begin)
@@ -113,13 +113,17 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- look-ups -------------------------------------------------------------------------
 
-    def _fetch_latest(self, begin: PartitionOffsets) -> PartitionOffsets:
-        """High watermarks of the subscription's partitions; where a look-up fails, no progress."""
-        tps = set(self.resolver.partitions())
+    def _fetch_latest(self, begin: PartitionOffsets, *, lenient: bool = True) -> PartitionOffsets:
+        """High watermarks of the subscription's partitions; where a look-up fails, no progress
+        (lenient) or an OffsetLookupError after the retries."""
+        resolver = self.resolver
+        tps = set(resolver.partitions())
         if any(tp not in tps for tp in begin):  # gone, or metadata caught mid-change: ask once more
             time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
-            tps |= {tp for tp in self.resolver.partitions() if tp in begin}
-        latest = self.resolver.latest(sorted(tps), lenient=True)
+            tps |= {tp for tp in resolver.partitions() if tp in begin}
+        # a topic seen with a transient error is not deleted: its partitions wait, losing nothing
+        tps |= {tp for tp in begin if tp.topic in resolver.uncertain_topics}
+        latest = resolver.latest(sorted(tps), lenient=lenient)
         for tp in tps & set(begin):
             latest.setdefault(tp, begin[tp])  # unreachable now (leader moving): wait, lose nothing
         return self._confirm_regressions(begin, latest)

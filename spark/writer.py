@@ -105,6 +105,8 @@ def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> 
         producer.purge(in_queue=True, in_flight=False)  # never sent: never visible
         producer.flush(0)
         raise
+    finally:
+        producer.close()  # librdkafka's threads and sockets go now, not when the worker exits
 
 
 def _produce_batch(producer: Any, batch: pa.RecordBatch, options: SinkOptions, summary: WriteSummary,

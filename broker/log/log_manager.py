@@ -12,9 +12,10 @@ import fcntl
 import logging
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Final
 
 from broker.errors import KafkaStorageError
 from broker.log.checkpoint_file import CheckpointFile, CorruptCheckpointError, fsync_directory
@@ -34,7 +35,7 @@ _CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_
 # Logs closed at once on shutdown: closing is mostly fsync, which releases the GIL, so a
 # broker with a thousand partitions stops in a fraction of the serial time (Kafka closes
 # logs on a thread pool too).
-CLOSE_THREADS = 8
+CLOSE_THREADS: Final = 8
 
 
 def offset_checkpoint(path: Path) -> CheckpointFile[tuple[TopicPartition, int]]:
@@ -195,14 +196,21 @@ class LogManager:
         """Orderly stop: close every log, checkpoint, and (when `clean`) write each dir's clean
         marker; without it the next start recovers the logs as after a crash."""
         logs = list(self.logs.values())
-        with ThreadPoolExecutor(max(1, min(CLOSE_THREADS, len(logs))), thread_name_prefix="log-close") as pool:
-            list(pool.map(PartitionLog.close, logs))  # re-raises the first failure
-        self.checkpoint()
-        for directory in self.log_dirs:
-            if clean:
-                (directory / CLEAN_SHUTDOWN_FILE).touch()
-            fsync_directory(directory)
-        self._release_locks()
+        try:
+            with ThreadPoolExecutor(max(1, min(CLOSE_THREADS, len(logs))), thread_name_prefix="log-close") as pool:
+                futures = [(partition_log, pool.submit(partition_log.close)) for partition_log in logs]
+            failures = [(partition_log, f.exception()) for partition_log, f in futures if f.exception()]
+            for partition_log, error in failures:
+                log.error("Closing the log of %s failed: %s", partition_log.topic_partition, error)
+            if failures:  # no clean-shutdown marker: the next start recovers these logs
+                raise failures[0][1]  # type: ignore[misc]
+            self.checkpoint()
+            for directory in self.log_dirs:
+                if clean:
+                    (directory / CLEAN_SHUTDOWN_FILE).touch()
+                fsync_directory(directory)
+        finally:
+            self._release_locks()
         log.info("Shut down %d logs %s in %s", len(self.logs),
                  "cleanly" if clean else "without the clean-shutdown marker (exiting dirty)",
                  ", ".join(str(d) for d in self.log_dirs))

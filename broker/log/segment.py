@@ -338,12 +338,13 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log file (unless nothing changed since the last fsync) and write both indexes."""
-        if self.size != self._synced_size:
+        size = self.size  # what this fsync covers
+        if size != self._synced_size:
             try:
                 os.fsync(self.fd)
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
-            self._synced_size = self.size
+            self._synced_size = size
         self.offset_index.flush()
         self.time_index.flush()
 
