@@ -120,7 +120,10 @@ def produce(args: argparse.Namespace) -> int:
         except FormatError as exc:  # a line longer than the splitter holds
             raise ClusterError("RECORD_LIST_TOO_LARGE", f"after line {line_number}: {exc}") from None
         except KeyboardInterrupt:
-            flush()  # what was read is sent, as kafka-console-producer's close() does
+            try:
+                flush()  # what was read and not yet acknowledged is sent, as kafka-console-producer's close() does
+            except KeyboardInterrupt:
+                print(f"tidelog produce: interrupted again; {len(records)} record(s) not sent", file=sys.stderr)
     partitions = ", ".join(map(str, sorted(producer.partitions_written))) or "none"
     print(f"tidelog produce: {producer.delivered} record(s) to {args.topic} (partitions {partitions})",
           file=sys.stderr)

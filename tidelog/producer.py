@@ -102,7 +102,11 @@ class Producer:
             self._sleep(RETRY_BACKOFF)
 
     def send(self, records: list[PendingRecord]) -> None:
-        """Deliver `records` (one batch per partition); ClusterError when they cannot be."""
+        """Deliver `records` (one batch per partition); ClusterError when they cannot be.
+
+        However it ends (an error, Ctrl-C), `records` is left holding only what was not
+        acknowledged, so a caller's final flush never sends a delivered record again.
+        """
         deadline = self._clock() + self.delivery_timeout_ms / 1000
         topic = self._topic(deadline)
         pending: dict[int | None, list[PendingRecord]] = {}
@@ -112,10 +116,18 @@ class Producer:
         if self.router.explicit is not None and self.router.explicit not in topic.partitions:
             raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {self.topic!r} has no partition "
                                f"{self.router.explicit} (it has {len(topic.partitions)})")
+        try:
+            self._deliver(pending, deadline)
+        finally:
+            records[:] = [record for waiting in pending.values() for record in waiting]
+
+    def _deliver(self, pending: dict[int | None, list[PendingRecord]], deadline: float) -> None:
         last_error = "none"
         while pending:  # bounded by the deadline
             topic = self._topic(deadline)
-            pending = self._reroute(pending, topic)
+            rerouted = self._reroute(pending, topic)
+            pending.clear()  # in place: `send` reads what is left from this very dict
+            pending.update(rerouted)
             for leader, partitions in self._by_leader(pending, topic).items():
                 last_error = self._send_to(leader, partitions, pending) or last_error
             if not pending:
