@@ -28,6 +28,8 @@ from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import http, wait_until
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
+confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client; make test installs it
+
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 BROKERS = (2, 3)
@@ -124,7 +126,6 @@ def test_produce_and_consume_with_keys_and_real_clients(cluster: LocalCluster) -
     ours = {key: partition for partition, key, _ in rows}
 
     # the Java partitioner (librdkafka's murmur2_random) puts every key where ours did
-    confluent_kafka = pytest.importorskip("confluent_kafka")
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
                                          "partitioner": "murmur2_random"})
     delivered: dict[str, int] = {}
@@ -134,15 +135,17 @@ def test_produce_and_consume_with_keys_and_real_clients(cluster: LocalCluster) -
     assert producer.flush(30) == 0
     assert {k: f"Partition:{p}" for k, p in delivered.items()} == ours
 
-    if KCAT is not None:  # kcat reads what we wrote, and we read what kcat writes
-        seen = subprocess.run([KCAT, "-C", "-b", cluster.bootstrap_servers, "-t", "keyed", "-e", "-q",
-                               "-f", "%k:%s\n"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
-        assert set(lines) <= set(seen.stdout.splitlines()), seen.stderr
-        subprocess.run([KCAT, "-P", "-b", cluster.bootstrap_servers, "-t", "keyed", "-p", "1", "-K", "="],
-                       input="from=kcat\n", text=True, check=True, timeout=CLI_TIMEOUT_S)
-        tail = tidelog(cluster, "consume", "keyed", "--partition", "1", "--offset", "earliest",
-                       "--property", "print.key=true", "--timeout-ms", "2000")
-        assert "from\tkcat" in ok(tail).splitlines()
+    if KCAT is None:  # make test installs it from Debian when it can
+        pytest.skip("kcat is not installed: the kcat half of this test did not run")
+    # kcat reads what we wrote, and we read what kcat writes
+    seen = subprocess.run([KCAT, "-C", "-b", cluster.bootstrap_servers, "-t", "keyed", "-e", "-q",
+                           "-f", "%k:%s\n"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert set(lines) <= set(seen.stdout.splitlines()), seen.stderr
+    subprocess.run([KCAT, "-P", "-b", cluster.bootstrap_servers, "-t", "keyed", "-p", "1", "-K", "="],
+                   input="from=kcat\n", text=True, check=True, timeout=CLI_TIMEOUT_S)
+    tail = tidelog(cluster, "consume", "keyed", "--partition", "1", "--offset", "earliest",
+                   "--property", "print.key=true", "--timeout-ms", "2000")
+    assert "from\tkcat" in ok(tail).splitlines()
 
 
 def test_consume_options(cluster: LocalCluster) -> None:

@@ -26,6 +26,8 @@ from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import wait_until
 from tidelog.launcher import free_ports
 
+confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client; make test installs it
+
 REPO = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 90.0
 GONE_TIMEOUT_S = 10.0
@@ -122,7 +124,6 @@ def test_one_combined_node_serves_a_real_client(cli: Callable[[int], Cli]) -> No
 
     created = node.run("topics", "create", "--topic", "dev", "--partitions", "2")
     assert created.returncode == 0, created.stderr
-    confluent_kafka = pytest.importorskip("confluent_kafka")
     producer = confluent_kafka.Producer({"bootstrap.servers": document["bootstrap_servers"], "acks": "all"})
     for i in range(20):
         producer.produce("dev", key=f"k{i}", value=f"v{i}")
