@@ -117,6 +117,14 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> list[Recor
             else:
                 delivered[index] = msg.offset()
         return on_delivery
+    # A partition added a moment ago may not be in every broker's metadata yet: wait for it.
+    wanted = {r.partition for r in records if r.partition is not None}
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while time.monotonic() < deadline:  # bounded by the deadline
+        known = producer.list_topics(topic, timeout=5).topics.get(topic)
+        if known is not None and known.error is None and wanted <= set(known.partitions):
+            break
+        time.sleep(0.1)
     for index, r in enumerate(records):
         producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
                          timestamp=r.timestamp_ms, on_delivery=report(index))
