@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -91,35 +91,35 @@ def _int_value(value: Any, what: str, option: str) -> int:
     return value
 
 
-def parse_partition_offsets(text: str, option: str) -> PartitionOffsets:
-    """`{"topic": {"0": 23, "1": -1}}` -> {TopicPartition: offset}; -2 earliest, -1 latest."""
-    example = '{"topicA": {"0": 23, "1": -1}, "topicB": {"0": -2}}'
-    offsets: PartitionOffsets = {}
+def _parse_partition_map(text: str, option: str, example: str, what: str,
+                         check: Callable[[int, str], str | None]) -> PartitionOffsets:
+    """`{"topic": {"0": n}}` -> {TopicPartition: n}; `check(n, where)` names a bad value."""
+    found: PartitionOffsets = {}
     for topic, partitions in _load_object(text, option, example).items():
         if not isinstance(partitions, dict) or not partitions:
-            raise OffsetsError(f"option '{option}': topic {topic!r} must map partitions to offsets, like {example}")
+            raise OffsetsError(f"option '{option}': topic {topic!r} must map partitions to {what}s, like {example}")
         for key, value in partitions.items():
-            offset = _int_value(value, f"the offset of {topic}-{key}", option)
-            if offset < EARLIEST:
-                raise OffsetsError(f"option '{option}': offset {offset} of {topic}-{key} is neither an offset "
-                                   f"(>= 0) nor -2 (earliest) or -1 (latest)")
-            offsets[TopicPartition(topic, _partition_number(topic, key, option))] = offset
-    return offsets
+            number = _int_value(value, f"the {what} of {topic}-{key}", option)
+            problem = check(number, f"{topic}-{key}")
+            if problem is not None:
+                raise OffsetsError(f"option '{option}': {problem}")
+            found[TopicPartition(topic, _partition_number(topic, key, option))] = number
+    return found
+
+
+def parse_partition_offsets(text: str, option: str) -> PartitionOffsets:
+    """`{"topic": {"0": 23, "1": -1}}` -> {TopicPartition: offset}; -2 earliest, -1 latest."""
+    return _parse_partition_map(
+        text, option, '{"topicA": {"0": 23, "1": -1}, "topicB": {"0": -2}}', "offset",
+        lambda offset, where: None if offset >= EARLIEST else
+        f"offset {offset} of {where} is neither an offset (>= 0) nor -2 (earliest) or -1 (latest)")
 
 
 def parse_partition_timestamps(text: str, option: str) -> PartitionOffsets:
     """`{"topic": {"0": 1700000000000}}` -> {TopicPartition: timestamp in ms}."""
-    example = '{"topicA": {"0": 1700000000000, "1": 1700000000000}}'
-    stamps: PartitionOffsets = {}
-    for topic, partitions in _load_object(text, option, example).items():
-        if not isinstance(partitions, dict) or not partitions:
-            raise OffsetsError(f"option '{option}': topic {topic!r} must map partitions to timestamps, like {example}")
-        for key, value in partitions.items():
-            stamp = _int_value(value, f"the timestamp of {topic}-{key}", option)
-            if stamp < 0:
-                raise OffsetsError(f"option '{option}': timestamp {stamp} of {topic}-{key} is negative")
-            stamps[TopicPartition(topic, _partition_number(topic, key, option))] = stamp
-    return stamps
+    return _parse_partition_map(
+        text, option, '{"topicA": {"0": 1700000000000, "1": 1700000000000}}', "timestamp",
+        lambda stamp, where: None if stamp >= 0 else f"timestamp {stamp} of {where} is negative")
 
 
 def parse_assign(text: str, option: str = "assign") -> tuple[TopicPartition, ...]:
