@@ -14,17 +14,15 @@ is bounded by the timeout; any failure closes the connection and raises
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections.abc import Callable
 from typing import Final, TypeVar
 
 from broker.protocol.api_keys import ApiKey
-from broker.protocol.frame import RequestHeader, frame_request, join_chunks
+from broker.protocol.frame import ClientFraming
 from broker.protocol.primitives import Chunk, ProtocolError
 
 MIB: Final = 1024 * 1024
 MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes
-_SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
 
 T = TypeVar("T")
 
@@ -39,8 +37,8 @@ class KafkaConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
                  address: str, client_id: str, timeout_s: float) -> None:
         self._reader, self._writer = reader, writer
-        self.address, self.client_id, self.timeout_s = address, client_id, timeout_s
-        self._correlation_id = 0
+        self.address, self.timeout_s = address, timeout_s
+        self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
         self.closed = False
 
     @classmethod
@@ -59,21 +57,13 @@ class KafkaConnection:
         """Send one request and return its decoded response (a long poll adds `extra_timeout_s`)."""
         if self.closed:
             raise BrokerConnectionError(f"connection to {self.address} is closed")
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        correlation_id = self._correlation_id
-        frame = join_chunks(frame_request(
-            RequestHeader(int(api_key), version, correlation_id, self.client_id), body))
+        frame = self._framing.request(int(api_key), version, body)
         try:
             async with asyncio.timeout(self.timeout_s + extra_timeout_s):
                 self._writer.write(frame)
                 await self._writer.drain()
-                head = await self._reader.readexactly(_SIZE_AND_CORRELATION.size)
-                size, answered = _SIZE_AND_CORRELATION.unpack(head)
-                if not 4 <= size <= MAX_RESPONSE_BYTES:
-                    raise ProtocolError(f"response size {size} outside 4..{MAX_RESPONSE_BYTES}")
-                if answered != correlation_id:
-                    raise ProtocolError(f"response to correlation id {answered}, expected {correlation_id}")
-                payload = await self._reader.readexactly(size - 4)
+                head = await self._reader.readexactly(ClientFraming.HEAD_BYTES)
+                payload = await self._reader.readexactly(self._framing.body_size(head))
             return decode(memoryview(payload), version)
         except (OSError, EOFError, TimeoutError, ProtocolError, asyncio.IncompleteReadError) as e:
             self.abort()

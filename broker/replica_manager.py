@@ -513,18 +513,18 @@ class ReplicaManager:
                            leader_high_watermark: int) -> LogAppendInfo | None:
         """Append the leader's batches as they are (same offsets, same bytes); then the HW."""
         info = None
-        end = whole_batches_length(records)  # a fetch may end in a partial batch: not that one
-        if end:
-            whole = records[:end]
-            batches = read_batches(whole)
-            if batches:
-                try:
-                    info = partition.log.append(whole, now_ms=self._now_ms(),
-                                                assign_offsets=False, batches=batches)
-                except OSError as e:
-                    raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
-                if any(h.producer_id >= 0 for _, h in batches):
-                    _update_producer_state(partition, batches, info.first_offset)
+        # One pass, each batch framed and CRC-checked once; a fetch may end in a partial batch,
+        # which stays for the next fetch.
+        batches = list(iter_batches(records, allow_partial_tail=True))
+        if batches:
+            whole = records[:batches[-1][0] + batches[-1][1].size]
+            try:
+                info = partition.log.append(whole, now_ms=self._now_ms(), assign_offsets=False,
+                                            batches=batches)
+            except OSError as e:
+                raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
+            if any(h.producer_id >= 0 for _, h in batches):
+                _update_producer_state(partition, batches, info.first_offset)
         partition.log.update_high_watermark(follower_high_watermark(
             leader_high_watermark=leader_high_watermark, log_end_offset=partition.log.log_end_offset))
         return info
@@ -594,14 +594,6 @@ class ReplicaManager:
             "at_min_isr": sum(len(p.isr) == p.min_insync_replicas for p in led),
             "offline": sum(p.leader_id < 0 for p in self.partitions.values()),
         }
-
-
-def whole_batches_length(records: memoryview) -> int:
-    """Bytes of the complete batches at the start of `records` (header walk, no CRC)."""
-    end = 0
-    for position, header in iter_batches(records, verify=False, allow_partial_tail=True):
-        end = position + header.size
-    return end
 
 
 def _update_producer_state(partition: Partition, batches: list[tuple[int, RecordBatchHeader]],

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -44,49 +47,42 @@ def _add_down(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=local_cluster.run_down)
 
 
-def _add_controller(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "controller", help="run one controller: a metadata quorum voter and its HTTP API",
-        description="Run a controller (quorum voter, active-controller loop, admin API and broker RPCs "
-                    "on controller.listener) until SIGTERM or Ctrl-C.")
-    parser.add_argument("--config", required=True, help="server.properties of this controller")
+@dataclass(frozen=True, slots=True)
+class NodeCommand:
+    """A subcommand that runs one node process from its server.properties."""
+
+    name: str
+    help: str
+    description: str
+    config_help: str
+    module: str  # imported only when the command runs: a node's start-up stays lean
+    run_args: tuple[tuple[str, bool], ...] = ()  # keyword arguments of the module's run()
+
+
+NODE_COMMANDS: Final = (
+    NodeCommand("controller", "run one controller: a metadata quorum voter and its HTTP API",
+                "Run a controller (quorum voter, active-controller loop, admin API and broker RPCs "
+                "on controller.listener) until SIGTERM or Ctrl-C.",
+                "server.properties of this controller", "quorum.node",
+                (("control", False), ("require_api", True))),
+    NodeCommand("broker", "run one broker: the Kafka listener, its logs, and a metadata follower",
+                "Run a broker (Kafka listener on `listeners`, partition logs in log.dirs, metadata "
+                "follower of controller.api.voters, GET /metrics on metrics.listener) until SIGTERM "
+                "or Ctrl-C.", "server.properties of this broker", "broker.node"),
+    NodeCommand("combined", "run one combined node: a controller and a broker in one process",
+                "Run a combined node (process.roles=broker,controller, Kafka's combined mode): a quorum "
+                "voter with its HTTP API and a broker, until SIGTERM or Ctrl-C (the broker stops first, "
+                "with a controlled shutdown).", "server.properties of this node", "tidelog.combined_node"),
+)
+
+
+def _add_node(sub: argparse._SubParsersAction, command: NodeCommand) -> None:
+    parser = sub.add_parser(command.name, help=command.help, description=command.description)
+    parser.add_argument("--config", required=True, help=command.config_help)
 
     def run(args: argparse.Namespace) -> int:
-        from quorum import node
-
-        return node.run(args.config, control=False, require_api=True)
-
-    parser.set_defaults(run=run)
-
-
-def _add_broker(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "broker", help="run one broker: the Kafka listener, its logs, and a metadata follower",
-        description="Run a broker (Kafka listener on `listeners`, partition logs in log.dirs, metadata "
-                    "follower of controller.api.voters, GET /metrics on metrics.listener) until SIGTERM "
-                    "or Ctrl-C.")
-    parser.add_argument("--config", required=True, help="server.properties of this broker")
-
-    def run(args: argparse.Namespace) -> int:
-        from broker import node
-
-        return node.run(args.config)
-
-    parser.set_defaults(run=run)
-
-
-def _add_combined(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "combined", help="run one combined node: a controller and a broker in one process",
-        description="Run a combined node (process.roles=broker,controller, Kafka's combined mode): a quorum "
-                    "voter with its HTTP API and a broker, until SIGTERM or Ctrl-C (the broker stops first, "
-                    "with a controlled shutdown).")
-    parser.add_argument("--config", required=True, help="server.properties of this node")
-
-    def run(args: argparse.Namespace) -> int:
-        from tidelog import combined_node
-
-        return combined_node.run(args.config)
+        module = importlib.import_module(command.module)
+        return int(module.run(args.config, **dict(command.run_args)))
 
     parser.set_defaults(run=run)
 
@@ -131,17 +127,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser with every subcommand (or with the node command `only`)."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    adders = (_add_up, _add_down, _add_clients, _add_controller, _add_broker, _add_combined, _add_dump_log,
-              _add_spark)
-    for add in (_NODE_COMMANDS[only],) if only in _NODE_COMMANDS else adders:
+    # A node process (what `tidelog up` starts, six at once) builds only its own subcommand: the
+    # other subcommands' imports would add ~0.2 s of CPU to every node's start-up.
+    node = next((c for c in NODE_COMMANDS if c.name == only), None)
+    if node is not None:
+        _add_node(sub, node)
+        return parser
+    for add in (_add_up, _add_down, _add_clients):
         add(sub)
+    for command in NODE_COMMANDS:
+        _add_node(sub, command)
+    _add_dump_log(sub)
+    _add_spark(sub)
     return parser
-
-
-# A node process (what `tidelog up` starts, six at once) builds only its own subcommand: the
-# other subcommands' imports would add ~0.2 s of CPU to every node's start-up.
-_NODE_COMMANDS: dict[str | None, Callable[[argparse._SubParsersAction], None]] = {
-    "controller": _add_controller, "broker": _add_broker, "combined": _add_combined}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,6 @@ caller's job (`RETRIABLE`); the codes and the requests are Kafka's.
 from __future__ import annotations
 
 import socket
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,7 +25,7 @@ from typing import Any, Final
 from broker.errors import ErrorCode
 from broker.protocol import fetch, list_offsets, metadata, produce
 from broker.protocol.api_keys import ApiKey
-from broker.protocol.frame import RequestHeader, frame_request, join_chunks
+from broker.protocol.frame import ClientFraming
 from broker.protocol.primitives import Chunk, ProtocolError
 
 SECONDS: Final = 1.0
@@ -51,7 +50,6 @@ RETRIABLE: Final = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.OFFSET_NOT_AVAILABLE,
 })
-_SIZE: Final = struct.Struct(">i")
 
 
 def error_name(code: int) -> str:
@@ -107,8 +105,8 @@ class BrokerConnection:
     """One blocking socket to one broker; one request at a time."""
 
     def __init__(self, address: tuple[str, int], client_id: str, timeout: float) -> None:
-        self.address, self._client_id, self._timeout = address, client_id, timeout
-        self._correlation = 0
+        self.address, self._timeout = address, timeout
+        self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
         try:
             self._sock = socket.create_connection(address, timeout=min(CONNECT_TIMEOUT, timeout))
         except OSError as exc:
@@ -121,24 +119,17 @@ class BrokerConnection:
     def request(self, api_key: ApiKey, version: int, body: list[Chunk], *, timeout: float,
                 expect_response: bool = True) -> memoryview | None:
         """Send one request; its response body (after the correlation id), or None when none is expected."""
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        header = RequestHeader(int(api_key), version, self._correlation, self._client_id)
+        request = self._framing.request(int(api_key), version, body)
         try:
             self._sock.settimeout(timeout)
-            self._sock.sendall(join_chunks(frame_request(header, body)))
+            self._sock.sendall(request)
             if not expect_response:
                 return None
-            size = _SIZE.unpack(self._read(4))[0]
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                raise BrokerUnavailable(f"{_shown(self.address)} answered a frame of {size} bytes")
-            frame = memoryview(self._read(size))
+            return memoryview(self._read(self._framing.body_size(self._read(ClientFraming.HEAD_BYTES))))
         except OSError as exc:  # timeouts included
             raise BrokerUnavailable(f"{api_key.name} to {_shown(self.address)} failed: {exc!r}") from None
-        correlation = _SIZE.unpack_from(frame)[0]
-        if correlation != self._correlation:
-            raise BrokerUnavailable(f"{_shown(self.address)} answered correlation id {correlation}, "
-                                    f"expected {self._correlation}")
-        return frame[4:]
+        except ProtocolError as exc:
+            raise BrokerUnavailable(f"{_shown(self.address)} answered {api_key.name} wrongly: {exc}") from None
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()

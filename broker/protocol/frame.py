@@ -117,6 +117,34 @@ def frame_request(header: RequestHeader, body: list[Chunk]) -> list[Chunk]:
     return _merge_first(_SIZE.pack(size) + head, body)
 
 
+class ClientFraming:
+    """A client's side of framing (sans-IO): numbered requests and checked response heads.
+
+    One request in flight at a time: each answer must carry the last request's correlation id.
+    """
+
+    HEAD_BYTES = _RESPONSE_HEADER.size  # size prefix + correlation id
+
+    def __init__(self, client_id: str | None, max_response_bytes: int) -> None:
+        self.client_id, self.max_response_bytes = client_id, max_response_bytes
+        self.correlation_id = 0
+
+    def request(self, api_key: int, version: int, body: list[Chunk]) -> bytes:
+        """The next request's bytes, with a new correlation id."""
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        return join_chunks(frame_request(RequestHeader(api_key, version, self.correlation_id, self.client_id),
+                                         body))
+
+    def body_size(self, head: bytes | bytearray) -> int:
+        """Bytes of response body after the 8-byte head; ProtocolError for a bad size or id."""
+        size, correlation_id = _RESPONSE_HEADER.unpack(head)
+        if not 4 <= size <= self.max_response_bytes:
+            raise ProtocolError(f"response size {size} outside 4..{self.max_response_bytes}")
+        if correlation_id != self.correlation_id:
+            raise ProtocolError(f"response to correlation id {correlation_id}, expected {self.correlation_id}")
+        return size - 4
+
+
 def frame_response(correlation_id: int, body: list[Chunk]) -> list[Chunk]:
     """A whole response with header v0: size prefix, correlation_id, then the body chunks.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -74,3 +75,30 @@ def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
             return answer.status, answer.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+def _process_state(proc: Path) -> str | None:
+    """The state letter of /proc/<pid>/stat (after "(comm)", which may hold spaces); None if gone."""
+    try:
+        return (proc / "stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie left for init to reap counts as gone)."""
+    return _process_state(Path(f"/proc/{pid}")) not in (None, "Z")
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line mentions `text` (a data dir: nothing may outlive `down`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if alive(int(entry.name)) and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.integration.cluster_fixtures import wait_until
+from tests.integration.cluster_fixtures import processes_mentioning, wait_until
 from tidelog.launcher import free_ports
 
 confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client; make test installs it
@@ -31,21 +31,6 @@ confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client
 REPO = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 90.0
 GONE_TIMEOUT_S = 10.0
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line mentions `text` (a data dir: nothing may outlive `down`)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-            if state != "Z" and text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 class Cli:

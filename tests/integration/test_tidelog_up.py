@@ -30,6 +30,7 @@ from typing import IO, Any
 import msgpack
 import pytest
 
+from tests.integration.cluster_fixtures import alive, processes_mentioning
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from tidelog.launcher import free_ports
 
@@ -48,30 +49,6 @@ NOT_CONTROLLER = 41
 def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
     with capsys.disabled():  # measurements belong in the test output even when it passes
         print(f"\n[tidelog up measurement] {line}")
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie left for init to reap counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line mentions `text` (a data dir: nothing may outlive `down`)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-            if state != "Z" and text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:

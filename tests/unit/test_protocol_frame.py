@@ -130,3 +130,18 @@ def test_unsupported_api_versions_request_gets_v0_body_with_error_35() -> None:
 def test_supported_api_versions_sorted_by_key() -> None:
     listed = supported_api_versions({ApiKey.METADATA: (1, 8), ApiKey.PRODUCE: (3, 8)})
     assert listed == (ApiVersion(0, 3, 8), ApiVersion(3, 1, 8))
+
+
+def test_client_framing_numbers_requests_and_checks_answers():
+    import struct
+
+    from broker.protocol.frame import ClientFraming, FrameDecoder, parse_request_header
+
+    framing = ClientFraming("tester", max_response_bytes=100)
+    first, second = framing.request(18, 3, [b"body"]), framing.request(18, 3, [b"body"])
+    headers = [parse_request_header(f)[0] for f in FrameDecoder().feed(first + second)]
+    assert [h.correlation_id for h in headers] == [1, 2] and headers[0].client_id == "tester"
+    assert framing.body_size(struct.pack(">ii", 4 + 10, 2)) == 10
+    for head in (struct.pack(">ii", 14, 1), struct.pack(">ii", 101, 2), struct.pack(">ii", 3, 2)):
+        with pytest.raises(ProtocolError):
+            framing.body_size(head)
