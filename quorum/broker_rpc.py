@@ -354,7 +354,7 @@ class BrokerRpc:
             return False
         outcome = shutdown_request_outcome(requested_epoch=requested, broker_epoch=req["broker_epoch"],
                                            want_shutdown=req["want_shutdown"])
-        if not outcome.keeps_request:
+        if not outcome.shutdown_requested:  # obeyed or stale: forget the request
             del self._shutdown_requests[broker_id]
             reason = ("it began its controlled shutdown" if outcome is ShutdownRequestOutcome.OBEYED
                       else f"it runs as broker epoch {req['broker_epoch']} now")

@@ -44,7 +44,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
-from shutdown.controller_states import BrokerFlags
+from shutdown.controller_states import BrokerFlags, another_broker_shutting_down
 
 SECONDS_MS: Final = 1000
 DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # broker.heartbeat.interval.ms
@@ -332,4 +332,4 @@ def heartbeat_early_for_shutdown(brokers: Iterable[BrokerFlags], *, broker_id: i
     applied batch while someone waits (not in Kafka, which waits)."""
     if state is not BrokerState.RUNNING or applied_offset <= reported_offset:
         return False
-    return any(b.in_controlled_shutdown and not b.fenced for b in brokers if b.broker_id != broker_id)
+    return another_broker_shutting_down(brokers, own_broker_id=broker_id)

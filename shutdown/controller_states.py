@@ -251,12 +251,8 @@ class ShutdownRequestOutcome(Enum):
     STALE = "stale"  # made for an earlier incarnation (another broker epoch): forget it
 
     @property
-    def keeps_request(self) -> bool:
-        return self is ShutdownRequestOutcome.ASK
-
-    @property
     def shutdown_requested(self) -> bool:
-        """The heartbeat reply's flag."""
+        """The heartbeat reply's flag; the request is kept exactly as long as it is asked."""
         return self is ShutdownRequestOutcome.ASK
 
 
@@ -292,7 +288,13 @@ class BrokerFlags(Protocol):
     def in_controlled_shutdown(self) -> bool: ...
 
 
+def another_broker_shutting_down(brokers: Iterable[BrokerFlags], *, own_broker_id: int) -> bool:
+    """Whether another broker is in the middle of a controlled shutdown (unfenced with
+    in_controlled_shutdown; SHUTDOWN_NOW fences it)."""
+    return any(b.in_controlled_shutdown and not b.fenced for b in brokers if b.broker_id != own_broker_id)
+
+
 def controller_may_stop(brokers: Iterable[BrokerFlags], *, own_broker_id: int) -> bool:
-    """Whether a combined node's controller half may stop now: no other broker is still in the
-    middle of a controlled shutdown (unfenced with in_controlled_shutdown; SHUTDOWN_NOW fences)."""
-    return not any(b.in_controlled_shutdown and not b.fenced for b in brokers if b.broker_id != own_broker_id)
+    """Whether a combined node's controller half may stop now: no other broker still needs the
+    quorum for its controlled shutdown."""
+    return not another_broker_shutting_down(brokers, own_broker_id=own_broker_id)

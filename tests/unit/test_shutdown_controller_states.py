@@ -223,7 +223,6 @@ def test_shutdown_request_outcome(requested_epoch, broker_epoch, want_shutdown, 
                                    want_shutdown=want_shutdown)
     assert got is outcome
     assert got.shutdown_requested is flag
-    assert got.keeps_request is (outcome is ShutdownRequestOutcome.ASK)
 
 
 @dataclass(frozen=True)
