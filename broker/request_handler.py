@@ -198,8 +198,7 @@ class RequestHandler:
     def _read_fetch(self, req: fetch.FetchRequest) -> tuple[tuple[fetch.FetchTopicResponse, ...], int, bool]:
         image = self._image()
         # A follower's fetch (replica id >= 0) reads up to the log end offset and tells the
-        # leader where the follower is (its LEO for the HW and the ISR).
-        consumer = req.replica_id < 0
+        # leader where the follower is (its LEO for the HW and the ISR): ReplicaManager.read.
         budget, total, failed = req.max_bytes, 0, False
         topics = []
         for t in req.topics:
@@ -210,7 +209,6 @@ class RequestHandler:
                 try:
                     read = self.replicas.read(tp, p.fetch_offset, limit,
                                               current_leader_epoch=p.current_leader_epoch,
-                                              up_to_high_watermark=consumer,
                                               min_one_batch=total == 0,  # Kafka: progress first
                                               replica_id=req.replica_id)
                 except Exception as e:
