@@ -104,7 +104,7 @@ def stamps(log: str, since: int) -> dict[str, float]:
 def produce(cluster: LocalCluster, topic: str, partitions: int, per_partition: int) -> None:
     if not per_partition:
         return
-    from broker.records import build_batch
+    from common.records import build_batch
     from tidelog.kafka_client import KafkaClient
 
     host, port = cluster.node(UNDER_TEST).spec.bootstrap_address.split(":")

@@ -42,19 +42,19 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the project's packages are importable
     sys.path.insert(0, str(ROOT))
 
-from broker.protocol import admin, api_versions, describe_configs, fetch, find_coordinator  # noqa: E402
-from broker.protocol import init_producer_id as ipi  # noqa: E402
-from broker.protocol import list_offsets as lo  # noqa: E402
-from broker.protocol import metadata as md  # noqa: E402
-from broker.protocol import offset_for_leader_epoch as ofle  # noqa: E402
-from broker.protocol import produce  # noqa: E402
-from broker.protocol.api_keys import ApiKey  # noqa: E402
-from broker.protocol.dispatch import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
-from broker.protocol.frame import RequestHeader, encode_request_header, join_chunks, \
+from common.protocol import admin, api_versions, describe_configs, fetch, find_coordinator  # noqa: E402
+from common.protocol import init_producer_id as ipi  # noqa: E402
+from common.protocol import list_offsets as lo  # noqa: E402
+from common.protocol import metadata as md  # noqa: E402
+from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
+from common.protocol import produce  # noqa: E402
+from common.protocol.api_keys import ApiKey  # noqa: E402
+from common.protocol.dispatch import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
+from common.protocol.frame import RequestHeader, encode_request_header, join_chunks, \
     parse_request_header  # noqa: E402
-from broker.protocol.primitives import ProtocolError  # noqa: E402
-from broker.record_batch import read_batches  # noqa: E402
-from broker.records import build_batch, decode_records  # noqa: E402
+from common.protocol.primitives import ProtocolError  # noqa: E402
+from common.record_batch import read_batches  # noqa: E402
+from common.records import build_batch, decode_records  # noqa: E402
 from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place -------------------------------------------------------------------

@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.log.log_config import LogConfig
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
-from broker.records import build_batch
+from common.records import build_batch
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.errors import ErrorCode
+from common.errors import ErrorCode
 from broker.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

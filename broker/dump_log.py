@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.errors import KafkaError
-from broker.record_batch import (
+from common.errors import KafkaError
+from common.record_batch import (
     LENGTH_POS,
     LOG_OVERHEAD,
     NO_SEQUENCE,
@@ -24,7 +24,7 @@ from broker.record_batch import (
     compute_crc,
     parse_header,
 )
-from broker.records import Record, decode_records
+from common.records import Record, decode_records
 
 Emit = Callable[[str], None]
 

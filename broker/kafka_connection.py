@@ -17,9 +17,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-from broker.protocol.api_keys import ApiKey
-from broker.protocol.frame import ClientFraming
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import ClientFraming
+from common.protocol.primitives import Chunk, ProtocolError
 
 MIB: Final = 1024 * 1024
 MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes

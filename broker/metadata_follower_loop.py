@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 from broker.log.checkpoint_file import write_atomically
 from broker.metadata_follower import DEFAULT_CHECKPOINT_INTERVAL_MS, HeartbeatDecision, MetadataFollowerState
 from shutdown.broker_lifecycle import (

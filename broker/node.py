@@ -35,18 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from broker.errors import KafkaStorageError
-from broker.log.log_config import from_broker_config
+from common.errors import KafkaStorageError
+from common.topic_config import from_broker_config
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
-from broker.protocol.api_keys import ApiKey
+from common.protocol.api_keys import ApiKey
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from metadata.codec import Listener
-from broker.protocol.primitives import ProtocolError
-from tidelog.config import Config, ConfigError, Password, load_properties, log_dirs, parse_config
-from tidelog.log_setup import setup_logging
+from common.protocol.primitives import ProtocolError
+from common.config import Config, ConfigError, Password, load_properties, log_dirs, parse_config
+from common.log_setup import setup_logging
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 

@@ -41,8 +41,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
-from broker.errors import ErrorCode
-from broker.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
+from common.errors import ErrorCode
+from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = (1 << 31) - 1  # sequences wrap from here to 0

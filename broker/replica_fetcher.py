@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from broker.errors import ErrorCode, KafkaError
+from common.errors import ErrorCode, KafkaError
 from broker.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.log.leader_epoch_cache import EpochEndOffset
 from broker.partition import Partition
-from broker.protocol import fetch, list_offsets as lo, offset_for_leader_epoch as ofle
-from broker.protocol.api_keys import ApiKey
+from common.protocol import fetch, list_offsets as lo, offset_for_leader_epoch as ofle
+from common.protocol.api_keys import ApiKey
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import (
     AskLeader,

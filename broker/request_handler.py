@@ -22,18 +22,18 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.errors import ErrorCode, KafkaError
-from broker.log.log_config import LogConfig
-from broker.protocol import admin, describe_configs as dc, fetch, list_offsets as lo, metadata as md
-from broker.protocol import offset_for_leader_epoch as ofle, produce
-from broker.protocol.api_keys import ApiKey
-from broker.protocol.api_versions import answer_api_versions, encode_api_versions_response, \
+from common.errors import ErrorCode, KafkaError
+from common.topic_config import LogConfig
+from common.protocol import admin, describe_configs as dc, fetch, list_offsets as lo, metadata as md
+from common.protocol import offset_for_leader_epoch as ofle, produce
+from common.protocol.api_keys import ApiKey
+from common.protocol.api_versions import answer_api_versions, encode_api_versions_response, \
     supported_api_versions
-from broker.protocol.dispatch import ADVERTISED_VERSIONS, decode_request, encode_response
-from broker.protocol.find_coordinator import FindCoordinatorResponse
-from broker.protocol.frame import RequestHeader
-from broker.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.protocol.dispatch import ADVERTISED_VERSIONS, decode_request, encode_response
+from common.protocol.find_coordinator import FindCoordinatorResponse
+from common.protocol.frame import RequestHeader
+from common.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from common.protocol.primitives import Chunk, ProtocolError
 from broker.replica_manager import LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, ReplicaError, ReplicaManager
 from broker.topic_admin import AdminResult, HttpTopicAdmin, TopicAdmin
 from broker.topic_partition import TopicPartition

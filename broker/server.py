@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from broker.protocol.frame import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, RequestHeader, frame_response, \
+from common.protocol.frame import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, RequestHeader, frame_response, \
     parse_request_header
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.protocol.primitives import Chunk, ProtocolError
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any, Final, Protocol
 import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
-from broker.errors import ErrorCode
+from common.errors import ErrorCode
 
 SECONDS: Final = 1.0
 ADMIN_TIMEOUT: Final = 15 * SECONDS  # one admin HTTP call (the controller forwards, then commits)

@@ -29,7 +29,7 @@ from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
 from shutdown.controller_states import current_broker_state
-from tidelog.config import Config, ConfigError, Password
+from common.config import Config, ConfigError, Password
 
 if TYPE_CHECKING:
     from quorum.metadata_log import QuorumSettings

@@ -47,7 +47,7 @@ from quorum.log_state import (
     split_records,
 )
 from quorum.voters import Voter, parse_voters
-from tidelog.config import Config, ConfigError, Password, log_dirs
+from common.config import Config, ConfigError, Password, log_dirs
 
 logger = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from quorum.active_controller import ActiveController, ControllerBusyError, NotA
 from quorum.admin_api import ApiSettings
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.metadata_log import MetadataLog, QuorumBindError, QuorumSettings
-from tidelog.config import ConfigError, load_properties, parse_config
-from tidelog.log_setup import setup_logging
+from common.config import ConfigError, load_properties, parse_config
+from common.log_setup import setup_logging
 
 logger = logging.getLogger("quorum.node")  # not __name__: that is __main__ under -m
 

@@ -16,14 +16,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from broker.log.log_config import TOPIC_LOG_KEYS
+from common.topic_config import TOPIC_LOG_KEYS
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader
 from metadata.placement import eligible_brokers, place_replicas
 from metadata.records import NO_LEADER, Config, ConfigResourceType, Partition, Record, RemoveTopic, Topic
 from metadata.topic_name import topic_name_error
 from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
-from tidelog.config import ConfigError, ConfigKey, ConfigType, Value, all_of, at_least, non_empty, parse_config
+from common.config import ConfigError, ConfigKey, ConfigType, Value, all_of, at_least, non_empty, parse_config
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
@@ -43,7 +43,7 @@ def _no_compaction(value: tuple[str, ...]) -> str | None:
 
 
 # The topic configs tidelog accepts: the log settings brokers apply (one definition, shared
-# with broker.log.log_config) plus the controller's own. cleanup.policy is declared here
+# with common.topic_config) plus the controller's own. cleanup.policy is declared here
 # for a clear error on 'compact'.
 TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
     *(key for key in TOPIC_LOG_KEYS if key.name != "cleanup.policy"),

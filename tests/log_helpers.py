@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.log.log_config import LogConfig
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
-from broker.record_batch import RecordBatchHeader, iter_batches
-from broker.records import build_batch, decode_records
+from common.record_batch import RecordBatchHeader, iter_batches
+from common.records import build_batch, decode_records
 
 NOW = 1_700_000_000_000
 

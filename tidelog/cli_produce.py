@@ -27,7 +27,7 @@ from tidelog.cli_common import ClusterError, UsageError
 READ_SIZE: Final = 64 * 1024
 MAX_PENDING_BYTES: Final = 512 * 1024  # a flush before one request grows past this (message.max.bytes is 1 MiB)
 ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
-CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")  # broker.record_batch.CompressionType's names
+CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")  # common.record_batch.CompressionType's names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +77,7 @@ def _lines(fd: int, linger_s: float, pending: Callable[[], bool]) -> Iterator[by
 
 def produce(args: argparse.Namespace) -> int:
     # imported here: `tidelog` builds every subcommand's parser, and the nodes need none of this
-    from broker.record_batch import CompressionType
+    from common.record_batch import CompressionType
     from tidelog.console_records import FormatError, producer_format
     from tidelog.kafka_client import KafkaClient
     from tidelog.producer import PendingRecord, Producer, Router

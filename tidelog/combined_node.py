@@ -30,8 +30,8 @@ from broker.node import BrokerSettings
 from quorum.admin_api import ApiSettings
 from quorum.metadata_log import QuorumSettings
 from shutdown.controller_states import controller_may_stop
-from tidelog.config import Config, ConfigError, load_properties, parse_config
-from tidelog.log_setup import setup_logging
+from common.config import Config, ConfigError, load_properties, parse_config
+from common.log_setup import setup_logging
 
 logger = logging.getLogger("tidelog.combined_node")
 

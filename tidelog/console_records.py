@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from broker.record_batch import TimestampType, iter_batches
-from broker.records import Record, decode_records
+from common.record_batch import TimestampType, iter_batches
+from common.records import Record, decode_records
 
 DEFAULT_SEPARATOR: Final = "\t"  # Kafka's default key.separator for both tools
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024  # a longer line is refused rather than buffered without end
@@ -186,7 +186,7 @@ def decode_fetched(data: bytes | memoryview | None, position: int) -> tuple[list
     Batches are CRC-checked (Kafka's check.crcs); control batches (transaction markers) are
     skipped but moved past; records before `position` (a compressed batch starts earlier)
     are dropped; a partial batch at the end (a fetch may cut one) is left for the next fetch.
-    Raises broker.errors.CorruptRecordError for a damaged batch.
+    Raises common.errors.CorruptRecordError for a damaged batch.
     """
     if not data:
         return [], position

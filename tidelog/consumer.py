@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from broker.errors import CorruptRecordError, ErrorCode
+from common.errors import CorruptRecordError, ErrorCode
 from tidelog.cli_common import ClusterError
 from tidelog.console_records import ConsumerFormat, decode_fetched
 from tidelog.kafka_client import (

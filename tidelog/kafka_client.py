@@ -2,7 +2,7 @@
 
     with KafkaClient([("127.0.0.4", 9092)]) as client:
         cluster = client.metadata(["demo"])                # brokers and partition leaders
-        client.produce(leader, "demo", {0: batch}, acks=-1)  # batch: broker.records.build_batch
+        client.produce(leader, "demo", {0: batch}, acks=-1)  # batch: common.records.build_batch
         client.list_offsets(leader, "demo", {0: EARLIEST_TIMESTAMP})
         client.fetch(leader, "demo", {0: 0}, max_wait_ms=500)
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
-from broker.errors import ErrorCode
-from broker.protocol import fetch, list_offsets, metadata, produce
-from broker.protocol.api_keys import ApiKey
-from broker.protocol.frame import ClientFraming
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.errors import ErrorCode
+from common.protocol import fetch, list_offsets, metadata, produce
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import ClientFraming
+from common.protocol.primitives import Chunk, ProtocolError
 
 SECONDS: Final = 1.0
 MIB: Final = 1024 * 1024

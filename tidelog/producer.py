@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from broker.record_batch import CompressionType
-from broker.records import build_batch
+from common.record_batch import CompressionType
+from common.records import build_batch
 from tidelog.cli_common import ClusterError
 from tidelog.partitioner import partition_for_key
 from tidelog.kafka_client import RETRIABLE, BrokerUnavailable, ClusterInfo, KafkaClient, TopicInfo, error_name

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 
 T = TypeVar("T")
 VERSION = 0

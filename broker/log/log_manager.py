@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 from broker.log.checkpoint_file import CheckpointFile, CorruptCheckpointError, fsync_directory
-from broker.log.log_config import LogConfig
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
 from broker.topic_partition import TopicPartition
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.errors import (
+from common.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
@@ -21,10 +21,10 @@ from broker.errors import (
     RecordTooLargeError,
 )
 from broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache, checkpoint_file
-from broker.log.log_config import LogConfig, TimestampPolicy
+from common.topic_config import LogConfig, TimestampPolicy
 from broker.log.log_loader import load_segments, open_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
-from broker.record_batch import (
+from common.record_batch import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
@@ -496,7 +496,7 @@ def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatc
 def _find_in_segment(segment: LogSegment, timestamp: int,
                      start_offset: int) -> tuple[int, int] | None:
     """(timestamp, offset) of the first record at or after `timestamp` in `segment`."""
-    from broker.records import decode_records  # tools-grade decoding, off the hot path
+    from common.records import decode_records  # tools-grade decoding, off the hot path
 
     entry = segment.time_index.lookup(timestamp)
     found = segment.translate_offset(max(entry.offset, start_offset))

@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 
 
 class CorruptIndexError(KafkaStorageError):

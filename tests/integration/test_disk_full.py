@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.log_config import LogConfig
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
-from broker.record_batch import iter_batches
-from broker.records import decode_records
+from common.record_batch import iter_batches
+from common.records import decode_records
 
 NOW = 1_700_000_000_000
 CHILD_TIMEOUT_S = 60
@@ -30,7 +30,7 @@ def make_batch(i: int, value_size: int) -> bytes:
 
     Self-contained: the child process gets this function's source.
     """
-    from broker.records import build_batch
+    from common.records import build_batch
 
     value = (b"value-%06d-" % i).ljust(value_size, b"x")
     return build_batch([(b"key-%06d" % i, value)], timestamps=[1_700_000_000_000 + i])
@@ -45,8 +45,8 @@ CHILD_BODY = """
 import json, resource, signal, sys
 from pathlib import Path
 
-from broker.errors import KafkaStorageError
-from broker.log.log_config import LogConfig
+from common.errors import KafkaStorageError
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
 
 directory, limit, value_size, per_append, max_appends = sys.argv[1:]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.log_config import LogConfig
+from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
-from broker.record_batch import CompressionType
-from broker.records import build_batch
+from common.record_batch import CompressionType
+from common.records import build_batch
 
 NOW = 1_700_000_000_000
 CLI_TIMEOUT_S = 30

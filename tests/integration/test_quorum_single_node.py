@@ -22,7 +22,7 @@ from quorum.active_controller import ActiveController
 from quorum.log_state import OutcomeKind
 from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog, QuorumSettings
 from quorum.voters import Voter
-from tidelog.config import Password
+from common.config import Password
 from tidelog.launcher import free_ports
 
 WAIT_S = 10.0

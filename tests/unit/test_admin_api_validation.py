@@ -36,7 +36,7 @@ from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
 from quorum.metadata_log import QuorumSettings, QuorumStatus
 from quorum.openapi import openapi_document
-from tidelog.config import ConfigError, parse_config
+from common.config import ConfigError, parse_config
 from tidelog.launcher import free_ports
 
 # --- The pure validators ------------------------------------------------------------

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from broker.log.segment import FileSlice
-from broker.protocol.frame import RequestHeader, encode_request_header
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.protocol.frame import RequestHeader, encode_request_header
+from common.protocol.primitives import Chunk, ProtocolError
 from broker.server import PREAD_CHUNK, KafkaServer
 
 HOST = "127.0.0.1"

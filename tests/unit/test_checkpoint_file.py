@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 from broker.log.checkpoint_file import (
     CheckpointFile,
     CorruptCheckpointError,

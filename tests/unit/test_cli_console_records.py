@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import CorruptRecordError
-from broker.record_batch import TimestampType
-from broker.records import Header, Record, build_batch
+from common.errors import CorruptRecordError
+from common.record_batch import TimestampType
+from common.records import Header, Record, build_batch
 from tidelog.console_records import (
     ConsumerFormat,
     FormatError,

@@ -50,7 +50,7 @@ from tidelog.cluster_layout import (
     write_atomic,
     write_private,
 )
-from tidelog.config import Config, Password, load_properties, parse_config
+from common.config import Config, Password, load_properties, parse_config
 
 ROOT = Path("/srv/tidelog")  # pure tests never touch it
 SECRETS = ClusterSecrets(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", password="s3cret-quorum-password-0123456789")

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.compression import XERIAL_BLOCK_SIZE, XERIAL_MAGIC, compress, decompress, xerial_frame
-from broker.errors import CorruptRecordError, UnsupportedCompressionError
-from broker.record_batch import CompressionType
+from common.compression import XERIAL_BLOCK_SIZE, XERIAL_MAGIC, compress, decompress, xerial_frame
+from common.errors import CorruptRecordError, UnsupportedCompressionError
+from common.record_batch import CompressionType
 
 CODECS = list(CompressionType)
 COMPRESSED = [c for c in CompressionType if c is not CompressionType.NONE]

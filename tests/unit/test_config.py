@@ -1,4 +1,4 @@
-"""Tests for tidelog/config.py: typed parsing, errors naming keys, precedence, .properties files."""
+"""Tests for common/config.py: typed parsing, errors naming keys, precedence, .properties files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.config import (
+from common.config import (
     BROKER_KEYS,
     LONG_MAX,
     REQUIRED,
@@ -412,7 +412,7 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["plain", "/x/back\\slash", "a=b:c #not a comment", "two\nlines",
                                    "tab\there", "ünïcode"])
 def test_properties_line_round_trips(tmp_path, value: str) -> None:
-    from tidelog.config import properties_line
+    from common.config import properties_line
 
     path = tmp_path / "server.properties"
     path.write_text(properties_line("log.dirs", value) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.record_batch import (
+from common.record_batch import (
     CRC_POS,
     CompressionType,
     TimestampType,
@@ -20,7 +20,7 @@ from broker.record_batch import (
     parse_header,
     set_base_offset,
 )
-from broker.records import build_batch
+from common.records import build_batch
 from tidelog import cli
 
 Dump = Callable[..., tuple[int, list[str], str]]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.errors import KafkaStorageError
-from broker.log.log_config import LogConfig
+from common.errors import KafkaStorageError
+from common.topic_config import LogConfig
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -22,8 +22,8 @@ from broker.log.log_manager import (
 )
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
-from broker.record_batch import iter_batches
-from broker.records import build_batch, decode_records
+from common.record_batch import iter_batches
+from common.records import build_batch, decode_records
 from broker.topic_partition import TopicPartition
 
 NOW = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""Tests for tidelog/log_setup.py: line format, node tag on every logger, idempotence, level."""
+"""Tests for common/log_setup.py: line format, node tag on every logger, idempotence, level."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tidelog.log_setup import LEVEL_ENV, resolve_level, setup_logging
+from common.log_setup import LEVEL_ENV, resolve_level, setup_logging
 
 LINE = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) \[(?P<node>[^\]]+)\] "

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import KafkaStorageError
+from common.errors import KafkaStorageError
 from broker.log.offset_index import OffsetIndex, OffsetPosition
 from broker.log.sparse_index import CorruptIndexError
 

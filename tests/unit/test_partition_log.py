@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.errors import (
+from common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -17,21 +17,21 @@ from broker.errors import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
 )
-from broker.log.log_config import LogConfig, TimestampPolicy
+from common.topic_config import LogConfig, TimestampPolicy
 from broker.log.partition_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     PartitionLog,
 )
-from broker.record_batch import (
+from common.record_batch import (
     CRC_POS,
     TimestampType,
     iter_batches,
     parse_header,
     verify_crc,
 )
-from broker.records import build_batch, decode_records
+from common.records import build_batch, decode_records
 from tests.log_helpers import NOW, batch, open_log, read_all, values
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100)
@@ -97,7 +97,7 @@ def test_append_rejects_a_count_that_disagrees_with_the_offset_range(tmp_path: P
     data = bytearray(batch(2))
     data[57:61] = (3).to_bytes(4, "big")
     header = parse_header(data)
-    from broker.record_batch import compute_crc
+    from common.record_batch import compute_crc
     data[CRC_POS:CRC_POS + 4] = compute_crc(data, 0, header).to_bytes(4, "big")
     with pytest.raises(InvalidRecordError, match="count"):
         open_log(tmp_path).append(bytes(data), now_ms=NOW)
@@ -416,8 +416,8 @@ def test_files_are_kafkas(tmp_path: Path) -> None:
 
 
 def test_topic_overrides_parse_kafka_names() -> None:
-    from broker.log.log_config import with_topic_overrides
-    from tidelog.config import ConfigError
+    from common.topic_config import with_topic_overrides
+    from common.config import ConfigError
 
     config = with_topic_overrides(LogConfig(), {"cleanup.policy": "delete", "retention.ms": "5",
                                                 "message.timestamp.type": "LogAppendTime"})

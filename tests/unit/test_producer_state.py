@@ -19,8 +19,8 @@ from broker.producer_state import (
     ProducerStateManager,
     in_sequence,
 )
-from broker.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatchHeader, parse_header
-from broker.records import build_batch
+from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatchHeader, parse_header
+from common.records import build_batch
 
 APPEND, DUPLICATE, REJECT = AppendOutcome.APPEND, AppendOutcome.DUPLICATE, AppendOutcome.REJECT
 PID = 1000

@@ -1,4 +1,4 @@
-"""Table tests for the API codecs in broker/protocol/: one row of (version, dataclass value,
+"""Table tests for the API codecs in common/protocol/: one row of (version, dataclass value,
 exact bytes) drives the decoder and the encoder. Expected bytes are built here with struct,
 from the protocol's field layouts. Decoders are fed the whole body, the body with trailing
 bytes, and a whole request frame one byte at a time through FrameDecoder."""
@@ -11,17 +11,17 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from broker.protocol import admin, api_versions, describe_configs, fetch, find_coordinator
-from broker.protocol import init_producer_id as ipi
-from broker.protocol import list_offsets as lo
-from broker.protocol import metadata as md
-from broker.protocol import offset_for_leader_epoch as ofle
-from broker.protocol import produce
-from broker.protocol.api_keys import ApiKey
-from broker.protocol.dispatch import decode_request, encode_response
-from broker.protocol.frame import FrameDecoder, RequestHeader, encode_request_header, join_chunks
-from broker.protocol.frame import parse_request_header
-from broker.protocol.primitives import ProtocolError
+from common.protocol import admin, api_versions, describe_configs, fetch, find_coordinator
+from common.protocol import init_producer_id as ipi
+from common.protocol import list_offsets as lo
+from common.protocol import metadata as md
+from common.protocol import offset_for_leader_epoch as ofle
+from common.protocol import produce
+from common.protocol.api_keys import ApiKey
+from common.protocol.dispatch import decode_request, encode_response
+from common.protocol.frame import FrameDecoder, RequestHeader, encode_request_header, join_chunks
+from common.protocol.frame import parse_request_header
+from common.protocol.primitives import ProtocolError
 
 
 def i8(v: int) -> bytes: return struct.pack(">b", v)

@@ -1,4 +1,4 @@
-"""Tests for broker/protocol/frame.py and api_keys.py: framing, the size limit (checked on the
+"""Tests for common/protocol/frame.py and api_keys.py: framing, the size limit (checked on the
 prefix alone), request header v1/v2, response framing and the ApiVersions fallback."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import struct
 
 import pytest
 
-from broker.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
-from broker.protocol.api_versions import (
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
+from common.protocol.api_versions import (
     ApiVersion,
     answer_api_versions,
     encode_api_versions_response,
     supported_api_versions,
 )
-from broker.protocol.dispatch import IMPLEMENTED_VERSIONS
-from broker.protocol.frame import (
+from common.protocol.dispatch import IMPLEMENTED_VERSIONS
+from common.protocol.frame import (
     FrameDecoder,
     RequestHeader,
     encode_request_header,
@@ -23,7 +23,7 @@ from broker.protocol.frame import (
     join_chunks,
     parse_request_header,
 )
-from broker.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError
 
 
 def sized(body: bytes) -> bytes:
@@ -135,7 +135,7 @@ def test_supported_api_versions_sorted_by_key() -> None:
 def test_client_framing_numbers_requests_and_checks_answers():
     import struct
 
-    from broker.protocol.frame import ClientFraming, FrameDecoder, parse_request_header
+    from common.protocol.frame import ClientFraming, FrameDecoder, parse_request_header
 
     framing = ClientFraming("tester", max_response_bytes=100)
     first, second = framing.request(18, 3, [b"body"]), framing.request(18, 3, [b"body"])

@@ -1,4 +1,4 @@
-"""h11's fuzz invariant for broker/protocol/: random bytes and mutated real frames either
+"""h11's fuzz invariant for common/protocol/: random bytes and mutated real frames either
 parse or raise ProtocolError — never IndexError, struct.error, UnicodeDecodeError, ..."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.protocol.dispatch import CODECS, IMPLEMENTED_VERSIONS, decode_request
-from broker.protocol.frame import (
+from common.protocol.dispatch import CODECS, IMPLEMENTED_VERSIONS, decode_request
+from common.protocol.frame import (
     FrameDecoder,
     RequestHeader,
     encode_request_header,
     parse_request_header,
 )
-from broker.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import ALL, REQUESTS, RESPONSES, Row
 
 MAX_REQUEST_BYTES = 4096

@@ -1,4 +1,4 @@
-"""Tests for broker/protocol/primitives.py: one table drives Reader and Writer; malformed
+"""Tests for common/protocol/primitives.py: one table drives Reader and Writer; malformed
 input raises ProtocolError, and lengths are checked before anything is allocated."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.protocol.primitives import ProtocolError, Reader, Writer
+from common.protocol.primitives import ProtocolError, Reader, Writer
 
 U = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import (
+from common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     KafkaError,
     UnsupportedCompressionError,
     UnsupportedMessageFormatError,
 )
-from broker.record_batch import (
+from common.record_batch import (
     ATTRIBUTES_POS,
     CRC_POS,
     HEADER_SIZE,
@@ -37,7 +37,7 @@ from broker.record_batch import (
     set_partition_leader_epoch,
     verify_crc,
 )
-from broker.records import build_batch
+from common.records import build_batch
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

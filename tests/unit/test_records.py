@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import CorruptRecordError
-from broker.record_batch import (
+from common.errors import CorruptRecordError
+from common.record_batch import (
     CRC_POS,
     HEADER_SIZE,
     CompressionType,
@@ -21,7 +21,7 @@ from broker.record_batch import (
     set_log_append_time,
     verify_crc,
 )
-from broker.records import (
+from common.records import (
     DEFAULT_TIMESTAMP,
     INT32_MAX,
     INT32_MIN,

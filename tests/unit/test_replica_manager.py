@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from broker.errors import KafkaError
-from broker.log.log_config import LogConfig
+from common.errors import KafkaError
+from common.topic_config import LogConfig
 from broker.log.log_manager import LogManager
-from broker.record_batch import set_partition_leader_epoch
+from common.record_batch import set_partition_leader_epoch
 from broker.replica_manager import ReplicaManager
 from broker.topic_partition import TopicPartition
 from metadata.delta import apply, changes_for_broker
@@ -257,7 +257,7 @@ async def test_an_isr_shrunk_below_min_isr_answers_not_enough_replicas_after_app
 
 def leader_batches(count: int, *, base_offset: int, epoch: int) -> bytes:
     """Batches as a leader stored them: offsets assigned, leader epoch stamped."""
-    from broker.record_batch import set_base_offset
+    from common.record_batch import set_base_offset
 
     buf = bytearray(batch(count))
     set_base_offset(buf, 0, base_offset)
@@ -282,7 +282,7 @@ def test_follower_truncation_rebuilds_producer_state(replicas):
     buf = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=0))
     set_partition_leader_epoch(buf, 0, 0)
     second = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=2))
-    from broker.record_batch import set_base_offset
+    from common.record_batch import set_base_offset
     set_base_offset(second, 0, 2)
     replicas.append_as_follower(partition, memoryview(bytes(buf) + bytes(second)), leader_high_watermark=0)
     replicas.truncate_follower(partition, 2, "(test)")
@@ -292,5 +292,5 @@ def test_follower_truncation_rebuilds_producer_state(replicas):
 
 
 def read_header(data: bytes):
-    from broker.record_batch import parse_header
+    from common.record_batch import parse_header
     return parse_header(memoryview(data), 0)

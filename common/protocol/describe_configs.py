@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.protocol.api_keys import ApiKey, check_version
-from broker.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, Writer
 
 RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4

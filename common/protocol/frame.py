@@ -9,8 +9,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from broker.protocol.api_keys import is_flexible
-from broker.protocol.primitives import Chunk, ProtocolError, Reader
+from common.protocol.api_keys import is_flexible
+from common.protocol.primitives import Chunk, ProtocolError, Reader
 
 BYTES = 1
 MIB = 1024 * 1024 * BYTES

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import cramjam
 
-from broker.errors import CorruptRecordError, UnsupportedCompressionError
-from broker.record_batch import CompressionType
+from common.errors import CorruptRecordError, UnsupportedCompressionError
+from common.record_batch import CompressionType
 
 BYTES = 1
 KIB = 1024 * BYTES

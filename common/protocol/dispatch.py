@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.protocol import (
+from common.protocol import (
     admin,
     api_versions,
     describe_configs,
@@ -21,9 +21,9 @@ from broker.protocol import (
     offset_for_leader_epoch,
     produce,
 )
-from broker.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from broker.protocol.frame import RequestHeader
-from broker.protocol.primitives import Chunk, ProtocolError
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from common.protocol.frame import RequestHeader
+from common.protocol.primitives import Chunk, ProtocolError
 
 Decoder = Callable[[memoryview, int], Any]
 Encoder = Callable[[Any, int], list[Chunk]]

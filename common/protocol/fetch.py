@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.protocol.api_keys import ApiKey, check_version
-from broker.protocol.primitives import Chunk, Reader, RecordsPlaceholder, Writer
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, RecordsPlaceholder, Writer
 
 CONSUMER_REPLICA_ID = -1
 READ_UNCOMMITTED = 0

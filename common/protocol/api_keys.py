@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from broker.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError
 
 
 class ApiKey(IntEnum):

@@ -1,7 +1,7 @@
 """Kafka record batch v2 (magic 2): the header codec, validation and in-place rewrites.
 
 The broker treats a batch as opaque bytes plus this 61-byte header. Nothing here looks at
-individual records (see `broker.records` for that), so every function costs the same
+individual records (see `common.records` for that), so every function costs the same
 whether a batch holds one record or ten thousand.
 
     baseOffset: int64            0   ┐ outside the CRC: the broker rewrites these
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from broker.errors import (
+from common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     UnsupportedCompressionError,

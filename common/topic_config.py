@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from tidelog.config import (
+from common.config import (
     Config,
     ConfigKey,
     ConfigType,

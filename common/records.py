@@ -1,7 +1,7 @@
 """The individual records inside a v2 batch: decode them, and build batches from them.
 
 For tools and tests only: the broker's append and fetch paths never look at records (see
-`broker.record_batch`). One record, after the batch's 61-byte header:
+`common.record_batch`). One record, after the batch's 61-byte header:
 
     length varint (bytes after this field)   attributes int8
     timestampDelta varlong                   offsetDelta varint
@@ -19,9 +19,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from broker.compression import compress, decompress
-from broker.errors import CorruptRecordError
-from broker.record_batch import (
+from common.compression import compress, decompress
+from common.errors import CorruptRecordError
+from common.record_batch import (
     CONTROL_MASK,
     CRC_POS,
     HEADER_SIZE,

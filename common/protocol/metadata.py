@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.protocol.api_keys import ApiKey, check_version
-from broker.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, Writer
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's INT32_MIN default
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.protocol.api_keys import ApiKey, check_version
-from broker.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, Writer
 
 DEBUG_REPLICA_ID = -2  # Kafka's default when v3's replica_id is absent
 UNDEFINED_EPOCH = -1
