@@ -33,35 +33,43 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from common.units import KIB, MIB, SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the project's packages are importable
     sys.path.insert(0, str(ROOT))
 
-from common.protocol import admin, api_versions, describe_configs, fetch, find_coordinator  # noqa: E402
+from common.protocol import (  # noqa: E402
+    admin,
+    api_versions,
+    describe_configs,
+    fetch,
+    find_coordinator,
+    produce,  # noqa: E402
+)
 from common.protocol import init_producer_id as ipi  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
-from common.protocol import produce  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
 from common.protocol.dispatch import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
-from common.protocol.frame import RequestHeader, encode_request_header, join_chunks, \
-    parse_request_header  # noqa: E402
+from common.protocol.frame import (
+    RequestHeader,
+    encode_request_header,
+    join_chunks,
+    parse_request_header,  # noqa: E402
+)
 from common.protocol.primitives import ProtocolError  # noqa: E402
 from common.record_batch import read_batches  # noqa: E402
 from common.records import build_batch, decode_records  # noqa: E402
 from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place -------------------------------------------------------------------
-BYTES: Final = 1
-KIB: Final = 1024 * BYTES
-MIB: Final = 1024 * KIB
-SECONDS: Final = 1.0
 MAX_REQUEST_BYTES: Final = 1 * MIB  # the broker's socket.request.max.bytes for this run
 CASE_TIMEOUT: Final = 10 * SECONDS  # an answer (or the close) must come within this
 LONG_POLL_WAIT: Final = 0.5 * SECONDS  # a Fetch with max_wait_ms > 0 is given this, then dropped

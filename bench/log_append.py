@@ -18,12 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
 from common.records import build_batch
+from common.topic_config import LogConfig
+from common.units import KIB, MIB
 
-KIB = 1024
-MIB = 1024 * KIB
 FETCH_BYTES = 1 * MIB
 
 

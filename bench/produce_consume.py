@@ -43,9 +43,9 @@ from typing import Any, Final
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common.units import MIB
 from tidelog.launcher import LocalCluster, free_ports
 
-MIB: Final = 1024 * 1024
 GB: Final = 1e9
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 READY_S: Final = 30.0

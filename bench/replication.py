@@ -63,16 +63,25 @@ from typing import Any, Final
 
 import confluent_kafka
 
+from common.units import SECONDS
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the project's packages are importable
     sys.path.insert(0, str(ROOT))
 
+from produce_consume import (  # noqa: E402
+    HTTP_TIMEOUT_S,
+    MIB,
+    fmt,
+    process_cpu_s,
+    self_cpu_s,
+    wait_led,
+)
+
 from chaos.nemesis import Nemesis  # noqa: E402
-from produce_consume import HTTP_TIMEOUT_S, MIB, fmt, process_cpu_s, self_cpu_s, wait_led  # noqa: E402
 from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place --------------------------------------------------------------------
-SECONDS: Final = 1.0
 HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")  # controller 1, brokers 2-4
 READY_S: Final = 60 * SECONDS
 CLIENT_TIMEOUT_S: Final = 300 * SECONDS  # one produce phase; a stuck broker fails the run

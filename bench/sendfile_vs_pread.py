@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, Final
 
-KIB: Final = 1024
-MIB: Final = 1024 * KIB
+from common.units import KIB, MIB
+
 GB: Final = 1e9
 LOOPBACK: Final = "127.0.0.1"
 READ_BUFFER: Final = 4 * MIB

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from common.errors import ErrorCode
 from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from typing import Any, Final
 import aiohttp
 import msgpack
 
+from common.units import MIB, SECONDS
+
 logger = logging.getLogger(__name__)
 
-SECONDS: Final = 1.0
-MIB: Final = 1024 * 1024
 MSGPACK: Final = "application/x-msgpack"
 NOT_CONTROLLER: Final = 41
 REQUEST_TIMEOUT: Final = 10 * SECONDS  # one write RPC (the controller's own write timeout is 5 s)

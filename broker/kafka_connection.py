@@ -20,8 +20,8 @@ from typing import Final, TypeVar
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import ClientFraming
 from common.protocol.primitives import Chunk, ProtocolError
+from common.units import MIB
 
-MIB: Final = 1024 * 1024
 MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes
 
 T = TypeVar("T")

@@ -48,9 +48,17 @@ from pathlib import Path
 from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from common.errors import KafkaStorageError
 from broker.log.checkpoint_file import write_atomically
-from broker.metadata_follower import DEFAULT_CHECKPOINT_INTERVAL_MS, HeartbeatDecision, MetadataFollowerState
+from broker.metadata_follower import (
+    DEFAULT_CHECKPOINT_INTERVAL_MS,
+    HeartbeatDecision,
+    MetadataFollowerState,
+)
+from common.errors import KafkaStorageError
+from metadata.codec import Listener, MetadataRecordError
+from metadata.delta import LocalReplicaChanges, changes_for_broker
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.snapshot import decode_snapshot, encode_snapshot
 from shutdown.broker_lifecycle import (
     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -62,10 +70,6 @@ from shutdown.broker_lifecycle import (
     heartbeat_early_for_shutdown,
     heartbeat_early_when_caught_up,
 )
-from metadata.codec import Listener, MetadataRecordError
-from metadata.delta import LocalReplicaChanges, changes_for_broker
-from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.snapshot import decode_snapshot, encode_snapshot
 
 logger = logging.getLogger(__name__)
 

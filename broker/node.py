@@ -35,22 +35,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from common.errors import KafkaStorageError
-from common.topic_config import from_broker_config
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
-from common.protocol.api_keys import ApiKey
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
-from metadata.codec import Listener
-from common.protocol.primitives import ProtocolError
-from common.config import Config, ConfigError, Password, load_properties, log_dirs, parse_config
+from common.config import (
+    Config,
+    ConfigError,
+    Password,
+    load_properties,
+    log_dirs,
+    parse_config,
+)
+from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
+from common.protocol.api_keys import ApiKey
+from common.protocol.primitives import ProtocolError
+from common.topic_config import from_broker_config
+from common.units import SECONDS
+from metadata.codec import Listener
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
-SECONDS: Final = 1.0
 MAINTENANCE_INTERVAL: Final = 1 * SECONDS  # flush.ms checks; retention and checkpoints have their own periods
 METRICS_PREFIX: Final = "tidelog_broker_"
 SUPPORTED_SECURITY: Final = "PLAINTEXT"

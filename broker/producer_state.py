@@ -42,11 +42,16 @@ from types import MappingProxyType
 from typing import Final
 
 from common.errors import ErrorCode
-from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
+from common.record_batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RecordBatchHeader,
+)
+from common.units import MS
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = (1 << 31) - 1  # sequences wrap from here to 0
-MS = 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000 * MS  # producer.id.expiration.ms (KIP-854)
 
 # Kafka error codes this module answers with (names kept for its callers and tests)

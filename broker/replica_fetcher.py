@@ -22,12 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from common.errors import ErrorCode, KafkaError
 from broker.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.log.leader_epoch_cache import EpochEndOffset
 from broker.partition import Partition
-from common.protocol import fetch, list_offsets as lo, offset_for_leader_epoch as ofle
-from common.protocol.api_keys import ApiKey
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import (
     AskLeader,
@@ -37,6 +34,12 @@ from broker.replication.truncation import (
     start_truncation,
 )
 from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode, KafkaError
+from common.protocol import fetch
+from common.protocol import list_offsets as lo
+from common.protocol import offset_for_leader_epoch as ofle
+from common.protocol.api_keys import ApiKey
+from common.units import MIB
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,6 @@ log = logging.getLogger(__name__)
 FETCH_VERSION: Final = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 LIST_OFFSETS_VERSION: Final = 5
-MIB: Final = 1024 * 1024
 # Errors that mean "the leader and we disagree about who leads in which epoch": wait for
 # the metadata to move on (it will), then carry on.
 _WAIT_FOR_METADATA: Final = frozenset({

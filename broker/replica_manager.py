@@ -28,21 +28,26 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple, Protocol
 
 from broker.alter_partition_manager import AlterPartitionItem, AlterPartitionManager
-from common.errors import ErrorCode, KafkaError, KafkaStorageError, OffsetOutOfRangeError
-from common.topic_config import TOPIC_LOG_KEYS, with_topic_overrides
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import LogAppendInfo
 from broker.log.segment import FileSlice
 from broker.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition, PendingIsrChange
 from broker.producer_state import AppendOutcome, ProducerStateManager
-from common.record_batch import RecordBatchHeader, iter_batches, read_batches
 from broker.replication.high_watermark import follower_high_watermark
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.topic_partition import TopicPartition
+from common.config import ConfigError
+from common.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+from common.record_batch import RecordBatchHeader, iter_batches, read_batches
+from common.topic_config import TOPIC_LOG_KEYS, with_topic_overrides
 from metadata.delta import LocalPartition, LocalReplicaChanges
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import ConfigResourceType, LeaderRecoveryState
-from common.config import ConfigError
 
 log = logging.getLogger(__name__)
 

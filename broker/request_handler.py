@@ -22,28 +22,45 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from common.errors import ErrorCode, KafkaError
-from common.topic_config import LogConfig
-from common.protocol import admin, describe_configs as dc, fetch, list_offsets as lo, metadata as md
-from common.protocol import offset_for_leader_epoch as ofle, produce
-from common.protocol.api_keys import ApiKey
-from common.protocol.api_versions import answer_api_versions, encode_api_versions_response, \
-    supported_api_versions
-from common.protocol.dispatch import ADVERTISED_VERSIONS, decode_request, encode_response
-from common.protocol.find_coordinator import FindCoordinatorResponse
-from common.protocol.frame import RequestHeader
-from common.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from common.protocol.primitives import Chunk, ProtocolError
-from broker.replica_manager import LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, ReplicaError, ReplicaManager
+from broker.replica_manager import (
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    ReplicaError,
+    ReplicaManager,
+)
 from broker.topic_admin import AdminResult, HttpTopicAdmin, TopicAdmin
 from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode, KafkaError
+from common.protocol import admin, fetch, produce
+from common.protocol import describe_configs as dc
+from common.protocol import list_offsets as lo
+from common.protocol import metadata as md
+from common.protocol import offset_for_leader_epoch as ofle
+from common.protocol.api_keys import ApiKey
+from common.protocol.api_versions import (
+    answer_api_versions,
+    encode_api_versions_response,
+    supported_api_versions,
+)
+from common.protocol.dispatch import (
+    ADVERTISED_VERSIONS,
+    decode_request,
+    encode_response,
+)
+from common.protocol.find_coordinator import FindCoordinatorResponse
+from common.protocol.frame import RequestHeader
+from common.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from common.protocol.primitives import Chunk, ProtocolError
+from common.topic_config import LogConfig
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.records import ConfigResourceType
 from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 
-SECONDS: Final = 1.0
 UNKNOWN_TOPIC: Final = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 UNKNOWN_SERVER_ERROR: Final = -1
 COORDINATOR_LOAD_IN_PROGRESS: Final = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS

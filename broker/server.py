@@ -34,17 +34,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from common.protocol.frame import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, RequestHeader, frame_response, \
-    parse_request_header
+from common.protocol.frame import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    FrameDecoder,
+    RequestHeader,
+    frame_response,
+    parse_request_header,
+)
 from common.protocol.primitives import Chunk, ProtocolError
+from common.units import KIB, MIB, SECONDS
 
 logger = logging.getLogger(__name__)
 
 # --- limits, in one place -------------------------------------------------------------------
-BYTES: Final = 1
-KIB: Final = 1024 * BYTES
-MIB: Final = 1024 * KIB
-SECONDS: Final = 1.0
 READ_SIZE: Final = 64 * KIB  # one socket read
 MAX_IN_FLIGHT: Final = 100  # requests read but not yet answered, per connection
 # Records go out through os.pread of the segment slice plus a transport write, this many bytes

@@ -11,8 +11,8 @@ import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
 from common.errors import ErrorCode
+from common.units import SECONDS
 
-SECONDS: Final = 1.0
 ADMIN_TIMEOUT: Final = 15 * SECONDS  # one admin HTTP call (the controller forwards, then commits)
 MAX_ANSWER_BYTES: Final = 1024 * 1024
 UNKNOWN_SERVER_ERROR: Final = -1

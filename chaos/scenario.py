@@ -26,7 +26,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.checker import check_acked_read_once, check_identical, check_monotonic, check_offsets_dense
+from chaos.checker import (
+    check_acked_read_once,
+    check_identical,
+    check_monotonic,
+    check_offsets_dense,
+)
 from chaos.nemesis import Nemesis
 from chaos.workload import HighWatermarkSampler, ProducerWorkload, read_all
 from tidelog.launcher import LocalCluster, free_ports

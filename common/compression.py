@@ -21,9 +21,7 @@ import cramjam
 
 from common.errors import CorruptRecordError, UnsupportedCompressionError
 from common.record_batch import CompressionType
-
-BYTES = 1
-KIB = 1024 * BYTES
+from common.units import KIB
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_VERSION = 1

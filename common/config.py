@@ -17,12 +17,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
-MIB: Final = 1024 * 1024
-GIB: Final = 1024 * MIB
+from common.units import GIB, INT_MAX, LONG_MAX, MIB
+
 MS_PER_MINUTE: Final = 60 * 1000
 MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
-INT_MAX: Final = 2**31 - 1  # Java int: the range Kafka accepts for INT keys
-LONG_MAX: Final = 2**63 - 1  # Java long: the range Kafka accepts for LONG keys
 
 
 class ConfigError(ValueError):

@@ -17,9 +17,7 @@ from common.config import (
     retention_ms,
     roll_ms,
 )
-
-MAX_LONG = 2**63 - 1
-DAY_MS = 24 * 60 * 60 * 1000
+from common.units import DAY_MS, LONG_MAX
 
 
 class TimestampPolicy(Enum):
@@ -40,8 +38,8 @@ class LogConfig:
     retention_ms: int = 7 * DAY_MS  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit
     max_message_bytes: int = 1048588
-    flush_messages: int = MAX_LONG
-    flush_ms: int = MAX_LONG
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60_000
     message_timestamp_type: TimestampPolicy = TimestampPolicy.CREATE_TIME
     cleanup_policy: tuple[str, ...] = field(default=("delete",))

@@ -9,7 +9,6 @@ whether it was built in Python or decoded from msgpack. Every failure is a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-
 from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, NamedTuple

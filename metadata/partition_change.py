@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Any
 
+from common.errors import ErrorCode
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.records import NO_LEADER, LeaderRecoveryState, PartitionChange
 
@@ -33,21 +34,11 @@ class Election(Enum):
     UNCLEAN = "unclean"  # operator-requested: unclean if no acceptable ISR member remains
 
 
-class AlterPartitionError(IntEnum):
-    """The Kafka error codes an AlterPartition request can be rejected with."""
-
-    NOT_CONTROLLER = 41
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    INVALID_UPDATE_VERSION = 95
-    INELIGIBLE_REPLICA = 107
-
-
 @dataclass(frozen=True, slots=True)
 class AlterPartitionRejected:
     """An AlterPartition request refused: the error code and why, in words."""
 
-    error: AlterPartitionError
+    error: ErrorCode
     message: str
 
 
@@ -170,7 +161,7 @@ def _validate_alter(partition: PartitionRegistration, leader_id: int, leader_epo
                     broker_lookup: Callable[[int], BrokerRegistration | None],
                     ) -> AlterPartitionRejected | None:
     """ReplicationControlManager.validateAlterPartitionData, in Kafka's order."""
-    err = AlterPartitionError
+    err = ErrorCode
     where = f"AlterPartition from broker {leader_id} for {partition.topic_id}-{partition.partition_id}"
     isr = [m.broker_id for m in members]
     checks = [
@@ -219,7 +210,7 @@ def alter_partition(partition: PartitionRegistration, *, leader_id: int, leader_
     try:  # the request carries an int8; an unknown value is the requester's mistake
         leader_recovery_state = LeaderRecoveryState(leader_recovery_state)
     except ValueError:
-        return AlterPartitionRejected(AlterPartitionError.INVALID_REQUEST,
+        return AlterPartitionRejected(ErrorCode.INVALID_REQUEST,
                                       f"AlterPartition from broker {leader_id} for {partition.topic_id}-"
                                       f"{partition.partition_id}: unknown leader_recovery_state "
                                       f"{leader_recovery_state!r}")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.records import BeginEpoch, Record
 from quorum.log_state import AppendOutcome, OutcomeKind
@@ -33,7 +34,6 @@ from quorum.replication_control import unclean_elections
 
 logger = logging.getLogger(__name__)
 
-SECONDS: Final = 1.0
 LEADERSHIP_POLL: Final = 0.05 * SECONDS  # the tick period of pysyncobj: no point polling faster
 BEGIN_EPOCH_TIMEOUT: Final = 2 * SECONDS
 DECISION_QUEUE_MAX: Final = 256

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from common.config import Config, ConfigError, Password
+from common.units import KIB, MIB, SECONDS
+from metadata.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
 from metadata.partition_change import Election
 from metadata.records import NO_LEADER, ConfigResourceType
 from quorum.controller_result import ControllerApiError
@@ -29,16 +36,11 @@ from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
 from shutdown.controller_states import current_broker_state
-from common.config import Config, ConfigError, Password
 
 if TYPE_CHECKING:
     from quorum.metadata_log import QuorumSettings
 
 # --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
-BYTES: Final = 1
-KIB: Final = 1024 * BYTES
-MIB: Final = 1024 * KIB
-SECONDS: Final = 1.0
 MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
 MAX_RPC_BODY_BYTES: Final = 1 * MIB  # a msgpack broker RPC body
 MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)

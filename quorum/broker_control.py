@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
 from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
 from metadata.partition_change import elect_leader, remove_from_isr
@@ -37,7 +38,7 @@ from metadata.records import (
     RegisterBroker,
     UnregisterBroker,
 )
-from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.topic_control import TopicElectionConfig, topic_election_config
 from shutdown.controller_states import (
@@ -64,10 +65,10 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     """The broker's registration; BROKER_ID_NOT_REGISTERED or STALE_BROKER_EPOCH otherwise."""
     registration = image.broker(broker_id)
     if registration is None:
-        raise ControllerApiError(ApiErrorCode.BROKER_ID_NOT_REGISTERED,
+        raise ControllerApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                  f"Broker {broker_id} is not registered.", field="broker_id")
     if registration.broker_epoch != broker_epoch:
-        raise ControllerApiError(ApiErrorCode.STALE_BROKER_EPOCH,
+        raise ControllerApiError(ErrorCode.STALE_BROKER_EPOCH,
                                  f"Expected broker epoch {registration.broker_epoch} for broker {broker_id}, "
                                  f"but got broker epoch {broker_epoch}.", field="broker_epoch")
     return registration
@@ -137,14 +138,14 @@ def register_broker(image: MetadataImage, *, broker_id: int, incarnation_id: str
         heartbeats.begin_sessions(image, now_ms)
         if not existing.fenced and heartbeats.has_valid_session(broker_id, now_ms):
             raise ControllerApiError(
-                ApiErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                 f"Another broker is registered with broker id {broker_id} (incarnation "
                 f"{existing.incarnation_id}) and its session has not expired.", field="broker_id")
         heartbeats.remove(broker_id)  # the old incarnation's session
     try:
         record = RegisterBroker(broker_id, incarnation_id, tuple(listeners), rack, fenced=True)
     except MetadataRecordError as exc:
-        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST, f"Bad broker registration: {exc}") from None
+        raise ControllerApiError(ErrorCode.INVALID_REQUEST, f"Bad broker registration: {exc}") from None
     records: list[Record] = [record]
     if existing is not None:  # the new registration is fenced: it may lead nothing until unfenced
         records.extend(_leave_partitions(image, broker_id))
@@ -155,7 +156,7 @@ def fence_broker(image: MetadataImage, broker_id: int, *, reason: str) -> Contro
     """Move ISRs and leaders away from the broker, then BrokerRegistrationChange(fenced=True)."""
     registration = image.broker(broker_id)
     if registration is None:
-        raise ControllerApiError(ApiErrorCode.BROKER_ID_NOT_REGISTERED,
+        raise ControllerApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                  f"Broker {broker_id} is not registered.", field="broker_id")
     changes = _leave_partitions(image, broker_id)
     records: list[Record] = list(changes)
@@ -170,7 +171,7 @@ def unregister_broker(image: MetadataImage, broker_id: int, *,
     """UnregisterBroker: move ISRs and leaders away, then remove the registration (and its session)."""
     registration = image.broker(broker_id)
     if registration is None:
-        raise ControllerApiError(ApiErrorCode.BROKER_ID_NOT_REGISTERED,
+        raise ControllerApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                  f"Broker ID {broker_id} is not currently registered", field="broker_id")
     records: list[Record] = list(_leave_partitions(image, broker_id))
     records.append(UnregisterBroker(broker_id, registration.broker_epoch))

@@ -33,16 +33,26 @@ from typing import TYPE_CHECKING, Any, Final
 import msgpack
 from aiohttp import web
 
+from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.partition_change import IsrMember
 from metadata.records import Listener, record_to_map
 from metadata.snapshot import encode_snapshot
 from quorum import admin_api as api
-from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
+from quorum.active_controller import (
+    ActiveController,
+    ControllerBusyError,
+    NotActiveControllerError,
+)
 from quorum.admin_api import ApiSettings
-from quorum.broker_control import check_broker_epoch, fence_broker, process_heartbeat, register_broker
-from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from quorum.broker_control import (
+    check_broker_epoch,
+    fence_broker,
+    process_heartbeat,
+    register_broker,
+)
+from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.log_state import AppendOutcome, OutcomeKind, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
@@ -117,7 +127,7 @@ class RpcError(Exception):
 
 
 def _bad(message: str, field: str | None) -> RpcError:
-    return RpcError(ApiErrorCode.INVALID_REQUEST, message, field, http_status=400)
+    return RpcError(ErrorCode.INVALID_REQUEST, message, field, http_status=400)
 
 
 def _map(body: Any, required: tuple[str, ...], optional: tuple[str, ...] = (), where: str = "") -> dict[str, Any]:
@@ -291,7 +301,7 @@ class BrokerRpc:
                 reply, status = exc.reply, exc.http_status
             except Exception as exc:  # one translation, in one place
                 reply = self._error_reply(exc, path)
-                status = 500 if reply["error_code"] == ApiErrorCode.UNKNOWN_SERVER_ERROR else 200
+                status = 500 if reply["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR else 200
             return web.Response(body=msgpack.packb(reply, use_bin_type=True), status=status,
                                 content_type=MSGPACK)
         return web.post(path, handler)
@@ -302,17 +312,17 @@ class BrokerRpc:
         if isinstance(exc, NotActiveControllerError) or (
                 isinstance(exc, NotCommittedError) and exc.applied_nothing):
             node, address = self._active_api()
-            return RpcError(ApiErrorCode.NOT_CONTROLLER, f"controller {self._settings.node_id} is not the "
+            return RpcError(ErrorCode.NOT_CONTROLLER, f"controller {self._settings.node_id} is not the "
                             f"active controller: {exc}", extra={"controller_id": node,
                                                                "controller_address": address}).reply
         if isinstance(exc, (RecordTooLargeError, MetadataRecordError)):  # nothing appended
-            return RpcError(ApiErrorCode.INVALID_REQUEST, str(exc)).reply
+            return RpcError(ErrorCode.INVALID_REQUEST, str(exc)).reply
         if isinstance(exc, ControllerBusyError):
             return RpcError(THROTTLING_QUOTA_EXCEEDED, str(exc)).reply
         if isinstance(exc, (TimeoutError, NotCommittedError)):
             return RpcError(REQUEST_TIMED_OUT, f"no committed outcome in time: {exc}").reply
         logger.exception("%s failed", path, exc_info=exc)
-        return RpcError(ApiErrorCode.UNKNOWN_SERVER_ERROR, "internal error; see the controller's log").reply
+        return RpcError(ErrorCode.UNKNOWN_SERVER_ERROR, "internal error; see the controller's log").reply
 
     async def _decide(self, fn: Callable[[MetadataImage], ControllerResult[Any]],
                       timeout_s: float = api.WRITE_TIMEOUT) -> tuple[Any, AppendOutcome | None]:
@@ -475,12 +485,12 @@ class BrokerRpc:
 async def _read(request: web.Request) -> Any:
     """The msgpack body: 413 before reading when too large, 400 when not msgpack."""
     if (request.content_length or 0) > api.MAX_RPC_BODY_BYTES:
-        raise RpcError(ApiErrorCode.INVALID_REQUEST, f"body larger than {api.MAX_RPC_BODY_BYTES} bytes",
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"body larger than {api.MAX_RPC_BODY_BYTES} bytes",
                        http_status=413)
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise RpcError(ApiErrorCode.INVALID_REQUEST, f"body larger than {api.MAX_RPC_BODY_BYTES} bytes",
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"body larger than {api.MAX_RPC_BODY_BYTES} bytes",
                        http_status=413) from None
     try:
         return msgpack.unpackb(raw, raw=False, strict_map_key=True)

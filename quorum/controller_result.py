@@ -17,37 +17,12 @@ Every rule is meant to run inside `ActiveController.decide(fn(image) -> records)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Generic, TypeVar
 
+from common.errors import ErrorCode
 from metadata.records import Record
 
 R = TypeVar("R")
-
-
-class ApiErrorCode(IntEnum):
-    """The Kafka error codes (`org.apache.kafka.common.protocol.Errors`) the controller answers with."""
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    INVALID_TOPIC_EXCEPTION = 17
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_REPLICATION_FACTOR = 38
-    INVALID_CONFIG = 40
-    NOT_CONTROLLER = 41
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    STALE_BROKER_EPOCH = 77
-    PREFERRED_LEADER_NOT_AVAILABLE = 80
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-    ELECTION_NOT_NEEDED = 84
-    INVALID_UPDATE_VERSION = 95
-    UNKNOWN_TOPIC_ID = 100
-    DUPLICATE_BROKER_REGISTRATION = 101
-    BROKER_ID_NOT_REGISTERED = 102
-    INELIGIBLE_REPLICA = 107
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +39,9 @@ class ControllerResult(Generic[R]):
 class ControllerApiError(Exception):
     """A request the controller refuses: Kafka's error code, why in words, and the field at fault."""
 
-    def __init__(self, code: ApiErrorCode, message: str, field: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, field: str | None = None) -> None:
         super().__init__(message)
-        self.code = ApiErrorCode(code)
+        self.code = ErrorCode(code)
         self.message = message
         self.field = field
 

@@ -33,19 +33,29 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
+from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
 from quorum import admin_api as api
-from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
+from quorum.active_controller import (
+    ActiveController,
+    ControllerBusyError,
+    NotActiveControllerError,
+)
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
-from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.controller_result import ControllerApiError
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
 from quorum.replication_control import elect_leaders
-from quorum.topic_control import alter_topic_configs, create_partitions, create_topic, delete_topic
+from quorum.topic_control import (
+    alter_topic_configs,
+    create_partitions,
+    create_topic,
+    delete_topic,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +96,7 @@ _FIELD_NAMES: Final = {"total_count": "count"}
 def api_error(exc: ControllerApiError) -> AdminError:
     """A rule's refusal as the API's error: Kafka's code name, message, and the request field."""
     field = _FIELD_NAMES.get(exc.field or "", exc.field)
-    if exc.code is ApiErrorCode.INVALID_CONFIG and field and not field.startswith("configs"):
+    if exc.code is ErrorCode.INVALID_CONFIG and field and not field.startswith("configs"):
         field = f"configs.{field}"  # the rules name the config key itself
     return AdminError(exc.code.name, exc.message, field)
 
@@ -242,7 +252,7 @@ class ControllerServer:
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
                 logger.warning("Preferred leader election failed: %s", exc)
                 continue
-            moved = sorted(f"{t}-{p}" for (t, p), code in results.items() if code is ApiErrorCode.NONE)
+            moved = sorted(f"{t}-{p}" for (t, p), code in results.items() if code is ErrorCode.NONE)
             if moved:
                 logger.info("Moved leadership back to the preferred replica of %d partition(s): %s",
                             len(moved), ", ".join(moved[:20]) + (" ..." if len(moved) > 20 else ""))

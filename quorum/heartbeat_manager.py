@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from common.units import SECOND_MS
 from metadata.image import MetadataImage
 
-SECONDS_MS: Final = 1000
-DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECONDS_MS  # Kafka's broker.session.timeout.ms
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # Kafka's broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # Kafka's broker.session.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # Kafka's broker.heartbeat.interval.ms
 
 
 @dataclass(slots=True)

@@ -29,13 +29,19 @@ from typing import Any, Final
 
 import msgpack
 
+from common.units import KIB
 from metadata.codec import MetadataRecordError
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.records import BeginEpoch, Record, decode_records, encode_record, encode_records
+from metadata.records import (
+    BeginEpoch,
+    Record,
+    decode_records,
+    encode_record,
+    encode_records,
+)
 from metadata.snapshot import decode_snapshot, encode_snapshot
 
-KIB: Final = 1024
 # design.md (measured): keep one replicated call under ~30 KB. pysyncobj sends an entry of
 # 64 KiB or more as a multi-message "transmission" whose last-part test compares against
 # the wrong length (read in its source); with 16 KiB we never get near it.

@@ -36,6 +36,8 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.encryptor import HAS_CRYPTO
 from pysyncobj.syncobj import SyncObjException
 
+from common.config import Config, ConfigError, Password, log_dirs
+from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.records import Record
@@ -47,11 +49,9 @@ from quorum.log_state import (
     split_records,
 )
 from quorum.voters import Voter, parse_voters
-from common.config import Config, ConfigError, Password, log_dirs
 
 logger = logging.getLogger(__name__)
 
-SECONDS: Final = 1.0
 METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
 JOURNAL_FILE: Final = "quorum.journal"
 DUMP_FILE: Final = "quorum.dump"

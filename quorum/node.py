@@ -33,20 +33,24 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from common.config import ConfigError, load_properties, parse_config
+from common.log_setup import setup_logging
+from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.records import Record, record_from_map, record_to_map
 from metadata.snapshot import encode_snapshot
-from quorum.active_controller import ActiveController, ControllerBusyError, NotActiveControllerError
+from quorum.active_controller import (
+    ActiveController,
+    ControllerBusyError,
+    NotActiveControllerError,
+)
 from quorum.admin_api import ApiSettings
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.metadata_log import MetadataLog, QuorumBindError, QuorumSettings
-from common.config import ConfigError, load_properties, parse_config
-from common.log_setup import setup_logging
 
 logger = logging.getLogger("quorum.node")  # not __name__: that is __main__ under -m
 
-SECONDS: Final = 1.0
 MAX_REQUEST_BYTES: Final = 1024 * 1024
 READ_SIZE: Final = 64 * 1024
 MAX_RECORDS_PER_READ: Final = 5000
@@ -225,7 +229,9 @@ async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSe
     With `stop` given the caller owns the signals (a combined node stops its broker first) and
     the voter runs until `stop` is set or a fatal error.
     """
-    from quorum.controller_server import ControllerServer  # aiohttp only where the API runs
+    from quorum.controller_server import (
+        ControllerServer,  # aiohttp only where the API runs
+    )
     loop = asyncio.get_running_loop()
     if stop is None:
         stop = asyncio.Event()

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.records import ProducerIds
 from quorum.broker_control import check_broker_epoch
-from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError, ControllerResult
 
 PRODUCER_ID_BLOCK_SIZE: Final = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_PRODUCER_ID: Final = 2**63 - 1  # producer ids are Java longs
@@ -42,11 +43,11 @@ def allocate_producer_ids(image: MetadataImage, *, broker_id: int, broker_epoch:
     """AllocateProducerIds: the next block for this broker and the ProducerIds record that reserves it."""
     check_broker_epoch(image, broker_id, broker_epoch)
     if type(block_size) is not int or block_size <= 0:
-        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST,
+        raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"block size must be a positive integer, got {block_size!r}", field="block_size")
     first = max(image.producer_ids.next_producer_id_block_start, 0)
     if first > MAX_PRODUCER_ID - block_size:
-        raise ControllerApiError(ApiErrorCode.UNKNOWN_SERVER_ERROR,
+        raise ControllerApiError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                  "Exhausted all producerIds as the next block's end producerId "
                                  "has exceeded the int64 type limit")
     block = ProducerIdBlock(broker_id, first, block_size)

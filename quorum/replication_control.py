@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from common.errors import ErrorCode
 from metadata.delta import merge_partition_change
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import (
-    AlterPartitionError,
     AlterPartitionRejected,
     Election,
     IsrMember,
@@ -22,18 +22,18 @@ from metadata.partition_change import (
 )
 from metadata.records import LeaderRecoveryState, PartitionChange
 from quorum.broker_control import check_broker_epoch
-from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.topic_control import topic_election_config
 
 TopicPartition = tuple[str, int]
 
 # The request field each AlterPartition rejection points at.
-_ALTER_FIELDS: dict[AlterPartitionError, str | None] = {
-    AlterPartitionError.FENCED_LEADER_EPOCH: "leader_epoch",
-    AlterPartitionError.INVALID_UPDATE_VERSION: "partition_epoch",
-    AlterPartitionError.INELIGIBLE_REPLICA: "new_isr",
-    AlterPartitionError.INVALID_REQUEST: None,
-    AlterPartitionError.NOT_CONTROLLER: None,
+_ALTER_FIELDS: dict[ErrorCode, str | None] = {
+    ErrorCode.FENCED_LEADER_EPOCH: "leader_epoch",
+    ErrorCode.INVALID_UPDATE_VERSION: "partition_epoch",
+    ErrorCode.INELIGIBLE_REPLICA: "new_isr",
+    ErrorCode.INVALID_REQUEST: None,
+    ErrorCode.NOT_CONTROLLER: None,
 }
 
 
@@ -57,11 +57,11 @@ def handle_alter_partition(image: MetadataImage, *, broker_id: int, broker_epoch
     check_broker_epoch(image, broker_id, broker_epoch)
     topic = image.topic_by_id(topic_id)
     if topic is None:
-        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_ID, f"No topic with id {topic_id}.",
+        raise ControllerApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"No topic with id {topic_id}.",
                                  field="topic_id")
     partition = topic.partitions.get(partition_id)
     if partition is None:
-        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        raise ControllerApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"No such partition as {topic.name}-{partition_id}.", field="partition_id")
     config = topic_election_config(image, topic.name)
     outcome = alter_partition(partition, leader_id=broker_id, leader_epoch=leader_epoch,
@@ -69,7 +69,7 @@ def handle_alter_partition(image: MetadataImage, *, broker_id: int, broker_epoch
                               leader_recovery_state=leader_recovery_state,  # type: ignore[arg-type]
                               elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas)
     if isinstance(outcome, AlterPartitionRejected):
-        raise ControllerApiError(ApiErrorCode(outcome.error), outcome.message,
+        raise ControllerApiError(ErrorCode(outcome.error), outcome.message,
                                  field=_ALTER_FIELDS.get(outcome.error))
     after = partition if outcome is None else merge_partition_change(partition, outcome)
     reply = AlterPartitionReply(partition_id, after.leader, after.leader_epoch, after.isr,
@@ -78,26 +78,26 @@ def handle_alter_partition(image: MetadataImage, *, broker_id: int, broker_epoch
 
 
 def _elect_one(image: MetadataImage, topic_name: str, partition: PartitionRegistration,
-               election: Election, is_active: Callable[[int], bool]) -> tuple[ApiErrorCode, PartitionChange | None]:
+               election: Election, is_active: Callable[[int], bool]) -> tuple[ErrorCode, PartitionChange | None]:
     """Kafka's electLeader for one existing partition: (error, record)."""
     if (election is Election.PREFERRED and partition.leader == partition.preferred_replica) \
             or (election is Election.UNCLEAN and partition.has_leader):
-        return ApiErrorCode.ELECTION_NOT_NEEDED, None
+        return ErrorCode.ELECTION_NOT_NEEDED, None
     config = topic_election_config(image, topic_name)
     change = elect_leader(partition, is_acceptable=is_active, election=election,
                           unclean_allowed=config.unclean_allowed, elr_enabled=config.elr_enabled,
                           min_insync_replicas=config.min_insync_replicas)
     if change is None:
-        return (ApiErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election is Election.PREFERRED
-                else ApiErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE), None
-    return ApiErrorCode.NONE, change
+        return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election is Election.PREFERRED
+                else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE), None
+    return ErrorCode.NONE, change
 
 
 def elect_leaders(image: MetadataImage, *, election: Election, partitions: Sequence[TopicPartition] | None,
-                  ) -> ControllerResult[dict[TopicPartition, ApiErrorCode]]:
+                  ) -> ControllerResult[dict[TopicPartition, ErrorCode]]:
     """ElectLeaders (PREFERRED or UNCLEAN); None means every partition, leaving out ELECTION_NOT_NEEDED."""
     if election not in (Election.PREFERRED, Election.UNCLEAN):
-        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST,
+        raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"Unknown election type {election!r}: expected PREFERRED or UNCLEAN",
                                  field="election")
 
@@ -111,17 +111,17 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
     else:
         wanted = list(dict.fromkeys(partitions))  # one election per partition, in request order
     records: list[PartitionChange] = []
-    results: dict[TopicPartition, ApiErrorCode] = {}
+    results: dict[TopicPartition, ErrorCode] = {}
     for name, partition_id in wanted:
         topic = image.topic(name)
         partition = None if topic is None else topic.partitions.get(partition_id)
         if partition is None:
-            results[(name, partition_id)] = ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results[(name, partition_id)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         error, change = _elect_one(image, name, partition, election, is_active)
         if change is not None:
             records.append(change)
-        if partitions is not None or error is not ApiErrorCode.ELECTION_NOT_NEEDED:
+        if partitions is not None or error is not ErrorCode.ELECTION_NOT_NEEDED:
             results[(name, partition_id)] = error
     return ControllerResult(records, results)
 

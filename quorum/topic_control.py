@@ -16,14 +16,32 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from common.config import (
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    Value,
+    all_of,
+    at_least,
+    non_empty,
+    parse_config,
+)
+from common.errors import ErrorCode
 from common.topic_config import TOPIC_LOG_KEYS
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader
 from metadata.placement import eligible_brokers, place_replicas
-from metadata.records import NO_LEADER, Config, ConfigResourceType, Partition, Record, RemoveTopic, Topic
+from metadata.records import (
+    NO_LEADER,
+    Config,
+    ConfigResourceType,
+    Partition,
+    Record,
+    RemoveTopic,
+    Topic,
+)
 from metadata.topic_name import topic_name_error
-from quorum.controller_result import ApiErrorCode, ControllerApiError, ControllerResult
-from common.config import ConfigError, ConfigKey, ConfigType, Value, all_of, at_least, non_empty, parse_config
+from quorum.controller_result import ControllerApiError, ControllerResult
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
@@ -61,7 +79,7 @@ def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
     """Kafka's Topic.validate, plus the '.'/'_' collision check against `existing` names."""
     problem = topic_name_error(name, existing)
     if problem is not None:
-        raise ControllerApiError(ApiErrorCode.INVALID_TOPIC_EXCEPTION, problem, field="name")
+        raise ControllerApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem, field="name")
 
 
 def _canonical(value: Value) -> str:
@@ -77,9 +95,9 @@ def validate_topic_config(key: str, value: object) -> str:
     try:
         parsed = parse_config({key: value}, keys=TOPIC_CONFIG_KEYS, checks=())
     except ConfigError as exc:
-        raise ControllerApiError(ApiErrorCode.INVALID_CONFIG, str(exc), field=key) from None
+        raise ControllerApiError(ErrorCode.INVALID_CONFIG, str(exc), field=key) from None
     if key not in parsed.originals:
-        raise ControllerApiError(ApiErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
+        raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
     return _canonical(parsed.originals[key])
 
 
@@ -126,17 +144,17 @@ class TopicCreated:
 def _require_topic(image: MetadataImage, name: str) -> TopicImage:
     topic = image.topic(name)
     if topic is None:
-        raise ControllerApiError(ApiErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        raise ControllerApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Topic '{name}' does not exist.", field="name")
     return topic
 
 
 def _check_partition_count(count: object, field: str) -> int:
     if type(count) is not int or count <= 0:
-        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+        raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions must be larger than 0, got {count!r}", field=field)
     if count > MAX_PARTITIONS_PER_REQUEST:
-        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+        raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {count} is more than {MAX_PARTITIONS_PER_REQUEST}, "
                                  "the most one request may create", field=field)
     return count
@@ -144,13 +162,13 @@ def _check_partition_count(count: object, field: str) -> int:
 
 def _check_replication_factor(image: MetadataImage, replication_factor: object) -> int:
     if type(replication_factor) is not int or replication_factor <= 0:
-        raise ControllerApiError(ApiErrorCode.INVALID_REPLICATION_FACTOR,
+        raise ControllerApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"Replication factor must be larger than 0, got {replication_factor!r}",
                                  field="replication_factor")
     available = [b.broker_id for b in eligible_brokers(image.cluster.brokers.values())]
     if replication_factor > len(available):
         raise ControllerApiError(
-            ApiErrorCode.INVALID_REPLICATION_FACTOR,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): the target replication "
             f"factor of {replication_factor} cannot be reached because only {len(available)} broker(s) "
             f"are available (unfenced and not shutting down): {available}", field="replication_factor")
@@ -172,14 +190,14 @@ def create_topic(image: MetadataImage, *, name: str, partitions: int, replicatio
                  configs: Mapping[str, str], topic_id: str, rng: Random) -> ControllerResult[TopicCreated]:
     """CreateTopics for one topic: its Config records, Topic record and Partition records."""
     if image.topic(name) is not None:
-        raise ControllerApiError(ApiErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.",
+        raise ControllerApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.",
                                  field="name")
     validate_topic_name(name, image.topics.by_name)
     _check_partition_count(partitions, "partitions")
     _check_replication_factor(image, replication_factor)
     canonical = {key: validate_topic_config(key, value) for key, value in sorted(configs.items())}
     if not isinstance(topic_id, str) or not topic_id or image.topic_by_id(topic_id) is not None:
-        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST,
+        raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"topic id {topic_id!r} is empty or already in use", field="topic_id")
     assignments = place_replicas(image.cluster.brokers.values(), partitions=partitions,
                                  replication_factor=replication_factor, rng=rng)
@@ -209,14 +227,14 @@ def create_partitions(image: MetadataImage, name: str, total_count: int,
     topic = _require_topic(image, name)
     current = len(topic.partitions)  # partition ids are dense: 0..current-1
     if current == 0:
-        raise ControllerApiError(ApiErrorCode.INVALID_REQUEST, f"Topic '{name}' has no partitions.",
+        raise ControllerApiError(ErrorCode.INVALID_REQUEST, f"Topic '{name}' has no partitions.",
                                  field="name")
     _check_partition_count(total_count, "total_count")
     if total_count == current:
-        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+        raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic already has {current} partition(s).", field="total_count")
     if total_count < current:
-        raise ControllerApiError(ApiErrorCode.INVALID_PARTITIONS,
+        raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
                                  f"The topic {name} currently has {current} partition(s); {total_count} "
                                  "would not be an increase.", field="total_count")
     partition0 = topic.partitions[0]

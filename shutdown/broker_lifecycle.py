@@ -44,12 +44,12 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
+from common.units import SECOND_MS
 from shutdown.controller_states import BrokerFlags, another_broker_shutting_down
 
-SECONDS_MS: Final = 1000
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECONDS_MS  # broker.heartbeat.interval.ms
-DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECONDS_MS  # broker.session.timeout.ms
-DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 30 * SECONDS_MS  # controlled.shutdown.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # broker.session.timeout.ms
+DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 30 * SECOND_MS  # controlled.shutdown.timeout.ms
 STARTING_HEARTBEAT_MS: Final = 10  # Kafka: "after only 10 ms so that ... we start up a bit quicker"
 PENDING_SHUTDOWN_HEARTBEAT_MS: Final = 50  # Kafka's delay after the first pending-shutdown reply
 RETRY_BACKOFF_BASE_MS: Final = 100  # Kafka's resendExponentialBackoff: 100 ms, x2, max session/2

@@ -14,8 +14,16 @@ from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 Header = tuple[str, bytes | None]
 

@@ -6,13 +6,23 @@ option fails the `load()`/`start()`/`save()` with a message naming it, before an
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter, \
-    DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from spark.arrow_schema import kafka_schema
 from spark.batch_reader import TidelogBatchReader
-from spark.options import OptionError, include_headers, parse_sink_options, parse_source_options
+from spark.options import (
+    OptionError,
+    include_headers,
+    parse_sink_options,
+    parse_source_options,
+)
 from spark.stream_reader import TidelogStreamReader
 from spark.writer import TidelogBatchWriter, TidelogStreamWriter, check_write_schema
 

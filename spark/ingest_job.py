@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from common.units import SECONDS
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-SECONDS: Final = 1.0
 WATCH_INTERVAL: Final = 0.5 * SECONDS
 DEFAULT_BOOTSTRAP: Final = "127.0.0.4:9092"  # `tidelog up`'s first broker
 FORMATS: Final = ("parquet", "orc", "json")

@@ -16,13 +16,13 @@ from typing import Any, Final
 import confluent_kafka
 from confluent_kafka.admin import OffsetSpec
 
+from common.units import SECONDS
 from spark import kafka_clients
 from spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from spark.options import ASSIGN, OffsetBound, SourceOptions
 
 log = logging.getLogger("tidelog.spark")
 
-SECONDS: Final = 1.0
 METADATA_TIMEOUT: Final = 30 * SECONDS
 LIST_OFFSETS_TIMEOUT: Final = 30 * SECONDS
 

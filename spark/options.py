@@ -16,8 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from spark.offsets import (EARLIEST, LATEST, OffsetsError, TopicPartition, parse_assign, parse_partition_offsets,
-                           parse_partition_timestamps)
+from spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetsError,
+    TopicPartition,
+    parse_assign,
+    parse_partition_offsets,
+    parse_partition_timestamps,
+)
 
 KAFKA_PREFIX: Final = "kafka."
 SUBSCRIBE: Final = "subscribe"

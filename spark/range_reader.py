@@ -23,6 +23,7 @@ import confluent_kafka
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from common.units import SECONDS
 from spark import kafka_clients
 from spark.arrow_schema import record_batch
 from spark.offsets import OffsetRange
@@ -30,7 +31,6 @@ from spark.options import SourceOptions
 
 log = logging.getLogger("tidelog.spark")
 
-SECONDS: Final = 1.0
 MAX_MESSAGES_PER_CONSUME: Final = 10_000  # one RecordBatch at most this long
 CONSUME_WAIT: Final = 1 * SECONDS  # per consume() call; the poll timeout bounds the whole wait
 WATERMARK_TIMEOUT: Final = 10 * SECONDS

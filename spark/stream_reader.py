@@ -27,12 +27,24 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from spark.offset_resolver import OffsetResolver
-from spark.offsets import (PartitionOffsets, TopicPartition, from_json_offsets, plan_ranges, rate_limit, split_ranges,
-                           to_json_offsets)
+from spark.offsets import (
+    PartitionOffsets,
+    TopicPartition,
+    from_json_offsets,
+    plan_ranges,
+    rate_limit,
+    split_ranges,
+    to_json_offsets,
+)
 from spark.options import SourceOptions
 from spark.range_reader import RangePartition, read_partition, report_data_loss
 

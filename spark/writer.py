@@ -22,15 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
-from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, StringType, StructType)
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
 
+from common.units import SECONDS
 from spark import kafka_clients
 from spark.options import OptionError, SinkOptions
 
 log = logging.getLogger("tidelog.spark")
 
-SECONDS: Final = 1.0
 FLUSH_TIMEOUT: Final = 120 * SECONDS  # delivery.timeout.ms (librdkafka: 300 s) bounds each record anyway
 QUEUE_FULL_WAIT: Final = 0.05 * SECONDS
 POLL_EVERY: Final = 1_000  # serve delivery reports every this many records

@@ -21,9 +21,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 
-SECONDS: Final = 1.0
 REQUEST_TIMEOUT: Final = 15 * SECONDS  # the API's own write timeout is ~10 s end to end when forwarded
 MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024  # a topic with thousands of partitions
 UNREACHABLE: Final = "CONTROLLER_UNREACHABLE"  # not a Kafka name: no controller answered at all

@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.node import BrokerSettings
+from common.config import Config, ConfigError, load_properties, parse_config
+from common.log_setup import setup_logging
+from common.units import SECONDS
 from quorum.admin_api import ApiSettings
 from quorum.metadata_log import QuorumSettings
 from shutdown.controller_states import controller_may_stop
-from common.config import Config, ConfigError, load_properties, parse_config
-from common.log_setup import setup_logging
 
 logger = logging.getLogger("tidelog.combined_node")
 
-SECONDS: Final = 1.0
 LINGER_MAX: Final = 10 * SECONDS  # a controller half waits at most this long for other brokers' shutdowns
 LINGER_POLL: Final = 0.05 * SECONDS
 PROBE_TIMEOUT: Final = 1 * SECONDS

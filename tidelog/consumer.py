@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from common.errors import CorruptRecordError, ErrorCode
+from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 from tidelog.console_records import ConsumerFormat, decode_fetched
 from tidelog.kafka_client import (
@@ -33,7 +34,6 @@ from tidelog.kafka_client import (
     error_name,
 )
 
-SECONDS: Final = 1.0
 FETCH_MAX_WAIT_MS: Final = 500  # one long-poll (Kafka's fetch.max.wait.ms), shared by the leaders polled in turn
 MIN_FETCH_WAIT_MS: Final = 20
 METADATA_MAX_AGE: Final = 5 * SECONDS  # refresh even without errors, to find new leaders of offline partitions

@@ -27,9 +27,8 @@ from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import ClientFraming
 from common.protocol.primitives import Chunk, ProtocolError
+from common.units import MIB, SECONDS
 
-SECONDS: Final = 1.0
-MIB: Final = 1024 * 1024
 CONNECT_TIMEOUT: Final = 5 * SECONDS
 REQUEST_TIMEOUT: Final = 30 * SECONDS  # beyond a request's own timeout_ms / max_wait_ms
 MAX_RESPONSE_BYTES: Final = 64 * MIB

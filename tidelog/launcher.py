@@ -35,11 +35,18 @@ from types import TracebackType
 from typing import Any, Final
 
 import tidelog
+from common.units import SECONDS
 from tidelog import cluster_layout as layout
-from tidelog.cluster_layout import (NodeSpec, data_dir_lock, load_or_create_secrets, read_cluster_file,
-                                    resolve_layout, write_atomic, write_private)
+from tidelog.cluster_layout import (
+    NodeSpec,
+    data_dir_lock,
+    load_or_create_secrets,
+    read_cluster_file,
+    resolve_layout,
+    write_atomic,
+    write_private,
+)
 
-SECONDS: Final = 1.0
 READY_TIMEOUT: Final = 30 * SECONDS
 STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
 # a broker's controlled shutdown is bounded by controlled.shutdown.timeout.ms (30 s by

@@ -25,11 +25,18 @@ from typing import Final
 
 from common.record_batch import CompressionType
 from common.records import build_batch
+from common.units import SECONDS
 from tidelog.cli_common import ClusterError
+from tidelog.kafka_client import (
+    RETRIABLE,
+    BrokerUnavailable,
+    ClusterInfo,
+    KafkaClient,
+    TopicInfo,
+    error_name,
+)
 from tidelog.partitioner import partition_for_key
-from tidelog.kafka_client import RETRIABLE, BrokerUnavailable, ClusterInfo, KafkaClient, TopicInfo, error_name
 
-SECONDS: Final = 1.0
 RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms
 NETWORK_EXCEPTION: Final = 13  # a partition missing from an answer: count it as a lost answer
 

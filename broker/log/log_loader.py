@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import KafkaStorageError
-from common.topic_config import LogConfig
 from broker.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
 from broker.log.sparse_index import CorruptIndexError
+from common.errors import KafkaStorageError
+from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 

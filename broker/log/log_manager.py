@@ -17,11 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from common.errors import KafkaStorageError
-from broker.log.checkpoint_file import CheckpointFile, CorruptCheckpointError, fsync_directory
-from common.topic_config import LogConfig
+from broker.log.checkpoint_file import (
+    CheckpointFile,
+    CorruptCheckpointError,
+    fsync_directory,
+)
 from broker.log.partition_log import PartitionLog
 from broker.topic_partition import TopicPartition
+from common.errors import KafkaStorageError
+from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 

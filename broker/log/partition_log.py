@@ -13,6 +13,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.leader_epoch_cache import (
+    EpochEndOffset,
+    LeaderEpochCache,
+    checkpoint_file,
+)
+from broker.log.log_loader import load_segments, open_segment
+from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from broker.topic_partition import TopicPartition
 from common.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -20,10 +28,6 @@ from common.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache, checkpoint_file
-from common.topic_config import LogConfig, TimestampPolicy
-from broker.log.log_loader import load_segments, open_segment
-from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from common.record_batch import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
@@ -34,7 +38,7 @@ from common.record_batch import (
     read_batches,
     set_log_append_time,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_config import LogConfig, TimestampPolicy
 
 log = logging.getLogger(__name__)
 

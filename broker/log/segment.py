@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import KafkaError, KafkaStorageError
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
+from common.errors import KafkaError, KafkaStorageError
 from common.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from broker.replication.high_watermark import FollowerState, is_caught_up
+from common.units import MS
 
-MS: Final = 1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 30_000 * MS  # replica.lag.time.max.ms
 
 

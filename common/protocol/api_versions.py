@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, check_version, is_supported
+from common.protocol.api_keys import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    check_version,
+    is_supported,
+)
 from common.protocol.primitives import Chunk, Reader, Writer
 
 UNSUPPORTED_VERSION = 35

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 from common.protocol.api_keys import is_flexible
 from common.protocol.primitives import Chunk, ProtocolError, Reader
+from common.units import MIB
 
-BYTES = 1
-MIB = 1024 * 1024 * BYTES
 DEFAULT_MAX_REQUEST_BYTES = 100 * MIB  # Kafka's socket.request.max.bytes
 SIZE_PREFIX_BYTES = 4
 

@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, wait_until
+from tests.integration.cluster_fixtures import (
+    BROKER_ID,
+    http,
+    running_cluster,
+    wait_until,
+)
 from tidelog.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

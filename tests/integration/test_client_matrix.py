@@ -23,8 +23,14 @@ from typing import Any, Protocol
 
 import pytest
 
-from tests.integration.cluster_fixtures import BROKER_ID, WAIT_S, broker_log_dir, http, running_cluster, \
-    wait_until
+from tests.integration.cluster_fixtures import (
+    BROKER_ID,
+    WAIT_S,
+    broker_log_dir,
+    http,
+    running_cluster,
+    wait_until,
+)
 from tidelog.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

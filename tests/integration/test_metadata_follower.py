@@ -20,7 +20,12 @@ import aiohttp
 import pytest
 
 from broker.controller_client import ControllerClient
-from broker.metadata_follower_loop import OFFSET_FILE, FollowerSettings, MetadataFollower, read_offset_file
+from broker.metadata_follower_loop import (
+    OFFSET_FILE,
+    FollowerSettings,
+    MetadataFollower,
+    read_offset_file,
+)
 from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
 from metadata.records import Listener

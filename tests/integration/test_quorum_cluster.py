@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 import pytest
 
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import record_from_map
 from metadata.snapshot import encode_snapshot
+from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from tidelog.launcher import free_ports
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,12 +17,12 @@ from typing import Any
 import msgpack
 import pytest
 
+from common.config import Password
 from metadata.records import BeginEpoch, NoOp, Topic
 from quorum.active_controller import ActiveController
 from quorum.log_state import OutcomeKind
 from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog, QuorumSettings
 from quorum.voters import Voter
-from common.config import Password
 from tidelog.launcher import free_ports
 
 WAIT_S = 10.0

@@ -14,7 +14,12 @@ import time
 
 import pytest
 
-from chaos.checker import check_acked_read_once, check_identical, check_monotonic, check_offsets_dense
+from chaos.checker import (
+    check_acked_read_once,
+    check_identical,
+    check_monotonic,
+    check_offsets_dense,
+)
 from chaos.workload import HighWatermarkSampler, ProducerWorkload
 from tests.integration.cluster_fixtures import wait_until
 from tests.integration.replication_fixtures import (

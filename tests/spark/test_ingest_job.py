@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from spark.ingest_job import (IngestTrigger, add_arguments, config_from_args, parse_trigger, progress_line,
-                              source_options)
+from spark.ingest_job import (
+    IngestTrigger,
+    add_arguments,
+    config_from_args,
+    parse_trigger,
+    progress_line,
+    source_options,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [

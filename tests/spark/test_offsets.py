@@ -6,9 +6,23 @@ import json
 
 import pytest
 
-from spark.offsets import (EARLIEST, LATEST, OffsetRange, OffsetsError, TopicPartition, count_records,
-                           describe_offsets, from_json_offsets, parse_assign, parse_partition_offsets,
-                           parse_partition_timestamps, plan_ranges, rate_limit, split_ranges, to_json_offsets)
+from spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetRange,
+    OffsetsError,
+    TopicPartition,
+    count_records,
+    describe_offsets,
+    from_json_offsets,
+    parse_assign,
+    parse_partition_offsets,
+    parse_partition_timestamps,
+    plan_ranges,
+    rate_limit,
+    split_ranges,
+    to_json_offsets,
+)
 
 A0, A1, A2, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("a", 2), TopicPartition("b", 0)
 

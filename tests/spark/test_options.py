@@ -7,7 +7,12 @@ import json
 import pytest
 
 from spark.offsets import TopicPartition
-from spark.options import OptionError, include_headers, parse_sink_options, parse_source_options
+from spark.options import (
+    OptionError,
+    include_headers,
+    parse_sink_options,
+    parse_source_options,
+)
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.2:9092"}
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)

@@ -16,10 +16,17 @@ from typing import Any
 
 import pytest
 
-from tidelog.partitioner import partition_for_key
-from tests.spark.spark_fixtures import (SPARK_TIMEOUT_S, Record, consume_partitions, create_topic, make_records,
-                                        produce, spark_session)
+from tests.spark.spark_fixtures import (
+    SPARK_TIMEOUT_S,
+    Record,
+    consume_partitions,
+    create_topic,
+    make_records,
+    produce,
+    spark_session,
+)
 from tidelog.launcher import LocalCluster
+from tidelog.partitioner import partition_for_key
 
 pytest.importorskip("pyspark")
 

@@ -22,12 +22,20 @@ from typing import Any
 import pytest
 
 from spark.ingest_job import IngestConfig, IngestTrigger, start_ingest
-from tidelog.partitioner import partition_for_key
 from tests.integration.cluster_fixtures import http, wait_until
-from tests.spark.spark_fixtures import (READY_S, SPARK_TIMEOUT_S, Record, create_topic, leaders, make_records,
-                                        produce, spark_session)
+from tests.spark.spark_fixtures import (
+    READY_S,
+    SPARK_TIMEOUT_S,
+    Record,
+    create_topic,
+    leaders,
+    make_records,
+    produce,
+    spark_session,
+)
 from tidelog import cli
 from tidelog.launcher import LocalCluster, NodeProcess
+from tidelog.partitioner import partition_for_key
 
 pytest.importorskip("pyspark")
 

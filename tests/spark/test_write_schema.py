@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("pyspark")
-from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, StringType,  # noqa: E402
-                               StructField, StructType)
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from spark.options import OptionError, SinkOptions  # noqa: E402
 from spark.writer import check_write_schema  # noqa: E402

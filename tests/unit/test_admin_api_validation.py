@@ -17,6 +17,7 @@ import aiohttp
 import msgpack
 import pytest
 
+from common.config import ConfigError, parse_config
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
 from metadata.records import BeginEpoch, NoOp, encode_records
@@ -36,7 +37,6 @@ from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
 from quorum.metadata_log import QuorumSettings, QuorumStatus
 from quorum.openapi import openapi_document
-from common.config import ConfigError, parse_config
 from tidelog.launcher import free_ports
 
 # --- The pure validators ------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import (
@@ -29,13 +30,13 @@ from quorum.broker_control import (
     register_broker,
     unregister_broker,
 )
-from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.controller_result import ControllerApiError
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.topic_control import ELR_FEATURE
 
 TOPIC = ConfigResourceType.TOPIC
 RECOVERING = LeaderRecoveryState.RECOVERING
-E = ApiErrorCode
+E = ErrorCode
 TIMEOUT = 1000
 
 

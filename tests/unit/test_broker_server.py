@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from broker.log.segment import FileSlice
+from broker.server import PREAD_CHUNK, KafkaServer
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk, ProtocolError
-from broker.server import PREAD_CHUNK, KafkaServer
 
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 1024

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import KafkaStorageError
 from broker.log.checkpoint_file import (
     CheckpointFile,
     CorruptCheckpointError,
     write_atomically,
 )
+from common.errors import KafkaStorageError
 
 Entry = tuple[str, int, int]  # topic, partition, offset: the per-directory offset files
 NAME = "recovery-point-offset-checkpoint"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from common.config import Config, Password, load_properties, parse_config
 from quorum.admin_api import ApiSettings
 from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
@@ -50,7 +51,6 @@ from tidelog.cluster_layout import (
     write_atomic,
     write_private,
 )
-from common.config import Config, Password, load_properties, parse_config
 
 ROOT = Path("/srv/tidelog")  # pure tests never touch it
 SECRETS = ClusterSecrets(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", password="s3cret-quorum-password-0123456789")

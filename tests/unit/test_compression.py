@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.compression import XERIAL_BLOCK_SIZE, XERIAL_MAGIC, compress, decompress, xerial_frame
+from common.compression import (
+    XERIAL_BLOCK_SIZE,
+    XERIAL_MAGIC,
+    compress,
+    decompress,
+    xerial_frame,
+)
 from common.errors import CorruptRecordError, UnsupportedCompressionError
 from common.record_batch import CompressionType
 

@@ -6,7 +6,12 @@ import pytest
 
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
-from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, RegisterBroker
+from metadata.records import (
+    BeginEpoch,
+    BrokerRegistrationChange,
+    Listener,
+    RegisterBroker,
+)
 from quorum.heartbeat_manager import DEFAULT_SESSION_TIMEOUT_MS, BrokerHeartbeatManager
 
 TIMEOUT = 1000
@@ -113,7 +118,12 @@ def test_controlled_shutdown_offset_is_kept_once_and_survives_heartbeats():
 def test_next_expiry_is_the_earliest_unfenced_session_end():
     from metadata.delta import apply
     from metadata.image import EMPTY_IMAGE
-    from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, RegisterBroker
+    from metadata.records import (
+        BeginEpoch,
+        BrokerRegistrationChange,
+        Listener,
+        RegisterBroker,
+    )
 
     records = [BeginEpoch(1), *(RegisterBroker(b, f"i{b}", (Listener("PLAINTEXT", "127.0.0.1", 9092 + b),))
                                 for b in (1, 2, 3)),

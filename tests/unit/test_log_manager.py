@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import KafkaStorageError
-from common.topic_config import LogConfig
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -22,9 +20,11 @@ from broker.log.log_manager import (
 )
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
+from broker.topic_partition import TopicPartition
+from common.errors import KafkaStorageError
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records
-from broker.topic_partition import TopicPartition
+from common.topic_config import LogConfig
 
 NOW = 1_700_000_000_000
 ORDERS_0 = TopicPartition("orders", 0)

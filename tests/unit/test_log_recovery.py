@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.topic_config import LogConfig
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from common.record_batch import CompressionType
+from common.topic_config import LogConfig
 from tests.log_helpers import NOW, batch, open_log, read_all, values
 
 SMALL = LogConfig(segment_bytes=1200, index_interval_bytes=150)

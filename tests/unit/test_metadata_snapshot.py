@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.partition_change import AlterPartitionRejected, alter_partition, elect_leader, remove_from_isr
+from metadata.partition_change import (
+    AlterPartitionRejected,
+    alter_partition,
+    elect_leader,
+    remove_from_isr,
+)
 from metadata.placement import PlacementError, place_replicas
 from metadata.records import (
     BeginEpoch,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import KafkaStorageError
 from broker.log.offset_index import OffsetIndex, OffsetPosition
 from broker.log.sparse_index import CorruptIndexError
+from common.errors import KafkaStorageError
 
 ENTRY = struct.Struct(">ii")  # relative offset, position: Kafka's .index layout
 BASE = 100

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from common.topic_config import LogConfig
 from broker.partition import Partition, PendingIsrChange
 from broker.topic_partition import TopicPartition
 from metadata.image import PartitionRegistration

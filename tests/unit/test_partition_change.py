@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.errors import ErrorCode
 from metadata.delta import merge_partition_change
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.partition_change import (
-    AlterPartitionError,
     AlterPartitionRejected,
     Election,
     IsrMember,
@@ -131,8 +131,8 @@ BROKERS = {1: _broker(1, fenced=False), 2: _broker(2, fenced=False), 3: _broker(
 WIDE = part((1, 2), 1, replicas=(1, 2, 3, 4, 5, 6))
 WIDE_RECOVERING = part((1,), 1, replicas=(1, 2, 3, 4, 5, 6), state=RECOVERING)
 LED_BY_FENCED = part((4, 1), 4, replicas=(4, 1))
-INVALID = AlterPartitionError.INVALID_REQUEST
-INELIGIBLE = AlterPartitionError.INELIGIBLE_REPLICA
+INVALID = ErrorCode.INVALID_REQUEST
+INELIGIBLE = ErrorCode.INELIGIBLE_REPLICA
 
 # (partition, request fields over the valid default, expected record / None / (error, message))
 ALTER_PARTITION = [
@@ -141,16 +141,16 @@ ALTER_PARTITION = [
     pytest.param(WIDE, {"new_isr": [1, 2]}, None, id="nothing-changes"),
     pytest.param(WIDE, {"new_isr": [IsrMember(1, 10), IsrMember(3, 30), IsrMember(2)]}, change(isr=(1, 3, 2)),
                  id="matching-broker-epochs-or-minus-one"),
-    pytest.param(WIDE, {"leader_epoch": 6}, (AlterPartitionError.NOT_CONTROLLER, "leader epoch 6 is newer"),
+    pytest.param(WIDE, {"leader_epoch": 6}, (ErrorCode.NOT_CONTROLLER, "leader epoch 6 is newer"),
                  id="newer-leader-epoch-not-controller"),
-    pytest.param(WIDE, {"partition_epoch": 8}, (AlterPartitionError.NOT_CONTROLLER, "partition epoch 8 is newer"),
+    pytest.param(WIDE, {"partition_epoch": 8}, (ErrorCode.NOT_CONTROLLER, "partition epoch 8 is newer"),
                  id="newer-partition-epoch-not-controller"),
     pytest.param(WIDE, {"leader_epoch": 4, "leader_id": 2},
-                 (AlterPartitionError.FENCED_LEADER_EPOCH, "leader epoch 4 is stale, the current one is 5"),
+                 (ErrorCode.FENCED_LEADER_EPOCH, "leader epoch 4 is stale, the current one is 5"),
                  id="stale-leader-epoch-fenced"),
     pytest.param(WIDE, {"leader_id": 2}, (INVALID, "the current leader is 1"), id="not-the-leader"),
     pytest.param(WIDE, {"partition_epoch": 6},
-                 (AlterPartitionError.INVALID_UPDATE_VERSION, "partition epoch 6 is stale"),
+                 (ErrorCode.INVALID_UPDATE_VERSION, "partition epoch 6 is stale"),
                  id="stale-partition-epoch"),
     pytest.param(WIDE, {"new_isr": [1, 1, 2]}, (INVALID, "has duplicates or non-replicas"), id="duplicate-in-isr"),
     pytest.param(WIDE, {"new_isr": [1, 7]}, (INVALID, "has duplicates or non-replicas"), id="non-replica-in-isr"),

@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from broker.log.partition_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    PartitionLog,
+)
 from common.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -17,13 +23,6 @@ from common.errors import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
 )
-from common.topic_config import LogConfig, TimestampPolicy
-from broker.log.partition_log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    PartitionLog,
-)
 from common.record_batch import (
     CRC_POS,
     TimestampType,
@@ -32,6 +31,7 @@ from common.record_batch import (
     verify_crc,
 )
 from common.records import build_batch, decode_records
+from common.topic_config import LogConfig, TimestampPolicy
 from tests.log_helpers import NOW, batch, open_log, read_all, values
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100)
@@ -416,8 +416,8 @@ def test_files_are_kafkas(tmp_path: Path) -> None:
 
 
 def test_topic_overrides_parse_kafka_names() -> None:
-    from common.topic_config import with_topic_overrides
     from common.config import ConfigError
+    from common.topic_config import with_topic_overrides
 
     config = with_topic_overrides(LogConfig(), {"cleanup.policy": "delete", "retention.ms": "5",
                                                 "message.timestamp.type": "LogAppendTime"})

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import BeginEpoch, Listener, ProducerIds, RegisterBroker
-from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.controller_result import ControllerApiError
 from quorum.producer_ids import MAX_PRODUCER_ID, ProducerIdBlock, allocate_producer_ids
 
-E = ApiErrorCode
+E = ErrorCode
 
 
 def replay(image, *records):

@@ -19,7 +19,12 @@ from broker.producer_state import (
     ProducerStateManager,
     in_sequence,
 )
-from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatchHeader, parse_header
+from common.record_batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    RecordBatchHeader,
+    parse_header,
+)
 from common.records import build_batch
 
 APPEND, DUPLICATE, REJECT = AppendOutcome.APPEND, AppendOutcome.DUPLICATE, AppendOutcome.REJECT

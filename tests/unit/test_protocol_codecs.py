@@ -11,16 +11,27 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from common.protocol import admin, api_versions, describe_configs, fetch, find_coordinator
+from common.protocol import (
+    admin,
+    api_versions,
+    describe_configs,
+    fetch,
+    find_coordinator,
+    produce,
+)
 from common.protocol import init_producer_id as ipi
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
-from common.protocol import produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import decode_request, encode_response
-from common.protocol.frame import FrameDecoder, RequestHeader, encode_request_header, join_chunks
-from common.protocol.frame import parse_request_header
+from common.protocol.frame import (
+    FrameDecoder,
+    RequestHeader,
+    encode_request_header,
+    join_chunks,
+    parse_request_header,
+)
 from common.protocol.primitives import ProtocolError
 
 

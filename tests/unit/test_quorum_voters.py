@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import ConfigError, Password, parse_config
 from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
-from common.config import ConfigError, Password, parse_config
 
 VOTERS = ("1@127.0.0.1:9093", "2@127.0.0.2:9093", "3@127.0.0.3:9093")
 

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from common.errors import KafkaError
-from common.topic_config import LogConfig
 from broker.log.log_manager import LogManager
-from common.record_batch import set_partition_leader_epoch
 from broker.replica_manager import ReplicaManager
 from broker.topic_partition import TopicPartition
+from common.errors import KafkaError
+from common.record_batch import set_partition_leader_epoch
+from common.topic_config import LogConfig
 from metadata.delta import apply, changes_for_broker
 from metadata.image import EMPTY_IMAGE
 from metadata.records import (

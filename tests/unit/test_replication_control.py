@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.partition_change import Election, IsrMember
@@ -18,10 +19,15 @@ from metadata.records import (
     RegisterBroker,
     Topic,
 )
-from quorum.controller_result import ApiErrorCode, ControllerApiError
-from quorum.replication_control import AlterPartitionReply, elect_leaders, handle_alter_partition, unclean_elections
+from quorum.controller_result import ControllerApiError
+from quorum.replication_control import (
+    AlterPartitionReply,
+    elect_leaders,
+    handle_alter_partition,
+    unclean_elections,
+)
 
-E = ApiErrorCode
+E = ErrorCode
 RECOVERED, RECOVERING = LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING
 PREFERRED, UNCLEAN = Election.PREFERRED, Election.UNCLEAN
 

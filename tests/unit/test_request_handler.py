@@ -6,22 +6,38 @@ import asyncio
 
 import pytest
 
-from common.topic_config import LogConfig
 from broker.log.log_manager import LogManager
-from common.protocol import admin, describe_configs as dc, fetch, list_offsets as lo, metadata as md
-from common.protocol import offset_for_leader_epoch as ofle, produce
-from common.protocol.api_keys import ApiKey
-from common.protocol.api_versions import ApiVersionsRequest, decode_api_versions_response, \
-    encode_api_versions_request
-from common.protocol.find_coordinator import FindCoordinatorRequest, decode_find_coordinator_response, \
-    encode_find_coordinator_request
-from common.protocol.frame import RequestHeader, encode_request_header, parse_request_header
-from common.protocol.init_producer_id import InitProducerIdRequest, decode_init_producer_id_response, \
-    encode_init_producer_id_request
-from common.protocol.primitives import ProtocolError
-from common.record_batch import set_partition_leader_epoch
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
+from common.protocol import admin, fetch, produce
+from common.protocol import describe_configs as dc
+from common.protocol import list_offsets as lo
+from common.protocol import metadata as md
+from common.protocol import offset_for_leader_epoch as ofle
+from common.protocol.api_keys import ApiKey
+from common.protocol.api_versions import (
+    ApiVersionsRequest,
+    decode_api_versions_response,
+    encode_api_versions_request,
+)
+from common.protocol.find_coordinator import (
+    FindCoordinatorRequest,
+    decode_find_coordinator_response,
+    encode_find_coordinator_request,
+)
+from common.protocol.frame import (
+    RequestHeader,
+    encode_request_header,
+    parse_request_header,
+)
+from common.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    decode_init_producer_id_response,
+    encode_init_producer_id_request,
+)
+from common.protocol.primitives import ProtocolError
+from common.record_batch import set_partition_leader_epoch
+from common.topic_config import LogConfig
 from metadata.delta import apply, changes_for_broker
 from metadata.image import EMPTY_IMAGE
 from metadata.records import (

@@ -6,12 +6,18 @@ from dataclasses import dataclass
 
 import pytest
 
+from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, NO_LEADER, PartitionRegistration
 from metadata.partition_change import remove_from_isr
-from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, RegisterBroker
+from metadata.records import (
+    BeginEpoch,
+    BrokerRegistrationChange,
+    Listener,
+    RegisterBroker,
+)
 from quorum.broker_control import check_broker_epoch
-from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.controller_result import ControllerApiError
 from shutdown.controller_states import (
     CONTROLLED_SHUTDOWN,
     FENCED,
@@ -181,8 +187,8 @@ def test_controller_failover_mid_controlled_shutdown_continues_from_the_image():
 
 
 @pytest.mark.parametrize("broker_epoch, code", [
-    pytest.param(-5, ApiErrorCode.STALE_BROKER_EPOCH, id="stale-epoch"),
-    pytest.param(None, ApiErrorCode.BROKER_ID_NOT_REGISTERED, id="unknown-broker"),
+    pytest.param(-5, ErrorCode.STALE_BROKER_EPOCH, id="stale-epoch"),
+    pytest.param(None, ErrorCode.BROKER_ID_NOT_REGISTERED, id="unknown-broker"),
 ])
 def test_stale_broker_epoch_is_rejected_before_the_state_machine(broker_epoch, code):
     """The caller runs check_broker_epoch first; an old incarnation never reaches calculate_next_broker_state."""

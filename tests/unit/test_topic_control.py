@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import (
@@ -22,7 +23,7 @@ from metadata.records import (
     RemoveTopic,
     Topic,
 )
-from quorum.controller_result import ApiErrorCode, ControllerApiError
+from quorum.controller_result import ControllerApiError
 from quorum.topic_control import (
     TopicCreated,
     TopicElectionConfig,
@@ -36,7 +37,7 @@ from quorum.topic_control import (
 )
 
 TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
-E = ApiErrorCode
+E = ErrorCode
 
 
 def replay(image, *records):
