@@ -44,12 +44,12 @@ from common.config import (
     Config,
     ConfigError,
     Password,
-    load_properties,
     log_dirs,
     parse_config,
 )
 from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
+from common.properties import load_properties
 from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import ProtocolError
 from common.topic_config import from_broker_config

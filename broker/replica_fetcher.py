@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from broker.kafka_connection import BrokerConnectionError, KafkaConnection
-from broker.log.leader_epoch_cache import EpochEndOffset
+from broker.log.leader_epochs import EpochEndOffset
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import (

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import difflib
 import enum
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
@@ -431,6 +429,52 @@ class Config(Mapping[str, Value]):
     def __len__(self) -> int:
         return len(self.definitions)
 
+    # Typed reads, as Kafka's AbstractConfig.getInt/getLong/...: the key table fixes each key's
+    # type, so a mismatch here is a bug in the caller (a wrong accessor), not bad user input.
+    def get_int(self, name: str) -> int:
+        """An INT or LONG key's value (a nullable key's None is a bug here: use `get_optional_int`)."""
+        value = self[name]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not an integer")
+        return value
+
+    def get_optional_int(self, name: str) -> int | None:
+        """An INT or LONG key that may be unset (None)."""
+        return None if self[name] is None else self.get_int(name)
+
+    def get_double(self, name: str) -> float:
+        value = self[name]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not a number")
+        return float(value)
+
+    def get_bool(self, name: str) -> bool:
+        value = self[name]
+        if not isinstance(value, bool):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not a boolean")
+        return value
+
+    def get_str(self, name: str) -> str:
+        value = self[name]
+        if not isinstance(value, str):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not a string")
+        return value
+
+    def get_optional_str(self, name: str) -> str | None:
+        return None if self[name] is None else self.get_str(name)
+
+    def get_list(self, name: str) -> tuple[str, ...]:
+        value = self[name]
+        if not isinstance(value, tuple):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not a list")
+        return value
+
+    def get_password(self, name: str) -> Password | None:
+        value = self[name]
+        if value is not None and not isinstance(value, Password):
+            raise TypeError(f"config {name!r} is {type(value).__name__}, not a password")
+        return value
+
     def with_overrides(self, overrides: Mapping[str, object]) -> Config:
         """A new Config: these originals with `overrides` on top (None unsets a key)."""
         return parse_config({**self.originals, **overrides}, self.definitions.values(), self.checks)
@@ -533,92 +577,3 @@ def parse_config(
     if problems:
         raise ConfigError(problems)
     return config
-
-
-# --- server.properties: the subset of java.util.Properties that Kafka users write.
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Java's line terminators, not str.splitlines()'s
-_BLANK = " \t\f"
-_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def properties_line(key: str, value: str) -> str:
-    """`key=value` escaped so that `load_properties` reads back exactly `value`."""
-    escaped = (value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-               .replace("\t", "\\t").replace("\f", "\\f"))
-    return f"{key}={escaped}"
-
-
-def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a Java .properties file: `=`/`:`/blank separators, `#`/`!` comments, `\\` joins lines.
-
-    A malformed line is a ConfigError naming the file and line; a repeated key: last wins.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read config file '{os.fspath(path)}': {e.strerror}") from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from e
-    entries: dict[str, str] = {}
-    for number, line in _logical_lines(_LINE_BREAK.split(text)):
-        key, value = _split_entry(line, f"{os.fspath(path)}:{number}")
-        entries[key] = value
-    return entries
-
-
-def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
-    """(first line number, text) of each entry, continuation lines joined as Java joins them."""
-    parts: list[str] = []
-    start = 0
-    for number, line in enumerate(lines, start=1):
-        line = line.lstrip(_BLANK)
-        if not parts:
-            if not line or line[0] in "#!":  # inside a continuation, '#' is just text
-                continue
-            start = number
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:  # an odd count: the last backslash escapes the line break
-            parts.append(line[:-1])
-            continue
-        parts.append(line)
-        yield start, "".join(parts)
-        parts = []
-    if parts:  # a continuation at end of file just ends, as in Java
-        yield start, "".join(parts)
-
-
-def _split_entry(line: str, where: str) -> tuple[str, str]:
-    """Split at the first unescaped `=`, `:` or blank; ConfigError if there is no value part."""
-    end = 0
-    while end < len(line) and line[end] not in "=:" + _BLANK:
-        end += 2 if line[end] == "\\" else 1
-    end = min(end, len(line))
-    key, rest = line[:end], line[end:].lstrip(_BLANK)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:]
-    elif not rest:
-        raise ConfigError(f"{where}: malformed line {line!r}: expected 'key=value' or 'key: value'")
-    if not key:
-        raise ConfigError(f"{where}: malformed line {line!r}: empty key")
-    return _unescape(key, where), _unescape(rest, where).strip()
-
-
-def _unescape(text: str, where: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char != "\\" or i + 1 == len(text):
-            out.append(char if char != "\\" else "")
-            i += 1
-        elif text[i + 1] == "u":
-            digits = text[i + 2 : i + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"{where}: malformed \\uxxxx escape in {text!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:  # Java: \t \n \r \f are control characters, any other escaped char is itself
-            out.append(_ESCAPES.get(text[i + 1], text[i + 1]))
-            i += 2
-    return "".join(out)

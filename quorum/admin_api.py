@@ -148,22 +148,19 @@ class ApiSettings:
         if cluster_id is None:  # stable for a given voter set; Kafka's ids are 22 base64 chars too
             seed = ",".join(f"{i}@{v.address}" for i, v in sorted(quorum.voters.items()))
             cluster_id = base64.urlsafe_b64encode(hashlib.sha256(seed.encode()).digest()[:16]).decode()[:22]
-        values = {k: config[k] for k in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms",
-                                         "num.partitions", "default.replication.factor",
-                                         "leader.imbalance.check.interval.seconds")}
-        assert all(isinstance(v, int) for v in values.values()) and isinstance(cluster_id, str)
+        assert isinstance(cluster_id, str)
         return cls(
             node_id=quorum.node_id, host=match["host"], port=port,
             api_voters=MappingProxyType(dict(sorted(api_voters.items()))),
             quorum_ids=MappingProxyType({v.address: i for i, v in quorum.voters.items()}),
             cluster_id=cluster_id,
             token=token.value if isinstance(token, Password) and token.value else None,
-            session_timeout_ms=values["broker.session.timeout.ms"],  # type: ignore[arg-type]
-            heartbeat_interval_ms=values["broker.heartbeat.interval.ms"],  # type: ignore[arg-type]
-            default_partitions=values["num.partitions"],  # type: ignore[arg-type]
-            default_replication_factor=values["default.replication.factor"],  # type: ignore[arg-type]
-            leader_imbalance_check_interval_s=(values["leader.imbalance.check.interval.seconds"]  # type: ignore[arg-type]
-                                               if config["auto.leader.rebalance.enable"] else 0),
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+            default_partitions=config.get_int("num.partitions"),
+            default_replication_factor=config.get_int("default.replication.factor"),
+            leader_imbalance_check_interval_s=(config.get_int("leader.imbalance.check.interval.seconds")
+                                               if config.get_bool("auto.leader.rebalance.enable") else 0),
         )
 
 

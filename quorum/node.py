@@ -33,8 +33,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from common.config import ConfigError, load_properties, parse_config
+from common.config import ConfigError, parse_config
 from common.log_setup import setup_logging
+from common.properties import load_properties
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage

@@ -64,16 +64,16 @@ class AdminClient:
     # -- the API ----------------------------------------------------------------------------
 
     def cluster(self) -> dict[str, Any]:
-        return self.request("GET", "/v1/cluster")  # type: ignore[no-any-return]
+        return _object(self.request("GET", "/v1/cluster"))
 
     def brokers(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/v1/brokers")  # type: ignore[no-any-return]
+        return _array(self.request("GET", "/v1/brokers"))
 
     def topics(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/v1/topics")  # type: ignore[no-any-return]
+        return _array(self.request("GET", "/v1/topics"))
 
     def topic(self, name: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/topics/{_segment(name)}")  # type: ignore[no-any-return]
+        return _object(self.request("GET", f"/v1/topics/{_segment(name)}"))
 
     def create_topic(self, name: str, *, partitions: int | None, replication_factor: int | None,
                      configs: Mapping[str, str]) -> dict[str, Any]:
@@ -82,17 +82,29 @@ class AdminClient:
             body["partitions"] = partitions
         if replication_factor is not None:
             body["replication_factor"] = replication_factor
-        return self.request("POST", "/v1/topics", body)  # type: ignore[no-any-return]
+        return _object(self.request("POST", "/v1/topics", body))
 
     def delete_topic(self, name: str) -> dict[str, Any]:
-        return self.request("DELETE", f"/v1/topics/{_segment(name)}")  # type: ignore[no-any-return]
+        return _object(self.request("DELETE", f"/v1/topics/{_segment(name)}"))
 
     def alter_configs(self, name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
-        return self.request("PATCH", f"/v1/topics/{_segment(name)}/configs",  # type: ignore[no-any-return]
-                            {"configs": dict(changes)})
+        return _object(self.request("PATCH", f"/v1/topics/{_segment(name)}/configs",
+                                    {"configs": dict(changes)}))
 
     def shutdown_broker(self, broker_id: int) -> dict[str, Any]:
-        return self.request("POST", f"/v1/brokers/{broker_id}/shutdown")  # type: ignore[no-any-return]
+        return _object(self.request("POST", f"/v1/brokers/{broker_id}/shutdown"))
+
+
+def _object(answer: Any) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise ClusterError("UNKNOWN_SERVER_ERROR", f"the admin API answered {type(answer).__name__}, not a JSON object")
+    return answer
+
+
+def _array(answer: Any) -> list[dict[str, Any]]:
+    if not isinstance(answer, list):
+        raise ClusterError("UNKNOWN_SERVER_ERROR", f"the admin API answered {type(answer).__name__}, not a JSON array")
+    return answer
 
 
 def _segment(name: str) -> str:

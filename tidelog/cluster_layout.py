@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from common.config import properties_line
+from common.properties import properties_line
 from tidelog.table import render
 
 DEFAULT_CONTROLLERS: Final = 3

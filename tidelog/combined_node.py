@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.node import BrokerSettings
-from common.config import Config, ConfigError, load_properties, parse_config
+from common.config import Config, ConfigError, parse_config
 from common.log_setup import setup_logging
+from common.properties import load_properties
 from common.units import SECONDS
 from quorum.admin_api import ApiSettings
 from quorum.metadata_log import QuorumSettings

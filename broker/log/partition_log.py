@@ -13,11 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.leader_epoch_cache import (
-    EpochEndOffset,
-    LeaderEpochCache,
-    checkpoint_file,
-)
+from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
+from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, open_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from broker.topic_partition import TopicPartition

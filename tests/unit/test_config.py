@@ -22,7 +22,6 @@ from common.config import (
     between,
     distinct,
     flush_interval_ms,
-    load_properties,
     log_dirs,
     non_empty,
     one_of,
@@ -30,6 +29,7 @@ from common.config import (
     retention_ms,
     roll_ms,
 )
+from common.properties import load_properties
 
 MINIMAL = {"node.id": "1", "process.roles": "broker"}
 HOUR_MS = 3_600_000
@@ -412,7 +412,7 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["plain", "/x/back\\slash", "a=b:c #not a comment", "two\nlines",
                                    "tab\there", "ünïcode"])
 def test_properties_line_round_trips(tmp_path, value: str) -> None:
-    from common.config import properties_line
+    from common.properties import properties_line
 
     path = tmp_path / "server.properties"
     path.write_text(properties_line("log.dirs", value) + "\n", encoding="utf-8")
