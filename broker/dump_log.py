@@ -170,7 +170,7 @@ def _runs_past_end(data: bytes, pos: int) -> bool:
     if remaining < LOG_OVERHEAD:
         return True
     (length,) = _LENGTH.unpack_from(data, pos + LENGTH_POS)
-    return length + LOG_OVERHEAD > remaining
+    return bool(length + LOG_OVERHEAD > remaining)
 
 
 def _invalid_tail(emit: Emit, name: str, data: bytes, pos: int, reason: str) -> bool:

@@ -279,7 +279,7 @@ def _is_partial_tail(buf: bytes | bytearray | memoryview, pos: int) -> bool:
     if remaining < LOG_OVERHEAD:
         return True
     (length,) = _INT32.unpack_from(buf, pos + LENGTH_POS)
-    return length + LOG_OVERHEAD > remaining
+    return bool(length + LOG_OVERHEAD > remaining)
 
 
 def encode_base_offset(offset: int) -> bytes:

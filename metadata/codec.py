@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -20,6 +20,8 @@ PORT_MAX = 65535
 # Generous bound on identifier strings (topic names are <= 249 chars in Kafka); a decoded
 # record never allocates more than its own size anyway, this only keeps garbage out.
 MAX_STRING_CHARS = 32 * 1024
+
+T = TypeVar("T")
 
 
 class MetadataRecordError(Exception):
@@ -180,8 +182,8 @@ def fields_to_map(obj: Any, kinds: Mapping[str, Kind]) -> dict[str, Any]:
     return {name: kind.to_wire(getattr(obj, name)) for name, kind in kinds.items()}
 
 
-def fields_from_map(cls: type, m: Any, kinds: Mapping[str, Kind], where: str,
-                    ignore: tuple[str, ...] = ()) -> Any:
+def fields_from_map(cls: type[T], m: Any, kinds: Mapping[str, Kind], where: str,
+                    ignore: tuple[str, ...] = ()) -> T:
     """Build `cls` from a decoded map: every field present, no unknown key, values checked."""
     if not isinstance(m, dict):
         raise _fail(where, "a map", m)

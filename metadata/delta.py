@@ -143,12 +143,11 @@ class MetadataDelta:
 
     def _broker_registration_change(self, r: BrokerRegistrationChange, offset: int) -> None:
         registration = self._registered(r.broker_id, r.broker_epoch)
-        changes: dict[str, bool] = {}
-        if r.fenced is not None:
-            changes["fenced"] = r.fenced
-        if r.in_controlled_shutdown is not None:
-            changes["in_controlled_shutdown"] = r.in_controlled_shutdown
-        self._brokers_for_write()[r.broker_id] = dataclasses.replace(registration, **changes)
+        self._brokers_for_write()[r.broker_id] = dataclasses.replace(
+            registration,
+            fenced=registration.fenced if r.fenced is None else r.fenced,
+            in_controlled_shutdown=(registration.in_controlled_shutdown
+                                    if r.in_controlled_shutdown is None else r.in_controlled_shutdown))
 
     # -- topics and partitions -------------------------------------------------------
 

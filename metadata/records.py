@@ -11,11 +11,11 @@ Anything that is not a well-formed record of a known type and supported version 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import msgpack
 
@@ -97,15 +97,17 @@ class _Schema:
     kinds: Mapping[str, Kind]
 
 
+_R = TypeVar("_R")
+
 _SCHEMAS: dict[type, _Schema] = {}
 _BY_TYPE_ID: dict[int, type] = {}
 
 
-def _record(type_id: int, version: int = 0, **kinds: Kind):
+def _record(type_id: int, version: int = 0, **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
     """Register a record class under its type id; its field kinds must match its fields."""
 
-    def register(cls: type) -> type:
-        names = [f.name for f in fields(cls)]
+    def register(cls: type[_R]) -> type[_R]:
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # every record is a dataclass
         if names != list(kinds):
             raise TypeError(f"{cls.__name__}: kinds {list(kinds)} do not match fields {names}")
         _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds))
@@ -298,7 +300,8 @@ def record_from_map(m: Any) -> Record:
 
 def encode_record(record: Record) -> bytes:
     """One record as msgpack bytes."""
-    return msgpack.packb(record_to_map(record), use_bin_type=True)
+    packed: bytes = msgpack.packb(record_to_map(record), use_bin_type=True)
+    return packed
 
 
 def _unpack(data: bytes) -> Any:
@@ -320,7 +323,8 @@ def decode_record(data: bytes) -> Record:
 
 def encode_records(records: Iterable[Record]) -> bytes:
     """A batch of records as one msgpack array of record maps."""
-    return msgpack.packb([record_to_map(r) for r in records], use_bin_type=True)
+    packed: bytes = msgpack.packb([record_to_map(r) for r in records], use_bin_type=True)
+    return packed
 
 
 def decode_records(data: bytes) -> tuple[Record, ...]:

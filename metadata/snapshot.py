@@ -66,7 +66,7 @@ T = TypeVar("T")
 
 def encode_snapshot(image: MetadataImage) -> bytes:
     """The image as canonical msgpack bytes."""
-    return msgpack.packb({
+    packed: bytes = msgpack.packb({
         "format": SNAPSHOT_FORMAT,
         "version": SNAPSHOT_VERSION,
         "offset": image.offset,
@@ -80,6 +80,7 @@ def encode_snapshot(image: MetadataImage) -> bytes:
         "features": dict(sorted(image.features.levels.items())),
         "next_producer_id_block_start": image.producer_ids.next_producer_id_block_start,
     }, use_bin_type=True)
+    return packed
 
 
 def _topic_to_map(topic: TopicImage) -> dict[str, Any]:
@@ -174,7 +175,8 @@ def _topic_from_map(m: Any, where: str) -> TopicImage:
 
 def _config_from_map(m: Any, where: str) -> tuple[ConfigResource, Any]:
     _check_keys(m, _CONFIG_KEYS, where)
-    resource = ConfigResource(Enum(ConfigResourceType).check(m["resource_type"], f"{where}.resource_type"),
+    resource = ConfigResource(ConfigResourceType(Enum(ConfigResourceType).check(m["resource_type"],
+                                                                                  f"{where}.resource_type")),
                               STR.check(m["resource_name"], f"{where}.resource_name"))
     values = _str_map(m["configs"], f"{where}.configs", STR)
     if not values:

@@ -260,10 +260,11 @@ class MetadataLogState:
 
     def encode_dump(self) -> bytes:
         """The whole state as plain msgpack: snapshot bytes and [base_offset, epoch, data] chunks."""
-        return msgpack.packb({
+        packed: bytes = msgpack.packb({
             "format": DUMP_FORMAT, "version": DUMP_VERSION, "snapshot": self._base_snapshot,
             "chunks": [[c.base_offset, c.epoch, c.data] for c in self._chunks],
         }, use_bin_type=True)
+        return packed
 
     @classmethod
     def decode_dump(cls, data: bytes) -> MetadataLogState:

@@ -12,6 +12,7 @@ import copy
 from typing import Any, Final
 
 from quorum import admin_api as api
+from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
 
 JSON: Final = "application/json"
 MSGPACK: Final = "application/x-msgpack"
@@ -67,7 +68,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT,
                          under_replicated_partitions=INT),
     "CreateTopic": _obj(["name"], name={**STR, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"},
-                        partitions={**INT, "minimum": 1, "maximum": api.MAX_PARTITIONS_PER_REQUEST,
+                        partitions={**INT, "minimum": 1, "maximum": MAX_PARTITIONS_PER_REQUEST,
                                     "description": "default: num.partitions"},
                         replication_factor={**INT, "minimum": 1, "description": "default: default.replication.factor"},
                         configs=CONFIGS),

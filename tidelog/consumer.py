@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from common.errors import CorruptRecordError, ErrorCode
+from common.protocol.primitives import RecordsPlaceholder
 from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 from tidelog.console_records import ConsumerFormat, decode_fetched
@@ -128,7 +129,9 @@ class Consumer:
                 self._stale()
                 continue
             for p, answer in sorted(answers.items()):
-                written += self._take(p, answer.error_code, answer.records, limit, written)
+                records = answer.records
+                assert not isinstance(records, RecordsPlaceholder), "a decoded response holds bytes"
+                written += self._take(p, answer.error_code, records, limit, written)
                 if limit is not None and self.count >= limit:
                     return written
         return written

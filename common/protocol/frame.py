@@ -141,7 +141,7 @@ class ClientFraming:
             raise ProtocolError(f"response size {size} outside 4..{self.max_response_bytes}")
         if correlation_id != self.correlation_id:
             raise ProtocolError(f"response to correlation id {correlation_id}, expected {self.correlation_id}")
-        return size - 4
+        return int(size) - 4
 
 
 def frame_response(correlation_id: int, body: list[Chunk]) -> list[Chunk]:

@@ -75,7 +75,8 @@ class Reader:
         return pos
 
     def _fixed(self, s: struct.Struct, what: str) -> int:
-        return s.unpack_from(self._buf, self._take(s.size, what))[0]
+        value: int = s.unpack_from(self._buf, self._take(s.size, what))[0]
+        return value
 
     def int8(self) -> int:
         return self._fixed(_I8, "int8")
