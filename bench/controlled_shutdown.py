@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from tidelog import waiting
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 6))
@@ -53,17 +54,9 @@ def http(url: str, method: str = "GET", body: Any = None) -> Any:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout: float = WAIT_S, poll: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            last = condition()
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(poll)
-    raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r:.300})")
+    """`tidelog.waiting.wait_until`, where a half-started node's odd answer is also "not yet"."""
+    return waiting.wait_until(what, condition, timeout, poll_s=poll,
+                              not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
 
 
 def led_by(cluster: LocalCluster, topic: str, broker: int) -> int:

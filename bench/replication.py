@@ -79,6 +79,7 @@ from produce_consume import (  # noqa: E402
 )
 
 from chaos.nemesis import Nemesis  # noqa: E402
+from tidelog import waiting
 from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place --------------------------------------------------------------------
@@ -335,13 +336,8 @@ def summarize_throughput(samples: list[Sample], brokers: Sequence[int]) -> None:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.01) -> Any:
-    """condition()'s first truthy value; RuntimeError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        if value := condition():
-            return value
-        time.sleep(poll_s)
-    raise RuntimeError(f"not within {timeout_s:.0f} s: {what}")
+    """`tidelog.waiting.wait_until`, polling often: failover times are measured with it."""
+    return waiting.wait_until(what, condition, timeout_s, poll_s=poll_s)
 
 
 class AckClock:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tidelog import waiting
 from tidelog.launcher import LocalCluster, free_ports
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -50,21 +50,8 @@ def broker_log_dir(cluster: LocalCluster) -> Path:
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S, *,
                poll_s: float = POLL_S) -> Any:
-    """condition()'s first truthy value; AssertionError naming `what` after timeout_s.
-
-    A connection error counts as "not yet": a node may not be listening (yet, or any more).
-    """
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            last = condition()
-        except (OSError, urllib.error.URLError) as exc:
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+    """`tidelog.waiting.wait_until` with the integration tests' default timeout and interval."""
+    return waiting.wait_until(what, condition, timeout_s, poll_s=poll_s)
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:

@@ -35,6 +35,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_for_state,
     wait_full_isr,
+    wait_replicas_caught_up,
 )
 
 pytest.importorskip("confluent_kafka")
@@ -88,6 +89,6 @@ def test_follower_with_a_stale_hw_keeps_acknowledged_records_when_it_becomes_lea
         problems = check_acked_read_once(acked, read) + check_offsets_dense(read)
         assert problems == [], problems[:10]
         wait_full_isr(cluster, TOPIC, 1)
-        time.sleep(1.0)
+        wait_replicas_caught_up(cluster, TOPIC, 1)
         cluster.stop()
         assert check_identical({b: replica_log_bytes(cluster, b, TOPIC, 0) for b in BROKERS}, TOPIC) == []

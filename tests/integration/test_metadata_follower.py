@@ -30,6 +30,7 @@ from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
 from metadata.records import Listener
 from tidelog.launcher import LocalCluster, free_ports
+from tidelog.waiting import wait_until_async
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 TOKEN = "metadata-follower-test-token"
@@ -53,14 +54,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 async def wait_for(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        last = condition()
-        if last:
-            return last
-        await asyncio.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r:.300})")
+    return await wait_until_async(what, condition, timeout_s, poll_s=POLL_S)
 
 
 class Broker:

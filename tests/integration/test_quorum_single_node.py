@@ -24,6 +24,7 @@ from quorum.log_state import OutcomeKind
 from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog, QuorumSettings
 from quorum.voters import Voter
 from tidelog.launcher import free_ports
+from tidelog.waiting import wait_until_async
 
 WAIT_S = 10.0
 
@@ -33,13 +34,7 @@ def settings(data_dir: Path, port: int) -> QuorumSettings:
 
 
 async def until(what: str, condition: Callable[[], Any]) -> Any:
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while not (result := condition()):  # bounded by the timeout
-                await asyncio.sleep(0.02)
-            return result
-    except TimeoutError:
-        raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}") from None
+    return await wait_until_async(what, condition, WAIT_S, poll_s=0.02)
 
 
 class Voter1:

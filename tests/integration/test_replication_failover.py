@@ -10,8 +10,6 @@ leader epoch, catch up and rejoin the ISR.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from chaos.checker import (
@@ -31,6 +29,7 @@ from tests.integration.replication_fixtures import (
     replica_log_bytes,
     replicated_cluster,
     wait_full_isr,
+    wait_replicas_caught_up,
 )
 
 pytest.importorskip("confluent_kafka")
@@ -83,7 +82,7 @@ def test_acked_writes_survive_leader_and_follower_crashes(tmp_path):
 
         # Every replica back in the ISR and caught up: after a clean stop, identical bytes.
         wait_full_isr(cluster, TOPIC, PARTITIONS)
-        time.sleep(1.0)  # one more fetch round for the followers' last batches
+        wait_replicas_caught_up(cluster, TOPIC, PARTITIONS)
         cluster.stop()
         for p in range(PARTITIONS):
             logs = {b: replica_log_bytes(cluster, b, TOPIC, p) for b in BROKERS}

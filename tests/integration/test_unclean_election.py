@@ -50,6 +50,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_for_state,
     wait_full_isr,
+    wait_replicas_caught_up,
 )
 from tidelog.launcher import LocalCluster
 
@@ -140,7 +141,7 @@ def assert_unclean_leader_recovers(cluster: LocalCluster, new_leader: int, old: 
 
 def finish_identical(cluster: LocalCluster, replicas: list[int]) -> None:
     """Clean stop, then every replica's segments hold the same bytes."""
-    time.sleep(0.5)  # one more fetch round for the followers' last batches
+    wait_replicas_caught_up(cluster, TOPIC, 1, replicas)
     cluster.stop()
     logs = {b: replica_log_bytes(cluster, b, TOPIC, 0) for b in replicas}
     assert check_identical(logs, f"{TOPIC}-0") == []

@@ -21,6 +21,7 @@ from quorum.active_controller import (
     NotActiveControllerError,
 )
 from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
+from tidelog.waiting import wait_until_async
 
 WAIT_S = 2.0
 
@@ -74,9 +75,7 @@ class ScriptedLog:
 
 
 async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(WAIT_S):
-        while not condition():  # bounded by the timeout above
-            await asyncio.sleep(0.005)
+    await wait_until_async("the scripted log to reach the state", condition, WAIT_S, poll_s=0.005)
 
 
 @pytest.fixture
