@@ -12,7 +12,8 @@ up: $(BASE_STAMP)
 	$(BIN)/tidelog up
 
 test: $(ALL_STAMP) kcat
-	$(BIN)/python -m pytest
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest --require-extras
 
 # every property test (codecs, indexes, crash recovery) with thousands of examples
 soak: $(ALL_STAMP)
