@@ -31,6 +31,7 @@ from common.record_batch import (
     NO_TIMESTAMP,
     CompressionType,
     RecordBatchHeader,
+    TimestampType,
     check_producer_batch,
     read_batches,
     set_log_append_time,
@@ -309,8 +310,8 @@ class PartitionLog:
             best = max(self._segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
-            return TimestampAndOffset(best.max_timestamp, best.offset_of_max_timestamp,
-                                      epoch_for(best.offset_of_max_timestamp))
+            offset = _offset_of_max_timestamp(best)
+            return TimestampAndOffset(best.max_timestamp, offset, epoch_for(offset))
         for segment in self._segments:
             if segment.max_timestamp >= timestamp:
                 found = _find_in_segment(segment, timestamp, self.log_start_offset)
@@ -511,6 +512,31 @@ def _find_in_segment(segment: LogSegment, timestamp: int,
             if record.timestamp >= timestamp and record.offset >= start_offset:
                 return record.timestamp, record.offset
     return None
+
+
+def _offset_of_max_timestamp(segment: LogSegment) -> int:
+    """The offset of the first record carrying the segment's largest timestamp (KIP-734).
+
+    The segment (and its time index) knows the batch, not the record: found here, when asked,
+    as Kafka does since KAFKA-16310 — decode the one batch whose max timestamp it is and take
+    its first record with that timestamp. Appends stay free of per-record work.
+    """
+    from common.records import decode_records  # tools-grade decoding, off the hot path
+
+    found = segment.translate_offset(segment.offset_of_max_timestamp)
+    if found is None:
+        return segment.offset_of_max_timestamp
+    for position, header in segment.headers_from(found[0]):
+        if header.max_timestamp != segment.max_timestamp:
+            continue
+        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            return header.base_offset  # every record carries the batch's append time
+        batch = segment_bytes(segment, position, header.size)
+        for record in decode_records(batch, 0, header):
+            if record.timestamp == segment.max_timestamp:
+                return record.offset
+        break
+    return segment.offset_of_max_timestamp
 
 
 def segment_bytes(segment: LogSegment, position: int, length: int) -> bytes:
