@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
-from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from common.config import (
@@ -271,7 +271,7 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
 
 async def run_broker(settings: BrokerSettings, config: Config) -> int:
     """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
-    from broker.alter_partition_manager import AlterPartitionManager
+    from broker.replication.alter_partition_manager import AlterPartitionManager
     from broker.controller_client import ControllerClient
 
     loop = asyncio.get_running_loop()

@@ -27,11 +27,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple, Protocol
 
-from broker.alter_partition_manager import AlterPartitionItem, AlterPartitionManager
+from broker.replication.alter_partition_manager import AlterPartitionItem, AlterPartitionManager
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import LogAppendInfo
 from broker.log.segment import FileSlice
-from broker.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition, PendingIsrChange
+from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition, PendingIsrChange
 from broker.producer_state import AppendOutcome, ProducerStateManager
 from broker.replication.high_watermark import follower_high_watermark
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
@@ -79,7 +79,7 @@ def not_leader(tp: TopicPartition, why: str) -> ReplicaError:
 
 
 class FollowerFetchers(Protocol):
-    """The replica fetchers (broker.replica_fetcher): which partitions to fetch from whom."""
+    """The replica fetchers (broker.replication.replica_fetcher): which partitions to fetch from whom."""
 
     def add_partitions(self, partitions: Iterable[tuple[TopicPartition, int, int]]) -> None:
         """Start fetching each (tp, leader id, leader epoch), truncating first."""

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from broker.kafka_connection import BrokerConnectionError, KafkaConnection
+from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.log.leader_epoch_cache import EpochEndOffset
-from broker.partition import Partition
+from broker.replication.partition import Partition
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import (
     AskLeader,
