@@ -1,7 +1,7 @@
 """Requests that wait: complete when satisfied, or expire at the request's one deadline.
 
     purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
-    result = await purgatory.wait(DelayedProduce(...), keys=[tp1, tp2], timeout_ms=30_000)
+    result = await purgatory.wait(DelayedProduce(...), keys=[tp1, tp2], timeout_s=30 * SECONDS)
     purgatory.check_and_complete(tp1)     # after an append, a HW move, a role change
 
 Kafka's DelayedOperation and DelayedOperationPurgatory. An operation is checked once when
@@ -22,7 +22,6 @@ import logging
 from collections.abc import Hashable, Iterable
 from typing import Generic, Protocol, TypeVar
 
-from common.units import MS
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +61,14 @@ class Purgatory(Generic[K]):
         self._watchers: dict[K, dict[int, _Watched[object]]] = {}
         self._next_id = 0
 
-    async def wait(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_ms: int) -> T:
+    async def wait(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float) -> T:
         """`operation`'s answer: now if satisfied, else the first satisfied check on one of
-        `keys`, else `on_expiration()` after `timeout_ms` (negative counts as 0)."""
+        `keys`, else `on_expiration()` after `timeout_s` (the request's one deadline)."""
         result = operation.try_complete()
         if result is not None:
             return result
         unique = list(dict.fromkeys(keys))
-        if timeout_ms <= 0 or not unique:
+        if timeout_s <= 0 or not unique:
             return operation.on_expiration()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         op_id = self._next_id
@@ -79,7 +78,7 @@ class Purgatory(Generic[K]):
             self._watchers.setdefault(key, {})[op_id] = watched
         try:
             # One timer for the whole request, whatever the number of keys.
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms * MS)
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
             if future.done():  # completed in the same loop turn as the timer fired
                 return future.result()

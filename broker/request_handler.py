@@ -22,12 +22,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.replica_manager import (
-    LEADER_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER,
-    ReplicaError,
-    ReplicaManager,
-)
+from broker.replica_manager import ReplicaError, ReplicaManager
 from broker.topic_admin import AdminResult, HttpTopicAdmin, TopicAdmin
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
@@ -61,6 +56,8 @@ from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 
+LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
+NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC: Final = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 UNKNOWN_SERVER_ERROR: Final = -1
 COORDINATOR_LOAD_IN_PROGRESS: Final = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -180,19 +177,24 @@ class RequestHandler:
         return produce.encode_produce_response(produce.ProduceResponse(responses), version)
 
     async def _await_replication(self, results: Any, timeout_ms: int) -> Any:
-        """acks=-1: each appended partition waits for its high watermark (at once for RF=1)."""
+        """acks=-1: the appended partitions wait for their high watermarks together, with one
+        deadline for the request (Kafka's DelayedProduce), not one per partition."""
+        required = {TopicPartition(name, response.partition_index): end_offset
+                    for name, parts in results for response, end_offset in parts
+                    if response.error_code == 0}
+        if not required:
+            return results
+        codes = await self.replicas.wait_for_replication(required, max(timeout_ms, 0) / 1000)
         out = []
         for name, parts in results:
             done = []
             for response, end_offset in parts:
-                if response.error_code == 0:
-                    code = await self.replicas.wait_for_high_watermark(
-                        TopicPartition(name, response.partition_index), end_offset,
-                        max(timeout_ms, 0) / 1000)
-                    if code:
-                        response = produce.PartitionProduceResponse(
-                            response.partition_index, code, -1, -1, -1, (),
-                            "not replicated to the ISR within the request timeout")
+                code = codes.get(TopicPartition(name, response.partition_index), 0) \
+                    if response.error_code == 0 else 0
+                if code:
+                    response = produce.PartitionProduceResponse(
+                        response.partition_index, code, -1, -1, -1, (),
+                        "not replicated to the ISR within the request timeout")
                 done.append((response, end_offset))
             out.append((name, done))
         return out

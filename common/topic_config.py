@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Final
 
 from common.config import (
     Config,
@@ -18,6 +19,10 @@ from common.config import (
     roll_ms,
 )
 from common.units import DAY_MS, LONG_MAX
+
+
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 
 
 class TimestampPolicy(Enum):
