@@ -222,7 +222,8 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         auto_create_topics=bool(config["auto.create.topics.enable"]),
         cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
         listener_name=advertised.name,
-        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None))
+        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
+        broker_config=config)
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:

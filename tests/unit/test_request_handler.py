@@ -35,6 +35,7 @@ from common.protocol.init_producer_id import (
     decode_init_producer_id_response,
     encode_init_producer_id_request,
 )
+from common.config import parse_config
 from common.protocol.primitives import ProtocolError
 from common.record_batch import set_partition_leader_epoch
 from common.topic_config import LogConfig
@@ -350,3 +351,52 @@ async def test_undecodable_requests_raise_protocol_error(node, api, version, bod
     handler, _, _ = node
     with pytest.raises(ProtocolError):
         await handler.handle(RequestHeader(api, version, 1, None), memoryview(body))
+
+
+async def test_describe_configs_answers_the_brokers_effective_defaults(tmp_path):
+    # The bug: min.insync.replicas=1 and unclean.leader.election.enable=false were answered
+    # from a hard-coded table whatever the broker's config said.
+    config = parse_config({"node.id": str(ME), "process.roles": "broker", "min.insync.replicas": "2",
+                           "unclean.leader.election.enable": "true"})
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, broker_config=config)
+    keys = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms")
+    request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", keys),),
+                                        include_synonyms=True)
+    try:
+        response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 1, request,
+                              dc.encode_describe_configs_request, dc.decode_describe_configs_response)
+    finally:
+        log_manager.shutdown()
+    (orders,) = response.results
+    assert [(c.name, c.value, c.config_source) for c in orders.configs] == [
+        ("min.insync.replicas", "2", 4), ("unclean.leader.election.enable", "true", 4),
+        ("retention.ms", "1000", 1)]  # STATIC_BROKER_CONFIG twice, then the topic's override
+    assert [(s.name, s.value, s.source) for s in orders.configs[0].synonyms] == [
+        ("min.insync.replicas", "2", 4), ("min.insync.replicas", "1", 5)]
+
+
+WIDE = replay(IMAGE, Topic("wide", "WIDE"),
+              *(Partition("WIDE", p, (1, 2), (1, 2), leader=1) for p in range(6)))
+
+
+async def test_acks_all_over_many_partitions_times_out_once(tmp_path):
+    # Follower 2 never fetches: every partition times out. Kafka's DelayedProduce has one
+    # deadline per request; waiting partition after partition took 6 x 0.3 s = 1.8 s.
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, WIDE, ME), WIDE)
+    handler = RequestHandler(ME, replicas, lambda: WIDE, ADVERTISED, None)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        response = await call(handler, ApiKey.PRODUCE, 8,
+                              produce_request(-1, *(("wide", p, batch(1)) for p in range(6)), timeout_ms=300),
+                              produce.encode_produce_request, produce.decode_produce_response)
+        elapsed = loop.time() - started
+    finally:
+        log_manager.shutdown()
+    (wide,) = response.responses
+    assert [p.error_code for p in wide.partitions] == [7] * 6  # REQUEST_TIMED_OUT
+    assert 0.3 <= elapsed < 0.9, elapsed  # one timeout for the request, not six
