@@ -37,8 +37,8 @@ from typing import Any, Final
 
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
-from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from common.config import (
     Config,
@@ -272,8 +272,8 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
 
 async def run_broker(settings: BrokerSettings, config: Config) -> int:
     """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
-    from broker.replication.alter_partition_manager import AlterPartitionManager
     from broker.controller_client import ControllerClient
+    from broker.replication.alter_partition_manager import AlterPartitionManager
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -22,7 +22,6 @@ import logging
 from collections.abc import Hashable, Iterable
 from typing import Generic, Protocol, TypeVar
 
-
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
@@ -45,7 +44,7 @@ class DelayedOperation(Protocol[T_co]):
 
 
 class _Watched(Generic[T]):
-    __slots__ = ("operation", "future")
+    __slots__ = ("future", "operation")
 
     def __init__(self, operation: DelayedOperation[T], future: asyncio.Future[T]) -> None:
         self.operation = operation

@@ -71,7 +71,7 @@ def _check_producer_state(partition: Partition, headers: list[tuple[int, RecordB
     for _, header in headers:
         verdict = partition.producer_state.check(header)
         if verdict.outcome is AppendOutcome.REJECT:
-            raise ReplicaError(verdict.error_code, verdict.message or
+            raise ReplicaError(ErrorCode(verdict.error_code), verdict.message or
                                f"producer {header.producer_id} batch refused on {partition.tp}")
         if verdict.outcome is AppendOutcome.DUPLICATE and verdict.duplicate is not None:
             d = verdict.duplicate
@@ -155,7 +155,7 @@ class DelayedProduce:
     deadline, where the undecided ones answer REQUEST_TIMED_OUT.
     """
 
-    __slots__ = ("required", "_outcome", "_codes")
+    __slots__ = ("_codes", "_outcome", "required")
 
     def __init__(self, required: Mapping[TopicPartition, int], outcome: ProduceOutcome) -> None:
         self.required = dict(required)

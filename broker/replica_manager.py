@@ -55,7 +55,11 @@ from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.topic_partition import TopicPartition
 from common.config import ConfigError
 from common.errors import KafkaStorageError
-from common.topic_config import MIN_INSYNC_REPLICAS, TOPIC_LOG_KEYS, with_topic_overrides
+from common.topic_config import (
+    MIN_INSYNC_REPLICAS,
+    TOPIC_LOG_KEYS,
+    with_topic_overrides,
+)
 from metadata.delta import LocalPartition, LocalReplicaChanges
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import ConfigResourceType, LeaderRecoveryState
@@ -68,7 +72,7 @@ __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
 
 
 class FollowerFetchers(Protocol):
-    """The replica fetchers (broker.replication.replica_fetcher): which partitions to fetch from whom."""
+    """The replica fetchers (broker.replication.fetcher_manager): which partitions to fetch from whom."""
 
     def add_partitions(self, partitions: Iterable[tuple[TopicPartition, int, int]]) -> None:
         """Start fetching each (tp, leader id, leader epoch), truncating first."""

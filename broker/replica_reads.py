@@ -18,7 +18,12 @@ from typing import Final, NamedTuple
 from broker.log.segment import FileSlice
 from broker.replication.partition import Partition
 from broker.topic_partition import TopicPartition
-from common.errors import ErrorCode, KafkaError, KafkaStorageError, OffsetOutOfRangeError
+from common.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 
 NOT_LEADER_OR_FOLLOWER: Final = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -116,7 +121,7 @@ class DelayedFetch:
     keeps an event on another partition of a shared key from waking it for nothing.
     """
 
-    __slots__ = ("_state", "_seen")
+    __slots__ = ("_seen", "_state")
 
     def __init__(self, tps: Iterable[TopicPartition], state: Callable[[TopicPartition], Hashable]) -> None:
         self._state = state

@@ -29,7 +29,11 @@ from broker.handlers.admin import (
     handle_describe_configs,
 )
 from broker.handlers.context import ApiRow, BrokerContext, Handler
-from broker.handlers.fetch import handle_fetch, handle_list_offsets, handle_offset_for_leader_epoch
+from broker.handlers.fetch import (
+    handle_fetch,
+    handle_list_offsets,
+    handle_offset_for_leader_epoch,
+)
 from broker.handlers.metadata import handle_find_coordinator, handle_metadata
 from broker.handlers.produce import handle_init_producer_id, handle_produce
 from broker.producer_ids import ProducerIdManager

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
-from typing import Final
+from typing import Any, Final
 
 from common.config import (
     BROKER_KEYS,
+    REQUIRED,
     Config,
     ConfigKey,
     ConfigType,
@@ -66,7 +67,7 @@ class LogConfig:
     message_timestamp_type: TimestampPolicy = TimestampPolicy.CREATE_TIME
     cleanup_policy: tuple[str, ...] = field(default=("delete",))
 
-    def replace(self, **changes: object) -> LogConfig:
+    def replace(self, **changes: Any) -> LogConfig:
         """A copy with some settings changed."""
         return replace(self, **changes)
 
@@ -138,7 +139,8 @@ TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CON
 # The ones a partition's log applies (the rest are the controller's and the ISR's).
 TOPIC_LOG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS if d.log_field)
 _LOG_FIELDS: Final = {d.name: d.log_field for d in TOPIC_CONFIGS if d.log_field}
-_BROKER_DEFAULTS: Final = {key.name: key.default for key in BROKER_KEYS}
+_BROKER_DEFAULTS: Final[dict[str, Value]] = {
+    key.name: key.default for key in BROKER_KEYS if key.default is not REQUIRED}
 
 
 def default_value(name: str) -> Value:
@@ -191,7 +193,7 @@ def from_broker_config(config: Config) -> LogConfig:
 def with_topic_overrides(base: LogConfig, overrides: Mapping[str, object]) -> LogConfig:
     """`base` with a topic's configs applied; ConfigError names any bad or unknown key."""
     parsed = parse_config(overrides, keys=TOPIC_LOG_KEYS, checks=())
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for name, value in parsed.originals.items():
         changes[_LOG_FIELDS[name]] = TimestampPolicy(value) if name == "message.timestamp.type" else value
     return base.replace(**changes)

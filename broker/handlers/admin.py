@@ -61,6 +61,7 @@ async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitio
                                    version: int) -> admin.CreatePartitionsResponse:
     results = []
     for t in req.topics:
+        message: str | None
         if ctx.topic_admin is None:
             code, message = UNKNOWN_SERVER_ERROR, "no controller to send the request to"
         elif req.validate_only or t.assignments is not None:

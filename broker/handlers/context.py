@@ -19,10 +19,10 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, TopicAdmin
 from broker.topic_partition import TopicPartition
+from common.config import Config
 from common.errors import ErrorCode, KafkaError
 from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import Codec
-from common.config import Config
 from common.topic_config import BrokerTopicDefaults
 from metadata.image import MetadataImage
 

@@ -48,7 +48,7 @@ def _read(ctx: BrokerContext, req: fetch.FetchRequest) -> tuple[tuple[fetch.Fetc
                                          current_leader_epoch=p.current_leader_epoch,
                                          min_one_batch=total == 0,  # Kafka: progress first
                                          replica_id=req.replica_id)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 failed = True
                 parts.append(fetch.FetchPartitionResponse(
                     p.partition, ctx.partition_error(tp, e, image), -1, b"", -1, -1))
@@ -73,7 +73,7 @@ async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,
             tp = TopicPartition(t.name, p.partition_index)
             try:
                 parts.append(_offset_for(ctx, tp, p, consumer=req.replica_id < 0))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 parts.append(lo.ListOffsetsPartitionResponse(
                     p.partition_index, ctx.partition_error(tp, e, image), -1, -1, -1))
         topics.append(lo.ListOffsetsTopicResponse(t.name, tuple(parts)))
@@ -114,7 +114,7 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: ofle.OffsetFor
                 partition = ctx.replicas.leader_partition(tp, p.current_leader_epoch)
                 end = partition.log.end_offset_for_epoch(p.leader_epoch)
                 parts.append(ofle.EpochEndOffset(0, p.partition, end.leader_epoch, end.end_offset))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 parts.append(ofle.EpochEndOffset(ctx.partition_error(tp, e, image), p.partition,
                                                  ofle.UNDEFINED_EPOCH, ofle.UNDEFINED_EPOCH_OFFSET))
         topics.append(ofle.OffsetForLeaderTopicResult(t.topic, tuple(parts)))

@@ -13,7 +13,10 @@ from typing import Final
 from broker.handlers.context import BrokerContext
 from common.errors import ErrorCode
 from common.protocol import metadata as md
-from common.protocol.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from common.protocol.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 

@@ -13,7 +13,10 @@ from broker.handlers.context import BrokerContext
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import produce
-from common.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from common.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from common.units import SECOND_MS
 
 NOT_REPLICATED: Final = "not replicated to the ISR within the request timeout"
@@ -46,7 +49,7 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
                 continue
             try:
                 info = ctx.replicas.append(tp, p.records, acks=req.acks)
-            except Exception as e:  # every failure answers this partition only
+            except Exception as e:  # noqa: BLE001 - every failure answers this partition only
                 parts.append((produce.PartitionProduceResponse(
                     p.index, ctx.partition_error(tp, e, image), -1, -1, -1, (), str(e) or None), -1))
                 continue

@@ -19,7 +19,10 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from broker.replication.alter_partition_manager import AlterPartitionItem, AlterPartitionManager
+from broker.replication.alter_partition_manager import (
+    AlterPartitionItem,
+    AlterPartitionManager,
+)
 from broker.replication.partition import Partition, PendingIsrChange
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode

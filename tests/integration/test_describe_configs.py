@@ -13,7 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, wait_until
+from tests.integration.cluster_fixtures import (
+    BROKER_ID,
+    http,
+    running_cluster,
+    wait_until,
+)
 from tidelog.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

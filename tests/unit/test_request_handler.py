@@ -9,6 +9,7 @@ import pytest
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
+from common.config import parse_config
 from common.protocol import admin, fetch, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
@@ -35,7 +36,6 @@ from common.protocol.init_producer_id import (
     decode_init_producer_id_response,
     encode_init_producer_id_request,
 )
-from common.config import parse_config
 from common.protocol.primitives import ProtocolError
 from common.record_batch import set_partition_leader_epoch
 from common.topic_config import LogConfig
