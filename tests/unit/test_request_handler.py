@@ -8,14 +8,14 @@ import pytest
 
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
-from broker.request_handler import RequestHandler
+from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
 from common.config import parse_config
 from common.protocol import admin, fetch, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
-from common.protocol.api_keys import ApiKey
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from common.protocol.api_versions import (
     ApiVersionsRequest,
     decode_api_versions_response,
@@ -173,6 +173,22 @@ async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
     assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and ApiKey.JOIN_GROUP not in advertised
+
+
+async def test_api_versions_advertises_exactly_the_dispatch_table(node):
+    handler, _, _ = node
+    v1 = await call(handler, ApiKey.API_VERSIONS, 1, ApiVersionsRequest(), encode_api_versions_request,
+                    decode_api_versions_response)
+    advertised = [(a.api_key, a.min_version, a.max_version) for a in v1.api_keys]
+    assert advertised == sorted((int(row.api_key), *row.advertised_versions) for row in API_TABLE)
+    assert {row.api_key for row in API_TABLE} == set(IMPLEMENTED_VERSIONS)
+
+
+def test_every_row_is_a_distinct_api_with_a_handler_and_a_codec():
+    assert len({row.api_key for row in API_TABLE}) == len(API_TABLE)
+    for row in API_TABLE:
+        assert callable(row.handler) and callable(row.codec.decode) and callable(row.codec.encode)
+        assert row.versions == SUPPORTED_VERSIONS[row.api_key]  # what the codecs check
 
 
 async def test_produce_below_v3_is_refused_although_advertised(node):
