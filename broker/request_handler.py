@@ -39,7 +39,7 @@ from broker.handlers.produce import handle_init_producer_id, handle_produce
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, HttpTopicAdmin, TopicAdmin
-from common.config import BROKER_KEYS, Config
+from common.config import Config
 from common.protocol import (
     admin,
     api_versions,
@@ -56,7 +56,7 @@ from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
 from common.protocol.dispatch import Codec, Decoder, Encoder
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
-from common.topic_config import broker_topic_defaults
+from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG, broker_topic_defaults
 from metadata.image import MetadataImage
 
 
@@ -144,7 +144,7 @@ class RequestHandler:
         if topic_admin is None and controller_client is not None:
             topic_admin = HttpTopicAdmin(controller_client)
         # Without a config file (tests): every key at Kafka's default.
-        config = broker_config or Config({key.name: key for key in BROKER_KEYS}, {})
+        config = broker_config or KAFKA_DEFAULT_BROKER_CONFIG
         self.context = BrokerContext(
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,

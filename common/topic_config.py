@@ -33,10 +33,11 @@ from common.config import (
     non_empty,
     one_of,
     parse_config,
-    retention_ms,
     roll_ms,
 )
-from common.units import DAY_MS, LONG_MAX
+from common.config import (
+    retention_ms as _retention_ms,  # LogConfig has a field of that name
+)
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
@@ -50,22 +51,41 @@ class TimestampPolicy(Enum):
     LOG_APPEND_TIME = "LogAppendTime"
 
 
+# Every broker key at Kafka's default: the one source of the topic configs' defaults.
+KAFKA_DEFAULT_BROKER_CONFIG: Final = Config({key.name: key for key in BROKER_KEYS}, {})
+
+
+def _number(name: str) -> int:
+    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
+    assert isinstance(value, int), f"{name} is an INT or LONG broker key with a default"
+    return value
+
+
+def _strings(name: str) -> tuple[str, ...]:
+    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
+    assert isinstance(value, tuple), f"{name} is a LIST broker key"
+    return value
+
+
+_DEFAULT_TIMESTAMP_TYPE: Final = TimestampPolicy(KAFKA_DEFAULT_BROKER_CONFIG["log.message.timestamp.type"])
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Kafka's topic-level log settings, with Kafka's defaults."""
+    """Kafka's topic-level log settings; the defaults are the broker keys' (common.config)."""
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * DAY_MS
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * DAY_MS  # -1: keep forever
-    retention_bytes: int = -1  # -1: no size limit
-    max_message_bytes: int = 1048588
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60_000
-    message_timestamp_type: TimestampPolicy = TimestampPolicy.CREATE_TIME
-    cleanup_policy: tuple[str, ...] = field(default=("delete",))
+    segment_bytes: int = _number("log.segment.bytes")
+    segment_ms: int = roll_ms(KAFKA_DEFAULT_BROKER_CONFIG)
+    segment_index_bytes: int = _number("log.index.size.max.bytes")
+    index_interval_bytes: int = _number("log.index.interval.bytes")
+    retention_ms: int = _retention_ms(KAFKA_DEFAULT_BROKER_CONFIG)  # -1: keep forever
+    retention_bytes: int = _number("log.retention.bytes")  # -1: no size limit
+    max_message_bytes: int = _number("message.max.bytes")
+    flush_messages: int = _number("log.flush.interval.messages")
+    flush_ms: int = flush_interval_ms(KAFKA_DEFAULT_BROKER_CONFIG)
+    file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
+    message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
+    cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
 
     def replace(self, **changes: Any) -> LogConfig:
         """A copy with some settings changed."""
@@ -179,7 +199,7 @@ def from_broker_config(config: Config) -> LogConfig:
         segment_ms=roll_ms(config),
         segment_index_bytes=number("log.index.size.max.bytes"),
         index_interval_bytes=number("log.index.interval.bytes"),
-        retention_ms=retention_ms(config),
+        retention_ms=_retention_ms(config),
         retention_bytes=number("log.retention.bytes"),
         max_message_bytes=number("message.max.bytes"),
         flush_messages=number("log.flush.interval.messages"),
