@@ -101,8 +101,8 @@ class ReplicaManager:
                               is_current=lambda p: self.partitions.get(p.tp) is p,
                               on_change=self._wake)
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
-        self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
-        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+        self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
+        self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
 
     @property
     def replica_lag_time_max_ms(self) -> int:
