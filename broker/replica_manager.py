@@ -253,8 +253,6 @@ class ReplicaManager:
 
     # ---- append (leader) ------------------------------------------------------------------
 
-    check_required_acks = staticmethod(check_required_acks)
-
     def append(self, tp: TopicPartition, records: bytes | memoryview, *, acks: int) -> LogAppendInfo:
         """Append a producer's batches as leader (see `replica_appends.append_as_leader`).
 
