@@ -10,7 +10,7 @@
 
 `entries` are the follower's leader-epoch cache entries (epoch, start offset), ascending.
 The leader answers with the largest epoch <= the one asked and where it ends
-(`leader_epochs.epoch_end_offset`). Kafka's AbstractFetcherThread.getOffsetTruncationState.
+(`LeaderEpochCache.end_offset_for`). Kafka's AbstractFetcherThread.getOffsetTruncationState.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.log.leader_epochs import (
+from broker.log.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     EpochEndOffset,
     EpochEntry,
-    epoch_end_offset,
+    LeaderEpochCache,
 )
 
 
@@ -62,8 +62,7 @@ TruncationStep = AskLeader | TruncateTo | TruncateFully
 def end_offset_for(entries: Sequence[EpochEntry], epoch: int,
                    log_end_offset: int) -> EpochEndOffset:
     """The largest epoch <= `epoch` in `entries` and where it ends (either side's view)."""
-    return epoch_end_offset([e.epoch for e in entries], [e.start_offset for e in entries], epoch,
-                            log_end_offset)
+    return LeaderEpochCache(None, list(entries)).end_offset_for(epoch, log_end_offset)
 
 
 def start_truncation(entries: Sequence[EpochEntry], log_end_offset: int) -> TruncationStep:
