@@ -12,27 +12,18 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import NamedTuple
 
 from broker.log.checkpoint_file import CheckpointFile
+from broker.log.leader_epochs import (
+    UNDEFINED_EPOCH,
+    EpochEndOffset,
+    EpochEntry,
+    end_offset_for,
+)
 
 log = logging.getLogger(__name__)
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 FILE_NAME = "leader-epoch-checkpoint"
-
-
-class EpochEntry(NamedTuple):
-    epoch: int
-    start_offset: int
-
-
-class EpochEndOffset(NamedTuple):
-    """OffsetForLeaderEpoch's answer: the largest epoch <= the one asked, and where it ends."""
-
-    leader_epoch: int
-    end_offset: int
 
 
 def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
@@ -100,22 +91,8 @@ class LeaderEpochCache:
         self._flush()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:
-        """Kafka's endOffsetFor: the end offset of `requested_epoch` or of the epoch below it.
-
-        The latest epoch ends at the log end offset; an older epoch ends where the next
-        higher epoch starts; an epoch older than every entry gets the first entry's start
-        offset; an unknown epoch above all entries gets (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
-        """
-        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
-            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
-        if requested_epoch == self._epochs[-1]:
-            return EpochEndOffset(requested_epoch, log_end_offset)
-        higher = bisect_right(self._epochs, requested_epoch)
-        if higher == len(self._epochs):
-            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
-        if higher == 0:
-            return EpochEndOffset(requested_epoch, self._offsets[0])
-        return EpochEndOffset(self._epochs[higher - 1], self._offsets[higher])
+        """Kafka's endOffsetFor (`leader_epochs.end_offset_for`) over this cache's entries."""
+        return end_offset_for(self._epochs, self._offsets, requested_epoch, log_end_offset)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after `end_offset` (the log was truncated there)."""

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from broker.log.leader_epoch_cache import EpochEndOffset
+from broker.log.leader_epochs import EpochEndOffset
 from broker.replica_manager import ReplicaManager
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.log.leader_epoch_cache import (
+from broker.log.leader_epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     EpochEndOffset,
     EpochEntry,
-    LeaderEpochCache,
+    entries_end_offset_for,
 )
 
 
@@ -62,7 +62,7 @@ TruncationStep = AskLeader | TruncateTo | TruncateFully
 def end_offset_for(entries: Sequence[EpochEntry], epoch: int,
                    log_end_offset: int) -> EpochEndOffset:
     """The largest epoch <= `epoch` in `entries` and where it ends (either side's view)."""
-    return LeaderEpochCache(None, list(entries)).end_offset_for(epoch, log_end_offset)
+    return entries_end_offset_for(entries, epoch, log_end_offset)
 
 
 def start_truncation(entries: Sequence[EpochEntry], log_end_offset: int) -> TruncationStep:

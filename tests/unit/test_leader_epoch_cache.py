@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 
 from broker.log.checkpoint_file import CorruptCheckpointError
-from broker.log.leader_epoch_cache import (
-    FILE_NAME,
+from broker.log.leader_epoch_cache import FILE_NAME, LeaderEpochCache, checkpoint_file
+from broker.log.leader_epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     EpochEndOffset,
     EpochEntry,
-    LeaderEpochCache,
-    checkpoint_file,
 )
 
 Entries = list[tuple[int, int]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.leader_epoch_cache import EpochEndOffset, EpochEntry
+from broker.log.leader_epochs import EpochEndOffset, EpochEntry
 from broker.replication.truncation import (
     AskLeader,
     TruncateFully,
