@@ -292,10 +292,11 @@ def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
 def describe_topic_configs(defaults: BrokerTopicDefaults, overrides: Mapping[str, str],
                            keys: Iterable[str] | None = None) -> list[DescribedConfig]:
     """A topic's configs as DescribeConfigs answers them: the override (DYNAMIC_TOPIC_CONFIG)
-    or the broker's effective default; every config when `keys` is None (sorted), else the
-    requested ones that exist, in the order asked."""
+    or the broker's effective default; every config (sorted) when `keys` is None or empty,
+    as Kafka's ConfigHelperUtils filters, else the requested ones that exist, in the order asked."""
     known = {**defaults.values, **overrides}
-    names = sorted(known) if keys is None else [k for k in keys if k in known]
+    asked = None if keys is None else list(keys)
+    names = sorted(known) if not asked else [k for k in asked if k in known]
     described = []
     for name in names:
         synonyms = defaults.synonyms.get(name, ())

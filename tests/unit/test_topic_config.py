@@ -96,6 +96,8 @@ def test_describe_lists_every_config_sorted_or_the_keys_asked_in_order():
     defaults = broker_topic_defaults(broker())
     every = [e.name for e in describe_topic_configs(defaults, {"x.unknown": "1"})]
     assert every == sorted({d.name for d in TOPIC_CONFIGS} | {"x.unknown"})
+    # Kafka: an empty key list asks for every config, as null does.
+    assert [e.name for e in describe_topic_configs(defaults, {"x.unknown": "1"}, ())] == every
     asked = describe_topic_configs(defaults, {}, ("segment.bytes", "nope", "min.insync.replicas"))
     assert [e.name for e in asked] == ["segment.bytes", "min.insync.replicas"]
 
