@@ -14,6 +14,7 @@ from common.protocol import admin
 from common.protocol import describe_configs as dc
 from common.topic_config import DescribedConfig, describe_topic_configs
 from metadata.records import ConfigResourceType
+from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,11 @@ async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsReq
     for res in req.resources:
         if res.resource_type != dc.RESOURCE_TYPE_TOPIC:  # broker configs: none are dynamic
             results.append(dc.DescribeConfigsResult(0, None, res.resource_type, res.resource_name, ()))
+            continue
+        invalid = topic_name_error(res.resource_name)
+        if invalid is not None:  # Kafka's Topic.validate comes first
+            results.append(dc.DescribeConfigsResult(
+                int(ErrorCode.INVALID_TOPIC_EXCEPTION), invalid, res.resource_type, res.resource_name, ()))
             continue
         if image.topic(res.resource_name) is None:
             results.append(dc.DescribeConfigsResult(

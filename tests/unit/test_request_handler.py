@@ -330,10 +330,12 @@ async def test_describe_configs_merges_overrides_and_defaults(node):
     handler, _, _ = node
     request = dc.DescribeConfigsRequest((
         dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", ("retention.ms", "segment.bytes")),
-        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None)))
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None),
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "bad/name", None)))
     response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request, dc.encode_describe_configs_request,
                           dc.decode_describe_configs_response)
-    orders, nope = response.results
+    orders, nope, bad = response.results
+    assert (bad.error_code, bad.configs) == (17, ())  # INVALID_TOPIC_EXCEPTION, as Topic.validate
     assert [(c.name, c.value, c.config_source) for c in orders.configs] == [
         ("retention.ms", "1000", 1), ("segment.bytes", str(LogConfig().segment_bytes), 5)]
     assert nope.error_code == 3
