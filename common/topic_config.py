@@ -244,6 +244,13 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
 
 
+# DescribeConfigs v3's config_type: Kafka's DescribeConfigsResponse.ConfigType ids.
+CONFIG_TYPE_IDS: Final = {ConfigType.BOOLEAN: 1, ConfigType.STRING: 2, ConfigType.INT: 3,
+                          ConfigType.LONG: 5, ConfigType.DOUBLE: 6, ConfigType.LIST: 7,
+                          ConfigType.PASSWORD: 9}
+UNKNOWN_CONFIG_TYPE: Final = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigSynonym:
     name: str
@@ -259,6 +266,8 @@ class DescribedConfig:
     value: str
     source: ConfigSource
     synonyms: tuple[ConfigSynonym, ...]
+    config_type: int = UNKNOWN_CONFIG_TYPE  # CONFIG_TYPE_IDS; unknown for a key tidelog lacks
+    documentation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,5 +312,8 @@ def describe_topic_configs(defaults: BrokerTopicDefaults, overrides: Mapping[str
         if name in overrides:
             synonyms = (ConfigSynonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG), *synonyms)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        described.append(DescribedConfig(name, known[name], source, synonyms))
+        definition = TOPIC_CONFIGS_BY_NAME.get(name)
+        kind, doc = (UNKNOWN_CONFIG_TYPE, None) if definition is None else \
+            (CONFIG_TYPE_IDS.get(definition.key.type, UNKNOWN_CONFIG_TYPE), definition.key.doc)
+        described.append(DescribedConfig(name, known[name], source, synonyms, kind, doc))
     return described

@@ -95,12 +95,13 @@ async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsReq
         described = describe_topic_configs(ctx.topic_defaults, overrides, res.configuration_keys)
         results.append(dc.DescribeConfigsResult(
             0, None, res.resource_type, res.resource_name,
-            tuple(_entry(d, req.include_synonyms) for d in described)))
+            tuple(_entry(d, req) for d in described)))
     return dc.DescribeConfigsResponse(0, tuple(results))
 
 
-def _entry(described: DescribedConfig, include_synonyms: bool) -> dc.DescribeConfigsResourceResult:
+def _entry(described: DescribedConfig, req: dc.DescribeConfigsRequest) -> dc.DescribeConfigsResourceResult:
     synonyms = tuple(dc.DescribeConfigsSynonym(s.name, s.value, int(s.source))
-                     for s in described.synonyms) if include_synonyms else ()
-    return dc.DescribeConfigsResourceResult(described.name, described.value, False,
-                                            int(described.source), False, synonyms)
+                     for s in described.synonyms) if req.include_synonyms else ()
+    return dc.DescribeConfigsResourceResult(
+        described.name, described.value, False, int(described.source), False, synonyms,
+        described.config_type, described.documentation if req.include_documentation else None)

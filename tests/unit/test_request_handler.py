@@ -381,9 +381,9 @@ async def test_describe_configs_answers_the_brokers_effective_defaults(tmp_path)
     handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, broker_config=config)
     keys = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms")
     request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", keys),),
-                                        include_synonyms=True)
+                                        include_synonyms=True, include_documentation=True)
     try:
-        response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 1, request,
+        response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request,
                               dc.encode_describe_configs_request, dc.decode_describe_configs_response)
     finally:
         log_manager.shutdown()
@@ -393,6 +393,8 @@ async def test_describe_configs_answers_the_brokers_effective_defaults(tmp_path)
         ("retention.ms", "1000", 1)]  # STATIC_BROKER_CONFIG twice, then the topic's override
     assert [(s.name, s.value, s.source) for s in orders.configs[0].synonyms] == [
         ("min.insync.replicas", "2", 4), ("min.insync.replicas", "1", 5)]
+    assert [c.config_type for c in orders.configs] == [3, 1, 5]  # INT, BOOLEAN, LONG (v3)
+    assert all(c.documentation for c in orders.configs)
 
 
 WIDE = replay(IMAGE, Topic("wide", "WIDE"),

@@ -96,6 +96,10 @@ def test_describe_lists_every_config_sorted_or_the_keys_asked_in_order():
     defaults = broker_topic_defaults(broker())
     every = [e.name for e in describe_topic_configs(defaults, {"x.unknown": "1"})]
     assert every == sorted({d.name for d in TOPIC_CONFIGS} | {"x.unknown"})
+    types = {e.name: e.config_type for e in describe_topic_configs(defaults, {"x.unknown": "1"})}
+    assert (types["retention.ms"], types["segment.bytes"], types["cleanup.policy"],
+            types["unclean.leader.election.enable"], types["message.timestamp.type"],
+            types["x.unknown"]) == (5, 3, 7, 1, 2, 0)  # LONG, INT, LIST, BOOLEAN, STRING, UNKNOWN
     # Kafka: an empty key list asks for every config, as null does.
     assert [e.name for e in describe_topic_configs(defaults, {"x.unknown": "1"}, ())] == every
     asked = describe_topic_configs(defaults, {}, ("segment.bytes", "nope", "min.insync.replicas"))
