@@ -57,7 +57,7 @@ from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
-from common.protocol.dispatch import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
+from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
 from common.protocol.frame import (
     RequestHeader,
     encode_request_header,

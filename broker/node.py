@@ -37,8 +37,8 @@ from typing import Any, Final
 
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
-from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from common.config import (
     Config,
@@ -222,7 +222,8 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         auto_create_topics=bool(config["auto.create.topics.enable"]),
         cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
         listener_name=advertised.name,
-        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None))
+        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
+        broker_config=config)
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:
@@ -271,8 +272,8 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
 
 async def run_broker(settings: BrokerSettings, config: Config) -> int:
     """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
-    from broker.alter_partition_manager import AlterPartitionManager
     from broker.controller_client import ControllerClient
+    from broker.replication.alter_partition_manager import AlterPartitionManager
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

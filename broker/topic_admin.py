@@ -1,9 +1,12 @@
-"""The broker's topic writes (CreateTopics, DeleteTopics, CreatePartitions): forwarded to
-the controllers' admin HTTP API, which any controller forwards to the active one."""
+"""The broker's topic writes (CreateTopics, DeleteTopics, CreatePartitions, auto topic
+creation): forwarded to the controllers' admin HTTP API, which any controller forwards to
+the active one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
@@ -15,17 +18,9 @@ from common.units import SECONDS
 
 ADMIN_TIMEOUT: Final = 15 * SECONDS  # one admin HTTP call (the controller forwards, then commits)
 MAX_ANSWER_BYTES: Final = 1024 * 1024
-UNKNOWN_SERVER_ERROR: Final = -1
+MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
 
-# Kafka error names the admin API answers with, to their codes.
-ADMIN_ERROR_CODES: Final = {
-    "UNKNOWN_SERVER_ERROR": -1, "UNKNOWN_TOPIC_OR_PARTITION": 3, "REQUEST_TIMED_OUT": 7,
-    "INVALID_TOPIC_EXCEPTION": 17, "TOPIC_AUTHORIZATION_FAILED": 29,
-    "CLUSTER_AUTHORIZATION_FAILED": 31, "TOPIC_ALREADY_EXISTS": 36, "INVALID_PARTITIONS": 37,
-    "INVALID_REPLICATION_FACTOR": 38, "INVALID_REPLICA_ASSIGNMENT": 39, "INVALID_CONFIG": 40,
-    "NOT_CONTROLLER": 41, "INVALID_REQUEST": 42, "POLICY_VIOLATION": 44,
-    "THROTTLING_QUOTA_EXCEEDED": 89,
-}
+log = logging.getLogger(__name__)
 
 AdminResult = tuple[int, str | None]  # (Kafka error code, message)
 
@@ -73,7 +68,10 @@ class HttpTopicAdmin:
             name, message = answer.get("error"), answer.get("message")
         except (ValueError, AttributeError):
             name, message = None, raw[:200].decode(errors="replace")
-        return ADMIN_ERROR_CODES.get(name, UNKNOWN_SERVER_ERROR), message or f"HTTP {status}"
+        # The admin API answers with Kafka's error names: the one ErrorCode enum maps them.
+        code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR) if isinstance(name, str) \
+            else ErrorCode.UNKNOWN_SERVER_ERROR
+        return int(code), message or f"HTTP {status}"
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                            configs: Mapping[str, str]) -> AdminResult:
@@ -89,3 +87,32 @@ class HttpTopicAdmin:
 
     async def create_partitions(self, name: str, count: int) -> AdminResult:
         return await self._request("POST", f"/v1/topics/{name}/partitions", {"count": count})
+
+
+class AutoTopicCreator:
+    """Metadata's auto topic creation: at most one creation in flight per topic, and at most
+    MAX_PENDING_AUTO_CREATES in all; the client asks again (LEADER_NOT_AVAILABLE) meanwhile."""
+
+    def __init__(self, topic_admin: TopicAdmin) -> None:
+        self._admin = topic_admin
+        self._creating: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, name: str) -> None:
+        """Ask the controllers to create `name` unless it is already being created."""
+        if name in self._creating or len(self._creating) >= MAX_PENDING_AUTO_CREATES:
+            return
+        self._creating[name] = asyncio.get_running_loop().create_task(self._create(name))
+
+    async def _create(self, name: str) -> None:
+        try:
+            code, message = await self._admin.create_topic(name, None, None, {})
+            if code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):  # a concurrent creation is fine
+                log.warning("Auto-creating topic %s failed: error %d: %s", name, code, message)
+            else:
+                log.info("Auto-created topic %s", name)
+        finally:
+            self._creating.pop(name, None)
+
+    def close(self) -> None:
+        for task in list(self._creating.values()):
+            task.cancel()

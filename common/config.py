@@ -317,6 +317,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Create a topic when a client asks for metadata of an unknown one."),
     ConfigKey("min.insync.replicas", _INT, 1,
               "Replicas that must be in sync for an acks=all write; topics override it.", at_least(1)),
+    ConfigKey("unclean.leader.election.enable", _BOOLEAN, False,
+              "Elect an out-of-sync replica rather than leave a partition offline (may lose "
+              "data); topics override it. Brokers report it in DescribeConfigs; the controller's "
+              "elections do not read this key yet (topic configs and cluster defaults only)."),
     # --- Replication (followers fetch from leaders with the Kafka Fetch API)
     ConfigKey("replica.lag.time.max.ms", _LONG, 30_000,
               "A follower that has not caught up with its leader for this long leaves the ISR.",

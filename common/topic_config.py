@@ -1,23 +1,47 @@
-"""The settings of one partition's log: broker defaults (`log.*`) overlaid by topic configs."""
+"""Topic configs, in one place: their names, validation, broker synonyms and defaults.
+
+    TOPIC_CONFIGS                       # every topic config tidelog accepts (Kafka's names)
+    log_config = with_topic_overrides(from_broker_config(config), overrides)   # a log's settings
+    defaults = broker_topic_defaults(config)    # what this broker's config makes of each
+    described = describe_topic_configs(defaults, overrides, keys=None)   # DescribeConfigs
+
+The controller validates topic configs with `TOPIC_CONFIGS` (quorum.topic_control), the
+broker builds each partition's `LogConfig` from the same table, and DescribeConfigs answers
+from it with the broker's effective defaults. A topic config only overrides: an unset key
+falls back to its broker synonyms (Kafka's ServerTopicConfigSynonyms, first set wins) and
+then to the broker key's default.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import Enum, IntEnum
+from typing import Any, Final
 
 from common.config import (
+    BROKER_KEYS,
+    REQUIRED,
     Config,
     ConfigKey,
     ConfigType,
+    Validator,
+    Value,
+    all_of,
     at_least,
     flush_interval_ms,
+    non_empty,
     one_of,
     parse_config,
-    retention_ms,
     roll_ms,
 )
-from common.units import DAY_MS, LONG_MAX
+from common.config import (
+    retention_ms as _retention_ms,  # LogConfig has a field of that name
+)
+
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
+CLEANUP_POLICY: Final = "cleanup.policy"
 
 
 class TimestampPolicy(Enum):
@@ -27,87 +51,269 @@ class TimestampPolicy(Enum):
     LOG_APPEND_TIME = "LogAppendTime"
 
 
+# Every broker key at Kafka's default: the one source of the topic configs' defaults.
+KAFKA_DEFAULT_BROKER_CONFIG: Final = Config({key.name: key for key in BROKER_KEYS}, {})
+
+
+def _number(name: str) -> int:
+    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
+    assert isinstance(value, int), f"{name} is an INT or LONG broker key with a default"
+    return value
+
+
+def _strings(name: str) -> tuple[str, ...]:
+    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
+    assert isinstance(value, tuple), f"{name} is a LIST broker key"
+    return value
+
+
+_DEFAULT_TIMESTAMP_TYPE: Final = TimestampPolicy(KAFKA_DEFAULT_BROKER_CONFIG["log.message.timestamp.type"])
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Kafka's topic-level log settings, with Kafka's defaults."""
+    """Kafka's topic-level log settings; the defaults are the broker keys' (common.config)."""
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * DAY_MS
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * DAY_MS  # -1: keep forever
-    retention_bytes: int = -1  # -1: no size limit
-    max_message_bytes: int = 1048588
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60_000
-    message_timestamp_type: TimestampPolicy = TimestampPolicy.CREATE_TIME
-    cleanup_policy: tuple[str, ...] = field(default=("delete",))
+    segment_bytes: int = _number("log.segment.bytes")
+    segment_ms: int = roll_ms(KAFKA_DEFAULT_BROKER_CONFIG)
+    segment_index_bytes: int = _number("log.index.size.max.bytes")
+    index_interval_bytes: int = _number("log.index.interval.bytes")
+    retention_ms: int = _retention_ms(KAFKA_DEFAULT_BROKER_CONFIG)  # -1: keep forever
+    retention_bytes: int = _number("log.retention.bytes")  # -1: no size limit
+    max_message_bytes: int = _number("message.max.bytes")
+    flush_messages: int = _number("log.flush.interval.messages")
+    flush_ms: int = flush_interval_ms(KAFKA_DEFAULT_BROKER_CONFIG)
+    file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
+    message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
+    cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
 
-    def replace(self, **changes: object) -> LogConfig:
+    def replace(self, **changes: Any) -> LogConfig:
         """A copy with some settings changed."""
         return replace(self, **changes)
 
 
-def _long(name: str, doc: str, minimum: int) -> ConfigKey:
-    return ConfigKey(name, ConfigType.LONG, None, doc, at_least(minimum))
+def _no_compaction(value: tuple[str, ...]) -> str | None:
+    if "compact" in value:
+        return "must be 'delete': log compaction ('compact') is not supported by tidelog"
+    return None if set(value) <= {"delete"} else f"must be 'delete', got {','.join(value)!r}"
 
 
-# Topic-level overrides of the log settings (Kafka's topic config names). A topic config
-# only overrides; unset keys fall back to the broker's `log.*` values.
-TOPIC_LOG_KEYS: tuple[ConfigKey, ...] = (
-    ConfigKey("segment.bytes", ConfigType.INT, None, "segment file size", at_least(14)),
-    _long("segment.ms", "roll a segment this old", 1),
-    ConfigKey("segment.index.bytes", ConfigType.INT, None, "index size per segment",
-              at_least(4)),
-    ConfigKey("index.interval.bytes", ConfigType.INT, None, "bytes between index entries",
-              at_least(0)),
-    _long("retention.ms", "delete segments older than this (-1: never)", -1),
-    _long("retention.bytes", "delete old segments beyond this size (-1: never)", -1),
-    ConfigKey("max.message.bytes", ConfigType.INT, None, "largest record batch", at_least(0)),
-    _long("flush.messages", "fsync after this many messages", 1),
-    _long("flush.ms", "fsync at least this often", 0),
-    _long("file.delete.delay.ms", "grace period before deleting a file", 0),
-    ConfigKey("message.timestamp.type", ConfigType.STRING, None, "CreateTime or LogAppendTime",
-              one_of("CreateTime", "LogAppendTime")),
-    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
-              one_of("delete")),
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """One topic config: its key (name, type, check), the broker keys that give its default
+    in Kafka's order (ServerTopicConfigSynonyms), and the LogConfig field it sets, if any."""
+
+    key: ConfigKey
+    broker_synonyms: tuple[str, ...]
+    log_field: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+
+def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
+           synonyms: tuple[str, ...], log_field: str | None = None) -> TopicConfigDef:
+    return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field)
+
+
+_INT, _LONG, _BOOLEAN, _STRING, _LIST = (
+    ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST)
+
+# Every topic config tidelog accepts. A topic config has no default of its own (None): the
+# broker keys named after it give it one.
+TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
+    _topic("segment.bytes", _INT, "segment file size", at_least(14),
+           ("log.segment.bytes",), "segment_bytes"),
+    _topic("segment.ms", _LONG, "roll a segment this old", at_least(1),
+           ("log.roll.ms", "log.roll.hours"), "segment_ms"),
+    _topic("segment.index.bytes", _INT, "index size per segment", at_least(4),
+           ("log.index.size.max.bytes",), "segment_index_bytes"),
+    _topic("index.interval.bytes", _INT, "bytes between index entries", at_least(0),
+           ("log.index.interval.bytes",), "index_interval_bytes"),
+    _topic("retention.ms", _LONG, "delete segments older than this (-1: never)", at_least(-1),
+           ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "retention_ms"),
+    _topic("retention.bytes", _LONG, "delete old segments beyond this size (-1: never)",
+           at_least(-1), ("log.retention.bytes",), "retention_bytes"),
+    _topic("max.message.bytes", _INT, "largest record batch", at_least(0),
+           ("message.max.bytes",), "max_message_bytes"),
+    _topic("flush.messages", _LONG, "fsync after this many messages", at_least(1),
+           ("log.flush.interval.messages",), "flush_messages"),
+    _topic("flush.ms", _LONG, "fsync at least this often", at_least(0),
+           ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), "flush_ms"),
+    _topic("file.delete.delay.ms", _LONG, "grace period before deleting a file", at_least(0),
+           ("log.segment.delete.delay.ms",), "file_delete_delay_ms"),
+    _topic("message.timestamp.type", _STRING, "CreateTime or LogAppendTime",
+           one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",),
+           "message_timestamp_type"),
+    _topic(CLEANUP_POLICY, _LIST, "delete (compact is not supported)",
+           all_of(non_empty, _no_compaction), ("log.cleanup.policy",), "cleanup_policy"),
+    _topic(MIN_INSYNC_REPLICAS, _INT, "fewest ISR members for an acks=all produce to succeed",
+           at_least(1), (MIN_INSYNC_REPLICAS,)),
+    _topic(UNCLEAN_LEADER_ELECTION_ENABLE, _BOOLEAN,
+           "elect an out-of-sync replica rather than stay offline (may lose data)", None,
+           (UNCLEAN_LEADER_ELECTION_ENABLE,)),
 )
+TOPIC_CONFIGS_BY_NAME: Final = {d.name: d for d in TOPIC_CONFIGS}
+TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS)
+# The ones a partition's log applies (the rest are the controller's and the ISR's).
+TOPIC_LOG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS if d.log_field)
+_LOG_FIELDS: Final = {d.name: d.log_field for d in TOPIC_CONFIGS if d.log_field}
+_BROKER_DEFAULTS: Final[dict[str, Value]] = {
+    key.name: key.default for key in BROKER_KEYS if key.default is not REQUIRED}
 
-_TOPIC_FIELDS = {
-    "segment.bytes": "segment_bytes", "segment.ms": "segment_ms",
-    "segment.index.bytes": "segment_index_bytes", "index.interval.bytes": "index_interval_bytes",
-    "retention.ms": "retention_ms", "retention.bytes": "retention_bytes",
-    "max.message.bytes": "max_message_bytes", "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms", "file.delete.delay.ms": "file_delete_delay_ms",
-    "message.timestamp.type": "message_timestamp_type", "cleanup.policy": "cleanup_policy",
-}
+
+def default_value(name: str) -> Value:
+    """Kafka's default of topic config `name`: the default of its first broker synonym that
+    has one (e.g. min.insync.replicas -> 1, unclean.leader.election.enable -> False)."""
+    for synonym in TOPIC_CONFIGS_BY_NAME[name].broker_synonyms:
+        value = _BROKER_DEFAULTS.get(synonym)
+        if value is not None:
+            return value
+    raise KeyError(f"topic config {name!r} has no broker default")
+
+
+def default_int(name: str) -> int:
+    value = default_value(name)
+    assert isinstance(value, int) and not isinstance(value, bool), f"{name} is not an INT/LONG config"
+    return value
+
+
+def default_bool(name: str) -> bool:
+    value = default_value(name)
+    assert isinstance(value, bool), f"{name} is not a BOOLEAN config"
+    return value
 
 
 def from_broker_config(config: Config) -> LogConfig:
     """The broker-wide default LogConfig from the `log.*` settings."""
+    def number(name: str) -> int:
+        value = config[name]
+        assert isinstance(value, int), "the broker key table types this key as INT or LONG"
+        return value
+
+    policy = config["log.cleanup.policy"]
+    assert isinstance(policy, tuple), "the broker key table types log.cleanup.policy as LIST"
     return LogConfig(
-        segment_bytes=int(config["log.segment.bytes"]),  # type: ignore[arg-type]
+        segment_bytes=number("log.segment.bytes"),
         segment_ms=roll_ms(config),
-        segment_index_bytes=int(config["log.index.size.max.bytes"]),  # type: ignore[arg-type]
-        index_interval_bytes=int(config["log.index.interval.bytes"]),  # type: ignore[arg-type]
-        retention_ms=retention_ms(config),
-        retention_bytes=int(config["log.retention.bytes"]),  # type: ignore[arg-type]
-        max_message_bytes=int(config["message.max.bytes"]),  # type: ignore[arg-type]
-        flush_messages=int(config["log.flush.interval.messages"]),  # type: ignore[arg-type]
+        segment_index_bytes=number("log.index.size.max.bytes"),
+        index_interval_bytes=number("log.index.interval.bytes"),
+        retention_ms=_retention_ms(config),
+        retention_bytes=number("log.retention.bytes"),
+        max_message_bytes=number("message.max.bytes"),
+        flush_messages=number("log.flush.interval.messages"),
         flush_ms=flush_interval_ms(config),
-        file_delete_delay_ms=int(config["log.segment.delete.delay.ms"]),  # type: ignore[arg-type]
+        file_delete_delay_ms=number("log.segment.delete.delay.ms"),
         message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
-        cleanup_policy=tuple(config["log.cleanup.policy"]),  # type: ignore[arg-type]
+        cleanup_policy=policy,
     )
 
 
 def with_topic_overrides(base: LogConfig, overrides: Mapping[str, object]) -> LogConfig:
     """`base` with a topic's configs applied; ConfigError names any bad or unknown key."""
     parsed = parse_config(overrides, keys=TOPIC_LOG_KEYS, checks=())
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for name, value in parsed.originals.items():
-        if name == "message.timestamp.type":
-            value = TimestampPolicy(value)
-        changes[_TOPIC_FIELDS[name]] = value
+        changes[_LOG_FIELDS[name]] = TimestampPolicy(value) if name == "message.timestamp.type" else value
     return base.replace(**changes)
+
+
+def config_string(value: object) -> str:
+    """A config value as Kafka writes it (ConfigDef.convertToString)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+# ---- DescribeConfigs ---------------------------------------------------------------------
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource ids."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# DescribeConfigs v3's config_type: Kafka's DescribeConfigsResponse.ConfigType ids.
+CONFIG_TYPE_IDS: Final = {ConfigType.BOOLEAN: 1, ConfigType.STRING: 2, ConfigType.INT: 3,
+                          ConfigType.LONG: 5, ConfigType.DOUBLE: 6, ConfigType.LIST: 7,
+                          ConfigType.PASSWORD: 9}
+UNKNOWN_CONFIG_TYPE: Final = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    """One topic config as DescribeConfigs reports it."""
+
+    name: str
+    value: str
+    source: ConfigSource
+    synonyms: tuple[ConfigSynonym, ...]
+    config_type: int = UNKNOWN_CONFIG_TYPE  # CONFIG_TYPE_IDS; unknown for a key tidelog lacks
+    documentation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTopicDefaults:
+    """What one broker's config makes of each topic config: the effective default value and
+    its broker synonyms, in the order Kafka reports them."""
+
+    values: Mapping[str, str]
+    synonyms: Mapping[str, tuple[ConfigSynonym, ...]]
+
+
+def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
+    """Kafka's ConfigHelper.configSynonyms over a static broker config: first the synonyms set
+    in the config file (STATIC_BROKER_CONFIG), then those with a default (DEFAULT_CONFIG),
+    dropping any before the first synonym itself (tidelog has no dynamic broker configs)."""
+    log_config = from_broker_config(config)
+    values: dict[str, str] = {}
+    synonyms: dict[str, tuple[ConfigSynonym, ...]] = {}
+    for d in TOPIC_CONFIGS:
+        value = getattr(log_config, d.log_field) if d.log_field else config[d.broker_synonyms[0]]
+        values[d.name] = config_string(value)
+        found = [ConfigSynonym(s, config_string(config.originals[s]), ConfigSource.STATIC_BROKER_CONFIG)
+                 for s in d.broker_synonyms if s in config.originals]
+        found += [ConfigSynonym(s, config_string(config.definitions[s].default), ConfigSource.DEFAULT_CONFIG)
+                  for s in d.broker_synonyms if config.definitions[s].default is not None]
+        first = next((i for i, s in enumerate(found) if s.name == d.broker_synonyms[0]), len(found))
+        synonyms[d.name] = tuple(found[first:])
+    return BrokerTopicDefaults(values, synonyms)
+
+
+def describe_topic_configs(defaults: BrokerTopicDefaults, overrides: Mapping[str, str],
+                           keys: Iterable[str] | None = None) -> list[DescribedConfig]:
+    """A topic's configs as DescribeConfigs answers them: the override (DYNAMIC_TOPIC_CONFIG)
+    or the broker's effective default; every config (sorted) when `keys` is None or empty,
+    as Kafka's ConfigHelperUtils filters, else the requested ones that exist, in the order asked."""
+    known = {**defaults.values, **overrides}
+    asked = None if keys is None else list(keys)
+    names = sorted(known) if not asked else [k for k in asked if k in known]
+    described = []
+    for name in names:
+        synonyms = defaults.synonyms.get(name, ())
+        if name in overrides:
+            synonyms = (ConfigSynonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG), *synonyms)
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        definition = TOPIC_CONFIGS_BY_NAME.get(name)
+        kind, doc = (UNKNOWN_CONFIG_TYPE, None) if definition is None else \
+            (CONFIG_TYPE_IDS.get(definition.key.type, UNKNOWN_CONFIG_TYPE), definition.key.doc)
+        described.append(DescribedConfig(name, known[name], source, synonyms, kind, doc))
+    return described

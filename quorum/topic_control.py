@@ -16,18 +16,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from common.config import (
-    ConfigError,
-    ConfigKey,
-    ConfigType,
-    Value,
-    all_of,
-    at_least,
-    non_empty,
-    parse_config,
-)
+from common.config import ConfigError, Value, parse_config
 from common.errors import ErrorCode
-from common.topic_config import TOPIC_LOG_KEYS
+from common.topic_config import (
+    MIN_INSYNC_REPLICAS,
+    TOPIC_CONFIG_KEYS,
+    TOPIC_CONFIGS_BY_NAME,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    default_bool,
+    default_int,
+)
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader
 from metadata.placement import eligible_brokers, place_replicas
@@ -48,31 +46,11 @@ if TYPE_CHECKING:  # the caller owns the generator: no global random here
 
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP bounds one request
 
-MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: level >= 1 enables ELR
 TOPIC = ConfigResourceType.TOPIC
-
-
-def _no_compaction(value: tuple[str, ...]) -> str | None:
-    if "compact" in value:
-        return "must be 'delete': log compaction ('compact') is not supported by tidelog"
-    return None if set(value) <= {"delete"} else f"must be 'delete', got {','.join(value)!r}"
-
-
-# The topic configs tidelog accepts: the log settings brokers apply (one definition, shared
-# with common.topic_config) plus the controller's own. cleanup.policy is declared here
-# for a clear error on 'compact'.
-TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
-    *(key for key in TOPIC_LOG_KEYS if key.name != "cleanup.policy"),
-    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
-              all_of(non_empty, _no_compaction)),
-    ConfigKey(MIN_INSYNC_REPLICAS, ConfigType.INT, None,
-              "fewest ISR members for an acks=all produce to succeed", at_least(1)),
-    ConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, None,
-              "elect an out-of-sync replica rather than stay offline (may lose data)"),
-)
-_KEYS_BY_NAME: Final = {key.name: key for key in TOPIC_CONFIG_KEYS}
+# The topic configs tidelog accepts, their checks and defaults: common.topic_config, the one
+# table the brokers' LogConfig and DescribeConfigs read too.
+_KEYS_BY_NAME: Final = {name: d.key for name, d in TOPIC_CONFIGS_BY_NAME.items()}
 
 
 def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
@@ -105,8 +83,8 @@ def validate_topic_config(key: str, value: object) -> str:
 class TopicElectionConfig:
     """The settings the election and ISR rules read for one topic."""
 
-    unclean_allowed: bool = False
-    min_insync_replicas: int = 1
+    unclean_allowed: bool = default_bool(UNCLEAN_LEADER_ELECTION_ENABLE)
+    min_insync_replicas: int = default_int(MIN_INSYNC_REPLICAS)
     elr_enabled: bool = False
 
 
@@ -124,8 +102,11 @@ def topic_election_config(image: MetadataImage, topic_name: str) -> TopicElectio
                     continue  # written by something else: fall back rather than fail elections
         return default
 
-    return TopicElectionConfig(unclean_allowed=bool(value(UNCLEAN_LEADER_ELECTION_ENABLE, False)),
-                               min_insync_replicas=int(value(MIN_INSYNC_REPLICAS, 1)),  # type: ignore[arg-type]
+    defaults = TopicElectionConfig()
+    return TopicElectionConfig(unclean_allowed=bool(value(UNCLEAN_LEADER_ELECTION_ENABLE,
+                                                          defaults.unclean_allowed)),
+                               min_insync_replicas=int(value(MIN_INSYNC_REPLICAS,  # type: ignore[arg-type]
+                                                             defaults.min_insync_replicas)),
                                elr_enabled=image.feature_level(ELR_FEATURE) >= 1)
 
 

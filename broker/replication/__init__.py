@@ -1,7 +1,14 @@
-"""Pure replication rules (no I/O, no clocks): the leader's high watermark and follower
-fetch state (`high_watermark`), the ISR changes it proposes to the controller
-(`isr_policy`), and the follower's truncation by leader epoch (`truncation`, KIP-101/279).
+"""Replication, in one place.
 
-The broker shell (`broker/replica_manager.py` and the replica fetcher) owns the state and
-feeds these functions `now_ms`, offsets and OffsetForLeaderEpoch answers.
+Pure rules (no I/O, no clocks): the leader's high watermark and follower fetch state
+(`high_watermark`), the ISR changes it proposes to the controller (`isr_policy`), and the
+follower's truncation by leader epoch (`truncation`, KIP-101/279). `partition` is Kafka's
+Partition over them (state, no I/O of its own).
+
+Shells: the follower's fetchers (`replica_fetcher`, one `kafka_connection` per leader) and
+AlterPartition to the controller (`alter_partition_manager`). The broker's ReplicaManager
+(`broker/replica_manager.py`) owns the hosted partitions and feeds the rules `now_ms`,
+offsets and OffsetForLeaderEpoch answers.
+
+This file imports nothing, so importing a pure rule loads no shell.
 """

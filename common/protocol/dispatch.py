@@ -1,82 +1,25 @@
-"""One table from API key to its request decoder and response encoder.
+"""The codec of one API: how a server decodes its requests and encodes its responses.
 
-`IMPLEMENTED_VERSIONS` are design.md's ranges for the APIs that have codecs here (the group
-APIs do not yet); `ADVERTISED_VERSIONS` is what a server announces in ApiVersions.
+The broker's dispatch table (`broker.request_handler.API_TABLE`) pairs each API key with
+its versions, a `Codec` and a handler, so a new API is one row there; this module stays
+free of the broker (common/ imports none of the other packages).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from common.protocol import (
-    admin,
-    api_versions,
-    describe_configs,
-    fetch,
-    find_coordinator,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    offset_for_leader_epoch,
-    produce,
-)
-from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from common.protocol.frame import RequestHeader
-from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.primitives import Chunk
 
-Decoder = Callable[[memoryview, int], Any]
-Encoder = Callable[[Any, int], list[Chunk]]
-
-CODECS: dict[ApiKey, tuple[Decoder, Encoder]] = {
-    ApiKey.API_VERSIONS: (api_versions.decode_api_versions_request,
-                          api_versions.encode_api_versions_response),
-    ApiKey.METADATA: (metadata.decode_metadata_request, metadata.encode_metadata_response),
-    ApiKey.PRODUCE: (produce.decode_produce_request, produce.encode_produce_response),
-    ApiKey.FETCH: (fetch.decode_fetch_request, fetch.encode_fetch_response),
-    ApiKey.LIST_OFFSETS: (list_offsets.decode_list_offsets_request,
-                          list_offsets.encode_list_offsets_response),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (
-        offset_for_leader_epoch.decode_offset_for_leader_epoch_request,
-        offset_for_leader_epoch.encode_offset_for_leader_epoch_response),
-    ApiKey.INIT_PRODUCER_ID: (init_producer_id.decode_init_producer_id_request,
-                              init_producer_id.encode_init_producer_id_response),
-    ApiKey.FIND_COORDINATOR: (find_coordinator.decode_find_coordinator_request,
-                              find_coordinator.encode_find_coordinator_response),
-    ApiKey.CREATE_TOPICS: (admin.decode_create_topics_request,
-                           admin.encode_create_topics_response),
-    ApiKey.DELETE_TOPICS: (admin.decode_delete_topics_request,
-                           admin.encode_delete_topics_response),
-    ApiKey.CREATE_PARTITIONS: (admin.decode_create_partitions_request,
-                               admin.encode_create_partitions_response),
-    ApiKey.DESCRIBE_CONFIGS: (describe_configs.decode_describe_configs_request,
-                              describe_configs.encode_describe_configs_response),
-}
-
-IMPLEMENTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    key: SUPPORTED_VERSIONS[key] for key in sorted(CODECS)}
-
-# What ApiVersions advertises. Produce is announced from v0 although v0-v2 are refused when
-# sent: librdkafka before 2.10 (kcat on Debian 12 has 2.0.2) silently stops compressing
-# with gzip, snappy and lz4 unless the broker's Produce range starts at 0 (librdkafka
-# issue 4956); Kafka 4.0 does the same (KAFKA-18659). Every client that matters sends v3+.
-ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    **IMPLEMENTED_VERSIONS, ApiKey.PRODUCE: (0, IMPLEMENTED_VERSIONS[ApiKey.PRODUCE][1])}
+Decoder = Callable[[memoryview, int], Any]  # (body, version) -> request; ProtocolError if bad
+Encoder = Callable[[Any, int], list[Chunk]]  # (response, version) -> body chunks
 
 
-def decode_request(header: RequestHeader, body: memoryview) -> Any:
-    """The request dataclass for this header's API and version; ProtocolError otherwise.
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """An API's request decoder and response encoder (each checks the version itself)."""
 
-    ApiVersions at an unsupported version is not an error: see `api_versions.answer_api_versions`.
-    """
-    try:
-        api_key = ApiKey(header.request_api_key)
-        decoder = CODECS[api_key][0]
-    except (ValueError, KeyError):
-        raise ProtocolError(f"unsupported API key {header.request_api_key}") from None
-    return decoder(body, header.request_api_version)
-
-
-def encode_response(api_key: ApiKey, response: Any, version: int) -> list[Chunk]:
-    """The response body chunks (frame them with `frame.frame_response`)."""
-    return CODECS[api_key][1](response, version)
+    decode: Decoder
+    encode: Encoder

@@ -13,7 +13,7 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,15 @@ HTTP_TIMEOUT_S = 5.0
 
 
 @contextlib.contextmanager
-def running_cluster(root: Path) -> Iterator[LocalCluster]:
-    """3 controllers + broker 4, small timeouts; every process stopped on exit, even on failure."""
+def running_cluster(root: Path, properties: Mapping[str, str] | None = None) -> Iterator[LocalCluster]:
+    """3 controllers + broker 4, small timeouts (plus `properties` on every node); every process
+    stopped on exit, even on failure."""
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=3, raft_port=raft_port, admin_port=admin_port, brokers=1,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
                             extra_properties={"broker.heartbeat.interval.ms": "200",
-                                              "broker.session.timeout.ms": "3000"}) as started:
+                                              "broker.session.timeout.ms": "3000",
+                                              **(properties or {})}) as started:
         yield started
         broker = started.brokers[0]
         reports = {r.node.node_id: r for r in started.stop()}

@@ -1,10 +1,10 @@
-"""broker/partition.py: a leader's view of its followers, its HW and the ISR changes it proposes."""
+"""broker/replication/partition.py: a leader's view of its followers, its HW and the ISR changes it proposes."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.partition import Partition, PendingIsrChange
+from broker.replication.partition import Partition, PendingIsrChange
 from broker.topic_partition import TopicPartition
 from metadata.image import PartitionRegistration
 from metadata.records import LeaderRecoveryState

@@ -14,7 +14,7 @@ from common.protocol.api_versions import (
     encode_api_versions_response,
     supported_api_versions,
 )
-from common.protocol.dispatch import IMPLEMENTED_VERSIONS
+from broker.request_handler import IMPLEMENTED_VERSIONS
 from common.protocol.frame import (
     FrameDecoder,
     RequestHeader,

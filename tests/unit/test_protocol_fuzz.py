@@ -8,7 +8,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.protocol.dispatch import CODECS, IMPLEMENTED_VERSIONS, decode_request
+from broker.request_handler import IMPLEMENTED_VERSIONS, ROWS, decode_request
 from common.protocol.frame import (
     FrameDecoder,
     RequestHeader,
@@ -52,7 +52,7 @@ def test_random_streams(stream: bytes, chunk: int) -> None:
 
 @given(st.sampled_from(API_VERSIONS), st.binary(max_size=256))
 def test_random_bodies_for_every_api_and_version(api: tuple[int, int], body: bytes) -> None:
-    decoder = CODECS[api[0]][0]  # type: ignore[index]
+    decoder = ROWS[api[0]].codec.decode  # type: ignore[index]
     try:
         decoder(memoryview(body), api[1])
     except ProtocolError:

@@ -225,9 +225,13 @@ def test_follower_fetch_errors(replicas):
     assert error_code(replicas.read, TRIPLE_0, 0, 100, replica_id=2, current_leader_epoch=0) == 74
 
 
+async def wait_for_hw(replicas, tp, offset, timeout_s):
+    return (await replicas.wait_for_replication({tp: offset}, timeout_s))[tp]
+
+
 async def test_acks_all_waits_for_the_isr_then_answers(replicas):
     info = replicas.append(TRIPLE_0, batch(2), acks=-1)
-    waiting = asyncio.create_task(replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 5.0))
+    waiting = asyncio.create_task(wait_for_hw(replicas, TRIPLE_0, info.last_offset + 1, 5.0))
     await asyncio.sleep(0)
     assert not waiting.done()
     replicas.read(TRIPLE_0, 2, 100, replica_id=2)
@@ -237,19 +241,80 @@ async def test_acks_all_waits_for_the_isr_then_answers(replicas):
 
 async def test_acks_all_times_out_without_followers(replicas):
     info = replicas.append(TRIPLE_0, batch(1), acks=-1)
-    assert await replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 0.05) == 7
+    assert await wait_for_hw(replicas, TRIPLE_0, info.last_offset + 1, 0.05) == 7
 
 
 async def test_an_isr_shrunk_below_min_isr_answers_not_enough_replicas_after_append(replicas):
     config = replay(TOPICS, Config(ConfigResourceType.TOPIC, "triple", "min.insync.replicas", "2"))
     replicas.apply_changes(changes_for_broker(TOPICS, config, ME), config)
     info = replicas.append(TRIPLE_0, batch(1), acks=-1)
-    waiting = asyncio.create_task(replicas.wait_for_high_watermark(TRIPLE_0, info.last_offset + 1, 5.0))
+    waiting = asyncio.create_task(wait_for_hw(replicas, TRIPLE_0, info.last_offset + 1, 5.0))
     await asyncio.sleep(0)
     shrunk = replay(config, PartitionChange("TRIPLE", 0, isr=(1,)))  # committed by the controller
     replicas.apply_changes(changes_for_broker(config, shrunk, ME), shrunk)
     assert await asyncio.wait_for(waiting, 1.0) == 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert error_code(replicas.append, TRIPLE_0, batch(1), acks=-1) == 19  # NOT_ENOUGH_REPLICAS
+
+
+WIDE = replay(TOPICS, Topic("wide", "WIDE"),
+              *(Partition("WIDE", p, (1, 2, 3), (1, 2, 3), leader=1) for p in range(8)))
+WIDE_TPS = [TopicPartition("wide", p) for p in range(8)]
+
+
+@pytest.fixture
+def wide(replicas):
+    replicas.apply_changes(changes_for_broker(TOPICS, WIDE, ME), WIDE)
+    return replicas
+
+
+async def test_acks_all_over_many_partitions_waits_one_timeout_in_all(wide):
+    # Kafka's DelayedProduce: one deadline per request. Waiting partition after partition
+    # took 8 x 0.25 s = 2 s here; one deadline answers all 8 after 0.25 s.
+    required = {tp: wide.append(tp, batch(1), acks=-1).last_offset + 1 for tp in WIDE_TPS}
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    codes = await wide.wait_for_replication(required, 0.25)
+    elapsed = loop.time() - started
+    assert codes == {tp: 7 for tp in WIDE_TPS}  # REQUEST_TIMED_OUT, each partition
+    assert 0.25 <= elapsed < 1.0, elapsed  # < 4 x the timeout: never one timeout per partition
+    assert all(wide.produce_purgatory.watched(tp) == 0 for tp in WIDE_TPS)
+
+
+async def test_acks_all_answers_each_partition_when_all_are_decided(wide):
+    required = {tp: wide.append(tp, batch(1), acks=-1).last_offset + 1 for tp in WIDE_TPS[:3]}
+    waiting = asyncio.create_task(wide.wait_for_replication(required, 5.0))
+    await asyncio.sleep(0)
+    for follower in (2, 3):
+        wide.read(WIDE_TPS[0], 1, 100, replica_id=follower)  # partition 0 replicated
+    await asyncio.sleep(0)
+    assert not waiting.done() and wide.produce_purgatory.watched(WIDE_TPS[1]) == 1
+    moved = replay(WIDE, PartitionChange("WIDE", 1, leader=2))  # partition 1 lost: NOT_LEADER
+    wide.apply_changes(changes_for_broker(WIDE, moved, ME), moved)
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    for follower in (2, 3):
+        wide.read(WIDE_TPS[2], 1, 100, replica_id=follower)
+    assert await asyncio.wait_for(waiting, 1.0) == {WIDE_TPS[0]: 0, WIDE_TPS[1]: 6, WIDE_TPS[2]: 0}
+    assert sum(wide.produce_purgatory.watched(tp) for tp in WIDE_TPS) == 0
+
+
+async def test_acks_all_at_the_deadline_keeps_the_decided_partitions_codes(wide):
+    required = {tp: wide.append(tp, batch(1), acks=-1).last_offset + 1 for tp in WIDE_TPS[:2]}
+    waiting = asyncio.create_task(wide.wait_for_replication(required, 0.05))
+    await asyncio.sleep(0)
+    for follower in (2, 3):
+        wide.read(WIDE_TPS[0], 1, 100, replica_id=follower)
+    assert await asyncio.wait_for(waiting, 1.0) == {WIDE_TPS[0]: 0, WIDE_TPS[1]: 7}
+
+
+async def test_a_waiting_fetch_ignores_events_that_change_nothing(replicas):
+    waiter = asyncio.create_task(replicas.wait_for_data([ORDERS_0], 5.0))
+    await asyncio.sleep(0)
+    replicas._wake(ORDERS_0)  # e.g. a produce check on the same key: the partition is as read
+    await asyncio.sleep(0)
+    assert not waiter.done() and replicas.waiting_count(ORDERS_0) == 1
+    replicas.append(ORDERS_0, batch(1), acks=1)
+    assert await asyncio.wait_for(waiter, 1.0) is True
 
 
 # ---- replication: follower side ----------------------------------------------------------

@@ -8,13 +8,14 @@ import pytest
 
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
-from broker.request_handler import RequestHandler
+from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
+from common.config import parse_config
 from common.protocol import admin, fetch, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
-from common.protocol.api_keys import ApiKey
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from common.protocol.api_versions import (
     ApiVersionsRequest,
     decode_api_versions_response,
@@ -174,6 +175,22 @@ async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
     assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and ApiKey.JOIN_GROUP not in advertised
 
 
+async def test_api_versions_advertises_exactly_the_dispatch_table(node):
+    handler, _, _ = node
+    v1 = await call(handler, ApiKey.API_VERSIONS, 1, ApiVersionsRequest(), encode_api_versions_request,
+                    decode_api_versions_response)
+    advertised = [(a.api_key, a.min_version, a.max_version) for a in v1.api_keys]
+    assert advertised == sorted((int(row.api_key), *row.advertised_versions) for row in API_TABLE)
+    assert {row.api_key for row in API_TABLE} == set(IMPLEMENTED_VERSIONS)
+
+
+def test_every_row_is_a_distinct_api_with_a_handler_and_a_codec():
+    assert len({row.api_key for row in API_TABLE}) == len(API_TABLE)
+    for row in API_TABLE:
+        assert callable(row.handler) and callable(row.codec.decode) and callable(row.codec.encode)
+        assert row.versions == SUPPORTED_VERSIONS[row.api_key]  # what the codecs check
+
+
 async def test_produce_below_v3_is_refused_although_advertised(node):
     handler, _, _ = node
     header = RequestHeader(int(ApiKey.PRODUCE), 2, 7, "old-client")
@@ -313,10 +330,12 @@ async def test_describe_configs_merges_overrides_and_defaults(node):
     handler, _, _ = node
     request = dc.DescribeConfigsRequest((
         dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", ("retention.ms", "segment.bytes")),
-        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None)))
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None),
+        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "bad/name", None)))
     response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request, dc.encode_describe_configs_request,
                           dc.decode_describe_configs_response)
-    orders, nope = response.results
+    orders, nope, bad = response.results
+    assert (bad.error_code, bad.configs) == (17, ())  # INVALID_TOPIC_EXCEPTION, as Topic.validate
     assert [(c.name, c.value, c.config_source) for c in orders.configs] == [
         ("retention.ms", "1000", 1), ("segment.bytes", str(LogConfig().segment_bytes), 5)]
     assert nope.error_code == 3
@@ -350,3 +369,54 @@ async def test_undecodable_requests_raise_protocol_error(node, api, version, bod
     handler, _, _ = node
     with pytest.raises(ProtocolError):
         await handler.handle(RequestHeader(api, version, 1, None), memoryview(body))
+
+
+async def test_describe_configs_answers_the_brokers_effective_defaults(tmp_path):
+    # The bug: min.insync.replicas=1 and unclean.leader.election.enable=false were answered
+    # from a hard-coded table whatever the broker's config said.
+    config = parse_config({"node.id": str(ME), "process.roles": "broker", "min.insync.replicas": "2",
+                           "unclean.leader.election.enable": "true"})
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, broker_config=config)
+    keys = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms")
+    request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", keys),),
+                                        include_synonyms=True, include_documentation=True)
+    try:
+        response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request,
+                              dc.encode_describe_configs_request, dc.decode_describe_configs_response)
+    finally:
+        log_manager.shutdown()
+    (orders,) = response.results
+    assert [(c.name, c.value, c.config_source) for c in orders.configs] == [
+        ("min.insync.replicas", "2", 4), ("unclean.leader.election.enable", "true", 4),
+        ("retention.ms", "1000", 1)]  # STATIC_BROKER_CONFIG twice, then the topic's override
+    assert [(s.name, s.value, s.source) for s in orders.configs[0].synonyms] == [
+        ("min.insync.replicas", "2", 4), ("min.insync.replicas", "1", 5)]
+    assert [c.config_type for c in orders.configs] == [3, 1, 5]  # INT, BOOLEAN, LONG (v3)
+    assert all(c.documentation for c in orders.configs)
+
+
+WIDE = replay(IMAGE, Topic("wide", "WIDE"),
+              *(Partition("WIDE", p, (1, 2), (1, 2), leader=1) for p in range(6)))
+
+
+async def test_acks_all_over_many_partitions_times_out_once(tmp_path):
+    # Follower 2 never fetches: every partition times out. Kafka's DelayedProduce has one
+    # deadline per request; waiting partition after partition took 6 x 0.3 s = 1.8 s.
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, WIDE, ME), WIDE)
+    handler = RequestHandler(ME, replicas, lambda: WIDE, ADVERTISED, None)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        response = await call(handler, ApiKey.PRODUCE, 8,
+                              produce_request(-1, *(("wide", p, batch(1)) for p in range(6)), timeout_ms=300),
+                              produce.encode_produce_request, produce.decode_produce_response)
+        elapsed = loop.time() - started
+    finally:
+        log_manager.shutdown()
+    (wide,) = response.responses
+    assert [p.error_code for p in wide.partitions] == [7] * 6  # REQUEST_TIMED_OUT
+    assert 0.3 <= elapsed < 0.9, elapsed  # one timeout for the request, not six

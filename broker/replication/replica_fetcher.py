@@ -1,11 +1,7 @@
-"""Follower fetchers: one task and one connection per leader broker, many partitions each.
+"""A follower's fetcher: one task and one connection to one leader broker, many partitions.
 
-    fetchers = ReplicaFetcherManager(replicas, settings, image=lambda: follower.state.image)
-    replicas.fetchers = fetchers          # apply_changes adds and removes partitions
-    ...
-    await fetchers.shutdown()
-
-Kafka's ReplicaFetcherManager and ReplicaFetcherThread. A partition joins its leader's
+Kafka's ReplicaFetcherThread; `fetcher_manager.ReplicaFetcherManager` starts one per leader
+and moves partitions between them. A partition joins its leader's
 fetcher in the "truncating" state: OffsetForLeaderEpoch for its latest epoch, repeated
 with older epochs until the two logs agree (KIP-101/279, `replication.truncation`), never
 the high watermark. Then it fetches from its log end offset with the Fetch API (replica id
@@ -18,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
-from broker.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.log.leader_epochs import EpochEndOffset
-from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
+from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
+from broker.replication.partition import Partition
 from broker.replication.truncation import (
     AskLeader,
     TruncateFully,
@@ -40,7 +35,6 @@ from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
 from common.units import MIB
-from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -84,69 +78,19 @@ class PartitionFetchState:
     leader_behind: int = 0
 
 
-class ReplicaFetcherManager:
-    """The fetchers by leader id; partitions move between them as leaders change."""
+class FetcherOwner(Protocol):
+    """What a fetcher needs from its manager (broker.replication.fetcher_manager)."""
 
-    def __init__(self, replicas: ReplicaManager, settings: FetcherSettings, *,
-                 image: Callable[[], MetadataImage]) -> None:
-        self.replicas = replicas
-        self.settings = settings
-        self._image = image
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+    settings: FetcherSettings
+    replicas: ReplicaManager
 
-    def add_partitions(self, partitions: Iterable[tuple[TopicPartition, int, int]]) -> None:
-        """Fetch each (tp, leader, leader epoch) from that leader, truncating first."""
-        for tp, leader_id, leader_epoch in partitions:
-            self._remove(tp)
-            fetcher = self.fetchers.get(leader_id)
-            if fetcher is None:
-                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
-                log.info("Started the fetcher of leader %d", leader_id)
-            fetcher.add(tp, leader_epoch)
-        self._stop_idle()
-
-    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
-            self._remove(tp)
-        self._stop_idle()
-
-    def _stop_idle(self) -> None:
-        for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
-            self.fetchers.pop(leader_id).stop()
-            log.info("Stopped the fetcher of leader %d (no partitions left)", leader_id)
-
-    def _remove(self, tp: TopicPartition) -> None:
-        for fetcher in self.fetchers.values():
-            fetcher.partitions.pop(tp, None)
-
-    def fetching(self, tp: TopicPartition) -> int | None:
-        """The leader `tp` is fetched from, if any (tests, metrics)."""
-        for leader_id, fetcher in self.fetchers.items():
-            if tp in fetcher.partitions:
-                return leader_id
-        return None
-
-    def leader_address(self, leader_id: int) -> tuple[str, int] | None:
-        registration = self._image().broker(leader_id)
-        if registration is None:
-            return None
-        for listener in registration.listeners:
-            if self.settings.listener_name is None or listener.name == self.settings.listener_name:
-                return listener.host, listener.port
-        return None
-
-    async def shutdown(self) -> None:
-        """Stop every fetcher and close its connection (bounded: tasks are cancelled)."""
-        fetchers, self.fetchers = list(self.fetchers.values()), {}
-        for fetcher in fetchers:
-            fetcher.stop()
-        await asyncio.gather(*(f.task for f in fetchers if f.task is not None), return_exceptions=True)
+    def leader_address(self, leader_id: int) -> tuple[str, int] | None: ...
 
 
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader, over one connection."""
 
-    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+    def __init__(self, manager: FetcherOwner, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
@@ -255,18 +199,18 @@ class ReplicaFetcher:
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         topics: dict[str, list[ofle.OffsetForLeaderPartition]] = {}
         for tp, state in truncating.items():
-            step = state.truncation
+            ask = state.truncation
             partition = self._current(tp, state)
-            if partition is None or step is None:
+            if partition is None or ask is None:
                 self._back_off(state)
                 continue
-            if step.truncate_to is not None:
-                self._replicas.truncate_follower(partition, step.truncate_to,
-                                                 f"(before asking leader {self.leader_id} for epoch {step.epoch})")
-                state.truncation = AskLeader(step.epoch)
-            asked[tp] = (state, step.epoch)
+            if ask.truncate_to is not None:
+                self._replicas.truncate_follower(partition, ask.truncate_to,
+                                                 f"(before asking leader {self.leader_id} for epoch {ask.epoch})")
+                state.truncation = AskLeader(ask.epoch)
+            asked[tp] = (state, ask.epoch)
             topics.setdefault(tp.topic, []).append(
-                ofle.OffsetForLeaderPartition(tp.partition, step.epoch, state.leader_epoch))
+                ofle.OffsetForLeaderPartition(tp.partition, ask.epoch, state.leader_epoch))
         if not asked:
             return
         request = ofle.OffsetForLeaderEpochRequest(
@@ -280,9 +224,12 @@ class ReplicaFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, answer.partition)
-                state, epoch = asked.get(tp, (None, -1))
-                partition = None if state is None else self._current(tp, state)
-                if state is None or partition is None:
+                entry = asked.get(tp)
+                if entry is None:
+                    continue
+                state, epoch = entry
+                partition = self._current(tp, state)
+                if partition is None:
                     continue
                 if answer.error_code:
                     self._partition_error(tp, state, answer.error_code, "OffsetForLeaderEpoch")
@@ -392,10 +339,11 @@ class ReplicaFetcher:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
-                state, offset = sent.get(tp, (None, -1))
-                partition = None if state is None else self._current(tp, state)
-                if state is None or partition is None or partition.log.log_end_offset != offset:
+                entry = sent.get(tp)
+                partition = None if entry is None else self._current(tp, entry[0])
+                if entry is None or partition is None or partition.log.log_end_offset != entry[1]:
                     continue  # moved on during the request (new epoch, truncated, removed)
+                state = entry[0]
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append(tp)
                 elif p.error_code:

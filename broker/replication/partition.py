@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from broker.log.partition_log import PartitionLog
 from broker.producer_state import ProducerStateManager
@@ -22,10 +23,11 @@ from broker.replication.high_watermark import (
 )
 from broker.replication.isr_policy import isr_to_shrink, replicas_to_expand
 from broker.topic_partition import TopicPartition
+from common.topic_config import MIN_INSYNC_REPLICAS, default_int
 from metadata.image import PartitionRegistration
 from metadata.records import LeaderRecoveryState
 
-DEFAULT_MIN_INSYNC_REPLICAS = 1
+DEFAULT_MIN_INSYNC_REPLICAS: Final = default_int(MIN_INSYNC_REPLICAS)  # common.topic_config's
 
 
 @dataclass(frozen=True, slots=True)

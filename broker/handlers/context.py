@@ -1,0 +1,85 @@
+"""What every request handler may use, and the shape of a handler and of a dispatch row.
+
+    async def handle_x(ctx: BrokerContext, request: XRequest, version: int) -> XResponse | None
+
+A handler answers one decoded request with its response dataclass (None: no response, as
+for Produce with acks=0); `broker.request_handler.API_TABLE` pairs it with its API key,
+versions and codec. New collaborators (e.g. the group coordinator) become fields here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from broker.controller_client import ControllerClient
+from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import ReplicaManager
+from broker.topic_admin import AutoTopicCreator, TopicAdmin
+from broker.topic_partition import TopicPartition
+from common.config import Config
+from common.errors import ErrorCode, KafkaError
+from common.protocol.api_keys import ApiKey
+from common.protocol.dispatch import Codec
+from common.topic_config import BrokerTopicDefaults
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_SERVER_ERROR: Final = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+@dataclass(slots=True, eq=False)
+class BrokerContext:
+    """One broker's collaborators, shared by its handlers (one event loop: no locking)."""
+
+    broker_id: int
+    replicas: ReplicaManager
+    image: Callable[[], MetadataImage]
+    advertised_listener: tuple[str, int]
+    listener_name: str | None
+    cluster_id: str | None
+    controller_client: ControllerClient | None
+    topic_admin: TopicAdmin | None
+    auto_topics: AutoTopicCreator | None  # None: auto.create.topics.enable=false or no admin
+    producer_ids: ProducerIdManager
+    topic_defaults: BrokerTopicDefaults  # DescribeConfigs: this broker's effective defaults
+    config: Config  # the broker's static config (server.properties)
+
+    def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
+        """Kafka's code for a partition-level failure; unexpected ones are logged."""
+        if isinstance(error, KafkaError):
+            code = int(error.code)
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # not hosted here: does it exist?
+                topic = image.topic(tp.topic)
+                if topic is not None and tp.partition in topic.partitions:
+                    return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return code
+        log.exception("Unexpected error on %s", tp, exc_info=error)
+        return UNKNOWN_SERVER_ERROR
+
+
+Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRow:
+    """One API the broker serves: the versions it answers (and advertises, unless
+    `advertised` says otherwise), its codec and its handler."""
+
+    api_key: ApiKey
+    versions: tuple[int, int]
+    codec: Codec
+    handler: Handler
+    advertised: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        low, high = self.versions
+        if not 0 <= low <= high:
+            raise ValueError(f"{self.api_key.name}: bad version range {self.versions}")
+
+    @property
+    def advertised_versions(self) -> tuple[int, int]:
+        return self.advertised or self.versions

@@ -1,0 +1,84 @@
+"""Metadata (with auto topic creation) and FindCoordinator.
+
+Metadata answers from this broker's committed metadata image: unfenced brokers only, the
+advertised listener for itself, and LEADER_NOT_AVAILABLE for a partition whose leader is not
+alive. Consumer groups are not implemented yet: FindCoordinator answers
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from broker.handlers.context import BrokerContext
+from common.errors import ErrorCode
+from common.protocol import metadata as md
+from common.protocol.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from metadata.image import BrokerRegistration, MetadataImage, TopicImage
+from metadata.topic_name import topic_name_error
+
+LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
+GROUPS_UNSUPPORTED: Final = "consumer groups are not supported yet"
+
+
+async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int) -> md.MetadataResponse:
+    image = ctx.image()
+    brokers = _alive_brokers(ctx, image)
+    alive = {b.node_id for b in brokers}
+    names = sorted(image.topics.by_name) if req.topics is None else list(dict.fromkeys(req.topics))
+    auto_create = ctx.auto_topics is not None and req.allow_auto_topic_creation \
+        and req.topics is not None
+    topics = []
+    for name in names:
+        topic = image.topic(name)
+        if topic is not None:
+            topics.append(md.MetadataResponseTopic(0, name, False, _partitions(topic, alive)))
+        elif topic_name_error(name) is not None:
+            topics.append(md.MetadataResponseTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, False, ()))
+        elif auto_create and ctx.auto_topics is not None:
+            ctx.auto_topics.start(name)  # the client asks again while it is being created
+            topics.append(md.MetadataResponseTopic(LEADER_NOT_AVAILABLE, name, False, ()))
+        else:
+            topics.append(md.MetadataResponseTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name, False, ()))
+    controller_id = ctx.broker_id if ctx.broker_id in alive else min(alive, default=-1)
+    return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id, tuple(topics))
+
+
+def _alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataResponseBroker]:
+    out = []
+    for broker_id in sorted(image.cluster.brokers):
+        registration = image.cluster.brokers[broker_id]
+        if registration.fenced:
+            continue
+        endpoint = _endpoint(ctx, registration)
+        if endpoint is not None:
+            out.append(md.MetadataResponseBroker(broker_id, endpoint[0], endpoint[1], registration.rack))
+    return out
+
+
+def _endpoint(ctx: BrokerContext, registration: BrokerRegistration) -> tuple[str, int] | None:
+    if registration.broker_id == ctx.broker_id:
+        return ctx.advertised_listener
+    for listener in registration.listeners:
+        if ctx.listener_name is None or listener.name == ctx.listener_name:
+            return listener.host, listener.port
+    return None
+
+
+def _partitions(topic: TopicImage, alive: set[int]) -> tuple[md.MetadataResponsePartition, ...]:
+    out = []
+    for partition_id in sorted(topic.partitions):
+        p = topic.partitions[partition_id]
+        offline = tuple(r for r in p.replicas if r not in alive)
+        error = 0 if p.has_leader and p.leader in alive else LEADER_NOT_AVAILABLE
+        out.append(md.MetadataResponsePartition(error, partition_id, p.leader, p.leader_epoch,
+                                                p.replicas, p.isr, offline))
+    return tuple(out)
+
+
+async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorRequest,
+                                  version: int) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1, GROUPS_UNSUPPORTED)

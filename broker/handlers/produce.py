@@ -1,0 +1,93 @@
+"""Produce and InitProducerId.
+
+Produce appends every partition before its first await, so appends follow request order
+(the server starts one task per request, in order); acks=all then waits for the appended
+partitions together, with the request's one deadline (Kafka's DelayedProduce).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from broker.handlers.context import BrokerContext
+from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode
+from common.protocol import produce
+from common.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from common.units import SECOND_MS
+
+NOT_REPLICATED: Final = "not replicated to the ISR within the request timeout"
+
+# (partition response, offset the HW must pass for acks=all) per partition, per topic
+_Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
+
+
+async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
+                         version: int) -> produce.ProduceResponse | None:
+    results = _append_all(ctx, req)  # no await before this: request order
+    if req.acks == 0:
+        return None
+    if req.acks == -1:
+        results = await _await_replication(ctx, results, req.timeout_ms)
+    return produce.ProduceResponse(tuple(
+        produce.TopicProduceResponse(name, tuple(r for r, _ in parts)) for name, parts in results))
+
+
+def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
+    image = ctx.image()
+    results: _Results = []
+    for topic in req.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            tp = TopicPartition(topic.name, p.index)
+            if p.records is None:
+                parts.append((produce.PartitionProduceResponse(
+                    p.index, int(ErrorCode.CORRUPT_MESSAGE), -1, -1, -1, (), "records are null"), -1))
+                continue
+            try:
+                info = ctx.replicas.append(tp, p.records, acks=req.acks)
+            except Exception as e:  # noqa: BLE001 - every failure answers this partition only
+                parts.append((produce.PartitionProduceResponse(
+                    p.index, ctx.partition_error(tp, e, image), -1, -1, -1, (), str(e) or None), -1))
+                continue
+            parts.append((produce.PartitionProduceResponse(
+                p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset),
+                info.last_offset + 1))
+        results.append((topic.name, parts))
+    return results
+
+
+async def _await_replication(ctx: BrokerContext, results: _Results, timeout_ms: int) -> _Results:
+    """The appended partitions wait for their high watermarks together: one deadline for the
+    request, never one per partition (an RF=1 ISR answers at once)."""
+    required = {TopicPartition(name, response.partition_index): end_offset
+                for name, parts in results for response, end_offset in parts
+                if response.error_code == 0}
+    if not required:
+        return results
+    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
+    out: _Results = []
+    for name, parts in results:
+        done = []
+        for response, end_offset in parts:
+            code = codes.get(TopicPartition(name, response.partition_index), 0) \
+                if response.error_code == 0 else 0
+            if code:
+                response = produce.PartitionProduceResponse(
+                    response.partition_index, code, -1, -1, -1, (), NOT_REPLICATED)
+            done.append((response, end_offset))
+        out.append((name, done))
+    return out
+
+
+async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest,
+                                  version: int) -> InitProducerIdResponse:
+    if req.transactional_id is not None:  # no transaction coordinator
+        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, -1)
+    producer_id = await ctx.producer_ids.next_id()
+    if producer_id is None:
+        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), -1, -1)
+    return InitProducerIdResponse(0, 0, producer_id, 0)

@@ -1,0 +1,59 @@
+"""Producer ids for InitProducerId: handed out from blocks the controller allocates.
+
+    ids = ProducerIdManager(broker_id, controller_client, image)
+    producer_id = await ids.next_id()     # None while the controller cannot be reached
+
+Kafka's RPCProducerIdManager: the controller commits a ProducerIds record reserving a block
+for this broker (by broker epoch), and the broker hands ids out of it one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from broker.controller_client import ControllerClient, ControllerUnavailableError
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+
+class ProducerIdManager:
+    """The block [next, end) this broker hands out; a new one when it runs out."""
+
+    def __init__(self, broker_id: int, controller_client: ControllerClient | None,
+                 image: Callable[[], MetadataImage]) -> None:
+        self.broker_id = broker_id
+        self._client = controller_client
+        self._image = image
+        self._block = (0, 0)
+        self._lock = asyncio.Lock()  # one allocation at a time: concurrent callers share it
+
+    async def next_id(self) -> int | None:
+        async with self._lock:
+            next_id, end = self._block
+            if next_id >= end:
+                block = await self._allocate()
+                if block is None:
+                    return None
+                next_id, end = block
+            self._block = (next_id + 1, end)
+        return next_id
+
+    async def _allocate(self) -> tuple[int, int] | None:
+        registration = self._image().broker(self.broker_id)
+        if self._client is None or registration is None:
+            return None
+        try:
+            reply = await self._client.call("allocate-producer-ids", {
+                "broker_id": self.broker_id, "broker_epoch": registration.broker_epoch})
+        except ControllerUnavailableError as e:
+            log.warning("Cannot allocate producer ids: %s", e)
+            return None
+        if reply["error_code"] != 0:
+            log.warning("Controller refused producer ids: %s", reply.get("error_message"))
+            return None
+        start, length = reply["producer_id_start"], reply["producer_id_len"]
+        log.info("Allocated producer ids %d..%d to broker %d", start, start + length - 1, self.broker_id)
+        return start, start + length

@@ -1,0 +1,198 @@
+"""Requests that wait: complete when satisfied, or expire at the request's one deadline.
+
+    purgatory: Purgatory[TopicPartition, Codes] = Purgatory("Produce")
+    codes = await purgatory.wait(DelayedProduce(...), keys=[tp1, tp2], timeout_s=30 * SECONDS)
+    purgatory.check_and_complete(tp1)     # after an append, a HW move, a role change
+
+Kafka's DelayedOperation and DelayedOperationPurgatory. An operation is checked once when
+it arrives (`try_complete`); if not satisfied it is watched under each of its keys (a
+topic-partition for produces and fetches, a group id for the group coordinator's delayed
+joins) and checked again whenever something happens to one of them. It completes the first
+time a check succeeds, or at its deadline with `on_expiration()` — one deadline per request
+whatever the number of keys, so a request over P partitions waits at most one timeout.
+
+`DelayedOperations` is the sans-IO core: the watch sets and a heap of deadlines in integer
+milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a runtime with its own
+injected clock and timer heap (the group coordinator) can drive it directly. `Purgatory` is
+the asyncio shell: a future per waiting request and one loop timer per deadline, on the
+event loop's monotonic clock. The operation decides; neither holds any I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from common.units import SECOND_MS
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class DelayedOperation(Protocol[T_co]):
+    """One waiting request: its answer once satisfied, or at its deadline."""
+
+    def try_complete(self) -> T_co | None:
+        """The answer if the request can complete now; None while it must keep waiting.
+
+        Called on arrival and then after every event on one of its keys; it may keep
+        progress between calls (a produce remembers which partitions are done).
+        """
+
+    def on_expiration(self) -> T_co:
+        """The answer at the deadline (e.g. REQUEST_TIMED_OUT for what is still pending)."""
+
+
+@dataclass(slots=True)
+class _Watched(Generic[K, T]):
+    operation: DelayedOperation[T]
+    keys: tuple[K, ...]
+    deadline_ms: int
+
+
+class DelayedOperations(Generic[K, T]):
+    """The sans-IO purgatory: watched operations by key and by deadline.
+
+    Each method returns the operations it finished as (operation id, answer). Memory is
+    bounded by the waiting requests: an operation leaves every structure when it completes,
+    expires or is cancelled (stale heap entries are dropped as the heap is popped).
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[int, _Watched[K, T]] = {}
+        self._by_key: dict[K, dict[int, None]] = {}  # insertion-ordered: checked oldest first
+        self._deadlines: list[tuple[int, int]] = []  # (deadline_ms, operation id)
+        self._next_id = 0
+
+    def watch(self, operation: DelayedOperation[T], keys: Iterable[K], deadline_ms: int) -> int:
+        """Watch `operation` (whose arrival check failed: Kafka's tryCompleteElseWatch) under
+        `keys` until `deadline_ms`; its id. ValueError without keys (nothing could wake it)."""
+        unique = tuple(dict.fromkeys(keys))
+        if not unique:
+            raise ValueError("a delayed operation needs at least one watch key")
+        op_id = self._next_id
+        self._next_id += 1
+        self._pending[op_id] = _Watched(operation, unique, deadline_ms)
+        for key in unique:
+            self._by_key.setdefault(key, {})[op_id] = None
+        heapq.heappush(self._deadlines, (deadline_ms, op_id))
+        return op_id
+
+    def check_and_complete(self, key: K) -> list[tuple[int, T]]:
+        """Check every operation watching `key`; those that completed now."""
+        watching = self._by_key.get(key)
+        if not watching:
+            return []
+        done = []
+        for op_id in list(watching):  # a copy: completing one unwatches it from every key
+            watched = self._pending.get(op_id)
+            if watched is None:
+                continue
+            result = watched.operation.try_complete()
+            if result is not None:
+                self._forget(op_id)
+                done.append((op_id, result))
+        return done
+
+    def expire(self, now_ms: int) -> list[tuple[int, T]]:
+        """Expire every operation whose deadline is at or before `now_ms`."""
+        done = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:  # each pass pops one entry
+            _, op_id = heapq.heappop(self._deadlines)
+            watched = self._forget(op_id)
+            if watched is not None:
+                done.append((op_id, watched.operation.on_expiration()))
+        return done
+
+    def cancel(self, op_id: int) -> None:
+        """Forget an operation nobody waits for any more (its request was abandoned)."""
+        self._forget(op_id)
+
+    def next_deadline_ms(self) -> int | None:
+        """When the next expiration is due; None when nothing waits."""
+        while self._deadlines and self._deadlines[0][1] not in self._pending:
+            heapq.heappop(self._deadlines)  # completed or cancelled earlier
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def watched(self, key: K) -> int:
+        """How many operations wait on `key` (tests, metrics)."""
+        return len(self._by_key.get(key, ()))
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def _forget(self, op_id: int) -> _Watched[K, T] | None:
+        watched = self._pending.pop(op_id, None)
+        if watched is None:
+            return None
+        for key in watched.keys:
+            watching = self._by_key.get(key)
+            if watching is not None:
+                watching.pop(op_id, None)
+                if not watching:
+                    del self._by_key[key]
+        if not self._pending:
+            self._deadlines.clear()  # only stale entries are left
+        return watched
+
+
+class Purgatory(Generic[K, T]):
+    """The asyncio shell over `DelayedOperations`: `wait` until completed or expired."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.operations: DelayedOperations[K, T] = DelayedOperations()
+        self._futures: dict[int, asyncio.Future[T]] = {}
+
+    async def wait(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float) -> T:
+        """`operation`'s answer: now if satisfied, else the first satisfied check on one of
+        `keys`, else `on_expiration()` after `timeout_s` (the request's one deadline)."""
+        result = operation.try_complete()
+        if result is not None:
+            return result
+        if timeout_s <= 0:
+            return operation.on_expiration()
+        loop = asyncio.get_running_loop()
+        deadline_ms = _loop_ms(loop) + int(timeout_s * SECOND_MS)
+        op_id = self.operations.watch(operation, keys, deadline_ms)
+        future: asyncio.Future[T] = loop.create_future()
+        self._futures[op_id] = future
+        # One timer per request; it expires everything due by this deadline (the loop may fire
+        # a timer up to its clock resolution early, so it passes the deadline, not the time).
+        timer = loop.call_at(deadline_ms / SECOND_MS, self._expire_until, deadline_ms)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            del self._futures[op_id]
+            # A no-op once completed or expired; else the waiting task was cancelled (its
+            # connection closed) and nobody wants the answer.
+            self.operations.cancel(op_id)
+
+    def check_and_complete(self, key: K) -> int:
+        """Check every operation watching `key`; the number completed now."""
+        done = self.operations.check_and_complete(key)
+        self._finish(done)
+        return len(done)
+
+    def watched(self, key: K) -> int:
+        """How many operations wait on `key` (tests, metrics)."""
+        return self.operations.watched(key)
+
+    def _expire_until(self, deadline_ms: int) -> None:
+        now_ms = max(_loop_ms(asyncio.get_running_loop()), deadline_ms)
+        self._finish(self.operations.expire(now_ms))
+
+    def _finish(self, done: list[tuple[int, T]]) -> None:
+        for op_id, result in done:
+            future = self._futures.get(op_id)
+            if future is not None and not future.done():
+                future.set_result(result)
+
+
+def _loop_ms(loop: asyncio.AbstractEventLoop) -> int:
+    return int(loop.time() * SECOND_MS)

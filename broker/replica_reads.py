@@ -1,0 +1,137 @@
+"""Reads from a hosted partition: which partition may answer, what a fetch may see, and the
+wait of a fetch that found too little (Kafka's DelayedFetch).
+
+    partition = leader_partition(partitions, broker_id, tp, current_leader_epoch)
+    read = read_log(partition, offset, max_bytes, up_to=partition.log.high_watermark)
+    woken = await purgatory.wait(DelayedFetch(tps, fetch_state), tps, timeout_s)
+
+Consumers never read past the high watermark; a follower reads up to the log end offset.
+The follower's bookkeeping that a read causes (its LEO, the HW, the ISR) is the
+ReplicaManager's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Final, NamedTuple
+
+from broker.log.segment import FileSlice
+from broker.replication.partition import Partition
+from broker.topic_partition import TopicPartition
+from common.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+
+NOT_LEADER_OR_FOLLOWER: Final = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class ReplicaError(KafkaError):
+    """A partition-level refusal carrying any Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def not_leader(tp: TopicPartition, why: str) -> ReplicaError:
+    return ReplicaError(NOT_LEADER_OR_FOLLOWER, f"this broker is not the leader of {tp}: {why}")
+
+
+class ReadResult(NamedTuple):
+    records: FileSlice
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def leader_partition(partitions: Mapping[TopicPartition, Partition], broker_id: int,
+                     tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+    """The partition if `broker_id` leads it; KafkaError otherwise (Kafka's
+    getPartitionOrException plus the current-leader-epoch check of KIP-320)."""
+    partition = partitions.get(tp)
+    if partition is None:
+        # Kafka: a partition this broker does not host at all is unknown here; the
+        # handler answers NOT_LEADER_OR_FOLLOWER when the topic exists in the image.
+        raise ReplicaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"this broker does not host {tp}")
+    if current_leader_epoch >= 0:
+        if current_leader_epoch < partition.leader_epoch:
+            raise ReplicaError(ErrorCode.FENCED_LEADER_EPOCH,
+                               f"leader epoch {current_leader_epoch} of {tp} is older than "
+                               f"the current {partition.leader_epoch}")
+        if current_leader_epoch > partition.leader_epoch:
+            raise ReplicaError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                               f"leader epoch {current_leader_epoch} of {tp} is newer than "
+                               f"this broker's {partition.leader_epoch}")
+    if not partition.is_leader(broker_id):
+        raise not_leader(tp, f"the leader is broker {partition.leader_id}")
+    return partition
+
+
+def serving_partition(partitions: Mapping[TopicPartition, Partition], broker_id: int,
+                      tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+    """The partition if `broker_id` leads it and may serve clients (not RECOVERING)."""
+    partition = leader_partition(partitions, broker_id, tp, current_leader_epoch)
+    if partition.is_recovering:
+        raise not_leader(tp, "elected uncleanly and not yet recovered")
+    return partition
+
+
+def check_follower_fetch(partition: Partition, replica_id: int, offset: int) -> None:
+    """A follower may fetch a partition it replicates, within [log start, log end]."""
+    tp, partition_log = partition.tp, partition.log
+    if replica_id not in partition.replicas:
+        raise ReplicaError(NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica of {tp}")
+    if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"follower {replica_id} fetched {tp} at offset {offset}, outside "
+            f"[{partition_log.log_start_offset}, {partition_log.log_end_offset}]")
+
+
+def read_log(partition: Partition, offset: int, max_bytes: int, *, up_to: int | None,
+             min_one_batch: bool) -> ReadResult:
+    """Batches from `offset` as a file slice, none at or past `up_to` (None: the log end)."""
+    partition_log = partition.log
+    high_watermark = partition_log.high_watermark
+    try:
+        data = partition_log.read(offset, max_bytes, max_offset=up_to, min_one_batch=min_one_batch)
+    except OSError as e:
+        raise KafkaStorageError(f"read of {partition.tp} at offset {offset} failed: {e}") from e
+    return ReadResult(data, high_watermark, partition_log.log_start_offset,
+                      partition_log.log_end_offset)
+
+
+def fetch_state(partition: Partition | None) -> Hashable:
+    """What a waiting fetch compares: any append, HW move or role change alters it."""
+    if partition is None:
+        return None
+    partition_log = partition.log
+    return (partition.leader_id, partition.leader_epoch, partition_log.log_end_offset,
+            partition_log.high_watermark, partition_log.log_start_offset)
+
+
+class DelayedFetch:
+    """A fetch that found fewer than min_bytes, waiting for its partitions to change.
+
+    Completes (True) the first time one of them differs from when the fetch read it — an
+    append, a HW move, a role change, a deletion — and the handler reads again and decides;
+    expires (False) at the fetch's deadline. Comparing state rather than counting wake-ups
+    keeps an event on another partition of a shared key from waking it for nothing.
+    """
+
+    __slots__ = ("_seen", "_state")
+
+    def __init__(self, tps: Iterable[TopicPartition], state: Callable[[TopicPartition], Hashable]) -> None:
+        self._state = state
+        self._seen = {tp: state(tp) for tp in tps}
+
+    def try_complete(self) -> bool | None:
+        for tp, seen in self._seen.items():
+            if self._state(tp) != seen:
+                return True
+        return None
+
+    def on_expiration(self) -> bool:
+        return False

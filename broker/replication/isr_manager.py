@@ -1,0 +1,132 @@
+"""A leader's high watermark and the ISR changes it proposes to the controller.
+
+    isr = IsrManager(broker_id, now_ms=clock_ms, replica_lag_time_max_ms=30_000,
+                     alter_partition=manager, image=lambda: image, on_change=wake)
+    isr.maybe_advance_high_watermark(partition)   # after an append or a follower fetch
+    isr.maybe_expand_isr(partition)               # after a follower fetch
+    isr.maybe_shrink_isr(partitions)              # Kafka's isr-expiration task
+
+Kafka's Partition.maybeIncrementLeaderHW / maybeExpandIsr / maybeShrinkIsr and the
+AlterPartition round trip. The rules are `partition.Partition`'s (pure); this shell sends
+the proposals and records the answer. Nothing changes the ISR locally until the committed
+metadata comes back (KIP-497): the controller's answer only marks the change pending.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from broker.replication.alter_partition_manager import (
+    AlterPartitionItem,
+    AlterPartitionManager,
+)
+from broker.replication.partition import Partition, PendingIsrChange
+from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode
+from metadata.image import MetadataImage
+from metadata.records import LeaderRecoveryState
+
+log = logging.getLogger(__name__)
+
+NO_BROKER_EPOCH: Final = -1  # an ISR member whose broker epoch the controller need not check
+
+
+class IsrManager:
+    """HW moves and AlterPartition proposals for the partitions this broker leads."""
+
+    def __init__(self, broker_id: int, *, now_ms: Callable[[], int], replica_lag_time_max_ms: int,
+                 alter_partition: AlterPartitionManager | None, image: Callable[[], MetadataImage],
+                 is_current: Callable[[Partition], bool],
+                 on_change: Callable[[TopicPartition], None]) -> None:
+        self.broker_id = broker_id
+        self._now_ms = now_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition = alter_partition
+        self._image = image
+        self._is_current = is_current  # still hosted as this same Partition object
+        self._on_change = on_change  # wakes the requests waiting on the partition
+
+    def is_eligible(self, replica_id: int) -> bool:
+        """May join an ISR: registered, unfenced, not shutting down (isReplicaIsrEligible)."""
+        registration = self._image().broker(replica_id)
+        return registration is not None and registration.is_active
+
+    def maybe_advance_high_watermark(self, partition: Partition) -> bool:
+        """Leader: HW = min LEO over the (maximal) ISR, never backwards; wakes waiters."""
+        hw = partition.next_high_watermark(self.broker_id, self._now_ms(),
+                                           self.replica_lag_time_max_ms, self.is_eligible)
+        if not hw.advanced:
+            return False
+        partition.log.update_high_watermark(hw.offset)
+        self._on_change(partition.tp)
+        return True
+
+    def maybe_expand_isr(self, partition: Partition) -> None:
+        proposed = partition.isr_to_expand(self.is_eligible)
+        if proposed is not None:
+            self.propose(partition, proposed, partition.leader_recovery_state)
+
+    def maybe_shrink_isr(self, partitions: Iterable[Partition]) -> int:
+        """Propose removing lagging followers from every ISR this broker leads; the number
+        of proposals sent."""
+        now = self._now_ms()
+        sent = 0
+        for partition in partitions:
+            if not partition.is_leader(self.broker_id):
+                continue
+            proposed = partition.isr_to_shrink(self.broker_id, now, self.replica_lag_time_max_ms)
+            if proposed is not None and self.propose(partition, proposed,
+                                                     partition.leader_recovery_state):
+                sent += 1
+        return sent
+
+    def propose(self, partition: Partition, new_isr: Iterable[int],
+                recovery: LeaderRecoveryState) -> bool:
+        """Send AlterPartition for `partition`; nothing changes locally until it commits."""
+        image = self._image()
+        if self.alter_partition is None or image.broker(self.broker_id) is None:
+            return False
+        new_isr = tuple(new_isr)
+        members = tuple((r, _broker_epoch(image, r) if r not in partition.isr else NO_BROKER_EPOCH)
+                        for r in new_isr)
+        item = AlterPartitionItem(partition.tp, partition.topic_id, partition.leader_epoch,
+                                  partition.partition_epoch, members, int(recovery))
+        pending = PendingIsrChange(new_isr, recovery)
+        if not self.alter_partition.submit(item, lambda code, reply: self._on_alter_result(
+                partition, pending, item, code, reply)):
+            return False
+        partition.pending_isr = pending
+        log.info("Proposing %s%s (was ISR %s)", item.describe(),
+                 ", leader recovery RECOVERED" if partition.is_recovering else "", list(partition.isr))
+        return True
+
+    def _on_alter_result(self, partition: Partition, pending: PendingIsrChange,
+                         item: AlterPartitionItem, code: int, reply: dict[str, Any] | None) -> None:
+        if not self._is_current(partition) or partition.pending_isr is not pending:
+            return  # the partition moved on (new leader epoch, deleted): the answer is stale
+        if code != 0 or reply is None:
+            partition.pending_isr = None
+            log.warning("AlterPartition %s failed: %s", item.describe(), _error_name(code))
+            return
+        committed = int(reply.get("partition_epoch", partition.partition_epoch))
+        if partition.partition_epoch >= committed:
+            partition.pending_isr = None  # the metadata got here first
+        else:
+            partition.pending_isr = dataclasses.replace(pending, committed_partition_epoch=committed)
+        log.info("AlterPartition %s committed: ISR %s, partition epoch %d", item.describe(),
+                 reply.get("isr"), committed)
+
+
+def _broker_epoch(image: MetadataImage, broker_id: int) -> int:
+    registration = image.broker(broker_id)
+    return NO_BROKER_EPOCH if registration is None else registration.broker_epoch
+
+
+def _error_name(code: int) -> str:
+    try:
+        return f"{ErrorCode(code).name} ({code})"
+    except ValueError:
+        return f"error {code}"
