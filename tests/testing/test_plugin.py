@@ -206,3 +206,27 @@ def test_an_interrupted_session_leaves_no_process(pytester: pytest.Pytester, sig
     output = inner.stdout.read().decode(errors="replace") if inner.stdout else ""
     if sig == signal.SIGINT:
         assert "KeyboardInterrupt" in output, output[-2000:]
+
+
+@pytest.mark.parametrize("also_by_hand", [False, True], ids=["entry-point", "entry-point-and-p"])
+def test_the_entry_point_registers_the_plugin_once(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                   also_by_hand: bool) -> None:
+    """An installed tidelog (its pyproject's pytest11 entry point) loads the plugin, and our own
+    `-p tidelog.testing.plugin` beside it registers nothing twice."""
+    import tomllib
+
+    entry_points = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    site = pytester.mkdir("site")
+    dist = site / "tidelog_installed-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tidelog-installed\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ["PYTHONPATH"]]))
+    pytester.makepyfile(test_inner="""
+        def test_loaded(pytestconfig, request):
+            assert pytestconfig.pluginmanager.has_plugin("tidelog.testing.plugin")
+    """)
+    args = [*PLUGIN] if also_by_hand else []
+    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", "--fixtures", timeout=120)
+    result.stdout.fnmatch_lines(["tidelog_cluster*", "tidelog_topic*"])
+    pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", timeout=120).assert_outcomes(passed=1)
