@@ -5,7 +5,7 @@ Three layers, each catching what the one before cannot:
 1. `Cluster.stop()` (a `with` block's end, a pytest finalizer): SIGTERM, a bounded wait, SIGKILL.
 2. `atexit`: every cluster still registered here is stopped when the interpreter exits normally
    (including after a KeyboardInterrupt unwound the test run without reaching a finalizer).
-3. A watchdog process per cluster, `python -m tidelog.testing.reaper <data dir>`, that reads its
+3. A watchdog process per cluster, `python -P .../tidelog/testing/reaper.py <data dir>`, that reads its
    stdin until EOF. Only the test process holds the pipe's write end, and the kernel closes it
    however that process ends: SIGTERM, SIGKILL, a crash, a killed xdist worker. On EOF the
    watchdog SIGKILLs every node cluster.json still names (only while the pid's command line names
@@ -54,8 +54,10 @@ class Watchdog:
         source_root = str(Path(__file__).resolve().parents[2])  # the nodes' and this module's sources
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, env.get("PYTHONPATH")]))
         self.root = root
+        # by path, not `-m`: the package's __init__ would import the whole client side (~0.1 CPU-s)
+        # while the nodes start; -P keeps this directory off sys.path
         self._popen = subprocess.Popen(
-            [sys.executable, "-m", "tidelog.testing.reaper", str(root)], stdin=subprocess.PIPE,
+            [sys.executable, "-P", __file__, str(root)], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
 
     @property
