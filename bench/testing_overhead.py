@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tidelog.launcher import free_ports  # noqa: E402  (after the path: runs from a checkout)
+from tidelog.launcher import free_ports
 
 SHAPES = {"3c+3b": "tidelog_brokers = 3\n", "1x": "tidelog_brokers = 1\ntidelog_combined = true\n"}
 UP_ARGS = {"3c+3b": ["--controllers", "3", "--brokers", "3"], "1x": ["--combined", "--controllers", "1"]}
@@ -50,8 +50,8 @@ def suite(tests: int) -> str:
     body = ["import os, time, json", "",
             "def test_0_first(tidelog_cluster):",
             "    with open(os.environ['BENCH_OUT'], 'a') as out:",
-            "        out.write(json.dumps({'first_test_at': time.time(),"
-            " 'ready_s': tidelog_cluster.startup_seconds}) + '\\n')", ""]
+            ("        out.write(json.dumps({'first_test_at': time.time(),"
+             " 'ready_s': tidelog_cluster.startup_seconds}) + '\\n')"), ""]
     for i in range(tests):
         body += [f"def test_topic_{i:03d}(tidelog_topic):", "    tidelog_topic(partitions=3)", "",
                  f"def test_plain_{i:03d}(tidelog_cluster):", "    pass", ""]
@@ -72,7 +72,7 @@ def run_suite(shape: str, tests: int) -> dict[str, float]:
         launched = time.time()
         done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tidelog.testing.plugin", "-q",
                                "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=root, env={**env(), "BENCH_OUT": str(out)},
-                              capture_output=True, timeout=600)
+                              capture_output=True, timeout=600, check=False)
         if done.returncode != 0:
             raise SystemExit(f"the suite failed:\n{done.stdout.decode()[-3000:]}")
         rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -99,11 +99,11 @@ def run_up(shape: str) -> dict[str, float]:
                    "--raft-port", str(raft), "--admin-port", str(admin), "--kafka-port", str(kafka),
                    "--metrics-port", str(metrics)]
         started = time.monotonic()
-        up = subprocess.run(command, env=env(), capture_output=True, timeout=120)
+        up = subprocess.run(command, env=env(), capture_output=True, timeout=120, check=False)
         ready = time.monotonic() - started
         started = time.monotonic()
         subprocess.run([sys.executable, "-m", "tidelog", "down", "--data-dir", str(data)], env=env(),
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=120, check=False)
         down = time.monotonic() - started
         if up.returncode != 0:
             raise SystemExit(f"tidelog up failed:\n{up.stdout.decode()}{up.stderr.decode()}")

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from chaos import nemesis as chaos_nemesis
 from common.units import SECONDS
@@ -149,14 +148,14 @@ class Cluster(FaultInjection):
 
     # -- life cycle ---------------------------------------------------------------------------------
 
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
 
-    def start(self) -> Cluster:
+    def start(self) -> Self:
         """Start every node and return once the cluster is READY: the controllers agree on an active
         one, every broker is registered and unfenced and every broker lists every broker."""
         if self._started is not None:
@@ -168,7 +167,7 @@ class Cluster(FaultInjection):
             try:
                 local = self._start_nodes(root)
             except (LauncherError, LayoutError, ClusterTimeout) as exc:
-                tails = _log_tails_of(root)
+                tails = _log_tails_of(root, already_shown=str(exc))
                 shutil.rmtree(root, ignore_errors=True)
                 watchdog.close()
                 if attempt < START_ATTEMPTS and ("in use" in str(exc) or "Address already in use" in tails):
@@ -201,7 +200,7 @@ class Cluster(FaultInjection):
             poll("every broker to list every broker in its Metadata",
                  lambda: observe.brokers_know_brokers(local, wanted), self.ready_timeout, nodes=local.nodes)
         except BaseException:
-            _stop_within(local, self.stop_timeout)
+            reaper.stop_within(local, self.stop_timeout)
             raise
         return local
 
@@ -217,7 +216,7 @@ class Cluster(FaultInjection):
                 self.heal()
             except Exception:  # a network nemesis that fails must not keep processes alive
                 log.exception("healing the network before the stop failed")
-            started.stopped = _stop_within(started.local, self.stop_timeout)
+            started.stopped = reaper.stop_within(started.local, self.stop_timeout)
         finally:
             shutil.rmtree(started.root, ignore_errors=True)
             started.watchdog.close()
@@ -248,6 +247,11 @@ class Cluster(FaultInjection):
                               f"{report}")
 
     # -- where it runs ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped yet."""
+        return self._started is not None
 
     @property
     def local(self) -> LocalCluster:
@@ -360,43 +364,12 @@ class Cluster(FaultInjection):
              self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
 
 
-def _stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
-    """SIGTERM brokers and combined nodes, then controllers; SIGKILL whatever is left when its share
-    of `bound` is spent (brokers get two thirds: their controlled shutdown needs the controllers)."""
-    deadline = time.monotonic() + bound
-    running = {n.spec.node_id for n in local.nodes if n.running()}
-    killed: set[int] = set()
-    for node in local.nodes:
-        node.send(signal.SIGCONT)  # a paused node would act on SIGTERM only after SIGKILL
-    stages = [([n for n in local.nodes if layout.runs_broker(n.spec.role)], deadline - bound / 3),
-              ([n for n in local.nodes if n.spec.role == layout.CONTROLLER], deadline)]
-    for group, stage_deadline in stages:
-        for node in group:
-            node.send(signal.SIGTERM)
-        while any(n.running() for n in group) and time.monotonic() < stage_deadline:  # bounded
-            time.sleep(observe.POLL_INTERVAL)
-        for node in group:
-            if node.running():
-                killed.add(node.spec.node_id)
-                node.kill()
-    reports = []
-    for node in local.nodes:
-        if node.spec.node_id not in running:
-            outcome = "not running"
-        elif node.running():
-            outcome = "did not die"
-        else:
-            outcome = "killed after ignoring SIGTERM" if node.spec.node_id in killed else "stopped"
-        reports.append(StopReport(node.spec, node.pid, outcome, node.exit_status))
-    return reports
-
-
-def _log_tails_of(root: Path) -> str:
-    """The log tails of the nodes cluster.json of `root` names (read before the directory goes)."""
+def _log_tails_of(root: Path, already_shown: str) -> str:
+    """The log tails of the nodes cluster.json of `root` names (read before the directory goes),
+    but for those whose log `already_shown` (the launcher's message) holds."""
     try:
         found = LocalCluster.attach(root)
     except (LayoutError, OSError):
         found = None
-    if found is None:
-        return "(no node was started)"
-    return observe.log_tails(found.nodes)
+    nodes = [] if found is None else [n for n in found.nodes if str(n.spec.log_path) not in already_shown]
+    return observe.log_tails(nodes) if nodes else ""

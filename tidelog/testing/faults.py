@@ -26,7 +26,7 @@ import signal
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 from common.units import SECONDS
 from tidelog import cluster_layout as layout
@@ -78,7 +78,7 @@ class Fault:
             self.undone = True
             self._undo()
 
-    def __enter__(self) -> Fault:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -89,13 +89,16 @@ class Fault:
 class FaultInjection:
     """The fault helpers of `tidelog.testing.Cluster` (which provides the attributes below)."""
 
-    local: LocalCluster
     nemesis: Nemesis
     wait_timeout: float
     broker_config: dict[str, str]
     _expected_down: set[int]
     _dirty: bool
     _network: Any
+
+    @property
+    def local(self) -> LocalCluster:
+        raise NotImplementedError
 
     def node(self, node_id: int) -> NodeProcess:
         raise NotImplementedError

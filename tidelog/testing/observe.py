@@ -17,7 +17,12 @@ from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
 from tidelog.kafka_client import NO_LEADER, BrokerUnavailable, ClusterInfo, KafkaClient
-from tidelog.launcher import LocalCluster, NodeProcess, probe_cluster_view, unfenced_brokers
+from tidelog.launcher import (
+    LocalCluster,
+    NodeProcess,
+    probe_cluster_view,
+    unfenced_brokers,
+)
 
 POLL_INTERVAL: Final = 0.05 * SECONDS
 READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait
@@ -57,7 +62,10 @@ def serving(node: NodeProcess) -> bool:
 def log_tails(nodes: Iterable[NodeProcess], lines: int = LOG_TAIL_LINES) -> str:
     parts = []
     for node in nodes:
-        status = "running" if node.running() else f"exited with status {node.exit_status}"
+        if node.running():
+            status = "running"
+        else:
+            status = "not running" if node.exit_status is None else f"exited with status {node.exit_status}"
         parts.append(f"--- {node.spec.label} (pid {node.pid}, {status}), the end of {node.spec.log_path}:\n"
                      f"{node.log_tail(lines)}")
     return "\n".join(parts)

@@ -25,7 +25,7 @@ ports and data dir.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -84,7 +84,7 @@ def ini_spec(config: pytest.Config) -> ClusterSpec:
 def marker_spec(marker: pytest.Mark, default: ClusterSpec) -> ClusterSpec:
     if marker.args:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keyword arguments only, got {marker.args!r}")
-    fields = {"brokers": default.brokers, "controllers": default.controllers, "combined": default.combined,
+    fields: dict[str, Any] = {"brokers": default.brokers, "controllers": default.controllers, "combined": default.combined,
               "broker_config": dict(default.broker_config), "topic_config": dict(default.topic_config)}
     unknown = set(marker.kwargs) - set(fields)
     if unknown:
@@ -167,18 +167,13 @@ def tidelog_topic(tidelog_cluster: Cluster, request: pytest.FixtureRequest) -> I
         tidelog_cluster.delete_topic(topic)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failed test on the cluster gets a "tidelog nodes" section: the end of every node's log."""
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+    report: pytest.TestReport = yield
     if report.failed and "tidelog_cluster" in getattr(item, "fixturenames", ()):
-        cluster = _active_cluster(item)
-        if cluster is not None and cluster._started is not None:
+        cluster = getattr(item, "funcargs", {}).get("tidelog_cluster")
+        if isinstance(cluster, Cluster) and cluster.running:
             report.sections.append(("tidelog nodes", cluster.log_tails(lines=15)))
-
-
-def _active_cluster(item: pytest.Item) -> Cluster | None:
-    funcargs = getattr(item, "funcargs", {})
-    cluster = funcargs.get("tidelog_cluster")
-    return cluster if isinstance(cluster, Cluster) else None
+    return report

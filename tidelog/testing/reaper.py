@@ -28,9 +28,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from common.units import SECONDS
+
+if TYPE_CHECKING:
+    from tidelog.launcher import LocalCluster, StopReport
 
 WATCHDOG_EXIT_WAIT: Final = 5 * SECONDS  # after a normal stop it has nothing to do
 KILL_WAIT: Final = 5 * SECONDS
@@ -106,18 +109,56 @@ def stop_all() -> None:
             log.exception("stopping a test cluster at exit failed")
 
 
+def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
+    """SIGTERM brokers and combined nodes, then controllers; SIGKILL whatever is left when its share
+    of `bound` is spent (brokers get two thirds: their controlled shutdown needs the controllers)."""
+    from tidelog import (
+        cluster_layout as layout,  # not at the top: the watchdog starts light
+    )
+    from tidelog.launcher import StopReport
+
+    deadline = time.monotonic() + bound
+    running = {n.spec.node_id for n in local.nodes if n.running()}
+    killed: set[int] = set()
+    for node in local.nodes:
+        node.send(signal.SIGCONT)  # a paused node would act on SIGTERM only after SIGKILL
+    stages = [([n for n in local.nodes if layout.runs_broker(n.spec.role)], deadline - bound / 3),
+              ([n for n in local.nodes if n.spec.role == layout.CONTROLLER], deadline)]
+    for group, stage_deadline in stages:
+        for node in group:
+            node.send(signal.SIGTERM)
+        while any(n.running() for n in group) and time.monotonic() < stage_deadline:  # bounded
+            time.sleep(POLL_INTERVAL)
+        for node in group:
+            if node.running():
+                killed.add(node.spec.node_id)
+                node.kill()
+    reports = []
+    for node in local.nodes:
+        if node.spec.node_id not in running:
+            outcome = "not running"
+        elif node.running():
+            outcome = "did not die"
+        else:
+            outcome = "killed after ignoring SIGTERM" if node.spec.node_id in killed else "stopped"
+        reports.append(StopReport(node.spec, node.pid, outcome, node.exit_status))
+    return reports
+
+
 # --- the watchdog's side ----------------------------------------------------------------------
 
 
 def reap(root: Path) -> int:
     """SIGKILL every node of `root` that still runs and remove `root`; how many nodes were killed."""
-    from tidelog.launcher import LocalCluster  # here: the watchdog's start-up imports nothing else
+    from tidelog.launcher import (
+        LocalCluster,  # here: the watchdog's start-up imports nothing else
+    )
 
     if not root.exists():
         return 0
     try:
         cluster = LocalCluster.attach(root)
-    except Exception:  # a half-written cluster.json: the directory still goes
+    except (OSError, RuntimeError):  # LayoutError: a half-written cluster.json; the directory still goes
         cluster = None
     killed = []
     for node in cluster.nodes if cluster is not None else []:
