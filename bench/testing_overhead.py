@@ -12,14 +12,18 @@ generated suite in a fresh pytest process and reports, as medians over the runs:
   session teardown              the last test's teardown (the cluster stopped, its dir removed)
 
 and beside them the wall time of `tidelog up --detach` (READY printed) and `tidelog down` for the
-same shape on free ports. Numbers for the lead, never a timed assertion in a test.
+same shape on free ports. Then, for the default shape, where start-up time goes, from the node
+logs: interpreter and imports (spawn -> a node's first log line), the quorum's first election,
+broker registration, unfencing, and READY. Numbers for the lead, never a timed assertion in a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -110,6 +114,34 @@ def run_up(shape: str) -> dict[str, float]:
     return {"tidelog up --detach": ready, "tidelog down": down}
 
 
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+MILESTONES = {"first log line (imports done)": "", "active controller elected": "Became active controller",
+              "broker registered": "registered with broker epoch", "broker unfenced": "is unfenced"}
+
+
+def start_breakdown() -> dict[str, float]:
+    """Seconds from Cluster.start() to each milestone (the last node to reach it) and to READY."""
+    from tidelog.testing import Cluster
+
+    began = time.time()
+    with Cluster() as cluster:
+        ready = time.time() - began
+        reached: dict[str, float] = {}
+        for node in cluster.local.nodes:
+            firsts: dict[str, float] = {}
+            for line in node.spec.log_path.read_text().splitlines():
+                stamp = STAMP.match(line)
+                if stamp is None:
+                    continue
+                at = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - began
+                for name, needle in MILESTONES.items():
+                    if needle in line and name not in firsts:
+                        firsts[name] = at
+            for name, at in firsts.items():
+                reached[name] = max(reached.get(name, 0.0), at)
+    return {**{name: reached[name] for name in MILESTONES if name in reached}, "READY (Cluster.start returns)": ready}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -124,6 +156,13 @@ def main() -> int:
         for key, values in samples.items():
             shown = ", ".join(f"{v:.3f}" for v in values)
             print(f"  {key:<30} {statistics.median(values):7.3f} s   ({shown})")
+    breakdown: dict[str, list[float]] = {}
+    for _ in range(args.runs):
+        for key, value in start_breakdown().items():
+            breakdown.setdefault(key, []).append(value)
+    print("3c+3b start-up, seconds after Cluster.start() until the last node reached each step:")
+    for key, values in breakdown.items():
+        print(f"  {key:<32} {statistics.median(values):7.3f} s   ({', '.join(f'{v:.3f}' for v in values)})")
     return 0
 
 

@@ -3,14 +3,20 @@ visible, undo themselves as context managers, are bounded, and stop() leaves not
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster_fixtures import processes_mentioning
+from tests.integration.cluster_fixtures import processes_mentioning, wait_until
 from tidelog.testing import Cluster, ClusterTimeout
 from tidelog.testing.observe import is_paused, process_state
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +115,16 @@ def test_stop_is_bounded_and_leaves_nothing(tmp_path_factory: pytest.TempPathFac
     assert {r.outcome for r in reports} <= {"stopped", "killed after ignoring SIGTERM"}
     assert not root.exists() and processes_mentioning(str(root)) == []
     assert cluster.stop() == []  # twice is fine
+
+
+def test_a_script_that_never_stops_its_cluster_leaves_nothing(tmp_path: Path) -> None:
+    """No `with`, no stop(): atexit (and behind it the watchdog) stops the nodes and removes the dir."""
+    script = ("from tidelog.testing import Cluster\n"
+              f"cluster = Cluster(brokers=1, combined=True, base_dir={str(tmp_path)!r}).start()\n"
+              "print(cluster.data_dir, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+                              str(REPO), os.environ.get("PYTHONPATH")]))})
+    root = Path(done.stdout.decode().strip())
+    assert root.parent == tmp_path
+    wait_until("the script's cluster gone", lambda: not root.exists() and not processes_mentioning(str(root)), 20)
