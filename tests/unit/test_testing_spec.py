@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tidelog.testing.cluster import ClusterSpec
+from tidelog.testing.faults import NO_NETWORK_NEMESIS, Fault, unavailable
 from tidelog.testing.plugin import _pairs, marker_spec, topic_name
 
 SPECS = [
@@ -85,3 +86,18 @@ def test_topic_name(node_name: str, serial: int, expected: str) -> None:
     name = topic_name(node_name, serial)
     assert name == expected
     assert len(name) <= 249 and re.fullmatch(r"[a-zA-Z0-9._-]+", name)
+
+
+def test_a_fault_is_undone_once() -> None:
+    calls: list[int] = []
+    fault = Fault("kill", 4, lambda: calls.append(4))
+    with fault as same:
+        assert same is fault and not fault.undone
+    fault.undo()
+    assert calls == [4] and fault.undone
+    assert repr(fault) == "Fault(kill node 4, undone)"
+
+
+def test_an_unavailable_fault_skips_the_test_with_its_reason() -> None:
+    with pytest.raises(pytest.skip.Exception, match="network nemesis"):
+        unavailable(NO_NETWORK_NEMESIS)

@@ -118,7 +118,7 @@ class FaultInjection:
         self._expected_down.add(node_id)
         if wait:
             self._wait_gone(node)
-        return Fault("kill", node_id, lambda: self.restart(node_id))
+        return Fault("kill", node_id, lambda: self._restart_if_down(node_id))
 
     def restart(self, node_id: int, *, wait: bool = True) -> None:
         """Start a stopped or killed node again from its data dir; with `wait`, return once a broker is
@@ -131,6 +131,11 @@ class FaultInjection:
         self._expected_down.discard(node_id)
         if wait:
             self._wait_back(self.node(node_id))
+
+    def _restart_if_down(self, node_id: int) -> None:
+        """A Fault's undo: a node already brought back (recover(), a restart by hand) is left alone."""
+        if not self.node(node_id).running():
+            self.restart(node_id)
 
     def pause(self, node_id: int) -> Fault:
         """SIGSTOP a node: it keeps its sockets and answers nothing (a hung process, a long GC pause).
@@ -175,7 +180,7 @@ class FaultInjection:
             raise RuntimeError(f"{node.spec.label} exited with status {node.exit_status} instead of a clean "
                                f"controlled shutdown:\n{observe.log_tails([node])}")
         self._wait_gone(node)
-        return Fault("controlled_shutdown", broker_id, lambda: self.restart(broker_id))
+        return Fault("controlled_shutdown", broker_id, lambda: self._restart_if_down(broker_id))
 
     def kill_leader(self, topic: str, partition: int = 0, *, wait: bool = True) -> Fault:
         """SIGKILL the partition's leader (its `node_id` is on the returned Fault); with `wait`, return
