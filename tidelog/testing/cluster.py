@@ -180,9 +180,9 @@ class Cluster(FaultInjection):
                 watchdog.close()
                 raise
             self._started = _Started(root, local, watchdog, time.monotonic() - began)
+            reaper.register(self)  # from here on, stop() or atexit ends it, whatever comes next
             self.nemesis = chaos_nemesis.Nemesis(local)
             self._network = self._network_factory(local) if self._network_factory is not None else None
-            reaper.register(self)
             log.info("tidelog test cluster %s ready in %.2f s: bootstrap %s, admin %s, data dir %s",
                      self.spec.id, self.startup_seconds, self.bootstrap_servers, self.admin_url, root)
             return self
