@@ -1,0 +1,375 @@
+"""A real tidelog cluster for a test, a script or a notebook: started in seconds, broken on purpose,
+always stopped.
+
+    with Cluster(brokers=3) as cluster:              # 3 controllers (127.0.0.1-3) + 3 brokers (.4-.6)
+        cluster.bootstrap_servers                    # "127.0.0.4:41231,127.0.0.5:41231,127.0.0.6:41231"
+        topic = cluster.create_topic("orders", partitions=3, configs={"min.insync.replicas": "2"})
+        cluster.kill_leader(topic, 0)                # see faults.py
+        cluster.recover()                            # every node back, every ISR full
+
+Every cluster gets its own data dir (a fresh temporary directory) and free ports, so test processes
+(pytest-xdist workers, two suites on one machine) never collide; `stop()` removes the directory.
+Nodes run with small heartbeat, session and replica-lag timeouts (TEST_BROKER_CONFIG) so faults
+show in seconds; `broker_config` overrides them. Start-up fails with the log tail of every node
+that could not start; stop is SIGTERM (brokers first: a controlled shutdown), a bound, SIGKILL;
+and `reaper` makes sure nothing outlives the process even when it is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self
+
+from chaos import nemesis as chaos_nemesis
+from common.units import SECONDS
+from tidelog import cluster_layout as layout
+from tidelog.cluster_layout import LayoutError
+from tidelog.launcher import (
+    LauncherError,
+    LocalCluster,
+    NodeProcess,
+    StopReport,
+    free_ports,
+)
+from tidelog.testing import observe, reaper
+from tidelog.testing.faults import FaultInjection
+from tidelog.testing.observe import ClusterTimeout, poll, serving
+
+READY_TIMEOUT: Final = 30 * SECONDS
+STOP_TIMEOUT: Final = 15 * SECONDS  # the whole stop, SIGKILL included; far more than a clean stop takes
+START_ATTEMPTS: Final = 3  # a port another process took between choosing it and binding it: start again
+MAX_DEFAULT_VOTERS: Final = 3
+TEST_BROKER_CONFIG: Final = {
+    "broker.heartbeat.interval.ms": "200",
+    "broker.session.timeout.ms": "3000",  # a killed broker is fenced (its leaders moved) within ~3 s
+    "replica.lag.time.max.ms": "4000",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "5000",
+    "controlled.shutdown.timeout.ms": "10000",
+}
+
+log = logging.getLogger(__name__)
+
+
+class ClusterStartError(RuntimeError):
+    """The cluster did not become ready; the message holds every node's log tail."""
+
+
+class NodeCrashed(RuntimeError):
+    """A node exited that no fault helper stopped; the message holds its log tail."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """The shape and configs of a test cluster; equal specs describe interchangeable clusters."""
+
+    brokers: int = 3
+    controllers: int | None = None  # None: 3 separate controllers, or min(brokers, 3) combined nodes
+    combined: bool = False
+    broker_config: tuple[tuple[str, str], ...] = ()
+    topic_config: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"a test cluster needs at least 1 broker, got {self.brokers}")
+        if self.controllers is not None and self.controllers < 1:
+            raise ValueError(f"a test cluster needs at least 1 controller, got {self.controllers}")
+        if self.combined and self.voters > self.brokers:
+            raise ValueError(f"combined mode runs each controller inside a broker: {self.voters} controllers "
+                             f"need at least as many brokers, got {self.brokers}")
+
+    @classmethod
+    def of(cls, brokers: int = 3, controllers: int | None = None, combined: bool = False,
+           broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None
+           ) -> ClusterSpec:
+        def pairs(config: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((str(k), _config_value(v)) for k, v in (config or {}).items()))
+
+        return cls(int(brokers), None if controllers is None else int(controllers), bool(combined),
+                   pairs(broker_config), pairs(topic_config))
+
+    @property
+    def voters(self) -> int:
+        if self.controllers is not None:
+            return self.controllers
+        return min(self.brokers, MAX_DEFAULT_VOTERS) if self.combined else MAX_DEFAULT_VOTERS
+
+    @property
+    def separate_brokers(self) -> int:
+        return self.brokers - self.voters if self.combined else self.brokers
+
+    @property
+    def id(self) -> str:
+        """A short name for test ids: "3c+3b", "1x", "3x+2b" (x: combined nodes), plus a config mark."""
+        shape = f"{self.voters}x" if self.combined else f"{self.voters}c"
+        shape += f"+{self.separate_brokers}b" if self.separate_brokers else ""
+        return shape + ("-config" if self.broker_config or self.topic_config else "")
+
+
+def _config_value(value: Any) -> str:
+    """Kafka's spelling of a config value: booleans lower case."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass
+class _Started:
+    root: Path
+    local: LocalCluster
+    watchdog: reaper.Watchdog
+    startup_seconds: float
+    stopped: list[StopReport] = field(default_factory=list)
+
+
+class Cluster(FaultInjection):
+    """A local cluster of real tidelog processes; `with` starts it and stops it, whatever happens."""
+
+    def __init__(self, brokers: int = 3, *, controllers: int | None = None, combined: bool = False,
+                 broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
+                 base_dir: str | Path | None = None, ready_timeout: float = READY_TIMEOUT,
+                 wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
+                 network_nemesis: Callable[[LocalCluster], Any] | None = None) -> None:
+        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config)
+        self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
+        self.topic_config = dict(self.spec.topic_config)
+        self.base_dir = None if base_dir is None else Path(base_dir)
+        self.ready_timeout, self.wait_timeout, self.stop_timeout = ready_timeout, wait_timeout, stop_timeout
+        self._network_factory = network_nemesis or getattr(chaos_nemesis, "NetworkNemesis", None)
+        self._network: Any = None
+        self._started: _Started | None = None
+        self._expected_down: set[int] = set()
+        self._dirty = False
+
+    # -- life cycle ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> Self:
+        """Start every node and return once the cluster is READY: the controllers agree on an active
+        one, every broker is registered and unfenced and every broker lists every broker."""
+        if self._started is not None:
+            raise RuntimeError("this cluster is already started")
+        began = time.monotonic()
+        for attempt in range(1, START_ATTEMPTS + 1):  # bounded: a port race is rare, three is plenty
+            root = Path(tempfile.mkdtemp(prefix="tidelog-", dir=self.base_dir))
+            watchdog = reaper.Watchdog(root)
+            try:
+                local = self._start_nodes(root)
+            except (LauncherError, LayoutError, ClusterTimeout) as exc:
+                tails = _log_tails_of(root, already_shown=str(exc))
+                shutil.rmtree(root, ignore_errors=True)
+                watchdog.close()
+                if attempt < START_ATTEMPTS and ("in use" in str(exc) or "Address already in use" in tails):
+                    log.warning("a port of the test cluster was taken meanwhile; starting again (%s)", exc)
+                    continue
+                raise ClusterStartError(f"the tidelog test cluster ({self.spec.id}) did not start: {exc}\n"
+                                        f"{tails}") from None
+            except BaseException:
+                shutil.rmtree(root, ignore_errors=True)
+                watchdog.close()
+                raise
+            self._started = _Started(root, local, watchdog, time.monotonic() - began)
+            reaper.register(self)  # from here on, stop() or atexit ends it, whatever comes next
+            self.nemesis = chaos_nemesis.Nemesis(local)
+            self._network = self._network_factory(local) if self._network_factory is not None else None
+            log.info("tidelog test cluster %s ready in %.2f s: bootstrap %s, admin %s, data dir %s",
+                     self.spec.id, self.startup_seconds, self.bootstrap_servers, self.admin_url, root)
+            return self
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _start_nodes(self, root: Path) -> LocalCluster:
+        hosts = [f"{layout.LOOPBACK_NETWORK}{i}" for i in range(1, self.spec.voters + self.spec.separate_brokers + 1)]
+        raft_port, admin_port, kafka_port, metrics_port = free_ports(hosts, 4)
+        local = LocalCluster.start(root, controllers=self.spec.voters, brokers=self.spec.separate_brokers,
+                                   combined=self.spec.combined, raft_port=raft_port, admin_port=admin_port,
+                                   kafka_port=kafka_port, metrics_port=metrics_port,
+                                   ready_timeout=self.ready_timeout, extra_properties=self.broker_config)
+        try:
+            wanted = {n.spec.node_id for n in local.brokers}
+            poll("every broker to list every broker in its Metadata",
+                 lambda: observe.brokers_know_brokers(local, wanted), self.ready_timeout, nodes=local.nodes)
+        except BaseException:
+            reaper.stop_within(local, self.stop_timeout)
+            raise
+        return local
+
+    def stop(self) -> list[StopReport]:
+        """Stop every node (SIGTERM, brokers first; SIGKILL once stop_timeout is spent) and remove the
+        data dir; one report per node. Safe to call twice."""
+        started = self._started
+        if started is None:
+            return []
+        reaper.unregister(self)
+        try:
+            try:
+                self.heal()
+            except Exception:  # a network nemesis that fails must not keep processes alive
+                log.exception("healing the network before the stop failed")
+            started.stopped = reaper.stop_within(started.local, self.stop_timeout)
+        finally:
+            shutil.rmtree(started.root, ignore_errors=True)
+            started.watchdog.close()
+            self._started = None
+        survivors = [r for r in started.stopped if r.outcome == "did not die"]
+        if survivors:
+            raise RuntimeError("nodes survived SIGKILL: " + "; ".join(r.describe() for r in survivors))
+        return started.stopped
+
+    def recover(self, timeout: float | None = None) -> None:
+        """Undo every fault: heal the network, resume paused nodes, restart stopped ones, then wait until
+        healthy (every partition led, every ISR full). Raises NodeCrashed, after recovering, if a node
+        had exited that no fault helper stopped. Cheap when nothing happened."""
+        local = self.local
+        crashed = [n for n in local.nodes if not n.running() and n.spec.node_id not in self._expected_down]
+        report = observe.log_tails(crashed) if crashed else ""
+        if self._dirty or crashed or not all(serving(n) for n in local.nodes):
+            self.heal()
+            self.nemesis.heal()
+            for node in list(local.nodes):
+                if not node.running():
+                    self.nemesis.restart(node.spec.node_id)
+            self._expected_down.clear()
+            self.wait_until_healthy(timeout)
+            self._dirty = False
+        if crashed:
+            raise NodeCrashed(f"{', '.join(n.spec.label for n in crashed)} exited on its own (now restarted):\n"
+                              f"{report}")
+
+    # -- where it runs ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped yet."""
+        return self._started is not None
+
+    @property
+    def local(self) -> LocalCluster:
+        if self._started is None:
+            raise RuntimeError("the cluster is not started: use `with Cluster(...) as cluster:` or start()")
+        return self._started.local
+
+    @property
+    def data_dir(self) -> Path:
+        return self.local.root
+
+    @property
+    def startup_seconds(self) -> float:
+        """From start() to READY (the measure of issue 16's "ready in <= 3 s")."""
+        assert self._started is not None, "started: checked by local"
+        return self._started.startup_seconds
+
+    @property
+    def bootstrap_servers(self) -> str:
+        servers = self.local.bootstrap_servers
+        assert servers is not None, "a test cluster has at least one broker"
+        return servers
+
+    @property
+    def admin_url(self) -> str:
+        return self.local.admin_url
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return [n.spec.node_id for n in self.local.brokers]
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return [n.spec.node_id for n in self.local.controllers]
+
+    def node(self, node_id: int) -> NodeProcess:
+        for node in self.local.nodes:
+            if node.spec.node_id == node_id:
+                return node
+        raise ValueError(f"no node {node_id}: nodes are {[n.spec.node_id for n in self.local.nodes]}")
+
+    def active_controller(self) -> int:
+        return poll("the controllers to agree on an active controller",
+                    lambda: observe.active_controller(self.local), self.wait_timeout, nodes=self.local.nodes)
+
+    def log_tails(self, lines: int = observe.LOG_TAIL_LINES) -> str:
+        """The end of every node's log, for a failing test's report."""
+        return observe.log_tails(self.local.nodes, lines)
+
+    # -- topics -------------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     configs: Mapping[str, Any] | None = None) -> str:
+        """Create a topic (replication factor default: min(3, brokers); configs over topic_config) and
+        return its name once every partition has a leader in every live broker's Metadata."""
+        rf = min(3, len(self.broker_ids)) if replication_factor is None else replication_factor
+        merged = {**self.topic_config, **{k: _config_value(v) for k, v in (configs or {}).items()}}
+        observe.admin(self.local, timeout=observe.WRITE_TIMEOUT).create_topic(
+            name, partitions=partitions, replication_factor=rf, configs=merged)
+        self.wait_for_leaders(name)
+        return name
+
+    def delete_topic(self, name: str) -> None:
+        observe.admin(self.local, timeout=observe.WRITE_TIMEOUT).delete_topic(name)
+
+    def topic_names(self) -> list[str]:
+        return sorted(t["name"] for t in observe.admin(self.local).topics())
+
+    def partition(self, topic: str, partition: int = 0) -> Mapping[str, Any]:
+        """The controllers' state of one partition: leader, leader_epoch, replicas, isr, elr, ..."""
+        return observe.partition_view(self.local, topic, partition)
+
+    # -- waits --------------------------------------------------------------------------------------
+
+    def leader_of(self, topic: str, partition: int = 0, timeout: float | None = None) -> int:
+        """The partition's leader once it has one that every live broker's Metadata names."""
+        def leader() -> int | None:
+            state = self.partition(topic, partition)
+            found = state["leader"]
+            ok = found >= 0 and observe.brokers_agree(self.local, topic, {partition: found})
+            return found if ok else None
+
+        return poll(f"{topic}-{partition} to have a leader clients see", leader,
+                    self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
+
+    def wait_for_leaders(self, topic: str, timeout: float | None = None) -> dict[int, int]:
+        """partition -> leader once every partition of `topic` has one that every live broker names."""
+        def leaders() -> dict[int, int] | None:
+            view = observe.admin(self.local).topic(topic)
+            found = {p["partition"]: p["leader"] for p in view["partitions"]}
+            ok = found and min(found.values()) >= 0 and observe.brokers_agree(self.local, topic, found)
+            return found if ok else None
+
+        return poll(f"every partition of {topic} to have a leader clients see", leaders,
+                    self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
+
+    def wait_for_isr(self, topic: str, partition: int, size: int, timeout: float | None = None) -> list[int]:
+        """The partition's ISR once it has exactly `size` members (the controllers' committed view)."""
+        def isr() -> list[int] | None:
+            members = list(self.partition(topic, partition)["isr"])
+            return members if len(members) == size else None
+
+        return poll(f"{topic}-{partition} to have {size} replica(s) in its ISR", isr,
+                    self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
+
+    def wait_until_healthy(self, timeout: float | None = None) -> None:
+        """Return once every node serves, every broker is unfenced and every partition is led with a
+        full ISR, as the controllers and every broker's Metadata show (observe.healthy)."""
+        poll("the cluster to be healthy", lambda: observe.healthy(self.local) is None or None,
+             self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
+
+
+def _log_tails_of(root: Path, already_shown: str) -> str:
+    """The log tails of the nodes cluster.json of `root` names (read before the directory goes),
+    but for those whose log `already_shown` (the launcher's message) holds."""
+    try:
+        found = LocalCluster.attach(root)
+    except (LayoutError, OSError):
+        found = None
+    nodes = [] if found is None else [n for n in found.nodes if str(n.spec.log_path) not in already_shown]
+    return observe.log_tails(nodes) if nodes else ""

@@ -1,0 +1,253 @@
+"""Fault helpers of a test cluster: each breaks one thing, then blocks until the break is visible.
+
+    old = cluster.kill_leader("orders", 0)      # SIGKILL; returns once clients see a new leader
+    with cluster.pause(5):                      # SIGSTOP until the block ends
+        ...
+    with cluster.controlled_shutdown(4):        # SIGTERM, clean exit; restarted after the block
+        ...
+
+Every helper uses the chaos engine's `Nemesis` (no second nemesis here), returns a `Fault` whose
+`with` block undoes it, and is bounded: past its deadline it raises `ClusterTimeout` naming what
+it waited for. "Visible" means what a client would notice: a killed broker is fenced and leads
+nothing in the controllers' metadata nor in any live broker's Metadata answer; a killed active
+controller has a successor every live controller names; a restarted broker is registered,
+unfenced and listed by every broker.
+
+Network faults (`isolate`, `heal`) need a network nemesis in the chaos engine. Until
+`chaos.nemesis` has a `NetworkNemesis` (constructed with the `LocalCluster`, offering
+`isolate(node_id)`, `heal()` and optionally `unavailable_reason() -> str | None`), they skip the
+calling test with the reason (or raise `FaultUnavailable` outside pytest). A cluster built with
+`network_nemesis=` uses that factory instead.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self
+
+from common.units import SECONDS
+from tidelog import cluster_layout as layout
+from tidelog.testing import observe
+from tidelog.testing.observe import ClusterTimeout, poll, serving
+
+if TYPE_CHECKING:
+    from chaos.nemesis import Nemesis
+    from tidelog.launcher import LocalCluster, NodeProcess
+
+SHUTDOWN_MARGIN: Final = 5 * SECONDS  # beyond controlled.shutdown.timeout.ms before SIGKILL
+NO_NETWORK_NEMESIS: Final = (
+    "network faults need a network nemesis in tidelog's chaos engine (chaos.nemesis.NetworkNemesis), which "
+    "does not exist yet: today every node's outgoing connections leave from 127.0.0.1, so a rule on a node's "
+    "127.0.0.N address cuts nothing")
+
+
+class FaultUnavailable(RuntimeError):
+    """This fault cannot be injected here (under pytest the test is skipped with this reason instead)."""
+
+
+class NetworkNemesis(Protocol):
+    def isolate(self, node_id: int) -> object: ...
+
+    def heal(self) -> object: ...
+
+
+def unavailable(reason: str) -> None:
+    """Skip the running test with `reason`; outside pytest, raise FaultUnavailable."""
+    if "pytest" in sys.modules:
+        import pytest
+
+        pytest.skip(reason)
+    raise FaultUnavailable(reason)
+
+
+class Fault:
+    """One injected fault; leaving a `with` block undoes it (once), as does `undo()`."""
+
+    def __init__(self, action: str, node_id: int, undo: Callable[[], object]) -> None:
+        self.action, self.node_id, self._undo = action, node_id, undo
+        self.undone = False
+
+    def __repr__(self) -> str:
+        return f"Fault({self.action} node {self.node_id}{', undone' if self.undone else ''})"
+
+    def undo(self) -> None:
+        if not self.undone:
+            self.undone = True
+            self._undo()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.undo()
+
+
+class FaultInjection:
+    """The fault helpers of `tidelog.testing.Cluster` (which provides the attributes below)."""
+
+    nemesis: Nemesis
+    wait_timeout: float
+    broker_config: dict[str, str]
+    _expected_down: set[int]
+    _dirty: bool
+    _network: Any
+
+    @property
+    def local(self) -> LocalCluster:
+        raise NotImplementedError
+
+    def node(self, node_id: int) -> NodeProcess:
+        raise NotImplementedError
+
+    def leader_of(self, topic: str, partition: int = 0, timeout: float | None = None) -> int:
+        raise NotImplementedError
+
+    # -- processes --------------------------------------------------------------------------------
+
+    def kill(self, node_id: int, *, wait: bool = True) -> Fault:
+        """SIGKILL a node (a crash: no flush, no clean-shutdown marker); with `wait`, return once a
+        broker is fenced and leads nothing (clients see new leaders) and a killed active controller
+        has a successor (when a majority of voters is left)."""
+        node = self.node(node_id)
+        self._dirty = True
+        self.nemesis.kill(node_id)
+        self._expected_down.add(node_id)
+        if wait:
+            self._wait_gone(node)
+        return Fault("kill", node_id, lambda: self._restart_if_down(node_id))
+
+    def restart(self, node_id: int, *, wait: bool = True) -> None:
+        """Start a stopped or killed node again from its data dir; with `wait`, return once a broker is
+        registered, unfenced and known to every broker, and a controller agrees on the active one."""
+        node = self.node(node_id)
+        self._dirty = True
+        if node.running():
+            raise RuntimeError(f"{node.spec.label} is running (pid {node.pid}); kill or shut it down first")
+        self.nemesis.restart(node_id)
+        self._expected_down.discard(node_id)
+        if wait:
+            self._wait_back(self.node(node_id))
+
+    def _restart_if_down(self, node_id: int) -> None:
+        """A Fault's undo: a node already brought back (recover(), a restart by hand) is left alone."""
+        if not self.node(node_id).running():
+            self.restart(node_id)
+
+    def pause(self, node_id: int) -> Fault:
+        """SIGSTOP a node: it keeps its sockets and answers nothing (a hung process, a long GC pause).
+        Returns once the process is stopped; its session expires later (broker.session.timeout.ms)."""
+        node = self.node(node_id)
+        if not node.running():
+            raise RuntimeError(f"{node.spec.label} is not running: nothing to pause")
+        self._dirty = True
+        self.nemesis.pause(node_id)
+        poll(f"{node.spec.label} to stop (SIGSTOP)", lambda: observe.is_paused(node), self.wait_timeout)
+        return Fault("pause", node_id, lambda: self.resume(node_id))
+
+    def resume(self, node_id: int, *, wait: bool = True) -> None:
+        """SIGCONT a paused node; with `wait`, return once it serves again (a broker fenced while
+        paused is unfenced again)."""
+        node = self.node(node_id)
+        self.nemesis.resume(node_id)
+        poll(f"{node.spec.label} to run again (SIGCONT)", lambda: not observe.is_paused(node), self.wait_timeout)
+        if wait:
+            self._wait_back(node)
+
+    def controlled_shutdown(self, broker_id: int) -> Fault:
+        """SIGTERM a broker (Kafka's controlled shutdown: leaders and ISR membership move off it first)
+        and return once it exited 0 and the controllers show it fenced, leading nothing. A broker that
+        does not exit within controlled.shutdown.timeout.ms (+5 s) is SIGKILLed and ClusterTimeout raised;
+        one that exits dirty raises RuntimeError with its log tail."""
+        node = self.node(broker_id)
+        if not layout.runs_broker(node.spec.role):
+            raise ValueError(f"{node.spec.label} is not a broker: controlled shutdown is a broker's")
+        if not node.running():
+            raise RuntimeError(f"{node.spec.label} is not running: nothing to shut down")
+        self._dirty = True
+        self._expected_down.add(broker_id)
+        bound = int(self.broker_config.get("controlled.shutdown.timeout.ms", "30000")) / 1000 + SHUTDOWN_MARGIN
+        node.send(signal.SIGTERM)
+        try:
+            poll(f"{node.spec.label} to finish its controlled shutdown", lambda: not node.running(), bound)
+        except ClusterTimeout:
+            node.kill()
+            raise
+        if node.exit_status != 0:
+            raise RuntimeError(f"{node.spec.label} exited with status {node.exit_status} instead of a clean "
+                               f"controlled shutdown:\n{observe.log_tails([node])}")
+        self._wait_gone(node)
+        return Fault("controlled_shutdown", broker_id, lambda: self._restart_if_down(broker_id))
+
+    def kill_leader(self, topic: str, partition: int = 0, *, wait: bool = True) -> Fault:
+        """SIGKILL the partition's leader (its `node_id` is on the returned Fault); with `wait`, return
+        once it is fenced and clients see the partition's new leader (or no leader, when no other
+        replica was in the ISR)."""
+        return self.kill(self.leader_of(topic, partition), wait=wait)
+
+    # -- the network --------------------------------------------------------------------------------
+
+    def isolate(self, node_id: int) -> Fault:
+        """Cut every link of a node (skips the test while the chaos engine has no network nemesis)."""
+        network = self._network_nemesis()
+        self.node(node_id)
+        self._dirty = True
+        network.isolate(node_id)
+        return Fault("isolate", node_id, self.heal)
+
+    def heal(self) -> None:
+        """Undo every network fault (nothing without a network nemesis)."""
+        if self._network is not None:
+            self._network.heal()
+
+    def _network_nemesis(self) -> NetworkNemesis:
+        if self._network is None:
+            unavailable(NO_NETWORK_NEMESIS)
+        reason = getattr(self._network, "unavailable_reason", lambda: None)()
+        if reason:
+            unavailable(f"network faults are not available here: {reason}")
+        return self._network  # type: ignore[no-any-return]
+
+    # -- waits ----------------------------------------------------------------------------------------
+
+    def _wait_gone(self, node: NodeProcess) -> None:
+        node_id = node.spec.node_id
+        if layout.runs_controller(node.spec.role):
+            voters = self.local.controllers
+            if sum(1 for n in voters if serving(n)) * 2 > len(voters):  # a majority is left: it elects
+                poll(f"a new active controller after {node.spec.label} went away",
+                     lambda: observe.active_controller(self.local) not in (None, node_id), self.wait_timeout,
+                     nodes=self.local.nodes)
+        if layout.runs_broker(node.spec.role):
+            poll(f"{node.spec.label} fenced and leading nothing, as clients see it",
+                 lambda: self._fenced_and_leaderless(node_id), self.wait_timeout, nodes=self.local.nodes)
+
+    def _fenced_and_leaderless(self, broker_id: int) -> bool:
+        for controller in self.local.controllers:
+            if serving(controller):
+                view = observe.admin_view(controller, "/v1/brokers")
+                if broker_id in observe.unfenced_brokers(view):
+                    return False
+        client = observe.admin(self.local)
+        for summary in client.topics():
+            topic = client.topic(summary["name"])
+            leaders = {p["partition"]: p["leader"] for p in topic["partitions"]}
+            if broker_id in leaders.values() or not observe.brokers_agree(self.local, topic["name"], leaders):
+                return False
+        return True
+
+    def _wait_back(self, node: NodeProcess) -> None:
+        node_id = node.spec.node_id
+        if layout.runs_controller(node.spec.role):
+            poll(f"{node.spec.label} to answer and agree on the active controller",
+                 lambda: observe.probe_cluster_view(node.spec) and observe.active_controller(self.local) is not None,
+                 self.wait_timeout, nodes=self.local.nodes)
+        if layout.runs_broker(node.spec.role):
+            wanted = {n.spec.node_id for n in self.local.brokers if serving(n)}
+            poll(f"{node.spec.label} registered, unfenced and known to every broker",
+                 lambda: node_id in observe.unfenced_everywhere(self.local)
+                 and observe.brokers_know_brokers(self.local, wanted),
+                 self.wait_timeout, nodes=self.local.nodes)
