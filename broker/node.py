@@ -213,6 +213,7 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
 def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, advertised: Listener,
                   client: Any, config: Config) -> Any:
     """The Kafka request handler (broker.request_handler), reading the follower's image."""
+    from broker.group_coordinator.runtime import CoordinatorSettings
     from broker.request_handler import RequestHandler
     from broker.topic_admin import HttpTopicAdmin
 
@@ -222,7 +223,8 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         auto_create_topics=bool(config["auto.create.topics.enable"]),
         cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
         listener_name=advertised.name,
-        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None))
+        topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
+        group_settings=CoordinatorSettings.from_config(config))  # consumer groups (issue 12)
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:

@@ -11,7 +11,7 @@ appends) before the first await, since the server starts one task per request in
 
 Topic admin (CreateTopics, DeleteTopics, CreatePartitions, auto topic creation) goes to the
 controllers' admin HTTP API through a `TopicAdmin`; `HttpTopicAdmin` is the real one.
-Consumer groups are not implemented: FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
+Consumer groups (FindCoordinator and the group APIs) go to broker/group_coordinator/.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.group_coordinator.handlers import GROUP_HANDLERS
+from broker.group_coordinator.offsets_topic import OffsetsTopic
+from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.replica_manager import (
     LEADER_NOT_AVAILABLE,
     NOT_LEADER_OR_FOLLOWER,
@@ -58,6 +61,7 @@ from common.topic_config import LogConfig
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.records import ConfigResourceType
 from metadata.topic_name import topic_name_error
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +75,6 @@ INVALID_REQUEST: Final = ErrorCode.INVALID_REQUEST
 CONFIG_SOURCE_DYNAMIC_TOPIC: Final = 1
 CONFIG_SOURCE_DEFAULT: Final = 5
 MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
-GROUPS_UNSUPPORTED: Final = "consumer groups are not supported yet"
 def default_topic_configs(config: LogConfig) -> dict[str, str]:
     """The broker defaults under Kafka's topic config names (DescribeConfigs)."""
     return {
@@ -95,7 +98,8 @@ class RequestHandler:
                  image_provider: Callable[[], MetadataImage], advertised_listener: tuple[str, int],
                  controller_client: ControllerClient | None, *, auto_create_topics: bool = True,
                  cluster_id: str | None = None, listener_name: str | None = None,
-                 topic_admin: TopicAdmin | None = None) -> None:
+                 topic_admin: TopicAdmin | None = None,
+                 group_settings: CoordinatorSettings | None = None) -> None:
         self.broker_id = broker_id
         self.replicas = replica_manager
         self._image = image_provider
@@ -111,10 +115,17 @@ class RequestHandler:
         self._auto_creating: dict[str, asyncio.Task[None]] = {}
         self._producer_ids = (0, 0)  # [next, end) of the block handed to this broker
         self._producer_id_lock = asyncio.Lock()
+        # --- consumer groups (issue 12)
+        self.groups = GroupCoordinator(broker_id, replica_manager, image_provider,
+                                       group_settings or CoordinatorSettings())
+        self.offsets_topic = OffsetsTopic(
+            self.groups, topic_admin, lambda image, broker_id: self._broker_endpoint(image, broker_id))
 
     async def close(self) -> None:
         for task in list(self._auto_creating.values()):
             task.cancel()
+        await self.groups.close()  # consumer groups (issue 12)
+        await self.offsets_topic.close()
         close = getattr(self.topic_admin, "close", None)
         if close is not None:
             await close()
@@ -129,6 +140,10 @@ class RequestHandler:
         api = ApiKey(header.request_api_key)
         if api is ApiKey.PRODUCE:
             return await self._produce(request, version)
+        group_handler = GROUP_HANDLERS.get(api)  # consumer groups (issue 12): they need the client id
+        if group_handler is not None:
+            response = await group_handler(self.groups, request, version, header.client_id or "")
+            return encode_response(api, response, version)
         answer = self._handlers.get(api)
         if answer is None:  # a codec without a handler: a bug, never a client's fault
             raise ProtocolError(f"{api.name} has no handler")
@@ -313,7 +328,8 @@ class RequestHandler:
         for name in names:
             topic = image.topic(name)
             if topic is not None:
-                topics.append(md.MetadataResponseTopic(0, name, False, _partitions(topic, alive)))
+                internal = name == GROUP_METADATA_TOPIC_NAME  # consumer groups (issue 12)
+                topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive)))
             elif topic_name_error(name) is not None:
                 topics.append(md.MetadataResponseTopic(INVALID_TOPIC_EXCEPTION, name, False, ()))
             elif auto_create and self._start_auto_create(name):
@@ -470,7 +486,13 @@ class RequestHandler:
         return start, start + length
 
     async def _find_coordinator(self, req: Any, version: int) -> FindCoordinatorResponse:
-        return FindCoordinatorResponse(COORDINATOR_NOT_AVAILABLE, -1, "", -1, GROUPS_UNSUPPORTED)
+        return self.offsets_topic.find_coordinator(req, self._image())  # consumer groups (issue 12)
+
+    def _broker_endpoint(self, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
+        registration = image.broker(broker_id)
+        if registration is None or registration.fenced:
+            return None
+        return self._endpoint(registration)
 
     _handlers: Final[dict[ApiKey, Callable[[Any, Any, int], Any]]] = {
         ApiKey.FETCH: _fetch, ApiKey.LIST_OFFSETS: _list_offsets, ApiKey.METADATA: _metadata,

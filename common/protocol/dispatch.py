@@ -1,7 +1,7 @@
 """One table from API key to its request decoder and response encoder.
 
-`IMPLEMENTED_VERSIONS` are design.md's ranges for the APIs that have codecs here (the group
-APIs do not yet); `ADVERTISED_VERSIONS` is what a server announces in ApiVersions.
+`IMPLEMENTED_VERSIONS` are design.md's ranges for the APIs that have codecs here;
+`ADVERTISED_VERSIONS` is what a server announces in ApiVersions.
 """
 
 from __future__ import annotations
@@ -15,9 +15,13 @@ from common.protocol import (
     describe_configs,
     fetch,
     find_coordinator,
+    group_admin,
+    group_membership,
     init_producer_id,
+    join_group,
     list_offsets,
     metadata,
+    offset_commit,
     offset_for_leader_epoch,
     produce,
 )
@@ -51,6 +55,25 @@ CODECS: dict[ApiKey, tuple[Decoder, Encoder]] = {
                                admin.encode_create_partitions_response),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.decode_describe_configs_request,
                               describe_configs.encode_describe_configs_response),
+    # --- consumer groups (issue 12; handlers in broker/group_coordinator/handlers.py) ---
+    ApiKey.JOIN_GROUP: (join_group.decode_join_group_request, join_group.encode_join_group_response),
+    ApiKey.SYNC_GROUP: (join_group.decode_sync_group_request, join_group.encode_sync_group_response),
+    ApiKey.HEARTBEAT: (group_membership.decode_heartbeat_request,
+                       group_membership.encode_heartbeat_response),
+    ApiKey.LEAVE_GROUP: (group_membership.decode_leave_group_request,
+                         group_membership.encode_leave_group_response),
+    ApiKey.OFFSET_COMMIT: (offset_commit.decode_offset_commit_request,
+                           offset_commit.encode_offset_commit_response),
+    ApiKey.OFFSET_FETCH: (offset_commit.decode_offset_fetch_request,
+                          offset_commit.encode_offset_fetch_response),
+    ApiKey.OFFSET_DELETE: (offset_commit.decode_offset_delete_request,
+                           offset_commit.encode_offset_delete_response),
+    ApiKey.DESCRIBE_GROUPS: (group_admin.decode_describe_groups_request,
+                             group_admin.encode_describe_groups_response),
+    ApiKey.LIST_GROUPS: (group_admin.decode_list_groups_request,
+                         group_admin.encode_list_groups_response),
+    ApiKey.DELETE_GROUPS: (group_admin.decode_delete_groups_request,
+                           group_admin.encode_delete_groups_response),
 }
 
 IMPLEMENTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
