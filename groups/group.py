@@ -146,7 +146,9 @@ class ClassicGroup:
         members = dict(self.members)
         members[member.member_id] = member
         pending = {k: v for k, v in self.pending_members.items() if k != member.member_id}
-        return replace(self, members=members, pending_members=pending)
+        # Kafka's add(): the first member sets the group's protocol type
+        protocol_type = self.protocol_type if self.members else member.protocol_type
+        return replace(self, members=members, pending_members=pending, protocol_type=protocol_type)
 
     def without_member(self, member_id: str) -> ClassicGroup:
         members = {k: v for k, v in self.members.items() if k != member_id}
