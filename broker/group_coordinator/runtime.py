@@ -65,8 +65,8 @@ def wall_ms() -> int:
 
 
 class CoordinatorError(Exception):
-    """This broker cannot serve the group now: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE."""
+    """This broker cannot serve the group now (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE) or the group id is empty (INVALID_GROUP_ID)."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -144,6 +144,8 @@ class GroupCoordinator:
     def shard_for(self, group_id: str) -> Shard:
         """The ACTIVE shard coordinating `group_id` here; CoordinatorError otherwise."""
         self.ensure_started()
+        if not group_id:  # Kafka checks this before routing: any broker answers it
+            raise CoordinatorError(E.INVALID_GROUP_ID, "the group id is empty")
         count = self.partition_count()
         if count is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE, f"{GROUP_METADATA_TOPIC_NAME} does not exist yet")
