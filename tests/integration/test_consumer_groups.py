@@ -181,3 +181,55 @@ def test_committed_offsets_are_kept(cluster: LocalCluster, tmp_path: Path) -> No
     finally:
         stop_members(again)
     assert sorted(consumed_values(again)) == sorted(values("resume-more", 30))
+
+
+def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from tidelog.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_groups_cli_lag_and_reset_to_earliest(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = new_topic(cluster, "cli-groups")
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    produce(bootstrap, topic, values("cli", 90))
+    members = [start_member("kafka-python", bootstrap, "cli-group", topic, 0)]
+    try:
+        wait_until("consumed", lambda: len(consumed_values(members)) >= 90, CONSUME_S)
+        code, out = tidelog(capsys, "groups", "describe", "--group", "cli-group", "--bootstrap-server", bootstrap)
+        assert code == 0, out
+        assert "kafka-python-0" in out  # the owner of each partition: its client id
+    finally:
+        stop_members(members)
+    produce(bootstrap, topic, values("cli-lag", 30))  # 30 records of lag in all
+    code, out = tidelog(capsys, "groups", "list", "--bootstrap-server", bootstrap)
+    assert code == 0 and "cli-group" in out.split()
+    code, out = tidelog(capsys, "groups", "describe", "--group", "cli-group", "--bootstrap-server", bootstrap)
+    assert code == 0 and "has no active members" in out, out
+    rows = [line.split() for line in out.splitlines() if line.startswith("cli-group ")]
+    assert len(rows) == PARTITIONS
+    for _, _, _, current, end, lag, *_ in rows:
+        assert int(lag) == int(end) - int(current)
+    assert sum(int(r[5]) for r in rows) == 30
+
+    code, out = tidelog(capsys, "groups", "reset-offsets", "--group", "cli-group", "--topic", topic,
+                        "--to-earliest", "--bootstrap-server", bootstrap)
+    assert code == 0 and "NEW-OFFSET" in out  # a dry run: nothing changed
+    code, out = tidelog(capsys, "groups", "describe", "--group", "cli-group", "--bootstrap-server", bootstrap)
+    assert sum(int(line.split()[5]) for line in out.splitlines() if line.startswith("cli-group ")) == 30
+    code, out = tidelog(capsys, "groups", "reset-offsets", "--group", "cli-group", "--topic", topic,
+                        "--to-earliest", "--execute", "--bootstrap-server", bootstrap)
+    assert code == 0, out
+    again = [start_member("confluent", bootstrap, "cli-group", topic, 1)]
+    try:
+        wait_until("everything consumed again", lambda: len(consumed_values(again)) >= 120, CONSUME_S)
+    finally:
+        stop_members(again)
+    assert sorted(consumed_values(again)) == sorted(values("cli", 90) + values("cli-lag", 30))
+    code, out = tidelog(capsys, "groups", "delete", "--group", "cli-group", "--bootstrap-server", bootstrap)
+    assert code == 0 and "successful" in out, out
+    code, out = tidelog(capsys, "groups", "describe", "--group", "cli-group", "--bootstrap-server", bootstrap)
+    assert code == 1 and "GROUP_ID_NOT_FOUND" in out
