@@ -112,6 +112,8 @@ class GroupCoordinator:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_retention_check = now_ms()
+        self.rebalances_total = 0  # completed join phases (a new generation)
+        self.offset_commits_total = 0  # committed partition offsets
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -194,6 +196,7 @@ class GroupCoordinator:
                 for record in outcome.records:
                     if isinstance(record.key, OffsetCommitKey):
                         shard.offsets = replay_offsets(shard.offsets, record)
+                        self.offset_commits_total += record.value is not None
         for member_id, join in outcome.joins:
             shard.answer_join(group_id, member_id, join)
         for member_id, sync in outcome.syncs:
@@ -208,6 +211,8 @@ class GroupCoordinator:
             shard.groups[group_id] = group
         old_state = None if before is None else before.state
         new_state = None if group is None else group.state
+        if group is not None and before is not None and group.generation_id > before.generation_id:
+            self.rebalances_total += 1
         if old_state != new_state or outcome.reason:
             log.info("Group %s (%s-%d) %s -> %s, generation %s: %s", group_id, GROUP_METADATA_TOPIC_NAME,
                      shard.partition, "absent" if old_state is None else old_state.value,
@@ -233,6 +238,26 @@ class GroupCoordinator:
         code = await self.replicas.wait_for_high_watermark(
             tp, info.last_offset + 1, self.settings.commit_timeout_ms / SECOND_MS)
         return _APPEND_ERRORS.get(code, ErrorCode(code)) if code else E.NONE
+
+    # ---- metrics -------------------------------------------------------------------------
+
+    def prometheus(self, prefix: str) -> str:
+        """Prometheus text lines: groups by state, rebalances, committed offsets (rate() gives commits/s)."""
+        by_state = {state: 0 for state in GroupState if state is not GroupState.DEAD}
+        for shard in self.active_shards():
+            for group in shard.groups.values():
+                by_state[group.state] = by_state.get(group.state, 0) + 1
+        lines = [f"# HELP {prefix}groups Consumer groups this broker coordinates, by state.",
+                 f"# TYPE {prefix}groups gauge"]
+        lines += [f'{prefix}groups{{state="{state.value}"}} {count}' for state, count in by_state.items()]
+        lines += [f"# HELP {prefix}group_rebalances_total Rebalances completed (new generations) here.",
+                  f"# TYPE {prefix}group_rebalances_total counter", f"{prefix}group_rebalances_total {self.rebalances_total}",
+                  f"# HELP {prefix}offset_commits_total Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",
+                  f"# TYPE {prefix}offset_commits_total counter", f"{prefix}offset_commits_total {self.offset_commits_total}",
+                  f"# HELP {prefix}coordinator_partitions Partitions of {GROUP_METADATA_TOPIC_NAME} served here.",
+                  f"# TYPE {prefix}coordinator_partitions gauge",
+                  f"{prefix}coordinator_partitions {len(self.active_shards())}"]
+        return "\n".join(lines) + "\n"
 
     # ---- loading -------------------------------------------------------------------------
 

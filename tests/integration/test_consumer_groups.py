@@ -233,3 +233,61 @@ def test_groups_cli_lag_and_reset_to_earliest(cluster: LocalCluster, capsys: pyt
     assert code == 0 and "successful" in out, out
     code, out = tidelog(capsys, "groups", "describe", "--group", "cli-group", "--bootstrap-server", bootstrap)
     assert code == 1 and "GROUP_ID_NOT_FOUND" in out
+
+
+KILLED_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 3000,
+              "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def describe(bootstrap: str, group: str):  # noqa: ANN201
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+    from tidelog.kafka_client import KafkaClient
+
+    with KafkaClient(parse_bootstrap_servers(bootstrap)) as client:
+        return GroupAdmin(client).describe(group)
+
+
+def test_a_killed_consumer_is_expired_after_its_session_timeout(cluster: LocalCluster) -> None:
+    import signal
+    import sys
+    import time
+
+    topic = new_topic(cluster, "killed")
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    process = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, bootstrap, "killed-group", topic])
+    try:
+        wait_until("the member joined", lambda: describe(bootstrap, "killed-group").state == "Stable", CONSUME_S)
+        assert len(describe(bootstrap, "killed-group").members) == 1
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    killed_at = time.monotonic()
+    wait_until("the member expired", lambda: describe(bootstrap, "killed-group").state == "Empty", 20.0)
+    waited = time.monotonic() - killed_at
+    assert 1.5 <= waited <= 10, f"expired after {waited:.1f} s with a 3 s session timeout"
+
+
+def test_broker_metrics_count_groups_rebalances_and_commits(cluster: LocalCluster) -> None:
+    from tests.integration.cluster_fixtures import http
+
+    totals: dict[str, float] = {}
+    for broker in cluster.brokers:
+        status, body = http(broker.spec.metrics_url)
+        assert status == 200
+        for line in body.decode().splitlines():
+            if line.startswith(("tidelog_broker_group_rebalances_total", "tidelog_broker_offset_commits_total",
+                                "tidelog_broker_groups{")):
+                name, value = line.rsplit(" ", 1)
+                totals[name] = totals.get(name, 0) + float(value)
+    assert totals["tidelog_broker_group_rebalances_total"] > 0  # the tests before this one rebalanced
+    assert totals["tidelog_broker_offset_commits_total"] > 0
+    assert 'tidelog_broker_groups{state="Empty"}' in totals
