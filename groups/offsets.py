@@ -54,8 +54,8 @@ def _commit_error(group: ClassicGroup | None, req: CommitRequest) -> ErrorCode:
         return E.NONE if req.generation_id < 0 else E.ILLEGAL_GENERATION
     if group.state is GroupState.DEAD:
         return E.COORDINATOR_NOT_AVAILABLE
-    if req.generation_id < 0 and not req.member_id and group.state is GroupState.EMPTY:
-        return E.NONE
+    if req.generation_id < 0 and group.state is GroupState.EMPTY:
+        return E.NONE  # the group only stores offsets in Kafka (Kafka's doCommitOffsets)
     holder = group.static_member(req.group_instance_id)
     if holder is not None and holder != req.member_id:
         return E.FENCED_INSTANCE_ID

@@ -54,3 +54,12 @@ def test_reset_offsets_options_are_kafkas() -> None:
     assert (args.group, args.topic, args.shift_by, args.execute) == ("g", "t", -5, True)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["groups", "reset-offsets", "--group", "g", "--topic", "t"])
+
+
+def test_internal_topics_are_listed_only_when_asked() -> None:
+    from tidelog.cli_topics import shown
+
+    topics = [{"name": "__consumer_offsets"}, {"name": "demo"}]
+    assert [t["name"] for t in shown(topics, False)] == ["demo"]
+    assert [t["name"] for t in shown(topics, True)] == ["__consumer_offsets", "demo"]
+    assert build_parser().parse_args(["topics", "list", "--include-internal"]).include_internal
