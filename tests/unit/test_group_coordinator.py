@@ -187,3 +187,54 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:  # noqa: ANN001
                        oc.decode_offset_fetch_response)).error_code == E.INVALID_GROUP_ID
     assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == 0
     await handler.close()
+
+
+# ---- the runtime's timers and leadership, on an injected clock ------------------------------
+
+
+async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:  # noqa: ANN001
+    from broker.group_coordinator import handlers
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from groups.state import GroupState
+    from metadata.records import PartitionChange
+
+    _, replicas = broker
+    clock = [NOW]
+    image = [IMAGE]
+    coord = GroupCoordinator(ME, replicas, lambda: image[0], SETTINGS, now_ms=lambda: clock[0])
+    try:
+        coord._scan_leadership()  # what the timer task does every tick
+        await coord.shards[0].load_task
+        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+
+        async def join_v3(member: str = "") -> jg.JoinGroupResponse:
+            return await handlers.join(coord, jg.JoinGroupRequest(HERE, 10000, 30000, member, None, "consumer",
+                                                                  protocols), 3, "client")
+
+        a = await join_v3()
+        sync = await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()), 3, "c")
+        assert sync.error_code == 0 and coord.shards[0].groups[HERE].state is GroupState.STABLE
+
+        clock[0] += 9_999  # one ms before the session ends: nothing happens
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)
+        assert list(coord.shards[0].groups[HERE].members) == [a.member_id]
+        clock[0] += 1
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)  # the expiry appends the empty group's record, then applies
+        group = coord.shards[0].groups[HERE]
+        assert group.state is GroupState.EMPTY and not group.members
+
+        a = await join_v3()  # a new generation with one member...
+        waiting = asyncio.ensure_future(join_v3())  # ... and a second one waits for it to rejoin
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        image[0] = replay(IMAGE, PartitionChange("OFFSETS", 0, leader=2, isr=(1, 2), replicas=(1, 2)))
+        replicas.apply_changes(changes_for_broker(IMAGE, image[0], ME), image[0])
+        coord._scan_leadership()  # leadership moved: the shard is dropped at once
+        assert (await asyncio.wait_for(waiting, 1)).error_code == E.NOT_COORDINATOR
+        assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, 1, a.member_id), 3, "c")
+                ).error_code == E.NOT_COORDINATOR
+        assert 'x_groups{state="Stable"} 0' in coord.prometheus("x_")
+    finally:
+        await coord.close()
