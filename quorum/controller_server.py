@@ -48,6 +48,7 @@ from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
 from quorum.controller_result import ControllerApiError
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
+from quorum.group_api import GroupApi
 from quorum.openapi import openapi_document
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (
@@ -114,7 +115,8 @@ class ControllerServer:
                                    middlewares=[self._errors])
         self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._rebalance: asyncio.Task[None] | None = None
-        self.app.add_routes(self._admin_routes() + self._brokers.routes())
+        self.app.add_routes(self._admin_routes() + self._brokers.routes()
+                            + GroupApi(self.image, self.authorize).routes())  # consumer groups (issue 12)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
+from groups.offset_reset import ResetTo, plan_reset
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
 from tidelog.table import render
@@ -53,28 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     reset.set_defaults(run=run_reset)
 
 
-def plan_reset(partitions: list[int], committed: Mapping[int, int], earliest: Mapping[int, int],
-               latest: Mapping[int, int], *, to_earliest: bool = False, to_latest: bool = False,
-               to_offset: int | None = None, shift_by: int | None = None,
-               by_time: Mapping[int, int] | None = None) -> dict[int, int]:
-    """New offset per partition, clamped to [log start, log end] as kafka-consumer-groups does."""
-    plan = {}
-    for p in partitions:
-        low, high = earliest[p], latest[p]
-        if to_earliest:
-            target = low
-        elif to_latest:
-            target = high
-        elif to_offset is not None:
-            target = to_offset
-        elif shift_by is not None:
-            target = committed.get(p, low) + shift_by
-        elif by_time is not None:
-            target = by_time.get(p, high)
-        else:
-            raise UsageError("give one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime")
-        plan[p] = min(max(target, low), high)
-    return plan
+def _target(args: argparse.Namespace) -> tuple[ResetTo, int]:
+    if args.to_earliest:
+        return ResetTo.EARLIEST, 0
+    if args.to_latest:
+        return ResetTo.LATEST, 0
+    if args.to_offset is not None:
+        return ResetTo.OFFSET, args.to_offset
+    if args.shift_by is not None:
+        return ResetTo.SHIFT, args.shift_by
+    return ResetTo.TIMESTAMP, 0
 
 
 def _parse_topic(text: str) -> tuple[str, list[int] | None]:
@@ -168,14 +157,13 @@ def _reset(args: argparse.Namespace) -> int:
                 except ValueError:
                     raise UsageError(f"--to-datetime {args.to_datetime!r} is not YYYY-MM-DDTHH:mm:SS.sss") from None
                 by_time = {p: o for (t, p), o in admin.log_end_offsets([topic], when).items()}
-            plan = plan_reset(partitions, committed, earliest, latest, to_earliest=args.to_earliest,
-                              to_latest=args.to_latest, to_offset=args.to_offset, shift_by=args.shift_by,
-                              by_time=by_time)
+            to, value = _target(args)
+            described = admin.describe(args.group)
+            if described.members:  # Kafka's tool refuses a dry run too
+                raise ClusterError("NON_EMPTY_GROUP", f"Assignments can only be reset if the group "
+                                   f"'{args.group}' is inactive, but the current state is {described.state}.")
+            plan = plan_reset(partitions, committed, earliest, latest, to, value, by_time)
             if args.execute:
-                described = admin.describe(args.group)
-                if described.members:
-                    raise ClusterError("NON_EMPTY_GROUP", f"Assignments can only be reset if the group "
-                                       f"'{args.group}' is inactive, but the current state is {described.state}.")
                 admin.commit(args.group, {(topic, p): o for p, o in plan.items()})
         except BrokerUnavailable as exc:
             raise _unavailable(exc) from None

@@ -27,6 +27,7 @@ from common.protocol.find_coordinator import (
     encode_find_coordinator_request,
 )
 from common.units import SECONDS
+from groups.offset_reset import assigned_partitions
 from tidelog.cli_common import ClusterError
 from tidelog.kafka_client import LATEST_TIMESTAMP, KafkaClient, error_name
 
@@ -60,22 +61,6 @@ class GroupDescription:
     coordinator: int
     members: tuple[ga.DescribedGroupMember, ...]
     partitions: tuple[PartitionLag, ...]
-
-
-def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
-    """The (topic, partition) pairs of a ConsumerProtocolAssignment (any version)."""
-    from common.protocol.primitives import ProtocolError, Reader
-
-    try:
-        r = Reader(assignment)
-        r.int16()
-        out = []
-        for _ in range(max(r.int32(), 0)):  # bounded by the bytes: each entry reads at least 6
-            topic = r.string()
-            out.extend((topic, p) for p in r.int32_array())
-        return out
-    except ProtocolError:
-        return []
 
 
 class GroupAdmin:

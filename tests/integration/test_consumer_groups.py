@@ -291,3 +291,56 @@ def test_broker_metrics_count_groups_rebalances_and_commits(cluster: LocalCluste
     assert totals["tidelog_broker_group_rebalances_total"] > 0  # the tests before this one rebalanced
     assert totals["tidelog_broker_offset_commits_total"] > 0
     assert 'tidelog_broker_groups{state="Empty"}' in totals
+
+
+def test_admin_api_groups_lag_reset_and_delete(cluster: LocalCluster) -> None:
+    import json
+
+    from tests.integration.cluster_fixtures import http
+
+    topic = new_topic(cluster, "api-groups")
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    produce(bootstrap, topic, values("api", 60))
+    members = [start_member("confluent", bootstrap, "api-group", topic, 0)]
+    try:
+        wait_until("consumed", lambda: len(consumed_values(members)) >= 60, CONSUME_S)
+        status, body = http(f"{cluster.admin_url}/v1/groups/api-group")
+        assert status == 200, body
+        live = json.loads(body)
+        assert live["state"] == "Stable" and live["protocol_type"] == "consumer" and live["protocol"] == "range"
+        (member,) = live["members"]
+        assert member["client_id"] == "confluent-0" and len(member["assignment"]) == PARTITIONS
+        status, body = http(f"{cluster.admin_url}/v1/groups/api-group/offsets", "POST",
+                            {"topic": topic, "to": "earliest"})
+        assert status == 409 and json.loads(body)["error"] == "NON_EMPTY_GROUP"
+    finally:
+        stop_members(members)
+    produce(bootstrap, topic, values("api-lag", 20))
+    status, body = http(f"{cluster.admin_url}/v1/groups")
+    assert status == 200 and "api-group" in {g["group_id"] for g in json.loads(body)}
+    described = json.loads(http(f"{cluster.admin_url}/v1/groups/api-group")[1])
+    assert described["state"] == "Empty" and described["members"] == []
+    offsets = described["offsets"]
+    assert len(offsets) == PARTITIONS
+    assert all(o["lag"] == o["log_end_offset"] - o["committed_offset"] for o in offsets)
+    assert sum(o["lag"] for o in offsets) == 20
+    assert sum(o["log_end_offset"] for o in offsets) == 80  # the high watermarks
+
+    status, body = http(f"{cluster.admin_url}/v1/groups/api-group/offsets", "POST",
+                        {"topic": topic, "to": "shift", "value": -1, "partitions": [0]})
+    plan = json.loads(body)
+    assert status == 200 and plan["dry_run"] and [o["partition"] for o in plan["offsets"]] == [0]
+    status, body = http(f"{cluster.admin_url}/v1/groups/api-group/offsets", "POST",
+                        {"topic": topic, "to": "earliest", "execute": True})
+    assert status == 200 and not json.loads(body)["dry_run"]
+    described = json.loads(http(f"{cluster.admin_url}/v1/groups/api-group")[1])
+    assert sum(o["lag"] for o in described["offsets"]) == 80
+    status, body = http(f"{cluster.admin_url}/v1/groups/api-group/offsets", "POST", {"topic": topic, "to": "nope"})
+    assert status == 400 and json.loads(body)["field"] == "to"
+    status, body = http(f"{cluster.admin_url}/v1/groups/api-group", "DELETE")
+    assert status == 200 and json.loads(body)["deleted"]
+    status, body = http(f"{cluster.admin_url}/v1/groups/api-group")
+    assert status == 404 and json.loads(body)["error"] == "GROUP_ID_NOT_FOUND"
+    status, body = http(f"{cluster.admin_url}/v1/groups/never-there", "DELETE")
+    assert status == 404
