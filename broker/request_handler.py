@@ -58,10 +58,10 @@ from common.protocol.init_producer_id import (
 )
 from common.protocol.primitives import Chunk, ProtocolError
 from common.topic_config import LogConfig
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.records import ConfigResourceType
 from metadata.topic_name import topic_name_error
-from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 
 log = logging.getLogger(__name__)
 

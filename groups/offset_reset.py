@@ -47,7 +47,7 @@ def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
     try:
         r = Reader(assignment)
         r.int16()
-        out = []
+        out: list[tuple[str, int]] = []
         for _ in range(max(r.int32(), 0)):  # bounded by the bytes: each entry reads at least 6
             topic = r.string()
             out.extend((topic, p) for p in r.int32_array())

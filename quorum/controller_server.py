@@ -46,9 +46,9 @@ from quorum.active_controller import (
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
 from quorum.controller_result import ControllerApiError
+from quorum.group_api import GroupApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
-from quorum.group_api import GroupApi
 from quorum.openapi import openapi_document
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (

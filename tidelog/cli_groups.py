@@ -13,7 +13,6 @@ it needs the group to be empty (its members stopped), or the commit is refused.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 

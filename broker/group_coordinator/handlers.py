@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
 from common.errors import ErrorCode
@@ -20,7 +20,7 @@ from common.protocol import offset_commit as oc
 from common.protocol.api_keys import ApiKey
 from groups.group import ClassicGroup
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
-from groups.membership import LeavingMember, heartbeat, leave_group
+from groups.membership import LeaveResult, LeavingMember, heartbeat, leave_group
 from groups.offsets import (
     CommitPartition,
     CommitRequest,
@@ -117,9 +117,9 @@ async def leave(coord: GroupCoordinator, req: gm.LeaveGroupRequest, version: int
     outcome = leave_group(shard.groups.get(req.group_id), req.group_id, leaving, coord.now_ms(), coord.config)
     await coord.run(shard, req.group_id, outcome)
     result = outcome.response
-    members = tuple(gm.MemberResponse(m.member_id, m.group_instance_id, int(code))
-                    for m, code in result.members)  # type: ignore[union-attr]
-    error = int(result.error)  # type: ignore[union-attr]
+    assert isinstance(result, LeaveResult)
+    members = tuple(gm.MemberResponse(m.member_id, m.group_instance_id, int(code)) for m, code in result.members)
+    error = int(result.error)
     if version < 3 and error == 0 and members:  # one member: its error is the request's
         error = members[0].error_code
     return gm.LeaveGroupResponse(error, members if version >= 3 else ())
@@ -192,7 +192,7 @@ async def offset_delete(coord: GroupCoordinator, req: oc.OffsetDeleteRequest, ve
     outcome = delete_offsets(shard.groups.get(req.group_id), shard.offsets.get(req.group_id),
                              req.group_id, partitions)
     error = await coord.run(shard, req.group_id, outcome)
-    group_error, answers = outcome.response  # type: ignore[misc]
+    group_error, answers = cast(tuple[ErrorCode, tuple[tuple[str, int, ErrorCode], ...]], outcome.response)
     if group_error is E.NONE and error is not E.NONE:
         group_error = error
     topics: dict[str, list[oc.PartitionError]] = {}

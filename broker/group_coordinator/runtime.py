@@ -243,7 +243,7 @@ class GroupCoordinator:
 
     def prometheus(self, prefix: str) -> str:
         """Prometheus text lines: groups by state, rebalances, committed offsets (rate() gives commits/s)."""
-        by_state = {state: 0 for state in GroupState if state is not GroupState.DEAD}
+        by_state: dict[GroupState, int] = {state: 0 for state in GroupState if state is not GroupState.DEAD}
         for shard in self.active_shards():
             for group in shard.groups.values():
                 by_state[group.state] = by_state.get(group.state, 0) + 1

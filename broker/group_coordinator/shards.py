@@ -66,13 +66,13 @@ class Shard:
         """Leadership moved (or the broker stops): every parked request answers `error`."""
         if self.load_task is not None:
             self.load_task.cancel()
-        for (_, member_id), futures in self.joins.items():
-            for f in futures:
-                if not f.done():
-                    f.set_result(JoinResult(error, member_id=member_id))
-        for futures in self.syncs.values():
-            for f in futures:
-                if not f.done():
-                    f.set_result(SyncResult(error))
+        for (_, member_id), joins in self.joins.items():
+            for join in joins:
+                if not join.done():
+                    join.set_result(JoinResult(error, member_id=member_id))
+        for syncs in self.syncs.values():
+            for sync in syncs:
+                if not sync.done():
+                    sync.set_result(SyncResult(error))
         self.joins.clear()
         self.syncs.clear()

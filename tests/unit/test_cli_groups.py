@@ -7,6 +7,7 @@ import pytest
 from tidelog.cli import build_parser
 from tidelog.group_admin import PartitionLag
 
+
 def test_lag_is_log_end_minus_committed() -> None:
     assert PartitionLag("t", 0, 40, 100, None).lag == 60
     assert PartitionLag("t", 0, None, 100, None).lag is None
