@@ -88,7 +88,8 @@ def _join_unknown(group: ClassicGroup, before: ClassicGroup | None, req: JoinReq
         # KIP-394: the member must rejoin with this id, so a client that lost the answer
         # cannot leave an orphan member behind until its session expires.
         pending = group.with_pending(new_member_id, now_ms + req.session_timeout_ms)
-        return Outcome(pending, response=JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_member_id))
+        return Outcome(pending, response=JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_member_id),
+                       reason=f"member id {new_member_id} handed out (MEMBER_ID_REQUIRED)")
     return _add_and_rebalance(group, _new_member(req, new_member_id, now_ms), now_ms, config,
                               f"member {new_member_id} joined")
 
