@@ -344,3 +344,51 @@ def test_admin_api_groups_lag_reset_and_delete(cluster: LocalCluster) -> None:
     assert status == 404 and json.loads(body)["error"] == "GROUP_ID_NOT_FOUND"
     status, body = http(f"{cluster.admin_url}/v1/groups/never-there", "DELETE")
     assert status == 404
+
+
+def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCluster) -> None:
+    """Over one real connection to the coordinator: each bad request gets its error code,
+    nothing is stored, and the connection keeps working."""
+    from common.errors import ErrorCode as E
+    from common.protocol import join_group as jg
+    from common.protocol import offset_commit as oc
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+    from tidelog.kafka_client import KafkaClient
+
+    topic = new_topic(cluster, "bad-input")
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    members = [start_member("confluent", bootstrap, "bad-input-group", topic, 0)]
+    try:
+        wait_until("a live group", lambda: split(members, PARTITIONS), CONSUME_S)
+        with KafkaClient(parse_bootstrap_servers(bootstrap)) as client:
+            admin = GroupAdmin(client)
+            coordinator = admin.coordinator("bad-input-group")
+
+            def join(group: str, protocols: tuple) -> int:
+                request = jg.JoinGroupRequest(group, 10000, 10000, "", None, "consumer", protocols)
+                return client.call(coordinator, ApiKey.JOIN_GROUP, 5, request, jg.encode_join_group_request,
+                                   jg.decode_join_group_response).error_code
+
+            def commit(group: str, *parts: tuple[str, int, str]) -> list[int]:
+                request = oc.OffsetCommitRequest(group, -1, "", tuple(oc.OffsetCommitRequestTopic(t, (
+                    oc.OffsetCommitRequestPartition(p, 5, -1, m),)) for t, p, m in parts))
+                response = client.call(admin.coordinator(group), ApiKey.OFFSET_COMMIT, 7, request,
+                                       oc.encode_offset_commit_request, oc.decode_offset_commit_response)
+                return [p.error_code for t in response.topics for p in t.partitions]
+
+            assert join("", (jg.JoinGroupRequestProtocol("range", b""),)) == E.INVALID_GROUP_ID
+            assert join("bad-input-group", (jg.JoinGroupRequestProtocol("no-such-assignor", b""),)) == \
+                E.INCONSISTENT_GROUP_PROTOCOL
+            assert join("bad-input-group", ()) == E.INCONSISTENT_GROUP_PROTOCOL
+            assert commit("bad-input-group", (topic, 0, "")) == [E.UNKNOWN_MEMBER_ID]  # a live group
+            standalone = "bad-input-standalone"
+            assert commit(standalone, ("no-such-topic", 0, ""), (topic, 0, "x" * 5000)) == [
+                E.UNKNOWN_TOPIC_OR_PARTITION, E.OFFSET_METADATA_TOO_LARGE]
+            assert admin.committed(standalone) == {}
+            assert topic in client.metadata([topic]).topics  # the same connections still work
+    finally:
+        stop_members(members)
+    assert len(members[0].seen()) == 0 and members[0].commit_failures == 0
