@@ -118,6 +118,7 @@ class RequestHandler:
         # --- consumer groups (issue 12)
         self.groups = GroupCoordinator(broker_id, replica_manager, image_provider,
                                        group_settings or CoordinatorSettings())
+        self.groups.ensure_started()  # offsets partitions load as soon as this broker leads them
         self.offsets_topic = OffsetsTopic(
             self.groups, topic_admin, lambda image, broker_id: self._broker_endpoint(image, broker_id))
 

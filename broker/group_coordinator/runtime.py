@@ -118,8 +118,14 @@ class GroupCoordinator:
     # ---- lifecycle ------------------------------------------------------------------------
 
     def ensure_started(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._timers(), name="group-coordinator")
+        """Start the timer task (leadership scan, expiry) once, when an event loop runs."""
+        if self._task is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # built outside the loop (tests): the first request starts it
+            return
+        self._task = loop.create_task(self._timers(), name="group-coordinator")
 
     async def close(self) -> None:
         if self._task is not None:

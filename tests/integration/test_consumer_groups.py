@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -375,9 +376,14 @@ def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCl
             def commit(group: str, *parts: tuple[str, int, str]) -> list[int]:
                 request = oc.OffsetCommitRequest(group, -1, "", tuple(oc.OffsetCommitRequestTopic(t, (
                     oc.OffsetCommitRequestPartition(p, 5, -1, m),)) for t, p, m in parts))
-                response = client.call(admin.coordinator(group), ApiKey.OFFSET_COMMIT, 7, request,
-                                       oc.encode_offset_commit_request, oc.decode_offset_commit_response)
-                return [p.error_code for t in response.topics for p in t.partitions]
+                for _ in range(50):  # a retriable COORDINATOR_LOAD_IN_PROGRESS is retried, as clients do
+                    response = client.call(admin.coordinator(group), ApiKey.OFFSET_COMMIT, 7, request,
+                                           oc.encode_offset_commit_request, oc.decode_offset_commit_response)
+                    codes = [p.error_code for t in response.topics for p in t.partitions]
+                    if E.COORDINATOR_LOAD_IN_PROGRESS not in codes:
+                        return codes
+                    time.sleep(0.1)
+                raise AssertionError(f"{group}: still loading")
 
             assert join("", (jg.JoinGroupRequestProtocol("range", b""),)) == E.INVALID_GROUP_ID
             assert join("bad-input-group", (jg.JoinGroupRequestProtocol("no-such-assignor", b""),)) == \
