@@ -5,6 +5,7 @@ connection (Kafka's error codes, nothing stored, the connection fine)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -218,3 +219,66 @@ def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCl
     finally:
         stop_members(members)
     assert len(members[0].seen()) == 0 and members[0].commit_failures == 0
+
+
+def test_client_admin_apis_on_groups(cluster: LocalCluster) -> None:
+    """confluent-kafka's, kafka-python's and aiokafka's admin clients: list, describe, offsets, alter,
+    delete (kafka-python's delete_group_offsets is OffsetDelete)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    topic = new_topic(cluster, "client-admin")
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    produce(bootstrap, topic, values("client-admin", 30))
+    members = [start_member("confluent", bootstrap, "client-admin-group", topic, 0)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    python_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        wait_until("consumed", lambda: len(consumed_values(members)) >= 30, CONSUME_S)
+        listed = admin.list_consumer_groups().result(timeout=20)
+        assert "client-admin-group" in {g.group_id for g in listed.valid}
+        described = admin.describe_consumer_groups(["client-admin-group"])["client-admin-group"].result(timeout=20)
+        assert described.state.name == "STABLE" and len(described.members) == 1
+        assert {tp.partition for tp in described.members[0].assignment.topic_partitions} == set(range(PARTITIONS))
+        assert "client-admin-group" in {g["group_id"] for g in python_admin.list_groups()}
+        py_described = python_admin.describe_groups(["client-admin-group"])["client-admin-group"]
+        assert py_described["error"] is None and py_described["group_state"] == "Stable"
+        assert len(py_described["members"]) == 1
+    finally:
+        stop_members(members)
+    wait_until("the member left", lambda: describe(bootstrap, "client-admin-group").state == "Empty", CONSUME_S)
+    request = ConsumerGroupTopicPartitions("client-admin-group", [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    offsets = admin.list_consumer_group_offsets([request])["client-admin-group"].result(timeout=20)
+    assert sum(tp.offset for tp in offsets.topic_partitions) == 30
+    assert sum(o.offset for o in asyncio.run(aiokafka_offsets(bootstrap, "client-admin-group")).values()) == 30
+    py_offsets = python_admin.list_group_offsets({"client-admin-group": None})["client-admin-group"]
+    assert sum(o.offset for o in py_offsets.values()) == 30
+    from kafka import TopicPartition as PyTopicPartition
+    python_admin.delete_group_offsets("client-admin-group", [PyTopicPartition(topic, 0)])  # OffsetDelete
+    remaining = python_admin.list_group_offsets({"client-admin-group": None})["client-admin-group"]
+    assert {tp.partition for tp, o in remaining.items() if o.offset >= 0} == set(range(1, PARTITIONS))
+    altered = ConsumerGroupTopicPartitions("client-admin-group", [TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    admin.alter_consumer_group_offsets([altered])["client-admin-group"].result(timeout=20)
+    offsets = admin.list_consumer_group_offsets([request])["client-admin-group"].result(timeout=20)
+    assert [tp.offset for tp in offsets.topic_partitions] == [0] * PARTITIONS
+    admin.delete_consumer_groups(["client-admin-group"])["client-admin-group"].result(timeout=20)
+    assert "client-admin-group" not in {g.group_id for g in admin.list_consumer_groups().result(timeout=20).valid}
+    python_admin.close()
+
+
+async def aiokafka_offsets(bootstrap: str, group: str) -> dict:
+    """aiokafka's admin client: the group is listed and described, and its committed offsets."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        assert group in {g[0] for g in await admin.list_consumer_groups()}
+        (described,) = (await admin.describe_consumer_groups([group]))[0].groups
+        error_code, group_id, state = described[:3]  # aiokafka answers the protocol's tuples
+        assert (error_code, group_id, state) == (0, group, "Empty")
+        return await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
