@@ -29,6 +29,12 @@ bench-broker: $(BASE_STAMP)
 	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
 	$(BIN)/python bench/sendfile_vs_pread.py
 
+# consumer groups beside Tansu: join -> first record, rebalance of 10 when an 11th joins,
+# synchronous commits/s (goals: <= 0.5 s, <= 1 s)
+.PHONY: bench-groups
+bench-groups: $(BASE_STAMP)
+	$(BIN)/python bench/groups.py
+
 # acks=all into RF=3 against RF=1 on 1 controller + 3 brokers, and leader SIGKILL -> first
 # acks=all write at two broker session timeouts; RECORDS=50000 for a quick run
 .PHONY: bench-replication

@@ -52,9 +52,13 @@ from common.protocol import (  # noqa: E402
     find_coordinator,
     produce,  # noqa: E402
 )
+from common.protocol import group_admin as ga  # noqa: E402
+from common.protocol import group_membership as gm  # noqa: E402
 from common.protocol import init_producer_id as ipi  # noqa: E402
+from common.protocol import join_group as jg  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
+from common.protocol import offset_commit as oc  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
@@ -141,7 +145,45 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         req = describe_configs.DescribeConfigsRequest((describe_configs.DescribeConfigsResource(
             2, topic, ("cleanup.policy", "retention.ms")),), True)
         return join_chunks(describe_configs.encode_describe_configs_request(req, version))
+    group = _group_request(api, version, topic)
+    if group is not None:
+        return group
     raise AssertionError(f"no fuzz frame for {api.name}: add one")  # a new codec: add it here
+
+
+FUZZ_GROUP: Final = "fuzz-group"
+
+
+def _group_request(api: ApiKey, version: int, topic: str) -> bytes | None:
+    """The group APIs (issue 12); a JoinGroup's rebalance timeout is short: it may wait that long."""
+    if api is ApiKey.JOIN_GROUP:
+        req = jg.JoinGroupRequest(FUZZ_GROUP, 6000, 100, "", None, "consumer",
+                                  (jg.JoinGroupRequestProtocol("range", b"\x00\x00\x00\x00\x00\x00"),))
+        return join_chunks(jg.encode_join_group_request(req, version))
+    if api is ApiKey.SYNC_GROUP:
+        return join_chunks(jg.encode_sync_group_request(jg.SyncGroupRequest(FUZZ_GROUP, 1, "m", None, ()), version))
+    if api is ApiKey.HEARTBEAT:
+        return join_chunks(gm.encode_heartbeat_request(gm.HeartbeatRequest(FUZZ_GROUP, 1, "m"), version))
+    if api is ApiKey.LEAVE_GROUP:
+        req = gm.LeaveGroupRequest(FUZZ_GROUP, (gm.MemberIdentity("m"),))
+        return join_chunks(gm.encode_leave_group_request(req, version))
+    if api is ApiKey.OFFSET_COMMIT:
+        req = oc.OffsetCommitRequest(FUZZ_GROUP, -1, "", (oc.OffsetCommitRequestTopic(
+            topic, (oc.OffsetCommitRequestPartition(0, 1, -1, "fuzz"),)),))
+        return join_chunks(oc.encode_offset_commit_request(req, version))
+    if api is ApiKey.OFFSET_FETCH:
+        req = oc.OffsetFetchRequest(FUZZ_GROUP, (oc.OffsetFetchRequestTopic(topic, (0,)),))
+        return join_chunks(oc.encode_offset_fetch_request(req, version))
+    if api is ApiKey.OFFSET_DELETE:
+        req = oc.OffsetDeleteRequest(FUZZ_GROUP, (oc.OffsetDeleteRequestTopic(topic, (0,)),))
+        return join_chunks(oc.encode_offset_delete_request(req, version))
+    if api is ApiKey.DESCRIBE_GROUPS:
+        return join_chunks(ga.encode_describe_groups_request(ga.DescribeGroupsRequest((FUZZ_GROUP,)), version))
+    if api is ApiKey.LIST_GROUPS:
+        return join_chunks(ga.encode_list_groups_request(ga.ListGroupsRequest(), version))
+    if api is ApiKey.DELETE_GROUPS:
+        return join_chunks(ga.encode_delete_groups_request(ga.DeleteGroupsRequest(("fuzz-absent-group",)), version))
+    return None
 
 
 def frame(api: ApiKey, version: int, correlation_id: int, body: bytes) -> bytes:
@@ -160,7 +202,7 @@ REAL_BODIES: Final = {(api, v): request_body(api, v) for api, v in API_VERSION_P
 class Prediction:
     answers: tuple[int, ...]  # correlation ids answered, in order
     end: str  # "open": connection stays usable; "error": broker closes it; "partial": waits for bytes
-    long_poll: bool  # a parsed Fetch may wait max_wait_ms before answering
+    long_poll: bool  # a parsed Fetch may wait max_wait_ms, a JoinGroup/SyncGroup a rebalance, before answering
     silent: int  # Produce acks=0 frames (no answer)
     error: str | None = None  # a non-ProtocolError from the codecs: a bug in the pure core
 
@@ -184,6 +226,7 @@ def predict(data: bytes) -> Prediction:
                     silent += 1
                     continue
                 long_poll |= isinstance(request, fetch.FetchRequest) and request.max_wait_ms > 0
+                long_poll |= isinstance(request, jg.JoinGroupRequest | jg.SyncGroupRequest)  # a rebalance
             answers.append(header.correlation_id)
     except ProtocolError:
         return Prediction(tuple(answers), "error", long_poll, silent)

@@ -213,6 +213,7 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
 def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, advertised: Listener,
                   client: Any, config: Config) -> Any:
     """The Kafka request handler (broker.request_handler), reading the follower's image."""
+    from broker.group_coordinator.runtime import CoordinatorSettings
     from broker.request_handler import RequestHandler
     from broker.topic_admin import HttpTopicAdmin
 
@@ -223,7 +224,7 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
         listener_name=advertised.name,
         topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
-        broker_config=config)
+        broker_config=config, group_settings=CoordinatorSettings.from_config(config))
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:
@@ -315,7 +316,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         late.handler = handler
         if settings.metrics_address is not None:
             def render() -> str:
-                return render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
+                return (render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
+                        + handler.groups.prometheus(METRICS_PREFIX))  # consumer groups (issue 12)
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
@@ -387,10 +389,10 @@ class _LateHandler:
 
     handler: Any = None
 
-    async def handle(self, header: Any, body: memoryview) -> Any:
+    async def handle(self, header: Any, body: memoryview, client_host: str = "") -> Any:
         if self.handler is None:
             raise ProtocolError("the broker is still starting")
-        return await self.handler.handle(header, body)
+        return await self.handler.handle(header, body, client_host)
 
 
 def run(config_path: str) -> int:

@@ -18,23 +18,30 @@ controllers' admin HTTP API through a `TopicAdmin`; `HttpTopicAdmin` is the real
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient
+from broker.group_coordinator import handlers as group
+from broker.group_coordinator.offsets_topic import OffsetsTopic
+from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers.admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
 )
-from broker.handlers.context import ApiRow, BrokerContext, Handler
+from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
-from broker.handlers.metadata import handle_find_coordinator, handle_metadata
+from broker.handlers.metadata import (
+    broker_endpoint,
+    handle_find_coordinator,
+    handle_metadata,
+)
 from broker.handlers.produce import handle_init_producer_id, handle_produce
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
@@ -46,9 +53,13 @@ from common.protocol import (
     describe_configs,
     fetch,
     find_coordinator,
+    group_admin,
+    group_membership,
     init_producer_id,
+    join_group,
     list_offsets,
     metadata,
+    offset_commit,
     offset_for_leader_epoch,
     produce,
 )
@@ -61,8 +72,16 @@ from metadata.image import MetadataImage
 
 
 async def handle_api_versions(ctx: BrokerContext, req: api_versions.ApiVersionsRequest,
-                              version: int) -> api_versions.ApiVersionsResponse:
+                              version: int, client: ClientInfo) -> api_versions.ApiVersionsResponse:
     return api_versions.ApiVersionsResponse(0, ADVERTISED_API_VERSIONS)
+
+
+def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable[Any]]) -> Handler:
+    """A group API handler (broker/group_coordinator/handlers.py) served by this broker's
+    coordinator."""
+    async def serve(ctx: BrokerContext, request: Any, version: int, client: ClientInfo) -> Any:
+        return await handler(ctx.groups, request, version, client)
+    return serve
 
 
 def _row(api_key: ApiKey, decode: Decoder, encode: Encoder, handler: Handler, *,
@@ -101,6 +120,27 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          describe_configs.encode_describe_configs_response, handle_describe_configs),
     _row(ApiKey.CREATE_PARTITIONS, admin.decode_create_partitions_request,
          admin.encode_create_partitions_response, handle_create_partitions),
+    # consumer groups: broker/group_coordinator/
+    _row(ApiKey.JOIN_GROUP, join_group.decode_join_group_request,
+         join_group.encode_join_group_response, _group(group.join)),
+    _row(ApiKey.SYNC_GROUP, join_group.decode_sync_group_request,
+         join_group.encode_sync_group_response, _group(group.sync)),
+    _row(ApiKey.HEARTBEAT, group_membership.decode_heartbeat_request,
+         group_membership.encode_heartbeat_response, _group(group.heartbeat_)),
+    _row(ApiKey.LEAVE_GROUP, group_membership.decode_leave_group_request,
+         group_membership.encode_leave_group_response, _group(group.leave)),
+    _row(ApiKey.OFFSET_COMMIT, offset_commit.decode_offset_commit_request,
+         offset_commit.encode_offset_commit_response, _group(group.commit)),
+    _row(ApiKey.OFFSET_FETCH, offset_commit.decode_offset_fetch_request,
+         offset_commit.encode_offset_fetch_response, _group(group.fetch)),
+    _row(ApiKey.OFFSET_DELETE, offset_commit.decode_offset_delete_request,
+         offset_commit.encode_offset_delete_response, _group(group.offset_delete)),
+    _row(ApiKey.DESCRIBE_GROUPS, group_admin.decode_describe_groups_request,
+         group_admin.encode_describe_groups_response, _group(group.describe)),
+    _row(ApiKey.LIST_GROUPS, group_admin.decode_list_groups_request,
+         group_admin.encode_list_groups_response, _group(group.list_)),
+    _row(ApiKey.DELETE_GROUPS, group_admin.decode_delete_groups_request,
+         group_admin.encode_delete_groups_response, _group(group.delete)),
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE):
@@ -140,27 +180,37 @@ class RequestHandler:
                  image_provider: Callable[[], MetadataImage], advertised_listener: tuple[str, int],
                  controller_client: ControllerClient | None, *, auto_create_topics: bool = True,
                  cluster_id: str | None = None, listener_name: str | None = None,
-                 topic_admin: TopicAdmin | None = None, broker_config: Config | None = None) -> None:
+                 topic_admin: TopicAdmin | None = None, broker_config: Config | None = None,
+                 group_settings: CoordinatorSettings | None = None) -> None:
         if topic_admin is None and controller_client is not None:
             topic_admin = HttpTopicAdmin(controller_client)
         # Without a config file (tests): every key at Kafka's default.
         config = broker_config or KAFKA_DEFAULT_BROKER_CONFIG
+        groups = GroupCoordinator(broker_id, replica_manager, image_provider,
+                                  group_settings or CoordinatorSettings())
+        groups.ensure_started()  # offsets partitions load as soon as this broker leads them
+        offsets_topic = OffsetsTopic(groups, topic_admin,
+                                     lambda image, broker: broker_endpoint(self.context, image, broker))
         self.context = BrokerContext(
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,
             cluster_id=cluster_id, controller_client=controller_client, topic_admin=topic_admin,
             auto_topics=AutoTopicCreator(topic_admin) if auto_create_topics and topic_admin else None,
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
-            topic_defaults=broker_topic_defaults(config), config=config)
+            topic_defaults=broker_topic_defaults(config), config=config,
+            groups=groups, offsets_topic=offsets_topic)
 
     async def close(self) -> None:
+        await self.context.groups.close()
+        await self.context.offsets_topic.close()
         if self.context.auto_topics is not None:
             self.context.auto_topics.close()
         close = getattr(self.context.topic_admin, "close", None)
         if close is not None:
             await close()
 
-    async def handle(self, header: RequestHeader, body: memoryview) -> list[Chunk] | None:
+    async def handle(self, header: RequestHeader, body: memoryview,
+                     client_host: str = "") -> list[Chunk] | None:
         """The response body chunks; None for no response (Produce with acks=0).
         ProtocolError when the request cannot be decoded."""
         version = header.request_api_version
@@ -172,5 +222,6 @@ class RequestHandler:
             return api_versions.encode_api_versions_response(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
-        response = await row.handler(self.context, request, version)
+        response = await row.handler(self.context, request, version,
+                                     ClientInfo.of(header.client_id, client_host))
         return None if response is None else row.codec.encode(response, version)

@@ -64,7 +64,8 @@ class RequestHandler(Protocol):
     Raises ProtocolError for a request it cannot decode (the connection is then closed).
     """
 
-    async def handle(self, header: RequestHeader, body: memoryview) -> list[Chunk] | None: ...
+    async def handle(self, header: RequestHeader, body: memoryview,
+                     client_host: str = "") -> list[Chunk] | None: ...
 
 
 class ShortReadError(OSError):
@@ -107,6 +108,7 @@ class Connection:
         self.server, self.reader, self.writer = server, reader, writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
         self.queue: asyncio.Queue[_InFlight | None] = asyncio.Queue(server.max_in_flight)
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.in_flight: list[_InFlight] = []  # started, not yet written (for cancellation)
@@ -178,7 +180,7 @@ class Connection:
             metrics.bytes_in += len(data)
             for frame in self.decoder.feed(data):  # ProtocolError: ends this connection
                 header, body = parse_request_header(frame)
-                item = _InFlight(header, asyncio.create_task(handler.handle(header, body)), loop.time())
+                item = _InFlight(header, asyncio.create_task(handler.handle(header, body, self.peer_host)), loop.time())
                 self.in_flight.append(item)
                 await self.queue.put(item)  # full: stop reading until the writer catches up
 

@@ -46,6 +46,7 @@ from quorum.active_controller import (
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
 from quorum.controller_result import ControllerApiError
+from quorum.group_api import GroupApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
@@ -114,7 +115,8 @@ class ControllerServer:
                                    middlewares=[self._errors])
         self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._rebalance: asyncio.Task[None] | None = None
-        self.app.add_routes(self._admin_routes() + self._brokers.routes())
+        self.app.add_routes(self._admin_routes() + self._brokers.routes()
+                            + GroupApi(self.image, self.authorize).routes())  # consumer groups (issue 12)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -42,6 +42,24 @@ NULLABLE_STR: Final = {"type": ["string", "null"]}
 CONFIGS: Final = {"type": "object", "additionalProperties": STR}
 
 SCHEMAS: Final[dict[str, Any]] = {
+    "GroupSummary": _obj(None, group_id=STR, protocol_type=STR, coordinator=INT),
+    "GroupMember": _obj(None, member_id=STR, group_instance_id=NULLABLE_STR, client_id=STR, client_host=STR,
+                        assignment=_arr(_obj(None, topic=STR, partition=INT))),
+    "GroupPartitionOffset": _obj(None, topic=STR, partition=INT, committed_offset=NULLABLE_INT,
+                                 metadata=NULLABLE_STR, log_end_offset=NULLABLE_INT,
+                                 lag={**NULLABLE_INT, "description": "log_end_offset - committed_offset"},
+                                 member_id=NULLABLE_STR),
+    "Group": _obj(None, group_id=STR, state={"enum": ["Empty", "PreparingRebalance", "CompletingRebalance",
+                                                      "Stable"]},
+                  protocol_type=STR, protocol=STR, coordinator=INT, members=_arr(_ref("GroupMember")),
+                  offsets=_arr(_ref("GroupPartitionOffset"))),
+    "GroupDeleted": _obj(None, group_id=STR, deleted=BOOL),
+    "ResetGroupOffsets": _obj(["topic", "to"], topic=STR, partitions=IDS,
+                              to={"enum": ["earliest", "latest", "offset", "timestamp", "shift"]},
+                              value={**INT, "description": "the offset, the timestamp (ms) or the shift"},
+                              execute={**BOOL, "description": "false (default): only show the plan"}),
+    "GroupOffsetsReset": _obj(None, group_id=STR, topic=STR, dry_run=BOOL, offsets=_arr(_obj(
+        None, partition=INT, committed_offset=NULLABLE_INT, new_offset=INT))),
     "Error": _obj(["error", "message", "field"], error={**STR, "description": "Kafka error name, e.g. "
                   "INVALID_REPLICATION_FACTOR"}, message=STR,
                   field={**NULLABLE_STR, "description": "the request field at fault, e.g. configs.retention.ms"}),
@@ -151,6 +169,7 @@ def _op(summary: str, responses: dict[str, Any], body: dict[str, Any] | None = N
 
 NAME_PARAM: Final = {"name": "name", "in": "path", "required": True, "schema": STR}
 ID_PARAM: Final = {"name": "id", "in": "path", "required": True, "schema": INT}
+GROUP_PARAM: Final = {"name": "id", "in": "path", "required": True, "schema": STR, "description": "the group id"}
 
 
 def _rpc(summary: str, name: str, active_only: bool = True) -> dict[str, Any]:
@@ -189,6 +208,21 @@ PATHS: Final[dict[str, Any]] = {
     },
     "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
                                   _body("Elections"), write=True)},
+    "/v1/groups": {"get": _op("Consumer groups (ListGroups on every unfenced broker).",
+                              _ok(_arr(_ref("GroupSummary"))))},
+    "/v1/groups/{id}": {
+        "parameters": [GROUP_PARAM],
+        "get": _op("A consumer group from its coordinator: state, members, and per partition the committed "
+                   "offset, the log end offset (high watermark) and the lag.", _ok("Group")),
+        "delete": _op("Delete an empty group and its committed offsets (409 NON_EMPTY_GROUP while it has "
+                      "members, 404 GROUP_ID_NOT_FOUND).", _ok("GroupDeleted"), write=True),
+    },
+    "/v1/groups/{id}/offsets": {
+        "parameters": [GROUP_PARAM],
+        "post": _op("Reset an inactive group's committed offsets of one topic, as kafka-consumer-groups "
+                    "--reset-offsets: a dry run unless execute is true; 409 NON_EMPTY_GROUP while it has members.",
+                    _ok("GroupOffsetsReset"), _body("ResetGroupOffsets"), write=True),
+    },
     "/metrics": {"get": _op("Prometheus text format 0.0.4.", _ok(STR, "text/plain"))},
     "/openapi.json": {"get": _op("This document.", _ok({"type": "object"}))},
     "/rpc/broker-registration": _rpc("BrokerRegistration: broker_epoch is its RegisterBroker record's offset.",

@@ -10,8 +10,8 @@ Every partition of the topic is read (or only `--partition`), from the latest of
 "Processed a total of N messages" on stderr (as Kafka's does) and exits 0; an unknown topic
 or a cluster error exits 1 with Kafka's error name; bad options exit 2.
 
-There are no consumer groups here (tidelog has none yet): nothing is committed, and two
-consumers both read everything.
+There is no consumer group here (as kafka-console-consumer without --group): nothing is
+committed, and two consumers both read everything. Group consumers: any Kafka client.
 """
 
 from __future__ import annotations

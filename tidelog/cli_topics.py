@@ -136,14 +136,22 @@ def create(args: argparse.Namespace) -> int:
     return 0
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})  # groups.partitioner.GROUP_METADATA_TOPIC_NAME
+
+
+def shown(topics: Sequence[Mapping[str, Any]], include_internal: bool) -> list[Mapping[str, Any]]:
+    """Kafka's internal topics only with --include-internal (issue 12: as clients hide them)."""
+    return [t for t in topics if include_internal or t["name"] not in INTERNAL_TOPICS]
+
+
 def list_topics(args: argparse.Namespace) -> int:
-    say_lines(list_lines(_client(args).topics()))
+    say_lines(list_lines(shown(_client(args).topics(), args.include_internal)))
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
     client = _client(args)
-    names = [args.topic] if args.topic else [t["name"] for t in client.topics()]
+    names = [args.topic] if args.topic else [t["name"] for t in shown(client.topics(), args.include_internal)]
     first = True
     for name in names:
         try:
@@ -203,9 +211,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, e.g. retention.ms=60000 (repeat for more)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed quietly if the topic exists")
-    action("list", "List the topics with their partition counts.", list_topics, topic=None)
+    p = action("list", "List the topics with their partition counts.", list_topics, topic=None)
+    p.add_argument("--include-internal", action="store_true", help="also __consumer_offsets")
     p = action("describe", "Partitions of a topic (or of every topic): leader, replicas, ISR, ELR.", describe,
                topic=False)
+    p.add_argument("--include-internal", action="store_true", help="with every topic: also __consumer_offsets")
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose ISR is smaller than their replicas")
     p.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a leader")

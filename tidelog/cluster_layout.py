@@ -231,7 +231,10 @@ def _broker_entries(node: NodeSpec) -> dict[str, str]:
     listener = f"PLAINTEXT://{node.bootstrap_address}"
     return {"listeners": listener, "advertised.listeners": listener,
             "log.dirs": str(node.directory / BROKER_DATA_DIR),
-            "metrics.listener": f"{node.host}:{node.metrics_port}"}
+            "metrics.listener": f"{node.host}:{node.metrics_port}",
+            # Kafka's shipped development config: a new group's first rebalance does not wait
+            # for more members (production default 3000 ms).
+            "group.initial.rebalance.delay.ms": "0"}
 
 
 def meta_properties(cluster_id: str) -> str:

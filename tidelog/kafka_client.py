@@ -251,5 +251,15 @@ class KafkaClient:
         return {p.partition_index: p for t in response.responses if t.topic == topic for p in t.partitions}
 
 
+    def call(self, broker_id: int | None, api_key: ApiKey, version: int, request: Any, encode: Any,
+             decode: Any) -> Any:
+        """Any other API (the group tools): `request` encoded, sent to the broker (None: the
+        first bootstrap server) and its response decoded."""
+        address = self.bootstrap[0] if broker_id is None else self._address(broker_id)
+        raw = self._call(address, api_key, version, encode(request, version), timeout=self._timeout)
+        assert raw is not None
+        return self._decode(address, decode, raw, version)
+
+
 def _shown(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext
+from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import AdminResult
 from common.errors import ErrorCode
 from common.protocol import admin
@@ -23,7 +23,7 @@ NO_CONTROLLER: Final = "this broker has no controller to send topic admin reques
 
 
 async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsRequest,
-                               version: int) -> admin.CreateTopicsResponse:
+                               version: int, client: ClientInfo) -> admin.CreateTopicsResponse:
     results = []
     for t in req.topics:  # one at a time: the controller commits each
         code, message = await _create_one(ctx, t, req.validate_only)
@@ -45,7 +45,7 @@ async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only
 
 
 async def handle_delete_topics(ctx: BrokerContext, req: admin.DeleteTopicsRequest,
-                               version: int) -> admin.DeleteTopicsResponse:
+                               version: int, client: ClientInfo) -> admin.DeleteTopicsResponse:
     results = []
     for name in req.topic_names:
         if ctx.topic_admin is None:
@@ -59,7 +59,7 @@ async def handle_delete_topics(ctx: BrokerContext, req: admin.DeleteTopicsReques
 
 
 async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitionsRequest,
-                                   version: int) -> admin.CreatePartitionsResponse:
+                                   version: int, client: ClientInfo) -> admin.CreatePartitionsResponse:
     results = []
     for t in req.topics:
         message: str | None
@@ -74,7 +74,7 @@ async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitio
 
 
 async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsRequest,
-                                  version: int) -> dc.DescribeConfigsResponse:
+                                  version: int, client: ClientInfo) -> dc.DescribeConfigsResponse:
     image = ctx.image()
     results = []
     for res in req.resources:

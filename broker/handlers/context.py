@@ -1,6 +1,7 @@
 """What every request handler may use, and the shape of a handler and of a dispatch row.
 
-    async def handle_x(ctx: BrokerContext, request: XRequest, version: int) -> XResponse | None
+    async def handle_x(ctx: BrokerContext, request: XRequest, version: int,
+                       client: ClientInfo) -> XResponse | None
 
 A handler answers one decoded request with its response dataclass (None: no response, as
 for Produce with acks=0); `broker.request_handler.API_TABLE` pairs it with its API key,
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient
+from broker.group_coordinator.offsets_topic import OffsetsTopic
+from broker.group_coordinator.runtime import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, TopicAdmin
@@ -47,6 +50,8 @@ class BrokerContext:
     producer_ids: ProducerIdManager
     topic_defaults: BrokerTopicDefaults  # DescribeConfigs: this broker's effective defaults
     config: Config  # the broker's static config (server.properties)
+    groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
+    offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""
@@ -61,7 +66,19 @@ class BrokerContext:
         return UNKNOWN_SERVER_ERROR
 
 
-Handler = Callable[[BrokerContext, Any, int], Awaitable[Any]]
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who sent a request (Kafka's RequestContext): the header's client id and the peer."""
+
+    client_id: str
+    host: str  # as Kafka shows a member's host: "/127.0.0.1"
+
+    @classmethod
+    def of(cls, client_id: str | None, peer_host: str) -> ClientInfo:
+        return cls(client_id or "", f"/{peer_host}" if peer_host else "")
+
+
+Handler = Callable[[BrokerContext, Any, int, ClientInfo], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

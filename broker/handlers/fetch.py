@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.handlers.context import BrokerContext
+from broker.handlers.context import BrokerContext, ClientInfo
 from broker.replica_reads import ReplicaError
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
@@ -20,7 +20,7 @@ from common.protocol import offset_for_leader_epoch as ofle
 from common.units import SECOND_MS
 
 
-async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int) -> fetch.FetchResponse:
+async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
     if version >= 7 and req.session_id != 0:  # no fetch sessions: full fetches only
         return fetch.FetchResponse(0, (), int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), 0)
     tps = [TopicPartition(t.topic, p.partition) for t in req.topics for p in t.partitions]
@@ -64,7 +64,7 @@ def _read(ctx: BrokerContext, req: fetch.FetchRequest) -> tuple[tuple[fetch.Fetc
 
 
 async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,
-                              version: int) -> lo.ListOffsetsResponse:
+                              version: int, client: ClientInfo) -> lo.ListOffsetsResponse:
     image = ctx.image()
     topics = []
     for t in req.topics:
@@ -103,7 +103,7 @@ def _offset_for(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartiti
 
 
 async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: ofle.OffsetForLeaderEpochRequest,
-                                         version: int) -> ofle.OffsetForLeaderEpochResponse:
+                                         version: int, client: ClientInfo) -> ofle.OffsetForLeaderEpochResponse:
     image = ctx.image()
     topics = []
     for t in req.topics:

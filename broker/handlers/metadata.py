@@ -2,29 +2,29 @@
 
 Metadata answers from this broker's committed metadata image: unfenced brokers only, the
 advertised listener for itself, and LEADER_NOT_AVAILABLE for a partition whose leader is not
-alive. Consumer groups are not implemented yet: FindCoordinator answers
-COORDINATOR_NOT_AVAILABLE.
+alive; `__consumer_offsets` marked internal. FindCoordinator goes to the group coordinator's
+`OffsetsTopic`, which creates that topic when first asked.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from broker.handlers.context import BrokerContext
+from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
 from common.protocol import metadata as md
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
-GROUPS_UNSUPPORTED: Final = "consumer groups are not supported yet"
 
 
-async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int) -> md.MetadataResponse:
+async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int, client: ClientInfo) -> md.MetadataResponse:
     image = ctx.image()
     brokers = _alive_brokers(ctx, image)
     alive = {b.node_id for b in brokers}
@@ -35,7 +35,8 @@ async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: 
     for name in names:
         topic = image.topic(name)
         if topic is not None:
-            topics.append(md.MetadataResponseTopic(0, name, False, _partitions(topic, alive)))
+            internal = name == GROUP_METADATA_TOPIC_NAME  # as Kafka marks its internal topics
+            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive)))
         elif topic_name_error(name) is not None:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, False, ()))
         elif auto_create and ctx.auto_topics is not None:
@@ -80,5 +81,13 @@ def _partitions(topic: TopicImage, alive: set[int]) -> tuple[md.MetadataResponse
 
 
 async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorRequest,
-                                  version: int) -> FindCoordinatorResponse:
-    return FindCoordinatorResponse(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1, GROUPS_UNSUPPORTED)
+                                  version: int, client: ClientInfo) -> FindCoordinatorResponse:
+    return ctx.offsets_topic.find_coordinator(req, ctx.image())
+
+
+def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
+    """Where clients reach `broker_id` on this listener; None when it is unknown or fenced."""
+    registration = image.broker(broker_id)
+    if registration is None or registration.fenced:
+        return None
+    return _endpoint(ctx, registration)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from broker.handlers.context import BrokerContext
+from broker.handlers.context import BrokerContext, ClientInfo
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import produce
@@ -26,7 +26,7 @@ _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
 
 async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
-                         version: int) -> produce.ProduceResponse | None:
+                         version: int, client: ClientInfo) -> produce.ProduceResponse | None:
     results = _append_all(ctx, req)  # no await before this: request order
     if req.acks == 0:
         return None
@@ -84,7 +84,7 @@ async def _await_replication(ctx: BrokerContext, results: _Results, timeout_ms: 
 
 
 async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest,
-                                  version: int) -> InitProducerIdResponse:
+                                  version: int, client: ClientInfo) -> InitProducerIdResponse:
     if req.transactional_id is not None:  # no transaction coordinator
         return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, -1)
     producer_id = await ctx.producer_ids.next_id()

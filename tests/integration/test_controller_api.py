@@ -40,6 +40,7 @@ EXPECTED_PATHS = {
     "/v1/topics/{name}/partitions", "/v1/topics/{name}/configs", "/v1/elections", "/metrics",
     "/openapi.json", "/rpc/broker-registration", "/rpc/broker-heartbeat", "/rpc/alter-partition",
     "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",
+    "/v1/groups", "/v1/groups/{id}", "/v1/groups/{id}/offsets",  # consumer groups (issue 12)
 }
 
 

@@ -33,7 +33,7 @@ class FakeHandler:
         self.fd = fd
         self.started: list[int] = []  # correlation ids in the order handling started
 
-    async def handle(self, header: RequestHeader, body: memoryview) -> list[Chunk] | None:
+    async def handle(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk] | None:
         self.started.append(header.correlation_id)
         words = bytes(body).decode().split()
         if words[0] == "sleep":

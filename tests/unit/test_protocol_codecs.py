@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from broker.request_handler import decode_request, encode_response
 from common.protocol import (
     admin,
     api_versions,
@@ -24,7 +25,6 @@ from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
-from broker.request_handler import decode_request, encode_response
 from common.protocol.frame import (
     FrameDecoder,
     RequestHeader,

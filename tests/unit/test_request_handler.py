@@ -172,7 +172,7 @@ async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
                     decode_api_versions_response)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and ApiKey.JOIN_GROUP not in advertised
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and advertised[ApiKey.JOIN_GROUP] == (0, 5)
 
 
 async def test_api_versions_advertises_exactly_the_dispatch_table(node):
@@ -353,16 +353,27 @@ async def test_init_producer_id_hands_out_a_block_from_the_controller(node):
     assert controller.calls == [("allocate-producer-ids", {"broker_id": 1, "broker_epoch": 1})] * 2
 
 
-async def test_find_coordinator_says_groups_are_not_supported(node):
-    handler, _, _ = node
+async def test_find_coordinator_creates_the_offsets_topic_first(node):
+    handler, admin_api, _ = node
     response = await call(handler, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest("group"),
                           encode_find_coordinator_request, decode_find_coordinator_response)
-    assert response.error_code == 15 and "not supported" in response.error_message
+    assert response.error_code == 15 and "being created" in response.error_message
+    await asyncio.sleep(0.01)
+    # 50 partitions; replication factor 3 capped to the 2 live brokers; kept forever (no compaction yet)
+    assert admin_api.calls == [("create", "__consumer_offsets", 50, 2,
+                                {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": "104857600"})]
+
+
+async def test_find_coordinator_for_transactions_is_not_available(node):
+    handler, admin_api, _ = node
+    response = await call(handler, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest("tx", 1),
+                          encode_find_coordinator_request, decode_find_coordinator_response)
+    assert response.error_code == 15 and admin_api.calls == []
 
 
 @pytest.mark.parametrize("api, version, body", [
     (ApiKey.PRODUCE, 8, b"\x00"),  # truncated
-    (ApiKey.JOIN_GROUP, 0, b""),  # no codec
+    (ApiKey.JOIN_GROUP, 0, b""),  # truncated group request
     (ApiKey.FETCH, 99, b""),  # unsupported version
 ], ids=["truncated", "no-codec", "bad-version"])
 async def test_undecodable_requests_raise_protocol_error(node, api, version, body):

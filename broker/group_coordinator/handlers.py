@@ -1,0 +1,257 @@
+"""Group API requests in, responses out: wire dataclasses ↔ the `groups/` rules.
+
+Each handler is a plain coroutine `(coordinator, request, version, client) -> response`
+for the broker's dispatch table. Errors that concern the whole request (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, ...) come from `GroupCoordinator.shard_for`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final, cast
+
+from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
+from broker.handlers.context import ClientInfo
+from common.errors import ErrorCode
+from common.protocol import group_admin as ga
+from common.protocol import group_membership as gm
+from common.protocol import join_group as jg
+from common.protocol import offset_commit as oc
+from groups.group import ClassicGroup
+from groups.join import JoinRequest, SyncRequest, join_group, sync_group
+from groups.membership import LeaveResult, LeavingMember, heartbeat, leave_group
+from groups.offsets import (
+    CommitPartition,
+    CommitRequest,
+    commit_offsets,
+    delete_group,
+    delete_offsets,
+    fetch_offsets,
+)
+from groups.outcome import JoinResult, SyncResult
+from groups.state import GroupState
+from metadata.image import MetadataImage
+
+E = ErrorCode
+JOIN_MARGIN_S: Final = 5.0  # a parked JoinGroup waits its rebalance timeout plus this, at most
+
+
+def _join_response(result: JoinResult) -> jg.JoinGroupResponse:
+    return jg.JoinGroupResponse(
+        int(result.error), result.generation_id, result.protocol_name or "", result.leader,
+        result.member_id,
+        tuple(jg.JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata) for m in result.members))
+
+
+async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
+               client: ClientInfo) -> jg.JoinGroupResponse:
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return _join_response(JoinResult(e.code, member_id=req.member_id))
+    prefix = req.group_instance_id or client.client_id or "member"
+    new_id = coord.new_member_id(prefix)
+    core = JoinRequest(req.group_id, req.member_id, req.group_instance_id, client.client_id, client.host,
+                       req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
+                       tuple((p.name, p.metadata) for p in req.protocols), version >= 4)
+    outcome = join_group(shard.groups.get(req.group_id), core, new_member_id=new_id,
+                         now_ms=coord.now_ms(), config=coord.config)
+    future = None
+    if outcome.park:
+        future = shard.park_join(req.group_id, req.member_id or new_id)
+    await coord.run(shard, req.group_id, outcome)
+    if future is None:
+        assert isinstance(outcome.response, JoinResult)
+        return _join_response(outcome.response)
+    try:
+        result = await asyncio.wait_for(future, req.rebalance_timeout_ms / 1000 + JOIN_MARGIN_S)
+    except TimeoutError:
+        result = JoinResult(E.REBALANCE_IN_PROGRESS, member_id=req.member_id or new_id)
+    return _join_response(result)
+
+
+async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
+               client: ClientInfo) -> jg.SyncGroupResponse:
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return jg.SyncGroupResponse(int(e.code), b"")
+    core = SyncRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id,
+                       tuple((a.member_id, a.assignment) for a in req.assignments))
+    group = shard.groups.get(req.group_id)
+    outcome = sync_group(group, core, coord.now_ms())
+    future = shard.park_sync(req.group_id, req.member_id) if outcome.park else None
+    await coord.run(shard, req.group_id, outcome)
+    if future is None:
+        assert isinstance(outcome.response, SyncResult)
+        return jg.SyncGroupResponse(int(outcome.response.error), outcome.response.assignment)
+    timeout = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0)
+    try:
+        result = await asyncio.wait_for(future, timeout / 1000 + JOIN_MARGIN_S)
+    except TimeoutError:
+        result = SyncResult(E.REBALANCE_IN_PROGRESS)
+    return jg.SyncGroupResponse(int(result.error), result.assignment)
+
+
+async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,
+                     client: ClientInfo) -> gm.HeartbeatResponse:
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return gm.HeartbeatResponse(int(e.code))
+    outcome = heartbeat(shard.groups.get(req.group_id), req.group_id, req.member_id,
+                        req.group_instance_id, req.generation_id, coord.now_ms())
+    await coord.run(shard, req.group_id, outcome)
+    return gm.HeartbeatResponse(int(outcome.response))  # type: ignore[call-overload]
+
+
+async def leave(coord: GroupCoordinator, req: gm.LeaveGroupRequest, version: int,
+                client: ClientInfo) -> gm.LeaveGroupResponse:
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return gm.LeaveGroupResponse(int(e.code))
+    leaving = tuple(LeavingMember(m.member_id, m.group_instance_id) for m in req.members)
+    outcome = leave_group(shard.groups.get(req.group_id), req.group_id, leaving, coord.now_ms(), coord.config)
+    await coord.run(shard, req.group_id, outcome)
+    result = outcome.response
+    assert isinstance(result, LeaveResult)
+    members = tuple(gm.MemberResponse(m.member_id, m.group_instance_id, int(code)) for m, code in result.members)
+    error = int(result.error)
+    if version < 3 and error == 0 and members:  # one member: its error is the request's
+        error = members[0].error_code
+    return gm.LeaveGroupResponse(error, members if version >= 3 else ())
+
+
+def _partition_exists(image: MetadataImage) -> Callable[[str, int], bool]:
+    def exists(topic: str, partition: int) -> bool:
+        t = image.topic(topic)
+        return t is not None and partition in t.partitions
+    return exists
+
+
+async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: int,
+                 client: ClientInfo) -> oc.OffsetCommitResponse:
+    def all_failed(code: int) -> oc.OffsetCommitResponse:
+        return oc.OffsetCommitResponse(tuple(oc.TopicErrors(t.name, tuple(
+            oc.PartitionError(p.partition_index, code) for p in t.partitions)) for t in req.topics))
+
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return all_failed(int(e.code))
+    parts = tuple(CommitPartition(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                  p.committed_metadata) for t in req.topics for p in t.partitions)
+    # retention_time_ms (v2-v4) only sets an expire timestamp when given (Kafka >= 2.1)
+    expire = coord.now_ms() + req.retention_time_ms if req.retention_time_ms >= 0 else -1
+    core = CommitRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id, parts, expire)
+    outcome = commit_offsets(shard.groups.get(req.group_id), core, now_ms=coord.now_ms(),
+                             config=coord.config, partition_exists=_partition_exists(coord.image()))
+    error = await coord.run(shard, req.group_id, outcome)
+    answers: dict[str, list[oc.PartitionError]] = {}
+    for topic, partition, code in outcome.response:  # type: ignore[attr-defined]
+        if code is E.NONE and error is not E.NONE:
+            code = error
+        answers.setdefault(topic, []).append(oc.PartitionError(partition, int(code)))
+    return oc.OffsetCommitResponse(tuple(oc.TopicErrors(t, tuple(ps)) for t, ps in answers.items()))
+
+
+async def fetch(coord: GroupCoordinator, req: oc.OffsetFetchRequest, version: int,
+                client: ClientInfo) -> oc.OffsetFetchResponse:
+    def failed(code: int) -> oc.OffsetFetchResponse:
+        if version >= 2:
+            return oc.OffsetFetchResponse((), code)
+        return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t.name, tuple(
+            oc.OffsetFetchResponsePartition(p, -1, -1, "", code) for p in t.partition_indexes))
+            for t in req.topics or ()))
+
+    if not req.group_id:
+        return failed(int(E.INVALID_GROUP_ID))
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return failed(int(e.code))
+    wanted = None if req.topics is None else tuple((t.name, t.partition_indexes) for t in req.topics)
+    fetched = fetch_offsets(shard.offsets.get(req.group_id), wanted)
+    topics: dict[str, list[oc.OffsetFetchResponsePartition]] = {}
+    for f in fetched:
+        topics.setdefault(f.topic, []).append(oc.OffsetFetchResponsePartition(
+            f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
+    return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in topics.items()))
+
+
+async def offset_delete(coord: GroupCoordinator, req: oc.OffsetDeleteRequest, version: int,
+                        client: ClientInfo) -> oc.OffsetDeleteResponse:
+    try:
+        shard = coord.shard_for(req.group_id)
+    except CoordinatorError as e:
+        return oc.OffsetDeleteResponse(int(e.code))
+    partitions = tuple((t.name, p) for t in req.topics for p in t.partitions)
+    outcome = delete_offsets(shard.groups.get(req.group_id), shard.offsets.get(req.group_id),
+                             req.group_id, partitions)
+    error = await coord.run(shard, req.group_id, outcome)
+    group_error, answers = cast(tuple[ErrorCode, tuple[tuple[str, int, ErrorCode], ...]], outcome.response)
+    if group_error is E.NONE and error is not E.NONE:
+        group_error = error
+    topics: dict[str, list[oc.PartitionError]] = {}
+    for topic, partition, code in answers:
+        topics.setdefault(topic, []).append(oc.PartitionError(partition, int(code)))
+    return oc.OffsetDeleteResponse(int(group_error), tuple(oc.TopicErrors(t, tuple(ps)) for t, ps in topics.items()))
+
+
+async def describe(coord: GroupCoordinator, req: ga.DescribeGroupsRequest, version: int,
+                   client: ClientInfo) -> ga.DescribeGroupsResponse:
+    out = []
+    for group_id in req.groups:
+        try:
+            shard = coord.shard_for(group_id)
+        except CoordinatorError as e:
+            out.append(ga.DescribedGroup(int(e.code), group_id, "", "", ""))
+            continue
+        group = shard.groups.get(group_id)
+        if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
+            out.append(ga.DescribedGroup(0, group_id, GroupState.DEAD.value, "", ""))
+            continue
+        stable = group.state is GroupState.STABLE
+        members = tuple(ga.DescribedGroupMember(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.metadata_for(group.protocol_name) if stable else b"", m.assignment if stable else b"")
+            for m in group.members.values())
+        out.append(ga.DescribedGroup(0, group_id, group.state.value, group.protocol_type or "",
+                                     (group.protocol_name or "") if stable else "", members))
+    return ga.DescribeGroupsResponse(tuple(out))
+
+
+async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int,
+                client: ClientInfo) -> ga.ListGroupsResponse:
+    coord.ensure_started()
+    error = E.COORDINATOR_LOAD_IN_PROGRESS if coord.loading() else E.NONE
+    groups = []
+    for shard in coord.active_shards():
+        for group_id in sorted(set(shard.groups) | set(shard.offsets)):
+            group = shard.groups.get(group_id)
+            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else ""))
+    return ga.ListGroupsResponse(int(error), tuple(groups))
+
+
+async def delete(coord: GroupCoordinator, req: ga.DeleteGroupsRequest, version: int,
+                 client: ClientInfo) -> ga.DeleteGroupsResponse:
+    results = []
+    for group_id in req.groups_names:
+        try:
+            shard = coord.shard_for(group_id)
+        except CoordinatorError as e:
+            results.append(ga.DeletableGroupResult(group_id, int(e.code)))
+            continue
+        group = shard.groups.get(group_id)
+        offsets = shard.offsets.get(group_id)
+        if group is None and offsets:  # offsets of standalone commits only: an Empty group
+            group = ClassicGroup(group_id)
+        outcome = delete_group(group, offsets, group_id, coord.now_ms())
+        code = outcome.response
+        if code is E.NONE:
+            error = await coord.run(shard, group_id, outcome)
+            code = error
+        results.append(ga.DeletableGroupResult(group_id, int(code)))  # type: ignore[call-overload]
+    return ga.DeleteGroupsResponse(tuple(results))

@@ -1,0 +1,102 @@
+"""`__consumer_offsets` on demand, and FindCoordinator's answer.
+
+The first FindCoordinator for a group asks the controllers to create the topic
+(`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped to the live
+brokers with a WARNING, the broker's `min.insync.replicas`) and answers
+COORDINATOR_NOT_AVAILABLE until it exists; clients retry. Kafka compacts the topic; until
+tidelog has log compaction it keeps every record (retention.ms=-1, retention.bytes=-1).
+The coordinator of a group is the leader of partition abs(hashCode(group.id)) % partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
+from common.errors import ErrorCode
+from common.protocol.find_coordinator import (
+    KEY_TYPE_GROUP,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+TOPIC_ALREADY_EXISTS: Final = int(ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def offsets_topic_configs(settings: CoordinatorSettings) -> dict[str, str]:
+    """The topic configs Kafka gives __consumer_offsets, less compaction (not built yet)."""
+    return {"retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(settings.offsets_topic_segment_bytes)}
+
+
+class OffsetsTopic:
+    """Creates `__consumer_offsets` once (one creation in flight at a time) and finds
+    coordinators."""
+
+    def __init__(self, coordinator: GroupCoordinator, topic_admin: Any,
+                 endpoint: Callable[[MetadataImage, int], tuple[str, int] | None]) -> None:
+        self.coordinator = coordinator
+        self.topic_admin = topic_admin
+        self._endpoint = endpoint
+        self._creating: asyncio.Task[None] | None = None
+
+    def find_coordinator(self, req: FindCoordinatorRequest, image: MetadataImage) -> FindCoordinatorResponse:
+        if req.key_type != KEY_TYPE_GROUP:
+            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
+                                           "transactions are not supported by tidelog")
+        topic = image.topic(GROUP_METADATA_TOPIC_NAME)
+        if topic is None or not topic.partitions:
+            self._create(image)
+            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
+                                           f"{GROUP_METADATA_TOPIC_NAME} is being created")
+        partition = topic.partitions.get(coordinator_partition(req.key, len(topic.partitions)))
+        leader = -1 if partition is None else partition.leader
+        endpoint = self._endpoint(image, leader) if leader >= 0 else None
+        if endpoint is None:
+            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
+                                           "the group's offsets partition has no leader")
+        self.coordinator.ensure_started()
+        return FindCoordinatorResponse(E.NONE, leader, endpoint[0], endpoint[1], None)
+
+    def _create(self, image: MetadataImage) -> None:
+        if self._creating is not None or self.topic_admin is None:
+            return
+        settings = self.coordinator.settings
+        live = sum(1 for b in image.cluster.brokers.values() if not b.fenced)
+        replication = settings.offsets_topic_replication_factor
+        if live < replication:
+            log.warning("Creating %s with replication factor %d: offsets.topic.replication.factor=%d "
+                        "but only %d broker(s) are alive", GROUP_METADATA_TOPIC_NAME, max(live, 1),
+                        replication, live)
+            replication = max(live, 1)
+        admin = self.topic_admin
+
+        async def create() -> None:
+            try:
+                code, message = await admin.create_topic(
+                    GROUP_METADATA_TOPIC_NAME, settings.offsets_topic_partitions, replication,
+                    offsets_topic_configs(settings))
+                if code not in (0, TOPIC_ALREADY_EXISTS):
+                    log.warning("Creating %s failed: error %d: %s", GROUP_METADATA_TOPIC_NAME, code, message)
+                elif code == 0:
+                    log.info("Created %s: %d partitions, replication factor %d (infinite retention "
+                             "until log compaction exists)", GROUP_METADATA_TOPIC_NAME,
+                             settings.offsets_topic_partitions, replication)
+            except Exception:  # noqa: BLE001 - the next FindCoordinator tries again
+                log.exception("Creating %s failed", GROUP_METADATA_TOPIC_NAME)
+            finally:
+                self._creating = None
+
+        self._creating = asyncio.get_running_loop().create_task(create(), name="create-offsets-topic")
+
+    async def close(self) -> None:
+        if self._creating is not None:
+            self._creating.cancel()
+            await asyncio.gather(self._creating, return_exceptions=True)

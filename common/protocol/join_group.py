@@ -1,0 +1,199 @@
+"""JoinGroup (key 11) v0–v5 and SyncGroup (key 14) v0–v3: the classic rebalance.
+
+Layouts (Kafka's JoinGroupRequest.json / SyncGroupRequest.json, non-flexible versions):
+JoinGroup v1+ adds rebalance_timeout_ms, v2+ throttle_time_ms in the response, v5+
+group_instance_id (KIP-345) in the request and in each member of the response. SyncGroup
+v1+ adds throttle_time_ms, v3+ group_instance_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, Writer
+
+# ---- JoinGroup ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequestProtocol:
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # v1+; v0: the session timeout, as Kafka does
+    member_id: str
+    group_instance_id: str | None  # v5+
+    protocol_type: str
+    protocols: tuple[JoinGroupRequestProtocol, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponseMember:
+    member_id: str
+    group_instance_id: str | None  # v5+
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    error_code: int
+    generation_id: int
+    protocol_name: str
+    leader: str
+    member_id: str
+    members: tuple[JoinGroupResponseMember, ...] = ()
+    throttle_time_ms: int = 0  # v2+
+
+
+def decode_join_group_request(body: memoryview, version: int) -> JoinGroupRequest:
+    check_version(ApiKey.JOIN_GROUP, version)
+    r = Reader(body)
+    group_id = r.string()
+    session = r.int32()
+    rebalance = r.int32() if version >= 1 else session
+    member_id = r.string()
+    instance = r.nullable_string() if version >= 5 else None
+    protocol_type = r.string()
+
+    def protocol(rr: Reader) -> JoinGroupRequestProtocol:
+        return JoinGroupRequestProtocol(rr.string(), bytes(rr.bytes_()))
+
+    return JoinGroupRequest(group_id, session, rebalance, member_id, instance, protocol_type,
+                            r.array(protocol, 6))
+
+
+def encode_join_group_request(req: JoinGroupRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_join_group_request`."""
+    check_version(ApiKey.JOIN_GROUP, version)
+    w = Writer()
+    w.string(req.group_id)
+    w.int32(req.session_timeout_ms)
+    if version >= 1:
+        w.int32(req.rebalance_timeout_ms)
+    w.string(req.member_id)
+    if version >= 5:
+        w.nullable_string(req.group_instance_id)
+    w.string(req.protocol_type)
+
+    def protocol(ww: Writer, p: JoinGroupRequestProtocol) -> None:
+        ww.string(p.name)
+        ww.bytes_(p.metadata)
+
+    w.array(req.protocols, protocol)
+    return w.chunks()
+
+
+def encode_join_group_response(resp: JoinGroupResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.JOIN_GROUP, version)
+    w = Writer()
+    if version >= 2:
+        w.int32(resp.throttle_time_ms)
+    w.int16(resp.error_code)
+    w.int32(resp.generation_id)
+    w.string(resp.protocol_name)
+    w.string(resp.leader)
+    w.string(resp.member_id)
+
+    def member(ww: Writer, m: JoinGroupResponseMember) -> None:
+        ww.string(m.member_id)
+        if version >= 5:
+            ww.nullable_string(m.group_instance_id)
+        ww.bytes_(m.metadata)
+
+    w.array(resp.members, member)
+    return w.chunks()
+
+
+def decode_join_group_response(body: memoryview, version: int) -> JoinGroupResponse:
+    """Client side (tests, tools): the inverse of `encode_join_group_response`."""
+    check_version(ApiKey.JOIN_GROUP, version)
+    r = Reader(body)
+    throttle = r.int32() if version >= 2 else 0
+    error, generation = r.int16(), r.int32()
+    protocol, leader, member_id = r.string(), r.string(), r.string()
+
+    def member(rr: Reader) -> JoinGroupResponseMember:
+        mid = rr.string()
+        instance = rr.nullable_string() if version >= 5 else None
+        return JoinGroupResponseMember(mid, instance, bytes(rr.bytes_()))
+
+    return JoinGroupResponse(error, generation, protocol, leader, member_id, r.array(member, 6), throttle)
+
+
+# ---- SyncGroup ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequestAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None  # v3+
+    assignments: tuple[SyncGroupRequestAssignment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    error_code: int
+    assignment: bytes
+    throttle_time_ms: int = 0  # v1+
+
+
+def decode_sync_group_request(body: memoryview, version: int) -> SyncGroupRequest:
+    check_version(ApiKey.SYNC_GROUP, version)
+    r = Reader(body)
+    group_id, generation, member_id = r.string(), r.int32(), r.string()
+    instance = r.nullable_string() if version >= 3 else None
+
+    def assignment(rr: Reader) -> SyncGroupRequestAssignment:
+        return SyncGroupRequestAssignment(rr.string(), bytes(rr.bytes_()))
+
+    return SyncGroupRequest(group_id, generation, member_id, instance, r.array(assignment, 6))
+
+
+def encode_sync_group_request(req: SyncGroupRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_sync_group_request`."""
+    check_version(ApiKey.SYNC_GROUP, version)
+    w = Writer()
+    w.string(req.group_id)
+    w.int32(req.generation_id)
+    w.string(req.member_id)
+    if version >= 3:
+        w.nullable_string(req.group_instance_id)
+
+    def assignment(ww: Writer, a: SyncGroupRequestAssignment) -> None:
+        ww.string(a.member_id)
+        ww.bytes_(a.assignment)
+
+    w.array(req.assignments, assignment)
+    return w.chunks()
+
+
+def encode_sync_group_response(resp: SyncGroupResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.SYNC_GROUP, version)
+    w = Writer()
+    if version >= 1:
+        w.int32(resp.throttle_time_ms)
+    w.int16(resp.error_code)
+    w.bytes_(resp.assignment)
+    return w.chunks()
+
+
+def decode_sync_group_response(body: memoryview, version: int) -> SyncGroupResponse:
+    """Client side (tests, tools): the inverse of `encode_sync_group_response`."""
+    check_version(ApiKey.SYNC_GROUP, version)
+    r = Reader(body)
+    throttle = r.int32() if version >= 1 else 0
+    return SyncGroupResponse(r.int16(), bytes(r.bytes_()), throttle)

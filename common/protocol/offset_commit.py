@@ -1,0 +1,314 @@
+"""OffsetCommit (key 8) v2–v7, OffsetFetch (key 9) v1–v5 and OffsetDelete (key 47) v0.
+
+OffsetCommit: v2–v4 carry retention_time_ms, v3+ throttle_time_ms in the response, v6+
+committed_leader_epoch, v7+ group_instance_id. OffsetFetch: v2+ a null topic list means
+every partition and a top-level error_code, v3+ throttle_time_ms, v5+ committed_leader_epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.primitives import Chunk, Reader, Writer
+
+DEFAULT_RETENTION_TIME_MS = -1
+
+# ---- OffsetCommit -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1  # v6+
+    committed_metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestTopic:
+    name: str
+    partitions: tuple[OffsetCommitRequestPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    topics: tuple[OffsetCommitRequestTopic, ...]
+    group_instance_id: str | None = None  # v7+
+    retention_time_ms: int = DEFAULT_RETENTION_TIME_MS  # v2-v4
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    partition_index: int
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicErrors:
+    name: str
+    partitions: tuple[PartitionError, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    topics: tuple[TopicErrors, ...]
+    throttle_time_ms: int = 0  # v3+
+
+
+def decode_offset_commit_request(body: memoryview, version: int) -> OffsetCommitRequest:
+    check_version(ApiKey.OFFSET_COMMIT, version)
+    r = Reader(body)
+    group_id, generation, member_id = r.string(), r.int32(), r.string()
+    instance = r.nullable_string() if version >= 7 else None
+    retention = r.int64() if version <= 4 else DEFAULT_RETENTION_TIME_MS
+
+    def partition(rr: Reader) -> OffsetCommitRequestPartition:
+        index, offset = rr.int32(), rr.int64()
+        epoch = rr.int32() if version >= 6 else -1
+        return OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string())
+
+    def topic(rr: Reader) -> OffsetCommitRequestTopic:
+        return OffsetCommitRequestTopic(rr.string(), rr.array(partition, 14))
+
+    return OffsetCommitRequest(group_id, generation, member_id, r.array(topic, 6), instance, retention)
+
+
+def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_offset_commit_request`."""
+    check_version(ApiKey.OFFSET_COMMIT, version)
+    w = Writer()
+    w.string(req.group_id)
+    w.int32(req.generation_id)
+    w.string(req.member_id)
+    if version >= 7:
+        w.nullable_string(req.group_instance_id)
+    if version <= 4:
+        w.int64(req.retention_time_ms)
+
+    def partition(ww: Writer, p: OffsetCommitRequestPartition) -> None:
+        ww.int32(p.partition_index)
+        ww.int64(p.committed_offset)
+        if version >= 6:
+            ww.int32(p.committed_leader_epoch)
+        ww.nullable_string(p.committed_metadata)
+
+    def topic(ww: Writer, t: OffsetCommitRequestTopic) -> None:
+        ww.string(t.name)
+        ww.array(t.partitions, partition)
+
+    w.array(req.topics, topic)
+    return w.chunks()
+
+
+def _write_topic_errors(w: Writer, topics: tuple[TopicErrors, ...]) -> None:
+    def partition(ww: Writer, p: PartitionError) -> None:
+        ww.int32(p.partition_index)
+        ww.int16(p.error_code)
+
+    def topic(ww: Writer, t: TopicErrors) -> None:
+        ww.string(t.name)
+        ww.array(t.partitions, partition)
+
+    w.array(topics, topic)
+
+
+def _read_topic_errors(r: Reader) -> tuple[TopicErrors, ...]:
+    def partition(rr: Reader) -> PartitionError:
+        return PartitionError(rr.int32(), rr.int16())
+
+    def topic(rr: Reader) -> TopicErrors:
+        return TopicErrors(rr.string(), rr.array(partition, 6))
+
+    return r.array(topic, 6)
+
+
+def encode_offset_commit_response(resp: OffsetCommitResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.OFFSET_COMMIT, version)
+    w = Writer()
+    if version >= 3:
+        w.int32(resp.throttle_time_ms)
+    _write_topic_errors(w, resp.topics)
+    return w.chunks()
+
+
+def decode_offset_commit_response(body: memoryview, version: int) -> OffsetCommitResponse:
+    """Client side (tests, tools): the inverse of `encode_offset_commit_response`."""
+    check_version(ApiKey.OFFSET_COMMIT, version)
+    r = Reader(body)
+    throttle = r.int32() if version >= 3 else 0
+    return OffsetCommitResponse(_read_topic_errors(r), throttle)
+
+
+# ---- OffsetFetch --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequestTopic:
+    name: str
+    partition_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    group_id: str
+    topics: tuple[OffsetFetchRequestTopic, ...] | None  # None (v2+): every committed partition
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponsePartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # v5+
+    metadata: str | None
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponseTopic:
+    name: str
+    partitions: tuple[OffsetFetchResponsePartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    topics: tuple[OffsetFetchResponseTopic, ...]
+    error_code: int = 0  # v2+
+    throttle_time_ms: int = 0  # v3+
+
+
+def decode_offset_fetch_request(body: memoryview, version: int) -> OffsetFetchRequest:
+    check_version(ApiKey.OFFSET_FETCH, version)
+    r = Reader(body)
+    group_id = r.string()
+
+    def topic(rr: Reader) -> OffsetFetchRequestTopic:
+        return OffsetFetchRequestTopic(rr.string(), rr.int32_array())
+
+    topics = r.nullable_array(topic, 6) if version >= 2 else r.array(topic, 6)
+    return OffsetFetchRequest(group_id, topics)
+
+
+def encode_offset_fetch_request(req: OffsetFetchRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_offset_fetch_request`."""
+    check_version(ApiKey.OFFSET_FETCH, version)
+    w = Writer()
+    w.string(req.group_id)
+
+    def topic(ww: Writer, t: OffsetFetchRequestTopic) -> None:
+        ww.string(t.name)
+        ww.int32_array(t.partition_indexes)
+
+    w.nullable_array(req.topics, topic)
+    return w.chunks()
+
+
+def encode_offset_fetch_response(resp: OffsetFetchResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.OFFSET_FETCH, version)
+    w = Writer()
+    if version >= 3:
+        w.int32(resp.throttle_time_ms)
+
+    def partition(ww: Writer, p: OffsetFetchResponsePartition) -> None:
+        ww.int32(p.partition_index)
+        ww.int64(p.committed_offset)
+        if version >= 5:
+            ww.int32(p.committed_leader_epoch)
+        ww.nullable_string(p.metadata)
+        ww.int16(p.error_code)
+
+    def topic(ww: Writer, t: OffsetFetchResponseTopic) -> None:
+        ww.string(t.name)
+        ww.array(t.partitions, partition)
+
+    w.array(resp.topics, topic)
+    if version >= 2:
+        w.int16(resp.error_code)
+    return w.chunks()
+
+
+def decode_offset_fetch_response(body: memoryview, version: int) -> OffsetFetchResponse:
+    """Client side (tests, tools): the inverse of `encode_offset_fetch_response`."""
+    check_version(ApiKey.OFFSET_FETCH, version)
+    r = Reader(body)
+    throttle = r.int32() if version >= 3 else 0
+
+    def partition(rr: Reader) -> OffsetFetchResponsePartition:
+        index, offset = rr.int32(), rr.int64()
+        epoch = rr.int32() if version >= 5 else -1
+        return OffsetFetchResponsePartition(index, offset, epoch, rr.nullable_string(), rr.int16())
+
+    def topic(rr: Reader) -> OffsetFetchResponseTopic:
+        return OffsetFetchResponseTopic(rr.string(), rr.array(partition, 16))
+
+    topics = r.array(topic, 6)
+    error = r.int16() if version >= 2 else 0
+    return OffsetFetchResponse(topics, error, throttle)
+
+
+# ---- OffsetDelete -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequestTopic:
+    name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[OffsetDeleteRequestTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error_code: int
+    topics: tuple[TopicErrors, ...] = ()
+    throttle_time_ms: int = 0
+
+
+def decode_offset_delete_request(body: memoryview, version: int) -> OffsetDeleteRequest:
+    check_version(ApiKey.OFFSET_DELETE, version)
+    r = Reader(body)
+    group_id = r.string()
+
+    def topic(rr: Reader) -> OffsetDeleteRequestTopic:
+        name = rr.string()
+        return OffsetDeleteRequestTopic(name, rr.array(Reader.int32, 4))
+
+    return OffsetDeleteRequest(group_id, r.array(topic, 6))
+
+
+def encode_offset_delete_request(req: OffsetDeleteRequest, version: int) -> list[Chunk]:
+    """Client side (tests, tools): the inverse of `decode_offset_delete_request`."""
+    check_version(ApiKey.OFFSET_DELETE, version)
+    w = Writer()
+    w.string(req.group_id)
+
+    def topic(ww: Writer, t: OffsetDeleteRequestTopic) -> None:
+        ww.string(t.name)
+        ww.array(t.partitions, Writer.int32)
+
+    w.array(req.topics, topic)
+    return w.chunks()
+
+
+def encode_offset_delete_response(resp: OffsetDeleteResponse, version: int) -> list[Chunk]:
+    check_version(ApiKey.OFFSET_DELETE, version)
+    w = Writer()
+    w.int16(resp.error_code)
+    w.int32(resp.throttle_time_ms)
+    _write_topic_errors(w, resp.topics)
+    return w.chunks()
+
+
+def decode_offset_delete_response(body: memoryview, version: int) -> OffsetDeleteResponse:
+    """Client side (tests, tools): the inverse of `encode_offset_delete_response`."""
+    check_version(ApiKey.OFFSET_DELETE, version)
+    r = Reader(body)
+    error, throttle = r.int16(), r.int32()
+    return OffsetDeleteResponse(error, _read_topic_errors(r), throttle)

@@ -1,0 +1,178 @@
+"""Table tests for the group API codecs (join_group, group_membership, offset_commit,
+group_admin): one row of (version, dataclass, exact bytes) drives encoder and decoder, at
+each version where a field appears or goes. Same checks as test_protocol_codecs: exact
+bytes, trailing bytes tolerated, every truncation a ProtocolError, frames one byte at a time."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from broker.request_handler import decode_request, encode_response
+from common.protocol import group_admin as ga
+from common.protocol import group_membership as gm
+from common.protocol import join_group as jg
+from common.protocol import offset_commit as oc
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import (
+    FrameDecoder,
+    RequestHeader,
+    encode_request_header,
+    join_chunks,
+    parse_request_header,
+)
+from common.protocol.primitives import ProtocolError
+from tests.unit.test_protocol_codecs import (
+    Row,
+    arr,
+    b,
+    by,
+    i16,
+    i32,
+    i64,
+    ints,
+    req,
+    resp,
+    s,
+)
+
+K = ApiKey
+
+JOIN_PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"meta"),)
+JOIN_V0 = jg.JoinGroupRequest("g", 10000, 10000, "", None, "consumer", JOIN_PROTOCOLS)
+JOIN_V5 = jg.JoinGroupRequest("g", 10000, 300000, "m-1", "inst", "consumer", JOIN_PROTOCOLS)
+JOIN_RESP = jg.JoinGroupResponse(0, 3, "range", "m-1", "m-1",
+                                 (jg.JoinGroupResponseMember("m-1", "inst", b"meta"),))
+JOIN_RESP_V0 = jg.JoinGroupResponse(79, -1, "", "", "m-9", ())
+SYNC_V3 = jg.SyncGroupRequest("g", 3, "m-1", "inst", (jg.SyncGroupRequestAssignment("m-1", b"asg"),))
+SYNC_V0 = jg.SyncGroupRequest("g", 3, "m-1", None, ())
+LEAVE_V3 = gm.LeaveGroupRequest("g", (gm.MemberIdentity("m-1", None), gm.MemberIdentity("", "inst")))
+COMMIT_PARTS = (oc.OffsetCommitRequestPartition(0, 42, -1, "meta"),
+                oc.OffsetCommitRequestPartition(1, 7, -1, None))
+COMMIT_V2 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic("t", COMMIT_PARTS),), None, -1)
+COMMIT_V7 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic(
+    "t", (oc.OffsetCommitRequestPartition(0, 42, 5, "meta"),)),), "inst")
+COMMIT_RESP = oc.OffsetCommitResponse((oc.TopicErrors("t", (oc.PartitionError(0, 0), oc.PartitionError(1, 12))),))
+FETCH_PART = oc.OffsetFetchResponsePartition(0, 42, 5, "meta", 0)
+DESCRIBED = ga.DescribedGroup(0, "g", "Stable", "consumer", "range", (
+    ga.DescribedGroupMember("m-1", "inst", "client", "/127.0.0.1", b"sub", b"asg"),))
+
+ROWS = [
+    req(jg, "join_group", K.JOIN_GROUP, 0, JOIN_V0,
+        s("g") + i32(10000) + s("") + s("consumer") + arr(s("range") + by(b"meta"))),
+    req(jg, "join_group", K.JOIN_GROUP, 5, JOIN_V5,
+        s("g") + i32(10000) + i32(300000) + s("m-1") + s("inst") + s("consumer") + arr(s("range") + by(b"meta"))),
+    resp(jg, "join_group", K.JOIN_GROUP, 0, JOIN_RESP_V0, i16(79) + i32(-1) + s("") + s("") + s("m-9") + arr()),
+    resp(jg, "join_group", K.JOIN_GROUP, 2, jg.JoinGroupResponse(0, 3, "range", "m-1", "m-1",
+                                                                 (jg.JoinGroupResponseMember("m-1", None, b"meta"),)),
+         i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + by(b"meta"))),
+    resp(jg, "join_group", K.JOIN_GROUP, 5, JOIN_RESP,
+         i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + s("inst") + by(b"meta"))),
+    req(jg, "sync_group", K.SYNC_GROUP, 0, SYNC_V0, s("g") + i32(3) + s("m-1") + arr()),
+    req(jg, "sync_group", K.SYNC_GROUP, 3, SYNC_V3,
+        s("g") + i32(3) + s("m-1") + s("inst") + arr(s("m-1") + by(b"asg"))),
+    resp(jg, "sync_group", K.SYNC_GROUP, 0, jg.SyncGroupResponse(27, b""), i16(27) + by(b"")),
+    resp(jg, "sync_group", K.SYNC_GROUP, 3, jg.SyncGroupResponse(0, b"asg"), i32(0) + i16(0) + by(b"asg")),
+    req(gm, "heartbeat", K.HEARTBEAT, 0, gm.HeartbeatRequest("g", 3, "m-1"), s("g") + i32(3) + s("m-1")),
+    req(gm, "heartbeat", K.HEARTBEAT, 3, gm.HeartbeatRequest("g", 3, "m-1", "inst"),
+        s("g") + i32(3) + s("m-1") + s("inst")),
+    resp(gm, "heartbeat", K.HEARTBEAT, 0, gm.HeartbeatResponse(27), i16(27)),
+    resp(gm, "heartbeat", K.HEARTBEAT, 3, gm.HeartbeatResponse(0), i32(0) + i16(0)),
+    req(gm, "leave_group", K.LEAVE_GROUP, 0, gm.LeaveGroupRequest("g", (gm.MemberIdentity("m-1"),)),
+        s("g") + s("m-1")),
+    req(gm, "leave_group", K.LEAVE_GROUP, 3, LEAVE_V3, s("g") + arr(s("m-1") + s(None), s("") + s("inst"))),
+    resp(gm, "leave_group", K.LEAVE_GROUP, 0, gm.LeaveGroupResponse(25), i16(25)),
+    resp(gm, "leave_group", K.LEAVE_GROUP, 3, gm.LeaveGroupResponse(0, (gm.MemberResponse("m-1", None, 0),
+                                                                        gm.MemberResponse("", "inst", 82))),
+         i32(0) + i16(0) + arr(s("m-1") + s(None) + i16(0), s("") + s("inst") + i16(82))),
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 2, COMMIT_V2,
+        s("g") + i32(3) + s("m-1") + i64(-1)
+        + arr(s("t") + arr(i32(0) + i64(42) + s("meta"), i32(1) + i64(7) + s(None)))),
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 7, COMMIT_V7,
+        s("g") + i32(3) + s("m-1") + s("inst") + arr(s("t") + arr(i32(0) + i64(42) + i32(5) + s("meta")))),
+    resp(oc, "offset_commit", K.OFFSET_COMMIT, 2, COMMIT_RESP,
+         arr(s("t") + arr(i32(0) + i16(0), i32(1) + i16(12)))),
+    resp(oc, "offset_commit", K.OFFSET_COMMIT, 7, COMMIT_RESP,
+         i32(0) + arr(s("t") + arr(i32(0) + i16(0), i32(1) + i16(12)))),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 1, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+        s("g") + arr(s("t") + ints(0, 1))),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 5, oc.OffsetFetchRequest("g", None), s("g") + i32(-1)),
+    resp(oc, "offset_fetch", K.OFFSET_FETCH, 1,
+         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (oc.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
+         arr(s("t") + arr(i32(0) + i64(42) + s("meta") + i16(0)))),
+    resp(oc, "offset_fetch", K.OFFSET_FETCH, 5,
+         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
+         i32(0) + arr(s("t") + arr(i32(0) + i64(42) + i32(5) + s("meta") + i16(0))) + i16(14)),
+    req(oc, "offset_delete", K.OFFSET_DELETE, 0,
+        oc.OffsetDeleteRequest("g", (oc.OffsetDeleteRequestTopic("t", (0, 2)),)), s("g") + arr(s("t") + ints(0, 2))),
+    resp(oc, "offset_delete", K.OFFSET_DELETE, 0,
+         oc.OffsetDeleteResponse(0, (oc.TopicErrors("t", (oc.PartitionError(0, 86),)),)),
+         i16(0) + i32(0) + arr(s("t") + arr(i32(0) + i16(86)))),
+    req(ga, "describe_groups", K.DESCRIBE_GROUPS, 0, ga.DescribeGroupsRequest(("g", "h")), arr(s("g"), s("h"))),
+    req(ga, "describe_groups", K.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest(("g",), True), arr(s("g")) + b(True)),
+    resp(ga, "describe_groups", K.DESCRIBE_GROUPS, 0, ga.DescribeGroupsResponse((ga.DescribedGroup(
+        0, "g", "Stable", "consumer", "range", (ga.DescribedGroupMember("m-1", None, "client", "/127.0.0.1",
+                                                                        b"sub", b"asg"),)),)),
+         arr(i16(0) + s("g") + s("Stable") + s("consumer") + s("range")
+             + arr(s("m-1") + s("client") + s("/127.0.0.1") + by(b"sub") + by(b"asg")))),
+    resp(ga, "describe_groups", K.DESCRIBE_GROUPS, 4, ga.DescribeGroupsResponse((DESCRIBED,)),
+         i32(0) + arr(i16(0) + s("g") + s("Stable") + s("consumer") + s("range")
+                      + arr(s("m-1") + s("inst") + s("client") + s("/127.0.0.1") + by(b"sub") + by(b"asg"))
+                      + i32(-2147483648))),
+    req(ga, "list_groups", K.LIST_GROUPS, 2, ga.ListGroupsRequest(), b""),
+    resp(ga, "list_groups", K.LIST_GROUPS, 0, ga.ListGroupsResponse(0, (ga.ListedGroup("g", "consumer"),)),
+         i16(0) + arr(s("g") + s("consumer"))),
+    resp(ga, "list_groups", K.LIST_GROUPS, 2, ga.ListGroupsResponse(14, ()), i32(0) + i16(14) + arr()),
+    req(ga, "delete_groups", K.DELETE_GROUPS, 1, ga.DeleteGroupsRequest(("g",)), arr(s("g"))),
+    resp(ga, "delete_groups", K.DELETE_GROUPS, 0, ga.DeleteGroupsResponse((ga.DeletableGroupResult("g", 68),)),
+         i32(0) + arr(s("g") + i16(68))),
+]
+REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
+RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
+
+
+def row_id(row: Row) -> str:
+    return f"{ApiKey(row.api_key).name}-v{row.version}-{row.decode.__name__.rsplit('_', 1)[1]}"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_encode_gives_exact_bytes(row: Row) -> None:
+    assert join_chunks(row.encode(row.value, row.version)) == row.data
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_decode_whole_and_with_trailing_bytes(row: Row) -> None:
+    assert row.decode(memoryview(row.data), row.version) == row.value
+    assert row.decode(memoryview(row.data + b"\x00\x01trailing"), row.version) == row.value
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_every_truncation_raises_protocol_error(row: Row) -> None:
+    for cut in range(len(row.data)):
+        with pytest.raises(ProtocolError):
+            row.decode(memoryview(row.data[:cut]), row.version)
+
+
+@pytest.mark.parametrize("row", REQUESTS, ids=row_id)
+def test_request_frame_fed_one_byte_at_a_time(row: Row) -> None:
+    header = RequestHeader(row.api_key, row.version, 123, "client")
+    payload = encode_request_header(header) + row.data + b"librdkafka-trailing"
+    stream = struct.pack(">i", len(payload)) + payload
+    decoder = FrameDecoder(max_request_bytes=len(payload))
+    frames = [f for i in range(len(stream)) for f in decoder.feed(stream[i:i + 1])]
+    parsed, body = parse_request_header(frames[0])
+    assert len(frames) == 1 and parsed == header and decode_request(parsed, body) == row.value
+
+
+@pytest.mark.parametrize("row", RESPONSES, ids=row_id)
+def test_dispatch_encodes_responses(row: Row) -> None:
+    assert join_chunks(encode_response(ApiKey(row.api_key), row.value, row.version)) == row.data
+
+
+@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 6), (K.SYNC_GROUP, 4), (K.OFFSET_COMMIT, 1),
+                                          (K.OFFSET_COMMIT, 8), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 6),
+                                          (K.DESCRIBE_GROUPS, 5), (K.OFFSET_DELETE, 1)])
+def test_versions_outside_the_ranges_are_protocol_errors(api: ApiKey, version: int) -> None:
+    with pytest.raises(ProtocolError):
+        decode_request(RequestHeader(api, version, 1, None), memoryview(b"\x00" * 64))

@@ -1,0 +1,241 @@
+"""broker/group_coordinator: the group APIs through the broker's RequestHandler over a real
+ReplicaManager and log (no processes): FindCoordinator, a whole group life cycle, offsets
+written to `__consumer_offsets` in Kafka's format and loaded back by a fresh coordinator,
+NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS, and bad input stored nowhere."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.group_coordinator.runtime import CoordinatorSettings
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.request_handler import RequestHandler
+from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode as E
+from common.protocol import group_admin as ga
+from common.protocol import group_membership as gm
+from common.protocol import join_group as jg
+from common.protocol import offset_commit as oc
+from common.protocol.api_keys import ApiKey
+from common.protocol.find_coordinator import (
+    FindCoordinatorRequest,
+    decode_find_coordinator_response,
+    encode_find_coordinator_request,
+)
+from common.record_batch import iter_batches
+from common.records import decode_records
+from common.topic_config import LogConfig
+from groups.group import GroupConfig
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
+from groups.records import OffsetCommitKey, OffsetCommitValue, decode_record
+from metadata.delta import changes_for_broker
+from metadata.image import EMPTY_IMAGE
+from metadata.records import Partition, Topic
+from tests.log_helpers import NOW
+from tests.unit.test_request_handler import ADVERTISED, CLUSTER, ME, FakeAdmin, call, replay
+
+HERE, ELSEWHERE = "g1", "g0"  # offsets partitions 0 (led here) and 1 (led by broker 2)
+assert coordinator_partition(HERE, 2) == 0 and coordinator_partition(ELSEWHERE, 2) == 1
+IMAGE = replay(CLUSTER, Topic(GROUP_METADATA_TOPIC_NAME, "OFFSETS"),
+               Partition("OFFSETS", 0, (1,), (1,), leader=1), Partition("OFFSETS", 1, (2,), (2,), leader=2),
+               Topic("orders", "ORDERS"), Partition("ORDERS", 0, (1,), (1,), leader=1))
+OFFSETS_TP = TopicPartition(GROUP_METADATA_TOPIC_NAME, 0)
+SETTINGS = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0))  # Kafka's dev config
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x06orders\xff\xff\xff\xff"
+
+
+@pytest.fixture
+def broker(tmp_path):  # noqa: ANN001, ANN201
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
+
+    def new_handler() -> RequestHandler:  # each test closes the handlers it makes
+        return RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, topic_admin=FakeAdmin(),
+                              group_settings=SETTINGS)
+
+    yield new_handler, replicas
+    log_manager.shutdown()
+
+
+async def loaded(handler: RequestHandler, group: str = HERE) -> None:
+    """Ask until the coordinator has loaded the group's partition (bounded)."""
+    for _ in range(100):
+        if (await heartbeat(handler, group, "nobody", 0)).error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the offsets partition never loaded")
+
+
+async def join(handler: RequestHandler, member_id: str = "", group: str = HERE, version: int = 5,
+               protocols: tuple = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)) -> jg.JoinGroupResponse:
+    request = jg.JoinGroupRequest(group, 10000, 30000, member_id, None, "consumer", protocols)
+    return await call(handler, ApiKey.JOIN_GROUP, version, request, jg.encode_join_group_request,
+                      jg.decode_join_group_response)
+
+
+async def heartbeat(handler: RequestHandler, group: str, member: str, generation: int) -> gm.HeartbeatResponse:
+    return await call(handler, ApiKey.HEARTBEAT, 3, gm.HeartbeatRequest(group, generation, member),
+                      gm.encode_heartbeat_request, gm.decode_heartbeat_response)
+
+
+async def commit(handler: RequestHandler, member: str, generation: int, *parts: tuple[str, int, int, str]
+                 ) -> dict[tuple[str, int], int]:
+    topics: dict[str, list[oc.OffsetCommitRequestPartition]] = {}
+    for topic, partition, offset, metadata in parts:
+        topics.setdefault(topic, []).append(oc.OffsetCommitRequestPartition(partition, offset, 4, metadata))
+    request = oc.OffsetCommitRequest(HERE, generation, member, tuple(
+        oc.OffsetCommitRequestTopic(t, tuple(ps)) for t, ps in topics.items()))
+    response = await call(handler, ApiKey.OFFSET_COMMIT, 7, request, oc.encode_offset_commit_request,
+                          oc.decode_offset_commit_response)
+    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+
+async def fetch_offsets(handler: RequestHandler) -> oc.OffsetFetchResponse:
+    return await call(handler, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest(HERE, None),
+                      oc.encode_offset_fetch_request, oc.decode_offset_fetch_response)
+
+
+def stored_records(replicas: ReplicaManager) -> list:
+    data = replicas.get_partition(OFFSETS_TP).log.read(0, 1 << 20).read_bytes()
+    return [decode_record(r.key, r.value) for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
+
+
+async def test_find_coordinator_names_the_offsets_partition_leader(broker) -> None:  # noqa: ANN001
+    new_handler, _ = broker
+    handler = new_handler()
+    for group, expected in ((HERE, (1, *ADVERTISED)), (ELSEWHERE, (2, "127.0.0.2", 9092))):
+        response = await call(handler, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(group),
+                              encode_find_coordinator_request, decode_find_coordinator_response)
+        assert (response.error_code, response.node_id, response.host, response.port) == (0, *expected)
+    await handler.close()
+
+
+async def test_a_whole_group_life_and_a_reload(broker) -> None:  # noqa: ANN001
+    new_handler, replicas = broker
+    handler = new_handler()
+    assert (await heartbeat(handler, HERE, "m", 0)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await heartbeat(handler, ELSEWHERE, "m", 0)).error_code == E.NOT_COORDINATOR
+    await loaded(handler)
+    first = await join(handler)
+    assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id.startswith("test-")
+    joined = await join(handler, first.member_id)
+    assert (joined.error_code, joined.generation_id, joined.leader, joined.protocol_name) == (
+        0, 1, first.member_id, "range")
+    assert [m.metadata for m in joined.members] == [SUBSCRIPTION]
+    member, generation = joined.member_id, joined.generation_id
+    sync = await call(handler, ApiKey.SYNC_GROUP, 3, jg.SyncGroupRequest(
+        HERE, generation, member, None, (jg.SyncGroupRequestAssignment(member, b"all of orders"),)),
+        jg.encode_sync_group_request, jg.decode_sync_group_response)
+    assert (sync.error_code, sync.assignment) == (0, b"all of orders")
+    assert (await heartbeat(handler, HERE, member, generation)).error_code == 0
+    assert (await heartbeat(handler, HERE, member, generation + 1)).error_code == E.ILLEGAL_GENERATION
+
+    end_before = replicas.get_partition(OFFSETS_TP).log.log_end_offset
+    assert await commit(handler, member, generation, ("orders", 0, 5, "x" * 5000), ("nope", 0, 1, "")) == {
+        ("orders", 0): E.OFFSET_METADATA_TOO_LARGE, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == end_before  # nothing stored
+    assert await commit(handler, member, generation, ("orders", 0, 42, "meta")) == {("orders", 0): 0}
+    fetched = await fetch_offsets(handler)
+    assert [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata)
+            for t in fetched.topics for p in t.partitions] == [("orders", 0, 42, 4, "meta")]
+    described = await call(handler, ApiKey.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest((HERE, "unknown")),
+                           ga.encode_describe_groups_request, ga.decode_describe_groups_response)
+    assert [(g.group_id, g.group_state, g.protocol_data, len(g.members)) for g in described.groups] == [
+        (HERE, "Stable", "range", 1), ("unknown", "Dead", "", 0)]
+    assert described.groups[0].members[0].member_assignment == b"all of orders"
+    deleted = await call(handler, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
+                         ga.encode_delete_groups_request, ga.decode_delete_groups_response)
+    assert deleted.results == (ga.DeletableGroupResult(HERE, E.NON_EMPTY_GROUP),)
+
+    # What the log holds is Kafka's records; a fresh coordinator (a new leader) loads them.
+    records = stored_records(replicas)
+    assert records[-1].key == OffsetCommitKey(HERE, "orders", 0)
+    assert records[-1].value.offset == 42 and isinstance(records[-1].value, OffsetCommitValue)
+    await handler.close()
+    again = new_handler()
+    assert (await heartbeat(again, HERE, member, generation)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    await loaded(again)
+    assert (await heartbeat(again, HERE, member, generation)).error_code == 0  # Stable, loaded with its member
+    assert (await fetch_offsets(again)).topics == fetched.topics
+
+    left = await call(again, ApiKey.LEAVE_GROUP, 3, gm.LeaveGroupRequest(HERE, (gm.MemberIdentity(member),)),
+                      gm.encode_leave_group_request, gm.decode_leave_group_response)
+    assert left.error_code == 0 and [m.error_code for m in left.members] == [0]
+    listed = await call(again, ApiKey.LIST_GROUPS, 2, ga.ListGroupsRequest(), ga.encode_list_groups_request,
+                        ga.decode_list_groups_response)
+    assert listed.groups == (ga.ListedGroup(HERE, "consumer"),)
+    deleted = await call(again, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
+                         ga.encode_delete_groups_request, ga.decode_delete_groups_response)
+    assert deleted.results == (ga.DeletableGroupResult(HERE, 0),)
+    assert (await fetch_offsets(again)).topics == ()
+    await again.close()
+
+
+async def test_bad_joins_get_kafkas_errors(broker) -> None:  # noqa: ANN001
+    new_handler, replicas = broker
+    handler = new_handler()
+    await loaded(handler)
+    assert (await join(handler, group="")).error_code == E.INVALID_GROUP_ID
+    assert (await join(handler, protocols=())).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert (await join(handler, "ghost")).error_code == E.UNKNOWN_MEMBER_ID
+    assert (await heartbeat(handler, "", "m", 1)).error_code == E.INVALID_GROUP_ID
+    assert (await call(handler, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest("", None), oc.encode_offset_fetch_request,
+                       oc.decode_offset_fetch_response)).error_code == E.INVALID_GROUP_ID
+    assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == 0
+    await handler.close()
+
+
+# ---- the runtime's timers and leadership, on an injected clock ------------------------------
+
+
+async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:  # noqa: ANN001
+    from broker.group_coordinator import handlers
+    from broker.handlers.context import ClientInfo
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from groups.state import GroupState
+    from metadata.records import PartitionChange
+
+    _, replicas = broker
+    clock = [NOW]
+    image = [IMAGE]
+    coord = GroupCoordinator(ME, replicas, lambda: image[0], SETTINGS, now_ms=lambda: clock[0])
+    try:
+        coord._scan_leadership()  # what the timer task does every tick
+        await coord.shards[0].load_task
+        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+
+        async def join_v3(member: str = "") -> jg.JoinGroupResponse:
+            return await handlers.join(coord, jg.JoinGroupRequest(HERE, 10000, 30000, member, None, "consumer",
+                                                                  protocols), 3, ClientInfo("client", "/127.0.0.1"))
+
+        a = await join_v3()
+        sync = await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()), 3, ClientInfo("c", "/127.0.0.1"))
+        assert sync.error_code == 0 and coord.shards[0].groups[HERE].state is GroupState.STABLE
+
+        clock[0] += 9_999  # one ms before the session ends: nothing happens
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)
+        assert list(coord.shards[0].groups[HERE].members) == [a.member_id]
+        clock[0] += 1
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)  # the expiry appends the empty group's record, then applies
+        group = coord.shards[0].groups[HERE]
+        assert group.state is GroupState.EMPTY and not group.members
+
+        a = await join_v3()  # a new generation with one member...
+        waiting = asyncio.ensure_future(join_v3())  # ... and a second one waits for it to rejoin
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        image[0] = replay(IMAGE, PartitionChange("OFFSETS", 0, leader=2, isr=(1, 2), replicas=(1, 2)))
+        replicas.apply_changes(changes_for_broker(IMAGE, image[0], ME), image[0])
+        coord._scan_leadership()  # leadership moved: the shard is dropped at once
+        assert (await asyncio.wait_for(waiting, 1)).error_code == E.NOT_COORDINATOR
+        assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, 1, a.member_id), 3, ClientInfo("c", "/127.0.0.1"))
+                ).error_code == E.NOT_COORDINATOR
+        assert 'x_groups{state="Stable"} 0' in coord.prometheus("x_")
+    finally:
+        await coord.close()

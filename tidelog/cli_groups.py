@@ -1,0 +1,177 @@
+"""`tidelog groups list|describe|delete|reset-offsets`: kafka-consumer-groups.sh over the Kafka protocol.
+
+    tidelog groups list
+    tidelog groups describe --group app          # per partition: offsets, log end, lag, owner
+    tidelog groups delete --group app            # only an empty group (NON_EMPTY_GROUP otherwise)
+    tidelog groups reset-offsets --group app --topic demo --to-earliest [--execute]
+
+Option names and table columns are kafka-consumer-groups.sh's. reset-offsets prints the plan
+(GROUP TOPIC PARTITION NEW-OFFSET) and, as Kafka's tool, changes nothing unless --execute;
+it needs the group to be empty (its members stopped), or the commit is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Final
+
+from groups.offset_reset import ResetTo, plan_reset
+from tidelog import cli_common
+from tidelog.cli_common import ClusterError, UsageError
+from tidelog.table import render
+
+EARLIEST: Final = -2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every group of the cluster (kafka-consumer-groups --list)")
+    cli_common.add_cluster_options(listing, admin=False)
+    listing.set_defaults(run=run_list)
+    describe = actions.add_parser("describe", help="offsets, log end offsets, lag and owner of each partition")
+    cli_common.add_cluster_options(describe, admin=False)
+    describe.add_argument("--group", required=True)
+    describe.set_defaults(run=run_describe)
+    delete = actions.add_parser("delete", help="delete an empty group and its committed offsets")
+    cli_common.add_cluster_options(delete, admin=False)
+    delete.add_argument("--group", required=True)
+    delete.set_defaults(run=run_delete)
+    reset = actions.add_parser("reset-offsets", help="move an empty group's committed offsets (dry run unless --execute)")
+    cli_common.add_cluster_options(reset, admin=False)
+    reset.add_argument("--group", required=True)
+    reset.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2 (only these partitions)")
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=cli_common.non_negative_int)
+    to.add_argument("--shift-by", type=int)
+    to.add_argument("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss[+zone]: the first offset at or after it")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.set_defaults(run=run_reset)
+
+
+def _target(args: argparse.Namespace) -> tuple[ResetTo, int]:
+    if args.to_earliest:
+        return ResetTo.EARLIEST, 0
+    if args.to_latest:
+        return ResetTo.LATEST, 0
+    if args.to_offset is not None:
+        return ResetTo.OFFSET, args.to_offset
+    if args.shift_by is not None:
+        return ResetTo.SHIFT, args.shift_by
+    return ResetTo.TIMESTAMP, 0
+
+
+def _parse_topic(text: str) -> tuple[str, list[int] | None]:
+    topic, colon, parts = text.partition(":")
+    if not colon:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",")]
+    except ValueError:
+        raise UsageError(f"--topic {text!r}: partitions must be numbers, as TOPIC:0,1") from None
+
+
+def _admin(args: argparse.Namespace):  # noqa: ANN202 - imports kept out of the parser's path
+    from tidelog.group_admin import GroupAdmin
+    from tidelog.kafka_client import KafkaClient
+
+    found = cli_common.resolve(args, need_kafka=True)
+    client = KafkaClient(found.bootstrap_servers, client_id="tidelog-consumer-groups")
+    return client, GroupAdmin(client)
+
+
+def _unavailable(exc: Exception) -> ClusterError:
+    return ClusterError("NETWORK_EXCEPTION", str(exc))
+
+
+def _list(args: argparse.Namespace) -> int:
+    from tidelog.kafka_client import BrokerUnavailable
+
+    client, admin = _admin(args)
+    with client:
+        try:
+            cli_common.say_lines([g.group_id for g in admin.list_groups()])
+        except BrokerUnavailable as exc:
+            raise _unavailable(exc) from None
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from tidelog.kafka_client import BrokerUnavailable
+
+    client, admin = _admin(args)
+    with client:
+        try:
+            d = admin.describe(args.group)
+        except BrokerUnavailable as exc:
+            raise _unavailable(exc) from None
+    if d.state == "Dead":
+        raise ClusterError("GROUP_ID_NOT_FOUND", f"Consumer group '{args.group}' does not exist.")
+    if not d.members:
+        cli_common.say(f"Consumer group '{args.group}' has no active members.")
+        cli_common.say()
+    rows = [(d.group_id, p.topic, p.partition, p.current_offset, p.log_end_offset, p.lag,
+             p.member.member_id if p.member else None, p.member.client_host if p.member else None,
+             p.member.client_id if p.member else None) for p in d.partitions]
+    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                 "CONSUMER-ID", "HOST", "CLIENT-ID"), rows, right={2, 3, 4, 5}))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from tidelog.kafka_client import BrokerUnavailable
+
+    client, admin = _admin(args)
+    with client:
+        try:
+            admin.delete(args.group)
+        except BrokerUnavailable as exc:
+            raise _unavailable(exc) from None
+    cli_common.say(f"Deletion of requested consumer groups ('{args.group}') was successful.")
+    return 0
+
+
+def _reset(args: argparse.Namespace) -> int:
+    from tidelog.kafka_client import BrokerUnavailable
+
+    topic, only = _parse_topic(args.topic)
+    by_time = None
+    client, admin = _admin(args)
+    with client:
+        try:
+            info = client.metadata([topic]).topics.get(topic)
+            if info is None or info.error_code:
+                raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
+            partitions = only if only is not None else sorted(info.partitions)
+            earliest = {p: o for (t, p), o in admin.log_end_offsets([topic], EARLIEST).items()}
+            latest = {p: o for (t, p), o in admin.log_end_offsets([topic]).items()}
+            committed = {p: o for (t, p), o in admin.committed(args.group).items() if t == topic}
+            if args.to_datetime is not None:
+                try:
+                    when = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
+                except ValueError:
+                    raise UsageError(f"--to-datetime {args.to_datetime!r} is not YYYY-MM-DDTHH:mm:SS.sss") from None
+                by_time = {p: o for (t, p), o in admin.log_end_offsets([topic], when).items()}
+            to, value = _target(args)
+            described = admin.describe(args.group)
+            if described.members:  # Kafka's tool refuses a dry run too
+                raise ClusterError("NON_EMPTY_GROUP", f"Assignments can only be reset if the group "
+                                   f"'{args.group}' is inactive, but the current state is {described.state}.")
+            plan = plan_reset(partitions, committed, earliest, latest, to, value, by_time)
+            if args.execute:
+                admin.commit(args.group, {(topic, p): o for p, o in plan.items()})
+        except BrokerUnavailable as exc:
+            raise _unavailable(exc) from None
+    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+                                [(args.group, topic, p, o) for p, o in sorted(plan.items())], right={2, 3}))
+    return 0
+
+
+run_list = cli_common.guarded("groups list", _list)
+run_describe = cli_common.guarded("groups describe", _describe)
+run_delete = cli_common.guarded("groups delete", _delete)
+run_reset = cli_common.guarded("groups reset-offsets", _reset)
