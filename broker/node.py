@@ -317,7 +317,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if settings.metrics_address is not None:
             def render() -> str:
                 return (render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
-                        + handler.groups.prometheus(METRICS_PREFIX))  # consumer groups (issue 12)
+                        + handler.context.groups.prometheus(METRICS_PREFIX))  # consumer groups (issue 12)
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
