@@ -209,7 +209,7 @@ class FaultInjection:
         reason = getattr(self._network, "unavailable_reason", lambda: None)()
         if reason:
             unavailable(f"network faults are not available here: {reason}")
-        return self._network  # type: ignore[no-any-return]
+        return self._network
 
     # -- waits ----------------------------------------------------------------------------------------
 

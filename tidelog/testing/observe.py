@@ -136,7 +136,7 @@ def partition_view(local: LocalCluster, topic: str, partition: int) -> Mapping[s
     view = admin(local).topic(topic)
     for entry in view["partitions"]:
         if entry["partition"] == partition:
-            return entry  # type: ignore[no-any-return]
+            return entry
     raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {partition}")
 
 
