@@ -10,8 +10,11 @@ from common.config import (
     Config,
     ConfigKey,
     ConfigType,
+    all_of,
     at_least,
+    between,
     flush_interval_ms,
+    non_empty,
     one_of,
     parse_config,
     retention_ms,
@@ -43,6 +46,16 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     message_timestamp_type: TimestampPolicy = TimestampPolicy.CREATE_TIME
     cleanup_policy: tuple[str, ...] = field(default=("delete",))
+    # log compaction (only read when cleanup.policy holds compact)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = DAY_MS
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds `compact` (the log cleaner compacts this log)."""
+        return "compact" in self.cleanup_policy
 
     def replace(self, **changes: object) -> LogConfig:
         """A copy with some settings changed."""
@@ -70,8 +83,13 @@ TOPIC_LOG_KEYS: tuple[ConfigKey, ...] = (
     _long("file.delete.delay.ms", "grace period before deleting a file", 0),
     ConfigKey("message.timestamp.type", ConfigType.STRING, None, "CreateTime or LogAppendTime",
               one_of("CreateTime", "LogAppendTime")),
-    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
-              one_of("delete")),
+    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete and/or compact",
+              all_of(non_empty, one_of("delete", "compact"))),
+    ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, None,
+              "dirty share of a log before the cleaner compacts it", between(0.0, 1.0)),
+    _long("min.compaction.lag.ms", "records younger than this are not compacted", 0),
+    _long("max.compaction.lag.ms", "records older than this are compacted regardless", 1),
+    _long("delete.retention.ms", "how long a tombstone stays after its cleaning", 0),
 )
 
 _TOPIC_FIELDS = {
@@ -81,6 +99,9 @@ _TOPIC_FIELDS = {
     "max.message.bytes": "max_message_bytes", "flush.messages": "flush_messages",
     "flush.ms": "flush_ms", "file.delete.delay.ms": "file_delete_delay_ms",
     "message.timestamp.type": "message_timestamp_type", "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms", "delete.retention.ms": "delete_retention_ms",
 }
 
 
@@ -99,6 +120,10 @@ def from_broker_config(config: Config) -> LogConfig:
         file_delete_delay_ms=int(config["log.segment.delete.delay.ms"]),  # type: ignore[arg-type]
         message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
         cleanup_policy=tuple(config["log.cleanup.policy"]),  # type: ignore[arg-type]
+        min_cleanable_dirty_ratio=float(config["log.cleaner.min.cleanable.ratio"]),  # type: ignore[arg-type]
+        min_compaction_lag_ms=int(config["log.cleaner.min.compaction.lag.ms"]),  # type: ignore[arg-type]
+        max_compaction_lag_ms=int(config["log.cleaner.max.compaction.lag.ms"]),  # type: ignore[arg-type]
+        delete_retention_ms=int(config["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
     )
 
 

@@ -54,19 +54,10 @@ ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: le
 TOPIC = ConfigResourceType.TOPIC
 
 
-def _no_compaction(value: tuple[str, ...]) -> str | None:
-    if "compact" in value:
-        return "must be 'delete': log compaction ('compact') is not supported by tidelog"
-    return None if set(value) <= {"delete"} else f"must be 'delete', got {','.join(value)!r}"
-
-
 # The topic configs tidelog accepts: the log settings brokers apply (one definition, shared
-# with common.topic_config) plus the controller's own. cleanup.policy is declared here
-# for a clear error on 'compact'.
+# with common.topic_config) plus the controller's own.
 TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
-    *(key for key in TOPIC_LOG_KEYS if key.name != "cleanup.policy"),
-    ConfigKey("cleanup.policy", ConfigType.LIST, None, "delete (compact is not supported)",
-              all_of(non_empty, _no_compaction)),
+    *TOPIC_LOG_KEYS,
     ConfigKey(MIN_INSYNC_REPLICAS, ConfigType.INT, None,
               "fewest ISR members for an acks=all produce to succeed", at_least(1)),
     ConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, None,

@@ -165,6 +165,8 @@ class PartitionLog:
         else:
             bases, max_ts, max_ts_offset = self._check_replica_offsets(batches)
             epoch = None
+        if assign_offsets and config.compact:
+            _require_keys(view, batches, self.topic_partition)
         first = bases[0]
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
@@ -208,11 +210,11 @@ class PartitionLog:
     def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
                                ) -> tuple[list[int], int, int]:
         """(the batches' own base offsets, max timestamp, its offset) for a replica append,
-        which must continue the log exactly."""
+        whose offsets must increase from the log end (a compacted leader's log has gaps)."""
         expected = self.log_end_offset
         max_ts, max_ts_offset = NO_TIMESTAMP, expected
         for _, header in batches:
-            if header.base_offset != expected or header.last_offset_delta < 0:
+            if header.base_offset < expected or header.last_offset_delta < 0:
                 raise OffsetsOutOfOrderError(
                     f"replica append to {self.topic_partition}: batch at offset "
                     f"{header.base_offset} does not follow offset {expected - 1}")
@@ -380,6 +382,9 @@ class PartitionLog:
         of segments deleted. Never the active segment, never data above the high watermark."""
         deleted = self._delete_segments_while(
             lambda s, nxt: nxt <= self.log_start_offset, now_ms, "log start offset")
+        if "delete" not in self.config.cleanup_policy:  # compact only: the cleaner's job
+            self.reap_deleted_segments(now_ms)
+            return deleted
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_segments_while(
@@ -451,6 +456,28 @@ class PartitionLog:
                 keep.append((deadline, segment))
         self._pending_deletes = keep
 
+    # ---- compaction --------------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, now_ms: int) -> None:
+        """Put the cleaner's `new` segment where the consecutive segments `old` were (they
+        were renamed `.deleted` by the cleaner and close after `file.delete.delay.ms`, as
+        reads may still use them). The caller checked `holds_segments(old)`."""
+        i = self._segments.index(old[0])
+        self._segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
+        deadline = now_ms + self.config.file_delete_delay_ms
+        self._pending_deletes.extend((deadline, segment) for segment in old)
+
+    def holds_segments(self, segments: list[LogSegment]) -> bool:
+        """Whether `segments` are still consecutive inactive segments of this log (retention
+        or truncation may have removed them while the cleaner worked)."""
+        try:
+            i = self._segments.index(segments[0])
+        except ValueError:
+            return False
+        return (i + len(segments) < len(self._segments)
+                and self._segments[i : i + len(segments)] == segments)
+
     # ---- durability and lifecycle ------------------------------------------------------
 
     def flush(self, up_to: int | None = None) -> None:
@@ -492,6 +519,21 @@ def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatc
     buf = bytearray(view)
     stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
     return memoryview(buf), stamped
+
+
+def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
+                  tp: TopicPartition) -> None:
+    """Kafka's LogValidator rule for compacted topics: every record carries a key."""
+    from common.records import decode_records  # per-record work, for compacted topics only
+
+    for position, header in batches:
+        if header.is_control:
+            continue
+        for record in decode_records(view, position, header):
+            if record.key is None:
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition "
+                    f"{tp}")
 
 
 def _find_in_segment(segment: LogSegment, timestamp: int,
