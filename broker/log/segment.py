@@ -261,8 +261,8 @@ class LogSegment:
         """Validate every batch, rebuild both indexes, and truncate at the first bad or
         partial batch.
 
-        A batch is good when its framing and CRC hold, its offsets continue the previous
-        batch's exactly (tidelog never leaves gaps), and - given the leader-epoch cache's
+        A batch is good when its framing and CRC hold, its offsets increase from the
+        previous batch's (compaction leaves gaps, never overlaps), and - given the leader-epoch cache's
         `epoch_for` - its partitionLeaderEpoch is the one the cache says wrote that offset.
         The last two guard the fields the CRC does not cover.
         """
@@ -278,7 +278,7 @@ class LogSegment:
             if isinstance(header, str):
                 reason = header
                 break
-            if (header.base_offset != next_offset or header.last_offset_delta < 0
+            if (header.base_offset < next_offset or header.last_offset_delta < 0
                     or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
                 reason = (f"batch offsets {header.base_offset}..{header.last_offset} at "
                           f"position {position} do not follow offset {next_offset - 1}")
