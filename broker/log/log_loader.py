@@ -76,8 +76,10 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
         result = segment.recover(epoch_for)
-        # a segment may end before the next begins (compaction), never past it
-        gap = following is not None and result.next_offset > following
+        # Each segment ends where the next begins, even with compaction: a replica rolls
+        # at its log end offset and the cleaner keeps each group's last batch. So a
+        # shorter segment lost its tail.
+        gap = following is not None and result.next_offset != following
         if not result.truncated_bytes and not gap:
             continue
         truncated_total += result.truncated_bytes
@@ -87,7 +89,7 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
                 name, result.truncated_bytes, result.valid_bytes, segment.log_path.name,
                 result.next_offset, result.reason or "partial batch")
         else:
-            log.warning("%sSegment %s ends at offset %d, past the next segment's start %d",
+            log.warning("%sSegment %s ends at offset %d but the next segment starts at %d",
                         name, segment.log_path.name, result.next_offset, following)
         for later in segments[i + 1 :]:
             log.warning("%sDeleting segment %s after the truncation point (%d bytes, "

@@ -174,7 +174,9 @@ class PartitionLog:
                              or self._segment_age(segment, max_ts, now_ms) > config.segment_ms
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
-            self._roll_full_segment(segment, total, max_ts, now_ms, first)
+            # at the log end, not `first`: a replica's batch may start past it (a gap the
+            # leader's cleaner made), and segments must stay contiguous for recovery
+            self._roll_full_segment(segment, total, max_ts, now_ms, self.log_end_offset)
             segment = self._segments[-1]
         segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
