@@ -163,7 +163,7 @@ def test_a_follower_appends_across_gaps_and_reads_skip_them(tmp_path: Path) -> N
     assert records(follower) == records(leader)
     for log in (leader, follower):  # segments stay contiguous: recovery relies on it
         segments = log.segments
-        assert len(segments) > 2
+        assert len(segments) >= 2
         assert all(a.next_offset == b.base_offset for a, b in zip(segments, segments[1:]))
     gaps = [o for o in range(leader.log_end_offset) if o not in {r[0] for r in records(leader)}]
     batches = [h for h, _ in read_all(leader)]
