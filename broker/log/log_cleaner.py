@@ -103,6 +103,11 @@ class Cleaner:
         self.offset_map = offset_map
         self.throttle = throttle
         self.fail_point = fail_point or (lambda step: None)
+        self.stopping = False  # set from the owner's thread: `prepare` gives up soon
+
+    def request_stop(self) -> None:
+        """Make a running `prepare` stop at its next batch (broker shutdown)."""
+        self.stopping = True
 
     # ---- prepare: off the event loop ---------------------------------------------------
 
@@ -112,14 +117,16 @@ class Cleaner:
         and write the cleaned groups; None when there is nothing to clean. With
         `tombstones_due` the clean section is rewritten even without dirty records, to
         drop tombstones whose delete horizon has passed."""
-        segments = plog.segments[:-1]  # never the active segment
+        every_segment = plog.segments  # a snapshot: the owner may roll or delete meanwhile
+        segments = every_segment[:-1]  # never the active segment
         self.offset_map.clear()
         prepared = PreparedClean(first_dirty, first_dirty, plog.config.delete_retention_ms)
         end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared)
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
-        producers = last_batch_of_producers(plog.batch_headers())
+        producers = last_batch_of_producers(
+            header for segment in every_segment for _, header in segment.headers_from(0))
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
         lag_horizon = now_ms - plog.config.min_compaction_lag_ms
         try:
@@ -215,6 +222,8 @@ class Cleaner:
         """Every batch of an inactive segment, CRC-checked, read in IO_BUFFER_BYTES chunks."""
         position, size = 0, segment.size
         while position < size:  # bounded: each chunk moves `position` forward
+            if self.stopping:
+                raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
             chunk = os.pread(segment.fd, max(IO_BUFFER_BYTES, _batch_size_at(segment, position)),
                              position)
             if self.throttle is not None:
