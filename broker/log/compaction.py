@@ -23,14 +23,19 @@ No files, no clocks: the cleaner shell (`broker.log.log_cleaner`) reads batches,
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from broker.log.record_scan import ScannedBatch, ScannedRecord
+from common.compression import compress
 from common.record_batch import (
     ATTRIBUTES_POS,
     CRC_POS,
     DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
     MAX_TIMESTAMP_POS,
     NO_PRODUCER_ID,
     CompressionType,
@@ -39,7 +44,7 @@ from common.record_batch import (
     compute_crc,
     parse_header,
 )
-from common.records import Record, build_batch
+from common.records import build_batch, decode_records
 
 # Kafka sizes the dedupe buffer for 24 bytes per entry (a 16-byte MD5 of the key and an
 # 8-byte offset) and fills it to `log.cleaner.io.buffer.load.factor`.
@@ -47,6 +52,7 @@ BYTES_PER_MAP_ENTRY = 24
 DEFAULT_LOAD_FACTOR = 0.9
 LAST_OFFSET_DELTA_POS = 23  # in the v2 batch header, inside the CRC
 _INT16, _INT32, _INT64, _UINT32 = (struct.Struct(f) for f in (">h", ">i", ">q", ">I"))
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 header, as common.record_batch
 
 
 class BatchRetention(Enum):
@@ -64,7 +70,7 @@ class BatchFilterResult:
     delete horizon the rewritten batch must carry (None: none)."""
 
     retention: BatchRetention
-    kept: tuple[Record, ...]
+    kept: tuple[ScannedRecord, ...]
     delete_horizon_ms: int | None
 
 
@@ -121,7 +127,7 @@ class OffsetMap:
 
 
 def map_batch(offset_map: OffsetMap, header: RecordBatchHeader,
-              records: Iterable[Record]) -> None:
+              records: Iterable[ScannedRecord]) -> None:
     """Record the keys of one dirty batch in `offset_map` (control batches hold no keys
     of the topic; keyless records cannot be mapped)."""
     if header.is_control:
@@ -142,7 +148,7 @@ def last_batch_of_producers(headers: Iterable[RecordBatchHeader]) -> dict[int, i
     return last
 
 
-def filter_batch(header: RecordBatchHeader, records: Iterable[Record], *,
+def filter_batch(header: RecordBatchHeader, records: Sequence[ScannedRecord], *,
                  offset_map: OffsetMap, map_end_offset: int, now_ms: int,
                  delete_retention_ms: int, lag_horizon_ms: int,
                  last_offsets_of_producers: Mapping[int, int]) -> BatchFilterResult:
@@ -153,15 +159,11 @@ def filter_batch(header: RecordBatchHeader, records: Iterable[Record], *,
     """
     if header.is_transactional or header.is_control:
         return BatchFilterResult(BatchRetention.KEEP, (), None)
-    records = tuple(records)
     horizon = header.base_timestamp if header.has_delete_horizon else None
     retain_deletes = horizon is None or now_ms < horizon
-    kept: list[Record] = []
-    has_tombstone = False
-    for record in records:
-        if _retained(record, offset_map, map_end_offset, retain_deletes, lag_horizon_ms):
-            kept.append(record)
-            has_tombstone = has_tombstone or record.value is None
+    kept = [record for record in records
+            if _retained(record, offset_map, map_end_offset, retain_deletes, lag_horizon_ms)]
+    has_tombstone = any(record.is_tombstone for record in kept)
     is_producer_last = (header.producer_id != NO_PRODUCER_ID and
                         last_offsets_of_producers.get(header.producer_id) == header.last_offset)
     if not kept:
@@ -176,7 +178,7 @@ def filter_batch(header: RecordBatchHeader, records: Iterable[Record], *,
     return BatchFilterResult(BatchRetention.REWRITE, tuple(kept), new_horizon)
 
 
-def _retained(record: Record, offset_map: OffsetMap, map_end_offset: int,
+def _retained(record: ScannedRecord, offset_map: OffsetMap, map_end_offset: int,
               retain_deletes: bool, lag_horizon_ms: int) -> bool:
     if record.offset >= map_end_offset or record.timestamp > lag_horizon_ms:
         return True
@@ -184,25 +186,31 @@ def _retained(record: Record, offset_map: OffsetMap, map_end_offset: int,
         return False
     if record.offset < offset_map.get(record.key):
         return False  # a later record of the key exists
-    return record.value is not None or retain_deletes
+    return not record.is_tombstone or retain_deletes
 
 
-def rebuild_batch(header: RecordBatchHeader, kept: Iterable[Record],
+def rebuild_batch(header: RecordBatchHeader, batch: bytes | bytearray | memoryview,
+                  scanned: ScannedBatch, kept: Sequence[ScannedRecord],
                   delete_horizon_ms: int | None) -> bytes:
-    """The batch `header` rewritten to hold only `kept`, as Kafka's cleaner writes it.
+    """The batch `header` (bytes `batch`, scanned as `scanned`) rewritten to hold only
+    `kept`, as Kafka's cleaner writes it.
 
     Base offset, last offset delta (so the producer's last sequence stays derivable),
     producer id/epoch/base sequence, leader epoch, timestamp type and codec are the
     original's; records keep their offsets and timestamps; the CRC is recomputed. With a
-    delete horizon the base timestamp holds it (KIP-534) and record timestamp deltas are
-    taken from it. No record: Kafka's empty batch header (no codec, max timestamp kept).
+    new delete horizon the base timestamp holds it (KIP-534) and record timestamp deltas
+    are taken from it. No record: Kafka's empty batch header (no codec, max timestamp kept).
     """
-    kept = list(kept)
+    old_horizon = header.base_timestamp if header.has_delete_horizon else None
+    if kept and delete_horizon_ms == old_horizon:
+        return _splice(header, scanned, kept)
+    wanted = {record.offset for record in kept}
+    full = [r for r in decode_records(batch, 0, header) if r.offset in wanted]
     codec = header.compression if kept else CompressionType.NONE
     base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else (
         None if kept else header.max_timestamp)
     buf = bytearray(build_batch(
-        kept, base_offset=header.base_offset, base_timestamp=base_timestamp,
+        full, base_offset=header.base_offset, base_timestamp=base_timestamp,
         compression=codec, timestamp_type=header.timestamp_type,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,
@@ -216,4 +224,21 @@ def rebuild_batch(header: RecordBatchHeader, kept: Iterable[Record],
         _INT64.pack_into(buf, MAX_TIMESTAMP_POS, header.max_timestamp)
     rebuilt = parse_header(buf)
     _UINT32.pack_into(buf, CRC_POS, compute_crc(buf, 0, rebuilt))
+    return bytes(buf)
+
+
+def _splice(header: RecordBatchHeader, scanned: ScannedBatch,
+            kept: Sequence[ScannedRecord]) -> bytes:
+    """The common rewrite: the kept records' bytes unchanged (their deltas stay valid, as
+    base offset and base timestamp do), recompressed with the batch's codec."""
+    section = scanned.section
+    payload = compress(header.compression, b"".join(section[r.start : r.end] for r in kept))
+    max_timestamp = (header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME
+                     else max(r.timestamp for r in kept))
+    buf = bytearray(_BATCH_HEADER.pack(
+        header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch, MAGIC_V2, 0, header.attributes, header.last_offset_delta,
+        header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, len(kept)) + payload)
+    _UINT32.pack_into(buf, CRC_POS, compute_crc(buf, 0, parse_header(buf)))
     return bytes(buf)

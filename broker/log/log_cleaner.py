@@ -34,10 +34,10 @@ from broker.log.compaction import (
 )
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
+from broker.log.record_scan import scan_batch
 from broker.log.segment import LOG_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
 from common.errors import KafkaStorageError
 from common.record_batch import RecordBatchHeader, read_batches
-from common.records import decode_records
 from common.units import KIB
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class Cleaner:
                             f"log.cleaner.dedupe.buffer.size holds {self.offset_map.capacity} "
                             f"keys, too few for one batch of {header.record_count} records")
                     return end
-                map_batch(self.offset_map, header, decode_records(data, 0, header))
+                map_batch(self.offset_map, header, scan_batch(data, header).records)
                 end = header.next_offset
         return end
 
@@ -198,8 +198,11 @@ class Cleaner:
     def _filter(self, header: RecordBatchHeader, data: memoryview, prepared: PreparedClean,
                 now_ms: int, lag_horizon_ms: int, producers: dict[int, int],
                 last_of_group: bool) -> bytes | memoryview:
-        records = decode_records(data, 0, header)
-        result = filter_batch(header, records, offset_map=self.offset_map,
+        if header.is_control or header.is_transactional:
+            prepared.records_kept += header.record_count
+            return data  # left alone (no transactions cleaning yet)
+        scanned = scan_batch(data, header)
+        result = filter_batch(header, scanned.records, offset_map=self.offset_map,
                               map_end_offset=prepared.end_offset, now_ms=now_ms,
                               delete_retention_ms=prepared.delete_retention_ms,
                               lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers)
@@ -216,7 +219,7 @@ class Cleaner:
             return b""
         prepared.records_kept += len(result.kept)
         _note_horizon(prepared, result.delete_horizon_ms)
-        return rebuild_batch(header, result.kept, result.delete_horizon_ms)
+        return rebuild_batch(header, data, scanned, result.kept, result.delete_horizon_ms)
 
     def _batches(self, segment: LogSegment) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
         """Every batch of an inactive segment, CRC-checked, read in IO_BUFFER_BYTES chunks."""

@@ -17,6 +17,7 @@ from broker.log.compaction import (
     rebuild_batch,
 )
 from common.record_batch import CompressionType, TimestampType, parse_header, read_batches
+from broker.log.record_scan import scan_batch
 from common.records import Record, build_batch, decode_records
 
 NOW = 1_000_000
@@ -40,7 +41,7 @@ def decide(records: list[Record], mapped: dict[bytes, int], *, map_end: int = 10
     offset_map = OffsetMap(1000)
     for key, offset in mapped.items():
         offset_map.put(key, offset)
-    return filter_batch(header, decode_records(data, 0, header), offset_map=offset_map,  # type: ignore[arg-type]
+    return filter_batch(header, scan_batch(data, header).records, offset_map=offset_map,  # type: ignore[arg-type]
                         map_end_offset=map_end, now_ms=now, delete_retention_ms=DAY,
                         lag_horizon_ms=lag_horizon, last_offsets_of_producers=producers or {})
 
@@ -100,8 +101,9 @@ def test_keep_drop_rule(records: list[Record], mapped: dict[bytes, int], extra: 
 def test_tombstone_horizon_is_stamped_then_honoured() -> None:
     first = decide([rec(0, b"a", None)], {b"a": 0})
     assert first.delete_horizon_ms == NOW + DAY
-    _, header = batch([rec(0, b"a", None)])
-    stamped = rebuild_batch(header, first.kept, first.delete_horizon_ms)  # type: ignore[arg-type]
+    data, header = batch([rec(0, b"a", None)])
+    stamped = rebuild_batch(header, data, scan_batch(data, header), first.kept,  # type: ignore[arg-type]
+                            first.delete_horizon_ms)
     stamped_header = parse_header(stamped)
     assert stamped_header.has_delete_horizon and stamped_header.base_timestamp == NOW + DAY
     assert [r.timestamp for r in decode_records(stamped, 0, stamped_header)] == [T0]
@@ -109,7 +111,7 @@ def test_tombstone_horizon_is_stamped_then_honoured() -> None:
     offset_map.put(b"a", 0)
 
     def again(now: int) -> BatchFilterResult:
-        return filter_batch(stamped_header, decode_records(stamped, 0, stamped_header),
+        return filter_batch(stamped_header, scan_batch(stamped, stamped_header).records,
                             offset_map=offset_map, map_end_offset=1, now_ms=now,
                             delete_retention_ms=DAY, lag_horizon_ms=now,
                             last_offsets_of_producers={})
@@ -127,7 +129,8 @@ def test_rebuilt_batch_keeps_offsets_producer_fields_and_codec(
                        producer_epoch=2, base_sequence=40, partition_leader_epoch=5,
                        timestamp_type=timestamp_type)
     header = parse_header(data)
-    rebuilt = rebuild_batch(header, [records[2], records[3]], None)
+    scanned = scan_batch(data, header)
+    rebuilt = rebuild_batch(header, data, scanned, scanned.records[2:], None)
     (_, new), = read_batches(rebuilt)  # the CRC checks
     assert (new.base_offset, new.last_offset_delta, new.record_count) == (10, 3, 2)
     assert (new.producer_id, new.producer_epoch, new.base_sequence) == (3, 2, 40)
@@ -145,7 +148,7 @@ def test_empty_batch_keeps_the_producer_state() -> None:
     data = build_batch([(b"a", b"1"), (b"b", b"2")], base_offset=7, producer_id=9,
                        producer_epoch=1, base_sequence=3, compression=CompressionType.LZ4)
     header = parse_header(data)
-    empty = rebuild_batch(header, [], None)
+    empty = rebuild_batch(header, data, scan_batch(data, header), [], None)
     (_, new), = read_batches(empty)
     assert (new.record_count, new.base_offset, new.last_offset, new.last_sequence) == (0, 7, 8, 4)
     assert new.compression is CompressionType.NONE and new.max_timestamp == header.max_timestamp
@@ -182,7 +185,7 @@ def _clean(log: list[tuple[bytes, object]], upto: int, now: int, capacity: int) 
     for data, header in log:
         if header.base_offset >= upto:  # type: ignore[attr-defined]
             break
-        records = decode_records(data, 0, header)  # type: ignore[arg-type]
+        records = scan_batch(data, header).records  # type: ignore[arg-type]
         if not offset_map.room_for(len(records)):
             break
         map_batch(offset_map, header, records)  # type: ignore[arg-type]
@@ -193,13 +196,14 @@ def _clean(log: list[tuple[bytes, object]], upto: int, now: int, capacity: int) 
         if header.base_offset >= map_end:  # type: ignore[attr-defined]
             out.append((data, header))
             continue
-        result = filter_batch(header, decode_records(data, 0, header), offset_map=offset_map,  # type: ignore[arg-type]
+        scanned = scan_batch(data, header)  # type: ignore[arg-type]
+        result = filter_batch(header, scanned.records, offset_map=offset_map,  # type: ignore[arg-type]
                               map_end_offset=map_end, now_ms=now, delete_retention_ms=DAY,
                               lag_horizon_ms=now, last_offsets_of_producers=producers)
         if result.retention is BatchRetention.KEEP:
             out.append((data, header))
         elif result.retention is not BatchRetention.DELETE:
-            new = rebuild_batch(header, result.kept, result.delete_horizon_ms)  # type: ignore[arg-type]
+            new = rebuild_batch(header, data, scanned, result.kept, result.delete_horizon_ms)  # type: ignore[arg-type]
             out.append((new, parse_header(new)))
     return out
 
@@ -242,3 +246,28 @@ def test_compacted_log_reads_the_latest_value_of_every_key(
             assert value is None, key
     for data, header in log:  # everything stays a valid batch
         read_batches(data)
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_scan_agrees_with_the_full_decoder(codec: CompressionType) -> None:
+    records = [Record(offset=5 + i * 2, timestamp=T0 - 7 * i, key=None if i == 1 else b"k%d" % i,
+                      value=None if i == 2 else b"x" * (i * 70), headers=())
+               for i in range(6)]
+    data = build_batch(records, base_offset=5, compression=codec, headers=None)
+    header = parse_header(data)
+    scanned = scan_batch(data, header)
+    full = decode_records(data, 0, header)
+    assert [(r.offset, r.timestamp, r.key, r.is_tombstone) for r in scanned.records] == [
+        (r.offset, r.timestamp, r.key, r.value is None) for r in full]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 20])
+def test_scan_rejects_damaged_records(cut: int) -> None:
+    from common.errors import CorruptRecordError
+    from common.record_batch import HEADER_SIZE
+
+    data = bytearray(build_batch([(b"key", b"value"), (b"k2", b"v2")]))
+    header = parse_header(data)
+    damaged = data[: HEADER_SIZE] + data[HEADER_SIZE + cut :]
+    with pytest.raises(CorruptRecordError):
+        scan_batch(damaged + bytes(cut), header)
