@@ -4,19 +4,24 @@ cleaned partition.
 
 Each worker picks the filthiest log whose `cleanup.policy` holds compact - read on every
 pass, so changing the policy of a live topic takes effect at the next pass - maps and
-rewrites it on a thread (`Cleaner.prepare`), then swaps the result in on the event loop
-(`Cleaner.commit`), which owns every log mutation.
+rewrites it in a cleaner process (`Cleaner.prepare` over a snapshot of the segment files:
+per-record Python work there does not take the broker's GIL), then swaps the result in on
+the event loop (`Cleaner.commit`), which owns every log mutation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from multiprocessing.pool import Pool
+from typing import Any
 
 from broker.log.cleaner_checkpoint import read_cleaner_offsets, write_cleaner_offsets
 from broker.log.compaction import OffsetMap
@@ -26,7 +31,10 @@ from broker.log.log_cleaner import (
     PreparedClean,
     Throttle,
     abort,
+    prepare_in_worker,
+    snapshot_log,
 )
+from broker.log.segment import LogSegment
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.topic_partition import TopicPartition
@@ -138,6 +146,7 @@ class LogCleanerManager:
         self._delete_horizons: dict[TopicPartition, int] = {}
         self._in_progress: set[TopicPartition] = set()
         self._cleaners: list[Cleaner] = []
+        self._pool: Pool | None = None
 
     def new_cleaner(self) -> Cleaner:
         """A worker's cleaner, its map sized from the dedupe buffer shared by the workers."""
@@ -154,9 +163,42 @@ class LogCleanerManager:
         return cleaner
 
     def stop(self) -> None:
-        """Make every worker's running cleaning give up (the tasks are cancelled apart)."""
+        """Make every running cleaning give up (the worker tasks are cancelled apart):
+        cleaner processes are terminated; their `.cleaned` files go at the next load."""
         for cleaner in self._cleaners:
             cleaner.request_stop()
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def _worker_pool(self) -> Pool:
+        if self._pool is None:
+            # spawn, not fork: the broker has threads and an event loop
+            self._pool = multiprocessing.get_context("spawn").Pool(max(1, self.config.threads))
+        return self._pool
+
+    async def _prepare_in_pool(self, cleaner: Cleaner, ltc: LogToClean,
+                               snap: Any, now_ms: int) -> PreparedClean | None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[PreparedClean | None] = loop.create_future()
+
+        def settle(result: Any, *, failed: bool) -> None:
+            if done.done():
+                return
+            if failed:
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+        self._worker_pool().apply_async(
+            partial(prepare_in_worker, snap, first_dirty=ltc.first_dirty,
+                    first_uncleanable=ltc.first_uncleanable, now_ms=now_ms,
+                    tombstones_due=ltc.tombstones_due, map_capacity=cleaner.offset_map.capacity,
+                    max_bytes_per_second=self.config.io_max_bytes_per_second),
+            callback=lambda r: loop.call_soon_threadsafe(partial(settle, r, failed=False)),
+            error_callback=lambda e: loop.call_soon_threadsafe(partial(settle, e, failed=True)))
+        return await done
 
     # ---- choosing ----------------------------------------------------------------------
 
@@ -204,16 +246,18 @@ class LogCleanerManager:
         try:
             plog = self.log_manager.logs[ltc.tp]
             started = time.monotonic()
-            prepared = cleaner.prepare(plog, first_dirty=ltc.first_dirty,
+            snap, segments = snapshot_log(plog)
+            prepared = cleaner.prepare(snap, first_dirty=ltc.first_dirty,
                                        first_uncleanable=ltc.first_uncleanable, now_ms=now_ms,
                                        tombstones_due=ltc.tombstones_due)
-            self._finish(cleaner, plog, ltc, prepared, now_ms, started)
+            self._finish(cleaner, plog, segments, ltc, prepared, now_ms, started)
         finally:
             self.done(ltc.tp)
         return ltc.tp
 
-    async def run_worker(self, name: str) -> None:
-        """A cleaner thread's loop, until cancelled: prepare on a thread, commit here."""
+    async def run_worker(self, name: str, *, processes: bool = True) -> None:
+        """A cleaner thread's loop, until cancelled: prepare in a cleaner process (or, with
+        `processes` False, on a thread), commit here."""
         cleaner = self.new_cleaner()
         backoff = self.config.backoff_ms / 1000
         while True:  # until cancelled
@@ -227,16 +271,23 @@ class LogCleanerManager:
                     continue
                 started = time.monotonic()
                 now = self._now_ms()
-                prepared = await asyncio.to_thread(
-                    cleaner.prepare, plog, first_dirty=ltc.first_dirty,
-                    first_uncleanable=ltc.first_uncleanable, now_ms=now,
-                    tombstones_due=ltc.tombstones_due)
+                snap, segments = snapshot_log(plog)
+                if processes:
+                    prepared = await self._prepare_in_pool(cleaner, ltc, snap, now)
+                else:
+                    prepared = await asyncio.to_thread(
+                        cleaner.prepare, snap, first_dirty=ltc.first_dirty,
+                        first_uncleanable=ltc.first_uncleanable, now_ms=now,
+                        tombstones_due=ltc.tombstones_due)
                 if prepared is None or self.log_manager.logs.get(ltc.tp) is not plog:
                     if prepared is not None:
                         abort(prepared)
                     await asyncio.sleep(backoff)  # nothing to do: not again at once
                     continue
-                self._finish(cleaner, plog, ltc, prepared, self._now_ms(), started)
+                self._finish(cleaner, plog, segments, ltc, prepared, self._now_ms(), started)
+            except CleaningAbortedError as e:
+                self.stats.aborted += 1
+                log.info("[%s] Cleaning of %s aborted: %s", name, ltc.tp, e)
             except Exception:  # noqa: BLE001 - one bad log must not stop the cleaner
                 self.stats.failed += 1
                 self.stats.uncleanable.add(ltc.tp)
@@ -245,12 +296,13 @@ class LogCleanerManager:
             finally:
                 self.done(ltc.tp)
 
-    def _finish(self, cleaner: Cleaner, plog: PartitionLog, ltc: LogToClean,
-                prepared: PreparedClean | None, now_ms: int, started: float) -> None:
+    def _finish(self, cleaner: Cleaner, plog: PartitionLog, segments: tuple[LogSegment, ...],
+                ltc: LogToClean, prepared: PreparedClean | None, now_ms: int,
+                started: float) -> None:
         if prepared is None:
             return
         try:
-            cleaner.commit(plog, prepared, now_ms)
+            cleaner.commit(plog, segments, prepared, now_ms)
         except CleaningAbortedError as e:
             self.stats.aborted += 1
             log.info("Cleaning of %s aborted: %s", ltc.tp, e)
@@ -276,7 +328,7 @@ class LogCleanerManager:
         log.info("Cleaned log %s (dirty section = [%d, %d)): %d segments, %d -> %d bytes "
                  "(%.1f%% size reduction), %d -> %d records, in %.1f ms (%.1f MB/s); "
                  "cleaner checkpoint %d", tp, prepared.first_dirty, prepared.end_offset,
-                 sum(len(g.old) for g in prepared.groups), before, written,
+                 sum(g.count for g in prepared.groups), before, written,
                  100.0 * (before - written) / before if before else 0.0,
                  prepared.records_read, prepared.records_kept, elapsed_ms, mb_per_s,
                  prepared.end_offset)

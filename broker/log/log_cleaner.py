@@ -37,7 +37,8 @@ from broker.log.partition_log import PartitionLog
 from broker.log.record_scan import scan_batch
 from broker.log.segment import LOG_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
 from common.errors import KafkaStorageError
-from common.record_batch import RecordBatchHeader, read_batches
+from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header, read_batches
+from common.topic_config import LogConfig
 from common.units import KIB
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,65 @@ class CleaningAbortedError(Exception):
     """The log changed under the cleaner (truncation, retention, deletion); nothing swapped."""
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentSnapshot:
+    """One segment as the owner saw it when a cleaning began (sent to a worker process)."""
+
+    path: str
+    base_offset: int
+    size: int
+    next_offset: int
+    index_entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogSnapshot:
+    """What a cleaning reads: the log's segments (active last) and settings."""
+
+    directory: str
+    segments: tuple[SegmentSnapshot, ...]
+    config: LogConfig
+
+
+def snapshot_log(plog: PartitionLog) -> tuple[LogSnapshot, tuple[LogSegment, ...]]:
+    """The log's snapshot, and the segment objects it names (for `commit`)."""
+    segments = plog.segments
+    return LogSnapshot(str(plog.directory), tuple(
+        SegmentSnapshot(str(s.log_path), s.base_offset, s.size, s.next_offset,
+                        len(s.offset_index)) for s in segments), plog.config), segments
+
+
+class _SegmentFile:
+    """A snapshot segment opened read-only (a worker process has no LogSegment)."""
+
+    def __init__(self, snap: SegmentSnapshot) -> None:
+        self.log_path = Path(snap.path)
+        self.base_offset, self.size = snap.base_offset, snap.size
+        self.next_offset, self.index_entries = snap.next_offset, snap.index_entries
+        try:
+            self.fd = os.open(snap.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise CleaningAbortedError(f"{snap.path} was removed while cleaning") from None
+
+    def headers(self) -> Iterator[RecordBatchHeader]:
+        position = 0
+        while position < self.size:  # bounded: each header moves `position` forward
+            header = parse_header(os.pread(self.fd, HEADER_SIZE, position), require_body=False)
+            yield header
+            position += header.size
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 @dataclass(slots=True)
 class CleanedGroup:
-    """Consecutive old segments and the `.cleaned` file that replaces them."""
+    """Consecutive old segments (`count` from index `first` of the snapshot) and the
+    `.cleaned` file that replaces them."""
 
-    old: list[LogSegment]
-    path: Path
+    first: int
+    count: int
+    path: str
     bytes_before: int
     bytes_after: int
 
@@ -111,36 +165,52 @@ class Cleaner:
 
     # ---- prepare: off the event loop ---------------------------------------------------
 
-    def prepare(self, plog: PartitionLog, *, first_dirty: int, first_uncleanable: int,
+    def prepare(self, snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
                 now_ms: int, tombstones_due: bool = False) -> PreparedClean | None:
         """Map the dirty section [first_dirty, first_uncleanable) (as far as the map holds)
         and write the cleaned groups; None when there is nothing to clean. With
         `tombstones_due` the clean section is rewritten even without dirty records, to
-        drop tombstones whose delete horizon has passed."""
-        every_segment = plog.segments  # a snapshot: the owner may roll or delete meanwhile
-        segments = every_segment[:-1]  # never the active segment
+        drop tombstones whose delete horizon has passed. Reads only files: runs on a
+        worker thread or process while the owner appends."""
+        files: list[_SegmentFile] = []
+        try:
+            for segment in snap.segments:
+                files.append(_SegmentFile(segment))
+            return self._prepare(snap, files, first_dirty=first_dirty,
+                                 first_uncleanable=first_uncleanable, now_ms=now_ms,
+                                 tombstones_due=tombstones_due)
+        finally:
+            for f in files:
+                f.close()
+
+    def _prepare(self, snap: LogSnapshot, files: list[_SegmentFile], *, first_dirty: int,
+                 first_uncleanable: int, now_ms: int,
+                 tombstones_due: bool) -> PreparedClean | None:
+        config = snap.config
+        segments = files[:-1]  # never the active segment
         self.offset_map.clear()
-        prepared = PreparedClean(first_dirty, first_dirty, plog.config.delete_retention_ms)
+        prepared = PreparedClean(first_dirty, first_dirty, config.delete_retention_ms)
         end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared)
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
-        producers = last_batch_of_producers(
-            header for segment in every_segment for _, header in segment.headers_from(0))
+        producers = last_batch_of_producers(h for f in files for h in f.headers())
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
-        lag_horizon = now_ms - plog.config.min_compaction_lag_ms
+        lag_horizon = now_ms - config.min_compaction_lag_ms
         try:
-            for group in _group_by_size(cleanable, plog.config.segment_bytes,
-                                        plog.config.segment_index_bytes):
+            first = 0
+            for group in _group_by_size(cleanable, config.segment_bytes,
+                                        config.segment_index_bytes):
                 prepared.groups.append(self._clean_group(
-                    plog, group, prepared, now_ms=now_ms, lag_horizon_ms=lag_horizon,
-                    producers=producers))
+                    Path(snap.directory), first, group, prepared, now_ms=now_ms,
+                    lag_horizon_ms=lag_horizon, producers=producers))
+                first += len(group)
         except BaseException:
             abort(prepared)
             raise
         return prepared
 
-    def _build_offset_map(self, segments: tuple[LogSegment, ...], first_dirty: int,
+    def _build_offset_map(self, segments: list[_SegmentFile], first_dirty: int,
                           first_uncleanable: int, prepared: PreparedClean) -> int:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
         at a batch that would overflow the map (cleaned later: Kafka's partial map)."""
@@ -165,11 +235,10 @@ class Cleaner:
                 end = header.next_offset
         return end
 
-    def _clean_group(self, plog: PartitionLog, group: list[LogSegment],
+    def _clean_group(self, directory: Path, first: int, group: list[_SegmentFile],
                      prepared: PreparedClean, *, now_ms: int, lag_horizon_ms: int,
                      producers: dict[int, int]) -> CleanedGroup:
-        path = plog.directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX)
-                                 + CLEANED_SUFFIX)
+        path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         out = bytearray()
         written = 0
@@ -193,7 +262,7 @@ class Cleaner:
             os.close(fd)
         if self.throttle is not None:
             self.throttle.account(written)
-        return CleanedGroup(group, path, sum(s.size for s in group), written)
+        return CleanedGroup(first, len(group), str(path), sum(s.size for s in group), written)
 
     def _filter(self, header: RecordBatchHeader, data: memoryview, prepared: PreparedClean,
                 now_ms: int, lag_horizon_ms: int, producers: dict[int, int],
@@ -221,13 +290,13 @@ class Cleaner:
         _note_horizon(prepared, result.delete_horizon_ms)
         return rebuild_batch(header, data, scanned, result.kept, result.delete_horizon_ms)
 
-    def _batches(self, segment: LogSegment) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+    def _batches(self, segment: _SegmentFile) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
         """Every batch of an inactive segment, CRC-checked, read in IO_BUFFER_BYTES chunks."""
         position, size = 0, segment.size
         while position < size:  # bounded: each chunk moves `position` forward
             if self.stopping:
                 raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
-            chunk = os.pread(segment.fd, max(IO_BUFFER_BYTES, _batch_size_at(segment, position)),
+            chunk = os.pread(segment.fd, max(IO_BUFFER_BYTES, _batch_size_at(segment.fd, position)),
                              position)
             if self.throttle is not None:
                 self.throttle.account(len(chunk))
@@ -242,33 +311,38 @@ class Cleaner:
     def clean(self, plog: PartitionLog, *, first_dirty: int, first_uncleanable: int,
               now_ms: int, tombstones_due: bool = False) -> PreparedClean | None:
         """prepare + commit in one call (tests, benchmarks, a single-threaded owner)."""
-        prepared = self.prepare(plog, first_dirty=first_dirty,
+        snap, segments = snapshot_log(plog)
+        prepared = self.prepare(snap, first_dirty=first_dirty,
                                 first_uncleanable=first_uncleanable, now_ms=now_ms,
                                 tombstones_due=tombstones_due)
         if prepared is not None:
-            self.commit(plog, prepared, now_ms)
+            self.commit(plog, segments, prepared, now_ms)
         return prepared
 
-    def commit(self, plog: PartitionLog, prepared: PreparedClean, now_ms: int) -> None:
-        """Swap every cleaned group into `plog`; CleaningAbortedError (with the rest of
-        the `.cleaned` files removed) when the log no longer holds a group's segments."""
+    def commit(self, plog: PartitionLog, segments: tuple[LogSegment, ...],
+               prepared: PreparedClean, now_ms: int) -> None:
+        """Swap every cleaned group into `plog` (`segments`: the snapshot's); raises
+        CleaningAbortedError (with the rest of the `.cleaned` files removed) when the log
+        no longer holds a group's segments."""
         for i, group in enumerate(prepared.groups):
-            if not plog.holds_segments(group.old):
+            old = list(segments[group.first : group.first + group.count])
+            if not plog.holds_segments(old):
                 abort(prepared, start=i)
                 raise CleaningAbortedError(
                     f"{plog.topic_partition}: segments changed while cleaning")
-            self._swap(plog, group, now_ms)
+            self._swap(plog, old, Path(group.path), now_ms)
 
-    def _swap(self, plog: PartitionLog, group: CleanedGroup, now_ms: int) -> None:
+    def _swap(self, plog: PartitionLog, old: list[LogSegment], cleaned: Path,
+              now_ms: int) -> None:
         directory, fail = plog.directory, self.fail_point
         fail("after_cleaned")
-        base = group.old[0].base_offset
+        base = old[0].base_offset
         live = directory / segment_file_name(base, LOG_SUFFIX)
         swap = live.with_name(live.name + SWAP_SUFFIX)
-        os.replace(group.path, swap)
+        os.replace(cleaned, swap)
         fsync_directory(directory)
         fail("after_swap")
-        for i, segment in enumerate(group.old):
+        for i, segment in enumerate(old):
             segment.mark_deleted()
             if i == 0:
                 fsync_directory(directory)
@@ -284,13 +358,13 @@ class Cleaner:
             raise KafkaStorageError(f"cleaned segment {live} is damaged: {result.reason}")
         new.on_become_inactive()
         new.flush()
-        plog.replace_segments(group.old, new, now_ms)
+        plog.replace_segments(old, new, now_ms)
 
 
 def abort(prepared: PreparedClean, start: int = 0) -> None:
     """Remove the `.cleaned` files of groups not swapped in."""
     for group in prepared.groups[start:]:
-        group.path.unlink(missing_ok=True)
+        Path(group.path).unlink(missing_ok=True)
 
 
 def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
@@ -299,30 +373,28 @@ def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
         prepared.earliest_delete_horizon = horizon
 
 
-def _group_by_size(segments: list[LogSegment], max_bytes: int,
-                   max_index_bytes: int) -> Iterator[list[LogSegment]]:
+def _group_by_size(segments: list[_SegmentFile], max_bytes: int,
+                   max_index_bytes: int) -> Iterator[list[_SegmentFile]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose cleaned copy fits one
     segment (bytes, index entries, int32 relative offsets)."""
     max_entries = max(1, max_index_bytes // 8)
-    group: list[LogSegment] = []
+    group: list[_SegmentFile] = []
     size = entries = 0
     for segment in segments:
         if group and (size + segment.size > max_bytes
-                      or entries + len(segment.offset_index) > max_entries
+                      or entries + segment.index_entries > max_entries
                       or segment.next_offset - 1 - group[0].base_offset > MAX_RELATIVE_OFFSET):
             yield group
             group, size, entries = [], 0, 0
         group.append(segment)
         size += segment.size
-        entries += len(segment.offset_index)
+        entries += segment.index_entries
     if group:
         yield group
 
 
-def _batch_size_at(segment: LogSegment, position: int) -> int:
-    for _, header in segment.headers_from(position):
-        return header.size
-    return 0
+def _batch_size_at(fd: int, position: int) -> int:
+    return parse_header(os.pread(fd, HEADER_SIZE, position), require_body=False).size
 
 
 def _whole_batches_length(view: memoryview) -> int:
@@ -341,3 +413,23 @@ def _write_all(fd: int, data: bytes | bytearray) -> int:
     while view:  # bounded: each write consumes bytes or raises
         view = view[os.write(fd, view):]
     return len(data)
+
+
+_worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
+
+
+def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
+                      now_ms: int, tombstones_due: bool, map_capacity: int,
+                      max_bytes_per_second: float) -> PreparedClean | None:
+    """`Cleaner.prepare` in a cleaner worker process (no GIL shared with the broker)."""
+    import time
+
+    global _worker_cleaner
+    if _worker_cleaner is None or _worker_cleaner.offset_map.capacity != map_capacity:
+        throttle = None
+        if max_bytes_per_second < float("inf"):
+            throttle = Throttle(max_bytes_per_second, monotonic=time.monotonic, sleep=time.sleep)
+        _worker_cleaner = Cleaner(OffsetMap(map_capacity), throttle=throttle)
+    return _worker_cleaner.prepare(snap, first_dirty=first_dirty,
+                                   first_uncleanable=first_uncleanable, now_ms=now_ms,
+                                   tombstones_due=tombstones_due)

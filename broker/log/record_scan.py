@@ -60,36 +60,59 @@ def scan_batch(batch: bytes | bytearray | memoryview, header: RecordBatchHeader)
 
 
 def _scan(section: bytes, header: RecordBatchHeader) -> list[ScannedRecord]:
+    # The hot loop of the cleaner: the one-byte varint case is decoded inline (most
+    # timestamp and offset deltas, key and value lengths are small), the rest by _varint.
     base_offset, base_ts = header.base_offset, header.base_timestamp
-    log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    fixed_ts = header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME \
+        else None
     end_of_section = len(section)
     records: list[ScannedRecord] = []
     append = records.append
+    make = ScannedRecord
+    varint = _varint
     pos = 0
     # bounded: record_count iterations, each advancing `pos` past one record or raising
     for _ in range(header.record_count):
         start = pos
-        length, pos = _varint(section, pos)
+        b = section[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = varint(section, pos)
         end = pos + length
         if length <= 0 or end > end_of_section:
             raise CorruptRecordError(
                 f"batch at offset {base_offset}: record length {length} at byte {start} "
                 f"does not fit the records section")
-        ts_delta, pos = _varint(section, pos + 1)  # after the attributes byte
-        offset_delta, pos = _varint(section, pos)
-        key_length, pos = _varint(section, pos)
+        pos += 1  # the attributes byte
+        b = section[pos]
+        if b < 0x80:
+            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            ts_delta, pos = varint(section, pos)
+        b = section[pos]
+        if b < 0x80:
+            offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            offset_delta, pos = varint(section, pos)
+        b = section[pos]
+        if b < 0x80:
+            key_length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            key_length, pos = varint(section, pos)
         if key_length >= 0:
             key: bytes | None = section[pos : pos + key_length]
             pos += key_length
         else:
             key = None
-        value_length, pos = _varint(section, pos)
-        if pos > end:
+        # a null value is the varint -1: the single byte 0x01
+        is_tombstone = section[pos] == 0x01
+        if pos >= end:
             raise CorruptRecordError(
                 f"batch at offset {base_offset}: record at byte {start} overruns its length")
-        append(ScannedRecord(base_offset + offset_delta,
-                             header.max_timestamp if log_append_time else base_ts + ts_delta,
-                             key, value_length < 0, start, end))
+        append(make(base_offset + offset_delta,
+                    base_ts + ts_delta if fixed_ts is None else fixed_ts,
+                    key, is_tombstone, start, end))
         pos = end
     if pos != end_of_section:
         raise CorruptRecordError(

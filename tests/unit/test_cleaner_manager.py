@@ -3,7 +3,10 @@ cleaner-offset-checkpoint across restarts, live cleanup.policy changes, metrics.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from broker.log.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT, read_cleaner_offsets
 from broker.log.cleaner_manager import (
@@ -17,6 +20,7 @@ from broker.topic_partition import TopicPartition
 from common.records import build_batch
 from common.topic_config import LogConfig
 from tests.log_helpers import NOW
+from tidelog.waiting import wait_until_async
 
 TP = TopicPartition("changelog", 0)
 COMPACT = LogConfig(segment_bytes=600, index_interval_bytes=100, cleanup_policy=("compact",))
@@ -125,4 +129,26 @@ def test_metrics_lines(tmp_path: Path) -> None:
     assert "t_log_cleaner_runs_total 1" in text
     assert 't_log_cleaner_dirty_ratio{topic="changelog",partition="0"} 0' in text
     assert "t_log_cleaner_max_clean_time_ms" in text
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("processes", [True, False])
+def test_a_worker_prepares_off_the_loop_and_swaps_on_it(tmp_path: Path, processes: bool) -> None:
+    manager, cleaners = setup(tmp_path)
+    cleaners.config = CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=10)
+    produce(manager, 20)
+    before = manager.logs[TP].size_in_bytes
+
+    async def run() -> None:
+        worker = asyncio.create_task(cleaners.run_worker("w0", processes=processes))
+        try:
+            await wait_until_async("a cleaning", lambda: cleaners.stats.runs >= 1, 30.0)
+        finally:
+            cleaners.stop()
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    asyncio.run(run())
+    assert manager.logs[TP].size_in_bytes < before
+    assert cleaners.stats.failed == 0
     manager.shutdown()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.compaction import OffsetMap
-from broker.log.log_cleaner import FAIL_POINTS, Cleaner, CleaningAbortedError
+from broker.log.log_cleaner import FAIL_POINTS, Cleaner, CleaningAbortedError, snapshot_log
 from broker.log.partition_log import PartitionLog
 from common.errors import InvalidRecordError
 from common.record_batch import CompressionType, iter_batches
@@ -180,12 +180,13 @@ def test_cleaning_aborts_when_the_log_changed_underneath(tmp_path: Path) -> None
     log = open_log(tmp_path, COMPACT)
     fill(log, 20)
     cleaner = Cleaner(OffsetMap(100))
-    prepared = cleaner.prepare(log, first_dirty=0, first_uncleanable=log.active_segment.base_offset,
+    snap, segments = snapshot_log(log)
+    prepared = cleaner.prepare(snap, first_dirty=0, first_uncleanable=log.active_segment.base_offset,
                                now_ms=NOW)
     assert prepared is not None
     log.truncate_to(10)
     with pytest.raises(CleaningAbortedError):
-        cleaner.commit(log, prepared, NOW)
+        cleaner.commit(log, segments, prepared, NOW)
     assert not list(log.directory.glob("*.cleaned"))
 
 
