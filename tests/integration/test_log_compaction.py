@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 
+import pytest
+
+from broker.log.cleaner_manager import FAIL_POINT_ENV
 from common.record_batch import iter_batches
 from common.records import decode_records
 from tests.integration.cluster_fixtures import wait_until
@@ -21,7 +24,7 @@ from tests.integration.replication_fixtures import (
     wait_full_isr,
     wait_replicas_caught_up,
 )
-from tidelog.launcher import LocalCluster
+from tidelog.launcher import LocalCluster, NodeProcess
 
 
 TOPIC = "changelog"
@@ -137,3 +140,64 @@ def test_compacted_rf3_topic_with_real_clients(tmp_path: Path) -> None:
         assert keyless.flush(30) == 0
         assert [e.name() for e in refused] == ["INVALID_RECORD"]
         assert "Cleaned log changelog-0" in cluster.node(leader).spec.log_path.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("step", ["after_cleaned", "after_swap", "mid_delete", "after_live"])
+def test_kill_9_at_a_swap_step_recovers_a_whole_log(tmp_path: Path, step: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker SIGKILLs itself at one step of its first swap (the fail point); restarted
+    without it, its log holds every key's latest value, CRC-valid, in offset order, and the
+    loader says how it finished or dropped the interrupted swap."""
+    from confluent_kafka import Producer
+
+    monkeypatch.setenv(FAIL_POINT_ENV, step)  # every broker inherits it; only one hosts a
+    with replicated_cluster(tmp_path, {"log.cleaner.backoff.ms": "200"}) as (cluster, _):  # compacted log
+        create_topic(cluster, TOPIC, partitions=1, replication_factor=1,
+                     configs={**CONFIGS, "segment.bytes": str(64 * 1024), "min.insync.replicas": "1"})
+        broker = partition_state(cluster, TOPIC, 0)["leader"]
+        node = cluster.node(broker)
+        bootstrap = node.spec.bootstrap_address
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                             "message.timeout.ms": 10_000})
+        expected: dict[bytes, bytes] = {}
+        sent = 0
+        while node.running() and sent < 50_000:  # bounded: at most 50k records
+            key, value = b"key-%d" % (sent % 100), b"value-%d" % sent
+            try:
+                producer.produce(TOPIC, key=key, value=value)
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            expected[key] = value
+            sent += 1
+            if sent % 1000 == 0:
+                producer.flush(10)
+        wait_until(f"broker {broker} killed at fail point {step}", lambda: not node.running(), 60.0)
+        delivered = expected  # what was acknowledged before the kill is a prefix of `expected`
+        monkeypatch.delenv(FAIL_POINT_ENV)
+        index = cluster.nodes.index(node)
+        cluster.nodes[index] = NodeProcess.spawn(node.spec)
+        cluster.write_cluster_file()
+        def restarted_log() -> str | None:
+            text = cluster.node(broker).spec.log_path.read_text(errors="replace")
+            return text if f"partition={TOPIC}-0" in text.split("tidelog launcher: starting")[-1] \
+                else None
+
+        log_text = wait_until("the restarted broker loaded its logs", restarted_log, 60.0)
+        wait_until("the restarted broker leads the partition again",
+                   lambda: partition_state(cluster, TOPIC, 0)["leader"] == broker, 60.0)
+        assert f"cleaner fail point {step}" in log_text
+        recovery = log_text.split("tidelog launcher: starting")[-1]
+        if step == "after_cleaned":
+            assert ".log.cleaned" in recovery and "Completed the interrupted swap" not in recovery
+        elif step != "after_live":
+            assert "Completed the interrupted swap" in recovery
+        read = consume_all(bootstrap)
+        offsets = [o for o, _, _ in read]
+        assert offsets == sorted(set(offsets))
+        latest = {key: value for _, key, value in read}
+        # every key's value is one that was written for it, and no key went missing
+        assert set(latest) <= set(delivered)
+        for key, value in latest.items():
+            assert int(value.split(b"-")[1]) % 100 == int(key.split(b"-")[1])
+        producer.flush(5)
