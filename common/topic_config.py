@@ -57,6 +57,14 @@ class LogConfig:
         """cleanup.policy holds `compact` (the log cleaner compacts this log)."""
         return "compact" in self.cleanup_policy
 
+    @property
+    def max_segment_ms(self) -> int:
+        """Age at which the active segment rolls: a compacted log also rolls by
+        max.compaction.lag.ms, or its records could outlive that lag uncleaned (KIP-354)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
     def replace(self, **changes: object) -> LogConfig:
         """A copy with some settings changed."""
         return replace(self, **changes)

@@ -171,7 +171,7 @@ class PartitionLog:
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
         if segment.size and (segment.size > config.segment_bytes - total
-                             or self._segment_age(segment, max_ts, now_ms) > config.segment_ms
+                             or self._segment_age(segment, max_ts, now_ms) > config.max_segment_ms
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             # at the log end, not `first`: a replica's batch may start past it (a gap the
@@ -251,8 +251,9 @@ class PartitionLog:
         config = self.config
         if segment.size > config.segment_bytes - incoming:
             reason = f"segment.bytes {config.segment_bytes}"
-        elif self._segment_age(segment, max_timestamp, now_ms) > config.segment_ms:
-            reason = f"segment.ms {config.segment_ms}"
+        elif self._segment_age(segment, max_timestamp, now_ms) > config.max_segment_ms:
+            reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
+                      else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
         elif segment.offset_index.is_full or segment.time_index.is_full:
             reason = f"segment.index.bytes {config.segment_index_bytes}"
         else:

@@ -225,3 +225,31 @@ def test_a_crash_at_each_swap_step_recovers_the_old_or_the_new_log(tmp_path: Pat
     # and the recovered log cleans again to the same result
     clean(recovered)
     assert records(recovered) == post
+
+
+def test_a_compacted_log_also_rolls_by_max_compaction_lag(tmp_path: Path) -> None:
+    log = open_log(tmp_path, COMPACT.replace(segment_bytes=1 << 20, max_compaction_lag_ms=1000))
+    log.append(build_batch([(b"a", b"1")], timestamps=[NOW]), now_ms=NOW)
+    log.append(build_batch([(b"a", b"2")], timestamps=[NOW + 1001]), now_ms=NOW + 1001)
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    deleting = open_log(tmp_path / "d", LogConfig(segment_bytes=1 << 20, max_compaction_lag_ms=1000))
+    deleting.append(build_batch([(b"a", b"1")], timestamps=[NOW]), now_ms=NOW)
+    deleting.append(build_batch([(b"a", b"2")], timestamps=[NOW + 1001]), now_ms=NOW + 1001)
+    assert len(deleting.segments) == 1  # the lag means nothing without compaction
+
+
+def test_dump_log_shows_a_cleaned_segment(tmp_path: Path) -> None:
+    from broker.dump_log import dump_log_segment
+
+    log = open_log(tmp_path, COMPACT)
+    fill(log, 20)
+    clean(log)
+    lines: list[str] = []
+    for segment in log.segments[:-1]:
+        assert dump_log_segment(segment.log_path.read_bytes(), name="seg", emit=lines.append,
+                                print_data_log=True)
+    batches = [line for line in lines if line.startswith("baseOffset")]
+    records = [line for line in lines if line.startswith("| offset")]
+    assert len(records) == 4  # each key's latest value below the active segment
+    # each segment's last batch stays, emptied: its offsets show, with no record
+    assert any("count: 0" in line and "size: 61" in line for line in batches)
