@@ -27,6 +27,7 @@ from common.errors import (
 )
 from common.record_batch import (
     COMPRESSION_MASK,
+    HEADER_SIZE,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     CompressionType,
@@ -39,6 +40,7 @@ from common.topic_config import LogConfig, TimestampPolicy
 
 log = logging.getLogger(__name__)
 
+_MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -295,7 +297,8 @@ class PartitionLog:
                 max_position = found[0] if found else None
             data = segment.read(offset, max_bytes, max_position=max_position,
                                 min_one_batch=min_one_batch)
-            if data is not None:
+            if data is not None and not (i + 1 < len(self._segments)
+                                         and _only_offset_markers(segment, data)):
                 return data
             i += 1
         return FileSlice(self.active_segment.fd, self.active_segment.size, 0)
@@ -522,6 +525,18 @@ def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatc
     buf = bytearray(view)
     stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
     return memoryview(buf), stamped
+
+
+def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
+    """Whether `data` is the tail of an inactive segment holding only the empty batches
+    the cleaner keeps to mark a cleaned segment's last offset. Kafka's cleaner drops such
+    batches, so a Kafka consumer never gets a fetch of nothing but them (librdkafka reports
+    one as MSG_SIZE_TOO_LARGE); the read moves on to the next segment instead. Empty
+    batches of producers (kept for their producer state) are served, as Kafka does."""
+    if data.position + data.length != segment.size or data.length > _MARKERS_SCANNED_BYTES:
+        return False
+    return all(h.record_count == 0 and h.producer_id < 0
+               for _, h in segment.headers_from(data.position))
 
 
 def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],

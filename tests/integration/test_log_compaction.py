@@ -14,7 +14,7 @@ import pytest
 from broker.log.cleaner_manager import FAIL_POINT_ENV
 from common.record_batch import iter_batches
 from common.records import decode_records
-from tests.integration.cluster_fixtures import wait_until
+from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_clients import broker_gauges
 from tests.integration.replication_fixtures import (
     BROKERS,
@@ -201,3 +201,35 @@ def test_kill_9_at_a_swap_step_recovers_a_whole_log(tmp_path: Path, step: str,
         for key, value in latest.items():
             assert int(value.split(b"-")[1]) % 100 == int(key.split(b"-")[1])
         producer.flush(5)
+
+
+def test_cleanup_policy_change_on_a_live_topic(tmp_path: Path) -> None:
+    """delete -> compact through the admin API compacts the live topic, no restart."""
+    from confluent_kafka import Producer
+
+    with replicated_cluster(tmp_path, {"log.cleaner.backoff.ms": "200"}) as (cluster, _):
+        create_topic(cluster, TOPIC, partitions=1, replication_factor=1,
+                     configs={"segment.bytes": str(16 * 1024), "min.cleanable.dirty.ratio": "0.01"})
+        broker = partition_state(cluster, TOPIC, 0)["leader"]
+        bootstrap = cluster.node(broker).spec.bootstrap_address
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                             "batch.size": 4000})
+        expected: dict[bytes, bytes] = {}
+        for i in range(20_000):
+            key, value = b"key-%d" % (i % 100), b"value-%d" % i
+            expected[key] = value
+            while True:  # bounded: flushing the local queue makes room
+                try:
+                    producer.produce(TOPIC, key=key, value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(30) == 0
+        runs = "tidelog_broker_log_cleaner_runs_total"
+        assert broker_gauges(cluster, broker)[runs] == 0  # cleanup.policy=delete: never cleaned
+        status, body = http(f"{cluster.admin_url}/v1/topics/{TOPIC}/configs", "PATCH",
+                            {"configs": {"cleanup.policy": "compact"}})
+        assert status == 200, body
+        wait_until("the broker compacts the topic", lambda: broker_gauges(cluster, broker)[runs] >= 1, 60.0)
+        read = consume_all(bootstrap)
+        assert {key: value for _, key, value in read} == expected and len(read) < 20_000

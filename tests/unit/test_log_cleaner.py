@@ -253,3 +253,46 @@ def test_dump_log_shows_a_cleaned_segment(tmp_path: Path) -> None:
     assert len(records) == 4  # each key's latest value below the active segment
     # each segment's last batch stays, emptied: its offsets show, with no record
     assert any("count: 0" in line and "size: 61" in line for line in batches)
+
+
+def test_reads_skip_a_segment_tail_of_offset_markers(tmp_path: Path) -> None:
+    log = open_log(tmp_path, COMPACT)
+    fill(log, 20)
+    clean(log)
+    first = log.segments[0]
+    (_, marker), = iter_batches(first.log_path.read_bytes())  # it kept only its last offset
+    assert marker.record_count == 0 and marker.last_offset == first.next_offset - 1
+    got = log.read(0, 1 << 20).read_bytes()
+    header = next(h for _, h in iter_batches(got))
+    assert header.record_count > 0 and header.base_offset >= first.next_offset
+    # a producer's empty batch is served like any batch (its producer state matters)
+    log2 = open_log(tmp_path / "p", COMPACT)
+    log2.append(keyed([(b"a", b"1")], producer_id=5, producer_epoch=0, base_sequence=0), now_ms=NOW)
+    log2.roll(NOW)
+    log2.append(keyed([(b"a", b"2")]), now_ms=NOW)
+    log2.roll(NOW)
+    log2.append(keyed([(b"a", b"3")]), now_ms=NOW)
+    log2.update_high_watermark(log2.log_end_offset)
+    clean(log2)
+    header = next(h for _, h in iter_batches(log2.read(0, 1 << 20).read_bytes()))
+    assert (header.base_offset, header.record_count, header.producer_id) == (0, 0, 5)
+
+
+def test_the_io_throttle_sleeps_to_the_configured_rate() -> None:
+    from broker.log.log_cleaner import Throttle
+
+    clock = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    throttle = Throttle(1000.0, monotonic=lambda: clock[0], sleep=sleep)
+    throttle.account(500)  # 0.5 s worth at once: wait it out
+    assert slept == [0.5]
+    clock[0] += 2.0
+    throttle.account(100)  # behind the rate: no wait, and the window restarts
+    assert slept == [0.5]
+    throttle.account(1000)  # so an idle spell earns no burst: a full second's wait
+    assert slept == [0.5, 1.0]
