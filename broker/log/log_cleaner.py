@@ -353,7 +353,7 @@ class Cleaner:
         fsync_directory(directory)
         fail("after_live")
         new = open_segment(directory, base, plog.config, now_ms, create=False)
-        result = new.recover()  # builds both indexes of the cleaned segment
+        result = new.recover(allow_gaps=True)  # builds both indexes of the cleaned segment
         if result.truncated_bytes:  # the file was fsynced before the rename: a disk fault
             raise KafkaStorageError(f"cleaned segment {live} is damaged: {result.reason}")
         new.on_become_inactive()

@@ -75,7 +75,11 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
                 continue
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
-        result = segment.recover(epoch_for)
+        # A gap inside unflushed data of a log that is not compacted is damage (a base
+        # offset field, outside the CRC); in a compacted or flushed segment it may be the
+        # cleaner's.
+        result = segment.recover(epoch_for, allow_gaps=config.compact or not unflushed
+                                 or segment.base_offset in swapped)
         # Each segment ends where the next begins, even with compaction: a replica rolls
         # at its log end offset and the cleaner keeps each group's last batch. So a
         # shorter segment lost its tail.
