@@ -21,9 +21,7 @@ from common.config import (
     ConfigKey,
     ConfigType,
     Value,
-    all_of,
     at_least,
-    non_empty,
     parse_config,
 )
 from common.errors import ErrorCode

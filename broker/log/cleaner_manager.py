@@ -34,9 +34,9 @@ from broker.log.log_cleaner import (
     prepare_in_worker,
     snapshot_log,
 )
-from broker.log.segment import LogSegment
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
+from broker.log.segment import LogSegment
 from broker.topic_partition import TopicPartition
 from common.config import Config
 from common.units import MIB
@@ -288,7 +288,7 @@ class LogCleanerManager:
             except CleaningAbortedError as e:
                 self.stats.aborted += 1
                 log.info("[%s] Cleaning of %s aborted: %s", name, ltc.tp, e)
-            except Exception:  # noqa: BLE001 - one bad log must not stop the cleaner
+            except Exception:
                 self.stats.failed += 1
                 self.stats.uncleanable.add(ltc.tp)
                 log.exception("[%s] Cleaning of %s failed; the partition is marked "

@@ -82,7 +82,7 @@ class OffsetMap:
     hash collisions. `latest_offset` is the highest offset put (-1: empty).
     """
 
-    __slots__ = ("capacity", "_offsets", "latest_offset")
+    __slots__ = ("_offsets", "capacity", "latest_offset")
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -114,8 +114,7 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         self._offsets[key] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
+        self.latest_offset = max(self.latest_offset, offset)
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, or -1."""

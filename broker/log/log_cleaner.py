@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.checkpoint_file import fsync_directory
+from broker.log.cleaner_snapshot import (
+    CleaningAbortedError,
+    LogSnapshot,
+    SegmentFile,
+    snapshot_log,
+)
 from broker.log.compaction import (
     BatchRetention,
     OffsetMap,
@@ -35,71 +41,25 @@ from broker.log.compaction import (
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
 from broker.log.record_scan import scan_batch
-from broker.log.segment import LOG_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
+from broker.log.segment import (
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    LogSegment,
+    segment_file_name,
+)
 from common.errors import KafkaStorageError
-from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header, read_batches
-from common.topic_config import LogConfig
+from common.record_batch import (
+    HEADER_SIZE,
+    RecordBatchHeader,
+    parse_header,
+    read_batches,
+)
 from common.units import KIB
 
 log = logging.getLogger(__name__)
 
 IO_BUFFER_BYTES = 512 * KIB  # Kafka's log.cleaner.io.buffer.size
 FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
-
-
-class CleaningAbortedError(Exception):
-    """The log changed under the cleaner (truncation, retention, deletion); nothing swapped."""
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentSnapshot:
-    """One segment as the owner saw it when a cleaning began (sent to a worker process)."""
-
-    path: str
-    base_offset: int
-    size: int
-    next_offset: int
-    index_entries: int
-
-
-@dataclass(frozen=True, slots=True)
-class LogSnapshot:
-    """What a cleaning reads: the log's segments (active last) and settings."""
-
-    directory: str
-    segments: tuple[SegmentSnapshot, ...]
-    config: LogConfig
-
-
-def snapshot_log(plog: PartitionLog) -> tuple[LogSnapshot, tuple[LogSegment, ...]]:
-    """The log's snapshot, and the segment objects it names (for `commit`)."""
-    segments = plog.segments
-    return LogSnapshot(str(plog.directory), tuple(
-        SegmentSnapshot(str(s.log_path), s.base_offset, s.size, s.next_offset,
-                        len(s.offset_index)) for s in segments), plog.config), segments
-
-
-class _SegmentFile:
-    """A snapshot segment opened read-only (a worker process has no LogSegment)."""
-
-    def __init__(self, snap: SegmentSnapshot) -> None:
-        self.log_path = Path(snap.path)
-        self.base_offset, self.size = snap.base_offset, snap.size
-        self.next_offset, self.index_entries = snap.next_offset, snap.index_entries
-        try:
-            self.fd = os.open(snap.path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise CleaningAbortedError(f"{snap.path} was removed while cleaning") from None
-
-    def headers(self) -> Iterator[RecordBatchHeader]:
-        position = 0
-        while position < self.size:  # bounded: each header moves `position` forward
-            header = parse_header(os.pread(self.fd, HEADER_SIZE, position), require_body=False)
-            yield header
-            position += header.size
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 @dataclass(slots=True)
@@ -172,10 +132,10 @@ class Cleaner:
         `tombstones_due` the clean section is rewritten even without dirty records, to
         drop tombstones whose delete horizon has passed. Reads only files: runs on a
         worker thread or process while the owner appends."""
-        files: list[_SegmentFile] = []
+        files: list[SegmentFile] = []
         try:
             for segment in snap.segments:
-                files.append(_SegmentFile(segment))
+                files.append(SegmentFile(segment))
             return self._prepare(snap, files, first_dirty=first_dirty,
                                  first_uncleanable=first_uncleanable, now_ms=now_ms,
                                  tombstones_due=tombstones_due)
@@ -183,7 +143,7 @@ class Cleaner:
             for f in files:
                 f.close()
 
-    def _prepare(self, snap: LogSnapshot, files: list[_SegmentFile], *, first_dirty: int,
+    def _prepare(self, snap: LogSnapshot, files: list[SegmentFile], *, first_dirty: int,
                  first_uncleanable: int, now_ms: int,
                  tombstones_due: bool) -> PreparedClean | None:
         config = snap.config
@@ -210,7 +170,7 @@ class Cleaner:
             raise
         return prepared
 
-    def _build_offset_map(self, segments: list[_SegmentFile], first_dirty: int,
+    def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
                           first_uncleanable: int, prepared: PreparedClean) -> int:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
         at a batch that would overflow the map (cleaned later: Kafka's partial map)."""
@@ -235,7 +195,7 @@ class Cleaner:
                 end = header.next_offset
         return end
 
-    def _clean_group(self, directory: Path, first: int, group: list[_SegmentFile],
+    def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
                      prepared: PreparedClean, *, now_ms: int, lag_horizon_ms: int,
                      producers: dict[int, int]) -> CleanedGroup:
         path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
@@ -290,7 +250,7 @@ class Cleaner:
         _note_horizon(prepared, result.delete_horizon_ms)
         return rebuild_batch(header, data, scanned, result.kept, result.delete_horizon_ms)
 
-    def _batches(self, segment: _SegmentFile) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+    def _batches(self, segment: SegmentFile) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
         """Every batch of an inactive segment, CRC-checked, read in IO_BUFFER_BYTES chunks."""
         position, size = 0, segment.size
         while position < size:  # bounded: each chunk moves `position` forward
@@ -373,12 +333,12 @@ def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
         prepared.earliest_delete_horizon = horizon
 
 
-def _group_by_size(segments: list[_SegmentFile], max_bytes: int,
-                   max_index_bytes: int) -> Iterator[list[_SegmentFile]]:
+def _group_by_size(segments: list[SegmentFile], max_bytes: int,
+                   max_index_bytes: int) -> Iterator[list[SegmentFile]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose cleaned copy fits one
     segment (bytes, index entries, int32 relative offsets)."""
     max_entries = max(1, max_index_bytes // 8)
-    group: list[_SegmentFile] = []
+    group: list[SegmentFile] = []
     size = entries = 0
     for segment in segments:
         if group and (size + segment.size > max_bytes

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.log.checkpoint_file import fsync_directory
 from broker.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -23,7 +24,6 @@ from broker.log.segment import (
     LogSegment,
     segment_file_name,
 )
-from broker.log.checkpoint_file import fsync_directory
 from broker.log.sparse_index import CorruptIndexError
 from common.errors import KafkaStorageError
 from common.record_batch import HEADER_SIZE, parse_header

@@ -542,7 +542,8 @@ def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
 def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
                   tp: TopicPartition) -> None:
     """Kafka's LogValidator rule for compacted topics: every record carries a key."""
-    from common.records import decode_records  # per-record work, for compacted topics only
+    # per-record work, for compacted topics only
+    from common.records import decode_records
 
     for position, header in batches:
         if header.is_control:

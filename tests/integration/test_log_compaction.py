@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 import pytest
 
 from broker.log.cleaner_manager import FAIL_POINT_ENV
@@ -25,7 +24,6 @@ from tests.integration.replication_fixtures import (
     wait_replicas_caught_up,
 )
 from tidelog.launcher import LocalCluster, NodeProcess
-
 
 TOPIC = "changelog"
 KEYS = 1_000

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT, read_cleaner_offsets
+from broker.log.cleaner_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    read_cleaner_offsets,
+)
 from broker.log.cleaner_manager import (
     CleanerConfig,
     LogCleanerManager,
@@ -42,7 +45,7 @@ def setup(tmp_path: Path, config: LogConfig = COMPACT) -> tuple[LogManager, LogC
 
 
 def test_dirty_section_and_ratio(tmp_path: Path) -> None:
-    manager, cleaners = setup(tmp_path)
+    manager, _ = setup(tmp_path)
     produce(manager, 20)
     plog = manager.logs[TP]
     ltc = cut_offsets(plog, None, NOW, None)

@@ -16,8 +16,13 @@ from broker.log.compaction import (
     map_batch,
     rebuild_batch,
 )
-from common.record_batch import CompressionType, TimestampType, parse_header, read_batches
 from broker.log.record_scan import scan_batch
+from common.record_batch import (
+    CompressionType,
+    TimestampType,
+    parse_header,
+    read_batches,
+)
 from common.records import Record, build_batch, decode_records
 
 NOW = 1_000_000

@@ -3,12 +3,18 @@ log reads back, which batches are rewritten, and a crash at every step of the sw
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 from broker.log.compaction import OffsetMap
-from broker.log.log_cleaner import FAIL_POINTS, Cleaner, CleaningAbortedError, snapshot_log
+from broker.log.log_cleaner import (
+    FAIL_POINTS,
+    Cleaner,
+    CleaningAbortedError,
+    snapshot_log,
+)
 from broker.log.partition_log import PartitionLog
 from common.errors import InvalidRecordError
 from common.record_batch import CompressionType, iter_batches
@@ -83,7 +89,7 @@ def test_only_batches_that_lose_records_are_rewritten_and_the_codec_stays(tmp_pa
     log.roll(NOW)
     log.update_high_watermark(log.log_end_offset)
     clean(log)
-    (h0, d0), (h1, d1), (h2, _) = read_all(log)
+    (h0, d0), (_, d1), (h2, _) = read_all(log)
     assert (h0.base_offset, h0.last_offset, h0.record_count) == (0, 1, 1)
     assert h0.compression is CompressionType.ZSTD
     assert [r.key for r in decode_records(d0, 0, h0)] == [b"b"]
@@ -164,7 +170,7 @@ def test_a_follower_appends_across_gaps_and_reads_skip_them(tmp_path: Path) -> N
     for log in (leader, follower):  # segments stay contiguous: recovery relies on it
         segments = log.segments
         assert len(segments) >= 2
-        assert all(a.next_offset == b.base_offset for a, b in zip(segments, segments[1:]))
+        assert all(a.next_offset == b.base_offset for a, b in itertools.pairwise(segments))
     gaps = [o for o in range(leader.log_end_offset) if o not in {r[0] for r in records(leader)}]
     batches = [h for h, _ in read_all(leader)]
     for gap in gaps:  # a read in a gap starts at the next batch holding a later offset
