@@ -35,6 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from broker.log.cleaner_manager import (
+    CleanerConfig,
+    LogCleanerManager,
+    kill_at_fail_point_from_env,
+    render_cleaner_metrics,
+)
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
@@ -282,6 +288,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
+    cleaner_config = CleanerConfig.from_config(config)
+    cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
+                                 fail_point=kill_at_fail_point_from_env())
     client = ControllerClient(settings.controller_addresses)
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
@@ -317,12 +326,16 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if settings.metrics_address is not None:
             def render() -> str:
                 return (render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
-                        + handler.context.groups.prometheus(METRICS_PREFIX))  # consumer groups (issue 12)
+                        + handler.context.groups.prometheus(METRICS_PREFIX)
+                        + "".join(f"{line}\n" for line in render_cleaner_metrics(cleaners.stats, METRICS_PREFIX)))
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
                  asyncio.create_task(alter_partition.run(), name="alter-partition"),
                  asyncio.create_task(_expire_isr(replicas), name="isr-expiration")]
+        if cleaner_config.enable:
+            tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
+                                          name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
         logger.info("Broker %d started: Kafka listener %s:%d, advertised %s://%s:%d, log dirs %s",
                     broker_id, settings.listener.host, server.port, advertised.name, advertised.host,
                     advertised.port, ", ".join(map(str, settings.log_dirs)))
@@ -340,6 +353,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             await server.stop()
         if fetchers is not None:
             await fetchers.shutdown()
+        cleaners.stop()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -29,6 +29,7 @@ from common.config import (
     Value,
     all_of,
     at_least,
+    between,
     flush_interval_ms,
     non_empty,
     one_of,
@@ -61,6 +62,12 @@ def _number(name: str) -> int:
     return value
 
 
+def _ratio(name: str) -> float:
+    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
+    assert isinstance(value, float), f"{name} is a DOUBLE broker key with a default"
+    return value
+
+
 def _strings(name: str) -> tuple[str, ...]:
     value = KAFKA_DEFAULT_BROKER_CONFIG[name]
     assert isinstance(value, tuple), f"{name} is a LIST broker key"
@@ -86,16 +93,28 @@ class LogConfig:
     file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
     message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
     cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
+    # log compaction (read only when cleanup.policy holds compact)
+    min_cleanable_dirty_ratio: float = _ratio("log.cleaner.min.cleanable.ratio")
+    min_compaction_lag_ms: int = _number("log.cleaner.min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _number("log.cleaner.max.compaction.lag.ms")
+    delete_retention_ms: int = _number("log.cleaner.delete.retention.ms")
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds `compact` (the log cleaner compacts this log)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Age at which the active segment rolls: a compacted log also rolls by
+        max.compaction.lag.ms, or its records could outlive that lag uncleaned (KIP-354)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     def replace(self, **changes: Any) -> LogConfig:
         """A copy with some settings changed."""
         return replace(self, **changes)
-
-
-def _no_compaction(value: tuple[str, ...]) -> str | None:
-    if "compact" in value:
-        return "must be 'delete': log compaction ('compact') is not supported by tidelog"
-    return None if set(value) <= {"delete"} else f"must be 'delete', got {','.join(value)!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +136,9 @@ def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
     return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field)
 
 
-_INT, _LONG, _BOOLEAN, _STRING, _LIST = (
-    ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST)
+_INT, _LONG, _DOUBLE, _BOOLEAN, _STRING, _LIST = (
+    ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE, ConfigType.BOOLEAN, ConfigType.STRING,
+    ConfigType.LIST)
 
 # Every topic config tidelog accepts. A topic config has no default of its own (None): the
 # broker keys named after it give it one.
@@ -146,8 +166,16 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
     _topic("message.timestamp.type", _STRING, "CreateTime or LogAppendTime",
            one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",),
            "message_timestamp_type"),
-    _topic(CLEANUP_POLICY, _LIST, "delete (compact is not supported)",
-           all_of(non_empty, _no_compaction), ("log.cleanup.policy",), "cleanup_policy"),
+    _topic(CLEANUP_POLICY, _LIST, "delete and/or compact",
+           all_of(non_empty, one_of("delete", "compact")), ("log.cleanup.policy",), "cleanup_policy"),
+    _topic("min.cleanable.dirty.ratio", _DOUBLE, "dirty share of a log before the cleaner compacts it",
+           between(0.0, 1.0), ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio"),
+    _topic("min.compaction.lag.ms", _LONG, "records younger than this are not compacted",
+           at_least(0), ("log.cleaner.min.compaction.lag.ms",), "min_compaction_lag_ms"),
+    _topic("max.compaction.lag.ms", _LONG, "records older than this are compacted regardless",
+           at_least(1), ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms"),
+    _topic("delete.retention.ms", _LONG, "how long a tombstone stays after its cleaning",
+           at_least(0), ("log.cleaner.delete.retention.ms",), "delete_retention_ms"),
     _topic(MIN_INSYNC_REPLICAS, _INT, "fewest ISR members for an acks=all produce to succeed",
            at_least(1), (MIN_INSYNC_REPLICAS,)),
     _topic(UNCLEAN_LEADER_ELECTION_ENABLE, _BOOLEAN,
@@ -187,13 +215,7 @@ def default_bool(name: str) -> bool:
 
 def from_broker_config(config: Config) -> LogConfig:
     """The broker-wide default LogConfig from the `log.*` settings."""
-    def number(name: str) -> int:
-        value = config[name]
-        assert isinstance(value, int), "the broker key table types this key as INT or LONG"
-        return value
-
-    policy = config["log.cleanup.policy"]
-    assert isinstance(policy, tuple), "the broker key table types log.cleanup.policy as LIST"
+    number = config.get_int
     return LogConfig(
         segment_bytes=number("log.segment.bytes"),
         segment_ms=roll_ms(config),
@@ -206,7 +228,11 @@ def from_broker_config(config: Config) -> LogConfig:
         flush_ms=flush_interval_ms(config),
         file_delete_delay_ms=number("log.segment.delete.delay.ms"),
         message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
-        cleanup_policy=policy,
+        cleanup_policy=config.get_list("log.cleanup.policy"),
+        min_cleanable_dirty_ratio=config.get_double("log.cleaner.min.cleanable.ratio"),
+        min_compaction_lag_ms=config.get_int("log.cleaner.min.compaction.lag.ms"),
+        max_compaction_lag_ms=config.get_int("log.cleaner.max.compaction.lag.ms"),
+        delete_retention_ms=config.get_int("log.cleaner.delete.retention.ms"),
     )
 
 

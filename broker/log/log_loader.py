@@ -10,18 +10,30 @@ batch ends the log, and later segments are deleted. Every cut is logged with its
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
+from broker.log.checkpoint_file import fsync_directory
+from broker.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 from broker.log.sparse_index import CorruptIndexError
 from common.errors import KafkaStorageError
+from common.record_batch import HEADER_SIZE, parse_header
 from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"  # a cleaner's output being written: dropped on load
+SWAP_SUFFIX = ".swap"  # a cleaner's complete output: the swap is finished on load
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -47,19 +59,30 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
     recovery reject batches whose epoch field was damaged.
     """
     _remove_leftovers(directory, name)
+    swapped = complete_swaps(directory, name)
     bases = _segment_bases(directory)
     segments = [open_segment(directory, base, config, now_ms, create=False) for base in bases]
     truncated_total = 0
     for i, segment in enumerate(segments):
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
         unflushed = following is None or following > recovery_point
-        if had_clean_shutdown or not unflushed:
+        if segment.base_offset in swapped:
+            log.info("%sRebuilding the indexes of swapped-in segment %s", name,
+                     segment.log_path.name)
+        elif had_clean_shutdown or not unflushed:
             problem = _load_indexes(segment)
             if problem is None:
                 continue
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
-        result = segment.recover(epoch_for)
+        # A gap inside unflushed data of a log that is not compacted is damage (a base
+        # offset field, outside the CRC); in a compacted or flushed segment it may be the
+        # cleaner's.
+        result = segment.recover(epoch_for, allow_gaps=config.compact or not unflushed
+                                 or segment.base_offset in swapped)
+        # Each segment ends where the next begins, even with compaction: a replica rolls
+        # at its log end offset and the cleaner keeps each group's last batch. So a
+        # shorter segment lost its tail.
         gap = following is not None and result.next_offset != following
         if not result.truncated_bytes and not gap:
             continue
@@ -109,6 +132,57 @@ def _segment_bases(directory: Path) -> list[int]:
         else:
             raise KafkaStorageError(f"unexpected file {path} in a partition directory")
     return sorted(bases)
+
+
+def complete_swaps(directory: Path, name: str) -> set[int]:
+    """Finish the cleaner swaps a crash interrupted; return the swapped-in base offsets.
+
+    A `<base>.log.swap` is only ever a complete, fsynced cleaned segment (the cleaner
+    renames `.cleaned` to `.swap` after its fsync), so it wins: the live segments it
+    replaces - those with base offsets in [base, its next offset) - go, and it becomes
+    `<base>.log`. The cleaner keeps the last batch of every group it cleans, so that range
+    covers exactly the segments it replaced. Its indexes are rebuilt by the caller.
+    """
+    swapped: set[int] = set()
+    for swap in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+        stem = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+        if not (len(stem) == 20 and stem.isdigit()):
+            raise KafkaStorageError(f"unexpected swap file {swap}")
+        base = int(stem)
+        end = _next_offset_of(swap)
+        if end < 0:  # cannot happen (a cleaned group keeps its last batch); keep the old
+            log.warning("%sRemoving empty swap file %s", name, swap.name)
+            swap.unlink()
+            continue
+        for old in _segment_bases(directory):
+            if base <= old < end:
+                log.info("%sDeleting segment %s replaced by the cleaned segment %s", name,
+                         segment_file_name(old, LOG_SUFFIX), swap.name)
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
+        swap.replace(directory / segment_file_name(base, LOG_SUFFIX))
+        log.info("%sCompleted the interrupted swap of cleaned segment %s (offsets %d..%d)",
+                 name, swap.name, base, end - 1)
+        swapped.add(base)
+    if swapped:
+        fsync_directory(directory)
+    return swapped
+
+
+def _next_offset_of(path: Path) -> int:
+    """One past the last offset of the batches in a segment file (headers only)."""
+    next_offset = -1
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position < size:  # bounded: each header moves `position` forward
+            header = parse_header(os.pread(f.fileno(), HEADER_SIZE, position),
+                                  require_body=False)
+            next_offset = header.next_offset
+            position += header.size
+    return next_offset
 
 
 def _remove_leftovers(directory: Path, name: str) -> None:

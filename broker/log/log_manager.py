@@ -144,6 +144,10 @@ class LogManager:
             if tp.topic == topic:
                 partition_log.config = config
 
+    def log_dir_of(self, tp: TopicPartition) -> Path:
+        """The log directory (one of `log.dirs`) holding the partition's log."""
+        return self._dir_of[tp]
+
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         return self.logs.get(tp)
 

@@ -27,6 +27,7 @@ from common.errors import (
 )
 from common.record_batch import (
     COMPRESSION_MASK,
+    HEADER_SIZE,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     CompressionType,
@@ -40,6 +41,7 @@ from common.topic_config import LogConfig, TimestampPolicy
 
 log = logging.getLogger(__name__)
 
+_MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -166,14 +168,18 @@ class PartitionLog:
         else:
             bases, max_ts, max_ts_offset = self._check_replica_offsets(batches)
             epoch = None
+        if assign_offsets and config.compact:
+            _require_keys(view, batches, self.topic_partition)
         first = bases[0]
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
         if segment.size and (segment.size > config.segment_bytes - total
-                             or self._segment_age(segment, max_ts, now_ms) > config.segment_ms
+                             or self._segment_age(segment, max_ts, now_ms) > config.max_segment_ms
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
-            self._roll_full_segment(segment, total, max_ts, now_ms, first)
+            # at the log end, not `first`: a replica's batch may start past it (a gap the
+            # leader's cleaner made), and segments must stay contiguous for recovery
+            self._roll_full_segment(segment, total, max_ts, now_ms, self.log_end_offset)
             segment = self._segments[-1]
         segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
@@ -209,11 +215,11 @@ class PartitionLog:
     def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
                                ) -> tuple[list[int], int, int]:
         """(the batches' own base offsets, max timestamp, its offset) for a replica append,
-        which must continue the log exactly."""
+        whose offsets must increase from the log end (a compacted leader's log has gaps)."""
         expected = self.log_end_offset
         max_ts, max_ts_offset = NO_TIMESTAMP, expected
         for _, header in batches:
-            if header.base_offset != expected or header.last_offset_delta < 0:
+            if header.base_offset < expected or header.last_offset_delta < 0:
                 raise OffsetsOutOfOrderError(
                     f"replica append to {self.topic_partition}: batch at offset "
                     f"{header.base_offset} does not follow offset {expected - 1}")
@@ -248,8 +254,9 @@ class PartitionLog:
         config = self.config
         if segment.size > config.segment_bytes - incoming:
             reason = f"segment.bytes {config.segment_bytes}"
-        elif self._segment_age(segment, max_timestamp, now_ms) > config.segment_ms:
-            reason = f"segment.ms {config.segment_ms}"
+        elif self._segment_age(segment, max_timestamp, now_ms) > config.max_segment_ms:
+            reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
+                      else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
         elif segment.offset_index.is_full or segment.time_index.is_full:
             reason = f"segment.index.bytes {config.segment_index_bytes}"
         else:
@@ -291,7 +298,8 @@ class PartitionLog:
                 max_position = found[0] if found else None
             data = segment.read(offset, max_bytes, max_position=max_position,
                                 min_one_batch=min_one_batch)
-            if data is not None:
+            if data is not None and not (i + 1 < len(self._segments)
+                                         and _only_offset_markers(segment, data)):
                 return data
             i += 1
         return FileSlice(self.active_segment.fd, self.active_segment.size, 0)
@@ -381,6 +389,9 @@ class PartitionLog:
         of segments deleted. Never the active segment, never data above the high watermark."""
         deleted = self._delete_segments_while(
             lambda s, nxt: nxt <= self.log_start_offset, now_ms, "log start offset")
+        if "delete" not in self.config.cleanup_policy:  # compact only: the cleaner's job
+            self.reap_deleted_segments(now_ms)
+            return deleted
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_segments_while(
@@ -452,6 +463,28 @@ class PartitionLog:
                 keep.append((deadline, segment))
         self._pending_deletes = keep
 
+    # ---- compaction --------------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, now_ms: int) -> None:
+        """Put the cleaner's `new` segment where the consecutive segments `old` were (they
+        were renamed `.deleted` by the cleaner and close after `file.delete.delay.ms`, as
+        reads may still use them). The caller checked `holds_segments(old)`."""
+        i = self._segments.index(old[0])
+        self._segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
+        deadline = now_ms + self.config.file_delete_delay_ms
+        self._pending_deletes.extend((deadline, segment) for segment in old)
+
+    def holds_segments(self, segments: list[LogSegment]) -> bool:
+        """Whether `segments` are still consecutive inactive segments of this log (retention
+        or truncation may have removed them while the cleaner worked)."""
+        try:
+            i = self._segments.index(segments[0])
+        except ValueError:
+            return False
+        return (i + len(segments) < len(self._segments)
+                and self._segments[i : i + len(segments)] == segments)
+
     # ---- durability and lifecycle ------------------------------------------------------
 
     def flush(self, up_to: int | None = None) -> None:
@@ -493,6 +526,34 @@ def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatc
     buf = bytearray(view)
     stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
     return memoryview(buf), stamped
+
+
+def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
+    """Whether `data` is the tail of an inactive segment holding only the empty batches
+    the cleaner keeps to mark a cleaned segment's last offset. Kafka's cleaner drops such
+    batches, so a Kafka consumer never gets a fetch of nothing but them (librdkafka reports
+    one as MSG_SIZE_TOO_LARGE); the read moves on to the next segment instead. Empty
+    batches of producers (kept for their producer state) are served, as Kafka does."""
+    if data.position + data.length != segment.size or data.length > _MARKERS_SCANNED_BYTES:
+        return False
+    return all(h.record_count == 0 and h.producer_id < 0
+               for _, h in segment.headers_from(data.position))
+
+
+def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
+                  tp: TopicPartition) -> None:
+    """Kafka's LogValidator rule for compacted topics: every record carries a key."""
+    # per-record work, for compacted topics only
+    from common.records import decode_records
+
+    for position, header in batches:
+        if header.is_control:
+            continue
+        for record in decode_records(view, position, header):
+            if record.key is None:
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition "
+                    f"{tp}")
 
 
 def _find_in_segment(segment: LogSegment, timestamp: int,

@@ -257,12 +257,14 @@ class LogSegment:
         self.scan_tail()
         return removed
 
-    def recover(self, epoch_for: Callable[[int], int] | None = None) -> RecoveryResult:
+    def recover(self, epoch_for: Callable[[int], int] | None = None, *,
+                allow_gaps: bool = False) -> RecoveryResult:
         """Validate every batch, rebuild both indexes, and truncate at the first bad or
         partial batch.
 
         A batch is good when its framing and CRC hold, its offsets continue the previous
-        batch's exactly (tidelog never leaves gaps), and - given the leader-epoch cache's
+        batch's exactly - or, with `allow_gaps` (a compacted log, or data that was flushed),
+        at least follow them: compaction leaves gaps - and - given the leader-epoch cache's
         `epoch_for` - its partitionLeaderEpoch is the one the cache says wrote that offset.
         The last two guard the fields the CRC does not cover.
         """
@@ -278,7 +280,9 @@ class LogSegment:
             if isinstance(header, str):
                 reason = header
                 break
-            if (header.base_offset != next_offset or header.last_offset_delta < 0
+            if ((header.base_offset != next_offset
+                 and not (allow_gaps and header.base_offset > next_offset))
+                    or header.last_offset_delta < 0
                     or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET):
                 reason = (f"batch offsets {header.base_offset}..{header.last_offset} at "
                           f"position {position} do not follow offset {next_offset - 1}")

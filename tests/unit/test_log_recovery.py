@@ -153,9 +153,9 @@ def test_segments_below_the_recovery_point_are_not_rescanned(
     scanned = []
     original = LogSegment.recover
 
-    def spy(self: LogSegment, epoch_for: object = None) -> object:
+    def spy(self: LogSegment, epoch_for: object = None, **kwargs: object) -> object:
         scanned.append(self.base_offset)
-        return original(self, epoch_for)  # type: ignore[arg-type]
+        return original(self, epoch_for, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(LogSegment, "recover", spy)
     last_base = acked[-1].segment

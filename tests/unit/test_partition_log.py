@@ -424,6 +424,6 @@ def test_topic_overrides_parse_kafka_names() -> None:
     assert (config.cleanup_policy, config.retention_ms) == (("delete",), 5)
     assert config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME
     with pytest.raises(ConfigError, match="cleanup.policy"):
-        with_topic_overrides(LogConfig(), {"cleanup.policy": "compact"})
+        with_topic_overrides(LogConfig(), {"cleanup.policy": "compacted"})
     with pytest.raises(ConfigError, match="did you mean 'retention.ms'"):
         with_topic_overrides(LogConfig(), {"retention.mss": "5"})

@@ -30,7 +30,9 @@ PURE_MODULES = (
     "common.errors", "common.units", "common.config", "common.topic_config",
     "common.record_batch", "common.records", "common.compression",
     "broker.replication.high_watermark", "broker.replication.isr_policy",
-    "broker.log.leader_epochs", "broker.replication.truncation", "broker.producer_state",
+    "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
+    "broker.replication.truncation",
+    "broker.producer_state",
     "quorum.controller_result", "quorum.topic_control", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
 )

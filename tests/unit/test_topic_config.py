@@ -110,5 +110,8 @@ def test_log_overrides_apply_and_name_bad_keys():
     assert with_topic_overrides(LogConfig(), {"retention.ms": "5"}).retention_ms == 5
     with pytest.raises(ConfigError, match="min.insync.replicas"):
         with_topic_overrides(LogConfig(), {"min.insync.replicas": "2"})  # not a log setting
-    with pytest.raises(ConfigError, match="compact"):
-        with_topic_overrides(LogConfig(), {"cleanup.policy": "compact"})
+    assert with_topic_overrides(LogConfig(), {"cleanup.policy": "compact,delete"}).compact
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        with_topic_overrides(LogConfig(), {"cleanup.policy": "shred"})
+    with pytest.raises(ConfigError, match="min.cleanable.dirty.ratio"):
+        with_topic_overrides(LogConfig(), {"min.cleanable.dirty.ratio": "1.5"})

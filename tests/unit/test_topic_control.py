@@ -143,8 +143,10 @@ BAD_CONFIGS = [
     ("retention.bytes", "9223372036854775808", "64-bit integer"),
     ("segment.bytes", "13", "at least 14"),
     ("segment.bytes", "2147483648", "32-bit integer"),
-    ("cleanup.policy", "compact", "compaction ('compact') is not supported"),
-    ("cleanup.policy", "delete,compact", "compaction ('compact') is not supported"),
+    ("cleanup.policy", "compacted", "must be one of 'delete', 'compact'"),
+    ("cleanup.policy", "", "must not be empty"),
+    ("min.cleanable.dirty.ratio", "1.5", "between 0.0 and 1.0"),
+    ("delete.retention.ms", "-1", "at least 0"),
     ("message.timestamp.type", "Now", "must be one of"),
     ("retention.msx", "1", "did you mean 'retention.ms'"),
 ]
@@ -231,8 +233,8 @@ CREATE_ERRORS = [
                  id="fenced-brokers-do-not-count"),
     pytest.param(ALL_FENCED, dict(replication_factor=1), E.INVALID_REPLICATION_FACTOR, "replication_factor",
                  "only 0 broker(s)", id="all-fenced"),
-    pytest.param(CLUSTER3, dict(configs={"cleanup.policy": "compact"}), E.INVALID_CONFIG, "cleanup.policy",
-                 "not supported", id="compact"),
+    pytest.param(CLUSTER3, dict(configs={"cleanup.policy": "compacted"}), E.INVALID_CONFIG,
+                 "cleanup.policy", "must be one of", id="bad-cleanup-policy"),
     pytest.param(CLUSTER3, dict(configs={"min.insync.replicas": "0"}), E.INVALID_CONFIG,
                  "min.insync.replicas", "at least 1", id="bad-config"),
     pytest.param(ORDERS, dict(topic_id="ORDERS"), E.INVALID_REQUEST, "topic_id", "already in use",
@@ -352,7 +354,8 @@ ALTER_CONFIG_ERRORS = [
     pytest.param("nope", {"retention.ms": "1"}, E.UNKNOWN_TOPIC_OR_PARTITION, "name", id="unknown-topic"),
     pytest.param("orders", {"retention.ms": "-5"}, E.INVALID_CONFIG, "retention.ms", id="bad-value"),
     pytest.param("orders", {"retention.mss": None}, E.INVALID_CONFIG, "retention.mss", id="delete-unknown-key"),
-    pytest.param("orders", {"cleanup.policy": "compact"}, E.INVALID_CONFIG, "cleanup.policy", id="compact"),
+    pytest.param("orders", {"cleanup.policy": "compact,tidy"}, E.INVALID_CONFIG, "cleanup.policy",
+                 id="bad-cleanup-policy"),
 ]
 
 

@@ -1,0 +1,74 @@
+"""What a cleaning reads: a snapshot of a log's segments, taken on the log's owner, and
+the segment files opened read-only from it - in a cleaner process, which has no
+LogSegment objects, or on a thread.
+
+The snapshot is plain data (it crosses to the cleaner process); the owner keeps the
+segment objects it names, so that the swap can check the log still holds them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.partition_log import PartitionLog
+from broker.log.segment import LogSegment
+from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
+from common.topic_config import LogConfig
+
+
+class CleaningAbortedError(Exception):
+    """The log changed under the cleaner (truncation, retention, deletion); nothing swapped."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSnapshot:
+    """One segment as the owner saw it when a cleaning began (sent to a worker process)."""
+
+    path: str
+    base_offset: int
+    size: int
+    next_offset: int
+    index_entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogSnapshot:
+    """What a cleaning reads: the log's segments (active last) and settings."""
+
+    directory: str
+    segments: tuple[SegmentSnapshot, ...]
+    config: LogConfig
+
+
+def snapshot_log(plog: PartitionLog) -> tuple[LogSnapshot, tuple[LogSegment, ...]]:
+    """The log's snapshot, and the segment objects it names (for `commit`)."""
+    segments = plog.segments
+    return LogSnapshot(str(plog.directory), tuple(
+        SegmentSnapshot(str(s.log_path), s.base_offset, s.size, s.next_offset,
+                        len(s.offset_index)) for s in segments), plog.config), segments
+
+
+class SegmentFile:
+    """A snapshot segment opened read-only (a worker process has no LogSegment)."""
+
+    def __init__(self, snap: SegmentSnapshot) -> None:
+        self.log_path = Path(snap.path)
+        self.base_offset, self.size = snap.base_offset, snap.size
+        self.next_offset, self.index_entries = snap.next_offset, snap.index_entries
+        try:
+            self.fd = os.open(snap.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise CleaningAbortedError(f"{snap.path} was removed while cleaning") from None
+
+    def headers(self) -> Iterator[RecordBatchHeader]:
+        position = 0
+        while position < self.size:  # bounded: each header moves `position` forward
+            header = parse_header(os.pread(self.fd, HEADER_SIZE, position), require_body=False)
+            yield header
+            position += header.size
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -1,0 +1,395 @@
+"""Cleaning one partition log: the I/O shell around the keep/drop rule of `compaction`.
+
+Kafka's `Cleaner.doClean` in two halves. `prepare` reads the log's inactive segments and
+writes the cleaned copies; it touches no state of the log, so it may run on a worker
+thread while the broker appends (appends only ever touch the active segment). `commit`
+runs on the log's owner (the event loop) and swaps each cleaned group in with Kafka's
+steps, each made durable before the next:
+
+    <base>.log.cleaned  (written, fsynced)  ->  rename to <base>.log.swap
+    -> old segments renamed .deleted  ->  <base>.log.swap renamed to <base>.log
+
+A crash before the `.swap` rename leaves the old segments (the loader drops `.cleaned`);
+from it on the loader finishes the swap (`log_loader.complete_swaps`): the log is the
+old or the new one, never a mix. `fail_point(step)` is called after every step so tests
+can stop the process exactly there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log.checkpoint_file import fsync_directory
+from broker.log.cleaner_snapshot import (
+    CleaningAbortedError,
+    LogSnapshot,
+    SegmentFile,
+    snapshot_log,
+)
+from broker.log.compaction import (
+    BatchRetention,
+    OffsetMap,
+    filter_batch,
+    last_batch_of_producers,
+    map_batch,
+    rebuild_batch,
+)
+from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
+from broker.log.partition_log import PartitionLog
+from broker.log.record_scan import scan_batch
+from broker.log.segment import (
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    LogSegment,
+    segment_file_name,
+)
+from common.errors import KafkaStorageError
+from common.record_batch import (
+    HEADER_SIZE,
+    RecordBatchHeader,
+    parse_header,
+    read_batches,
+)
+from common.units import KIB
+
+log = logging.getLogger(__name__)
+
+IO_BUFFER_BYTES = 512 * KIB  # Kafka's log.cleaner.io.buffer.size
+FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
+
+
+@dataclass(slots=True)
+class CleanedGroup:
+    """Consecutive old segments (`count` from index `first` of the snapshot) and the
+    `.cleaned` file that replaces them."""
+
+    first: int
+    count: int
+    path: str
+    bytes_before: int
+    bytes_after: int
+
+
+@dataclass(slots=True)
+class PreparedClean:
+    """What `prepare` wrote: the cleaned groups, the offset the log is clean up to
+    afterwards, and what it counted on the way."""
+
+    first_dirty: int
+    end_offset: int
+    delete_retention_ms: int
+    groups: list[CleanedGroup] = field(default_factory=list)
+    bytes_read: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    earliest_delete_horizon: int | None = None
+
+
+class Throttle:
+    """`log.cleaner.io.max.bytes.per.second` over reads and writes, clock injected."""
+
+    def __init__(self, bytes_per_second: float, *, monotonic: Callable[[], float],
+                 sleep: Callable[[float], None]) -> None:
+        self.bytes_per_second = bytes_per_second
+        self._monotonic, self._sleep = monotonic, sleep
+        self._start = monotonic()
+        self._bytes = 0
+
+    def account(self, nbytes: int) -> None:
+        self._bytes += nbytes
+        elapsed = self._monotonic() - self._start
+        ahead = self._bytes / self.bytes_per_second - elapsed
+        if ahead > 0:
+            self._sleep(ahead)
+        if elapsed > 1.0:  # a fresh window, so an idle spell earns no burst
+            self._start, self._bytes = self._monotonic(), 0
+
+
+class Cleaner:
+    """Compacts one log at a time with a reused, bounded offset map."""
+
+    def __init__(self, offset_map: OffsetMap, *, throttle: Throttle | None = None,
+                 fail_point: Callable[[str], None] | None = None) -> None:
+        self.offset_map = offset_map
+        self.throttle = throttle
+        self.fail_point = fail_point or (lambda step: None)
+        self.stopping = False  # set from the owner's thread: `prepare` gives up soon
+
+    def request_stop(self) -> None:
+        """Make a running `prepare` stop at its next batch (broker shutdown)."""
+        self.stopping = True
+
+    # ---- prepare: off the event loop ---------------------------------------------------
+
+    def prepare(self, snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
+                now_ms: int, tombstones_due: bool = False) -> PreparedClean | None:
+        """Map the dirty section [first_dirty, first_uncleanable) (as far as the map holds)
+        and write the cleaned groups; None when there is nothing to clean. With
+        `tombstones_due` the clean section is rewritten even without dirty records, to
+        drop tombstones whose delete horizon has passed. Reads only files: runs on a
+        worker thread or process while the owner appends."""
+        files: list[SegmentFile] = []
+        try:
+            for segment in snap.segments:
+                files.append(SegmentFile(segment))
+            return self._prepare(snap, files, first_dirty=first_dirty,
+                                 first_uncleanable=first_uncleanable, now_ms=now_ms,
+                                 tombstones_due=tombstones_due)
+        finally:
+            for f in files:
+                f.close()
+
+    def _prepare(self, snap: LogSnapshot, files: list[SegmentFile], *, first_dirty: int,
+                 first_uncleanable: int, now_ms: int,
+                 tombstones_due: bool) -> PreparedClean | None:
+        config = snap.config
+        segments = files[:-1]  # never the active segment
+        self.offset_map.clear()
+        prepared = PreparedClean(first_dirty, first_dirty, config.delete_retention_ms)
+        end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared)
+        if end <= first_dirty and not tombstones_due:
+            return None
+        prepared.end_offset = max(end, first_dirty)
+        producers = last_batch_of_producers(h for f in files for h in f.headers())
+        cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
+        lag_horizon = now_ms - config.min_compaction_lag_ms
+        try:
+            first = 0
+            for group in _group_by_size(cleanable, config.segment_bytes,
+                                        config.segment_index_bytes):
+                prepared.groups.append(self._clean_group(
+                    Path(snap.directory), first, group, prepared, now_ms=now_ms,
+                    lag_horizon_ms=lag_horizon, producers=producers))
+                first += len(group)
+        except BaseException:
+            abort(prepared)
+            raise
+        return prepared
+
+    def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
+                          first_uncleanable: int, prepared: PreparedClean) -> int:
+        """Put the dirty keys in the map; return one past the last offset mapped. Stops
+        at a batch that would overflow the map (cleaned later: Kafka's partial map)."""
+        end = first_dirty
+        for segment in segments:
+            if segment.next_offset <= first_dirty:
+                continue
+            if segment.base_offset >= first_uncleanable:
+                break
+            for header, data in self._batches(segment):
+                if header.last_offset < first_dirty:
+                    continue
+                if header.base_offset >= first_uncleanable:
+                    return end
+                if not self.offset_map.room_for(header.record_count):
+                    if end == first_dirty:
+                        raise KafkaStorageError(
+                            f"log.cleaner.dedupe.buffer.size holds {self.offset_map.capacity} "
+                            f"keys, too few for one batch of {header.record_count} records")
+                    return end
+                map_batch(self.offset_map, header, scan_batch(data, header).records)
+                end = header.next_offset
+        return end
+
+    def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
+                     prepared: PreparedClean, *, now_ms: int, lag_horizon_ms: int,
+                     producers: dict[int, int]) -> CleanedGroup:
+        path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        out = bytearray()
+        written = 0
+        last_segment = group[-1]
+        try:
+            for segment in group:
+                prepared.bytes_read += segment.size
+                for header, data in self._batches(segment):
+                    prepared.records_read += header.record_count
+                    last_of_group = (segment is last_segment
+                                     and header.next_offset >= segment.next_offset)
+                    kept = self._filter(header, data, prepared, now_ms, lag_horizon_ms,
+                                        producers, last_of_group)
+                    out += kept
+                    if len(out) >= IO_BUFFER_BYTES:
+                        written += _write_all(fd, out)
+                        out.clear()
+            written += _write_all(fd, out)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if self.throttle is not None:
+            self.throttle.account(written)
+        return CleanedGroup(first, len(group), str(path), sum(s.size for s in group), written)
+
+    def _filter(self, header: RecordBatchHeader, data: memoryview, prepared: PreparedClean,
+                now_ms: int, lag_horizon_ms: int, producers: dict[int, int],
+                last_of_group: bool) -> bytes | memoryview:
+        if header.is_control or header.is_transactional:
+            prepared.records_kept += header.record_count
+            return data  # left alone (no transactions cleaning yet)
+        scanned = scan_batch(data, header)
+        result = filter_batch(header, scanned.records, offset_map=self.offset_map,
+                              map_end_offset=prepared.end_offset, now_ms=now_ms,
+                              delete_retention_ms=prepared.delete_retention_ms,
+                              lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers)
+        retention = result.retention
+        if retention is BatchRetention.DELETE and last_of_group:
+            # the group's last offset stays, so a swapped-in segment covers exactly the
+            # segments it replaced (what crash recovery relies on)
+            retention = BatchRetention.RETAIN_EMPTY
+        if retention is BatchRetention.KEEP:
+            prepared.records_kept += header.record_count
+            _note_horizon(prepared, header.base_timestamp if header.has_delete_horizon else None)
+            return data
+        if retention is BatchRetention.DELETE:
+            return b""
+        prepared.records_kept += len(result.kept)
+        _note_horizon(prepared, result.delete_horizon_ms)
+        return rebuild_batch(header, data, scanned, result.kept, result.delete_horizon_ms)
+
+    def _batches(self, segment: SegmentFile) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        """Every batch of an inactive segment, CRC-checked, read in IO_BUFFER_BYTES chunks."""
+        position, size = 0, segment.size
+        while position < size:  # bounded: each chunk moves `position` forward
+            if self.stopping:
+                raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
+            chunk = os.pread(segment.fd, max(IO_BUFFER_BYTES, _batch_size_at(segment.fd, position)),
+                             position)
+            if self.throttle is not None:
+                self.throttle.account(len(chunk))
+            view = memoryview(chunk)
+            usable = _whole_batches_length(view)
+            for pos, header in read_batches(view[:usable]):
+                yield header, view[pos : pos + header.size]
+            position += usable
+
+    # ---- commit: on the log's owner -----------------------------------------------------
+
+    def clean(self, plog: PartitionLog, *, first_dirty: int, first_uncleanable: int,
+              now_ms: int, tombstones_due: bool = False) -> PreparedClean | None:
+        """prepare + commit in one call (tests, benchmarks, a single-threaded owner)."""
+        snap, segments = snapshot_log(plog)
+        prepared = self.prepare(snap, first_dirty=first_dirty,
+                                first_uncleanable=first_uncleanable, now_ms=now_ms,
+                                tombstones_due=tombstones_due)
+        if prepared is not None:
+            self.commit(plog, segments, prepared, now_ms)
+        return prepared
+
+    def commit(self, plog: PartitionLog, segments: tuple[LogSegment, ...],
+               prepared: PreparedClean, now_ms: int) -> None:
+        """Swap every cleaned group into `plog` (`segments`: the snapshot's); raises
+        CleaningAbortedError (with the rest of the `.cleaned` files removed) when the log
+        no longer holds a group's segments."""
+        for i, group in enumerate(prepared.groups):
+            old = list(segments[group.first : group.first + group.count])
+            if not plog.holds_segments(old):
+                abort(prepared, start=i)
+                raise CleaningAbortedError(
+                    f"{plog.topic_partition}: segments changed while cleaning")
+            self._swap(plog, old, Path(group.path), now_ms)
+
+    def _swap(self, plog: PartitionLog, old: list[LogSegment], cleaned: Path,
+              now_ms: int) -> None:
+        directory, fail = plog.directory, self.fail_point
+        fail("after_cleaned")
+        base = old[0].base_offset
+        live = directory / segment_file_name(base, LOG_SUFFIX)
+        swap = live.with_name(live.name + SWAP_SUFFIX)
+        os.replace(cleaned, swap)
+        fsync_directory(directory)
+        fail("after_swap")
+        for i, segment in enumerate(old):
+            segment.mark_deleted()
+            if i == 0:
+                fsync_directory(directory)
+                fail("mid_delete")
+        fsync_directory(directory)
+        fail("after_old_deleted")
+        os.replace(swap, live)
+        fsync_directory(directory)
+        fail("after_live")
+        new = open_segment(directory, base, plog.config, now_ms, create=False)
+        result = new.recover(allow_gaps=True)  # builds both indexes of the cleaned segment
+        if result.truncated_bytes:  # the file was fsynced before the rename: a disk fault
+            raise KafkaStorageError(f"cleaned segment {live} is damaged: {result.reason}")
+        new.on_become_inactive()
+        new.flush()
+        plog.replace_segments(old, new, now_ms)
+
+
+def abort(prepared: PreparedClean, start: int = 0) -> None:
+    """Remove the `.cleaned` files of groups not swapped in."""
+    for group in prepared.groups[start:]:
+        Path(group.path).unlink(missing_ok=True)
+
+
+def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
+    if horizon is not None and (prepared.earliest_delete_horizon is None
+                                or horizon < prepared.earliest_delete_horizon):
+        prepared.earliest_delete_horizon = horizon
+
+
+def _group_by_size(segments: list[SegmentFile], max_bytes: int,
+                   max_index_bytes: int) -> Iterator[list[SegmentFile]]:
+    """Kafka's groupSegmentsBySize: consecutive segments whose cleaned copy fits one
+    segment (bytes, index entries, int32 relative offsets)."""
+    max_entries = max(1, max_index_bytes // 8)
+    group: list[SegmentFile] = []
+    size = entries = 0
+    for segment in segments:
+        if group and (size + segment.size > max_bytes
+                      or entries + segment.index_entries > max_entries
+                      or segment.next_offset - 1 - group[0].base_offset > MAX_RELATIVE_OFFSET):
+            yield group
+            group, size, entries = [], 0, 0
+        group.append(segment)
+        size += segment.size
+        entries += segment.index_entries
+    if group:
+        yield group
+
+
+def _batch_size_at(fd: int, position: int) -> int:
+    return parse_header(os.pread(fd, HEADER_SIZE, position), require_body=False).size
+
+
+def _whole_batches_length(view: memoryview) -> int:
+    """Bytes of the whole batches at the start of `view` (a chunk may end mid-batch)."""
+    position = 0
+    while position + 12 <= len(view):
+        size = int.from_bytes(view[position + 8 : position + 12], "big") + 12
+        if position + size > len(view):
+            break
+        position += size
+    return position
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> int:
+    view = memoryview(data)
+    while view:  # bounded: each write consumes bytes or raises
+        view = view[os.write(fd, view):]
+    return len(data)
+
+
+_worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
+
+
+def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
+                      now_ms: int, tombstones_due: bool, map_capacity: int,
+                      max_bytes_per_second: float) -> PreparedClean | None:
+    """`Cleaner.prepare` in a cleaner worker process (no GIL shared with the broker)."""
+    import time
+
+    global _worker_cleaner
+    if _worker_cleaner is None or _worker_cleaner.offset_map.capacity != map_capacity:
+        throttle = None
+        if max_bytes_per_second < float("inf"):
+            throttle = Throttle(max_bytes_per_second, monotonic=time.monotonic, sleep=time.sleep)
+        _worker_cleaner = Cleaner(OffsetMap(map_capacity), throttle=throttle)
+    return _worker_cleaner.prepare(snap, first_dirty=first_dirty,
+                                   first_uncleanable=first_uncleanable, now_ms=now_ms,
+                                   tombstones_due=tombstones_due)
