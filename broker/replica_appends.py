@@ -98,8 +98,9 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
             info = partition.log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
-        if any(h.producer_id >= 0 for _, h in batches):
-            _update_producer_state(partition, batches, info.first_offset)
+        for _, header in batches:  # the leader's offsets: a compacted leader's log has gaps
+            if header.producer_id >= 0:
+                partition.producer_state.update(header, header.base_offset, header.last_offset)
     partition.log.update_high_watermark(follower_high_watermark(
         leader_high_watermark=leader_high_watermark, log_end_offset=partition.log.log_end_offset))
     return info

@@ -359,3 +359,20 @@ def test_follower_truncation_rebuilds_producer_state(replicas):
 def read_header(data: bytes):
     from common.record_batch import parse_header
     return parse_header(memoryview(data), 0)
+
+
+def test_a_follower_of_a_compacted_leader_records_producer_batches_at_their_own_offsets(replicas):
+    # A compacted leader's log has offset gaps: the follower keeps the leader's offsets, and the
+    # idempotent producer state must name where each batch really is (a retried batch is
+    # answered with that offset).
+    from common.record_batch import set_base_offset
+
+    partition = replicas.follower_partition(ORDERS_1, 0)
+    first = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=0))
+    second = bytearray(batch(2, producer_id=7, producer_epoch=0, base_sequence=2))
+    set_base_offset(second, 0, 10)  # offsets 2..9 were compacted away on the leader
+    replicas.append_as_follower(partition, memoryview(bytes(first) + bytes(second)), leader_high_watermark=0)
+    retried = read_header(bytes(batch(2, producer_id=7, producer_epoch=0, base_sequence=2)))
+    check = partition.producer_state.check(retried)
+    assert check.outcome.name == "DUPLICATE"
+    assert check.duplicate is not None and check.duplicate.first_offset == 10
