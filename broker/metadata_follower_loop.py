@@ -414,5 +414,6 @@ class MetadataFollower:
 async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],
                                 on_changes: ChangesCallback) -> None:
     """A MetadataFollower with its own ControllerClient, closed when the follower stops."""
-    async with ControllerClient(addresses) as client:
+    async with ControllerClient(addresses, liveness_timeout=settings.session_timeout_ms / 2000,
+                                name=f"Broker {settings.broker_id}") as client:
         await MetadataFollower(settings, client, on_changes).run()

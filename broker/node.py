@@ -280,7 +280,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
-    client = ControllerClient(settings.controller_addresses)
+    client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,
+                              name=f"Broker {settings.node_id}")
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)

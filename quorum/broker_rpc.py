@@ -257,6 +257,9 @@ class BrokerRpc:
         # broker id -> the broker epoch an operator asked to shut down (POST /v1/brokers/{id}/shutdown);
         # soft state of this active epoch, like the sessions; at most one entry per registered broker
         self._shutdown_requests: dict[int, int] = {}
+        # A heartbeat waits in the decision queue for less than the broker waits for its answer
+        # (half its session, KAFKA-14392), so the broker hears REQUEST_TIMED_OUT and beats again.
+        self._heartbeat_timeout_s = min(api.WRITE_TIMEOUT, settings.session_timeout_ms / 4000)
         self._offset_changed = asyncio.Event()
         self._long_polls = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -343,11 +346,22 @@ class BrokerRpc:
         return {"broker_epoch": outcome.first_offset}  # RegisterBroker is its first record
 
     async def _heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._touch_on_arrival(req)
         reply, _ = await self._decide(lambda image: process_heartbeat(
-            image, **req, now_ms=self._clock(), heartbeats=self.sessions()))
+            image, **req, now_ms=self._clock(), heartbeats=self.sessions()), self._heartbeat_timeout_s)
         return {"is_caught_up": reply.is_caught_up, "is_fenced": reply.is_fenced,
                 "should_shut_down": reply.should_shut_down,
                 "shutdown_requested": self._shutdown_requested(req)}
+
+    def _touch_on_arrival(self, req: dict[str, Any]) -> None:
+        """A heartbeat from a registered incarnation renews its session when it arrives, not when
+        its turn in the decision queue comes (Kafka's BrokerHeartbeatTracker.updateContactTime):
+        a queue backed up behind a slow append must not get a live broker fenced."""
+        if not self._controller.is_active:
+            return
+        registration = self._log.image().broker(req["broker_id"])
+        if registration is not None and registration.broker_epoch == req["broker_epoch"]:
+            self.sessions().touch(req["broker_id"], self._clock(), req["metadata_offset"])
 
     def request_shutdown(self, broker_id: int, broker_epoch: int) -> None:
         """An operator asks this incarnation of the broker to shut down (active controller only):
@@ -421,15 +435,19 @@ class BrokerRpc:
             finally:
                 self._long_polls -= 1
         status = self._log.status()
+        # Brokers learn the active controller from the quorum they follow, as Kafka's brokers
+        # learn the Raft leader from their fetches; the term orders answers from different voters.
+        node, address = self._active_api()
+        leader = {"controller_id": node, "controller_address": address, "raft_term": status.term}
         try:
             pairs = self._log.records_from(offset, req["max_records"])
         except IndexError:  # folded into the snapshot: send the whole image instead
             image = self._log.image()
             return {"records": [], "last_offset": image.offset, "log_start_offset": status.log_start_offset,
-                    "snapshot": encode_snapshot(image), "snapshot_offset": image.offset}
+                    "snapshot": encode_snapshot(image), "snapshot_offset": image.offset, **leader}
         last = max(status.last_offset, pairs[-1][0] if pairs else -1)
         return {"records": [[at, record_to_map(r)] for at, r in pairs], "last_offset": last,
-                "log_start_offset": status.log_start_offset, "snapshot": None, "snapshot_offset": None}
+                "log_start_offset": status.log_start_offset, "snapshot": None, "snapshot_offset": None, **leader}
 
     # -- background tasks ------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
@@ -60,6 +60,7 @@ from quorum.topic_control import (
 logger = logging.getLogger(__name__)
 
 FORWARDED_HEADER: Final = "X-Tidelog-Forwarded-By"  # node id of the controller that forwarded
+PARTNER_CONNECTED: Final = 2  # pysyncobj's CONNECTION_STATE.CONNECTED in getStatus()
 
 
 def _reject_constant(name: str) -> Any:
@@ -99,6 +100,29 @@ def api_error(exc: ControllerApiError) -> AdminError:
     if exc.code is ErrorCode.INVALID_CONFIG and field and not field.startswith("configs"):
         field = f"configs.{field}"  # the rules name the config key itself
     return AdminError(exc.code.name, exc.message, field)
+
+
+def named_leader(me: int, quorum_ids: Mapping[str, int], leader_address: str | None,
+                 raft: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """Whom a controller that is not active itself may name as active: the Raft leader, but only
+    while this voter reaches a majority and the leader. pysyncobj starts no election while it is
+    connected to nobody, so a voter left alone keeps naming its last leader, dead or not.
+    Returns (node id, None) or (None, the reason there is none)."""
+    needed = len(quorum_ids) // 2 + 1
+    connected = {address for address in quorum_ids
+                 if raft.get(f"partner_node_status_server_{address}") == PARTNER_CONNECTED}
+    reachable = 1 + len(connected - {a for a, i in quorum_ids.items() if i == me})
+    if reachable < needed:
+        return None, (f"the quorum has no majority from controller {me}: {reachable} of {len(quorum_ids)} "
+                      f"voters reachable, {needed} needed")
+    node = quorum_ids.get(leader_address or "")
+    if node is None:
+        return None, "an election is in progress: no Raft leader is known"
+    if node != me and leader_address not in connected:
+        return None, f"the last known Raft leader, controller {node}, is not reachable from controller {me}"
+    if node == me:
+        return None, f"controller {me} is the Raft leader but has not begun its epoch yet"
+    return node, None
 
 
 class ControllerServer:
@@ -148,11 +172,15 @@ class ControllerServer:
 
     def active_api(self) -> tuple[int | None, str | None]:
         """(node id, HTTP API address) of the active controller as this node knows it."""
-        if self._controller.is_active:
-            node: int | None = self._settings.node_id
-        else:
-            node = self._settings.quorum_ids.get(self._log.leader_address() or "")
+        node, _ = self.active_controller()
         return node, None if node is None else self._settings.api_voters.get(node)
+
+    def active_controller(self) -> tuple[int | None, str | None]:
+        """(the active controller's node id, None) or (None, why there is none, in words)."""
+        if self._controller.is_active:
+            return self._settings.node_id, None
+        return named_leader(self._settings.node_id, self._settings.quorum_ids, self._log.leader_address(),
+                            self._raft_status())
 
     def authorize(self, request: web.Request) -> None:
         """With `admin.token` set, a write needs `Authorization: Bearer <token>`: 401 without, 403 wrong."""
@@ -287,10 +315,11 @@ class ControllerServer:
                 "connected": True if me else raft.get(f"partner_node_status_server_{address}") == 2,
                 "match_index": raft.get(f"match_idx_server_{address}"),
             })
-        active, _ = self.active_api()
+        active, why_none = self.active_controller()
         return web.json_response({
             "cluster_id": self._settings.cluster_id, "node_id": self._settings.node_id,
-            "active_controller": active, "is_active": self._controller.is_active,
+            "active_controller": active, "no_active_controller_reason": why_none,
+            "is_active": self._controller.is_active,
             "controller_epoch": status.image.controller_epoch, "term": status.term,
             "commit_index": status.commit_index, "last_applied": status.last_applied,
             "metadata_offset": status.image.offset, "log_start_offset": status.log_start_offset,

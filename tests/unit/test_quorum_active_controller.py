@@ -238,3 +238,22 @@ async def test_stopping_mid_append_answers_unknown(log: ScriptedLog) -> None:
     await asyncio.gather(task, return_exceptions=True)
     outcome = await pending
     assert outcome.kind is OutcomeKind.UNKNOWN and "stopped while appending" in outcome.reason
+
+
+async def test_losing_leadership_mid_append_stops_waiting_and_renounces_at_once(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    """A deposed leader's append may never call back: the controller must not stay 'active' (and
+    keep answering heartbeats) until the append's timeout, but renounce within a leadership poll."""
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.gate = asyncio.Event()  # the next append hangs, as a lost pysyncobj command does
+    pending = asyncio.create_task(controller.append([NoOp()], 30.0))
+    await until(lambda: log.entered == 2)
+    log.leader = False
+    assert not controller.is_active  # at once, not only after the decision loop notices
+    async with asyncio.timeout(1.0):  # far below the append's 30 s
+        outcome = await pending
+    assert outcome.kind is OutcomeKind.UNKNOWN and "lost Raft leadership" in outcome.reason
+    assert controller.epoch is None
+    with pytest.raises(NotActiveControllerError):
+        await controller.append([NoOp()], 1.0)
