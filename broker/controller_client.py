@@ -48,7 +48,10 @@ REQUEST_TIMEOUT: Final = 10 * SECONDS  # one write RPC (the controller's own wri
 # session (KAFKA-14392), so a stalled controller is left while the session still runs.
 LIVENESS_TIMEOUT: Final = 4.5 * SECONDS
 CONNECT_TIMEOUT: Final = 1 * SECONDS  # a dead controller on loopback refuses at once; a cut link does not
-FETCH_TIMEOUT_MARGIN: Final = 5 * SECONDS  # a long-poll answers after max_wait_ms, plus this
+FETCH_TIMEOUT_MARGIN: Final = 5 * SECONDS  # a catch-up fetch (max_wait 0) may carry a whole snapshot
+# A long-poll answers after max_wait_ms, plus this: the fetch stream is how a broker learns of a
+# new active controller, so a stalled controller must not hold it for long.
+LONG_POLL_MARGIN: Final = 1 * SECONDS
 MAX_ATTEMPTS: Final = 12  # one write: redirects plus connection failures
 INITIAL_BACKOFF: Final = 0.05 * SECONDS  # after a full round over the controllers (or a redirect to nobody)
 MAX_BACKOFF: Final = 1 * SECONDS
@@ -66,6 +69,10 @@ async def read_body(content: aiohttp.StreamReader, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+class _Redirected(Exception):
+    """A write in flight was abandoned for the controller the quorum now names active."""
 
 
 class ControllerUnavailableError(ConnectionError):
@@ -90,6 +97,8 @@ class ControllerClient:
         self._leader_term = -1  # the newest Raft term a fetch reply named an active controller for
         self._suspect_until: dict[str, float] = {}  # address -> monotonic time; one entry per address
         self._session: aiohttp.ClientSession | None = None
+        # one event per write in flight, set when the quorum names another active controller
+        self._redirect_waiters: set[asyncio.Event] = set()
 
     @property
     def target(self) -> str:
@@ -140,6 +149,8 @@ class ControllerClient:
                         "instead of %s", self._name, reply.get("controller_id"), address, term, self._target)
             self._target = address
             self._suspect_until.pop(address, None)
+            for waiter in self._redirect_waiters:
+                waiter.set()
 
     async def post(self, address: str, name: str, body: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """One POST /rpc/<name> to one controller; the decoded reply (any HTTP status carries one).
@@ -177,7 +188,10 @@ class ControllerClient:
         for attempt in range(self._max_attempts):  # bounded: max_attempts
             address = self._target
             try:
-                reply = await self.post(address, name, body, timeout or self._request_timeout)
+                reply = await self._post_unless_redirected(address, name, body, timeout or self._request_timeout)
+            except _Redirected:
+                tried.append(f"{address}: left for {self._target}, which the quorum names active")
+                continue
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 tried.append(f"{address}: {type(exc).__name__} {exc}".rstrip())
                 self._failed(address, exc)
@@ -199,6 +213,27 @@ class ControllerClient:
         raise ControllerUnavailableError(f"{name}: no active controller answered in {self._max_attempts} "
                                          f"attempts: {'; '.join(tried[-6:])}")
 
+    async def _post_unless_redirected(self, address: str, name: str, body: Mapping[str, Any],
+                                      timeout: float) -> dict[str, Any]:
+        """`post`, abandoned (_Redirected) as soon as the quorum names another active controller: a
+        request stuck on a stalled, deposed one would otherwise wait out its whole timeout. Its
+        late outcome cannot matter: a deposed controller's appends are fenced by epoch."""
+        changed = asyncio.Event()
+        self._redirect_waiters.add(changed)
+        post = asyncio.ensure_future(self.post(address, name, body, timeout))
+        redirect = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({post, redirect}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._redirect_waiters.discard(changed)
+            redirect.cancel()
+            if not post.done():
+                post.cancel()
+                await asyncio.gather(post, return_exceptions=True)
+        if post.cancelled() or not post.done():
+            raise _Redirected()
+        return post.result()
+
     async def register(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """broker-registration on the active controller (the reply; error_code may be non-zero)."""
         return await self.call("broker-registration", body, timeout=self._liveness_timeout)
@@ -217,7 +252,8 @@ class ControllerClient:
         body: dict[str, Any] = {"offset": from_offset, "max_wait_ms": max_wait_ms, "broker_id": broker_id}
         if max_records is not None:
             body["max_records"] = max_records
-        timeout = max_wait_ms / 1000 + min(FETCH_TIMEOUT_MARGIN, self._liveness_timeout)
+        margin = LONG_POLL_MARGIN if max_wait_ms > 0 else FETCH_TIMEOUT_MARGIN
+        timeout = max_wait_ms / 1000 + min(margin, self._liveness_timeout)
         tried: list[str] = []
         for _ in range(len(self.addresses)):  # bounded: one round over the controllers
             address = self._fetch_target

@@ -366,6 +366,9 @@ class MetadataFollower:
                 self._beat_now = self._beat_now or (transition is not None and transition.new is BrokerState.RECOVERY
                                                     and not state.fenced)
                 self.heartbeats_ok += 1
+                if self.heartbeat_targets and self.heartbeat_targets[-1] != self.client.target:
+                    logger.info("Broker %d: heartbeats are answered by controller %s now (were by %s)",
+                                broker, self.client.target, self.heartbeat_targets[-1])
                 self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
                 self._maybe_obey_shutdown_request(reply)
                 if was_fenced and not state.fenced:

@@ -471,13 +471,23 @@ class BrokerRpc:
         otherwise), so a dead broker is fenced within a millisecond or so of its timeout.
         """
         period = self._settings.heartbeat_interval_ms / 2000
+        stall_ms = max(self._settings.heartbeat_interval_ms, self._settings.session_timeout_ms // 4)
         wait = period
         while True:  # until stop() cancels it
+            due = self._clock() + round(wait * 1000)
             await asyncio.sleep(wait)
             wait = period
             if not self._controller.is_active:
                 continue
             sessions = self.sessions()
+            late_ms = self._clock() - due
+            if late_ms > stall_ms:
+                # This controller did not run (SIGSTOP, a paused VM, a long GC) and may be deposed
+                # without knowing it yet: the brokers' silence was its own. Judge from now on.
+                logger.warning("Controller %d was stalled for %d ms; broker sessions start again now",
+                               self._settings.node_id, late_ms)
+                sessions.restart_sessions(self._log.image(), self._clock())
+                continue
             expiry = sessions.next_expiry_ms(self._log.image())
             if expiry is not None:
                 wait = min(period, max(expiry - self._clock(), 1) / 1000)

@@ -90,6 +90,18 @@ class BrokerHeartbeatManager:
             if not registration.fenced and broker_id not in self._sessions:
                 self._sessions[broker_id] = _Session(now_ms, -1)
 
+    def restart_sessions(self, image: MetadataImage, now_ms: int) -> None:
+        """Every unfenced broker's session starts again at now_ms (the controller itself stalled:
+        silence it could not hear proves nothing about the brokers; see quorum.broker_rpc)."""
+        for broker_id, registration in image.cluster.brokers.items():
+            if registration.fenced:
+                continue
+            session = self._sessions.get(broker_id)
+            if session is None:
+                self._sessions[broker_id] = _Session(now_ms, -1)
+            else:
+                session.last_contact_ms = max(session.last_contact_ms, now_ms)
+
     def next_expired(self, now_ms: int, image: MetadataImage) -> int | None:
         """The unfenced broker whose session expired longest ago, or None (Kafka fences one per pass)."""
         self.begin_sessions(image, now_ms)
