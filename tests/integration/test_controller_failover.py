@@ -195,3 +195,27 @@ def test_killing_the_active_controller_fences_no_broker(failover_cluster: tuple[
         wait_until("the cluster healed", lambda: _healed(cluster), 30)
     _check_no_fencing(cluster, watcher, f"controller {active} was killed")
     _report(cluster, f"killed controller {active} for {session_s * 1.5:.1f} s", killed_at, active)
+
+
+@pytest.mark.parametrize("failover_cluster", [FAST], ids=["200ms-3s"], indirect=True)
+def test_a_fresh_client_sees_every_partition_after_brokers_are_fenced_and_unfenced_quickly(
+        failover_cluster: tuple[LocalCluster, Nemesis]) -> None:
+    """Issue 20 point 2: every broker fenced at once (every partition offline), then unfenced
+    within a few hundred ms; a fresh confluent-kafka client must then see every partition."""
+    from chaos.workload import describe_partitions
+
+    cluster, nemesis = failover_cluster
+    session_s = _session_s(cluster)
+    brokers = [n.spec.node_id for n in cluster.brokers]
+    for broker in brokers:
+        nemesis.pause(broker)
+    wait_until("every broker fenced", lambda: all(b["fenced"] for b in _get(cluster.admin_url + "/v1/brokers")),
+               session_s * 3)
+    for broker in brokers:
+        nemesis.resume(broker)
+    wait_until("the cluster healed", lambda: _healed(cluster), 30)
+    try:
+        _every_partition_visible(cluster.bootstrap_servers or "")
+    except AssertionError:
+        evidence = "\n".join(describe_partitions(cluster.bootstrap_servers or "", TOPIC, PARTITIONS))
+        raise AssertionError(f"a fresh client misses a partition; the brokers answer:\n{evidence}") from None
