@@ -3,13 +3,13 @@
 A broker follows the committed metadata log as Kafka's BrokerLifecycleManager and
 MetadataLoader do together:
 
-    state = MetadataFollowerState(broker_id=4, heartbeat_interval_ms=2000)
+    state = MetadataFollowerState(broker_id=4)
     state.registration_request(...)            -> the broker-registration body
     state.on_registration_reply(reply)         -> broker_epoch, or None: register again later
     state.next_fetch_offset                    -> where the next metadata-fetch starts
     state.on_fetch_reply(reply)                -> LocalReplicaChanges, or None when nothing applied
-    state.heartbeat_request(now_ms)            -> the broker-heartbeat body (applied offset inside)
-    state.on_heartbeat_reply(reply, now_ms)    -> HeartbeatDecision
+    state.heartbeat_request()                  -> the broker-heartbeat body (applied offset inside)
+    state.on_heartbeat_reply(reply)            -> HeartbeatDecision
 
 Records are replayed through `metadata.delta.apply`, the one replay path, so a batch
 applies whole or not at all. Records must continue the applied offset exactly: a gap or a
@@ -97,17 +97,16 @@ def _offset(reply: Mapping[str, Any], key: str, what: str, *, nullable: bool = F
 class MetadataFollowerState:
     """One broker's view of the metadata log: image, broker epoch, fenced and caught-up flags.
 
-    Soft state only the shell's clock drives (when the last heartbeat went out, when the
-    applied offset was last checkpointed) is kept here too, as plain millisecond numbers.
+    Soft state only the shell's clock drives (when the applied offset was last checkpointed) is
+    kept here too, as plain millisecond numbers; heartbeat pacing is the lifecycle's.
     """
 
     def __init__(self, broker_id: int, *, image: MetadataImage = EMPTY_IMAGE,
-                 heartbeat_interval_ms: int = 2000,
                  checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS) -> None:
         if type(broker_id) is not int or broker_id < 0:
             raise ValueError(f"broker_id must be a non-negative integer, got {broker_id!r}")
-        if heartbeat_interval_ms <= 0 or checkpoint_interval_ms < 0:
-            raise ValueError("heartbeat_interval_ms must be positive and checkpoint_interval_ms not negative")
+        if checkpoint_interval_ms < 0:
+            raise ValueError("checkpoint_interval_ms must not be negative")
         self.broker_id = broker_id
         self.image = image
         self.broker_epoch = NO_BROKER_EPOCH
@@ -115,9 +114,7 @@ class MetadataFollowerState:
         self.caught_up = False  # the controller's is_caught_up: applied offset reached our registration
         self.should_shut_down = False
         self.controller_last_offset = -1  # the last committed offset a controller reported
-        self.heartbeat_interval_ms = heartbeat_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
-        self._last_heartbeat_ms: int | None = None
         self._checkpointed_offset = image.offset
         self._last_checkpoint_ms: int | None = None
 
@@ -167,26 +164,18 @@ class MetadataFollowerState:
             raise MetadataFollowerError(f"broker-registration reply: broker_epoch {epoch} is not an offset")
         self.broker_epoch = epoch
         self.fenced, self.caught_up, self.should_shut_down = True, False, False
-        self._last_heartbeat_ms = None  # beat at once
         return epoch
 
     # -- heartbeats --------------------------------------------------------------------
 
-    def heartbeat_request(self, now_ms: int, *, want_fence: bool = False,
-                          want_shut_down: bool = False) -> dict[str, Any]:
-        """The broker-heartbeat body, reporting the applied offset; notes that a beat went out."""
+    def heartbeat_request(self, *, want_fence: bool = False, want_shut_down: bool = False) -> dict[str, Any]:
+        """The broker-heartbeat body, reporting the applied offset. (When to send it is the
+        lifecycle's business: `shutdown.broker_lifecycle.BrokerLifecycle`.)"""
         if not self.registered:
             raise MetadataFollowerError(f"broker {self.broker_id} cannot heartbeat before it registered")
-        self._last_heartbeat_ms = now_ms
         return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.applied_offset, "want_fence": want_fence,
                 "want_shut_down": want_shut_down}
-
-    def next_heartbeat_delay_ms(self, now_ms: int) -> int:
-        """Milliseconds until the next heartbeat is due (0: now)."""
-        if self._last_heartbeat_ms is None:
-            return 0
-        return max(0, self._last_heartbeat_ms + self.heartbeat_interval_ms - now_ms)
 
     def on_heartbeat_reply(self, reply: Mapping[str, Any]) -> HeartbeatDecision:
         code = _error(reply, "broker-heartbeat")

@@ -219,3 +219,36 @@ def test_a_fresh_client_sees_every_partition_after_brokers_are_fenced_and_unfenc
     except AssertionError:
         evidence = "\n".join(describe_partitions(cluster.bootstrap_servers or "", TOPIC, PARTITIONS))
         raise AssertionError(f"a fresh client misses a partition; the brokers answer:\n{evidence}") from None
+
+
+@pytest.mark.parametrize("failover_cluster", [FAST], ids=["200ms-3s"], indirect=True)
+def test_a_restarting_broker_never_answers_metadata_from_an_empty_image(
+        failover_cluster: tuple[LocalCluster, Nemesis]) -> None:
+    """Before its first caught-up publish a broker's image is empty (or an old checkpoint): a
+    Metadata answer from it names the topic UNKNOWN_TOPIC_OR_PARTITION, which a confluent-kafka
+    client reports as "Local: Unknown partition" (measured: the answer came 0.9 s after the
+    restart, with no brokers). Until caught up, the broker must not answer clients at all."""
+    from tidelog.kafka_client import BrokerUnavailable, KafkaClient, error_name
+
+    cluster, nemesis = failover_cluster
+    broker = cluster.brokers[1].spec.node_id
+    server = next(s for s in (cluster.bootstrap_servers or "").split(",") if s.startswith(f"127.0.0.{broker}:"))
+    host, _, port = server.rpartition(":")
+    nemesis.kill(broker)
+    nemesis.restart(broker)
+    answers: list[str] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # bounded: 10 s of Metadata requests
+        try:
+            with KafkaClient([(host, int(port))], request_timeout=2.0) as client:
+                found = client.metadata([TOPIC]).topics.get(TOPIC)
+                answers.append("absent" if found is None else
+                               f"{error_name(found.error_code)} with {len(found.partitions)} partitions")
+        except (BrokerUnavailable, OSError):
+            answers.append("unavailable")
+        time.sleep(0.01)
+    served = [a for a in answers if a != "unavailable"]
+    assert served, "the restarted broker never answered"
+    assert set(served) == {f"NONE with {PARTITIONS} partitions"}, sorted(set(answers))
+    wait_until("the cluster healed", lambda: _healed(cluster), 30)
+    _every_partition_visible(cluster.bootstrap_servers or "")
