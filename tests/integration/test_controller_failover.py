@@ -252,3 +252,27 @@ def test_a_restarting_broker_never_answers_metadata_from_an_empty_image(
     assert set(served) == {f"NONE with {PARTITIONS} partitions"}, sorted(set(answers))
     wait_until("the cluster healed", lambda: _healed(cluster), 30)
     _every_partition_visible(cluster.bootstrap_servers or "")
+
+
+@pytest.mark.parametrize("failover_cluster", [FAST], ids=["200ms-3s"], indirect=True)
+def test_without_a_majority_no_controller_is_named_active_and_the_reason_is_given(
+        failover_cluster: tuple[LocalCluster, Nemesis]) -> None:
+    """Issue 20 point 4: pysyncobj starts no election while connected to nobody, so a lone
+    survivor kept naming its last leader (a dead node) as active_controller."""
+    cluster, nemesis = failover_cluster
+    active = _active(cluster)
+    survivor = next(n for n in cluster.controllers if n.spec.node_id != active)
+    killed = [n.spec.node_id for n in cluster.controllers if n is not survivor]
+    for node_id in killed:
+        nemesis.kill(node_id)
+
+    def no_active() -> dict[str, Any] | None:
+        view = _get(survivor.spec.admin_url + "/v1/cluster")
+        return view if view["active_controller"] is None else None
+
+    view = wait_until("the survivor names no active controller", no_active, 10)
+    assert "1 of 3 voters reachable, 2 needed" in view["no_active_controller_reason"], view
+    for node_id in killed:
+        nemesis.restart(node_id)
+    assert _active(cluster) is not None
+    wait_until("the cluster healed", lambda: _healed(cluster), 30)
