@@ -24,11 +24,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.records import BeginEpoch, Record
+from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, OutcomeKind
 from quorum.replication_control import unclean_elections
 
@@ -38,7 +39,8 @@ LEADERSHIP_POLL: Final = 0.05 * SECONDS  # the tick period of pysyncobj: no poin
 BEGIN_EPOCH_TIMEOUT: Final = 2 * SECONDS
 DECISION_QUEUE_MAX: Final = 256
 
-Decision = Callable[[MetadataImage], Sequence[Record]]
+# A decision returns its records, or a rule's ControllerResult (whose `atomic` then decides).
+Decision = Callable[[MetadataImage], "Sequence[Record] | ControllerResult[Any]"]
 
 
 class QuorumLog(Protocol):
@@ -223,10 +225,12 @@ class ActiveController:
             return
         try:
             before = self._log.image()
-            records = pending.decision(before)
+            decided = pending.decision(before)
+            records, atomic = (decided.records, decided.atomic) if isinstance(decided, ControllerResult) \
+                else (decided, pending.atomic)
             outcome = None
             if records:
-                outcome = await self._append_while_leader(records, epoch, remaining, pending.atomic)
+                outcome = await self._append_while_leader(records, epoch, remaining, atomic)
                 if outcome.kind is OutcomeKind.COMMITTED:
                     for line in unclean_elections(before, records):
                         logger.warning("%s", line)

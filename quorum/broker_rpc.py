@@ -95,19 +95,20 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
     """Run a rule through `controller.decide`: (its response, the committed outcome or None).
 
     Records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records)
-    commit atomically. A longer list (a topic with many partitions, fencing a broker that
-    leads hundreds) is appended chunk by chunk, in order, and a failover can stop it between
+    commit atomically. A longer list of a result that is not `atomic` (a topic with many
+    partitions, fencing a broker that leads hundreds) is appended chunk by chunk, in order, and
+    a failover can stop it between
     two chunks: NotCommittedError then says which offsets did commit. Raises what `decide`
     raises (nothing appended) and the rule's own ControllerApiError (nothing appended).
     """
     responses: list[Any] = []
 
-    def decision(image: MetadataImage) -> tuple[Any, ...]:
+    def decision(image: MetadataImage) -> ControllerResult[Any]:
         result = fn(image)
         responses.append(result.response)
-        return result.records
+        return result  # its `atomic` decides how the records are appended
 
-    outcome = await controller.decide(decision, timeout_s, atomic=False)
+    outcome = await controller.decide(decision, timeout_s)
     if outcome is not None and not outcome.committed:
         raise NotCommittedError(outcome)
     return responses[-1], outcome

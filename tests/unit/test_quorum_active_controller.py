@@ -20,6 +20,7 @@ from quorum.active_controller import (
     ControllerBusyError,
     NotActiveControllerError,
 )
+from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
 
 WAIT_S = 2.0
@@ -34,6 +35,7 @@ class ScriptedLog:
         self.term = 0
         self.forced: list[OutcomeKind] = []  # outcomes of the next appends, instead of applying
         self.appends: list[tuple[int, tuple[Record, ...]]] = []
+        self.atomics: list[bool] = []  # the atomic flag of each append
         self.listeners: list[Callable[[], None]] = []
         self.gate: asyncio.Event | None = None  # when set up, appends wait for it
         self.entered = 0  # appends started, gated or not
@@ -62,6 +64,7 @@ class ScriptedLog:
         if self.gate is not None:
             await self.gate.wait()
         self.appends.append((epoch, tuple(records)))
+        self.atomics.append(atomic)
         if self.forced:
             return AppendOutcome(self.forced.pop(0), epoch, reason="scripted")
         return self.state.apply_chunk(encode_records(records), epoch)
@@ -257,3 +260,13 @@ async def test_losing_leadership_mid_append_stops_waiting_and_renounces_at_once(
     assert controller.epoch is None
     with pytest.raises(NotActiveControllerError):
         await controller.append([NoOp()], 1.0)
+
+
+async def test_a_rules_result_says_whether_its_records_are_appended_atomically(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    await controller.decide(lambda image: ControllerResult((NoOp(),), None, atomic=True), 1.0)
+    await controller.decide(lambda image: ControllerResult((NoOp(),), None), 1.0)  # Kafka's ControllerResult.of
+    await controller.decide(lambda image: [NoOp()], 1.0, atomic=False)  # plain records: the caller says
+    assert log.atomics[1:] == [True, False, False]
