@@ -339,8 +339,7 @@ class MetadataFollower:
                 self._lifecycle(LifecycleEvent.REGISTERED)
 
     async def _heartbeats(self) -> None:
-        state, broker = self.state, self.settings.broker_id
-        lifecycle = self.lifecycle
+        state, lifecycle = self.state, self.lifecycle
         while True:  # until cancelled or shutting down; each wait and heartbeat bounded
             self._expire()
             if lifecycle.state in (BrokerState.SHUTTING_DOWN, BrokerState.SHUTDOWN):

@@ -33,7 +33,12 @@ from chaos.checker import (
     check_offsets_dense,
 )
 from chaos.nemesis import Nemesis
-from chaos.workload import HighWatermarkSampler, ProducerWorkload, describe_partitions, read_all
+from chaos.workload import (
+    HighWatermarkSampler,
+    ProducerWorkload,
+    describe_partitions,
+    read_all,
+)
 from tidelog.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
