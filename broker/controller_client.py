@@ -37,12 +37,13 @@ from typing import Any, Final
 import aiohttp
 import msgpack
 
+from common import rpc
+from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
 
 logger = logging.getLogger(__name__)
 
 MSGPACK: Final = "application/x-msgpack"
-NOT_CONTROLLER: Final = 41
 REQUEST_TIMEOUT: Final = 10 * SECONDS  # one write RPC (the controller's own write timeout is 5 s)
 # One heartbeat, registration or fetch beyond its long-poll: half of Kafka's default 9 s broker
 # session (KAFKA-14392), so a stalled controller is left while the session still runs.
@@ -173,9 +174,11 @@ class ControllerClient:
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise ValueError(f"{address} answered {name} with HTTP {status} and a body that is not "
                              f"msgpack ({type(exc).__name__})") from None
-        if not isinstance(reply, dict) or type(reply.get("error_code")) is not int:
-            raise ValueError(f"{address} answered {name} with HTTP {status} and no error_code: {reply!r:.100}")
-        return reply
+        try:
+            rpc.decode_status(reply)  # every reply carries the envelope; the caller decodes the rest
+        except RpcDecodeError as exc:
+            raise ValueError(f"{address} answered {name} with HTTP {status}: {exc}: {reply!r:.100}") from None
+        return reply  # type: ignore[no-any-return]
 
     async def call(self, name: str, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.
@@ -200,11 +203,12 @@ class ControllerClient:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._max_backoff)
                 continue
-            if reply["error_code"] != NOT_CONTROLLER:
+            status = rpc.decode_status(reply)
+            if status.error_code != NOT_CONTROLLER:
                 return reply
-            active = reply.get("controller_address")
+            active = status.controller_address
             tried.append(f"{address}: NOT_CONTROLLER (active: {active})")
-            if isinstance(active, str) and active and active != address:
+            if active and active != address:
                 self._target = active
                 continue  # a redirect to a named controller: no wait
             self._rotate(address)  # no active controller known there (an election): wait a little

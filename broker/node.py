@@ -52,9 +52,11 @@ from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
 from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import ProtocolError
+from common.rpc import DEFAULT_BROKER_SESSION_TIMEOUT_MS
 from common.topic_config import from_broker_config
 from common.units import SECONDS
 from metadata.codec import Listener
+from shutdown.broker_lifecycle import DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
@@ -98,8 +100,8 @@ class BrokerSettings:
     log_dirs: tuple[Path, ...]
     heartbeat_interval_ms: int
     cluster_id: str | None
-    session_timeout_ms: int = 9000
-    controlled_shutdown_timeout_ms: int = 30000
+    session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
+    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
 
     @classmethod
     def from_config(cls, config: Config) -> BrokerSettings:

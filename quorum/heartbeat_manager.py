@@ -16,11 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.units import SECOND_MS
+from common.rpc import (
+    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+)
 from metadata.image import MetadataImage
 
-DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # Kafka's broker.session.timeout.ms
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # Kafka's broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # Kafka's broker.session.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
 
 
 @dataclass(slots=True)

@@ -141,10 +141,10 @@ BAD_REPLIES = [  # (reply changes, message)
     ({"error_code": 42, "error_message": "offset must be an integer"}, "refused with error 42"),
     ({"records": [[0, {"type": 999, "version": 0}]]}, "unknown metadata record type 999"),
     ({"records": [[0, record_to_map(PartitionChange(ORDERS, 0, isr=(4,)))]]}, "unknown topic id"),
-    ({"records": [["0", record_to_map(NoOp())]]}, "is not \\[offset, record\\]"),
-    ({"records": "nope"}, "records must be a list"),
+    ({"records": [["0", record_to_map(NoOp())]]}, "records\\[0\\] must be \\[offset, record map\\]"),
+    ({"records": "nope"}, "records must be an array"),
     ({"snapshot": b"\xc1garbage"}, "snapshot: not valid msgpack"),
-    ({"last_offset": "7"}, "last_offset must be an offset"),
+    ({"last_offset": "7"}, "last_offset must be an integer"),
 ]
 
 
