@@ -15,17 +15,16 @@ controller). MetadataFetch is answered by every controller from its committed lo
 
 An undecodable or ill-typed body answers HTTP 400 with INVALID_REQUEST (42) naming the field.
 
-Liveness: the active controller keeps sessions in a `BrokerHeartbeatManager`, new for
-each epoch it is active in (sessions start "now", Kafka's activate()), and fences at most
-one expired broker every broker.heartbeat.interval.ms / 2. `shutdown_requested` (not in
-Kafka) relays an operator's POST /v1/brokers/{id}/shutdown: see `shutdown.controller_states`.
+Sessions, shutdown requests, fencing and every decision belong to the controller runtime
+(`quorum.controller_runtime`); this module decodes, calls it, and encodes (`common.rpc`).
+`shutdown_requested` (not in Kafka) relays an operator's POST /v1/brokers/{id}/shutdown: see
+`shutdown.controller_states`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -42,23 +41,20 @@ from metadata.records import Listener, record_to_map
 from metadata.snapshot import encode_snapshot
 from quorum import admin_api as api
 from quorum.active_controller import (
-    ActiveController,
     ControllerBusyError,
     NotActiveControllerError,
 )
 from quorum.admin_api import ApiSettings
 from quorum.broker_control import (
     check_broker_epoch,
-    fence_broker,
     process_heartbeat,
     register_broker,
 )
 from quorum.controller_result import ControllerApiError, ControllerResult
-from quorum.heartbeat_manager import BrokerHeartbeatManager
-from quorum.log_state import AppendOutcome, OutcomeKind, RecordTooLargeError
+from quorum.controller_runtime import ControllerRuntime, NotCommittedError
+from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from quorum.replication_control import handle_alter_partition
-from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
 
 if TYPE_CHECKING:
     from quorum.metadata_log import MetadataLog
@@ -70,47 +66,6 @@ MSGPACK: Final = "application/x-msgpack"
 REQUEST_TIMED_OUT: Final = 7
 THROTTLING_QUOTA_EXCEEDED: Final = 89
 INCONSISTENT_CLUSTER_ID: Final = 104
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-class NotCommittedError(Exception):
-    """A decision's records were appended but not committed: FENCED, REJECTED or UNKNOWN."""
-
-    def __init__(self, outcome: AppendOutcome) -> None:
-        partial = f" (offsets {outcome.first_offset}..{outcome.last_offset} did commit)" \
-            if outcome.first_offset is not None else ""
-        super().__init__(f"the records were {outcome.kind.value}: {outcome.reason}{partial}")
-        self.outcome = outcome
-        self.unknown = outcome.kind is OutcomeKind.UNKNOWN
-        # FENCED/REJECTED before any chunk committed: safe to send again (to the active controller)
-        self.applied_nothing = not self.unknown and outcome.first_offset is None
-
-
-async def decide_result(controller: ActiveController, fn: Callable[[MetadataImage], ControllerResult[Any]],
-                        timeout_s: float) -> tuple[Any, AppendOutcome | None]:
-    """Run a rule through `controller.decide`: (its response, the committed outcome or None).
-
-    Records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records)
-    commit atomically. A longer list of a result that is not `atomic` (a topic with many
-    partitions, fencing a broker that leads hundreds) is appended chunk by chunk, in order, and
-    a failover can stop it between
-    two chunks: NotCommittedError then says which offsets did commit. Raises what `decide`
-    raises (nothing appended) and the rule's own ControllerApiError (nothing appended).
-    """
-    responses: list[Any] = []
-
-    def decision(image: MetadataImage) -> ControllerResult[Any]:
-        result = fn(image)
-        responses.append(result.response)
-        return result  # its `atomic` decides how the records are appended
-
-    outcome = await controller.decide(decision, timeout_s)
-    if outcome is not None and not outcome.committed:
-        raise NotCommittedError(outcome)
-    return responses[-1], outcome
 
 
 class RpcError(Exception):
@@ -133,18 +88,12 @@ Handler = Callable[[Any], Awaitable[Any]]  # a decoded request in, a reply messa
 
 
 class BrokerRpc:
-    """The /rpc/ routes, the broker sessions of the active controller and its fencing task."""
+    """The /rpc/ routes: decode, call the controller runtime, encode."""
 
-    def __init__(self, log: MetadataLog, controller: ActiveController, settings: ApiSettings, *,
-                 active_api: Callable[[], tuple[int | None, str | None]],
-                 clock: Callable[[], int] = monotonic_ms) -> None:
-        self._log, self._controller, self._settings = log, controller, settings
-        self._active_api, self._clock = active_api, clock
-        self._sessions = BrokerHeartbeatManager(settings.session_timeout_ms)
-        self._sessions_epoch: int | None = None
-        # broker id -> the broker epoch an operator asked to shut down (POST /v1/brokers/{id}/shutdown);
-        # soft state of this active epoch, like the sessions; at most one entry per registered broker
-        self._shutdown_requests: dict[int, int] = {}
+    def __init__(self, log: MetadataLog, runtime: ControllerRuntime, settings: ApiSettings, *,
+                 active_api: Callable[[], tuple[int | None, str | None]]) -> None:
+        self._log, self._runtime, self._settings = log, runtime, settings
+        self._active_api = active_api
         # A heartbeat waits in the decision queue for less than the broker waits for its answer
         # (half its session, KAFKA-14392), so the broker hears REQUEST_TIMED_OUT and beats again.
         self._heartbeat_timeout_s = min(api.WRITE_TIMEOUT, settings.session_timeout_ms / 4000)
@@ -161,28 +110,12 @@ class BrokerRpc:
                 self._route("/rpc/metadata-fetch", rpc.decode_fetch_request, self._fetch)]
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._fence_expired(), name="fence-expired-brokers"),
-                       asyncio.create_task(self._watch_offset(), name="metadata-offset-watch")]
+        self._tasks = [asyncio.create_task(self._watch_offset(), name="metadata-offset-watch")]
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def sessions(self) -> BrokerHeartbeatManager:
-        """This epoch's sessions; a controller that (re)becomes active starts them afresh."""
-        epoch = self._controller.epoch
-        if epoch != self._sessions_epoch:
-            self._sessions_epoch = epoch
-            self._sessions = BrokerHeartbeatManager(self._settings.session_timeout_ms)
-            self._shutdown_requests = {}
-            if epoch is not None:
-                self._sessions.begin_sessions(self._log.image(), self._clock())
-        return self._sessions
-
-    def heartbeat_ages(self) -> dict[int, int]:
-        """Milliseconds since each broker's last heartbeat; empty unless active."""
-        return self.sessions().ages(self._clock()) if self._controller.is_active else {}
 
     def _route(self, path: str, decode: Callable[[Any], Any], serve: Handler) -> web.RouteDef:
         async def handler(request: web.Request) -> web.Response:
@@ -220,7 +153,7 @@ class BrokerRpc:
 
     async def _decide(self, fn: Callable[[MetadataImage], ControllerResult[Any]],
                       timeout_s: float = api.WRITE_TIMEOUT) -> tuple[Any, AppendOutcome | None]:
-        return await decide_result(self._controller, fn, timeout_s)
+        return await self._runtime.decide(fn, timeout_s)
 
     # -- the RPCs --------------------------------------------------------------------
 
@@ -231,53 +164,23 @@ class BrokerRpc:
         listeners = tuple(Listener(li.name, li.host, li.port) for li in req.listeners)
         _, outcome = await self._decide(lambda image: register_broker(
             image, broker_id=req.broker_id, incarnation_id=req.incarnation_id, listeners=listeners, rack=req.rack,
-            now_ms=self._clock(), heartbeats=self.sessions()))
+            now_ms=self._runtime.now_ms(), heartbeats=self._runtime.sessions()))
         assert outcome is not None and outcome.first_offset is not None, "a registration appends its RegisterBroker"
         logger.info("Registered broker %d (incarnation %s) with broker epoch %d",
                     req.broker_id, req.incarnation_id, outcome.first_offset)
         return rpc.BrokerRegistrationReply(outcome.first_offset)  # RegisterBroker is its first record
 
     async def _heartbeat(self, req: rpc.BrokerHeartbeatRequest) -> rpc.BrokerHeartbeatReply:
-        self._touch_on_arrival(req)
+        runtime = self._runtime
+        runtime.touch_on_arrival(req.broker_id, req.broker_epoch, req.current_metadata_offset)
         reply, _ = await self._decide(lambda image: process_heartbeat(
             image, broker_id=req.broker_id, broker_epoch=req.broker_epoch,
             metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
-            want_shutdown=req.want_shut_down, now_ms=self._clock(), heartbeats=self.sessions()),
+            want_shutdown=req.want_shut_down, now_ms=runtime.now_ms(), heartbeats=runtime.sessions()),
             self._heartbeat_timeout_s)
         return rpc.BrokerHeartbeatReply(reply.is_caught_up, reply.is_fenced, reply.should_shut_down,
-                                        self._shutdown_requested(req))
-
-    def _touch_on_arrival(self, req: rpc.BrokerHeartbeatRequest) -> None:
-        """A heartbeat from a registered incarnation renews its session when it arrives, not when
-        its turn in the decision queue comes (Kafka's BrokerHeartbeatTracker.updateContactTime):
-        a queue backed up behind a slow append must not get a live broker fenced."""
-        if not self._controller.is_active:
-            return
-        registration = self._log.image().broker(req.broker_id)
-        if registration is not None and registration.broker_epoch == req.broker_epoch:
-            self.sessions().touch(req.broker_id, self._clock(), req.current_metadata_offset)
-
-    def request_shutdown(self, broker_id: int, broker_epoch: int) -> None:
-        """An operator asks this incarnation of the broker to shut down (active controller only):
-        its next heartbeats answer shutdown_requested until it heartbeats want_shut_down."""
-        self.sessions()  # a new active epoch starts from no requests; this one belongs to it
-        self._shutdown_requests[broker_id] = broker_epoch
-        logger.info("Operator requested the controlled shutdown of broker %d (broker epoch %d); "
-                    "telling it on its next heartbeat", broker_id, broker_epoch)
-
-    def _shutdown_requested(self, req: rpc.BrokerHeartbeatRequest) -> bool:
-        broker_id = req.broker_id
-        requested = self._shutdown_requests.get(broker_id)
-        if requested is None:
-            return False
-        outcome = shutdown_request_outcome(requested_epoch=requested, broker_epoch=req.broker_epoch,
-                                           want_shutdown=req.want_shut_down)
-        if not outcome.shutdown_requested:  # obeyed or stale: forget the request
-            del self._shutdown_requests[broker_id]
-            reason = ("it began its controlled shutdown" if outcome is ShutdownRequestOutcome.OBEYED
-                      else f"it runs as broker epoch {req.broker_epoch} now")
-            logger.info("Shutdown request for broker %d (broker epoch %d) is done: %s", broker_id, requested, reason)
-        return outcome.shutdown_requested
+                                        runtime.shutdown_requested(req.broker_id, req.broker_epoch,
+                                                                   req.want_shut_down))
 
     async def _allocate_producer_ids(self, req: rpc.BrokerIdAndEpoch) -> rpc.AllocateProducerIdsReply:
         block, _ = await self._decide(lambda image: allocate_producer_ids(
@@ -356,52 +259,6 @@ class BrokerRpc:
                 last = now
                 self._offset_changed.set()
                 self._offset_changed = asyncio.Event()
-
-    async def _fence_expired(self) -> None:
-        """On the active controller: fence at most one broker whose session expired, per pass.
-
-        A pass runs when the earliest session expires (at most every half heartbeat interval
-        otherwise), so a dead broker is fenced within a millisecond or so of its timeout.
-        """
-        period = self._settings.heartbeat_interval_ms / 2000
-        stall_ms = max(self._settings.heartbeat_interval_ms, self._settings.session_timeout_ms // 4)
-        wait = period
-        while True:  # until stop() cancels it
-            due = self._clock() + round(wait * 1000)
-            await asyncio.sleep(wait)
-            wait = period
-            if not self._controller.is_active:
-                continue
-            sessions = self.sessions()
-            late_ms = self._clock() - due
-            if late_ms > stall_ms:
-                # This controller did not run (SIGSTOP, a paused VM, a long GC) and may be deposed
-                # without knowing it yet: the brokers' silence was its own. Judge from now on.
-                logger.warning("Controller %d was stalled for %d ms; broker sessions start again now",
-                               self._settings.node_id, late_ms)
-                sessions.restart_sessions(self._log.image(), self._clock())
-                continue
-            expiry = sessions.next_expiry_ms(self._log.image())
-            if expiry is not None:
-                wait = min(period, max(expiry - self._clock(), 1) / 1000)
-            broker_id = sessions.next_expired(self._clock(), self._log.image())
-            if broker_id is None:
-                continue
-
-            def fence(image: MetadataImage, broker_id: int = broker_id,
-                      sessions: BrokerHeartbeatManager = sessions) -> ControllerResult[None]:
-                registration = image.broker(broker_id)
-                if registration is None or registration.fenced or sessions.has_valid_session(broker_id,
-                                                                                             self._clock()):
-                    return ControllerResult((), None)  # it heartbeated, or is gone, meanwhile
-                age = self._clock() - (sessions.last_contact_ms(broker_id) or 0)
-                return fence_broker(image, broker_id, reason=f"no heartbeat for {age} ms, session timeout "
-                                                             f"{self._settings.session_timeout_ms} ms")
-            try:
-                await self._decide(fence, api.FENCE_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001 - the next pass tries again
-                logger.warning("Could not fence broker %d: %s", broker_id, exc)
-                wait = period  # not at once: a fast failure would repeat a thousand times a second
 
 
 async def _read(request: web.Request) -> Any:
