@@ -49,17 +49,16 @@ from pathlib import Path
 from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.log.checkpoint_file import write_atomically
+from broker.metadata_checkpoint import load_checkpoint, write_checkpoint
 from broker.metadata_follower import (
     DEFAULT_CHECKPOINT_INTERVAL_MS,
     HeartbeatDecision,
     MetadataFollowerState,
 )
 from common.errors import KafkaStorageError
-from metadata.codec import Listener, MetadataRecordError
+from metadata.codec import Listener
 from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.snapshot import decode_snapshot, encode_snapshot
 from shutdown.broker_lifecycle import (
     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -74,10 +73,6 @@ from shutdown.broker_lifecycle import (
 
 logger = logging.getLogger(__name__)
 
-OFFSET_FILE: Final = "__metadata_offset"
-SNAPSHOT_FILE: Final = "__metadata_snapshot"
-OFFSET_FILE_VERSION: Final = 0
-MAX_SNAPSHOT_FILE_BYTES: Final = 1024 * 1024 * 1024  # refuse to load more than this from disk
 FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
@@ -110,49 +105,6 @@ class FollowerSettings:
     checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS  # broker.session.timeout.ms (retry backoff cap)
     controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS  # controlled.shutdown.timeout.ms
-
-
-# --- the checkpoint -------------------------------------------------------------------------
-
-
-def write_checkpoint(log_dir: Path, image: MetadataImage) -> None:
-    """The image, then its offset, each replaced atomically (a crash leaves a readable pair)."""
-    write_atomically(log_dir / SNAPSHOT_FILE, encode_snapshot(image))
-    write_atomically(log_dir / OFFSET_FILE, f"{OFFSET_FILE_VERSION}\n{image.offset}\n".encode())
-
-
-def read_offset_file(log_dir: Path) -> int | None:
-    """The applied offset recorded in `__metadata_offset`; None without one (or unreadable)."""
-    try:
-        lines = (log_dir / OFFSET_FILE).read_text().split("\n")
-        if lines[0] != str(OFFSET_FILE_VERSION):
-            raise ValueError(f"version {lines[0]!r:.20}")
-        return int(lines[1])
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, IndexError) as exc:
-        logger.warning("Ignoring the unreadable %s in %s (%s)", OFFSET_FILE, log_dir, exc)
-        return None
-
-
-def load_checkpoint(log_dir: Path) -> MetadataImage:
-    """The checkpointed image, or the empty image (fetch from 0) when there is none usable."""
-    offset = read_offset_file(log_dir)
-    if offset is None:
-        return EMPTY_IMAGE
-    try:
-        path = log_dir / SNAPSHOT_FILE
-        if path.stat().st_size > MAX_SNAPSHOT_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_SNAPSHOT_FILE_BYTES} bytes")
-        image = decode_snapshot(path.read_bytes())
-    except (OSError, ValueError, MetadataRecordError) as exc:
-        logger.warning("Ignoring the metadata checkpoint in %s (%s); fetching the metadata log again",
-                       log_dir, exc)
-        return EMPTY_IMAGE
-    if image.offset != offset:  # the offset file is written last: a crash between the two writes
-        logger.info("Metadata snapshot in %s is at offset %d, %s says %d; using the snapshot",
-                    log_dir, image.offset, OFFSET_FILE, offset)
-    return image
 
 
 # --- the follower ---------------------------------------------------------------------------

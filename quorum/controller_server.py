@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import aiohttp
@@ -49,6 +49,7 @@ from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
+from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (
     alter_topic_configs,
@@ -60,7 +61,6 @@ from quorum.topic_control import (
 logger = logging.getLogger(__name__)
 
 FORWARDED_HEADER: Final = "X-Tidelog-Forwarded-By"  # node id of the controller that forwarded
-PARTNER_CONNECTED: Final = 2  # pysyncobj's CONNECTION_STATE.CONNECTED in getStatus()
 
 
 def _reject_constant(name: str) -> Any:
@@ -100,29 +100,6 @@ def api_error(exc: ControllerApiError) -> AdminError:
     if exc.code is ErrorCode.INVALID_CONFIG and field and not field.startswith("configs"):
         field = f"configs.{field}"  # the rules name the config key itself
     return AdminError(exc.code.name, exc.message, field)
-
-
-def named_leader(me: int, quorum_ids: Mapping[str, int], leader_address: str | None,
-                 raft: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    """Whom a controller that is not active itself may name as active: the Raft leader, but only
-    while this voter reaches a majority and the leader. pysyncobj starts no election while it is
-    connected to nobody, so a voter left alone keeps naming its last leader, dead or not.
-    Returns (node id, None) or (None, the reason there is none)."""
-    needed = len(quorum_ids) // 2 + 1
-    connected = {address for address in quorum_ids
-                 if raft.get(f"partner_node_status_server_{address}") == PARTNER_CONNECTED}
-    reachable = 1 + len(connected - {a for a, i in quorum_ids.items() if i == me})
-    if reachable < needed:
-        return None, (f"the quorum has no majority from controller {me}: {reachable} of {len(quorum_ids)} "
-                      f"voters reachable, {needed} needed")
-    node = quorum_ids.get(leader_address or "")
-    if node is None:
-        return None, "an election is in progress: no Raft leader is known"
-    if node != me and leader_address not in connected:
-        return None, f"the last known Raft leader, controller {node}, is not reachable from controller {me}"
-    if node == me:
-        return None, f"controller {me} is the Raft leader but has not begun its epoch yet"
-    return node, None
 
 
 class ControllerServer:

@@ -1,10 +1,10 @@
-"""quorum/controller_server.py `named_leader`: whom a controller that is not active names active."""
+"""quorum/quorum_view.py `named_leader`: whom a controller that is not active names active."""
 
 from __future__ import annotations
 
 import pytest
 
-from quorum.controller_server import PARTNER_CONNECTED, named_leader
+from quorum.quorum_view import PARTNER_CONNECTED, named_leader
 
 IDS = {"127.0.0.1:9093": 1, "127.0.0.2:9093": 2, "127.0.0.3:9093": 3}
 
