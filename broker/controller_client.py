@@ -84,8 +84,9 @@ class ControllerClient:
     """RPCs to a set of controllers; remembers which one is active. One aiohttp session."""
 
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
-                 liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS, initial_backoff: float = INITIAL_BACKOFF,
-                 max_backoff: float = MAX_BACKOFF, name: str = "broker") -> None:
+                 liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS,
+                 initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
+                 name: str = "broker") -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)

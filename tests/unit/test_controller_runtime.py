@@ -110,4 +110,5 @@ async def test_timers_run_in_due_order_and_reschedule_themselves() -> None:
     runtime.schedule("b", clock.now + 30, every("b", 30))
     runtime.schedule("a", clock.now + 20, every("a", 20))
     await step(runtime, clock, clock.now + 60)
-    assert [(n, d - 1_000_000) for n, d in ran] == [("a", 20), ("b", 30), ("a", 40), ("b", 60), ("a", 60)]  # a tie: first scheduled first
+    # a tie at 60: the one scheduled first runs first
+    assert [(n, d - 1_000_000) for n, d in ran] == [("a", 20), ("b", 30), ("a", 40), ("b", 60), ("a", 60)]
