@@ -6,19 +6,30 @@
 
 Writes (registration, heartbeat, alter-partition, producer ids) must reach the active
 controller: a NOT_CONTROLLER (41) answer names it and the client goes there; a controller
-that cannot be reached (refused, reset, timed out) makes the client try the next address.
-Attempts are bounded (`max_attempts`, with a doubling backoff between rounds) and every
-request has a timeout; when they run out `ControllerUnavailableError` says what was tried.
-Any other error code is returned to the caller in the reply: deciding on it is the core's job.
+that cannot be reached (refused, reset, timed out) makes the client try the next address,
+skipping for a while the ones that just timed out (a SIGSTOPped controller still accepts
+connections: only a timeout tells). Every request has a timeout; a broker gives its heartbeats,
+registrations and metadata fetches half its session (`liveness_timeout`, Kafka's KAFKA-14392),
+so a stalled controller costs at most half a session.
+Attempts are bounded (`max_attempts`, with a doubling backoff between rounds); when they run
+out `ControllerUnavailableError` says what was tried. Any other error code is returned to the
+caller in the reply: deciding on it is the core's job.
+
+Brokers learn the active controller from the quorum as they follow it: every metadata-fetch
+reply names the active controller as the answering voter knows it, with its Raft term, and
+the client sends its next write there when the term is at least the newest it has seen
+(a deposed leader waking up from a pause names itself at an older term, and is ignored).
 
 Metadata fetches are answered by every controller from its committed log, so they go to
-whichever controller the client currently talks to, and rotate on connection errors only.
+whichever controller the fetch stream currently uses (kept apart from the write target, so a
+stalled active controller does not stall the fetches too), and rotate on connection errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -26,20 +37,28 @@ from typing import Any, Final
 import aiohttp
 import msgpack
 
+from common import rpc
+from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
 
 logger = logging.getLogger(__name__)
 
 MSGPACK: Final = "application/x-msgpack"
-NOT_CONTROLLER: Final = 41
 REQUEST_TIMEOUT: Final = 10 * SECONDS  # one write RPC (the controller's own write timeout is 5 s)
+# One heartbeat, registration or fetch beyond its long-poll: half of Kafka's default 9 s broker
+# session (KAFKA-14392), so a stalled controller is left while the session still runs.
+LIVENESS_TIMEOUT: Final = 4.5 * SECONDS
 CONNECT_TIMEOUT: Final = 1 * SECONDS  # a dead controller on loopback refuses at once; a cut link does not
-FETCH_TIMEOUT_MARGIN: Final = 5 * SECONDS  # a long-poll answers after max_wait_ms, plus this
+FETCH_TIMEOUT_MARGIN: Final = 5 * SECONDS  # a catch-up fetch (max_wait 0) may carry a whole snapshot
+# A long-poll answers after max_wait_ms, plus this: the fetch stream is how a broker learns of a
+# new active controller, so a stalled controller must not hold it for long.
+LONG_POLL_MARGIN: Final = 1 * SECONDS
 MAX_ATTEMPTS: Final = 12  # one write: redirects plus connection failures
 INITIAL_BACKOFF: Final = 0.05 * SECONDS  # after a full round over the controllers (or a redirect to nobody)
 MAX_BACKOFF: Final = 1 * SECONDS
 MAX_REPLY_BYTES: Final = 256 * MIB  # a snapshot of a large cluster; refused before reading beyond this
 MAX_CONNECTIONS: Final = 16
+SUSPECT_FOR: Final = 5 * SECONDS  # an address that timed out is tried last for this long
 
 
 async def read_body(content: aiohttp.StreamReader, limit: int) -> bytes | None:
@@ -53,6 +72,10 @@ async def read_body(content: aiohttp.StreamReader, limit: int) -> bytes | None:
     return bytes(body)
 
 
+class _Redirected(Exception):
+    """A write in flight was abandoned for the controller the quorum now names active."""
+
+
 class ControllerUnavailableError(ConnectionError):
     """No controller answered an RPC within the attempts; the message lists what happened."""
 
@@ -61,15 +84,23 @@ class ControllerClient:
     """RPCs to a set of controllers; remembers which one is active. One aiohttp session."""
 
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
-                 max_attempts: int = MAX_ATTEMPTS, initial_backoff: float = INITIAL_BACKOFF,
-                 max_backoff: float = MAX_BACKOFF) -> None:
+                 liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS,
+                 initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
+                 name: str = "broker") -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)
-        self._target = self.addresses[0]  # the controller believed active
+        self._target = self.addresses[0]  # the controller believed active: writes go here
+        self._fetch_target = self.addresses[0]  # the controller the metadata fetches go to
         self._request_timeout, self._max_attempts = request_timeout, max_attempts
+        self._liveness_timeout = min(liveness_timeout, request_timeout)
         self._initial_backoff, self._max_backoff = initial_backoff, max_backoff
+        self._name = name  # who we are, in log lines
+        self._leader_term = -1  # the newest Raft term a fetch reply named an active controller for
+        self._suspect_until: dict[str, float] = {}  # address -> monotonic time; one entry per address
         self._session: aiohttp.ClientSession | None = None
+        # one event per write in flight, set when the quorum names another active controller
+        self._redirect_waiters: set[asyncio.Event] = set()
 
     @property
     def target(self) -> str:
@@ -93,10 +124,35 @@ class ControllerClient:
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS))
         return self._session
 
+    def _next_after(self, address: str) -> str:
+        """The address after `address`, preferring one that has not timed out lately."""
+        index = self.addresses.index(address) if address in self.addresses else -1
+        ring = [self.addresses[(index + i) % len(self.addresses)] for i in range(1, len(self.addresses) + 1)]
+        now = time.monotonic()
+        return next((a for a in ring if self._suspect_until.get(a, 0.0) <= now), ring[0])
+
     def _rotate(self, away_from: str) -> None:
         if self._target == away_from:
-            index = self.addresses.index(away_from) if away_from in self.addresses else -1
-            self._target = self.addresses[(index + 1) % len(self.addresses)]
+            self._target = self._next_after(away_from)
+
+    def _failed(self, address: str, exc: BaseException) -> None:
+        if isinstance(exc, TimeoutError):  # refused connections fail fast: only a stall is suspect
+            self._suspect_until[address] = time.monotonic() + SUSPECT_FOR
+
+    def observe_leader(self, reply: Mapping[str, Any]) -> None:
+        """A metadata-fetch reply names the active controller (as its voter knows it) and the Raft
+        term: writes go there next, unless a newer term was already seen."""
+        term, address = reply.get("raft_term"), reply.get("controller_address")
+        if type(term) is not int or term < self._leader_term:
+            return
+        self._leader_term = term
+        if isinstance(address, str) and address in self.addresses and address != self._target:
+            logger.info("%s: the quorum names controller %s (%s) active at raft term %d; sending writes there "
+                        "instead of %s", self._name, reply.get("controller_id"), address, term, self._target)
+            self._target = address
+            self._suspect_until.pop(address, None)
+            for waiter in self._redirect_waiters:
+                waiter.set()
 
     async def post(self, address: str, name: str, body: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """One POST /rpc/<name> to one controller; the decoded reply (any HTTP status carries one).
@@ -119,11 +175,13 @@ class ControllerClient:
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise ValueError(f"{address} answered {name} with HTTP {status} and a body that is not "
                              f"msgpack ({type(exc).__name__})") from None
-        if not isinstance(reply, dict) or type(reply.get("error_code")) is not int:
-            raise ValueError(f"{address} answered {name} with HTTP {status} and no error_code: {reply!r:.100}")
-        return reply
+        try:
+            rpc.decode_status(reply)  # every reply carries the envelope; the caller decodes the rest
+        except RpcDecodeError as exc:
+            raise ValueError(f"{address} answered {name} with HTTP {status}: {exc}: {reply!r:.100}") from None
+        return reply  # type: ignore[no-any-return]
 
-    async def call(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def call(self, name: str, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.
 
         Returns the first reply that is not NOT_CONTROLLER (its error_code may be non-zero);
@@ -134,19 +192,24 @@ class ControllerClient:
         for attempt in range(self._max_attempts):  # bounded: max_attempts
             address = self._target
             try:
-                reply = await self.post(address, name, body, self._request_timeout)
+                reply = await self._post_unless_redirected(address, name, body, timeout or self._request_timeout)
+            except _Redirected:
+                tried.append(f"{address}: left for {self._target}, which the quorum names active")
+                continue
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 tried.append(f"{address}: {type(exc).__name__} {exc}".rstrip())
+                self._failed(address, exc)
                 self._rotate(address)
-                if self._target == self.addresses[0] or len(self.addresses) == 1:  # a full round failed
+                if len(tried) % len(self.addresses) == 0:  # a full round failed
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._max_backoff)
                 continue
-            if reply["error_code"] != NOT_CONTROLLER:
+            status = rpc.decode_status(reply)
+            if status.error_code != NOT_CONTROLLER:
                 return reply
-            active = reply.get("controller_address")
+            active = status.controller_address
             tried.append(f"{address}: NOT_CONTROLLER (active: {active})")
-            if isinstance(active, str) and active and active != address:
+            if active and active != address:
                 self._target = active
                 continue  # a redirect to a named controller: no wait
             self._rotate(address)  # no active controller known there (an election): wait a little
@@ -155,13 +218,34 @@ class ControllerClient:
         raise ControllerUnavailableError(f"{name}: no active controller answered in {self._max_attempts} "
                                          f"attempts: {'; '.join(tried[-6:])}")
 
+    async def _post_unless_redirected(self, address: str, name: str, body: Mapping[str, Any],
+                                      timeout: float) -> dict[str, Any]:
+        """`post`, abandoned (_Redirected) as soon as the quorum names another active controller: a
+        request stuck on a stalled, deposed one would otherwise wait out its whole timeout. Its
+        late outcome cannot matter: a deposed controller's appends are fenced by epoch."""
+        changed = asyncio.Event()
+        self._redirect_waiters.add(changed)
+        post = asyncio.ensure_future(self.post(address, name, body, timeout))
+        redirect = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({post, redirect}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._redirect_waiters.discard(changed)
+            redirect.cancel()
+            if not post.done():
+                post.cancel()
+                await asyncio.gather(post, return_exceptions=True)
+        if post.cancelled() or not post.done():
+            raise _Redirected()
+        return post.result()
+
     async def register(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """broker-registration on the active controller (the reply; error_code may be non-zero)."""
-        return await self.call("broker-registration", body)
+        return await self.call("broker-registration", body, timeout=self._liveness_timeout)
 
     async def heartbeat(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """broker-heartbeat on the active controller (the reply; error_code may be non-zero)."""
-        return await self.call("broker-heartbeat", body)
+        return await self.call("broker-heartbeat", body, timeout=self._liveness_timeout)
 
     async def fetch_metadata(self, from_offset: int, max_wait_ms: int, *, broker_id: int = -1,
                              max_records: int | None = None) -> dict[str, Any]:
@@ -173,13 +257,18 @@ class ControllerClient:
         body: dict[str, Any] = {"offset": from_offset, "max_wait_ms": max_wait_ms, "broker_id": broker_id}
         if max_records is not None:
             body["max_records"] = max_records
-        timeout = max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN
+        margin = LONG_POLL_MARGIN if max_wait_ms > 0 else FETCH_TIMEOUT_MARGIN
+        timeout = max_wait_ms / 1000 + min(margin, self._liveness_timeout)
         tried: list[str] = []
         for _ in range(len(self.addresses)):  # bounded: one round over the controllers
-            address = self._target
+            address = self._fetch_target
             try:
-                return await self.post(address, "metadata-fetch", body, timeout)
+                reply = await self.post(address, "metadata-fetch", body, timeout)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 tried.append(f"{address}: {type(exc).__name__} {exc}".rstrip())
-                self._rotate(address)
+                self._failed(address, exc)
+                self._fetch_target = self._next_after(address)
+                continue
+            self.observe_leader(reply)
+            return reply
         raise ControllerUnavailableError(f"metadata-fetch: no controller answered: {'; '.join(tried)}")

@@ -3,13 +3,13 @@
 A broker follows the committed metadata log as Kafka's BrokerLifecycleManager and
 MetadataLoader do together:
 
-    state = MetadataFollowerState(broker_id=4, heartbeat_interval_ms=2000)
+    state = MetadataFollowerState(broker_id=4)
     state.registration_request(...)            -> the broker-registration body
     state.on_registration_reply(reply)         -> broker_epoch, or None: register again later
     state.next_fetch_offset                    -> where the next metadata-fetch starts
     state.on_fetch_reply(reply)                -> LocalReplicaChanges, or None when nothing applied
-    state.heartbeat_request(now_ms)            -> the broker-heartbeat body (applied offset inside)
-    state.on_heartbeat_reply(reply, now_ms)    -> HeartbeatDecision
+    state.heartbeat_request()                  -> the broker-heartbeat body (applied offset inside)
+    state.on_heartbeat_reply(reply)            -> HeartbeatDecision
 
 Records are replayed through `metadata.delta.apply`, the one replay path, so a batch
 applies whole or not at all. Records must continue the applied offset exactly: a gap or a
@@ -27,6 +27,18 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any, Final
 
+from common import rpc
+from common.errors import ErrorCode
+from common.rpc import (
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    ListenerData,
+    MetadataFetchReply,
+    RpcDecodeError,
+    RpcStatus,
+)
 from metadata.codec import Listener, MetadataRecordError
 from metadata.delta import LocalReplicaChanges, apply, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -34,15 +46,6 @@ from metadata.records import Record, record_from_map
 from metadata.snapshot import decode_snapshot
 
 NO_BROKER_EPOCH: Final = -1
-# Kafka error codes the follower tells apart (org.apache.kafka.common.protocol.Errors).
-NONE: Final = 0
-REQUEST_TIMED_OUT: Final = 7
-NOT_CONTROLLER: Final = 41
-STALE_BROKER_EPOCH: Final = 77
-THROTTLING_QUOTA_EXCEEDED: Final = 89
-DUPLICATE_BROKER_REGISTRATION: Final = 101
-BROKER_ID_NOT_REGISTERED: Final = 102
-MAX_RECORDS_PER_REPLY: Final = 100_000  # more than any controller sends (5000): refuse before decoding
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset checkpoint per second
 
 
@@ -59,16 +62,16 @@ class HeartbeatDecision(Enum):
 
 
 _HEARTBEAT_ERRORS: Final[Mapping[int, HeartbeatDecision]] = {
-    REQUEST_TIMED_OUT: HeartbeatDecision.RETRY,
-    NOT_CONTROLLER: HeartbeatDecision.RETRY,
-    THROTTLING_QUOTA_EXCEEDED: HeartbeatDecision.RETRY,
-    STALE_BROKER_EPOCH: HeartbeatDecision.REREGISTER,
-    BROKER_ID_NOT_REGISTERED: HeartbeatDecision.REREGISTER,
+    ErrorCode.REQUEST_TIMED_OUT: HeartbeatDecision.RETRY,
+    ErrorCode.NOT_CONTROLLER: HeartbeatDecision.RETRY,
+    ErrorCode.THROTTLING_QUOTA_EXCEEDED: HeartbeatDecision.RETRY,
+    ErrorCode.STALE_BROKER_EPOCH: HeartbeatDecision.REREGISTER,
+    ErrorCode.BROKER_ID_NOT_REGISTERED: HeartbeatDecision.REREGISTER,
 }
 
 
-_REGISTRATION_RETRIABLE: Final = frozenset({REQUEST_TIMED_OUT, THROTTLING_QUOTA_EXCEEDED,
-                                           DUPLICATE_BROKER_REGISTRATION})
+_REGISTRATION_RETRIABLE: Final = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                           ErrorCode.DUPLICATE_BROKER_REGISTRATION})
 
 
 def has_changes(changes: LocalReplicaChanges) -> bool:
@@ -76,38 +79,27 @@ def has_changes(changes: LocalReplicaChanges) -> bool:
     return bool(changes.deletes or changes.leaders or changes.followers)
 
 
-def _error(reply: Mapping[str, Any], what: str) -> int:
-    if not isinstance(reply, Mapping):
-        raise MetadataFollowerError(f"{what} reply must be a map, got {type(reply).__name__}")
-    code = reply.get("error_code")
-    if type(code) is not int:
-        raise MetadataFollowerError(f"{what} reply has no integer error_code: {code!r:.40}")
-    return code
-
-
-def _offset(reply: Mapping[str, Any], key: str, what: str, *, nullable: bool = False) -> int | None:
-    value = reply.get(key)
-    if value is None and nullable:
-        return None
-    if type(value) is not int or value < -1:
-        raise MetadataFollowerError(f"{what} reply: {key} must be an offset, got {value!r:.40}")
-    return value
+def _decode(kind: type[Any], reply: Any, what: str) -> tuple[RpcStatus, Any]:
+    """(envelope, reply) through the one codec, `common.rpc`; a malformed reply is an error here."""
+    try:
+        return rpc.decode_reply(kind, reply)
+    except RpcDecodeError as exc:
+        raise MetadataFollowerError(f"{what} reply: {exc}") from None
 
 
 class MetadataFollowerState:
     """One broker's view of the metadata log: image, broker epoch, fenced and caught-up flags.
 
-    Soft state only the shell's clock drives (when the last heartbeat went out, when the
-    applied offset was last checkpointed) is kept here too, as plain millisecond numbers.
+    Soft state only the shell's clock drives (when the applied offset was last checkpointed) is
+    kept here too, as plain millisecond numbers; heartbeat pacing is the lifecycle's.
     """
 
     def __init__(self, broker_id: int, *, image: MetadataImage = EMPTY_IMAGE,
-                 heartbeat_interval_ms: int = 2000,
                  checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS) -> None:
         if type(broker_id) is not int or broker_id < 0:
             raise ValueError(f"broker_id must be a non-negative integer, got {broker_id!r}")
-        if heartbeat_interval_ms <= 0 or checkpoint_interval_ms < 0:
-            raise ValueError("heartbeat_interval_ms must be positive and checkpoint_interval_ms not negative")
+        if checkpoint_interval_ms < 0:
+            raise ValueError("checkpoint_interval_ms must not be negative")
         self.broker_id = broker_id
         self.image = image
         self.broker_epoch = NO_BROKER_EPOCH
@@ -115,9 +107,7 @@ class MetadataFollowerState:
         self.caught_up = False  # the controller's is_caught_up: applied offset reached our registration
         self.should_shut_down = False
         self.controller_last_offset = -1  # the last committed offset a controller reported
-        self.heartbeat_interval_ms = heartbeat_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
-        self._last_heartbeat_ms: int | None = None
         self._checkpointed_offset = image.offset
         self._last_checkpoint_ms: int | None = None
 
@@ -141,12 +131,9 @@ class MetadataFollowerState:
 
     def registration_request(self, *, incarnation_id: str, listeners: Iterable[Listener],
                              rack: str | None = None, cluster_id: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "broker_id": self.broker_id, "incarnation_id": incarnation_id, "rack": rack,
-            "listeners": [{"name": li.name, "host": li.host, "port": li.port} for li in listeners]}
-        if cluster_id is not None:
-            body["cluster_id"] = cluster_id
-        return body
+        return rpc.encode(BrokerRegistrationRequest(
+            self.broker_id, incarnation_id, tuple(ListenerData(li.name, li.host, li.port) for li in listeners),
+            rack, cluster_id))
 
     def on_registration_reply(self, reply: Mapping[str, Any]) -> int | None:
         """The new broker epoch; None when the registration should be sent again later.
@@ -155,53 +142,38 @@ class MetadataFollowerState:
         incarnation's session has not expired yet, as after a quick restart). Any other
         refusal raises MetadataFollowerError.
         """
-        code = _error(reply, "broker-registration")
-        if code in _REGISTRATION_RETRIABLE:
+        status, registered = _decode(BrokerRegistrationReply, reply, "broker-registration")
+        if status.error_code in _REGISTRATION_RETRIABLE:
             return None
-        if code != NONE:
+        if status.error_code != ErrorCode.NONE:
             raise MetadataFollowerError(f"broker {self.broker_id} registration refused with error "
-                                        f"{code}: {reply.get('error_message')}")
-        epoch = _offset(reply, "broker_epoch", "broker-registration")
-        assert epoch is not None
-        if epoch < 0:
-            raise MetadataFollowerError(f"broker-registration reply: broker_epoch {epoch} is not an offset")
+                                        f"{status.error_code}: {status.error_message}")
+        epoch: int = registered.broker_epoch
         self.broker_epoch = epoch
         self.fenced, self.caught_up, self.should_shut_down = True, False, False
-        self._last_heartbeat_ms = None  # beat at once
         return epoch
 
     # -- heartbeats --------------------------------------------------------------------
 
-    def heartbeat_request(self, now_ms: int, *, want_fence: bool = False,
-                          want_shut_down: bool = False) -> dict[str, Any]:
-        """The broker-heartbeat body, reporting the applied offset; notes that a beat went out."""
+    def heartbeat_request(self, *, want_fence: bool = False, want_shut_down: bool = False) -> dict[str, Any]:
+        """The broker-heartbeat body, reporting the applied offset. (When to send it is the
+        lifecycle's business: `shutdown.broker_lifecycle.BrokerLifecycle`.)"""
         if not self.registered:
             raise MetadataFollowerError(f"broker {self.broker_id} cannot heartbeat before it registered")
-        self._last_heartbeat_ms = now_ms
-        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
-                "current_metadata_offset": self.applied_offset, "want_fence": want_fence,
-                "want_shut_down": want_shut_down}
-
-    def next_heartbeat_delay_ms(self, now_ms: int) -> int:
-        """Milliseconds until the next heartbeat is due (0: now)."""
-        if self._last_heartbeat_ms is None:
-            return 0
-        return max(0, self._last_heartbeat_ms + self.heartbeat_interval_ms - now_ms)
+        return rpc.encode(BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, self.applied_offset,
+                                                 want_fence=want_fence, want_shut_down=want_shut_down))
 
     def on_heartbeat_reply(self, reply: Mapping[str, Any]) -> HeartbeatDecision:
-        code = _error(reply, "broker-heartbeat")
-        if code == NONE:
-            for key in ("is_caught_up", "is_fenced", "should_shut_down"):
-                if type(reply.get(key)) is not bool:
-                    raise MetadataFollowerError(f"broker-heartbeat reply: {key} must be a boolean, "
-                                                f"got {reply.get(key)!r:.40}")
-            self.caught_up, self.fenced = reply["is_caught_up"], reply["is_fenced"]
-            self.should_shut_down = reply["should_shut_down"]
+        status, beat = _decode(BrokerHeartbeatReply, reply, "broker-heartbeat")
+        code = status.error_code
+        if code == ErrorCode.NONE:
+            self.caught_up, self.fenced, self.should_shut_down = beat.is_caught_up, beat.is_fenced, \
+                beat.should_shut_down
             return HeartbeatDecision.CONTINUE
         decision = _HEARTBEAT_ERRORS.get(code)
         if decision is None:
             raise MetadataFollowerError(f"broker {self.broker_id} heartbeat refused with error {code}: "
-                                        f"{reply.get('error_message')}")
+                                        f"{status.error_message}")
         if decision is HeartbeatDecision.REREGISTER:
             self.broker_epoch = NO_BROKER_EPOCH
             self.fenced, self.caught_up = True, False
@@ -220,30 +192,27 @@ class MetadataFollowerState:
         Raises MetadataFollowerError (image unchanged) for an error reply, a gap, a repeated
         offset, an undecodable record or snapshot, or a snapshot older than the image.
         """
-        code = _error(reply, "metadata-fetch")
-        if code != NONE:
-            raise MetadataFollowerError(f"metadata-fetch refused with error {code}: {reply.get('error_message')}")
-        last = _offset(reply, "last_offset", "metadata-fetch")
-        assert last is not None
-        snapshot = reply.get("snapshot")
-        if snapshot is not None:
-            new = self._snapshot_image(snapshot, reply)
+        status, fetched = _decode(MetadataFetchReply, reply, "metadata-fetch")
+        if status.error_code != ErrorCode.NONE:
+            raise MetadataFollowerError(f"metadata-fetch refused with error {status.error_code}: "
+                                        f"{status.error_message}")
+        if fetched.snapshot is not None:
+            new = self._snapshot_image(fetched)
         else:
-            new = self._apply_records(reply.get("records"))
-        self.controller_last_offset = max(self.controller_last_offset, last, new.offset)
+            new = self._apply_records(fetched.records)
+        self.controller_last_offset = max(self.controller_last_offset, fetched.last_offset, new.offset)
         if new is self.image:
             return None
         old, self.image = self.image, new
         return changes_for_broker(old, new, self.broker_id)
 
-    def _snapshot_image(self, snapshot: Any, reply: Mapping[str, Any]) -> MetadataImage:
-        if not isinstance(snapshot, bytes):
-            raise MetadataFollowerError(f"metadata-fetch reply: snapshot must be bytes, got {type(snapshot).__name__}")
+    def _snapshot_image(self, reply: MetadataFetchReply) -> MetadataImage:
+        assert reply.snapshot is not None
         try:
-            image = decode_snapshot(snapshot)
+            image = decode_snapshot(reply.snapshot)
         except MetadataRecordError as exc:
             raise MetadataFollowerError(f"metadata-fetch reply: {exc}") from None
-        declared = _offset(reply, "snapshot_offset", "metadata-fetch", nullable=True)
+        declared = reply.snapshot_offset
         if declared is not None and declared != image.offset:
             raise MetadataFollowerError(f"metadata-fetch reply: snapshot_offset {declared} but the snapshot "
                                         f"holds offset {image.offset}")
@@ -252,17 +221,12 @@ class MetadataFollowerState:
                                         f"offset {self.applied_offset}")
         return self.image if image.offset == self.applied_offset else image
 
-    def _apply_records(self, records: Any) -> MetadataImage:
-        if not isinstance(records, list) or len(records) > MAX_RECORDS_PER_REPLY:
-            raise MetadataFollowerError("metadata-fetch reply: records must be a list of [offset, record] "
-                                        f"of at most {MAX_RECORDS_PER_REPLY} items")
+    def _apply_records(self, records: tuple[tuple[int, Mapping[str, Any]], ...]) -> MetadataImage:
         if not records:
             return self.image
         pairs: list[tuple[int, Record]] = []
         expected = self.applied_offset + 1
-        for item in records:
-            if not isinstance(item, (list, tuple)) or len(item) != 2 or type(item[0]) is not int:
-                raise MetadataFollowerError(f"metadata-fetch reply: {item!r:.80} is not [offset, record]")
+        for item in records:  # shapes checked by common.rpc; offsets and records here
             offset = item[0]
             if offset != expected:
                 kind = "a gap" if offset > expected else "a repeated offset"

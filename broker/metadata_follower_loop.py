@@ -24,8 +24,9 @@ in Kafka's words: "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."):
 `request_shutdown()` (the node's SIGTERM) enters PENDING_CONTROLLED_SHUTDOWN when RUNNING,
 after which heartbeats carry want_shut_down, go out at once and then every 50 ms, until the
 controller answers should_shut_down; `shutdown_ready` is then set (SHUTTING_DOWN) and
-heartbeats stop. The controlled-shutdown timeout is the node's to enforce
-(`controlled_shutdown_timed_out()`): this task never decides to give up on its own.
+heartbeats stop. The lifecycle holds controlled.shutdown.timeout.ms: this task waits and calls
+no longer than its deadline and fires `BrokerLifecycle.expire()`, which ends the wait dirty
+(SHUTTING_DOWN too, `controlled_shutdown_timed_out`); the node only waits for `shutdown_ready`.
 A heartbeat reply with shutdown_requested (an operator's POST /v1/brokers/{id}/shutdown,
 relayed by the active controller) calls `on_shutdown_requested` once, by default this
 process's own SIGTERM: from there it is the same controlled shutdown.
@@ -48,17 +49,16 @@ from pathlib import Path
 from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.log.checkpoint_file import write_atomically
+from broker.metadata_checkpoint import load_checkpoint, write_checkpoint
 from broker.metadata_follower import (
     DEFAULT_CHECKPOINT_INTERVAL_MS,
     HeartbeatDecision,
     MetadataFollowerState,
 )
 from common.errors import KafkaStorageError
-from metadata.codec import Listener, MetadataRecordError
+from metadata.codec import Listener
 from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.snapshot import decode_snapshot, encode_snapshot
 from shutdown.broker_lifecycle import (
     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -73,10 +73,6 @@ from shutdown.broker_lifecycle import (
 
 logger = logging.getLogger(__name__)
 
-OFFSET_FILE: Final = "__metadata_offset"
-SNAPSHOT_FILE: Final = "__metadata_snapshot"
-OFFSET_FILE_VERSION: Final = 0
-MAX_SNAPSHOT_FILE_BYTES: Final = 1024 * 1024 * 1024  # refuse to load more than this from disk
 FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
@@ -111,49 +107,6 @@ class FollowerSettings:
     controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS  # controlled.shutdown.timeout.ms
 
 
-# --- the checkpoint -------------------------------------------------------------------------
-
-
-def write_checkpoint(log_dir: Path, image: MetadataImage) -> None:
-    """The image, then its offset, each replaced atomically (a crash leaves a readable pair)."""
-    write_atomically(log_dir / SNAPSHOT_FILE, encode_snapshot(image))
-    write_atomically(log_dir / OFFSET_FILE, f"{OFFSET_FILE_VERSION}\n{image.offset}\n".encode())
-
-
-def read_offset_file(log_dir: Path) -> int | None:
-    """The applied offset recorded in `__metadata_offset`; None without one (or unreadable)."""
-    try:
-        lines = (log_dir / OFFSET_FILE).read_text().split("\n")
-        if lines[0] != str(OFFSET_FILE_VERSION):
-            raise ValueError(f"version {lines[0]!r:.20}")
-        return int(lines[1])
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, IndexError) as exc:
-        logger.warning("Ignoring the unreadable %s in %s (%s)", OFFSET_FILE, log_dir, exc)
-        return None
-
-
-def load_checkpoint(log_dir: Path) -> MetadataImage:
-    """The checkpointed image, or the empty image (fetch from 0) when there is none usable."""
-    offset = read_offset_file(log_dir)
-    if offset is None:
-        return EMPTY_IMAGE
-    try:
-        path = log_dir / SNAPSHOT_FILE
-        if path.stat().st_size > MAX_SNAPSHOT_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_SNAPSHOT_FILE_BYTES} bytes")
-        image = decode_snapshot(path.read_bytes())
-    except (OSError, ValueError, MetadataRecordError) as exc:
-        logger.warning("Ignoring the metadata checkpoint in %s (%s); fetching the metadata log again",
-                       log_dir, exc)
-        return EMPTY_IMAGE
-    if image.offset != offset:  # the offset file is written last: a crash between the two writes
-        logger.info("Metadata snapshot in %s is at offset %d, %s says %d; using the snapshot",
-                    log_dir, image.offset, OFFSET_FILE, offset)
-    return image
-
-
 # --- the follower ---------------------------------------------------------------------------
 
 
@@ -166,18 +119,24 @@ class MetadataFollower:
         self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
         self._on_shutdown_requested = on_shutdown_requested  # POST /v1/brokers/{id}/shutdown arrived
         self._shutdown_request_seen = False  # obeyed once; the node then calls request_shutdown()
-        self.state = MetadataFollowerState(settings.broker_id, heartbeat_interval_ms=settings.heartbeat_interval_ms,
-                                           checkpoint_interval_ms=settings.checkpoint_interval_ms)
+        self.state = MetadataFollowerState(settings.broker_id, checkpoint_interval_ms=settings.checkpoint_interval_ms)
         self.heartbeats_ok = 0  # answered heartbeats, for operators and tests
         self.heartbeat_targets: list[str] = []  # the controller each answered heartbeat went to (last few)
+        # The lifecycle alone paces heartbeats and holds the controlled-shutdown deadline. While
+        # STARTING it beats at the interval, not Kafka's 10 ms: `_maybe_report_early` beats the
+        # moment the applied offset reaches the registration, which is what 10 ms polls wait for.
         self.lifecycle = BrokerLifecycle(heartbeat_interval_ms=settings.heartbeat_interval_ms,
                                          session_timeout_ms=settings.session_timeout_ms,
-                                         controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms)
+                                         controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms,
+                                         starting_heartbeat_ms=settings.heartbeat_interval_ms)
         self.shutdown_ready = asyncio.Event()  # set on entering SHUTTING_DOWN
         self._wake = asyncio.Event()  # cuts a heartbeat wait short (a shutdown request)
         self._beat_now = False  # the next heartbeat goes out without waiting an interval
         self._reported_offset = -1  # the metadata offset the last answered heartbeat reported
         self._published = False  # the first publish waits until caught up with the controller
+        # Set at the first publish: from then on the image is the controllers' (not an empty or
+        # checkpointed one) and the node may answer clients from it.
+        self.published = asyncio.Event()
 
     # -- the lifecycle ---------------------------------------------------------------------
 
@@ -185,8 +144,8 @@ class MetadataFollower:
         """Feed one event to the lifecycle; an event the table refuses here changes nothing."""
         try:
             self._log_transition(self.lifecycle.handle(event, self._clock()))
-        except LifecycleError as exc:
-            logger.debug("Broker %d: %s", self.settings.broker_id, exc)
+        except LifecycleError as exc:  # the table's own definition of a bug: say so loudly
+            logger.error("Broker %d: %s", self.settings.broker_id, exc)
 
     def _log_transition(self, transition: Transition | None) -> None:
         if transition is None or transition.old is transition.new:
@@ -201,9 +160,15 @@ class MetadataFollower:
         self._lifecycle(LifecycleEvent.SHUTDOWN_REQUESTED)
         self._wake.set()
 
-    def controlled_shutdown_timed_out(self) -> None:
+    def _expire(self) -> None:
         """controlled.shutdown.timeout.ms passed while pending: SHUTTING_DOWN, dirty."""
-        self._lifecycle(LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT)
+        transition = self.lifecycle.expire(self._clock())
+        if transition is not None:
+            logger.warning("Broker %d: controlled shutdown did not complete within controlled.shutdown.timeout.ms="
+                           "%d ms; shutting down without waiting further (partitions it still leads move when "
+                           "its session expires)", self.settings.broker_id,
+                           self.lifecycle.controlled_shutdown_timeout_ms)
+            self._log_transition(transition)
 
     def stopped(self) -> None:
         """Logs flushed and closed: SHUTTING_DOWN -> SHUTDOWN."""
@@ -271,6 +236,7 @@ class MetadataFollower:
                             "partitions", settings.broker_id, state.applied_offset)
                 await self._publish(changes_for_broker(EMPTY_IMAGE, state.image, settings.broker_id))
                 self._published = True
+                self.published.set()
                 # Kafka's setReadyToUnfence: only a broker hosting what the metadata says asks
                 # to be unfenced (the node recovered its logs before starting us).
                 self.lifecycle.set_ready_to_unfence()
@@ -325,13 +291,14 @@ class MetadataFollower:
                 self._lifecycle(LifecycleEvent.REGISTERED)
 
     async def _heartbeats(self) -> None:
-        state, broker = self.state, self.settings.broker_id
-        lifecycle = self.lifecycle
-        while True:  # until cancelled or shutting down; one heartbeat per interval, each bounded by the client
+        state, lifecycle = self.state, self.lifecycle
+        while True:  # until cancelled or shutting down; each wait and heartbeat bounded
+            self._expire()
             if lifecycle.state in (BrokerState.SHUTTING_DOWN, BrokerState.SHUTDOWN):
                 return  # heartbeats are over; the metadata fetch goes on until the node stops
             if not state.registered:
                 await self._register()
+                continue
             delay_ms = self._heartbeat_delay_ms()
             if delay_ms > 0:
                 self._wake.clear()
@@ -341,44 +308,52 @@ class MetadataFollower:
                 except TimeoutError:
                     pass
                 continue  # state may have changed while waiting: decide again
-            was_fenced = state.fenced
-            self._beat_now = False
-            flags = lifecycle.heartbeat_flags()
-            body = state.heartbeat_request(self._clock(), want_fence=flags.want_fence,
-                                           want_shut_down=flags.want_shutdown)
-            try:
-                reply = await self.client.heartbeat(body)
-            except ControllerUnavailableError as exc:
-                logger.warning("Broker %d: heartbeat failed: %s", broker, exc)
-                self._heartbeat_failed()
-                continue  # the next one after the interval (or the backoff, when pending)
-            decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
-            if decision is HeartbeatDecision.CONTINUE:
-                self._reported_offset = body["current_metadata_offset"]
-                transition = lifecycle.on_heartbeat_reply(
-                    is_caught_up=state.caught_up, is_fenced=state.fenced,
-                    should_shut_down=state.should_shut_down, now_ms=self._clock())
-                self._log_transition(transition)
-                # The reply that caught us up often unfences us too, but the lifecycle takes one
-                # step per reply: beat again at once rather than stay in RECOVERY (where SIGTERM
-                # skips controlled shutdown) for an interval while leading partitions.
-                # (or it was set while this beat was in flight: report the newer offset at once)
-                self._beat_now = self._beat_now or (transition is not None and transition.new is BrokerState.RECOVERY
-                                                    and not state.fenced)
-                self.heartbeats_ok += 1
-                self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
-                self._maybe_obey_shutdown_request(reply)
-                if was_fenced and not state.fenced:
-                    logger.info("Broker %d is unfenced (metadata offset %d)", broker, state.applied_offset)
-                elif not was_fenced and state.fenced:
-                    logger.warning("Broker %d was fenced by the controller", broker)
-            elif decision is HeartbeatDecision.RETRY:
-                self._heartbeat_failed()
-            elif decision is HeartbeatDecision.REREGISTER:
-                self._lifecycle(LifecycleEvent.REGISTRATION_LOST)
-                logger.warning("Broker %d: the controller no longer knows broker epoch %d (error %d); "
-                               "registering again", broker, body["broker_epoch"], reply["error_code"])
+            await self._beat()
 
+    async def _beat(self) -> None:
+        state, broker, lifecycle = self.state, self.settings.broker_id, self.lifecycle
+        was_fenced = state.fenced
+        self._beat_now = False
+        flags = lifecycle.heartbeat_flags()
+        body = state.heartbeat_request(want_fence=flags.want_fence, want_shut_down=flags.want_shutdown)
+        remaining = lifecycle.controlled_shutdown_remaining_ms(self._clock())
+        try:
+            # while pending, the controlled-shutdown deadline bounds the call too
+            async with asyncio.timeout(None if remaining is None else remaining / 1000):
+                reply = await self.client.heartbeat(body)
+        except (ControllerUnavailableError, TimeoutError) as exc:
+            logger.warning("Broker %d: heartbeat failed: %s", broker, exc or "the controlled-shutdown deadline")
+            self._heartbeat_failed()
+            return  # the next one after the lifecycle's backoff
+        decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
+        if decision is HeartbeatDecision.CONTINUE:
+            self._reported_offset = body["current_metadata_offset"]
+            transition = lifecycle.on_heartbeat_reply(
+                is_caught_up=state.caught_up, is_fenced=state.fenced,
+                should_shut_down=state.should_shut_down, now_ms=self._clock())
+            self._log_transition(transition)
+            # The reply that caught us up often unfences us too, but the lifecycle takes one
+            # step per reply: beat again at once rather than stay in RECOVERY (where SIGTERM
+            # skips controlled shutdown) for an interval while leading partitions.
+            # (or it was set while this beat was in flight: report the newer offset at once)
+            self._beat_now = self._beat_now or (transition is not None and transition.new is BrokerState.RECOVERY
+                                                and not state.fenced)
+            self.heartbeats_ok += 1
+            if self.heartbeat_targets and self.heartbeat_targets[-1] != self.client.target:
+                logger.info("Broker %d: heartbeats are answered by controller %s now (were by %s)",
+                            broker, self.client.target, self.heartbeat_targets[-1])
+            self.heartbeat_targets = [*self.heartbeat_targets[-9:], self.client.target]
+            self._maybe_obey_shutdown_request(reply)
+            if was_fenced and not state.fenced:
+                logger.info("Broker %d is unfenced (metadata offset %d)", broker, state.applied_offset)
+            elif not was_fenced and state.fenced:
+                logger.warning("Broker %d was fenced by the controller", broker)
+        elif decision is HeartbeatDecision.RETRY:
+            self._heartbeat_failed()
+        elif decision is HeartbeatDecision.REREGISTER:
+            self._lifecycle(LifecycleEvent.REGISTRATION_LOST)
+            logger.warning("Broker %d: the controller no longer knows broker epoch %d (error %d); "
+                           "registering again", broker, body["broker_epoch"], reply["error_code"])
 
     def _maybe_obey_shutdown_request(self, reply: dict[str, object]) -> None:
         """The controller relays an operator's POST /v1/brokers/{id}/shutdown: start the shutdown
@@ -393,26 +368,28 @@ class MetadataFollower:
         self._on_shutdown_requested()
 
     def _heartbeat_delay_ms(self) -> int:
-        """While pending a controlled shutdown the lifecycle's pace (at once, then every 50 ms,
-        backing off on failures); otherwise one beat per broker.heartbeat.interval.ms, or at
-        once when the metadata fetch made news (`_maybe_report_early`)."""
+        """The lifecycle's pace (the interval; while pending a controlled shutdown at once, then
+        every 50 ms; backing off on failures), at once when the metadata fetch made news
+        (`_maybe_report_early`), and never past the controlled-shutdown deadline."""
         now = self._clock()
         if self._beat_now:
             return 0
-        if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            delay = self.lifecycle.next_heartbeat_delay_ms(now)
-            return 0 if delay is None else delay
-        return self.state.next_heartbeat_delay_ms(now)
+        delay = self.lifecycle.next_heartbeat_delay_ms(now)
+        if delay is None:  # registered but not scheduled yet: the lifecycle schedules at REGISTERED
+            delay = self.settings.heartbeat_interval_ms
+        remaining = self.lifecycle.controlled_shutdown_remaining_ms(now)
+        return delay if remaining is None else min(delay, remaining)
 
     def _heartbeat_failed(self) -> None:
         try:
             self.lifecycle.on_heartbeat_failed(self._clock())
-        except LifecycleError as exc:
-            logger.debug("Broker %d: %s", self.settings.broker_id, exc)
+        except LifecycleError as exc:  # the table's own definition of a bug
+            logger.error("Broker %d: %s", self.settings.broker_id, exc)
 
 
 async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],
                                 on_changes: ChangesCallback) -> None:
     """A MetadataFollower with its own ControllerClient, closed when the follower stops."""
-    async with ControllerClient(addresses) as client:
+    async with ControllerClient(addresses, liveness_timeout=settings.session_timeout_ms / 2000,
+                                name=f"Broker {settings.broker_id}") as client:
         await MetadataFollower(settings, client, on_changes).run()

@@ -58,9 +58,11 @@ from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import ProtocolError
+from common.rpc import DEFAULT_BROKER_SESSION_TIMEOUT_MS
 from common.topic_config import from_broker_config
 from common.units import SECONDS
 from metadata.codec import Listener
+from shutdown.broker_lifecycle import DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
@@ -104,8 +106,8 @@ class BrokerSettings:
     log_dirs: tuple[Path, ...]
     heartbeat_interval_ms: int
     cluster_id: str | None
-    session_timeout_ms: int = 9000
-    controlled_shutdown_timeout_ms: int = 30000
+    session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
+    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
 
     @classmethod
     def from_config(cls, config: Config) -> BrokerSettings:
@@ -291,7 +293,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
                                  fail_point=kill_at_fail_point_from_env())
-    client = ControllerClient(settings.controller_addresses)
+    client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,
+                              name=f"Broker {settings.node_id}")
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
@@ -322,7 +325,11 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         fetchers = ReplicaFetcherManager(replicas, fetcher_settings(broker_id, advertised.name, config),
                                          image=lambda: follower.state.image)  # type: ignore[union-attr]
         replicas.fetchers = fetchers
-        late.handler = handler
+        # Clients are answered only once the image is the controllers' (Kafka enables request
+        # processing only after catching up): before that, Metadata would come from an empty or
+        # checkpointed image and name existing topics UNKNOWN_TOPIC_OR_PARTITION with no brokers,
+        # which librdkafka reports as "Local: Unknown partition" (issue 20, point 2): see
+        # _serve_when_published, started with the follower below.
         if settings.metrics_address is not None:
             def render() -> str:
                 return (render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
@@ -332,7 +339,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
                  asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_expire_isr(replicas), name="isr-expiration")]
+                 asyncio.create_task(_expire_isr(replicas), name="isr-expiration"),
+                 asyncio.create_task(_serve_when_published(late, handler, follower), name="serve-clients")]
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
                                           name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
@@ -372,34 +380,34 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
 
 async def _controlled_shutdown(follower: MetadataFollower, follower_task: asyncio.Task[None],
                                settings: BrokerSettings) -> None:
-    """Ask the controller to move our leaders away and wait until it says should_shut_down,
-    at most controlled.shutdown.timeout.ms (a controller that never answers included)."""
+    """Ask the controller to move our leaders away and wait until the follower's lifecycle leaves
+    PENDING_CONTROLLED_SHUTDOWN: should_shut_down, or its controlled.shutdown.timeout.ms deadline
+    (`BrokerLifecycle.expire`, fired by the heartbeat task; this function keeps no deadline)."""
     follower.request_shutdown()
     if follower.shutdown_ready.is_set():
-        return  # not RUNNING: nothing to hand over
-    timeout_ms = settings.controlled_shutdown_timeout_ms
+        return  # not RUNNING (nothing to hand over), or already decided
     ready = asyncio.create_task(follower.shutdown_ready.wait(), name="controlled-shutdown-wait")
-    try:
-        await asyncio.wait({ready, follower_task}, timeout=timeout_ms / 1000,
-                           return_when=asyncio.FIRST_COMPLETED)
+    try:  # bounded by the lifecycle's deadline, or the follower's end
+        await asyncio.wait({ready, follower_task}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         ready.cancel()
-    if follower.shutdown_ready.is_set():
-        return
-    if follower_task.done():
+    if not follower.shutdown_ready.is_set():
         logger.warning("Broker %d: the metadata follower stopped during controlled shutdown; "
                        "shutting down without waiting further", settings.node_id)
-    else:
-        logger.warning("Broker %d: controlled shutdown did not complete within controlled.shutdown.timeout.ms="
-                       "%d ms; shutting down without waiting further (partitions it still leads move when "
-                       "its session expires)", settings.node_id, timeout_ms)
-    follower.controlled_shutdown_timed_out()
+
+
+async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower) -> None:
+    await follower.published.wait()  # bounded by the follower: it publishes once caught up, or the node stops
+    late.handler = handler
+    logger.info("Broker %d serves clients from metadata offset %d", follower.settings.broker_id,
+                follower.state.applied_offset)
 
 
 class _LateHandler:
-    """The server's handler, set once the follower exists: the listener binds first, so that a
-    port 0 listener is advertised with its real port. Set before the next await after start(),
-    so no request can find it missing (ProtocolError, closing that connection, if one did)."""
+    """The server's handler, set once the follower has published its first caught-up image: the
+    listener binds first, so that a port 0 listener is advertised with its real port. Until then
+    every request closes its connection (ProtocolError), and clients try another broker, as they
+    do with a Kafka broker that has not enabled request processing yet."""
 
     handler: Any = None
 

@@ -33,7 +33,12 @@ from chaos.checker import (
     check_offsets_dense,
 )
 from chaos.nemesis import Nemesis
-from chaos.workload import HighWatermarkSampler, ProducerWorkload, read_all
+from chaos.workload import (
+    HighWatermarkSampler,
+    ProducerWorkload,
+    describe_partitions,
+    read_all,
+)
 from tidelog.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
@@ -144,14 +149,40 @@ class Run:
             _wait(f"controller {node_id} serving again",
                   lambda: _get(node.spec.admin_url + "/v1/cluster")["active_controller"] not in (None, -1))
 
+    def unavailable(self, during: str, exc: Exception, bootstrap: str) -> list[str]:
+        """An availability failure with its evidence: the error, and what the controllers and every
+        broker answer now (each line also printed)."""
+        problems = [f"availability: {during} failed: {type(exc).__name__}: {exc}"]
+        try:
+            brokers = self.admin("/v1/brokers")
+            problems.append("admin API brokers: " + ", ".join(
+                f"{b['broker_id']} {'fenced' if b['fenced'] else 'unfenced'}" for b in brokers))
+            problems.append("admin API partitions: " + "; ".join(
+                f"{TOPIC}-{p['partition']} leader {p['leader']} isr {p['isr']}" for p in self.partitions()))
+        except (OSError, ValueError, KeyError) as error:
+            problems.append(f"admin API: {error}")
+        try:
+            problems += describe_partitions(bootstrap, TOPIC, PARTITIONS)
+        except Exception as error:  # noqa: BLE001 - evidence is best effort
+            problems.append(f"Metadata/ListOffsets evidence failed: {type(error).__name__}: {error}")
+        for line in problems:
+            self.note(line)
+        return problems
+
     FAULTS: Sequence[str] = ("kill_leader", "kill_follower", "pause_broker", "kill_active_controller",
                              "pause_active_controller")
 
 
 def run(faults: int, seed: int, root: Path) -> list[str]:
-    """Apply `faults` random faults; the problems found (empty: every promise kept)."""
+    """Apply `faults` random faults; the problems found (empty: every promise kept).
+
+    A harness step that fails after the cluster started (the cluster never heals, a fresh
+    consumer cannot read a partition) is an availability failure: it is reported with the
+    evidence (what each broker answers), and the run still checks what it can and stops the
+    cluster."""
     rng = random.Random(seed)
     raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    checks: dict[str, list[str]] = {}
     with LocalCluster.start(root, controllers=3, brokers=3, raft_port=raft, admin_port=admin, kafka_port=kafka,
                             metrics_port=metrics, ready_timeout=60, extra_properties=PROPERTIES) as cluster, \
             Nemesis(cluster) as nemesis:
@@ -163,29 +194,51 @@ def run(faults: int, seed: int, root: Path) -> list[str]:
         urllib.request.urlopen(request, timeout=10).close()
         _wait("the topic fully replicated", chaos.healed)
         bootstrap = cluster.bootstrap_servers or ""
+        availability: list[str] = []
         with ProducerWorkload(bootstrap, TOPIC, partitions=PARTITIONS) as writer, \
                 HighWatermarkSampler(bootstrap, TOPIC, partitions=PARTITIONS) as sampler:
             for n in range(faults):
-                getattr(chaos, rng.choice(Run.FAULTS))()
-                _wait("every broker unfenced and every replica in the ISR", chaos.healed)
+                fault = rng.choice(Run.FAULTS)
+                try:
+                    getattr(chaos, fault)()
+                    _wait("every broker unfenced and every replica in the ISR", chaos.healed)
+                except Exception as exc:  # noqa: BLE001 - a verdict, not a traceback
+                    availability += chaos.unavailable(f"fault {n + 1}/{faults} ({fault})", exc, bootstrap)
+                    break
                 chaos.note(f"healed after fault {n + 1}/{faults}; {len(writer.acked)} writes acknowledged")
             left = writer.stop()
         acked = [(a.partition, a.offset, a.value) for a in writer.acked]
-        read = read_all(bootstrap, TOPIC, PARTITIONS)
-        problems = check_acked_read_once(acked, read) + check_offsets_dense(read) + check_monotonic(sampler.samples)
-        if left:
-            problems.append(f"{left} records never acknowledged after the final flush")
+        try:
+            read: list[tuple[int, int, bytes]] | None = read_all(bootstrap, TOPIC, PARTITIONS)
+        except Exception as exc:  # noqa: BLE001 - e.g. KafkaException _UNKNOWN_PARTITION
+            availability += chaos.unavailable("a fresh consumer reading every partition", exc, bootstrap)
+            read = None
+        if read is not None:
+            checks["acknowledged writes read back once"] = check_acked_read_once(acked, read)
+            checks["dense offsets"] = check_offsets_dense(read)
+        checks["monotonic high watermark"] = check_monotonic(sampler.samples)
+        delivery = [f"{left} records never acknowledged after the final flush"] if left else []
         if writer.errors:
-            problems.append(f"{len(writer.errors)} failed deliveries, e.g. {writer.errors[:3]}")
-        _wait("every replica in the ISR", chaos.healed)
-        time.sleep(1.0)
+            delivery.append(f"{len(writer.errors)} failed deliveries, e.g. {writer.errors[:3]}")
+        checks["every write acknowledged"] = delivery
+        try:
+            _wait("every replica in the ISR", chaos.healed)
+            time.sleep(1.0)
+        except Exception as exc:  # noqa: BLE001 - as above
+            availability += chaos.unavailable("healing before the replica comparison", exc, bootstrap)
+        checks["availability"] = availability
         cluster.stop()
+        identical: list[str] = []
         for p in range(PARTITIONS):
             logs = {}
             for node in cluster.brokers:
                 directory = node.spec.directory / "data" / f"{TOPIC}-{p}"
                 logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
-            problems += check_identical(logs, f"{TOPIC}-{p}")
+            identical += check_identical(logs, f"{TOPIC}-{p}")
+        checks["identical replicas"] = identical
+        problems = [problem for found in checks.values() for problem in found]
+        for name, found in checks.items():
+            chaos.note(f"check {name}: {'ok' if not found else f'{len(found)} problem(s)'}")
         chaos.note(f"{faults} faults, {len(acked)} acknowledged writes, {len(sampler.samples)} HW samples: "
                    f"{'all promises kept' if not problems else f'{len(problems)} problems'}")
         return problems
@@ -205,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="tidelog-chaos-") as tmp:
             problems = run(args.faults, seed, Path(tmp))
-    for problem in problems[:20]:
+    for problem in problems[:40]:
         print(f"PROBLEM {problem}")
     return 1 if problems else 0
 

@@ -152,3 +152,40 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.
         return out
     finally:
         consumer.close()
+
+
+def describe_partitions(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    """What every bootstrap broker answers about `topic` now, one line each: its Metadata (the
+    brokers it lists; leader, leader epoch, ISR and error per partition) and the named leader's
+    ListOffsets (latest). The evidence for an availability failure: a client's 'unknown partition'
+    says what it concluded, this says what the brokers said."""
+    from common.protocol.list_offsets import LATEST_TIMESTAMP
+    from tidelog.kafka_client import BrokerUnavailable, KafkaClient, error_name
+
+    lines = []
+    for server in bootstrap.split(","):
+        host, _, port = server.rpartition(":")
+        with KafkaClient([(host, int(port))], client_id="chaos-evidence", request_timeout=5.0) as client:
+            try:
+                info = client.metadata([topic])
+            except BrokerUnavailable as exc:
+                lines.append(f"{server}: Metadata failed: {exc}")
+                continue
+            found = info.topics.get(topic)
+            lines.append(f"{server}: Metadata lists brokers {sorted(info.brokers)}; topic {topic}: "
+                         + ("absent" if found is None else error_name(found.error_code)))
+            for p in range(partitions):
+                part = None if found is None else found.partitions.get(p)
+                if part is None:
+                    lines.append(f"{server}:   {topic}-{p}: not in the Metadata answer")
+                    continue
+                answer = f"leader {part.leader} epoch {part.leader_epoch} isr {list(part.isr)} " \
+                         f"{error_name(part.error_code)}"
+                try:
+                    offsets = client.list_offsets(part.leader, topic, {p: LATEST_TIMESTAMP}).get(p)
+                    answer += "; ListOffsets: " + ("no answer for the partition" if offsets is None else
+                                                   f"{error_name(offsets.error_code)} offset {offsets.offset}")
+                except BrokerUnavailable as exc:
+                    answer += f"; ListOffsets failed: {exc}"
+                lines.append(f"{server}:   {topic}-{p}: {answer}")
+    return lines

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
+from common.rpc import (
+    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+)
 from common.units import GIB, INT_MAX, LONG_MAX, MIB
 
 MS_PER_MINUTE: Final = 60 * 1000
@@ -427,10 +431,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("cluster.id", _STRING, None,
               "Cluster id reported by the API and checked at broker registration (Kafka keeps it in "
               "meta.properties); unset: derived from controller.quorum.voters."),
-    ConfigKey("broker.session.timeout.ms", _INT, 9000,
+    ConfigKey("broker.session.timeout.ms", _INT, DEFAULT_BROKER_SESSION_TIMEOUT_MS,
               "A broker that has not heartbeated for this long is fenced by the active controller.",
               at_least(1)),
-    ConfigKey("broker.heartbeat.interval.ms", _INT, 2000,
+    ConfigKey("broker.heartbeat.interval.ms", _INT, DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
               "How often brokers heartbeat; the controller checks for expired sessions twice as often.",
               at_least(1)),
     ConfigKey("auto.leader.rebalance.enable", _BOOLEAN, True,

@@ -24,11 +24,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.records import BeginEpoch, Record
+from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, OutcomeKind
 from quorum.replication_control import unclean_elections
 
@@ -38,7 +39,8 @@ LEADERSHIP_POLL: Final = 0.05 * SECONDS  # the tick period of pysyncobj: no poin
 BEGIN_EPOCH_TIMEOUT: Final = 2 * SECONDS
 DECISION_QUEUE_MAX: Final = 256
 
-Decision = Callable[[MetadataImage], Sequence[Record]]
+# A decision returns its records, or a rule's ControllerResult (whose `atomic` then decides).
+Decision = Callable[[MetadataImage], "Sequence[Record] | ControllerResult[Any]"]
 
 
 class QuorumLog(Protocol):
@@ -87,7 +89,13 @@ class ActiveController:
 
     @property
     def is_active(self) -> bool:
-        return self._epoch is not None
+        """Active, and still the Raft leader of its epoch: between two leadership polls (or while an
+        append is stuck) a deposed leader must not go on naming itself active to brokers."""
+        return self._epoch is not None and self._leads(self._epoch)
+
+    def _leads(self, epoch: int) -> bool:
+        leader, term = self._log.leadership()
+        return leader and term == epoch and self._log.fatal_error() is None
 
     @property
     def epoch(self) -> int | None:
@@ -121,7 +129,7 @@ class ActiveController:
         return await future
 
     def _check_active(self) -> None:
-        if self._epoch is None:
+        if not self.is_active:
             raise NotActiveControllerError("this controller is not the active controller",
                                            self._log.leader_address())
 
@@ -217,10 +225,12 @@ class ActiveController:
             return
         try:
             before = self._log.image()
-            records = pending.decision(before)
+            decided = pending.decision(before)
+            records, atomic = (decided.records, decided.atomic) if isinstance(decided, ControllerResult) \
+                else (decided, pending.atomic)
             outcome = None
             if records:
-                outcome = await self._log.append(records, epoch, remaining, atomic=pending.atomic)
+                outcome = await self._append_while_leader(records, epoch, remaining, atomic)
                 if outcome.kind is OutcomeKind.COMMITTED:
                     for line in unclean_elections(before, records):
                         logger.warning("%s", line)
@@ -232,3 +242,24 @@ class ActiveController:
             self._renounce(f"an append at epoch {epoch} was {outcome.kind.value}: {outcome.reason}")
         if not future.done():
             future.set_result(outcome)
+
+    async def _append_while_leader(self, records: Sequence[Record], epoch: int, timeout_s: float,
+                                   atomic: bool) -> AppendOutcome:
+        """Append, but stop waiting as soon as Raft leadership of `epoch` is lost: a command a
+        deposed leader sent may never call back, and waiting out the whole timeout kept this
+        controller 'active' (answering heartbeats it could not commit) for seconds."""
+        task = asyncio.create_task(self._log.append(records, epoch, timeout_s, atomic=atomic))
+        try:
+            while True:  # bounded by the append's own timeout
+                done, _ = await asyncio.wait({task}, timeout=LEADERSHIP_POLL)
+                if done:
+                    return task.result()
+                if not self._leads(epoch):
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                    term = self._log.leadership()[1]
+                    return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"lost Raft leadership mid-append "
+                                         f"(raft term {term}, leader {self._log.leader_address()})")
+        finally:
+            if not task.done():  # this controller is stopping: cancelled while waiting
+                task.cancel()

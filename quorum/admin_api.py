@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from common import rpc
 from common.config import Config, ConfigError, Password
+from common.rpc import (
+    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+)
 from common.units import KIB, MIB, SECONDS
 from metadata.image import (
     BrokerRegistration,
@@ -42,7 +47,10 @@ if TYPE_CHECKING:
 
 # --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
 MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
-MAX_RPC_BODY_BYTES: Final = 1 * MIB  # a msgpack broker RPC body
+# The broker RPCs' limits live with their messages in common.rpc; these name the ones used here.
+MAX_RPC_BODY_BYTES: Final = rpc.MAX_RPC_BODY_BYTES
+LONG_POLL_MAX_WAIT_MS: Final = rpc.LONG_POLL_MAX_WAIT_MS
+MAX_FETCH_RECORDS: Final = rpc.MAX_FETCH_RECORDS
 MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
 # The most partitions one create / create-partitions request may ask for is the rule's own
 # limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
@@ -56,15 +64,9 @@ FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwar
 FORWARD_CONNECTIONS_MAX: Final = 32  # open connections to the active controller
 MAX_IN_FLIGHT_REQUESTS: Final = 1024  # requests being served at once; more answer 429 at once
 ACTIVE_POLL: Final = 0.05 * SECONDS
-LONG_POLL_MAX_WAIT_MS: Final = 5000  # MetadataFetch max_wait_ms above this is refused
-MAX_FETCH_RECORDS: Final = 5000  # records in one MetadataFetch answer
 MAX_LONG_POLLS: Final = 256  # concurrent waiting MetadataFetches; more answer at once
 OFFSET_POLL_INTERVAL: Final = 0.01 * SECONDS  # how often long-polls look for new records
 FENCE_TIMEOUT: Final = 2 * SECONDS  # one fencing decision
-MAX_RPC_STRING_CHARS: Final = 1024  # an id, host or rack in a broker RPC
-MAX_RPC_ARRAY_ITEMS: Final = 10_000  # topics, partitions of one AlterPartition
-MAX_RPC_LISTENERS: Final = 16  # listeners of one broker registration
-MAX_RPC_ISR: Final = 1024  # new_isr_with_epochs of one partition
 SHUTDOWN_GRACE: Final = 2 * SECONDS  # in-flight HTTP requests at stop
 MAX_CONFIG_NAME_CHARS: Final = 255
 
@@ -112,8 +114,8 @@ class ApiSettings:
     quorum_ids: Mapping[str, int]  # quorum address (pysyncobj node id) -> node id
     cluster_id: str
     token: str | None = None
-    session_timeout_ms: int = 9000
-    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
     default_partitions: int = 1
     default_replication_factor: int = 1
     # auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (0: off)

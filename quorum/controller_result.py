@@ -27,10 +27,18 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class ControllerResult(Generic[R]):
-    """The records a rule wants appended (in order) and the reply for when they commit."""
+    """The records a rule wants appended (in order) and the reply for when they commit.
+
+    `atomic` is Kafka's isAtomic (`ControllerResult.atomicOf`): the records commit all together
+    or not at all, so they must fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`); a longer
+    atomic list is refused before anything is appended (RecordTooLargeError). Otherwise (Kafka's
+    `ControllerResult.of`) a long list commits chunk by chunk and a failover may stop it between
+    two chunks, each of which leaves the image consistent on its own.
+    """
 
     records: tuple[Record, ...]
     response: R
+    atomic: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "records", tuple(self.records))

@@ -36,7 +36,6 @@ from aiohttp import web
 from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
-from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import (
     ActiveController,
@@ -44,12 +43,14 @@ from quorum.active_controller import (
     NotActiveControllerError,
 )
 from quorum.admin_api import AdminError, ApiSettings
-from quorum.broker_rpc import BrokerRpc, NotCommittedError, decide_result
+from quorum.broker_rpc import BrokerRpc
 from quorum.controller_result import ControllerApiError
+from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
+from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (
     alter_topic_configs,
@@ -107,14 +108,15 @@ class ControllerServer:
 
     def __init__(self, log: MetadataLog, controller: ActiveController, settings: ApiSettings) -> None:
         self._log, self._controller, self._settings = log, controller, settings
-        self._brokers = BrokerRpc(log, controller, settings, active_api=self.active_api)
+        self.runtime = ControllerRuntime(log, controller, settings)
+        self._brokers = BrokerRpc(log, self.runtime, settings, active_api=self.active_api)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self._in_flight = 0
         self.app = web.Application(client_max_size=max(api.MAX_ADMIN_BODY_BYTES, api.MAX_RPC_BODY_BYTES),
                                    middlewares=[self._errors])
         self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
-        self._rebalance: asyncio.Task[None] | None = None
+        self._runtime_task: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
                             + GroupApi(self.image, self.authorize).routes())  # consumer groups (issue 12)
 
@@ -128,15 +130,14 @@ class ControllerServer:
         site = web.TCPSite(self._runner, self._settings.host, self._settings.port)
         await site.start()
         await self._brokers.start()
-        if self._settings.leader_imbalance_check_interval_s > 0:
-            self._rebalance = asyncio.create_task(self._balance_leaders(), name="leader-rebalance")
+        self._runtime_task = asyncio.create_task(self.runtime.run(), name="controller-runtime")
         logger.info("Controller %d HTTP API listening on http://%s:%d (admin /v1, broker RPCs /rpc)",
                     self._settings.node_id, self._settings.host, self._settings.port)
 
     async def stop(self) -> None:
-        if self._rebalance is not None:
-            self._rebalance.cancel()
-            await asyncio.gather(self._rebalance, return_exceptions=True)
+        if self._runtime_task is not None:
+            self._runtime_task.cancel()
+            await asyncio.gather(self._runtime_task, return_exceptions=True)
         await self._brokers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -150,11 +151,15 @@ class ControllerServer:
 
     def active_api(self) -> tuple[int | None, str | None]:
         """(node id, HTTP API address) of the active controller as this node knows it."""
-        if self._controller.is_active:
-            node: int | None = self._settings.node_id
-        else:
-            node = self._settings.quorum_ids.get(self._log.leader_address() or "")
+        node, _ = self.active_controller()
         return node, None if node is None else self._settings.api_voters.get(node)
+
+    def active_controller(self) -> tuple[int | None, str | None]:
+        """(the active controller's node id, None) or (None, why there is none, in words)."""
+        if self._controller.is_active:
+            return self._settings.node_id, None
+        return named_leader(self._settings.node_id, self._settings.quorum_ids, self._log.leader_address(),
+                            self._raft_status())
 
     def authorize(self, request: web.Request) -> None:
         """With `admin.token` set, a write needs `Authorization: Bearer <token>`: 401 without, 403 wrong."""
@@ -237,27 +242,8 @@ class ControllerServer:
 
     async def decide(self, fn: Callable[[MetadataImage], Any]) -> tuple[Any, int | None]:
         """Run one decision on the active controller: (its response, last committed offset)."""
-        response, outcome = await decide_result(self._controller, fn, api.WRITE_TIMEOUT)
+        response, outcome = await self.runtime.decide(fn, api.WRITE_TIMEOUT)
         return response, None if outcome is None else outcome.last_offset
-
-    async def _balance_leaders(self) -> None:
-        """On the active controller, every leader.imbalance.check.interval.seconds: preferred
-        leader elections for partitions whose preferred replica is back in the ISR and active
-        (Kafka's auto.leader.rebalance.enable; KRaft ignores the imbalance percentage too)."""
-        while True:  # until stop() cancels it
-            await asyncio.sleep(self._settings.leader_imbalance_check_interval_s)
-            if not self._controller.is_active:
-                continue
-            try:
-                results, _ = await self.decide(
-                    lambda image: elect_leaders(image, election=Election.PREFERRED, partitions=None))
-            except Exception as exc:  # noqa: BLE001 - the next pass tries again
-                logger.warning("Preferred leader election failed: %s", exc)
-                continue
-            moved = sorted(f"{t}-{p}" for (t, p), code in results.items() if code is ErrorCode.NONE)
-            if moved:
-                logger.info("Moved leadership back to the preferred replica of %d partition(s): %s",
-                            len(moved), ", ".join(moved[:20]) + (" ..." if len(moved) > 20 else ""))
 
     # -- admin handlers --------------------------------------------------------------
 
@@ -289,10 +275,11 @@ class ControllerServer:
                 "connected": True if me else raft.get(f"partner_node_status_server_{address}") == 2,
                 "match_index": raft.get(f"match_idx_server_{address}"),
             })
-        active, _ = self.active_api()
+        active, why_none = self.active_controller()
         return web.json_response({
             "cluster_id": self._settings.cluster_id, "node_id": self._settings.node_id,
-            "active_controller": active, "is_active": self._controller.is_active,
+            "active_controller": active, "no_active_controller_reason": why_none,
+            "is_active": self._controller.is_active,
             "controller_epoch": status.image.controller_epoch, "term": status.term,
             "commit_index": status.commit_index, "last_applied": status.last_applied,
             "metadata_offset": status.image.offset, "log_start_offset": status.log_start_offset,
@@ -306,7 +293,7 @@ class ControllerServer:
             return {}
 
     async def _get_brokers(self, request: web.Request) -> web.Response:
-        ages = self._brokers.heartbeat_ages()
+        ages = self.runtime.heartbeat_ages()
         brokers = self.image().cluster.brokers
         return web.json_response([api.broker_view(brokers[b], ages.get(b)) for b in sorted(brokers)])
 
@@ -315,7 +302,7 @@ class ControllerServer:
         broker = self.image().broker(broker_id)
         if broker is None:
             raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
-        return web.json_response(api.broker_view(broker, self._brokers.heartbeat_ages().get(broker_id)))
+        return web.json_response(api.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id)))
 
     async def _shutdown_broker(self, request: web.Request) -> web.Response:
         """Ask a broker to shut down: 202 at once; its next heartbeat (on the active controller)
@@ -329,8 +316,8 @@ class ControllerServer:
             broker = self.image().broker(broker_id)
             if broker is None:
                 raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
-            self._brokers.request_shutdown(broker_id, broker.broker_epoch)
-            view = api.broker_view(broker, self._brokers.heartbeat_ages().get(broker_id))
+            self.runtime.request_shutdown(broker_id, broker.broker_epoch)
+            view = api.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id))
             return web.json_response({**view, "shutdown_requested": True}, status=202)
 
         return await self.write(request, raw, run)
@@ -420,7 +407,7 @@ class ControllerServer:
         status = self._log.status()
         text = api.metrics_text(status.image, is_active=self._controller.is_active, term=status.term,
                                 commit_index=status.commit_index,
-                                heartbeat_ages_ms=self._brokers.heartbeat_ages())
+                                heartbeat_ages_ms=self.runtime.heartbeat_ages())
         return web.Response(text=text, content_type="text/plain", headers={"X-Prometheus-Format": "0.0.4"})
 
     async def _openapi(self, request: web.Request) -> web.Response:

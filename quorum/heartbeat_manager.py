@@ -16,11 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.units import SECOND_MS
+from common.rpc import (
+    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+)
 from metadata.image import MetadataImage
 
-DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # Kafka's broker.session.timeout.ms
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # Kafka's broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # Kafka's broker.session.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
 
 
 @dataclass(slots=True)
@@ -89,6 +92,18 @@ class BrokerHeartbeatManager:
         for broker_id, registration in image.cluster.brokers.items():
             if not registration.fenced and broker_id not in self._sessions:
                 self._sessions[broker_id] = _Session(now_ms, -1)
+
+    def restart_sessions(self, image: MetadataImage, now_ms: int) -> None:
+        """Every unfenced broker's session starts again at now_ms (the controller itself stalled:
+        silence it could not hear proves nothing about the brokers; see quorum.broker_rpc)."""
+        for broker_id, registration in image.cluster.brokers.items():
+            if registration.fenced:
+                continue
+            session = self._sessions.get(broker_id)
+            if session is None:
+                self._sessions[broker_id] = _Session(now_ms, -1)
+            else:
+                session.last_contact_ms = max(session.last_contact_ms, now_ms)
 
     def next_expired(self, now_ms: int, image: MetadataImage) -> int | None:
         """The unfenced broker whose session expired longest ago, or None (Kafka fences one per pass)."""

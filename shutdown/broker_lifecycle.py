@@ -44,11 +44,15 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
+from common.rpc import (
+    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+)
 from common.units import SECOND_MS
 from shutdown.controller_states import BrokerFlags, another_broker_shutting_down
 
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # broker.heartbeat.interval.ms
-DEFAULT_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # broker.session.timeout.ms
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # broker.session.timeout.ms
 DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 30 * SECOND_MS  # controlled.shutdown.timeout.ms
 STARTING_HEARTBEAT_MS: Final = 10  # Kafka: "after only 10 ms so that ... we start up a bit quicker"
 PENDING_SHUTDOWN_HEARTBEAT_MS: Final = 50  # Kafka's delay after the first pending-shutdown reply
@@ -187,15 +191,18 @@ class BrokerLifecycle:
 
     def __init__(self, *, heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS) -> None:
+                 controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
+                 starting_heartbeat_ms: int = STARTING_HEARTBEAT_MS) -> None:
         for name, value in (("heartbeat_interval_ms", heartbeat_interval_ms),
                             ("session_timeout_ms", session_timeout_ms),
+                            ("starting_heartbeat_ms", starting_heartbeat_ms),
                             ("controlled_shutdown_timeout_ms", controlled_shutdown_timeout_ms)):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
+        self.starting_heartbeat_ms = starting_heartbeat_ms  # a shell that beats on catch-up may slow this
         self.state = BrokerState.NOT_RUNNING
         self.ready_to_unfence = False
         self.shutdown_cause: LifecycleEvent | None = None  # the event that entered SHUTTING_DOWN
@@ -283,7 +290,7 @@ class BrokerLifecycle:
 
     def _delay_after_success(self) -> int:
         if self.state is BrokerState.STARTING:
-            return STARTING_HEARTBEAT_MS
+            return self.starting_heartbeat_ms
         if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             return PENDING_SHUTDOWN_HEARTBEAT_MS
         return self.heartbeat_interval_ms

@@ -20,12 +20,8 @@ import aiohttp
 import pytest
 
 from broker.controller_client import ControllerClient
-from broker.metadata_follower_loop import (
-    OFFSET_FILE,
-    FollowerSettings,
-    MetadataFollower,
-    read_offset_file,
-)
+from broker.metadata_checkpoint import OFFSET_FILE, read_offset_file
+from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
 from metadata.records import Listener

@@ -15,7 +15,7 @@ import itertools
 import re
 from pathlib import Path
 
-from broker.metadata_follower_loop import read_offset_file
+from broker.metadata_checkpoint import read_offset_file
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import (
     broker_log,

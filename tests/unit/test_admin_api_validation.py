@@ -25,14 +25,6 @@ from metadata.snapshot import decode_snapshot
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
-from quorum.broker_rpc import (
-    RpcError,
-    decode_alter_partition,
-    decode_broker,
-    decode_fetch,
-    decode_heartbeat,
-    decode_registration,
-)
 from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
 from quorum.metadata_log import QuorumSettings, QuorumStatus
@@ -151,51 +143,8 @@ def test_unknown_topic_is_404() -> None:
     assert refusal(caught.value) == (404, "UNKNOWN_TOPIC_OR_PARTITION", "name")
 
 
+# The broker RPC bodies' decoders are common.rpc's: tests/unit/test_rpc.py.
 HEARTBEAT = {"broker_id": 1, "broker_epoch": 5, "current_metadata_offset": 9}
-LISTENER = {"name": "PLAINTEXT", "host": "127.0.0.4", "port": 9092}
-REGISTRATION = {"broker_id": 4, "incarnation_id": "i-1", "listeners": [LISTENER]}
-ALTER_PARTITION = {"broker_id": 4, "broker_epoch": 1, "topics": [{"topic_id": "t", "partitions": [
-    {"partition_index": 0, "leader_epoch": 0, "partition_epoch": 0, "new_isr_with_epochs": []}]}]}
-RPC_BAD = [  # (decoder, body, field)
-    (decode_heartbeat, [], None),
-    (decode_heartbeat, {}, "broker_id"),
-    (decode_heartbeat, {**HEARTBEAT, "broker_id": "1"}, "broker_id"),
-    (decode_heartbeat, {**HEARTBEAT, "broker_id": -1}, "broker_id"),
-    (decode_heartbeat, {**HEARTBEAT, "broker_epoch": 2**63}, "broker_epoch"),
-    (decode_heartbeat, {**HEARTBEAT, "want_fence": 1}, "want_fence"),
-    (decode_heartbeat, {**HEARTBEAT, "want_shutdown": True}, "want_shutdown"),  # Kafka: want_shut_down
-    (decode_registration, {**REGISTRATION, "listeners": "PLAINTEXT://x:1"}, "listeners"),
-    (decode_registration, {**REGISTRATION, "listeners": [{**LISTENER, "port": 0}]}, "listeners[0].port"),
-    (decode_registration, {**REGISTRATION, "listeners": [{"name": "P", "host": "h"}]}, "listeners[0].port"),
-    (decode_registration, {**REGISTRATION, "incarnation_id": ""}, "incarnation_id"),
-    (decode_registration, {**REGISTRATION, "rack": 3}, "rack"),
-    (decode_broker, {"broker_id": 1}, "broker_epoch"),
-    (decode_fetch, {"offset": -1}, "offset"),
-    (decode_fetch, {"offset": 0, "max_wait_ms": api.LONG_POLL_MAX_WAIT_MS + 1}, "max_wait_ms"),
-    (decode_fetch, {"offset": 0, "max_records": 0}, "max_records"),
-    (decode_alter_partition, {**ALTER_PARTITION, "topics": {}}, "topics"),
-    (decode_alter_partition, {**ALTER_PARTITION, "topics": [{"topic_id": "t", "partitions": [
-        {"partition_index": 0, "leader_epoch": 0, "partition_epoch": 0, "new_isr_with_epochs": [],
-         "leader_recovery_state": 2}]}]}, "topics[0].partitions[0].leader_recovery_state"),
-    (decode_alter_partition, {**ALTER_PARTITION, "topics": ALTER_PARTITION["topics"] * 2},
-     "topics[1].partitions[0].partition_index"),  # the same partition twice
-]
-
-
-@pytest.mark.parametrize(("decode", "body", "field"), RPC_BAD)
-def test_rpc_refusals(decode: Any, body: Any, field: str | None) -> None:
-    with pytest.raises(RpcError) as caught:
-        decode(body)
-    assert (caught.value.http_status, caught.value.reply["error_code"], caught.value.reply["field"]) == \
-        (400, 42, field)
-
-
-def test_rpc_good_bodies() -> None:
-    assert decode_heartbeat({**HEARTBEAT, "want_shut_down": True}) == {
-        "broker_id": 1, "broker_epoch": 5, "metadata_offset": 9, "want_fence": False, "want_shutdown": True}
-    assert decode_fetch({"offset": 3}) == {"offset": 3, "max_wait_ms": 0, "max_records": api.MAX_FETCH_RECORDS}
-    assert decode_registration(REGISTRATION)["listeners"][0] == ("PLAINTEXT", "127.0.0.4", 9092)
-    assert decode_alter_partition(ALTER_PARTITION)["topics"][0][1][0].partition_index == 0
 
 
 # --- Settings --------------------------------------------------------------------------

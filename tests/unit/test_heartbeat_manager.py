@@ -135,3 +135,15 @@ def test_next_expiry_is_the_earliest_unfenced_session_end():
     sessions.touch(2, 4000, 0)
     sessions.touch(3, 100, 0)  # fenced: its session does not count
     assert sessions.next_expiry_ms(image) == 5001
+
+
+def test_a_stalled_controller_restarts_every_unfenced_session_and_keeps_offsets():
+    heartbeats = BrokerHeartbeatManager(TIMEOUT)
+    heartbeats.touch(1, 100, metadata_offset=7)
+    heartbeats.touch(3, 100, metadata_offset=9)
+    heartbeats.restart_sessions(UNFENCED_12_FENCED_3, 5000)
+    assert heartbeats.last_contact_ms(1) == 5000 and heartbeats.metadata_offset(1) == 7
+    assert heartbeats.last_contact_ms(2) == 5000 and heartbeats.metadata_offset(2) == -1
+    assert heartbeats.last_contact_ms(3) == 100  # fenced: nothing to restart
+    assert heartbeats.next_expired(5000 + TIMEOUT, UNFENCED_12_FENCED_3) is None
+    assert heartbeats.next_expired(5000 + TIMEOUT + 1, UNFENCED_12_FENCED_3) == 1

@@ -141,10 +141,10 @@ BAD_REPLIES = [  # (reply changes, message)
     ({"error_code": 42, "error_message": "offset must be an integer"}, "refused with error 42"),
     ({"records": [[0, {"type": 999, "version": 0}]]}, "unknown metadata record type 999"),
     ({"records": [[0, record_to_map(PartitionChange(ORDERS, 0, isr=(4,)))]]}, "unknown topic id"),
-    ({"records": [["0", record_to_map(NoOp())]]}, "is not \\[offset, record\\]"),
-    ({"records": "nope"}, "records must be a list"),
+    ({"records": [["0", record_to_map(NoOp())]]}, "records\\[0\\] must be \\[offset, record map\\]"),
+    ({"records": "nope"}, "records must be an array"),
     ({"snapshot": b"\xc1garbage"}, "snapshot: not valid msgpack"),
-    ({"last_offset": "7"}, "last_offset must be an offset"),
+    ({"last_offset": "7"}, "last_offset must be an integer"),
 ]
 
 
@@ -180,8 +180,8 @@ def test_a_snapshot_whose_declared_offset_differs_is_refused() -> None:
         MetadataFollowerState(BROKER).on_fetch_reply(reply)
 
 
-def registered(epoch: int = 1, interval: int = 2000) -> MetadataFollowerState:
-    state = MetadataFollowerState(BROKER, heartbeat_interval_ms=interval)
+def registered(epoch: int = 1) -> MetadataFollowerState:
+    state = MetadataFollowerState(BROKER)
     assert state.on_registration_reply({"error_code": 0, "error_message": None, "broker_epoch": epoch}) == epoch
     return state
 
@@ -199,16 +199,14 @@ def test_registration_request_and_reply() -> None:
     assert state.registered and state.broker_epoch == 12 and state.fenced
 
 
-def test_heartbeat_request_fields_and_schedule() -> None:
-    state = registered(epoch=1, interval=300)
+def test_heartbeat_request_fields() -> None:
+    state = registered(epoch=1)
     with pytest.raises(MetadataFollowerError, match="before it registered"):
-        MetadataFollowerState(BROKER).heartbeat_request(0)
-    assert state.next_heartbeat_delay_ms(1_000) == 0  # just registered: beat at once
+        MetadataFollowerState(BROKER).heartbeat_request()
     state.on_fetch_reply(page(LOG[:3], 0))
-    assert state.heartbeat_request(1_000) == {"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 2,
-                                              "want_fence": False, "want_shut_down": False}
-    assert state.next_heartbeat_delay_ms(1_100) == 200 and state.next_heartbeat_delay_ms(1_400) == 0
-    assert state.heartbeat_request(1_400, want_shut_down=True)["want_shut_down"] is True
+    assert state.heartbeat_request() == {"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 2,
+                                         "want_fence": False, "want_shut_down": False}
+    assert state.heartbeat_request(want_shut_down=True)["want_shut_down"] is True
 
 
 HEARTBEAT_REPLIES = [  # (reply, decision, fenced, caught_up, registered)
@@ -226,7 +224,7 @@ HEARTBEAT_REPLIES = [  # (reply, decision, fenced, caught_up, registered)
 @pytest.mark.parametrize(("reply", "decision", "fenced", "caught_up", "is_registered"), HEARTBEAT_REPLIES)
 def test_heartbeat_replies(reply, decision, fenced, caught_up, is_registered) -> None:
     state = registered()
-    state.heartbeat_request(0)
+    state.heartbeat_request()
     assert state.on_heartbeat_reply(reply) is decision
     assert (state.fenced, state.caught_up, state.registered) == (fenced, caught_up, is_registered)
     if not is_registered:

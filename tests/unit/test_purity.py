@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # is added here; `test_every_module_of_a_pure_package_is_listed` catches a forgotten one.
 PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups")
 PURE_MODULES = (
-    "common.errors", "common.units", "common.config", "common.topic_config",
+    "common.errors", "common.units", "common.config", "common.topic_config", "common.rpc",
     "common.record_batch", "common.records", "common.compression",
     "broker.replication.high_watermark", "broker.replication.isr_policy",
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
@@ -35,6 +35,7 @@ PURE_MODULES = (
     "broker.producer_state",
     "quorum.controller_result", "quorum.topic_control", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
+    "quorum.quorum_view",
 )
 
 # Loaded by a pure module's import: the test fails. Our shells are every module of our

@@ -20,6 +20,7 @@ from quorum.active_controller import (
     ControllerBusyError,
     NotActiveControllerError,
 )
+from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
 from tidelog.waiting import wait_until_async
 
@@ -35,6 +36,7 @@ class ScriptedLog:
         self.term = 0
         self.forced: list[OutcomeKind] = []  # outcomes of the next appends, instead of applying
         self.appends: list[tuple[int, tuple[Record, ...]]] = []
+        self.atomics: list[bool] = []  # the atomic flag of each append
         self.listeners: list[Callable[[], None]] = []
         self.gate: asyncio.Event | None = None  # when set up, appends wait for it
         self.entered = 0  # appends started, gated or not
@@ -63,6 +65,7 @@ class ScriptedLog:
         if self.gate is not None:
             await self.gate.wait()
         self.appends.append((epoch, tuple(records)))
+        self.atomics.append(atomic)
         if self.forced:
             return AppendOutcome(self.forced.pop(0), epoch, reason="scripted")
         return self.state.apply_chunk(encode_records(records), epoch)
@@ -237,3 +240,32 @@ async def test_stopping_mid_append_answers_unknown(log: ScriptedLog) -> None:
     await asyncio.gather(task, return_exceptions=True)
     outcome = await pending
     assert outcome.kind is OutcomeKind.UNKNOWN and "stopped while appending" in outcome.reason
+
+
+async def test_losing_leadership_mid_append_stops_waiting_and_renounces_at_once(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    """A deposed leader's append may never call back: the controller must not stay 'active' (and
+    keep answering heartbeats) until the append's timeout, but renounce within a leadership poll."""
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.gate = asyncio.Event()  # the next append hangs, as a lost pysyncobj command does
+    pending = asyncio.create_task(controller.append([NoOp()], 30.0))
+    await until(lambda: log.entered == 2)
+    log.leader = False
+    assert not controller.is_active  # at once, not only after the decision loop notices
+    async with asyncio.timeout(1.0):  # far below the append's 30 s
+        outcome = await pending
+    assert outcome.kind is OutcomeKind.UNKNOWN and "lost Raft leadership" in outcome.reason
+    assert controller.epoch is None
+    with pytest.raises(NotActiveControllerError):
+        await controller.append([NoOp()], 1.0)
+
+
+async def test_a_rules_result_says_whether_its_records_are_appended_atomically(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    await controller.decide(lambda image: ControllerResult((NoOp(),), None, atomic=True), 1.0)
+    await controller.decide(lambda image: ControllerResult((NoOp(),), None), 1.0)  # Kafka's ControllerResult.of
+    await controller.decide(lambda image: [NoOp()], 1.0, atomic=False)  # plain records: the caller says
+    assert log.atomics[1:] == [True, False, False]

@@ -291,3 +291,13 @@ def test_heartbeat_early_for_shutdown(brokers, state, applied, reported, early):
 def test_heartbeat_early_when_caught_up(state, broker_epoch, applied, reported, early):
     assert heartbeat_early_when_caught_up(state=state, broker_epoch=broker_epoch, applied_offset=applied,
                                           reported_offset=reported) is early
+
+
+def test_a_shell_that_beats_on_catch_up_may_slow_the_starting_pace():
+    lifecycle = BrokerLifecycle(heartbeat_interval_ms=INTERVAL, starting_heartbeat_ms=INTERVAL)
+    lifecycle.start(0)
+    lifecycle.handle(E.REGISTERED, 0)
+    lifecycle.on_heartbeat_reply(is_caught_up=False, is_fenced=True, should_shut_down=False, now_ms=10)
+    assert lifecycle.next_heartbeat_delay_ms(10) == INTERVAL
+    with pytest.raises(ValueError, match="starting_heartbeat_ms"):
+        BrokerLifecycle(starting_heartbeat_ms=0)

@@ -1,0 +1,272 @@
+"""The active controller's runtime: decisions, broker sessions, shutdown requests and timers.
+
+    runtime = ControllerRuntime(log, controller, settings)          # clock: monotonic ms by default
+    task = asyncio.create_task(runtime.run())                       # the timer heap, until cancelled
+    response, outcome = await runtime.decide(rule)                  # one decision through the queue
+    runtime.sessions()                                              # this epoch's BrokerHeartbeatManager
+
+One owner for what Kafka's QuorumController keeps beside the metadata log: the decision
+queue (`ActiveController`, whose `decide` every caller goes through here), the broker
+sessions of the current active epoch (`BrokerHeartbeatManager`, started afresh whenever this
+controller (re)becomes active, as Kafka's activate() does), operators' shutdown requests,
+and the periodic tasks on one timer heap of (due_ms, seq, task) read from an injected clock:
+
+- fence-expired-brokers: at most one expired broker per pass, as Kafka does; a pass runs when
+  the earliest session expires, or every broker.heartbeat.interval.ms / 2. A pass that runs
+  much later than it was due means this controller itself stalled (SIGSTOP, a paused VM, a
+  GC): the brokers' silence was its own, so their sessions start again instead.
+- leader-rebalance: every leader.imbalance.check.interval.seconds when
+  auto.leader.rebalance.enable (Kafka's), preferred leader elections.
+
+The HTTP classes (`quorum.broker_rpc`, `quorum.controller_server`) only decode, call this and
+encode. `run_due(now_ms)` runs what is due at `now_ms`, so tests drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from common.errors import ErrorCode
+from metadata.image import MetadataImage
+from metadata.partition_change import Election
+from quorum import admin_api as api
+from quorum.active_controller import ActiveController
+from quorum.admin_api import ApiSettings
+from quorum.broker_control import fence_broker
+from quorum.controller_result import ControllerResult
+from quorum.heartbeat_manager import BrokerHeartbeatManager
+from quorum.log_state import AppendOutcome, OutcomeKind
+from quorum.replication_control import elect_leaders
+from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
+
+if TYPE_CHECKING:
+    from quorum.active_controller import QuorumLog
+
+logger = logging.getLogger(__name__)
+
+MAX_TIMER_SLEEP_MS: Final = 1000  # the run loop looks at the heap at least this often
+PeriodicTask = Callable[[int], Awaitable[int | None]]  # (now_ms) -> next due ms, or None: done
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class NotCommittedError(Exception):
+    """A decision's records were appended but not committed: FENCED, REJECTED or UNKNOWN."""
+
+    def __init__(self, outcome: AppendOutcome) -> None:
+        partial = f" (offsets {outcome.first_offset}..{outcome.last_offset} did commit)" \
+            if outcome.first_offset is not None else ""
+        super().__init__(f"the records were {outcome.kind.value}: {outcome.reason}{partial}")
+        self.outcome = outcome
+        self.unknown = outcome.kind is OutcomeKind.UNKNOWN
+        # FENCED/REJECTED before any chunk committed: safe to send again (to the active controller)
+        self.applied_nothing = not self.unknown and outcome.first_offset is None
+
+
+async def decide_result(controller: ActiveController, fn: Callable[[MetadataImage], ControllerResult[Any]],
+                        timeout_s: float) -> tuple[Any, AppendOutcome | None]:
+    """Run a rule through `controller.decide`: (its response, the committed outcome or None).
+
+    Records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records)
+    commit atomically. A longer list of a result that is not `atomic` (a topic with many
+    partitions, fencing a broker that leads hundreds) is appended chunk by chunk, in order, and
+    a failover can stop it between two chunks: NotCommittedError then says which offsets did
+    commit. Raises what `decide` raises (nothing appended) and the rule's own ControllerApiError.
+    """
+    responses: list[Any] = []
+
+    def decision(image: MetadataImage) -> ControllerResult[Any]:
+        result = fn(image)
+        responses.append(result.response)
+        return result  # its `atomic` decides how the records are appended
+
+    outcome = await controller.decide(decision, timeout_s)
+    if outcome is not None and not outcome.committed:
+        raise NotCommittedError(outcome)
+    return responses[-1], outcome
+
+
+class ControllerRuntime:
+    """Decisions, soft state and timers of one controller while it is active (see the module doc)."""
+
+    def __init__(self, log: QuorumLog, controller: ActiveController, settings: ApiSettings, *,
+                 clock: Callable[[], int] = monotonic_ms) -> None:
+        self._log, self._controller, self._settings, self._clock = log, controller, settings, clock
+        self._sessions = BrokerHeartbeatManager(settings.session_timeout_ms)
+        self._sessions_epoch: int | None = None
+        # broker id -> the broker epoch an operator asked to shut down (POST /v1/brokers/{id}/shutdown);
+        # soft state of this active epoch, like the sessions; at most one entry per registered broker
+        self._shutdown_requests: dict[int, int] = {}
+        self._timers: list[tuple[int, int, str]] = []  # (due_ms, seq, name): a heap
+        self._tasks: dict[str, PeriodicTask] = {}
+        self._seq = 0
+        self._wake = asyncio.Event()
+        self._fence_period_ms = max(1, settings.heartbeat_interval_ms // 2)
+        self._stall_ms = max(settings.heartbeat_interval_ms, settings.session_timeout_ms // 4)
+        now = clock()
+        self.schedule("fence-expired-brokers", now + self._fence_period_ms, self._fence_expired)
+        if settings.leader_imbalance_check_interval_s > 0:
+            self.schedule("leader-rebalance", now + self._rebalance_period_ms(), self._balance_leaders)
+
+    # -- decisions and sessions ---------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._controller.is_active
+
+    async def decide(self, fn: Callable[[MetadataImage], ControllerResult[Any]],
+                     timeout_s: float = api.WRITE_TIMEOUT) -> tuple[Any, AppendOutcome | None]:
+        return await decide_result(self._controller, fn, timeout_s)
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def sessions(self) -> BrokerHeartbeatManager:
+        """This epoch's sessions; a controller that (re)becomes active starts them afresh."""
+        epoch = self._controller.epoch
+        if epoch != self._sessions_epoch:
+            self._sessions_epoch = epoch
+            self._sessions = BrokerHeartbeatManager(self._settings.session_timeout_ms)
+            self._shutdown_requests = {}
+            if epoch is not None:
+                self._sessions.begin_sessions(self._log.image(), self._clock())
+        return self._sessions
+
+    def heartbeat_ages(self) -> dict[int, int]:
+        """Milliseconds since each broker's last heartbeat; empty unless active."""
+        return self.sessions().ages(self._clock()) if self._controller.is_active else {}
+
+    def touch_on_arrival(self, broker_id: int, broker_epoch: int, metadata_offset: int) -> None:
+        """A heartbeat from a registered incarnation renews its session when it arrives, not when
+        its turn in the decision queue comes (Kafka's BrokerHeartbeatTracker.updateContactTime):
+        a queue backed up behind a slow append must not get a live broker fenced."""
+        if not self._controller.is_active:
+            return
+        registration = self._log.image().broker(broker_id)
+        if registration is not None and registration.broker_epoch == broker_epoch:
+            self.sessions().touch(broker_id, self._clock(), metadata_offset)
+
+    def request_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        """An operator asks this incarnation of the broker to shut down (active controller only):
+        its next heartbeats answer shutdown_requested until it heartbeats want_shut_down."""
+        self.sessions()  # a new active epoch starts from no requests; this one belongs to it
+        self._shutdown_requests[broker_id] = broker_epoch
+        logger.info("Operator requested the controlled shutdown of broker %d (broker epoch %d); "
+                    "telling it on its next heartbeat", broker_id, broker_epoch)
+
+    def shutdown_requested(self, broker_id: int, broker_epoch: int, want_shut_down: bool) -> bool:
+        """What a heartbeat reply says about an operator's request; forgets one obeyed or stale."""
+        requested = self._shutdown_requests.get(broker_id)
+        if requested is None:
+            return False
+        outcome = shutdown_request_outcome(requested_epoch=requested, broker_epoch=broker_epoch,
+                                           want_shutdown=want_shut_down)
+        if not outcome.shutdown_requested:
+            del self._shutdown_requests[broker_id]
+            reason = ("it began its controlled shutdown" if outcome is ShutdownRequestOutcome.OBEYED
+                      else f"it runs as broker epoch {broker_epoch} now")
+            logger.info("Shutdown request for broker %d (broker epoch %d) is done: %s", broker_id, requested, reason)
+        return outcome.shutdown_requested
+
+    # -- the timer heap ---------------------------------------------------------------------------
+
+    def schedule(self, name: str, due_ms: int, task: PeriodicTask) -> None:
+        """Run `task(now_ms)` at `due_ms`; it returns when to run next (None: never again)."""
+        self._tasks[name] = task
+        self._seq += 1
+        heapq.heappush(self._timers, (due_ms, self._seq, name))
+        self._wake.set()
+
+    def next_due_ms(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    async def run_due(self, now_ms: int) -> None:
+        """Run every task due at `now_ms`, earliest first, and put each back at its next time."""
+        while self._timers and self._timers[0][0] <= now_ms:  # bounded: each task once per call
+            due, _, name = heapq.heappop(self._timers)
+            task = self._tasks[name]
+            try:
+                following = await task(due)
+            except Exception:  # a bug in a periodic task: say so, keep the others running
+                logger.exception("Controller task %s failed; it runs again in a period", name)
+                following = self._clock() + self._fence_period_ms
+            if following is not None:
+                self.schedule(name, max(following, now_ms + 1), task)
+
+    async def run(self) -> None:
+        """Sleep until the earliest timer, run what is due; until cancelled."""
+        while True:  # the controller's lifetime
+            due = self.next_due_ms()
+            delay_ms = MAX_TIMER_SLEEP_MS if due is None else min(MAX_TIMER_SLEEP_MS, max(0, due - self._clock()))
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(delay_ms / 1000):
+                    await self._wake.wait()  # a new timer may be earlier
+            except TimeoutError:
+                pass
+            await self.run_due(self._clock())
+
+    # -- the periodic tasks -----------------------------------------------------------------------
+
+    async def _fence_expired(self, due_ms: int) -> int:
+        """At most one expired broker per pass; the next pass at the earliest expiry or a period."""
+        now = self._clock()
+        if not self._controller.is_active:
+            return now + self._fence_period_ms
+        sessions = self.sessions()
+        if now - due_ms > self._stall_ms:
+            # This controller did not run and may be deposed without knowing it yet: the
+            # brokers' silence was its own. Judge from now on.
+            logger.warning("Controller %d was stalled for %d ms; broker sessions start again now",
+                           self._settings.node_id, now - due_ms)
+            sessions.restart_sessions(self._log.image(), now)
+            return now + self._fence_period_ms
+        broker_id = sessions.next_expired(now, self._log.image())
+        if broker_id is not None and not await self._fence(broker_id, sessions):
+            return self._clock() + self._fence_period_ms  # not at once: a fast failure would spin
+        expiry = sessions.next_expiry_ms(self._log.image())
+        following = self._clock() + self._fence_period_ms
+        return following if expiry is None else min(following, max(expiry, self._clock() + 1))
+
+    async def _fence(self, broker_id: int, sessions: BrokerHeartbeatManager) -> bool:
+        def fence(image: MetadataImage) -> ControllerResult[None]:
+            registration = image.broker(broker_id)
+            if registration is None or registration.fenced or sessions.has_valid_session(broker_id, self._clock()):
+                return ControllerResult((), None)  # it heartbeated, or is gone, meanwhile
+            age = self._clock() - (sessions.last_contact_ms(broker_id) or 0)
+            return fence_broker(image, broker_id, reason=f"no heartbeat for {age} ms, session timeout "
+                                                         f"{self._settings.session_timeout_ms} ms")
+        try:
+            await self.decide(fence, api.FENCE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            logger.warning("Could not fence broker %d: %s", broker_id, exc)
+            return False
+        return True
+
+    def _rebalance_period_ms(self) -> int:
+        return round(self._settings.leader_imbalance_check_interval_s * 1000)
+
+    async def _balance_leaders(self, due_ms: int) -> int:
+        """Preferred leader elections for partitions whose preferred replica is back in the ISR and
+        active (Kafka's auto.leader.rebalance.enable; KRaft ignores the imbalance percentage too)."""
+        following = self._clock() + self._rebalance_period_ms()
+        if not self._controller.is_active:
+            return following
+        try:
+            results, _ = await self.decide(
+                lambda image: elect_leaders(image, election=Election.PREFERRED, partitions=None))
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            logger.warning("Preferred leader election failed: %s", exc)
+            return following
+        moved = sorted(f"{t}-{p}" for (t, p), code in results.items() if code is ErrorCode.NONE)
+        if moved:
+            logger.info("Moved leadership back to the preferred replica of %d partition(s): %s",
+                        len(moved), ", ".join(moved[:20]) + (" ..." if len(moved) > 20 else ""))
+        return following
