@@ -179,7 +179,7 @@ class ControllerClient:
             rpc.decode_status(reply)  # every reply carries the envelope; the caller decodes the rest
         except RpcDecodeError as exc:
             raise ValueError(f"{address} answered {name} with HTTP {status}: {exc}: {reply!r:.100}") from None
-        return reply  # type: ignore[no-any-return]
+        return reply
 
     async def call(self, name: str, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.

@@ -323,7 +323,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             client, replicas.apply_changes)
         handler = build_handler(broker_id, replicas, follower, advertised, client, config)
         fetchers = ReplicaFetcherManager(replicas, fetcher_settings(broker_id, advertised.name, config),
-                                         image=lambda: follower.state.image)  # type: ignore[union-attr]
+                                         image=lambda: follower.state.image)
         replicas.fetchers = fetchers
         # Clients are answered only once the image is the controllers' (Kafka enables request
         # processing only after catching up): before that, Metadata would come from an empty or
@@ -332,7 +332,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         # _serve_when_published, started with the follower below.
         if settings.metrics_address is not None:
             def render() -> str:
-                return (render_metrics(server.metrics, replicas.replication_gauges())  # type: ignore[union-attr]
+                return (render_metrics(server.metrics, replicas.replication_gauges())
                         + handler.context.groups.prometheus(METRICS_PREFIX)
                         + "".join(f"{line}\n" for line in render_cleaner_metrics(cleaners.stats, METRICS_PREFIX)))
             metrics_runner = await start_metrics(settings.metrics_address, render)

@@ -86,7 +86,7 @@ class Run:
         raise OSError("no controller answered")
 
     def partitions(self) -> list[dict[str, Any]]:
-        return self.admin(f"/v1/topics/{TOPIC}")["partitions"]  # type: ignore[no-any-return]
+        return self.admin(f"/v1/topics/{TOPIC}")["partitions"]
 
     def healed(self) -> bool:
         brokers = {b["broker_id"]: b for b in self.admin("/v1/brokers")}

@@ -144,9 +144,10 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.
         position = dict.fromkeys(range(partitions), 0)
         while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
             for message in consumer.consume(1000, 0.5):
-                if message.error() is None:
-                    out.append((message.partition(), message.offset(), message.value()))
-                    position[message.partition()] = message.offset() + 1
+                partition, offset, value = message.partition(), message.offset(), message.value()
+                if message.error() is None and partition is not None and offset is not None:
+                    out.append((partition, offset, value if value is not None else b""))
+                    position[partition] = offset + 1
         if any(position[p] < ends[p] for p in ends):
             raise TimeoutError(f"read up to {position} in {timeout_s} s, expected {ends}")
         return out

@@ -408,4 +408,4 @@ def decode_reply(kind: type[M], body: Any) -> tuple[RpcStatus, M | None]:
     status = decode_status(body)
     if status.error_code != 0:
         return status, None
-    return status, _REPLY_DECODERS[kind](body)  # type: ignore[no-any-return]
+    return status, _REPLY_DECODERS[kind](body)

@@ -215,7 +215,7 @@ class BrokerRpc:
             return ControllerResult(records, rpc.AlterPartitionReply(tuple(topics)))
 
         reply, _ = await self._decide(decide)
-        return reply  # type: ignore[no-any-return]
+        return reply
 
     async def _fetch(self, req: rpc.MetadataFetchRequest) -> rpc.MetadataFetchReply:
         """Committed records from `offset`: every controller answers, from its own committed log."""

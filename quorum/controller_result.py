@@ -16,6 +16,7 @@ Every rule is meant to run inside `ActiveController.decide(fn(image) -> records)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -36,7 +37,7 @@ class ControllerResult(Generic[R]):
     two chunks, each of which leaves the image consistent on its own.
     """
 
-    records: tuple[Record, ...]
+    records: Sequence[Record]  # kept as a tuple: rules may hand over a list
     response: R
     atomic: bool = False
 
