@@ -62,7 +62,7 @@ class ControllerClient:
 
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
                  max_attempts: int = MAX_ATTEMPTS, initial_backoff: float = INITIAL_BACKOFF,
-                 max_backoff: float = MAX_BACKOFF) -> None:
+                 max_backoff: float = MAX_BACKOFF, local_host: str | None = None) -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)
@@ -70,6 +70,12 @@ class ControllerClient:
         self._request_timeout, self._max_attempts = request_timeout, max_attempts
         self._initial_backoff, self._max_backoff = initial_backoff, max_backoff
         self._session: aiohttp.ClientSession | None = None
+        # the broker's own address: its RPCs leave from it, so chaos can cut this broker's links
+        self.local_addr = (local_host, 0) if local_host not in (None, "", "0.0.0.0", "::") else None
+
+    def new_connector(self, limit: int = MAX_CONNECTIONS) -> aiohttp.TCPConnector:
+        """A connector whose connections leave from the broker's own address (when it has one)."""
+        return aiohttp.TCPConnector(limit=limit, local_addr=self.local_addr)
 
     @property
     def target(self) -> str:
@@ -90,7 +96,7 @@ class ControllerClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS))
+            self._session = aiohttp.ClientSession(connector=self.new_connector())
         return self._session
 
     def _rotate(self, away_from: str) -> None:
