@@ -1,0 +1,155 @@
+"""Network faults with an iptables chain of the harness's own, and tc netem on chosen pairs.
+
+    with Firewall.open() as firewall:            # creates chain TIDELOG-CHAOS, jumps to it from OUTPUT
+        handle = firewall.drop(matches)          # matches from chaos.nemeses.links
+        firewall.remove(handle)
+    # leaving the block deletes every rule, the jump and the chain; so does `tidelog chaos clean`
+
+Loopback packets pass OUTPUT once, so one DROP rule there cuts a link. Rules never leave
+the chain: removing our chain removes every trace. Slow links: a `prio` root qdisc on lo
+whose default band passes everything untouched, a netem child on one band, and u32
+filters that send only the chosen pairs' packets there; removing that root qdisc (tagged
+by its handle) restores lo. Without root or the tools, `available()` says why, and the
+engine skips those faults with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Final
+
+from chaos.nemeses.links import CHAIN, PacketMatch
+
+log = logging.getLogger(__name__)
+
+COMMAND_TIMEOUT_S: Final = 10.0
+QDISC_HANDLE: Final = "7c1d:"  # our root qdisc on lo; nothing else on the machine uses it
+NETEM_BAND: Final = "7c1d:1"
+IPTABLES_LOCK_WAIT_S: Final = "5"
+
+
+def _run(args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run(["iptables", "-w", IPTABLES_LOCK_WAIT_S, *args], check=check)
+
+
+def iptables_missing() -> str | None:
+    """Why iptables faults cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "network partitions need root (iptables); skipped"
+    if shutil.which("iptables") is None:
+        return "network partitions need iptables (apt-get install iptables); skipped"
+    return None
+
+
+def tc_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "slow links need root (tc netem); skipped"
+    if shutil.which("tc") is None:
+        return "slow links need tc (apt-get install iproute2); skipped"
+    return None
+
+
+def clean() -> list[str]:
+    """Remove every trace of the harness (a crashed run's leftovers); what was removed."""
+    removed: list[str] = []
+    if iptables_missing() is None:
+        while _iptables("-D", "OUTPUT", "-j", CHAIN, check=False).returncode == 0:  # at most a few jumps
+            removed.append(f"OUTPUT -j {CHAIN}")
+        if _iptables("-F", CHAIN, check=False).returncode == 0:
+            _iptables("-X", CHAIN, check=False)
+            removed.append(f"chain {CHAIN}")
+    if tc_missing() is None and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+        _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
+        removed.append("qdisc on lo")
+    for what in removed:
+        log.info("chaos clean: removed %s", what)
+    return removed
+
+
+def leftovers() -> list[str]:
+    """What of the harness is still installed (empty after a clean end)."""
+    found: list[str] = []
+    if iptables_missing() is None and _iptables("-S", CHAIN, check=False).returncode == 0:
+        found.append(f"iptables chain {CHAIN}")
+    if tc_missing() is None and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+        found.append(f"qdisc {QDISC_HANDLE} on lo")
+    return found
+
+
+class Firewall:
+    """The harness's chain; each fault adds DROP rules and removes exactly those at its heal."""
+
+    def __init__(self) -> None:
+        self._rules: dict[int, list[PacketMatch]] = {}
+        self._netem: dict[int, tuple[list[PacketMatch], list[str]]] = {}
+        self._next = 0
+        self._qdisc = False
+
+    @classmethod
+    def open(cls) -> Firewall:
+        clean()  # a crashed run's chain would otherwise keep cutting links
+        if iptables_missing() is None:
+            _iptables("-N", CHAIN)
+            _iptables("-I", "OUTPUT", "1", "-j", CHAIN)
+            log.info("chaos: iptables chain %s created", CHAIN)
+        return cls()
+
+    def drop(self, matches: Sequence[PacketMatch]) -> int:
+        self._next += 1
+        self._rules[self._next] = list(matches)
+        for m in matches:
+            _iptables("-A", CHAIN, *m.iptables_args(), "-j", "DROP")
+        return self._next
+
+    def remove(self, handle: int) -> None:
+        for m in self._rules.pop(handle, []):
+            _iptables("-D", CHAIN, *m.iptables_args(), "-j", "DROP", check=False)
+
+    def netem(self, matches: Sequence[PacketMatch], netem_args: Sequence[str]) -> int:
+        """Delay/lose the matched packets only (one netem at a time: the band is shared)."""
+        if not self._qdisc:
+            # bands 1-3; priomap sends all ordinary traffic to band 3 (7c1d:3), untouched
+            _run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", QDISC_HANDLE, "prio", "bands", "3",
+                  "priomap", *["2"] * 16])
+            self._qdisc = True
+        else:
+            _run(["tc", "qdisc", "del", "dev", "lo", "parent", NETEM_BAND], check=False)
+        _run(["tc", "qdisc", "add", "dev", "lo", "parent", NETEM_BAND, "handle", "7c1e:", "netem", *netem_args])
+        for m in matches:
+            _run(["tc", "filter", "add", "dev", "lo", "parent", QDISC_HANDLE, "protocol", "ip", "prio", "1",
+                  "u32", *m.u32_args(), "flowid", NETEM_BAND])
+        self._next += 1
+        self._netem[self._next] = (list(matches), list(netem_args))
+        return self._next
+
+    def remove_netem(self, handle: int) -> None:
+        self._netem.pop(handle, None)
+        if self._qdisc:  # filters cannot be deleted one by one without their handles: drop the root
+            _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
+            self._qdisc = False
+
+    def close(self) -> None:
+        for handle in sorted(self._rules):
+            self.remove(handle)
+        for handle in sorted(self._netem):
+            self.remove_netem(handle)
+        clean()
+
+    def __enter__(self) -> Firewall:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
