@@ -74,7 +74,8 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
         unclean_at[u.partition] = min(u.t, unclean_at.get(u.partition, u.t))
     expected, explained = check_expected_loss(events)
     non_monotonic, skipped = check_read_order(events, unclean_at=unclean_at)
-    return [workload_counts(events), check_lost(events, explained=explained), expected, check_unseen(events),
+    return [workload_counts(events), check_lost(events, explained=explained), expected,
+            check_unseen(events, explained=explained),
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events)]

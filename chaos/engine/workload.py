@@ -47,8 +47,9 @@ class Producers:
                                   "message.timeout.ms": spec.message_timeout_ms, "logger": CLIENT_LOG}
         if spec.acks is Acks.LEADER:
             config["max.in.flight.requests.per.connection"] = 1
+        self._config = config
         self._producer = Producer(config)
-        self.sent = self.acked = 0
+        self.sent = self.acked = self.incarnations = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
 
@@ -69,6 +70,8 @@ class Producers:
                                 error=error.name())
 
     def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
         interval = 1.0 / self.spec.rate
         next_at = time.monotonic()
         while not self._stop.is_set():  # until stop(); one send per pass
@@ -77,13 +80,33 @@ class Producers:
             try:
                 self._producer.produce(self.spec.topic, value=value.encode(), partition=partition,
                                        on_delivery=self._on_delivery)
+                self.history.record("invoke", process="p0", value=value, partition=partition)
+                self.sent += 1
+                next_at += interval
+                self._producer.poll(max(0.0, next_at - time.monotonic()))
             except BufferError:
                 self._producer.poll(POLL_S)  # the local queue is full while the cluster recovers
-                continue
-            self.history.record("invoke", process="p0", value=value, partition=partition)
-            self.sent += 1
-            next_at += interval
-            self._producer.poll(max(0.0, next_at - time.monotonic()))
+            except KafkaException as exc:
+                if not exc.args[0].fatal():
+                    raise
+                self._replace(exc.args[0].name())
+
+    def _replace(self, error: str) -> None:
+        """A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER when an unclean leader lacks
+        the producer's sequence state) kills the producer: Kafka's answer is a new producer id. The
+        old one's outstanding sends are reported (as unknown: `info`) by the purge and flush."""
+        from confluent_kafka import Producer
+
+        self.history.record("note", what="producer-fatal", error=error, incarnation=self.incarnations)
+        print(f"  producer fatal error {error}: starting a new producer (new producer id)", flush=True)
+        old = self._producer
+        try:
+            old.purge()
+        except Exception:  # noqa: BLE001 - a fatal producer may refuse; the flush below still reports
+            pass
+        old.flush(POLL_S)
+        self.incarnations += 1
+        self._producer = Producer(self._config)
 
     def stop(self) -> int:
         """Stop sending and wait (bounded) for every outstanding outcome; how many are left."""
