@@ -129,18 +129,21 @@ class ControllerClient:
             raise ValueError(f"{address} answered {name} with HTTP {status} and no error_code: {reply!r:.100}")
         return reply
 
-    async def call(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def call(self, name: str, body: Mapping[str, Any], *,
+                   attempt_timeout: float | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.
 
         Returns the first reply that is not NOT_CONTROLLER (its error_code may be non-zero);
-        raises ControllerUnavailableError after `max_attempts`.
+        raises ControllerUnavailableError after `max_attempts`. `attempt_timeout` (default: the
+        client's request timeout) bounds each attempt: a controller that silently drops packets
+        (cut off, or SIGSTOPped) costs one attempt that long before the next is tried.
         """
         backoff = self._initial_backoff
         tried: list[str] = []
         for attempt in range(self._max_attempts):  # bounded: max_attempts
             address = self._target
             try:
-                reply = await self.post(address, name, body, self._request_timeout)
+                reply = await self.post(address, name, body, attempt_timeout or self._request_timeout)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 tried.append(f"{address}: {type(exc).__name__} {exc}".rstrip())
                 self._rotate(address)
@@ -165,9 +168,9 @@ class ControllerClient:
         """broker-registration on the active controller (the reply; error_code may be non-zero)."""
         return await self.call("broker-registration", body)
 
-    async def heartbeat(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def heartbeat(self, body: Mapping[str, Any], *, attempt_timeout: float | None = None) -> dict[str, Any]:
         """broker-heartbeat on the active controller (the reply; error_code may be non-zero)."""
-        return await self.call("broker-heartbeat", body)
+        return await self.call("broker-heartbeat", body, attempt_timeout=attempt_timeout)
 
     async def fetch_metadata(self, from_offset: int, max_wait_ms: int, *, broker_id: int = -1,
                              max_records: int | None = None) -> dict[str, Any]:

@@ -79,6 +79,8 @@ OFFSET_FILE_VERSION: Final = 0
 MAX_SNAPSHOT_FILE_BYTES: Final = 1024 * 1024 * 1024  # refuse to load more than this from disk
 FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
+# a heartbeat attempt waits at most session / this for one controller before trying the next
+HEARTBEAT_ATTEMPTS_PER_SESSION: Final = 3
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
@@ -347,7 +349,11 @@ class MetadataFollower:
             body = state.heartbeat_request(self._clock(), want_fence=flags.want_fence,
                                            want_shut_down=flags.want_shutdown)
             try:
-                reply = await self.client.heartbeat(body)
+                # Each attempt is bounded well inside the session: a cut-off or paused controller
+                # must not hold our heartbeat past broker.session.timeout.ms while another one,
+                # just elected, fences us (found by chaos: quorum-partition fenced every broker).
+                reply = await self.client.heartbeat(
+                    body, attempt_timeout=self.settings.session_timeout_ms / 1000 / HEARTBEAT_ATTEMPTS_PER_SESSION)
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: heartbeat failed: %s", broker, exc)
                 self._heartbeat_failed()

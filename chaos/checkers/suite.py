@@ -57,6 +57,18 @@ def check_isr_changes(events: Sequence[Event]) -> CheckResult:
                        "again", examples(lines), {"shrunk": len(shrunk), "expanded": len(expanded)})
 
 
+def check_offline(events: Sequence[Event]) -> CheckResult:
+    """Samples in which a partition had no leader (offline), per partition first and last seen."""
+    seen: dict[int, list[float]] = {}
+    for e in events:
+        if e["kind"] == "sample" and e.get("leader") == -1:
+            seen.setdefault(e["partition"], []).append(e["t"])
+    lines = [f"partition {p}: offline in {len(ts)} samples from t={ts[0]:.2f} to t={ts[-1]:.2f} s"
+             for p, ts in sorted(seen.items())]
+    return CheckResult("offline", 0, f"{len(seen)} partitions seen offline", examples(lines),
+                       {"partitions": len(seen)})
+
+
 def workload_counts(events: Sequence[Event]) -> CheckResult:
     counts = {k: sum(1 for e in events if e["kind"] == k) for k in ("invoke", "ok", "fail", "info", "read",
                                                                       "final-read")}
@@ -78,7 +90,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_unseen(events, explained=explained),
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
-            check_isr_changes(events)]
+            check_isr_changes(events), check_offline(events)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +132,9 @@ def judge(results: Sequence[CheckResult], expect: Expectations) -> list[Verdict]
     if expect.isr_shrink_expand:
         isr = by_name["isr-changes"]
         verdicts.append(Verdict("an ISR shrinks, then expands again", int(isr.data["expanded"]) > 0, isr.summary))
+    if expect.stays_online:
+        offline = by_name["offline"]
+        verdicts.append(Verdict("every partition keeps a leader", offline.data["partitions"] == 0, offline.summary))
     acked = int(by_name["workload"].data.get("ok", 0))
     verdicts.append(Verdict(f"at least {expect.min_acked} writes acknowledged", acked >= expect.min_acked,
                             by_name["workload"].summary))

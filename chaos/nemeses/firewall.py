@@ -15,6 +15,7 @@ engine skips those faults with one line.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -31,6 +32,8 @@ COMMAND_TIMEOUT_S: Final = 10.0
 QDISC_HANDLE: Final = "7c1d:"  # our root qdisc on lo; nothing else on the machine uses it
 NETEM_BAND: Final = "7c1d:1"
 IPTABLES_LOCK_WAIT_S: Final = "5"
+# bands 1-3; the priomap sends all ordinary traffic to band 3 (7c1d:3), untouched
+PRIO_ARGS: Final = ("prio", "bands", "3", "priomap", *["2"] * 16)
 
 
 def _run(args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -53,11 +56,24 @@ def iptables_missing() -> str | None:
     return None
 
 
+@functools.cache
 def tc_missing() -> str | None:
+    """Why netem faults cannot run here, or None (probed once: the kernel may lack the qdiscs)."""
     if os.geteuid() != 0:
         return "slow links need root (tc netem); skipped"
     if shutil.which("tc") is None:
         return "slow links need tc (apt-get install iproute2); skipped"
+    if QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+        return None  # ours, installed: the kernel has them
+    # the probe's netem delays nothing (0 ms) and no filter sends packets to it; removed at once
+    added = _run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", QDISC_HANDLE, *PRIO_ARGS], check=False)
+    if added.returncode == 0:
+        added = _run(["tc", "qdisc", "add", "dev", "lo", "parent", NETEM_BAND, "handle", "7c1e:", "netem", "delay",
+                      "0ms"], check=False)
+        _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
+    if added.returncode != 0:
+        return (f"slow links need the kernel's prio and netem qdiscs (sch_prio, sch_netem): "
+                f"{added.stderr.strip()}; skipped")
     return None
 
 
@@ -70,7 +86,7 @@ def clean() -> list[str]:
         if _iptables("-F", CHAIN, check=False).returncode == 0:
             _iptables("-X", CHAIN, check=False)
             removed.append(f"chain {CHAIN}")
-    if tc_missing() is None and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+    if os.geteuid() == 0 and shutil.which("tc") and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
         _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
         removed.append("qdisc on lo")
     for what in removed:
@@ -83,7 +99,7 @@ def leftovers() -> list[str]:
     found: list[str] = []
     if iptables_missing() is None and _iptables("-S", CHAIN, check=False).returncode == 0:
         found.append(f"iptables chain {CHAIN}")
-    if tc_missing() is None and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+    if os.geteuid() == 0 and shutil.which("tc") and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
         found.append(f"qdisc {QDISC_HANDLE} on lo")
     return found
 
@@ -120,9 +136,7 @@ class Firewall:
     def netem(self, matches: Sequence[PacketMatch], netem_args: Sequence[str]) -> int:
         """Delay/lose the matched packets only (one netem at a time: the band is shared)."""
         if not self._qdisc:
-            # bands 1-3; priomap sends all ordinary traffic to band 3 (7c1d:3), untouched
-            _run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", QDISC_HANDLE, "prio", "bands", "3",
-                  "priomap", *["2"] * 16])
+            _run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", QDISC_HANDLE, *PRIO_ARGS])
             self._qdisc = True
         else:
             _run(["tc", "qdisc", "del", "dev", "lo", "parent", NETEM_BAND], check=False)
