@@ -26,7 +26,7 @@ class _BoundTcpConnection(TcpConnection):  # type: ignore[misc]  # pysyncobj has
 
     source_host: str | None = None
 
-    def setSockoptKeepalive(self) -> None:  # noqa: N802  (pysyncobj's name)
+    def setSockoptKeepalive(self) -> None:  # pysyncobj's name
         # name-mangled private attribute of pysyncobj 0.3.x: the socket connect() just created
         sock: socket.socket | None = getattr(self, "_TcpConnection__socket", None)
         if sock is not None and self.source_host and sock.getsockname()[1] == 0:
@@ -38,7 +38,7 @@ class _BoundTcpConnection(TcpConnection):  # type: ignore[misc]  # pysyncobj has
 class BoundTCPTransport(TCPTransport):  # type: ignore[misc]
     """TCPTransport whose outgoing connections leave from the host of `selfNode`."""
 
-    def addNode(self, node: Any) -> None:  # noqa: N802  (pysyncobj's name)
+    def addNode(self, node: Any) -> None:  # pysyncobj's name
         super().addNode(node)
         connection = self._connections.get(node)
         if connection is not None and type(connection) is TcpConnection:

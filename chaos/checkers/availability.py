@@ -8,6 +8,7 @@ workload's start to the first, or from the last to the workload's end) longer th
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -36,7 +37,7 @@ def gaps(events: Sequence[Event], min_gap_s: float = MIN_GAP_S) -> dict[int, lis
     for partition in partitions:
         start, end = span if span is not None else (0.0, max(e["t"] for e in events))
         marks = [start, *sorted(t for t in times[partition] if start <= t <= end), end]
-        out[partition] = [(a, b) for a, b in zip(marks, marks[1:]) if b - a > min_gap_s]
+        out[partition] = [(a, b) for a, b in itertools.pairwise(marks) if b - a > min_gap_s]
     return out
 
 

@@ -95,15 +95,15 @@ class Producers:
         """A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER when an unclean leader lacks
         the producer's sequence state) kills the producer: Kafka's answer is a new producer id. The
         old one's outstanding sends are reported (as unknown: `info`) by the purge and flush."""
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
 
         self.history.record("note", what="producer-fatal", error=error, incarnation=self.incarnations)
         print(f"  producer fatal error {error}: starting a new producer (new producer id)", flush=True)
         old = self._producer
         try:
             old.purge()
-        except Exception:  # noqa: BLE001 - a fatal producer may refuse; the flush below still reports
-            pass
+        except KafkaException as exc:  # a fatal producer may refuse; the flush below still reports
+            logging.getLogger(__name__).info("purge after a fatal error: %s", exc)
         old.flush(POLL_S)
         self.incarnations += 1
         self._producer = Producer(self._config)
@@ -138,7 +138,8 @@ class Consumers:
         try:
             consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             while not self._stop.is_set():  # until stop()
-                for message in consumer.consume(500, POLL_S):
+                messages: list[Any] = consumer.consume(500, POLL_S)  # the stubs say Optional everywhere
+                for message in messages:
                     if message.error() is not None:
                         self.history.record("note", what="consumer-error", consumer=name,
                                             error=message.error().name())
@@ -216,7 +217,8 @@ def final_read(bootstrap: str, topic: str, partitions: int, history: History, ti
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         position = dict.fromkeys(range(partitions), 0)
         while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
-            for message in consumer.consume(1000, 0.5):
+            messages: list[Any] = consumer.consume(1000, 0.5)
+            for message in messages:
                 if message.error() is None and message.offset() < ends[message.partition()]:
                     history.record("final-read", partition=message.partition(), offset=message.offset(),
                                    value=message.value().decode())

@@ -37,7 +37,7 @@ PRIO_ARGS: Final = ("prio", "bands", "3", "priomap", *["2"] * 16)
 
 
 def _run(args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    result = subprocess.run(list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
     if check and result.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
     return result

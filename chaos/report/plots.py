@@ -20,11 +20,11 @@ def leader_changes(events: Sequence[Event]) -> dict[int, list[tuple[float, int, 
     last: dict[int, int | None] = {}
     out: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
     for e in events:
-        if e["kind"] == "sample" and e.get("leader_epoch") is not None:
-            if last.get(e["partition"]) != e["leader_epoch"]:
-                if e["partition"] in last:
-                    out[e["partition"]].append((e["t"], e["leader"], e["leader_epoch"]))
-                last[e["partition"]] = e["leader_epoch"]
+        if e["kind"] != "sample" or e.get("leader_epoch") is None or last.get(e["partition"]) == e["leader_epoch"]:
+            continue
+        if e["partition"] in last:
+            out[e["partition"]].append((e["t"], e["leader"], e["leader_epoch"]))
+        last[e["partition"]] = e["leader_epoch"]
     return out
 
 

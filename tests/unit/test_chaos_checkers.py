@@ -127,7 +127,7 @@ def test_a_loss_no_unclean_election_explains_fails() -> None:
     # the election started at offset 2: the write at offset 1 is not explained by it
     election = dict(UNCLEAN, start_offset=2)
     events = [e if e is not UNCLEAN else election for e in UNCLEAN_LOSS]
-    expected, explained = check_expected_loss(events)
+    _, explained = check_expected_loss(events)
     assert explained == {"2"}
     assert check_lost(events, explained=explained).count == 1
     verdicts = judge(run_all(events), Expectations(lost=LossPolicy.EXPLAINED, allow=("inconsistent-offsets",)))
