@@ -56,6 +56,20 @@ def fault_windows(events: Sequence[Event]) -> list[tuple[float, float, str]]:
     return sorted(windows)
 
 
+def outage_per_fault(events: Sequence[Event], windows: dict[int, list[tuple[float, float]]]
+                     ) -> dict[str, float]:
+    """fault id -> the longest window without an acknowledged write (any partition) that began
+    during the fault, measured from the fault's start: the unavailability it caused."""
+    out: dict[str, float] = {}
+    for e in events:
+        if e["kind"] != "fault-start":
+            continue
+        end = next((f["t"] for f in events if f["kind"] == "fault-end" and f["id"] == e["id"]), float("inf"))
+        caused = [b - e["t"] for w in windows.values() for a, b in w if e["t"] - MIN_GAP_S <= a <= end]
+        out[e["id"]] = round(max(caused, default=0.0), 3)
+    return out
+
+
 def check_availability(events: Sequence[Event], min_gap_s: float = MIN_GAP_S) -> CheckResult:
     windows = gaps(events, min_gap_s)
     longest = {p: max((b - a for a, b in w), default=0.0) for p, w in windows.items()}
@@ -65,4 +79,5 @@ def check_availability(events: Sequence[Event], min_gap_s: float = MIN_GAP_S) ->
     return CheckResult("availability", 0, f"longest window without an acknowledged write: {worst:.2f} s "
                        f"({len(lines)} windows over {min_gap_s:.1f} s)", examples(lines),
                        {"longest_s": {str(p): round(v, 3) for p, v in longest.items()}, "worst_s": round(worst, 3),
-                        "windows": {str(p): w for p, w in windows.items()}})
+                        "windows": {str(p): w for p, w in windows.items()},
+                        "per_fault_s": outage_per_fault(events, windows)})

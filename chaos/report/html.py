@@ -26,16 +26,17 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}.
 .bad{background:#fce8e6}pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}"""
 
 
-def _faults_table(events: Sequence[Event]) -> str:
+def _faults_table(events: Sequence[Event], outage: dict[str, float]) -> str:
     ends = {e["id"]: e["t"] for e in events if e["kind"] == "fault-end"}
     rows = [f"<tr><td>{html.escape(e['id'])}</td><td>{e['t']:.2f}</td><td>{ends.get(e['id'], float('nan')):.2f}"
-            f"</td><td>{html.escape(e['description'])}</td><td>{e['targets']}</td><td>{e.get('peers', [])}</td></tr>"
+            f"</td><td>{html.escape(e['description'])}</td><td>{e['targets']}</td><td>{e.get('peers', [])}</td>"
+            f"<td>{outage.get(e['id'], 0.0):.2f}</td></tr>"
             for e in events if e["kind"] == "fault-start"]
     rows += [f"<tr class='bad'><td>{html.escape(e['id'])}</td><td>{e['t']:.2f}</td><td>skipped</td>"
-             f"<td>{html.escape(e['description'])}</td><td colspan=2>{html.escape(e['why'])}</td></tr>"
+             f"<td>{html.escape(e['description'])}</td><td colspan=3>{html.escape(e['why'])}</td></tr>"
              for e in events if e["kind"] == "skip"]
     return ("<table id='faults'><tr><th>fault</th><th>start s</th><th>heal s</th><th>what</th><th>nodes</th>"
-            "<th>cut from</th></tr>" + "".join(rows) + "</table>")
+            "<th>cut from</th><th>writes stopped for (s)</th></tr>" + "".join(rows) + "</table>")
 
 
 def render(events: Sequence[Event], scenario: Scenario, results: Sequence[CheckResult],
@@ -48,6 +49,8 @@ def render(events: Sequence[Event], scenario: Scenario, results: Sequence[CheckR
     checker_rows = "".join(
         f"<tr><td>{html.escape(r.name)}</td><td>{r.count}</td><td>{html.escape(r.summary)}</td>"
         f"<td>{'<br>'.join(html.escape(x) for x in r.examples)}</td></tr>" for r in results)
+    availability = next((r for r in results if r.name == "availability"), None)
+    outage = {} if availability is None else dict(availability.data.get("per_fault_s", {}))
     seed = next((e.get("seed") for e in events if e.get("what") == "scenario"), None)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>chaos: {html.escape(scenario.name)}</title>
 <style>{STYLE}</style></head><body>
@@ -58,7 +61,7 @@ def render(events: Sequence[Event], scenario: Scenario, results: Sequence[CheckR
  src="data:image/png;base64,{png}">
 <h2>Checkers</h2><table id="checkers"><tr><th>checker</th><th>count</th><th>summary</th><th>examples</th></tr>
 {checker_rows}</table>
-<h2>Faults</h2>{_faults_table(events)}
+<h2>Faults</h2>{_faults_table(events, outage)}
 <h2>Scenario</h2><pre>{html.escape(scenario.text)}</pre>
 </body></html>"""
 

@@ -155,6 +155,7 @@ def test_availability_windows_and_fault_windows() -> None:
     assert result.data["worst_s"] == pytest.approx(4.99, abs=0.01)
     assert result.data["windows"]["0"] == [(0.0, 1.01), (1.01, 6.01), (6.01, 10.0)]
     assert fault_windows(events) == [(2.0, 4.0, "kill leader:chaos:0")]
+    assert result.data["per_fault_s"] == {"f1": 4.01}  # the outage that began in f1 ended at t=6.01
     failed = [v.expectation for v in judge(run_all(events), Expectations(max_unavailable_s=3.0)) if not v.ok]
     assert failed == ["every partition writable again within 3 s"]
 
