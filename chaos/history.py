@@ -11,7 +11,8 @@ lines harvested from the nodes' logs (wall clock) can be placed on the same axis
 (Jepsen's names for operations): invoke / ok / fail / info (a send whose outcome is
 unknown), read (one record polled), final-read (the catch-up read after the last heal),
 sample (a partition's leader, ISR, epoch, high watermark from the admin API),
-fault-start / fault-end, skip (a fault the harness could not apply, with why),
+fault-start / fault-end, skip (a fault the harness could not apply, with why), admin-invoke / admin-ok /
+admin-fail / admin-info / admin-final (topic creations and what exists of them at the end),
 election / truncation (harvested from node logs), phase, note.
 """
 
@@ -28,6 +29,7 @@ from typing import Any, Final, TextIO
 KINDS: Final = frozenset({
     "header", "invoke", "ok", "fail", "info", "read", "final-read", "sample", "fault-start",
     "fault-end", "skip", "election", "truncation", "phase", "note", "divergence",
+    "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
 })
 Event = dict[str, Any]
 

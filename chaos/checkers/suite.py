@@ -19,12 +19,14 @@ from chaos.checkers.queue import (
 )
 from chaos.checkers.reads import check_read_order
 from chaos.checkers.result import CheckResult, examples
+from chaos.checkers.topics import check_topic_creations
 from chaos.checkers.unclean import check_expected_loss, unclean_elections
 from chaos.history import Event
 from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
-             "divergence")
+             "divergence", "topic-creations")
+CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
 def check_divergence(events: Sequence[Event]) -> CheckResult:
@@ -90,7 +92,8 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_unseen(events, explained=explained),
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
-            check_isr_changes(events), check_offline(events)]
+            check_isr_changes(events), check_offline(events),
+            check_topic_creations(events, partitions=CREATED_PARTITIONS)]
 
 
 @dataclass(frozen=True, slots=True)

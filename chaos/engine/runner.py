@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from chaos.checkers.result import CheckResult
 from chaos.checkers.suite import Verdict
+from chaos.engine.admin_workload import TopicCreations, final_topics
 from chaos.engine.faults import ActiveFault, FaultApplier
 from chaos.engine.harvest import parse_node_log
 from chaos.engine.targets import ClusterView
@@ -200,10 +201,14 @@ class ScenarioRun:
             producers = Producers(bootstrap, scenario.workload, partitions, history)
             consumers = Consumers(bootstrap, topic, partitions, scenario.workload.consumers, history)
             sampler = Sampler(view, bootstrap, topic, partitions, scenario.workload.sample_interval_s, history)
+            creations = None if scenario.workload.create_topics_every_s is None else TopicCreations(
+                view, history, prefix=f"{topic}-new", partitions=1,
+                replication_factor=min(3, len(cluster.brokers)), interval_s=scenario.workload.create_topics_every_s)
             history.record("phase", name="workload")
             print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)
-            for part in (producers, consumers, sampler):
-                part.start()
+            for part in (producers, consumers, sampler, creations):
+                if part is not None:
+                    part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
             try:
                 self.faults(applier, producers)
@@ -215,9 +220,13 @@ class ScenarioRun:
             finally:
                 left = producers.stop()
                 sampler.stop()
+                if creations is not None:
+                    creations.stop()
             history.record("phase", name="catch-up")
             print(f"phase catch-up: {producers.acked} of {producers.sent} writes acknowledged, {left} unresolved",
                   flush=True)
+            if ok and creations is not None:
+                final_topics(view, history, creations.names, min(3, len(cluster.brokers)))
             if not (ok and final_read(bootstrap, topic, partitions, history)):
                 history.record("note", what="final-read-incomplete")
             consumers.stop()

@@ -106,6 +106,7 @@ class WorkloadSpec:
     consumers: int = 1            # consumers by assignment, each recording every poll
     sample_interval_s: float = 0.25
     message_timeout_ms: int = 30_000
+    create_topics_every_s: float | None = None  # also create topics (1 partition each) this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +220,7 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
     workload = WorkloadSpec(str(w.get("topic", topics[0].name)), _enum(Acks, w.get("acks", "all"), "workload.acks"),
                             bool(w.get("idempotence", True)), float(w.get("rate", 200.0)),
                             int(w.get("consumers", 1)), float(w.get("sample_interval_s", 0.25)),
-                            int(w.get("message_timeout_ms", 30_000)))
+                            int(w.get("message_timeout_ms", 30_000)), w.get("create_topics_every_s"))
     if workload.topic not in {t.name for t in topics}:
         raise ScenarioError(f"workload.topic: {workload.topic!r} is not one of the scenario's topics")
     if workload.acks is Acks.LEADER and workload.idempotence:

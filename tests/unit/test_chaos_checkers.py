@@ -174,3 +174,26 @@ def test_isr_shrink_then_expand() -> None:
     failed = [v.expectation for v in judge(run_all(CLEAN + samples[:3]), Expectations(isr_shrink_expand=True))
               if not v.ok]
     assert failed == ["an ISR shrinks, then expands again"]
+
+
+def created(topic: str, outcome: str, **final: Any) -> list[Event]:
+    events: list[Event] = [{"t": 1.0, "kind": "admin-invoke", "topic": topic},
+                           {"t": 1.1, "kind": outcome, "topic": topic, "detail": ""}]
+    if final:
+        events.append({"t": 9.0, "kind": "admin-final", "topic": topic, **final})
+    return events
+
+
+@pytest.mark.parametrize("outcome, final, wrong", [
+    ("admin-ok", {"exists": True, "partitions": 1, "whole": 1}, 0),
+    ("admin-ok", {"exists": False}, 1),                               # acknowledged, missing
+    ("admin-info", {"exists": False}, 0),                             # unknown: absent is fine
+    ("admin-info", {"exists": True, "partitions": 1, "whole": 1}, 0),  # unknown: whole is fine
+    ("admin-info", {"exists": True, "partitions": 1, "whole": 0}, 1),  # half-made: never fine
+    ("admin-fail", {"exists": True, "partitions": 1, "whole": 1}, 1),  # refused, yet there
+    ("admin-fail", {}, 0),                                            # never checked
+])
+def test_topic_creations(outcome: str, final: dict[str, Any], wrong: int) -> None:
+    from chaos.checkers.topics import check_topic_creations
+
+    assert check_topic_creations(created("t-0", outcome, **final), partitions=1).count == wrong
