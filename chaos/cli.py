@@ -46,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--duration", type=float, default=None, help="seconds of workload (default: the scenario's)")
     run.add_argument("--report-dir", type=Path, default=None, help="where history.jsonl and report.html go "
                      "(default: chaos-reports/<scenario>-<time>)")
-    run.add_argument("--cluster-dir", type=Path, default=None, help="keep the nodes' files here (default: temporary)")
+    run.add_argument("--cluster-dir", type=Path, default=None,
+                     help="use the cluster running there (`tidelog up --data-dir DIR`; left running), or start one "
+                          "there and keep its files (default: a temporary directory)")
     run.set_defaults(run=run_run)
     report = sub.add_parser("report", help="re-render a report directory's report.html from its history")
     report.add_argument("dir", type=Path)

@@ -41,7 +41,9 @@ from tidelog.launcher import LocalCluster, free_ports
 
 PROGRESS_EVERY_S: Final = 5.0
 TICK_S: Final = 0.1
-QUIESCE_S: Final = 2.0  # the workload runs this long after the last heal before it stops
+QUIESCE_S: Final = 2.0
+COMPARE_TRIES: Final = 5
+COMPARE_PAUSE_S: Final = 1.0  # the workload runs this long after the last heal before it stops
 NETWORK_ACTIONS: Final = (FaultAction.PARTITION, FaultAction.DROP, FaultAction.NETEM)
 
 
@@ -105,7 +107,11 @@ class ScenarioRun:
                                   metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties))
 
     def create_topics(self, cluster: LocalCluster, view: ClusterView) -> None:
+        existing = {t["name"] for t in view.get("/v1/topics")}
         for topic in self.scenario.topics:
+            if topic.name in existing:
+                raise RuntimeError(f"topic {topic.name!r} already exists on this cluster: the workload's values "
+                                   "would mix with its records; delete it (tidelog topics --delete) or use another")
             _post(cluster.admin_url + "/v1/topics", {"name": topic.name, "partitions": topic.partitions,
                                                      "replication_factor": topic.replication_factor,
                                                      "configs": dict(topic.configs)})
@@ -152,15 +158,21 @@ class ScenarioRun:
                         self.scenario.settle_s)
 
     def compare_replicas(self, cluster: LocalCluster) -> None:
-        """On the stopped cluster: every replica of each partition byte-identical."""
+        """With the workload stopped and every ISR full: every replica of each partition
+        byte-identical (asked again a few times: a follower's last fetch may be in flight)."""
         topic = self.scenario.workload.topic
         partitions = next(t.partitions for t in self.scenario.topics if t.name == topic)
         for p in range(partitions):
             logs: dict[int, bytes] = {}
-            for node in cluster.brokers:
-                directory = node.spec.directory / "data" / f"{topic}-{p}"
-                if directory.is_dir():
-                    logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
+            for _ in range(COMPARE_TRIES):  # bounded
+                time.sleep(COMPARE_PAUSE_S)
+                logs = {}
+                for node in cluster.brokers:
+                    directory = node.spec.directory / "data" / f"{topic}-{p}"
+                    if directory.is_dir():
+                        logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
+                if len(set(logs.values())) <= 1:
+                    break
             if len(set(logs.values())) > 1:
                 sizes = ", ".join(f"broker {b}: {len(d)} bytes" for b, d in sorted(logs.items()))
                 self.history.record("divergence", partition=p, detail=f"replicas differ ({sizes})")
@@ -182,16 +194,23 @@ class ScenarioRun:
     def run(self, root: Path) -> None:
         scenario, history = self.scenario, self.history
         needs_firewall = any(f.action in NETWORK_ACTIONS for f in scenario.faults)
-        with ExitStack() as stack:
+        with ExitStack() as stack:  # leaves in reverse: resume paused nodes, remove rules, stop nodes
+            history.record("phase", name="setup")
+            running = LocalCluster.attach(root)
+            if running is not None and any(n.running() for n in running.nodes):
+                # a cluster `tidelog up` runs: used as it is (its own configs), and left running
+                print(f"  using the running cluster of {root} (the scenario's [cluster] is not applied)", flush=True)
+                history.record("note", what="attached", root=str(root))
+                cluster = running
+            else:
+                cluster = stack.enter_context(self.start_cluster(root))
             firewall = None
             if needs_firewall:
                 why = iptables_missing()
-                if why is None:
+                if why is None:  # after the cluster: removed before the nodes stop, so they can say goodbye
                     firewall = stack.enter_context(Firewall.open())
                 else:
                     print(f"  {why}", flush=True)
-            history.record("phase", name="setup")
-            cluster = stack.enter_context(self.start_cluster(root))
             nemesis = stack.enter_context(Nemesis(cluster))
             view = ClusterView(cluster)
             self.create_topics(cluster, view)
@@ -220,6 +239,7 @@ class ScenarioRun:
             finally:
                 left = producers.stop()
                 sampler.stop()
+                consumers.stop()
                 if creations is not None:
                     creations.stop()
             history.record("phase", name="catch-up")
@@ -229,12 +249,9 @@ class ScenarioRun:
                 final_topics(view, history, creations.names, min(3, len(cluster.brokers)))
             if not (ok and final_read(bootstrap, topic, partitions, history)):
                 history.record("note", what="final-read-incomplete")
-            consumers.stop()
             history.record("phase", name="verify")
             print("phase verify", flush=True)
             if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):
-                time.sleep(1.0)  # followers fetch the last batches before the HW reaches them
-                cluster.stop()
                 self.compare_replicas(cluster)
             self.harvest(cluster)
 
