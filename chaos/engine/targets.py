@@ -6,7 +6,8 @@
 
 Selectors (chaos.scenarios.spec.SELECTOR_HEADS): `active-controller`, `controller-follower`
 (a Raft follower), `leader:T:P`, `follower:T:P`, `isr:T:P` (the whole ISR), `replicas:T:P`,
-`broker:random` / `broker:N`, `node:N`, `majority` / `minority` of the quorum (the minority
+`broker:random` / `broker:N`, `node:N`, `nodes:1,4` (a fixed set: two such sides and a node on neither make Jepsen's
+bridge), `majority` / `minority` of the quorum (the minority
 holds the active controller, so cutting it off forces an election on the majority side),
 `brokers`, `controllers`, and for a fault's peer `others` (every node not targeted).
 """
@@ -119,6 +120,8 @@ def resolve(selector: str, view: ClusterView, rng: random.Random, *, exclude: fr
         ids = [rng.choice(brokers)] if rest == "random" else [int(rest)]
     elif head == "node":
         ids = [int(rest)]
+    elif head == "nodes":
+        ids = [int(n) for n in rest.split(",") if n.strip()]
     elif head == "brokers":
         ids = brokers
     elif head == "controllers":

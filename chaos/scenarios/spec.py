@@ -23,7 +23,7 @@ from typing import Any, Final
 
 SELECTOR_HEADS: Final = frozenset({
     "active-controller", "controller-follower", "leader", "follower", "isr", "replicas", "broker", "node",
-    "majority", "minority", "brokers", "controllers", "others",
+    "majority", "minority", "brokers", "controllers", "others", "nodes",
 })
 
 
