@@ -71,6 +71,14 @@ def check_offline(events: Sequence[Event]) -> CheckResult:
                        {"partitions": len(seen)})
 
 
+def check_skipped_faults(events: Sequence[Event]) -> CheckResult:
+    """Faults the harness could not apply (no root, no iptables, no netem, no such target now)."""
+    skipped = [e for e in events if e["kind"] == "skip"]
+    applied = sum(1 for e in events if e["kind"] == "fault-start")
+    return CheckResult("faults", len(skipped), f"{applied} faults applied, {len(skipped)} skipped",
+                       examples([f"{e['id']} {e['description']}: {e['why']}" for e in skipped]))
+
+
 def workload_counts(events: Sequence[Event]) -> CheckResult:
     counts = {k: sum(1 for e in events if e["kind"] == k) for k in ("invoke", "ok", "fail", "info", "read",
                                                                       "final-read")}
@@ -93,7 +101,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
-            check_topic_creations(events, partitions=CREATED_PARTITIONS)]
+            check_topic_creations(events, partitions=CREATED_PARTITIONS), check_skipped_faults(events)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +114,9 @@ class Verdict:
 def judge(results: Sequence[CheckResult], expect: Expectations) -> list[Verdict]:
     """One verdict per anomaly checker and per stated expectation; all ok means 'as promised'."""
     by_name = {r.name: r for r in results}
-    verdicts: list[Verdict] = []
+    faults = by_name["faults"]
+    # a scenario whose faults did not happen proved nothing: say so rather than pass
+    verdicts: list[Verdict] = [Verdict("every scheduled fault applied", faults.count == 0, faults.summary)]
     for name in ANOMALIES:
         if name in expect.allow or name not in by_name:
             continue

@@ -197,3 +197,12 @@ def test_topic_creations(outcome: str, final: dict[str, Any], wrong: int) -> Non
     from chaos.checkers.topics import check_topic_creations
 
     assert check_topic_creations(created("t-0", outcome, **final), partitions=1).count == wrong
+
+
+def test_a_skipped_fault_fails_the_scenario_with_its_reason() -> None:
+    skip = {"t": 3.0, "kind": "skip", "id": "f1", "description": "netem follower:chaos:0",
+            "why": "slow links need root (tc netem); skipped"}
+    verdicts = judge(run_all(CLEAN + [skip]), Expectations())
+    failed = [(v.expectation, v.detail) for v in verdicts if not v.ok]
+    assert failed == [("every scheduled fault applied", "0 faults applied, 1 skipped")]
+    assert "need root" in run_all(CLEAN + [skip])[-1].examples[0]
