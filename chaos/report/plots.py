@@ -89,7 +89,8 @@ def timeline_png(events: Sequence[Event]) -> bytes:
                 if ax is latency_ax:
                     ax.annotate(f"ISR {isr}", (t, 1), xycoords=("data", "axes fraction"), fontsize=6,
                                 rotation=90, va="top")
-    axes[0][0].legend(loc="upper right", fontsize=7)
+    if windows:
+        axes[0][0].legend(loc="upper right", fontsize=7)
     axes[-1][0].set_xlabel("seconds since the run began (one monotonic clock)")
     figure.tight_layout()
     out = io.BytesIO()
