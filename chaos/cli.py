@@ -119,6 +119,6 @@ def run_clean(args: argparse.Namespace) -> int:
     why = iptables_missing()
     if why is not None:
         print(f"nothing to clean: {why}")
-    removed = clean()
+    removed = clean(everything=True)
     print("removed: " + (", ".join(removed) if removed else "nothing (no leftovers)"))
     return 0

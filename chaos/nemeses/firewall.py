@@ -1,6 +1,6 @@
 """Network faults with an iptables chain of the harness's own, and tc netem on chosen pairs.
 
-    with Firewall.open() as firewall:            # creates chain TIDELOG-CHAOS, jumps to it from OUTPUT
+    with Firewall.open() as firewall:            # creates chain TIDELOG-CHAOS-<n>-<pid>, jumped to from OUTPUT
         handle = firewall.drop(matches)          # matches from chaos.nemeses.links
         firewall.remove(handle)
     # leaving the block deletes every rule, the jump and the chain; so does `tidelog chaos clean`
@@ -16,11 +16,13 @@ engine skips those faults with one line.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Final
 
@@ -33,6 +35,7 @@ QDISC_HANDLE: Final = "7c1d:"  # our root qdisc on lo; nothing else on the machi
 NETEM_BAND: Final = "7c1d:1"
 IPTABLES_LOCK_WAIT_S: Final = "5"
 # bands 1-3; the priomap sends all ordinary traffic to band 3 (7c1d:3), untouched
+_SERIAL: Final = itertools.count(1)  # chains of one process: TIDELOG-CHAOS-<n>-<pid>
 PRIO_ARGS: Final = ("prio", "bands", "3", "priomap", *["2"] * 16)
 
 
@@ -77,29 +80,52 @@ def tc_missing() -> str | None:
     return None
 
 
-def clean() -> list[str]:
-    """Remove every trace of the harness (a crashed run's leftovers); what was removed."""
+def _chains() -> list[str]:
+    """The harness's chains (one per run: CHAIN-<pid>)."""
+    listed = _iptables("-S", check=False).stdout.splitlines()
+    return sorted(line.split()[1] for line in listed if line.startswith(f"-N {CHAIN}-"))
+
+
+def _another_live_run(chain: str, *, this_process: bool = False) -> bool:
+    """The chain of a run still going in another process (or, with `this_process`, in this one)."""
+    pid = chain.rsplit("-", 1)[1]
+    if pid.isdigit() and int(pid) == os.getpid():
+        return this_process
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
+
+
+def _qdisc_installed() -> bool:
+    return bool(os.geteuid() == 0 and shutil.which("tc")
+                and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout)
+
+
+def clean(*, everything: bool = False, keep_this_process: bool = False) -> list[str]:
+    """Remove the harness's rules and qdisc left by crashed runs and by this process; what was
+    removed. The chains of runs still going in other processes stay, unless `everything`
+    (`tidelog chaos clean`): a second run must not heal the first one's faults."""
     removed: list[str] = []
     if iptables_missing() is None:
-        while _iptables("-D", "OUTPUT", "-j", CHAIN, check=False).returncode == 0:  # at most a few jumps
-            removed.append(f"OUTPUT -j {CHAIN}")
-        if _iptables("-F", CHAIN, check=False).returncode == 0:
-            _iptables("-X", CHAIN, check=False)
-            removed.append(f"chain {CHAIN}")
-    if os.geteuid() == 0 and shutil.which("tc") and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+        for chain in _chains():
+            if not everything and _another_live_run(chain, this_process=keep_this_process):
+                continue
+            while _iptables("-D", "OUTPUT", "-j", chain, check=False).returncode == 0:  # one jump per open
+                pass
+            _iptables("-F", chain, check=False)
+            _iptables("-X", chain, check=False)
+            removed.append(f"iptables chain {chain}")
+    if _qdisc_installed() and (everything or not any(_another_live_run(c) for c in _chains())):
         _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
-        removed.append("qdisc on lo")
+        removed.append(f"qdisc {QDISC_HANDLE} on lo")
     for what in removed:
         log.info("chaos clean: removed %s", what)
     return removed
 
 
 def leftovers() -> list[str]:
-    """What of the harness is still installed (empty after a clean end)."""
-    found: list[str] = []
-    if iptables_missing() is None and _iptables("-S", CHAIN, check=False).returncode == 0:
-        found.append(f"iptables chain {CHAIN}")
-    if os.geteuid() == 0 and shutil.which("tc") and QDISC_HANDLE in _run(["tc", "qdisc", "show", "dev", "lo"], check=False).stdout:
+    """What of the harness this process or a crashed run left installed (empty after a clean end)."""
+    found = ([f"iptables chain {c}" for c in _chains() if not _another_live_run(c)]
+             if iptables_missing() is None else [])
+    if _qdisc_installed():
         found.append(f"qdisc {QDISC_HANDLE} on lo")
     return found
 
@@ -107,7 +133,8 @@ def leftovers() -> list[str]:
 class Firewall:
     """The harness's chain; each fault adds DROP rules and removes exactly those at its heal."""
 
-    def __init__(self) -> None:
+    def __init__(self, chain: str) -> None:
+        self.chain = chain
         self._rules: dict[int, list[PacketMatch]] = {}
         self._netem: dict[int, tuple[list[PacketMatch], list[str]]] = {}
         self._next = 0
@@ -115,23 +142,24 @@ class Firewall:
 
     @classmethod
     def open(cls) -> Firewall:
-        clean()  # a crashed run's chain would otherwise keep cutting links
+        clean(keep_this_process=True)  # a crashed run's chain would otherwise keep cutting links
+        chain = f"{CHAIN}-{next(_SERIAL)}-{os.getpid()}"
         if iptables_missing() is None:
-            _iptables("-N", CHAIN)
-            _iptables("-I", "OUTPUT", "1", "-j", CHAIN)
-            log.info("chaos: iptables chain %s created", CHAIN)
-        return cls()
+            _iptables("-N", chain)
+            _iptables("-I", "OUTPUT", "1", "-j", chain)
+            log.info("chaos: iptables chain %s created", chain)
+        return cls(chain)
 
     def drop(self, matches: Sequence[PacketMatch]) -> int:
         self._next += 1
         self._rules[self._next] = list(matches)
         for m in matches:
-            _iptables("-A", CHAIN, *m.iptables_args(), "-j", "DROP")
+            _iptables("-A", self.chain, *m.iptables_args(), "-j", "DROP")
         return self._next
 
     def remove(self, handle: int) -> None:
         for m in self._rules.pop(handle, []):
-            _iptables("-D", CHAIN, *m.iptables_args(), "-j", "DROP", check=False)
+            _iptables("-D", self.chain, *m.iptables_args(), "-j", "DROP", check=False)
 
     def netem(self, matches: Sequence[PacketMatch], netem_args: Sequence[str]) -> int:
         """Delay/lose the matched packets only (one netem at a time: the band is shared)."""
@@ -159,7 +187,12 @@ class Firewall:
             self.remove(handle)
         for handle in sorted(self._netem):
             self.remove_netem(handle)
-        clean()
+        if iptables_missing() is None:
+            while _iptables("-D", "OUTPUT", "-j", self.chain, check=False).returncode == 0:  # one jump
+                pass
+            _iptables("-F", self.chain, check=False)
+            _iptables("-X", self.chain, check=False)
+        clean(keep_this_process=True)
 
     def __enter__(self) -> Firewall:
         return self

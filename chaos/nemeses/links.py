@@ -20,7 +20,7 @@ from typing import Final
 
 from tidelog.cluster_layout import NodeSpec, runs_broker, runs_controller
 
-CHAIN: Final = "TIDELOG-CHAOS"
+CHAIN: Final = "TIDELOG-CHAOS"  # each run's chain is CHAIN-<n>-<pid>
 LOOPBACK: Final = ipaddress.ip_network("127.0.0.0/8")
 
 

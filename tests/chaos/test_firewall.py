@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chaos.nemeses.firewall import Firewall, clean, iptables_missing, leftovers, tc_missing
-from chaos.nemeses.links import CHAIN, PacketMatch
+from chaos.nemeses.links import PacketMatch
 
 pytestmark = pytest.mark.skipif(iptables_missing() is not None, reason=str(iptables_missing()))
 SERVER, CLIENT, OTHER = "127.0.0.7", "127.0.0.8", "127.0.0.9"
@@ -39,6 +39,15 @@ def connects(source: str, port: int) -> bool:
             return False
 
 
+def test_a_second_run_leaves_the_first_ones_rules_alone(server: int) -> None:
+    with Firewall.open() as first:
+        first.drop([PacketMatch(CLIENT, SERVER, server, True)])
+        with Firewall.open() as second:
+            assert second.chain != first.chain
+        assert not connects(CLIENT, server)  # the second's open and close kept the first's rule
+    assert connects(CLIENT, server) and leftovers() == []
+
+
 def test_a_drop_rule_cuts_one_source_only_until_removed(server: int) -> None:
     with Firewall.open() as firewall:
         handle = firewall.drop([PacketMatch(CLIENT, SERVER, server, True)])
@@ -57,8 +66,9 @@ def test_the_chain_goes_away_when_the_body_fails(server: int) -> None:
 
 
 def test_tidelog_chaos_clean_removes_a_crashed_runs_chain(server: int) -> None:
-    Firewall.open().drop([PacketMatch(CLIENT, SERVER, server, True)])  # never closed: a crash
-    assert leftovers() == [f"iptables chain {CHAIN}"] and not connects(CLIENT, server)
+    crashed = Firewall.open()
+    crashed.drop([PacketMatch(CLIENT, SERVER, server, True)])  # never closed: a crash
+    assert leftovers() == [f"iptables chain {crashed.chain}"] and not connects(CLIENT, server)
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-m", "tidelog", "chaos", "clean"], capture_output=True, text=True,
                           timeout=30, cwd=root, check=True)
