@@ -80,7 +80,7 @@ def tc_missing() -> str | None:
     return None
 
 
-def _chains() -> list[str]:
+def chains() -> list[str]:
     """The harness's chains (one per run: CHAIN-<pid>)."""
     listed = _iptables("-S", check=False).stdout.splitlines()
     return sorted(line.split()[1] for line in listed if line.startswith(f"-N {CHAIN}-"))
@@ -105,7 +105,7 @@ def clean(*, everything: bool = False, keep_this_process: bool = False) -> list[
     (`tidelog chaos clean`): a second run must not heal the first one's faults."""
     removed: list[str] = []
     if iptables_missing() is None:
-        for chain in _chains():
+        for chain in chains():
             if not everything and _another_live_run(chain, this_process=keep_this_process):
                 continue
             while _iptables("-D", "OUTPUT", "-j", chain, check=False).returncode == 0:  # one jump per open
@@ -113,7 +113,7 @@ def clean(*, everything: bool = False, keep_this_process: bool = False) -> list[
             _iptables("-F", chain, check=False)
             _iptables("-X", chain, check=False)
             removed.append(f"iptables chain {chain}")
-    if _qdisc_installed() and (everything or not any(_another_live_run(c) for c in _chains())):
+    if _qdisc_installed() and (everything or not any(_another_live_run(c) for c in chains())):
         _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
         removed.append(f"qdisc {QDISC_HANDLE} on lo")
     for what in removed:
@@ -123,7 +123,7 @@ def clean(*, everything: bool = False, keep_this_process: bool = False) -> list[
 
 def leftovers() -> list[str]:
     """What of the harness this process or a crashed run left installed (empty after a clean end)."""
-    found = ([f"iptables chain {c}" for c in _chains() if not _another_live_run(c)]
+    found = ([f"iptables chain {c}" for c in chains() if not _another_live_run(c)]
              if iptables_missing() is None else [])
     if _qdisc_installed():
         found.append(f"qdisc {QDISC_HANDLE} on lo")
