@@ -51,9 +51,9 @@ class TopicCreations:
                 text = answer.read(4096).decode(errors="replace")
             except (OSError, http.client.HTTPException) as exc:
                 last = f"controller {node.spec.node_id}: {exc}"
-                if isinstance(exc, TimeoutError):
-                    return "admin-info", last  # sent, never answered: it may have committed
-                continue  # refused before sending: try the next controller
+                if isinstance(exc, ConnectionRefusedError):
+                    continue  # nothing was sent: try the next controller
+                return "admin-info", last  # sent, then no answer: it may have committed
             finally:
                 connection.close()
             if answer.status < 300:
