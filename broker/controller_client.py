@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -129,18 +129,21 @@ class ControllerClient:
             raise ValueError(f"{address} answered {name} with HTTP {status} and no error_code: {reply!r:.100}")
         return reply
 
-    async def call(self, name: str, body: Mapping[str, Any], *,
-                   attempt_timeout: float | None = None) -> dict[str, Any]:
+    async def call(self, name: str, body: Mapping[str, Any], *, attempt_timeout: float | None = None,
+                   give_up: Callable[[], bool] | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.
 
         Returns the first reply that is not NOT_CONTROLLER (its error_code may be non-zero);
         raises ControllerUnavailableError after `max_attempts`. `attempt_timeout` (default: the
         client's request timeout) bounds each attempt: a controller that silently drops packets
-        (cut off, or SIGSTOPped) costs one attempt that long before the next is tried.
+        (cut off, or SIGSTOPped) costs one attempt that long before the next is tried; `give_up()`
+        turning true between attempts (the broker is stopping) ends the call there.
         """
         backoff = self._initial_backoff
         tried: list[str] = []
         for attempt in range(self._max_attempts):  # bounded: max_attempts
+            if attempt and give_up is not None and give_up():
+                raise ControllerUnavailableError(f"{name}: given up after {attempt} attempts: {'; '.join(tried[-3:])}")
             address = self._target
             try:
                 reply = await self.post(address, name, body, attempt_timeout or self._request_timeout)
@@ -168,9 +171,10 @@ class ControllerClient:
         """broker-registration on the active controller (the reply; error_code may be non-zero)."""
         return await self.call("broker-registration", body)
 
-    async def heartbeat(self, body: Mapping[str, Any], *, attempt_timeout: float | None = None) -> dict[str, Any]:
+    async def heartbeat(self, body: Mapping[str, Any], *, attempt_timeout: float | None = None,
+                        give_up: Callable[[], bool] | None = None) -> dict[str, Any]:
         """broker-heartbeat on the active controller (the reply; error_code may be non-zero)."""
-        return await self.call("broker-heartbeat", body, attempt_timeout=attempt_timeout)
+        return await self.call("broker-heartbeat", body, attempt_timeout=attempt_timeout, give_up=give_up)
 
     async def fetch_metadata(self, from_offset: int, max_wait_ms: int, *, broker_id: int = -1,
                              max_records: int | None = None) -> dict[str, Any]:

@@ -81,6 +81,7 @@ FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
 # a heartbeat attempt waits at most session / this for one controller before trying the next
 HEARTBEAT_ATTEMPTS_PER_SESSION: Final = 3
+HEARTBEAT_ATTEMPT_MIN_S: Final = 1.0  # but never less: a loaded controller commits a fencing change in time
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
@@ -353,7 +354,9 @@ class MetadataFollower:
                 # must not hold our heartbeat past broker.session.timeout.ms while another one,
                 # just elected, fences us (found by chaos: quorum-partition fenced every broker).
                 reply = await self.client.heartbeat(
-                    body, attempt_timeout=self.settings.session_timeout_ms / 1000 / HEARTBEAT_ATTEMPTS_PER_SESSION)
+                    body, attempt_timeout=max(HEARTBEAT_ATTEMPT_MIN_S,
+                                              self.settings.session_timeout_ms / 1000 / HEARTBEAT_ATTEMPTS_PER_SESSION),
+                    give_up=lambda: lifecycle.state in (BrokerState.SHUTTING_DOWN, BrokerState.SHUTDOWN))
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: heartbeat failed: %s", broker, exc)
                 self._heartbeat_failed()
