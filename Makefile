@@ -11,7 +11,7 @@ ALL_STAMP := $(VENV)/.installed-all
 up: $(BASE_STAMP)
 	$(BIN)/tidelog up
 
-test: $(ALL_STAMP) kcat
+test: $(ALL_STAMP) kcat chaos-tools
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest --require-extras
 
@@ -53,11 +53,41 @@ bench-spark: $(ALL_STAMP)
 bench-shutdown: $(BASE_STAMP)
 	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
 
-# randomized faults (leader/follower SIGKILL, broker SIGSTOP, active-controller SIGKILL/SIGSTOP) on 3+3
-# nodes under an idempotent acks=all producer, every promise checked at the end;
-# FAULTS=... SEED=... to change
-.PHONY: chaos
-chaos: $(ALL_STAMP)
+# the chaos engine (chaos/, `tidelog chaos list`): the randomized mix over SEEDS, then every
+# shipped scenario `make test` does not run; one report directory each under chaos-reports/.
+# Exits non-zero when any expectation failed. SEEDS="1 2 3" to change.
+SEEDS ?= 1 2 3 4 5 6 7 8
+CHAOS_EXTRA := slow-follower controller-kill controller-kill-topic-creation controller-kill-during-shutdown \
+	disk-tail-corruption leader-isolation-acks1 combined-leader-kill bridge
+.PHONY: chaos chaos-clean chaos-tools chaos-legacy
+chaos: $(ALL_STAMP) chaos-tools
+	@status=0; \
+	for seed in $(SEEDS); do \
+		$(BIN)/tidelog chaos run random-mix --seed $$seed --report-dir chaos-reports/random-mix-$$seed || status=1; \
+	done; \
+	for name in $(CHAOS_EXTRA); do \
+		$(BIN)/tidelog chaos run $$name --seed 1 --report-dir chaos-reports/$$name || status=1; \
+	done; \
+	$(BIN)/tidelog chaos clean; exit $$status
+
+# removes the harness's iptables chain and qdisc left by a crashed run
+chaos-clean: $(BASE_STAMP)
+	$(BIN)/tidelog chaos clean
+
+# iptables (network partitions) and chromium (the report test) from Debian, when root
+chaos-tools:
+	@missing=""; command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing from Debian"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
+	else \
+		echo "not installed:$$missing (apt-get install$$missing); those chaos faults and tests are skipped" >&2; \
+	fi
+
+# the first randomized script (SIGKILL/SIGSTOP only, checked at the end); FAULTS=... SEED=...
+chaos-legacy: $(ALL_STAMP)
 	$(BIN)/python -m chaos $(if $(FAULTS),--faults $(FAULTS)) $(if $(SEED),--seed $(SEED))
 
 # 100,000 fuzzed frames against a real cluster's broker; exits non-zero on any failure
@@ -80,7 +110,7 @@ $(BASE_STAMP): pyproject.toml $(VENV)/bin/python
 
 # every extra: the Spark data source (pyspark, ~490 MB) and the test tools
 $(ALL_STAMP): pyproject.toml $(VENV)/bin/python
-	$(BIN)/pip install --quiet -e '.[spark,test]'
+	$(BIN)/pip install --quiet -e '.[spark,test,chaos]'
 	touch $@ $(BASE_STAMP)
 
 # kcat is a reference Kafka client for the integration tests; Debian packages it.

@@ -86,7 +86,7 @@ class ControllerClient:
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
                  liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS,
                  initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
-                 name: str = "broker") -> None:
+                 name: str = "broker", local_host: str | None = None) -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)
@@ -101,6 +101,12 @@ class ControllerClient:
         self._session: aiohttp.ClientSession | None = None
         # one event per write in flight, set when the quorum names another active controller
         self._redirect_waiters: set[asyncio.Event] = set()
+        # the broker's own address: its RPCs leave from it, so chaos can cut this broker's links
+        self.local_addr = (local_host, 0) if local_host not in (None, "", "0.0.0.0", "::") else None
+
+    def new_connector(self, limit: int = MAX_CONNECTIONS) -> aiohttp.TCPConnector:
+        """A connector whose connections leave from the broker's own address (when it has one)."""
+        return aiohttp.TCPConnector(limit=limit, local_addr=self.local_addr)
 
     @property
     def target(self) -> str:
@@ -121,7 +127,7 @@ class ControllerClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS))
+            self._session = aiohttp.ClientSession(connector=self.new_connector())
         return self._session
 
     def _next_after(self, address: str) -> str:

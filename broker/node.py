@@ -255,7 +255,8 @@ async def _maintain(log_manager: LogManager, config: Config) -> None:
             logger.error("Log maintenance failed: %s", exc)
 
 
-def fetcher_settings(broker_id: int, listener_name: str, config: Config) -> FetcherSettings:
+def fetcher_settings(broker_id: int, listener_name: str, config: Config, *,
+                     local_host: str | None = None) -> FetcherSettings:
     """The follower fetchers' settings from Kafka's replica.* keys."""
     def key(name: str) -> int:
         return int(config[name])  # type: ignore[arg-type]
@@ -265,7 +266,7 @@ def fetcher_settings(broker_id: int, listener_name: str, config: Config) -> Fetc
                            partition_max_bytes=key("replica.fetch.max.bytes"),
                            response_max_bytes=key("replica.fetch.response.max.bytes"),
                            backoff_ms=key("replica.fetch.backoff.ms"),
-                           socket_timeout_ms=key("replica.socket.timeout.ms"))
+                           socket_timeout_ms=key("replica.socket.timeout.ms"), local_host=local_host)
 
 
 async def _expire_isr(replicas: ReplicaManager) -> None:
@@ -293,8 +294,10 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
                                  fail_point=kill_at_fail_point_from_env())
+    # outgoing connections leave from the listener's own address, so chaos can cut this broker's links
+    local_host = settings.listener.host if settings.listener.host not in ("", "0.0.0.0", "::") else None
     client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,
-                              name=f"Broker {settings.node_id}")
+                              name=f"Broker {settings.node_id}", local_host=local_host)
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
@@ -322,7 +325,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
             client, replicas.apply_changes)
         handler = build_handler(broker_id, replicas, follower, advertised, client, config)
-        fetchers = ReplicaFetcherManager(replicas, fetcher_settings(broker_id, advertised.name, config),
+        fetchers = ReplicaFetcherManager(replicas,
+                                         fetcher_settings(broker_id, advertised.name, config, local_host=local_host),
                                          image=lambda: follower.state.image)
         replicas.fetchers = fetchers
         # Clients are answered only once the image is the controllers' (Kafka enables request

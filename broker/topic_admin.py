@@ -51,7 +51,7 @@ class HttpTopicAdmin:
 
     async def _request(self, method: str, path: str, body: Any) -> AdminResult:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(connector=self._client.new_connector())
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         url = f"http://{self._client.target}{path}"
         try:

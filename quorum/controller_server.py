@@ -64,6 +64,11 @@ logger = logging.getLogger(__name__)
 FORWARDED_HEADER: Final = "X-Tidelog-Forwarded-By"  # node id of the controller that forwarded
 
 
+def _source_address(host: str) -> tuple[str, int] | None:
+    """(host, 0) to bind outgoing connections to, or None for a wildcard listener."""
+    return None if host in ("", "0.0.0.0", "::") else (host, 0)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -124,7 +129,9 @@ class ControllerServer:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=api.FORWARD_CONNECTIONS_MAX))
+            # forwarded requests leave from this controller's own address (chaos cuts links by it)
+            connector=aiohttp.TCPConnector(limit=api.FORWARD_CONNECTIONS_MAX,
+                                           local_addr=_source_address(self._settings.host)))
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=api.SHUTDOWN_GRACE)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._settings.host, self._settings.port)

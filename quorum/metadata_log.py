@@ -41,6 +41,7 @@ from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.records import Record
+from quorum.bound_transport import BoundTCPTransport
 from quorum.log_state import (
     AppendOutcome,
     MetadataLogState,
@@ -182,7 +183,8 @@ class MetadataLog(SyncObj):
             onStateChanged=self._on_state_changed,
         )
         others = [v.address for i, v in settings.voters.items() if i != settings.node_id]
-        super().__init__(me.address, others, conf)
+        # outgoing peer connections leave from this voter's own address (chaos cuts links by it)
+        super().__init__(me.address, others, conf, transportClass=BoundTCPTransport)
         try:
             self.waitBinded()
         except SyncObjException:

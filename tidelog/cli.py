@@ -127,6 +127,14 @@ def _add_spark(sub: argparse._SubParsersAction) -> None:
     ingest.set_defaults(run=ingest_job.run)
 
 
+def _add_chaos(sub: argparse._SubParsersAction) -> None:
+    from chaos import cli as chaos_cli  # stdlib only at import; clients load when a scenario runs
+
+    parser = sub.add_parser("chaos", help="chaos scenarios: list, run, report, clean",
+                            description="Run chaos scenarios against a local cluster and report what held.")
+    chaos_cli.add_arguments(parser)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser with every subcommand (or with the node command `only`)."""
     parser = argparse.ArgumentParser(prog="tidelog", description=__doc__)
@@ -143,6 +151,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_node(sub, command)
     _add_dump_log(sub)
     _add_spark(sub)
+    _add_chaos(sub)
     return parser
 
 

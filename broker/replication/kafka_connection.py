@@ -42,12 +42,15 @@ class KafkaConnection:
         self.closed = False
 
     @classmethod
-    async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float) -> KafkaConnection:
-        """Connect (bounded by `timeout_s`); BrokerConnectionError when it cannot."""
+    async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float,
+                   local_host: str | None = None) -> KafkaConnection:
+        """Connect (bounded by `timeout_s`) from `local_host` when given (the broker's own address,
+        so chaos can cut this broker's links); BrokerConnectionError when it cannot."""
         address = f"{host}:{port}"
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(
+                    host, port, local_addr=None if local_host is None else (local_host, 0))
         except (OSError, TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to {address}: {e or type(e).__name__}") from e
         return cls(reader, writer, address=address, client_id=client_id, timeout_s=timeout_s)

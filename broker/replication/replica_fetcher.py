@@ -64,6 +64,7 @@ class FetcherSettings:
     response_max_bytes: int = 10 * MIB
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
+    local_host: str | None = None  # connections to leaders leave from it (the broker's listener host)
 
 
 @dataclass(slots=True, eq=False)
@@ -189,7 +190,7 @@ class ReplicaFetcher:
                                         "listener in the metadata")
         self._conn = await KafkaConnection.open(
             *address, client_id=f"broker-{self._settings.broker_id}-fetcher-{self.leader_id}",
-            timeout_s=self._settings.socket_timeout_ms / 1000)
+            timeout_s=self._settings.socket_timeout_ms / 1000, local_host=self._settings.local_host)
         return self._conn
 
     # ---- truncation (OffsetForLeaderEpoch) -----------------------------------------------

@@ -1,0 +1,124 @@
+"""`tidelog chaos list|run|report|clean`: pick a scenario, run it, read its report.
+
+    tidelog chaos list
+    tidelog chaos run leader-kill-loop --report-dir out/    # or a .toml file; --seed N --duration S
+    tidelog chaos report out/                               # re-render out/report.html from out/history.jsonl
+    tidelog chaos clean                                     # remove a crashed run's iptables chain and qdisc
+
+`run` exits 0 when every expectation holds, 1 when one fails, 2 when the scenario cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from chaos.scenarios.generator import generate
+from chaos.scenarios.spec import Scenario, ScenarioError, load_scenario, parse_scenario
+
+SHIPPED = Path(__file__).resolve().parent / "scenarios"
+
+
+def shipped() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(SHIPPED.glob("*.toml"))}
+
+
+def find_scenario(name: str) -> Scenario:
+    path = Path(name)
+    if path.suffix == ".toml" and path.exists():
+        return load_scenario(path)
+    if name in shipped():
+        return load_scenario(shipped()[name])
+    raise ScenarioError(f"no scenario {name!r}: give a .toml file or one of {', '.join(shipped())}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="chaos_command", required=True, metavar="ACTION")
+    sub.add_parser("list", help="the shipped scenarios, one line each").set_defaults(run=run_list)
+    run = sub.add_parser("run", help="run a scenario on its own cluster and write its report")
+    run.add_argument("scenario", help="a shipped scenario's name or a .toml file")
+    run.add_argument("--seed", type=int, default=None, help="seed of the random choices (and of a [generator])")
+    run.add_argument("--duration", type=float, default=None, help="seconds of workload (default: the scenario's)")
+    run.add_argument("--report-dir", type=Path, default=None, help="where history.jsonl and report.html go "
+                     "(default: chaos-reports/<scenario>-<time>)")
+    run.add_argument("--cluster-dir", type=Path, default=None,
+                     help="use the cluster running there (`tidelog up --data-dir DIR`; left running), or start one "
+                          "there and keep its files (default: a temporary directory)")
+    run.set_defaults(run=run_run)
+    report = sub.add_parser("report", help="re-render a report directory's report.html from its history")
+    report.add_argument("dir", type=Path)
+    report.set_defaults(run=run_report)
+    sub.add_parser("clean", help="remove the harness's iptables chain and qdisc left by a crashed run"
+                   ).set_defaults(run=run_clean)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for name, path in shipped().items():
+        print(f"{name:34} {load_scenario(path).summary}")
+    return 0
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every cleanup, as Ctrl-C does
+
+
+def verdict_table(verdicts: list) -> str:  # type: ignore[type-arg]
+    width = max((len(v.expectation) for v in verdicts), default=10)
+    return "\n".join(f"  {'PASS' if v.ok else 'FAIL'}  {v.expectation:{width}}  {v.detail}" for v in verdicts)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from chaos.engine.runner import RunOptions, run_scenario
+
+    try:
+        scenario = find_scenario(args.scenario)
+    except (ScenarioError, OSError) as exc:
+        print(f"tidelog chaos: {exc}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else (scenario.generator.seed if scenario.generator else 0)
+    scenario = generate(scenario, seed)
+    if args.duration is not None:
+        scenario = dataclasses.replace(scenario, duration_s=args.duration)
+    report_dir = args.report_dir or Path("chaos-reports") / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"chaos: {scenario.name} (seed {seed}): {scenario.summary}", flush=True)
+    for fault in scenario.schedule():
+        print(f"  {fault.id} at {fault.start_s:5.1f} s for {fault.end_s - fault.start_s:4.1f} s: {fault.describe()}")
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        outcome = run_scenario(scenario, RunOptions(report_dir=report_dir, seed=seed, cluster_dir=args.cluster_dir))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(verdict_table(outcome.verdicts))
+    print(f"{'AS PROMISED' if outcome.passed else 'EXPECTATIONS FAILED'}: report {report_dir / 'report.html'}")
+    return 0 if outcome.passed else 1
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from chaos.report.html import write_report
+
+    directory: Path = args.dir
+    try:
+        scenario = parse_scenario((directory / "scenario.toml").read_text(encoding="utf-8"))
+        _, verdicts = write_report(directory, scenario)
+    except (ScenarioError, OSError) as exc:
+        print(f"tidelog chaos report: {exc}", file=sys.stderr)
+        return 2
+    print(verdict_table(verdicts))
+    print(f"report {directory / 'report.html'}")
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    from chaos.nemeses.firewall import clean, iptables_missing
+
+    why = iptables_missing()
+    if why is not None:
+        print(f"nothing to clean: {why}")
+    removed = clean(everything=True)
+    print("removed: " + (", ".join(removed) if removed else "nothing (no leftovers)"))
+    return 0

@@ -1,0 +1,118 @@
+"""Apply and heal one scheduled fault: each start and heal recorded in the history.
+
+The mechanisms: chaos.nemesis (SIGKILL/restart, SIGSTOP/SIGCONT), SIGTERM for a
+controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem) and
+chaos.nemeses.disk. A fault whose mechanism is unavailable (no root, no iptables) or whose
+target names nothing right now is recorded as `skip` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+from chaos.engine.targets import ClusterView, TargetError, resolve
+from chaos.history import History
+from chaos.nemeses import disk, links
+from chaos.nemeses.firewall import Firewall, iptables_missing, tc_missing
+from chaos.nemesis import Nemesis
+from chaos.scenarios.spec import FaultAction, ScheduledFault
+
+log = logging.getLogger(__name__)
+
+SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK)
+
+
+@dataclass(slots=True)
+class ActiveFault:
+    scheduled: ScheduledFault
+    targets: list[int]
+    peers: list[int] = field(default_factory=list)
+    handle: int | None = None
+
+
+class FaultApplier:
+    def __init__(self, view: ClusterView, nemesis: Nemesis, firewall: Firewall | None, history: History,
+                 rng: random.Random, topic: str) -> None:
+        self.view, self.nemesis, self.firewall, self.history = view, nemesis, firewall, history
+        self.rng, self.topic = rng, topic
+        self.applied = 0
+
+    def _skip(self, scheduled: ScheduledFault, why: str) -> None:
+        print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
+        self.history.record("skip", id=scheduled.id, description=scheduled.describe(), why=why)
+
+    def start(self, scheduled: ScheduledFault) -> ActiveFault | None:
+        fault = scheduled.fault
+        missing = (iptables_missing() if fault.action in (FaultAction.PARTITION, FaultAction.DROP)
+                   else tc_missing() if fault.action is FaultAction.NETEM else None)
+        if missing is not None or (self.firewall is None and fault.action not in SIGNAL_ACTIONS):
+            self._skip(scheduled, missing or "no firewall opened for this run")
+            return None
+        try:
+            targets = resolve(fault.target, self.view, self.rng)
+            peers = [] if fault.action in SIGNAL_ACTIONS else resolve(
+                fault.peer or "others", self.view, self.rng, exclude=frozenset(targets))
+        except (TargetError, OSError) as exc:
+            self._skip(scheduled, str(exc))
+            return None
+        active = ActiveFault(scheduled, targets, [p for p in peers if p not in targets])
+        cluster = self.view.cluster
+        a = fault.action
+        if a in (FaultAction.KILL, FaultAction.DISK):
+            for node_id in targets:
+                self.nemesis.kill(node_id)
+            if a is FaultAction.DISK:
+                self._edit_disk(active)
+        elif a is FaultAction.PAUSE:
+            for node_id in targets:
+                self.nemesis.pause(node_id)
+        elif a is FaultAction.SHUTDOWN:
+            for node_id in targets:
+                cluster.node(node_id).stop()
+        else:
+            specs = {n.spec.node_id: n.spec for n in cluster.nodes}
+            side_a, side_b = [specs[i] for i in targets], [specs[i] for i in active.peers]
+            matches = links.cut(side_a, side_b, one_way_only=a is FaultAction.DROP)
+            assert self.firewall is not None
+            if a is FaultAction.NETEM:
+                args = ["delay", f"{fault.param('delay_ms', 200)}ms"]
+                if fault.param("loss_pct"):
+                    args += ["loss", f"{fault.param('loss_pct')}%"]
+                active.handle = self.firewall.netem(matches, args)
+            else:
+                active.handle = self.firewall.drop(matches)
+        self.applied += 1
+        self.history.record("fault-start", id=scheduled.id, action=a.value, description=scheduled.describe(),
+                            targets=targets, peers=active.peers)
+        print(f"  {scheduled.id} start: {scheduled.describe()} -> nodes {targets}"
+              f"{f' / {active.peers}' if active.peers else ''}", flush=True)
+        return active
+
+    def _edit_disk(self, active: ActiveFault) -> None:
+        mode = disk.DiskFault(active.scheduled.fault.param("mode", "truncate-tail"))
+        for node_id in active.targets:
+            node = self.view.cluster.node(node_id)
+            for partition_dir in sorted((node.spec.directory / "data").glob(f"{self.topic}-*")):
+                edit = disk.apply(partition_dir, mode, seed=self.rng.randrange(1 << 30))
+                if edit is not None:
+                    self.history.record("note", what="disk-edit", node=node_id, path=str(edit.path),
+                                        detail=edit.description)
+
+    def heal(self, active: ActiveFault) -> None:
+        a = active.scheduled.fault.action
+        if a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN):
+            for node_id in active.targets:
+                if not self.view.cluster.node(node_id).running():
+                    self.nemesis.restart(node_id)
+        elif a is FaultAction.PAUSE:
+            for node_id in active.targets:
+                self.nemesis.resume(node_id)
+        elif self.firewall is not None and active.handle is not None:
+            if a is FaultAction.NETEM:
+                self.firewall.remove_netem(active.handle)
+            else:
+                self.firewall.remove(active.handle)
+        self.history.record("fault-end", id=active.scheduled.id, action=a.value)
+        print(f"  {active.scheduled.id} heal: {active.scheduled.describe()}", flush=True)

@@ -1,0 +1,51 @@
+"""The cluster's own account, harvested from the node logs at the end of a run.
+
+Two broker lines matter to the checkers (broker.replica_manager):
+  "Leader chaos-0 with leader epoch 5 starting at offset 120 (... elected uncleanly: RECOVERING)"
+  "Truncated follower chaos-0 to offset 97 (log end offset was 120: offsets 97..119 dropped) ..."
+Each becomes an `election` / `truncation` event placed on the history's clock through the
+line's wall-clock time (common.log_setup's "%(asctime)s": local time, milliseconds).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from typing import Any, Final
+
+LEADER: Final = re.compile(r"Leader (?P<topic>\S+)-(?P<partition>\d+) with leader epoch (?P<epoch>\d+) "
+                           r"starting at offset (?P<offset>\d+)")
+TRUNCATED: Final = re.compile(r"Truncated follower (?P<topic>\S+)-(?P<partition>\d+) (?:fully )?to (?:start at )?"
+                              r"offset (?P<offset>\d+) \(log end offset was (?P<leo>\d+)")
+STAMP: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def wall_time(line: str) -> float | None:
+    match = STAMP.match(line)
+    if match is None:
+        return None
+    return time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")) + int(match.group(2)) / 1000
+
+
+def parse_node_log(lines: Iterable[str], *, node_id: int, topic: str) -> list[dict[str, Any]]:
+    """(wall time, event fields) of every election and truncation of `topic` in one node's log."""
+    found: list[dict[str, Any]] = []
+    for line in lines:
+        leader = LEADER.search(line)
+        truncated = None if leader else TRUNCATED.search(line)
+        match = leader or truncated
+        if match is None or match.group("topic") != topic:
+            continue
+        wall = wall_time(line)
+        if wall is None:
+            continue
+        if leader is not None:
+            found.append({"kind": "election", "wall": wall, "partition": int(leader.group("partition")),
+                          "leader": node_id, "leader_epoch": int(leader.group("epoch")),
+                          "start_offset": int(leader.group("offset")), "unclean": "elected uncleanly" in line})
+        elif truncated is not None:
+            found.append({"kind": "truncation", "wall": wall, "partition": int(truncated.group("partition")),
+                          "node": node_id, "offset": int(truncated.group("offset")),
+                          "log_end_offset": int(truncated.group("leo"))})
+    return found

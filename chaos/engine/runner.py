@@ -1,0 +1,289 @@
+"""Run one scenario end to end: cluster, topics, workload, faults, heal, checks, report.
+
+    outcome = run_scenario(scenario, RunOptions(report_dir=Path("chaos-report")))
+    outcome.passed      # every expectation met
+
+Phases, each a `phase` event: setup (cluster and topics), workload (faults on their
+schedule, progress printed), heal (every fault undone, every node running, every ISR full),
+catch-up (the final read below the high watermarks), verify (replicas compared on the
+stopped cluster, node logs harvested, checkers run). Whatever happens — failure, Ctrl-C,
+SIGTERM — the firewall chain and qdisc are removed, paused nodes resumed and every node
+stopped before this returns or raises.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import random
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from chaos.checkers.result import CheckResult
+from chaos.checkers.suite import Verdict
+from chaos.engine.admin_workload import TopicCreations, final_topics
+from chaos.engine.faults import ActiveFault, FaultApplier
+from chaos.engine.harvest import parse_node_log
+from chaos.engine.targets import ClusterView
+from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
+from chaos.history import History
+from chaos.nemeses.firewall import Firewall, iptables_missing
+from chaos.nemesis import Nemesis
+from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
+from tidelog.launcher import LocalCluster, free_ports
+
+PROGRESS_EVERY_S: Final = 5.0
+TICK_S: Final = 0.1
+QUIESCE_S: Final = 2.0
+COMPARE_TRIES: Final = 5
+COMPARE_PAUSE_S: Final = 1.0  # the workload runs this long after the last heal before it stops
+NETWORK_ACTIONS: Final = (FaultAction.PARTITION, FaultAction.DROP, FaultAction.NETEM)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    report_dir: Path
+    seed: int = 0
+    cluster_dir: Path | None = None  # keep the nodes' files here (default: a temporary directory)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    report_dir: Path
+    results: list[CheckResult]
+    verdicts: list[Verdict]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.ok for v in self.verdicts)
+
+
+def _post(url: str, body: dict[str, Any]) -> None:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # bounded by the deadline
+        try:
+            if condition():
+                return True
+        except (OSError, ValueError, KeyError):
+            pass  # a controller restarting: ask again
+        time.sleep(0.2)
+    print(f"  gave up after {timeout_s:.0f} s waiting for {what}", flush=True)
+    return False
+
+
+def healed(view: ClusterView, topics: list[str]) -> bool:
+    brokers = view.brokers()
+    if len(brokers) < len(view.cluster.brokers) or any(b["fenced"] or b["in_controlled_shutdown"] for b in brokers):
+        return False
+    return all(p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"])
+               for t in topics for p in view.partitions(t))
+
+
+class ScenarioRun:
+    def __init__(self, scenario: Scenario, options: RunOptions, history: History) -> None:
+        self.scenario, self.options, self.history = scenario, options, history
+        self.rng = random.Random(options.seed)
+
+    def start_cluster(self, root: Path) -> LocalCluster:
+        shape = self.scenario.cluster
+        count = shape.controllers if shape.combined else shape.controllers + shape.brokers
+        hosts = [f"127.0.0.{n}" for n in range(1, count + 1)]
+        raft, admin, kafka, metrics = free_ports(hosts, 4)
+        return LocalCluster.start(root, controllers=shape.controllers, brokers=0 if shape.combined else shape.brokers,
+                                  combined=shape.combined, raft_port=raft, admin_port=admin, kafka_port=kafka,
+                                  metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties))
+
+    def create_topics(self, cluster: LocalCluster, view: ClusterView) -> None:
+        existing = {t["name"] for t in view.get("/v1/topics")}
+        for topic in self.scenario.topics:
+            if topic.name in existing:
+                raise RuntimeError(f"topic {topic.name!r} already exists on this cluster: the workload's values "
+                                   "would mix with its records; delete it (tidelog topics --delete) or use another")
+            _post(cluster.admin_url + "/v1/topics", {"name": topic.name, "partitions": topic.partitions,
+                                                     "replication_factor": topic.replication_factor,
+                                                     "configs": dict(topic.configs)})
+        names = [t.name for t in self.scenario.topics]
+        if not wait_for("the topics fully replicated", lambda: healed(view, names), 60):
+            raise RuntimeError("the scenario's topics never had a leader and a full ISR")
+
+    def faults(self, applier: FaultApplier, producers: Producers) -> None:
+        """Start and heal faults on schedule until the duration is over and every fault healed."""
+        schedule = self.scenario.schedule()
+        start = time.monotonic()
+        queue: list[tuple[float, int, str, ScheduledFault]] = [
+            (f.start_s, i, "start", f) for i, f in enumerate(schedule)]
+        heapq.heapify(queue)
+        active: dict[str, ActiveFault] = {}
+        next_progress = PROGRESS_EVERY_S
+        while queue or time.monotonic() - start < self.scenario.duration_s:  # bounded: finite schedule, duration
+            elapsed = time.monotonic() - start
+            if elapsed >= next_progress:
+                next_progress += PROGRESS_EVERY_S
+                print(f"  t={elapsed:5.1f} s  faults applied {applier.applied}  active {sorted(active)}  "
+                      f"writes acknowledged {producers.acked}/{producers.sent}", flush=True)
+            if not queue or queue[0][0] > elapsed:
+                time.sleep(TICK_S)
+                continue
+            _, seq, step, scheduled = heapq.heappop(queue)
+            if step == "start":
+                started = applier.start(scheduled)
+                if started is not None:
+                    active[scheduled.id] = started
+                    heapq.heappush(queue, (scheduled.end_s, seq, "heal", scheduled))
+            elif scheduled.id in active:
+                applier.heal(active.pop(scheduled.id))
+
+    def final_heal(self, cluster: LocalCluster, nemesis: Nemesis) -> bool:
+        self.history.record("phase", name="heal")
+        nemesis.heal()
+        for node in list(cluster.nodes):
+            if not node.running():
+                nemesis.restart(node.spec.node_id)
+        view = ClusterView(cluster)
+        return wait_for("every broker back and every ISR full", lambda: healed(view, [t.name for t in
+                                                                                     self.scenario.topics]),
+                        self.scenario.settle_s)
+
+    def compare_replicas(self, cluster: LocalCluster) -> None:
+        """With the workload stopped and every ISR full: every replica of each partition
+        byte-identical (asked again a few times: a follower's last fetch may be in flight)."""
+        topic = self.scenario.workload.topic
+        partitions = next(t.partitions for t in self.scenario.topics if t.name == topic)
+        for p in range(partitions):
+            logs: dict[int, bytes] = {}
+            for _ in range(COMPARE_TRIES):  # bounded
+                time.sleep(COMPARE_PAUSE_S)
+                logs = {}
+                for node in cluster.brokers:
+                    directory = node.spec.directory / "data" / f"{topic}-{p}"
+                    if directory.is_dir():
+                        logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
+                if len(set(logs.values())) <= 1:
+                    break
+            if len(set(logs.values())) > 1:
+                sizes = ", ".join(f"broker {b}: {len(d)} bytes" for b, d in sorted(logs.items()))
+                self.history.record("divergence", partition=p, detail=f"replicas differ ({sizes})")
+        self.history.record("note", what="replicas-compared", partitions=partitions)
+
+    def harvest(self, cluster: LocalCluster) -> None:
+        topic = self.scenario.workload.topic
+        for node in cluster.brokers:
+            try:
+                lines = node.spec.log_path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for found in parse_node_log(lines, node_id=node.spec.node_id, topic=topic):
+                wall = found.pop("wall")
+                if wall >= self.history.wall_start - 1:
+                    kind = found.pop("kind")
+                    self.history.record(kind, t=self.history.at_wall(wall), **found)
+
+    def run(self, root: Path) -> None:
+        scenario, history = self.scenario, self.history
+        needs_firewall = any(f.action in NETWORK_ACTIONS for f in scenario.faults)
+        with ExitStack() as stack:  # leaves in reverse: resume paused nodes, remove rules, stop nodes
+            history.record("phase", name="setup")
+            running = LocalCluster.attach(root)
+            if running is not None and any(n.running() for n in running.nodes):
+                # a cluster `tidelog up` runs: used as it is (its own configs), and left running
+                print(f"  using the running cluster of {root} (the scenario's [cluster] is not applied)", flush=True)
+                history.record("note", what="attached", root=str(root))
+                cluster = running
+            else:
+                cluster = stack.enter_context(self.start_cluster(root))
+            firewall = None
+            if needs_firewall:
+                why = iptables_missing()
+                if why is None:  # after the cluster: removed before the nodes stop, so they can say goodbye
+                    firewall = stack.enter_context(Firewall.open())
+                else:
+                    print(f"  {why}", flush=True)
+            nemesis = stack.enter_context(Nemesis(cluster))
+            view = ClusterView(cluster)
+            self.create_topics(cluster, view)
+            bootstrap = cluster.bootstrap_servers or ""
+            topic = scenario.workload.topic
+            partitions = next(t.partitions for t in scenario.topics if t.name == topic)
+            producers = Producers(bootstrap, scenario.workload, partitions, history)
+            consumers = Consumers(bootstrap, topic, partitions, scenario.workload.consumers, history)
+            sampler = Sampler(view, bootstrap, topic, partitions, scenario.workload.sample_interval_s, history)
+            creations = None if scenario.workload.create_topics_every_s is None else TopicCreations(
+                view, history, prefix=f"{topic}-new", partitions=1,
+                replication_factor=min(3, len(cluster.brokers)), interval_s=scenario.workload.create_topics_every_s)
+            history.record("phase", name="workload")
+            print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)
+            for part in (producers, consumers, sampler, creations):
+                if part is not None:
+                    part.start()
+            applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
+            try:
+                self.faults(applier, producers)
+                if firewall is not None:
+                    firewall.close()
+                print("phase heal", flush=True)
+                ok = self.final_heal(cluster, nemesis)
+                time.sleep(QUIESCE_S)
+            finally:
+                left = producers.stop()
+                sampler.stop()
+                consumers.stop()
+                if creations is not None:
+                    creations.stop()
+            history.record("phase", name="catch-up")
+            print(f"phase catch-up: {producers.acked} of {producers.sent} writes acknowledged, {left} unresolved",
+                  flush=True)
+            if ok and creations is not None:
+                final_topics(view, history, creations.names, min(3, len(cluster.brokers)))
+            if not (ok and final_read(bootstrap, topic, partitions, history)):
+                history.record("note", what="final-read-incomplete")
+            history.record("phase", name="verify")
+            print("phase verify", flush=True)
+            if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):
+                self.compare_replicas(cluster)
+            self.harvest(cluster)
+
+
+def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
+    from chaos.report.html import write_report
+
+    options.report_dir.mkdir(parents=True, exist_ok=True)
+    (options.report_dir / "scenario.toml").write_text(scenario.text or "", encoding="utf-8")
+    path = options.report_dir / "history.jsonl"
+    handler = logging.FileHandler(options.report_dir / "clients.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    CLIENT_LOG.addHandler(handler)
+    CLIENT_LOG.propagate = False
+    CLIENT_LOG.setLevel(logging.INFO)
+    try:
+        _run_to_history(scenario, options, path)
+    finally:
+        CLIENT_LOG.removeHandler(handler)
+        handler.close()
+    results, verdicts = write_report(options.report_dir, scenario)
+    return RunOutcome(options.report_dir, results, verdicts)
+
+
+def _run_to_history(scenario: Scenario, options: RunOptions, path: Path) -> None:
+    with History.create(path) as history:
+        history.record("note", what="scenario", name=scenario.name, seed=options.seed,
+                       schedule=[{"id": f.id, "start_s": f.start_s, "end_s": f.end_s, "fault": f.describe()}
+                                 for f in scenario.schedule()])
+        run = ScenarioRun(scenario, options, history)
+        if options.cluster_dir is not None:
+            run.run(options.cluster_dir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="tidelog-chaos-") as tmp:
+                run.run(Path(tmp))

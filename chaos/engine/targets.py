@@ -1,0 +1,136 @@
+"""Fault targets resolved from live metadata: the active controller, the leader of P, ...
+
+    view = ClusterView(cluster)
+    ids = resolve("leader:chaos:0", view, rng)        # [5]
+    ids = resolve("minority", view, rng)              # the active controller (of 3 voters)
+
+Selectors (chaos.scenarios.spec.SELECTOR_HEADS): `active-controller`, `controller-follower`
+(a Raft follower), `leader:T:P`, `follower:T:P`, `isr:T:P` (the whole ISR), `replicas:T:P`,
+`broker:random` / `broker:N`, `node:N`, `nodes:1,4` (a fixed set: two such sides and a node on neither make Jepsen's
+bridge), `majority` / `minority` of the quorum (the minority
+holds the active controller, so cutting it off forces an election on the majority side),
+`brokers`, `controllers`, and for a fault's peer `others` (every node not targeted).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+from typing import Any, Final
+
+from tidelog.launcher import LocalCluster
+
+HTTP_TIMEOUT_S: Final = 2.0
+# The harness's own admin calls leave from an address no node uses: controller 1 is 127.0.0.1,
+# and a partition cutting it off must not cut the harness's view of the other controllers.
+HARNESS_ADDRESS: Final = "127.0.0.250"
+
+
+class TargetError(RuntimeError):
+    """The selector names nothing right now (no leader, no active controller, ...)."""
+
+
+class ClusterView:
+    """Reads of the admin API of whichever controller answers."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def get(self, path: str) -> Any:
+        errors = []
+        for node in sorted(self.cluster.controllers, key=lambda n: n.spec.node_id):
+            if not node.running():
+                continue
+            connection = http.client.HTTPConnection(node.spec.host, node.spec.admin_port, timeout=HTTP_TIMEOUT_S,
+                                                    source_address=(HARNESS_ADDRESS, 0))
+            try:
+                connection.request("GET", path)
+                answer = connection.getresponse()
+                if answer.status != 200:
+                    raise OSError(f"GET {path} answered {answer.status}")
+                return json.loads(answer.read())
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(f"{node.spec.node_id}: {exc}")
+            finally:
+                connection.close()
+        raise OSError(f"no controller answered GET {path}: {'; '.join(errors) or 'none running'}")
+
+    def active_controller(self) -> int:
+        active = self.get("/v1/cluster").get("active_controller")
+        if active is None or active < 0:
+            raise TargetError("no active controller right now")
+        return int(active)
+
+    def partition(self, topic: str, partition: int) -> dict[str, Any]:
+        for p in self.get(f"/v1/topics/{topic}")["partitions"]:
+            if p["partition"] == partition:
+                return p  # type: ignore[no-any-return]
+        raise TargetError(f"{topic} has no partition {partition}")
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        return self.get(f"/v1/topics/{topic}")["partitions"]  # type: ignore[no-any-return]
+
+    def brokers(self) -> list[dict[str, Any]]:
+        return self.get("/v1/brokers")  # type: ignore[no-any-return]
+
+
+def _partition_args(selector: str) -> tuple[str, int]:
+    parts = selector.split(":")
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise TargetError(f"{selector!r}: expected {parts[0]}:TOPIC:PARTITION")
+    return parts[1], int(parts[2])
+
+
+def resolve(selector: str, view: ClusterView, rng: random.Random, *, exclude: frozenset[int] = frozenset()
+            ) -> list[int]:
+    """The node ids `selector` names now (sorted); TargetError when it names none."""
+    cluster = view.cluster
+    controllers = sorted(n.spec.node_id for n in cluster.controllers)
+    brokers = sorted(n.spec.node_id for n in cluster.brokers)
+    head, _, rest = selector.partition(":")
+    ids: list[int]
+    if head == "active-controller":
+        ids = [view.active_controller()]
+    elif head == "controller-follower":
+        active = view.active_controller()
+        ids = [rng.choice([c for c in controllers if c != active])]
+    elif head in ("majority", "minority"):
+        active = view.active_controller()
+        others = [c for c in controllers if c != active]
+        rng.shuffle(others)
+        size = max(1, (len(controllers) - 1) // 2)  # the largest side that cannot commit
+        minority = [active, *others[: size - 1]]
+        ids = minority if head == "minority" else [c for c in controllers if c not in minority]
+    elif head in ("leader", "follower", "isr", "replicas"):
+        topic, number = _partition_args(selector)
+        p = view.partition(topic, number)
+        if head == "leader":
+            if p["leader"] < 0:
+                raise TargetError(f"{topic}-{number} has no leader")
+            ids = [p["leader"]]
+        elif head == "follower":
+            followers = [r for r in p["isr"] if r != p["leader"]] or [r for r in p["replicas"] if r != p["leader"]]
+            if not followers:
+                raise TargetError(f"{topic}-{number} has no follower")
+            ids = [rng.choice(sorted(followers))]
+        else:
+            ids = list(p["isr"] if head == "isr" else p["replicas"])
+    elif head == "broker":
+        ids = [rng.choice(brokers)] if rest == "random" else [int(rest)]
+    elif head == "node":
+        ids = [int(rest)]
+    elif head == "nodes":
+        ids = [int(n) for n in rest.split(",") if n.strip()]
+    elif head == "brokers":
+        ids = brokers
+    elif head == "controllers":
+        ids = controllers
+    elif head == "others":
+        ids = [n.spec.node_id for n in cluster.nodes if n.spec.node_id not in exclude]
+    else:
+        raise TargetError(f"unknown selector {selector!r}")
+    known = {n.spec.node_id for n in cluster.nodes}
+    if not ids or not set(ids) <= known:
+        raise TargetError(f"{selector!r} names {ids}, not nodes of this cluster")
+    return sorted(set(ids))

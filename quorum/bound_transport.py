@@ -1,0 +1,47 @@
+"""pysyncobj's TCP transport with every outgoing connection leaving from the voter's own address.
+
+pysyncobj's `TcpConnection.connect` creates an unbound socket, so on loopback every peer
+connection leaves from 127.0.0.1 whatever voter opens it (measured with `ss -tn`): a
+firewall rule on one voter's 127.0.0.N source would match nothing, and chaos could not cut
+one voter's links. Binding the socket to the voter's own host (port 0) before `connect` is
+what Kafka's `client.dns.lookup`-free setups get from their `local_addr`; nothing else
+about the transport changes.
+
+pysyncobj offers no source-address option; its `setSockoptKeepalive` hook runs on the new
+socket after creation and before `connect`, the one point where a bind can go without
+copying its connect logic.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
+
+
+class _BoundTcpConnection(TcpConnection):  # type: ignore[misc]  # pysyncobj has no type hints
+    """A TcpConnection that binds its outgoing socket to `source_host` before connecting."""
+
+    source_host: str | None = None
+
+    def setSockoptKeepalive(self) -> None:  # pysyncobj's name
+        # name-mangled private attribute of pysyncobj 0.3.x: the socket connect() just created
+        sock: socket.socket | None = getattr(self, "_TcpConnection__socket", None)
+        if sock is not None and self.source_host and sock.getsockname()[1] == 0:
+            # an incoming connection is already bound (port != 0): only outgoing ones get here
+            sock.bind((self.source_host, 0))
+        super().setSockoptKeepalive()
+
+
+class BoundTCPTransport(TCPTransport):  # type: ignore[misc]
+    """TCPTransport whose outgoing connections leave from the host of `selfNode`."""
+
+    def addNode(self, node: Any) -> None:  # pysyncobj's name
+        super().addNode(node)
+        connection = self._connections.get(node)
+        if connection is not None and type(connection) is TcpConnection:
+            # the class swap adds one overriding method and no state but `source_host`
+            connection.__class__ = _BoundTcpConnection
+            connection.source_host = self._selfNode.host
