@@ -67,7 +67,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every cleanup, as Ctrl-C does
 
 
-def verdict_table(verdicts: list) -> str:  # type: ignore[type-arg]
+def verdict_table(verdicts: list) -> str:
     width = max((len(v.expectation) for v in verdicts), default=10)
     return "\n".join(f"  {'PASS' if v.ok else 'FAIL'}  {v.expectation:{width}}  {v.detail}" for v in verdicts)
 

@@ -21,7 +21,7 @@ from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
 
-class _BoundTcpConnection(TcpConnection):  # type: ignore[misc]  # pysyncobj has no type hints
+class _BoundTcpConnection(TcpConnection):  # pysyncobj has no type hints
     """A TcpConnection that binds its outgoing socket to `source_host` before connecting."""
 
     source_host: str | None = None
@@ -35,7 +35,7 @@ class _BoundTcpConnection(TcpConnection):  # type: ignore[misc]  # pysyncobj has
         super().setSockoptKeepalive()
 
 
-class BoundTCPTransport(TCPTransport):  # type: ignore[misc]
+class BoundTCPTransport(TCPTransport):
     """TCPTransport whose outgoing connections leave from the host of `selfNode`."""
 
     def addNode(self, node: Any) -> None:  # pysyncobj's name

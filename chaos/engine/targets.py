@@ -65,14 +65,14 @@ class ClusterView:
     def partition(self, topic: str, partition: int) -> dict[str, Any]:
         for p in self.get(f"/v1/topics/{topic}")["partitions"]:
             if p["partition"] == partition:
-                return p  # type: ignore[no-any-return]
+                return p
         raise TargetError(f"{topic} has no partition {partition}")
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        return self.get(f"/v1/topics/{topic}")["partitions"]  # type: ignore[no-any-return]
+        return self.get(f"/v1/topics/{topic}")["partitions"]
 
     def brokers(self) -> list[dict[str, Any]]:
-        return self.get("/v1/brokers")  # type: ignore[no-any-return]
+        return self.get("/v1/brokers")
 
 
 def _partition_args(selector: str) -> tuple[str, int]:
