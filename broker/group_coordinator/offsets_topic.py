@@ -3,8 +3,9 @@
 The first FindCoordinator for a group asks the controllers to create the topic
 (`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped to the live
 brokers with a WARNING, the broker's `min.insync.replicas`) and answers
-COORDINATOR_NOT_AVAILABLE until it exists; clients retry. Kafka compacts the topic; until
-tidelog has log compaction it keeps every record (retention.ms=-1, retention.bytes=-1).
+COORDINATOR_NOT_AVAILABLE until it exists; clients retry. The topic is compacted, as Kafka's:
+the latest commit per (group, topic, partition) and the latest metadata per group stay, and
+tombstones (expired offsets, deleted groups) go after `delete.retention.ms`.
 The coordinator of a group is the leader of partition abs(hashCode(group.id)) % partitions.
 """
 
@@ -31,9 +32,8 @@ TOPIC_ALREADY_EXISTS: Final = int(ErrorCode.TOPIC_ALREADY_EXISTS)
 
 
 def offsets_topic_configs(settings: CoordinatorSettings) -> dict[str, str]:
-    """The topic configs Kafka gives __consumer_offsets, less compaction (not built yet)."""
-    return {"retention.ms": "-1", "retention.bytes": "-1",
-            "segment.bytes": str(settings.offsets_topic_segment_bytes)}
+    """The topic configs Kafka gives __consumer_offsets (GroupCoordinator.groupMetadataTopicConfigs)."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(settings.offsets_topic_segment_bytes)}
 
 
 class OffsetsTopic:
@@ -86,8 +86,8 @@ class OffsetsTopic:
                 if code not in (0, TOPIC_ALREADY_EXISTS):
                     log.warning("Creating %s failed: error %d: %s", GROUP_METADATA_TOPIC_NAME, code, message)
                 elif code == 0:
-                    log.info("Created %s: %d partitions, replication factor %d (infinite retention "
-                             "until log compaction exists)", GROUP_METADATA_TOPIC_NAME,
+                    log.info("Created %s: %d partitions, replication factor %d, compacted",
+                             GROUP_METADATA_TOPIC_NAME,
                              settings.offsets_topic_partitions, replication)
             except Exception:  # noqa: BLE001 - the next FindCoordinator tries again
                 log.exception("Creating %s failed", GROUP_METADATA_TOPIC_NAME)

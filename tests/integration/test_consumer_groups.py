@@ -186,6 +186,12 @@ def test_committed_offsets_are_kept(cluster: LocalCluster, tmp_path: Path) -> No
     finally:
         stop_members(again)
     assert sorted(consumed_values(again)) == sorted(values("resume-more", 30))
+    # where the commits live: Kafka's compacted, internal __consumer_offsets
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    configs = AdminClient({"bootstrap.servers": bootstrap}).describe_configs([resource])[resource].result(timeout=10)
+    assert configs["cleanup.policy"].value == "compact"
 
 
 KILLED_MEMBER = """
