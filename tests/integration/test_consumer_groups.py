@@ -190,7 +190,8 @@ def test_committed_offsets_are_kept(cluster: LocalCluster, tmp_path: Path) -> No
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
-    configs = AdminClient({"bootstrap.servers": bootstrap}).describe_configs([resource])[resource].result(timeout=10)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer arrives
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
     assert configs["cleanup.policy"].value == "compact"
 
 
