@@ -114,17 +114,17 @@ class BrokerSettings:
         roles = config["process.roles"]
         if not isinstance(roles, tuple) or "broker" not in roles:
             raise ConfigError("config 'process.roles' must contain broker to run a broker")
-        listeners = [parse_listener(item, "listeners") for item in config["listeners"]]  # type: ignore[union-attr]
-        advertised = config["advertised.listeners"]
-        advertised_listener = parse_listener(advertised[0], "advertised.listeners") if advertised else None  # type: ignore[index]
+        listeners = [parse_listener(item, "listeners") for item in config.get_list("listeners")]
+        advertised = config.get_optional_list("advertised.listeners")
+        advertised_listener = parse_listener(advertised[0], "advertised.listeners") if advertised else None
         if advertised_listener is None and listeners[0].host in ("", "0.0.0.0", "::"):
             raise ConfigError("config 'advertised.listeners' must be set when 'listeners' binds every address")
-        voters = config["controller.api.voters"]
+        voters = config.get_optional_list("controller.api.voters")
         if not voters:
             raise ConfigError("config 'controller.api.voters' (id@host:port of each controller's HTTP API) "
                               "must be set to run a broker")
         addresses = []
-        for entry in voters:  # type: ignore[union-attr]
+        for entry in voters:
             _, at, address = entry.partition("@")
             if not at:
                 raise ConfigError(f"config 'controller.api.voters': {entry!r} is not id@host:port")
@@ -133,16 +133,16 @@ class BrokerSettings:
         metrics = config["metrics.listener"]
         cluster_id = config["cluster.id"]
         return cls(
-            node_id=int(config["node.id"]),  # type: ignore[arg-type]
+            node_id=config.get_int("node.id"),
             listener=listeners[0], advertised=advertised_listener,
-            max_request_bytes=int(config["socket.request.max.bytes"]),  # type: ignore[arg-type]
+            max_request_bytes=config.get_int("socket.request.max.bytes"),
             metrics_address=None if metrics is None else _host_port(str(metrics), "metrics.listener"),
             controller_addresses=tuple(addresses),
             log_dirs=tuple(Path(d) for d in log_dirs(config)),
-            heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),  # type: ignore[arg-type]
+            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
             cluster_id=None if cluster_id is None else str(cluster_id),
-            session_timeout_ms=int(config["broker.session.timeout.ms"]),  # type: ignore[arg-type]
-            controlled_shutdown_timeout_ms=int(config["controlled.shutdown.timeout.ms"]))  # type: ignore[arg-type]
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            controlled_shutdown_timeout_ms=config.get_int("controlled.shutdown.timeout.ms"))
 
 
 # --- /metrics ---------------------------------------------------------------------------------
@@ -237,8 +237,8 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:
     """flush.ms, retention and recovery-point checkpoints, until cancelled (one pass per second)."""
-    retention_every = int(config["log.retention.check.interval.ms"])  # type: ignore[arg-type]
-    checkpoint_every = int(config["log.flush.offset.checkpoint.interval.ms"])  # type: ignore[arg-type]
+    retention_every = config.get_int("log.retention.check.interval.ms")
+    checkpoint_every = config.get_int("log.flush.offset.checkpoint.interval.ms")
     last_retention = last_checkpoint = wall_ms()
     while True:  # until cancelled
         await asyncio.sleep(MAINTENANCE_INTERVAL)
@@ -259,7 +259,7 @@ def fetcher_settings(broker_id: int, listener_name: str, config: Config, *,
                      local_host: str | None = None) -> FetcherSettings:
     """The follower fetchers' settings from Kafka's replica.* keys."""
     def key(name: str) -> int:
-        return int(config[name])  # type: ignore[arg-type]
+        return config.get_int(name)
 
     return FetcherSettings(broker_id, listener_name, max_wait_ms=key("replica.fetch.wait.max.ms"),
                            min_bytes=key("replica.fetch.min.bytes"),
@@ -302,8 +302,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
     replicas = ReplicaManager(broker_id, log_manager, now_ms=wall_ms,
-                              replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),  # type: ignore[arg-type]
-                              default_min_insync_replicas=int(config["min.insync.replicas"]),  # type: ignore[arg-type]
+                              replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+                              default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None

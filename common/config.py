@@ -526,6 +526,9 @@ class Config(Mapping[str, Value]):
             raise TypeError(f"config {name!r} is {type(value).__name__}, not a list")
         return value
 
+    def get_optional_list(self, name: str) -> tuple[str, ...] | None:
+        return None if self[name] is None else self.get_list(name)
+
     def get_password(self, name: str) -> Password | None:
         value = self[name]
         if value is not None and not isinstance(value, Password):

@@ -13,9 +13,9 @@ COORDINATOR_LOAD_IN_PROGRESS, bounded); errors are ClusterError with Kafka's nam
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from common.errors import ErrorCode
 from common.protocol import group_admin as ga
@@ -26,6 +26,7 @@ from common.protocol.find_coordinator import (
     decode_find_coordinator_response,
     encode_find_coordinator_request,
 )
+from common.protocol.primitives import Chunk
 from common.units import SECONDS
 from groups.offset_reset import assigned_partitions
 from tidelog.cli_common import ClusterError
@@ -35,6 +36,8 @@ RETRY_FOR: Final = 10 * SECONDS
 RETRY_EVERY: Final = 0.1 * SECONDS
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                            ErrorCode.NOT_COORDINATOR})
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +82,13 @@ class GroupAdmin:
                 raise ClusterError(error_name(response.error_code), response.error_message or "no coordinator")
             time.sleep(RETRY_EVERY)
 
-    def _at_coordinator(self, group_id: str, api: ApiKey, version: int, request: object, encode: object,
-                        decode: object, error_of: object) -> object:
+    def _at_coordinator(self, group_id: str, api: ApiKey, version: int, request: object,
+                        encode: Callable[[Any, int], list[Chunk]], decode: Callable[[memoryview, int], R],
+                        error_of: Callable[[R], int]) -> R:
         deadline = time.monotonic() + RETRY_FOR
         while True:  # bounded by RETRY_FOR
-            response = self.client.call(self.coordinator(group_id), api, version, request, encode, decode)
-            code = error_of(response)  # type: ignore[operator]
+            response: R = self.client.call(self.coordinator(group_id), api, version, request, encode, decode)
+            code = error_of(response)
             if code not in _RETRY or time.monotonic() > deadline:
                 return response
             time.sleep(RETRY_EVERY)
@@ -105,9 +109,9 @@ class GroupAdmin:
         response = self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest(group_id, None),
                                         oc.encode_offset_fetch_request, oc.decode_offset_fetch_response,
                                         lambda r: r.error_code)
-        if response.error_code:  # type: ignore[attr-defined]
-            raise ClusterError(error_name(response.error_code), f"cannot fetch the offsets of {group_id}")  # type: ignore[attr-defined]
-        return {(t.name, p.partition_index): p.committed_offset for t in response.topics  # type: ignore[attr-defined]
+        if response.error_code:
+            raise ClusterError(error_name(response.error_code), f"cannot fetch the offsets of {group_id}")
+        return {(t.name, p.partition_index): p.committed_offset for t in response.topics
                 for p in t.partitions if p.committed_offset >= 0}
 
     def describe(self, group_id: str) -> GroupDescription:
@@ -115,7 +119,7 @@ class GroupAdmin:
         response = self._at_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest((group_id,)),
                                         ga.encode_describe_groups_request, ga.decode_describe_groups_response,
                                         lambda r: r.groups[0].error_code)
-        group = response.groups[0]  # type: ignore[attr-defined]
+        group = response.groups[0]
         if group.error_code:
             raise ClusterError(error_name(group.error_code), f"cannot describe {group_id}")
         owners = {tp: m for m in group.members for tp in assigned_partitions(m.member_assignment)}
@@ -150,7 +154,7 @@ class GroupAdmin:
         response = self._at_coordinator(group_id, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((group_id,)),
                                         ga.encode_delete_groups_request, ga.decode_delete_groups_response,
                                         lambda r: r.results[0].error_code)
-        code = response.results[0].error_code  # type: ignore[attr-defined]
+        code = response.results[0].error_code
         if code:
             raise ClusterError(error_name(code), f"cannot delete group {group_id}")
 
@@ -164,7 +168,7 @@ class GroupAdmin:
         response = self._at_coordinator(group_id, ApiKey.OFFSET_COMMIT, 7, request, oc.encode_offset_commit_request,
                                         oc.decode_offset_commit_response,
                                         lambda r: max((p.error_code for t in r.topics for p in t.partitions), default=0))
-        for t in response.topics:  # type: ignore[attr-defined]
+        for t in response.topics:
             for p in t.partitions:
                 if p.error_code:
                     raise ClusterError(error_name(p.error_code), f"cannot commit {t.name}-{p.partition_index}")

@@ -58,11 +58,11 @@ class CleanerConfig:
     @classmethod
     def from_config(cls, config: Config) -> CleanerConfig:
         return cls(enable=bool(config["log.cleaner.enable"]),
-                   threads=int(config["log.cleaner.threads"]),  # type: ignore[arg-type]
-                   dedupe_buffer_size=int(config["log.cleaner.dedupe.buffer.size"]),  # type: ignore[arg-type]
-                   io_buffer_load_factor=float(config["log.cleaner.io.buffer.load.factor"]),  # type: ignore[arg-type]
-                   io_max_bytes_per_second=float(config["log.cleaner.io.max.bytes.per.second"]),  # type: ignore[arg-type]
-                   backoff_ms=int(config["log.cleaner.backoff.ms"]))  # type: ignore[arg-type]
+                   threads=config.get_int("log.cleaner.threads"),
+                   dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
+                   io_buffer_load_factor=config.get_double("log.cleaner.io.buffer.load.factor"),
+                   io_max_bytes_per_second=config.get_double("log.cleaner.io.max.bytes.per.second"),
+                   backoff_ms=config.get_int("log.cleaner.backoff.ms"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -417,3 +417,21 @@ def test_properties_line_round_trips(tmp_path, value: str) -> None:
     path = tmp_path / "server.properties"
     path.write_text(properties_line("log.dirs", value) + "\n", encoding="utf-8")
     assert load_properties(path)["log.dirs"] == value
+
+
+# --- typed accessors (Kafka's AbstractConfig.getInt/getLong/...): a wrong accessor is a bug.
+def test_typed_accessors_read_each_type_and_refuse_the_wrong_one() -> None:
+    config = parse_config({"node.id": "7", "process.roles": "broker", "log.dirs": "/a,/b",
+                           "controller.api.voters": "1@h:1"})
+    assert config.get_int("node.id") == 7
+    assert config.get_bool("auto.create.topics.enable") is True
+    assert config.get_list("log.dirs") == ("/a", "/b")
+    assert config.get_optional_list("advertised.listeners") is None
+    assert config.get_optional_list("controller.api.voters") == ("1@h:1",)
+    assert isinstance(config.get_double("log.cleaner.min.cleanable.ratio"), float)
+    with pytest.raises(TypeError, match="node.id"):
+        config.get_str("node.id")
+    with pytest.raises(TypeError, match="auto.create.topics.enable"):
+        config.get_int("auto.create.topics.enable")  # a bool is not an integer here
+    with pytest.raises(TypeError, match="log.dirs"):
+        config.get_int("log.dirs")

@@ -361,7 +361,7 @@ async def test_find_coordinator_creates_the_offsets_topic_first(node):
     await asyncio.sleep(0.01)
     # 50 partitions; replication factor 3 capped to the 2 live brokers; kept forever (no compaction yet)
     assert admin_api.calls == [("create", "__consumer_offsets", 50, 2,
-                                {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": "104857600"})]
+                                {"cleanup.policy": "compact", "segment.bytes": "104857600"})]
 
 
 async def test_find_coordinator_for_transactions_is_not_available(node):
