@@ -29,6 +29,12 @@ bench-broker: $(BASE_STAMP)
 	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
 	$(BIN)/python bench/sendfile_vs_pread.py
 
+# the log cleaner: MB/s of dirty log compacted (100 B and 1 KiB records, 10 % unique keys)
+# beside raw read+write of the same bytes, and produce throughput while it runs
+.PHONY: bench-cleaner
+bench-cleaner: $(BASE_STAMP)
+	$(BIN)/python bench/log_cleaner.py
+
 # consumer groups beside Tansu: join -> first record, rebalance of 10 when an 11th joins,
 # synchronous commits/s (goals: <= 0.5 s, <= 1 s)
 .PHONY: bench-groups
