@@ -40,6 +40,8 @@ from chaos.workload import (
     read_all,
 )
 from tidelog.launcher import LocalCluster, free_ports
+from tidelog.replica_files import replica_log_bytes, wait_replicas_caught_up
+from tidelog.waiting import wait_until
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
 TOPIC = "chaos"
@@ -58,15 +60,7 @@ def _get(url: str) -> Any:
 
 
 def _wait(what: str, condition: Callable[[], bool], timeout_s: float = HEAL_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            if condition():
-                return
-        except OSError:
-            pass  # a controller being restarted: ask again
-        time.sleep(POLL_S)
-    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    wait_until(what, condition, timeout_s, poll_s=POLL_S)
 
 
 class Run:
@@ -223,7 +217,7 @@ def run(faults: int, seed: int, root: Path) -> list[str]:
         checks["every write acknowledged"] = delivery
         try:
             _wait("every replica in the ISR", chaos.healed)
-            time.sleep(1.0)
+            wait_replicas_caught_up(cluster.brokers, TOPIC, range(PARTITIONS))
         except Exception as exc:  # noqa: BLE001 - as above
             availability += chaos.unavailable("healing before the replica comparison", exc, bootstrap)
         checks["availability"] = availability
@@ -232,8 +226,7 @@ def run(faults: int, seed: int, root: Path) -> list[str]:
         for p in range(PARTITIONS):
             logs = {}
             for node in cluster.brokers:
-                directory = node.spec.directory / "data" / f"{TOPIC}-{p}"
-                logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
+                logs[node.spec.node_id] = replica_log_bytes(node, TOPIC, p)
             identical += check_identical(logs, f"{TOPIC}-{p}")
         checks["identical replicas"] = identical
         problems = [problem for found in checks.values() for problem in found]

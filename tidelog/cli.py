@@ -128,7 +128,9 @@ def _add_spark(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_chaos(sub: argparse._SubParsersAction) -> None:
-    from chaos import cli as chaos_cli  # stdlib only at import; clients load when a scenario runs
+    from chaos import (
+        cli as chaos_cli,  # stdlib only at import; clients load when a scenario runs
+    )
 
     parser = sub.add_parser("chaos", help="chaos scenarios: list, run, report, clean",
                             description="Run chaos scenarios against a local cluster and report what held.")

@@ -38,12 +38,17 @@ from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
 from tidelog.launcher import LocalCluster, free_ports
+from tidelog.replica_files import (
+    partition_dir,
+    replica_log_bytes,
+    wait_replicas_caught_up,
+)
+from tidelog.waiting import WaitTimeout
 
 PROGRESS_EVERY_S: Final = 5.0
 TICK_S: Final = 0.1
 QUIESCE_S: Final = 2.0
-COMPARE_TRIES: Final = 5
-COMPARE_PAUSE_S: Final = 1.0  # the workload runs this long after the last heal before it stops
+COMPARE_TIMEOUT_S: Final = 10.0  # replicas of a healed cluster agree on their log end well within this
 NETWORK_ACTIONS: Final = (FaultAction.PARTITION, FaultAction.DROP, FaultAction.NETEM)
 
 
@@ -159,20 +164,17 @@ class ScenarioRun:
 
     def compare_replicas(self, cluster: LocalCluster) -> None:
         """With the workload stopped and every ISR full: every replica of each partition
-        byte-identical (asked again a few times: a follower's last fetch may be in flight)."""
+        byte-identical, once every replica's log end offset agrees (a follower's last fetch may
+        be in flight); replicas still apart after the wait are compared as they are."""
         topic = self.scenario.workload.topic
         partitions = next(t.partitions for t in self.scenario.topics if t.name == topic)
         for p in range(partitions):
-            logs: dict[int, bytes] = {}
-            for _ in range(COMPARE_TRIES):  # bounded
-                time.sleep(COMPARE_PAUSE_S)
-                logs = {}
-                for node in cluster.brokers:
-                    directory = node.spec.directory / "data" / f"{topic}-{p}"
-                    if directory.is_dir():
-                        logs[node.spec.node_id] = b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
-                if len(set(logs.values())) <= 1:
-                    break
+            hosts = [node for node in cluster.brokers if partition_dir(node, topic, p).is_dir()]
+            try:
+                wait_replicas_caught_up(hosts, topic, [p], COMPARE_TIMEOUT_S)
+            except WaitTimeout:
+                pass  # divergence: the byte comparison below says how
+            logs = {node.spec.node_id: replica_log_bytes(node, topic, p) for node in hosts}
             if len(set(logs.values())) > 1:
                 sizes = ", ".join(f"broker {b}: {len(d)} bytes" for b, d in sorted(logs.items()))
                 self.history.record("divergence", partition=p, detail=f"replicas differ ({sizes})")

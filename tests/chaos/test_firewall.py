@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.nemeses.firewall import Firewall, clean, iptables_missing, leftovers, tc_missing
+from chaos.nemeses.firewall import (
+    Firewall,
+    clean,
+    iptables_missing,
+    leftovers,
+    tc_missing,
+)
 from chaos.nemeses.links import PacketMatch
 
 pytestmark = pytest.mark.skipif(iptables_missing() is not None, reason=str(iptables_missing()))

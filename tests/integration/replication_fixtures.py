@@ -15,12 +15,12 @@ from typing import Any
 
 from chaos.nemesis import Nemesis
 from chaos.workload import read_all
-from common.record_batch import iter_batches
 from tests.integration.cluster_fixtures import http, wait_until
+from tidelog import replica_files
 from tidelog.launcher import LocalCluster, free_ports
 
 __all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "read_all", "replica_log_bytes",
-           "replica_log_end_offset", "replicated_cluster", "wait_for_state", "wait_full_isr",
+           "replicated_cluster", "wait_for_state", "wait_full_isr",
            "wait_replicas_caught_up"]
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -75,33 +75,12 @@ def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, timeout_s:
 
 
 def replica_log_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
-    """The concatenated .log segments of one replica, oldest first (segments may split differently)."""
-    directory = cluster.node(broker_id).spec.directory / "data" / f"{topic}-{partition}"
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
-
-
-def replica_log_end_offset(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> int:
-    """One replica's log end offset, read from its segment files (a batch still being
-    written at the tail is not counted yet)."""
-    end = 0
-    directory = cluster.node(broker_id).spec.directory / "data" / f"{topic}-{partition}"
-    for path in sorted(directory.glob("*.log")):
-        for _, header in iter_batches(path.read_bytes(), verify=False, allow_partial_tail=True):
-            end = header.base_offset + header.last_offset_delta + 1
-    return end
+    return replica_files.replica_log_bytes(cluster.node(broker_id), topic, partition)
 
 
 def wait_replicas_caught_up(cluster: LocalCluster, topic: str, partitions: int,
-                            replicas: tuple[int, ...] | list[int] = BROKERS,
-                            timeout_s: float = 30.0) -> None:
-    """Every replica's log end offset equal on disk (no writer running): what a byte
-    comparison of the replicas needs, instead of sleeping for "one more fetch round"."""
-    for p in range(partitions):
-        def same_end(p: int = p) -> dict[int, int] | None:
-            ends = {b: replica_log_end_offset(cluster, b, topic, p) for b in replicas}
-            return ends if len(set(ends.values())) == 1 else None
-
-        wait_until(f"{topic}-{p}: every replica at the same log end offset", same_end, timeout_s)
+                            replicas: tuple[int, ...] | list[int] = BROKERS) -> None:
+    replica_files.wait_replicas_caught_up([cluster.node(b) for b in replicas], topic, range(partitions))
 
 
 def broker_log(cluster: LocalCluster, broker_id: int) -> str:

@@ -6,7 +6,14 @@ import pytest
 
 from chaos.cli import shipped
 from chaos.scenarios.generator import generate
-from chaos.scenarios.spec import Acks, FaultAction, LossPolicy, ScenarioError, load_scenario, parse_scenario
+from chaos.scenarios.spec import (
+    Acks,
+    FaultAction,
+    LossPolicy,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+)
 
 MINIMAL = """
 name = "t"

@@ -35,7 +35,14 @@ from metadata.delta import changes_for_broker
 from metadata.image import EMPTY_IMAGE
 from metadata.records import Partition, Topic
 from tests.log_helpers import NOW
-from tests.unit.test_request_handler import ADVERTISED, CLUSTER, ME, FakeAdmin, call, replay
+from tests.unit.test_request_handler import (
+    ADVERTISED,
+    CLUSTER,
+    ME,
+    FakeAdmin,
+    call,
+    replay,
+)
 
 HERE, ELSEWHERE = "g1", "g0"  # offsets partitions 0 (led here) and 1 (led by broker 2)
 assert coordinator_partition(HERE, 2) == 0 and coordinator_partition(ELSEWHERE, 2) == 1
@@ -194,8 +201,8 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:  # noqa: ANN001
 
 async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:  # noqa: ANN001
     from broker.group_coordinator import handlers
-    from broker.handlers.context import ClientInfo
     from broker.group_coordinator.runtime import GroupCoordinator
+    from broker.handlers.context import ClientInfo
     from groups.state import GroupState
     from metadata.records import PartitionChange
 
