@@ -199,16 +199,20 @@ def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> l
             node.send(signal.SIGKILL)
             killed.add(node.spec.node_id)
         _wait_all_exit(stragglers, KILL_WAIT)
-    reports = []
-    for node in sorted(nodes, key=lambda n: STOP_ORDER.index(n.spec.role)):
-        if not was_running[node.spec.node_id]:
-            outcome = "not running"
-        elif node.running():
-            outcome = "did not die"
-        else:
-            outcome = "killed after ignoring SIGTERM" if node.spec.node_id in killed else "stopped"
-        reports.append(StopReport(node.spec, node.pid, outcome, node.exit_status))
-    return reports
+    ordered = sorted(nodes, key=lambda n: STOP_ORDER.index(n.spec.role))
+    return [stop_report(n, was_running=was_running[n.spec.node_id], killed=n.spec.node_id in killed)
+            for n in ordered]
+
+
+def stop_report(node: NodeProcess, *, was_running: bool, killed: bool) -> StopReport:
+    """How one node's stop ended, in the words `tidelog down` prints."""
+    if not was_running:
+        outcome = "not running"
+    elif node.running():
+        outcome = "did not die"
+    else:
+        outcome = "killed after ignoring SIGTERM" if killed else "stopped"
+    return StopReport(node.spec, node.pid, outcome, node.exit_status)
 
 
 # --- readiness -------------------------------------------------------------------------------

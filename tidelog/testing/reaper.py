@@ -115,7 +115,7 @@ def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
     from tidelog import (
         cluster_layout as layout,  # not at the top: the watchdog starts light
     )
-    from tidelog.launcher import StopReport
+    from tidelog.launcher import stop_report
 
     deadline = time.monotonic() + bound
     running = {n.spec.node_id for n in local.nodes if n.running()}
@@ -133,16 +133,8 @@ def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
             if node.running():
                 killed.add(node.spec.node_id)
                 node.kill()
-    reports = []
-    for node in local.nodes:
-        if node.spec.node_id not in running:
-            outcome = "not running"
-        elif node.running():
-            outcome = "did not die"
-        else:
-            outcome = "killed after ignoring SIGTERM" if node.spec.node_id in killed else "stopped"
-        reports.append(StopReport(node.spec, node.pid, outcome, node.exit_status))
-    return reports
+    return [stop_report(n, was_running=n.spec.node_id in running, killed=n.spec.node_id in killed)
+            for n in local.nodes]
 
 
 # --- the watchdog's side ----------------------------------------------------------------------
