@@ -17,6 +17,7 @@ from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, open_segment
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from broker.log.timestamp_lookup import find_in_segment, offset_of_max_timestamp
 from broker.topic_partition import TopicPartition
 from common.errors import (
     InvalidRecordError,
@@ -32,7 +33,6 @@ from common.record_batch import (
     NO_TIMESTAMP,
     CompressionType,
     RecordBatchHeader,
-    TimestampType,
     check_producer_batch,
     read_batches,
     set_log_append_time,
@@ -318,11 +318,11 @@ class PartitionLog:
             best = max(self._segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
-            offset = _offset_of_max_timestamp(best)
+            offset = offset_of_max_timestamp(best)
             return TimestampAndOffset(best.max_timestamp, offset, epoch_for(offset))
         for segment in self._segments:
             if segment.max_timestamp >= timestamp:
-                found = _find_in_segment(segment, timestamp, self.log_start_offset)
+                found = find_in_segment(segment, timestamp, self.log_start_offset)
                 if found is not None:
                     return TimestampAndOffset(found[0], found[1], epoch_for(found[1]))
         return None
@@ -554,52 +554,3 @@ def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]]
                 raise InvalidRecordError(
                     f"Compacted topic cannot accept message without key in topic partition "
                     f"{tp}")
-
-
-def _find_in_segment(segment: LogSegment, timestamp: int,
-                     start_offset: int) -> tuple[int, int] | None:
-    """(timestamp, offset) of the first record at or after `timestamp` in `segment`."""
-    from common.records import decode_records  # tools-grade decoding, off the hot path
-
-    entry = segment.time_index.lookup(timestamp)
-    found = segment.translate_offset(max(entry.offset, start_offset))
-    if found is None:
-        return None
-    for position, header in segment.headers_from(found[0]):
-        if header.max_timestamp < timestamp:
-            continue
-        batch = segment_bytes(segment, position, header.size)
-        for record in decode_records(batch, 0, header):
-            if record.timestamp >= timestamp and record.offset >= start_offset:
-                return record.timestamp, record.offset
-    return None
-
-
-def _offset_of_max_timestamp(segment: LogSegment) -> int:
-    """The offset of the first record carrying the segment's largest timestamp (KIP-734).
-
-    The segment (and its time index) knows the batch, not the record: found here, when asked,
-    as Kafka does since KAFKA-16310 — decode the one batch whose max timestamp it is and take
-    its first record with that timestamp. Appends stay free of per-record work.
-    """
-    from common.records import decode_records  # tools-grade decoding, off the hot path
-
-    found = segment.translate_offset(segment.offset_of_max_timestamp)
-    if found is None:
-        return segment.offset_of_max_timestamp
-    for position, header in segment.headers_from(found[0]):
-        if header.max_timestamp != segment.max_timestamp:
-            continue
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            return header.base_offset  # every record carries the batch's append time
-        batch = segment_bytes(segment, position, header.size)
-        for record in decode_records(batch, 0, header):
-            if record.timestamp == segment.max_timestamp:
-                return record.offset
-        break
-    return segment.offset_of_max_timestamp
-
-
-def segment_bytes(segment: LogSegment, position: int, length: int) -> bytes:
-    """Read `length` bytes of a segment file."""
-    return FileSlice(segment.fd, position, length).read_bytes()
