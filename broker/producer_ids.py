@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from common import rpc
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -46,14 +47,14 @@ class ProducerIdManager:
         if self._client is None or registration is None:
             return None
         try:
-            reply = await self._client.call("allocate-producer-ids", {
-                "broker_id": self.broker_id, "broker_epoch": registration.broker_epoch})
+            status, reply = rpc.decode_reply(rpc.AllocateProducerIdsReply, await self._client.call(
+                "allocate-producer-ids", rpc.encode(rpc.BrokerIdAndEpoch(self.broker_id, registration.broker_epoch))))
         except ControllerUnavailableError as e:
             log.warning("Cannot allocate producer ids: %s", e)
             return None
-        if reply["error_code"] != 0:
-            log.warning("Controller refused producer ids: %s", reply.get("error_message"))
+        if reply is None:
+            log.warning("Controller refused producer ids: %s", status.error_message)
             return None
-        start, length = reply["producer_id_start"], reply["producer_id_len"]
+        start, length = reply.producer_id_start, reply.producer_id_len
         log.info("Allocated producer ids %d..%d to broker %d", start, start + length - 1, self.broker_id)
         return start, start + length

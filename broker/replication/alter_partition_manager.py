@@ -16,10 +16,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.topic_partition import TopicPartition
+from common import rpc
 from common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class AlterPartitionItem:
                 f"partition epoch {self.partition_epoch}")
 
 
-OnResult = Callable[[int, dict[str, Any] | None], None]
+OnResult = Callable[[int, rpc.AlterPartitionPartitionReply | None], None]
 
 
 class AlterPartitionManager:
@@ -87,34 +88,35 @@ class AlterPartitionManager:
         by_topic: dict[str, list[AlterPartitionItem]] = {}
         for item, _ in batch.values():
             by_topic.setdefault(item.topic_id, []).append(item)
-        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(), "topics": [
-            {"topic_id": topic_id, "partitions": [
-                {"partition_index": i.tp.partition, "leader_epoch": i.leader_epoch,
-                 "partition_epoch": i.partition_epoch, "leader_recovery_state": i.leader_recovery_state,
-                 "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in i.new_isr]}
-                for i in items]}
-            for topic_id, items in by_topic.items()]}
+        request = rpc.AlterPartitionRequest(self.broker_id, self._broker_epoch(), tuple(
+            rpc.AlterPartitionTopic(topic_id, tuple(
+                rpc.AlterPartitionData(i.tp.partition, i.leader_epoch, i.partition_epoch,
+                                       tuple(rpc.IsrMemberData(b, e) for b, e in i.new_isr),
+                                       i.leader_recovery_state)
+                for i in items))
+            for topic_id, items in by_topic.items()))
         try:
-            reply = await self._client.call("alter-partition", body)
+            status, reply = rpc.decode_reply(rpc.AlterPartitionReply, await self._client.call(
+                "alter-partition", rpc.encode(request)))
         except ControllerUnavailableError as e:
             log.warning("AlterPartition of %d partitions failed: %s", len(batch), e)
             self._answer_all(batch, CONTROLLER_UNAVAILABLE)
             return
-        if reply["error_code"] != 0:  # the whole request (e.g. a stale broker epoch)
-            log.warning("AlterPartition refused: error %d: %s", reply["error_code"], reply.get("error_message"))
-            self._answer_all(batch, reply["error_code"])
+        if reply is None:  # the whole request (e.g. a stale broker epoch)
+            log.warning("AlterPartition refused: error %d: %s", status.error_code, status.error_message)
+            self._answer_all(batch, status.error_code)
             return
         answered: set[TopicPartition] = set()
         by_id = {item.topic_id: item.tp.topic for item, _ in batch.values()}
-        for topic in reply.get("topics", ()):
-            name = by_id.get(topic.get("topic_id"))
-            for p in topic.get("partitions", ()):
-                tp = TopicPartition(name or "", p.get("partition_index", -1))
+        for topic in reply.topics:
+            name = by_id.get(topic.topic_id)
+            for p in topic.partitions:
+                tp = TopicPartition(name or "", p.partition_index)
                 entry = batch.get(tp)
                 if entry is None:
                     continue
                 answered.add(tp)
-                entry[1](int(p.get("error_code", -1)), p)
+                entry[1](p.error_code, p)
         self._answer_all({tp: e for tp, e in batch.items() if tp not in answered}, int(ErrorCode.UNKNOWN_SERVER_ERROR))
 
     @staticmethod

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Final
 
 from broker.replication.alter_partition_manager import (
     AlterPartitionItem,
@@ -25,6 +25,7 @@ from broker.replication.alter_partition_manager import (
 )
 from broker.replication.partition import Partition, PendingIsrChange
 from broker.topic_partition import TopicPartition
+from common import rpc
 from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.records import LeaderRecoveryState
@@ -104,20 +105,21 @@ class IsrManager:
         return True
 
     def _on_alter_result(self, partition: Partition, pending: PendingIsrChange,
-                         item: AlterPartitionItem, code: int, reply: dict[str, Any] | None) -> None:
+                         item: AlterPartitionItem, code: int,
+                         reply: rpc.AlterPartitionPartitionReply | None) -> None:
         if not self._is_current(partition) or partition.pending_isr is not pending:
             return  # the partition moved on (new leader epoch, deleted): the answer is stale
         if code != 0 or reply is None:
             partition.pending_isr = None
             log.warning("AlterPartition %s failed: %s", item.describe(), _error_name(code))
             return
-        committed = int(reply.get("partition_epoch", partition.partition_epoch))
+        committed = partition.partition_epoch if reply.partition_epoch is None else reply.partition_epoch
         if partition.partition_epoch >= committed:
             partition.pending_isr = None  # the metadata got here first
         else:
             partition.pending_isr = dataclasses.replace(pending, committed_partition_epoch=committed)
         log.info("AlterPartition %s committed: ISR %s, partition epoch %d", item.describe(),
-                 reply.get("isr"), committed)
+                 None if reply.isr is None else list(reply.isr), committed)
 
 
 def _broker_epoch(image: MetadataImage, broker_id: int) -> int:
