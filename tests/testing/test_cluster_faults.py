@@ -62,6 +62,19 @@ def test_kill_leader_moves_leadership(cluster: Cluster, topic: str) -> None:
     assert cluster.wait_for_isr(topic, 0, 3)
 
 
+def test_isolate_a_follower_until_the_block_ends(cluster: Cluster, topic: str) -> None:
+    from chaos.nemeses.firewall import chains
+
+    leader = cluster.leader_of(topic)
+    follower = next(b for b in cluster.broker_ids if b != leader)
+    with cluster.isolate(follower):  # cut off from every other node, both ways
+        wait_until(f"broker {follower} out of the ISR",
+                   lambda: follower not in cluster.partition(topic)["isr"], 30)
+        assert cluster.node(follower).running()
+        assert chains(), "the harness's iptables chain holds the cut"
+    assert sorted(cluster.wait_for_isr(topic, 0, 3)) == [4, 5, 6]
+
+
 def test_pause_until_the_block_ends(cluster: Cluster) -> None:
     broker = cluster.node(5)
     with cluster.pause(5):

@@ -163,7 +163,8 @@ def test_a_node_dying_mid_test_fails_its_teardown_with_its_log(pytester: pytest.
                                  "*broker 3 (pid *, exited with status -9)*"])
 
 
-def test_isolate_skips_with_a_reason(pytester: pytest.Pytester) -> None:
+def test_isolate_skips_with_a_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no /usr/sbin: no iptables, so no network faults
     pytester.makeini(ONE_NODE)
     pytester.makepyfile(test_inner="""
         def test_cut(tidelog_cluster):
@@ -171,7 +172,7 @@ def test_isolate_skips_with_a_reason(pytester: pytest.Pytester) -> None:
     """)
     result = run(pytester, "-rs")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*network faults need a network nemesis*"])
+    result.stdout.fnmatch_lines(["*network partitions need iptables*"])
 
 
 SLEEPER = """

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 from chaos import nemesis as chaos_nemesis
+from chaos.nemeses.network import NetworkNemesis
 from common.units import SECONDS
 from tidelog import cluster_layout as layout
 from tidelog.cluster_layout import LayoutError
@@ -140,7 +141,7 @@ class Cluster(FaultInjection):
         self.topic_config = dict(self.spec.topic_config)
         self.base_dir = None if base_dir is None else Path(base_dir)
         self.ready_timeout, self.wait_timeout, self.stop_timeout = ready_timeout, wait_timeout, stop_timeout
-        self._network_factory = network_nemesis or getattr(chaos_nemesis, "NetworkNemesis", None)
+        self._network_factory = network_nemesis or NetworkNemesis
         self._network: Any = None
         self._started: _Started | None = None
         self._expected_down: set[int] = set()
@@ -213,7 +214,8 @@ class Cluster(FaultInjection):
         reaper.unregister(self)
         try:
             try:
-                self.heal()
+                if self._network is not None:
+                    self._network.close()  # heals, and removes the harness's chain
             except Exception:  # a network nemesis that fails must not keep processes alive
                 log.exception("healing the network before the stop failed")
             started.stopped = reaper.stop_within(started.local, self.stop_timeout)

@@ -13,11 +13,11 @@ nothing in the controllers' metadata nor in any live broker's Metadata answer; a
 controller has a successor every live controller names; a restarted broker is registered,
 unfenced and listed by every broker.
 
-Network faults (`isolate`, `heal`) need a network nemesis in the chaos engine. Until
-`chaos.nemesis` has a `NetworkNemesis` (constructed with the `LocalCluster`, offering
-`isolate(node_id)`, `heal()` and optionally `unavailable_reason() -> str | None`), they skip the
-calling test with the reason (or raise `FaultUnavailable` outside pytest). A cluster built with
-`network_nemesis=` uses that factory instead.
+Network faults (`isolate`, `heal`) use the chaos engine's network nemesis
+(`chaos.nemeses.network.NetworkNemesis`: the harness's own iptables chain, cutting only links
+between this cluster's nodes). Where it cannot run (not root, no iptables) they skip the
+calling test with the reason (or raise `FaultUnavailable` outside pytest). A cluster built
+with `network_nemesis=` uses that factory instead.
 """
 
 from __future__ import annotations
@@ -38,10 +38,7 @@ if TYPE_CHECKING:
     from tidelog.launcher import LocalCluster, NodeProcess
 
 SHUTDOWN_MARGIN: Final = 5 * SECONDS  # beyond controlled.shutdown.timeout.ms before SIGKILL
-NO_NETWORK_NEMESIS: Final = (
-    "network faults need a network nemesis in tidelog's chaos engine (chaos.nemesis.NetworkNemesis), which "
-    "does not exist yet: today every node's outgoing connections leave from 127.0.0.1, so a rule on a node's "
-    "127.0.0.N address cuts nothing")
+NO_NETWORK_NEMESIS: Final = "network faults need a network nemesis; this cluster was built without one"
 
 
 class FaultUnavailable(RuntimeError):
@@ -191,7 +188,8 @@ class FaultInjection:
     # -- the network --------------------------------------------------------------------------------
 
     def isolate(self, node_id: int) -> Fault:
-        """Cut every link of a node (skips the test while the chaos engine has no network nemesis)."""
+        """Cut every link between a node and the rest of its cluster, both ways (skips the test where
+        network faults cannot run: not root, or no iptables). `heal()`, or the Fault's `with`, undoes it."""
         network = self._network_nemesis()
         self.node(node_id)
         self._dirty = True
