@@ -50,6 +50,9 @@ class Member:
     awaiting_join: bool = False  # a JoinGroup of this member waits for the rebalance to complete
     awaiting_sync: bool = False  # a SyncGroup waits for the leader's assignment
     session_deadline_ms: int = NO_DEADLINE
+    # Kafka's isNew: joined but no join phase completed yet. Its deadline is the new member
+    # join timeout, and it holds even while its JoinGroup waits (KAFKA-7610).
+    is_new: bool = False
 
     def metadata_for(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -75,6 +78,10 @@ class ClassicGroup:
     pending_members: Mapping[str, int] = field(default_factory=dict)
     rebalance_deadline_ms: int = NO_DEADLINE
     initial_join: bool = False  # this rebalance began from Empty: group.initial.rebalance.delay.ms
+    # KIP-814's pendingSyncMembers: members of this generation whose SyncGroup has not come
+    # yet; those left at `sync_deadline_ms` (join completion + rebalance timeout) are removed.
+    pending_sync: frozenset[str] = frozenset()
+    sync_deadline_ms: int = NO_DEADLINE
 
     # ---- derived facts ------------------------------------------------------------------
 
@@ -86,6 +93,10 @@ class ClassicGroup:
             if member.group_instance_id == group_instance_id:
                 return member.member_id
         return None
+
+    def rebalance_timeout_ms(self) -> int:
+        """Kafka's rebalanceTimeoutMs: the largest of the members'."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def size(self) -> int:
         return len(self.members) + len(self.pending_members)
@@ -156,7 +167,8 @@ class ClassicGroup:
         leader = self.leader_id
         if leader == member_id:
             leader = next(iter(members), None)
-        return replace(self, members=members, pending_members=pending, leader_id=leader)
+        return replace(self, members=members, pending_members=pending, leader_id=leader,
+                       pending_sync=self.pending_sync - {member_id})
 
     def with_pending(self, member_id: str, deadline_ms: int) -> ClassicGroup:
         return replace(self, pending_members={**self.pending_members, member_id: deadline_ms})

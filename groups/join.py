@@ -70,11 +70,14 @@ def join_group(group: ClassicGroup | None, req: JoinRequest, *, new_member_id: s
     return _join_known(candidate, req, now_ms, config)
 
 
-def _new_member(req: JoinRequest, member_id: str, now_ms: int) -> Member:
+def _new_member(req: JoinRequest, member_id: str, now_ms: int, config: GroupConfig) -> Member:
+    """Kafka's addMemberAndRebalance: a new member's first deadline is the new member join
+    timeout, not its session, so a client gone before the join completes does not hold
+    the rebalance until the (possibly much longer) rebalance timeout."""
     return Member(member_id, req.group_instance_id, req.client_id, req.client_host,
                   req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
                   req.protocols, awaiting_join=True,
-                  session_deadline_ms=now_ms + req.session_timeout_ms)
+                  session_deadline_ms=now_ms + config.new_member_join_timeout_ms, is_new=True)
 
 
 def _join_unknown(group: ClassicGroup, before: ClassicGroup | None, req: JoinRequest,
@@ -90,7 +93,7 @@ def _join_unknown(group: ClassicGroup, before: ClassicGroup | None, req: JoinReq
         pending = group.with_pending(new_member_id, now_ms + req.session_timeout_ms)
         return Outcome(pending, response=JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_member_id),
                        reason=f"member id {new_member_id} handed out (MEMBER_ID_REQUIRED)")
-    return _add_and_rebalance(group, _new_member(req, new_member_id, now_ms), now_ms, config,
+    return _add_and_rebalance(group, _new_member(req, new_member_id, now_ms, config), now_ms, config,
                               f"member {new_member_id} joined")
 
 
@@ -126,7 +129,10 @@ def _replace_static(group: ClassicGroup, old_id: str, new_id: str, req: JoinRequ
     members = {(new_id if k == old_id else k): (new if k == old_id else m)
                for k, m in group.members.items()}
     leader = new_id if group.leader_id == old_id else group.leader_id
-    replaced = replace(group, members=members, leader_id=leader)
+    pending_sync = group.pending_sync
+    if old_id in pending_sync:  # the new id owes the old one's SyncGroup
+        pending_sync = (pending_sync - {old_id}) | {new_id}
+    replaced = replace(group, members=members, leader_id=leader, pending_sync=pending_sync)
     if group.state is GroupState.STABLE and old.same_protocols(req.protocols):
         record = CoordinatorRecord(GroupMetadataKey(group.group_id), replaced.to_record_value())
         return Outcome(replaced, (record,), _current(replaced, new_id), joins=fenced,
@@ -139,7 +145,7 @@ def _replace_static(group: ClassicGroup, old_id: str, new_id: str, req: JoinRequ
 
 def _join_known(group: ClassicGroup, req: JoinRequest, now_ms: int, config: GroupConfig) -> Outcome:
     if req.member_id in group.pending_members:
-        return _add_and_rebalance(group, _new_member(req, req.member_id, now_ms), now_ms, config,
+        return _add_and_rebalance(group, _new_member(req, req.member_id, now_ms, config), now_ms, config,
                                   f"member {req.member_id} joined")
     holder = group.static_member(req.group_instance_id)
     if holder is not None and holder != req.member_id:
@@ -174,7 +180,7 @@ def _join_members(group: ClassicGroup) -> tuple[JoinMember, ...]:
 
 
 def _rebalance_timeout(group: ClassicGroup) -> int:
-    return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+    return group.rebalance_timeout_ms()
 
 
 def prepare_rebalance(group: ClassicGroup, now_ms: int, config: GroupConfig, reason: str) -> Outcome:
@@ -189,7 +195,8 @@ def prepare_rebalance(group: ClassicGroup, now_ms: int, config: GroupConfig, rea
     timeout = _rebalance_timeout(group)
     delay = min(config.initial_rebalance_delay_ms, timeout) if initial else timeout
     group = replace(group.transition(GroupState.PREPARING_REBALANCE, now_ms),
-                    rebalance_deadline_ms=now_ms + delay, initial_join=initial)
+                    rebalance_deadline_ms=now_ms + delay, initial_join=initial,
+                    pending_sync=frozenset(), sync_deadline_ms=-1)  # Kafka's removeSyncExpiration
     return Outcome(group, syncs=syncs, reason=f"preparing to rebalance: {reason}")
 
 
@@ -221,9 +228,11 @@ def complete_join(group: ClassicGroup, now_ms: int) -> Outcome:
     group = replace(group, generation_id=group.generation_id + 1, protocol_name=protocol,
                     protocol_type=first.protocol_type, leader_id=leader)
     group = group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
-    group = replace(group, members={k: replace(m, awaiting_join=False,
+    group = replace(group, members={k: replace(m, awaiting_join=False, is_new=False,
                                                session_deadline_ms=now_ms + m.session_timeout_ms)
-                                    for k, m in group.members.items()})
+                                    for k, m in group.members.items()},
+                    pending_sync=frozenset(group.members),
+                    sync_deadline_ms=now_ms + group.rebalance_timeout_ms())  # schedulePendingSync
     joins = tuple((m.member_id, _current(group, m.member_id)) for m in group.members.values())
     return Outcome(group, joins=joins,
                    reason=f"generation {group.generation_id} with protocol {protocol}, "
@@ -254,6 +263,7 @@ def sync_group(group: ClassicGroup | None, req: SyncRequest, now_ms: int) -> Out
     if group.state is GroupState.PREPARING_REBALANCE:
         return _sync_error(group, E.REBALANCE_IN_PROGRESS)
     member = replace(member, session_deadline_ms=now_ms + member.session_timeout_ms)
+    group = replace(group, pending_sync=group.pending_sync - {member.member_id})
     if group.state is GroupState.STABLE:
         return Outcome(group.with_member(member), response=SyncResult(
             E.NONE, member.assignment, group.protocol_type, group.protocol_name))

@@ -2,7 +2,9 @@
 
 `expire` is the timer rule: the runtime calls it with the coordinator's clock and it drops
 members whose session passed, members given an id with MEMBER_ID_REQUIRED that never came
-back, and completes a join phase whose deadline passed.
+back, new members whose join did not complete within the new member join timeout,
+members that sent no SyncGroup within the rebalance timeout after a join phase (KIP-814),
+and completes a join phase whose deadline passed.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from common.errors import ErrorCode
-from groups.group import ClassicGroup, GroupConfig
+from groups.group import ClassicGroup, GroupConfig, Member
 from groups.join import maybe_complete_join, prepare_rebalance
-from groups.outcome import Outcome
+from groups.outcome import JoinResult, Outcome
 from groups.state import GroupState
 
 E = ErrorCode
@@ -107,27 +109,53 @@ def _after_removal(group: ClassicGroup, now_ms: int, config: GroupConfig, reason
     return Outcome(group)
 
 
+def _heartbeat_expired(member: Member, now_ms: int) -> bool:
+    """Kafka's hasSatisfiedHeartbeat, negated at the deadline: a new member can expire while
+    its JoinGroup waits; any other member waiting for a join or sync answer cannot."""
+    if member.session_deadline_ms < 0 or member.session_deadline_ms > now_ms:
+        return False
+    return member.is_new or not (member.awaiting_join or member.awaiting_sync)
+
+
+def _sync_expired(group: ClassicGroup, now_ms: int) -> bool:
+    """Kafka's onExpirePendingSync: members of this generation that never sent SyncGroup."""
+    return (group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+            and bool(group.pending_sync) and 0 <= group.sync_deadline_ms <= now_ms)
+
+
 def expire(group: ClassicGroup, now_ms: int, config: GroupConfig) -> Outcome:
-    """The timers of one group at `now_ms`: expired sessions and pending ids, join deadline."""
-    expired = [m.member_id for m in group.members.values()
-               if m.session_deadline_ms >= 0 and m.session_deadline_ms <= now_ms
-               and not m.awaiting_join and not m.awaiting_sync]
+    """The timers of one group at `now_ms`: expired sessions (and new members' join timeout),
+    pending member ids, members that never synced, the join deadline."""
+    expired = [m.member_id for m in group.members.values() if _heartbeat_expired(m, now_ms)]
     pending = [mid for mid, deadline in group.pending_members.items() if deadline <= now_ms]
     for member_id in pending:
         group = group.without_member(member_id)
+    # Kafka answers a new member's waiting JoinGroup UNKNOWN_MEMBER_ID before removing it,
+    # so a client still alive joins again.
+    joins = tuple((mid, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
+                  for mid in expired if group.members[mid].awaiting_join)
+    reasons = [f"session of member(s) {', '.join(expired)} expired"] if expired else []
+    if _sync_expired(group, now_ms):
+        unsynced = sorted(group.pending_sync - set(expired))
+        if unsynced:
+            reasons.append(f"member(s) {', '.join(unsynced)} sent no SyncGroup for generation "
+                           f"{group.generation_id} within the rebalance timeout")
+        expired += unsynced
     if expired:
         for member_id in expired:
             group = group.without_member(member_id)
-        return _after_removal(group, now_ms, config,
-                              f"session of member(s) {', '.join(expired)} expired")
+        return Outcome(group, joins=joins).then(
+            _after_removal(group, now_ms, config, "; ".join(reasons)))
     return maybe_complete_join(group, now_ms)
 
 
 def next_deadline(group: ClassicGroup) -> int:
     """The earliest time `expire` could change this group; -1 when none."""
     times = [m.session_deadline_ms for m in group.members.values()
-             if m.session_deadline_ms >= 0 and not m.awaiting_join and not m.awaiting_sync]
+             if m.session_deadline_ms >= 0 and (m.is_new or not (m.awaiting_join or m.awaiting_sync))]
     times += list(group.pending_members.values())
     if group.state is GroupState.PREPARING_REBALANCE:
         times.append(group.rebalance_deadline_ms)
+    if group.pending_sync and group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+        times.append(group.sync_deadline_ms)
     return min(times, default=-1)

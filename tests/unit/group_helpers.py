@@ -42,7 +42,13 @@ def stable_group(*member_ids: str, now: int = NOW, instances: dict[str, str] | N
     out = sync_group(group, SyncRequest("g", group.generation_id, member_ids[0], instances.get(member_ids[0]),
                                         tuple((m, f"assign-{m}".encode()) for m in member_ids)), now)
     assert out.group is not None and out.group.state.value == "Stable", out
-    return out.group
+    group = out.group
+    for mid in member_ids[1:]:  # the followers sync too: nobody is left pending (KIP-814)
+        out = sync_group(group, SyncRequest("g", group.generation_id, mid, instances.get(mid), ()), now)
+        assert out.group is not None
+        group = out.group
+    assert not group.pending_sync
+    return group
 
 
 def with_deadline(group: ClassicGroup, member_id: str, deadline: int) -> ClassicGroup:
