@@ -69,6 +69,7 @@ def leave_group(group: ClassicGroup | None, group_id: str, leaving: tuple[Leavin
         return Outcome(group, response=LeaveResult(E.COORDINATOR_NOT_AVAILABLE))
     results: list[tuple[LeavingMember, ErrorCode]] = []
     removed: list[str] = []
+    joins: tuple[tuple[str, JoinResult], ...] = ()
     for m in leaving:
         holder = group.static_member(m.group_instance_id)
         if m.group_instance_id is not None:
@@ -88,10 +89,11 @@ def leave_group(group: ClassicGroup | None, group_id: str, leaving: tuple[Leavin
         if target not in group.members:
             results.append((m, E.UNKNOWN_MEMBER_ID))
             continue
+        joins += _answer_waiting_joins(group, [target])
         group = group.without_member(target)
         removed.append(target)
         results.append((m, E.NONE))
-    outcome = Outcome(group, response=LeaveResult(E.NONE, tuple(results)))
+    outcome = Outcome(group, response=LeaveResult(E.NONE, tuple(results)), joins=joins)
     if removed:
         outcome = outcome.then(_after_removal(group, now_ms, config, f"member(s) {', '.join(removed)} left"))
     return outcome
@@ -107,6 +109,13 @@ def _after_removal(group: ClassicGroup, now_ms: int, config: GroupConfig, reason
     if group.state is GroupState.PREPARING_REBALANCE:
         return maybe_complete_join(group, now_ms)
     return Outcome(group)
+
+
+def _answer_waiting_joins(group: ClassicGroup, removed: list[str]) -> tuple[tuple[str, JoinResult], ...]:
+    """Kafka's removeMemberAndUpdateGroup answers a removed member's waiting JoinGroup
+    UNKNOWN_MEMBER_ID (with no member id), so a client still alive joins again."""
+    return tuple((mid, JoinResult(E.UNKNOWN_MEMBER_ID)) for mid in removed
+                 if mid in group.members and group.members[mid].awaiting_join)
 
 
 def _heartbeat_expired(member: Member, now_ms: int) -> bool:
@@ -130,10 +139,7 @@ def expire(group: ClassicGroup, now_ms: int, config: GroupConfig) -> Outcome:
     pending = [mid for mid, deadline in group.pending_members.items() if deadline <= now_ms]
     for member_id in pending:
         group = group.without_member(member_id)
-    # Kafka answers a new member's waiting JoinGroup UNKNOWN_MEMBER_ID before removing it,
-    # so a client still alive joins again.
-    joins = tuple((mid, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
-                  for mid in expired if group.members[mid].awaiting_join)
+    joins = _answer_waiting_joins(group, expired)
     reasons = [f"session of member(s) {', '.join(expired)} expired"] if expired else []
     if _sync_expired(group, now_ms):
         unsynced = sorted(group.pending_sync - set(expired))

@@ -11,7 +11,7 @@ from common.errors import ErrorCode as E
 from common.units import MINUTE_MS
 from groups.group import ClassicGroup, GroupConfig
 from groups.join import SyncRequest, sync_group
-from groups.membership import expire, heartbeat, next_deadline
+from groups.membership import LeavingMember, expire, heartbeat, leave_group, next_deadline
 from groups.state import GroupState as S
 from tests.unit.group_helpers import CONFIG, NOW, join, stable_group, with_deadline
 
@@ -146,7 +146,7 @@ def test_a_new_member_whose_join_never_completes_is_removed_and_told_unknown_mem
     assert "n" in expire(group, NOW + JOIN_TIMEOUT, CONFIG).group.members  # type: ignore[union-attr]
     out = expire(group, NOW + 1 + JOIN_TIMEOUT, CONFIG)
     assert out.group is not None and "n" not in out.group.members
-    assert [(mid, j.error) for mid, j in out.joins] == [("n", E.UNKNOWN_MEMBER_ID)]
+    assert [(mid, j.error, j.member_id) for mid, j in out.joins] == [("n", E.UNKNOWN_MEMBER_ID, "")]
     assert out.group.state is S.PREPARING_REBALANCE  # a is still awaited until the rebalance deadline
 
 
@@ -170,3 +170,10 @@ def test_the_join_timeout_is_configurable() -> None:
     config = GroupConfig(initial_rebalance_delay_ms=0, new_member_join_timeout_ms=1_000)
     group = join(stable_group("a"), new="n", v4=False, now=NOW, config=config).group
     assert group is not None and group.members["n"].session_deadline_ms == NOW + 1_000
+
+
+def test_a_member_leaving_while_its_join_waits_is_answered_unknown_member() -> None:
+    group = join(stable_group("a", "b"), "a", now=NOW + 1).group  # the leader rejoins; b is awaited
+    assert group is not None and group.members["a"].awaiting_join
+    out = leave_group(group, "g", (LeavingMember("a"),), NOW + 2, CONFIG)
+    assert [(mid, j.error) for mid, j in out.joins] == [("a", E.UNKNOWN_MEMBER_ID)]
