@@ -11,7 +11,13 @@ from common.errors import ErrorCode as E
 from common.units import MINUTE_MS
 from groups.group import ClassicGroup, GroupConfig
 from groups.join import SyncRequest, sync_group
-from groups.membership import LeavingMember, expire, heartbeat, leave_group, next_deadline
+from groups.membership import (
+    LeavingMember,
+    expire,
+    heartbeat,
+    leave_group,
+    next_deadline,
+)
 from groups.state import GroupState as S
 from tests.unit.group_helpers import CONFIG, NOW, join, stable_group, with_deadline
 
