@@ -246,3 +246,61 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
         assert 'x_groups{state="Stable"} 0' in coord.prometheus("x_")
     finally:
         await coord.close()
+
+
+async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(broker) -> None:  # noqa: ANN001
+    """KIP-814: the leader assigns, a follower keeps heartbeating but never sends SyncGroup;
+    one rebalance timeout after the join phase the coordinator drops it and rebalances."""
+    from broker.group_coordinator import handlers
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from broker.handlers.context import ClientInfo
+    from groups.state import GroupState
+
+    _, replicas = broker
+    clock = [NOW]
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, SETTINGS, now_ms=lambda: clock[0])
+    client = ClientInfo("client", "/127.0.0.1")
+    try:
+        coord._scan_leadership()
+        await coord.shards[0].load_task
+        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+
+        async def join_v3(member: str = "") -> jg.JoinGroupResponse:
+            return await handlers.join(coord, jg.JoinGroupRequest(HERE, 10000, 30000, member, None, "consumer",
+                                                                  protocols), 3, client)
+
+        async def sync(member: str, generation: int, assignments: tuple = ()) -> jg.SyncGroupResponse:
+            return await handlers.sync(coord, jg.SyncGroupRequest(HERE, generation, member, None, assignments),
+                                       3, client)
+
+        async def beat(member: str, generation: int) -> int:
+            return (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, generation, member), 3, client)
+                    ).error_code
+
+        a = await join_v3()
+        assert (await sync(a.member_id, a.generation_id)).error_code == 0
+        b_join = asyncio.ensure_future(join_v3())  # b joins: the group waits for a to rejoin
+        await asyncio.sleep(0.01)
+        a = await asyncio.wait_for(join_v3(a.member_id), 1)
+        b = await asyncio.wait_for(b_join, 1)
+        assert a.generation_id == b.generation_id == 2 and a.leader == a.member_id
+        assignments = (jg.SyncGroupRequestAssignment(a.member_id, b"a"), jg.SyncGroupRequestAssignment(b.member_id, b"b"))
+        assert (await sync(a.member_id, 2, assignments)).error_code == 0
+        assert coord.shards[0].groups[HERE].pending_sync == {b.member_id}
+
+        for _ in range(3):  # b's heartbeats keep its session alive, not its place in the group
+            clock[0] += 9_999
+            assert await beat(b.member_id, 2) == 0
+            assert await beat(a.member_id, 2) == 0
+            coord._expire(clock[0])
+            await asyncio.sleep(0.01)
+        assert clock[0] < NOW + 30_000 and set(coord.shards[0].groups[HERE].members) == {a.member_id, b.member_id}
+        clock[0] = NOW + 30_000  # the rebalance timeout after the join phase completed
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)
+        group = coord.shards[0].groups[HERE]
+        assert list(group.members) == [a.member_id] and group.state is GroupState.PREPARING_REBALANCE
+        assert await beat(a.member_id, 2) == E.REBALANCE_IN_PROGRESS
+        assert await beat(b.member_id, 2) == E.UNKNOWN_MEMBER_ID
+    finally:
+        await coord.close()
