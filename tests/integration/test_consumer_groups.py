@@ -5,7 +5,8 @@ topic and consume every record exactly once (synchronous commits); then one memb
 and the other two take its partitions over from the committed offsets, again exactly once.
 confluent-kafka also with cooperative-sticky; a static member (group.instance.id) restarts
 within its session without a rebalance; kcat -G consumes; bad group requests get Kafka's
-errors. Coordinator failover (SIGKILL) is in test_consumer_group_failover.py.
+errors; a member that heartbeats but never syncs is removed after the rebalance timeout
+(KIP-814). Coordinator failover (SIGKILL) is in test_consumer_group_failover.py.
 """
 
 from __future__ import annotations
@@ -234,3 +235,56 @@ def test_a_killed_consumer_is_expired_after_its_session_timeout(cluster: LocalCl
     waited = time.monotonic() - killed_at
     assert 1.5 <= waited <= 10, f"expired after {waited:.1f} s with a 3 s session timeout"
 
+
+
+def _subscription(topic: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 for one topic, no user data."""
+    name = topic.encode()
+    return b"\x00\x00" + b"\x00\x00\x00\x01" + len(name).to_bytes(2, "big") + name + b"\xff\xff\xff\xff"
+
+
+def test_a_member_that_never_syncs_is_removed_and_the_real_consumer_takes_everything(cluster: LocalCluster) -> None:
+    """KIP-814: a hand-driven member joins beside a confluent-kafka consumer, heartbeats, but
+    never sends SyncGroup; one rebalance timeout after the join phase the coordinator removes
+    it, and the real consumer ends up with every partition."""
+    from common.errors import ErrorCode
+    from common.protocol import group_membership as gm
+    from common.protocol import join_group as jg
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+    from tidelog.kafka_client import KafkaClient
+
+    topic, group = new_topic(cluster, "unsynced"), "unsynced-group"
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    rebalance_timeout_ms = 7000  # the real consumer's max.poll.interval.ms: the group's rebalance timeout
+    real = start_member("confluent", bootstrap, group, topic, 0, {"max.poll.interval.ms": rebalance_timeout_ms})
+    removed_after: list[float] = []
+    try:
+        wait_until("the real consumer owns every partition", lambda: split([real], PARTITIONS), CONSUME_S)
+        with KafkaClient(parse_bootstrap_servers(bootstrap), request_timeout=30.0) as client:
+            coordinator = GroupAdmin(client).coordinator(group)
+            request = jg.JoinGroupRequest(group, 6000, 3000, "", None, "consumer",
+                                          (jg.JoinGroupRequestProtocol("range", _subscription(topic)),))
+            joined = client.call(coordinator, ApiKey.JOIN_GROUP, 3, request, jg.encode_join_group_request,
+                                 jg.decode_join_group_response)  # answered once the real consumer rejoined
+            assert joined.error_code == 0 and joined.leader != joined.member_id
+            joined_at = time.monotonic()
+            wait_until("the real consumer got its half", lambda: len(real.assignment) == PARTITIONS // 2, CONSUME_S)
+            while time.monotonic() - joined_at < 30:  # bounded: heartbeats, never a SyncGroup
+                code = client.call(coordinator, ApiKey.HEARTBEAT, 3,
+                                   gm.HeartbeatRequest(group, joined.generation_id, joined.member_id),
+                                   gm.encode_heartbeat_request, gm.decode_heartbeat_response).error_code
+                if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    removed_after.append(time.monotonic() - joined_at)
+                    break
+                assert code == ErrorCode.NONE, f"heartbeat answered {ErrorCode(code).name}"
+                time.sleep(0.5)
+        assert removed_after, "the member that never synced was never removed"
+        assert 0.8 * rebalance_timeout_ms / 1000 <= removed_after[0] <= rebalance_timeout_ms / 1000 + 5, removed_after
+        wait_until("the real consumer owns every partition again", lambda: split([real], PARTITIONS), CONSUME_S)
+        members = describe(bootstrap, group).members
+        assert len(members) == 1 and members[0].member_id != joined.member_id
+    finally:
+        stop_members([real])
