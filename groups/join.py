@@ -153,10 +153,13 @@ def _join_known(group: ClassicGroup, req: JoinRequest, now_ms: int, config: Grou
     member = group.members.get(req.member_id)
     if member is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
         return _join_error(group, E.UNKNOWN_MEMBER_ID, req.member_id)
+    # Kafka's updateMember does not reschedule the heartbeat: a new member sending its
+    # JoinGroup again keeps its join timeout instead of getting a (shorter) session.
+    deadline = member.session_deadline_ms if member.is_new else now_ms + req.session_timeout_ms
     updated = replace(member, protocols=req.protocols, client_id=req.client_id,
                       session_timeout_ms=req.session_timeout_ms,
                       rebalance_timeout_ms=req.rebalance_timeout_ms, awaiting_join=True,
-                      session_deadline_ms=now_ms + req.session_timeout_ms)
+                      session_deadline_ms=deadline)
     unchanged = member.same_protocols(req.protocols)
     if group.state is GroupState.COMPLETING_REBALANCE and unchanged:
         return Outcome(group, response=_current(group, member.member_id))

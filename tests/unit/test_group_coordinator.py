@@ -304,3 +304,43 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
         assert await beat(b.member_id, 2) == E.UNKNOWN_MEMBER_ID
     finally:
         await coord.close()
+
+
+async def test_a_new_member_whose_join_never_completes_is_answered_unknown_member(broker) -> None:  # noqa: ANN001
+    """KAFKA-7610: a new member waits in JoinGroup while the group waits for an old member
+    (a 10-minute rebalance timeout); at the new member join timeout the coordinator answers
+    its JoinGroup UNKNOWN_MEMBER_ID and removes it."""
+    from broker.group_coordinator import handlers
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from broker.handlers.context import ClientInfo
+
+    _, replicas = broker
+    clock = [NOW]
+    settings = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0, new_member_join_timeout_ms=2_000))
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings, now_ms=lambda: clock[0])
+    client = ClientInfo("client", "/127.0.0.1")
+    try:
+        coord._scan_leadership()
+        await coord.shards[0].load_task
+        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+
+        def join_v3(rebalance_ms: int) -> asyncio.Future[jg.JoinGroupResponse]:
+            return asyncio.ensure_future(handlers.join(coord, jg.JoinGroupRequest(
+                HERE, 10000, rebalance_ms, "", None, "consumer", protocols), 3, client))
+
+        a = await asyncio.wait_for(join_v3(30_000), 1)
+        assert (await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()),
+                                    3, client)).error_code == 0
+        waiting = join_v3(600_000)  # the group now waits for a to rejoin, up to 10 minutes
+        await asyncio.sleep(0.01)
+        clock[0] += 1_999
+        coord._expire(clock[0])
+        await asyncio.sleep(0.01)
+        assert not waiting.done() and len(coord.shards[0].groups[HERE].members) == 2
+        clock[0] += 1
+        coord._expire(clock[0])
+        answer = await asyncio.wait_for(waiting, 1)
+        assert answer.error_code == E.UNKNOWN_MEMBER_ID and answer.member_id == ""
+        assert list(coord.shards[0].groups[HERE].members) == [a.member_id]
+    finally:
+        await coord.close()

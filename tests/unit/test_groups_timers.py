@@ -183,3 +183,11 @@ def test_a_member_leaving_while_its_join_waits_is_answered_unknown_member() -> N
     assert group is not None and group.members["a"].awaiting_join
     out = leave_group(group, "g", (LeavingMember("a"),), NOW + 2, CONFIG)
     assert [(mid, j.error) for mid, j in out.joins] == [("a", E.UNKNOWN_MEMBER_ID)]
+
+
+def test_a_new_member_sending_its_join_again_keeps_its_join_timeout() -> None:
+    group = join(stable_group("a"), new="n", v4=False, now=NOW).group
+    assert group is not None
+    again = join(group, "n", now=NOW + 1_000, rebalance=10 * MINUTE_MS).group
+    assert again is not None and again.members["n"].is_new
+    assert again.members["n"].session_deadline_ms == NOW + JOIN_TIMEOUT
