@@ -69,6 +69,20 @@ def test_bad_scenarios_are_refused_naming_the_field(change: tuple[str, str], mes
         parse_scenario(MINIMAL.replace(*change, 1))
 
 
+def test_group_consumers_default_to_none_and_parse() -> None:
+    assert parse_scenario(MINIMAL).workload.group_consumers == 0
+    scenario = parse_scenario(MINIMAL.replace('target = "minority"', 'target = "coordinator:chaos-group"') +
+                              "\n[workload]\ngroup_consumers = 3\n")
+    assert scenario.workload.group_consumers == 3
+    assert scenario.faults[1].target == "coordinator:chaos-group"
+
+
+@pytest.mark.parametrize("value", ['"two"', "-1", "true"])
+def test_bad_group_consumers_are_refused(value: str) -> None:
+    with pytest.raises(ScenarioError, match=r"workload\.group_consumers"):
+        parse_scenario(MINIMAL + f"\n[workload]\ngroup_consumers = {value}\n")
+
+
 def test_acks_1_needs_idempotence_off() -> None:
     with pytest.raises(ScenarioError, match="idempotence"):
         parse_scenario(MINIMAL + "\n[workload]\nacks = \"1\"\n")
