@@ -229,7 +229,8 @@ class ScenarioRun:
                 replication_factor=min(3, len(cluster.brokers)), interval_s=scenario.workload.create_topics_every_s)
             group = None
             if scenario.workload.group_consumers:
-                group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history)
+                group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history,
+                                       bounce_every_s=scenario.workload.group_bounce_every_s)
                 stack.callback(group.stop)  # before the nodes stop, whatever happens
             history.record("phase", name="workload")
             print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)

@@ -20,7 +20,11 @@ import json
 import random
 from typing import Any, Final
 
-from groups.partitioner import DEFAULT_OFFSETS_TOPIC_PARTITIONS, GROUP_METADATA_TOPIC_NAME, coordinator_partition
+from groups.partitioner import (
+    DEFAULT_OFFSETS_TOPIC_PARTITIONS,
+    GROUP_METADATA_TOPIC_NAME,
+    coordinator_partition,
+)
 from tidelog.launcher import LocalCluster
 
 HTTP_TIMEOUT_S: Final = 2.0

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from chaos.checkers.group import check_group, check_group_duplicates, check_group_lost, check_group_order
+from chaos.checkers.group import (
+    check_group,
+    check_group_duplicates,
+    check_group_lost,
+    check_group_order,
+)
 from chaos.checkers.suite import judge, run_all
 from chaos.scenarios.spec import Expectations
 
