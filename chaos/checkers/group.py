@@ -8,6 +8,9 @@
   may be behind what the previous owner polled), so a duplicate with a rebalance (any
   `group-assign`) between its two polls is counted, not failed; one without is an anomaly.
 - group-non-monotonic: within one member's generation, its polls of a partition go forward.
+- group-commit-lost: a member given a partition resumes at the committed offset, fetched
+  after its assignment; resuming below an offset the coordinator acknowledged before that
+  assignment means the coordinator lost a commit (e.g. across its own failover).
 
 A history without group events (no `group_consumers` in the workload) passes all three.
 """
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from chaos.checkers.result import CheckResult, examples
 from chaos.history import Event
 
-NAMES = ("group-lost", "group-duplicates", "group-non-monotonic")
+NAMES = ("group-lost", "group-duplicates", "group-non-monotonic", "group-commit-lost")
 
 
 def _has_group(events: Sequence[Event]) -> bool:
@@ -93,5 +96,31 @@ def check_group_order(events: Sequence[Event]) -> CheckResult:
                        "generation", examples(back))
 
 
+def check_group_resume(events: Sequence[Event]) -> CheckResult:
+    if not _has_group(events):
+        return CheckResult("group-commit-lost", 0, "no consumer group in this workload")
+    committed: dict[int, int] = {}  # partition -> highest offset acknowledged so far
+    at_assign: dict[tuple[str, int], dict[int, int]] = {}  # (member, generation) -> committed then
+    resumed: set[tuple[str, int, int]] = set()
+    below: list[str] = []
+    for e in events:
+        if e["kind"] == "group-commit":
+            committed[e["partition"]] = max(committed.get(e["partition"], 0), e["offset"])
+        elif e["kind"] == "group-assign":
+            at_assign[(str(e["member"]), int(e["generation"]))] = dict(committed)
+        elif e["kind"] == "group-read":
+            member, generation, partition = str(e["member"]), int(e["generation"]), int(e["partition"])
+            if (member, generation, partition) in resumed:
+                continue
+            resumed.add((member, generation, partition))
+            floor = at_assign.get((member, generation), {}).get(partition, 0)
+            if e["offset"] < floor:
+                below.append(f"member {member} generation {generation} resumed partition {partition} at "
+                             f"{e['offset']}, below the commit of {floor} acknowledged before (t={e['t']:.3f} s)")
+    return CheckResult("group-commit-lost", len(below), f"{len(below)} of {len(resumed)} assignments resumed below "
+                       "an acknowledged commit", examples(below))
+
+
 def check_group(events: Sequence[Event]) -> list[CheckResult]:
-    return [check_group_lost(events), check_group_duplicates(events), check_group_order(events)]
+    return [check_group_lost(events), check_group_duplicates(events), check_group_order(events),
+            check_group_resume(events)]

@@ -26,7 +26,8 @@ from chaos.history import Event
 from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
-             "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic")
+             "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
+             "group-commit-lost")
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 

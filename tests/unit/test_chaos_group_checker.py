@@ -13,6 +13,7 @@ from chaos.checkers.group import (
     check_group_duplicates,
     check_group_lost,
     check_group_order,
+    check_group_resume,
 )
 from chaos.checkers.suite import judge, run_all
 from chaos.scenarios.spec import Expectations
@@ -58,13 +59,14 @@ def counts(events: list[Event]) -> dict[str, int]:
 
 
 def test_a_clean_group_passes() -> None:
-    assert counts(CLEAN) == {"group-lost": 0, "group-duplicates": 0, "group-non-monotonic": 0}
+    assert counts(CLEAN) == {"group-lost": 0, "group-duplicates": 0, "group-non-monotonic": 0,
+                             "group-commit-lost": 0}
     assert all(v.ok for v in judge(run_all(ordered(CLEAN)), Expectations()))
 
 
 def test_a_history_without_a_group_passes_all_three() -> None:
     results = check_group(ordered(WRITES + FINAL))
-    assert [r.count for r in results] == [0, 0, 0]
+    assert [r.count for r in results] == [0, 0, 0, 0]
     assert all("no consumer group" in r.summary for r in results)
 
 
@@ -115,3 +117,23 @@ def test_member_order_within_a_generation(extra: list[Event], back: int) -> None
     assert result.count == back
     if back:
         assert "member m0 generation 1 partition 0: offset 2 then 1" in result.examples[0]
+
+
+def commit(t: float, member: str, partition: int, offset: int) -> Event:
+    return {"t": t, "kind": "group-commit", "member": member, "partition": partition, "offset": offset}
+
+
+@pytest.mark.parametrize("extra, lost", [
+    # m0 committed 2 (next to read), the rebalance gives partition 0 to m1, which resumes at 2
+    ([commit(2.7, "m0", 0, 2), assign(3.0, "m1", 2, 0), polled(3.6, "m1", 2, 0, 2, "3")], 0),
+    # ... resuming at 1 re-reads a committed record: the coordinator lost the commit
+    ([commit(2.7, "m0", 0, 2), assign(3.0, "m1", 2, 0), polled(3.6, "m1", 2, 0, 1, "2")], 1),
+    # the commit acknowledged only after the assignment may not be seen by it: not a loss
+    ([assign(3.0, "m1", 2, 0), commit(3.1, "m0", 0, 2), polled(3.6, "m1", 2, 0, 1, "2")], 0),
+])
+def test_a_member_resumes_at_or_after_the_commits_acknowledged_before_its_assignment(extra: list[Event],
+                                                                                     lost: int) -> None:
+    result = check_group_resume(ordered(CLEAN + extra))
+    assert result.count == lost
+    if lost:
+        assert "member m1 generation 2 resumed partition 0 at 1, below the commit of 2" in result.examples[0]
