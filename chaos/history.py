@@ -13,6 +13,8 @@ unknown), read (one record polled), final-read (the catch-up read after the last
 sample (a partition's leader, ISR, epoch, high watermark from the admin API),
 fault-start / fault-end, skip (a fault the harness could not apply, with why), admin-invoke / admin-ok /
 admin-fail / admin-info / admin-final (topic creations and what exists of them at the end),
+group-assign / group-read / group-commit (a consumer group's members: each assignment with the
+member's generation, each record polled, each offset committed),
 election / truncation (harvested from node logs), phase, note.
 """
 
@@ -30,6 +32,7 @@ KINDS: Final = frozenset({
     "header", "invoke", "ok", "fail", "info", "read", "final-read", "sample", "fault-start",
     "fault-end", "skip", "election", "truncation", "phase", "note", "divergence",
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
+    "group-assign", "group-read", "group-commit",
 })
 Event = dict[str, Any]
 

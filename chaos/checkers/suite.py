@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chaos.checkers.availability import check_availability
+from chaos.checkers.group import check_group
 from chaos.checkers.queue import (
     check_duplicates,
     check_g1a,
@@ -25,7 +26,8 @@ from chaos.history import Event
 from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
-             "divergence", "topic-creations")
+             "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
+             "group-commit-lost")
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
@@ -101,7 +103,8 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
-            check_topic_creations(events, partitions=CREATED_PARTITIONS), check_skipped_faults(events)]
+            check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
+            check_skipped_faults(events)]
 
 
 @dataclass(frozen=True, slots=True)

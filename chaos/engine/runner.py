@@ -30,6 +30,7 @@ from chaos.checkers.result import CheckResult
 from chaos.checkers.suite import Verdict
 from chaos.engine.admin_workload import TopicCreations, final_topics
 from chaos.engine.faults import ActiveFault, FaultApplier
+from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_node_log
 from chaos.engine.targets import ClusterView
 from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
@@ -48,6 +49,7 @@ from tidelog.waiting import WaitTimeout
 PROGRESS_EVERY_S: Final = 5.0
 TICK_S: Final = 0.1
 QUIESCE_S: Final = 2.0
+GROUP_CATCH_UP_S: Final = 30.0  # a group polling on, after the final read, up to every high watermark
 COMPARE_TIMEOUT_S: Final = 10.0  # replicas of a healed cluster agree on their log end well within this
 NETWORK_ACTIONS: Final = (FaultAction.PARTITION, FaultAction.DROP, FaultAction.NETEM)
 
@@ -225,9 +227,14 @@ class ScenarioRun:
             creations = None if scenario.workload.create_topics_every_s is None else TopicCreations(
                 view, history, prefix=f"{topic}-new", partitions=1,
                 replication_factor=min(3, len(cluster.brokers)), interval_s=scenario.workload.create_topics_every_s)
+            group = None
+            if scenario.workload.group_consumers:
+                group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history,
+                                       bounce_every_s=scenario.workload.group_bounce_every_s)
+                stack.callback(group.stop)  # before the nodes stop, whatever happens
             history.record("phase", name="workload")
             print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)
-            for part in (producers, consumers, sampler, creations):
+            for part in (producers, consumers, sampler, creations, group):
                 if part is not None:
                     part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
@@ -251,6 +258,11 @@ class ScenarioRun:
                 final_topics(view, history, creations.names, min(3, len(cluster.brokers)))
             if not (ok and final_read(bootstrap, topic, partitions, history)):
                 history.record("note", what="final-read-incomplete")
+            if group is not None:
+                if ok and not group.catch_up(GROUP_CATCH_UP_S):
+                    print(f"  the consumer group did not reach every high watermark in {GROUP_CATCH_UP_S:.0f} s",
+                          flush=True)
+                group.stop()
             history.record("phase", name="verify")
             print("phase verify", flush=True)
             if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):

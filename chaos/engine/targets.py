@@ -9,7 +9,8 @@ Selectors (chaos.scenarios.spec.SELECTOR_HEADS): `active-controller`, `controlle
 `broker:random` / `broker:N`, `node:N`, `nodes:1,4` (a fixed set: two such sides and a node on neither make Jepsen's
 bridge), `majority` / `minority` of the quorum (the minority
 holds the active controller, so cutting it off forces an election on the majority side),
-`brokers`, `controllers`, and for a fault's peer `others` (every node not targeted).
+`brokers`, `controllers`, `coordinator:GROUP` (the leader of the group's `__consumer_offsets` partition, for
+the default `offsets.topic.num.partitions`), and for a fault's peer `others` (every node not targeted).
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ import json
 import random
 from typing import Any, Final
 
+from groups.partitioner import (
+    DEFAULT_OFFSETS_TOPIC_PARTITIONS,
+    GROUP_METADATA_TOPIC_NAME,
+    coordinator_partition,
+)
 from tidelog.launcher import LocalCluster
 
 HTTP_TIMEOUT_S: Final = 2.0
@@ -116,6 +122,14 @@ def resolve(selector: str, view: ClusterView, rng: random.Random, *, exclude: fr
             ids = [rng.choice(sorted(followers))]
         else:
             ids = list(p["isr"] if head == "isr" else p["replicas"])
+    elif head == "coordinator":
+        if not rest:
+            raise TargetError(f"{selector!r}: expected coordinator:GROUP")
+        number = coordinator_partition(rest, DEFAULT_OFFSETS_TOPIC_PARTITIONS)
+        leader = view.partition(GROUP_METADATA_TOPIC_NAME, number)["leader"]
+        if leader < 0:
+            raise TargetError(f"group {rest}'s coordinator partition {number} has no leader")
+        ids = [leader]
     elif head == "broker":
         ids = [rng.choice(brokers)] if rest == "random" else [int(rest)]
     elif head == "node":

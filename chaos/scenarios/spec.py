@@ -23,7 +23,7 @@ from typing import Any, Final
 
 SELECTOR_HEADS: Final = frozenset({
     "active-controller", "controller-follower", "leader", "follower", "isr", "replicas", "broker", "node",
-    "majority", "minority", "brokers", "controllers", "others", "nodes",
+    "majority", "minority", "brokers", "controllers", "others", "nodes", "coordinator",
 })
 
 
@@ -107,6 +107,8 @@ class WorkloadSpec:
     sample_interval_s: float = 0.25
     message_timeout_ms: int = 30_000
     create_topics_every_s: float | None = None  # also create topics (1 partition each) this often
+    group_consumers: int = 0      # members of one consumer group (subscribe, poll, commit), each poll recorded
+    group_bounce_every_s: float | None = None  # member m0 leaves and rejoins the group this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,9 +222,15 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
     workload = WorkloadSpec(str(w.get("topic", topics[0].name)), _enum(Acks, w.get("acks", "all"), "workload.acks"),
                             bool(w.get("idempotence", True)), float(w.get("rate", 200.0)),
                             int(w.get("consumers", 1)), float(w.get("sample_interval_s", 0.25)),
-                            int(w.get("message_timeout_ms", 30_000)), w.get("create_topics_every_s"))
+                            int(w.get("message_timeout_ms", 30_000)), w.get("create_topics_every_s"),
+                            int(_get(w, "group_consumers", int, 0, "workload")),
+                            _get(w, "group_bounce_every_s", (int, float), None, "workload"))
     if workload.topic not in {t.name for t in topics}:
         raise ScenarioError(f"workload.topic: {workload.topic!r} is not one of the scenario's topics")
+    if workload.group_consumers < 0:
+        raise ScenarioError("workload.group_consumers: expected 0 or more members")
+    if workload.group_bounce_every_s is not None and not workload.group_bounce_every_s > 0:
+        raise ScenarioError("workload.group_bounce_every_s: expected a positive number of seconds")
     if workload.acks is Acks.LEADER and workload.idempotence:
         raise ScenarioError("workload: acks=1 needs idempotence = false (Kafka requires acks=all for it)")
     e = _get(raw, "expect", dict, {}, "")

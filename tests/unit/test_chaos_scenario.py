@@ -69,6 +69,21 @@ def test_bad_scenarios_are_refused_naming_the_field(change: tuple[str, str], mes
         parse_scenario(MINIMAL.replace(*change, 1))
 
 
+def test_group_consumers_default_to_none_and_parse() -> None:
+    assert parse_scenario(MINIMAL).workload.group_consumers == 0
+    scenario = parse_scenario(MINIMAL.replace('target = "minority"', 'target = "coordinator:chaos-group"') +
+                              "\n[workload]\ngroup_consumers = 3\ngroup_bounce_every_s = 7\n")
+    assert scenario.workload.group_consumers == 3 and scenario.workload.group_bounce_every_s == 7
+    assert scenario.faults[1].target == "coordinator:chaos-group"
+
+
+@pytest.mark.parametrize("line", ['group_consumers = "two"', "group_consumers = -1", "group_consumers = true",
+                                  "group_bounce_every_s = 0", 'group_bounce_every_s = "often"'])
+def test_bad_group_options_are_refused(line: str) -> None:
+    with pytest.raises(ScenarioError, match=r"workload\." + line.split()[0]):
+        parse_scenario(MINIMAL + f"\n[workload]\n{line}\n")
+
+
 def test_acks_1_needs_idempotence_off() -> None:
     with pytest.raises(ScenarioError, match="idempotence"):
         parse_scenario(MINIMAL + "\n[workload]\nacks = \"1\"\n")
