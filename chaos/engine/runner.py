@@ -44,7 +44,7 @@ from tidelog.replica_files import (
     replica_log_bytes,
     wait_replicas_caught_up,
 )
-from tidelog.waiting import WaitTimeout
+from tidelog.waiting import NOT_YET_ERRORS, WaitTimeout, wait_until
 
 PROGRESS_EVERY_S: Final = 5.0
 TICK_S: Final = 0.1
@@ -79,16 +79,14 @@ def _post(url: str, body: dict[str, Any]) -> None:
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            if condition():
-                return True
-        except (OSError, ValueError, KeyError):
-            pass  # a controller restarting: ask again
-        time.sleep(0.2)
-    print(f"  gave up after {timeout_s:.0f} s waiting for {what}", flush=True)
-    return False
+    """Whether `condition` came true within `timeout_s`; a controller restarting (a refused
+    connection, a half answer) is "not yet". A run that gives up says so and goes on."""
+    try:
+        return wait_until(what, condition, timeout_s, poll_s=0.2,
+                          not_yet=(*NOT_YET_ERRORS, ValueError, KeyError))
+    except WaitTimeout:
+        print(f"  gave up after {timeout_s:.0f} s waiting for {what}", flush=True)
+        return False
 
 
 def healed(view: ClusterView, topics: list[str]) -> bool:

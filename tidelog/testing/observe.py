@@ -8,10 +8,10 @@ it passes, says what it saw last and shows the log tail of any node that exited.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from common.units import SECONDS
 from tidelog.admin_client import AdminClient
@@ -23,6 +23,7 @@ from tidelog.launcher import (
     probe_cluster_view,
     unfenced_brokers,
 )
+from tidelog.waiting import WaitTimeout, wait_until
 
 POLL_INTERVAL: Final = 0.05 * SECONDS
 READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait
@@ -78,22 +79,21 @@ def poll(what: str, condition: Callable[[], T | None], timeout: float, *,
     Answers in NOT_YET count as "not yet". The timeout message holds the last answer and the log
     tails of `nodes` that have exited (why a cluster did not heal is usually there).
     """
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:  # bounded by the deadline
-        try:
-            value = condition()
-            if value is not None and value is not False:
-                return value
-            last = value
-        except NOT_YET as exc:
-            last = exc
-        if time.monotonic() >= deadline:
-            dead = [n for n in nodes if not n.running()]
-            tails = f"\n{log_tails(dead)}" if dead else ""
-            raise ClusterTimeout(f"timed out after {timeout:.1f} s waiting for {what} (last seen: {last!r:.400})"
-                                 f"{tails}")
-        time.sleep(POLL_INTERVAL)
+    def found() -> _Found[T] | None:  # 0 and [] are answers here, not "not yet"
+        value = condition()
+        return None if value is None or value is False else _Found(value)
+
+    try:
+        return wait_until(what, found, timeout, poll_s=POLL_INTERVAL, not_yet=NOT_YET).value
+    except WaitTimeout as exc:
+        dead = [n for n in nodes if not n.running()]
+        tails = f"\n{log_tails(dead)}" if dead else ""
+        raise ClusterTimeout(f"{exc}{tails}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Found(Generic[T]):
+    value: T
 
 
 def admin(local: LocalCluster, timeout: float = READ_TIMEOUT) -> AdminClient:
