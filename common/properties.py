@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -42,14 +42,33 @@ def parse_properties(text: str, source: str) -> dict[str, str]:
     A repeated key: last wins, as in Java. `source` names the text in errors.
     """
     entries: dict[str, str] = {}
-    for number, line in _logical_lines(_LINE_BREAK.split(text)):
+    for number, _, line in _logical_lines(_LINE_BREAK.split(text)):
         key, value = _split_entry(line, f"{source}:{number}")
         entries[key] = value
     return entries
 
 
-def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
-    """(first line number, text) of each entry, continuation lines joined as Java joins them."""
+def set_entries(text: str, entries: Mapping[str, str], source: str, comment: str) -> str:
+    """`text` with every entry of `entries` set: earlier lines for those keys removed (all of
+    them, continuations included), the new ones appended after `comment`. Other lines, comments
+    and blank lines stay as the operator wrote them."""
+    if not entries:
+        return text
+    lines = _LINE_BREAK.split(text)
+    dropped: set[int] = set()
+    for first, last, line in _logical_lines(lines):
+        if _split_entry(line, f"{source}:{first}")[0] in entries:
+            dropped.update(range(first, last + 1))
+    kept = [line for number, line in enumerate(lines, start=1) if number not in dropped]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    kept += [f"# {comment}", *(properties_line(key, value) for key, value in entries.items())]
+    return "\n".join(kept) + "\n"
+
+
+def _logical_lines(lines: list[str]) -> Iterator[tuple[int, int, str]]:
+    """(first line number, last line number, text) of each entry, continuation lines joined as
+    Java joins them."""
     parts: list[str] = []
     start = 0
     for number, line in enumerate(lines, start=1):
@@ -63,10 +82,10 @@ def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
             parts.append(line[:-1])
             continue
         parts.append(line)
-        yield start, "".join(parts)
+        yield start, number, "".join(parts)
         parts = []
     if parts:  # a continuation at end of file just ends, as in Java
-        yield start, "".join(parts)
+        yield start, len(lines), "".join(parts)
 
 
 def _split_entry(line: str, where: str) -> tuple[str, str]:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from common.properties import properties_line
+from common.config import ConfigError, parse_config
+from common.properties import parse_properties, properties_line, set_entries
 from tidelog.table import render
 
 DEFAULT_CONTROLLERS: Final = 3
@@ -226,6 +227,47 @@ def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets:
     return "\n".join(lines) + "\n"
 
 
+def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: Mapping[str, str] | None,
+                     broker_config: Mapping[str, str], controller_config: Mapping[str, str]) -> dict[int, str]:
+    """The server.properties texts to write, by node id: every new node's file, and every existing
+    one that `broker_config` / `controller_config` change (an operator's other edits kept). Each is
+    parsed as its node will parse it; LayoutError names the node, the option and the key."""
+    files: dict[int, str] = {}
+    for node in nodes:
+        overrides = _role_overrides(node, broker_config, controller_config)
+        path = node.properties_path
+        if not path.exists():
+            text = node_properties(node, nodes, secrets, {**(extra or {}), **overrides})
+        elif overrides:
+            text = set_entries(path.read_text(encoding="utf-8"), overrides, str(path),
+                               "Set by `tidelog up --broker-config/--controller-config`; kept on restart.")
+        else:
+            continue  # an operator's edits win
+        try:
+            parse_config(parse_properties(text, str(path)))
+        except ConfigError as exc:
+            options = " / ".join(option for option, entries in (("--broker-config", broker_config),
+                                                                 ("--controller-config", controller_config))
+                                 if entries)
+            raise LayoutError(f"{node.label}: {options or path}: {exc}") from None
+        files[node.node_id] = text
+    return files
+
+
+def _role_overrides(node: NodeSpec, broker_config: Mapping[str, str],
+                    controller_config: Mapping[str, str]) -> dict[str, str]:
+    """The overrides a node takes: a combined node runs both roles, so it takes both sets, which
+    must then agree."""
+    overrides = dict(broker_config) if runs_broker(node.role) else {}
+    if runs_controller(node.role):
+        clashes = sorted(k for k, v in controller_config.items() if overrides.get(k, v) != v)
+        if clashes:
+            raise LayoutError(f"{node.label} runs both roles, and --broker-config and --controller-config "
+                              f"give different values for {', '.join(clashes)}")
+        overrides.update(controller_config)
+    return overrides
+
+
 def _broker_entries(node: NodeSpec) -> dict[str, str]:
     """The keys of a node's broker half: its Kafka listener, log dirs and metrics endpoint."""
     listener = f"PLAINTEXT://{node.bootstrap_address}"
@@ -356,6 +398,14 @@ def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
+
+
+def replace_private(path: Path, text: str) -> None:
+    """Write `path` (new or not) readable by its owner only, all at once: a crash leaves the old file."""
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.unlink(missing_ok=True)
+    write_private(scratch, text)
+    os.replace(scratch, path)
 
 
 def write_atomic(path: Path, text: str) -> None:

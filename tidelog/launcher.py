@@ -42,9 +42,9 @@ from tidelog.cluster_layout import (
     data_dir_lock,
     load_or_create_secrets,
     read_cluster_file,
+    replace_private,
     resolve_layout,
     write_atomic,
-    write_private,
 )
 
 READY_TIMEOUT: Final = 30 * SECONDS
@@ -333,9 +333,14 @@ class LocalCluster:
               admin_port: int | None = None, brokers: int | None = None, kafka_port: int | None = None,
               metrics_port: int | None = None, ready_timeout: float = READY_TIMEOUT,
               extra_properties: Mapping[str, str] | None = None,
-              should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None) -> LocalCluster:
+              should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None,
+              broker_config: Mapping[str, str] | None = None,
+              controller_config: Mapping[str, str] | None = None) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) and wait until ready.
 
+        `broker_config` / `controller_config` (`tidelog up --broker-config K=V`) are set in the
+        server.properties of every node of that role, new or existing, after the whole set is
+        validated as the nodes will parse it: a bad key writes nothing and starts nothing.
         On any failure, including `should_stop()` turning true (`Interrupted`), the nodes started
         so far are stopped before the error is raised: LayoutError for a request or data dir that
         cannot be run, LauncherError for taken ports, a node that died or a cluster never ready.
@@ -351,14 +356,15 @@ class LocalCluster:
                 raise LauncherError(f"the cluster of {root} is already running (pids {pids}); "
                                     f"stop it with: tidelog down --data-dir {root}")
             check_ports_free(specs)
-            secrets = load_or_create_secrets(root)  # after the checks: a refused start leaves none
+            secrets = load_or_create_secrets(root)  # after the port checks: that refusal leaves none
+            files = layout.properties_files(specs, secrets, extra_properties, broker_config or {},
+                                            controller_config or {})
             cluster = cls(root, secrets.cluster_id, [])
             try:
                 for spec in specs:
                     spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    if not spec.properties_path.exists():  # an operator's edits win
-                        write_private(spec.properties_path,
-                                       layout.node_properties(spec, specs, secrets, extra_properties))
+                    if spec.node_id in files:
+                        replace_private(spec.properties_path, files[spec.node_id])
                     cluster.nodes.append(NodeProcess.spawn(spec))
                     cluster.write_cluster_file()  # at once: `down` finds them even if we die now
                 cluster.wait_ready(ready_timeout, should_stop)

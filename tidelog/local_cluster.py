@@ -2,6 +2,7 @@
 
     tidelog up [--controllers 3] [--brokers 3] [--data-dir ./tidelog-data] [--detach]
     tidelog up --combined [--controllers 1] [--brokers 0] ...   one process per node runs both roles
+    tidelog up --broker-config num.partitions=3 [--controller-config KEY=VALUE] ...
     tidelog down [--data-dir ./tidelog-data]
 
 `up` starts every node (`tidelog.launcher`), waits until the quorum has an active controller,
@@ -46,6 +47,13 @@ def _count(text: str) -> int:
     return value
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help=f"the cluster's directory: configs, data, logs, cluster.json "
@@ -75,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"Kafka listener port on every broker's address (default: {layout.DEFAULT_KAFKA_PORT})")
     parser.add_argument("--metrics-port", type=int, default=None,
                         help=f"GET /metrics port on every broker's address (default: {layout.DEFAULT_METRICS_PORT})")
+    parser.add_argument("--broker-config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker config (e.g. num.partitions=3), repeatable: set in every broker's "
+                             "server.properties, new or existing, and kept on restart")
+    parser.add_argument("--controller-config", type=_key_value, action="append", default=[],
+                        metavar="KEY=VALUE", help="a controller config, repeatable, likewise")
     parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
                         help=f"seconds to wait for an active controller (default: {READY_TIMEOUT:.0f})")
 
@@ -154,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
             cluster = LocalCluster.start(root, controllers=controllers, raft_port=args.raft_port,
                                          admin_port=args.admin_port, brokers=brokers, kafka_port=args.kafka_port,
                                          metrics_port=args.metrics_port, ready_timeout=args.ready_timeout,
-                                         should_stop=stop.is_set, combined=args.combined)
+                                         should_stop=stop.is_set, combined=args.combined,
+                                         broker_config=dict(args.broker_config),
+                                         controller_config=dict(args.controller_config))
         except Interrupted:
             print("tidelog up: interrupted before the cluster was ready; every node it started is stopped",
                   file=sys.stderr)
