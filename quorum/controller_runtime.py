@@ -15,6 +15,10 @@ and the periodic tasks on one timer heap of (due_ms, seq, task) read from an inj
   the earliest session expires, or every broker.heartbeat.interval.ms / 2. A pass that runs
   much later than it was due means this controller itself stalled (SIGSTOP, a paused VM, a
   GC): the brokers' silence was its own, so their sessions start again instead.
+- watch-listeners (`watch_listeners=True`): every pass period, the `ListenerWatch` follows the
+  unfenced brokers; when it finds a broker's process gone (its listener closed our idle
+  connection and refuses a new one: `quorum.listener_watch` has the safety argument) that
+  incarnation is fenced at once instead of after its session, unless it re-registered meanwhile.
 - leader-rebalance: every leader.imbalance.check.interval.seconds when
   auto.leader.rebalance.enable (Kafka's), preferred leader elections.
 
@@ -40,6 +44,7 @@ from quorum.admin_api import ApiSettings
 from quorum.broker_control import fence_broker
 from quorum.controller_result import ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
+from quorum.listener_watch import ListenerWatch
 from quorum.log_state import AppendOutcome, OutcomeKind
 from quorum.replication_control import elect_leaders
 from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
@@ -97,7 +102,7 @@ class ControllerRuntime:
     """Decisions, soft state and timers of one controller while it is active (see the module doc)."""
 
     def __init__(self, log: QuorumLog, controller: ActiveController, settings: ApiSettings, *,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms, watch_listeners: bool = False) -> None:
         self._log, self._controller, self._settings, self._clock = log, controller, settings, clock
         self._sessions = BrokerHeartbeatManager(settings.session_timeout_ms)
         self._sessions_epoch: int | None = None
@@ -114,6 +119,10 @@ class ControllerRuntime:
         self.schedule("fence-expired-brokers", now + self._fence_period_ms, self._fence_expired)
         if settings.leader_imbalance_check_interval_s > 0:
             self.schedule("leader-rebalance", now + self._rebalance_period_ms(), self._balance_leaders)
+        self._watch: ListenerWatch | None = None
+        if watch_listeners:
+            self._watch = ListenerWatch(self._process_gone, local_host=settings.host)
+            self.schedule("watch-listeners", now, self._watch_listeners)
 
     # -- decisions and sessions ---------------------------------------------------------------
 
@@ -202,16 +211,25 @@ class ControllerRuntime:
 
     async def run(self) -> None:
         """Sleep until the earliest timer, run what is due; until cancelled."""
-        while True:  # the controller's lifetime
-            due = self.next_due_ms()
-            delay_ms = MAX_TIMER_SLEEP_MS if due is None else min(MAX_TIMER_SLEEP_MS, max(0, due - self._clock()))
-            self._wake.clear()
-            try:
-                async with asyncio.timeout(delay_ms / 1000):
-                    await self._wake.wait()  # a new timer may be earlier
-            except TimeoutError:
-                pass
-            await self.run_due(self._clock())
+        try:
+            while True:  # the controller's lifetime
+                due = self.next_due_ms()
+                delay_ms = (MAX_TIMER_SLEEP_MS if due is None
+                            else min(MAX_TIMER_SLEEP_MS, max(0, due - self._clock())))
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._wake.wait()  # a new timer may be earlier
+                except TimeoutError:
+                    pass
+                await self.run_due(self._clock())
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop the listener watch's connections (the timers stop with `run`)."""
+        if self._watch is not None:
+            await self._watch.close()
 
     # -- the periodic tasks -----------------------------------------------------------------------
 
@@ -249,6 +267,27 @@ class ControllerRuntime:
             logger.warning("Could not fence broker %d: %s", broker_id, exc)
             return False
         return True
+
+    async def _watch_listeners(self, due_ms: int) -> int:
+        assert self._watch is not None, "scheduled only with a watch"
+        self._watch.sync(self._log.image() if self._controller.is_active else None)
+        return self._clock() + self._fence_period_ms
+
+    async def _process_gone(self, broker_id: int, broker_epoch: int, evidence: str) -> None:
+        """Fence the incarnation whose process the listener watch found gone (see its safety
+        argument); a broker that re-registered or was fenced meanwhile is left alone."""
+        def fence(image: MetadataImage) -> ControllerResult[None]:
+            registration = image.broker(broker_id)
+            if registration is None or registration.fenced or registration.broker_epoch != broker_epoch:
+                return ControllerResult((), None)
+            return fence_broker(image, broker_id, reason=evidence)
+        if not self._controller.is_active:
+            return
+        try:
+            await self.decide(fence, api.FENCE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - its session still expires as usual
+            logger.warning("Could not fence broker %d (broker epoch %d) whose process is gone: %s",
+                           broker_id, broker_epoch, exc)
 
     def _rebalance_period_ms(self) -> int:
         return round(self._settings.leader_imbalance_check_interval_s * 1000)

@@ -113,7 +113,7 @@ class ControllerServer:
 
     def __init__(self, log: MetadataLog, controller: ActiveController, settings: ApiSettings) -> None:
         self._log, self._controller, self._settings = log, controller, settings
-        self.runtime = ControllerRuntime(log, controller, settings)
+        self.runtime = ControllerRuntime(log, controller, settings, watch_listeners=True)
         self._brokers = BrokerRpc(log, self.runtime, settings, active_api=self.active_api)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None

@@ -230,8 +230,9 @@ def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets:
 def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: Mapping[str, str] | None,
                      broker_config: Mapping[str, str], controller_config: Mapping[str, str]) -> dict[int, str]:
     """The server.properties texts to write, by node id: every new node's file, and every existing
-    one that `broker_config` / `controller_config` change (an operator's other edits kept). Each is
-    parsed as its node will parse it; LayoutError names the node, the option and the key."""
+    one that `broker_config` / `controller_config` change (an operator's other edits kept). A file
+    those options touch is parsed as its node will parse it; LayoutError names the node, the
+    option and the key. (`extra` is a test's business: a bad key there fails at the node's start.)"""
     files: dict[int, str] = {}
     for node in nodes:
         overrides = _role_overrides(node, broker_config, controller_config)
@@ -243,14 +244,16 @@ def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: 
                                "Set by `tidelog up --broker-config/--controller-config`; kept on restart.")
         else:
             continue  # an operator's edits win
+        files[node.node_id] = text
+        if not overrides:
+            continue
         try:
             parse_config(parse_properties(text, str(path)))
         except ConfigError as exc:
-            options = " / ".join(option for option, entries in (("--broker-config", broker_config),
-                                                                 ("--controller-config", controller_config))
-                                 if entries)
-            raise LayoutError(f"{node.label}: {options or path}: {exc}") from None
-        files[node.node_id] = text
+            options = " / ".join(option for option, entries, applies in (
+                ("--broker-config", broker_config, runs_broker(node.role)),
+                ("--controller-config", controller_config, runs_controller(node.role))) if entries and applies)
+            raise LayoutError(f"{node.label}: {options}: {exc}") from None
     return files
 
 

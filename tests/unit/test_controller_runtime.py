@@ -46,12 +46,12 @@ async def active() -> AsyncIterator[tuple[ScriptedLog, ActiveController]]:
         await asyncio.gather(task, return_exceptions=True)
 
 
-def runtime_for(log: ScriptedLog, controller: ActiveController, clock: Clock, *, rebalance_s: int = 0
-                ) -> ControllerRuntime:
+def runtime_for(log: ScriptedLog, controller: ActiveController, clock: Clock, *, rebalance_s: int = 0,
+                watch_listeners: bool = False) -> ControllerRuntime:
     settings = ApiSettings(node_id=1, host="127.0.0.1", port=1, api_voters={}, quorum_ids={}, cluster_id="unit",
                            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS,
                            leader_imbalance_check_interval_s=rebalance_s)
-    return ControllerRuntime(log, controller, settings, clock=clock)
+    return ControllerRuntime(log, controller, settings, clock=clock, watch_listeners=watch_listeners)
 
 
 def fenced(log: ScriptedLog) -> set[int]:

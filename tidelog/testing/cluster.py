@@ -49,7 +49,7 @@ START_ATTEMPTS: Final = 3  # a port another process took between choosing it and
 MAX_DEFAULT_VOTERS: Final = 3
 TEST_BROKER_CONFIG: Final = {
     "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "3000",  # a killed broker is fenced (its leaders moved) within ~3 s
+    "broker.session.timeout.ms": "3000",  # a paused or cut-off broker is fenced within ~3 s (a killed one at once)
     "replica.lag.time.max.ms": "4000",
     "replica.fetch.backoff.ms": "200",
     "replica.socket.timeout.ms": "5000",
