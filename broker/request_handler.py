@@ -31,6 +31,7 @@ from broker.handlers.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from broker.handlers.configs import handle_alter_configs, handle_incremental_alter_configs
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -49,6 +50,7 @@ from broker.topic_admin import AutoTopicCreator, HttpTopicAdmin, TopicAdmin
 from common.config import Config
 from common.protocol import (
     admin,
+    alter_configs,
     api_versions,
     describe_configs,
     fetch,
@@ -120,6 +122,10 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          describe_configs.encode_describe_configs_response, handle_describe_configs),
     _row(ApiKey.CREATE_PARTITIONS, admin.decode_create_partitions_request,
          admin.encode_create_partitions_response, handle_create_partitions),
+    _row(ApiKey.ALTER_CONFIGS, alter_configs.decode_alter_configs_request,
+         alter_configs.encode_alter_configs_response, handle_alter_configs),
+    _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, alter_configs.decode_incremental_alter_configs_request,
+         alter_configs.encode_alter_configs_response, handle_incremental_alter_configs),
     # consumer groups: broker/group_coordinator/
     _row(ApiKey.JOIN_GROUP, join_group.decode_join_group_request,
          join_group.encode_join_group_response, _group(group.join)),

@@ -1,5 +1,5 @@
-"""The broker's topic writes (CreateTopics, DeleteTopics, CreatePartitions, auto topic
-creation): forwarded to the controllers' admin HTTP API, which any controller forwards to
+"""The broker's topic writes (CreateTopics, DeleteTopics, CreatePartitions, config changes,
+auto topic creation): forwarded to the controllers' admin HTTP API, which any controller forwards to
 the active one."""
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class TopicAdmin(Protocol):
     async def delete_topic(self, name: str) -> AdminResult: ...
 
     async def create_partitions(self, name: str, count: int) -> AdminResult: ...
+
+    async def alter_configs(self, name: str, body: Mapping[str, Any]) -> AdminResult:
+        """A topic's config change in the admin API's PATCH body form."""
+        ...
 
 
 class HttpTopicAdmin:
@@ -87,6 +91,9 @@ class HttpTopicAdmin:
 
     async def create_partitions(self, name: str, count: int) -> AdminResult:
         return await self._request("POST", f"/v1/topics/{name}/partitions", {"count": count})
+
+    async def alter_configs(self, name: str, body: Mapping[str, Any]) -> AdminResult:
+        return await self._request("PATCH", f"/v1/topics/{name}/configs", dict(body))
 
 
 class AutoTopicCreator:

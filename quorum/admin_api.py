@@ -36,6 +36,7 @@ from metadata.image import (
 )
 from metadata.partition_change import Election
 from metadata.records import NO_LEADER, ConfigResourceType
+from quorum.config_control import AlterConfigOp, ConfigChanges, parse_op_type
 from quorum.controller_result import ControllerApiError
 from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
@@ -280,13 +281,50 @@ def parse_create_partitions(body: Any) -> int:
     return check_int(body["count"], "count", 1, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
 
 
-def parse_alter_configs(body: Any) -> Mapping[str, str | None]:
-    """PATCH /v1/topics/{name}/configs {configs: {name: value | null}}; null deletes a key."""
-    body = check_object(body, ("configs",), ("configs",))
+def parse_alter_configs(body: Any) -> ConfigChanges:
+    """PATCH /v1/topics/{name}/configs: exactly one of {configs: {name: value | null}} (null
+    deletes), {ops: [{name, op: SET|DELETE|APPEND|SUBTRACT, value}]} (IncrementalAlterConfigs) and
+    {replace: {name: value}} (AlterConfigs: the whole set), with validate_only (default false)."""
+    forms = ("configs", "ops", "replace")
+    body = check_object(body, (*forms, "validate_only"))
+    given = [form for form in forms if form in body]
+    if len(given) != 1:
+        raise invalid(f"give exactly one of configs, ops and replace (got {', '.join(given) or 'none'})",
+                      given[1] if len(given) > 1 else "configs")
+    validate_only = body.get("validate_only", False)
+    if not isinstance(validate_only, bool):
+        raise invalid(f"validate_only must be a boolean, got {_json_type(validate_only)}", "validate_only")
+    if "replace" in body:
+        replace = check_configs(body["replace"], "replace", allow_delete=False)
+        return ConfigChanges(replace=MappingProxyType({k: v for k, v in replace.items() if v is not None}),
+                             validate_only=validate_only)
+    if "ops" in body:
+        return ConfigChanges(ops=_parse_ops(body["ops"]), validate_only=validate_only)
     changes = check_configs(body["configs"], "configs", allow_delete=True)
     if not changes:
         raise invalid("configs must name at least one config", "configs", "INVALID_CONFIG")
-    return MappingProxyType(changes)
+    return ConfigChanges(configs=MappingProxyType(changes), validate_only=validate_only)
+
+
+def _parse_ops(items: Any) -> tuple[AlterConfigOp, ...]:
+    if not isinstance(items, list) or not items or len(items) > MAX_CONFIGS_PER_REQUEST:
+        raise invalid(f"ops must be an array of 1..{MAX_CONFIGS_PER_REQUEST} operations, got "
+                      f"{_json_type(items)}", "ops")
+    ops = []
+    for i, item in enumerate(items):
+        item = check_object(item, ("name", "op", "value"), ("name", "op"), f"ops[{i}].")
+        name, value = item["name"], item.get("value")
+        if not isinstance(name, str):
+            raise invalid(f"ops[{i}].name must be a string, got {_json_type(name)}", f"ops[{i}].name")
+        checked = check_configs({name: value}, f"ops[{i}]", allow_delete=True)
+        if not isinstance(item["op"], str):
+            raise invalid(f"ops[{i}].op must be a string, got {_json_type(item['op'])}", f"ops[{i}].op")
+        try:
+            op = parse_op_type(item["op"])
+        except ControllerApiError as exc:
+            raise invalid(exc.message, f"ops[{i}].op") from None
+        ops.append(AlterConfigOp(name, op, checked[name]))
+    return tuple(ops)
 
 
 def parse_elections(body: Any) -> ElectionRequest:

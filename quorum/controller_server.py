@@ -35,7 +35,9 @@ from aiohttp import web
 
 from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
+from metadata.delta import apply
 from metadata.image import MetadataImage
+from metadata.records import ConfigResourceType
 from quorum import admin_api as api
 from quorum.active_controller import (
     ActiveController,
@@ -44,7 +46,7 @@ from quorum.active_controller import (
 )
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc
-from quorum.controller_result import ControllerApiError
+from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
 from quorum.log_state import RecordTooLargeError
@@ -388,10 +390,20 @@ class ControllerServer:
         self.authorize(request)
         name = api.check_topic_name(request.match_info["name"])
         raw, body = await read_json(request)
-        changes = api.parse_alter_configs(body)
+        request_changes = api.parse_alter_configs(body)
+
+        def rule(image: MetadataImage) -> ControllerResult[None]:
+            return alter_topic_configs(image, name, request_changes.against(image.config(ConfigResourceType.TOPIC, name)))
 
         async def run() -> web.Response:
-            _, offset = await self.decide(lambda image: alter_topic_configs(image, name, dict(changes)))
+            if request_changes.validate_only:  # Kafka's validateOnly: the same rule, nothing appended
+                image = self.image()
+                result = rule(image)
+                # the records as they would apply (at offsets past the image: a dry run's own)
+                after = apply(image, enumerate(result.records, start=image.offset + 1))
+                return web.json_response({"name": name, "configs": api.topic_configs(after, api.known_topic(
+                    after, name)), "metadata_offset": None})
+            _, offset = await self.decide(rule)
             image = self.image()
             return web.json_response({"name": name, "configs": api.topic_configs(image, api.known_topic(
                 image, name)), "metadata_offset": offset})

@@ -60,7 +60,7 @@ def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
         raise ControllerApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem, field="name")
 
 
-def _canonical(value: Value) -> str:
+def canonical_value(value: Value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):
@@ -76,7 +76,7 @@ def validate_topic_config(key: str, value: object) -> str:
         raise ControllerApiError(ErrorCode.INVALID_CONFIG, str(exc), field=key) from None
     if key not in parsed.originals:
         raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
-    return _canonical(parsed.originals[key])
+    return canonical_value(parsed.originals[key])
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from metadata.snapshot import decode_snapshot
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
+from quorum.config_control import AlterConfigOp, AlterConfigOpType, ConfigChanges
 from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
 from quorum.metadata_log import QuorumSettings, QuorumStatus
@@ -100,6 +101,17 @@ OTHER_BAD = [  # (parser, body, status, error, field)
     (api.parse_alter_configs, {"configs": []}, 400, "INVALID_REQUEST", "configs"),
     (api.parse_alter_configs, {"configs": {"retention.ms": 1}}, 400, "INVALID_CONFIG", "configs.retention.ms"),
     (api.parse_alter_configs, {"retention.ms": "1"}, 400, "INVALID_REQUEST", "retention.ms"),
+    (api.parse_alter_configs, {"configs": {"a": "1"}, "ops": []}, 400, "INVALID_REQUEST", "ops"),
+    (api.parse_alter_configs, {"ops": []}, 400, "INVALID_REQUEST", "ops"),
+    (api.parse_alter_configs, {"ops": [{"name": "a"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (api.parse_alter_configs, {"ops": [{"name": "a", "op": "MULTIPLY"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (api.parse_alter_configs, {"ops": [{"name": "a", "op": 0}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (api.parse_alter_configs, {"ops": [{"name": 5, "op": "SET"}]}, 400, "INVALID_REQUEST", "ops[0].name"),
+    (api.parse_alter_configs, {"ops": [{"name": "a", "op": "SET", "value": 3}]}, 400, "INVALID_CONFIG",
+     "ops[0].a"),
+    (api.parse_alter_configs, {"replace": {"a": None}}, 400, "INVALID_CONFIG", "replace.a"),
+    (api.parse_alter_configs, {"configs": {"a": "1"}, "validate_only": "yes"}, 400, "INVALID_REQUEST",
+     "validate_only"),
     (api.parse_elections, {}, 400, "INVALID_REQUEST", "type"),
     (api.parse_elections, {"type": "sideways"}, 400, "INVALID_REQUEST", "type"),
     (api.parse_elections, {"type": "PREFERRED"}, 400, "INVALID_REQUEST", "type"),
@@ -129,7 +141,12 @@ def test_other_refusals(parse: Any, body: Any, status: int, error: str, field: s
 
 def test_good_bodies() -> None:
     assert api.parse_create_partitions({"count": 7}) == 7
-    assert dict(api.parse_alter_configs({"configs": {"a": None, "b": "1"}})) == {"a": None, "b": "1"}
+    assert api.parse_alter_configs({"configs": {"a": None, "b": "1"}}) == ConfigChanges(configs={"a": None, "b": "1"})
+    assert api.parse_alter_configs({"ops": [{"name": "a", "op": "append", "value": "x"}, {"name": "b", "op": "DELETE"}],
+                                    "validate_only": True}) == ConfigChanges(
+        ops=(AlterConfigOp("a", AlterConfigOpType.APPEND, "x"), AlterConfigOp("b", AlterConfigOpType.DELETE)),
+        validate_only=True)
+    assert api.parse_alter_configs({"replace": {}}) == ConfigChanges(replace={})
     assert api.parse_elections({"type": "preferred"}) == api.ElectionRequest(Election.PREFERRED, None)
     got = api.parse_elections({"type": "unclean", "partitions": [{"topic": "t", "partition": 1},
                                                                   {"topic": "t", "partition": 1}]})

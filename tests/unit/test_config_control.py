@@ -1,0 +1,85 @@
+"""quorum/config_control.py: Kafka's IncrementalAlterConfigs / AlterConfigs rules as tables, and
+the records they make through alter_topic_configs on a real image."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.errors import ErrorCode
+from metadata.delta import apply
+from metadata.image import MetadataImage
+from metadata.records import Config, ConfigResourceType, Topic
+from quorum.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigChanges,
+    incremental_changes,
+    parse_op_type,
+    replacement_changes,
+)
+from quorum.controller_result import ControllerApiError
+from quorum.topic_control import alter_topic_configs
+
+SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND,
+                                 AlterConfigOpType.SUBTRACT)
+
+
+@pytest.mark.parametrize(("current", "ops", "expected"), [
+    ({}, [AlterConfigOp("retention.ms", SET, "1000")], {"retention.ms": "1000"}),
+    ({"retention.ms": "5"}, [AlterConfigOp("retention.ms", DELETE)], {"retention.ms": None}),
+    # APPEND starts from the default (delete) when the key is unset, adds only what is missing
+    ({}, [AlterConfigOp("cleanup.policy", APPEND, "compact")], {"cleanup.policy": "delete,compact"}),
+    ({"cleanup.policy": "compact"}, [AlterConfigOp("cleanup.policy", APPEND, "compact,delete")],
+     {"cleanup.policy": "compact,delete"}),
+    ({"cleanup.policy": "compact,delete"}, [AlterConfigOp("cleanup.policy", SUBTRACT, "delete")],
+     {"cleanup.policy": "compact"}),
+    ({}, [AlterConfigOp("cleanup.policy", SUBTRACT, "compact")], {"cleanup.policy": "delete"}),
+    ({"a": "1"}, [], {}),
+])
+def test_incremental_changes(current: dict[str, str], ops: list[AlterConfigOp],
+                             expected: dict[str, str | None]) -> None:
+    assert incremental_changes(current, ops) == expected
+
+
+@pytest.mark.parametrize(("ops", "code", "field"), [
+    ([AlterConfigOp("retention.ms", APPEND, "5")], ErrorCode.INVALID_CONFIG, "retention.ms"),
+    ([AlterConfigOp("no.such.key", SUBTRACT, "5")], ErrorCode.INVALID_CONFIG, "no.such.key"),
+    ([AlterConfigOp("retention.ms", SET, "5"), AlterConfigOp("retention.ms", DELETE)],
+     ErrorCode.INVALID_REQUEST, "retention.ms"),
+])
+def test_incremental_refusals(ops: list[AlterConfigOp], code: ErrorCode, field: str) -> None:
+    with pytest.raises(ControllerApiError) as caught:
+        incremental_changes({}, ops)
+    assert (caught.value.code, caught.value.field) == (code, field)
+
+
+@pytest.mark.parametrize("raw", [4, -1, "MULTIPLY", ""])
+def test_unknown_op_types(raw: int | str) -> None:
+    with pytest.raises(ControllerApiError) as caught:
+        parse_op_type(raw)
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+
+
+def test_replacement_deletes_what_it_does_not_name() -> None:
+    assert replacement_changes({"a": "1", "b": "2"}, {"b": "3", "c": "4"}) == {"a": None, "b": "3", "c": "4"}
+
+
+def test_config_changes_take_exactly_one_form() -> None:
+    with pytest.raises(ValueError):
+        ConfigChanges(configs={}, replace={})
+    with pytest.raises(ValueError):
+        ConfigChanges()
+
+
+def test_the_changes_become_config_records_and_bad_values_name_their_key() -> None:
+    image = apply(MetadataImage(), [(0, Topic("t", "AAAAAAAAAAAAAAAAAAAAAA")),
+                                    (1, Config(ConfigResourceType.TOPIC, "t", "retention.ms", "5"))])
+    changes = ConfigChanges(ops=(AlterConfigOp("cleanup.policy", APPEND, "compact"),
+                                 AlterConfigOp("retention.ms", DELETE)))
+    result = alter_topic_configs(image, "t", changes.against(image.config(ConfigResourceType.TOPIC, "t")))
+    assert list(result.records) == [Config(ConfigResourceType.TOPIC, "t", "cleanup.policy", "delete,compact"),
+                                    Config(ConfigResourceType.TOPIC, "t", "retention.ms", None)]
+    bad = ConfigChanges(replace={"retention.ms": "soon"})
+    with pytest.raises(ControllerApiError) as caught:
+        alter_topic_configs(image, "t", bad.against(image.config(ConfigResourceType.TOPIC, "t")))
+    assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_CONFIG, "retention.ms")
