@@ -15,7 +15,7 @@ fault-start / fault-end, skip (a fault the harness could not apply, with why), a
 admin-fail / admin-info / admin-final (topic creations and what exists of them at the end),
 group-assign / group-read / group-commit (a consumer group's members: each assignment with the
 member's generation, each record polled, each offset committed),
-election / truncation (harvested from node logs), phase, note.
+election / truncation / fencing (harvested from node logs), phase, note.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Final, TextIO
 
 KINDS: Final = frozenset({
     "header", "invoke", "ok", "fail", "info", "read", "final-read", "sample", "fault-start",
-    "fault-end", "skip", "election", "truncation", "phase", "note", "divergence",
+    "fault-end", "skip", "election", "truncation", "fencing", "phase", "note", "divergence",
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
     "group-assign", "group-read", "group-commit",
 })

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chaos.checkers.availability import check_availability
+from chaos.checkers.fencing import check_fencing
 from chaos.checkers.group import check_group
 from chaos.checkers.queue import (
     check_duplicates,
@@ -27,7 +28,7 @@ from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
              "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
-             "group-commit-lost")
+             "group-commit-lost", "early-fencing")
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
@@ -104,7 +105,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
-            check_skipped_faults(events)]
+            check_fencing(events), check_skipped_faults(events)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@
 Two broker lines matter to the checkers (broker.replica_manager):
   "Leader chaos-0 with leader epoch 5 starting at offset 120 (... elected uncleanly: RECOVERING)"
   "Truncated follower chaos-0 to offset 97 (log end offset was 120: offsets 97..119 dropped) ..."
-Each becomes an `election` / `truncation` event placed on the history's clock through the
-line's wall-clock time (common.log_setup's "%(asctime)s": local time, milliseconds).
+and one controller line (quorum.broker_control), with its cause:
+  "Fencing broker 5 (no heartbeat for 3001 ms, session timeout 3000 ms): 3 partition change(s)"
+  "Fencing broker 5 (its listener 127.0.0.5:9092 closed ... the process exited): 3 partition change(s)"
+Each becomes an `election` / `truncation` / `fencing` event placed on the history's clock
+through the line's wall-clock time (common.log_setup's "%(asctime)s": local time, milliseconds).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ LEADER: Final = re.compile(r"Leader (?P<topic>\S+)-(?P<partition>\d+) with leade
                            r"starting at offset (?P<offset>\d+)")
 TRUNCATED: Final = re.compile(r"Truncated follower (?P<topic>\S+)-(?P<partition>\d+) (?:fully )?to (?:start at )?"
                               r"offset (?P<offset>\d+) \(log end offset was (?P<leo>\d+)")
+FENCING: Final = re.compile(r"Fencing broker (?P<broker>\d+) \((?P<reason>.*)\): \d+ partition change")
+SESSION_EXPIRED: Final = re.compile(r"no heartbeat for (?P<age>\d+) ms, session timeout (?P<session>\d+) ms")
+PROCESS_GONE: Final = "its listener"
 STAMP: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 
@@ -48,4 +54,25 @@ def parse_node_log(lines: Iterable[str], *, node_id: int, topic: str) -> list[di
             found.append({"kind": "truncation", "wall": wall, "partition": int(truncated.group("partition")),
                           "node": node_id, "offset": int(truncated.group("offset")),
                           "log_end_offset": int(truncated.group("leo"))})
+    return found
+
+
+def parse_controller_log(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """(wall time, event fields) of every fencing decision in one controller's log, with its cause:
+    `session` (with the silence and the session it exceeded), `process-gone` or `other`."""
+    found: list[dict[str, Any]] = []
+    for line in lines:
+        match = FENCING.search(line)
+        wall = None if match is None else wall_time(line)
+        if match is None or wall is None:
+            continue
+        event: dict[str, Any] = {"kind": "fencing", "wall": wall, "broker": int(match.group("broker")),
+                                 "reason": match.group("reason"), "cause": "other"}
+        expired = SESSION_EXPIRED.search(match.group("reason"))
+        if expired is not None:
+            event.update(cause="session", age_ms=int(expired.group("age")),
+                         session_ms=int(expired.group("session")))
+        elif match.group("reason").startswith(PROCESS_GONE):
+            event["cause"] = "process-gone"
+        found.append(event)
     return found

@@ -31,7 +31,7 @@ from chaos.checkers.suite import Verdict
 from chaos.engine.admin_workload import TopicCreations, final_topics
 from chaos.engine.faults import ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
-from chaos.engine.harvest import parse_node_log
+from chaos.engine.harvest import parse_controller_log, parse_node_log
 from chaos.engine.targets import ClusterView
 from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
 from chaos.history import History
@@ -182,12 +182,16 @@ class ScenarioRun:
 
     def harvest(self, cluster: LocalCluster) -> None:
         topic = self.scenario.workload.topic
-        for node in cluster.brokers:
+        for node in cluster.nodes:
             try:
                 lines = node.spec.log_path.read_text(errors="replace").splitlines()
             except OSError:
                 continue
-            for found in parse_node_log(lines, node_id=node.spec.node_id, topic=topic):
+            found_here = parse_node_log(lines, node_id=node.spec.node_id, topic=topic) \
+                if node in cluster.brokers else []
+            if node in cluster.controllers:
+                found_here += parse_controller_log(lines)
+            for found in found_here:
                 wall = found.pop("wall")
                 if wall >= self.history.wall_start - 1:
                     kind = found.pop("kind")

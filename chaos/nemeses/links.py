@@ -7,6 +7,9 @@ alone: it matches the ports the two roles talk on. A connection from node A to n
 to one of B's listeners (the *service ports* of the pair, `link_ports`):
 controller -> controller: B's raft port; broker -> controller: B's admin API port (the
 broker's RPCs and metadata fetches); broker -> broker: B's Kafka listener (replica fetches).
+The active controller's idle connection to each broker's Kafka listener (its listener watch)
+is left alone: it shares controller 1's address and the Kafka port with the harness's clients,
+and it carries nothing a cut could stop, so a cut broker is fenced by its session as before.
 Cutting A -> B drops A's packets to those ports of B and A's answers to B's connections
 to A's service ports; the harness's clients use other ports, so they keep talking.
 """
