@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 from common.config import ConfigType
 from common.errors import ErrorCode
-from common.topic_config import TOPIC_CONFIGS_BY_NAME, default_value
+from common.topic_config import TOPIC_CONFIGS_BY_NAME, config_string, default_value
 from quorum.controller_result import ControllerApiError
-from quorum.topic_control import canonical_value
 
 
 class AlterConfigOpType(enum.IntEnum):
@@ -67,7 +66,7 @@ def _start_list(current: Mapping[str, str], name: str) -> list[str]:
     if name in current:
         return _items(current[name])
     default = default_value(name)
-    return [] if default is None else _items(canonical_value(default))
+    return [] if default is None else _items(config_string(default))
 
 
 def _check_unique(names: Sequence[str]) -> None:

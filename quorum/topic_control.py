@@ -23,6 +23,7 @@ from common.topic_config import (
     TOPIC_CONFIG_KEYS,
     TOPIC_CONFIGS_BY_NAME,
     UNCLEAN_LEADER_ELECTION_ENABLE,
+    config_string,
     default_bool,
     default_int,
 )
@@ -60,14 +61,6 @@ def validate_topic_name(name: str, existing: Iterable[str] = ()) -> None:
         raise ControllerApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem, field="name")
 
 
-def canonical_value(value: Value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value)
-
-
 def validate_topic_config(key: str, value: object) -> str:
     """The canonical string of one topic config value; INVALID_CONFIG naming the key otherwise."""
     try:
@@ -76,7 +69,7 @@ def validate_topic_config(key: str, value: object) -> str:
         raise ControllerApiError(ErrorCode.INVALID_CONFIG, str(exc), field=key) from None
     if key not in parsed.originals:
         raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
-    return canonical_value(parsed.originals[key])
+    return config_string(parsed.originals[key])
 
 
 @dataclass(frozen=True, slots=True)
