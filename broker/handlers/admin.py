@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from broker.handlers.configs import describe_broker
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import AdminResult
 from common.errors import ErrorCode
@@ -78,8 +79,12 @@ async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsReq
     image = ctx.image()
     results = []
     for res in req.resources:
-        if res.resource_type != dc.RESOURCE_TYPE_TOPIC:  # broker configs: none are dynamic
-            results.append(dc.DescribeConfigsResult(0, None, res.resource_type, res.resource_name, ()))
+        if res.resource_type == dc.RESOURCE_TYPE_BROKER:
+            results.append(describe_broker(ctx, res, req))
+            continue
+        if res.resource_type != dc.RESOURCE_TYPE_TOPIC:
+            results.append(dc.DescribeConfigsResult(int(ErrorCode.INVALID_REQUEST), f"resource type "
+                           f"{res.resource_type} has no configs here", res.resource_type, res.resource_name, ()))
             continue
         invalid = topic_name_error(res.resource_name)
         if invalid is not None:  # Kafka's Topic.validate comes first

@@ -4,7 +4,9 @@ a broker whose config sets min.insync.replicas and unclean.leader.election.enabl
 The broker answers its effective defaults with Kafka's sources: STATIC_BROKER_CONFIG for the
 keys its config file sets, DEFAULT_CONFIG for the rest, DYNAMIC_TOPIC_CONFIG for a topic's
 own configs (it used to answer min.insync.replicas=1 and unclean.leader.election.enable=false
-whatever its config said).
+whatever its config said). A BROKER resource lists every key the broker reads (it used to
+answer none), read-only, with types and documentation, for confluent-kafka, kafka-python and a
+raw DescribeConfigs v3.
 """
 
 from __future__ import annotations
@@ -82,3 +84,47 @@ def test_topic_overrides_win_as_dynamic_topic_configs(cluster: LocalCluster) -> 
         ("60000", Source.DYNAMIC_TOPIC_CONFIG.value)
     assert (entries["unclean.leader.election.enable"].value,
             entries["unclean.leader.election.enable"].source) == ("true", Source.STATIC_BROKER_CONFIG.value)
+
+
+def test_broker_resource_lists_every_broker_config(cluster: LocalCluster) -> None:
+    """issue 18: a BROKER resource used to answer no entries at all."""
+    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = admin.ConfigResource(admin.ResourceType.BROKER, str(BROKER_ID))
+    entries = client.describe_configs([resource], request_timeout=CLIENT_TIMEOUT_S)[resource].result(
+        timeout=CLIENT_TIMEOUT_S)
+    Source = admin.ConfigSource
+    assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == \
+        ("2", Source.STATIC_BROKER_CONFIG.value)
+    assert entries["advertised.listeners"].value.startswith("PLAINTEXT://127.0.0.4:")
+    assert entries["log.segment.bytes"].source == Source.DEFAULT_CONFIG.value and entries["log.segment.bytes"].is_default
+    assert all(e.is_read_only for e in entries.values())  # no broker config is dynamic in tidelog
+    assert len(entries) > 50
+
+
+def test_broker_resource_with_kafka_python_types_and_documentation(cluster: LocalCluster) -> None:
+    """kafka-python used to fail with KeyError: 'advertised.listeners'; DescribeConfigs v3 carries
+    each config's type and, when asked, its documentation."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    from common.protocol import describe_configs as dc
+    from common.protocol.api_keys import ApiKey
+    from tidelog.kafka_client import KafkaClient
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        described = client.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(BROKER_ID))],
+                                            config_filter="all")
+    finally:
+        client.close()
+    assert "advertised.listeners" in str(described)
+    host, _, port = (cluster.bootstrap_servers or "").partition(",")[0].rpartition(":")
+    with KafkaClient([(host, int(port))]) as raw:
+        answer = raw.call(None, ApiKey.DESCRIBE_CONFIGS, 3, dc.DescribeConfigsRequest(
+            (dc.DescribeConfigsResource(4, str(BROKER_ID), ("num.partitions", "controller.cluster.password")),
+             dc.DescribeConfigsResource(4, "99", None)), include_synonyms=True, include_documentation=True),
+            dc.encode_describe_configs_request, dc.decode_describe_configs_response)
+    mine, other = answer.results
+    [entry] = [c for c in mine.configs if c.name == "num.partitions"]
+    assert (entry.config_type, entry.read_only, entry.config_source) == (3, True, 5)  # INT, DEFAULT_CONFIG
+    assert entry.documentation and entry.synonyms[0].name == "num.partitions"
+    assert other.error_code == 42 and "expected 4" in (other.error_message or "")  # INVALID_REQUEST
