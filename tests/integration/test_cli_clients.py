@@ -112,6 +112,34 @@ def test_topics_lifecycle_and_exit_codes(cluster: LocalCluster, tmp_path: Path) 
     assert ok(tidelog(cluster, "topics", "delete", "--topic", "orders", "--if-exists")) == ""
 
 
+def test_configs_describe_and_alter_as_kafka_configs(cluster: LocalCluster) -> None:
+    ok(tidelog(cluster, "topics", "create", "--topic", "configured", "--replication-factor", "1"))
+    wait_until("configured led", lambda: led(cluster, "configured"))
+    topic = ("--entity-type", "topics", "--entity-name", "configured")
+    assert ok(tidelog(cluster, "configs", "describe", *topic)) == "Dynamic configs for topic configured are:\n"
+    assert ok(tidelog(cluster, "configs", "alter", *topic, "--add-config",
+                      "retention.ms=60000,cleanup.policy=[compact,delete]")) == \
+        "Completed updating config for topic configured.\n"
+    lines = ok(tidelog(cluster, "configs", "describe", *topic)).splitlines()
+    assert lines[0] == "Dynamic configs for topic configured are:"
+    assert sorted(line.split()[0] for line in lines[1:]) == ["cleanup.policy=compact,delete", "retention.ms=60000"]
+    assert "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000" in "\n".join(lines)
+    ok(tidelog(cluster, "configs", "alter", *topic, "--delete-config", "retention.ms"))
+    every = ok(tidelog(cluster, "configs", "describe", *topic, "--all")).splitlines()
+    assert every[0] == "All configs for topic configured are:"
+    assert "  retention.ms=604800000 sensitive=false" in "\n".join(every)
+    fails(tidelog(cluster, "configs", "alter", *topic, "--add-config", "retention.ms=soon"), 1,
+          "Error: INVALID_CONFIG:")
+    fails(tidelog(cluster, "configs", "alter", *topic, "--add-config", "oops"), 2, "expected k=v")
+    broker = ("--entity-type", "brokers", "--entity-name", str(BROKERS[0]))
+    described = ok(tidelog(cluster, "configs", "describe", *broker, "--all"))
+    assert described.startswith(f"All configs for broker {BROKERS[0]} are:\n")
+    assert "controller.cluster.password" not in described or "controller.cluster.password=null" in described
+    fails(tidelog(cluster, "configs", "alter", *broker, "--add-config", "log.retention.ms=1"), 1,
+          "Error: INVALID_REQUEST: Cannot update these configs dynamically: log.retention.ms")
+    ok(tidelog(cluster, "topics", "delete", "--topic", "configured"))
+
+
 def test_produce_and_consume_with_keys_and_real_clients(cluster: LocalCluster) -> None:
     ok(tidelog(cluster, "topics", "create", "--topic", "keyed", "--partitions", "3"))
     wait_until("keyed led", lambda: led(cluster, "keyed"))

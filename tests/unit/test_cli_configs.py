@@ -1,0 +1,53 @@
+"""tidelog/cli_configs.py's pure parts: kafka-configs.sh's --add-config syntax and describe lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.protocol import describe_configs as dc
+from tidelog.cli_common import UsageError
+from tidelog.cli_configs import alter_request, describe_lines, parse_add_config
+
+
+@pytest.mark.parametrize(("items", "expected"), [
+    (["a=1"], {"a": "1"}),
+    (["a=1,b=2"], {"a": "1", "b": "2"}),
+    (["cleanup.policy=[compact,delete],retention.ms=5"], {"cleanup.policy": "compact,delete", "retention.ms": "5"}),
+    (["a=[x,y]"], {"a": "x,y"}),
+    (["a=", "b=2"], {"a": "", "b": "2"}),
+    (["a=1", "a=2"], {"a": "2"}),
+])
+def test_parse_add_config(items: list[str], expected: dict[str, str]) -> None:
+    assert parse_add_config(items) == expected
+
+
+@pytest.mark.parametrize("item", ["oops", "=1", "a=[x,y", "a=[x]y", "a=1,,b=2"])
+def test_parse_add_config_refusals(item: str) -> None:
+    with pytest.raises(UsageError, match="--add-config"):
+        parse_add_config([item])
+
+
+def test_alter_request_refusals() -> None:
+    with pytest.raises(UsageError, match="both name a"):
+        alter_request(2, "t", {"a": "1"}, ["a"])
+    with pytest.raises(UsageError, match="give --add-config"):
+        alter_request(2, "t", {}, [])
+    request = alter_request(2, "t", {"a": "1"}, ["b"])
+    assert [(c.name, c.value, c.config_operation) for c in request.resources[0].configs] == [("a", "1", 0),
+                                                                                         ("b", None, 1)]
+
+
+def test_describe_lines_dynamic_and_all() -> None:
+    result = dc.DescribeConfigsResult(0, None, 2, "t", (
+        dc.DescribeConfigsResourceResult("retention.ms", "5", False, 1, False, (
+            dc.DescribeConfigsSynonym("retention.ms", "5", 1), dc.DescribeConfigsSynonym("log.retention.hours", "168", 5))),
+        dc.DescribeConfigsResourceResult("segment.bytes", "1073741824", False, 5, False, ()),
+        dc.DescribeConfigsResourceResult("secret", None, True, 4, True, ()),
+    ))
+    assert describe_lines("topic", "t", result, show_all=False) == [
+        "Dynamic configs for topic t are:",
+        "  retention.ms=5 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"]
+    every = describe_lines("topic", "t", result, show_all=True)
+    assert every[0] == "All configs for topic t are:" and len(every) == 4
+    assert every[3] == "  secret=null sensitive=true synonyms={}"
