@@ -1,4 +1,5 @@
-"""The shape of a local cluster: which node runs where, its server.properties, cluster.json.
+"""The shape of a local cluster: which node runs where, its files, cluster.json (a node's
+server.properties text is `tidelog.server_properties`'s).
 
 Planning and rendering are pure; the section at the end reads and writes the data dir's
 files (never a process or a socket: `tidelog.launcher` owns those). Node ids 1..C are
@@ -31,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from common.config import ConfigError, parse_config
-from common.properties import parse_properties, properties_line, set_entries
 from tidelog.table import render
 
 DEFAULT_CONTROLLERS: Final = 3
@@ -184,102 +183,6 @@ def plan(root: Path, *, controllers: int = DEFAULT_CONTROLLERS, raft_port: int =
     nodes += [NodeSpec(i, BROKER, f"{LOOPBACK_NETWORK}{i}", 0, 0, root / f"{BROKER}-{i}", kafka_port, metrics_port)
               for i in range(controllers + 1, controllers + brokers + 1)]
     return tuple(nodes)
-
-
-def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
-                    extra: Mapping[str, str] | None = None) -> str:
-    """server.properties of one node; `extra` keys (tests: short timeouts) come last and win."""
-    controllers = [n for n in nodes if runs_controller(n.role)]
-    if node.role == BROKER:
-        return _broker_properties(node, controllers, secrets, extra)
-    entries = {
-        "node.id": str(node.node_id),
-        "process.roles": "broker,controller" if node.role == COMBINED else node.role,
-        "controller.quorum.voters": ",".join(f"{n.node_id}@{n.quorum_address}" for n in controllers),
-        "controller.listener": node.admin_address,
-        "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
-        "controller.cluster.password": secrets.password,
-        "cluster.id": secrets.cluster_id,
-        "metadata.log.dir": str(node.directory / COMBINED_METADATA_DIR if node.role == COMBINED
-                                else node.directory),
-    }
-    if node.role == COMBINED:
-        entries.update(_broker_entries(node))
-    entries.update(extra or {})
-    lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
-             "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
-    lines += [properties_line(key, value) for key, value in entries.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets: ClusterSecrets,
-                       extra: Mapping[str, str] | None) -> str:
-    entries = {
-        "node.id": str(node.node_id),
-        "process.roles": node.role,
-        "controller.api.voters": ",".join(f"{n.node_id}@{n.admin_address}" for n in controllers),
-        "cluster.id": secrets.cluster_id,
-        **_broker_entries(node),
-        **(extra or {}),
-    }
-    lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never overwritten."]
-    lines += [properties_line(key, value) for key, value in entries.items()]
-    return "\n".join(lines) + "\n"
-
-
-def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: Mapping[str, str] | None,
-                     broker_config: Mapping[str, str], controller_config: Mapping[str, str]) -> dict[int, str]:
-    """The server.properties texts to write, by node id: every new node's file, and every existing
-    one that `broker_config` / `controller_config` change (an operator's other edits kept). A file
-    those options touch is parsed as its node will parse it; LayoutError names the node, the
-    option and the key. (`extra` is a test's business: a bad key there fails at the node's start.)"""
-    files: dict[int, str] = {}
-    for node in nodes:
-        overrides = _role_overrides(node, broker_config, controller_config)
-        path = node.properties_path
-        if not path.exists():
-            text = node_properties(node, nodes, secrets, {**(extra or {}), **overrides})
-        elif overrides:
-            text = set_entries(path.read_text(encoding="utf-8"), overrides, str(path),
-                               "Set by `tidelog up --broker-config/--controller-config`; kept on restart.")
-        else:
-            continue  # an operator's edits win
-        files[node.node_id] = text
-        if not overrides:
-            continue
-        try:
-            parse_config(parse_properties(text, str(path)))
-        except ConfigError as exc:
-            options = " / ".join(option for option, entries, applies in (
-                ("--broker-config", broker_config, runs_broker(node.role)),
-                ("--controller-config", controller_config, runs_controller(node.role))) if entries and applies)
-            raise LayoutError(f"{node.label}: {options}: {exc}") from None
-    return files
-
-
-def _role_overrides(node: NodeSpec, broker_config: Mapping[str, str],
-                    controller_config: Mapping[str, str]) -> dict[str, str]:
-    """The overrides a node takes: a combined node runs both roles, so it takes both sets, which
-    must then agree."""
-    overrides = dict(broker_config) if runs_broker(node.role) else {}
-    if runs_controller(node.role):
-        clashes = sorted(k for k, v in controller_config.items() if overrides.get(k, v) != v)
-        if clashes:
-            raise LayoutError(f"{node.label} runs both roles, and --broker-config and --controller-config "
-                              f"give different values for {', '.join(clashes)}")
-        overrides.update(controller_config)
-    return overrides
-
-
-def _broker_entries(node: NodeSpec) -> dict[str, str]:
-    """The keys of a node's broker half: its Kafka listener, log dirs and metrics endpoint."""
-    listener = f"PLAINTEXT://{node.bootstrap_address}"
-    return {"listeners": listener, "advertised.listeners": listener,
-            "log.dirs": str(node.directory / BROKER_DATA_DIR),
-            "metrics.listener": f"{node.host}:{node.metrics_port}",
-            # Kafka's shipped development config: a new group's first rebalance does not wait
-            # for more members (production default 3000 ms).
-            "group.initial.rebalance.delay.ms": "0"}
 
 
 def meta_properties(cluster_id: str) -> str:

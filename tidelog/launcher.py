@@ -46,6 +46,7 @@ from tidelog.cluster_layout import (
     resolve_layout,
     write_atomic,
 )
+from tidelog.server_properties import properties_files
 
 READY_TIMEOUT: Final = 30 * SECONDS
 STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
@@ -357,7 +358,7 @@ class LocalCluster:
                                     f"stop it with: tidelog down --data-dir {root}")
             check_ports_free(specs)
             secrets = load_or_create_secrets(root)  # after the port checks: that refusal leaves none
-            files = layout.properties_files(specs, secrets, extra_properties, broker_config or {},
+            files = properties_files(specs, secrets, extra_properties, broker_config or {},
                                             controller_config or {})
             cluster = cls(root, secrets.cluster_id, [])
             try:

@@ -42,7 +42,6 @@ from tidelog.cluster_layout import (
     data_dir_lock,
     load_or_create_secrets,
     meta_properties,
-    node_properties,
     node_table,
     nodes_from_document,
     pids_from_document,
@@ -52,6 +51,7 @@ from tidelog.cluster_layout import (
     write_atomic,
     write_private,
 )
+from tidelog.server_properties import node_properties
 
 ROOT = Path("/srv/tidelog")  # pure tests never touch it
 SECRETS = ClusterSecrets(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", password="s3cret-quorum-password-0123456789")
