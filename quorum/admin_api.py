@@ -37,7 +37,7 @@ from metadata.image import (
 from metadata.partition_change import Election
 from metadata.records import NO_LEADER, ConfigResourceType
 from quorum.controller_result import ControllerApiError
-from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
+from quorum.topic_control import TopicCreated, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
 from shutdown.controller_states import current_broker_state
@@ -170,14 +170,6 @@ class ApiSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateTopicRequest:
-    name: str
-    partitions: int
-    replication_factor: int
-    configs: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
 class ElectionRequest:
     election: Election
     partitions: tuple[tuple[str, int], ...] | None  # None: every partition that needs one
@@ -257,27 +249,6 @@ def check_configs(value: Any, field: str, *, allow_delete: bool) -> dict[str, st
         else:
             out[key] = item
     return out
-
-
-def parse_create_topic(body: Any, *, default_partitions: int,
-                       default_replication_factor: int) -> CreateTopicRequest:
-    """POST /v1/topics {name, partitions?, replication_factor?, configs?}."""
-    body = check_object(body, ("name", "partitions", "replication_factor", "configs"), ("name",))
-    name = check_topic_name(body["name"])
-    partitions = check_int(body.get("partitions", default_partitions), "partitions", 1,
-                           MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
-    replication_factor = check_int(body.get("replication_factor", default_replication_factor),
-                                   "replication_factor", 1, MAX_REPLICATION_FACTOR,
-                                   "INVALID_REPLICATION_FACTOR")
-    configs = check_configs(body.get("configs", {}), "configs", allow_delete=False)
-    return CreateTopicRequest(name, partitions, replication_factor,
-                              MappingProxyType({k: v for k, v in configs.items() if v is not None}))
-
-
-def parse_create_partitions(body: Any) -> int:
-    """POST /v1/topics/{name}/partitions {count}: the new total, as Kafka's CreatePartitions."""
-    body = check_object(body, ("count",), ("count",))
-    return check_int(body["count"], "count", 1, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
 
 
 def parse_alter_configs(body: Any) -> Mapping[str, str | None]:
@@ -369,6 +340,19 @@ def topic_configs(image: MetadataImage, topic: TopicImage) -> dict[str, str]:
 def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": topic.topic_id, "configs": topic_configs(image, topic),
             "partitions": [partition_view(topic.partitions[p]) for p in sorted(topic.partitions)]}
+
+
+def validated_topic_view(created: TopicCreated) -> dict[str, Any]:
+    """What a validate_only create would have made (nothing was appended)."""
+    return {"name": created.name, "validate_only": True, "partitions": created.partitions,
+            "replication_factor": created.replication_factor, "configs": dict(created.configs),
+            "assignments": [{"partition": p, "replicas": list(r)} for p, r in enumerate(created.assignments)]}
+
+
+def validated_partitions_view(name: str, count: int, added: Mapping[int, tuple[int, ...]]) -> dict[str, Any]:
+    """What a validate_only CreatePartitions would have added (nothing was appended)."""
+    return {"name": name, "validate_only": True, "count": count,
+            "assignments": [{"partition": p, "replicas": list(added[p])} for p in sorted(added)]}
 
 
 def topic_summary(topic: TopicImage) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from quorum.active_controller import (
 )
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc
-from quorum.controller_result import ControllerApiError
+from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
 from quorum.log_state import RecordTooLargeError
@@ -53,11 +53,13 @@ from quorum.openapi import openapi_document
 from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (
+    TopicCreated,
     alter_topic_configs,
     create_partitions,
     create_topic,
     delete_topic,
 )
+from quorum.topic_requests import parse_create_partitions, parse_create_topic
 
 logger = logging.getLogger(__name__)
 
@@ -350,14 +352,20 @@ class ControllerServer:
     async def _create_topic(self, request: web.Request) -> web.Response:
         self.authorize(request)
         raw, body = await read_json(request)
-        req = api.parse_create_topic(body, default_partitions=self._settings.default_partitions,
-                                     default_replication_factor=self._settings.default_replication_factor)
+        req = parse_create_topic(body, default_partitions=self._settings.default_partitions,
+                                 default_replication_factor=self._settings.default_replication_factor)
 
         async def run() -> web.Response:
             topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            _, offset = await self.decide(lambda image: create_topic(
-                image, name=req.name, partitions=req.partitions, replication_factor=req.replication_factor,
-                configs=dict(req.configs), topic_id=topic_id, rng=self._rng))
+
+            def rule(image: MetadataImage) -> ControllerResult[TopicCreated]:
+                return create_topic(image, name=req.name, partitions=req.partitions,
+                                    replication_factor=req.replication_factor, configs=dict(req.configs),
+                                    topic_id=topic_id, rng=self._rng, assignments=req.assignments)
+
+            if req.validate_only:  # Kafka's validateOnly: the same rule on the active image, nothing appended
+                return web.json_response(api.validated_topic_view(rule(self.image()).response))
+            _, offset = await self.decide(rule)
             return self._topic_answer(req.name, offset, status=201)
 
         return await self.write(request, raw, run)
@@ -376,10 +384,15 @@ class ControllerServer:
         self.authorize(request)
         name = api.check_topic_name(request.match_info["name"])
         raw, body = await read_json(request)
-        count = api.parse_create_partitions(body)
+        req = parse_create_partitions(body)
 
         async def run() -> web.Response:
-            _, offset = await self.decide(lambda image: create_partitions(image, name, count, self._rng))
+            def rule(image: MetadataImage) -> ControllerResult[dict[int, tuple[int, ...]]]:
+                return create_partitions(image, name, req.count, self._rng, req.assignments)
+
+            if req.validate_only:
+                return web.json_response(api.validated_partitions_view(name, req.count, rule(self.image()).response))
+            _, offset = await self.decide(rule)
             return self._topic_answer(name, offset)
 
         return await self.write(request, raw, run)
