@@ -214,3 +214,52 @@ def test_unset_sizes_and_auto_creation_take_the_broker_defaults(cluster: LocalCl
     assert topic_view(cluster, "not-auto")[0] == 404
     log = cluster.node(2).spec.log_path.read_text(errors="replace")
     assert "default.replication.factor=5 but only 3 broker(s) are alive" in log
+
+
+# --- the admin HTTP API's equivalents ------------------------------------------------------------
+
+def post(cluster: LocalCluster, path: str, body: dict) -> tuple[int, dict]:
+    status, raw = http(f"{cluster.admin_url}{path}", "POST", body)
+    return status, json.loads(raw)
+
+
+def test_admin_api_validate_only_and_assignments(cluster: LocalCluster) -> None:
+    status, answer = post(cluster, "/v1/topics", {"name": "api-v", "partitions": 3, "replication_factor": 2,
+                                                  "configs": {"retention.ms": "60000"}, "validate_only": True})
+    assert status == 200, answer
+    assert (answer["validate_only"], answer["partitions"], answer["replication_factor"], answer["configs"]) == \
+        (True, 3, 2, {"retention.ms": "60000"})
+    assert [len(a["replicas"]) for a in answer["assignments"]] == [2, 2, 2]
+    assert topic_view(cluster, "api-v")[0] == 404
+
+    status, answer = post(cluster, "/v1/topics", {"name": "api-m", "assignments": [
+        {"partition": 0, "replicas": [3, 4]}]})
+    assert status == 201, answer
+    assert [(p["replicas"], p["leader"]) for p in answer["partitions"]] == [([3, 4], 3)]
+    assert type(answer["metadata_offset"]) is int
+
+    refusals = [  # (body, status, error, field)
+        ({"name": "api-bad", "assignments": [{"partition": 0, "replicas": [3, 3]}]}, 400,
+         "INVALID_REPLICA_ASSIGNMENT", "assignments"),
+        ({"name": "api-bad", "assignments": [{"partition": 0, "replicas": [3, 4]}], "partitions": 1}, 400,
+         "INVALID_REQUEST", "partitions"),
+        ({"name": "api-bad", "assignments": [{"partition": 1, "replicas": [3]}], "validate_only": True}, 400,
+         "INVALID_REPLICA_ASSIGNMENT", "assignments"),
+        ({"name": "api-bad", "validate_only": "yes"}, 400, "INVALID_REQUEST", "validate_only"),
+        ({"name": "api-bad", "partitions": 1, "replication_factor": 4, "validate_only": True}, 400,
+         "INVALID_REPLICATION_FACTOR", "replication_factor"),
+    ]
+    for body, want_status, error, field in refusals:
+        status, answer = post(cluster, "/v1/topics", body)
+        assert (status, answer["error"], answer["field"]) == (want_status, error, field), (body, answer)
+    assert topic_view(cluster, "api-bad")[0] == 404
+
+    status, answer = post(cluster, "/v1/topics/api-m/partitions", {"count": 2, "assignments": [[4, 2]],
+                                                                   "validate_only": True})
+    assert (status, answer) == (200, {"name": "api-m", "validate_only": True, "count": 2,
+                                      "assignments": [{"partition": 1, "replicas": [4, 2]}]})
+    assert len(topic_view(cluster, "api-m")[1]["partitions"]) == 1
+    status, answer = post(cluster, "/v1/topics/api-m/partitions", {"count": 2, "assignments": [[9, 2]]})
+    assert (status, answer["error"], answer["field"]) == (400, "INVALID_REPLICA_ASSIGNMENT", "assignments")
+    status, answer = post(cluster, "/v1/topics/api-m/partitions", {"count": 2, "assignments": [[4, 2]]})
+    assert status == 200 and [p["replicas"] for p in answer["partitions"]] == [[3, 4], [4, 2]]
