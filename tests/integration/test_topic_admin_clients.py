@@ -16,7 +16,10 @@ num.partitions=2 and default.replication.factor=5 (more than the 3 brokers):
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -263,3 +266,19 @@ def test_admin_api_validate_only_and_assignments(cluster: LocalCluster) -> None:
     assert (status, answer["error"], answer["field"]) == (400, "INVALID_REPLICA_ASSIGNMENT", "assignments")
     status, answer = post(cluster, "/v1/topics/api-m/partitions", {"count": 2, "assignments": [[4, 2]]})
     assert status == 200 and [p["replicas"] for p in answer["partitions"]] == [[3, 4], [4, 2]]
+
+
+def test_cli_replica_assignment(cluster: LocalCluster) -> None:
+    def tidelog(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tidelog", "topics", "create", *args,
+                               "--data-dir", str(cluster.root)], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[2], timeout=CLIENT_TIMEOUT_S)
+
+    done = tidelog("--topic", "cli-pinned", "--replica-assignment", "4:2,2:3")
+    assert done.returncode == 0 and "Created topic cli-pinned." in done.stdout, done
+    assert [p["replicas"] for p in topic_view(cluster, "cli-pinned")[1]["partitions"]] == [[4, 2], [2, 3]]
+    done = tidelog("--topic", "cli-bad", "--replica-assignment", "4:9")
+    assert done.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in done.stderr, done
+    done = tidelog("--topic", "cli-bad", "--replica-assignment", "4", "--partitions", "1")
+    assert done.returncode != 0 and "--replica-assignment cannot be used with --partitions" in done.stderr, done
+    assert topic_view(cluster, "cli-bad")[0] == 404
