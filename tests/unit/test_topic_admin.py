@@ -222,3 +222,20 @@ async def test_controller_errors_pass_through_without_waiting(broker):
     handler, _, _ = broker
     response = await asyncio.wait_for(send_create(handler, create_topics(admin.CreatableTopic("orders", 1, 1))), 1)
     assert (response.topics[0].error_code, response.topics[0].error_message) == (36, "Topic 'orders' already exists.")
+
+
+async def test_auto_create_topics_disabled_creates_nothing(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    try:
+        admin_api = FakeAdmin()
+        handler = RequestHandler(ME, ReplicaManager(ME, log_manager, now_ms=lambda: NOW), lambda: IMAGE, ADVERTISED,
+                                 None, auto_create_topics=False, topic_admin=admin_api)  # type: ignore[arg-type]
+        for version in (1, 8):  # before v4 a client cannot say; the broker config still decides
+            response = await call(handler, ApiKey.METADATA, version, md.MetadataRequest(("wanted",), True),
+                                  md.encode_metadata_request, md.decode_metadata_response)
+            assert response.topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+        await asyncio.sleep(0.01)
+        assert admin_api.calls == []
+        await handler.close()
+    finally:
+        log_manager.shutdown()
