@@ -105,7 +105,11 @@ async def handle_delete_topics(ctx: BrokerContext, req: admin.DeleteTopicsReques
 async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitionsRequest,
                                    version: int, client: ClientInfo) -> admin.CreatePartitionsResponse:
     replies = []
+    counts = Counter(t.name for t in req.topics)
     for t in req.topics:
+        if counts[t.name] > 1:  # Kafka's handleCreatePartitionsRequest: each duplicate refused, none grown
+            replies.append(AdminReply(INVALID_REQUEST, "Duplicate topic in request."))
+            continue
         if ctx.topic_admin is None:
             replies.append(AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER))
             continue

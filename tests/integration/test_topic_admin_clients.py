@@ -16,8 +16,10 @@ num.partitions=2 and default.replication.factor=5 (more than the 3 brokers):
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,16 +77,20 @@ def metadata(client: KafkaClient, *names: str, allow_auto: bool = False) -> dict
 # --- read-your-writes --------------------------------------------------------------------------
 
 def test_create_then_metadata_through_one_broker_always_sees_the_topic(cluster: LocalCluster) -> None:
-    unknown = []
+    unknown, took_ms = [], []
     with KafkaClient([broker_address(cluster, 1)]) as client:
         for i in range(ROUND_TRIPS):
             name = f"ryw-{i}"
+            started = time.perf_counter()
             assert [(r.name, r.error_code) for r in create(client, admin.CreatableTopic(name, 1, 1))] == [(name, 0)]
+            took_ms.append((time.perf_counter() - started) * 1000)
             seen = metadata(client, name)[name]
             if seen.error_code == E.UNKNOWN_TOPIC_OR_PARTITION:
                 unknown.append(name)
             else:
                 assert seen.error_code == 0 and len(seen.partitions) == 1, seen
+    print(f"\n[topic admin measurement] CreateTopics through broker 3, answered once applied there: "
+          f"p50 {statistics.median(took_ms):.1f} ms, max {max(took_ms):.1f} ms over {ROUND_TRIPS}")
     assert unknown == [], f"{len(unknown)} of {ROUND_TRIPS} topics unknown right after CreateTopics"
 
 

@@ -239,3 +239,16 @@ async def test_auto_create_topics_disabled_creates_nothing(tmp_path):
         await handler.close()
     finally:
         log_manager.shutdown()
+
+
+async def test_create_partitions_refuses_duplicate_topics(broker):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    request = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("orders", 4), admin.CreatePartitionsTopic(
+        "other", 2), admin.CreatePartitionsTopic("orders", 5)), 5000)
+    response = await call(handler, ApiKey.CREATE_PARTITIONS, 1, request, admin.encode_create_partitions_request,
+                          admin.decode_create_partitions_response)
+    assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
+        ("orders", E.INVALID_REQUEST, "Duplicate topic in request."), ("other", 0, None),
+        ("orders", E.INVALID_REQUEST, "Duplicate topic in request.")]
+    assert admin_api.calls == [("partitions", "other", 2)]
