@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
 
 from common.protocol import (  # noqa: E402
     admin,
+    alter_configs,
     api_versions,
     describe_configs,
     fetch,
@@ -145,6 +146,12 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         req = describe_configs.DescribeConfigsRequest((describe_configs.DescribeConfigsResource(
             2, topic, ("cleanup.policy", "retention.ms")),), True)
         return join_chunks(describe_configs.encode_describe_configs_request(req, version))
+    if api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):  # validate_only, as for creations
+        req = alter_configs.AlterConfigsRequest((alter_configs.AlterConfigsResource(2, "fuzz-absent", (
+            alter_configs.AlterableConfig("retention.ms", "1000"),)),), True)
+        encode = (alter_configs.encode_alter_configs_request if api is ApiKey.ALTER_CONFIGS
+                  else alter_configs.encode_incremental_alter_configs_request)
+        return join_chunks(encode(req, version))
     group = _group_request(api, version, topic)
     if group is not None:
         return group

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.metadata_checkpoint import load_checkpoint, write_checkpoint
 from broker.metadata_follower import (
@@ -137,6 +138,8 @@ class MetadataFollower:
         # Set at the first publish: from then on the image is the controllers' (not an empty or
         # checkpointed one) and the node may answer clients from it.
         self.published = asyncio.Event()
+        # Topic writes wait here for this broker's image to hold them (woken after each publish).
+        self.applied_offsets = AppliedOffsetWaiters(lambda: self.state.applied_offset if self._published else -1)
 
     # -- the lifecycle ---------------------------------------------------------------------
 
@@ -237,6 +240,7 @@ class MetadataFollower:
                 await self._publish(changes_for_broker(EMPTY_IMAGE, state.image, settings.broker_id))
                 self._published = True
                 self.published.set()
+                self.applied_offsets.advanced(state.applied_offset)
                 # Kafka's setReadyToUnfence: only a broker hosting what the metadata says asks
                 # to be unfenced (the node recovered its logs before starting us).
                 self.lifecycle.set_ready_to_unfence()
@@ -251,6 +255,7 @@ class MetadataFollower:
                 logger.info("Broker %d loaded a metadata snapshot at offset %d (was at %d)",
                             settings.broker_id, state.applied_offset, before)
             await self._publish(changes)
+            self.applied_offsets.advanced(state.applied_offset)
             self._checkpoint()
             self._maybe_report_early()
 

@@ -232,7 +232,8 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         cluster_id=None if config["cluster.id"] is None else str(config["cluster.id"]),
         listener_name=advertised.name,
         topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
-        broker_config=config, group_settings=CoordinatorSettings.from_config(config))
+        broker_config=config, group_settings=CoordinatorSettings.from_config(config),
+        applied_offsets=follower.applied_offsets)
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:

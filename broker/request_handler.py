@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
@@ -29,9 +30,12 @@ from broker.handlers.admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
-    handle_describe_configs,
 )
-from broker.handlers.configs import handle_alter_configs, handle_incremental_alter_configs
+from broker.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -46,7 +50,12 @@ from broker.handlers.metadata import (
 from broker.handlers.produce import handle_init_producer_id, handle_produce
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
-from broker.topic_admin import AutoTopicCreator, HttpTopicAdmin, TopicAdmin
+from broker.topic_admin import (
+    AutoTopicCreator,
+    HttpTopicAdmin,
+    TopicAdmin,
+    TopicDefaults,
+)
 from common.config import Config
 from common.protocol import (
     admin,
@@ -187,11 +196,13 @@ class RequestHandler:
                  controller_client: ControllerClient | None, *, auto_create_topics: bool = True,
                  cluster_id: str | None = None, listener_name: str | None = None,
                  topic_admin: TopicAdmin | None = None, broker_config: Config | None = None,
-                 group_settings: CoordinatorSettings | None = None) -> None:
+                 group_settings: CoordinatorSettings | None = None,
+                 applied_offsets: AppliedOffsetWaiters | None = None) -> None:
         if topic_admin is None and controller_client is not None:
             topic_admin = HttpTopicAdmin(controller_client)
         # Without a config file (tests): every key at Kafka's default.
         config = broker_config or KAFKA_DEFAULT_BROKER_CONFIG
+        topic_sizes = TopicDefaults.from_config(config)
         groups = GroupCoordinator(broker_id, replica_manager, image_provider,
                                   group_settings or CoordinatorSettings())
         groups.ensure_started()  # offsets partitions load as soon as this broker leads them
@@ -201,10 +212,12 @@ class RequestHandler:
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,
             cluster_id=cluster_id, controller_client=controller_client, topic_admin=topic_admin,
-            auto_topics=AutoTopicCreator(topic_admin) if auto_create_topics and topic_admin else None,
+            auto_topics=AutoTopicCreator(topic_admin, image_provider, topic_sizes)
+            if auto_create_topics and topic_admin else None,
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
             topic_defaults=broker_topic_defaults(config), config=config,
-            groups=groups, offsets_topic=offsets_topic)
+            groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
+            applied_offsets=applied_offsets)
 
     async def close(self) -> None:
         await self.context.groups.close()

@@ -338,12 +338,12 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("log.flush.offset.checkpoint.interval.ms", _INT, 60_000,
               "How often the recovery-point checkpoint is written.", at_least(0)),
     # --- Topics
-    ConfigKey("num.partitions", _INT, 1,
-              "Partitions of an auto-created topic.", at_least(1)),
-    ConfigKey("default.replication.factor", _INT, 1,
-              "Replication factor of an auto-created topic.", at_least(1)),
-    ConfigKey("auto.create.topics.enable", _BOOLEAN, True,
-              "Create a topic when a client asks for metadata of an unknown one."),
+    ConfigKey("num.partitions", _INT, 1, "Partitions of an auto-created topic, and of a CreateTopics "
+              "num_partitions=-1 (KIP-464).", at_least(1)),
+    ConfigKey("default.replication.factor", _INT, 1, "Replication factor of an auto-created topic and of "
+              "a CreateTopics replication_factor=-1; capped (with a WARNING) to the live brokers.", at_least(1)),
+    ConfigKey("auto.create.topics.enable", _BOOLEAN, True, "Create a topic when a client asks for metadata "
+              "of an unknown one (and, from Metadata v4, allows it)."),
     ConfigKey("min.insync.replicas", _INT, 1,
               "Replicas that must be in sync for an acks=all write; topics override it.", at_least(1)),
     ConfigKey("unclean.leader.election.enable", _BOOLEAN, False,

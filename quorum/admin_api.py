@@ -36,9 +36,8 @@ from metadata.image import (
 )
 from metadata.partition_change import Election
 from metadata.records import NO_LEADER, ConfigResourceType
-from quorum.config_control import AlterConfigOp, ConfigChanges, parse_op_type
 from quorum.controller_result import ControllerApiError
-from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST, validate_topic_name
+from quorum.topic_control import TopicCreated, validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
 from shutdown.controller_states import current_broker_state
@@ -171,14 +170,6 @@ class ApiSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateTopicRequest:
-    name: str
-    partitions: int
-    replication_factor: int
-    configs: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
 class ElectionRequest:
     election: Election
     partitions: tuple[tuple[str, int], ...] | None  # None: every partition that needs one
@@ -189,7 +180,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -205,7 +196,7 @@ def check_object(body: Any, allowed: Sequence[str], required: Sequence[str] = ()
     """`body` as a dict with only `allowed` keys and every `required` one."""
     if not isinstance(body, dict):
         what = where.rstrip(".") or "the request body"
-        raise invalid(f"{what} must be a JSON object, got {_json_type(body)}", where.rstrip(".") or None)
+        raise invalid(f"{what} must be a JSON object, got {json_type(body)}", where.rstrip(".") or None)
     for key in body:
         if key not in allowed:
             raise invalid(f"unknown field {key!r} (expected {', '.join(allowed)})", where + key)
@@ -218,7 +209,7 @@ def check_object(body: Any, allowed: Sequence[str], required: Sequence[str] = ()
 def check_int(value: Any, field: str, low: int, high: int, error: str = "INVALID_REQUEST") -> int:
     """An integer in [low, high]; true/false and 3.0 are not integers."""
     if type(value) is not int:
-        raise invalid(f"{field} must be an integer, got {_json_type(value)}", field)
+        raise invalid(f"{field} must be an integer, got {json_type(value)}", field)
     if not low <= value <= high:
         raise invalid(f"{field} must be between {low} and {high}, got {value}", field, error)
     return value
@@ -227,7 +218,7 @@ def check_int(value: Any, field: str, low: int, high: int, error: str = "INVALID
 def check_topic_name(name: Any, field: str = "name") -> str:
     """Kafka's Topic.validate (the rule `quorum.topic_control.validate_topic_name` applies)."""
     if not isinstance(name, str):
-        raise invalid(f"{field} must be a string, got {_json_type(name)}", field)
+        raise invalid(f"{field} must be a string, got {json_type(name)}", field)
     try:
         validate_topic_name(name)
     except ControllerApiError as exc:
@@ -238,7 +229,7 @@ def check_topic_name(name: Any, field: str = "name") -> str:
 def check_configs(value: Any, field: str, *, allow_delete: bool) -> dict[str, str | None]:
     """A map of config key -> string value (or null to delete, when allowed)."""
     if not isinstance(value, dict):
-        raise invalid(f"{field} must be an object of config names to values, got {_json_type(value)}", field)
+        raise invalid(f"{field} must be an object of config names to values, got {json_type(value)}", field)
     if len(value) > MAX_CONFIGS_PER_REQUEST:
         raise invalid(f"{field} has {len(value)} entries, at most {MAX_CONFIGS_PER_REQUEST} are allowed",
                       field, "INVALID_CONFIG")
@@ -252,79 +243,12 @@ def check_configs(value: Any, field: str, *, allow_delete: bool) -> dict[str, st
             out[key] = None
         elif not isinstance(item, str):
             expected = "a string or null (to delete it)" if allow_delete else "a string"
-            raise invalid(f"{at} must be {expected}, got {_json_type(item)}", at, "INVALID_CONFIG")
+            raise invalid(f"{at} must be {expected}, got {json_type(item)}", at, "INVALID_CONFIG")
         elif len(item) > MAX_CONFIG_VALUE_CHARS:
             raise invalid(f"{at} is longer than {MAX_CONFIG_VALUE_CHARS} characters", at, "INVALID_CONFIG")
         else:
             out[key] = item
     return out
-
-
-def parse_create_topic(body: Any, *, default_partitions: int,
-                       default_replication_factor: int) -> CreateTopicRequest:
-    """POST /v1/topics {name, partitions?, replication_factor?, configs?}."""
-    body = check_object(body, ("name", "partitions", "replication_factor", "configs"), ("name",))
-    name = check_topic_name(body["name"])
-    partitions = check_int(body.get("partitions", default_partitions), "partitions", 1,
-                           MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
-    replication_factor = check_int(body.get("replication_factor", default_replication_factor),
-                                   "replication_factor", 1, MAX_REPLICATION_FACTOR,
-                                   "INVALID_REPLICATION_FACTOR")
-    configs = check_configs(body.get("configs", {}), "configs", allow_delete=False)
-    return CreateTopicRequest(name, partitions, replication_factor,
-                              MappingProxyType({k: v for k, v in configs.items() if v is not None}))
-
-
-def parse_create_partitions(body: Any) -> int:
-    """POST /v1/topics/{name}/partitions {count}: the new total, as Kafka's CreatePartitions."""
-    body = check_object(body, ("count",), ("count",))
-    return check_int(body["count"], "count", 1, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
-
-
-def parse_alter_configs(body: Any) -> ConfigChanges:
-    """PATCH /v1/topics/{name}/configs: exactly one of {configs: {name: value | null}} (null
-    deletes), {ops: [{name, op: SET|DELETE|APPEND|SUBTRACT, value}]} (IncrementalAlterConfigs) and
-    {replace: {name: value}} (AlterConfigs: the whole set), with validate_only (default false)."""
-    forms = ("configs", "ops", "replace")
-    body = check_object(body, (*forms, "validate_only"))
-    given = [form for form in forms if form in body]
-    if len(given) != 1:
-        raise invalid(f"give exactly one of configs, ops and replace (got {', '.join(given) or 'none'})",
-                      given[1] if len(given) > 1 else "configs")
-    validate_only = body.get("validate_only", False)
-    if not isinstance(validate_only, bool):
-        raise invalid(f"validate_only must be a boolean, got {_json_type(validate_only)}", "validate_only")
-    if "replace" in body:
-        replace = check_configs(body["replace"], "replace", allow_delete=False)
-        return ConfigChanges(replace=MappingProxyType({k: v for k, v in replace.items() if v is not None}),
-                             validate_only=validate_only)
-    if "ops" in body:
-        return ConfigChanges(ops=_parse_ops(body["ops"]), validate_only=validate_only)
-    changes = check_configs(body["configs"], "configs", allow_delete=True)
-    if not changes:
-        raise invalid("configs must name at least one config", "configs", "INVALID_CONFIG")
-    return ConfigChanges(configs=MappingProxyType(changes), validate_only=validate_only)
-
-
-def _parse_ops(items: Any) -> tuple[AlterConfigOp, ...]:
-    if not isinstance(items, list) or not items or len(items) > MAX_CONFIGS_PER_REQUEST:
-        raise invalid(f"ops must be an array of 1..{MAX_CONFIGS_PER_REQUEST} operations, got "
-                      f"{_json_type(items)}", "ops")
-    ops = []
-    for i, item in enumerate(items):
-        item = check_object(item, ("name", "op", "value"), ("name", "op"), f"ops[{i}].")
-        name, value = item["name"], item.get("value")
-        if not isinstance(name, str):
-            raise invalid(f"ops[{i}].name must be a string, got {_json_type(name)}", f"ops[{i}].name")
-        checked = check_configs({name: value}, f"ops[{i}]", allow_delete=True)
-        if not isinstance(item["op"], str):
-            raise invalid(f"ops[{i}].op must be a string, got {_json_type(item['op'])}", f"ops[{i}].op")
-        try:
-            op = parse_op_type(item["op"])
-        except ControllerApiError as exc:
-            raise invalid(exc.message, f"ops[{i}].op") from None
-        ops.append(AlterConfigOp(name, op, checked[name]))
-    return tuple(ops)
 
 
 def parse_elections(body: Any) -> ElectionRequest:
@@ -337,7 +261,7 @@ def parse_elections(body: Any) -> ElectionRequest:
     if items is None:
         return ElectionRequest(ELECTION_TYPES[kind], None)
     if not isinstance(items, list):
-        raise invalid(f"partitions must be an array or null, got {_json_type(items)}", "partitions")
+        raise invalid(f"partitions must be an array or null, got {json_type(items)}", "partitions")
     if len(items) > MAX_ELECTION_PARTITIONS:
         raise invalid(f"partitions names {len(items)} partitions, at most {MAX_ELECTION_PARTITIONS} "
                       "are allowed", "partitions")
@@ -407,6 +331,19 @@ def topic_configs(image: MetadataImage, topic: TopicImage) -> dict[str, str]:
 def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": topic.topic_id, "configs": topic_configs(image, topic),
             "partitions": [partition_view(topic.partitions[p]) for p in sorted(topic.partitions)]}
+
+
+def validated_topic_view(created: TopicCreated) -> dict[str, Any]:
+    """What a validate_only create would have made (nothing was appended)."""
+    return {"name": created.name, "validate_only": True, "partitions": created.partitions,
+            "replication_factor": created.replication_factor, "configs": dict(created.configs),
+            "assignments": [{"partition": p, "replicas": list(r)} for p, r in enumerate(created.assignments)]}
+
+
+def validated_partitions_view(name: str, count: int, added: Mapping[int, tuple[int, ...]]) -> dict[str, Any]:
+    """What a validate_only CreatePartitions would have added (nothing was appended)."""
+    return {"name": name, "validate_only": True, "count": count,
+            "assignments": [{"partition": p, "replicas": list(added[p])} for p in sorted(added)]}
 
 
 def topic_summary(topic: TopicImage) -> dict[str, Any]:

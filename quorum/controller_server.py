@@ -55,11 +55,13 @@ from quorum.openapi import openapi_document
 from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
 from quorum.topic_control import (
+    TopicCreated,
     alter_topic_configs,
     create_partitions,
     create_topic,
     delete_topic,
 )
+from quorum.topic_requests import parse_alter_configs, parse_create_partitions, parse_create_topic
 
 logger = logging.getLogger(__name__)
 
@@ -352,14 +354,20 @@ class ControllerServer:
     async def _create_topic(self, request: web.Request) -> web.Response:
         self.authorize(request)
         raw, body = await read_json(request)
-        req = api.parse_create_topic(body, default_partitions=self._settings.default_partitions,
-                                     default_replication_factor=self._settings.default_replication_factor)
+        req = parse_create_topic(body, default_partitions=self._settings.default_partitions,
+                                 default_replication_factor=self._settings.default_replication_factor)
 
         async def run() -> web.Response:
             topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            _, offset = await self.decide(lambda image: create_topic(
-                image, name=req.name, partitions=req.partitions, replication_factor=req.replication_factor,
-                configs=dict(req.configs), topic_id=topic_id, rng=self._rng))
+
+            def rule(image: MetadataImage) -> ControllerResult[TopicCreated]:
+                return create_topic(image, name=req.name, partitions=req.partitions,
+                                    replication_factor=req.replication_factor, configs=dict(req.configs),
+                                    topic_id=topic_id, rng=self._rng, assignments=req.assignments)
+
+            if req.validate_only:  # Kafka's validateOnly: the same rule on the active image, nothing appended
+                return web.json_response(api.validated_topic_view(rule(self.image()).response))
+            _, offset = await self.decide(rule)
             return self._topic_answer(req.name, offset, status=201)
 
         return await self.write(request, raw, run)
@@ -378,10 +386,15 @@ class ControllerServer:
         self.authorize(request)
         name = api.check_topic_name(request.match_info["name"])
         raw, body = await read_json(request)
-        count = api.parse_create_partitions(body)
+        req = parse_create_partitions(body)
 
         async def run() -> web.Response:
-            _, offset = await self.decide(lambda image: create_partitions(image, name, count, self._rng))
+            def rule(image: MetadataImage) -> ControllerResult[dict[int, tuple[int, ...]]]:
+                return create_partitions(image, name, req.count, self._rng, req.assignments)
+
+            if req.validate_only:
+                return web.json_response(api.validated_partitions_view(name, req.count, rule(self.image()).response))
+            _, offset = await self.decide(rule)
             return self._topic_answer(name, offset)
 
         return await self.write(request, raw, run)
@@ -390,7 +403,7 @@ class ControllerServer:
         self.authorize(request)
         name = api.check_topic_name(request.match_info["name"])
         raw, body = await read_json(request)
-        request_changes = api.parse_alter_configs(body)
+        request_changes = parse_alter_configs(body)
 
         def rule(image: MetadataImage) -> ControllerResult[None]:
             return alter_topic_configs(image, name, request_changes.against(image.config(ConfigResourceType.TOPIC, name)))

@@ -86,11 +86,29 @@ SCHEMAS: Final[dict[str, Any]] = {
     "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT,
                          under_replicated_partitions=INT),
     "CreateTopic": _obj(["name"], name={**STR, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"},
-                        partitions={**INT, "minimum": 1, "maximum": MAX_PARTITIONS_PER_REQUEST,
-                                    "description": "default: num.partitions"},
-                        replication_factor={**INT, "minimum": 1, "description": "default: default.replication.factor"},
-                        configs=CONFIGS),
-    "CreatePartitions": _obj(["count"], count={**INT, "minimum": 1, "description": "the new total"}),
+                        partitions={**INT, "minimum": -1, "maximum": MAX_PARTITIONS_PER_REQUEST,
+                                    "description": "default: num.partitions; with assignments: omit (or -1)"},
+                        replication_factor={**INT, "minimum": -1, "description": "default: "
+                                            "default.replication.factor; with assignments: omit (or -1)"},
+                        configs=CONFIGS,
+                        assignments={**_arr(_obj(["partition", "replicas"], partition=INT, replicas=IDS)),
+                                     "description": "manual replica assignments (Kafka's): partitions 0..n-1, "
+                                     "each once, the same number of distinct registered brokers each, at least "
+                                     "one of them active; the first replica is the preferred leader. Errors: "
+                                     "INVALID_REPLICA_ASSIGNMENT, or INVALID_REQUEST with partitions or "
+                                     "replication_factor"},
+                        validate_only={**BOOL, "description": "check everything, create nothing: answers "
+                                       "200 ValidatedTopic"}),
+    "ValidatedTopic": _obj(None, name=STR, validate_only=BOOL, partitions=INT, replication_factor=INT,
+                           configs=CONFIGS, assignments=_arr(_obj(None, partition=INT, replicas=IDS))),
+    "CreatePartitions": _obj(["count"], count={**INT, "minimum": 1, "description": "the new total"},
+                             assignments={**_arr(IDS), "description": "manual replicas of each new partition, "
+                                          "in order (as many lists as new partitions, each of the topic's "
+                                          "replication factor)"},
+                             validate_only={**BOOL, "description": "check everything, add nothing: answers "
+                                            "ValidatedPartitions"}),
+    "ValidatedPartitions": _obj(None, name=STR, validate_only=BOOL, count=INT,
+                                assignments=_arr(_obj(None, partition=INT, replicas=IDS))),
     "TopicConfigs": _obj(None, name=STR, configs=CONFIGS, metadata_offset=NULLABLE_INT),
     "AlterConfigs": _obj(None, configs={"type": "object", "additionalProperties": NULLABLE_STR,
                                         "description": "null deletes the key"},
@@ -194,8 +212,9 @@ PATHS: Final[dict[str, Any]] = {
         _ok("ShutdownRequested", status="202"), write=True)},
     "/v1/topics": {
         "get": _op("Topics with partition counts.", _ok(_arr(_ref("TopicSummary")))),
-        "post": _op("Create a topic; answered once committed.", _ok("Topic", status="201"),
-                    _body("CreateTopic"), write=True),
+        "post": _op("Create a topic; answered once committed (201), or with validate_only what it would "
+                    "create (200, nothing written).",
+                    {**_ok("Topic", status="201"), **_ok("ValidatedTopic")}, _body("CreateTopic"), write=True),
     },
     "/v1/topics/{name}": {
         "parameters": [NAME_PARAM],
@@ -204,7 +223,11 @@ PATHS: Final[dict[str, Any]] = {
     },
     "/v1/topics/{name}/partitions": {
         "parameters": [NAME_PARAM],
-        "post": _op("Grow a topic to `count` partitions.", _ok("Topic"), _body("CreatePartitions"), write=True),
+        "post": _op("Grow a topic to `count` partitions (with validate_only: only check, answering "
+                    "ValidatedPartitions).", {**_ok("ValidatedPartitions"), "200": {
+                        "description": "OK", "content": {JSON: {"schema": {"oneOf": [
+                            _ref("Topic"), _ref("ValidatedPartitions")]}}}}},
+                    _body("CreatePartitions"), write=True),
     },
     "/v1/topics/{name}/configs": {
         "parameters": [NAME_PARAM],

@@ -12,7 +12,7 @@ replicas and its leader the first one, at leader_epoch 0 and partition_epoch 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -41,6 +41,7 @@ from metadata.records import (
 )
 from metadata.topic_name import topic_name_error
 from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.replica_assignment import new_partition_assignments, topic_assignments
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
@@ -161,25 +162,36 @@ def _new_partitions(image: MetadataImage, topic_id: str,
 
 
 def create_topic(image: MetadataImage, *, name: str, partitions: int, replication_factor: int,
-                 configs: Mapping[str, str], topic_id: str, rng: Random) -> ControllerResult[TopicCreated]:
-    """CreateTopics for one topic: its Config records, Topic record and Partition records."""
+                 configs: Mapping[str, str], topic_id: str, rng: Random,
+                 assignments: Sequence[tuple[int, Sequence[int]]] = ()) -> ControllerResult[TopicCreated]:
+    """CreateTopics for one topic: its Config records, Topic record and Partition records.
+
+    `assignments` (partition index, replicas) are Kafka's manual assignments: then `partitions`
+    and `replication_factor` must be -1 (`quorum.replica_assignment`). A validate_only request
+    runs this same rule and appends nothing."""
     if image.topic(name) is not None:
         raise ControllerApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.",
                                  field="name")
     validate_topic_name(name, image.topics.by_name)
-    _check_partition_count(partitions, "partitions")
-    _check_replication_factor(image, replication_factor)
+    if assignments:
+        placed = topic_assignments(image, assignments, num_partitions=partitions,
+                                   replication_factor=replication_factor)
+        _check_partition_count(len(placed), "assignments")
+    else:
+        _check_partition_count(partitions, "partitions")
+        _check_replication_factor(image, replication_factor)
     canonical = {key: validate_topic_config(key, value) for key, value in sorted(configs.items())}
     if not isinstance(topic_id, str) or not topic_id or image.topic_by_id(topic_id) is not None:
         raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"topic id {topic_id!r} is empty or already in use", field="topic_id")
-    assignments = place_replicas(image.cluster.brokers.values(), partitions=partitions,
-                                 replication_factor=replication_factor, rng=rng)
+    if not assignments:
+        placed = place_replicas(image.cluster.brokers.values(), partitions=partitions,
+                                replication_factor=replication_factor, rng=rng)
     records: list[Record] = [Config(TOPIC, name, key, value) for key, value in canonical.items()]
     records.append(Topic(name, topic_id))
-    records.extend(_new_partitions(image, topic_id, assignments))
-    created = TopicCreated(name, topic_id, partitions, replication_factor,
-                           tuple(assignments[p] for p in range(partitions)), tuple(canonical.items()))
+    records.extend(_new_partitions(image, topic_id, placed))
+    created = TopicCreated(name, topic_id, len(placed), len(placed[0]),
+                           tuple(placed[p] for p in range(len(placed))), tuple(canonical.items()))
     return ControllerResult(records, created)
 
 
@@ -195,9 +207,11 @@ def _kafka_start_index(image: MetadataImage, partition0: PartitionRegistration) 
     return next((i for i, broker_id in enumerate(ids) if broker_id >= partition0.replicas[0]), 0)
 
 
-def create_partitions(image: MetadataImage, name: str, total_count: int,
-                      rng: Random) -> ControllerResult[dict[int, tuple[int, ...]]]:
-    """CreatePartitions: grow a topic to total_count partitions; the reply maps new ids to replicas."""
+def create_partitions(image: MetadataImage, name: str, total_count: int, rng: Random,
+                      assignments: Sequence[Sequence[int]] | None = None,
+                      ) -> ControllerResult[dict[int, tuple[int, ...]]]:
+    """CreatePartitions: grow a topic to total_count partitions; the reply maps new ids to replicas.
+    `assignments` are Kafka's manual ones, one replica list per new partition."""
     topic = _require_topic(image, name)
     current = len(topic.partitions)  # partition ids are dense: 0..current-1
     if current == 0:
@@ -212,12 +226,17 @@ def create_partitions(image: MetadataImage, name: str, total_count: int,
                                  f"The topic {name} currently has {current} partition(s); {total_count} "
                                  "would not be an increase.", field="total_count")
     partition0 = topic.partitions[0]
-    _check_replication_factor(image, len(partition0.replicas))
-    assignments = place_replicas(image.cluster.brokers.values(), partitions=total_count - current,
-                                 replication_factor=len(partition0.replicas), rng=rng,
-                                 start_partition_id=current,
-                                 fixed_start_index=_kafka_start_index(image, partition0))
-    return ControllerResult(_new_partitions(image, topic.topic_id, assignments), dict(assignments))
+    if assignments is not None:
+        placed = new_partition_assignments(image, assignments, start_partition_id=current,
+                                           additional=total_count - current,
+                                           replication_factor=len(partition0.replicas))
+    else:
+        _check_replication_factor(image, len(partition0.replicas))
+        placed = place_replicas(image.cluster.brokers.values(), partitions=total_count - current,
+                                replication_factor=len(partition0.replicas), rng=rng,
+                                start_partition_id=current,
+                                fixed_start_index=_kafka_start_index(image, partition0))
+    return ControllerResult(_new_partitions(image, topic.topic_id, placed), dict(placed))
 
 
 def alter_topic_configs(image: MetadataImage, name: str,

@@ -76,8 +76,14 @@ class AdminClient:
         return _object(self.request("GET", f"/v1/topics/{_segment(name)}"))
 
     def create_topic(self, name: str, *, partitions: int | None, replication_factor: int | None,
-                     configs: Mapping[str, str]) -> dict[str, Any]:
+                     configs: Mapping[str, str], assignments: Sequence[Sequence[int]] | None = None,
+                     validate_only: bool = False) -> dict[str, Any]:
+        """`assignments[p]`: partition p's replicas, preferred leader first (instead of the sizes)."""
         body: dict[str, Any] = {"name": name, "configs": dict(configs)}
+        if assignments is not None:
+            body["assignments"] = [{"partition": p, "replicas": list(r)} for p, r in enumerate(assignments)]
+        if validate_only:
+            body["validate_only"] = True
         if partitions is not None:
             body["partitions"] = partitions
         if replication_factor is not None:

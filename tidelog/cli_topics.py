@@ -2,6 +2,7 @@
 over the controllers' admin API.
 
     tidelog topics create --topic demo --partitions 3 --replication-factor 1 --config retention.ms=60000
+    tidelog topics create --topic pinned --replica-assignment 4:5,5:6
     tidelog topics list
     tidelog topics describe [--topic demo] [--under-replicated-partitions] [--unavailable-partitions]
     tidelog topics alter-config --topic demo --config retention.ms=1000 --delete-config cleanup.policy
@@ -42,6 +43,27 @@ def parse_configs(items: Sequence[str], option: str = "--config") -> dict[str, s
             if not sep or not key.strip():
                 raise UsageError(f"{option} {part!r} is not key=value")
             out[key.strip()] = value
+    return out
+
+
+def parse_replica_assignment(text: str) -> list[tuple[int, ...]]:
+    """kafka-topics.sh's --replica-assignment: partitions separated by ',', each partition's
+    brokers by ':' (`4:5,5:6`: partition 0 on 4 then 5, partition 1 on 5 then 6); the first
+    broker is the preferred leader. UsageError for a malformed list or a broker named twice in
+    one partition (Kafka's TopicCommand refuses those before asking the cluster)."""
+    out: list[tuple[int, ...]] = []
+    for partition, item in enumerate(text.split(",")):
+        try:
+            replicas = tuple(int(b) for b in item.split(":"))
+        except ValueError:
+            raise UsageError(f"--replica-assignment: partition {partition} {item.strip()!r} is not broker ids "
+                             "separated by ':'") from None
+        if any(b < 0 for b in replicas):
+            raise UsageError(f"--replica-assignment: partition {partition} names a negative broker id")
+        if len(set(replicas)) != len(replicas):
+            raise UsageError(f"--replica-assignment: partition {partition} replica list {item.strip()!r} may not "
+                             "contain duplicate entries")
+        out.append(replicas)
     return out
 
 
@@ -125,9 +147,15 @@ def _client(args: argparse.Namespace) -> AdminClient:
 
 def create(args: argparse.Namespace) -> int:
     configs = parse_configs(args.config)
+    assignments = None
+    if args.replica_assignment is not None:
+        if args.partitions is not None or args.replication_factor is not None:
+            raise UsageError("--replica-assignment cannot be used with --partitions or --replication-factor")
+        assignments = parse_replica_assignment(args.replica_assignment)
     try:
         _client(args).create_topic(args.topic, partitions=args.partitions,
-                                   replication_factor=args.replication_factor, configs=configs)
+                                   replication_factor=args.replication_factor, configs=configs,
+                                   assignments=assignments)
     except ClusterError as exc:
         if args.if_not_exists and exc.error == "TOPIC_ALREADY_EXISTS":
             return 0
@@ -210,6 +238,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="replicas of each partition (default: the cluster's default.replication.factor)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, e.g. retention.ms=60000 (repeat for more)")
+    p.add_argument("--replica-assignment", metavar="B:B,B:B", help="manual replicas, partitions separated by "
+                   "',' and brokers by ':' (the first is the preferred leader); instead of --partitions and "
+                   "--replication-factor")
     p.add_argument("--if-not-exists", action="store_true", help="succeed quietly if the topic exists")
     p = action("list", "List the topics with their partition counts.", list_topics, topic=None)
     p.add_argument("--include-internal", action="store_true", help="also __consumer_offsets")

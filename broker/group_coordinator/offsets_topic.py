@@ -80,9 +80,10 @@ class OffsetsTopic:
 
         async def create() -> None:
             try:
-                code, message = await admin.create_topic(
+                reply = await admin.create_topic(
                     GROUP_METADATA_TOPIC_NAME, settings.offsets_topic_partitions, replication,
                     offsets_topic_configs(settings))
+                code, message = reply.error_code, reply.error_message
                 if code not in (0, TOPIC_ALREADY_EXISTS):
                     log.warning("Creating %s failed: error %d: %s", GROUP_METADATA_TOPIC_NAME, code, message)
                 elif code == 0:

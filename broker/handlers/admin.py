@@ -1,112 +1,120 @@
-"""Topic admin: CreateTopics, DeleteTopics, CreatePartitions (forwarded to the controllers
-through the TopicAdmin) and DescribeConfigs (answered here from the metadata image and
-this broker's config, as Kafka's ConfigHelper does)."""
+"""Topic admin: CreateTopics, DeleteTopics, CreatePartitions, forwarded to the controllers
+through the TopicAdmin (validate_only and manual assignments included) and answered once this
+broker's own image holds the committed change: read-your-writes (`await_applied`, which the
+config writes of `broker.handlers.configs` use too)."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Final
 
-from broker.handlers.configs import describe_broker
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
-from broker.topic_admin import AdminResult
+from broker.topic_admin import UNSET, AdminReply, resolve_topic_sizes
 from common.errors import ErrorCode
 from common.protocol import admin
-from common.protocol import describe_configs as dc
-from common.topic_config import DescribedConfig, describe_topic_configs
-from metadata.records import ConfigResourceType
+from common.topic_config import describe_topic_configs
+from common.units import SECONDS
 from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 
 INVALID_REQUEST: Final = int(ErrorCode.INVALID_REQUEST)
+REQUEST_TIMED_OUT: Final = int(ErrorCode.REQUEST_TIMED_OUT)
 NO_CONTROLLER: Final = "this broker has no controller to send topic admin requests to"
+# How long a write with timeout_ms <= 0 still waits for this broker's image: Kafka answers such a
+# request without waiting for propagation, but a client reading right after should see its write.
+DEFAULT_APPLY_WAIT: Final = 5 * SECONDS
+MAX_APPLY_WAIT: Final = 60 * SECONDS
+
+
+async def await_applied(ctx: BrokerContext, replies: list[AdminReply], timeout_ms: int) -> list[AdminReply]:
+    """Wait (bounded) until this broker's image holds every committed change; a change it does not
+    hold within timeout_ms answers REQUEST_TIMED_OUT, as Kafka's DelayedCreatePartitions does."""
+    offsets = [r.metadata_offset for r in replies if r.error_code == 0 and r.metadata_offset is not None]
+    if not offsets or ctx.applied_offsets is None:
+        return replies
+    timeout = min(timeout_ms / 1000, MAX_APPLY_WAIT) if timeout_ms > 0 else DEFAULT_APPLY_WAIT
+    if await ctx.applied_offsets.wait_for(max(offsets), timeout) or timeout_ms <= 0:
+        return replies
+    applied = ctx.image().offset
+    log.warning("Broker %d: a topic write committed at metadata offset %d is not applied here within "
+                "timeout_ms=%d (applied offset %d)", ctx.broker_id, max(offsets), timeout_ms, applied)
+    return [AdminReply(REQUEST_TIMED_OUT, f"committed at metadata offset {r.metadata_offset}, but broker "
+                       f"{ctx.broker_id} had not applied it within timeout_ms={timeout_ms}")
+            if r.error_code == 0 and r.metadata_offset is not None and r.metadata_offset > applied else r
+            for r in replies]
 
 
 async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsRequest,
                                version: int, client: ClientInfo) -> admin.CreateTopicsResponse:
-    results = []
-    for t in req.topics:  # one at a time: the controller commits each
-        code, message = await _create_one(ctx, t, req.validate_only)
-        results.append(admin.CreatableTopicResult(t.name, code, message))
+    counts = Counter(t.name for t in req.topics)
+    duplicates = sorted(name for name, n in counts.items() if n > 1)
+    topics = [t for t in req.topics if counts[t.name] == 1]
+    replies = [await _create_one(ctx, t, req.validate_only) for t in topics]  # the controller commits each
+    replies = await await_applied(ctx, replies, req.timeout_ms)
+    results = [_topic_result(ctx, t.name, r) for t, r in zip(topics, replies, strict=True)]
+    for name in duplicates:  # Kafka answers each duplicated name once, creating nothing for it
+        results.append(admin.CreatableTopicResult(
+            name, INVALID_REQUEST, f"Create topics request from client `{client.client_id}` contains multiple "
+            f"entries for the following topics: {','.join(duplicates)}"))
     return admin.CreateTopicsResponse(0, tuple(results))
 
 
-async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only: bool) -> AdminResult:
+def _topic_result(ctx: BrokerContext, name: str, reply: AdminReply) -> admin.CreatableTopicResult:
+    if reply.error_code:
+        return admin.CreatableTopicResult(name, reply.error_code, reply.error_message)
+    described = describe_topic_configs(ctx.topic_defaults, dict(reply.configs))
+    configs = tuple(admin.CreatableTopicConfigs(d.name, d.value, False, int(d.source), False) for d in described)
+    return admin.CreatableTopicResult(name, 0, None, reply.num_partitions, reply.replication_factor, configs)
+
+
+async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only: bool) -> AdminReply:
     if ctx.topic_admin is None:
-        return UNKNOWN_SERVER_ERROR, NO_CONTROLLER
-    if validate_only:
-        return INVALID_REQUEST, "validate_only is not supported by tidelog"
-    if t.assignments:
-        return INVALID_REQUEST, "manual replica assignments are not supported by tidelog"
+        return AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
+    if t.assignments:  # sizes come from the assignments; any other value is the rule's INVALID_REQUEST
+        partitions = None if t.num_partitions == UNSET else t.num_partitions
+        replication_factor = None if t.replication_factor == UNSET else t.replication_factor
+    else:  # KIP-464: -1 takes this broker's num.partitions / default.replication.factor
+        partitions, replication_factor = resolve_topic_sizes(
+            ctx.image(), ctx.topic_sizes, t.name, t.num_partitions, t.replication_factor)
     return await ctx.topic_admin.create_topic(
-        t.name, t.num_partitions if t.num_partitions > 0 else None,
-        t.replication_factor if t.replication_factor > 0 else None, configs)
+        t.name, partitions, replication_factor, configs,
+        assignments=tuple((a.partition_index, a.broker_ids) for a in t.assignments), validate_only=validate_only)
 
 
 async def handle_delete_topics(ctx: BrokerContext, req: admin.DeleteTopicsRequest,
                                version: int, client: ClientInfo) -> admin.DeleteTopicsResponse:
-    results = []
+    replies = []
     for name in req.topic_names:
         if ctx.topic_admin is None:
-            code = UNKNOWN_SERVER_ERROR
+            reply = AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
         else:
-            code, message = await ctx.topic_admin.delete_topic(name)
-            if code:
-                log.info("DeleteTopics %s: error %d: %s", name, code, message)
-        results.append(admin.DeletableTopicResult(name, code))
-    return admin.DeleteTopicsResponse(0, tuple(results))
+            reply = await ctx.topic_admin.delete_topic(name)
+            if reply.error_code:
+                log.info("DeleteTopics %s: error %d: %s", name, reply.error_code, reply.error_message)
+        replies.append(reply)
+    replies = await await_applied(ctx, replies, req.timeout_ms)
+    return admin.DeleteTopicsResponse(0, tuple(admin.DeletableTopicResult(name, r.error_code)
+                                               for name, r in zip(req.topic_names, replies, strict=True)))
 
 
 async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitionsRequest,
                                    version: int, client: ClientInfo) -> admin.CreatePartitionsResponse:
-    results = []
+    replies = []
+    counts = Counter(t.name for t in req.topics)
     for t in req.topics:
-        message: str | None
+        if counts[t.name] > 1:  # Kafka's handleCreatePartitionsRequest: each duplicate refused, none grown
+            replies.append(AdminReply(INVALID_REQUEST, "Duplicate topic in request."))
+            continue
         if ctx.topic_admin is None:
-            code, message = UNKNOWN_SERVER_ERROR, "no controller to send the request to"
-        elif req.validate_only or t.assignments is not None:
-            code, message = INVALID_REQUEST, "validate_only and manual assignments are not supported"
-        else:
-            code, message = await ctx.topic_admin.create_partitions(t.name, t.count)
-        results.append(admin.CreatePartitionsTopicResult(t.name, code, message))
-    return admin.CreatePartitionsResponse(0, tuple(results))
-
-
-async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsRequest,
-                                  version: int, client: ClientInfo) -> dc.DescribeConfigsResponse:
-    image = ctx.image()
-    results = []
-    for res in req.resources:
-        if res.resource_type == dc.RESOURCE_TYPE_BROKER:
-            results.append(describe_broker(ctx, res, req))
+            replies.append(AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER))
             continue
-        if res.resource_type != dc.RESOURCE_TYPE_TOPIC:
-            results.append(dc.DescribeConfigsResult(int(ErrorCode.INVALID_REQUEST), f"resource type "
-                           f"{res.resource_type} has no configs here", res.resource_type, res.resource_name, ()))
-            continue
-        invalid = topic_name_error(res.resource_name)
-        if invalid is not None:  # Kafka's Topic.validate comes first
-            results.append(dc.DescribeConfigsResult(
-                int(ErrorCode.INVALID_TOPIC_EXCEPTION), invalid, res.resource_type, res.resource_name, ()))
-            continue
-        if image.topic(res.resource_name) is None:
-            results.append(dc.DescribeConfigsResult(
-                int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {res.resource_name!r} does not exist",
-                res.resource_type, res.resource_name, ()))
-            continue
-        overrides = image.config(ConfigResourceType.TOPIC, res.resource_name)
-        described = describe_topic_configs(ctx.topic_defaults, overrides, res.configuration_keys)
-        results.append(dc.DescribeConfigsResult(
-            0, None, res.resource_type, res.resource_name,
-            tuple(_entry(d, req) for d in described)))
-    return dc.DescribeConfigsResponse(0, tuple(results))
-
-
-def _entry(described: DescribedConfig, req: dc.DescribeConfigsRequest) -> dc.DescribeConfigsResourceResult:
-    synonyms = tuple(dc.DescribeConfigsSynonym(s.name, s.value, int(s.source))
-                     for s in described.synonyms) if req.include_synonyms else ()
-    return dc.DescribeConfigsResourceResult(
-        described.name, described.value, False, int(described.source), False, synonyms,
-        described.config_type, described.documentation if req.include_documentation else None)
+        assignments = None if t.assignments is None else tuple(a.broker_ids for a in t.assignments)
+        replies.append(await ctx.topic_admin.create_partitions(t.name, t.count, assignments=assignments,
+                                                               validate_only=req.validate_only))
+    replies = await await_applied(ctx, replies, req.timeout_ms)
+    return admin.CreatePartitionsResponse(0, tuple(
+        admin.CreatePartitionsTopicResult(t.name, r.error_code, r.error_message)
+        for t, r in zip(req.topics, replies, strict=True)))

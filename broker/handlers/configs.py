@@ -1,5 +1,6 @@
-"""Broker configs over the Kafka protocol (DescribeConfigs of a BROKER resource), and config
-writes: AlterConfigs and IncrementalAlterConfigs.
+"""Configs over the Kafka protocol: DescribeConfigs (topics and brokers, answered here from the
+metadata image and this broker's config, as Kafka's ConfigHelper does), and the config writes
+AlterConfigs and IncrementalAlterConfigs.
 
 DescribeConfigs of broker `id` lists every key the broker reads, as Kafka's ConfigHelper does:
 the value (a password's hidden), STATIC_BROKER_CONFIG for a key its server.properties sets and
@@ -23,12 +24,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.admin import await_applied
+from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
+from broker.topic_admin import AdminReply
 from common.config import ConfigType
 from common.errors import ErrorCode
 from common.protocol import alter_configs as ac
 from common.protocol import describe_configs as dc
-from common.topic_config import CONFIG_TYPE_IDS, UNKNOWN_CONFIG_TYPE, ConfigSource, config_string
+from common.topic_config import (
+    CONFIG_TYPE_IDS,
+    UNKNOWN_CONFIG_TYPE,
+    ConfigSource,
+    DescribedConfig,
+    config_string,
+    describe_topic_configs,
+)
 from metadata.records import ConfigResourceType
 from metadata.topic_name import topic_name_error
 
@@ -77,12 +87,13 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, req: ac.AlterConf
 
 
 async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, *, incremental: bool) -> ac.AlterConfigsResponse:
-    responses = []
-    for resource in req.resources:  # one at a time: the controller commits each
-        code, message = await _alter_one(ctx, resource, req.validate_only, incremental)
-        responses.append(ac.AlterConfigsResourceResponse(int(code), message, resource.resource_type,
-                                                         resource.resource_name))
-    return ac.AlterConfigsResponse(0, tuple(responses))
+    replies = [await _alter_one(ctx, resource, req.validate_only, incremental)  # the controller commits each
+               for resource in req.resources]
+    replies = await await_applied(ctx, replies, 0)  # read-your-writes: a DescribeConfigs here sees them
+    return ac.AlterConfigsResponse(0, tuple(
+        ac.AlterConfigsResourceResponse(reply.error_code, reply.error_message, resource.resource_type,
+                                        resource.resource_name)
+        for resource, reply in zip(req.resources, replies, strict=True)))
 
 
 def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: bool) -> dict[str, Any]:
@@ -95,19 +106,59 @@ def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: b
 
 
 async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
-                     incremental: bool) -> tuple[int, str | None]:
+                     incremental: bool) -> AdminReply:
     kind = resource.resource_type
     if kind == ConfigResourceType.BROKER:
         names = ", ".join(sorted(c.name for c in resource.configs))
-        return ErrorCode.INVALID_REQUEST, (f"Cannot update these configs dynamically: {names} (every broker "
-                                           "config is static in tidelog: set it in server.properties)")
+        return AdminReply(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {names} (every "
+                                                     "broker config is static in tidelog: set it in server.properties)")
     if kind != ConfigResourceType.TOPIC:
-        return ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs to alter"
+        return AdminReply(ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs to alter")
     invalid = topic_name_error(resource.resource_name)
     if invalid is not None:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, invalid
+        return AdminReply(ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
     if incremental and not resource.configs:
-        return ErrorCode.NONE, None  # nothing to do, as Kafka answers an empty change
+        return AdminReply(ErrorCode.NONE)  # nothing to do, as Kafka answers an empty change
     if ctx.topic_admin is None:
-        return ErrorCode.UNKNOWN_SERVER_ERROR, NO_CONTROLLER
-    return await ctx.topic_admin.alter_configs(resource.resource_name, _body(resource, validate_only, incremental))
+        return AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
+    reply = await ctx.topic_admin.alter_configs(resource.resource_name, _body(resource, validate_only, incremental))
+    # a dry run committed nothing: no offset to wait for
+    return AdminReply(reply.error_code, reply.error_message) if validate_only else reply
+
+
+async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsRequest,
+                                  version: int, client: ClientInfo) -> dc.DescribeConfigsResponse:
+    image = ctx.image()
+    results = []
+    for res in req.resources:
+        if res.resource_type == dc.RESOURCE_TYPE_BROKER:
+            results.append(describe_broker(ctx, res, req))
+            continue
+        if res.resource_type != dc.RESOURCE_TYPE_TOPIC:
+            results.append(dc.DescribeConfigsResult(int(ErrorCode.INVALID_REQUEST), f"resource type "
+                           f"{res.resource_type} has no configs here", res.resource_type, res.resource_name, ()))
+            continue
+        invalid = topic_name_error(res.resource_name)
+        if invalid is not None:  # Kafka's Topic.validate comes first
+            results.append(dc.DescribeConfigsResult(
+                int(ErrorCode.INVALID_TOPIC_EXCEPTION), invalid, res.resource_type, res.resource_name, ()))
+            continue
+        if image.topic(res.resource_name) is None:
+            results.append(dc.DescribeConfigsResult(
+                int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {res.resource_name!r} does not exist",
+                res.resource_type, res.resource_name, ()))
+            continue
+        overrides = image.config(ConfigResourceType.TOPIC, res.resource_name)
+        described = describe_topic_configs(ctx.topic_defaults, overrides, res.configuration_keys)
+        results.append(dc.DescribeConfigsResult(
+            0, None, res.resource_type, res.resource_name,
+            tuple(_entry(d, req) for d in described)))
+    return dc.DescribeConfigsResponse(0, tuple(results))
+
+
+def _entry(described: DescribedConfig, req: dc.DescribeConfigsRequest) -> dc.DescribeConfigsResourceResult:
+    synonyms = tuple(dc.DescribeConfigsSynonym(s.name, s.value, int(s.source))
+                     for s in described.synonyms) if req.include_synonyms else ()
+    return dc.DescribeConfigsResourceResult(
+        described.name, described.value, False, int(described.source), False, synonyms,
+        described.config_type, described.documentation if req.include_documentation else None)

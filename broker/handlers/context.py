@@ -15,12 +15,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
-from broker.topic_admin import AutoTopicCreator, TopicAdmin
+from broker.topic_admin import (
+    KAFKA_TOPIC_SIZES,
+    AutoTopicCreator,
+    TopicAdmin,
+    TopicDefaults,
+)
 from broker.topic_partition import TopicPartition
 from common.config import Config
 from common.errors import ErrorCode, KafkaError
@@ -52,6 +58,9 @@ class BrokerContext:
     config: Config  # the broker's static config (server.properties)
     groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
     offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
+    topic_sizes: TopicDefaults = KAFKA_TOPIC_SIZES  # num.partitions / default.replication.factor
+    # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
+    applied_offsets: AppliedOffsetWaiters | None = None
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""

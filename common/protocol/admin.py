@@ -40,10 +40,25 @@ class CreateTopicsRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatableTopicConfigs:
+    """v5+: one config of the created (or validated) topic, as DescribeConfigs describes it."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+
+
+@dataclass(frozen=True, slots=True)
 class CreatableTopicResult:
     name: str
     error_code: int
     error_message: str | None = None
+    # v5+ (KIP-525), filled on success and for validate_only; v2-v4 encode none of them
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[CreatableTopicConfigs, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

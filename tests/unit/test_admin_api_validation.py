@@ -23,6 +23,7 @@ from metadata.partition_change import Election
 from metadata.records import BeginEpoch, NoOp, encode_records
 from metadata.snapshot import decode_snapshot
 from quorum import admin_api as api
+from quorum import topic_requests as tr
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.config_control import AlterConfigOp, AlterConfigOpType, ConfigChanges
@@ -66,6 +67,23 @@ CREATE_TOPIC_BAD = [  # (body, status, error, field)
     ({"name": "t", "configs": {"k": "v" * (api.MAX_CONFIG_VALUE_CHARS + 1)}}, 400, "INVALID_CONFIG", "configs.k"),
     ({"name": "t", "configs": {f"k{i}": "v" for i in range(api.MAX_CONFIGS_PER_REQUEST + 1)}}, 400,
      "INVALID_CONFIG", "configs"),
+    ({"name": "t", "validate_only": "yes"}, 400, "INVALID_REQUEST", "validate_only"),
+    ({"name": "t", "validate_only": 1}, 400, "INVALID_REQUEST", "validate_only"),
+    ({"name": "t", "assignments": {"0": [1]}}, 400, "INVALID_REQUEST", "assignments"),
+    ({"name": "t", "assignments": [[1, 2]]}, 400, "INVALID_REQUEST", "assignments[0]"),
+    ({"name": "t", "assignments": [{"partition": 0}]}, 400, "INVALID_REQUEST", "assignments[0].replicas"),
+    ({"name": "t", "assignments": [{"partition": 0, "replicas": [1], "x": 1}]}, 400, "INVALID_REQUEST",
+     "assignments[0].x"),
+    ({"name": "t", "assignments": [{"partition": -1, "replicas": [1]}]}, 400, "INVALID_REPLICA_ASSIGNMENT",
+     "assignments[0].partition"),
+    ({"name": "t", "assignments": [{"partition": 0, "replicas": "1,2"}]}, 400, "INVALID_REPLICA_ASSIGNMENT",
+     "assignments[0].replicas"),
+    ({"name": "t", "assignments": [{"partition": 0, "replicas": [1, "2"]}]}, 400, "INVALID_REQUEST",
+     "assignments[0].replicas[1]"),
+    ({"name": "t", "assignments": [{"partition": 0, "replicas": [-4]}]}, 400, "INVALID_REPLICA_ASSIGNMENT",
+     "assignments[0].replicas[0]"),
+    ({"name": "t", "assignments": [{"partition": 0, "replicas": [1]}], "partitions": -2}, 400,
+     "INVALID_PARTITIONS", "partitions"),
 ]
 
 
@@ -76,41 +94,59 @@ def refusal(exc: AdminError) -> tuple[int, str, str | None]:
 @pytest.mark.parametrize(("body", "status", "error", "field"), CREATE_TOPIC_BAD)
 def test_create_topic_refusals(body: Any, status: int, error: str, field: str | None) -> None:
     with pytest.raises(AdminError) as caught:
-        api.parse_create_topic(body, default_partitions=1, default_replication_factor=1)
+        tr.parse_create_topic(body, default_partitions=1, default_replication_factor=1)
     assert refusal(caught.value) == (status, error, field)
     assert caught.value.body() == {"error": error, "message": caught.value.message, "field": field}
 
 
 def test_create_topic_defaults_and_values() -> None:
-    got = api.parse_create_topic({"name": "orders"}, default_partitions=3, default_replication_factor=2)
+    got = tr.parse_create_topic({"name": "orders"}, default_partitions=3, default_replication_factor=2)
     assert (got.name, got.partitions, got.replication_factor, dict(got.configs)) == ("orders", 3, 2, {})
-    got = api.parse_create_topic({"name": "a.b_c-9", "partitions": 10_000, "replication_factor": 3,
+    got = tr.parse_create_topic({"name": "a.b_c-9", "partitions": 10_000, "replication_factor": 3,
                                   "configs": {"retention.ms": "1000"}},
                                  default_partitions=1, default_replication_factor=1)
     assert (got.partitions, got.replication_factor, dict(got.configs)) == (10_000, 3, {"retention.ms": "1000"})
+    assert not got.validate_only and got.assignments == ()
+    # manual assignments: the sizes are -1 (unset) unless given; the rule refuses given ones
+    got = tr.parse_create_topic({"name": "m", "assignments": [{"partition": 1, "replicas": [5, 4]},
+                                                              {"partition": 0, "replicas": [4, 4]}],
+                                 "validate_only": True}, default_partitions=3, default_replication_factor=2)
+    assert (got.partitions, got.replication_factor, got.validate_only) == (-1, -1, True)
+    assert got.assignments == ((1, (5, 4)), (0, (4, 4)))  # order and duplicates kept for the rule
+    got = tr.parse_create_topic({"name": "m", "assignments": [{"partition": 0, "replicas": [4]}], "partitions": 2},
+                                default_partitions=3, default_replication_factor=2)
+    assert (got.partitions, got.replication_factor) == (2, -1)
+    got = tr.parse_create_topic({"name": "m", "assignments": []}, default_partitions=3, default_replication_factor=2)
+    assert (got.partitions, got.replication_factor, got.assignments) == (3, 2, ())
 
 
 OTHER_BAD = [  # (parser, body, status, error, field)
-    (api.parse_create_partitions, {}, 400, "INVALID_REQUEST", "count"),
-    (api.parse_create_partitions, {"count": 0}, 400, "INVALID_PARTITIONS", "count"),
-    (api.parse_create_partitions, {"count": -2}, 400, "INVALID_PARTITIONS", "count"),
-    (api.parse_create_partitions, {"count": "2"}, 400, "INVALID_REQUEST", "count"),
-    (api.parse_create_partitions, {"count": 2, "extra": 1}, 400, "INVALID_REQUEST", "extra"),
-    (api.parse_alter_configs, {}, 400, "INVALID_REQUEST", "configs"),
-    (api.parse_alter_configs, {"configs": {}}, 400, "INVALID_CONFIG", "configs"),
-    (api.parse_alter_configs, {"configs": []}, 400, "INVALID_REQUEST", "configs"),
-    (api.parse_alter_configs, {"configs": {"retention.ms": 1}}, 400, "INVALID_CONFIG", "configs.retention.ms"),
-    (api.parse_alter_configs, {"retention.ms": "1"}, 400, "INVALID_REQUEST", "retention.ms"),
-    (api.parse_alter_configs, {"configs": {"a": "1"}, "ops": []}, 400, "INVALID_REQUEST", "ops"),
-    (api.parse_alter_configs, {"ops": []}, 400, "INVALID_REQUEST", "ops"),
-    (api.parse_alter_configs, {"ops": [{"name": "a"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
-    (api.parse_alter_configs, {"ops": [{"name": "a", "op": "MULTIPLY"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
-    (api.parse_alter_configs, {"ops": [{"name": "a", "op": 0}]}, 400, "INVALID_REQUEST", "ops[0].op"),
-    (api.parse_alter_configs, {"ops": [{"name": 5, "op": "SET"}]}, 400, "INVALID_REQUEST", "ops[0].name"),
-    (api.parse_alter_configs, {"ops": [{"name": "a", "op": "SET", "value": 3}]}, 400, "INVALID_CONFIG",
+    (tr.parse_create_partitions, {}, 400, "INVALID_REQUEST", "count"),
+    (tr.parse_create_partitions, {"count": 0}, 400, "INVALID_PARTITIONS", "count"),
+    (tr.parse_create_partitions, {"count": -2}, 400, "INVALID_PARTITIONS", "count"),
+    (tr.parse_create_partitions, {"count": "2"}, 400, "INVALID_REQUEST", "count"),
+    (tr.parse_create_partitions, {"count": 2, "extra": 1}, 400, "INVALID_REQUEST", "extra"),
+    (tr.parse_create_partitions, {"count": 2, "validate_only": "true"}, 400, "INVALID_REQUEST", "validate_only"),
+    (tr.parse_create_partitions, {"count": 2, "assignments": [1, 2]}, 400, "INVALID_REPLICA_ASSIGNMENT",
+     "assignments[0]"),
+    (tr.parse_create_partitions, {"count": 2, "assignments": {"1": [1]}}, 400, "INVALID_REQUEST", "assignments"),
+    (tr.parse_create_partitions, {"count": 2, "assignments": [[1, None]]}, 400, "INVALID_REQUEST",
+     "assignments[0][1]"),
+    (tr.parse_alter_configs, {}, 400, "INVALID_REQUEST", "configs"),
+    (tr.parse_alter_configs, {"configs": {}}, 400, "INVALID_CONFIG", "configs"),
+    (tr.parse_alter_configs, {"configs": []}, 400, "INVALID_REQUEST", "configs"),
+    (tr.parse_alter_configs, {"configs": {"retention.ms": 1}}, 400, "INVALID_CONFIG", "configs.retention.ms"),
+    (tr.parse_alter_configs, {"retention.ms": "1"}, 400, "INVALID_REQUEST", "retention.ms"),
+    (tr.parse_alter_configs, {"configs": {"a": "1"}, "ops": []}, 400, "INVALID_REQUEST", "ops"),
+    (tr.parse_alter_configs, {"ops": []}, 400, "INVALID_REQUEST", "ops"),
+    (tr.parse_alter_configs, {"ops": [{"name": "a"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (tr.parse_alter_configs, {"ops": [{"name": "a", "op": "MULTIPLY"}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (tr.parse_alter_configs, {"ops": [{"name": "a", "op": 0}]}, 400, "INVALID_REQUEST", "ops[0].op"),
+    (tr.parse_alter_configs, {"ops": [{"name": 5, "op": "SET"}]}, 400, "INVALID_REQUEST", "ops[0].name"),
+    (tr.parse_alter_configs, {"ops": [{"name": "a", "op": "SET", "value": 3}]}, 400, "INVALID_CONFIG",
      "ops[0].a"),
-    (api.parse_alter_configs, {"replace": {"a": None}}, 400, "INVALID_CONFIG", "replace.a"),
-    (api.parse_alter_configs, {"configs": {"a": "1"}, "validate_only": "yes"}, 400, "INVALID_REQUEST",
+    (tr.parse_alter_configs, {"replace": {"a": None}}, 400, "INVALID_CONFIG", "replace.a"),
+    (tr.parse_alter_configs, {"configs": {"a": "1"}, "validate_only": "yes"}, 400, "INVALID_REQUEST",
      "validate_only"),
     (api.parse_elections, {}, 400, "INVALID_REQUEST", "type"),
     (api.parse_elections, {"type": "sideways"}, 400, "INVALID_REQUEST", "type"),
@@ -140,13 +176,16 @@ def test_other_refusals(parse: Any, body: Any, status: int, error: str, field: s
 
 
 def test_good_bodies() -> None:
-    assert api.parse_create_partitions({"count": 7}) == 7
-    assert api.parse_alter_configs({"configs": {"a": None, "b": "1"}}) == ConfigChanges(configs={"a": None, "b": "1"})
-    assert api.parse_alter_configs({"ops": [{"name": "a", "op": "append", "value": "x"}, {"name": "b", "op": "DELETE"}],
-                                    "validate_only": True}) == ConfigChanges(
+    assert tr.parse_create_partitions({"count": 7}) == tr.CreatePartitionsRequest(7)
+    assert tr.parse_create_partitions({"count": 3, "assignments": [[4, 5], [5, 4]], "validate_only": True}) \
+        == tr.CreatePartitionsRequest(3, ((4, 5), (5, 4)), True)
+    assert tr.parse_create_partitions({"count": 3, "assignments": None}) == tr.CreatePartitionsRequest(3)
+    assert tr.parse_alter_configs({"configs": {"a": None, "b": "1"}}) == ConfigChanges(configs={"a": None, "b": "1"})
+    assert tr.parse_alter_configs({"ops": [{"name": "a", "op": "append", "value": "x"}, {"name": "b", "op": "DELETE"}],
+                                   "validate_only": True}) == ConfigChanges(
         ops=(AlterConfigOp("a", AlterConfigOpType.APPEND, "x"), AlterConfigOp("b", AlterConfigOpType.DELETE)),
         validate_only=True)
-    assert api.parse_alter_configs({"replace": {}}) == ConfigChanges(replace={})
+    assert tr.parse_alter_configs({"replace": {}}) == ConfigChanges(replace={})
     assert api.parse_elections({"type": "preferred"}) == api.ElectionRequest(Election.PREFERRED, None)
     got = api.parse_elections({"type": "unclean", "partitions": [{"topic": "t", "partition": 1},
                                                                   {"topic": "t", "partition": 1}]})

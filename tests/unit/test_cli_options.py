@@ -21,7 +21,13 @@ from tidelog.cli_common import (
 )
 from tidelog.cli_consume import parse_offset, start_offset
 from tidelog.cli_status import broker_lines, cluster_lines, topic_line
-from tidelog.cli_topics import config_changes, describe_lines, list_lines, parse_configs
+from tidelog.cli_topics import (
+    config_changes,
+    describe_lines,
+    list_lines,
+    parse_configs,
+    parse_replica_assignment,
+)
 from tidelog.consumer import StartOffset
 from tidelog.kafka_client import PartitionInfo, TopicInfo, error_name
 from tidelog.producer import Router
@@ -131,6 +137,26 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
 ])
 def test_parse_configs(items: list[str], expected: dict[str, str]) -> None:
     assert parse_configs(items) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("4", [(4,)]),
+    ("4:5,5:6", [(4, 5), (5, 6)]),
+    (" 6 : 4 ,5:4", [(6, 4), (5, 4)]),  # int() takes the spaces kafka-topics.sh users type
+])
+def test_parse_replica_assignment(text: str, expected: list[tuple[int, ...]]) -> None:
+    assert parse_replica_assignment(text) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("4:4", "partition 0 replica list '4:4' may not contain duplicate entries"),
+    ("4,5:x", "partition 1 '5:x' is not broker ids"),
+    ("4,,5", "partition 1 '' is not broker ids"),
+    ("-1", "negative broker id"),
+])
+def test_parse_replica_assignment_refusals(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_replica_assignment(text)
 
 
 @pytest.mark.parametrize(("sets", "deletes", "expected"), [

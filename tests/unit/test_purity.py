@@ -33,7 +33,7 @@ PURE_MODULES = (
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
     "broker.replication.truncation",
     "broker.producer_state",
-    "quorum.controller_result", "quorum.topic_control", "quorum.broker_control",
+    "quorum.controller_result", "quorum.topic_control", "quorum.replica_assignment", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
     "quorum.quorum_view",
 )

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from broker.log.log_manager import LogManager
+from broker.topic_admin import AdminReply
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
 from common.config import parse_config
@@ -76,20 +77,35 @@ IMAGE = replay(
 
 
 class FakeAdmin:
+    """The controllers' admin API as the broker sees it: records each call, answers as told."""
+
     def __init__(self):
         self.calls = []
+        self.next_offset = IMAGE.offset + 1  # where the next committed change lands
 
-    async def create_topic(self, name, partitions, replication_factor, configs):
-        self.calls.append(("create", name, partitions, replication_factor, dict(configs)))
-        return (36, f"Topic '{name}' already exists.") if name == "orders" else (0, None)
+    def _committed(self, **fields):
+        offset, self.next_offset = self.next_offset, self.next_offset + 1
+        return AdminReply(0, None, offset, **fields)
+
+    async def create_topic(self, name, partitions, replication_factor, configs, *, assignments=(),
+                           validate_only=False):
+        self.calls.append(("create", name, partitions, replication_factor, dict(configs))
+                          + ((tuple(assignments),) if assignments else ()) + (("validate_only",) if validate_only else ()))
+        if name == "orders":
+            return AdminReply(36, f"Topic '{name}' already exists.")
+        sizes = {"num_partitions": partitions or len(assignments),
+                 "replication_factor": replication_factor or len(assignments[0][1]),
+                 "configs": tuple(sorted(configs.items()))}
+        return AdminReply(0, None, None, **sizes) if validate_only else self._committed(**sizes)
 
     async def delete_topic(self, name):
         self.calls.append(("delete", name))
-        return 0, None
+        return self._committed()
 
-    async def create_partitions(self, name, count):
-        self.calls.append(("partitions", name, count))
-        return 0, None
+    async def create_partitions(self, name, count, *, assignments=None, validate_only=False):
+        self.calls.append(("partitions", name, count) + ((assignments,) if assignments is not None else ())
+                          + (("validate_only",) if validate_only else ()))
+        return AdminReply(0, None, None, count) if validate_only else self._committed(num_partitions=count)
 
 
 class FakeControllerClient:
@@ -303,7 +319,7 @@ async def test_metadata_known_unknown_and_auto_created_topics(node):
     assert (dark.error_code, dark.offline_replicas) == (5, (3,))  # leader fenced
     assert topics["fresh"].error_code == 5 and topics["bad/name"].error_code == 17
     await asyncio.sleep(0)  # the creation task runs
-    assert admin_api.calls == [("create", "fresh", None, None, {})]
+    assert admin_api.calls == [("create", "fresh", 1, 1, {})]  # num.partitions, default.replication.factor
     no_auto = await call(handler, ApiKey.METADATA, 4, md.MetadataRequest(("other",), False),
                          md.encode_metadata_request, md.decode_metadata_response)
     assert no_auto.topics[0].error_code == 3
@@ -322,7 +338,7 @@ async def test_admin_requests_go_to_the_topic_admin(node):
                admin.encode_delete_topics_request)
     await call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 1000), admin.encode_create_partitions_request)
-    assert admin_api.calls == [("create", "new", 3, None, {}), ("create", "orders", 1, 1, {}),
+    assert admin_api.calls == [("create", "new", 3, 1, {}), ("create", "orders", 1, 1, {}),
                                ("delete", "new"), ("partitions", "orders", 4)]
 
 

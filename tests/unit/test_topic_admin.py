@@ -1,0 +1,254 @@
+"""broker/topic_admin.py and the topic-write handlers (broker/handlers/admin.py): broker defaults for
+unset sizes (KIP-464, auto-creation), the admin API's answers, validate_only and manual assignments
+forwarded, and read-your-writes: the answer waits until this broker's image holds the write."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from broker.applied_offset import AppliedOffsetWaiters
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.request_handler import RequestHandler
+from broker.topic_admin import AdminReply, TopicDefaults, _reply_of, resolve_topic_sizes
+from common.config import BROKER_KEYS, parse_config
+from common.errors import ErrorCode
+from common.protocol import admin
+from common.protocol import metadata as md
+from common.protocol.api_keys import ApiKey
+from common.topic_config import LogConfig
+from metadata.records import BrokerRegistrationChange, NoOp
+from tests.log_helpers import NOW
+from tests.unit.test_request_handler import (
+    ADVERTISED,
+    IMAGE,
+    ME,
+    FakeAdmin,
+    call,
+    replay,
+)
+
+E = ErrorCode
+ONE_LIVE = replay(IMAGE, BrokerRegistrationChange(2, 2, fenced=True))  # only broker 1 alive
+
+SIZES = [  # (image, defaults, asked partitions, asked rf, expected, warns)
+    pytest.param(IMAGE, TopicDefaults(1, 1), -1, -1, (1, 1), False, id="kafka-defaults"),
+    pytest.param(IMAGE, TopicDefaults(6, 2), -1, -1, (6, 2), False, id="broker-defaults"),
+    pytest.param(IMAGE, TopicDefaults(6, 3), -1, -1, (6, 2), True, id="rf-capped-to-live-brokers"),
+    pytest.param(ONE_LIVE, TopicDefaults(6, 3), 4, -1, (4, 1), True, id="fenced-brokers-do-not-count"),
+    pytest.param(IMAGE, TopicDefaults(6, 3), 4, 3, (4, 3), False, id="explicit-rf-never-capped"),
+    pytest.param(IMAGE, TopicDefaults(6, 3), 0, 0, (0, 0), False, id="bad-values-left-to-the-controller"),
+]
+
+
+@pytest.mark.parametrize(("image", "defaults", "partitions", "rf", "expected", "warns"), SIZES)
+def test_resolve_topic_sizes(image, defaults, partitions, rf, expected, warns, caplog):
+    with caplog.at_level(logging.WARNING, logger="broker.topic_admin"):
+        assert resolve_topic_sizes(image, defaults, "t", partitions, rf) == expected
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert bool(warnings) == warns
+    if warns:
+        assert f"default.replication.factor={defaults.replication_factor}" in warnings[0]
+
+
+def test_topic_defaults_from_broker_config():
+    config = parse_config({"node.id": "1", "process.roles": "broker", "num.partitions": "12",
+                           "default.replication.factor": "3"}, keys=BROKER_KEYS)
+    assert TopicDefaults.from_config(config) == TopicDefaults(12, 3)
+
+
+ANSWERS = [  # the admin API's 2xx bodies -> AdminReply
+    ({"name": "t", "metadata_offset": 40, "configs": {"retention.ms": "5"},
+      "partitions": [{"partition": 0, "replicas": [4, 5]}, {"partition": 1, "replicas": [5, 6]}]},
+     AdminReply(0, None, 40, 2, 2, (("retention.ms", "5"),))),
+    ({"name": "t", "validate_only": True, "partitions": 3, "replication_factor": 2, "configs": {},
+      "assignments": []}, AdminReply(0, None, None, 3, 2, ())),
+    ({"name": "t", "validate_only": True, "count": 5, "assignments": []}, AdminReply(0, None, None, 5)),
+    ({"name": "t", "deleted": True, "metadata_offset": 41}, AdminReply(0, None, 41)),
+    ("not an object", AdminReply(0)),
+    ({"metadata_offset": "40"}, AdminReply(0)),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected"), ANSWERS)
+def test_admin_api_answers(answer, expected):
+    assert _reply_of(answer) == expected
+
+
+# --- the handlers, with this broker's image following behind the controller ------------------
+
+class Follower:
+    """This broker's image, applying the controller's committed changes only when told."""
+
+    def __init__(self):
+        self.image = IMAGE
+        self.waiters = AppliedOffsetWaiters(lambda: self.image.offset)
+
+    def apply_up_to(self, offset: int) -> None:
+        while self.image.offset < offset:
+            self.image = replay(self.image, NoOp())
+        self.waiters.advanced(self.image.offset)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    follower, admin_api = Follower(), FakeAdmin()
+    config = parse_config({"node.id": "1", "process.roles": "broker", "num.partitions": "4",
+                           "default.replication.factor": "3"}, keys=BROKER_KEYS)
+    handler = RequestHandler(ME, replicas, lambda: follower.image, ADVERTISED, None,  # type: ignore[arg-type]
+                             topic_admin=admin_api, broker_config=config, applied_offsets=follower.waiters)
+    yield handler, admin_api, follower
+    log_manager.shutdown()
+
+
+def create_topics(*topics, timeout_ms=5000, validate_only=False):
+    return admin.CreateTopicsRequest(tuple(topics), timeout_ms, validate_only)
+
+
+async def send_create(handler, request, version=4):
+    return await call(handler, ApiKey.CREATE_TOPICS, version, request, admin.encode_create_topics_request,
+                      admin.decode_create_topics_response)
+
+
+async def test_create_topics_answers_once_this_broker_applied_it(broker):
+    handler, _, follower = broker
+    pending = asyncio.create_task(send_create(handler, create_topics(admin.CreatableTopic("new", 2, 1))))
+    await asyncio.sleep(0.02)
+    assert not pending.done()  # committed at IMAGE.offset + 1, not applied here yet
+    follower.apply_up_to(IMAGE.offset + 1)
+    response = await asyncio.wait_for(pending, 1)
+    assert [(t.name, t.error_code) for t in response.topics] == [("new", 0)]
+
+
+async def test_create_topics_times_out_when_this_broker_lags(broker):
+    handler, _, follower = broker
+    response = await send_create(handler, create_topics(admin.CreatableTopic("new", 2, 1), timeout_ms=30))
+    assert response.topics[0].error_code == E.REQUEST_TIMED_OUT
+    assert f"committed at metadata offset {IMAGE.offset + 1}" in response.topics[0].error_message
+    assert follower.waiters.waiting == 0
+
+
+async def test_delete_and_create_partitions_wait_too(broker):
+    handler, _, follower = broker
+    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest(("orders",), 5000),
+                                      admin.encode_delete_topics_request, admin.decode_delete_topics_response))
+    grow = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
+        (admin.CreatePartitionsTopic("orders", 4),), 5000), admin.encode_create_partitions_request,
+        admin.decode_create_partitions_response))
+    await asyncio.sleep(0.02)
+    assert not delete.done() and not grow.done()
+    follower.apply_up_to(IMAGE.offset + 1)  # the deletion only
+    assert (await asyncio.wait_for(delete, 1)).responses[0].error_code == 0
+    await asyncio.sleep(0.02)
+    assert not grow.done()
+    follower.apply_up_to(IMAGE.offset + 2)
+    assert (await asyncio.wait_for(grow, 1)).results[0].error_code == 0
+
+
+async def test_unset_sizes_take_the_broker_defaults_capped(broker, caplog):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)  # nothing to wait for
+    with caplog.at_level(logging.WARNING):
+        await send_create(handler, create_topics(admin.CreatableTopic("a", -1, -1), admin.CreatableTopic("b", 2, -1),
+                                                 admin.CreatableTopic("c", -1, 1)))
+    # num.partitions=4, default.replication.factor=3 capped to the 2 live brokers, with a WARNING
+    assert admin_api.calls == [("create", "a", 4, 2, {}), ("create", "b", 2, 2, {}), ("create", "c", 4, 1, {})]
+    assert sum("default.replication.factor=3 but only 2 broker(s) are alive" in r.getMessage()
+               for r in caplog.records) == 2
+
+
+async def test_auto_creation_uses_the_broker_defaults(broker):
+    handler, admin_api, _ = broker
+    response = await call(handler, ApiKey.METADATA, 8, md.MetadataRequest(("auto",), True),
+                          md.encode_metadata_request, md.decode_metadata_response)
+    assert response.topics[0].error_code == E.LEADER_NOT_AVAILABLE
+    await asyncio.sleep(0.01)
+    assert admin_api.calls == [("create", "auto", 4, 2, {})]
+    refused = await call(handler, ApiKey.METADATA, 8, md.MetadataRequest(("other",), False),
+                         md.encode_metadata_request, md.decode_metadata_response)
+    assert refused.topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(admin_api.calls) == 1  # allow_auto_topic_creation=false: nothing asked
+
+
+async def test_validate_only_and_assignments_are_forwarded_and_not_waited_for(broker):
+    handler, admin_api, _ = broker
+    request = create_topics(admin.CreatableTopic("v", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),)),
+                            admin.CreatableTopic("m", -1, -1, (admin.CreatableReplicaAssignment(0, (2, 1)),)),
+                            validate_only=True)
+    response = await asyncio.wait_for(send_create(handler, request), 1)  # no metadata offset: no wait
+    assert [(t.name, t.error_code) for t in response.topics] == [("v", 0), ("m", 0)]
+    assert admin_api.calls == [("create", "v", 3, 2, {"retention.ms": "9"}, "validate_only"),
+                               ("create", "m", None, None, {}, ((0, (2, 1)),), "validate_only")]
+    v = response.topics[0]  # the v5 fields are filled (v2-v4 do not carry them on the wire)
+    assert (v.num_partitions, v.replication_factor) == (-1, -1)  # decoded from v4: absent
+    partitions = await asyncio.wait_for(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
+        (admin.CreatePartitionsTopic("orders", 3, (admin.CreatePartitionsAssignment((1, 2)),)),), 5000, True),
+        admin.encode_create_partitions_request, admin.decode_create_partitions_response), 1)
+    assert partitions.results[0].error_code == 0
+    assert admin_api.calls[-1] == ("partitions", "orders", 3, ((1, 2),), "validate_only")
+
+
+async def test_create_topics_result_carries_sizes_and_configs(broker):
+    handler, _, follower = broker
+    follower.apply_up_to(IMAGE.offset + 1)
+    ctx = handler.context
+    from broker.handlers.admin import handle_create_topics
+    from broker.handlers.context import ClientInfo
+    response = await handle_create_topics(ctx, create_topics(admin.CreatableTopic(
+        "s", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),))), 4, ClientInfo("c", ""))
+    result = response.topics[0]
+    assert (result.error_code, result.num_partitions, result.replication_factor) == (0, 3, 2)
+    configs = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert configs["retention.ms"] == ("9", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"][1] == 5  # DEFAULT_CONFIG
+
+
+async def test_duplicate_names_are_refused_once_and_not_created(broker):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    response = await send_create(handler, create_topics(admin.CreatableTopic("d", 1, 1), admin.CreatableTopic("x", 1, 1),
+                                                        admin.CreatableTopic("d", 2, 1)))
+    assert [(t.name, t.error_code) for t in response.topics] == [("x", 0), ("d", E.INVALID_REQUEST)]
+    assert "multiple entries for the following topics: d" in response.topics[1].error_message
+    assert [c[1] for c in admin_api.calls] == ["x"]
+
+
+async def test_controller_errors_pass_through_without_waiting(broker):
+    handler, _, _ = broker
+    response = await asyncio.wait_for(send_create(handler, create_topics(admin.CreatableTopic("orders", 1, 1))), 1)
+    assert (response.topics[0].error_code, response.topics[0].error_message) == (36, "Topic 'orders' already exists.")
+
+
+async def test_auto_create_topics_disabled_creates_nothing(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    try:
+        admin_api = FakeAdmin()
+        handler = RequestHandler(ME, ReplicaManager(ME, log_manager, now_ms=lambda: NOW), lambda: IMAGE, ADVERTISED,
+                                 None, auto_create_topics=False, topic_admin=admin_api)  # type: ignore[arg-type]
+        for version in (1, 8):  # before v4 a client cannot say; the broker config still decides
+            response = await call(handler, ApiKey.METADATA, version, md.MetadataRequest(("wanted",), True),
+                                  md.encode_metadata_request, md.decode_metadata_response)
+            assert response.topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+        await asyncio.sleep(0.01)
+        assert admin_api.calls == []
+        await handler.close()
+    finally:
+        log_manager.shutdown()
+
+
+async def test_create_partitions_refuses_duplicate_topics(broker):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    request = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("orders", 4), admin.CreatePartitionsTopic(
+        "other", 2), admin.CreatePartitionsTopic("orders", 5)), 5000)
+    response = await call(handler, ApiKey.CREATE_PARTITIONS, 1, request, admin.encode_create_partitions_request,
+                          admin.decode_create_partitions_response)
+    assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
+        ("orders", E.INVALID_REQUEST, "Duplicate topic in request."), ("other", 0, None),
+        ("orders", E.INVALID_REQUEST, "Duplicate topic in request.")]
+    assert admin_api.calls == [("partitions", "other", 2)]
