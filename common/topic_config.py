@@ -21,6 +21,9 @@ from typing import Any, Final
 
 from common.config import (
     BROKER_KEYS,
+    COMPRESSION_TYPES,
+    KAFKA_VERSION,
+    NO_ROLL_JITTER,
     REQUIRED,
     Config,
     ConfigKey,
@@ -31,14 +34,17 @@ from common.config import (
     at_least,
     between,
     flush_interval_ms,
+    matches,
     non_empty,
     one_of,
+    only,
     parse_config,
     roll_ms,
 )
 from common.config import (
     retention_ms as _retention_ms,  # LogConfig has a field of that name
 )
+from common.units import LONG_MAX
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
@@ -92,6 +98,14 @@ class LogConfig:
     flush_ms: int = flush_interval_ms(KAFKA_DEFAULT_BROKER_CONFIG)
     file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
     message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
+    # CreateTime limits (KIP-937); LONG_MAX: unset, then difference.max.ms decides
+    message_timestamp_before_max_ms: int = _number("log.message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _number("log.message.timestamp.after.max.ms")
+    message_timestamp_difference_max_ms: int = _number("log.message.timestamp.difference.max.ms")
+    compression_type: str = str(KAFKA_DEFAULT_BROKER_CONFIG["compression.type"])  # COMPRESSION_TYPES
+    compression_gzip_level: int = _number("compression.gzip.level")
+    compression_lz4_level: int = _number("compression.lz4.level")
+    compression_zstd_level: int = _number("compression.zstd.level")
     cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
     # log compaction (read only when cleanup.policy holds compact)
     min_cleanable_dirty_ratio: float = _ratio("log.cleaner.min.cleanable.ratio")
@@ -112,6 +126,21 @@ class LogConfig:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
 
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far a CreateTime record may lag the broker's clock: before.max.ms when set,
+        else the deprecated difference.max.ms (Kafka's LogConfig, KIP-937)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far a CreateTime record may lead the broker's clock (as above)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
+
     def replace(self, **changes: Any) -> LogConfig:
         """A copy with some settings changed."""
         return replace(self, **changes)
@@ -125,6 +154,7 @@ class TopicConfigDef:
     key: ConfigKey
     broker_synonyms: tuple[str, ...]
     log_field: str | None = None
+    default: Value = None  # Kafka's default of a config without broker synonyms
 
     @property
     def name(self) -> str:
@@ -132,8 +162,14 @@ class TopicConfigDef:
 
 
 def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
-           synonyms: tuple[str, ...], log_field: str | None = None) -> TopicConfigDef:
-    return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field)
+           synonyms: tuple[str, ...], log_field: str | None = None,
+           default: Value = None) -> TopicConfigDef:
+    return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field, default)
+
+
+# QuotaConfig's ThrottledReplicaListValidator: `*` or partitionId:brokerId entries.
+_THROTTLED_REPLICAS: Final = matches(r"\*|[0-9]+:[0-9]+", "'*' or a list of partitionId:brokerId")
+_NO_TIERED_STORAGE: Final = "tidelog has no tiered storage, as Kafka with remote.log.storage.system.enable=false"
 
 
 _INT, _LONG, _DOUBLE, _BOOLEAN, _STRING, _LIST = (
@@ -181,6 +217,45 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
     _topic(UNCLEAN_LEADER_ELECTION_ENABLE, _BOOLEAN,
            "elect an out-of-sync replica rather than stay offline (may lose data)", None,
            (UNCLEAN_LEADER_ELECTION_ENABLE,)),
+    # produce-time checks and conversion (broker.log.log_validator)
+    _topic("compression.type", _STRING, "codec stored: a codec, uncompressed, or producer's own",
+           one_of(*COMPRESSION_TYPES), ("compression.type",), "compression_type"),
+    _topic("compression.gzip.level", _INT, "gzip level when recompressing (-1: 6)",
+           one_of(-1, *range(1, 10)), ("compression.gzip.level",), "compression_gzip_level"),
+    _topic("compression.lz4.level", _INT, "lz4 level when recompressing", between(1, 17),
+           ("compression.lz4.level",), "compression_lz4_level"),
+    _topic("compression.zstd.level", _INT, "zstd level when recompressing", between(-131072, 22),
+           ("compression.zstd.level",), "compression_zstd_level"),
+    _topic("message.timestamp.before.max.ms", _LONG, "oldest accepted CreateTime against now",
+           at_least(0), ("log.message.timestamp.before.max.ms",), "message_timestamp_before_max_ms"),
+    _topic("message.timestamp.after.max.ms", _LONG, "furthest accepted CreateTime ahead of now",
+           at_least(0), ("log.message.timestamp.after.max.ms",), "message_timestamp_after_max_ms"),
+    _topic("message.timestamp.difference.max.ms", _LONG, "deprecated: both limits where unset",
+           at_least(0), ("log.message.timestamp.difference.max.ms",),
+           "message_timestamp_difference_max_ms"),
+    # stored and described, acting on them is a no-op in Kafka too (docs/topic-configs.md)
+    _topic("preallocate", _BOOLEAN, "preallocate segment files (a hint)", None, ("log.preallocate",)),
+    _topic("message.downconversion.enable", _BOOLEAN, "down-convert for pre-0.11 fetches", None,
+           ("log.message.downconversion.enable",)),
+    _topic("message.format.version", _STRING, "deprecated, ignored since 3.0",
+           matches(KAFKA_VERSION, "a Kafka version"), ("log.message.format.version",)),
+    _topic("leader.replication.throttled.replicas", _LIST, "replicas throttled on the leader side",
+           _THROTTLED_REPLICAS, (), default=()),
+    _topic("follower.replication.throttled.replicas", _LIST,
+           "replicas throttled on the follower side", _THROTTLED_REPLICAS, (), default=()),
+    _topic("local.retention.ms", _LONG, "tiered storage's local retention (-2: retention.ms)",
+           at_least(-2), ("log.local.retention.ms",)),
+    _topic("local.retention.bytes", _LONG, "tiered storage's local retention (-2: retention.bytes)",
+           at_least(-2), ("log.local.retention.bytes",)),
+    _topic("remote.log.copy.disable", _BOOLEAN, "stop copying to tiered storage", None, (),
+           default=False),
+    _topic("remote.log.delete.on.disable", _BOOLEAN, "delete remote data when tiering is disabled",
+           None, (), default=False),
+    # refused unless at the default: Kafka would act on them, tidelog does not
+    _topic("remote.storage.enable", _BOOLEAN, "tier this topic's segments to remote storage",
+           only(False, _NO_TIERED_STORAGE), (), default=False),
+    _topic("segment.jitter.ms", _LONG, "random shortening of segment.ms per segment",
+           all_of(at_least(0), only(0, NO_ROLL_JITTER)), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
 )
 TOPIC_CONFIGS_BY_NAME: Final = {d.name: d for d in TOPIC_CONFIGS}
 TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS)
@@ -194,10 +269,13 @@ _BROKER_DEFAULTS: Final[dict[str, Value]] = {
 def default_value(name: str) -> Value:
     """Kafka's default of topic config `name`: the default of its first broker synonym that
     has one (e.g. min.insync.replicas -> 1, unclean.leader.election.enable -> False)."""
-    for synonym in TOPIC_CONFIGS_BY_NAME[name].broker_synonyms:
+    definition = TOPIC_CONFIGS_BY_NAME[name]
+    for synonym in definition.broker_synonyms:
         value = _BROKER_DEFAULTS.get(synonym)
         if value is not None:
             return value
+    if definition.default is not None:
+        return definition.default
     raise KeyError(f"topic config {name!r} has no broker default")
 
 
@@ -228,6 +306,13 @@ def from_broker_config(config: Config) -> LogConfig:
         flush_ms=flush_interval_ms(config),
         file_delete_delay_ms=number("log.segment.delete.delay.ms"),
         message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
+        message_timestamp_before_max_ms=number("log.message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms=number("log.message.timestamp.after.max.ms"),
+        message_timestamp_difference_max_ms=number("log.message.timestamp.difference.max.ms"),
+        compression_type=config.get_str("compression.type"),
+        compression_gzip_level=number("compression.gzip.level"),
+        compression_lz4_level=number("compression.lz4.level"),
+        compression_zstd_level=number("compression.zstd.level"),
         cleanup_policy=config.get_list("log.cleanup.policy"),
         min_cleanable_dirty_ratio=config.get_double("log.cleaner.min.cleanable.ratio"),
         min_compaction_lag_ms=config.get_int("log.cleaner.min.compaction.lag.ms"),
@@ -313,7 +398,10 @@ def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
     values: dict[str, str] = {}
     synonyms: dict[str, tuple[ConfigSynonym, ...]] = {}
     for d in TOPIC_CONFIGS:
-        value = getattr(log_config, d.log_field) if d.log_field else config[d.broker_synonyms[0]]
+        if d.log_field:
+            value = getattr(log_config, d.log_field)
+        else:  # the first synonym with a value (segment.jitter.ms: ms, else hours in ms)
+            value = next((config[s] for s in d.broker_synonyms if config[s] is not None), d.default)
         values[d.name] = config_string(value)
         found = [ConfigSynonym(s, config_string(config.originals[s]), ConfigSource.STATIC_BROKER_CONFIG)
                  for s in d.broker_synonyms if s in config.originals]

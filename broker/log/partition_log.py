@@ -16,6 +16,7 @@ from typing import NamedTuple
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, open_segment
+from broker.log.log_validator import validate_produced
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from broker.log.timestamp_lookup import find_in_segment, offset_of_max_timestamp
 from broker.topic_partition import TopicPartition
@@ -35,9 +36,8 @@ from common.record_batch import (
     RecordBatchHeader,
     check_producer_batch,
     read_batches,
-    set_log_append_time,
 )
-from common.topic_config import LogConfig, TimestampPolicy
+from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -151,16 +151,16 @@ class PartitionLog:
         if not batches:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config
+        log_append_time = NO_TIMESTAMP
+        if assign_offsets:  # the topic's timestamp rules and compression.type
+            view, batches, log_append_time = validate_produced(
+                view, batches, config, now_ms=now_ms, topic_partition=self.topic_partition)
         total = len(view)  # read_batches consumed every byte
         if total > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {total} bytes to {self.topic_partition} exceeds segment.bytes "
                 f"{config.segment_bytes}")
-        log_append_time = NO_TIMESTAMP
         if assign_offsets:
-            if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
-                log_append_time = now_ms
-                view, batches = _stamp_log_append_time(view, batches, now_ms)
             bases, max_ts, max_ts_offset = self._assign_offsets(batches)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
@@ -519,13 +519,6 @@ class PartitionLog:
         for _, segment in self._pending_deletes:
             segment.delete()
         self._pending_deletes.clear()
-
-
-def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
-                           now_ms: int) -> tuple[memoryview, list[tuple[int, RecordBatchHeader]]]:
-    buf = bytearray(view)
-    stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
-    return memoryview(buf), stamped
 
 
 def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
