@@ -167,8 +167,14 @@ def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
     return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field, default)
 
 
-# QuotaConfig's ThrottledReplicaListValidator: `*` or partitionId:brokerId entries.
-_THROTTLED_REPLICAS: Final = matches(r"\*|[0-9]+:[0-9]+", "'*' or a list of partitionId:brokerId")
+_REPLICA_ENTRIES: Final = matches(r"[0-9]+:[0-9]+", "'*' or a list of partitionId:brokerId")
+
+
+def _throttled_replicas(value: tuple[str, ...]) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: the lone literal `*`, or partitionId:brokerId entries."""
+    return None if value == ("*",) else _REPLICA_ENTRIES(value)
+
+
 _NO_TIERED_STORAGE: Final = "tidelog has no tiered storage, as Kafka with remote.log.storage.system.enable=false"
 
 
@@ -240,9 +246,9 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
     _topic("message.format.version", _STRING, "deprecated, ignored since 3.0",
            matches(KAFKA_VERSION, "a Kafka version"), ("log.message.format.version",)),
     _topic("leader.replication.throttled.replicas", _LIST, "replicas throttled on the leader side",
-           _THROTTLED_REPLICAS, (), default=()),
+           _throttled_replicas, (), default=()),
     _topic("follower.replication.throttled.replicas", _LIST,
-           "replicas throttled on the follower side", _THROTTLED_REPLICAS, (), default=()),
+           "replicas throttled on the follower side", _throttled_replicas, (), default=()),
     _topic("local.retention.ms", _LONG, "tiered storage's local retention (-2: retention.ms)",
            at_least(-2), ("log.local.retention.ms",)),
     _topic("local.retention.bytes", _LONG, "tiered storage's local retention (-2: retention.bytes)",
