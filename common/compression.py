@@ -19,10 +19,9 @@ import struct
 from collections.abc import Callable
 
 import cramjam
-
-from common.errors import CorruptRecordError, UnsupportedCompressionError
 from crc32c import crc32c
 
+from common.errors import CorruptRecordError, UnsupportedCompressionError
 from common.record_batch import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,

@@ -24,7 +24,6 @@ from common.units import GIB, INT_MAX, LONG_MAX, MIB
 # Kafka's BrokerCompressionType names: a codec, or keep the producer's.
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 KAFKA_VERSION: Final = r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?"  # 0.10.2, 2.8, 3.0-IV1
-NO_ROLL_JITTER: Final = "tidelog rolls segments at exactly segment.ms"
 MS_PER_MINUTE: Final = 60 * 1000
 MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
 
@@ -150,15 +149,6 @@ def all_of(*validators: Validator) -> Validator:
 
 
 @dataclass(frozen=True, slots=True)
-class _Only:
-    allowed: Value
-    why: str
-
-    def __call__(self, value: Any) -> str | None:
-        return None if value == self.allowed else f"must be {self.allowed!r} ({self.why}), got {value!r}"
-
-
-@dataclass(frozen=True, slots=True)
 class _Matches:
     pattern: re.Pattern[str]
     expected: str
@@ -168,12 +158,6 @@ class _Matches:
             if not self.pattern.fullmatch(item):
                 return f"must be {self.expected}, got {item!r}"
         return None
-
-
-def only(allowed: Value, why: str) -> Validator:
-    """Accept only `allowed`: for a setting tidelog stores but does not act on, where another
-    value would change behaviour in Kafka (`why` says what tidelog lacks)."""
-    return _Only(allowed, why)
 
 
 def matches(pattern: str, expected: str) -> Validator:
@@ -385,9 +369,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Down-convert for pre-0.11 fetches (tidelog serves record batch v2 only)."),
     ConfigKey("log.message.format.version", _STRING, "3.0-IV1",
               "Deprecated; ignored since 3.0, as in Kafka.", matches(KAFKA_VERSION, "a Kafka version")),
-    ConfigKey("log.roll.jitter.ms", _LONG, None, "Segment roll jitter (ms); wins over hours.",
-              only(0, NO_ROLL_JITTER)),
-    ConfigKey("log.roll.jitter.hours", _INT, 0, "Segment roll jitter (hours).", only(0, NO_ROLL_JITTER)),
+    ConfigKey("log.roll.jitter.ms", _LONG, None,
+              "Most a segment rolls before log.roll.ms (ms); wins over log.roll.jitter.hours."),
+    ConfigKey("log.roll.jitter.hours", _INT, 0, "Most a segment rolls before log.roll.hours.",
+              at_least(0)),
     ConfigKey("log.local.retention.ms", _LONG, -2, "Tiered storage's local retention (-2: retention.ms).",
               at_least(-2)),
     ConfigKey("log.local.retention.bytes", _LONG, -2,

@@ -15,7 +15,7 @@ then to the broker key's default.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Final
 
@@ -23,7 +23,6 @@ from common.config import (
     BROKER_KEYS,
     COMPRESSION_TYPES,
     KAFKA_VERSION,
-    NO_ROLL_JITTER,
     REQUIRED,
     Config,
     ConfigKey,
@@ -33,117 +32,23 @@ from common.config import (
     all_of,
     at_least,
     between,
-    flush_interval_ms,
     matches,
     non_empty,
     one_of,
-    only,
     parse_config,
-    roll_ms,
 )
-from common.config import (
-    retention_ms as _retention_ms,  # LogConfig has a field of that name
+from common.log_config import (  # re-exported: LogConfig is a topic's log settings
+    KAFKA_DEFAULT_BROKER_CONFIG,
+    LogConfig,
+    TimestampPolicy,
+    from_broker_config,
 )
-from common.units import LONG_MAX
+
+__all__ = ["KAFKA_DEFAULT_BROKER_CONFIG", "LogConfig", "TimestampPolicy", "from_broker_config"]
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 CLEANUP_POLICY: Final = "cleanup.policy"
-
-
-class TimestampPolicy(Enum):
-    """`message.timestamp.type`: keep the producer's CreateTime or stamp LogAppendTime."""
-
-    CREATE_TIME = "CreateTime"
-    LOG_APPEND_TIME = "LogAppendTime"
-
-
-# Every broker key at Kafka's default: the one source of the topic configs' defaults.
-KAFKA_DEFAULT_BROKER_CONFIG: Final = Config({key.name: key for key in BROKER_KEYS}, {})
-
-
-def _number(name: str) -> int:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, int), f"{name} is an INT or LONG broker key with a default"
-    return value
-
-
-def _ratio(name: str) -> float:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, float), f"{name} is a DOUBLE broker key with a default"
-    return value
-
-
-def _strings(name: str) -> tuple[str, ...]:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, tuple), f"{name} is a LIST broker key"
-    return value
-
-
-_DEFAULT_TIMESTAMP_TYPE: Final = TimestampPolicy(KAFKA_DEFAULT_BROKER_CONFIG["log.message.timestamp.type"])
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    """Kafka's topic-level log settings; the defaults are the broker keys' (common.config)."""
-
-    segment_bytes: int = _number("log.segment.bytes")
-    segment_ms: int = roll_ms(KAFKA_DEFAULT_BROKER_CONFIG)
-    segment_index_bytes: int = _number("log.index.size.max.bytes")
-    index_interval_bytes: int = _number("log.index.interval.bytes")
-    retention_ms: int = _retention_ms(KAFKA_DEFAULT_BROKER_CONFIG)  # -1: keep forever
-    retention_bytes: int = _number("log.retention.bytes")  # -1: no size limit
-    max_message_bytes: int = _number("message.max.bytes")
-    flush_messages: int = _number("log.flush.interval.messages")
-    flush_ms: int = flush_interval_ms(KAFKA_DEFAULT_BROKER_CONFIG)
-    file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
-    message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
-    # CreateTime limits (KIP-937); LONG_MAX: unset, then difference.max.ms decides
-    message_timestamp_before_max_ms: int = _number("log.message.timestamp.before.max.ms")
-    message_timestamp_after_max_ms: int = _number("log.message.timestamp.after.max.ms")
-    message_timestamp_difference_max_ms: int = _number("log.message.timestamp.difference.max.ms")
-    compression_type: str = str(KAFKA_DEFAULT_BROKER_CONFIG["compression.type"])  # COMPRESSION_TYPES
-    compression_gzip_level: int = _number("compression.gzip.level")
-    compression_lz4_level: int = _number("compression.lz4.level")
-    compression_zstd_level: int = _number("compression.zstd.level")
-    cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
-    # log compaction (read only when cleanup.policy holds compact)
-    min_cleanable_dirty_ratio: float = _ratio("log.cleaner.min.cleanable.ratio")
-    min_compaction_lag_ms: int = _number("log.cleaner.min.compaction.lag.ms")
-    max_compaction_lag_ms: int = _number("log.cleaner.max.compaction.lag.ms")
-    delete_retention_ms: int = _number("log.cleaner.delete.retention.ms")
-
-    @property
-    def compact(self) -> bool:
-        """cleanup.policy holds `compact` (the log cleaner compacts this log)."""
-        return "compact" in self.cleanup_policy
-
-    @property
-    def max_segment_ms(self) -> int:
-        """Age at which the active segment rolls: a compacted log also rolls by
-        max.compaction.lag.ms, or its records could outlive that lag uncleaned (KIP-354)."""
-        if self.compact:
-            return min(self.segment_ms, self.max_compaction_lag_ms)
-        return self.segment_ms
-
-    @property
-    def timestamp_before_max_ms(self) -> int:
-        """How far a CreateTime record may lag the broker's clock: before.max.ms when set,
-        else the deprecated difference.max.ms (Kafka's LogConfig, KIP-937)."""
-        if self.message_timestamp_before_max_ms != LONG_MAX:
-            return self.message_timestamp_before_max_ms
-        return self.message_timestamp_difference_max_ms
-
-    @property
-    def timestamp_after_max_ms(self) -> int:
-        """How far a CreateTime record may lead the broker's clock (as above)."""
-        if self.message_timestamp_after_max_ms != LONG_MAX:
-            return self.message_timestamp_after_max_ms
-        return self.message_timestamp_difference_max_ms
-
-    def replace(self, **changes: Any) -> LogConfig:
-        """A copy with some settings changed."""
-        return replace(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +70,18 @@ def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
            synonyms: tuple[str, ...], log_field: str | None = None,
            default: Value = None) -> TopicConfigDef:
     return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field, default)
+
+
+@dataclass(frozen=True, slots=True)
+class _Only:
+    """Accept only `allowed`: a config tidelog stores but does not act on, where another value
+    would change what Kafka does (`why` says what tidelog lacks)."""
+
+    allowed: Value
+    why: str
+
+    def __call__(self, value: object) -> str | None:
+        return None if value == self.allowed else f"must be {self.allowed!r} ({self.why}), got {value!r}"
 
 
 _REPLICA_ENTRIES: Final = matches(r"[0-9]+:[0-9]+", "'*' or a list of partitionId:brokerId")
@@ -189,6 +106,8 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
            ("log.segment.bytes",), "segment_bytes"),
     _topic("segment.ms", _LONG, "roll a segment this old", at_least(1),
            ("log.roll.ms", "log.roll.hours"), "segment_ms"),
+    _topic("segment.jitter.ms", _LONG, "each segment rolls up to this much before segment.ms",
+           at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), "segment_jitter_ms"),
     _topic("segment.index.bytes", _INT, "index size per segment", at_least(4),
            ("log.index.size.max.bytes",), "segment_index_bytes"),
     _topic("index.interval.bytes", _INT, "bytes between index entries", at_least(0),
@@ -257,11 +176,9 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
            default=False),
     _topic("remote.log.delete.on.disable", _BOOLEAN, "delete remote data when tiering is disabled",
            None, (), default=False),
-    # refused unless at the default: Kafka would act on them, tidelog does not
+    # refused unless at the default: Kafka would act on it, tidelog does not
     _topic("remote.storage.enable", _BOOLEAN, "tier this topic's segments to remote storage",
-           only(False, _NO_TIERED_STORAGE), (), default=False),
-    _topic("segment.jitter.ms", _LONG, "random shortening of segment.ms per segment",
-           all_of(at_least(0), only(0, NO_ROLL_JITTER)), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
+           _Only(False, _NO_TIERED_STORAGE), (), default=False),
 )
 TOPIC_CONFIGS_BY_NAME: Final = {d.name: d for d in TOPIC_CONFIGS}
 TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS)
@@ -295,36 +212,6 @@ def default_bool(name: str) -> bool:
     value = default_value(name)
     assert isinstance(value, bool), f"{name} is not a BOOLEAN config"
     return value
-
-
-def from_broker_config(config: Config) -> LogConfig:
-    """The broker-wide default LogConfig from the `log.*` settings."""
-    number = config.get_int
-    return LogConfig(
-        segment_bytes=number("log.segment.bytes"),
-        segment_ms=roll_ms(config),
-        segment_index_bytes=number("log.index.size.max.bytes"),
-        index_interval_bytes=number("log.index.interval.bytes"),
-        retention_ms=_retention_ms(config),
-        retention_bytes=number("log.retention.bytes"),
-        max_message_bytes=number("message.max.bytes"),
-        flush_messages=number("log.flush.interval.messages"),
-        flush_ms=flush_interval_ms(config),
-        file_delete_delay_ms=number("log.segment.delete.delay.ms"),
-        message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
-        message_timestamp_before_max_ms=number("log.message.timestamp.before.max.ms"),
-        message_timestamp_after_max_ms=number("log.message.timestamp.after.max.ms"),
-        message_timestamp_difference_max_ms=number("log.message.timestamp.difference.max.ms"),
-        compression_type=config.get_str("compression.type"),
-        compression_gzip_level=number("compression.gzip.level"),
-        compression_lz4_level=number("compression.lz4.level"),
-        compression_zstd_level=number("compression.zstd.level"),
-        cleanup_policy=config.get_list("log.cleanup.policy"),
-        min_cleanable_dirty_ratio=config.get_double("log.cleaner.min.cleanable.ratio"),
-        min_compaction_lag_ms=config.get_int("log.cleaner.min.compaction.lag.ms"),
-        max_compaction_lag_ms=config.get_int("log.cleaner.max.compaction.lag.ms"),
-        delete_retention_ms=config.get_int("log.cleaner.delete.retention.ms"),
-    )
 
 
 def with_topic_overrides(base: LogConfig, overrides: Mapping[str, object]) -> LogConfig:

@@ -8,6 +8,7 @@ replication), keeps the leader-epoch cache, and applies retention. Time comes in
 from __future__ import annotations
 
 import logging
+import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -174,7 +175,7 @@ class PartitionLog:
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
         if segment.size and (segment.size > config.segment_bytes - total
-                             or self._segment_age(segment, max_ts, now_ms) > config.max_segment_ms
+                             or self._segment_age(segment, max_ts, now_ms) > self._roll_age_ms(segment)
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             # at the log end, not `first`: a replica's batch may start past it (a gap the
@@ -240,6 +241,18 @@ class PartitionLog:
                     header.partition_leader_epoch != cache.latest_epoch:
                 cache.assign(header.partition_leader_epoch, base)
 
+    def _roll_age_ms(self, segment: LogSegment) -> int:
+        """Age past which `segment` rolls: max_segment_ms less its segment.jitter.ms share.
+
+        Kafka draws each segment's jitter at random in [0, min(segment.jitter.ms, segment.ms));
+        a CRC of partition and base offset spreads the rolls of many partitions the same way
+        and gives the same answer after a restart."""
+        config = self.config
+        if config.segment_jitter_ms <= 0:
+            return config.max_segment_ms
+        seed = zlib.crc32(f"{self.topic_partition}@{segment.base_offset}".encode())
+        return config.max_segment_ms - seed % min(config.segment_jitter_ms, config.segment_ms)
+
     @staticmethod
     def _segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
         # Kafka measures a segment's age in message time when messages carry timestamps,
@@ -254,9 +267,11 @@ class PartitionLog:
         config = self.config
         if segment.size > config.segment_bytes - incoming:
             reason = f"segment.bytes {config.segment_bytes}"
-        elif self._segment_age(segment, max_timestamp, now_ms) > config.max_segment_ms:
+        elif self._segment_age(segment, max_timestamp, now_ms) > self._roll_age_ms(segment):
             reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
                       else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
+            if config.segment_jitter_ms:
+                reason += f" less {config.max_segment_ms - self._roll_age_ms(segment)} ms segment.jitter.ms"
         elif segment.offset_index.is_full or segment.time_index.is_full:
             reason = f"segment.index.bytes {config.segment_index_bytes}"
         else:

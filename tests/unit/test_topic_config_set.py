@@ -84,6 +84,7 @@ GOOD = [
     ("local.retention.ms", "-2", "-2"), ("local.retention.bytes", "1000", "1000"),
     ("remote.log.copy.disable", "true", "true"), ("remote.log.delete.on.disable", "true", "true"),
     ("remote.storage.enable", "false", "false"), ("segment.jitter.ms", "0", "0"),
+    ("segment.jitter.ms", "3600000", "3600000"),
     ("index.interval.bytes", "0", "0"), ("segment.index.bytes", "4", "4"),
     ("file.delete.delay.ms", "0", "0"), ("max.message.bytes", "100", "100"),
 ]
@@ -108,7 +109,6 @@ BAD = [
     ("local.retention.ms", "-3", "at least -2"), ("local.retention.bytes", "x", "expects an integer"),
     ("remote.storage.enable", "true", "no tiered storage"),
     ("remote.log.copy.disable", "maybe", "boolean"),
-    ("segment.jitter.ms", "1000", "rolls segments at exactly segment.ms"),
     ("segment.jitter.ms", "-1", "at least 0"),
     ("index.interval.bytes", "-1", "at least 0"), ("segment.index.bytes", "3", "at least 4"),
     ("max.message.bytes", "-1", "at least 0"), ("max.message.bytes", "2147483648", "32-bit"),
@@ -150,6 +150,12 @@ WINDOWS = [
 def test_timestamp_window(overrides, window):
     config = with_topic_overrides(LogConfig(), overrides)
     assert (config.timestamp_before_max_ms, config.timestamp_after_max_ms) == window
+
+
+def test_segment_jitter_from_the_broker_keys():
+    assert from_broker_config(broker(**{"log.roll.jitter.hours": "2"})).segment_jitter_ms == 7_200_000
+    assert from_broker_config(broker(**{"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5"})
+                              ).segment_jitter_ms == 5
 
 
 def test_log_settings_from_topic_overrides():
