@@ -86,6 +86,17 @@ class LogConfig:
     min_compaction_lag_ms: int = _number("log.cleaner.min.compaction.lag.ms")
     max_compaction_lag_ms: int = _number("log.cleaner.max.compaction.lag.ms")
     delete_retention_ms: int = _number("log.cleaner.delete.retention.ms")
+    # Kafka's defaults (producer's codec, CreateTime, no timestamp window): the leader stores
+    # produced batches as sent. Derived once, as every append reads it.
+    plain_produce: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        plain = (self.compression_type == "producer"
+                 and self.message_timestamp_type is TimestampPolicy.CREATE_TIME
+                 and self.message_timestamp_before_max_ms == LONG_MAX
+                 and self.message_timestamp_after_max_ms == LONG_MAX
+                 and self.message_timestamp_difference_max_ms == LONG_MAX)
+        object.__setattr__(self, "plain_produce", plain)
 
     @property
     def compact(self) -> bool:

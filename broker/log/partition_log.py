@@ -153,7 +153,7 @@ class PartitionLog:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config
         log_append_time = NO_TIMESTAMP
-        if assign_offsets:  # the topic's timestamp rules and compression.type
+        if assign_offsets and not config.plain_produce:  # timestamp rules, compression.type
             view, batches, log_append_time = validate_produced(
                 view, batches, config, now_ms=now_ms, topic_partition=self.topic_partition)
         total = len(view)  # read_batches consumed every byte
