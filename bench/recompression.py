@@ -37,8 +37,8 @@ def make_batch(codec: CompressionType, rng: random.Random) -> bytes:
     records = []
     size = 0
     while size < BATCH_BYTES:
-        value = ('{"user": %d, "event": "page_view", "path": "/items/%d", "ua": "%s"}'
-                 % (rng.randrange(10**6), rng.randrange(10**4), "Mozilla/5.0 " * 70)).encode()
+        user, item, agent = rng.randrange(10**6), rng.randrange(10**4), "Mozilla/5.0 " * 70
+        value = f'{{"user": {user}, "event": "page_view", "path": "/items/{item}", "ua": "{agent}"}}'.encode()
         records.append((b"user-%06d" % rng.randrange(10**6), value))
         size += len(value) + 20
     return build_batch(records, base_timestamp=1_700_000_000_000, compression=codec)
