@@ -205,3 +205,21 @@ def test_describe_configs_lists_kafkas_whole_set(cluster: LocalCluster, admin: o
     assert entries["remote.storage.enable"].source == Source.DEFAULT_CONFIG.value
     [(_, shown)] = [(n, e) for n, e in entries.items() if n == "compression.type"]
     assert "compression.type" in shown.synonyms
+
+
+def test_changing_compression_type_on_a_live_topic_applies_to_the_next_batches(
+        cluster: LocalCluster, admin: object) -> None:
+    create_topic(cluster, admin, "altered", {"compression.type": "producer"})
+    produce_confluent(cluster, "altered", "snappy")
+    status, answer = http(f"{cluster.admin_url}/v1/topics/altered/configs", "PATCH",
+                          {"configs": {"compression.type": "gzip"}})
+    assert status == 200, answer
+
+    def applied() -> bool:  # the broker applies the committed config from its metadata image
+        produce_confluent(cluster, "altered", "snappy")
+        return stored_codecs(cluster, "altered")[-1] == "GZIP"
+    wait_until("the broker storing gzip after the change", applied)
+    codecs = stored_codecs(cluster, "altered")
+    assert codecs[0] == "SNAPPY" and codecs[-1] == "GZIP", codecs  # old batches stay as stored
+    got = consume_kafka_python(cluster, "altered", 2 * len(RECORDS))
+    assert [(m.key, m.value) for m in got[:2 * len(RECORDS)]] == RECORDS * 2
