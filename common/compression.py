@@ -1,7 +1,8 @@
 """The codecs of a record batch v2's records section, over cramjam. No I/O, no state.
 
-The broker stores batches compressed exactly as producers sent them; this module is for
-tools, tests and any path that must look inside a batch. Formats, as Kafka clients write
+The broker stores batches compressed as producers sent them unless the topic's
+compression.type names a codec: then `recompress_batch` rewrites each batch in that codec
+(one decompress and one compress per batch: records themselves are never parsed). Formats, as Kafka clients write
 them:
 
 - gzip: a gzip stream (RFC 1952); concatenated members are accepted.
@@ -18,9 +19,19 @@ import struct
 from collections.abc import Callable
 
 import cramjam
+from crc32c import crc32c
 
 from common.errors import CorruptRecordError, UnsupportedCompressionError
-from common.record_batch import CompressionType
+from common.record_batch import (
+    ATTRIBUTES_POS,
+    COMPRESSION_MASK,
+    CRC_POS,
+    HEADER_SIZE,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    CompressionType,
+    RecordBatchHeader,
+)
 from common.units import KIB
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -32,25 +43,53 @@ _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 # snappy-java's default block size: uncompressed bytes per Xerial block.
 XERIAL_BLOCK_SIZE = 32 * KIB
 
-# Kafka's defaults (compression.gzip.level 6 is zlib's default, compression.zstd.level 3).
+# Kafka's defaults (compression.gzip.level -1 is zlib's default 6, compression.zstd.level 3,
+# compression.lz4.level 9).
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
+LZ4_LEVEL = 9
+GZIP_DEFAULT_LEVEL = -1  # java.util.zip.Deflater.DEFAULT_COMPRESSION: zlib's 6
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_UINT32 = struct.Struct(">I")
 
 Buffer = bytes | bytearray | memoryview
 
 
-def compress(codec: CompressionType | int, data: Buffer) -> bytes:
-    """The records section `data` compressed with `codec`; NONE returns it unchanged."""
+def compress(codec: CompressionType | int, data: Buffer, level: int | None = None) -> bytes:
+    """The records section `data` compressed with `codec` at `level` (None: Kafka's default for
+    the codec; snappy has no levels); NONE returns it unchanged."""
     codec = _codec(codec)
     if codec is CompressionType.NONE:
         return bytes(data)
     if codec is CompressionType.GZIP:
-        return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL))
+        gzip_level = GZIP_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
+        return bytes(cramjam.gzip.compress(data, level=gzip_level))
     if codec is CompressionType.SNAPPY:
         return _xerial_compress(data)
     if codec is CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+        return bytes(cramjam.lz4.compress(data, level=LZ4_LEVEL if level is None else level))
+    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL if level is None else level))
+
+
+def recompress_batch(buf: Buffer, pos: int, header: RecordBatchHeader, codec: CompressionType,
+                     level: int | None = None) -> bytearray:
+    """The batch at `pos` rewritten with its records section in `codec` (NONE: uncompressed).
+
+    Kafka's LogValidator recompression, per batch: every header field but the codec bits,
+    batchLength and the CRC is kept (offsets, timestamps, producer id/epoch/sequence), and
+    the records keep their bytes, since a record's encoding does not depend on the codec.
+    """
+    with memoryview(buf) as view:
+        records = decompress(header.compression, view[pos + HEADER_SIZE : pos + header.size])
+        body = compress(codec, records, level)
+        out = bytearray(HEADER_SIZE + len(body))
+        out[:HEADER_SIZE] = view[pos : pos + HEADER_SIZE]
+    out[HEADER_SIZE:] = body
+    _INT32.pack_into(out, LENGTH_POS, len(out) - LOG_OVERHEAD)
+    _INT16.pack_into(out, ATTRIBUTES_POS, (header.attributes & ~COMPRESSION_MASK) | int(codec))
+    _UINT32.pack_into(out, CRC_POS, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
+    return out
 
 
 def decompress(codec: CompressionType | int, data: Buffer) -> bytes:

@@ -21,6 +21,9 @@ from common.rpc import (
 )
 from common.units import GIB, INT_MAX, LONG_MAX, MIB
 
+# Kafka's BrokerCompressionType names: a codec, or keep the producer's.
+COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+KAFKA_VERSION: Final = r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?"  # 0.10.2, 2.8, 3.0-IV1
 MS_PER_MINUTE: Final = 60 * 1000
 MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
 
@@ -143,6 +146,23 @@ def one_of(*allowed: Value) -> Validator:
 def all_of(*validators: Validator) -> Validator:
     """Accept what every validator accepts; report the first complaint."""
     return _AllOf(validators)
+
+
+@dataclass(frozen=True, slots=True)
+class _Matches:
+    pattern: re.Pattern[str]
+    expected: str
+
+    def __call__(self, value: Any) -> str | None:
+        for item in value if isinstance(value, tuple) else (value,):
+            if not self.pattern.fullmatch(item):
+                return f"must be {self.expected}, got {item!r}"
+        return None
+
+
+def matches(pattern: str, expected: str) -> Validator:
+    """Accept strings (each list element) matching the regular expression `pattern` whole."""
+    return _Matches(re.compile(pattern), expected)
 
 
 def non_empty(value: Any) -> str | None:
@@ -328,6 +348,35 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               one_of("CreateTime", "LogAppendTime")),
     ConfigKey("message.max.bytes", _INT, 1 * MIB + 12,  # + 12: the record batch log overhead
               "Largest record batch the broker accepts.", at_least(0)),
+    # --- Produce-time checks and conversion: the defaults of the topic configs of the same
+    # names without `log.` (common.topic_config); Kafka's keys, defaults and ranges
+    ConfigKey("compression.type", _STRING, "producer",
+              "Codec the leader stores produced batches in; producer keeps the producer's.",
+              one_of(*COMPRESSION_TYPES)),
+    ConfigKey("compression.gzip.level", _INT, -1, "gzip level of recompressed batches (-1: 6).",
+              one_of(-1, *range(1, 10))),
+    ConfigKey("compression.lz4.level", _INT, 9, "lz4 level of recompressed batches.", between(1, 17)),
+    ConfigKey("compression.zstd.level", _INT, 3, "zstd level of recompressed batches.",
+              between(-131072, 22)),
+    ConfigKey("log.message.timestamp.before.max.ms", _LONG, LONG_MAX,
+              "Oldest a CreateTime record may be against the broker's clock.", at_least(0)),
+    ConfigKey("log.message.timestamp.after.max.ms", _LONG, LONG_MAX,
+              "Furthest a CreateTime record may be ahead of the broker's clock.", at_least(0)),
+    ConfigKey("log.message.timestamp.difference.max.ms", _LONG, LONG_MAX,
+              "Deprecated (KIP-937): both limits above, where they are unset.", at_least(0)),
+    ConfigKey("log.preallocate", _BOOLEAN, False, "Preallocate segment files (a hint: ignored)."),
+    ConfigKey("log.message.downconversion.enable", _BOOLEAN, True,
+              "Down-convert for pre-0.11 fetches (tidelog serves record batch v2 only)."),
+    ConfigKey("log.message.format.version", _STRING, "3.0-IV1",
+              "Deprecated; ignored since 3.0, as in Kafka.", matches(KAFKA_VERSION, "a Kafka version")),
+    ConfigKey("log.roll.jitter.ms", _LONG, None,
+              "Most a segment rolls before log.roll.ms (ms); wins over log.roll.jitter.hours."),
+    ConfigKey("log.roll.jitter.hours", _INT, 0, "Most a segment rolls before log.roll.hours.",
+              at_least(0)),
+    ConfigKey("log.local.retention.ms", _LONG, -2, "Tiered storage's local retention (-2: retention.ms).",
+              at_least(-2)),
+    ConfigKey("log.local.retention.bytes", _LONG, -2,
+              "Tiered storage's local retention (-2: retention.bytes).", at_least(-2)),
     # --- Flushing (fsync); the defaults leave flushing to the OS, as Kafka does
     ConfigKey("log.flush.interval.messages", _LONG, LONG_MAX,
               "Messages appended to a partition before it is flushed.", at_least(1)),

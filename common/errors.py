@@ -162,6 +162,12 @@ class RecordTooLargeError(KafkaError):
     code = ErrorCode.MESSAGE_TOO_LARGE
 
 
+class InvalidTimestampError(KafkaError):
+    """A CreateTime record outside message.timestamp.before.max.ms / after.max.ms of now."""
+
+    code = ErrorCode.INVALID_TIMESTAMP
+
+
 class RecordListTooLargeError(KafkaError):
     """One append is larger than a whole segment (`segment.bytes`)."""
 

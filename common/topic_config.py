@@ -15,12 +15,14 @@ then to the broker key's default.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Final
 
 from common.config import (
     BROKER_KEYS,
+    COMPRESSION_TYPES,
+    KAFKA_VERSION,
     REQUIRED,
     Config,
     ConfigKey,
@@ -30,91 +32,23 @@ from common.config import (
     all_of,
     at_least,
     between,
-    flush_interval_ms,
+    matches,
     non_empty,
     one_of,
     parse_config,
-    roll_ms,
 )
-from common.config import (
-    retention_ms as _retention_ms,  # LogConfig has a field of that name
+from common.log_config import (  # re-exported: LogConfig is a topic's log settings
+    KAFKA_DEFAULT_BROKER_CONFIG,
+    LogConfig,
+    TimestampPolicy,
+    from_broker_config,
 )
+
+__all__ = ["KAFKA_DEFAULT_BROKER_CONFIG", "LogConfig", "TimestampPolicy", "from_broker_config"]
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 CLEANUP_POLICY: Final = "cleanup.policy"
-
-
-class TimestampPolicy(Enum):
-    """`message.timestamp.type`: keep the producer's CreateTime or stamp LogAppendTime."""
-
-    CREATE_TIME = "CreateTime"
-    LOG_APPEND_TIME = "LogAppendTime"
-
-
-# Every broker key at Kafka's default: the one source of the topic configs' defaults.
-KAFKA_DEFAULT_BROKER_CONFIG: Final = Config({key.name: key for key in BROKER_KEYS}, {})
-
-
-def _number(name: str) -> int:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, int), f"{name} is an INT or LONG broker key with a default"
-    return value
-
-
-def _ratio(name: str) -> float:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, float), f"{name} is a DOUBLE broker key with a default"
-    return value
-
-
-def _strings(name: str) -> tuple[str, ...]:
-    value = KAFKA_DEFAULT_BROKER_CONFIG[name]
-    assert isinstance(value, tuple), f"{name} is a LIST broker key"
-    return value
-
-
-_DEFAULT_TIMESTAMP_TYPE: Final = TimestampPolicy(KAFKA_DEFAULT_BROKER_CONFIG["log.message.timestamp.type"])
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    """Kafka's topic-level log settings; the defaults are the broker keys' (common.config)."""
-
-    segment_bytes: int = _number("log.segment.bytes")
-    segment_ms: int = roll_ms(KAFKA_DEFAULT_BROKER_CONFIG)
-    segment_index_bytes: int = _number("log.index.size.max.bytes")
-    index_interval_bytes: int = _number("log.index.interval.bytes")
-    retention_ms: int = _retention_ms(KAFKA_DEFAULT_BROKER_CONFIG)  # -1: keep forever
-    retention_bytes: int = _number("log.retention.bytes")  # -1: no size limit
-    max_message_bytes: int = _number("message.max.bytes")
-    flush_messages: int = _number("log.flush.interval.messages")
-    flush_ms: int = flush_interval_ms(KAFKA_DEFAULT_BROKER_CONFIG)
-    file_delete_delay_ms: int = _number("log.segment.delete.delay.ms")
-    message_timestamp_type: TimestampPolicy = _DEFAULT_TIMESTAMP_TYPE
-    cleanup_policy: tuple[str, ...] = field(default=_strings("log.cleanup.policy"))
-    # log compaction (read only when cleanup.policy holds compact)
-    min_cleanable_dirty_ratio: float = _ratio("log.cleaner.min.cleanable.ratio")
-    min_compaction_lag_ms: int = _number("log.cleaner.min.compaction.lag.ms")
-    max_compaction_lag_ms: int = _number("log.cleaner.max.compaction.lag.ms")
-    delete_retention_ms: int = _number("log.cleaner.delete.retention.ms")
-
-    @property
-    def compact(self) -> bool:
-        """cleanup.policy holds `compact` (the log cleaner compacts this log)."""
-        return "compact" in self.cleanup_policy
-
-    @property
-    def max_segment_ms(self) -> int:
-        """Age at which the active segment rolls: a compacted log also rolls by
-        max.compaction.lag.ms, or its records could outlive that lag uncleaned (KIP-354)."""
-        if self.compact:
-            return min(self.segment_ms, self.max_compaction_lag_ms)
-        return self.segment_ms
-
-    def replace(self, **changes: Any) -> LogConfig:
-        """A copy with some settings changed."""
-        return replace(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +59,7 @@ class TopicConfigDef:
     key: ConfigKey
     broker_synonyms: tuple[str, ...]
     log_field: str | None = None
+    default: Value = None  # Kafka's default of a config without broker synonyms
 
     @property
     def name(self) -> str:
@@ -132,8 +67,32 @@ class TopicConfigDef:
 
 
 def _topic(name: str, kind: ConfigType, doc: str, validator: Validator | None,
-           synonyms: tuple[str, ...], log_field: str | None = None) -> TopicConfigDef:
-    return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field)
+           synonyms: tuple[str, ...], log_field: str | None = None,
+           default: Value = None) -> TopicConfigDef:
+    return TopicConfigDef(ConfigKey(name, kind, None, doc, validator), synonyms, log_field, default)
+
+
+@dataclass(frozen=True, slots=True)
+class _Only:
+    """Accept only `allowed`: a config tidelog stores but does not act on, where another value
+    would change what Kafka does (`why` says what tidelog lacks)."""
+
+    allowed: Value
+    why: str
+
+    def __call__(self, value: object) -> str | None:
+        return None if value == self.allowed else f"must be {self.allowed!r} ({self.why}), got {value!r}"
+
+
+_REPLICA_ENTRIES: Final = matches(r"[0-9]+:[0-9]+", "'*' or a list of partitionId:brokerId")
+
+
+def _throttled_replicas(value: tuple[str, ...]) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: the lone literal `*`, or partitionId:brokerId entries."""
+    return None if value == ("*",) else _REPLICA_ENTRIES(value)
+
+
+_NO_TIERED_STORAGE: Final = "tidelog has no tiered storage, as Kafka with remote.log.storage.system.enable=false"
 
 
 _INT, _LONG, _DOUBLE, _BOOLEAN, _STRING, _LIST = (
@@ -147,6 +106,8 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
            ("log.segment.bytes",), "segment_bytes"),
     _topic("segment.ms", _LONG, "roll a segment this old", at_least(1),
            ("log.roll.ms", "log.roll.hours"), "segment_ms"),
+    _topic("segment.jitter.ms", _LONG, "each segment rolls up to this much before segment.ms",
+           at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), "segment_jitter_ms"),
     _topic("segment.index.bytes", _INT, "index size per segment", at_least(4),
            ("log.index.size.max.bytes",), "segment_index_bytes"),
     _topic("index.interval.bytes", _INT, "bytes between index entries", at_least(0),
@@ -181,6 +142,43 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
     _topic(UNCLEAN_LEADER_ELECTION_ENABLE, _BOOLEAN,
            "elect an out-of-sync replica rather than stay offline (may lose data)", None,
            (UNCLEAN_LEADER_ELECTION_ENABLE,)),
+    # produce-time checks and conversion (broker.log.log_validator)
+    _topic("compression.type", _STRING, "codec stored: a codec, uncompressed, or producer's own",
+           one_of(*COMPRESSION_TYPES), ("compression.type",), "compression_type"),
+    _topic("compression.gzip.level", _INT, "gzip level when recompressing (-1: 6)",
+           one_of(-1, *range(1, 10)), ("compression.gzip.level",), "compression_gzip_level"),
+    _topic("compression.lz4.level", _INT, "lz4 level when recompressing", between(1, 17),
+           ("compression.lz4.level",), "compression_lz4_level"),
+    _topic("compression.zstd.level", _INT, "zstd level when recompressing", between(-131072, 22),
+           ("compression.zstd.level",), "compression_zstd_level"),
+    _topic("message.timestamp.before.max.ms", _LONG, "oldest accepted CreateTime against now",
+           at_least(0), ("log.message.timestamp.before.max.ms",), "message_timestamp_before_max_ms"),
+    _topic("message.timestamp.after.max.ms", _LONG, "furthest accepted CreateTime ahead of now",
+           at_least(0), ("log.message.timestamp.after.max.ms",), "message_timestamp_after_max_ms"),
+    _topic("message.timestamp.difference.max.ms", _LONG, "deprecated: both limits where unset",
+           at_least(0), ("log.message.timestamp.difference.max.ms",),
+           "message_timestamp_difference_max_ms"),
+    # stored and described, acting on them is a no-op in Kafka too (docs/topic-configs.md)
+    _topic("preallocate", _BOOLEAN, "preallocate segment files (a hint)", None, ("log.preallocate",)),
+    _topic("message.downconversion.enable", _BOOLEAN, "down-convert for pre-0.11 fetches", None,
+           ("log.message.downconversion.enable",)),
+    _topic("message.format.version", _STRING, "deprecated, ignored since 3.0",
+           matches(KAFKA_VERSION, "a Kafka version"), ("log.message.format.version",)),
+    _topic("leader.replication.throttled.replicas", _LIST, "replicas throttled on the leader side",
+           _throttled_replicas, (), default=()),
+    _topic("follower.replication.throttled.replicas", _LIST,
+           "replicas throttled on the follower side", _throttled_replicas, (), default=()),
+    _topic("local.retention.ms", _LONG, "tiered storage's local retention (-2: retention.ms)",
+           at_least(-2), ("log.local.retention.ms",)),
+    _topic("local.retention.bytes", _LONG, "tiered storage's local retention (-2: retention.bytes)",
+           at_least(-2), ("log.local.retention.bytes",)),
+    _topic("remote.log.copy.disable", _BOOLEAN, "stop copying to tiered storage", None, (),
+           default=False),
+    _topic("remote.log.delete.on.disable", _BOOLEAN, "delete remote data when tiering is disabled",
+           None, (), default=False),
+    # refused unless at the default: Kafka would act on it, tidelog does not
+    _topic("remote.storage.enable", _BOOLEAN, "tier this topic's segments to remote storage",
+           _Only(False, _NO_TIERED_STORAGE), (), default=False),
 )
 TOPIC_CONFIGS_BY_NAME: Final = {d.name: d for d in TOPIC_CONFIGS}
 TOPIC_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = tuple(d.key for d in TOPIC_CONFIGS)
@@ -194,10 +192,13 @@ _BROKER_DEFAULTS: Final[dict[str, Value]] = {
 def default_value(name: str) -> Value:
     """Kafka's default of topic config `name`: the default of its first broker synonym that
     has one (e.g. min.insync.replicas -> 1, unclean.leader.election.enable -> False)."""
-    for synonym in TOPIC_CONFIGS_BY_NAME[name].broker_synonyms:
+    definition = TOPIC_CONFIGS_BY_NAME[name]
+    for synonym in definition.broker_synonyms:
         value = _BROKER_DEFAULTS.get(synonym)
         if value is not None:
             return value
+    if definition.default is not None:
+        return definition.default
     raise KeyError(f"topic config {name!r} has no broker default")
 
 
@@ -211,29 +212,6 @@ def default_bool(name: str) -> bool:
     value = default_value(name)
     assert isinstance(value, bool), f"{name} is not a BOOLEAN config"
     return value
-
-
-def from_broker_config(config: Config) -> LogConfig:
-    """The broker-wide default LogConfig from the `log.*` settings."""
-    number = config.get_int
-    return LogConfig(
-        segment_bytes=number("log.segment.bytes"),
-        segment_ms=roll_ms(config),
-        segment_index_bytes=number("log.index.size.max.bytes"),
-        index_interval_bytes=number("log.index.interval.bytes"),
-        retention_ms=_retention_ms(config),
-        retention_bytes=number("log.retention.bytes"),
-        max_message_bytes=number("message.max.bytes"),
-        flush_messages=number("log.flush.interval.messages"),
-        flush_ms=flush_interval_ms(config),
-        file_delete_delay_ms=number("log.segment.delete.delay.ms"),
-        message_timestamp_type=TimestampPolicy(config["log.message.timestamp.type"]),
-        cleanup_policy=config.get_list("log.cleanup.policy"),
-        min_cleanable_dirty_ratio=config.get_double("log.cleaner.min.cleanable.ratio"),
-        min_compaction_lag_ms=config.get_int("log.cleaner.min.compaction.lag.ms"),
-        max_compaction_lag_ms=config.get_int("log.cleaner.max.compaction.lag.ms"),
-        delete_retention_ms=config.get_int("log.cleaner.delete.retention.ms"),
-    )
 
 
 def with_topic_overrides(base: LogConfig, overrides: Mapping[str, object]) -> LogConfig:
@@ -313,7 +291,10 @@ def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
     values: dict[str, str] = {}
     synonyms: dict[str, tuple[ConfigSynonym, ...]] = {}
     for d in TOPIC_CONFIGS:
-        value = getattr(log_config, d.log_field) if d.log_field else config[d.broker_synonyms[0]]
+        if d.log_field:
+            value = getattr(log_config, d.log_field)
+        else:  # the first synonym with a value (segment.jitter.ms: ms, else hours in ms)
+            value = next((config[s] for s in d.broker_synonyms if config[s] is not None), d.default)
         values[d.name] = config_string(value)
         found = [ConfigSynonym(s, config_string(config.originals[s]), ConfigSource.STATIC_BROKER_CONFIG)
                  for s in d.broker_synonyms if s in config.originals]

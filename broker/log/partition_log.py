@@ -8,6 +8,7 @@ replication), keeps the leader-epoch cache, and applies retention. Time comes in
 from __future__ import annotations
 
 import logging
+import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import NamedTuple
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, open_segment
+from broker.log.log_validator import validate_produced
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from broker.log.timestamp_lookup import find_in_segment, offset_of_max_timestamp
 from broker.topic_partition import TopicPartition
@@ -35,9 +37,8 @@ from common.record_batch import (
     RecordBatchHeader,
     check_producer_batch,
     read_batches,
-    set_log_append_time,
 )
-from common.topic_config import LogConfig, TimestampPolicy
+from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -151,16 +152,16 @@ class PartitionLog:
         if not batches:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config
+        log_append_time = NO_TIMESTAMP
+        if assign_offsets and not config.plain_produce:  # timestamp rules, compression.type
+            view, batches, log_append_time = validate_produced(
+                view, batches, config, now_ms=now_ms, topic_partition=self.topic_partition)
         total = len(view)  # read_batches consumed every byte
         if total > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {total} bytes to {self.topic_partition} exceeds segment.bytes "
                 f"{config.segment_bytes}")
-        log_append_time = NO_TIMESTAMP
         if assign_offsets:
-            if config.message_timestamp_type is TimestampPolicy.LOG_APPEND_TIME:
-                log_append_time = now_ms
-                view, batches = _stamp_log_append_time(view, batches, now_ms)
             bases, max_ts, max_ts_offset = self._assign_offsets(batches)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
@@ -174,7 +175,7 @@ class PartitionLog:
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
         if segment.size and (segment.size > config.segment_bytes - total
-                             or self._segment_age(segment, max_ts, now_ms) > config.max_segment_ms
+                             or self._segment_age(segment, max_ts, now_ms) > self._roll_age_ms(segment)
                              or segment.offset_index.is_full or segment.time_index.is_full
                              or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             # at the log end, not `first`: a replica's batch may start past it (a gap the
@@ -240,6 +241,18 @@ class PartitionLog:
                     header.partition_leader_epoch != cache.latest_epoch:
                 cache.assign(header.partition_leader_epoch, base)
 
+    def _roll_age_ms(self, segment: LogSegment) -> int:
+        """Age past which `segment` rolls: max_segment_ms less its segment.jitter.ms share.
+
+        Kafka draws each segment's jitter at random in [0, min(segment.jitter.ms, segment.ms));
+        a CRC of partition and base offset spreads the rolls of many partitions the same way
+        and gives the same answer after a restart."""
+        config = self.config
+        if config.segment_jitter_ms <= 0:
+            return config.max_segment_ms
+        seed = zlib.crc32(f"{self.topic_partition}@{segment.base_offset}".encode())
+        return config.max_segment_ms - seed % min(config.segment_jitter_ms, config.segment_ms)
+
     @staticmethod
     def _segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
         # Kafka measures a segment's age in message time when messages carry timestamps,
@@ -254,9 +267,11 @@ class PartitionLog:
         config = self.config
         if segment.size > config.segment_bytes - incoming:
             reason = f"segment.bytes {config.segment_bytes}"
-        elif self._segment_age(segment, max_timestamp, now_ms) > config.max_segment_ms:
+        elif self._segment_age(segment, max_timestamp, now_ms) > self._roll_age_ms(segment):
             reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
                       else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
+            if config.segment_jitter_ms:
+                reason += f" less {config.max_segment_ms - self._roll_age_ms(segment)} ms segment.jitter.ms"
         elif segment.offset_index.is_full or segment.time_index.is_full:
             reason = f"segment.index.bytes {config.segment_index_bytes}"
         else:
@@ -519,13 +534,6 @@ class PartitionLog:
         for _, segment in self._pending_deletes:
             segment.delete()
         self._pending_deletes.clear()
-
-
-def _stamp_log_append_time(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
-                           now_ms: int) -> tuple[memoryview, list[tuple[int, RecordBatchHeader]]]:
-    buf = bytearray(view)
-    stamped = [(pos, set_log_append_time(buf, pos, header, now_ms)) for pos, header in batches]
-    return memoryview(buf), stamped
 
 
 def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:

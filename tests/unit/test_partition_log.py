@@ -208,6 +208,26 @@ def test_roll_by_message_time(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
+@pytest.mark.parametrize("jitter", [1, 400, 1000, 5000])
+def test_segment_jitter_rolls_each_segment_somewhat_before_segment_ms(tmp_path: Path, jitter: int) -> None:
+    """Kafka's segment.jitter.ms: a segment rolls at an age in (segment.ms - min(jitter,
+    segment.ms), segment.ms]; segments of one log get different shares."""
+    log = open_log(tmp_path, LogConfig(segment_ms=1000, segment_jitter_ms=jitter))
+    ages = []
+    ts = NOW
+    for _ in range(8):  # one segment per round: append 1 ms apart until it rolls
+        first = ts
+        log.append(batch(1, ts=ts), now_ms=NOW)
+        rolled = len(log.segments)
+        while len(log.segments) == rolled:
+            ts += 1
+            log.append(batch(1, ts=ts), now_ms=NOW)
+            assert ts - first <= 1001, "never rolled"
+        ages.append(ts - first)
+    assert all(1000 - min(jitter, 1000) < age <= 1001 for age in ages), ages
+    assert jitter == 1 or len(set(ages)) > 1, ages
+
+
 def test_roll_by_wall_clock_when_batches_carry_no_timestamp(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_ms=1000))
     log.append(batch(1, ts=-1), now_ms=NOW)

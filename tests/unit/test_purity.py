@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups")
 PURE_MODULES = (
     "common.errors", "common.units", "common.config", "common.topic_config", "common.rpc",
-    "common.record_batch", "common.records", "common.compression",
+    "common.record_batch", "common.records", "common.compression", "common.log_config",
+    "broker.log.log_validator",
     "broker.replication.high_watermark", "broker.replication.isr_policy",
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
     "broker.replication.truncation",
