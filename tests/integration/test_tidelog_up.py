@@ -284,3 +284,28 @@ def test_up_default_shape_writes_every_field_and_down_leaves_nothing(
     _, listed = http(f"{document['admin_url']}/v1/brokers")
     assert [(b["broker_id"], b["state"]) for b in listed] == [(i, "UNFENCED") for i in (4, 5, 6)]
     down(cluster)
+
+
+def test_broker_config_option_sets_what_the_brokers_run_with(clusters: Callable[[str], Cluster]) -> None:
+    """`tidelog up --broker-config num.partitions=3`: an auto-created topic gets 3 partitions; a
+    restart without the option keeps it; a bad key is refused naming it, and nothing starts."""
+    from confluent_kafka.admin import AdminClient
+
+    cluster = clusters("broker-config")
+    refused = cluster.run(*cluster.up_args(), "--controllers", "1", "--brokers", "1", "--detach",
+                          "--broker-config", "num.partitons=3")
+    assert refused.returncode == 1 and "'num.partitons'" in refused.stderr and "--broker-config" in refused.stderr, \
+        refused.stderr
+    assert not processes_mentioning(str(cluster.data_dir))
+    for extra in (["--broker-config", "num.partitions=3", "--controller-config", "broker.session.timeout.ms=8000"],
+                  []):  # the second start keeps what the first one set
+        done = cluster.run(*cluster.up_args(), "--controllers", "1", "--brokers", "1", "--detach", *extra)
+        assert done.returncode == 0, done.stdout + done.stderr
+        bootstrap = cluster.layout()["bootstrap_servers"]
+        topic = f"auto-{len(extra)}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(f"{topic} auto-created", lambda t=topic: admin.list_topics(t, timeout=5).topics[t].error is None)
+        assert len(admin.list_topics(topic, timeout=5).topics[topic].partitions) == 3
+        down(cluster)
+    broker_file = next(Path(n["config_file"]) for n in cluster.layout()["nodes"] if n["role"] == "broker")
+    assert broker_file.read_text().count("num.partitions=3") == 1
