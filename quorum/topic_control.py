@@ -25,6 +25,7 @@ from common.topic_config import (
     UNCLEAN_LEADER_ELECTION_ENABLE,
     config_string,
     default_bool,
+    default_value,
     default_int,
 )
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
@@ -52,6 +53,8 @@ ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: le
 TOPIC = ConfigResourceType.TOPIC
 # The topic configs tidelog accepts, their checks and defaults: common.topic_config, the one
 # table the brokers' LogConfig and DescribeConfigs read too.
+MIN_COMPACTION_LAG_MS: Final = "min.compaction.lag.ms"
+MAX_COMPACTION_LAG_MS: Final = "max.compaction.lag.ms"
 _KEYS_BY_NAME: Final = {name: d.key for name, d in TOPIC_CONFIGS_BY_NAME.items()}
 
 
@@ -71,6 +74,19 @@ def validate_topic_config(key: str, value: object) -> str:
     if key not in parsed.originals:
         raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"config {key!r} has no value", field=key)
     return config_string(parsed.originals[key])
+
+
+def check_config_set(configs: Mapping[str, str]) -> None:
+    """Kafka's LogConfig.validateValues over a topic's whole set (each value already valid alone)."""
+    def effective(key: str) -> int:
+        value = configs[key] if key in configs else default_value(key)
+        assert isinstance(value, int | str), f"{key} is a LONG config"
+        return int(value)
+
+    low, high = effective(MIN_COMPACTION_LAG_MS), effective(MAX_COMPACTION_LAG_MS)
+    if low > high:
+        raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"conflict topic config setting {MIN_COMPACTION_LAG_MS} "
+                                 f"({low}) > {MAX_COMPACTION_LAG_MS} ({high})", field=MIN_COMPACTION_LAG_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +197,7 @@ def create_topic(image: MetadataImage, *, name: str, partitions: int, replicatio
         _check_partition_count(partitions, "partitions")
         _check_replication_factor(image, replication_factor)
     canonical = {key: validate_topic_config(key, value) for key, value in sorted(configs.items())}
+    check_config_set(canonical)
     if not isinstance(topic_id, str) or not topic_id or image.topic_by_id(topic_id) is not None:
         raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"topic id {topic_id!r} is empty or already in use", field="topic_id")
@@ -259,6 +276,7 @@ def alter_topic_configs(image: MetadataImage, name: str,
             after.pop(key, None)
         else:
             after[key] = new
+    check_config_set(after)
     records.extend(_unclean_elections(image, topic, current, after))
     return ControllerResult(records, None)
 

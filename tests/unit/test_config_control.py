@@ -83,3 +83,23 @@ def test_the_changes_become_config_records_and_bad_values_name_their_key() -> No
     with pytest.raises(ControllerApiError) as caught:
         alter_topic_configs(image, "t", bad.against(image.config(ConfigResourceType.TOPIC, "t")))
     assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_CONFIG, "retention.ms")
+
+
+@pytest.mark.parametrize(("configs", "refused"), [
+    ({"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"}, True),
+    ({"min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "1000"}, False),
+    ({"max.compaction.lag.ms": "1"}, False),  # min defaults to 0
+    ({"min.compaction.lag.ms": "9223372036854775807"}, False),  # max defaults to Long.MAX_VALUE
+])
+def test_the_whole_set_is_checked_on_create_and_alter(configs: dict[str, str], refused: bool) -> None:
+    from quorum.topic_control import check_config_set
+
+    image = apply(MetadataImage(), [(0, Topic("t", "AAAAAAAAAAAAAAAAAAAAAA"))])
+    for attempt in (lambda: check_config_set(configs), lambda: alter_topic_configs(image, "t", dict(configs))):
+        if refused:
+            with pytest.raises(ControllerApiError) as caught:
+                attempt()
+            assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_CONFIG, "min.compaction.lag.ms")
+            assert "conflict topic config setting" in caught.value.message
+        else:
+            attempt()
