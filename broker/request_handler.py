@@ -37,6 +37,11 @@ from broker.handlers.fetch import (
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
+from broker.handlers.log_admin import (
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_describe_producers,
+)
 from broker.handlers.metadata import (
     broker_endpoint,
     handle_find_coordinator,
@@ -50,7 +55,10 @@ from common.config import Config
 from common.protocol import (
     admin,
     api_versions,
+    delete_records,
     describe_configs,
+    describe_log_dirs,
+    describe_producers,
     fetch,
     find_coordinator,
     group_admin,
@@ -120,6 +128,13 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          describe_configs.encode_describe_configs_response, handle_describe_configs),
     _row(ApiKey.CREATE_PARTITIONS, admin.decode_create_partitions_request,
          admin.encode_create_partitions_response, handle_create_partitions),
+    # storage-side admin: broker/handlers/log_admin.py
+    _row(ApiKey.DELETE_RECORDS, delete_records.decode_delete_records_request,
+         delete_records.encode_delete_records_response, handle_delete_records),
+    _row(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs.decode_describe_log_dirs_request,
+         describe_log_dirs.encode_describe_log_dirs_response, handle_describe_log_dirs),
+    _row(ApiKey.DESCRIBE_PRODUCERS, describe_producers.decode_describe_producers_request,
+         describe_producers.encode_describe_producers_response, handle_describe_producers),
     # consumer groups: broker/group_coordinator/
     _row(ApiKey.JOIN_GROUP, join_group.decode_join_group_request,
          join_group.encode_join_group_response, _group(group.join)),
