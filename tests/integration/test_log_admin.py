@@ -10,13 +10,14 @@ nothing applied, the connection fine. DescribeLogDirs: sizes equal the segment f
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster_fixtures import wait_until
+from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import (
     BROKERS,
     broker_log,
@@ -247,3 +248,23 @@ def test_describe_producers_lists_the_idempotent_producer(cluster: LocalCluster)
     assert producer.last_timestamp > 0
     assert producer.coordinator_epoch == -1 and producer.current_transaction_start_offset == -1
     assert on_follower[0].producer_id == producer.producer_id
+
+
+def test_admin_api_delete_records(cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, "purge-http")
+    produce(cluster, topic, 15)
+    url = f"{cluster.admin_url}/v1/topics/{topic}/partitions/0/delete-records"
+    status, body = http(url, "POST", {"offset": 16})
+    assert status == 400 and json.loads(body)["error"] == "OFFSET_OUT_OF_RANGE", body
+    assert earliest(cluster, topic) == 0  # nothing applied
+    status, body = http(url, "POST", {"offset": 9, "timeout_ms": 10000})
+    assert status == 200, body
+    assert json.loads(body) == {"topic": topic, "partition": 0, "low_watermark": 9}
+    assert earliest(cluster, topic) == 9
+    assert {b: checkpointed_start(cluster, b, topic) for b in BROKERS} == {b: 9 for b in BROKERS}
+    status, body = http(f"{cluster.admin_url}/v1/topics/{topic}/partitions/3/delete-records", "POST", {"offset": 1})
+    assert status == 404 and json.loads(body)["error"] == "UNKNOWN_TOPIC_OR_PARTITION", body
+    status, body = http(url, "POST", {"offset": "9"})
+    assert status == 400 and json.loads(body)["field"] == "offset", body
+    status, body = http(url, "POST", {"offset": 9, "extra": 1})
+    assert status == 400, body
