@@ -33,7 +33,7 @@ MAX_STRING_BYTES = 0x7FFF  # Kafka's limit for a (compact) string, as for classi
 class WireReader:
     """Reads a classic or flexible body: lengths are int16/int32 or uvarint + 1."""
 
-    __slots__ = ("r", "flexible")
+    __slots__ = ("flexible", "r")
 
     def __init__(self, body: bytes | bytearray | memoryview, *, flexible: bool,
                  response_header: bool = False) -> None:
@@ -121,7 +121,7 @@ class WireReader:
 class WireWriter:
     """Writes a classic or flexible body (the mirror of `WireReader`)."""
 
-    __slots__ = ("w", "flexible")
+    __slots__ = ("flexible", "w")
 
     def __init__(self, *, flexible: bool, response_header: bool = False) -> None:
         self.w = Writer()

@@ -33,8 +33,8 @@ from tidelog.replica_files import partition_dir
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.errors import OffsetOutOfRangeError  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import OffsetOutOfRangeError
 
 RECORDS = 100
 SEGMENT_BYTES = "1024"  # ~10 records of 60-odd bytes per segment: many segments

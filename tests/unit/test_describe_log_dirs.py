@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from common.protocol import describe_log_dirs as dld
-from tests.kafka_python_oracle import every_truncation_fails, kafka_python_body, our_response_body
+from tests.kafka_python_oracle import (
+    every_truncation_fails,
+    kafka_python_body,
+    our_response_body,
+)
 
 kafka_admin = pytest.importorskip("kafka.protocol.admin")
 

@@ -7,7 +7,11 @@ import pytest
 
 from common.protocol import describe_producers as dp
 from common.protocol.primitives import ProtocolError
-from tests.kafka_python_oracle import every_truncation_fails, kafka_python_body, our_response_body
+from tests.kafka_python_oracle import (
+    every_truncation_fails,
+    kafka_python_body,
+    our_response_body,
+)
 
 kafka_admin = pytest.importorskip("kafka.protocol.admin")
 

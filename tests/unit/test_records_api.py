@@ -6,7 +6,12 @@ import pytest
 
 from common.errors import ErrorCode
 from quorum.admin_api import AdminError
-from quorum.records_api import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, error_for, parse_delete_records
+from quorum.records_api import (
+    DEFAULT_TIMEOUT_MS,
+    MAX_TIMEOUT_MS,
+    error_for,
+    parse_delete_records,
+)
 
 
 @pytest.mark.parametrize("body, expected", [

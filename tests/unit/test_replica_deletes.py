@@ -10,7 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from broker.log.log_manager import LOG_START_OFFSET_CHECKPOINT, LogManager, offset_checkpoint
+from broker.log.log_manager import (
+    LOG_START_OFFSET_CHECKPOINT,
+    LogManager,
+    offset_checkpoint,
+)
 from broker.log.partition_log import EARLIEST_TIMESTAMP
 from broker.replica_deletes import DeleteRecordsResult, delete_records_on_leader
 from broker.replica_manager import ReplicaManager
@@ -188,7 +192,7 @@ def test_the_start_survives_a_crash_and_retention_deletes_the_segments_below(tmp
     log = reopened.partitions[SOLO].log
     assert log.log_start_offset == bases[2] + 1
     assert log.delete_old_segments(NOW) == 2  # the two whole segments below the start
-    assert [s.base_offset for s in log.segments][0] == bases[2]
+    assert log.segments[0].base_offset == bases[2]
     reopened.log_manager.shutdown()
 
 
