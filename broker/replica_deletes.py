@@ -2,8 +2,9 @@
 every live replica's log start offset has followed (Kafka's deleteRecordsOnLeader and
 DelayedDeleteRecords).
 
-    requested = delete_records_on_leader(partition, offset)        # raises a KafkaError
-    results = await purgatory.wait(DelayedDeleteRecords(required, outcome), required, timeout_s)
+    deletes = RecordDeletes(broker_id, partitions, is_alive, checkpoint=..., wake=...)
+    required, low = deletes.delete_records(tp, offset)          # raises a KafkaError
+    results = await deletes.wait({tp: required}, {tp: low}, timeout_s)
 
 Followers learn the new log start offset from the leader's fetch responses and report
 their own in their next fetch; the leader's `Partition.low_watermark` is the lowest of
@@ -13,10 +14,11 @@ them. The segments below the new start go at the next retention pass, as in Kafk
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Final, NamedTuple
 
-from broker.replica_reads import ReplicaError
+from broker.purgatory import Purgatory
+from broker.replica_reads import ReplicaError, leader_partition
 from broker.replication.partition import Partition
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, OffsetOutOfRangeError
@@ -99,3 +101,36 @@ class DelayedDeleteRecords:
         timed_out = int(ErrorCode.REQUEST_TIMED_OUT)
         return {tp: self._done.get(tp) or DeleteRecordsResult(timed_out, self._initial.get(tp, INVALID_LOW_WATERMARK))
                 for tp in self.required}
+
+
+class RecordDeletes:
+    """The leader's DeleteRecords: apply on the local log, then wait in its own purgatory,
+    which the ReplicaManager checks after every follower fetch and every change of a
+    partition (`purgatory.check_and_complete(tp)`)."""
+
+    def __init__(self, broker_id: int, partitions: MutableMapping[TopicPartition, Partition],
+                 is_alive: Callable[[int], bool], *, checkpoint: Callable[[TopicPartition], None],
+                 wake: Callable[[TopicPartition], None]) -> None:
+        self._broker_id, self._partitions, self._is_alive = broker_id, partitions, is_alive
+        self._checkpoint, self._wake = checkpoint, wake
+        self.purgatory: Purgatory[TopicPartition, dict[TopicPartition, DeleteRecordsResult]] = \
+            Purgatory("DeleteRecords")
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        """Move the leader's log start offset (`delete_records_on_leader`); (the offset every
+        live replica must reach, the low watermark now). Raises KafkaError."""
+        partition = leader_partition(self._partitions, self._broker_id, tp)
+        before = partition.log.log_start_offset
+        required = delete_records_on_leader(partition, offset)
+        if partition.log.log_start_offset != before:
+            self._checkpoint(tp)
+            self._wake(tp)  # waiting follower fetches answer with the new log start offset
+        return required, partition.low_watermark(self._is_alive)
+
+    async def wait(self, required: Mapping[TopicPartition, int], initial_low: Mapping[TopicPartition, int],
+                   timeout_s: float) -> dict[TopicPartition, DeleteRecordsResult]:
+        """Each partition's answer once every live replica's log start offset reached
+        `required[tp]`, or REQUEST_TIMED_OUT at the request's one deadline."""
+        operation = DelayedDeleteRecords(required, initial_low, lambda tp, offset: delete_records_outcome(
+            self._partitions.get(tp), self._broker_id, offset, self._is_alive))
+        return await self.purgatory.wait(operation, required, timeout_s)

@@ -11,7 +11,8 @@ reads and the requests waiting on them.
 
 Kafka's ReplicaManager, split by concern: this module hosts partitions and changes their
 roles from the committed metadata; `broker.replica_appends` writes (leader and follower),
-`broker.replica_reads` reads, `broker.replication.isr_manager` moves the high watermark and
+`broker.replica_reads` reads, `broker.replica_deletes` serves DeleteRecords,
+`broker.replication.isr_manager` moves the high watermark and
 proposes ISR changes, and `broker.purgatory` holds the waiting produces and fetches, each
 request with one deadline. As follower a partition goes to the replica fetchers
 (`fetchers`), which truncate by leader epoch, fetch and append through `append_as_follower`.
@@ -38,12 +39,7 @@ from broker.replica_appends import (
 from broker.replica_appends import append_as_follower as _append_as_follower
 from broker.replica_appends import truncate_follower as _truncate_follower
 from broker.replica_appends import truncate_follower_fully as _truncate_follower_fully
-from broker.replica_deletes import (
-    DelayedDeleteRecords,
-    DeleteRecordsResult,
-    delete_records_on_leader,
-    delete_records_outcome,
-)
+from broker.replica_deletes import RecordDeletes
 from broker.replica_reads import (
     DelayedFetch,
     ReadResult,
@@ -109,8 +105,8 @@ class ReplicaManager:
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
         self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
-        self.delete_records_purgatory: Purgatory[
-            TopicPartition, dict[TopicPartition, DeleteRecordsResult]] = Purgatory("DeleteRecords")
+        self.deletes = RecordDeletes(broker_id, self.partitions, self.is_alive,  # DeleteRecords
+                                     checkpoint=log_manager.checkpoint_log_start_offsets, wake=self._wake)
 
     @property
     def replica_lag_time_max_ms(self) -> int:
@@ -282,40 +278,10 @@ class ReplicaManager:
             self.partitions.get(tp), self.broker_id, offset))
         return await self.produce_purgatory.wait(operation, required, timeout_s)
 
-    # ---- DeleteRecords (leader) ------------------------------------------------------------
-
-    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
-        """Move the leader's log start offset (`replica_deletes.delete_records_on_leader`);
-        (the offset every live replica must reach, the low watermark now). Raises KafkaError."""
-        partition = self.leader_partition(tp)
-        before = partition.log.log_start_offset
-        required = delete_records_on_leader(partition, offset)
-        if partition.log.log_start_offset != before:
-            self._checkpoint_log_start_offsets(tp)
-            self._wake(tp)  # waiting follower fetches answer with the new log start offset
-        return required, partition.low_watermark(self.is_alive)
-
-    async def wait_for_deleted_records(self, required: Mapping[TopicPartition, int],
-                                       initial_low: Mapping[TopicPartition, int],
-                                       timeout_s: float) -> dict[TopicPartition, DeleteRecordsResult]:
-        """Each partition's answer once every live replica's log start offset reached
-        `required[tp]`, or REQUEST_TIMED_OUT at the request's one deadline."""
-        operation = DelayedDeleteRecords(required, initial_low, lambda tp, offset: delete_records_outcome(
-            self.partitions.get(tp), self.broker_id, offset, self.is_alive))
-        return await self.delete_records_purgatory.wait(operation, required, timeout_s)
-
     def is_alive(self, broker_id: int) -> bool:
         """Registered and not fenced (Kafka's metadataCache.hasAliveBroker)."""
         registration = self._image.broker(broker_id)
         return registration is not None and not registration.fenced
-
-    def _checkpoint_log_start_offsets(self, tp: TopicPartition) -> None:
-        # Kafka checkpoints log start offsets every minute; deleted records coming back
-        # after a crash within that minute would surprise an operator, so write it now.
-        try:
-            self.log_manager.checkpoint_log_start_offsets(tp)
-        except OSError as e:
-            log.error("Cannot write the log start offset checkpoint for %s: %s", tp, e)
 
     # ---- read ------------------------------------------------------------------------
 
@@ -339,7 +305,7 @@ class ReplicaManager:
         partition.record_follower_fetch(replica_id, offset, self._now_ms(), replica_log_start_offset)
         self.isr.maybe_advance_high_watermark(partition)
         self.isr.maybe_expand_isr(partition)
-        self.delete_records_purgatory.check_and_complete(tp)
+        self.deletes.purgatory.check_and_complete(tp)
         return read._replace(high_watermark=partition.log.high_watermark)
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:
@@ -360,7 +326,7 @@ class ReplicaManager:
         """Something happened to `tp`: check the requests waiting on it."""
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
-        self.delete_records_purgatory.check_and_complete(tp)
+        self.deletes.purgatory.check_and_complete(tp)
 
     # ---- ISR (leader) --------------------------------------------------------------------
 
@@ -388,7 +354,7 @@ class ReplicaManager:
         info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
                                    leader_log_start_offset=leader_log_start_offset)
         if partition.log.log_start_offset != before:
-            self._checkpoint_log_start_offsets(partition.tp)
+            self.log_manager.checkpoint_log_start_offsets(partition.tp)
         return info
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:

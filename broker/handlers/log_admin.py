@@ -46,13 +46,12 @@ async def handle_delete_records(ctx: BrokerContext, req: dr.DeleteRecordsRequest
                                                   dr.INVALID_LOW_WATERMARK)
                 continue
             try:
-                required[tp], initial_low[tp] = ctx.replicas.delete_records(tp, p.offset)
+                required[tp], initial_low[tp] = ctx.replicas.deletes.delete_records(tp, p.offset)
             except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 results[tp] = DeleteRecordsResult(ctx.partition_error(tp, e, image), dr.INVALID_LOW_WATERMARK)
     if required:
         # Kafka waits only when some partition was applied; the request has one deadline.
-        results.update(await ctx.replicas.wait_for_deleted_records(
-            required, initial_low, max(req.timeout_ms, 0) / SECOND_MS))
+        results.update(await ctx.replicas.deletes.wait(required, initial_low, max(req.timeout_ms, 0) / SECOND_MS))
     return dr.DeleteRecordsResponse(0, tuple(
         dr.DeleteRecordsTopicResult(t.name, tuple(
             _delete_result(p.partition_index, results[TopicPartition(t.name, p.partition_index)])

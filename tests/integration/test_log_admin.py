@@ -268,3 +268,25 @@ def test_admin_api_delete_records(cluster: LocalCluster) -> None:
     assert status == 400 and json.loads(body)["field"] == "offset", body
     status, body = http(url, "POST", {"offset": 9, "extra": 1})
     assert status == 400, body
+
+
+def test_aiokafka_delete_records(cluster: LocalCluster) -> None:
+    import asyncio
+
+    aiokafka = pytest.importorskip("aiokafka")
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+    topic = new_topic(cluster, "purge-aiokafka")
+    produce(cluster, topic, 10)
+
+    async def delete() -> dict:
+        client = AIOKafkaAdminClient(bootstrap_servers=bootstrap(cluster))
+        await client.start()
+        try:
+            return await client.delete_records({aiokafka.TopicPartition(topic, 0): RecordsToDelete(7)},
+                                               timeout_ms=10000)
+        finally:
+            await client.close()
+
+    assert asyncio.run(delete()) == {aiokafka.TopicPartition(topic, 0): 7}
+    assert earliest(cluster, topic) == 7

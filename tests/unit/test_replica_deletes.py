@@ -87,7 +87,7 @@ def follower_fetch(replicas: ReplicaManager, replica: int, offset: int, start: i
 
 def test_delete_records_moves_the_start_for_reads_list_offsets_and_the_checkpoint(replicas, tmp_path):
     replicas.append(SOLO, batch(10), acks=1)
-    assert replicas.delete_records(SOLO, 4) == (4, 4)  # RF=1: the low watermark is the leader's
+    assert replicas.deletes.delete_records(SOLO, 4) == (4, 4)  # RF=1: the low watermark is the leader's
     log = replicas.partitions[SOLO].log
     assert log.log_start_offset == 4
     assert code_of(replicas.read, SOLO, 3, 100) == ErrorCode.OFFSET_OUT_OF_RANGE
@@ -95,12 +95,12 @@ def test_delete_records_moves_the_start_for_reads_list_offsets_and_the_checkpoin
     assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 4
     saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
     assert saved[SOLO] == 4  # written at once, not at the next periodic checkpoint
-    assert replicas.delete_records(SOLO, 2) == (2, 4)  # lower than the start: nothing moves
+    assert replicas.deletes.delete_records(SOLO, 2) == (2, 4)  # lower than the start: nothing moves
 
 
 def test_minus_one_means_the_high_watermark(replicas):
     replicas.append(SOLO, batch(6), acks=1)
-    assert replicas.delete_records(SOLO, -1) == (6, 6)
+    assert replicas.deletes.delete_records(SOLO, -1) == (6, 6)
     assert replicas.partitions[SOLO].log.log_start_offset == 6
 
 
@@ -115,7 +115,7 @@ def test_minus_one_means_the_high_watermark(replicas):
 def test_refusals_apply_nothing(replicas, tp, offset, code):
     for led in (SOLO, COMPACTED, OFFSETS):
         replicas.append(led, batch(6), acks=1)
-    assert code_of(replicas.delete_records, tp, offset) == code
+    assert code_of(replicas.deletes.delete_records, tp, offset) == code
     for led in (SOLO, COMPACTED, OFFSETS):
         assert replicas.partitions[led].log.log_start_offset == 0
 
@@ -125,9 +125,9 @@ async def test_the_answer_waits_for_every_live_follower(replicas):
     for replica in (2, 3):
         follower_fetch(replicas, replica, 10, 0)
     assert replicas.partitions[TRIPLE].log.high_watermark == 10
-    required, low = replicas.delete_records(TRIPLE, 5)
+    required, low = replicas.deletes.delete_records(TRIPLE, 5)
     assert (required, low) == (5, 0)  # the followers still start at 0
-    waiter = asyncio.create_task(replicas.wait_for_deleted_records({TRIPLE: 5}, {TRIPLE: low}, 5.0))
+    waiter = asyncio.create_task(replicas.deletes.wait({TRIPLE: 5}, {TRIPLE: low}, 5.0))
     await asyncio.sleep(0)
     follower_fetch(replicas, 2, 10, 5)
     await asyncio.sleep(0)
@@ -140,8 +140,8 @@ async def test_the_wait_times_out_with_the_low_watermark_it_started_from(replica
     replicas.append(TRIPLE, batch(4), acks=1)
     for replica in (2, 3):
         follower_fetch(replicas, replica, 4, 0)
-    required, low = replicas.delete_records(TRIPLE, 3)
-    result = await replicas.wait_for_deleted_records({TRIPLE: required}, {TRIPLE: low}, 0.01)
+    required, low = replicas.deletes.delete_records(TRIPLE, 3)
+    result = await replicas.deletes.wait({TRIPLE: required}, {TRIPLE: low}, 0.01)
     assert result == {TRIPLE: DeleteRecordsResult(ErrorCode.REQUEST_TIMED_OUT, 0)}
 
 
@@ -151,7 +151,7 @@ def test_a_fenced_follower_does_not_hold_the_low_watermark(replicas):
         follower_fetch(replicas, replica, 4, 0)
     fenced = replay(TOPICS, BrokerRegistrationChange(3, 3, fenced=True))
     replicas.apply_changes(changes_for_broker(TOPICS, fenced, ME), fenced)
-    replicas.delete_records(TRIPLE, 2)
+    replicas.deletes.delete_records(TRIPLE, 2)
     follower_fetch(replicas, 2, 4, 2)
     assert replicas.partitions[TRIPLE].low_watermark(replicas.is_alive) == 2
 
@@ -183,7 +183,7 @@ def test_the_start_survives_a_crash_and_retention_deletes_the_segments_below(tmp
     log = manager.partitions[SOLO].log
     bases = [s.base_offset for s in log.segments]
     assert len(bases) > 3
-    manager.delete_records(SOLO, bases[2] + 1)
+    manager.deletes.delete_records(SOLO, bases[2] + 1)
     # no clean shutdown: only the files written so far count
     for partition_log in manager.log_manager.logs.values():
         partition_log.close()
