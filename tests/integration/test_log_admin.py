@@ -183,8 +183,8 @@ def test_delete_records_beyond_the_high_watermark_applies_nothing(cluster: Local
         with pytest.raises(OffsetOutOfRangeError):
             client.delete_records({tp: 21}, timeout_ms=10000)
         assert earliest(cluster, topic) == 0
-        assert {b: checkpointed_start(cluster, b, topic) for b in BROKERS} == \
-            {b: checkpointed_start(cluster, b, topic) for b in BROKERS}  # read twice: unchanged
+        # no replica wrote a new start (the file shows 0 once a periodic checkpoint ran)
+        assert all(checkpointed_start(cluster, b, topic) in (None, 0) for b in BROKERS)
         # The same admin connection keeps working: -1 means "up to the high watermark".
         result = client.delete_records({tp: -1}, timeout_ms=10000)
         assert result[tp]["low_watermark"] == 20
