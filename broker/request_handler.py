@@ -71,8 +71,14 @@ from common.protocol import (
     offset_for_leader_epoch,
     produce,
 )
-from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
+from common.protocol.api_keys import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    is_flexible,
+    is_supported,
+)
 from common.protocol.dispatch import Codec, Decoder, Encoder
+from common.protocol.flexible_wire import RESPONSE_HEADER_V1_TAGS
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
 from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG, broker_topic_defaults
@@ -239,4 +245,11 @@ class RequestHandler:
         request = row.codec.decode(body, version)
         response = await row.handler(self.context, request, version,
                                      ClientInfo.of(header.client_id, client_host))
-        return None if response is None else row.codec.encode(response, version)
+        if response is None:
+            return None
+        chunks = row.codec.encode(response, version)
+        if is_flexible(row.api_key, version):
+            # Response header v1: an empty tagged-field section follows the correlation id
+            # that frame_response writes (ApiVersions, answered above, always uses v0).
+            return [RESPONSE_HEADER_V1_TAGS, *chunks]
+        return chunks

@@ -1,29 +1,18 @@
 """kafka-python's generated protocol classes as a byte-exactness oracle for our codecs.
 
 Its message classes follow Kafka's JSON schemas (flexible versions included); a body it
-encodes from plain tuples must equal ours. Response bodies of flexible versions differ by
-the response header v1's tagged-field byte our encoders put first
-(`common.protocol.flexible_wire.RESPONSE_HEADER_V1_TAGS`).
+encodes from plain tuples must equal ours (bodies only: headers are the frame's).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from common.protocol.flexible_wire import RESPONSE_HEADER_V1_TAGS
 from common.protocol.primitives import ProtocolError
 
 
 def kafka_python_body(message_class: Any, version: int, **fields: Any) -> bytes:
     return bytes(message_class(**fields).encode(version=version))
-
-
-def our_response_body(chunks: list[Any], flexible: bool) -> bytes:
-    body = b"".join(chunks)
-    if flexible:
-        assert body.startswith(RESPONSE_HEADER_V1_TAGS)
-        return body[len(RESPONSE_HEADER_V1_TAGS):]
-    return body
 
 
 def every_truncation_fails(decode: Any, body: bytes, version: int) -> None:

@@ -122,7 +122,7 @@ def _write_topic_result(w: WireWriter, t: DeleteRecordsTopicResult) -> None:
 
 
 def encode_delete_records_response(resp: DeleteRecordsResponse, version: int) -> list[Chunk]:
-    w = WireWriter(flexible=_flexible(version), response_header=True)
+    w = WireWriter(flexible=_flexible(version))
     w.int32(resp.throttle_time_ms)
     w.array(resp.topics, _write_topic_result)
     w.tags()
@@ -144,7 +144,7 @@ def _read_topic_result(r: WireReader) -> DeleteRecordsTopicResult:
 
 def decode_delete_records_response(body: memoryview, version: int) -> DeleteRecordsResponse:
     """Client side (tests, tools): the inverse of `encode_delete_records_response`."""
-    r = WireReader(body, flexible=_flexible(version), response_header=True)
+    r = WireReader(body, flexible=_flexible(version))
     throttle = r.int32()
     topics = r.array(_read_topic_result, 3)
     r.tags()

@@ -113,7 +113,7 @@ def _write_topic_result(w: WireWriter, t: DescribeLogDirsTopic) -> None:
 
 
 def encode_describe_log_dirs_response(resp: DescribeLogDirsResponse, version: int) -> list[Chunk]:
-    w = WireWriter(flexible=_flexible(version), response_header=True)
+    w = WireWriter(flexible=_flexible(version))
     w.int32(resp.throttle_time_ms)
     if version >= 3:
         w.int16(resp.error_code)
@@ -147,7 +147,7 @@ def _read_topic_result(r: WireReader) -> DescribeLogDirsTopic:
 
 def decode_describe_log_dirs_response(body: memoryview, version: int) -> DescribeLogDirsResponse:
     """Client side (tests, tools): the inverse of `encode_describe_log_dirs_response`."""
-    r = WireReader(body, flexible=_flexible(version), response_header=True)
+    r = WireReader(body, flexible=_flexible(version))
     throttle = r.int32()
     error_code = r.int16() if version >= 3 else 0
 

@@ -114,7 +114,7 @@ def _write_topic_response(w: WireWriter, t: DescribeProducersTopicResponse) -> N
 
 
 def encode_describe_producers_response(resp: DescribeProducersResponse, version: int) -> list[Chunk]:
-    w = WireWriter(flexible=_flexible(version), response_header=True)
+    w = WireWriter(flexible=_flexible(version))
     w.int32(resp.throttle_time_ms)
     w.array(resp.topics, _write_topic_response)
     w.tags()
@@ -143,7 +143,7 @@ def _read_topic_response(r: WireReader) -> DescribeProducersTopicResponse:
 
 def decode_describe_producers_response(body: memoryview, version: int) -> DescribeProducersResponse:
     """Client side (tests, tools): the inverse of `encode_describe_producers_response`."""
-    r = WireReader(body, flexible=_flexible(version), response_header=True)
+    r = WireReader(body, flexible=_flexible(version))
     throttle = r.int32()
     topics = r.array(_read_topic_response, 3)
     r.tags()

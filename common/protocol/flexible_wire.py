@@ -10,10 +10,10 @@ Flexible versions (KIP-482) write strings and arrays with an unsigned-varint len
 this module is the minimal flexible reader/writer these codecs need until the shared one
 grows them (then it folds into it and these calls map one to one).
 
-Responses: `frame.frame_response` writes response header v0 for every API, but a flexible
-response carries header v1 (correlation id, then a tagged-field section). Until the frame
-knows header v1, the flexible encoders here start their body with that empty section
-(`RESPONSE_HEADER_V1_TAGS`), and the client-side decoders skip it.
+These are body codecs: a flexible response's header v1 (correlation id, then an empty
+tagged-field section, `RESPONSE_HEADER_V1_TAGS`) is framing, added by the broker's
+`RequestHandler.handle` until `frame.frame_response` knows header v1; a client reading a
+flexible response skips that section before handing the body to a decoder here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from common.protocol.primitives import ProtocolError, Reader, Writer
 
 T = TypeVar("T")
 
-# Response header v1's tagged-field section, empty; see the module docstring.
+# Response header v1's tagged-field section, empty (see the module docstring).
 RESPONSE_HEADER_V1_TAGS = b"\x00"
 MAX_STRING_BYTES = 0x7FFF  # Kafka's limit for a (compact) string, as for classic strings
 
@@ -35,12 +35,9 @@ class WireReader:
 
     __slots__ = ("flexible", "r")
 
-    def __init__(self, body: bytes | bytearray | memoryview, *, flexible: bool,
-                 response_header: bool = False) -> None:
+    def __init__(self, body: bytes | bytearray | memoryview, *, flexible: bool) -> None:
         self.r = Reader(body)
         self.flexible = flexible
-        if flexible and response_header:
-            self.tags()  # the response header's section (see the module docstring)
 
     def int16(self) -> int:
         return self.r.int16()
@@ -123,11 +120,9 @@ class WireWriter:
 
     __slots__ = ("flexible", "w")
 
-    def __init__(self, *, flexible: bool, response_header: bool = False) -> None:
+    def __init__(self, *, flexible: bool) -> None:
         self.w = Writer()
         self.flexible = flexible
-        if flexible and response_header:
-            self.w.raw(RESPONSE_HEADER_V1_TAGS)
 
     def int16(self, v: int) -> None:
         self.w.int16(v)
