@@ -364,6 +364,7 @@ class ReplicaManager:
     def truncate_follower_fully(self, partition: Partition, start_offset: int, why: str) -> None:
         """Drop a follower's whole log; it restarts empty at the leader's `start_offset`."""
         _truncate_follower_fully(partition, start_offset, why, now_ms=self._now_ms())
+        self.log_manager.checkpoint_log_start_offsets(partition.tp)  # as every start move
 
     # ---- gauges ------------------------------------------------------------------------
 

@@ -298,3 +298,26 @@ def test_aiokafka_delete_records(cluster: LocalCluster) -> None:
 
     assert asyncio.run(delete()) == {aiokafka.TopicPartition(topic, 0): 7}
     assert earliest(cluster, topic) == 7
+
+
+def test_a_fenced_follower_does_not_hold_delete_records_and_follows_on_return(cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, "purge-down")
+    produce(cluster, topic, 40)
+    state = partition_state(cluster, topic, 0)
+    follower = next(r for r in state["replicas"] if r != state["leader"])
+    nemesis = cluster.nemesis  # type: ignore[attr-defined]
+    nemesis.kill(follower)
+    wait_for_state(cluster, topic, 0, f"broker {follower} out of the ISR", lambda s: follower not in s["isr"], 60)
+    produce(cluster, topic, 20)  # the returning follower must fetch these too
+    tp = TopicPartition(topic, 0)
+    client = admin(cluster)
+    try:
+        result = client.delete_records({tp: 50}, timeout_ms=15000)
+    finally:
+        client.close()
+    assert result[tp]["low_watermark"] == 50  # the fenced broker's replica does not count
+    assert checkpointed_start(cluster, follower, topic) in (None, 0)  # it was down
+    nemesis.restart(follower)
+    wait_until(f"broker {follower} follows the new log start", lambda: checkpointed_start(
+        cluster, follower, topic) == 50 or None, 60)
+    wait_for_state(cluster, topic, 0, f"broker {follower} back in the ISR", lambda s: follower in s["isr"], 60)

@@ -202,3 +202,11 @@ def test_delete_records_on_leader_never_moves_the_start_backwards(replicas):
     assert delete_records_on_leader(partition, 3) == 3
     assert delete_records_on_leader(partition, 1) == 1
     assert partition.log.log_start_offset == 3
+
+
+def test_a_follower_restarting_at_the_leader_start_writes_it_at_once(replicas, tmp_path):
+    partition = replicas.partitions[FOLLOWED]
+    replicas.append_as_follower(partition, memoryview(batch(3)), 3)
+    replicas.truncate_follower_fully(partition, 50, "(test)")
+    saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
+    assert saved[FOLLOWED] == 50 and partition.log.log_start_offset == 50
