@@ -53,6 +53,9 @@ from common.protocol import (  # noqa: E402
     find_coordinator,
     produce,  # noqa: E402
 )
+from common.protocol import delete_records as dr  # noqa: E402
+from common.protocol import describe_log_dirs as dld  # noqa: E402
+from common.protocol import describe_producers as dp  # noqa: E402
 from common.protocol import group_admin as ga  # noqa: E402
 from common.protocol import group_membership as gm  # noqa: E402
 from common.protocol import init_producer_id as ipi  # noqa: E402
@@ -152,9 +155,10 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         encode = (alter_configs.encode_alter_configs_request if api is ApiKey.ALTER_CONFIGS
                   else alter_configs.encode_incremental_alter_configs_request)
         return join_chunks(encode(req, version))
-    group = _group_request(api, version, topic)
-    if group is not None:
-        return group
+    for more in (_group_request, _log_admin_request):
+        body = more(api, version, topic)
+        if body is not None:
+            return body
     raise AssertionError(f"no fuzz frame for {api.name}: add one")  # a new codec: add it here
 
 
@@ -190,6 +194,21 @@ def _group_request(api: ApiKey, version: int, topic: str) -> bytes | None:
         return join_chunks(ga.encode_list_groups_request(ga.ListGroupsRequest(), version))
     if api is ApiKey.DELETE_GROUPS:
         return join_chunks(ga.encode_delete_groups_request(ga.DeleteGroupsRequest(("fuzz-absent-group",)), version))
+    return None
+
+
+def _log_admin_request(api: ApiKey, version: int, topic: str) -> bytes | None:
+    """The storage admin APIs (issue 18). DeleteRecords names an absent topic with timeout 0:
+    a mutation must hit the exact topic name to delete anything, and nothing waits."""
+    if api is ApiKey.DELETE_RECORDS:
+        req = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("fuzz-absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
+        return join_chunks(dr.encode_delete_records_request(req, version))
+    if api is ApiKey.DESCRIBE_LOG_DIRS:
+        req_dirs = dld.DescribeLogDirsRequest((dld.DescribableLogDirTopic(topic, (0,)),))
+        return join_chunks(dld.encode_describe_log_dirs_request(req_dirs, version))
+    if api is ApiKey.DESCRIBE_PRODUCERS:
+        req_producers = dp.DescribeProducersRequest((dp.DescribeProducersTopic(topic, (0,)),))
+        return join_chunks(dp.encode_describe_producers_request(req_producers, version))
     return None
 
 

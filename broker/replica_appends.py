@@ -86,8 +86,10 @@ def _check_producer_state(partition: Partition, headers: list[tuple[int, RecordB
 
 
 def append_as_follower(partition: Partition, records: memoryview, leader_high_watermark: int, *,
-                       now_ms: int) -> LogAppendInfo | None:
-    """Append the leader's batches as they are (same offsets, same bytes); then the HW."""
+                       now_ms: int, leader_log_start_offset: int = -1) -> LogAppendInfo | None:
+    """Append the leader's batches as they are (same offsets, same bytes); then the HW and
+    the log start offset, which follows the leader's up to this replica's HW (Kafka's
+    follower never moves its start past its HW)."""
     info = None
     # One pass, each batch framed and CRC-checked once; a fetch may end in a partial batch,
     # which stays for the next fetch.
@@ -101,8 +103,14 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
         for _, header in batches:  # the leader's offsets: a compacted leader's log has gaps
             if header.producer_id >= 0:
                 partition.producer_state.update(header, header.base_offset, header.last_offset)
-    partition.log.update_high_watermark(follower_high_watermark(
-        leader_high_watermark=leader_high_watermark, log_end_offset=partition.log.log_end_offset))
+    partition_log = partition.log
+    partition_log.update_high_watermark(follower_high_watermark(
+        leader_high_watermark=leader_high_watermark, log_end_offset=partition_log.log_end_offset))
+    new_start = min(leader_log_start_offset, partition_log.high_watermark)
+    before = partition_log.log_start_offset
+    if partition_log.maybe_increment_log_start_offset(new_start):
+        log.info("Follower %s moved its log start offset %d -> %d after the leader's", partition.tp,
+                 before, new_start)
     return info
 
 

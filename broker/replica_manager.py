@@ -11,7 +11,8 @@ reads and the requests waiting on them.
 
 Kafka's ReplicaManager, split by concern: this module hosts partitions and changes their
 roles from the committed metadata; `broker.replica_appends` writes (leader and follower),
-`broker.replica_reads` reads, `broker.replication.isr_manager` moves the high watermark and
+`broker.replica_reads` reads, `broker.replica_deletes` serves DeleteRecords,
+`broker.replication.isr_manager` moves the high watermark and
 proposes ISR changes, and `broker.purgatory` holds the waiting produces and fetches, each
 request with one deadline. As follower a partition goes to the replica fetchers
 (`fetchers`), which truncate by leader epoch, fetch and append through `append_as_follower`.
@@ -38,6 +39,7 @@ from broker.replica_appends import (
 from broker.replica_appends import append_as_follower as _append_as_follower
 from broker.replica_appends import truncate_follower as _truncate_follower
 from broker.replica_appends import truncate_follower_fully as _truncate_follower_fully
+from broker.replica_deletes import RecordDeletes
 from broker.replica_reads import (
     DelayedFetch,
     ReadResult,
@@ -103,6 +105,8 @@ class ReplicaManager:
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
         self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
+        self.deletes = RecordDeletes(broker_id, self.partitions, self.is_alive,  # DeleteRecords
+                                     checkpoint=log_manager.checkpoint_log_start_offsets, wake=self._wake)
 
     @property
     def replica_lag_time_max_ms(self) -> int:
@@ -274,15 +278,22 @@ class ReplicaManager:
             self.partitions.get(tp), self.broker_id, offset))
         return await self.produce_purgatory.wait(operation, required, timeout_s)
 
+    def is_alive(self, broker_id: int) -> bool:
+        """Registered and not fenced (Kafka's metadataCache.hasAliveBroker)."""
+        registration = self._image.broker(broker_id)
+        return registration is not None and not registration.fenced
+
     # ---- read ------------------------------------------------------------------------
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, *,
              current_leader_epoch: int = -1, up_to_high_watermark: bool = True,
-             min_one_batch: bool = True, replica_id: int = -1) -> ReadResult:
+             min_one_batch: bool = True, replica_id: int = -1,
+             replica_log_start_offset: int = -1) -> ReadResult:
         """Batches from `offset` as a file slice; consumers never read past the HW.
 
         A follower's read (`replica_id` >= 0) goes up to the log end offset and records
-        where the follower is, which may move the HW and grow the ISR.
+        where the follower is (its fetch offset and `replica_log_start_offset`), which may
+        move the HW, grow the ISR and complete a DeleteRecords.
         """
         if replica_id < 0:
             partition = serving_partition(self.partitions, self.broker_id, tp, current_leader_epoch)
@@ -291,9 +302,10 @@ class ReplicaManager:
         partition = self.leader_partition(tp, current_leader_epoch)
         check_follower_fetch(partition, replica_id, offset)
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
-        partition.record_follower_fetch(replica_id, offset, self._now_ms())
+        partition.record_follower_fetch(replica_id, offset, self._now_ms(), replica_log_start_offset)
         self.isr.maybe_advance_high_watermark(partition)
         self.isr.maybe_expand_isr(partition)
+        self.deletes.purgatory.check_and_complete(tp)
         return read._replace(high_watermark=partition.log.high_watermark)
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:
@@ -314,6 +326,7 @@ class ReplicaManager:
         """Something happened to `tp`: check the requests waiting on it."""
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+        self.deletes.purgatory.check_and_complete(tp)
 
     # ---- ISR (leader) --------------------------------------------------------------------
 
@@ -333,9 +346,16 @@ class ReplicaManager:
         return partition
 
     def append_as_follower(self, partition: Partition, records: memoryview,
-                           leader_high_watermark: int) -> LogAppendInfo | None:
-        """Append the leader's batches as they are (same offsets, same bytes); then the HW."""
-        return _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms())
+                           leader_high_watermark: int, leader_log_start_offset: int = -1
+                           ) -> LogAppendInfo | None:
+        """Append the leader's batches as they are (same offsets, same bytes); then the HW
+        and the log start offset (the leader's DeleteRecords reach followers this way)."""
+        before = partition.log.log_start_offset
+        info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
+                                   leader_log_start_offset=leader_log_start_offset)
+        if partition.log.log_start_offset != before:
+            self.log_manager.checkpoint_log_start_offsets(partition.tp)
+        return info
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
         """Truncate a follower's log to `offset` (and its producer state with it)."""
@@ -344,6 +364,7 @@ class ReplicaManager:
     def truncate_follower_fully(self, partition: Partition, start_offset: int, why: str) -> None:
         """Drop a follower's whole log; it restarts empty at the leader's `start_offset`."""
         _truncate_follower_fully(partition, start_offset, why, now_ms=self._now_ms())
+        self.log_manager.checkpoint_log_start_offsets(partition.tp)  # as every start move
 
     # ---- gauges ------------------------------------------------------------------------
 

@@ -42,6 +42,11 @@ from broker.handlers.fetch import (
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
+from broker.handlers.log_admin import (
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_describe_producers,
+)
 from broker.handlers.metadata import (
     broker_endpoint,
     handle_find_coordinator,
@@ -61,7 +66,10 @@ from common.protocol import (
     admin,
     alter_configs,
     api_versions,
+    delete_records,
     describe_configs,
+    describe_log_dirs,
+    describe_producers,
     fetch,
     find_coordinator,
     group_admin,
@@ -74,8 +82,14 @@ from common.protocol import (
     offset_for_leader_epoch,
     produce,
 )
-from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
+from common.protocol.api_keys import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    is_flexible,
+    is_supported,
+)
 from common.protocol.dispatch import Codec, Decoder, Encoder
+from common.protocol.flexible_wire import RESPONSE_HEADER_V1_TAGS
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
 from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG, broker_topic_defaults
@@ -135,6 +149,13 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          alter_configs.encode_alter_configs_response, handle_alter_configs),
     _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, alter_configs.decode_incremental_alter_configs_request,
          alter_configs.encode_alter_configs_response, handle_incremental_alter_configs),
+    # storage-side admin: broker/handlers/log_admin.py
+    _row(ApiKey.DELETE_RECORDS, delete_records.decode_delete_records_request,
+         delete_records.encode_delete_records_response, handle_delete_records),
+    _row(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs.decode_describe_log_dirs_request,
+         describe_log_dirs.encode_describe_log_dirs_response, handle_describe_log_dirs),
+    _row(ApiKey.DESCRIBE_PRODUCERS, describe_producers.decode_describe_producers_request,
+         describe_producers.encode_describe_producers_response, handle_describe_producers),
     # consumer groups: broker/group_coordinator/
     _row(ApiKey.JOIN_GROUP, join_group.decode_join_group_request,
          join_group.encode_join_group_response, _group(group.join)),
@@ -243,4 +264,11 @@ class RequestHandler:
         request = row.codec.decode(body, version)
         response = await row.handler(self.context, request, version,
                                      ClientInfo.of(header.client_id, client_host))
-        return None if response is None else row.codec.encode(response, version)
+        if response is None:
+            return None
+        chunks = row.codec.encode(response, version)
+        if is_flexible(row.api_key, version):
+            # Response header v1: an empty tagged-field section follows the correlation id
+            # that frame_response writes (ApiVersions, answered above, always uses v0).
+            return [RESPONSE_HEADER_V1_TAGS, *chunks]
+        return chunks

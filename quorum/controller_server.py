@@ -49,6 +49,7 @@ from quorum.broker_rpc import BrokerRpc
 from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
+from quorum.records_api import RecordsApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
@@ -127,7 +128,8 @@ class ControllerServer:
         self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._runtime_task: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
-                            + GroupApi(self.image, self.authorize).routes())  # consumer groups (issue 12)
+                            + GroupApi(self.image, self.authorize).routes()  # consumer groups (issue 12)
+                            + RecordsApi(self.image, self.authorize).routes())  # DeleteRecords (issue 18)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -124,6 +124,12 @@ SCHEMAS: Final[dict[str, Any]] = {
     "ElectionResults": _obj(None, results=_arr(_obj(None, topic=STR, partition=INT, error=STR, message=NULLABLE_STR)),
                             metadata_offset=NULLABLE_INT),
     "Deleted": _obj(None, name=STR, deleted=BOOL, metadata_offset=NULLABLE_INT),
+    "DeleteRecords": _obj(["offset"], offset={**INT, "minimum": -1, "description": "the new log start offset; "
+                                              "-1: the high watermark"},
+                          timeout_ms={**INT, "minimum": 0, "description": "how long the leader waits for every "
+                                      "replica to follow (default 30000)"}),
+    "RecordsDeleted": _obj(None, topic=STR, partition=INT,
+                           low_watermark={**INT, "description": "the lowest log start offset among the replicas"}),
     # Broker RPCs (msgpack). Every answer carries error_code (Kafka's) and error_message.
     "RpcError": _obj(None, error_code=INT, error_message=NULLABLE_STR, field=NULLABLE_STR,
                      controller_id=NULLABLE_INT, controller_address=NULLABLE_STR),
@@ -192,6 +198,7 @@ def _op(summary: str, responses: dict[str, Any], body: dict[str, Any] | None = N
 
 NAME_PARAM: Final = {"name": "name", "in": "path", "required": True, "schema": STR}
 ID_PARAM: Final = {"name": "id", "in": "path", "required": True, "schema": INT}
+PARTITION_PARAM: Final = {"name": "partition", "in": "path", "required": True, "schema": INT}
 GROUP_PARAM: Final = {"name": "id", "in": "path", "required": True, "schema": STR, "description": "the group id"}
 
 
@@ -235,6 +242,13 @@ PATHS: Final[dict[str, Any]] = {
         "patch": _op("Change topic configs: exactly one of `configs` (set, or null to delete), `ops` "
                      "(IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT) and `replace` (AlterConfigs).",
                      _ok("TopicConfigs"), _body("AlterConfigs"), write=True),
+    },
+    "/v1/topics/{name}/partitions/{partition}/delete-records": {
+        "parameters": [NAME_PARAM, PARTITION_PARAM],
+        "post": _op("DeleteRecords on the partition's leader: move the log start offset to `offset` and wait for "
+                    "every replica to follow; 400 OFFSET_OUT_OF_RANGE beyond the high watermark (nothing "
+                    "applied), 504 REQUEST_TIMED_OUT when a replica did not follow in time.",
+                    _ok("RecordsDeleted"), _body("DeleteRecords"), write=True),
     },
     "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
                                   _body("Elections"), write=True)},

@@ -47,7 +47,8 @@ def _read(ctx: BrokerContext, req: fetch.FetchRequest) -> tuple[tuple[fetch.Fetc
                 read = ctx.replicas.read(tp, p.fetch_offset, limit,
                                          current_leader_epoch=p.current_leader_epoch,
                                          min_one_batch=total == 0,  # Kafka: progress first
-                                         replica_id=req.replica_id)
+                                         replica_id=req.replica_id,
+                                         replica_log_start_offset=p.log_start_offset)
             except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 failed = True
                 parts.append(fetch.FetchPartitionResponse(

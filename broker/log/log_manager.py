@@ -192,6 +192,19 @@ class LogManager:
             offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
                 (tp, lg.log_start_offset) for tp, lg in mine)
 
+    def checkpoint_log_start_offsets(self, tp: TopicPartition) -> None:
+        """Write the log start offset file of the directory holding `tp` now (DeleteRecords
+        moved it). Kafka waits for the next periodic checkpoint; records deleted on request
+        coming back after a crash within that minute would surprise an operator."""
+        directory = self._dir_of.get(tp)
+        if directory is None:
+            return
+        try:
+            offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
+                (t, lg.log_start_offset) for t, lg in sorted(self.logs.items()) if self._dir_of[t] == directory)
+        except OSError as e:  # the periodic checkpoint tries again
+            log.error("Cannot write %s in %s for %s: %s", LOG_START_OFFSET_CHECKPOINT, directory, tp, e)
+
     def flush_due(self, now_ms: int) -> int:
         """Apply each log's `flush.ms`; return how many logs were flushed."""
         return sum(lg.flush_if_due(now_ms) for lg in self.logs.values())

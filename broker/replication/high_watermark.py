@@ -39,6 +39,8 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    # The log start offset the follower sent in its latest fetch (DeleteRecords waits for it).
+    log_start_offset: int = UNKNOWN_OFFSET
 
     def __post_init__(self) -> None:
         if self.log_end_offset < UNKNOWN_OFFSET:
@@ -53,11 +55,12 @@ def reset_follower_state(*, now_ms: int, in_isr: bool) -> FollowerState:
 
 
 def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: int,
-                      now_ms: int) -> FollowerState:
+                      now_ms: int, log_start_offset: int = UNKNOWN_OFFSET) -> FollowerState:
     """A follower fetched from `fetch_offset` while the leader's LEO was `leader_leo`.
 
     Caught up when it fetched from the leader's LEO; or, if it fetched at least up to the
     leader's LEO of its previous fetch, it was caught up at that previous fetch's time.
+    `log_start_offset` is the follower's own, as its fetch carries it (Fetch v5+).
     """
     if not 0 <= fetch_offset <= leader_leo:
         raise ValueError(f"fetch offset {fetch_offset} outside [0, leader LEO {leader_leo}] "
@@ -69,7 +72,8 @@ def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: in
         caught_up_ms = max(caught_up_ms, state.last_fetch_ms)
     return FollowerState(log_end_offset=fetch_offset, last_fetch_ms=now_ms,
                          last_caught_up_ms=caught_up_ms,
-                         last_fetch_leader_log_end_offset=leader_leo)
+                         last_fetch_leader_log_end_offset=leader_leo,
+                         log_start_offset=log_start_offset)
 
 
 def is_caught_up(state: FollowerState, *, leader_leo: int, now_ms: int,

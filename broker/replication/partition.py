@@ -14,6 +14,7 @@ from typing import Final
 from broker.log.partition_log import PartitionLog
 from broker.producer_state import ProducerStateManager
 from broker.replication.high_watermark import (
+    UNKNOWN_OFFSET,
     FollowerState,
     HighWatermark,
     high_watermark,
@@ -107,11 +108,24 @@ class Partition:
         """Elected uncleanly and not yet marked RECOVERED by the controller."""
         return self.leader_recovery_state is LeaderRecoveryState.RECOVERING
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched from `fetch_offset` (validated against the log by the caller)."""
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              log_start_offset: int = UNKNOWN_OFFSET) -> None:
+        """A follower fetched from `fetch_offset` (validated against the log by the caller),
+        its own log starting at `log_start_offset`."""
         state = self.follower_states.get(replica_id) or reset_follower_state(now_ms=now_ms, in_isr=False)
         self.follower_states[replica_id] = on_follower_fetch(
-            state, fetch_offset=fetch_offset, leader_leo=self.log.log_end_offset, now_ms=now_ms)
+            state, fetch_offset=fetch_offset, leader_leo=self.log.log_end_offset, now_ms=now_ms,
+            log_start_offset=log_start_offset)
+
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """Leader: the lowest log start offset among this log and the followers on live
+        brokers (Kafka's lowWatermarkIfLeader); a follower that has not fetched in this
+        leader epoch counts as unknown (-1), so a DeleteRecords waits for it."""
+        low = self.log.log_start_offset
+        for replica_id, state in self.follower_states.items():
+            if is_alive(replica_id) and state.log_start_offset < low:
+                low = state.log_start_offset
+        return low
 
     def next_high_watermark(self, broker_id: int, now_ms: int, replica_lag_time_max_ms: int,
                             is_eligible: Callable[[int], bool]) -> HighWatermark:

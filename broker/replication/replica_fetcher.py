@@ -360,7 +360,7 @@ class ReplicaFetcher:
         records = answer.records
         view = memoryview(records) if isinstance(records, bytes | memoryview) else memoryview(b"")
         try:
-            self._replicas.append_as_follower(partition, view, answer.high_watermark)
+            self._replicas.append_as_follower(partition, view, answer.high_watermark, answer.log_start_offset)
         except KafkaError as e:
             # Kafka marks the partition failed; we back off and fetch it again (a corrupt
             # batch stays out of our log either way).

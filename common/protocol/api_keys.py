@@ -30,14 +30,17 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_PRODUCERS = 61
 
 
 # (min, max) version answered per API, inclusive.
@@ -66,10 +69,15 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
+    # Kafka 3.9's whole ranges, flexible ones included (common.protocol.flexible_wire)
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
-# First flexible version per API (Kafka's "flexibleVersions"): only the request header
-# format depends on it here, since every version answered above is below it.
+# First flexible version per API (Kafka's "flexibleVersions"): the request header format
+# depends on it, and the bodies of the log admin APIs (DeleteRecords, DescribeLogDirs,
+# DescribeProducers), the only ones answered at flexible versions so far.
 FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,
@@ -94,6 +102,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.LIST_GROUPS: 3,
     ApiKey.DELETE_GROUPS: 2,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
 }
 
 

@@ -447,3 +447,15 @@ async def test_acks_all_over_many_partitions_times_out_once(tmp_path):
     (wide,) = response.responses
     assert [p.error_code for p in wide.partitions] == [7] * 6  # REQUEST_TIMED_OUT
     assert 0.3 <= elapsed < 0.9, elapsed  # one timeout for the request, not six
+
+
+@pytest.mark.parametrize("version, head", [(1, b""), (2, b"\x00")], ids=["classic", "flexible"])
+async def test_a_flexible_response_carries_header_v1_tags(node, version, head):
+    from common.protocol import delete_records as dr
+
+    handler, _, _ = node
+    request = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
+    chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, dr.encode_delete_records_request)
+    expected = dr.encode_delete_records_response(dr.DeleteRecordsResponse(0, (dr.DeleteRecordsTopicResult(
+        "absent", (dr.DeleteRecordsPartitionResult(0, -1, 3),)),)), version)
+    assert flatten(chunks) == head + b"".join(expected)

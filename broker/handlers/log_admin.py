@@ -1,0 +1,139 @@
+"""Storage-side admin APIs: DeleteRecords, DescribeLogDirs, DescribeProducers.
+
+DeleteRecords moves each partition's log start offset on its leader and waits, bounded by
+the request's timeout_ms, until every live replica has followed (ReplicaManager's
+DeleteRecords purgatory). DescribeLogDirs reports each of this broker's `log.dirs`, the
+size of every partition log in it and the volume's total and usable bytes (v4+).
+DescribeProducers lists the producer state of partitions this broker hosts (leader or
+follower, as Kafka answers from the local log).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from broker.handlers.context import BrokerContext, ClientInfo
+from broker.log.partition_log import PartitionLog
+from broker.replica_deletes import DeleteRecordsResult
+from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode
+from common.protocol import delete_records as dr
+from common.protocol import describe_log_dirs as dld
+from common.protocol import describe_producers as dp
+from common.units import SECOND_MS
+
+log = logging.getLogger(__name__)
+
+
+# ---- DeleteRecords ------------------------------------------------------------------------
+
+
+async def handle_delete_records(ctx: BrokerContext, req: dr.DeleteRecordsRequest, version: int,
+                                client: ClientInfo) -> dr.DeleteRecordsResponse:
+    image = ctx.image()
+    results: dict[TopicPartition, DeleteRecordsResult] = {}
+    required: dict[TopicPartition, int] = {}
+    initial_low: dict[TopicPartition, int] = {}
+    for t in req.topics:
+        topic = image.topic(t.name)
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if topic is None or p.partition_index not in topic.partitions:
+                results[tp] = DeleteRecordsResult(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                                  dr.INVALID_LOW_WATERMARK)
+                continue
+            try:
+                required[tp], initial_low[tp] = ctx.replicas.deletes.delete_records(tp, p.offset)
+            except Exception as e:  # noqa: BLE001 - a failure answers this partition only
+                results[tp] = DeleteRecordsResult(ctx.partition_error(tp, e, image), dr.INVALID_LOW_WATERMARK)
+    if required:
+        # Kafka waits only when some partition was applied; the request has one deadline.
+        results.update(await ctx.replicas.deletes.wait(required, initial_low, max(req.timeout_ms, 0) / SECOND_MS))
+    return dr.DeleteRecordsResponse(0, tuple(
+        dr.DeleteRecordsTopicResult(t.name, tuple(
+            _delete_result(p.partition_index, results[TopicPartition(t.name, p.partition_index)])
+            for p in t.partitions))
+        for t in req.topics))
+
+
+def _delete_result(partition: int, result: DeleteRecordsResult) -> dr.DeleteRecordsPartitionResult:
+    return dr.DeleteRecordsPartitionResult(partition, result.low_watermark, result.error_code)
+
+
+# ---- DescribeLogDirs ----------------------------------------------------------------------
+
+
+async def handle_describe_log_dirs(ctx: BrokerContext, req: dld.DescribeLogDirsRequest, version: int,
+                                   client: ClientInfo) -> dld.DescribeLogDirsResponse:
+    log_manager = ctx.replicas.log_manager
+    if req.topics is None:
+        wanted = set(log_manager.partitions())
+    else:
+        wanted = {TopicPartition(t.topic, p) for t in req.topics for p in t.partitions}
+    by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in log_manager.log_dirs}
+    for tp, partition_log in sorted(log_manager.logs.items()):
+        by_dir.setdefault(log_manager.log_dir_of(tp), []).append((tp, partition_log))
+    results = tuple(_describe_dir(directory, logs, wanted) for directory, logs in by_dir.items())
+    return dld.DescribeLogDirsResponse(0, results)
+
+
+def _describe_dir(directory: Path, logs: list[tuple[TopicPartition, PartitionLog]],
+                  wanted: set[TopicPartition]) -> dld.DescribeLogDirsResult:
+    path = os.path.abspath(directory)
+    try:
+        stat = os.statvfs(directory)
+    except OSError as e:
+        log.error("Cannot describe log directory %s: %s", path, e)
+        return dld.DescribeLogDirsResult(int(ErrorCode.KAFKA_STORAGE_ERROR), path, ())
+    # Java's FileStore: total space is every block, usable space what this user may write.
+    total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
+    return dld.DescribeLogDirsResult(0, path, tuple(_topics(logs, wanted)), total, usable)
+
+
+def _topics(logs: list[tuple[TopicPartition, PartitionLog]], wanted: set[TopicPartition]
+            ) -> Iterable[dld.DescribeLogDirsTopic]:
+    # As Kafka groups a directory's logs by topic before filtering the partitions, a topic
+    # in the directory appears even when none of its partitions was asked for.
+    topics: dict[str, list[dld.DescribeLogDirsPartition]] = {}
+    for tp, partition_log in logs:
+        parts = topics.setdefault(tp.topic, [])
+        if tp in wanted:
+            parts.append(dld.DescribeLogDirsPartition(
+                tp.partition, partition_log.size_in_bytes, _offset_lag(partition_log), False))
+    return (dld.DescribeLogDirsTopic(name, tuple(parts)) for name, parts in topics.items())
+
+
+def _offset_lag(partition_log: PartitionLog) -> int:
+    """Kafka's getLogEndOffsetLag for a current (not future) log: how far its log end offset
+    is below its high watermark, never negative (0 on a leader, and on a follower whose HW
+    follows its own LEO)."""
+    return max(partition_log.high_watermark - partition_log.log_end_offset, 0)
+
+
+# ---- DescribeProducers --------------------------------------------------------------------
+
+
+async def handle_describe_producers(ctx: BrokerContext, req: dp.DescribeProducersRequest, version: int,
+                                    client: ClientInfo) -> dp.DescribeProducersResponse:
+    image = ctx.image()
+    topics = []
+    for t in req.topics:
+        topic = image.topic(t.name)
+        parts = []
+        for index in t.partition_indexes:
+            partition = ctx.replicas.get_partition(TopicPartition(t.name, index))
+            if partition is None:
+                # Kafka's getPartitionOrError: known but not hosted here, or unknown.
+                known = topic is not None and index in topic.partitions
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(dp.DescribeProducersPartition(index, int(code)))
+                continue
+            producers = tuple(
+                dp.ProducerState(entry.producer_id, entry.producer_epoch, entry.last_seq, entry.last_timestamp)
+                for _, entry in sorted(partition.producer_state.entries.items()))
+            parts.append(dp.DescribeProducersPartition(index, 0, None, producers))
+        topics.append(dp.DescribeProducersTopicResponse(t.name, tuple(parts)))
+    return dp.DescribeProducersResponse(0, tuple(topics))
