@@ -12,9 +12,13 @@ active epoch and starts afresh when this node (re)becomes active, as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
 import logging
 from collections.abc import Callable
-from random import Random
 from typing import Any
 
 from chaos.sim import messages as m

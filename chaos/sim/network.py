@@ -8,9 +8,13 @@ extra delay. Nothing here decides anything about the cluster: it only moves mess
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
 from collections.abc import Iterable
 from dataclasses import dataclass
-from random import Random
 from typing import Any
 
 from chaos.sim.events import EventQueue

@@ -7,8 +7,12 @@ an acknowledged (partition, offset) names exactly one value.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
 from collections.abc import Callable
-from random import Random
 
 from chaos.sim import messages as m
 from chaos.sim.network import Network

@@ -15,8 +15,12 @@ win); it first commits `BeginEpoch(epoch)`, as the real active controller does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
 from collections.abc import Callable, Sequence
-from random import Random
 
 from chaos.sim.network import Network
 from metadata.delta import apply

@@ -9,10 +9,16 @@ delay, hence reordering), and a controlled shutdown (SIGTERM, restart after `dur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from random import Random
+from typing import TYPE_CHECKING
 
 from chaos.sim.seams import NO_BUGS, PlantedBugs
+
+if TYPE_CHECKING:  # the caller owns the generator: no global random here
+    from random import Random
+
+RngFactory = Callable[[str], "Random"]  # seeded generators by name: `random.Random` itself
 
 BROKERS = ("b0", "b1", "b2")
 CONTROLLERS = ("c0", "c1", "c2")
@@ -64,9 +70,10 @@ def _fault(rng: Random, step: int) -> Fault:
     return Fault(step, kind, rng.choice(BROKERS), rng.randint(100, 800))
 
 
-def generate(seed: int, steps: int, bugs: PlantedBugs = NO_BUGS, trace: bool = False) -> SimOptions:
+def generate(seed: int, steps: int, rngs: RngFactory, bugs: PlantedBugs = NO_BUGS,
+             trace: bool = False) -> SimOptions:
     """The options of `seed`: about one fault per 25 steps, at seeded steps."""
-    rng = Random(f"schedule-{seed}")
+    rng = rngs(f"schedule-{seed}")
     count = rng.randint(1, max(1, steps // 25))
     last = max(WARMUP_STEPS + 1, steps - 10)
     faults = sorted((_fault(rng, rng.randint(WARMUP_STEPS, last)) for _ in range(count)),

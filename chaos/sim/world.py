@@ -1,6 +1,6 @@
 """One simulation: the nodes, the clock, the schedule, the invariants; `run()` for a verdict.
 
-    result = Simulation(generate(seed, steps=200)).run()
+    result = Simulation(generate(seed, 200, random.Random), random.Random).run()
     result.violation        # None, or the invariant that failed and why
 
 The loop pops one event (a step), applies the faults due before it, hands the event to its
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from random import Random
 
 from chaos.sim.broker import CHECKPOINT_MS, FETCH_POLL_MS, HOUSEKEEPING_MS, ISR_CHECK_MS, METADATA_POLL_MS, SimBroker
 from chaos.sim.controller import SimController
@@ -22,7 +21,7 @@ from chaos.sim.invariants import Invariants, Violation
 from chaos.sim.network import LinkFault, Network
 from chaos.sim.producer import PRODUCE_EVERY_MS, SimProducer
 from chaos.sim.quorum import MetadataQuorum
-from chaos.sim.schedule import BROKERS, CONTROLLERS, Fault, SimOptions
+from chaos.sim.schedule import BROKERS, CONTROLLERS, Fault, RngFactory, SimOptions
 from common.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE
 from shutdown.broker_lifecycle import BrokerState, Transition
 
@@ -51,13 +50,13 @@ class SimResult:
 
 
 class Simulation:
-    def __init__(self, options: SimOptions) -> None:
+    def __init__(self, options: SimOptions, rngs: RngFactory) -> None:
         self.options = options
         seed = options.seed
         self.queue = EventQueue()
-        self.network = Network(Random(f"net-{seed}"), self.queue)
+        self.network = Network(rngs(f"net-{seed}"), self.queue)
         self.invariants = Invariants()
-        self.quorum = MetadataQuorum(CONTROLLERS, self.network, Random(f"raft-{seed}"), self.invariants.on_commit)
+        self.quorum = MetadataQuorum(CONTROLLERS, self.network, rngs(f"raft-{seed}"), self.invariants.on_commit)
         self.controllers = {c: SimController(c, self.quorum, self.network, session_timeout_ms=SESSION_TIMEOUT_MS,
                                              bugs=options.bugs) for c in CONTROLLERS}
         self.brokers = {b: SimBroker(int(b[1:]), self.network, CONTROLLERS, bugs=options.bugs,
@@ -65,8 +64,8 @@ class Simulation:
                                      controlled_shutdown_timeout_ms=CONTROLLED_SHUTDOWN_TIMEOUT_MS,
                                      replica_lag_time_max_ms=REPLICA_LAG_TIME_MAX_MS,
                                      on_transition=self._on_transition) for b in BROKERS}
-        self.producer = SimProducer("p0", self.network, Random(f"producer-{seed}"), self._views)
-        self._topic_rng = Random(f"topics-{seed}")
+        self.producer = SimProducer("p0", self.network, rngs(f"producer-{seed}"), self._views)
+        self._topic_rng = rngs(f"topics-{seed}")
         self.paused_until: dict[str, int] = {}
         self.crashed: set[str] = set()
         self._beats: dict[str, int] = {}
