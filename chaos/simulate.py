@@ -17,6 +17,7 @@ import multiprocessing
 import random
 import sys
 import time
+from typing import TextIO
 
 from chaos.sim.schedule import generate
 from chaos.sim.seams import BUGS, NO_BUGS, PlantedBugs
@@ -53,21 +54,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def _report_failure(seed: int, steps: int, bugs: PlantedBugs, out: object = sys.stdout) -> None:
+def _report_failure(seed: int, steps: int, bugs: PlantedBugs, out: TextIO = sys.stdout) -> None:
     options = generate(seed, steps, random.Random, bugs=bugs)
     first = Simulation(options, random.Random).run()
     assert first.violation is not None
-    print(f"seed {seed} FAILED: {first.violation}", file=out)  # type: ignore[arg-type]
+    print(f"seed {seed} FAILED: {first.violation}", file=out)
     small = shrink(options, first.violation.invariant, random.Random)
     traced = Simulation(dataclasses.replace(small, trace=True), random.Random).run()
     print(f"shrunk to {small.steps} steps and {len(small.faults)} fault(s) of {len(options.faults)}:",
-          file=out)  # type: ignore[arg-type]
+          file=out)
     for fault in small.faults:
-        print(f"  {fault}", file=out)  # type: ignore[arg-type]
-    print("last events of the shrunk run:", file=out)  # type: ignore[arg-type]
+        print(f"  {fault}", file=out)
+    print("last events of the shrunk run:", file=out)
     for line in traced.trace:
-        print(f"  {line}", file=out)  # type: ignore[arg-type]
-    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace", file=out)  # type: ignore[arg-type]
+        print(f"  {line}", file=out)
+    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace", file=out)
 
 
 def run(args: argparse.Namespace) -> int:

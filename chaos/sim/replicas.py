@@ -164,8 +164,10 @@ class Replicas:
         image = self._image
         if image is None or image.broker(self.broker_id) is None:
             return
-        members = tuple(IsrMember(r, -1 if r in p.isr or image.broker(r) is None else image.broker(r).broker_epoch)
-                        for r in new_isr)
+        def epoch(replica: int) -> int:  # a joining member's broker epoch is checked (KIP-903)
+            registration = image.broker(replica)
+            return -1 if replica in p.isr or registration is None else registration.broker_epoch
+        members = tuple(IsrMember(r, epoch(r)) for r in new_isr)
         pending = PendingIsrChange(tuple(new_isr), recovery)
         request_id = self._request_id()
         self._alters[request_id] = (p, pending)
@@ -212,8 +214,9 @@ class Replicas:
         if len(p.isr) < p.min_insync_replicas:
             self._send(src, m.ProduceResponse(req.request_id, req.partition, ErrorCode.NOT_ENOUGH_REPLICAS))
             return
-        offset = p.log.log_end_offset
-        p.log.append([(p.leader_epoch, req.value)])  # type: ignore[attr-defined]
+        log: SimLog = p.log  # type: ignore[assignment]
+        offset = log.log_end_offset
+        log.append([(p.leader_epoch, req.value)])
         self.produces.setdefault(req.partition, []).append(
             PendingProduce(src, req.request_id, offset, now_ms + PRODUCE_TIMEOUT_MS))
         self.maybe_advance_high_watermark(p, now_ms)

@@ -6,6 +6,7 @@ show the simulator finds that mistake (issue 15, "Done when"). Everything else s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -46,7 +47,7 @@ def everyone_active(image: MetadataImage) -> MetadataImage:
     return replace(image, cluster=ClusterImage(MappingProxyType(brokers)))
 
 
-def without_fencing_moves(records: tuple[Record, ...]) -> tuple[Record, ...]:
+def without_fencing_moves(records: Sequence[Record]) -> Sequence[Record]:
     """A fencing batch without its partition changes (the ISR keeps the fenced broker)."""
     fences = any(isinstance(r, BrokerRegistrationChange) and r.fenced for r in records)
     if not fences:

@@ -188,8 +188,8 @@ class Simulation:
                 self.producer.handle(src, message, now)
         elif event.kind == "beat":
             b = self.brokers[target]
-            if b.running and b.incarnation == event.payload and b.next_beat_ms() is not None \
-                    and b.next_beat_ms() <= now:
+            due = b.next_beat_ms()
+            if b.running and b.incarnation == event.payload and due is not None and due <= now:
                 b.tick(now)
         else:
             self._timer(target, event.payload)

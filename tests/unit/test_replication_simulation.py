@@ -49,5 +49,7 @@ def test_truncating_by_leader_epoch_keeps_every_acknowledged_write(name: str) ->
     # liveness held: every partition leads from a broker holding every acknowledged write
     for (key, offset), value in sim.producer.acked.items():
         if key in sim.invariants.safe:
-            leader = sim.quorum.image.partition(*key).leader
+            partition = sim.quorum.image.partition(*key)
+            assert partition is not None
+            leader = partition.leader
             assert sim.brokers[f"b{leader}"].logs[key].entries[offset][1] == value

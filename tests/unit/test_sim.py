@@ -15,9 +15,9 @@ import pytest
 from chaos.sim.events import EventQueue
 from chaos.sim.network import LinkFault, Network
 from chaos.sim.schedule import generate
-from chaos.sim.seams import BUGS
+from chaos.sim.seams import BUGS, NO_BUGS
 from chaos.sim.shrink import shrink
-from chaos.sim.world import Simulation
+from chaos.sim.world import SimResult, Simulation
 
 STEPS = 200
 BUG_SEED_LIMIT = 1000
@@ -29,9 +29,8 @@ EXPECTED = {
 }
 
 
-def run(seed: int, steps: int = STEPS, bug: str | None = None, trace: bool = False):  # type: ignore[no-untyped-def]
-    options = generate(seed, steps, random.Random, bugs=BUGS[bug] if bug else BUGS["truncate-to-hw"].__class__(),
-                       trace=trace)
+def run(seed: int, steps: int = STEPS, bug: str | None = None, trace: bool = False) -> SimResult:
+    options = generate(seed, steps, random.Random, bugs=BUGS[bug] if bug else NO_BUGS, trace=trace)
     return Simulation(options, random.Random).run()
 
 
