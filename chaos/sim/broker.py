@@ -32,11 +32,12 @@ from shutdown.broker_lifecycle import (
 
 logger = logging.getLogger(__name__)
 
-METADATA_POLL_MS = 40
-FETCH_POLL_MS = 20
-ISR_CHECK_MS = 100
-CHECKPOINT_MS = 250
-HOUSEKEEPING_MS = 100
+# One timer per broker: every TICK_MS it fetches; every few ticks it polls the metadata,
+# checks request timeouts and ISRs, and checkpoints the HW (fewer events, same periods).
+TICK_MS = 25
+METADATA_POLL_TICKS = 2  # 50 ms
+HOUSEKEEPING_TICKS = 4  # 100 ms: request timeouts, isr-expiration, produce timeouts
+CHECKPOINT_TICKS = 10  # 250 ms: replication-offset-checkpoint
 Schedule = Callable[[str, int, int], None]  # (node, delay_ms, payload token)
 
 
@@ -157,6 +158,22 @@ class SimBroker:
             return
         if self._in_flight is None and self._next_beat_ms is not None and now_ms >= self._next_beat_ms:
             self._heartbeat(now_ms)
+
+    def on_tick(self, now_ms: int, count: int) -> None:
+        """The broker's periodic work; `count` numbers the ticks of this incarnation."""
+        if not self.running:
+            return
+        self.replicas.fetch_tick(now_ms)
+        if count % METADATA_POLL_TICKS == 0:
+            self.poll_metadata()
+        if count % HOUSEKEEPING_TICKS == 0:
+            self.replicas.shrink_isrs(now_ms)
+            self.replicas.expire_produces(now_ms)
+            self.replicas.expire_alters(now_ms)
+            self.tick(now_ms)
+        if count % CHECKPOINT_TICKS == 0 and self.running:
+            for log in self.logs.values():
+                log.checkpoint()
 
     def _schedule_beat(self, now_ms: int) -> None:
         delay = self.lifecycle.next_heartbeat_delay_ms(now_ms)

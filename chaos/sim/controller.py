@@ -28,7 +28,7 @@ from chaos.sim.seams import PlantedBugs, everyone_active, without_fencing_moves
 from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.records import Listener
-from quorum.broker_control import fence_broker, process_heartbeat, register_broker
+from quorum.broker_control import fence_if_expired, process_heartbeat, register_broker
 from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.replication_control import handle_alter_partition
@@ -94,15 +94,8 @@ class SimController:
             return
         sessions = self.sessions(now_ms)
         broker_id = sessions.next_expired(now_ms, self._quorum.image)
-        if broker_id is None:
-            return
-
-        def fence(image: MetadataImage) -> ControllerResult[None]:
-            registration = image.broker(broker_id)
-            if registration is None or registration.fenced or sessions.has_valid_session(broker_id, now_ms):
-                return ControllerResult((), None)
-            return fence_broker(image, broker_id, reason=f"session expired at {now_ms} ms (virtual)")
-        self.decide(fence)
+        if broker_id is not None:
+            self.decide(lambda image: fence_if_expired(image, broker_id, heartbeats=sessions, now_ms=now_ms))
 
     # -- requests -------------------------------------------------------------------------
 

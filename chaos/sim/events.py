@@ -21,7 +21,7 @@ class Event(NamedTuple):
 class EventQueue:
     """A heap of events and the virtual now (ms); the only clock of a simulation."""
 
-    __slots__ = ("now_ms", "_heap", "_seq")
+    __slots__ = ("_heap", "_seq", "now_ms")
 
     def __init__(self) -> None:
         self.now_ms = 0

@@ -19,8 +19,6 @@ from chaos.sim.network import Network
 from common.errors import ErrorCode
 from metadata.image import MetadataImage
 
-PRODUCE_EVERY_MS = 30
-
 
 class SimProducer:
     def __init__(self, name: str, network: Network, rng: Random,

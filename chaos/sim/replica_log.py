@@ -16,7 +16,7 @@ from chaos.sim.messages import Entry
 
 
 class SimLog:
-    __slots__ = ("entries", "leader_epoch_cache", "high_watermark", "checkpointed_high_watermark")
+    __slots__ = ("checkpointed_high_watermark", "entries", "high_watermark", "leader_epoch_cache")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []

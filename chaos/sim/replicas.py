@@ -16,6 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.replication.high_watermark import follower_high_watermark
+from broker.replication.leader_rules import (
+    acks_all_refused,
+    current_leader_epoch_error,
+    follower_keeps_fetching,
+    is_new_leadership,
+    produce_outcome,
+)
 from broker.replication.partition import Partition, PendingIsrChange
 from broker.replication.truncation import (
     AskLeader,
@@ -74,13 +81,14 @@ class Replicas:
         self.partitions: dict[m.PartitionKey, Partition] = {}
         self.following: dict[m.PartitionKey, FollowerFetch] = {}
         self.produces: dict[m.PartitionKey, list[PendingProduce]] = {}
-        self._alters: dict[int, tuple[Partition, PendingIsrChange]] = {}
+        self._alters: dict[int, tuple[Partition, PendingIsrChange, int]] = {}  # id -> (.., sent ms)
         self._send, self._send_controller = send, send_controller
         self._lag_ms = replica_lag_time_max_ms
         self._bugs = bugs
         self._broker_epoch = broker_epoch
         self._image: MetadataImage | None = None
         self._next_request = 0
+        self._now_ms = 0  # of the latest metadata change or ISR check, for request timeouts
 
     def _request_id(self) -> int:
         self._next_request += 1
@@ -96,7 +104,7 @@ class Replicas:
     # ---- metadata ----------------------------------------------------------------------
 
     def apply_changes(self, changes: LocalReplicaChanges, image: MetadataImage, now_ms: int) -> None:
-        self._image = image
+        self._image, self._now_ms = image, now_ms
         for local in changes.deletes:
             self._drop((local.topic_id, local.partition_id))
         elected = {(p.topic_id, p.partition_id) for p in changes.elected_leaders}
@@ -106,7 +114,7 @@ class Replicas:
             was = None if previous is None else (previous.leader_id, previous.leader_epoch)
             p = self._hosted(key, local.topic_name, image)
             p.update_registration(local.partition)
-            if key in elected or was != (self.broker_id, p.leader_epoch):
+            if is_new_leadership(was, broker_id=self.broker_id, leader_epoch=p.leader_epoch, elected=key in elected):
                 p.become_leader(self.broker_id, now_ms)
                 self.following.pop(key, None)
             if p.is_recovering and p.pending_isr is None:  # KIP-704: ask to be marked RECOVERED
@@ -118,7 +126,8 @@ class Replicas:
             was = None if previous is None else (previous.leader_id, previous.leader_epoch)
             p = self._hosted(key, local.topic_name, image)
             p.update_registration(local.partition)
-            if was == (p.leader_id, p.leader_epoch) and key in self.following:
+            if follower_keeps_fetching(was, leader_id=p.leader_id, leader_epoch=p.leader_epoch) \
+                    and key in self.following:
                 continue  # an ISR change: keep fetching as before
             p.become_follower()
             self._fail_produces(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -170,7 +179,7 @@ class Replicas:
         members = tuple(IsrMember(r, epoch(r)) for r in new_isr)
         pending = PendingIsrChange(tuple(new_isr), recovery)
         request_id = self._request_id()
-        self._alters[request_id] = (p, pending)
+        self._alters[request_id] = (p, pending, self._now_ms)
         p.pending_isr = pending
         self._send_controller(m.AlterPartitionRequest(
             self.broker_id, self._broker_epoch(), (p.topic_id, p.tp.partition), p.leader_epoch,
@@ -181,7 +190,7 @@ class Replicas:
         found = self._alters.pop(resp.request_id, None)
         if found is None:
             return
-        p, pending = found
+        p, pending, _ = found
         if self.partitions.get(resp.partition) is not p or p.pending_isr is not pending:
             return
         if resp.error is not ErrorCode.NONE:
@@ -192,14 +201,18 @@ class Replicas:
         else:
             p.pending_isr = dataclasses.replace(pending, committed_partition_epoch=resp.partition_epoch)
 
-    def expire_alters(self) -> None:
-        """An AlterPartition never answered (lost, or the controller moved): try again later."""
-        for request_id, (p, pending) in list(self._alters.items()):
+    def expire_alters(self, now_ms: int) -> None:
+        """An AlterPartition not answered in time (lost, or the controller moved): forget it, so
+        the next ISR check proposes again (AlterPartitionManager answers it with a timeout)."""
+        for request_id, (p, pending, sent_ms) in list(self._alters.items()):
+            if now_ms - sent_ms < REQUEST_TIMEOUT_MS:
+                continue
             if p.pending_isr is pending and pending.committed_partition_epoch is None:
                 p.pending_isr = None
             del self._alters[request_id]
 
     def shrink_isrs(self, now_ms: int) -> None:
+        self._now_ms = now_ms
         for p in self.partitions.values():
             if p.is_leader(self.broker_id):
                 proposed = p.isr_to_shrink(self.broker_id, now_ms, self._lag_ms)
@@ -211,7 +224,7 @@ class Replicas:
         if p is None or not p.is_leader(self.broker_id) or p.is_recovering:
             self._send(src, m.ProduceResponse(req.request_id, req.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return
-        if len(p.isr) < p.min_insync_replicas:
+        if acks_all_refused(p.isr, p.min_insync_replicas):
             self._send(src, m.ProduceResponse(req.request_id, req.partition, ErrorCode.NOT_ENOUGH_REPLICAS))
             return
         log: SimLog = p.log  # type: ignore[assignment]
@@ -229,12 +242,11 @@ class Replicas:
             return
         keep = []
         for w in waiting:
-            if p.log.high_watermark > w.offset:
-                error = ErrorCode.NONE if len(p.isr) >= p.min_insync_replicas \
-                    else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                self._send(w.src, m.ProduceResponse(w.request_id, key, error, w.offset))
-            else:
+            code = produce_outcome(p, self.broker_id, w.offset + 1)  # the end offset of its record
+            if code is None:
                 keep.append(w)
+            else:
+                self._send(w.src, m.ProduceResponse(w.request_id, key, ErrorCode(code), w.offset))
         self.produces[key] = keep
 
     def _fail_produces(self, key: m.PartitionKey, error: ErrorCode) -> None:
@@ -252,15 +264,17 @@ class Replicas:
 
     def _leader_error(self, key: m.PartitionKey, epoch: int) -> tuple[Partition | None, ErrorCode]:
         p = self.partitions.get(key)
-        if p is None or not p.is_leader(self.broker_id):
+        if p is None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if epoch < p.leader_epoch:
-            return None, ErrorCode.FENCED_LEADER_EPOCH
-        if epoch > p.leader_epoch:
-            return None, ErrorCode.UNKNOWN_LEADER_EPOCH
+        error = current_leader_epoch_error(epoch, p.leader_epoch)
+        if error is not None:
+            return None, error
+        if not p.is_leader(self.broker_id):
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p, ErrorCode.NONE
 
     def handle_fetch(self, src: str, req: m.FetchRequest, now_ms: int) -> None:
+        self._now_ms = now_ms
         p, error = self._leader_error(req.partition, req.leader_epoch)
         if p is None or req.fetch_offset > p.log.log_end_offset:
             error = error if p is None else ErrorCode.OFFSET_OUT_OF_RANGE

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from chaos.sim.broker import CHECKPOINT_MS, FETCH_POLL_MS, HOUSEKEEPING_MS, ISR_CHECK_MS, METADATA_POLL_MS, SimBroker
+from chaos.sim.broker import TICK_MS, SimBroker
 from chaos.sim.controller import SimController
 from chaos.sim.events import Event, EventQueue
 from chaos.sim.invariants import Invariants, Violation
 from chaos.sim.network import LinkFault, Network
-from chaos.sim.producer import PRODUCE_EVERY_MS, SimProducer
+from chaos.sim.producer import SimProducer
 from chaos.sim.quorum import MetadataQuorum
 from chaos.sim.schedule import BROKERS, CONTROLLERS, Fault, RngFactory, SimOptions
 from common.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE
@@ -31,7 +31,7 @@ HEARTBEAT_INTERVAL_MS = 100
 SESSION_TIMEOUT_MS = 400
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 1500
 REPLICA_LAG_TIME_MAX_MS = 250
-QUORUM_TICK_MS = 50
+WORLD_TICK_MS = 25  # produce one record; every other tick: Raft elections, fencing passes
 LIVENESS_MS = 5000
 BOOTSTRAP_MS = 3000
 LIVENESS_CHECK_MS = 100
@@ -72,6 +72,7 @@ class Simulation:
         self._producing = True
         self._topics_created = False
         self.trace: list[str] = []
+        self.events = 0
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -88,16 +89,13 @@ class Simulation:
         if len(self.trace) > 4 * TRACE_KEEP:
             del self.trace[:-TRACE_KEEP]
 
-    def _every(self, period_ms: int, target: str, name: str, incarnation: int = 0) -> None:
-        self.queue.after(period_ms, "timer", target, (name, incarnation, period_ms))
+    def _tick(self, target: str, incarnation: int, count: int) -> None:
+        self.queue.after(TICK_MS if target in self.brokers else WORLD_TICK_MS, "timer", target, (incarnation, count))
 
     def _start_broker(self, name: str) -> None:
         b = self.brokers[name]
         b.start(self.queue.now_ms)
-        inc = b.incarnation
-        for period, timer in ((HOUSEKEEPING_MS, "house"), (METADATA_POLL_MS, "meta"), (FETCH_POLL_MS, "fetch"),
-                              (ISR_CHECK_MS, "isr"), (CHECKPOINT_MS, "ckpt")):
-            self._every(period, name, timer, inc)
+        self._tick(name, b.incarnation, 1)
         self._beats.pop(name, None)
 
     def _create_topics(self) -> None:
@@ -203,45 +201,31 @@ class Simulation:
             self._beats[name] = due
             self.queue.at(due, "beat", name, b.incarnation)
 
-    def _timer(self, target: str, payload: tuple[str, int, int]) -> None:
-        name, incarnation, period = payload
+    def _timer(self, target: str, payload: tuple[int, int]) -> None:
+        incarnation, count = payload
         now = self.queue.now_ms
         if target == "world":
-            if name == "quorum":
+            if count % 2 == 0:
                 elected = self.quorum.tick(now)
                 if elected and self.options.trace:
                     self._note(f"{elected} is the active controller (epoch {self.quorum.epoch})")
                 if not self._topics_created:
                     self._create_topics()
-            elif name == "fence":
                 for c in sorted(self.controllers):
                     if c not in self.crashed:
                         self.controllers[c].fence_expired(now)
-            elif name == "produce":
-                if not self._producing:
-                    return
+            if self._producing:
                 self.producer.produce()
-            self._every(period, target, name)
+            self._tick(target, 0, count + 1)
             return
         b = self.brokers[target]
         if not b.running or b.incarnation != incarnation:
             return  # the process that armed this timer is gone
-        if name == "house":
-            b.tick(now)
-        elif name == "meta":
-            b.poll_metadata()
-        elif name == "fetch":
-            b.replicas.fetch_tick(now)
-        elif name == "isr":
-            b.replicas.shrink_isrs(now)
-            b.replicas.expire_produces(now)
-            b.replicas.expire_alters()
-        elif name == "ckpt":
-            for log in b.logs.values():
-                log.checkpoint()
-        self._every(period, target, name, incarnation)
+        b.on_tick(now, count)
+        self._tick(target, incarnation, count + 1)
 
     def _step(self) -> None:
+        self.events += 1
         event = self.queue.pop()
         if self.options.trace and event.kind in ("msg", "heal"):
             self._note(f"{event.kind} -> {event.target}: {event.payload!r}"[:240])
@@ -270,14 +254,12 @@ class Simulation:
         return None
 
     def run(self) -> SimResult:
-        for name in ("quorum", "fence", "produce"):
-            period = {"quorum": QUORUM_TICK_MS, "fence": HEARTBEAT_INTERVAL_MS // 2, "produce": PRODUCE_EVERY_MS}[name]
-            self._every(period, "world", name)
+        self._tick("world", 0, 0)
         self.quorum.tick(0)
         for b in BROKERS:
             self._start_broker(b)
         faults = list(self.options.faults)
-        steps = events = 0
+        steps = 0
         violation = None
         try:
             self._bootstrap()
@@ -286,14 +268,12 @@ class Simulation:
                     self._apply(faults.pop(0))
                 self._step()
                 steps += 1
-            events = steps
             violation = self._liveness()
         except Violation as exc:
             violation = exc
-        events = max(events, steps)
         if violation is not None and self.options.trace:
             self._note(f"VIOLATION {violation}")
-        return SimResult(self.options.seed, steps, events, self.queue.now_ms, violation, len(self.producer.acked),
+        return SimResult(self.options.seed, steps, self.events, self.queue.now_ms, violation, len(self.producer.acked),
                          tuple(self.trace[-TRACE_KEEP:]))
 
     def _bootstrap(self) -> None:

@@ -17,12 +17,13 @@ from chaos.sim.schedule import Fault, SimOptions
 from chaos.sim.seams import BUGS
 from chaos.sim.world import Simulation
 
-# Broker 0 stalls past its session and is fenced (ISR {1, 2}); broker 2 crashes and comes
-# back before the controller notices, reloading a stale HW checkpoint; truncating to that HW
-# drops acknowledged records that broker 2, soon the only in-sync follower, then lacks.
-DATA_LOSS = SimOptions(seed=360, steps=102, unclean_topic=True, faults=(
-    Fault(step=62, kind="pause", target="b0", duration_ms=803),
-    Fault(step=73, kind="crash", target="b2", duration_ms=183),
+# Broker 1 crashes; back, it is cut off from everyone and fenced; broker 0 then shuts down
+# (controlled), so broker 1 restarts following with a stale HW checkpoint. Truncating to that
+# HW drops acknowledged records it then lacks when it is the only one left to lead.
+DATA_LOSS = SimOptions(seed=73, steps=148, unclean_topic=False, faults=(
+    Fault(step=50, kind="crash", target="b1", duration_ms=510),
+    Fault(step=73, kind="partition", target="b1", duration_ms=557),
+    Fault(step=137, kind="shutdown", target="b0", duration_ms=395),
 ))
 SCENARIOS = {"data-loss": (DATA_LOSS, "acked-write-kept")}
 
