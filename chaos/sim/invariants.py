@@ -14,7 +14,8 @@ Safety, on the brokers (`after_event`):
   Followers are not held to it, as in Kafka: a follower takes its leader's HW, and that HW
   is lower when the leader is new (KIP-207) or restarted before the controller noticed
   (its HW comes back from the checkpoint) — both seen by this simulator;
-- replicas-agree: two replicas hold the same entries below both their HWs;
+- replicas-agree: two replicas hold the same entries below both their HWs (unclean
+  election off; KIP-101's divergence, also with min.insync.replicas 1);
 - acked-write-kept: an acks=all write acknowledged on a topic with min.insync.replicas >= 2
   and unclean election off is in the current leader's log at its offset.
 Controlled shutdown (`on_transition`): shutdown-exit: a broker exits clean only once it
@@ -58,7 +59,11 @@ class Invariants:
         self.acting_leaders: dict[tuple[PartitionKey, int], int] = {}  # as the brokers act
         self.unclean: set[PartitionKey] = set()
         self.safe: set[PartitionKey] = set()  # min.insync.replicas >= 2 and unclean election off
+        self.clean: set[PartitionKey] = set()  # unclean election off (replicas must agree below the HW)
         self._hw: dict[tuple[int, int, PartitionKey, int, bool], int] = {}
+        # what was last checked, to skip logs and leaders that did not change since
+        self._agreed: dict[PartitionKey, tuple[tuple[int, int, int], ...]] = {}
+        self._kept: dict[tuple[int, PartitionKey], tuple[int, int, int, int]] = {}
         self.image: MetadataImage | None = None
 
     # ---- the committed metadata ------------------------------------------------------------
@@ -70,8 +75,10 @@ class Invariants:
             old = before.partition(*key)
             if old is None:
                 config = topic_election_config(after, after.topic_by_id(key[0]).name)  # type: ignore[union-attr]
-                if config.min_insync_replicas >= 2 and not config.unclean_allowed:
-                    self.safe.add(key)
+                if not config.unclean_allowed:
+                    self.clean.add(key)
+                    if config.min_insync_replicas >= 2:
+                        self.safe.add(key)
             elif key not in changed and old is p:
                 continue
             self._check_partition(key, old, p, after)
@@ -145,8 +152,12 @@ class Invariants:
             self._hw[hw_key] = hw
 
     def _check_agreement(self, brokers: Sequence[SimBroker]) -> None:
-        for key in sorted(self.safe - self.unclean):
+        for key in sorted(self.clean - self.unclean):
             logs = [(b.broker_id, b.logs[key]) for b in brokers if key in b.logs]
+            seen = tuple((b, log.version, id(log)) for b, log in logs)
+            if self._agreed.get(key) == seen:
+                continue
+            self._agreed[key] = seen
             for i, (a, log_a) in enumerate(logs):
                 for c, log_c in logs[i + 1:]:
                     upto = min(log_a.high_watermark, log_c.high_watermark)
@@ -166,7 +177,12 @@ class Invariants:
                 if (key not in self.safe or key in self.unclean or committed is None
                         or not p.is_leader(b.broker_id) or p.leader_epoch != committed.leader_epoch):
                     continue
-                entries = b.logs[key].entries
+                log = b.logs[key]
+                seen = (b.incarnation, p.leader_epoch, log.version, len(producer.acked))
+                if self._kept.get((b.broker_id, key)) == seen:
+                    continue
+                self._kept[(b.broker_id, key)] = seen
+                entries = log.entries
                 for (k, offset), value in producer.acked.items():
                     if k == key and (offset >= len(entries) or entries[offset][1] != value):
                         got = entries[offset] if offset < len(entries) else "nothing"

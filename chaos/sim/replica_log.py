@@ -16,13 +16,14 @@ from chaos.sim.messages import Entry
 
 
 class SimLog:
-    __slots__ = ("checkpointed_high_watermark", "entries", "high_watermark", "leader_epoch_cache")
+    __slots__ = ("checkpointed_high_watermark", "entries", "high_watermark", "leader_epoch_cache", "version")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.leader_epoch_cache = LeaderEpochCache(None)
         self.high_watermark = 0
         self.checkpointed_high_watermark = 0
+        self.version = 0  # bumped on every change of entries or HW: lets the invariants skip unchanged logs
 
     @property
     def log_end_offset(self) -> int:
@@ -33,14 +34,17 @@ class SimLog:
             # the broker assigns each batch's partition leader epoch at its base offset
             self.leader_epoch_cache.assign(epoch, len(self.entries))
             self.entries.append((epoch, value))
+        self.version += 1
 
     def truncate(self, offset: int) -> None:
         del self.entries[offset:]
         self.leader_epoch_cache.truncate_from_end(offset)
         self.high_watermark = min(self.high_watermark, offset)
+        self.version += 1
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = offset
+        self.version += 1
 
     def checkpoint(self) -> None:
         self.checkpointed_high_watermark = self.high_watermark
@@ -48,3 +52,4 @@ class SimLog:
     def recover(self) -> None:
         """After a crash: the HW from the checkpoint, capped by the log (Kafka's log load)."""
         self.high_watermark = min(self.checkpointed_high_watermark, self.log_end_offset)
+        self.version += 1

@@ -340,6 +340,9 @@ class Replicas:
         if f is None or f.step is not None:
             return
         log = self.logs[resp.partition]
+        if resp.error is ErrorCode.OFFSET_OUT_OF_RANGE and self._bugs.truncate_to_hw:
+            log.truncate(log.high_watermark)  # pre-KIP-101: back to the HW and fetch again
+            return
         if resp.error is ErrorCode.OFFSET_OUT_OF_RANGE:  # ahead of the leader: truncate by epoch again
             step = start_truncation(log.leader_epoch_cache.entries, log.log_end_offset)
             f.step = step if isinstance(step, AskLeader) else None

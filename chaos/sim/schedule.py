@@ -48,7 +48,9 @@ class SimOptions:
     seed: int
     steps: int
     faults: tuple[Fault, ...]
-    unclean_topic: bool  # a second topic with unclean.leader.election.enable=true, min ISR 1
+    # a second topic beside "safe" (min.insync.replicas 2, unclean off): None, "unclean"
+    # (unclean.leader.election.enable=true, min ISR 1) or "min-isr-1" (unclean off, min ISR 1)
+    second_topic: str | None
     bugs: PlantedBugs = NO_BUGS
     trace: bool = False
     extra: dict[str, int] = field(default_factory=dict)
@@ -78,4 +80,5 @@ def generate(seed: int, steps: int, rngs: RngFactory, bugs: PlantedBugs = NO_BUG
     last = max(WARMUP_STEPS + 1, steps - 10)
     faults = sorted((_fault(rng, rng.randint(WARMUP_STEPS, last)) for _ in range(count)),
                     key=lambda f: f.step)
-    return SimOptions(seed, steps, tuple(faults), unclean_topic=rng.random() < 0.3, bugs=bugs, trace=trace)
+    second = rng.choice((None, None, "unclean", "min-isr-1"))
+    return SimOptions(seed, steps, tuple(faults), second_topic=second, bugs=bugs, trace=trace)

@@ -107,9 +107,11 @@ class Simulation:
         done = image.topic("safe") is not None or controller.create_topic(
             "safe", replication_factor=3, rng=self._topic_rng,
             configs={MIN_INSYNC_REPLICAS: "2", UNCLEAN_LEADER_ELECTION_ENABLE: "false"})
-        if done and self.options.unclean_topic and self.quorum.image.topic("unclean") is None:
-            done = controller.create_topic("unclean", replication_factor=3, rng=self._topic_rng,
-                                           configs={MIN_INSYNC_REPLICAS: "1", UNCLEAN_LEADER_ELECTION_ENABLE: "true"})
+        second = self.options.second_topic
+        if done and second is not None and self.quorum.image.topic(second) is None:
+            unclean = "true" if second == "unclean" else "false"
+            done = controller.create_topic(second, replication_factor=3, rng=self._topic_rng,
+                                           configs={MIN_INSYNC_REPLICAS: "1", UNCLEAN_LEADER_ELECTION_ENABLE: unclean})
         self._topics_created = done
 
     # ---- faults -----------------------------------------------------------------------------

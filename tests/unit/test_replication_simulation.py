@@ -20,7 +20,7 @@ from chaos.sim.world import Simulation
 # Broker 1 crashes; back, it is cut off from everyone and fenced; broker 0 then shuts down
 # (controlled), so broker 1 restarts following with a stale HW checkpoint. Truncating to that
 # HW drops acknowledged records it then lacks when it is the only one left to lead.
-DATA_LOSS = SimOptions(seed=73, steps=148, unclean_topic=False, faults=(
+DATA_LOSS = SimOptions(seed=73, steps=148, second_topic=None, faults=(
     Fault(step=50, kind="crash", target="b1", duration_ms=510),
     Fault(step=73, kind="partition", target="b1", duration_ms=557),
     Fault(step=137, kind="shutdown", target="b0", duration_ms=395),
