@@ -27,17 +27,19 @@ from chaos.sim.world import SimResult, Simulation
 CHUNK = 25  # seeds per task: amortises the inter-process round trip
 
 
-def run_seed(seed: int, steps: int, bugs: PlantedBugs = NO_BUGS, trace: bool = False) -> SimResult:
-    return Simulation(generate(seed, steps, random.Random, bugs=bugs, trace=trace), random.Random).run()
+def run_seed(seed: int, steps: int, bugs: PlantedBugs = NO_BUGS, trace: bool = False,
+             power: bool = False) -> SimResult:
+    return Simulation(generate(seed, steps, random.Random, bugs=bugs, trace=trace, power=power),
+                      random.Random).run()
 
 
-def _run_chunk(job: tuple[int, int, int, str | None]) -> list[tuple[int, str | None, int]]:
-    first, count, steps, bug = job
+def _run_chunk(job: tuple[int, int, int, str | None, bool]) -> list[tuple[int, str | None, int]]:
+    first, count, steps, bug, power = job
     logging.disable(logging.WARNING)  # the rules log transitions; a worker has no reader for them
     bugs = BUGS[bug] if bug else NO_BUGS
     out = []
     for seed in range(first, first + count):
-        result = run_seed(seed, steps, bugs)
+        result = run_seed(seed, steps, bugs, power=power)
         out.append((seed, None if result.violation is None else result.violation.invariant, result.events))
     return out
 
@@ -51,11 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", action="store_true", help="with --seed: print the run's last events")
     parser.add_argument("--plant", choices=sorted(BUGS), default=None,
                         help="run with a planted bug (to see the simulator find it)")
+    parser.add_argument("--power", action="store_true",
+                        help="schedules include power failures (brokers lose their unflushed log tails)")
     parser.set_defaults(run=run)
 
 
-def _report_failure(seed: int, steps: int, bugs: PlantedBugs, out: TextIO = sys.stdout) -> None:
-    options = generate(seed, steps, random.Random, bugs=bugs)
+def _report_failure(seed: int, steps: int, bugs: PlantedBugs, power: bool, out: TextIO = sys.stdout) -> None:
+    options = generate(seed, steps, random.Random, bugs=bugs, power=power)
     first = Simulation(options, random.Random).run()
     assert first.violation is not None
     print(f"seed {seed} FAILED: {first.violation}", file=out)
@@ -68,20 +72,21 @@ def _report_failure(seed: int, steps: int, bugs: PlantedBugs, out: TextIO = sys.
     print("last events of the shrunk run:", file=out)
     for line in traced.trace:
         print(f"  {line}", file=out)
-    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace", file=out)
+    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace{' --power' if power else ''}",
+          file=out)
 
 
 def run(args: argparse.Namespace) -> int:
     bugs = BUGS[args.plant] if args.plant else NO_BUGS
     logging.disable(logging.WARNING)
     if args.seed is not None:
-        result = run_seed(args.seed, args.steps, bugs, trace=args.trace)
+        result = run_seed(args.seed, args.steps, bugs, trace=args.trace, power=args.power)
         if args.trace:
             print("\n".join(result.trace))
         print(f"seed {args.seed}: {result.events} events, {result.virtual_ms} virtual ms, {result.acked} "
               f"acknowledged writes: {'OK' if result.violation is None else result.violation}")
         return 0 if result.violation is None else 1
-    jobs = [(s, min(CHUNK, args.first + args.seeds - s), args.steps, args.plant)
+    jobs = [(s, min(CHUNK, args.first + args.seeds - s), args.steps, args.plant, args.power)
             for s in range(args.first, args.first + args.seeds, CHUNK)]
     started = time.monotonic()
     failed: list[tuple[int, str]] = []
@@ -98,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         seed, invariant = failed[0]
         print(f"failing seeds: {', '.join(f'{s} ({i})' for s, i in failed[:20])}")
-        _report_failure(seed, args.steps, bugs)
+        _report_failure(seed, args.steps, bugs, args.power)
         return 1
     return 0

@@ -21,7 +21,9 @@ Safety, on the brokers (`after_event`):
 Controlled shutdown (`on_transition`): shutdown-exit: a broker exits clean only once it
 leads nothing in the committed metadata.
 Partitions that ever had an unclean election are exempt from the data checks (they may lose
-acknowledged data by design).
+acknowledged data by design). A partition a power failure hit loses its acked-write-kept check
+(acks=all survives process crashes, not the loss of unflushed tails; tidelog, like Kafka, does
+not fsync appends) but keeps every other, KIP-101's divergence check first.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Invariants:
         self._agreed: dict[PartitionKey, tuple[tuple[int, int, int], ...]] = {}
         self._kept: dict[tuple[int, PartitionKey], tuple[int, int, int, int]] = {}
         self.image: MetadataImage | None = None
+        self.power_failed: set[PartitionKey] = set()
 
     # ---- the committed metadata ------------------------------------------------------------
 
@@ -110,6 +113,13 @@ class Invariants:
                 "fenced" if registration.fenced else "in controlled shutdown")
             raise Violation("isr-eligible", f"{where}: ISR {list(p.isr)} (leader {p.leader}) holds broker "
                                             f"{member}, {state}")
+
+    def power_lost(self, broker: SimBroker) -> None:
+        """`broker` lost power: its logs lose their unflushed tails."""
+        for key, log in sorted(broker.logs.items()):
+            if log.flushed_offset < log.log_end_offset:
+                self.power_failed.add(key)
+            log.lose_unflushed()
 
     def on_transition(self, broker_id: int, transition: Transition) -> None:
         if transition.event is not LifecycleEvent.SHOULD_SHUT_DOWN or self.image is None:
@@ -174,7 +184,7 @@ class Invariants:
                 continue
             for key, p in b.replicas.partitions.items():
                 committed = image.partition(*key)
-                if (key not in self.safe or key in self.unclean or committed is None
+                if (key not in self.safe or key in self.unclean or key in self.power_failed or committed is None
                         or not p.is_leader(b.broker_id) or p.leader_epoch != committed.leader_epoch):
                     continue
                 log = b.logs[key]

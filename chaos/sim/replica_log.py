@@ -16,13 +16,15 @@ from chaos.sim.messages import Entry
 
 
 class SimLog:
-    __slots__ = ("checkpointed_high_watermark", "entries", "high_watermark", "leader_epoch_cache", "version")
+    __slots__ = ("checkpointed_high_watermark", "entries", "flushed_offset", "high_watermark", "leader_epoch_cache",
+                 "version")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.leader_epoch_cache = LeaderEpochCache(None)
         self.high_watermark = 0
         self.checkpointed_high_watermark = 0
+        self.flushed_offset = 0  # what the OS has written back: the rest is lost in a power failure
         self.version = 0  # bumped on every change of entries or HW: lets the invariants skip unchanged logs
 
     @property
@@ -47,7 +49,18 @@ class SimLog:
         self.version += 1
 
     def checkpoint(self) -> None:
+        """The periodic HW checkpoint; the page cache is written back about as often."""
         self.checkpointed_high_watermark = self.high_watermark
+        self.flushed_offset = self.log_end_offset
+
+    def lose_unflushed(self) -> None:
+        """A power failure: the tail never written back is gone (tidelog, as Kafka, does not
+        fsync each append: acks=all relies on replicas, not on the disk). The epoch cache
+        follows the log, as Kafka's recovery truncates it to the recovered end."""
+        self.entries = self.entries[:self.flushed_offset]
+        self.leader_epoch_cache.truncate_from_end(self.flushed_offset)
+        self.high_watermark = min(self.high_watermark, self.flushed_offset)
+        self.version += 1
 
     def recover(self) -> None:
         """After a crash: the HW from the checkpoint, capped by the log (Kafka's log load)."""

@@ -4,7 +4,8 @@ A fault fires before a given step (event number), so a schedule can be shrunk by
 faults or cutting steps and replayed exactly. Kinds (issue 15): crash (and restart after
 `duration_ms`) of a broker or controller, pause (SIGSTOP) shorter or longer than the broker
 session, network partition of one node from all others, a degraded link (drop, duplicate,
-delay, hence reordering), and a controlled shutdown (SIGTERM, restart after `duration_ms`).
+delay, hence reordering), a controlled shutdown (SIGTERM, restart after `duration_ms`), and a
+power failure of a broker (a crash that also loses the log tail not yet written back).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ RngFactory = Callable[[str], "Random"]  # seeded generators by name: `random.Ran
 
 BROKERS = ("b0", "b1", "b2")
 CONTROLLERS = ("c0", "c1", "c2")
-KINDS = ("crash", "pause", "partition", "degrade", "shutdown")
-WEIGHTS = (3, 2, 3, 2, 2)
+KINDS = ("crash", "pause", "partition", "degrade", "shutdown", "power")
+WEIGHTS = (3, 2, 3, 2, 2, 1)
 WARMUP_STEPS = 20  # no fault before the cluster had a few events to settle
 
 
@@ -56,8 +57,12 @@ class SimOptions:
     extra: dict[str, int] = field(default_factory=dict)
 
 
-def _fault(rng: Random, step: int) -> Fault:
+def _fault(rng: Random, step: int, power: bool) -> Fault:
     kind = rng.choices(KINDS, WEIGHTS)[0]
+    if kind == "power" and not power:
+        kind = "crash"
+    if kind == "power":  # a power failure of one broker: its unflushed log tail is lost
+        return Fault(step, kind, rng.choice(BROKERS), rng.randint(50, 600))
     if kind == "crash":
         return Fault(step, kind, rng.choice(BROKERS + CONTROLLERS), rng.randint(50, 1200))
     if kind == "pause":  # shorter or longer than the 400 ms session
@@ -73,12 +78,14 @@ def _fault(rng: Random, step: int) -> Fault:
 
 
 def generate(seed: int, steps: int, rngs: RngFactory, bugs: PlantedBugs = NO_BUGS,
-             trace: bool = False) -> SimOptions:
-    """The options of `seed`: about one fault per 25 steps, at seeded steps."""
+             trace: bool = False, power: bool = False) -> SimOptions:
+    """The options of `seed`: about one fault per 25 steps, at seeded steps. Power failures
+    only with `power`: as built, a leader that loses power and restarts within its session
+    diverges (see tests/unit/test_sim.py::test_power_failure_of_a_leader_within_its_session)."""
     rng = rngs(f"schedule-{seed}")
     count = rng.randint(1, max(1, steps // 25))
     last = max(WARMUP_STEPS + 1, steps - 10)
-    faults = sorted((_fault(rng, rng.randint(WARMUP_STEPS, last)) for _ in range(count)),
+    faults = sorted((_fault(rng, rng.randint(WARMUP_STEPS, last), power) for _ in range(count)),
                     key=lambda f: f.step)
     second = rng.choice((None, None, "unclean", "min-isr-1"))
     return SimOptions(seed, steps, tuple(faults), second_topic=second, bugs=bugs, trace=trace)

@@ -120,13 +120,15 @@ class Simulation:
         now = self.queue.now_ms
         if self.options.trace:
             self._note(f"FAULT {fault}")
-        if fault.kind in ("crash", "shutdown", "pause") and (fault.target in self.crashed
+        if fault.kind in ("crash", "shutdown", "pause", "power") and (fault.target in self.crashed
                                                              or fault.target in self.paused_until):
             return
-        if fault.kind == "crash":
+        if fault.kind in ("crash", "power"):
             self.crashed.add(fault.target)
             if fault.target in self.brokers:
                 self.brokers[fault.target].crash()
+                if fault.kind == "power":
+                    self.invariants.power_lost(self.brokers[fault.target])
             else:
                 self.quorum.up.discard(fault.target)
         elif fault.kind == "shutdown":
@@ -145,7 +147,7 @@ class Simulation:
     def _heal(self, target: str, kind: str) -> None:
         if self.options.trace:
             self._note(f"HEAL {kind} {target}")
-        if kind in ("crash", "shutdown"):
+        if kind in ("crash", "shutdown", "power"):
             self._restart(target)
         elif kind == "pause":
             self.paused_until.pop(target, None)
@@ -248,7 +250,7 @@ class Simulation:
                 local = leader.replicas.partitions.get(key)
                 if local is None or not local.is_leader(leader.broker_id) or local.leader_epoch != p.leader_epoch:
                     return f"{topic.name}-{pid}: broker {p.leader} does not lead leader epoch {p.leader_epoch} yet"
-                if key in self.invariants.safe and key not in self.invariants.unclean:
+                if key in self.invariants.safe and key not in self.invariants.unclean | self.invariants.power_failed:
                     hw = local.log.high_watermark
                     unread = [o for (k, o) in self.producer.acked if k == key and o >= hw]
                     if unread:
