@@ -19,6 +19,7 @@ from chaos.sim.replica_log import SimLog
 from chaos.sim.replicas import REQUEST_TIMEOUT_MS, Replicas
 from chaos.sim.seams import PlantedBugs
 from common.errors import ErrorCode
+from broker.metadata_follower import ready_to_publish
 from metadata.delta import apply, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from shutdown.broker_lifecycle import (
@@ -64,6 +65,7 @@ class SimBroker:
                                          controlled_shutdown_timeout_ms=shutdown)
         self.broker_epoch = -1
         self.image: MetadataImage = EMPTY_IMAGE
+        self.published = False  # the replicas act on the image only once it caught up (first publish)
         self.reported_offset = -1
         self.replicas = Replicas(self.broker_id, self.logs, self._send, self._send_controller,
                                  replica_lag_time_max_ms=self._lag_ms, bugs=self._bugs,
@@ -82,7 +84,6 @@ class SimBroker:
             log.recover()
         self.running = True
         self._transition(self.lifecycle.start(now_ms))
-        self.lifecycle.set_ready_to_unfence()  # log recovery is instant here
         self._register(now_ms)
 
     def crash(self) -> None:
@@ -254,9 +255,18 @@ class SimBroker:
         if resp.active_controller is not None and resp.active_controller in self._controllers:
             self._controller_index = self._controllers.index(resp.active_controller)
         fresh = [(o, r) for o, r in resp.records if o > self.image.offset]
-        if not fresh or fresh[0][0] != self.image.offset + 1:
+        if fresh and fresh[0][0] == self.image.offset + 1:
+            old, self.image = self.image, apply(self.image, fresh)
+        else:
+            old = self.image
+        if not ready_to_publish(published=self.published, applied_offset=self.image.offset,
+                                controller_last_offset=resp.last_offset):
             return
-        old, self.image = self.image, apply(self.image, fresh)
+        if not self.published:  # as the real follower loop: the whole local state, then ready to unfence
+            old, self.published = EMPTY_IMAGE, True
+            self.lifecycle.set_ready_to_unfence()
+        elif old is self.image:
+            return
         self.replicas.apply_changes(changes_for_broker(old, self.image, self.broker_id), self.image, now_ms)
         early = heartbeat_early_when_caught_up(
             state=self.lifecycle.state, broker_epoch=self.broker_epoch, applied_offset=self.image.offset,

@@ -102,7 +102,8 @@ class SimController:
     def handle(self, src: str, message: object, now_ms: int) -> None:
         if isinstance(message, m.MetadataFetchRequest):
             records = tuple(self._quorum.committed_from(message.offset, METADATA_BATCH))
-            self._network.send(self.name, src, m.MetadataFetchResponse(records, self._quorum.leader))
+            self._network.send(self.name, src, m.MetadataFetchResponse(records, self._quorum.leader,
+                                                                               self._quorum.image.offset))
         elif isinstance(message, m.HeartbeatRequest):
             self._heartbeat(src, message, now_ms)
         elif isinstance(message, m.RegisterRequest):

@@ -81,6 +81,7 @@ class MetadataFetchRequest:
 class MetadataFetchResponse:
     records: tuple[tuple[int, Record], ...]
     active_controller: str | None
+    last_offset: int  # the committed end, for the first publish (broker.metadata_follower)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ PURE_MODULES = (
     "broker.replication.high_watermark", "broker.replication.isr_policy",
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
     "broker.replication.truncation", "broker.replication.partition", "broker.log.leader_epoch_cache",
-    "broker.topic_partition", "broker.replication.leader_rules",
+    "broker.topic_partition", "broker.replication.leader_rules", "broker.metadata_follower",
     "broker.producer_state",
     "quorum.controller_result", "quorum.topic_control", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
