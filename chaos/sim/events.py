@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 class Event(NamedTuple):
     due_ms: int
     seq: int
-    kind: str  # "msg" (a delivery), "timer" (a node's own timer), "fault" (the schedule)
+    kind: str  # "msg" (a delivery), "timer" (periodic work), "beat" (a broker heartbeat), "heal" (a fault ends)
     target: str  # node name ("c0", "b1", "p0") or "world"
     payload: Any
 

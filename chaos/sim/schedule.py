@@ -11,7 +11,7 @@ power failure of a broker (a crash that also loses the log tail not yet written 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chaos.sim.seams import NO_BUGS, PlantedBugs
@@ -54,7 +54,6 @@ class SimOptions:
     second_topic: str | None
     bugs: PlantedBugs = NO_BUGS
     trace: bool = False
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 def _fault(rng: Random, step: int, power: bool) -> Fault:
