@@ -131,8 +131,9 @@ class Invariants:
     # ---- the brokers ------------------------------------------------------------------------
 
     def after_event(self, brokers: Sequence[SimBroker], producer: SimProducer) -> None:
-        if producer.acked_twice:
-            raise Violation("acked-write-kept", producer.acked_twice[0])
+        for key, what in producer.acked_twice:
+            if key in self.safe and key not in self.unclean and key not in self.power_failed:
+                raise Violation("acked-write-kept", what)
         for b in brokers:
             if b.running:
                 self._check_broker(b)

@@ -30,7 +30,7 @@ class SimProducer:
         self._next_value = 0
         self.in_flight: dict[int, tuple[m.PartitionKey, int]] = {}
         self.acked: dict[tuple[m.PartitionKey, int], int] = {}  # (partition, offset) -> value
-        self.acked_twice: list[str] = []
+        self.acked_twice: list[tuple[m.PartitionKey, str]] = []  # one offset acknowledged for two values
         self.errors: dict[ErrorCode, int] = {}
 
     def produce(self) -> None:
@@ -60,6 +60,6 @@ class SimProducer:
         if message.error is ErrorCode.NONE:
             earlier = self.acked.get((key, message.offset))
             if earlier is not None and earlier != value:
-                self.acked_twice.append(f"offset {message.offset} of {key} acknowledged for value "
-                                        f"{earlier} and again for value {value}")
+                self.acked_twice.append((key, f"offset {message.offset} of {key[0]}-{key[1]} acknowledged for "
+                                              f"value {earlier} and again for value {value}"))
             self.acked[(key, message.offset)] = value
