@@ -54,6 +54,7 @@ class SimOptions:
     second_topic: str | None
     bugs: PlantedBugs = NO_BUGS
     trace: bool = False
+    safe_topic: bool = True  # False: only the second topic (a scripted schedule about it alone)
 
 
 def _fault(rng: Random, step: int, power: bool) -> Fault:

@@ -32,13 +32,12 @@ def shrink(options: SimOptions, invariant: str, rngs: RngFactory) -> SimOptions:
         else:
             low = mid
     best = dataclasses.replace(options, steps=high, faults=tuple(f for f in options.faults if f.step < high))
-    for _ in range(MAX_PASSES):
+    for _ in range(MAX_PASSES):  # each pass tries every remaining fault once
         changed = False
         for fault in best.faults:
             candidate = dataclasses.replace(best, faults=tuple(f for f in best.faults if f is not fault))
             if fails_with(candidate, invariant, rngs):
                 best, changed = candidate, True
-                break
         if not changed:
             break
     return best

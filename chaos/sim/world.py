@@ -104,7 +104,7 @@ class Simulation:
         if active is None or sum(1 for r in image.cluster.brokers.values() if r.is_active) < len(BROKERS):
             return
         controller = self.controllers[active]
-        done = image.topic("safe") is not None or controller.create_topic(
+        done = not self.options.safe_topic or image.topic("safe") is not None or controller.create_topic(
             "safe", replication_factor=3, rng=self._topic_rng,
             configs={MIN_INSYNC_REPLICAS: "2", UNCLEAN_LEADER_ELECTION_ENABLE: "false"})
         second = self.options.second_topic
