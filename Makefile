@@ -76,6 +76,16 @@ chaos: $(ALL_STAMP) chaos-tools
 	done; \
 	$(BIN)/tidelog chaos clean; exit $$status
 
+# the deterministic control-plane simulator (chaos/sim): SIM_SEEDS seeds of SIM_STEPS events over
+# the real controller and replication rules, JOBS worker processes; prints seeds/s, and a failing
+# seed's invariant and shrunk schedule. `make test` runs a bounded number (tests/unit/test_sim.py).
+SIM_SEEDS ?= 20000
+SIM_STEPS ?= 200
+JOBS ?= 2
+.PHONY: simulate
+simulate: $(BASE_STAMP)
+	$(BIN)/tidelog chaos simulate --seeds $(SIM_SEEDS) --steps $(SIM_STEPS) --jobs $(JOBS)
+
 # removes the harness's iptables chain and qdisc left by a crashed run
 chaos-clean: $(BASE_STAMP)
 	$(BIN)/tidelog chaos clean

@@ -254,3 +254,11 @@ class MetadataFollowerState:
 
     def on_checkpointed(self, offset: int, now_ms: int) -> None:
         self._checkpointed_offset, self._last_checkpoint_ms = offset, now_ms
+
+
+def ready_to_publish(*, published: bool, applied_offset: int, controller_last_offset: int) -> bool:
+    """Whether the image may be handed to the replica manager: always after the first publish;
+    the first waits until the image reached the answering controller's committed end (Kafka's
+    MetadataLoader publishes nothing before catching up), so a restarted broker never acts on
+    leaderships from its checkpoint or a partial replay."""
+    return published or applied_offset >= controller_last_offset

@@ -55,6 +55,7 @@ from broker.metadata_follower import (
     DEFAULT_CHECKPOINT_INTERVAL_MS,
     HeartbeatDecision,
     MetadataFollowerState,
+    ready_to_publish,
 )
 from common.errors import KafkaStorageError
 from metadata.codec import Listener
@@ -230,7 +231,8 @@ class MetadataFollower:
             before = state.applied_offset
             changes = state.on_fetch_reply(reply)  # MetadataFollowerError: fatal, ends run()
             if not self._published:
-                if state.applied_offset < reply["last_offset"]:  # this controller's committed end
+                if not ready_to_publish(published=False, applied_offset=state.applied_offset,
+                                        controller_last_offset=reply["last_offset"]):
                     self._checkpoint()
                     if changes is None:  # nothing applied (a controller behind?): do not spin
                         await asyncio.sleep(EMPTY_FETCH_PAUSE)

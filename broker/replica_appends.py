@@ -20,6 +20,7 @@ from broker.log.partition_log import LogAppendInfo
 from broker.producer_state import AppendOutcome, ProducerStateManager
 from broker.replica_reads import ReplicaError
 from broker.replication.high_watermark import follower_high_watermark
+from broker.replication.leader_rules import acks_all_refused
 from broker.replication.partition import Partition
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaStorageError
@@ -43,7 +44,7 @@ def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks:
     CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR, a
     producer-state refusal, ... Nothing is appended when it raises.
     """
-    if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+    if acks == -1 and acks_all_refused(partition.isr, partition.min_insync_replicas):
         raise ReplicaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                            f"ISR {list(partition.isr)} of {partition.tp} is smaller than "
                            f"min.insync.replicas {partition.min_insync_replicas}")
@@ -181,19 +182,3 @@ class DelayedProduce:
 
     def on_expiration(self) -> dict[TopicPartition, int]:
         return {tp: self._codes.get(tp, int(ErrorCode.REQUEST_TIMED_OUT)) for tp in self.required}
-
-
-def produce_outcome(partition: Partition | None, broker_id: int, offset: int) -> int | None:
-    """One partition of an acks=all produce waiting for `offset`: its code, or None to wait.
-
-    Kafka's DelayedProduce: once replicated, an ISR that shrank below min.insync.replicas
-    meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND; a lost leadership answers
-    NOT_LEADER_OR_FOLLOWER at once.
-    """
-    if partition is None or not partition.is_leader(broker_id):
-        return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if partition.log.high_watermark < offset:
-        return None
-    if len(partition.isr) < partition.min_insync_replicas:
-        return int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-    return 0

@@ -33,7 +33,6 @@ from broker.replica_appends import (
     DelayedProduce,
     append_as_leader,
     check_required_acks,
-    produce_outcome,
     rebuild_producer_state,
 )
 from broker.replica_appends import append_as_follower as _append_as_follower
@@ -53,6 +52,7 @@ from broker.replica_reads import (
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
+from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.topic_partition import TopicPartition
 from common.config import ConfigError
@@ -195,7 +195,8 @@ class ReplicaManager:
         partition = self._hosted(local, image)
         if partition is None:
             return False
-        new_leadership = elected or was != (self.broker_id, partition.leader_epoch)
+        new_leadership = is_new_leadership(was, broker_id=self.broker_id, leader_epoch=partition.leader_epoch,
+                                           elected=elected)
         if new_leadership:
             partition.become_leader(self.broker_id, self._now_ms())
             partition_log = partition.log
@@ -220,7 +221,7 @@ class ReplicaManager:
         partition = self._hosted(local, image)
         if partition is None:
             return
-        if was == (partition.leader_id, partition.leader_epoch):
+        if follower_keeps_fetching(was, leader_id=partition.leader_id, leader_epoch=partition.leader_epoch):
             return  # same leader and epoch (an ISR change): keep fetching as before
         partition.become_follower()
         self._wake(tp)  # waiting fetches and produces answer NOT_LEADER_OR_FOLLOWER now

@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 from broker.log.segment import FileSlice
+from broker.replication.leader_rules import current_leader_epoch_error
 from broker.replication.partition import Partition
 from broker.topic_partition import TopicPartition
 from common.errors import (
@@ -56,15 +57,12 @@ def leader_partition(partitions: Mapping[TopicPartition, Partition], broker_id: 
         # Kafka: a partition this broker does not host at all is unknown here; the
         # handler answers NOT_LEADER_OR_FOLLOWER when the topic exists in the image.
         raise ReplicaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"this broker does not host {tp}")
-    if current_leader_epoch >= 0:
-        if current_leader_epoch < partition.leader_epoch:
-            raise ReplicaError(ErrorCode.FENCED_LEADER_EPOCH,
-                               f"leader epoch {current_leader_epoch} of {tp} is older than "
-                               f"the current {partition.leader_epoch}")
-        if current_leader_epoch > partition.leader_epoch:
-            raise ReplicaError(ErrorCode.UNKNOWN_LEADER_EPOCH,
-                               f"leader epoch {current_leader_epoch} of {tp} is newer than "
-                               f"this broker's {partition.leader_epoch}")
+    epoch_error = current_leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    if epoch_error is not None:
+        relation = "older than the current" if epoch_error is ErrorCode.FENCED_LEADER_EPOCH \
+            else "newer than this broker's"
+        raise ReplicaError(epoch_error, f"leader epoch {current_leader_epoch} of {tp} is {relation} "
+                                        f"{partition.leader_epoch}")
     if not partition.is_leader(broker_id):
         raise not_leader(tp, f"the leader is broker {partition.leader_id}")
     return partition

@@ -4,6 +4,7 @@
     tidelog chaos run leader-kill-loop --report-dir out/    # or a .toml file; --seed N --duration S
     tidelog chaos report out/                               # re-render out/report.html from out/history.jsonl
     tidelog chaos clean                                     # remove a crashed run's iptables chain and qdisc
+    tidelog chaos simulate --seeds 1000 --jobs 2            # the deterministic simulator (chaos.simulate)
 
 `run` exits 0 when every expectation holds, 1 when one fails, 2 when the scenario cannot run.
 """
@@ -55,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     report.set_defaults(run=run_report)
     sub.add_parser("clean", help="remove the harness's iptables chain and qdisc left by a crashed run"
                    ).set_defaults(run=run_clean)
+    from chaos import simulate  # stdlib and the pure simulator only
+
+    simulate.add_arguments(sub.add_parser(
+        "simulate", help="seeded fault schedules over the real controller and replication rules, in one "
+                         "process per job (no cluster)"))
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -166,6 +166,19 @@ def fence_broker(image: MetadataImage, broker_id: int, *, reason: str) -> Contro
     return ControllerResult(records, None)
 
 
+def fence_if_expired(image: MetadataImage, broker_id: int, *, heartbeats: BrokerHeartbeatManager,
+                     now_ms: int) -> ControllerResult[None]:
+    """The fence-expired-brokers pass's decision for the broker `next_expired` named: fence it,
+    unless it heartbeated, was fenced or is gone since (nothing then). Kafka re-checks the
+    session inside the decision the same way, as heartbeats race with the pass."""
+    registration = image.broker(broker_id)
+    if registration is None or registration.fenced or heartbeats.has_valid_session(broker_id, now_ms):
+        return ControllerResult((), None)
+    age = now_ms - (heartbeats.last_contact_ms(broker_id) or 0)
+    return fence_broker(image, broker_id, reason=f"no heartbeat for {age} ms, session timeout "
+                                                 f"{heartbeats.session_timeout_ms} ms")
+
+
 def unregister_broker(image: MetadataImage, broker_id: int, *,
                       heartbeats: BrokerHeartbeatManager | None = None) -> ControllerResult[None]:
     """UnregisterBroker: move ISRs and leaders away, then remove the registration (and its session)."""

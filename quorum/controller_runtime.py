@@ -41,7 +41,7 @@ from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
-from quorum.broker_control import fence_broker
+from quorum.broker_control import fence_if_expired
 from quorum.controller_result import ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
@@ -255,12 +255,7 @@ class ControllerRuntime:
 
     async def _fence(self, broker_id: int, sessions: BrokerHeartbeatManager) -> bool:
         def fence(image: MetadataImage) -> ControllerResult[None]:
-            registration = image.broker(broker_id)
-            if registration is None or registration.fenced or sessions.has_valid_session(broker_id, self._clock()):
-                return ControllerResult((), None)  # it heartbeated, or is gone, meanwhile
-            age = self._clock() - (sessions.last_contact_ms(broker_id) or 0)
-            return fence_broker(image, broker_id, reason=f"no heartbeat for {age} ms, session timeout "
-                                                         f"{self._settings.session_timeout_ms} ms")
+            return fence_if_expired(image, broker_id, heartbeats=sessions, now_ms=self._clock())
         try:
             await self.decide(fence, api.FENCE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the next pass tries again

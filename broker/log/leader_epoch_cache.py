@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left, bisect_right
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from broker.log.checkpoint_file import CheckpointFile
 from broker.log.leader_epochs import (
     UNDEFINED_EPOCH,
     EpochEndOffset,
     EpochEntry,
     end_offset_for,
 )
+
+if TYPE_CHECKING:  # the file is the shell's: the cache itself stays pure (chaos.sim runs it in memory)
+    from pathlib import Path
+
+    from broker.log.checkpoint_file import CheckpointFile
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,8 @@ FILE_NAME = "leader-epoch-checkpoint"
 
 def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
     """The `leader-epoch-checkpoint` file of a partition directory."""
+    from broker.log.checkpoint_file import CheckpointFile  # file I/O only for a cache that has a file
+
     return CheckpointFile(
         directory / FILE_NAME,
         lambda e: (e.epoch, e.start_offset),

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from broker.log.partition_log import PartitionLog
 from broker.producer_state import ProducerStateManager
 from broker.replication.high_watermark import (
     UNKNOWN_OFFSET,
@@ -27,6 +26,9 @@ from broker.topic_partition import TopicPartition
 from common.topic_config import MIN_INSYNC_REPLICAS, default_int
 from metadata.image import PartitionRegistration
 from metadata.records import LeaderRecoveryState
+
+if TYPE_CHECKING:  # the log's files are the shell's; the rules only read its offsets and epoch cache
+    from broker.log.partition_log import PartitionLog
 
 DEFAULT_MIN_INSYNC_REPLICAS: Final = default_int(MIN_INSYNC_REPLICAS)  # common.topic_config's
 

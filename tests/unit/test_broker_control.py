@@ -26,6 +26,7 @@ from quorum.broker_control import (
     HeartbeatReply,
     check_broker_epoch,
     fence_broker,
+    fence_if_expired,
     process_heartbeat,
     register_broker,
     unregister_broker,
@@ -111,6 +112,30 @@ def test_fence_broker(image, broker_id, expected):
     result = fence_broker(image, broker_id, reason="session expired")
     assert list(result.records) == expected and result.response is None
     assert_left_every_isr(replay(image, *result.records), broker_id)
+
+
+def _sessions(last_contact_ms):
+    heartbeats = BrokerHeartbeatManager(TIMEOUT)
+    for broker_id in (1, 2, 3):
+        heartbeats.touch(broker_id, last_contact_ms, 0)
+    return heartbeats
+
+
+@pytest.mark.parametrize(("image", "last_contact_ms", "now_ms", "expected"), [
+    pytest.param(TOPICS, 0, TIMEOUT + 1, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+                 id="expired-fences-as-fence_broker"),
+    pytest.param(TOPICS, 0, TIMEOUT, [], id="valid-at-the-timeout-itself"),
+    pytest.param(TOPICS, 500, TIMEOUT + 1, [], id="heartbeated-since-the-pass-chose-it"),
+    pytest.param(FENCED_2, 0, TIMEOUT + 1, [], id="already-fenced"),
+    pytest.param(CLUSTER, 0, TIMEOUT + 1, [BrokerRegistrationChange(2, 2, fenced=True)], id="leads-nothing"),
+])
+def test_fence_if_expired(image, last_contact_ms, now_ms, expected):
+    result = fence_if_expired(image, 2, heartbeats=_sessions(last_contact_ms), now_ms=now_ms)
+    assert list(result.records) == expected
+
+
+def test_fence_if_expired_ignores_an_unregistered_broker():
+    assert fence_if_expired(CLUSTER, 9, heartbeats=_sessions(0), now_ms=TIMEOUT + 1).records == ()
 
 
 def test_fence_unknown_broker():

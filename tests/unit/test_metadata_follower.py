@@ -12,6 +12,7 @@ from broker.metadata_follower import (
     MetadataFollowerError,
     MetadataFollowerState,
     has_changes,
+    ready_to_publish,
 )
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
@@ -249,3 +250,13 @@ def test_checkpoint_is_due_when_the_image_moved_and_the_interval_passed() -> Non
     assert not state.checkpoint_due(500) and state.checkpoint_due(500, force=True) and state.checkpoint_due(1000)
     state.on_checkpointed(state.applied_offset, 1000)
     assert not state.checkpoint_due(5000, force=True)  # nothing new to write
+
+
+@pytest.mark.parametrize(("published", "applied", "last", "ready"), [
+    (False, 4, 9, False),  # still catching up: nothing from a checkpoint or half a replay
+    (False, 9, 9, True),  # caught up with the answering controller: the first publish
+    (False, 10, 9, True),  # a controller behind this broker: caught up all the same
+    (True, 4, 9, True),  # after the first publish every applied batch is published
+])
+def test_ready_to_publish(published: bool, applied: int, last: int, ready: bool) -> None:
+    assert ready_to_publish(published=published, applied_offset=applied, controller_last_offset=last) is ready

@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "broker": {"common", "metadata", "shutdown", "groups"},
     "spark": {"common"},
     "tidelog": {"common", "metadata", "shutdown", "groups", "quorum", "broker", "spark"},
-    "chaos": {"common", "metadata", "shutdown", "groups", "tidelog"},
+    # chaos.sim runs the controller's and the replicas' own rules (quorum, broker) in memory
+    "chaos": {"common", "metadata", "shutdown", "groups", "tidelog", "quorum", "broker"},
     "app": {"common", "metadata", "shutdown", "groups", "quorum", "broker", "spark", "tidelog",
             "chaos"},
 }

@@ -25,14 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Every module that holds a rule, a state machine, a record or a codec. A new pure module
 # is added here; `test_every_module_of_a_pure_package_is_listed` catches a forgotten one.
-PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups")
+PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups", "chaos.sim")
 PURE_MODULES = (
     "common.errors", "common.units", "common.config", "common.topic_config", "common.rpc",
     "common.record_batch", "common.records", "common.compression", "common.log_config",
     "broker.log.log_validator",
     "broker.replication.high_watermark", "broker.replication.isr_policy",
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
-    "broker.replication.truncation",
+    "broker.replication.truncation", "broker.replication.partition", "broker.log.leader_epoch_cache",
+    "broker.topic_partition", "broker.replication.leader_rules", "broker.metadata_follower",
     "broker.producer_state",
     "quorum.controller_result", "quorum.topic_control", "quorum.replica_assignment", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",

@@ -1,0 +1,108 @@
+"""`tidelog chaos simulate`: many seeds of the deterministic simulator, in parallel processes.
+
+    tidelog chaos simulate --seeds 1000 --jobs 2 --steps 200      # seeds 0..999, prints seeds/s
+    tidelog chaos simulate --seed 42 --trace                       # one seed, replayed identically
+
+The shell of `chaos.sim` (which is pure): it spreads seeds over worker processes, times the
+run on the wall clock, and for a failing seed prints the seed, the violated invariant and
+the shrunk schedule with the last events of its trace. Exits 1 when any seed failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import multiprocessing
+import random
+import sys
+import time
+from typing import TextIO
+
+from chaos.sim.schedule import generate
+from chaos.sim.seams import BUGS, NO_BUGS, PlantedBugs
+from chaos.sim.shrink import shrink
+from chaos.sim.world import SimResult, Simulation
+
+CHUNK = 25  # seeds per task: amortises the inter-process round trip
+
+
+def run_seed(seed: int, steps: int, bugs: PlantedBugs = NO_BUGS, trace: bool = False,
+             power: bool = False) -> SimResult:
+    return Simulation(generate(seed, steps, random.Random, bugs=bugs, trace=trace, power=power),
+                      random.Random).run()
+
+
+def _run_chunk(job: tuple[int, int, int, str | None, bool]) -> list[tuple[int, str | None, int]]:
+    first, count, steps, bug, power = job
+    logging.disable(logging.WARNING)  # the rules log transitions; a worker has no reader for them
+    bugs = BUGS[bug] if bug else NO_BUGS
+    out = []
+    for seed in range(first, first + count):
+        result = run_seed(seed, steps, bugs, power=power)
+        out.append((seed, None if result.violation is None else result.violation.invariant, result.events))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds (default 1000)")
+    parser.add_argument("--from", dest="first", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--steps", type=int, default=200, help="events per schedule (default 200)")
+    parser.add_argument("--seed", type=int, default=None, help="run this one seed only")
+    parser.add_argument("--trace", action="store_true", help="with --seed: print the run's last events")
+    parser.add_argument("--plant", choices=sorted(BUGS), default=None,
+                        help="run with a planted bug (to see the simulator find it)")
+    parser.add_argument("--power", action="store_true",
+                        help="schedules include power failures (brokers lose their unflushed log tails)")
+    parser.set_defaults(run=run)
+
+
+def _report_failure(seed: int, steps: int, bugs: PlantedBugs, power: bool, out: TextIO = sys.stdout) -> None:
+    options = generate(seed, steps, random.Random, bugs=bugs, power=power)
+    first = Simulation(options, random.Random).run()
+    assert first.violation is not None
+    print(f"seed {seed} FAILED: {first.violation}", file=out)
+    small = shrink(options, first.violation.invariant, random.Random)
+    traced = Simulation(dataclasses.replace(small, trace=True), random.Random).run()
+    print(f"shrunk to {small.steps} steps and {len(small.faults)} fault(s) of {len(options.faults)}:",
+          file=out)
+    for fault in small.faults:
+        print(f"  {fault}", file=out)
+    print("last events of the shrunk run:", file=out)
+    for line in traced.trace:
+        print(f"  {line}", file=out)
+    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace{' --power' if power else ''}",
+          file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    bugs = BUGS[args.plant] if args.plant else NO_BUGS
+    logging.disable(logging.WARNING)
+    if args.seed is not None:
+        result = run_seed(args.seed, args.steps, bugs, trace=args.trace, power=args.power)
+        if args.trace:
+            print("\n".join(result.trace))
+        print(f"seed {args.seed}: {result.events} events, {result.virtual_ms} virtual ms, {result.acked} "
+              f"acknowledged writes: {'OK' if result.violation is None else result.violation}")
+        return 0 if result.violation is None else 1
+    jobs = [(s, min(CHUNK, args.first + args.seeds - s), args.steps, args.plant, args.power)
+            for s in range(args.first, args.first + args.seeds, CHUNK)]
+    started = time.monotonic()
+    failed: list[tuple[int, str]] = []
+    events = 0
+    with multiprocessing.get_context("spawn").Pool(max(1, args.jobs)) as pool:
+        for chunk in pool.imap(_run_chunk, jobs):
+            for seed, invariant, count in chunk:
+                events += count
+                if invariant is not None:
+                    failed.append((seed, invariant))
+    elapsed = max(time.monotonic() - started, 1e-9)
+    print(f"{args.seeds} seeds of {args.steps} steps in {elapsed:.1f} s: {args.seeds / elapsed:.0f} seeds/s "
+          f"({args.seeds / elapsed / max(1, args.jobs):.0f} per job), {events} events, {len(failed)} failed")
+    if failed:
+        seed, invariant = failed[0]
+        print(f"failing seeds: {', '.join(f'{s} ({i})' for s, i in failed[:20])}")
+        _report_failure(seed, args.steps, bugs, args.power)
+        return 1
+    return 0
