@@ -41,7 +41,7 @@ from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
-from quorum.broker_control import fence_if_expired
+from quorum.broker_control import fence_broker, fence_if_expired
 from quorum.controller_result import ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
