@@ -256,9 +256,24 @@ class MetadataFollowerState:
         self._checkpointed_offset, self._last_checkpoint_ms = offset, now_ms
 
 
-def ready_to_publish(*, published: bool, applied_offset: int, controller_last_offset: int) -> bool:
-    """Whether the image may be handed to the replica manager: always after the first publish;
-    the first waits until the image reached the answering controller's committed end (Kafka's
+def own_registration_replayed(image: MetadataImage, broker_id: int, broker_epoch: int) -> bool:
+    """The image holds this incarnation's registration (the RegisterBroker of `broker_epoch`)."""
+    registration = image.broker(broker_id)
+    return broker_epoch != NO_BROKER_EPOCH and registration is not None and registration.broker_epoch == broker_epoch
+
+
+def ready_to_publish(*, published: bool, applied_offset: int, controller_last_offset: int,
+                     registration_replayed: bool) -> bool:
+    """Whether the image may be handed to the replica manager: always after the first publish.
+
+    The first waits until the image reached the answering controller's committed end (Kafka's
     MetadataLoader publishes nothing before catching up), so a restarted broker never acts on
-    leaderships from its checkpoint or a partial replay."""
-    return published or applied_offset >= controller_last_offset
+    leaderships from its checkpoint or a partial replay; and until it holds this incarnation's
+    registration. Without the second condition a broker restarted within its session (the
+    controller refuses the new registration as a duplicate until the old session expires) finds
+    itself leader of the CURRENT leader epoch and leads it again, with a log that may have lost
+    its unflushed tail in a power failure: the followers keep other records of the same epoch
+    at those offsets, which truncation by leader epoch cannot see (found by chaos.sim). The
+    registration batch moves every leadership and ISR seat of the old incarnation away and bumps
+    the leader epochs, so what is published after it is safe to act on."""
+    return published or (applied_offset >= controller_last_offset and registration_replayed)

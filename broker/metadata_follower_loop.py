@@ -55,6 +55,7 @@ from broker.metadata_follower import (
     DEFAULT_CHECKPOINT_INTERVAL_MS,
     HeartbeatDecision,
     MetadataFollowerState,
+    own_registration_replayed,
     ready_to_publish,
 )
 from common.errors import KafkaStorageError
@@ -232,7 +233,9 @@ class MetadataFollower:
             changes = state.on_fetch_reply(reply)  # MetadataFollowerError: fatal, ends run()
             if not self._published:
                 if not ready_to_publish(published=False, applied_offset=state.applied_offset,
-                                        controller_last_offset=reply["last_offset"]):
+                                        controller_last_offset=reply["last_offset"],
+                                        registration_replayed=own_registration_replayed(
+                                            state.image, settings.broker_id, state.broker_epoch)):
                     self._checkpoint()
                     if changes is None:  # nothing applied (a controller behind?): do not spin
                         await asyncio.sleep(EMPTY_FETCH_PAUSE)

@@ -19,7 +19,7 @@ from chaos.sim.replica_log import SimLog
 from chaos.sim.replicas import REQUEST_TIMEOUT_MS, Replicas
 from chaos.sim.seams import PlantedBugs
 from common.errors import ErrorCode
-from broker.metadata_follower import ready_to_publish
+from broker.metadata_follower import own_registration_replayed, ready_to_publish
 from metadata.delta import apply, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from shutdown.broker_lifecycle import (
@@ -260,7 +260,9 @@ class SimBroker:
         else:
             old = self.image
         if not ready_to_publish(published=self.published, applied_offset=self.image.offset,
-                                controller_last_offset=resp.last_offset):
+                                controller_last_offset=resp.last_offset,
+                                registration_replayed=own_registration_replayed(
+                                    self.image, self.broker_id, self.broker_epoch)):
             return
         if not self.published:  # as the real follower loop: the whole local state, then ready to unfence
             old, self.published = EMPTY_IMAGE, True

@@ -12,10 +12,11 @@ from broker.metadata_follower import (
     MetadataFollowerError,
     MetadataFollowerState,
     has_changes,
+    own_registration_replayed,
     ready_to_publish,
 )
 from metadata.delta import apply
-from metadata.image import EMPTY_IMAGE
+from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import (
     BeginEpoch,
     BrokerRegistrationChange,
@@ -252,11 +253,26 @@ def test_checkpoint_is_due_when_the_image_moved_and_the_interval_passed() -> Non
     assert not state.checkpoint_due(5000, force=True)  # nothing new to write
 
 
-@pytest.mark.parametrize(("published", "applied", "last", "ready"), [
-    (False, 4, 9, False),  # still catching up: nothing from a checkpoint or half a replay
-    (False, 9, 9, True),  # caught up with the answering controller: the first publish
-    (False, 10, 9, True),  # a controller behind this broker: caught up all the same
-    (True, 4, 9, True),  # after the first publish every applied batch is published
+@pytest.mark.parametrize(("published", "applied", "last", "registered", "ready"), [
+    (False, 4, 9, True, False),  # still catching up: nothing from a checkpoint or half a replay
+    (False, 9, 9, True, True),  # caught up with the answering controller: the first publish
+    (False, 10, 9, True, True),  # a controller behind this broker: caught up all the same
+    (False, 9, 9, False, False),  # caught up, but this incarnation's registration is not replayed yet
+    (True, 4, 9, False, True),  # after the first publish every applied batch is published
 ])
-def test_ready_to_publish(published: bool, applied: int, last: int, ready: bool) -> None:
-    assert ready_to_publish(published=published, applied_offset=applied, controller_last_offset=last) is ready
+def test_ready_to_publish(published: bool, applied: int, last: int, registered: bool, ready: bool) -> None:
+    assert ready_to_publish(published=published, applied_offset=applied, controller_last_offset=last,
+                            registration_replayed=registered) is ready
+
+
+OLD_INCARNATION = apply(EMPTY_IMAGE, [(0, RegisterBroker(1, "old", (Listener("PLAINTEXT", "h", 1),)))])
+
+
+@pytest.mark.parametrize(("image", "broker_epoch", "replayed"), [
+    (EMPTY_IMAGE, NO_BROKER_EPOCH, False),
+    (OLD_INCARNATION, NO_BROKER_EPOCH, False),  # not registered yet (a duplicate registration refused)
+    (OLD_INCARNATION, 0, True),
+    (OLD_INCARNATION, 7, False),  # registered at offset 7, not replayed that far
+])
+def test_own_registration_replayed(image: MetadataImage, broker_epoch: int, replayed: bool) -> None:
+    assert own_registration_replayed(image, 1, broker_epoch) is replayed
