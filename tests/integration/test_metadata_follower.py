@@ -4,7 +4,8 @@ The followers register, heartbeat until unfenced and long-poll the metadata log;
 created through the admin API reaches every follower's image and arrives as the expected
 leader/follower changes. SIGKILL of the active controller: the followers heartbeat through
 the new active controller and still learn of a later topic. A follower restarted on its
-log dir first publishes what its checkpoint holds. Every loop is cancelled and every
+log dir publishes nothing until its image holds its own registration, then every replica it
+holds. Every loop is cancelled and every
 controller stopped, whatever happened.
 """
 
@@ -21,6 +22,7 @@ import pytest
 
 from broker.controller_client import ControllerClient
 from broker.metadata_checkpoint import OFFSET_FILE, read_offset_file
+from broker.metadata_follower import own_registration_replayed
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
@@ -65,11 +67,13 @@ class Broker:
         self.client = ControllerClient(addresses, request_timeout=5.0)
         self.follower = MetadataFollower(self.settings, self.client, self.on_changes)
         self.published: list[LocalReplicaChanges] = []
+        self.images: list[MetadataImage] = []  # the image of each publish
         self.task: asyncio.Task[None] | None = None
 
     def on_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         assert image is self.follower.state.image
         self.published.append(changes)
+        self.images.append(image)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.follower.run(), name=f"follower-{self.broker_id}")
@@ -195,7 +199,9 @@ async def test_followers_track_topics_across_a_controller_failover(cluster: Loca
         finally:
             await asyncio.gather(*(b.stop() for b in brokers))
 
-        # Stopped: each checkpoint holds the applied offset; a restart publishes it first.
+        # Stopped: each checkpoint holds the applied offset. A restart publishes only once its image
+        # holds this incarnation's registration (found by chaos.sim: before that it could lead an
+        # epoch its followers had moved past), and then every replica it holds.
         for broker in brokers:
             assert read_offset_file(broker.settings.log_dir) == broker.follower.state.applied_offset
             assert (broker.settings.log_dir / OFFSET_FILE).read_text() == f"0\n{broker.follower.state.applied_offset}\n"
@@ -204,11 +210,12 @@ async def test_followers_track_topics_across_a_controller_failover(cluster: Loca
         try:
             restarted.start()
             await wait_for("the restarted follower's first publish", lambda: restarted.published)
-            first = restarted.published[0]  # from the checkpoint, before anything was fetched
-            image = old.follower.state.image
+            first, image = restarted.published[0], restarted.images[0]
+            assert own_registration_replayed(image, old.broker_id, restarted.follower.state.broker_epoch)
             expected = sorted((t.name, p) for t in image.topics.by_name.values() for p, reg in t.partitions.items()
                               if old.broker_id in reg.replicas)
-            assert sorted((p.topic_name, p.partition_id) for p in first.leaders + first.followers) == expected
+            assert expected and sorted((p.topic_name, p.partition_id) for p in first.leaders + first.followers) \
+                == expected
             assert {p.partition_id for p in first.leaders if p.topic_name == "orders"} == {
                 p for p, reg in image.topic("orders").partitions.items() if reg.leader == old.broker_id}
             await wait_for("the restarted follower unfenced", lambda: (
