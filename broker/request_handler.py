@@ -47,6 +47,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, HttpTopicAdmin, TopicAdmin
 from common.config import Config
+from common.errors import ErrorCode
 from common.protocol import (
     admin,
     api_versions,
@@ -73,6 +74,8 @@ from metadata.image import MetadataImage
 
 async def handle_api_versions(ctx: BrokerContext, req: api_versions.ApiVersionsRequest,
                               version: int, client: ClientInfo) -> api_versions.ApiVersionsResponse:
+    if not req.is_valid(version):  # Kafka: INVALID_REQUEST and no list
+        return api_versions.ApiVersionsResponse(int(ErrorCode.INVALID_REQUEST), ())
     return api_versions.ApiVersionsResponse(0, ADVERTISED_API_VERSIONS)
 
 

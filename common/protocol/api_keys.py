@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from common.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError, Reader, Writer
 
 
 class ApiKey(IntEnum):
@@ -40,11 +40,11 @@ class ApiKey(IntEnum):
 
 # (min, max) version answered per API, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.API_VERSIONS: (0, 4),
     ApiKey.METADATA: (1, 8),
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 3),
@@ -109,6 +109,24 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 def request_header_version(api_key: int, api_version: int) -> int:
     """1 for classic requests, 2 for flexible ones (ControlledShutdown v0's header 0 is moot)."""
     return 2 if is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """0 for classic responses, 1 for flexible ones, except ApiVersions: always 0, so a
+    client that does not know the broker's versions yet can still read the answer."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
+
+
+def reader_for(api_key: ApiKey, api_version: int, body: bytes | bytearray | memoryview) -> Reader:
+    """A Reader over a request or response body, compact when this version is flexible."""
+    return Reader(body, flexible=is_flexible(api_key, api_version))
+
+
+def writer_for(api_key: ApiKey, api_version: int) -> Writer:
+    """A Writer for a body, compact when this version is flexible."""
+    return Writer(flexible=is_flexible(api_key, api_version))
 
 
 def check_version(api_key: ApiKey, api_version: int) -> None:

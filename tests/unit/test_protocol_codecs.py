@@ -46,6 +46,13 @@ def arr(*items: bytes) -> bytes: return i32(len(items)) + b"".join(items)
 def ints(*v: int) -> bytes: return arr(*map(i32, v))
 
 
+# Flexible (KIP-482) forms: lengths as unsigned varint of length + 1, and a tagged-field
+# section (TAG: empty) after every struct. Only short lengths (one varint byte) here.
+TAG = b"\x00"
+def cs(v: str | None) -> bytes: return b"\x00" if v is None else bytes([len(v.encode()) + 1]) + v.encode()
+def carr(*items: bytes) -> bytes: return bytes([len(items) + 1]) + b"".join(items)
+
+
 class Row(NamedTuple):
     api_key: int
     version: int
@@ -129,6 +136,12 @@ REQUESTS = [
     for v in (0, 1, 2)
 ]
 REQUESTS += [
+    req(api_versions, "api_versions", 18, v, api_versions.ApiVersionsRequest(
+        "confluent-kafka-python", "2.6.0-rdkafka-2.6.0"),
+        cs("confluent-kafka-python") + cs("2.6.0-rdkafka-2.6.0") + TAG)
+    for v in (3, 4)
+]
+REQUESTS += [
     req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
     req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
@@ -143,6 +156,10 @@ REQUESTS += [
     req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
     req(lo, "list_offsets", 2, 5, LO_REQ_V5,
         i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
+    *[req(lo, "list_offsets", 2, v, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+        lo.ListOffsetsPartition(0, ts, 4),)),), 1),
+        i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
+      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP))],
     req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
         arr(s("t") + arr(i32(1) + i32(3)))),
     req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
@@ -232,6 +249,12 @@ RESPONSES = [
         arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
     resp(lo, "list_offsets", 2, 5, LO_RESP,
          i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
+    *[resp(lo, "list_offsets", 2, v, LO_RESP,
+           i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
+                         + TAG) + TAG) for v in (6, 7, 8)],
+    resp(api_versions, "api_versions", 18, 3, api_versions.ApiVersionsResponse(
+        0, (api_versions.ApiVersion(2, 1, 8),), 0),
+        i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),
     resp(ofle, "offset_for_leader_epoch", 23, 0, ofle.OffsetForLeaderEpochResponse((
         ofle.OffsetForLeaderTopicResult("t", (ofle.EpochEndOffset(0, 1, -1, 50),)),)),
         arr(s("t") + arr(i16(0) + i32(1) + i64(50)))),
