@@ -31,6 +31,8 @@ from broker.handlers.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -43,15 +45,19 @@ from broker.handlers.metadata import (
     handle_metadata,
 )
 from broker.handlers.produce import handle_init_producer_id, handle_produce
+from broker.leader_elections import HttpLeaderElections
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, HttpTopicAdmin, TopicAdmin
 from common.config import Config
 from common.errors import ErrorCode
 from common.protocol import (
+    acls,
     admin,
     api_versions,
+    describe_cluster,
     describe_configs,
+    elect_leaders,
     fetch,
     find_coordinator,
     group_admin,
@@ -144,6 +150,18 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          group_admin.encode_list_groups_response, _group(group.list_)),
     _row(ApiKey.DELETE_GROUPS, group_admin.decode_delete_groups_request,
          group_admin.encode_delete_groups_response, _group(group.delete)),
+    # cluster admin: broker/handlers/cluster.py
+    _row(ApiKey.DESCRIBE_CLUSTER, describe_cluster.decode_describe_cluster_request,
+         describe_cluster.encode_describe_cluster_response, handle_describe_cluster),
+    _row(ApiKey.ELECT_LEADERS, elect_leaders.decode_elect_leaders_request,
+         elect_leaders.encode_elect_leaders_response, handle_elect_leaders),
+    # ACLs without an authorizer: broker/handlers/acls.py
+    _row(ApiKey.DESCRIBE_ACLS, acls.decode_describe_acls_request, acls.encode_describe_acls_response,
+         handle_describe_acls),
+    _row(ApiKey.CREATE_ACLS, acls.decode_create_acls_request, acls.encode_create_acls_response,
+         handle_create_acls),
+    _row(ApiKey.DELETE_ACLS, acls.decode_delete_acls_request, acls.encode_delete_acls_response,
+         handle_delete_acls),
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE):
@@ -201,7 +219,8 @@ class RequestHandler:
             auto_topics=AutoTopicCreator(topic_admin) if auto_create_topics and topic_admin else None,
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
             topic_defaults=broker_topic_defaults(config), config=config,
-            groups=groups, offsets_topic=offsets_topic)
+            groups=groups, offsets_topic=offsets_topic,
+            elections=HttpLeaderElections(controller_client) if controller_client is not None else None)
 
     async def close(self) -> None:
         await self.context.groups.close()
@@ -211,6 +230,9 @@ class RequestHandler:
         close = getattr(self.context.topic_admin, "close", None)
         if close is not None:
             await close()
+        elections = self.context.elections
+        if isinstance(elections, HttpLeaderElections):
+            await elections.close()
 
     async def handle(self, header: RequestHeader, body: memoryview,
                      client_host: str = "") -> list[Chunk] | None:

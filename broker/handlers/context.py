@@ -18,6 +18,7 @@ from typing import Any, Final
 from broker.controller_client import ControllerClient
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
+from broker.leader_elections import LeaderElections
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import AutoTopicCreator, TopicAdmin
@@ -52,6 +53,7 @@ class BrokerContext:
     config: Config  # the broker's static config (server.properties)
     groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
     offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
+    elections: LeaderElections | None = None  # ElectLeaders, on the controllers
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""

@@ -26,7 +26,7 @@ LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
 
 async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int, client: ClientInfo) -> md.MetadataResponse:
     image = ctx.image()
-    brokers = _alive_brokers(ctx, image)
+    brokers = alive_brokers(ctx, image)
     alive = {b.node_id for b in brokers}
     names = sorted(image.topics.by_name) if req.topics is None else list(dict.fromkeys(req.topics))
     auto_create = ctx.auto_topics is not None and req.allow_auto_topic_creation \
@@ -44,11 +44,17 @@ async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: 
             topics.append(md.MetadataResponseTopic(LEADER_NOT_AVAILABLE, name, False, ()))
         else:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name, False, ()))
-    controller_id = ctx.broker_id if ctx.broker_id in alive else min(alive, default=-1)
-    return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id, tuple(topics))
+    return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id_for_clients(ctx, alive),
+                               tuple(topics))
 
 
-def _alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataResponseBroker]:
+def controller_id_for_clients(ctx: BrokerContext, alive: set[int]) -> int:
+    """Clients cannot reach KRaft controllers: Kafka names an alive broker instead (this one)."""
+    return ctx.broker_id if ctx.broker_id in alive else min(alive, default=-1)
+
+
+def alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataResponseBroker]:
+    """The unfenced brokers with an endpoint on this listener, by id."""
     out = []
     for broker_id in sorted(image.cluster.brokers):
         registration = image.cluster.brokers[broker_id]

@@ -1,7 +1,8 @@
 """Kafka API keys, the version ranges tidelog answers, and which versions are flexible.
 
-The ranges are design.md's measured set: the newest non-flexible versions that
-librdkafka, kafka-python, aiokafka and kcat all accept.
+The ranges started as design.md's measured set (the newest non-flexible versions that
+librdkafka, kafka-python, aiokafka and kcat all accept); APIs move to Kafka 3.9's ranges,
+flexible versions included, as their codecs implement every field.
 """
 
 from __future__ import annotations
@@ -32,10 +33,15 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 # (min, max) version answered per API, inclusive.
@@ -62,10 +68,17 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
+    # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
-# First flexible version per API (Kafka's "flexibleVersions"): only the request header
-# format depends on it here, since every version answered above is below it.
+# First flexible version per API (Kafka's "flexibleVersions" in its message JSON): the
+# request and response header versions and the codecs' Reader/Writer (`reader_for`,
+# `writer_for`) follow from it.
 FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,
@@ -88,6 +101,11 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.LIST_GROUPS: 3,
     ApiKey.DELETE_GROUPS: 2,
+    ApiKey.DESCRIBE_ACLS: 2,
+    ApiKey.CREATE_ACLS: 2,
+    ApiKey.DELETE_ACLS: 2,
+    ApiKey.ELECT_LEADERS: 2,
+    ApiKey.DESCRIBE_CLUSTER: 0,
 }
 
 
