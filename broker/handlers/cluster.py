@@ -10,16 +10,13 @@ from typing import Final
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.metadata import alive_brokers, controller_id_for_clients
 from common.errors import ErrorCode
+from common.protocol import acls
 from common.protocol import describe_cluster as dc
 from common.protocol import elect_leaders as el
 
 log = logging.getLogger(__name__)
 
-# AclOperation codes Kafka's AclEntry.supportedOperations(CLUSTER) lists: CREATE, ALTER,
-# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE. Without an
-# authorizer every one of them is authorized (AuthHelper.authorizedOperations).
-CLUSTER_OPERATIONS: Final = (5, 7, 8, 9, 10, 11, 12)
-ALL_CLUSTER_OPERATIONS_BITS: Final = sum(1 << op for op in CLUSTER_OPERATIONS)
+ALL_CLUSTER_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.CLUSTER_OPERATIONS)
 _ENDPOINT_NAMES: Final = {dc.ENDPOINT_TYPE_BROKER: "BROKER", dc.ENDPOINT_TYPE_CONTROLLER: "CONTROLLER"}
 # Kafka's Errors messages, which its controller's ApiError carries for these codes.
 _ELECTION_MESSAGES: Final[Mapping[int, str]] = {

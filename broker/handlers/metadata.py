@@ -12,6 +12,7 @@ from typing import Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
+from common.protocol import acls
 from common.protocol import metadata as md
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -22,6 +23,10 @@ from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
+# v8+ "authorized operations", when asked for: everything supported, as Kafka without an
+# authorizer answers.
+CLUSTER_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.CLUSTER_OPERATIONS)
+TOPIC_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.TOPIC_OPERATIONS)
 
 
 async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int, client: ClientInfo) -> md.MetadataResponse:
@@ -36,7 +41,9 @@ async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: 
         topic = image.topic(name)
         if topic is not None:
             internal = name == GROUP_METADATA_TOPIC_NAME  # as Kafka marks its internal topics
-            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive)))
+            operations = TOPIC_OPERATIONS_BITS if req.include_topic_authorized_operations \
+                else md.AUTHORIZED_OPERATIONS_OMITTED
+            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive), operations))
         elif topic_name_error(name) is not None:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, False, ()))
         elif auto_create and ctx.auto_topics is not None:
@@ -44,8 +51,10 @@ async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: 
             topics.append(md.MetadataResponseTopic(LEADER_NOT_AVAILABLE, name, False, ()))
         else:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name, False, ()))
+    operations = CLUSTER_OPERATIONS_BITS if req.include_cluster_authorized_operations \
+        else md.AUTHORIZED_OPERATIONS_OMITTED
     return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id_for_clients(ctx, alive),
-                               tuple(topics))
+                               tuple(topics), operations)
 
 
 def controller_id_for_clients(ctx: BrokerContext, alive: set[int]) -> int:

@@ -6,13 +6,51 @@ SECURITY_DISABLED, which is what tidelog does until security lands (broker/handl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 PATTERN_TYPE_LITERAL: Final = 3  # Kafka's PatternType.LITERAL: the only pattern before v1
+
+
+class AclOperation(IntEnum):
+    """Kafka's org.apache.kafka.common.acl.AclOperation codes."""
+
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+# Kafka's AclEntry.supportedOperations per resource type: without an authorizer every one
+# is authorized (AuthHelper.authorizedOperations), so these are what "authorized
+# operations" fields carry when a client asks for them.
+CLUSTER_OPERATIONS: Final = frozenset({
+    AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE})
+TOPIC_OPERATIONS: Final = frozenset({
+    AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.DELETE,
+    AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
+
+
+def operations_bitfield(operations: Iterable[AclOperation]) -> int:
+    """Kafka's Utils.to32BitField: bit n set for the operation with code n."""
+    return sum(1 << int(op) for op in set(operations))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import pytest
 from broker.handlers.cluster import ALL_CLUSTER_OPERATIONS_BITS
 from broker.leader_elections import ElectionOutcome
 from common.protocol import acls
+from common.protocol import metadata as md
 from common.protocol import describe_cluster as dcl
 from common.protocol import elect_leaders as el
 from common.protocol.api_keys import ApiKey
@@ -100,3 +101,15 @@ async def test_elect_leaders_failures_are_answered_at_both_levels(node):  # noqa
     assert unknown_type.error_code == 42 and len(fake.calls) == 1  # INVALID_REQUEST, never sent on
     empty = await elect(handler, el.ElectLeadersRequest((), 5000))
     assert (empty.error_code, empty.replica_election_results) == (0, ()) and len(fake.calls) == 1
+
+
+async def test_metadata_v8_answers_authorized_operations_when_asked(node):  # noqa: F811
+    handler, _, _ = node
+    for asked, cluster_ops, topic_ops in (
+            (False, md.AUTHORIZED_OPERATIONS_OMITTED, md.AUTHORIZED_OPERATIONS_OMITTED),
+            (True, ALL_CLUSTER_OPERATIONS_BITS, 0b1101_1111_1000)):  # READ..ALTER, DESCRIBE(_CONFIGS), ALTER_CONFIGS
+        request = md.MetadataRequest(("orders",), False, asked, asked)
+        response = await call(handler, ApiKey.METADATA, 8, request, md.encode_metadata_request,
+                              md.decode_metadata_response)
+        assert response.cluster_authorized_operations == cluster_ops
+        assert response.topics[0].topic_authorized_operations == topic_ops
