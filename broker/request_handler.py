@@ -25,13 +25,17 @@ from broker.controller_client import ControllerClient
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
+from broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from broker.handlers.admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
 )
-from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (

@@ -47,6 +47,8 @@ TOPIC_OPERATIONS: Final = frozenset({
     AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.DELETE,
     AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
 
+GROUP_OPERATIONS: Final = frozenset({AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE})
+
 
 def operations_bitfield(operations: Iterable[AclOperation]) -> int:
     """Kafka's Utils.to32BitField: bit n set for the operation with code n."""

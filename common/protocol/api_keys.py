@@ -47,15 +47,15 @@ class ApiKey(IntEnum):
 # (min, max) version answered per API, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.METADATA: (1, 8),
+    ApiKey.METADATA: (1, 12),
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 8),
-    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.FIND_COORDINATOR: (0, 5),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 4),
     ApiKey.OFFSET_COMMIT: (2, 7),
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
@@ -64,9 +64,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
-    ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
-    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DESCRIBE_ACLS: (0, 3),

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from common.errors import ErrorCode
 from common.protocol.api_keys import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -21,7 +22,6 @@ from common.protocol.api_keys import (
     reader_for,
     writer_for,
 )
-from common.errors import ErrorCode
 from common.protocol.primitives import Chunk, Reader, Writer
 
 UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)

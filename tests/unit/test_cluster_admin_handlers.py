@@ -12,11 +12,11 @@ import pytest
 from broker.handlers.cluster import ALL_CLUSTER_OPERATIONS_BITS
 from broker.leader_elections import ElectionOutcome
 from common.protocol import acls
-from common.protocol import metadata as md
 from common.protocol import describe_cluster as dcl
 from common.protocol import elect_leaders as el
+from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
-from tests.unit.test_request_handler import ADVERTISED, ME, call, node  # noqa: F401 - the fixture
+from tests.unit.test_request_handler import ADVERTISED, ME, call, node
 
 __all__ = ["node"]
 
@@ -32,7 +32,7 @@ class RecordingElections:
 
 
 @pytest.mark.parametrize("version", [0, 1])
-async def test_describe_cluster_lists_alive_brokers_and_operations(node, version):  # noqa: F811
+async def test_describe_cluster_lists_alive_brokers_and_operations(node, version):
     handler, _, _ = node
     for include, operations in ((False, dcl.AUTHORIZED_OPERATIONS_OMITTED), (True, ALL_CLUSTER_OPERATIONS_BITS)):
         response = await call(handler, ApiKey.DESCRIBE_CLUSTER, version, dcl.DescribeClusterRequest(include),
@@ -43,7 +43,7 @@ async def test_describe_cluster_lists_alive_brokers_and_operations(node, version
     assert ALL_CLUSTER_OPERATIONS_BITS == 0b1_1111_1010_0000  # CREATE, ALTER..IDEMPOTENT_WRITE
 
 
-async def test_describe_cluster_for_a_controller_endpoint_is_mismatched(node):  # noqa: F811
+async def test_describe_cluster_for_a_controller_endpoint_is_mismatched(node):
     handler, _, _ = node
     response = await call(handler, ApiKey.DESCRIBE_CLUSTER, 1, dcl.DescribeClusterRequest(False, 2),
                           dcl.encode_describe_cluster_request, dcl.decode_describe_cluster_response)
@@ -52,7 +52,7 @@ async def test_describe_cluster_for_a_controller_endpoint_is_mismatched(node):  
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
-async def test_acls_answer_security_disabled_and_store_nothing(node, version):  # noqa: F811
+async def test_acls_answer_security_disabled_and_store_nothing(node, version):
     handler, _, _ = node
     described = await call(handler, ApiKey.DESCRIBE_ACLS, version, acls.AclFilter(1, None, None, None, 1, 1),
                            acls.encode_describe_acls_request, acls.decode_describe_acls_response)
@@ -72,7 +72,7 @@ async def elect(handler, request, version=2):
                       el.decode_elect_leaders_response)
 
 
-async def test_elect_leaders_goes_to_the_controllers_and_answers_per_partition(node):  # noqa: F811
+async def test_elect_leaders_goes_to_the_controllers_and_answers_per_partition(node):
     handler, _, _ = node
     fake = RecordingElections(ElectionOutcome(0, None, {("orders", 0): 0, ("orders", 1): 84, ("nope", 0): 3}))
     handler.context.elections = fake
@@ -89,7 +89,7 @@ async def test_elect_leaders_goes_to_the_controllers_and_answers_per_partition(n
     assert fake.calls[-1] == ("preferred", None)
 
 
-async def test_elect_leaders_failures_are_answered_at_both_levels(node):  # noqa: F811
+async def test_elect_leaders_failures_are_answered_at_both_levels(node):
     handler, _, _ = node
     fake = RecordingElections(ElectionOutcome(42, "too many partitions", {}))
     handler.context.elections = fake
@@ -103,7 +103,7 @@ async def test_elect_leaders_failures_are_answered_at_both_levels(node):  # noqa
     assert (empty.error_code, empty.replica_election_results) == (0, ()) and len(fake.calls) == 1
 
 
-async def test_metadata_v8_answers_authorized_operations_when_asked(node):  # noqa: F811
+async def test_metadata_v8_answers_authorized_operations_when_asked(node):
     handler, _, _ = node
     for asked, cluster_ops, topic_ops in (
             (False, md.AUTHORIZED_OPERATIONS_OMITTED, md.AUTHORIZED_OPERATIONS_OMITTED),
@@ -113,3 +113,29 @@ async def test_metadata_v8_answers_authorized_operations_when_asked(node):  # no
                               md.decode_metadata_response)
         assert response.cluster_authorized_operations == cluster_ops
         assert response.topics[0].topic_authorized_operations == topic_ops
+
+
+async def metadata(handler, request, version):
+    return await call(handler, ApiKey.METADATA, version, request, md.encode_metadata_request,
+                      md.decode_metadata_response)
+
+
+async def test_metadata_v10_plus_carries_topic_ids_and_v12_looks_them_up(node):
+    handler, admin_api, _ = node
+    assert md.wire_topic_id("AAECAwQFBgcICQoLDA0ODw").bytes == bytes(range(16))  # Kafka's Uuid.toString
+    orders_id = md.wire_topic_id("ORDERS")  # a hand-written id: a stable stand-in
+    assert orders_id == md.wire_topic_id("ORDERS") != md.wire_topic_id("DARK")
+    for version in (10, 11, 12):
+        by_name = await metadata(handler, md.MetadataRequest(("orders", "nope"), False), version)
+        assert [(t.name, t.error_code, t.topic_id) for t in by_name.topics] == [
+            ("orders", 0, orders_id), ("nope", 3, md.ZERO_UUID)]
+    missing = md.wire_topic_id("AAECAwQFBgcICQoLDA0ODw")
+    by_id = await metadata(handler, md.MetadataRequest((), True, topic_ids=(orders_id, missing), null_names=2), 12)
+    assert [(t.name, t.error_code, t.topic_id) for t in by_id.topics] == [
+        ("orders", 0, orders_id), (None, 100, missing)]  # UNKNOWN_TOPIC_ID, with a null name
+    assert admin_api.calls == []  # nothing auto-created by id
+    # v10/v11 refuse ids, as Kafka: INVALID_REQUEST on every topic named
+    refused = await metadata(handler, md.MetadataRequest(("orders",), True, topic_ids=(orders_id,)), 11)
+    assert [(t.name, t.error_code) for t in refused.topics] == [("orders", 42)]
+    assert (await metadata(handler, md.MetadataRequest(None), 12)).cluster_authorized_operations == \
+        md.AUTHORIZED_OPERATIONS_OMITTED  # v11+ has no such field

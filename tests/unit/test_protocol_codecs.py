@@ -73,6 +73,8 @@ def resp(module: Any, name: str, key: int, version: int, value: Any, data: bytes
 
 
 BATCH = b"\x00" * 8 + b"fake record batch"
+TOPIC_UUID = md.wire_topic_id("AAECAwQFBgcICQoLDA0ODw")  # Kafka's Uuid string of bytes 0..15
+ZERO16 = b"\x00" * 16
 
 # ---- requests ---------------------------------------------------------------------------
 
@@ -145,6 +147,15 @@ REQUESTS += [
     req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
     req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
+    req(md, "metadata", 3, 9, md.MetadataRequest(("a",), True, True, False),
+        carr(cs("a") + TAG) + b(True) + b(True) + b(False) + TAG),
+    req(md, "metadata", 3, 9, md.MetadataRequest(None, False), b"\x00" + b(False) + b(False) + b(False) + TAG),
+    req(md, "metadata", 3, 10, md.MetadataRequest(("a",), True, False, True),
+        carr(ZERO16 + cs("a") + TAG) + b(True) + b(False) + b(True) + TAG),
+    req(md, "metadata", 3, 11, md.MetadataRequest(("a",), True, False, True),  # no cluster operations
+        carr(ZERO16 + cs("a") + TAG) + b(True) + b(True) + TAG),
+    req(md, "metadata", 3, 12, md.MetadataRequest((), False, False, False, (TOPIC_UUID,), 1),
+        carr(TOPIC_UUID.bytes + cs(None) + TAG) + b(False) + b(False) + TAG),
     req(md, "metadata", 3, 8, md.MetadataRequest(("a",), True, False, True),
         arr(s("a")) + b(True) + b(False) + b(True)),
     req(produce, "produce", 0, 3, PRODUCE_REQ, PRODUCE_REQ_BYTES),
@@ -171,6 +182,11 @@ REQUESTS += [
         find_coordinator.FindCoordinatorRequest("g"), s("g")),
     req(find_coordinator, "find_coordinator", 10, 2,
         find_coordinator.FindCoordinatorRequest("tx", 1), s("tx") + i8(1)),
+    req(find_coordinator, "find_coordinator", 10, 3,
+        find_coordinator.FindCoordinatorRequest("g", 0), cs("g") + i8(0) + TAG),
+    *[req(find_coordinator, "find_coordinator", 10, v,
+          find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
+      for v in (4, 5)],
     req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
     req(admin, "delete_topics", 20, 1, admin.DeleteTopicsRequest(("a", "b"), 30000),
         arr(s("a"), s("b")) + i32(30000)),
@@ -195,6 +211,17 @@ MD_V8 = (i32(0) + arr(i32(1) + s("h") + i32(9092) + s("r"), i32(2) + s("g") + i3
                + arr(i16(0) + i32(0) + i32(1) + i32(5) + ints(1, 2) + ints(1) + ints(2))
                + i32(-2**31))
          + i32(-2**31))
+
+MD_RESP_V12 = md.MetadataResponse(0, MD_RESP.brokers, "cid", 1, (
+    md.MetadataResponseTopic(0, "t", False, (MD_PART,), 0xDF8, TOPIC_UUID),
+    md.MetadataResponseTopic(100, None, False, (), topic_id=md.ZERO_UUID)))
+MD_BROKERS_FLEX = carr(i32(1) + cs("h") + i32(9092) + cs("r") + TAG, i32(2) + cs("g") + i32(9093) + cs(None) + TAG)
+MD_PART_FLEX = carr(i16(0) + i32(0) + i32(1) + i32(5) + carr(i32(1), i32(2)) + carr(i32(1)) + carr(i32(2)) + TAG)
+MD_V9 = (i32(0) + MD_BROKERS_FLEX + cs("cid") + i32(1)
+         + carr(i16(0) + cs("t") + b(False) + MD_PART_FLEX + i32(-2**31) + TAG) + i32(-2**31) + TAG)
+MD_V12 = (i32(0) + MD_BROKERS_FLEX + cs("cid") + i32(1)
+          + carr(i16(0) + cs("t") + TOPIC_UUID.bytes + b(False) + MD_PART_FLEX + i32(0xDF8) + TAG,
+                 i16(100) + cs(None) + ZERO16 + b(False) + carr() + i32(-2**31) + TAG) + TAG)
 
 PR_PART = produce.PartitionProduceResponse(0, 0, 42, -1, 7, (
     produce.BatchIndexAndErrorMessage(0, "bad"),), "why")
@@ -237,6 +264,8 @@ RESPONSES = [
         0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
             0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
     resp(md, "metadata", 3, 8, MD_RESP, MD_V8),
+    resp(md, "metadata", 3, 9, MD_RESP, MD_V9),
+    resp(md, "metadata", 3, 12, MD_RESP_V12, MD_V12),
     resp(produce, "produce", 0, 3, produce.ProduceResponse((produce.TopicProduceResponse(
         "t", (produce.PartitionProduceResponse(0, 0, 42),)),), 3), PR_V3),
     resp(produce, "produce", 0, 8, PR_RESP, PR_V8),
@@ -265,6 +294,14 @@ RESPONSES = [
     resp(find_coordinator, "find_coordinator", 10, 0,
          find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
          i16(0) + i32(1) + s("h") + i32(9092)),
+    resp(find_coordinator, "find_coordinator", 10, 3,
+         find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
+         i32(0) + i16(0) + cs(None) + i32(1) + cs("h") + i32(9092) + TAG),
+    *[resp(find_coordinator, "find_coordinator", 10, v, find_coordinator.FindCoordinatorResponse(
+        0, -1, "", -1, None, 0, (find_coordinator.Coordinator("g", 1, "h", 9092, 0),
+                                 find_coordinator.Coordinator("x", -1, "", -1, 15, "no"))),
+        i32(0) + carr(cs("g") + i32(1) + cs("h") + i32(9092) + i16(0) + cs(None) + TAG,
+                      cs("x") + i32(-1) + cs("") + i32(-1) + i16(15) + cs("no") + TAG) + TAG) for v in (4, 5)],
     resp(find_coordinator, "find_coordinator", 10, 2,
          find_coordinator.FindCoordinatorResponse(15, -1, "", -1, "not yet", 0),
          i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
@@ -337,7 +374,7 @@ def test_unsupported_versions_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError):
         decode_request(RequestHeader(12345, 0, 1, None), memoryview(b""))
     with pytest.raises(ProtocolError):
-        md.decode_metadata_request(memoryview(i32(-1)), 9)
+        md.decode_metadata_request(memoryview(i32(-1)), 13)
 
 
 class FakeSlice:
