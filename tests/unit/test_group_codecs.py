@@ -114,6 +114,19 @@ ROWS = [
     resp(oc, "offset_fetch", K.OFFSET_FETCH, 5,
          oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
          i32(0) + arr(s("t") + arr(i32(0) + i64(42) + i32(5) + s("meta") + i16(0))) + i16(14)),
+    # the flexible versions: OffsetCommit 8, OffsetFetch 6 and 7 (require_stable)
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_V7,
+        cs("g") + i32(3) + cs("m-1") + cs("inst")
+        + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + TAG) + TAG) + TAG),
+    resp(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_RESP,
+         i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + TAG, i32(1) + i16(12) + TAG) + TAG) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 6, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+        cs("g") + carr(cs("t") + carr(i32(0), i32(1)) + TAG) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 7, oc.OffsetFetchRequest("g", None, True), cs("g") + b"\x00" + b(True) + TAG),
+    *[resp(oc, "offset_fetch", K.OFFSET_FETCH, v,
+           oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
+           i32(0) + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + i16(0) + TAG) + TAG) + i16(14) + TAG)
+      for v in (6, 7)],
     req(oc, "offset_delete", K.OFFSET_DELETE, 0,
         oc.OffsetDeleteRequest("g", (oc.OffsetDeleteRequestTopic("t", (0, 2)),)), s("g") + arr(s("t") + ints(0, 2))),
     resp(oc, "offset_delete", K.OFFSET_DELETE, 0,
@@ -198,7 +211,7 @@ def test_dispatch_encodes_responses(row: Row) -> None:
 
 
 @pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 6), (K.SYNC_GROUP, 4), (K.OFFSET_COMMIT, 1),
-                                          (K.OFFSET_COMMIT, 8), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 6),
+                                          (K.OFFSET_COMMIT, 9), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 8),
                                           (K.DESCRIBE_GROUPS, 6), (K.HEARTBEAT, 5), (K.LEAVE_GROUP, 5),
                                           (K.LIST_GROUPS, 5), (K.DELETE_GROUPS, 3), (K.OFFSET_DELETE, 1)])
 def test_versions_outside_the_ranges_are_protocol_errors(api: ApiKey, version: int) -> None:
