@@ -72,6 +72,15 @@ ROWS = [
          i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + by(b"meta"))),
     resp(jg, "join_group", K.JOIN_GROUP, 5, JOIN_RESP,
          i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + s("inst") + by(b"meta"))),
+    req(jg, "join_group", K.JOIN_GROUP, 6, JOIN_V5,
+        cs("g") + i32(10000) + i32(300000) + cs("m-1") + cs("inst") + cs("consumer")
+        + carr(cs("range") + b"\x05meta" + TAG) + TAG),
+    resp(jg, "join_group", K.JOIN_GROUP, 6, JOIN_RESP,
+         i32(0) + i16(0) + i32(3) + cs("range") + cs("m-1") + cs("m-1")
+         + carr(cs("m-1") + cs("inst") + b"\x05meta" + TAG) + TAG),
+    req(jg, "sync_group", K.SYNC_GROUP, 4, SYNC_V3,
+        cs("g") + i32(3) + cs("m-1") + cs("inst") + carr(cs("m-1") + b"\x04asg" + TAG) + TAG),
+    resp(jg, "sync_group", K.SYNC_GROUP, 4, jg.SyncGroupResponse(0, b"asg"), i32(0) + i16(0) + b"\x04asg" + TAG),
     req(jg, "sync_group", K.SYNC_GROUP, 0, SYNC_V0, s("g") + i32(3) + s("m-1") + arr()),
     req(jg, "sync_group", K.SYNC_GROUP, 3, SYNC_V3,
         s("g") + i32(3) + s("m-1") + s("inst") + arr(s("m-1") + by(b"asg"))),
@@ -210,7 +219,7 @@ def test_dispatch_encodes_responses(row: Row) -> None:
     assert join_chunks(encode_response(ApiKey(row.api_key), row.value, row.version)) == row.data
 
 
-@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 6), (K.SYNC_GROUP, 4), (K.OFFSET_COMMIT, 1),
+@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 7), (K.SYNC_GROUP, 5), (K.OFFSET_COMMIT, 1),
                                           (K.OFFSET_COMMIT, 9), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 8),
                                           (K.DESCRIBE_GROUPS, 6), (K.HEARTBEAT, 5), (K.LEAVE_GROUP, 5),
                                           (K.LIST_GROUPS, 5), (K.DELETE_GROUPS, 3), (K.OFFSET_DELETE, 1)])
