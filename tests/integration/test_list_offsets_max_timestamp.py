@@ -88,13 +88,18 @@ def max_timestamp(cluster: LocalCluster, topic: str) -> tuple[int, int]:
 
 
 def eventually_max_timestamp(cluster: LocalCluster, topic: str) -> tuple[int, int]:
-    """The answer once the client's metadata names the new leader (librdkafka does not retry
-    a NOT_LEADER_OR_FOLLOWER answer to list_offsets itself)."""
+    """The answer once the client's metadata names the new leader and its epoch, and that
+    leader's high watermark has reached its epoch's start (KIP-207: OFFSET_NOT_AVAILABLE until
+    then): Kafka's retriable answers, which librdkafka's list_offsets hands back instead of retrying."""
+    error = confluent_kafka.KafkaError
+    not_yet = (error.NOT_LEADER_FOR_PARTITION, error.OFFSET_NOT_AVAILABLE, error.FENCED_LEADER_EPOCH,
+               error.UNKNOWN_LEADER_EPOCH, error.LEADER_NOT_AVAILABLE)
+
     def answer() -> tuple[int, int] | None:
         try:
             return max_timestamp(cluster, topic)
         except confluent_kafka.KafkaException as e:
-            if e.args[0].code() != confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION:
+            if e.args[0].code() not in not_yet:
                 raise
             return None
     return wait_until(f"{topic}: an answer from its leader", answer)  # type: ignore[no-any-return]
