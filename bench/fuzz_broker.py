@@ -45,10 +45,13 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
     sys.path.insert(0, str(ROOT))
 
 from common.protocol import (  # noqa: E402
+    acls,
     admin,
     alter_configs,
     api_versions,
+    describe_cluster,
     describe_configs,
+    elect_leaders,
     fetch,
     find_coordinator,
     produce,  # noqa: E402
@@ -64,7 +67,7 @@ from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
-from common.protocol.api_keys import ApiKey  # noqa: E402
+from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
 from common.protocol.frame import (
     RequestHeader,
@@ -111,7 +114,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
                  fetch_offset: int = 0) -> bytes:
     """One well-formed request body: what a real client sends for this API and version."""
     if api is ApiKey.API_VERSIONS:
-        value_ = api_versions.ApiVersionsRequest()
+        value_ = api_versions.ApiVersionsRequest("tidelog-fuzz", "1.0")
         return join_chunks(api_versions.encode_api_versions_request(value_, version))
     if api is ApiKey.METADATA:
         return join_chunks(md.encode_metadata_request(md.MetadataRequest((topic, "fuzz-absent"), False), version))
@@ -134,7 +137,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
     if api is ApiKey.INIT_PRODUCER_ID:
         return join_chunks(ipi.encode_init_producer_id_request(ipi.InitProducerIdRequest(None, 60000), version))
     if api is ApiKey.FIND_COORDINATOR:
-        req = find_coordinator.FindCoordinatorRequest("fuzz-group")
+        req = find_coordinator.FindCoordinatorRequest("fuzz-group", 0, ("fuzz-group",))
         return join_chunks(find_coordinator.encode_find_coordinator_request(req, version))
     if api is ApiKey.CREATE_TOPICS:  # validate_only: a mutation must also flip it to create anything
         req = admin.CreateTopicsRequest((admin.CreatableTopic("fuzz-absent", 1, 1),), 1000, True)
@@ -155,11 +158,31 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         encode = (alter_configs.encode_alter_configs_request if api is ApiKey.ALTER_CONFIGS
                   else alter_configs.encode_incremental_alter_configs_request)
         return join_chunks(encode(req, version))
-    for more in (_group_request, _log_admin_request):
+    for more in (_cluster_request, _group_request, _log_admin_request):
         body = more(api, version, topic)
         if body is not None:
             return body
     raise AssertionError(f"no fuzz frame for {api.name}: add one")  # a new codec: add it here
+
+
+def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
+    """DescribeCluster, ElectLeaders (the fuzz topic's leader is its preferred replica, so a
+    preferred or unclean election is not needed) and the ACL APIs (SECURITY_DISABLED)."""
+    if api is ApiKey.DESCRIBE_CLUSTER:
+        return join_chunks(describe_cluster.encode_describe_cluster_request(
+            describe_cluster.DescribeClusterRequest(True), version))
+    if api is ApiKey.ELECT_LEADERS:
+        return join_chunks(elect_leaders.encode_elect_leaders_request(elect_leaders.ElectLeadersRequest(
+            (elect_leaders.TopicPartitions(topic, (0,)),), 1000), version))
+    acl_filter = acls.AclFilter(2, topic, None, None, 1, 1)
+    if api is ApiKey.DESCRIBE_ACLS:
+        return join_chunks(acls.encode_describe_acls_request(acl_filter, version))
+    if api is ApiKey.CREATE_ACLS:
+        return join_chunks(acls.encode_create_acls_request(acls.CreateAclsRequest((
+            acls.AclCreation(2, topic, "User:fuzz", "*", 3, 3),)), version))
+    if api is ApiKey.DELETE_ACLS:
+        return join_chunks(acls.encode_delete_acls_request(acls.DeleteAclsRequest((acl_filter,)), version))
+    return None
 
 
 FUZZ_GROUP: Final = "fuzz-group"
@@ -246,7 +269,12 @@ def predict(data: bytes) -> Prediction:
                 break
             header, body = parse_request_header(data[pos + 4:pos + 4 + size])
             pos += 4 + size
-            if header.request_api_key != ApiKey.API_VERSIONS:  # ApiVersions is answered at any version
+            # An ApiVersions request at a version we do not serve is answered (v0, error 35)
+            # without reading its body; at a served version its body is decoded like any
+            # other (v3+ carries fields, and a malformed one closes the connection, as Kafka's
+            # InvalidRequestException does).
+            if header.request_api_key != ApiKey.API_VERSIONS \
+                    or is_supported(ApiKey.API_VERSIONS, header.request_api_version):
                 request = decode_request(header, body)
                 if isinstance(request, produce.ProduceRequest) and request.acks == 0:
                     silent += 1

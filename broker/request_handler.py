@@ -26,6 +26,11 @@ from broker.controller_client import ControllerClient
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
+from broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from broker.handlers.admin import (
     handle_create_partitions,
     handle_create_topics,
@@ -36,6 +41,7 @@ from broker.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -53,6 +59,7 @@ from broker.handlers.metadata import (
     handle_metadata,
 )
 from broker.handlers.produce import handle_init_producer_id, handle_produce
+from broker.leader_elections import HttpLeaderElections
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import (
@@ -62,14 +69,18 @@ from broker.topic_admin import (
     TopicDefaults,
 )
 from common.config import Config
+from common.errors import ErrorCode
 from common.protocol import (
+    acls,
     admin,
     alter_configs,
     api_versions,
     delete_records,
+    describe_cluster,
     describe_configs,
     describe_log_dirs,
     describe_producers,
+    elect_leaders,
     fetch,
     find_coordinator,
     group_admin,
@@ -85,11 +96,9 @@ from common.protocol import (
 from common.protocol.api_keys import (
     SUPPORTED_VERSIONS,
     ApiKey,
-    is_flexible,
     is_supported,
 )
 from common.protocol.dispatch import Codec, Decoder, Encoder
-from common.protocol.flexible_wire import RESPONSE_HEADER_V1_TAGS
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
 from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG, broker_topic_defaults
@@ -98,6 +107,8 @@ from metadata.image import MetadataImage
 
 async def handle_api_versions(ctx: BrokerContext, req: api_versions.ApiVersionsRequest,
                               version: int, client: ClientInfo) -> api_versions.ApiVersionsResponse:
+    if not req.is_valid(version):  # Kafka: INVALID_REQUEST and no list
+        return api_versions.ApiVersionsResponse(int(ErrorCode.INVALID_REQUEST), ())
     return api_versions.ApiVersionsResponse(0, ADVERTISED_API_VERSIONS)
 
 
@@ -177,6 +188,18 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          group_admin.encode_list_groups_response, _group(group.list_)),
     _row(ApiKey.DELETE_GROUPS, group_admin.decode_delete_groups_request,
          group_admin.encode_delete_groups_response, _group(group.delete)),
+    # cluster admin: broker/handlers/cluster.py
+    _row(ApiKey.DESCRIBE_CLUSTER, describe_cluster.decode_describe_cluster_request,
+         describe_cluster.encode_describe_cluster_response, handle_describe_cluster),
+    _row(ApiKey.ELECT_LEADERS, elect_leaders.decode_elect_leaders_request,
+         elect_leaders.encode_elect_leaders_response, handle_elect_leaders),
+    # ACLs without an authorizer: broker/handlers/acls.py
+    _row(ApiKey.DESCRIBE_ACLS, acls.decode_describe_acls_request, acls.encode_describe_acls_response,
+         handle_describe_acls),
+    _row(ApiKey.CREATE_ACLS, acls.decode_create_acls_request, acls.encode_create_acls_response,
+         handle_create_acls),
+    _row(ApiKey.DELETE_ACLS, acls.decode_delete_acls_request, acls.encode_delete_acls_response,
+         handle_delete_acls),
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE):
@@ -238,7 +261,8 @@ class RequestHandler:
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
             topic_defaults=broker_topic_defaults(config), config=config,
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
-            applied_offsets=applied_offsets)
+            applied_offsets=applied_offsets,
+            elections=HttpLeaderElections(controller_client) if controller_client is not None else None)
 
     async def close(self) -> None:
         await self.context.groups.close()
@@ -248,6 +272,9 @@ class RequestHandler:
         close = getattr(self.context.topic_admin, "close", None)
         if close is not None:
             await close()
+        elections = self.context.elections
+        if isinstance(elections, HttpLeaderElections):
+            await elections.close()
 
     async def handle(self, header: RequestHeader, body: memoryview,
                      client_host: str = "") -> list[Chunk] | None:
@@ -266,9 +293,4 @@ class RequestHandler:
                                      ClientInfo.of(header.client_id, client_host))
         if response is None:
             return None
-        chunks = row.codec.encode(response, version)
-        if is_flexible(row.api_key, version):
-            # Response header v1: an empty tagged-field section follows the correlation id
-            # that frame_response writes (ApiVersions, answered above, always uses v0).
-            return [RESPONSE_HEADER_V1_TAGS, *chunks]
-        return chunks
+        return row.codec.encode(response, version)

@@ -38,7 +38,7 @@ from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
     RequestHeader,
-    frame_response,
+    frame_response_for,
     parse_request_header,
 )
 from common.protocol.primitives import Chunk, ProtocolError
@@ -194,7 +194,7 @@ class Connection:
             body = await item.task  # ProtocolError (undecodable request) ends the connection
             self.in_flight.remove(item)
             if body is not None:
-                await self._send(frame_response(item.header.correlation_id, body))
+                await self._send(frame_response_for(item.header, body))
             metrics.observe(item.header.request_api_key, (loop.time() - item.received) * 1000)
 
     async def _send(self, chunks: Sequence[Chunk]) -> None:

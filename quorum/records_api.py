@@ -37,7 +37,7 @@ TIMEOUT_MARGIN: Final = 5 * SECONDS  # connecting, and a retry after a leadershi
 RETRY_EVERY: Final = 0.1 * SECONDS
 MAX_RESPONSE_BYTES: Final = 1 * MIB
 CLIENT_ID: Final = "tidelog-admin-api"
-# Classic: the frame has no response header v1 yet (common.protocol.flexible_wire).
+# A classic version: this client reads response header v0 (DeleteRecords v1 carries every field used).
 DELETE_RECORDS_VERSION: Final = 1
 FIELDS: Final = ("offset", "timeout_ms")
 _STATUS: Final = {"UNKNOWN_TOPIC_OR_PARTITION": 404, "REQUEST_TIMED_OUT": 504, "NOT_LEADER_OR_FOLLOWER": 503,

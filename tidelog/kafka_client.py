@@ -96,7 +96,7 @@ def cluster_info(response: metadata.MetadataResponse) -> ClusterInfo:
     topics = {t.name: TopicInfo(t.name, t.error_code, {
         p.partition_index: PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes,
                                          p.isr_nodes, p.error_code) for p in t.partitions})
-        for t in response.topics}
+        for t in response.topics if t.name is not None}  # a null name answers an unknown topic id (v12+)
     return ClusterInfo(brokers, topics)
 
 

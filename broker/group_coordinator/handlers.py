@@ -14,6 +14,7 @@ from typing import Final, cast
 from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
 from broker.handlers.context import ClientInfo
 from common.errors import ErrorCode
+from common.protocol import acls
 from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
@@ -35,6 +36,7 @@ from metadata.image import MetadataImage
 
 E = ErrorCode
 JOIN_MARGIN_S: Final = 5.0  # a parked JoinGroup waits its rebalance timeout plus this, at most
+GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
 
 
 def _join_response(result: JoinResult) -> jg.JoinGroupResponse:
@@ -210,8 +212,10 @@ async def describe(coord: GroupCoordinator, req: ga.DescribeGroupsRequest, versi
             out.append(ga.DescribedGroup(int(e.code), group_id, "", "", ""))
             continue
         group = shard.groups.get(group_id)
+        operations = GROUP_OPERATIONS_BITS if req.include_authorized_operations \
+            else ga.AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
         if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
-            out.append(ga.DescribedGroup(0, group_id, GroupState.DEAD.value, "", ""))
+            out.append(ga.DescribedGroup(0, group_id, GroupState.DEAD.value, "", "", (), operations))
             continue
         stable = group.state is GroupState.STABLE
         members = tuple(ga.DescribedGroupMember(
@@ -219,7 +223,7 @@ async def describe(coord: GroupCoordinator, req: ga.DescribeGroupsRequest, versi
             m.metadata_for(group.protocol_name) if stable else b"", m.assignment if stable else b"")
             for m in group.members.values())
         out.append(ga.DescribedGroup(0, group_id, group.state.value, group.protocol_type or "",
-                                     (group.protocol_name or "") if stable else "", members))
+                                     (group.protocol_name or "") if stable else "", members, operations))
     return ga.DescribeGroupsResponse(tuple(out))
 
 
@@ -227,11 +231,17 @@ async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int
                 client: ClientInfo) -> ga.ListGroupsResponse:
     coord.ensure_started()
     error = E.COORDINATOR_LOAD_IN_PROGRESS if coord.loading() else E.NONE
+    # v4 (KIP-518): states compared case-insensitively; a group known only by its committed
+    # offsets is an Empty group, as Kafka loads it.
+    wanted = {state.lower() for state in req.states_filter}
     groups = []
     for shard in coord.active_shards():
         for group_id in sorted(set(shard.groups) | set(shard.offsets)):
             group = shard.groups.get(group_id)
-            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else ""))
+            state = group.state.value if group else GroupState.EMPTY.value
+            if wanted and state.lower() not in wanted:
+                continue
+            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else "", state))
     return ga.ListGroupsResponse(int(error), tuple(groups))
 
 

@@ -19,6 +19,7 @@ from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
+from broker.leader_elections import LeaderElections
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import (
@@ -61,6 +62,7 @@ class BrokerContext:
     topic_sizes: TopicDefaults = KAFKA_TOPIC_SIZES  # num.partitions / default.replication.factor
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None
+    elections: LeaderElections | None = None  # ElectLeaders, on the controllers
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""

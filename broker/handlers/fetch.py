@@ -96,8 +96,10 @@ def _offset_for(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartiti
     if p.timestamp == lo.LATEST_TIMESTAMP:
         return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, fetchable,
                                                partition.leader_epoch)
-    found = partition_log.offset_for_timestamp(p.timestamp)
-    if found is None or found.offset >= fetchable and p.timestamp != lo.EARLIEST_TIMESTAMP:
+    # Without tiered storage the local log start is the log start (KIP-405's -4).
+    timestamp = lo.EARLIEST_TIMESTAMP if p.timestamp == lo.EARLIEST_LOCAL_TIMESTAMP else p.timestamp
+    found = partition_log.offset_for_timestamp(timestamp)
+    if found is None or found.offset >= fetchable and timestamp != lo.EARLIEST_TIMESTAMP:
         return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, -1, -1)
     return lo.ListOffsetsPartitionResponse(p.partition_index, 0, found.timestamp, found.offset,
                                            found.leader_epoch)

@@ -12,8 +12,11 @@ from typing import Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
+from common.protocol import acls
 from common.protocol import metadata as md
 from common.protocol.find_coordinator import (
+    BATCHED_VERSION,
+    Coordinator,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
@@ -22,21 +25,51 @@ from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
+# v8+ "authorized operations", when asked for: everything supported, as Kafka without an
+# authorizer answers.
+CLUSTER_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.CLUSTER_OPERATIONS)
+TOPIC_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.TOPIC_OPERATIONS)
 
 
 async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: int, client: ClientInfo) -> md.MetadataResponse:
     image = ctx.image()
-    brokers = _alive_brokers(ctx, image)
+    brokers = alive_brokers(ctx, image)
     alive = {b.node_id for b in brokers}
+    operations = CLUSTER_OPERATIONS_BITS if req.include_cluster_authorized_operations \
+        else md.AUTHORIZED_OPERATIONS_OMITTED
+    return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id_for_clients(ctx, alive),
+                               _topics(ctx, req, version, image, alive), operations)
+
+
+def _topics(ctx: BrokerContext, req: md.MetadataRequest, version: int, image: MetadataImage,
+            alive: set[int]) -> tuple[md.MetadataResponseTopic, ...]:
+    if req.topics is not None and (req.topic_ids or req.null_names) and version < 12:
+        # Kafka: "Topic IDs are not supported in requests for version 10/11", answered on
+        # every topic named (KafkaApis throws InvalidRequestException before looking).
+        return tuple(md.MetadataResponseTopic(int(ErrorCode.INVALID_REQUEST), name, False, ())
+                     for name in req.topics)
+    if req.topic_ids:  # by id (v12+): names are ignored and nothing is auto-created
+        by_uuid = {md.wire_topic_id(t.topic_id): t for t in image.topics.by_id.values()}
+        known = [by_uuid[i].name for i in dict.fromkeys(req.topic_ids) if i in by_uuid]
+        unknown = [md.MetadataResponseTopic(int(ErrorCode.UNKNOWN_TOPIC_ID), None, False, (), topic_id=i)
+                   for i in dict.fromkeys(req.topic_ids) if i not in by_uuid]
+        return (*_named(ctx, req, image, alive, known, auto_create=False), *unknown)
     names = sorted(image.topics.by_name) if req.topics is None else list(dict.fromkeys(req.topics))
-    auto_create = ctx.auto_topics is not None and req.allow_auto_topic_creation \
-        and req.topics is not None
+    auto_create = ctx.auto_topics is not None and req.allow_auto_topic_creation and req.topics is not None
+    return _named(ctx, req, image, alive, names, auto_create=auto_create)
+
+
+def _named(ctx: BrokerContext, req: md.MetadataRequest, image: MetadataImage, alive: set[int],
+           names: list[str], *, auto_create: bool) -> tuple[md.MetadataResponseTopic, ...]:
     topics = []
     for name in names:
         topic = image.topic(name)
         if topic is not None:
             internal = name == GROUP_METADATA_TOPIC_NAME  # as Kafka marks its internal topics
-            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive)))
+            operations = TOPIC_OPERATIONS_BITS if req.include_topic_authorized_operations \
+                else md.AUTHORIZED_OPERATIONS_OMITTED
+            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive), operations,
+                                                   md.wire_topic_id(topic.topic_id)))
         elif topic_name_error(name) is not None:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, False, ()))
         elif auto_create and ctx.auto_topics is not None:
@@ -44,11 +77,16 @@ async def handle_metadata(ctx: BrokerContext, req: md.MetadataRequest, version: 
             topics.append(md.MetadataResponseTopic(LEADER_NOT_AVAILABLE, name, False, ()))
         else:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name, False, ()))
-    controller_id = ctx.broker_id if ctx.broker_id in alive else min(alive, default=-1)
-    return md.MetadataResponse(0, tuple(brokers), ctx.cluster_id, controller_id, tuple(topics))
+    return tuple(topics)
 
 
-def _alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataResponseBroker]:
+def controller_id_for_clients(ctx: BrokerContext, alive: set[int]) -> int:
+    """Clients cannot reach KRaft controllers: Kafka names an alive broker instead (this one)."""
+    return ctx.broker_id if ctx.broker_id in alive else min(alive, default=-1)
+
+
+def alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataResponseBroker]:
+    """The unfenced brokers with an endpoint on this listener, by id."""
     out = []
     for broker_id in sorted(image.cluster.brokers):
         registration = image.cluster.brokers[broker_id]
@@ -82,7 +120,14 @@ def _partitions(topic: TopicImage, alive: set[int]) -> tuple[md.MetadataResponse
 
 async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorRequest,
                                   version: int, client: ClientInfo) -> FindCoordinatorResponse:
-    return ctx.offsets_topic.find_coordinator(req, ctx.image())
+    image = ctx.image()
+    if version < BATCHED_VERSION:
+        return ctx.offsets_topic.find_coordinator(req, image)
+    answers = []  # v4+: one answer per key, each found as a v3 request would be
+    for key in dict.fromkeys(req.coordinator_keys):
+        one = ctx.offsets_topic.find_coordinator(FindCoordinatorRequest(key, req.key_type), image)
+        answers.append(Coordinator(key, one.node_id, one.host, one.port, one.error_code, one.error_message))
+    return FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(answers))
 
 
 def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:

@@ -1,28 +1,45 @@
-"""ApiVersions (key 18), v0–v2: the request body is empty; the response lists our ranges.
+"""ApiVersions (key 18), v0–v4: the response lists our ranges.
 
-An ApiVersions request at a version we do not answer (librdkafka opens with v3) gets a v0
-body carrying UNSUPPORTED_VERSION and the full list, so the client can retry lower.
+v0–v2 requests are empty; v3+ (flexible) name the client software (KIP-511), which must
+match Kafka's pattern or the answer is INVALID_REQUEST. v4 only lifts a rule on the
+SupportedFeatures tagged field, which we do not send. Whatever the version, the response
+header is v0 (`api_keys.response_header_version`). A request at a version we do not
+answer gets a v0 body with UNSUPPORTED_VERSION and the full list, so the client retries lower.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from common.errors import ErrorCode
 from common.protocol.api_keys import (
     SUPPORTED_VERSIONS,
     ApiKey,
     check_version,
     is_supported,
+    reader_for,
+    writer_for,
 )
 from common.protocol.primitives import Chunk, Reader, Writer
 
-UNSUPPORTED_VERSION = 35
+UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+# ApiVersionsRequest.isValid: a name or version Kafka would refuse gets INVALID_REQUEST.
+_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
 class ApiVersionsRequest:
-    """v0–v2 carry no fields (v3+ adds client software name/version, which we never parse)."""
+    """v0–v2 carry no fields; v3+ name the client software (empty below v3)."""
+
+    client_software_name: str = ""
+    client_software_version: str = ""
+
+    def is_valid(self, version: int) -> bool:
+        """Kafka's rule: below v3 always; from v3 both must match the pattern."""
+        return version < 3 or all(_SOFTWARE_PATTERN.fullmatch(v) for v in (
+            self.client_software_name, self.client_software_version))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +63,24 @@ class ApiVersionsResponse:
 def decode_api_versions_request(body: memoryview, version: int) -> ApiVersionsRequest:
     """Nothing to read for v0–v2; trailing bytes are tolerated."""
     check_version(ApiKey.API_VERSIONS, version)
-    return ApiVersionsRequest()
+    if version < 3:
+        return ApiVersionsRequest()
+    r = reader_for(ApiKey.API_VERSIONS, version, body)
+    request = ApiVersionsRequest(r.string(), r.string())
+    r.tagged_fields()
+    return request
 
 
 def encode_api_versions_request(req: ApiVersionsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): v0–v2 bodies are empty."""
     check_version(ApiKey.API_VERSIONS, version)
-    return []
+    if version < 3:
+        return []
+    w = writer_for(ApiKey.API_VERSIONS, version)
+    w.string(req.client_software_name)
+    w.string(req.client_software_version)
+    w.tagged_fields()
+    return w.chunks()
 
 
 def supported_api_versions(
@@ -73,27 +101,34 @@ def _write_api(w: Writer, a: ApiVersion) -> None:
     w.int16(a.api_key)
     w.int16(a.min_version)
     w.int16(a.max_version)
+    w.tagged_fields()
 
 
 def encode_api_versions_response(resp: ApiVersionsResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.API_VERSIONS, version)
-    w = Writer()
+    w = writer_for(ApiKey.API_VERSIONS, version)
     w.int16(resp.error_code)
     w.array(resp.api_keys, _write_api)
     if version >= 1:
         w.int32(resp.throttle_time_ms)
+    # v3+: SupportedFeatures, FinalizedFeatures and ZkMigrationReady are tagged fields
+    # (absent = none); tidelog has no feature flags, as a broker with none finalized.
+    w.tagged_fields()
     return w.chunks()
 
 
 def _read_api(r: Reader) -> ApiVersion:
-    return ApiVersion(r.int16(), r.int16(), r.int16())
+    api = ApiVersion(r.int16(), r.int16(), r.int16())
+    r.tagged_fields()
+    return api
 
 
 def decode_api_versions_response(body: memoryview, version: int) -> ApiVersionsResponse:
     """Client side (tests, tools): the inverse of `encode_api_versions_response`."""
     check_version(ApiKey.API_VERSIONS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.API_VERSIONS, version, body)
     error_code = r.int16()
     api_keys = r.array(_read_api, 6)
     throttle = r.int32() if version >= 1 else 0
+    r.tagged_fields()
     return ApiVersionsResponse(error_code, api_keys, throttle)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.protocol.api_keys import ApiKey, check_version, is_flexible
-from common.protocol.flexible_wire import WireReader, WireWriter
-from common.protocol.primitives import Chunk
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.primitives import Chunk, Reader, Writer
 
 HIGH_WATERMARK: Final = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 INVALID_LOW_WATERMARK: Final = -1  # DeleteRecordsResponse.INVALID_LOW_WATERMARK
@@ -55,97 +54,92 @@ class DeleteRecordsResponse:
     topics: tuple[DeleteRecordsTopicResult, ...]
 
 
-def _flexible(version: int) -> bool:
-    check_version(ApiKey.DELETE_RECORDS, version)
-    return is_flexible(ApiKey.DELETE_RECORDS, version)
-
-
 # ---- request --------------------------------------------------------------------------
 
 
-def _read_partition(r: WireReader) -> DeleteRecordsPartition:
+def _read_partition(r: Reader) -> DeleteRecordsPartition:
     p = DeleteRecordsPartition(r.int32(), r.int64())
-    r.tags()
+    r.tagged_fields()
     return p
 
 
-def _read_topic(r: WireReader) -> DeleteRecordsTopic:
+def _read_topic(r: Reader) -> DeleteRecordsTopic:
     name = r.string()
     partitions = r.array(_read_partition, 12)
-    r.tags()
+    r.tagged_fields()
     return DeleteRecordsTopic(name, partitions)
 
 
 def decode_delete_records_request(body: memoryview, version: int) -> DeleteRecordsRequest:
-    r = WireReader(body, flexible=_flexible(version))
+    r = reader_for(ApiKey.DELETE_RECORDS, version, body)
     topics = r.array(_read_topic, 3)
     timeout_ms = r.int32()
-    r.tags()
+    r.tagged_fields()
     return DeleteRecordsRequest(topics, timeout_ms)
 
 
-def _write_partition(w: WireWriter, p: DeleteRecordsPartition) -> None:
+def _write_partition(w: Writer, p: DeleteRecordsPartition) -> None:
     w.int32(p.partition_index)
     w.int64(p.offset)
-    w.tags()
+    w.tagged_fields()
 
 
-def _write_topic(w: WireWriter, t: DeleteRecordsTopic) -> None:
+def _write_topic(w: Writer, t: DeleteRecordsTopic) -> None:
     w.string(t.name)
     w.array(t.partitions, _write_partition)
-    w.tags()
+    w.tagged_fields()
 
 
 def encode_delete_records_request(req: DeleteRecordsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_delete_records_request`."""
-    w = WireWriter(flexible=_flexible(version))
+    w = writer_for(ApiKey.DELETE_RECORDS, version)
     w.array(req.topics, _write_topic)
     w.int32(req.timeout_ms)
-    w.tags()
+    w.tagged_fields()
     return [w.to_bytes()]
 
 
 # ---- response -------------------------------------------------------------------------
 
 
-def _write_partition_result(w: WireWriter, p: DeleteRecordsPartitionResult) -> None:
+def _write_partition_result(w: Writer, p: DeleteRecordsPartitionResult) -> None:
     w.int32(p.partition_index)
     w.int64(p.low_watermark)
     w.int16(p.error_code)
-    w.tags()
+    w.tagged_fields()
 
 
-def _write_topic_result(w: WireWriter, t: DeleteRecordsTopicResult) -> None:
+def _write_topic_result(w: Writer, t: DeleteRecordsTopicResult) -> None:
     w.string(t.name)
     w.array(t.partitions, _write_partition_result)
-    w.tags()
+    w.tagged_fields()
 
 
 def encode_delete_records_response(resp: DeleteRecordsResponse, version: int) -> list[Chunk]:
-    w = WireWriter(flexible=_flexible(version))
+    w = writer_for(ApiKey.DELETE_RECORDS, version)
     w.int32(resp.throttle_time_ms)
     w.array(resp.topics, _write_topic_result)
-    w.tags()
+    w.tagged_fields()
     return [w.to_bytes()]
 
 
-def _read_partition_result(r: WireReader) -> DeleteRecordsPartitionResult:
+def _read_partition_result(r: Reader) -> DeleteRecordsPartitionResult:
     p = DeleteRecordsPartitionResult(r.int32(), r.int64(), r.int16())
-    r.tags()
+    r.tagged_fields()
     return p
 
 
-def _read_topic_result(r: WireReader) -> DeleteRecordsTopicResult:
+def _read_topic_result(r: Reader) -> DeleteRecordsTopicResult:
     name = r.string()
     partitions = r.array(_read_partition_result, 14)
-    r.tags()
+    r.tagged_fields()
     return DeleteRecordsTopicResult(name, partitions)
 
 
 def decode_delete_records_response(body: memoryview, version: int) -> DeleteRecordsResponse:
     """Client side (tests, tools): the inverse of `encode_delete_records_response`."""
-    r = WireReader(body, flexible=_flexible(version))
+    r = reader_for(ApiKey.DELETE_RECORDS, version, body)
     throttle = r.int32()
     topics = r.array(_read_topic_result, 3)
-    r.tags()
+    r.tagged_fields()
     return DeleteRecordsResponse(throttle, topics)

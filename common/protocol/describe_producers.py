@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version, is_flexible
-from common.protocol.flexible_wire import WireReader, WireWriter
-from common.protocol.primitives import Chunk
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.primitives import Chunk, Reader, Writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,100 +50,95 @@ class DescribeProducersResponse:
     topics: tuple[DescribeProducersTopicResponse, ...]
 
 
-def _flexible(version: int) -> bool:
-    check_version(ApiKey.DESCRIBE_PRODUCERS, version)
-    return is_flexible(ApiKey.DESCRIBE_PRODUCERS, version)
-
-
 # ---- request --------------------------------------------------------------------------
 
 
-def _read_topic(r: WireReader) -> DescribeProducersTopic:
+def _read_topic(r: Reader) -> DescribeProducersTopic:
     topic = DescribeProducersTopic(r.string(), r.int32_array())
-    r.tags()
+    r.tagged_fields()
     return topic
 
 
 def decode_describe_producers_request(body: memoryview, version: int) -> DescribeProducersRequest:
-    r = WireReader(body, flexible=_flexible(version))
+    r = reader_for(ApiKey.DESCRIBE_PRODUCERS, version, body)
     topics = r.array(_read_topic, 3)
-    r.tags()
+    r.tagged_fields()
     return DescribeProducersRequest(topics)
 
 
-def _write_topic(w: WireWriter, t: DescribeProducersTopic) -> None:
+def _write_topic(w: Writer, t: DescribeProducersTopic) -> None:
     w.string(t.name)
     w.int32_array(t.partition_indexes)
-    w.tags()
+    w.tagged_fields()
 
 
 def encode_describe_producers_request(req: DescribeProducersRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_describe_producers_request`."""
-    w = WireWriter(flexible=_flexible(version))
+    w = writer_for(ApiKey.DESCRIBE_PRODUCERS, version)
     w.array(req.topics, _write_topic)
-    w.tags()
+    w.tagged_fields()
     return [w.to_bytes()]
 
 
 # ---- response -------------------------------------------------------------------------
 
 
-def _write_producer(w: WireWriter, p: ProducerState) -> None:
+def _write_producer(w: Writer, p: ProducerState) -> None:
     w.int64(p.producer_id)
     w.int32(p.producer_epoch)
     w.int32(p.last_sequence)
     w.int64(p.last_timestamp)
     w.int32(p.coordinator_epoch)
     w.int64(p.current_txn_start_offset)
-    w.tags()
+    w.tagged_fields()
 
 
-def _write_partition(w: WireWriter, p: DescribeProducersPartition) -> None:
+def _write_partition(w: Writer, p: DescribeProducersPartition) -> None:
     w.int32(p.partition_index)
     w.int16(p.error_code)
     w.nullable_string(p.error_message)
     w.array(p.active_producers, _write_producer)
-    w.tags()
+    w.tagged_fields()
 
 
-def _write_topic_response(w: WireWriter, t: DescribeProducersTopicResponse) -> None:
+def _write_topic_response(w: Writer, t: DescribeProducersTopicResponse) -> None:
     w.string(t.name)
     w.array(t.partitions, _write_partition)
-    w.tags()
+    w.tagged_fields()
 
 
 def encode_describe_producers_response(resp: DescribeProducersResponse, version: int) -> list[Chunk]:
-    w = WireWriter(flexible=_flexible(version))
+    w = writer_for(ApiKey.DESCRIBE_PRODUCERS, version)
     w.int32(resp.throttle_time_ms)
     w.array(resp.topics, _write_topic_response)
-    w.tags()
+    w.tagged_fields()
     return [w.to_bytes()]
 
 
-def _read_producer(r: WireReader) -> ProducerState:
+def _read_producer(r: Reader) -> ProducerState:
     p = ProducerState(r.int64(), r.int32(), r.int32(), r.int64(), r.int32(), r.int64())
-    r.tags()
+    r.tagged_fields()
     return p
 
 
-def _read_partition(r: WireReader) -> DescribeProducersPartition:
+def _read_partition(r: Reader) -> DescribeProducersPartition:
     index, code, message = r.int32(), r.int16(), r.nullable_string()
     producers = r.array(_read_producer, 33)
-    r.tags()
+    r.tagged_fields()
     return DescribeProducersPartition(index, code, message, producers)
 
 
-def _read_topic_response(r: WireReader) -> DescribeProducersTopicResponse:
+def _read_topic_response(r: Reader) -> DescribeProducersTopicResponse:
     name = r.string()
     partitions = r.array(_read_partition, 9)
-    r.tags()
+    r.tagged_fields()
     return DescribeProducersTopicResponse(name, partitions)
 
 
 def decode_describe_producers_response(body: memoryview, version: int) -> DescribeProducersResponse:
     """Client side (tests, tools): the inverse of `encode_describe_producers_response`."""
-    r = WireReader(body, flexible=_flexible(version))
+    r = reader_for(ApiKey.DESCRIBE_PRODUCERS, version, body)
     throttle = r.int32()
     topics = r.array(_read_topic_response, 3)
-    r.tags()
+    r.tagged_fields()
     return DescribeProducersResponse(throttle, topics)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from common.protocol.api_keys import is_flexible
+from common.protocol.api_keys import is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.units import MIB
 
@@ -90,7 +90,7 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[Request
     correlation_id = r.int32()
     client_id = r.nullable_string()
     if is_flexible(api_key, api_version):
-        r.tagged_fields()
+        r.skip_tagged_fields()
     return RequestHeader(api_key, api_version, correlation_id, client_id), r.rest()
 
 
@@ -144,13 +144,27 @@ class ClientFraming:
         return int(size) - 4
 
 
-def frame_response(correlation_id: int, body: list[Chunk]) -> list[Chunk]:
-    """A whole response with header v0: size prefix, correlation_id, then the body chunks.
-
-    Every response tidelog sends is classic (ApiVersions always uses header v0 anyway).
-    """
-    head = _RESPONSE_HEADER.pack(4 + _chunks_size(body), correlation_id)
+def frame_response(correlation_id: int, body: list[Chunk], header_version: int = 0) -> list[Chunk]:
+    """A whole response: size prefix, correlation_id, (header v1) an empty tagged-field
+    section, then the body chunks. `api_keys.response_header_version` picks the version."""
+    tags = b"\x00" if header_version >= 1 else b""
+    head = _RESPONSE_HEADER.pack(4 + len(tags) + _chunks_size(body), correlation_id) + tags
     return _merge_first(head, body)
+
+
+def frame_response_for(header: RequestHeader, body: list[Chunk]) -> list[Chunk]:
+    """The response to `header`, with the response header version its API and version use."""
+    return frame_response(header.correlation_id, body,
+                          response_header_version(header.request_api_key, header.request_api_version))
+
+
+def strip_response_header(api_key: int, api_version: int, body: memoryview) -> memoryview:
+    """Client side: the body after the correlation id, past header v1's tagged fields."""
+    if response_header_version(api_key, api_version) == 0:
+        return body
+    r = Reader(body)
+    r.skip_tagged_fields()
+    return r.rest()
 
 
 def _chunks_size(chunks: list[Chunk]) -> int:

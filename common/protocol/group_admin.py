@@ -1,15 +1,16 @@
-"""DescribeGroups (key 15) v0–v4, ListGroups (key 16) v0–v2, DeleteGroups (key 42) v0–v1.
+"""DescribeGroups (key 15) v0–v5, ListGroups (key 16) v0–v4, DeleteGroups (key 42) v0–v2.
 
 DescribeGroups v1+ adds throttle_time_ms, v3+ include_authorized_operations and
-authorized_operations, v4+ each member's group_instance_id. ListGroups and DeleteGroups
-v1+ add throttle_time_ms.
+authorized_operations, v4+ each member's group_instance_id, v5 is flexible. ListGroups and
+DeleteGroups v1+ add throttle_time_ms; ListGroups v3 is flexible and v4 (KIP-518) filters by
+state and answers each group's state; DeleteGroups v2 is flexible.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's INT32_MIN: "not asked for"
@@ -52,24 +53,27 @@ class DescribeGroupsResponse:
 
 def decode_describe_groups_request(body: memoryview, version: int) -> DescribeGroupsRequest:
     check_version(ApiKey.DESCRIBE_GROUPS, version)
-    r = Reader(body)
-    groups = r.array(Reader.string, 2)
-    return DescribeGroupsRequest(groups, r.boolean() if version >= 3 else False)
+    r = reader_for(ApiKey.DESCRIBE_GROUPS, version, body)
+    groups = r.array(Reader.string, 1)
+    request = DescribeGroupsRequest(groups, r.boolean() if version >= 3 else False)
+    r.tagged_fields()
+    return request
 
 
 def encode_describe_groups_request(req: DescribeGroupsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_describe_groups_request`."""
     check_version(ApiKey.DESCRIBE_GROUPS, version)
-    w = Writer()
+    w = writer_for(ApiKey.DESCRIBE_GROUPS, version)
     w.string_array(req.groups)
     if version >= 3:
         w.boolean(req.include_authorized_operations)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_describe_groups_response(resp: DescribeGroupsResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.DESCRIBE_GROUPS, version)
-    w = Writer()
+    w = writer_for(ApiKey.DESCRIBE_GROUPS, version)
     if version >= 1:
         w.int32(resp.throttle_time_ms)
 
@@ -81,6 +85,7 @@ def encode_describe_groups_response(resp: DescribeGroupsResponse, version: int) 
         ww.string(m.client_host)
         ww.bytes_(m.member_metadata)
         ww.bytes_(m.member_assignment)
+        ww.tagged_fields()
 
     def group(ww: Writer, g: DescribedGroup) -> None:
         ww.int16(g.error_code)
@@ -91,30 +96,37 @@ def encode_describe_groups_response(resp: DescribeGroupsResponse, version: int) 
         ww.array(g.members, member)
         if version >= 3:
             ww.int32(g.authorized_operations)
+        ww.tagged_fields()
 
     w.array(resp.groups, group)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_describe_groups_response(body: memoryview, version: int) -> DescribeGroupsResponse:
     """Client side (tests, tools): the inverse of `encode_describe_groups_response`."""
     check_version(ApiKey.DESCRIBE_GROUPS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.DESCRIBE_GROUPS, version, body)
     throttle = r.int32() if version >= 1 else 0
 
     def member(rr: Reader) -> DescribedGroupMember:
         member_id = rr.string()
         instance = rr.nullable_string() if version >= 4 else None
-        return DescribedGroupMember(member_id, instance, rr.string(), rr.string(),
-                                    bytes(rr.bytes_()), bytes(rr.bytes_()))
+        m = DescribedGroupMember(member_id, instance, rr.string(), rr.string(),
+                                 bytes(rr.bytes_()), bytes(rr.bytes_()))
+        rr.tagged_fields()
+        return m
 
     def group(rr: Reader) -> DescribedGroup:
         error, group_id, state, ptype, pdata = rr.int16(), rr.string(), rr.string(), rr.string(), rr.string()
-        members = rr.array(member, 14)
+        members = rr.array(member, 6)
         ops = rr.int32() if version >= 3 else AUTHORIZED_OPERATIONS_OMITTED
+        rr.tagged_fields()
         return DescribedGroup(error, group_id, state, ptype, pdata, members, ops)
 
-    return DescribeGroupsResponse(r.array(group, 12), throttle)
+    response = DescribeGroupsResponse(r.array(group, 7), throttle)
+    r.tagged_fields()
+    return response
 
 
 # ---- ListGroups ---------------------------------------------------------------------------
@@ -122,13 +134,14 @@ def decode_describe_groups_response(body: memoryview, version: int) -> DescribeG
 
 @dataclass(frozen=True, slots=True)
 class ListGroupsRequest:
-    pass
+    states_filter: tuple[str, ...] = ()  # v4+: empty lists every group
 
 
 @dataclass(frozen=True, slots=True)
 class ListedGroup:
     group_id: str
     protocol_type: str
+    group_state: str = ""  # v4+
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,18 +153,29 @@ class ListGroupsResponse:
 
 def decode_list_groups_request(body: memoryview, version: int) -> ListGroupsRequest:
     check_version(ApiKey.LIST_GROUPS, version)
-    return ListGroupsRequest()  # v0-v2 have no fields
+    if version < 3:
+        return ListGroupsRequest()  # v0-v2 have no fields
+    r = reader_for(ApiKey.LIST_GROUPS, version, body)
+    states = r.array(Reader.string, 1) if version >= 4 else ()
+    r.tagged_fields()
+    return ListGroupsRequest(states)
 
 
 def encode_list_groups_request(req: ListGroupsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_list_groups_request`."""
     check_version(ApiKey.LIST_GROUPS, version)
-    return []
+    if version < 3:
+        return []
+    w = writer_for(ApiKey.LIST_GROUPS, version)
+    if version >= 4:
+        w.array(req.states_filter, Writer.string)
+    w.tagged_fields()
+    return w.chunks()
 
 
 def encode_list_groups_response(resp: ListGroupsResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.LIST_GROUPS, version)
-    w = Writer()
+    w = writer_for(ApiKey.LIST_GROUPS, version)
     if version >= 1:
         w.int32(resp.throttle_time_ms)
     w.int16(resp.error_code)
@@ -159,22 +183,30 @@ def encode_list_groups_response(resp: ListGroupsResponse, version: int) -> list[
     def group(ww: Writer, g: ListedGroup) -> None:
         ww.string(g.group_id)
         ww.string(g.protocol_type)
+        if version >= 4:
+            ww.string(g.group_state)
+        ww.tagged_fields()
 
     w.array(resp.groups, group)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_list_groups_response(body: memoryview, version: int) -> ListGroupsResponse:
     """Client side (tests, tools): the inverse of `encode_list_groups_response`."""
     check_version(ApiKey.LIST_GROUPS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.LIST_GROUPS, version, body)
     throttle = r.int32() if version >= 1 else 0
     error = r.int16()
 
     def group(rr: Reader) -> ListedGroup:
-        return ListedGroup(rr.string(), rr.string())
+        g = ListedGroup(rr.string(), rr.string(), rr.string() if version >= 4 else "")
+        rr.tagged_fields()
+        return g
 
-    return ListGroupsResponse(error, r.array(group, 4), throttle)
+    response = ListGroupsResponse(error, r.array(group, 2), throttle)
+    r.tagged_fields()
+    return response
 
 
 # ---- DeleteGroups -------------------------------------------------------------------------
@@ -199,37 +231,47 @@ class DeleteGroupsResponse:
 
 def decode_delete_groups_request(body: memoryview, version: int) -> DeleteGroupsRequest:
     check_version(ApiKey.DELETE_GROUPS, version)
-    return DeleteGroupsRequest(Reader(body).array(Reader.string, 2))
+    r = reader_for(ApiKey.DELETE_GROUPS, version, body)
+    request = DeleteGroupsRequest(r.array(Reader.string, 1))
+    r.tagged_fields()
+    return request
 
 
 def encode_delete_groups_request(req: DeleteGroupsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_delete_groups_request`."""
     check_version(ApiKey.DELETE_GROUPS, version)
-    w = Writer()
+    w = writer_for(ApiKey.DELETE_GROUPS, version)
     w.string_array(req.groups_names)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_delete_groups_response(resp: DeleteGroupsResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.DELETE_GROUPS, version)
-    w = Writer()
+    w = writer_for(ApiKey.DELETE_GROUPS, version)
     w.int32(resp.throttle_time_ms)
 
     def result(ww: Writer, g: DeletableGroupResult) -> None:
         ww.string(g.group_id)
         ww.int16(g.error_code)
+        ww.tagged_fields()
 
     w.array(resp.results, result)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_delete_groups_response(body: memoryview, version: int) -> DeleteGroupsResponse:
     """Client side (tests, tools): the inverse of `encode_delete_groups_response`."""
     check_version(ApiKey.DELETE_GROUPS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.DELETE_GROUPS, version, body)
     throttle = r.int32()
 
     def result(rr: Reader) -> DeletableGroupResult:
-        return DeletableGroupResult(rr.string(), rr.int16())
+        g = DeletableGroupResult(rr.string(), rr.int16())
+        rr.tagged_fields()
+        return g
 
-    return DeleteGroupsResponse(r.array(result, 4), throttle)
+    response = DeleteGroupsResponse(r.array(result, 3), throttle)
+    r.tagged_fields()
+    return response

@@ -1,16 +1,17 @@
-"""JoinGroup (key 11) v0–v5 and SyncGroup (key 14) v0–v3: the classic rebalance.
+"""JoinGroup (key 11) v0–v6 and SyncGroup (key 14) v0–v4: the classic rebalance.
 
-Layouts (Kafka's JoinGroupRequest.json / SyncGroupRequest.json, non-flexible versions):
+Layouts (Kafka's JoinGroupRequest.json / SyncGroupRequest.json):
 JoinGroup v1+ adds rebalance_timeout_ms, v2+ throttle_time_ms in the response, v5+
-group_instance_id (KIP-345) in the request and in each member of the response. SyncGroup
-v1+ adds throttle_time_ms, v3+ group_instance_id.
+group_instance_id (KIP-345) in the request and in each member of the response, v6 is
+flexible. SyncGroup v1+ adds throttle_time_ms, v3+ group_instance_id, v4 is flexible.
+(JoinGroup v7 / SyncGroup v5 add the protocol type and name checks: not answered yet.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 # ---- JoinGroup ----------------------------------------------------------------------------
@@ -53,7 +54,7 @@ class JoinGroupResponse:
 
 def decode_join_group_request(body: memoryview, version: int) -> JoinGroupRequest:
     check_version(ApiKey.JOIN_GROUP, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.JOIN_GROUP, version, body)
     group_id = r.string()
     session = r.int32()
     rebalance = r.int32() if version >= 1 else session
@@ -62,16 +63,20 @@ def decode_join_group_request(body: memoryview, version: int) -> JoinGroupReques
     protocol_type = r.string()
 
     def protocol(rr: Reader) -> JoinGroupRequestProtocol:
-        return JoinGroupRequestProtocol(rr.string(), bytes(rr.bytes_()))
+        p = JoinGroupRequestProtocol(rr.string(), bytes(rr.bytes_()))
+        rr.tagged_fields()
+        return p
 
-    return JoinGroupRequest(group_id, session, rebalance, member_id, instance, protocol_type,
-                            r.array(protocol, 6))
+    request = JoinGroupRequest(group_id, session, rebalance, member_id, instance, protocol_type,
+                               r.array(protocol, 2))
+    r.tagged_fields()
+    return request
 
 
 def encode_join_group_request(req: JoinGroupRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_join_group_request`."""
     check_version(ApiKey.JOIN_GROUP, version)
-    w = Writer()
+    w = writer_for(ApiKey.JOIN_GROUP, version)
     w.string(req.group_id)
     w.int32(req.session_timeout_ms)
     if version >= 1:
@@ -84,14 +89,16 @@ def encode_join_group_request(req: JoinGroupRequest, version: int) -> list[Chunk
     def protocol(ww: Writer, p: JoinGroupRequestProtocol) -> None:
         ww.string(p.name)
         ww.bytes_(p.metadata)
+        ww.tagged_fields()
 
     w.array(req.protocols, protocol)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_join_group_response(resp: JoinGroupResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.JOIN_GROUP, version)
-    w = Writer()
+    w = writer_for(ApiKey.JOIN_GROUP, version)
     if version >= 2:
         w.int32(resp.throttle_time_ms)
     w.int16(resp.error_code)
@@ -105,15 +112,17 @@ def encode_join_group_response(resp: JoinGroupResponse, version: int) -> list[Ch
         if version >= 5:
             ww.nullable_string(m.group_instance_id)
         ww.bytes_(m.metadata)
+        ww.tagged_fields()
 
     w.array(resp.members, member)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_join_group_response(body: memoryview, version: int) -> JoinGroupResponse:
     """Client side (tests, tools): the inverse of `encode_join_group_response`."""
     check_version(ApiKey.JOIN_GROUP, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.JOIN_GROUP, version, body)
     throttle = r.int32() if version >= 2 else 0
     error, generation = r.int16(), r.int32()
     protocol, leader, member_id = r.string(), r.string(), r.string()
@@ -121,9 +130,13 @@ def decode_join_group_response(body: memoryview, version: int) -> JoinGroupRespo
     def member(rr: Reader) -> JoinGroupResponseMember:
         mid = rr.string()
         instance = rr.nullable_string() if version >= 5 else None
-        return JoinGroupResponseMember(mid, instance, bytes(rr.bytes_()))
+        m = JoinGroupResponseMember(mid, instance, bytes(rr.bytes_()))
+        rr.tagged_fields()
+        return m
 
-    return JoinGroupResponse(error, generation, protocol, leader, member_id, r.array(member, 6), throttle)
+    response = JoinGroupResponse(error, generation, protocol, leader, member_id, r.array(member, 3), throttle)
+    r.tagged_fields()
+    return response
 
 
 # ---- SyncGroup ----------------------------------------------------------------------------
@@ -153,20 +166,24 @@ class SyncGroupResponse:
 
 def decode_sync_group_request(body: memoryview, version: int) -> SyncGroupRequest:
     check_version(ApiKey.SYNC_GROUP, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.SYNC_GROUP, version, body)
     group_id, generation, member_id = r.string(), r.int32(), r.string()
     instance = r.nullable_string() if version >= 3 else None
 
     def assignment(rr: Reader) -> SyncGroupRequestAssignment:
-        return SyncGroupRequestAssignment(rr.string(), bytes(rr.bytes_()))
+        a = SyncGroupRequestAssignment(rr.string(), bytes(rr.bytes_()))
+        rr.tagged_fields()
+        return a
 
-    return SyncGroupRequest(group_id, generation, member_id, instance, r.array(assignment, 6))
+    request = SyncGroupRequest(group_id, generation, member_id, instance, r.array(assignment, 2))
+    r.tagged_fields()
+    return request
 
 
 def encode_sync_group_request(req: SyncGroupRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_sync_group_request`."""
     check_version(ApiKey.SYNC_GROUP, version)
-    w = Writer()
+    w = writer_for(ApiKey.SYNC_GROUP, version)
     w.string(req.group_id)
     w.int32(req.generation_id)
     w.string(req.member_id)
@@ -176,24 +193,29 @@ def encode_sync_group_request(req: SyncGroupRequest, version: int) -> list[Chunk
     def assignment(ww: Writer, a: SyncGroupRequestAssignment) -> None:
         ww.string(a.member_id)
         ww.bytes_(a.assignment)
+        ww.tagged_fields()
 
     w.array(req.assignments, assignment)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_sync_group_response(resp: SyncGroupResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.SYNC_GROUP, version)
-    w = Writer()
+    w = writer_for(ApiKey.SYNC_GROUP, version)
     if version >= 1:
         w.int32(resp.throttle_time_ms)
     w.int16(resp.error_code)
     w.bytes_(resp.assignment)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_sync_group_response(body: memoryview, version: int) -> SyncGroupResponse:
     """Client side (tests, tools): the inverse of `encode_sync_group_response`."""
     check_version(ApiKey.SYNC_GROUP, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.SYNC_GROUP, version, body)
     throttle = r.int32() if version >= 1 else 0
-    return SyncGroupResponse(r.int16(), bytes(r.bytes_()), throttle)
+    response = SyncGroupResponse(r.int16(), bytes(r.bytes_()), throttle)
+    r.tagged_fields()
+    return response

@@ -1,14 +1,22 @@
-"""ListOffsets (key 2), v1–v5: the offset for a timestamp, or earliest (-2) / latest (-1)."""
+"""ListOffsets (key 2), v1–v8: the offset for a timestamp, or a special position.
+
+Special timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp (v7+,
+KIP-734), -4 the local log start offset (v8+, KIP-405: without tiered storage it is the log
+start offset). v6 is the first flexible version; v7 and v8 change no field, only which
+special timestamps the client may send.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,25 +62,31 @@ class ListOffsetsResponse:
 
 def decode_list_offsets_request(body: memoryview, version: int) -> ListOffsetsRequest:
     check_version(ApiKey.LIST_OFFSETS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.LIST_OFFSETS, version, body)
     replica_id = r.int32()
     isolation_level = r.int8() if version >= 2 else 0
 
     def partition(r: Reader) -> ListOffsetsPartition:
         index = r.int32()
         epoch = r.int32() if version >= 4 else -1
-        return ListOffsetsPartition(index, r.int64(), epoch)
+        p = ListOffsetsPartition(index, r.int64(), epoch)
+        r.tagged_fields()
+        return p
 
     def topic(r: Reader) -> ListOffsetsTopic:
-        return ListOffsetsTopic(r.string(), r.array(partition, 12))
+        t = ListOffsetsTopic(r.string(), r.array(partition, 12))
+        r.tagged_fields()
+        return t
 
-    return ListOffsetsRequest(replica_id, r.array(topic, 6), isolation_level)
+    request = ListOffsetsRequest(replica_id, r.array(topic, 2), isolation_level)
+    r.tagged_fields()
+    return request
 
 
 def encode_list_offsets_request(req: ListOffsetsRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_list_offsets_request`."""
     check_version(ApiKey.LIST_OFFSETS, version)
-    w = Writer()
+    w = writer_for(ApiKey.LIST_OFFSETS, version)
     w.int32(req.replica_id)
     if version >= 2:
         w.int8(req.isolation_level)
@@ -82,18 +96,21 @@ def encode_list_offsets_request(req: ListOffsetsRequest, version: int) -> list[C
         if version >= 4:
             w.int32(p.current_leader_epoch)
         w.int64(p.timestamp)
+        w.tagged_fields()
 
     def topic(w: Writer, t: ListOffsetsTopic) -> None:
         w.string(t.name)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(req.topics, topic)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_list_offsets_response(resp: ListOffsetsResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.LIST_OFFSETS, version)
-    w = Writer()
+    w = writer_for(ApiKey.LIST_OFFSETS, version)
     if version >= 2:
         w.int32(resp.throttle_time_ms)
 
@@ -104,27 +121,35 @@ def encode_list_offsets_response(resp: ListOffsetsResponse, version: int) -> lis
         w.int64(p.offset)
         if version >= 4:
             w.int32(p.leader_epoch)
+        w.tagged_fields()
 
     def topic(w: Writer, t: ListOffsetsTopicResponse) -> None:
         w.string(t.name)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(resp.topics, topic)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_list_offsets_response(body: memoryview, version: int) -> ListOffsetsResponse:
     """Client side (tests, tools): the inverse of `encode_list_offsets_response`."""
     check_version(ApiKey.LIST_OFFSETS, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.LIST_OFFSETS, version, body)
     throttle = r.int32() if version >= 2 else 0
 
     def partition(r: Reader) -> ListOffsetsPartitionResponse:
         index, error, timestamp, offset = r.int32(), r.int16(), r.int64(), r.int64()
         epoch = r.int32() if version >= 4 else -1
+        r.tagged_fields()
         return ListOffsetsPartitionResponse(index, error, timestamp, offset, epoch)
 
     def topic(r: Reader) -> ListOffsetsTopicResponse:
-        return ListOffsetsTopicResponse(r.string(), r.array(partition, 22))
+        t = ListOffsetsTopicResponse(r.string(), r.array(partition, 22))
+        r.tagged_fields()
+        return t
 
-    return ListOffsetsResponse(r.array(topic, 6), throttle)
+    response = ListOffsetsResponse(r.array(topic, 2), throttle)
+    r.tagged_fields()
+    return response

@@ -1,23 +1,47 @@
-"""Metadata (key 3), v1–v8: which brokers exist and who leads each partition."""
+"""Metadata (key 3), v1–v12: which brokers exist and who leads each partition.
+
+v9 is the first flexible version; v10 adds topic ids (KIP-516) to requests and responses;
+v11 drops the cluster's authorized operations (DescribeCluster answers them); v12 lets a
+request name topics by id alone (a null name), answered with a null name for unknown ids.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's INT32_MIN default
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
+
+
+def wire_topic_id(topic_id: str) -> uuid.UUID:
+    """The 16 bytes of a topic id as the metadata log spells it: Kafka's Uuid.toString, base64url
+    without padding, as the controller mints them. An id in another form (hand-written test
+    images) maps to a stable name-based UUID, so it still round-trips within one cluster."""
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else uuid.uuid5(uuid.NAMESPACE_OID, topic_id)
 
 
 @dataclass(frozen=True, slots=True)
 class MetadataRequest:
-    """topics None means every topic (v1+); an empty tuple means none."""
+    """topics None means every topic (v1+); an empty tuple means none. From v10 a requested
+    topic may carry an id: `topic_ids` lists the non-zero ones, `null_names` counts entries
+    without a name (only valid with an id, from v12)."""
 
     topics: tuple[str, ...] | None
     allow_auto_topic_creation: bool = True
     include_cluster_authorized_operations: bool = False
     include_topic_authorized_operations: bool = False
+    topic_ids: tuple[uuid.UUID, ...] = ()  # v10+
+    null_names: int = 0  # v10+
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +66,11 @@ class MetadataResponsePartition:
 @dataclass(frozen=True, slots=True)
 class MetadataResponseTopic:
     error_code: int
-    name: str
+    name: str | None  # null only for an unknown topic id (v12+)
     is_internal: bool
     partitions: tuple[MetadataResponsePartition, ...]
     topic_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED  # v8+
+    topic_id: uuid.UUID = ZERO_UUID  # v10+
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,37 +80,60 @@ class MetadataResponse:
     cluster_id: str | None  # v2+
     controller_id: int
     topics: tuple[MetadataResponseTopic, ...]
-    cluster_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED  # v8+
+    cluster_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED  # v8-v10
 
 
 def decode_metadata_request(body: memoryview, version: int) -> MetadataRequest:
     check_version(ApiKey.METADATA, version)
-    r = Reader(body)
-    topics = r.nullable_array(Reader.string, 2)
+    r = reader_for(ApiKey.METADATA, version, body)
+
+    def topic(r: Reader) -> tuple[uuid.UUID, str | None]:
+        topic_id = r.uuid() if version >= 10 else ZERO_UUID
+        name = r.nullable_string() if version >= 10 else r.string()
+        r.tagged_fields()
+        return topic_id, name
+
+    entries = r.nullable_array(topic, 2)
     auto = r.boolean() if version >= 4 else True
-    cluster_ops = topic_ops = False
-    if version >= 8:
-        cluster_ops = r.boolean()
-        topic_ops = r.boolean()
-    return MetadataRequest(topics, auto, cluster_ops, topic_ops)
+    cluster_ops = r.boolean() if 8 <= version <= 10 else False
+    topic_ops = r.boolean() if version >= 8 else False
+    r.tagged_fields()
+    if entries is None:
+        return MetadataRequest(None, auto, cluster_ops, topic_ops)
+    return MetadataRequest(tuple(name for _, name in entries if name is not None), auto, cluster_ops, topic_ops,
+                           tuple(i for i, _ in entries if i != ZERO_UUID),
+                           sum(1 for _, name in entries if name is None))
 
 
 def encode_metadata_request(req: MetadataRequest, version: int) -> list[Chunk]:
-    """Client side (tests, tools): the inverse of `decode_metadata_request`."""
+    """Client side (tests, tools): names first, then ids (with null names)."""
     check_version(ApiKey.METADATA, version)
-    w = Writer()
-    w.nullable_array(req.topics, Writer.string)
+    w = writer_for(ApiKey.METADATA, version)
+
+    def topic(w: Writer, entry: tuple[uuid.UUID, str | None]) -> None:
+        if version >= 10:
+            w.uuid(entry[0])
+            w.nullable_string(entry[1])
+        else:
+            w.string(entry[1] or "")
+        w.tagged_fields()
+
+    entries = None if req.topics is None else [
+        *((ZERO_UUID, name) for name in req.topics), *((i, None) for i in req.topic_ids)]
+    w.nullable_array(entries, topic)
     if version >= 4:
         w.boolean(req.allow_auto_topic_creation)
-    if version >= 8:
+    if 8 <= version <= 10:
         w.boolean(req.include_cluster_authorized_operations)
+    if version >= 8:
         w.boolean(req.include_topic_authorized_operations)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.METADATA, version)
-    w = Writer()
+    w = writer_for(ApiKey.METADATA, version)
     if version >= 3:
         w.int32(resp.throttle_time_ms)
 
@@ -94,6 +142,7 @@ def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk
         w.string(b.host)
         w.int32(b.port)
         w.nullable_string(b.rack)
+        w.tagged_fields()
 
     def partition(w: Writer, p: MetadataResponsePartition) -> None:
         w.int16(p.error_code)
@@ -105,51 +154,66 @@ def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk
         w.int32_array(p.isr_nodes)
         if version >= 5:
             w.int32_array(p.offline_replicas)
+        w.tagged_fields()
 
     def topic(w: Writer, t: MetadataResponseTopic) -> None:
         w.int16(t.error_code)
-        w.string(t.name)
+        if version >= 12:
+            w.nullable_string(t.name)
+        else:
+            w.string(t.name or "")
+        if version >= 10:
+            w.uuid(t.topic_id)
         w.boolean(t.is_internal)
         w.array(t.partitions, partition)
         if version >= 8:
             w.int32(t.topic_authorized_operations)
+        w.tagged_fields()
 
     w.array(resp.brokers, broker)
     if version >= 2:
         w.nullable_string(resp.cluster_id)
     w.int32(resp.controller_id)
     w.array(resp.topics, topic)
-    if version >= 8:
+    if 8 <= version <= 10:
         w.int32(resp.cluster_authorized_operations)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_metadata_response(body: memoryview, version: int) -> MetadataResponse:
     """Client side (tests, tools): the inverse of `encode_metadata_response`."""
     check_version(ApiKey.METADATA, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.METADATA, version, body)
     throttle = r.int32() if version >= 3 else 0
 
     def broker(r: Reader) -> MetadataResponseBroker:
-        return MetadataResponseBroker(r.int32(), r.string(), r.int32(), r.nullable_string())
+        b = MetadataResponseBroker(r.int32(), r.string(), r.int32(), r.nullable_string())
+        r.tagged_fields()
+        return b
 
     def partition(r: Reader) -> MetadataResponsePartition:
         error_code, index, leader = r.int16(), r.int32(), r.int32()
         epoch = r.int32() if version >= 7 else -1
         replicas, isr = r.int32_array(), r.int32_array()
         offline = r.int32_array() if version >= 5 else ()
-        return MetadataResponsePartition(error_code, index, leader, epoch, replicas, isr,
-                                         offline)
+        r.tagged_fields()
+        return MetadataResponsePartition(error_code, index, leader, epoch, replicas, isr, offline)
 
     def topic(r: Reader) -> MetadataResponseTopic:
-        error_code, name, internal = r.int16(), r.string(), r.boolean()
+        error_code = r.int16()
+        name = r.nullable_string() if version >= 12 else r.string()
+        topic_id = r.uuid() if version >= 10 else ZERO_UUID
+        internal = r.boolean()
         partitions = r.array(partition, 18)
         ops = r.int32() if version >= 8 else AUTHORIZED_OPERATIONS_OMITTED
-        return MetadataResponseTopic(error_code, name, internal, partitions, ops)
+        r.tagged_fields()
+        return MetadataResponseTopic(error_code, name, internal, partitions, ops, topic_id)
 
-    brokers = r.array(broker, 12)
+    brokers = r.array(broker, 11)  # flexible: 4 + 1 + 4 + 1 + tags
     cluster_id = r.nullable_string() if version >= 2 else None
     controller_id = r.int32()
     topics = r.array(topic, 9)
-    cluster_ops = r.int32() if version >= 8 else AUTHORIZED_OPERATIONS_OMITTED
+    cluster_ops = r.int32() if 8 <= version <= 10 else AUTHORIZED_OPERATIONS_OMITTED
+    r.tagged_fields()
     return MetadataResponse(throttle, brokers, cluster_id, controller_id, topics, cluster_ops)

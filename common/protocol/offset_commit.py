@@ -1,15 +1,17 @@
-"""OffsetCommit (key 8) v2–v7, OffsetFetch (key 9) v1–v5 and OffsetDelete (key 47) v0.
+"""OffsetCommit (key 8) v2–v8, OffsetFetch (key 9) v1–v7 and OffsetDelete (key 47) v0.
 
 OffsetCommit: v2–v4 carry retention_time_ms, v3+ throttle_time_ms in the response, v6+
-committed_leader_epoch, v7+ group_instance_id. OffsetFetch: v2+ a null topic list means
-every partition and a top-level error_code, v3+ throttle_time_ms, v5+ committed_leader_epoch.
+committed_leader_epoch, v7+ group_instance_id, v8 is flexible. OffsetFetch: v2+ a null topic
+list means every partition and a top-level error_code, v3+ throttle_time_ms, v5+
+committed_leader_epoch, v6 is flexible, v7 adds require_stable (KIP-447: wait out pending
+transactional offsets; tidelog has no transactions, so no offset is ever pending).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 DEFAULT_RETENTION_TIME_MS = -1
@@ -61,7 +63,7 @@ class OffsetCommitResponse:
 
 def decode_offset_commit_request(body: memoryview, version: int) -> OffsetCommitRequest:
     check_version(ApiKey.OFFSET_COMMIT, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_COMMIT, version, body)
     group_id, generation, member_id = r.string(), r.int32(), r.string()
     instance = r.nullable_string() if version >= 7 else None
     retention = r.int64() if version <= 4 else DEFAULT_RETENTION_TIME_MS
@@ -69,18 +71,24 @@ def decode_offset_commit_request(body: memoryview, version: int) -> OffsetCommit
     def partition(rr: Reader) -> OffsetCommitRequestPartition:
         index, offset = rr.int32(), rr.int64()
         epoch = rr.int32() if version >= 6 else -1
-        return OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string())
+        p = OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string())
+        rr.tagged_fields()
+        return p
 
     def topic(rr: Reader) -> OffsetCommitRequestTopic:
-        return OffsetCommitRequestTopic(rr.string(), rr.array(partition, 14))
+        t = OffsetCommitRequestTopic(rr.string(), rr.array(partition, 14))
+        rr.tagged_fields()
+        return t
 
-    return OffsetCommitRequest(group_id, generation, member_id, r.array(topic, 6), instance, retention)
+    request = OffsetCommitRequest(group_id, generation, member_id, r.array(topic, 2), instance, retention)
+    r.tagged_fields()
+    return request
 
 
 def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_offset_commit_request`."""
     check_version(ApiKey.OFFSET_COMMIT, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_COMMIT, version)
     w.string(req.group_id)
     w.int32(req.generation_id)
     w.string(req.member_id)
@@ -95,52 +103,65 @@ def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list
         if version >= 6:
             ww.int32(p.committed_leader_epoch)
         ww.nullable_string(p.committed_metadata)
+        ww.tagged_fields()
 
     def topic(ww: Writer, t: OffsetCommitRequestTopic) -> None:
         ww.string(t.name)
         ww.array(t.partitions, partition)
+        ww.tagged_fields()
 
     w.array(req.topics, topic)
+    w.tagged_fields()
     return w.chunks()
 
 
 def _write_topic_errors(w: Writer, topics: tuple[TopicErrors, ...]) -> None:
+    """OffsetCommit's and OffsetDelete's per-partition errors (tagged sections when flexible)."""
     def partition(ww: Writer, p: PartitionError) -> None:
         ww.int32(p.partition_index)
         ww.int16(p.error_code)
+        ww.tagged_fields()
 
     def topic(ww: Writer, t: TopicErrors) -> None:
         ww.string(t.name)
         ww.array(t.partitions, partition)
+        ww.tagged_fields()
 
     w.array(topics, topic)
 
 
 def _read_topic_errors(r: Reader) -> tuple[TopicErrors, ...]:
     def partition(rr: Reader) -> PartitionError:
-        return PartitionError(rr.int32(), rr.int16())
+        p = PartitionError(rr.int32(), rr.int16())
+        rr.tagged_fields()
+        return p
 
     def topic(rr: Reader) -> TopicErrors:
-        return TopicErrors(rr.string(), rr.array(partition, 6))
+        t = TopicErrors(rr.string(), rr.array(partition, 6))
+        rr.tagged_fields()
+        return t
 
-    return r.array(topic, 6)
+    return r.array(topic, 2)
 
 
 def encode_offset_commit_response(resp: OffsetCommitResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.OFFSET_COMMIT, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_COMMIT, version)
     if version >= 3:
         w.int32(resp.throttle_time_ms)
     _write_topic_errors(w, resp.topics)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_offset_commit_response(body: memoryview, version: int) -> OffsetCommitResponse:
     """Client side (tests, tools): the inverse of `encode_offset_commit_response`."""
     check_version(ApiKey.OFFSET_COMMIT, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_COMMIT, version, body)
     throttle = r.int32() if version >= 3 else 0
-    return OffsetCommitResponse(_read_topic_errors(r), throttle)
+    response = OffsetCommitResponse(_read_topic_errors(r), throttle)
+    r.tagged_fields()
+    return response
 
 
 # ---- OffsetFetch --------------------------------------------------------------------------
@@ -156,6 +177,7 @@ class OffsetFetchRequestTopic:
 class OffsetFetchRequest:
     group_id: str
     topics: tuple[OffsetFetchRequestTopic, ...] | None  # None (v2+): every committed partition
+    require_stable: bool = False  # v7+
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,33 +204,41 @@ class OffsetFetchResponse:
 
 def decode_offset_fetch_request(body: memoryview, version: int) -> OffsetFetchRequest:
     check_version(ApiKey.OFFSET_FETCH, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_FETCH, version, body)
     group_id = r.string()
 
     def topic(rr: Reader) -> OffsetFetchRequestTopic:
-        return OffsetFetchRequestTopic(rr.string(), rr.int32_array())
+        t = OffsetFetchRequestTopic(rr.string(), rr.int32_array())
+        rr.tagged_fields()
+        return t
 
-    topics = r.nullable_array(topic, 6) if version >= 2 else r.array(topic, 6)
-    return OffsetFetchRequest(group_id, topics)
+    topics = r.nullable_array(topic, 2) if version >= 2 else r.array(topic, 2)
+    require_stable = r.boolean() if version >= 7 else False
+    r.tagged_fields()
+    return OffsetFetchRequest(group_id, topics, require_stable)
 
 
 def encode_offset_fetch_request(req: OffsetFetchRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_offset_fetch_request`."""
     check_version(ApiKey.OFFSET_FETCH, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_FETCH, version)
     w.string(req.group_id)
 
     def topic(ww: Writer, t: OffsetFetchRequestTopic) -> None:
         ww.string(t.name)
         ww.int32_array(t.partition_indexes)
+        ww.tagged_fields()
 
     w.nullable_array(req.topics, topic)
+    if version >= 7:
+        w.boolean(req.require_stable)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_offset_fetch_response(resp: OffsetFetchResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.OFFSET_FETCH, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_FETCH, version)
     if version >= 3:
         w.int32(resp.throttle_time_ms)
 
@@ -219,33 +249,41 @@ def encode_offset_fetch_response(resp: OffsetFetchResponse, version: int) -> lis
             ww.int32(p.committed_leader_epoch)
         ww.nullable_string(p.metadata)
         ww.int16(p.error_code)
+        ww.tagged_fields()
 
     def topic(ww: Writer, t: OffsetFetchResponseTopic) -> None:
         ww.string(t.name)
         ww.array(t.partitions, partition)
+        ww.tagged_fields()
 
     w.array(resp.topics, topic)
     if version >= 2:
         w.int16(resp.error_code)
+    w.tagged_fields()
     return w.chunks()
 
 
 def decode_offset_fetch_response(body: memoryview, version: int) -> OffsetFetchResponse:
     """Client side (tests, tools): the inverse of `encode_offset_fetch_response`."""
     check_version(ApiKey.OFFSET_FETCH, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_FETCH, version, body)
     throttle = r.int32() if version >= 3 else 0
 
     def partition(rr: Reader) -> OffsetFetchResponsePartition:
         index, offset = rr.int32(), rr.int64()
         epoch = rr.int32() if version >= 5 else -1
-        return OffsetFetchResponsePartition(index, offset, epoch, rr.nullable_string(), rr.int16())
+        p = OffsetFetchResponsePartition(index, offset, epoch, rr.nullable_string(), rr.int16())
+        rr.tagged_fields()
+        return p
 
     def topic(rr: Reader) -> OffsetFetchResponseTopic:
-        return OffsetFetchResponseTopic(rr.string(), rr.array(partition, 16))
+        t = OffsetFetchResponseTopic(rr.string(), rr.array(partition, 16))
+        rr.tagged_fields()
+        return t
 
-    topics = r.array(topic, 6)
+    topics = r.array(topic, 2)
     error = r.int16() if version >= 2 else 0
+    r.tagged_fields()
     return OffsetFetchResponse(topics, error, throttle)
 
 

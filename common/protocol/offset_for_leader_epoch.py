@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 DEBUG_REPLICA_ID = -2  # Kafka's default when v3's replica_id is absent
@@ -54,25 +54,31 @@ class OffsetForLeaderEpochResponse:
 def decode_offset_for_leader_epoch_request(
         body: memoryview, version: int) -> OffsetForLeaderEpochRequest:
     check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
     replica_id = r.int32() if version >= 3 else DEBUG_REPLICA_ID
 
     def partition(r: Reader) -> OffsetForLeaderPartition:
         index = r.int32()
         current = r.int32() if version >= 2 else -1
-        return OffsetForLeaderPartition(index, r.int32(), current)
+        p = OffsetForLeaderPartition(index, r.int32(), current)
+        r.tagged_fields()
+        return p
 
     def topic(r: Reader) -> OffsetForLeaderTopic:
-        return OffsetForLeaderTopic(r.string(), r.array(partition, 8))
+        t = OffsetForLeaderTopic(r.string(), r.array(partition, 8))
+        r.tagged_fields()
+        return t
 
-    return OffsetForLeaderEpochRequest(r.array(topic, 6), replica_id)
+    request = OffsetForLeaderEpochRequest(r.array(topic, 2), replica_id)
+    r.tagged_fields()
+    return request
 
 
 def encode_offset_for_leader_epoch_request(
         req: OffsetForLeaderEpochRequest, version: int) -> list[Chunk]:
     """The follower's side: the inverse of `decode_offset_for_leader_epoch_request`."""
     check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     if version >= 3:
         w.int32(req.replica_id)
 
@@ -81,19 +87,22 @@ def encode_offset_for_leader_epoch_request(
         if version >= 2:
             w.int32(p.current_leader_epoch)
         w.int32(p.leader_epoch)
+        w.tagged_fields()
 
     def topic(w: Writer, t: OffsetForLeaderTopic) -> None:
         w.string(t.topic)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(req.topics, topic)
+    w.tagged_fields()
     return w.chunks()
 
 
 def encode_offset_for_leader_epoch_response(
         resp: OffsetForLeaderEpochResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    w = Writer()
+    w = writer_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     if version >= 2:
         w.int32(resp.throttle_time_ms)
 
@@ -103,12 +112,15 @@ def encode_offset_for_leader_epoch_response(
         if version >= 1:
             w.int32(p.leader_epoch)
         w.int64(p.end_offset)
+        w.tagged_fields()
 
     def topic(w: Writer, t: OffsetForLeaderTopicResult) -> None:
         w.string(t.topic)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(resp.topics, topic)
+    w.tagged_fields()
     return w.chunks()
 
 
@@ -116,15 +128,21 @@ def decode_offset_for_leader_epoch_response(
         body: memoryview, version: int) -> OffsetForLeaderEpochResponse:
     """The follower's side: the inverse of `encode_offset_for_leader_epoch_response`."""
     check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
     throttle = r.int32() if version >= 2 else 0
 
     def partition(r: Reader) -> EpochEndOffset:
         error, index = r.int16(), r.int32()
         epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
-        return EpochEndOffset(error, index, epoch, r.int64())
+        p = EpochEndOffset(error, index, epoch, r.int64())
+        r.tagged_fields()
+        return p
 
     def topic(r: Reader) -> OffsetForLeaderTopicResult:
-        return OffsetForLeaderTopicResult(r.string(), r.array(partition, 14))
+        t = OffsetForLeaderTopicResult(r.string(), r.array(partition, 14))
+        r.tagged_fields()
+        return t
 
-    return OffsetForLeaderEpochResponse(r.array(topic, 6), throttle)
+    response = OffsetForLeaderEpochResponse(r.array(topic, 2), throttle)
+    r.tagged_fields()
+    return response

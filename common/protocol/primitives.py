@@ -1,8 +1,14 @@
 """Kafka wire primitives: a bounds-checked `Reader` over a memoryview and a chunked `Writer`.
 
 Every malformed input raises `ProtocolError`; lengths are checked against the bytes left
-before anything is allocated. Only non-flexible (classic) types plus the unsigned varint and
-tagged fields that request header v2 needs: every API version tidelog answers is classic.
+before anything is allocated.
+
+Both know whether the message is flexible (KIP-482): a codec calls `r.string()` /
+`w.array(...)` once and gets the classic form (int16/int32 lengths) or the compact form
+(unsigned varint of length + 1, 0 for null) from the flag, and ends every struct with
+`tagged_fields()`, which reads (skips) or writes an empty tagged-field section when flexible
+and does nothing when classic. `api_keys.reader_for` / `writer_for` set the flag from the
+API's first flexible version.
 """
 
 from __future__ import annotations
@@ -47,13 +53,15 @@ Chunk = bytes | RecordsPlaceholder
 class Reader:
     """Reads big-endian Kafka types from a memoryview; every read is bounds-checked."""
 
-    __slots__ = ("_buf", "_pos", "_end")
+    __slots__ = ("_buf", "_pos", "_end", "flexible")
 
-    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, *,
+                 flexible: bool = False) -> None:
         view = memoryview(data)
         self._buf = view if view.format == "B" and view.ndim == 1 else view.cast("B")
         self._pos = pos
         self._end = len(self._buf)
+        self.flexible = flexible
 
     @property
     def pos(self) -> int:
@@ -131,39 +139,43 @@ class Reader:
         except UnicodeDecodeError:
             raise ProtocolError("string is not valid UTF-8") from None
 
+    def _length(self, classic: Callable[[], int], what: str) -> int:
+        """A length prefix: -1 for null; compact lengths are stored as length + 1."""
+        if self.flexible:
+            n = self.uvarint() - 1
+            if n > self._end - self._pos:
+                raise ProtocolError(f"{what} of {n} bytes past the end ({self.remaining} left)")
+            return n
+        n = classic()
+        if n < -1:
+            raise ProtocolError(f"invalid {what} length {n}")
+        return n
+
     def string(self) -> str:
-        n = self.int16()
+        n = self._length(self.int16, "string")
         if n < 0:
-            raise ProtocolError(f"negative string length {n}")
+            raise ProtocolError("null string where a string is required")
         return self._decode(n)
 
     def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        if n < 0:
-            raise ProtocolError(f"invalid nullable string length {n}")
-        return self._decode(n)
+        n = self._length(self.int16, "string")
+        return None if n < 0 else self._decode(n)
 
     def bytes_(self) -> memoryview:
-        n = self.int32()
+        n = self._length(self.int32, "bytes")
         if n < 0:
-            raise ProtocolError(f"negative bytes length {n}")
+            raise ProtocolError("null bytes where bytes are required")
         return self.raw(n)
 
     def nullable_bytes(self) -> memoryview | None:
-        n = self.int32()
-        if n == -1:
-            return None
-        if n < 0:
-            raise ProtocolError(f"invalid nullable bytes length {n}")
-        return self.raw(n)
+        n = self._length(self.int32, "bytes")
+        return None if n < 0 else self.raw(n)
 
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(self.raw(16)))
 
     def _count(self, min_size: int, nullable: bool) -> int | None:
-        n = self.int32()
+        n = self.uvarint() - 1 if self.flexible else self.int32()
         if n == -1 and nullable:
             return None
         if n < 0:
@@ -189,7 +201,13 @@ class Reader:
         return struct.unpack_from(f">{n}i", self._buf, start)
 
     def tagged_fields(self) -> None:
-        """Skip a tagged-field section (request header v2); tags must be strictly ascending."""
+        """End of a struct: skip its tagged fields when flexible (we know none we keep)."""
+        if self.flexible:
+            self.skip_tagged_fields()
+
+    def skip_tagged_fields(self) -> None:
+        """Skip a tagged-field section (also request header v2, whose client_id stays classic);
+        tags must be strictly ascending and each size must fit."""
         count = self.uvarint()
         if count > MAX_TAGGED_FIELDS:
             raise ProtocolError(f"too many tagged fields: {count}")
@@ -205,11 +223,19 @@ class Reader:
 class Writer:
     """Builds a message as byte chunks; records placeholders become chunks of their own."""
 
-    __slots__ = ("_buf", "_chunks")
+    __slots__ = ("_buf", "_chunks", "flexible")
 
-    def __init__(self) -> None:
+    def __init__(self, *, flexible: bool = False) -> None:
         self._buf = bytearray()
         self._chunks: list[Chunk] = []
+        self.flexible = flexible
+
+    def _length(self, n: int, classic: Callable[[int], None]) -> None:
+        """A length prefix (-1: null): compact as length + 1 when flexible."""
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            classic(n)
 
     def int8(self, v: int) -> None:
         self._buf += _I8.pack(v)
@@ -248,24 +274,24 @@ class Writer:
 
     def string(self, v: str) -> None:
         data = v.encode("utf-8")
-        if len(data) > 0x7FFF:
+        if len(data) > 0x7FFF:  # Kafka's limit for compact strings too
             raise ValueError("string longer than 32767 bytes")
-        self.int16(len(data))
+        self._length(len(data), self.int16)
         self._buf += data
 
     def nullable_string(self, v: str | None) -> None:
         if v is None:
-            self.int16(-1)
+            self._length(-1, self.int16)
         else:
             self.string(v)
 
     def bytes_(self, v: bytes | bytearray | memoryview) -> None:
-        self.int32(len(v))
+        self._length(len(v), self.int32)
         self._buf += v
 
     def nullable_bytes(self, v: bytes | bytearray | memoryview | None) -> None:
         if v is None:
-            self.int32(-1)
+            self._length(-1, self.int32)
         else:
             self.bytes_(v)
 
@@ -274,7 +300,7 @@ class Writer:
         if v is None or isinstance(v, bytes | bytearray | memoryview):
             self.nullable_bytes(v)
             return
-        self.int32(v.length)
+        self._length(v.length, self.int32)
         if self._buf:
             self._chunks.append(bytes(self._buf))
             self._buf = bytearray()
@@ -284,20 +310,25 @@ class Writer:
         self._buf += v.bytes
 
     def array(self, items: Sequence[T], item: Callable[[Writer, T], None]) -> None:
-        self.int32(len(items))
+        self._length(len(items), self.int32)
         for x in items:
             item(self, x)
 
     def nullable_array(self, items: Sequence[T] | None, item: Callable[[Writer, T], None]) -> None:
         if items is None:
-            self.int32(-1)
+            self._length(-1, self.int32)
         else:
             self.array(items, item)
 
     def int32_array(self, items: Iterable[int]) -> None:
         values = tuple(items)
-        self.int32(len(values))
+        self._length(len(values), self.int32)
         self._buf += struct.pack(f">{len(values)}i", *values)
+
+    def tagged_fields(self) -> None:
+        """End of a struct: an empty tagged-field section when flexible (we send no tags)."""
+        if self.flexible:
+            self._buf.append(0)
 
     def string_array(self, items: Sequence[str]) -> None:
         self.array(items, Writer.string)

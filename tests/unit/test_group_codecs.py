@@ -24,10 +24,13 @@ from common.protocol.frame import (
 )
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
+    TAG,
     Row,
     arr,
     b,
     by,
+    carr,
+    cs,
     i16,
     i32,
     i64,
@@ -69,6 +72,15 @@ ROWS = [
          i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + by(b"meta"))),
     resp(jg, "join_group", K.JOIN_GROUP, 5, JOIN_RESP,
          i32(0) + i16(0) + i32(3) + s("range") + s("m-1") + s("m-1") + arr(s("m-1") + s("inst") + by(b"meta"))),
+    req(jg, "join_group", K.JOIN_GROUP, 6, JOIN_V5,
+        cs("g") + i32(10000) + i32(300000) + cs("m-1") + cs("inst") + cs("consumer")
+        + carr(cs("range") + b"\x05meta" + TAG) + TAG),
+    resp(jg, "join_group", K.JOIN_GROUP, 6, JOIN_RESP,
+         i32(0) + i16(0) + i32(3) + cs("range") + cs("m-1") + cs("m-1")
+         + carr(cs("m-1") + cs("inst") + b"\x05meta" + TAG) + TAG),
+    req(jg, "sync_group", K.SYNC_GROUP, 4, SYNC_V3,
+        cs("g") + i32(3) + cs("m-1") + cs("inst") + carr(cs("m-1") + b"\x04asg" + TAG) + TAG),
+    resp(jg, "sync_group", K.SYNC_GROUP, 4, jg.SyncGroupResponse(0, b"asg"), i32(0) + i16(0) + b"\x04asg" + TAG),
     req(jg, "sync_group", K.SYNC_GROUP, 0, SYNC_V0, s("g") + i32(3) + s("m-1") + arr()),
     req(jg, "sync_group", K.SYNC_GROUP, 3, SYNC_V3,
         s("g") + i32(3) + s("m-1") + s("inst") + arr(s("m-1") + by(b"asg"))),
@@ -79,6 +91,13 @@ ROWS = [
         s("g") + i32(3) + s("m-1") + s("inst")),
     resp(gm, "heartbeat", K.HEARTBEAT, 0, gm.HeartbeatResponse(27), i16(27)),
     resp(gm, "heartbeat", K.HEARTBEAT, 3, gm.HeartbeatResponse(0), i32(0) + i16(0)),
+    req(gm, "heartbeat", K.HEARTBEAT, 4, gm.HeartbeatRequest("g", 3, "m-1", None),
+        cs("g") + i32(3) + cs("m-1") + cs(None) + TAG),
+    resp(gm, "heartbeat", K.HEARTBEAT, 4, gm.HeartbeatResponse(27), i32(0) + i16(27) + TAG),
+    req(gm, "leave_group", K.LEAVE_GROUP, 4, LEAVE_V3,
+        cs("g") + carr(cs("m-1") + cs(None) + TAG, cs("") + cs("inst") + TAG) + TAG),
+    resp(gm, "leave_group", K.LEAVE_GROUP, 4, gm.LeaveGroupResponse(0, (gm.MemberResponse("m-1", None, 0),)),
+         i32(0) + i16(0) + carr(cs("m-1") + cs(None) + i16(0) + TAG) + TAG),
     req(gm, "leave_group", K.LEAVE_GROUP, 0, gm.LeaveGroupRequest("g", (gm.MemberIdentity("m-1"),)),
         s("g") + s("m-1")),
     req(gm, "leave_group", K.LEAVE_GROUP, 3, LEAVE_V3, s("g") + arr(s("m-1") + s(None), s("") + s("inst"))),
@@ -104,6 +123,19 @@ ROWS = [
     resp(oc, "offset_fetch", K.OFFSET_FETCH, 5,
          oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
          i32(0) + arr(s("t") + arr(i32(0) + i64(42) + i32(5) + s("meta") + i16(0))) + i16(14)),
+    # the flexible versions: OffsetCommit 8, OffsetFetch 6 and 7 (require_stable)
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_V7,
+        cs("g") + i32(3) + cs("m-1") + cs("inst")
+        + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + TAG) + TAG) + TAG),
+    resp(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_RESP,
+         i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + TAG, i32(1) + i16(12) + TAG) + TAG) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 6, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+        cs("g") + carr(cs("t") + carr(i32(0), i32(1)) + TAG) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 7, oc.OffsetFetchRequest("g", None, True), cs("g") + b"\x00" + b(True) + TAG),
+    *[resp(oc, "offset_fetch", K.OFFSET_FETCH, v,
+           oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
+           i32(0) + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + i16(0) + TAG) + TAG) + i16(14) + TAG)
+      for v in (6, 7)],
     req(oc, "offset_delete", K.OFFSET_DELETE, 0,
         oc.OffsetDeleteRequest("g", (oc.OffsetDeleteRequestTopic("t", (0, 2)),)), s("g") + arr(s("t") + ints(0, 2))),
     resp(oc, "offset_delete", K.OFFSET_DELETE, 0,
@@ -127,6 +159,23 @@ ROWS = [
     req(ga, "delete_groups", K.DELETE_GROUPS, 1, ga.DeleteGroupsRequest(("g",)), arr(s("g"))),
     resp(ga, "delete_groups", K.DELETE_GROUPS, 0, ga.DeleteGroupsResponse((ga.DeletableGroupResult("g", 68),)),
          i32(0) + arr(s("g") + i16(68))),
+    # the flexible versions: DescribeGroups 5, ListGroups 3 and 4 (states), DeleteGroups 2
+    req(ga, "describe_groups", K.DESCRIBE_GROUPS, 5, ga.DescribeGroupsRequest(("g",), True),
+        carr(cs("g")) + b(True) + TAG),
+    resp(ga, "describe_groups", K.DESCRIBE_GROUPS, 5, ga.DescribeGroupsResponse((DESCRIBED,)),
+         i32(0) + carr(i16(0) + cs("g") + cs("Stable") + cs("consumer") + cs("range")
+                       + carr(cs("m-1") + cs("inst") + cs("client") + cs("/127.0.0.1") + b"\x04sub" + b"\x04asg" + TAG)
+                       + i32(-2147483648) + TAG) + TAG),
+    req(ga, "list_groups", K.LIST_GROUPS, 3, ga.ListGroupsRequest(), TAG),
+    req(ga, "list_groups", K.LIST_GROUPS, 4, ga.ListGroupsRequest(("Stable", "empty")),
+        carr(cs("Stable"), cs("empty")) + TAG),
+    resp(ga, "list_groups", K.LIST_GROUPS, 3, ga.ListGroupsResponse(0, (ga.ListedGroup("g", "consumer"),)),
+         i32(0) + i16(0) + carr(cs("g") + cs("consumer") + TAG) + TAG),
+    resp(ga, "list_groups", K.LIST_GROUPS, 4, ga.ListGroupsResponse(0, (ga.ListedGroup("g", "consumer", "Stable"),)),
+         i32(0) + i16(0) + carr(cs("g") + cs("consumer") + cs("Stable") + TAG) + TAG),
+    req(ga, "delete_groups", K.DELETE_GROUPS, 2, ga.DeleteGroupsRequest(("g", "h")), carr(cs("g"), cs("h")) + TAG),
+    resp(ga, "delete_groups", K.DELETE_GROUPS, 2, ga.DeleteGroupsResponse((ga.DeletableGroupResult("g", 68),)),
+         i32(0) + carr(cs("g") + i16(68) + TAG) + TAG),
 ]
 REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
 RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
@@ -170,9 +219,10 @@ def test_dispatch_encodes_responses(row: Row) -> None:
     assert join_chunks(encode_response(ApiKey(row.api_key), row.value, row.version)) == row.data
 
 
-@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 6), (K.SYNC_GROUP, 4), (K.OFFSET_COMMIT, 1),
-                                          (K.OFFSET_COMMIT, 8), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 6),
-                                          (K.DESCRIBE_GROUPS, 5), (K.OFFSET_DELETE, 1)])
+@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 7), (K.SYNC_GROUP, 5), (K.OFFSET_COMMIT, 1),
+                                          (K.OFFSET_COMMIT, 9), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 8),
+                                          (K.DESCRIBE_GROUPS, 6), (K.HEARTBEAT, 5), (K.LEAVE_GROUP, 5),
+                                          (K.LIST_GROUPS, 5), (K.DELETE_GROUPS, 3), (K.OFFSET_DELETE, 1)])
 def test_versions_outside_the_ranges_are_protocol_errors(api: ApiKey, version: int) -> None:
     with pytest.raises(ProtocolError):
         decode_request(RequestHeader(api, version, 1, None), memoryview(b"\x00" * 64))

@@ -55,7 +55,7 @@ SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x06orders\xff\xff\xff\xff"
 
 
 @pytest.fixture
-def broker(tmp_path):  # noqa: ANN001, ANN201
+def broker(tmp_path):
     log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
     replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
     replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
@@ -111,17 +111,25 @@ def stored_records(replicas: ReplicaManager) -> list:
     return [decode_record(r.key, r.value) for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
 
 
-async def test_find_coordinator_names_the_offsets_partition_leader(broker) -> None:  # noqa: ANN001
+async def test_find_coordinator_names_the_offsets_partition_leader(broker) -> None:
     new_handler, _ = broker
     handler = new_handler()
     for group, expected in ((HERE, (1, *ADVERTISED)), (ELSEWHERE, (2, "127.0.0.2", 9092))):
         response = await call(handler, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(group),
                               encode_find_coordinator_request, decode_find_coordinator_response)
         assert (response.error_code, response.node_id, response.host, response.port) == (0, *expected)
+    # v4+ batches keys (KIP-699): one answer per key, each found as above
+    batched = await call(handler, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest("", 0, (HERE, ELSEWHERE, HERE)),
+                         encode_find_coordinator_request, decode_find_coordinator_response)
+    assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in batched.coordinators] == [
+        (HERE, 0, 1, *ADVERTISED), (ELSEWHERE, 0, 2, "127.0.0.2", 9092)]
+    transactions = await call(handler, ApiKey.FIND_COORDINATOR, 5, FindCoordinatorRequest("", 1, ("tx",)),
+                              encode_find_coordinator_request, decode_find_coordinator_response)
+    assert [(c.key, c.error_code) for c in transactions.coordinators] == [("tx", E.COORDINATOR_NOT_AVAILABLE)]
     await handler.close()
 
 
-async def test_a_whole_group_life_and_a_reload(broker) -> None:  # noqa: ANN001
+async def test_a_whole_group_life_and_a_reload(broker) -> None:
     new_handler, replicas = broker
     handler = new_handler()
     assert (await heartbeat(handler, HERE, "m", 0)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
@@ -154,6 +162,10 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:  # noqa: ANN001
     assert [(g.group_id, g.group_state, g.protocol_data, len(g.members)) for g in described.groups] == [
         (HERE, "Stable", "range", 1), ("unknown", "Dead", "", 0)]
     assert described.groups[0].members[0].member_assignment == b"all of orders"
+    asked = await call(handler, ApiKey.DESCRIBE_GROUPS, 5, ga.DescribeGroupsRequest((HERE, "unknown"), True),
+                       ga.encode_describe_groups_request, ga.decode_describe_groups_response)
+    assert [g.authorized_operations for g in asked.groups] == [0b1_0100_1000] * 2  # READ, DELETE, DESCRIBE
+    assert [g.authorized_operations for g in described.groups] == [ga.AUTHORIZED_OPERATIONS_OMITTED] * 2
     deleted = await call(handler, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
                          ga.encode_delete_groups_request, ga.decode_delete_groups_response)
     assert deleted.results == (ga.DeletableGroupResult(HERE, E.NON_EMPTY_GROUP),)
@@ -175,6 +187,12 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:  # noqa: ANN001
     listed = await call(again, ApiKey.LIST_GROUPS, 2, ga.ListGroupsRequest(), ga.encode_list_groups_request,
                         ga.decode_list_groups_response)
     assert listed.groups == (ga.ListedGroup(HERE, "consumer"),)
+    for states, expected in (((), (ga.ListedGroup(HERE, "consumer", "Empty"),)),
+                             (("EMPTY", "Dead"), (ga.ListedGroup(HERE, "consumer", "Empty"),)),
+                             (("Stable",), ())):  # v4 (KIP-518): case-insensitive state filter
+        filtered = await call(again, ApiKey.LIST_GROUPS, 4, ga.ListGroupsRequest(states),
+                              ga.encode_list_groups_request, ga.decode_list_groups_response)
+        assert filtered.groups == expected, states
     deleted = await call(again, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
                          ga.encode_delete_groups_request, ga.decode_delete_groups_response)
     assert deleted.results == (ga.DeletableGroupResult(HERE, 0),)
@@ -182,7 +200,7 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:  # noqa: ANN001
     await again.close()
 
 
-async def test_bad_joins_get_kafkas_errors(broker) -> None:  # noqa: ANN001
+async def test_bad_joins_get_kafkas_errors(broker) -> None:
     new_handler, replicas = broker
     handler = new_handler()
     await loaded(handler)
@@ -199,7 +217,7 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:  # noqa: ANN001
 # ---- the runtime's timers and leadership, on an injected clock ------------------------------
 
 
-async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:  # noqa: ANN001
+async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:
     from broker.group_coordinator import handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
@@ -248,7 +266,7 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
         await coord.close()
 
 
-async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(broker) -> None:  # noqa: ANN001
+async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(broker) -> None:
     """KIP-814: the leader assigns, a follower keeps heartbeating but never sends SyncGroup;
     one rebalance timeout after the join phase the coordinator drops it and rebalances."""
     from broker.group_coordinator import handlers
@@ -306,7 +324,7 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
         await coord.close()
 
 
-async def test_a_new_member_whose_join_never_completes_is_answered_unknown_member(broker) -> None:  # noqa: ANN001
+async def test_a_new_member_whose_join_never_completes_is_answered_unknown_member(broker) -> None:
     """KAFKA-7610: a new member waits in JoinGroup while the group waits for an old member
     (a 10-minute rebalance timeout); at the new member join timeout the coordinator answers
     its JoinGroup UNKNOWN_MEMBER_ID and removes it."""

@@ -46,6 +46,13 @@ def arr(*items: bytes) -> bytes: return i32(len(items)) + b"".join(items)
 def ints(*v: int) -> bytes: return arr(*map(i32, v))
 
 
+# Flexible (KIP-482) forms: lengths as unsigned varint of length + 1, and a tagged-field
+# section (TAG: empty) after every struct. Only short lengths (one varint byte) here.
+TAG = b"\x00"
+def cs(v: str | None) -> bytes: return b"\x00" if v is None else bytes([len(v.encode()) + 1]) + v.encode()
+def carr(*items: bytes) -> bytes: return bytes([len(items) + 1]) + b"".join(items)
+
+
 class Row(NamedTuple):
     api_key: int
     version: int
@@ -66,6 +73,8 @@ def resp(module: Any, name: str, key: int, version: int, value: Any, data: bytes
 
 
 BATCH = b"\x00" * 8 + b"fake record batch"
+TOPIC_UUID = md.wire_topic_id("AAECAwQFBgcICQoLDA0ODw")  # Kafka's Uuid string of bytes 0..15
+ZERO16 = b"\x00" * 16
 
 # ---- requests ---------------------------------------------------------------------------
 
@@ -129,9 +138,24 @@ REQUESTS = [
     for v in (0, 1, 2)
 ]
 REQUESTS += [
+    req(api_versions, "api_versions", 18, v, api_versions.ApiVersionsRequest(
+        "confluent-kafka-python", "2.6.0-rdkafka-2.6.0"),
+        cs("confluent-kafka-python") + cs("2.6.0-rdkafka-2.6.0") + TAG)
+    for v in (3, 4)
+]
+REQUESTS += [
     req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
     req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
+    req(md, "metadata", 3, 9, md.MetadataRequest(("a",), True, True, False),
+        carr(cs("a") + TAG) + b(True) + b(True) + b(False) + TAG),
+    req(md, "metadata", 3, 9, md.MetadataRequest(None, False), b"\x00" + b(False) + b(False) + b(False) + TAG),
+    req(md, "metadata", 3, 10, md.MetadataRequest(("a",), True, False, True),
+        carr(ZERO16 + cs("a") + TAG) + b(True) + b(False) + b(True) + TAG),
+    req(md, "metadata", 3, 11, md.MetadataRequest(("a",), True, False, True),  # no cluster operations
+        carr(ZERO16 + cs("a") + TAG) + b(True) + b(True) + TAG),
+    req(md, "metadata", 3, 12, md.MetadataRequest((), False, False, False, (TOPIC_UUID,), 1),
+        carr(TOPIC_UUID.bytes + cs(None) + TAG) + b(False) + b(False) + TAG),
     req(md, "metadata", 3, 8, md.MetadataRequest(("a",), True, False, True),
         arr(s("a")) + b(True) + b(False) + b(True)),
     req(produce, "produce", 0, 3, PRODUCE_REQ, PRODUCE_REQ_BYTES),
@@ -143,6 +167,10 @@ REQUESTS += [
     req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
     req(lo, "list_offsets", 2, 5, LO_REQ_V5,
         i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
+    *[req(lo, "list_offsets", 2, v, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+        lo.ListOffsetsPartition(0, ts, 4),)),), 1),
+        i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
+      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP))],
     req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
         arr(s("t") + arr(i32(1) + i32(3)))),
     req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
@@ -150,10 +178,18 @@ REQUESTS += [
     req(ipi, "init_producer_id", 22, 0, ipi.InitProducerIdRequest(None, 60000),
         s(None) + i32(60000)),
     req(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdRequest("tx", 1), s("tx") + i32(1)),
+    req(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdRequest(None, 60000), cs(None) + i32(60000) + TAG),
+    req(ofle, "offset_for_leader_epoch", 23, 4, OFLE_REQ_V3,
+        i32(2) + carr(cs("t") + carr(i32(1) + i32(4) + i32(3) + TAG) + TAG) + TAG),
     req(find_coordinator, "find_coordinator", 10, 0,
         find_coordinator.FindCoordinatorRequest("g"), s("g")),
     req(find_coordinator, "find_coordinator", 10, 2,
         find_coordinator.FindCoordinatorRequest("tx", 1), s("tx") + i8(1)),
+    req(find_coordinator, "find_coordinator", 10, 3,
+        find_coordinator.FindCoordinatorRequest("g", 0), cs("g") + i8(0) + TAG),
+    *[req(find_coordinator, "find_coordinator", 10, v,
+          find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
+      for v in (4, 5)],
     req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
     req(admin, "delete_topics", 20, 1, admin.DeleteTopicsRequest(("a", "b"), 30000),
         arr(s("a"), s("b")) + i32(30000)),
@@ -178,6 +214,17 @@ MD_V8 = (i32(0) + arr(i32(1) + s("h") + i32(9092) + s("r"), i32(2) + s("g") + i3
                + arr(i16(0) + i32(0) + i32(1) + i32(5) + ints(1, 2) + ints(1) + ints(2))
                + i32(-2**31))
          + i32(-2**31))
+
+MD_RESP_V12 = md.MetadataResponse(0, MD_RESP.brokers, "cid", 1, (
+    md.MetadataResponseTopic(0, "t", False, (MD_PART,), 0xDF8, TOPIC_UUID),
+    md.MetadataResponseTopic(100, None, False, (), topic_id=md.ZERO_UUID)))
+MD_BROKERS_FLEX = carr(i32(1) + cs("h") + i32(9092) + cs("r") + TAG, i32(2) + cs("g") + i32(9093) + cs(None) + TAG)
+MD_PART_FLEX = carr(i16(0) + i32(0) + i32(1) + i32(5) + carr(i32(1), i32(2)) + carr(i32(1)) + carr(i32(2)) + TAG)
+MD_V9 = (i32(0) + MD_BROKERS_FLEX + cs("cid") + i32(1)
+         + carr(i16(0) + cs("t") + b(False) + MD_PART_FLEX + i32(-2**31) + TAG) + i32(-2**31) + TAG)
+MD_V12 = (i32(0) + MD_BROKERS_FLEX + cs("cid") + i32(1)
+          + carr(i16(0) + cs("t") + TOPIC_UUID.bytes + b(False) + MD_PART_FLEX + i32(0xDF8) + TAG,
+                 i16(100) + cs(None) + ZERO16 + b(False) + carr() + i32(-2**31) + TAG) + TAG)
 
 PR_PART = produce.PartitionProduceResponse(0, 0, 42, -1, 7, (
     produce.BatchIndexAndErrorMessage(0, "bad"),), "why")
@@ -220,6 +267,8 @@ RESPONSES = [
         0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
             0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
     resp(md, "metadata", 3, 8, MD_RESP, MD_V8),
+    resp(md, "metadata", 3, 9, MD_RESP, MD_V9),
+    resp(md, "metadata", 3, 12, MD_RESP_V12, MD_V12),
     resp(produce, "produce", 0, 3, produce.ProduceResponse((produce.TopicProduceResponse(
         "t", (produce.PartitionProduceResponse(0, 0, 42),)),), 3), PR_V3),
     resp(produce, "produce", 0, 8, PR_RESP, PR_V8),
@@ -232,6 +281,12 @@ RESPONSES = [
         arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
     resp(lo, "list_offsets", 2, 5, LO_RESP,
          i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
+    *[resp(lo, "list_offsets", 2, v, LO_RESP,
+           i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
+                         + TAG) + TAG) for v in (6, 7, 8)],
+    resp(api_versions, "api_versions", 18, 3, api_versions.ApiVersionsResponse(
+        0, (api_versions.ApiVersion(2, 1, 8),), 0),
+        i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),
     resp(ofle, "offset_for_leader_epoch", 23, 0, ofle.OffsetForLeaderEpochResponse((
         ofle.OffsetForLeaderTopicResult("t", (ofle.EpochEndOffset(0, 1, -1, 50),)),)),
         arr(s("t") + arr(i16(0) + i32(1) + i64(50)))),
@@ -239,9 +294,21 @@ RESPONSES = [
          i32(0) + arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
     resp(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdResponse(0, 0, 1000, 0),
          i32(0) + i16(0) + i64(1000) + i16(0)),
+    resp(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdResponse(0, 0, 1000, 0),
+         i32(0) + i16(0) + i64(1000) + i16(0) + TAG),
+    resp(ofle, "offset_for_leader_epoch", 23, 4, OFLE_RESP,
+         i32(0) + carr(cs("t") + carr(i16(0) + i32(1) + i32(3) + i64(50) + TAG) + TAG) + TAG),
     resp(find_coordinator, "find_coordinator", 10, 0,
          find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
          i16(0) + i32(1) + s("h") + i32(9092)),
+    resp(find_coordinator, "find_coordinator", 10, 3,
+         find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
+         i32(0) + i16(0) + cs(None) + i32(1) + cs("h") + i32(9092) + TAG),
+    *[resp(find_coordinator, "find_coordinator", 10, v, find_coordinator.FindCoordinatorResponse(
+        0, -1, "", -1, None, 0, (find_coordinator.Coordinator("g", 1, "h", 9092, 0),
+                                 find_coordinator.Coordinator("x", -1, "", -1, 15, "no"))),
+        i32(0) + carr(cs("g") + i32(1) + cs("h") + i32(9092) + i16(0) + cs(None) + TAG,
+                      cs("x") + i32(-1) + cs("") + i32(-1) + i16(15) + cs("no") + TAG) + TAG) for v in (4, 5)],
     resp(find_coordinator, "find_coordinator", 10, 2,
          find_coordinator.FindCoordinatorResponse(15, -1, "", -1, "not yet", 0),
          i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
@@ -314,7 +381,7 @@ def test_unsupported_versions_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError):
         decode_request(RequestHeader(12345, 0, 1, None), memoryview(b""))
     with pytest.raises(ProtocolError):
-        md.decode_metadata_request(memoryview(i32(-1)), 9)
+        md.decode_metadata_request(memoryview(i32(-1)), 13)
 
 
 class FakeSlice:

@@ -110,8 +110,8 @@ def test_frame_response_counts_placeholders() -> None:
 
 def test_supported_versions_match_design() -> None:
     assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (4, 11)
-    assert is_supported(ApiKey.API_VERSIONS, 2)
-    assert not is_supported(ApiKey.API_VERSIONS, 3)
+    assert is_supported(ApiKey.API_VERSIONS, 4)
+    assert not is_supported(ApiKey.API_VERSIONS, 5)
     assert not is_supported(ApiKey.METADATA, 0)
     assert not is_supported(12345, 0)
     assert set(IMPLEMENTED_VERSIONS) == set(SUPPORTED_VERSIONS)  # every API has a codec (issue 12: the group APIs)
@@ -119,7 +119,7 @@ def test_supported_versions_match_design() -> None:
 
 def test_unsupported_api_versions_request_gets_v0_body_with_error_35() -> None:
     apis = (ApiVersion(0, 3, 8), ApiVersion(18, 0, 2))
-    response, version = answer_api_versions(3, apis, throttle_time_ms=5)
+    response, version = answer_api_versions(5, apis, throttle_time_ms=5)
     assert version == 0
     assert join_chunks(encode_api_versions_response(response, version)) == (
         struct.pack(">hi", 35, 2) + struct.pack(">hhh", 0, 3, 8) + struct.pack(">hhh", 18, 0, 2))

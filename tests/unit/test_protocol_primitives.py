@@ -112,12 +112,12 @@ def test_nullable_array_and_string_array() -> None:
 
 def test_tagged_fields_are_skipped_and_checked() -> None:
     r = Reader(b"\x02\x00\x01x\x05\x02yzrest")
-    r.tagged_fields()
+    r.skip_tagged_fields()
     assert bytes(r.rest()) == b"rest"
     with pytest.raises(ProtocolError):
-        Reader(b"\x02\x05\x00\x01\x00").tagged_fields()  # tags not ascending
+        Reader(b"\x02\x05\x00\x01\x00").skip_tagged_fields()  # tags not ascending
     with pytest.raises(ProtocolError):
-        Reader(b"\x01\x00\x05ab").tagged_fields()  # size past the end
+        Reader(b"\x01\x00\x05ab").skip_tagged_fields()  # size past the end
 
 
 def test_records_placeholder_becomes_its_own_chunk() -> None:

@@ -179,16 +179,32 @@ def stamped(data, epoch):
     return bytes(buf)
 
 
-async def test_api_versions_v3_gets_a_v0_body_with_error_35(node):
+async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
     handler, _, _ = node
-    v0 = await call(handler, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), lambda r, v: [],
+    v0 = await call(handler, ApiKey.API_VERSIONS, 5, ApiVersionsRequest(), lambda r, v: [],
                     lambda body, v: decode_api_versions_response(body, 0))
     assert v0.error_code == 35
     v2 = await call(handler, ApiKey.API_VERSIONS, 2, ApiVersionsRequest(), encode_api_versions_request,
                     decode_api_versions_response)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and advertised[ApiKey.JOIN_GROUP] == (0, 5)
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and advertised[ApiKey.JOIN_GROUP] == (0, 6)
+
+
+async def test_api_versions_v3_is_flexible_and_checks_the_client_software(node):
+    handler, _, _ = node
+    good = ApiVersionsRequest("confluent-kafka-python", "2.6.0-rdkafka-2.6.0")
+    v3 = await call(handler, ApiKey.API_VERSIONS, 3, good, encode_api_versions_request,
+                    decode_api_versions_response)
+    v4 = await call(handler, ApiKey.API_VERSIONS, 4, good, encode_api_versions_request,
+                    decode_api_versions_response)
+    assert v3.error_code == 0 and v3.api_keys == v4.api_keys
+    assert (18, 0, 4) in [(a.api_key, a.min_version, a.max_version) for a in v3.api_keys]
+    for bad in (ApiVersionsRequest("", "1.0"), ApiVersionsRequest("name with space", "1"),
+                ApiVersionsRequest("ok", "-1.0")):
+        answer = await call(handler, ApiKey.API_VERSIONS, 3, bad, encode_api_versions_request,
+                            decode_api_versions_response)
+        assert (answer.error_code, answer.api_keys) == (42, ())  # INVALID_REQUEST, as Kafka
 
 
 async def test_api_versions_advertises_exactly_the_dispatch_table(node):
@@ -292,6 +308,11 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     assert await offset_for(-1) == (0, 4, -1, 0)
     assert await offset_for(-2) == (0, 0, -1, 0)
     assert (await offset_for(-1, version=1))[:2] == (0, 4)
+    # The flexible versions: v7 MAX_TIMESTAMP (-3) names the record with the largest
+    # timestamp, v8 EARLIEST_LOCAL (-4) is the log start without tiered storage.
+    assert await offset_for(-1, version=6) == (0, 4, -1, 0)
+    assert await offset_for(lo.MAX_TIMESTAMP, version=7) == (0, 3, NOW + 101, 0)
+    assert await offset_for(lo.EARLIEST_LOCAL_TIMESTAMP, version=8) == (0, 0, -1, 0)
 
 
 async def test_offset_for_leader_epoch(node):
@@ -451,11 +472,16 @@ async def test_acks_all_over_many_partitions_times_out_once(tmp_path):
 
 @pytest.mark.parametrize("version, head", [(1, b""), (2, b"\x00")], ids=["classic", "flexible"])
 async def test_a_flexible_response_carries_header_v1_tags(node, version, head):
+    """The handler answers the body; framing adds the response header, v1 (tagged fields) for
+    a flexible version."""
     from common.protocol import delete_records as dr
+    from common.protocol.frame import RequestHeader, frame_response_for
 
     handler, _, _ = node
     request = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
     chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, dr.encode_delete_records_request)
-    expected = dr.encode_delete_records_response(dr.DeleteRecordsResponse(0, (dr.DeleteRecordsTopicResult(
-        "absent", (dr.DeleteRecordsPartitionResult(0, -1, 3),)),)), version)
-    assert flatten(chunks) == head + b"".join(expected)
+    expected = b"".join(dr.encode_delete_records_response(dr.DeleteRecordsResponse(0, (dr.DeleteRecordsTopicResult(
+        "absent", (dr.DeleteRecordsPartitionResult(0, -1, 3),)),)), version))
+    assert flatten(chunks) == expected
+    framed = flatten(frame_response_for(RequestHeader(ApiKey.DELETE_RECORDS, version, 7, "c"), chunks))
+    assert framed[8:] == head + expected  # after the size and correlation id
