@@ -46,13 +46,8 @@ from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
-from common.config import (
-    Config,
-    ConfigError,
-    Password,
-    log_dirs,
-    parse_config,
-)
+from common.config import log_dirs, parse_config
+from common.config_schema import Config, ConfigError, Password
 from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
 from common.properties import load_properties

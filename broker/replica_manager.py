@@ -55,7 +55,7 @@ from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.topic_partition import TopicPartition
-from common.config import ConfigError
+from common.config_schema import ConfigError
 from common.errors import KafkaStorageError
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,

@@ -68,7 +68,7 @@ from broker.topic_admin import (
     TopicAdmin,
     TopicDefaults,
 )
-from common.config import Config
+from common.config_schema import Config
 from common.errors import ErrorCode
 from common.protocol import (
     acls,

@@ -15,7 +15,7 @@ from typing import Any, Final, Protocol
 import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
-from common.config import Config
+from common.config_schema import Config
 from common.errors import ErrorCode
 from common.units import SECONDS
 from metadata.image import MetadataImage

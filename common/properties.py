@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from common.config import ConfigError
+from common.config_schema import ConfigError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Java's line terminators, not str.splitlines()'s
 _BLANK = " \t\f"

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Final
 
-from common.config import (
-    BROKER_KEYS,
-    COMPRESSION_TYPES,
-    KAFKA_VERSION,
+from common.config import BROKER_KEYS, COMPRESSION_TYPES, KAFKA_VERSION, parse_config
+from common.config_schema import (
     REQUIRED,
     Config,
     ConfigKey,
@@ -35,7 +33,6 @@ from common.config import (
     matches,
     non_empty,
     one_of,
-    parse_config,
 )
 from common.log_config import (  # re-exported: LogConfig is a topic's log settings
     KAFKA_DEFAULT_BROKER_CONFIG,

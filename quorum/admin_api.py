@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from common import rpc
-from common.config import Config, ConfigError, Password
+from common.config_schema import Config, ConfigError, Password
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
     DEFAULT_BROKER_SESSION_TIMEOUT_MS,

@@ -22,7 +22,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from common.config import ConfigType
+from common.config_schema import ConfigType
 from common.errors import ErrorCode
 from common.topic_config import TOPIC_CONFIGS_BY_NAME, config_string, default_value
 from quorum.controller_result import ControllerApiError

@@ -36,7 +36,8 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.encryptor import HAS_CRYPTO
 from pysyncobj.syncobj import SyncObjException
 
-from common.config import Config, ConfigError, Password, log_dirs
+from common.config import log_dirs
+from common.config_schema import Config, ConfigError, Password
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage

@@ -33,7 +33,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from common.config import ConfigError, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS

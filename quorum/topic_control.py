@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from common.config import ConfigError, Value, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError, Value
 from common.errors import ErrorCode
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,

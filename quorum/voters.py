@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from common.config import ConfigError
+from common.config_schema import ConfigError
 
 KEY = "controller.quorum.voters"
 # host is a name or IPv4 address; IPv6 would need brackets, which pysyncobj's

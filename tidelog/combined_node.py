@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from broker.node import BrokerSettings
-from common.config import Config, ConfigError, parse_config
+from common.config import parse_config
+from common.config_schema import Config, ConfigError
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS

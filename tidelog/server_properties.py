@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from common.config import ConfigError, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError
 from common.properties import parse_properties, properties_line, set_entries
 from tidelog.cluster_layout import (
     BROKER,

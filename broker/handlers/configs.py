@@ -27,7 +27,7 @@ from typing import Any
 from broker.handlers.admin import await_applied
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import AdminReply
-from common.config import ConfigType
+from common.config_schema import ConfigType
 from common.errors import ErrorCode
 from common.protocol import alter_configs as ac
 from common.protocol import describe_configs as dc

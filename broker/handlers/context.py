@@ -29,7 +29,7 @@ from broker.topic_admin import (
     TopicDefaults,
 )
 from broker.topic_partition import TopicPartition
-from common.config import Config
+from common.config_schema import Config
 from common.errors import ErrorCode, KafkaError
 from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import Codec

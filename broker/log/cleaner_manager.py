@@ -38,7 +38,7 @@ from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.topic_partition import TopicPartition
-from common.config import Config
+from common.config_schema import Config
 from common.units import MIB
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from common.config import Password
+from common.config_schema import Password
 from metadata.records import BeginEpoch, NoOp, Topic
 from quorum.active_controller import ActiveController
 from quorum.log_state import OutcomeKind

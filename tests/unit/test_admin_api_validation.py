@@ -17,7 +17,8 @@ import aiohttp
 import msgpack
 import pytest
 
-from common.config import ConfigError, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
 from metadata.records import BeginEpoch, NoOp, encode_records

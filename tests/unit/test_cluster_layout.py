@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from common.config import Config, Password, parse_config
+from common.config import parse_config
+from common.config_schema import Config, Password
 from common.properties import load_properties
 from quorum.admin_api import ApiSettings
 from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings

@@ -10,6 +10,13 @@ import pytest
 from common.config import (
     BROKER_KEYS,
     LONG_MAX,
+    flush_interval_ms,
+    log_dirs,
+    parse_config,
+    retention_ms,
+    roll_ms,
+)
+from common.config_schema import (
     REQUIRED,
     Config,
     ConfigError,
@@ -21,13 +28,8 @@ from common.config import (
     at_least,
     between,
     distinct,
-    flush_interval_ms,
-    log_dirs,
     non_empty,
     one_of,
-    parse_config,
-    retention_ms,
-    roll_ms,
 )
 from common.properties import load_properties
 

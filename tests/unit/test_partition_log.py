@@ -436,7 +436,7 @@ def test_files_are_kafkas(tmp_path: Path) -> None:
 
 
 def test_topic_overrides_parse_kafka_names() -> None:
-    from common.config import ConfigError
+    from common.config_schema import ConfigError
     from common.topic_config import with_topic_overrides
 
     config = with_topic_overrides(LogConfig(), {"cleanup.policy": "delete", "retention.ms": "5",

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # is added here; `test_every_module_of_a_pure_package_is_listed` catches a forgotten one.
 PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups", "chaos.sim")
 PURE_MODULES = (
-    "common.errors", "common.units", "common.config", "common.topic_config", "common.rpc",
+    "common.errors", "common.units", "common.config", "common.config_schema", "common.topic_config", "common.rpc",
     "common.record_batch", "common.records", "common.compression", "common.log_config",
     "broker.log.log_validator",
     "broker.replication.high_watermark", "broker.replication.isr_policy",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from common.config import ConfigError, Password, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError, Password
 from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
 

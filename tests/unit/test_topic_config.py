@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from common.config import BROKER_KEYS, ConfigError, parse_config
+from common.config import BROKER_KEYS, parse_config
+from common.config_schema import ConfigError
 from common.topic_config import (
     TOPIC_CONFIGS,
     TOPIC_LOG_KEYS,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.config import ConfigError, parse_config
+from common.config import parse_config
+from common.config_schema import ConfigError
 from common.errors import ErrorCode
 from common.topic_config import (
     TOPIC_CONFIG_KEYS,
