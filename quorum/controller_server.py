@@ -20,13 +20,11 @@ ever means a bug, and is logged with its traceback.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hmac
 import json
 import logging
 import os
 import random
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -35,9 +33,7 @@ from aiohttp import web
 
 from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
-from metadata.delta import apply
 from metadata.image import MetadataImage
-from metadata.records import ConfigResourceType
 from quorum import admin_api as api
 from quorum.active_controller import (
     ActiveController,
@@ -46,23 +42,17 @@ from quorum.active_controller import (
 )
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_rpc import BrokerRpc
-from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
+from quorum.http_json import read_json
 from quorum.records_api import RecordsApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
 from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
-from quorum.topic_control import (
-    TopicCreated,
-    alter_topic_configs,
-    create_partitions,
-    create_topic,
-    delete_topic,
-)
-from quorum.topic_requests import parse_alter_configs, parse_create_partitions, parse_create_topic
+from quorum.topic_routes import TopicRoutes
 
 logger = logging.getLogger(__name__)
 
@@ -72,25 +62,6 @@ FORWARDED_HEADER: Final = "X-Tidelog-Forwarded-By"  # node id of the controller 
 def _source_address(host: str) -> tuple[str, int] | None:
     """(host, 0) to bind outgoing connections to, or None for a wildcard listener."""
     return None if host in ("", "0.0.0.0", "::") else (host, 0)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-async def read_json(request: web.Request) -> tuple[bytes, Any]:
-    """The raw body and its JSON; 413 when too large (before reading it), 400 when not JSON."""
-    if request.content_length is not None and request.content_length > api.MAX_ADMIN_BODY_BYTES:
-        raise AdminError("INVALID_REQUEST", f"the request body of {request.content_length} bytes is larger "
-                         f"than {api.MAX_ADMIN_BODY_BYTES} bytes", None, status=413)
-    raw = await request.read()  # aiohttp stops at client_max_size with 413 too
-    if len(raw) > api.MAX_ADMIN_BODY_BYTES:
-        raise AdminError("INVALID_REQUEST", f"the request body is larger than {api.MAX_ADMIN_BODY_BYTES} "
-                         "bytes", None, status=413)
-    try:
-        return raw, json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise api.invalid(f"the request body is not valid JSON: {str(exc)[:200]}", None) from None
 
 
 def _error_name(body: bytes) -> str | None:
@@ -125,7 +96,7 @@ class ControllerServer:
         self._in_flight = 0
         self.app = web.Application(client_max_size=max(api.MAX_ADMIN_BODY_BYTES, api.MAX_RPC_BODY_BYTES),
                                    middlewares=[self._errors])
-        self._rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
+        self.rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._runtime_task: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
                             + GroupApi(self.image, self.authorize).routes()  # consumer groups (issue 12)
@@ -158,6 +129,10 @@ class ControllerServer:
             await self._session.close()
 
     # -- shared by the handlers ------------------------------------------------------
+
+    @property
+    def settings(self) -> ApiSettings:
+        return self._settings
 
     def image(self) -> MetadataImage:
         return self._log.image()
@@ -264,12 +239,8 @@ class ControllerServer:
         return [
             web.get("/v1/cluster", self._get_cluster), web.get("/v1/brokers", self._get_brokers),
             web.get("/v1/brokers/{id}", self._get_broker),
-            web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker), web.get("/v1/topics", self._get_topics),
-            web.post("/v1/topics", self._create_topic), web.get("/v1/topics/{name}", self._get_topic),
-            web.delete("/v1/topics/{name}", self._delete_topic),
-            web.post("/v1/topics/{name}/partitions", self._create_partitions),
-            web.get("/v1/topics/{name}/configs", self._get_configs),
-            web.patch("/v1/topics/{name}/configs", self._alter_configs),
+            web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker),
+            *TopicRoutes(self).routes(),
             web.post("/v1/elections", self._elect), web.get("/metrics", self._metrics),
             web.get("/openapi.json", self._openapi),
         ]
@@ -332,96 +303,6 @@ class ControllerServer:
             self.runtime.request_shutdown(broker_id, broker.broker_epoch)
             view = api.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id))
             return web.json_response({**view, "shutdown_requested": True}, status=202)
-
-        return await self.write(request, raw, run)
-
-    async def _get_topics(self, request: web.Request) -> web.Response:
-        topics = self.image().topics.by_name
-        return web.json_response([api.topic_summary(topics[name]) for name in sorted(topics)])
-
-    async def _get_topic(self, request: web.Request) -> web.Response:
-        image = self.image()
-        return web.json_response(api.topic_view(image, api.known_topic(image, request.match_info["name"])))
-
-    async def _get_configs(self, request: web.Request) -> web.Response:
-        image = self.image()
-        topic = api.known_topic(image, request.match_info["name"])
-        return web.json_response({"name": topic.name, "configs": api.topic_configs(image, topic)})
-
-    def _topic_answer(self, name: str, offset: int | None, status: int = 200) -> web.Response:
-        image = self.image()  # this controller applied `offset` before its decision returned
-        return web.json_response({**api.topic_view(image, api.known_topic(image, name)),
-                                  "metadata_offset": offset}, status=status)
-
-    async def _create_topic(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        raw, body = await read_json(request)
-        req = parse_create_topic(body, default_partitions=self._settings.default_partitions,
-                                 default_replication_factor=self._settings.default_replication_factor)
-
-        async def run() -> web.Response:
-            topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-            def rule(image: MetadataImage) -> ControllerResult[TopicCreated]:
-                return create_topic(image, name=req.name, partitions=req.partitions,
-                                    replication_factor=req.replication_factor, configs=dict(req.configs),
-                                    topic_id=topic_id, rng=self._rng, assignments=req.assignments)
-
-            if req.validate_only:  # Kafka's validateOnly: the same rule on the active image, nothing appended
-                return web.json_response(api.validated_topic_view(rule(self.image()).response))
-            _, offset = await self.decide(rule)
-            return self._topic_answer(req.name, offset, status=201)
-
-        return await self.write(request, raw, run)
-
-    async def _delete_topic(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        name = api.check_topic_name(request.match_info["name"])
-
-        async def run() -> web.Response:
-            _, offset = await self.decide(lambda image: delete_topic(image, name))
-            return web.json_response({"name": name, "deleted": True, "metadata_offset": offset})
-
-        return await self.write(request, b"", run)
-
-    async def _create_partitions(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        name = api.check_topic_name(request.match_info["name"])
-        raw, body = await read_json(request)
-        req = parse_create_partitions(body)
-
-        async def run() -> web.Response:
-            def rule(image: MetadataImage) -> ControllerResult[dict[int, tuple[int, ...]]]:
-                return create_partitions(image, name, req.count, self._rng, req.assignments)
-
-            if req.validate_only:
-                return web.json_response(api.validated_partitions_view(name, req.count, rule(self.image()).response))
-            _, offset = await self.decide(rule)
-            return self._topic_answer(name, offset)
-
-        return await self.write(request, raw, run)
-
-    async def _alter_configs(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        name = api.check_topic_name(request.match_info["name"])
-        raw, body = await read_json(request)
-        request_changes = parse_alter_configs(body)
-
-        def rule(image: MetadataImage) -> ControllerResult[None]:
-            return alter_topic_configs(image, name, request_changes.against(image.config(ConfigResourceType.TOPIC, name)))
-
-        async def run() -> web.Response:
-            if request_changes.validate_only:  # Kafka's validateOnly: the same rule, nothing appended
-                image = self.image()
-                result = rule(image)
-                # the records as they would apply (at offsets past the image: a dry run's own)
-                after = apply(image, enumerate(result.records, start=image.offset + 1))
-                return web.json_response({"name": name, "configs": api.topic_configs(after, api.known_topic(
-                    after, name)), "metadata_offset": None})
-            _, offset = await self.decide(rule)
-            image = self.image()
-            return web.json_response({"name": name, "configs": api.topic_configs(image, api.known_topic(
-                image, name)), "metadata_offset": offset})
 
         return await self.write(request, raw, run)
 
