@@ -65,7 +65,6 @@ FORWARD_CONNECTIONS_MAX: Final = 32  # open connections to the active controller
 MAX_IN_FLIGHT_REQUESTS: Final = 1024  # requests being served at once; more answer 429 at once
 ACTIVE_POLL: Final = 0.05 * SECONDS
 MAX_LONG_POLLS: Final = 256  # concurrent waiting MetadataFetches; more answer at once
-OFFSET_POLL_INTERVAL: Final = 0.01 * SECONDS  # how often long-polls look for new records
 FENCE_TIMEOUT: Final = 2 * SECONDS  # one fencing decision
 SHUTDOWN_GRACE: Final = 2 * SECONDS  # in-flight HTTP requests at stop
 MAX_CONFIG_NAME_CHARS: Final = 255

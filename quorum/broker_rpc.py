@@ -99,7 +99,7 @@ class BrokerRpc:
         self._heartbeat_timeout_s = min(api.WRITE_TIMEOUT, settings.session_timeout_ms / 4000)
         self._offset_changed = asyncio.Event()
         self._long_polls = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._on_applied: Callable[[], None] | None = None
 
     def routes(self) -> list[web.RouteDef]:
         return [self._route("/rpc/broker-registration", rpc.decode_registration_request, self._register),
@@ -110,12 +110,21 @@ class BrokerRpc:
                 self._route("/rpc/metadata-fetch", rpc.decode_fetch_request, self._fetch)]
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._watch_offset(), name="metadata-offset-watch")]
+        loop = asyncio.get_running_loop()
+
+        def applied() -> None:  # on pysyncobj's tick thread: wake the long-polls on the loop
+            try:
+                loop.call_soon_threadsafe(self._offset_moved)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
+
+        self._on_applied = applied
+        self._log.add_apply_listener(applied)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._on_applied is not None:
+            self._log.remove_apply_listener(self._on_applied)
+            self._on_applied = None
 
     def _route(self, path: str, decode: Callable[[Any], Any], serve: Handler) -> web.RouteDef:
         async def handler(request: web.Request) -> web.Response:
@@ -247,18 +256,10 @@ class BrokerRpc:
 
     # -- background tasks ------------------------------------------------------------
 
-    async def _watch_offset(self) -> None:
-        """Wake long-polls when the committed offset moves (pysyncobj applies on its own thread)."""
-        last = self._log.image().offset
-        while True:  # until stop() cancels it
-            await asyncio.sleep(api.OFFSET_POLL_INTERVAL)
-            if self._long_polls == 0:
-                continue
-            now = self._log.image().offset
-            if now != last:
-                last = now
-                self._offset_changed.set()
-                self._offset_changed = asyncio.Event()
+    def _offset_moved(self) -> None:
+        """Wake every long-poll waiting now (each looks at the image again and waits anew)."""
+        self._offset_changed.set()
+        self._offset_changed = asyncio.Event()
 
 
 async def _read(request: web.Request) -> Any:

@@ -163,6 +163,7 @@ class MetadataLog(SyncObj):
         self._dump_offset = -1
         self._fatal: str | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._apply_listeners: list[Callable[[], None]] = []
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         me = settings.me
         conf = SyncObjConf(
@@ -209,6 +210,7 @@ class MetadataLog(SyncObj):
         if not outcome.committed:  # every voter decides the same; each says so in its log
             logger.warning("Did not apply a committed chunk of epoch %s: %s: %s",
                            epoch, outcome.kind.value, outcome.reason)
+        self._applied()
         return outcome
 
     def _write_dump(self, path: str, raft: tuple[Any, Any, Any]) -> None:
@@ -247,7 +249,15 @@ class MetadataLog(SyncObj):
         self._dump_offset = state.last_offset
         logger.info("Loaded metadata log dump: offset %d, controller epoch %d, raft index %d",
                     state.last_offset, state.image.controller_epoch, last[1])
+        self._applied()
         return last, prev, m["cluster"]
+
+    def _applied(self) -> None:
+        for listener in list(self._apply_listeners):
+            try:
+                listener()
+            except Exception:  # a listener's bug must not stop the tick thread applying the log
+                logger.exception("A metadata log apply listener failed")
 
     def _on_state_changed(self, old: int, new: int) -> None:
         for listener in list(self._listeners):
@@ -358,6 +368,15 @@ class MetadataLog(SyncObj):
     def remove_state_listener(self, listener: Callable[[], None]) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+    def add_apply_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` on the tick thread after every applied chunk or loaded dump (the
+        image may have moved: read it)."""
+        self._apply_listeners.append(listener)
+
+    def remove_apply_listener(self, listener: Callable[[], None]) -> None:
+        if listener in self._apply_listeners:
+            self._apply_listeners.remove(listener)
 
     def close(self) -> None:
         """Stop the tick thread and close the sockets and the journal."""

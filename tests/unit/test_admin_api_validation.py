@@ -265,6 +265,12 @@ class FollowerLog:
     def leader_address(self) -> str | None:
         return None
 
+    def add_apply_listener(self, listener: Any) -> None:
+        pass  # nothing is ever applied to this log after the server starts
+
+    def remove_apply_listener(self, listener: Any) -> None:
+        pass
+
     def fatal_error(self) -> str | None:
         return None
 
