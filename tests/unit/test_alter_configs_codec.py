@@ -4,23 +4,24 @@ and through the broker's dispatch (request frames and responses)."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
-from broker.request_handler import decode_request, encode_response
 from common.protocol import alter_configs as ac
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import RequestHeader, join_chunks
 from common.protocol.primitives import ProtocolError
-
-
-def i8(v: int) -> bytes: return struct.pack(">b", v)
-def i16(v: int) -> bytes: return struct.pack(">h", v)
-def i32(v: int) -> bytes: return struct.pack(">i", v)
-def s(v: str | None) -> bytes: return i16(-1) if v is None else i16(len(v.encode())) + v.encode()
-def arr(*items: bytes) -> bytes: return i32(len(items)) + b"".join(items)
-
+from tests.unit.test_protocol_codecs import (
+    Row,
+    arr,
+    check_codec_row,
+    check_dispatch,
+    check_request_frame,
+    i8,
+    i16,
+    i32,
+    req,
+    resp,
+    s,
+)
 
 LEGACY = ac.AlterConfigsRequest((ac.AlterConfigsResource(2, "t", (
     ac.AlterableConfig("retention.ms", "1000"), ac.AlterableConfig("x", None))),), True)
@@ -35,31 +36,33 @@ RESPONSE = ac.AlterConfigsResponse(0, (ac.AlterConfigsResourceResponse(0, None, 
                                        ac.AlterConfigsResourceResponse(40, "bad", 2, "u")))
 RESPONSE_BYTES = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t"), i16(40) + s("bad") + i8(2) + s("u"))
 
-REQUESTS = [  # (api key, version, value, bytes, decode, encode)
-    (ApiKey.ALTER_CONFIGS, 0, LEGACY, LEGACY_BYTES, ac.decode_alter_configs_request,
-     ac.encode_alter_configs_request),
-    (ApiKey.ALTER_CONFIGS, 1, LEGACY, LEGACY_BYTES, ac.decode_alter_configs_request,
-     ac.encode_alter_configs_request),
-    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, INCREMENTAL, INCREMENTAL_BYTES,
-     ac.decode_incremental_alter_configs_request, ac.encode_incremental_alter_configs_request),
+ROWS = [
+    req(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 0, LEGACY, LEGACY_BYTES),
+    req(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 1, LEGACY, LEGACY_BYTES),
+    req(ac, "incremental_alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, INCREMENTAL, INCREMENTAL_BYTES),
+    resp(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 0, RESPONSE, RESPONSE_BYTES),
+    resp(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 1, RESPONSE, RESPONSE_BYTES),
+    resp(ac, "alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, RESPONSE, RESPONSE_BYTES),
 ]
 
 
-@pytest.mark.parametrize(("key", "version", "value", "data", "decode", "encode"), REQUESTS)
-def test_requests(key: ApiKey, version: int, value: ac.AlterConfigsRequest, data: bytes, decode, encode) -> None:  # type: ignore[no-untyped-def]
-    assert join_chunks(encode(value, version)) == data
-    assert decode(memoryview(data + b"trailing"), version) == value
-    assert decode_request(RequestHeader(key, version, 1, "c"), memoryview(data)) == value
-    for cut in range(len(data)):
-        with pytest.raises(ProtocolError):
-            decode(memoryview(data[:cut]), version)
+def row_id(row: Row) -> str:
+    return f"{ApiKey(row.api_key).name}-v{row.version}-{row.decode.__name__.rsplit('_', 1)[1]}"
 
 
-@pytest.mark.parametrize(("key", "version"), [(ApiKey.ALTER_CONFIGS, 0), (ApiKey.ALTER_CONFIGS, 1),
-                                              (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)])
-def test_responses(key: ApiKey, version: int) -> None:
-    assert join_chunks(encode_response(key, RESPONSE, version)) == RESPONSE_BYTES
-    assert ac.decode_alter_configs_response(memoryview(RESPONSE_BYTES), version) == RESPONSE
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_codec_rows(row: Row) -> None:
+    check_codec_row(row)
+
+
+@pytest.mark.parametrize("row", ROWS[:3], ids=row_id)
+def test_request_frame_fed_one_byte_at_a_time(row: Row) -> None:
+    check_request_frame(row)
+
+
+@pytest.mark.parametrize("row", ROWS[3:], ids=row_id)
+def test_dispatch_encodes_responses(row: Row) -> None:
+    check_dispatch(row)
 
 
 def test_unanswered_versions_are_refused() -> None:

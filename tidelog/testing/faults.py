@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self
@@ -83,8 +84,9 @@ class Fault:
         self.undo()
 
 
-class FaultInjection:
-    """The fault helpers of `tidelog.testing.Cluster` (which provides the attributes below)."""
+class FaultInjection(ABC):
+    """The fault helpers of `tidelog.testing.Cluster`, which provides the attributes below and
+    implements the three abstract lookups."""
 
     nemesis: Nemesis
     wait_timeout: float
@@ -94,14 +96,14 @@ class FaultInjection:
     _network: Any
 
     @property
-    def local(self) -> LocalCluster:
-        raise NotImplementedError
+    @abstractmethod
+    def local(self) -> LocalCluster: ...
 
-    def node(self, node_id: int) -> NodeProcess:
-        raise NotImplementedError
+    @abstractmethod
+    def node(self, node_id: int) -> NodeProcess: ...
 
-    def leader_of(self, topic: str, partition: int = 0, timeout: float | None = None) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def leader_of(self, topic: str, partition: int = 0, timeout: float | None = None) -> int: ...
 
     # -- processes --------------------------------------------------------------------------------
 
