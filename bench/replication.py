@@ -37,9 +37,18 @@ thread polls the controller's admin API meanwhile and splits that time into
             broker's handle just as it moves the partition (it logs "Reverting ... to leader -1").
 Then the broker is restarted and the bench waits until it is back in the ISR. `--kills`
 times, on a cluster with the session settings `tidelog up` uses (9 s, heartbeat 2 s) and
-again on a fresh one with small ones (3 s, heartbeat 200 ms).
+again on a fresh one with small ones (3 s, heartbeat 200 ms). The same once with SIGSTOP
+instead of SIGKILL ("pause"): a paused broker is alive, so it must only be fenced when its
+session expires (issue 17) — it is fenced after the session, by design. Its "client" part
+is librdkafka waiting out `socket.timeout.ms` (60 s) for the requests it sent into the
+silent connection before it asks for metadata again; Kafka's clients do the same.
+
+Latency. An idempotent acks=all producer (the C load generator, bench/loadgen.c) writes
+`--rate` records/s with linger.ms=0 for `--seconds` into an RF=1 and an RF=3 topic
+(min.insync.replicas=2); produce() -> delivery report percentiles after a warm-up fifth.
 
     python bench/replication.py [--records 200000] [--rounds 5] [--partitions 1] [--kills 3]
+                                [--rate 10000] [--seconds 10] [--json results.json]
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the project's packages are importable
     sys.path.insert(0, str(ROOT))
 
+import c_client  # noqa: E402
 from produce_consume import (  # noqa: E402
     HTTP_TIMEOUT_S,
     MIB,
@@ -448,7 +458,8 @@ def watch(bench: Bench, topic: str, failover: Failover, done: threading.Event) -
         time.sleep(WATCH_POLL_S)
 
 
-def failovers(bench: Bench, topic: str, kills: int) -> list[Failover]:
+def failovers(bench: Bench, topic: str, kills: int, fault: str = "kill") -> list[Failover]:
+    """`kills` times: SIGKILL (or SIGSTOP, fault="pause") the leader, time to the first ack, bring it back."""
     bench.create(topic, 1, 3)
     results = []
     with AckClock(bench.bootstrap, topic) as writer:
@@ -461,7 +472,10 @@ def failovers(bench: Bench, topic: str, kills: int) -> list[Failover]:
             done = threading.Event()
             watcher = threading.Thread(target=watch, args=(bench, topic, failover, done), daemon=True)
             failover.killed_at = time.monotonic()  # SIGKILL follows at once (Nemesis.kill's own time
-            bench.nemesis.kill(leader)             # comes after a 0.1 s poll for the exit)
+            if fault == "pause":                   # comes after a 0.1 s poll for the exit)
+                bench.nemesis.pause(leader)
+            else:
+                bench.nemesis.kill(leader)
             watcher.start()
             try:
                 failover.acked_at = writer.first_ack_after(failover.killed_at, FAILOVER_WAIT_S)
@@ -471,7 +485,10 @@ def failovers(bench: Bench, topic: str, kills: int) -> list[Failover]:
                 watcher.join(FAILOVER_WAIT_S)
             results.append(failover)
             print(failover_line(k + 1, failover), flush=True)
-            bench.nemesis.restart(leader)
+            if fault == "pause":
+                bench.nemesis.resume(leader)
+            else:
+                bench.nemesis.restart(leader)
             bench.wait_full_isr(topic, ISR_WAIT_S)
             steady_since = time.monotonic()
     if writer.errors:
@@ -479,7 +496,7 @@ def failovers(bench: Bench, topic: str, kills: int) -> list[Failover]:
     return results
 
 
-FAILOVER_HEADER: Final = (f"{'kill':<6} {'leader':>6} {'->new':>5} {'session s':>9} {'election s':>10} "
+FAILOVER_HEADER: Final = (f"{'fault':<6} {'leader':>6} {'->new':>5} {'session s':>9} {'election s':>10} "
                           f"{'client s':>8} {'kill->ack s':>11}")
 
 
@@ -489,7 +506,7 @@ def failover_line(label: int | str, f: Failover) -> str:
             f"{fmt(client, '.3f'):>8} {f.total_s:>11.3f}")
 
 
-def summarize_failover(name: str, results: list[Failover]) -> None:
+def summarize_failover(name: str, results: list[Failover], fault: str = "SIGKILL") -> dict[str, float | None]:
     def median(values: list[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return statistics.median(present) if present else None
@@ -499,8 +516,32 @@ def summarize_failover(name: str, results: list[Failover]) -> None:
           f"{fmt(client, '.3f'):>8} {total:>11.3f}")
     parts = {"session expiry": session, "election": election, "client/replication after election": client}
     dominant = max(parts, key=lambda k: parts[k] or 0.0)
-    print(f"  {name}: SIGKILL -> first acks=all write {', '.join(f'{f.total_s:.2f}' for f in results)} s, "
+    print(f"  {name}: {fault} -> first acks=all write {', '.join(f'{f.total_s:.2f}' for f in results)} s, "
           f"median {total:.2f} s; dominated by {dominant} ({(parts[dominant] or 0.0) / total:.0%})")
+    return {"total_s": total, "session_s": session}
+
+
+# --- latency -------------------------------------------------------------------------------------
+
+
+def latencies(bench: Bench, binary: Path, rate: int, seconds: float, value_bytes: int) -> dict[str, Any]:
+    """acks=all linger 0 at `rate` records/s into RF=1 and RF=3 topics: percentiles per RF."""
+    print(f"\nlatency: idempotent acks=all, linger.ms=0, {rate} records/s for {seconds:g} s (C load generator)")
+    print(f"{'RF':<4} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'brk cpu s':>10}")
+    out: dict[str, Any] = {}
+    total = int(rate * seconds)
+    for rf in (1, 3):
+        topic = f"latency-rf{rf}"
+        bench.create(topic, 1, rf)
+        cpu0 = {b: process_cpu_s(bench.pid(b)) for b in bench.broker_ids}
+        result = c_client.produce(binary, bench.bootstrap, topic, records=total, value_bytes=value_bytes,
+                                  partitions=1, acks="all", linger_ms=0, rate=rate, warmup=total // 5)
+        cpu = sum(process_cpu_s(bench.pid(b)) - cpu0[b] for b in bench.broker_ids)
+        print(f"{rf:<4} {fmt(result.p50_ms, '.2f'):>8} {fmt(result.p99_ms, '.2f'):>8} "
+              f"{fmt(result.p999_ms, '.2f'):>9} {fmt(result.max_ms, '.2f'):>8} {cpu:>10.2f}", flush=True)
+        out[f"rf{rf}"] = {"p50_ms": result.p50_ms, "p99_ms": result.p99_ms, "p999_ms": result.p999_ms,
+                          "max_ms": result.max_ms, "brokers_cpu_s": cpu}
+    return out
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -515,10 +556,17 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3, help="leader SIGKILLs per session setting")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-failover", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--pauses", type=int, default=1, help="leader SIGSTOPs on the default-session cluster")
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s of the latency phase")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here (bench/all.py)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-replication-", dir=args.dir))
+    binary = None if args.skip_latency else c_client.build()
+    results: dict[str, Any] = {"load_average": os.getloadavg()[0]}
     print(f"{args.records:,} x {args.value_bytes} B records per phase, {args.partitions} partition(s), "
           f"{args.rounds} rounds; {args.kills} leader kills per session setting; confluent-kafka "
           f"{confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}; {os.cpu_count()} CPUs")
@@ -532,11 +580,21 @@ def main() -> None:
                 if i == 0 and not args.skip_throughput:
                     samples = throughput(bench, args)
                     summarize_throughput(samples, bench.broker_ids)
+                if i == 0 and binary is not None:
+                    results["latency"] = latencies(bench, binary, args.rate, args.seconds, args.value_bytes)
                 if not args.skip_failover:
                     print(f"\nleader SIGKILL -> first acks=all write (RF=3, min.insync.replicas={MIN_INSYNC}), "
                           f"session {name}")
                     print(FAILOVER_HEADER)
-                    summarize_failover(name, failovers(bench, f"failover-{i}", args.kills))
+                    results[f"kill {name}"] = summarize_failover(name, failovers(bench, f"failover-{i}", args.kills))
+                if i == 0 and not args.skip_failover and args.pauses:
+                    print(f"\nleader SIGSTOP -> first acks=all write (a paused broker is fenced only when its "
+                          f"session expires), session {name}")
+                    print(FAILOVER_HEADER)
+                    results[f"pause {name}"] = summarize_failover(
+                        name, failovers(bench, f"pause-{i}", args.pauses, fault="pause"), "SIGSTOP")
+        if args.json is not None:
+            args.json.write_text(json.dumps(results, indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,0 +1,90 @@
+"""The C-speed load generator (bench/loadgen.c, librdkafka) from Python: built on first use, run per phase.
+
+On a 2-core machine a Python client is often what a benchmark measures; librdkafka driven
+from C is not (issue 17). The binary is compiled into bench/.build/ against Debian's
+librdkafka-dev (`make bench-tools` installs it when run as root) and rebuilt when the source
+changes. Each phase is one process; its CPU time is read from RUSAGE_CHILDREN around it.
+
+    binary = build()                      # None (with the reason printed) when it cannot be built
+    result = produce(binary, "127.0.0.2:9092", "t", records=1_000_000, value_bytes=100,
+                     partitions=1, acks="all", linger_ms=5)
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+SOURCE: Final = Path(__file__).with_name("loadgen.c")
+BINARY: Final = Path(__file__).with_name(".build") / "loadgen"
+HEADER: Final = Path("/usr/include/librdkafka/rdkafka.h")
+PHASE_TIMEOUT_S: Final = 900.0  # one phase; loadgen bounds its own waits below this
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """One loadgen phase: what it moved, how long it took, what it cost the client."""
+
+    records: int
+    seconds: float
+    payload_bytes: int
+    client_cpu_s: float
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    max_ms: float | None = None
+
+
+class LoadError(RuntimeError):
+    """A phase failed: a record not delivered or not consumed."""
+
+
+def build() -> Path | None:
+    """The loadgen binary, compiled if missing or older than its source; None when it cannot be."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not HEADER.exists():
+        print("loadgen: needs a C compiler and librdkafka-dev (make bench-tools, or apt-get install "
+              "gcc librdkafka-dev); falling back to the Python client", file=sys.stderr)
+        return None
+    if BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mtime:
+        return BINARY
+    BINARY.parent.mkdir(exist_ok=True)
+    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(BINARY), str(SOURCE), "-lrdkafka"],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        print(f"loadgen: build failed:\n{done.stderr}", file=sys.stderr)
+        return None
+    return BINARY
+
+
+def _run(binary: Path, args: list[str]) -> LoadResult:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=PHASE_TIMEOUT_S)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise LoadError(f"loadgen {args[0]} printed no result (exit {done.returncode}): {done.stderr[-500:]}") from None
+    if done.returncode != 0:
+        raise LoadError(f"loadgen {args[0]} failed: {out}; {done.stderr[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return LoadResult(out["records"], out["seconds"], out["payload_bytes"], cpu, out.get("p50_ms"),
+                      out.get("p99_ms"), out.get("p999_ms"), out.get("max_ms"))
+
+
+def produce(binary: Path, bootstrap: str, topic: str, *, records: int, value_bytes: int, partitions: int,
+            acks: str, linger_ms: int, rate: int = 0, warmup: int = 0) -> LoadResult:
+    """Produce `records` (record i to partition i % partitions); `rate` > 0 paces and times each record."""
+    return _run(binary, ["produce", bootstrap, topic, str(records), str(value_bytes), str(partitions), acks,
+                         str(linger_ms), str(rate), str(warmup)])
+
+
+def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int) -> LoadResult:
+    """Read `records` records from offset 0 of every partition (assigned, no group)."""
+    return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions)])
