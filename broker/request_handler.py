@@ -159,7 +159,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.ALTER_CONFIGS, alter_configs.decode_alter_configs_request,
          alter_configs.encode_alter_configs_response, handle_alter_configs),
     _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, alter_configs.decode_incremental_alter_configs_request,
-         alter_configs.encode_alter_configs_response, handle_incremental_alter_configs),
+         alter_configs.encode_incremental_alter_configs_response, handle_incremental_alter_configs),
     # storage-side admin: broker/handlers/log_admin.py
     _row(ApiKey.DELETE_RECORDS, delete_records.decode_delete_records_request,
          delete_records.encode_delete_records_response, handle_delete_records),

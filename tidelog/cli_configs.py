@@ -151,7 +151,7 @@ def run_alter(args: argparse.Namespace) -> int:
         raise UsageError("--delete-config: an empty config name")
     request = alter_request(resource_type, args.entity_name, parse_add_config(args.add_config), names)
     answer = _call(args, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request,
-                   ac.encode_incremental_alter_configs_request, ac.decode_alter_configs_response)
+                   ac.encode_incremental_alter_configs_request, ac.decode_incremental_alter_configs_response)
     assert isinstance(answer, ac.AlterConfigsResponse)
     [response] = answer.responses
     if response.error_code:
