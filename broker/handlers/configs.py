@@ -19,6 +19,7 @@ that broker); other resource types are INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from broker.handlers.admin import await_applied
@@ -34,6 +35,7 @@ from metadata.topic_name import topic_name_error
 
 NO_CONTROLLER = "this broker has no controller to send config changes to"
 OP_NAMES = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
+DELETE_OP = 1
 
 
 def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
@@ -64,7 +66,10 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, req: ac.AlterConf
 
 
 async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, *, incremental: bool) -> ac.AlterConfigsResponse:
+    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
     replies = [await _alter_one(ctx, resource, req.validate_only, incremental)  # the controller commits each
+               if seen[resource.resource_type, resource.resource_name] == 1
+               else AdminReply(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
                for resource in req.resources]
     replies = await await_applied(ctx, replies, 0)  # read-your-writes: a DescribeConfigs here sees them
     return ac.AlterConfigsResponse(0, tuple(
@@ -82,9 +87,18 @@ def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: b
             "validate_only": validate_only}
 
 
+def _null_values(resource: ac.AlterConfigsResource, incremental: bool) -> list[str]:
+    """Kafka's preprocess: a null value is a DELETE's only (AlterConfigs has none)."""
+    return [c.name for c in resource.configs
+            if c.value is None and not (incremental and c.config_operation == DELETE_OP)]
+
+
 async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
                      incremental: bool) -> AdminReply:
     kind = resource.resource_type
+    nulls = _null_values(resource, incremental)
+    if nulls:
+        return AdminReply(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if kind == ConfigResourceType.BROKER:
         return await _alter_broker(ctx, resource, validate_only, incremental)
     if kind != ConfigResourceType.TOPIC:
