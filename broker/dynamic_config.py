@@ -4,6 +4,8 @@
     dynamic.update(image)                          # from the metadata follower, before the replicas
     dynamic.value("log.retention.ms")              # the effective value, wherever it came from
     dynamic.add_listener(on_change)                # on_change(old, new): Configs, after each change
+    follower_callback = dynamic.applied_before(replicas.apply_changes)
+    reconfigure_on_change(dynamic, replicas, cleaners)   # the node's components (broker.node)
     reader = dynamic.reader("log.cleaner.backoff.ms")   # a zero-argument callable for a component
 
 Every node applies the cluster default (BROKER "") and its own (BROKER "<id>") `Config` records
@@ -15,15 +17,20 @@ change; a listener that raises is logged and the others still run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from common.config_schema import Config, Value
 from common.dynamic_config import CLUSTER_DEFAULT, DynamicLayers, effective_config, usable_layers
-from common.topic_config import BrokerTopicDefaults, broker_topic_defaults, config_string
+from common.topic_config import BrokerTopicDefaults, broker_topic_defaults, config_string, from_broker_config
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
+
+if TYPE_CHECKING:
+    from broker.log.cleaner_manager import LogCleanerManager
+    from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,14 @@ class DynamicBrokerConfig:
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def applied_before(self, on_changes: Callable[[Any, MetadataImage], Any]) -> Callable[[Any, MetadataImage], Any]:
+        """The metadata follower's callback: this config follows each image first, so that
+        `on_changes` (the replicas) rebuilds topic configs over the new defaults."""
+        def callback(changes: Any, image: MetadataImage) -> Any:
+            self.update(image)
+            return on_changes(changes, image)
+        return callback
+
     def update(self, image: MetadataImage) -> bool:
         """Apply the image's dynamic broker configs; True (and listeners called) when the
         effective config changed."""
@@ -86,6 +101,16 @@ class DynamicBrokerConfig:
             except Exception:  # noqa: BLE001 - one component's bug must not stop the others' update
                 log.exception("Broker %d: a dynamic config listener failed", self.broker_id)
         return True
+
+
+def reconfigure_on_change(dynamic: DynamicBrokerConfig, replicas: ReplicaManager,
+                          cleaners: LogCleanerManager) -> None:
+    """What a broker node applies live (Kafka's BrokerReconfigurables): the log defaults and
+    min.insync.replicas of every hosted partition, and the log cleaner's backoff."""
+    dynamic.add_listener(lambda old, new: replicas.set_broker_defaults(
+        from_broker_config(new), new.get_int("min.insync.replicas")))
+    dynamic.add_listener(lambda old, new: setattr(cleaners, "config", dataclasses.replace(
+        cleaners.config, backoff_ms=new.get_int("log.cleaner.backoff.ms"))))
 
 
 def _shown(value: Value) -> str:

@@ -41,7 +41,7 @@ from broker.log.cleaner_manager import (
     kill_at_fail_point_from_env,
     render_cleaner_metrics,
 )
-from broker.dynamic_config import DynamicBrokerConfig
+from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
@@ -303,13 +303,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
-    dynamic.add_listener(lambda old, new: replicas.set_broker_defaults(
-        from_broker_config(new), new.get_int("min.insync.replicas")))
-
-    def on_changes(changes: Any, image: Any) -> Any:
-        dynamic.update(image)  # first: the replicas rebuild topic configs over the new defaults
-        return replicas.apply_changes(changes, image)
-
+    reconfigure_on_change(dynamic, replicas, cleaners)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None
     metrics_runner: Any = None
@@ -328,7 +322,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
-            client, on_changes)
+            client, dynamic.applied_before(replicas.apply_changes))
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
         fetchers = ReplicaFetcherManager(replicas,
                                          fetcher_settings(broker_id, advertised.name, config, local_host=local_host),

@@ -45,11 +45,13 @@ from common.topic_config import (
 EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 CLUSTER_DEFAULT: Final = ""  # the resource name of the cluster-wide dynamic defaults
 
-# Read live by the controller's elections (topic_election_config) and the ISR checks
-# (ReplicaManager's default min.insync.replicas). One line per further dynamic key.
+# Dynamic keys beyond the log defaults, each with the component that applies it live. One line
+# per further key (its ConfigKey in common.config's BROKER_KEYS; the broker reads it through
+# broker.dynamic_config's `reader(key)` or a change listener).
 _MORE_DYNAMIC_KEYS: Final[tuple[str, ...]] = (
-    MIN_INSYNC_REPLICAS,
-    UNCLEAN_LEADER_ELECTION_ENABLE,
+    MIN_INSYNC_REPLICAS,  # ReplicaManager's default (acks=all), the controller's ELR rules
+    UNCLEAN_LEADER_ELECTION_ENABLE,  # the controller's elections (cluster default)
+    "log.cleaner.backoff.ms",  # the log cleaner's idle sleep, read each pass (Kafka's LogCleaner set)
 )
 
 # The broker keys a change applies to without a restart: every broker synonym of a topic config

@@ -23,10 +23,8 @@ and SUBTRACT of a broker LIST key start from the resource's dynamic value, else 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-
-from collections.abc import Callable
 
 from common.config_schema import ConfigType
 from common.dynamic_config import (
@@ -38,10 +36,17 @@ from common.dynamic_config import (
     is_list_key,
 )
 from common.errors import ErrorCode
-from common.topic_config import TOPIC_CONFIGS_BY_NAME, config_string, default_value
+from common.topic_config import (
+    TOPIC_CONFIGS_BY_NAME,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    config_string,
+    default_value,
+)
 from metadata.image import MetadataImage
+from metadata.partition_change import Election, elect_leader
 from metadata.records import Config, ConfigResourceType, Record
 from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.topic_control import topic_election_config
 
 
 class AlterConfigOpType(enum.IntEnum):
@@ -165,4 +170,35 @@ def alter_broker_configs(image: MetadataImage, name: str,
     current = image.config(ConfigResourceType.BROKER, name)
     records: list[Record] = [Config(ConfigResourceType.BROKER, name, key, value)
                              for key, value in sorted(checked.items()) if current.get(key) != value]
+    if name == "" and UNCLEAN_LEADER_ELECTION_ENABLE in checked:
+        records += _default_unclean_elections(image, current.get(UNCLEAN_LEADER_ELECTION_ENABLE),
+                                              checked[UNCLEAN_LEADER_ELECTION_ENABLE])
     return ControllerResult(records, None)
+
+
+def _default_unclean_elections(image: MetadataImage, before: str | None, after: str | None) -> list[Record]:
+    """Turning the cluster-wide unclean.leader.election.enable on brings back, at once, the
+    leaderless partitions of every topic that does not set it itself (as a topic's own change does
+    in quorum.topic_control): the first live replica leads, marked RECOVERING."""
+    if after != "true" or before == after:
+        return []
+
+    def is_active(broker_id: int) -> bool:
+        return (b := image.broker(broker_id)) is not None and b.is_active
+
+    out: list[Record] = []
+    for topic_name in sorted(image.topics.by_name):
+        if UNCLEAN_LEADER_ELECTION_ENABLE in image.config(ConfigResourceType.TOPIC, topic_name):
+            continue  # the topic's own value decides
+        topic = image.topics.by_name[topic_name]
+        config = topic_election_config(image, topic_name)
+        for partition_id in sorted(topic.partitions):
+            partition = topic.partitions[partition_id]
+            if partition.has_leader:
+                continue
+            change = elect_leader(partition, is_acceptable=is_active, unclean_allowed=True,
+                                  election=Election.ONLINE, elr_enabled=config.elr_enabled,
+                                  min_insync_replicas=config.min_insync_replicas)
+            if change is not None:
+                out.append(change)
+    return out

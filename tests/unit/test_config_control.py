@@ -165,3 +165,20 @@ def test_broker_refusals_name_the_key_and_write_nothing(name: str, changes: dict
     with pytest.raises(ControllerApiError) as caught:
         alter_broker_configs(BROKER_IMAGE, name, changes)
     assert (caught.value.code, caught.value.field) == (code, field) and text in caught.value.message
+
+
+@pytest.mark.parametrize(("name", "value", "own", "elected"), [
+    ("", "true", None, True),  # the cluster default brings the leaderless partition back at once
+    ("", "false", None, False),
+    ("", "true", "false", False),  # the topic's own value decides
+    ("1", "true", None, False),  # a per-broker value is not what the controller's elections read
+])
+def test_enabling_the_default_unclean_election_elects_offline_partitions(name: str, value: str, own: str | None,
+                                                                         elected: bool) -> None:
+    from tests.unit.test_topic_control import OFFLINE
+
+    image = OFFLINE if own is None else apply(OFFLINE, [(OFFLINE.offset + 1, Config(
+        ConfigResourceType.TOPIC, "offline", "unclean.leader.election.enable", own))])
+    result = alter_broker_configs(image, name, {"unclean.leader.election.enable": value})
+    after = apply(image, list(enumerate(result.records, start=image.offset + 1)))
+    assert (after.topic("offline").partitions[0].leader == 1) is elected

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.dynamic_config import DynamicBrokerConfig
+from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
+from broker.log.cleaner_manager import CleanerConfig, LogCleanerManager
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from common.config import parse_config
@@ -42,9 +43,9 @@ STATIC_CONFIG = parse_config({"node.id": "4", "process.roles": "broker", "log.re
 def test_the_dynamic_set_is_kafkas_log_synonyms_tidelog_applies() -> None:
     for key in ("log.retention.ms", "log.retention.hours", "log.segment.bytes", "log.cleanup.policy",
                 "min.insync.replicas", "unclean.leader.election.enable", "compression.type", "message.max.bytes",
-                "log.cleaner.min.cleanable.ratio", "log.roll.ms"):
+                "log.cleaner.min.cleanable.ratio", "log.roll.ms", "log.cleaner.backoff.ms"):
         assert key in DYNAMIC_BROKER_KEYS
-    for key in ("log.dirs", "listeners", "node.id", "num.partitions", "log.retention.check.interval.ms",
+    for key in ("log.dirs", "listeners", "node.id", "num.partitions", "log.retention.check.interval.ms", "log.cleaner.threads",
                 "log.message.format.version", "replica.lag.time.max.ms"):
         assert key not in DYNAMIC_BROKER_KEYS
 
@@ -168,21 +169,23 @@ def test_live_topics_take_new_log_defaults(tmp_path: Path) -> None:
     hosted topic's LogConfig under its own overrides (here: none, then retention.ms)."""
     log_manager = LogManager([tmp_path], from_broker_config(STATIC_CONFIG), now_ms=0)
     replicas = ReplicaManager(4, log_manager, now_ms=lambda: 0)
+    cleaners = LogCleanerManager(log_manager, CleanerConfig.from_config(STATIC_CONFIG), now_ms=lambda: 0)
     dynamic = DynamicBrokerConfig(4, STATIC_CONFIG)
-    dynamic.add_listener(lambda old, new: replicas.set_broker_defaults(from_broker_config(new),
-                                                                       new.get_int("min.insync.replicas")))
+    reconfigure_on_change(dynamic, replicas, cleaners)
+    follow = dynamic.applied_before(replicas.apply_changes)
     image = apply(MetadataImage(), [
         (0, Topic("t", "AAAAAAAAAAAAAAAAAAAAAA")),
         (1, Partition("AAAAAAAAAAAAAAAAAAAAAA", 0, (4,), (4,), leader=4, leader_epoch=0)),
         (2, Topic("u", "AQAAAAAAAAAAAAAAAAAAAA")),
         (3, Partition("AQAAAAAAAAAAAAAAAAAAAA", 0, (4,), (4,), leader=4, leader_epoch=0)),
         (4, ConfigRecord(ConfigResourceType.TOPIC, "u", "retention.ms", "5"))])
-    replicas.apply_changes(changes_for_broker(MetadataImage(), image, 4), image)
+    follow(changes_for_broker(MetadataImage(), image, 4), image)
     after = apply(image, [(5, ConfigRecord(BROKER, "", "log.retention.ms", "60000")),
-                          (6, ConfigRecord(BROKER, "", "min.insync.replicas", "2"))])
-    dynamic.update(after)
-    replicas.apply_changes(changes_for_broker(image, after, 4), after)
+                          (6, ConfigRecord(BROKER, "", "min.insync.replicas", "2")),
+                          (7, ConfigRecord(BROKER, "4", "log.cleaner.backoff.ms", "250"))])
+    follow(changes_for_broker(image, after, 4), after)
     assert log_manager.config_for("t").retention_ms == 60000  # the new default
     assert log_manager.config_for("u").retention_ms == 5  # its own override still wins
     assert {tp.topic: p.min_insync_replicas for tp, p in replicas.partitions.items()} == {"t": 2, "u": 2}
+    assert cleaners.config.backoff_ms == 250
     log_manager.shutdown()
