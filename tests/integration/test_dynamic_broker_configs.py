@@ -135,6 +135,23 @@ def test_per_broker_and_cluster_default_with_confluent_kafka(cluster: Cluster) -
         cluster.delete_topic(name)
 
 
+def test_validate_only_checks_and_applies_nothing(cluster: Cluster) -> None:
+    first = cluster.broker_ids[0]
+    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+    def dry_run(key: str, value: str) -> None:
+        resource = admin.ConfigResource(admin.ResourceType.BROKER, str(first), incremental_configs=[
+            admin.ConfigEntry(key, value, incremental_operation=admin.AlterConfigOpType.SET)])
+        client.incremental_alter_configs([resource], validate_only=True, request_timeout=TIMEOUT_S)[resource].result(
+            timeout=TIMEOUT_S)
+
+    dry_run("log.retention.ms", "1000")
+    with pytest.raises(Exception, match="log.dirs"):  # still validated: a static key is refused
+        dry_run("log.dirs", "/x")
+    assert describe(cluster, first, str(first))["log.retention.ms"].config_source == DEFAULT
+    assert json.loads(http(cluster.admin_url + f"/v1/brokers/{first}/configs")[1])["configs"] == {}
+
+
 def test_kafka_python_alters_and_describes_broker_configs(cluster: Cluster) -> None:
     """kafka-python checks a key is dynamic (read_only false) before it alters it, then sends
     IncrementalAlterConfigs v1 (flexible) to the broker named."""
