@@ -23,8 +23,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from common.config_schema import Config, Value
-from common.dynamic_config import CLUSTER_DEFAULT, DynamicLayers, effective_config, usable_layers
-from common.topic_config import BrokerTopicDefaults, broker_topic_defaults, config_string, from_broker_config
+from common.dynamic_config import (
+    CLUSTER_DEFAULT,
+    DynamicLayers,
+    effective_config,
+    usable_layers,
+)
+from common.topic_config import (
+    BrokerTopicDefaults,
+    broker_topic_defaults,
+    config_string,
+    from_broker_config,
+)
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
 
@@ -98,7 +108,7 @@ class DynamicBrokerConfig:
         for listener in list(self._listeners):
             try:
                 listener(old, new)
-            except Exception:  # noqa: BLE001 - one component's bug must not stop the others' update
+            except Exception:  # one component's bug must not stop the others' update
                 log.exception("Broker %d: a dynamic config listener failed", self.broker_id)
         return True
 

@@ -122,7 +122,8 @@ def check_broker_changes(changes: Mapping[str, str | None]) -> dict[str, str | N
             near = difflib.get_close_matches(name, DYNAMIC_BROKER_KEYS, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise BrokerConfigError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {name!r}{hint}", name)
-    static = sorted(name for name in changes if name not in DYNAMIC_BROKER_KEYS)
+    # Kafka validates the resulting properties: deleting a static key that is not set is a no-op
+    static = sorted(name for name, value in changes.items() if name not in DYNAMIC_BROKER_KEYS and value is not None)
     if static:
         raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                 + ", ".join(static), static[0])

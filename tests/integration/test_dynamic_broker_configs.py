@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import ErrorCode
 from common.protocol import alter_configs as ac
 from common.protocol import describe_configs as dc
-from common.errors import ErrorCode
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import http, wait_until
 from tidelog.kafka_client import KafkaClient
@@ -206,7 +206,6 @@ def test_dynamic_log_defaults_change_a_live_topic(cluster: Cluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     name = cluster.create_topic("dyn-live", partitions=1, replication_factor=2)
-    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     try:
         incremental(cluster, "", log_segment_bytes="2048")
         for broker_id in cluster.broker_ids:
@@ -315,8 +314,8 @@ def test_admin_api_and_cli(cluster: Cluster, tmp_path: Path) -> None:
     shown = tidelog("describe", "--entity-type", "brokers", "--entity-default")
     assert shown.stdout.splitlines() == [
         "Default configs for brokers in the cluster are:",
-        "  log.retention.bytes=5000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
-        "log.retention.bytes=5000000, DEFAULT_CONFIG:log.retention.bytes=-1}"], shown
+        ("  log.retention.bytes=5000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+         "log.retention.bytes=5000000, DEFAULT_CONFIG:log.retention.bytes=-1}")], shown
     shown = tidelog("describe", "--entity-type", "brokers", "--entity-name", str(first))
     assert f"Dynamic configs for broker {first} are:" in shown.stdout and "log.retention.ms=7200000" in shown.stdout
     refused = tidelog("alter", "--entity-type", "brokers", "--entity-name", str(first), "--add-config", "listeners=x")

@@ -143,6 +143,7 @@ def test_broker_list_ops_need_a_list_key(op: AlterConfigOp, what: str) -> None:
      [Config(BROKER, "", "log.retention.ms", None), Config(BROKER, "", "log.segment.bytes", "1048576")]),
     ("4", {"log.cleanup.policy": "compact, delete"}, [Config(BROKER, "4", "log.cleanup.policy", "compact,delete")]),
     ("7", {"min.insync.replicas": "2"}, [Config(BROKER, "7", "min.insync.replicas", "2")]),  # any id, as Kafka
+    ("4", {"log.dirs": None}, []),  # deleting a static key that is not set: nothing to do, as Kafka
 ])
 def test_broker_changes_become_broker_config_records(name: str, changes: dict[str, str | None],
                                                      records: list[Config]) -> None:
