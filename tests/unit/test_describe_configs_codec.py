@@ -89,3 +89,31 @@ def test_v0_reports_is_default_only() -> None:
 def test_unanswered_versions_are_refused() -> None:
     with pytest.raises(ProtocolError):
         dc.decode_describe_configs_request(memoryview(REQ_V4_BYTES), 5)
+
+
+def test_the_flexible_bytes_read_the_same_in_kafka_pythons_schema_codecs() -> None:
+    """An oracle built from Kafka's own message JSON schemas (kafka-python 3's protocol classes)
+    reads the table's bytes as the same values, for the config APIs' flexible versions."""
+    configs = pytest.importorskip("kafka.protocol.admin.configs")
+    from tests.unit.test_alter_configs_codec import (
+        INCREMENTAL_FLEX_BYTES,
+        LEGACY_FLEX_BYTES,
+        RESPONSE_FLEX_BYTES,
+    )
+
+    response = configs.DescribeConfigsResponse.decode(RESP_V4_BYTES, version=4).to_dict()
+    [entry] = response["results"][0]["configs"]
+    assert (entry["name"], entry["config_source"], entry["config_type"], entry["documentation"]) == \
+        ("log.retention.ms", 3, 5, "doc")
+    assert entry["synonyms"] == [{"name": "log.retention.ms", "value": "1000", "source": 3}]
+    request = configs.DescribeConfigsRequest.decode(REQ_V4_BYTES, version=4).to_dict()
+    assert request["resources"][1]["configuration_keys"] == ["log.dirs"] and request["include_documentation"]
+    assert [c["is_default"] for c in configs.DescribeConfigsResponse.decode(RESP_V0_BYTES, version=0).to_dict()[
+        "results"][0]["configs"]] == [True, False]
+    incremental = configs.IncrementalAlterConfigsRequest.decode(INCREMENTAL_FLEX_BYTES, version=1).to_dict()
+    assert incremental["resources"][0]["configs"][0] == {"name": "cleanup.policy", "config_operation": 2,
+                                                          "value": "compact"}
+    legacy = configs.AlterConfigsRequest.decode(LEGACY_FLEX_BYTES, version=2).to_dict()
+    assert legacy["validate_only"] and legacy["resources"][0]["configs"][1] == {"name": "x", "value": None}
+    answer = configs.IncrementalAlterConfigsResponse.decode(RESPONSE_FLEX_BYTES, version=1).to_dict()
+    assert [r["error_code"] for r in answer["responses"]] == [0, 40]
