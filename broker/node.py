@@ -41,6 +41,7 @@ from broker.log.cleaner_manager import (
     kill_at_fail_point_from_env,
     render_cleaner_metrics,
 )
+from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
@@ -214,7 +215,7 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
 
 
 def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, advertised: Listener,
-                  client: Any, config: Config) -> Any:
+                  client: Any, config: Config, dynamic: DynamicBrokerConfig | None = None) -> Any:
     """The Kafka request handler (broker.request_handler), reading the follower's image."""
     from broker.group_coordinator.runtime import CoordinatorSettings
     from broker.request_handler import RequestHandler
@@ -228,7 +229,7 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         listener_name=advertised.name,
         topic_admin=HttpTopicAdmin(client, token=token.value if isinstance(token, Password) else None),
         broker_config=config, group_settings=CoordinatorSettings.from_config(config),
-        applied_offsets=follower.applied_offsets)
+        applied_offsets=follower.applied_offsets, dynamic_config=dynamic)
 
 
 async def _maintain(log_manager: LogManager, config: Config) -> None:
@@ -286,6 +287,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
+    dynamic = DynamicBrokerConfig(broker_id, config)  # the effective config: server.properties + dynamic ones
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
@@ -301,6 +303,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
+    reconfigure_on_change(dynamic, replicas, cleaners)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None
     metrics_runner: Any = None
@@ -319,8 +322,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
-            client, replicas.apply_changes)
-        handler = build_handler(broker_id, replicas, follower, advertised, client, config)
+            client, dynamic.applied_before(replicas.apply_changes))
+        handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
         fetchers = ReplicaFetcherManager(replicas,
                                          fetcher_settings(broker_id, advertised.name, config, local_host=local_host),
                                          image=lambda: follower.state.image)

@@ -59,6 +59,7 @@ from common.config_schema import ConfigError
 from common.errors import KafkaStorageError
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,
+    LogConfig,
     TOPIC_LOG_KEYS,
     with_topic_overrides,
 )
@@ -139,6 +140,15 @@ class ReplicaManager:
                 self.fetchers.remove_partitions(stop_fetching)
             if start_fetching:
                 self.fetchers.add_partitions(start_fetching)
+
+    def set_broker_defaults(self, default_config: LogConfig, min_insync_replicas: int) -> None:
+        """New broker-wide log defaults (a dynamic broker config changed): every hosted topic's
+        LogConfig is rebuilt from them under its own overrides, at once (Kafka's
+        DynamicLogConfig.reconfigure)."""
+        self.log_manager.default_config = default_config
+        self.default_min_insync_replicas = min_insync_replicas
+        self._topic_overrides.clear()  # every topic re-derives, overrides unchanged or not
+        self._refresh_topic_configs(self._image)
 
     def _refresh_topic_configs(self, image: MetadataImage) -> None:
         # Config records do not show up in LocalReplicaChanges: compare every hosted topic.

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
@@ -101,7 +102,7 @@ from common.protocol.api_keys import (
 from common.protocol.dispatch import Codec, Decoder, Encoder
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
-from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG, broker_topic_defaults
+from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG
 from metadata.image import MetadataImage
 
 
@@ -159,7 +160,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.ALTER_CONFIGS, alter_configs.decode_alter_configs_request,
          alter_configs.encode_alter_configs_response, handle_alter_configs),
     _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, alter_configs.decode_incremental_alter_configs_request,
-         alter_configs.encode_alter_configs_response, handle_incremental_alter_configs),
+         alter_configs.encode_incremental_alter_configs_response, handle_incremental_alter_configs),
     # storage-side admin: broker/handlers/log_admin.py
     _row(ApiKey.DELETE_RECORDS, delete_records.decode_delete_records_request,
          delete_records.encode_delete_records_response, handle_delete_records),
@@ -241,7 +242,8 @@ class RequestHandler:
                  cluster_id: str | None = None, listener_name: str | None = None,
                  topic_admin: TopicAdmin | None = None, broker_config: Config | None = None,
                  group_settings: CoordinatorSettings | None = None,
-                 applied_offsets: AppliedOffsetWaiters | None = None) -> None:
+                 applied_offsets: AppliedOffsetWaiters | None = None,
+                 dynamic_config: DynamicBrokerConfig | None = None) -> None:
         if topic_admin is None and controller_client is not None:
             topic_admin = HttpTopicAdmin(controller_client)
         # Without a config file (tests): every key at Kafka's default.
@@ -259,7 +261,7 @@ class RequestHandler:
             auto_topics=AutoTopicCreator(topic_admin, image_provider, topic_sizes)
             if auto_create_topics and topic_admin else None,
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
-            topic_defaults=broker_topic_defaults(config), config=config,
+            dynamic_config=dynamic_config or DynamicBrokerConfig(broker_id, config), config=config,
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
             applied_offsets=applied_offsets,
             elections=HttpLeaderElections(controller_client) if controller_client is not None else None)

@@ -91,6 +91,10 @@ class TopicAdmin(Protocol):
         """A topic's config change in the admin API's PATCH body form."""
         ...
 
+    async def alter_broker_configs(self, name: str, body: Mapping[str, Any]) -> AdminReply:
+        """Dynamic broker configs of broker `name` ("": the cluster default), same body form."""
+        ...
+
 
 def _reply_of(answer: Any) -> AdminReply:
     """A 2xx body of the admin API: a topic view, a validate_only view or a deletion."""
@@ -183,6 +187,10 @@ class HttpTopicAdmin:
 
     async def alter_configs(self, name: str, body: Mapping[str, Any]) -> AdminReply:
         return await self._request("PATCH", f"/v1/topics/{name}/configs", dict(body))
+
+    async def alter_broker_configs(self, name: str, body: Mapping[str, Any]) -> AdminReply:
+        path = "/v1/brokers/configs" if name == "" else f"/v1/brokers/{name}/configs"
+        return await self._request("PATCH", path, dict(body))
 
 
 class AutoTopicCreator:

@@ -255,20 +255,22 @@ UNKNOWN_CONFIG_TYPE: Final = 0
 @dataclass(frozen=True, slots=True)
 class ConfigSynonym:
     name: str
-    value: str
+    value: str | None  # None: a sensitive value, hidden
     source: ConfigSource
 
 
 @dataclass(frozen=True, slots=True)
 class DescribedConfig:
-    """One topic config as DescribeConfigs reports it."""
+    """One topic or broker config as DescribeConfigs reports it."""
 
     name: str
-    value: str
+    value: str | None
     source: ConfigSource
     synonyms: tuple[ConfigSynonym, ...]
     config_type: int = UNKNOWN_CONFIG_TYPE  # CONFIG_TYPE_IDS; unknown for a key tidelog lacks
     documentation: str | None = None
+    read_only: bool = False
+    sensitive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,10 +282,36 @@ class BrokerTopicDefaults:
     synonyms: Mapping[str, tuple[ConfigSynonym, ...]]
 
 
-def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
-    """Kafka's ConfigHelper.configSynonyms over a static broker config: first the synonyms set
-    in the config file (STATIC_BROKER_CONFIG), then those with a default (DEFAULT_CONFIG),
-    dropping any before the first synonym itself (tidelog has no dynamic broker configs)."""
+_NO_VALUES: Final[Mapping[str, str]] = {}
+
+
+def config_synonyms(names: tuple[str, ...], static: Config, cluster_default: Mapping[str, str],
+                    per_broker: Mapping[str, str], first: str) -> list[ConfigSynonym]:
+    """Kafka's ConfigHelper.configSynonyms: each of `names` set dynamically for this broker
+    (DYNAMIC_BROKER_CONFIG), then as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), then in
+    the config file (STATIC_BROKER_CONFIG), then with a default (DEFAULT_CONFIG), dropping any
+    before the first entry for `first`. A PASSWORD's value is hidden."""
+    def shown(name: str, value: object) -> str | None:
+        return None if static.definitions[name].type is ConfigType.PASSWORD else config_string(value)
+
+    found = [ConfigSynonym(s, per_broker[s], ConfigSource.DYNAMIC_BROKER_CONFIG) for s in names if s in per_broker]
+    found += [ConfigSynonym(s, cluster_default[s], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+              for s in names if s in cluster_default]
+    found += [ConfigSynonym(s, shown(s, static.originals[s]), ConfigSource.STATIC_BROKER_CONFIG)
+              for s in names if s in static.originals]
+    found += [ConfigSynonym(s, shown(s, static.definitions[s].default), ConfigSource.DEFAULT_CONFIG)
+              for s in names if static.definitions[s].default is not None]
+    start = next((i for i, s in enumerate(found) if s.name == first), len(found))
+    return found[start:]
+
+
+def broker_topic_defaults(static: Config, *, effective: Config | None = None,
+                          cluster_default: Mapping[str, str] = _NO_VALUES,
+                          per_broker: Mapping[str, str] = _NO_VALUES) -> BrokerTopicDefaults:
+    """Each topic config's default on this broker: the value its `effective` config (the static
+    one with the dynamic broker configs applied; default: `static`) gives, and its broker
+    synonyms in Kafka's order (`config_synonyms` from the first synonym on)."""
+    config = static if effective is None else effective
     log_config = from_broker_config(config)
     values: dict[str, str] = {}
     synonyms: dict[str, tuple[ConfigSynonym, ...]] = {}
@@ -293,12 +321,11 @@ def broker_topic_defaults(config: Config) -> BrokerTopicDefaults:
         else:  # the first synonym with a value (segment.jitter.ms: ms, else hours in ms)
             value = next((config[s] for s in d.broker_synonyms if config[s] is not None), d.default)
         values[d.name] = config_string(value)
-        found = [ConfigSynonym(s, config_string(config.originals[s]), ConfigSource.STATIC_BROKER_CONFIG)
-                 for s in d.broker_synonyms if s in config.originals]
-        found += [ConfigSynonym(s, config_string(config.definitions[s].default), ConfigSource.DEFAULT_CONFIG)
-                  for s in d.broker_synonyms if config.definitions[s].default is not None]
-        first = next((i for i, s in enumerate(found) if s.name == d.broker_synonyms[0]), len(found))
-        synonyms[d.name] = tuple(found[first:])
+        if d.broker_synonyms:
+            synonyms[d.name] = tuple(config_synonyms(d.broker_synonyms, static, cluster_default, per_broker,
+                                                     d.broker_synonyms[0]))
+        else:
+            synonyms[d.name] = ()
     return BrokerTopicDefaults(values, synonyms)
 
 

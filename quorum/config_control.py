@@ -1,8 +1,10 @@
-"""Config changes as Kafka's admin requests express them, turned into one topic's set/delete map.
+"""Config changes as Kafka's admin requests express them, turned into one resource's set/delete map,
+and the rule for dynamic broker configs.
 
     changes = incremental_changes(current, ops)        # IncrementalAlterConfigs (KIP-339)
     changes = replacement_changes(current, configs)    # AlterConfigs: the given set replaces all
     result = alter_topic_configs(image, name, changes) # records (quorum.topic_control)
+    result = alter_broker_configs(image, "4", changes) # BROKER "4" or "" (cluster default): records
 
 Kafka's ConfigurationControlManager rules, kept exactly:
 - SET sets and DELETE removes a key; APPEND and SUBTRACT apply only to LIST keys
@@ -13,19 +15,38 @@ Kafka's ConfigurationControlManager rules, kept exactly:
 - An unknown op type is INVALID_REQUEST.
 - AlterConfigs (the legacy API) replaces the whole set: a key set before and not named now
   goes back to its default.
-Values are validated by `alter_topic_configs`, which also names a near miss for an unknown key.
+Values are validated by `alter_topic_configs`, which also names a near miss for an unknown key,
+and for brokers by `alter_broker_configs` (common.dynamic_config: only the dynamic keys; APPEND
+and SUBTRACT of a broker LIST key start from the resource's dynamic value, else Kafka's default).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from common.config_schema import ConfigType
+from common.dynamic_config import (
+    BrokerConfigError,
+    check_broker_changes,
+    check_resource_name,
+    default_string,
+    is_broker_key,
+    is_list_key,
+)
 from common.errors import ErrorCode
-from common.topic_config import TOPIC_CONFIGS_BY_NAME, config_string, default_value
-from quorum.controller_result import ControllerApiError
+from common.topic_config import (
+    TOPIC_CONFIGS_BY_NAME,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    config_string,
+    default_value,
+)
+from metadata.image import MetadataImage
+from metadata.partition_change import Election, elect_leader
+from metadata.records import Config, ConfigResourceType, Record
+from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.topic_control import topic_election_config
 
 
 class AlterConfigOpType(enum.IntEnum):
@@ -62,11 +83,13 @@ def _items(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def _start_list(current: Mapping[str, str], name: str) -> list[str]:
-    if name in current:
-        return _items(current[name])
+def _topic_default(name: str) -> str | None:
     default = default_value(name)
-    return [] if default is None else _items(config_string(default))
+    return None if default is None else config_string(default)
+
+
+def _start_list(current: Mapping[str, str], name: str, default: Callable[[str], str | None]) -> list[str]:
+    return _items(current[name] if name in current else default(name))
 
 
 def _check_unique(names: Sequence[str]) -> None:
@@ -76,8 +99,12 @@ def _check_unique(names: Sequence[str]) -> None:
                                  + ", ".join(duplicates), field=duplicates[0])
 
 
-def incremental_changes(current: Mapping[str, str], ops: Sequence[AlterConfigOp]) -> dict[str, str | None]:
-    """The key -> new value (None: delete) map that `ops` make of a resource's `current` configs."""
+def incremental_changes(current: Mapping[str, str], ops: Sequence[AlterConfigOp], *,
+                        broker: bool = False) -> dict[str, str | None]:
+    """The key -> new value (None: delete) map that `ops` make of a resource's `current` configs
+    (a topic's, or with `broker` a BROKER resource's)."""
+    is_list, is_known, default = ((is_list_key, is_broker_key, default_string) if broker
+                                  else (_is_list, TOPIC_CONFIGS_BY_NAME.__contains__, _topic_default))
     _check_unique([op.name for op in ops])
     changes: dict[str, str | None] = {}
     for op in ops:
@@ -86,11 +113,11 @@ def incremental_changes(current: Mapping[str, str], ops: Sequence[AlterConfigOp]
         elif op.op is AlterConfigOpType.DELETE:
             changes[op.name] = None
         else:
-            if not _is_list(op.name):
-                what = "unknown" if op.name not in TOPIC_CONFIGS_BY_NAME else "not a LIST"
+            if not is_list(op.name):
+                what = "not a LIST" if is_known(op.name) else "unknown"
                 raise ControllerApiError(ErrorCode.INVALID_CONFIG, f"Can't {op.op.name} to key {op.name} "
                                          f"because its type is {what}.", field=op.name)
-            items = _start_list(current, op.name)
+            items = _start_list(current, op.name, default)
             if op.op is AlterConfigOpType.APPEND:
                 items += [item for item in dict.fromkeys(_items(op.value)) if item not in items]
             else:
@@ -120,11 +147,58 @@ class ConfigChanges:
         if sum(form is not None for form in (self.configs, self.ops, self.replace)) != 1:
             raise ValueError("ConfigChanges takes exactly one of configs, ops and replace")
 
-    def against(self, current: Mapping[str, str]) -> dict[str, str | None]:
-        """The set/delete map these changes make of `current`."""
+    def against(self, current: Mapping[str, str], *, broker: bool = False) -> dict[str, str | None]:
+        """The set/delete map these changes make of `current` (a BROKER resource's with `broker`)."""
         if self.ops is not None:
-            return incremental_changes(current, self.ops)
+            return incremental_changes(current, self.ops, broker=broker)
         if self.replace is not None:
             return replacement_changes(current, self.replace)
         assert self.configs is not None
         return dict(self.configs)
+
+
+def alter_broker_configs(image: MetadataImage, name: str,
+                         changes: Mapping[str, str | None]) -> ControllerResult[None]:
+    """Dynamic broker configs of broker `name` ("": the cluster-wide default): one Config record
+    (resource type BROKER) per key whose value changes; nothing when any key is refused (the
+    error names it). Kafka's controller takes any broker id, registered or not."""
+    try:
+        check_resource_name(name)
+        checked = check_broker_changes(changes)
+    except BrokerConfigError as e:
+        raise ControllerApiError(e.code, e.message, field=e.key or "name") from None
+    current = image.config(ConfigResourceType.BROKER, name)
+    records: list[Record] = [Config(ConfigResourceType.BROKER, name, key, value)
+                             for key, value in sorted(checked.items()) if current.get(key) != value]
+    if name == "" and UNCLEAN_LEADER_ELECTION_ENABLE in checked:
+        records += _default_unclean_elections(image, current.get(UNCLEAN_LEADER_ELECTION_ENABLE),
+                                              checked[UNCLEAN_LEADER_ELECTION_ENABLE])
+    return ControllerResult(records, None)
+
+
+def _default_unclean_elections(image: MetadataImage, before: str | None, after: str | None) -> list[Record]:
+    """Turning the cluster-wide unclean.leader.election.enable on brings back, at once, the
+    leaderless partitions of every topic that does not set it itself (as a topic's own change does
+    in quorum.topic_control): the first live replica leads, marked RECOVERING."""
+    if after != "true" or before == after:
+        return []
+
+    def is_active(broker_id: int) -> bool:
+        return (b := image.broker(broker_id)) is not None and b.is_active
+
+    out: list[Record] = []
+    for topic_name in sorted(image.topics.by_name):
+        if UNCLEAN_LEADER_ELECTION_ENABLE in image.config(ConfigResourceType.TOPIC, topic_name):
+            continue  # the topic's own value decides
+        topic = image.topics.by_name[topic_name]
+        config = topic_election_config(image, topic_name)
+        for partition_id in sorted(topic.partitions):
+            partition = topic.partitions[partition_id]
+            if partition.has_leader:
+                continue
+            change = elect_leader(partition, is_acceptable=is_active, unclean_allowed=True,
+                                  election=Election.ONLINE, elr_enabled=config.elr_enabled,
+                                  min_insync_replicas=config.min_insync_replicas)
+            if change is not None:
+                out.append(change)
+    return out

@@ -52,6 +52,7 @@ from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
 from quorum.quorum_view import named_leader
 from quorum.replication_control import elect_leaders
+from quorum.broker_config_routes import BrokerConfigRoutes
 from quorum.topic_routes import TopicRoutes
 
 logger = logging.getLogger(__name__)
@@ -238,6 +239,7 @@ class ControllerServer:
     def _admin_routes(self) -> list[web.RouteDef]:
         return [
             web.get("/v1/cluster", self._get_cluster), web.get("/v1/brokers", self._get_brokers),
+            *BrokerConfigRoutes(self).routes(),  # dynamic broker configs (issue 18): before /v1/brokers/{id}
             web.get("/v1/brokers/{id}", self._get_broker),
             web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker),
             *TopicRoutes(self).routes(),

@@ -110,6 +110,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "ValidatedPartitions": _obj(None, name=STR, validate_only=BOOL, count=INT,
                                 assignments=_arr(_obj(None, partition=INT, replicas=IDS))),
     "TopicConfigs": _obj(None, name=STR, configs=CONFIGS, metadata_offset=NULLABLE_INT),
+    "BrokerConfigs": _obj(None, broker_id=NULLABLE_INT, configs=CONFIGS, metadata_offset=NULLABLE_INT),
     "AlterConfigs": _obj(None, configs={"type": "object", "additionalProperties": NULLABLE_STR,
                                         "description": "null deletes the key"},
                          ops=_arr(_obj(["name", "op"], name=STR, op={"enum": ["SET", "DELETE", "APPEND", "SUBTRACT"]},
@@ -211,6 +212,19 @@ def _rpc(summary: str, name: str, active_only: bool = True) -> dict[str, Any]:
 PATHS: Final[dict[str, Any]] = {
     "/v1/cluster": {"get": _op("Quorum and metadata log state as this controller sees it.", _ok("Cluster"))},
     "/v1/brokers": {"get": _op("Registered brokers.", _ok(_arr(_ref("Broker"))))},
+    "/v1/brokers/configs": {
+        "get": _op("The cluster-wide dynamic broker configs (BROKER resource \"\").", _ok("BrokerConfigs")),
+        "patch": _op("Change the cluster-wide dynamic broker configs, same body as a topic's; only Kafka's "
+                     "dynamic keys tidelog applies live (400 INVALID_REQUEST otherwise, INVALID_CONFIG for an "
+                     "unknown key or bad value).", _ok("BrokerConfigs"), _body("AlterConfigs"), write=True),
+    },
+    "/v1/brokers/{id}/configs": {
+        "parameters": [ID_PARAM],
+        "get": _op("A broker's own dynamic configs (as stored; DescribeConfigs shows the effective ones).",
+                   _ok("BrokerConfigs")),
+        "patch": _op("Change a broker's own dynamic configs (the same rules as the cluster default).",
+                     _ok("BrokerConfigs"), _body("AlterConfigs"), write=True),
+    },
     "/v1/brokers/{id}": {"parameters": [ID_PARAM], "get": _op("One broker.", _ok("Broker"))},
     "/v1/brokers/{id}/shutdown": {"parameters": [ID_PARAM], "post": _op(
         "Ask the broker to shut down: answered 202 at once; the active controller tells the broker on its "

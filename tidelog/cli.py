@@ -111,7 +111,7 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="Consumer-group administration over the Kafka protocol, with "
                                         "kafka-consumer-groups.sh's options and tables.")
     cli_groups.add_arguments(parser)
-    parser = sub.add_parser("configs", help="describe topic and broker configs, alter topic configs",
+    parser = sub.add_parser("configs", help="describe and alter topic and broker configs",
                             description="Topic and broker configs over the Kafka protocol, with "
                                         "kafka-configs.sh's options and output.")
     cli_configs.add_arguments(parser)

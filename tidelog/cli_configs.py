@@ -4,13 +4,17 @@
     tidelog configs describe --entity-type brokers --entity-name 4 --all
     tidelog configs alter --entity-type topics --entity-name demo \\
         --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
+    tidelog configs alter --entity-type brokers --entity-name 4 --add-config log.retention.ms=60000
+    tidelog configs alter --entity-type brokers --entity-default --add-config log.segment.bytes=1048576
 
 Option names and output lines are kafka-configs.sh's: describe prints "Dynamic configs for
 topic demo are:" (the configs set on the entity; with --all "All configs ...", every config
 with its source as synonyms), alter sends one IncrementalAlterConfigs (SET for --add-config,
 DELETE for --delete-config) and prints "Completed updating config for topic demo.". A value
-holding commas is written in square brackets, as in kafka-configs.sh. Broker configs are
-static in tidelog: describing works, altering is refused by the broker with its reason.
+holding commas is written in square brackets, as in kafka-configs.sh. Brokers take Kafka's dynamic broker configs, per
+broker (--entity-name ID, sent to that broker, as Kafka's admin client does) or as the
+cluster-wide default (--entity-default: "Default configs for brokers in the cluster are:");
+a static key is refused by the broker with Kafka's reason.
 """
 
 from __future__ import annotations
@@ -29,18 +33,21 @@ ENTITY_TYPES: Final = {"topics": (2, "topic"), "brokers": (4, "broker")}  # reso
 SOURCES: Final = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
                   4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 DYNAMIC_SOURCES: Final = frozenset({1, 2, 3})
-DESCRIBE_VERSION: Final = 3
+DESCRIBE_VERSION: Final = 4
 SET, DELETE = 0, 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="configs_command", required=True, metavar="ACTION")
     describe = actions.add_parser("describe", help="a topic's or broker's configs (kafka-configs --describe)")
-    alter = actions.add_parser("alter", help="set or delete a topic's configs (kafka-configs --alter)")
+    alter = actions.add_parser("alter", help="set or delete a topic's or broker's configs (kafka-configs --alter)")
     for action in (describe, alter):
         cli_common.add_cluster_options(action, admin=False)
         action.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-        action.add_argument("--entity-name", required=True, help="the topic's name, or the broker's id")
+        entity = action.add_mutually_exclusive_group(required=True)
+        entity.add_argument("--entity-name", help="the topic's name, or the broker's id")
+        entity.add_argument("--entity-default", action="store_true",
+                            help="brokers: the cluster-wide default dynamic configs")
     describe.add_argument("--all", action="store_true", help="every config, not only those set on the entity")
     describe.set_defaults(run=cli_common.guarded("configs describe", run_describe))
     alter.add_argument("--add-config", action="append", default=[], metavar="K=V[,K2=[A,B]]",
@@ -75,9 +82,12 @@ def parse_add_config(items: Sequence[str]) -> dict[str, str]:
 
 
 def describe_lines(entity: str, name: str, result: dc.DescribeConfigsResult, *, show_all: bool) -> list[str]:
-    """kafka-configs.sh's describe output for one entity."""
+    """kafka-configs.sh's describe output for one entity (name "": the brokers' cluster default)."""
     configs = [c for c in result.configs if show_all or c.config_source in DYNAMIC_SOURCES]
-    lines = [f"{'All' if show_all else 'Dynamic'} configs for {entity} {name} are:"]
+    if name == "":
+        lines = [f"Default configs for {entity}s in the cluster are:"]
+    else:
+        lines = [f"{'All' if show_all else 'Dynamic'} configs for {entity} {name} are:"]
     for c in configs:
         value = "null" if c.value is None else c.value
         synonyms = ", ".join(f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={s.value if s.value is not None else 'null'}"
@@ -102,10 +112,15 @@ def alter_request(resource_type: int, name: str, to_set: dict[str, str], to_dele
 
 
 def _entity(args: argparse.Namespace) -> tuple[int, str, int | None]:
-    """(resource type, entity word, broker to ask: a broker describes only itself)."""
+    """(resource type, entity word, broker to ask: a broker describes and alters only itself,
+    any broker the cluster default). Sets args.entity_name to "" for --entity-default."""
     resource_type, word = ENTITY_TYPES[args.entity_type]
     broker: int | None = None
-    if resource_type == ENTITY_TYPES["brokers"][0]:
+    if args.entity_default:
+        if resource_type != ENTITY_TYPES["brokers"][0]:
+            raise UsageError("--entity-default applies to --entity-type brokers only")
+        args.entity_name = ""
+    elif resource_type == ENTITY_TYPES["brokers"][0]:
         if not args.entity_name.isdigit():
             raise UsageError(f"--entity-name {args.entity_name!r}: a broker's id is a number")
         broker = int(args.entity_name)
@@ -151,10 +166,13 @@ def run_alter(args: argparse.Namespace) -> int:
         raise UsageError("--delete-config: an empty config name")
     request = alter_request(resource_type, args.entity_name, parse_add_config(args.add_config), names)
     answer = _call(args, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request,
-                   ac.encode_incremental_alter_configs_request, ac.decode_alter_configs_response)
+                   ac.encode_incremental_alter_configs_request, ac.decode_incremental_alter_configs_response)
     assert isinstance(answer, ac.AlterConfigsResponse)
     [response] = answer.responses
     if response.error_code:
         raise ClusterError(error_name(response.error_code), response.error_message or "")
-    cli_common.say(f"Completed updating config for {word} {args.entity_name}.")
+    if args.entity_name == "":
+        cli_common.say(f"Completed updating default config for {word}s in the cluster.")
+    else:
+        cli_common.say(f"Completed updating config for {word} {args.entity_name}.")
     return 0

@@ -25,7 +25,7 @@ from typing import Any, Final
 from common.errors import ErrorCode
 from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming
+from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import MIB, SECONDS
 
@@ -258,7 +258,9 @@ class KafkaClient:
         address = self.bootstrap[0] if broker_id is None else self._address(broker_id)
         raw = self._call(address, api_key, version, encode(request, version), timeout=self._timeout)
         assert raw is not None
-        return self._decode(address, decode, raw, version)
+        # a flexible version's response header v1 ends with tagged fields the codecs do not read
+        return self._decode(address, lambda body, v: decode(strip_response_header(api_key, v, body), v), raw,
+                            version)
 
 
 def _shown(address: tuple[str, int]) -> str:

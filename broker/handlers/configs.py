@@ -2,48 +2,40 @@
 metadata image and this broker's config, as Kafka's ConfigHelper does), and the config writes
 AlterConfigs and IncrementalAlterConfigs.
 
-DescribeConfigs of broker `id` lists every key the broker reads, as Kafka's ConfigHelper does:
-the value (a password's hidden), STATIC_BROKER_CONFIG for a key its server.properties sets and
-DEFAULT_CONFIG otherwise, read-only (no broker config is dynamic here), the type, and on
-request the synonyms (the key itself) and documentation. The empty name means the cluster-wide
-dynamic defaults: tidelog has none. Another broker's id is INVALID_REQUEST, as in Kafka: a
-broker describes only itself.
+DescribeConfigs of broker `id` lists every key the broker reads (common.dynamic_config's
+`describe_broker_configs`): the effective value (a password's hidden), its source
+(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG),
+read-only unless the key is dynamic, the type, and on request the synonyms in Kafka's order and
+documentation. The empty name is the cluster-wide dynamic defaults: only the keys set there.
+Another broker's id is INVALID_REQUEST, as in Kafka: a broker describes only itself.
 
-A topic's change goes to the controllers' admin API (`PATCH /v1/topics/{name}/configs` through
-the TopicAdmin) as the same body an operator sends, so the controller applies Kafka's rules in
-one place (`quorum.config_control`), with validate_only as a dry run of that rule. Each
-resource is answered on its own, as Kafka does.
-
-Broker resources: every broker config is static in tidelog today (read from server.properties
-at start), so a change to one is refused as Kafka refuses a read-only broker config
-(INVALID_REQUEST "Cannot update these configs dynamically"); other resource types are
-INVALID_REQUEST too.
+A change goes to the controllers' admin API (`PATCH /v1/topics/{name}/configs`, `PATCH
+/v1/brokers/{id}/configs`, `PATCH /v1/brokers/configs` through the TopicAdmin) as the same body
+an operator sends, so the controller applies Kafka's rules in one place (`quorum.config_control`),
+with validate_only as a dry run of that rule. Each resource is answered on its own, as Kafka does.
+A BROKER change names this broker or "" (Kafka's ConfigAdminManager: a per-broker change goes to
+that broker); other resource types are INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from broker.handlers.admin import await_applied
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import AdminReply
-from common.config_schema import ConfigType
+from common.dynamic_config import describe_broker_configs
 from common.errors import ErrorCode
 from common.protocol import alter_configs as ac
 from common.protocol import describe_configs as dc
-from common.topic_config import (
-    CONFIG_TYPE_IDS,
-    UNKNOWN_CONFIG_TYPE,
-    ConfigSource,
-    DescribedConfig,
-    config_string,
-    describe_topic_configs,
-)
+from common.topic_config import DescribedConfig, describe_topic_configs
 from metadata.records import ConfigResourceType
 from metadata.topic_name import topic_name_error
 
 NO_CONTROLLER = "this broker has no controller to send config changes to"
 OP_NAMES = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
+DELETE_OP = 1
 
 
 def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
@@ -53,27 +45,14 @@ def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
                configs: tuple[dc.DescribeConfigsResourceResult, ...] = ()) -> dc.DescribeConfigsResult:
         return dc.DescribeConfigsResult(int(code), message, resource.resource_type, resource.resource_name, configs)
 
-    if resource.resource_name == "":
-        return result(ErrorCode.NONE, None)
-    if resource.resource_name != str(ctx.broker_id):
+    name = resource.resource_name
+    if name not in ("", str(ctx.broker_id)):
         return result(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker_id} or empty "
-                                                 f"string, but received {resource.resource_name}")
-    config = ctx.config
-    wanted = None if resource.configuration_keys is None else set(resource.configuration_keys)
-    entries = []
-    for name in sorted(config.definitions):
-        if wanted is not None and name not in wanted:
-            continue
-        key = config.definitions[name]
-        sensitive = key.type is ConfigType.PASSWORD
-        raw = config[name]
-        value = None if sensitive or raw is None else config_string(raw)
-        source = ConfigSource.STATIC_BROKER_CONFIG if name in config.originals else ConfigSource.DEFAULT_CONFIG
-        synonyms = (dc.DescribeConfigsSynonym(name, value, int(source)),) if req.include_synonyms else ()
-        entries.append(dc.DescribeConfigsResourceResult(
-            name, value, True, int(source), sensitive, synonyms, CONFIG_TYPE_IDS.get(key.type, UNKNOWN_CONFIG_TYPE),
-            key.doc if req.include_documentation else None))
-    return result(ErrorCode.NONE, None, tuple(entries))
+                                                 f"string, but received {name}")
+    dynamic = ctx.dynamic_config
+    described = describe_broker_configs(dynamic.static, dynamic.usable, per_broker=name != "",
+                                        keys=resource.configuration_keys)
+    return result(ErrorCode.NONE, None, tuple(_entry(d, req) for d in described))
 
 
 async def handle_alter_configs(ctx: BrokerContext, req: ac.AlterConfigsRequest, version: int,
@@ -87,7 +66,10 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, req: ac.AlterConf
 
 
 async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, *, incremental: bool) -> ac.AlterConfigsResponse:
+    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
     replies = [await _alter_one(ctx, resource, req.validate_only, incremental)  # the controller commits each
+               if seen[resource.resource_type, resource.resource_name] == 1
+               else AdminReply(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
                for resource in req.resources]
     replies = await await_applied(ctx, replies, 0)  # read-your-writes: a DescribeConfigs here sees them
     return ac.AlterConfigsResponse(0, tuple(
@@ -105,13 +87,20 @@ def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: b
             "validate_only": validate_only}
 
 
+def _null_values(resource: ac.AlterConfigsResource, incremental: bool) -> list[str]:
+    """Kafka's preprocess: a null value is a DELETE's only (AlterConfigs has none)."""
+    return [c.name for c in resource.configs
+            if c.value is None and not (incremental and c.config_operation == DELETE_OP)]
+
+
 async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
                      incremental: bool) -> AdminReply:
     kind = resource.resource_type
+    nulls = _null_values(resource, incremental)
+    if nulls:
+        return AdminReply(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if kind == ConfigResourceType.BROKER:
-        names = ", ".join(sorted(c.name for c in resource.configs))
-        return AdminReply(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {names} (every "
-                                                     "broker config is static in tidelog: set it in server.properties)")
+        return await _alter_broker(ctx, resource, validate_only, incremental)
     if kind != ConfigResourceType.TOPIC:
         return AdminReply(ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs to alter")
     invalid = topic_name_error(resource.resource_name)
@@ -126,9 +115,28 @@ async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, vali
     return AdminReply(reply.error_code, reply.error_message) if validate_only else reply
 
 
+async def _alter_broker(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
+                        incremental: bool) -> AdminReply:
+    """Kafka's ConfigAdminManager.preprocess for a BROKER resource, then the controller's rule."""
+    name = resource.resource_name
+    if name != "":
+        if not (name.isascii() and name.isdigit()):
+            return AdminReply(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
+        if int(name) != ctx.broker_id:
+            return AdminReply(ErrorCode.INVALID_REQUEST,
+                              f"Unexpected broker id, expected {ctx.broker_id}, but received {name}")
+    if incremental and not resource.configs:
+        return AdminReply(ErrorCode.NONE)
+    if ctx.topic_admin is None:
+        return AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
+    reply = await ctx.topic_admin.alter_broker_configs(name, _body(resource, validate_only, incremental))
+    return AdminReply(reply.error_code, reply.error_message) if validate_only else reply
+
+
 async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsRequest,
                                   version: int, client: ClientInfo) -> dc.DescribeConfigsResponse:
     image = ctx.image()
+    ctx.dynamic_config.update(image)  # no-op once the follower applied it; the image this answer reads
     results = []
     for res in req.resources:
         if res.resource_type == dc.RESOURCE_TYPE_BROKER:
@@ -160,5 +168,5 @@ def _entry(described: DescribedConfig, req: dc.DescribeConfigsRequest) -> dc.Des
     synonyms = tuple(dc.DescribeConfigsSynonym(s.name, s.value, int(s.source))
                      for s in described.synonyms) if req.include_synonyms else ()
     return dc.DescribeConfigsResourceResult(
-        described.name, described.value, False, int(described.source), False, synonyms,
-        described.config_type, described.documentation if req.include_documentation else None)
+        described.name, described.value, described.read_only, int(described.source), described.sensitive,
+        synonyms, described.config_type, described.documentation if req.include_documentation else None)

@@ -29,6 +29,7 @@ from broker.topic_admin import (
     TopicDefaults,
 )
 from broker.topic_partition import TopicPartition
+from broker.dynamic_config import DynamicBrokerConfig
 from common.config_schema import Config
 from common.errors import ErrorCode, KafkaError
 from common.protocol.api_keys import ApiKey
@@ -55,7 +56,7 @@ class BrokerContext:
     topic_admin: TopicAdmin | None
     auto_topics: AutoTopicCreator | None  # None: auto.create.topics.enable=false or no admin
     producer_ids: ProducerIdManager
-    topic_defaults: BrokerTopicDefaults  # DescribeConfigs: this broker's effective defaults
+    dynamic_config: DynamicBrokerConfig  # the dynamic broker configs over `config` (the one accessor)
     config: Config  # the broker's static config (server.properties)
     groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
     offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
@@ -63,6 +64,11 @@ class BrokerContext:
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
+
+    @property
+    def topic_defaults(self) -> BrokerTopicDefaults:
+        """DescribeConfigs of topics: this broker's effective defaults, dynamic ones included."""
+        return self.dynamic_config.topic_defaults
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""

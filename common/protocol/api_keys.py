@@ -66,9 +66,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
-    ApiKey.DESCRIBE_CONFIGS: (1, 3),
-    ApiKey.ALTER_CONFIGS: (0, 1),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),  # Kafka 3.9's, flexible from v4 (issue 18)
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_GROUPS: (0, 5),

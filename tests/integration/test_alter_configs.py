@@ -137,11 +137,13 @@ def test_kafka_python_alter_configs(cluster: Cluster, topic: str) -> None:
         client.close()
 
 
-def test_broker_configs_are_static_and_say_so(cluster: Cluster) -> None:
+def test_static_broker_configs_say_so(cluster: Cluster) -> None:
+    """Only Kafka's dynamic broker keys change at run time (tests/integration/test_dynamic_broker_configs.py)."""
     client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     resource = admin.ConfigResource(admin.ResourceType.BROKER, str(cluster.broker_ids[0]), incremental_configs=[
-        admin.ConfigEntry("log.retention.ms", "1000", incremental_operation=admin.AlterConfigOpType.SET)])
+        admin.ConfigEntry("log.retention.check.interval.ms", "1000", incremental_operation=admin.AlterConfigOpType.SET)])
     with pytest.raises(Exception) as caught:
         client.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
     kafka_error = caught.value.args[0]
-    assert kafka_error.name() == "INVALID_REQUEST" and "log.retention.ms" in kafka_error.str()
+    assert kafka_error.name() == "INVALID_REQUEST" and "log.retention.check.interval.ms" in kafka_error.str()
+    assert "Cannot update these configs dynamically" in kafka_error.str()

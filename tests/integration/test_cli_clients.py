@@ -135,8 +135,12 @@ def test_configs_describe_and_alter_as_kafka_configs(cluster: LocalCluster) -> N
     described = ok(tidelog(cluster, "configs", "describe", *broker, "--all"))
     assert described.startswith(f"All configs for broker {BROKERS[0]} are:\n")
     assert "controller.cluster.password" not in described or "controller.cluster.password=null" in described
-    fails(tidelog(cluster, "configs", "alter", *broker, "--add-config", "log.retention.ms=1"), 1,
-          "Error: INVALID_REQUEST: Cannot update these configs dynamically: log.retention.ms")
+    fails(tidelog(cluster, "configs", "alter", *broker, "--add-config", "log.dirs=/x"), 1,
+          "Error: INVALID_REQUEST: Cannot update these configs dynamically: log.dirs")
+    assert ok(tidelog(cluster, "configs", "alter", *broker, "--add-config", "log.retention.ms=3600000")) == \
+        f"Completed updating config for broker {BROKERS[0]}.\n"  # a dynamic key (Kafka's DynamicLogConfig)
+    assert "log.retention.ms=3600000" in ok(tidelog(cluster, "configs", "describe", *broker))
+    ok(tidelog(cluster, "configs", "alter", *broker, "--delete-config", "log.retention.ms"))
     ok(tidelog(cluster, "topics", "delete", "--topic", "configured"))
 
 

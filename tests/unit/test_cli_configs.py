@@ -51,3 +51,12 @@ def test_describe_lines_dynamic_and_all() -> None:
     every = describe_lines("topic", "t", result, show_all=True)
     assert every[0] == "All configs for topic t are:" and len(every) == 4
     assert every[3] == "  secret=null sensitive=true synonyms={}"
+
+
+def test_describe_lines_of_the_brokers_cluster_default() -> None:
+    result = dc.DescribeConfigsResult(0, None, 4, "", (
+        dc.DescribeConfigsResourceResult("log.retention.ms", "60000", False, 3, False, (
+            dc.DescribeConfigsSynonym("log.retention.ms", "60000", 3),)),))
+    assert describe_lines("broker", "", result, show_all=False) == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=60000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=60000}"]
