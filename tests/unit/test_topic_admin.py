@@ -16,7 +16,7 @@ from broker.request_handler import RequestHandler
 from broker.topic_admin import AdminReply, TopicDefaults, _reply_of, resolve_topic_sizes
 from common.config import BROKER_KEYS, parse_config
 from common.errors import ErrorCode
-from common.protocol import admin
+from common.protocol import admin, delete_topics
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
@@ -135,8 +135,8 @@ async def test_create_topics_times_out_when_this_broker_lags(broker):
 
 async def test_delete_and_create_partitions_wait_too(broker):
     handler, _, follower = broker
-    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest(("orders",), 5000),
-                                      admin.encode_delete_topics_request, admin.decode_delete_topics_response))
+    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest(("orders",), 5000),
+                                      delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response))
     grow = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 5000), admin.encode_create_partitions_request,
         admin.decode_create_partitions_response))
