@@ -82,6 +82,7 @@ class FakeAdmin:
     def __init__(self):
         self.calls = []
         self.next_offset = IMAGE.offset + 1  # where the next committed change lands
+        self.topic_ids = {}  # name -> the id a creation answers (none: the reply names no id)
 
     def _committed(self, **fields):
         offset, self.next_offset = self.next_offset, self.next_offset + 1
@@ -96,7 +97,9 @@ class FakeAdmin:
         sizes = {"num_partitions": partitions or len(assignments),
                  "replication_factor": replication_factor or len(assignments[0][1]),
                  "configs": tuple(sorted(configs.items()))}
-        return AdminReply(0, None, None, **sizes) if validate_only else self._committed(**sizes)
+        if validate_only:
+            return AdminReply(0, None, None, **sizes)
+        return self._committed(**sizes, topic_id=self.topic_ids.get(name))
 
     async def delete_topic(self, name):
         self.calls.append(("delete", name))
