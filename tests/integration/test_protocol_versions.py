@@ -32,7 +32,11 @@ from common.protocol.api_keys import ApiKey
 from common.protocol.frame import strip_response_header
 from common.protocol.metadata import wire_topic_id
 from tests.integration.cluster_fixtures import http, wait_until
-from tests.integration.replication_fixtures import replicated_cluster, wait_for_state, wait_full_isr
+from tests.integration.replication_fixtures import (
+    replicated_cluster,
+    wait_for_state,
+    wait_full_isr,
+)
 from tests.log_helpers import batch
 from tidelog.kafka_client import KafkaClient
 from tidelog.launcher import LocalCluster
@@ -91,7 +95,11 @@ def test_api_versions_advertise_kafka_39_ranges(cluster: LocalCluster) -> None:
 # --- kafka-python ------------------------------------------------------------------------------
 
 def test_kafka_python_at_the_newest_versions(cluster: LocalCluster) -> None:
-    from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+    from kafka.protocol.admin import (
+        CreatePartitionsRequest,
+        CreateTopicsRequest,
+        DeleteTopicsRequest,
+    )
     from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
     admin = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20_000)
     try:
