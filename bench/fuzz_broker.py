@@ -49,6 +49,7 @@ from common.protocol import (  # noqa: E402
     admin,
     alter_configs,
     api_versions,
+    delete_topics,
     describe_cluster,
     describe_configs,
     elect_leaders,
@@ -143,8 +144,8 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         req = admin.CreateTopicsRequest((admin.CreatableTopic("fuzz-absent", 1, 1),), 1000, True)
         return join_chunks(admin.encode_create_topics_request(req, version))
     if api is ApiKey.DELETE_TOPICS:
-        req = admin.DeleteTopicsRequest(("fuzz-absent",), 1000)
-        return join_chunks(admin.encode_delete_topics_request(req, version))
+        req = delete_topics.DeleteTopicsRequest(("fuzz-absent",), 1000, (delete_topics.DeleteTopicState("fuzz-absent"),))
+        return join_chunks(delete_topics.encode_delete_topics_request(req, version))
     if api is ApiKey.CREATE_PARTITIONS:
         req = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("fuzz-absent", 2),), 1000, True)
         return join_chunks(admin.encode_create_partitions_request(req, version))

@@ -1,10 +1,17 @@
 """Producer ids for InitProducerId: handed out from blocks the controller allocates.
 
+    error = init_producer_id_error(transactional_id, producer_id, producer_epoch)  # None: go on
     ids = ProducerIdManager(broker_id, controller_client, image)
     producer_id = await ids.next_id()     # None while the controller cannot be reached
 
 Kafka's RPCProducerIdManager: the controller commits a ProducerIds record reserving a block
 for this broker (by broker epoch), and the broker hands ids out of it one by one.
+
+An idempotent (non-transactional) producer always gets a new id with epoch 0, whatever id and
+epoch it sends (InitProducerId v3+, KIP-360): Kafka's TransactionCoordinator "blindly accepts"
+a null transactional id. The epoch bump KIP-360 describes for such a producer happens in the
+client (the Java producer bumps its own epoch; librdkafka asks for a new id, as here). Only a
+transaction coordinator bumps or fences an epoch, and tidelog has none.
 """
 
 from __future__ import annotations
@@ -15,9 +22,26 @@ from collections.abc import Callable
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from common import rpc
+from common.errors import ErrorCode
+from common.protocol.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
+
+
+def init_producer_id_error(transactional_id: str | None, producer_id: int, producer_epoch: int) -> ErrorCode | None:
+    """Why an InitProducerId cannot be answered with a new producer id, in Kafka's order; None
+    when it can. KafkaApis refuses an id without an epoch or an epoch without an id; the
+    TransactionCoordinator refuses an empty transactional id. A transactional id needs a
+    transaction coordinator: COORDINATOR_NOT_AVAILABLE, retriable, as a cluster whose
+    coordinator is down answers (the client retries until its own timeout)."""
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return ErrorCode.INVALID_REQUEST
+    if transactional_id is None:
+        return None
+    if transactional_id == "":
+        return ErrorCode.INVALID_REQUEST
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 class ProducerIdManager:

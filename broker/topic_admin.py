@@ -38,6 +38,7 @@ class AdminReply:
     num_partitions: int = -1  # the topic's partitions after the write (or what validate_only would make)
     replication_factor: int = -1
     configs: tuple[tuple[str, str], ...] = ()  # the topic's explicitly set configs
+    topic_id: str | None = None  # the created topic's id (None: validate_only, or not a creation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +109,13 @@ def _reply_of(answer: Any) -> AdminReply:
         partitions = len(partitions)
     elif "count" in answer:  # CreatePartitions' validate_only view
         partitions = answer["count"]
-    configs = answer.get("configs")
+    configs, topic_id = answer.get("configs"), answer.get("topic_id")
     return AdminReply(0, None, offset if type(offset) is int else None,
                       partitions if type(partitions) is int else -1,
                       replication_factor if type(replication_factor) is int else -1,
                       tuple(sorted((str(k), str(v)) for k, v in configs.items()))
-                      if isinstance(configs, dict) else ())
+                      if isinstance(configs, dict) else (),
+                      topic_id if isinstance(topic_id, str) and topic_id else None)
 
 
 class HttpTopicAdmin:

@@ -1,25 +1,42 @@
 """Topic admin: CreateTopics, DeleteTopics, CreatePartitions, forwarded to the controllers
 through the TopicAdmin (validate_only and manual assignments included) and answered once this
 broker's own image holds the committed change: read-your-writes (`await_applied`, which the
-config writes of `broker.handlers.configs` use too)."""
+config writes of `broker.handlers.configs` use too).
+
+DeleteTopics v6 names topics by name or by topic id: `plan_deletions` resolves ids against this
+broker's image and refuses what Kafka's ControllerApis.deleteTopics refuses (both or neither
+given, duplicates, an unknown id) before anything is sent to the controllers."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import UNSET, AdminReply, resolve_topic_sizes
 from common.errors import ErrorCode
-from common.protocol import admin
+from common.protocol import admin, delete_topics
+from common.protocol.metadata import wire_topic_id
 from common.topic_config import describe_topic_configs
 from common.units import SECONDS
-from metadata.topic_name import topic_name_error
+from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
 INVALID_REQUEST: Final = int(ErrorCode.INVALID_REQUEST)
+UNKNOWN_TOPIC_ID: Final = int(ErrorCode.UNKNOWN_TOPIC_ID)
+ZERO_UUID: Final = admin.ZERO_UUID
+# Kafka's messages (ControllerApis.deleteTopics; Errors.UNKNOWN_TOPIC_ID's default message)
+NEITHER_NAME_NOR_ID: Final = "Neither topic name nor id were specified."
+BOTH_NAME_AND_ID: Final = "You may not specify both topic name and topic id."
+DUPLICATE_NAME: Final = "Duplicate topic name."
+DUPLICATE_ID: Final = "Duplicate topic id."
+NAME_OF_GIVEN_ID: Final = "The provided topic name maps to an ID that was already supplied."
+UNKNOWN_ID: Final = "This server does not host this topic ID."
 REQUEST_TIMED_OUT: Final = int(ErrorCode.REQUEST_TIMED_OUT)
 NO_CONTROLLER: Final = "this broker has no controller to send topic admin requests to"
 # How long a write with timeout_ms <= 0 still waits for this broker's image: Kafka answers such a
@@ -62,11 +79,16 @@ async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsReques
 
 
 def _topic_result(ctx: BrokerContext, name: str, reply: AdminReply) -> admin.CreatableTopicResult:
+    """Kafka's CreatableTopicResult: on success (and validate_only) the sizes and every config of
+    the topic with its source (v5+) and its id (v7+; zero for validate_only, which creates none);
+    an error leaves them at their defaults."""
     if reply.error_code:
         return admin.CreatableTopicResult(name, reply.error_code, reply.error_message)
     described = describe_topic_configs(ctx.topic_defaults, dict(reply.configs))
     configs = tuple(admin.CreatableTopicConfigs(d.name, d.value, False, int(d.source), False) for d in described)
-    return admin.CreatableTopicResult(name, 0, None, reply.num_partitions, reply.replication_factor, configs)
+    topic_id = wire_topic_id(reply.topic_id) if reply.topic_id else ZERO_UUID
+    return admin.CreatableTopicResult(name, 0, None, reply.num_partitions, reply.replication_factor, configs,
+                                      topic_id=topic_id)
 
 
 async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only: bool) -> AdminReply:
@@ -84,20 +106,77 @@ async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only
         assignments=tuple((a.partition_index, a.broker_ids) for a in t.assignments), validate_only=validate_only)
 
 
-async def handle_delete_topics(ctx: BrokerContext, req: admin.DeleteTopicsRequest,
-                               version: int, client: ClientInfo) -> admin.DeleteTopicsResponse:
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """One topic of a DeleteTopics request: sent to the controllers (error_code 0) or refused."""
+
+    name: str | None
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = None
+
+
+def plan_deletions(image: MetadataImage, names: Sequence[str],
+                   topics: Sequence[delete_topics.DeleteTopicState]) -> list[Deletion]:
+    """Kafka's ControllerApis.deleteTopics before it deletes: names (v0-v5, or v6 entries with a zero
+    id) and ids (v6 entries without a name) in request order, each duplicate answered once with
+    INVALID_REQUEST, an id this broker does not know UNKNOWN_TOPIC_ID, a name that maps to an id also
+    given INVALID_REQUEST. Names unknown here still go to the controllers, which answer for them."""
+    given = [*((name, ZERO_UUID) for name in names), *((t.name, t.topic_id) for t in topics)]
+    name_counts = Counter(name for name, topic_id in given if name is not None and topic_id == ZERO_UUID)
+    id_counts = Counter(topic_id for name, topic_id in given if name is None and topic_id != ZERO_UUID)
+    by_id = {wire_topic_id(t.topic_id): t.name for t in image.topics.by_id.values()} if id_counts else {}
+    plan: list[Deletion] = []
+    answered: set[str | uuid.UUID] = set()
+    for name, topic_id in given:
+        key: str | uuid.UUID = name if name is not None else topic_id
+        if key in answered:
+            continue
+        if name is None and topic_id == ZERO_UUID:
+            plan.append(Deletion(None, ZERO_UUID, INVALID_REQUEST, NEITHER_NAME_NOR_ID))
+            continue  # Kafka answers every such entry
+        if name is not None and topic_id != ZERO_UUID:
+            plan.append(Deletion(name, topic_id, INVALID_REQUEST, BOTH_NAME_AND_ID))
+            continue
+        answered.add(key)
+        if name is not None:
+            topic = image.topic(name)
+            known_id = wire_topic_id(topic.topic_id) if topic is not None else ZERO_UUID
+            if name_counts[name] > 1:
+                plan.append(Deletion(name, ZERO_UUID, INVALID_REQUEST, DUPLICATE_NAME))
+            elif known_id != ZERO_UUID and known_id in id_counts:
+                plan.append(Deletion(name, known_id, INVALID_REQUEST, NAME_OF_GIVEN_ID))
+            else:
+                plan.append(Deletion(name, known_id))
+        elif id_counts[topic_id] > 1:
+            plan.append(Deletion(None, topic_id, INVALID_REQUEST, DUPLICATE_ID))
+        elif topic_id not in by_id:
+            plan.append(Deletion(None, topic_id, UNKNOWN_TOPIC_ID, UNKNOWN_ID))
+        else:
+            plan.append(Deletion(by_id[topic_id], topic_id))
+    return plan
+
+
+async def handle_delete_topics(ctx: BrokerContext, req: delete_topics.DeleteTopicsRequest,
+                               version: int, client: ClientInfo) -> delete_topics.DeleteTopicsResponse:
+    plan = plan_deletions(ctx.image(), req.topic_names, req.topics)
     replies = []
-    for name in req.topic_names:
-        if ctx.topic_admin is None:
+    for deletion in plan:
+        if deletion.error_code or deletion.name is None:
+            reply = AdminReply(deletion.error_code, deletion.error_message)
+        elif ctx.topic_admin is None:
             reply = AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
         else:
-            reply = await ctx.topic_admin.delete_topic(name)
-            if reply.error_code:
-                log.info("DeleteTopics %s: error %d: %s", name, reply.error_code, reply.error_message)
+            reply = await ctx.topic_admin.delete_topic(deletion.name)
+        if reply.error_code:
+            log.info("DeleteTopics %s (id %s): error %d: %s", deletion.name, deletion.topic_id, reply.error_code,
+                     reply.error_message)
         replies.append(reply)
     replies = await await_applied(ctx, replies, req.timeout_ms)
-    return admin.DeleteTopicsResponse(0, tuple(admin.DeletableTopicResult(name, r.error_code)
-                                               for name, r in zip(req.topic_names, replies, strict=True)))
+    return delete_topics.DeleteTopicsResponse(0, tuple(
+        delete_topics.DeletableTopicResult(d.name, r.error_code, r.error_message if r.error_code else None,
+                                           d.topic_id)
+        for d, r in zip(plan, replies, strict=True)))
 
 
 async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitionsRequest,

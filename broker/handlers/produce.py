@@ -2,24 +2,39 @@
 
 Produce appends every partition before its first await, so appends follow request order
 (the server starts one task per request, in order); acks=all then waits for the appended
-partitions together, with the request's one deadline (Kafka's DelayedProduce).
+partitions together, with the request's one deadline (Kafka's DelayedProduce). From v10
+(KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER names the leader this broker knows of,
+and the response carries that leader's endpoint, so the client retries there at once.
+
+InitProducerId hands out producer ids for idempotent producers (`broker.producer_ids`); a
+transactional id is answered as a broker without a transaction coordinator.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.metadata import broker_endpoint
+from broker.producer_ids import init_producer_id_error
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import produce
 from common.protocol.init_producer_id import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
 from common.units import SECOND_MS
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
 
 NOT_REPLICATED: Final = "not replicated to the ISR within the request timeout"
+NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 # (partition response, offset the HW must pass for acks=all) per partition, per topic
 _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
@@ -32,8 +47,38 @@ async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
         return None
     if req.acks == -1:
         results = await _await_replication(ctx, results, req.timeout_ms)
-    return produce.ProduceResponse(tuple(
+    response = produce.ProduceResponse(tuple(
         produce.TopicProduceResponse(name, tuple(r for r, _ in parts)) for name, parts in results))
+    if version >= produce.LEADER_DISCOVERY_VERSION and any(
+            p.error_code == NOT_LEADER_OR_FOLLOWER for t in response.responses for p in t.partitions):
+        return with_current_leaders(ctx, response, ctx.image())
+    return response
+
+
+def with_current_leaders(ctx: BrokerContext, response: produce.ProduceResponse,
+                         image: MetadataImage) -> produce.ProduceResponse:
+    """KIP-951, as Kafka's handleProduceRequest: every NOT_LEADER_OR_FOLLOWER partition names its
+    leader and leader epoch from this broker's image (-1, -1 when the topic is unknown), and the
+    response lists the endpoints of those leaders that are alive (unfenced) on this listener."""
+    endpoints: dict[int, produce.NodeEndpoint] = {}
+    topics = []
+    for topic in response.responses:
+        topic_image = image.topic(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            if p.error_code == NOT_LEADER_OR_FOLLOWER:
+                partition = topic_image.partitions.get(p.partition_index) if topic_image else None
+                leader = produce.UNKNOWN_LEADER if partition is None \
+                    else produce.LeaderIdAndEpoch(partition.leader, partition.leader_epoch)
+                endpoint = broker_endpoint(ctx, image, leader.leader_id) if leader.leader_id >= 0 else None
+                broker = image.broker(leader.leader_id)
+                if endpoint is not None and broker is not None:
+                    endpoints[leader.leader_id] = produce.NodeEndpoint(leader.leader_id, *endpoint, broker.rack)
+                p = replace(p, current_leader=leader)
+            partitions.append(p)
+        topics.append(produce.TopicProduceResponse(topic.name, tuple(partitions)))
+    return produce.ProduceResponse(tuple(topics), response.throttle_time_ms,
+                                   tuple(endpoints[i] for i in sorted(endpoints)))
 
 
 def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
@@ -85,9 +130,14 @@ async def _await_replication(ctx: BrokerContext, results: _Results, timeout_ms: 
 
 async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest,
                                   version: int, client: ClientInfo) -> InitProducerIdResponse:
-    if req.transactional_id is not None:  # no transaction coordinator
-        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, -1)
+    error = init_producer_id_error(req.transactional_id, req.producer_id, req.producer_epoch)
+    if error is not None:
+        return InitProducerIdResponse(0, int(error), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     producer_id = await ctx.producer_ids.next_id()
     if producer_id is None:
-        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), -1, -1)
+        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), NO_PRODUCER_ID,
+                                      NO_PRODUCER_EPOCH)
+    if req.producer_id != NO_PRODUCER_ID:  # KIP-360: an idempotent producer starting over
+        log.debug("Producer %d (epoch %d) of client %s re-initialised as producer %d (epoch 0)",
+                  req.producer_id, req.producer_epoch, client.client_id, producer_id)
     return InitProducerIdResponse(0, 0, producer_id, 0)

@@ -1,20 +1,29 @@
-"""InitProducerId (key 22), v0–v2: a producer id and epoch for idempotent producers.
+"""InitProducerId (key 22), v0–v5: a producer id and epoch for idempotent producers.
 
-v2 is the first flexible version. v3+ (KIP-360: an idempotent producer bumping its own
-epoch after an error) is not answered: tidelog always hands out a new id."""
+v2 is the first flexible version. v3 (KIP-360) adds the producer's current id and epoch to
+the request, so a producer can ask again after an error; both -1 when it has none. v4 lets the
+broker answer PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE (KIP-890): both are a transaction
+coordinator's answers, and the response's fields do not change."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk
+
+NO_PRODUCER_ID: Final = -1  # Kafka's RecordBatch.NO_PRODUCER_ID
+NO_PRODUCER_EPOCH: Final = -1  # Kafka's RecordBatch.NO_PRODUCER_EPOCH
+EPOCH_VERSION: Final = 3  # KIP-360: the request carries the producer's id and epoch
 
 
 @dataclass(frozen=True, slots=True)
 class InitProducerIdRequest:
     transactional_id: str | None
     transaction_timeout_ms: int
+    producer_id: int = NO_PRODUCER_ID  # v3+
+    producer_epoch: int = NO_PRODUCER_EPOCH  # v3+
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +37,11 @@ class InitProducerIdResponse:
 def decode_init_producer_id_request(body: memoryview, version: int) -> InitProducerIdRequest:
     check_version(ApiKey.INIT_PRODUCER_ID, version)
     r = reader_for(ApiKey.INIT_PRODUCER_ID, version, body)
-    request = InitProducerIdRequest(r.nullable_string(), r.int32())
+    transactional_id, timeout_ms = r.nullable_string(), r.int32()
+    if version >= EPOCH_VERSION:
+        request = InitProducerIdRequest(transactional_id, timeout_ms, r.int64(), r.int16())
+    else:
+        request = InitProducerIdRequest(transactional_id, timeout_ms)
     r.tagged_fields()
     return request
 
@@ -39,6 +52,9 @@ def encode_init_producer_id_request(req: InitProducerIdRequest, version: int) ->
     w = writer_for(ApiKey.INIT_PRODUCER_ID, version)
     w.nullable_string(req.transactional_id)
     w.int32(req.transaction_timeout_ms)
+    if version >= EPOCH_VERSION:
+        w.int64(req.producer_id)
+        w.int16(req.producer_epoch)
     w.tagged_fields()
     return w.chunks()
 

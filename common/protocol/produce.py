@@ -1,4 +1,10 @@
-"""Produce (key 0), v3–v8. Records stay a memoryview slice of the request, never parsed here.
+"""Produce (key 0), v3–v11. Records stay a memoryview slice of the request, never parsed here.
+
+v9 is the first flexible version. v10 (KIP-951) adds two tagged fields to the response, sent
+only when set: a partition's CurrentLeader (the leader the broker knows of, on
+NOT_LEADER_OR_FOLLOWER) and the response's NodeEndpoints (where to reach those leaders), so a
+client can retry on the new leader without a Metadata round trip. v11 has no new field: it
+lets the broker answer TRANSACTION_ABORTABLE (KIP-890) to a transactional producer.
 
 With acks=0 the broker sends no response at all; that decision belongs to the server.
 """
@@ -6,9 +12,20 @@ With acks=0 the broker sends no response at all; that decision belongs to the se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-from common.protocol.api_keys import ApiKey, check_version
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.tagged import (
+    decode_tagged,
+    encode_tagged,
+    read_tagged_fields,
+    write_tagged_fields,
+)
+
+LEADER_DISCOVERY_VERSION: Final = 10  # KIP-951: CurrentLeader and NodeEndpoints
+_CURRENT_LEADER_TAG: Final = 0  # of a partition response
+_NODE_ENDPOINTS_TAG: Final = 0  # of the response
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +55,27 @@ class BatchIndexAndErrorMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderIdAndEpoch:
+    """v10+: the partition's current leader as the broker knows it (-1: unknown)."""
+
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+UNKNOWN_LEADER: Final = LeaderIdAndEpoch()  # the default: the tagged field is not sent
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """v10+: where a leader named in a CurrentLeader is reached."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionProduceResponse:
     partition_index: int
     error_code: int
@@ -46,6 +84,7 @@ class PartitionProduceResponse:
     log_start_offset: int = -1  # v5+
     record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()  # v8+
     error_message: str | None = None  # v8+
+    current_leader: LeaderIdAndEpoch = UNKNOWN_LEADER  # v10+, tagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,30 +97,36 @@ class TopicProduceResponse:
 class ProduceResponse:
     responses: tuple[TopicProduceResponse, ...]
     throttle_time_ms: int = 0
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v10+, tagged
 
 
 def _read_partition(r: Reader) -> PartitionProduceData:
-    return PartitionProduceData(r.int32(), r.nullable_bytes())
+    data = PartitionProduceData(r.int32(), r.nullable_bytes())
+    r.tagged_fields()
+    return data
 
 
 def _read_topic(r: Reader) -> TopicProduceData:
-    return TopicProduceData(r.string(), r.array(_read_partition, 8))
+    topic = TopicProduceData(r.string(), r.array(_read_partition, 5 if r.flexible else 8))
+    r.tagged_fields()
+    return topic
 
 
 def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
     check_version(ApiKey.PRODUCE, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.PRODUCE, version, body)
     transactional_id = r.nullable_string()
     acks = r.int16()
     timeout_ms = r.int32()
-    topic_data = r.array(_read_topic, 6)
+    topic_data = r.array(_read_topic, 3 if r.flexible else 6)
+    r.tagged_fields()
     return ProduceRequest(transactional_id, acks, timeout_ms, topic_data)
 
 
 def encode_produce_request(req: ProduceRequest, version: int) -> list[Chunk]:
     """Client side (tests, tools): the inverse of `decode_produce_request`."""
     check_version(ApiKey.PRODUCE, version)
-    w = Writer()
+    w = writer_for(ApiKey.PRODUCE, version)
     w.nullable_string(req.transactional_id)
     w.int16(req.acks)
     w.int32(req.timeout_ms)
@@ -89,22 +134,53 @@ def encode_produce_request(req: ProduceRequest, version: int) -> list[Chunk]:
     def partition(w: Writer, p: PartitionProduceData) -> None:
         w.int32(p.index)
         w.nullable_bytes(p.records)
+        w.tagged_fields()
 
     def topic(w: Writer, t: TopicProduceData) -> None:
         w.string(t.name)
         w.array(t.partition_data, partition)
+        w.tagged_fields()
 
     w.array(req.topic_data, topic)
+    w.tagged_fields()
     return w.chunks()
+
+
+def _write_leader(w: Writer, leader: LeaderIdAndEpoch) -> None:
+    w.int32(leader.leader_id)
+    w.int32(leader.leader_epoch)
+    w.tagged_fields()
+
+
+def _read_leader(r: Reader) -> LeaderIdAndEpoch:
+    leader = LeaderIdAndEpoch(r.int32(), r.int32())
+    r.tagged_fields()
+    return leader
+
+
+def _write_endpoint(w: Writer, e: NodeEndpoint) -> None:
+    w.int32(e.node_id)
+    w.string(e.host)
+    w.int32(e.port)
+    w.nullable_string(e.rack)
+    w.tagged_fields()
+
+
+def _read_endpoint(r: Reader) -> NodeEndpoint:
+    endpoint = NodeEndpoint(r.int32(), r.string(), r.int32(), r.nullable_string())
+    r.tagged_fields()
+    return endpoint
 
 
 def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.PRODUCE, version)
-    w = Writer()
+    w = writer_for(ApiKey.PRODUCE, version)
+    leaders = version >= LEADER_DISCOVERY_VERSION
 
     def record_error(w: Writer, e: BatchIndexAndErrorMessage) -> None:
         w.int32(e.batch_index)
         w.nullable_string(e.batch_index_error_message)
+        w.tagged_fields()
 
     def partition(w: Writer, p: PartitionProduceResponse) -> None:
         w.int32(p.partition_index)
@@ -116,23 +192,38 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
         if version >= 8:
             w.array(p.record_errors, record_error)
             w.nullable_string(p.error_message)
+        # identity first: the hot path's partitions all share the default object
+        if leaders and p.current_leader is not UNKNOWN_LEADER and p.current_leader != UNKNOWN_LEADER:
+            leader = p.current_leader
+            write_tagged_fields(w, {_CURRENT_LEADER_TAG: encode_tagged(lambda t: _write_leader(t, leader))})
+        else:
+            w.tagged_fields()
 
     def topic(w: Writer, t: TopicProduceResponse) -> None:
         w.string(t.name)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(resp.responses, topic)
     w.int32(resp.throttle_time_ms)
+    if leaders and resp.node_endpoints:
+        write_tagged_fields(w, {_NODE_ENDPOINTS_TAG: encode_tagged(
+            lambda t: t.array(resp.node_endpoints, _write_endpoint))})
+    else:
+        w.tagged_fields()
     return w.chunks()
 
 
 def decode_produce_response(body: memoryview, version: int) -> ProduceResponse:
     """Client side (tests, tools): the inverse of `encode_produce_response`."""
     check_version(ApiKey.PRODUCE, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.PRODUCE, version, body)
+    leaders = {_CURRENT_LEADER_TAG} if version >= LEADER_DISCOVERY_VERSION else set()
 
     def record_error(r: Reader) -> BatchIndexAndErrorMessage:
-        return BatchIndexAndErrorMessage(r.int32(), r.nullable_string())
+        error = BatchIndexAndErrorMessage(r.int32(), r.nullable_string())
+        r.tagged_fields()
+        return error
 
     def partition(r: Reader) -> PartitionProduceResponse:
         index, error_code, base_offset, append_time = r.int32(), r.int16(), r.int64(), r.int64()
@@ -140,13 +231,21 @@ def decode_produce_response(body: memoryview, version: int) -> ProduceResponse:
         errors: tuple[BatchIndexAndErrorMessage, ...] = ()
         message = None
         if version >= 8:
-            errors = r.array(record_error, 6)
+            errors = r.array(record_error, 3 if r.flexible else 6)
             message = r.nullable_string()
+        leader = decode_tagged(read_tagged_fields(r, leaders), _CURRENT_LEADER_TAG, _read_leader,
+                               UNKNOWN_LEADER)
         return PartitionProduceResponse(index, error_code, base_offset, append_time, log_start,
-                                        errors, message)
+                                        errors, message, leader)
 
     def topic(r: Reader) -> TopicProduceResponse:
-        return TopicProduceResponse(r.string(), r.array(partition, 22))
+        t = TopicProduceResponse(r.string(), r.array(partition, 21 if r.flexible else 22))
+        r.tagged_fields()
+        return t
 
-    responses = r.array(topic, 6)
-    return ProduceResponse(responses, r.int32())
+    responses = r.array(topic, 3 if r.flexible else 6)
+    throttle = r.int32()
+    no_endpoints: tuple[NodeEndpoint, ...] = ()
+    endpoints = decode_tagged(read_tagged_fields(r, leaders), _NODE_ENDPOINTS_TAG,
+                              lambda t: t.array(_read_endpoint, 11), no_endpoints)
+    return ProduceResponse(responses, throttle, endpoints)

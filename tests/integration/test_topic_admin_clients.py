@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ErrorCode
-from common.protocol import admin
+from common.protocol import admin, delete_topics
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import http, wait_until
@@ -104,8 +104,8 @@ def test_delete_and_create_partitions_are_seen_at_once(cluster: LocalCluster) ->
                 admin.decode_create_partitions_response)
             assert grown.results[0].error_code == 0, grown
             assert len(metadata(client, name)[name].partitions) == 3
-            deleted = client.call(None, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest((name,), 10_000),
-                                  admin.encode_delete_topics_request, admin.decode_delete_topics_response)
+            deleted = client.call(None, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest((name,), 10_000),
+                                  delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response)
             assert deleted.responses[0].error_code == 0
             assert metadata(client, name)[name].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
 

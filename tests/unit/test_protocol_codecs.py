@@ -15,6 +15,7 @@ from broker.request_handler import decode_request, encode_response
 from common.protocol import (
     admin,
     api_versions,
+    delete_topics,
     describe_configs,
     fetch,
     find_coordinator,
@@ -191,7 +192,7 @@ REQUESTS += [
           find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
       for v in (4, 5)],
     req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
-    req(admin, "delete_topics", 20, 1, admin.DeleteTopicsRequest(("a", "b"), 30000),
+    req(delete_topics, "delete_topics", 20, 1, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
         arr(s("a"), s("b")) + i32(30000)),
     req(admin, "create_partitions", 37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
     req(describe_configs, "describe_configs", 32, 1,
@@ -315,8 +316,8 @@ RESPONSES = [
     resp(admin, "create_topics", 19, 2, admin.CreateTopicsResponse(0, (
         admin.CreatableTopicResult("t", 0), admin.CreatableTopicResult("u", 36, "exists"))),
         i32(0) + arr(s("t") + i16(0) + s(None), s("u") + i16(36) + s("exists"))),
-    resp(admin, "delete_topics", 20, 3, admin.DeleteTopicsResponse(0, (
-        admin.DeletableTopicResult("t", 3),)), i32(0) + arr(s("t") + i16(3))),
+    resp(delete_topics, "delete_topics", 20, 3, delete_topics.DeleteTopicsResponse(0, (
+        delete_topics.DeletableTopicResult("t", 3),)), i32(0) + arr(s("t") + i16(3))),
     resp(admin, "create_partitions", 37, 0, admin.CreatePartitionsResponse(1, (
         admin.CreatePartitionsTopicResult("t", 37, "no"),)), i32(1) + arr(s("t") + i16(37)
                                                                           + s("no"))),

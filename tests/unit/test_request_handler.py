@@ -11,7 +11,7 @@ from broker.topic_admin import AdminReply
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
 from common.config import parse_config
-from common.protocol import admin, fetch, produce
+from common.protocol import admin, delete_topics, fetch, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
@@ -82,6 +82,7 @@ class FakeAdmin:
     def __init__(self):
         self.calls = []
         self.next_offset = IMAGE.offset + 1  # where the next committed change lands
+        self.topic_ids = {}  # name -> the id a creation answers (none: the reply names no id)
 
     def _committed(self, **fields):
         offset, self.next_offset = self.next_offset, self.next_offset + 1
@@ -96,7 +97,9 @@ class FakeAdmin:
         sizes = {"num_partitions": partitions or len(assignments),
                  "replication_factor": replication_factor or len(assignments[0][1]),
                  "configs": tuple(sorted(configs.items()))}
-        return AdminReply(0, None, None, **sizes) if validate_only else self._committed(**sizes)
+        if validate_only:
+            return AdminReply(0, None, None, **sizes)
+        return self._committed(**sizes, topic_id=self.topic_ids.get(name))
 
     async def delete_topic(self, name):
         self.calls.append(("delete", name))
@@ -188,7 +191,7 @@ async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
                     decode_api_versions_response)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 8) and advertised[ApiKey.JOIN_GROUP] == (0, 6)
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 11) and advertised[ApiKey.JOIN_GROUP] == (0, 6)
 
 
 async def test_api_versions_v3_is_flexible_and_checks_the_client_software(node):
@@ -355,8 +358,8 @@ async def test_admin_requests_go_to_the_topic_admin(node):
     response = await call(handler, ApiKey.CREATE_TOPICS, 4, request, admin.encode_create_topics_request,
                           admin.decode_create_topics_response)
     assert [(t.name, t.error_code) for t in response.topics] == [("new", 0), ("orders", 36)]
-    await call(handler, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest(("new",), 1000),
-               admin.encode_delete_topics_request)
+    await call(handler, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest(("new",), 1000),
+               delete_topics.encode_delete_topics_request)
     await call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 1000), admin.encode_create_partitions_request)
     assert admin_api.calls == [("create", "new", 3, 1, {}), ("create", "orders", 1, 1, {}),

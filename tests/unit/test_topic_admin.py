@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 import pytest
 
 from broker.applied_offset import AppliedOffsetWaiters
+from broker.handlers.admin import plan_deletions
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
 from broker.topic_admin import AdminReply, TopicDefaults, _reply_of, resolve_topic_sizes
 from common.config import BROKER_KEYS, parse_config
 from common.errors import ErrorCode
-from common.protocol import admin
+from common.protocol import admin, delete_topics
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
@@ -135,8 +137,8 @@ async def test_create_topics_times_out_when_this_broker_lags(broker):
 
 async def test_delete_and_create_partitions_wait_too(broker):
     handler, _, follower = broker
-    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, admin.DeleteTopicsRequest(("orders",), 5000),
-                                      admin.encode_delete_topics_request, admin.decode_delete_topics_response))
+    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest(("orders",), 5000),
+                                      delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response))
     grow = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 5000), admin.encode_create_partitions_request,
         admin.decode_create_partitions_response))
@@ -252,3 +254,97 @@ async def test_create_partitions_refuses_duplicate_topics(broker):
         ("orders", E.INVALID_REQUEST, "Duplicate topic in request."), ("other", 0, None),
         ("orders", E.INVALID_REQUEST, "Duplicate topic in request.")]
     assert admin_api.calls == [("partitions", "other", 2)]
+
+
+# --- Kafka 3.9's versions: CreateTopics v5-v7, DeleteTopics v4-v6, CreatePartitions v2-v3 -------------------
+
+ORDERS_ID = md.wire_topic_id("ORDERS")
+DARK_ID = md.wire_topic_id("DARK")
+OTHER_ID = uuid.UUID(int=7)
+Z = admin.ZERO_UUID
+
+
+def state(name=None, topic_id=Z):
+    return delete_topics.DeleteTopicState(name, topic_id)
+
+
+PLANS = [  # (names (v0-v5), topics (v6+), Kafka's plan: (name, id, error code, message))
+    pytest.param(("orders", "fresh"), (), [("orders", ORDERS_ID, 0, None), ("fresh", Z, 0, None)], id="names"),
+    pytest.param((), (state("orders"), state(None, DARK_ID)), [("orders", ORDERS_ID, 0, None),
+                                                                 ("dark", DARK_ID, 0, None)], id="name-and-id"),
+    pytest.param((), (state(None, OTHER_ID),), [(None, OTHER_ID, E.UNKNOWN_TOPIC_ID,
+                                                 "This server does not host this topic ID.")], id="unknown-id"),
+    pytest.param((), (state(),), [(None, Z, E.INVALID_REQUEST, "Neither topic name nor id were specified.")],
+                 id="neither"),
+    pytest.param((), (state("orders", ORDERS_ID),), [("orders", ORDERS_ID, E.INVALID_REQUEST,
+                                                      "You may not specify both topic name and topic id.")], id="both"),
+    pytest.param(("orders", "orders"), (), [("orders", Z, E.INVALID_REQUEST, "Duplicate topic name.")],
+                 id="duplicate-name-answered-once"),
+    pytest.param((), (state(None, DARK_ID), state(None, DARK_ID)), [(None, DARK_ID, E.INVALID_REQUEST,
+                                                                     "Duplicate topic id.")], id="duplicate-id"),
+    pytest.param((), (state(None, ORDERS_ID), state("orders")), [
+        ("orders", ORDERS_ID, 0, None),
+        ("orders", ORDERS_ID, E.INVALID_REQUEST, "The provided topic name maps to an ID that was already supplied.")],
+        id="name-of-a-given-id"),
+]
+
+
+@pytest.mark.parametrize(("names", "topics", "expected"), PLANS)
+def test_plan_deletions(names, topics, expected):
+    plan = plan_deletions(IMAGE, names, topics)
+    assert [(d.name, d.topic_id, d.error_code, d.error_message) for d in plan] == expected
+
+
+async def test_delete_topics_by_id_v6(broker):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    request = delete_topics.DeleteTopicsRequest((), 5000, (state(None, ORDERS_ID), state(None, OTHER_ID), state("dark")))
+    response = await call(handler, ApiKey.DELETE_TOPICS, 6, request, delete_topics.encode_delete_topics_request,
+                          delete_topics.decode_delete_topics_response)
+    assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ORDERS_ID, 0, None), (None, OTHER_ID, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."),
+        ("dark", DARK_ID, 0, None)]
+    assert admin_api.calls == [("delete", "orders"), ("delete", "dark")]  # the unknown id asked nothing
+    v5 = await call(handler, ApiKey.DELETE_TOPICS, 5, delete_topics.DeleteTopicsRequest(("x", "x"), 5000),
+                    delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response)
+    assert [(r.name, r.error_code, r.error_message) for r in v5.responses] == [
+        ("x", E.INVALID_REQUEST, "Duplicate topic name.")]
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+async def test_create_topics_flexible_versions_answer_sizes_configs_and_id(broker, version):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    created_id = "AAECAwQFBgcICQoLDA0ODw"
+    admin_api.topic_ids["s"] = created_id
+    response = await send_create(handler, create_topics(admin.CreatableTopic(
+        "s", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),)), admin.CreatableTopic("orders", 1, 1)),
+        version=version)
+    created, refused = response.topics
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 3, 2)
+    assert {c.name: (c.value, c.config_source) for c in created.configs}["retention.ms"] == ("9", 1)
+    assert created.topic_id == (md.wire_topic_id(created_id) if version >= 7 else Z)
+    assert created.topic_config_error_code == 0
+    assert (refused.error_code, refused.num_partitions, refused.replication_factor, refused.configs,
+            refused.topic_id) == (36, -1, -1, (), Z)
+    validated = await send_create(handler, create_topics(admin.CreatableTopic("v", 2, 1), validate_only=True),
+                                  version=version)
+    assert (validated.topics[0].num_partitions, validated.topics[0].topic_id) == (2, Z)  # nothing was created
+
+
+@pytest.mark.parametrize("version", [2, 3])
+async def test_create_partitions_flexible_versions(broker, version):
+    handler, admin_api, follower = broker
+    follower.apply_up_to(IMAGE.offset + 10)
+    request = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("orders", 4, (
+        admin.CreatePartitionsAssignment((1, 2)), admin.CreatePartitionsAssignment((2, 1)))),), 5000)
+    response = await call(handler, ApiKey.CREATE_PARTITIONS, version, request, admin.encode_create_partitions_request,
+                          admin.decode_create_partitions_response)
+    assert [(r.name, r.error_code) for r in response.results] == [("orders", 0)]
+    assert admin_api.calls == [("partitions", "orders", 4, ((1, 2), (2, 1)))]
+
+
+def test_admin_api_answer_carries_the_created_topic_id():
+    answer = {"name": "t", "topic_id": "AAECAwQFBgcICQoLDA0ODw", "metadata_offset": 3, "configs": {},
+              "partitions": [{"partition": 0, "replicas": [1]}]}
+    assert _reply_of(answer).topic_id == "AAECAwQFBgcICQoLDA0ODw"

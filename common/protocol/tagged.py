@@ -1,0 +1,73 @@
+"""Tagged fields we send or read (KIP-482), for the few structs whose tags carry data:
+Produce v10's CurrentLeader and NodeEndpoints (KIP-951), CreateTopics v5's
+TopicConfigErrorCode.
+
+A tagged field is written only when it differs from its default, as Kafka's generated
+code does, so a response without them is byte-identical to one from a codec that knows no
+tags. Reading keeps the tags asked for and skips the rest with the same bounds as
+`Reader.skip_tagged_fields`.
+
+    w.tagged_fields_with({0: encode_leader(w.flexible, leader)})   # None values are omitted
+    tags = read_tagged_fields(r, wanted={0})                       # {tag: Reader over its bytes}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TypeVar
+
+from common.protocol.primitives import MAX_TAGGED_FIELDS, ProtocolError, Reader, Writer
+
+T = TypeVar("T")
+
+
+def write_tagged_fields(w: Writer, fields: Mapping[int, bytes | None]) -> None:
+    """A struct's tagged-field section holding the given (already encoded) fields, in tag
+    order; None means "at its default": not written. Classic writers write nothing."""
+    if not w.flexible:
+        return
+    present = sorted((tag, data) for tag, data in fields.items() if data is not None)
+    w.uvarint(len(present))
+    for tag, data in present:
+        w.uvarint(tag)
+        w.uvarint(len(data))
+        w.raw(data)
+
+
+def encode_tagged(encode: Callable[[Writer], None]) -> bytes:
+    """One tagged field's value: a flexible (compact) encoding of whatever `encode` writes."""
+    w = Writer(flexible=True)
+    encode(w)
+    return w.to_bytes()
+
+
+def read_tagged_fields(r: Reader, wanted: Collection[int]) -> dict[int, Reader]:
+    """The tagged-field section of a struct: a Reader over each wanted tag's bytes (flexible),
+    the others skipped. Classic readers read nothing."""
+    if not r.flexible:
+        return {}
+    count = r.uvarint()
+    if count > MAX_TAGGED_FIELDS:
+        raise ProtocolError(f"too many tagged fields: {count}")
+    found: dict[int, Reader] = {}
+    last = -1
+    for _ in range(count):
+        tag = r.uvarint()
+        if tag <= last:
+            raise ProtocolError("tagged fields out of order")
+        last = tag
+        data = r.raw(r.uvarint())
+        if tag in wanted:
+            found[tag] = Reader(data, flexible=True)
+    return found
+
+
+def decode_tagged(found: Mapping[int, Reader], tag: int, decode: Callable[[Reader], T], default: T) -> T:
+    """One tagged field's value, or its default when absent; its bytes must be used up."""
+    r = found.get(tag)
+    if r is None:
+        return default
+    value = decode(r)
+    if r.remaining:
+        raise ProtocolError(f"tagged field {tag} has {r.remaining} bytes past its value")
+    return value

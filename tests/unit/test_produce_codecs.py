@@ -1,0 +1,149 @@
+"""Table tests for Produce (v3–v11) and InitProducerId (v0–v5) at the versions where a field
+appears or the encoding turns flexible: Produce v9 (flexible), v10 (KIP-951's tagged
+CurrentLeader and NodeEndpoints, sent only when set), v11 (same body); InitProducerId v3
+(KIP-360's producer id and epoch). Same checks as test_protocol_codecs: exact bytes both ways,
+trailing bytes tolerated, every truncation a ProtocolError, request frames one byte at a time,
+the dispatch table encoding as the codec does."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.protocol import init_producer_id as ipi
+from common.protocol import produce
+from common.protocol.frame import join_chunks
+from common.protocol.primitives import ProtocolError
+from tests.unit.test_protocol_codecs import (
+    BATCH,
+    TAG,
+    Row,
+    arr,
+    by,
+    carr,
+    check_codec_row,
+    check_dispatch,
+    check_request_frame,
+    cs,
+    i16,
+    i32,
+    i64,
+    req,
+    resp,
+    row_id,
+    s,
+)
+
+
+def cby(v: bytes | None) -> bytes:
+    """Compact nullable bytes (records), for lengths under 127."""
+    return b"\x00" if v is None else bytes([len(v) + 1]) + v
+
+
+def tags(*fields: tuple[int, bytes]) -> bytes:
+    """A tagged-field section holding these (tag, value) fields (short values only)."""
+    return bytes([len(fields)]) + b"".join(bytes([tag, len(value)]) + value for tag, value in fields)
+
+
+PRODUCE_REQ = produce.ProduceRequest(None, -1, 30000, (
+    produce.TopicProduceData("t", (produce.PartitionProduceData(0, BATCH),
+                                   produce.PartitionProduceData(1, None))),))
+PRODUCE_FLEX = (cs(None) + i16(-1) + i32(30000)
+                + carr(cs("t") + carr(i32(0) + cby(BATCH) + TAG, i32(1) + cby(None) + TAG) + TAG) + TAG)
+
+OK_PART = produce.PartitionProduceResponse(0, 0, 42, -1, 7)
+MOVED = produce.PartitionProduceResponse(1, 6, -1, -1, -1, (), "not the leader",
+                                         produce.LeaderIdAndEpoch(2, 9))
+LEADERLESS = produce.PartitionProduceResponse(2, 6, -1, -1, -1)  # leader unknown: no tag
+ENDPOINT = produce.NodeEndpoint(2, "h", 9092, "r")
+LEADER_RESP = produce.ProduceResponse((produce.TopicProduceResponse("t", (OK_PART, MOVED, LEADERLESS)),),
+                                      0, (ENDPOINT, produce.NodeEndpoint(3, "g", 9093)))
+OK_FLEX = i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None) + TAG
+MOVED_FLEX = (i32(1) + i16(6) + i64(-1) + i64(-1) + i64(-1) + carr() + cs("not the leader")
+              + tags((0, i32(2) + i32(9) + TAG)))
+LEADERLESS_FLEX = i32(2) + i16(6) + i64(-1) + i64(-1) + i64(-1) + carr() + cs(None) + TAG
+ENDPOINTS_FLEX = carr(i32(2) + cs("h") + i32(9092) + cs("r") + TAG, i32(3) + cs("g") + i32(9093) + cs(None) + TAG)
+LEADER_RESP_V10 = (carr(cs("t") + carr(OK_FLEX, MOVED_FLEX, LEADERLESS_FLEX) + TAG) + i32(0)
+                   + tags((0, ENDPOINTS_FLEX)))
+PLAIN_RESP = produce.ProduceResponse((produce.TopicProduceResponse("t", (
+    OK_PART, produce.PartitionProduceResponse(1, 0, 43, 5, 7, (produce.BatchIndexAndErrorMessage(0, "bad"),),
+                                              "why"))),), 3)
+PLAIN_FLEX = (carr(cs("t") + carr(OK_FLEX, i32(1) + i16(0) + i64(43) + i64(5) + i64(7)
+                                  + carr(i32(0) + cs("bad") + TAG) + cs("why") + TAG) + TAG) + i32(3) + TAG)
+
+IPI_REQ = ipi.InitProducerIdRequest(None, 60000, 5000, 3)
+IPI_RESP = ipi.InitProducerIdResponse(0, 0, 1000, 0)
+
+ROWS = [
+    *[req(produce, "produce", 0, v, PRODUCE_REQ, PRODUCE_FLEX) for v in (9, 10, 11)],
+    req(produce, "produce", 0, 9, produce.ProduceRequest("tx", 1, 100, ()), cs("tx") + i16(1) + i32(100) + carr() + TAG),
+    req(produce, "produce", 0, 8, PRODUCE_REQ, s(None) + i16(-1) + i32(30000)
+        + arr(s("t") + arr(i32(0) + by(BATCH), i32(1) + by(None)))),
+    *[resp(produce, "produce", 0, v, PLAIN_RESP, PLAIN_FLEX) for v in (9, 10, 11)],
+    *[resp(produce, "produce", 0, v, LEADER_RESP, LEADER_RESP_V10) for v in (10, 11)],
+    *[req(ipi, "init_producer_id", 22, v, IPI_REQ, cs(None) + i32(60000) + i64(5000) + i16(3) + TAG)
+      for v in (3, 4, 5)],
+    req(ipi, "init_producer_id", 22, 3, ipi.InitProducerIdRequest("tx", 1),
+        cs("tx") + i32(1) + i64(-1) + i16(-1) + TAG),
+    *[resp(ipi, "init_producer_id", 22, v, IPI_RESP, i32(0) + i16(0) + i64(1000) + i16(0) + TAG) for v in (3, 4, 5)],
+    resp(ipi, "init_producer_id", 22, 4, ipi.InitProducerIdResponse(0, 90, -1, -1),
+         i32(0) + i16(90) + i64(-1) + i16(-1) + TAG),
+]
+REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
+RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_codec_rows(row: Row) -> None:
+    check_codec_row(row)
+
+
+@pytest.mark.parametrize("row", REQUESTS, ids=row_id)
+def test_request_frame_fed_one_byte_at_a_time(row: Row) -> None:
+    check_request_frame(row)
+
+
+@pytest.mark.parametrize("row", RESPONSES, ids=row_id)
+def test_dispatch_encodes_responses(row: Row) -> None:
+    check_dispatch(row)
+
+
+def test_v9_sends_no_leader_tags_and_v10_sends_none_when_unset() -> None:
+    """Below v10 CurrentLeader and NodeEndpoints do not exist; from v10 they are sent only when set,
+    so a response without a leader change is the same bytes at v9, v10 and v11 (Kafka's generated
+    code writes a tagged field only when it differs from its default)."""
+    v9 = join_chunks(produce.encode_produce_response(LEADER_RESP, 9))
+    assert b"\x02\x00\x00\x00\x09" not in v9  # no (leader 2, epoch 9)
+    decoded = produce.decode_produce_response(memoryview(v9), 9)
+    assert decoded.node_endpoints == () and decoded.responses[0].partitions[1].current_leader == produce.UNKNOWN_LEADER
+    for version in (10, 11):
+        assert join_chunks(produce.encode_produce_response(PLAIN_RESP, version)) == PLAIN_FLEX
+        explicit_default = produce.ProduceResponse((produce.TopicProduceResponse("t", (
+            produce.PartitionProduceResponse(0, 0, 42, -1, 7, current_leader=produce.LeaderIdAndEpoch(-1, -1)),)),))
+        assert join_chunks(produce.encode_produce_response(explicit_default, version)) == (
+            carr(cs("t") + carr(OK_FLEX) + TAG) + i32(0) + TAG)
+
+
+def test_unknown_tags_are_skipped_and_known_tags_must_be_whole() -> None:
+    unknown = (carr(cs("t") + carr(i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None)
+                                   + tags((0, i32(2) + i32(9) + TAG), (7, b"xyz"))) + TAG) + i32(0) + tags((3, b"?")))
+    decoded = produce.decode_produce_response(memoryview(unknown), 10)
+    assert decoded.responses[0].partitions[0].current_leader == produce.LeaderIdAndEpoch(2, 9)
+    assert decoded.node_endpoints == ()
+    long_tag = (carr(cs("t") + carr(i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None)
+                                    + tags((0, i32(2) + i32(9) + TAG + b"extra"))) + TAG) + i32(0) + TAG)
+    with pytest.raises(ProtocolError):
+        produce.decode_produce_response(memoryview(long_tag), 10)
+
+
+@pytest.mark.parametrize(("decode", "version"), [
+    (produce.decode_produce_request, 2), (produce.decode_produce_request, 12),
+    (ipi.decode_init_producer_id_request, 6)])
+def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
+    with pytest.raises(ProtocolError):
+        decode(memoryview(PRODUCE_FLEX), version)
+
+
+def test_flexible_records_are_views_into_the_request() -> None:
+    body = memoryview(bytearray(PRODUCE_FLEX))
+    records = produce.decode_produce_request(body, 11).topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview) and records.obj is body.obj and bytes(records) == BATCH

@@ -1,0 +1,143 @@
+"""Table tests for the topic admin codecs at Kafka 3.9's versions: CreateTopics v2–v7 (v5
+flexible with KIP-525's sizes, configs and tagged TopicConfigErrorCode; v7 the topic id),
+DeleteTopics v1–v6 (v4 flexible, v5 error messages, v6 names or ids) and CreatePartitions v0–v3
+(v2 flexible). Same checks as test_protocol_codecs: exact bytes both ways, trailing bytes
+tolerated, every truncation a ProtocolError, request frames one byte at a time, dispatch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from common.protocol import admin, delete_topics
+from common.protocol.primitives import ProtocolError
+from tests.unit.test_protocol_codecs import (
+    TAG,
+    TOPIC_UUID,
+    ZERO16,
+    Row,
+    arr,
+    b,
+    carr,
+    check_codec_row,
+    check_dispatch,
+    check_request_frame,
+    cs,
+    i8,
+    i16,
+    i32,
+    req,
+    resp,
+    row_id,
+    s,
+)
+
+CREATE_REQ = admin.CreateTopicsRequest((
+    admin.CreatableTopic("t", 3, 2, (), (admin.CreatableTopicConfig("cleanup.policy", "delete"),
+                                        admin.CreatableTopicConfig("x", None))),
+    admin.CreatableTopic("u", -1, -1, (admin.CreatableReplicaAssignment(0, (1, 2)),))),
+    timeout_ms=5000, validate_only=True)
+CREATE_REQ_FLEX = (carr(cs("t") + i32(3) + i16(2) + carr() + carr(cs("cleanup.policy") + cs("delete") + TAG,
+                                                                 cs("x") + cs(None) + TAG) + TAG,
+                        cs("u") + i32(-1) + i16(-1) + carr(i32(0) + carr(i32(1), i32(2)) + TAG) + carr() + TAG)
+                   + i32(5000) + b(True) + TAG)
+
+CREATED = admin.CreatableTopicResult("t", 0, None, 3, 2, (
+    admin.CreatableTopicConfigs("retention.ms", "1000", False, 1, False),
+    admin.CreatableTopicConfigs("secret", None, False, 5, True)), topic_id=TOPIC_UUID)
+REFUSED = admin.CreatableTopicResult("u", 36, "exists")  # Kafka's defaults: -1, -1, an empty array
+HIDDEN = admin.CreatableTopicResult("v", 0, None, 1, 1, None, 29)  # configs not given, and why
+CREATE_RESP = admin.CreateTopicsResponse(0, (CREATED, REFUSED, HIDDEN))
+CREATED_BODY = (i16(0) + cs(None) + i32(3) + i16(2)
+                + carr(cs("retention.ms") + cs("1000") + b(False) + i8(1) + b(False) + TAG,
+                       cs("secret") + cs(None) + b(False) + i8(5) + b(True) + TAG) + TAG)
+REFUSED_BODY = i16(36) + cs("exists") + i32(-1) + i16(-1) + carr() + TAG
+HIDDEN_BODY = i16(0) + cs(None) + i32(1) + i16(1) + b"\x00" + b"\x01\x00\x02" + i16(29)
+
+
+def create_resp_flex(version: int) -> bytes:
+    topic_id = (lambda u: u.bytes) if version >= 7 else (lambda u: b"")
+    return i32(0) + carr(cs("t") + topic_id(TOPIC_UUID) + CREATED_BODY,
+                         cs("u") + topic_id(admin.ZERO_UUID) + REFUSED_BODY,
+                         cs("v") + topic_id(admin.ZERO_UUID) + HIDDEN_BODY) + TAG
+
+
+DELETE_V6 = delete_topics.DeleteTopicsRequest((), 30000, (
+    delete_topics.DeleteTopicState("a"), delete_topics.DeleteTopicState(None, TOPIC_UUID)))
+DELETE_RESP = delete_topics.DeleteTopicsResponse(0, (delete_topics.DeletableTopicResult("t", 0, None, TOPIC_UUID),
+                                                     delete_topics.DeletableTopicResult("u", 3, "unknown")))
+DELETE_BY_ID_RESP = delete_topics.DeleteTopicsResponse(5, (
+    delete_topics.DeletableTopicResult(None, 100, "This server does not host this topic ID.", TOPIC_UUID),))
+
+PARTS_REQ = admin.CreatePartitionsRequest((
+    admin.CreatePartitionsTopic("t", 4),
+    admin.CreatePartitionsTopic("u", 2, (admin.CreatePartitionsAssignment((1, 2)),))), 100, True)
+PARTS_REQ_FLEX = (carr(cs("t") + i32(4) + b"\x00" + TAG, cs("u") + i32(2) + carr(carr(i32(1), i32(2)) + TAG) + TAG)
+                  + i32(100) + b(True) + TAG)
+PARTS_RESP = admin.CreatePartitionsResponse(1, (admin.CreatePartitionsTopicResult("t", 37, "no"),
+                                                admin.CreatePartitionsTopicResult("u", 0)))
+
+ROWS = [
+    *[req(admin, "create_topics", 19, v, CREATE_REQ, CREATE_REQ_FLEX) for v in (5, 6, 7)],
+    *[resp(admin, "create_topics", 19, v, admin.CreateTopicsResponse(0, (
+        replace(CREATED, topic_id=admin.ZERO_UUID), REFUSED, HIDDEN)), create_resp_flex(v)) for v in (5, 6)],
+    resp(admin, "create_topics", 19, 7, CREATE_RESP, create_resp_flex(7)),
+    resp(admin, "create_topics", 19, 4, admin.CreateTopicsResponse(0, (admin.CreatableTopicResult("u", 36, "exists"),)),
+         i32(0) + arr(s("u") + i16(36) + s("exists"))),
+    req(delete_topics, "delete_topics", 20, 3, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
+        arr(s("a"), s("b")) + i32(30000)),
+    *[req(delete_topics, "delete_topics", 20, v, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
+          carr(cs("a"), cs("b")) + i32(30000) + TAG) for v in (4, 5)],
+    req(delete_topics, "delete_topics", 20, 6, DELETE_V6,
+        carr(cs("a") + ZERO16 + TAG, cs(None) + TOPIC_UUID.bytes + TAG) + i32(30000) + TAG),
+    resp(delete_topics, "delete_topics", 20, 4, delete_topics.DeleteTopicsResponse(0, (
+        delete_topics.DeletableTopicResult("t", 0), delete_topics.DeletableTopicResult("u", 3))),
+        i32(0) + carr(cs("t") + i16(0) + TAG, cs("u") + i16(3) + TAG) + TAG),
+    resp(delete_topics, "delete_topics", 20, 5, delete_topics.DeleteTopicsResponse(0, (
+        delete_topics.DeletableTopicResult("t", 0), delete_topics.DeletableTopicResult("u", 3, "unknown"))),
+        i32(0) + carr(cs("t") + i16(0) + cs(None) + TAG, cs("u") + i16(3) + cs("unknown") + TAG) + TAG),
+    resp(delete_topics, "delete_topics", 20, 6, DELETE_RESP,
+         i32(0) + carr(cs("t") + TOPIC_UUID.bytes + i16(0) + cs(None) + TAG,
+                       cs("u") + ZERO16 + i16(3) + cs("unknown") + TAG) + TAG),
+    resp(delete_topics, "delete_topics", 20, 6, DELETE_BY_ID_RESP,
+         i32(5) + carr(cs(None) + TOPIC_UUID.bytes + i16(100) + cs("This server does not host this topic ID.") + TAG)
+         + TAG),
+    req(admin, "create_partitions", 37, 1, PARTS_REQ,
+        arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(arr(i32(1), i32(2)))) + i32(100) + b(True)),
+    *[req(admin, "create_partitions", 37, v, PARTS_REQ, PARTS_REQ_FLEX) for v in (2, 3)],
+    *[resp(admin, "create_partitions", 37, v, PARTS_RESP,
+           i32(1) + carr(cs("t") + i16(37) + cs("no") + TAG, cs("u") + i16(0) + cs(None) + TAG) + TAG)
+      for v in (2, 3)],
+]
+REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
+RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_codec_rows(row: Row) -> None:
+    check_codec_row(row)
+
+
+@pytest.mark.parametrize("row", REQUESTS, ids=row_id)
+def test_request_frame_fed_one_byte_at_a_time(row: Row) -> None:
+    check_request_frame(row)
+
+
+@pytest.mark.parametrize("row", RESPONSES, ids=row_id)
+def test_dispatch_encodes_responses(row: Row) -> None:
+    check_dispatch(row)
+
+
+@pytest.mark.parametrize(("decode", "version"), [
+    (admin.decode_create_topics_request, 8), (admin.decode_create_topics_request, 1),
+    (delete_topics.decode_delete_topics_request, 7), (admin.decode_create_partitions_request, 4)])
+def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
+    with pytest.raises(ProtocolError):
+        decode(memoryview(CREATE_REQ_FLEX), version)
+
+
+def test_v6_topics_without_a_name_need_their_bytes() -> None:
+    """A null name is one byte; the 16-byte id after it must be there."""
+    with pytest.raises(ProtocolError):
+        delete_topics.decode_delete_topics_request(memoryview(carr(cs(None) + ZERO16[:8]) + i32(1) + TAG), 6)
