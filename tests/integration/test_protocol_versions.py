@@ -29,7 +29,6 @@ import pytest
 from common.errors import ErrorCode
 from common.protocol import api_versions, produce
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import strip_response_header
 from common.protocol.metadata import wire_topic_id
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import (
@@ -245,12 +244,9 @@ def test_aiokafka_produces_and_administers(cluster: LocalCluster) -> None:
 def produce_to(client: KafkaClient, broker_id: int, topic: str, version: int) -> produce.ProduceResponse:
     request = produce.ProduceRequest(None, 1, 10_000, (produce.TopicProduceData(topic, (
         produce.PartitionProduceData(0, batch(1)),)),))
-    def decode(raw: memoryview, version: int) -> produce.ProduceResponse:
-        # KafkaClient.call leaves the response header's tagged fields (header v1, flexible versions)
-        return produce.decode_produce_response(strip_response_header(ApiKey.PRODUCE, version, raw), version)
-
     response: produce.ProduceResponse = client.call(broker_id, ApiKey.PRODUCE, version, request,
-                                                    produce.encode_produce_request, decode)
+                                                    produce.encode_produce_request,
+                                                    produce.decode_produce_response)
     return response
 
 
