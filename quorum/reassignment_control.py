@@ -16,7 +16,11 @@ from common.errors import ErrorCode
 from metadata.delta import merge_partition_change
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import elect_leader
-from metadata.reassignment import ReassignmentRejected, cancel_reassignment, change_reassignment
+from metadata.reassignment import (
+    ReassignmentRejected,
+    cancel_reassignment,
+    change_reassignment,
+)
 from metadata.records import PartitionChange
 from quorum.controller_result import ControllerResult
 from quorum.topic_control import topic_election_config

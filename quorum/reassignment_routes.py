@@ -18,7 +18,14 @@ from aiohttp import web
 from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.reassignment import list_reassignments
-from quorum.admin_api import AdminError, check_int, check_object, check_topic_name, invalid, json_type
+from quorum.admin_api import (
+    AdminError,
+    check_int,
+    check_object,
+    check_topic_name,
+    invalid,
+    json_type,
+)
 from quorum.controller_result import ControllerResult
 from quorum.http_json import read_json
 from quorum.reassignment_control import (

@@ -7,7 +7,12 @@ import pytest
 
 from common.errors import ErrorCode
 from metadata.delta import apply, merge_partition_change
-from metadata.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
+from metadata.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+)
 from metadata.partition_change import IsrMember, alter_partition, remove_from_isr
 from metadata.reassignment import (
     ReassignmentRejected,
