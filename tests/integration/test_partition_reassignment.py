@@ -29,7 +29,6 @@ from tests.integration.cluster_fixtures import http, wait_until
 from tidelog.launcher import LocalCluster, free_ports
 from tidelog.replica_files import partition_dir
 
-pytestmark = pytest.mark.integration
 
 HOSTS = tuple(f"127.0.0.{i}" for i in range(1, 8))
 FAST = {"broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000",
@@ -194,12 +193,12 @@ def test_bad_input_is_invalid_replica_assignment_and_applies_nothing(cluster: tu
     create(c, "bad-input", [4, 5])
     before = state(c, "bad-input")
     from kafka import TopicPartition
-    from kafka.errors import InvalidReplicaAssignmentError, UnknownTopicOrPartitionError
+    from kafka.errors import InvalidReplicationAssignmentError, UnknownTopicOrPartitionError
     client = admin(c)
     try:
         tp = TopicPartition("bad-input", 0)
-        assert client.alter_partition_reassignments({tp: [4, 99]}) == {tp: InvalidReplicaAssignmentError}
-        assert client.alter_partition_reassignments({tp: [4, 4]}) == {tp: InvalidReplicaAssignmentError}
+        assert client.alter_partition_reassignments({tp: [4, 99]}) == {tp: InvalidReplicationAssignmentError}
+        assert client.alter_partition_reassignments({tp: [4, 4]}) == {tp: InvalidReplicationAssignmentError}
         missing = TopicPartition("bad-input", 7)
         assert client.alter_partition_reassignments({missing: [4]}) == {missing: UnknownTopicOrPartitionError}
         assert client.list_partition_reassignments() == {}  # the same connection still serves
