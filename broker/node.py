@@ -45,6 +45,7 @@ from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
+from broker.replication.replication_quota import replication_quotas
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from common.config import log_dirs, parse_config
 from common.config_schema import Config, ConfigError, Password
@@ -301,6 +302,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
+    replicas.leader_quota, replicas.follower_quota = replication_quotas(broker_id, config, now_ms=wall_ms)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None
     metrics_runner: Any = None

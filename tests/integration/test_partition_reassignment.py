@@ -4,6 +4,7 @@
   confluent-kafka producer writes: no failed delivery, every acknowledged record readable
   afterwards, broker 4's replica directory gone;
 - a reassignment that cannot finish (its new broker is down) is listed, then cancelled;
+- a throttled reassignment (`tidelog reassign --throttle`) moves slowly and is cancelled half-way;
 - RF 1 -> 3 -> 1 through the admin API, and through `tidelog reassign`;
 - the active controller is killed mid-reassignment: the next one completes it;
 - bad input (unknown broker, duplicate replicas) is INVALID_REPLICA_ASSIGNMENT with nothing
@@ -34,6 +35,7 @@ HOSTS = tuple(f"127.0.0.{i}" for i in range(1, 8))
 FAST = {"broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000",
         "replica.lag.time.max.ms": "4000", "replica.fetch.backoff.ms": "200"}
 MOVE_S = 60.0
+THROTTLE_BYTES_PER_S = 100_000  # both sides; only topics naming throttled replicas are slowed
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=3, brokers=4, raft_port=raft_port, admin_port=admin_port,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=90,
-                            extra_properties=FAST) as started:
+                            extra_properties=FAST,
+                            broker_config={"leader.replication.throttled.rate": str(THROTTLE_BYTES_PER_S),
+                                           "follower.replication.throttled.rate": str(THROTTLE_BYTES_PER_S)}
+                            ) as started:
         with Nemesis(started) as nemesis:
             yield started, nemesis
 
@@ -232,3 +237,51 @@ def test_controller_failover_mid_reassignment_completes(cluster: tuple[LocalClus
     finally:
         if not c.node(active).running():
             nemesis.restart(active)
+
+
+def cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tidelog", "reassign", "--admin-url", url(cluster), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def replica_bytes(cluster: LocalCluster, broker_id: int, topic: str) -> int:
+    directory = partition_dir(cluster.node(broker_id), topic, 0)
+    return sum(p.stat().st_size for p in directory.glob("*.log")) if directory.exists() else 0
+
+
+def test_throttled_reassignment_is_slow_and_cancelled_half_way(cluster: tuple[LocalCluster, Nemesis]) -> None:
+    from confluent_kafka import Producer as CProducer
+    c, _ = cluster
+    create(c, "slow", [4, 5])
+    producer = CProducer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 20,
+                          "compression.type": "none"})
+    for i in range(4000):  # ~4 MB: 40 s at the throttle once its first burst is spent
+        producer.produce("slow", value=b"%08d" % i + b"x" * 1016, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    total = replica_bytes(c, 4, "slow")
+    assert total > 3_000_000
+    started = cli(c, "--topic", "slow", "--partition", "0", "--replicas", "4,5,6", "--execute",
+                  "--throttle", str(THROTTLE_BYTES_PER_S))
+    assert started.returncode == 0, started.stderr
+    assert "Successfully started partition reassignments for slow-0" in started.stdout
+    configs = json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])["configs"]
+    assert (configs["leader.replication.throttled.replicas"], configs["follower.replication.throttled.replicas"]) \
+        == ("0:4,0:5", "0:6")
+    wait_until("broker 6 copying", lambda: replica_bytes(c, 6, "slow") > 0, 20)
+    time.sleep(3.0)
+    copied = replica_bytes(c, 6, "slow")
+    assert 0 < copied < total, (copied, total)  # half-way: the throttle holds it back
+    assert [o["adding_replicas"] for o in ongoing(c) if o["topic"] == "slow"] == [[6]]
+    listed = cli(c, "--list")
+    assert "slow-0: replicas: 4,5,6. adding: 6. removing: ." in listed.stdout, listed.stdout
+    cancelled = cli(c, "--topic", "slow", "--partition", "0", "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    s = state(c, "slow")
+    assert (s["replicas"], not [o for o in ongoing(c) if o["topic"] == "slow"]) == ([4, 5], True)
+    wait_until("broker 6 deleted its partial copy", lambda: not partition_dir(c.node(6), "slow", 0).exists(), 20)
+    verified = cli(c, "--topic", "slow", "--partition", "0", "--replicas", "4,5,6", "--verify")
+    assert "There is no active reassignment of partition slow-0, but replica set is [4, 5]" in verified.stdout
+    assert "Clearing topic-level throttles on topic slow" in verified.stdout
+    configs = json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])["configs"]
+    assert "leader.replication.throttled.replicas" not in configs or not configs["leader.replication.throttled.replicas"]
