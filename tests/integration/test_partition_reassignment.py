@@ -163,13 +163,14 @@ def test_cancel_half_way_reverts(cluster: tuple[LocalCluster, Nemesis]) -> None:
     try:
         status, body = reassign(c, "cancelled", [4, 5, 7])
         assert status == 200 and body["results"][0]["error"] == "NONE", body
-        listed = [o for o in ongoing(c) if o["topic"] == "cancelled"]
+        # reads come from one controller's image, which may trail the active one by a few ms
+        listed = wait_until("the reassignment listed", lambda: [o for o in ongoing(c) if o["topic"] == "cancelled"])
         assert listed == [{"topic": "cancelled", "partition": 0, "replicas": [4, 5, 7, 6], "adding_replicas": [7],
                            "removing_replicas": [6], "target_replicas": [4, 5, 7]}]
         status, body = reassign(c, "cancelled", None)
         assert status == 200 and body["results"][0]["error"] == "NONE", body
-        s = state(c, "cancelled")
-        assert sorted(s["replicas"]) == [4, 5, 6] and not [o for o in ongoing(c) if o["topic"] == "cancelled"]
+        wait_until("reverted", lambda: sorted(state(c, "cancelled")["replicas"]) == [4, 5, 6]
+                   and not [o for o in ongoing(c) if o["topic"] == "cancelled"])
         status, body = reassign(c, "cancelled", None)
         assert (status, body["error"], body["field"]) == (400, "NO_REASSIGNMENT_IN_PROGRESS", "partitions[0].replicas")
     finally:
@@ -226,7 +227,7 @@ def test_controller_failover_mid_reassignment_completes(cluster: tuple[LocalClus
     try:
         status, body = reassign(c, "failover", [5, 6])
         assert status == 200, body
-        assert [o["adding_replicas"] for o in ongoing(c) if o["topic"] == "failover"] == [[6]]
+        wait_until("listed", lambda: [o["adding_replicas"] for o in ongoing(c) if o["topic"] == "failover"] == [[6]])
         cluster_view = json.loads(http(url(c) + "/v1/cluster")[1])
         active = cluster_view["active_controller"]
         nemesis.kill(active)
@@ -265,23 +266,25 @@ def test_throttled_reassignment_is_slow_and_cancelled_half_way(cluster: tuple[Lo
                   "--throttle", str(THROTTLE_BYTES_PER_S))
     assert started.returncode == 0, started.stderr
     assert "Successfully started partition reassignments for slow-0" in started.stdout
-    configs = json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])["configs"]
-    assert (configs["leader.replication.throttled.replicas"], configs["follower.replication.throttled.replicas"]) \
-        == ("0:4,0:5", "0:6")
+    def throttle_set() -> bool:
+        configs = json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])["configs"]
+        return (configs.get("leader.replication.throttled.replicas"),
+                configs.get("follower.replication.throttled.replicas")) == ("0:4,0:5", "0:6")
+    wait_until("throttled replicas set on the topic", throttle_set)
     wait_until("broker 6 copying", lambda: replica_bytes(c, 6, "slow") > 0, 20)
     time.sleep(3.0)
     copied = replica_bytes(c, 6, "slow")
     assert 0 < copied < total, (copied, total)  # half-way: the throttle holds it back
-    assert [o["adding_replicas"] for o in ongoing(c) if o["topic"] == "slow"] == [[6]]
+    wait_until("listed", lambda: [o["adding_replicas"] for o in ongoing(c) if o["topic"] == "slow"] == [[6]])
     listed = cli(c, "--list")
     assert "slow-0: replicas: 4,5,6. adding: 6. removing: ." in listed.stdout, listed.stdout
     cancelled = cli(c, "--topic", "slow", "--partition", "0", "--cancel")
     assert cancelled.returncode == 0, cancelled.stderr
-    s = state(c, "slow")
-    assert (s["replicas"], not [o for o in ongoing(c) if o["topic"] == "slow"]) == ([4, 5], True)
+    wait_until("reverted", lambda: state(c, "slow")["replicas"] == [4, 5]
+               and not [o for o in ongoing(c) if o["topic"] == "slow"])
     wait_until("broker 6 deleted its partial copy", lambda: not partition_dir(c.node(6), "slow", 0).exists(), 20)
     verified = cli(c, "--topic", "slow", "--partition", "0", "--replicas", "4,5,6", "--verify")
     assert "There is no active reassignment of partition slow-0, but replica set is [4, 5]" in verified.stdout
     assert "Clearing topic-level throttles on topic slow" in verified.stdout
-    configs = json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])["configs"]
-    assert "leader.replication.throttled.replicas" not in configs or not configs["leader.replication.throttled.replicas"]
+    wait_until("throttles cleared", lambda: not json.loads(http(f"{url(c)}/v1/topics/slow/configs")[1])[
+        "configs"].get("leader.replication.throttled.replicas"))
