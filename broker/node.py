@@ -302,7 +302,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
-    replicas.leader_quota, replicas.follower_quota = replication_quotas(broker_id, config, now_ms=wall_ms)
+    replicas.throttles.leader, replicas.throttles.follower = replication_quotas(broker_id, config, now_ms=wall_ms)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None
     metrics_runner: Any = None

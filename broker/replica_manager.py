@@ -54,7 +54,7 @@ from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
-from broker.replication.replication_quota import ReplicationQuota
+from broker.replication.replication_quota import ReplicationThrottles
 from broker.topic_partition import TopicPartition
 from common.config_schema import ConfigError
 from common.errors import KafkaStorageError
@@ -96,9 +96,8 @@ class ReplicaManager:
         self._now_ms = now_ms
         self.default_min_insync_replicas = default_min_insync_replicas
         self.fetchers: FollowerFetchers | None = None
-        # Reassignment throttles (leader.replication.throttled.*, follower.replication.throttled.*)
-        self.leader_quota: ReplicationQuota | None = None
-        self.follower_quota: ReplicationQuota | None = None
+        # reassignment throttles; the node sets their quotas (none: unthrottled)
+        self.throttles = ReplicationThrottles(broker_id, lambda topic: self._topic_overrides.get(topic, {}))
         self.partitions: dict[TopicPartition, Partition] = {}
         self._image = EMPTY_IMAGE
         self._topic_overrides: dict[str, dict[str, str]] = {}
@@ -306,33 +305,17 @@ class ReplicaManager:
                             up_to=partition.log.high_watermark if up_to_high_watermark else None)
         partition = self.leader_partition(tp, current_leader_epoch)
         check_follower_fetch(partition, replica_id, offset)
-        quota = self.leader_quota
-        throttled = quota is not None and replica_id not in partition.isr \
-            and quota.is_throttled(tp, self._topic_overrides.get(tp.topic, {}))
-        if throttled and quota is not None and quota.is_quota_exceeded():
+        throttled, over = self.throttles.leader_throttle(tp, in_sync=replica_id in partition.isr)
+        if over:
             max_bytes, min_one_batch = 0, False  # Kafka leaves a throttled partition's records out
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
-        if throttled and quota is not None:
-            quota.record(read.records.length)
+        if throttled:
+            self.throttles.record_leader(read.records.length)
         partition.record_follower_fetch(replica_id, offset, self._now_ms(), replica_log_start_offset)
         self.isr.maybe_advance_high_watermark(partition)
         self.isr.maybe_expand_isr(partition)
         self.deletes.purgatory.check_and_complete(tp)
         return read._replace(high_watermark=partition.log.high_watermark)
-
-    def follower_throttled(self, partition: Partition) -> bool:
-        """Leave this partition out of the next follower fetch (Kafka's shouldFollowerThrottle)."""
-        quota = self.follower_quota
-        return quota is not None and quota.should_throttle(
-            partition.tp, in_sync=self.broker_id in partition.isr,
-            topic_config=self._topic_overrides.get(partition.tp.topic, {}))
-
-    def record_follower_bytes(self, partition: Partition, size: int) -> None:
-        """A follower fetch brought `size` bytes of `partition`: count them if it is throttled."""
-        quota = self.follower_quota
-        if quota is not None and size and self.broker_id not in partition.isr \
-                and quota.is_throttled(partition.tp, self._topic_overrides.get(partition.tp.topic, {})):
-            quota.record(size)
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Wait until an append, a HW move or a role change touches one of `tps`, or the

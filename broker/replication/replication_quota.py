@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from broker.topic_partition import TopicPartition
 from common.config_schema import Config
 from common.units import LONG_MAX, SECOND_MS
+
+if TYPE_CHECKING:
+    from broker.replication.partition import Partition
 
 LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
@@ -136,6 +139,41 @@ class ReplicationQuota:
     def rate(self) -> float:
         """The measured bytes per second (tests, logs)."""
         return self._rate.measure(self._now_ms())
+
+
+class ReplicationThrottles:
+    """A broker's two quotas and the hooks the fetch paths call (no quota: unthrottled).
+    `topic_config(topic)` gives the topic's explicit configs from the metadata image."""
+
+    def __init__(self, broker_id: int, topic_config: Callable[[str], Mapping[str, str]]) -> None:
+        self.broker_id, self._topic_config = broker_id, topic_config
+        self.leader: ReplicationQuota | None = None
+        self.follower: ReplicationQuota | None = None
+
+    def leader_throttle(self, tp: TopicPartition, *, in_sync: bool) -> tuple[bool, bool]:
+        """Leader answering a follower's fetch: (the replica is throttled, over the rate now:
+        leave its records out). In-sync replicas are never throttled."""
+        quota = self.leader
+        if quota is None or in_sync or not quota.is_throttled(tp, self._topic_config(tp.topic)):
+            return False, False
+        return True, quota.is_quota_exceeded()
+
+    def record_leader(self, size: int) -> None:
+        if self.leader is not None:
+            self.leader.record(size)
+
+    def follower_throttled(self, partition: Partition) -> bool:
+        """Leave this partition out of the next follower fetch (Kafka's shouldFollowerThrottle)."""
+        quota = self.follower
+        return quota is not None and quota.should_throttle(
+            partition.tp, in_sync=self.broker_id in partition.isr, topic_config=self._topic_config(partition.tp.topic))
+
+    def record_follower(self, partition: Partition, size: int) -> None:
+        """A follower fetch brought `size` bytes of `partition`: count them if it is throttled."""
+        quota = self.follower
+        if quota is not None and size and self.broker_id not in partition.isr \
+                and quota.is_throttled(partition.tp, self._topic_config(partition.tp.topic)):
+            quota.record(size)
 
 
 def replication_quotas(broker_id: int, config: Config, *, now_ms: Callable[[], int],

@@ -9,6 +9,7 @@ from broker.replication.replication_quota import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,
     ReplicationQuota,
+    ReplicationThrottles,
     WindowedRate,
     throttled_partitions,
 )
@@ -75,3 +76,16 @@ def test_default_rate_is_unthrottled_and_follower_reads_its_own_list():
     leader_side_only = ReplicationQuota(4, FOLLOWER_THROTTLED_REPLICAS, lambda: 10, now_ms=clock)
     leader_side_only.record(1000)
     assert not leader_side_only.should_throttle(TP, in_sync=False, topic_config=THROTTLED)
+
+
+def test_throttles_hooks_without_quotas_are_no_ops_and_with_them_skip_in_sync_replicas():
+    configs = {"t": THROTTLED}
+    throttles = ReplicationThrottles(4, lambda topic: configs.get(topic, {}))
+    assert throttles.leader_throttle(TP, in_sync=False) == (False, False)
+    clock = Clock()
+    throttles.leader = ReplicationQuota(4, LEADER_THROTTLED_REPLICAS, lambda: 100, now_ms=clock)
+    assert throttles.leader_throttle(TP, in_sync=False) == (True, False)
+    throttles.record_leader(10_000)
+    assert throttles.leader_throttle(TP, in_sync=False) == (True, True)
+    assert throttles.leader_throttle(TP, in_sync=True) == (False, False)
+    assert throttles.leader_throttle(TopicPartition("other", 0), in_sync=False) == (False, False)
