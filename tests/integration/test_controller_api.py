@@ -42,6 +42,7 @@ EXPECTED_PATHS = {
     "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",
     "/v1/groups", "/v1/groups/{id}", "/v1/groups/{id}/offsets",  # consumer groups (issue 12)
     "/v1/topics/{name}/partitions/{partition}/delete-records",  # DeleteRecords (issue 18)
+    "/v1/reassignments",  # partition reassignment (issue 18)
 }
 
 
