@@ -47,6 +47,11 @@ bench-groups: $(BASE_STAMP)
 bench-replication: $(BASE_STAMP) bench-tools
 	$(BIN)/python bench/replication.py $(if $(RECORDS),--records $(RECORDS))
 
+# Partition reassignment (KIP-455): a 1 GiB partition moved, unthrottled and throttled (needs kcat)
+.PHONY: bench-reassign
+bench-reassign: $(BASE_STAMP)
+	$(BIN)/python bench/reassignment.py
+
 # the Spark source: batch read of 2 M x 100 B records into noop and into Parquet, beside a
 # plain confluent-kafka consumer; RECORDS=200000 for a quick run
 .PHONY: bench-spark

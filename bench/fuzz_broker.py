@@ -68,6 +68,7 @@ from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
+from common.protocol import reassignments as ra  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
 from common.protocol.frame import (
@@ -168,13 +169,20 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
 
 def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     """DescribeCluster, ElectLeaders (the fuzz topic's leader is its preferred replica, so a
-    preferred or unclean election is not needed) and the ACL APIs (SECURITY_DISABLED)."""
+    preferred or unclean election is not needed), the reassignment APIs (cancelling nothing)
+    and the ACL APIs (SECURITY_DISABLED)."""
     if api is ApiKey.DESCRIBE_CLUSTER:
         return join_chunks(describe_cluster.encode_describe_cluster_request(
             describe_cluster.DescribeClusterRequest(True), version))
     if api is ApiKey.ELECT_LEADERS:
         return join_chunks(elect_leaders.encode_elect_leaders_request(elect_leaders.ElectLeadersRequest(
             (elect_leaders.TopicPartitions(topic, (0,)),), 1000), version))
+    if api is ApiKey.ALTER_PARTITION_REASSIGNMENTS:  # a cancel of nothing: NO_REASSIGNMENT_IN_PROGRESS
+        return join_chunks(ra.encode_alter_partition_reassignments_request(ra.AlterPartitionReassignmentsRequest(
+            (ra.ReassignableTopic(topic, (ra.ReassignablePartition(0, None),)),), 1000), version))
+    if api is ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        return join_chunks(ra.encode_list_partition_reassignments_request(
+            ra.ListPartitionReassignmentsRequest(None, 1000), version))
     acl_filter = acls.AclFilter(2, topic, None, None, 1, 1)
     if api is ApiKey.DESCRIBE_ACLS:
         return join_chunks(acls.encode_describe_acls_request(acl_filter, version))

@@ -46,6 +46,7 @@ from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
+from broker.replication.replication_quota import replication_quotas
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
 from common.config import log_dirs, parse_config
 from common.config_schema import Config, ConfigError, Password
@@ -303,6 +304,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
                               alter_partition=alter_partition)
+    replicas.throttles.leader, replicas.throttles.follower = replication_quotas(
+        broker_id, config, dynamic.reader, now_ms=wall_ms)
     reconfigure_on_change(dynamic, replicas, cleaners)
     fetchers: ReplicaFetcherManager | None = None
     server: KafkaServer | None = None

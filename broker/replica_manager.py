@@ -54,6 +54,7 @@ from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
+from broker.replication.replication_quota import ReplicationThrottles
 from broker.topic_partition import TopicPartition
 from common.config_schema import ConfigError
 from common.errors import KafkaStorageError
@@ -96,6 +97,8 @@ class ReplicaManager:
         self._now_ms = now_ms
         self.default_min_insync_replicas = default_min_insync_replicas
         self.fetchers: FollowerFetchers | None = None
+        # reassignment throttles; the node sets their quotas (none: unthrottled)
+        self.throttles = ReplicationThrottles(broker_id, lambda topic: self._topic_overrides.get(topic, {}))
         self.partitions: dict[TopicPartition, Partition] = {}
         self._image = EMPTY_IMAGE
         self._topic_overrides: dict[str, dict[str, str]] = {}
@@ -312,7 +315,12 @@ class ReplicaManager:
                             up_to=partition.log.high_watermark if up_to_high_watermark else None)
         partition = self.leader_partition(tp, current_leader_epoch)
         check_follower_fetch(partition, replica_id, offset)
+        throttled, over = self.throttles.leader_throttle(tp, in_sync=replica_id in partition.isr)
+        if over:
+            max_bytes, min_one_batch = 0, False  # Kafka leaves a throttled partition's records out
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
+        if throttled:
+            self.throttles.record_leader(read.records.length)
         partition.record_follower_fetch(replica_id, offset, self._now_ms(), replica_log_start_offset)
         self.isr.maybe_advance_high_watermark(partition)
         self.isr.maybe_expand_isr(partition)

@@ -37,12 +37,12 @@ from broker.handlers.admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
-from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -60,7 +60,12 @@ from broker.handlers.metadata import (
     handle_metadata,
 )
 from broker.handlers.produce import handle_init_producer_id, handle_produce
+from broker.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from broker.leader_elections import HttpLeaderElections
+from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import (
@@ -94,6 +99,7 @@ from common.protocol import (
     offset_commit,
     offset_for_leader_epoch,
     produce,
+    reassignments,
 )
 from common.protocol.api_keys import (
     SUPPORTED_VERSIONS,
@@ -195,6 +201,11 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
          describe_cluster.encode_describe_cluster_response, handle_describe_cluster),
     _row(ApiKey.ELECT_LEADERS, elect_leaders.decode_elect_leaders_request,
          elect_leaders.encode_elect_leaders_response, handle_elect_leaders),
+    # partition reassignment (KIP-455): broker/handlers/reassignments.py
+    _row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, reassignments.decode_alter_partition_reassignments_request,
+         reassignments.encode_alter_partition_reassignments_response, handle_alter_partition_reassignments),
+    _row(ApiKey.LIST_PARTITION_REASSIGNMENTS, reassignments.decode_list_partition_reassignments_request,
+         reassignments.encode_list_partition_reassignments_response, handle_list_partition_reassignments),
     # ACLs without an authorizer: broker/handlers/acls.py
     _row(ApiKey.DESCRIBE_ACLS, acls.decode_describe_acls_request, acls.encode_describe_acls_response,
          handle_describe_acls),
@@ -265,7 +276,8 @@ class RequestHandler:
             dynamic_config=dynamic_config or DynamicBrokerConfig(broker_id, config), config=config,
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
             applied_offsets=applied_offsets,
-            elections=HttpLeaderElections(controller_client) if controller_client is not None else None)
+            elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
+            reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None)
 
     async def close(self) -> None:
         await self.context.groups.close()
@@ -278,6 +290,8 @@ class RequestHandler:
         elections = self.context.elections
         if isinstance(elections, HttpLeaderElections):
             await elections.close()
+        if self.context.reassignments is not None:
+            await self.context.reassignments.close()
 
     async def handle(self, header: RequestHeader, body: memoryview,
                      client_host: str = "") -> list[Chunk] | None:

@@ -187,6 +187,17 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("replica.socket.timeout.ms", _INT, 30_000,
               "Timeout of a follower's requests to its leader (beyond replica.fetch.wait.max.ms).",
               at_least(1)),
+    # --- Reassignment throttles (KIP-455 / KIP-73): Kafka's keys and defaults
+    ConfigKey("leader.replication.throttled.rate", _LONG, LONG_MAX,
+              "Bytes/s a leader sends to the throttled replicas its topics name "
+              "(leader.replication.throttled.replicas); the default is unthrottled.", at_least(1)),
+    ConfigKey("follower.replication.throttled.rate", _LONG, LONG_MAX,
+              "Bytes/s a follower fetches for the throttled replicas its topics name "
+              "(follower.replication.throttled.replicas); the default is unthrottled.", at_least(1)),
+    ConfigKey("replication.quota.window.num", _INT, 11,
+              "Samples the replication throttles measure their rate over.", at_least(2)),
+    ConfigKey("replication.quota.window.size.seconds", _INT, 1,
+              "Length of one replication throttle sample.", at_least(1)),
     # --- Group coordinator (issue 12): Kafka's keys and defaults
     ConfigKey("offsets.topic.num.partitions", _INT, 50,
               "Partitions of __consumer_offsets (fixed once the topic exists).", at_least(1)),

@@ -52,6 +52,8 @@ _MORE_DYNAMIC_KEYS: Final[tuple[str, ...]] = (
     MIN_INSYNC_REPLICAS,  # ReplicaManager's default (acks=all), the controller's ELR rules
     UNCLEAN_LEADER_ELECTION_ENABLE,  # the controller's elections (cluster default)
     "log.cleaner.backoff.ms",  # the log cleaner's idle sleep, read each pass (Kafka's LogCleaner set)
+    "leader.replication.throttled.rate",  # the reassignment throttles read them on every check
+    "follower.replication.throttled.rate",
 )
 
 # The broker keys a change applies to without a restart: every broker synonym of a topic config

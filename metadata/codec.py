@@ -177,20 +177,31 @@ def check_fields(obj: Any, kinds: Mapping[str, Kind], where: str) -> None:
         object.__setattr__(obj, name, kind.check(getattr(obj, name), f"{where}.{name}"))
 
 
-def fields_to_map(obj: Any, kinds: Mapping[str, Kind]) -> dict[str, Any]:
-    """The msgpack-ready map of an object's fields."""
-    return {name: kind.to_wire(getattr(obj, name)) for name, kind in kinds.items()}
+def fields_to_map(obj: Any, kinds: Mapping[str, Kind],
+                  optional: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The msgpack-ready map of an object's fields; an `optional` field at its default is left
+    out, as Kafka leaves a tagged field at its default off the wire, so logs and snapshots
+    written without it read the same."""
+    out = {}
+    for name, kind in kinds.items():
+        value = getattr(obj, name)
+        if optional is not None and name in optional and value == optional[name]:
+            continue
+        out[name] = kind.to_wire(value)
+    return out
 
 
 def fields_from_map(cls: type[T], m: Any, kinds: Mapping[str, Kind], where: str,
-                    ignore: tuple[str, ...] = ()) -> T:
-    """Build `cls` from a decoded map: every field present, no unknown key, values checked."""
+                    ignore: tuple[str, ...] = (), optional: Mapping[str, Any] | None = None) -> T:
+    """Build `cls` from a decoded map: every field present (an `optional` one absent takes its
+    default), no unknown key, values checked."""
     if not isinstance(m, dict):
         raise _fail(where, "a map", m)
     unknown = sorted(str(k) for k in m if k not in kinds and k not in ignore)
     if unknown:
         raise MetadataRecordError(f"{where}: unknown field(s) {', '.join(unknown)}")
-    missing = [name for name in kinds if name not in m]
+    defaults = optional or {}
+    missing = [name for name in kinds if name not in m and name not in defaults]
     if missing:
         raise MetadataRecordError(f"{where}: missing field(s) {', '.join(missing)}")
-    return cls(**{name: m[name] for name in kinds})
+    return cls(**{name: m[name] if name in m else defaults[name] for name in kinds})

@@ -74,6 +74,9 @@ def merge_partition_change(partition: PartitionRegistration,
         partition_epoch=partition.partition_epoch + 1,
         leader_recovery_state=(partition.leader_recovery_state if change.leader_recovery_state is None
                                else change.leader_recovery_state),
+        removing_replicas=(partition.removing_replicas if change.removing_replicas is None
+                           else change.removing_replicas),
+        adding_replicas=partition.adding_replicas if change.adding_replicas is None else change.adding_replicas,
     )
 
 
@@ -182,7 +185,8 @@ class MetadataDelta:
         self._partitions_for_write(r.topic_id)[r.partition_id] = PartitionRegistration(
             topic_id=r.topic_id, partition_id=r.partition_id, replicas=r.replicas, isr=r.isr,
             elr=r.elr, leader=r.leader, leader_epoch=r.leader_epoch,
-            partition_epoch=r.partition_epoch, leader_recovery_state=r.leader_recovery_state)
+            partition_epoch=r.partition_epoch, leader_recovery_state=r.leader_recovery_state,
+            removing_replicas=r.removing_replicas, adding_replicas=r.adding_replicas)
 
     def _partition_change(self, r: PartitionChange, offset: int) -> None:
         parts = self._partitions_for_write(r.topic_id)

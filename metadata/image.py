@@ -84,12 +84,17 @@ class BrokerRegistration:
 
 PARTITION_KINDS = MappingProxyType(dict(
     topic_id=NAME, partition_id=PARTITION_ID, replicas=IDS, isr=IDS, elr=IDS, leader=LEADER,
-    leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=Enum(LeaderRecoveryState)))
+    leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=Enum(LeaderRecoveryState),
+    removing_replicas=IDS, adding_replicas=IDS))
+# Left out of a snapshot when empty, so snapshots written before KIP-455 read the same.
+PARTITION_OPTIONAL: Mapping[str, Any] = MappingProxyType({"removing_replicas": (), "adding_replicas": ()})
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionRegistration:
-    """The state of one partition, as Kafka's PartitionRegistration (without reassignment)."""
+    """The state of one partition, as Kafka's PartitionRegistration; while a reassignment
+    (KIP-455) runs, replicas = target + the current replicas not in it, and adding_replicas /
+    removing_replicas say which are which."""
 
     topic_id: str
     partition_id: int
@@ -100,11 +105,29 @@ class PartitionRegistration:
     leader_epoch: int = 0
     partition_epoch: int = 0
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"partition {self.topic_id}-{self.partition_id}"
         check_fields(self, PARTITION_KINDS, where)
-        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where)
+        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where,
+                              self.adding_replicas, self.removing_replicas)
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Kafka's isReassigning: a reassignment adds or removes replicas."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (the replicas when none runs)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (what a cancel reverts to)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
     @property
     def has_leader(self) -> bool:

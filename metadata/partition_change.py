@@ -5,11 +5,17 @@ goes through the metadata log and `metadata.delta` applies it (bumping partition
 and leader_epoch because the record names a new leader). The shared core `_build`
 follows PartitionChangeBuilder.build():
 
+0. complete a running reassignment (KIP-455) when the target ISR allows it
+   (`metadata.reassignment_replicas.maybe_complete`): replicas = target, ISR without the
+   removing replicas;
 1. with ELR enabled, recompute the ELR (KIP-966) from the target ISR and min.insync.replicas;
 2. elect a leader (`_elect`), keeping a valid current leader; an ELR leader gets ISR =
    [leader]; an unclean one gets ISR = [leader] and leader_recovery_state RECOVERING;
 3. set the ISR if it changed, except that without ELR an empty target ISR leaves the ISR
-   as it is (KIP-841: the last ISR member stays and the partition goes leaderless).
+   as it is (KIP-841: the last ISR member stays and the partition goes leaderless);
+4. when replicas leave the assignment and the leader stays, name it again so the leader
+   epoch bumps (Kafka's triggerLeaderEpochBumpForReplicaReassignmentIfNeeded): a removed
+   replica can no longer fetch at the new epoch.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 from common.errors import ErrorCode
 from metadata.image import BrokerRegistration, PartitionRegistration
+from metadata.reassignment_replicas import maybe_complete
 from metadata.records import NO_LEADER, LeaderRecoveryState, PartitionChange
 
 IsAcceptable = Callable[[int], bool]
@@ -50,7 +57,7 @@ class IsrMember:
     broker_epoch: int = -1
 
 
-def _elect(partition: PartitionRegistration, isr: Sequence[int], elr: Sequence[int],
+def _elect(partition: PartitionRegistration, replicas: Sequence[int], isr: Sequence[int], elr: Sequence[int],
            is_acceptable: IsAcceptable, election: Election, unclean_allowed: bool) -> tuple[int, bool]:
     """(new leader, unclean?) in Kafka's order; NO_LEADER when nobody qualifies."""
 
@@ -59,42 +66,50 @@ def _elect(partition: PartitionRegistration, isr: Sequence[int], elr: Sequence[i
         return (replica in isr or (not isr and replica in elr)) and is_acceptable(replica)
 
     if election is Election.PREFERRED:
-        if valid(partition.preferred_replica):
-            return partition.preferred_replica, False
+        if valid(replicas[0]):
+            return replicas[0], False
         if valid(partition.leader):
             return partition.leader, False
-        candidates = partition.replicas[1:]
+        candidates = replicas[1:]
     else:
-        if valid(partition.leader):
+        if partition.leader in replicas and valid(partition.leader):
             return partition.leader, False
-        candidates = partition.replicas
+        candidates = replicas
     for replica in candidates:
         if valid(replica):
             return replica, False
     if election is Election.UNCLEAN or (election is Election.ONLINE and unclean_allowed):
-        for replica in partition.replicas:
+        for replica in replicas:
             if is_acceptable(replica):
                 return replica, True
     return NO_LEADER, False
 
 
-def _target_elr(partition: PartitionRegistration, isr: Sequence[int], elr_enabled: bool,
-                min_insync_replicas: int) -> tuple[int, ...]:
+def _target_elr(partition: PartitionRegistration, replicas: Sequence[int], isr: Sequence[int],
+                elr_enabled: bool, min_insync_replicas: int) -> tuple[int, ...]:
     """KIP-966: below min ISR, replicas leaving the ISR join the ELR; at or above it, no ELR."""
     if not elr_enabled or len(isr) >= min_insync_replicas:
         return ()
     candidates = set(partition.elr) | set(partition.isr)
-    return tuple(r for r in partition.replicas if r in candidates and r not in isr)
+    return tuple(r for r in replicas if r in candidates and r not in isr)
 
 
 def _build(partition: PartitionRegistration, *, target_isr: Sequence[int], is_acceptable: IsAcceptable,
            election: Election = Election.ONLINE, unclean_allowed: bool = False,
            elr_enabled: bool = False, min_insync_replicas: int = 1,
-           target_leader_recovery_state: LeaderRecoveryState | None = None) -> PartitionChange | None:
+           target_leader_recovery_state: LeaderRecoveryState | None = None,
+           target_replicas: Sequence[int] | None = None, target_adding: Sequence[int] | None = None,
+           target_removing: Sequence[int] | None = None) -> PartitionChange | None:
     isr = tuple(target_isr)
-    elr = _target_elr(partition, isr, elr_enabled, min_insync_replicas)
+    replicas = partition.replicas if target_replicas is None else tuple(target_replicas)
+    adding = partition.adding_replicas if target_adding is None else tuple(target_adding)
+    removing = partition.removing_replicas if target_removing is None else tuple(target_removing)
+    completed = maybe_complete(replicas, adding, removing, isr, min_insync_replicas)
+    if completed is not None:
+        (replicas, isr), adding, removing = completed, (), ()
+    elr = _target_elr(partition, replicas, isr, elr_enabled, min_insync_replicas)
     change: dict[str, Any] = {}
-    leader, unclean = _elect(partition, isr, elr, is_acceptable, election, unclean_allowed)
+    leader, unclean = _elect(partition, replicas, isr, elr, is_acceptable, election, unclean_allowed)
     if leader != partition.leader:
         change["leader"] = leader
         if unclean:
@@ -116,6 +131,14 @@ def _build(partition: PartitionRegistration, *, target_isr: Sequence[int], is_ac
     wanted = target_leader_recovery_state
     if wanted is not None and wanted != partition.leader_recovery_state:
         change["leader_recovery_state"] = wanted
+    if "leader" not in change and not set(partition.replicas) <= set(replicas):
+        change["leader"] = leader  # the same leader: only its epoch bumps
+    if replicas != partition.replicas:
+        change["replicas"] = replicas
+    if adding != partition.adding_replicas:
+        change["adding_replicas"] = adding
+    if removing != partition.removing_replicas:
+        change["removing_replicas"] = removing
     if not change:
         return None
     return PartitionChange(partition.topic_id, partition.partition_id, **change)

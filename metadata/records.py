@@ -95,6 +95,9 @@ class _Schema:
     type_id: int
     version: int
     kinds: Mapping[str, Kind]
+    # Fields added after a record type was first written (Kafka's tagged fields): absent on
+    # the wire means this default, and the default is left off the wire.
+    optional: Mapping[str, Any]
 
 
 _R = TypeVar("_R")
@@ -103,14 +106,15 @@ _SCHEMAS: dict[type, _Schema] = {}
 _BY_TYPE_ID: dict[int, type] = {}
 
 
-def _record(type_id: int, version: int = 0, **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
+def _record(type_id: int, version: int = 0, optional: Mapping[str, Any] | None = None,
+            **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
     """Register a record class under its type id; its field kinds must match its fields."""
 
     def register(cls: type[_R]) -> type[_R]:
         names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # every record is a dataclass
         if names != list(kinds):
             raise TypeError(f"{cls.__name__}: kinds {list(kinds)} do not match fields {names}")
-        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds))
+        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds), MappingProxyType(dict(optional or {})))
         _BY_TYPE_ID[type_id] = cls
         return cls
 
@@ -118,8 +122,10 @@ def _record(type_id: int, version: int = 0, **kinds: Kind) -> Callable[[type[_R]
 
 
 def check_partition_state(replicas: tuple[int, ...], isr: tuple[int, ...],
-                          elr: tuple[int, ...], leader: int, where: str) -> None:
-    """Kafka's structural partition rules: ISR and ELR are disjoint subsets of the replicas."""
+                          elr: tuple[int, ...], leader: int, where: str,
+                          adding: tuple[int, ...] = (), removing: tuple[int, ...] = ()) -> None:
+    """Kafka's structural partition rules: ISR and ELR are disjoint subsets of the replicas;
+    a reassignment's adding and removing replicas are disjoint subsets of the replicas."""
     if not replicas:
         raise MetadataRecordError(f"{where}: replicas must not be empty")
     assigned = set(replicas)
@@ -131,6 +137,11 @@ def check_partition_state(replicas: tuple[int, ...], isr: tuple[int, ...],
         raise MetadataRecordError(f"{where}: isr {list(isr)} and elr {list(elr)} overlap")
     if leader != NO_LEADER and leader not in assigned:
         raise MetadataRecordError(f"{where}: leader {leader} is not one of replicas {list(replicas)}")
+    if not assigned.issuperset(adding) or not assigned.issuperset(removing) or set(adding) & set(removing):
+        raise MetadataRecordError(f"{where}: adding {list(adding)} and removing {list(removing)} must be "
+                                  f"disjoint subsets of replicas {list(replicas)}")
+    if removing and len(removing) >= len(replicas):
+        raise MetadataRecordError(f"{where}: removing {list(removing)} would leave no replica")
 
 
 @_record(0, broker_id=BROKER_ID, incarnation_id=NAME, listeners=LISTENERS, rack=OPT_STR, fenced=BOOL)
@@ -174,8 +185,10 @@ class Topic(_Record):
     topic_id: str
 
 
-@_record(3, topic_id=NAME, partition_id=PARTITION_ID, replicas=IDS, isr=IDS, elr=IDS, leader=LEADER,
-         leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=RECOVERY)
+@_record(3, optional={"removing_replicas": (), "adding_replicas": ()},
+         topic_id=NAME, partition_id=PARTITION_ID, replicas=IDS, isr=IDS, elr=IDS, leader=LEADER,
+         leader_epoch=EPOCH32, partition_epoch=EPOCH32, leader_recovery_state=RECOVERY,
+         removing_replicas=IDS, adding_replicas=IDS)
 @dataclass(frozen=True, slots=True)
 class Partition(_Record):
     """The full state of one partition (creation, or a snapshot of it)."""
@@ -189,13 +202,19 @@ class Partition(_Record):
     leader_epoch: int = 0
     partition_epoch: int = 0
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    # KIP-455: set while a reassignment moves the partition (PartitionRecord's RemovingReplicas/AddingReplicas)
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
     def _invariants(self, where: str) -> None:
-        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where)
+        check_partition_state(self.replicas, self.isr, self.elr, self.leader, where,
+                              self.adding_replicas, self.removing_replicas)
 
 
-@_record(5, topic_id=NAME, partition_id=PARTITION_ID, isr=OPT_IDS, elr=OPT_IDS,
-         leader=LEADER_OR_NO_CHANGE, replicas=OPT_IDS, leader_recovery_state=Nullable(RECOVERY))
+@_record(5, optional={"removing_replicas": None, "adding_replicas": None},
+         topic_id=NAME, partition_id=PARTITION_ID, isr=OPT_IDS, elr=OPT_IDS,
+         leader=LEADER_OR_NO_CHANGE, replicas=OPT_IDS, leader_recovery_state=Nullable(RECOVERY),
+         removing_replicas=OPT_IDS, adding_replicas=OPT_IDS)
 @dataclass(frozen=True, slots=True)
 class PartitionChange(_Record):
     """A change to one partition: None (or NO_LEADER_CHANGE for leader) means unchanged."""
@@ -207,6 +226,9 @@ class PartitionChange(_Record):
     leader: int = NO_LEADER_CHANGE
     replicas: tuple[int, ...] | None = None
     leader_recovery_state: LeaderRecoveryState | None = None
+    # KIP-455 (PartitionChangeRecord's RemovingReplicas/AddingReplicas); None means unchanged
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
     def _invariants(self, where: str) -> None:
         if self.replicas == ():
@@ -277,7 +299,8 @@ def record_to_map(record: Record) -> dict[str, Any]:
     schema = _SCHEMAS.get(type(record))
     if schema is None:
         raise MetadataRecordError(f"not a metadata record: {type(record).__name__}")
-    return {"type": schema.type_id, "version": schema.version, **fields_to_map(record, schema.kinds)}
+    return {"type": schema.type_id, "version": schema.version,
+            **fields_to_map(record, schema.kinds, schema.optional)}
 
 
 def record_from_map(m: Any) -> Record:
@@ -295,7 +318,7 @@ def record_from_map(m: Any) -> Record:
         raise MetadataRecordError(
             f"{cls.__name__} record version {version!r:.40} is not supported "
             f"(this build reads version {schema.version})")
-    return fields_from_map(cls, m, schema.kinds, cls.__name__, ignore=_ENVELOPE)
+    return fields_from_map(cls, m, schema.kinds, cls.__name__, ignore=_ENVELOPE, optional=schema.optional)
 
 
 def encode_record(record: Record) -> bytes:

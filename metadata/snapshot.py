@@ -16,7 +16,7 @@ every collection is sorted, so equal images give equal bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgpack
@@ -35,6 +35,7 @@ from metadata.codec import (
 from metadata.image import (
     BROKER_KINDS,
     PARTITION_KINDS,
+    PARTITION_OPTIONAL,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -85,7 +86,7 @@ def encode_snapshot(image: MetadataImage) -> bytes:
 
 def _topic_to_map(topic: TopicImage) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": topic.topic_id,
-            "partitions": [fields_to_map(topic.partitions[p], _PARTITION_WIRE_KINDS)
+            "partitions": [fields_to_map(topic.partitions[p], _PARTITION_WIRE_KINDS, PARTITION_OPTIONAL)
                            for p in sorted(topic.partitions)]}
 
 
@@ -125,11 +126,11 @@ def _decode(data: bytes) -> MetadataImage:
     )
 
 
-def _check_keys(m: Any, keys: tuple[str, ...], where: str) -> None:
+def _check_keys(m: Any, keys: tuple[str, ...], where: str, optional: Mapping[str, Any] | None = None) -> None:
     if not isinstance(m, dict):
         raise MetadataRecordError(f"{where}: expected a map, got {type(m).__name__}")
     unknown = sorted(str(k) for k in m if k not in keys)
-    missing = [k for k in keys if k not in m]
+    missing = [k for k in keys if k not in m and k not in (optional or {})]
     if unknown or missing:
         raise MetadataRecordError(f"{where}: unknown field(s) {unknown}, missing field(s) {missing}")
 
@@ -165,8 +166,9 @@ def _topic_from_map(m: Any, where: str) -> TopicImage:
     topic_id = NAME.check(m["topic_id"], f"{where}.topic_id")
 
     def partition(pm: Any, at: str) -> PartitionRegistration:
-        _check_keys(pm, tuple(_PARTITION_WIRE_KINDS), at)
-        return fields_from_map(PartitionRegistration, {**pm, "topic_id": topic_id}, PARTITION_KINDS, at)
+        _check_keys(pm, tuple(_PARTITION_WIRE_KINDS), at, optional=PARTITION_OPTIONAL)
+        return fields_from_map(PartitionRegistration, {**pm, "topic_id": topic_id}, PARTITION_KINDS, at,
+                               optional=PARTITION_OPTIONAL)
 
     parts = _unique(_list(m["partitions"], f"{where}.partitions", partition),
                     lambda p: p.partition_id, "partition id")

@@ -46,6 +46,7 @@ from quorum.controller_result import ControllerResult
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
 from quorum.log_state import AppendOutcome, OutcomeKind
+from quorum.reassignment_control import complete_reassignments
 from quorum.replication_control import elect_leaders
 from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
 
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_TIMER_SLEEP_MS: Final = 1000  # the run loop looks at the heap at least this often
+REASSIGNMENT_CHECK_MS: Final = 1000  # how often an active controller looks for completable reassignments
 PeriodicTask = Callable[[int], Awaitable[int | None]]  # (now_ms) -> next due ms, or None: done
 
 
@@ -117,6 +119,7 @@ class ControllerRuntime:
         self._stall_ms = max(settings.heartbeat_interval_ms, settings.session_timeout_ms // 4)
         now = clock()
         self.schedule("fence-expired-brokers", now + self._fence_period_ms, self._fence_expired)
+        self.schedule("complete-reassignments", now + self._fence_period_ms, self._complete_reassignments)
         if settings.leader_imbalance_check_interval_s > 0:
             self.schedule("leader-rebalance", now + self._rebalance_period_ms(), self._balance_leaders)
         self._watch: ListenerWatch | None = None
@@ -283,6 +286,25 @@ class ControllerRuntime:
         except Exception as exc:  # noqa: BLE001 - its session still expires as usual
             logger.warning("Could not fence broker %d (broker epoch %d) whose process is gone: %s",
                            broker_id, broker_epoch, exc)
+
+    async def _complete_reassignments(self, due_ms: int) -> int:
+        """Complete reassignments the ISR already allows: AlterPartition completes them as it
+        grows the ISR, but a controller that becomes active mid-way (or whose predecessor lost
+        the completing record) must not leave one hanging until the next ISR change."""
+        following = self._clock() + REASSIGNMENT_CHECK_MS
+        image = self._log.image()
+        if not self._controller.is_active or not any(
+                p.is_reassigning for t in image.topics.by_id.values() for p in t.partitions.values()):
+            return following
+        try:
+            completed, _ = await self.decide(complete_reassignments)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            logger.warning("Completing reassignments failed: %s", exc)
+            return following
+        if completed:
+            logger.info("Completed %d partition reassignment(s) whose ISR already held every adding replica",
+                        completed)
+        return following
 
     def _rebalance_period_ms(self) -> int:
         return round(self._settings.leader_imbalance_check_interval_s * 1000)

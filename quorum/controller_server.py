@@ -46,6 +46,7 @@ from quorum.controller_result import ControllerApiError
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
 from quorum.http_json import read_json
+from quorum.reassignment_routes import ReassignmentRoutes
 from quorum.records_api import RecordsApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
@@ -243,6 +244,7 @@ class ControllerServer:
             web.get("/v1/brokers/{id}", self._get_broker),
             web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker),
             *TopicRoutes(self).routes(),
+            *ReassignmentRoutes(self).routes(),  # KIP-455 (issue 18)
             web.post("/v1/elections", self._elect), web.get("/metrics", self._metrics),
             web.get("/openapi.json", self._openapi),
         ]

@@ -125,6 +125,16 @@ SCHEMAS: Final[dict[str, Any]] = {
     "ElectionResults": _obj(None, results=_arr(_obj(None, topic=STR, partition=INT, error=STR, message=NULLABLE_STR)),
                             metadata_offset=NULLABLE_INT),
     "Deleted": _obj(None, name=STR, deleted=BOOL, metadata_offset=NULLABLE_INT),
+    # KIP-455: kafka-reassign-partitions.sh's plan file
+    "Reassignments": _obj(["partitions"], version={"enum": [1]}, partitions=_arr(_obj(
+        ["topic", "partition", "replicas"], topic=STR, partition=INT,
+        replicas={"oneOf": [{"type": "null"}, _arr(INT)], "description": "null cancels the reassignment"},
+        log_dirs=_arr({"enum": ["any"]})))),
+    "ReassignmentResults": _obj(None, results=_arr(_obj(None, topic=STR, partition=INT, error=STR,
+                                                        message=NULLABLE_STR)), metadata_offset=NULLABLE_INT),
+    "OngoingReassignments": _obj(None, version=INT, partitions=_arr(_obj(
+        None, topic=STR, partition=INT, replicas=_arr(INT), adding_replicas=_arr(INT),
+        removing_replicas=_arr(INT), target_replicas=_arr(INT)))),
     "DeleteRecords": _obj(["offset"], offset={**INT, "minimum": -1, "description": "the new log start offset; "
                                               "-1: the high watermark"},
                           timeout_ms={**INT, "minimum": 0, "description": "how long the leader waits for every "
@@ -266,6 +276,13 @@ PATHS: Final[dict[str, Any]] = {
     },
     "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
                                   _body("Elections"), write=True)},
+    "/v1/reassignments": {
+        "get": _op("Ongoing partition reassignments (ListPartitionReassignments); ?topic=T narrows.",
+                   _ok("OngoingReassignments")),
+        "post": _op("Reassign partitions (AlterPartitionReassignments, KIP-455): one result per entry; a 4xx "
+                    "naming partitions[i].replicas when no entry was accepted.", _ok("ReassignmentResults"),
+                    _body("Reassignments"), write=True),
+    },
     "/v1/groups": {"get": _op("Consumer groups (ListGroups on every unfenced broker).",
                               _ok(_arr(_ref("GroupSummary"))))},
     "/v1/groups/{id}": {

@@ -97,6 +97,11 @@ class AdminClient:
         return _object(self.request("PATCH", f"/v1/topics/{_segment(name)}/configs",
                                     {"configs": dict(changes)}))
 
+    def alter_broker_configs(self, broker_id: int | None, changes: Mapping[str, str | None]) -> dict[str, Any]:
+        """Set (None: delete) dynamic configs of one broker, or the cluster default (None)."""
+        path = "/v1/brokers/configs" if broker_id is None else f"/v1/brokers/{broker_id}/configs"
+        return _object(self.request("PATCH", path, {"configs": dict(changes)}))
+
     def shutdown_broker(self, broker_id: int) -> dict[str, Any]:
         return _object(self.request("POST", f"/v1/brokers/{broker_id}/shutdown"))
 

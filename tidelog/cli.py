@@ -89,7 +89,7 @@ def _add_node(sub: argparse._SubParsersAction, command: NodeCommand) -> None:
 
 def _add_clients(sub: argparse._SubParsersAction) -> None:
     """status, topics, produce, consume: thin clients of the admin API and the Kafka protocol."""
-    from tidelog import cli_configs, cli_consume, cli_groups, cli_produce, cli_status, cli_topics
+    from tidelog import cli_configs, cli_consume, cli_groups, cli_produce, cli_reassign, cli_status, cli_topics
 
     parser = sub.add_parser("status", help="the cluster at a glance: controllers, brokers, topics, processes",
                             description="Show the active controller, the voters, the brokers and the topics "
@@ -115,6 +115,10 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="Topic and broker configs over the Kafka protocol, with "
                                         "kafka-configs.sh's options and output.")
     cli_configs.add_arguments(parser)
+    parser = sub.add_parser("reassign", help="move partitions' replicas, change their RF (kafka-reassign-partitions)",
+                            description="Partition reassignment (KIP-455) over the admin API, with "
+                                        "kafka-reassign-partitions.sh's options and plan files.")
+    cli_reassign.add_arguments(parser)
 
 
 def _add_spark(sub: argparse._SubParsersAction) -> None:

@@ -20,6 +20,7 @@ from broker.controller_client import ControllerClient
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
 from broker.leader_elections import LeaderElections
+from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import (
@@ -64,6 +65,7 @@ class BrokerContext:
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
+    reassignments: HttpPartitionReassignments | None = None  # KIP-455, on the controllers
 
     @property
     def topic_defaults(self) -> BrokerTopicDefaults:

@@ -314,7 +314,7 @@ class ReplicaFetcher:
         topics: dict[str, list[fetch.FetchPartition]] = {}
         for tp, state in ready.items():
             partition = self._current(tp, state)
-            if partition is None:
+            if partition is None or self._replicas.throttles.follower_throttled(partition):  # reassignment throttle
                 self._back_off(state)
                 continue
             offset = partition.log.log_end_offset
@@ -352,6 +352,8 @@ class ReplicaFetcher:
                 else:
                     state.leader_behind = 0
                     self._append(tp, state, partition, p)
+                    self._replicas.throttles.record_follower(partition, len(p.records) if isinstance(
+                        p.records, bytes | memoryview) else 0)
         if out_of_range:
             await self._reset_to_leader(conn, out_of_range)
 

@@ -44,6 +44,8 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -84,6 +86,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # v1 (KIP-1101, Kafka 4.0) is not 3.9's
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # First flexible version per API (Kafka's "flexibleVersions" in its message JSON): the
@@ -121,6 +125,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DELETE_ACLS: 2,
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
 }
 
 
