@@ -52,7 +52,11 @@ from broker.replica_reads import (
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
-from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
+from broker.replication.leader_rules import (
+    follower_keeps_fetching,
+    is_new_leadership,
+    produce_outcome,
+)
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.topic_partition import TopicPartition
 from common.config_schema import ConfigError
@@ -105,6 +109,8 @@ class ReplicaManager:
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
         self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
+        # Called after every event `_wake` reports (the fetch sessions mark the partition changed).
+        self.change_listeners: list[Callable[[TopicPartition], None]] = []
         self.deletes = RecordDeletes(broker_id, self.partitions, self.is_alive,  # DeleteRecords
                                      checkpoint=log_manager.checkpoint_log_start_offsets, wake=self._wake)
 
@@ -249,6 +255,10 @@ class ReplicaManager:
 
     # ---- lookups ---------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        """The replica manager's clock (the fetch sessions use it too)."""
+        return self._now_ms()
+
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
@@ -328,6 +338,8 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.deletes.purgatory.check_and_complete(tp)
+        for listener in self.change_listeners:
+            listener(tp)
 
     # ---- ISR (leader) --------------------------------------------------------------------
 

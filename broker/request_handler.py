@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
@@ -36,12 +37,12 @@ from broker.handlers.admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
-from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,
@@ -262,7 +263,9 @@ class RequestHandler:
             topic_defaults=broker_topic_defaults(config), config=config,
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
             applied_offsets=applied_offsets,
-            elections=HttpLeaderElections(controller_client) if controller_client is not None else None)
+            elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
+            fetch_sessions=FetchSessions(
+                replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")))
 
     async def close(self) -> None:
         await self.context.groups.close()

@@ -27,7 +27,6 @@ from common.config_schema import (
     one_of,
     parse_keys,
 )
-
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
     DEFAULT_BROKER_SESSION_TIMEOUT_MS,
@@ -187,6 +186,9 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("replica.socket.timeout.ms", _INT, 30_000,
               "Timeout of a follower's requests to its leader (beyond replica.fetch.wait.max.ms).",
               at_least(1)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", _INT, 1000,
+              "Incremental fetch sessions (KIP-227) this broker keeps; beyond it, Kafka's eviction "
+              "rules (followers' sessions first).", at_least(0)),
     # --- Group coordinator (issue 12): Kafka's keys and defaults
     ConfigKey("offsets.topic.num.partitions", _INT, 50,
               "Partitions of __consumer_offsets (fixed once the topic exists).", at_least(1)),

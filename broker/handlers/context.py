@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
 from broker.leader_elections import LeaderElections
@@ -63,6 +64,7 @@ class BrokerContext:
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
+    fetch_sessions: FetchSessions | None = None  # KIP-227; None: every fetch is sessionless
 
     def partition_error(self, tp: TopicPartition, error: BaseException, image: MetadataImage) -> int:
         """Kafka's code for a partition-level failure; unexpected ones are logged."""

@@ -34,7 +34,7 @@ class RequestHeader:
 class FrameDecoder:
     """Splits a byte stream into request frames (size prefix stripped); sans-IO."""
 
-    __slots__ = ("max_request_bytes", "_buf", "_need", "_broken")
+    __slots__ = ("_broken", "_buf", "_need", "max_request_bytes")
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         if max_request_bytes < 0:
