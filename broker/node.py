@@ -272,7 +272,7 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
         await asyncio.sleep(replicas.replica_lag_time_max_ms / 2000)
         try:
             replicas.maybe_shrink_isr()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a bug must not stop every later check
             logger.exception("ISR expiration check failed")
 
 

@@ -52,11 +52,7 @@ from broker.replica_reads import (
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
-from broker.replication.leader_rules import (
-    follower_keeps_fetching,
-    is_new_leadership,
-    produce_outcome,
-)
+from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.topic_partition import TopicPartition
 from common.config_schema import ConfigError

@@ -37,12 +37,12 @@ from broker.handlers.admin import (
     handle_create_topics,
     handle_delete_topics,
 )
-from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
 from broker.handlers.fetch import (
     handle_fetch,

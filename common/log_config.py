@@ -12,8 +12,8 @@ from enum import Enum
 from typing import Any, Final
 
 from common.config import BROKER_KEYS, MS_PER_HOUR, flush_interval_ms, roll_ms
-from common.config import retention_ms as _retention_ms
 from common.config_schema import Config
+from common.config import retention_ms as _retention_ms
 from common.units import LONG_MAX
 
 

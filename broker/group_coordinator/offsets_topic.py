@@ -90,7 +90,7 @@ class OffsetsTopic:
                     log.info("Created %s: %d partitions, replication factor %d, compacted",
                              GROUP_METADATA_TOPIC_NAME,
                              settings.offsets_topic_partitions, replication)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the next FindCoordinator tries again
                 log.exception("Creating %s failed", GROUP_METADATA_TOPIC_NAME)
             finally:
                 self._creating = None

@@ -310,7 +310,7 @@ class GroupCoordinator:
                 await asyncio.sleep(0)  # let requests of the loaded shards in between
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - a bad partition must not stop the broker
             log.exception("Loading %s failed; it stays unavailable here until leadership changes", tp)
             return
         if self.shards.get(shard.partition) is not shard:
@@ -328,7 +328,7 @@ class GroupCoordinator:
             try:
                 self._scan_leadership()
                 self._expire(self.now_ms())
-            except Exception:
+            except Exception:  # noqa: BLE001 - a bug in one pass must not stop every later one
                 log.exception("Group coordinator timer pass failed")
 
     def _scan_leadership(self) -> None:

@@ -15,6 +15,7 @@ from common.errors import ErrorCode
 from common.protocol import admin
 from common.topic_config import describe_topic_configs
 from common.units import SECONDS
+from metadata.topic_name import topic_name_error
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,7 @@ FILE_NAME = "leader-epoch-checkpoint"
 
 def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
     """The `leader-epoch-checkpoint` file of a partition directory."""
-    from broker.log.checkpoint_file import (
-        CheckpointFile,  # file I/O only for a cache that has a file
-    )
+    from broker.log.checkpoint_file import CheckpointFile  # file I/O only for a cache that has a file
 
     return CheckpointFile(
         directory / FILE_NAME,

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from common.protocol.api_keys import ApiKey, check_version
 from common.protocol.primitives import Chunk, Reader, Writer
 
-
 @dataclass(frozen=True, slots=True)
 class AlterableConfig:
     name: str

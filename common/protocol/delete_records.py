@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.protocol.api_keys import ApiKey, reader_for, writer_for
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 HIGH_WATERMARK: Final = -1  # DeleteRecordsRequest.HIGH_WATERMARK

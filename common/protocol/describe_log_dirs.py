@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.protocol.api_keys import ApiKey, reader_for, writer_for
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
 INVALID_OFFSET_LAG: Final = -1  # DescribeLogDirsResponse.INVALID_OFFSET_LAG

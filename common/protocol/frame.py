@@ -34,7 +34,7 @@ class RequestHeader:
 class FrameDecoder:
     """Splits a byte stream into request frames (size prefix stripped); sans-IO."""
 
-    __slots__ = ("_broken", "_buf", "_need", "max_request_bytes")
+    __slots__ = ("max_request_bytes", "_buf", "_need", "_broken")
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         if max_request_bytes < 0:

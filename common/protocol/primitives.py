@@ -53,7 +53,7 @@ Chunk = bytes | RecordsPlaceholder
 class Reader:
     """Reads big-endian Kafka types from a memoryview; every read is bounds-checked."""
 
-    __slots__ = ("_buf", "_end", "_pos", "flexible")
+    __slots__ = ("_buf", "_pos", "_end", "flexible")
 
     def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, *,
                  flexible: bool = False) -> None:
