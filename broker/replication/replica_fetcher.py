@@ -19,6 +19,7 @@ from typing import Final, Protocol
 
 from broker.log.leader_epochs import EpochEndOffset
 from broker.replica_manager import ReplicaManager
+from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -98,6 +99,8 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._failing = False
+        self._session = FetchSessionHandler()  # KIP-227: idle rounds name no partition
+        self._out_of_range: list[TopicPartition] = []
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -311,7 +314,8 @@ class ReplicaFetcher:
     async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState]) -> None:
         settings = self._settings
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        topics: dict[str, list[fetch.FetchPartition]] = {}
+        wanted: dict[TopicPartition, fetch.FetchPartition] = {}
+        not_in_isr: set[TopicPartition] = set()
         for tp, state in ready.items():
             partition = self._current(tp, state)
             if partition is None:
@@ -319,24 +323,48 @@ class ReplicaFetcher:
                 continue
             offset = partition.log.log_end_offset
             sent[tp] = (state, offset)
-            topics.setdefault(tp.topic, []).append(fetch.FetchPartition(
-                tp.partition, offset, settings.partition_max_bytes, partition.log.log_start_offset,
-                state.leader_epoch))
+            wanted[tp] = fetch.FetchPartition(tp.partition, offset, settings.partition_max_bytes,
+                                              partition.log.log_start_offset, state.leader_epoch)
+            if settings.broker_id not in partition.isr:
+                not_in_isr.add(tp)
         if not sent:
             return
+        plan = self._session.build(wanted, not_in_isr)
+        topics: dict[str, list[fetch.FetchPartition]] = {}
+        for tp, p in plan.to_send.items():
+            topics.setdefault(tp.topic, []).append(p)
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = fetch.FetchRequest(
             settings.broker_id, settings.max_wait_ms, settings.min_bytes, settings.response_max_bytes,
-            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()))
-        response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
-                                      fetch.encode_fetch_request(request, FETCH_VERSION),
-                                      fetch.decode_fetch_response,
-                                      extra_timeout_s=settings.max_wait_ms / 1000)
+            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
+            plan.session_id, plan.epoch,
+            tuple(fetch.ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()))
+        try:
+            response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
+                                          fetch.encode_fetch_request(request, FETCH_VERSION),
+                                          fetch.decode_fetch_response,
+                                          extra_timeout_s=settings.max_wait_ms / 1000)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(response.error_code, response.session_id):
+            log.info("Fetcher of leader %d: fetch session %d answered %s; starting a new session",
+                     self.leader_id, plan.session_id, _name(response.error_code))
+            return
         if response.error_code:
             log.warning("Fetcher of leader %d: fetch failed: %s", self.leader_id, _name(response.error_code))
             for state, _ in sent.values():
                 self._back_off(state)
             return
-        out_of_range: list[TopicPartition] = []
+        self._on_fetch_response(response, sent)
+        if self._out_of_range:
+            out_of_range, self._out_of_range = self._out_of_range, []
+            await self._reset_to_leader(conn, out_of_range)
+
+    def _on_fetch_response(self, response: fetch.FetchResponse,
+                           sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> None:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
@@ -346,14 +374,12 @@ class ReplicaFetcher:
                     continue  # moved on during the request (new epoch, truncated, removed)
                 state = entry[0]
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    out_of_range.append(tp)
+                    self._out_of_range.append(tp)
                 elif p.error_code:
                     self._partition_error(tp, state, p.error_code, "Fetch")
                 else:
                     state.leader_behind = 0
                     self._append(tp, state, partition, p)
-        if out_of_range:
-            await self._reset_to_leader(conn, out_of_range)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
                 answer: fetch.FetchPartitionResponse) -> None:
