@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from tidelog import waiting
-from tidelog.launcher import LocalCluster, free_ports
+from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 BROKERS: Final = (4, 5, 6)
 READY_S: Final = 120.0
 CREATE_WAIT_S: Final = 900.0
 HTTP_TIMEOUT_S: Final = 120.0
+SETTLE_S: Final = 15.0
 TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,6 +59,15 @@ def fully_replicated(admin_url: str, topics: list[str]) -> bool:
     return True
 
 
+def hosted(node: NodeProcess) -> float:
+    """The broker's partitions_hosted gauge (it has opened their logs)."""
+    with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("tidelog_broker_partitions_hosted "):
+                return float(line.split()[1])
+    return 0.0
+
+
 def run(partitions: int, topics: int, seconds: float, keep: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix="idle-fetch-", dir="/tmp/fetchsess") as tmp:
         raft, admin, kafka, metrics = free_ports(HOSTS, 4)
@@ -73,8 +83,12 @@ def run(partitions: int, topics: int, seconds: float, keep: Path | None) -> None
                                lambda: fully_replicated(cluster.admin_url, names), CREATE_WAIT_S, poll_s=2.0,
                                not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
             print(f"{per_topic * topics} partitions RF=3 created and fully replicated in "
-                  f"{time.monotonic() - started:.1f} s", flush=True)
-            time.sleep(10.0)  # let the creation's catch-up rounds settle
+                  f"{time.monotonic() - started:.1f} s (controller view)", flush=True)
+            waiting.wait_until("every broker hosting every partition",
+                               lambda: all(hosted(b) >= per_topic * topics for b in cluster.brokers),
+                               CREATE_WAIT_S, poll_s=1.0, not_yet=(*waiting.NOT_YET_ERRORS, ValueError))
+            print(f"every broker hosts them after {time.monotonic() - started:.1f} s", flush=True)
+            time.sleep(SETTLE_S)  # let the creation's catch-up rounds settle
             pids = {node.spec.node_id: node.pid for node in cluster.brokers}
             before = {b: cpu_seconds(pid) for b, pid in pids.items() if pid is not None}
             t0 = time.monotonic()

@@ -20,10 +20,16 @@ reconsiders the ISR (Kafka reads every session partition on every fetch and so d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    next_epoch,
+)
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition
@@ -55,7 +61,7 @@ class FetchSessionHandler:
         self._pending: SessionFetch | None = None
 
     def build(self, wanted: Mapping[TopicPartition, FetchPartition],
-              always: Set[TopicPartition] = frozenset()) -> SessionFetch:
+              always: AbstractSet[TopicPartition] = frozenset()) -> SessionFetch:
         if self.epoch == INITIAL_EPOCH:
             request = SessionFetch(self.session_id, self.epoch, dict(wanted), (), dict(wanted))
         else:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from broker.log.leader_epochs import EpochEndOffset
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetch_session_handler import FetchSessionHandler
+from broker.replication.fetcher_state import (
+    FetcherOwner,
+    FetcherSettings,
+    PartitionFetchState,
+)
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -35,9 +39,10 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
-from common.units import MIB
 
 log = logging.getLogger(__name__)
+
+__all__ = ["FetcherOwner", "FetcherSettings", "PartitionFetchState", "ReplicaFetcher"]
 
 FETCH_VERSION: Final = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
@@ -51,42 +56,6 @@ _WAIT_FOR_METADATA: Final = frozenset({
 
 _LEADER_BEHIND: Final = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class FetcherSettings:
-    """Kafka's replica.fetch.* and replica.socket.timeout.ms, and whom we are."""
-
-    broker_id: int
-    listener_name: str | None = None
-    max_wait_ms: int = 500
-    min_bytes: int = 1
-    partition_max_bytes: int = 1 * MIB
-    response_max_bytes: int = 10 * MIB
-    backoff_ms: int = 1000
-    socket_timeout_ms: int = 30_000
-    local_host: str | None = None  # connections to leaders leave from it (the broker's listener host)
-
-
-@dataclass(slots=True, eq=False)
-class PartitionFetchState:
-    """One partition in a fetcher: the epoch it follows, and its truncation if unfinished."""
-
-    leader_epoch: int
-    truncation: AskLeader | None  # None: fetching from the log end offset
-    retry_at: float = 0.0  # loop time before which this partition is left alone (backoff)
-    # Consecutive "the leader has not caught up with the metadata yet" answers: retried
-    # quickly at first (it is usually milliseconds behind us), backing off to the full delay.
-    leader_behind: int = 0
-
-
-class FetcherOwner(Protocol):
-    """What a fetcher needs from its manager (broker.replication.fetcher_manager)."""
-
-    settings: FetcherSettings
-    replicas: ReplicaManager
-
-    def leader_address(self, leader_id: int) -> tuple[str, int] | None: ...
 
 
 class ReplicaFetcher:
