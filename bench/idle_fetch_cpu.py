@@ -28,7 +28,7 @@ BROKERS: Final = (4, 5, 6)
 READY_S: Final = 120.0
 CREATE_WAIT_S: Final = 900.0
 HTTP_TIMEOUT_S: Final = 120.0
-SETTLE_S: Final = 15.0
+SETTLE_S: Final = 30.0
 TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
