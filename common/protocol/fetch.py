@@ -1,16 +1,32 @@
-"""Fetch (key 1), v4–v11: consumers and follower replicas read record batches.
+"""Fetch (key 1), v4–v17: consumers and follower replicas read record batches.
 
 The response encoder returns chunks: bytes, and the caller's records objects (anything with
 a `length`, e.g. a segment `FileSlice`) in place, so the server can write the bytes before
 each one and then send the records straight from the segment file.
+
+Kafka 3.9's FetchRequest/FetchResponse.json: v12 is flexible and adds LastFetchedEpoch, the
+ClusterId tag (0) and, in answers, DivergingEpoch (tag 0), CurrentLeader (tag 1) and
+SnapshotId (tag 2); v13 names topics by id; v15 moves the replica id into the ReplicaState
+tag (1); v16 adds NodeEndpoints (tag 0) to answers; v17 the ReplicaDirectoryId tag (0).
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.protocol.api_keys import ApiKey, check_version
-from common.protocol.primitives import Chunk, Reader, RecordsPlaceholder, Writer
+from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.primitives import (
+    MAX_TAGGED_FIELDS,
+    Chunk,
+    ProtocolError,
+    Reader,
+    RecordsPlaceholder,
+    Writer,
+)
+
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id" (names before v13)
 
 CONSUMER_REPLICA_ID = -1
 READ_UNCOMMITTED = 0
@@ -26,23 +42,27 @@ class FetchPartition:
     partition_max_bytes: int
     log_start_offset: int = -1  # v5+, followers only
     current_leader_epoch: int = -1  # v9+
+    last_fetched_epoch: int = -1  # v12+: the epoch of the last batch the fetcher holds
+    replica_directory_id: uuid.UUID = ZERO_UUID  # v17+ (tag 0), followers only
 
 
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
-    topic: str
+    topic: str  # "" from v13 (by id)
     partitions: tuple[FetchPartition, ...]
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
 
 
 @dataclass(frozen=True, slots=True)
 class ForgottenTopic:
     topic: str
     partitions: tuple[int, ...]
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
 
 
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
-    replica_id: int
+    replica_id: int  # v15+: from the ReplicaState tag, -1 without it
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -52,12 +72,48 @@ class FetchRequest:
     session_epoch: int = FINAL_FETCH_SESSION_EPOCH  # v7+
     forgotten_topics_data: tuple[ForgottenTopic, ...] = ()  # v7+
     rack_id: str = ""  # v11+
+    cluster_id: str | None = None  # v12+ (tag 0)
+    replica_epoch: int = -1  # v15+ (ReplicaState, tag 1): the follower's broker epoch
 
 
 @dataclass(frozen=True, slots=True)
 class AbortedTransaction:
     producer_id: int
     first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """DivergingEpoch (v12+, tag 0): where the leader's log ends for the fetcher's epoch."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIdAndEpoch:
+    """CurrentLeader (v12+, tag 1), filled on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotId:
+    """SnapshotId (v12+, tag 2): KRaft's own log only; read, never sent by brokers."""
+
+    end_offset: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """NodeEndpoints (v16+, tag 0): how to reach the leaders named in CurrentLeader (KIP-951)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 Records = bytes | memoryview | RecordsPlaceholder | None
@@ -73,12 +129,16 @@ class FetchPartitionResponse:
     log_start_offset: int = -1  # v5+
     aborted_transactions: tuple[AbortedTransaction, ...] | None = None
     preferred_read_replica: int = -1  # v11+
+    diverging_epoch: EpochEndOffset | None = None  # v12+ (tag 0)
+    current_leader: LeaderIdAndEpoch | None = None  # v12+ (tag 1)
+    snapshot_id: SnapshotId | None = None  # v12+ (tag 2)
 
 
 @dataclass(frozen=True, slots=True)
 class FetchTopicResponse:
-    topic: str
+    topic: str  # "" from v13 (by id)
     partitions: tuple[FetchPartitionResponse, ...]
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +147,58 @@ class FetchResponse:
     responses: tuple[FetchTopicResponse, ...]
     error_code: int = 0  # v7+
     session_id: int = 0  # v7+
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v16+ (tag 0)
+
+
+# ---- tagged fields --------------------------------------------------------------------------
+
+TagReaders = dict[int, Callable[[Reader], None]]
+
+
+def _read_tags(r: Reader, known: TagReaders) -> None:
+    """A tagged-field section: known tags parsed from their own bytes, the rest skipped."""
+    if not r.flexible:
+        return
+    count = r.uvarint()
+    if count > MAX_TAGGED_FIELDS:
+        raise ProtocolError(f"too many tagged fields: {count}")
+    last = -1
+    for _ in range(count):
+        tag = r.uvarint()
+        if tag <= last:
+            raise ProtocolError("tagged fields out of order")
+        last = tag
+        payload = r.raw(r.uvarint())
+        parse = known.get(tag)
+        if parse is not None:
+            inner = Reader(payload, flexible=True)
+            parse(inner)
+            if inner.remaining:
+                raise ProtocolError(f"tagged field {tag}: {inner.remaining} bytes left over")
+
+
+def _write_tags(w: Writer, tags: list[tuple[int, Callable[[Writer], None]]]) -> None:
+    """A tagged-field section with `tags` (ascending, each written by its function)."""
+    if not w.flexible:
+        return
+    w.uvarint(len(tags))
+    for tag, write in tags:
+        inner = Writer(flexible=True)
+        write(inner)
+        payload = inner.to_bytes()
+        w.uvarint(tag)
+        w.uvarint(len(payload))
+        w.raw(payload)
+
+
+# ---- request ---------------------------------------------------------------------------------
 
 
 def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
     check_version(ApiKey.FETCH, version)
-    r = Reader(body)
-    replica_id, max_wait_ms, min_bytes, max_bytes = r.int32(), r.int32(), r.int32(), r.int32()
+    r = reader_for(ApiKey.FETCH, version, body)
+    replica_id = r.int32() if version <= 14 else -1
+    max_wait_ms, min_bytes, max_bytes = r.int32(), r.int32(), r.int32()
     isolation_level = r.int8()
     session_id, session_epoch = (r.int32(), r.int32()) if version >= 7 else (0, -1)
 
@@ -100,27 +206,58 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
         index = r.int32()
         epoch = r.int32() if version >= 9 else -1
         offset = r.int64()
+        last_fetched = r.int32() if version >= 12 else -1
         log_start = r.int64() if version >= 5 else -1
-        return FetchPartition(index, offset, r.int32(), log_start, epoch)
+        max_bytes = r.int32()
+        directory = [ZERO_UUID]
+
+        def directory_id(t: Reader) -> None:
+            directory[0] = t.uuid()
+
+        _read_tags(r, {0: directory_id} if version >= 17 else {})
+        return FetchPartition(index, offset, max_bytes, log_start, epoch, last_fetched, directory[0])
 
     def topic(r: Reader) -> FetchTopic:
-        return FetchTopic(r.string(), r.array(partition, 16))
+        name, topic_id = ("", r.uuid()) if version >= 13 else (r.string(), ZERO_UUID)
+        partitions = r.array(partition, 16)
+        r.tagged_fields()
+        return FetchTopic(name, partitions, topic_id)
 
     def forgotten(r: Reader) -> ForgottenTopic:
-        return ForgottenTopic(r.string(), r.int32_array())
+        name, topic_id = ("", r.uuid()) if version >= 13 else (r.string(), ZERO_UUID)
+        partitions = r.int32_array()
+        r.tagged_fields()
+        return ForgottenTopic(name, partitions, topic_id)
 
     topics = r.array(topic, 6)
     forgotten_topics = r.array(forgotten, 6) if version >= 7 else ()
     rack_id = r.string() if version >= 11 else ""
+    found: dict[str, object] = {}
+
+    def cluster_id(t: Reader) -> None:
+        found["cluster_id"] = t.nullable_string()
+
+    def replica_state(t: Reader) -> None:
+        found["replica"] = (t.int32(), t.int64())
+        t.tagged_fields()
+
+    _read_tags(r, {0: cluster_id, 1: replica_state} if version >= 15 else {0: cluster_id})
+    replica_epoch = -1
+    if version >= 15 and "replica" in found:
+        replica_id, replica_epoch = found["replica"]  # type: ignore[misc]
+    cluster = found.get("cluster_id")
     return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics,
-                        session_id, session_epoch, forgotten_topics, rack_id)
+                        session_id, session_epoch, forgotten_topics, rack_id,
+                        cluster if isinstance(cluster, str) else None, replica_epoch)
 
 
 def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
-    """The follower fetcher's side: the inverse of `decode_fetch_request`."""
+    """The follower fetcher's side (and tests): the inverse of `decode_fetch_request`."""
     check_version(ApiKey.FETCH, version)
-    w = Writer()
-    for v in (req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes):
+    w = writer_for(ApiKey.FETCH, version)
+    if version <= 14:
+        w.int32(req.replica_id)
+    for v in (req.max_wait_ms, req.min_bytes, req.max_bytes):
         w.int32(v)
     w.int8(req.isolation_level)
     if version >= 7:
@@ -132,30 +269,56 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
         if version >= 9:
             w.int32(p.current_leader_epoch)
         w.int64(p.fetch_offset)
+        if version >= 12:
+            w.int32(p.last_fetched_epoch)
         if version >= 5:
             w.int64(p.log_start_offset)
         w.int32(p.partition_max_bytes)
+        directory = p.replica_directory_id
+        _write_tags(w, [(0, lambda t: t.uuid(directory))] if version >= 17 and directory != ZERO_UUID else [])
 
     def topic(w: Writer, t: FetchTopic) -> None:
-        w.string(t.topic)
+        if version >= 13:
+            w.uuid(t.topic_id)
+        else:
+            w.string(t.topic)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     def forgotten(w: Writer, f: ForgottenTopic) -> None:
-        w.string(f.topic)
+        if version >= 13:
+            w.uuid(f.topic_id)
+        else:
+            w.string(f.topic)
         w.int32_array(f.partitions)
+        w.tagged_fields()
 
     w.array(req.topics, topic)
     if version >= 7:
         w.array(req.forgotten_topics_data, forgotten)
     if version >= 11:
         w.string(req.rack_id)
+    tags: list[tuple[int, Callable[[Writer], None]]] = []
+    if req.cluster_id is not None:
+        cluster_id = req.cluster_id
+        tags.append((0, lambda t: t.nullable_string(cluster_id)))
+    if version >= 15 and req.replica_id >= 0:
+        def replica_state(t: Writer) -> None:
+            t.int32(req.replica_id)
+            t.int64(req.replica_epoch)
+            t.tagged_fields()
+        tags.append((1, replica_state))
+    _write_tags(w, tags)
     return w.chunks()
+
+
+# ---- response --------------------------------------------------------------------------------
 
 
 def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
     """Chunks: bytes, with each partition's records placeholder (if any) as its own item."""
     check_version(ApiKey.FETCH, version)
-    w = Writer()
+    w = writer_for(ApiKey.FETCH, version)
     w.int32(resp.throttle_time_ms)
     if version >= 7:
         w.int16(resp.error_code)
@@ -164,6 +327,7 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
     def aborted(w: Writer, a: AbortedTransaction) -> None:
         w.int64(a.producer_id)
         w.int64(a.first_offset)
+        w.tagged_fields()
 
     def partition(w: Writer, p: FetchPartitionResponse) -> None:
         w.int32(p.partition_index)
@@ -176,24 +340,65 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
         if version >= 11:
             w.int32(p.preferred_read_replica)
         w.records(p.records)
+        _write_tags(w, _partition_tags(p))
 
     def topic(w: Writer, t: FetchTopicResponse) -> None:
-        w.string(t.topic)
+        if version >= 13:
+            w.uuid(t.topic_id)
+        else:
+            w.string(t.topic)
         w.array(t.partitions, partition)
+        w.tagged_fields()
 
     w.array(resp.responses, topic)
+    endpoints = resp.node_endpoints
+    _write_tags(w, [(0, lambda t: t.array(endpoints, _node_endpoint))] if version >= 16 and endpoints else [])
     return w.chunks()
+
+
+def _partition_tags(p: FetchPartitionResponse) -> list[tuple[int, Callable[[Writer], None]]]:
+    tags: list[tuple[int, Callable[[Writer], None]]] = []
+    diverging, leader, snapshot = p.diverging_epoch, p.current_leader, p.snapshot_id
+    if diverging is not None:
+        def write_diverging(t: Writer) -> None:
+            t.int32(diverging.epoch)
+            t.int64(diverging.end_offset)
+            t.tagged_fields()
+        tags.append((0, write_diverging))
+    if leader is not None:
+        def write_leader(t: Writer) -> None:
+            t.int32(leader.leader_id)
+            t.int32(leader.leader_epoch)
+            t.tagged_fields()
+        tags.append((1, write_leader))
+    if snapshot is not None:
+        def write_snapshot(t: Writer) -> None:
+            t.int64(snapshot.end_offset)
+            t.int32(snapshot.epoch)
+            t.tagged_fields()
+        tags.append((2, write_snapshot))
+    return tags
+
+
+def _node_endpoint(w: Writer, n: NodeEndpoint) -> None:
+    w.int32(n.node_id)
+    w.string(n.host)
+    w.int32(n.port)
+    w.nullable_string(n.rack)
+    w.tagged_fields()
 
 
 def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
     """The follower fetcher's side; records come back as views into `body`."""
     check_version(ApiKey.FETCH, version)
-    r = Reader(body)
+    r = reader_for(ApiKey.FETCH, version, body)
     throttle = r.int32()
     error_code, session_id = (r.int16(), r.int32()) if version >= 7 else (0, 0)
 
     def aborted(r: Reader) -> AbortedTransaction:
-        return AbortedTransaction(r.int64(), r.int64())
+        a = AbortedTransaction(r.int64(), r.int64())
+        r.tagged_fields()
+        return a
 
     def partition(r: Reader) -> FetchPartitionResponse:
         index, error, hw, lso = r.int32(), r.int16(), r.int64(), r.int64()
@@ -201,11 +406,39 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
         aborted_txns = r.nullable_array(aborted, 16)
         preferred = r.int32() if version >= 11 else -1
         records = r.nullable_bytes()
-        return FetchPartitionResponse(index, error, hw, records, lso, log_start, aborted_txns,
-                                      preferred)
+        tags: dict[int, object] = {}
+
+        def diverging(t: Reader) -> None:
+            tags[0] = EpochEndOffset(t.int32(), t.int64())
+            t.tagged_fields()
+
+        def leader(t: Reader) -> None:
+            tags[1] = LeaderIdAndEpoch(t.int32(), t.int32())
+            t.tagged_fields()
+
+        def snapshot(t: Reader) -> None:
+            tags[2] = SnapshotId(t.int64(), t.int32())
+            t.tagged_fields()
+
+        _read_tags(r, {0: diverging, 1: leader, 2: snapshot})
+        return FetchPartitionResponse(index, error, hw, records, lso, log_start, aborted_txns, preferred,
+                                      tags.get(0), tags.get(1), tags.get(2))  # type: ignore[arg-type]
 
     def topic(r: Reader) -> FetchTopicResponse:
-        return FetchTopicResponse(r.string(), r.array(partition, 30))
+        name, topic_id = ("", r.uuid()) if version >= 13 else (r.string(), ZERO_UUID)
+        partitions = r.array(partition, 30)
+        r.tagged_fields()
+        return FetchTopicResponse(name, partitions, topic_id)
 
     responses = r.array(topic, 6)
-    return FetchResponse(throttle, responses, error_code, session_id)
+    endpoints: list[NodeEndpoint] = []
+
+    def node_endpoints(t: Reader) -> None:
+        def endpoint(e: Reader) -> NodeEndpoint:
+            n = NodeEndpoint(e.int32(), e.string(), e.int32(), e.nullable_string())
+            e.tagged_fields()
+            return n
+        endpoints.extend(t.array(endpoint, 10))
+
+    _read_tags(r, {0: node_endpoints} if version >= 16 else {})
+    return FetchResponse(throttle, responses, error_code, session_id, tuple(endpoints))
