@@ -65,22 +65,24 @@ class CachedPartition:
     fetch_offset: int
     fetcher_log_start_offset: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1
     high_watermark: int = -1
     local_log_start_offset: int = -1
 
     @classmethod
     def of(cls, request: FetchPartition) -> CachedPartition:
         return cls(request.partition_max_bytes, request.fetch_offset, request.log_start_offset,
-                   request.current_leader_epoch)
+                   request.current_leader_epoch, request.last_fetched_epoch)
 
     def update_request(self, request: FetchPartition) -> None:
         self.max_bytes, self.fetch_offset = request.partition_max_bytes, request.fetch_offset
         self.fetcher_log_start_offset = request.log_start_offset
         self.current_leader_epoch = request.current_leader_epoch
+        self.last_fetched_epoch = request.last_fetched_epoch
 
     def request(self, partition: int) -> FetchPartition:
-        return FetchPartition(partition, self.fetch_offset, self.max_bytes,
-                              self.fetcher_log_start_offset, self.current_leader_epoch)
+        return FetchPartition(partition, self.fetch_offset, self.max_bytes, self.fetcher_log_start_offset,
+                              self.current_leader_epoch, self.last_fetched_epoch)
 
     def must_respond(self, answer: FetchPartitionResponse, *, update: bool) -> bool:
         """Kafka's maybeUpdateResponseData: new records, a HW or log start change, a
@@ -94,7 +96,7 @@ class CachedPartition:
             respond = True
             if update:
                 self.local_log_start_offset = answer.log_start_offset
-        if answer.preferred_read_replica >= 0:
+        if answer.preferred_read_replica >= 0 or answer.diverging_epoch is not None:
             respond = True
         if answer.error_code:
             # Answered on every fetch while it lasts; the HW is forgotten so the partition is
@@ -124,6 +126,9 @@ class FetchSession:
     partitions: dict[TopicPartition, CachedPartition]
     changed: dict[TopicPartition, None] = field(default_factory=dict)
     cached_size: int = -1  # the size the cache accounts for; -1: not in the cache
+    # Opened by a v13+ fetch (topics by id): then only v13+ fetches may use it, and the
+    # reverse (Kafka's FETCH_SESSION_TOPIC_ID_ERROR).
+    uses_topic_ids: bool = False
 
     @property
     def privileged(self) -> bool:
@@ -180,6 +185,7 @@ class FullFetch:
     """A full fetch asking for a new session: created when answered, if the cache has room."""
 
     privileged: bool
+    uses_topic_ids: bool = False
 
 
 @dataclass(frozen=True, slots=True)

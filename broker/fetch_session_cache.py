@@ -76,7 +76,8 @@ class FetchSessionCache:
         return [self._sessions[i] for i in ids] if ids else []
 
     def maybe_create_session(self, now_ms: int, replica_id: int,
-                             partitions: dict[TopicPartition, CachedPartition]) -> int:
+                             partitions: dict[TopicPartition, CachedPartition], *,
+                             uses_topic_ids: bool = False) -> int:
         """A new session over `partitions` (its epoch 1); INVALID_SESSION_ID when no room."""
         privileged = replica_id >= 0
         if len(self._sessions) >= self.max_entries \
@@ -84,7 +85,8 @@ class FetchSessionCache:
             log.debug("No fetch session created for %s with %d partitions: the cache is full",
                       _who(replica_id), len(partitions))
             return INVALID_SESSION_ID
-        session = FetchSession(self._draw_id(), replica_id, now_ms, now_ms, next_epoch(0), partitions)
+        session = FetchSession(self._draw_id(), replica_id, now_ms, now_ms, next_epoch(0), partitions,
+                               uses_topic_ids=uses_topic_ids)
         self._sessions[session.id] = session
         for tp in partitions:
             self._by_partition.setdefault(tp, {})[session.id] = None
@@ -172,12 +174,13 @@ class FetchSessionCache:
 
 def new_context(cache: FetchSessionCache, metadata: FetchMetadata,
                 requested: Mapping[TopicPartition, FetchPartition], forgotten: Iterable[TopicPartition],
-                *, replica_id: int, now_ms: int) -> FetchContext:
+                *, replica_id: int, now_ms: int, uses_topic_ids: bool = False) -> FetchContext:
     """Kafka's FetchManager.newContext: what kind of fetch this request is.
 
     A full request closes the session it names; epoch 0 then asks for a new one, epoch -1
     does not. An incremental request needs its session (FETCH_SESSION_ID_NOT_FOUND) at the
-    epoch it expects (INVALID_FETCH_SESSION_EPOCH); it updates the session, whose epoch
+    epoch it expects (INVALID_FETCH_SESSION_EPOCH), naming topics as the session's first
+    fetch did (FETCH_SESSION_TOPIC_ID_ERROR: ids from v13); it updates the session, whose epoch
     moves on, and a session left without partitions is closed (a sessionless answer).
     """
     if metadata.is_full:
@@ -185,13 +188,15 @@ def new_context(cache: FetchSessionCache, metadata: FetchMetadata,
             log.debug("Closed fetch session %d (full fetch, epoch %d)", metadata.session_id, metadata.epoch)
         if metadata.epoch == FINAL_EPOCH:
             return Sessionless()
-        return FullFetch(privileged=replica_id >= 0)
+        return FullFetch(privileged=replica_id >= 0, uses_topic_ids=uses_topic_ids)
     session = cache.get(metadata.session_id)
     if session is None:
         return SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if session.epoch != metadata.epoch:
         log.debug("Fetch session %d expected epoch %d, got %d", session.id, session.epoch, metadata.epoch)
         return SessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_topic_ids != uses_topic_ids:
+        return SessionError(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     cache.update(session, requested, forgotten)
     if not session.partitions:
         cache.remove(session.id)

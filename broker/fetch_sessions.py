@@ -53,14 +53,16 @@ class FetchSessions:
         return self._replicas.now_ms()
 
     def new_context(self, metadata: FetchMetadata, requested: Mapping[TopicPartition, FetchPartition],
-                    forgotten: Iterable[TopicPartition], *, replica_id: int) -> FetchContext:
+                    forgotten: Iterable[TopicPartition], *, replica_id: int,
+                    uses_topic_ids: bool) -> FetchContext:
         return new_context(self.cache, metadata, requested, forgotten, replica_id=replica_id,
-                           now_ms=self.now_ms())
+                           now_ms=self.now_ms(), uses_topic_ids=uses_topic_ids)
 
     def create(self, replica_id: int, partitions: dict[TopicPartition, CachedPartition],
-               changed: Iterable[TopicPartition]) -> int:
+               changed: Iterable[TopicPartition], *, uses_topic_ids: bool) -> int:
         """A session for an answered full fetch (its id, or 0 when the cache has no room)."""
-        session_id = self.cache.maybe_create_session(self.now_ms(), replica_id, partitions)
+        session_id = self.cache.maybe_create_session(self.now_ms(), replica_id, partitions,
+                                                     uses_topic_ids=uses_topic_ids)
         session = self.cache.get(session_id)
         if session is not None:
             session.changed.update(dict.fromkeys(changed))

@@ -26,40 +26,55 @@ from broker.fetch_session import (
 )
 from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.fetch_partitions import (
+    LEADER_HINTS_VERSION,
+    TOPIC_IDS_VERSION,
+    by_topic,
+    name_partitions,
+    read_partition,
+    size_of,
+    with_leader_hints,
+)
 from broker.replica_reads import ReplicaError
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
-from common.protocol.primitives import RecordsPlaceholder
 from common.units import SECOND_MS
 
 
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
-    requested = {TopicPartition(t.topic, p.partition): p for t in req.topics for p in t.partitions}
+    image = ctx.image()
+    named = name_partitions(req, version, image)
+    requested = named.requested
+    uses_topic_ids = version >= TOPIC_IDS_VERSION
     sessions = ctx.fetch_sessions
     if sessions is None or version < 7:  # no sessions before v7 (KIP-227)
         context: FetchContext = Sessionless() if version < 7 or req.session_epoch == FINAL_EPOCH \
             or req.session_id == 0 else SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     else:
-        forgotten = [TopicPartition(f.topic, i) for f in req.forgotten_topics_data for i in f.partitions]
         context = sessions.new_context(FetchMetadata(req.session_id, req.session_epoch), requested,
-                                       forgotten, replica_id=req.replica_id)
+                                       named.forgotten, replica_id=req.replica_id,
+                                       uses_topic_ids=uses_topic_ids)
     if isinstance(context, SessionError):
         return fetch.FetchResponse(0, (), int(context.error), 0)
     if isinstance(context, IncrementalFetch):
         assert sessions is not None
-        return await _fetch_incremental(ctx, sessions, req, context.session)
-    answers, changed = await _fetch_full(ctx, req, requested)
-    session_id = 0
-    if isinstance(context, FullFetch) and sessions is not None:
-        cached = {}
-        for tp, p in requested.items():
-            cached[tp] = CachedPartition.of(p)
-            cached[tp].must_respond(answers[tp], update=True)
-        session_id = sessions.create(req.replica_id, cached, changed)
-    return fetch.FetchResponse(0, _by_topic(answers), 0, session_id)
+        answers = await _fetch_incremental(ctx, sessions, req, context.session, requested)
+        session_id = context.session.id
+    else:
+        answers, changed = await _fetch_full(ctx, req, requested)
+        session_id = 0
+        if isinstance(context, FullFetch) and sessions is not None:
+            cached = {}
+            for tp, p in requested.items():
+                cached[tp] = CachedPartition.of(p)
+                cached[tp].must_respond(answers[tp], update=True)
+            session_id = sessions.create(req.replica_id, cached, changed, uses_topic_ids=uses_topic_ids)
+    endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
+    return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0, session_id,
+                               endpoints)
 
 
 async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
@@ -73,10 +88,10 @@ async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
         changed: list[TopicPartition] = []
         total, failed = 0, False
         for tp, p in requested.items():
-            answer, more = _read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0)
+            answer, more = read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0)
             answers[tp] = answer
-            total += _size(answer)
-            failed = failed or answer.error_code != 0
+            total += size_of(answer)
+            failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
             if more or answer.error_code:
                 changed.append(tp)
         remaining = deadline - loop.time()
@@ -86,13 +101,13 @@ async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
 
 
 async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: fetch.FetchRequest,
-                             session: FetchSession) -> fetch.FetchResponse:
+                             session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition]
+                             ) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
     """The partitions the request names and those the session saw change; only what must be
     answered is. An idle session parks on one event: no work per partition."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
-    named = [TopicPartition(t.topic, p.partition) for t in req.topics for p in t.partitions]
-    to_read = list(dict.fromkeys([*named, *session.take_changed()]))
+    to_read = list(dict.fromkeys([*requested, *session.take_changed()]))
     report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
     carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
     total, failed = 0, False
@@ -103,15 +118,15 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
                 continue
             earlier = report.pop(tp, None)
             if earlier is not None:
-                total -= _size(earlier)
-            answer, more = _read_partition(ctx, tp, cached.request(tp.partition), req,
-                                           req.max_bytes - total, first=total == 0)
+                total -= size_of(earlier)
+            answer, more = read_partition(ctx, tp, cached.request(tp.partition), req,
+                                          req.max_bytes - total, first=total == 0)
             if more or answer.error_code:
                 carry[tp] = None
             if cached.must_respond(answer, update=True) or earlier is not None:
                 report[tp] = answer
-                total += _size(answer)
-                failed = failed or answer.error_code != 0
+                total += size_of(answer)
+                failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
                 session.answered(tp)
         remaining = deadline - loop.time()
         if total >= req.min_bytes or failed or remaining <= 0:
@@ -120,43 +135,7 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
             await sessions.wait(session, remaining)
         to_read = session.take_changed()
     session.changed.update(carry)
-    return fetch.FetchResponse(0, _by_topic(report), 0, session.id)
-
-
-def _read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, req: fetch.FetchRequest,
-                    budget: int, *, first: bool) -> tuple[fetch.FetchPartitionResponse, bool]:
-    """One partition's answer, and whether data is left past its fetch offset (the one
-    place a per-partition byte limit applies)."""
-    limit = max(min(p.partition_max_bytes, budget), 0)
-    try:
-        read = ctx.replicas.read(tp, p.fetch_offset, limit,
-                                 current_leader_epoch=p.current_leader_epoch,
-                                 min_one_batch=first,  # Kafka: progress first
-                                 replica_id=req.replica_id,
-                                 replica_log_start_offset=p.log_start_offset)
-    except Exception as e:  # noqa: BLE001 - a failure answers this partition only
-        return fetch.FetchPartitionResponse(p.partition, ctx.partition_error(tp, e, ctx.image()),
-                                            -1, b"", -1, -1), False
-    size = read.records.length
-    readable_end = read.log_end_offset if req.replica_id >= 0 else read.high_watermark
-    return fetch.FetchPartitionResponse(
-        p.partition, 0, read.high_watermark, read.records if size else b"",
-        last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset
-    ), readable_end > p.fetch_offset
-
-
-def _size(answer: fetch.FetchPartitionResponse) -> int:
-    records = answer.records
-    if records is None:
-        return 0
-    return records.length if isinstance(records, RecordsPlaceholder) else len(records)
-
-
-def _by_topic(answers: dict[TopicPartition, fetch.FetchPartitionResponse]) -> tuple[fetch.FetchTopicResponse, ...]:
-    topics: dict[str, list[fetch.FetchPartitionResponse]] = {}
-    for tp, answer in answers.items():
-        topics.setdefault(tp.topic, []).append(answer)
-    return tuple(fetch.FetchTopicResponse(topic, tuple(parts)) for topic, parts in topics.items())
+    return report
 
 
 async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,

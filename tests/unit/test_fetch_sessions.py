@@ -46,14 +46,14 @@ def setup(tmp_path):
 def open_follower_session(manager: ReplicaManager, sessions: FetchSessions, offset: int) -> int:
     """A full fetch of TRIPLE_0 by the follower at `offset` (read, then the session created)."""
     request = FetchPartition(0, offset, 1 << 20, 0, -1)
-    context = sessions.new_context(FetchMetadata(0, 0), {TRIPLE_0: request}, [], replica_id=FOLLOWER)
+    context = sessions.new_context(FetchMetadata(0, 0), {TRIPLE_0: request}, [], replica_id=FOLLOWER, uses_topic_ids=False)
     assert not isinstance(context, IncrementalFetch)
     manager.read(TRIPLE_0, offset, 1 << 20, replica_id=FOLLOWER, replica_log_start_offset=0)
-    return sessions.create(FOLLOWER, {TRIPLE_0: CachedPartition.of(request)}, [])
+    return sessions.create(FOLLOWER, {TRIPLE_0: CachedPartition.of(request)}, [], uses_topic_ids=False)
 
 
 def idle_fetch(sessions: FetchSessions, session_id: int, epoch: int) -> None:
-    context = sessions.new_context(FetchMetadata(session_id, epoch), {}, [], replica_id=FOLLOWER)
+    context = sessions.new_context(FetchMetadata(session_id, epoch), {}, [], replica_id=FOLLOWER, uses_topic_ids=False)
     assert isinstance(context, IncrementalFetch)
 
 
