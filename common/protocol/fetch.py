@@ -12,183 +12,59 @@ tag (1); v16 adds NodeEndpoints (tag 0) to answers; v17 the ReplicaDirectoryId t
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
-from common.protocol.primitives import (
-    MAX_TAGGED_FIELDS,
-    Chunk,
-    ProtocolError,
-    Reader,
-    RecordsPlaceholder,
-    Writer,
+from common.protocol.fetch_messages import (
+    CONSUMER_REPLICA_ID,
+    FINAL_FETCH_SESSION_EPOCH,
+    FULL_FETCH_SESSION_EPOCH,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ZERO_UUID,
+    AbortedTransaction,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    FetchTopicResponse,
+    ForgottenTopic,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    Records,
+    SnapshotId,
+    read_tags,
+    write_tags,
 )
+from common.protocol.primitives import Chunk, Reader, Writer
 
-ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id" (names before v13)
-
-CONSUMER_REPLICA_ID = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-FULL_FETCH_SESSION_EPOCH = 0
-FINAL_FETCH_SESSION_EPOCH = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartition:
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    log_start_offset: int = -1  # v5+, followers only
-    current_leader_epoch: int = -1  # v9+
-    last_fetched_epoch: int = -1  # v12+: the epoch of the last batch the fetcher holds
-    replica_directory_id: uuid.UUID = ZERO_UUID  # v17+ (tag 0), followers only
-
-
-@dataclass(frozen=True, slots=True)
-class FetchTopic:
-    topic: str  # "" from v13 (by id)
-    partitions: tuple[FetchPartition, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class ForgottenTopic:
-    topic: str
-    partitions: tuple[int, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequest:
-    replica_id: int  # v15+: from the ReplicaState tag, -1 without it
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    topics: tuple[FetchTopic, ...]
-    session_id: int = 0  # v7+
-    session_epoch: int = FINAL_FETCH_SESSION_EPOCH  # v7+
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()  # v7+
-    rack_id: str = ""  # v11+
-    cluster_id: str | None = None  # v12+ (tag 0)
-    replica_epoch: int = -1  # v15+ (ReplicaState, tag 1): the follower's broker epoch
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTransaction:
-    producer_id: int
-    first_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    """DivergingEpoch (v12+, tag 0): where the leader's log ends for the fetcher's epoch."""
-
-    epoch: int
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderIdAndEpoch:
-    """CurrentLeader (v12+, tag 1), filled on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
-
-    leader_id: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotId:
-    """SnapshotId (v12+, tag 2): KRaft's own log only; read, never sent by brokers."""
-
-    end_offset: int
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    """NodeEndpoints (v16+, tag 0): how to reach the leaders named in CurrentLeader (KIP-951)."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-Records = bytes | memoryview | RecordsPlaceholder | None
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartitionResponse:
-    partition_index: int
-    error_code: int
-    high_watermark: int
-    records: Records
-    last_stable_offset: int = -1
-    log_start_offset: int = -1  # v5+
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
-    preferred_read_replica: int = -1  # v11+
-    diverging_epoch: EpochEndOffset | None = None  # v12+ (tag 0)
-    current_leader: LeaderIdAndEpoch | None = None  # v12+ (tag 1)
-    snapshot_id: SnapshotId | None = None  # v12+ (tag 2)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchTopicResponse:
-    topic: str  # "" from v13 (by id)
-    partitions: tuple[FetchPartitionResponse, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResponse:
-    throttle_time_ms: int
-    responses: tuple[FetchTopicResponse, ...]
-    error_code: int = 0  # v7+
-    session_id: int = 0  # v7+
-    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v16+ (tag 0)
-
-
-# ---- tagged fields --------------------------------------------------------------------------
-
-TagReaders = dict[int, Callable[[Reader], None]]
-
-
-def _read_tags(r: Reader, known: TagReaders) -> None:
-    """A tagged-field section: known tags parsed from their own bytes, the rest skipped."""
-    if not r.flexible:
-        return
-    count = r.uvarint()
-    if count > MAX_TAGGED_FIELDS:
-        raise ProtocolError(f"too many tagged fields: {count}")
-    last = -1
-    for _ in range(count):
-        tag = r.uvarint()
-        if tag <= last:
-            raise ProtocolError("tagged fields out of order")
-        last = tag
-        payload = r.raw(r.uvarint())
-        parse = known.get(tag)
-        if parse is not None:
-            inner = Reader(payload, flexible=True)
-            parse(inner)
-            if inner.remaining:
-                raise ProtocolError(f"tagged field {tag}: {inner.remaining} bytes left over")
-
-
-def _write_tags(w: Writer, tags: list[tuple[int, Callable[[Writer], None]]]) -> None:
-    """A tagged-field section with `tags` (ascending, each written by its function)."""
-    if not w.flexible:
-        return
-    w.uvarint(len(tags))
-    for tag, write in tags:
-        inner = Writer(flexible=True)
-        write(inner)
-        payload = inner.to_bytes()
-        w.uvarint(tag)
-        w.uvarint(len(payload))
-        w.raw(payload)
+__all__ = [
+    "CONSUMER_REPLICA_ID",
+    "FINAL_FETCH_SESSION_EPOCH",
+    "FULL_FETCH_SESSION_EPOCH",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "ZERO_UUID",
+    "AbortedTransaction",
+    "EpochEndOffset",
+    "FetchPartition",
+    "FetchPartitionResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchTopic",
+    "FetchTopicResponse",
+    "ForgottenTopic",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+    "Records",
+    "SnapshotId",
+    "decode_fetch_request",
+    "decode_fetch_response",
+    "encode_fetch_request",
+    "encode_fetch_response",
+]
 
 
 # ---- request ---------------------------------------------------------------------------------
@@ -214,7 +90,7 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
         def directory_id(t: Reader) -> None:
             directory[0] = t.uuid()
 
-        _read_tags(r, {0: directory_id} if version >= 17 else {})
+        read_tags(r, {0: directory_id} if version >= 17 else {})
         return FetchPartition(index, offset, max_bytes, log_start, epoch, last_fetched, directory[0])
 
     def topic(r: Reader) -> FetchTopic:
@@ -241,7 +117,7 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
         found["replica"] = (t.int32(), t.int64())
         t.tagged_fields()
 
-    _read_tags(r, {0: cluster_id, 1: replica_state} if version >= 15 else {0: cluster_id})
+    read_tags(r, {0: cluster_id, 1: replica_state} if version >= 15 else {0: cluster_id})
     replica_epoch = -1
     if version >= 15 and "replica" in found:
         replica_id, replica_epoch = found["replica"]  # type: ignore[misc]
@@ -275,7 +151,7 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
             w.int64(p.log_start_offset)
         w.int32(p.partition_max_bytes)
         directory = p.replica_directory_id
-        _write_tags(w, [(0, lambda t: t.uuid(directory))] if version >= 17 and directory != ZERO_UUID else [])
+        write_tags(w, [(0, lambda t: t.uuid(directory))] if version >= 17 and directory != ZERO_UUID else [])
 
     def topic(w: Writer, t: FetchTopic) -> None:
         if version >= 13:
@@ -308,7 +184,7 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
             t.int64(req.replica_epoch)
             t.tagged_fields()
         tags.append((1, replica_state))
-    _write_tags(w, tags)
+    write_tags(w, tags)
     return w.chunks()
 
 
@@ -340,7 +216,7 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
         if version >= 11:
             w.int32(p.preferred_read_replica)
         w.records(p.records)
-        _write_tags(w, _partition_tags(p))
+        write_tags(w, _partition_tags(p))
 
     def topic(w: Writer, t: FetchTopicResponse) -> None:
         if version >= 13:
@@ -352,7 +228,7 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
 
     w.array(resp.responses, topic)
     endpoints = resp.node_endpoints
-    _write_tags(w, [(0, lambda t: t.array(endpoints, _node_endpoint))] if version >= 16 and endpoints else [])
+    write_tags(w, [(0, lambda t: t.array(endpoints, _node_endpoint))] if version >= 16 and endpoints else [])
     return w.chunks()
 
 
@@ -420,7 +296,7 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
             tags[2] = SnapshotId(t.int64(), t.int32())
             t.tagged_fields()
 
-        _read_tags(r, {0: diverging, 1: leader, 2: snapshot})
+        read_tags(r, {0: diverging, 1: leader, 2: snapshot})
         return FetchPartitionResponse(index, error, hw, records, lso, log_start, aborted_txns, preferred,
                                       tags.get(0), tags.get(1), tags.get(2))  # type: ignore[arg-type]
 
@@ -440,5 +316,5 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
             return n
         endpoints.extend(t.array(endpoint, 10))
 
-    _read_tags(r, {0: node_endpoints} if version >= 16 else {})
+    read_tags(r, {0: node_endpoints} if version >= 16 else {})
     return FetchResponse(throttle, responses, error_code, session_id, tuple(endpoints))

@@ -23,7 +23,7 @@ from broker.fetch_session import (
 from broker.fetch_session_cache import FetchSessionCache, new_context
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
-from common.protocol.fetch import FetchPartition, FetchPartitionResponse
+from common.protocol.fetch import EpochEndOffset, FetchPartition, FetchPartitionResponse
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 P0 = FetchPartition(0, fetch_offset=10, partition_max_bytes=1000, log_start_offset=0, current_leader_epoch=3)
@@ -64,6 +64,7 @@ MUST_RESPOND = [
     ((5, 1), answer(), True, 5),  # log start moved
     ((5, 0), answer(preferred=2), True, 5),  # a preferred read replica
     ((5, 0), answer(error=int(ErrorCode.NOT_LEADER_OR_FOLLOWER)), True, -1),  # errors: HW forgotten
+    ((5, 0), FetchPartitionResponse(0, 0, 5, b"", 5, 0, diverging_epoch=EpochEndOffset(2, 3)), True, 5),
 ]
 
 
@@ -76,7 +77,8 @@ def test_must_respond(cached: tuple[int, int], given: FetchPartitionResponse, re
     assert partition.high_watermark == hw_after
     if not given.error_code:
         assert partition.must_respond(given, update=True) is (len(given.records or b"") > 0
-                                                              or given.preferred_read_replica >= 0)
+                                                              or given.preferred_read_replica >= 0
+                                                              or given.diverging_epoch is not None)
 
 
 # (metadata, existing session epoch or None, expected context type or error)
@@ -193,3 +195,18 @@ def test_answered_partitions_move_to_the_end() -> None:
     assert list(session.partitions) == [TopicPartition("t", 1), TopicPartition("t", 2), TopicPartition("t", 0)]
     session.changed[TopicPartition("t", 2)] = None
     assert session.take_changed() == [TopicPartition("t", 2)] and not session.changed
+
+
+@pytest.mark.parametrize(("opened_with_ids", "fetch_with_ids", "ok"), [
+    (True, True, True), (False, False, True), (True, False, False), (False, True, False)])
+def test_a_session_keeps_the_topic_naming_it_was_opened_with(opened_with_ids: bool, fetch_with_ids: bool,
+                                                            ok: bool) -> None:
+    sessions = cache()
+    session_id = sessions.maybe_create_session(0, CONSUMER, parts(1), uses_topic_ids=opened_with_ids)
+    context = new_context(sessions, FetchMetadata(session_id, 1), {}, [], replica_id=CONSUMER, now_ms=1,
+                          uses_topic_ids=fetch_with_ids)
+    if ok:
+        assert isinstance(context, IncrementalFetch)
+    else:
+        assert context == SessionError(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        assert sessions.get(session_id) is not None  # the session stays for the right fetcher
