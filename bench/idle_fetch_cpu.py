@@ -68,7 +68,7 @@ def hosted(node: NodeProcess) -> float:
     return 0.0
 
 
-def run(partitions: int, topics: int, seconds: float, keep: Path | None) -> None:
+def run(partitions: int, topics: int, seconds: float, windows: int, keep: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix="idle-fetch-", dir="/tmp/fetchsess") as tmp:
         raft, admin, kafka, metrics = free_ports(HOSTS, 4)
         with LocalCluster.start(keep or Path(tmp), controllers=3, raft_port=raft, admin_port=admin, brokers=3,
@@ -89,17 +89,16 @@ def run(partitions: int, topics: int, seconds: float, keep: Path | None) -> None
                                CREATE_WAIT_S, poll_s=1.0, not_yet=(*waiting.NOT_YET_ERRORS, ValueError))
             print(f"every broker hosts them after {time.monotonic() - started:.1f} s", flush=True)
             time.sleep(SETTLE_S)  # let the creation's catch-up rounds settle
-            pids = {node.spec.node_id: node.pid for node in cluster.brokers}
-            before = {b: cpu_seconds(pid) for b, pid in pids.items() if pid is not None}
-            t0 = time.monotonic()
-            time.sleep(seconds)
-            elapsed = time.monotonic() - t0
-            for broker, pid in sorted(pids.items()):
-                if pid is None:
-                    continue
-                used = cpu_seconds(pid) - before[broker]
-                print(f"broker {broker}: {100 * used / elapsed:.1f} % of a core idle over {elapsed:.0f} s, "
-                      f"RSS {rss_mib(pid):.0f} MiB", flush=True)
+            pids = {node.spec.node_id: node.pid for node in cluster.brokers if node.pid is not None}
+            for window in range(1, windows + 1):
+                before = {b: cpu_seconds(pid) for b, pid in pids.items()}
+                t0 = time.monotonic()
+                time.sleep(seconds)
+                elapsed = time.monotonic() - t0
+                for broker, pid in sorted(pids.items()):
+                    used = cpu_seconds(pid) - before[broker]
+                    print(f"window {window}: broker {broker}: {100 * used / elapsed:.1f} % of a core idle over "
+                          f"{elapsed:.0f} s, RSS {rss_mib(pid):.0f} MiB", flush=True)
             print(f"load average: {os.getloadavg()}", flush=True)
 
 
@@ -108,9 +107,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--windows", type=int, default=1, help="consecutive measurement windows")
     parser.add_argument("--keep", type=Path, help="an empty directory for the cluster, kept afterwards (logs)")
     args = parser.parse_args()
-    run(args.partitions, args.topics, args.seconds, args.keep)
+    run(args.partitions, args.topics, args.seconds, args.windows, args.keep)
 
 
 if __name__ == "__main__":

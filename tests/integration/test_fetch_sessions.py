@@ -8,7 +8,9 @@ One cluster (1 controller + brokers 2-4, `replication_fixtures`) serves the whol
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from broker.replication.kafka_connection import KafkaConnection
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol.api_keys import ApiKey
+from common.protocol.metadata import wire_topic_id
+from tests.integration.cluster_fixtures import http
 from tests.integration.replication_clients import (
     assert_delivered,
     leader_bootstrap,
@@ -249,3 +253,67 @@ def test_idle_followers_stay_in_the_isr(cluster: LocalCluster) -> None:
     for p in range(4):
         state = partition_state(cluster, "idle", p)
         assert sorted(state["isr"]) == sorted(state["replicas"]), state
+
+
+# ---- v12+ on the wire: topic ids, diverging epochs, leader hints ---------------------------
+
+
+def raw_fetch_v(cluster: LocalCluster, broker: int, version: int, requests: list[fetch.FetchRequest]
+                ) -> list[fetch.FetchResponse]:
+    host, port = leader_bootstrap(cluster, broker).split(":")
+
+    async def run() -> list[fetch.FetchResponse]:
+        conn = await KafkaConnection.open(host, int(port), client_id="v16-test", timeout_s=10.0)
+        try:
+            return [await conn.request(ApiKey.FETCH, version, fetch.encode_fetch_request(r, version),
+                                       fetch.decode_fetch_response, extra_timeout_s=1.0) for r in requests]
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def by_id(topic_id: Any, partition: int, *, offset: int = 0, last_epoch: int = -1, session_id: int = 0,
+          epoch: int = -1) -> fetch.FetchRequest:
+    return fetch.FetchRequest(-1, 100, 1, 1 << 20, fetch.READ_UNCOMMITTED, (fetch.FetchTopic(
+        "", (fetch.FetchPartition(partition, offset, 1 << 20, last_fetched_epoch=last_epoch),), topic_id),),
+        session_id, epoch)
+
+
+def test_topic_ids_diverging_epochs_and_leader_hints(cluster: LocalCluster) -> None:
+    create_topic(cluster, "ids", partitions=1)
+    state = wait_for_state(cluster, "ids", 0, "a leader", lambda s: s["leader"] >= 0)
+    leader = state["leader"]
+    produce(leader_bootstrap(cluster, leader), "ids", values("d", 4), acks="all")
+    status, body = http(f"{cluster.admin_url}/v1/topics/ids")
+    assert status == 200, body
+    topic_id = wire_topic_id(json.loads(body)["topic_id"])
+    unknown_id = uuid.UUID(int=424242)
+    good, unknown, diverging, same, opened = raw_fetch_v(cluster, leader, 16, [
+        by_id(topic_id, 0),
+        by_id(unknown_id, 0),
+        by_id(topic_id, 0, offset=4, last_epoch=state["leader_epoch"] + 5),  # an epoch this log never had
+        by_id(topic_id, 0, offset=4, last_epoch=state["leader_epoch"]),  # the leader's own: no divergence
+        by_id(topic_id, 0, offset=4, epoch=0),  # opens a session named by ids
+    ])
+    answer = good.responses[0]
+    assert answer.topic_id == topic_id and answer.partitions[0].high_watermark == 4
+    assert bytes(answer.partitions[0].records or b"")
+    assert unknown.responses[0].topic_id == unknown_id
+    assert unknown.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    part = diverging.responses[0].partitions[0]
+    assert part.error_code == 0 and part.diverging_epoch is not None and not bytes(part.records or b"")
+    # Kafka's end offset for an epoch newer than the log's latest is undefined: (-1, -1).
+    assert part.diverging_epoch == fetch.EpochEndOffset(-1, -1)
+    assert same.responses[0].partitions[0].diverging_epoch is None and same.responses[0].partitions[0].error_code == 0
+    # The session was opened with topic ids: a v12 fetch (names) may not use it.
+    mismatch, = raw_fetch(cluster, leader, [request("ids", [], opened.session_id, 1)])
+    assert mismatch.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    # A broker that does not lead the partition names the leader and how to reach it (KIP-951).
+    other = next(b for b in (2, 3, 4) if b != leader)
+    hint, = raw_fetch_v(cluster, other, 16, [by_id(topic_id, 0)])
+    part = hint.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.current_leader == fetch.LeaderIdAndEpoch(leader, state["leader_epoch"])
+    assert [(n.node_id, f"{n.host}:{n.port}") for n in hint.node_endpoints] == [
+        (leader, leader_bootstrap(cluster, leader))]

@@ -88,7 +88,7 @@ def test_a_stuck_follower_still_leaves_the_isr(setup) -> None:
 
 
 def test_a_change_wakes_the_parked_fetch(setup) -> None:
-    clock, manager, sessions = setup
+    _clock, manager, sessions = setup
     session_id = open_follower_session(manager, sessions, 0)
     session = sessions.cache.get(session_id)
     assert session is not None
