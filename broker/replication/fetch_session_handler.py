@@ -66,7 +66,9 @@ class FetchSessionHandler:
             request = SessionFetch(self.session_id, self.epoch, dict(wanted), (), dict(wanted))
         else:
             session = self._session
-            to_send = {tp: p for tp, p in wanted.items() if tp in always or session.get(tp) != p}
+            # Fetchers reuse an unchanged partition's request object: `is` settles most.
+            to_send = {tp: p for tp, p in wanted.items()
+                       if tp in always or ((held := session.get(tp)) is not p and held != p)}
             forget = tuple(tp for tp in session if tp not in wanted)
             request = SessionFetch(self.session_id, self.epoch, to_send, forget, dict(wanted))
         self._pending = request

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import AskLeader
+from common.protocol.fetch import FetchPartition
 from common.units import MIB
 
 
@@ -39,6 +40,8 @@ class PartitionFetchState:
     # Consecutive "the leader has not caught up with the metadata yet" answers: retried
     # quickly at first (it is usually milliseconds behind us), backing off to the full delay.
     leader_behind: int = 0
+    # The last Fetch entry built for it, reused while offsets and epoch stay (idle rounds).
+    request: FetchPartition | None = None
 
 
 class FetcherOwner(Protocol):

@@ -290,10 +290,15 @@ class ReplicaFetcher:
             if partition is None:
                 self._back_off(state)
                 continue
-            offset = partition.log.log_end_offset
+            partition_log = partition.log
+            offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
             sent[tp] = (state, offset)
-            wanted[tp] = fetch.FetchPartition(tp.partition, offset, settings.partition_max_bytes,
-                                              partition.log.log_start_offset, state.leader_epoch)
+            entry = state.request
+            if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
+                    or entry.current_leader_epoch != state.leader_epoch:
+                entry = state.request = fetch.FetchPartition(
+                    tp.partition, offset, settings.partition_max_bytes, log_start, state.leader_epoch)
+            wanted[tp] = entry
             if settings.broker_id not in partition.isr:
                 not_in_isr.add(tp)
         if not sent:
