@@ -109,6 +109,8 @@ class ReplicaManager:
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
         self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
+        # Called after every event `_wake` reports (the fetch sessions mark the partition changed).
+        self.change_listeners: list[Callable[[TopicPartition], None]] = []
         self.deletes = RecordDeletes(broker_id, self.partitions, self.is_alive,  # DeleteRecords
                                      checkpoint=log_manager.checkpoint_log_start_offsets, wake=self._wake)
 
@@ -262,6 +264,10 @@ class ReplicaManager:
 
     # ---- lookups ---------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        """The replica manager's clock (the fetch sessions use it too)."""
+        return self._now_ms()
+
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
@@ -346,6 +352,8 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.deletes.purgatory.check_and_complete(tp)
+        for listener in self.change_listeners:
+            listener(tp)
 
     # ---- ISR (leader) --------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 from broker.log.segment import FileSlice
+from broker.replication.high_watermark import on_follower_fetch
 from broker.replication.leader_rules import current_leader_epoch_error
 from broker.replication.partition import Partition
 from broker.topic_partition import TopicPartition
@@ -86,6 +87,19 @@ def check_follower_fetch(partition: Partition, replica_id: int, offset: int) -> 
         raise OffsetOutOfRangeError(
             f"follower {replica_id} fetched {tp} at offset {offset}, outside "
             f"[{partition_log.log_start_offset}, {partition_log.log_end_offset}]")
+
+
+def record_session_fetch(partition: Partition, replica_id: int, fetch_offset: int, at_ms: int) -> None:
+    """A follower's fetch session held `partition` at `fetch_offset`, the leader's log end
+    offset then, when its latest fetch arrived at `at_ms`: that fetch counts for its lag as
+    Kafka's read of every session partition would (`broker.fetch_sessions`). Nothing when
+    the follower's state has moved since (another offset, or a later fetch already seen)."""
+    state = partition.follower_states.get(replica_id)
+    if state is None or state.log_end_offset != fetch_offset or at_ms <= state.last_fetch_ms:
+        return
+    partition.follower_states[replica_id] = on_follower_fetch(
+        state, fetch_offset=fetch_offset, leader_leo=fetch_offset, now_ms=at_ms,
+        log_start_offset=state.log_start_offset)
 
 
 def read_log(partition: Partition, offset: int, max_bytes: int, *, up_to: int | None,

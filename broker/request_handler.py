@@ -24,6 +24,7 @@ from typing import Any, Final
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
 from broker.dynamic_config import DynamicBrokerConfig
+from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
@@ -277,7 +278,9 @@ class RequestHandler:
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
             applied_offsets=applied_offsets,
             elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
-            reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None)
+            reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None,
+            fetch_sessions=FetchSessions(
+                replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")))
 
     async def close(self) -> None:
         await self.context.groups.close()

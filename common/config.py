@@ -198,6 +198,9 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Samples the replication throttles measure their rate over.", at_least(2)),
     ConfigKey("replication.quota.window.size.seconds", _INT, 1,
               "Length of one replication throttle sample.", at_least(1)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", _INT, 1000,
+              "Incremental fetch sessions (KIP-227) this broker keeps; beyond it, Kafka's eviction "
+              "rules (followers' sessions first).", at_least(0)),
     # --- Group coordinator (issue 12): Kafka's keys and defaults
     ConfigKey("offsets.topic.num.partitions", _INT, 50,
               "Partitions of __consumer_offsets (fixed once the topic exists).", at_least(1)),

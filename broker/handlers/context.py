@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
 from broker.leader_elections import LeaderElections
@@ -66,6 +67,7 @@ class BrokerContext:
     applied_offsets: AppliedOffsetWaiters | None = None
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
     reassignments: HttpPartitionReassignments | None = None  # KIP-455, on the controllers
+    fetch_sessions: FetchSessions | None = None  # KIP-227; None: every fetch is sessionless
 
     @property
     def topic_defaults(self) -> BrokerTopicDefaults:

@@ -1,8 +1,11 @@
 """Reads: Fetch (consumers and followers), ListOffsets, OffsetForLeaderEpoch.
 
-A fetch that finds fewer than min_bytes waits in the ReplicaManager's fetch purgatory until
-one of its partitions changes, then reads again; the whole request has one deadline,
-max_wait_ms. A follower's fetch (replica id >= 0) reads up to the log end offset and tells
+Fetch follows KIP-227 (`broker.fetch_session`): a full fetch reads every partition it names
+and may open a session; an incremental one reads the partitions it names plus those its
+session saw change, and answers only those with something to report. A full fetch that
+finds fewer than min_bytes waits in the ReplicaManager's fetch purgatory until one of its
+partitions changes; an incremental one waits on its session's change event. Either reads
+again then; the whole request has one deadline, max_wait_ms. A follower's fetch (replica id >= 0) reads up to the log end offset and tells
 the leader where the follower is (ReplicaManager.read).
 """
 
@@ -10,7 +13,28 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.fetch_session import (
+    FINAL_EPOCH,
+    CachedPartition,
+    FetchContext,
+    FetchMetadata,
+    FetchSession,
+    FullFetch,
+    IncrementalFetch,
+    SessionError,
+    Sessionless,
+)
+from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.fetch_partitions import (
+    LEADER_HINTS_VERSION,
+    TOPIC_IDS_VERSION,
+    by_topic,
+    name_partitions,
+    read_partition,
+    size_of,
+    with_leader_hints,
+)
 from broker.replica_reads import ReplicaError
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
@@ -21,47 +45,97 @@ from common.units import SECOND_MS
 
 
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
-    if version >= 7 and req.session_id != 0:  # no fetch sessions: full fetches only
-        return fetch.FetchResponse(0, (), int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), 0)
-    tps = [TopicPartition(t.topic, p.partition) for t in req.topics for p in t.partitions]
+    image = ctx.image()
+    named = name_partitions(req, version, image)
+    requested = named.requested
+    uses_topic_ids = version >= TOPIC_IDS_VERSION
+    sessions = ctx.fetch_sessions
+    if sessions is None or version < 7:  # no sessions before v7 (KIP-227)
+        context: FetchContext = Sessionless() if version < 7 or req.session_epoch == FINAL_EPOCH \
+            or req.session_id == 0 else SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    else:
+        context = sessions.new_context(FetchMetadata(req.session_id, req.session_epoch), requested,
+                                       named.forgotten, replica_id=req.replica_id,
+                                       uses_topic_ids=uses_topic_ids)
+    if isinstance(context, SessionError):
+        return fetch.FetchResponse(0, (), int(context.error), 0)
+    if isinstance(context, IncrementalFetch):
+        assert sessions is not None
+        answers = await _fetch_incremental(ctx, sessions, req, context.session, requested)
+        session_id = context.session.id
+    else:
+        answers, changed = await _fetch_full(ctx, req, requested)
+        session_id = 0
+        if isinstance(context, FullFetch) and sessions is not None:
+            cached = {}
+            for tp, p in requested.items():
+                cached[tp] = CachedPartition.of(p)
+                cached[tp].must_respond(answers[tp], update=True)
+            session_id = sessions.create(req.replica_id, cached, changed, uses_topic_ids=uses_topic_ids)
+    endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
+    return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0, session_id,
+                               endpoints)
+
+
+async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
+                      requested: dict[TopicPartition, fetch.FetchPartition]
+                      ) -> tuple[dict[TopicPartition, fetch.FetchPartitionResponse], list[TopicPartition]]:
+    """Every requested partition, waiting (bounded by max_wait_ms) for min_bytes."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
     while True:  # bounded by max_wait_ms: each pass waits for a change or the deadline
-        responses, total_bytes, failed = _read(ctx, req)
+        answers: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
+        changed: list[TopicPartition] = []
+        total, failed = 0, False
+        for tp, p in requested.items():
+            answer, more = read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0)
+            answers[tp] = answer
+            total += size_of(answer)
+            failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
+            if more or answer.error_code:
+                changed.append(tp)
         remaining = deadline - loop.time()
-        if total_bytes >= req.min_bytes or failed or remaining <= 0 or not tps:
-            return fetch.FetchResponse(0, responses)
-        await ctx.replicas.wait_for_data(tps, remaining)
+        if total >= req.min_bytes or failed or remaining <= 0 or not requested:
+            return answers, changed
+        await ctx.replicas.wait_for_data(requested, remaining)
 
 
-def _read(ctx: BrokerContext, req: fetch.FetchRequest) -> tuple[tuple[fetch.FetchTopicResponse, ...], int, bool]:
-    image = ctx.image()
-    budget, total, failed = req.max_bytes, 0, False
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            tp = TopicPartition(t.topic, p.partition)
-            limit = max(min(p.partition_max_bytes, budget), 0)
-            try:
-                read = ctx.replicas.read(tp, p.fetch_offset, limit,
-                                         current_leader_epoch=p.current_leader_epoch,
-                                         min_one_batch=total == 0,  # Kafka: progress first
-                                         replica_id=req.replica_id,
-                                         replica_log_start_offset=p.log_start_offset)
-            except Exception as e:  # noqa: BLE001 - a failure answers this partition only
-                failed = True
-                parts.append(fetch.FetchPartitionResponse(
-                    p.partition, ctx.partition_error(tp, e, image), -1, b"", -1, -1))
+async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: fetch.FetchRequest,
+                             session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition]
+                             ) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
+    """The partitions the request names and those the session saw change; only what must be
+    answered is. An idle session parks on one event: no work per partition."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
+    to_read = list(dict.fromkeys([*requested, *session.take_changed()]))
+    report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
+    carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
+    total, failed = 0, False
+    while True:  # bounded by max_wait_ms: each pass reads what changed, then waits
+        for tp in to_read:
+            cached = session.partitions.get(tp)
+            if cached is None:
                 continue
-            size = read.records.length
-            total += size
-            budget -= size
-            parts.append(fetch.FetchPartitionResponse(
-                p.partition, 0, read.high_watermark, read.records if size else b"",
-                last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset))
-        topics.append(fetch.FetchTopicResponse(t.topic, tuple(parts)))
-    return tuple(topics), total, failed
+            earlier = report.pop(tp, None)
+            if earlier is not None:
+                total -= size_of(earlier)
+            answer, more = read_partition(ctx, tp, cached.request(tp.partition), req,
+                                          req.max_bytes - total, first=total == 0)
+            if more or answer.error_code:
+                carry[tp] = None
+            if cached.must_respond(answer, update=True) or earlier is not None:
+                report[tp] = answer
+                total += size_of(answer)
+                failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
+                session.answered(tp)
+        remaining = deadline - loop.time()
+        if total >= req.min_bytes or failed or remaining <= 0:
+            break
+        if not session.changed:
+            await sessions.wait(session, remaining)
+        to_read = session.take_changed()
+    session.changed.update(carry)
+    return report
 
 
 async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming
+from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import MIB
 
@@ -67,7 +67,8 @@ class KafkaConnection:
                 await self._writer.drain()
                 head = await self._reader.readexactly(ClientFraming.HEAD_BYTES)
                 payload = await self._reader.readexactly(self._framing.body_size(head))
-            return decode(memoryview(payload), version)
+            # A flexible version's response header v1 ends in tagged fields, skipped here.
+            return decode(strip_response_header(int(api_key), version, memoryview(payload)), version)
         except (OSError, EOFError, TimeoutError, ProtocolError, asyncio.IncompleteReadError) as e:
             self.abort()
             raise BrokerConnectionError(

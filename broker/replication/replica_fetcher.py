@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from broker.log.leader_epochs import EpochEndOffset
 from broker.replica_manager import ReplicaManager
+from broker.replication.fetch_session_handler import FetchSessionHandler
+from broker.replication.fetcher_state import (
+    FetcherOwner,
+    FetcherSettings,
+    PartitionFetchState,
+)
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -34,9 +39,10 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
-from common.units import MIB
 
 log = logging.getLogger(__name__)
+
+__all__ = ["FetcherOwner", "FetcherSettings", "PartitionFetchState", "ReplicaFetcher"]
 
 FETCH_VERSION: Final = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
@@ -52,42 +58,6 @@ _LEADER_BEHIND: Final = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT
 LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
 
 
-@dataclass(frozen=True, slots=True)
-class FetcherSettings:
-    """Kafka's replica.fetch.* and replica.socket.timeout.ms, and whom we are."""
-
-    broker_id: int
-    listener_name: str | None = None
-    max_wait_ms: int = 500
-    min_bytes: int = 1
-    partition_max_bytes: int = 1 * MIB
-    response_max_bytes: int = 10 * MIB
-    backoff_ms: int = 1000
-    socket_timeout_ms: int = 30_000
-    local_host: str | None = None  # connections to leaders leave from it (the broker's listener host)
-
-
-@dataclass(slots=True, eq=False)
-class PartitionFetchState:
-    """One partition in a fetcher: the epoch it follows, and its truncation if unfinished."""
-
-    leader_epoch: int
-    truncation: AskLeader | None  # None: fetching from the log end offset
-    retry_at: float = 0.0  # loop time before which this partition is left alone (backoff)
-    # Consecutive "the leader has not caught up with the metadata yet" answers: retried
-    # quickly at first (it is usually milliseconds behind us), backing off to the full delay.
-    leader_behind: int = 0
-
-
-class FetcherOwner(Protocol):
-    """What a fetcher needs from its manager (broker.replication.fetcher_manager)."""
-
-    settings: FetcherSettings
-    replicas: ReplicaManager
-
-    def leader_address(self, leader_id: int) -> tuple[str, int] | None: ...
-
-
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader, over one connection."""
 
@@ -98,6 +68,8 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._failing = False
+        self._session = FetchSessionHandler()  # KIP-227: idle rounds name no partition
+        self._out_of_range: list[TopicPartition] = []
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -311,32 +283,62 @@ class ReplicaFetcher:
     async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState]) -> None:
         settings = self._settings
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        topics: dict[str, list[fetch.FetchPartition]] = {}
+        wanted: dict[TopicPartition, fetch.FetchPartition] = {}
+        not_in_isr: set[TopicPartition] = set()
         for tp, state in ready.items():
             partition = self._current(tp, state)
             if partition is None or self._replicas.throttles.follower_throttled(partition):  # reassignment throttle
                 self._back_off(state)
                 continue
-            offset = partition.log.log_end_offset
+            partition_log = partition.log
+            offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
             sent[tp] = (state, offset)
-            topics.setdefault(tp.topic, []).append(fetch.FetchPartition(
-                tp.partition, offset, settings.partition_max_bytes, partition.log.log_start_offset,
-                state.leader_epoch))
+            entry = state.request
+            if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
+                    or entry.current_leader_epoch != state.leader_epoch:
+                entry = state.request = fetch.FetchPartition(
+                    tp.partition, offset, settings.partition_max_bytes, log_start, state.leader_epoch)
+            wanted[tp] = entry
+            if settings.broker_id not in partition.isr:
+                not_in_isr.add(tp)
         if not sent:
             return
+        plan = self._session.build(wanted, not_in_isr)
+        topics: dict[str, list[fetch.FetchPartition]] = {}
+        for tp, p in plan.to_send.items():
+            topics.setdefault(tp.topic, []).append(p)
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = fetch.FetchRequest(
             settings.broker_id, settings.max_wait_ms, settings.min_bytes, settings.response_max_bytes,
-            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()))
-        response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
-                                      fetch.encode_fetch_request(request, FETCH_VERSION),
-                                      fetch.decode_fetch_response,
-                                      extra_timeout_s=settings.max_wait_ms / 1000)
+            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
+            plan.session_id, plan.epoch,
+            tuple(fetch.ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()))
+        try:
+            response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
+                                          fetch.encode_fetch_request(request, FETCH_VERSION),
+                                          fetch.decode_fetch_response,
+                                          extra_timeout_s=settings.max_wait_ms / 1000)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(response.error_code, response.session_id):
+            log.info("Fetcher of leader %d: fetch session %d answered %s; starting a new session",
+                     self.leader_id, plan.session_id, _name(response.error_code))
+            return
         if response.error_code:
             log.warning("Fetcher of leader %d: fetch failed: %s", self.leader_id, _name(response.error_code))
             for state, _ in sent.values():
                 self._back_off(state)
             return
-        out_of_range: list[TopicPartition] = []
+        self._on_fetch_response(response, sent)
+        if self._out_of_range:
+            out_of_range, self._out_of_range = self._out_of_range, []
+            await self._reset_to_leader(conn, out_of_range)
+
+    def _on_fetch_response(self, response: fetch.FetchResponse,
+                           sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> None:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
@@ -346,7 +348,7 @@ class ReplicaFetcher:
                     continue  # moved on during the request (new epoch, truncated, removed)
                 state = entry[0]
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    out_of_range.append(tp)
+                    self._out_of_range.append(tp)
                 elif p.error_code:
                     self._partition_error(tp, state, p.error_code, "Fetch")
                 else:
@@ -354,8 +356,6 @@ class ReplicaFetcher:
                     self._append(tp, state, partition, p)
                     self._replicas.throttles.record_follower(partition, len(p.records) if isinstance(
                         p.records, bytes | memoryview) else 0)
-        if out_of_range:
-            await self._reset_to_leader(conn, out_of_range)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
                 answer: fetch.FetchPartitionResponse) -> None:

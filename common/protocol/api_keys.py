@@ -56,7 +56,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.METADATA: (1, 12),
     ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 11),
+    ApiKey.FETCH: (4, 17),
     ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.FIND_COORDINATOR: (0, 5),
     ApiKey.JOIN_GROUP: (0, 6),

@@ -109,7 +109,7 @@ def test_frame_response_counts_placeholders() -> None:
 
 
 def test_supported_versions_match_design() -> None:
-    assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (4, 11)
+    assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (4, 17)
     assert is_supported(ApiKey.API_VERSIONS, 4)
     assert not is_supported(ApiKey.API_VERSIONS, 5)
     assert not is_supported(ApiKey.METADATA, 0)

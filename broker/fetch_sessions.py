@@ -1,0 +1,99 @@
+"""The asyncio shell over the fetch session cache: change marks and the session's long poll.
+
+    sessions = FetchSessions(replicas, max_entries=1000)     # registers with the ReplicaManager
+    context = sessions.new_context(metadata, requested, forgotten, replica_id=r)
+    await sessions.wait(session, timeout_s)                  # until a partition of it changes
+
+The ReplicaManager calls `on_partition_change(tp)` after every append, high watermark move,
+log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
+gets `tp` in its changed set, and a fetch of that session parked in `wait` wakes. An idle
+incremental fetch therefore costs the leader nothing per partition: it parks on one event.
+
+A follower's idle session fetches still count as fetches for its lag (Kafka reads every
+session partition on every fetch and so calls updateFollowerFetchState for each): when a
+partition with nothing to report first changes, the follower's state is brought to the
+session's last fetch, at the fetch offset the session holds, which was then the leader's
+log end offset (else the partition would have been marked changed already).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Iterable, Mapping
+
+from broker.fetch_session import (
+    CachedPartition,
+    FetchContext,
+    FetchMetadata,
+    FetchSession,
+)
+from broker.fetch_session_cache import FetchSessionCache, new_context
+from broker.replica_manager import ReplicaManager
+from broker.replica_reads import record_session_fetch
+from broker.topic_partition import TopicPartition
+from common.protocol.fetch import FetchPartition
+
+log = logging.getLogger(__name__)
+
+
+class FetchSessions:
+    """One broker's fetch sessions (KIP-227), kept in step with its partitions."""
+
+    def __init__(self, replicas: ReplicaManager, *, max_entries: int,
+                 rng: random.Random | None = None) -> None:
+        self._replicas = replicas
+        self.cache = FetchSessionCache(new_session_id=(rng or random.Random()).randrange,
+                                       max_entries=max_entries)
+        self._waiting: dict[int, asyncio.Event] = {}  # session id -> its parked fetch
+        replicas.change_listeners.append(self.on_partition_change)
+
+    def now_ms(self) -> int:
+        return self._replicas.now_ms()
+
+    def new_context(self, metadata: FetchMetadata, requested: Mapping[TopicPartition, FetchPartition],
+                    forgotten: Iterable[TopicPartition], *, replica_id: int,
+                    uses_topic_ids: bool) -> FetchContext:
+        return new_context(self.cache, metadata, requested, forgotten, replica_id=replica_id,
+                           now_ms=self.now_ms(), uses_topic_ids=uses_topic_ids)
+
+    def create(self, replica_id: int, partitions: dict[TopicPartition, CachedPartition],
+               changed: Iterable[TopicPartition], *, uses_topic_ids: bool) -> int:
+        """A session for an answered full fetch (its id, or 0 when the cache has no room)."""
+        session_id = self.cache.maybe_create_session(self.now_ms(), replica_id, partitions,
+                                                     uses_topic_ids=uses_topic_ids)
+        session = self.cache.get(session_id)
+        if session is not None:
+            session.changed.update(dict.fromkeys(changed))
+        return session_id
+
+    def on_partition_change(self, tp: TopicPartition) -> None:
+        for session in self.cache.sessions_of(tp):
+            if tp in session.changed:
+                continue
+            if session.privileged:
+                cached = session.partitions[tp]
+                partition = self._replicas.get_partition(tp)
+                if partition is not None and partition.is_leader(self._replicas.broker_id):
+                    record_session_fetch(partition, session.replica_id, cached.fetch_offset,
+                                         session.last_used_ms)
+            session.changed[tp] = None
+            event = self._waiting.get(session.id)
+            if event is not None:
+                event.set()
+
+    async def wait(self, session: FetchSession, timeout_s: float) -> None:
+        """Until a partition of `session` is marked changed, or `timeout_s` passes."""
+        if session.changed or timeout_s <= 0:
+            return
+        event = asyncio.Event()
+        self._waiting[session.id] = event
+        try:
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
+        except TimeoutError:
+            pass
+        finally:
+            if self._waiting.get(session.id) is event:
+                del self._waiting[session.id]

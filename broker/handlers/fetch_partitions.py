@@ -1,0 +1,180 @@
+"""Fetch, per partition: naming (topic ids from v13), one partition's read (diverging epochs
+from v12), grouping the answer by topic, and the leader hints of v16 (KIP-951).
+
+`read_partition` is the one place a partition's bytes are read for a Fetch, so a limit on
+what one partition may add to a response (quotas, throttling) belongs there.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from broker.handlers.context import BrokerContext
+from broker.handlers.metadata import broker_endpoint
+from broker.topic_partition import TopicPartition
+from common.errors import ErrorCode
+from common.protocol import fetch
+from common.protocol.metadata import wire_topic_id
+from common.protocol.primitives import RecordsPlaceholder
+from metadata.image import MetadataImage
+
+TOPIC_IDS_VERSION: Final = 13
+LEADER_HINTS_VERSION: Final = 16
+# KIP-951: answers with these errors carry the current leader (and how to reach it) from v16.
+_LEADER_HINT_ERRORS: Final = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)})
+
+
+@dataclass(slots=True)
+class Named:
+    """A request's partitions by name, its forgotten ones, and topic ids it could not name."""
+
+    requested: dict[TopicPartition, fetch.FetchPartition] = field(default_factory=dict)
+    forgotten: list[TopicPartition] = field(default_factory=list)
+    unknown: dict[uuid.UUID, list[int]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # v13+: as the request named them
+
+
+def topic_name(image: MetadataImage, topic_id: uuid.UUID) -> str | None:
+    """The topic a wire id names: the controller mints ids as base64url of the 16 bytes."""
+    minted = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    topic = image.topic_by_id(minted)
+    if topic is not None:
+        return topic.name
+    for other in image.topics.by_id.values():  # ids in another form (hand-written test images)
+        if wire_topic_id(other.topic_id) == topic_id:
+            return other.name
+    return None
+
+
+def name_partitions(req: fetch.FetchRequest, version: int, image: MetadataImage) -> Named:
+    named = Named()
+    by_id = version >= TOPIC_IDS_VERSION
+    for t in req.topics:
+        name = topic_name(image, t.topic_id) if by_id else t.topic
+        if name is None:
+            named.unknown.setdefault(t.topic_id, []).extend(p.partition for p in t.partitions)
+            continue
+        if by_id:
+            named.topic_ids[name] = t.topic_id
+        for p in t.partitions:
+            named.requested[TopicPartition(name, p.partition)] = p
+    for f in req.forgotten_topics_data:
+        name = topic_name(image, f.topic_id) if by_id else f.topic
+        if name is not None:
+            named.forgotten.extend(TopicPartition(name, i) for i in f.partitions)
+    return named
+
+
+def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, req: fetch.FetchRequest,
+                   budget: int, *, first: bool) -> tuple[fetch.FetchPartitionResponse, bool]:
+    """One partition's answer, and whether data is left past its fetch offset.
+
+    With a last fetched epoch (v12+) whose end in this log is below the fetch offset, or
+    which this log does not have, the answer is the diverging epoch and no records (Kafka's
+    Partition.fetchRecords); a follower's position is then not recorded.
+    """
+    limit = max(min(p.partition_max_bytes, budget), 0)
+    try:
+        if p.last_fetched_epoch >= 0:
+            diverging = _diverging_epoch(ctx, tp, p)
+            if diverging is not None:
+                return diverging, False
+        read = ctx.replicas.read(tp, p.fetch_offset, limit,
+                                 current_leader_epoch=p.current_leader_epoch,
+                                 min_one_batch=first,  # Kafka: progress first
+                                 replica_id=req.replica_id,
+                                 replica_log_start_offset=p.log_start_offset)
+    except Exception as e:  # noqa: BLE001 - a failure answers this partition only
+        return fetch.FetchPartitionResponse(p.partition, ctx.partition_error(tp, e, ctx.image()),
+                                            -1, b"", -1, -1), False
+    size = read.records.length
+    readable_end = read.log_end_offset if req.replica_id >= 0 else read.high_watermark
+    return fetch.FetchPartitionResponse(
+        p.partition, 0, read.high_watermark, read.records if size else b"",
+        last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset
+    ), readable_end > p.fetch_offset
+
+
+def _diverging_epoch(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition
+                     ) -> fetch.FetchPartitionResponse | None:
+    partition = ctx.replicas.leader_partition(tp, p.current_leader_epoch)
+    end = partition.log.end_offset_for_epoch(p.last_fetched_epoch)
+    if end.leader_epoch >= p.last_fetched_epoch and end.end_offset >= p.fetch_offset:
+        return None
+    partition_log = partition.log
+    return fetch.FetchPartitionResponse(
+        p.partition, 0, partition_log.high_watermark, b"", partition_log.high_watermark,
+        partition_log.log_start_offset, diverging_epoch=fetch.EpochEndOffset(end.leader_epoch, end.end_offset))
+
+
+def size_of(answer: fetch.FetchPartitionResponse) -> int:
+    records = answer.records
+    if records is None:
+        return 0
+    return records.length if isinstance(records, RecordsPlaceholder) else len(records)
+
+
+def by_topic(answers: Mapping[TopicPartition, fetch.FetchPartitionResponse], version: int,
+             image: MetadataImage, topic_ids: Mapping[str, uuid.UUID],
+             unknown: Mapping[uuid.UUID, list[int]] | None = None) -> tuple[fetch.FetchTopicResponse, ...]:
+    """Answers grouped by topic (named by id from v13: `topic_ids`, else the image's)."""
+    topics: dict[str, list[fetch.FetchPartitionResponse]] = {}
+    for tp, answer in answers.items():
+        topics.setdefault(tp.topic, []).append(answer)
+    by_id = version >= TOPIC_IDS_VERSION
+    out = []
+    for name, parts in topics.items():
+        if by_id:
+            out.append(fetch.FetchTopicResponse("", tuple(parts), topic_ids.get(name) or _image_id(image, name)))
+        else:
+            out.append(fetch.FetchTopicResponse(name, tuple(parts)))
+    for topic_id, partitions in (unknown or {}).items():
+        out.append(fetch.FetchTopicResponse("", tuple(
+            fetch.FetchPartitionResponse(i, int(ErrorCode.UNKNOWN_TOPIC_ID), -1, b"", -1, -1)
+            for i in partitions), topic_id))
+    return tuple(out)
+
+
+def _image_id(image: MetadataImage, name: str) -> uuid.UUID:
+    topic = image.topic(name)
+    return fetch.ZERO_UUID if topic is None else wire_topic_id(topic.topic_id)
+
+
+def with_leader_hints(ctx: BrokerContext, answers: dict[TopicPartition, fetch.FetchPartitionResponse],
+                      image: MetadataImage) -> tuple[fetch.NodeEndpoint, ...]:
+    """KIP-951 (v16+): the current leader on each NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
+    answer (in place), and the endpoints of those leaders."""
+    leaders: dict[int, None] = {}
+    for tp, answer in answers.items():
+        if answer.error_code not in _LEADER_HINT_ERRORS:
+            continue
+        topic = image.topic(tp.topic)
+        registration = None if topic is None else topic.partitions.get(tp.partition)
+        if registration is None:
+            continue
+        answers[tp] = _replace_leader(answer, registration.leader, registration.leader_epoch)
+        if registration.leader >= 0:
+            leaders[registration.leader] = None
+    return tuple(_endpoints(ctx, image, leaders))
+
+
+def _replace_leader(answer: fetch.FetchPartitionResponse, leader: int, epoch: int) -> fetch.FetchPartitionResponse:
+    return fetch.FetchPartitionResponse(
+        answer.partition_index, answer.error_code, answer.high_watermark, answer.records,
+        answer.last_stable_offset, answer.log_start_offset, answer.aborted_transactions,
+        answer.preferred_read_replica, answer.diverging_epoch, fetch.LeaderIdAndEpoch(leader, epoch),
+        answer.snapshot_id)
+
+
+def _endpoints(ctx: BrokerContext, image: MetadataImage, broker_ids: Iterable[int]) -> list[fetch.NodeEndpoint]:
+    out = []
+    for broker_id in broker_ids:
+        endpoint = broker_endpoint(ctx, image, broker_id)
+        registration = image.broker(broker_id)
+        if endpoint is not None and registration is not None:
+            out.append(fetch.NodeEndpoint(broker_id, endpoint[0], endpoint[1], registration.rack))
+    return out

@@ -1,0 +1,120 @@
+"""broker/fetch_sessions.py over a real ReplicaManager: change marks, wake-ups, and idle
+follower session fetches counted for the follower's lag."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from broker.fetch_session import CachedPartition, FetchMetadata, IncrementalFetch
+from broker.fetch_sessions import FetchSessions
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.topic_partition import TopicPartition
+from common.protocol.fetch import FetchPartition
+from common.topic_config import LogConfig
+from metadata.delta import changes_for_broker
+from metadata.image import EMPTY_IMAGE
+from tests.log_helpers import NOW, batch
+from tests.unit.test_replica_manager import ME, TOPICS, TRIPLE_0
+
+LAG_MS = 30_000
+FOLLOWER = 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def setup(tmp_path):
+    clock = Clock()
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    manager = ReplicaManager(ME, log_manager, now_ms=clock, replica_lag_time_max_ms=LAG_MS)
+    manager.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
+    sessions = FetchSessions(manager, max_entries=10, rng=random.Random(7))
+    yield clock, manager, sessions
+    log_manager.shutdown()
+
+
+def open_follower_session(manager: ReplicaManager, sessions: FetchSessions, offset: int) -> int:
+    """A full fetch of TRIPLE_0 by the follower at `offset` (read, then the session created)."""
+    request = FetchPartition(0, offset, 1 << 20, 0, -1)
+    context = sessions.new_context(FetchMetadata(0, 0), {TRIPLE_0: request}, [], replica_id=FOLLOWER, uses_topic_ids=False)
+    assert not isinstance(context, IncrementalFetch)
+    manager.read(TRIPLE_0, offset, 1 << 20, replica_id=FOLLOWER, replica_log_start_offset=0)
+    return sessions.create(FOLLOWER, {TRIPLE_0: CachedPartition.of(request)}, [], uses_topic_ids=False)
+
+
+def idle_fetch(sessions: FetchSessions, session_id: int, epoch: int) -> None:
+    context = sessions.new_context(FetchMetadata(session_id, epoch), {}, [], replica_id=FOLLOWER, uses_topic_ids=False)
+    assert isinstance(context, IncrementalFetch)
+
+
+def shrink(manager: ReplicaManager, now: int) -> tuple[int, ...] | None:
+    return manager.partitions[TRIPLE_0].isr_to_shrink(ME, now, LAG_MS)
+
+
+def test_idle_session_fetches_count_for_the_followers_lag(setup) -> None:
+    clock, manager, sessions = setup
+    session_id = open_follower_session(manager, sessions, 0)
+    clock.now += 2 * LAG_MS
+    idle_fetch(sessions, session_id, 1)  # names nothing: the follower is still at the log end
+    clock.now += 1
+    manager.append(TRIPLE_0, batch(2), acks=1)  # the log end moves past the follower
+    clock.now += 1
+    # Follower 3 never fetched: out. Follower 2 fetched (idly) 2 ms ago: in.
+    assert shrink(manager, clock.now) == (ME, FOLLOWER)
+    session = sessions.cache.get(session_id)
+    assert session is not None and list(session.changed) == [TRIPLE_0]
+
+
+def test_a_stuck_follower_still_leaves_the_isr(setup) -> None:
+    """Its idle fetches go on, but once the partition is marked changed (data it does not
+    take), they no longer count: it is out after the lag, as in Kafka."""
+    clock, manager, sessions = setup
+    session_id = open_follower_session(manager, sessions, 0)
+    manager.append(TRIPLE_0, batch(2), acks=1)
+    for epoch in range(1, 5):
+        clock.now += LAG_MS // 2
+        idle_fetch(sessions, session_id, epoch)
+    assert FOLLOWER not in (shrink(manager, clock.now) or (ME, FOLLOWER))
+
+
+def test_a_change_wakes_the_parked_fetch(setup) -> None:
+    _clock, manager, sessions = setup
+    session_id = open_follower_session(manager, sessions, 0)
+    session = sessions.cache.get(session_id)
+    assert session is not None
+
+    async def run() -> float:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, lambda: manager.append(TRIPLE_0, batch(1), acks=1))
+        started = loop.time()
+        await sessions.wait(session, 5.0)
+        return loop.time() - started
+
+    assert asyncio.run(run()) < 2.0
+    assert session.take_changed() == [TRIPLE_0]
+
+
+def test_a_wait_without_changes_ends_at_its_timeout(setup) -> None:
+    _clock, manager, sessions = setup
+    session = sessions.cache.get(open_follower_session(manager, sessions, 0))
+    assert session is not None
+    asyncio.run(sessions.wait(session, 0.05))
+    assert not session.changed
+
+
+def test_other_partitions_do_not_mark_the_session(setup) -> None:
+    _clock, manager, sessions = setup
+    session = sessions.cache.get(open_follower_session(manager, sessions, 0))
+    assert session is not None
+    manager.append(TopicPartition("orders", 0), batch(1), acks=1)
+    assert not session.changed
