@@ -31,6 +31,7 @@ from broker.log.cleaner_snapshot import (
     snapshot_log,
 )
 from broker.log.cleaner_chunk import filter_chunk, map_chunk
+from broker.log.record_columns import PADDING
 from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 # Kafka reads and writes through 512 KiB log.cleaner.io.buffer.size buffers; the scan is
 # column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte.
-SCAN_CHUNK_BYTES = 4 * MIB
+SCAN_CHUNK_BYTES = 2 * MIB
 WRITE_BUFFER_BYTES = 4 * MIB
 FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
 
@@ -227,21 +228,25 @@ class Cleaner:
             self.throttle.account(len(data))
         return _write_all(fd, data)
 
-    def _chunks(self, segment: SegmentFile) -> Iterator[tuple[bytes, list[tuple[int, RecordBatchHeader]]]]:
+    def _chunks(self, segment: SegmentFile) -> Iterator[tuple[memoryview,
+                                                              list[tuple[int, RecordBatchHeader]]]]:
         """The whole batches of an inactive segment, CRC-checked, read SCAN_CHUNK_BYTES at
-        a time (at least one batch)."""
+        a time (at least one batch) into a buffer with PADDING spare bytes after them."""
         position, size = 0, segment.size
         while position < size:  # bounded: each chunk moves `position` forward
             if self.stopping:
                 raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
-            want = min(SCAN_CHUNK_BYTES, size - position)
-            chunk = os.pread(segment.fd, max(want, _batch_size_at(segment.fd, position)),
-                             position)
+            want = max(min(SCAN_CHUNK_BYTES, size - position),
+                       _batch_size_at(segment.fd, position))
+            buffer = memoryview(bytearray(want + PADDING))
+            got = os.preadv(segment.fd, [buffer[:want]], position)
             if self.throttle is not None:
-                self.throttle.account(len(chunk))
-            usable = _whole_batches_length(chunk)
-            data = chunk if usable == len(chunk) else chunk[:usable]
-            yield data, read_batches(data)
+                self.throttle.account(got)
+            usable = _whole_batches_length(buffer[:got])
+            if not usable:
+                raise KafkaStorageError(f"{segment.log_path}: a batch at byte {position} "
+                                        f"runs past the segment's end")
+            yield buffer, read_batches(buffer[:usable])
             position += usable
 
     # ---- commit: on the log's owner -----------------------------------------------------
@@ -335,7 +340,7 @@ def _batch_size_at(fd: int, position: int) -> int:
     return parse_header(os.pread(fd, HEADER_SIZE, position), require_body=False).size
 
 
-def _whole_batches_length(view: bytes) -> int:
+def _whole_batches_length(view: memoryview) -> int:
     """Bytes of the whole batches at the start of `view` (a chunk may end mid-batch)."""
     position = 0
     while position + 12 <= len(view):

@@ -29,6 +29,7 @@ U64 = npt.NDArray[np.uint64]
 U8 = npt.NDArray[np.uint8]
 BOOL = npt.NDArray[np.bool_]
 
+NARROW = 8  # batches: fewer than this left, the walk goes on one record at a time
 PADDING = 16  # zero bytes after the scanned bytes: 8-byte key words never read past the end
 MAX_VARINT_BYTES = 10
 # Two lanes of a multiply-xorshift hash (the constants of splitmix64 / murmur3's fmix64),
@@ -76,7 +77,7 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
     counts, base_offsets = np.empty(n, np.int64), np.empty(n, np.int64)
     base_ts, fixed_ts = np.empty(n, np.int64), np.empty(n, np.int64)
     extra: list[bytes] = []
-    extra_at = len(chunk)
+    extra_at = len(chunk)  # moved back to data_end below when the chunk is cut there
     with memoryview(chunk) as view:
         for i, (pos, header) in enumerate(batches):  # per batch, not per record
             section_at = pos + HEADER_SIZE
@@ -91,7 +92,14 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             base_ts[i] = header.base_timestamp
             fixed_ts[i] = (header.max_timestamp
                            if header.timestamp_type is TimestampType.LOG_APPEND_TIME else -1)
-        buf = np.frombuffer(b"".join((view, *extra, bytes(PADDING))), dtype=np.uint8)
+        data_end = max((pos + header.size for pos, header in batches), default=0)
+        if not extra and len(view) - data_end >= PADDING:  # the reader padded the chunk
+            buf = np.frombuffer(view, dtype=np.uint8)
+        else:
+            buf = np.frombuffer(b"".join((view[:data_end], *extra, bytes(PADDING))),
+                                dtype=np.uint8)
+            starts[starts >= data_end] -= len(view) - data_end
+            ends[ends > data_end] -= len(view) - data_end
     first = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=first[1:])
     cols = _scan(buf, first, starts, ends, counts)
@@ -145,11 +153,14 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
     sorted_counts = counts[order]
     at = first[:-1][order]
     pos = starts[order].copy()
-    pairs = np.ndarray(shape=(len(buf) - 1,), dtype="<u2", buffer=buf.data, strides=(1,))
+    pairs = _pairs(buf)
     active = len(order)
     for r in range(int(sorted_counts[0])):  # bounded: records of the longest batch
         while sorted_counts[active - 1] <= r:
             active -= 1
+        if active <= NARROW:  # too few batches left for numpy steps to pay
+            _walk_tail(buf, pos[:active], at[:active], sorted_counts[:active], r, end)
+            break
         p = pos[:active]
         advance = _ADVANCE[pairs[p]]
         longer = np.flatnonzero(advance <= 0)
@@ -165,19 +176,41 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
     return start, end
 
 
-def _advance_table() -> I64:
-    """For each little-endian pair of bytes starting a record, the bytes to the next
-    record: the length prefix's size plus its value, when it is a one- or two-byte varint
-    (0 otherwise: decoded in full)."""
+def _walk_tail(buf: U8, pos: I64, at: I64, counts: I64, r: int, end: I64) -> None:
+    """`_walk` from step r for a few batches, one record at a time: only the length prefix
+    is read here (the fields are decoded in bulk after)."""
+    data, advances = buf.data, _ADVANCE_LIST
+    limit = len(buf) - 2
+    for b in range(len(pos)):  # bounded: the few batches left
+        p, row, count = int(pos[b]), int(at[b]), int(counts[b])
+        ends = []
+        for _ in range(r, count):  # bounded: the batch's record count
+            if not 0 <= p <= limit:
+                raise IndexError(p)  # a garbage length: _scan reports the batch corrupt
+            advance = advances[data[p] | data[p + 1] << 8]
+            if advance <= 0:
+                length, after = varints(buf, np.array([p], np.int64))
+                advance = int(after[0] + length[0]) - p
+            p += advance
+            ends.append(p)
+        end[row + r : row + count] = ends
+
+
+def _pair_tables() -> tuple[I64, I64]:
+    """For each little-endian pair of bytes starting a varint, its value and size when it
+    is one or two bytes long (size 0 otherwise: decoded in full)."""
     pair = np.arange(1 << 16, dtype=np.int64)
     b0, b1 = pair & 0xFF, pair >> 8
     one = b0 < 0x80
     raw = np.where(one, b0, (b0 & 0x7F) | (b1 & 0x7F) << 7)
-    advance = np.where(one, 1, 2) + ((raw >> 1) ^ -(raw & 1))
-    return np.where(one | (b1 < 0x80), advance, 0)
+    return (raw >> 1) ^ -(raw & 1), np.where(one, 1, np.where(b1 < 0x80, 2, 0))
 
 
-_ADVANCE = _advance_table()
+_VALUE, _SIZE = _pair_tables()
+# bytes from a record's start to the next record's: its length prefix's size plus value
+# (0: a longer prefix, decoded in full)
+_ADVANCE = np.where(_SIZE > 0, _SIZE + _VALUE, 0)
+_ADVANCE_LIST: list[int] = _ADVANCE.tolist()
 _U1, _U7, _LOW7 = np.uint64(1), np.uint64(7), np.uint64(0x7F)
 
 
@@ -199,22 +232,29 @@ def _raw_varints(buf: U8, pos: I64) -> U64:
 
 
 def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
-    """The zig-zag varints/varlongs at each position of `pos`: (values, positions after)."""
-    byte = buf[pos]
-    if not np.any(byte >= 0x80):  # the common case: one byte each
-        value = byte.astype(np.int64)
-        return (value >> 1) ^ -(value & 1), pos + 1
-    raw = _raw_varints(buf, pos)
-    size = np.ones(len(pos), np.int64)
-    cont = byte >= 0x80
-    # the size of each varint: one byte plus one per continuation bit set, bounded above
-    for k in range(1, MAX_VARINT_BYTES):
-        if not cont.any():
-            break
-        size += cont
-        cont = cont & (buf[np.minimum(pos + k, len(buf) - 1)] >= 0x80)
-    decoded = (raw >> _U1) ^ (np.uint64(0) - (raw & _U1))
-    return decoded.view(np.int64), pos + size
+    """The zig-zag varints/varlongs at each position of `pos`: (values, positions after).
+    `buf` must hold a byte after the last position (PADDING)."""
+    pair = _pairs(buf)[pos]
+    value, size = _VALUE[pair], _SIZE[pair]
+    longer = np.flatnonzero(size == 0)
+    if len(longer):  # three bytes or more: continuation bits followed one byte at a time
+        at = pos[longer]
+        raw = _raw_varints(buf, at)
+        value[longer] = ((raw >> _U1) ^ (np.uint64(0) - (raw & _U1))).view(np.int64)
+        length = np.full(len(longer), 3, np.int64)
+        cont = buf[at + 2] >= 0x80
+        for k in range(3, MAX_VARINT_BYTES):  # bounded: _raw_varints checked the length
+            if not cont.any():
+                break
+            length += cont
+            cont = cont & (buf[np.minimum(at + k, len(buf) - 1)] >= 0x80)
+        size[longer] = length
+    return value, pos + size
+
+
+def _pairs(buf: U8) -> npt.NDArray[np.uint16]:
+    """An unaligned little-endian 2-byte word at every byte position of `buf`."""
+    return np.ndarray(shape=(max(0, len(buf) - 1),), dtype="<u2", buffer=buf.data, strides=(1,))
 
 
 def _words(buf: U8) -> U64:
