@@ -57,7 +57,7 @@ def write_records(path: Path, records: int, record_size: int = 100, seed: int = 
     lines = []
     payload = 0
     for _ in range(records):
-        key = "key-%08d" % rng.randrange(keys)
+        key = f"key-{rng.randrange(keys):08d}"
         value = "".join(rng.choices(alphabet, k=value_size))
         lines.append(f"{key}:{value}\n")
         payload += len(key) + len(value)

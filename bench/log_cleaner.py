@@ -30,6 +30,7 @@ from typing import Any
 
 import cleaner_produce  # bench/, beside this script
 from cleaner_produce import report
+
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import Cleaner, LogSnapshot, abort, snapshot_log
 from broker.log.partition_log import PartitionLog
@@ -140,7 +141,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--records", type=int, default=500_000,
+    parser.add_argument("--records", type=int, default=1_000_000,
                         help="records kcat produces per phase (100 B each)")
     parser.add_argument("--in-process", action="store_true",
                         help="also PartitionLog.append beside a cleaner process and thread")

@@ -29,7 +29,7 @@ from enum import Enum
 
 import numpy as np
 
-from broker.log.offset_map import OffsetMap as OffsetMap  # the map the rule reads
+from broker.log.offset_map import OffsetMap
 from broker.log.record_columns import BOOL, I64, hash_key_bytes
 from broker.log.record_scan import ScannedBatch, ScannedRecord
 from common.compression import compress

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.checkpoint_file import fsync_directory
+from broker.log.cleaner_chunk import filter_chunk, map_chunk
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
     LogSnapshot,
     SegmentFile,
     snapshot_log,
 )
-from broker.log.cleaner_chunk import filter_chunk, map_chunk
-from broker.log.record_columns import PADDING
 from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
+from broker.log.record_columns import PADDING
 from broker.log.segment import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -359,6 +359,15 @@ def _write_all(fd: int, data: bytes | bytearray) -> int:
 
 
 _worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
+# Compaction is background work: a cleaner process yields the CPU to the broker's produce
+# and fetch path when both want it (RocksDB lowers its compaction threads' priority alike),
+# and still gets every idle cycle.
+CLEANER_NICENESS = 10
+
+
+def lower_priority() -> None:
+    """A cleaner process's initializer: run at CLEANER_NICENESS."""
+    os.nice(CLEANER_NICENESS)
 
 
 def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from common.compression import decompress
 from common.errors import CorruptRecordError
-from common.record_batch import HEADER_SIZE, CompressionType, RecordBatchHeader, TimestampType
+from common.record_batch import (
+    HEADER_SIZE,
+    CompressionType,
+    RecordBatchHeader,
+    TimestampType,
+)
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -102,16 +108,25 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             ends[ends > data_end] -= len(view) - data_end
     first = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=first[1:])
-    cols = _scan(buf, first, starts, ends, counts)
-    offset = np.repeat(base_offsets, counts) + cols["offset_delta"]
+    f = _scan(buf, first, starts, ends, counts)
+    offset = np.repeat(base_offsets, counts) + f.offset_delta
     fixed = np.repeat(fixed_ts, counts)
-    timestamp = np.where(fixed >= 0, fixed, np.repeat(base_ts, counts) + cols["ts_delta"])
-    return RecordColumns(buf, first, starts, ends, offset, timestamp, cols["key_start"],
-                         cols["key_length"], cols["is_tombstone"], cols["start"], cols["end"])
+    timestamp = np.where(fixed >= 0, fixed, np.repeat(base_ts, counts) + f.ts_delta)
+    return RecordColumns(buf, first, starts, ends, offset, timestamp, f.key_start,
+                         f.key_length, f.is_tombstone, f.start, f.end)
 
 
-def _scan(buf: U8, first: I64, starts: I64, ends: I64,
-          counts: I64) -> dict[str, npt.NDArray[np.int64] | BOOL]:
+class _Fields(NamedTuple):
+    start: I64
+    end: I64
+    ts_delta: I64
+    offset_delta: I64
+    key_start: I64
+    key_length: I64
+    is_tombstone: BOOL
+
+
+def _scan(buf: U8, first: I64, starts: I64, ends: I64, counts: I64) -> _Fields:
     try:
         start, end = _walk(buf, first, starts, counts)
         return _decode(buf, first, ends, counts, start, end)
@@ -119,8 +134,7 @@ def _scan(buf: U8, first: I64, starts: I64, ends: I64,
         raise CorruptRecordError("a record runs past the end of its batch") from None
 
 
-def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64,
-            end: I64) -> dict[str, npt.NDArray[np.int64] | BOOL]:
+def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64) -> _Fields:
     """Every record's fields from where it starts, all records at once, checked."""
     length, p = varints(buf, start)
     if np.any((length <= 0) | (end != p + length) | (end > np.repeat(ends, counts))):
@@ -134,9 +148,8 @@ def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64,
     p = key_start + np.maximum(key_length, 0)
     if np.any(p >= end) or np.any(key_length < -1):
         raise CorruptRecordError("a record's key or value overruns the record's length")
-    return {"start": start, "end": end, "ts_delta": ts_delta, "offset_delta": offset_delta,
-            "key_start": key_start, "key_length": key_length,
-            "is_tombstone": buf[p] == 1}  # a null value is the varint -1: the byte 0x01
+    # a null value is the varint -1: the byte 0x01
+    return _Fields(start, end, ts_delta, offset_delta, key_start, key_length, buf[p] == 1)
 
 
 def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
