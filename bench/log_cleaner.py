@@ -1,5 +1,5 @@
 """Log cleaner throughput beside raw read+write of the same bytes, and produce throughput
-while the cleaner runs against idle.
+while the cleaner runs against idle (`make bench-cleaner`).
 
 1. Cleaning: a log of `--mib` MiB of 100 B or 1 KiB records (batches of ~16 KiB, keys
    drawn from 10 % as many distinct keys as records) is rolled so every segment is
@@ -7,12 +7,13 @@ while the cleaner runs against idle.
    swap). The raw side reads the same segment files in 1 MiB preads and writes as many
    bytes to a new file, then fsyncs. MB/s are of dirty log processed; the ratio is
    cleaner / raw (goal >= 30 %).
-2. Produce while cleaning: `PartitionLog.append` of 16 KiB batches for `--seconds`, idle,
-   then while the cleaner works on another log in a loop, as the broker runs it (`prepare`
-   in a cleaner process), and for comparison on a thread of this process (sharing the
-   GIL); the ratio is busy / idle (goal >= 80 %).
+2. Produce while cleaning (bench/cleaner_produce.py): kcat produces `--records` 100 B
+   records to a real broker, into a compacted topic that is never cleaned, then into one
+   the cleaner cleans again and again; the ratio is cleaning / idle (goal >= 80 %).
+   `--in-process` adds the older in-process measure: `PartitionLog.append` beside a
+   cleaner process and beside a cleaner thread of the same process (sharing the GIL).
 
-    python bench/log_cleaner.py [--mib 64] [--rounds 3] [--dir DIR] [--seconds 3]
+    python bench/log_cleaner.py [--mib 64] [--rounds 3] [--records N] [--dir DIR]
 """
 
 from __future__ import annotations

@@ -176,8 +176,8 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
             break
         p = pos[:active]
         advance = _ADVANCE[pairs[p]]
-        longer = np.flatnonzero(advance <= 0)
-        if len(longer):  # a length prefix of 3 bytes or more (records of 8 KiB and more)
+        if advance.min() <= 0:  # a length prefix of 3 bytes or more (records of 8 KiB and more)
+            longer = np.flatnonzero(advance <= 0)
             length, after = varints(buf, p[longer])
             advance[longer] = after - p[longer] + length
         nxt = p + advance
