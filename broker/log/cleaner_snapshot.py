@@ -19,7 +19,6 @@ from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
 from common.topic_config import LogConfig
 from common.units import MIB
 
-
 HEADERS_READ_BYTES = 1 * MIB
 
 
