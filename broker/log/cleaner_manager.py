@@ -31,6 +31,7 @@ from broker.log.log_cleaner import (
     PreparedClean,
     Throttle,
     abort,
+    lower_priority,
     prepare_in_worker,
     snapshot_log,
 )
@@ -175,7 +176,8 @@ class LogCleanerManager:
     def _worker_pool(self) -> Pool:
         if self._pool is None:
             # spawn, not fork: the broker has threads and an event loop
-            self._pool = multiprocessing.get_context("spawn").Pool(max(1, self.config.threads))
+            self._pool = multiprocessing.get_context("spawn").Pool(
+                max(1, self.config.threads), initializer=lower_priority)
         return self._pool
 
     async def _prepare_in_pool(self, cleaner: Cleaner, ltc: LogToClean,
@@ -260,6 +262,8 @@ class LogCleanerManager:
         `processes` False, on a thread), commit here."""
         cleaner = self.new_cleaner()
         backoff = self.config.backoff_ms / 1000
+        if processes:  # spawned (and numpy imported) now, not during the first cleaning
+            self._worker_pool()
         while True:  # until cancelled
             ltc = self.grab_filthiest(self._now_ms())
             if ltc is None:

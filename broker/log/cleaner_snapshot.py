@@ -17,6 +17,9 @@ from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
 from common.topic_config import LogConfig
+from common.units import MIB
+
+HEADERS_READ_BYTES = 1 * MIB
 
 
 class CleaningAbortedError(Exception):
@@ -64,11 +67,19 @@ class SegmentFile:
             raise CleaningAbortedError(f"{snap.path} was removed while cleaning") from None
 
     def headers(self) -> Iterator[RecordBatchHeader]:
+        """Every batch header, read HEADERS_READ_BYTES at a time (not one read per batch)."""
         position = 0
-        while position < self.size:  # bounded: each header moves `position` forward
-            header = parse_header(os.pread(self.fd, HEADER_SIZE, position), require_body=False)
-            yield header
-            position += header.size
+        while position < self.size:  # bounded: each chunk moves `position` forward
+            chunk = os.pread(self.fd, min(HEADERS_READ_BYTES, self.size - position), position)
+            at = 0
+            while at + HEADER_SIZE <= len(chunk):  # bounded: each header moves `at` forward
+                header = parse_header(chunk, at, require_body=False)
+                yield header
+                at += header.size
+            if not at:  # fewer bytes than a header left: parse_header says what is wrong
+                parse_header(chunk, 0, require_body=False)
+                raise CleaningAbortedError(f"{self.log_path}: a torn batch header at {position}")
+            position += at
 
     def close(self) -> None:
         os.close(self.fd)

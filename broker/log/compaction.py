@@ -27,6 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+from crc32c import crc32c
+
+from broker.log.offset_map import OffsetMap
+from broker.log.record_columns import BOOL, I64, hash_key_bytes
 from broker.log.record_scan import ScannedBatch, ScannedRecord
 from common.compression import compress
 from common.record_batch import (
@@ -46,10 +51,6 @@ from common.record_batch import (
 )
 from common.records import build_batch, decode_records
 
-# Kafka sizes the dedupe buffer for 24 bytes per entry (a 16-byte MD5 of the key and an
-# 8-byte offset) and fills it to `log.cleaner.io.buffer.load.factor`.
-BYTES_PER_MAP_ENTRY = 24
-DEFAULT_LOAD_FACTOR = 0.9
 LAST_OFFSET_DELTA_POS = 23  # in the v2 batch header, inside the CRC
 _INT16, _INT32, _INT64, _UINT32 = (struct.Struct(f) for f in (">h", ">i", ">q", ">I"))
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 header, as common.record_batch
@@ -74,67 +75,16 @@ class BatchFilterResult:
     delete_horizon_ms: int | None
 
 
-class OffsetMap:
-    """Key -> latest offset over a dirty section, bounded by a number of entries.
-
-    Kafka's SkimpyOffsetMap stores key hashes in a fixed buffer; a dict keyed by the key
-    bytes keeps the same bound (`capacity` entries, from the dedupe buffer size) without
-    hash collisions. `latest_offset` is the highest offset put (-1: empty).
-    """
-
-    __slots__ = ("_offsets", "capacity", "latest_offset")
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"offset map capacity must be at least 1, got {capacity}")
-        self.capacity = capacity
-        self._offsets: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    @classmethod
-    def for_buffer(cls, dedupe_buffer_bytes: int, *, threads: int = 1,
-                   load_factor: float = DEFAULT_LOAD_FACTOR) -> OffsetMap:
-        """A map as big as Kafka's for `log.cleaner.dedupe.buffer.size` over `threads`."""
-        per_thread = dedupe_buffer_bytes // max(1, threads)
-        return cls(max(1, int(per_thread * load_factor) // BYTES_PER_MAP_ENTRY))
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._offsets
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.capacity
-
-    def room_for(self, keys: int) -> bool:
-        """Whether `keys` new keys still fit (an upper bound: some may be present)."""
-        return len(self._offsets) + keys <= self.capacity
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._offsets[key] = offset
-        self.latest_offset = max(self.latest_offset, offset)
-
-    def get(self, key: bytes) -> int:
-        """The latest offset of `key`, or -1."""
-        return self._offsets.get(key, -1)
-
-    def clear(self) -> None:
-        self._offsets.clear()
-        self.latest_offset = -1
-
-
 def map_batch(offset_map: OffsetMap, header: RecordBatchHeader,
               records: Iterable[ScannedRecord]) -> None:
     """Record the keys of one dirty batch in `offset_map` (control batches hold no keys
     of the topic; keyless records cannot be mapped)."""
     if header.is_control:
         return
-    put = offset_map.put
-    for record in records:
-        if record.key is not None:
-            put(record.key, record.offset)
+    keyed = [(record.key, record.offset) for record in records if record.key is not None]
+    if keyed:
+        h1, h2 = hash_key_bytes([key for key, _ in keyed], offset_map.seed)
+        offset_map.put_hashes(h1, h2, np.array([offset for _, offset in keyed], np.int64))
 
 
 def last_batch_of_producers(headers: Iterable[RecordBatchHeader]) -> dict[int, int]:
@@ -147,45 +97,74 @@ def last_batch_of_producers(headers: Iterable[RecordBatchHeader]) -> dict[int, i
     return last
 
 
+def retained_records(*, offset: I64, timestamp: I64, has_key: BOOL, is_tombstone: BOOL,
+                     latest: I64, map_end_offset: int, retain_deletes: BOOL | bool,
+                     lag_horizon_ms: int) -> BOOL:
+    """Which records of cleanable batches survive, all at once (Kafka's
+    shouldRetainRecord). Per record: its offset and timestamp, whether it has a key and a
+    null value, its key's latest offset in the map (-1: absent), whether its batch's
+    tombstones are still retained; `lag_horizon_ms` is `now - min.compaction.lag.ms`."""
+    too_new = (offset >= map_end_offset) | (timestamp > lag_horizon_ms)
+    # a keyless record cannot be compacted: dropped; a key's older record: dropped
+    latest_of_key = has_key & (offset >= latest)
+    return too_new | (latest_of_key & (~is_tombstone | retain_deletes))
+
+
+def batch_retention(*, records: int, kept: int, kept_tombstone: bool, horizon: int | None,
+                    is_producer_last: bool, now_ms: int,
+                    delete_retention_ms: int) -> tuple[BatchRetention, int | None]:
+    """The fate of one batch from its kept records, and the delete horizon it carries."""
+    if not kept:
+        return (BatchRetention.RETAIN_EMPTY if is_producer_last else BatchRetention.DELETE), None
+    new_horizon = horizon
+    if kept_tombstone and horizon is None:
+        new_horizon = now_ms + delete_retention_ms
+    if kept == records and new_horizon == horizon:
+        return BatchRetention.KEEP, horizon
+    return BatchRetention.REWRITE, new_horizon
+
+
+def retains_deletes(header: RecordBatchHeader, now_ms: int) -> bool:
+    """Whether the batch's tombstones stay: no delete horizon yet, or not reached."""
+    return not header.has_delete_horizon or now_ms < header.base_timestamp
+
+
+def is_last_of_producer(header: RecordBatchHeader,
+                        last_offsets_of_producers: Mapping[int, int]) -> bool:
+    return (header.producer_id != NO_PRODUCER_ID
+            and last_offsets_of_producers.get(header.producer_id) == header.last_offset)
+
+
 def filter_batch(header: RecordBatchHeader, records: Sequence[ScannedRecord], *,
                  offset_map: OffsetMap, map_end_offset: int, now_ms: int,
                  delete_retention_ms: int, lag_horizon_ms: int,
                  last_offsets_of_producers: Mapping[int, int]) -> BatchFilterResult:
-    """Decide which records of one cleanable batch survive.
+    """Decide which records of one cleanable batch survive (`retained_records` and
+    `batch_retention` for one batch; the shell applies them to many at once).
 
     `map_end_offset` is one past the last offset the map covers; `lag_horizon_ms` is
     `now - min.compaction.lag.ms` (a record stamped later is too young to drop).
     """
     if header.is_transactional or header.is_control:
         return BatchFilterResult(BatchRetention.KEEP, (), None)
-    horizon = header.base_timestamp if header.has_delete_horizon else None
-    retain_deletes = horizon is None or now_ms < horizon
-    kept = [record for record in records
-            if _retained(record, offset_map, map_end_offset, retain_deletes, lag_horizon_ms)]
-    has_tombstone = any(record.is_tombstone for record in kept)
-    is_producer_last = (header.producer_id != NO_PRODUCER_ID and
-                        last_offsets_of_producers.get(header.producer_id) == header.last_offset)
-    if not kept:
-        if is_producer_last:
-            return BatchFilterResult(BatchRetention.RETAIN_EMPTY, (), None)
-        return BatchFilterResult(BatchRetention.DELETE, (), None)
-    new_horizon = horizon
-    if has_tombstone and horizon is None:
-        new_horizon = now_ms + delete_retention_ms
-    if len(kept) == len(records) and new_horizon == horizon:
-        return BatchFilterResult(BatchRetention.KEEP, tuple(kept), horizon)
-    return BatchFilterResult(BatchRetention.REWRITE, tuple(kept), new_horizon)
-
-
-def _retained(record: ScannedRecord, offset_map: OffsetMap, map_end_offset: int,
-              retain_deletes: bool, lag_horizon_ms: int) -> bool:
-    if record.offset >= map_end_offset or record.timestamp > lag_horizon_ms:
-        return True
-    if record.key is None:
-        return False
-    if record.offset < offset_map.get(record.key):
-        return False  # a later record of the key exists
-    return not record.is_tombstone or retain_deletes
+    has_key = np.array([r.key is not None for r in records], np.bool_)
+    latest = np.full(len(records), -1, np.int64)
+    if has_key.any():
+        h1, h2 = hash_key_bytes([r.key for r in records if r.key is not None], offset_map.seed)
+        latest[has_key] = offset_map.lookup(h1, h2)
+    keep = retained_records(
+        offset=np.array([r.offset for r in records], np.int64),
+        timestamp=np.array([r.timestamp for r in records], np.int64), has_key=has_key,
+        is_tombstone=np.array([r.is_tombstone for r in records], np.bool_), latest=latest,
+        map_end_offset=map_end_offset, retain_deletes=retains_deletes(header, now_ms),
+        lag_horizon_ms=lag_horizon_ms)
+    kept = tuple(r for r, k in zip(records, keep.tolist()) if k)
+    retention, new_horizon = batch_retention(
+        records=len(records), kept=len(kept), kept_tombstone=any(r.is_tombstone for r in kept),
+        horizon=header.base_timestamp if header.has_delete_horizon else None,
+        is_producer_last=is_last_of_producer(header, last_offsets_of_producers),
+        now_ms=now_ms, delete_retention_ms=delete_retention_ms)
+    return BatchFilterResult(retention, kept, new_horizon)
 
 
 def rebuild_batch(header: RecordBatchHeader, batch: bytes | bytearray | memoryview,
@@ -228,16 +207,26 @@ def rebuild_batch(header: RecordBatchHeader, batch: bytes | bytearray | memoryvi
 
 def _splice(header: RecordBatchHeader, scanned: ScannedBatch,
             kept: Sequence[ScannedRecord]) -> bytes:
-    """The common rewrite: the kept records' bytes unchanged (their deltas stay valid, as
-    base offset and base timestamp do), recompressed with the batch's codec."""
     section = scanned.section
-    payload = compress(header.compression, b"".join(section[r.start : r.end] for r in kept))
-    max_timestamp = (header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME
-                     else max(r.timestamp for r in kept))
+    max_timestamp = max(r.timestamp for r in kept)
+    return splice_batch(header, b"".join(section[r.start : r.end] for r in kept), len(kept),
+                        max_timestamp)
+
+
+def splice_batch(header: RecordBatchHeader, records: bytes | bytearray | memoryview,
+                 count: int, max_timestamp: int) -> bytes:
+    """The common rewrite: `count` kept records' bytes unchanged (their deltas stay valid,
+    as base offset and base timestamp do), recompressed with the batch's codec, under the
+    original header with the new count, max timestamp (of the kept records; Kafka keeps it
+    for LOG_APPEND_TIME) and CRC."""
+    payload = compress(header.compression, bytes(records))
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamp = header.max_timestamp
     buf = bytearray(_BATCH_HEADER.pack(
         header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
         header.partition_leader_epoch, MAGIC_V2, 0, header.attributes, header.last_offset_delta,
         header.base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
-        header.base_sequence, len(kept)) + payload)
-    _UINT32.pack_into(buf, CRC_POS, compute_crc(buf, 0, parse_header(buf)))
+        header.base_sequence, count) + payload)
+    with memoryview(buf) as view:  # the whole buffer is the batch: no header parse needed
+        _UINT32.pack_into(buf, CRC_POS, crc32c(view[ATTRIBUTES_POS:]))
     return bytes(buf)

@@ -177,9 +177,11 @@ def test_kill_9_at_a_swap_step_recovers_a_whole_log(tmp_path: Path, step: str,
         cluster.nodes[index] = NodeProcess.spawn(node.spec)
         cluster.write_cluster_file()
         def restarted_log() -> str | None:
+            # whole once the partition's log is loaded: the recovery lines come before that
             text = cluster.node(broker).spec.log_path.read_text(errors="replace")
-            return text if f"partition={TOPIC}-0" in text.split("tidelog launcher: starting")[-1] \
-                else None
+            restarted = text.split("tidelog launcher: starting")[-1]
+            return text if any(f"partition={TOPIC}-0" in line and "Loaded log with" in line
+                               for line in restarted.splitlines()) else None
 
         log_text = wait_until("the restarted broker loaded its logs", restarted_log, 60.0)
         wait_until("the restarted broker leads the partition again",

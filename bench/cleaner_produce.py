@@ -1,0 +1,167 @@
+"""Produce throughput of a real broker while its log cleaner runs, against idle.
+
+One broker (and its controller) is started; kcat (librdkafka: a C-speed producer, so the
+broker is what limits) sends the same file of keyed 100 B records, 10 % distinct keys:
+
+- idle: to a compacted topic with `min.cleanable.dirty.ratio` 1.0, which no log exceeds:
+  the same produce path (keys checked), the cleaner idle;
+- cleaning: to a compacted topic with the same small segments and
+  `min.cleanable.dirty.ratio` 0.01, so the cleaner (in its cleaner process, as the broker
+  runs it) cleans again and again while kcat produces. The broker's cleaner metrics are
+  read before and after, to show how much it cleaned in the window.
+
+The ratio is cleaning / idle MB/s of produced record bytes (goal >= 80 %). Each phase runs
+`rounds` times on fresh topics, idle and cleaning rounds alternating, and the best is kept
+(the machine is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.units import MIB
+from tidelog.launcher import LocalCluster, free_ports
+
+HOSTS = ("127.0.0.1", "127.0.0.2")  # controller, broker
+READY_S = 60.0
+KCAT_TIMEOUT_S = 300.0
+HTTP_TIMEOUT_S = 10.0
+SEGMENT_BYTES = 4 * MIB
+BROKER_CONFIG = {"log.cleaner.backoff.ms": "100"}
+PHASES = (
+    # min.cleanable.dirty.ratio 1.0: no log is ever dirtier, so never cleaned
+    ("idle", {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+              "min.cleanable.dirty.ratio": "1.0"}),
+    ("cleaning", {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+                  "min.cleanable.dirty.ratio": "0.01"}),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRun:
+    seconds: float
+    payload_bytes: int
+    cleaned_bytes: float
+    cleaner_runs: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.payload_bytes / MIB / self.seconds
+
+
+def write_records(path: Path, records: int, record_size: int = 100, seed: int = 1) -> int:
+    """A kcat input file of `key:value` lines (10 % distinct keys); its payload bytes."""
+    rng = random.Random(seed)
+    keys = max(1, records // 10)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    value_size = record_size - 13
+    lines = []
+    payload = 0
+    for _ in range(records):
+        key = f"key-{rng.randrange(keys):08d}"
+        value = "".join(rng.choices(alphabet, k=value_size))
+        lines.append(f"{key}:{value}\n")
+        payload += len(key) + len(value)
+    path.write_text("".join(lines))
+    return payload
+
+
+def create_topic(cluster: LocalCluster, name: str, configs: dict[str, str]) -> None:
+    body = json.dumps({"name": name, "partitions": 1, "replication_factor": 1,
+                       "configs": configs}).encode()
+    request = urllib.request.Request(f"{cluster.admin_url}/v1/topics", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+        assert answer.status == 201, answer.read()
+
+
+def delete_topic(cluster: LocalCluster, name: str) -> None:
+    request = urllib.request.Request(f"{cluster.admin_url}/v1/topics/{name}", method="DELETE")
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+        assert answer.status in (200, 202, 204), answer.read()
+
+
+def cleaner_metrics(cluster: LocalCluster) -> dict[str, float]:
+    with urllib.request.urlopen(cluster.brokers[0].spec.metrics_url,
+                                timeout=HTTP_TIMEOUT_S) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if "log_cleaner_" in line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            samples[name.split("log_cleaner_", 1)[1]] = float(value)
+    return samples
+
+
+def kcat_produce(kcat: str, bootstrap: str, topic: str, path: Path) -> float:
+    """Seconds for kcat to deliver every line of `path` (acks=1, LZ4 off, 16 KiB batches)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [kcat, "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", ":", "-l",
+         "-X", "acks=1", "-X", "linger.ms=5", "-X", "batch.size=16384",
+         "-X", "queue.buffering.max.kbytes=65536", str(path)],
+        capture_output=True, timeout=KCAT_TIMEOUT_S, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0 or b"ERROR" in done.stderr:
+        raise RuntimeError(f"kcat failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
+    return seconds
+
+
+def wait_for_topic(kcat: str, bootstrap: str, topic: str) -> None:
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:  # bounded by the deadline
+        listing = subprocess.run([kcat, "-L", "-b", bootstrap, "-t", topic, "-m", "5"],
+                                 capture_output=True, timeout=30, check=False).stdout.decode()
+        if "leader: -1" not in listing and "partition 0, leader" in listing:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{topic} has no leader after {READY_S}s")
+
+
+def produce_while_cleaning(root: Path, *, records: int, rounds: int) -> dict[str, ProduceRun]:
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        raise RuntimeError("kcat is not installed (apt-get install kcat)")
+    root.mkdir(parents=True, exist_ok=True)
+    data = root / "records.txt"
+    payload = write_records(data, records)
+    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    best: dict[str, ProduceRun] = {}
+    with LocalCluster.start(root / "cluster", controllers=1, brokers=1, raft_port=raft,
+                            admin_port=admin, kafka_port=kafka, metrics_port=metrics,
+                            ready_timeout=READY_S, broker_config=BROKER_CONFIG) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        assert bootstrap is not None
+        # idle and cleaning rounds alternate, so that the machine's other load hits both
+        # alike; a cleaning round's topic is deleted after it, so the cleaner is idle again
+        for r in range(rounds):
+            for phase, configs in PHASES:
+                topic = f"{phase}-{r}"
+                create_topic(cluster, topic, configs)
+                wait_for_topic(kcat, bootstrap, topic)
+                before = cleaner_metrics(cluster)
+                seconds = kcat_produce(kcat, bootstrap, topic, data)
+                after = cleaner_metrics(cluster)
+                delete_topic(cluster, topic)
+                run = ProduceRun(seconds, payload,
+                                 after["bytes_cleaned_total"] - before["bytes_cleaned_total"],
+                                 after["runs_total"] - before["runs_total"])
+                if phase not in best or run.mb_per_s > best[phase].mb_per_s:
+                    best[phase] = run
+    return best
+
+
+def report(runs: dict[str, ProduceRun]) -> str:
+    idle, busy = runs["idle"], runs["cleaning"]
+    ratio = busy.mb_per_s / idle.mb_per_s
+    return (f"produce (kcat, 100 B records) MB/s: idle {idle.mb_per_s:.1f}; while cleaning "
+            f"{busy.mb_per_s:.1f} ({busy.cleaner_runs:.0f} cleanings, "
+            f"{busy.cleaned_bytes / MIB:.0f} MiB cleaned in {busy.seconds:.1f} s) -> "
+            f"{ratio:.0%} of idle (goal >= 80 %: {'met' if ratio >= 0.8 else 'NOT met'})")
