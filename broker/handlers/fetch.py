@@ -72,6 +72,10 @@ async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,
         parts = []
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if version < lo.MIN_VERSION_OF_TIMESTAMP.get(p.timestamp, 0):
+                parts.append(lo.ListOffsetsPartitionResponse(
+                    p.partition_index, ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1))
+                continue
             try:
                 parts.append(_offset_for(ctx, tp, p, consumer=req.replica_id < 0))
             except Exception as e:  # noqa: BLE001 - a failure answers this partition only
@@ -96,6 +100,8 @@ def _offset_for(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartiti
     if p.timestamp == lo.LATEST_TIMESTAMP:
         return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, fetchable,
                                                partition.leader_epoch)
+    if p.timestamp == lo.LATEST_TIERED_TIMESTAMP:  # no tiered storage: nothing tiered yet
+        return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, -1, -1)
     # Without tiered storage the local log start is the log start (KIP-405's -4).
     timestamp = lo.EARLIEST_TIMESTAMP if p.timestamp == lo.EARLIEST_LOCAL_TIMESTAMP else p.timestamp
     found = partition_log.offset_for_timestamp(timestamp)

@@ -1,9 +1,10 @@
-"""ListOffsets (key 2), v1–v8: the offset for a timestamp, or a special position.
+"""ListOffsets (key 2), v1–v9: the offset for a timestamp, or a special position.
 
 Special timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp (v7+,
 KIP-734), -4 the local log start offset (v8+, KIP-405: without tiered storage it is the log
-start offset). v6 is the first flexible version; v7 and v8 change no field, only which
-special timestamps the client may send.
+start offset), -5 the last offset moved to tiered storage (v9+, KIP-1005: without tiered
+storage there is none, offset -1). v6 is the first flexible version; v7, v8 and v9 change no
+field, only which special timestamps the client may send (`MIN_VERSION_OF_TIMESTAMP`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+# The first version allowed to ask for each special timestamp (Kafka's ReplicaManager
+# timestampMinSupportedVersion); an older request asking for one gets UNSUPPORTED_VERSION.
+MIN_VERSION_OF_TIMESTAMP: dict[int, int] = {
+    MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9,
+}
 
 
 @dataclass(frozen=True, slots=True)
