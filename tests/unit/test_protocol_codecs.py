@@ -170,7 +170,8 @@ REQUESTS += [
     *[req(lo, "list_offsets", 2, v, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
         lo.ListOffsetsPartition(0, ts, 4),)),), 1),
         i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
-      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP))],
+      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP),
+                    (9, lo.LATEST_TIERED_TIMESTAMP))],
     req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
         arr(s("t") + arr(i32(1) + i32(3)))),
     req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
@@ -283,7 +284,7 @@ RESPONSES = [
          i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
     *[resp(lo, "list_offsets", 2, v, LO_RESP,
            i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
-                         + TAG) + TAG) for v in (6, 7, 8)],
+                         + TAG) + TAG) for v in (6, 7, 8, 9)],
     resp(api_versions, "api_versions", 18, 3, api_versions.ApiVersionsResponse(
         0, (api_versions.ApiVersion(2, 1, 8),), 0),
         i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),

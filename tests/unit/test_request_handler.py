@@ -10,6 +10,7 @@ from broker.log.log_manager import LogManager
 from broker.topic_admin import AdminReply
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
+from common.errors import ErrorCode
 from common.config import parse_config
 from common.protocol import admin, fetch, produce
 from common.protocol import describe_configs as dc
@@ -313,6 +314,12 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     assert await offset_for(-1, version=6) == (0, 4, -1, 0)
     assert await offset_for(lo.MAX_TIMESTAMP, version=7) == (0, 3, NOW + 101, 0)
     assert await offset_for(lo.EARLIEST_LOCAL_TIMESTAMP, version=8) == (0, 0, -1, 0)
+    # v9 LATEST_TIERED (-5): no tiered storage, so no tiered offset (KIP-1005)
+    assert await offset_for(lo.LATEST_TIERED_TIMESTAMP, version=9) == (0, -1, -1, -1)
+    # a special timestamp older than its version is UNSUPPORTED_VERSION for that partition
+    for timestamp, version in ((lo.MAX_TIMESTAMP, 6), (lo.EARLIEST_LOCAL_TIMESTAMP, 7),
+                               (lo.LATEST_TIERED_TIMESTAMP, 8)):
+        assert await offset_for(timestamp, version) == (ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1)
 
 
 async def test_offset_for_leader_epoch(node):
