@@ -52,7 +52,7 @@ class ApiKey(IntEnum):
 # (min, max) version answered per API, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.METADATA: (1, 12),
+    ApiKey.METADATA: (0, 12),
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 9),

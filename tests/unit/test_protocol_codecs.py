@@ -144,6 +144,8 @@ REQUESTS += [
     for v in (3, 4)
 ]
 REQUESTS += [
+    req(md, "metadata", 3, 0, md.MetadataRequest(None), arr()),  # v0: an empty list is every topic
+    req(md, "metadata", 3, 0, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
     req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
@@ -267,6 +269,10 @@ RESPONSES = [
     resp(md, "metadata", 3, 1, md.MetadataResponse(
         0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
             0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
+    resp(md, "metadata", 3, 0, md.MetadataResponse(  # v0: no rack, controller id or internal flag
+        0, (md.MetadataResponseBroker(1, "h", 9092),), None, -1, (md.MetadataResponseTopic(
+            0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)),
+        arr(i32(1) + s("h") + i32(9092)) + arr(i16(0) + s("t") + arr(i16(0) + i32(0) + i32(1) + ints(1, 2) + ints(1)))),
     resp(md, "metadata", 3, 8, MD_RESP, MD_V8),
     resp(md, "metadata", 3, 9, MD_RESP, MD_V9),
     resp(md, "metadata", 3, 12, MD_RESP_V12, MD_V12),

@@ -354,6 +354,14 @@ async def test_metadata_known_unknown_and_auto_created_topics(node):
     everything = await call(handler, ApiKey.METADATA, 1, md.MetadataRequest(None), md.encode_metadata_request,
                             md.decode_metadata_response)
     assert sorted(t.name for t in everything.topics) == ["dark", "orders"]
+    # v0: an empty list asks for every topic (no creation), and a named one auto-creates
+    v0_all = await call(handler, ApiKey.METADATA, 0, md.MetadataRequest(None), md.encode_metadata_request,
+                        md.decode_metadata_response)
+    assert sorted(t.name for t in v0_all.topics) == ["dark", "orders"] and v0_all.controller_id == -1
+    assert [(b.node_id, b.rack) for b in v0_all.brokers] == [(1, None), (2, None)]
+    v0_named = await call(handler, ApiKey.METADATA, 0, md.MetadataRequest(("v0-topic",)), md.encode_metadata_request,
+                          md.decode_metadata_response)
+    assert [(t.name, t.error_code) for t in v0_named.topics] == [("v0-topic", 5)]
 
 
 async def test_admin_requests_go_to_the_topic_admin(node):
