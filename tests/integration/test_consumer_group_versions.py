@@ -11,6 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,59 @@ def test_confluent_group_versions_and_list_by_type(cluster: LocalCluster) -> Non
     assert [(g.group_id, g.type) for g in classic.valid if g.group_id == group] == [(group, ConsumerGroupType.CLASSIC)]
     new_protocol = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}, request_timeout=10).result()
     assert [g for g in new_protocol.valid if g.group_id == group] == []
+
+
+def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCluster) -> None:
+    """KIP-814 over the wire (no client sends JoinGroup v9 yet): a static leader rejoining its
+    Stable group with an unknown member id learns at v9 that it leads, with the members, and
+    to skip the assignment; at v8 it is told the previous leader id. SyncGroup v5 refuses a
+    protocol name other than the group's."""
+    from common.errors import ErrorCode
+    from common.protocol import group_membership as gm
+    from common.protocol import join_group as jg
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+    from tidelog.kafka_client import KafkaClient
+
+    from common.protocol.frame import strip_response_header
+
+    def flexible(api: ApiKey, decode: Any) -> Any:
+        """tidelog's KafkaClient.call hands back the body after the correlation id: past a
+        flexible response's header tags first (the group tools only used classic versions)."""
+        return lambda raw, version: decode(strip_response_header(api, version, raw), version)
+
+    group, instance = "kip814-group", "leader-instance"
+    protocols = (jg.JoinGroupRequestProtocol("range", b"subscription"),)
+    with KafkaClient(parse_bootstrap_servers(bootstrap_of(cluster)), request_timeout=30.0) as client:
+        coordinator = GroupAdmin(client).coordinator(group)
+
+        def join(version: int) -> jg.JoinGroupResponse:
+            request = jg.JoinGroupRequest(group, 6000, 10000, "", instance, "consumer", protocols, "restarted")
+            return client.call(coordinator, ApiKey.JOIN_GROUP, version, request, jg.encode_join_group_request,
+                               flexible(ApiKey.JOIN_GROUP, jg.decode_join_group_response))
+
+        def sync(member_id: str, generation: int, name: str) -> jg.SyncGroupResponse:
+            request = jg.SyncGroupRequest(group, generation, member_id, instance, (
+                jg.SyncGroupRequestAssignment(member_id, b"assignment"),), "consumer", name)
+            return client.call(coordinator, ApiKey.SYNC_GROUP, 5, request, jg.encode_sync_group_request,
+                               flexible(ApiKey.SYNC_GROUP, jg.decode_sync_group_response))
+
+        first = wait_until("the coordinator answers", lambda: (lambda r: r if r.error_code == 0 else None)(join(9)))
+        assert (first.leader, first.skip_assignment, first.protocol_type) == (first.member_id, False, "consumer")
+        assert sync(first.member_id, first.generation_id, "roundrobin").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        synced = sync(first.member_id, first.generation_id, "range")
+        assert (synced.error_code, synced.assignment, synced.protocol_name) == (0, b"assignment", "range")
+
+        again = join(9)  # the static leader restarts: same generation, no rebalance
+        assert (again.error_code, again.generation_id, again.leader, again.skip_assignment) == (
+            0, first.generation_id, again.member_id, True)
+        assert [m.group_instance_id for m in again.members] == [instance] and again.member_id != first.member_id
+        older = join(8)  # before v9: the previous leader id, so the client does not assign
+        assert (older.error_code, older.leader, older.members) == (0, again.member_id, ())
+        assert older.member_id not in (first.member_id, again.member_id)
+
+        left = client.call(coordinator, ApiKey.LEAVE_GROUP, 5, gm.LeaveGroupRequest(group, (
+            gm.MemberIdentity("", instance, "test over"),)), gm.encode_leave_group_request,
+            flexible(ApiKey.LEAVE_GROUP, gm.decode_leave_group_response))
+        assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
