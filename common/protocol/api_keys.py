@@ -55,7 +55,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.METADATA: (0, 12),
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 9),
+    ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 5),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),

@@ -166,6 +166,8 @@ REQUESTS += [
     req(fetch, "fetch", 1, 4, FETCH_V4, FETCH_V4_BYTES),
     req(fetch, "fetch", 1, 7, FETCH_V7, FETCH_V7_BYTES),
     req(fetch, "fetch", 1, 11, FETCH_V11, FETCH_V11_BYTES),
+    req(lo, "list_offsets", 2, 0, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+        lo.ListOffsetsPartition(0, -1, -1, 5),)),)), i32(-1) + arr(s("t") + arr(i32(0) + i64(-1) + i32(5)))),
     req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
     req(lo, "list_offsets", 2, 5, LO_REQ_V5,
         i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
@@ -283,6 +285,9 @@ RESPONSES = [
         fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, -1, (fetch.AbortedTransaction(5, 6),)),
         fetch.FetchPartitionResponse(1, 1, -1, None))),)), FR_V4),
     resp(fetch, "fetch", 1, 11, FR_RESP, FR_V11),
+    resp(lo, "list_offsets", 2, 0, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
+        lo.ListOffsetsPartitionResponse(0, 0, -1, -1, -1, (250, 200)), lo.ListOffsetsPartitionResponse(1, 6, -1, -1))),)),
+        arr(s("t") + arr(i32(0) + i16(0) + arr(i64(250), i64(200)), i32(1) + i16(6) + arr()))),
     resp(lo, "list_offsets", 2, 1, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
         lo.ListOffsetsPartitionResponse(0, 0, -1, 100),)),)),
         arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),

@@ -314,6 +314,18 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     assert await offset_for(-1, version=6) == (0, 4, -1, 0)
     assert await offset_for(lo.MAX_TIMESTAMP, version=7) == (0, 3, NOW + 101, 0)
     assert await offset_for(lo.EARLIEST_LOCAL_TIMESTAMP, version=8) == (0, 0, -1, 0)
+    # v0: offsets of segment starts (one segment here) and the high watermark, newest first
+    async def old_style(timestamp, max_num_offsets):
+        request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("orders", (
+            lo.ListOffsetsPartition(0, timestamp, -1, max_num_offsets), lo.ListOffsetsPartition(7, -1))),))
+        response = await call(handler, ApiKey.LIST_OFFSETS, 0, request, lo.encode_list_offsets_request,
+                              lo.decode_list_offsets_response)
+        return [(p.partition_index, p.error_code, p.old_style_offsets) for p in response.topics[0].partitions]
+
+    assert await old_style(-1, 10) == [(0, 0, (4, 0)), (7, 3, ())]
+    assert await old_style(-1, 1) == [(0, 0, (4,)), (7, 3, ())]
+    assert await old_style(-2, 10) == [(0, 0, (0,)), (7, 3, ())]
+    assert (await old_style(lo.MAX_TIMESTAMP, 1))[0] == (0, ErrorCode.UNSUPPORTED_VERSION, ())
     # v9 LATEST_TIERED (-5): no tiered storage, so no tiered offset (KIP-1005)
     assert await offset_for(lo.LATEST_TIERED_TIMESTAMP, version=9) == (0, -1, -1, -1)
     # a special timestamp older than its version is UNSUPPORTED_VERSION for that partition
