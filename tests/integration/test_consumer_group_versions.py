@@ -208,3 +208,34 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
             gm.MemberIdentity("", instance, "test over"),)), gm.encode_leave_group_request,
             flexible(ApiKey.LEAVE_GROUP, gm.decode_leave_group_response))
         assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
+
+
+def test_metadata_and_list_offsets_v0_over_the_wire(cluster: LocalCluster) -> None:
+    """The oldest versions Kafka 3.9 still answers, on a real broker: Metadata v0 (an empty
+    topic list is every topic) and ListOffsets v0 (old-style offset lists)."""
+    from common.protocol import list_offsets as lo
+    from common.protocol import metadata as md
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.kafka_client import KafkaClient
+
+    topic = loaded_topic(cluster, "v0-offsets")
+    with KafkaClient(parse_bootstrap_servers(bootstrap_of(cluster)), request_timeout=30.0) as client:
+        every = client.call(None, ApiKey.METADATA, 0, md.MetadataRequest(None), md.encode_metadata_request,
+                            md.decode_metadata_response)
+        assert topic in {t.name for t in every.topics} and len(every.brokers) == 3
+        leaders = {p.partition_index: p.leader_id for t in every.topics if t.name == topic for p in t.partitions}
+        client.metadata([topic])  # the broker addresses, for calls by id
+        total = 0
+        for partition, leader in sorted(leaders.items()):
+            request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic(topic, (
+                lo.ListOffsetsPartition(partition, lo.LATEST_TIMESTAMP, -1, 10),
+                lo.ListOffsetsPartition(partition, lo.EARLIEST_TIMESTAMP, -1, 10))),))
+            answer = client.call(leader, ApiKey.LIST_OFFSETS, 0, request, lo.encode_list_offsets_request,
+                                 lo.decode_list_offsets_response)
+            latest, earliest = answer.topics[0].partitions
+            assert latest.error_code == 0 and earliest.old_style_offsets == (0,)
+            assert latest.old_style_offsets[-1] == 0 and latest.old_style_offsets == tuple(
+                sorted(latest.old_style_offsets, reverse=True))
+            total += latest.old_style_offsets[0]
+        assert total == RECORDS  # the high watermarks of every partition
