@@ -60,10 +60,13 @@ def _commit_error(group: ClassicGroup | None, req: CommitRequest) -> ErrorCode:
         return E.COORDINATOR_NOT_AVAILABLE
     if req.generation_id < 0 and group.state is GroupState.EMPTY:
         return E.NONE  # the group only stores offsets in Kafka (Kafka's doCommitOffsets)
-    holder = group.static_member(req.group_instance_id)
-    if holder is not None and holder != req.member_id:
-        return E.FENCED_INSTANCE_ID
-    if req.member_id not in group.members:
+    if req.group_instance_id is not None:  # Kafka's validateMember: a static member by its instance
+        holder = group.static_member(req.group_instance_id)
+        if holder is None:
+            return E.UNKNOWN_MEMBER_ID
+        if holder != req.member_id:
+            return E.FENCED_INSTANCE_ID
+    elif req.member_id not in group.members:
         return E.UNKNOWN_MEMBER_ID
     if req.generation_id != group.generation_id:
         return E.ILLEGAL_GENERATION

@@ -83,6 +83,9 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
 
 async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
                client: ClientInfo) -> jg.SyncGroupResponse:
+    if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # Kafka's areMandatoryProtocolTypeAndNamePresent, checked before anything else
+        return jg.SyncGroupResponse(int(E.INCONSISTENT_GROUP_PROTOCOL), b"")
     try:
         shard = coord.shard_for(req.group_id)
     except CoordinatorError as e:

@@ -66,6 +66,8 @@ async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
     # SyncGroup v5: a protocol name other than the group's is refused and stores nothing
     end = replicas.get_partition(OFFSETS_TP).log.log_end_offset
     assert (await sync_v5(handler, member, generation, "roundrobin")).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    # v5 makes both mandatory: a null one is refused before any other check
+    assert (await sync_v5(handler, member, generation, None)).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == end
     synced = await sync_v5(handler, member, generation, "range",
                            (jg.SyncGroupRequestAssignment(member, b"assignment"),))

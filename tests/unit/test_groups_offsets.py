@@ -50,9 +50,10 @@ def commit(group: ClassicGroup | None, generation: int = GEN, member: str = "a",
     (STABLE, {"generation": GEN - 1}, E.ILLEGAL_GENERATION),
     (STABLE, {"generation": -1, "member": ""}, E.UNKNOWN_MEMBER_ID),  # a standalone commit to a live group
     (STATIC, {"instance": "inst-b"}, E.FENCED_INSTANCE_ID),
+    (STABLE, {"instance": "inst-z"}, E.UNKNOWN_MEMBER_ID),  # a known member id with an unknown instance
     (COMPLETING, {"generation": COMPLETING.generation_id}, E.REBALANCE_IN_PROGRESS),
 ], ids=["empty-id", "unknown-group-with-generation", "dead", "unknown-member", "old-generation",
-        "standalone-to-live-group", "fenced", "completing"])
+        "standalone-to-live-group", "fenced", "unknown-instance", "completing"])
 def test_commit_errors_store_nothing(group: ClassicGroup | None, kwargs: dict, expected: E) -> None:
     out = commit(group, **kwargs)
     assert out.response == (("orders", 0, expected),) and out.records == ()
