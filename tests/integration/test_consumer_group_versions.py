@@ -17,7 +17,11 @@ import pytest
 
 from tests.integration.cluster_fixtures import wait_until
 from tests.integration.group_fixtures import produce
-from tests.integration.replication_fixtures import create_topic, replicated_cluster, wait_full_isr
+from tests.integration.replication_fixtures import (
+    create_topic,
+    replicated_cluster,
+    wait_full_isr,
+)
 from tidelog.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -163,11 +167,10 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
     from common.protocol import group_membership as gm
     from common.protocol import join_group as jg
     from common.protocol.api_keys import ApiKey
+    from common.protocol.frame import strip_response_header
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
     from tidelog.kafka_client import KafkaClient
-
-    from common.protocol.frame import strip_response_header
 
     def flexible(api: ApiKey, decode: Any) -> Any:
         """tidelog's KafkaClient.call hands back the body after the correlation id: past a
@@ -190,7 +193,11 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
             return client.call(coordinator, ApiKey.SYNC_GROUP, 5, request, jg.encode_sync_group_request,
                                flexible(ApiKey.SYNC_GROUP, jg.decode_sync_group_response))
 
-        first = wait_until("the coordinator answers", lambda: (lambda r: r if r.error_code == 0 else None)(join(9)))
+        def joined() -> jg.JoinGroupResponse | None:  # None while the coordinator still loads
+            answer = join(9)
+            return answer if answer.error_code == 0 else None
+
+        first = wait_until("the coordinator answers", joined)
         assert (first.leader, first.skip_assignment, first.protocol_type) == (first.member_id, False, "consumer")
         assert sync(first.member_id, first.generation_id, "roundrobin").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         synced = sync(first.member_id, first.generation_id, "range")

@@ -12,6 +12,7 @@ from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
 from common.protocol.api_keys import ApiKey
+from groups.partitioner import coordinator_partition
 from tests.unit.test_group_coordinator import (  # noqa: F401 - `broker` is a fixture
     ELSEWHERE,
     HERE,
@@ -20,7 +21,6 @@ from tests.unit.test_group_coordinator import (  # noqa: F401 - `broker` is a fi
     broker,
     loaded,
 )
-from groups.partitioner import coordinator_partition
 from tests.unit.test_request_handler import call
 
 PROTOCOLS = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)

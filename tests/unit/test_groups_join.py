@@ -8,7 +8,13 @@ import pytest
 
 from common.errors import ErrorCode as E
 from groups.group import ClassicGroup, GroupConfig
-from groups.join import SyncRequest, join_group, maybe_complete_join, sync_failed, sync_group
+from groups.join import (
+    SyncRequest,
+    join_group,
+    maybe_complete_join,
+    sync_failed,
+    sync_group,
+)
 from groups.outcome import JoinMember, JoinResult, SyncResult
 from groups.records import GroupMetadataKey
 from groups.state import GroupState as S
