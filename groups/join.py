@@ -11,6 +11,7 @@ SyncGroup is answered. Assignment itself stays in the clients.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Final
 
 from common.errors import ErrorCode
 from groups.group import ClassicGroup, GroupConfig, Member
@@ -73,9 +74,14 @@ def join_group(group: ClassicGroup | None, req: JoinRequest, *, new_member_id: s
         outcome = _join_unknown(candidate, group, req, new_member_id, now_ms, config)
     else:
         outcome = _join_known(candidate, req, now_ms, config)
-    if outcome.reason:  # Kafka's JoinGroupRequest.joinReason, in the rebalance's log line
+    if outcome.reason.startswith(_REASONED):  # Kafka's joinReason, in the lines it logs it in
         outcome = replace(outcome, reason=f"{outcome.reason}; client reason: {client_reason(req.reason)}")
     return outcome
+
+
+# The transitions a JoinGroup causes whose log line carries the client's reason (Kafka logs
+# it when preparing a rebalance and when a static member replaces its old member id).
+_REASONED: Final = ("preparing to rebalance", "static member")
 
 
 def client_reason(reason: str | None) -> str:
