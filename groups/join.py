@@ -11,6 +11,7 @@ SyncGroup is answered. Assignment itself stays in the clients.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Final
 
 from common.errors import ErrorCode
 from groups.group import ClassicGroup, GroupConfig, Member
@@ -33,6 +34,8 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool = True  # JoinGroup v4+: MEMBER_ID_REQUIRED first
+    supports_skip_assignment: bool = False  # JoinGroup v9+ (KIP-814)
+    reason: str | None = None  # JoinGroup v8+ (KIP-800), for the log line of the rebalance
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,8 @@ class SyncRequest:
     member_id: str
     group_instance_id: str | None
     assignments: tuple[tuple[str, bytes], ...]
+    protocol_type: str | None = None  # SyncGroup v5+: checked against the group's
+    protocol_name: str | None = None
 
 
 def _join_error(group: ClassicGroup | None, error: ErrorCode, member_id: str = "") -> Outcome:
@@ -66,8 +71,22 @@ def join_group(group: ClassicGroup | None, req: JoinRequest, *, new_member_id: s
     if not candidate.supports(req.protocol_type, req.protocols):
         return _join_error(group, E.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
     if not req.member_id:
-        return _join_unknown(candidate, group, req, new_member_id, now_ms, config)
-    return _join_known(candidate, req, now_ms, config)
+        outcome = _join_unknown(candidate, group, req, new_member_id, now_ms, config)
+    else:
+        outcome = _join_known(candidate, req, now_ms, config)
+    if outcome.reason.startswith(_REASONED):  # Kafka's joinReason, in the lines it logs it in
+        outcome = replace(outcome, reason=f"{outcome.reason}; client reason: {client_reason(req.reason)}")
+    return outcome
+
+
+# The transitions a JoinGroup causes whose log line carries the client's reason (Kafka logs
+# it when preparing a rebalance and when a static member replaces its old member id).
+_REASONED: Final = ("preparing to rebalance", "static member")
+
+
+def client_reason(reason: str | None) -> str:
+    """Kafka's rendering of a JoinGroup (v8+) or LeaveGroup (v5+) reason."""
+    return reason if reason else "not provided"
 
 
 def _new_member(req: JoinRequest, member_id: str, now_ms: int, config: GroupConfig) -> Member:
@@ -135,7 +154,16 @@ def _replace_static(group: ClassicGroup, old_id: str, new_id: str, req: JoinRequ
     replaced = replace(group, members=members, leader_id=leader, pending_sync=pending_sync)
     if group.state is GroupState.STABLE and old.same_protocols(req.protocols):
         record = CoordinatorRecord(GroupMetadataKey(group.group_id), replaced.to_record_value())
-        return Outcome(replaced, (record,), _current(replaced, new_id), joins=fenced,
+        if req.supports_skip_assignment:
+            # KIP-814: the leader learns it leads (to keep watching metadata) but must not
+            # run the assignor: a Stable group would not hand out a new assignment.
+            answer = replace(_current(replaced, new_id), skip_assignment=leader == new_id)
+        else:
+            # Before JoinGroup v9: the previous leader id, which is not the member's new id,
+            # so a rejoining static leader does not think it leads and runs no assignment.
+            answer = JoinResult(E.NONE, replaced.generation_id, replaced.protocol_type,
+                                replaced.protocol_name, group.leader_id or "", new_id)
+        return Outcome(replaced, (record,), answer, joins=fenced,
                        reason=f"static member {req.group_instance_id} rejoined as {new_id}")
     outcome = _add_and_rebalance(replaced, replace(new, awaiting_join=True), now_ms, config,
                                  f"static member {req.group_instance_id} rejoined as {new_id}")
@@ -263,6 +291,9 @@ def sync_group(group: ClassicGroup | None, req: SyncRequest, now_ms: int) -> Out
         return _sync_error(group, E.UNKNOWN_MEMBER_ID)
     if req.generation_id != group.generation_id:
         return _sync_error(group, E.ILLEGAL_GENERATION)
+    if (_inconsistent(req.protocol_type, group.protocol_type)
+            or _inconsistent(req.protocol_name, group.protocol_name)):
+        return _sync_error(group, E.INCONSISTENT_GROUP_PROTOCOL)
     if group.state is GroupState.PREPARING_REBALANCE:
         return _sync_error(group, E.REBALANCE_IN_PROGRESS)
     member = replace(member, session_deadline_ms=now_ms + member.session_timeout_ms)
@@ -284,6 +315,12 @@ def sync_group(group: ClassicGroup | None, req: SyncRequest, now_ms: int) -> Out
                                    group.protocol_name)) for mid in waiting)
     return Outcome(group, (record,), park=True, syncs=syncs,
                    reason=f"generation {group.generation_id} assigned by leader {req.member_id}")
+
+
+def _inconsistent(asked: str | None, group_value: str | None) -> bool:
+    """Kafka's isProtocolInconsistent: only a value both sides have can disagree (SyncGroup
+    before v5 sends none)."""
+    return asked is not None and group_value is not None and asked != group_value
 
 
 def sync_failed(group: ClassicGroup, generation_id: int, error: ErrorCode, now_ms: int,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from common.errors import ErrorCode
 from groups.group import ClassicGroup, GroupConfig, Member
-from groups.join import maybe_complete_join, prepare_rebalance
+from groups.join import client_reason, maybe_complete_join, prepare_rebalance
 from groups.outcome import JoinResult, Outcome
 from groups.state import GroupState
 
@@ -24,6 +24,7 @@ E = ErrorCode
 class LeavingMember:
     member_id: str  # "" with a group_instance_id: leave by instance (v3+)
     group_instance_id: str | None = None
+    reason: str | None = None  # LeaveGroup v5+ (KIP-800), for the log line of the rebalance
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ def leave_group(group: ClassicGroup | None, group_id: str, leaving: tuple[Leavin
             continue
         joins += _answer_waiting_joins(group, [target])
         group = group.without_member(target)
-        removed.append(target)
+        removed.append(f"{target} (client reason: {client_reason(m.reason)})")
         results.append((m, E.NONE))
     outcome = Outcome(group, response=LeaveResult(E.NONE, tuple(results)), joins=joins)
     if removed:

@@ -35,6 +35,7 @@ class CommitPartition:
     offset: int
     leader_epoch: int
     metadata: str | None
+    commit_timestamp: int = -1  # OffsetCommit v1; -1: the coordinator's time
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,21 +46,27 @@ class CommitRequest:
     group_instance_id: str | None
     partitions: tuple[CommitPartition, ...]
     expire_timestamp: int = NO_EXPIRE_TIMESTAMP  # v2-v4 retention_time_ms, as Kafka keeps it
+    # What an unknown group committing with a generation gets: ILLEGAL_GENERATION before
+    # OffsetCommit v9, GROUP_ID_NOT_FOUND from v9 (Kafka's OffsetMetadataManager).
+    unknown_group_error: ErrorCode = ErrorCode.ILLEGAL_GENERATION
 
 
 def _commit_error(group: ClassicGroup | None, req: CommitRequest) -> ErrorCode:
     if not req.group_id:
         return E.INVALID_GROUP_ID
     if group is None:
-        return E.NONE if req.generation_id < 0 else E.ILLEGAL_GENERATION
+        return E.NONE if req.generation_id < 0 else req.unknown_group_error
     if group.state is GroupState.DEAD:
         return E.COORDINATOR_NOT_AVAILABLE
     if req.generation_id < 0 and group.state is GroupState.EMPTY:
         return E.NONE  # the group only stores offsets in Kafka (Kafka's doCommitOffsets)
-    holder = group.static_member(req.group_instance_id)
-    if holder is not None and holder != req.member_id:
-        return E.FENCED_INSTANCE_ID
-    if req.member_id not in group.members:
+    if req.group_instance_id is not None:  # Kafka's validateMember: a static member by its instance
+        holder = group.static_member(req.group_instance_id)
+        if holder is None:
+            return E.UNKNOWN_MEMBER_ID
+        if holder != req.member_id:
+            return E.FENCED_INSTANCE_ID
+    elif req.member_id not in group.members:
         return E.UNKNOWN_MEMBER_ID
     if req.generation_id != group.generation_id:
         return E.ILLEGAL_GENERATION
@@ -92,7 +99,8 @@ def commit_offsets(group: ClassicGroup | None, req: CommitRequest, *, now_ms: in
             answers.append((p.topic, p.partition, E.NONE))
             records.append(CoordinatorRecord(
                 OffsetCommitKey(req.group_id, p.topic, p.partition),
-                OffsetCommitValue(p.offset, metadata, now_ms, p.leader_epoch, req.expire_timestamp)))
+                OffsetCommitValue(p.offset, metadata, now_ms if p.commit_timestamp == -1 else p.commit_timestamp,
+                                  p.leader_epoch, req.expire_timestamp)))
     return Outcome(group, tuple(records), tuple(answers))
 
 

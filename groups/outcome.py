@@ -35,6 +35,7 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: tuple[JoinMember, ...] = ()
+    skip_assignment: bool = False  # KIP-814 (JoinGroup v9+): the leader must not assign
 
 
 @dataclass(frozen=True, slots=True)

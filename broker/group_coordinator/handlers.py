@@ -37,13 +37,20 @@ from metadata.image import MetadataImage
 E = ErrorCode
 JOIN_MARGIN_S: Final = 5.0  # a parked JoinGroup waits its rebalance timeout plus this, at most
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
+CLASSIC_GROUP_TYPE: Final = "classic"  # Kafka's Group.GroupType.CLASSIC (ListGroups v5)
 
 
 def _join_response(result: JoinResult) -> jg.JoinGroupResponse:
     return jg.JoinGroupResponse(
-        int(result.error), result.generation_id, result.protocol_name or "", result.leader,
+        int(result.error), result.generation_id, result.protocol_name, result.leader,
         result.member_id,
-        tuple(jg.JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata) for m in result.members))
+        tuple(jg.JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata) for m in result.members),
+        protocol_type=result.protocol_type, skip_assignment=result.skip_assignment)
+
+
+def _sync_response(result: SyncResult) -> jg.SyncGroupResponse:
+    return jg.SyncGroupResponse(int(result.error), result.assignment,
+                                protocol_type=result.protocol_type, protocol_name=result.protocol_name)
 
 
 async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
@@ -56,7 +63,8 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
     new_id = coord.new_member_id(prefix)
     core = JoinRequest(req.group_id, req.member_id, req.group_instance_id, client.client_id, client.host,
                        req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
-                       tuple((p.name, p.metadata) for p in req.protocols), version >= 4)
+                       tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
+                       supports_skip_assignment=version >= 9, reason=req.reason)
     outcome = join_group(shard.groups.get(req.group_id), core, new_member_id=new_id,
                          now_ms=coord.now_ms(), config=coord.config)
     future = None
@@ -75,25 +83,29 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
 
 async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
                client: ClientInfo) -> jg.SyncGroupResponse:
+    if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # Kafka's areMandatoryProtocolTypeAndNamePresent, checked before anything else
+        return jg.SyncGroupResponse(int(E.INCONSISTENT_GROUP_PROTOCOL), b"")
     try:
         shard = coord.shard_for(req.group_id)
     except CoordinatorError as e:
         return jg.SyncGroupResponse(int(e.code), b"")
     core = SyncRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id,
-                       tuple((a.member_id, a.assignment) for a in req.assignments))
+                       tuple((a.member_id, a.assignment) for a in req.assignments),
+                       req.protocol_type, req.protocol_name)
     group = shard.groups.get(req.group_id)
     outcome = sync_group(group, core, coord.now_ms())
     future = shard.park_sync(req.group_id, req.member_id) if outcome.park else None
     await coord.run(shard, req.group_id, outcome)
     if future is None:
         assert isinstance(outcome.response, SyncResult)
-        return jg.SyncGroupResponse(int(outcome.response.error), outcome.response.assignment)
+        return _sync_response(outcome.response)
     timeout = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0)
     try:
         result = await asyncio.wait_for(future, timeout / 1000 + JOIN_MARGIN_S)
     except TimeoutError:
         result = SyncResult(E.REBALANCE_IN_PROGRESS)
-    return jg.SyncGroupResponse(int(result.error), result.assignment)
+    return _sync_response(result)
 
 
 async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,
@@ -114,7 +126,7 @@ async def leave(coord: GroupCoordinator, req: gm.LeaveGroupRequest, version: int
         shard = coord.shard_for(req.group_id)
     except CoordinatorError as e:
         return gm.LeaveGroupResponse(int(e.code))
-    leaving = tuple(LeavingMember(m.member_id, m.group_instance_id) for m in req.members)
+    leaving = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason) for m in req.members)
     outcome = leave_group(shard.groups.get(req.group_id), req.group_id, leaving, coord.now_ms(), coord.config)
     await coord.run(shard, req.group_id, outcome)
     result = outcome.response
@@ -144,10 +156,11 @@ async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: 
     except CoordinatorError as e:
         return all_failed(int(e.code))
     parts = tuple(CommitPartition(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                                  p.committed_metadata) for t in req.topics for p in t.partitions)
+                                  p.committed_metadata, p.commit_timestamp) for t in req.topics for p in t.partitions)
     # retention_time_ms (v2-v4) only sets an expire timestamp when given (Kafka >= 2.1)
     expire = coord.now_ms() + req.retention_time_ms if req.retention_time_ms >= 0 else -1
-    core = CommitRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id, parts, expire)
+    core = CommitRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id, parts, expire,
+                         E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
     outcome = commit_offsets(shard.groups.get(req.group_id), core, now_ms=coord.now_ms(),
                              config=coord.config, partition_exists=_partition_exists(coord.image()))
     error = await coord.run(shard, req.group_id, outcome)
@@ -159,28 +172,40 @@ async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: 
     return oc.OffsetCommitResponse(tuple(oc.TopicErrors(t, tuple(ps)) for t, ps in answers.items()))
 
 
+def _fetch_group(coord: GroupCoordinator, group_id: str,
+                 topics: tuple[oc.OffsetFetchRequestTopic, ...] | None) -> oc.OffsetFetchResponseGroup:
+    """One group's committed offsets, or its error (with no topics) when this broker cannot
+    answer for it. A classic group checks no member id or epoch (OffsetFetch v9): Kafka's
+    ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps."""
+    if not group_id:
+        return oc.OffsetFetchResponseGroup(group_id, (), int(E.INVALID_GROUP_ID))
+    try:
+        shard = coord.shard_for(group_id)
+    except CoordinatorError as e:
+        return oc.OffsetFetchResponseGroup(group_id, (), int(e.code))
+    wanted = None if topics is None else tuple((t.name, t.partition_indexes) for t in topics)
+    answers: dict[str, list[oc.OffsetFetchResponsePartition]] = {}
+    for f in fetch_offsets(shard.offsets.get(group_id), wanted):
+        answers.setdefault(f.topic, []).append(oc.OffsetFetchResponsePartition(
+            f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
+    return oc.OffsetFetchResponseGroup(
+        group_id, tuple(oc.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in answers.items()))
+
+
 async def fetch(coord: GroupCoordinator, req: oc.OffsetFetchRequest, version: int,
                 client: ClientInfo) -> oc.OffsetFetchResponse:
-    def failed(code: int) -> oc.OffsetFetchResponse:
-        if version >= 2:
-            return oc.OffsetFetchResponse((), code)
-        return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t.name, tuple(
-            oc.OffsetFetchResponsePartition(p, -1, -1, "", code) for p in t.partition_indexes))
-            for t in req.topics or ()))
-
-    if not req.group_id:
-        return failed(int(E.INVALID_GROUP_ID))
-    try:
-        shard = coord.shard_for(req.group_id)
-    except CoordinatorError as e:
-        return failed(int(e.code))
-    wanted = None if req.topics is None else tuple((t.name, t.partition_indexes) for t in req.topics)
-    fetched = fetch_offsets(shard.offsets.get(req.group_id), wanted)
-    topics: dict[str, list[oc.OffsetFetchResponsePartition]] = {}
-    for f in fetched:
-        topics.setdefault(f.topic, []).append(oc.OffsetFetchResponsePartition(
-            f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
-    return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in topics.items()))
+    if version >= 8:  # KIP-709: each group answered on its own, errors included
+        return oc.OffsetFetchResponse((), groups=tuple(
+            _fetch_group(coord, g.group_id, g.topics) for g in req.groups))
+    group = _fetch_group(coord, req.group_id, req.topics)
+    if group.error_code == 0:
+        return oc.OffsetFetchResponse(group.topics)
+    if version >= 2:
+        return oc.OffsetFetchResponse((), group.error_code)
+    # v0-v1 have no top-level error: every asked partition carries it
+    return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t.name, tuple(
+        oc.OffsetFetchResponsePartition(p, -1, -1, "", group.error_code) for p in t.partition_indexes))
+        for t in req.topics or ()))
 
 
 async def offset_delete(coord: GroupCoordinator, req: oc.OffsetDeleteRequest, version: int,
@@ -234,6 +259,9 @@ async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int
     # v4 (KIP-518): states compared case-insensitively; a group known only by its committed
     # offsets is an Empty group, as Kafka loads it.
     wanted = {state.lower() for state in req.states_filter}
+    # v5 (KIP-848): types compared case-insensitively; every group here is a classic one
+    if req.types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in req.types_filter}:
+        return ga.ListGroupsResponse(int(error), ())
     groups = []
     for shard in coord.active_shards():
         for group_id in sorted(set(shard.groups) | set(shard.offsets)):
@@ -241,7 +269,8 @@ async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int
             state = group.state.value if group else GroupState.EMPTY.value
             if wanted and state.lower() not in wanted:
                 continue
-            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else "", state))
+            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else "", state,
+                                         CLASSIC_GROUP_TYPE))
     return ga.ListGroupsResponse(int(error), tuple(groups))
 
 

@@ -12,6 +12,8 @@ the leader where the follower is (ReplicaManager.read).
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 from broker.fetch_session import (
     FINAL_EPOCH,
@@ -35,6 +37,7 @@ from broker.handlers.fetch_partitions import (
     size_of,
     with_leader_hints,
 )
+from broker.log.legacy_offsets import SegmentTime, legacy_offsets_before
 from broker.replica_reads import ReplicaError
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
@@ -42,6 +45,8 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.units import SECOND_MS
+
+CONSUMER_REPLICA_ID = -1  # ListOffsets v0: only a consumer is held to the high watermark
 
 
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
@@ -146,13 +151,34 @@ async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,
         parts = []
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if version < lo.MIN_VERSION_OF_TIMESTAMP.get(p.timestamp, 0):
+                parts.append(lo.ListOffsetsPartitionResponse(
+                    p.partition_index, ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1))
+                continue
             try:
+                if version == 0:
+                    parts.append(_legacy_offsets(ctx, tp, p, consumer=req.replica_id == CONSUMER_REPLICA_ID))
+                    continue
                 parts.append(_offset_for(ctx, tp, p, consumer=req.replica_id < 0))
             except Exception as e:  # noqa: BLE001 - a failure answers this partition only
                 parts.append(lo.ListOffsetsPartitionResponse(
                     p.partition_index, ctx.partition_error(tp, e, image), -1, -1, -1))
         topics.append(lo.ListOffsetsTopicResponse(t.name, tuple(parts)))
     return lo.ListOffsetsResponse(tuple(topics))
+
+
+def _legacy_offsets(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartition, *,
+                    consumer: bool) -> lo.ListOffsetsPartitionResponse:
+    """v0: segment start offsets (legacy_offsets_before) from the segment files' mtimes, as Kafka."""
+    log = ctx.replicas.leader_partition(tp, -1).log
+    segments = log.segments
+    times = [SegmentTime(s.base_offset, int(os.fstat(s.fd).st_mtime * SECOND_MS)) for s in segments]
+    offsets = legacy_offsets_before(
+        times, log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset, active_segment_has_data=segments[-1].size > 0,
+        now_ms=int(time.time() * SECOND_MS), timestamp=p.timestamp, max_num_offsets=p.max_num_offsets,
+        high_watermark=log.high_watermark if consumer else None)
+    return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, -1, -1, offsets)
 
 
 def _offset_for(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartition, *,
@@ -170,6 +196,8 @@ def _offset_for(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPartiti
     if p.timestamp == lo.LATEST_TIMESTAMP:
         return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, fetchable,
                                                partition.leader_epoch)
+    if p.timestamp == lo.LATEST_TIERED_TIMESTAMP:  # no tiered storage: nothing tiered yet
+        return lo.ListOffsetsPartitionResponse(p.partition_index, 0, -1, -1, -1)
     # Without tiered storage the local log start is the log start (KIP-405's -4).
     timestamp = lo.EARLIEST_TIMESTAMP if p.timestamp == lo.EARLIEST_LOCAL_TIMESTAMP else p.timestamp
     found = partition_log.offset_for_timestamp(timestamp)

@@ -1,9 +1,10 @@
-"""DescribeGroups (key 15) v0–v5, ListGroups (key 16) v0–v4, DeleteGroups (key 42) v0–v2.
+"""DescribeGroups (key 15) v0–v5, ListGroups (key 16) v0–v5, DeleteGroups (key 42) v0–v2.
 
 DescribeGroups v1+ adds throttle_time_ms, v3+ include_authorized_operations and
 authorized_operations, v4+ each member's group_instance_id, v5 is flexible. ListGroups and
 DeleteGroups v1+ add throttle_time_ms; ListGroups v3 is flexible and v4 (KIP-518) filters by
-state and answers each group's state; DeleteGroups v2 is flexible.
+state and answers each group's state, v5 (KIP-848) filters by type and answers each group's
+type ("classic" for every group tidelog has); DeleteGroups v2 is flexible.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def decode_describe_groups_response(body: memoryview, version: int) -> DescribeG
 @dataclass(frozen=True, slots=True)
 class ListGroupsRequest:
     states_filter: tuple[str, ...] = ()  # v4+: empty lists every group
+    types_filter: tuple[str, ...] = ()  # v5+: empty lists every group
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     group_state: str = ""  # v4+
+    group_type: str = ""  # v5+
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +160,9 @@ def decode_list_groups_request(body: memoryview, version: int) -> ListGroupsRequ
         return ListGroupsRequest()  # v0-v2 have no fields
     r = reader_for(ApiKey.LIST_GROUPS, version, body)
     states = r.array(Reader.string, 1) if version >= 4 else ()
+    types = r.array(Reader.string, 1) if version >= 5 else ()
     r.tagged_fields()
-    return ListGroupsRequest(states)
+    return ListGroupsRequest(states, types)
 
 
 def encode_list_groups_request(req: ListGroupsRequest, version: int) -> list[Chunk]:
@@ -169,6 +173,8 @@ def encode_list_groups_request(req: ListGroupsRequest, version: int) -> list[Chu
     w = writer_for(ApiKey.LIST_GROUPS, version)
     if version >= 4:
         w.array(req.states_filter, Writer.string)
+    if version >= 5:
+        w.array(req.types_filter, Writer.string)
     w.tagged_fields()
     return w.chunks()
 
@@ -185,6 +191,8 @@ def encode_list_groups_response(resp: ListGroupsResponse, version: int) -> list[
         ww.string(g.protocol_type)
         if version >= 4:
             ww.string(g.group_state)
+        if version >= 5:
+            ww.string(g.group_type)
         ww.tagged_fields()
 
     w.array(resp.groups, group)
@@ -200,7 +208,8 @@ def decode_list_groups_response(body: memoryview, version: int) -> ListGroupsRes
     error = r.int16()
 
     def group(rr: Reader) -> ListedGroup:
-        g = ListedGroup(rr.string(), rr.string(), rr.string() if version >= 4 else "")
+        g = ListedGroup(rr.string(), rr.string(), rr.string() if version >= 4 else "",
+                        rr.string() if version >= 5 else "")
         rr.tagged_fields()
         return g
 

@@ -1,8 +1,9 @@
-"""Heartbeat (key 12) v0–v4 and LeaveGroup (key 13) v0–v4.
+"""Heartbeat (key 12) v0–v4 and LeaveGroup (key 13) v0–v5 (Kafka 3.9's ranges).
 
 Heartbeat v1+ adds throttle_time_ms, v3+ group_instance_id. LeaveGroup v0–v2 carry one
 member_id; v3 (KIP-345) carries a batch of (member_id, group_instance_id) and answers each.
-v4 is the first flexible version of both (LeaveGroup v5's per-member reason is not read).
+v4 is the first flexible version of both; LeaveGroup v5 adds each member's reason (KIP-800),
+which the coordinator logs with the rebalance it causes.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def decode_heartbeat_response(body: memoryview, version: int) -> HeartbeatRespon
 class MemberIdentity:
     member_id: str
     group_instance_id: str | None = None
+    reason: str | None = None  # v5+
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,7 @@ def decode_leave_group_request(body: memoryview, version: int) -> LeaveGroupRequ
         return LeaveGroupRequest(group_id, (MemberIdentity(r.string()),))
 
     def member(rr: Reader) -> MemberIdentity:
-        m = MemberIdentity(rr.string(), rr.nullable_string())
+        m = MemberIdentity(rr.string(), rr.nullable_string(), rr.nullable_string() if version >= 5 else None)
         rr.tagged_fields()
         return m
 
@@ -129,6 +131,8 @@ def encode_leave_group_request(req: LeaveGroupRequest, version: int) -> list[Chu
     def member(ww: Writer, m: MemberIdentity) -> None:
         ww.string(m.member_id)
         ww.nullable_string(m.group_instance_id)
+        if version >= 5:
+            ww.nullable_string(m.reason)
         ww.tagged_fields()
 
     w.array(req.members, member)

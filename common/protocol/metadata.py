@@ -1,6 +1,7 @@
-"""Metadata (key 3), v1–v12: which brokers exist and who leads each partition.
+"""Metadata (key 3), v0–v12: which brokers exist and who leads each partition.
 
-v9 is the first flexible version; v10 adds topic ids (KIP-516) to requests and responses;
+v0 has no null topic list (an empty one asks for every topic), no broker rack, controller
+id or internal-topic flag; v1 adds those three. v9 is the first flexible version; v10 adds topic ids (KIP-516) to requests and responses;
 v11 drops the cluster's authorized operations (DescribeCluster answers them); v12 lets a
 request name topics by id alone (a null name), answered with a null name for unknown ids.
 """
@@ -93,7 +94,7 @@ def decode_metadata_request(body: memoryview, version: int) -> MetadataRequest:
         r.tagged_fields()
         return topic_id, name
 
-    entries = r.nullable_array(topic, 2)
+    entries = r.nullable_array(topic, 2) if version >= 1 else (r.array(topic, 2) or None)
     auto = r.boolean() if version >= 4 else True
     cluster_ops = r.boolean() if 8 <= version <= 10 else False
     topic_ops = r.boolean() if version >= 8 else False
@@ -120,6 +121,8 @@ def encode_metadata_request(req: MetadataRequest, version: int) -> list[Chunk]:
 
     entries = None if req.topics is None else [
         *((ZERO_UUID, name) for name in req.topics), *((i, None) for i in req.topic_ids)]
+    if version == 0 and entries is None:  # v0 spells "every topic" as an empty list
+        entries = []
     w.nullable_array(entries, topic)
     if version >= 4:
         w.boolean(req.allow_auto_topic_creation)
@@ -141,7 +144,8 @@ def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk
         w.int32(b.node_id)
         w.string(b.host)
         w.int32(b.port)
-        w.nullable_string(b.rack)
+        if version >= 1:
+            w.nullable_string(b.rack)
         w.tagged_fields()
 
     def partition(w: Writer, p: MetadataResponsePartition) -> None:
@@ -164,7 +168,8 @@ def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk
             w.string(t.name or "")
         if version >= 10:
             w.uuid(t.topic_id)
-        w.boolean(t.is_internal)
+        if version >= 1:
+            w.boolean(t.is_internal)
         w.array(t.partitions, partition)
         if version >= 8:
             w.int32(t.topic_authorized_operations)
@@ -173,7 +178,8 @@ def encode_metadata_response(resp: MetadataResponse, version: int) -> list[Chunk
     w.array(resp.brokers, broker)
     if version >= 2:
         w.nullable_string(resp.cluster_id)
-    w.int32(resp.controller_id)
+    if version >= 1:
+        w.int32(resp.controller_id)
     w.array(resp.topics, topic)
     if 8 <= version <= 10:
         w.int32(resp.cluster_authorized_operations)
@@ -188,7 +194,7 @@ def decode_metadata_response(body: memoryview, version: int) -> MetadataResponse
     throttle = r.int32() if version >= 3 else 0
 
     def broker(r: Reader) -> MetadataResponseBroker:
-        b = MetadataResponseBroker(r.int32(), r.string(), r.int32(), r.nullable_string())
+        b = MetadataResponseBroker(r.int32(), r.string(), r.int32(), r.nullable_string() if version >= 1 else None)
         r.tagged_fields()
         return b
 
@@ -204,7 +210,7 @@ def decode_metadata_response(body: memoryview, version: int) -> MetadataResponse
         error_code = r.int16()
         name = r.nullable_string() if version >= 12 else r.string()
         topic_id = r.uuid() if version >= 10 else ZERO_UUID
-        internal = r.boolean()
+        internal = r.boolean() if version >= 1 else False
         partitions = r.array(partition, 18)
         ops = r.int32() if version >= 8 else AUTHORIZED_OPERATIONS_OMITTED
         r.tagged_fields()
@@ -212,7 +218,7 @@ def decode_metadata_response(body: memoryview, version: int) -> MetadataResponse
 
     brokers = r.array(broker, 11)  # flexible: 4 + 1 + 4 + 1 + tags
     cluster_id = r.nullable_string() if version >= 2 else None
-    controller_id = r.int32()
+    controller_id = r.int32() if version >= 1 else -1
     topics = r.array(topic, 9)
     cluster_ops = r.int32() if 8 <= version <= 10 else AUTHORIZED_OPERATIONS_OMITTED
     r.tagged_fields()

@@ -1,10 +1,17 @@
-"""OffsetCommit (key 8) v2–v8, OffsetFetch (key 9) v1–v7 and OffsetDelete (key 47) v0.
+"""OffsetCommit (key 8) v0–v9, OffsetFetch (key 9) v0–v9 and OffsetDelete (key 47) v0.
 
-OffsetCommit: v2–v4 carry retention_time_ms, v3+ throttle_time_ms in the response, v6+
-committed_leader_epoch, v7+ group_instance_id, v8 is flexible. OffsetFetch: v2+ a null topic
-list means every partition and a top-level error_code, v3+ throttle_time_ms, v5+
-committed_leader_epoch, v6 is flexible, v7 adds require_stable (KIP-447: wait out pending
-transactional offsets; tidelog has no transactions, so no offset is ever pending).
+OffsetCommit (Kafka 3.9's OffsetCommitRequest.json): v0 carries only the group id and the
+offsets, v1 adds generation_id, member_id and a per-partition commit_timestamp, v2–v4
+retention_time_ms instead, v3+ throttle_time_ms in the response, v6+ committed_leader_epoch,
+v7+ group_instance_id, v8 is flexible, v9 is v8's layout with KIP-848's answers (an unknown
+group committing with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION).
+OffsetFetch: v0 and v1 are the same layout (Kafka kept v0 offsets in ZooKeeper; with no
+ZooKeeper both read `__consumer_offsets`), v2+ a null topic list means every partition and a
+top-level error_code, v3+ throttle_time_ms, v5+ committed_leader_epoch, v6 is flexible, v7
+adds require_stable (KIP-447: wait out pending transactional offsets; tidelog has no
+transactions, so no offset is ever pending), v8 asks for several groups at once and answers
+each group with its own error (KIP-709), v9 adds each group's member_id and member_epoch
+(KIP-848; a classic group checks neither, as Kafka's ClassicGroup.validateOffsetFetch).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_f
 from common.protocol.primitives import Chunk, Reader, Writer
 
 DEFAULT_RETENTION_TIME_MS = -1
+DEFAULT_COMMIT_TIMESTAMP = -1  # v1: "use the broker's time"
 
 # ---- OffsetCommit -------------------------------------------------------------------------
 
@@ -25,6 +33,7 @@ class OffsetCommitRequestPartition:
     committed_offset: int
     committed_leader_epoch: int = -1  # v6+
     committed_metadata: str | None = None
+    commit_timestamp: int = DEFAULT_COMMIT_TIMESTAMP  # v1 only
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +73,17 @@ class OffsetCommitResponse:
 def decode_offset_commit_request(body: memoryview, version: int) -> OffsetCommitRequest:
     check_version(ApiKey.OFFSET_COMMIT, version)
     r = reader_for(ApiKey.OFFSET_COMMIT, version, body)
-    group_id, generation, member_id = r.string(), r.int32(), r.string()
+    group_id = r.string()
+    # v0: no group membership; Kafka's defaults (generation -1, no member) stand for it
+    generation, member_id = (r.int32(), r.string()) if version >= 1 else (-1, "")
     instance = r.nullable_string() if version >= 7 else None
-    retention = r.int64() if version <= 4 else DEFAULT_RETENTION_TIME_MS
+    retention = r.int64() if 2 <= version <= 4 else DEFAULT_RETENTION_TIME_MS
 
     def partition(rr: Reader) -> OffsetCommitRequestPartition:
         index, offset = rr.int32(), rr.int64()
         epoch = rr.int32() if version >= 6 else -1
-        p = OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string())
+        stamp = rr.int64() if version == 1 else DEFAULT_COMMIT_TIMESTAMP
+        p = OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string(), stamp)
         rr.tagged_fields()
         return p
 
@@ -90,11 +102,12 @@ def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list
     check_version(ApiKey.OFFSET_COMMIT, version)
     w = writer_for(ApiKey.OFFSET_COMMIT, version)
     w.string(req.group_id)
-    w.int32(req.generation_id)
-    w.string(req.member_id)
+    if version >= 1:
+        w.int32(req.generation_id)
+        w.string(req.member_id)
     if version >= 7:
         w.nullable_string(req.group_instance_id)
-    if version <= 4:
+    if 2 <= version <= 4:
         w.int64(req.retention_time_ms)
 
     def partition(ww: Writer, p: OffsetCommitRequestPartition) -> None:
@@ -102,6 +115,8 @@ def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list
         ww.int64(p.committed_offset)
         if version >= 6:
             ww.int32(p.committed_leader_epoch)
+        if version == 1:
+            ww.int64(p.commit_timestamp)
         ww.nullable_string(p.committed_metadata)
         ww.tagged_fields()
 
@@ -174,10 +189,23 @@ class OffsetFetchRequestTopic:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetFetchRequestGroup:
+    """One group of a v8+ request."""
+
+    group_id: str
+    topics: tuple[OffsetFetchRequestTopic, ...] | None  # None: every committed partition
+    member_id: str | None = None  # v9+
+    member_epoch: int = -1  # v9+
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetchRequest:
+    """v0-v7 name one group (`group_id`, `topics`); v8+ name several in `groups`."""
+
     group_id: str
     topics: tuple[OffsetFetchRequestTopic, ...] | None  # None (v2+): every committed partition
     require_stable: bool = False  # v7+
+    groups: tuple[OffsetFetchRequestGroup, ...] = ()  # v8+
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,23 +224,51 @@ class OffsetFetchResponseTopic:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetFetchResponse:
+class OffsetFetchResponseGroup:
+    """One group's answer (v8+): its own error instead of the response's."""
+
+    group_id: str
     topics: tuple[OffsetFetchResponseTopic, ...]
-    error_code: int = 0  # v2+
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    topics: tuple[OffsetFetchResponseTopic, ...]  # v0-v7
+    error_code: int = 0  # v2-v7
     throttle_time_ms: int = 0  # v3+
+    groups: tuple[OffsetFetchResponseGroup, ...] = ()  # v8+
+
+
+def _read_fetch_topic(rr: Reader) -> OffsetFetchRequestTopic:
+    t = OffsetFetchRequestTopic(rr.string(), rr.int32_array())
+    rr.tagged_fields()
+    return t
+
+
+def _write_fetch_topic(ww: Writer, t: OffsetFetchRequestTopic) -> None:
+    ww.string(t.name)
+    ww.int32_array(t.partition_indexes)
+    ww.tagged_fields()
 
 
 def decode_offset_fetch_request(body: memoryview, version: int) -> OffsetFetchRequest:
     check_version(ApiKey.OFFSET_FETCH, version)
     r = reader_for(ApiKey.OFFSET_FETCH, version, body)
+    if version >= 8:
+        def group(rr: Reader) -> OffsetFetchRequestGroup:
+            group_id = rr.string()
+            member_id, epoch = (rr.nullable_string(), rr.int32()) if version >= 9 else (None, -1)
+            g = OffsetFetchRequestGroup(group_id, rr.nullable_array(_read_fetch_topic, 2), member_id, epoch)
+            rr.tagged_fields()
+            return g
+
+        groups = r.array(group, 2)
+        require_stable = r.boolean()
+        r.tagged_fields()
+        return OffsetFetchRequest("", None, require_stable, groups)
     group_id = r.string()
-
-    def topic(rr: Reader) -> OffsetFetchRequestTopic:
-        t = OffsetFetchRequestTopic(rr.string(), rr.int32_array())
-        rr.tagged_fields()
-        return t
-
-    topics = r.nullable_array(topic, 2) if version >= 2 else r.array(topic, 2)
+    topics = r.nullable_array(_read_fetch_topic, 2) if version >= 2 else r.array(_read_fetch_topic, 2)
     require_stable = r.boolean() if version >= 7 else False
     r.tagged_fields()
     return OffsetFetchRequest(group_id, topics, require_stable)
@@ -222,14 +278,19 @@ def encode_offset_fetch_request(req: OffsetFetchRequest, version: int) -> list[C
     """Client side (tests, tools): the inverse of `decode_offset_fetch_request`."""
     check_version(ApiKey.OFFSET_FETCH, version)
     w = writer_for(ApiKey.OFFSET_FETCH, version)
-    w.string(req.group_id)
+    if version >= 8:
+        def group(ww: Writer, g: OffsetFetchRequestGroup) -> None:
+            ww.string(g.group_id)
+            if version >= 9:
+                ww.nullable_string(g.member_id)
+                ww.int32(g.member_epoch)
+            ww.nullable_array(g.topics, _write_fetch_topic)
+            ww.tagged_fields()
 
-    def topic(ww: Writer, t: OffsetFetchRequestTopic) -> None:
-        ww.string(t.name)
-        ww.int32_array(t.partition_indexes)
-        ww.tagged_fields()
-
-    w.nullable_array(req.topics, topic)
+        w.array(req.groups, group)
+    else:
+        w.string(req.group_id)
+        w.nullable_array(req.topics, _write_fetch_topic)
     if version >= 7:
         w.boolean(req.require_stable)
     w.tagged_fields()
@@ -256,9 +317,18 @@ def encode_offset_fetch_response(resp: OffsetFetchResponse, version: int) -> lis
         ww.array(t.partitions, partition)
         ww.tagged_fields()
 
-    w.array(resp.topics, topic)
-    if version >= 2:
-        w.int16(resp.error_code)
+    if version >= 8:
+        def group(ww: Writer, g: OffsetFetchResponseGroup) -> None:
+            ww.string(g.group_id)
+            ww.array(g.topics, topic)
+            ww.int16(g.error_code)
+            ww.tagged_fields()
+
+        w.array(resp.groups, group)
+    else:
+        w.array(resp.topics, topic)
+        if version >= 2:
+            w.int16(resp.error_code)
     w.tagged_fields()
     return w.chunks()
 
@@ -281,6 +351,15 @@ def decode_offset_fetch_response(body: memoryview, version: int) -> OffsetFetchR
         rr.tagged_fields()
         return t
 
+    if version >= 8:
+        def group(rr: Reader) -> OffsetFetchResponseGroup:
+            g = OffsetFetchResponseGroup(rr.string(), rr.array(topic, 2), rr.int16())
+            rr.tagged_fields()
+            return g
+
+        groups = r.array(group, 4)
+        r.tagged_fields()
+        return OffsetFetchResponse((), 0, throttle, groups)
     topics = r.array(topic, 2)
     error = r.int16() if version >= 2 else 0
     r.tagged_fields()

@@ -5,6 +5,7 @@ bytes, trailing bytes tolerated, every truncation a ProtocolError, frames one by
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 import pytest
 
@@ -173,6 +174,73 @@ ROWS = [
     resp(ga, "delete_groups", K.DELETE_GROUPS, 2, ga.DeleteGroupsResponse((ga.DeletableGroupResult("g", 68),)),
          i32(0) + carr(cs("g") + i16(68) + TAG) + TAG),
 ]
+# Kafka 3.9's newer versions (issue 18): JoinGroup 7-9, SyncGroup 5, LeaveGroup 5, OffsetCommit
+# 0, 1 and 9, OffsetFetch 0, 8 and 9, ListGroups 5.
+JOIN_V8 = replace(JOIN_V5, reason="poll timeout")
+JOIN_V6_BYTES = (cs("g") + i32(10000) + i32(300000) + cs("m-1") + cs("inst") + cs("consumer")
+                 + carr(cs("range") + b"\x05meta" + TAG))
+JOIN_RESP_V7 = replace(JOIN_RESP, protocol_type="consumer")
+JOIN_RESP_V7_BYTES_HEAD = i32(0) + i16(0) + i32(3) + cs("consumer") + cs("range") + cs("m-1")
+JOIN_RESP_MEMBERS = cs("m-1") + carr(cs("m-1") + cs("inst") + b"\x05meta" + TAG) + TAG
+SYNC_V5 = replace(SYNC_V3, protocol_type="consumer", protocol_name="range")
+LEAVE_V5 = gm.LeaveGroupRequest("g", (gm.MemberIdentity("m-1", None, "shutting down"), gm.MemberIdentity("", "inst")))
+COMMIT_V0 = oc.OffsetCommitRequest("g", -1, "", (oc.OffsetCommitRequestTopic(
+    "t", (oc.OffsetCommitRequestPartition(0, 42, -1, "meta"),)),))
+COMMIT_V1 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic(
+    "t", (oc.OffsetCommitRequestPartition(0, 42, -1, "meta", 1700000000000),)),))
+FETCH_V8 = oc.OffsetFetchRequest("", None, False, (
+    oc.OffsetFetchRequestGroup("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)), oc.OffsetFetchRequestGroup("h", None)))
+FETCH_V9 = oc.OffsetFetchRequest("", None, True, (oc.OffsetFetchRequestGroup("g", None, "m-1", 3),))
+FETCH_RESP_V8 = oc.OffsetFetchResponse((), groups=(
+    oc.OffsetFetchResponseGroup("g", (oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),)),
+    oc.OffsetFetchResponseGroup("h", (), 15)))
+
+ROWS += [
+    req(jg, "join_group", K.JOIN_GROUP, 7, JOIN_V5, JOIN_V6_BYTES + TAG),
+    *[req(jg, "join_group", K.JOIN_GROUP, v, JOIN_V8, JOIN_V6_BYTES + cs("poll timeout") + TAG) for v in (8, 9)],
+    req(jg, "join_group", K.JOIN_GROUP, 8, JOIN_V5, JOIN_V6_BYTES + cs(None) + TAG),
+    *[resp(jg, "join_group", K.JOIN_GROUP, v, JOIN_RESP_V7, JOIN_RESP_V7_BYTES_HEAD + JOIN_RESP_MEMBERS) for v in (7, 8)],
+    resp(jg, "join_group", K.JOIN_GROUP, 7, jg.JoinGroupResponse(79, -1, None, "", "m-9"),
+         i32(0) + i16(79) + i32(-1) + cs(None) + cs(None) + cs("") + cs("m-9") + carr() + TAG),
+    resp(jg, "join_group", K.JOIN_GROUP, 9, replace(JOIN_RESP_V7, skip_assignment=True),
+         JOIN_RESP_V7_BYTES_HEAD + b(True) + JOIN_RESP_MEMBERS),
+    req(jg, "sync_group", K.SYNC_GROUP, 5, SYNC_V5,
+        cs("g") + i32(3) + cs("m-1") + cs("inst") + cs("consumer") + cs("range")
+        + carr(cs("m-1") + b"\x04asg" + TAG) + TAG),
+    resp(jg, "sync_group", K.SYNC_GROUP, 5, jg.SyncGroupResponse(0, b"asg", 0, "consumer", "range"),
+         i32(0) + i16(0) + cs("consumer") + cs("range") + b"\x04asg" + TAG),
+    resp(jg, "sync_group", K.SYNC_GROUP, 5, jg.SyncGroupResponse(23, b""),
+         i32(0) + i16(23) + cs(None) + cs(None) + b"\x01" + TAG),
+    req(gm, "leave_group", K.LEAVE_GROUP, 5, LEAVE_V5,
+        cs("g") + carr(cs("m-1") + cs(None) + cs("shutting down") + TAG, cs("") + cs("inst") + cs(None) + TAG) + TAG),
+    resp(gm, "leave_group", K.LEAVE_GROUP, 5, gm.LeaveGroupResponse(0, (gm.MemberResponse("m-1", None, 0),)),
+         i32(0) + i16(0) + carr(cs("m-1") + cs(None) + i16(0) + TAG) + TAG),
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 0, COMMIT_V0, s("g") + arr(s("t") + arr(i32(0) + i64(42) + s("meta")))),
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 1, COMMIT_V1,
+        s("g") + i32(3) + s("m-1") + arr(s("t") + arr(i32(0) + i64(42) + i64(1700000000000) + s("meta")))),
+    *[resp(oc, "offset_commit", K.OFFSET_COMMIT, v, COMMIT_RESP, arr(s("t") + arr(i32(0) + i16(0), i32(1) + i16(12))))
+      for v in (0, 1)],
+    req(oc, "offset_commit", K.OFFSET_COMMIT, 9, COMMIT_V7,
+        cs("g") + i32(3) + cs("m-1") + cs("inst")
+        + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + TAG) + TAG) + TAG),
+    resp(oc, "offset_commit", K.OFFSET_COMMIT, 9, COMMIT_RESP,
+         i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + TAG, i32(1) + i16(12) + TAG) + TAG) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 0, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+        s("g") + arr(s("t") + ints(0, 1))),
+    resp(oc, "offset_fetch", K.OFFSET_FETCH, 0,
+         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (oc.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
+         arr(s("t") + arr(i32(0) + i64(42) + s("meta") + i16(0)))),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 8, FETCH_V8,
+        carr(cs("g") + carr(cs("t") + carr(i32(0), i32(1)) + TAG) + TAG, cs("h") + b"\x00" + TAG) + b(False) + TAG),
+    req(oc, "offset_fetch", K.OFFSET_FETCH, 9, FETCH_V9, carr(cs("g") + cs("m-1") + i32(3) + b"\x00" + TAG) + b(True) + TAG),
+    *[resp(oc, "offset_fetch", K.OFFSET_FETCH, v, FETCH_RESP_V8,
+           i32(0) + carr(cs("g") + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + i16(0) + TAG) + TAG)
+                         + i16(0) + TAG, cs("h") + carr() + i16(15) + TAG) + TAG) for v in (8, 9)],
+    req(ga, "list_groups", K.LIST_GROUPS, 5, ga.ListGroupsRequest(("Stable",), ("classic", "Consumer")),
+        carr(cs("Stable")) + carr(cs("classic"), cs("Consumer")) + TAG),
+    resp(ga, "list_groups", K.LIST_GROUPS, 5, ga.ListGroupsResponse(0, (ga.ListedGroup("g", "consumer", "Stable", "classic"),)),
+         i32(0) + i16(0) + carr(cs("g") + cs("consumer") + cs("Stable") + cs("classic") + TAG) + TAG),
+]
 REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
 RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
 
@@ -196,10 +264,17 @@ def test_dispatch_encodes_responses(row: Row) -> None:
     check_dispatch(row)
 
 
-@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 7), (K.SYNC_GROUP, 5), (K.OFFSET_COMMIT, 1),
-                                          (K.OFFSET_COMMIT, 9), (K.OFFSET_FETCH, 0), (K.OFFSET_FETCH, 8),
-                                          (K.DESCRIBE_GROUPS, 6), (K.HEARTBEAT, 5), (K.LEAVE_GROUP, 5),
-                                          (K.LIST_GROUPS, 5), (K.DELETE_GROUPS, 3), (K.OFFSET_DELETE, 1)])
+def test_join_group_protocol_name_is_never_null_before_v7() -> None:
+    """Kafka's JoinGroupResponse: an absent protocol name is "" where the field is not nullable."""
+    body = jg.encode_join_group_response(jg.JoinGroupResponse(79, -1, None, "", "m-9"), 6)
+    assert b"".join(bytes(c) for c in body) == i32(0) + i16(79) + i32(-1) + cs("") + cs("") + cs("m-9") + carr() + TAG
+
+
+# Kafka 3.9's maximum of each group API, plus one (and its first versions are all answered)
+@pytest.mark.parametrize("api, version", [(K.JOIN_GROUP, 10), (K.SYNC_GROUP, 6), (K.OFFSET_COMMIT, 10),
+                                          (K.OFFSET_FETCH, 10), (K.DESCRIBE_GROUPS, 6), (K.HEARTBEAT, 5),
+                                          (K.LEAVE_GROUP, 6), (K.LIST_GROUPS, 6), (K.DELETE_GROUPS, 3),
+                                          (K.OFFSET_DELETE, 1), (K.FIND_COORDINATOR, 6), (K.LIST_OFFSETS, 10)])
 def test_versions_outside_the_ranges_are_protocol_errors(api: ApiKey, version: int) -> None:
     with pytest.raises(ProtocolError):
         decode_request(RequestHeader(api, version, 1, None), memoryview(b"\x00" * 64))

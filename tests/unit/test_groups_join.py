@@ -8,11 +8,17 @@ import pytest
 
 from common.errors import ErrorCode as E
 from groups.group import ClassicGroup, GroupConfig
-from groups.join import SyncRequest, maybe_complete_join, sync_failed, sync_group
+from groups.join import (
+    SyncRequest,
+    join_group,
+    maybe_complete_join,
+    sync_failed,
+    sync_group,
+)
 from groups.outcome import JoinMember, JoinResult, SyncResult
 from groups.records import GroupMetadataKey
 from groups.state import GroupState as S
-from tests.unit.group_helpers import CONFIG, NOW, RANGE, join, stable_group
+from tests.unit.group_helpers import CONFIG, NOW, RANGE, join, join_req, stable_group
 
 STABLE = stable_group("a", "b")
 STATIC = stable_group("a", "b", instances={"a": "inst-a", "b": "inst-b"})
@@ -115,6 +121,33 @@ def test_static_member_rejoin_in_stable_skips_the_rebalance_and_fences_the_old_i
     assert join(out.group, "b", instance="inst-b").response.error is E.FENCED_INSTANCE_ID
 
 
+@pytest.mark.parametrize("instance, v9, expected", [
+    # KIP-814 (JoinGroup v9): the rejoining static leader is told it leads, with the members,
+    # and to skip the assignment; a follower learns nothing more than before.
+    ("inst-a", True, JoinResult(E.NONE, STATIC.generation_id, "consumer", "range", "a2", "a2",
+                                (JoinMember("a2", "inst-a", b"range-meta"), JoinMember("b", "inst-b", b"range-meta")),
+                                skip_assignment=True)),
+    ("inst-b", True, JoinResult(E.NONE, STATIC.generation_id, "consumer", "range", "a", "b2")),
+    # Before v9: the previous leader id, so the new member id never thinks it leads
+    ("inst-a", False, JoinResult(E.NONE, STATIC.generation_id, "consumer", "range", "a", "a2")),
+    ("inst-b", False, JoinResult(E.NONE, STATIC.generation_id, "consumer", "range", "a", "b2")),
+], ids=["leader-v9", "follower-v9", "leader-v8", "follower-v8"])
+def test_static_rejoin_in_stable_answers_kip_814(instance: str, v9: bool, expected: JoinResult) -> None:
+    new_id = instance[-1] + "2"
+    request = replace(join_req(instance=instance), supports_skip_assignment=v9)
+    out = join_group(STATIC, request, new_member_id=new_id, now_ms=NOW, config=CONFIG)
+    assert out.response == expected and not out.park
+    assert out.group.state is S.STABLE and out.group.leader_id == ("a2" if instance == "inst-a" else "a")
+
+
+@pytest.mark.parametrize("reason, logged", [("rebalance requested by user", "rebalance requested by user"),
+                                            (None, "not provided"), ("", "not provided")])
+def test_join_reason_goes_into_the_rebalance_log_line(reason: str | None, logged: str) -> None:
+    out = join_group(STABLE, replace(join_req(v4=False), reason=reason), new_member_id="c", now_ms=NOW,
+                     config=CONFIG)
+    assert out.reason.endswith(f"; client reason: {logged}") and out.group.state is S.PREPARING_REBALANCE
+
+
 def test_static_member_with_new_protocols_rebalances() -> None:
     out = join(STATIC, new="b2", instance="inst-b", protocols=(("range", b"new"),))
     assert out.park and out.group.state is S.PREPARING_REBALANCE and "b2" in out.group.members
@@ -137,7 +170,13 @@ def completing() -> ClassicGroup:
     (STATIC, SyncRequest("g", STATIC.generation_id, "a", "inst-b", ()), E.FENCED_INSTANCE_ID),
     (join(STABLE, new="c", v4=False).group, SyncRequest("g", STABLE.generation_id, "a", None, ()),
      E.REBALANCE_IN_PROGRESS),
-], ids=["empty-id", "unknown-group", "unknown-member", "wrong-generation", "dead", "fenced", "preparing"])
+    # SyncGroup v5: a protocol type or name other than the group's (a null one is not checked)
+    (STABLE, SyncRequest("g", STABLE.generation_id, "a", None, (), "connect", None), E.INCONSISTENT_GROUP_PROTOCOL),
+    (STABLE, SyncRequest("g", STABLE.generation_id, "a", None, (), "consumer", "roundrobin"),
+     E.INCONSISTENT_GROUP_PROTOCOL),
+    (STABLE, SyncRequest("g", 99, "a", None, (), "connect", None), E.ILLEGAL_GENERATION),  # generation first
+], ids=["empty-id", "unknown-group", "unknown-member", "wrong-generation", "dead", "fenced", "preparing",
+        "other-protocol-type", "other-protocol-name", "generation-before-protocol"])
 def test_sync_errors(group: ClassicGroup | None, request_: SyncRequest, expected: E) -> None:
     out = sync_group(group, request_, NOW)
     assert out.response == SyncResult(expected) and out.records == () and out.group == group
@@ -155,6 +194,13 @@ def test_follower_waits_then_the_leaders_assignment_answers_everyone_once_persis
     (record,) = leader.records
     assert record.key == GroupMetadataKey("g")
     assert [(m.member_id, m.assignment) for m in record.value.members] == [("a", b"A"), ("b", b"B")]
+
+
+@pytest.mark.parametrize("protocol_type, protocol_name", [("consumer", "range"), (None, None), ("consumer", None)])
+def test_sync_v5_with_matching_or_null_protocols_gets_them_back(protocol_type: str | None,
+                                                                protocol_name: str | None) -> None:
+    out = sync_group(STABLE, SyncRequest("g", STABLE.generation_id, "b", None, (), protocol_type, protocol_name), NOW)
+    assert out.response == SyncResult(E.NONE, b"assign-b", "consumer", "range")
 
 
 def test_sync_in_stable_returns_the_stored_assignment() -> None:

@@ -58,6 +58,14 @@ def test_batch_leave_answers_each_member_and_rebalances_once() -> None:
     assert out.group.leader_id == "b"
 
 
+def test_leave_v5_reasons_go_into_the_rebalance_log_line() -> None:
+    group = stable_group("a", "b", "c")
+    out = leave_group(group, "g", (LeavingMember("a", None, "the consumer is being closed"), LeavingMember("c")),
+                      NOW, CONFIG)
+    assert "a (client reason: the consumer is being closed)" in out.reason
+    assert "c (client reason: not provided)" in out.reason
+
+
 def test_static_leave_by_instance_and_fencing() -> None:
     out = leave_group(STATIC, "g", (LeavingMember("", "inst-a"), LeavingMember("a", "inst-b"),
                                     LeavingMember("", "inst-z")), NOW, CONFIG)

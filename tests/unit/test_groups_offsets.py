@@ -50,12 +50,36 @@ def commit(group: ClassicGroup | None, generation: int = GEN, member: str = "a",
     (STABLE, {"generation": GEN - 1}, E.ILLEGAL_GENERATION),
     (STABLE, {"generation": -1, "member": ""}, E.UNKNOWN_MEMBER_ID),  # a standalone commit to a live group
     (STATIC, {"instance": "inst-b"}, E.FENCED_INSTANCE_ID),
+    (STABLE, {"instance": "inst-z"}, E.UNKNOWN_MEMBER_ID),  # a known member id with an unknown instance
     (COMPLETING, {"generation": COMPLETING.generation_id}, E.REBALANCE_IN_PROGRESS),
 ], ids=["empty-id", "unknown-group-with-generation", "dead", "unknown-member", "old-generation",
-        "standalone-to-live-group", "fenced", "completing"])
+        "standalone-to-live-group", "fenced", "unknown-instance", "completing"])
 def test_commit_errors_store_nothing(group: ClassicGroup | None, kwargs: dict, expected: E) -> None:
     out = commit(group, **kwargs)
     assert out.response == (("orders", 0, expected),) and out.records == ()
+
+
+@pytest.mark.parametrize("group, generation, member, unknown_group_error, expected", [
+    # OffsetCommit v9: an unknown group committing with a generation is GROUP_ID_NOT_FOUND
+    (None, GEN, "a", E.GROUP_ID_NOT_FOUND, E.GROUP_ID_NOT_FOUND),
+    (None, GEN, "a", E.ILLEGAL_GENERATION, E.ILLEGAL_GENERATION),
+    # ... but a standalone commit (generation -1) still creates it, at every version
+    (None, -1, "", E.GROUP_ID_NOT_FOUND, E.NONE),
+    # a classic group's generation is its member epoch: the same checks as v8
+    (STABLE, GEN - 1, "a", E.GROUP_ID_NOT_FOUND, E.ILLEGAL_GENERATION),
+    (STABLE, GEN, "a", E.GROUP_ID_NOT_FOUND, E.NONE),
+], ids=["v9-unknown-group", "v8-unknown-group", "v9-standalone", "v9-old-generation", "v9-member"])
+def test_commit_v9_errors(group: ClassicGroup | None, generation: int, member: str,
+                          unknown_group_error: E, expected: E) -> None:
+    request = CommitRequest("g", generation, member, None, (P0,), unknown_group_error=unknown_group_error)
+    out = commit_offsets(group, request, now_ms=NOW, config=CONFIG, partition_exists=lambda t, p: (t, p) in TOPICS)
+    assert out.response == (("orders", 0, expected),) and len(out.records) == (expected is E.NONE)
+
+
+@pytest.mark.parametrize("commit_timestamp, stored", [(-1, NOW), (NOW - 5000, NOW - 5000)])
+def test_commit_v1_timestamp_is_kept_when_given(commit_timestamp: int, stored: int) -> None:
+    out = commit(STABLE, parts=(replace(P0, commit_timestamp=commit_timestamp),))
+    assert out.records[0].value == OffsetCommitValue(42, "meta", stored, 3)
 
 
 def test_member_commit_writes_kafkas_record_per_partition() -> None:

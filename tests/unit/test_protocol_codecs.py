@@ -145,6 +145,8 @@ REQUESTS += [
     for v in (3, 4)
 ]
 REQUESTS += [
+    req(md, "metadata", 3, 0, md.MetadataRequest(None), arr()),  # v0: an empty list is every topic
+    req(md, "metadata", 3, 0, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 1, md.MetadataRequest(None), i32(-1)),
     req(md, "metadata", 3, 3, md.MetadataRequest(("a", "b")), arr(s("a"), s("b"))),
     req(md, "metadata", 3, 4, md.MetadataRequest((), False), arr() + b(False)),
@@ -165,13 +167,16 @@ REQUESTS += [
     req(fetch, "fetch", 1, 4, FETCH_V4, FETCH_V4_BYTES),
     req(fetch, "fetch", 1, 7, FETCH_V7, FETCH_V7_BYTES),
     req(fetch, "fetch", 1, 11, FETCH_V11, FETCH_V11_BYTES),
+    req(lo, "list_offsets", 2, 0, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
+        lo.ListOffsetsPartition(0, -1, -1, 5),)),)), i32(-1) + arr(s("t") + arr(i32(0) + i64(-1) + i32(5)))),
     req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
     req(lo, "list_offsets", 2, 5, LO_REQ_V5,
         i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
     *[req(lo, "list_offsets", 2, v, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
         lo.ListOffsetsPartition(0, ts, 4),)),), 1),
         i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
-      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP))],
+      for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP),
+                    (9, lo.LATEST_TIERED_TIMESTAMP))],
     req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
         arr(s("t") + arr(i32(1) + i32(3)))),
     req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
@@ -267,6 +272,10 @@ RESPONSES = [
     resp(md, "metadata", 3, 1, md.MetadataResponse(
         0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
             0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
+    resp(md, "metadata", 3, 0, md.MetadataResponse(  # v0: no rack, controller id or internal flag
+        0, (md.MetadataResponseBroker(1, "h", 9092),), None, -1, (md.MetadataResponseTopic(
+            0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)),
+        arr(i32(1) + s("h") + i32(9092)) + arr(i16(0) + s("t") + arr(i16(0) + i32(0) + i32(1) + ints(1, 2) + ints(1)))),
     resp(md, "metadata", 3, 8, MD_RESP, MD_V8),
     resp(md, "metadata", 3, 9, MD_RESP, MD_V9),
     resp(md, "metadata", 3, 12, MD_RESP_V12, MD_V12),
@@ -277,6 +286,9 @@ RESPONSES = [
         fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, -1, (fetch.AbortedTransaction(5, 6),)),
         fetch.FetchPartitionResponse(1, 1, -1, None))),)), FR_V4),
     resp(fetch, "fetch", 1, 11, FR_RESP, FR_V11),
+    resp(lo, "list_offsets", 2, 0, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
+        lo.ListOffsetsPartitionResponse(0, 0, -1, -1, -1, (250, 200)), lo.ListOffsetsPartitionResponse(1, 6, -1, -1))),)),
+        arr(s("t") + arr(i32(0) + i16(0) + arr(i64(250), i64(200)), i32(1) + i16(6) + arr()))),
     resp(lo, "list_offsets", 2, 1, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
         lo.ListOffsetsPartitionResponse(0, 0, -1, 100),)),)),
         arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
@@ -284,7 +296,7 @@ RESPONSES = [
          i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
     *[resp(lo, "list_offsets", 2, v, LO_RESP,
            i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
-                         + TAG) + TAG) for v in (6, 7, 8)],
+                         + TAG) + TAG) for v in (6, 7, 8, 9)],
     resp(api_versions, "api_versions", 18, 3, api_versions.ApiVersionsResponse(
         0, (api_versions.ApiVersion(2, 1, 8),), 0),
         i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),

@@ -10,6 +10,7 @@ from broker.log.log_manager import LogManager
 from broker.topic_admin import AdminReply
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
+from common.errors import ErrorCode
 from common.config import parse_config
 from common.protocol import admin, delete_topics, fetch, produce
 from common.protocol import describe_configs as dc
@@ -191,7 +192,7 @@ async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
                     decode_api_versions_response)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 11) and advertised[ApiKey.JOIN_GROUP] == (0, 6)
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 11) and advertised[ApiKey.JOIN_GROUP] == (0, 9)
 
 
 async def test_api_versions_v3_is_flexible_and_checks_the_client_software(node):
@@ -316,6 +317,24 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     assert await offset_for(-1, version=6) == (0, 4, -1, 0)
     assert await offset_for(lo.MAX_TIMESTAMP, version=7) == (0, 3, NOW + 101, 0)
     assert await offset_for(lo.EARLIEST_LOCAL_TIMESTAMP, version=8) == (0, 0, -1, 0)
+    # v0: offsets of segment starts (one segment here) and the high watermark, newest first
+    async def old_style(timestamp, max_num_offsets):
+        request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("orders", (
+            lo.ListOffsetsPartition(0, timestamp, -1, max_num_offsets), lo.ListOffsetsPartition(7, -1))),))
+        response = await call(handler, ApiKey.LIST_OFFSETS, 0, request, lo.encode_list_offsets_request,
+                              lo.decode_list_offsets_response)
+        return [(p.partition_index, p.error_code, p.old_style_offsets) for p in response.topics[0].partitions]
+
+    assert await old_style(-1, 10) == [(0, 0, (4, 0)), (7, 3, ())]
+    assert await old_style(-1, 1) == [(0, 0, (4,)), (7, 3, ())]
+    assert await old_style(-2, 10) == [(0, 0, (0,)), (7, 3, ())]
+    assert (await old_style(lo.MAX_TIMESTAMP, 1))[0] == (0, ErrorCode.UNSUPPORTED_VERSION, ())
+    # v9 LATEST_TIERED (-5): no tiered storage, so no tiered offset (KIP-1005)
+    assert await offset_for(lo.LATEST_TIERED_TIMESTAMP, version=9) == (0, -1, -1, -1)
+    # a special timestamp older than its version is UNSUPPORTED_VERSION for that partition
+    for timestamp, version in ((lo.MAX_TIMESTAMP, 6), (lo.EARLIEST_LOCAL_TIMESTAMP, 7),
+                               (lo.LATEST_TIERED_TIMESTAMP, 8)):
+        assert await offset_for(timestamp, version) == (ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1)
 
 
 async def test_offset_for_leader_epoch(node):
@@ -350,6 +369,14 @@ async def test_metadata_known_unknown_and_auto_created_topics(node):
     everything = await call(handler, ApiKey.METADATA, 1, md.MetadataRequest(None), md.encode_metadata_request,
                             md.decode_metadata_response)
     assert sorted(t.name for t in everything.topics) == ["dark", "orders"]
+    # v0: an empty list asks for every topic (no creation), and a named one auto-creates
+    v0_all = await call(handler, ApiKey.METADATA, 0, md.MetadataRequest(None), md.encode_metadata_request,
+                        md.decode_metadata_response)
+    assert sorted(t.name for t in v0_all.topics) == ["dark", "orders"] and v0_all.controller_id == -1
+    assert [(b.node_id, b.rack) for b in v0_all.brokers] == [(1, None), (2, None)]
+    v0_named = await call(handler, ApiKey.METADATA, 0, md.MetadataRequest(("v0-topic",)), md.encode_metadata_request,
+                          md.decode_metadata_response)
+    assert [(t.name, t.error_code) for t in v0_named.topics] == [("v0-topic", 5)]
 
 
 async def test_admin_requests_go_to_the_topic_admin(node):
