@@ -39,10 +39,13 @@ from metadata.image import (
 )
 from metadata.records import (
     NO_LEADER_CHANGE,
+    AbortTransaction,
     BeginEpoch,
+    BeginTransaction,
     BrokerRegistrationChange,
     Config,
     ConfigResourceType,
+    EndTransaction,
     FeatureLevel,
     NoOp,
     Partition,
@@ -291,6 +294,11 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
     ProducerIds: MetadataDelta._producer_ids,
     BeginEpoch: MetadataDelta._begin_epoch,
     NoOp: MetadataDelta._no_op,
+    # Transaction markers only take their offset here: metadata.transactions decides what a
+    # transaction's records do (buffered, published at End, dropped at Abort) before calling apply.
+    BeginTransaction: MetadataDelta._no_op,
+    EndTransaction: MetadataDelta._no_op,
+    AbortTransaction: MetadataDelta._no_op,
 })
 
 

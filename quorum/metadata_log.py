@@ -41,14 +41,13 @@ from common.config_schema import Config, ConfigError, Password
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
-from metadata.records import Record
+from metadata.records import AbortTransaction, Record, encode_records
 from quorum.bound_transport import BoundTCPTransport
 from quorum.log_state import (
     AppendOutcome,
     MetadataLogState,
     OutcomeKind,
-    RecordTooLargeError,
-    split_records,
+    transaction_chunks,
 )
 from quorum.voters import Voter, parse_voters
 
@@ -301,28 +300,42 @@ class MetadataLog(SyncObj):
             return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
 
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
-                     atomic: bool = True) -> AppendOutcome:
-        """Append records under `epoch`: one chunk if atomic, else chunk by chunk until one fails.
+                     atomic: bool = True, name: str | None = None) -> AppendOutcome:
+        """Append records under `epoch`, all or nothing: one chunk, or a transaction of several.
 
-        Raises RecordTooLargeError (nothing was sent) if an atomic list needs several chunks.
+        A list larger than one chunk is framed by BeginTransaction ... EndTransaction (KIP-868,
+        `quorum.log_state.transaction_chunks`) and its chunks are appended one after the other;
+        nothing of it is published before the EndTransaction commits. `atomic` is kept for
+        callers that say so; every append is atomic now. The outcome names offsets only when
+        everything committed. If a chunk after the first is REJECTED (only a bug does that) the
+        transaction is aborted here; FENCED or UNKNOWN leaves it open for the next active
+        controller to abort (`quorum.active_controller`), unless the last chunk still commits.
         """
-        chunks = split_records(records)
+        chunks = transaction_chunks(records, name)
         if not chunks:
             raise ValueError("nothing to append")
-        if atomic and len(chunks) > 1:
-            raise RecordTooLargeError(f"{len(records)} records need {len(chunks)} chunks; "
-                                      "an atomic append must fit in one")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         first: int | None = None
-        last: int | None = None
-        for chunk in chunks:  # bounded by the chunk count
+        for i, chunk in enumerate(chunks):  # bounded by the chunk count
             outcome = await self.append_chunk(chunk, epoch, max(deadline - loop.time(), 0.0))
             if not outcome.committed:
-                return dataclasses.replace(outcome, first_offset=first, last_offset=last)
+                if i > 0 and outcome.kind is OutcomeKind.REJECTED:
+                    abort = encode_records([AbortTransaction(f"chunk {i} rejected: {outcome.reason}"[:200])])
+                    await self.append_chunk(abort, epoch, max(deadline - loop.time(), 0.0))
+                logger.warning("Metadata append of %d records in %d chunks stopped at chunk %d at epoch %d: "
+                               "%s %s", len(records), len(chunks), i, epoch, outcome.kind.value, outcome.reason)
+                return dataclasses.replace(outcome, first_offset=None, last_offset=None)
             first = outcome.first_offset if first is None else first
-            last = outcome.last_offset
-        return AppendOutcome(OutcomeKind.COMMITTED, epoch, first, last)
+        if len(chunks) > 1:
+            logger.info("Committed a metadata transaction of %d records in %d chunks at offsets %s..%s, epoch %d",
+                        len(records), len(chunks), first, outcome.last_offset, epoch)
+        return AppendOutcome(OutcomeKind.COMMITTED, epoch, first, outcome.last_offset)
+
+    def in_transaction(self) -> bool:
+        """Whether the applied log ends inside an open metadata transaction."""
+        with self._lock:
+            return self._log_state.in_transaction
 
     # -- reads (any thread) ----------------------------------------------------------
 

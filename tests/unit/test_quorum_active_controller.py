@@ -59,6 +59,9 @@ class ScriptedLog:
     def image(self) -> MetadataImage:
         return self.state.image
 
+    def in_transaction(self) -> bool:
+        return self.state.in_transaction
+
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True) -> AppendOutcome:
         self.entered += 1
