@@ -60,7 +60,7 @@ from broker.metadata_follower import (
 )
 from common.errors import KafkaStorageError
 from metadata.codec import Listener
-from metadata.delta import LocalReplicaChanges, changes_for_broker
+from metadata.delta import LocalReplicaChanges, changes_for_broker, split_changes
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from shutdown.broker_lifecycle import (
     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
@@ -78,6 +78,9 @@ logger = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
+# Partitions handed to the replica manager at once (~0.2 s of log creation on this machine):
+# between two slices the event loop serves heartbeats and requests.
+PUBLISH_SLICE_PARTITIONS: Final = 256
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
@@ -200,9 +203,15 @@ class MetadataFollower:
             self._checkpoint(force=True)
 
     async def _publish(self, changes: LocalReplicaChanges) -> None:
-        result = self._on_changes(changes, self.state.image)
-        if inspect.isawaitable(result):
-            await result
+        # A large change set (a 10,000-partition topic, a broker's leaderships moving) is applied
+        # in slices with the event loop running between them: heartbeats go out on time instead
+        # of the session expiring while the replica manager creates thousands of logs.
+        image = self.state.image
+        for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):  # bounded by the change set
+            result = self._on_changes(piece, image)
+            if inspect.isawaitable(result):
+                await result
+            await asyncio.sleep(0)
 
     def _checkpoint(self, *, force: bool = False) -> None:
         """Write the checkpoint when due. Synchronous on purpose: two writers never share a .tmp

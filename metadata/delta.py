@@ -343,6 +343,32 @@ class LocalReplicaChanges:
     followers: tuple[LocalPartition, ...] = ()
 
 
+def split_changes(changes: LocalReplicaChanges, max_partitions: int) -> list[LocalReplicaChanges]:
+    """`changes` cut into slices of at most `max_partitions` partitions, in Kafka's order
+    (deletes, then leaders, then followers), each elected leader in the slice of its leader.
+
+    A broker applies a 10,000-partition change set slice by slice and lets its event loop run
+    between slices (heartbeats, requests), as Kafka's publisher applies partitions one by one
+    while request threads serve; the image handed with every slice is the whole new image."""
+    if max_partitions < 1:
+        raise ValueError("max_partitions must be at least 1")
+    total = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
+    if total <= max_partitions:
+        return [changes]
+    elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
+    out: list[LocalReplicaChanges] = []
+    for kind in ("deletes", "leaders", "followers"):
+        parts: tuple[LocalPartition, ...] = getattr(changes, kind)
+        for start in range(0, len(parts), max_partitions):  # bounded by the partition count
+            part = parts[start:start + max_partitions]
+            if kind == "leaders":
+                chosen = tuple(p for p in part if (p.topic_name, p.partition_id) in elected)
+                out.append(LocalReplicaChanges(leaders=part, elected_leaders=chosen))
+            else:
+                out.append(LocalReplicaChanges(**{kind: part}))
+    return out
+
+
 def _sorted(parts: list[LocalPartition]) -> tuple[LocalPartition, ...]:
     return tuple(sorted(parts, key=lambda p: (p.topic_name, p.partition_id)))
 

@@ -62,6 +62,7 @@ LEADER_FALLBACK_TIMEOUT: Final = 2 * SECONDS
 BIND_RETRY_TIME: Final = 1 * SECONDS
 BIND_RETRIES: Final = 5  # then the node fails to start instead of retrying for ever
 COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended commands
+CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
 RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
@@ -315,7 +316,11 @@ class MetadataLog(SyncObj):
         if not chunks:
             raise ValueError("nothing to append")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        # A transaction of 100 chunks commits them one after the other: a caller's deadline sized
+        # for one decision (a heartbeat's, a fence's) would time it out half way, and an UNKNOWN
+        # append makes the controller renounce. Leadership loss still ends the wait at once
+        # (ActiveController polls it); this only keeps a healthy leader from giving up.
+        deadline = loop.time() + max(timeout_s, len(chunks) * CHUNK_COMMIT_BUDGET)
         first: int | None = None
         for i, chunk in enumerate(chunks):  # bounded by the chunk count
             outcome = await self.append_chunk(chunk, epoch, max(deadline - loop.time(), 0.0))
