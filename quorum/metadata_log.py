@@ -300,42 +300,80 @@ class MetadataLog(SyncObj):
         except TimeoutError:
             return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
 
+    async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
+        """Replicate chunks without waiting for each before the next (their order in the log is
+        the order given: one leader, one term, pysyncobj's FIFO queue); every outcome, UNKNOWN
+        for those without one within `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[AppendOutcome]] = []
+        for chunk in chunks:  # bounded by the chunk count
+            future: asyncio.Future[AppendOutcome] = loop.create_future()
+
+            def on_done(outcome: AppendOutcome, future: asyncio.Future[AppendOutcome] = future) -> None:
+                try:
+                    loop.call_soon_threadsafe(_resolve, future, outcome)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    pass
+
+            self.submit(chunk, epoch, on_done)
+            futures.append(future)
+        if futures:
+            await asyncio.wait(futures, timeout=timeout_s)
+        return [f.result() if f.done() else AppendOutcome(OutcomeKind.UNKNOWN, epoch,
+                                                          reason=f"no outcome within {timeout_s:.3f}s")
+                for f in futures]
+
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True, name: str | None = None) -> AppendOutcome:
         """Append records under `epoch`, all or nothing: one chunk, or a transaction of several.
 
         A list larger than one chunk is framed by BeginTransaction ... EndTransaction (KIP-868,
-        `quorum.log_state.transaction_chunks`) and its chunks are appended one after the other;
-        nothing of it is published before the EndTransaction commits. `atomic` is kept for
-        callers that say so; every append is atomic now. The outcome names offsets only when
-        everything committed. If a chunk after the first is REJECTED (only a bug does that) the
-        transaction is aborted here; FENCED or UNKNOWN leaves it open for the next active
-        controller to abort (`quorum.active_controller`), unless the last chunk still commits.
+        `quorum.log_state.transaction_chunks`); nothing of it is published before EndTransaction
+        commits. The chunk with BeginTransaction is appended first and alone (were it refused,
+        a chunk after it would apply outside any transaction); the body is pipelined; the chunk
+        with EndTransaction goes last, once every body chunk is known COMMITTED, so a refused
+        body chunk can never be published. `atomic` is kept for callers that say so; every
+        append is atomic now. The outcome names offsets only when everything committed. A
+        REJECTED chunk (only a bug does that) makes this writer abort its transaction; FENCED or
+        UNKNOWN leaves it open for the next active controller (`quorum.active_controller`) to
+        abort, unless the End still commits.
         """
         chunks = transaction_chunks(records, name)
         if not chunks:
             raise ValueError("nothing to append")
         loop = asyncio.get_running_loop()
-        # A transaction of 100 chunks commits them one after the other: a caller's deadline sized
-        # for one decision (a heartbeat's, a fence's) would time it out half way, and an UNKNOWN
-        # append makes the controller renounce. Leadership loss still ends the wait at once
+        # A transaction of 100 chunks takes longer than one decision: a caller's deadline sized
+        # for one (a heartbeat's, a fence's) would time it out half way, and an UNKNOWN append
+        # makes the controller renounce. Leadership loss still ends the wait at once
         # (ActiveController polls it); this only keeps a healthy leader from giving up.
         deadline = loop.time() + max(timeout_s, len(chunks) * CHUNK_COMMIT_BUDGET)
-        first: int | None = None
-        for i, chunk in enumerate(chunks):  # bounded by the chunk count
-            outcome = await self.append_chunk(chunk, epoch, max(deadline - loop.time(), 0.0))
-            if not outcome.committed:
-                if i > 0 and outcome.kind is OutcomeKind.REJECTED:
-                    abort = encode_records([AbortTransaction(f"chunk {i} rejected: {outcome.reason}"[:200])])
-                    await self.append_chunk(abort, epoch, max(deadline - loop.time(), 0.0))
-                logger.warning("Metadata append of %d records in %d chunks stopped at chunk %d at epoch %d: "
-                               "%s %s", len(records), len(chunks), i, epoch, outcome.kind.value, outcome.reason)
-                return dataclasses.replace(outcome, first_offset=None, last_offset=None)
-            first = outcome.first_offset if first is None else first
-        if len(chunks) > 1:
-            logger.info("Committed a metadata transaction of %d records in %d chunks at offsets %s..%s, epoch %d",
-                        len(records), len(chunks), first, outcome.last_offset, epoch)
-        return AppendOutcome(OutcomeKind.COMMITTED, epoch, first, outcome.last_offset)
+
+        def left() -> float:
+            return max(deadline - loop.time(), 0.0)
+
+        first = await self.append_chunk(chunks[0], epoch, left())
+        if len(chunks) == 1 or not first.committed:
+            return first if first.committed else self._stopped(first, 0, records, chunks)
+        outcomes = await self.append_chunks(chunks[1:-1], epoch, left())
+        failed = next(((i, o) for i, o in enumerate(outcomes, start=1) if not o.committed), None)
+        if failed is None:
+            last = await self.append_chunk(chunks[-1], epoch, left())
+            if last.committed:
+                logger.info("Committed a metadata transaction of %d records in %d chunks at offsets %s..%s, "
+                            "epoch %d", len(records), len(chunks), first.first_offset, last.last_offset, epoch)
+                return AppendOutcome(OutcomeKind.COMMITTED, epoch, first.first_offset, last.last_offset)
+            failed = (len(chunks) - 1, last)
+        at, outcome = failed
+        if outcome.kind is OutcomeKind.REJECTED:  # still the active controller: close what it opened
+            abort = encode_records([AbortTransaction(f"chunk {at} rejected: {outcome.reason}"[:200])])
+            await self.append_chunk(abort, epoch, left())
+        return self._stopped(outcome, at, records, chunks)
+
+    @staticmethod
+    def _stopped(outcome: AppendOutcome, at: int, records: Sequence[Record], chunks: Sequence[bytes]) -> AppendOutcome:
+        logger.warning("Metadata append of %d records in %d chunks stopped at chunk %d at epoch %d: %s %s",
+                       len(records), len(chunks), at, outcome.epoch, outcome.kind.value, outcome.reason)
+        return dataclasses.replace(outcome, first_offset=None, last_offset=None)
 
     def in_transaction(self) -> bool:
         """Whether the applied log ends inside an open metadata transaction."""
