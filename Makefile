@@ -59,6 +59,12 @@ bench-spark: $(ALL_STAMP)
 bench-shutdown: $(BASE_STAMP)
 	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
 
+# 10,000 partitions RF=3 on 3 controllers + 3 brokers: create (one topic, 100 topics), idle broker
+# CPU, RSS, controlled shutdown, restart back into every ISR, one table (issue 17); PARTITIONS=...
+.PHONY: bench-scale
+bench-scale: $(BASE_STAMP)
+	$(BIN)/python bench/partition_scale.py $(if $(PARTITIONS),--partitions $(PARTITIONS))
+
 # the chaos engine (chaos/, `tidelog chaos list`): the randomized mix over SEEDS, then every
 # shipped scenario `make test` does not run; one report directory each under chaos-reports/.
 # Exits non-zero when any expectation failed. SEEDS="1 2 3" to change.
