@@ -82,6 +82,10 @@ EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: n
 # ten times that on this shared machine):
 # between two slices the event loop serves heartbeats and requests.
 PUBLISH_SLICE_PARTITIONS: Final = 64
+# Records asked per metadata fetch. Encoding a page (controller) and decoding it (here) holds
+# each side's event loop: 5,000 records (a 10,000-partition topic in two pages) held both for
+# seconds on a loaded machine and heartbeats missed the session; 1,000 keep each under ~0.1 s.
+FETCH_PAGE_RECORDS: Final = 1000
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
@@ -234,7 +238,7 @@ class MetadataFollower:
             try:
                 reply = await self.client.fetch_metadata(
                     state.next_fetch_offset, settings.fetch_max_wait_ms if self._published else 0,
-                    broker_id=settings.broker_id)
+                    broker_id=settings.broker_id, max_records=FETCH_PAGE_RECORDS)
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: metadata fetch failed: %s", settings.broker_id, exc)
                 await asyncio.sleep(RETRY_BACKOFF)
