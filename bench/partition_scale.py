@@ -148,6 +148,9 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[
             rows.append((f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
                          f"{time.monotonic() - started:.2f}"))
             print(f"  {rows[-1][0]}: {rows[-1][1]}", flush=True)
+            out = sum(1 for name in names for p in http(f"{cluster.admin_url}/v1/topics/{name}")["partitions"]
+                      if UNDER_TEST in p["replicas"] and UNDER_TEST not in p["isr"])
+            rows.append((f"partitions with broker {UNDER_TEST} out of the ISR at exit", f"{out}"))
             new = NodeProcess.spawn(node.spec)
             cluster.nodes[cluster.nodes.index(node)] = new
             cluster.write_cluster_file()
