@@ -7,8 +7,9 @@ Phases, in order, each printed as it ends and all together in one table at the e
 
 1. create one topic of `--partitions` partitions RF=3 through the admin API; "created" is the
    moment every broker's `partitions_led` gauge adds up to the partition count (every
-   partition has a leader that serves it on its broker); then the topic is deleted;
-2. the same count as `--topics` topics of partitions/topics each, created concurrently;
+   partition has a leader that serves it on its broker);
+2. on a second, fresh cluster: the same count as `--topics` topics of partitions/topics each,
+   created concurrently; the phases below run on that cluster;
 3. idle broker CPU over `--idle-s` seconds (utime+stime from /proc, % of one core), RSS;
 4. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit;
 5. restart of broker 4 → broker 4 back in every ISR (admin API describe of every topic).
@@ -96,12 +97,6 @@ def create(cluster: LocalCluster, topics: dict[str, int]) -> float:
     return elapsed
 
 
-def delete_all(cluster: LocalCluster, names: list[str]) -> None:
-    for name in names:
-        http(f"{cluster.admin_url}/v1/topics/{name}", "DELETE")
-    wait_until("every partition gone", lambda: led_total(cluster) == 0)
-
-
 def in_every_isr(cluster: LocalCluster, names: list[str], broker: int) -> bool:
     for name in names:
         view = http(f"{cluster.admin_url}/v1/topics/{name}")
@@ -119,19 +114,30 @@ def idle_cpu(cluster: LocalCluster, seconds: float) -> dict[int, float]:
     return {n: 100 * (cpu_ticks(p) - before[n]) / CLK_TCK / wall for n, p in pids.items()}
 
 
+def start_cluster(root: Path) -> LocalCluster:
+    root.mkdir(parents=True, exist_ok=True)
+    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    cluster = LocalCluster.start(root, controllers=3, raft_port=raft, admin_port=admin, brokers=3,
+                                 kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S)
+    try:
+        wait_until("3 brokers unfenced", lambda: sum(
+            1 for b in http(f"{cluster.admin_url}/v1/brokers") if b["state"] == "UNFENCED") == 3)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
 def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[tuple[str, str]]:
+    """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
-        raft, admin, kafka, metrics = free_ports(HOSTS, 4)
-        with LocalCluster.start(Path(tmp), controllers=3, raft_port=raft, admin_port=admin, brokers=3,
-                                kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S) as cluster:
-            wait_until("3 brokers unfenced", lambda: sum(
-                1 for b in http(f"{cluster.admin_url}/v1/brokers") if b["state"] == "UNFENCED") == 3)
+        with start_cluster(Path(tmp) / "one-topic") as cluster:
             print(f"one topic of {partitions} partitions RF=3:", flush=True)
             rows.append((f"create 1 x {partitions} RF=3 (s)", f"{create(cluster, {'big': partitions}):.2f}"))
-            delete_all(cluster, ["big"])
-            per = partitions // topics
-            names = [f"t{i:04d}" for i in range(topics)]
+        per = partitions // topics
+        names = [f"t{i:04d}" for i in range(topics)]
+        with start_cluster(Path(tmp) / "many-topics") as cluster:
             print(f"{topics} topics of {per} partitions RF=3:", flush=True)
             rows.append((f"create {topics} x {per} RF=3 (s)", f"{create(cluster, dict.fromkeys(names, per)):.2f}"))
             led = metric(cluster.node(UNDER_TEST), "partitions_led")

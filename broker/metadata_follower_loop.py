@@ -82,6 +82,7 @@ EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: n
 # ten times that on this shared machine):
 # between two slices the event loop serves heartbeats and requests.
 PUBLISH_SLICE_PARTITIONS: Final = 64
+PUBLISH_SLICE_PAUSE: Final = 0.002  # seconds between two slices
 # Records asked per metadata fetch. Encoding a page (controller) and decoding it (here) holds
 # each side's event loop: 5,000 records (a 10,000-partition topic in two pages) held both for
 # seconds on a loaded machine and heartbeats missed the session; 1,000 keep each under ~0.1 s.
@@ -216,7 +217,9 @@ class MetadataFollower:
             result = self._on_changes(piece, image)
             if inspect.isawaitable(result):
                 await result
-            await asyncio.sleep(0)
+            # A real pause, not sleep(0): a heartbeat round trip needs several loop iterations
+            # (write, read headers, read body), and one iteration per slice was too few.
+            await asyncio.sleep(PUBLISH_SLICE_PAUSE)
 
     def _checkpoint(self, *, force: bool = False) -> None:
         """Write the checkpoint when due. Synchronous on purpose: two writers never share a .tmp
