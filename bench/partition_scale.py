@@ -27,6 +27,7 @@ import os
 import signal
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -84,11 +85,17 @@ def create(cluster: LocalCluster, topics: dict[str, int]) -> float:
     before = led_total(cluster)
     target = before + sum(topics.values())
     started = time.monotonic()
+    def post(item: tuple[str, int]) -> None:
+        try:
+            http(f"{cluster.admin_url}/v1/topics", "POST",
+                 {"name": item[0], "partitions": item[1], "replication_factor": 3})
+        except urllib.error.HTTPError as exc:
+            if exc.code != 504:  # the forwarding controller gave up waiting: the create goes on
+                raise
+            print(f"  {item[0]}: 504 from the forwarding controller; waiting for the partitions", flush=True)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        done = pool.map(lambda item: http(f"{cluster.admin_url}/v1/topics", "POST",
-                                          {"name": item[0], "partitions": item[1], "replication_factor": 3}),
-                        topics.items())
-        list(done)
+        list(pool.map(post, topics.items()))
     answered = time.monotonic() - started
     wait_until(f"{target} partitions led", lambda: led_total(cluster) >= target, poll=0.02)
     elapsed = time.monotonic() - started
