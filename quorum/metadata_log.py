@@ -62,6 +62,7 @@ LEADER_FALLBACK_TIMEOUT: Final = 2 * SECONDS
 BIND_RETRY_TIME: Final = 1 * SECONDS
 BIND_RETRIES: Final = 5  # then the node fails to start instead of retrying for ever
 COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended commands
+PIPELINE_WINDOW: Final = 4  # chunks of one transaction in flight at once
 CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
@@ -301,12 +302,19 @@ class MetadataLog(SyncObj):
             return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
 
     async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
-        """Replicate chunks without waiting for each before the next (their order in the log is
+        """Replicate chunks with up to PIPELINE_WINDOW of them in flight (their order in the log is
         the order given: one leader, one term, pysyncobj's FIFO queue); every outcome, UNKNOWN
-        for those without one within `timeout_s`."""
+        for those without one within `timeout_s`. The window is bounded because every voter
+        applies entries on its tick thread: a flood of them delayed the followers' answers past
+        LEADER_FALLBACK_TIMEOUT and the leader stepped down (measured: a term a second)."""
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         futures: list[asyncio.Future[AppendOutcome]] = []
-        for chunk in chunks:  # bounded by the chunk count
+        for i, chunk in enumerate(chunks):  # bounded by the chunk count
+            if i >= PIPELINE_WINDOW:
+                await asyncio.wait([futures[i - PIPELINE_WINDOW]], timeout=max(deadline - loop.time(), 0.0))
+                if not futures[i - PIPELINE_WINDOW].done():
+                    break  # out of time: the rest is never sent
             future: asyncio.Future[AppendOutcome] = loop.create_future()
 
             def on_done(outcome: AppendOutcome, future: asyncio.Future[AppendOutcome] = future) -> None:
@@ -318,10 +326,9 @@ class MetadataLog(SyncObj):
             self.submit(chunk, epoch, on_done)
             futures.append(future)
         if futures:
-            await asyncio.wait(futures, timeout=timeout_s)
-        return [f.result() if f.done() else AppendOutcome(OutcomeKind.UNKNOWN, epoch,
-                                                          reason=f"no outcome within {timeout_s:.3f}s")
-                for f in futures]
+            await asyncio.wait(futures, timeout=max(deadline - loop.time(), 0.0))
+        unknown = AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
+        return [f.result() if f.done() else unknown for f in futures] + [unknown] * (len(chunks) - len(futures))
 
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True, name: str | None = None) -> AppendOutcome:
@@ -330,9 +337,9 @@ class MetadataLog(SyncObj):
         A list larger than one chunk is framed by BeginTransaction ... EndTransaction (KIP-868,
         `quorum.log_state.transaction_chunks`); nothing of it is published before EndTransaction
         commits. The chunk with BeginTransaction is appended first and alone (were it refused,
-        a chunk after it would apply outside any transaction); the body is pipelined; the chunk
-        with EndTransaction goes last, once every body chunk is known COMMITTED, so a refused
-        body chunk can never be published. `atomic` is kept for callers that say so; every
+        a chunk after it would apply outside any transaction); the body is pipelined
+        (PIPELINE_WINDOW chunks in flight); the chunk with EndTransaction goes last, once every
+        body chunk is known COMMITTED, so a refused body chunk can never be published. `atomic` is kept for callers that say so; every
         append is atomic now. The outcome names offsets only when everything committed. A
         REJECTED chunk (only a bug does that) makes this writer abort its transaction; FENCED or
         UNKNOWN leaves it open for the next active controller (`quorum.active_controller`) to
