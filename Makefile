@@ -64,6 +64,12 @@ bench-spark: $(ALL_STAMP)
 bench-shutdown: $(BASE_STAMP)
 	$(BIN)/python bench/controlled_shutdown.py $(if $(PARTITIONS),--partitions $(PARTITIONS)) $(if $(RUNS),--runs $(RUNS))
 
+# 10,000 partitions RF=3 on 3 controllers + 3 brokers: create (one topic, 100 topics), idle broker
+# CPU, RSS, controlled shutdown, restart back into every ISR, one table (issue 17); PARTITIONS=...
+.PHONY: bench-scale
+bench-scale: $(BASE_STAMP)
+	$(BIN)/python bench/partition_scale.py $(if $(PARTITIONS),--partitions $(PARTITIONS))
+
 # every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
 # latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only
 .PHONY: bench-all

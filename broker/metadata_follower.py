@@ -11,7 +11,9 @@ MetadataLoader do together:
     state.heartbeat_request()                  -> the broker-heartbeat body (applied offset inside)
     state.on_heartbeat_reply(reply)            -> HeartbeatDecision
 
-Records are replayed through `metadata.delta.apply`, the one replay path, so a batch
+Records are replayed through `metadata.transactions.replay` (`metadata.delta.apply`, the one
+replay path, plus KIP-868 transactions: an open transaction's records are published only at its
+EndTransaction, so the replica manager never sees half a large change), and a batch
 applies whole or not at all. Records must continue the applied offset exactly: a gap or a
 repeated offset is a MetadataFollowerError naming both offsets, and the image stays as it
 was. A snapshot (sent when the asked offset is older than the controller's retained log)
@@ -40,10 +42,11 @@ from common.rpc import (
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError
-from metadata.delta import LocalReplicaChanges, apply, changes_for_broker
+from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import Record, record_from_map
 from metadata.snapshot import decode_snapshot
+from metadata.transactions import ReplayState, replay
 
 NO_BROKER_EPOCH: Final = -1
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset checkpoint per second
@@ -101,7 +104,8 @@ class MetadataFollowerState:
         if checkpoint_interval_ms < 0:
             raise ValueError("checkpoint_interval_ms must not be negative")
         self.broker_id = broker_id
-        self.image = image
+        self.image = image  # the published image: never holds part of an open metadata transaction
+        self._replay = ReplayState(image)  # image + the open transaction's records, if any
         self.broker_epoch = NO_BROKER_EPOCH
         self.fenced = True  # Kafka: a broker starts fenced and stays so until the controller says otherwise
         self.caught_up = False  # the controller's is_caught_up: applied offset reached our registration
@@ -183,8 +187,9 @@ class MetadataFollowerState:
 
     @property
     def next_fetch_offset(self) -> int:
-        """The offset the next metadata-fetch asks from: the one after the applied offset."""
-        return self.applied_offset + 1
+        """The offset the next metadata-fetch asks from: after the last record replayed (past the
+        applied offset while a metadata transaction is open, KIP-868)."""
+        return self._replay.last_offset + 1
 
     def on_fetch_reply(self, reply: Mapping[str, Any]) -> LocalReplicaChanges | None:
         """Apply a metadata-fetch reply: this broker's changes, or None if the image did not move.
@@ -219,29 +224,32 @@ class MetadataFollowerState:
         if image.offset < self.applied_offset:
             raise MetadataFollowerError(f"snapshot at offset {image.offset} is older than the applied "
                                         f"offset {self.applied_offset}")
-        return self.image if image.offset == self.applied_offset else image
+        image = self.image if image.offset == self.applied_offset else image
+        self._replay = ReplayState(image)  # a snapshot holds no open transaction: fetch on from it
+        return image
 
     def _apply_records(self, records: tuple[tuple[int, Mapping[str, Any]], ...]) -> MetadataImage:
         if not records:
             return self.image
         pairs: list[tuple[int, Record]] = []
-        expected = self.applied_offset + 1
+        expected = self._replay.last_offset + 1
         for item in records:  # shapes checked by common.rpc; offsets and records here
             offset = item[0]
             if offset != expected:
                 kind = "a gap" if offset > expected else "a repeated offset"
                 raise MetadataFollowerError(f"metadata-fetch reply has {kind}: record at offset {offset} where "
                                             f"offset {expected} was expected (applied offset "
-                                            f"{self.applied_offset})")
+                                            f"{self.applied_offset}, replayed offset {expected - 1})")
             try:
                 pairs.append((offset, record_from_map(item[1])))
             except MetadataRecordError as exc:
                 raise MetadataFollowerError(f"metadata-fetch reply: offset {offset}: {exc}") from None
             expected += 1
         try:
-            return apply(self.image, pairs)
+            self._replay = replay(self._replay, pairs)
         except MetadataRecordError as exc:
             raise MetadataFollowerError(f"cannot apply the fetched records: {exc}") from None
+        return self._replay.image
 
     # -- checkpoints of the applied offset ---------------------------------------------
 

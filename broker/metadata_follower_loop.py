@@ -60,7 +60,7 @@ from broker.metadata_follower import (
 )
 from common.errors import KafkaStorageError
 from metadata.codec import Listener
-from metadata.delta import LocalReplicaChanges, changes_for_broker
+from metadata.delta import LocalReplicaChanges, changes_for_broker, split_changes
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from shutdown.broker_lifecycle import (
     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
@@ -78,6 +78,15 @@ logger = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
+# Partitions handed to the replica manager at once (~50 ms of log creation on an idle core,
+# ten times that on this shared machine):
+# between two slices the event loop serves heartbeats and requests.
+PUBLISH_SLICE_PARTITIONS: Final = 64
+PUBLISH_SLICE_PAUSE: Final = 0.002  # seconds between two slices
+# Records asked per metadata fetch. Encoding a page (controller) and decoding it (here) holds
+# each side's event loop: 5,000 records (a 10,000-partition topic in two pages) held both for
+# seconds on a loaded machine and heartbeats missed the session; 1,000 keep each under ~0.1 s.
+FETCH_PAGE_RECORDS: Final = 1000
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
@@ -200,9 +209,17 @@ class MetadataFollower:
             self._checkpoint(force=True)
 
     async def _publish(self, changes: LocalReplicaChanges) -> None:
-        result = self._on_changes(changes, self.state.image)
-        if inspect.isawaitable(result):
-            await result
+        # A large change set (a 10,000-partition topic, a broker's leaderships moving) is applied
+        # in slices with the event loop running between them: heartbeats go out on time instead
+        # of the session expiring while the replica manager creates thousands of logs.
+        image = self.state.image
+        for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):  # bounded by the change set
+            result = self._on_changes(piece, image)
+            if inspect.isawaitable(result):
+                await result
+            # A real pause, not sleep(0): a heartbeat round trip needs several loop iterations
+            # (write, read headers, read body), and one iteration per slice was too few.
+            await asyncio.sleep(PUBLISH_SLICE_PAUSE)
 
     def _checkpoint(self, *, force: bool = False) -> None:
         """Write the checkpoint when due. Synchronous on purpose: two writers never share a .tmp
@@ -224,7 +241,7 @@ class MetadataFollower:
             try:
                 reply = await self.client.fetch_metadata(
                     state.next_fetch_offset, settings.fetch_max_wait_ms if self._published else 0,
-                    broker_id=settings.broker_id)
+                    broker_id=settings.broker_id, max_records=FETCH_PAGE_RECORDS)
             except ControllerUnavailableError as exc:
                 logger.warning("Broker %d: metadata fetch failed: %s", settings.broker_id, exc)
                 await asyncio.sleep(RETRY_BACKOFF)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final, Protocol
 
 from broker.log.log_manager import LogManager
@@ -70,6 +71,10 @@ from metadata.records import ConfigResourceType, LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
+# Change sets at least this large create logs and start leaderships on PARALLEL_THREADS threads
+# (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
+PARALLEL_MIN: Final = 16
+PARALLEL_THREADS: Final = 8
 _LOG_KEYS: Final = frozenset(key.name for key in TOPIC_LOG_KEYS)
 
 __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
@@ -102,6 +107,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._image = EMPTY_IMAGE
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._refreshed_configs: object | None = None  # the configs image of the last full pass
         self.isr = IsrManager(broker_id, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms,
                               alter_partition=alter_partition, image=lambda: self._image,
                               is_current=lambda p: self.partitions.get(p.tp) is p,
@@ -133,11 +139,14 @@ class ReplicaManager:
             tp = TopicPartition(local.topic_name, local.partition_id)
             stop_fetching.append(tp)
             self._delete(tp)
+        if changes.deletes:  # once per change set: a per-delete scan was quadratic in a 10k-partition delete
+            hosted = {tp.topic for tp in self.partitions}
+            for topic in [t for t in self._topic_overrides if t not in hosted]:
+                del self._topic_overrides[topic]
         self._refresh_topic_configs(image)
+        self._create_logs([*changes.leaders, *changes.followers], image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
-        for local in changes.leaders:
-            if self._become_leader(local, image, (local.topic_name, local.partition_id) in elected):
-                stop_fetching.append(TopicPartition(local.topic_name, local.partition_id))
+        stop_fetching.extend(self._become_leaders(changes.leaders, image, elected))
         for local in changes.followers:
             self._become_follower(local, image, start_fetching, stop_fetching)
         if self.fetchers is not None:
@@ -156,9 +165,15 @@ class ReplicaManager:
         self._refresh_topic_configs(self._image)
 
     def _refresh_topic_configs(self, image: MetadataImage) -> None:
-        # Config records do not show up in LocalReplicaChanges: compare every hosted topic.
+        # Config records do not show up in LocalReplicaChanges: compare every hosted topic, unless
+        # no config record was replayed since the last pass (replay shares an untouched configs
+        # image, so identity says it); a topic hosted since is configured by `_hosted`. A 10k-
+        # partition change set arrives in 150 slices: a scan of every partition each was costly.
+        if image.configs is self._refreshed_configs:
+            return
         for topic in sorted({tp.topic for tp in self.partitions}):
             self._apply_topic_config(topic, image)
+        self._refreshed_configs = image.configs
 
     def _min_insync_replicas(self, overrides: dict[str, str]) -> int:
         return _int_or(overrides.get(MIN_INSYNC_REPLICAS), self.default_min_insync_replicas)
@@ -203,17 +218,51 @@ class ReplicaManager:
         partition.update_registration(registration)
         return partition
 
-    def _become_leader(self, local: LocalPartition, image: MetadataImage, elected: bool) -> bool:
-        """Lead `local`; True when this is a new leadership (stop fetching it)."""
-        previous = self.partitions.get(TopicPartition(local.topic_name, local.partition_id))
-        was = None if previous is None else (previous.leader_id, previous.leader_epoch)
-        partition = self._hosted(local, image)
-        if partition is None:
-            return False
-        new_leadership = is_new_leadership(was, broker_id=self.broker_id, leader_epoch=partition.leader_epoch,
-                                           elected=elected)
+    def _create_logs(self, locals_: Iterable[LocalPartition], image: MetadataImage) -> None:
+        """Create the logs of partitions new to this broker together (`LogManager.create_logs`):
+        one directory fsync per log dir, not per partition. Failures are left to `_hosted`,
+        which tries again and keeps that partition offline here."""
+        new = [TopicPartition(p.topic_name, p.partition_id) for p in locals_]
+        new = [tp for tp in new if self.log_manager.get_log(tp) is None]
+        if len(new) < PARALLEL_MIN:
+            return
+        for topic in sorted({tp.topic for tp in new} - set(self._topic_overrides)):
+            self._apply_topic_config(topic, image)
+        self.log_manager.create_logs(new, now_ms=self._now_ms())
+
+    def _become_leaders(self, leaders: Iterable[LocalPartition], image: MetadataImage,
+                        elected: set[tuple[str, int]]) -> list[TopicPartition]:
+        """Lead every partition of `leaders`; the new leaderships (stop fetching them).
+
+        A new leadership writes the leader epoch checkpoint with an fsync (Kafka's
+        LeaderEpochFileCache.assign does too); thousands of them (a new topic, a controlled
+        shutdown moving a third of the leaders here) run on a thread pool, since fsync releases
+        the GIL. Each touches only its own partition's files."""
+        now_ms = self._now_ms()
+        hosted: list[tuple[Partition, bool]] = []
+        for local in leaders:
+            previous = self.partitions.get(TopicPartition(local.topic_name, local.partition_id))
+            was = None if previous is None else (previous.leader_id, previous.leader_epoch)
+            partition = self._hosted(local, image)
+            if partition is None:
+                continue
+            hosted.append((partition, is_new_leadership(
+                was, broker_id=self.broker_id, leader_epoch=partition.leader_epoch,
+                elected=(local.topic_name, local.partition_id) in elected)))
+        starting = [partition for partition, new in hosted if new]
+        if len(starting) < PARALLEL_MIN:
+            for partition in starting:
+                partition.become_leader(self.broker_id, now_ms)
+        else:
+            with ThreadPoolExecutor(PARALLEL_THREADS, thread_name_prefix="become-leader") as pool:
+                for _ in pool.map(lambda p: p.become_leader(self.broker_id, now_ms), starting):
+                    pass  # re-raises the first failure, after every submitted one ran
+        for partition, new in hosted:
+            self._started_leading(partition, new)
+        return [partition.tp for partition in starting]
+
+    def _started_leading(self, partition: Partition, new_leadership: bool) -> None:
         if new_leadership:
-            partition.become_leader(self.broker_id, self._now_ms())
             partition_log = partition.log
             log.info("Leader %s with leader epoch %d starting at offset %d (high watermark %d, "
                      "ISR %s, partition epoch %d%s)", partition.tp, partition.leader_epoch,
@@ -225,7 +274,6 @@ class ReplicaManager:
             self.isr.propose(partition, partition.isr, LeaderRecoveryState.RECOVERED)
         self.isr.maybe_advance_high_watermark(partition)
         self._wake(partition.tp)
-        return new_leadership
 
     def _become_follower(self, local: LocalPartition, image: MetadataImage,
                          start_fetching: list[tuple[TopicPartition, int, int]],
@@ -259,8 +307,6 @@ class ReplicaManager:
             log.error("Cannot delete the log of removed partition %s: %s", tp, e)
         if partition is not None:
             log.info("Stopped hosting %s (removed from its replicas or topic deleted)", tp)
-        if not any(p.topic == tp.topic for p in self.partitions):
-            self._topic_overrides.pop(tp.topic, None)
 
     # ---- lookups ---------------------------------------------------------------------
 

@@ -39,10 +39,13 @@ from metadata.image import (
 )
 from metadata.records import (
     NO_LEADER_CHANGE,
+    AbortTransaction,
     BeginEpoch,
+    BeginTransaction,
     BrokerRegistrationChange,
     Config,
     ConfigResourceType,
+    EndTransaction,
     FeatureLevel,
     NoOp,
     Partition,
@@ -295,6 +298,11 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
     ProducerIds: MetadataDelta._producer_ids,
     BeginEpoch: MetadataDelta._begin_epoch,
     NoOp: MetadataDelta._no_op,
+    # Transaction markers only take their offset here: metadata.transactions decides what a
+    # transaction's records do (buffered, published at End, dropped at Abort) before calling apply.
+    BeginTransaction: MetadataDelta._no_op,
+    EndTransaction: MetadataDelta._no_op,
+    AbortTransaction: MetadataDelta._no_op,
 })
 
 
@@ -337,6 +345,32 @@ class LocalReplicaChanges:
     leaders: tuple[LocalPartition, ...] = ()
     elected_leaders: tuple[LocalPartition, ...] = ()
     followers: tuple[LocalPartition, ...] = ()
+
+
+def split_changes(changes: LocalReplicaChanges, max_partitions: int) -> list[LocalReplicaChanges]:
+    """`changes` cut into slices of at most `max_partitions` partitions, in Kafka's order
+    (deletes, then leaders, then followers), each elected leader in the slice of its leader.
+
+    A broker applies a 10,000-partition change set slice by slice and lets its event loop run
+    between slices (heartbeats, requests), as Kafka's publisher applies partitions one by one
+    while request threads serve; the image handed with every slice is the whole new image."""
+    if max_partitions < 1:
+        raise ValueError("max_partitions must be at least 1")
+    total = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
+    if total <= max_partitions:
+        return [changes]
+    elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
+    out: list[LocalReplicaChanges] = []
+    for kind in ("deletes", "leaders", "followers"):
+        parts: tuple[LocalPartition, ...] = getattr(changes, kind)
+        for start in range(0, len(parts), max_partitions):  # bounded by the partition count
+            part = parts[start:start + max_partitions]
+            if kind == "leaders":
+                chosen = tuple(p for p in part if (p.topic_name, p.partition_id) in elected)
+                out.append(LocalReplicaChanges(leaders=part, elected_leaders=chosen))
+            else:
+                out.append(LocalReplicaChanges(**{kind: part}))
+    return out
 
 
 def _sorted(parts: list[LocalPartition]) -> tuple[LocalPartition, ...]:

@@ -48,7 +48,8 @@ __all__ = [
     "NO_LEADER", "NO_LEADER_CHANGE", "LeaderRecoveryState", "ConfigResourceType", "Listener",
     "MetadataRecordError", "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange",
     "Topic", "Partition", "PartitionChange", "RemoveTopic", "Config", "FeatureLevel",
-    "ProducerIds", "NoOp", "BeginEpoch", "Record", "RECORD_TYPES", "encode_record",
+    "ProducerIds", "NoOp", "BeginEpoch", "BeginTransaction", "EndTransaction", "AbortTransaction",
+    "TRANSACTION_MARKERS", "Record", "RECORD_TYPES", "encode_record",
     "decode_record", "encode_records", "decode_records", "record_to_map", "record_from_map",
     "check_partition_state",
 ]
@@ -287,8 +288,34 @@ class BeginEpoch(_Record):
     epoch: int
 
 
+# KIP-868 metadata transactions: a change too large for one chunk is framed by these, and
+# replay (metadata.transactions) publishes its records only at EndTransaction. Kafka's apiKeys.
+@_record(23, name=OPT_STR)
+@dataclass(frozen=True, slots=True)
+class BeginTransaction(_Record):
+    """Opens a metadata transaction: what follows is buffered until End or Abort."""
+
+    name: str | None = None
+
+
+@_record(24)
+@dataclass(frozen=True, slots=True)
+class EndTransaction(_Record):
+    """Closes the open transaction: its records apply now, together."""
+
+
+@_record(25, reason=OPT_STR)
+@dataclass(frozen=True, slots=True)
+class AbortTransaction(_Record):
+    """Discards the open transaction's records (a new active controller found it unfinished)."""
+
+    reason: str | None = None
+
+
 Record = Union[RegisterBroker, UnregisterBroker, BrokerRegistrationChange, Topic, Partition,
-               PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, NoOp, BeginEpoch]
+               PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, NoOp, BeginEpoch,
+               BeginTransaction, EndTransaction, AbortTransaction]
+TRANSACTION_MARKERS: tuple[type, ...] = (BeginTransaction, EndTransaction, AbortTransaction)
 
 RECORD_TYPES: Mapping[int, type] = MappingProxyType(_BY_TYPE_ID)
 _ENVELOPE = ("type", "version")

@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol
 
 from common.units import SECONDS
 from metadata.image import MetadataImage
-from metadata.records import BeginEpoch, Record
+from metadata.records import AbortTransaction, BeginEpoch, Record
 from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, OutcomeKind
 from quorum.replication_control import unclean_elections
@@ -50,6 +50,7 @@ class QuorumLog(Protocol):
     def leader_address(self) -> str | None: ...
     def fatal_error(self) -> str | None: ...
     def image(self) -> MetadataImage: ...
+    def in_transaction(self) -> bool: ...
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True) -> AppendOutcome: ...
     def add_state_listener(self, listener: Callable[[], None]) -> None: ...
@@ -187,12 +188,20 @@ class ActiveController:
             await self._begin_epoch(term)
 
     async def _begin_epoch(self, term: int) -> None:
-        outcome = await self._log.append([BeginEpoch(term)], term, BEGIN_EPOCH_TIMEOUT)
+        # KIP-868: a transaction the previous controller left open is aborted with our BeginEpoch.
+        # Entries of the old term may still be applying: if they change the answer, the chunk is
+        # REJECTED (quorum.log_state.check_epoch) and the retry reads the state then applied.
+        abort = self._log.in_transaction()
+        records: list[Record] = [AbortTransaction("controller failover"), BeginEpoch(term)] if abort \
+            else [BeginEpoch(term)]
+        outcome = await self._log.append(records, term, BEGIN_EPOCH_TIMEOUT)
         leader, now = self._log.leadership()
         if outcome.committed and leader and now == term:
             self._epoch = term
-            logger.info("Became active controller with epoch %d (BeginEpoch committed at offset %d)",
-                        term, outcome.first_offset)
+            logger.info("Became active controller with epoch %d (BeginEpoch committed at offset %s%s)",
+                        term, outcome.last_offset,
+                        f", aborting the open metadata transaction at offset {outcome.first_offset}"
+                        if abort else "")
         elif leader and now == term:
             logger.warning("Could not begin epoch %d: %s %s; retrying while Raft leader",
                            term, outcome.kind.value, outcome.reason)

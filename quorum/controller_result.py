@@ -30,11 +30,10 @@ R = TypeVar("R")
 class ControllerResult(Generic[R]):
     """The records a rule wants appended (in order) and the reply for when they commit.
 
-    `atomic` is Kafka's isAtomic (`ControllerResult.atomicOf`): the records commit all together
-    or not at all, so they must fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`); a longer
-    atomic list is refused before anything is appended (RecordTooLargeError). Otherwise (Kafka's
-    `ControllerResult.of`) a long list commits chunk by chunk and a failover may stop it between
-    two chunks, each of which leaves the image consistent on its own.
+    `atomic` is Kafka's isAtomic (`ControllerResult.atomicOf`). Since KIP-868 transactions
+    (`quorum.metadata_log.MetadataLog.append`) every list commits all together or not at all,
+    a list longer than one chunk as BeginTransaction ... EndTransaction, so the flag only
+    documents what the rule needs.
     """
 
     records: Sequence[Record]  # kept as a tuple: rules may hand over a list

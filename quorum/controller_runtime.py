@@ -81,11 +81,12 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
                         timeout_s: float) -> tuple[Any, AppendOutcome | None]:
     """Run a rule through `controller.decide`: (its response, the committed outcome or None).
 
-    Records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records)
-    commit atomically. A longer list of a result that is not `atomic` (a topic with many
-    partitions, fencing a broker that leads hundreds) is appended chunk by chunk, in order, and
-    a failover can stop it between two chunks: NotCommittedError then says which offsets did
-    commit. Raises what `decide` raises (nothing appended) and the rule's own ControllerApiError.
+    Every result commits atomically: records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`,
+    ~100 partition records) as one Raft entry, a longer list (a topic with many partitions,
+    fencing a broker that leads thousands) as a KIP-868 metadata transaction that nothing sees
+    before its EndTransaction commits; a failover in between leaves it to be aborted by the next
+    active controller (NotCommittedError, nothing applied; `unknown` when the End may still
+    commit). Raises what `decide` raises (nothing appended) and the rule's own ControllerApiError.
     """
     responses: list[Any] = []
 

@@ -7,16 +7,22 @@ the offsets right after the image's. Replay goes through `metadata.delta.apply`,
 replay path.
 
 Atomicity rule: one chunk is one Raft entry and applies whole or not at all. A decision
-whose records must land together (a topic with its partitions, a fence with its ISR
-changes) must fit in one chunk (`MAX_CHUNK_BYTES`); `split_records` cuts larger lists into
-several chunks, which commit one by one and may be interrupted between chunks.
+larger than one chunk (`MAX_CHUNK_BYTES`) is cut by `transaction_chunks` into chunks framed by
+BeginTransaction ... EndTransaction (KIP-868): they commit one by one and may be interrupted
+between chunks, but replay (`metadata.transactions`) publishes nothing of a transaction before
+its End, so the image (and every snapshot folded from it) never holds half a decision. A
+transaction left open by a failover is aborted by the next active controller (below).
 
 Epoch fencing rule (`check_epoch`), decided on apply, identically on every voter:
 - a chunk starting with BeginEpoch(e) must carry epoch e, and e must be at least the
   committed controller epoch (equal: the same controller retrying its BeginEpoch);
 - any other chunk must carry exactly the committed controller epoch. Older is FENCED:
   a deposed active controller's late append. Newer, or none begun yet, is REJECTED: its
-  BeginEpoch never committed, which only a bug does.
+  BeginEpoch never committed, which only a bug does;
+- a BeginEpoch chunk must start with AbortTransaction exactly when the log ends inside an open
+  transaction (Kafka's activation records abort it the same way). The new controller reads
+  that from its applied state; if entries still being applied change the answer its chunk is
+  REJECTED and it retries with the state then applied.
 """
 
 from __future__ import annotations
@@ -31,16 +37,19 @@ import msgpack
 
 from common.units import KIB
 from metadata.codec import MetadataRecordError
-from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import (
+    AbortTransaction,
     BeginEpoch,
+    BeginTransaction,
+    EndTransaction,
     Record,
     decode_records,
     encode_record,
     encode_records,
 )
 from metadata.snapshot import decode_snapshot, encode_snapshot
+from metadata.transactions import ReplayState, replay
 
 # design.md (measured): keep one replicated call under ~30 KB. pysyncobj sends an entry of
 # 64 KiB or more as a multi-message "transmission" whose last-part test compares against
@@ -131,14 +140,32 @@ def split_records(records: Sequence[Record], max_bytes: int = MAX_CHUNK_BYTES) -
     return chunks
 
 
-def check_epoch(controller_epoch: int, epoch: int, records: Sequence[Record]) -> AppendOutcome | None:
-    """Why a chunk carrying `epoch` may not apply on top of `controller_epoch`; None if it may."""
+def transaction_chunks(records: Sequence[Record], name: str | None = None,
+                       max_bytes: int = MAX_CHUNK_BYTES) -> list[bytes]:
+    """`records` as chunks that apply together: one chunk, or a BeginTransaction ... EndTransaction
+    frame over several (KIP-868)."""
+    chunks = split_records(records, max_bytes)
+    if len(chunks) <= 1:
+        return chunks
+    return split_records([BeginTransaction(name), *records, EndTransaction()], max_bytes)
+
+
+def check_epoch(controller_epoch: int, epoch: int, records: Sequence[Record],
+                in_transaction: bool = False) -> AppendOutcome | None:
+    """Why a chunk carrying `epoch` may not apply on top of `controller_epoch` (and the open
+    transaction, if any); None if it may."""
     begins = [i for i, r in enumerate(records) if isinstance(r, BeginEpoch)]
-    if begins and begins != [0]:
+    aborts_first = bool(records) and isinstance(records[0], AbortTransaction)
+    if begins and begins != [1 if aborts_first else 0]:
         return AppendOutcome(OutcomeKind.REJECTED, epoch,
-                             reason="BeginEpoch must be the only BeginEpoch and first in its chunk")
+                             reason="BeginEpoch must be the only BeginEpoch and first in its chunk "
+                                    "(after an AbortTransaction only)")
+    if begins and aborts_first != in_transaction:
+        return AppendOutcome(OutcomeKind.REJECTED, epoch, reason=(
+            "the log ends inside an open transaction: BeginEpoch must follow an AbortTransaction"
+            if in_transaction else "no transaction is open: BeginEpoch must not follow an AbortTransaction"))
     if begins:
-        begin = records[0]
+        begin = records[begins[0]]
         assert isinstance(begin, BeginEpoch)
         if begin.epoch != epoch:
             return AppendOutcome(OutcomeKind.REJECTED, epoch,
@@ -166,13 +193,19 @@ class MetadataLogState:
             self._base_image, self._base_snapshot = decode_snapshot(base_snapshot), bytes(base_snapshot)
         self._chunks: list[CommittedChunk] = []
         self._bases: list[int] = []  # base_offset of each chunk, for bisect
-        self._image = self._base_image
+        self._state = ReplayState(self._base_image)  # the base never ends inside a transaction (fold)
         for chunk in chunks:
             self._replay(chunk)
 
     @property
     def image(self) -> MetadataImage:
-        return self._image
+        """The published image: an open transaction's records are not in it yet."""
+        return self._state.image
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the log ends inside an open metadata transaction."""
+        return self._state.in_transaction
 
     @property
     def log_start_offset(self) -> int:
@@ -181,8 +214,8 @@ class MetadataLogState:
 
     @property
     def last_offset(self) -> int:
-        """The offset of the last committed record (-1 when none)."""
-        return self._image.offset
+        """The offset of the last committed record (-1 when none), in a transaction or not."""
+        return self._state.last_offset
 
     @property
     def base_snapshot(self) -> bytes:
@@ -203,28 +236,28 @@ class MetadataLogState:
             return AppendOutcome(OutcomeKind.REJECTED, epoch, reason=f"undecodable chunk: {exc}")
         if not records:
             return AppendOutcome(OutcomeKind.REJECTED, epoch, reason="empty chunk")
-        verdict = check_epoch(self._image.controller_epoch, epoch, records)
+        verdict = check_epoch(self._state.image.controller_epoch, epoch, records, self._state.in_transaction)
         if verdict is not None:
             return verdict
-        base = self._image.offset + 1
+        base = self._state.last_offset + 1
         try:
-            image = apply(self._image, enumerate(records, start=base))
+            state = replay(self._state, enumerate(records, start=base))
         except MetadataRecordError as exc:
             return AppendOutcome(OutcomeKind.REJECTED, epoch, reason=str(exc))
-        self._image = image
+        self._state = state
         self._chunks.append(CommittedChunk(base, epoch, bytes(data), len(records)))
         self._bases.append(base)
-        return AppendOutcome(OutcomeKind.COMMITTED, epoch, base, image.offset)
+        return AppendOutcome(OutcomeKind.COMMITTED, epoch, base, state.last_offset)
 
     def _replay(self, chunk: CommittedChunk) -> None:
         """Re-apply a chunk from a dump: it was accepted once, so any problem means corruption."""
-        if chunk.base_offset != self._image.offset + 1:
+        if chunk.base_offset != self._state.last_offset + 1:
             raise MetadataRecordError(
-                f"chunk at offset {chunk.base_offset} does not follow offset {self._image.offset}")
+                f"chunk at offset {chunk.base_offset} does not follow offset {self._state.last_offset}")
         records = decode_records(chunk.data)
         if len(records) != chunk.count or not records:
             raise MetadataRecordError(f"chunk at offset {chunk.base_offset} holds {len(records)} records")
-        self._image = apply(self._image, enumerate(records, start=chunk.base_offset))
+        self._state = replay(self._state, enumerate(records, start=chunk.base_offset))
         self._chunks.append(chunk)
         self._bases.append(chunk.base_offset)
 
@@ -244,17 +277,23 @@ class MetadataLogState:
         return out
 
     def fold(self, keep_records: int) -> None:
-        """Fold the oldest chunks into the base snapshot; at least the newest `keep_records` stay records."""
+        """Fold the oldest chunks into the base snapshot; at least the newest `keep_records` stay records.
+
+        The fold stops at the last chunk after which no transaction is open: a snapshot never
+        holds half a transaction (KIP-868), and the records after it replay from a clean state.
+        """
         held = sum(c.count for c in self._chunks)
-        folded = 0
-        while folded < len(self._chunks) and held - self._chunks[folded].count >= keep_records:
-            held -= self._chunks[folded].count
-            folded += 1
+        folded, seen, base = 0, 0, self._base_image
+        state = ReplayState(self._base_image)
+        while seen < len(self._chunks) and held - self._chunks[seen].count >= keep_records:
+            chunk = self._chunks[seen]
+            state = replay(state, enumerate(decode_records(chunk.data), start=chunk.base_offset))
+            held -= chunk.count
+            seen += 1
+            if not state.in_transaction:
+                folded, base = seen, state.image
         if folded == 0:
             return
-        base = self._base_image
-        for chunk in self._chunks[:folded]:
-            base = apply(base, enumerate(decode_records(chunk.data), start=chunk.base_offset))
         self._base_image, self._base_snapshot = base, encode_snapshot(base)
         del self._chunks[:folded], self._bases[:folded]
 

@@ -41,14 +41,13 @@ from common.config_schema import Config, ConfigError, Password
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
-from metadata.records import Record
+from metadata.records import AbortTransaction, Record, encode_records
 from quorum.bound_transport import BoundTCPTransport
 from quorum.log_state import (
     AppendOutcome,
     MetadataLogState,
     OutcomeKind,
-    RecordTooLargeError,
-    split_records,
+    transaction_chunks,
 )
 from quorum.voters import Voter, parse_voters
 
@@ -63,6 +62,8 @@ LEADER_FALLBACK_TIMEOUT: Final = 2 * SECONDS
 BIND_RETRY_TIME: Final = 1 * SECONDS
 BIND_RETRIES: Final = 5  # then the node fails to start instead of retrying for ever
 COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended commands
+PIPELINE_WINDOW: Final = 4  # chunks of one transaction in flight at once
+CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
 RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
@@ -300,29 +301,91 @@ class MetadataLog(SyncObj):
         except TimeoutError:
             return AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
 
-    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
-                     atomic: bool = True) -> AppendOutcome:
-        """Append records under `epoch`: one chunk if atomic, else chunk by chunk until one fails.
-
-        Raises RecordTooLargeError (nothing was sent) if an atomic list needs several chunks.
-        """
-        chunks = split_records(records)
-        if not chunks:
-            raise ValueError("nothing to append")
-        if atomic and len(chunks) > 1:
-            raise RecordTooLargeError(f"{len(records)} records need {len(chunks)} chunks; "
-                                      "an atomic append must fit in one")
+    async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
+        """Replicate chunks with up to PIPELINE_WINDOW of them in flight (their order in the log is
+        the order given: one leader, one term, pysyncobj's FIFO queue); every outcome, UNKNOWN
+        for those without one within `timeout_s`. The window is bounded because every voter
+        applies entries on its tick thread: a flood of them delayed the followers' answers past
+        LEADER_FALLBACK_TIMEOUT and the leader stepped down (measured: a term a second)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        first: int | None = None
-        last: int | None = None
-        for chunk in chunks:  # bounded by the chunk count
-            outcome = await self.append_chunk(chunk, epoch, max(deadline - loop.time(), 0.0))
-            if not outcome.committed:
-                return dataclasses.replace(outcome, first_offset=first, last_offset=last)
-            first = outcome.first_offset if first is None else first
-            last = outcome.last_offset
-        return AppendOutcome(OutcomeKind.COMMITTED, epoch, first, last)
+        futures: list[asyncio.Future[AppendOutcome]] = []
+        for i, chunk in enumerate(chunks):  # bounded by the chunk count
+            if i >= PIPELINE_WINDOW:
+                await asyncio.wait([futures[i - PIPELINE_WINDOW]], timeout=max(deadline - loop.time(), 0.0))
+                if not futures[i - PIPELINE_WINDOW].done():
+                    break  # out of time: the rest is never sent
+            future: asyncio.Future[AppendOutcome] = loop.create_future()
+
+            def on_done(outcome: AppendOutcome, future: asyncio.Future[AppendOutcome] = future) -> None:
+                try:
+                    loop.call_soon_threadsafe(_resolve, future, outcome)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    pass
+
+            self.submit(chunk, epoch, on_done)
+            futures.append(future)
+        if futures:
+            await asyncio.wait(futures, timeout=max(deadline - loop.time(), 0.0))
+        unknown = AppendOutcome(OutcomeKind.UNKNOWN, epoch, reason=f"no outcome within {timeout_s:.3f}s")
+        return [f.result() if f.done() else unknown for f in futures] + [unknown] * (len(chunks) - len(futures))
+
+    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
+                     atomic: bool = True, name: str | None = None) -> AppendOutcome:
+        """Append records under `epoch`, all or nothing: one chunk, or a transaction of several.
+
+        A list larger than one chunk is framed by BeginTransaction ... EndTransaction (KIP-868,
+        `quorum.log_state.transaction_chunks`); nothing of it is published before EndTransaction
+        commits. The chunk with BeginTransaction is appended first and alone (were it refused,
+        a chunk after it would apply outside any transaction); the body is pipelined
+        (PIPELINE_WINDOW chunks in flight); the chunk with EndTransaction goes last, once every
+        body chunk is known COMMITTED, so a refused body chunk can never be published. `atomic` is kept for callers that say so; every
+        append is atomic now. The outcome names offsets only when everything committed. A
+        REJECTED chunk (only a bug does that) makes this writer abort its transaction; FENCED or
+        UNKNOWN leaves it open for the next active controller (`quorum.active_controller`) to
+        abort, unless the End still commits.
+        """
+        chunks = transaction_chunks(records, name)
+        if not chunks:
+            raise ValueError("nothing to append")
+        loop = asyncio.get_running_loop()
+        # A transaction of 100 chunks takes longer than one decision: a caller's deadline sized
+        # for one (a heartbeat's, a fence's) would time it out half way, and an UNKNOWN append
+        # makes the controller renounce. Leadership loss still ends the wait at once
+        # (ActiveController polls it); this only keeps a healthy leader from giving up.
+        deadline = loop.time() + max(timeout_s, len(chunks) * CHUNK_COMMIT_BUDGET)
+
+        def left() -> float:
+            return max(deadline - loop.time(), 0.0)
+
+        first = await self.append_chunk(chunks[0], epoch, left())
+        if len(chunks) == 1 or not first.committed:
+            return first if first.committed else self._stopped(first, 0, records, chunks)
+        outcomes = await self.append_chunks(chunks[1:-1], epoch, left())
+        failed = next(((i, o) for i, o in enumerate(outcomes, start=1) if not o.committed), None)
+        if failed is None:
+            last = await self.append_chunk(chunks[-1], epoch, left())
+            if last.committed:
+                logger.info("Committed a metadata transaction of %d records in %d chunks at offsets %s..%s, "
+                            "epoch %d", len(records), len(chunks), first.first_offset, last.last_offset, epoch)
+                return AppendOutcome(OutcomeKind.COMMITTED, epoch, first.first_offset, last.last_offset)
+            failed = (len(chunks) - 1, last)
+        at, outcome = failed
+        if outcome.kind is OutcomeKind.REJECTED:  # still the active controller: close what it opened
+            abort = encode_records([AbortTransaction(f"chunk {at} rejected: {outcome.reason}"[:200])])
+            await self.append_chunk(abort, epoch, left())
+        return self._stopped(outcome, at, records, chunks)
+
+    @staticmethod
+    def _stopped(outcome: AppendOutcome, at: int, records: Sequence[Record], chunks: Sequence[bytes]) -> AppendOutcome:
+        logger.warning("Metadata append of %d records in %d chunks stopped at chunk %d at epoch %d: %s %s",
+                       len(records), len(chunks), at, outcome.epoch, outcome.kind.value, outcome.reason)
+        return dataclasses.replace(outcome, first_offset=None, last_offset=None)
+
+    def in_transaction(self) -> bool:
+        """Whether the applied log ends inside an open metadata transaction."""
+        with self._lock:
+            return self._log_state.in_transaction
 
     # -- reads (any thread) ----------------------------------------------------------
 

@@ -103,7 +103,10 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         if not had_clean_shutdown and leo > self.recovery_point:
             self.flush()  # recovery validated [recovery point, LEO); make that durable
-        log.info("%sLoaded log with %d segments, log start offset %d, log end offset %d, "
+        # An empty log (every partition of a new topic) says so at DEBUG: 10,000 of these lines
+        # cost a broker creating a topic more than the files do; LogManager logs the creation.
+        level = logging.INFO if leo > 0 or loaded.recovered_bytes_truncated else logging.DEBUG
+        log.log(level, "%sLoaded log with %d segments, log start offset %d, log end offset %d, "
                  "high watermark %d%s", self._name, len(self._segments), self.log_start_offset,
                  leo, self.high_watermark,
                  f", {loaded.recovered_bytes_truncated} bytes truncated by recovery"

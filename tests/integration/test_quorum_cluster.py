@@ -197,7 +197,7 @@ def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
 
 def create_topic_and_measure(nodes: list[ControllerProcess], leader: ControllerProcess, epoch: int,
                              capsys: pytest.CaptureFixture[str]) -> ControllerProcess:
-    """A topic, an atomic append too big for a chunk, the same split, then timed NoOps."""
+    """A topic, an append too big for a chunk (a transaction, atomic or not), then timed NoOps."""
     topic = {"type": 2, "version": 0, "name": "orders", "topic_id": "t-orders"}
     partition = {"type": 3, "version": 0, "topic_id": "t-orders", "partition_id": 0, "replicas": [1, 2, 3],
                  "isr": [1, 2, 3], "elr": [], "leader": 1, "leader_epoch": 0, "partition_epoch": 0,
@@ -206,10 +206,10 @@ def create_topic_and_measure(nodes: list[ControllerProcess], leader: ControllerP
     assert created["outcome"] == "COMMITTED" and created["epoch"] == epoch
     configs = [{"type": 4, "version": 0, "resource_type": 2, "resource_name": "orders",
                 "name": f"key.{i}", "value": "v" * 1000} for i in range(40)]
-    too_big = leader.request("append", records=configs)
-    assert too_big["error"] == "bad_request" and "atomic append must fit in one" in too_big["message"]
-    split = append(leader, configs, atomic=False)
-    assert split["outcome"] == "COMMITTED" and split["last_offset"] - split["first_offset"] == 39
+    # too big for one chunk: one KIP-868 transaction, BeginTransaction + 40 records + EndTransaction
+    for atomic in (True, False):
+        framed = append(leader, configs, atomic=atomic)
+        assert framed["outcome"] == "COMMITTED" and framed["last_offset"] - framed["first_offset"] == 41
     round_trips, inside = [], []
     for _ in range(LATENCY_APPENDS):
         started = time.perf_counter()

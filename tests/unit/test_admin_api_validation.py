@@ -259,6 +259,9 @@ class FollowerLog:
     def image(self) -> MetadataImage:
         return self.state.image
 
+    def in_transaction(self) -> bool:
+        return self.state.in_transaction
+
     def leadership(self) -> tuple[bool, int]:
         return False, 0
 

@@ -18,7 +18,10 @@ from broker.metadata_follower import (
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import (
+    AbortTransaction,
     BeginEpoch,
+    BeginTransaction,
+    EndTransaction,
     BrokerRegistrationChange,
     Listener,
     NoOp,
@@ -95,6 +98,36 @@ def test_any_split_into_pages_reaches_the_same_image(split: int) -> None:
     for start in range(0, len(everything), split):
         state.on_fetch_reply(page(everything[start:start + split], start))
     assert state.image == apply(EMPTY_IMAGE, enumerate(everything))
+
+
+# Offsets 8..12: partition 1 moves to 4 and partition 0 shrinks, as one KIP-868 transaction.
+IN_TRANSACTION = [BeginTransaction("fence 5"), *LATER[:2], EndTransaction()]
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 4])
+def test_a_transaction_reaches_the_replica_manager_only_at_its_end(split: int) -> None:
+    state = MetadataFollowerState(BROKER)
+    state.on_fetch_reply(page(LOG, 0))
+    published = state.image
+    seen = []
+    for start in range(0, len(IN_TRANSACTION), split):
+        changes = state.on_fetch_reply(page(IN_TRANSACTION[start:start + split], 8 + start, last=11))
+        seen.append(changes)
+        assert state.next_fetch_offset == 8 + min(start + split, len(IN_TRANSACTION))
+        if start + split < len(IN_TRANSACTION):
+            assert changes is None and state.image is published and state.applied_offset == 7
+    assert state.applied_offset == 11 and state.image.partition(ORDERS, 1).leader == 4
+    assert names(seen[-1].elected_leaders) == [("orders", 1)]  # the whole change in one publish
+
+
+def test_an_aborted_transaction_changes_nothing_but_the_offset() -> None:
+    state = MetadataFollowerState(BROKER)
+    state.on_fetch_reply(page(LOG, 0))
+    published = state.image
+    assert state.on_fetch_reply(page([BeginTransaction("fence 5"), LATER[0]], 8, last=9)) is None
+    changes = state.on_fetch_reply(page([AbortTransaction("controller failover"), BeginEpoch(2)], 10))
+    assert changes is not None and not changes.leaders and not changes.followers and not changes.deletes
+    assert state.applied_offset == 11 and state.image.partition(ORDERS, 1) == published.partition(ORDERS, 1)
 
 
 def test_an_empty_page_changes_nothing_but_the_known_end() -> None:

@@ -19,6 +19,9 @@ from metadata.records import (
     LeaderRecoveryState,
     Listener,
     MetadataRecordError,
+    AbortTransaction,
+    BeginTransaction,
+    EndTransaction,
     NoOp,
     Partition,
     PartitionChange,
@@ -84,6 +87,10 @@ CASES = [
      {"type": 15, "version": 0, "broker_id": 1, "broker_epoch": 42, "next_producer_id_block_start": 2000}),
     (NoOp(), {"type": 20, "version": 0}),
     (BeginEpoch(3), {"type": 128, "version": 0, "epoch": 3}),
+    (BeginTransaction("create topic orders"), {"type": 23, "version": 0, "name": "create topic orders"}),
+    (BeginTransaction(), {"type": 23, "version": 0, "name": None}),
+    (EndTransaction(), {"type": 24, "version": 0}),
+    (AbortTransaction("controller failover"), {"type": 25, "version": 0, "reason": "controller failover"}),
 ]
 CASE_IDS = [f"{type(r).__name__}-{i}" for i, (r, _) in enumerate(CASES)]
 

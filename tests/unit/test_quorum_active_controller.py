@@ -14,7 +14,16 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import pytest
 
 from metadata.image import MetadataImage
-from metadata.records import BeginEpoch, NoOp, Record, Topic, encode_records
+from metadata.records import (
+    AbortTransaction,
+    BeginEpoch,
+    BeginTransaction,
+    EndTransaction,
+    NoOp,
+    Record,
+    Topic,
+    encode_records,
+)
 from quorum.active_controller import (
     ActiveController,
     ControllerBusyError,
@@ -58,6 +67,9 @@ class ScriptedLog:
 
     def image(self) -> MetadataImage:
         return self.state.image
+
+    def in_transaction(self) -> bool:
+        return self.state.in_transaction
 
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True) -> AppendOutcome:
@@ -112,6 +124,35 @@ async def test_becomes_active_after_its_begin_epoch_commits(log: ScriptedLog,
     assert controller.epoch == 3 and log.appends == [(3, (BeginEpoch(3),))]
     outcome = await controller.append([NoOp(), NoOp()], 1.0)
     assert outcome == AppendOutcome(OutcomeKind.COMMITTED, 3, 1, 2)
+
+
+async def test_a_transaction_left_open_is_aborted_with_the_new_begin_epoch(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    # The previous controller (epoch 2) committed the first chunk of a transaction, then died.
+    assert log.state.apply_chunk(encode_records([BeginEpoch(2)]), 2).committed
+    assert log.state.apply_chunk(encode_records([BeginTransaction("create orders"), Topic("orders", "t")]), 2).committed
+    log.lead(term=3)
+    await until(lambda: controller.is_active)
+    assert log.appends == [(3, (AbortTransaction("controller failover"), BeginEpoch(3)))]
+    assert not log.state.in_transaction and log.state.image.topic("orders") is None
+
+
+async def test_begin_epoch_retries_when_the_open_transaction_ended_meanwhile(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    # The controller saw an open transaction, but its End was still being applied: REJECTED, and
+    # the retry reads the state then applied (no transaction) and begins without an Abort.
+    assert log.state.apply_chunk(encode_records([BeginEpoch(2)]), 2).committed
+    assert log.state.apply_chunk(encode_records([BeginTransaction(), Topic("orders", "t")]), 2).committed
+    gate = asyncio.Event()
+    log.gate = gate
+    log.lead(term=3)
+    await until(lambda: log.entered == 1)
+    assert log.state.apply_chunk(encode_records([EndTransaction()]), 2).committed
+    gate.set()
+    await until(lambda: controller.is_active)
+    assert [records for _, records in log.appends] == [
+        (AbortTransaction("controller failover"), BeginEpoch(3)), (BeginEpoch(3),)]
+    assert log.state.image.topic("orders") is not None
 
 
 async def test_renounces_when_leadership_is_lost_and_begins_a_new_epoch(

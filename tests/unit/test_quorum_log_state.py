@@ -11,7 +11,10 @@ from metadata.codec import MetadataRecordError
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.records import (
+    AbortTransaction,
     BeginEpoch,
+    BeginTransaction,
+    EndTransaction,
     Config,
     ConfigResourceType,
     NoOp,
@@ -22,7 +25,7 @@ from metadata.records import (
     decode_records,
     encode_records,
 )
-from metadata.snapshot import encode_snapshot
+from metadata.snapshot import decode_snapshot, encode_snapshot
 from quorum.log_state import (
     MAX_CHUNK_BYTES,
     AppendOutcome,
@@ -31,6 +34,7 @@ from quorum.log_state import (
     RecordTooLargeError,
     check_epoch,
     split_records,
+    transaction_chunks,
 )
 
 COMMITTED, FENCED, REJECTED = OutcomeKind.COMMITTED, OutcomeKind.FENCED, OutcomeKind.REJECTED
@@ -97,6 +101,7 @@ EPOCH_CASES = [
     (5, 6, [NoOp()], REJECTED),  # its BeginEpoch never committed
     (-1, -1, [NoOp()], REJECTED),  # no controller has begun
     (-1, 0, [NoOp()], REJECTED),
+    (5, 5, [AbortTransaction("x"), BeginEpoch(5)], REJECTED),  # nothing to abort (see TRANSACTION_EPOCH_CASES)
 ]
 
 
@@ -271,3 +276,98 @@ def test_any_split_reaches_the_same_image(splits: list[int]) -> None:
         assert state.apply_chunk(encode_records(batch), epoch).committed
         i += len(batch)
     assert state.image == apply(EMPTY_IMAGE, enumerate(written))
+
+
+# --- KIP-868 transactions: framing, the BeginEpoch/Abort rule, folds -----------------
+
+
+def test_transaction_chunks_frames_only_what_needs_several_chunks() -> None:
+    assert transaction_chunks([]) == []
+    small = [config(i) for i in range(3)]
+    assert [decode_records(c) for c in transaction_chunks(small)] == [tuple(small)]
+    big = [config(i, 1000) for i in range(40)]
+    chunks = [decode_records(c) for c in transaction_chunks(big, "alter orders")]
+    assert len(chunks) > 1
+    flat = [r for chunk in chunks for r in chunk]
+    assert flat == [BeginTransaction("alter orders"), *big, EndTransaction()]
+    assert all(len(c) <= MAX_CHUNK_BYTES for c in transaction_chunks(big))
+
+
+def open_transaction(epoch: int = 5) -> MetadataLogState:
+    """A log at `epoch` that ends inside a transaction which created topic orders (not yet visible)."""
+    state = state_at_epoch(epoch)
+    assert state.apply_chunk(encode_records([BeginTransaction("create orders"), TOPIC]), epoch).committed
+    assert state.apply_chunk(encode_records([PARTITION]), epoch).committed
+    return state
+
+
+TRANSACTION_EPOCH_CASES = [
+    # (log ends inside a transaction?, chunk, epoch, expected kind or None to apply)
+    (True, [BeginEpoch(6)], 6, REJECTED),  # a new controller must abort what it found open
+    (True, [AbortTransaction("failover"), BeginEpoch(6)], 6, None),
+    (True, [AbortTransaction("failover"), BeginEpoch(5)], 5, None),  # the same controller re-beginning
+    (True, [AbortTransaction("late"), BeginEpoch(4)], 4, FENCED),
+    (True, [AbortTransaction("failed chunk")], 5, None),  # the writer aborts its own transaction
+    (True, [EndTransaction()], 5, None),
+    (True, [EndTransaction()], 4, FENCED),  # a deposed controller's last chunk
+    (True, [BeginTransaction("nested")], 5, REJECTED),
+    (True, [BeginEpoch(6), AbortTransaction("x")], 6, REJECTED),  # Abort must come first
+    (False, [AbortTransaction("failover"), BeginEpoch(6)], 6, REJECTED),  # nothing to abort: retry without
+    (False, [EndTransaction()], 5, REJECTED),
+    (False, [AbortTransaction("x")], 5, REJECTED),
+]
+
+
+@pytest.mark.parametrize("open_tx,records,epoch,expected", TRANSACTION_EPOCH_CASES)
+def test_transaction_rules_on_apply(open_tx: bool, records: list[Record], epoch: int,
+                                    expected: OutcomeKind | None) -> None:
+    state = open_transaction() if open_tx else state_at_epoch(5)
+    before_image, before_last = state.image, state.last_offset
+    outcome = state.apply_chunk(encode_records(records), epoch)
+    if expected is not None:
+        assert outcome.kind is expected, outcome
+        assert state.image is before_image and state.last_offset == before_last
+        assert state.in_transaction is open_tx
+        return
+    assert outcome == AppendOutcome(COMMITTED, epoch, before_last + 1, before_last + len(records))
+    assert not state.in_transaction
+    committed = isinstance(records[0], EndTransaction)
+    assert (state.image.topic("orders") is not None) is committed  # End publishes, Abort drops
+
+
+def test_an_open_transaction_is_invisible_until_its_end() -> None:
+    state = open_transaction()
+    assert state.in_transaction and state.image.topic("orders") is None
+    assert state.image.offset == 0 and state.last_offset == 3  # offsets are taken, the image waits
+    assert [r for _, r in state.records_from(1, 10)] == [BeginTransaction("create orders"), TOPIC, PARTITION]
+    assert state.apply_chunk(encode_records([EndTransaction()]), 5).committed
+    assert state.image.offset == 4 and state.image.partition("t-orders", 0) is not None
+
+
+def test_a_record_the_open_transaction_refuses_rejects_its_chunk_only() -> None:
+    state = open_transaction()
+    bad = Partition("t-unknown", 0, replicas=(1,), isr=(1,), leader=1)
+    outcome = state.apply_chunk(encode_records([bad]), 5)
+    assert outcome.kind is REJECTED and state.in_transaction and state.last_offset == 3
+
+
+@pytest.mark.parametrize("keep", [0, 1, 2, 3])
+def test_fold_never_cuts_a_transaction(keep: int) -> None:
+    state = open_transaction()
+    state.fold(keep)
+    assert state.log_start_offset == 1  # BeginEpoch folded at most: the transaction stays records
+    assert state.in_transaction and state.image.topic("orders") is None
+    restored = MetadataLogState.decode_dump(state.encode_dump())
+    assert restored.in_transaction and restored.last_offset == 3
+    assert restored.apply_chunk(encode_records([AbortTransaction("failover"), BeginEpoch(6)]), 6).committed
+    assert restored.image.topic("orders") is None and not restored.in_transaction
+    restored.fold(0)
+    assert restored.log_start_offset == restored.last_offset + 1 and restored.image.controller_epoch == 6
+
+
+def test_fold_folds_a_finished_transaction_whole() -> None:
+    state = open_transaction()
+    assert state.apply_chunk(encode_records([EndTransaction()]), 5).committed
+    state.fold(0)
+    assert state.log_start_offset == 5 and state.image.topic("orders") is not None
+    assert decode_snapshot(state.base_snapshot).topic("orders") is not None

@@ -1,0 +1,207 @@
+"""10,000 partitions RF=3 on 3 brokers: create, idle, controlled shutdown, restart — one table.
+
+    python bench/partition_scale.py [--partitions 10000] [--topics 100] [--idle-s 30] [--keep DIR] [--json F]
+
+A real cluster on loopback (3 controllers, brokers 4..6, Kafka's default heartbeat settings).
+Phases, in order, each printed as it ends and all together in one table at the end:
+
+1. create one topic of `--partitions` partitions RF=3 through the admin API; "created" is the
+   moment every broker's `partitions_led` gauge adds up to the partition count (every
+   partition has a leader that serves it on its broker);
+2. on a second, fresh cluster: the same count as `--topics` topics of partitions/topics each,
+   created concurrently; the phases below run on that cluster;
+3. idle broker CPU over `--idle-s` seconds (utime+stime from /proc, % of one core), RSS;
+4. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit;
+5. restart of broker 4 → broker 4 back in every ISR (admin API describe of every topic).
+
+Nothing is asserted: a measurement, not a test (issue 17's goals: create ≤ 5 s, shutdown
+≤ 5 s, restart-to-ISR ≤ 30 s, idle CPU ≤ 5 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import signal
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from tidelog import waiting
+from tidelog.launcher import LocalCluster, NodeProcess, free_ports
+
+HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
+UNDER_TEST: Final = 4
+READY_S: Final = 120.0
+WAIT_S: Final = 300.0
+HTTP_TIMEOUT_S: Final = 120.0
+CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
+
+
+def http(url: str, method: str = "GET", body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+        return json.loads(answer.read())
+
+
+def wait_until(what: str, condition: Callable[[], Any], timeout: float = WAIT_S, poll: float = 0.05) -> Any:
+    return waiting.wait_until(what, condition, timeout, poll_s=poll,
+                              not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
+
+
+def metric(node: NodeProcess, name: str) -> float:
+    with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(f"tidelog_broker_{name} "):
+                return float(line.split()[1])
+    raise KeyError(name)
+
+
+def led_total(cluster: LocalCluster) -> int:
+    return int(sum(metric(b, "partitions_led") for b in cluster.brokers if b.running()))
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def create(cluster: LocalCluster, topics: dict[str, int]) -> float:
+    """Create `topics` (name -> partitions, RF=3) concurrently; seconds until all are led."""
+    before = led_total(cluster)
+    target = before + sum(topics.values())
+    started = time.monotonic()
+    def post(item: tuple[str, int]) -> None:
+        try:
+            http(f"{cluster.admin_url}/v1/topics", "POST",
+                 {"name": item[0], "partitions": item[1], "replication_factor": 3})
+        except urllib.error.HTTPError as exc:
+            if exc.code != 504:  # the forwarding controller gave up waiting: the create goes on
+                raise
+            print(f"  {item[0]}: 504 from the forwarding controller; waiting for the partitions", flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(post, topics.items()))
+    answered = time.monotonic() - started
+    wait_until(f"{target} partitions led", lambda: led_total(cluster) >= target, poll=0.02)
+    elapsed = time.monotonic() - started
+    print(f"  created {len(topics)} topic(s), {sum(topics.values())} partitions: admin API answered in "
+          f"{answered:.2f} s, all led in {elapsed:.2f} s", flush=True)
+    return elapsed
+
+
+def in_every_isr(cluster: LocalCluster, names: list[str], broker: int) -> bool:
+    for name in names:
+        view = http(f"{cluster.admin_url}/v1/topics/{name}")
+        if any(broker in p["replicas"] and broker not in p["isr"] for p in view["partitions"]):
+            return False
+    return True
+
+
+def idle_cpu(cluster: LocalCluster, seconds: float) -> dict[int, float]:
+    pids = {b.spec.node_id: b.pid for b in cluster.brokers if b.pid is not None}
+    before = {n: cpu_ticks(p) for n, p in pids.items()}
+    started = time.monotonic()
+    time.sleep(seconds)
+    wall = time.monotonic() - started
+    return {n: 100 * (cpu_ticks(p) - before[n]) / CLK_TCK / wall for n, p in pids.items()}
+
+
+def start_cluster(root: Path) -> LocalCluster:
+    root.mkdir(parents=True, exist_ok=True)
+    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    cluster = LocalCluster.start(root, controllers=3, raft_port=raft, admin_port=admin, brokers=3,
+                                 kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S)
+    try:
+        wait_until("3 brokers unfenced", lambda: sum(
+            1 for b in http(f"{cluster.admin_url}/v1/brokers") if b["state"] == "UNFENCED") == 3)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[tuple[str, str]]:
+    """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
+        with start_cluster(Path(tmp) / "one-topic") as cluster:
+            print(f"one topic of {partitions} partitions RF=3:", flush=True)
+            rows.append((f"create 1 x {partitions} RF=3 (s)", f"{create(cluster, {'big': partitions}):.2f}"))
+        per = partitions // topics
+        names = [f"t{i:04d}" for i in range(topics)]
+        with start_cluster(Path(tmp) / "many-topics") as cluster:
+            print(f"{topics} topics of {per} partitions RF=3:", flush=True)
+            rows.append((f"create {topics} x {per} RF=3 (s)", f"{create(cluster, dict.fromkeys(names, per)):.2f}"))
+            led = metric(cluster.node(UNDER_TEST), "partitions_led")
+            rows.append((f"broker {UNDER_TEST} leads", f"{led:.0f}"))
+            for node_id, share in sorted(idle_cpu(cluster, idle_s).items()):
+                rows.append((f"idle CPU broker {node_id} over {idle_s:.0f} s (% core)", f"{share:.1f}"))
+            for b in cluster.brokers:
+                assert b.pid is not None
+                rows.append((f"RSS broker {b.spec.node_id} (MiB)", f"{rss_mib(b.pid):.0f}"))
+            node = cluster.node(UNDER_TEST)
+            started = time.monotonic()
+            node.send(signal.SIGTERM)
+            wait_until(f"broker {UNDER_TEST} to exit", lambda: not node.running(), poll=0.005)
+            rows.append((f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
+                         f"{time.monotonic() - started:.2f}"))
+            print(f"  {rows[-1][0]}: {rows[-1][1]}", flush=True)
+            out = sum(1 for name in names for p in http(f"{cluster.admin_url}/v1/topics/{name}")["partitions"]
+                      if UNDER_TEST in p["replicas"] and UNDER_TEST not in p["isr"])
+            rows.append((f"partitions with broker {UNDER_TEST} out of the ISR at exit", f"{out}"))
+            new = NodeProcess.spawn(node.spec)
+            cluster.nodes[cluster.nodes.index(node)] = new
+            cluster.write_cluster_file()
+            started = time.monotonic()
+            wait_until(f"broker {UNDER_TEST} in every ISR", lambda: in_every_isr(cluster, names, UNDER_TEST),
+                       poll=0.5)
+            rows.append((f"restart broker {UNDER_TEST} -> in every ISR (s)", f"{time.monotonic() - started:.2f}"))
+            print(f"  {rows[-1][0]}: {rows[-1][1]}", flush=True)
+            assert new.pid is not None
+            rows.append((f"RSS broker {UNDER_TEST} after restart (MiB)", f"{rss_mib(new.pid):.0f}"))
+    return rows
+
+
+GOALS: Final = (("create 1 x", "<= 5 s"), ("idle CPU", "<= 5 %"), ("controlled shutdown", "<= 5 s"),
+                 ("-> in every ISR", "<= 30 s"))
+
+
+def goal_of(name: str) -> str:
+    """Issue 17's goal for a figure, where it sets one."""
+    return next((goal for key, goal in GOALS if key in name), "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--topics", type=int, default=100, help="the second shape: this many topics")
+    parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument("--keep", type=Path, help="a directory for the cluster's temp dir (logs survive a crash)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench/all.py)")
+    args = parser.parse_args()
+    rows = run(args.partitions, args.topics, args.idle_s, args.keep)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"figures": [[name, value, goal_of(name)] for name, value in rows]}))
+    width = max(len(name) for name, _ in rows)
+    print(f"\n{'measure'.ljust(width)}  value")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Tests for metadata/delta.py's split_changes (the replay rules are tested through their users)."""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata.delta import LocalPartition, LocalReplicaChanges, split_changes
+from metadata.image import PartitionRegistration
+
+# --- split_changes: a large change set in slices, Kafka's order kept ------------------
+
+def _local(topic: str, partition_id: int) -> LocalPartition:
+    registration = PartitionRegistration(topic_id=f"id-{topic}", partition_id=partition_id, replicas=(1,),
+                                         isr=(1,), elr=(), leader=1, leader_epoch=0, partition_epoch=0)
+    return LocalPartition(topic, f"id-{topic}", partition_id, registration)
+
+
+@pytest.mark.parametrize("max_partitions", [1, 2, 3, 5, 100])
+def test_split_changes_keeps_every_partition_in_order(max_partitions: int) -> None:
+    deletes = tuple(_local("gone", i) for i in range(3))
+    leaders = tuple(_local("led", i) for i in range(5))
+    followers = tuple(_local("followed", i) for i in range(4))
+    changes = LocalReplicaChanges(deletes=deletes, leaders=leaders, elected_leaders=leaders[1::2],
+                                  followers=followers)
+    pieces = split_changes(changes, max_partitions)
+    assert all(len(p.deletes) + len(p.leaders) + len(p.followers) <= max_partitions for p in pieces)
+    assert sum((p.deletes for p in pieces), ()) == deletes
+    assert sum((p.leaders for p in pieces), ()) == leaders
+    assert sum((p.elected_leaders for p in pieces), ()) == leaders[1::2]
+    assert sum((p.followers for p in pieces), ()) == followers
+    kinds = [k for p in pieces for k in ("deletes", "leaders", "followers") if getattr(p, k)]
+    assert kinds == sorted(kinds, key=["deletes", "leaders", "followers"].index)  # Kafka's order
+    assert all(set(p.elected_leaders) <= set(p.leaders) for p in pieces)
+    if max_partitions >= 12:
+        assert pieces == [changes]
+
+
+def test_split_changes_refuses_an_empty_slice() -> None:
+    with pytest.raises(ValueError):
+        split_changes(LocalReplicaChanges(), 0)
