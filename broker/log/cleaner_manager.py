@@ -262,8 +262,6 @@ class LogCleanerManager:
         `processes` False, on a thread), commit here."""
         cleaner = self.new_cleaner()
         backoff = self.config.backoff_ms / 1000
-        if processes:  # spawned (and numpy imported) now, not during the first cleaning
-            self._worker_pool()
         while True:  # until cancelled
             ltc = self.grab_filthiest(self._now_ms())
             if ltc is None:
