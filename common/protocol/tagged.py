@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
-from common.protocol.primitives import MAX_TAGGED_FIELDS, ProtocolError, Reader, Writer
+from common.protocol.primitives import ProtocolError, Reader, Writer
 
 T = TypeVar("T")
 
@@ -49,17 +49,8 @@ def read_tagged_fields(r: Reader, wanted: Collection[int]) -> dict[int, Reader]:
     the others skipped. Classic readers read nothing."""
     if not r.flexible:
         return {}
-    count = r.uvarint()
-    if count > MAX_TAGGED_FIELDS:
-        raise ProtocolError(f"too many tagged fields: {count}")
     found: dict[int, Reader] = {}
-    last = -1
-    for _ in range(count):
-        tag = r.uvarint()
-        if tag <= last:
-            raise ProtocolError("tagged fields out of order")
-        last = tag
-        data = r.raw(r.uvarint())
+    for tag, data in r.tagged_field_items():
         if tag in wanted:
             found[tag] = Reader(data, flexible=True)
     return found
