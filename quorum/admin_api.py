@@ -43,7 +43,7 @@ from quorum.voters import parse_voters
 from shutdown.controller_states import current_broker_state
 
 if TYPE_CHECKING:
-    from quorum.metadata_log import QuorumSettings
+    from quorum.quorum_settings import QuorumSettings
 
 # --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
 MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
