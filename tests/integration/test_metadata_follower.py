@@ -21,9 +21,10 @@ import aiohttp
 import pytest
 
 from broker.controller_client import ControllerClient
+from broker.follower_settings import FollowerSettings
 from broker.metadata_checkpoint import OFFSET_FILE, read_offset_file
 from broker.metadata_follower import own_registration_replayed
-from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
+from broker.metadata_follower_loop import MetadataFollower
 from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
 from metadata.records import Listener
