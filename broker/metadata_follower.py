@@ -42,8 +42,8 @@ from common.rpc import (
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError
-from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import LocalReplicaChanges, changes_for_broker
 from metadata.records import Record, record_from_map
 from metadata.snapshot import decode_snapshot
 from metadata.transactions import ReplayState, replay

@@ -57,8 +57,12 @@ from broker.metadata_follower import (
     ready_to_publish,
 )
 from common.errors import KafkaStorageError
-from metadata.delta import LocalReplicaChanges, changes_for_broker, split_changes
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import (
+    LocalReplicaChanges,
+    changes_for_broker,
+    split_changes,
+)
 from shutdown.broker_lifecycle import (
     BrokerLifecycle,
     BrokerState,

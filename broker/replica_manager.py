@@ -67,8 +67,8 @@ from common.errors import KafkaStorageError
 from common.topic_config import (
     LogConfig,
 )
-from metadata.delta import LocalPartition, LocalReplicaChanges
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import LocalPartition, LocalReplicaChanges
 from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from broker.follower_settings import FollowerSettings
 from broker.metadata_checkpoint import OFFSET_FILE, read_offset_file
 from broker.metadata_follower import own_registration_replayed
 from broker.metadata_follower_loop import MetadataFollower
-from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges
 from metadata.records import Listener
 from tidelog.launcher import LocalCluster, free_ports
 from tidelog.waiting import wait_until_async
