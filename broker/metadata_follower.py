@@ -31,14 +31,14 @@ from typing import Any, Final
 
 from common import rpc
 from common.errors import ErrorCode
-from common.rpc import (
+from common.rpc import RpcDecodeError
+from common.rpc_messages import (
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
     ListenerData,
     MetadataFetchReply,
-    RpcDecodeError,
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError

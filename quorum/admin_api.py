@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from common import rpc
+from common import rpc, rpc_messages
 from common.config_schema import Config, ConfigError, Password
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
@@ -46,7 +46,7 @@ MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 befo
 # The broker RPCs' limits live with their messages in common.rpc; these name the ones used here.
 MAX_RPC_BODY_BYTES: Final = rpc.MAX_RPC_BODY_BYTES
 LONG_POLL_MAX_WAIT_MS: Final = rpc.LONG_POLL_MAX_WAIT_MS
-MAX_FETCH_RECORDS: Final = rpc.MAX_FETCH_RECORDS
+MAX_FETCH_RECORDS: Final = rpc_messages.MAX_FETCH_RECORDS
 MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
 # The most partitions one create / create-partitions request may ask for is the rule's own
 # limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
