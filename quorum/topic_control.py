@@ -26,8 +26,8 @@ from common.topic_config import (
     UNCLEAN_LEADER_ELECTION_ENABLE,
     config_string,
     default_bool,
-    default_value,
     default_int,
+    default_value,
 )
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader

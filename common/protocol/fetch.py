@@ -43,7 +43,12 @@ from common.protocol.leader_discovery import (
     write_node_endpoints,
 )
 from common.protocol.primitives import Chunk, Reader, Writer
-from common.protocol.tagged import decode_tagged, encode_tagged, read_tagged_fields, write_tagged_fields
+from common.protocol.tagged import (
+    decode_tagged,
+    encode_tagged,
+    read_tagged_fields,
+    write_tagged_fields,
+)
 
 __all__ = [
     "CONSUMER_REPLICA_ID",

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
-from common.protocol.leader_discovery import (  # the KIP-951 structs, re-exported: part of Produce
-    UNKNOWN_LEADER as UNKNOWN_LEADER,
-    LeaderIdAndEpoch as LeaderIdAndEpoch,
-    NodeEndpoint as NodeEndpoint,
+from common.protocol.leader_discovery import (
+    UNKNOWN_LEADER,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     read_leader,
     read_node_endpoints,
     write_leader,
@@ -31,6 +31,24 @@ from common.protocol.tagged import (
     read_tagged_fields,
     write_tagged_fields,
 )
+
+__all__ = [  # with KIP-951's CurrentLeader/NodeEndpoint structs, re-exported: part of Produce v10+
+    "LEADER_DISCOVERY_VERSION",
+    "UNKNOWN_LEADER",
+    "BatchIndexAndErrorMessage",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+    "PartitionProduceData",
+    "PartitionProduceResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "TopicProduceData",
+    "TopicProduceResponse",
+    "decode_produce_request",
+    "decode_produce_response",
+    "encode_produce_request",
+    "encode_produce_response",
+]
 
 LEADER_DISCOVERY_VERSION: Final = 10  # KIP-951: CurrentLeader and NodeEndpoints
 _CURRENT_LEADER_TAG: Final = 0  # of a partition response
