@@ -31,19 +31,19 @@ from typing import Any, Final
 
 from common import rpc
 from common.errors import ErrorCode
-from common.rpc import (
+from common.rpc import RpcDecodeError
+from common.rpc_messages import (
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
     ListenerData,
     MetadataFetchReply,
-    RpcDecodeError,
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError
-from metadata.delta import LocalReplicaChanges, changes_for_broker
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import LocalReplicaChanges, changes_for_broker
 from metadata.records import Record, record_from_map
 from metadata.snapshot import decode_snapshot
 from metadata.transactions import ReplayState, replay

@@ -44,27 +44,26 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.follower_settings import FollowerSettings
 from broker.metadata_checkpoint import load_checkpoint, write_checkpoint
 from broker.metadata_follower import (
-    DEFAULT_CHECKPOINT_INTERVAL_MS,
     HeartbeatDecision,
     MetadataFollowerState,
     own_registration_replayed,
     ready_to_publish,
 )
 from common.errors import KafkaStorageError
-from metadata.codec import Listener
-from metadata.delta import LocalReplicaChanges, changes_for_broker, split_changes
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import (
+    LocalReplicaChanges,
+    changes_for_broker,
+    split_changes,
+)
 from shutdown.broker_lifecycle import (
-    DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
-    DEFAULT_SESSION_TIMEOUT_MS,
     BrokerLifecycle,
     BrokerState,
     LifecycleError,
@@ -76,7 +75,6 @@ from shutdown.broker_lifecycle import (
 
 logger = logging.getLogger(__name__)
 
-FETCH_MAX_WAIT_MS: Final = 1000  # one long-poll; the controllers cap it at 5000
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
 # Partitions handed to the replica manager at once (~50 ms of log creation on an idle core,
 # ten times that on this shared machine):
@@ -100,23 +98,6 @@ def raise_sigterm() -> None:
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerSettings:
-    """What one broker tells the controllers about itself, and its follower's timings."""
-
-    broker_id: int
-    incarnation_id: str
-    listeners: tuple[Listener, ...]
-    log_dir: Path  # the first of log.dirs: holds the metadata checkpoint
-    heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms
-    rack: str | None = None
-    cluster_id: str | None = None
-    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
-    checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS
-    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS  # broker.session.timeout.ms (retry backoff cap)
-    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS  # controlled.shutdown.timeout.ms
 
 
 # --- the follower ---------------------------------------------------------------------------

@@ -35,15 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
+from broker.follower_settings import FollowerSettings
 from broker.log.cleaner_manager import (
     CleanerConfig,
     LogCleanerManager,
     kill_at_fail_point_from_env,
     render_cleaner_metrics,
 )
-from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
 from broker.log.log_manager import LogManager
-from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
+from broker.metadata_follower_loop import MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication.replication_quota import replication_quotas

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from common import rpc
+from common import rpc, rpc_messages
 from common.errors import ErrorCode
 from common.protocol.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from metadata.image import MetadataImage
@@ -71,8 +71,8 @@ class ProducerIdManager:
         if self._client is None or registration is None:
             return None
         try:
-            status, reply = rpc.decode_reply(rpc.AllocateProducerIdsReply, await self._client.call(
-                "allocate-producer-ids", rpc.encode(rpc.BrokerIdAndEpoch(self.broker_id, registration.broker_epoch))))
+            status, reply = rpc.decode_reply(rpc_messages.AllocateProducerIdsReply, await self._client.call(
+                "allocate-producer-ids", rpc.encode(rpc_messages.BrokerIdAndEpoch(self.broker_id, registration.broker_epoch))))
         except ControllerUnavailableError as e:
             log.warning("Cannot allocate producer ids: %s", e)
             return None

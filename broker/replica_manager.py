@@ -12,6 +12,7 @@ reads and the requests waiting on them.
 Kafka's ReplicaManager, split by concern: this module hosts partitions and changes their
 roles from the committed metadata; `broker.replica_appends` writes (leader and follower),
 `broker.replica_reads` reads, `broker.replica_deletes` serves DeleteRecords,
+`broker.hosted_topic_configs` applies topic configs,
 `broker.replication.isr_manager` moves the high watermark and
 proposes ISR changes, and `broker.purgatory` holds the waiting produces and fetches, each
 request with one deadline. As follower a partition goes to the replica fetchers
@@ -27,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, Protocol
 
+from broker.hosted_topic_configs import HostedTopicConfigs
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import LogAppendInfo
 from broker.purgatory import Purgatory
@@ -53,21 +55,21 @@ from broker.replica_reads import (
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.isr_manager import IsrManager
 from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
-from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership, produce_outcome
+from broker.replication.leader_rules import (
+    follower_keeps_fetching,
+    is_new_leadership,
+    produce_outcome,
+)
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.replication.replication_quota import ReplicationThrottles
 from broker.topic_partition import TopicPartition
-from common.config_schema import ConfigError
 from common.errors import KafkaStorageError
 from common.topic_config import (
-    MIN_INSYNC_REPLICAS,
     LogConfig,
-    TOPIC_LOG_KEYS,
-    with_topic_overrides,
 )
-from metadata.delta import LocalPartition, LocalReplicaChanges
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.records import ConfigResourceType, LeaderRecoveryState
+from metadata.local_changes import LocalPartition, LocalReplicaChanges
+from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,6 @@ log = logging.getLogger(__name__)
 # (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
 PARALLEL_MIN: Final = 16
 PARALLEL_THREADS: Final = 8
-_LOG_KEYS: Final = frozenset(key.name for key in TOPIC_LOG_KEYS)
 
 __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
 
@@ -100,14 +101,13 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._now_ms = now_ms
-        self.default_min_insync_replicas = default_min_insync_replicas
         self.fetchers: FollowerFetchers | None = None
-        # reassignment throttles; the node sets their quotas (none: unthrottled)
-        self.throttles = ReplicationThrottles(broker_id, lambda topic: self._topic_overrides.get(topic, {}))
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_configs = HostedTopicConfigs(log_manager, self.partitions,
+                                                default_min_insync_replicas=default_min_insync_replicas)
+        # reassignment throttles; the node sets their quotas (none: unthrottled)
+        self.throttles = ReplicationThrottles(broker_id, self.topic_configs.overrides)
         self._image = EMPTY_IMAGE
-        self._topic_overrides: dict[str, dict[str, str]] = {}
-        self._refreshed_configs: object | None = None  # the configs image of the last full pass
         self.isr = IsrManager(broker_id, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms,
                               alter_partition=alter_partition, image=lambda: self._image,
                               is_current=lambda p: self.partitions.get(p.tp) is p,
@@ -139,11 +139,9 @@ class ReplicaManager:
             tp = TopicPartition(local.topic_name, local.partition_id)
             stop_fetching.append(tp)
             self._delete(tp)
-        if changes.deletes:  # once per change set: a per-delete scan was quadratic in a 10k-partition delete
-            hosted = {tp.topic for tp in self.partitions}
-            for topic in [t for t in self._topic_overrides if t not in hosted]:
-                del self._topic_overrides[topic]
-        self._refresh_topic_configs(image)
+        if changes.deletes:
+            self.topic_configs.forget_unhosted()
+        self.topic_configs.refresh(image)
         self._create_logs([*changes.leaders, *changes.followers], image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
         stop_fetching.extend(self._become_leaders(changes.leaders, image, elected))
@@ -156,53 +154,17 @@ class ReplicaManager:
                 self.fetchers.add_partitions(start_fetching)
 
     def set_broker_defaults(self, default_config: LogConfig, min_insync_replicas: int) -> None:
-        """New broker-wide log defaults (a dynamic broker config changed): every hosted topic's
-        LogConfig is rebuilt from them under its own overrides, at once (Kafka's
-        DynamicLogConfig.reconfigure)."""
-        self.log_manager.default_config = default_config
-        self.default_min_insync_replicas = min_insync_replicas
-        self._topic_overrides.clear()  # every topic re-derives, overrides unchanged or not
-        self._refresh_topic_configs(self._image)
-
-    def _refresh_topic_configs(self, image: MetadataImage) -> None:
-        # Config records do not show up in LocalReplicaChanges: compare every hosted topic, unless
-        # no config record was replayed since the last pass (replay shares an untouched configs
-        # image, so identity says it); a topic hosted since is configured by `_hosted`. A 10k-
-        # partition change set arrives in 150 slices: a scan of every partition each was costly.
-        if image.configs is self._refreshed_configs:
-            return
-        for topic in sorted({tp.topic for tp in self.partitions}):
-            self._apply_topic_config(topic, image)
-        self._refreshed_configs = image.configs
-
-    def _min_insync_replicas(self, overrides: dict[str, str]) -> int:
-        return _int_or(overrides.get(MIN_INSYNC_REPLICAS), self.default_min_insync_replicas)
-
-    def _apply_topic_config(self, topic: str, image: MetadataImage) -> None:
-        overrides = dict(image.config(ConfigResourceType.TOPIC, topic))
-        if topic in self._topic_overrides and self._topic_overrides[topic] == overrides:
-            return
-        self._topic_overrides[topic] = overrides
-        min_isr = self._min_insync_replicas(overrides)
-        for tp, partition in self.partitions.items():
-            if tp.topic == topic:
-                partition.min_insync_replicas = min_isr
-        log_overrides = {k: v for k, v in overrides.items() if k in _LOG_KEYS}
-        try:
-            config = with_topic_overrides(self.log_manager.default_config, log_overrides)
-        except ConfigError as e:
-            log.error("Ignoring invalid configs of topic %s (using the broker defaults): %s",
-                      topic, "; ".join(e.problems))
-            config = self.log_manager.default_config
-        self.log_manager.update_topic_config(topic, config)
+        """New broker-wide log defaults (a dynamic broker config changed): see
+        `HostedTopicConfigs.set_broker_defaults`."""
+        self.topic_configs.set_broker_defaults(default_config, min_insync_replicas, self._image)
 
     def _hosted(self, local: LocalPartition, image: MetadataImage) -> Partition | None:
         tp = TopicPartition(local.topic_name, local.partition_id)
         registration = local.partition
         partition = self.partitions.get(tp)
         if partition is None or partition.topic_id != local.topic_id:
-            if tp.topic not in self._topic_overrides:
-                self._apply_topic_config(tp.topic, image)
+            if not self.topic_configs.is_applied(tp.topic):
+                self.topic_configs.apply(tp.topic, image)
             try:
                 partition_log = self.log_manager.get_or_create_log(tp, now_ms=self._now_ms())
             except (KafkaStorageError, OSError) as e:
@@ -212,8 +174,7 @@ class ReplicaManager:
                                   registration.leader_epoch, registration.partition_epoch,
                                   registration.replicas, registration.isr)
             rebuild_producer_state(partition)
-            partition.min_insync_replicas = self._min_insync_replicas(
-                self._topic_overrides.get(tp.topic, {}))
+            partition.min_insync_replicas = self.topic_configs.min_insync_replicas(tp.topic)
             self.partitions[tp] = partition
         partition.update_registration(registration)
         return partition
@@ -226,8 +187,7 @@ class ReplicaManager:
         new = [tp for tp in new if self.log_manager.get_log(tp) is None]
         if len(new) < PARALLEL_MIN:
             return
-        for topic in sorted({tp.topic for tp in new} - set(self._topic_overrides)):
-            self._apply_topic_config(topic, image)
+        self.topic_configs.apply_new({tp.topic for tp in new}, image)
         self.log_manager.create_logs(new, now_ms=self._now_ms())
 
     def _become_leaders(self, leaders: Iterable[LocalPartition], image: MetadataImage,
@@ -453,9 +413,3 @@ class ReplicaManager:
             "offline": sum(p.leader_id < 0 for p in self.partitions.values()),
         }
 
-
-def _int_or(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default

@@ -27,7 +27,6 @@ from common.config_schema import (
     one_of,
     parse_keys,
 )
-
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
     DEFAULT_BROKER_SESSION_TIMEOUT_MS,

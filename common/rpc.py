@@ -1,4 +1,5 @@
-"""The broker <-> controller RPCs under /rpc/: messages as frozen dataclasses, one codec for both sides.
+"""The broker <-> controller RPCs under /rpc/: one codec for both sides of the messages in
+`common.rpc_messages` (frozen dataclasses).
 
     body = encode(BrokerHeartbeatRequest(4, 12, 40, want_fence=False, want_shut_down=False))  # broker
     request = decode_heartbeat_request(body)                                                  # controller
@@ -20,9 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from common.rpc_messages import (
+    MAX_FETCH_RECORDS,
+    AllocateProducerIdsReply,
+    AlterPartitionData,
+    AlterPartitionPartitionReply,
+    AlterPartitionReply,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    AlterPartitionTopicReply,
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerIdAndEpoch,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    IsrMemberData,
+    ListenerData,
+    MetadataFetchReply,
+    MetadataFetchRequest,
+    RpcStatus,
+)
 from common.units import INT_MAX, LONG_MAX, MIB, SECOND_MS
 
 # Kafka's defaults, in one place (common.config's key table and every shell take them from here).
@@ -35,7 +55,6 @@ MAX_RPC_ARRAY_ITEMS: Final = 10_000  # topics, partitions of one AlterPartition
 MAX_RPC_LISTENERS: Final = 16  # listeners of one broker registration
 MAX_RPC_ISR: Final = 1024  # new_isr_with_epochs of one partition
 LONG_POLL_MAX_WAIT_MS: Final = 5000  # MetadataFetch max_wait_ms above this is refused
-MAX_FETCH_RECORDS: Final = 5000  # records in one MetadataFetch answer
 
 NOT_CONTROLLER: Final = 41  # common.errors.ErrorCode.NOT_CONTROLLER; the one code the envelope explains
 
@@ -46,149 +65,6 @@ class RpcDecodeError(ValueError):
     def __init__(self, message: str, field: str | None) -> None:
         super().__init__(message)
         self.field = field
-
-
-# --- The messages -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RpcStatus:
-    """Every reply's envelope."""
-
-    error_code: int = 0
-    error_message: str | None = None
-    field: str | None = None  # the request field at fault
-    controller_id: int | None = None  # with NOT_CONTROLLER: the active controller, if known
-    controller_address: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerData:
-    name: str
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationRequest:
-    broker_id: int
-    incarnation_id: str
-    listeners: tuple[ListenerData, ...]
-    rack: str | None = None
-    cluster_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationReply:
-    broker_epoch: int  # the offset of the broker's RegisterBroker record
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerHeartbeatRequest:
-    broker_id: int
-    broker_epoch: int
-    current_metadata_offset: int
-    want_fence: bool = False
-    want_shut_down: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerHeartbeatReply:
-    is_caught_up: bool
-    is_fenced: bool
-    should_shut_down: bool
-    shutdown_requested: bool = False  # not Kafka's: an operator's POST /v1/brokers/{id}/shutdown
-
-
-@dataclass(frozen=True, slots=True)
-class IsrMemberData:
-    broker_id: int
-    broker_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionData:
-    partition_index: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr_with_epochs: tuple[IsrMemberData, ...]
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopic:
-    topic_id: str
-    partitions: tuple[AlterPartitionData, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionRequest:
-    broker_id: int
-    broker_epoch: int
-    topics: tuple[AlterPartitionTopic, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartitionReply:
-    """One partition's answer (Kafka's AlterPartitionResponse.PartitionData): its state after the
-    change when error_code is 0, only the error otherwise."""
-
-    partition_index: int
-    error_code: int = 0
-    error_message: str | None = None
-    leader_id: int | None = None
-    leader_epoch: int | None = None
-    isr: tuple[int, ...] | None = None
-    partition_epoch: int | None = None
-    leader_recovery_state: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopicReply:
-    topic_id: str
-    partitions: tuple[AlterPartitionPartitionReply, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionReply:
-    topics: tuple[AlterPartitionTopicReply, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerIdAndEpoch:
-    """AllocateProducerIds' request: who asks."""
-
-    broker_id: int
-    broker_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AllocateProducerIdsReply:
-    producer_id_start: int
-    producer_id_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataFetchRequest:
-    offset: int
-    max_wait_ms: int = 0
-    max_records: int = MAX_FETCH_RECORDS
-    broker_id: int = -1  # who asks, for nobody but the reader of a capture
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataFetchReply:
-    """Committed records from the asked offset, or a snapshot; and the active controller as the
-    answering voter knows it, with its Raft term (brokers learn the leader from the quorum)."""
-
-    records: tuple[tuple[int, Mapping[str, Any]], ...]
-    last_offset: int
-    log_start_offset: int
-    snapshot: bytes | None = None
-    snapshot_offset: int | None = None
-    controller_id: int | None = None
-    controller_address: str | None = None
-    raft_term: int = -1
 
 
 # --- Encoding: one function for every message --------------------------------------------------
@@ -207,7 +83,10 @@ def encode(message: Any) -> dict[str, Any]:
     return _plain(message)  # type: ignore[no-any-return]
 
 
-def encode_reply(message: Any = None, status: RpcStatus = RpcStatus()) -> dict[str, Any]:
+_OK: Final = RpcStatus()  # the envelope of a reply without error
+
+
+def encode_reply(message: Any = None, status: RpcStatus = _OK) -> dict[str, Any]:
     """A reply map: the envelope, and the message's fields when error_code is 0."""
     body = {key: value for key, value in _plain(status).items()
             if value is not None or key in ("error_code", "error_message")}

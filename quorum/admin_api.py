@@ -1,4 +1,5 @@
-"""The admin API's pure half: the API's limits, request validation, JSON views, metrics text.
+"""The admin API's pure half: the API's limits, settings and request validation (its JSON
+views of the image and its metrics text are `quorum.admin_views`).
 
 Nothing here does I/O or reads a clock: a request body (already decoded JSON) goes in, a
 frozen request or an `AdminError` comes out; an image goes in, a JSON-ready dict comes
@@ -14,14 +15,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from common import rpc
+from common import rpc, rpc_messages
 from common.config_schema import Config, ConfigError, Password
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
@@ -29,28 +29,24 @@ from common.rpc import (
 )
 from common.units import KIB, MIB, SECONDS
 from metadata.image import (
-    BrokerRegistration,
     MetadataImage,
-    PartitionRegistration,
     TopicImage,
 )
 from metadata.partition_change import Election
-from metadata.records import NO_LEADER, ConfigResourceType
 from quorum.controller_result import ControllerApiError
-from quorum.topic_control import TopicCreated, validate_topic_name
+from quorum.topic_control import validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
-from shutdown.controller_states import current_broker_state
 
 if TYPE_CHECKING:
-    from quorum.metadata_log import QuorumSettings
+    from quorum.quorum_settings import QuorumSettings
 
 # --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
 MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
 # The broker RPCs' limits live with their messages in common.rpc; these name the ones used here.
 MAX_RPC_BODY_BYTES: Final = rpc.MAX_RPC_BODY_BYTES
 LONG_POLL_MAX_WAIT_MS: Final = rpc.LONG_POLL_MAX_WAIT_MS
-MAX_FETCH_RECORDS: Final = rpc.MAX_FETCH_RECORDS
+MAX_FETCH_RECORDS: Final = rpc_messages.MAX_FETCH_RECORDS
 MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
 # The most partitions one create / create-partitions request may ask for is the rule's own
 # limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
@@ -293,117 +289,3 @@ def known_topic(image: MetadataImage, name: str) -> TopicImage:
     if topic is None:
         raise AdminError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist", "name")
     return topic
-
-
-# --- JSON views of the committed image.
-
-
-def broker_state(broker: BrokerRegistration) -> str:
-    """Kafka's controller-side broker state names, as the heartbeat rules read them: fencing wins
-    (a broker fenced at the end of its controlled shutdown keeps the in_controlled_shutdown flag)."""
-    return current_broker_state(fenced=broker.fenced, in_controlled_shutdown=broker.in_controlled_shutdown).name
-
-
-def broker_view(broker: BrokerRegistration, heartbeat_age_ms: int | None = None) -> dict[str, Any]:
-    return {
-        "broker_id": broker.broker_id, "broker_epoch": broker.broker_epoch,
-        "incarnation_id": broker.incarnation_id, "rack": broker.rack, "state": broker_state(broker),
-        "fenced": broker.fenced, "in_controlled_shutdown": broker.in_controlled_shutdown,
-        "listeners": [{"name": lst.name, "host": lst.host, "port": lst.port} for lst in broker.listeners],
-        "heartbeat_age_ms": heartbeat_age_ms,  # null unless this is the active controller
-    }
-
-
-def partition_view(p: PartitionRegistration) -> dict[str, Any]:
-    return {
-        "partition": p.partition_id, "leader": p.leader, "leader_epoch": p.leader_epoch,
-        "partition_epoch": p.partition_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
-        "elr": list(p.elr), "leader_recovery_state": p.leader_recovery_state.name,
-        "under_replicated": len(p.isr) < len(p.replicas), "offline": p.leader == NO_LEADER,
-    }
-
-
-def topic_configs(image: MetadataImage, topic: TopicImage) -> dict[str, str]:
-    return dict(sorted(image.config(ConfigResourceType.TOPIC, topic.name).items()))
-
-
-def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
-    return {"name": topic.name, "topic_id": topic.topic_id, "configs": topic_configs(image, topic),
-            "partitions": [partition_view(topic.partitions[p]) for p in sorted(topic.partitions)]}
-
-
-def validated_topic_view(created: TopicCreated) -> dict[str, Any]:
-    """What a validate_only create would have made (nothing was appended)."""
-    return {"name": created.name, "validate_only": True, "partitions": created.partitions,
-            "replication_factor": created.replication_factor, "configs": dict(created.configs),
-            "assignments": [{"partition": p, "replicas": list(r)} for p, r in enumerate(created.assignments)]}
-
-
-def validated_partitions_view(name: str, count: int, added: Mapping[int, tuple[int, ...]]) -> dict[str, Any]:
-    """What a validate_only CreatePartitions would have added (nothing was appended)."""
-    return {"name": name, "validate_only": True, "count": count,
-            "assignments": [{"partition": p, "replicas": list(added[p])} for p in sorted(added)]}
-
-
-def topic_summary(topic: TopicImage) -> dict[str, Any]:
-    offline = sum(1 for p in topic.partitions.values() if p.leader == NO_LEADER)
-    under = sum(1 for p in topic.partitions.values() if len(p.isr) < len(p.replicas))
-    return {"name": topic.name, "topic_id": topic.topic_id, "partitions": len(topic.partitions),
-            "offline_partitions": offline, "under_replicated_partitions": under}
-
-
-def election_view(results: Mapping[tuple[str, int], Any]) -> dict[str, Any]:
-    """ElectLeaders' per-partition outcome: NONE when a new leader was elected."""
-    return {"results": [{"topic": topic, "partition": partition, "error": getattr(code, "name", str(code))}
-                        for (topic, partition), code in results.items()]}
-
-
-def offline_partitions(image: MetadataImage) -> int:
-    return sum(1 for t in image.topics.by_id.values() for p in t.partitions.values() if p.leader == NO_LEADER)
-
-
-def under_replicated_partitions(image: MetadataImage) -> int:
-    return sum(1 for t in image.topics.by_id.values() for p in t.partitions.values()
-               if len(p.isr) < len(p.replicas))
-
-
-# --- Prometheus text exposition (version 0.0.4).
-
-
-def _sample(lines: list[str], name: str, kind: str, help_text: str,
-            samples: Sequence[tuple[str, float]]) -> None:
-    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        shown = repr(float(value)) if isinstance(value, float) and not math.isnan(value) else str(value)
-        lines.append(f"{name}{labels} {shown}")
-
-
-def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_index: int,
-                 heartbeat_ages_ms: Mapping[int, int]) -> str:
-    """The controller's gauges, named after Kafka's controller metrics."""
-    brokers = image.cluster.brokers.values()
-    partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
-    lines: list[str] = []
-    p = "tidelog_controller_"
-    _sample(lines, p + "active_controller_count", "gauge",
-            "1 if this controller is the active controller, else 0.", [("", int(is_active))])
-    _sample(lines, p + "last_applied_record_offset", "gauge",
-            "Offset of the last metadata record applied to this controller's image.", [("", image.offset)])
-    _sample(lines, p + "controller_epoch", "gauge", "Epoch of the latest active controller.",
-            [("", image.controller_epoch)])
-    _sample(lines, p + "raft_term", "gauge", "Current Raft term seen by this voter.", [("", term)])
-    _sample(lines, p + "raft_commit_index", "gauge", "Raft commit index of this voter.", [("", commit_index)])
-    _sample(lines, p + "fenced_broker_count", "gauge", "Registered brokers that are fenced.",
-            [("", sum(1 for b in brokers if b.fenced))])
-    _sample(lines, p + "active_broker_count", "gauge", "Registered brokers that are unfenced.",
-            [("", sum(1 for b in brokers if not b.fenced))])
-    _sample(lines, p + "global_topic_count", "gauge", "Topics.", [("", len(image.topics.by_id))])
-    _sample(lines, p + "global_partition_count", "gauge", "Partitions.", [("", partitions)])
-    _sample(lines, p + "offline_partitions_count", "gauge", "Partitions without a leader.",
-            [("", offline_partitions(image))])
-    _sample(lines, p + "under_replicated_partitions_count", "gauge",
-            "Partitions whose ISR is smaller than their replica set.", [("", under_replicated_partitions(image))])
-    _sample(lines, p + "broker_heartbeat_age_seconds", "gauge",
-            "Time since each broker's last heartbeat (reported by the active controller only).",
-            [(f'{{broker_id="{b}"}}', ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())])
-    return "\n".join(lines) + "\n"

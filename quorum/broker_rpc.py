@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, Final
 import msgpack
 from aiohttp import web
 
-from common import rpc
+from common import rpc, rpc_messages
 from common.errors import ErrorCode
-from common.rpc import RpcDecodeError, RpcStatus
+from common.rpc import RpcDecodeError
+from common.rpc_messages import RpcStatus
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.partition_change import IsrMember
@@ -166,7 +167,7 @@ class BrokerRpc:
 
     # -- the RPCs --------------------------------------------------------------------
 
-    async def _register(self, req: rpc.BrokerRegistrationRequest) -> rpc.BrokerRegistrationReply:
+    async def _register(self, req: rpc_messages.BrokerRegistrationRequest) -> rpc_messages.BrokerRegistrationReply:
         if req.cluster_id is not None and req.cluster_id != self._settings.cluster_id:
             raise RpcError(INCONSISTENT_CLUSTER_ID, f"the broker's cluster id {req.cluster_id} is not this "
                            f"cluster's {self._settings.cluster_id}", "cluster_id")
@@ -177,9 +178,9 @@ class BrokerRpc:
         assert outcome is not None and outcome.first_offset is not None, "a registration appends its RegisterBroker"
         logger.info("Registered broker %d (incarnation %s) with broker epoch %d",
                     req.broker_id, req.incarnation_id, outcome.first_offset)
-        return rpc.BrokerRegistrationReply(outcome.first_offset)  # RegisterBroker is its first record
+        return rpc_messages.BrokerRegistrationReply(outcome.first_offset)  # RegisterBroker is its first record
 
-    async def _heartbeat(self, req: rpc.BrokerHeartbeatRequest) -> rpc.BrokerHeartbeatReply:
+    async def _heartbeat(self, req: rpc_messages.BrokerHeartbeatRequest) -> rpc_messages.BrokerHeartbeatReply:
         runtime = self._runtime
         runtime.touch_on_arrival(req.broker_id, req.broker_epoch, req.current_metadata_offset)
         reply, _ = await self._decide(lambda image: process_heartbeat(
@@ -187,17 +188,17 @@ class BrokerRpc:
             metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
             want_shutdown=req.want_shut_down, now_ms=runtime.now_ms(), heartbeats=runtime.sessions()),
             self._heartbeat_timeout_s)
-        return rpc.BrokerHeartbeatReply(reply.is_caught_up, reply.is_fenced, reply.should_shut_down,
+        return rpc_messages.BrokerHeartbeatReply(reply.is_caught_up, reply.is_fenced, reply.should_shut_down,
                                         runtime.shutdown_requested(req.broker_id, req.broker_epoch,
                                                                    req.want_shut_down))
 
-    async def _allocate_producer_ids(self, req: rpc.BrokerIdAndEpoch) -> rpc.AllocateProducerIdsReply:
+    async def _allocate_producer_ids(self, req: rpc_messages.BrokerIdAndEpoch) -> rpc_messages.AllocateProducerIdsReply:
         block, _ = await self._decide(lambda image: allocate_producer_ids(
             image, broker_id=req.broker_id, broker_epoch=req.broker_epoch, block_size=PRODUCER_ID_BLOCK_SIZE))
-        return rpc.AllocateProducerIdsReply(block.first_producer_id, block.size)
+        return rpc_messages.AllocateProducerIdsReply(block.first_producer_id, block.size)
 
-    async def _alter_partition(self, req: rpc.AlterPartitionRequest) -> rpc.AlterPartitionReply:
-        def decide(image: MetadataImage) -> ControllerResult[rpc.AlterPartitionReply]:
+    async def _alter_partition(self, req: rpc_messages.AlterPartitionRequest) -> rpc_messages.AlterPartitionReply:
+        def decide(image: MetadataImage) -> ControllerResult[rpc_messages.AlterPartitionReply]:
             check_broker_epoch(image, req.broker_id, req.broker_epoch)  # a top-level error
             records: list[Any] = []
             topics = []
@@ -212,21 +213,21 @@ class BrokerRpc:
                             new_isr=tuple(IsrMember(m.broker_id, m.broker_epoch) for m in p.new_isr_with_epochs),
                             leader_recovery_state=p.leader_recovery_state)
                     except ControllerApiError as exc:  # per partition, as Kafka answers
-                        answers.append(rpc.AlterPartitionPartitionReply(p.partition_index, int(exc.code),
+                        answers.append(rpc_messages.AlterPartitionPartitionReply(p.partition_index, int(exc.code),
                                                                         exc.message))
                         continue
                     records.extend(result.records)
                     r = result.response
-                    answers.append(rpc.AlterPartitionPartitionReply(
+                    answers.append(rpc_messages.AlterPartitionPartitionReply(
                         r.partition_id, 0, None, r.leader_id, r.leader_epoch, tuple(r.isr), r.partition_epoch,
                         int(r.leader_recovery_state)))
-                topics.append(rpc.AlterPartitionTopicReply(topic.topic_id, tuple(answers)))
-            return ControllerResult(records, rpc.AlterPartitionReply(tuple(topics)))
+                topics.append(rpc_messages.AlterPartitionTopicReply(topic.topic_id, tuple(answers)))
+            return ControllerResult(records, rpc_messages.AlterPartitionReply(tuple(topics)))
 
         reply, _ = await self._decide(decide)
         return reply
 
-    async def _fetch(self, req: rpc.MetadataFetchRequest) -> rpc.MetadataFetchReply:
+    async def _fetch(self, req: rpc_messages.MetadataFetchRequest) -> rpc_messages.MetadataFetchReply:
         """Committed records from `offset`: every controller answers, from its own committed log."""
         offset = req.offset
         if (req.max_wait_ms > 0 and self._log.image().offset < offset
@@ -248,10 +249,10 @@ class BrokerRpc:
             pairs = self._log.records_from(offset, req.max_records)
         except IndexError:  # folded into the snapshot: send the whole image instead
             image = self._log.image()
-            return rpc.MetadataFetchReply((), image.offset, status.log_start_offset, encode_snapshot(image),
+            return rpc_messages.MetadataFetchReply((), image.offset, status.log_start_offset, encode_snapshot(image),
                                           image.offset, node, address, status.term)
         last = max(status.last_offset, pairs[-1][0] if pairs else -1)
-        return rpc.MetadataFetchReply(tuple((at, record_to_map(r)) for at, r in pairs), last,
+        return rpc_messages.MetadataFetchReply(tuple((at, record_to_map(r)) for at, r in pairs), last,
                                       status.log_start_offset, None, None, node, address, status.term)
 
     # -- background tasks ------------------------------------------------------------

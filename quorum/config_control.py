@@ -43,10 +43,9 @@ from common.topic_config import (
     default_value,
 )
 from metadata.image import MetadataImage
-from metadata.partition_change import Election, elect_leader
 from metadata.records import Config, ConfigResourceType, Record
 from quorum.controller_result import ControllerApiError, ControllerResult
-from quorum.topic_control import topic_election_config
+from quorum.topic_control import elect_leaderless
 
 
 class AlterConfigOpType(enum.IntEnum):
@@ -183,22 +182,9 @@ def _default_unclean_elections(image: MetadataImage, before: str | None, after: 
     if after != "true" or before == after:
         return []
 
-    def is_active(broker_id: int) -> bool:
-        return (b := image.broker(broker_id)) is not None and b.is_active
-
     out: list[Record] = []
     for topic_name in sorted(image.topics.by_name):
         if UNCLEAN_LEADER_ELECTION_ENABLE in image.config(ConfigResourceType.TOPIC, topic_name):
             continue  # the topic's own value decides
-        topic = image.topics.by_name[topic_name]
-        config = topic_election_config(image, topic_name)
-        for partition_id in sorted(topic.partitions):
-            partition = topic.partitions[partition_id]
-            if partition.has_leader:
-                continue
-            change = elect_leader(partition, is_acceptable=is_active, unclean_allowed=True,
-                                  election=Election.ONLINE, elr_enabled=config.elr_enabled,
-                                  min_insync_replicas=config.min_insync_replicas)
-            if change is not None:
-                out.append(change)
+        out.extend(elect_leaderless(image, image.topics.by_name[topic_name]))
     return out

@@ -35,25 +35,26 @@ from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from quorum import admin_api as api
+from quorum import admin_views as views
 from quorum.active_controller import (
     ActiveController,
     ControllerBusyError,
     NotActiveControllerError,
 )
 from quorum.admin_api import AdminError, ApiSettings
+from quorum.broker_config_routes import BrokerConfigRoutes
 from quorum.broker_rpc import BrokerRpc
 from quorum.controller_result import ControllerApiError
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.group_api import GroupApi
 from quorum.http_json import read_json
-from quorum.reassignment_routes import ReassignmentRoutes
-from quorum.records_api import RecordsApi
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
 from quorum.quorum_view import named_leader
+from quorum.reassignment_routes import ReassignmentRoutes
+from quorum.records_api import RecordsApi
 from quorum.replication_control import elect_leaders
-from quorum.broker_config_routes import BrokerConfigRoutes
 from quorum.topic_routes import TopicRoutes
 
 logger = logging.getLogger(__name__)
@@ -283,14 +284,14 @@ class ControllerServer:
     async def _get_brokers(self, request: web.Request) -> web.Response:
         ages = self.runtime.heartbeat_ages()
         brokers = self.image().cluster.brokers
-        return web.json_response([api.broker_view(brokers[b], ages.get(b)) for b in sorted(brokers)])
+        return web.json_response([views.broker_view(brokers[b], ages.get(b)) for b in sorted(brokers)])
 
     async def _get_broker(self, request: web.Request) -> web.Response:
         broker_id = api.parse_broker_id(request.match_info["id"])
         broker = self.image().broker(broker_id)
         if broker is None:
             raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
-        return web.json_response(api.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id)))
+        return web.json_response(views.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id)))
 
     async def _shutdown_broker(self, request: web.Request) -> web.Response:
         """Ask a broker to shut down: 202 at once; its next heartbeat (on the active controller)
@@ -305,7 +306,7 @@ class ControllerServer:
             if broker is None:
                 raise AdminError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered", "id")
             self.runtime.request_shutdown(broker_id, broker.broker_epoch)
-            view = api.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id))
+            view = views.broker_view(broker, self.runtime.heartbeat_ages().get(broker_id))
             return web.json_response({**view, "shutdown_requested": True}, status=202)
 
         return await self.write(request, raw, run)
@@ -318,13 +319,13 @@ class ControllerServer:
         async def run() -> web.Response:
             response, offset = await self.decide(lambda image: elect_leaders(
                 image, election=req.election, partitions=req.partitions))
-            return web.json_response({**api.election_view(response), "metadata_offset": offset})
+            return web.json_response({**views.election_view(response), "metadata_offset": offset})
 
         return await self.write(request, raw, run)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         status = self._log.status()
-        text = api.metrics_text(status.image, is_active=self._controller.is_active, term=status.term,
+        text = views.metrics_text(status.image, is_active=self._controller.is_active, term=status.term,
                                 commit_index=status.commit_index,
                                 heartbeat_ages_ms=self.runtime.heartbeat_ages())
         return web.Response(text=text, content_type="text/plain", headers={"X-Prometheus-Format": "0.0.4"})

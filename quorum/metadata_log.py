@@ -26,9 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -36,8 +34,6 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.encryptor import HAS_CRYPTO
 from pysyncobj.syncobj import SyncObjException
 
-from common.config import log_dirs
-from common.config_schema import Config, ConfigError, Password
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
@@ -49,11 +45,10 @@ from quorum.log_state import (
     OutcomeKind,
     transaction_chunks,
 )
-from quorum.voters import Voter, parse_voters
+from quorum.quorum_settings import QuorumBindError, QuorumSettings, QuorumStatus
 
 logger = logging.getLogger(__name__)
 
-METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
 JOURNAL_FILE: Final = "quorum.journal"
 DUMP_FILE: Final = "quorum.dump"
 # design.md: ~1 ms commits without batching; reconnect and step down quickly.
@@ -64,74 +59,11 @@ BIND_RETRIES: Final = 5  # then the node fails to start instead of retrying for 
 COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended commands
 PIPELINE_WINDOW: Final = 4  # chunks of one transaction in flight at once
 CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
-LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
-RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
 DUMP_FORMAT: Final = "tidelog-quorum-dump"
 DUMP_VERSION: Final = 0
 _DUMP_KEYS: Final = frozenset({"format", "version", "state", "raft_last", "raft_prev", "cluster"})
 _FAIL_NAMES: Final = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
-
-
-class QuorumBindError(OSError):
-    """The quorum listener could not bind its address."""
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumSettings:
-    """What one voter needs: its id, every voter, its data dir and the cluster password."""
-
-    node_id: int
-    voters: Mapping[int, Voter]
-    data_dir: Path
-    password: Password
-    compaction_min_entries: int = LOG_COMPACTION_MIN_ENTRIES
-    retained_records: int = RETAINED_RECORDS
-
-    def __post_init__(self) -> None:
-        if self.node_id not in self.voters:
-            raise ConfigError(f"node.id {self.node_id} is not one of the controller.quorum.voters "
-                              f"{sorted(self.voters)}")
-        if not isinstance(self.password, Password) or not self.password.value:
-            raise ConfigError("config 'controller.cluster.password' must be set: the quorum's wire "
-                              "format is pickle, and the password is what keeps strangers out")
-
-    @property
-    def me(self) -> Voter:
-        return self.voters[self.node_id]
-
-    @classmethod
-    def from_config(cls, config: Config) -> QuorumSettings:
-        """Settings from a parsed config; ConfigError when a controller key is missing or bad."""
-        voters = config["controller.quorum.voters"]
-        if voters is None:
-            raise ConfigError("config 'controller.quorum.voters' is required for a controller")
-        assert isinstance(voters, tuple), "the key table types controller.quorum.voters as LIST"
-        password = config["controller.cluster.password"]
-        if password is None:
-            password = Password("")  # __post_init__ explains why that is refused
-        node_id = config["node.id"]
-        assert isinstance(node_id, int) and isinstance(password, Password)
-        base = config["metadata.log.dir"] or log_dirs(config)[0]
-        assert isinstance(base, str)
-        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password)
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumStatus:
-    """One voter's view of the quorum and of the committed log, read at one moment."""
-
-    node_id: int
-    is_leader: bool
-    term: int
-    leader: str | None
-    commit_index: int
-    last_applied: int
-    ready: bool
-    log_start_offset: int
-    last_offset: int
-    dump_offset: int
-    image: MetadataImage
 
 
 def _raft_entry(value: Any) -> tuple[bytes, int, int]:

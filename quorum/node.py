@@ -49,7 +49,8 @@ from quorum.active_controller import (
 )
 from quorum.admin_api import ApiSettings
 from quorum.log_state import AppendOutcome, RecordTooLargeError
-from quorum.metadata_log import MetadataLog, QuorumBindError, QuorumSettings
+from quorum.metadata_log import MetadataLog
+from quorum.quorum_settings import QuorumBindError, QuorumSettings
 
 logger = logging.getLogger("quorum.node")  # not __name__: that is __main__ under -m
 

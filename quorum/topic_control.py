@@ -26,8 +26,8 @@ from common.topic_config import (
     UNCLEAN_LEADER_ELECTION_ENABLE,
     config_string,
     default_bool,
-    default_value,
     default_int,
+    default_value,
 )
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, elect_leader
@@ -288,6 +288,13 @@ def _unclean_elections(image: MetadataImage, topic: TopicImage, before: Mapping[
     if before.get(UNCLEAN_LEADER_ELECTION_ENABLE) == after.get(UNCLEAN_LEADER_ELECTION_ENABLE) \
             or after.get(UNCLEAN_LEADER_ELECTION_ENABLE) != "true":
         return []
+    return elect_leaderless(image, topic)
+
+
+def elect_leaderless(image: MetadataImage, topic: TopicImage) -> list[Record]:
+    """Unclean elections for `topic`'s leaderless partitions, now that unclean.leader.election
+    .enable is on for it: the first live replica leads, marked RECOVERING. Also used when the
+    cluster-wide default turns it on (quorum.config_control)."""
     config = topic_election_config(image, topic.name)
 
     def is_active(broker_id: int) -> bool:

@@ -20,6 +20,7 @@ from metadata.delta import apply
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
 from quorum import admin_api as api
+from quorum import admin_views as views
 from quorum.controller_result import ControllerResult
 from quorum.http_json import read_json
 from quorum.topic_control import (
@@ -29,7 +30,11 @@ from quorum.topic_control import (
     create_topic,
     delete_topic,
 )
-from quorum.topic_requests import parse_alter_configs, parse_create_partitions, parse_create_topic
+from quorum.topic_requests import (
+    parse_alter_configs,
+    parse_create_partitions,
+    parse_create_topic,
+)
 
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
@@ -50,20 +55,20 @@ class TopicRoutes:
 
     async def _get_topics(self, request: web.Request) -> web.Response:
         topics = self._server.image().topics.by_name
-        return web.json_response([api.topic_summary(topics[name]) for name in sorted(topics)])
+        return web.json_response([views.topic_summary(topics[name]) for name in sorted(topics)])
 
     async def _get_topic(self, request: web.Request) -> web.Response:
         image = self._server.image()
-        return web.json_response(api.topic_view(image, api.known_topic(image, request.match_info["name"])))
+        return web.json_response(views.topic_view(image, api.known_topic(image, request.match_info["name"])))
 
     async def _get_configs(self, request: web.Request) -> web.Response:
         image = self._server.image()
         topic = api.known_topic(image, request.match_info["name"])
-        return web.json_response({"name": topic.name, "configs": api.topic_configs(image, topic)})
+        return web.json_response({"name": topic.name, "configs": views.topic_configs(image, topic)})
 
     def _topic_answer(self, name: str, offset: int | None, status: int = 200) -> web.Response:
         image = self._server.image()  # this controller applied `offset` before its decision returned
-        return web.json_response({**api.topic_view(image, api.known_topic(image, name)),
+        return web.json_response({**views.topic_view(image, api.known_topic(image, name)),
                                   "metadata_offset": offset}, status=status)
 
     async def _create_topic(self, request: web.Request) -> web.Response:
@@ -81,7 +86,7 @@ class TopicRoutes:
                                     topic_id=topic_id, rng=self._server.rng, assignments=req.assignments)
 
             if req.validate_only:  # Kafka's validateOnly: the same rule on the active image, nothing appended
-                return web.json_response(api.validated_topic_view(rule(self._server.image()).response))
+                return web.json_response(views.validated_topic_view(rule(self._server.image()).response))
             _, offset = await self._server.decide(rule)
             return self._topic_answer(req.name, offset, status=201)
 
@@ -108,7 +113,7 @@ class TopicRoutes:
                 return create_partitions(image, name, req.count, self._server.rng, req.assignments)
 
             if req.validate_only:
-                return web.json_response(api.validated_partitions_view(name, req.count, rule(self._server.image()).response))
+                return web.json_response(views.validated_partitions_view(name, req.count, rule(self._server.image()).response))
             _, offset = await self._server.decide(rule)
             return self._topic_answer(name, offset)
 
@@ -129,11 +134,11 @@ class TopicRoutes:
                 result = rule(image)
                 # the records as they would apply (at offsets past the image: a dry run's own)
                 after = apply(image, enumerate(result.records, start=image.offset + 1))
-                return web.json_response({"name": name, "configs": api.topic_configs(after, api.known_topic(
+                return web.json_response({"name": name, "configs": views.topic_configs(after, api.known_topic(
                     after, name)), "metadata_offset": None})
             _, offset = await self._server.decide(rule)
             image = self._server.image()
-            return web.json_response({"name": name, "configs": api.topic_configs(image, api.known_topic(
+            return web.json_response({"name": name, "configs": views.topic_configs(image, api.known_topic(
                 image, name)), "metadata_offset": offset})
 
         return await self._server.write(request, raw, run)

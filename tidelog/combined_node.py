@@ -33,7 +33,7 @@ from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS
 from quorum.admin_api import ApiSettings
-from quorum.metadata_log import QuorumSettings
+from quorum.quorum_settings import QuorumSettings
 from shutdown.controller_states import controller_may_stop
 
 logger = logging.getLogger("tidelog.combined_node")

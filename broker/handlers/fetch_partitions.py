@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from broker.handlers.context import BrokerContext
-from broker.handlers.metadata import broker_endpoint
+from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
@@ -148,33 +148,13 @@ def with_leader_hints(ctx: BrokerContext, answers: dict[TopicPartition, fetch.Fe
                       image: MetadataImage) -> tuple[fetch.NodeEndpoint, ...]:
     """KIP-951 (v16+): the current leader on each NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
     answer (in place), and the endpoints of those leaders."""
-    leaders: dict[int, None] = {}
+    hints: list[LeaderHint] = []
     for tp, answer in answers.items():
         if answer.error_code not in _LEADER_HINT_ERRORS:
             continue
-        topic = image.topic(tp.topic)
-        registration = None if topic is None else topic.partitions.get(tp.partition)
-        if registration is None:
+        hint = lookup_leader(ctx, image, tp.topic, tp.partition)
+        if hint is None:
             continue
-        answers[tp] = _replace_leader(answer, registration.leader, registration.leader_epoch)
-        if registration.leader >= 0:
-            leaders[registration.leader] = None
-    return tuple(_endpoints(ctx, image, leaders))
-
-
-def _replace_leader(answer: fetch.FetchPartitionResponse, leader: int, epoch: int) -> fetch.FetchPartitionResponse:
-    return fetch.FetchPartitionResponse(
-        answer.partition_index, answer.error_code, answer.high_watermark, answer.records,
-        answer.last_stable_offset, answer.log_start_offset, answer.aborted_transactions,
-        answer.preferred_read_replica, answer.diverging_epoch, fetch.LeaderIdAndEpoch(leader, epoch),
-        answer.snapshot_id)
-
-
-def _endpoints(ctx: BrokerContext, image: MetadataImage, broker_ids: Iterable[int]) -> list[fetch.NodeEndpoint]:
-    out = []
-    for broker_id in broker_ids:
-        endpoint = broker_endpoint(ctx, image, broker_id)
-        registration = image.broker(broker_id)
-        if endpoint is not None and registration is not None:
-            out.append(fetch.NodeEndpoint(broker_id, endpoint[0], endpoint[1], registration.rack))
-    return out
+        answers[tp] = replace(answer, current_leader=hint.leader)
+        hints.append(hint)
+    return node_endpoints(hints)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
-from broker.handlers.metadata import broker_endpoint
+from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
 from broker.producer_ids import init_producer_id_error
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
@@ -60,25 +60,19 @@ def with_current_leaders(ctx: BrokerContext, response: produce.ProduceResponse,
     """KIP-951, as Kafka's handleProduceRequest: every NOT_LEADER_OR_FOLLOWER partition names its
     leader and leader epoch from this broker's image (-1, -1 when the topic is unknown), and the
     response lists the endpoints of those leaders that are alive (unfenced) on this listener."""
-    endpoints: dict[int, produce.NodeEndpoint] = {}
+    hints: list[LeaderHint] = []
     topics = []
     for topic in response.responses:
-        topic_image = image.topic(topic.name)
         partitions = []
         for p in topic.partitions:
             if p.error_code == NOT_LEADER_OR_FOLLOWER:
-                partition = topic_image.partitions.get(p.partition_index) if topic_image else None
-                leader = produce.UNKNOWN_LEADER if partition is None \
-                    else produce.LeaderIdAndEpoch(partition.leader, partition.leader_epoch)
-                endpoint = broker_endpoint(ctx, image, leader.leader_id) if leader.leader_id >= 0 else None
-                broker = image.broker(leader.leader_id)
-                if endpoint is not None and broker is not None:
-                    endpoints[leader.leader_id] = produce.NodeEndpoint(leader.leader_id, *endpoint, broker.rack)
-                p = replace(p, current_leader=leader)
+                hint = lookup_leader(ctx, image, topic.name, p.partition_index)
+                if hint is not None:
+                    hints.append(hint)
+                p = replace(p, current_leader=produce.UNKNOWN_LEADER if hint is None else hint.leader)
             partitions.append(p)
         topics.append(produce.TopicProduceResponse(topic.name, tuple(partitions)))
-    return produce.ProduceResponse(tuple(topics), response.throttle_time_ms,
-                                   tuple(endpoints[i] for i in sorted(endpoints)))
+    return produce.ProduceResponse(tuple(topics), response.throttle_time_ms, node_endpoints(hints))
 
 
 def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:

@@ -20,7 +20,7 @@ from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.topic_partition import TopicPartition
-from common import rpc
+from common import rpc, rpc_messages
 from common.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class AlterPartitionItem:
                 f"partition epoch {self.partition_epoch}")
 
 
-OnResult = Callable[[int, rpc.AlterPartitionPartitionReply | None], None]
+OnResult = Callable[[int, rpc_messages.AlterPartitionPartitionReply | None], None]
 
 
 class AlterPartitionManager:
@@ -88,15 +88,15 @@ class AlterPartitionManager:
         by_topic: dict[str, list[AlterPartitionItem]] = {}
         for item, _ in batch.values():
             by_topic.setdefault(item.topic_id, []).append(item)
-        request = rpc.AlterPartitionRequest(self.broker_id, self._broker_epoch(), tuple(
-            rpc.AlterPartitionTopic(topic_id, tuple(
-                rpc.AlterPartitionData(i.tp.partition, i.leader_epoch, i.partition_epoch,
-                                       tuple(rpc.IsrMemberData(b, e) for b, e in i.new_isr),
+        request = rpc_messages.AlterPartitionRequest(self.broker_id, self._broker_epoch(), tuple(
+            rpc_messages.AlterPartitionTopic(topic_id, tuple(
+                rpc_messages.AlterPartitionData(i.tp.partition, i.leader_epoch, i.partition_epoch,
+                                       tuple(rpc_messages.IsrMemberData(b, e) for b, e in i.new_isr),
                                        i.leader_recovery_state)
                 for i in items))
             for topic_id, items in by_topic.items()))
         try:
-            status, reply = rpc.decode_reply(rpc.AlterPartitionReply, await self._client.call(
+            status, reply = rpc.decode_reply(rpc_messages.AlterPartitionReply, await self._client.call(
                 "alter-partition", rpc.encode(request)))
         except ControllerUnavailableError as e:
             log.warning("AlterPartition of %d partitions failed: %s", len(batch), e)

@@ -25,7 +25,7 @@ from broker.replication.alter_partition_manager import (
 )
 from broker.replication.partition import Partition, PendingIsrChange
 from broker.topic_partition import TopicPartition
-from common import rpc
+from common import rpc_messages
 from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.records import LeaderRecoveryState
@@ -106,7 +106,7 @@ class IsrManager:
 
     def _on_alter_result(self, partition: Partition, pending: PendingIsrChange,
                          item: AlterPartitionItem, code: int,
-                         reply: rpc.AlterPartitionPartitionReply | None) -> None:
+                         reply: rpc_messages.AlterPartitionPartitionReply | None) -> None:
         if not self._is_current(partition) or partition.pending_isr is not pending:
             return  # the partition moved on (new leader epoch, deleted): the answer is stale
         if code != 0 or reply is None:

@@ -13,15 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from broker.metadata_follower import own_registration_replayed, ready_to_publish
 from chaos.sim import messages as m
 from chaos.sim.network import Network
 from chaos.sim.replica_log import SimLog
 from chaos.sim.replicas import REQUEST_TIMEOUT_MS, Replicas
 from chaos.sim.seams import PlantedBugs
 from common.errors import ErrorCode
-from broker.metadata_follower import own_registration_replayed, ready_to_publish
-from metadata.delta import apply, changes_for_broker
+from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import changes_for_broker
 from shutdown.broker_lifecycle import (
     BrokerLifecycle,
     BrokerState,

@@ -38,8 +38,8 @@ from chaos.sim import messages as m
 from chaos.sim.replica_log import SimLog
 from chaos.sim.seams import PlantedBugs
 from common.errors import ErrorCode
-from metadata.delta import LocalReplicaChanges
 from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges
 from metadata.partition_change import IsrMember
 from metadata.records import LeaderRecoveryState
 from quorum.topic_control import topic_election_config

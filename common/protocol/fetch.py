@@ -12,7 +12,7 @@ tag (1); v16 adds NodeEndpoints (tag 0) to answers; v17 the ReplicaDirectoryId t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.fetch_messages import (
@@ -31,14 +31,24 @@ from common.protocol.fetch_messages import (
     FetchTopic,
     FetchTopicResponse,
     ForgottenTopic,
-    LeaderIdAndEpoch,
-    NodeEndpoint,
     Records,
     SnapshotId,
-    read_tags,
-    write_tags,
+)
+from common.protocol.leader_discovery import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    read_leader,
+    read_node_endpoints,
+    write_leader,
+    write_node_endpoints,
 )
 from common.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.tagged import (
+    decode_tagged,
+    encode_tagged,
+    read_tagged_fields,
+    write_tagged_fields,
+)
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
@@ -66,6 +76,16 @@ __all__ = [
     "encode_fetch_response",
 ]
 
+# Tag numbers, per struct (Kafka 3.9's FetchRequest/FetchResponse.json)
+_REPLICA_DIRECTORY_ID_TAG: Final = 0  # of a request partition, v17+
+_CLUSTER_ID_TAG: Final = 0  # of the request, v12+
+_REPLICA_STATE_TAG: Final = 1  # of the request, v15+
+_DIVERGING_EPOCH_TAG: Final = 0  # of a partition answer, v12+
+_CURRENT_LEADER_TAG: Final = 1  # of a partition answer, v12+
+_SNAPSHOT_ID_TAG: Final = 2  # of a partition answer, v12+
+_NODE_ENDPOINTS_TAG: Final = 0  # of the response, v16+
+_PARTITION_ANSWER_TAGS: Final = frozenset({_DIVERGING_EPOCH_TAG, _CURRENT_LEADER_TAG, _SNAPSHOT_ID_TAG})
+
 
 # ---- request ---------------------------------------------------------------------------------
 
@@ -85,13 +105,9 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
         last_fetched = r.int32() if version >= 12 else -1
         log_start = r.int64() if version >= 5 else -1
         max_bytes = r.int32()
-        directory = [ZERO_UUID]
-
-        def directory_id(t: Reader) -> None:
-            directory[0] = t.uuid()
-
-        read_tags(r, {0: directory_id} if version >= 17 else {})
-        return FetchPartition(index, offset, max_bytes, log_start, epoch, last_fetched, directory[0])
+        tags = read_tagged_fields(r, {_REPLICA_DIRECTORY_ID_TAG} if version >= 17 else ())
+        directory = decode_tagged(tags, _REPLICA_DIRECTORY_ID_TAG, Reader.uuid, ZERO_UUID)
+        return FetchPartition(index, offset, max_bytes, log_start, epoch, last_fetched, directory)
 
     def topic(r: Reader) -> FetchTopic:
         name, topic_id = ("", r.uuid()) if version >= 13 else (r.string(), ZERO_UUID)
@@ -108,23 +124,20 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
     topics = r.array(topic, 6)
     forgotten_topics = r.array(forgotten, 6) if version >= 7 else ()
     rack_id = r.string() if version >= 11 else ""
-    found: dict[str, object] = {}
-
-    def cluster_id(t: Reader) -> None:
-        found["cluster_id"] = t.nullable_string()
-
-    def replica_state(t: Reader) -> None:
-        found["replica"] = (t.int32(), t.int64())
-        t.tagged_fields()
-
-    read_tags(r, {0: cluster_id, 1: replica_state} if version >= 15 else {0: cluster_id})
+    tags = read_tagged_fields(r, {_CLUSTER_ID_TAG, _REPLICA_STATE_TAG} if version >= 15 else {_CLUSTER_ID_TAG})
+    cluster = decode_tagged(tags, _CLUSTER_ID_TAG, Reader.nullable_string, None)
     replica_epoch = -1
-    if version >= 15 and "replica" in found:
-        replica_id, replica_epoch = found["replica"]  # type: ignore[misc]
-    cluster = found.get("cluster_id")
+    replica_state = decode_tagged(tags, _REPLICA_STATE_TAG, _read_replica_state, None)
+    if replica_state is not None:
+        replica_id, replica_epoch = replica_state
     return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics,
-                        session_id, session_epoch, forgotten_topics, rack_id,
-                        cluster if isinstance(cluster, str) else None, replica_epoch)
+                        session_id, session_epoch, forgotten_topics, rack_id, cluster, replica_epoch)
+
+
+def _read_replica_state(r: Reader) -> tuple[int, int]:
+    replica_id, replica_epoch = r.int32(), r.int64()
+    r.tagged_fields()
+    return replica_id, replica_epoch
 
 
 def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
@@ -151,7 +164,8 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
             w.int64(p.log_start_offset)
         w.int32(p.partition_max_bytes)
         directory = p.replica_directory_id
-        write_tags(w, [(0, lambda t: t.uuid(directory))] if version >= 17 and directory != ZERO_UUID else [])
+        sent = version >= 17 and directory != ZERO_UUID
+        write_tagged_fields(w, {_REPLICA_DIRECTORY_ID_TAG: encode_tagged(lambda t: t.uuid(directory)) if sent else None})
 
     def topic(w: Writer, t: FetchTopic) -> None:
         if version >= 13:
@@ -174,17 +188,17 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
         w.array(req.forgotten_topics_data, forgotten)
     if version >= 11:
         w.string(req.rack_id)
-    tags: list[tuple[int, Callable[[Writer], None]]] = []
+    tags: dict[int, bytes | None] = {}
     if req.cluster_id is not None:
         cluster_id = req.cluster_id
-        tags.append((0, lambda t: t.nullable_string(cluster_id)))
+        tags[_CLUSTER_ID_TAG] = encode_tagged(lambda t: t.nullable_string(cluster_id))
     if version >= 15 and req.replica_id >= 0:
         def replica_state(t: Writer) -> None:
             t.int32(req.replica_id)
             t.int64(req.replica_epoch)
             t.tagged_fields()
-        tags.append((1, replica_state))
-    write_tags(w, tags)
+        tags[_REPLICA_STATE_TAG] = encode_tagged(replica_state)
+    write_tagged_fields(w, tags)
     return w.chunks()
 
 
@@ -216,7 +230,7 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
         if version >= 11:
             w.int32(p.preferred_read_replica)
         w.records(p.records)
-        write_tags(w, _partition_tags(p))
+        write_tagged_fields(w, _partition_tags(p))
 
     def topic(w: Writer, t: FetchTopicResponse) -> None:
         if version >= 13:
@@ -228,40 +242,42 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
 
     w.array(resp.responses, topic)
     endpoints = resp.node_endpoints
-    write_tags(w, [(0, lambda t: t.array(endpoints, _node_endpoint))] if version >= 16 and endpoints else [])
+    sent = version >= 16 and bool(endpoints)
+    write_tagged_fields(w, {_NODE_ENDPOINTS_TAG: encode_tagged(lambda t: write_node_endpoints(t, endpoints))
+                            if sent else None})
     return w.chunks()
 
 
-def _partition_tags(p: FetchPartitionResponse) -> list[tuple[int, Callable[[Writer], None]]]:
-    tags: list[tuple[int, Callable[[Writer], None]]] = []
+def _partition_tags(p: FetchPartitionResponse) -> dict[int, bytes | None]:
+    tags: dict[int, bytes | None] = {}
     diverging, leader, snapshot = p.diverging_epoch, p.current_leader, p.snapshot_id
     if diverging is not None:
         def write_diverging(t: Writer) -> None:
             t.int32(diverging.epoch)
             t.int64(diverging.end_offset)
             t.tagged_fields()
-        tags.append((0, write_diverging))
+        tags[_DIVERGING_EPOCH_TAG] = encode_tagged(write_diverging)
     if leader is not None:
-        def write_leader(t: Writer) -> None:
-            t.int32(leader.leader_id)
-            t.int32(leader.leader_epoch)
-            t.tagged_fields()
-        tags.append((1, write_leader))
+        tags[_CURRENT_LEADER_TAG] = encode_tagged(lambda t: write_leader(t, leader))
     if snapshot is not None:
         def write_snapshot(t: Writer) -> None:
             t.int64(snapshot.end_offset)
             t.int32(snapshot.epoch)
             t.tagged_fields()
-        tags.append((2, write_snapshot))
+        tags[_SNAPSHOT_ID_TAG] = encode_tagged(write_snapshot)
     return tags
 
 
-def _node_endpoint(w: Writer, n: NodeEndpoint) -> None:
-    w.int32(n.node_id)
-    w.string(n.host)
-    w.int32(n.port)
-    w.nullable_string(n.rack)
-    w.tagged_fields()
+def _read_diverging_epoch(r: Reader) -> EpochEndOffset:
+    diverging = EpochEndOffset(r.int32(), r.int64())
+    r.tagged_fields()
+    return diverging
+
+
+def _read_snapshot_id(r: Reader) -> SnapshotId:
+    snapshot = SnapshotId(r.int64(), r.int32())
+    r.tagged_fields()
+    return snapshot
 
 
 def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
@@ -282,23 +298,12 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
         aborted_txns = r.nullable_array(aborted, 16)
         preferred = r.int32() if version >= 11 else -1
         records = r.nullable_bytes()
-        tags: dict[int, object] = {}
-
-        def diverging(t: Reader) -> None:
-            tags[0] = EpochEndOffset(t.int32(), t.int64())
-            t.tagged_fields()
-
-        def leader(t: Reader) -> None:
-            tags[1] = LeaderIdAndEpoch(t.int32(), t.int32())
-            t.tagged_fields()
-
-        def snapshot(t: Reader) -> None:
-            tags[2] = SnapshotId(t.int64(), t.int32())
-            t.tagged_fields()
-
-        read_tags(r, {0: diverging, 1: leader, 2: snapshot})
-        return FetchPartitionResponse(index, error, hw, records, lso, log_start, aborted_txns, preferred,
-                                      tags.get(0), tags.get(1), tags.get(2))  # type: ignore[arg-type]
+        tags = read_tagged_fields(r, _PARTITION_ANSWER_TAGS)
+        return FetchPartitionResponse(
+            index, error, hw, records, lso, log_start, aborted_txns, preferred,
+            decode_tagged(tags, _DIVERGING_EPOCH_TAG, _read_diverging_epoch, None),
+            decode_tagged(tags, _CURRENT_LEADER_TAG, read_leader, None),
+            decode_tagged(tags, _SNAPSHOT_ID_TAG, _read_snapshot_id, None))
 
     def topic(r: Reader) -> FetchTopicResponse:
         name, topic_id = ("", r.uuid()) if version >= 13 else (r.string(), ZERO_UUID)
@@ -307,14 +312,7 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
         return FetchTopicResponse(name, partitions, topic_id)
 
     responses = r.array(topic, 6)
-    endpoints: list[NodeEndpoint] = []
-
-    def node_endpoints(t: Reader) -> None:
-        def endpoint(e: Reader) -> NodeEndpoint:
-            n = NodeEndpoint(e.int32(), e.string(), e.int32(), e.nullable_string())
-            e.tagged_fields()
-            return n
-        endpoints.extend(t.array(endpoint, 10))
-
-    read_tags(r, {0: node_endpoints} if version >= 16 else {})
-    return FetchResponse(throttle, responses, error_code, session_id, tuple(endpoints))
+    no_endpoints: tuple[NodeEndpoint, ...] = ()
+    tags = read_tagged_fields(r, {_NODE_ENDPOINTS_TAG} if version >= 16 else ())
+    endpoints = decode_tagged(tags, _NODE_ENDPOINTS_TAG, read_node_endpoints, no_endpoints)
+    return FetchResponse(throttle, responses, error_code, session_id, endpoints)

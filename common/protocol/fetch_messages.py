@@ -1,20 +1,15 @@
-"""Fetch (key 1) messages, v4–v17: the request and response dataclasses and the tagged-field
-helpers their codec (`common.protocol.fetch`, which re-exports every name here) uses.
+"""Fetch (key 1) messages, v4–v17: the request and response dataclasses their codec
+(`common.protocol.fetch`, which re-exports every name here) uses. CurrentLeader and
+NodeEndpoints are KIP-951's structs, shared with Produce (`common.protocol.leader_discovery`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.protocol.primitives import (
-    MAX_TAGGED_FIELDS,
-    ProtocolError,
-    Reader,
-    RecordsPlaceholder,
-    Writer,
-)
+from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
+from common.protocol.primitives import RecordsPlaceholder
 
 ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id" (names before v13)
 
@@ -81,29 +76,11 @@ class EpochEndOffset:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaderIdAndEpoch:
-    """CurrentLeader (v12+, tag 1), filled on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
-
-    leader_id: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
 class SnapshotId:
     """SnapshotId (v12+, tag 2): KRaft's own log only; read, never sent by brokers."""
 
     end_offset: int
     epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    """NodeEndpoints (v16+, tag 0): how to reach the leaders named in CurrentLeader (KIP-951)."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 Records = bytes | memoryview | RecordsPlaceholder | None
@@ -138,44 +115,3 @@ class FetchResponse:
     error_code: int = 0  # v7+
     session_id: int = 0  # v7+
     node_endpoints: tuple[NodeEndpoint, ...] = ()  # v16+ (tag 0)
-
-
-# ---- tagged fields --------------------------------------------------------------------------
-
-TagReaders = dict[int, Callable[[Reader], None]]
-
-
-def read_tags(r: Reader, known: TagReaders) -> None:
-    """A tagged-field section: known tags parsed from their own bytes, the rest skipped."""
-    if not r.flexible:
-        return
-    count = r.uvarint()
-    if count > MAX_TAGGED_FIELDS:
-        raise ProtocolError(f"too many tagged fields: {count}")
-    last = -1
-    for _ in range(count):
-        tag = r.uvarint()
-        if tag <= last:
-            raise ProtocolError("tagged fields out of order")
-        last = tag
-        payload = r.raw(r.uvarint())
-        parse = known.get(tag)
-        if parse is not None:
-            inner = Reader(payload, flexible=True)
-            parse(inner)
-            if inner.remaining:
-                raise ProtocolError(f"tagged field {tag}: {inner.remaining} bytes left over")
-
-
-def write_tags(w: Writer, tags: list[tuple[int, Callable[[Writer], None]]]) -> None:
-    """A tagged-field section with `tags` (ascending, each written by its function)."""
-    if not w.flexible:
-        return
-    w.uvarint(len(tags))
-    for tag, write in tags:
-        inner = Writer(flexible=True)
-        write(inner)
-        payload = inner.to_bytes()
-        w.uvarint(tag)
-        w.uvarint(len(payload))
-        w.raw(payload)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -208,6 +208,12 @@ class Reader:
     def skip_tagged_fields(self) -> None:
         """Skip a tagged-field section (also request header v2, whose client_id stays classic);
         tags must be strictly ascending and each size must fit."""
+        for _tag, _data in self.tagged_field_items():
+            pass
+
+    def tagged_field_items(self) -> Iterator[tuple[int, memoryview]]:
+        """Each field of a tagged-field section as (tag, its bytes), checked as Kafka does:
+        at most MAX_TAGGED_FIELDS, strictly ascending, each size within the buffer."""
         count = self.uvarint()
         if count > MAX_TAGGED_FIELDS:
             raise ProtocolError(f"too many tagged fields: {count}")
@@ -217,7 +223,7 @@ class Reader:
             if tag <= last:
                 raise ProtocolError("tagged fields out of order")
             last = tag
-            self.raw(self.uvarint())
+            yield tag, self.raw(self.uvarint())
 
 
 class Writer:

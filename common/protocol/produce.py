@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.leader_discovery import (
+    UNKNOWN_LEADER,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    read_leader,
+    read_node_endpoints,
+    write_leader,
+    write_node_endpoints,
+)
 from common.protocol.primitives import Chunk, Reader, Writer
 from common.protocol.tagged import (
     decode_tagged,
@@ -22,6 +31,24 @@ from common.protocol.tagged import (
     read_tagged_fields,
     write_tagged_fields,
 )
+
+__all__ = [  # with KIP-951's CurrentLeader/NodeEndpoint structs, re-exported: part of Produce v10+
+    "LEADER_DISCOVERY_VERSION",
+    "UNKNOWN_LEADER",
+    "BatchIndexAndErrorMessage",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+    "PartitionProduceData",
+    "PartitionProduceResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "TopicProduceData",
+    "TopicProduceResponse",
+    "decode_produce_request",
+    "decode_produce_response",
+    "encode_produce_request",
+    "encode_produce_response",
+]
 
 LEADER_DISCOVERY_VERSION: Final = 10  # KIP-951: CurrentLeader and NodeEndpoints
 _CURRENT_LEADER_TAG: Final = 0  # of a partition response
@@ -52,27 +79,6 @@ class ProduceRequest:
 class BatchIndexAndErrorMessage:
     batch_index: int
     batch_index_error_message: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderIdAndEpoch:
-    """v10+: the partition's current leader as the broker knows it (-1: unknown)."""
-
-    leader_id: int = -1
-    leader_epoch: int = -1
-
-
-UNKNOWN_LEADER: Final = LeaderIdAndEpoch()  # the default: the tagged field is not sent
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    """v10+: where a leader named in a CurrentLeader is reached."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,32 +152,6 @@ def encode_produce_request(req: ProduceRequest, version: int) -> list[Chunk]:
     return w.chunks()
 
 
-def _write_leader(w: Writer, leader: LeaderIdAndEpoch) -> None:
-    w.int32(leader.leader_id)
-    w.int32(leader.leader_epoch)
-    w.tagged_fields()
-
-
-def _read_leader(r: Reader) -> LeaderIdAndEpoch:
-    leader = LeaderIdAndEpoch(r.int32(), r.int32())
-    r.tagged_fields()
-    return leader
-
-
-def _write_endpoint(w: Writer, e: NodeEndpoint) -> None:
-    w.int32(e.node_id)
-    w.string(e.host)
-    w.int32(e.port)
-    w.nullable_string(e.rack)
-    w.tagged_fields()
-
-
-def _read_endpoint(r: Reader) -> NodeEndpoint:
-    endpoint = NodeEndpoint(r.int32(), r.string(), r.int32(), r.nullable_string())
-    r.tagged_fields()
-    return endpoint
-
-
 def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.PRODUCE, version)
     w = writer_for(ApiKey.PRODUCE, version)
@@ -195,7 +175,7 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
         # identity first: the hot path's partitions all share the default object
         if leaders and p.current_leader is not UNKNOWN_LEADER and p.current_leader != UNKNOWN_LEADER:
             leader = p.current_leader
-            write_tagged_fields(w, {_CURRENT_LEADER_TAG: encode_tagged(lambda t: _write_leader(t, leader))})
+            write_tagged_fields(w, {_CURRENT_LEADER_TAG: encode_tagged(lambda t: write_leader(t, leader))})
         else:
             w.tagged_fields()
 
@@ -208,7 +188,7 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     w.int32(resp.throttle_time_ms)
     if leaders and resp.node_endpoints:
         write_tagged_fields(w, {_NODE_ENDPOINTS_TAG: encode_tagged(
-            lambda t: t.array(resp.node_endpoints, _write_endpoint))})
+            lambda t: write_node_endpoints(t, resp.node_endpoints))})
     else:
         w.tagged_fields()
     return w.chunks()
@@ -233,7 +213,7 @@ def decode_produce_response(body: memoryview, version: int) -> ProduceResponse:
         if version >= 8:
             errors = r.array(record_error, 3 if r.flexible else 6)
             message = r.nullable_string()
-        leader = decode_tagged(read_tagged_fields(r, leaders), _CURRENT_LEADER_TAG, _read_leader,
+        leader = decode_tagged(read_tagged_fields(r, leaders), _CURRENT_LEADER_TAG, read_leader,
                                UNKNOWN_LEADER)
         return PartitionProduceResponse(index, error_code, base_offset, append_time, log_start,
                                         errors, message, leader)
@@ -247,5 +227,5 @@ def decode_produce_response(body: memoryview, version: int) -> ProduceResponse:
     throttle = r.int32()
     no_endpoints: tuple[NodeEndpoint, ...] = ()
     endpoints = decode_tagged(read_tagged_fields(r, leaders), _NODE_ENDPOINTS_TAG,
-                              lambda t: t.array(_read_endpoint, 11), no_endpoints)
+                              read_node_endpoints, no_endpoints)
     return ProduceResponse(responses, throttle, endpoints)

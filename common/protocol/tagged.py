@@ -1,14 +1,17 @@
-"""Tagged fields we send or read (KIP-482), for the few structs whose tags carry data:
-Produce v10's CurrentLeader and NodeEndpoints (KIP-951), CreateTopics v5's
-TopicConfigErrorCode.
+"""Tagged fields we send or read (KIP-482), for the structs whose tags carry data: Produce
+v10's and Fetch v12+'s KIP-951 CurrentLeader and NodeEndpoints, Fetch's ClusterId,
+ReplicaState, ReplicaDirectoryId, DivergingEpoch and SnapshotId, CreateTopics v5's
+TopicConfigErrorCode. The one helper API for tags: structs without data tags use
+`Reader.tagged_fields` / `Writer.tagged_fields`.
 
 A tagged field is written only when it differs from its default, as Kafka's generated
 code does, so a response without them is byte-identical to one from a codec that knows no
 tags. Reading keeps the tags asked for and skips the rest with the same bounds as
 `Reader.skip_tagged_fields`.
 
-    w.tagged_fields_with({0: encode_leader(w.flexible, leader)})   # None values are omitted
+    write_tagged_fields(w, {0: encode_tagged(lambda t: write_leader(t, leader))})  # None: omitted
     tags = read_tagged_fields(r, wanted={0})                       # {tag: Reader over its bytes}
+    leader = decode_tagged(tags, 0, read_leader, UNKNOWN_LEADER)
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
-from common.protocol.primitives import MAX_TAGGED_FIELDS, ProtocolError, Reader, Writer
+from common.protocol.primitives import ProtocolError, Reader, Writer
 
 T = TypeVar("T")
 
@@ -46,17 +49,8 @@ def read_tagged_fields(r: Reader, wanted: Collection[int]) -> dict[int, Reader]:
     the others skipped. Classic readers read nothing."""
     if not r.flexible:
         return {}
-    count = r.uvarint()
-    if count > MAX_TAGGED_FIELDS:
-        raise ProtocolError(f"too many tagged fields: {count}")
     found: dict[int, Reader] = {}
-    last = -1
-    for _ in range(count):
-        tag = r.uvarint()
-        if tag <= last:
-            raise ProtocolError("tagged fields out of order")
-        last = tag
-        data = r.raw(r.uvarint())
+    for tag, data in r.tagged_field_items():
         if tag in wanted:
             found[tag] = Reader(data, flexible=True)
     return found

@@ -21,11 +21,12 @@ import aiohttp
 import pytest
 
 from broker.controller_client import ControllerClient
+from broker.follower_settings import FollowerSettings
 from broker.metadata_checkpoint import OFFSET_FILE, read_offset_file
 from broker.metadata_follower import own_registration_replayed
-from broker.metadata_follower_loop import FollowerSettings, MetadataFollower
-from metadata.delta import LocalReplicaChanges
+from broker.metadata_follower_loop import MetadataFollower
 from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges
 from metadata.records import Listener
 from tidelog.launcher import LocalCluster, free_ports
 from tidelog.waiting import wait_until_async

@@ -21,7 +21,8 @@ from common.config_schema import Password
 from metadata.records import BeginEpoch, NoOp, Topic
 from quorum.active_controller import ActiveController
 from quorum.log_state import OutcomeKind
-from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog, QuorumSettings
+from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog
+from quorum.quorum_settings import QuorumSettings
 from quorum.voters import Voter
 from tidelog.launcher import free_ports
 from tidelog.waiting import wait_until_async

@@ -30,8 +30,8 @@ from quorum.admin_api import AdminError, ApiSettings
 from quorum.config_control import AlterConfigOp, AlterConfigOpType, ConfigChanges
 from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
-from quorum.metadata_log import QuorumSettings, QuorumStatus
 from quorum.openapi import openapi_document
+from quorum.quorum_settings import QuorumSettings, QuorumStatus
 from tidelog.launcher import free_ports
 
 # --- The pure validators ------------------------------------------------------------

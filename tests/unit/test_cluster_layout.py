@@ -21,7 +21,7 @@ from common.config import parse_config
 from common.config_schema import Config, Password
 from common.properties import load_properties
 from quorum.admin_api import ApiSettings
-from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings
+from quorum.quorum_settings import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
 from tidelog import cluster_layout, launcher
 from tidelog.cluster_layout import (

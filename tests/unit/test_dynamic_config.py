@@ -28,8 +28,9 @@ from common.topic_config import (
     describe_topic_configs,
     from_broker_config,
 )
-from metadata.delta import apply, changes_for_broker
+from metadata.delta import apply
 from metadata.image import MetadataImage
+from metadata.local_changes import changes_for_broker
 from metadata.records import Config as ConfigRecord
 from metadata.records import ConfigResourceType, Partition, Topic
 

@@ -15,8 +15,8 @@ from broker.replica_manager import ReplicaManager
 from broker.topic_partition import TopicPartition
 from common.protocol.fetch import FetchPartition
 from common.topic_config import LogConfig
-from metadata.delta import changes_for_broker
 from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
 from tests.log_helpers import NOW, batch
 from tests.unit.test_replica_manager import ME, TOPICS, TRIPLE_0
 

@@ -31,8 +31,8 @@ from common.topic_config import LogConfig
 from groups.group import GroupConfig
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.records import OffsetCommitKey, OffsetCommitValue, decode_record
-from metadata.delta import changes_for_broker
 from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
 from metadata.records import Partition, Topic
 from tests.log_helpers import NOW
 from tests.unit.test_request_handler import (

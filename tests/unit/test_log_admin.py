@@ -21,8 +21,8 @@ from common.protocol import delete_records as dr
 from common.protocol import describe_log_dirs as dld
 from common.protocol import describe_producers as dp
 from common.topic_config import LogConfig
-from metadata.delta import changes_for_broker
 from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
 from tests.log_helpers import NOW, batch
 from tests.unit.test_replica_deletes import ME, TOPICS
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.delta import LocalPartition, LocalReplicaChanges, split_changes
 from metadata.image import PartitionRegistration
+from metadata.local_changes import LocalPartition, LocalReplicaChanges, split_changes
 
 # --- split_changes: a large change set in slices, Kafka's order kept ------------------
 

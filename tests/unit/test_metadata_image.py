@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from metadata.delta import LocalReplicaChanges, MetadataDelta, apply, changes_for_broker
+from metadata.delta import MetadataDelta, apply
 from metadata.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -20,6 +20,7 @@ from metadata.image import (
     TopicImage,
     TopicsImage,
 )
+from metadata.local_changes import LocalReplicaChanges, changes_for_broker
 from metadata.records import (
     NO_LEADER,
     BeginEpoch,

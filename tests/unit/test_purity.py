@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups", "chaos.sim")
 PURE_MODULES = (
     "common.errors", "common.units", "common.config", "common.config_schema", "common.topic_config", "common.rpc",
+    "common.rpc_messages",
     "common.record_batch", "common.records", "common.compression", "common.log_config",
     "broker.log.log_validator",
     "broker.replication.high_watermark", "broker.replication.isr_policy",

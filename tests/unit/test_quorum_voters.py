@@ -8,7 +8,7 @@ import pytest
 
 from common.config import parse_config
 from common.config_schema import ConfigError, Password
-from quorum.metadata_log import METADATA_DIR_NAME, QuorumSettings
+from quorum.quorum_settings import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
 
 VOTERS = ("1@127.0.0.1:9093", "2@127.0.0.2:9093", "3@127.0.0.3:9093")

@@ -21,8 +21,9 @@ from broker.replica_manager import ReplicaManager
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.topic_config import LogConfig
-from metadata.delta import apply, changes_for_broker
+from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
 from metadata.records import (
     BeginEpoch,
     BrokerRegistrationChange,

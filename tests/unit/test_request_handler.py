@@ -7,11 +7,11 @@ import asyncio
 import pytest
 
 from broker.log.log_manager import LogManager
-from broker.topic_admin import AdminReply
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
-from common.errors import ErrorCode
+from broker.topic_admin import AdminReply
 from common.config import parse_config
+from common.errors import ErrorCode
 from common.protocol import admin, delete_topics, fetch, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
@@ -41,8 +41,9 @@ from common.protocol.init_producer_id import (
 from common.protocol.primitives import ProtocolError
 from common.record_batch import set_partition_leader_epoch
 from common.topic_config import LogConfig
-from metadata.delta import apply, changes_for_broker
+from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
 from metadata.records import (
     BeginEpoch,
     BrokerRegistrationChange,

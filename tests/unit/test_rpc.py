@@ -8,8 +8,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from common import rpc
-from common.rpc import (
+from common import rpc, rpc_messages
+from common.rpc import RpcDecodeError
+from common.rpc_messages import (
     AllocateProducerIdsReply,
     AlterPartitionData,
     AlterPartitionPartitionReply,
@@ -26,7 +27,6 @@ from common.rpc import (
     ListenerData,
     MetadataFetchReply,
     MetadataFetchRequest,
-    RpcDecodeError,
     RpcStatus,
 )
 
@@ -165,6 +165,6 @@ def test_rpc_refusals(decode: Any, body: Any, field: str | None) -> None:
 def test_rpc_good_bodies() -> None:
     assert rpc.decode_heartbeat_request({**HEARTBEAT, "want_shut_down": True}) == BrokerHeartbeatRequest(
         1, 5, 9, want_fence=False, want_shut_down=True)
-    assert rpc.decode_fetch_request({"offset": 3}) == MetadataFetchRequest(3, 0, rpc.MAX_FETCH_RECORDS, -1)
+    assert rpc.decode_fetch_request({"offset": 3}) == MetadataFetchRequest(3, 0, rpc_messages.MAX_FETCH_RECORDS, -1)
     assert rpc.decode_registration_request(REGISTRATION).listeners[0] == ListenerData("PLAINTEXT", "127.0.0.4", 9092)
     assert rpc.decode_alter_partition_request(ALTER_PARTITION).topics[0].partitions[0].partition_index == 0

@@ -1,0 +1,81 @@
+"""What one metadata-quorum voter is configured with (`QuorumSettings`, from the node config),
+and what it reports of itself (`QuorumStatus`): the plain data around `quorum.metadata_log`'s
+Raft state machine, apart from it so admin code and tests need not import pysyncobj's shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from common.config import log_dirs
+from common.config_schema import Config, ConfigError, Password
+from metadata.image import MetadataImage
+from quorum.voters import Voter, parse_voters
+
+METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
+LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
+RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
+
+
+class QuorumBindError(OSError):
+    """The quorum listener could not bind its address."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumSettings:
+    """What one voter needs: its id, every voter, its data dir and the cluster password."""
+
+    node_id: int
+    voters: Mapping[int, Voter]
+    data_dir: Path
+    password: Password
+    compaction_min_entries: int = LOG_COMPACTION_MIN_ENTRIES
+    retained_records: int = RETAINED_RECORDS
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ConfigError(f"node.id {self.node_id} is not one of the controller.quorum.voters "
+                              f"{sorted(self.voters)}")
+        if not isinstance(self.password, Password) or not self.password.value:
+            raise ConfigError("config 'controller.cluster.password' must be set: the quorum's wire "
+                              "format is pickle, and the password is what keeps strangers out")
+
+    @property
+    def me(self) -> Voter:
+        return self.voters[self.node_id]
+
+    @classmethod
+    def from_config(cls, config: Config) -> QuorumSettings:
+        """Settings from a parsed config; ConfigError when a controller key is missing or bad."""
+        voters = config["controller.quorum.voters"]
+        if voters is None:
+            raise ConfigError("config 'controller.quorum.voters' is required for a controller")
+        assert isinstance(voters, tuple), "the key table types controller.quorum.voters as LIST"
+        password = config["controller.cluster.password"]
+        if password is None:
+            password = Password("")  # __post_init__ explains why that is refused
+        node_id = config["node.id"]
+        assert isinstance(node_id, int) and isinstance(password, Password)
+        base = config["metadata.log.dir"] or log_dirs(config)[0]
+        assert isinstance(base, str)
+        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStatus:
+    """One voter's view of the quorum and of the committed log, read at one moment."""
+
+    node_id: int
+    is_leader: bool
+    term: int
+    leader: str | None
+    commit_index: int
+    last_applied: int
+    ready: bool
+    log_start_offset: int
+    last_offset: int
+    dump_offset: int
+    image: MetadataImage
