@@ -19,20 +19,16 @@ Nothing is asserted: a measurement, not a test.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import signal
 import statistics
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from tidelog import waiting
+from bench_common import broker_gauge, http, wait_until
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 6))
@@ -46,30 +42,9 @@ PROPERTIES: Final[dict[str, str]] = {}  # Kafka's defaults: heartbeats every 2 s
 STAMP: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
-def http(url: str, method: str = "GET", body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-        return json.loads(answer.read())
-
-
-def wait_until(what: str, condition: Callable[[], Any], timeout: float = WAIT_S, poll: float = 0.05) -> Any:
-    """`tidelog.waiting.wait_until`, where a half-started node's odd answer is also "not yet"."""
-    return waiting.wait_until(what, condition, timeout, poll_s=poll,
-                              not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
-
-
 def led_by(cluster: LocalCluster, topic: str, broker: int) -> int:
     view = http(f"{cluster.admin_url}/v1/topics/{topic}")
     return sum(1 for p in view["partitions"] if p["leader"] == broker)
-
-
-def metric(node: NodeProcess, name: str) -> float:
-    with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(f"tidelog_broker_{name} "):
-                return float(line.split()[1])
-    raise KeyError(name)
 
 
 def restart(cluster: LocalCluster, node_id: int) -> NodeProcess:
@@ -132,7 +107,7 @@ def run(partitions: int, runs: int, per_partition: int, keep: Path | None) -> li
                 wait_until(f"broker 4 unfenced, leading all {partitions} partitions",
                            lambda: http(f"{cluster.admin_url}/v1/brokers/{UNDER_TEST}")["state"] == "UNFENCED"
                            and led_by(cluster, "many", UNDER_TEST) == partitions
-                           and metric(node, "partitions_led") == partitions)
+                           and broker_gauge(node, "partitions_led", HTTP_TIMEOUT_S) == partitions)
                 time.sleep(SETTLE_S)
                 if attempt == 1:
                     produce(cluster, "many", partitions, per_partition)

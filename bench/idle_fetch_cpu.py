@@ -12,14 +12,13 @@ partitions. Nothing is asserted: a measurement, not a test.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from bench_common import broker_gauge, http, process_cpu_s, rss_mib
 from tidelog import waiting
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
@@ -27,28 +26,7 @@ HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 BROKERS: Final = (4, 5, 6)
 READY_S: Final = 120.0
 CREATE_WAIT_S: Final = 900.0
-HTTP_TIMEOUT_S: Final = 120.0
 SETTLE_S: Final = 30.0
-TICKS: Final = os.sysconf("SC_CLK_TCK")
-
-
-def http(url: str, method: str = "GET", body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-        return json.loads(answer.read())
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def fully_replicated(admin_url: str, topics: list[str]) -> bool:
@@ -60,12 +38,11 @@ def fully_replicated(admin_url: str, topics: list[str]) -> bool:
 
 
 def hosted(node: NodeProcess) -> float:
-    """The broker's partitions_hosted gauge (it has opened their logs)."""
-    with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith("tidelog_broker_partitions_hosted "):
-                return float(line.split()[1])
-    return 0.0
+    """The broker's partitions_hosted gauge (it has opened their logs); 0 before it has one."""
+    try:
+        return broker_gauge(node, "partitions_hosted")
+    except KeyError:
+        return 0.0
 
 
 def run(partitions: int, topics: int, seconds: float, windows: int, keep: Path | None) -> None:
@@ -91,12 +68,12 @@ def run(partitions: int, topics: int, seconds: float, windows: int, keep: Path |
             time.sleep(SETTLE_S)  # let the creation's catch-up rounds settle
             pids = {node.spec.node_id: node.pid for node in cluster.brokers if node.pid is not None}
             for window in range(1, windows + 1):
-                before = {b: cpu_seconds(pid) for b, pid in pids.items()}
+                before = {b: process_cpu_s(pid) for b, pid in pids.items()}
                 t0 = time.monotonic()
                 time.sleep(seconds)
                 elapsed = time.monotonic() - t0
                 for broker, pid in sorted(pids.items()):
-                    used = cpu_seconds(pid) - before[broker]
+                    used = process_cpu_s(pid) - before[broker]
                     print(f"window {window}: broker {broker}: {100 * used / elapsed:.1f} % of a core idle over "
                           f"{elapsed:.0f} s, RSS {rss_mib(pid):.0f} MiB", flush=True)
             print(f"load average: {os.getloadavg()}", flush=True)

@@ -23,61 +23,25 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import os
 import signal
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from tidelog import waiting
+from bench_common import broker_gauge, http, process_cpu_s, rss_mib, wait_until
 from tidelog.launcher import LocalCluster, NodeProcess, free_ports
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 UNDER_TEST: Final = 4
 READY_S: Final = 120.0
 WAIT_S: Final = 300.0
-HTTP_TIMEOUT_S: Final = 120.0
-CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
-
-
-def http(url: str, method: str = "GET", body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-        return json.loads(answer.read())
-
-
-def wait_until(what: str, condition: Callable[[], Any], timeout: float = WAIT_S, poll: float = 0.05) -> Any:
-    return waiting.wait_until(what, condition, timeout, poll_s=poll,
-                              not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
-
-
-def metric(node: NodeProcess, name: str) -> float:
-    with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(f"tidelog_broker_{name} "):
-                return float(line.split()[1])
-    raise KeyError(name)
 
 
 def led_total(cluster: LocalCluster) -> int:
-    return int(sum(metric(b, "partitions_led") for b in cluster.brokers if b.running()))
-
-
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return int(sum(broker_gauge(b, "partitions_led") for b in cluster.brokers if b.running()))
 
 
 def create(cluster: LocalCluster, topics: dict[str, int]) -> float:
@@ -114,11 +78,11 @@ def in_every_isr(cluster: LocalCluster, names: list[str], broker: int) -> bool:
 
 def idle_cpu(cluster: LocalCluster, seconds: float) -> dict[int, float]:
     pids = {b.spec.node_id: b.pid for b in cluster.brokers if b.pid is not None}
-    before = {n: cpu_ticks(p) for n, p in pids.items()}
+    before = {n: process_cpu_s(p) for n, p in pids.items()}
     started = time.monotonic()
     time.sleep(seconds)
     wall = time.monotonic() - started
-    return {n: 100 * (cpu_ticks(p) - before[n]) / CLK_TCK / wall for n, p in pids.items()}
+    return {n: 100 * (process_cpu_s(p) - before[n]) / wall for n, p in pids.items()}
 
 
 def start_cluster(root: Path) -> LocalCluster:
@@ -147,7 +111,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[
         with start_cluster(Path(tmp) / "many-topics") as cluster:
             print(f"{topics} topics of {per} partitions RF=3:", flush=True)
             rows.append((f"create {topics} x {per} RF=3 (s)", f"{create(cluster, dict.fromkeys(names, per)):.2f}"))
-            led = metric(cluster.node(UNDER_TEST), "partitions_led")
+            led = broker_gauge(cluster.node(UNDER_TEST), "partitions_led")
             rows.append((f"broker {UNDER_TEST} leads", f"{led:.0f}"))
             for node_id, share in sorted(idle_cpu(cluster, idle_s).items()):
                 rows.append((f"idle CPU broker {node_id} over {idle_s:.0f} s (% core)", f"{share:.1f}"))
