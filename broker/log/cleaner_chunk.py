@@ -27,7 +27,7 @@ from broker.log.compaction import (
     retained_records,
     splice_batch,
 )
-from broker.log.record_columns import I64, RecordColumns, hash_keys, scan_chunk
+from broker.log.record_columns import I64, U64, RecordColumns, hash_keys, scan_chunk
 from broker.log.record_scan import scan_batch
 from common.record_batch import RecordBatchHeader
 
@@ -43,6 +43,7 @@ class MapResult:
     end_offset: int | None
     full: bool
     stop: bool
+    scan: ChunkScan | None = None
 
 
 @dataclass(slots=True)
@@ -60,62 +61,94 @@ class FilterResult:
             self.earliest_delete_horizon = horizon
 
 
-def _keyed(columns: RecordColumns, seed: int) -> tuple[I64, tuple[np.ndarray, np.ndarray]]:
-    """Indexes of the records with a key, and their key hashes."""
+@dataclass(frozen=True, slots=True)
+class ChunkScan:
+    """A chunk's data batches (every batch but control batches, whose records hold no key
+    of the topic) scanned once, with their keys hashed: the map pass makes it and the
+    filter pass reuses it, so a dirty chunk is read, walked and hashed once.
+    `scanned_at[c]` is the index in the chunk's batches of column batch c; `keyed` the
+    records with a key, `h1`/`h2` their hashes."""
+
+    columns: RecordColumns
+    scanned_at: I64
+    keyed: I64
+    h1: U64
+    h2: U64
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held (the chunk's buffer included), for the shell's cache budget."""
+        c = self.columns
+        return int(sum(a.nbytes for a in (
+            c.buf, c.first, c.section_start, c.section_end, c.offset, c.timestamp,
+            c.key_start, c.key_length, c.is_tombstone, c.start, c.end, self.scanned_at,
+            self.keyed, self.h1, self.h2)))
+
+
+def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> ChunkScan:
+    """Scan and hash the chunk's data batches (both passes' input)."""
+    scanned_at = np.array([i for i, (_, h) in enumerate(batches) if not h.is_control],
+                          np.int64)
+    columns = scan_chunk(data, [batches[i] for i in scanned_at.tolist()])
     keyed = np.flatnonzero(columns.key_length >= 0)
-    return keyed, hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed],
-                            seed)
+    h1, h2 = hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed], seed)
+    return ChunkScan(columns, scanned_at, keyed, h1, h2)
 
 
 def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches, *,
-              first_dirty: int, first_uncleanable: int) -> MapResult:
+              first_dirty: int, first_uncleanable: int,
+              scan: ChunkScan | None = None) -> MapResult:
     """Put the keys of the chunk's dirty batches in `offset_map`, as Kafka's
     buildOffsetMap: a batch is mapped only while the map has room for all its records
-    (an upper bound: some keys may be present); the map covers whole batches."""
-    dirty = [(pos, h) for pos, h in batches
-             if h.last_offset >= first_dirty and h.base_offset < first_uncleanable]
+    (an upper bound: some keys may be present); the map covers whole batches. The
+    result carries the chunk's scan (`scan`, or made here) for the filter pass."""
+    # batches are in offset order: the dirty ones are the range [lo, hi)
+    lo = next((i for i, (_, h) in enumerate(batches) if h.last_offset >= first_dirty),
+              len(batches))
+    hi = next((i for i in range(lo, len(batches))
+               if batches[i][1].base_offset >= first_uncleanable), len(batches))
     reached_end = bool(batches) and batches[-1][1].next_offset >= first_uncleanable
-    if not dirty:
-        return MapResult(None, False, reached_end)
-    data_batches = [(i, b) for i, b in enumerate(dirty) if not b[1].is_control]
-    columns = scan_chunk(data, [b for _, b in data_batches])
-    keyed, (h1, h2) = _keyed(columns, offset_map.seed)
-    # the distinct keys the map would hold before each dirty batch
-    new_per_record = offset_map.new_keys(h1, h2)
-    batch_of_keyed = columns.batch_of_record[keyed]
-    new_per_batch = np.zeros(len(dirty), np.int64)
-    if len(data_batches):
-        at = np.array([i for i, _ in data_batches], np.int64)
-        new_per_batch[at] = np.bincount(batch_of_keyed, weights=new_per_record,
-                                        minlength=len(data_batches)).astype(np.int64)
-    before = len(offset_map) + np.concatenate(([0], np.cumsum(new_per_batch)[:-1]))
-    counts = np.array([h.record_count for _, h in dirty], np.int64)
-    over = np.flatnonzero(before + counts > offset_map.capacity)
-    mapped = int(over[0]) if len(over) else len(dirty)
+    if lo >= hi:
+        return MapResult(None, False, reached_end, scan)
+    if scan is None:
+        scan = scan_for_cleaning(data, batches, offset_map.seed)
+    keyed, h1, h2 = scan.keyed, scan.h1, scan.h2
+    batch_of_keyed = scan.scanned_at[scan.columns.batch_of_record[keyed]]
+    dirty_keyed = (batch_of_keyed >= lo) & (batch_of_keyed < hi)
+    counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
+    mapped = hi - lo
+    if not offset_map.room_for(int(counts.sum())):  # else every dirty batch fits
+        # the distinct keys the map would hold before each dirty batch
+        new_per_record = offset_map.new_keys(h1[dirty_keyed], h2[dirty_keyed])
+        new_per_batch = np.bincount(batch_of_keyed[dirty_keyed] - lo, weights=new_per_record,
+                                    minlength=hi - lo).astype(np.int64)
+        before = len(offset_map) + np.concatenate(([0], np.cumsum(new_per_batch)[:-1]))
+        over = np.flatnonzero(before + counts > offset_map.capacity)
+        mapped = int(over[0]) if len(over) else hi - lo
     if mapped:
-        # the records of the data batches before the first that does not fit
-        data_mapped = sum(1 for i, _ in data_batches if i < mapped)
-        take = batch_of_keyed < data_mapped
-        offset_map.put_hashes(h1[take], h2[take], columns.offset[keyed[take]])
-    end = dirty[mapped - 1][1].next_offset if mapped else None
-    return MapResult(end, mapped < len(dirty), reached_end or mapped < len(dirty))
+        take = dirty_keyed & (batch_of_keyed < lo + mapped)
+        offset_map.put_hashes(h1[take], h2[take], scan.columns.offset[keyed[take]])
+    end = batches[lo + mapped - 1][1].next_offset if mapped else None
+    full = mapped < hi - lo
+    return MapResult(end, full, reached_end or full, scan)
 
 
 def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: OffsetMap,
                  map_end_offset: int, now_ms: int, delete_retention_ms: int,
                  lag_horizon_ms: int, last_offsets_of_producers: Mapping[int, int],
-                 group_next_offset: int | None) -> FilterResult:
+                 group_next_offset: int | None,
+                 scan: ChunkScan | None = None) -> FilterResult:
     """What of the chunk's batches survives. A batch reaching `group_next_offset` (the end
     of the segment group being cleaned) stays at least as an empty header, so that the
     cleaned segment covers exactly the offsets of the segments it replaces."""
     result = FilterResult()
     view = memoryview(data)
-    scanned_at = [i for i, (_, h) in enumerate(batches)
-                  if not (h.is_control or h.is_transactional)]
-    columns = scan_chunk(data, [batches[i] for i in scanned_at])
-    keyed, (h1, h2) = _keyed(columns, offset_map.seed)
+    if scan is None:
+        scan = scan_for_cleaning(data, batches, offset_map.seed)
+    columns, keyed = scan.columns, scan.keyed
+    scanned_at: list[int] = scan.scanned_at.tolist()
     latest = np.full(len(columns.offset), -1, np.int64)
-    latest[keyed] = offset_map.lookup(h1, h2)
+    latest[keyed] = offset_map.lookup(scan.h1, scan.h2)
     batch_of = columns.batch_of_record
     retain_deletes = np.array([not batches[i][1].has_delete_horizon
                                or now_ms < batches[i][1].base_timestamp
@@ -135,7 +168,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     for i, (pos, header) in enumerate(batches):  # per batch, not per record
         result.records_read += header.record_count
         c = column_of.get(i)
-        if c is None:  # transactional and control batches are left whole
+        if c is None or header.is_transactional:  # left whole: control, transactional
             retention, horizon = BatchRetention.KEEP, None
         else:
             retention, horizon = batch_retention(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.checkpoint_file import fsync_directory
-from broker.log.cleaner_chunk import filter_chunk, map_chunk
+from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
     LogSnapshot,
@@ -56,7 +56,15 @@ log = logging.getLogger(__name__)
 # column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte.
 SCAN_CHUNK_BYTES = 2 * MIB
 WRITE_BUFFER_BYTES = 4 * MIB
+# The map pass keeps the scans of whole dirty segments (chunk bytes, record columns, key
+# hashes: ~1.7x the segment at 100-byte records) for the filter pass up to this much, so a
+# dirty section this size is read, walked and hashed once; past it, segments are scanned
+# again in the filter pass (Kafka always reads the dirty section twice).
+SCAN_CACHE_BYTES = 128 * MIB
 FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
+
+
+Chunk = tuple[memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan]
 
 
 @dataclass(slots=True)
@@ -115,6 +123,9 @@ class Cleaner:
         self.throttle = throttle
         self.fail_point = fail_point or (lambda step: None)
         self.stopping = False  # set from the owner's thread: `prepare` gives up soon
+        # segment base offset -> its chunks as the map pass scanned them (one `prepare`)
+        self._scans: dict[int, list[Chunk]] = {}
+        self._scans_bytes = 0
 
     def request_stop(self) -> None:
         """Make a running `prepare` stop at its next batch (broker shutdown)."""
@@ -137,6 +148,8 @@ class Cleaner:
                                  first_uncleanable=first_uncleanable, now_ms=now_ms,
                                  tombstones_due=tombstones_due)
         finally:
+            self._scans.clear()
+            self._scans_bytes = 0
             for f in files:
                 f.close()
 
@@ -170,16 +183,27 @@ class Cleaner:
     def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
                           first_uncleanable: int, prepared: PreparedClean) -> int:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
-        at a batch that would overflow the map (cleaned later: Kafka's partial map)."""
+        at a batch that would overflow the map (cleaned later: Kafka's partial map).
+        Whole segments' scans are kept for the filter pass within SCAN_CACHE_BYTES."""
         end = first_dirty
         for segment in segments:
             if segment.next_offset <= first_dirty:
                 continue
             if segment.base_offset >= first_uncleanable:
                 break
+            kept: list[Chunk] | None = []
+            kept_bytes, stop = 0, False
             for data, batches in self._chunks(segment):
                 mapped = map_chunk(self.offset_map, data, batches, first_dirty=first_dirty,
                                    first_uncleanable=first_uncleanable)
+                if kept is not None and mapped.scan is not None:
+                    kept_bytes += mapped.scan.nbytes
+                    if self._scans_bytes + kept_bytes <= SCAN_CACHE_BYTES:
+                        kept.append((data, batches, mapped.scan))
+                    else:
+                        kept = None
+                else:
+                    kept = None  # a chunk not scanned: the filter pass scans the segment
                 if mapped.end_offset is not None:
                     end = mapped.end_offset
                 if mapped.stop:
@@ -187,7 +211,15 @@ class Cleaner:
                         raise KafkaStorageError(
                             f"log.cleaner.dedupe.buffer.size holds {self.offset_map.capacity} "
                             f"keys, too few for one batch of the log")
-                    return end
+                    if batches[-1][1].next_offset < segment.next_offset:
+                        kept = None  # the segment's later chunks were not scanned
+                    stop = True
+                    break
+            if kept is not None:
+                self._scans[segment.base_offset] = kept
+                self._scans_bytes += kept_bytes
+            if stop:
+                return end
         return end
 
     def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
@@ -201,14 +233,14 @@ class Cleaner:
         try:
             for segment in group:
                 prepared.bytes_read += segment.size
-                for data, batches in self._chunks(segment):
+                for data, batches, scan in self._scanned_chunks(segment):
                     kept = filter_chunk(
                         data, batches, offset_map=self.offset_map,
                         map_end_offset=prepared.end_offset, now_ms=now_ms,
                         delete_retention_ms=prepared.delete_retention_ms,
                         lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers,
                         group_next_offset=(segment.next_offset if segment is last_segment
-                                           else None))
+                                           else None), scan=scan)
                     prepared.records_read += kept.records_read
                     prepared.records_kept += kept.records_kept
                     _note_horizon(prepared, kept.earliest_delete_horizon)
@@ -227,6 +259,19 @@ class Cleaner:
         if self.throttle is not None:
             self.throttle.account(len(data))
         return _write_all(fd, data)
+
+    def _scanned_chunks(self, segment: SegmentFile) -> Iterator[tuple[
+            memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan | None]]:
+        """The segment's chunks with the map pass's scans, or read afresh (scan None)."""
+        cached = self._scans.pop(segment.base_offset, None)
+        if cached is None:
+            for data, batches in self._chunks(segment):
+                yield data, batches, None
+            return
+        for data, batches, scan in cached:
+            if self.stopping:
+                raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
+            yield data, batches, scan
 
     def _chunks(self, segment: SegmentFile) -> Iterator[tuple[memoryview,
                                                               list[tuple[int, RecordBatchHeader]]]]:
