@@ -164,7 +164,7 @@ class Cleaner:
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
-        producers = last_batch_of_producers(h for f in files for h in f.headers())
+        producers = last_batch_of_producers(h for f in files for h in self._headers(f))
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
         lag_horizon = now_ms - config.min_compaction_lag_ms
         try:
@@ -259,6 +259,16 @@ class Cleaner:
         if self.throttle is not None:
             self.throttle.account(len(data))
         return _write_all(fd, data)
+
+    def _headers(self, segment: SegmentFile) -> Iterator[RecordBatchHeader]:
+        """The segment's batch headers: from the map pass's scans, or read."""
+        cached = self._scans.get(segment.base_offset)
+        if cached is None:
+            yield from segment.headers()
+            return
+        for _, batches, _ in cached:
+            for _, header in batches:
+                yield header
 
     def _scanned_chunks(self, segment: SegmentFile) -> Iterator[tuple[
             memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan | None]]:
