@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from broker.log.checkpoint_file import fsync_directory
 from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_snapshot import (
@@ -293,7 +295,8 @@ class Cleaner:
                 raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
             want = max(min(SCAN_CHUNK_BYTES, size - position),
                        _batch_size_at(segment.fd, position))
-            buffer = memoryview(bytearray(want + PADDING))
+            # not zeroed: the scan never depends on the bytes after the whole batches
+            buffer = np.empty(want + PADDING, np.uint8).data
             got = os.preadv(segment.fd, [buffer[:want]], position)
             if self.throttle is not None:
                 self.throttle.account(got)
