@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from broker.log.cleaner_splice import splice_batches
+from broker.log.cleaner_splice import gather_ranges, splice_batches
 from broker.log.compaction import (
     DELETE,
     KEEP,
@@ -277,7 +277,4 @@ def _kept_bytes(columns: RecordColumns, keep: np.ndarray, batch_of: I64,
     per_batch = np.bincount(batch_of[keep], weights=lengths, minlength=n).astype(np.int64)
     first = np.zeros(n + 1, np.int64)
     np.cumsum(per_batch, out=first[1:])
-    out_at = np.zeros(len(lengths), np.int64)
-    np.cumsum(lengths[:-1], out=out_at[1:])
-    index = np.arange(int(first[-1]), dtype=np.int64) + np.repeat(starts - out_at, lengths)
-    return columns.buf[index].tobytes(), first
+    return gather_ranges(columns.buf, starts, lengths).tobytes(), first

@@ -201,7 +201,9 @@ class Cleaner:
                 if kept is not None and mapped.scan is not None:
                     kept_bytes += mapped.scan.nbytes
                     if self._scans_bytes + kept_bytes <= SCAN_CACHE_BYTES:
-                        kept.append((data, batches, mapped.scan))
+                        # the scan's buffer starts with the chunk's bytes (a copy of them
+                        # when it holds decompressed sections too): the chunk is not kept
+                        kept.append((mapped.scan.columns.buf.data, batches, mapped.scan))
                     else:
                         kept = None
                 else:
