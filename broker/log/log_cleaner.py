@@ -120,9 +120,11 @@ class Cleaner:
     """Compacts one log at a time with a reused, bounded offset map."""
 
     def __init__(self, offset_map: OffsetMap, *, throttle: Throttle | None = None,
-                 fail_point: Callable[[str], None] | None = None) -> None:
+                 fail_point: Callable[[str], None] | None = None,
+                 scan_cache_bytes: int = SCAN_CACHE_BYTES) -> None:
         self.offset_map = offset_map
         self.throttle = throttle
+        self.scan_cache_bytes = scan_cache_bytes
         self.fail_point = fail_point or (lambda step: None)
         self.stopping = False  # set from the owner's thread: `prepare` gives up soon
         # segment base offset -> its chunks as the map pass scanned them (one `prepare`)
@@ -200,7 +202,7 @@ class Cleaner:
                                    first_uncleanable=first_uncleanable)
                 if kept is not None and mapped.scan is not None:
                     kept_bytes += mapped.scan.nbytes
-                    if self._scans_bytes + kept_bytes <= SCAN_CACHE_BYTES:
+                    if self._scans_bytes + kept_bytes <= self.scan_cache_bytes:
                         # the scan's buffer starts with the chunk's bytes (a copy of them
                         # when it holds decompressed sections too): the chunk is not kept
                         kept.append((mapped.scan.columns.buf.data, batches, mapped.scan))
