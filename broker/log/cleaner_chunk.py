@@ -60,11 +60,6 @@ class FilterResult:
     records_kept: int = 0
     earliest_delete_horizon: int | None = None
 
-    def note_horizon(self, horizon: int | None) -> None:
-        if horizon is not None and (self.earliest_delete_horizon is None
-                                    or horizon < self.earliest_delete_horizon):
-            self.earliest_delete_horizon = horizon
-
 
 @dataclass(frozen=True, slots=True)
 class ChunkScan:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,9 @@ from common.record_batch import (
     read_batches,
 )
 from common.units import MIB
+
+if TYPE_CHECKING:  # cleaner_worker imports this module
+    from broker.log.cleaner_worker import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -94,26 +98,6 @@ class PreparedClean:
     records_read: int = 0
     records_kept: int = 0
     earliest_delete_horizon: int | None = None
-
-
-class Throttle:
-    """`log.cleaner.io.max.bytes.per.second` over reads and writes, clock injected."""
-
-    def __init__(self, bytes_per_second: float, *, monotonic: Callable[[], float],
-                 sleep: Callable[[float], None]) -> None:
-        self.bytes_per_second = bytes_per_second
-        self._monotonic, self._sleep = monotonic, sleep
-        self._start = monotonic()
-        self._bytes = 0
-
-    def account(self, nbytes: int) -> None:
-        self._bytes += nbytes
-        elapsed = self._monotonic() - self._start
-        ahead = self._bytes / self.bytes_per_second - elapsed
-        if ahead > 0:
-            self._sleep(ahead)
-        if elapsed > 1.0:  # a fresh window, so an idle spell earns no burst
-            self._start, self._bytes = self._monotonic(), 0
 
 
 class Cleaner:
@@ -249,7 +233,9 @@ class Cleaner:
                                            else None), scan=scan)
                     prepared.records_read += kept.records_read
                     prepared.records_kept += kept.records_kept
-                    _note_horizon(prepared, kept.earliest_delete_horizon)
+                    prepared.earliest_delete_horizon = min(
+                        (h for h in (prepared.earliest_delete_horizon,
+                                     kept.earliest_delete_horizon) if h is not None), default=None)
                     for piece in kept.pieces:
                         out += piece
                     if len(out) >= WRITE_BUFFER_BYTES:
@@ -372,12 +358,6 @@ def abort(prepared: PreparedClean, start: int = 0) -> None:
         Path(group.path).unlink(missing_ok=True)
 
 
-def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
-    if horizon is not None and (prepared.earliest_delete_horizon is None
-                                or horizon < prepared.earliest_delete_horizon):
-        prepared.earliest_delete_horizon = horizon
-
-
 def _group_by_size(segments: list[SegmentFile], max_bytes: int,
                    max_index_bytes: int) -> Iterator[list[SegmentFile]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose cleaned copy fits one
@@ -418,32 +398,3 @@ def _write_all(fd: int, data: bytes | bytearray) -> int:
     while view:  # bounded: each write consumes bytes or raises
         view = view[os.write(fd, view):]
     return len(data)
-
-
-_worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
-# Compaction is background work: a cleaner process yields the CPU to the broker's produce
-# and fetch path when both want it (RocksDB lowers its compaction threads' priority alike),
-# and still gets every idle cycle.
-CLEANER_NICENESS = 10
-
-
-def lower_priority() -> None:
-    """A cleaner process's initializer: run at CLEANER_NICENESS."""
-    os.nice(CLEANER_NICENESS)
-
-
-def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
-                      now_ms: int, tombstones_due: bool, map_capacity: int,
-                      max_bytes_per_second: float) -> PreparedClean | None:
-    """`Cleaner.prepare` in a cleaner worker process (no GIL shared with the broker)."""
-    import time
-
-    global _worker_cleaner
-    if _worker_cleaner is None or _worker_cleaner.offset_map.capacity != map_capacity:
-        throttle = None
-        if max_bytes_per_second < float("inf"):
-            throttle = Throttle(max_bytes_per_second, monotonic=time.monotonic, sleep=time.sleep)
-        _worker_cleaner = Cleaner(OffsetMap(map_capacity), throttle=throttle)
-    return _worker_cleaner.prepare(snap, first_dirty=first_dirty,
-                                   first_uncleanable=first_uncleanable, now_ms=now_ms,
-                                   tombstones_due=tombstones_due)

@@ -285,7 +285,7 @@ def test_reads_skip_a_segment_tail_of_offset_markers(tmp_path: Path) -> None:
 
 
 def test_the_io_throttle_sleeps_to_the_configured_rate() -> None:
-    from broker.log.log_cleaner import Throttle
+    from broker.log.cleaner_worker import Throttle
 
     clock = [0.0]
     slept: list[float] = []
