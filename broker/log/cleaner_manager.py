@@ -29,12 +29,10 @@ from broker.log.log_cleaner import (
     Cleaner,
     CleaningAbortedError,
     PreparedClean,
-    Throttle,
     abort,
-    lower_priority,
-    prepare_in_worker,
     snapshot_log,
 )
+from broker.log.cleaner_worker import Throttle, lower_priority, prepare_in_worker
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+import numpy.typing as npt
 from crc32c import crc32c
 
 from broker.log.offset_map import OffsetMap
@@ -122,6 +123,26 @@ def batch_retention(*, records: int, kept: int, kept_tombstone: bool, horizon: i
     if kept == records and new_horizon == horizon:
         return BatchRetention.KEEP, horizon
     return BatchRetention.REWRITE, new_horizon
+
+
+# `batch_retentions` codes, as BatchRetention (an array cannot hold enum members)
+KEEP, REWRITE, RETAIN_EMPTY, DELETE = 0, 1, 2, 3
+RETENTION_OF_CODE = (BatchRetention.KEEP, BatchRetention.REWRITE, BatchRetention.RETAIN_EMPTY,
+                     BatchRetention.DELETE)
+
+
+def batch_retentions(*, records: I64, kept: I64, kept_tombstone: BOOL, has_horizon: BOOL,
+                     horizon: I64, is_producer_last: BOOL, now_ms: int,
+                     delete_retention_ms: int) -> tuple[npt.NDArray[np.int8], BOOL, I64]:
+    """`batch_retention` of many batches at once: per batch its code (KEEP, REWRITE,
+    RETAIN_EMPTY, DELETE), whether it carries a delete horizon afterwards, and that
+    horizon (meaningful only where it carries one)."""
+    stamped = (kept > 0) & kept_tombstone & ~has_horizon  # its first tombstone-keeping cleaning
+    new_has = (kept > 0) & (has_horizon | stamped)
+    new_horizon = np.where(stamped, now_ms + delete_retention_ms, horizon)
+    code = np.where(kept == 0, np.where(is_producer_last, RETAIN_EMPTY, DELETE),
+                    np.where((kept == records) & ~stamped, KEEP, REWRITE)).astype(np.int8)
+    return code, new_has, new_horizon
 
 
 def retains_deletes(header: RecordBatchHeader, now_ms: int) -> bool:

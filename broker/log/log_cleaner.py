@@ -20,11 +20,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from broker.log.checkpoint_file import fsync_directory
-from broker.log.cleaner_chunk import filter_chunk, map_chunk
+from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
     LogSnapshot,
@@ -50,13 +53,24 @@ from common.record_batch import (
 )
 from common.units import MIB
 
+if TYPE_CHECKING:  # cleaner_worker imports this module
+    from broker.log.cleaner_worker import Throttle
+
 log = logging.getLogger(__name__)
 
 # Kafka reads and writes through 512 KiB log.cleaner.io.buffer.size buffers; the scan is
 # column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte.
 SCAN_CHUNK_BYTES = 2 * MIB
 WRITE_BUFFER_BYTES = 4 * MIB
+# The map pass keeps the scans of whole dirty segments (chunk bytes, record columns, key
+# hashes: ~1.7x the segment at 100-byte records) for the filter pass up to this much, so a
+# dirty section this size is read, walked and hashed once; past it, segments are scanned
+# again in the filter pass (Kafka always reads the dirty section twice).
+SCAN_CACHE_BYTES = 128 * MIB
 FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
+
+
+Chunk = tuple[memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan]
 
 
 @dataclass(slots=True)
@@ -86,35 +100,20 @@ class PreparedClean:
     earliest_delete_horizon: int | None = None
 
 
-class Throttle:
-    """`log.cleaner.io.max.bytes.per.second` over reads and writes, clock injected."""
-
-    def __init__(self, bytes_per_second: float, *, monotonic: Callable[[], float],
-                 sleep: Callable[[float], None]) -> None:
-        self.bytes_per_second = bytes_per_second
-        self._monotonic, self._sleep = monotonic, sleep
-        self._start = monotonic()
-        self._bytes = 0
-
-    def account(self, nbytes: int) -> None:
-        self._bytes += nbytes
-        elapsed = self._monotonic() - self._start
-        ahead = self._bytes / self.bytes_per_second - elapsed
-        if ahead > 0:
-            self._sleep(ahead)
-        if elapsed > 1.0:  # a fresh window, so an idle spell earns no burst
-            self._start, self._bytes = self._monotonic(), 0
-
-
 class Cleaner:
     """Compacts one log at a time with a reused, bounded offset map."""
 
     def __init__(self, offset_map: OffsetMap, *, throttle: Throttle | None = None,
-                 fail_point: Callable[[str], None] | None = None) -> None:
+                 fail_point: Callable[[str], None] | None = None,
+                 scan_cache_bytes: int = SCAN_CACHE_BYTES) -> None:
         self.offset_map = offset_map
         self.throttle = throttle
+        self.scan_cache_bytes = scan_cache_bytes
         self.fail_point = fail_point or (lambda step: None)
         self.stopping = False  # set from the owner's thread: `prepare` gives up soon
+        # segment base offset -> its chunks as the map pass scanned them (one `prepare`)
+        self._scans: dict[int, list[Chunk]] = {}
+        self._scans_bytes = 0
 
     def request_stop(self) -> None:
         """Make a running `prepare` stop at its next batch (broker shutdown)."""
@@ -137,6 +136,8 @@ class Cleaner:
                                  first_uncleanable=first_uncleanable, now_ms=now_ms,
                                  tombstones_due=tombstones_due)
         finally:
+            self._scans.clear()
+            self._scans_bytes = 0
             for f in files:
                 f.close()
 
@@ -151,7 +152,7 @@ class Cleaner:
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
-        producers = last_batch_of_producers(h for f in files for h in f.headers())
+        producers = last_batch_of_producers(h for f in files for h in self._headers(f))
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
         lag_horizon = now_ms - config.min_compaction_lag_ms
         try:
@@ -170,16 +171,29 @@ class Cleaner:
     def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
                           first_uncleanable: int, prepared: PreparedClean) -> int:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
-        at a batch that would overflow the map (cleaned later: Kafka's partial map)."""
+        at a batch that would overflow the map (cleaned later: Kafka's partial map).
+        Whole segments' scans are kept for the filter pass within SCAN_CACHE_BYTES."""
         end = first_dirty
         for segment in segments:
             if segment.next_offset <= first_dirty:
                 continue
             if segment.base_offset >= first_uncleanable:
                 break
+            kept: list[Chunk] | None = []
+            kept_bytes, stop = 0, False
             for data, batches in self._chunks(segment):
                 mapped = map_chunk(self.offset_map, data, batches, first_dirty=first_dirty,
                                    first_uncleanable=first_uncleanable)
+                if kept is not None and mapped.scan is not None:
+                    kept_bytes += mapped.scan.nbytes
+                    if self._scans_bytes + kept_bytes <= self.scan_cache_bytes:
+                        # the scan's buffer starts with the chunk's bytes (a copy of them
+                        # when it holds decompressed sections too): the chunk is not kept
+                        kept.append((mapped.scan.columns.buf.data, batches, mapped.scan))
+                    else:
+                        kept = None
+                else:
+                    kept = None  # a chunk not scanned: the filter pass scans the segment
                 if mapped.end_offset is not None:
                     end = mapped.end_offset
                 if mapped.stop:
@@ -187,7 +201,15 @@ class Cleaner:
                         raise KafkaStorageError(
                             f"log.cleaner.dedupe.buffer.size holds {self.offset_map.capacity} "
                             f"keys, too few for one batch of the log")
-                    return end
+                    if batches[-1][1].next_offset < segment.next_offset:
+                        kept = None  # the segment's later chunks were not scanned
+                    stop = True
+                    break
+            if kept is not None:
+                self._scans[segment.base_offset] = kept
+                self._scans_bytes += kept_bytes
+            if stop:
+                return end
         return end
 
     def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
@@ -201,17 +223,19 @@ class Cleaner:
         try:
             for segment in group:
                 prepared.bytes_read += segment.size
-                for data, batches in self._chunks(segment):
+                for data, batches, scan in self._scanned_chunks(segment):
                     kept = filter_chunk(
                         data, batches, offset_map=self.offset_map,
                         map_end_offset=prepared.end_offset, now_ms=now_ms,
                         delete_retention_ms=prepared.delete_retention_ms,
                         lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers,
                         group_next_offset=(segment.next_offset if segment is last_segment
-                                           else None))
+                                           else None), scan=scan)
                     prepared.records_read += kept.records_read
                     prepared.records_kept += kept.records_kept
-                    _note_horizon(prepared, kept.earliest_delete_horizon)
+                    prepared.earliest_delete_horizon = min(
+                        (h for h in (prepared.earliest_delete_horizon,
+                                     kept.earliest_delete_horizon) if h is not None), default=None)
                     for piece in kept.pieces:
                         out += piece
                     if len(out) >= WRITE_BUFFER_BYTES:
@@ -228,6 +252,29 @@ class Cleaner:
             self.throttle.account(len(data))
         return _write_all(fd, data)
 
+    def _headers(self, segment: SegmentFile) -> Iterator[RecordBatchHeader]:
+        """The segment's batch headers: from the map pass's scans, or read."""
+        cached = self._scans.get(segment.base_offset)
+        if cached is None:
+            yield from segment.headers()
+            return
+        for _, batches, _ in cached:
+            for _, header in batches:
+                yield header
+
+    def _scanned_chunks(self, segment: SegmentFile) -> Iterator[tuple[
+            memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan | None]]:
+        """The segment's chunks with the map pass's scans, or read afresh (scan None)."""
+        cached = self._scans.pop(segment.base_offset, None)
+        if cached is None:
+            for data, batches in self._chunks(segment):
+                yield data, batches, None
+            return
+        for data, batches, scan in cached:
+            if self.stopping:
+                raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
+            yield data, batches, scan
+
     def _chunks(self, segment: SegmentFile) -> Iterator[tuple[memoryview,
                                                               list[tuple[int, RecordBatchHeader]]]]:
         """The whole batches of an inactive segment, CRC-checked, read SCAN_CHUNK_BYTES at
@@ -238,7 +285,8 @@ class Cleaner:
                 raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
             want = max(min(SCAN_CHUNK_BYTES, size - position),
                        _batch_size_at(segment.fd, position))
-            buffer = memoryview(bytearray(want + PADDING))
+            # not zeroed: the scan never depends on the bytes after the whole batches
+            buffer = np.empty(want + PADDING, np.uint8).data
             got = os.preadv(segment.fd, [buffer[:want]], position)
             if self.throttle is not None:
                 self.throttle.account(got)
@@ -310,12 +358,6 @@ def abort(prepared: PreparedClean, start: int = 0) -> None:
         Path(group.path).unlink(missing_ok=True)
 
 
-def _note_horizon(prepared: PreparedClean, horizon: int | None) -> None:
-    if horizon is not None and (prepared.earliest_delete_horizon is None
-                                or horizon < prepared.earliest_delete_horizon):
-        prepared.earliest_delete_horizon = horizon
-
-
 def _group_by_size(segments: list[SegmentFile], max_bytes: int,
                    max_index_bytes: int) -> Iterator[list[SegmentFile]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose cleaned copy fits one
@@ -356,32 +398,3 @@ def _write_all(fd: int, data: bytes | bytearray) -> int:
     while view:  # bounded: each write consumes bytes or raises
         view = view[os.write(fd, view):]
     return len(data)
-
-
-_worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
-# Compaction is background work: a cleaner process yields the CPU to the broker's produce
-# and fetch path when both want it (RocksDB lowers its compaction threads' priority alike),
-# and still gets every idle cycle.
-CLEANER_NICENESS = 10
-
-
-def lower_priority() -> None:
-    """A cleaner process's initializer: run at CLEANER_NICENESS."""
-    os.nice(CLEANER_NICENESS)
-
-
-def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,
-                      now_ms: int, tombstones_due: bool, map_capacity: int,
-                      max_bytes_per_second: float) -> PreparedClean | None:
-    """`Cleaner.prepare` in a cleaner worker process (no GIL shared with the broker)."""
-    import time
-
-    global _worker_cleaner
-    if _worker_cleaner is None or _worker_cleaner.offset_map.capacity != map_capacity:
-        throttle = None
-        if max_bytes_per_second < float("inf"):
-            throttle = Throttle(max_bytes_per_second, monotonic=time.monotonic, sleep=time.sleep)
-        _worker_cleaner = Cleaner(OffsetMap(map_capacity), throttle=throttle)
-    return _worker_cleaner.prepare(snap, first_dirty=first_dirty,
-                                   first_uncleanable=first_uncleanable, now_ms=now_ms,
-                                   tombstones_due=tombstones_due)

@@ -98,14 +98,14 @@ class OffsetMap:
         return index
 
     def lookup(self, h1: U64, h2: U64) -> I64:
-        """The latest offset of each key (-1: absent)."""
+        """The latest offset of each key (-1: absent). The keys are searched in sorted
+        order (binary searches that walk the map forward), without grouping equal ones."""
         if not len(self._h1) or not len(h1):
             return np.full(len(h1), ABSENT, np.int64)
-        groups = _group(h1, h2)
-        index = self.find(groups.h1, groups.h2)
-        found = np.where(index >= 0, self._offsets[np.maximum(index, 0)], ABSENT)
+        order = np.argsort(h1)
+        index = self.find(h1[order], h2[order])
         latest = np.empty(len(h1), np.int64)
-        latest[groups.order] = found[groups.group_of_sorted]
+        latest[order] = np.where(index >= 0, self._offsets[np.maximum(index, 0)], ABSENT)
         return latest
 
     def new_keys(self, h1: U64, h2: U64) -> I64:

@@ -67,11 +67,7 @@ class RecordColumns:
     is_tombstone: BOOL
     start: I64
     end: I64
-
-    @property
-    def batch_of_record(self) -> I64:
-        counts = np.diff(self.first)
-        return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    batch_of_record: I64  # per record, its batch's index in the order given
 
 
 def scan_chunk(chunk: bytes | bytearray | memoryview,
@@ -108,12 +104,13 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             ends[ends > data_end] -= len(view) - data_end
     first = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=first[1:])
-    f = _scan(buf, first, starts, ends, counts)
-    offset = np.repeat(base_offsets, counts) + f.offset_delta
-    fixed = np.repeat(fixed_ts, counts)
-    timestamp = np.where(fixed >= 0, fixed, np.repeat(base_ts, counts) + f.ts_delta)
+    batch_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+    f = _scan(buf, first, starts, ends, counts, batch_of)
+    offset = base_offsets[batch_of] + f.offset_delta
+    fixed = fixed_ts[batch_of]
+    timestamp = np.where(fixed >= 0, fixed, base_ts[batch_of] + f.ts_delta)
     return RecordColumns(buf, first, starts, ends, offset, timestamp, f.key_start,
-                         f.key_length, f.is_tombstone, f.start, f.end)
+                         f.key_length, f.is_tombstone, f.start, f.end, batch_of)
 
 
 class _Fields(NamedTuple):
@@ -126,18 +123,19 @@ class _Fields(NamedTuple):
     is_tombstone: BOOL
 
 
-def _scan(buf: U8, first: I64, starts: I64, ends: I64, counts: I64) -> _Fields:
+def _scan(buf: U8, first: I64, starts: I64, ends: I64, counts: I64, batch_of: I64) -> _Fields:
     try:
         start, end = _walk(buf, first, starts, counts)
-        return _decode(buf, first, ends, counts, start, end)
+        return _decode(buf, first, ends, counts, start, end, batch_of)
     except IndexError:  # a garbage length sent a position outside the buffer
         raise CorruptRecordError("a record runs past the end of its batch") from None
 
 
-def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64) -> _Fields:
+def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64,
+            batch_of: I64) -> _Fields:
     """Every record's fields from where it starts, all records at once, checked."""
     length, p = varints(buf, start)
-    if np.any((length <= 0) | (end != p + length) | (end > np.repeat(ends, counts))):
+    if np.any((length <= 0) | (end != p + length) | (end > ends[batch_of])):
         raise CorruptRecordError("a record's length does not fit its batch's records section")
     nonempty = counts > 0
     if np.any(end[first[1:][nonempty] - 1] != ends[nonempty]):
@@ -283,12 +281,18 @@ def hash_keys(buf: U8, key_start: I64, key_length: I64, seed: int = 0) -> tuple[
     words = _words(buf)
     lanes = [length * mult ^ np.uint64(seed) ^ base for base, mult in _LANES]
     longest = int(length.max()) if len(length) else 0
+    shortest = int(length.min()) if len(length) else 0
     for j in range(0, longest, 8):  # bounded by the longest key, 8 bytes a step
-        live = np.flatnonzero(length > np.uint64(j))
+        # every key still has bytes (keys of one length, the usual case): no gathers
+        live: I64 | slice = slice(None) if shortest > j else np.flatnonzero(length > np.uint64(j))
         remaining = length[live] - np.uint64(j)
         word = words[key_start[live] + j]
-        short = remaining < np.uint64(8)
-        if short.any():
+        if shortest >= j + 8:
+            pass  # whole words only
+        elif shortest == longest:  # all keys end in this word, at the same byte
+            word = word & np.uint64((1 << 8 * (longest - j)) - 1)
+        else:
+            short = remaining < np.uint64(8)
             bits = np.where(short, remaining, np.uint64(0)) * np.uint64(8)
             word = np.where(short, word & ((np.uint64(1) << bits) - np.uint64(1)), word)
         for k, (_, mult) in enumerate(_LANES):

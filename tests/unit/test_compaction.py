@@ -3,6 +3,7 @@ rewrite, and a property test over random keyed writes and cleaning schedules."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,7 +11,10 @@ from hypothesis import strategies as st
 from broker.log.compaction import (
     BatchFilterResult,
     BatchRetention,
+    RETENTION_OF_CODE,
     OffsetMap,
+    batch_retention,
+    batch_retentions,
     filter_batch,
     last_batch_of_producers,
     map_batch,
@@ -276,3 +280,35 @@ def test_scan_rejects_damaged_records(cut: int) -> None:
     damaged = data[: HEADER_SIZE] + data[HEADER_SIZE + cut :]
     with pytest.raises(CorruptRecordError):
         scan_batch(damaged + bytes(cut), header)
+
+
+# (records, kept, kept tombstone, horizon, producer's last) -> (fate, horizon after)
+BATCH_FATES = [
+    ((5, 5, False, None, False), (BatchRetention.KEEP, None)),
+    ((5, 5, False, NOW - 1, False), (BatchRetention.KEEP, NOW - 1)),
+    ((5, 5, True, None, False), (BatchRetention.REWRITE, NOW + DAY)),  # stamped
+    ((5, 5, True, NOW + 7, False), (BatchRetention.KEEP, NOW + 7)),
+    ((5, 2, False, None, False), (BatchRetention.REWRITE, None)),
+    ((5, 2, True, None, True), (BatchRetention.REWRITE, NOW + DAY)),
+    ((5, 2, False, NOW + 7, False), (BatchRetention.REWRITE, NOW + 7)),
+    ((5, 0, False, None, False), (BatchRetention.DELETE, None)),
+    ((5, 0, False, NOW + 7, False), (BatchRetention.DELETE, None)),
+    ((5, 0, False, None, True), (BatchRetention.RETAIN_EMPTY, None)),
+]
+
+
+def test_batch_fates_one_by_one_and_all_at_once() -> None:
+    for (records, kept, tombstone, horizon, last), expected in BATCH_FATES:
+        assert batch_retention(records=records, kept=kept, kept_tombstone=tombstone,
+                               horizon=horizon, is_producer_last=last, now_ms=NOW,
+                               delete_retention_ms=DAY) == expected
+    given_ = list(zip(*(row for row, _ in BATCH_FATES)))
+    codes, has, horizons = batch_retentions(
+        records=np.array(given_[0]), kept=np.array(given_[1]),
+        kept_tombstone=np.array(given_[2]),
+        has_horizon=np.array([h is not None for h in given_[3]]),
+        horizon=np.array([-1 if h is None else h for h in given_[3]]),
+        is_producer_last=np.array(given_[4]), now_ms=NOW, delete_retention_ms=DAY)
+    got = [(RETENTION_OF_CODE[c], int(t) if h else None)
+           for c, h, t in zip(codes.tolist(), has.tolist(), horizons.tolist())]
+    assert got == [expected for _, expected in BATCH_FATES]

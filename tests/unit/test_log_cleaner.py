@@ -285,7 +285,7 @@ def test_reads_skip_a_segment_tail_of_offset_markers(tmp_path: Path) -> None:
 
 
 def test_the_io_throttle_sleeps_to_the_configured_rate() -> None:
-    from broker.log.log_cleaner import Throttle
+    from broker.log.cleaner_worker import Throttle
 
     clock = [0.0]
     slept: list[float] = []
@@ -302,3 +302,19 @@ def test_the_io_throttle_sleeps_to_the_configured_rate() -> None:
     assert slept == [0.5]
     throttle.account(1000)  # so an idle spell earns no burst: a full second's wait
     assert slept == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("capacity", [1000, 9])  # 9: the map fills, cleaning stops early
+def test_the_kept_scans_clean_as_a_second_scan_would(tmp_path: Path, capacity: int) -> None:
+    # the filter pass on the map pass's scans writes what it writes after reading again
+    logs = {}
+    for cache in (0, 64 << 20):
+        log = open_log(tmp_path / str(cache), COMPACT)
+        for r, codec in enumerate([CompressionType.NONE, CompressionType.LZ4] * 6):
+            log.append(keyed([(b"k%d" % ((r * 3 + k) % 7), None if k == r % 4 else b"v%d" % r)
+                              for k in range(4)], compression=codec), now_ms=NOW)
+        log.update_high_watermark(log.log_end_offset)
+        assert len(log.segments) >= 3
+        assert clean(log, capacity=capacity, scan_cache_bytes=cache) is not None
+        logs[cache] = [(h.base_offset, data) for h, data in read_all(log)]
+    assert logs[0] == logs[64 << 20]

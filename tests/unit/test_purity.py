@@ -34,6 +34,7 @@ PURE_MODULES = (
     "broker.replication.high_watermark", "broker.replication.isr_policy",
     "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
     "broker.log.record_columns", "broker.log.offset_map", "broker.log.cleaner_chunk",
+    "broker.log.cleaner_splice",
     "broker.replication.truncation", "broker.replication.partition", "broker.log.leader_epoch_cache",
     "broker.topic_partition", "broker.replication.leader_rules", "broker.metadata_follower",
     "broker.producer_state",

@@ -160,3 +160,18 @@ def test_key_hashes() -> None:
     g1, g2 = hash_keys(buf, np.array([2]), np.array([9]))
     assert (int(g1[0]), int(g2[0])) == pairs[5]
     assert hash_key_bytes([b"a"], seed=1)[0][0] != h1[1]
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 12, 16, 23])
+def test_keys_of_one_length_hash_as_keys_of_mixed_lengths(length: int) -> None:
+    # keys of one length take the path without gathers or per-key masks: same hashes
+    keys = [bytes([i]) * length for i in range(1, 6)]
+    alone = hash_key_bytes(keys)
+    mixed = hash_key_bytes([*keys, b"k" * (length + 9)])
+    assert alone[0].tolist() == mixed[0][:-1].tolist()
+    assert alone[1].tolist() == mixed[1][:-1].tolist()
+    # a buffer whose bytes after each key are not zero: the mask must cut them
+    buf = np.frombuffer(b"\xff".join(keys) + b"\xff" * PADDING, np.uint8)
+    starts = np.arange(len(keys), dtype=np.int64) * (length + 1)
+    g1, g2 = hash_keys(buf, starts, np.full(len(keys), length, np.int64))
+    assert g1.tolist() == alone[0].tolist() and g2.tolist() == alone[1].tolist()
