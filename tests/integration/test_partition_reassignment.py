@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,16 +53,35 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
 
 
 def url(cluster: LocalCluster) -> str:
-    """The admin API of a running controller (any one forwards writes to the active one)."""
-    return next(n.spec.admin_url for n in cluster.controllers if n.running())
+    """The admin API of a controller that listens (any one forwards writes to the active one):
+    one restarted by an earlier test may be running but not listening yet."""
+    def listening() -> str | None:
+        for node in cluster.controllers:
+            parts = urllib.parse.urlsplit(node.spec.admin_url)
+            try:
+                if node.running() and parts.hostname and parts.port:
+                    socket.create_connection((parts.hostname, parts.port), timeout=1).close()
+                    return node.spec.admin_url
+            except OSError:
+                continue
+        return None
+    found: str = wait_until("a controller's admin API listening", listening, 30)
+    return found
 
 
 def create(cluster: LocalCluster, name: str, replicas: list[int]) -> None:
     status, body = http(url(cluster) + "/v1/topics", "POST",
                         {"name": name, "assignments": [{"partition": 0, "replicas": replicas}]})
     assert status == 201, body
-    wait_until(f"{name}-0 fully in sync", lambda: sorted(state(cluster, name)["isr"]) == sorted(replicas)
-               and state(cluster, name)["leader"] >= 0, 30)
+
+    def in_sync() -> bool | None:
+        status, body = http(f"{url(cluster)}/v1/topics/{name}")
+        if status == 404:  # a follower controller answered the create before it applied it
+            return None
+        assert status == 200, body
+        partition = next(p for p in json.loads(body)["partitions"] if p["partition"] == 0)
+        return sorted(partition["isr"]) == sorted(replicas) and partition["leader"] >= 0
+    wait_until(f"{name}-0 fully in sync", in_sync, 30)
 
 
 def state(cluster: LocalCluster, topic: str) -> dict[str, Any]:
