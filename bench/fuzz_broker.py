@@ -67,6 +67,7 @@ from common.protocol import join_group as jg  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
+from common.protocol import offset_fetch as of  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol import reassignments as ra  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
@@ -215,8 +216,8 @@ def _group_request(api: ApiKey, version: int, topic: str) -> bytes | None:
             topic, (oc.OffsetCommitRequestPartition(0, 1, -1, "fuzz"),)),))
         return join_chunks(oc.encode_offset_commit_request(req, version))
     if api is ApiKey.OFFSET_FETCH:
-        req = oc.OffsetFetchRequest(FUZZ_GROUP, (oc.OffsetFetchRequestTopic(topic, (0,)),))
-        return join_chunks(oc.encode_offset_fetch_request(req, version))
+        req = of.OffsetFetchRequest(FUZZ_GROUP, (of.OffsetFetchRequestTopic(topic, (0,)),))
+        return join_chunks(of.encode_offset_fetch_request(req, version))
     if api is ApiKey.OFFSET_DELETE:
         req = oc.OffsetDeleteRequest(FUZZ_GROUP, (oc.OffsetDeleteRequestTopic(topic, (0,)),))
         return join_chunks(oc.encode_offset_delete_request(req, version))

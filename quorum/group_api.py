@@ -26,6 +26,7 @@ from common.errors import ErrorCode
 from common.protocol import group_admin as ga
 from common.protocol import list_offsets as lo
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -145,9 +146,9 @@ class GroupApi:
                         if p.error_code == 0 and p.offset >= 0})
         return out
 
-    async def _committed(self, group_id: str) -> dict[tuple[str, int], oc.OffsetFetchResponsePartition]:
-        response = await self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest(group_id, None),
-                                              oc.encode_offset_fetch_request, oc.decode_offset_fetch_response,
+    async def _committed(self, group_id: str) -> dict[tuple[str, int], of.OffsetFetchResponsePartition]:
+        response = await self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(group_id, None),
+                                              of.encode_offset_fetch_request, of.decode_offset_fetch_response,
                                               lambda r: r.error_code)
         return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions
                 if p.committed_offset >= 0}

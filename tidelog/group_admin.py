@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 from common.errors import ErrorCode
 from common.protocol import group_admin as ga
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -106,8 +107,8 @@ class GroupAdmin:
         return [groups[k] for k in sorted(groups)]
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        response = self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest(group_id, None),
-                                        oc.encode_offset_fetch_request, oc.decode_offset_fetch_response,
+        response = self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(group_id, None),
+                                        of.encode_offset_fetch_request, of.decode_offset_fetch_response,
                                         lambda r: r.error_code)
         if response.error_code:
             raise ClusterError(error_name(response.error_code), f"cannot fetch the offsets of {group_id}")

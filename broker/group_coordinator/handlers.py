@@ -19,6 +19,7 @@ from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from groups.group import ClassicGroup
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
 from groups.membership import LeaveResult, LeavingMember, heartbeat, leave_group
@@ -173,38 +174,38 @@ async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: 
 
 
 def _fetch_group(coord: GroupCoordinator, group_id: str,
-                 topics: tuple[oc.OffsetFetchRequestTopic, ...] | None) -> oc.OffsetFetchResponseGroup:
+                 topics: tuple[of.OffsetFetchRequestTopic, ...] | None) -> of.OffsetFetchResponseGroup:
     """One group's committed offsets, or its error (with no topics) when this broker cannot
     answer for it. A classic group checks no member id or epoch (OffsetFetch v9): Kafka's
     ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps."""
     if not group_id:
-        return oc.OffsetFetchResponseGroup(group_id, (), int(E.INVALID_GROUP_ID))
+        return of.OffsetFetchResponseGroup(group_id, (), int(E.INVALID_GROUP_ID))
     try:
         shard = coord.shard_for(group_id)
     except CoordinatorError as e:
-        return oc.OffsetFetchResponseGroup(group_id, (), int(e.code))
+        return of.OffsetFetchResponseGroup(group_id, (), int(e.code))
     wanted = None if topics is None else tuple((t.name, t.partition_indexes) for t in topics)
-    answers: dict[str, list[oc.OffsetFetchResponsePartition]] = {}
+    answers: dict[str, list[of.OffsetFetchResponsePartition]] = {}
     for f in fetch_offsets(shard.offsets.get(group_id), wanted):
-        answers.setdefault(f.topic, []).append(oc.OffsetFetchResponsePartition(
+        answers.setdefault(f.topic, []).append(of.OffsetFetchResponsePartition(
             f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
-    return oc.OffsetFetchResponseGroup(
-        group_id, tuple(oc.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in answers.items()))
+    return of.OffsetFetchResponseGroup(
+        group_id, tuple(of.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in answers.items()))
 
 
-async def fetch(coord: GroupCoordinator, req: oc.OffsetFetchRequest, version: int,
-                client: ClientInfo) -> oc.OffsetFetchResponse:
+async def fetch(coord: GroupCoordinator, req: of.OffsetFetchRequest, version: int,
+                client: ClientInfo) -> of.OffsetFetchResponse:
     if version >= 8:  # KIP-709: each group answered on its own, errors included
-        return oc.OffsetFetchResponse((), groups=tuple(
+        return of.OffsetFetchResponse((), groups=tuple(
             _fetch_group(coord, g.group_id, g.topics) for g in req.groups))
     group = _fetch_group(coord, req.group_id, req.topics)
     if group.error_code == 0:
-        return oc.OffsetFetchResponse(group.topics)
+        return of.OffsetFetchResponse(group.topics)
     if version >= 2:
-        return oc.OffsetFetchResponse((), group.error_code)
+        return of.OffsetFetchResponse((), group.error_code)
     # v0-v1 have no top-level error: every asked partition carries it
-    return oc.OffsetFetchResponse(tuple(oc.OffsetFetchResponseTopic(t.name, tuple(
-        oc.OffsetFetchResponsePartition(p, -1, -1, "", group.error_code) for p in t.partition_indexes))
+    return of.OffsetFetchResponse(tuple(of.OffsetFetchResponseTopic(t.name, tuple(
+        of.OffsetFetchResponsePartition(p, -1, -1, "", group.error_code) for p in t.partition_indexes))
         for t in req.topics or ()))
 
 

@@ -14,6 +14,7 @@ from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import ProtocolError
@@ -54,7 +55,7 @@ COMMIT_V2 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic("
 COMMIT_V7 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic(
     "t", (oc.OffsetCommitRequestPartition(0, 42, 5, "meta"),)),), "inst")
 COMMIT_RESP = oc.OffsetCommitResponse((oc.TopicErrors("t", (oc.PartitionError(0, 0), oc.PartitionError(1, 12))),))
-FETCH_PART = oc.OffsetFetchResponsePartition(0, 42, 5, "meta", 0)
+FETCH_PART = of.OffsetFetchResponsePartition(0, 42, 5, "meta", 0)
 DESCRIBED = ga.DescribedGroup(0, "g", "Stable", "consumer", "range", (
     ga.DescribedGroupMember("m-1", "inst", "client", "/127.0.0.1", b"sub", b"asg"),))
 
@@ -111,14 +112,14 @@ ROWS = [
          arr(s("t") + arr(i32(0) + i16(0), i32(1) + i16(12)))),
     resp(oc, "offset_commit", K.OFFSET_COMMIT, 7, COMMIT_RESP,
          i32(0) + arr(s("t") + arr(i32(0) + i16(0), i32(1) + i16(12)))),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 1, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+    req(of, "offset_fetch", K.OFFSET_FETCH, 1, of.OffsetFetchRequest("g", (of.OffsetFetchRequestTopic("t", (0, 1)),)),
         s("g") + arr(s("t") + ints(0, 1))),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 5, oc.OffsetFetchRequest("g", None), s("g") + i32(-1)),
-    resp(oc, "offset_fetch", K.OFFSET_FETCH, 1,
-         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (oc.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
+    req(of, "offset_fetch", K.OFFSET_FETCH, 5, of.OffsetFetchRequest("g", None), s("g") + i32(-1)),
+    resp(of, "offset_fetch", K.OFFSET_FETCH, 1,
+         of.OffsetFetchResponse((of.OffsetFetchResponseTopic("t", (of.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
          arr(s("t") + arr(i32(0) + i64(42) + s("meta") + i16(0)))),
-    resp(oc, "offset_fetch", K.OFFSET_FETCH, 5,
-         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
+    resp(of, "offset_fetch", K.OFFSET_FETCH, 5,
+         of.OffsetFetchResponse((of.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
          i32(0) + arr(s("t") + arr(i32(0) + i64(42) + i32(5) + s("meta") + i16(0))) + i16(14)),
     # the flexible versions: OffsetCommit 8, OffsetFetch 6 and 7 (require_stable)
     req(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_V7,
@@ -126,11 +127,11 @@ ROWS = [
         + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + TAG) + TAG) + TAG),
     resp(oc, "offset_commit", K.OFFSET_COMMIT, 8, COMMIT_RESP,
          i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + TAG, i32(1) + i16(12) + TAG) + TAG) + TAG),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 6, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+    req(of, "offset_fetch", K.OFFSET_FETCH, 6, of.OffsetFetchRequest("g", (of.OffsetFetchRequestTopic("t", (0, 1)),)),
         cs("g") + carr(cs("t") + carr(i32(0), i32(1)) + TAG) + TAG),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 7, oc.OffsetFetchRequest("g", None, True), cs("g") + b"\x00" + b(True) + TAG),
-    *[resp(oc, "offset_fetch", K.OFFSET_FETCH, v,
-           oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
+    req(of, "offset_fetch", K.OFFSET_FETCH, 7, of.OffsetFetchRequest("g", None, True), cs("g") + b"\x00" + b(True) + TAG),
+    *[resp(of, "offset_fetch", K.OFFSET_FETCH, v,
+           of.OffsetFetchResponse((of.OffsetFetchResponseTopic("t", (FETCH_PART,)),), 14),
            i32(0) + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + i16(0) + TAG) + TAG) + i16(14) + TAG)
       for v in (6, 7)],
     req(oc, "offset_delete", K.OFFSET_DELETE, 0,
@@ -188,12 +189,12 @@ COMMIT_V0 = oc.OffsetCommitRequest("g", -1, "", (oc.OffsetCommitRequestTopic(
     "t", (oc.OffsetCommitRequestPartition(0, 42, -1, "meta"),)),))
 COMMIT_V1 = oc.OffsetCommitRequest("g", 3, "m-1", (oc.OffsetCommitRequestTopic(
     "t", (oc.OffsetCommitRequestPartition(0, 42, -1, "meta", 1700000000000),)),))
-FETCH_V8 = oc.OffsetFetchRequest("", None, False, (
-    oc.OffsetFetchRequestGroup("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)), oc.OffsetFetchRequestGroup("h", None)))
-FETCH_V9 = oc.OffsetFetchRequest("", None, True, (oc.OffsetFetchRequestGroup("g", None, "m-1", 3),))
-FETCH_RESP_V8 = oc.OffsetFetchResponse((), groups=(
-    oc.OffsetFetchResponseGroup("g", (oc.OffsetFetchResponseTopic("t", (FETCH_PART,)),)),
-    oc.OffsetFetchResponseGroup("h", (), 15)))
+FETCH_V8 = of.OffsetFetchRequest("", None, False, (
+    of.OffsetFetchRequestGroup("g", (of.OffsetFetchRequestTopic("t", (0, 1)),)), of.OffsetFetchRequestGroup("h", None)))
+FETCH_V9 = of.OffsetFetchRequest("", None, True, (of.OffsetFetchRequestGroup("g", None, "m-1", 3),))
+FETCH_RESP_V8 = of.OffsetFetchResponse((), groups=(
+    of.OffsetFetchResponseGroup("g", (of.OffsetFetchResponseTopic("t", (FETCH_PART,)),)),
+    of.OffsetFetchResponseGroup("h", (), 15)))
 
 ROWS += [
     req(jg, "join_group", K.JOIN_GROUP, 7, JOIN_V5, JOIN_V6_BYTES + TAG),
@@ -225,15 +226,15 @@ ROWS += [
         + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + TAG) + TAG) + TAG),
     resp(oc, "offset_commit", K.OFFSET_COMMIT, 9, COMMIT_RESP,
          i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + TAG, i32(1) + i16(12) + TAG) + TAG) + TAG),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 0, oc.OffsetFetchRequest("g", (oc.OffsetFetchRequestTopic("t", (0, 1)),)),
+    req(of, "offset_fetch", K.OFFSET_FETCH, 0, of.OffsetFetchRequest("g", (of.OffsetFetchRequestTopic("t", (0, 1)),)),
         s("g") + arr(s("t") + ints(0, 1))),
-    resp(oc, "offset_fetch", K.OFFSET_FETCH, 0,
-         oc.OffsetFetchResponse((oc.OffsetFetchResponseTopic("t", (oc.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
+    resp(of, "offset_fetch", K.OFFSET_FETCH, 0,
+         of.OffsetFetchResponse((of.OffsetFetchResponseTopic("t", (of.OffsetFetchResponsePartition(0, 42, -1, "meta", 0),)),)),
          arr(s("t") + arr(i32(0) + i64(42) + s("meta") + i16(0)))),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 8, FETCH_V8,
+    req(of, "offset_fetch", K.OFFSET_FETCH, 8, FETCH_V8,
         carr(cs("g") + carr(cs("t") + carr(i32(0), i32(1)) + TAG) + TAG, cs("h") + b"\x00" + TAG) + b(False) + TAG),
-    req(oc, "offset_fetch", K.OFFSET_FETCH, 9, FETCH_V9, carr(cs("g") + cs("m-1") + i32(3) + b"\x00" + TAG) + b(True) + TAG),
-    *[resp(oc, "offset_fetch", K.OFFSET_FETCH, v, FETCH_RESP_V8,
+    req(of, "offset_fetch", K.OFFSET_FETCH, 9, FETCH_V9, carr(cs("g") + cs("m-1") + i32(3) + b"\x00" + TAG) + b(True) + TAG),
+    *[resp(of, "offset_fetch", K.OFFSET_FETCH, v, FETCH_RESP_V8,
            i32(0) + carr(cs("g") + carr(cs("t") + carr(i32(0) + i64(42) + i32(5) + cs("meta") + i16(0) + TAG) + TAG)
                          + i16(0) + TAG, cs("h") + carr() + i16(15) + TAG) + TAG) for v in (8, 9)],
     req(ga, "list_groups", K.LIST_GROUPS, 5, ga.ListGroupsRequest(("Stable",), ("classic", "Consumer")),

@@ -19,6 +19,7 @@ from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -101,9 +102,9 @@ async def commit(handler: RequestHandler, member: str, generation: int, *parts: 
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
 
-async def fetch_offsets(handler: RequestHandler) -> oc.OffsetFetchResponse:
-    return await call(handler, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest(HERE, None),
-                      oc.encode_offset_fetch_request, oc.decode_offset_fetch_response)
+async def fetch_offsets(handler: RequestHandler) -> of.OffsetFetchResponse:
+    return await call(handler, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(HERE, None),
+                      of.encode_offset_fetch_request, of.decode_offset_fetch_response)
 
 
 def stored_records(replicas: ReplicaManager) -> list:
@@ -208,8 +209,8 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:
     assert (await join(handler, protocols=())).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(handler, "ghost")).error_code == E.UNKNOWN_MEMBER_ID
     assert (await heartbeat(handler, "", "m", 1)).error_code == E.INVALID_GROUP_ID
-    assert (await call(handler, ApiKey.OFFSET_FETCH, 5, oc.OffsetFetchRequest("", None), oc.encode_offset_fetch_request,
-                       oc.decode_offset_fetch_response)).error_code == E.INVALID_GROUP_ID
+    assert (await call(handler, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest("", None), of.encode_offset_fetch_request,
+                       of.decode_offset_fetch_response)).error_code == E.INVALID_GROUP_ID
     assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == 0
     await handler.close()
 

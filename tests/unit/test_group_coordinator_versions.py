@@ -11,6 +11,7 @@ from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
+from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from groups.partitioner import coordinator_partition
 from tests.unit.test_group_coordinator import (  # noqa: F401 - `broker` is a fixture
@@ -84,18 +85,18 @@ async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
     assert await commit(handler, 8, other, 1, "m", 1) == E.ILLEGAL_GENERATION
     # OffsetCommit v0 (no membership) is a standalone commit, read back by OffsetFetch v0
     assert await commit(handler, 0, other, -1, "", 7) == 0
-    v0 = await call(handler, ApiKey.OFFSET_FETCH, 0, oc.OffsetFetchRequest(other, (oc.OffsetFetchRequestTopic(
-        "orders", (0,)),)), oc.encode_offset_fetch_request, oc.decode_offset_fetch_response)
+    v0 = await call(handler, ApiKey.OFFSET_FETCH, 0, of.OffsetFetchRequest(other, (of.OffsetFetchRequestTopic(
+        "orders", (0,)),)), of.encode_offset_fetch_request, of.decode_offset_fetch_response)
     assert [(p.partition_index, p.committed_offset) for t in v0.topics for p in t.partitions] == [(0, 7)]
 
     # OffsetFetch v8/v9: several groups in one request, each with its own answer or error
     for version in (8, 9):
-        request = oc.OffsetFetchRequest("", None, False, (
-            oc.OffsetFetchRequestGroup(HERE, None, member, generation),
-            oc.OffsetFetchRequestGroup(other, (oc.OffsetFetchRequestTopic("orders", (0, 1)),)),
-            oc.OffsetFetchRequestGroup(ELSEWHERE, None), oc.OffsetFetchRequestGroup("", None)))
-        fetched = await call(handler, ApiKey.OFFSET_FETCH, version, request, oc.encode_offset_fetch_request,
-                             oc.decode_offset_fetch_response)
+        request = of.OffsetFetchRequest("", None, False, (
+            of.OffsetFetchRequestGroup(HERE, None, member, generation),
+            of.OffsetFetchRequestGroup(other, (of.OffsetFetchRequestTopic("orders", (0, 1)),)),
+            of.OffsetFetchRequestGroup(ELSEWHERE, None), of.OffsetFetchRequestGroup("", None)))
+        fetched = await call(handler, ApiKey.OFFSET_FETCH, version, request, of.encode_offset_fetch_request,
+                             of.decode_offset_fetch_response)
         assert [(g.group_id, g.error_code, [(p.partition_index, p.committed_offset)
                                             for t in g.topics for p in t.partitions]) for g in fetched.groups] == [
             (HERE, 0, [(0, 42)]), (other, 0, [(0, 7), (1, -1)]), (ELSEWHERE, E.NOT_COORDINATOR, []),
