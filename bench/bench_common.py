@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tidelog import waiting
-from tidelog.launcher import NodeProcess
+from tidelog.node_process import NodeProcess
 
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 HTTP_TIMEOUT_S: Final = 120.0  # a controller creating 10,000 partitions answers slowly

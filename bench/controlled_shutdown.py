@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, wait_until
-from tidelog.launcher import LocalCluster, NodeProcess, free_ports
+from tidelog.launcher import LocalCluster, free_ports
+from tidelog.node_process import NodeProcess
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 6))
 UNDER_TEST, OTHER = 4, 5

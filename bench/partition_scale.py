@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, process_cpu_s, rss_mib, wait_until
-from tidelog.launcher import LocalCluster, NodeProcess, free_ports
+from tidelog.launcher import LocalCluster, free_ports
+from tidelog.node_process import NodeProcess
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 UNDER_TEST: Final = 4

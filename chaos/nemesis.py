@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
-from tidelog.launcher import LocalCluster, NodeProcess
+from tidelog.launcher import LocalCluster
+from tidelog.node_process import NodeProcess
 
 log = logging.getLogger(__name__)
 

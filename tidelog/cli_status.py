@@ -62,7 +62,7 @@ def process_lines(document: Mapping[str, Any], running: Mapping[int, bool]) -> l
 
 
 def _running(document: Mapping[str, Any]) -> dict[int, bool]:
-    from tidelog.launcher import process_runs
+    from tidelog.node_process import process_runs
 
     return {int(n["id"]): isinstance(n.get("pid"), int) and process_runs(n["pid"], Path(n["config_file"]))
             for n in document.get("nodes", []) if "config_file" in n}

@@ -8,33 +8,24 @@ The one place that starts nodes for `tidelog up`, `tidelog down` and the integra
         cluster.bootstrap_servers    # "127.0.0.4:p3": ready means registered and unfenced
     # every node stopped here, even when the body raised
 
-Each node is `python -m tidelog controller|broker|combined --config <node dir>/server.properties` in its own
-session (so a Ctrl-C on the terminal reaches `tidelog up` only, which then stops the nodes in
-order), with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a
-bounded wait, then SIGKILL for stragglers. A pid read back from cluster.json is signalled
-only while its command line still names that node's config file: a recycled pid is never hit.
+Each node runs in its own session (tidelog/node_process.py), so a Ctrl-C on the terminal
+reaches `tidelog up` only, which then stops the nodes in order.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-import tidelog
 from common.units import SECONDS
 from tidelog import cluster_layout as layout
 from tidelog.cluster_layout import (
@@ -46,24 +37,19 @@ from tidelog.cluster_layout import (
     resolve_layout,
     write_atomic,
 )
+from tidelog.node_process import (
+    POLL_INTERVAL,
+    STOP_TIMEOUT,
+    NodeProcess,
+    StopReport,
+    stop_nodes,
+)
 from tidelog.server_properties import properties_files
 
 READY_TIMEOUT: Final = 30 * SECONDS
-STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
-# a broker's controlled shutdown is bounded by controlled.shutdown.timeout.ms (30 s by
-# default); give it that long, plus a margin, before SIGKILL makes it a dirty stop
-BROKER_STOP_TIMEOUT: Final = 35 * SECONDS
-# a combined node: its broker's controlled shutdown, then its controller lingers while other
-# brokers finish theirs (tidelog.combined_node.LINGER_MAX, 10 s), then stops
-COMBINED_STOP_TIMEOUT: Final = BROKER_STOP_TIMEOUT + 15 * SECONDS
-KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D state) process takes longer
-POLL_INTERVAL: Final = 0.1 * SECONDS
-STOP_ORDER: Final = (layout.BROKER, layout.COMBINED, layout.CONTROLLER)
 HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
-LOG_TAIL_LINES: Final = 20
 FREE_PORT_TRIES: Final = 50
-SOURCE_ROOT: Final = Path(tidelog.__file__).resolve().parents[1]
 
 Probe = Callable[[NodeSpec], Mapping[str, Any]]
 
@@ -74,146 +60,6 @@ class LauncherError(RuntimeError):
 
 class Interrupted(LauncherError):
     """A stop was asked for (Ctrl-C, SIGTERM) while the cluster was starting."""
-
-
-# --- processes -----------------------------------------------------------------------------
-
-
-def process_runs(pid: int, config_path: Path) -> bool:
-    """True while `pid` is a live (not zombie) process whose command line names `config_path`."""
-    proc = Path("/proc") / str(pid)
-    if not Path("/proc/self").exists():  # no procfs (macOS): trust the pid alone
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        stat = (proc / "stat").read_text()
-        args = (proc / "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    state = stat.rpartition(")")[2].split()[:1]  # the field after "(comm)"; comm may hold spaces
-    return state != ["Z"] and os.fsencode(str(config_path)) in args
-
-
-class NodeProcess:
-    """One running node: started here (`popen` set) or found again through cluster.json."""
-
-    def __init__(self, spec: NodeSpec, pid: int | None, popen: subprocess.Popen[bytes] | None = None) -> None:
-        self.spec, self.pid, self.popen = spec, pid, popen  # pid None: recorded as stopped
-
-    @classmethod
-    def spawn(cls, spec: NodeSpec) -> NodeProcess:
-        command = [sys.executable, "-m", "tidelog", spec.role, "--config", str(spec.properties_path)]
-        env = dict(os.environ)  # the node runs the same tidelog sources as this launcher
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
-        with open(spec.log_path, "ab") as log:
-            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog launcher: "
-                      f"starting {' '.join(command)}\n".encode())
-            log.flush()
-            popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     cwd=spec.directory, env=env, start_new_session=True)
-        return cls(spec, popen.pid, popen)
-
-    def running(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return self.pid is not None and process_runs(self.pid, self.spec.properties_path)
-
-    @property
-    def exit_status(self) -> int | None:
-        """The exit status (negative: killed by that signal); None if unknown or still running."""
-        return None if self.popen is None else self.popen.poll()
-
-    def send(self, sig: signal.Signals) -> None:
-        """Signal the node's process group (it leads its own session); nothing if it is gone."""
-        if self.pid is None or not self.running():  # also: a recorded pid now someone else's
-            return
-        try:
-            if os.getpgid(self.pid) == self.pid:
-                os.killpg(self.pid, sig)
-            else:
-                os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> StopReport:
-        """SIGTERM this node alone, SIGKILL after `timeout`."""
-        return stop_nodes([self], timeout)[0]
-
-    def kill(self) -> StopReport:
-        """SIGKILL this node at once, no SIGTERM first (a crash, for tests and chaos)."""
-        if not self.running():
-            return StopReport(self.spec, self.pid, "not running", self.exit_status)
-        self.send(signal.SIGKILL)
-        _wait_all_exit([self], KILL_WAIT)
-        outcome = "did not die" if self.running() else "killed"
-        return StopReport(self.spec, self.pid, outcome, self.exit_status)
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.spec.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-
-@dataclass(frozen=True, slots=True)
-class StopReport:
-    node: NodeSpec
-    pid: int | None
-    outcome: str  # "stopped", "killed" (needed SIGKILL), "not running", "did not die"
-    exit_status: int | None
-
-    def describe(self) -> str:
-        status = "" if self.exit_status is None else f", exit status {self.exit_status}"
-        pid = "" if self.pid is None else f" (pid {self.pid})"
-        return f"{self.node.label}{pid}: {self.outcome}{status}"
-
-
-def _wait_all_exit(nodes: Sequence[NodeProcess], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(n.running() for n in nodes):  # bounded by the deadline
-        time.sleep(POLL_INTERVAL)
-
-
-def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> list[StopReport]:
-    """SIGTERM every node, wait up to `timeout`, SIGKILL what is left; one report per node.
-
-    All nodes of a role stop together; brokers go before the controllers they need for a
-    controlled shutdown, combined nodes in between (all at once: each keeps its controller up
-    while another's broker is still shutting down, so the quorum lasts until the last one).
-    """
-    was_running = {n.spec.node_id: n.running() for n in nodes}
-    killed: set[int] = set()
-    for role in STOP_ORDER:
-        group = [n for n in nodes if n.spec.role == role and was_running[n.spec.node_id]]
-        for node in group:
-            node.send(signal.SIGTERM)
-        least = {layout.BROKER: BROKER_STOP_TIMEOUT, layout.COMBINED: COMBINED_STOP_TIMEOUT}.get(role, 0)
-        _wait_all_exit(group, max(timeout, least))
-        stragglers = [n for n in group if n.running()]
-        for node in stragglers:
-            node.send(signal.SIGKILL)
-            killed.add(node.spec.node_id)
-        _wait_all_exit(stragglers, KILL_WAIT)
-    ordered = sorted(nodes, key=lambda n: STOP_ORDER.index(n.spec.role))
-    return [stop_report(n, was_running=was_running[n.spec.node_id], killed=n.spec.node_id in killed)
-            for n in ordered]
-
-
-def stop_report(node: NodeProcess, *, was_running: bool, killed: bool) -> StopReport:
-    """How one node's stop ended, in the words `tidelog down` prints."""
-    if not was_running:
-        outcome = "not running"
-    elif node.running():
-        outcome = "did not die"
-    else:
-        outcome = "killed after ignoring SIGTERM" if killed else "stopped"
-    return StopReport(node.spec, node.pid, outcome, node.exit_status)
 
 
 # --- readiness -------------------------------------------------------------------------------

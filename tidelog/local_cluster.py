@@ -27,13 +27,8 @@ from typing import Final
 from tidelog import cluster_layout as layout
 from tidelog.cli_common import silence_stdout
 from tidelog.cluster_layout import LayoutError, data_dir_lock
-from tidelog.launcher import (
-    READY_TIMEOUT,
-    Interrupted,
-    LauncherError,
-    LocalCluster,
-    StopReport,
-)
+from tidelog.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster
+from tidelog.node_process import StopReport
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
 WATCH_INTERVAL: Final = 0.5  # seconds between two looks at the nodes while running in the foreground

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common.record_batch import iter_batches
 from common.units import SECONDS
-from tidelog.launcher import NodeProcess
+from tidelog.node_process import NodeProcess
 from tidelog.waiting import wait_until
 
 CATCH_UP_TIMEOUT = 30 * SECONDS

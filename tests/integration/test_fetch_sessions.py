@@ -37,7 +37,8 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster, NodeProcess
+from tidelog.launcher import LocalCluster
+from tidelog.node_process import NodeProcess
 
 CLIENT_TIMEOUT_S = 60.0
 VERSION = 11

@@ -23,7 +23,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster_fixtures import http, running_cluster, wait_until
-from tidelog.launcher import LocalCluster, NodeProcess
+from tidelog.launcher import LocalCluster
+from tidelog.node_process import NodeProcess
 
 TOPIC = "atomic"
 PARTITIONS = 3000

@@ -23,7 +23,7 @@ from common.properties import load_properties
 from quorum.admin_api import ApiSettings
 from quorum.quorum_settings import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
-from tidelog import cluster_layout, launcher
+from tidelog import cluster_layout, launcher, node_process
 from tidelog.cluster_layout import (
     CLUSTER_FILE,
     COMBINED,
@@ -533,11 +533,11 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> list[NodeSpec]:
     """Make LocalCluster.start spawn nothing: every node 'starts' and is at once recorded as stopped."""
     spawned: list[NodeSpec] = []
 
-    def spawn(spec: NodeSpec) -> launcher.NodeProcess:
+    def spawn(spec: NodeSpec) -> node_process.NodeProcess:
         spawned.append(spec)
-        return launcher.NodeProcess(spec, None)
+        return node_process.NodeProcess(spec, None)
 
-    monkeypatch.setattr(launcher.NodeProcess, "spawn", staticmethod(spawn))
+    monkeypatch.setattr(node_process.NodeProcess, "spawn", staticmethod(spawn))
     monkeypatch.setattr(launcher, "check_ports_free", lambda nodes: None)
     monkeypatch.setattr(launcher.LocalCluster, "wait_ready", lambda self, *args, **kwargs: 1)
     return spawned

@@ -32,13 +32,8 @@ from chaos.nemeses.network import NetworkNemesis
 from common.units import SECONDS
 from tidelog import cluster_layout as layout
 from tidelog.cluster_layout import LayoutError
-from tidelog.launcher import (
-    LauncherError,
-    LocalCluster,
-    NodeProcess,
-    StopReport,
-    free_ports,
-)
+from tidelog.launcher import LauncherError, LocalCluster, free_ports
+from tidelog.node_process import NodeProcess, StopReport
 from tidelog.testing import observe, reaper
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.observe import ClusterTimeout, poll, serving

@@ -36,7 +36,8 @@ from tidelog.testing.observe import ClusterTimeout, poll, serving
 
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis
-    from tidelog.launcher import LocalCluster, NodeProcess
+    from tidelog.launcher import LocalCluster
+    from tidelog.node_process import NodeProcess
 
 SHUTDOWN_MARGIN: Final = 5 * SECONDS  # beyond controlled.shutdown.timeout.ms before SIGKILL
 NO_NETWORK_NEMESIS: Final = "network faults need a network nemesis; this cluster was built without one"

@@ -17,12 +17,8 @@ from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
 from tidelog.kafka_client import NO_LEADER, BrokerUnavailable, ClusterInfo, KafkaClient
-from tidelog.launcher import (
-    LocalCluster,
-    NodeProcess,
-    probe_cluster_view,
-    unfenced_brokers,
-)
+from tidelog.launcher import LocalCluster, probe_cluster_view, unfenced_brokers
+from tidelog.node_process import NodeProcess
 from tidelog.waiting import WaitTimeout, wait_until
 
 POLL_INTERVAL: Final = 0.05 * SECONDS

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Final, Protocol
 from common.units import SECONDS
 
 if TYPE_CHECKING:
-    from tidelog.launcher import LocalCluster, StopReport
+    from tidelog.launcher import LocalCluster
+    from tidelog.node_process import StopReport
 
 WATCHDOG_EXIT_WAIT: Final = 5 * SECONDS  # after a normal stop it has nothing to do
 KILL_WAIT: Final = 5 * SECONDS
@@ -115,7 +116,7 @@ def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
     from tidelog import (
         cluster_layout as layout,  # not at the top: the watchdog starts light
     )
-    from tidelog.launcher import stop_report
+    from tidelog.node_process import stop_report
 
     deadline = time.monotonic() + bound
     running = {n.spec.node_id for n in local.nodes if n.running()}
