@@ -57,6 +57,9 @@ MAX_ELECTION_PARTITIONS: Final = 10_000
 WRITE_TIMEOUT: Final = 5 * SECONDS  # one decision: queue, replication, commit
 ACTIVE_WAIT: Final = 3 * SECONDS  # how long a write waits for an active controller to be known
 FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwarded write, end to end
+# A relayed write is answered once this controller has applied it too, so the client's next
+# read here sees its own write; past this, the answer goes out anyway (the write is committed).
+FORWARD_APPLY_WAIT: Final = WRITE_TIMEOUT
 FORWARD_CONNECTIONS_MAX: Final = 32  # open connections to the active controller
 MAX_IN_FLIGHT_REQUESTS: Final = 1024  # requests being served at once; more answer 429 at once
 ACTIVE_POLL: Final = 0.05 * SECONDS

@@ -67,12 +67,24 @@ def _source_address(host: str) -> tuple[str, int] | None:
     return None if host in ("", "0.0.0.0", "::") else (host, 0)
 
 
-def _error_name(body: bytes) -> str | None:
+def _answer_field(body: bytes, field: str) -> Any:
+    """One top-level field of a JSON answer, None if absent or not JSON."""
     try:
         answer = json.loads(body)
     except ValueError:
         return None
-    return answer.get("error") if isinstance(answer, dict) else None
+    return answer.get(field) if isinstance(answer, dict) else None
+
+
+def _error_name(body: bytes) -> str | None:
+    error = _answer_field(body, "error")
+    return error if isinstance(error, str) else None
+
+
+def _metadata_offset(body: bytes) -> int | None:
+    """The metadata offset a write's answer says it committed at, if it says."""
+    offset = _answer_field(body, "metadata_offset")
+    return offset if isinstance(offset, int) else None
 
 
 # The rules name their own arguments; the API names the request's fields.
@@ -228,8 +240,22 @@ class ControllerServer:
                              "have been applied: re-read before retrying") from None
         if status == 503 and _error_name(body) == "NOT_CONTROLLER":
             return None  # it applied nothing (renounced, or not active yet): find the active one
+        if 200 <= status < 300:
+            await self._await_applied(_metadata_offset(body))
         return web.Response(status=status, body=body, content_type="application/json",
                             headers={"X-Tidelog-Served-By": str(node)})
+
+    async def _await_applied(self, offset: int | None) -> None:
+        """Wait (bounded) until this controller's image holds metadata `offset`: read-your-writes."""
+        if offset is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + api.FORWARD_APPLY_WAIT
+        while self.image().offset < offset and loop.time() < deadline:
+            await asyncio.sleep(api.ACTIVE_POLL / 5)
+        if self.image().offset < offset:
+            logger.warning("controller %d relays a write at metadata offset %d it has not applied after %.1f s "
+                        "(applied %d)", self._settings.node_id, offset, api.FORWARD_APPLY_WAIT, self.image().offset)
 
     async def decide(self, fn: Callable[[MetadataImage], Any]) -> tuple[Any, int | None]:
         """Run one decision on the active controller: (its response, last committed offset)."""

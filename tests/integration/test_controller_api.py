@@ -233,6 +233,8 @@ def create_on_follower(controllers: list[Controller], active: Controller) -> dic
     assert created["name"] == "orders" and len(created["partitions"]) == 6
     for p in created["partitions"]:
         assert len(p["replicas"]) == 3 and p["leader"] in BROKERS and sorted(p["isr"]) == sorted(BROKERS)
+    # read-your-writes: the follower answers a write it relayed only once its own image has it
+    assert get(follower.api, "/v1/topics/orders")["name"] == "orders"
     caught_up(controllers, created["metadata_offset"])
     views = [get(c.api, "/v1/topics/orders") for c in controllers]
     expected = {k: v for k, v in created.items() if k != "metadata_offset"}
