@@ -55,25 +55,21 @@ _LENGTH = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 
 
-def _advance_table() -> list[int]:
-    """For each little-endian byte pair starting a record: bytes to the next record (length
-    prefix + length) when the prefix is 1 or 2 bytes, else 0 (decoded in full)."""
-    table = []
-    for pair in range(1 << 16):
-        b0, b1 = pair & 0xFF, pair >> 8
-        if b0 < 0x80:
-            raw, size = b0, 1
-        elif b1 < 0x80:
-            raw, size = (b0 & 0x7F) | b1 << 7, 2
-        else:
-            raw, size = 0, 0
-        length = (raw >> 1) ^ -(raw & 1)
-        table.append(size + length if size and length > 0 else 0)
-    return table
+def _pair_tables() -> tuple[I64, I64]:
+    """Value and size of the varint a little-endian byte pair starts, when it is 1 or 2
+    bytes long (size 0: longer, decoded byte by byte)."""
+    pair = np.arange(1 << 16, dtype=np.int64)
+    b0, b1 = pair & 0x7F, (pair >> 8) & 0x7F
+    one, two = pair & 0x80 == 0, pair & 0x8000 == 0
+    raw = np.where(one, b0, b0 | b1 << 7)
+    return (raw >> 1) ^ -(raw & 1), np.where(one, 1, np.where(two, 2, 0))
 
 
-_ADVANCE: Final = _advance_table()
-_ADVANCE_ARRAY: Final = np.array(_ADVANCE, np.int64)
+_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
+# bytes from a record's start to the next record's, for a 1- or 2-byte length prefix (0:
+# a longer prefix, or a length that cannot be a record's)
+_ADVANCE_ARRAY: Final = np.where((_PAIR_SIZE > 0) & (_PAIR_VALUE > 0), _PAIR_SIZE + _PAIR_VALUE, 0)
+_ADVANCE: Final[list[int]] = _ADVANCE_ARRAY.tolist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,19 +285,6 @@ def _decode_fields(buf: U8, starts: I64, counts: I64) -> _Fields:
     if np.any(headers_start >= end) or np.any(key_length < -1) or np.any(value_length < -1):
         raise CorruptRecordError("a record's key or value overruns the record's length")
     return _Fields(end, ts_delta, offset_delta, key_start, key_length, value_start, value_length, headers_start)
-
-
-def _pair_tables() -> tuple[I64, I64]:
-    """Value and size of the varint a little-endian byte pair starts, when it is 1 or 2
-    bytes long (size 0: longer, decoded byte by byte)."""
-    pair = np.arange(1 << 16, dtype=np.int64)
-    b0, b1 = pair & 0x7F, (pair >> 8) & 0x7F
-    one, two = pair & 0x80 == 0, pair & 0x8000 == 0
-    raw = np.where(one, b0, b0 | b1 << 7)
-    return (raw >> 1) ^ -(raw & 1), np.where(one, 1, np.where(two, 2, 0))
-
-
-_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
 
 
 def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
