@@ -45,9 +45,13 @@ def produce_with(bootstrap: str, topic: str, codec: str, count: int, partitions:
         producer.list_topics(topic, timeout=5).topics.get(topic), "partitions", {})) == partitions,
         timeout_s=CLIENT_TIMEOUT_S)
     failures: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
     for r in make_records(count, partitions, prefix=codec):
         producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
-                         timestamp=r.timestamp_ms, on_delivery=lambda err, _msg: err and failures.append(err))
+                         timestamp=r.timestamp_ms, on_delivery=report)
         producer.poll(0)
     assert producer.flush(CLIENT_TIMEOUT_S) == 0, "records left undelivered"
     assert not failures, failures[:3]
