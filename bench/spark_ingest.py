@@ -16,8 +16,11 @@ bytes, no headers). Then, on the same records:
 
 Spark's first query (worker start-up, imports) runs before the timed ones on the first
 1000 records of each partition and is reported on its own. rows/s = records / wall-clock seconds of the phase.
+Each Spark phase also gives the CPU it cost per row, from /proc: the JVM (Spark's own
+threads), the Python workers (the source's `read()`), and the broker.
 
     python bench/spark_ingest.py [--records 2000000] [--value-bytes 100] [--partitions 4]
+                                 [--noop-runs 1] [--conf spark.key=value ...]
 """
 
 from __future__ import annotations
@@ -48,18 +51,63 @@ READY_S: Final = 60.0
 CLIENT_TIMEOUT_S: Final = 600.0  # one phase; a stuck broker fails the run
 CONSUME_BATCH: Final = 10_000
 MB: Final = 1e6
+CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 
 
-def timed(label: str, records: int, record_bytes: int, action: Callable[[], int]) -> dict[str, Any]:
+def _stat(pid: int) -> tuple[int, list[str]] | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(fields[1]), fields
+
+
+def cpu_by_kind(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of this process's descendants, as JVM / Python workers, and of the
+    broker. utime+stime of live ones plus cutime+cstime (workers reaped by Spark's daemon)."""
+    stats = {pid: st for pid in (int(d) for d in os.listdir("/proc") if d.isdigit())
+             if (st := _stat(pid)) is not None}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    totals = {"jvm": 0.0, "python": 0.0, "broker": 0.0}
+    todo = list(children.get(os.getpid(), []))
+    while todo:  # bounded: each process once (a tree)
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        fields = stats[pid][1]
+        seconds = sum(int(f) for f in fields[11:15]) / CLK_TCK
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if pid == broker_pid:
+            totals["broker"] += seconds
+        elif b"java" in command.split(b"\0")[0]:
+            totals["jvm"] += seconds
+        elif b"pyspark" in command:
+            totals["python"] += seconds
+    return totals
+
+
+def timed(label: str, records: int, record_bytes: int, action: Callable[[], int],
+          cpu: Callable[[], dict[str, float]] | None = None) -> dict[str, Any]:
+    before = cpu() if cpu else {}
     started = time.perf_counter()
     count = action()
     seconds = time.perf_counter() - started
     if count != records:
         raise SystemExit(f"{label}: read {count} records, expected {records}")
-    row = {"phase": label, "records": count, "seconds": round(seconds, 2),
-           "rows_per_s": round(count / seconds), "mb_per_s": round(count * record_bytes / seconds / MB, 1)}
+    row: dict[str, Any] = {"phase": label, "records": count, "seconds": round(seconds, 2),
+                           "rows_per_s": round(count / seconds),
+                           "mb_per_s": round(count * record_bytes / seconds / MB, 1)}
+    shown = ""
+    if cpu:
+        after = cpu()
+        row["cpu_us_per_row"] = {k: round((after[k] - before[k]) / count * 1e6, 2) for k in after}
+        shown = "  CPU us/row " + " ".join(f"{k} {v}" for k, v in row["cpu_us_per_row"].items())
     print(f"{label:<22} {count:>10,} records {seconds:8.2f} s {row['rows_per_s']:>12,.0f} rows/s "
-          f"{row['mb_per_s']:8.1f} MB/s", flush=True)
+          f"{row['mb_per_s']:8.1f} MB/s{shown}", flush=True)
     return row
 
 
@@ -125,15 +173,19 @@ def source_between(session: Any, bootstrap: str, ends: dict[str, dict[str, int]]
         .option("subscribe", TOPIC).option("endingOffsets", json.dumps(ends)).load()
 
 
-def spark_session() -> Any:
+def spark_session(conf: list[str]) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from spark import register
-    session = (SparkSession.builder.master("local[2]").appName("bench-spark-ingest")
+    builder = (SparkSession.builder.master("local[2]").appName("bench-spark-ingest")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g").getOrCreate())
+               .config("spark.driver.memory", "2g"))
+    for setting in conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
@@ -144,6 +196,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--noop-runs", type=int, default=1, help="timed Spark -> noop runs")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting key=value (repeatable)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-spark-"))
@@ -165,7 +219,7 @@ def main() -> None:
                           lambda: plain_consumer(bootstrap, args.partitions, args.records)))
         rows.append(timed("range reader (Arrow)", args.records, record_bytes, lambda: range_reader(bootstrap, ends)))
 
-        session = spark_session()
+        session = spark_session(args.conf)
         try:
             def source() -> Any:
                 return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
@@ -179,13 +233,16 @@ def main() -> None:
             def to_noop() -> int:
                 source().write.format("noop").mode("overwrite").save()
                 return args.records
-            rows.append(timed("Spark -> noop", args.records, record_bytes, to_noop))
+            broker_pid = cluster.brokers[0].pid
+            cpu = lambda: cpu_by_kind(broker_pid or 0)  # noqa: E731
+            for _ in range(args.noop_runs):
+                rows.append(timed("Spark -> noop", args.records, record_bytes, to_noop, cpu))
             out = work / "parquet"
 
             def to_parquet() -> int:
                 source().write.mode("overwrite").parquet(str(out))
                 return args.records
-            rows.append(timed("Spark -> Parquet", args.records, record_bytes, to_parquet))
+            rows.append(timed("Spark -> Parquet", args.records, record_bytes, to_parquet, cpu))
             written = session.read.parquet(str(out)).count()
             if written != args.records:
                 raise SystemExit(f"Parquet holds {written} rows, expected {args.records}")

@@ -1,6 +1,7 @@
 """Read one offset range of one partition into Arrow RecordBatches (a Spark task's work).
 
-A consumer assigned to the partition (no group: nothing joined, nothing committed) reads
+On a PLAINTEXT cluster the range is read with raw Fetch requests and decoded in bulk
+(`fetch_reader`). With TLS or SASL (which that client does not speak), a consumer assigned to the partition (no group: nothing joined, nothing committed) reads
 with `consume(num_messages=...)` until the end offset, never past it; each call's messages
 become one RecordBatch built column by column. What is per record in Python: one pass
 separating errors from records, and the `key()`/`value()`/`offset()`/`timestamp()` calls of
@@ -24,20 +25,19 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from common.units import SECONDS
-from spark import kafka_clients
+from spark import fetch_client, kafka_clients
 from spark.arrow_schema import record_batch
+from spark.data_loss import DataLossError, report_data_loss
+from spark.fetch_reader import read_range_fetched
 from spark.offsets import OffsetRange
 from spark.options import SourceOptions
 
 log = logging.getLogger("tidelog.spark")
+__all__ = ["DataLossError", "RangePartition", "read_partition", "read_range", "report_data_loss"]
 
 MAX_MESSAGES_PER_CONSUME: Final = 10_000  # one RecordBatch at most this long
 CONSUME_WAIT: Final = 1 * SECONDS  # per consume() call; the poll timeout bounds the whole wait
 WATERMARK_TIMEOUT: Final = 10 * SECONDS
-
-
-class DataLossError(RuntimeError):
-    """Records in the requested range are gone from the log (and failOnDataLoss is true)."""
 
 
 class RangePartition(InputPartition):
@@ -48,15 +48,6 @@ class RangePartition(InputPartition):
         self.range = offset_range
 
 
-def report_data_loss(message: str, fail: bool) -> None:
-    """Raise (failOnDataLoss=true) or warn, with Spark's advice either way."""
-    if fail:
-        raise DataLossError(f"{message}. Some data may have been lost because it is not available in Kafka "
-                            "any more (aged out, deleted topic, truncated log). If you want your query to "
-                            "carry on in such cases, set the source option failOnDataLoss to false.")
-    log.warning("%s. Some data may have been lost; carrying on because failOnDataLoss is false.", message)
-
-
 def read_partition(partition: InputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     """The records of a RangePartition; nothing for Spark's placeholder partition (no ranges)."""
     if isinstance(partition, RangePartition) and partition.range.size > 0:
@@ -64,7 +55,15 @@ def read_partition(partition: InputPartition, options: SourceOptions) -> Iterato
 
 
 def read_range(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """Yield the records of [start, end) as RecordBatches in the source's Arrow schema."""
+    """Yield the records of [start, end) as RecordBatches in the source's Arrow schema:
+    by raw Fetch on a PLAINTEXT cluster, else (TLS, SASL) through confluent-kafka."""
+    if fetch_client.supports(options.kafka):
+        return read_range_fetched(offset_range, options)
+    return read_range_consumed(offset_range, options)
+
+
+def read_range_consumed(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """`read_range` through a confluent-kafka consumer (per-record Python: see the module doc)."""
     consumer = kafka_clients.consumer(options, "executor", records=offset_range.size)
     tp = confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, offset_range.start)
     try:

@@ -1,0 +1,191 @@
+"""A blocking Kafka protocol client for one partition: its leader, Fetch, ListOffsets.
+
+A Spark task reads one offset range of one partition. confluent-kafka hands each record to
+Python as an object; this client instead gets the Fetch response's record batches as bytes
+so `fetch_columns` can turn them into Arrow columns in bulk. It speaks PLAINTEXT only
+(`supports`); any other security setting keeps the task on confluent-kafka.
+
+Fixed API versions every Kafka since 2.1 (and tidelog) answers: Metadata v8, Fetch v11,
+ListOffsets v5 — all non-flexible, so responses have no header tags to skip. One socket,
+one request in flight, every wait bounded by a socket timeout. A broker that cannot be
+reached or answers garbage raises `BrokerUnavailable`; the caller finds the leader again.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Final, TypeVar
+
+from common.errors import ErrorCode
+from common.protocol import fetch, list_offsets, metadata
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import ClientFraming
+from common.protocol.primitives import Chunk, ProtocolError
+from common.units import MIB, SECONDS
+
+METADATA_VERSION: Final = 8
+FETCH_VERSION: Final = 11
+LIST_OFFSETS_VERSION: Final = 5
+CONNECT_TIMEOUT: Final = 10 * SECONDS
+REQUEST_TIMEOUT: Final = 30 * SECONDS  # beyond a Fetch's own max wait
+MAX_RESPONSE_BYTES: Final = 256 * MIB
+RECV_BYTES: Final = 4 * MIB
+EARLIEST: Final = list_offsets.EARLIEST_TIMESTAMP
+LATEST: Final = list_offsets.LATEST_TIMESTAMP
+
+
+T = TypeVar("T")
+
+
+class BrokerUnavailable(ConnectionError):
+    """No answer, or an unusable one: look the leader up again and retry."""
+
+
+def supports(kafka: Mapping[str, str]) -> bool:
+    """Whether this client can talk to the cluster the kafka.* options describe (no TLS, no SASL)."""
+    protocol = kafka.get("security.protocol", "plaintext").strip().lower()
+    return protocol == "plaintext" and not any(key.startswith(("ssl.", "sasl.")) for key in kafka)
+
+
+def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
+    """`host:port,host:port` (IPv6 hosts in brackets) as addresses; 9092 when a port is left out."""
+    addresses = []
+    for entry in (part.strip() for part in servers.split(",")):
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        if not sep or host.endswith(":") or (":" in host and not host.startswith("[")):
+            host, port = entry, "9092"
+        addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+class PartitionClient:
+    """Requests about one topic-partition, sent to its leader."""
+
+    def __init__(self, bootstrap: list[tuple[str, int]], topic: str, partition: int, client_id: str) -> None:
+        if not bootstrap:
+            raise ValueError("kafka.bootstrap.servers names no server")
+        self.bootstrap, self.topic, self.partition = bootstrap, topic, partition
+        self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
+        self._sock: socket.socket | None = None
+        self.leader: tuple[str, int] | None = None
+
+    def __enter__(self) -> PartitionClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def find_leader(self) -> None:
+        """Ask the bootstrap servers (then the last leader) who leads the partition."""
+        self.close()
+        body = metadata.encode_metadata_request(metadata.MetadataRequest((self.topic,), False), METADATA_VERSION)
+        failures = []
+        for address in dict.fromkeys([*self.bootstrap, *([self.leader] if self.leader else [])]):  # each once
+            try:
+                self._connect(address)
+                raw = self._request(ApiKey.METADATA, METADATA_VERSION, body, REQUEST_TIMEOUT)
+                answer = metadata.decode_metadata_response(raw, METADATA_VERSION)
+            except (BrokerUnavailable, ProtocolError) as exc:
+                failures.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            finally:
+                self.close()
+            brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
+            for topic in answer.topics:
+                for p in topic.partitions if topic.name == self.topic else ():
+                    if p.partition_index == self.partition and p.leader_id in brokers:
+                        self.leader = brokers[p.leader_id]
+                        return
+            failures.append(f"{address[0]}:{address[1]}: no leader known for {self.topic}-{self.partition}")
+        raise BrokerUnavailable("; ".join(failures))
+
+    def fetch(self, position: int, *, isolation_level: int, max_bytes: int,
+              max_wait_ms: int) -> fetch.FetchPartitionResponse:
+        """One sessionless Fetch of the partition from `position` (records as a view of the response)."""
+        request = fetch.FetchRequest(fetch.CONSUMER_REPLICA_ID, max_wait_ms, 1, max_bytes, isolation_level, (
+            fetch.FetchTopic(self.topic, (fetch.FetchPartition(self.partition, position, max_bytes),)),))
+        raw = self._leader_request(ApiKey.FETCH, FETCH_VERSION, fetch.encode_fetch_request(request, FETCH_VERSION),
+                                   max_wait_ms / 1000 + REQUEST_TIMEOUT)
+        answer = self._decode(fetch.decode_fetch_response, raw, FETCH_VERSION)
+        if answer.error_code != ErrorCode.NONE:
+            return fetch.FetchPartitionResponse(self.partition, answer.error_code, -1, None)
+        for topic in answer.responses:
+            for p in topic.partitions if topic.topic == self.topic else ():
+                if p.partition_index == self.partition:
+                    return p
+        raise BrokerUnavailable(f"the Fetch response does not mention {self.topic}-{self.partition}")
+
+    def list_offset(self, timestamp: int, isolation_level: int) -> int:
+        """The partition's offset for EARLIEST / LATEST (the log start / high watermark or LSO)."""
+        request = list_offsets.ListOffsetsRequest(fetch.CONSUMER_REPLICA_ID, (list_offsets.ListOffsetsTopic(
+            self.topic, (list_offsets.ListOffsetsPartition(self.partition, timestamp),)),), isolation_level)
+        raw = self._leader_request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                   list_offsets.encode_list_offsets_request(request, LIST_OFFSETS_VERSION),
+                                   REQUEST_TIMEOUT)
+        answer = self._decode(list_offsets.decode_list_offsets_response, raw, LIST_OFFSETS_VERSION)
+        for topic in answer.topics:
+            for p in topic.partitions if topic.name == self.topic else ():
+                if p.partition_index == self.partition:
+                    if p.error_code != ErrorCode.NONE:
+                        raise BrokerUnavailable(f"ListOffsets of {self.topic}-{self.partition}: "
+                                                f"{ErrorCode(p.error_code).name}")
+                    return int(p.offset)
+        raise BrokerUnavailable(f"the ListOffsets response does not mention {self.topic}-{self.partition}")
+
+    # -- the socket --------------------------------------------------------------------------
+
+    def _leader_request(self, api_key: ApiKey, version: int, body: list[Chunk], timeout: float) -> memoryview:
+        if self.leader is None:
+            self.find_leader()
+        assert self.leader is not None
+        if self._sock is None:
+            self._connect(self.leader)
+        return self._request(api_key, version, body, timeout)
+
+    def _connect(self, address: tuple[str, int]) -> None:
+        try:
+            self._sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT)
+        except OSError as exc:
+            raise BrokerUnavailable(f"cannot connect to {address[0]}:{address[1]}: {exc}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _request(self, api_key: ApiKey, version: int, body: list[Chunk], timeout: float) -> memoryview:
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(self._framing.request(int(api_key), version, body))
+            size = self._framing.body_size(self._read(ClientFraming.HEAD_BYTES))
+            return memoryview(self._read(size))
+        except (OSError, ProtocolError) as exc:  # timeouts included
+            self.close()
+            raise BrokerUnavailable(f"{api_key.name} to {self.topic}-{self.partition}'s leader failed: "
+                                    f"{exc!r}") from None
+
+    def _read(self, size: int) -> bytearray:
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        assert self._sock is not None
+        while got < size:  # bounded: each recv waits at most the socket timeout and returns >= 1 byte
+            n = self._sock.recv_into(view[got:], min(size - got, RECV_BYTES))
+            if not n:
+                raise ConnectionResetError("the broker closed the connection")
+            got += n
+        return buf
+
+    def _decode(self, decode: Callable[[memoryview, int], T], raw: memoryview, version: int) -> T:
+        try:
+            return decode(raw, version)
+        except ProtocolError as exc:
+            self.close()
+            raise BrokerUnavailable(f"a malformed response about {self.topic}-{self.partition}: {exc}") from None
