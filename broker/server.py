@@ -42,7 +42,7 @@ from common.protocol.frame import (
     parse_request_header,
 )
 from common.protocol.primitives import Chunk, ProtocolError
-from common.units import KIB, MIB, SECONDS
+from common.units import KIB, SECONDS
 
 logger = logging.getLogger(__name__)
 
