@@ -22,7 +22,8 @@ loopback TCP socket and into a file. Ratios are tidelog / Tansu.
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
 
-Before the phases the broker's idle CPU rate (heartbeats, the metadata follower) is measured for
+Before the phases a small produce and consume warm the broker up (the consumer's first
+FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry), then its idle CPU rate (heartbeats, the metadata follower) is measured for
 `--idle-seconds`; 'net s/GB' is each phase's broker CPU less that rate over the phase's wall
 time, per GB, so that a short phase is not judged by the idle baseline and /proc's 10 ms ticks.
 """
@@ -66,6 +67,7 @@ LOOPBACK: Final = "127.0.0.1"
 PARTITION_COUNTS: Final = (1, 6)
 ACKS: Final = ("1", "all")
 RAW_CHUNK: Final = 1 * MIB
+WARMUP_RECORDS: Final = 1000
 
 
 # --- brokers ---------------------------------------------------------------------------------
@@ -338,10 +340,22 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
                idle)
 
 
+def warm_up(peer: Peer, binary: Path) -> None:
+    """One small produce and consume before anything is measured, so that one-time work (the
+    first FindCoordinator creating __consumer_offsets, first connections) is in no phase."""
+    topic = "bench-warmup"
+    peer.create(topic, 1)
+    c_client.produce(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, value_bytes=100, partitions=1,
+                     acks="1", linger_ms=5)
+    c_client.consume(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, partitions=1)
+
+
 def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
     print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap})", flush=True)
     value = os.urandom(args.value_bytes)
     binary: Path | None = args.loadgen
+    if binary is not None:
+        warm_up(peer, binary)
     if args.idle_seconds > 0:
         peer.idle_cpu_per_s = idle_rate(peer.pid, args.idle_seconds)
         print(f"  ({peer.name} idle: {peer.idle_cpu_per_s * 100:.1f} % of a core over {args.idle_seconds:g} s; "
