@@ -23,9 +23,10 @@ loopback TCP socket and into a file. Ratios are tidelog / Tansu.
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
 
 Before the phases a small produce and consume warm the broker up (the consumer's first
-FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry), then its idle CPU rate (heartbeats, the metadata follower) is measured for
-`--idle-seconds`; 'net s/GB' is each phase's broker CPU less that rate over the phase's wall
-time, per GB, so that a short phase is not judged by the idle baseline and /proc's 10 ms ticks.
+FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry); then its
+idle CPU rate (heartbeats, the metadata follower) is measured for `--idle-seconds`. 'net s/GB'
+is each phase's broker CPU less that rate over the phase's wall time, per GB, so that a short
+phase is not judged by the idle baseline and /proc's 10 ms ticks.
 """
 
 from __future__ import annotations
