@@ -69,6 +69,7 @@ PARTITION_COUNTS: Final = (1, 6)
 ACKS: Final = ("1", "all")
 RAW_CHUNK: Final = 1 * MIB
 WARMUP_RECORDS: Final = 1000
+WARMUP_SETTLE_S: Final = 1.0
 
 
 # --- brokers ---------------------------------------------------------------------------------
@@ -357,6 +358,7 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
     binary: Path | None = args.loadgen
     if binary is not None:
         warm_up(peer, binary)
+        time.sleep(WARMUP_SETTLE_S)  # the warm-up consumer's close and the group's checkpoint settle
     if args.idle_seconds > 0:
         peer.idle_cpu_per_s = idle_rate(peer.pid, args.idle_seconds)
         print(f"  ({peer.name} idle: {peer.idle_cpu_per_s * 100:.1f} % of a core over {args.idle_seconds:g} s; "
