@@ -25,7 +25,7 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
     for i in range(BATCHES):
         if i and i % 10 == 0:
             opened.roll(0)
-        opened.append(batch(PER_BATCH, tag=f"b{i}"), now_ms=0)
+        opened.append(batch(PER_BATCH, tag=f"b{i:02d}"), now_ms=0)
     try:
         yield opened
     finally:
