@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,10 +91,22 @@ async def test_a_full_socket_is_waited_for_not_copied(pair: Pair, data_file: tup
     sock = pair.writer.transport.get_extra_info("socket")
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * KIB)  # the first sendfile cannot take it all
     pair.writer.write(b"head")  # something may still be buffered in the transport
-    receiving = asyncio.ensure_future(pair.receive(4 + FILE_BYTES, delay_s=0.2))
-    sent = await asyncio.wait_for(send_file_slice(pair.writer, fd, 0, FILE_BYTES), IO_TIMEOUT_S)
+    loop = asyncio.get_running_loop()
+    native = loop.sendfile
+    waited: list[int] = []
+
+    async def counting(*args: Any, **kwargs: Any) -> int:
+        waited.append(args[3])
+        return await native(*args, **kwargs)
+    loop.sendfile = counting  # type: ignore[method-assign]
+    try:
+        receiving = asyncio.ensure_future(pair.receive(4 + FILE_BYTES, delay_s=0.2))
+        sent = await asyncio.wait_for(send_file_slice(pair.writer, fd, 0, FILE_BYTES), IO_TIMEOUT_S)
+    finally:
+        del loop.sendfile  # type: ignore[method-assign]
     assert sent == FILE_BYTES
     assert await asyncio.wait_for(receiving, IO_TIMEOUT_S) == b"head" + content
+    assert len(waited) == 1 and 0 < waited[0] <= FILE_BYTES  # the rest went by loop.sendfile, not pread
 
 
 @pytest.mark.parametrize(("truncate_to", "position", "length"), [
