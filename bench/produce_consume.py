@@ -347,9 +347,12 @@ def warm_up(peer: Peer, binary: Path) -> None:
     first FindCoordinator creating __consumer_offsets, first connections) is in no phase."""
     topic = "bench-warmup"
     peer.create(topic, 1)
-    c_client.produce(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, value_bytes=100, partitions=1,
-                     acks="1", linger_ms=5)
-    c_client.consume(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, partitions=1)
+    try:
+        c_client.produce(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, value_bytes=100, partitions=1,
+                         acks="1", linger_ms=5)
+        c_client.consume(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, partitions=1)
+    except c_client.LoadError as e:  # the phases still run; the first one then carries the one-time costs
+        print(f"  ({peer.name} warm-up failed, measuring without it: {str(e)[-200:]})", flush=True)
 
 
 def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
