@@ -20,7 +20,13 @@ see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB wri
 loopback TCP socket and into a file. Ratios are tidelog / Tansu.
 
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
-                                    [--json rows.json]
+                                    [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
+
+Before the phases a small produce and consume warm the broker up (the consumer's first
+FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry); then its
+idle CPU rate (heartbeats, the metadata follower) is measured for `--idle-seconds`. 'net s/GB'
+is each phase's broker CPU less that rate over the phase's wall time, per GB, so that a short
+phase is not judged by the idle baseline and /proc's 10 ms ticks.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ LOOPBACK: Final = "127.0.0.1"
 PARTITION_COUNTS: Final = (1, 6)
 ACKS: Final = ("1", "all")
 RAW_CHUNK: Final = 1 * MIB
+WARMUP_RECORDS: Final = 1000
+WARMUP_SETTLE_S: Final = 1.0
 
 
 # --- brokers ---------------------------------------------------------------------------------
@@ -84,6 +92,17 @@ class Peer:
     bootstrap: str
     pid: int
     create: Callable[[str, int], None]
+    idle_cpu_per_s: float | None = None  # measured by idle_rate() before the first phase
+
+
+def idle_rate(pid: int, seconds: float) -> float:
+    """The broker's CPU seconds per wall second while nothing is produced or consumed.
+
+    /proc counts in clock ticks (10 ms), so a window of a few seconds is needed for a rate
+    that is not mostly rounding."""
+    cpu0, wall0 = process_cpu_s(pid), time.perf_counter()
+    time.sleep(seconds)
+    return (process_cpu_s(pid) - cpu0) / (time.perf_counter() - wall0)
 
 
 def wait_led(bootstrap: str, topic: str, partitions: int) -> None:
@@ -186,6 +205,7 @@ class Row:
     p50_ms: float | None = None
     p99_ms: float | None = None
     p999_ms: float | None = None
+    idle_cpu_s: float | None = None  # the broker's idle CPU rate (heartbeats, metadata) x wall_s
 
     @property
     def records_per_s(self) -> float:
@@ -200,6 +220,13 @@ class Row:
         if self.broker_cpu_s is None or not self.payload_bytes:
             return None
         return self.broker_cpu_s / (self.payload_bytes / GB)
+
+    @property
+    def net_cpu_s_per_gb(self) -> float | None:
+        """CPU per GB less what the broker would have spent idle over the phase."""
+        if self.broker_cpu_s is None or self.idle_cpu_s is None or not self.payload_bytes:
+            return None
+        return (self.broker_cpu_s - self.idle_cpu_s) / (self.payload_bytes / GB)
 
 
 @contextmanager
@@ -309,16 +336,38 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
     """One phase of the C load generator, with the broker's CPU over it."""
     broker0 = process_cpu_s(peer.pid)
     result = run()
+    idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
     return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
-               process_cpu_s(peer.pid) - broker0, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms)
+               process_cpu_s(peer.pid) - broker0, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms,
+               idle)
+
+
+def warm_up(peer: Peer, binary: Path) -> None:
+    """One small produce and consume before anything is measured, so that one-time work (the
+    first FindCoordinator creating __consumer_offsets, first connections) is in no phase."""
+    topic = "bench-warmup"
+    peer.create(topic, 1)
+    try:
+        c_client.produce(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, value_bytes=100, partitions=1,
+                         acks="1", linger_ms=5)
+        c_client.consume(binary, peer.bootstrap, topic, records=WARMUP_RECORDS, partitions=1)
+    except c_client.LoadError as e:  # the phases still run; the first one then carries the one-time costs
+        print(f"  ({peer.name} warm-up failed, measuring without it: {str(e)[-200:]})", flush=True)
 
 
 def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
     print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap})", flush=True)
     value = os.urandom(args.value_bytes)
     binary: Path | None = args.loadgen
-    for partitions in PARTITION_COUNTS:
-        for acks in ACKS:
+    if binary is not None:
+        warm_up(peer, binary)
+        time.sleep(WARMUP_SETTLE_S)  # the warm-up consumer's close and the group's checkpoint settle
+    if args.idle_seconds > 0:
+        peer.idle_cpu_per_s = idle_rate(peer.pid, args.idle_seconds)
+        print(f"  ({peer.name} idle: {peer.idle_cpu_per_s * 100:.1f} % of a core over {args.idle_seconds:g} s; "
+              f"'net s/GB' subtracts that rate over each phase)", flush=True)
+    for partitions in args.partition_counts:
+        for acks in args.acks:
             topic = f"bench-p{partitions}-acks{acks}"
             peer.create(topic, partitions)
             if binary is None:
@@ -330,7 +379,7 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
                 partitions=partitions, acks=acks, linger_ms=5)))
             show(loadgen_phase(peer, f"consume P={partitions} (acks={acks})", lambda: c_client.consume(
                 binary, peer.bootstrap, topic, records=args.records, partitions=partitions)))
-    for acks in ACKS:
+    for acks in args.acks if args.seconds > 0 else ():
         topic = f"bench-latency-acks{acks}"
         peer.create(topic, 1)
         if binary is None:
@@ -396,12 +445,12 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
-                 f"{'brk s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}")
+                 f"{'brk s/GB':>9} {'net s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}")
 
 
 def line(row: Row) -> str:
     return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
-            f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.1f'):>9} "
+            f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
             f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
             f"{fmt(row.p999_ms, '.2f'):>8}")
 
@@ -432,6 +481,11 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--rate", type=int, default=10_000, help="records/s of the latency phase")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    parser.add_argument("--partition-counts", type=lambda v: tuple(int(x) for x in v.split(",")),
+                        default=PARTITION_COUNTS, help="topics' partition counts, e.g. 1 or 1,6")
+    parser.add_argument("--acks", type=lambda v: tuple(v.split(",")), default=ACKS, help="e.g. 1 or 1,all")
+    parser.add_argument("--idle-seconds", type=float, default=3.0,
+                        help="measure the broker's idle CPU this long before the phases (0: skip)")
     parser.add_argument("--skip-tansu", action="store_true")
     parser.add_argument("--skip-tidelog", action="store_true")
     parser.add_argument("--client", choices=("c", "python"), default="c",
@@ -471,7 +525,8 @@ def main() -> None:
         print_ratios(rows)
         if args.json is not None:
             args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,
-                                              "mb_per_s": r.mb_per_s, "cpu_s_per_gb": r.cpu_s_per_gb}
+                                              "mb_per_s": r.mb_per_s, "cpu_s_per_gb": r.cpu_s_per_gb,
+                                              "net_cpu_s_per_gb": r.net_cpu_s_per_gb}
                                              for r in rows], indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,7 +1,8 @@
 """Serving file slices to a loopback socket: `loop.sendfile` against `os.pread` + transport write.
 
 The design brief measured 1.8 GB/s for `loop.sendfile` and 3.4 GB/s for `os.pread` +
-`transport.write` at 1 MiB slices; this measures it again here. A file of `--mib` MiB (in the
+`transport.write` at 1 MiB slices; this measures it again here, beside what the broker does
+(`broker.slice_sender`: sendfile straight to the socket, loop.sendfile for the rest). A file of `--mib` MiB (in the
 page cache: it is read once first) is sent in `--slice-kib` slices over one loopback TCP
 connection to a reader in another process (so the reader never competes for our GIL); the
 reader answers with the byte count once the sender closes, and the clock stops there. Each
@@ -25,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, Final
 
+from broker.slice_sender import send_file_slice
 from common.units import KIB, MIB
 
 GB: Final = 1e9
@@ -66,6 +68,14 @@ async def send_sendfile_once(writer: asyncio.StreamWriter, file: BinaryIO, size:
     await asyncio.get_running_loop().sendfile(writer.transport, file, 0, size)
 
 
+async def send_broker(writer: asyncio.StreamWriter, file: BinaryIO, size: int, slice_bytes: int) -> None:
+    """What the broker does per Fetch response (broker.slice_sender): sendfile straight to the
+    socket while the transport holds nothing, loop.sendfile for what did not fit."""
+    fd = file.fileno()
+    for offset in range(0, size, slice_bytes):
+        await send_file_slice(writer, fd, offset, min(slice_bytes, size - offset))
+
+
 async def one_round(port: int, send: Sender, file: BinaryIO, size: int, slice_bytes: int) -> tuple[float, float]:
     """(wall seconds, sender CPU seconds) to move the file to the reader."""
     reader_stream, writer = await asyncio.open_connection(LOOPBACK, port)
@@ -87,6 +97,7 @@ async def run(port: int, path: Path, size: int, slice_bytes: int, rounds: int) -
         ("os.pread + transport.write", send_pread),
         ("loop.sendfile per slice", send_sendfile),
         ("loop.sendfile whole file", send_sendfile_once),
+        ("broker send_file_slice", send_broker),
     ]
     print(f"{loop_name}: {size / MIB:.0f} MiB file, {slice_bytes / KIB:.0f} KiB slices, best of {rounds}")
     print(f"{'method':<28} {'GB/s':>7} {'sender cpu s/GB':>16}")

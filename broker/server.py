@@ -27,13 +27,13 @@ awaits a full in-flight queue gives backpressure on the way in, both in a few li
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from broker import slice_sender
+from broker.slice_sender import ShortReadError, send_file_slice
 from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
@@ -42,17 +42,16 @@ from common.protocol.frame import (
     parse_request_header,
 )
 from common.protocol.primitives import Chunk, ProtocolError
-from common.units import KIB, MIB, SECONDS
+from common.units import KIB, SECONDS
 
 logger = logging.getLogger(__name__)
 
 # --- limits, in one place -------------------------------------------------------------------
 READ_SIZE: Final = 64 * KIB  # one socket read
 MAX_IN_FLIGHT: Final = 100  # requests read but not yet answered, per connection
-# Records go out through os.pread of the segment slice plus a transport write, this many bytes
-# at a time. Measured on loopback at 1 MiB (design.md): loop.sendfile 1.8 GB/s, os.pread +
-# transport write 3.4 GB/s (and uvloop has no loop.sendfile at all).
-PREAD_CHUNK: Final = 1 * MIB
+# Records go out with sendfile (broker.slice_sender); where a loop has none, through os.pread
+# and a transport write of this many bytes at a time.
+PREAD_CHUNK: Final = slice_sender.PREAD_CHUNK
 SHUTDOWN_GRACE: Final = 5 * SECONDS  # in-flight requests may finish this long after stop()
 CLOSE_TIMEOUT: Final = 1 * SECONDS  # waiting for a transport to close
 LATENCY_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -66,10 +65,6 @@ class RequestHandler(Protocol):
 
     async def handle(self, header: RequestHeader, body: memoryview,
                      client_host: str = "") -> list[Chunk] | None: ...
-
-
-class ShortReadError(OSError):
-    """A records slice was shorter on disk than promised (the segment was truncated under us)."""
 
 
 @dataclass(slots=True)
@@ -208,28 +203,13 @@ class Connection:
             await writer.drain()
 
     async def _send_slice(self, chunk: Chunk) -> None:
-        """A segment slice (fd, position, length) read with os.pread and written in PREAD_CHUNKs.
+        """A segment slice (fd, position, length), sent with sendfile (broker.slice_sender).
 
         A short read means the file shrank after the response promised `length` bytes: the
-        connection is ended rather than sending a frame of the wrong size.
+        connection is ended (ShortReadError) rather than sending a frame of the wrong size.
         """
-        fd, position, remaining = chunk.fd, chunk.position, chunk.length  # type: ignore[union-attr]
-        while remaining > 0:  # bounded: each pass sends a full piece or raises
-            want = min(remaining, PREAD_CHUNK)
-            try:
-                data = os.pread(fd, want, position)
-            except OSError as exc:
-                if exc.errno == errno.EBADF:  # the segment was closed (deleted) under us
-                    raise ShortReadError(f"records file closed while sending ({exc.strerror})") from None
-                raise
-            if len(data) != want:
-                raise ShortReadError(f"records file truncated while sending: read {len(data)} of {want} "
-                                     f"bytes at position {position}")
-            self.writer.write(data)
-            self.server.metrics.bytes_out += want
-            position += want
-            remaining -= want
-            await self.writer.drain()
+        fd, position, length = chunk.fd, chunk.position, chunk.length  # type: ignore[union-attr]
+        self.server.metrics.bytes_out += await send_file_slice(self.writer, fd, position, length)
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,72 +3,55 @@
 It assigns offsets, rolls segments, serves reads as file slices, truncates (for
 replication), keeps the leader-epoch cache, and applies retention. Time comes in as
 `now_ms` arguments; the caller (one event loop) serializes every call.
+
+The rules live beside it and return decisions this class applies: `append_rules` (offsets a
+leader assigns or a replica keeps, when a segment rolls), `retention` (which segments go),
+`log_read` (the slice a fetch sends), `timestamp_lookup` (ListOffsets by time).
 """
 
 from __future__ import annotations
 
 import logging
-import zlib
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
+from broker.log.append_rules import (
+    LogAppendInfo,
+    check_replica_offsets,
+    require_keys,
+    roll_reason,
+)
+from broker.log.append_rules import assign_offsets as assign_offsets_of
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, open_segment
+from broker.log.log_read import read_slice
 from broker.log.log_validator import validate_produced
-from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
-from broker.log.timestamp_lookup import find_in_segment, offset_of_max_timestamp
+from broker.log.retention import retention_steps
+from broker.log.segment import FileSlice, LogSegment
+from broker.log.timestamp_lookup import EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP  # re-exported
+from broker.log.timestamp_lookup import LATEST_TIMESTAMP as LATEST_TIMESTAMP
+from broker.log.timestamp_lookup import MAX_TIMESTAMP as MAX_TIMESTAMP
+from broker.log.timestamp_lookup import (
+    TimestampAndOffset,
+    offset_for_timestamp,
+)
 from broker.topic_partition import TopicPartition
 from common.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
-    OffsetsOutOfOrderError,
     RecordListTooLargeError,
-    RecordTooLargeError,
 )
 from common.record_batch import (
-    COMPRESSION_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
-    CompressionType,
     RecordBatchHeader,
-    check_producer_batch,
     read_batches,
 )
 from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 
-_MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-
-
-class LogAppendInfo(NamedTuple):
-    """What an append did: the offsets it assigned and the timestamps it saw.
-
-    A NamedTuple because one is built per append, where a frozen dataclass's slower
-    constructor shows up in the benchmark.
-    """
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic stamps LogAppendTime
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_start_offset: int
-    valid_bytes: int
-    batch_count: int
-
-
-class TimestampAndOffset(NamedTuple):
-    timestamp: int
-    offset: int
-    leader_epoch: int
 
 
 class PartitionLog:
@@ -164,26 +147,27 @@ class PartitionLog:
             raise RecordListTooLargeError(
                 f"append of {total} bytes to {self.topic_partition} exceeds segment.bytes "
                 f"{config.segment_bytes}")
+        tp = self.topic_partition
         if assign_offsets:
-            bases, max_ts, max_ts_offset = self._assign_offsets(batches)
+            bases, max_ts, max_ts_offset = assign_offsets_of(
+                batches, self._segments[-1].next_offset, max_message_bytes=config.max_message_bytes, tp=tp)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
             epoch = self.leader_epoch_cache.latest_epoch if leader_epoch is None else leader_epoch
         else:
-            bases, max_ts, max_ts_offset = self._check_replica_offsets(batches)
+            bases, max_ts, max_ts_offset = check_replica_offsets(batches, self.log_end_offset, tp=tp)
             epoch = None
         if assign_offsets and config.compact:
-            _require_keys(view, batches, self.topic_partition)
+            require_keys(view, batches, tp)
         first = bases[0]
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
         segment = self._segments[-1]
-        if segment.size and (segment.size > config.segment_bytes - total
-                             or self._segment_age(segment, max_ts, now_ms) > self._roll_age_ms(segment)
-                             or segment.offset_index.is_full or segment.time_index.is_full
-                             or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
+        reason = roll_reason(segment, config, tp, incoming=total, max_timestamp=max_ts,
+                             last_offset=last_offset, now_ms=now_ms)
+        if reason is not None:
             # at the log end, not `first`: a replica's batch may start past it (a gap the
             # leader's cleaner made), and segments must stay contiguous for recovery
-            self._roll_full_segment(segment, total, max_ts, now_ms, self.log_end_offset)
+            self.roll(now_ms, self.log_end_offset, reason)
             segment = self._segments[-1]
         segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
@@ -192,45 +176,6 @@ class PartitionLog:
             self.flush()
         return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
                              self.log_start_offset, total, len(batches))
-
-    def _assign_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
-                        ) -> tuple[list[int], int, int]:
-        """(new base offsets, max timestamp, its offset) for a leader append, checking each
-        batch is producer-shaped."""
-        limit = self.config.max_message_bytes
-        next_offset = self._segments[-1].next_offset
-        bases = []
-        max_ts, max_ts_offset = NO_TIMESTAMP, next_offset
-        for _, header in batches:
-            count = header.record_count
-            if (count <= 0 or header.last_offset_delta + 1 != count
-                    or header.attributes & COMPRESSION_MASK > CompressionType.ZSTD):
-                check_producer_batch(header)  # raises, naming the rule
-            if header.batch_length + LOG_OVERHEAD > limit:
-                raise RecordTooLargeError(
-                    f"record batch of {header.size} bytes to {self.topic_partition} "
-                    f"exceeds max.message.bytes {limit}")
-            bases.append(next_offset)
-            next_offset += count
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, next_offset - 1
-        return bases, max_ts, max_ts_offset
-
-    def _check_replica_offsets(self, batches: list[tuple[int, RecordBatchHeader]]
-                               ) -> tuple[list[int], int, int]:
-        """(the batches' own base offsets, max timestamp, its offset) for a replica append,
-        whose offsets must increase from the log end (a compacted leader's log has gaps)."""
-        expected = self.log_end_offset
-        max_ts, max_ts_offset = NO_TIMESTAMP, expected
-        for _, header in batches:
-            if header.base_offset < expected or header.last_offset_delta < 0:
-                raise OffsetsOutOfOrderError(
-                    f"replica append to {self.topic_partition}: batch at offset "
-                    f"{header.base_offset} does not follow offset {expected - 1}")
-            expected = header.next_offset
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, expected - 1
-        return [h.base_offset for _, h in batches], max_ts, max_ts_offset
 
     def _record_epochs(self, batches: list[tuple[int, RecordBatchHeader]], bases: list[int],
                        leader_epoch: int | None) -> None:
@@ -243,43 +188,6 @@ class PartitionLog:
             if header.partition_leader_epoch >= 0 and \
                     header.partition_leader_epoch != cache.latest_epoch:
                 cache.assign(header.partition_leader_epoch, base)
-
-    def _roll_age_ms(self, segment: LogSegment) -> int:
-        """Age past which `segment` rolls: max_segment_ms less its segment.jitter.ms share.
-
-        Kafka draws each segment's jitter at random in [0, min(segment.jitter.ms, segment.ms));
-        a CRC of partition and base offset spreads the rolls of many partitions the same way
-        and gives the same answer after a restart."""
-        config = self.config
-        if config.segment_jitter_ms <= 0:
-            return config.max_segment_ms
-        seed = zlib.crc32(f"{self.topic_partition}@{segment.base_offset}".encode())
-        return config.max_segment_ms - seed % min(config.segment_jitter_ms, config.segment_ms)
-
-    @staticmethod
-    def _segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
-        # Kafka measures a segment's age in message time when messages carry timestamps,
-        # falling back to the wall clock since the segment was created.
-        first_ts = segment.first_batch_timestamp
-        if first_ts is not None and first_ts >= 0:
-            return max_timestamp - first_ts
-        return now_ms - segment.created_ms
-
-    def _roll_full_segment(self, segment: LogSegment, incoming: int, max_timestamp: int,
-                           now_ms: int, base_offset: int) -> None:
-        config = self.config
-        if segment.size > config.segment_bytes - incoming:
-            reason = f"segment.bytes {config.segment_bytes}"
-        elif self._segment_age(segment, max_timestamp, now_ms) > self._roll_age_ms(segment):
-            reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
-                      else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
-            if config.segment_jitter_ms:
-                reason += f" less {config.max_segment_ms - self._roll_age_ms(segment)} ms segment.jitter.ms"
-        elif segment.offset_index.is_full or segment.time_index.is_full:
-            reason = f"segment.index.bytes {config.segment_index_bytes}"
-        else:
-            reason = "relative offsets would overflow int32"
-        self.roll(now_ms, base_offset, reason)
 
     def roll(self, now_ms: int, base_offset: int | None = None, reason: str = "requested") -> None:
         """Start a new active segment at `base_offset` (default: the log end offset)."""
@@ -305,45 +213,14 @@ class PartitionLog:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.topic_partition}: log start "
                 f"offset {self.log_start_offset}, log end offset {leo}")
-        limit = leo if max_offset is None else min(max_offset, leo)
-        i = bisect_right(self._bases, offset) - 1
-        while 0 <= i < len(self._segments) and offset < limit:
-            segment = self._segments[i]
-            segment_end = self._bases[i + 1] if i + 1 < len(self._bases) else leo
-            max_position = None
-            if limit < segment_end:
-                found = segment.translate_offset(limit)
-                max_position = found[0] if found else None
-            data = segment.read(offset, max_bytes, max_position=max_position,
-                                min_one_batch=min_one_batch)
-            if data is not None and not (i + 1 < len(self._segments)
-                                         and _only_offset_markers(segment, data)):
-                return data
-            i += 1
-        return FileSlice(self.active_segment.fd, self.active_segment.size, 0)
+        return read_slice(self._segments, self._bases, offset, max_bytes, log_end_offset=leo,
+                          max_offset=max_offset, min_one_batch=min_one_batch)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets by time: the first offset whose record timestamp is >= `timestamp`;
         -2 earliest, -1 latest, -3 the record with the largest timestamp."""
-        epoch_for = self.leader_epoch_cache.epoch_for
-        if timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, self.log_start_offset,
-                                      epoch_for(self.log_start_offset))
-        if timestamp == LATEST_TIMESTAMP:
-            leo = self.log_end_offset
-            return TimestampAndOffset(NO_TIMESTAMP, leo, self.leader_epoch_cache.latest_epoch)
-        if timestamp == MAX_TIMESTAMP:
-            best = max(self._segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
-                return None
-            offset = offset_of_max_timestamp(best)
-            return TimestampAndOffset(best.max_timestamp, offset, epoch_for(offset))
-        for segment in self._segments:
-            if segment.max_timestamp >= timestamp:
-                found = find_in_segment(segment, timestamp, self.log_start_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[0], found[1], epoch_for(found[1]))
-        return None
+        return offset_for_timestamp(self._segments, timestamp, log_start_offset=self.log_start_offset,
+                                    log_end_offset=self.log_end_offset, epochs=self.leader_epoch_cache)
 
     def batch_headers(self) -> Iterator[RecordBatchHeader]:
         """Every batch header from the log start on, with its stored offsets (for rebuilding
@@ -405,47 +282,20 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int) -> int:
         """Apply retention (log start offset, retention.ms, retention.bytes); return the number
         of segments deleted. Never the active segment, never data above the high watermark."""
-        deleted = self._delete_segments_while(
-            lambda s, nxt: nxt <= self.log_start_offset, now_ms, "log start offset")
-        if "delete" not in self.config.cleanup_policy:  # compact only: the cleaner's job
-            self.reap_deleted_segments(now_ms)
-            return deleted
-        retention_ms = self.config.retention_ms
-        if retention_ms >= 0:
-            deleted += self._delete_segments_while(
-                lambda s, nxt: now_ms - s.largest_timestamp > retention_ms, now_ms,
-                f"retention.ms {retention_ms}")
-        if self.config.retention_bytes >= 0:
-            excess = self.size_in_bytes - self.config.retention_bytes
-
-            def over_size(segment: LogSegment, _next: int) -> bool:
-                nonlocal excess
-                if excess - segment.size < 0:
-                    return False
-                excess -= segment.size
-                return True
-
-            deleted += self._delete_segments_while(
-                over_size, now_ms, f"retention.bytes {self.config.retention_bytes}")
-        self.reap_deleted_segments(now_ms)
-        return deleted
-
-    def _delete_segments_while(self, predicate: Callable[[LogSegment, int], bool], now_ms: int,
-                               reason: str) -> int:
-        count = 0
-        while len(self._segments) > 1:
-            segment, next_base = self._segments[0], self._bases[1]
-            if next_base > self.high_watermark or not predicate(segment, next_base):
-                break
-            del self._segments[0], self._bases[0]
-            self._schedule_delete([segment], now_ms, reason)
-            count += 1
-        if count:
+        deleted = 0
+        for count, reason in retention_steps(self._segments, log_start_offset=self.log_start_offset,
+                                             high_watermark=self.high_watermark, config=self.config,
+                                             now_ms=now_ms):
+            removed = self._segments[:count]
+            del self._segments[:count], self._bases[:count]
+            self._schedule_delete(removed, now_ms, reason)
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
             log.info("%sLog start offset is now %d after deleting %d segments (%s)",
                      self._name, self.log_start_offset, count, reason)
-        return count
+            deleted += count
+        self.reap_deleted_segments(now_ms)
+        return deleted
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up (DeleteRecords); segments below go at retention."""
@@ -538,26 +388,3 @@ class PartitionLog:
             segment.delete()
         self._pending_deletes.clear()
 
-
-def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
-    """Whether `data` is the tail of an inactive segment holding only the empty batches
-    the cleaner keeps to mark a cleaned segment's last offset. Kafka's cleaner drops such
-    batches, so a Kafka consumer never gets a fetch of nothing but them (librdkafka reports
-    one as MSG_SIZE_TOO_LARGE); the read moves on to the next segment instead. Empty
-    batches of producers (kept for their producer state) are served, as Kafka does."""
-    if data.position + data.length != segment.size or data.length > _MARKERS_SCANNED_BYTES:
-        return False
-    return all(h.record_count == 0 and h.producer_id < 0
-               for _, h in segment.headers_from(data.position))
-
-
-def _require_keys(view: memoryview, batches: list[tuple[int, RecordBatchHeader]],
-                  tp: TopicPartition) -> None:
-    """Kafka's LogValidator rule for compacted topics: every record carries a key."""
-    # the records of every batch scanned at once (no per-record Python on the produce path)
-    from broker.log.record_columns import scan_chunk
-
-    data = [(position, header) for position, header in batches if not header.is_control]
-    if data and bool((scan_chunk(view, data).key_length < 0).any()):
-        raise InvalidRecordError(
-            f"Compacted topic cannot accept message without key in topic partition {tp}")

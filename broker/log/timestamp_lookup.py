@@ -1,5 +1,6 @@
-"""ListOffsets by time over one segment: the sparse time index finds the batch, one batch
-is decoded to find the record (never on the append path).
+"""ListOffsets by time: over a log's segments (`offset_for_timestamp`), and over one segment,
+where the sparse time index finds the batch and one batch is decoded to find the record (never
+on the append path).
 
 `find_in_segment` answers a timestamp (the first record at or after it);
 `offset_of_max_timestamp` answers MAX_TIMESTAMP (KIP-734): the first record that carries the
@@ -8,8 +9,45 @@ segment's largest timestamp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.segment import FileSlice, LogSegment
-from common.record_batch import TimestampType
+from common.record_batch import NO_TIMESTAMP, TimestampType
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+def offset_for_timestamp(segments: Sequence[LogSegment], timestamp: int, *, log_start_offset: int,
+                         log_end_offset: int, epochs: LeaderEpochCache) -> TimestampAndOffset | None:
+    """ListOffsets by time over a log's segments: the first offset whose record timestamp is
+    >= `timestamp`; -2 earliest, -1 latest, -3 the record with the largest timestamp."""
+    epoch_for = epochs.epoch_for
+    if timestamp == EARLIEST_TIMESTAMP:
+        return TimestampAndOffset(NO_TIMESTAMP, log_start_offset, epoch_for(log_start_offset))
+    if timestamp == LATEST_TIMESTAMP:
+        return TimestampAndOffset(NO_TIMESTAMP, log_end_offset, epochs.latest_epoch)
+    if timestamp == MAX_TIMESTAMP:
+        best = max(segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        offset = offset_of_max_timestamp(best)
+        return TimestampAndOffset(best.max_timestamp, offset, epoch_for(offset))
+    for segment in segments:
+        if segment.max_timestamp >= timestamp:
+            found = find_in_segment(segment, timestamp, log_start_offset)
+            if found is not None:
+                return TimestampAndOffset(found[0], found[1], epoch_for(found[1]))
+    return None
 
 
 def find_in_segment(segment: LogSegment, timestamp: int,

@@ -1,0 +1,148 @@
+"""The rules of an append to a partition log, apart from the log that applies them: which
+offsets a leader assigns and which a replica must keep, when the active segment rolls (Kafka's
+LogSegment.shouldRoll), and the key rule of compacted topics.
+
+Pure functions of batch headers, the log's config and the active segment's counters; the
+PartitionLog writes what they decide. Per batch, never per record: a produce of 1 MB batches
+of 100 B records must not cost Python work per record.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import NamedTuple
+
+from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+from broker.topic_partition import TopicPartition
+from common.errors import (
+    InvalidRecordError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+)
+from common.record_batch import (
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    CompressionType,
+    RecordBatchHeader,
+    check_producer_batch,
+)
+from common.topic_config import LogConfig
+
+Batches = list[tuple[int, RecordBatchHeader]]  # (position in the appended bytes, header)
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append did: the offsets it assigned and the timestamps it saw.
+
+    A NamedTuple because one is built per append, where a frozen dataclass's slower
+    constructor shows up in the benchmark.
+    """
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic stamps LogAppendTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_start_offset: int
+    valid_bytes: int
+    batch_count: int
+
+
+class Offsets(NamedTuple):
+    """Base offsets of an append's batches, and its largest timestamp with that record's offset."""
+
+    bases: list[int]
+    max_timestamp: int
+    offset_of_max_timestamp: int
+
+
+def assign_offsets(batches: Batches, next_offset: int, *, max_message_bytes: int,
+                   tp: TopicPartition) -> Offsets:
+    """A leader's append: new base offsets from `next_offset`, each batch producer-shaped and
+    within max.message.bytes."""
+    bases = []
+    max_ts, max_ts_offset = NO_TIMESTAMP, next_offset
+    for _, header in batches:
+        count = header.record_count
+        if (count <= 0 or header.last_offset_delta + 1 != count
+                or header.attributes & COMPRESSION_MASK > CompressionType.ZSTD):
+            check_producer_batch(header)  # raises, naming the rule
+        if header.batch_length + LOG_OVERHEAD > max_message_bytes:
+            raise RecordTooLargeError(
+                f"record batch of {header.size} bytes to {tp} exceeds max.message.bytes {max_message_bytes}")
+        bases.append(next_offset)
+        next_offset += count
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_offset = header.max_timestamp, next_offset - 1
+    return Offsets(bases, max_ts, max_ts_offset)
+
+
+def check_replica_offsets(batches: Batches, log_end_offset: int, *, tp: TopicPartition) -> Offsets:
+    """A replica's append keeps the batches' own base offsets, which must increase from the log
+    end (a compacted leader's log has gaps)."""
+    expected = log_end_offset
+    max_ts, max_ts_offset = NO_TIMESTAMP, expected
+    for _, header in batches:
+        if header.base_offset < expected or header.last_offset_delta < 0:
+            raise OffsetsOutOfOrderError(
+                f"replica append to {tp}: batch at offset {header.base_offset} does not follow "
+                f"offset {expected - 1}")
+        expected = header.next_offset
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_offset = header.max_timestamp, expected - 1
+    return Offsets([h.base_offset for _, h in batches], max_ts, max_ts_offset)
+
+
+def roll_age_ms(config: LogConfig, tp: TopicPartition, segment_base_offset: int) -> int:
+    """Age past which a segment rolls: max_segment_ms less its segment.jitter.ms share.
+
+    Kafka draws each segment's jitter at random in [0, min(segment.jitter.ms, segment.ms)); a
+    CRC of partition and base offset spreads the rolls of many partitions the same way and
+    gives the same answer after a restart."""
+    if config.segment_jitter_ms <= 0:
+        return config.max_segment_ms
+    seed = zlib.crc32(f"{tp}@{segment_base_offset}".encode())
+    return config.max_segment_ms - seed % min(config.segment_jitter_ms, config.segment_ms)
+
+
+def segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
+    # Kafka measures a segment's age in message time when messages carry timestamps, falling
+    # back to the wall clock since the segment was created.
+    first_ts = segment.first_batch_timestamp
+    if first_ts is not None and first_ts >= 0:
+        return max_timestamp - first_ts
+    return now_ms - segment.created_ms
+
+
+def roll_reason(segment: LogSegment, config: LogConfig, tp: TopicPartition, *, incoming: int,
+                max_timestamp: int, last_offset: int, now_ms: int) -> str | None:
+    """Why the active `segment` must roll before an append of `incoming` bytes ending at
+    `last_offset` (Kafka's shouldRoll), or None. An empty segment never rolls."""
+    if not segment.size:
+        return None
+    if segment.size > config.segment_bytes - incoming:
+        return f"segment.bytes {config.segment_bytes}"
+    age_limit = roll_age_ms(config, tp, segment.base_offset)
+    if segment_age(segment, max_timestamp, now_ms) > age_limit:
+        reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
+                  else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
+        if config.segment_jitter_ms:
+            reason += f" less {config.max_segment_ms - age_limit} ms segment.jitter.ms"
+        return reason
+    if segment.offset_index.is_full or segment.time_index.is_full:
+        return f"segment.index.bytes {config.segment_index_bytes}"
+    if last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
+        return "relative offsets would overflow int32"
+    return None
+
+
+def require_keys(view: memoryview, batches: Batches, tp: TopicPartition) -> None:
+    """Kafka's LogValidator rule for compacted topics: every record carries a key."""
+    # the records of every batch scanned at once (no per-record Python on the produce path)
+    from broker.log.record_columns import scan_chunk
+
+    data = [(position, header) for position, header in batches if not header.is_control]
+    if data and bool((scan_chunk(view, data).key_length < 0).any()):
+        raise InvalidRecordError(
+            f"Compacted topic cannot accept message without key in topic partition {tp}")

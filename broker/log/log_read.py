@@ -1,0 +1,55 @@
+"""A partition log's read (Kafka's LocalLog.read): the file slice a Fetch sends, found from a
+fetch offset by the segments' base offsets and one segment's sparse offset index.
+
+    data = read_slice(segments, bases, offset, max_bytes, log_end_offset=leo, max_offset=hw,
+                      min_one_batch=True)
+
+No bytes are read here beyond a batch header or two: the slice names (fd, position, length)
+and the network layer sends it from the file. Kafka's rules: the slice starts at the batch
+holding `offset`, stops below `max_offset` (the high watermark for consumers), may end inside
+a batch (clients drop the partial one), and with `min_one_batch` holds at least the whole
+first batch even when that is larger than `max_bytes`, so that a consumer always progresses.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from broker.log.segment import FileSlice, LogSegment
+from common.record_batch import HEADER_SIZE
+
+_MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
+
+
+def read_slice(segments: Sequence[LogSegment], bases: Sequence[int], offset: int, max_bytes: int, *,
+               log_end_offset: int, max_offset: int | None, min_one_batch: bool) -> FileSlice:
+    """The slice from the batch holding `offset` (the caller checked the log's range), below
+    `max_offset` (None: the log end); empty at the end."""
+    limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
+    i = bisect_right(bases, offset) - 1
+    while 0 <= i < len(segments) and offset < limit:  # bounded by the segment count
+        segment = segments[i]
+        segment_end = bases[i + 1] if i + 1 < len(bases) else log_end_offset
+        max_position = None
+        if limit < segment_end:
+            found = segment.translate_offset(limit)
+            max_position = found[0] if found else None
+        data = segment.read(offset, max_bytes, max_position=max_position, min_one_batch=min_one_batch)
+        if data is not None and not (i + 1 < len(segments) and _only_offset_markers(segment, data)):
+            return data
+        i += 1
+    active = segments[-1]
+    return FileSlice(active.fd, active.size, 0)
+
+
+def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
+    """Whether `data` is the tail of an inactive segment holding only the empty batches
+    the cleaner keeps to mark a cleaned segment's last offset. Kafka's cleaner drops such
+    batches, so a Kafka consumer never gets a fetch of nothing but them (librdkafka reports
+    one as MSG_SIZE_TOO_LARGE); the read moves on to the next segment instead. Empty
+    batches of producers (kept for their producer state) are served, as Kafka does."""
+    if data.position + data.length != segment.size or data.length > _MARKERS_SCANNED_BYTES:
+        return False
+    return all(h.record_count == 0 and h.producer_id < 0
+               for _, h in segment.headers_from(data.position))

@@ -1,0 +1,72 @@
+"""broker/log/log_read.py: the slice a fetch sends, as a table over a real log of three segments
+with ten 3-record batches each (Kafka's rules: from the batch holding the offset, below
+max_offset, partial last batch allowed, the whole first batch with min_one_batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.log.log_read import read_slice
+from broker.log.partition_log import PartitionLog
+from common.record_batch import iter_batches
+from common.topic_config import LogConfig
+from tests.log_helpers import batch, open_log
+
+BATCHES = 30
+PER_BATCH = 3
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[PartitionLog]:
+    opened = open_log(tmp_path, LogConfig(index_interval_bytes=100))
+    for i in range(BATCHES):
+        if i and i % 10 == 0:
+            opened.roll(0)
+        opened.append(batch(PER_BATCH, tag=f"b{i:02d}"), now_ms=0)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def read(log: PartitionLog, offset: int, max_bytes: int, *, max_offset: int | None = None,
+         min_one_batch: bool = True) -> tuple[list[int], int]:
+    """(base offsets of the whole batches in the slice, bytes of a partial batch at its end)."""
+    segments = log.segments
+    data = read_slice(segments, [s.base_offset for s in segments], offset, max_bytes,
+                      log_end_offset=log.log_end_offset, max_offset=max_offset,
+                      min_one_batch=min_one_batch).read_bytes()
+    whole = [(position, header) for position, header in iter_batches(data, allow_partial_tail=True)]
+    end = whole[-1][0] + whole[-1][1].size if whole else 0
+    return [h.base_offset for _, h in whole], len(data) - end
+
+
+def size(log: PartitionLog) -> int:
+    return log.segments[0].size // 10  # every batch has the same size
+
+
+@pytest.mark.parametrize(("offset", "batches", "max_offset", "expected"), [
+    pytest.param(0, 2, None, ([0, 3], 0), id="from-the-start"),
+    pytest.param(4, 2, None, ([3, 6], 0), id="from-the-batch-holding-the-offset"),
+    pytest.param(27, 10, None, ([27], 0), id="stops-at-the-segment-end"),
+    pytest.param(29, 10, None, ([27], 0), id="offset-in-the-last-batch-of-a-segment"),
+    pytest.param(30, 2, None, ([30, 33], 0), id="next-segment"),
+    pytest.param(3, 10, 9, ([3, 6], 0), id="never-at-or-past-max-offset"),
+    pytest.param(9, 10, 9, ([], 0), id="nothing-at-max-offset"),
+    pytest.param(90, 10, None, ([], 0), id="nothing-at-the-log-end"),
+])
+def test_read_slice(log: PartitionLog, offset: int, batches: int, max_offset: int | None,
+                    expected: tuple[list[int], int]) -> None:
+    assert read(log, offset, batches * size(log), max_offset=max_offset) == expected
+
+
+def test_a_slice_may_end_inside_a_batch(log: PartitionLog) -> None:
+    assert read(log, 0, size(log) + 7) == ([0], 7)
+
+
+def test_min_one_batch_returns_the_whole_first_batch(log: PartitionLog) -> None:
+    assert read(log, 0, 5) == ([0], 0)
+    assert read(log, 0, 5, min_one_batch=False) == ([], 5)
