@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final, Protocol
 
 from broker.hosted_topic_configs import HostedTopicConfigs
@@ -73,10 +72,9 @@ from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
-# Change sets at least this large create logs and start leaderships on PARALLEL_THREADS threads
-# (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
+# Change sets at least this large create logs and start leaderships on the log manager's I/O
+# threads (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
 PARALLEL_MIN: Final = 16
-PARALLEL_THREADS: Final = 8
 
 __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
 
@@ -213,10 +211,9 @@ class ReplicaManager:
         if len(starting) < PARALLEL_MIN:
             for partition in starting:
                 partition.become_leader(self.broker_id, now_ms)
-        else:
-            with ThreadPoolExecutor(PARALLEL_THREADS, thread_name_prefix="become-leader") as pool:
-                for _ in pool.map(lambda p: p.become_leader(self.broker_id, now_ms), starting):
-                    pass  # re-raises the first failure, after every submitted one ran
+        else:  # on the log manager's I/O pool; the first failure re-raised after every one ran
+            for future in self.log_manager.run_parallel(lambda p: p.become_leader(self.broker_id, now_ms), starting):
+                future.result()
         for partition, new in hosted:
             self._started_leading(partition, new)
         return [partition.tp for partition in starting]
