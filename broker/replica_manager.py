@@ -106,6 +106,7 @@ class ReplicaManager:
         # reassignment throttles; the node sets their quotas (none: unthrottled)
         self.throttles = ReplicationThrottles(broker_id, self.topic_configs.overrides)
         self._image = EMPTY_IMAGE
+        self.metadata_version = 0  # apply_changes calls so far: replica fetchers reuse idle rounds until it moves
         self.isr = IsrManager(broker_id, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms,
                               alter_partition=alter_partition, image=lambda: self._image,
                               is_current=lambda p: self.partitions.get(p.tp) is p,
@@ -131,6 +132,7 @@ class ReplicaManager:
     def apply_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
         self._image = image
+        self.metadata_version += 1
         stop_fetching: list[TopicPartition] = []
         start_fetching: list[tuple[TopicPartition, int, int]] = []
         for local in changes.deletes:
