@@ -59,6 +59,8 @@ class Int(Kind):
         self.lo, self.hi = lo, hi
 
     def check(self, value: Any, where: str) -> int:
+        if type(value) is int and self.lo <= value <= self.hi:  # the common case first
+            return value
         # bool is an int subclass; True is never a valid broker id or epoch.
         if type(value) is bool or not isinstance(value, int) or not self.lo <= value <= self.hi:
             raise _fail(where, f"an integer in [{self.lo}, {self.hi}]", value)
