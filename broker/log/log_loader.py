@@ -75,6 +75,7 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
         elif had_clean_shutdown or not unflushed:
             problem = _load_indexes(segment)
             if problem is None:
+                segment.mark_durable()
                 continue
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)

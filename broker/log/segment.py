@@ -360,6 +360,11 @@ class LogSegment:
         The loader takes an empty segment's missing indexes as empty (`log_loader`)."""
         return self.size > 0 or len(self.offset_index) > 0 or len(self.time_index) > 0
 
+    def mark_durable(self) -> None:
+        """The file as opened is known to be on disk (a clean stop or a flush below the recovery
+        point synced it): closing it needs no fsync (10,000 of them, once per restart)."""
+        self._synced_size = self.size
+
     def on_become_inactive(self) -> None:
         """On roll: make the time index's last entry the segment's largest timestamp."""
         if self.max_timestamp >= 0:

@@ -6,6 +6,7 @@ retention."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -460,3 +461,18 @@ def test_run_parallel_keeps_order_and_every_outcome(managers: list[LogManager], 
     assert [f.result() for i, f in enumerate(futures) if i != 3] == [0, 1, 4, 16, 25]
     assert isinstance(futures[3].exception(), ValueError)
     assert manager.run_parallel(square_or_fail, []) == []
+
+
+def test_a_log_reopened_after_a_clean_stop_closes_without_fsyncing_its_segments(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 5)
+    manager.create_logs(MANY[:5], now_ms=NOW)
+    manager.shutdown()
+    reopened = open_manager(managers, dirs[:1])
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    reopened.shutdown()  # what the clean stop made durable is not synced again, files or indexes
+    # each of the three checkpoints (file, then its directory), then the directory with the marker
+    assert len(synced) == 3 * 2 + 1
