@@ -12,12 +12,12 @@ Two tasks share one `MetadataFollowerState`:
 - the metadata log: long-poll metadata-fetch from the applied offset + 1, apply, and call
   `on_changes(changes, image)` with this broker's LocalReplicaChanges.
 
-The applied image is checkpointed in the first log dir: `__metadata_snapshot` (the image,
-as `metadata.snapshot` encodes it) and then `__metadata_offset` (its offset), each written
-atomically, at most once per `checkpoint_interval_ms` and when stopping. A restart resumes
-from it, first publishing the whole local state (changes from the empty image) as Kafka's
-first metadata publish does; when the offset is older than what the controllers retain they
-answer a snapshot, which replaces the image. An unreadable checkpoint only costs a refetch.
+The applied image is checkpointed in the first log dir: `__metadata_snapshot` (the image, as
+`metadata.snapshot` encodes it) and then `__metadata_offset` (its offset), each written atomically,
+at most once per `checkpoint_interval_ms` and when stopping. A restart resumes from it, first
+publishing the whole local state (changes from the empty image) as Kafka's first metadata publish
+does; when the offset is older than the controllers retain they answer a snapshot, which replaces
+the image. An unreadable checkpoint only costs a refetch.
 
 The heartbeat task also drives the broker's lifecycle (`shutdown.broker_lifecycle`, logged
 in Kafka's words: "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."):
@@ -31,9 +31,8 @@ A heartbeat reply with shutdown_requested (an operator's POST /v1/brokers/{id}/s
 relayed by the active controller) calls `on_shutdown_requested` once, by default this
 process's own SIGTERM: from there it is the same controlled shutdown.
 
-Controller failures are retried forever (each attempt bounded by the client); a reply the
-core refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`.
-"""
+Controller failures are retried forever (each attempt bounded by the client); a reply the core
+refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`."""
 
 from __future__ import annotations
 
@@ -76,10 +75,9 @@ from shutdown.broker_lifecycle import (
 logger = logging.getLogger(__name__)
 
 EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
-# Partitions handed to the replica manager at once (~50 ms of log creation on an idle core,
-# ten times that on this shared machine):
-# between two slices the event loop serves heartbeats and requests.
-PUBLISH_SLICE_PARTITIONS: Final = 64
+# Partitions handed to the replica manager at once (~50 ms of log creation on an idle core, a
+# few times that on this shared machine): between two slices the loop serves heartbeats and requests.
+PUBLISH_SLICE_PARTITIONS: Final = 128
 PUBLISH_SLICE_PAUSE: Final = 0.002  # seconds between two slices
 # Records asked per metadata fetch. Encoding a page (controller) and decoding it (here) holds
 # each side's event loop: 5,000 records (a 10,000-partition topic in two pages) held both for
@@ -91,8 +89,7 @@ ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None]
 
 
 def raise_sigterm() -> None:
-    """The default answer to an operator's shutdown request: the process's own SIGTERM path
-    (`broker.node` stops on it with a controlled shutdown; so does a combined node)."""
+    """An operator's shutdown request by default: this process's own SIGTERM (controlled shutdown)."""
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -137,10 +134,7 @@ class MetadataFollower:
 
     def _lifecycle(self, event: LifecycleEvent) -> None:
         """Feed one event to the lifecycle; an event the table refuses here changes nothing."""
-        try:
-            self._log_transition(self.lifecycle.handle(event, self._clock()))
-        except LifecycleError as exc:  # the table's own definition of a bug: say so loudly
-            logger.error("Broker %d: %s", self.settings.broker_id, exc)
+        self._lifecycle_call(lambda: self._log_transition(self.lifecycle.handle(event, self._clock())))
 
     def _log_transition(self, transition: Transition | None) -> None:
         if transition is None or transition.old is transition.new:
@@ -364,8 +358,8 @@ class MetadataFollower:
                            "registering again", broker, body["broker_epoch"], reply["error_code"])
 
     def _maybe_obey_shutdown_request(self, reply: dict[str, object]) -> None:
-        """The controller relays an operator's POST /v1/brokers/{id}/shutdown: start the shutdown
-        the way SIGTERM does (once; the controller repeats the flag until we ask to shut down)."""
+        """An operator's POST /v1/brokers/{id}/shutdown, relayed by the controller (which repeats
+        the flag until we ask to shut down): start the shutdown once, the way SIGTERM does."""
         requested = reply.get("shutdown_requested") is True
         if self._shutdown_request_seen or not self.lifecycle.obeys_shutdown_request(requested):
             return
@@ -389,9 +383,12 @@ class MetadataFollower:
         return delay if remaining is None else min(delay, remaining)
 
     def _heartbeat_failed(self) -> None:
+        self._lifecycle_call(lambda: self.lifecycle.on_heartbeat_failed(self._clock()))
+
+    def _lifecycle_call(self, call: Callable[[], object]) -> None:
         try:
-            self.lifecycle.on_heartbeat_failed(self._clock())
-        except LifecycleError as exc:  # the table's own definition of a bug
+            call()
+        except LifecycleError as exc:  # the table's own definition of a bug: say so loudly
             logger.error("Broker %d: %s", self.settings.broker_id, exc)
 
 

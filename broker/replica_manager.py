@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final, Protocol
 
 from broker.hosted_topic_configs import HostedTopicConfigs
@@ -73,10 +72,9 @@ from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
-# Change sets at least this large create logs and start leaderships on PARALLEL_THREADS threads
-# (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
+# Change sets at least this large create logs and start leaderships on the log manager's I/O
+# threads (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
 PARALLEL_MIN: Final = 16
-PARALLEL_THREADS: Final = 8
 
 __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
 
@@ -108,6 +106,7 @@ class ReplicaManager:
         # reassignment throttles; the node sets their quotas (none: unthrottled)
         self.throttles = ReplicationThrottles(broker_id, self.topic_configs.overrides)
         self._image = EMPTY_IMAGE
+        self.metadata_version = 0  # apply_changes calls so far: replica fetchers reuse idle rounds until it moves
         self.isr = IsrManager(broker_id, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms,
                               alter_partition=alter_partition, image=lambda: self._image,
                               is_current=lambda p: self.partitions.get(p.tp) is p,
@@ -133,6 +132,7 @@ class ReplicaManager:
     def apply_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
         self._image = image
+        self.metadata_version += 1
         stop_fetching: list[TopicPartition] = []
         start_fetching: list[tuple[TopicPartition, int, int]] = []
         for local in changes.deletes:
@@ -213,10 +213,9 @@ class ReplicaManager:
         if len(starting) < PARALLEL_MIN:
             for partition in starting:
                 partition.become_leader(self.broker_id, now_ms)
-        else:
-            with ThreadPoolExecutor(PARALLEL_THREADS, thread_name_prefix="become-leader") as pool:
-                for _ in pool.map(lambda p: p.become_leader(self.broker_id, now_ms), starting):
-                    pass  # re-raises the first failure, after every submitted one ran
+        else:  # on the log manager's I/O pool; the first failure re-raised after every one ran
+            for future in self.log_manager.run_parallel(lambda p: p.become_leader(self.broker_id, now_ms), starting):
+                future.result()
         for partition, new in hosted:
             self._started_leading(partition, new)
         return [partition.tp for partition in starting]

@@ -184,11 +184,7 @@ class MetadataDelta:
 
     def _partition(self, r: Partition, offset: int) -> None:
         # A Partition record for an existing partition replaces it, as Kafka's replay does.
-        self._partitions_for_write(r.topic_id)[r.partition_id] = PartitionRegistration(
-            topic_id=r.topic_id, partition_id=r.partition_id, replicas=r.replicas, isr=r.isr,
-            elr=r.elr, leader=r.leader, leader_epoch=r.leader_epoch,
-            partition_epoch=r.partition_epoch, leader_recovery_state=r.leader_recovery_state,
-            removing_replicas=r.removing_replicas, adding_replicas=r.adding_replicas)
+        self._partitions_for_write(r.topic_id)[r.partition_id] = PartitionRegistration.from_record(r)
 
     def _partition_change(self, r: PartitionChange, offset: int) -> None:
         parts = self._partitions_for_write(r.topic_id)

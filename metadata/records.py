@@ -377,6 +377,15 @@ def encode_records(records: Iterable[Record]) -> bytes:
     return packed
 
 
+def decode_record_maps(data: bytes) -> list[dict[str, Any]]:
+    """A batch encoded by `encode_records`, as its record maps, unchecked: for serving records
+    a controller already applied (and so checked) to brokers, which check them on replay."""
+    items = _unpack(data)
+    if not isinstance(items, list):
+        raise MetadataRecordError(f"a record batch must be an array, got {type(items).__name__}")
+    return items
+
+
 def decode_records(data: bytes) -> tuple[Record, ...]:
     """A batch encoded by `encode_records`; anything else raises MetadataRecordError."""
     items = _unpack(data)

@@ -38,7 +38,7 @@ from common.rpc_messages import RpcStatus
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.partition_change import IsrMember
-from metadata.records import Listener, record_to_map
+from metadata.records import Listener
 from metadata.snapshot import encode_snapshot
 from quorum import admin_api as api
 from quorum.active_controller import (
@@ -246,13 +246,13 @@ class BrokerRpc:
         # learn the Raft leader from their fetches; the term orders answers from different voters.
         node, address = self._active_api()
         try:
-            pairs = self._log.records_from(offset, req.max_records)
+            pairs = self._log.record_maps_from(offset, req.max_records)
         except IndexError:  # folded into the snapshot: send the whole image instead
             image = self._log.image()
             return rpc_messages.MetadataFetchReply((), image.offset, status.log_start_offset, encode_snapshot(image),
                                           image.offset, node, address, status.term)
         last = max(status.last_offset, pairs[-1][0] if pairs else -1)
-        return rpc_messages.MetadataFetchReply(tuple((at, record_to_map(r)) for at, r in pairs), last,
+        return rpc_messages.MetadataFetchReply(tuple(pairs), last,
                                       status.log_start_offset, None, None, node, address, status.term)
 
     # -- background tasks ------------------------------------------------------------

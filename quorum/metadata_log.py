@@ -341,6 +341,11 @@ class MetadataLog(SyncObj):
         with self._lock:
             return self._log_state.records_from(offset, max_records)
 
+    def record_maps_from(self, offset: int, max_records: int) -> list[tuple[int, dict[str, Any]]]:
+        """`records_from` as record maps (what a metadata fetch sends)."""
+        with self._lock:
+            return self._log_state.record_maps_from(offset, max_records)
+
     def status(self) -> QuorumStatus:
         leader, term = self.leadership()
         with self._lock:

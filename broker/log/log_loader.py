@@ -52,12 +52,15 @@ def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: i
 
 def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
                   log_start_offset: int, had_clean_shutdown: bool, name: str,
-                  epoch_for: Callable[[int], int] | None) -> LoadedSegments:
+                  epoch_for: Callable[[int], int] | None, fresh: bool = False) -> LoadedSegments:
     """Open every segment of `directory`, recovering as the shutdown state requires.
 
     `epoch_for` (the leader-epoch cache's lookup, None when the cache is empty) lets
-    recovery reject batches whose epoch field was damaged.
+    recovery reject batches whose epoch field was damaged. `fresh`: the caller just created
+    `directory`, so it holds nothing to scan: one new segment.
     """
+    if fresh:
+        return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True)], 0)
     _remove_leftovers(directory, name)
     swapped = complete_swaps(directory, name)
     bases = _segment_bases(directory)
@@ -72,6 +75,7 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
         elif had_clean_shutdown or not unflushed:
             problem = _load_indexes(segment)
             if problem is None:
+                segment.mark_durable()
                 continue
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
@@ -110,6 +114,12 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
 
 def _load_indexes(segment: LogSegment) -> str | None:
     """Load both indexes and restore tail state; a reason string when a rebuild is needed."""
+    if segment.size == 0:
+        # Nothing to index, and an empty segment's index files are never written
+        # (`LogSegment.flush`): its indexes are empty; files a crash left are stale.
+        segment.offset_index.delete()
+        segment.time_index.delete()
+        return None
     try:
         segment.offset_index.load()
         segment.time_index.load()

@@ -12,10 +12,10 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from broker.log.checkpoint_file import (
     CheckpointFile,
@@ -36,13 +36,15 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
-# Logs closed at once on shutdown: closing is mostly fsync, which releases the GIL, so a
-# broker with a thousand partitions stops in a fraction of the serial time (Kafka closes
-# logs on a thread pool too).
-CLOSE_THREADS: Final = 8
-# Logs created at once (a topic of thousands of partitions): opening a log is mostly file
-# creation, which releases the GIL too.
-CREATE_THREADS: Final = 8
+# Threads of the one pool that creates logs (a topic of thousands of partitions), writes new
+# leaders' epoch checkpoints and closes logs on shutdown: file creation and fsync release the
+# GIL, so a broker with thousands of partitions does these in a fraction of the serial time
+# (Kafka closes logs on a thread pool too). One long-lived pool: a pool per 64-partition slice
+# of a metadata change started and joined ~2,500 threads for a 10,000-partition topic.
+IO_THREADS: Final = 8
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def offset_checkpoint(path: Path) -> CheckpointFile[tuple[TopicPartition, int]]:
@@ -70,6 +72,7 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._count: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)  # logs per dir, for placement
         self._locks: list[int] = []
+        self._pool: ThreadPoolExecutor | None = None  # started at the first parallel job
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
@@ -163,7 +166,7 @@ class LogManager:
             return existing
         directory = self._place()
         partition_log = PartitionLog(directory / tp.dir_name, self.config_for(tp.topic),
-                                     now_ms=now_ms, had_clean_shutdown=True)
+                                     now_ms=now_ms, had_clean_shutdown=True, new=True)
         fsync_directory(directory)
         self._add(tp, partition_log, directory)
         return partition_log
@@ -193,13 +196,12 @@ class LogManager:
         def open_one(item: tuple[TopicPartition, Path]) -> PartitionLog:
             tp, directory = item
             return PartitionLog(directory / tp.dir_name, self.config_for(tp.topic), now_ms=now_ms,
-                                had_clean_shutdown=True)
+                                had_clean_shutdown=True, new=True)
 
-        with ThreadPoolExecutor(max(1, min(CREATE_THREADS, len(placed))), thread_name_prefix="log-create") as pool:
-            futures = [(tp, directory, pool.submit(open_one, (tp, directory))) for tp, directory in placed]
+        futures = self.run_parallel(open_one, placed)
         failed: dict[TopicPartition, Exception] = {}
         created: set[Path] = set()
-        for tp, directory, future in futures:
+        for (tp, directory), future in zip(placed, futures):
             self._count[directory] -= 1  # _add counts it again when it opened
             error = future.exception()
             if error is None:
@@ -212,6 +214,17 @@ class LogManager:
         for directory in sorted(created):
             fsync_directory(directory)
         return failed
+
+    def run_parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[Future[R]]:
+        """`fn` on every item on the broker's I/O pool; returns once every call ended, with
+        each call's future (its result or exception) in the order of `items`."""
+        if not items:
+            return []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="log-io")
+        futures = [self._pool.submit(fn, item) for item in items]
+        wait(futures)  # bounded: each call is local file work
+        return futures
 
     def delete_log(self, tp: TopicPartition) -> None:
         """Remove a partition's log: rename its directory away atomically, then delete it."""
@@ -265,8 +278,7 @@ class LogManager:
         marker; without it the next start recovers the logs as after a crash."""
         logs = list(self.logs.values())
         try:
-            with ThreadPoolExecutor(max(1, min(CLOSE_THREADS, len(logs))), thread_name_prefix="log-close") as pool:
-                futures = [(partition_log, pool.submit(partition_log.close)) for partition_log in logs]
+            futures = zip(logs, self.run_parallel(PartitionLog.close, logs))
             failures = [(partition_log, f.exception()) for partition_log, f in futures if f.exception()]
             for partition_log, error in failures:
                 log.error("Closing the log of %s failed: %s", partition_log.topic_partition, error)
@@ -278,6 +290,9 @@ class LogManager:
                     (directory / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_directory(directory)
         finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
             self._release_locks()
         log.info("Shut down %d logs %s in %s", len(self.logs),
                  "cleanly" if clean else "without the clean-shutdown marker (exiting dirty)",

@@ -349,8 +349,21 @@ class LogSegment:
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
             self._synced_size = size
-        self.offset_index.flush()
-        self.time_index.flush()
+        if self._has_index_files():
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def _has_index_files(self) -> bool:
+        """Whether flushing or closing writes the index files. An empty segment (every partition
+        of a new topic) has nothing to index: its index files are not created, which spares a
+        broker hosting 10,000 empty partitions 20,000 file creations and fsyncs per clean stop.
+        The loader takes an empty segment's missing indexes as empty (`log_loader`)."""
+        return self.size > 0 or len(self.offset_index) > 0 or len(self.time_index) > 0
+
+    def mark_durable(self) -> None:
+        """The file as opened is known to be on disk (a clean stop or a flush below the recovery
+        point synced it): closing it needs no fsync (10,000 of them, once per restart)."""
+        self._synced_size = self.size
 
     def on_become_inactive(self) -> None:
         """On roll: make the time index's last entry the segment's largest timestamp."""
@@ -359,8 +372,9 @@ class LogSegment:
 
     def close(self) -> None:
         """Write indexes and close the file (no fsync; see `flush`)."""
-        self.offset_index.flush(fsync=False)
-        self.time_index.flush(fsync=False)
+        if self._has_index_files():
+            self.offset_index.flush(fsync=False)
+            self.time_index.flush(fsync=False)
         os.close(self.fd)
         self.fd = -1
 

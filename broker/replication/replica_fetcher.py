@@ -24,6 +24,7 @@ from broker.replication.fetcher_state import (
     FetcherSettings,
     PartitionFetchState,
 )
+from broker.replication.idle_round import IdleRound, reusable
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -70,6 +71,7 @@ class ReplicaFetcher:
         self._failing = False
         self._session = FetchSessionHandler()  # KIP-227: idle rounds name no partition
         self._out_of_range: list[TopicPartition] = []
+        self._idle: IdleRound | None = None  # the last round, while it may be sent again as it is
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -106,6 +108,7 @@ class ReplicaFetcher:
 
     def _back_off(self, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
         delay = self._settings.backoff_ms / 1000
+        self._idle = None
         if leader_behind:
             delay = min(delay, LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind)
             state.leader_behind += 1
@@ -119,8 +122,9 @@ class ReplicaFetcher:
         try:
             while True:  # until cancelled; every pass does one bounded request or one bounded wait
                 now = loop.time()
-                ready = {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
-                if not ready:
+                idle = reusable(self._idle, metadata_version=self._replicas.metadata_version, now=now)
+                ready = {} if idle else {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
+                if not ready and not idle:
                     self._changed.clear()
                     waits = [s.retry_at - now for s in self.partitions.values()]
                     try:
@@ -135,7 +139,7 @@ class ReplicaFetcher:
                     if truncating:
                         await self._truncate(conn, truncating)
                     else:
-                        await self._fetch(conn, ready)
+                        await self._fetch(conn, ready, idle)
                     if self._failing:
                         self._failing = False
                         log.info("Fetcher of leader %d: connected to %s again", self.leader_id, conn.address)
@@ -280,12 +284,14 @@ class ReplicaFetcher:
 
     # ---- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState]) -> None:
+    async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState],
+                     idle: IdleRound | None = None) -> None:
         settings = self._settings
-        sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        wanted: dict[TopicPartition, fetch.FetchPartition] = {}
-        not_in_isr: set[TopicPartition] = set()
-        for tp, state in ready.items():
+        self._idle, version = None, self._replicas.metadata_version
+        sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {} if idle is None else idle.sent
+        wanted: dict[TopicPartition, fetch.FetchPartition] = {} if idle is None else idle.wanted
+        not_in_isr: set[TopicPartition] = set() if idle is None else set(idle.not_in_isr)
+        for tp, state in ready.items():  # nothing when the idle round is sent again
             partition = self._current(tp, state)
             if partition is None or self._replicas.throttles.follower_throttled(partition):  # reassignment throttle
                 self._back_off(state)
@@ -333,6 +339,9 @@ class ReplicaFetcher:
                 self._back_off(state)
             return
         self._on_fetch_response(response, sent)
+        if not response.responses and len(sent) == len(self.partitions) and not self._out_of_range:
+            self._idle = idle or IdleRound(version, asyncio.get_running_loop().time(), sent, wanted,
+                                           frozenset(not_in_isr))
         if self._out_of_range:
             out_of_range, self._out_of_range = self._out_of_range, []
             await self._reset_to_leader(conn, out_of_range)

@@ -283,6 +283,9 @@ class FollowerLog:
     def records_from(self, offset: int, max_records: int) -> list[Any]:
         return self.state.records_from(offset, max_records)
 
+    def record_maps_from(self, offset: int, max_records: int) -> list[Any]:
+        return self.state.record_maps_from(offset, max_records)
+
     def status(self) -> QuorumStatus:
         image = self.state.image
         return QuorumStatus(node_id=1, is_leader=False, term=0, leader=None, commit_index=0, last_applied=0,

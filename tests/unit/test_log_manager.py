@@ -6,6 +6,7 @@ retention."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -394,3 +395,84 @@ def test_cleanup_applies_retention(managers: list[LogManager], dirs: list[Path],
     manager.shutdown()
     assert (dirs[0] / LOG_START_OFFSET_CHECKPOINT).read_text() == \
         f"0\n1\norders 0 {log_start}\n"
+
+
+# --- many new, empty logs (a 10,000-partition topic) ---------------------------------------
+
+MANY = [TopicPartition("big", p) for p in range(40)]
+
+
+def test_empty_logs_stop_cleanly_without_index_files_and_reopen_quietly(
+        managers: list[LogManager], dirs: list[Path], caplog: pytest.LogCaptureFixture) -> None:
+    manager = open_manager(managers, dirs[:1])
+    assert manager.create_logs(MANY, now_ms=NOW) == {}
+    manager.shutdown()
+    files = sorted(p.name for p in (dirs[0] / "big-0").iterdir())
+    assert files == [f"{0:020d}.log"]  # nothing indexed: no index files created and fsynced
+    with caplog.at_level(logging.WARNING):
+        reopened = open_manager(managers, dirs[:1])
+    assert not [r for r in caplog.records if "Rebuilding" in r.getMessage()]
+    partition_log = reopened.logs[TopicPartition("big", 0)]
+    fill(partition_log, 3)  # the indexes start empty and are written once there is data
+    reopened.shutdown()
+    third = open_manager(managers, dirs[:1])
+    assert values(third.logs[TopicPartition("big", 0)]) == expected_values(0, 3)
+    assert (dirs[0] / "big-0" / f"{0:020d}.index").exists()
+
+
+def test_an_empty_segment_ignores_stale_index_files(managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs[:1])
+    manager.create_logs([ORDERS_0], now_ms=NOW)
+    manager.shutdown()
+    (dirs[0] / "orders-0" / f"{0:020d}.index").write_bytes(b"\x00\x00\x00\x05\x00\x00\x00\x07")
+    reopened = open_manager(managers, dirs[:1])
+    partition_log = reopened.logs[ORDERS_0]
+    assert not (dirs[0] / "orders-0" / f"{0:020d}.index").exists()  # stale: removed on load
+    fill(partition_log, 2)
+    reopened.shutdown()
+    third = open_manager(managers, dirs[:1])
+    assert values(third.logs[ORDERS_0]) == expected_values(0, 2)
+
+
+def test_create_logs_over_an_existing_directory_loads_what_it_holds(
+        managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 3)
+    manager.shutdown()
+    # a directory the manager does not know (copied in by an operator): `new` falls back to loading
+    (dirs[0] / "orders-0").rename(dirs[0] / "orders-1")
+    reopened = open_manager(managers, dirs[:1])
+    reopened.delete_log(ORDERS_1)
+    (dirs[0] / "orders-1").mkdir()
+    assert reopened.create_logs([ORDERS_1], now_ms=NOW) == {}
+    assert reopened.logs[ORDERS_1].log_end_offset == 0
+
+
+def test_run_parallel_keeps_order_and_every_outcome(managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs[:1])
+
+    def square_or_fail(n: int) -> int:
+        if n == 3:
+            raise ValueError("three")
+        return n * n
+
+    futures = manager.run_parallel(square_or_fail, range(6))  # type: ignore[arg-type]
+    assert all(f.done() for f in futures)
+    assert [f.result() for i, f in enumerate(futures) if i != 3] == [0, 1, 4, 16, 25]
+    assert isinstance(futures[3].exception(), ValueError)
+    assert manager.run_parallel(square_or_fail, []) == []
+
+
+def test_a_log_reopened_after_a_clean_stop_closes_without_fsyncing_its_segments(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 5)
+    manager.create_logs(MANY[:5], now_ms=NOW)
+    manager.shutdown()
+    reopened = open_manager(managers, dirs[:1])
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    reopened.shutdown()  # what the clean stop made durable is not synced again, files or indexes
+    # each of the three checkpoints (file, then its directory), then the directory with the marker
+    assert len(synced) == 3 * 2 + 1

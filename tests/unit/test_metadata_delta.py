@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import PartitionRegistration
+from metadata.image import PARTITION_KINDS, PartitionRegistration
 from metadata.local_changes import LocalPartition, LocalReplicaChanges, split_changes
+from metadata.records import _SCHEMAS, LeaderRecoveryState, Partition
 
 # --- split_changes: a large change set in slices, Kafka's order kept ------------------
 
@@ -38,3 +39,23 @@ def test_split_changes_keeps_every_partition_in_order(max_partitions: int) -> No
 def test_split_changes_refuses_an_empty_slice() -> None:
     with pytest.raises(ValueError):
         split_changes(LocalReplicaChanges(), 0)
+
+
+# --- a Partition record replays without being checked twice -------------------------------
+
+@pytest.mark.parametrize("record", [
+    Partition("T", 0, (1, 2, 3), (1, 2), leader=1, leader_epoch=4, partition_epoch=7),
+    Partition("T", 1, (3,), (), elr=(3,), leader=-1, leader_recovery_state=LeaderRecoveryState.RECOVERING),
+    Partition("T", 2, (1, 2, 4), (1, 2), leader=2, removing_replicas=(4,), adding_replicas=(1,)),
+])
+def test_partition_registration_from_record_equals_the_checked_constructor(record: Partition) -> None:
+    fields = {name: getattr(record, name) for name in PARTITION_KINDS}
+    assert PartitionRegistration.from_record(record) == PartitionRegistration(**fields)
+
+
+def test_partition_record_and_registration_check_the_same_fields_the_same_way() -> None:
+    # from_record trusts the record's checks: the two must never drift apart
+    def shape(kinds):  # a kind is known by its class and settings
+        return {name: (type(kind), vars(kind)) for name, kind in kinds.items()}
+
+    assert shape(_SCHEMAS[Partition].kinds) == shape(PARTITION_KINDS)

@@ -23,6 +23,7 @@ from metadata.records import (
     RemoveTopic,
     Topic,
     decode_records,
+    record_to_map,
     encode_records,
 )
 from metadata.snapshot import decode_snapshot, encode_snapshot
@@ -189,6 +190,17 @@ def test_records_from_any_offset() -> None:
     for start in range(len(written) + 1):
         assert state.records_from(start, 100) == list(enumerate(written))[start:]
     assert state.records_from(2, 3) == list(enumerate(written))[2:5]
+
+
+def test_record_maps_from_are_the_records_maps_at_any_offset_and_limit() -> None:
+    state, written = filled_state()
+    for start in range(len(written) + 1):
+        for limit in (1, 2, 3, 100):
+            assert state.record_maps_from(start, limit) == \
+                [(at, record_to_map(r)) for at, r in state.records_from(start, limit)]
+    state.fold(2)
+    with pytest.raises(IndexError, match="before the log start offset"):
+        state.record_maps_from(state.log_start_offset - 1, 1)
 
 
 @pytest.mark.parametrize("keep", [0, 1, 3, 5, 8, 100])
