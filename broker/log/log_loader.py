@@ -207,3 +207,13 @@ def _remove_leftovers(directory: Path, name: str) -> None:
                     if stem.isdigit() else directory / "-").exists():
                 log.info("%sRemoving index %s that has no segment", name, path.name)
                 path.unlink()
+
+
+def make_new_directory(directory: Path) -> bool:
+    """Create `directory`; False when it already existed or its parent is missing (the
+    caller then creates it the general way)."""
+    try:
+        os.mkdir(directory)
+    except (FileExistsError, FileNotFoundError):
+        return False
+    return True

@@ -12,7 +12,6 @@ leader assigns or a replica keeps, when a segment rolls), `retention` (which seg
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +25,14 @@ from broker.log.append_rules import (
 from broker.log.append_rules import assign_offsets as assign_offsets_of
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
-from broker.log.log_loader import load_segments, open_segment
+from broker.log.log_loader import load_segments, make_new_directory, open_segment
 from broker.log.log_read import read_slice
 from broker.log.log_validator import validate_produced
 from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
-from broker.log.timestamp_lookup import EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP  # re-exported
+from broker.log.timestamp_lookup import (
+    EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP,  # re-exported
+)
 from broker.log.timestamp_lookup import LATEST_TIMESTAMP as LATEST_TIMESTAMP
 from broker.log.timestamp_lookup import MAX_TIMESTAMP as MAX_TIMESTAMP
 from broker.log.timestamp_lookup import (
@@ -71,7 +72,7 @@ class PartitionLog:
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self.config = config
         self._name = f"[Log partition={self.topic_partition}, dir={directory.parent}] "
-        fresh = new and _make_directory(directory)
+        fresh = new and make_new_directory(directory)
         if not fresh:
             directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(checkpoint_file(directory), [] if fresh else None,
@@ -395,13 +396,3 @@ class PartitionLog:
         for _, segment in self._pending_deletes:
             segment.delete()
         self._pending_deletes.clear()
-
-
-def _make_directory(directory: Path) -> bool:
-    """Create `directory`; False when it already existed or its parent is missing (the
-    caller then creates it the general way)."""
-    try:
-        os.mkdir(directory)
-    except (FileExistsError, FileNotFoundError):
-        return False
-    return True
