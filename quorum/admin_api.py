@@ -60,6 +60,10 @@ FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwar
 # A relayed write is answered once this controller has applied it too, so the client's next
 # read here sees its own write; past this, the answer goes out anyway (the write is committed).
 FORWARD_APPLY_WAIT: Final = WRITE_TIMEOUT
+# A read on a controller that has not caught up with the quorum since it started (it has not
+# yet applied what the leader had committed when they first spoke) waits this long, then is
+# answered 503 instead of from a stale image; below the launcher's 2 s readiness probe.
+READ_CATCH_UP_WAIT: Final = 1.5 * SECONDS
 FORWARD_CONNECTIONS_MAX: Final = 32  # open connections to the active controller
 MAX_IN_FLIGHT_REQUESTS: Final = 1024  # requests being served at once; more answer 429 at once
 ACTIVE_POLL: Final = 0.05 * SECONDS
@@ -73,6 +77,7 @@ STATUS_BY_ERROR: Final = MappingProxyType({
     "UNKNOWN_TOPIC_OR_PARTITION": 404, "UNKNOWN_TOPIC_ID": 404, "BROKER_ID_NOT_REGISTERED": 404,
     "TOPIC_ALREADY_EXISTS": 409, "CLUSTER_AUTHORIZATION_FAILED": 403, "NOT_CONTROLLER": 503,
     "REQUEST_TIMED_OUT": 504, "THROTTLING_QUOTA_EXCEEDED": 429, "UNKNOWN_SERVER_ERROR": 500,
+    "COORDINATOR_LOAD_IN_PROGRESS": 503,
 })
 ELECTION_TYPES: Final = MappingProxyType({"preferred": Election.PREFERRED, "unclean": Election.UNCLEAN})
 

@@ -245,6 +245,18 @@ class ControllerServer:
         return web.Response(status=status, body=body, content_type="application/json",
                             headers={"X-Tidelog-Served-By": str(node)})
 
+    async def _caught_up(self) -> None:
+        """Reads are served from this controller's image: after a restart, only once it holds
+        what the quorum had committed when this voter first heard from the leader (pysyncobj's
+        readiness); /v1/cluster answers regardless, it is how an operator sees the lag."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + api.READ_CATCH_UP_WAIT
+        while not self._log.status().ready and loop.time() < deadline:
+            await asyncio.sleep(api.ACTIVE_POLL)
+        if not self._log.status().ready:
+            raise AdminError("COORDINATOR_LOAD_IN_PROGRESS", f"controller {self._settings.node_id} has not "
+                             "caught up with the metadata log since it started; retry, or ask another controller")
+
     async def _await_applied(self, offset: int | None) -> None:
         """Wait (bounded) until this controller's image holds metadata `offset`: read-your-writes."""
         if offset is None:
@@ -371,6 +383,8 @@ class ControllerServer:
             return web.json_response(error.body(), status=error.status)
         self._in_flight += 1
         try:
+            if request.method == "GET" and request.path.startswith("/v1/") and request.path != "/v1/cluster":
+                await self._caught_up()
             return await handler(request)
         except AdminError as exc:
             error = exc

@@ -52,6 +52,9 @@ class AdminClient:
                 with urllib.request.urlopen(request, timeout=self._timeout) as answer:
                     return _decode(answer.read(MAX_ANSWER_BYTES + 1), url)
             except urllib.error.HTTPError as exc:
+                if method == "GET" and exc.code == 503:  # not caught up (or no quorum): another may be
+                    tried.append(f"{url}: {_api_error(exc, url)}")
+                    continue
                 raise _api_error(exc, url) from None
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
