@@ -423,6 +423,11 @@ class _LateHandler:
             raise ProtocolError("the broker is still starting")
         return await self.handler.handle(header, body, client_host)
 
+    def start(self, header: Any, body: memoryview, client_host: str = "") -> Any:
+        if self.handler is None:
+            raise ProtocolError("the broker is still starting")
+        return self.handler.start(header, body, client_host)
+
 
 def run(config_path: str) -> int:
     """Parse the config, set up logging, run the broker; the process exit status."""

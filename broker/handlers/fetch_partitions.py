@@ -19,7 +19,6 @@ from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol.metadata import wire_topic_id
-from common.protocol.primitives import RecordsPlaceholder
 from metadata.image import MetadataImage
 
 TOPIC_IDS_VERSION: Final = 13
@@ -115,7 +114,9 @@ def size_of(answer: fetch.FetchPartitionResponse) -> int:
     records = answer.records
     if records is None:
         return 0
-    return records.length if isinstance(records, RecordsPlaceholder) else len(records)
+    # bytes first: isinstance against a runtime Protocol walks its members (2 % of a leader's
+    # CPU under 10k follower fetches/s)
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.length
 
 
 def by_topic(answers: Mapping[TopicPartition, fetch.FetchPartitionResponse], version: int,

@@ -1,7 +1,8 @@
 """Produce and InitProducerId.
 
-Produce appends every partition before its first await, so appends follow request order
-(the server starts one task per request, in order); acks=all then waits for the appended
+Produce appends every partition before it returns or awaits, so appends follow request order
+(`produce_now` runs in the server's read loop; acks 0 and 1 are answered there, with no
+task); acks=all then waits for the appended
 partitions together, with the request's one deadline (Kafka's DelayedProduce). From v10
 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER names the leader this broker knows of,
 and the response carries that leader's endpoint, so the client retries there at once.
@@ -19,6 +20,7 @@ from typing import Final
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
 from broker.producer_ids import init_producer_id_error
+from broker.server import Later
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import produce
@@ -40,13 +42,29 @@ NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
 
-async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
-                         version: int, client: ClientInfo) -> produce.ProduceResponse | None:
-    results = _append_all(ctx, req)  # no await before this: request order
+def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
+                client: ClientInfo) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
+    """Append now (request order); answer now unless acks=all, which waits in `Later`."""
+    results = _append_all(ctx, req)
     if req.acks == 0:
         return None
     if req.acks == -1:
-        results = await _await_replication(ctx, results, req.timeout_ms)
+        return Later(_answer_replicated(ctx, results, req.timeout_ms, version))
+    return _response(ctx, results, version)
+
+
+async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
+                         version: int, client: ClientInfo) -> produce.ProduceResponse | None:
+    answer = produce_now(ctx, req, version, client)  # no await before the appends: request order
+    return await answer.answer if isinstance(answer, Later) else answer
+
+
+async def _answer_replicated(ctx: BrokerContext, results: _Results, timeout_ms: int,
+                             version: int) -> produce.ProduceResponse:
+    return _response(ctx, await _await_replication(ctx, results, timeout_ms), version)
+
+
+def _response(ctx: BrokerContext, results: _Results, version: int) -> produce.ProduceResponse:
     response = produce.ProduceResponse(tuple(
         produce.TopicProduceResponse(name, tuple(r for r, _ in parts)) for name, parts in results))
     if version >= produce.LEADER_DISCOVERY_VERSION and any(
