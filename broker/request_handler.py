@@ -45,7 +45,13 @@ from broker.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
-from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler, NowHandler
+from broker.handlers.context import (
+    ApiRow,
+    BrokerContext,
+    ClientInfo,
+    Handler,
+    NowHandler,
+)
 from broker.handlers.fetch import (
     handle_fetch,
     handle_list_offsets,
