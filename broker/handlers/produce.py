@@ -44,12 +44,16 @@ _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
 def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
                 client: ClientInfo) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
-    """Append now (request order); answer now unless acks=all, which waits in `Later`."""
+    """Append now (request order); answer now unless acks=all must wait, then `Later`."""
     results = _append_all(ctx, req)
     if req.acks == 0:
         return None
     if req.acks == -1:
-        return Later(_answer_replicated(ctx, results, req.timeout_ms, version))
+        required = _required(results)
+        codes = ctx.replicas.replicated_now(required) if required else {}
+        if codes is None:
+            return Later(_answer_replicated(ctx, results, required, req.timeout_ms, version))
+        results = _with_codes(results, codes)
     return _response(ctx, results, version)
 
 
@@ -59,9 +63,12 @@ async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
     return await answer.answer if isinstance(answer, Later) else answer
 
 
-async def _answer_replicated(ctx: BrokerContext, results: _Results, timeout_ms: int,
-                             version: int) -> produce.ProduceResponse:
-    return _response(ctx, await _await_replication(ctx, results, timeout_ms), version)
+async def _answer_replicated(ctx: BrokerContext, results: _Results, required: dict[TopicPartition, int],
+                             timeout_ms: int, version: int) -> produce.ProduceResponse:
+    """The appended partitions wait for their high watermarks together: one deadline for the
+    request, never one per partition."""
+    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
+    return _response(ctx, _with_codes(results, codes), version)
 
 
 def _response(ctx: BrokerContext, results: _Results, version: int) -> produce.ProduceResponse:
@@ -117,15 +124,15 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
     return results
 
 
-async def _await_replication(ctx: BrokerContext, results: _Results, timeout_ms: int) -> _Results:
-    """The appended partitions wait for their high watermarks together: one deadline for the
-    request, never one per partition (an RF=1 ISR answers at once)."""
-    required = {TopicPartition(name, response.partition_index): end_offset
-                for name, parts in results for response, end_offset in parts
-                if response.error_code == 0}
-    if not required:
-        return results
-    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
+def _required(results: _Results) -> dict[TopicPartition, int]:
+    """acks=all: the offset each appended partition's HW must pass."""
+    return {TopicPartition(name, response.partition_index): end_offset
+            for name, parts in results for response, end_offset in parts
+            if response.error_code == 0}
+
+
+def _with_codes(results: _Results, codes: dict[TopicPartition, int]) -> _Results:
+    """The appended partitions' answers once replicated (or refused, or timed out)."""
     out: _Results = []
     for name, parts in results:
         done = []
