@@ -268,7 +268,10 @@ class Connection:
                 continue
             first = pending[0]
             if first.task is not None and not first.task.done():
-                await asyncio.wait((first.task,))
+                try:  # awaited directly: woken one loop pass sooner than through asyncio.wait
+                    await first.task
+                except Exception:  # noqa: BLE001, S110 - raised again below, after the answers before it
+                    pass
             out: list[bytes] = []
             size = 0
             while pending and pending[0].ready():  # bounded by the in-flight limit
