@@ -48,12 +48,8 @@ from broker.metadata_follower_loop import MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication.replication_quota import replication_quotas
-from broker.server import (
-    LATENCY_BUCKETS_MS,
-    KafkaServer,
-    ServerMetrics,
-    freeze_startup_heap,
-)
+from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
+from broker.startup_heap import freeze_startup_heap
 from common.config import log_dirs, parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.errors import KafkaStorageError
