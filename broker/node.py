@@ -49,6 +49,7 @@ from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication.replication_quota import replication_quotas
 from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
+from broker.startup_heap import freeze_startup_heap
 from common.config import log_dirs, parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.errors import KafkaStorageError
@@ -405,6 +406,7 @@ async def _controlled_shutdown(follower: MetadataFollower, follower_task: asynci
 
 async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower) -> None:
     await follower.published.wait()  # bounded by the follower: it publishes once caught up, or the node stops
+    freeze_startup_heap()
     late.handler = handler
     logger.info("Broker %d serves clients from metadata offset %d", follower.settings.broker_id,
                 follower.state.applied_offset)
@@ -422,6 +424,11 @@ class _LateHandler:
         if self.handler is None:
             raise ProtocolError("the broker is still starting")
         return await self.handler.handle(header, body, client_host)
+
+    def start(self, header: Any, body: memoryview, client_host: str = "") -> Any:
+        if self.handler is None:
+            raise ProtocolError("the broker is still starting")
+        return self.handler.start(header, body, client_host)
 
 
 def run(config_path: str) -> int:

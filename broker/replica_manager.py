@@ -299,9 +299,15 @@ class ReplicaManager:
                                    timeout_s: float) -> dict[TopicPartition, int]:
         """acks=-1: each partition's error code once its HW reaches `required[tp]` (0), it is
         refused, or the request's one deadline `timeout_s` passes (REQUEST_TIMED_OUT)."""
-        operation = DelayedProduce(required, lambda tp, offset: produce_outcome(
+        return await self.produce_purgatory.wait(self._delayed_produce(required), required, timeout_s)
+
+    def replicated_now(self, required: Mapping[TopicPartition, int]) -> dict[TopicPartition, int] | None:
+        """acks=-1 decided without waiting (an ISR of the leader alone): the codes, else None."""
+        return self._delayed_produce(required).try_complete()
+
+    def _delayed_produce(self, required: Mapping[TopicPartition, int]) -> DelayedProduce:
+        return DelayedProduce(required, lambda tp, offset: produce_outcome(
             self.partitions.get(tp), self.broker_id, offset))
-        return await self.produce_purgatory.wait(operation, required, timeout_s)
 
     def is_alive(self, broker_id: int) -> bool:
         """Registered and not fenced (Kafka's metadataCache.hasAliveBroker)."""

@@ -10,7 +10,8 @@ A new API is one `ApiRow` in `API_TABLE` plus its handler (`broker/handlers/`, g
 concern); ApiVersions advertises from the same table. `handle` raises ProtocolError for a
 request it cannot decode (the server closes that connection) and answers everything else,
 failures per partition as Kafka does. The synchronous prefix of a handler runs before the
-next request's (the server starts one task per request, in order): Produce appends there.
+next request's (broker/server.py keeps that order): Produce appends there, and answers at
+once unless acks=all (`start` returns `Later` then).
 
 Topic admin (CreateTopics, DeleteTopics, CreatePartitions, auto topic creation) goes to the
 controllers' admin HTTP API through a `TopicAdmin`; `HttpTopicAdmin` is the real one.
@@ -44,7 +45,13 @@ from broker.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
-from broker.handlers.context import ApiRow, BrokerContext, ClientInfo, Handler
+from broker.handlers.context import (
+    ApiRow,
+    BrokerContext,
+    ClientInfo,
+    Handler,
+    NowHandler,
+)
 from broker.handlers.fetch import (
     handle_fetch,
     handle_list_offsets,
@@ -60,7 +67,7 @@ from broker.handlers.metadata import (
     handle_find_coordinator,
     handle_metadata,
 )
-from broker.handlers.produce import handle_init_producer_id, handle_produce
+from broker.handlers.produce import handle_init_producer_id, handle_produce, produce_now
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -69,6 +76,7 @@ from broker.leader_elections import HttpLeaderElections
 from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.server import Later
 from broker.topic_admin import (
     AutoTopicCreator,
     HttpTopicAdmin,
@@ -131,10 +139,10 @@ def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable
 
 
 def _row(api_key: ApiKey, decode: Decoder, encode: Encoder, handler: Handler, *,
-         advertised: tuple[int, int] | None = None) -> ApiRow:
+         advertised: tuple[int, int] | None = None, now: NowHandler | None = None) -> ApiRow:
     # The versions are design.md's measured ranges (api_keys.SUPPORTED_VERSIONS), which the
     # codecs check too.
-    return ApiRow(api_key, SUPPORTED_VERSIONS[api_key], Codec(decode, encode), handler, advertised)
+    return ApiRow(api_key, SUPPORTED_VERSIONS[api_key], Codec(decode, encode), handler, advertised, now)
 
 
 API_TABLE: Final[tuple[ApiRow, ...]] = (
@@ -143,7 +151,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # lz4 unless the broker's Produce range starts at 0 (librdkafka issue 4956); Kafka 4.0
     # does the same (KAFKA-18659). Every client that matters sends v3+.
     _row(ApiKey.PRODUCE, produce.decode_produce_request, produce.encode_produce_response,
-         handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1])),
+         handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now),
     _row(ApiKey.FETCH, fetch.decode_fetch_request, fetch.encode_fetch_response, handle_fetch),
     _row(ApiKey.LIST_OFFSETS, list_offsets.decode_list_offsets_request,
          list_offsets.encode_list_offsets_response, handle_list_offsets),
@@ -297,10 +305,10 @@ class RequestHandler:
         if self.context.reassignments is not None:
             await self.context.reassignments.close()
 
-    async def handle(self, header: RequestHeader, body: memoryview,
-                     client_host: str = "") -> list[Chunk] | None:
-        """The response body chunks; None for no response (Produce with acks=0).
-        ProtocolError when the request cannot be decoded."""
+    def start(self, header: RequestHeader, body: memoryview,
+              client_host: str = "") -> list[Chunk] | None | Later[list[Chunk] | None]:
+        """The response body chunks now (None: no response, Produce with acks=0), or `Later`
+        when the handler must wait. ProtocolError when the request cannot be decoded."""
         version = header.request_api_version
         if header.request_api_key == ApiKey.API_VERSIONS \
                 and not is_supported(ApiKey.API_VERSIONS, version):
@@ -310,8 +318,21 @@ class RequestHandler:
             return api_versions.encode_api_versions_response(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
-        response = await row.handler(self.context, request, version,
-                                     ClientInfo.of(header.client_id, client_host))
-        if response is None:
-            return None
-        return row.codec.encode(response, version)
+        client = ClientInfo.of(header.client_id, client_host)
+        if row.now is None:
+            return Later(self._answer(row, row.handler(self.context, request, version, client), version))
+        response = row.now(self.context, request, version, client)
+        if isinstance(response, Later):
+            return Later(self._answer(row, response.answer, version))
+        return None if response is None else row.codec.encode(response, version)
+
+    async def handle(self, header: RequestHeader, body: memoryview,
+                     client_host: str = "") -> list[Chunk] | None:
+        """`start` as one awaitable."""
+        answer = self.start(header, body, client_host)
+        return await answer.answer if isinstance(answer, Later) else answer
+
+    @staticmethod
+    async def _answer(row: ApiRow, pending: Awaitable[Any], version: int) -> list[Chunk] | None:
+        response = await pending
+        return None if response is None else row.codec.encode(response, version)

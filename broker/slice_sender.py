@@ -103,18 +103,24 @@ async def _pread_and_write(writer: asyncio.StreamWriter, fd: int, position: int,
     sent = 0
     while sent < length:  # bounded: each pass sends a full piece or raises
         want = min(length - sent, PREAD_CHUNK)
-        try:
-            data = os.pread(fd, want, position + sent)
-        except OSError as exc:
-            _raise_if_file_gone(exc)
-            raise
-        if len(data) != want:
-            raise ShortReadError(f"records file truncated while sending: read {len(data)} of {want} "
-                                 f"bytes at position {position + sent}")
-        writer.write(data)
+        writer.write(pread_exact(fd, position + sent, want))
         sent += want
         await writer.drain()
     return sent
+
+
+def pread_exact(fd: int, position: int, length: int) -> bytes:
+    """`length` bytes of a segment at `position`; ShortReadError when the file holds fewer
+    (truncated) or its descriptor was closed (deleted) under us."""
+    try:
+        data = os.pread(fd, length, position)
+    except OSError as exc:
+        _raise_if_file_gone(exc)
+        raise
+    if len(data) != length:
+        raise ShortReadError(f"records file truncated while sending: read {len(data)} of {length} "
+                             f"bytes at position {position}")
+    return data
 
 
 def _raise_if_file_gone(exc: OSError) -> None:

@@ -5,7 +5,8 @@
 
 A handler answers one decoded request with its response dataclass (None: no response, as
 for Produce with acks=0); `broker.request_handler.API_TABLE` pairs it with its API key,
-versions and codec. New collaborators (e.g. the group coordinator) become fields here.
+versions and codec. A hot API may also have a `now` form, a plain function that answers at
+once or returns `broker.server.Later` (the server then needs no task for most requests). New collaborators (e.g. the group coordinator) become fields here.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class ClientInfo:
 
 
 Handler = Callable[[BrokerContext, Any, int, ClientInfo], Awaitable[Any]]
+# A handler that may answer without awaiting (no task per request): the response, None for no
+# response, or `Later(awaitable)` when it must wait (Produce with acks=all).
+NowHandler = Callable[[BrokerContext, Any, int, ClientInfo], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,7 @@ class ApiRow:
     codec: Codec
     handler: Handler
     advertised: tuple[int, int] | None = None
+    now: NowHandler | None = None  # the same handler, answering at once when it can
 
     def __post_init__(self) -> None:
         low, high = self.versions

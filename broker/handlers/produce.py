@@ -1,7 +1,8 @@
 """Produce and InitProducerId.
 
-Produce appends every partition before its first await, so appends follow request order
-(the server starts one task per request, in order); acks=all then waits for the appended
+Produce appends every partition before it returns or awaits, so appends follow request order
+(`produce_now` runs in the server's read loop; acks 0 and 1 are answered there, with no
+task); acks=all then waits for the appended
 partitions together, with the request's one deadline (Kafka's DelayedProduce). From v10
 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER names the leader this broker knows of,
 and the response carries that leader's endpoint, so the client retries there at once.
@@ -19,6 +20,7 @@ from typing import Final
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
 from broker.producer_ids import init_producer_id_error
+from broker.server import Later
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import produce
@@ -40,13 +42,36 @@ NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
 
-async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
-                         version: int, client: ClientInfo) -> produce.ProduceResponse | None:
-    results = _append_all(ctx, req)  # no await before this: request order
+def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
+                client: ClientInfo) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
+    """Append now (request order); answer now unless acks=all must wait, then `Later`."""
+    results = _append_all(ctx, req)
     if req.acks == 0:
         return None
     if req.acks == -1:
-        results = await _await_replication(ctx, results, req.timeout_ms)
+        required = _required(results)
+        codes = ctx.replicas.replicated_now(required) if required else {}
+        if codes is None:
+            return Later(_answer_replicated(ctx, results, required, req.timeout_ms, version))
+        results = _with_codes(results, codes)
+    return _response(ctx, results, version)
+
+
+async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
+                         version: int, client: ClientInfo) -> produce.ProduceResponse | None:
+    answer = produce_now(ctx, req, version, client)  # no await before the appends: request order
+    return await answer.answer if isinstance(answer, Later) else answer
+
+
+async def _answer_replicated(ctx: BrokerContext, results: _Results, required: dict[TopicPartition, int],
+                             timeout_ms: int, version: int) -> produce.ProduceResponse:
+    """The appended partitions wait for their high watermarks together: one deadline for the
+    request, never one per partition."""
+    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
+    return _response(ctx, _with_codes(results, codes), version)
+
+
+def _response(ctx: BrokerContext, results: _Results, version: int) -> produce.ProduceResponse:
     response = produce.ProduceResponse(tuple(
         produce.TopicProduceResponse(name, tuple(r for r, _ in parts)) for name, parts in results))
     if version >= produce.LEADER_DISCOVERY_VERSION and any(
@@ -99,15 +124,15 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
     return results
 
 
-async def _await_replication(ctx: BrokerContext, results: _Results, timeout_ms: int) -> _Results:
-    """The appended partitions wait for their high watermarks together: one deadline for the
-    request, never one per partition (an RF=1 ISR answers at once)."""
-    required = {TopicPartition(name, response.partition_index): end_offset
-                for name, parts in results for response, end_offset in parts
-                if response.error_code == 0}
-    if not required:
-        return results
-    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
+def _required(results: _Results) -> dict[TopicPartition, int]:
+    """acks=all: the offset each appended partition's HW must pass."""
+    return {TopicPartition(name, response.partition_index): end_offset
+            for name, parts in results for response, end_offset in parts
+            if response.error_code == 0}
+
+
+def _with_codes(results: _Results, codes: dict[TopicPartition, int]) -> _Results:
+    """The appended partitions' answers once replicated (or refused, or timed out)."""
     out: _Results = []
     for name, parts in results:
         done = []

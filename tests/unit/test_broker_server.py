@@ -1,8 +1,9 @@
 """broker/server.py over real loopback sockets, with a fake handler scripted by the request body.
 
-Body commands (ASCII): `sleep <ms> <tag>` answers `tag` after a delay; `none` answers nothing
+Body commands (ASCII): `sleep <ms> <tag>` answers `tag` after a delay; `now <tag>` answers
+`tag` at once (no task, as a Produce with acks 0 or 1); `none` answers nothing
 (acks=0); `bad` raises ProtocolError; `file <position> <length>` answers b"F" then a FileSlice
-of the test's file; `boom` raises a bug. Pipelined requests come back in request order even
+of the test's file; `boom` raises a bug. `now-bad` and `now-boom` fail at once. Pipelined requests come back in request order even
 when handled out of order; a malformed or oversized frame closes only its own connection;
 a file truncated under a slice ends the connection instead of sending a wrong length.
 Every server is stopped and every socket closed, whatever happened.
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.segment import FileSlice
-from broker.server import PREAD_CHUNK, KafkaServer
+from broker.server import COALESCE_BYTES, PREAD_CHUNK, KafkaServer, Later
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk, ProtocolError
 
@@ -33,9 +34,23 @@ class FakeHandler:
         self.fd = fd
         self.started: list[int] = []  # correlation ids in the order handling started
 
+    def start(self, header: RequestHeader, body: memoryview,
+              client_host: str = "") -> list[Chunk] | None | Later[list[Chunk] | None]:
+        words = bytes(body).decode().split()
+        if words[0] == "now":
+            self.started.append(header.correlation_id)
+            return [words[1].encode()]
+        if words[0] == "now-bad":
+            raise ProtocolError("cannot decode this either")
+        if words[0] == "now-boom":
+            raise RuntimeError("a bug before any await")
+        return Later(self.handle(header, body, client_host))
+
     async def handle(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk] | None:
         self.started.append(header.correlation_id)
         words = bytes(body).decode().split()
+        if words[0] == "now":
+            return [words[1].encode()]
         if words[0] == "sleep":
             await asyncio.sleep(int(words[1]) / 1000)
             return [words[2].encode()]
@@ -118,12 +133,43 @@ async def test_no_response_for_acks_zero_and_order_kept(server: KafkaServer) -> 
     assert await read_response(reader) == (4, b"x")
 
 
+async def test_answers_at_once_and_later_keep_request_order(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    bodies = [b"now a", b"sleep 30 b", b"now c", b"none", b"sleep 0 e", b"now f", b"now g"]
+    writer.write(b"".join(request(i, body) for i, body in enumerate(bodies)))
+    expected = [(i, body.split()[-1]) for i, body in enumerate(bodies) if body != b"none"]
+    assert [await read_response(reader) for _ in expected] == expected
+    # request order of the handlers' starts: "now c" waits for the task of "sleep 30 b" to start
+    assert server.handler.started == list(range(len(bodies)))  # type: ignore[attr-defined]
+
+
+async def test_a_failure_at_once_answers_the_requests_before_it(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    writer.write(request(1, b"sleep 20 one") + request(2, b"now two") + request(3, b"now-bad")
+                 + request(4, b"now never"))
+    assert await read_response(reader) == (1, b"one")
+    assert await read_response(reader) == (2, b"two")
+    assert await closed(reader)
+
+
+async def test_many_ready_answers_go_out_together_and_complete(server: KafkaServer) -> None:
+    reader, writer = await connect(server)
+    tag = "x" * 1000
+    count = 3 * COALESCE_BYTES // len(tag)  # several flushes' worth, pipelined at once
+    writer.write(b"".join(request(i, f"now {tag}{i}".encode()) for i in range(count)))
+    answers = [await read_response(reader) for _ in range(count)]
+    assert answers == [(i, f"{tag}{i}".encode()) for i in range(count)]
+    assert server.metrics.latency_count == count
+
+
 @pytest.mark.parametrize("garbage", [
     pytest.param(struct.pack(">i", MAX_REQUEST_BYTES + 1), id="oversized-prefix"),
     pytest.param(struct.pack(">i", -5), id="negative-size"),
     pytest.param(struct.pack(">i", 3) + b"\x00\x03\x00", id="truncated-header"),
     pytest.param(request(9, b"bad"), id="undecodable-request"),
     pytest.param(request(9, b"boom"), id="handler-bug"),
+    pytest.param(request(9, b"now-bad"), id="undecodable-at-once"),
+    pytest.param(request(9, b"now-boom"), id="handler-bug-at-once"),
 ])
 async def test_bad_input_closes_only_that_connection(server: KafkaServer, garbage: bytes,
                                                      caplog: pytest.LogCaptureFixture) -> None:
@@ -147,7 +193,8 @@ async def test_an_oversized_frame_is_refused_before_its_body_arrives(server: Kaf
     assert await closed(reader)
 
 
-@pytest.mark.parametrize(("position", "length"), [(0, 0), (7, 100), (5, 3 * PREAD_CHUNK + 100)])
+@pytest.mark.parametrize(("position", "length"), [(0, 0), (7, 100), (3, COALESCE_BYTES),
+                                                  (9, COALESCE_BYTES + 1), (5, 3 * PREAD_CHUNK + 100)])
 async def test_file_slices_are_sent_from_the_file(server: KafkaServer, data_file: tuple[int, bytes],
                                                   position: int, length: int) -> None:
     reader, writer = await connect(server)
@@ -157,17 +204,18 @@ async def test_file_slices_are_sent_from_the_file(server: KafkaServer, data_file
     assert server.metrics.bytes_out >= length
 
 
+@pytest.mark.parametrize("length", [1000, 2 * PREAD_CHUNK])
 async def test_a_slice_past_the_end_of_the_file_closes_the_connection(
-        server: KafkaServer, data_file: tuple[int, bytes]) -> None:
+        server: KafkaServer, data_file: tuple[int, bytes], length: int) -> None:
     reader, writer = await connect(server)
     os.ftruncate(data_file[0], 1000)  # truncated after the response promised more
-    writer.write(request(5, b"file 500 1000"))
-    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), IO_TIMEOUT_S))[0]
-    assert size == 4 + 1 + 1000
+    writer.write(request(5, f"file 500 {length}".encode()))
     received = b""
     while chunk := await asyncio.wait_for(reader.read(65536), IO_TIMEOUT_S):  # until EOF
         received += chunk
-    assert len(received) < size  # never a whole frame of the wrong bytes
+    # never a whole frame of the wrong bytes (a small slice is read before its frame is sent:
+    # nothing of it goes out)
+    assert len(received) < 4 + 4 + 1 + length
 
 
 async def test_in_flight_is_bounded_and_reading_resumes(server: KafkaServer) -> None:

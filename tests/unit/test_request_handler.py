@@ -9,6 +9,7 @@ import pytest
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import API_TABLE, IMPLEMENTED_VERSIONS, RequestHandler
+from broker.server import Later
 from broker.topic_admin import AdminReply
 from common.config import parse_config
 from common.errors import ErrorCode
@@ -516,3 +517,42 @@ async def test_a_flexible_response_carries_header_v1_tags(node, version, head):
     assert flatten(chunks) == expected
     framed = flatten(frame_response_for(RequestHeader(ApiKey.DELETE_RECORDS, version, 7, "c"), chunks))
     assert framed[8:] == head + expected  # after the size and correlation id
+
+
+def start_produce(handler, acks, *parts):
+    frame = encode_request_header(RequestHeader(ApiKey.PRODUCE, 8, 42, "test")) + b"".join(
+        produce.encode_produce_request(produce_request(acks, *parts), 8))
+    return handler.start(*parse_request_header(frame))
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1])
+async def test_start_answers_produce_at_once_when_nothing_must_wait(node, acks):
+    # the server needs no task for these (broker/server.py): acks 0, 1, and acks=all with an
+    # ISR of the leader alone; a refused partition is answered at once too
+    handler, _, _ = node
+    answer = start_produce(handler, acks, ("orders", 0, batch(2)), ("nope", 0, batch(1)))
+    assert not isinstance(answer, Later)
+    if acks == 0:
+        assert answer is None
+        return
+    response = produce.decode_produce_response(memoryview(flatten(answer)), 8)
+    assert {(t.name, p.error_code, p.base_offset) for t in response.responses for p in t.partitions} == {
+        ("orders", 0, 0), ("nope", 3, -1)}
+
+
+async def test_start_leaves_acks_all_waiting_for_followers_to_a_later_answer(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, WIDE, ME), WIDE)
+    handler = RequestHandler(ME, replicas, lambda: WIDE, ADVERTISED, None)
+    try:
+        answer = start_produce(handler, -1, ("wide", 0, batch(1)))
+        assert isinstance(answer, Later)
+        assert len(replicas.produce_purgatory.operations) == 0  # it waits only once awaited
+        waiting = asyncio.ensure_future(answer.answer)
+        await asyncio.sleep(0.05)
+        assert len(replicas.produce_purgatory.operations) == 1 and not waiting.done()
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+    finally:
+        log_manager.shutdown()
