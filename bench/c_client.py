@@ -2,16 +2,30 @@
 
 On a 2-core machine a Python client is often what a benchmark measures; librdkafka driven
 from C is not (issue 17). The binary is compiled into bench/.build/ against Debian's
-librdkafka-dev (`make bench-tools` installs it when run as root) and rebuilt when the source
-changes. Each phase is one process; its CPU time is read from RUSAGE_CHILDREN around it.
+librdkafka-dev headers (`make bench-tools` installs them when run as root) and rebuilt when
+the source or the library it links changes. Each phase is one process; its CPU time is read
+from RUSAGE_CHILDREN around it.
+
+It links and runs the librdkafka bundled in the confluent-kafka wheel (PyPI), found beside the
+installed package and reached through an rpath, not Debian's: the Python client then runs the
+very same librdkafka, and Debian's 2.0.2 cannot talk to Tansu. librdkafka < 2.2 skips one byte
+too few per KIP-482 tagged field (fixed by librdkafka PR #4278); Tansu writes the ApiVersions v3
+response's four tagged fields (SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures,
+ZkMigrationReady) even when empty, so 2.0.2 misreads them, fails with "ApiVersion read
+underflow" and retries forever. librdkafka keeps its C ABI stable, so Debian's older header
+is safe for the calls loadgen makes. Without the wheel it links Debian's -lrdkafka and says so.
 
     binary = build()                      # None (with the reason printed) when it cannot be built
     result = produce(binary, "127.0.0.2:9092", "t", records=1_000_000, value_bytes=100,
                      partitions=1, acks="all", linger_ms=5)
+    librdkafka_version(binary)            # "2.16.0 (headers 2.0.2, ...librdkafka-0cb94173.so.1)"
+
+`python bench/c_client.py` builds it and prints which librdkafka it runs (make bench-tools).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import resource
 import shutil
@@ -23,6 +37,7 @@ from typing import Final
 
 SOURCE: Final = Path(__file__).with_name("loadgen.c")
 BINARY: Final = Path(__file__).with_name(".build") / "loadgen"
+LINKED: Final = BINARY.with_suffix(".linked")  # the library the binary was linked against
 HEADER: Final = Path("/usr/include/librdkafka/rdkafka.h")
 PHASE_TIMEOUT_S: Final = 900.0  # one phase; loadgen bounds its own waits below this
 
@@ -45,22 +60,57 @@ class LoadError(RuntimeError):
     """A phase failed: a record not delivered or not consumed."""
 
 
+def wheel_librdkafka() -> Path | None:
+    """The librdkafka shared object bundled in the installed confluent-kafka wheel, if any."""
+    spec = importlib.util.find_spec("confluent_kafka")
+    if spec is None or spec.origin is None:
+        return None
+    # auditwheel puts bundled libraries in <site-packages>/confluent_kafka.libs/ under a hashed name
+    found = sorted(Path(spec.origin).parent.parent.joinpath("confluent_kafka.libs").glob("librdkafka-*.so*"))
+    return found[0] if found else None
+
+
+def link_args(library: Path | None) -> list[str]:
+    """The linker arguments for `library` (found again at run time through an rpath), or Debian's."""
+    if library is None:
+        return ["-lrdkafka"]
+    return [str(library), f"-Wl,-rpath,{library.parent}"]
+
+
 def build() -> Path | None:
-    """The loadgen binary, compiled if missing or older than its source; None when it cannot be."""
+    """The loadgen binary, compiled if missing, older than its source or linked to another
+    library than the one to use now; None when it cannot be."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not HEADER.exists():
         print("loadgen: needs a C compiler and librdkafka-dev (make bench-tools, or apt-get install "
               "gcc librdkafka-dev); falling back to the Python client", file=sys.stderr)
         return None
-    if BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mtime:
+    library = wheel_librdkafka()
+    if library is None:
+        print("loadgen: no librdkafka in the confluent-kafka wheel; linking Debian's, which Tansu "
+              "cannot talk to (librdkafka < 2.2)", file=sys.stderr)
+    linked = str(library or "-lrdkafka")
+    if (BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mtime and LINKED.exists()
+            and LINKED.read_text() == linked):
         return BINARY
     BINARY.parent.mkdir(exist_ok=True)
-    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(BINARY), str(SOURCE), "-lrdkafka"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(BINARY), str(SOURCE), *link_args(library)],
+                          capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         print(f"loadgen: build failed:\n{done.stderr}", file=sys.stderr)
         return None
+    LINKED.write_text(linked)
     return BINARY
+
+
+def librdkafka_version(binary: Path) -> str:
+    """Which librdkafka `binary` runs on (rd_kafka_version_str()), the headers it was built
+    with and the shared object the dynamic loader picked."""
+    done = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise LoadError(f"loadgen version failed (exit {done.returncode}): {done.stderr[-500:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return f"{out['runtime']} (headers {out['headers']}, {out['library']})"
 
 
 def _run(binary: Path, args: list[str]) -> LoadResult:
@@ -88,3 +138,8 @@ def produce(binary: Path, bootstrap: str, topic: str, *, records: int, value_byt
 def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int) -> LoadResult:
     """Read `records` records from offset 0 of every partition (assigned, no group)."""
     return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions)])
+
+
+if __name__ == "__main__":
+    built = build()
+    print(f"loadgen: {built} on librdkafka {librdkafka_version(built)}" if built else "loadgen: not built")

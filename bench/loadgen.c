@@ -3,6 +3,7 @@
  *
  *   loadgen produce BOOTSTRAP TOPIC RECORDS VALUE_BYTES PARTITIONS ACKS LINGER_MS RATE [WARMUP]
  *   loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS
+ *   loadgen version
  *
  * produce: RECORDS records of VALUE_BYTES random bytes, no key, record i to partition
  * i % PARTITIONS, batch.size 1 MiB, idempotent when ACKS is "all" (as Kafka's clients default).
@@ -10,9 +11,13 @@
  * never spinning: a spinning client would take the broker's CPU) and records each record's
  * latency, produce() to delivery report; the first WARMUP records are left out of the
  * percentiles. consume: assigns every partition from offset 0 and reads RECORDS records.
+ * version: the librdkafka that runs (it may be newer than the headers compiled against: the
+ * bench links the confluent-kafka wheel's, see c_client.py), the headers' and its file.
  *
  * Prints one JSON object on stdout; exits 1 on any delivery or consume error.
  */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,13 +174,24 @@ static int consume(const char *bootstrap, const char *topic, long records, int p
     return got != records;
 }
 
+static int version(void) {
+    Dl_info where = {0};
+    dladdr((void *)rd_kafka_version_str, &where);
+    printf("{\"runtime\": \"%s\", \"headers\": \"%d.%d.%d\", \"library\": \"%s\"}\n", rd_kafka_version_str(),
+           (RD_KAFKA_VERSION >> 24) & 0xff, (RD_KAFKA_VERSION >> 16) & 0xff, (RD_KAFKA_VERSION >> 8) & 0xff,
+           where.dli_fname ? where.dli_fname : "?");
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "version") == 0) return version();
     if (argc >= 10 && strcmp(argv[1], "produce") == 0)
         return produce(argv[2], argv[3], atol(argv[4]), atol(argv[5]), atoi(argv[6]), argv[7], argv[8],
                        atof(argv[9]), argc > 10 ? atol(argv[10]) : 0);
     if (argc == 6 && strcmp(argv[1], "consume") == 0)
         return consume(argv[2], argv[3], atol(argv[4]), atoi(argv[5]));
     fprintf(stderr, "usage: loadgen produce BOOTSTRAP TOPIC RECORDS VALUE_BYTES PARTITIONS ACKS LINGER_MS RATE [WARMUP]\n"
-                    "       loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS\n");
+                    "       loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS\n"
+                    "       loadgen version\n");
     return 2;
 }

@@ -1,8 +1,9 @@
 """One produce/consume workload, side by side: tidelog, the Tansu broker and raw loopback baselines.
 
 With librdkafka as the client for both brokers: driven from C (bench/loadgen.c, built on first
-use against Debian's librdkafka-dev) so that the client is not what is measured on a small
-machine, or through confluent-kafka with `--client python`:
+use against Debian's librdkafka-dev headers and run on the confluent-kafka wheel's librdkafka,
+the one `--client python` uses; the header names the version) so that the client is not what is
+measured on a small machine, or through confluent-kafka with `--client python`:
 
 - produce `--records` x `--value-bytes` records with acks=1 then acks=all, linger.ms=5,
   batch.size=1 MiB, to a fresh topic of 1 and then 6 partitions (record i goes to i % P);
@@ -356,9 +357,12 @@ def warm_up(peer: Peer, binary: Path) -> None:
 
 
 def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
-    print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap})", flush=True)
     value = os.urandom(args.value_bytes)
     binary: Path | None = args.loadgen
+    # which librdkafka drives this side, asked again so that each side's rows name their own
+    client = (f"C loadgen on librdkafka {c_client.librdkafka_version(binary).split()[0]}" if binary is not None
+              else f"confluent-kafka on librdkafka {confluent_kafka.libversion()[0]}")
+    print(f"  ({peer.name} broker pid {peer.pid} on {peer.bootstrap}; client {client})", flush=True)
     if binary is not None:
         warm_up(peer, binary)
         time.sleep(WARMUP_SETTLE_S)  # the warm-up consumer's close and the group's checkpoint settle
@@ -501,7 +505,8 @@ def main() -> None:
     def show(row: Row) -> None:
         rows.append(row)
         print(line(row), flush=True)
-    client = (f"C loadgen ({args.loadgen})" if args.loadgen else
+    client = (f"C loadgen ({args.loadgen}) on librdkafka {c_client.librdkafka_version(args.loadgen)}"
+              if args.loadgen else
               f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records:,} x {args.value_bytes} B records per phase; latency {args.rate}/s for "
           f"{args.seconds:g} s; client {client}; {os.cpu_count()} CPUs; load average "
