@@ -93,9 +93,14 @@ def rpc(address: str, name: str, body: Any, *, raw: bytes | None = None) -> tupl
 class Controller:
     """One controller of the `LocalCluster`, as these tests drive it."""
 
-    def __init__(self, node: NodeProcess) -> None:
-        self.node = node
+    def __init__(self, node: NodeProcess, cluster: LocalCluster) -> None:
+        self.node, self.cluster = node, cluster
         self.node_id, self.api, self.log_path = node.spec.node_id, node.spec.admin_address, node.spec.log_path
+
+    def restart(self) -> None:
+        """Start the node again; the cluster stops it on exit, as the one it started."""
+        self.node = NodeProcess.spawn(self.node.spec)
+        self.cluster.nodes = [self.node if n.spec.node_id == self.node_id else n for n in self.cluster.nodes]
 
     @property
     def running(self) -> bool:
@@ -182,7 +187,7 @@ def controllers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[
                             ready_timeout=WAIT_S) as cluster:  # every node stopped on exit, even on failure
         report(capsys, f"three controllers up, controller {cluster.active_controller} active, "
                        f"{time.monotonic() - started:.2f} s after start")
-        yield [Controller(node) for node in cluster.controllers]
+        yield [Controller(node, cluster) for node in cluster.controllers]
 
 
 def active_controller(controllers: list[Controller]) -> Controller:
@@ -414,6 +419,26 @@ def kill_active(controllers: list[Controller], active: Controller, capsys: pytes
         assert get(c.api, "/v1/topics/big")["partitions"][999]["partition"] == 999
     time.sleep(3 * HEARTBEAT_INTERVAL_MS / 1000)  # a few beats against the new active controller
     assert brokers_in(new_active.api, "UNFENCED") == {4, 5} and brokers_in(new_active.api, "FENCED") == {6}
+    restarted_reads(active, names)
+
+
+def restarted_reads(controller: Controller, names: set[str]) -> None:
+    """A restarted controller reads back its old log, which lacks what was written while it
+    was down: until it has caught up it answers reads 503, never from that stale image."""
+    controller.restart()
+
+    def current() -> bool | None:
+        try:
+            status, body = http(controller.api, "GET", "/v1/topics")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None  # not listening yet
+        if status == 503:
+            assert body["error"] == "COORDINATOR_LOAD_IN_PROGRESS", body
+            return None
+        assert status == 200, body
+        assert {t["name"] for t in body} == names  # includes the topic created while it was down
+        return True
+    wait_until(f"controller {controller.node_id} serving reads again after a restart", current)
 
 
 def test_controller_api(controllers: list[Controller], capsys: pytest.CaptureFixture[str]) -> None:
@@ -432,6 +457,6 @@ def test_controller_api(controllers: list[Controller], capsys: pytest.CaptureFix
         kill_active(controllers, active, capsys)
     finally:
         double.stop()
-    assert [c.stop() for c in controllers if c.running] == [0, 0]
+    assert [c.stop() for c in controllers if c.running] == [0, 0, 0]  # the killed one restarted
     logs = "".join(c.log_path.read_text(errors="replace") for c in controllers)
     assert "Traceback" not in logs, logs[-5000:]
