@@ -177,6 +177,7 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
         if advance.min() <= 0:  # a length prefix of 3 bytes or more (records of 8 KiB and more)
             longer = np.flatnonzero(advance <= 0)
             length, after = varints(buf, p[longer])
+            advance = advance.astype(np.int64)  # int16 in the table: big records overflow it
             advance[longer] = after - p[longer] + length
         nxt = p + advance
         end[at[:active] + r] = nxt
@@ -218,11 +219,15 @@ def _pair_tables() -> tuple[I64, I64]:
 
 
 _VALUE, _SIZE = _pair_tables()
+# Both in one int16 per pair (value * 4 + size: a two-byte varint's value fits 14 bits),
+# so decoding gathers from one 128 KiB table that stays in cache
+_PACKED = (_VALUE << 2 | _SIZE).astype(np.int16)
 # bytes from a record's start to the next record's: its length prefix's size plus value
-# (0: a longer prefix, decoded in full)
-_ADVANCE = np.where(_SIZE > 0, _SIZE + _VALUE, 0)
+# (0: a longer prefix, decoded in full); at most 2 + 8191, so int16 too
+_ADVANCE = np.where(_SIZE > 0, _SIZE + _VALUE, 0).astype(np.int16)
 _ADVANCE_LIST: list[int] = _ADVANCE.tolist()
 _U1, _U7, _LOW7 = np.uint64(1), np.uint64(7), np.uint64(0x7F)
+_U31, _U33 = np.uint64(31), np.uint64(33)
 
 
 def _raw_varints(buf: U8, pos: I64) -> U64:
@@ -245,8 +250,8 @@ def _raw_varints(buf: U8, pos: I64) -> U64:
 def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
     """The zig-zag varints/varlongs at each position of `pos`: (values, positions after).
     `buf` must hold a byte after the last position (PADDING)."""
-    pair = _pairs(buf)[pos]
-    value, size = _VALUE[pair], _SIZE[pair]
+    packed = _PACKED[_pairs(buf)[pos]]
+    value, size = (packed >> 2).astype(np.int64), packed & 3
     longer = np.flatnonzero(size == 0)
     if len(longer):  # three bytes or more: continuation bits followed one byte at a time
         at = pos[longer]
@@ -273,40 +278,66 @@ def _words(buf: U8) -> U64:
     return np.ndarray(shape=(max(0, len(buf) - 7),), dtype="<u8", buffer=buf.data, strides=(1,))
 
 
+def _word_pairs(buf: U8) -> npt.NDArray[np.uint64]:
+    """Two unaligned little-endian 8-byte words (16 bytes) at every byte position of `buf`:
+    a key's first two words in one row gather."""
+    return np.ndarray(shape=(max(0, len(buf) - 15), 2), dtype="<u8", buffer=buf.data,
+                      strides=(1, 8))
+
+
 def hash_keys(buf: U8, key_start: I64, key_length: I64, seed: int = 0) -> tuple[U64, U64]:
     """Two 64-bit hash lanes of each key `buf[key_start : key_start + key_length]` (a null
     key, length -1, hashes as the empty key: callers drop null keys first). `buf` must
-    hold PADDING bytes after the last key."""
+    hold PADDING bytes after the last key.
+
+    Steps where every key still has bytes (all of them for keys of one length, the usual
+    case) run in place over whole columns; a key's first 16 bytes come from one gather."""
     length = np.maximum(key_length, 0).astype(np.uint64)
-    words = _words(buf)
     lanes = [length * mult ^ np.uint64(seed) ^ base for base, mult in _LANES]
-    longest = int(length.max()) if len(length) else 0
-    shortest = int(length.min()) if len(length) else 0
+    if not len(length):
+        return lanes[0], lanes[1]
+    longest, shortest = int(length.max()), int(length.min())
+    words = _words(buf)
+    # the first two words of every key: PADDING bytes after the last key keep it in `buf`
+    head = _word_pairs(buf)[key_start] if shortest > 8 else None
+    scratch = np.empty(len(length), np.uint64)
     for j in range(0, longest, 8):  # bounded by the longest key, 8 bytes a step
-        # every key still has bytes (keys of one length, the usual case): no gathers
-        live: I64 | slice = slice(None) if shortest > j else np.flatnonzero(length > np.uint64(j))
-        remaining = length[live] - np.uint64(j)
-        word = words[key_start[live] + j]
-        if shortest >= j + 8:
-            pass  # whole words only
-        elif shortest == longest:  # all keys end in this word, at the same byte
-            word = word & np.uint64((1 << 8 * (longest - j)) - 1)
-        else:
-            short = remaining < np.uint64(8)
-            bits = np.where(short, remaining, np.uint64(0)) * np.uint64(8)
-            word = np.where(short, word & ((np.uint64(1) << bits) - np.uint64(1)), word)
+        if shortest <= j:  # some keys have ended: the keys still going, gathered
+            live = np.flatnonzero(length > np.uint64(j))
+            word = _masked(words[key_start[live] + j], length[live] - np.uint64(j))
+            for k, (_, mult) in enumerate(_LANES):
+                h = (lanes[k][live] ^ word) * mult
+                lanes[k][live] = h ^ (h >> _U31)
+            continue
+        word = head[:, j // 8] if head is not None and j < 16 else words[key_start + j]
+        if shortest < j + 8:  # some keys end in this word
+            word = (word & np.uint64((1 << 8 * (longest - j)) - 1) if shortest == longest
+                    else _masked(word, length - np.uint64(j)))
         for k, (_, mult) in enumerate(_LANES):
-            h = (lanes[k][live] ^ word) * mult
-            lanes[k][live] = h ^ (h >> np.uint64(31))
-    return _fmix(lanes[0]), _fmix(lanes[1])
+            lane = lanes[k]
+            lane ^= word
+            lane *= mult
+            np.right_shift(lane, _U31, out=scratch)
+            lane ^= scratch
+    return _fmix(lanes[0], scratch), _fmix(lanes[1], scratch)
 
 
-def _fmix(h: U64) -> U64:
-    h = h ^ (h >> np.uint64(33))
-    h = h * _FMIX[0]
-    h = h ^ (h >> np.uint64(33))
-    h = h * _FMIX[1]
-    return h ^ (h >> np.uint64(33))
+def _masked(word: U64, remaining: U64) -> U64:
+    """Each word cut to its key's `remaining` bytes (8 or more: whole)."""
+    short = remaining < np.uint64(8)
+    bits = np.where(short, remaining, np.uint64(0)) * np.uint64(8)
+    return np.where(short, word & ((np.uint64(1) << bits) - np.uint64(1)), word)
+
+
+def _fmix(h: U64, scratch: U64) -> U64:
+    """murmur3's fmix64, in place (`scratch`: an array of h's size)."""
+    for mult in _FMIX:
+        np.right_shift(h, _U33, out=scratch)
+        h ^= scratch
+        h *= mult
+    np.right_shift(h, _U33, out=scratch)
+    h ^= scratch
+    return h
 
 
 def hash_key_bytes(keys: Sequence[bytes], seed: int = 0) -> tuple[U64, U64]:
