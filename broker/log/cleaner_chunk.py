@@ -34,7 +34,7 @@ from broker.log.compaction import (
 )
 from broker.log.record_columns import I64, U64, RecordColumns, hash_keys, scan_chunk
 from broker.log.record_scan import scan_batch
-from common.record_batch import CompressionType, RecordBatchHeader
+from common.record_batch import COMPRESSION_MASK, RecordBatchHeader
 
 Batches = Sequence[tuple[int, RecordBatchHeader]]
 
@@ -188,8 +188,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     result = FilterResult(records_read=int(counts.sum()), records_kept=int(chunk_kept[live].sum()),
                           earliest_delete_horizon=int(horizons.min()) if len(horizons) else None)
     # REWRITE without a new horizon splices kept records' bytes: in bulk when uncompressed
-    compressed = np.array([h.compression is not CompressionType.NONE for h in headers],
-                          np.bool_)
+    compressed = np.array([h.attributes & COMPRESSION_MASK for h in headers], np.bool_)
     splice = (code == REWRITE) & (new_has == has_horizon)
     bulk = splice & ~compressed
     kind = np.full(total, _COPY, np.int8)

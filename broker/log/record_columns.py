@@ -24,10 +24,10 @@ import numpy.typing as npt
 from common.compression import decompress
 from common.errors import CorruptRecordError
 from common.record_batch import (
+    COMPRESSION_MASK,
     HEADER_SIZE,
-    CompressionType,
+    TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
-    TimestampType,
 )
 
 I64 = npt.NDArray[np.int64]
@@ -83,7 +83,7 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
     with memoryview(chunk) as view:
         for i, (pos, header) in enumerate(batches):  # per batch, not per record
             section_at = pos + HEADER_SIZE
-            if header.compression is CompressionType.NONE:
+            if not header.attributes & COMPRESSION_MASK:  # uncompressed (no enum made)
                 starts[i], ends[i] = section_at, pos + header.size
             else:
                 section = decompress(header.compression, bytes(view[section_at : pos + header.size]))
@@ -93,7 +93,7 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             counts[i], base_offsets[i] = header.record_count, header.base_offset
             base_ts[i] = header.base_timestamp
             fixed_ts[i] = (header.max_timestamp
-                           if header.timestamp_type is TimestampType.LOG_APPEND_TIME else -1)
+                           if header.attributes & TIMESTAMP_TYPE_MASK else -1)  # LOG_APPEND_TIME
         data_end = max((pos + header.size for pos, header in batches), default=0)
         if not extra and len(view) - data_end >= PADDING:  # the reader padded the chunk
             buf = np.frombuffer(view, dtype=np.uint8)
@@ -179,9 +179,8 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
             length, after = varints(buf, p[longer])
             advance = advance.astype(np.int64)  # int16 in the table: big records overflow it
             advance[longer] = after - p[longer] + length
-        nxt = p + advance
-        end[at[:active] + r] = nxt
-        pos[:active] = nxt
+        p += advance  # a view of `pos`: the batches' positions move on in place
+        end[at[:active] + r] = p
     start[1:] = end[:-1]
     nonempty = counts > 0
     start[first[:-1][nonempty]] = starts[nonempty]
