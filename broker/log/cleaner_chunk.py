@@ -15,7 +15,7 @@ range; uncompressed batches that lose records are rebuilt all together
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -67,13 +67,17 @@ class ChunkScan:
     of the topic) scanned once, with their keys hashed: the map pass makes it and the
     filter pass reuses it, so a dirty chunk is read, walked and hashed once.
     `scanned_at[c]` is the index in the chunk's batches of column batch c; `keyed` the
-    records with a key, `h1`/`h2` their hashes."""
+    records with a key, `h1`/`h2` their hashes; `slots` each keyed record's slot in the
+    offset map where the map pass put it (-1: not put), valid while the map's layout is
+    `layout`, so that the filter pass reads those keys' latest offsets without probing."""
 
     columns: RecordColumns
     scanned_at: I64
     keyed: I64
     h1: U64
     h2: U64
+    slots: I64 | None = None
+    layout: int = -1
 
     @property
     def nbytes(self) -> int:
@@ -82,7 +86,7 @@ class ChunkScan:
         return int(sum(a.nbytes for a in (
             c.buf, c.first, c.section_start, c.section_end, c.offset, c.timestamp,
             c.key_start, c.key_length, c.is_tombstone, c.start, c.end, self.scanned_at,
-            self.keyed, self.h1, self.h2)))
+            self.keyed, self.h1, self.h2))) + (0 if self.slots is None else self.slots.nbytes)
 
 
 def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> ChunkScan:
@@ -127,7 +131,13 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
         mapped = int(over[0]) if len(over) else hi - lo
     if mapped:
         take = dirty_keyed & (batch_of_keyed < lo + mapped)
-        offset_map.put_hashes(h1[take], h2[take], scan.columns.offset[keyed[take]])
+        if take.all():  # the whole chunk mapped (the usual case): no copies
+            slots = offset_map.put_hashes(h1, h2, scan.columns.offset[keyed])
+        else:
+            slots = np.full(len(keyed), -1, np.int64)
+            slots[take] = offset_map.put_hashes(h1[take], h2[take],
+                                                scan.columns.offset[keyed[take]])
+        scan = replace(scan, slots=slots, layout=offset_map.layout)
     end = batches[lo + mapped - 1][1].next_offset if mapped else None
     full = mapped < hi - lo
     return MapResult(end, full, reached_end or full, scan)
@@ -151,7 +161,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     has_horizon = np.array([h.has_delete_horizon for h in headers], np.bool_)
     base_ts = np.array([h.base_timestamp for h in headers], np.int64)
     latest = np.full(len(columns.offset), -1, np.int64)
-    latest[scan.keyed] = offset_map.lookup(scan.h1, scan.h2)
+    latest[scan.keyed] = _latest_of_keys(offset_map, scan)
     batch_of = columns.batch_of_record
     keep = retained_records(
         offset=columns.offset, timestamp=columns.timestamp, has_key=columns.key_length >= 0,
@@ -228,6 +238,20 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
                     header, batch, scanned, survivors,
                     int(new_horizon[c]) if new_has[c] else None))
     return result
+
+
+def _latest_of_keys(offset_map: OffsetMap, scan: ChunkScan) -> I64:
+    """The map's latest offset of each keyed record of the chunk: read at the slots the
+    map pass put them (keys never move while the map's layout lasts), looked up else."""
+    if scan.slots is None or scan.layout != offset_map.layout:
+        return offset_map.lookup(scan.h1, scan.h2)
+    put = scan.slots >= 0
+    if put.all():
+        return offset_map.at_slots(scan.slots)
+    latest = np.empty(len(scan.slots), np.int64)
+    latest[put] = offset_map.at_slots(scan.slots[put])
+    latest[~put] = offset_map.lookup(scan.h1[~put], scan.h2[~put])
+    return latest
 
 
 # how filter_chunk writes a batch

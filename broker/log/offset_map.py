@@ -13,6 +13,7 @@ the load factor), which bounds its memory as the dedupe buffer bounds Kafka's.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,14 +31,16 @@ GROWTH_LOAD = 0.5
 MIN_SLOTS = 1024
 MAX_SLOTS = 1 << 32  # the home slot is (high 32 bits of the first lane * slots) >> 32
 _U32 = np.uint64(32)
+# layouts of every map: a slot from `put_hashes` stays its key's while the layout lasts
+_LAYOUTS = itertools.count()
 
 
 class OffsetMap:
     """At most `capacity` keys, each with its latest offset; `latest_offset` is the highest
     offset put (-1: empty)."""
 
-    __slots__ = ("_count", "_h1", "_h2", "_offsets", "capacity", "latest_offset", "max_slots",
-                 "seed")
+    __slots__ = ("_count", "_h1", "_h2", "_offsets", "capacity", "latest_offset", "layout",
+                 "max_slots", "seed")
 
     def __init__(self, capacity: int, *, seed: int = 0,
                  load_factor: float = DEFAULT_LOAD_FACTOR) -> None:
@@ -83,6 +86,8 @@ class OffsetMap:
         self.latest_offset = -1
 
     def _allocate(self, slots: int) -> None:
+        # keys move only when the table is made anew: emptied, or grown and rehashed
+        self.layout = next(_LAYOUTS)
         self._h1: U64 = np.zeros(slots, np.uint64)
         self._h2: U64 = np.zeros(slots, np.uint64)
         self._offsets: I64 = np.full(slots, ABSENT, np.int64)  # ABSENT: an empty slot
@@ -137,18 +142,26 @@ class OffsetMap:
             new[first[self.lookup(groups.h1, groups.h2) == ABSENT]] = 1
         return new
 
-    def put_hashes(self, h1: U64, h2: U64, offsets: I64) -> None:
-        """Map each key to its offset (offsets ascending, as in the log: the last wins).
-        The caller keeps the map within `capacity` (`room_for`)."""
+    def put_hashes(self, h1: U64, h2: U64, offsets: I64) -> I64:
+        """Map each key to its offset (offsets ascending, as in the log: the last wins)
+        and return each key's slot, valid while `layout` stays the same (`at_slots`). The
+        caller keeps the map within `capacity` (`room_for`)."""
         if not len(h1):
-            return
+            return np.empty(0, np.int64)
         needed = self._count + len(h1)
         if needed > self.slots * GROWTH_LOAD and self.slots < self.max_slots:
             self._grow(needed)
-        self._count += self._insert(h1, h2, offsets)
+        filled, slots = self._insert(h1, h2, offsets)
+        self._count += filled
         if self._count >= self.slots:
             raise ValueError(f"offset map over its capacity {self.capacity}")
         self.latest_offset = max(self.latest_offset, int(offsets.max()))
+        return slots
+
+    def at_slots(self, slots: I64) -> I64:
+        """The latest offset of the keys `put_hashes` put at `slots` under the current
+        `layout`: the filter pass's lookup of keys the map pass put, without probing."""
+        return self._offsets[slots]
 
     def _grow(self, needed: int) -> None:
         slots = self.slots
@@ -159,8 +172,9 @@ class OffsetMap:
         self._allocate(min(slots, self.max_slots))
         self._insert(h1, h2, offsets)
 
-    def _insert(self, h1: U64, h2: U64, offsets: I64) -> int:
-        """Put the keys in, probing in rounds; return how many slots were newly filled.
+    def _insert(self, h1: U64, h2: U64, offsets: I64) -> tuple[int, I64]:
+        """Put the keys in, probing in rounds; return how many slots were newly filled and
+        each key's slot.
 
         Keys claiming the same empty slot in a round (the same key, or keys sharing a home)
         are settled without relying on which write of a repeated index lands last: the
@@ -170,6 +184,8 @@ class OffsetMap:
         table1, table2, table_offsets = self._h1, self._h2, self._offsets
         filled = 0
         slot = self._home(h1)
+        where = slot  # each key's slot, once settled (the first round settles most)
+        probing: I64 | None = None  # indexes of the keys still probing (None: all)
         for _ in range(self.slots):  # bounded: a probe run never passes every slot
             claim = np.flatnonzero(table_offsets[slot] == ABSENT)
             if len(claim):
@@ -185,13 +201,19 @@ class OffsetMap:
             # claimants now see the key their slot holds, like any key at a full slot
             settled = (table1[slot] == h1) & (table2[slot] == h2)
             np.maximum.at(table_offsets, slot[settled], offsets[settled])
+            if probing is not None:
+                where[probing[settled]] = slot[settled]
             go_on = np.flatnonzero(~settled)
             if not len(go_on):
                 break
+            if probing is None:
+                where, probing = slot, go_on  # `slot` is rebound below, never changed
+            else:
+                probing = probing[go_on]
             slot, h1, h2, offsets = self._next(slot[go_on]), h1[go_on], h2[go_on], offsets[go_on]
         else:
             raise ValueError(f"offset map over its capacity {self.capacity}: no empty slot")
-        return filled
+        return filled, where
 
 
 @dataclass(frozen=True, slots=True)
