@@ -93,9 +93,16 @@ def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> 
     """Scan and hash the chunk's data batches (both passes' input)."""
     scanned_at = np.array([i for i, (_, h) in enumerate(batches) if not h.is_control],
                           np.int64)
-    columns = scan_chunk(data, [batches[i] for i in scanned_at.tolist()])
-    keyed = np.flatnonzero(columns.key_length >= 0)
-    h1, h2 = hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed], seed)
+    columns = scan_chunk(data, batches if len(scanned_at) == len(batches)
+                         else [batches[i] for i in scanned_at.tolist()])
+    has_key = columns.key_length >= 0
+    if has_key.all():  # a compacted topic's records all have keys: no copies
+        keyed = np.arange(len(has_key), dtype=np.int64)
+        h1, h2 = hash_keys(columns.buf, columns.key_start, columns.key_length, seed)
+    else:
+        keyed = np.flatnonzero(has_key)
+        h1, h2 = hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed],
+                           seed)
     return ChunkScan(columns, scanned_at, keyed, h1, h2)
 
 
@@ -117,9 +124,14 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
     if scan is None:
         scan = scan_for_cleaning(data, batches, offset_map.seed)
     keyed, h1, h2 = scan.keyed, scan.h1, scan.h2
+    counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
+    if hi - lo == len(batches) and offset_map.room_for(int(counts.sum())):
+        # every batch dirty and fitting (the usual case): all keys put, no copies
+        scan = replace(scan, slots=offset_map.put_hashes(h1, h2, scan.columns.offset[keyed]),
+                       layout=offset_map.layout)
+        return MapResult(batches[-1][1].next_offset, False, reached_end, scan)
     batch_of_keyed = scan.scanned_at[scan.columns.batch_of_record[keyed]]
     dirty_keyed = (batch_of_keyed >= lo) & (batch_of_keyed < hi)
-    counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
     mapped = hi - lo
     if not offset_map.room_for(int(counts.sum())):  # else every dirty batch fits
         # the distinct keys the map would hold before each dirty batch
@@ -131,12 +143,8 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
         mapped = int(over[0]) if len(over) else hi - lo
     if mapped:
         take = dirty_keyed & (batch_of_keyed < lo + mapped)
-        if take.all():  # the whole chunk mapped (the usual case): no copies
-            slots = offset_map.put_hashes(h1, h2, scan.columns.offset[keyed])
-        else:
-            slots = np.full(len(keyed), -1, np.int64)
-            slots[take] = offset_map.put_hashes(h1[take], h2[take],
-                                                scan.columns.offset[keyed[take]])
+        slots = np.full(len(keyed), -1, np.int64)
+        slots[take] = offset_map.put_hashes(h1[take], h2[take], scan.columns.offset[keyed[take]])
         scan = replace(scan, slots=slots, layout=offset_map.layout)
     end = batches[lo + mapped - 1][1].next_offset if mapped else None
     full = mapped < hi - lo
@@ -160,8 +168,11 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     headers = [batches[i][1] for i in at.tolist()]
     has_horizon = np.array([h.has_delete_horizon for h in headers], np.bool_)
     base_ts = np.array([h.base_timestamp for h in headers], np.int64)
-    latest = np.full(len(columns.offset), -1, np.int64)
-    latest[scan.keyed] = _latest_of_keys(offset_map, scan)
+    if len(scan.keyed) == len(columns.offset):  # every record keyed
+        latest = _latest_of_keys(offset_map, scan)
+    else:
+        latest = np.full(len(columns.offset), -1, np.int64)
+        latest[scan.keyed] = _latest_of_keys(offset_map, scan)
     batch_of = columns.batch_of_record
     keep = retained_records(
         offset=columns.offset, timestamp=columns.timestamp, has_key=columns.key_length >= 0,

@@ -107,8 +107,10 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
     batch_of = np.repeat(np.arange(n, dtype=np.int64), counts)
     f = _scan(buf, first, starts, ends, counts, batch_of)
     offset = base_offsets[batch_of] + f.offset_delta
-    fixed = fixed_ts[batch_of]
-    timestamp = np.where(fixed >= 0, fixed, base_ts[batch_of] + f.ts_delta)
+    timestamp = base_ts[batch_of] + f.ts_delta
+    if np.any(fixed_ts >= 0):  # LOG_APPEND_TIME batches: the broker's time for every record
+        fixed = fixed_ts[batch_of]
+        timestamp = np.where(fixed >= 0, fixed, timestamp)
     return RecordColumns(buf, first, starts, ends, offset, timestamp, f.key_start,
                          f.key_length, f.is_tombstone, f.start, f.end, batch_of)
 
