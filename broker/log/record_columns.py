@@ -127,7 +127,7 @@ class _Fields(NamedTuple):
 
 def _scan(buf: U8, first: I64, starts: I64, ends: I64, counts: I64, batch_of: I64) -> _Fields:
     try:
-        start, end = _walk(buf, first, starts, counts)
+        start, end = _walk(buf, first, starts, counts, batch_of)
         return _decode(buf, first, ends, counts, start, end, batch_of)
     except IndexError:  # a garbage length sent a position outside the buffer
         raise CorruptRecordError("a record runs past the end of its batch") from None
@@ -152,7 +152,7 @@ def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64,
     return _Fields(start, end, ts_delta, offset_delta, key_start, key_length, buf[p] == 1)
 
 
-def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
+def _walk(buf: U8, first: I64, starts: I64, counts: I64, batch_of: I64) -> tuple[I64, I64]:
     """Where each record starts and ends, found by following the length prefixes: step r
     reads the length of record r of every batch that has one. Malformed lengths give
     garbage positions here (never an endless loop: one step per record of the longest
@@ -164,16 +164,19 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
     # batches with the most records first, so the batches still active at step r are a prefix
     order = np.argsort(-counts, kind="stable")
     sorted_counts = counts[order]
+    n = len(order)
+    # numpy steps while more than NARROW batches have a record r; the rest one by one
+    steps = int(sorted_counts[NARROW]) if n > NARROW else 0
+    # step r's ends go to row r of a matrix (a contiguous write, no index per record) when
+    # the matrix is about as small as the records' column: batches of like sizes
+    rows = np.empty((steps, n), np.int64) if steps * n <= 2 * total else None
     at = first[:-1][order]
     pos = starts[order].copy()
     pairs = _pairs(buf)
-    active = len(order)
-    for r in range(int(sorted_counts[0])):  # bounded: records of the longest batch
+    active = n
+    for r in range(steps):  # bounded: records of the (NARROW + 1)-th longest batch
         while sorted_counts[active - 1] <= r:
             active -= 1
-        if active <= NARROW:  # too few batches left for numpy steps to pay
-            _walk_tail(buf, pos[:active], at[:active], sorted_counts[:active], r, end)
-            break
         p = pos[:active]
         advance = _ADVANCE[pairs[p]]
         if advance.min() <= 0:  # a length prefix of 3 bytes or more (records of 8 KiB and more)
@@ -182,11 +185,40 @@ def _walk(buf: U8, first: I64, starts: I64, counts: I64) -> tuple[I64, I64]:
             advance = advance.astype(np.int64)  # int16 in the table: big records overflow it
             advance[longer] = after - p[longer] + length
         p += advance  # a view of `pos`: the batches' positions move on in place
-        end[at[:active] + r] = p
+        if rows is not None:
+            rows[r, :active] = p
+        else:
+            end[at[:active] + r] = p
+    tail = int(np.count_nonzero(sorted_counts > steps))  # too few batches for numpy steps
+    if tail:
+        _walk_tail(buf, pos[:tail], at[:tail], sorted_counts[:tail], steps, end)
+    if rows is not None and steps:
+        _unpack_rows(rows, order, counts, first, batch_of, end, whole=not tail)
     start[1:] = end[:-1]
     nonempty = counts > 0
     start[first[:-1][nonempty]] = starts[nonempty]
     return start, end
+
+
+def _unpack_rows(rows: I64, order: I64, counts: I64, first: I64, batch_of: I64, end: I64,
+                 *, whole: bool) -> None:
+    """Put the walk's matrix (row r: the end of record r of each batch, longest batch
+    first) into `end` in record order; `whole`: the matrix holds every record."""
+    steps, n = rows.shape
+    by_batch = rows.T  # row j: the ends of the j-th longest batch
+    if np.any(order != np.arange(n)):  # back to the batches' own order
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        by_batch = by_batch[rank]
+    taken = np.minimum(counts, steps)
+    if np.all(taken == steps):  # every batch has a record at every step
+        ends = by_batch.reshape(-1)
+    else:
+        ends = by_batch[np.arange(steps, dtype=np.int64) < taken[:, None]]
+    if whole:
+        end[:] = ends
+    else:  # the longest batches' later records came from _walk_tail
+        end[np.arange(len(end), dtype=np.int64) - first[batch_of] < steps] = ends
 
 
 def _walk_tail(buf: U8, pos: I64, at: I64, counts: I64, r: int, end: I64) -> None:
