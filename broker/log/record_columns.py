@@ -128,17 +128,20 @@ class _Fields(NamedTuple):
 def _scan(buf: U8, first: I64, starts: I64, ends: I64, counts: I64, batch_of: I64) -> _Fields:
     try:
         start, end = _walk(buf, first, starts, counts, batch_of)
-        return _decode(buf, first, ends, counts, start, end, batch_of)
+        return _decode(buf, first, ends, counts, start, end)
     except IndexError:  # a garbage length sent a position outside the buffer
         raise CorruptRecordError("a record runs past the end of its batch") from None
 
 
-def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64,
-            batch_of: I64) -> _Fields:
-    """Every record's fields from where it starts, all records at once, checked."""
-    length, p = varints(buf, start)
-    if np.any((length <= 0) | (end != p + length) | (end > ends[batch_of])):
-        raise CorruptRecordError("a record's length does not fit its batch's records section")
+def _decode(buf: U8, first: I64, ends: I64, counts: I64, start: I64, end: I64) -> _Fields:
+    """Every record's fields from where it starts, all records at once, checked.
+
+    The walk made each record's end its start plus its length prefix's size and value, so
+    the length is `end - p`: positive lengths make a batch's ends increase, and its last
+    end falling exactly on its records section's end keeps every record inside it."""
+    p = start + varint_sizes(buf, start)
+    if np.any(end <= p):
+        raise CorruptRecordError("a record's length is not positive")
     nonempty = counts > 0
     if np.any(end[first[1:][nonempty] - 1] != ends[nonempty]):
         raise CorruptRecordError("a batch's records do not fill its records section")
@@ -299,6 +302,15 @@ def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
             cont = cont & (buf[np.minimum(at + k, len(buf) - 1)] >= 0x80)
         size[longer] = length
     return value, pos + size
+
+
+def varint_sizes(buf: U8, pos: I64) -> I64:
+    """The size in bytes of the varint at each position of `pos` (its value unread)."""
+    size = (_PACKED[_pairs(buf)[pos]] & 3).astype(np.int64)
+    longer = np.flatnonzero(size == 0)
+    if len(longer):  # three bytes or more
+        size[longer] = varints(buf, pos[longer])[1] - pos[longer]
+    return size
 
 
 def _pairs(buf: U8) -> npt.NDArray[np.uint16]:
