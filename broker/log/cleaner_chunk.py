@@ -27,14 +27,19 @@ from broker.log.compaction import (
     RETAIN_EMPTY,
     OffsetMap,
     batch_retentions,
-    is_last_of_producer,
     rebuild_batch,
     retained_records,
     splice_batch,
 )
-from broker.log.record_columns import I64, U64, RecordColumns, hash_keys, scan_chunk
+from broker.log.record_columns import BOOL, I64, U64, RecordColumns, hash_keys, scan_chunk
 from broker.log.record_scan import scan_batch
-from common.record_batch import COMPRESSION_MASK, RecordBatchHeader
+from common.record_batch import (
+    COMPRESSION_MASK,
+    DELETE_HORIZON_MASK,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+)
 
 Batches = Sequence[tuple[int, RecordBatchHeader]]
 
@@ -165,41 +170,41 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
         scan = scan_for_cleaning(data, batches, offset_map.seed)
     columns, at = scan.columns, scan.scanned_at
     n, total = len(at), len(batches)
-    headers = [batches[i][1] for i in at.tolist()]
-    has_horizon = np.array([h.has_delete_horizon for h in headers], np.bool_)
-    base_ts = np.array([h.base_timestamp for h in headers], np.int64)
+    chunk_headers = _HeaderColumns.of(batches)
+    headers = chunk_headers.take(at)
+    has_horizon = (headers.attributes & DELETE_HORIZON_MASK) != 0
+    base_ts = headers.base_timestamp
     if len(scan.keyed) == len(columns.offset):  # every record keyed
         latest = _latest_of_keys(offset_map, scan)
     else:
         latest = np.full(len(columns.offset), -1, np.int64)
         latest[scan.keyed] = _latest_of_keys(offset_map, scan)
     batch_of = columns.batch_of_record
+    retain_deletes = ~has_horizon | (now_ms < base_ts)
     keep = retained_records(
         offset=columns.offset, timestamp=columns.timestamp, has_key=columns.key_length >= 0,
         is_tombstone=columns.is_tombstone, latest=latest, map_end_offset=map_end_offset,
-        retain_deletes=(~has_horizon | (now_ms < base_ts))[batch_of],
+        retain_deletes=True if retain_deletes.all() else retain_deletes[batch_of],
         lag_horizon_ms=lag_horizon_ms)
     records = np.diff(columns.first)
-    kept = np.bincount(batch_of, weights=keep, minlength=n).astype(np.int64)
+    kept = _per_batch(keep, columns.first)
+    kept_tombstone = (_per_batch(keep & columns.is_tombstone, columns.first) > 0
+                      if columns.is_tombstone.any() else np.zeros(n, np.bool_))
     code, new_has, new_horizon = batch_retentions(
-        records=records, kept=kept,
-        kept_tombstone=np.bincount(batch_of, weights=keep & columns.is_tombstone,
-                                   minlength=n) > 0,
+        records=records, kept=kept, kept_tombstone=kept_tombstone,
         has_horizon=has_horizon, horizon=base_ts,
-        is_producer_last=np.array([is_last_of_producer(h, last_offsets_of_producers)
-                                   for h in headers], np.bool_),
+        is_producer_last=headers.is_producer_last(last_offsets_of_producers),
         now_ms=now_ms, delete_retention_ms=delete_retention_ms)
-    code[np.array([h.is_transactional for h in headers], np.bool_)] = KEEP  # left whole
+    code[(headers.attributes & TRANSACTIONAL_MASK) != 0] = KEEP  # left whole
     # per batch of the chunk (control batches are kept whole)
     fate = np.full(total, KEEP, np.int8)
     fate[at] = code
     if group_next_offset is not None:
-        next_offsets = np.array([h.next_offset for _, h in batches], np.int64)
-        fate[(fate == DELETE) & (next_offsets >= group_next_offset)] = RETAIN_EMPTY
+        fate[(fate == DELETE) & (chunk_headers.next_offset >= group_next_offset)] = RETAIN_EMPTY
     code = fate[at]
-    counts = np.array([h.record_count for _, h in batches], np.int64)
-    chunk_has = np.array([h.has_delete_horizon for _, h in batches], np.bool_)
-    chunk_horizon = np.array([h.base_timestamp for _, h in batches], np.int64)
+    counts = chunk_headers.record_count
+    chunk_has = (chunk_headers.attributes & DELETE_HORIZON_MASK) != 0
+    chunk_horizon = chunk_headers.base_timestamp.copy()
     chunk_has[at] = np.where(code == KEEP, has_horizon, new_has)
     chunk_horizon[at] = new_horizon
     chunk_kept = counts.copy()
@@ -209,7 +214,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     result = FilterResult(records_read=int(counts.sum()), records_kept=int(chunk_kept[live].sum()),
                           earliest_delete_horizon=int(horizons.min()) if len(horizons) else None)
     # REWRITE without a new horizon splices kept records' bytes: in bulk when uncompressed
-    compressed = np.array([h.attributes & COMPRESSION_MASK for h in headers], np.bool_)
+    compressed = (headers.attributes & COMPRESSION_MASK) != 0
     splice = (code == REWRITE) & (new_has == has_horizon)
     bulk = splice & ~compressed
     kind = np.full(total, _COPY, np.int8)
@@ -218,12 +223,13 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     kind[fate == DELETE] = _SKIP
     max_ts = np.full(n, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(max_ts, batch_of[keep], columns.timestamp[keep])
-    spliced = _splice_in_bulk(columns, batches, at, bulk, keep, kept, max_ts)
+    spliced = _splice_in_bulk(columns, chunk_headers.position[at], bulk, keep, kept, max_ts)
     bulk_rank = np.cumsum(kind == _BULK) - 1
     column_of = np.full(total, -1, np.int64)
     column_of[at] = np.arange(n, dtype=np.int64)
-    payloads, payload_first = _kept_bytes(columns, keep & (splice & compressed)[batch_of],
-                                          batch_of, n)
+    recompress = splice & compressed
+    payloads, payload_first = (_kept_bytes(columns, keep & recompress[batch_of], batch_of, n)
+                               if recompress.any() else (b"", np.zeros(n + 1, np.int64)))
     view = memoryview(data)
     change = np.flatnonzero(kind[1:] != kind[:-1]) + 1
     for s, e in zip([0, *change.tolist()], [*change.tolist(), total]):  # per run of batches
@@ -279,16 +285,69 @@ class _Spliced:
         return self._view[self._start[run.start] : self._start[run.stop]]
 
 
-def _splice_in_bulk(columns: RecordColumns, batches: Batches, at: I64, bulk: np.ndarray,
-                    keep: np.ndarray, kept: I64, max_ts: I64) -> _Spliced:
+def _splice_in_bulk(columns: RecordColumns, header_at: I64, bulk: BOOL, keep: BOOL, kept: I64,
+                    max_ts: I64) -> _Spliced:
     selected = np.flatnonzero(bulk)
     rank = np.cumsum(bulk) - 1
-    records = keep & bulk[columns.batch_of_record]
-    header_at = np.array([batches[i][0] for i in at[selected].tolist()], np.int64)
-    result = splice_batches(columns.buf, header_at, columns.start[records],
+    records = keep if bulk.all() else keep & bulk[columns.batch_of_record]
+    result = splice_batches(columns.buf, header_at[selected], columns.start[records],
                             columns.end[records], rank[columns.batch_of_record[records]],
                             kept[selected], max_ts[selected])
     return _Spliced(result.data, result.start)
+
+
+def _per_batch(flags: BOOL, first: I64) -> I64:
+    """How many records of each batch (records first[k]..first[k + 1]) are flagged."""
+    running = np.zeros(len(flags) + 1, np.int64)
+    np.cumsum(flags, out=running[1:])
+    return running[first[1:]] - running[first[:-1]]
+
+
+@dataclass(frozen=True, slots=True)
+class _HeaderColumns:
+    """The headers of batches as columns, with their positions."""
+
+    position: I64
+    base_offset: I64
+    attributes: I64
+    last_offset: I64
+    base_timestamp: I64
+    producer_id: I64
+    record_count: I64
+
+    @classmethod
+    def of(cls, batches: Batches) -> _HeaderColumns:
+        headers = [header for _, header in batches]
+        base_offset = np.array([h.base_offset for h in headers], np.int64)
+        return cls(np.array([pos for pos, _ in batches], np.int64), base_offset,
+                   np.array([h.attributes for h in headers], np.int64),
+                   base_offset + np.array([h.last_offset_delta for h in headers], np.int64),
+                   np.array([h.base_timestamp for h in headers], np.int64),
+                   np.array([h.producer_id for h in headers], np.int64),
+                   np.array([h.record_count for h in headers], np.int64))
+
+    @property
+    def next_offset(self) -> I64:
+        return self.last_offset + 1
+
+    def take(self, index: I64) -> _HeaderColumns:
+        return _HeaderColumns(self.position[index], self.base_offset[index],
+                              self.attributes[index], self.last_offset[index],
+                              self.base_timestamp[index], self.producer_id[index],
+                              self.record_count[index])
+
+    def is_producer_last(self, last_offsets_of_producers: Mapping[int, int]) -> BOOL:
+        """`compaction.is_last_of_producer` of each batch: its producer's last batch."""
+        last = np.zeros(len(self.position), np.bool_)
+        if last_offsets_of_producers:
+            ids = np.fromiter(last_offsets_of_producers.keys(), np.int64)
+            offsets = np.fromiter(last_offsets_of_producers.values(), np.int64)
+            candidates = np.flatnonzero((self.producer_id != NO_PRODUCER_ID)
+                                        & np.isin(self.last_offset, offsets))
+            wanted = dict(zip(ids.tolist(), offsets.tolist()))
+            for i in candidates.tolist():  # at most one batch per producer
+                last[i] = wanted.get(int(self.producer_id[i])) == int(self.last_offset[i])
+        return last
 
 
 def _kept_of(keep: np.ndarray, columns: RecordColumns, c: int | None) -> list[bool]:
