@@ -385,9 +385,9 @@ def _batch_size_at(fd: int, position: int) -> int:
 def _whole_batches_length(view: memoryview) -> int:
     """Bytes of the whole batches at the start of `view` (a chunk may end mid-batch)."""
     position = 0
-    while position + 12 <= len(view):
-        size = int.from_bytes(view[position + 8 : position + 12], "big") + 12
-        if position + size > len(view):
+    while position + 12 <= len(view):  # bounded: each batch moves `position` forward
+        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
+        if size <= 12 or position + size > len(view):  # cut short (or a bad length)
             break
         position += size
     return position
