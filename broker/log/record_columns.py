@@ -338,7 +338,9 @@ def hash_keys(buf: U8, key_start: I64, key_length: I64, seed: int = 0) -> tuple[
     Steps where every key still has bytes (all of them for keys of one length, the usual
     case) run in place over whole columns; a key's first 16 bytes come from one gather."""
     length = np.maximum(key_length, 0).astype(np.uint64)
-    lanes = [length * mult ^ np.uint64(seed) ^ base for base, mult in _LANES]
+    lanes = [length * mult for _, mult in _LANES]
+    for lane, (base, _) in zip(lanes, _LANES):
+        lane ^= np.uint64(seed) ^ base  # one scalar: the seed and the lane's constant
     if not len(length):
         return lanes[0], lanes[1]
     longest, shortest = int(length.max()), int(length.min())
