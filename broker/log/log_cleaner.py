@@ -55,8 +55,9 @@ if TYPE_CHECKING:  # cleaner_worker imports this module
 log = logging.getLogger(__name__)
 
 # Kafka reads and writes through 512 KiB log.cleaner.io.buffer.size buffers; the scan is
-# column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte.
-SCAN_CHUNK_BYTES = 16 * MIB
+# column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte, but
+# past a few MiB its arrays leave the cache (and crowd the broker's, on a shared machine).
+SCAN_CHUNK_BYTES = 4 * MIB
 WRITE_BUFFER_BYTES = 4 * MIB
 # The map pass keeps the scans of whole dirty segments (chunk bytes, record columns, key
 # hashes: ~1.7x the segment at 100-byte records) for the filter pass up to this much, so a
