@@ -15,7 +15,7 @@ range; uncompressed batches that lose records are rebuilt all together
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -27,14 +27,19 @@ from broker.log.compaction import (
     RETAIN_EMPTY,
     OffsetMap,
     batch_retentions,
-    is_last_of_producer,
     rebuild_batch,
     retained_records,
     splice_batch,
 )
-from broker.log.record_columns import I64, U64, RecordColumns, hash_keys, scan_chunk
+from broker.log.record_columns import BOOL, I64, U64, RecordColumns, hash_keys, scan_chunk
 from broker.log.record_scan import scan_batch
-from common.record_batch import CompressionType, RecordBatchHeader
+from common.record_batch import (
+    COMPRESSION_MASK,
+    DELETE_HORIZON_MASK,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+)
 
 Batches = Sequence[tuple[int, RecordBatchHeader]]
 
@@ -67,13 +72,17 @@ class ChunkScan:
     of the topic) scanned once, with their keys hashed: the map pass makes it and the
     filter pass reuses it, so a dirty chunk is read, walked and hashed once.
     `scanned_at[c]` is the index in the chunk's batches of column batch c; `keyed` the
-    records with a key, `h1`/`h2` their hashes."""
+    records with a key, `h1`/`h2` their hashes; `slots` each keyed record's slot in the
+    offset map where the map pass put it (-1: not put), valid while the map's layout is
+    `layout`, so that the filter pass reads those keys' latest offsets without probing."""
 
     columns: RecordColumns
     scanned_at: I64
     keyed: I64
     h1: U64
     h2: U64
+    slots: I64 | None = None
+    layout: int = -1
 
     @property
     def nbytes(self) -> int:
@@ -82,16 +91,23 @@ class ChunkScan:
         return int(sum(a.nbytes for a in (
             c.buf, c.first, c.section_start, c.section_end, c.offset, c.timestamp,
             c.key_start, c.key_length, c.is_tombstone, c.start, c.end, self.scanned_at,
-            self.keyed, self.h1, self.h2)))
+            self.keyed, self.h1, self.h2))) + (0 if self.slots is None else self.slots.nbytes)
 
 
 def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> ChunkScan:
     """Scan and hash the chunk's data batches (both passes' input)."""
     scanned_at = np.array([i for i, (_, h) in enumerate(batches) if not h.is_control],
                           np.int64)
-    columns = scan_chunk(data, [batches[i] for i in scanned_at.tolist()])
-    keyed = np.flatnonzero(columns.key_length >= 0)
-    h1, h2 = hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed], seed)
+    columns = scan_chunk(data, batches if len(scanned_at) == len(batches)
+                         else [batches[i] for i in scanned_at.tolist()])
+    has_key = columns.key_length >= 0
+    if has_key.all():  # a compacted topic's records all have keys: no copies
+        keyed = np.arange(len(has_key), dtype=np.int64)
+        h1, h2 = hash_keys(columns.buf, columns.key_start, columns.key_length, seed)
+    else:
+        keyed = np.flatnonzero(has_key)
+        h1, h2 = hash_keys(columns.buf, columns.key_start[keyed], columns.key_length[keyed],
+                           seed)
     return ChunkScan(columns, scanned_at, keyed, h1, h2)
 
 
@@ -113,9 +129,14 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
     if scan is None:
         scan = scan_for_cleaning(data, batches, offset_map.seed)
     keyed, h1, h2 = scan.keyed, scan.h1, scan.h2
+    counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
+    if hi - lo == len(batches) and offset_map.room_for(int(counts.sum())):
+        # every batch dirty and fitting (the usual case): all keys put, no copies
+        scan = replace(scan, slots=offset_map.put_hashes(h1, h2, scan.columns.offset[keyed]),
+                       layout=offset_map.layout)
+        return MapResult(batches[-1][1].next_offset, False, reached_end, scan)
     batch_of_keyed = scan.scanned_at[scan.columns.batch_of_record[keyed]]
     dirty_keyed = (batch_of_keyed >= lo) & (batch_of_keyed < hi)
-    counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
     mapped = hi - lo
     if not offset_map.room_for(int(counts.sum())):  # else every dirty batch fits
         # the distinct keys the map would hold before each dirty batch
@@ -127,7 +148,9 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
         mapped = int(over[0]) if len(over) else hi - lo
     if mapped:
         take = dirty_keyed & (batch_of_keyed < lo + mapped)
-        offset_map.put_hashes(h1[take], h2[take], scan.columns.offset[keyed[take]])
+        slots = np.full(len(keyed), -1, np.int64)
+        slots[take] = offset_map.put_hashes(h1[take], h2[take], scan.columns.offset[keyed[take]])
+        scan = replace(scan, slots=slots, layout=offset_map.layout)
     end = batches[lo + mapped - 1][1].next_offset if mapped else None
     full = mapped < hi - lo
     return MapResult(end, full, reached_end or full, scan)
@@ -147,38 +170,41 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
         scan = scan_for_cleaning(data, batches, offset_map.seed)
     columns, at = scan.columns, scan.scanned_at
     n, total = len(at), len(batches)
-    headers = [batches[i][1] for i in at.tolist()]
-    has_horizon = np.array([h.has_delete_horizon for h in headers], np.bool_)
-    base_ts = np.array([h.base_timestamp for h in headers], np.int64)
-    latest = np.full(len(columns.offset), -1, np.int64)
-    latest[scan.keyed] = offset_map.lookup(scan.h1, scan.h2)
+    chunk_headers = _HeaderColumns.of(batches)
+    headers = chunk_headers.take(at)
+    has_horizon = (headers.attributes & DELETE_HORIZON_MASK) != 0
+    base_ts = headers.base_timestamp
+    if len(scan.keyed) == len(columns.offset):  # every record keyed
+        latest = _latest_of_keys(offset_map, scan)
+    else:
+        latest = np.full(len(columns.offset), -1, np.int64)
+        latest[scan.keyed] = _latest_of_keys(offset_map, scan)
     batch_of = columns.batch_of_record
+    retain_deletes = ~has_horizon | (now_ms < base_ts)
     keep = retained_records(
         offset=columns.offset, timestamp=columns.timestamp, has_key=columns.key_length >= 0,
         is_tombstone=columns.is_tombstone, latest=latest, map_end_offset=map_end_offset,
-        retain_deletes=(~has_horizon | (now_ms < base_ts))[batch_of],
+        retain_deletes=True if retain_deletes.all() else retain_deletes[batch_of],
         lag_horizon_ms=lag_horizon_ms)
     records = np.diff(columns.first)
-    kept = np.bincount(batch_of, weights=keep, minlength=n).astype(np.int64)
+    kept = _per_batch(keep, columns.first)
+    kept_tombstone = (_per_batch(keep & columns.is_tombstone, columns.first) > 0
+                      if columns.is_tombstone.any() else np.zeros(n, np.bool_))
     code, new_has, new_horizon = batch_retentions(
-        records=records, kept=kept,
-        kept_tombstone=np.bincount(batch_of, weights=keep & columns.is_tombstone,
-                                   minlength=n) > 0,
+        records=records, kept=kept, kept_tombstone=kept_tombstone,
         has_horizon=has_horizon, horizon=base_ts,
-        is_producer_last=np.array([is_last_of_producer(h, last_offsets_of_producers)
-                                   for h in headers], np.bool_),
+        is_producer_last=headers.is_producer_last(last_offsets_of_producers),
         now_ms=now_ms, delete_retention_ms=delete_retention_ms)
-    code[np.array([h.is_transactional for h in headers], np.bool_)] = KEEP  # left whole
+    code[(headers.attributes & TRANSACTIONAL_MASK) != 0] = KEEP  # left whole
     # per batch of the chunk (control batches are kept whole)
     fate = np.full(total, KEEP, np.int8)
     fate[at] = code
     if group_next_offset is not None:
-        next_offsets = np.array([h.next_offset for _, h in batches], np.int64)
-        fate[(fate == DELETE) & (next_offsets >= group_next_offset)] = RETAIN_EMPTY
+        fate[(fate == DELETE) & (chunk_headers.next_offset >= group_next_offset)] = RETAIN_EMPTY
     code = fate[at]
-    counts = np.array([h.record_count for _, h in batches], np.int64)
-    chunk_has = np.array([h.has_delete_horizon for _, h in batches], np.bool_)
-    chunk_horizon = np.array([h.base_timestamp for _, h in batches], np.int64)
+    counts = chunk_headers.record_count
+    chunk_has = (chunk_headers.attributes & DELETE_HORIZON_MASK) != 0
+    chunk_horizon = chunk_headers.base_timestamp.copy()
     chunk_has[at] = np.where(code == KEEP, has_horizon, new_has)
     chunk_horizon[at] = new_horizon
     chunk_kept = counts.copy()
@@ -188,8 +214,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     result = FilterResult(records_read=int(counts.sum()), records_kept=int(chunk_kept[live].sum()),
                           earliest_delete_horizon=int(horizons.min()) if len(horizons) else None)
     # REWRITE without a new horizon splices kept records' bytes: in bulk when uncompressed
-    compressed = np.array([h.compression is not CompressionType.NONE for h in headers],
-                          np.bool_)
+    compressed = (headers.attributes & COMPRESSION_MASK) != 0
     splice = (code == REWRITE) & (new_has == has_horizon)
     bulk = splice & ~compressed
     kind = np.full(total, _COPY, np.int8)
@@ -198,12 +223,13 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     kind[fate == DELETE] = _SKIP
     max_ts = np.full(n, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(max_ts, batch_of[keep], columns.timestamp[keep])
-    spliced = _splice_in_bulk(columns, batches, at, bulk, keep, kept, max_ts)
+    spliced = _splice_in_bulk(columns, chunk_headers.position[at], bulk, keep, kept, max_ts)
     bulk_rank = np.cumsum(kind == _BULK) - 1
     column_of = np.full(total, -1, np.int64)
     column_of[at] = np.arange(n, dtype=np.int64)
-    payloads, payload_first = _kept_bytes(columns, keep & (splice & compressed)[batch_of],
-                                          batch_of, n)
+    recompress = splice & compressed
+    payloads, payload_first = (_kept_bytes(columns, keep & recompress[batch_of], batch_of, n)
+                               if recompress.any() else (b"", np.zeros(n + 1, np.int64)))
     view = memoryview(data)
     change = np.flatnonzero(kind[1:] != kind[:-1]) + 1
     for s, e in zip([0, *change.tolist()], [*change.tolist(), total]):  # per run of batches
@@ -231,6 +257,20 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     return result
 
 
+def _latest_of_keys(offset_map: OffsetMap, scan: ChunkScan) -> I64:
+    """The map's latest offset of each keyed record of the chunk: read at the slots the
+    map pass put them (keys never move while the map's layout lasts), looked up else."""
+    if scan.slots is None or scan.layout != offset_map.layout:
+        return offset_map.lookup(scan.h1, scan.h2)
+    put = scan.slots >= 0
+    if put.all():
+        return offset_map.at_slots(scan.slots)
+    latest = np.empty(len(scan.slots), np.int64)
+    latest[put] = offset_map.at_slots(scan.slots[put])
+    latest[~put] = offset_map.lookup(scan.h1[~put], scan.h2[~put])
+    return latest
+
+
 # how filter_chunk writes a batch
 _COPY, _BULK, _ONE_BY_ONE, _SKIP = 0, 1, 2, 3
 
@@ -245,16 +285,69 @@ class _Spliced:
         return self._view[self._start[run.start] : self._start[run.stop]]
 
 
-def _splice_in_bulk(columns: RecordColumns, batches: Batches, at: I64, bulk: np.ndarray,
-                    keep: np.ndarray, kept: I64, max_ts: I64) -> _Spliced:
+def _splice_in_bulk(columns: RecordColumns, header_at: I64, bulk: BOOL, keep: BOOL, kept: I64,
+                    max_ts: I64) -> _Spliced:
     selected = np.flatnonzero(bulk)
     rank = np.cumsum(bulk) - 1
-    records = keep & bulk[columns.batch_of_record]
-    header_at = np.array([batches[i][0] for i in at[selected].tolist()], np.int64)
-    result = splice_batches(columns.buf, header_at, columns.start[records],
+    records = keep if bulk.all() else keep & bulk[columns.batch_of_record]
+    result = splice_batches(columns.buf, header_at[selected], columns.start[records],
                             columns.end[records], rank[columns.batch_of_record[records]],
                             kept[selected], max_ts[selected])
     return _Spliced(result.data, result.start)
+
+
+def _per_batch(flags: BOOL, first: I64) -> I64:
+    """How many records of each batch (records first[k]..first[k + 1]) are flagged."""
+    running = np.zeros(len(flags) + 1, np.int64)
+    np.cumsum(flags, out=running[1:])
+    return running[first[1:]] - running[first[:-1]]
+
+
+@dataclass(frozen=True, slots=True)
+class _HeaderColumns:
+    """The headers of batches as columns, with their positions."""
+
+    position: I64
+    base_offset: I64
+    attributes: I64
+    last_offset: I64
+    base_timestamp: I64
+    producer_id: I64
+    record_count: I64
+
+    @classmethod
+    def of(cls, batches: Batches) -> _HeaderColumns:
+        headers = [header for _, header in batches]
+        base_offset = np.array([h.base_offset for h in headers], np.int64)
+        return cls(np.array([pos for pos, _ in batches], np.int64), base_offset,
+                   np.array([h.attributes for h in headers], np.int64),
+                   base_offset + np.array([h.last_offset_delta for h in headers], np.int64),
+                   np.array([h.base_timestamp for h in headers], np.int64),
+                   np.array([h.producer_id for h in headers], np.int64),
+                   np.array([h.record_count for h in headers], np.int64))
+
+    @property
+    def next_offset(self) -> I64:
+        return self.last_offset + 1
+
+    def take(self, index: I64) -> _HeaderColumns:
+        return _HeaderColumns(self.position[index], self.base_offset[index],
+                              self.attributes[index], self.last_offset[index],
+                              self.base_timestamp[index], self.producer_id[index],
+                              self.record_count[index])
+
+    def is_producer_last(self, last_offsets_of_producers: Mapping[int, int]) -> BOOL:
+        """`compaction.is_last_of_producer` of each batch: its producer's last batch."""
+        last = np.zeros(len(self.position), np.bool_)
+        if last_offsets_of_producers:
+            ids = np.fromiter(last_offsets_of_producers.keys(), np.int64)
+            offsets = np.fromiter(last_offsets_of_producers.values(), np.int64)
+            candidates = np.flatnonzero((self.producer_id != NO_PRODUCER_ID)
+                                        & np.isin(self.last_offset, offsets))
+            wanted = dict(zip(ids.tolist(), offsets.tolist()))
+            for i in candidates.tolist():  # at most one batch per producer
+                last[i] = wanted.get(int(self.producer_id[i])) == int(self.last_offset[i])
+        return last
 
 
 def _kept_of(keep: np.ndarray, columns: RecordColumns, c: int | None) -> list[bool]:

@@ -23,7 +23,8 @@ from common.record_batch import ATTRIBUTES_POS, CRC_POS, HEADER_SIZE, LOG_OVERHE
 LENGTH_POS = 8
 MAX_TIMESTAMP_POS = 35
 RECORDS_COUNT_POS = 57
-GATHER_WIDTH = 64  # bytes copied per row by gather_ranges (a 100-byte record: two rows)
+GATHER_WIDTH = 128  # bytes copied per row by gather_ranges (a 100-byte record: one row)
+_COLUMNS = np.arange(GATHER_WIDTH, dtype=np.int16)
 
 
 class SplicedBatches(NamedTuple):
@@ -46,12 +47,15 @@ def splice_batches(buf: U8, header_at: I64, record_start: I64, record_end: I64,
     size = HEADER_SIZE + payload
     start = np.zeros(n + 1, np.int64)
     np.cumsum(size, out=start[1:])
-    # pieces in output order: each batch's header, then its records
-    piece_src = np.concatenate((header_at, record_start))
-    piece_len = np.concatenate((np.full(n, HEADER_SIZE, np.int64), lengths))
-    piece_key = np.concatenate((np.arange(n, dtype=np.int64) * 2, record_batch * 2 + 1))
-    order = np.argsort(piece_key, kind="stable")
-    piece_src, piece_len = piece_src[order], piece_len[order]
+    # pieces in output order: each batch's header, then its records (batch k's header is
+    # piece k + the records of the batches before it; record i is piece i + its batch + 1)
+    header_piece = np.arange(n, dtype=np.int64)
+    header_piece[1:] += np.cumsum(count[:-1])
+    record_piece = np.arange(len(record_start), dtype=np.int64) + record_batch + 1
+    piece_src = np.empty(n + len(record_start), np.int64)
+    piece_len = np.empty(n + len(record_start), np.int64)
+    piece_src[header_piece], piece_len[header_piece] = header_at, HEADER_SIZE
+    piece_src[record_piece], piece_len[record_piece] = record_start, lengths
     data = gather_ranges(buf, piece_src, piece_len)
     at = start[:-1]
     _put_be(data, at + LENGTH_POS, size - LOG_OVERHEAD, 4)
@@ -68,9 +72,28 @@ def gather_ranges(buf: U8, src: I64, length: I64) -> U8:
     """`buf[src[i] : src[i] + length[i]]` for every i, concatenated.
 
     A byte index per output byte (8 index bytes per byte copied) costs more than the data;
-    instead every range is cut into pieces of at most GATHER_WIDTH bytes, the pieces'
-    windows of `buf` are gathered as rows (a row copy each) and the rows' used bytes kept
-    with one boolean mask."""
+    instead each range's window of GATHER_WIDTH bytes of `buf` is gathered as a row (a row
+    copy each) and the rows' used bytes kept with one boolean mask. Ranges longer than a
+    row, or windows running past `buf`'s end, take `_gather_pieces`."""
+    width = GATHER_WIDTH
+    if not len(src):
+        return np.empty(0, np.uint8)
+    limit = len(buf) - width  # the last window's start
+    if int(length.max()) > width or limit < 0:
+        return _gather_pieces(buf, src, length)
+    windows = np.ndarray(shape=(limit + 1, width), dtype=np.uint8, buffer=buf.data,
+                         strides=(1, 1))
+    if int(src.max()) <= limit:
+        return windows[src][_COLUMNS < length.astype(np.int16)[:, None]]
+    # ranges in buf's last bytes: the last window, their bytes `shift` into it
+    shift = np.maximum(src - limit, 0).astype(np.int16)
+    used = (_COLUMNS >= shift[:, None]) & (_COLUMNS < (shift + length.astype(np.int16))[:, None])
+    return windows[src - shift][used]
+
+
+def _gather_pieces(buf: U8, src: I64, length: I64) -> U8:
+    """`gather_ranges` for any ranges: each cut into pieces of at most GATHER_WIDTH
+    bytes, gathered as rows; pieces in `buf`'s last bytes copied one by one."""
     width = GATHER_WIDTH
     pieces = (length + width - 1) // width
     first = np.zeros(len(src), np.int64)
@@ -87,7 +110,7 @@ def gather_ranges(buf: U8, src: I64, length: I64) -> U8:
     rows[whole] = windows[piece_src[whole]]
     for i in np.flatnonzero(~whole).tolist():  # bounded: pieces in buf's last bytes
         rows[i, : piece_len[i]] = buf[piece_src[i] : piece_src[i] + piece_len[i]]
-    used = np.arange(width, dtype=np.int64) < piece_len[:, None]
+    used = _COLUMNS < piece_len.astype(np.int16)[:, None]
     return rows[used]
 
 

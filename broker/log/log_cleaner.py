@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from broker.log.checkpoint_file import fsync_directory
+from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_length, write_all
 from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
@@ -37,7 +38,7 @@ from broker.log.cleaner_snapshot import (
 from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
-from broker.log.record_columns import PADDING
+from broker.log.record_columns import PADDING, U8
 from broker.log.segment import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -45,12 +46,7 @@ from broker.log.segment import (
     segment_file_name,
 )
 from common.errors import KafkaStorageError
-from common.record_batch import (
-    HEADER_SIZE,
-    RecordBatchHeader,
-    parse_header,
-    read_batches,
-)
+from common.record_batch import RecordBatchHeader, read_batches
 from common.units import MIB
 
 if TYPE_CHECKING:  # cleaner_worker imports this module
@@ -59,14 +55,20 @@ if TYPE_CHECKING:  # cleaner_worker imports this module
 log = logging.getLogger(__name__)
 
 # Kafka reads and writes through 512 KiB log.cleaner.io.buffer.size buffers; the scan is
-# column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte.
-SCAN_CHUNK_BYTES = 2 * MIB
+# column-wise over a chunk's batches, so wider chunks mean fewer numpy steps per byte, but
+# past a few MiB its arrays leave the cache (and crowd the broker's, on a shared machine).
+SCAN_CHUNK_BYTES = 4 * MIB
 WRITE_BUFFER_BYTES = 4 * MIB
 # The map pass keeps the scans of whole dirty segments (chunk bytes, record columns, key
 # hashes: ~1.7x the segment at 100-byte records) for the filter pass up to this much, so a
 # dirty section this size is read, walked and hashed once; past it, segments are scanned
 # again in the filter pass (Kafka always reads the dirty section twice).
 SCAN_CACHE_BYTES = 128 * MIB
+# A cleaning reads its first chunks into buffers of the process's pool, given back when it
+# ends (a cleaning holds at most this much of them; later chunks take fresh buffers)
+POOLED_READ_BYTES = SCAN_CACHE_BYTES // 2 + SCAN_CHUNK_BYTES
+READ_BUFFERS = BufferPool(max_bytes=POOLED_READ_BYTES + SCAN_CHUNK_BYTES + PADDING,
+                          min_buffer_bytes=SCAN_CHUNK_BYTES + PADDING)
 FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
 
 
@@ -114,6 +116,7 @@ class Cleaner:
         # segment base offset -> its chunks as the map pass scanned them (one `prepare`)
         self._scans: dict[int, list[Chunk]] = {}
         self._scans_bytes = 0
+        self._taken: list[U8] = []  # pooled read buffers of the running `prepare`
 
     def request_stop(self) -> None:
         """Make a running `prepare` stop at its next batch (broker shutdown)."""
@@ -140,6 +143,8 @@ class Cleaner:
             self._scans_bytes = 0
             for f in files:
                 f.close()
+            READ_BUFFERS.give_back(self._taken)  # nothing reads them any more
+            self._taken.clear()
 
     def _prepare(self, snap: LogSnapshot, files: list[SegmentFile], *, first_dirty: int,
                  first_uncleanable: int, now_ms: int,
@@ -250,7 +255,7 @@ class Cleaner:
     def _write(self, fd: int, data: bytearray) -> int:
         if self.throttle is not None:
             self.throttle.account(len(data))
-        return _write_all(fd, data)
+        return write_all(fd, data)
 
     def _headers(self, segment: SegmentFile) -> Iterator[RecordBatchHeader]:
         """The segment's batch headers: from the map pass's scans, or read."""
@@ -284,13 +289,17 @@ class Cleaner:
             if self.stopping:
                 raise CleaningAbortedError(f"{segment.log_path}: the cleaner is stopping")
             want = max(min(SCAN_CHUNK_BYTES, size - position),
-                       _batch_size_at(segment.fd, position))
+                       batch_size_at(segment.fd, position))
             # not zeroed: the scan never depends on the bytes after the whole batches
-            buffer = np.empty(want + PADDING, np.uint8).data
+            if sum(b.nbytes for b in self._taken) < POOLED_READ_BYTES:
+                self._taken.append(READ_BUFFERS.take(want + PADDING))  # back when prepared
+                buffer = self._taken[-1][: want + PADDING].data
+            else:  # past the pooled bytes: a buffer freed with its last reference
+                buffer = np.empty(want + PADDING, np.uint8).data
             got = os.preadv(segment.fd, [buffer[:want]], position)
             if self.throttle is not None:
                 self.throttle.account(got)
-            usable = _whole_batches_length(buffer[:got])
+            usable = whole_batches_length(buffer[:got])
             if not usable:
                 raise KafkaStorageError(f"{segment.log_path}: a batch at byte {position} "
                                         f"runs past the segment's end")
@@ -376,25 +385,3 @@ def _group_by_size(segments: list[SegmentFile], max_bytes: int,
         entries += segment.index_entries
     if group:
         yield group
-
-
-def _batch_size_at(fd: int, position: int) -> int:
-    return parse_header(os.pread(fd, HEADER_SIZE, position), require_body=False).size
-
-
-def _whole_batches_length(view: memoryview) -> int:
-    """Bytes of the whole batches at the start of `view` (a chunk may end mid-batch)."""
-    position = 0
-    while position + 12 <= len(view):
-        size = int.from_bytes(view[position + 8 : position + 12], "big") + 12
-        if position + size > len(view):
-            break
-        position += size
-    return position
-
-
-def _write_all(fd: int, data: bytes | bytearray) -> int:
-    view = memoryview(data)
-    while view:  # bounded: each write consumes bytes or raises
-        view = view[os.write(fd, view):]
-    return len(data)

@@ -101,3 +101,37 @@ def test_bulk_cleaning_writes_what_the_per_batch_rule_writes(
             expected.append(rebuild_batch(header, data, scanned, decision.kept,
                                           decision.delete_horizon_ms))
     assert b"".join(bytes(p) for p in result.pieces) == b"".join(expected)
+    # the filter pass reading the map at the slots the map pass put the keys writes the same
+    with_slots = filter_chunk(chunk, headers, offset_map=bulk_map, map_end_offset=map_end,
+                              now_ms=NOW, delete_retention_ms=DAY, lag_horizon_ms=NOW + lag,
+                              last_offsets_of_producers=producers,
+                              group_next_offset=group_next, scan=mapped.scan)
+    assert b"".join(bytes(p) for p in with_slots.pieces) == b"".join(expected)
+
+
+def test_slots_of_a_chunk_mapped_before_the_map_grew_are_not_trusted() -> None:
+    # chunk 1 is mapped into a small table; chunk 2's keys make it grow (a rehash moves
+    # every key), so chunk 1's filter must look its keys up again
+    def chunk_of(first_key: int, base: int) -> bytes:
+        return b"".join(build_batch(
+            [Record(offset=base + 10 * b + i, timestamp=NOW, key=b"k%d" % (first_key + 10 * b + i),
+                    value=b"v") for i in range(10)], base_offset=base + 10 * b)
+            for b in range(60))
+    chunks = [chunk_of(0, 0), chunk_of(300, 600)]
+    offset_map = OffsetMap(100_000)
+    scans = []
+    for data in chunks:
+        mapped = map_chunk(offset_map, data, read_batches(data), first_dirty=0,
+                           first_uncleanable=10_000)
+        scans.append(mapped.scan)
+    assert scans[0] is not None and scans[1] is not None
+    assert scans[0].layout != offset_map.layout == scans[1].layout
+    for data, scan in zip(chunks, scans):
+        kwargs = dict(offset_map=offset_map, map_end_offset=1200, now_ms=NOW,
+                      delete_retention_ms=DAY, lag_horizon_ms=NOW,
+                      last_offsets_of_producers={}, group_next_offset=None)
+        looked_up = filter_chunk(data, read_batches(data), **kwargs)  # type: ignore[arg-type]
+        read_at_slots = filter_chunk(data, read_batches(data), scan=scan, **kwargs)  # type: ignore[arg-type]
+        assert [bytes(p) for p in read_at_slots.pieces] == [bytes(p) for p in looked_up.pieces]
+        # keys 300..599 are written in both chunks: chunk 1 keeps only keys 0..299
+        assert read_at_slots.records_kept == (300 if scan is scans[0] else 600)

@@ -23,12 +23,22 @@ BUF = np.frombuffer(bytes(range(256)) * 3, np.uint8)
     [(10, W), (100, W + 1), (3, 2 * W + 5)],
     [(len(BUF) - 7, 7), (len(BUF) - W - 3, W + 3)],  # ranges ending at the buffer's end
     [(1, 0), (2, 0), (700, 68)],
+    # ranges of at most a row, some in the buffer's last row's bytes (shifted windows)
+    [(0, 5), (len(BUF) - 7, 7), (len(BUF) - W, W), (len(BUF) - 50, 20), (9, W)],
+    [(len(BUF) - 1, 1), (len(BUF) - 1, 0), (len(BUF) - W - 1, W)],
 ])
 def test_gather_ranges(ranges: list[tuple[int, int]]) -> None:
     src = np.array([s for s, _ in ranges], np.int64)
     length = np.array([n for _, n in ranges], np.int64)
     expected = b"".join(BUF[s : s + n].tobytes() for s, n in ranges)
     assert gather_ranges(BUF, src, length).tobytes() == expected
+
+
+def test_gather_ranges_from_a_buffer_shorter_than_a_row() -> None:
+    buf = np.frombuffer(bytes(range(W // 2)), np.uint8)
+    src, length = np.array([3, 0, 10], np.int64), np.array([4, 2, W // 2 - 10], np.int64)
+    assert gather_ranges(buf, src, length).tobytes() == b"".join(
+        buf[s : s + n].tobytes() for s, n in zip(src.tolist(), length.tolist()))
 
 
 def test_bulk_splice_writes_what_the_one_batch_splice_writes() -> None:

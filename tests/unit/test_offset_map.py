@@ -4,6 +4,7 @@ a dict of the keys would, first-lane hash collisions included."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,3 +61,42 @@ def test_single_keys_and_clear() -> None:
     assert offset_map.get(b"a") == 4 and offset_map.get(b"b") == -1 and b"a" in offset_map
     offset_map.clear()
     assert len(offset_map) == 0 and offset_map.latest_offset == -1 and offset_map.get(b"a") == -1
+
+
+def test_keys_sharing_a_home_slot_and_wrapping_past_the_tables_end() -> None:
+    # first lanes whose high 32 bits are all ones: every key's home is the last slot, so
+    # the keys probe on from it around to slot 0, 1, ...
+    offset_map = OffsetMap(100)
+    h1 = np.array([0xFFFFFFFF_00000000 + i for i in range(6)], np.uint64)
+    h2 = np.arange(6, dtype=np.uint64)
+    offset_map.put_hashes(h1, h2, np.arange(6, dtype=np.int64))
+    # the same keys again, twice each in one call: the later offset wins
+    offset_map.put_hashes(np.repeat(h1, 2), np.repeat(h2, 2), np.arange(10, 22, dtype=np.int64))
+    assert len(offset_map) == 6
+    assert offset_map.lookup(h1, h2).tolist() == [11, 13, 15, 17, 19, 21]
+    assert offset_map.lookup(h1[:1], np.array([99], np.uint64)).tolist() == [-1]
+
+
+def test_the_table_grows_with_its_keys_up_to_kafkas_buffer_and_no_further() -> None:
+    capacity = 5000
+    offset_map = OffsetMap(capacity)
+    assert offset_map.slots <= 1024
+    keys = [b"key-%d" % i for i in range(capacity)]
+    h1, h2 = hash_key_bytes(keys)
+    for start in range(0, capacity, 700):  # chunks of keys, as the cleaner puts them
+        offset_map.put_hashes(h1[start:start + 700], h2[start:start + 700],
+                              np.arange(start, min(capacity, start + 700), dtype=np.int64))
+    assert len(offset_map) == capacity and offset_map.is_full and not offset_map.room_for(1)
+    # Kafka's buffer for `capacity` entries at load factor 0.9: the table's bound
+    assert offset_map.slots <= capacity / 0.9 + 1
+    assert offset_map.lookup(h1, h2).tolist() == list(range(capacity))
+    offset_map.clear()
+    assert offset_map.slots <= 1024 and len(offset_map) == 0
+
+
+def test_a_full_table_refuses_keys_instead_of_losing_them() -> None:
+    offset_map = OffsetMap(2)
+    h1, h2 = hash_key_bytes([b"a", b"b", b"c", b"d"])
+    offset_map.put_hashes(h1[:2], h2[:2], np.array([0, 1], np.int64))
+    with pytest.raises(ValueError):
+        offset_map.put_hashes(h1[2:], h2[2:], np.array([2, 3], np.int64))

@@ -78,6 +78,14 @@ CHUNKS = [
                      for i, c in enumerate(list(CompressionType) * 3)]),
     ("log append time", [batch(10, base=100 * i, timestamp_type=TimestampType.LOG_APPEND_TIME)
                          for i in range(NARROW + 2)]),
+    # the walk's matrix of ends (batches of like sizes): in the batches' own order, in
+    # another order, and with the longest batches finished one record at a time
+    ("batches of one size", [batch(16, base=100 * i) for i in range(NARROW + 5)]),
+    ("batches of like sizes, shuffled",
+     [batch(n, base=100 * i) for i, n in enumerate([20, 25, 20, 20, 25] * 6)]),
+    ("batches of like sizes and a few long ones",
+     [batch(n, base=100 * i) for i, n in enumerate([20, 25, 60, 20, 25, 20, 20] * 3
+                                                   + [25] * 9)]),
     ("records of 8 KiB and more (3-byte length prefixes)",
      [batch(3, base=100 * i, value_size=40_000) for i in range(NARROW + 2)]),
 ]
