@@ -18,6 +18,7 @@ from chaos.workload import read_all
 from tests.integration.cluster_fixtures import http, wait_until
 from tidelog import replica_files
 from tidelog.launcher import LocalCluster, free_ports
+from tidelog.testing.observe import brokers_agree
 
 __all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "read_all", "replica_log_bytes",
            "replicated_cluster", "wait_for_state", "wait_full_isr",
@@ -69,9 +70,18 @@ def wait_for_state(cluster: LocalCluster, topic: str, partition: int, what: str,
 
 
 def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    """Every partition led with its whole replica set in the ISR, and every broker's Metadata
+    showing those leaders: a new partition's ISR is its replica set from the start, before any
+    broker has applied the topic, and a client that asks a broker too early does not see it."""
     for p in range(partitions):
         wait_for_state(cluster, topic, p, "every replica in the ISR",
                        lambda s: sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] >= 0, timeout_s)
+
+    def brokers_show_leaders() -> bool:  # the controllers' leaders read again each time: they may move
+        status, body = http(f"{cluster.admin_url}/v1/topics/{topic}")
+        assert status == 200, body
+        return brokers_agree(cluster, topic, {p["partition"]: p["leader"] for p in json.loads(body)["partitions"]})
+    wait_until(f"every broker's Metadata showing the leaders of {topic}", brokers_show_leaders, timeout_s)
 
 
 def replica_log_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
