@@ -24,7 +24,7 @@ import pyarrow as pa
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.units import MIB, SECONDS
-from spark.data_loss import report_data_loss
+from spark.data_loss import no_progress, resume_point
 from spark.fetch_client import (
     EARLIEST,
     LATEST,
@@ -154,31 +154,20 @@ def _out_of_range(client: PartitionClient, offset_range: OffsetRange, position: 
     except BrokerUnavailable as exc:
         _retry(client, f"looking up the offsets of {name}: {exc}")
         return position, False
-    if position < low:
-        report_data_loss(f"offsets {position} to {min(low, offset_range.end) - 1} of {name} are gone "
-                         f"(the log now starts at {low})", options.fail_on_data_loss)
-        return (offset_range.end, True) if low >= offset_range.end else (low, False)
-    if position < high:  # a leader answering from a stale view (it just took over): the records are there
+    next_position, done = resume_point(offset_range, position, low, high, options.fail_on_data_loss)
+    if not done and next_position == position:
         _retry(client, f"{name}: offset {position} out of range although the log holds {low} to {high}")
-        return position, False
-    report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log now ends at "
-                     f"{high})", options.fail_on_data_loss)
-    return offset_range.end, True
+    return next_position, done
 
 
 def _timed_out(client: PartitionClient, offset_range: OffsetRange, position: int, isolation: int,
                options: SourceOptions) -> None:
     """No progress for kafkaConsumer.pollTimeoutMs: a log truncated below our position (data
     loss), else an error (Spark retries the task)."""
-    name = f"{offset_range.topic}-{offset_range.partition}"
     try:
         high = client.list_offset(LATEST, isolation)
     except BrokerUnavailable as exc:
+        name = f"{offset_range.topic}-{offset_range.partition}"
         raise TimeoutError(f"no records of {name} from offset {position} (up to {offset_range.end}) within "
                            f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}: {exc}") from None
-    if position >= high and high < offset_range.end:  # below `high` the records exist: not a loss
-        report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log "
-                         f"now ends at {high})", options.fail_on_data_loss)
-        return
-    raise TimeoutError(f"no records of {name} from offset {position} (up to {offset_range.end}) within "
-                       f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}")
+    no_progress(offset_range, position, high, options.poll_timeout_ms, options.fail_on_data_loss)

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import InputPartition
 from common.units import SECONDS
 from spark import fetch_client, kafka_clients
 from spark.arrow_schema import record_batch
-from spark.data_loss import DataLossError, report_data_loss
+from spark.data_loss import DataLossError, no_progress, report_data_loss, resume_point
 from spark.fetch_reader import read_range_fetched
 from spark.offsets import OffsetRange
 from spark.options import SourceOptions
@@ -140,33 +140,17 @@ _TRANSIENT: Final = frozenset({
 def _out_of_range(consumer: Any, offset_range: OffsetRange, position: int,
                   options: SourceOptions) -> tuple[int, bool]:
     """Offset `position` is not in the log: skip to what is left (data loss), or finish."""
-    name = f"{offset_range.topic}-{offset_range.partition}"
     tp = confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition)
     low, high = consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT, cached=False)
-    if position < low:
-        report_data_loss(f"offsets {position} to {min(low, offset_range.end) - 1} of {name} are gone "
-                         f"(the log now starts at {low})", options.fail_on_data_loss)
-        if low >= offset_range.end:
-            return offset_range.end, True
-        consumer.assign([confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, low)])
-        return low, False
-    if position < high:  # a leader answering from a stale view (it just took over): the records are there
-        consumer.assign([confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, position)])
-        return position, False
-    report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log now ends at "
-                     f"{high})", options.fail_on_data_loss)
-    return offset_range.end, True
+    next_position, done = resume_point(offset_range, position, low, high, options.fail_on_data_loss)
+    if not done:
+        consumer.assign([confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition, next_position)])
+    return next_position, done
 
 
 def _timed_out(consumer: Any, offset_range: OffsetRange, position: int, options: SourceOptions) -> None:
     """No record for kafkaConsumer.pollTimeoutMs: a log truncated below our position (data
     loss), else an error (Spark retries the task)."""
-    name = f"{offset_range.topic}-{offset_range.partition}"
     tp = confluent_kafka.TopicPartition(offset_range.topic, offset_range.partition)
     _, high = consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT, cached=False)
-    if position >= high and high < offset_range.end:  # below `high` the records exist: not a loss
-        report_data_loss(f"offsets {position} to {offset_range.end - 1} of {name} are gone (the log "
-                         f"now ends at {high})", options.fail_on_data_loss)
-        return
-    raise TimeoutError(f"no records of {name} from offset {position} (up to {offset_range.end}) within "
-                       f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}")
+    no_progress(offset_range, position, high, options.poll_timeout_ms, options.fail_on_data_loss)
