@@ -1,7 +1,7 @@
 """One broker as a process: `tidelog broker --config server.properties`.
 
-    config → LogManager over log.dirs (recovering) → ReplicaManager → RequestHandler
-           → Kafka listener (`listeners`) → GET /metrics (`metrics.listener`, tidelog's own key)
+    config (`broker.broker_settings`) → LogManager over log.dirs (recovering) → ReplicaManager
+           → RequestHandler → Kafka listener (`listeners`) → GET /metrics (`broker.broker_metrics`)
            → metadata follower (register with `advertised.listeners`, heartbeat, follow the log,
              each batch of LocalReplicaChanges to ReplicaManager.apply_changes)
 
@@ -30,11 +30,10 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
+from broker.broker_metrics import METRICS_PREFIX, render_metrics, start_metrics
+from broker.broker_settings import BrokerSettings
 from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
 from broker.follower_settings import FollowerSettings
 from broker.log.cleaner_manager import (
@@ -48,170 +47,25 @@ from broker.metadata_follower_loop import MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication.replication_quota import replication_quotas
-from broker.server import LATENCY_BUCKETS_MS, KafkaServer, ServerMetrics
+from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap
-from common.config import log_dirs, parse_config
+from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
 from common.properties import load_properties
-from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import ProtocolError
-from common.rpc import DEFAULT_BROKER_SESSION_TIMEOUT_MS
 from common.topic_config import from_broker_config
 from common.units import SECONDS
 from metadata.codec import Listener
-from shutdown.broker_lifecycle import DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
 MAINTENANCE_INTERVAL: Final = 1 * SECONDS  # flush.ms checks; retention and checkpoints have their own periods
-METRICS_PREFIX: Final = "tidelog_broker_"
-SUPPORTED_SECURITY: Final = "PLAINTEXT"
 
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def parse_listener(text: str, key: str) -> Listener:
-    """`PLAINTEXT://host:port` (host may be empty or [v6]) as a Listener; ConfigError otherwise."""
-    name, sep, rest = text.partition("://")
-    host, colon, port_text = rest.rpartition(":")
-    if not sep or not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"config {key!r}: {text!r} is not NAME://host:port")
-    if name.upper() != SUPPORTED_SECURITY:
-        raise ConfigError(f"config {key!r}: listener {name!r} is not supported; tidelog speaks PLAINTEXT only")
-    return Listener(name.upper(), host.strip("[]"), int(port_text))
-
-
-def _host_port(text: str, key: str) -> tuple[str, int]:
-    host, colon, port = text.rpartition(":")
-    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"config {key!r} must be host:port, got {text!r}")
-    return host.strip("[]"), int(port)
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSettings:
-    """What a broker process needs from its config, checked once."""
-
-    node_id: int
-    listener: Listener  # the first of `listeners`: what we bind
-    advertised: Listener | None  # None: the listener's host and bound port
-    max_request_bytes: int
-    metrics_address: tuple[str, int] | None
-    controller_addresses: tuple[str, ...]
-    log_dirs: tuple[Path, ...]
-    heartbeat_interval_ms: int
-    cluster_id: str | None
-    session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
-    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
-
-    @classmethod
-    def from_config(cls, config: Config) -> BrokerSettings:
-        roles = config["process.roles"]
-        if not isinstance(roles, tuple) or "broker" not in roles:
-            raise ConfigError("config 'process.roles' must contain broker to run a broker")
-        listeners = [parse_listener(item, "listeners") for item in config.get_list("listeners")]
-        advertised = config.get_optional_list("advertised.listeners")
-        advertised_listener = parse_listener(advertised[0], "advertised.listeners") if advertised else None
-        if advertised_listener is None and listeners[0].host in ("", "0.0.0.0", "::"):
-            raise ConfigError("config 'advertised.listeners' must be set when 'listeners' binds every address")
-        voters = config.get_optional_list("controller.api.voters")
-        if not voters:
-            raise ConfigError("config 'controller.api.voters' (id@host:port of each controller's HTTP API) "
-                              "must be set to run a broker")
-        addresses = []
-        for entry in voters:
-            _, at, address = entry.partition("@")
-            if not at:
-                raise ConfigError(f"config 'controller.api.voters': {entry!r} is not id@host:port")
-            _host_port(address, "controller.api.voters")
-            addresses.append(address)
-        metrics = config["metrics.listener"]
-        cluster_id = config["cluster.id"]
-        return cls(
-            node_id=config.get_int("node.id"),
-            listener=listeners[0], advertised=advertised_listener,
-            max_request_bytes=config.get_int("socket.request.max.bytes"),
-            metrics_address=None if metrics is None else _host_port(str(metrics), "metrics.listener"),
-            controller_addresses=tuple(addresses),
-            log_dirs=tuple(Path(d) for d in log_dirs(config)),
-            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
-            cluster_id=None if cluster_id is None else str(cluster_id),
-            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
-            controlled_shutdown_timeout_ms=config.get_int("controlled.shutdown.timeout.ms"))
-
-
-# --- /metrics ---------------------------------------------------------------------------------
-
-
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
-
-
-def render_metrics(metrics: ServerMetrics, gauges: Mapping[str, int]) -> str:
-    """Prometheus text exposition (version 0.0.4) of the broker's counters."""
-    p = METRICS_PREFIX
-    lines: list[str] = []
-
-    def sample(name: str, kind: str, doc: str, values: list[tuple[str, float]]) -> None:
-        lines.append(f"# HELP {p}{name} {doc}")
-        lines.append(f"# TYPE {p}{name} {kind}")
-        lines.extend(f"{p}{name}{labels} {value:g}" for labels, value in values)
-
-    sample("bytes_in_total", "counter", "Bytes read from client connections.", [("", metrics.bytes_in)])
-    sample("bytes_out_total", "counter", "Bytes written to client connections.", [("", metrics.bytes_out)])
-    sample("connections", "gauge", "Open client connections.", [("", metrics.connections_active)])
-    sample("connections_total", "counter", "Client connections accepted.", [("", metrics.connections_total)])
-    sample("connections_closed_on_error_total", "counter", "Connections closed for a protocol error.",
-           [("", metrics.connections_closed_on_error)])
-    sample("requests_total", "counter", "Requests answered, by API.",
-           [(f'{{api="{_api_name(k)}"}}', v) for k, v in sorted(metrics.requests_by_api.items())])
-    lines.append(f"# HELP {p}request_latency_ms Time from a request's arrival until its response was written.")
-    lines.append(f"# TYPE {p}request_latency_ms histogram")
-    cumulative = 0
-    for bound, count in zip((*LATENCY_BUCKETS_MS, "+Inf"), metrics.latency_buckets):
-        cumulative += count
-        lines.append(f'{p}request_latency_ms_bucket{{le="{bound}"}} {cumulative}')
-    lines.append(f"{p}request_latency_ms_sum {metrics.latency_sum_ms:g}")
-    lines.append(f"{p}request_latency_ms_count {metrics.latency_count}")
-    sample("partitions_led", "gauge", "Partitions this broker leads.", [("", gauges["partitions_led"])])
-    sample("partitions_hosted", "gauge", "Partitions this broker hosts (leader or follower).",
-           [("", gauges["partitions_hosted"])])
-    sample("under_replicated_partitions", "gauge",
-           "Partitions this broker leads whose ISR is smaller than their replica set.",
-           [("", gauges["under_replicated"])])
-    sample("under_min_isr_partitions", "gauge",
-           "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
-           [("", gauges["under_min_isr"])])
-    sample("at_min_isr_partitions", "gauge",
-           "Partitions this broker leads whose ISR is exactly min.insync.replicas.",
-           [("", gauges["at_min_isr"])])
-    sample("offline_partitions", "gauge", "Partitions this broker hosts that have no leader.",
-           [("", gauges["offline"])])
-    return "\n".join(lines) + "\n"
-
-
-async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> Any:
-    """A small aiohttp app serving GET /metrics; returns its runner (call `cleanup()` to stop)."""
-    from aiohttp import web
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=render(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Prometheus-Format": "0.0.4"})
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, address[0], address[1], reuse_address=True).start()
-    logger.info("Metrics on http://%s:%d/metrics", *address)
-    return runner
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -224,7 +224,7 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Largest session.timeout.ms a member may ask for.", at_least(1)),
     ConfigKey("group.max.size", _INT, INT_MAX,
               "Most members in one group.", at_least(1)),
-    # --- Broker listener (process.roles contains broker); broker.node parses and checks them
+    # --- Broker listener (process.roles contains broker); broker.broker_settings parses and checks them
     ConfigKey("listeners", _LIST, "PLAINTEXT://:9092",
               "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "
               "tidelog speaks PLAINTEXT only.", all_of(non_empty, distinct)),

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
-from broker.node import BrokerSettings
+from broker.broker_settings import BrokerSettings
 from common.config import parse_config
 from common.config_schema import Config, ConfigError
 from common.log_setup import setup_logging

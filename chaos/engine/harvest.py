@@ -1,6 +1,6 @@
 """The cluster's own account, harvested from the node logs at the end of a run.
 
-Two broker lines matter to the checkers (broker.replica_manager):
+Two broker lines matter to the checkers (broker.replica_roles, broker.replica_appends):
   "Leader chaos-0 with leader epoch 5 starting at offset 120 (... elected uncleanly: RECOVERING)"
   "Truncated follower chaos-0 to offset 97 (log end offset was 120: offsets 97..119 dropped) ..."
 and one controller line (quorum.broker_control), with its cause:

@@ -4,7 +4,7 @@ The decisions are `broker.replication`'s: `Partition.become_leader/next_high_wat
 isr_to_expand/isr_to_shrink` (HW over the maximal ISR, Kafka's isFollowerInSync and
 isFollowerOutOfSync), `truncation.start_truncation/on_epoch_end_offset/end_offset_for`
 (KIP-101/279), `high_watermark.follower_high_watermark`. The role changes mirror
-`broker.replica_manager.apply_changes` (delete, lead, follow; a follower keeps fetching when
+`broker.replica_roles.ReplicaRoles.apply` (delete, lead, follow; a follower keeps fetching when
 leader and leader epoch are unchanged), and the AlterPartition bookkeeping mirrors
 `broker.replication.isr_manager` (nothing changes locally until the metadata commits).
 """

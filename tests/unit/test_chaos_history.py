@@ -30,8 +30,8 @@ def test_events_share_one_clock_and_a_torn_last_line_is_skipped(tmp_path: Path) 
 
 
 LOG = """\
-2026-11-23 21:36:07,250 INFO [broker-6] broker.replica_manager: Leader chaos-0 with leader epoch 2 starting at offset 748 (high watermark 748, ISR [6], partition epoch 9, elected uncleanly: RECOVERING)
-2026-11-23 21:36:07,300 INFO [broker-6] broker.replica_manager: Leader other-0 with leader epoch 2 starting at offset 1 (high watermark 1, ISR [6], partition epoch 9)
+2026-11-23 21:36:07,250 INFO [broker-6] broker.replica_roles: Leader chaos-0 with leader epoch 2 starting at offset 748 (high watermark 748, ISR [6], partition epoch 9, elected uncleanly: RECOVERING)
+2026-11-23 21:36:07,300 INFO [broker-6] broker.replica_roles: Leader other-0 with leader epoch 2 starting at offset 1 (high watermark 1, ISR [6], partition epoch 9)
 2026-11-23 21:36:19,001 WARNING [broker-5] broker.replica_manager: Truncated follower chaos-0 to offset 748 (log end offset was 2056: offsets 748..2055 dropped) after ...
 """
 

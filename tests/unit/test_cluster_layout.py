@@ -601,7 +601,7 @@ def test_combined_properties_run_both_halves(tmp_path: Path) -> None:
     assert config["process.roles"] == ("broker", "controller")
     quorum = QuorumSettings.from_config(config)
     assert quorum.data_dir == tmp_path / "combined-1" / "metadata" / METADATA_DIR_NAME
-    from broker.node import BrokerSettings  # the broker half reads the same file
+    from broker.broker_settings import BrokerSettings  # the broker half reads the same file
     from tidelog.combined_node import CombinedSettings
 
     settings = CombinedSettings.from_config(config)
