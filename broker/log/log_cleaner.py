@@ -1,7 +1,7 @@
 """Cleaning one partition log: the I/O shell around the keep/drop rule of `compaction`.
 
 Kafka's `Cleaner.doClean` in two halves. `prepare` reads the log's inactive segments and
-writes the cleaned copies; it touches no state of the log, so it may run on a worker
+writes the cleaned copies with their indexes (`cleaner_index`); it touches no state of the log, so it may run on a worker
 thread while the broker appends (appends only ever touch the active segment). `commit`
 runs on the log's owner (the event loop) and swaps each cleaned group in with Kafka's
 steps `.cleaned` -> `.swap` -> old segments `.deleted` -> live
