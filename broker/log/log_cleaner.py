@@ -22,7 +22,7 @@ import numpy as np
 from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_length, write_all
 from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_index import CleanedIndexes
-from broker.log.cleaner_swap import FAIL_POINTS as FAIL_POINTS  # re-exported for tests
+from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
 from broker.log.cleaner_swap import CleanedGroup, remove_cleaned, swap_in
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
