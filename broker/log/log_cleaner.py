@@ -1,18 +1,11 @@
 """Cleaning one partition log: the I/O shell around the keep/drop rule of `compaction`.
 
 Kafka's `Cleaner.doClean` in two halves. `prepare` reads the log's inactive segments and
-writes the cleaned copies; it touches no state of the log, so it may run on a worker
+writes the cleaned copies with their indexes (`cleaner_index`); it touches no state of the log, so it may run on a worker
 thread while the broker appends (appends only ever touch the active segment). `commit`
 runs on the log's owner (the event loop) and swaps each cleaned group in with Kafka's
-steps, each made durable before the next:
-
-    <base>.log.cleaned  (written, fsynced)  ->  rename to <base>.log.swap
-    -> old segments renamed .deleted  ->  <base>.log.swap renamed to <base>.log
-
-A crash before the `.swap` rename leaves the old segments (the loader drops `.cleaned`);
-from it on the loader finishes the swap (`log_loader.complete_swaps`): the log is the
-old or the new one, never a mix. `fail_point(step)` is called after every step so tests
-can stop the process exactly there.
+steps `.cleaned` -> `.swap` -> old segments `.deleted` -> live
+(`cleaner_swap`: a crash at any step recovers the old or the new log, never a mix).
 """
 
 from __future__ import annotations
@@ -26,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from broker.log.checkpoint_file import fsync_directory
 from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_length, write_all
 from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
+from broker.log.cleaner_index import CleanedIndexes
+from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
+from broker.log.cleaner_swap import CleanedGroup, remove_cleaned, swap_in
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,
     LogSnapshot,
@@ -36,7 +31,7 @@ from broker.log.cleaner_snapshot import (
     snapshot_log,
 )
 from broker.log.compaction import OffsetMap, last_batch_of_producers
-from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
+from broker.log.log_loader import CLEANED_SUFFIX
 from broker.log.partition_log import PartitionLog
 from broker.log.record_columns import PADDING, U8
 from broker.log.segment import (
@@ -69,22 +64,9 @@ SCAN_CACHE_BYTES = 128 * MIB
 POOLED_READ_BYTES = SCAN_CACHE_BYTES // 2 + SCAN_CHUNK_BYTES
 READ_BUFFERS = BufferPool(max_bytes=POOLED_READ_BYTES + SCAN_CHUNK_BYTES + PADDING,
                           min_buffer_bytes=SCAN_CHUNK_BYTES + PADDING)
-FAIL_POINTS = ("after_cleaned", "after_swap", "mid_delete", "after_old_deleted", "after_live")
 
 
 Chunk = tuple[memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan]
-
-
-@dataclass(slots=True)
-class CleanedGroup:
-    """Consecutive old segments (`count` from index `first` of the snapshot) and the
-    `.cleaned` file that replaces them."""
-
-    first: int
-    count: int
-    path: str
-    bytes_before: int
-    bytes_after: int
 
 
 @dataclass(slots=True)
@@ -165,7 +147,8 @@ class Cleaner:
             for group in _group_by_size(cleanable, config.segment_bytes,
                                         config.segment_index_bytes):
                 prepared.groups.append(self._clean_group(
-                    Path(snap.directory), first, group, prepared, now_ms=now_ms,
+                    Path(snap.directory), first, group, prepared,
+                    index_interval_bytes=config.index_interval_bytes, now_ms=now_ms,
                     lag_horizon_ms=lag_horizon, producers=producers))
                 first += len(group)
         except BaseException:
@@ -218,12 +201,13 @@ class Cleaner:
         return end
 
     def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
-                     prepared: PreparedClean, *, now_ms: int, lag_horizon_ms: int,
-                     producers: dict[int, int]) -> CleanedGroup:
+                     prepared: PreparedClean, *, index_interval_bytes: int, now_ms: int,
+                     lag_horizon_ms: int, producers: dict[int, int]) -> CleanedGroup:
         path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         out = bytearray()
         written = 0
+        indexes = CleanedIndexes(group[0].base_offset, index_interval_bytes)
         last_segment = group[-1]
         try:
             for segment in group:
@@ -244,17 +228,22 @@ class Cleaner:
                     for piece in kept.pieces:
                         out += piece
                     if len(out) >= WRITE_BUFFER_BYTES:
-                        written += self._write(fd, out)
+                        written += self._write(fd, out, indexes)
                         out.clear()
-            written += self._write(fd, out)
+            written += self._write(fd, out, indexes)
             os.fsync(fd)
         finally:
             os.close(fd)
-        return CleanedGroup(first, len(group), str(path), sum(s.size for s in group), written)
+        indexes.finish()
+        cleaned = CleanedGroup(first, len(group), str(path), sum(s.size for s in group),
+                               written, indexes)
+        indexes.write(*cleaned.index_paths())  # fsynced, as Kafka flushes a cleaned segment
+        return cleaned
 
-    def _write(self, fd: int, data: bytearray) -> int:
+    def _write(self, fd: int, data: bytearray, indexes: CleanedIndexes) -> int:
         if self.throttle is not None:
             self.throttle.account(len(data))
+        indexes.add(data)  # whole batches: entries as Kafka's cleaner appends them
         return write_all(fd, data)
 
     def _headers(self, segment: SegmentFile) -> Iterator[RecordBatchHeader]:
@@ -330,42 +319,12 @@ class Cleaner:
                 abort(prepared, start=i)
                 raise CleaningAbortedError(
                     f"{plog.topic_partition}: segments changed while cleaning")
-            self._swap(plog, old, Path(group.path), now_ms)
-
-    def _swap(self, plog: PartitionLog, old: list[LogSegment], cleaned: Path,
-              now_ms: int) -> None:
-        directory, fail = plog.directory, self.fail_point
-        fail("after_cleaned")
-        base = old[0].base_offset
-        live = directory / segment_file_name(base, LOG_SUFFIX)
-        swap = live.with_name(live.name + SWAP_SUFFIX)
-        os.replace(cleaned, swap)
-        fsync_directory(directory)
-        fail("after_swap")
-        for i, segment in enumerate(old):
-            segment.mark_deleted()
-            if i == 0:
-                fsync_directory(directory)
-                fail("mid_delete")
-        fsync_directory(directory)
-        fail("after_old_deleted")
-        os.replace(swap, live)
-        fsync_directory(directory)
-        fail("after_live")
-        new = open_segment(directory, base, plog.config, now_ms, create=False)
-        result = new.recover(allow_gaps=True)  # builds both indexes of the cleaned segment
-        if result.truncated_bytes:  # the file was fsynced before the rename: a disk fault
-            raise KafkaStorageError(f"cleaned segment {live} is damaged: {result.reason}")
-        new.on_become_inactive()
-        new.flush()
-        plog.replace_segments(old, new, now_ms)
+            swap_in(plog, old, group, now_ms, self.fail_point)
 
 
 def abort(prepared: PreparedClean, start: int = 0) -> None:
-    """Remove the `.cleaned` files of groups not swapped in."""
-    for group in prepared.groups[start:]:
-        Path(group.path).unlink(missing_ok=True)
-
+    """Remove the files of the groups not swapped in."""
+    remove_cleaned(prepared.groups[start:])
 
 def _group_by_size(segments: list[SegmentFile], max_bytes: int,
                    max_index_bytes: int) -> Iterator[list[SegmentFile]]:

@@ -64,6 +64,12 @@ class SparseIndex:
             self.values.append(value)
         self._persisted = len(self.keys)
 
+    def adopt(self, keys: array, values: array) -> None:
+        """Take entries already in the file (the cleaner wrote and fsynced it)."""
+        self.keys = array(self.keys.typecode, keys)
+        self.values = array(self.values.typecode, values)
+        self._persisted = len(self.keys)
+
     def floor(self, key: int) -> int:
         """Index of the last entry whose key is <= `key`, or -1 when there is none."""
         return bisect_right(self.keys, key) - 1
