@@ -11,7 +11,7 @@ ALL_STAMP := $(VENV)/.installed-all
 up: $(BASE_STAMP)
 	$(BIN)/tidelog up
 
-test: $(ALL_STAMP) kcat chaos-tools
+test: $(ALL_STAMP) kcat chaos-tools bench-tools peer
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest --require-extras
 

