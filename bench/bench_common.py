@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from common.prometheus import samples
 from tidelog import waiting
 from tidelog.node_process import NodeProcess
 
@@ -56,7 +57,4 @@ def rss_mib(pid: int) -> float:
 def broker_gauge(node: NodeProcess, name: str, timeout: float = HTTP_TIMEOUT_S) -> float:
     """One unlabelled `tidelog_broker_<name>` value from a broker's /metrics (KeyError if absent)."""
     with urllib.request.urlopen(node.spec.metrics_url, timeout=timeout) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(f"tidelog_broker_{name} "):
-                return float(line.split()[1])
-    raise KeyError(name)
+        return samples(answer.read().decode())[f"tidelog_broker_{name}"]

@@ -32,6 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.prometheus import samples
 from common.units import MIB
 from tidelog.launcher import LocalCluster, free_ports
 
@@ -98,12 +99,8 @@ def cleaner_metrics(cluster: LocalCluster) -> dict[str, float]:
     with urllib.request.urlopen(cluster.brokers[0].spec.metrics_url,
                                 timeout=HTTP_TIMEOUT_S) as answer:
         text = answer.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if "log_cleaner_" in line and not line.startswith("#") and "{" not in line:
-            name, value = line.rsplit(" ", 1)
-            samples[name.split("log_cleaner_", 1)[1]] = float(value)
-    return samples
+    return {name.split("log_cleaner_", 1)[1]: value for name, value in samples(text).items()
+            if "log_cleaner_" in name and "{" not in name}
 
 
 def kcat_produce(kcat: str, bootstrap: str, topic: str, path: Path) -> float:

@@ -72,6 +72,7 @@ from typing import Any, Final
 
 import confluent_kafka
 
+from common.prometheus import samples
 from common.units import SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,12 +192,9 @@ class Bench:
         for node in self.cluster.brokers:
             with urllib.request.urlopen(node.spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
                 text = answer.read().decode()
-            apis: dict[str, float] = {}
-            for line in text.splitlines():
-                if line.startswith(f'{METRICS_PREFIX}requests_total{{api="'):
-                    name, _, value = line.partition('"}')
-                    apis[name.rpartition('"')[2]] = float(value)
-            counts[node.spec.node_id] = apis
+            prefix = f'{METRICS_PREFIX}requests_total{{api="'
+            counts[node.spec.node_id] = {name.removeprefix(prefix).removesuffix('"}'): value
+                                         for name, value in samples(text).items() if name.startswith(prefix)}
         return counts
 
 

@@ -1,7 +1,8 @@
 """The broker's GET /metrics (`metrics.listener`, tidelog's own key): Prometheus text of the
-listener's counters, the replication gauges, the group coordinator's and the log cleaners'.
+listener's counters, the replication gauges, the group coordinator's and the log cleaners'
+(each a list of families; `common.prometheus.exposition` writes them).
 
-    runner = await start_metrics(("127.0.0.1", 9101), lambda: render_metrics(server.metrics, gauges))
+    runner = await start_metrics(("127.0.0.1", 9101), lambda: exposition(broker_families(server.metrics, gauges)))
     ...
     await runner.cleanup()
 """
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
+from common.prometheus import CONTENT_TYPE, Metric, Sample, counter, gauge, histogram
 from common.protocol.api_keys import ApiKey
 
 logger = logging.getLogger(__name__)
@@ -27,47 +29,37 @@ def _api_name(api_key: int) -> str:
         return str(api_key)
 
 
-def render_metrics(metrics: ServerMetrics, gauges: Mapping[str, int]) -> str:
-    """Prometheus text exposition (version 0.0.4) of the broker's counters."""
+def broker_families(metrics: ServerMetrics, gauges: Mapping[str, int]) -> list[Metric]:
+    """The broker's counters and replication gauges."""
     p = METRICS_PREFIX
-    lines: list[str] = []
 
-    def sample(name: str, kind: str, doc: str, values: list[tuple[str, float]]) -> None:
-        lines.append(f"# HELP {p}{name} {doc}")
-        lines.append(f"# TYPE {p}{name} {kind}")
-        lines.extend(f"{p}{name}{labels} {value:g}" for labels, value in values)
+    def one(value: float) -> list[Sample]:
+        return [({}, value)]
 
-    sample("bytes_in_total", "counter", "Bytes read from client connections.", [("", metrics.bytes_in)])
-    sample("bytes_out_total", "counter", "Bytes written to client connections.", [("", metrics.bytes_out)])
-    sample("connections", "gauge", "Open client connections.", [("", metrics.connections_active)])
-    sample("connections_total", "counter", "Client connections accepted.", [("", metrics.connections_total)])
-    sample("connections_closed_on_error_total", "counter", "Connections closed for a protocol error.",
-           [("", metrics.connections_closed_on_error)])
-    sample("requests_total", "counter", "Requests answered, by API.",
-           [(f'{{api="{_api_name(k)}"}}', v) for k, v in sorted(metrics.requests_by_api.items())])
-    lines.append(f"# HELP {p}request_latency_ms Time from a request's arrival until its response was written.")
-    lines.append(f"# TYPE {p}request_latency_ms histogram")
-    cumulative = 0
-    for bound, count in zip((*LATENCY_BUCKETS_MS, "+Inf"), metrics.latency_buckets):
-        cumulative += count
-        lines.append(f'{p}request_latency_ms_bucket{{le="{bound}"}} {cumulative}')
-    lines.append(f"{p}request_latency_ms_sum {metrics.latency_sum_ms:g}")
-    lines.append(f"{p}request_latency_ms_count {metrics.latency_count}")
-    sample("partitions_led", "gauge", "Partitions this broker leads.", [("", gauges["partitions_led"])])
-    sample("partitions_hosted", "gauge", "Partitions this broker hosts (leader or follower).",
-           [("", gauges["partitions_hosted"])])
-    sample("under_replicated_partitions", "gauge",
-           "Partitions this broker leads whose ISR is smaller than their replica set.",
-           [("", gauges["under_replicated"])])
-    sample("under_min_isr_partitions", "gauge",
-           "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
-           [("", gauges["under_min_isr"])])
-    sample("at_min_isr_partitions", "gauge",
-           "Partitions this broker leads whose ISR is exactly min.insync.replicas.",
-           [("", gauges["at_min_isr"])])
-    sample("offline_partitions", "gauge", "Partitions this broker hosts that have no leader.",
-           [("", gauges["offline"])])
-    return "\n".join(lines) + "\n"
+    return [
+        counter(f"{p}bytes_in_total", "Bytes read from client connections.", one(metrics.bytes_in)),
+        counter(f"{p}bytes_out_total", "Bytes written to client connections.", one(metrics.bytes_out)),
+        gauge(f"{p}connections", "Open client connections.", one(metrics.connections_active)),
+        counter(f"{p}connections_total", "Client connections accepted.", one(metrics.connections_total)),
+        counter(f"{p}connections_closed_on_error_total", "Connections closed for a protocol error.",
+                one(metrics.connections_closed_on_error)),
+        counter(f"{p}requests_total", "Requests answered, by API.",
+                [({"api": _api_name(k)}, v) for k, v in sorted(metrics.requests_by_api.items())]),
+        histogram(f"{p}request_latency_ms", "Time from a request's arrival until its response was written.",
+                  LATENCY_BUCKETS_MS, metrics.latency_buckets, metrics.latency_sum_ms),
+        gauge(f"{p}partitions_led", "Partitions this broker leads.", one(gauges["partitions_led"])),
+        gauge(f"{p}partitions_hosted", "Partitions this broker hosts (leader or follower).",
+              one(gauges["partitions_hosted"])),
+        gauge(f"{p}under_replicated_partitions",
+              "Partitions this broker leads whose ISR is smaller than their replica set.",
+              one(gauges["under_replicated"])),
+        gauge(f"{p}under_min_isr_partitions",
+              "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
+              one(gauges["under_min_isr"])),
+        gauge(f"{p}at_min_isr_partitions", "Partitions this broker leads whose ISR is exactly min.insync.replicas.",
+              one(gauges["at_min_isr"])),
+        gauge(f"{p}offline_partitions", "Partitions this broker hosts that have no leader.", one(gauges["offline"])),
+    ]
 
 
 async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> Any:
@@ -75,8 +67,7 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=render(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Prometheus-Format": "0.0.4"})
+        return web.Response(body=render().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)

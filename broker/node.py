@@ -32,15 +32,15 @@ import time
 import uuid
 from typing import Any, Final
 
-from broker.broker_metrics import METRICS_PREFIX, render_metrics, start_metrics
+from broker.broker_metrics import METRICS_PREFIX, broker_families, start_metrics
 from broker.broker_settings import BrokerSettings
 from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
 from broker.follower_settings import FollowerSettings
 from broker.log.cleaner_manager import (
     CleanerConfig,
     LogCleanerManager,
+    cleaner_families,
     kill_at_fail_point_from_env,
-    render_cleaner_metrics,
 )
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import MetadataFollower
@@ -54,6 +54,7 @@ from common.config_schema import Config, ConfigError, Password
 from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
 from common.properties import load_properties
+from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
 from common.topic_config import from_broker_config
 from common.units import SECONDS
@@ -194,9 +195,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         # _serve_when_published, started with the follower below.
         if settings.metrics_address is not None:
             def render() -> str:
-                return (render_metrics(server.metrics, replicas.replication_gauges())
-                        + handler.context.groups.prometheus(METRICS_PREFIX)
-                        + "".join(f"{line}\n" for line in render_cleaner_metrics(cleaners.stats, METRICS_PREFIX)))
+                return exposition([*broker_families(server.metrics, replicas.replication_gauges()),
+                                   *handler.context.groups.metric_families(METRICS_PREFIX),
+                                   *cleaner_families(cleaners.stats, METRICS_PREFIX)])
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),

@@ -6,10 +6,10 @@ validated in `quorum.admin_api`.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from common.prometheus import exposition, gauge
 from metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -92,15 +92,7 @@ def under_replicated_partitions(image: MetadataImage) -> int:
                if len(p.isr) < len(p.replicas))
 
 
-# --- Prometheus text exposition (version 0.0.4).
-
-
-def _sample(lines: list[str], name: str, kind: str, help_text: str,
-            samples: Sequence[tuple[str, float]]) -> None:
-    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        shown = repr(float(value)) if isinstance(value, float) and not math.isnan(value) else str(value)
-        lines.append(f"{name}{labels} {shown}")
+# --- Prometheus text of the controller.
 
 
 def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_index: int,
@@ -108,27 +100,25 @@ def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_ind
     """The controller's gauges, named after Kafka's controller metrics."""
     brokers = image.cluster.brokers.values()
     partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
-    lines: list[str] = []
     p = "tidelog_controller_"
-    _sample(lines, p + "active_controller_count", "gauge",
-            "1 if this controller is the active controller, else 0.", [("", int(is_active))])
-    _sample(lines, p + "last_applied_record_offset", "gauge",
-            "Offset of the last metadata record applied to this controller's image.", [("", image.offset)])
-    _sample(lines, p + "controller_epoch", "gauge", "Epoch of the latest active controller.",
-            [("", image.controller_epoch)])
-    _sample(lines, p + "raft_term", "gauge", "Current Raft term seen by this voter.", [("", term)])
-    _sample(lines, p + "raft_commit_index", "gauge", "Raft commit index of this voter.", [("", commit_index)])
-    _sample(lines, p + "fenced_broker_count", "gauge", "Registered brokers that are fenced.",
-            [("", sum(1 for b in brokers if b.fenced))])
-    _sample(lines, p + "active_broker_count", "gauge", "Registered brokers that are unfenced.",
-            [("", sum(1 for b in brokers if not b.fenced))])
-    _sample(lines, p + "global_topic_count", "gauge", "Topics.", [("", len(image.topics.by_id))])
-    _sample(lines, p + "global_partition_count", "gauge", "Partitions.", [("", partitions)])
-    _sample(lines, p + "offline_partitions_count", "gauge", "Partitions without a leader.",
-            [("", offline_partitions(image))])
-    _sample(lines, p + "under_replicated_partitions_count", "gauge",
-            "Partitions whose ISR is smaller than their replica set.", [("", under_replicated_partitions(image))])
-    _sample(lines, p + "broker_heartbeat_age_seconds", "gauge",
-            "Time since each broker's last heartbeat (reported by the active controller only).",
-            [(f'{{broker_id="{b}"}}', ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())])
-    return "\n".join(lines) + "\n"
+    gauges = (
+        ("active_controller_count", "1 if this controller is the active controller, else 0.", int(is_active)),
+        ("last_applied_record_offset", "Offset of the last metadata record applied to this controller's image.",
+         image.offset),
+        ("controller_epoch", "Epoch of the latest active controller.", image.controller_epoch),
+        ("raft_term", "Current Raft term seen by this voter.", term),
+        ("raft_commit_index", "Raft commit index of this voter.", commit_index),
+        ("fenced_broker_count", "Registered brokers that are fenced.", sum(1 for b in brokers if b.fenced)),
+        ("active_broker_count", "Registered brokers that are unfenced.", sum(1 for b in brokers if not b.fenced)),
+        ("global_topic_count", "Topics.", len(image.topics.by_id)),
+        ("global_partition_count", "Partitions.", partitions),
+        ("offline_partitions_count", "Partitions without a leader.", offline_partitions(image)),
+        ("under_replicated_partitions_count", "Partitions whose ISR is smaller than their replica set.",
+         under_replicated_partitions(image)),
+    )
+    return exposition([
+        *(gauge(p + name, help_text, [({}, value)]) for name, help_text, value in gauges),
+        gauge(p + "broker_heartbeat_age_seconds",
+              "Time since each broker's last heartbeat (reported by the active controller only).",
+              [({"broker_id": b}, ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())]),
+    ])

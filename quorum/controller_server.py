@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from common.prometheus import CONTENT_TYPE
 from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum import admin_views as views
@@ -224,7 +225,7 @@ class ControllerServer:
         text = views.metrics_text(status.image, is_active=self._controller.is_active, term=status.term,
                                 commit_index=status.commit_index,
                                 heartbeat_ages_ms=self.runtime.heartbeat_ages())
-        return web.Response(text=text, content_type="text/plain", headers={"X-Prometheus-Format": "0.0.4"})
+        return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document())

@@ -27,6 +27,7 @@ from typing import Any, Final
 from broker.group_coordinator.shards import Shard, ShardState
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
+from common.prometheus import Metric, counter, gauge
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records
 from common.units import MIB, SECOND_MS, SECONDS
@@ -253,23 +254,23 @@ class GroupCoordinator:
 
     # ---- metrics -------------------------------------------------------------------------
 
-    def prometheus(self, prefix: str) -> str:
-        """Prometheus text lines: groups by state, rebalances, committed offsets (rate() gives commits/s)."""
+    def metric_families(self, prefix: str) -> list[Metric]:
+        """Groups by state, rebalances, committed offsets (rate() gives commits/s)."""
         by_state: dict[GroupState, int] = {state: 0 for state in GroupState if state is not GroupState.DEAD}
         for shard in self.active_shards():
             for group in shard.groups.values():
                 by_state[group.state] = by_state.get(group.state, 0) + 1
-        lines = [f"# HELP {prefix}groups Consumer groups this broker coordinates, by state.",
-                 f"# TYPE {prefix}groups gauge"]
-        lines += [f'{prefix}groups{{state="{state.value}"}} {count}' for state, count in by_state.items()]
-        lines += [f"# HELP {prefix}group_rebalances_total Rebalances completed (new generations) here.",
-                  f"# TYPE {prefix}group_rebalances_total counter", f"{prefix}group_rebalances_total {self.rebalances_total}",
-                  f"# HELP {prefix}offset_commits_total Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",
-                  f"# TYPE {prefix}offset_commits_total counter", f"{prefix}offset_commits_total {self.offset_commits_total}",
-                  f"# HELP {prefix}coordinator_partitions Partitions of {GROUP_METADATA_TOPIC_NAME} served here.",
-                  f"# TYPE {prefix}coordinator_partitions gauge",
-                  f"{prefix}coordinator_partitions {len(self.active_shards())}"]
-        return "\n".join(lines) + "\n"
+        p = prefix
+        return [
+            gauge(f"{p}groups", "Consumer groups this broker coordinates, by state.",
+                  [({"state": state.value}, count) for state, count in by_state.items()]),
+            counter(f"{p}group_rebalances_total", "Rebalances completed (new generations) here.",
+                    [({}, self.rebalances_total)]),
+            counter(f"{p}offset_commits_total", f"Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",
+                    [({}, self.offset_commits_total)]),
+            gauge(f"{p}coordinator_partitions", f"Partitions of {GROUP_METADATA_TOPIC_NAME} served here.",
+                  [({}, len(self.active_shards()))]),
+        ]
 
     # ---- loading -------------------------------------------------------------------------
 

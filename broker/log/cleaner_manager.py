@@ -24,6 +24,7 @@ from multiprocessing.pool import Pool
 from typing import Any
 
 from broker.log.cleaner_checkpoint import read_cleaner_offsets, write_cleaner_offsets
+from broker.log.cleaner_worker import Throttle, lower_priority, prepare_in_worker
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import (
     Cleaner,
@@ -32,12 +33,12 @@ from broker.log.log_cleaner import (
     abort,
     snapshot_log,
 )
-from broker.log.cleaner_worker import Throttle, lower_priority, prepare_in_worker
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.topic_partition import TopicPartition
 from common.config_schema import Config
+from common.prometheus import Metric, counter, gauge
 from common.units import MIB
 
 log = logging.getLogger(__name__)
@@ -365,26 +366,18 @@ def kill_at_fail_point_from_env() -> Callable[[str], None] | None:
     return fail
 
 
-def render_cleaner_metrics(stats: CleanerStats, prefix: str) -> list[str]:
-    """Prometheus lines for the cleaner (appended to the broker's /metrics)."""
+def cleaner_families(stats: CleanerStats, prefix: str) -> list[Metric]:
+    """The cleaners' metrics (part of the broker's /metrics)."""
     p = prefix
-    lines: list[str] = []
-
-    def sample(name: str, kind: str, doc: str, values: list[tuple[str, float]]) -> None:
-        lines.extend((f"# HELP {p}{name} {doc}", f"# TYPE {p}{name} {kind}"))
-        lines.extend(f"{p}{name}{labels} {value:g}" for labels, value in values)
-
-    sample("log_cleaner_runs_total", "counter", "Logs cleaned.", [("", stats.runs)])
-    sample("log_cleaner_bytes_cleaned_total", "counter", "Bytes of log read by cleanings.",
-           [("", stats.bytes_cleaned)])
-    sample("log_cleaner_bytes_written_total", "counter", "Bytes of cleaned segments written.",
-           [("", stats.bytes_written)])
-    sample("log_cleaner_max_clean_time_ms", "gauge", "Longest cleaning of one log.",
-           [("", stats.max_clean_time_ms)])
-    sample("log_cleaner_uncleanable_partitions", "gauge",
-           "Partitions whose cleaning failed (skipped until restart).",
-           [("", len(stats.uncleanable))])
-    sample("log_cleaner_dirty_ratio", "gauge", "Dirty share of each compacted log.",
-           [(f'{{topic="{tp.topic}",partition="{tp.partition}"}}', ratio)
-            for tp, ratio in sorted(stats.dirty_ratio.items())])
-    return lines
+    return [
+        counter(f"{p}log_cleaner_runs_total", "Logs cleaned.", [({}, stats.runs)]),
+        counter(f"{p}log_cleaner_bytes_cleaned_total", "Bytes of log read by cleanings.", [({}, stats.bytes_cleaned)]),
+        counter(f"{p}log_cleaner_bytes_written_total", "Bytes of cleaned segments written.",
+                [({}, stats.bytes_written)]),
+        gauge(f"{p}log_cleaner_max_clean_time_ms", "Longest cleaning of one log.", [({}, stats.max_clean_time_ms)]),
+        gauge(f"{p}log_cleaner_uncleanable_partitions", "Partitions whose cleaning failed (skipped until restart).",
+              [({}, len(stats.uncleanable))]),
+        gauge(f"{p}log_cleaner_dirty_ratio", "Dirty share of each compacted log.",
+              [({"topic": tp.topic, "partition": tp.partition}, ratio)
+               for tp, ratio in sorted(stats.dirty_ratio.items())]),
+    ]

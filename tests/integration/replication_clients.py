@@ -12,6 +12,7 @@ import json
 import urllib.request
 from typing import Any, NamedTuple
 
+from common.prometheus import samples
 from tests.integration.cluster_fixtures import HTTP_TIMEOUT_S, http, wait_until
 from tidelog.launcher import LocalCluster
 
@@ -80,9 +81,4 @@ def broker_gauges(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
     """Every unlabelled sample of the broker's GET /metrics, by metric name."""
     with urllib.request.urlopen(cluster.node(broker_id).spec.metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
         text = answer.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
+    return {name: value for name, value in samples(text).items() if "{" not in name}

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from common.prometheus import samples
 from tests.integration.cluster_fixtures import wait_until
 from tests.integration.group_fixtures import produce, split, start_member, stop_members
 from tests.integration.replication_fixtures import replicated_cluster
@@ -104,11 +105,10 @@ def test_broker_metrics_count_groups_rebalances_and_commits(cluster: LocalCluste
     for broker in cluster.brokers:
         status, body = http(broker.spec.metrics_url)
         assert status == 200
-        for line in body.decode().splitlines():
-            if line.startswith(("tidelog_broker_group_rebalances_total", "tidelog_broker_offset_commits_total",
+        for name, value in samples(body.decode()).items():
+            if name.startswith(("tidelog_broker_group_rebalances_total", "tidelog_broker_offset_commits_total",
                                 "tidelog_broker_groups{")):
-                name, value = line.rsplit(" ", 1)
-                totals[name] = totals.get(name, 0) + float(value)
+                totals[name] = totals.get(name, 0) + value
     assert totals["tidelog_broker_group_rebalances_total"] > 0
     assert totals["tidelog_broker_offset_commits_total"] > 0
     assert 'tidelog_broker_groups{state="Empty"}' in totals

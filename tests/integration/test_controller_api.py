@@ -22,6 +22,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from common.prometheus import samples
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from tidelog.launcher import LocalCluster, free_ports
 from tidelog.node_process import NodeProcess
@@ -389,10 +390,12 @@ def fence_one(active: Controller, double: BrokerDouble, capsys: pytest.CaptureFi
     assert brokers_in(active.api, "UNFENCED") == {4, 5}
     # Heartbeat ages are soft state of the active controller; if it re-began its epoch
     # (an append of unknown outcome), sessions restart, so give the gauges a moment.
-    wanted = ("tidelog_controller_active_controller_count 1", "tidelog_controller_fenced_broker_count 1",
-              'tidelog_controller_broker_heartbeat_age_seconds{broker_id="4"}')
-    wait_until("controller metrics for the live brokers",
-               lambda: all(w in http(active.api, "GET", "/metrics")[1] for w in wanted))
+    def metrics_shown() -> bool:
+        got = samples(http(active.api, "GET", "/metrics")[1])
+        return (got.get("tidelog_controller_active_controller_count") == 1
+                and got.get("tidelog_controller_fenced_broker_count") == 1
+                and 'tidelog_controller_broker_heartbeat_age_seconds{broker_id="4"}' in got)
+    wait_until("controller metrics for the live brokers", metrics_shown)
 
 
 def kill_active(controllers: list[Controller], active: Controller, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from common.config import parse_config
 from common.config_schema import ConfigError
+from common.prometheus import samples
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
 from metadata.records import BeginEpoch, NoOp, encode_records
@@ -356,7 +357,8 @@ async def test_reads_on_a_follower(server: str) -> None:
             cluster = await response.json()
         assert (cluster["active_controller"], cluster["is_active"], cluster["cluster_id"]) == (None, False, "unit")
         async with session.get(server + "/metrics") as response:
-            assert "tidelog_controller_active_controller_count 0" in await response.text()
+            assert samples(await response.text())["tidelog_controller_active_controller_count"] == 0
+            assert response.content_type == "text/plain"
 
 
 RPC_HTTP_BAD = [  # (rpc, body, status, error_code)

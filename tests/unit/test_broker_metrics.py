@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from broker.broker_metrics import METRICS_PREFIX, render_metrics
+from broker.broker_metrics import METRICS_PREFIX, broker_families
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
+from common.prometheus import exposition, samples
 from common.protocol.api_keys import ApiKey
 
 GAUGES = {"partitions_led": 2, "partitions_hosted": 3, "under_replicated": 1, "under_min_isr": 0,
           "at_min_isr": 1, "offline": 0}
-
-
-def samples(text: str) -> dict[str, float]:
-    """Every sample line as {name with labels: value}; comments checked apart."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def test_counters_histogram_and_gauges() -> None:
@@ -26,7 +17,7 @@ def test_counters_histogram_and_gauges() -> None:
     metrics.observe(ApiKey.FETCH, 3)
     metrics.observe(ApiKey.FETCH, 20_000)  # past the last bucket: +Inf only
     metrics.observe(999, 1)  # a key ApiKey does not name is shown by number
-    text = render_metrics(metrics, GAUGES)
+    text = exposition(broker_families(metrics, GAUGES))
     p = METRICS_PREFIX
     got = samples(text)
     assert got[f"{p}bytes_in_total"] == 100 and got[f"{p}bytes_out_total"] == 2048
@@ -44,10 +35,17 @@ def test_counters_histogram_and_gauges() -> None:
     assert text.endswith("\n")
 
 
+def test_large_counters_keep_every_digit() -> None:
+    metrics = ServerMetrics(bytes_in=1_234_567_891_234, bytes_out=9_007_199_254_740_000)
+    got = samples(exposition(broker_families(metrics, GAUGES)))
+    assert got[f"{METRICS_PREFIX}bytes_in_total"] == 1_234_567_891_234
+    assert got[f"{METRICS_PREFIX}bytes_out_total"] == 9_007_199_254_740_000
+
+
 def test_every_metric_has_help_and_type() -> None:
     metrics = ServerMetrics()
     metrics.observe(ApiKey.METADATA, 1)  # requests_total has no sample before the first request
-    text = render_metrics(metrics, GAUGES)
+    text = exposition(broker_families(metrics, GAUGES))
     helped = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")}
     typed = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
     names = {name.split("{")[0].removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")

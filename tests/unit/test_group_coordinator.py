@@ -15,6 +15,7 @@ from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode as E
+from common.prometheus import exposition, samples
 from common.protocol import group_admin as ga
 from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
@@ -262,7 +263,7 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
         assert (await asyncio.wait_for(waiting, 1)).error_code == E.NOT_COORDINATOR
         assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, 1, a.member_id), 3, ClientInfo("c", "/127.0.0.1"))
                 ).error_code == E.NOT_COORDINATOR
-        assert 'x_groups{state="Stable"} 0' in coord.prometheus("x_")
+        assert samples(exposition(coord.metric_families("x_")))['x_groups{state="Stable"}'] == 0
     finally:
         await coord.close()
 
