@@ -6,23 +6,23 @@ so `fetch_columns` can turn them into Arrow columns in bulk. It speaks PLAINTEXT
 (`supports`); any other security setting keeps the task on confluent-kafka.
 
 Fixed API versions every Kafka since 2.1 (and tidelog) answers: Metadata v8, Fetch v11,
-ListOffsets v5 — all non-flexible, so responses have no header tags to skip. One socket,
-one request in flight, every wait bounded by a socket timeout. A broker that cannot be
-reached or answers garbage raises `BrokerUnavailable`; the caller finds the leader again.
+ListOffsets v5 — all non-flexible, so responses have no header tags to skip. One socket
+(`common.broker_connection`), one request in flight, every wait bounded by a socket timeout.
+A broker that cannot be reached or answers garbage raises `BrokerUnavailable`; the caller
+finds the leader again.
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Final, TypeVar
 
+from common.broker_connection import BrokerConnection, BrokerUnavailable
 from common.errors import ErrorCode
 from common.protocol import fetch, list_offsets, metadata
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming
-from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.primitives import Chunk
 from common.units import MIB, SECONDS
 
 METADATA_VERSION: Final = 8
@@ -31,16 +31,11 @@ LIST_OFFSETS_VERSION: Final = 5
 CONNECT_TIMEOUT: Final = 10 * SECONDS
 REQUEST_TIMEOUT: Final = 30 * SECONDS  # beyond a Fetch's own max wait
 MAX_RESPONSE_BYTES: Final = 256 * MIB
-RECV_BYTES: Final = 4 * MIB
 EARLIEST: Final = list_offsets.EARLIEST_TIMESTAMP
 LATEST: Final = list_offsets.LATEST_TIMESTAMP
 
 
 T = TypeVar("T")
-
-
-class BrokerUnavailable(ConnectionError):
-    """No answer, or an unusable one: look the leader up again and retry."""
 
 
 def supports(kafka: Mapping[str, str]) -> bool:
@@ -69,8 +64,8 @@ class PartitionClient:
         if not bootstrap:
             raise ValueError("kafka.bootstrap.servers names no server")
         self.bootstrap, self.topic, self.partition = bootstrap, topic, partition
-        self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
-        self._sock: socket.socket | None = None
+        self._client_id = client_id
+        self._connection: BrokerConnection | None = None
         self.leader: tuple[str, int] | None = None
 
     def __enter__(self) -> PartitionClient:
@@ -81,9 +76,9 @@ class PartitionClient:
         self.close()
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
     def find_leader(self) -> None:
         """Ask the bootstrap servers (then the last leader) who leads the partition."""
@@ -92,10 +87,10 @@ class PartitionClient:
         failures = []
         for address in dict.fromkeys([*self.bootstrap, *([self.leader] if self.leader else [])]):  # each once
             try:
-                self._connect(address)
+                connection = self._connect(address)
                 raw = self._request(ApiKey.METADATA, METADATA_VERSION, body, REQUEST_TIMEOUT)
-                answer = metadata.decode_metadata_response(raw, METADATA_VERSION)
-            except (BrokerUnavailable, ProtocolError) as exc:
+                answer = connection.decode(metadata.decode_metadata_response, raw, METADATA_VERSION)
+            except BrokerUnavailable as exc:
                 failures.append(f"{address[0]}:{address[1]}: {exc}")
                 continue
             finally:
@@ -148,44 +143,29 @@ class PartitionClient:
         if self.leader is None:
             self.find_leader()
         assert self.leader is not None
-        if self._sock is None:
+        if self._connection is None:
             self._connect(self.leader)
         return self._request(api_key, version, body, timeout)
 
-    def _connect(self, address: tuple[str, int]) -> None:
-        try:
-            self._sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT)
-        except OSError as exc:
-            raise BrokerUnavailable(f"cannot connect to {address[0]}:{address[1]}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def _connect(self, address: tuple[str, int]) -> BrokerConnection:
+        self._connection = BrokerConnection(address, self._client_id, connect_timeout=CONNECT_TIMEOUT,
+                                            max_response_bytes=MAX_RESPONSE_BYTES)
+        return self._connection
 
     def _request(self, api_key: ApiKey, version: int, body: list[Chunk], timeout: float) -> memoryview:
-        assert self._sock is not None
+        assert self._connection is not None
         try:
-            self._sock.settimeout(timeout)
-            self._sock.sendall(self._framing.request(int(api_key), version, body))
-            size = self._framing.body_size(self._read(ClientFraming.HEAD_BYTES))
-            return memoryview(self._read(size))
-        except (OSError, ProtocolError) as exc:  # timeouts included
-            self.close()
-            raise BrokerUnavailable(f"{api_key.name} to {self.topic}-{self.partition}'s leader failed: "
-                                    f"{exc!r}") from None
-
-    def _read(self, size: int) -> bytearray:
-        buf = bytearray(size)
-        view = memoryview(buf)
-        got = 0
-        assert self._sock is not None
-        while got < size:  # bounded: each recv waits at most the socket timeout and returns >= 1 byte
-            n = self._sock.recv_into(view[got:], min(size - got, RECV_BYTES))
-            if not n:
-                raise ConnectionResetError("the broker closed the connection")
-            got += n
-        return buf
+            raw = self._connection.request(api_key, version, body, timeout=timeout)
+        except BrokerUnavailable as exc:
+            self._connection = None  # closed by the failure
+            raise BrokerUnavailable(f"{self.topic}-{self.partition}: {exc}") from None
+        assert raw is not None
+        return raw
 
     def _decode(self, decode: Callable[[memoryview, int], T], raw: memoryview, version: int) -> T:
+        assert self._connection is not None
         try:
-            return decode(raw, version)
-        except ProtocolError as exc:
-            self.close()
-            raise BrokerUnavailable(f"a malformed response about {self.topic}-{self.partition}: {exc}") from None
+            return self._connection.decode(decode, raw, version)
+        except BrokerUnavailable as exc:
+            self._connection = None
+            raise BrokerUnavailable(f"{self.topic}-{self.partition}: {exc}") from None

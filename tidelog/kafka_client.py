@@ -6,7 +6,7 @@
         client.list_offsets(leader, "demo", {0: EARLIEST_TIMESTAMP})
         client.fetch(leader, "demo", {0: 0}, max_wait_ms=500)
 
-One blocking socket per broker, one request in flight on it, fixed API versions that both
+One blocking `common.broker_connection` per broker, one request in flight on it, fixed API versions that both
 tidelog and Kafka 2.1+ answer (Metadata v8, Produce v8, ListOffsets v5, Fetch v11, all
 classic). Every read is bounded by a timeout and every response by a size limit; a broker
 that fails (refused, reset, timed out, malformed answer) is dropped and `BrokerUnavailable`
@@ -16,17 +16,17 @@ caller's job (`RETRIABLE`); the codes and the requests are Kafka's.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from common.broker_connection import BrokerConnection, BrokerUnavailable, shown
 from common.errors import ErrorCode
 from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming, strip_response_header
-from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.frame import strip_response_header
+from common.protocol.primitives import Chunk
 from common.units import MIB, SECONDS
 
 CONNECT_TIMEOUT: Final = 5 * SECONDS
@@ -40,6 +40,8 @@ CONSUMER: Final = fetch.CONSUMER_REPLICA_ID
 NO_LEADER: Final = -1
 EARLIEST_TIMESTAMP: Final = list_offsets.EARLIEST_TIMESTAMP
 LATEST_TIMESTAMP: Final = list_offsets.LATEST_TIMESTAMP
+
+T = TypeVar("T")
 
 # Kafka's retriable errors a client meets when leadership moves or a topic is being created:
 # refresh metadata and send again (Kafka's RetriableException subclasses).
@@ -57,10 +59,6 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"ERROR_CODE_{code}"
-
-
-class BrokerUnavailable(ConnectionError):
-    """A broker could not be reached or answered something unusable; refresh metadata and retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,46 +98,6 @@ def cluster_info(response: metadata.MetadataResponse) -> ClusterInfo:
     return ClusterInfo(brokers, topics)
 
 
-class BrokerConnection:
-    """One blocking socket to one broker; one request at a time."""
-
-    def __init__(self, address: tuple[str, int], client_id: str, timeout: float) -> None:
-        self.address, self._timeout = address, timeout
-        self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
-        try:
-            self._sock = socket.create_connection(address, timeout=min(CONNECT_TIMEOUT, timeout))
-        except OSError as exc:
-            raise BrokerUnavailable(f"cannot connect to {_shown(address)}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def request(self, api_key: ApiKey, version: int, body: list[Chunk], *, timeout: float,
-                expect_response: bool = True) -> memoryview | None:
-        """Send one request; its response body (after the correlation id), or None when none is expected."""
-        request = self._framing.request(int(api_key), version, body)
-        try:
-            self._sock.settimeout(timeout)
-            self._sock.sendall(request)
-            if not expect_response:
-                return None
-            return memoryview(self._read(self._framing.body_size(self._read(ClientFraming.HEAD_BYTES))))
-        except OSError as exc:  # timeouts included
-            raise BrokerUnavailable(f"{api_key.name} to {_shown(self.address)} failed: {exc!r}") from None
-        except ProtocolError as exc:
-            raise BrokerUnavailable(f"{_shown(self.address)} answered {api_key.name} wrongly: {exc}") from None
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:  # bounded: each recv is bounded by the socket timeout and returns >= 1 byte
-            chunk = self._sock.recv(min(n - len(buf), 1 * MIB))
-            if not chunk:
-                raise ConnectionResetError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-
 class KafkaClient:
     """Connections to the bootstrap servers and every broker metadata names, opened on demand."""
 
@@ -169,7 +127,9 @@ class KafkaClient:
         connection = self._connections.get(address)
         try:
             if connection is None:
-                connection = self._connections[address] = BrokerConnection(address, self._client_id, timeout)
+                connection = self._connections[address] = BrokerConnection(
+                    address, self._client_id, connect_timeout=min(CONNECT_TIMEOUT, timeout),
+                    max_response_bytes=MAX_RESPONSE_BYTES)
             return connection.request(api_key, version, body, timeout=timeout, expect_response=expect_response)
         except BrokerUnavailable:
             self._drop(address)
@@ -186,12 +146,16 @@ class KafkaClient:
         except KeyError:
             raise BrokerUnavailable(f"broker {broker_id} is not in the last metadata") from None
 
-    def _decode(self, address: tuple[str, int], decode: Any, raw: memoryview, version: int) -> Any:
+    def _decode(self, address: tuple[str, int], decode: Callable[[memoryview, int], T], raw: memoryview,
+                version: int) -> T:
+        connection = self._connections.get(address)
+        if connection is None:  # dropped by a failure in between: nothing to decode against
+            raise BrokerUnavailable(f"the connection to {shown(address)} is closed")
         try:
-            return decode(raw, version)
-        except ProtocolError as exc:
+            return connection.decode(decode, raw, version)
+        except BrokerUnavailable:
             self._drop(address)
-            raise BrokerUnavailable(f"{_shown(address)} answered a malformed response: {exc}") from None
+            raise
 
     # -- the APIs ---------------------------------------------------------------------------
 
@@ -262,6 +226,3 @@ class KafkaClient:
         return self._decode(address, lambda body, v: decode(strip_response_header(api_key, v, body), v), raw,
                             version)
 
-
-def _shown(address: tuple[str, int]) -> str:
-    return f"{address[0]}:{address[1]}"
