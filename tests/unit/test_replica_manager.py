@@ -277,7 +277,9 @@ async def test_acks_all_over_many_partitions_waits_one_timeout_in_all(wide):
     codes = await wide.wait_for_replication(required, 0.25)
     elapsed = loop.time() - started
     assert codes == {tp: 7 for tp in WIDE_TPS}  # REQUEST_TIMED_OUT, each partition
-    assert 0.25 <= elapsed < 1.0, elapsed  # < 4 x the timeout: never one timeout per partition
+    # Waiting partition after partition takes at least 8 x 0.25 = 2 s; anything under 7 timeouts
+    # is one deadline (the slack is for a loaded machine's late timers, not for the rule).
+    assert 0.25 <= elapsed < 7 * 0.25, elapsed
     assert all(wide.produce_purgatory.watched(tp) == 0 for tp in WIDE_TPS)
 
 
