@@ -85,8 +85,8 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("log.index.size.max.bytes", _INT, 10 * MIB,
               "Largest size of an offset or time index file.", at_least(4)),
     ConfigKey("log.cleanup.policy", _LIST, "delete",
-              "What happens to old segments: delete and/or compact.",
-              all_of(non_empty, one_of("delete", "compact"))),
+              "What happens to old segments: delete and/or compact (empty: kept forever).",
+              one_of("delete", "compact")),
     # --- Log compaction (Kafka's log.cleaner.* keys and defaults)
     ConfigKey("log.cleaner.enable", _BOOLEAN, True,
               "Run the log cleaner, which compacts topics with cleanup.policy=compact."),

@@ -27,11 +27,9 @@ from common.config_schema import (
     ConfigType,
     Validator,
     Value,
-    all_of,
     at_least,
     between,
     matches,
-    non_empty,
     one_of,
 )
 from common.log_config import (  # re-exported: LogConfig is a topic's log settings
@@ -124,8 +122,10 @@ TOPIC_CONFIGS: Final[tuple[TopicConfigDef, ...]] = (
     _topic("message.timestamp.type", _STRING, "CreateTime or LogAppendTime",
            one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",),
            "message_timestamp_type"),
-    _topic(CLEANUP_POLICY, _LIST, "delete and/or compact",
-           all_of(non_empty, one_of("delete", "compact")), ("log.cleanup.policy",), "cleanup_policy"),
+    # Kafka checks each element only: an empty list is valid and keeps every record (KAFKA-19112
+    # documents it as infinite retention), which clients set with an incremental SUBTRACT.
+    _topic(CLEANUP_POLICY, _LIST, "delete and/or compact (empty: keep everything)",
+           one_of("delete", "compact"), ("log.cleanup.policy",), "cleanup_policy"),
     _topic("min.cleanable.dirty.ratio", _DOUBLE, "dirty share of a log before the cleaner compacts it",
            between(0.0, 1.0), ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio"),
     _topic("min.compaction.lag.ms", _LONG, "records younger than this are not compacted",

@@ -81,6 +81,10 @@ def test_incremental_alter_configs_with_confluent_kafka(cluster: Cluster, topic:
     incremental(cluster, topic, ("retention.ms", None, op.DELETE), ("cleanup.policy", "delete", op.SUBTRACT))
     everywhere(cluster, topic, {"retention.ms": "604800000", "cleanup.policy": "compact"})
     assert described(cluster, cluster.broker_ids[0], topic)["retention.ms"][1] != 1
+    # Subtracting the last policy leaves an empty list: valid in Kafka (each element is checked),
+    # and the log keeps every record (neither deleted by retention nor compacted).
+    incremental(cluster, topic, ("cleanup.policy", "compact", op.SUBTRACT))
+    everywhere(cluster, topic, {"cleanup.policy": ""})
 
 
 def test_validate_only_changes_nothing(cluster: Cluster, topic: str) -> None:

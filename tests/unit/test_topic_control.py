@@ -127,6 +127,8 @@ CONFIG_VALUES = [
     ("flush.messages", "1", "1"),
     ("flush.ms", "1000", "1000"),
     ("cleanup.policy", "delete", "delete"),
+    ("cleanup.policy", "", ""),  # Kafka checks elements only: keep every record
+    ("cleanup.policy", "compact, delete", "compact,delete"),
 ]
 
 
@@ -144,7 +146,6 @@ BAD_CONFIGS = [
     ("segment.bytes", "13", "at least 14"),
     ("segment.bytes", "2147483648", "32-bit integer"),
     ("cleanup.policy", "compacted", "must be one of 'delete', 'compact'"),
-    ("cleanup.policy", "", "must not be empty"),
     ("min.cleanable.dirty.ratio", "1.5", "between 0.0 and 1.0"),
     ("delete.retention.ms", "-1", "at least 0"),
     ("message.timestamp.type", "Now", "must be one of"),
