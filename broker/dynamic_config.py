@@ -84,8 +84,7 @@ class DynamicBrokerConfig:
     def update(self, image: MetadataImage) -> bool:
         """Apply the image's dynamic broker configs; True (and listeners called) when the
         effective config changed."""
-        layers = DynamicLayers.of(image.config(ConfigResourceType.BROKER, CLUSTER_DEFAULT),
-                                  image.config(ConfigResourceType.BROKER, str(self.broker_id)))
+        layers = image_layers(image, self.broker_id)
         if layers == self.layers:
             return False
         self.layers = layers
@@ -111,6 +110,12 @@ class DynamicBrokerConfig:
             except Exception:  # one component's bug must not stop the others' update
                 log.exception("Broker %d: a dynamic config listener failed", self.broker_id)
         return True
+
+
+def image_layers(image: MetadataImage, broker_id: int) -> DynamicLayers:
+    """The dynamic broker configs an image holds for `broker_id`: the cluster default, then its own."""
+    return DynamicLayers.of(image.config(ConfigResourceType.BROKER, CLUSTER_DEFAULT),
+                            image.config(ConfigResourceType.BROKER, str(broker_id)))
 
 
 def reconfigure_on_change(dynamic: DynamicBrokerConfig, replicas: ReplicaManager,

@@ -92,14 +92,29 @@ class HostedTopicConfigs:
         for tp, partition in self._partitions.items():
             if tp.topic == topic:
                 partition.min_insync_replicas = min_isr
-        log_overrides = {k: v for k, v in overrides.items() if k in _LOG_KEYS}
-        try:
-            config = with_topic_overrides(self.log_manager.default_config, log_overrides)
-        except ConfigError as e:
-            log.error("Ignoring invalid configs of topic %s (using the broker defaults): %s",
-                      topic, "; ".join(e.problems))
-            config = self.log_manager.default_config
-        self.log_manager.update_topic_config(topic, config)
+        self.log_manager.update_topic_config(topic, topic_log_config(topic, self.log_manager.default_config,
+                                                                     overrides))
+
+
+def topic_log_config(topic: str, default: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """A topic's LogConfig: its log overrides over the broker's defaults (the defaults alone,
+    said in the log, when the overrides are unusable)."""
+    log_overrides = {k: v for k, v in overrides.items() if k in _LOG_KEYS}
+    try:
+        return with_topic_overrides(default, log_overrides)
+    except ConfigError as e:
+        log.error("Ignoring invalid configs of topic %s (using the broker defaults): %s",
+                  topic, "; ".join(e.problems))
+        return default
+
+
+def checkpointed_topic_configs(image: MetadataImage, default: LogConfig) -> dict[str, LogConfig]:
+    """Every topic's LogConfig as the broker's checkpointed image says, for loading its logs
+    before the metadata log has caught up: recovery must know which logs are compacted (the
+    cleaner's offset gaps are legal there), and retention must not treat a compacted log as
+    a deleting one."""
+    return {topic.name: topic_log_config(topic.name, default, image.config(ConfigResourceType.TOPIC, topic.name))
+            for topic in image.topics.by_id.values()}
 
 
 def _int_or(value: str | None, default: int) -> int:

@@ -246,6 +246,9 @@ class MetadataFollower:
                 self._checkpoint()
                 continue
             if changes is None:
+                # A checkpoint the interval held back is written once due, not only at the next
+                # change: the logs load with the checkpointed topic configs after a crash.
+                self._checkpoint()
                 await asyncio.sleep(EMPTY_FETCH_PAUSE)
                 continue
             if reply.get("snapshot") is not None:

@@ -34,8 +34,9 @@ from typing import Any, Final
 
 from broker.broker_metrics import METRICS_PREFIX, broker_families, start_metrics
 from broker.broker_settings import BrokerSettings
-from broker.dynamic_config import DynamicBrokerConfig, reconfigure_on_change
+from broker.dynamic_config import DynamicBrokerConfig, image_layers, reconfigure_on_change
 from broker.follower_settings import FollowerSettings
+from broker.hosted_topic_configs import checkpointed_topic_configs
 from broker.log.cleaner_manager import (
     CleanerConfig,
     LogCleanerManager,
@@ -43,6 +44,7 @@ from broker.log.cleaner_manager import (
     kill_at_fail_point_from_env,
 )
 from broker.log.log_manager import LogManager
+from broker.metadata_checkpoint import load_checkpoint
 from broker.metadata_follower_loop import MetadataFollower
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
@@ -51,12 +53,13 @@ from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
+from common.dynamic_config import effective_config
 from common.errors import KafkaStorageError
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
-from common.topic_config import from_broker_config
+from common.topic_config import LogConfig, from_broker_config
 from common.units import SECONDS
 from metadata.codec import Listener
 
@@ -135,6 +138,16 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
             logger.exception("ISR expiration check failed")
 
 
+def _checkpointed_log_configs(settings: BrokerSettings, config: Config) -> dict[str, LogConfig]:
+    """The topic configs the logs load with: the checkpointed image's (its dynamic broker
+    defaults and topic overrides), as Kafka loads logs only once its metadata is known. With
+    the static defaults alone, a compacted log would be recovered as a deleting one, and
+    the cleaner's offset gaps in its unflushed tail taken for damage."""
+    checkpointed = load_checkpoint(settings.log_dirs[0])
+    effective, _ = effective_config(config, image_layers(checkpointed, settings.node_id))  # problems: said once caught up
+    return checkpointed_topic_configs(checkpointed, from_broker_config(effective))
+
+
 async def run_broker(settings: BrokerSettings, config: Config) -> int:
     """Run the broker until SIGTERM/SIGINT or a fatal follower error; the exit status."""
     from broker.controller_client import ControllerClient
@@ -146,7 +159,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
     dynamic = DynamicBrokerConfig(broker_id, config)  # the effective config: server.properties + dynamic ones
-    log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms())
+    log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
+                             topic_configs=_checkpointed_log_configs(settings, config))
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
                                  fail_point=kill_at_fail_point_from_env())

@@ -24,7 +24,7 @@ from multiprocessing.pool import Pool
 from typing import Any
 
 from broker.log.cleaner_checkpoint import read_cleaner_offsets, write_cleaner_offsets
-from broker.log.cleaner_worker import Throttle, lower_priority, prepare_in_worker
+from broker.log.cleaner_worker import Throttle, init_cleaner_process, prepare_in_worker
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import (
     Cleaner,
@@ -176,7 +176,7 @@ class LogCleanerManager:
         if self._pool is None:
             # spawn, not fork: the broker has threads and an event loop
             self._pool = multiprocessing.get_context("spawn").Pool(
-                max(1, self.config.threads), initializer=lower_priority)
+                max(1, self.config.threads), initializer=init_cleaner_process)
         return self._pool
 
     async def _prepare_in_pool(self, cleaner: Cleaner, ltc: LogToClean,

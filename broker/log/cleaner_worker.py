@@ -1,11 +1,12 @@
 """A cleaner running in a worker process, and its I/O budget: `Throttle`
 (`log.cleaner.io.max.bytes.per.second`, clock injected) and the worker's entry points
-(`lower_priority`, `prepare_in_worker`) that `cleaner_manager` hands its process pool.
+(`init_cleaner_process`, `prepare_in_worker`) that `cleaner_manager` hands its process pool.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 
 from broker.log.cleaner_snapshot import LogSnapshot
@@ -40,9 +41,20 @@ _worker_cleaner: Cleaner | None = None  # one per worker process, its map reused
 CLEANER_NICENESS = 10
 
 
-def lower_priority() -> None:
-    """A cleaner process's initializer: run at CLEANER_NICENESS."""
+def init_cleaner_process() -> None:
+    """A cleaner process's initializer: run at CLEANER_NICENESS, and leave the stopping to
+    the broker. The broker's process group gets its SIGTERM (`tidelog down`, NodeProcess)
+    and an idle pool worker waits for work holding the pool's task-queue lock; killed
+    there, it never releases it and the broker's Pool.terminate() waits for it forever.
+    So SIGTERM unwinds the worker (SystemExit: the lock is released on the way out), and
+    SIGINT, the broker's own to handle, is ignored."""
     os.nice(CLEANER_NICENESS)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def prepare_in_worker(snap: LogSnapshot, *, first_dirty: int, first_uncleanable: int,

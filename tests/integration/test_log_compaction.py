@@ -234,3 +234,59 @@ def test_cleanup_policy_change_on_a_live_topic(tmp_path: Path) -> None:
         wait_until("the broker compacts the topic", lambda: broker_gauges(cluster, broker)[runs] >= 1, 60.0)
         read = consume_all(bootstrap)
         assert {key: value for _, key, value in read} == expected and len(read) < 20_000
+
+
+def test_a_cleaned_log_survives_kill_9_and_sigterm(tmp_path: Path) -> None:
+    """The only replica of a compacted log is cleaned, then (1) SIGKILLed, its cleaned segments
+    above the recovery point (checkpointed once a minute): restarted, it still holds every
+    record the consumer read before, gaps included, since the logs load with the topic's
+    checkpointed config; (2) cleaned again and SIGTERMed: it stops cleanly (its cleaner
+    processes, sharing the process group's SIGTERM, do not hold the broker up)."""
+    from confluent_kafka import Producer
+
+    with replicated_cluster(tmp_path, {"log.cleaner.backoff.ms": "200"}) as (cluster, _):
+        create_topic(cluster, TOPIC, partitions=1, replication_factor=1,
+                     configs={**CONFIGS, "segment.bytes": str(16 * 1024), "min.insync.replicas": "1"})
+        broker = partition_state(cluster, TOPIC, 0)["leader"]
+        bootstrap = cluster.node(broker).spec.bootstrap_address
+        runs = "tidelog_broker_log_cleaner_runs_total"
+        expected: dict[bytes, bytes] = {}
+
+        def produce_and_clean(start: int) -> list[tuple[int, bytes, bytes]]:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                 "batch.size": 4000})
+            before = broker_gauges(cluster, broker)[runs]
+            for i in range(start, start + 10_000):
+                key, value = b"key-%d" % (i % 50), b"value-%d" % i
+                expected[key] = value
+                while True:  # bounded: flushing the local queue makes room
+                    try:
+                        producer.produce(TOPIC, key=key, value=value)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+            assert producer.flush(30) == 0
+            wait_until("the broker cleans the log", lambda: broker_gauges(cluster, broker)[runs] > before, 60.0)
+            read = consume_all(bootstrap)
+            assert {key: value for _, key, value in read} == expected and len(read) < start + 10_000
+            return read
+
+        def restart() -> None:
+            index = cluster.nodes.index(cluster.node(broker))
+            cluster.nodes[index] = NodeProcess.spawn(cluster.node(broker).spec)
+            cluster.write_cluster_file()
+            wait_until("the restarted broker leads the partition again",
+                       lambda: partition_state(cluster, TOPIC, 0)["leader"] == broker, 60.0)
+
+        read = produce_and_clean(0)
+        assert cluster.node(broker).kill().outcome == "killed"
+        restart()
+        assert consume_all(bootstrap) == read
+        log_text = cluster.node(broker).spec.log_path.read_text(errors="replace")
+        assert "Truncated" not in log_text.split("tidelog launcher: starting")[-1]
+
+        read = produce_and_clean(10_000)
+        report = cluster.node(broker).stop(30.0)
+        assert (report.outcome, report.exit_status) == ("stopped", 0), report.describe()
+        restart()
+        assert consume_all(bootstrap) == read
