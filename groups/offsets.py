@@ -8,7 +8,7 @@ admin tool) is accepted for an empty or unknown group, as Kafka does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, replace
 
 from common.errors import ErrorCode
@@ -200,3 +200,21 @@ def expire_offsets(group: ClassicGroup, offsets: GroupOffsets | None, now_ms: in
                        reason=f"{len(expired)} offset(s) expired: group removed")
     return Outcome(group, tuple(records),
                    reason=f"{len(expired)} offset(s) expired" if expired else "")
+
+
+def delete_topic_offsets(group: ClassicGroup, offsets: GroupOffsets | None, deleted_topics: Set[str],
+                         now_ms: int) -> Outcome:
+    """The committed offsets of deleted topics go with them (Kafka's onPartitionsDeleted: a
+    consumer of a topic recreated under the same name starts from its reset policy, not at a
+    stale position); an Empty group left without offsets is removed as well, as Kafka's
+    cleanupGroupMetadata does."""
+    offsets = offsets or {}
+    gone = [key for key in sorted(offsets) if key[0] in deleted_topics]
+    if not gone:
+        return Outcome(group)
+    records = [CoordinatorRecord(OffsetCommitKey(group.group_id, t, p), None) for t, p in gone]
+    reason = f"{len(gone)} offset(s) of deleted topic(s) {', '.join(sorted({t for t, _ in gone}))} removed"
+    if len(gone) == len(offsets) and group.state is GroupState.EMPTY and group.generation_id >= 0:
+        records.append(CoordinatorRecord(GroupMetadataKey(group.group_id), None))
+        return Outcome(group.transition(GroupState.DEAD, now_ms), tuple(records), reason=f"{reason}: group removed")
+    return Outcome(group, tuple(records), reason=reason)

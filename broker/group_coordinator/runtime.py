@@ -35,7 +35,7 @@ from groups.group import ClassicGroup, GroupConfig
 from groups.image import GroupsImage, replay_offsets
 from groups.join import sync_failed
 from groups.membership import expire, next_deadline
-from groups.offsets import expire_offsets
+from groups.offsets import delete_topic_offsets, expire_offsets
 from groups.outcome import Outcome
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.records import (
@@ -118,6 +118,8 @@ class GroupCoordinator:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_retention_check = now_ms()
+        self._seen_topics: object | None = None  # the topics image of the last deleted-topics pass
+        self._seen_topic_ids: dict[str, str] = {}
         self.rebalances_total = 0  # completed join phases (a new generation)
         self.offset_commits_total = 0  # committed partition offsets
 
@@ -317,6 +319,7 @@ class GroupCoordinator:
         if self.shards.get(shard.partition) is not shard:
             return
         shard.activate(image)
+        self._seen_topics = None  # its offsets of topics deleted meanwhile go at the next pass
         log.info("Loaded %d group(s) and offsets of %d group(s) from %s (leader epoch %d, %d records) in %d ms",
                  len(image.groups), len(image.offsets), tp, shard.leader_epoch, count,
                  self.now_ms() - started)
@@ -328,6 +331,7 @@ class GroupCoordinator:
             await asyncio.sleep(TICK)
             try:
                 self._scan_leadership()
+                self._forget_deleted_topics()
                 self._expire(self.now_ms())
             except Exception:  # noqa: BLE001 - a bug in one pass must not stop every later one
                 log.exception("Group coordinator timer pass failed")
@@ -361,6 +365,22 @@ class GroupCoordinator:
                     outcome = expire_offsets(group, shard.offsets.get(group_id), now, self.config)
                     if outcome.records:
                         self._spawn(self.run(shard, group_id, outcome))
+
+    def _forget_deleted_topics(self) -> None:
+        """Remove the offsets of topics deleted since the last pass: a name gone, or now another
+        topic's (deleted and recreated in between). A shard loaded since rescans its offsets."""
+        topics = self._image().topics
+        if topics is self._seen_topics:
+            return
+        ids = {name: topic.topic_id for name, topic in topics.by_name.items()}
+        deleted = {name for name, topic_id in self._seen_topic_ids.items() if ids.get(name) != topic_id}
+        self._seen_topics, self._seen_topic_ids = topics, ids
+        for shard in self.active_shards():
+            for group_id, offsets in list(shard.offsets.items()):
+                stale = {t for t, _ in offsets if t in deleted or t not in ids}
+                if stale:
+                    group = shard.groups.get(group_id) or ClassicGroup(group_id)
+                    self._spawn(self.run(shard, group_id, delete_topic_offsets(group, offsets, stale, self.now_ms())))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

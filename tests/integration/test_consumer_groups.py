@@ -288,3 +288,42 @@ def test_a_member_that_never_syncs_is_removed_and_the_real_consumer_takes_everyt
         assert len(members) == 1 and members[0].member_id != joined.member_id
     finally:
         stop_members([real])
+
+
+def test_a_deleted_topics_offsets_go_with_it(cluster: LocalCluster) -> None:
+    """Committed offsets of a deleted topic are removed (Kafka's onPartitionsDeleted): the group's
+    consumer of a topic recreated under the same name starts at its reset policy, not at the
+    old topic's positions."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    topic, group = new_topic(cluster, "recreated"), "recreated-group"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        positions = [TopicPartition(topic, p, 2) for p in range(PARTITIONS)]
+        consumer.commit(offsets=positions, asynchronous=False)
+
+        def committed() -> list[int]:
+            return [tp.offset for tp in consumer.committed(
+                [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)]
+        assert committed() == [2] * PARTITIONS
+        admin.delete_topics([topic])[topic].result(timeout=30)
+        wait_until("the deleted topic's offsets removed", lambda: committed() == [-1001] * PARTITIONS, 30.0)
+        wait_until("the topic gone from metadata",
+                   lambda: topic not in admin.list_topics(timeout=10).topics, 30.0)
+        new_topic(cluster, topic)
+        produce(bootstrap, topic, values("again", 5 * PARTITIONS))
+        consumer.subscribe([topic])
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + CONSUME_S
+        while len(seen) < 5 * PARTITIONS and time.monotonic() < deadline:  # bounded by the deadline
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append((message.partition(), message.offset()))
+        assert len(seen) == 5 * PARTITIONS and min(o for _, o in seen) == 0, seen
+    finally:
+        consumer.close()

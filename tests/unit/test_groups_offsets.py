@@ -15,6 +15,7 @@ from groups.offsets import (
     commit_offsets,
     delete_group,
     delete_offsets,
+    delete_topic_offsets,
     expire_offsets,
     fetch_offsets,
 )
@@ -165,3 +166,22 @@ def test_offsets_expire_for_empty_groups_only() -> None:
 def test_explicit_expire_timestamp_wins() -> None:
     offsets = {("orders", 0): OffsetCommitValue(1, "", NOW, -1, NOW + 5)}
     assert len(expire_offsets(EMPTY, offsets, NOW + 5, CONFIG).records) == 2
+
+
+TWO_TOPICS = {("orders", 0): OffsetCommitValue(42, "", NOW, 3), ("orders", 1): OffsetCommitValue(7, "", NOW, 3),
+              ("audit", 0): OffsetCommitValue(9, "", NOW, 3)}
+
+
+@pytest.mark.parametrize("group, deleted, tombstoned, dead", [
+    (STABLE, {"orders"}, [("orders", 0), ("orders", 1)], False),  # members or not: the offsets go
+    (EMPTY, {"orders"}, [("orders", 0), ("orders", 1)], False),  # audit's offset keeps the group
+    (EMPTY, {"orders", "audit"}, [("audit", 0), ("orders", 0), ("orders", 1)], True),
+    (STABLE, {"orders", "audit"}, [("audit", 0), ("orders", 0), ("orders", 1)], False),  # members keep it
+    (EMPTY, {"payments"}, [], False),  # nothing of this group's
+])
+def test_offsets_of_deleted_topics_go_with_them(group, deleted, tombstoned, dead) -> None:
+    out = delete_topic_offsets(group, TWO_TOPICS, deleted, NOW)
+    keys = [r.key for r in out.records]
+    assert keys[:len(tombstoned)] == [OffsetCommitKey("g", t, p) for t, p in tombstoned]
+    assert all(r.value is None for r in out.records)
+    assert (GroupMetadataKey("g") in keys, out.group.state is S.DEAD) == (dead, dead)
