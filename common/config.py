@@ -236,6 +236,28 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("metrics.listener", _STRING, None,
               "host:port of this broker's HTTP GET /metrics (Prometheus text); unset: no metrics "
               "endpoint. tidelog's own key (Kafka exports metrics over JMX)."),
+    # --- SASL, Kafka's keys and defaults. tidelog's listeners are PLAINTEXT, so nothing reads
+    # them; they are here because a Kafka broker describes them and takes a per-broker change
+    # of them (DynamicListenerConfig), and admin clients rely on it (librdkafka's 0081-admin).
+    ConfigKey("sasl.enabled.mechanisms", _LIST, "GSSAPI", "SASL mechanisms a SASL listener enables."),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", _STRING, "GSSAPI",
+              "SASL mechanism brokers use with each other."),
+    ConfigKey("sasl.jaas.config", ConfigType.PASSWORD, None, "JAAS login context parameters."),
+    ConfigKey("sasl.kerberos.service.name", _STRING, None, "Kerberos principal name Kafka runs as."),
+    ConfigKey("sasl.kerberos.kinit.cmd", _STRING, "/usr/bin/kinit", "Kerberos kinit command path."),
+    ConfigKey("sasl.kerberos.ticket.renew.window.factor", ConfigType.DOUBLE, 0.8,
+              "Share of a ticket's lifetime after which the login thread renews it."),
+    ConfigKey("sasl.kerberos.ticket.renew.jitter", ConfigType.DOUBLE, 0.05,
+              "Random jitter added to the renewal time."),
+    ConfigKey("sasl.kerberos.min.time.before.relogin", _LONG, 60_000,
+              "Login thread sleep between refresh attempts, in ms."),
+    ConfigKey("sasl.kerberos.principal.to.local.rules", _LIST, "DEFAULT",
+              "Rules mapping principal names to short names."),
+    ConfigKey("sasl.login.refresh.window.factor", ConfigType.DOUBLE, 0.8,
+              "Share of a credential's lifetime after which the login thread refreshes it.",
+              between(0.5, 1.0)),
+    ConfigKey("sasl.login.refresh.window.jitter", ConfigType.DOUBLE, 0.05,
+              "Random jitter added to the refresh time.", between(0.0, 0.25)),
     # --- Controller quorum (process.roles contains controller); quorum.voters parses the voters
     ConfigKey("controller.quorum.voters", _LIST, None,
               "Voters of the metadata quorum as id@host:port, e.g. 1@127.0.0.1:9093,2@127.0.0.2:9093.",

@@ -56,10 +56,21 @@ _MORE_DYNAMIC_KEYS: Final[tuple[str, ...]] = (
     "follower.replication.throttled.rate",
 )
 
+# Kafka's per-broker-only dynamic keys (DynamicListenerConfig's SASL set): a change names a
+# broker; at the cluster default it is INVALID_REQUEST. tidelog serves PLAINTEXT, so no
+# component applies them: they are stored, described and kept as Kafka keeps them.
+PER_BROKER_ONLY_KEYS: Final[frozenset[str]] = frozenset((
+    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter"))
+
 # The broker keys a change applies to without a restart: every broker synonym of a topic config
 # that a partition's LogConfig applies (the broker rebuilds each log's config on the change).
 DYNAMIC_BROKER_KEYS: Final[frozenset[str]] = frozenset(
-    [s for d in TOPIC_CONFIGS if d.log_field for s in d.broker_synonyms] + list(_MORE_DYNAMIC_KEYS))
+    [s for d in TOPIC_CONFIGS if d.log_field for s in d.broker_synonyms] + list(_MORE_DYNAMIC_KEYS)
+    + list(PER_BROKER_ONLY_KEYS))
 
 _KEYS_BY_NAME: Final = {key.name: key for key in BROKER_KEYS}
 assert DYNAMIC_BROKER_KEYS <= _KEYS_BY_NAME.keys(), "a dynamic key needs its ConfigKey in BROKER_KEYS"
@@ -116,9 +127,10 @@ def default_string(name: str) -> str | None:
     return None if key is None or key.default is None else config_string(key.default)
 
 
-def check_broker_changes(changes: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The canonical string of each set value (None: delete) of one BROKER resource's change;
-    BrokerConfigError naming the first bad key (sorted), in Kafka's order of checks."""
+def check_broker_changes(changes: Mapping[str, str | None], *, per_broker: bool = True) -> dict[str, str | None]:
+    """The canonical string of each set value (None: delete) of one BROKER resource's change
+    (`per_broker`: of one broker, not the cluster default); BrokerConfigError naming the first
+    bad key (sorted), in Kafka's order of checks."""
     for name in sorted(changes):
         if name not in _KEYS_BY_NAME:
             near = difflib.get_close_matches(name, DYNAMIC_BROKER_KEYS, n=1)
@@ -129,6 +141,10 @@ def check_broker_changes(changes: Mapping[str, str | None]) -> dict[str, str | N
     if static:
         raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                 + ", ".join(static), static[0])
+    broker_only = sorted(name for name in changes if name in PER_BROKER_ONLY_KEYS)
+    if broker_only and not per_broker:
+        raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+                                "broker id must be specified: " + ", ".join(broker_only), broker_only[0])
     values = {name: value for name, value in changes.items() if value is not None}
     try:
         parsed = parse_keys(values, _DYNAMIC_KEYS, _DYNAMIC_CHECKS)

@@ -163,7 +163,7 @@ def alter_broker_configs(image: MetadataImage, name: str,
     error names it). Kafka's controller takes any broker id, registered or not."""
     try:
         check_resource_name(name)
-        checked = check_broker_changes(changes)
+        checked = check_broker_changes(changes, per_broker=name != "")
     except BrokerConfigError as e:
         raise ControllerApiError(e.code, e.message, field=e.key or "name") from None
     current = image.config(ConfigResourceType.BROKER, name)

@@ -135,6 +135,23 @@ def test_per_broker_and_cluster_default_with_confluent_kafka(cluster: Cluster) -
         cluster.delete_topic(name)
 
 
+def test_a_brokers_sasl_keys_change_as_in_kafka(cluster: Cluster) -> None:
+    """librdkafka's 0081-admin sets sasl.kerberos.min.time.before.relogin on one broker with the
+    legacy AlterConfigs and expects success: Kafka's per-broker dynamic listener keys (stored and
+    described; tidelog serves PLAINTEXT, so nothing uses them)."""
+    first = cluster.broker_ids[0]
+    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = admin.ConfigResource(admin.ResourceType.BROKER, str(first),
+                                    set_config={"sasl.kerberos.min.time.before.relogin": "58000"})
+    client.alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
+    wait_until(f"broker {first} describes the new value", lambda: describe(cluster, first, str(first))[
+        "sasl.kerberos.min.time.before.relogin"].value == "58000", TIMEOUT_S)
+    entry = describe(cluster, first, str(first))["sasl.kerberos.min.time.before.relogin"]
+    assert (entry.config_source, entry.read_only) == (DYNAMIC_BROKER, False)
+    jaas = describe(cluster, first, str(first))["sasl.jaas.config"]
+    assert (jaas.value, jaas.is_sensitive) == (None, True)
+
+
 def test_validate_only_checks_and_applies_nothing(cluster: Cluster) -> None:
     first = cluster.broker_ids[0]
     client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -250,6 +267,7 @@ def test_dynamic_configs_survive_a_broker_restart(cluster: Cluster) -> None:
     ("self", "log.retention.mss", "5", "INVALID_CONFIG"),  # unknown key
     ("", "log.retention.ms", "soon", "INVALID_CONFIG"),  # type mismatch
     ("self", "log.cleanup.policy", "sometimes", "INVALID_CONFIG"),
+    ("", "sasl.kerberos.min.time.before.relogin", "58000", "INVALID_REQUEST"),  # per-broker only
 ])
 def test_bad_input_names_the_key_applies_nothing_and_the_connection_stays(
         cluster: Cluster, name: str, key: str, value: str, error: str) -> None:
