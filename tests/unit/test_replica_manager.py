@@ -279,7 +279,7 @@ async def test_acks_all_over_many_partitions_waits_one_timeout_in_all(wide):
     assert codes == {tp: 7 for tp in WIDE_TPS}  # REQUEST_TIMED_OUT, each partition
     # Waiting partition after partition takes at least 8 x 0.25 = 2 s; anything under 7 timeouts
     # is one deadline (the slack is for a loaded machine's late timers, not for the rule).
-    assert 0.25 <= elapsed < 7 * 0.25, elapsed
+    assert 0.25 - 0.001 <= elapsed < 7 * 0.25, elapsed  # timeouts are whole ms: up to 1 ms early
     assert all(wide.produce_purgatory.watched(tp) == 0 for tp in WIDE_TPS)
 
 
