@@ -124,7 +124,7 @@ def reconfigure_on_change(dynamic: DynamicBrokerConfig, replicas: ReplicaManager
     min.insync.replicas of every hosted partition, and the log cleaner's backoff."""
     dynamic.add_listener(lambda old, new: replicas.set_broker_defaults(
         from_broker_config(new), new.get_int("min.insync.replicas")))
-    dynamic.add_listener(lambda old, new: setattr(cleaners, "config", dataclasses.replace(
+    dynamic.add_listener(lambda old, new: cleaners.reconfigure(dataclasses.replace(
         cleaners.config, backoff_ms=new.get_int("log.cleaner.backoff.ms"))))
 
 

@@ -147,6 +147,7 @@ class LogCleanerManager:
         self._in_progress: set[TopicPartition] = set()
         self._cleaners: list[Cleaner] = []
         self._pool: Pool | None = None
+        self._wake = asyncio.Event()  # set (and replaced) by `reconfigure`
 
     def new_cleaner(self) -> Cleaner:
         """A worker's cleaner, its map sized from the dedupe buffer shared by the workers."""
@@ -260,11 +261,10 @@ class LogCleanerManager:
         """A cleaner thread's loop, until cancelled: prepare in a cleaner process (or, with
         `processes` False, on a thread), commit here."""
         cleaner = self.new_cleaner()
-        backoff = self.config.backoff_ms / 1000
         while True:  # until cancelled
             ltc = self.grab_filthiest(self._now_ms())
             if ltc is None:
-                await asyncio.sleep(backoff)
+                await self._pause()
                 continue
             try:
                 plog = self.log_manager.logs.get(ltc.tp)
@@ -283,7 +283,7 @@ class LogCleanerManager:
                 if prepared is None or self.log_manager.logs.get(ltc.tp) is not plog:
                     if prepared is not None:
                         abort(prepared)
-                    await asyncio.sleep(backoff)  # nothing to do: not again at once
+                    await self._pause()  # nothing to do: not again at once
                     continue
                 self._finish(cleaner, plog, segments, ltc, prepared, self._now_ms(), started)
             except CleaningAbortedError as e:
@@ -296,6 +296,21 @@ class LogCleanerManager:
                               "uncleanable until restart", name, ltc.tp)
             finally:
                 self.done(ltc.tp)
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """A dynamic change (log.cleaner.backoff.ms): idle workers wake and go on with it at
+        once, as Kafka restarts its cleaner threads on one."""
+        self.config = config
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    async def _pause(self) -> None:
+        """The backoff between passes, cut short by a reconfiguration."""
+        wake = self._wake
+        try:
+            await asyncio.wait_for(wake.wait(), self.config.backoff_ms / 1000)
+        except TimeoutError:
+            pass
 
     def _finish(self, cleaner: Cleaner, plog: PartitionLog, segments: tuple[LogSegment, ...],
                 ltc: LogToClean, prepared: PreparedClean | None, now_ms: int,

@@ -156,3 +156,25 @@ def test_a_worker_prepares_off_the_loop_and_swaps_on_it(tmp_path: Path, processe
     assert manager.logs[TP].size_in_bytes < before
     assert cleaners.stats.failed == 0
     manager.shutdown()
+
+
+def test_a_new_backoff_wakes_an_idle_worker(tmp_path: Path) -> None:
+    """log.cleaner.backoff.ms is dynamic: a worker asleep for the old, long backoff takes the
+    new one at once (Kafka restarts its cleaner threads on the change)."""
+    manager, cleaners = setup(tmp_path)
+    cleaners.config = CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=600_000)
+
+    async def run() -> None:
+        worker = asyncio.create_task(cleaners.run_worker("w0", processes=False))
+        try:
+            await asyncio.sleep(0.2)  # nothing to clean: asleep for ten minutes
+            produce(manager, 20)
+            cleaners.reconfigure(CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=10))
+            await wait_until_async("a cleaning after the change", lambda: cleaners.stats.runs >= 1, 10.0)
+        finally:
+            cleaners.stop()
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    asyncio.run(run())
+    manager.shutdown()
