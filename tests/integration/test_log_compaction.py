@@ -82,6 +82,23 @@ def consume_all(bootstrap: str) -> list[tuple[int, bytes, bytes]]:
     return out
 
 
+def produce_keyed(bootstrap: str, numbers: range, keys: int, expected: dict[bytes, bytes], *, acks: str) -> None:
+    """Record i is key-(i % keys) = value-i, for each i of `numbers`; `expected` keeps each key's last value."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 4000})
+    for i in numbers:
+        key, value = b"key-%d" % (i % keys), b"value-%d" % i
+        expected[key] = value
+        while True:  # bounded: flushing the local queue makes room
+            try:
+                producer.produce(TOPIC, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(30) == 0
+
+
 def test_compacted_rf3_topic_with_real_clients(tmp_path: Path) -> None:
     from confluent_kafka import Producer
 
@@ -206,26 +223,13 @@ def test_kill_9_at_a_swap_step_recovers_a_whole_log(tmp_path: Path, step: str,
 
 def test_cleanup_policy_change_on_a_live_topic(tmp_path: Path) -> None:
     """delete -> compact through the admin API compacts the live topic, no restart."""
-    from confluent_kafka import Producer
-
     with replicated_cluster(tmp_path, {"log.cleaner.backoff.ms": "200"}) as (cluster, _):
         create_topic(cluster, TOPIC, partitions=1, replication_factor=1,
                      configs={"segment.bytes": str(16 * 1024), "min.cleanable.dirty.ratio": "0.01"})
         broker = partition_state(cluster, TOPIC, 0)["leader"]
         bootstrap = cluster.node(broker).spec.bootstrap_address
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-                             "batch.size": 4000})
         expected: dict[bytes, bytes] = {}
-        for i in range(20_000):
-            key, value = b"key-%d" % (i % 100), b"value-%d" % i
-            expected[key] = value
-            while True:  # bounded: flushing the local queue makes room
-                try:
-                    producer.produce(TOPIC, key=key, value=value)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        assert producer.flush(30) == 0
+        produce_keyed(bootstrap, range(20_000), 100, expected, acks="1")
         runs = "tidelog_broker_log_cleaner_runs_total"
         assert broker_gauges(cluster, broker)[runs] == 0  # cleanup.policy=delete: never cleaned
         status, body = http(f"{cluster.admin_url}/v1/topics/{TOPIC}/configs", "PATCH",
@@ -242,8 +246,6 @@ def test_a_cleaned_log_survives_kill_9_and_sigterm(tmp_path: Path) -> None:
     record the consumer read before, gaps included, since the logs load with the topic's
     checkpointed config; (2) cleaned again and SIGTERMed: it stops cleanly (its cleaner
     processes, sharing the process group's SIGTERM, do not hold the broker up)."""
-    from confluent_kafka import Producer
-
     with replicated_cluster(tmp_path, {"log.cleaner.backoff.ms": "200"}) as (cluster, _):
         create_topic(cluster, TOPIC, partitions=1, replication_factor=1,
                      configs={**CONFIGS, "segment.bytes": str(16 * 1024), "min.insync.replicas": "1"})
@@ -253,19 +255,8 @@ def test_a_cleaned_log_survives_kill_9_and_sigterm(tmp_path: Path) -> None:
         expected: dict[bytes, bytes] = {}
 
         def produce_and_clean(start: int) -> list[tuple[int, bytes, bytes]]:
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                 "batch.size": 4000})
             before = broker_gauges(cluster, broker)[runs]
-            for i in range(start, start + 10_000):
-                key, value = b"key-%d" % (i % 50), b"value-%d" % i
-                expected[key] = value
-                while True:  # bounded: flushing the local queue makes room
-                    try:
-                        producer.produce(TOPIC, key=key, value=value)
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
-            assert producer.flush(30) == 0
+            produce_keyed(bootstrap, range(start, start + 10_000), 50, expected, acks="all")
             wait_until("the broker cleans the log", lambda: broker_gauges(cluster, broker)[runs] > before, 60.0)
             read = consume_all(bootstrap)
             assert {key: value for _, key, value in read} == expected and len(read) < start + 10_000

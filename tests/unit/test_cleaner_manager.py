@@ -4,6 +4,7 @@ cleaner-offset-checkpoint across restarts, live cleanup.policy changes, metrics.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,18 @@ def test_metrics_lines(tmp_path: Path) -> None:
     manager.shutdown()
 
 
+async def with_worker(cleaners: LogCleanerManager, body: Callable[[], Awaitable[None]], *,
+                      processes: bool) -> None:
+    """`body` while one cleaner worker runs; the worker and its processes stopped after."""
+    worker = asyncio.create_task(cleaners.run_worker("w0", processes=processes))
+    try:
+        await body()
+    finally:
+        cleaners.stop()
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+
 @pytest.mark.parametrize("processes", [True, False])
 def test_a_worker_prepares_off_the_loop_and_swaps_on_it(tmp_path: Path, processes: bool) -> None:
     manager, cleaners = setup(tmp_path)
@@ -143,16 +156,10 @@ def test_a_worker_prepares_off_the_loop_and_swaps_on_it(tmp_path: Path, processe
     produce(manager, 20)
     before = manager.logs[TP].size_in_bytes
 
-    async def run() -> None:
-        worker = asyncio.create_task(cleaners.run_worker("w0", processes=processes))
-        try:
-            await wait_until_async("a cleaning", lambda: cleaners.stats.runs >= 1, 30.0)
-        finally:
-            cleaners.stop()
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async def body() -> None:
+        await wait_until_async("a cleaning", lambda: cleaners.stats.runs >= 1, 30.0)
 
-    asyncio.run(run())
+    asyncio.run(with_worker(cleaners, body, processes=processes))
     assert manager.logs[TP].size_in_bytes < before
     assert cleaners.stats.failed == 0
     manager.shutdown()
@@ -164,17 +171,11 @@ def test_a_new_backoff_wakes_an_idle_worker(tmp_path: Path) -> None:
     manager, cleaners = setup(tmp_path)
     cleaners.config = CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=600_000)
 
-    async def run() -> None:
-        worker = asyncio.create_task(cleaners.run_worker("w0", processes=False))
-        try:
-            await asyncio.sleep(0.2)  # nothing to clean: asleep for ten minutes
-            produce(manager, 20)
-            cleaners.reconfigure(CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=10))
-            await wait_until_async("a cleaning after the change", lambda: cleaners.stats.runs >= 1, 10.0)
-        finally:
-            cleaners.stop()
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async def body() -> None:
+        await asyncio.sleep(0.2)  # nothing to clean: asleep for ten minutes
+        produce(manager, 20)
+        cleaners.reconfigure(CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=10))
+        await wait_until_async("a cleaning after the change", lambda: cleaners.stats.runs >= 1, 10.0)
 
-    asyncio.run(run())
+    asyncio.run(with_worker(cleaners, body, processes=False))
     manager.shutdown()
