@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
-from common.prometheus import CONTENT_TYPE, Metric, Sample, counter, gauge, histogram
+from common.prometheus import (
+    CONTENT_TYPE,
+    Metric,
+    counter,
+    gauge,
+    histogram,
+    unlabelled,
+)
 from common.protocol.api_keys import ApiKey
 
 logger = logging.getLogger(__name__)
@@ -33,32 +40,30 @@ def broker_families(metrics: ServerMetrics, gauges: Mapping[str, int]) -> list[M
     """The broker's counters and replication gauges."""
     p = METRICS_PREFIX
 
-    def one(value: float) -> list[Sample]:
-        return [({}, value)]
-
     return [
-        counter(f"{p}bytes_in_total", "Bytes read from client connections.", one(metrics.bytes_in)),
-        counter(f"{p}bytes_out_total", "Bytes written to client connections.", one(metrics.bytes_out)),
-        gauge(f"{p}connections", "Open client connections.", one(metrics.connections_active)),
-        counter(f"{p}connections_total", "Client connections accepted.", one(metrics.connections_total)),
+        counter(f"{p}bytes_in_total", "Bytes read from client connections.", unlabelled(metrics.bytes_in)),
+        counter(f"{p}bytes_out_total", "Bytes written to client connections.", unlabelled(metrics.bytes_out)),
+        gauge(f"{p}connections", "Open client connections.", unlabelled(metrics.connections_active)),
+        counter(f"{p}connections_total", "Client connections accepted.", unlabelled(metrics.connections_total)),
         counter(f"{p}connections_closed_on_error_total", "Connections closed for a protocol error.",
-                one(metrics.connections_closed_on_error)),
+                unlabelled(metrics.connections_closed_on_error)),
         counter(f"{p}requests_total", "Requests answered, by API.",
                 [({"api": _api_name(k)}, v) for k, v in sorted(metrics.requests_by_api.items())]),
         histogram(f"{p}request_latency_ms", "Time from a request's arrival until its response was written.",
                   LATENCY_BUCKETS_MS, metrics.latency_buckets, metrics.latency_sum_ms),
-        gauge(f"{p}partitions_led", "Partitions this broker leads.", one(gauges["partitions_led"])),
+        gauge(f"{p}partitions_led", "Partitions this broker leads.", unlabelled(gauges["partitions_led"])),
         gauge(f"{p}partitions_hosted", "Partitions this broker hosts (leader or follower).",
-              one(gauges["partitions_hosted"])),
+              unlabelled(gauges["partitions_hosted"])),
         gauge(f"{p}under_replicated_partitions",
               "Partitions this broker leads whose ISR is smaller than their replica set.",
-              one(gauges["under_replicated"])),
+              unlabelled(gauges["under_replicated"])),
         gauge(f"{p}under_min_isr_partitions",
               "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
-              one(gauges["under_min_isr"])),
+              unlabelled(gauges["under_min_isr"])),
         gauge(f"{p}at_min_isr_partitions", "Partitions this broker leads whose ISR is exactly min.insync.replicas.",
-              one(gauges["at_min_isr"])),
-        gauge(f"{p}offline_partitions", "Partitions this broker hosts that have no leader.", one(gauges["offline"])),
+              unlabelled(gauges["at_min_isr"])),
+        gauge(f"{p}offline_partitions", "Partitions this broker hosts that have no leader.",
+              unlabelled(gauges["offline"])),
     ]
 
 

@@ -105,8 +105,10 @@ class MetadataFollower:
 
     def __init__(self, settings: FollowerSettings, client: ControllerClient, on_changes: ChangesCallback, *,
                  clock: Callable[[], int] = monotonic_ms,
-                 on_shutdown_requested: Callable[[], None] = raise_sigterm) -> None:
+                 on_shutdown_requested: Callable[[], None] = raise_sigterm,
+                 checkpoint: MetadataImage | None = None) -> None:
         self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
+        self._checkpoint_image = checkpoint  # already loaded by the node (None: run() loads it)
         self._on_shutdown_requested = on_shutdown_requested  # POST /v1/brokers/{id}/shutdown arrived
         self._shutdown_request_seen = False  # obeyed once; the node then calls request_shutdown()
         self.state = MetadataFollowerState(settings.broker_id, checkpoint_interval_ms=settings.checkpoint_interval_ms)
@@ -167,7 +169,8 @@ class MetadataFollower:
         """Register, heartbeat and follow the log until cancelled (or a fatal error)."""
         log_dir, broker = self.settings.log_dir, self.settings.broker_id
         log_dir.mkdir(parents=True, exist_ok=True)
-        image = load_checkpoint(log_dir)
+        image = self._checkpoint_image if self._checkpoint_image is not None else load_checkpoint(log_dir)
+        self._checkpoint_image = None
         self.state.image = image
         self.state.on_checkpointed(image.offset, self._clock())
         logger.info("Broker %d follows the metadata log from offset %d", broker, image.offset + 1)

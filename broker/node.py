@@ -62,6 +62,7 @@ from common.protocol.primitives import ProtocolError
 from common.topic_config import LogConfig, from_broker_config
 from common.units import SECONDS
 from metadata.codec import Listener
+from metadata.image import MetadataImage
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
@@ -138,12 +139,12 @@ async def _expire_isr(replicas: ReplicaManager) -> None:
             logger.exception("ISR expiration check failed")
 
 
-def _checkpointed_log_configs(settings: BrokerSettings, config: Config) -> dict[str, LogConfig]:
+def _checkpointed_log_configs(settings: BrokerSettings, config: Config,
+                              checkpointed: MetadataImage) -> dict[str, LogConfig]:
     """The topic configs the logs load with: the checkpointed image's (its dynamic broker
     defaults and topic overrides), as Kafka loads logs only once its metadata is known. With
     the static defaults alone, a compacted log would be recovered as a deleting one, and
     the cleaner's offset gaps in its unflushed tail taken for damage."""
-    checkpointed = load_checkpoint(settings.log_dirs[0])
     effective, _ = effective_config(config, image_layers(checkpointed, settings.node_id))  # problems: said once caught up
     return checkpointed_topic_configs(checkpointed, from_broker_config(effective))
 
@@ -159,8 +160,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     broker_id = settings.node_id
     dynamic = DynamicBrokerConfig(broker_id, config)  # the effective config: server.properties + dynamic ones
+    checkpointed = load_checkpoint(settings.log_dirs[0])  # read once: the logs and the follower start from it
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
-                             topic_configs=_checkpointed_log_configs(settings, config))
+                             topic_configs=_checkpointed_log_configs(settings, config, checkpointed))
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
                                  fail_point=kill_at_fail_point_from_env())
@@ -196,7 +198,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
-            client, dynamic.applied_before(replicas.apply_changes))
+            client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed)
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
         fetchers = ReplicaFetcherManager(replicas,
                                          fetcher_settings(broker_id, advertised.name, config, local_host=local_host),

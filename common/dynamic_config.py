@@ -59,12 +59,8 @@ _MORE_DYNAMIC_KEYS: Final[tuple[str, ...]] = (
 # Kafka's per-broker-only dynamic keys (DynamicListenerConfig's SASL set): a change names a
 # broker; at the cluster default it is INVALID_REQUEST. tidelog serves PLAINTEXT, so no
 # component applies them: they are stored, described and kept as Kafka keeps them.
-PER_BROKER_ONLY_KEYS: Final[frozenset[str]] = frozenset((
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
-    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
-    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
-    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor",
-    "sasl.login.refresh.window.jitter"))
+PER_BROKER_ONLY_KEYS: Final[frozenset[str]] = frozenset(
+    key.name for key in BROKER_KEYS if key.name.startswith("sasl."))
 
 # The broker keys a change applies to without a restart: every broker synonym of a topic config
 # that a partition's LogConfig applies (the broker rebuilds each log's config on the change).

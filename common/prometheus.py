@@ -26,13 +26,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE", "Labels", "Metric", "Sample", "counter", "exposition", "gauge", "histogram",
-           "sample_key", "samples"]
+           "sample_key", "samples", "unlabelled"]
 
 # What generate_latest writes: the text format 0.0.4.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 Labels = Mapping[str, object]
 Sample = tuple[Labels, float]
+
+
+def unlabelled(value: float) -> list[Sample]:
+    """The samples of a family that is one number."""
+    return [({}, value)]
 
 
 def _label_names(samples: Sequence[Sample]) -> list[str]:

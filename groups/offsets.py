@@ -193,13 +193,7 @@ def expire_offsets(group: ClassicGroup, offsets: GroupOffsets | None, now_ms: in
             due = value.commit_timestamp + config.offsets_retention_ms
         if due <= now_ms:
             expired.append(key)
-    records = [CoordinatorRecord(OffsetCommitKey(group.group_id, t, p), None) for t, p in expired]
-    if len(expired) == len(offsets) and group.generation_id >= 0:
-        records.append(CoordinatorRecord(GroupMetadataKey(group.group_id), None))
-        return Outcome(group.transition(GroupState.DEAD, now_ms), tuple(records),
-                       reason=f"{len(expired)} offset(s) expired: group removed")
-    return Outcome(group, tuple(records),
-                   reason=f"{len(expired)} offset(s) expired" if expired else "")
+    return _remove_offsets(group, offsets, expired, now_ms, f"{len(expired)} offset(s) expired" if expired else "")
 
 
 def delete_topic_offsets(group: ClassicGroup, offsets: GroupOffsets | None, deleted_topics: Set[str],
@@ -212,8 +206,15 @@ def delete_topic_offsets(group: ClassicGroup, offsets: GroupOffsets | None, dele
     gone = [key for key in sorted(offsets) if key[0] in deleted_topics]
     if not gone:
         return Outcome(group)
+    return _remove_offsets(group, offsets, gone, now_ms, f"{len(gone)} offset(s) of deleted topic(s) "
+                           f"{', '.join(sorted({t for t, _ in gone}))} removed")
+
+
+def _remove_offsets(group: ClassicGroup, offsets: GroupOffsets, gone: list[tuple[str, int]], now_ms: int,
+                    reason: str) -> Outcome:
+    """Tombstones for `gone`; an Empty group left without offsets is removed too (Kafka's
+    cleanupGroupMetadata)."""
     records = [CoordinatorRecord(OffsetCommitKey(group.group_id, t, p), None) for t, p in gone]
-    reason = f"{len(gone)} offset(s) of deleted topic(s) {', '.join(sorted({t for t, _ in gone}))} removed"
     if len(gone) == len(offsets) and group.state is GroupState.EMPTY and group.generation_id >= 0:
         records.append(CoordinatorRecord(GroupMetadataKey(group.group_id), None))
         return Outcome(group.transition(GroupState.DEAD, now_ms), tuple(records), reason=f"{reason}: group removed")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.prometheus import exposition, gauge
+from common.prometheus import exposition, gauge, unlabelled
 from metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -117,7 +117,7 @@ def metrics_text(image: MetadataImage, *, is_active: bool, term: int, commit_ind
          under_replicated_partitions(image)),
     )
     return exposition([
-        *(gauge(p + name, help_text, [({}, value)]) for name, help_text, value in gauges),
+        *(gauge(p + name, help_text, unlabelled(value)) for name, help_text, value in gauges),
         gauge(p + "broker_heartbeat_age_seconds",
               "Time since each broker's last heartbeat (reported by the active controller only).",
               [({"broker_id": b}, ms / 1000) for b, ms in sorted(heartbeat_ages_ms.items())]),

@@ -27,7 +27,7 @@ from typing import Any, Final
 from broker.group_coordinator.shards import Shard, ShardState
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
-from common.prometheus import Metric, counter, gauge
+from common.prometheus import Metric, counter, gauge, unlabelled
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records
 from common.units import MIB, SECOND_MS, SECONDS
@@ -267,11 +267,11 @@ class GroupCoordinator:
             gauge(f"{p}groups", "Consumer groups this broker coordinates, by state.",
                   [({"state": state.value}, count) for state, count in by_state.items()]),
             counter(f"{p}group_rebalances_total", "Rebalances completed (new generations) here.",
-                    [({}, self.rebalances_total)]),
+                    unlabelled(self.rebalances_total)),
             counter(f"{p}offset_commits_total", f"Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",
-                    [({}, self.offset_commits_total)]),
+                    unlabelled(self.offset_commits_total)),
             gauge(f"{p}coordinator_partitions", f"Partitions of {GROUP_METADATA_TOPIC_NAME} served here.",
-                  [({}, len(self.active_shards()))]),
+                  unlabelled(len(self.active_shards()))),
         ]
 
     # ---- loading -------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.topic_partition import TopicPartition
 from common.config_schema import Config
-from common.prometheus import Metric, counter, gauge
+from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB
 
 log = logging.getLogger(__name__)
@@ -385,13 +385,14 @@ def cleaner_families(stats: CleanerStats, prefix: str) -> list[Metric]:
     """The cleaners' metrics (part of the broker's /metrics)."""
     p = prefix
     return [
-        counter(f"{p}log_cleaner_runs_total", "Logs cleaned.", [({}, stats.runs)]),
-        counter(f"{p}log_cleaner_bytes_cleaned_total", "Bytes of log read by cleanings.", [({}, stats.bytes_cleaned)]),
+        counter(f"{p}log_cleaner_runs_total", "Logs cleaned.", unlabelled(stats.runs)),
+        counter(f"{p}log_cleaner_bytes_cleaned_total", "Bytes of log read by cleanings.",
+                unlabelled(stats.bytes_cleaned)),
         counter(f"{p}log_cleaner_bytes_written_total", "Bytes of cleaned segments written.",
-                [({}, stats.bytes_written)]),
-        gauge(f"{p}log_cleaner_max_clean_time_ms", "Longest cleaning of one log.", [({}, stats.max_clean_time_ms)]),
+                unlabelled(stats.bytes_written)),
+        gauge(f"{p}log_cleaner_max_clean_time_ms", "Longest cleaning of one log.", unlabelled(stats.max_clean_time_ms)),
         gauge(f"{p}log_cleaner_uncleanable_partitions", "Partitions whose cleaning failed (skipped until restart).",
-              [({}, len(stats.uncleanable))]),
+              unlabelled(len(stats.uncleanable))),
         gauge(f"{p}log_cleaner_dirty_ratio", "Dirty share of each compacted log.",
               [({"topic": tp.topic, "partition": tp.partition}, ratio)
                for tp, ratio in sorted(stats.dirty_ratio.items())]),
