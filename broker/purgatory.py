@@ -12,10 +12,10 @@ time a check succeeds, or at its deadline with `on_expiration()` — one deadlin
 whatever the number of keys, so a request over P partitions waits at most one timeout.
 
 `DelayedOperations` is the sans-IO core: the watch sets and a heap of deadlines in integer
-milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a runtime with its own
-injected clock and timer heap (the group coordinator) can drive it directly. `Purgatory` is
-the asyncio shell: a future per waiting request and one loop timer per deadline, on the
-event loop's monotonic clock. The operation decides; neither holds any I/O.
+milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a caller with its own
+injected clock can drive it directly. `Purgatory` is the asyncio shell: a future per waiting
+request and its deadline in the broker's timer service (`broker.timers`, one timer per
+request, keyed by the purgatory and the operation). The operation decides; neither holds any I/O.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from broker.timers import TimerService
 from common.units import SECOND_MS
 
 K = TypeVar("K", bound=Hashable)
@@ -143,8 +144,10 @@ class DelayedOperations(Generic[K, T]):
 class Purgatory(Generic[K, T]):
     """The asyncio shell over `DelayedOperations`: `wait` until completed or expired."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, timers: TimerService | None = None) -> None:
         self.name = name
+        # the broker's timer service when given; else one of its own on the monotonic clock
+        self.timers = timers if timers is not None else TimerService(name=f"{name} purgatory")
         self.operations: DelayedOperations[K, T] = DelayedOperations()
         self._futures: dict[int, asyncio.Future[T]] = {}
 
@@ -156,18 +159,16 @@ class Purgatory(Generic[K, T]):
             return result
         if timeout_s <= 0:
             return operation.on_expiration()
-        loop = asyncio.get_running_loop()
-        deadline_ms = _loop_ms(loop) + int(timeout_s * SECOND_MS)
+        deadline_ms = self.timers.now_ms() + int(timeout_s * SECOND_MS)
         op_id = self.operations.watch(operation, keys, deadline_ms)
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._futures[op_id] = future
-        # One timer per request; it expires everything due by this deadline (the loop may fire
-        # a timer up to its clock resolution early, so it passes the deadline, not the time).
-        timer = loop.call_at(deadline_ms / SECOND_MS, self._expire_until, deadline_ms)
+        timer = (self, op_id)  # one timer per request; it expires everything due by then
+        self.timers.schedule(timer, deadline_ms, self._expire_until)
         try:
             return await future
         finally:
-            timer.cancel()
+            self.timers.cancel(timer)
             del self._futures[op_id]
             # A no-op once completed or expired; else the waiting task was cancelled (its
             # connection closed) and nobody wants the answer.
@@ -183,8 +184,7 @@ class Purgatory(Generic[K, T]):
         """How many operations wait on `key` (tests, metrics)."""
         return self.operations.watched(key)
 
-    def _expire_until(self, deadline_ms: int) -> None:
-        now_ms = max(_loop_ms(asyncio.get_running_loop()), deadline_ms)
+    def _expire_until(self, now_ms: int) -> None:
         self._finish(self.operations.expire(now_ms))
 
     def _finish(self, done: list[tuple[int, T]]) -> None:
@@ -192,7 +192,3 @@ class Purgatory(Generic[K, T]):
             future = self._futures.get(op_id)
             if future is not None and not future.done():
                 future.set_result(result)
-
-
-def _loop_ms(loop: asyncio.AbstractEventLoop) -> int:
-    return int(loop.time() * SECOND_MS)

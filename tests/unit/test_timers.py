@@ -1,0 +1,106 @@
+"""broker/timers.py: the timer queue (schedule, reschedule and cancel by key) on a fake clock,
+and the asyncio shell firing at a deadline, to the millisecond."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.timers import MAX_DUE_PER_PASS, TimerQueue, TimerService, monotonic_ms
+
+NOW = 1_000_000
+
+
+@pytest.mark.parametrize("steps, now, due, left", [
+    ((("a", 10), ("b", 5), ("c", 20)), 10, ["b", "a"], ["c"]),
+    ((("a", 10), ("a", 30)), 10, [], ["a"]),  # rescheduled later: the old deadline is gone
+    ((("a", 30), ("a", 10)), 10, ["a"], []),  # rescheduled earlier
+    ((("a", 10), ("b", 10), ("c", 10)), 10, ["a", "b", "c"], []),  # ties: scheduling order
+    ((("a", 10), ("cancel", "a"), ("b", 11)), 11, ["b"], []),
+    ((("a", 10),), 9, [], ["a"]),  # one ms early: not due
+], ids=["order", "later", "earlier", "ties", "cancel", "early"])
+def test_queue_pops_due_keys_in_deadline_order(steps: tuple, now: int, due: list[str], left: list[str]) -> None:
+    queue: TimerQueue[str] = TimerQueue()
+    for key, deadline in steps:
+        if key == "cancel":
+            assert queue.cancel(deadline)
+        else:
+            queue.schedule(key, deadline)
+    assert queue.pop_due(now) == due
+    assert sorted(k for k in ("a", "b", "c") if k in queue) == left
+    assert len(queue) == len(left)
+
+
+def test_queue_stays_bounded_under_reschedules() -> None:
+    queue: TimerQueue[str] = TimerQueue()
+    for deadline in range(10_000):
+        queue.schedule("session", NOW + deadline)
+    assert len(queue) == 1 and len(queue._heap) < 200
+    assert queue.next_deadline_ms() == NOW + 9_999
+    assert queue.pop_due(NOW + 9_998) == [] and queue.pop_due(NOW + 9_999) == ["session"]
+    assert queue.next_deadline_ms() is None
+
+
+def test_fake_clock_runs_actions_at_their_deadline_and_actions_may_schedule_more() -> None:
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    ran: list[tuple[str, int]] = []
+
+    def chained(now: int) -> None:
+        ran.append(("first", now))
+        timers.schedule("second", now, lambda n: ran.append(("second", n)))  # due at once
+
+    timers.schedule("first", NOW + 100, chained)
+    timers.schedule_in("third", 200, lambda n: ran.append(("third", n)))
+    def boom(now: int) -> None:
+        raise ZeroDivisionError(now)
+
+    timers.schedule("boom", NOW + 100, boom)  # logged; the others still run
+    clock[0] = NOW + 99
+    assert timers.run_due() == 0 and ran == []
+    clock[0] = NOW + 100
+    assert timers.run_due() == 3
+    assert ran == [("first", NOW + 100), ("second", NOW + 100)]
+    assert timers.cancel("third") and not timers.cancel("third")
+    clock[0] = NOW + 1_000
+    assert timers.run_due() == 0 and len(timers) == 0
+
+
+def test_one_pass_is_bounded() -> None:
+    timers = TimerService(clock=lambda: NOW, driven=False)
+    ran: list[int] = []
+    for i in range(MAX_DUE_PER_PASS + 5):
+        timers.schedule(i, NOW, ran.append)
+    assert timers.run_due() == MAX_DUE_PER_PASS
+    assert timers.run_due() == 5 and len(ran) == MAX_DUE_PER_PASS + 5
+
+
+async def test_the_shell_fires_at_the_deadline_to_the_millisecond() -> None:
+    timers = TimerService()
+    fired: list[int] = []
+    done = asyncio.get_running_loop().create_future()
+
+    def action(now: int) -> None:
+        fired.append(now)
+        done.set_result(None)
+
+    deadline = monotonic_ms() + 30
+    timers.schedule("late", deadline + 10_000, lambda now: None)
+    timers.schedule("soon", deadline, action)  # earlier than what is armed: re-armed for it
+    await asyncio.wait_for(done, 2)
+    assert fired[0] >= deadline and monotonic_ms() - deadline < 25  # not a polling tick later
+    assert "late" in timers and "soon" not in timers
+    timers.close()
+    assert len(timers) == 0 and timers._armed is None
+
+
+async def test_a_cancelled_timer_never_runs() -> None:
+    timers = TimerService()
+    ran: list[int] = []
+    timers.schedule("x", monotonic_ms() + 5, ran.append)
+    timers.cancel("x")
+    flag = asyncio.Event()
+    timers.schedule("y", monotonic_ms() + 20, lambda now: flag.set())
+    await asyncio.wait_for(flag.wait(), 2)
+    assert ran == []
