@@ -6,6 +6,7 @@ translates an exception to a response in one place.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -129,10 +130,23 @@ _RETRIABLE: frozenset[ErrorCode] = frozenset({
 })
 
 
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """KIP-467: one record of a produced batch that broke a rule (its index in the batch, why)."""
+
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:  # Kafka's RecordError.toString, which its error message lists
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
 class KafkaError(Exception):
     """Base of every error that maps to a Kafka error code."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # Kafka's RecordValidationException: the records that made a produce fail (Produce v8+)
+    record_errors: tuple[RecordError, ...] = ()
 
 
 class CorruptRecordError(KafkaError):

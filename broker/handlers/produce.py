@@ -5,7 +5,8 @@ Produce appends every partition before it returns or awaits, so appends follow r
 task); acks=all then waits for the appended
 partitions together, with the request's one deadline (Kafka's DelayedProduce). From v10
 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER names the leader this broker knows of,
-and the response carries that leader's endpoint, so the client retries there at once.
+and the response carries that leader's endpoint, so the client retries there at once. A batch
+the log validator rejects for some of its records (KIP-467) names them in `record_errors`.
 
 InitProducerId hands out producer ids for idempotent producers (`broker.producer_ids`); a
 transactional id is answered as a broker without a transaction coordinator.
@@ -22,7 +23,7 @@ from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_end
 from broker.producer_ids import init_producer_id_error
 from broker.server import Later
 from broker.topic_partition import TopicPartition
-from common.errors import ErrorCode
+from common.errors import ErrorCode, KafkaError
 from common.protocol import produce
 from common.protocol.init_producer_id import (
     NO_PRODUCER_EPOCH,
@@ -115,13 +116,22 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
                 info = ctx.replicas.append(tp, p.records, acks=req.acks)
             except Exception as e:  # noqa: BLE001 - every failure answers this partition only
                 parts.append((produce.PartitionProduceResponse(
-                    p.index, ctx.partition_error(tp, e, image), -1, -1, -1, (), str(e) or None), -1))
+                    p.index, ctx.partition_error(tp, e, image), -1, -1, -1, _record_errors(e),
+                    str(e) or None), -1))
                 continue
             parts.append((produce.PartitionProduceResponse(
                 p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset),
                 info.last_offset + 1))
         results.append((topic.name, parts))
     return results
+
+
+def _record_errors(error: BaseException) -> tuple[produce.BatchIndexAndErrorMessage, ...]:
+    """KIP-467: which records of the rejected batch broke a rule (a client fails those with their
+    own message and the rest of the batch as failed because of them)."""
+    if not isinstance(error, KafkaError) or not error.record_errors:
+        return ()
+    return tuple(produce.BatchIndexAndErrorMessage(e.batch_index, e.message) for e in error.record_errors)
 
 
 def _required(results: _Results) -> dict[TopicPartition, int]:

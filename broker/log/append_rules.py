@@ -10,13 +10,18 @@ of 100 B records must not cost Python work per record.
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Final, NamedTuple
 
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from broker.topic_partition import TopicPartition
 from common.errors import (
+    ErrorCode,
     InvalidRecordError,
+    InvalidTimestampError,
+    KafkaError,
     OffsetsOutOfOrderError,
+    RecordError,
     RecordTooLargeError,
 )
 from common.record_batch import (
@@ -137,12 +142,53 @@ def roll_reason(segment: LogSegment, config: LogConfig, tp: TopicPartition, *, i
     return None
 
 
-def require_keys(view: memoryview, batches: Batches, tp: TopicPartition) -> None:
-    """Kafka's LogValidator rule for compacted topics: every record carries a key."""
-    # the records of every batch scanned at once (no per-record Python on the produce path)
+KEY_REQUIRED: Final = "Compacted topic cannot accept message without key in topic partition {tp}"
+MAX_LISTED_RECORD_ERRORS: Final = 3  # records Kafka's INVALID_RECORD message names (all go in record_errors)
+
+ApiRecordError = tuple[ErrorCode, RecordError]  # Kafka's LogValidator.ApiRecordError
+
+
+def rejected(errors: Sequence[ApiRecordError]) -> KafkaError:
+    """Kafka's processRecordErrors: the batch fails as a whole, INVALID_TIMESTAMP if any record's
+    timestamp is out of range, else INVALID_RECORD; `record_errors` names every bad record."""
+    found = tuple(error for _, error in errors)
+    exc: KafkaError
+    if any(code == ErrorCode.INVALID_TIMESTAMP for code, _ in errors):
+        exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+    else:
+        listed = ", ".join(str(e) for e in found[:MAX_LISTED_RECORD_ERRORS])
+        exc = InvalidRecordError(
+            f"One or more records have been rejected due to {len(found)} record errors in total, "
+            f"and only showing the first three errors at most: [{listed}]")
+    exc.record_errors = found
+    return exc
+
+
+def keyless_records(view: memoryview, batches: Batches) -> list[list[int]]:
+    """Per batch (control batches have no records to check), the indexes of its records with a
+    null key; one vectorised scan of every batch (no per-record Python on the produce path)."""
     from broker.log.record_columns import scan_chunk
 
-    data = [(position, header) for position, header in batches if not header.is_control]
-    if data and bool((scan_chunk(view, data).key_length < 0).any()):
-        raise InvalidRecordError(
-            f"Compacted topic cannot accept message without key in topic partition {tp}")
+    out: list[list[int]] = [[] for _ in batches]
+    data = [i for i, (_, header) in enumerate(batches) if not header.is_control]
+    if not data:
+        return out
+    columns = scan_chunk(view, [batches[i] for i in data])
+    for record in (columns.key_length < 0).nonzero()[0].tolist():  # only the keyless ones
+        scanned = int(columns.batch_of_record[record])
+        out[data[scanned]].append(record - int(columns.first[scanned]))
+    return out
+
+
+def key_errors(indexes: Iterable[int], tp: object) -> list[ApiRecordError]:
+    message = KEY_REQUIRED.format(tp=tp)
+    return [(ErrorCode.INVALID_RECORD, RecordError(index, message)) for index in indexes]
+
+
+def require_keys(view: memoryview, batches: Batches, tp: TopicPartition) -> None:
+    """Kafka's LogValidator rule for compacted topics: every record carries a key. The first
+    batch holding a keyless record fails (Kafka validates batch by batch) with INVALID_RECORD
+    and each such record's index in it; nothing of the append is written."""
+    for indexes in keyless_records(view, batches):
+        if indexes:
+            raise rejected(key_errors(indexes, tp))

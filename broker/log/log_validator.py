@@ -6,7 +6,9 @@ driven by the topic's configs:
 
 - message.timestamp.before.max.ms / after.max.ms (KIP-937; difference.max.ms where unset):
   a CreateTime topic refuses a batch holding a record timestamp outside
-  [now - before, now + after] with INVALID_TIMESTAMP, naming the timestamp and the window.
+  [now - before, now + after] with INVALID_TIMESTAMP; as Kafka's, the error's `record_errors`
+  (KIP-467) name each such record's index in its batch, the timestamp and the window (and, on
+  a compacted topic, its keyless records). The whole batch fails: nothing of it is appended.
 - compression.type other than `producer`: a batch in another codec is rewritten in the
   topic's codec (common.compression.recompress_batch: one decompress + one compress per
   batch); a batch already in it is kept byte for byte. max.message.bytes is checked on the
@@ -22,8 +24,9 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from broker.log.append_rules import ApiRecordError, key_errors, keyless_records, rejected
 from common.compression import recompress_batch
-from common.errors import InvalidTimestampError, RecordTooLargeError
+from common.errors import ErrorCode, RecordError, RecordTooLargeError
 from common.record_batch import (
     LOG_OVERHEAD,
     NO_TIMESTAMP,
@@ -86,34 +89,45 @@ def _check_timestamps(view: memoryview, batches: Batches, config: LogConfig, now
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     if before == LONG_MAX and after == LONG_MAX:
         return  # Kafka's default: no window
-    for index, (pos, header) in enumerate(batches):
-        # maxTimestamp bounds every record from above: the after-limit is one compare
-        if header.max_timestamp != NO_TIMESTAMP and header.max_timestamp - now_ms > after:
-            _refuse(header.max_timestamp, index, now_ms, before, after, topic_partition)
-        if before == LONG_MAX:
+    for pos, header in batches:
+        # maxTimestamp bounds every record from above: with no before-limit, one compare clears
+        # the batch. A record may be older than the first one (a negative timestamp delta): only
+        # the records tell, so a topic with a before-limit pays a record scan, as Kafka does.
+        if before == LONG_MAX and (header.max_timestamp == NO_TIMESTAMP
+                                   or header.max_timestamp - now_ms <= after):
             continue
-        if header.base_timestamp != NO_TIMESTAMP and now_ms - header.base_timestamp > before:
-            _refuse(header.base_timestamp, index, now_ms, before, after, topic_partition)
-        # A record may be older than the first one (a negative timestamp delta): only the
-        # records tell, so a topic with a before-limit pays a record scan, as Kafka does.
-        for timestamp in _record_timestamps(view, pos, header):
-            if timestamp != NO_TIMESTAMP and now_ms - timestamp > before:
-                _refuse(timestamp, index, now_ms, before, after, topic_partition)
+        errors = _timestamp_errors(view, pos, header, now_ms, before, after)
+        if errors:
+            raise rejected(_with_key_errors(errors, view, pos, header, config, topic_partition))
 
 
-def _record_timestamps(view: memoryview, pos: int, header: RecordBatchHeader) -> list[int]:
+def _timestamp_errors(view: memoryview, pos: int, header: RecordBatchHeader, now_ms: int,
+                      before: int, after: int) -> list[ApiRecordError]:
+    """Kafka's validateTimestamp for each record of the batch at `pos` (index in the batch)."""
     from common.records import decode_records  # per-record decoding: here only
 
-    return [record.timestamp for record in decode_records(view, pos, header)]
-
-
-def _refuse(timestamp: int, batch_index: int, now_ms: int, before: int, after: int,
-            topic_partition: object) -> None:
     low = now_ms - before if before != LONG_MAX else "-inf"
     high = now_ms + after if after != LONG_MAX else "+inf"
-    raise InvalidTimestampError(
-        f"Timestamp {timestamp} of a record in batch {batch_index} to {topic_partition} is out of "
-        f"range. The timestamp should be within [{low}, {high}]")
+    return [(ErrorCode.INVALID_TIMESTAMP, RecordError(
+                index, f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
+                       f"range. The timestamp should be within [{low}, {high}]"))
+            for index, record in enumerate(decode_records(view, pos, header))
+            if record.timestamp != NO_TIMESTAMP
+            and (now_ms - record.timestamp > before or record.timestamp - now_ms > after)]
+
+
+def _with_key_errors(errors: list[ApiRecordError], view: memoryview, pos: int, header: RecordBatchHeader,
+                     config: LogConfig, topic_partition: object) -> list[ApiRecordError]:
+    """A compacted topic's keyless records join the batch's errors: Kafka checks a record's key
+    before its timestamp and reports one error per record."""
+    if not config.compact or header.is_control:
+        return errors
+    (keyless,) = keyless_records(view, [(pos, header)])
+    if not keyless:
+        return errors
+    by_index = {error.batch_index: (code, error) for code, error in errors}
+    by_index.update((error.batch_index, (code, error)) for code, error in key_errors(keyless, topic_partition))
+    return [by_index[index] for index in sorted(by_index)]
 
 
 def _recompress(view: memoryview, batches: Batches, config: LogConfig, codec: CompressionType,

@@ -9,7 +9,7 @@ import pytest
 
 from broker.log.log_validator import TARGET_CODECS, validate_produced
 from common.compression import recompress_batch
-from common.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
+from common.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordTooLargeError
 from common.record_batch import (
     NO_TIMESTAMP,
     CompressionType,
@@ -144,10 +144,64 @@ WINDOW = [
 def test_timestamp_window(settings, timestamps, refused, codec):
     data = build_batch([(b"k", b"v")] * len(timestamps), timestamps=timestamps, compression=codec)
     if refused:
-        with pytest.raises(InvalidTimestampError, match="out of range"):
+        with pytest.raises(InvalidTimestampError, match="rejected due to invalid timestamp") as e:
             run(data, LogConfig(**settings))
+        assert all("is out of range" in r.message for r in e.value.record_errors)
     else:
         assert bytes(run(data, LogConfig(**settings)).records)[:8] == data[:8]
+
+
+# ---- KIP-467: which records of a rejected batch were bad --------------------------------------
+
+WINDOW_1S = {"message_timestamp_before_max_ms": 1000, "message_timestamp_after_max_ms": 1000}
+RANGE_1S = f"[{NOW - 1000}, {NOW + 1000}]"
+RECORD_ERRORS = [  # (config, records as (key, timestamp), Kafka's error, [(index, message)])
+    pytest.param(WINDOW_1S, [(b"a", NOW), (b"b", NOW - 1001), (b"c", NOW), (b"d", NOW + 1001)],
+                 InvalidTimestampError,
+                 [(1, f"Timestamp {NOW - 1001} of message with offset 1 is out of range. The timestamp "
+                      f"should be within {RANGE_1S}"),
+                  (3, f"Timestamp {NOW + 1001} of message with offset 3 is out of range. The timestamp "
+                      f"should be within {RANGE_1S}")], id="timestamps"),
+    pytest.param({"message_timestamp_after_max_ms": 1000}, [(b"a", NOW + 5000), (b"b", NOW)],
+                 InvalidTimestampError,
+                 [(0, f"Timestamp {NOW + 5000} of message with offset 0 is out of range. The timestamp "
+                      f"should be within [-inf, {NOW + 1000}]")], id="after-only"),
+    # Kafka checks a record's key first; any timestamp error makes the batch INVALID_TIMESTAMP
+    pytest.param({**WINDOW_1S, "cleanup_policy": ("compact",)}, [(None, NOW), (b"b", NOW - 1001), (None, NOW - 9999)],
+                 InvalidTimestampError,
+                 [(0, "Compacted topic cannot accept message without key in topic partition t-0"),
+                  (1, f"Timestamp {NOW - 1001} of message with offset 1 is out of range. The timestamp "
+                      f"should be within {RANGE_1S}"),
+                  (2, "Compacted topic cannot accept message without key in topic partition t-0")],
+                 id="keys-and-timestamps"),
+]
+
+
+@pytest.mark.parametrize(("settings", "records", "error", "expected"), RECORD_ERRORS)
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=["plain", "lz4"])
+def test_record_errors_name_each_bad_record(settings, records, error, expected, codec):
+    data = build_batch([(key, b"v") for key, _ in records], timestamps=[ts for _, ts in records],
+                       compression=codec)
+    with pytest.raises(error) as e:
+        run(data, LogConfig(**settings))
+    assert [(r.batch_index, r.message) for r in e.value.record_errors] == expected
+    assert str(e.value) == "One or more records have been rejected due to invalid timestamp"
+
+
+def test_keyless_records_of_a_compacted_topic_are_listed_with_kafkas_message(tmp_path):
+    from tests.log_helpers import open_log
+
+    log = open_log(tmp_path, LogConfig(cleanup_policy=("compact",)))
+    keys = [b"a", None, b"c", None, None, None]
+    with pytest.raises(InvalidRecordError) as e:
+        log.append(build_batch([(k, b"v") for k in keys]), now_ms=NOW)
+    assert [r.batch_index for r in e.value.record_errors] == [1, 3, 4, 5]
+    first = "RecordError(batchIndex={}, message='Compacted topic cannot accept message without key in " \
+            "topic partition {}')"
+    assert str(e.value) == (
+        "One or more records have been rejected due to 4 record errors in total, and only showing the "
+        f"first three errors at most: [{', '.join(first.format(i, log.topic_partition) for i in (1, 3, 4))}]")
+    assert log.log_end_offset == 0  # the good records of the batch are not appended either
 
 
 # ---- wired into the leader's append ---------------------------------------------------------
