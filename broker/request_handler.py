@@ -6,8 +6,9 @@ codec and handler.
                              broker_config=config)
     chunks = await handler.handle(header, body)   # body chunks for frame_response, or None
 
-A new API is one `ApiRow` in `API_TABLE` plus its handler (`broker/handlers/`, grouped by
-concern); ApiVersions advertises from the same table. `handle` raises ProtocolError for a
+A new API is its row in common/protocol/api_table.py (versions, kio's generated messages,
+ACL and forwarding facts), one `ApiRow` here pairing it with its handler (`broker/handlers/`,
+grouped by concern), and no codec; ApiVersions advertises from the same table. `handle` raises ProtocolError for a
 request it cannot decode (the server closes that connection) and answers everything else,
 failures per partition as Kafka does. The synchronous prefix of a handler runs before the
 next request's (broker/server.py keeps that order): Produce appends there, and answers at
@@ -58,6 +59,7 @@ from broker.handlers.fetch import (
     handle_offset_for_leader_epoch,
 )
 from broker.handlers.log_admin import (
+    handle_alter_replica_log_dirs,
     handle_delete_records,
     handle_describe_log_dirs,
     handle_describe_producers,
@@ -85,38 +87,13 @@ from broker.topic_admin import (
 )
 from common.config_schema import Config
 from common.errors import ErrorCode
-from common.protocol import (
-    acls,
-    admin,
-    alter_configs,
-    api_versions,
-    delete_records,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_log_dirs,
-    describe_producers,
-    elect_leaders,
-    fetch,
-    find_coordinator,
-    group_admin,
-    group_membership,
-    init_producer_id,
-    join_group,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    reassignments,
-)
+from common.protocol import api_versions
 from common.protocol.api_keys import (
     SUPPORTED_VERSIONS,
     ApiKey,
     is_supported,
 )
-from common.protocol.dispatch import Codec, Decoder, Encoder
+from common.protocol.api_table import API_SPECS
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
 from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG
@@ -138,11 +115,12 @@ def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable
     return serve
 
 
-def _row(api_key: ApiKey, decode: Decoder, encode: Encoder, handler: Handler, *,
-         advertised: tuple[int, int] | None = None, now: NowHandler | None = None) -> ApiRow:
-    # The versions are design.md's measured ranges (api_keys.SUPPORTED_VERSIONS), which the
-    # codecs check too.
-    return ApiRow(api_key, SUPPORTED_VERSIONS[api_key], Codec(decode, encode), handler, advertised, now)
+def _row(api_key: ApiKey, handler: Handler, *, advertised: tuple[int, int] | None = None,
+         now: NowHandler | None = None) -> ApiRow:
+    # The versions and the messages (kio's, or a hand-tuned codec) are the API's row in
+    # common/protocol/api_table.py, with the facts SASL and ACLs hook on.
+    spec = API_SPECS[api_key]
+    return ApiRow(api_key, spec.versions, spec.codec, handler, advertised, now)
 
 
 API_TABLE: Final[tuple[ApiRow, ...]] = (
@@ -150,83 +128,50 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # 2.10 (kcat on Debian 12 has 2.0.2) silently stops compressing with gzip, snappy and
     # lz4 unless the broker's Produce range starts at 0 (librdkafka issue 4956); Kafka 4.0
     # does the same (KAFKA-18659). Every client that matters sends v3+.
-    _row(ApiKey.PRODUCE, produce.decode_produce_request, produce.encode_produce_response,
-         handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now),
-    _row(ApiKey.FETCH, fetch.decode_fetch_request, fetch.encode_fetch_response, handle_fetch),
-    _row(ApiKey.LIST_OFFSETS, list_offsets.decode_list_offsets_request,
-         list_offsets.encode_list_offsets_response, handle_list_offsets),
-    _row(ApiKey.METADATA, metadata.decode_metadata_request, metadata.encode_metadata_response,
-         handle_metadata),
-    _row(ApiKey.FIND_COORDINATOR, find_coordinator.decode_find_coordinator_request,
-         find_coordinator.encode_find_coordinator_response, handle_find_coordinator),
-    _row(ApiKey.API_VERSIONS, api_versions.decode_api_versions_request,
-         api_versions.encode_api_versions_response, handle_api_versions),
-    _row(ApiKey.CREATE_TOPICS, admin.decode_create_topics_request,
-         admin.encode_create_topics_response, handle_create_topics),
-    _row(ApiKey.DELETE_TOPICS, delete_topics.decode_delete_topics_request,
-         delete_topics.encode_delete_topics_response, handle_delete_topics),
-    _row(ApiKey.INIT_PRODUCER_ID, init_producer_id.decode_init_producer_id_request,
-         init_producer_id.encode_init_producer_id_response, handle_init_producer_id),
-    _row(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch.decode_offset_for_leader_epoch_request,
-         offset_for_leader_epoch.encode_offset_for_leader_epoch_response,
-         handle_offset_for_leader_epoch),
-    _row(ApiKey.DESCRIBE_CONFIGS, describe_configs.decode_describe_configs_request,
-         describe_configs.encode_describe_configs_response, handle_describe_configs),
-    _row(ApiKey.CREATE_PARTITIONS, admin.decode_create_partitions_request,
-         admin.encode_create_partitions_response, handle_create_partitions),
-    _row(ApiKey.ALTER_CONFIGS, alter_configs.decode_alter_configs_request,
-         alter_configs.encode_alter_configs_response, handle_alter_configs),
-    _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, alter_configs.decode_incremental_alter_configs_request,
-         alter_configs.encode_incremental_alter_configs_response, handle_incremental_alter_configs),
+    _row(ApiKey.PRODUCE, handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now),
+    _row(ApiKey.FETCH, handle_fetch),
+    _row(ApiKey.LIST_OFFSETS, handle_list_offsets),
+    _row(ApiKey.METADATA, handle_metadata),
+    _row(ApiKey.FIND_COORDINATOR, handle_find_coordinator),
+    _row(ApiKey.API_VERSIONS, handle_api_versions),
+    _row(ApiKey.CREATE_TOPICS, handle_create_topics),
+    _row(ApiKey.DELETE_TOPICS, handle_delete_topics),
+    _row(ApiKey.INIT_PRODUCER_ID, handle_init_producer_id),
+    _row(ApiKey.OFFSET_FOR_LEADER_EPOCH, handle_offset_for_leader_epoch),
+    _row(ApiKey.DESCRIBE_CONFIGS, handle_describe_configs),
+    _row(ApiKey.CREATE_PARTITIONS, handle_create_partitions),
+    _row(ApiKey.ALTER_CONFIGS, handle_alter_configs),
+    _row(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle_incremental_alter_configs),
     # storage-side admin: broker/handlers/log_admin.py
-    _row(ApiKey.DELETE_RECORDS, delete_records.decode_delete_records_request,
-         delete_records.encode_delete_records_response, handle_delete_records),
-    _row(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs.decode_describe_log_dirs_request,
-         describe_log_dirs.encode_describe_log_dirs_response, handle_describe_log_dirs),
-    _row(ApiKey.DESCRIBE_PRODUCERS, describe_producers.decode_describe_producers_request,
-         describe_producers.encode_describe_producers_response, handle_describe_producers),
+    _row(ApiKey.DELETE_RECORDS, handle_delete_records),
+    _row(ApiKey.DESCRIBE_LOG_DIRS, handle_describe_log_dirs),
+    _row(ApiKey.ALTER_REPLICA_LOG_DIRS, handle_alter_replica_log_dirs),
+    _row(ApiKey.DESCRIBE_PRODUCERS, handle_describe_producers),
     # consumer groups: broker/group_coordinator/
-    _row(ApiKey.JOIN_GROUP, join_group.decode_join_group_request,
-         join_group.encode_join_group_response, _group(group.join)),
-    _row(ApiKey.SYNC_GROUP, join_group.decode_sync_group_request,
-         join_group.encode_sync_group_response, _group(group.sync)),
-    _row(ApiKey.HEARTBEAT, group_membership.decode_heartbeat_request,
-         group_membership.encode_heartbeat_response, _group(group.heartbeat_)),
-    _row(ApiKey.LEAVE_GROUP, group_membership.decode_leave_group_request,
-         group_membership.encode_leave_group_response, _group(group.leave)),
-    _row(ApiKey.OFFSET_COMMIT, offset_commit.decode_offset_commit_request,
-         offset_commit.encode_offset_commit_response, _group(group.commit)),
-    _row(ApiKey.OFFSET_FETCH, offset_fetch.decode_offset_fetch_request,
-         offset_fetch.encode_offset_fetch_response, _group(group.fetch)),
-    _row(ApiKey.OFFSET_DELETE, offset_commit.decode_offset_delete_request,
-         offset_commit.encode_offset_delete_response, _group(group.offset_delete)),
-    _row(ApiKey.DESCRIBE_GROUPS, group_admin.decode_describe_groups_request,
-         group_admin.encode_describe_groups_response, _group(group.describe)),
-    _row(ApiKey.LIST_GROUPS, group_admin.decode_list_groups_request,
-         group_admin.encode_list_groups_response, _group(group.list_)),
-    _row(ApiKey.DELETE_GROUPS, group_admin.decode_delete_groups_request,
-         group_admin.encode_delete_groups_response, _group(group.delete)),
+    _row(ApiKey.JOIN_GROUP, _group(group.join)),
+    _row(ApiKey.SYNC_GROUP, _group(group.sync)),
+    _row(ApiKey.HEARTBEAT, _group(group.heartbeat_)),
+    _row(ApiKey.LEAVE_GROUP, _group(group.leave)),
+    _row(ApiKey.OFFSET_COMMIT, _group(group.commit)),
+    _row(ApiKey.OFFSET_FETCH, _group(group.fetch)),
+    _row(ApiKey.OFFSET_DELETE, _group(group.offset_delete)),
+    _row(ApiKey.DESCRIBE_GROUPS, _group(group.describe)),
+    _row(ApiKey.LIST_GROUPS, _group(group.list_)),
+    _row(ApiKey.DELETE_GROUPS, _group(group.delete)),
     # cluster admin: broker/handlers/cluster.py
-    _row(ApiKey.DESCRIBE_CLUSTER, describe_cluster.decode_describe_cluster_request,
-         describe_cluster.encode_describe_cluster_response, handle_describe_cluster),
-    _row(ApiKey.ELECT_LEADERS, elect_leaders.decode_elect_leaders_request,
-         elect_leaders.encode_elect_leaders_response, handle_elect_leaders),
+    _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
+    _row(ApiKey.ELECT_LEADERS, handle_elect_leaders),
     # partition reassignment (KIP-455): broker/handlers/reassignments.py
-    _row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, reassignments.decode_alter_partition_reassignments_request,
-         reassignments.encode_alter_partition_reassignments_response, handle_alter_partition_reassignments),
-    _row(ApiKey.LIST_PARTITION_REASSIGNMENTS, reassignments.decode_list_partition_reassignments_request,
-         reassignments.encode_list_partition_reassignments_response, handle_list_partition_reassignments),
+    _row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle_alter_partition_reassignments),
+    _row(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle_list_partition_reassignments),
     # ACLs without an authorizer: broker/handlers/acls.py
-    _row(ApiKey.DESCRIBE_ACLS, acls.decode_describe_acls_request, acls.encode_describe_acls_response,
-         handle_describe_acls),
-    _row(ApiKey.CREATE_ACLS, acls.decode_create_acls_request, acls.encode_create_acls_response,
-         handle_create_acls),
-    _row(ApiKey.DELETE_ACLS, acls.decode_delete_acls_request, acls.encode_delete_acls_response,
-         handle_delete_acls),
+    _row(ApiKey.DESCRIBE_ACLS, handle_describe_acls),
+    _row(ApiKey.CREATE_ACLS, handle_create_acls),
+    _row(ApiKey.DELETE_ACLS, handle_delete_acls),
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
-if len(ROWS) != len(API_TABLE):
-    raise AssertionError("API_TABLE lists an API twice")
+if len(ROWS) != len(API_TABLE) or set(ROWS) != set(API_SPECS):
+    raise AssertionError("API_TABLE lists an API twice, or not every API of api_table")
 IMPLEMENTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = {
     row.api_key: row.versions for row in sorted(API_TABLE, key=lambda r: r.api_key)}
 ADVERTISED_API_VERSIONS: Final = api_versions.supported_api_versions(

@@ -1,11 +1,17 @@
-"""Storage-side admin APIs: DeleteRecords, DescribeLogDirs, DescribeProducers.
+"""Storage-side admin APIs: DeleteRecords, DescribeLogDirs, AlterReplicaLogDirs,
+DescribeProducers.
 
 DeleteRecords moves each partition's log start offset on its leader and waits, bounded by
 the request's timeout_ms, until every live replica has followed (ReplicaManager's
 DeleteRecords purgatory). DescribeLogDirs reports each of this broker's `log.dirs`, the
 size of every partition log in it and the volume's total and usable bytes (v4+).
 DescribeProducers lists the producer state of partitions this broker hosts (leader or
-follower, as Kafka answers from the local log).
+follower, as Kafka answers from the local log). AlterReplicaLogDirs (served on kio's
+generated messages, no codec of ours) answers as Kafka's ReplicaManager.alterReplicaLogDirs
+for what tidelog can do: a replica already in the requested directory is a success, a
+directory not in `log.dirs` is LOG_DIR_NOT_FOUND, a partition this broker does not host is
+REPLICA_NOT_AVAILABLE; moving a replica to another of this broker's directories (Kafka's
+future-log copy) is not implemented and answers KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.log.partition_log import PartitionLog
 from broker.replica_deletes import DeleteRecordsResult
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
 from common.protocol import delete_records as dr
 from common.protocol import describe_log_dirs as dld
 from common.protocol import describe_producers as dp
@@ -111,6 +120,62 @@ def _offset_lag(partition_log: PartitionLog) -> int:
     is below its high watermark, never negative (0 on a leader, and on a follower whose HW
     follows its own LEO)."""
     return max(partition_log.high_watermark - partition_log.log_end_offset, 0)
+
+
+# ---- AlterReplicaLogDirs -----------------------------------------------------------------
+
+# Kafka's UnifiedLog.logFutureDirName, "<topic>-<partition>.<uuid>-future", must fit a file
+# name (KAFKA-4893): 1 + 32 + 7 bytes around "<topic>-<partition>", 255 at most.
+MAX_FUTURE_DIR_NAME_BYTES = 255
+FUTURE_DIR_NAME_EXTRA_BYTES = len(".") + 32 + len("-future")
+
+
+def alter_replica_log_dir_error(tp: TopicPartition, destination: str, *, log_dirs: Iterable[str],
+                                current_dir: str | None) -> ErrorCode:
+    """Kafka's answer for moving `tp`'s replica on this broker to `destination` (a path as
+    the client sent it; Kafka compares it with each log dir's absolute path), given the
+    broker's absolute `log_dirs` and the replica's directory (None: not hosted here)."""
+    if len(str(tp).encode()) + FUTURE_DIR_NAME_EXTRA_BYTES > MAX_FUTURE_DIR_NAME_BYTES:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if destination not in log_dirs:  # checked before the partition, as Kafka does
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    if current_dir is None:  # Kafka's NotLeaderOrFollower, answered as REPLICA_NOT_AVAILABLE here
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    if current_dir == destination:
+        return ErrorCode.NONE
+    return ErrorCode.KAFKA_STORAGE_ERROR  # no future-log copy between directories yet
+
+
+async def handle_alter_replica_log_dirs(ctx: BrokerContext, req: Any, version: int,
+                                        client: ClientInfo) -> Any:
+    """`req` is kio's AlterReplicaLogDirsRequest of `version` (v1-v2 share their fields)."""
+    log_manager = ctx.replicas.log_manager
+    log_dirs = [os.path.abspath(d) for d in log_manager.log_dirs]
+    # Kafka keys the request by partition (the last directory named for it wins) and
+    # answers grouped by topic.
+    destinations: dict[TopicPartition, str] = {}
+    for log_dir in req.dirs:
+        for topic in log_dir.topics:
+            for index in topic.partitions:
+                destinations[TopicPartition(topic.name, index)] = log_dir.path
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for tp, destination in destinations.items():
+        hosted = tp in log_manager.logs
+        current = os.path.abspath(log_manager.log_dir_of(tp)) if hosted else None
+        error = alter_replica_log_dir_error(tp, destination, log_dirs=log_dirs, current_dir=current)
+        if error == ErrorCode.KAFKA_STORAGE_ERROR:
+            log.warning("Cannot move replica %s from %s to %s for client %s: moving a replica between"
+                        " log directories is not implemented", tp, current, destination, client.client_id)
+        elif error != ErrorCode.NONE:
+            log.info("Refused moving replica %s to log dir %s for client %s: %s",
+                     tp, destination, client.client_id, error.name)
+        by_topic.setdefault(tp.topic, []).append((tp.partition, error))
+    m = messages.response_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+    return messages.build(m.AlterReplicaLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=tuple(
+        m.AlterReplicaLogDirTopicResult(topic_name=name, partitions=tuple(
+            m.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=error)
+            for index, error in parts))
+        for name, parts in by_topic.items()))
 
 
 # ---- DescribeProducers --------------------------------------------------------------------

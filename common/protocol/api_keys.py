@@ -39,6 +39,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -80,6 +81,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # Kafka 3.9 and 4.x: v0 was removed in 4.0 (KIP-896)
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_ACLS: (0, 3),
     ApiKey.CREATE_ACLS: (0, 3),
@@ -119,6 +121,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_ACLS: 2,
     ApiKey.CREATE_ACLS: 2,

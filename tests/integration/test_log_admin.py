@@ -320,3 +320,34 @@ def test_a_fenced_follower_does_not_hold_delete_records_and_follows_on_return(cl
     wait_until(f"broker {follower} follows the new log start", lambda: checkpointed_start(
         cluster, follower, topic) == 50 or None, 60)
     wait_for_state(cluster, topic, 0, f"broker {follower} back in the ISR", lambda s: follower in s["isr"], 60)
+
+
+def test_alter_replica_log_dirs_with_kafka_python(cluster: LocalCluster) -> None:
+    # AlterReplicaLogDirs is served on kio's generated messages: no codec of ours. Each broker
+    # has one log dir: a move into it succeeds, an unknown dir is LOG_DIR_NOT_FOUND, a
+    # partition the broker does not host REPLICA_NOT_AVAILABLE (Kafka's answers).
+    from kafka import TopicPartitionReplica
+    from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+    from kafka.protocol.admin import AlterReplicaLogDirsRequest
+
+    topic = new_topic(cluster, "move-dirs", partitions=1)
+    broker = BROKERS[0]
+    own_dir = str((cluster.node(broker).spec.directory / "data").absolute())
+    client = admin(cluster)
+    try:
+        # ApiVersions advertises v1-v2 (Kafka 3.9's), so kafka-python sends v2 (flexible)
+        assert client._manager.broker_version_data.api_version(AlterReplicaLogDirsRequest) == 2
+        answers = client.alter_replica_log_dirs({
+            TopicPartitionReplica(topic, 0, broker): own_dir,
+            TopicPartitionReplica("no-such-topic", 3, broker): own_dir,
+        })
+        assert answers == {TopicPartitionReplica(topic, 0, broker): NoError,
+                           TopicPartitionReplica("no-such-topic", 3, broker): ReplicaNotAvailableError}
+        elsewhere = str(Path(own_dir).parent / "elsewhere")
+        assert client.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, broker): elsewhere}) \
+            == {TopicPartitionReplica(topic, 0, broker): LogDirNotFoundError}
+        # the broker still answers on the same connection, and the log did not move
+        (answer,) = [a for a in client.describe_log_dirs({topic: [0]}) if a["broker"] == broker]
+    finally:
+        client.close()
+    assert [d["log_dir"] for d in answer["log_dirs"]] == [own_dir]

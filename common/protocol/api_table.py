@@ -1,0 +1,183 @@
+"""One row per Kafka API tidelog serves: its versions, its messages, and the facts that
+authentication and authorization hook on.
+
+    spec = API_SPECS[ApiKey.CREATE_TOPICS]
+    spec.codec.decode(body, version)           # kio's generated messages, or a hand-tuned codec
+    spec.acl.operation, spec.acl.resources     # Kafka's AclOperation / ResourceType checked
+    spec.forwarded, spec.before_authentication
+
+The broker pairs each row with its handler (`broker.request_handler.API_TABLE`). A row on
+kio's messages (`messages.kio_codec`) needs no codec of ours; a hand-tuned codec stays only
+where bench/codecs.py shows kio costs the broker measurably (Produce and Fetch bodies,
+Metadata encoding) or where kio's schemas (Kafka 4's) dropped versions Kafka 3.9 still
+answers.
+
+The ACL facts are Kafka's `KafkaApis` checks (Kafka 3.9): the operation and the resource
+types it authorizes for the API, the first of them the one a client needs at least.
+`forwarded` is true where a Kafka broker forwards the request to the active controller
+(`maybeForwardToController`); tidelog sends those to the controller quorum's admin API.
+`before_authentication` marks what a SASL connection may send before it authenticates
+(Kafka's SaslServerAuthenticator: ApiVersions, SaslHandshake, SaslAuthenticate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from common.protocol import (
+    acls,
+    admin,
+    alter_configs,
+    api_versions,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    describe_producers,
+    elect_leaders,
+    fetch,
+    find_coordinator,
+    group_admin,
+    group_membership,
+    init_producer_id,
+    join_group,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    reassignments,
+)
+from common.protocol.acls import AclOperation
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from common.protocol.dispatch import Codec
+from common.protocol.messages import kio_codec
+
+
+class ResourceType(IntEnum):
+    """Kafka's org.apache.kafka.common.resource.ResourceType codes."""
+
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+@dataclass(frozen=True, slots=True)
+class AclCheck:
+    """What Kafka authorizes for an API: `operation` on a resource of one of `resources`
+    (CreateTopics: CREATE on the CLUSTER, or else on each TOPIC)."""
+
+    operation: AclOperation
+    resources: tuple[ResourceType, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One API: versions answered, messages (codec), and its authentication facts."""
+
+    api_key: ApiKey
+    versions: tuple[int, int]
+    codec: Codec
+    acl: AclCheck | None  # None: Kafka authorizes nothing (ApiVersions, SASL)
+    forwarded: bool = False
+    before_authentication: bool = False
+    generated: bool = False  # served on kio's messages, no codec of ours
+
+    def __post_init__(self) -> None:
+        low, high = self.versions
+        if not 0 <= low <= high:
+            raise ValueError(f"{self.api_key.name}: bad version range {self.versions}")
+
+
+Op, Res = AclOperation, ResourceType
+TOPIC: Final = (Res.TOPIC,)
+GROUP: Final = (Res.GROUP,)
+CLUSTER: Final = (Res.CLUSTER,)
+
+
+def _hand(api_key: ApiKey, codec: Codec, acl: AclCheck | None, *, forwarded: bool = False,
+          before_authentication: bool = False) -> ApiSpec:
+    return ApiSpec(api_key, SUPPORTED_VERSIONS[api_key], codec, acl, forwarded, before_authentication)
+
+
+def _kio(api_key: ApiKey, acl: AclCheck | None, *, forwarded: bool = False,
+         before_authentication: bool = False) -> ApiSpec:
+    return ApiSpec(api_key, SUPPORTED_VERSIONS[api_key], kio_codec(api_key), acl, forwarded,
+                   before_authentication, generated=True)
+
+
+def _codec(module: object, name: str) -> Codec:
+    return Codec(getattr(module, f"decode_{name}_request"), getattr(module, f"encode_{name}_response"))
+
+
+_SPECS: Final[tuple[ApiSpec, ...]] = (
+    # hand-tuned for the broker's hot paths (bench/codecs.py)
+    _hand(ApiKey.PRODUCE, _codec(produce, "produce"), AclCheck(Op.WRITE, TOPIC)),
+    _hand(ApiKey.FETCH, _codec(fetch, "fetch"), AclCheck(Op.READ, TOPIC)),  # followers: CLUSTER_ACTION CLUSTER
+    _hand(ApiKey.METADATA, _codec(metadata, "metadata"), AclCheck(Op.DESCRIBE, TOPIC)),
+    _hand(ApiKey.LIST_OFFSETS, _codec(list_offsets, "list_offsets"), AclCheck(Op.DESCRIBE, TOPIC)),
+    _hand(ApiKey.OFFSET_FOR_LEADER_EPOCH, _codec(offset_for_leader_epoch, "offset_for_leader_epoch"),
+          AclCheck(Op.DESCRIBE, TOPIC)),
+    _hand(ApiKey.API_VERSIONS, _codec(api_versions, "api_versions"), None, before_authentication=True),
+    _hand(ApiKey.FIND_COORDINATOR, _codec(find_coordinator, "find_coordinator"),
+          AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
+    _hand(ApiKey.INIT_PRODUCER_ID, _codec(init_producer_id, "init_producer_id"),
+          AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
+    # topic admin, forwarded to the controller
+    _hand(ApiKey.CREATE_TOPICS, _codec(admin, "create_topics"), AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)),
+          forwarded=True),
+    _hand(ApiKey.DELETE_TOPICS, _codec(delete_topics, "delete_topics"), AclCheck(Op.DELETE, TOPIC),
+          forwarded=True),
+    _hand(ApiKey.CREATE_PARTITIONS, _codec(admin, "create_partitions"), AclCheck(Op.ALTER, TOPIC),
+          forwarded=True),
+    # configs
+    _hand(ApiKey.DESCRIBE_CONFIGS, _codec(describe_configs, "describe_configs"),
+          AclCheck(Op.DESCRIBE_CONFIGS, (Res.CLUSTER, Res.TOPIC))),
+    _hand(ApiKey.ALTER_CONFIGS, _codec(alter_configs, "alter_configs"),
+          AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
+    _hand(ApiKey.INCREMENTAL_ALTER_CONFIGS, _codec(alter_configs, "incremental_alter_configs"),
+          AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
+    # storage-side admin
+    _hand(ApiKey.DELETE_RECORDS, _codec(delete_records, "delete_records"), AclCheck(Op.DELETE, TOPIC)),
+    _hand(ApiKey.DESCRIBE_LOG_DIRS, _codec(describe_log_dirs, "describe_log_dirs"), AclCheck(Op.DESCRIBE, CLUSTER)),
+    _kio(ApiKey.ALTER_REPLICA_LOG_DIRS, AclCheck(Op.ALTER, CLUSTER)),
+    _hand(ApiKey.DESCRIBE_PRODUCERS, _codec(describe_producers, "describe_producers"), AclCheck(Op.READ, TOPIC)),
+    # consumer groups
+    _hand(ApiKey.JOIN_GROUP, _codec(join_group, "join_group"), AclCheck(Op.READ, GROUP)),
+    _hand(ApiKey.SYNC_GROUP, _codec(join_group, "sync_group"), AclCheck(Op.READ, GROUP)),
+    _hand(ApiKey.HEARTBEAT, _codec(group_membership, "heartbeat"), AclCheck(Op.READ, GROUP)),
+    _hand(ApiKey.LEAVE_GROUP, _codec(group_membership, "leave_group"), AclCheck(Op.READ, GROUP)),
+    _hand(ApiKey.OFFSET_COMMIT, _codec(offset_commit, "offset_commit"), AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _hand(ApiKey.OFFSET_FETCH, _codec(offset_fetch, "offset_fetch"), AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TOPIC))),
+    _hand(ApiKey.OFFSET_DELETE, _codec(offset_commit, "offset_delete"), AclCheck(Op.DELETE, (Res.GROUP,))),
+    _hand(ApiKey.DESCRIBE_GROUPS, _codec(group_admin, "describe_groups"), AclCheck(Op.DESCRIBE, GROUP)),
+    _hand(ApiKey.LIST_GROUPS, _codec(group_admin, "list_groups"), AclCheck(Op.DESCRIBE, (Res.CLUSTER, Res.GROUP))),
+    _hand(ApiKey.DELETE_GROUPS, _codec(group_admin, "delete_groups"), AclCheck(Op.DELETE, GROUP)),
+    # cluster admin
+    _hand(ApiKey.DESCRIBE_CLUSTER, _codec(describe_cluster, "describe_cluster"), AclCheck(Op.DESCRIBE, CLUSTER)),
+    _hand(ApiKey.ELECT_LEADERS, _codec(elect_leaders, "elect_leaders"), AclCheck(Op.ALTER, CLUSTER),
+          forwarded=True),
+    _hand(ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+          _codec(reassignments, "alter_partition_reassignments"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    _hand(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+          _codec(reassignments, "list_partition_reassignments"), AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
+    # ACLs
+    _hand(ApiKey.DESCRIBE_ACLS, _codec(acls, "describe_acls"), AclCheck(Op.DESCRIBE, CLUSTER)),
+    _hand(ApiKey.CREATE_ACLS, _codec(acls, "create_acls"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    _hand(ApiKey.DELETE_ACLS, _codec(acls, "delete_acls"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+)
+API_SPECS: Final[Mapping[ApiKey, ApiSpec]] = {spec.api_key: spec for spec in _SPECS}
+if len(API_SPECS) != len(_SPECS):
+    raise AssertionError("api_table lists an API twice")
+if set(API_SPECS) != set(SUPPORTED_VERSIONS):
+    raise AssertionError(f"api_table and SUPPORTED_VERSIONS differ: {set(API_SPECS) ^ set(SUPPORTED_VERSIONS)}")

@@ -1,0 +1,155 @@
+"""Kafka messages generated from Kafka's own JSON schemas (kio), bridged to our frames.
+
+kio (Aiven, Apache-2.0) ships one frozen dataclass per API, version and direction, generated
+from `clients/src/main/resources/common/message/*.json`, with a native reader and
+pure-Python writers. An API served on these messages needs no codec of ours: its row in
+`api_table` names `kio_codec(api_key)`, and its handler reads the request dataclass of the
+version the client sent and answers with the response dataclass of that version:
+
+    m = response_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+    build(m.AlterReplicaLogDirsResponse, throttle_time=NO_THROTTLE, results=(...))
+
+Decoding ignores trailing bytes after the message (librdkafka pads some requests), and any
+decode failure becomes our one `ProtocolError` (the connection that sent it is closed).
+Error codes in our responses are `common.errors.ErrorCode` members: kio's writer reads
+`.value`, which both IntEnums have.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import fields
+from datetime import timedelta
+from functools import cache
+from types import ModuleType
+from typing import Any, Final, TypeVar
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from common.protocol.dispatch import Codec
+from common.protocol.primitives import Chunk, ProtocolError
+
+NO_THROTTLE: Final = timedelta(0)  # every throttle_time we send: tidelog has no quotas yet
+
+E = TypeVar("E")
+
+
+@cache
+def request_type(api_key: int, version: int) -> type[Any]:
+    """kio's request dataclass for this API and version; KeyError when kio has none."""
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as e:  # kio's UnknownAPIKey / UnknownEntity
+        raise KeyError(f"no request schema for API {api_key} v{version}") from e
+
+
+@cache
+def response_type(api_key: int, version: int) -> type[Any]:
+    """kio's response dataclass for this API and version; KeyError when kio has none."""
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as e:
+        raise KeyError(f"no response schema for API {api_key} v{version}") from e
+
+
+def request_module(api_key: int, version: int) -> ModuleType:
+    """The module holding this version's request and its nested types."""
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+def response_module(api_key: int, version: int) -> ModuleType:
+    """The module holding this version's response and its nested types (results, ...)."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+def first_flexible_version(api_key: int, versions: tuple[int, int]) -> int | None:
+    """The first version in `versions` whose request is flexible (header v2, tagged
+    fields): Kafka's "flexibleVersions", read from the generated classes."""
+    low, high = versions
+    for version in range(low, high + 1):
+        if request_type(api_key, version).__flexible__:
+            return version
+    return None
+
+
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}  # bounded by kio's classes
+_READERS: dict[type[Any], Any] = {}
+
+
+def _field_names(entity_type: type[Any]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(entity_type)
+    if names is None:
+        names = _FIELD_NAMES[entity_type] = frozenset(f.name for f in fields(entity_type))
+    return names
+
+
+def build(entity_type: type[E], **values: Any) -> E:
+    """An entity of one version from values a handler computes for every version: a field
+    this version does not have is dropped, as Kafka's generated Java ignores a field its
+    version lacks (a handler need not branch on versions for added fields)."""
+    names = _field_names(entity_type)
+    return entity_type(**{k: v for k, v in values.items() if k in names})
+
+
+def _reader(entity_type: type[Any]) -> Any:
+    reader = _READERS.get(entity_type)
+    if reader is None:
+        reader = _READERS[entity_type] = entity_reader(entity_type)
+    return reader
+
+
+def decode(entity_type: type[E], body: bytes | bytearray | memoryview) -> E:
+    """One message from the start of `body`; bytes after it are ignored. ProtocolError
+    for anything that is not a whole message."""
+    try:
+        value, _size = _reader(entity_type)(body, 0)
+    # The native reader raises kio's DecodeError family, and ValueError/TypeError for
+    # out-of-range values; whatever it raises, the bytes were not a message.
+    except Exception as e:  # noqa: BLE001
+        raise ProtocolError(f"malformed {entity_type.__name__} v{getattr(entity_type, '__version__', '?')}:"
+                            f" {type(e).__name__}: {e}") from None
+    return value  # type: ignore[no-any-return]
+
+
+def encode(entity: Any) -> bytes:
+    """The bytes of one message (kio's writer for its class)."""
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def decode_request(api_key: int, version: int, body: bytes | bytearray | memoryview) -> Any:
+    """The request dataclass for (api_key, version); ProtocolError when kio has no such
+    version or the body is not one."""
+    try:
+        entity_type = request_type(api_key, version)
+    except KeyError as e:
+        raise ProtocolError(str(e)) from None
+    return decode(entity_type, body)
+
+
+def decode_response(api_key: int, version: int, body: bytes | bytearray | memoryview) -> Any:
+    """Client side: the response dataclass for (api_key, version)."""
+    try:
+        entity_type = response_type(api_key, version)
+    except KeyError as e:
+        raise ProtocolError(str(e)) from None
+    return decode(entity_type, body)
+
+
+def kio_codec(api_key: int) -> Codec:
+    """The `Codec` of an API served on kio's messages: decode by the version sent, encode
+    the response dataclass, which must be of that version (a handler bug otherwise)."""
+
+    def decode_body(body: memoryview, version: int) -> Any:
+        return decode_request(api_key, version, body)
+
+    def encode_body(response: Any, version: int) -> list[Chunk]:
+        if response.__api_key__ != api_key or response.__version__ != version:
+            raise ValueError(f"{type(response).__name__} v{response.__version__} answers"
+                             f" API {response.__api_key__}, not API {api_key} v{version}")
+        return [encode(response)]
+
+    return Codec(decode_body, encode_body)
