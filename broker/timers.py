@@ -153,7 +153,9 @@ class TimerService:
             if not due:
                 break
             for key in due:
-                action = self._actions.pop(key)
+                action = self._actions.pop(key, None)
+                if action is None:  # cancelled by an action that ran before it in this pass
+                    continue
                 try:
                     action(now)
                 except Exception:  # noqa: BLE001 - one bad action must not stop the others

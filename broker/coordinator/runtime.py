@@ -1,0 +1,424 @@
+"""The coordinator runtime: one state machine per internal-topic partition led here.
+
+    runtime = CoordinatorRuntime("group", shard_type, writer, timers, commit_timeout_ms=5_000)
+    runtime.on_partition_change(3)          # leads it now: replay it (LOADING, then ACTIVE); or unload
+    answer = await runtime.write(3, lambda state: CoordinatorResult(new_state, records, answer))
+    state = runtime.current(3)              # with the uncommitted writes; runtime.committed(3) without
+    runtime.schedule_timer(3, ("session", "g1"), deadline_ms, lambda state, now_ms: result)
+    await runtime.idle()                    # tests: every load and write settled, no sleeps
+
+Kafka 4's `CoordinatorRuntime` (coordinator-common), in one event loop instead of a thread
+pool: a coordinator (`CoordinatorShard`) per partition of its internal topic, loaded by
+replaying the partition when this broker becomes its leader and unloaded at once when it
+stops leading it. An operation is a pure rule: the shard's state in, a `CoordinatorResult`
+out (the state after it, the records that make it durable, the answer); the runtime appends
+the records with acks=all and releases the answer only once the high watermark passes them.
+
+Pending and committed state (Kafka's `SnapshottableCoordinator` and its timeline snapshots
+per written offset): the runtime keeps the committed state and a chain of pending batches,
+each with the state after it. A commit moves the committed state forward; a write that fails
+(the local append refused, the commit timed out, the log truncated under it) drops its batch
+and every later one, so the state returns to its last committed value and their answers
+fail. An operation without records still changes state (a heartbeat): it joins the last
+pending batch and answers when that commits (read-your-writes, as Kafka's deferred events).
+
+Batching (Kafka's `CoordinatorRuntime` accumulates records per partition into one batch):
+writes made while the event loop is busy go into the partition's open batch, which is
+appended once, when the loop gets to it (`call_soon`), or at once when it reaches
+MAX_BATCH_BYTES. N concurrent offset commits cost one append and one replication wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+from broker.coordinator.errors import CoordinatorError
+from broker.timers import TimerService
+from common.errors import ErrorCode, KafkaError
+from common.units import MIB
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+A = TypeVar("A")
+Encoded = tuple[bytes | None, bytes | None]  # one record as (key, value) bytes
+MAX_BATCH_BYTES: Final = 1 * MIB  # an open batch is appended once it holds this many record bytes
+MAX_IDLE_PASSES: Final = 1_000  # idle() waits out at most this many generations of new work
+E = ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorResult(Generic[S, A]):
+    """What an operation decides: the state after it, the records that make it durable (encoded
+    by the coordinator) and the answer released once they commit."""
+
+    state: S
+    records: tuple[Encoded, ...] = ()
+    answer: A | None = None
+
+
+class CoordinatorShardType(Protocol[S]):
+    """What a coordinator supplies: its empty state and how a stored record changes it."""
+
+    def empty(self) -> S: ...
+
+    def replay(self, state: S, key: bytes, value: bytes | None) -> S:
+        """`state` after one record read back from the partition (loading)."""
+
+
+class PartitionWriter(Protocol):
+    """The runtime's view of the internal topic's partitions (the replica manager here)."""
+
+    def leader_epoch(self, partition: int) -> int | None:
+        """This broker's leader epoch of `partition`; None when it does not lead it."""
+
+    def append(self, partition: int, leader_epoch: int, records: list[Encoded]) -> int:
+        """Append one batch (acks=all); the offset after it. KafkaError when refused."""
+
+    def high_watermark(self, partition: int) -> int: ...
+
+    async def load(self, partition: int, leader_epoch: int, replay: Callable[[bytes, bytes | None], None]) -> int:
+        """Feed every record of `partition` to `replay`; the offset after the last one."""
+
+
+class ShardStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+@dataclass(slots=True)
+class _Batch(Generic[S]):
+    state: S  # the shard's state once this batch (and every one before it) commits
+    records: list[Encoded] = field(default_factory=list)
+    size: int = 0
+    end_offset: int | None = None  # set once appended; None while open
+    waiters: list[tuple[asyncio.Future[Any], Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Shard(Generic[S]):
+    partition: int
+    leader_epoch: int
+    committed: S
+    status: ShardStatus = ShardStatus.LOADING
+    committed_offset: int = 0
+    batches: deque[_Batch[S]] = field(default_factory=deque)
+    flush_scheduled: bool = False
+    timer_keys: set[Hashable] = field(default_factory=set)
+    load_task: asyncio.Task[None] | None = None
+
+    @property
+    def current(self) -> S:
+        return self.batches[-1].state if self.batches else self.committed
+
+
+TimerOperation = Callable[[S, int], CoordinatorResult[S, Any]]  # (state, now_ms) -> result
+
+
+class CoordinatorRuntime(Generic[S]):
+    def __init__(self, name: str, shard_type: CoordinatorShardType[S], writer: PartitionWriter,
+                 timers: TimerService, *, commit_timeout_ms: int,
+                 on_loaded: Callable[[int, S], None] | None = None,
+                 on_unloaded: Callable[[int], None] | None = None,
+                 max_batch_bytes: int = MAX_BATCH_BYTES) -> None:
+        self.name = name
+        self.shard_type = shard_type
+        self.writer = writer
+        self.timers = timers
+        self.commit_timeout_ms = commit_timeout_ms
+        self.max_batch_bytes = max_batch_bytes
+        self._on_loaded = on_loaded
+        self._on_unloaded = on_unloaded
+        self.shards: dict[int, _Shard[S]] = {}
+        self.appends_total = 0  # batches appended (fewer than writes: concurrent writes share one)
+
+    # ---- leadership ----------------------------------------------------------------------
+
+    def on_partition_change(self, partition: int) -> None:
+        """Something happened to `partition` (a role change, an append, a HW move): load it if
+        this broker now leads it in a new epoch, unload it if not any more, else commit what
+        the high watermark passed."""
+        epoch = self.writer.leader_epoch(partition)
+        shard = self.shards.get(partition)
+        if epoch is None:
+            if shard is not None:
+                self.unload(partition)
+        elif shard is None or shard.leader_epoch != epoch:
+            self.load(partition, epoch)
+        elif shard.status is ShardStatus.ACTIVE:
+            self.on_high_watermark(partition, self.writer.high_watermark(partition))
+
+    def load(self, partition: int, leader_epoch: int) -> None:
+        if partition in self.shards:
+            self.unload(partition)
+        shard: _Shard[S] = _Shard(partition, leader_epoch, self.shard_type.empty())
+        self.shards[partition] = shard
+        shard.load_task = asyncio.get_running_loop().create_task(
+            self._load(shard), name=f"load-{self.name}-{partition}")
+        log.info("Loading the %s coordinator of partition %d (leader epoch %d)", self.name, partition, leader_epoch)
+
+    async def _load(self, shard: _Shard[S]) -> None:
+        started = self.timers.now_ms()
+        state, count = shard.committed, 0
+
+        def replay(key: bytes, value: bytes | None) -> None:
+            nonlocal state, count
+            state = self.shard_type.replay(state, key, value)
+            count += 1
+
+        try:
+            end = await self.writer.load(shard.partition, shard.leader_epoch, replay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a bad partition must not stop the broker
+            log.exception("Loading the %s coordinator of partition %d failed; it stays unavailable here "
+                          "until its leadership changes", self.name, shard.partition)
+            return
+        if self.shards.get(shard.partition) is not shard:
+            return
+        shard.committed, shard.committed_offset, shard.status = state, end, ShardStatus.ACTIVE
+        shard.load_task = None
+        log.info("Loaded the %s coordinator of partition %d (leader epoch %d): %d records to offset %d in %d ms",
+                 self.name, shard.partition, shard.leader_epoch, count, end, self.timers.now_ms() - started)
+        if self._on_loaded is not None:
+            self._on_loaded(shard.partition, state)
+
+    def unload(self, partition: int) -> None:
+        """Stop coordinating `partition` at once: pending answers fail with NOT_COORDINATOR,
+        its timers are cancelled."""
+        shard = self.shards.pop(partition, None)
+        if shard is None:
+            return
+        if shard.load_task is not None:
+            shard.load_task.cancel()
+        for key in shard.timer_keys:
+            self.timers.cancel(key)
+        failed = self._drop_batches(shard, 0, E.NOT_COORDINATOR, f"partition {partition} unloaded")
+        log.info("Unloaded the %s coordinator of partition %d (leader epoch %d)%s", self.name, partition,
+                 shard.leader_epoch, f": {failed} pending write(s) answered NOT_COORDINATOR" if failed else "")
+        if self._on_unloaded is not None:
+            self._on_unloaded(partition)
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def status(self, partition: int) -> ShardStatus | None:
+        shard = self.shards.get(partition)
+        return None if shard is None else shard.status
+
+    def active(self) -> list[int]:
+        return [p for p, s in self.shards.items() if s.status is ShardStatus.ACTIVE]
+
+    def current(self, partition: int) -> S:
+        """The state with every write made so far, committed or not (what the next rule sees)."""
+        return self._active(partition).current
+
+    def committed(self, partition: int) -> S:
+        """The state of the committed writes only (what a read answers: Kafka's read operations
+        run at the last committed offset)."""
+        return self._active(partition).committed
+
+    def _active(self, partition: int) -> _Shard[S]:
+        shard = self.shards.get(partition)
+        if shard is None:
+            raise CoordinatorError(E.NOT_COORDINATOR, f"the {self.name} coordinator of partition {partition} is not here")
+        if shard.status is ShardStatus.LOADING:
+            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS,
+                                   f"the {self.name} coordinator of partition {partition} is loading")
+        return shard
+
+    # ---- writes --------------------------------------------------------------------------
+
+    async def write(self, partition: int, operation: Callable[[S], CoordinatorResult[S, A]]) -> A | None:
+        """Run `operation` on the current state now; its answer once its records commit.
+        CoordinatorError when the shard is not here or the write fails (its state reverted)."""
+        return await self.submit(partition, operation)
+
+    def submit(self, partition: int, operation: Callable[[S], CoordinatorResult[S, A]]) -> asyncio.Future[A | None]:
+        """`write` without awaiting: the operation runs now, the future holds its answer."""
+        shard = self._active(partition)
+        result = operation(shard.current)
+        future: asyncio.Future[A | None] = asyncio.get_running_loop().create_future()
+        if not result.records:
+            if shard.batches:  # answered once what it read commits (read-your-writes)
+                last = shard.batches[-1]
+                last.state = result.state
+                last.waiters.append((future, result.answer))
+            else:
+                shard.committed = result.state
+                future.set_result(result.answer)
+            return future
+        size = sum(len(k or b"") + len(v or b"") for k, v in result.records)
+        batch = shard.batches[-1] if shard.batches and shard.batches[-1].end_offset is None else None
+        if batch is not None and batch.records and batch.size + size > self.max_batch_bytes:
+            self._flush(shard)
+            batch = None
+        if batch is None:
+            batch = _Batch(result.state)
+            shard.batches.append(batch)
+        batch.state = result.state
+        batch.records.extend(result.records)
+        batch.size += size
+        batch.waiters.append((future, result.answer))
+        if not shard.flush_scheduled:
+            shard.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_if_current, shard)
+        return future
+
+    def _flush_if_current(self, shard: _Shard[S]) -> None:
+        shard.flush_scheduled = False
+        if self.shards.get(shard.partition) is shard:
+            self._flush(shard)
+
+    def _flush(self, shard: _Shard[S]) -> None:
+        """Append the open batch: one append for every write made since the last flush."""
+        if not shard.batches or shard.batches[-1].end_offset is not None:
+            return
+        batch = shard.batches[-1]
+        try:
+            end = self.writer.append(shard.partition, shard.leader_epoch, batch.records)
+        except KafkaError as e:
+            self._fail(shard, len(shard.batches) - 1, ErrorCode(int(e.code)), f"append refused: {e}")
+            return
+        batch.end_offset = end
+        self.appends_total += 1
+        self.timers.schedule(self._commit_timer(shard, end), self.timers.now_ms() + self.commit_timeout_ms,
+                             lambda now: self._commit_timed_out(shard, end))
+        self.on_high_watermark(shard.partition, self.writer.high_watermark(shard.partition))
+
+    def _commit_timer(self, shard: _Shard[S], end: int) -> Hashable:
+        key = (self.name, shard.partition, shard.leader_epoch, "commit", end)
+        shard.timer_keys.add(key)
+        return key
+
+    def on_high_watermark(self, partition: int, high_watermark: int) -> None:
+        """Commit every batch the high watermark passed: its state becomes the committed one
+        and its answers are released, in append order."""
+        shard = self.shards.get(partition)
+        if shard is None:
+            return
+        while shard.batches:  # each pass commits one batch
+            batch = shard.batches[0]
+            if batch.end_offset is None or batch.end_offset > high_watermark:
+                break
+            shard.batches.popleft()
+            shard.committed, shard.committed_offset = batch.state, batch.end_offset
+            key = (self.name, partition, shard.leader_epoch, "commit", batch.end_offset)
+            self.timers.cancel(key)
+            shard.timer_keys.discard(key)
+            for future, answer in batch.waiters:
+                if not future.done():
+                    future.set_result(answer)
+
+    def on_truncated(self, partition: int, log_end_offset: int) -> None:
+        """The partition's log was truncated to `log_end_offset`: the writes past it are lost."""
+        shard = self.shards.get(partition)
+        if shard is None:
+            return
+        for index, batch in enumerate(shard.batches):
+            if batch.end_offset is None or batch.end_offset > log_end_offset:
+                self._fail(shard, index, E.NOT_COORDINATOR, f"log truncated to offset {log_end_offset}")
+                return
+
+    def _commit_timed_out(self, shard: _Shard[S], end: int) -> None:
+        shard.timer_keys.discard((self.name, shard.partition, shard.leader_epoch, "commit", end))
+        for index, batch in enumerate(shard.batches):
+            if batch.end_offset == end:
+                self._fail(shard, index, E.REQUEST_TIMED_OUT,
+                           f"not committed within {self.commit_timeout_ms} ms")
+                return
+
+    def _fail(self, shard: _Shard[S], index: int, error: ErrorCode, why: str) -> None:
+        """The batch at `index` failed: it and every later one (computed on top of it) go, and
+        the state returns to the last one still standing, or the committed state."""
+        failed = self._drop_batches(shard, index, error, why)
+        log.warning("The %s coordinator of partition %d (leader epoch %d) reverted %d write(s) to its state "
+                    "at offset %d: %s (%s)", self.name, shard.partition, shard.leader_epoch, failed,
+                    shard.committed_offset, why, error.name)
+
+    def _drop_batches(self, shard: _Shard[S], index: int, error: ErrorCode, why: str) -> int:
+        failed = 0
+        while len(shard.batches) > index:  # each pass drops one batch
+            batch = shard.batches.pop()
+            if batch.end_offset is not None:
+                key = (self.name, shard.partition, shard.leader_epoch, "commit", batch.end_offset)
+                self.timers.cancel(key)
+                shard.timer_keys.discard(key)
+            for future, _ in batch.waiters:
+                failed += 1
+                if not future.done():
+                    future.set_exception(CoordinatorError(error, why))
+        return failed
+
+    # ---- timers --------------------------------------------------------------------------
+
+    def schedule_timer(self, partition: int, key: Hashable, deadline_ms: int, operation: TimerOperation[S]) -> None:
+        """Run `operation` as a write at `deadline_ms` (Kafka's CoordinatorTimer.schedule), while
+        this broker still coordinates `partition` in this epoch; replaces `key`'s timer."""
+        shard = self.shards.get(partition)
+        if shard is None:
+            return
+        full_key = (self.name, partition, shard.leader_epoch, key)
+        shard.timer_keys.add(full_key)
+
+        def run(now_ms: int) -> None:
+            shard.timer_keys.discard(full_key)
+            if self.shards.get(partition) is not shard or shard.status is not ShardStatus.ACTIVE:
+                return
+            future = self.submit(partition, lambda state: operation(state, now_ms))
+            future.add_done_callback(_log_timer_failure(self.name, partition, key))
+
+        self.timers.schedule(full_key, deadline_ms, run)
+
+    def cancel_timer(self, partition: int, key: Hashable) -> None:
+        shard = self.shards.get(partition)
+        if shard is not None:
+            full_key = (self.name, partition, shard.leader_epoch, key)
+            shard.timer_keys.discard(full_key)
+            self.timers.cancel(full_key)
+
+    def timer_deadline(self, partition: int, key: Hashable) -> int | None:
+        shard = self.shards.get(partition)
+        return None if shard is None else self.timers.deadline((self.name, partition, shard.leader_epoch, key))
+
+    # ---- tests and shutdown --------------------------------------------------------------
+
+    async def idle(self) -> None:
+        """Until every load and every write so far has settled (tests await this instead of
+        sleeping). Work started meanwhile is awaited too, up to MAX_IDLE_PASSES generations."""
+        for _ in range(MAX_IDLE_PASSES):
+            await asyncio.sleep(0)  # let scheduled flushes run
+            waiting: list[asyncio.Future[Any]] = []
+            for shard in self.shards.values():
+                if shard.load_task is not None:
+                    waiting.append(shard.load_task)
+                waiting.extend(f for batch in shard.batches for f, _ in batch.waiters if not f.done())
+            if not waiting:
+                return
+            await asyncio.gather(*waiting, return_exceptions=True)
+        raise RuntimeError(f"the {self.name} coordinator runtime kept getting new work")
+
+    async def close(self) -> None:
+        tasks = [s.load_task for s in self.shards.values() if s.load_task is not None]
+        for partition in list(self.shards):
+            self.unload(partition)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _log_timer_failure(name: str, partition: int, key: Hashable) -> Callable[[asyncio.Future[Any]], None]:
+    def done(future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            return
+        error = future.exception()
+        if isinstance(error, CoordinatorError):
+            log.info("The %s coordinator's timer %r of partition %d did not commit: %s",
+                     name, key, partition, error)
+        elif error is not None:
+            log.error("The %s coordinator's timer %r of partition %d failed", name, key, partition,
+                      exc_info=error)
+    return done

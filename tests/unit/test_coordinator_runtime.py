@@ -1,0 +1,225 @@
+"""broker/coordinator/runtime.py on a fake clock and a fake partition writer: answers released
+at commit in order, reverts on a failed append, a timeout and a truncation, concurrent writes
+batched into one append, unload answering NOT_COORDINATOR, timers as writes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Encoded, ShardStatus
+from broker.timers import TimerService
+from common.errors import ErrorCode as E
+from common.errors import KafkaStorageError
+
+NOW = 1_000_000
+COMMIT_TIMEOUT_MS = 5_000
+State = tuple[str, ...]  # the fake coordinator's state: the values it has stored, in order
+
+
+class Appends:
+    """The fake coordinator: state is the tuple of values replayed."""
+
+    def empty(self) -> State:
+        return ()
+
+    def replay(self, state: State, key: bytes, value: bytes | None) -> State:
+        return (*state, (value or b"").decode())
+
+
+class FakeWriter:
+    def __init__(self, stored: tuple[str, ...] = ()) -> None:
+        self.epoch: int | None = 7
+        self.log: list[Encoded] = [(b"k", v.encode()) for v in stored]
+        self.batches: list[int] = []  # records per append
+        self.hw = len(self.log)
+        self.refuse = False
+
+    def leader_epoch(self, partition: int) -> int | None:
+        return self.epoch
+
+    def append(self, partition: int, leader_epoch: int, records: list[Encoded]) -> int:
+        if self.refuse:
+            raise KafkaStorageError("the log directory failed")
+        self.log.extend(records)
+        self.batches.append(len(records))
+        return len(self.log)
+
+    def high_watermark(self, partition: int) -> int:
+        return self.hw
+
+    async def load(self, partition: int, leader_epoch: int, replay: Callable[[bytes, bytes | None], None]) -> int:
+        for key, value in self.log:
+            assert key is not None
+            replay(key, value)
+        return len(self.log)
+
+
+def add(value: str, answer: str = "ok") -> Callable[[State], CoordinatorResult[State, str]]:
+    return lambda state: CoordinatorResult((*state, value), ((b"k", value.encode()),), answer)
+
+
+def touch(answer: str) -> Callable[[State], CoordinatorResult[State, str]]:
+    """A write without records (a heartbeat): state unchanged in records, answer deferred."""
+    return lambda state: CoordinatorResult(state, (), answer)
+
+
+@pytest.fixture
+async def setup():
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    writer = FakeWriter(("a", "b"))
+    unloaded: list[int] = []
+    runtime: CoordinatorRuntime[State] = CoordinatorRuntime(
+        "test", Appends(), writer, timers, commit_timeout_ms=COMMIT_TIMEOUT_MS, on_unloaded=unloaded.append)
+    runtime.on_partition_change(0)
+    with pytest.raises(CoordinatorError) as loading:
+        runtime.current(0)
+    assert loading.value.code == E.COORDINATOR_LOAD_IN_PROGRESS
+    await runtime.idle()
+    assert runtime.status(0) is ShardStatus.ACTIVE and runtime.committed(0) == ("a", "b")
+    yield runtime, writer, clock, timers, unloaded
+    await runtime.close()
+
+
+def commit(runtime: CoordinatorRuntime[State], writer: FakeWriter, hw: int) -> None:
+    writer.hw = hw
+    runtime.on_partition_change(0)
+
+
+async def test_answers_are_released_when_their_records_commit_in_order(setup) -> None:
+    runtime, writer, *_ = setup
+    first = runtime.submit(0, add("c", "first"))
+    await asyncio.sleep(0)  # the open batch is appended when the loop gets to it
+    second = runtime.submit(0, add("d", "second"))
+    beat = runtime.submit(0, touch("beat"))  # no records: waits for what it read to commit
+    await asyncio.sleep(0)
+    assert writer.batches == [1, 1] and runtime.current(0) == ("a", "b", "c", "d")
+    assert runtime.committed(0) == ("a", "b") and not first.done()
+    commit(runtime, writer, 3)
+    assert first.result() == "first" and not second.done() and not beat.done()
+    assert runtime.committed(0) == ("a", "b", "c")
+    commit(runtime, writer, 4)
+    assert (second.result(), beat.result()) == ("second", "beat")
+    assert runtime.committed(0) == runtime.current(0) == ("a", "b", "c", "d")
+    assert await runtime.write(0, touch("now")) == "now"  # nothing pending: answered at once
+
+
+async def test_concurrent_writes_share_one_append(setup) -> None:
+    runtime, writer, *_ = setup
+    futures = [runtime.submit(0, add(str(i))) for i in range(50)]
+    await asyncio.sleep(0)
+    assert writer.batches == [50]
+    commit(runtime, writer, 52)
+    assert all(f.result() == "ok" for f in futures) and runtime.appends_total == 1
+
+
+async def test_a_full_batch_is_appended_at_once(setup) -> None:
+    runtime, writer, *_ = setup
+    runtime.max_batch_bytes = 10
+    for value in ("xxxx", "yyyy", "zzzz"):  # 5 bytes each with the key
+        runtime.submit(0, add(value))
+    assert writer.batches == [2]  # the third would not fit: the first two went out
+    await asyncio.sleep(0)
+    assert writer.batches == [2, 1]
+
+
+async def test_a_refused_append_reverts_to_the_state_before_it(setup) -> None:
+    runtime, writer, *_ = setup
+    kept = runtime.submit(0, add("c"))
+    await asyncio.sleep(0)
+    writer.refuse = True
+    lost = [runtime.submit(0, add("d")), runtime.submit(0, touch("beat"))]
+    assert runtime.current(0) == ("a", "b", "c", "d")
+    await asyncio.sleep(0)
+    for future in lost:
+        with pytest.raises(CoordinatorError) as error:
+            future.result()
+        assert error.value.code == E.KAFKA_STORAGE_ERROR
+    assert runtime.current(0) == ("a", "b", "c")  # the pending write before it stands
+    commit(runtime, writer, 3)
+    assert kept.result() == "ok" and runtime.committed(0) == ("a", "b", "c")
+
+
+async def test_a_commit_timeout_reverts_to_the_committed_state(setup) -> None:
+    runtime, writer, clock, timers, _ = setup
+    first = runtime.submit(0, add("c"))
+    await asyncio.sleep(0)
+    second = runtime.submit(0, add("d"))  # built on top of the first: reverted with it
+    await asyncio.sleep(0)
+    clock[0] += COMMIT_TIMEOUT_MS - 1
+    timers.run_due()
+    assert not first.done()
+    clock[0] += 1
+    timers.run_due()
+    for future in (first, second):
+        assert isinstance(future.exception(), CoordinatorError)
+    assert first.exception().code == E.REQUEST_TIMED_OUT  # type: ignore[union-attr]
+    assert runtime.current(0) == runtime.committed(0) == ("a", "b")
+    commit(runtime, writer, 4)  # committing later changes nothing: nobody waits for them
+    assert runtime.current(0) == ("a", "b")
+
+
+async def test_a_truncation_reverts_the_writes_past_it(setup) -> None:
+    runtime, writer, *_ = setup
+    kept = runtime.submit(0, add("c"))
+    await asyncio.sleep(0)
+    lost = runtime.submit(0, add("d"))
+    await asyncio.sleep(0)
+    runtime.on_truncated(0, 3)
+    assert lost.exception().code == E.NOT_COORDINATOR  # type: ignore[union-attr]
+    assert runtime.current(0) == ("a", "b", "c") and not kept.done()
+    commit(runtime, writer, 3)
+    assert kept.result() == "ok"
+
+
+async def test_unloading_answers_pending_writes_not_coordinator_and_cancels_timers(setup) -> None:
+    runtime, writer, clock, timers, unloaded = setup
+    pending = runtime.submit(0, add("c"))
+    runtime.schedule_timer(0, "session", NOW + 10, lambda state, now: CoordinatorResult(state))
+    writer.epoch = None  # leadership moved away
+    runtime.on_partition_change(0)
+    assert pending.exception().code == E.NOT_COORDINATOR  # type: ignore[union-attr]
+    assert unloaded == [0] and runtime.status(0) is None and len(timers) == 0
+    with pytest.raises(CoordinatorError) as error:
+        await runtime.write(0, add("d"))
+    assert error.value.code == E.NOT_COORDINATOR
+    await asyncio.sleep(0)
+    assert writer.batches == []  # the open batch of the old epoch was never appended
+
+
+async def test_a_new_leader_epoch_reloads_from_the_log(setup) -> None:
+    runtime, writer, *_ = setup
+    runtime.submit(0, add("c"))
+    await asyncio.sleep(0)
+    writer.epoch = 8
+    runtime.on_partition_change(0)
+    assert runtime.status(0) is ShardStatus.LOADING
+    await runtime.idle()
+    assert runtime.committed(0) == ("a", "b", "c")  # what the log holds, as loaded
+
+
+async def test_a_timer_runs_as_a_write_at_its_deadline(setup) -> None:
+    runtime, writer, clock, timers, _ = setup
+    ran: list[int] = []
+
+    def expire(state: State, now: int) -> CoordinatorResult[State, None]:
+        ran.append(now)
+        return CoordinatorResult((*state, "expired"), ((b"k", b"expired"),))
+
+    runtime.schedule_timer(0, "session", NOW + 10_000, expire)
+    runtime.schedule_timer(0, "session", NOW + 10_001, expire)  # rescheduled by key
+    assert runtime.timer_deadline(0, "session") == NOW + 10_001
+    clock[0] = NOW + 10_000
+    timers.run_due()
+    assert ran == []
+    clock[0] += 1
+    timers.run_due()
+    assert ran == [NOW + 10_001] and runtime.current(0)[-1] == "expired"
+    await asyncio.sleep(0)
+    commit(runtime, writer, 3)
+    await runtime.idle()
+    assert runtime.committed(0)[-1] == "expired"
