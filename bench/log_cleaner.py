@@ -88,8 +88,9 @@ def time_raw(log: PartitionLog, out: Path) -> float:
     try:
         for segment in log.segments:
             position = 0
+            handle = segment.file()  # held: the descriptor stays open while we read
             while position < segment.size:  # bounded: each read moves forward
-                chunk = os.pread(segment.fd, MIB, position)
+                chunk = os.pread(handle.fd, MIB, position)
                 os.write(fd, chunk)
                 position += len(chunk)
         os.fsync(fd)

@@ -13,9 +13,15 @@ fit is sent by `loop.sendfile`, which waits for the socket to drain between piec
 reading on this connection meanwhile; the reader task only needs it between requests).
 Event loops without a native sendfile (uvloop) fall back to the pread path.
 
-The safety the pread path had against a file truncated (or deleted and closed) under a
-response is kept: sendfile stops at the end of the file, so a slice that comes up short
-raises ShortReadError and the connection ends instead of sending a frame of the wrong size.
+The safety the pread path had against a file truncated under a response is kept: sendfile
+stops at the end of the file, so a slice that comes up short raises ShortReadError and the
+connection ends instead of sending a frame of the wrong size.
+
+The descriptor stays valid for the whole send: the caller holds the `FileSlice`, whose
+segment handle closes the descriptor only when the last reference goes (broker.log.
+segment_files), however long the send waits for the socket and whatever the segment file
+cache evicts or retention deletes meanwhile. A descriptor closed early would be worse than a
+short read: the kernel reuses its number, and the send would read another file's bytes.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class _SegmentFile:
 
     The segment's descriptor is shared with appends (O_APPEND) and preads, which ignore the
     file position that loop.sendfile moves when it finishes, so no descriptor is duplicated.
+    It is not ours to close (nothing here calls close(): only `fileno` is used).
     """
 
     __slots__ = ("_fd",)
@@ -112,6 +119,8 @@ async def _pread_and_write(writer: asyncio.StreamWriter, fd: int, position: int,
 def pread_exact(fd: int, position: int, length: int) -> bytes:
     """`length` bytes of a segment at `position`; ShortReadError when the file holds fewer
     (truncated) or its descriptor was closed (deleted) under us."""
+    if length <= 0:  # an empty slice names no descriptor (segment.NO_FD)
+        return b""
     try:
         data = os.pread(fd, length, position)
     except OSError as exc:

@@ -27,6 +27,7 @@ from common.config_schema import (
     one_of,
     parse_keys,
 )
+from common.file_limits import LOG_OPEN_FILES_MAX_DEFAULT
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
     DEFAULT_BROKER_SESSION_TIMEOUT_MS,
@@ -84,6 +85,11 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Bytes of batches between two offset index entries.", at_least(0)),
     ConfigKey("log.index.size.max.bytes", _INT, 10 * MIB,
               "Largest size of an offset or time index file.", at_least(4)),
+    # tidelog's own key (Kafka keeps every segment open and asks for a high ulimit instead)
+    ConfigKey("log.open.files.max", _INT, LOG_OPEN_FILES_MAX_DEFAULT,
+              "Most segment files a broker keeps open; the least recently used are closed and "
+              "reopened on use. Capped at half the open-file limit (RLIMIT_NOFILE, raised to the "
+              "hard limit at start), leaving the rest for sockets.", at_least(1)),
     ConfigKey("log.cleanup.policy", _LIST, "delete",
               "What happens to old segments: delete and/or compact (empty: kept forever).",
               one_of("delete", "compact")),

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from common.config import parse_config
 from common.config_schema import ConfigError
+from common.file_limits import raise_open_file_limit
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS
@@ -285,6 +286,7 @@ def run(config_path: str, *, control: bool, require_api: bool) -> int:
         print(f"controller: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.node_id, "controller")
+    raise_open_file_limit(f"Controller {settings.node_id}")  # clients and peers are sockets
     try:
         return asyncio.run(run_node(settings, control=control, api=api))
     except (QuorumBindError, ImportError, OSError) as exc:  # OSError: the HTTP listener cannot bind

@@ -29,6 +29,7 @@ from typing import Any, Final
 from broker.broker_settings import BrokerSettings
 from common.config import parse_config
 from common.config_schema import Config, ConfigError
+from common.file_limits import raise_open_file_limit
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS
@@ -161,6 +162,7 @@ def run(config_path: str) -> int:
         print(f"combined: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.quorum.node_id, "combined")
+    raise_open_file_limit(f"Combined node {settings.quorum.node_id}")  # before any log is opened
     try:
         return asyncio.run(run_combined(settings, config))
     except OSError as exc:

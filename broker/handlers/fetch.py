@@ -12,7 +12,6 @@ the leader where the follower is (ReplicaManager.read).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 from broker.fetch_session import (
@@ -172,7 +171,7 @@ def _legacy_offsets(ctx: BrokerContext, tp: TopicPartition, p: lo.ListOffsetsPar
     """v0: segment start offsets (legacy_offsets_before) from the segment files' mtimes, as Kafka."""
     log = ctx.replicas.leader_partition(tp, -1).log
     segments = log.segments
-    times = [SegmentTime(s.base_offset, int(os.fstat(s.fd).st_mtime * SECOND_MS)) for s in segments]
+    times = [SegmentTime(s.base_offset, s.modified_ms()) for s in segments]
     offsets = legacy_offsets_before(
         times, log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset, active_segment_has_data=segments[-1].size > 0,

@@ -90,7 +90,7 @@ def swap_in(plog: PartitionLog, old: list[LogSegment], group: CleanedGroup, now_
     os.replace(time_index, directory / segment_file_name(base, TIME_INDEX_SUFFIX))
     fsync_directory(directory)
     fail("after_live")
-    new = open_segment(directory, base, plog.config, now_ms, create=False)
+    new = open_segment(directory, base, plog.config, now_ms, create=False, files=plog.files)
     group.indexes.install(new)  # as written with the file: no re-read, no CRC pass
     plog.replace_segments(old, new, now_ms)
 

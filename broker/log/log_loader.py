@@ -24,6 +24,7 @@ from broker.log.segment import (
     LogSegment,
     segment_file_name,
 )
+from broker.log.segment_files import SegmentFileCache
 from broker.log.sparse_index import CorruptIndexError
 from common.errors import KafkaStorageError
 from common.record_batch import HEADER_SIZE, parse_header
@@ -43,28 +44,32 @@ class LoadedSegments:
 
 
 def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int,
-                 *, create: bool) -> LogSegment:
-    """A LogSegment with this log's index settings."""
+                 *, create: bool, files: SegmentFileCache | None = None) -> LogSegment:
+    """A LogSegment with this log's index settings, its file in the broker's cache `files`."""
     return LogSegment(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
                       max_index_bytes=config.segment_index_bytes, created_ms=now_ms,
-                      create=create)
+                      create=create, files=files)
 
 
 def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
                   log_start_offset: int, had_clean_shutdown: bool, name: str,
-                  epoch_for: Callable[[int], int] | None, fresh: bool = False) -> LoadedSegments:
+                  epoch_for: Callable[[int], int] | None, fresh: bool = False,
+                  files: SegmentFileCache | None = None) -> LoadedSegments:
     """Open every segment of `directory`, recovering as the shutdown state requires.
 
     `epoch_for` (the leader-epoch cache's lookup, None when the cache is empty) lets
     recovery reject batches whose epoch field was damaged. `fresh`: the caller just created
-    `directory`, so it holds nothing to scan: one new segment.
+    `directory`, so it holds nothing to scan: one new segment. `files`: the broker's cache of
+    open segment files (each segment is opened here once; a later reopen re-reads nothing).
     """
     if fresh:
-        return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True)], 0)
+        return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True,
+                                            files=files)], 0)
     _remove_leftovers(directory, name)
     swapped = complete_swaps(directory, name)
     bases = _segment_bases(directory)
-    segments = [open_segment(directory, base, config, now_ms, create=False) for base in bases]
+    segments = [open_segment(directory, base, config, now_ms, create=False, files=files)
+                for base in bases]
     truncated_total = 0
     for i, segment in enumerate(segments):
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -108,7 +113,8 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
         del segments[i + 1 :]
         break
     if not segments:
-        segments.append(open_segment(directory, log_start_offset, config, now_ms, create=True))
+        segments.append(open_segment(directory, log_start_offset, config, now_ms, create=True,
+                                     files=files))
     return LoadedSegments(segments, truncated_total)
 
 

@@ -23,8 +23,15 @@ from broker.log.checkpoint_file import (
     fsync_directory,
 )
 from broker.log.partition_log import PartitionLog
+from broker.log.segment_files import SegmentFileCache
 from broker.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
+from common.file_limits import (
+    LOG_OPEN_FILES_MAX_DEFAULT,
+    current_open_file_limit,
+    open_files_warning,
+    segment_files_allowed,
+)
 from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -64,8 +71,21 @@ class LogManager:
     """Opens, creates, checkpoints, cleans and closes every partition log of a broker."""
 
     def __init__(self, log_dirs: Sequence[str | Path], default_config: LogConfig, *,
-                 now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+                 now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None,
+                 open_files_max: int = LOG_OPEN_FILES_MAX_DEFAULT,
+                 open_file_limit: int | None = None) -> None:
+        """`open_files_max` (log.open.files.max) bounds the segment files kept open, and so
+        does half of `open_file_limit` (default: this process's RLIMIT_NOFILE)."""
         self.log_dirs = [Path(d) for d in log_dirs]
+        self._open_files_max = open_files_max
+        self._open_file_limit = current_open_file_limit() if open_file_limit is None else open_file_limit
+        # One bounded cache of segment descriptors shared by every log of the broker: the
+        # partition count is limited by memory and disk, not by the open-file limit.
+        self.files = SegmentFileCache(segment_files_allowed(configured=open_files_max,
+                                                            limit=self._open_file_limit))
+        self._warned_files = False
+        log.info("Keeping at most %d segment files open (log.open.files.max %d, open-file limit %d)",
+                 self.files.max_open, open_files_max, self._open_file_limit)
         self.default_config = default_config
         self._topic_configs = dict(topic_configs or {})
         self.logs: dict[TopicPartition, PartitionLog] = {}
@@ -76,6 +96,7 @@ class LogManager:
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
+            self._warn_if_files_short()
         except BaseException:
             # a refused start must not keep the directories it already locked
             for partition_log in self.logs.values():
@@ -114,7 +135,7 @@ class LogManager:
                 recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
                 log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
                 high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp, 0),
-                had_clean_shutdown=clean)
+                had_clean_shutdown=clean, files=self.files)
             self._dir_of[tp] = directory
             self._count[directory] += 1
         if clean:
@@ -166,7 +187,8 @@ class LogManager:
             return existing
         directory = self._place()
         partition_log = PartitionLog(directory / tp.dir_name, self.config_for(tp.topic),
-                                     now_ms=now_ms, had_clean_shutdown=True, new=True)
+                                     now_ms=now_ms, had_clean_shutdown=True, new=True,
+                                     files=self.files)
         fsync_directory(directory)
         self._add(tp, partition_log, directory)
         return partition_log
@@ -178,6 +200,16 @@ class LogManager:
         self.logs[tp], self._dir_of[tp] = partition_log, directory
         self._count[directory] += 1
         log.info("Created log for partition %s in %s", tp, directory)
+        if len(self.logs) > self.files.max_open:
+            self._warn_if_files_short()
+
+    def _warn_if_files_short(self) -> None:
+        """Once per process: more logs than segment files kept open (they all still serve)."""
+        warning = open_files_warning(partitions=len(self.logs), configured=self._open_files_max,
+                                     limit=self._open_file_limit)
+        if warning is not None and not self._warned_files:
+            self._warned_files = True
+            log.warning("This broker %s", warning)
 
     def create_logs(self, tps: Iterable[TopicPartition], *, now_ms: int) -> dict[TopicPartition, Exception]:
         """Create the logs of `tps` that do not exist yet, on a thread pool, and make their
@@ -196,7 +228,7 @@ class LogManager:
         def open_one(item: tuple[TopicPartition, Path]) -> PartitionLog:
             tp, directory = item
             return PartitionLog(directory / tp.dir_name, self.config_for(tp.topic), now_ms=now_ms,
-                                had_clean_shutdown=True, new=True)
+                                had_clean_shutdown=True, new=True, files=self.files)
 
         futures = self.run_parallel(open_one, placed)
         failed: dict[TopicPartition, Exception] = {}

@@ -5,7 +5,8 @@ fetch offset by the segments' base offsets and one segment's sparse offset index
                       min_one_batch=True)
 
 No bytes are read here beyond a batch header or two: the slice names (fd, position, length)
-and the network layer sends it from the file. Kafka's rules: the slice starts at the batch
+and the network layer sends it from the file; the slice holds the segment's file handle, so
+the descriptor stays open until it is sent. Kafka's rules: the slice starts at the batch
 holding `offset`, stops below `max_offset` (the high watermark for consumers), may end inside
 a batch (clients drop the partial one), and with `min_one_batch` holds at least the whole
 first batch even when that is larger than `max_bytes`, so that a consumer always progresses.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from broker.log.segment import FileSlice, LogSegment
+from broker.log.segment import NO_FD, FileSlice, LogSegment
 from common.record_batch import HEADER_SIZE
 
 _MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
@@ -39,8 +40,8 @@ def read_slice(segments: Sequence[LogSegment], bases: Sequence[int], offset: int
         if data is not None and not (i + 1 < len(segments) and _only_offset_markers(segment, data)):
             return data
         i += 1
-    active = segments[-1]
-    return FileSlice(active.fd, active.size, 0)
+    # empty: no descriptor (an idle partition's evicted file is not reopened to send nothing)
+    return FileSlice(NO_FD, segments[-1].size, 0)
 
 
 def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:

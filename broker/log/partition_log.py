@@ -15,6 +15,7 @@ import logging
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 from broker.log.append_rules import (
     LogAppendInfo,
@@ -30,6 +31,7 @@ from broker.log.log_read import read_slice
 from broker.log.log_validator import validate_produced
 from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
+from broker.log.segment_files import SegmentFileCache
 from broker.log.timestamp_lookup import (
     EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP,  # re-exported
 )
@@ -54,6 +56,8 @@ from common.topic_config import LogConfig
 
 log = logging.getLogger(__name__)
 
+# A log made without a broker's cache (tools, tests) keeps this many segment files open.
+MAX_OPEN_FILES_OF_ONE_LOG: Final = 64
 
 
 class PartitionLog:
@@ -62,13 +66,17 @@ class PartitionLog:
 
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
-                 had_clean_shutdown: bool = False, new: bool = False) -> None:
+                 had_clean_shutdown: bool = False, new: bool = False,
+                 files: SegmentFileCache | None = None) -> None:
         """Open (creating if needed) the partition directory `directory` (named `topic-N`).
 
         `new`: the log is being created (a partition new to this broker). When its directory did
         not exist, there is nothing to read or recover in it, and the directory scans and the
-        checkpoint read are skipped (a 10,000-partition topic creates 10,000 logs per broker)."""
+        checkpoint read are skipped (a 10,000-partition topic creates 10,000 logs per broker).
+        `files`: the broker's bounded cache of open segment files (LogManager's; None: one for
+        this log alone, holding at most MAX_OPEN_FILES_OF_ONE_LOG)."""
         self.directory = directory
+        self.files = SegmentFileCache(MAX_OPEN_FILES_OF_ONE_LOG) if files is None else files
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self.config = config
         self._name = f"[Log partition={self.topic_partition}, dir={directory.parent}] "
@@ -80,7 +88,7 @@ class PartitionLog:
         loaded = load_segments(
             directory, config, now_ms=now_ms, recovery_point=recovery_point,
             log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
-            name=self._name, fresh=fresh,
+            name=self._name, fresh=fresh, files=self.files,
             epoch_for=self.leader_epoch_cache.epoch_for if self.leader_epoch_cache.entries
             else None)
         self._segments: list[LogSegment] = loaded.segments
@@ -205,7 +213,7 @@ class PartitionLog:
         if old.size == 0 and old.base_offset == base:
             return
         old.on_become_inactive()
-        segment = open_segment(self.directory, base, self.config, now_ms, create=True)
+        segment = open_segment(self.directory, base, self.config, now_ms, create=True, files=self.files)
         self._segments.append(segment)
         self._bases.append(base)
         log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)
@@ -280,7 +288,7 @@ class PartitionLog:
         removed, self._segments, self._bases = self._segments, [], []
         self._schedule_delete(removed, now_ms, "full truncation", delay=False)
         self._segments.append(open_segment(self.directory, offset, self.config, now_ms,
-                                           create=True))
+                                           create=True, files=self.files))
         self._bases.append(offset)
         self.leader_epoch_cache.clear()
         self.log_start_offset = self.recovery_point = self.high_watermark = offset

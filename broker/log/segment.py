@@ -1,9 +1,12 @@
 """One log segment: a `%020d.log` file of record batches with its `.index` and `.timeindex`.
 
 Batches are stored exactly as received except for baseOffset and partitionLeaderEpoch,
-which sit outside the CRC. The segment keeps one file descriptor open for both appends
-(O_APPEND) and reads (pread), and hands that descriptor out in `FileSlice`s so the network
-layer can send straight from the file.
+which sit outside the CRC. One descriptor serves both appends (O_APPEND) and reads (pread);
+it lives in the broker's bounded `SegmentFileCache` (`segment_files`), which may evict it
+while the segment is idle: each use asks the cache for the segment's handle (a hit, or the
+file opened again - the segment's size, offsets and indexes stay in memory, so a reopen
+reads nothing). `FileSlice`s hand the descriptor to the network layer together with its
+handle, which keeps it open until the slice is sent.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.offset_index import OffsetIndex
+from broker.log.segment_files import (
+    SEGMENT_OPEN_FLAGS,
+    SegmentFileCache,
+    SegmentHandle,
+    new_key,
+)
 from broker.log.time_index import TimeIndex
 from common.errors import KafkaError, KafkaStorageError
 from common.record_batch import (
@@ -34,6 +43,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 NO_TIMESTAMP = -1
+NO_FD = -1  # the descriptor of an empty slice: nothing is read from it
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _IOV_MAX = 1024  # Linux's limit of buffers in one writev
 _INT64 = struct.Struct(">q")
@@ -47,11 +57,16 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:
-    """Bytes [position, position+length) of an open segment file, ready for sendfile/pread."""
+    """Bytes [position, position+length) of an open segment file, ready for sendfile/pread.
+
+    `handle` keeps `fd` open for as long as the slice lives, even when the segment's cache
+    entry is evicted or the segment deleted meanwhile (None: the caller owns `fd`, or the
+    slice is empty and `fd` is NO_FD)."""
 
     fd: int
     position: int
     length: int
+    handle: SegmentHandle | None = None
 
     def read_bytes(self) -> bytes:
         """The slice's bytes (tools and tests; the network layer sends from `fd`)."""
@@ -72,7 +87,10 @@ class LogSegment:
     """A segment file plus its two sparse indexes. Not thread-safe: one owner serializes calls."""
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
-                 max_index_bytes: int, created_ms: int, create: bool) -> None:
+                 max_index_bytes: int, created_ms: int, create: bool,
+                 files: SegmentFileCache | None = None) -> None:
+        """Open (`create`: create) the segment's file; `files` is the broker's cache of open
+        segment files (None: one of its own, which keeps this segment's file open)."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -83,12 +101,15 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
             max_index_bytes)
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | (os.O_EXCL if create else 0)
+        self._files = SegmentFileCache(1) if files is None else files
+        self._key = new_key()
+        flags = SEGMENT_OPEN_FLAGS | os.O_CREAT | (os.O_EXCL if create else 0)
         try:
-            self.fd = os.open(self.log_path, flags, 0o644)
-            self.size = os.fstat(self.fd).st_size
+            handle = SegmentHandle(os.open(self.log_path, flags, 0o644))
+            self.size = os.fstat(handle.fd).st_size
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
+        self._files.add(self._key, handle)
         # Bytes known to be on disk: a new file has none to sync; an existing one is unknown
         # (it may hold unsynced data from before a crash) until its first fsync here.
         self._synced_size = 0 if create else -1
@@ -97,6 +118,11 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # drives time-based rolling
         self.next_offset = base_offset  # one past the last offset stored here
         self._bytes_since_index_entry = 0
+
+    def file(self) -> SegmentHandle:
+        """The segment's open file: use `.fd` only while holding the handle (the cache may
+        evict it, and the last reference closes the descriptor)."""
+        return self._files.get(self._key, self.log_path)
 
     # ---- appending -------------------------------------------------------------------
 
@@ -128,24 +154,25 @@ class LogSegment:
         self.next_offset = base_offsets[-1] + batches[-1][1].last_offset_delta + 1
 
     def _write(self, iov: list[bytes | memoryview], total: int) -> None:
+        fd = (handle := self.file()).fd
         try:
             if len(iov) <= _IOV_MAX:
-                written = os.writev(self.fd, iov)
+                written = os.writev(fd, iov)
             else:
-                written = sum(os.writev(self.fd, iov[i : i + _IOV_MAX])
+                written = sum(os.writev(fd, iov[i : i + _IOV_MAX])
                               for i in range(0, len(iov), _IOV_MAX))
             if written != total:  # a short write: the disk filled up, finish or fail
                 rest = b"".join(iov)[written:]
                 while rest:
-                    rest = rest[os.write(self.fd, rest):]
+                    rest = rest[os.write(fd, rest):]
         except OSError as e:
-            self._undo_partial_write()
+            self._undo_partial_write(handle)
             raise KafkaStorageError(
                 f"append of {total} bytes to {self.log_path} failed: {e}") from e
 
-    def _undo_partial_write(self) -> None:
+    def _undo_partial_write(self, handle: SegmentHandle) -> None:
         try:
-            os.ftruncate(self.fd, self.size)
+            os.ftruncate(handle.fd, self.size)
         except OSError as e:
             log.error("Cannot truncate %s back to %d bytes after a failed append: %s",
                       self.log_path, self.size, e)
@@ -167,9 +194,12 @@ class LogSegment:
 
     def headers_from(self, position: int) -> Iterator[tuple[int, RecordBatchHeader]]:
         """(position, header) of each batch from `position` to the end of the file."""
+        if position >= self.size:
+            return
+        handle = self.file()  # held while the generator lives
         while position < self.size:
             try:
-                header = parse_header(os.pread(self.fd, HEADER_SIZE, position),
+                header = parse_header(os.pread(handle.fd, HEADER_SIZE, position),
                                       require_body=False)
             except (OSError, KafkaError) as e:
                 raise KafkaStorageError(
@@ -202,9 +232,10 @@ class LogSegment:
         start, header = found
         limit = self.size if max_position is None else min(self.size, max_position)
         if start >= limit:
-            return FileSlice(self.fd, start, 0)
+            return FileSlice(NO_FD, start, 0)
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
-        return FileSlice(self.fd, start, min(limit - start, wanted))
+        handle = self.file()
+        return FileSlice(handle.fd, start, min(limit - start, wanted), handle)
 
     def scan_tail(self) -> int:
         """Restore the in-memory tail state after loading; return the next offset."""
@@ -232,7 +263,14 @@ class LogSegment:
         """The largest batch timestamp, or the file's mtime when no batch carried one."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        return self.modified_ms()
+
+    def modified_ms(self) -> int:
+        """The file's mtime in ms (by path: an idle segment's file need not be open)."""
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot stat {self.log_path}: {e}") from e
 
     # ---- truncation and recovery -----------------------------------------------------
 
@@ -249,7 +287,7 @@ class LogSegment:
         self.offset_index.truncate_to(first_removed_offset)
         self.time_index.truncate_to(first_removed_offset)
         try:
-            os.ftruncate(self.fd, position)
+            os.ftruncate(self.file().fd, position)
         except OSError as e:
             raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
         self.size = position
@@ -299,7 +337,7 @@ class LogSegment:
         truncated = self.size - valid_end
         if truncated:
             try:
-                os.ftruncate(self.fd, valid_end)
+                os.ftruncate(self.file().fd, valid_end)
             except OSError as e:
                 raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
             self.size = valid_end
@@ -313,7 +351,8 @@ class LogSegment:
         if self.size == 0:
             return
         try:
-            mapped = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+            # the map holds a descriptor of its own (CPython dups it) until closed below
+            mapped = mmap.mmap(self.file().fd, self.size, access=mmap.ACCESS_READ)
         except OSError as e:
             raise KafkaStorageError(f"cannot map {self.log_path}: {e}") from e
         view = memoryview(mapped)
@@ -332,9 +371,10 @@ class LogSegment:
             view.release()
             mapped.close()
 
-    def _pread(self, position: int, length: int) -> bytes:
+    def pread(self, position: int, length: int) -> bytes:
+        """`length` bytes (fewer at the end of the file) from `position`."""
         try:
-            return os.pread(self.fd, length, position)
+            return os.pread(self.file().fd, length, position)
         except OSError as e:
             raise KafkaStorageError(f"cannot read {self.log_path}: {e}") from e
 
@@ -345,7 +385,7 @@ class LogSegment:
         size = self.size  # what this fsync covers
         if size != self._synced_size:
             try:
-                os.fsync(self.fd)
+                os.fsync(self.file().fd)  # syncs the file, whichever descriptor wrote it
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
             self._synced_size = size
@@ -371,15 +411,21 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def close(self) -> None:
-        """Write indexes and close the file (no fsync; see `flush`)."""
+        """Write indexes and release the file (no fsync; see `flush`). The descriptor closes
+        when no slice in flight holds it any more."""
         if self._has_index_files():
             self.offset_index.flush(fsync=False)
             self.time_index.flush(fsync=False)
-        os.close(self.fd)
-        self.fd = -1
+        self._files.drop(self._key)
+
+    @property
+    def is_cached(self) -> bool:
+        """Whether the file is open in the cache now (tests, metrics)."""
+        return self._key in self._files
 
     def mark_deleted(self) -> None:
-        """Rename every file with `.deleted`; the descriptor stays open for in-flight reads."""
+        """Rename every file with `.deleted`. Slices in flight keep their descriptors; the
+        cache entry goes (a read before the delete delay ends reopens the renamed file)."""
         self.offset_index.flush(fsync=False)
         self.time_index.flush(fsync=False)
         for index in (self.offset_index, self.time_index):
@@ -387,12 +433,11 @@ class LogSegment:
         deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.replace(self.log_path, deleted)
         self.log_path = deleted
+        self._files.drop(self._key)
 
     def delete(self) -> None:
-        """Close the descriptor and remove the files."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Release the descriptor (slices in flight keep theirs) and remove the files."""
+        self._files.drop(self._key)
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

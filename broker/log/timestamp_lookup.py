@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from broker.log.leader_epoch_cache import LeaderEpochCache
-from broker.log.segment import FileSlice, LogSegment
+from broker.log.segment import LogSegment
 from common.record_batch import NO_TIMESTAMP, TimestampType
 
 EARLIEST_TIMESTAMP = -2
@@ -96,4 +96,4 @@ def offset_of_max_timestamp(segment: LogSegment) -> int:
 
 def segment_bytes(segment: LogSegment, position: int, length: int) -> bytes:
     """Read `length` bytes of a segment file."""
-    return FileSlice(segment.fd, position, length).read_bytes()
+    return segment.pread(position, length)
