@@ -44,6 +44,7 @@ from broker.log.cleaner_manager import (
     kill_at_fail_point_from_env,
 )
 from broker.log.log_manager import LogManager
+from broker.log.segment_files import segment_file_families
 from broker.metadata_checkpoint import load_checkpoint
 from broker.metadata_follower_loop import MetadataFollower
 from broker.replica_manager import ReplicaManager
@@ -55,6 +56,7 @@ from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.dynamic_config import effective_config
 from common.errors import KafkaStorageError
+from common.file_limits import raise_open_file_limit
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.prometheus import exposition
@@ -162,7 +164,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     dynamic = DynamicBrokerConfig(broker_id, config)  # the effective config: server.properties + dynamic ones
     checkpointed = load_checkpoint(settings.log_dirs[0])  # read once: the logs and the follower start from it
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
-                             topic_configs=_checkpointed_log_configs(settings, config, checkpointed))
+                             topic_configs=_checkpointed_log_configs(settings, config, checkpointed),
+                             open_files_max=config.get_int("log.open.files.max"))
     cleaner_config = CleanerConfig.from_config(config)
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
                                  fail_point=kill_at_fail_point_from_env())
@@ -213,7 +216,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             def render() -> str:
                 return exposition([*broker_families(server.metrics, replicas.replication_gauges()),
                                    *handler.context.groups.metric_families(METRICS_PREFIX),
-                                   *cleaner_families(cleaners.stats, METRICS_PREFIX)])
+                                   *cleaner_families(cleaners.stats, METRICS_PREFIX),
+                                   *segment_file_families(log_manager.files.stats, METRICS_PREFIX)])
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
@@ -311,6 +315,7 @@ def run(config_path: str) -> int:
         print(f"broker: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.node_id, "broker")
+    raise_open_file_limit(f"Broker {settings.node_id}")  # before any log is opened
     try:
         return asyncio.run(run_broker(settings, config))
     except (OSError, KafkaStorageError) as exc:  # a listener cannot bind, a log dir cannot be used
