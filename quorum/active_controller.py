@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 LEADERSHIP_POLL: Final = 0.05 * SECONDS  # the tick period of pysyncobj: no point polling faster
 BEGIN_EPOCH_TIMEOUT: Final = 2 * SECONDS
 DECISION_QUEUE_MAX: Final = 256
+# Kafka's controller.performance.always.log.threshold.ms: a decision that holds the queue this
+# long (rule, append, commit) is logged, since every decision behind it waits as long.
+SLOW_DECISION_LOG: Final = 2 * SECONDS
 
 # A decision returns its records, or a rule's ControllerResult (whose `atomic` then decides).
 Decision = Callable[[MetadataImage], "Sequence[Record] | ControllerResult[Any]"]
@@ -77,6 +80,7 @@ class _Pending:
     deadline: float  # loop time
     atomic: bool
     future: asyncio.Future[AppendOutcome | None] = field(repr=False)
+    on_committed: Callable[[AppendOutcome], None] | None = None
 
 
 class ActiveController:
@@ -113,18 +117,20 @@ class ActiveController:
         assert outcome is not None, "a decision with records always has an outcome"
         return outcome
 
-    async def decide(self, decision: Decision, timeout_s: float, *,
-                     atomic: bool = True) -> AppendOutcome | None:
+    async def decide(self, decision: Decision, timeout_s: float, *, atomic: bool = True,
+                     on_committed: Callable[[AppendOutcome], None] | None = None) -> AppendOutcome | None:
         """Queue `decision(image) -> records`; its records are appended once it is its turn.
 
         None when it returned no records. Raises NotActiveControllerError, ControllerBusyError
-        or TimeoutError when nothing was appended, or what `decision` raised.
+        or TimeoutError when nothing was appended, or what `decision` raised. `on_committed(outcome)`
+        runs once its records committed and before the next decision starts (soft state that the
+        next decision must see, such as a controlled-shutdown offset).
         """
         self._check_active()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendOutcome | None] = loop.create_future()
         try:
-            self._queue.put_nowait(_Pending(decision, loop.time() + timeout_s, atomic, future))
+            self._queue.put_nowait(_Pending(decision, loop.time() + timeout_s, atomic, future, on_committed))
         except asyncio.QueueFull:
             raise ControllerBusyError(f"{self._queue.maxsize} decisions are already queued") from None
         return await future
@@ -232,6 +238,7 @@ class ActiveController:
         if remaining <= 0:
             future.set_exception(TimeoutError("the decision timed out in the queue; nothing was appended"))
             return
+        started = loop.time()
         try:
             before = self._log.image()
             decided = pending.decision(before)
@@ -243,6 +250,16 @@ class ActiveController:
                 if outcome.kind is OutcomeKind.COMMITTED:
                     for line in unclean_elections(before, records):
                         logger.warning("%s", line)
+                    if pending.on_committed is not None:
+                        try:
+                            pending.on_committed(outcome)
+                        except Exception:  # a bug in soft-state bookkeeping: the records did commit
+                            logger.exception("A committed decision's follow-up bookkeeping failed")
+            took = loop.time() - started
+            if took >= SLOW_DECISION_LOG:
+                logger.warning("Exceptionally slow controller decision: %d ms for %d record(s) (%s); %d "
+                               "decision(s) waited behind it", round(took * 1000), len(records),
+                               "nothing appended" if outcome is None else outcome.kind.value, self._queue.qsize())
         except Exception as exc:  # the decision's own error, or RecordTooLargeError: nothing appended
             if not future.done():
                 future.set_exception(exc)

@@ -22,6 +22,7 @@ batch) and keeps the controlled-shutdown offset in the heartbeat manager (soft s
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,8 +39,9 @@ from metadata.records import (
     RegisterBroker,
     UnregisterBroker,
 )
-from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError, ControllerResult, LeaveFollowUp, PartitionKey
 from quorum.heartbeat_manager import BrokerHeartbeatManager
+from quorum.quorum_settings import MAX_PARTITIONS_PER_DECISION
 from quorum.topic_control import TopicElectionConfig, topic_election_config
 from shutdown.controller_states import (
     CONTROLLED_SHUTDOWN,
@@ -85,33 +87,55 @@ def _partition_changes(
     image: MetadataImage,
     wanted: Callable[[PartitionRegistration], bool],
     rule: Callable[[PartitionRegistration, TopicElectionConfig], PartitionChange | None],
-) -> list[PartitionChange]:
-    """`rule` applied to every `wanted` partition, in (topic, partition) order, with its
-    topic's election settings."""
+    *, after: PartitionKey | None = None, max_partitions: int | None = None,
+) -> tuple[list[PartitionChange], PartitionKey | None]:
+    """`rule` applied to every `wanted` partition after `after`, in (topic, partition) order, with
+    its topic's election settings; at most `max_partitions` of them (None: all).
+
+    Returns the changes and, when it stopped at the limit with wanted partitions left, the key
+    of the last partition it looked at (where the next batch resumes), else None. The walk
+    resumes by key, not by index, so topics created or deleted in between change nothing.
+    """
     out: list[PartitionChange] = []
-    for name in sorted(image.topics.by_name):
+    seen = 0
+    last: PartitionKey | None = None
+    names = sorted(image.topics.by_name)
+    for name in names[bisect.bisect_left(names, after[0]) if after is not None else 0:]:
         topic = image.topics.by_name[name]
+        ids = sorted(topic.partitions)
+        start = bisect.bisect_right(ids, after[1]) if after is not None and name == after[0] else 0
         config = None
-        for partition_id in sorted(topic.partitions):
+        for partition_id in ids[start:]:  # bounded by the topic's partitions
             partition = topic.partitions[partition_id]
             if not wanted(partition):
                 continue
+            if max_partitions is not None and seen >= max_partitions:
+                return out, last
+            seen += 1
+            last = (name, partition_id)
             config = config or topic_election_config(image, name)
             change = rule(partition, config)
             if change is not None:
                 out.append(change)
-    return out
+    return out, None
 
 
-def _leave_partitions(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
-    """remove_from_isr for every partition the broker leads or is in the ISR of."""
+def _leave_partitions(image: MetadataImage, broker_id: int, *, after: PartitionKey | None = None,
+                      max_partitions: int | None = None) -> tuple[list[PartitionChange], PartitionKey | None]:
+    """remove_from_isr for every partition the broker leads or is in the ISR of (a batch of them
+    when `max_partitions` is set; see `_partition_changes`)."""
     is_active = _is_active(image)
     return _partition_changes(
         image,
         lambda p: broker_id in p.isr or p.leader == broker_id,
         lambda p, config: remove_from_isr(
             p, broker_id, is_acceptable=is_active, unclean_allowed=config.unclean_allowed,
-            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas))
+            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas),
+        after=after, max_partitions=max_partitions)
+
+
+def _follow_up(broker_id: int, stopped: PartitionKey | None) -> LeaveFollowUp | None:
+    return None if stopped is None else LeaveFollowUp(broker_id, stopped)
 
 
 def _elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
@@ -121,18 +145,21 @@ def _elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionC
     def acceptable(replica: int) -> bool:
         return replica == broker_id or is_active(replica)
 
-    return _partition_changes(
+    changes, _ = _partition_changes(
         image,
         lambda p: not p.has_leader and broker_id in p.replicas,
         lambda p, config: elect_leader(
             p, is_acceptable=acceptable, unclean_allowed=config.unclean_allowed,
             elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas))
+    return changes
 
 
 def register_broker(image: MetadataImage, *, broker_id: int, incarnation_id: str,
                     listeners: Iterable[Listener], rack: str | None, now_ms: int,
-                    heartbeats: BrokerHeartbeatManager) -> ControllerResult[None]:
-    """BrokerRegistration: RegisterBroker(fenced=True) first, then any ISR/leader moves it implies."""
+                    heartbeats: BrokerHeartbeatManager,
+                    max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[None]:
+    """BrokerRegistration: RegisterBroker(fenced=True) first, then the ISR/leader moves it implies
+    (at most `max_partitions`; the rest is the result's follow_up)."""
     existing = image.broker(broker_id)
     if existing is not None and existing.incarnation_id != incarnation_id:
         heartbeats.begin_sessions(image, now_ms)
@@ -147,27 +174,39 @@ def register_broker(image: MetadataImage, *, broker_id: int, incarnation_id: str
     except MetadataRecordError as exc:
         raise ControllerApiError(ErrorCode.INVALID_REQUEST, f"Bad broker registration: {exc}") from None
     records: list[Record] = [record]
+    stopped = None
     if existing is not None:  # the new registration is fenced: it may lead nothing until unfenced
-        records.extend(_leave_partitions(image, broker_id))
-    return ControllerResult(records, None)
+        changes, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)
+        records.extend(changes)
+    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped))
 
 
-def fence_broker(image: MetadataImage, broker_id: int, *, reason: str) -> ControllerResult[None]:
-    """Move ISRs and leaders away from the broker, then BrokerRegistrationChange(fenced=True)."""
+def fence_broker(image: MetadataImage, broker_id: int, *, reason: str,
+                 max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[None]:
+    """BrokerRegistrationChange(fenced=True), then move ISRs and leaders away from the broker.
+
+    Kafka writes the fence after the partition changes, in one event. Ours is bounded: the
+    first batch carries the fence and at most `max_partitions` partitions, so the batches
+    after it (the result's follow_up, `continue_leaving`) are computed from an image in which
+    the broker is already fenced, and a new active controller finds the rest from the image
+    alone (`brokers_left_behind`).
+    """
     registration = image.broker(broker_id)
     if registration is None:
         raise ControllerApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                  f"Broker {broker_id} is not registered.", field="broker_id")
-    changes = _leave_partitions(image, broker_id)
-    records: list[Record] = list(changes)
+    changes, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)
+    records: list[Record] = []
     if not registration.fenced:
         records.append(BrokerRegistrationChange(broker_id, registration.broker_epoch, fenced=True))
-    logger.info("Fencing broker %d (%s): %d partition change(s)", broker_id, reason, len(changes))
-    return ControllerResult(records, None)
+    records.extend(changes)
+    logger.info("Fencing broker %d (%s): %d partition change(s)%s", broker_id, reason, len(changes),
+                f", more after {stopped[0]}-{stopped[1]} in later decisions" if stopped else "")
+    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped))
 
 
 def fence_if_expired(image: MetadataImage, broker_id: int, *, heartbeats: BrokerHeartbeatManager,
-                     now_ms: int) -> ControllerResult[None]:
+                     now_ms: int, max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[None]:
     """The fence-expired-brokers pass's decision for the broker `next_expired` named: fence it,
     unless it heartbeated, was fenced or is gone since (nothing then). Kafka re-checks the
     session inside the decision the same way, as heartbeats race with the pass."""
@@ -176,21 +215,61 @@ def fence_if_expired(image: MetadataImage, broker_id: int, *, heartbeats: Broker
         return ControllerResult((), None)
     age = now_ms - (heartbeats.last_contact_ms(broker_id) or 0)
     return fence_broker(image, broker_id, reason=f"no heartbeat for {age} ms, session timeout "
-                                                 f"{heartbeats.session_timeout_ms} ms")
+                                                 f"{heartbeats.session_timeout_ms} ms",
+                        max_partitions=max_partitions)
 
 
 def unregister_broker(image: MetadataImage, broker_id: int, *,
-                      heartbeats: BrokerHeartbeatManager | None = None) -> ControllerResult[None]:
-    """UnregisterBroker: move ISRs and leaders away, then remove the registration (and its session)."""
+                      heartbeats: BrokerHeartbeatManager | None = None,
+                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[None]:
+    """UnregisterBroker, then move ISRs and leaders away (at most `max_partitions` here, the rest
+    as the follow_up, which continues for a broker no longer registered); drops its session."""
     registration = image.broker(broker_id)
     if registration is None:
         raise ControllerApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                  f"Broker ID {broker_id} is not currently registered", field="broker_id")
-    records: list[Record] = list(_leave_partitions(image, broker_id))
-    records.append(UnregisterBroker(broker_id, registration.broker_epoch))
+    changes, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)
+    records: list[Record] = [UnregisterBroker(broker_id, registration.broker_epoch), *changes]
     if heartbeats is not None:
         heartbeats.remove(broker_id)
-    return ControllerResult(records, None)
+    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped))
+
+
+def continue_leaving(image: MetadataImage, broker_id: int, *, after: PartitionKey | None,
+                     max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[int]:
+    """The next batch of a fence, unregistration or controlled shutdown: `remove_from_isr` for
+    the broker's partitions after `after` (None: from the first), at most `max_partitions`.
+
+    Nothing when the broker is active again (unfenced and not shutting down: a new incarnation
+    that caught up belongs in its ISRs). The response is the number of partition changes.
+    """
+    registration = image.broker(broker_id)
+    if registration is not None and registration.is_active:
+        return ControllerResult((), 0)
+    changes, stopped = _leave_partitions(image, broker_id, after=after, max_partitions=max_partitions)
+    return ControllerResult(changes, len(changes), follow_up=_follow_up(broker_id, stopped))
+
+
+def brokers_left_behind(image: MetadataImage) -> list[int]:
+    """Brokers that are not active (fenced, shutting down or unregistered) yet still lead a
+    partition or sit in an ISR beside other members: what a fence, shutdown or unregistration
+    cut short by a controller failover left to do. A new active controller continues them
+    (`continue_leaving` from the first partition). A fenced broker alone in an ISR is no such
+    leftover: KIP-841 keeps the last member there on purpose."""
+    found: set[int] = set()
+    brokers = image.cluster.brokers
+
+    def inactive(broker_id: int) -> bool:
+        registration = brokers.get(broker_id)
+        return registration is None or not registration.is_active
+
+    for topic in image.topics.by_id.values():  # one pass over every partition
+        for partition in topic.partitions.values():
+            if partition.has_leader and inactive(partition.leader):
+                found.add(partition.leader)
+            if len(partition.isr) > 1:
+                found.update(b for b in partition.isr if inactive(b))
+    return sorted(found)
 
 
 def _leads_partitions(image: MetadataImage, broker_id: int) -> bool:
@@ -206,9 +285,15 @@ def _active_brokers_caught_up(image: MetadataImage, broker_id: int, heartbeats: 
 
 def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int, metadata_offset: int,
                       want_fence: bool, want_shutdown: bool, now_ms: int,
-                      heartbeats: BrokerHeartbeatManager) -> ControllerResult[HeartbeatReply]:
+                      heartbeats: BrokerHeartbeatManager,
+                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[HeartbeatReply]:
     """BrokerHeartbeat (Kafka's processBrokerHeartbeat): touch the session, compute the next
     control state, write what that transition takes in one batch, reply from the next state.
+
+    A transition that leaves partitions (fenced, controlled shutdown, shut down now) writes
+    the registration change first and at most `max_partitions` partitions; the rest is the
+    result's follow_up (see `fence_broker`). The broker stays in CONTROLLED_SHUTDOWN while it
+    still leads any, and the shell raises its controlled-shutdown offset past every later batch.
 
     The controlled-shutdown offset is the offset the batch will end at: decisions run one at
     a time on the committed image (quorum.active_controller), so this batch's records take
@@ -230,11 +315,15 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
         change.append(BrokerRegistrationChange(broker_id, broker_epoch, fenced=plan.set_fenced,
                                                in_controlled_shutdown=plan.set_in_controlled_shutdown))
     partitions: list[Record] = []
+    stopped = None
     if plan.leave_partitions:
-        partitions.extend(_leave_partitions(image, broker_id))
+        leaving, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)
+        partitions.extend(leaving)
     if plan.elect_leaderless:
         partitions.extend(_elect_for_unfenced(image, broker_id))
-    first = plan.registration_change is RegistrationChangeOrder.FIRST
+    # Leaving partitions is bounded (see fence_broker), so its registration change goes first
+    # even where records_plan keeps Kafka's fence-last order.
+    first = plan.registration_change is RegistrationChangeOrder.FIRST or plan.leave_partitions
     records = [*change, *partitions] if first else [*partitions, *change]
     if plan.remember_controlled_shutdown_offset:
         heartbeats.maybe_update_controlled_shutdown_offset(broker_id, image.offset + len(records))
@@ -244,4 +333,4 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
         logger.info("Broker %d goes from %s to %s (want_fence=%s, want_shutdown=%s): %d record(s)",
                     broker_id, states.current.name, states.next.name, want_fence, want_shutdown, len(records))
     reply = HeartbeatReply(is_caught_up, states.next.fenced, should_shut_down=states.next.should_shut_down)
-    return ControllerResult(records, reply)
+    return ControllerResult(records, reply, follow_up=_follow_up(broker_id, stopped))

@@ -18,12 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from common.errors import ErrorCode
 from metadata.records import Record
 
 R = TypeVar("R")
+PartitionKey: TypeAlias = tuple[str, int]  # (topic name, partition id): the order rules walk partitions in
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveFollowUp:
+    """A rule stopped at its batch limit (`quorum.quorum_settings.MAX_PARTITIONS_PER_DECISION`):
+    the partitions of `broker_id` after `after` still need `remove_from_isr`, in later decisions
+    that the shell (`quorum.controller_runtime`) queues one at a time, so the decision queue
+    serves other events (heartbeats of live brokers) in between."""
+
+    broker_id: int
+    after: PartitionKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +51,7 @@ class ControllerResult(Generic[R]):
     records: Sequence[Record]  # kept as a tuple: rules may hand over a list
     response: R
     atomic: bool = False
+    follow_up: LeaveFollowUp | None = None  # work the rule left to later decisions (see LeaveFollowUp)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "records", tuple(self.records))

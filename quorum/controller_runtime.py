@@ -21,6 +21,19 @@ and the periodic tasks on one timer heap of (due_ms, seq, task) read from an inj
   incarnation is fenced at once instead of after its session, unless it re-registered meanwhile.
 - leader-rebalance: every leader.imbalance.check.interval.seconds when
   auto.leader.rebalance.enable (Kafka's), preferred leader elections.
+- finish-left-behind: once per active epoch, the brokers a fence, shutdown or unregistration
+  cut short by a failover left behind (`broker_control.brokers_left_behind`) are continued.
+
+Bounded decisions: a rule that moves a broker's partitions (fence, controlled shutdown,
+unregistration, re-registration) handles at most `MAX_PARTITIONS_PER_DECISION` of them and
+returns the rest as `follow_up`. `decide` hands every committed follow-up to one background
+task that queues the next batch (`broker_control.continue_leaving`) as a decision of its own,
+behind whatever is queued already: heartbeats of live brokers are served between batches,
+and the event loop runs between them too. Kafka bounds its controller events the same way
+(maxElectionsPerImbalance, then it reschedules the rest).
+
+Stalls: a probe wakes every `STALL_PROBE_PERIOD` and logs "Controller N was stalled for X ms"
+when the event loop ran nothing for `STALL_LOG_MS` or more (it keeps the longest for the log).
 
 The HTTP classes (`quorum.broker_rpc`, `quorum.controller_server`) only decode, call this and
 encode. `run_due(now_ms)` runs what is due at `now_ms`, so tests drive it with a fake clock.
@@ -36,13 +49,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from common.errors import ErrorCode
+from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
-from quorum.broker_control import fence_broker, fence_if_expired
-from quorum.controller_result import ControllerResult
+from quorum.broker_control import brokers_left_behind, continue_leaving, fence_broker, fence_if_expired
+from quorum.controller_result import ControllerResult, LeaveFollowUp, PartitionKey
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
 from quorum.log_state import AppendOutcome, OutcomeKind
@@ -57,6 +71,9 @@ logger = logging.getLogger(__name__)
 
 MAX_TIMER_SLEEP_MS: Final = 1000  # the run loop looks at the heap at least this often
 REASSIGNMENT_CHECK_MS: Final = 1000  # how often an active controller looks for completable reassignments
+STALL_PROBE_PERIOD: Final = 0.1 * SECONDS  # how often the stall probe wakes
+STALL_LOG_MS: Final = 250  # an event-loop stall this long or longer is logged (ms)
+LEAVE_RETRY_MS: Final = 500  # after a batch of partition moves failed, the next try (ms)
 PeriodicTask = Callable[[int], Awaitable[int | None]]  # (now_ms) -> next due ms, or None: done
 
 
@@ -78,7 +95,8 @@ class NotCommittedError(Exception):
 
 
 async def decide_result(controller: ActiveController, fn: Callable[[MetadataImage], ControllerResult[Any]],
-                        timeout_s: float) -> tuple[Any, AppendOutcome | None]:
+                        timeout_s: float, *, on_committed: Callable[[AppendOutcome], None] | None = None,
+                        ) -> tuple[Any, AppendOutcome | None]:
     """Run a rule through `controller.decide`: (its response, the committed outcome or None).
 
     Every result commits atomically: records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`,
@@ -95,7 +113,7 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
         responses.append(result.response)
         return result  # its `atomic` decides how the records are appended
 
-    outcome = await controller.decide(decision, timeout_s)
+    outcome = await controller.decide(decision, timeout_s, on_committed=on_committed)
     if outcome is not None and not outcome.committed:
         raise NotCommittedError(outcome)
     return responses[-1], outcome
@@ -123,6 +141,13 @@ class ControllerRuntime:
         self.schedule("complete-reassignments", now + self._fence_period_ms, self._complete_reassignments)
         if settings.leader_imbalance_check_interval_s > 0:
             self.schedule("leader-rebalance", now + self._rebalance_period_ms(), self._balance_leaders)
+        # broker id -> where its next batch of partition moves starts (None: at the first): the
+        # follow-ups one task works through (`_leave_partitions`); at most one per broker id
+        self._leaving: dict[int, PartitionKey | None] = {}
+        self._leaver: asyncio.Task[None] | None = None
+        self._scanned_epoch: int | None = None  # the active epoch whose leftovers were looked for
+        self.longest_stall_ms = 0  # the longest event-loop stall the probe saw
+        self.schedule("finish-left-behind", now, self._finish_left_behind)
         self._watch: ListenerWatch | None = None
         if watch_listeners:
             self._watch = ListenerWatch(self._process_gone, local_host=settings.host)
@@ -135,8 +160,28 @@ class ControllerRuntime:
         return self._controller.is_active
 
     async def decide(self, fn: Callable[[MetadataImage], ControllerResult[Any]],
-                     timeout_s: float = api.WRITE_TIMEOUT) -> tuple[Any, AppendOutcome | None]:
-        return await decide_result(self._controller, fn, timeout_s)
+                     timeout_s: float = api.WRITE_TIMEOUT, *,
+                     moving: int | None = None) -> tuple[Any, AppendOutcome | None]:
+        """`decide_result`, and a committed result's follow_up goes on as later decisions.
+        `moving`: the broker whose partitions this decision moves (a batch of `_leave_partitions`)."""
+        follow_ups: list[LeaveFollowUp | None] = []
+
+        def rule(image: MetadataImage) -> ControllerResult[Any]:
+            result = fn(image)
+            follow_ups.append(result.follow_up)
+            return result
+
+        def committed(outcome: AppendOutcome) -> None:  # before the next decision runs
+            follow_up = follow_ups[-1] if follow_ups else None
+            broker_id = follow_up.broker_id if follow_up is not None else moving
+            if broker_id is not None:
+                self._committed_batch(broker_id, outcome)
+
+        response, outcome = await decide_result(self._controller, rule, timeout_s, on_committed=committed)
+        follow_up = follow_ups[-1] if follow_ups else None
+        if follow_up is not None:
+            self._leave_later(follow_up.broker_id, follow_up.after)
+        return response, outcome
 
     def now_ms(self) -> int:
         return self._clock()
@@ -215,6 +260,7 @@ class ControllerRuntime:
 
     async def run(self) -> None:
         """Sleep until the earliest timer, run what is due; until cancelled."""
+        probe = asyncio.create_task(self._probe_stalls())
         try:
             while True:  # the controller's lifetime
                 due = self.next_due_ms()
@@ -228,12 +274,86 @@ class ControllerRuntime:
                     pass
                 await self.run_due(self._clock())
         finally:
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
             await self.close()
 
     async def close(self) -> None:
-        """Stop the listener watch's connections (the timers stop with `run`)."""
+        """Stop the partition moves and the listener watch's connections (the timers stop with `run`)."""
+        if self._leaver is not None:
+            self._leaver.cancel()
+            await asyncio.gather(self._leaver, return_exceptions=True)
         if self._watch is not None:
             await self._watch.close()
+
+    async def _probe_stalls(self) -> None:
+        """Log every event-loop stall of STALL_LOG_MS or more: while the loop runs nothing, no
+        heartbeat is read or answered, which is what gets live brokers fenced."""
+        loop = asyncio.get_running_loop()
+        while True:  # until cancelled with `run`
+            before = loop.time()
+            await asyncio.sleep(STALL_PROBE_PERIOD)
+            stalled_ms = round((loop.time() - before - STALL_PROBE_PERIOD) * 1000)
+            if stalled_ms >= STALL_LOG_MS:
+                self.longest_stall_ms = max(self.longest_stall_ms, stalled_ms)
+                logger.warning("Controller %d was stalled for %d ms (the longest so far: %d ms)",
+                               self._settings.node_id, stalled_ms, self.longest_stall_ms)
+
+    # -- bounded partition moves ------------------------------------------------------------------
+
+    def _leave_later(self, broker_id: int, after: PartitionKey | None) -> None:
+        """Queue the next batch of `broker_id`'s partition moves, starting after `after`."""
+        self._leaving[broker_id] = after
+        if self._leaver is None or self._leaver.done():
+            self._leaver = asyncio.create_task(self._leave_partitions())
+
+    def _committed_batch(self, broker_id: int, outcome: AppendOutcome) -> None:
+        """A batch of a controlled shutdown committed: the broker may shut down only once every
+        active broker replayed it (the first batch's own offset counts no transaction markers)."""
+        registration = self._log.image().broker(broker_id)
+        if outcome.last_offset is not None and registration is not None \
+                and registration.in_controlled_shutdown and not registration.fenced:
+            self.sessions().raise_controlled_shutdown_offset(broker_id, outcome.last_offset)
+
+    async def _leave_partitions(self) -> None:
+        """Work through the follow-ups, one batch per decision, brokers in turn; ends when none is
+        left or this controller is no longer active (the next active one finds what is left:
+        `_finish_left_behind`). Bounded: each batch moves the walk forward past its partitions."""
+        while self._leaving:
+            if not self._controller.is_active:
+                logger.info("Stopped moving partitions away from broker(s) %s: no longer the active "
+                            "controller", sorted(self._leaving))
+                self._leaving.clear()
+                return
+            broker_id, after = next(iter(self._leaving.items()))
+            del self._leaving[broker_id]  # decide() puts it back at the end while more is left
+            try:
+                moved, _ = await self.decide(
+                    lambda image: continue_leaving(image, broker_id, after=after), moving=broker_id)
+            except Exception as exc:  # noqa: BLE001 - the same batch again, after a pause
+                logger.warning("Moving partitions away from broker %d after %s failed: %s; retrying in %d ms",
+                               broker_id, after, exc, LEAVE_RETRY_MS)
+                self._leaving.setdefault(broker_id, after)
+                await asyncio.sleep(LEAVE_RETRY_MS / 1000)
+                continue
+            if broker_id not in self._leaving:
+                logger.info("Broker %d leads no partition and is in no ISR it may leave (last batch: "
+                            "%d partition change(s))", broker_id, moved)
+
+    async def _finish_left_behind(self, due_ms: int) -> int:
+        """Once per active epoch: continue the partition moves a failover cut short."""
+        following = self._clock() + self._fence_period_ms
+        epoch = self._controller.epoch
+        if not self._controller.is_active or epoch == self._scanned_epoch:
+            return following
+        self._scanned_epoch = epoch
+        left = brokers_left_behind(self._log.image())
+        if left:
+            logger.info("Broker(s) %s are fenced, shutting down or unregistered but still lead partitions "
+                        "or sit in ISRs (a failover cut their moves short): moving those partitions now", left)
+            for broker_id in left:
+                self._leave_later(broker_id, None)
+        return following
 
     # -- the periodic tasks -----------------------------------------------------------------------
 
@@ -246,8 +366,8 @@ class ControllerRuntime:
         if now - due_ms > self._stall_ms:
             # This controller did not run and may be deposed without knowing it yet: the
             # brokers' silence was its own. Judge from now on.
-            logger.warning("Controller %d was stalled for %d ms; broker sessions start again now",
-                           self._settings.node_id, now - due_ms)
+            logger.warning("Controller %d ran its fence pass %d ms late (the stall probe says why); "
+                           "broker sessions start again now", self._settings.node_id, now - due_ms)
             sessions.restart_sessions(self._log.image(), now)
             return now + self._fence_period_ms
         broker_id = sessions.next_expired(now, self._log.image())

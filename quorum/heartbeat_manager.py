@@ -63,6 +63,14 @@ class BrokerHeartbeatManager:
         if session is not None and session.controlled_shutdown_offset is None:
             session.controlled_shutdown_offset = offset
 
+    def raise_controlled_shutdown_offset(self, broker_id: int, offset: int) -> None:
+        """A later batch of the broker's controlled shutdown committed up to `offset`: every active
+        broker must replay that too before this one may shut down."""
+        session = self._sessions.get(broker_id)
+        if session is not None:
+            known = session.controlled_shutdown_offset
+            session.controlled_shutdown_offset = offset if known is None else max(known, offset)
+
     def clear_controlled_shutdown_offset(self, broker_id: int) -> None:
         """The broker is no longer in controlled shutdown (fenced, unfenced again, shut down)."""
         session = self._sessions.get(broker_id)

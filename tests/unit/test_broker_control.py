@@ -80,7 +80,7 @@ FENCE_2_CHANGES = [
     change("SOLO", leader=NO_LEADER),
     change("UNCLEAN", leader=1, isr=(1,), leader_recovery_state=RECOVERING),
 ]
-FENCED_2 = replay(TOPICS, *FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True))
+FENCED_2 = replay(TOPICS, BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES)
 
 
 def assert_left_every_isr(image, broker_id):
@@ -95,14 +95,14 @@ def assert_left_every_isr(image, broker_id):
 # --- fence_broker ------------------------------------------------------------------------
 
 FENCE = [
-    pytest.param(TOPICS, 2, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+    pytest.param(TOPICS, 2, [BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES],
                  id="leaders-move-isrs-shrink-last-member-stays-unclean-elects"),
-    pytest.param(TOPICS, 1, [change("ORDERS", 0, leader=2, isr=(2, 3)), change("ORDERS", 1, isr=(2, 3)),
-                             change("ORDERS", 2, isr=(3, 2)), BrokerRegistrationChange(1, 1, fenced=True)],
+    pytest.param(TOPICS, 1, [BrokerRegistrationChange(1, 1, fenced=True), change("ORDERS", 0, leader=2, isr=(2, 3)),
+                             change("ORDERS", 1, isr=(2, 3)), change("ORDERS", 2, isr=(3, 2))],
                  id="broker-1"),
     pytest.param(CLUSTER, 3, [BrokerRegistrationChange(3, 3, fenced=True)], id="no-partitions"),
     pytest.param(FENCED_2, 2, [], id="already-fenced-nothing-to-do"),
-    pytest.param(ELR, 2, [change("DURABLE", isr=(1,), elr=(2,)), BrokerRegistrationChange(2, 2, fenced=True)],
+    pytest.param(ELR, 2, [BrokerRegistrationChange(2, 2, fenced=True), change("DURABLE", isr=(1,), elr=(2,))],
                  id="elr-and-min-insync-replicas-from-the-topic-config"),
 ]
 
@@ -122,7 +122,7 @@ def _sessions(last_contact_ms):
 
 
 @pytest.mark.parametrize(("image", "last_contact_ms", "now_ms", "expected"), [
-    pytest.param(TOPICS, 0, TIMEOUT + 1, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+    pytest.param(TOPICS, 0, TIMEOUT + 1, [BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES],
                  id="expired-fences-as-fence_broker"),
     pytest.param(TOPICS, 0, TIMEOUT, [], id="valid-at-the-timeout-itself"),
     pytest.param(TOPICS, 500, TIMEOUT + 1, [], id="heartbeated-since-the-pass-chose-it"),
@@ -146,11 +146,11 @@ def test_fence_unknown_broker():
 
 # --- unregister_broker -------------------------------------------------------------------
 
-def test_unregister_broker_moves_leaders_then_removes_the_registration():
+def test_unregister_broker_removes_the_registration_then_moves_leaders():
     heartbeats = BrokerHeartbeatManager(TIMEOUT)
     heartbeats.touch(2, 0, 0)
     result = unregister_broker(TOPICS, 2, heartbeats=heartbeats)
-    assert list(result.records) == [*FENCE_2_CHANGES, UnregisterBroker(2, 2)]
+    assert list(result.records) == [UnregisterBroker(2, 2), *FENCE_2_CHANGES]
     after = replay(TOPICS, *result.records)
     assert after.broker(2) is None and heartbeats.last_contact_ms(2) is None
     assert all(p.leader != 2 for t in after.topics.by_id.values() for p in t.partitions.values())
@@ -238,7 +238,7 @@ HEARTBEAT = [
                  [BrokerRegistrationChange(2, 2, fenced=False), change("SHRUNK", leader=2), change("SOLO", leader=2)],
                  HeartbeatReply(True, False, False), id="unfenced-broker-leads-its-leaderless-partitions-again"),
     pytest.param(CLUSTER, 1, 1, 9, False, False, [], HeartbeatReply(True, False, False), id="steady-state"),
-    pytest.param(TOPICS, 2, 2, 9, True, False, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+    pytest.param(TOPICS, 2, 2, 9, True, False, [BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES],
                  HeartbeatReply(True, True, False), id="want-fence-fences-and-moves-leaders"),
     # --- want_shutdown (shutdown.controller_states decides, records_plan says what to write)
     pytest.param(TOPICS, 2, 2, 9, False, True,
@@ -246,7 +246,7 @@ HEARTBEAT = [
                  HeartbeatReply(True, False, False), id="want-shutdown-while-leading-enters-controlled-shutdown"),
     pytest.param(CLUSTER, 1, 1, 9, False, True, [BrokerRegistrationChange(1, 1, fenced=True)],
                  HeartbeatReply(True, True, True), id="want-shutdown-leading-nothing-shuts-down-now"),
-    pytest.param(TOPICS, 2, 2, 9, True, True, [*FENCE_2_CHANGES, BrokerRegistrationChange(2, 2, fenced=True)],
+    pytest.param(TOPICS, 2, 2, 9, True, True, [BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES],
                  HeartbeatReply(True, True, True), id="want-fence-and-shutdown-fences-and-shuts-down-now"),
     pytest.param(FENCED_2, 2, 2, 40, False, True, [], HeartbeatReply(True, True, True),
                  id="fenced-broker-wanting-shutdown-is-granted-it-at-once"),
