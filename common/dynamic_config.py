@@ -13,7 +13,10 @@ way: the broker synonyms of the topic configs a partition's log applies (Kafka's
 DynamicLogConfig.ReconfigurableConfigs, restricted to those tidelog honours live) and the
 election defaults. Another known broker key is INVALID_REQUEST "Cannot update these configs
 dynamically" (Kafka's ConfigAdminManager wraps DynamicBrokerConfig.validate's ConfigException
-that way); an unknown key or a value of the wrong type is INVALID_CONFIG naming the key.
+that way), as is a bare SSL key (Kafka takes those only with a listener prefix); a value of the
+wrong type is INVALID_CONFIG naming the key. A key no broker knows (`cleanup.policy` for
+`log.cleanup.policy`) is stored and described as Kafka does (its type unknown, so its value is
+hidden), and nothing reads it: the controller logs that when it commits one (`unread_keys`).
 
 Adding a dynamic key is one line in `_MORE_DYNAMIC_KEYS` (its ConfigKey lives in
 common.config's BROKER_KEYS); a component reads it through broker.dynamic_config.
@@ -37,6 +40,7 @@ from common.topic_config import (
     UNCLEAN_LEADER_ELECTION_ENABLE,
     UNKNOWN_CONFIG_TYPE,
     ConfigSource,
+    ConfigSynonym,
     DescribedConfig,
     config_string,
     config_synonyms,
@@ -61,6 +65,13 @@ _MORE_DYNAMIC_KEYS: Final[tuple[str, ...]] = (
 # component applies them: they are stored, described and kept as Kafka keeps them.
 PER_BROKER_ONLY_KEYS: Final[frozenset[str]] = frozenset(
     key.name for key in BROKER_KEYS if key.name.startswith("sasl."))
+
+# Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): settable only with a listener
+# prefix (listener.name.<listener>.ssl.keystore.location), never bare.
+LISTENER_SECURITY_KEYS: Final[frozenset[str]] = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates"})
 
 # The broker keys a change applies to without a restart: every broker synonym of a topic config
 # that a partition's LogConfig applies (the broker rebuilds each log's config on the change).
@@ -127,28 +138,43 @@ def check_broker_changes(changes: Mapping[str, str | None], *, per_broker: bool 
     """The canonical string of each set value (None: delete) of one BROKER resource's change
     (`per_broker`: of one broker, not the cluster default); BrokerConfigError naming the first
     bad key (sorted), in Kafka's order of checks."""
-    for name in sorted(changes):
-        if name not in _KEYS_BY_NAME:
-            near = difflib.get_close_matches(name, DYNAMIC_BROKER_KEYS, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise BrokerConfigError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {name!r}{hint}", name)
     # Kafka validates the resulting properties: deleting a static key that is not set is a no-op
-    static = sorted(name for name, value in changes.items() if name not in DYNAMIC_BROKER_KEYS and value is not None)
+    static = sorted(name for name, value in changes.items()
+                    if name in _KEYS_BY_NAME and name not in DYNAMIC_BROKER_KEYS and value is not None)
     if static:
         raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                 + ", ".join(static), static[0])
+    unprefixed = sorted(name for name in changes if name in LISTENER_SECURITY_KEYS)
+    if unprefixed:
+        raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "These security configs can be dynamically updated "
+                                "only per-listener using the listener prefix: " + ", ".join(unprefixed),
+                                unprefixed[0])
     broker_only = sorted(name for name in changes if name in PER_BROKER_ONLY_KEYS)
     if broker_only and not per_broker:
         raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
                                 "broker id must be specified: " + ", ".join(broker_only), broker_only[0])
-    values = {name: value for name, value in changes.items() if value is not None}
+    values = {name: value for name, value in changes.items() if value is not None and name in _KEYS_BY_NAME}
     try:
         parsed = parse_keys(values, _DYNAMIC_KEYS, _DYNAMIC_CHECKS)
     except ConfigError as e:
         bad = next((n for n in sorted(values) if any(repr(n) in p for p in e.problems)), None)
         raise BrokerConfigError(ErrorCode.INVALID_CONFIG, "; ".join(e.problems), bad) from None
-    return {name: None if value is None else config_string(parsed.originals[name])
+    # a key no broker knows is kept as given: Kafka stores it (nothing parses it)
+    return {name: value if value is None or name not in values else config_string(parsed.originals[name])
             for name, value in sorted(changes.items())}
+
+
+def unread_keys(changes: Iterable[str]) -> list[str]:
+    """The keys of a change that no broker reads (stored and described, as Kafka does), sorted."""
+    return sorted(name for name in changes if name not in _KEYS_BY_NAME)
+
+
+def unread_key_hint(name: str) -> str:
+    """Why `name` does nothing, with the broker key it is nearest to (a typo, or a topic key)."""
+    near = difflib.get_close_matches(name, DYNAMIC_BROKER_KEYS, n=1)
+    if not near:
+        near = [f"log.{name}"] if f"log.{name}" in DYNAMIC_BROKER_KEYS else []
+    return "not a broker config" + (f" (did you mean {near[0]!r}?)" if near else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +194,8 @@ def _usable(values: Mapping[str, str], problems: list[str], where: str) -> dict[
     record written by an older or other node must not stop this one)."""
     usable: dict[str, str] = {}
     for name, value in sorted(values.items()):
+        if name not in _KEYS_BY_NAME:
+            continue  # stored as Kafka stores it; nothing reads it (the controller logged that)
         if name not in DYNAMIC_BROKER_KEYS:
             problems.append(f"{where} config {name!r} is not a dynamic broker config: ignored")
             continue
@@ -203,6 +231,17 @@ def effective_config(static: Config, layers: DynamicLayers) -> tuple[Config, lis
         return static, problems
 
 
+def _describe_unread(name: str, layers: DynamicLayers, *, per_broker: bool) -> DescribedConfig:
+    """A stored key no broker knows, as Kafka's ConfigHelper shows one: its type is unknown, so
+    it is treated as sensitive (value hidden), read-only, with no documentation."""
+    synonyms = [ConfigSynonym(name, None, ConfigSource.DYNAMIC_BROKER_CONFIG)] \
+        if per_broker and name in layers.per_broker else []
+    if name in layers.cluster_default:
+        synonyms.append(ConfigSynonym(name, None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    return DescribedConfig(name, None, synonyms[0].source, tuple(synonyms), UNKNOWN_CONFIG_TYPE, None,
+                           read_only=True, sensitive=True)
+
+
 def describe_broker_configs(static: Config, layers: DynamicLayers, *, per_broker: bool,
                             keys: Iterable[str] | None = None) -> list[DescribedConfig]:
     """Kafka's ConfigHelper for a BROKER resource. Per broker: every key the broker reads (sorted),
@@ -211,13 +250,18 @@ def describe_broker_configs(static: Config, layers: DynamicLayers, *, per_broker
     only the keys set there. read_only is "not dynamic"; a PASSWORD's value is hidden."""
     usable, _ = usable_layers(layers)
     config, _ = effective_config(static, usable)
-    names = sorted(config.definitions) if per_broker else sorted(usable.cluster_default)
+    unread = {**{k: v for k, v in layers.cluster_default.items() if k not in _KEYS_BY_NAME},
+              **({k: v for k, v in layers.per_broker.items() if k not in _KEYS_BY_NAME} if per_broker else {})}
+    names = sorted([*config.definitions, *unread] if per_broker else [*usable.cluster_default, *unread])
     asked = None if keys is None else list(keys)
     if asked:  # Kafka: an empty or null list asks for every key
         names = [name for name in asked if name in names]
     own = usable.per_broker if per_broker else EMPTY
     described = []
     for name in names:
+        if name in unread:
+            described.append(_describe_unread(name, layers, per_broker=per_broker))
+            continue
         key = config.definitions[name]
         sensitive = key.type is ConfigType.PASSWORD
         synonyms = config_synonyms(broker_synonyms(name), static, usable.cluster_default, own, name)

@@ -10,17 +10,20 @@ and runs `quorum.config_control.alter_broker_configs` on the active controller (
 this controller is not); validate_only runs the same rule on the active image and appends
 nothing. Reads answer from this controller's image: only the dynamic values, as stored (the
 static ones live in each broker's server.properties; DescribeConfigs on a broker shows both).
+A key no broker knows is stored, as Kafka stores it, with one WARNING here saying nothing reads it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from metadata.delta import apply
 from metadata.image import MetadataImage
-from metadata.records import ConfigResourceType
+from common.dynamic_config import unread_key_hint, unread_keys
+from metadata.records import Config, ConfigResourceType
 from quorum import admin_api as api
 from quorum.config_control import alter_broker_configs
 from quorum.controller_result import ControllerResult
@@ -29,6 +32,8 @@ from quorum.topic_requests import parse_alter_configs
 
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
+
+log = logging.getLogger(__name__)
 
 MAX_BROKER_ID_DIGITS = 10  # an int32 node id
 
@@ -75,9 +80,14 @@ class BrokerConfigRoutes:
         raw, body = await read_json(request)
         changes = parse_alter_configs(body)
 
+        unread: list[str] = []  # of the change the controller committed (the rule's last run)
+
         def rule(image: MetadataImage) -> ControllerResult[None]:
             current = image.config(ConfigResourceType.BROKER, name)
-            return alter_broker_configs(image, name, changes.against(current, broker=True))
+            result = alter_broker_configs(image, name, changes.against(current, broker=True))
+            unread[:] = unread_keys(r.name for r in result.records
+                                    if isinstance(r, Config) and r.value is not None)
+            return result
 
         async def run() -> web.Response:
             if changes.validate_only:  # Kafka's validateOnly: the same rule, nothing appended
@@ -86,6 +96,9 @@ class BrokerConfigRoutes:
                 after = apply(image, enumerate(result.records, start=image.offset + 1))
                 return web.json_response({**broker_configs_view(after, name), "metadata_offset": None})
             _, offset = await self._server.decide(rule)
+            for key in unread:  # once, when it is stored: Kafka keeps it, and no broker reads it
+                log.warning("Dynamic broker config %s of %s stored at metadata offset %s, but no broker reads it: %s",
+                            key, f"broker {name}" if name else "the cluster default", offset, unread_key_hint(key))
             return web.json_response({**broker_configs_view(self._server.image(), name),
                                       "metadata_offset": offset})
 

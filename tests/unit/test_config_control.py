@@ -144,6 +144,10 @@ def test_broker_list_ops_need_a_list_key(op: AlterConfigOp, what: str) -> None:
     ("4", {"log.cleanup.policy": "compact, delete"}, [Config(BROKER, "4", "log.cleanup.policy", "compact,delete")]),
     ("7", {"min.insync.replicas": "2"}, [Config(BROKER, "7", "min.insync.replicas", "2")]),  # any id, as Kafka
     ("4", {"log.dirs": None}, []),  # deleting a static key that is not set: nothing to do, as Kafka
+    # a key no broker knows is stored as given, as Kafka's DynamicBrokerConfig keeps it
+    ("4", {"cleanup.policy": "compact, delete"}, [Config(BROKER, "4", "cleanup.policy", "compact, delete")]),
+    ("", {"listener.name.plaintext.ssl.keystore.location": "/k"},
+     [Config(BROKER, "", "listener.name.plaintext.ssl.keystore.location", "/k")]),
 ])
 def test_broker_changes_become_broker_config_records(name: str, changes: dict[str, str | None],
                                                      records: list[Config]) -> None:
@@ -154,7 +158,8 @@ def test_broker_changes_become_broker_config_records(name: str, changes: dict[st
     ("4", {"log.dirs": "/x"}, ErrorCode.INVALID_REQUEST, "log.dirs", "Cannot update these configs dynamically: log.dirs"),
     ("", {"num.partitions": "3", "log.retention.ms": "5"}, ErrorCode.INVALID_REQUEST, "num.partitions",
      "Cannot update these configs dynamically"),
-    ("4", {"log.retention.mss": "5"}, ErrorCode.INVALID_CONFIG, "log.retention.mss", "did you mean 'log.retention.ms'"),
+    ("4", {"ssl.keystore.location": "/k"}, ErrorCode.INVALID_REQUEST, "ssl.keystore.location",
+     "only per-listener using the listener prefix: ssl.keystore.location"),
     ("4", {"log.retention.ms": "soon"}, ErrorCode.INVALID_CONFIG, "log.retention.ms", "an integer"),
     ("", {"log.retention.ms": "0"}, ErrorCode.INVALID_CONFIG, "log.retention.ms", "-1 (unlimited) or positive"),
     ("", {"unclean.leader.election.enable": "maybe"}, ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable",

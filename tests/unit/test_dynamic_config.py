@@ -20,6 +20,8 @@ from common.dynamic_config import (
     DynamicLayers,
     describe_broker_configs,
     effective_config,
+    unread_key_hint,
+    unread_keys,
 )
 from common.topic_config import (
     ConfigSource,
@@ -190,3 +192,37 @@ def test_live_topics_take_new_log_defaults(tmp_path: Path) -> None:
     assert {tp.topic: p.min_insync_replicas for tp, p in replicas.partitions.items()} == {"t": 2, "u": 2}
     assert cleaners.config.backoff_ms == 250
     log_manager.shutdown()
+
+
+UNREAD = DynamicLayers.of({"cleanup.policy": "compact", "log.retention.ms": "1000"}, {"cleanup.policy": "delete",
+                                                                                      "my.own.key": "x"})
+
+
+def test_keys_no_broker_knows_are_described_as_kafka_does_and_not_applied() -> None:
+    """Kafka's ConfigHelper: an unknown key's type is unknown, so it is sensitive (value hidden),
+    read-only, of UNKNOWN type; its source is where it is set."""
+    config, problems = effective_config(STATIC_CONFIG, UNREAD)
+    assert problems == [] and "cleanup.policy" not in config.definitions
+
+    def described(per_broker: bool) -> dict[str, tuple[object, ...]]:
+        return {d.name: (d.value, d.source, d.read_only, d.sensitive, d.config_type, d.documentation,
+                         [(s.name, s.value, s.source) for s in d.synonyms])
+                for d in describe_broker_configs(STATIC_CONFIG, UNREAD, per_broker=per_broker)
+                if d.name in ("cleanup.policy", "my.own.key")}
+
+    assert described(True) == {
+        "cleanup.policy": (None, DYN, True, True, 0, None, [("cleanup.policy", None, DYN),
+                                                            ("cleanup.policy", None, DEF_DYN)]),
+        "my.own.key": (None, DYN, True, True, 0, None, [("my.own.key", None, DYN)])}
+    assert described(False) == {
+        "cleanup.policy": (None, DEF_DYN, True, True, 0, None, [("cleanup.policy", None, DEF_DYN)])}
+
+
+@pytest.mark.parametrize(("name", "hint"), [
+    ("cleanup.policy", "not a broker config (did you mean 'log.cleanup.policy'?)"),
+    ("log.retention.mss", "not a broker config (did you mean 'log.retention.ms'?)"),
+    ("zzz", "not a broker config"),
+])
+def test_an_unread_key_names_the_broker_key_it_is_nearest_to(name: str, hint: str) -> None:
+    assert unread_keys([name, "log.retention.ms"]) == [name]
+    assert unread_key_hint(name) == hint
