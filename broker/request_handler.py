@@ -260,6 +260,10 @@ class RequestHandler:
             # Kafka answers any ApiVersions version: a v0 body with UNSUPPORTED_VERSION and
             # the list, so the client retries lower (librdkafka opens with v3).
             response, answer_version = api_versions.answer_api_versions(version, ADVERTISED_API_VERSIONS)
+            low, high = IMPLEMENTED_VERSIONS[ApiKey.API_VERSIONS]
+            self.context.refusals.refused(  # a client newer than this broker: it retries lower
+                ClientInfo.of(header.client_id, client_host), f"ApiVersions v{version}",
+                int(ErrorCode.UNSUPPORTED_VERSION), f"this broker serves ApiVersions v{low}-v{high}")
             return api_versions.encode_api_versions_response(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)

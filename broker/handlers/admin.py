@@ -5,14 +5,15 @@ config writes of `broker.handlers.configs` use too).
 
 DeleteTopics v6 names topics by name or by topic id: `plan_deletions` resolves ids against this
 broker's image and refuses what Kafka's ControllerApis.deleteTopics refuses (both or neither
-given, duplicates, an unknown id) before anything is sent to the controllers."""
+given, duplicates, an unknown id) before anything is sent to the controllers. Every refusal is
+logged at INFO, once per client and reason (`broker.refusal_log`)."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -63,6 +64,15 @@ async def await_applied(ctx: BrokerContext, replies: list[AdminReply], timeout_m
             for r in replies]
 
 
+def note_refusals(ctx: BrokerContext, client: ClientInfo, api: str,
+                  answers: Iterable[tuple[int, str | None]]) -> None:
+    """Each refused part of an admin request in the broker log (`broker.refusal_log`: once per
+    client and reason), so an operator sees why a tool's change did not happen."""
+    for error_code, message in answers:
+        if error_code:
+            ctx.refusals.refused(client, api, error_code, message)
+
+
 async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsRequest,
                                version: int, client: ClientInfo) -> admin.CreateTopicsResponse:
     counts = Counter(t.name for t in req.topics)
@@ -75,6 +85,7 @@ async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsReques
         results.append(admin.CreatableTopicResult(
             name, INVALID_REQUEST, f"Create topics request from client `{client.client_id}` contains multiple "
             f"entries for the following topics: {','.join(duplicates)}"))
+    note_refusals(ctx, client, "CreateTopics", ((r.error_code, r.error_message) for r in results))
     return admin.CreateTopicsResponse(0, tuple(results))
 
 
@@ -169,8 +180,8 @@ async def handle_delete_topics(ctx: BrokerContext, req: delete_topics.DeleteTopi
         else:
             reply = await ctx.topic_admin.delete_topic(deletion.name)
         if reply.error_code:
-            log.info("DeleteTopics %s (id %s): error %d: %s", deletion.name, deletion.topic_id, reply.error_code,
-                     reply.error_message)
+            ctx.refusals.refused(client, "DeleteTopics", reply.error_code,
+                                 f"topic {deletion.name} (id {deletion.topic_id}): {reply.error_message}")
         replies.append(reply)
     replies = await await_applied(ctx, replies, req.timeout_ms)
     return delete_topics.DeleteTopicsResponse(0, tuple(
@@ -194,6 +205,7 @@ async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitio
         replies.append(await ctx.topic_admin.create_partitions(t.name, t.count, assignments=assignments,
                                                                validate_only=req.validate_only))
     replies = await await_applied(ctx, replies, req.timeout_ms)
+    note_refusals(ctx, client, "CreatePartitions", ((r.error_code, r.error_message) for r in replies))
     return admin.CreatePartitionsResponse(0, tuple(
         admin.CreatePartitionsTopicResult(t.name, r.error_code, r.error_message)
         for t, r in zip(req.topics, replies, strict=True)))

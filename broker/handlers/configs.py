@@ -12,7 +12,8 @@ Another broker's id is INVALID_REQUEST, as in Kafka: a broker describes only its
 A change goes to the controllers' admin API (`PATCH /v1/topics/{name}/configs`, `PATCH
 /v1/brokers/{id}/configs`, `PATCH /v1/brokers/configs` through the TopicAdmin) as the same body
 an operator sends, so the controller applies Kafka's rules in one place (`quorum.config_control`),
-with validate_only as a dry run of that rule. Each resource is answered on its own, as Kafka does.
+with validate_only as a dry run of that rule. Each resource is answered on its own, as Kafka does;
+each refused one is logged at INFO, once per client and reason (`broker.refusal_log`).
 A BROKER change names this broker or "" (Kafka's ConfigAdminManager: a per-broker change goes to
 that broker); other resource types are INVALID_REQUEST.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.handlers.admin import await_applied
+from broker.handlers.admin import await_applied, note_refusals
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import AdminReply
 from common.dynamic_config import describe_broker_configs
@@ -50,28 +51,39 @@ def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
         return result(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker_id} or empty "
                                                  f"string, but received {name}")
     dynamic = ctx.dynamic_config
-    described = describe_broker_configs(dynamic.static, dynamic.usable, per_broker=name != "",
+    described = describe_broker_configs(dynamic.static, dynamic.layers, per_broker=name != "",
                                         keys=resource.configuration_keys)
     return result(ErrorCode.NONE, None, tuple(_entry(d, req) for d in described))
 
 
 async def handle_alter_configs(ctx: BrokerContext, req: ac.AlterConfigsRequest, version: int,
                                client: ClientInfo) -> ac.AlterConfigsResponse:
-    return await _answer(ctx, req, incremental=False)
+    return await _answer(ctx, req, client, incremental=False)
 
 
 async def handle_incremental_alter_configs(ctx: BrokerContext, req: ac.AlterConfigsRequest, version: int,
                                            client: ClientInfo) -> ac.AlterConfigsResponse:
-    return await _answer(ctx, req, incremental=True)
+    return await _answer(ctx, req, client, incremental=True)
 
 
-async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, *, incremental: bool) -> ac.AlterConfigsResponse:
+def _kind(resource: ac.AlterConfigsResource) -> str:
+    try:
+        return ConfigResourceType(resource.resource_type).name
+    except ValueError:
+        return f"resource type {resource.resource_type}"
+
+
+async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, client: ClientInfo, *,
+                  incremental: bool) -> ac.AlterConfigsResponse:
     seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
     replies = [await _alter_one(ctx, resource, req.validate_only, incremental)  # the controller commits each
                if seen[resource.resource_type, resource.resource_name] == 1
                else AdminReply(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
                for resource in req.resources]
     replies = await await_applied(ctx, replies, 0)  # read-your-writes: a DescribeConfigs here sees them
+    api = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+    note_refusals(ctx, client, api, ((reply.error_code, f"{_kind(resource)} {resource.resource_name!r}: "
+                                      f"{reply.error_message}") for resource, reply in zip(req.resources, replies)))
     return ac.AlterConfigsResponse(0, tuple(
         ac.AlterConfigsResourceResponse(reply.error_code, reply.error_message, resource.resource_type,
                                         resource.resource_name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
@@ -24,6 +24,7 @@ from broker.group_coordinator.runtime import GroupCoordinator
 from broker.leader_elections import LeaderElections
 from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
+from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
 from broker.topic_admin import (
     KAFKA_TOPIC_SIZES,
@@ -69,6 +70,7 @@ class BrokerContext:
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
     reassignments: HttpPartitionReassignments | None = None  # KIP-455, on the controllers
     fetch_sessions: FetchSessions | None = None  # KIP-227; None: every fetch is sessionless
+    refusals: RefusalLog = field(default_factory=RefusalLog)  # why a request was refused, at INFO
 
     @property
     def topic_defaults(self) -> BrokerTopicDefaults:

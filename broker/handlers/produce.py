@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 NOT_REPLICATED: Final = "not replicated to the ISR within the request timeout"
 NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
+# why InitProducerId refused (the response has no message field: the broker log says it)
+INIT_REFUSALS: Final = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "transactional id given: tidelog has no transaction coordinator",
+    ErrorCode.INVALID_REQUEST: "producer id and epoch must both be set or both be -1, and a "
+                               "transactional id must not be empty",
+}
+
 # (partition response, offset the HW must pass for acks=all) per partition, per topic
 _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
@@ -161,6 +168,7 @@ async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest
                                   version: int, client: ClientInfo) -> InitProducerIdResponse:
     error = init_producer_id_error(req.transactional_id, req.producer_id, req.producer_epoch)
     if error is not None:
+        ctx.refusals.refused(client, "InitProducerId", int(error), INIT_REFUSALS.get(error, error.name))
         return InitProducerIdResponse(0, int(error), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     producer_id = await ctx.producer_ids.next_id()
     if producer_id is None:

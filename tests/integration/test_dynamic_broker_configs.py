@@ -264,7 +264,7 @@ def test_dynamic_configs_survive_a_broker_restart(cluster: Cluster) -> None:
 @pytest.mark.parametrize(("name", "key", "value", "error"), [
     ("", "log.dirs", "/elsewhere", "INVALID_REQUEST"),  # Kafka: not dynamically updatable
     ("self", "num.partitions", "3", "INVALID_REQUEST"),
-    ("self", "log.retention.mss", "5", "INVALID_CONFIG"),  # unknown key
+    ("self", "ssl.keystore.location", "/k", "INVALID_REQUEST"),  # Kafka: only with a listener prefix
     ("", "log.retention.ms", "soon", "INVALID_CONFIG"),  # type mismatch
     ("self", "log.cleanup.policy", "sometimes", "INVALID_CONFIG"),
     ("", "sasl.kerberos.min.time.before.relogin", "58000", "INVALID_REQUEST"),  # per-broker only
@@ -302,6 +302,52 @@ def test_bad_input_names_the_key_applies_nothing_and_the_connection_stays(
         assert configs["log.retention.bytes"].value == "-1"
     for path in ("/v1/brokers/configs", f"/v1/brokers/{first}/configs"):
         assert json.loads(http(cluster.admin_url + path)[1])["configs"] == {}
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # AlterConfigs is the API under test
+def test_a_key_no_broker_knows_is_stored_described_and_logged_once(cluster: Cluster) -> None:
+    """Kafka's DynamicBrokerConfig stores `cleanup.policy` (a topic key) on a BROKER resource:
+    AlterConfigs and IncrementalAlterConfigs succeed, DescribeConfigs lists it as Kafka does (type
+    unknown, so sensitive: value hidden; read-only), nothing applies it (log.cleanup.policy stays),
+    and the controller logs once that no broker reads it."""
+    first = cluster.broker_ids[0]
+    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = admin.ConfigResource(admin.ResourceType.BROKER, str(first), incremental_configs=[
+        admin.ConfigEntry("cleanup.policy", "compact", incremental_operation=admin.AlterConfigOpType.SET)])
+    client.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
+    legacy = admin.ConfigResource(admin.ResourceType.BROKER, str(first), set_config={
+        "cleanup.policy": "compact", "my.plugin.setting": "x"})
+    client.alter_configs([legacy], request_timeout=TIMEOUT_S)[legacy].result(timeout=TIMEOUT_S)
+    [future] = client.describe_configs([admin.ConfigResource(admin.ResourceType.BROKER, str(first))],
+                                       request_timeout=TIMEOUT_S).values()
+    configs = future.result(timeout=TIMEOUT_S)
+    for key in ("cleanup.policy", "my.plugin.setting"):
+        entry = configs[key]
+        assert (entry.value, entry.source, entry.is_sensitive, entry.is_read_only) == \
+            (None, admin.ConfigSource.DYNAMIC_BROKER_CONFIG.value, True, True), entry
+    assert configs["log.cleanup.policy"].value == "delete"  # nothing reads the unknown key
+    stored = json.loads(http(cluster.admin_url + f"/v1/brokers/{first}/configs")[1])["configs"]
+    assert stored == {"cleanup.policy": "compact", "my.plugin.setting": "x"}
+    logs = "".join(cluster.node(c).spec.log_path.read_text(errors="replace") for c in cluster.controller_ids)
+    assert logs.count(f"Dynamic broker config cleanup.policy of broker {first} stored") == 1, logs[-3000:]
+    assert "no broker reads it: not a broker config (did you mean 'log.cleanup.policy'?)" in logs
+
+
+def test_a_refused_alter_is_logged_once_with_the_client_id(cluster: Cluster) -> None:
+    """broker.refusal_log: the broker that refused says why, once per client and reason."""
+    first = cluster.broker_ids[0]
+    client = admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "client.id": "ops-tool-7"})
+    resource = admin.ConfigResource(admin.ResourceType.BROKER, str(first), incremental_configs=[
+        admin.ConfigEntry("log.retention.ms", "soon", incremental_operation=admin.AlterConfigOpType.SET)])
+    for _ in range(2):
+        with pytest.raises(Exception, match="INVALID_CONFIG"):
+            client.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(
+                timeout=TIMEOUT_S)
+    line = f"Refused IncrementalAlterConfigs from client 'ops-tool-7' at /127.0.0.1: INVALID_CONFIG: BROKER '{first}': "
+    log_path = cluster.node(first).spec.log_path
+    wait_until("the refusal in the broker log", lambda: line in log_path.read_text(errors="replace"), TIMEOUT_S)
+    found = [text for text in log_path.read_text(errors="replace").splitlines() if line in text]
+    assert len(found) == 1 and "log.retention.ms" in found[0] and " INFO " in found[0], found
 
 
 def test_admin_api_and_cli(cluster: Cluster, tmp_path: Path) -> None:
