@@ -58,8 +58,7 @@ from common.protocol import (  # noqa: E402
     produce,  # noqa: E402
 )
 from common.protocol import delete_records as dr  # noqa: E402
-from common.protocol import describe_log_dirs as dld  # noqa: E402
-from common.protocol import describe_producers as dp  # noqa: E402
+from common.protocol import messages  # noqa: E402
 from common.protocol import group_admin as ga  # noqa: E402
 from common.protocol import group_membership as gm  # noqa: E402
 from common.protocol import init_producer_id as ipi  # noqa: E402
@@ -71,6 +70,7 @@ from common.protocol import offset_fetch as of  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol import reassignments as ra  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
+from common.protocol.api_table import API_SPECS  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
 from common.protocol.frame import (
     RequestHeader,
@@ -236,13 +236,20 @@ def _log_admin_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     if api is ApiKey.DELETE_RECORDS:
         req = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("fuzz-absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
         return join_chunks(dr.encode_delete_records_request(req, version))
+    # served on kio's generated messages: the request dataclass of this version
+    m = messages.request_module(api, version) if api in messages_apis() else None
     if api is ApiKey.DESCRIBE_LOG_DIRS:
-        req_dirs = dld.DescribeLogDirsRequest((dld.DescribableLogDirTopic(topic, (0,)),))
-        return join_chunks(dld.encode_describe_log_dirs_request(req_dirs, version))
+        return messages.encode(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=topic, partitions=(0,)),)))
     if api is ApiKey.DESCRIBE_PRODUCERS:
-        req_producers = dp.DescribeProducersRequest((dp.DescribeProducersTopic(topic, (0,)),))
-        return join_chunks(dp.encode_describe_producers_request(req_producers, version))
+        return messages.encode(m.DescribeProducersRequest(topics=(m.TopicRequest(name=topic, partition_indexes=(0,)),)))
+    if api is ApiKey.ALTER_REPLICA_LOG_DIRS:  # a directory the broker does not have: LOG_DIR_NOT_FOUND, nothing moves
+        return messages.encode(m.AlterReplicaLogDirsRequest(dirs=(m.AlterReplicaLogDir(
+            path="/fuzz-absent", topics=(m.AlterReplicaLogDirTopic(name=topic, partitions=(0,)),)),)))
     return None
+
+
+def messages_apis() -> set[ApiKey]:
+    return {key for key, spec in API_SPECS.items() if spec.generated}
 
 
 def frame(api: ApiKey, version: int, correlation_id: int, body: bytes) -> bytes:

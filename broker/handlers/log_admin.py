@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from broker.handlers.context import BrokerContext, ClientInfo
@@ -30,11 +31,11 @@ from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol import delete_records as dr
-from common.protocol import describe_log_dirs as dld
-from common.protocol import describe_producers as dp
 from common.units import SECOND_MS
 
 log = logging.getLogger(__name__)
+
+NO_COORDINATOR_EPOCH = -1  # DescribeProducers: no transaction coordinator wrote the state
 
 
 # ---- DeleteRecords ------------------------------------------------------------------------
@@ -75,8 +76,9 @@ def _delete_result(partition: int, result: DeleteRecordsResult) -> dr.DeleteReco
 # ---- DescribeLogDirs ----------------------------------------------------------------------
 
 
-async def handle_describe_log_dirs(ctx: BrokerContext, req: dld.DescribeLogDirsRequest, version: int,
-                                   client: ClientInfo) -> dld.DescribeLogDirsResponse:
+async def handle_describe_log_dirs(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DescribeLogDirsRequest of `version`; the answer its response (v0 is
+    v1 on the wire; total and usable bytes exist from v4, `build` drops them before)."""
     log_manager = ctx.replicas.log_manager
     if req.topics is None:
         wanted = set(log_manager.partitions())
@@ -85,34 +87,38 @@ async def handle_describe_log_dirs(ctx: BrokerContext, req: dld.DescribeLogDirsR
     by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in log_manager.log_dirs}
     for tp, partition_log in sorted(log_manager.logs.items()):
         by_dir.setdefault(log_manager.log_dir_of(tp), []).append((tp, partition_log))
-    results = tuple(_describe_dir(directory, logs, wanted) for directory, logs in by_dir.items())
-    return dld.DescribeLogDirsResponse(0, results)
+    m = messages.response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+    results = tuple(_describe_dir(m, directory, logs, wanted) for directory, logs in by_dir.items())
+    return messages.build(m.DescribeLogDirsResponse, throttle_time=messages.NO_THROTTLE,
+                          error_code=ErrorCode.NONE, results=results)
 
 
-def _describe_dir(directory: Path, logs: list[tuple[TopicPartition, PartitionLog]],
-                  wanted: set[TopicPartition]) -> dld.DescribeLogDirsResult:
+def _describe_dir(m: ModuleType, directory: Path, logs: list[tuple[TopicPartition, PartitionLog]],
+                  wanted: set[TopicPartition]) -> Any:
     path = os.path.abspath(directory)
     try:
         stat = os.statvfs(directory)
     except OSError as e:
         log.error("Cannot describe log directory %s: %s", path, e)
-        return dld.DescribeLogDirsResult(int(ErrorCode.KAFKA_STORAGE_ERROR), path, ())
+        return m.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=path, topics=())
     # Java's FileStore: total space is every block, usable space what this user may write.
     total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
-    return dld.DescribeLogDirsResult(0, path, tuple(_topics(logs, wanted)), total, usable)
+    return messages.build(m.DescribeLogDirsResult, error_code=ErrorCode.NONE, log_dir=path,
+                          topics=tuple(_topics(m, logs, wanted)), total_bytes=total, usable_bytes=usable)
 
 
-def _topics(logs: list[tuple[TopicPartition, PartitionLog]], wanted: set[TopicPartition]
-            ) -> Iterable[dld.DescribeLogDirsTopic]:
+def _topics(m: ModuleType, logs: list[tuple[TopicPartition, PartitionLog]], wanted: set[TopicPartition]
+            ) -> Iterable[Any]:
     # As Kafka groups a directory's logs by topic before filtering the partitions, a topic
     # in the directory appears even when none of its partitions was asked for.
-    topics: dict[str, list[dld.DescribeLogDirsPartition]] = {}
+    topics: dict[str, list[Any]] = {}
     for tp, partition_log in logs:
         parts = topics.setdefault(tp.topic, [])
         if tp in wanted:
-            parts.append(dld.DescribeLogDirsPartition(
-                tp.partition, partition_log.size_in_bytes, _offset_lag(partition_log), False))
-    return (dld.DescribeLogDirsTopic(name, tuple(parts)) for name, parts in topics.items())
+            parts.append(m.DescribeLogDirsPartition(
+                partition_index=tp.partition, partition_size=partition_log.size_in_bytes,
+                offset_lag=_offset_lag(partition_log), is_future_key=False))
+    return (m.DescribeLogDirsTopic(name=name, partitions=tuple(parts)) for name, parts in topics.items())
 
 
 def _offset_lag(partition_log: PartitionLog) -> int:
@@ -181,9 +187,10 @@ async def handle_alter_replica_log_dirs(ctx: BrokerContext, req: Any, version: i
 # ---- DescribeProducers --------------------------------------------------------------------
 
 
-async def handle_describe_producers(ctx: BrokerContext, req: dp.DescribeProducersRequest, version: int,
-                                    client: ClientInfo) -> dp.DescribeProducersResponse:
+async def handle_describe_producers(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DescribeProducersRequest (v0); the answer its response."""
     image = ctx.image()
+    m = messages.response_module(ApiKey.DESCRIBE_PRODUCERS, version)
     topics = []
     for t in req.topics:
         topic = image.topic(t.name)
@@ -194,11 +201,14 @@ async def handle_describe_producers(ctx: BrokerContext, req: dp.DescribeProducer
                 # Kafka's getPartitionOrError: known but not hosted here, or unknown.
                 known = topic is not None and index in topic.partitions
                 code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                parts.append(dp.DescribeProducersPartition(index, int(code)))
+                parts.append(m.PartitionResponse(partition_index=index, error_code=code, active_producers=()))
                 continue
             producers = tuple(
-                dp.ProducerState(entry.producer_id, entry.producer_epoch, entry.last_seq, entry.last_timestamp)
+                m.ProducerState(producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
+                                last_sequence=entry.last_seq, last_timestamp=entry.last_timestamp,
+                                coordinator_epoch=NO_COORDINATOR_EPOCH)
                 for _, entry in sorted(partition.producer_state.entries.items()))
-            parts.append(dp.DescribeProducersPartition(index, 0, None, producers))
-        topics.append(dp.DescribeProducersTopicResponse(t.name, tuple(parts)))
-    return dp.DescribeProducersResponse(0, tuple(topics))
+            parts.append(m.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
+                                             active_producers=producers))
+        topics.append(m.TopicResponse(name=t.name, partitions=tuple(parts)))
+    return m.DescribeProducersResponse(throttle_time=messages.NO_THROTTLE, topics=tuple(topics))

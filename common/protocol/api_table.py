@@ -36,8 +36,6 @@ from common.protocol import (
     delete_topics,
     describe_cluster,
     describe_configs,
-    describe_log_dirs,
-    describe_producers,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -149,9 +147,9 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
           AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     # storage-side admin
     _hand(ApiKey.DELETE_RECORDS, _codec(delete_records, "delete_records"), AclCheck(Op.DELETE, TOPIC)),
-    _hand(ApiKey.DESCRIBE_LOG_DIRS, _codec(describe_log_dirs, "describe_log_dirs"), AclCheck(Op.DESCRIBE, CLUSTER)),
+    _kio(ApiKey.DESCRIBE_LOG_DIRS, AclCheck(Op.DESCRIBE, CLUSTER)),
     _kio(ApiKey.ALTER_REPLICA_LOG_DIRS, AclCheck(Op.ALTER, CLUSTER)),
-    _hand(ApiKey.DESCRIBE_PRODUCERS, _codec(describe_producers, "describe_producers"), AclCheck(Op.READ, TOPIC)),
+    _kio(ApiKey.DESCRIBE_PRODUCERS, AclCheck(Op.READ, TOPIC)),
     # consumer groups
     _hand(ApiKey.JOIN_GROUP, _codec(join_group, "join_group"), AclCheck(Op.READ, GROUP)),
     _hand(ApiKey.SYNC_GROUP, _codec(join_group, "sync_group"), AclCheck(Op.READ, GROUP)),

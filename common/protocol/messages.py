@@ -18,6 +18,7 @@ Error codes in our responses are `common.errors.ErrorCode` members: kio's writer
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import timedelta
 from functools import cache
@@ -30,17 +31,32 @@ from kio.static.constants import EntityType
 
 from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.unknown_tags import drop_unknown_tags
 
 NO_THROTTLE: Final = timedelta(0)  # every throttle_time we send: tidelog has no quotas yet
 
+# kio's classes are generated from Kafka 4's schemas, which dropped versions Kafka 3.9 still
+# answers (KIP-896). Where a dropped version's bytes are exactly a kept version's (the bump
+# only changed broker behaviour), that version's classes serve it.
+SAME_WIRE_AS: Final[Mapping[tuple[int, int], int]] = {
+    (35, 0): 1,  # DescribeLogDirs: "Version 1 is the same as version 0"
+}
+
+
+def schema_version(api_key: int, version: int) -> int:
+    """The version whose generated classes carry (api_key, version) on the wire."""
+    return SAME_WIRE_AS.get((api_key, version), version)
+
 E = TypeVar("E")
+
+UNKNOWN_TAG_ERROR: Final = "'Unknown tagged field tag"  # how kio's native reader says it (a KeyError)
 
 
 @cache
 def request_type(api_key: int, version: int) -> type[Any]:
     """kio's request dataclass for this API and version; KeyError when kio has none."""
     try:
-        return load_request_schema(api_key, version)
+        return load_request_schema(api_key, schema_version(api_key, version))
     except Exception as e:  # kio's UnknownAPIKey / UnknownEntity
         raise KeyError(f"no request schema for API {api_key} v{version}") from e
 
@@ -49,19 +65,19 @@ def request_type(api_key: int, version: int) -> type[Any]:
 def response_type(api_key: int, version: int) -> type[Any]:
     """kio's response dataclass for this API and version; KeyError when kio has none."""
     try:
-        return load_response_schema(api_key, version)
+        return load_response_schema(api_key, schema_version(api_key, version))
     except Exception as e:
         raise KeyError(f"no response schema for API {api_key} v{version}") from e
 
 
 def request_module(api_key: int, version: int) -> ModuleType:
     """The module holding this version's request and its nested types."""
-    return load_payload_module(api_key, version, EntityType.request)
+    return load_payload_module(api_key, schema_version(api_key, version), EntityType.request)
 
 
 def response_module(api_key: int, version: int) -> ModuleType:
     """The module holding this version's response and its nested types (results, ...)."""
-    return load_payload_module(api_key, version, EntityType.response)
+    return load_payload_module(api_key, schema_version(api_key, version), EntityType.response)
 
 
 def first_flexible_version(api_key: int, versions: tuple[int, int]) -> int | None:
@@ -103,14 +119,29 @@ def _reader(entity_type: type[Any]) -> Any:
 def decode(entity_type: type[E], body: bytes | bytearray | memoryview) -> E:
     """One message from the start of `body`; bytes after it are ignored. ProtocolError
     for anything that is not a whole message."""
+    reader = _reader(entity_type)
     try:
-        value, _size = _reader(entity_type)(body, 0)
+        value, _size = reader(body, 0)
+    except KeyError as e:
+        if not str(e).startswith(UNKNOWN_TAG_ERROR):
+            raise _malformed(entity_type, e) from None
+        # A newer peer's tagged field: Kafka skips it, kio refuses it; read without it.
+        try:
+            value, _size = reader(drop_unknown_tags(entity_type, body), 0)
+        except ProtocolError:
+            raise
+        except Exception as again:  # noqa: BLE001 - as below
+            raise _malformed(entity_type, again) from None
     # The native reader raises kio's DecodeError family, and ValueError/TypeError for
     # out-of-range values; whatever it raises, the bytes were not a message.
     except Exception as e:  # noqa: BLE001
-        raise ProtocolError(f"malformed {entity_type.__name__} v{getattr(entity_type, '__version__', '?')}:"
-                            f" {type(e).__name__}: {e}") from None
+        raise _malformed(entity_type, e) from None
     return value  # type: ignore[no-any-return]
+
+
+def _malformed(entity_type: type[Any], e: Exception) -> ProtocolError:
+    return ProtocolError(f"malformed {entity_type.__name__} v{getattr(entity_type, '__version__', '?')}:"
+                         f" {type(e).__name__}: {e}")
 
 
 def encode(entity: Any) -> bytes:
@@ -147,7 +178,7 @@ def kio_codec(api_key: int) -> Codec:
         return decode_request(api_key, version, body)
 
     def encode_body(response: Any, version: int) -> list[Chunk]:
-        if response.__api_key__ != api_key or response.__version__ != version:
+        if response.__api_key__ != api_key or response.__version__ != schema_version(api_key, version):
             raise ValueError(f"{type(response).__name__} v{response.__version__} answers"
                              f" API {response.__api_key__}, not API {api_key} v{version}")
         return [encode(response)]

@@ -1,11 +1,16 @@
-"""common/protocol/describe_log_dirs.py: v0-v4 against kafka-python's encoding (v3's error
-code, v4's volume bytes), the null topic list, truncation and trailing bytes."""
+"""DescribeLogDirs (key 35) v0-v4 on kio's generated messages through the dispatch table:
+kafka-python's bytes (v3's error code, v4's volume bytes), v0 read and answered as v1 (the
+same bytes), the null topic list, truncation and trailing bytes."""
 
 from __future__ import annotations
 
 import pytest
 
-from common.protocol import describe_log_dirs as dld
+from broker.request_handler import decode_request, encode_response
+from common.errors import ErrorCode
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import RequestHeader
 from tests.kafka_python_oracle import (
     every_truncation_fails,
     kafka_python_body,
@@ -13,59 +18,64 @@ from tests.kafka_python_oracle import (
 
 kafka_admin = pytest.importorskip("kafka.protocol.admin")
 
-REQUESTS = [
-    (dld.DescribeLogDirsRequest((dld.DescribableLogDirTopic("orders", (0, 2)),
-                                 dld.DescribableLogDirTopic("x", ()))),
-     {"topics": [("orders", [0, 2]), ("x", [])]}),
-    (dld.DescribeLogDirsRequest(None), {"topics": None}),  # every partition
-]
-RESPONSE = dld.DescribeLogDirsResponse(0, (
-    dld.DescribeLogDirsResult(0, "/data/a", (
-        dld.DescribeLogDirsTopic("orders", (dld.DescribeLogDirsPartition(0, 1234, 0, False),
-                                            dld.DescribeLogDirsPartition(2, 0, 7, True))),
-        dld.DescribeLogDirsTopic("quiet", ()),
-    ), total_bytes=10_000_000_000, usable_bytes=4_000_000_000),
-    dld.DescribeLogDirsResult(56, "/data/b", ()),
-), error_code=0)
+KEY = ApiKey.DESCRIBE_LOG_DIRS
+KP_REQUESTS = [{"topics": [("orders", [0, 2]), ("x", [])]}, {"topics": None}]  # some, every partition
+
+
+def request(version: int, kp: dict):
+    m = messages.request_module(KEY, version)
+    topics = None if kp["topics"] is None else tuple(
+        m.DescribableLogDirTopic(topic=name, partitions=tuple(parts)) for name, parts in kp["topics"])
+    return m.DescribeLogDirsRequest(topics=topics)
+
+
+def response(version: int):
+    m = messages.response_module(KEY, version)
+    build = messages.build
+    return build(m.DescribeLogDirsResponse, throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE, results=(
+        build(m.DescribeLogDirsResult, error_code=ErrorCode.NONE, log_dir="/data/a", topics=(
+            m.DescribeLogDirsTopic(name="orders", partitions=(
+                m.DescribeLogDirsPartition(partition_index=0, partition_size=1234, offset_lag=0, is_future_key=False),
+                m.DescribeLogDirsPartition(partition_index=2, partition_size=0, offset_lag=7, is_future_key=True))),
+            m.DescribeLogDirsTopic(name="quiet", partitions=()),
+        ), total_bytes=10_000_000_000, usable_bytes=4_000_000_000),
+        build(m.DescribeLogDirsResult, error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir="/data/b", topics=()),
+    ))
 
 
 def kp_response(version: int) -> dict:
-    results = []
-    for d in RESPONSE.results:
-        row = [d.error_code, d.log_dir, [(t.name, [(p.partition_index, p.partition_size, p.offset_lag,
-                                                    p.is_future_key) for p in t.partitions])
-                                         for t in d.topics]]
-        if version >= 4:
-            row += [d.total_bytes, d.usable_bytes]
-        results.append(tuple(row))
-    fields = {"throttle_time_ms": 0, "results": results}
+    results = [[0, "/data/a", [("orders", [(0, 1234, 0, False), (2, 0, 7, True)]), ("quiet", [])]],
+               [56, "/data/b", []]]
+    if version >= 4:
+        results[0] += [10_000_000_000, 4_000_000_000]
+        results[1] += [-1, -1]
+    fields = {"throttle_time_ms": 0, "results": [tuple(r) for r in results]}
     if version >= 3:
         fields["error_code"] = 0
     return fields
 
 
-@pytest.mark.parametrize("request_, kp", REQUESTS, ids=["some", "all"])
+def decode(body: bytes, version: int):
+    return decode_request(RequestHeader(KEY, version, 1, None), memoryview(body))
+
+
+@pytest.mark.parametrize("kp", KP_REQUESTS, ids=["some", "all"])
 @pytest.mark.parametrize("version", [1, 2, 3, 4])  # kafka-python's schema starts at v1 (v0 == v1)
-def test_request_matches_kafka_python_and_round_trips(version, request_, kp):
+def test_request_matches_kafka_python(version, kp):
     body = kafka_python_body(kafka_admin.DescribeLogDirsRequest, version, **kp)
-    assert b"".join(dld.encode_describe_log_dirs_request(request_, version)) == body
+    assert messages.encode(request(version, kp)) == body
     for v in (0, 1) if version == 1 else (version,):
-        assert dld.decode_describe_log_dirs_request(memoryview(body), v) == request_
-        assert dld.decode_describe_log_dirs_request(memoryview(body + b"\x01"), v) == request_
-        every_truncation_fails(dld.decode_describe_log_dirs_request, body, v)
+        assert decode(body, v) == request(v, kp)
+        assert decode(body + b"\x01", v) == request(v, kp)
+        every_truncation_fails(lambda b, ver: decode(bytes(b), ver), body, v)
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
-def test_response_matches_kafka_python_and_round_trips(version):
-    ours = dld.encode_describe_log_dirs_response(RESPONSE, version)
-    assert b"".join(ours) == \
-        kafka_python_body(kafka_admin.DescribeLogDirsResponse, version, **kp_response(version))
-    expected = RESPONSE
-    if version < 4:  # the volume bytes exist from v4
-        expected = dld.DescribeLogDirsResponse(0, tuple(
-            dld.DescribeLogDirsResult(d.error_code, d.log_dir, d.topics) for d in RESPONSE.results))
-    assert dld.decode_describe_log_dirs_response(memoryview(b"".join(ours)), version) == expected
+def test_response_matches_kafka_python(version):
+    ours = b"".join(encode_response(KEY, response(version), version))
+    assert ours == kafka_python_body(kafka_admin.DescribeLogDirsResponse, version, **kp_response(version))
+    assert messages.decode_response(KEY, version, ours) == response(version)
 
 
 def test_v0_response_is_v1():
-    assert dld.encode_describe_log_dirs_response(RESPONSE, 0) == dld.encode_describe_log_dirs_response(RESPONSE, 1)
+    assert encode_response(KEY, response(0), 0) == encode_response(KEY, response(1), 1)

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from broker.handlers.context import BrokerContext
+from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.log_admin import (
+    handle_alter_replica_log_dirs,
     handle_delete_records,
     handle_describe_log_dirs,
     handle_describe_producers,
@@ -18,8 +19,8 @@ from broker.replica_manager import ReplicaManager
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import delete_records as dr
-from common.protocol import describe_log_dirs as dld
-from common.protocol import describe_producers as dp
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
@@ -65,9 +66,15 @@ async def test_delete_records_beyond_the_high_watermark(ctx):
     assert ctx.replicas.partitions[SOLO].log.log_start_offset == 0
 
 
+DLD_REQ = messages.request_module(ApiKey.DESCRIBE_LOG_DIRS, 4)
+DLD_RESP = messages.response_module(ApiKey.DESCRIBE_LOG_DIRS, 4)
+DP_REQ = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+DP_RESP = messages.response_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+
+
 async def test_describe_log_dirs_sizes_dirs_and_kafka_topic_grouping(ctx, tmp_path):
     ctx.replicas.append(SOLO, batch(4), acks=1)
-    request = dld.DescribeLogDirsRequest((dld.DescribableLogDirTopic("solo", (0,)),))
+    request = DLD_REQ.DescribeLogDirsRequest(topics=(DLD_REQ.DescribableLogDirTopic(topic="solo", partitions=(0,)),))
     response = await handle_describe_log_dirs(ctx, request, 4, None)
     dirs = {d.log_dir: d for d in response.results}
     assert set(dirs) == {os.path.abspath(tmp_path / "a"), os.path.abspath(tmp_path / "b")}
@@ -76,7 +83,8 @@ async def test_describe_log_dirs_sizes_dirs_and_kafka_topic_grouping(ctx, tmp_pa
     assert list(partitions) == [("solo", 0)]
     solo, where = partitions[("solo", 0)]
     files = sum(f.stat().st_size for f in (tmp_path / where / "solo-0").glob("*.log"))
-    assert solo == dld.DescribeLogDirsPartition(0, files, 0, False) and files > 0
+    assert solo == DLD_RESP.DescribeLogDirsPartition(partition_index=0, partition_size=files, offset_lag=0,
+                                                     is_future_key=False) and files > 0
     # As Kafka: the other topics of a directory appear, without partitions.
     names = {t.name: t.partitions for d in response.results for t in d.topics}
     assert names["triple"] == () and names["followed"] == ()
@@ -85,21 +93,48 @@ async def test_describe_log_dirs_sizes_dirs_and_kafka_topic_grouping(ctx, tmp_pa
 
 
 async def test_describe_log_dirs_null_means_every_partition(ctx):
-    response = await handle_describe_log_dirs(ctx, dld.DescribeLogDirsRequest(None), 1, None)
+    v1 = messages.request_module(ApiKey.DESCRIBE_LOG_DIRS, 1)
+    response = await handle_describe_log_dirs(ctx, v1.DescribeLogDirsRequest(topics=None), 1, None)
+    assert response.__version__ == 1  # no volume bytes before v4
     described = sorted((t.name, p.partition_index) for d in response.results for t in d.topics for p in t.partitions)
     assert described == sorted((tp.topic, tp.partition) for tp in ctx.replicas.partitions)
 
 
 async def test_describe_producers_on_leader_and_follower(ctx):
     ctx.replicas.append(SOLO, batch(3, producer_id=42, producer_epoch=1, base_sequence=0), acks=1)
-    request = dp.DescribeProducersRequest((dp.DescribeProducersTopic("solo", (0, 4)),
-                                           dp.DescribeProducersTopic("followed", (0,)),
-                                           dp.DescribeProducersTopic("nowhere", (0,))))
+    request = DP_REQ.DescribeProducersRequest(topics=(DP_REQ.TopicRequest(name="solo", partition_indexes=(0, 4)),
+                                                      DP_REQ.TopicRequest(name="followed", partition_indexes=(0,)),
+                                                      DP_REQ.TopicRequest(name="nowhere", partition_indexes=(0,))))
     response = await handle_describe_producers(ctx, request, 0, None)
-    assert response == dp.DescribeProducersResponse(0, (
-        dp.DescribeProducersTopicResponse("solo", (
-            dp.DescribeProducersPartition(0, 0, None, (dp.ProducerState(42, 1, 2, NOW + 2, -1, -1),)),
-            dp.DescribeProducersPartition(4, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))),
-        dp.DescribeProducersTopicResponse("followed", (dp.DescribeProducersPartition(0, 0, None, ()),)),
-        dp.DescribeProducersTopicResponse("nowhere", (dp.DescribeProducersPartition(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),
+    m = DP_RESP
+    assert response == m.DescribeProducersResponse(throttle_time=messages.NO_THROTTLE, topics=(
+        m.TopicResponse(name="solo", partitions=(
+            m.PartitionResponse(partition_index=0, error_code=ErrorCode.NONE, active_producers=(
+                m.ProducerState(producer_id=42, producer_epoch=1, last_sequence=2, last_timestamp=NOW + 2,
+                                coordinator_epoch=-1, current_txn_start_offset=-1),)),
+            m.PartitionResponse(partition_index=4, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                active_producers=()))),
+        m.TopicResponse(name="followed", partitions=(
+            m.PartitionResponse(partition_index=0, error_code=ErrorCode.NONE, active_producers=()),)),
+        m.TopicResponse(name="nowhere", partitions=(
+            m.PartitionResponse(partition_index=0, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                active_producers=()),)),
     ))
+
+
+async def test_alter_replica_log_dirs_answers_each_partition_grouped_by_topic(ctx, tmp_path):
+    m = messages.request_module(ApiKey.ALTER_REPLICA_LOG_DIRS, 2)
+    here = os.path.abspath(ctx.replicas.log_manager.log_dir_of(SOLO))
+    other = next(os.path.abspath(d) for d in ctx.replicas.log_manager.log_dirs if os.path.abspath(d) != here)
+    request = m.AlterReplicaLogDirsRequest(dirs=(
+        m.AlterReplicaLogDir(path=here, topics=(m.AlterReplicaLogDirTopic(name="solo", partitions=(0, 9)),)),
+        m.AlterReplicaLogDir(path=str(tmp_path / "c"), topics=(m.AlterReplicaLogDirTopic(name="triple", partitions=(0,)),)),
+        m.AlterReplicaLogDir(path=other, topics=(m.AlterReplicaLogDirTopic(name="solo", partitions=(0,)),)),
+    ))
+    response = await handle_alter_replica_log_dirs(ctx, request, 2, ClientInfo("admin", "/127.0.0.1"))
+    answers = {(t.topic_name, p.partition_index): p.error_code for t in response.results for p in t.partitions}
+    # The last directory named for solo-0 wins (Kafka keys the request by partition).
+    assert answers == {("solo", 0): ErrorCode.KAFKA_STORAGE_ERROR, ("solo", 9): ErrorCode.REPLICA_NOT_AVAILABLE,
+                       ("triple", 0): ErrorCode.LOG_DIR_NOT_FOUND}
+    assert [t.topic_name for t in response.results] == ["solo", "triple"]
+    assert os.path.abspath(ctx.replicas.log_manager.log_dir_of(SOLO)) == here  # nothing moved

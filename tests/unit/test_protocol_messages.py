@@ -137,3 +137,42 @@ TP = TopicPartition("orders", 0)
 ])
 def test_alter_replica_log_dir_rule(tp, destination, current, expected):
     assert alter_replica_log_dir_error(tp, destination, log_dirs=DIRS, current_dir=current) == expected
+
+
+# --- unknown tagged fields (KIP-482): Kafka skips them, kio's native reader refuses them ---
+
+def api_versions_response_with_tags(*extra: bytes) -> tuple[object, bytes]:
+    m = messages.response_module(ApiKey.API_VERSIONS, 3)
+    value = m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=(
+        m.ApiVersion(api_key=ARLD, min_version=1, max_version=2),), throttle_time=messages.NO_THROTTLE,
+        finalized_features_epoch=5)
+    data = messages.encode(value)
+    known = b"\x01\x08" + (5).to_bytes(8, "big")  # tag 1 (finalized_features_epoch), 8 bytes
+    assert data.endswith(b"\x01" + known)
+    return value, data[:-len(known) - 1] + bytes([1 + len(extra)]) + known + b"".join(extra)
+
+
+def test_an_unknown_tag_is_skipped_and_known_ones_kept():
+    value, data = api_versions_response_with_tags(b"\x09\x02ab", b"\x7f\x00")
+    assert messages.decode_response(ApiKey.API_VERSIONS, 3, data) == value
+    assert messages.decode_response(ApiKey.API_VERSIONS, 3, data + b"\x00\x01") == value  # trailing bytes
+
+
+def test_an_unknown_tag_in_a_nested_struct_is_skipped():
+    # DescribeProducers v0: topic "t" with partition 7 and a struct-level tag 3 of 2 bytes
+    body = b"\x02\x02t\x02\x00\x00\x00\x07\x01\x03\x02ab\x00"
+    m = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+    assert messages.decode_request(ApiKey.DESCRIBE_PRODUCERS, 0, body) == \
+        m.DescribeProducersRequest(topics=(m.TopicRequest(name="t", partition_indexes=(7,)),))
+
+
+@pytest.mark.parametrize("extra", [
+    (b"\x09\x05ab",),  # a tag longer than the message
+    (b"\x09\x02ab", b"\x08\x00"),  # tags out of order
+    (b"\x09\x02ab", b"\x09\x00"),  # a tag twice
+    (b"\x89\x89\x89\x89\x89\x01\x00",),  # a 6-byte varint
+], ids=["short", "out-of-order", "twice", "long-varint"])
+def test_malformed_unknown_tags_raise_protocol_error(extra):
+    _, data = api_versions_response_with_tags(*extra)
+    with pytest.raises(ProtocolError):
+        messages.decode_response(ApiKey.API_VERSIONS, 3, data)
