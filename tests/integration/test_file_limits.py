@@ -1,0 +1,212 @@
+"""Issue 36: a cluster started under a 1,024 open-file limit serves 5,000 partitions RF=3.
+
+`tidelog up --detach` (3 controllers + 3 brokers, the default shape) runs as a new user would
+run it from a shell after `ulimit -n 1024`: its RLIMIT_NOFILE is 1,024 soft AND hard, which
+every node inherits, so raising the soft limit cannot help. Five topics of 1,000 partitions
+RF=3 make 5,000 logs per broker; before the segment file cache, ~1,000 killed every broker
+with EMFILE. A real client (confluent-kafka) then produces to and consumes from a sample of
+partitions; every broker must still run, hold at most half its limit in segment files, and
+have logged no EMFILE and no Traceback. `tidelog down` stops the cluster; teardown SIGKILLs
+every node pid the test saw, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cluster_fixtures import alive, wait_until
+from tidelog.launcher import free_ports
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))  # 3 controllers, then 3 brokers
+OPEN_FILE_LIMIT = 1024  # Linux's common default soft limit (a login shell, a CI container)
+TOPICS = 5
+PARTITIONS_PER_TOPIC = 1000  # 5,000 partitions, every one on every broker (RF=3)
+REPLICATION_FACTOR = 3
+SAMPLE_PER_TOPIC = 6  # partitions produced to and consumed from, per topic
+CLI_TIMEOUT_S = 90.0
+CREATE_TIMEOUT_S = 120.0  # the controllers and three brokers create 15,000 logs on 2 cores
+CLIENT_TIMEOUT_S = 60.0
+HTTP_TIMEOUT_S = 5.0
+GONE_TIMEOUT_S = 20.0
+FATAL_LOG_LINES = re.compile(r"Too many open files|EMFILE|Errno 24|Traceback")
+
+
+def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    with capsys.disabled():  # measurements belong in the test output even when it passes
+        print(f"\n[file limits measurement] {line}")
+
+
+def _low_limit() -> None:
+    """preexec_fn of `tidelog up`: `ulimit -n 1024` (soft and hard), inherited by every node."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILE_LIMIT, OPEN_FILE_LIMIT))
+
+
+class CliCluster:
+    """One data dir driven through the CLI; remembers every node pid it has seen."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports(HOSTS, 4)
+        self.pids_seen: set[int] = set()
+
+    def run(self, *args: str, low_limit: bool = False) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tidelog", *args, "--data-dir", str(self.data_dir)]
+        return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=CLI_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, preexec_fn=_low_limit if low_limit else None)
+
+    def up(self) -> subprocess.CompletedProcess[str]:
+        return self.run("up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port),
+                        "--kafka-port", str(self.kafka_port), "--metrics-port", str(self.metrics_port),
+                        "--detach", low_limit=True)
+
+    def layout(self) -> dict[str, Any]:
+        document = json.loads((self.data_dir / "cluster.json").read_text())
+        self.pids_seen.update(n["pid"] for n in document["nodes"] if n["pid"] is not None)
+        return document
+
+    def cleanup(self) -> None:
+        if (self.data_dir / "cluster.json").exists():
+            self.layout()
+        for pid in self.pids_seen:  # the nodes lead their own process groups
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[CliCluster]:
+    made = CliCluster(tmp_path / "cluster")
+    try:
+        yield made
+    finally:
+        made.cleanup()  # even when the test failed half-way
+
+
+def open_file_limits(pid: int) -> tuple[int, int]:
+    """(soft, hard) RLIMIT_NOFILE of a running process, from /proc/<pid>/limits."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open-file limit in /proc/{pid}/limits")
+
+
+def metric(url: str, name: str) -> float:
+    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as answer:
+        text = answer.read().decode()
+    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert found is not None, f"{name} not in {url}"
+    return float(found.group(1))
+
+
+def create_topics(bootstrap: str, names: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR) for name in names],
+                                  operation_timeout=CREATE_TIMEOUT_S, request_timeout=CREATE_TIMEOUT_S)
+    for future in futures.values():
+        future.result(timeout=CREATE_TIMEOUT_S)
+
+    def every_partition_led_by_a_full_isr() -> bool:
+        topics = admin.list_topics(timeout=CLIENT_TIMEOUT_S).topics
+        return all(len(topics[name].partitions) == PARTITIONS_PER_TOPIC and all(
+            p.leader >= 0 and len(p.isrs) == REPLICATION_FACTOR for p in topics[name].partitions.values())
+            for name in names if name in topics) and all(name in topics for name in names)
+
+    wait_until("5,000 partitions led, each with 3 in-sync replicas", every_partition_led_by_a_full_isr,
+               CREATE_TIMEOUT_S, poll_s=1.0)
+
+
+def produce_and_consume(bootstrap: str, sample: list[tuple[str, int]]) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    errors: list[str] = []
+
+    def delivered(error: Any, _: Any) -> None:
+        if error is not None:
+            errors.append(str(error))
+
+    for topic, partition in sample:
+        producer.produce(topic, f"{topic}/{partition}".encode(), partition=partition, on_delivery=delivered)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0 and not errors, errors
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "file-limits", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in sample])
+        got: dict[tuple[str, int], bytes] = {}
+
+        def all_consumed() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got[(message.topic(), message.partition())] = message.value()
+            return len(got) == len(sample)
+
+        wait_until(f"the {len(sample)} sampled records consumed", all_consumed, CLIENT_TIMEOUT_S, poll_s=0)
+        assert got == {(t, p): f"{t}/{p}".encode() for t, p in sample}
+    finally:
+        consumer.close()
+
+
+def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    done = cluster.up()
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = cluster.layout()
+    brokers = [n for n in document["nodes"] if n["role"] == "broker"]
+    assert len(brokers) == 3 and len(document["nodes"]) == 6
+    for node in document["nodes"]:  # raising the soft limit could not help: hard is 1,024 too
+        assert open_file_limits(node["pid"]) == (OPEN_FILE_LIMIT, OPEN_FILE_LIMIT), node
+    report(capsys, f"`tidelog up --detach` under ulimit -n {OPEN_FILE_LIMIT}: READY after "
+                   f"{time.monotonic() - started:.1f} s")
+
+    names = [f"files-{i}" for i in range(TOPICS)]
+    started = time.monotonic()
+    create_topics(document["bootstrap_servers"], names)
+    report(capsys, f"{TOPICS * PARTITIONS_PER_TOPIC} partitions RF={REPLICATION_FACTOR} created and fully "
+                   f"in sync after {time.monotonic() - started:.1f} s")
+
+    step = PARTITIONS_PER_TOPIC // SAMPLE_PER_TOPIC
+    sample = [(name, i * step + t) for t, name in enumerate(names) for i in range(SAMPLE_PER_TOPIC)]
+    started = time.monotonic()
+    produce_and_consume(document["bootstrap_servers"], sample)
+    report(capsys, f"{len(sample)} sampled partitions produced to (acks=all) and consumed in "
+                   f"{time.monotonic() - started:.1f} s")
+
+    for broker in brokers:
+        assert alive(broker["pid"]), broker
+        open_files = metric(broker["metrics_url"], "tidelog_broker_open_segment_files")
+        assert metric(broker["metrics_url"], "tidelog_broker_open_segment_files_max") == OPEN_FILE_LIMIT // 2
+        assert open_files <= OPEN_FILE_LIMIT // 2
+        assert metric(broker["metrics_url"], "tidelog_broker_segment_file_evictions_total") > 0
+        descriptors = len(os.listdir(f"/proc/{broker['pid']}/fd"))
+        assert descriptors < OPEN_FILE_LIMIT
+        text = Path(broker["log_file"]).read_text(errors="replace")
+        assert not FATAL_LOG_LINES.search(text), FATAL_LOG_LINES.search(text)
+        assert f"open-file limit (RLIMIT_NOFILE) {OPEN_FILE_LIMIT}, hard limit {OPEN_FILE_LIMIT}" in text
+        assert f"Keeping at most {OPEN_FILE_LIMIT // 2} segment files open" in text
+        assert "partitions but keeps at most 512 segment files open" in text  # the operator is told
+        report(capsys, f"broker {broker['id']}: {int(open_files)} segment files open, "
+                       f"{descriptors} descriptors in all")
+
+    pids = [n["pid"] for n in document["nodes"]]
+    stopped = cluster.run("down")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    wait_until("every node process gone", lambda: not any(alive(pid) for pid in pids), GONE_TIMEOUT_S)
+    for broker in brokers:
+        text = Path(broker["log_file"]).read_text(errors="replace")
+        assert "cleanly" in text and not FATAL_LOG_LINES.search(text), text[-3000:]
