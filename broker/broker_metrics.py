@@ -64,6 +64,8 @@ def broker_families(metrics: ServerMetrics, gauges: Mapping[str, int]) -> list[M
               unlabelled(gauges["at_min_isr"])),
         gauge(f"{p}offline_partitions", "Partitions this broker hosts that have no leader.",
               unlabelled(gauges["offline"])),
+        gauge(f"{p}failed_replicas", "Replicas this broker could not create or open (offline here until restart).",
+              unlabelled(gauges.get("failed_replicas", 0))),
     ]
 
 

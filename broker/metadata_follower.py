@@ -25,7 +25,7 @@ does the I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, Final
 
@@ -39,6 +39,7 @@ from common.rpc_messages import (
     BrokerRegistrationRequest,
     ListenerData,
     MetadataFetchReply,
+    OfflineReplicaTopic,
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError
@@ -50,6 +51,9 @@ from metadata.transactions import ReplayState, replay
 
 NO_BROKER_EPOCH: Final = -1
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset checkpoint per second
+# Failed replicas one heartbeat reports (the first ones, sorted): the controller marks the rest at
+# later heartbeats, once these are recorded (a body stays far below common.rpc.MAX_RPC_BODY_BYTES).
+MAX_REPORTED_OFFLINE_REPLICAS: Final = 10_000
 
 
 class MetadataFollowerError(Exception):
@@ -159,13 +163,19 @@ class MetadataFollowerState:
 
     # -- heartbeats --------------------------------------------------------------------
 
-    def heartbeat_request(self, *, want_fence: bool = False, want_shut_down: bool = False) -> dict[str, Any]:
-        """The broker-heartbeat body, reporting the applied offset. (When to send it is the
-        lifecycle's business: `shutdown.broker_lifecycle.BrokerLifecycle`.)"""
+    def heartbeat_request(self, *, want_fence: bool = False, want_shut_down: bool = False,
+                          offline_replicas: Sequence[tuple[str, int]] = ()) -> dict[str, Any]:
+        """The broker-heartbeat body, reporting the applied offset and the (topic_id, partition)
+        replicas that failed here. (When to send it is the lifecycle's business:
+        `shutdown.broker_lifecycle.BrokerLifecycle`.)"""
         if not self.registered:
             raise MetadataFollowerError(f"broker {self.broker_id} cannot heartbeat before it registered")
-        return rpc.encode(BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, self.applied_offset,
-                                                 want_fence=want_fence, want_shut_down=want_shut_down))
+        body = rpc.encode(BrokerHeartbeatRequest(
+            self.broker_id, self.broker_epoch, self.applied_offset, want_fence=want_fence,
+            want_shut_down=want_shut_down, offline_replicas=offline_replica_topics(offline_replicas)))
+        if not body["offline_replicas"]:
+            del body["offline_replicas"]  # the usual case, and the body controllers before it accept
+        return body
 
     def on_heartbeat_reply(self, reply: Mapping[str, Any]) -> HeartbeatDecision:
         status, beat = _decode(BrokerHeartbeatReply, reply, "broker-heartbeat")
@@ -262,6 +272,15 @@ class MetadataFollowerState:
 
     def on_checkpointed(self, offset: int, now_ms: int) -> None:
         self._checkpointed_offset, self._last_checkpoint_ms = offset, now_ms
+
+
+def offline_replica_topics(replicas: Sequence[tuple[str, int]]) -> tuple[OfflineReplicaTopic, ...]:
+    """(topic_id, partition) pairs grouped by topic as the heartbeat carries them, sorted, at most
+    MAX_REPORTED_OFFLINE_REPLICAS of them."""
+    by_topic: dict[str, list[int]] = {}
+    for topic_id, partition in sorted(set(replicas))[:MAX_REPORTED_OFFLINE_REPLICAS]:
+        by_topic.setdefault(topic_id, []).append(partition)
+    return tuple(OfflineReplicaTopic(topic_id, tuple(parts)) for topic_id, parts in by_topic.items())
 
 
 def own_registration_replayed(image: MetadataImage, broker_id: int, broker_epoch: int) -> bool:

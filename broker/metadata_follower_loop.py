@@ -42,7 +42,9 @@ import logging
 import os
 import signal
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Final
 
 from broker.applied_offset import AppliedOffsetWaiters
@@ -70,6 +72,7 @@ from shutdown.broker_lifecycle import (
     Transition,
     heartbeat_early_for_shutdown,
     heartbeat_early_when_caught_up,
+    stopped_uncleanly,
 )
 
 logger = logging.getLogger(__name__)
@@ -84,6 +87,7 @@ PUBLISH_SLICE_PAUSE: Final = 0.002  # seconds between two slices
 # seconds on a loaded machine and heartbeats missed the session; 1,000 keep each under ~0.1 s.
 FETCH_PAGE_RECORDS: Final = 1000
 RETRY_BACKOFF: Final = 0.2  # seconds after no controller answered, or a registration to send again
+MAX_FATAL_ERRORS_SHOWN: Final = 4  # errors of one group named in the fatal line
 
 ChangesCallback = Callable[[LocalReplicaChanges, MetadataImage], Awaitable[None] | None]
 
@@ -106,8 +110,13 @@ class MetadataFollower:
     def __init__(self, settings: FollowerSettings, client: ControllerClient, on_changes: ChangesCallback, *,
                  clock: Callable[[], int] = monotonic_ms,
                  on_shutdown_requested: Callable[[], None] = raise_sigterm,
-                 checkpoint: MetadataImage | None = None) -> None:
+                 checkpoint: MetadataImage | None = None,
+                 failed_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: ()) -> None:
         self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
+        # (topic_id, partition) of the replicas that failed here: every heartbeat reports them
+        # (the replica manager's `failed_replicas`), as Kafka's heartbeats carry OfflineLogDirs.
+        self._failed_replicas = failed_replicas
+        self._reported_failed = 0  # how many the last answered heartbeat reported
         self._checkpoint_image = checkpoint  # already loaded by the node (None: run() loads it)
         self._on_shutdown_requested = on_shutdown_requested  # POST /v1/brokers/{id}/shutdown arrived
         self._shutdown_request_seen = False  # obeyed once; the node then calls request_shutdown()
@@ -162,8 +171,16 @@ class MetadataFollower:
             self._log_transition(transition)
 
     def stopped(self) -> None:
-        """Logs flushed and closed: SHUTTING_DOWN -> SHUTDOWN."""
-        self._lifecycle(LifecycleEvent.STOPPED)
+        """Logs flushed and closed: SHUTTING_DOWN -> SHUTDOWN, or from any other state when the
+        follower ended on its own (said once, as a warning: no controlled shutdown happened)."""
+        def stop() -> None:
+            transition = self.lifecycle.stopped(self._clock())
+            if stopped_uncleanly(transition):
+                logger.warning("Broker %d: stopped in state %s without a controlled shutdown (broker epoch %d); "
+                               "the partitions it led move when its session expires",
+                               self.settings.broker_id, transition.old.name, self.state.broker_epoch)
+            self._log_transition(transition)
+        self._lifecycle_call(stop)
 
     async def run(self) -> None:
         """Register, heartbeat and follow the log until cancelled (or a fatal error)."""
@@ -266,9 +283,10 @@ class MetadataFollower:
         """Heartbeat now rather than at the next interval when the applied offset just became
         news the controller waits for: this broker caught up with its registration (it is then
         unfenced), or another broker's controlled shutdown waits for every active broker to
-        report these records (`shutdown.broker_lifecycle`)."""
+        report these records (`shutdown.broker_lifecycle`), or a replica just failed here (the
+        controller moves its leadership away only once told)."""
         state, lifecycle = self.state, self.lifecycle
-        if heartbeat_early_when_caught_up(state=lifecycle.state, broker_epoch=state.broker_epoch,
+        if len(self._failed_replicas()) != self._reported_failed or heartbeat_early_when_caught_up(state=lifecycle.state, broker_epoch=state.broker_epoch,
                                           applied_offset=state.applied_offset,
                                           reported_offset=self._reported_offset) or \
                 heartbeat_early_for_shutdown(state.image.cluster.brokers.values(), broker_id=self.settings.broker_id,
@@ -323,7 +341,9 @@ class MetadataFollower:
         was_fenced = state.fenced
         self._beat_now = False
         flags = lifecycle.heartbeat_flags()
-        body = state.heartbeat_request(want_fence=flags.want_fence, want_shut_down=flags.want_shutdown)
+        failed = self._failed_replicas()
+        body = state.heartbeat_request(want_fence=flags.want_fence, want_shut_down=flags.want_shutdown,
+                                       offline_replicas=failed)
         remaining = lifecycle.controlled_shutdown_remaining_ms(self._clock())
         try:
             # while pending, the controlled-shutdown deadline bounds the call too
@@ -336,6 +356,7 @@ class MetadataFollower:
         decision = state.on_heartbeat_reply(reply)  # an unexpected refusal: fatal, ends run()
         if decision is HeartbeatDecision.CONTINUE:
             self._reported_offset = body["current_metadata_offset"]
+            self._reported_failed = len(failed)
             transition = lifecycle.on_heartbeat_reply(
                 is_caught_up=state.caught_up, is_fenced=state.fenced,
                 should_shut_down=state.should_shut_down, now_ms=self._clock())
@@ -396,6 +417,27 @@ class MetadataFollower:
             call()
         except LifecycleError as exc:  # the table's own definition of a bug: say so loudly
             logger.error("Broker %d: %s", self.settings.broker_id, exc)
+
+
+def fatal_error_summary(exc: BaseException | None) -> str:
+    """One line for the operator about what ended the follower: every leaf error of an
+    ExceptionGroup (the TaskGroup wraps them) as `Type: message (at module:line)`, not the group's repr."""
+    if exc is None:
+        return "it returned without an error"
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending and len(leaves) < MAX_FATAL_ERRORS_SHOWN:  # a group is finite; shown errors are bounded
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending[:0] = list(current.exceptions)
+        else:
+            leaves.append(current)
+    parts = []
+    for leaf in leaves:
+        frames = traceback.extract_tb(leaf.__traceback__)
+        where = f" (at {Path(frames[-1].filename).stem}:{frames[-1].lineno})" if frames else ""
+        parts.append(f"{type(leaf).__name__}: {leaf}{where}")
+    return "; ".join(parts)
 
 
 async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],

@@ -25,7 +25,7 @@ Everything runs on one event loop; no method blocks except on the local disk.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from broker.hosted_topic_configs import HostedTopicConfigs
 from broker.log.log_manager import LogManager
@@ -58,6 +58,7 @@ from broker.replication.leader_rules import produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.replication.replication_quota import ReplicationThrottles
 from broker.topic_partition import TopicPartition
+from common.errors import KafkaStorageError
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges
@@ -145,7 +146,20 @@ class ReplicaManager:
 
     def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it; KafkaError otherwise (KIP-320's epoch check)."""
+        self._check_not_failed(tp)
         return leader_partition(self.partitions, self.broker_id, tp, current_leader_epoch)
+
+    def _check_not_failed(self, tp: TopicPartition) -> None:
+        """KAFKA_STORAGE_ERROR for a failed replica (Kafka's answer for an offline replica): the
+        client refreshes its metadata and finds the leader the controller elected elsewhere."""
+        failure = self.roles.failed.get(tp)
+        if failure is not None:
+            raise KafkaStorageError(f"the replica of {tp} on broker {self.broker_id} is offline: {failure.reason}")
+
+    @property
+    def failed_replicas(self) -> list[tuple[str, int]]:
+        """(topic_id, partition) of the replicas that failed here: reported in every heartbeat."""
+        return self.roles.failed_replicas()
 
     # ---- append (leader) ------------------------------------------------------------------
 
@@ -156,6 +170,7 @@ class ReplicaManager:
         UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS (acks=-1), CORRUPT_MESSAGE, ...
         """
         check_required_acks(acks)
+        self._check_not_failed(tp)
         partition = serving_partition(self.partitions, self.broker_id, tp)
         info = append_as_leader(partition, records, acks=acks, now_ms=self._now_ms())
         self.isr.maybe_advance_high_watermark(partition)
@@ -194,6 +209,7 @@ class ReplicaManager:
         move the HW, grow the ISR and complete a DeleteRecords.
         """
         if replica_id < 0:
+            self._check_not_failed(tp)
             partition = serving_partition(self.partitions, self.broker_id, tp, current_leader_epoch)
             return read_log(partition, offset, max_bytes, min_one_batch=min_one_batch,
                             up_to=partition.log.high_watermark if up_to_high_watermark else None)
@@ -256,20 +272,37 @@ class ReplicaManager:
         """Append the leader's batches as they are (same offsets, same bytes); then the HW
         and the log start offset (the leader's DeleteRecords reach followers this way)."""
         before = partition.log.log_start_offset
-        info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
-                                   leader_log_start_offset=leader_log_start_offset)
-        if partition.log.log_start_offset != before:
-            self.log_manager.checkpoint_log_start_offsets(partition.tp)
+        try:
+            info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
+                                       leader_log_start_offset=leader_log_start_offset)
+            if partition.log.log_start_offset != before:
+                self.log_manager.checkpoint_log_start_offsets(partition.tp)
+        except OSError as e:  # an append's own KafkaStorageError stays the fetcher's (it backs off)
+            self._follower_failed(partition, "appending as follower", e)
         return info
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
         """Truncate a follower's log to `offset` (and its producer state with it)."""
-        _truncate_follower(partition, offset, why, now_ms=self._now_ms())
+        try:
+            _truncate_follower(partition, offset, why, now_ms=self._now_ms())
+        except (KafkaStorageError, OSError) as e:
+            self._follower_failed(partition, f"truncating to offset {offset}", e)
 
     def truncate_follower_fully(self, partition: Partition, start_offset: int, why: str) -> None:
         """Drop a follower's whole log; it restarts empty at the leader's `start_offset`."""
-        _truncate_follower_fully(partition, start_offset, why, now_ms=self._now_ms())
-        self.log_manager.checkpoint_log_start_offsets(partition.tp)  # as every start move
+        try:
+            _truncate_follower_fully(partition, start_offset, why, now_ms=self._now_ms())
+            self.log_manager.checkpoint_log_start_offsets(partition.tp)  # as every start move
+        except (KafkaStorageError, OSError) as e:
+            self._follower_failed(partition, "truncating fully", e)
+
+    def _follower_failed(self, partition: Partition, during: str, exc: BaseException) -> NoReturn:
+        """A follower's storage failed: its replica fails here (`ReplicaRoles.fail`), it stops
+        fetching, and the fetcher hears KAFKA_STORAGE_ERROR (it logs and moves on)."""
+        self.roles.fail(partition.tp, partition.topic_id, during, exc)
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions([partition.tp])
+        raise KafkaStorageError(f"replica {partition.tp} failed while {during}: {exc}") from exc
 
     # ---- gauges ------------------------------------------------------------------------
 
@@ -283,5 +316,6 @@ class ReplicaManager:
             "under_min_isr": sum(len(p.isr) < p.min_insync_replicas for p in led),
             "at_min_isr": sum(len(p.isr) == p.min_insync_replicas for p in led),
             "offline": sum(p.leader_id < 0 for p in self.partitions.values()),
+            "failed_replicas": len(self.roles.failed),
         }
 

@@ -9,10 +9,19 @@ its producer state; a new leadership writes its leader epoch checkpoint (on the 
 I/O threads when there are many) and moves the high watermark; a follower whose leader or
 leader epoch changed goes to the replica fetchers. `broker.replica_manager` owns the hosted
 partitions and calls this on every batch of LocalReplicaChanges.
+
+One partition's storage failure is that partition's alone (Kafka marks a replica or its log
+dir offline, never the broker): an OSError (EMFILE, ENOSPC, EACCES, ENOTDIR...) or a
+KafkaStorageError while creating, opening, leading or following one partition makes it a
+failed replica (`failed`): logged once with its errno, dropped from the hosted partitions,
+answered KAFKA_STORAGE_ERROR, reported to the controller in every heartbeat (which moves its
+ISR seat and leadership away), and never retried until the broker restarts, as Kafka keeps
+an offline log dir offline until then. Every other partition of the batch goes on.
 """
 
 from __future__ import annotations
 
+import errno as errno_names
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -45,6 +54,44 @@ class FetcherChanges:
     start: list[tuple[TopicPartition, int, int]]  # (tp, leader id, leader epoch)
 
 
+@dataclass(frozen=True, slots=True)
+class FailedReplica:
+    """A replica this broker could not create, open, lead or follow; offline here until restart."""
+
+    topic_id: str
+    during: str  # what was being done: "creating its log", "becoming leader", ...
+    errno: int | None  # the OSError's errno, when one is at the root of the failure
+    reason: str  # the error in words (strerror and the path, or the storage error's message)
+
+    @property
+    def errno_text(self) -> str:
+        """`24 (EMFILE)`, or `-` when no OSError caused it."""
+        if self.errno is None:
+            return "-"
+        return f"{self.errno} ({errno_names.errorcode.get(self.errno, '?')})"
+
+
+def _root_os_error(exc: BaseException) -> OSError | None:
+    """The OSError at the root of `exc` (a KafkaStorageError wraps one as its cause)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:  # a cause chain is short; the bound guards a cycle
+        if isinstance(current, OSError):
+            return current
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return None
+
+
+def describe_failure(topic_id: str, during: str, exc: BaseException) -> FailedReplica:
+    """The failed replica for `exc`, with the errno (and its name) when an OSError caused it."""
+    os_error = _root_os_error(exc)
+    if os_error is None or os_error.errno is None:
+        return FailedReplica(topic_id, during, None, str(exc) or type(exc).__name__)
+    where = f" ({os_error.filename})" if os_error.filename else ""
+    return FailedReplica(topic_id, during, os_error.errno, f"{os_error.strerror}{where}")
+
+
 class ReplicaRoles:
     """Applies LocalReplicaChanges to the hosted partitions (shared with the replica manager)."""
 
@@ -58,6 +105,28 @@ class ReplicaRoles:
         self.isr = isr
         self._now_ms = now_ms
         self._wake = wake
+        # Failed replicas, offline here until the broker restarts (reported in every heartbeat).
+        self.failed: dict[TopicPartition, FailedReplica] = {}
+
+    def fail(self, tp: TopicPartition, topic_id: str, during: str, exc: BaseException) -> None:
+        """Mark one replica failed: one log line with its errno, then it is served no more."""
+        if tp in self.failed:
+            return
+        failure = self.failed[tp] = describe_failure(topic_id, during, exc)
+        self.partitions.pop(tp, None)
+        log.error("Replica %s (topic id %s) failed on broker %d while %s: errno %s, %s; it is offline "
+                  "here until the broker restarts (reported to the controller)", tp, topic_id, self.broker_id,
+                  during, failure.errno_text, failure.reason)
+        self._wake(tp)  # waiting produces and fetches answer now (KAFKA_STORAGE_ERROR)
+
+    def is_failed(self, tp: TopicPartition, topic_id: str | None = None) -> bool:
+        """Whether the replica failed here (for `topic_id`, when given: a recreated topic is new)."""
+        failure = self.failed.get(tp)
+        return failure is not None and (topic_id is None or failure.topic_id == topic_id)
+
+    def failed_replicas(self) -> list[tuple[str, int]]:
+        """(topic_id, partition) of every failed replica, sorted: what heartbeats report."""
+        return sorted((f.topic_id, tp.partition) for tp, f in self.failed.items())
 
     def apply(self, changes: LocalReplicaChanges, image: MetadataImage) -> FetcherChanges:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
@@ -80,19 +149,22 @@ class ReplicaRoles:
     def _hosted(self, local: LocalPartition, image: MetadataImage) -> Partition | None:
         tp = TopicPartition(local.topic_name, local.partition_id)
         registration = local.partition
+        if self.is_failed(tp, local.topic_id):
+            return None  # offline here until restart: never retried (Kafka keeps a failed dir offline)
         partition = self.partitions.get(tp)
         if partition is None or partition.topic_id != local.topic_id:
+            self.failed.pop(tp, None)  # an earlier topic of that name failed here: this one is new
             if not self.topic_configs.is_applied(tp.topic):
                 self.topic_configs.apply(tp.topic, image)
             try:
                 partition_log = self.log_manager.get_or_create_log(tp, now_ms=self._now_ms())
+                partition = Partition(tp, local.topic_id, partition_log, registration.leader,
+                                      registration.leader_epoch, registration.partition_epoch,
+                                      registration.replicas, registration.isr)
+                rebuild_producer_state(partition)
             except (KafkaStorageError, OSError) as e:
-                log.error("Cannot open the log of %s; the partition stays offline here: %s", tp, e)
+                self.fail(tp, local.topic_id, "creating or opening its log", e)
                 return None
-            partition = Partition(tp, local.topic_id, partition_log, registration.leader,
-                                  registration.leader_epoch, registration.partition_epoch,
-                                  registration.replicas, registration.isr)
-            rebuild_producer_state(partition)
             partition.min_insync_replicas = self.topic_configs.min_insync_replicas(tp.topic)
             self.partitions[tp] = partition
         partition.update_registration(registration)
@@ -101,13 +173,16 @@ class ReplicaRoles:
     def _create_logs(self, locals_: Iterable[LocalPartition], image: MetadataImage) -> None:
         """Create the logs of partitions new to this broker together (`LogManager.create_logs`):
         one directory fsync per log dir, not per partition. Failures are left to `_hosted`,
-        which tries again and keeps that partition offline here."""
+        which tries each failed one again alone and marks it failed with its own error."""
         new = [TopicPartition(p.topic_name, p.partition_id) for p in locals_]
-        new = [tp for tp in new if self.log_manager.get_log(tp) is None]
+        new = [tp for tp in new if tp not in self.failed and self.log_manager.get_log(tp) is None]
         if len(new) < PARALLEL_MIN:
             return
         self.topic_configs.apply_new({tp.topic for tp in new}, image)
-        self.log_manager.create_logs(new, now_ms=self._now_ms())
+        try:
+            self.log_manager.create_logs(new, now_ms=self._now_ms())
+        except (KafkaStorageError, OSError) as e:
+            log.warning("Creating %d logs together failed (%s); creating them one by one", len(new), e)
 
     def _become_leaders(self, leaders: Iterable[LocalPartition], image: MetadataImage,
                         elected: set[tuple[str, int]]) -> list[TopicPartition]:
@@ -129,15 +204,27 @@ class ReplicaRoles:
                 was, broker_id=self.broker_id, leader_epoch=partition.leader_epoch,
                 elected=(local.topic_name, local.partition_id) in elected)))
         starting = [partition for partition, new in hosted if new]
+        errors: list[BaseException | None] = []
         if len(starting) < PARALLEL_MIN:
             for partition in starting:
-                partition.become_leader(self.broker_id, now_ms)
-        else:  # on the log manager's I/O pool; the first failure re-raised after every one ran
-            for future in self.log_manager.run_parallel(lambda p: p.become_leader(self.broker_id, now_ms), starting):
-                future.result()
+                try:
+                    partition.become_leader(self.broker_id, now_ms)
+                    errors.append(None)
+                except (KafkaStorageError, OSError) as e:
+                    errors.append(e)
+        else:  # on the log manager's I/O pool; each failure is its own partition's
+            futures = self.log_manager.run_parallel(lambda p: p.become_leader(self.broker_id, now_ms), starting)
+            errors = [future.exception() for future in futures]
+        for partition, error in zip(starting, errors):
+            if error is not None:
+                if not isinstance(error, (KafkaStorageError, OSError)):
+                    raise error  # a bug, not storage: as before, it ends the follower loudly
+                self.fail(partition.tp, partition.topic_id, f"becoming leader in leader epoch "
+                          f"{partition.leader_epoch}", error)
         for partition, new in hosted:
-            self._started_leading(partition, new)
-        return [partition.tp for partition in starting]
+            if partition.tp in self.partitions:  # not failed just now
+                self._started_leading(partition, new)
+        return [partition.tp for partition in starting]  # a failed one stops fetching too
 
     def _started_leading(self, partition: Partition, new_leadership: bool) -> None:
         if new_leadership:
@@ -177,6 +264,7 @@ class ReplicaRoles:
                  partition.log.log_end_offset, partition.log.high_watermark)
 
     def _delete(self, tp: TopicPartition) -> None:
+        self.failed.pop(tp, None)  # a failed replica removed from this broker is forgotten with it
         partition = self.partitions.pop(tp, None)
         self._wake(tp)
         try:

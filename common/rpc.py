@@ -41,6 +41,7 @@ from common.rpc_messages import (
     ListenerData,
     MetadataFetchReply,
     MetadataFetchRequest,
+    OfflineReplicaTopic,
     RpcStatus,
 )
 from common.units import INT_MAX, LONG_MAX, MIB, SECOND_MS
@@ -161,10 +162,19 @@ def decode_registration_request(body: Any) -> BrokerRegistrationRequest:
 
 
 def decode_heartbeat_request(body: Any) -> BrokerHeartbeatRequest:
-    m = _map(body, ("broker_id", "broker_epoch", "current_metadata_offset"), ("want_fence", "want_shut_down"))
+    m = _map(body, ("broker_id", "broker_epoch", "current_metadata_offset"),
+             ("want_fence", "want_shut_down", "offline_replicas"))
+    offline = []
+    for i, item in enumerate(_list({"offline_replicas": m.get("offline_replicas", [])}, "offline_replicas")):
+        at = f"offline_replicas[{i}]."
+        tm = _map(item, ("topic_id", "partitions"), (), at)
+        parts = tuple(_list(tm, "partitions", at))
+        if not all(type(p) is int and 0 <= p <= INT_MAX for p in parts):
+            raise _bad(f"{at}partitions must be partition ids in [0, {INT_MAX}]", at + "partitions")
+        offline.append(OfflineReplicaTopic(_str(tm, "topic_id", at), parts))
     return BrokerHeartbeatRequest(_int(m, "broker_id", 0, INT_MAX), _int(m, "broker_epoch", -1, LONG_MAX),
                                   _int(m, "current_metadata_offset", -1, LONG_MAX), _bool(m, "want_fence"),
-                                  _bool(m, "want_shut_down"))
+                                  _bool(m, "want_shut_down"), tuple(offline))
 
 
 def decode_broker_id_and_epoch(body: Any) -> BrokerIdAndEpoch:

@@ -48,12 +48,23 @@ class BrokerRegistrationReply:
 
 
 @dataclass(frozen=True, slots=True)
+class OfflineReplicaTopic:
+    """The replicas of one topic this broker could not open (create, open, lead or follow)."""
+
+    topic_id: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerHeartbeatRequest:
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    # Not Kafka's field: Kafka reports whole failed log dirs (OfflineLogDirs); tidelog reports
+    # the failed replicas themselves, every heartbeat, until the broker restarts.
+    offline_replicas: tuple[OfflineReplicaTopic, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,32 @@ class Listeners(Kind):
         return [list(listener) for listener in value]
 
 
+class ReplicaKeys(Kind):
+    """(topic_id, partition_id) pairs with no repeats: a broker's offline replicas. Normalised to a
+    frozenset (membership is asked per replica of every partition a Metadata answer lists); on
+    the wire a sorted list of [topic_id, partition_id], so encodings are canonical."""
+
+    def check(self, value: Any, where: str) -> frozenset[tuple[str, int]]:
+        if isinstance(value, frozenset) and all(type(item) is tuple for item in value):
+            items = list(value)  # already normalised (replay copies a registration's set)
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            raise _fail(where, "a list of (topic_id, partition_id)", value)
+        out = set()
+        for i, item in enumerate(items):
+            at = f"{where}[{i}]"
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise _fail(at, "a (topic_id, partition_id) pair", item)
+            out.add((NAME.check(item[0], f"{at}.topic_id"), PARTITION_ID.check(item[1], f"{at}.partition_id")))
+        if len(out) != len(items):
+            raise _fail(where, "distinct (topic_id, partition_id) pairs", value)
+        return frozenset(out)
+
+    def to_wire(self, value: frozenset[tuple[str, int]]) -> list[list[Any]]:
+        return [list(pair) for pair in sorted(value)]
+
+
 class Nullable(Kind):
     """None, or a value of the inner kind."""
 
@@ -175,6 +201,7 @@ OPT_BOOL = Nullable(BOOL)
 IDS = IntList()
 OPT_IDS = Nullable(IDS)
 LISTENERS = Listeners()
+REPLICA_KEYS = ReplicaKeys()
 
 
 def check_fields(obj: Any, kinds: Mapping[str, Kind], where: str) -> None:

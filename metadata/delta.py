@@ -47,6 +47,7 @@ from metadata.records import (
     EndTransaction,
     FeatureLevel,
     NoOp,
+    OfflineReplicas,
     Partition,
     PartitionChange,
     ProducerIds,
@@ -154,6 +155,24 @@ class MetadataDelta:
             in_controlled_shutdown=(registration.in_controlled_shutdown
                                     if r.in_controlled_shutdown is None else r.in_controlled_shutdown))
 
+    def _offline_replicas(self, r: OfflineReplicas, offset: int) -> None:
+        registration = self._registered(r.broker_id, r.broker_epoch)
+        parts = self._partitions_for_write(r.topic_id)  # the topic must exist
+        unknown = [p for p in r.partition_ids if p not in parts]
+        if unknown:
+            raise MetadataRecordError(f"unknown partition(s) {unknown} of topic id {r.topic_id}")
+        added = {(r.topic_id, p) for p in r.partition_ids}
+        self._brokers_for_write()[r.broker_id] = dataclasses.replace(
+            registration, offline_replicas=registration.offline_replicas | added)
+
+    def _forget_offline_replicas(self, topic_id: str) -> None:
+        """A removed topic's replicas are no longer anyone's offline replicas."""
+        brokers = self.image.cluster.brokers if self._brokers is None else self._brokers
+        for broker_id, registration in list(brokers.items()):
+            if any(key[0] == topic_id for key in registration.offline_replicas):
+                kept = frozenset(key for key in registration.offline_replicas if key[0] != topic_id)
+                self._brokers_for_write()[broker_id] = dataclasses.replace(registration, offline_replicas=kept)
+
     # -- topics and partitions -------------------------------------------------------
 
     def _topics_for_write(self) -> tuple[dict[str, TopicImage], dict[str, str]]:
@@ -200,6 +219,7 @@ class MetadataDelta:
             raise MetadataRecordError(f"unknown topic id {r.topic_id}")
         del names[topic.name]
         self._partitions.pop(r.topic_id, None)
+        self._forget_offline_replicas(r.topic_id)
         # Kafka's MetadataDelta drops the topic's configs together with the topic.
         resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
         self._configs_for_write().pop(resource, None)
@@ -291,6 +311,7 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
     Config: MetadataDelta._config,
     FeatureLevel: MetadataDelta._feature_level,
     ProducerIds: MetadataDelta._producer_ids,
+    OfflineReplicas: MetadataDelta._offline_replicas,
     BeginEpoch: MetadataDelta._begin_epoch,
     NoOp: MetadataDelta._no_op,
     # Transaction markers only take their offset here: metadata.transactions decides what a

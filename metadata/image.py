@@ -25,6 +25,7 @@ from metadata.codec import (
     OFFSET,
     OPT_STR,
     PARTITION_ID,
+    REPLICA_KEYS,
     Enum,
     Int,
     Listener,
@@ -59,7 +60,9 @@ def _freeze(obj: Any, name: str, where: str) -> None:
 
 BROKER_KINDS = MappingProxyType(dict(
     broker_id=BROKER_ID, broker_epoch=INT64, incarnation_id=NAME, listeners=LISTENERS,
-    rack=OPT_STR, fenced=BOOL, in_controlled_shutdown=BOOL))
+    rack=OPT_STR, fenced=BOOL, in_controlled_shutdown=BOOL, offline_replicas=REPLICA_KEYS))
+# Left out of a snapshot when empty, so snapshots written before offline replicas read the same.
+BROKER_OPTIONAL: Mapping[str, Any] = MappingProxyType({"offline_replicas": frozenset()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +76,17 @@ class BrokerRegistration:
     rack: str | None = None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    # (topic_id, partition_id) of the replicas this incarnation could not open (OfflineReplicas
+    # records); a new registration starts without any, as a restarted Kafka broker's log dirs
+    # are online again until they fail anew.
+    offline_replicas: frozenset[tuple[str, int]] = frozenset()
 
     def __post_init__(self) -> None:
         check_fields(self, BROKER_KINDS, "BrokerRegistration")
+
+    def is_replica_offline(self, topic_id: str, partition_id: int) -> bool:
+        """Whether this broker's replica of the partition failed (it never serves nor joins the ISR)."""
+        return (topic_id, partition_id) in self.offline_replicas
 
     @property
     def is_active(self) -> bool:
@@ -246,6 +257,18 @@ class MetadataImage:
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
         return self.cluster.brokers.get(broker_id)
+
+    def failed_replicas(self, partition: PartitionRegistration) -> tuple[int, ...]:
+        """The partition's replicas whose broker could not open them (OfflineReplicas records of
+        its current registration), in replica order."""
+        brokers = self.cluster.brokers
+        out = []
+        for replica in partition.replicas:
+            registration = brokers.get(replica)
+            if registration is not None and registration.is_replica_offline(partition.topic_id,
+                                                                            partition.partition_id):
+                out.append(replica)
+        return tuple(out)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics.by_name.get(name)

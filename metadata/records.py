@@ -48,7 +48,7 @@ __all__ = [
     "NO_LEADER", "NO_LEADER_CHANGE", "LeaderRecoveryState", "ConfigResourceType", "Listener",
     "MetadataRecordError", "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange",
     "Topic", "Partition", "PartitionChange", "RemoveTopic", "Config", "FeatureLevel",
-    "ProducerIds", "NoOp", "BeginEpoch", "BeginTransaction", "EndTransaction", "AbortTransaction",
+    "ProducerIds", "OfflineReplicas", "NoOp", "BeginEpoch", "BeginTransaction", "EndTransaction", "AbortTransaction",
     "TRANSACTION_MARKERS", "Record", "RECORD_TYPES", "encode_record",
     "decode_record", "encode_records", "decode_records", "record_to_map", "record_from_map",
     "check_partition_state",
@@ -274,6 +274,27 @@ class ProducerIds(_Record):
     next_producer_id_block_start: int
 
 
+@_record(129, broker_id=BROKER_ID, broker_epoch=INT64, topic_id=NAME, partition_ids=IDS)
+@dataclass(frozen=True, slots=True)
+class OfflineReplicas(_Record):
+    """Broker `broker_id` (of `broker_epoch`) could not open these replicas of one topic (an
+    OSError: EMFILE, ENOSPC, EACCES...): they are offline there until it registers again.
+
+    tidelog's own type (129): Kafka's KRaft broker reports a whole failed log dir
+    (BrokerHeartbeatRequest.OfflineLogDirs) and the controller marks the partitions of that
+    dir (handleDirectoriesOffline); tidelog fails one replica, not its log dir, so the record
+    names replicas. Its partition changes (ISR, leader) follow as PartitionChange records."""
+
+    broker_id: int
+    broker_epoch: int
+    topic_id: str
+    partition_ids: tuple[int, ...]
+
+    def _invariants(self, where: str) -> None:
+        if not self.partition_ids:
+            raise MetadataRecordError(f"{where}: partition_ids must not be empty")
+
+
 @_record(20)
 @dataclass(frozen=True, slots=True)
 class NoOp(_Record):
@@ -313,7 +334,7 @@ class AbortTransaction(_Record):
 
 
 Record = Union[RegisterBroker, UnregisterBroker, BrokerRegistrationChange, Topic, Partition,
-               PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, NoOp, BeginEpoch,
+               PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, OfflineReplicas, NoOp, BeginEpoch,
                BeginTransaction, EndTransaction, AbortTransaction]
 TRANSACTION_MARKERS: tuple[type, ...] = (BeginTransaction, EndTransaction, AbortTransaction)
 

@@ -7,7 +7,7 @@ every collection is sorted, so equal images give equal bytes.
 
     {"format": "tidelog-metadata-snapshot", "version": 0, "offset": k, "controller_epoch": e,
      "brokers": [{broker_id, broker_epoch, incarnation_id, listeners, rack, fenced,
-                  in_controlled_shutdown}, ...],
+                  in_controlled_shutdown, offline_replicas (left out when empty)}, ...],
      "topics": [{"name", "topic_id", "partitions": [{partition_id, replicas, isr, elr, leader,
                  leader_epoch, partition_epoch, leader_recovery_state}, ...]}, ...],
      "configs": [{"resource_type", "resource_name", "configs": {name: value}}, ...],
@@ -34,6 +34,7 @@ from metadata.codec import (
 )
 from metadata.image import (
     BROKER_KINDS,
+    BROKER_OPTIONAL,
     PARTITION_KINDS,
     PARTITION_OPTIONAL,
     BrokerRegistration,
@@ -72,7 +73,7 @@ def encode_snapshot(image: MetadataImage) -> bytes:
         "version": SNAPSHOT_VERSION,
         "offset": image.offset,
         "controller_epoch": image.controller_epoch,
-        "brokers": [fields_to_map(image.cluster.brokers[b], BROKER_KINDS)
+        "brokers": [fields_to_map(image.cluster.brokers[b], BROKER_KINDS, BROKER_OPTIONAL)
                     for b in sorted(image.cluster.brokers)],
         "topics": [_topic_to_map(image.topics.by_id[t]) for t in sorted(image.topics.by_id)],
         "configs": [{"resource_type": int(resource.resource_type), "resource_name": resource.resource_name,
@@ -158,7 +159,7 @@ def _str_map(value: Any, where: str, kind: Any) -> dict[str, Any]:
 
 
 def _broker_from_map(m: Any, where: str) -> BrokerRegistration:
-    return fields_from_map(BrokerRegistration, m, BROKER_KINDS, where)
+    return fields_from_map(BrokerRegistration, m, BROKER_KINDS, where, optional=BROKER_OPTIONAL)
 
 
 def _topic_from_map(m: Any, where: str) -> TopicImage:

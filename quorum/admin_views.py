@@ -36,15 +36,19 @@ def broker_view(broker: BrokerRegistration, heartbeat_age_ms: int | None = None)
         "fenced": broker.fenced, "in_controlled_shutdown": broker.in_controlled_shutdown,
         "listeners": [{"name": lst.name, "host": lst.host, "port": lst.port} for lst in broker.listeners],
         "heartbeat_age_ms": heartbeat_age_ms,  # null unless this is the active controller
+        "offline_replicas": len(broker.offline_replicas),  # replicas it could not open (this registration)
     }
 
 
-def partition_view(p: PartitionRegistration) -> dict[str, Any]:
+def partition_view(p: PartitionRegistration, image: MetadataImage | None = None) -> dict[str, Any]:
+    """One partition; with the image, `offline_replicas` names the replicas whose broker could
+    not open them (OfflineReplicas: offline there until that broker registers again)."""
     return {
         "partition": p.partition_id, "leader": p.leader, "leader_epoch": p.leader_epoch,
         "partition_epoch": p.partition_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
         "elr": list(p.elr), "leader_recovery_state": p.leader_recovery_state.name,
         "under_replicated": len(p.isr) < len(p.replicas), "offline": p.leader == NO_LEADER,
+        "offline_replicas": [] if image is None else list(image.failed_replicas(p)),
     }
 
 
@@ -54,7 +58,7 @@ def topic_configs(image: MetadataImage, topic: TopicImage) -> dict[str, str]:
 
 def topic_view(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": topic.topic_id, "configs": topic_configs(image, topic),
-            "partitions": [partition_view(topic.partitions[p]) for p in sorted(topic.partitions)]}
+            "partitions": [partition_view(topic.partitions[p], image) for p in sorted(topic.partitions)]}
 
 
 def validated_topic_view(created: TopicCreated) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
+from quorum.replica_failure import handle_offline_replicas, news
 from quorum.replication_control import handle_alter_partition
 
 if TYPE_CHECKING:
@@ -188,9 +189,35 @@ class BrokerRpc:
             metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
             want_shutdown=req.want_shut_down, now_ms=runtime.now_ms(), heartbeats=runtime.sessions()),
             self._heartbeat_timeout_s)
+        if req.offline_replicas:
+            await self._offline_replicas(req)
         return rpc_messages.BrokerHeartbeatReply(reply.is_caught_up, reply.is_fenced, reply.should_shut_down,
                                         runtime.shutdown_requested(req.broker_id, req.broker_epoch,
                                                                    req.want_shut_down))
+
+    async def _offline_replicas(self, req: rpc_messages.BrokerHeartbeatRequest) -> None:
+        """A heartbeat naming replicas the broker could not open: mark the new ones offline and
+        move them out of their ISR and leadership (`quorum.replica_failure`), as a decision of its
+        own after the heartbeat's. A failure here is only logged: the broker repeats its offline
+        replicas in every heartbeat, so the next one tries again."""
+        reported = [(topic.topic_id, p) for topic in req.offline_replicas for p in topic.partitions]
+        if not news(self._log.image(), req.broker_id, req.broker_epoch, reported):
+            return  # already recorded (the common case: every heartbeat repeats them)
+        try:
+            marked, _ = await self._decide(lambda image: handle_offline_replicas(
+                image, broker_id=req.broker_id, broker_epoch=req.broker_epoch, reported=reported),
+                self._heartbeat_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the heartbeat's own answer must still go out
+            logger.warning("Broker %d (broker epoch %d) reported %d offline replica(s) that could not be "
+                           "marked offline this time (the next heartbeat retries): %s",
+                           req.broker_id, req.broker_epoch, len(reported), exc)
+            return
+        if marked.replicas:
+            shown = ", ".join(f"{name}-{p}" for name, p in marked.replicas[:10])
+            more = f" and {len(marked.replicas) - 10} more" if len(marked.replicas) > 10 else ""
+            logger.warning("Broker %d (broker epoch %d) reported offline replica(s) %s%s: removed from their "
+                           "ISR; %d of them it led went to another leader", req.broker_id, req.broker_epoch, shown,
+                           more, marked.leaders_moved)
 
     async def _allocate_producer_ids(self, req: rpc_messages.BrokerIdAndEpoch) -> rpc_messages.AllocateProducerIdsReply:
         block, _ = await self._decide(lambda image: allocate_producer_ids(

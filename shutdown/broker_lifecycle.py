@@ -15,6 +15,9 @@ takes `now_ms`; it never reads a clock, sleeps or sends anything.
     PENDING_CONTROLLED_SHUTDOWN --SHOULD_SHUT_DOWN--> SHUTTING_DOWN           clean
     PENDING_CONTROLLED_SHUTDOWN --CONTROLLED_SHUTDOWN_TIMED_OUT--> SHUTTING_DOWN   dirty
     SHUTTING_DOWN --STOPPED--> SHUTDOWN
+    any other state --STOPPED--> SHUTDOWN    the process stops without a controlled shutdown:
+                                             the metadata follower ended (a fatal error) or the
+                                             node failed before it started
 
 Kafka facts kept: a broker not RUNNING skips controlled shutdown (it leads nothing) and goes
 straight to SHUTTING_DOWN; a second SIGTERM while pending changes nothing; STARTING beats
@@ -33,7 +36,10 @@ Deliberate differences from Kafka: RUNNING --FENCED--> RECOVERY (Kafka only logs
 pending state beats every 50 ms, not just once after the first reply ("then often");
 REGISTRATION_LOST (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED, our follower
 re-registers) goes back to STARTING, or, when pending, to SHUTTING_DOWN: the controller
-has already fenced or replaced that registration, so it leads nothing.
+has already fenced or replaced that registration, so it leads nothing. STOPPED is defined
+in every state but SHUTDOWN (Kafka's BrokerServer.shutdown runs from any state): a broker
+whose follower died while RUNNING stops uncleanly, and `stopped_uncleanly` says so for the
+shell's log line; its partitions move when its session expires.
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
     S.NOT_RUNNING: MappingProxyType({
         E.START: S.STARTING,
         E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,
+        E.STOPPED: S.SHUTDOWN,  # the node failed before its follower ran
     }),
     S.STARTING: MappingProxyType({
         E.REGISTERED: S.STARTING,
@@ -98,6 +105,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.CONTROLLER_UNREACHABLE: S.STARTING,
         E.REGISTRATION_LOST: S.STARTING,
         E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # not RUNNING: skip controlled shutdown
+        E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended (a fatal error)
     }),
     S.RECOVERY: MappingProxyType({
         E.UNFENCED: S.RUNNING,
@@ -105,6 +113,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.CONTROLLER_UNREACHABLE: S.RECOVERY,
         E.REGISTRATION_LOST: S.STARTING,
         E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # still fenced: leads nothing
+        E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended (a fatal error)
     }),
     S.RUNNING: MappingProxyType({
         E.FENCED: S.RECOVERY,
@@ -112,6 +121,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.CONTROLLER_UNREACHABLE: S.RUNNING,
         E.REGISTRATION_LOST: S.STARTING,
         E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,
+        E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended while serving; leaderships move at session expiry
     }),
     S.PENDING_CONTROLLED_SHUTDOWN: MappingProxyType({
         E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,  # "already in that state"
@@ -121,6 +131,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.SHOULD_SHUT_DOWN: S.SHUTTING_DOWN,
         E.CONTROLLED_SHUTDOWN_TIMED_OUT: S.SHUTTING_DOWN,
         E.REGISTRATION_LOST: S.SHUTTING_DOWN,
+        E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended before the controller answered
     }),
     S.SHUTTING_DOWN: MappingProxyType({
         E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,
@@ -313,10 +324,20 @@ class BrokerLifecycle:
             return None
         return self.handle(LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT, now_ms)
 
+    def stopped(self, now_ms: int) -> Transition:
+        """The process stops (STOPPED): SHUTDOWN from any state; the transition says from where."""
+        return self.handle(LifecycleEvent.STOPPED, now_ms)
+
     @property
     def controlled_shutdown_timed_out(self) -> bool:
         """The broker exits dirty: the controller never said should_shut_down in time."""
         return self.shutdown_cause is LifecycleEvent.CONTROLLED_SHUTDOWN_TIMED_OUT
+
+
+def stopped_uncleanly(transition: Transition) -> bool:
+    """A STOPPED that did not come through SHUTTING_DOWN: the broker left without handing its
+    leaderships over (the follower died, or the node failed while starting)."""
+    return transition.event is LifecycleEvent.STOPPED and transition.old is not BrokerState.SHUTTING_DOWN
 
 
 def heartbeat_early_when_caught_up(*, state: BrokerState, broker_epoch: int, applied_offset: int,

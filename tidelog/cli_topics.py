@@ -124,10 +124,17 @@ def describe_lines(topic: Mapping[str, Any], *, under_replicated: bool = False,
     configs = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
     lines = [f"Topic: {topic['name']}  TopicId: {topic['topic_id']}  PartitionCount: {len(topic['partitions'])}  "
              f"ReplicationFactor: {replication}  Configs: {configs}".rstrip()]
-    rows = [(p["partition"], _leader(p["leader"]), p["leader_epoch"], _ids(p["replicas"]), _ids(p["isr"]),
-             _ids(p["elr"]) if p["elr"] else "-", p["leader_recovery_state"]) for p in partitions]
-    lines += ["  " + line for line in render(
-        ("PARTITION", "LEADER", "LEADER_EPOCH", "REPLICAS", "ISR", "ELR", "RECOVERY"), rows, right={0, 2})]
+    rows: list[tuple[Any, ...]] = [
+        (p["partition"], _leader(p["leader"]), p["leader_epoch"], _ids(p["replicas"]), _ids(p["isr"]),
+         _ids(p["elr"]) if p["elr"] else "-", p["leader_recovery_state"]) for p in partitions]
+    header: tuple[str, ...] = ("PARTITION", "LEADER", "LEADER_EPOCH", "REPLICAS", "ISR", "ELR", "RECOVERY")
+    if any(p.get("offline_replicas") for p in partitions):
+        # kafka-topics.sh's "Offline:": replicas whose broker could not open them, shown only when
+        # some are (a controller before this field sends none)
+        header += ("OFFLINE",)
+        rows = [(*row, _ids(p["offline_replicas"]) if p.get("offline_replicas") else "-")
+                for row, p in zip(rows, partitions)]
+    lines += ["  " + line for line in render(header, rows, right={0, 2})]
     return lines
 
 

@@ -68,7 +68,7 @@ def _named(ctx: BrokerContext, req: md.MetadataRequest, image: MetadataImage, al
             internal = name == GROUP_METADATA_TOPIC_NAME  # as Kafka marks its internal topics
             operations = TOPIC_OPERATIONS_BITS if req.include_topic_authorized_operations \
                 else md.AUTHORIZED_OPERATIONS_OMITTED
-            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(topic, alive), operations,
+            topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(image, topic, alive), operations,
                                                    md.wire_topic_id(topic.topic_id)))
         elif topic_name_error(name) is not None:
             topics.append(md.MetadataResponseTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, False, ()))
@@ -107,11 +107,15 @@ def _endpoint(ctx: BrokerContext, registration: BrokerRegistration) -> tuple[str
     return None
 
 
-def _partitions(topic: TopicImage, alive: set[int]) -> tuple[md.MetadataResponsePartition, ...]:
+def _partitions(image: MetadataImage, topic: TopicImage, alive: set[int]) -> tuple[md.MetadataResponsePartition, ...]:
     out = []
+    brokers = image.cluster.brokers
     for partition_id in sorted(topic.partitions):
         p = topic.partitions[partition_id]
-        offline = tuple(r for r in p.replicas if r not in alive)
+        # Kafka's offline replicas: on a broker that is not alive, or whose replica failed there
+        # (OfflineReplicas: it could not open that partition's log).
+        offline = tuple(r for r in p.replicas if r not in alive
+                        or brokers[r].is_replica_offline(p.topic_id, partition_id))
         error = 0 if p.has_leader and p.leader in alive else LEADER_NOT_AVAILABLE
         out.append(md.MetadataResponsePartition(error, partition_id, p.leader, p.leader_epoch,
                                                 p.replicas, p.isr, offline))

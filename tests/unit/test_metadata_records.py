@@ -23,6 +23,7 @@ from metadata.records import (
     BeginTransaction,
     EndTransaction,
     NoOp,
+    OfflineReplicas,
     Partition,
     PartitionChange,
     ProducerIds,
@@ -91,6 +92,8 @@ CASES = [
     (BeginTransaction(), {"type": 23, "version": 0, "name": None}),
     (EndTransaction(), {"type": 24, "version": 0}),
     (AbortTransaction("controller failover"), {"type": 25, "version": 0, "reason": "controller failover"}),
+    (OfflineReplicas(4, 42, TOPIC_ID, (0, 3)),
+     {"type": 129, "version": 0, "broker_id": 4, "broker_epoch": 42, "topic_id": TOPIC_ID, "partition_ids": [0, 3]}),
 ]
 CASE_IDS = [f"{type(r).__name__}-{i}" for i, (r, _) in enumerate(CASES)]
 
@@ -178,6 +181,8 @@ BAD_MAPS = [
     (_with(BROKER_WIRE, rack=["x" * 100]), "RegisterBroker.rack: expected a string, got ['xxxxxxxx"),
     (_with(CASES[13][1], level=-1), "FeatureLevel.level"),
     (_with(CASES[16][1], epoch=-1), "BeginEpoch.epoch"),
+    (_with(CASES[21][1], partition_ids=[]), "OfflineReplicas: partition_ids must not be empty"),
+    (_with(CASES[21][1], partition_ids=[1, 1]), "OfflineReplicas.partition_ids: expected distinct integers"),
 ]
 
 

@@ -42,6 +42,8 @@ REQUESTS = [
     (BrokerRegistrationRequest(4, "inc-1", (), None, None), rpc.decode_registration_request),
     (BrokerHeartbeatRequest(4, 12, 40, want_fence=True, want_shut_down=False), rpc.decode_heartbeat_request),
     (BrokerHeartbeatRequest(4, -1, -1, want_fence=False, want_shut_down=True), rpc.decode_heartbeat_request),
+    (BrokerHeartbeatRequest(4, 12, 40, offline_replicas=(rpc_messages.OfflineReplicaTopic("tid", (0, 7)),)),
+     rpc.decode_heartbeat_request),
     (AlterPartitionRequest(4, 12, (AlterPartitionTopic("tid", (
         AlterPartitionData(0, 3, 7, (IsrMemberData(4, 12), IsrMemberData(5, -1)), 1),
         AlterPartitionData(1, 0, 0, ())),),)), rpc.decode_alter_partition_request),
@@ -84,7 +86,7 @@ def test_the_wire_names_are_kafkas() -> None:
     """Both sides used to spell one flag differently (want_shut_down / want_shutdown)."""
     assert rpc.encode(BrokerHeartbeatRequest(4, 12, 40, want_shut_down=True)) == {
         "broker_id": 4, "broker_epoch": 12, "current_metadata_offset": 40, "want_fence": False,
-        "want_shut_down": True}
+        "want_shut_down": True, "offline_replicas": []}
 
 
 BAD_REQUESTS = [  # (decoder, body, field named)
@@ -95,6 +97,9 @@ BAD_REQUESTS = [  # (decoder, body, field named)
     (rpc.decode_heartbeat_request, {"broker_id": -1, "broker_epoch": 1, "current_metadata_offset": 0}, "broker_id"),
     (rpc.decode_heartbeat_request, {"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 0,
                                     "want_fence": 1}, "want_fence"),
+    (rpc.decode_heartbeat_request, {"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 0,
+                                    "offline_replicas": [{"topic_id": "tid", "partitions": [-1]}]},
+     "offline_replicas[0].partitions"),
     (rpc.decode_registration_request, {"broker_id": 4, "incarnation_id": "", "listeners": []}, "incarnation_id"),
     (rpc.decode_registration_request, {"broker_id": 4, "incarnation_id": "i", "listeners": [
         {"name": "P", "host": "h", "port": 0}]}, "listeners[0].port"),

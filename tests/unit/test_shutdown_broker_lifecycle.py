@@ -21,6 +21,7 @@ from shutdown.broker_lifecycle import (
     heartbeat_early_for_shutdown,
     heartbeat_early_when_caught_up,
     next_state,
+    stopped_uncleanly,
     transition_message,
 )
 
@@ -54,6 +55,12 @@ EDGES = [
     (S.PENDING_CONTROLLED_SHUTDOWN, E.REGISTRATION_LOST, S.SHUTTING_DOWN),
     (S.SHUTTING_DOWN, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
     (S.SHUTTING_DOWN, E.STOPPED, S.SHUTDOWN),
+    # issue 36: the follower may end in any state (a fatal error): a defined, unclean stop
+    (S.NOT_RUNNING, E.STOPPED, S.SHUTDOWN),
+    (S.STARTING, E.STOPPED, S.SHUTDOWN),
+    (S.RECOVERY, E.STOPPED, S.SHUTDOWN),
+    (S.RUNNING, E.STOPPED, S.SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, E.STOPPED, S.SHUTDOWN),
 ]
 ALLOWED = {(state, event) for state, event, _ in EDGES}
 FORBIDDEN = sorted(((s, e) for s, e in itertools.product(S, E) if (s, e) not in ALLOWED),
@@ -301,3 +308,30 @@ def test_a_shell_that_beats_on_catch_up_may_slow_the_starting_pace():
     assert lifecycle.next_heartbeat_delay_ms(10) == INTERVAL
     with pytest.raises(ValueError, match="starting_heartbeat_ms"):
         BrokerLifecycle(starting_heartbeat_ms=0)
+
+
+# -- stopping: clean only through SHUTTING_DOWN (issue 36) ------------------------------------
+
+
+def test_a_follower_that_dies_while_running_stops_uncleanly_not_with_an_error():
+    lifecycle = running()
+    transition = lifecycle.stopped(5000)
+    assert (transition.old, transition.new, lifecycle.state) == (S.RUNNING, S.SHUTDOWN, S.SHUTDOWN)
+    assert stopped_uncleanly(transition)
+    assert transition.message == "Transitioning from RUNNING to SHUTDOWN."
+    assert lifecycle.next_heartbeat_delay_ms(5000) is None  # heartbeats are over
+
+
+def test_a_controlled_shutdown_stops_cleanly():
+    lifecycle = running()
+    lifecycle.handle(E.SHUTDOWN_REQUESTED, 0)
+    lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=True, now_ms=10)
+    transition = lifecycle.stopped(20)
+    assert transition.old is S.SHUTTING_DOWN and not stopped_uncleanly(transition)
+
+
+def test_stopping_twice_is_still_a_typed_error():
+    lifecycle = running()
+    lifecycle.stopped(0)
+    with pytest.raises(LifecycleError, match="STOPPED in state SHUTDOWN"):
+        lifecycle.stopped(1)
