@@ -6,7 +6,8 @@
     tidelog chaos clean                                     # remove a crashed run's iptables chain and qdisc
     tidelog chaos simulate --seeds 1000 --jobs 2            # the deterministic simulator (chaos.simulate)
 
-`run` exits 0 when every expectation holds, 1 when one fails, 2 when the scenario cannot run.
+`run` exits 0 when every expectation holds, 1 when one fails, 2 when the scenario cannot run
+(among them: the chaos extra is not installed, checked before anything starts).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from types import FrameType
 
 from chaos.scenarios.generator import generate
 from chaos.scenarios.spec import Scenario, ScenarioError, load_scenario, parse_scenario
+from common.extras import needs_extra
 
 SHIPPED = Path(__file__).resolve().parent / "scenarios"
 
@@ -50,10 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--cluster-dir", type=Path, default=None,
                      help="use the cluster running there (`tidelog up --data-dir DIR`; left running), or start one "
                           "there and keep its files (default: a temporary directory)")
-    run.set_defaults(run=run_run)
+    # checked before the scenario starts: a missing client or plotting library fails now, not at the report
+    run.set_defaults(run=needs_extra("tidelog chaos run", "chaos", run_run))
     report = sub.add_parser("report", help="re-render a report directory's report.html from its history")
     report.add_argument("dir", type=Path)
-    report.set_defaults(run=run_report)
+    report.set_defaults(run=needs_extra("tidelog chaos report", "chaos", run_report, modules=("matplotlib",)))
     sub.add_parser("clean", help="remove the harness's iptables chain and qdisc left by a crashed run"
                    ).set_defaults(run=run_clean)
     from chaos import simulate  # stdlib and the pure simulator only

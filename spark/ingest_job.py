@@ -2,6 +2,7 @@
 
     tidelog spark ingest --topic orders --to /lake/orders [--format parquet]
         [--trigger available-now|processing-time=10s] [--checkpoint DIR]
+        [--data-dir DIR | --bootstrap-server HOST:PORT[,...]]
 
 A Structured Streaming query: the tidelog source into Spark's file sink. Exactly-once
 output is Spark's: each micro-batch's offsets are logged in the checkpoint before it runs,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 WATCH_INTERVAL: Final = 0.5 * SECONDS
-DEFAULT_BOOTSTRAP: Final = "127.0.0.4:9092"  # `tidelog up`'s first broker
 FORMATS: Final = ("parquet", "orc", "json")
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -50,7 +50,7 @@ class IngestConfig:
     topic: str
     output: str
     checkpoint: str
-    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    bootstrap_servers: str
     file_format: str = "parquet"
     trigger: IngestTrigger = IngestTrigger("available-now")
     starting_offsets: str = "earliest"
@@ -151,8 +151,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trigger", default="available-now", type=parse_trigger,
                         help="available-now (catch up, then exit 0; the default) or processing-time=10s")
     parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default DIR/_checkpoint)")
-    parser.add_argument("--bootstrap-servers", default=DEFAULT_BOOTSTRAP,
-                        help=f"kafka.bootstrap.servers (default {DEFAULT_BOOTSTRAP})")
+    # `tidelog spark ingest` adds --data-dir and, without this option, takes the brokers of the
+    # data dir's cluster.json, as every other tidelog command does (tidelog/cli_spark.py)
+    parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap_servers",
+                        metavar="HOST:PORT[,...]", default=None,
+                        help="kafka.bootstrap.servers (default: the brokers of --data-dir's cluster)")
     parser.add_argument("--starting-offsets", default="earliest",
                         help="startingOffsets of a new query: earliest (default), latest or JSON; a restart "
                              "resumes from the checkpoint")
@@ -170,6 +173,8 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         if not sep or not key.strip():
             raise ValueError(f"--option must be KEY=VALUE, got {item!r}")
         extra.append((key.strip(), value))
+    if not args.bootstrap_servers:
+        raise ValueError("give --bootstrap-server HOST:PORT[,...]: no cluster to read from")
     output = str(Path(args.to).resolve())
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else str(Path(output) / "_checkpoint")
     return IngestConfig(topic=args.topic, output=output, checkpoint=checkpoint,

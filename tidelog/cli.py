@@ -28,9 +28,10 @@ def _add_up(sub: argparse._SubParsersAction) -> None:
     from tidelog import local_cluster
 
     parser = sub.add_parser(
-        "up", help="start a local cluster on loopback addresses",
+        "up", help="start a local cluster on loopback addresses (or the nodes of it that are not running)",
         description="Start a local cluster, one process per node on its own loopback address "
-                    "127.0.0.N; wait until ready, print READY and the nodes, then run until "
+                    "127.0.0.N (on a data dir whose cluster partly runs: the nodes that do not, each "
+                    "named); wait until ready, print READY and the nodes, then run until "
                     "Ctrl-C (or return at once with --detach).")
     local_cluster.add_arguments(parser)
     parser.set_defaults(run=local_cluster.run)
@@ -122,7 +123,7 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_spark(sub: argparse._SubParsersAction) -> None:
-    from spark import ingest_job  # stdlib only at import; PySpark loads when a job runs
+    from tidelog import cli_spark  # stdlib only at import; PySpark loads when a job runs
 
     parser = sub.add_parser("spark", help="Spark jobs over tidelog topics (needs the spark extra)",
                             description="Spark jobs that use the tidelog data source.")
@@ -131,8 +132,8 @@ def _add_spark(sub: argparse._SubParsersAction) -> None:
         "ingest", help="stream a topic into Parquet files, exactly once",
         description="Stream a topic into files with Spark's file sink and a checkpoint (exactly-once output), "
                     "printing rows, offsets and lag per micro-batch.")
-    ingest_job.add_arguments(ingest)
-    ingest.set_defaults(run=ingest_job.run)
+    cli_spark.add_ingest_arguments(ingest)
+    ingest.set_defaults(run=cli_spark.run_ingest)
 
 
 def _add_chaos(sub: argparse._SubParsersAction) -> None:

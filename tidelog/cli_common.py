@@ -92,6 +92,11 @@ def parse_bootstrap_servers(text: str, option: str = "--bootstrap-server") -> tu
     return tuple(parse_host_port(item, option) for item in items)
 
 
+def format_bootstrap_servers(servers: Sequence[tuple[str, int]]) -> str:
+    """Kafka's bootstrap.servers text of parsed servers (an IPv6 host in brackets)."""
+    return ",".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in servers)
+
+
 def parse_admin_urls(text: str, option: str = "--admin-url") -> tuple[str, ...]:
     """Comma-separated http://host:port of controllers (a bare host:port gets http://)."""
     urls = []
