@@ -46,7 +46,7 @@ from broker.log.cleaner_manager import (
 from broker.log.log_manager import LogManager
 from broker.log.segment_files import segment_file_families
 from broker.metadata_checkpoint import load_checkpoint
-from broker.metadata_follower_loop import MetadataFollower
+from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication.replication_quota import replication_quotas
@@ -201,7 +201,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
-            client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed)
+            client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed,
+            failed_replicas=lambda: replicas.failed_replicas)  # reported in every heartbeat
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
         fetchers = ReplicaFetcherManager(replicas,
                                          fetcher_settings(broker_id, advertised.name, config, local_host=local_host),
@@ -235,7 +236,10 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         stopper.cancel()
         if follower_task.done() and not follower_task.cancelled():
             fatal = True
-            logger.error("Broker %d: the metadata follower stopped: %r", broker_id, follower_task.exception())
+            error = follower_task.exception()
+            logger.error("Broker %d: the metadata follower stopped on an unexpected error, so the broker stops: %s",
+                         broker_id, fatal_error_summary(error))
+            logger.debug("Broker %d: the metadata follower's error in full", broker_id, exc_info=error)
         else:
             await _controlled_shutdown(follower, follower_task, settings)
     finally:
