@@ -83,9 +83,22 @@ def probe_brokers(admin_url: str) -> list[Mapping[str, Any]]:
     return brokers
 
 
-def unfenced_brokers(brokers: Sequence[Mapping[str, Any]]) -> set[int]:
-    """Ids of the registered brokers that are unfenced and not shutting down."""
-    return {b["broker_id"] for b in brokers if b.get("fenced") is False and not b.get("in_controlled_shutdown")}
+def unfenced_brokers(brokers: Sequence[Mapping[str, Any]], stale: Mapping[int, str] | None = None) -> set[int]:
+    """Ids of the registered brokers that are unfenced and not shutting down; a broker whose
+    incarnation is its `stale` one (a killed process whose session has not expired yet) is not."""
+    return {b["broker_id"] for b in brokers if b.get("fenced") is False and not b.get("in_controlled_shutdown")
+            and (stale is None or b.get("incarnation_id") != stale.get(b["broker_id"]))}
+
+
+def registered_incarnations(controllers: Sequence[NodeSpec], brokers_probe: Callable[
+        [str], Sequence[Mapping[str, Any]]] = probe_brokers) -> dict[int, str]:
+    """broker id -> incarnation id, as the first controller that answers lists them ({} if none does)."""
+    for spec in controllers:
+        try:
+            return {int(b["broker_id"]): str(b.get("incarnation_id")) for b in brokers_probe(spec.admin_url)}
+        except (OSError, ValueError, KeyError, TypeError):  # down or not serving: ask the next one
+            continue
+    return {}
 
 
 def agreed_active(views: Mapping[int, Mapping[str, Any]], cluster_id: str) -> int | None:
@@ -148,6 +161,8 @@ class LocalCluster:
     def __init__(self, root: Path, cluster_id: str, nodes: Sequence[NodeProcess]) -> None:
         self.root, self.cluster_id, self.nodes = root, cluster_id, list(nodes)
         self.active_controller: int | None = None
+        self.started: tuple[int, ...] = ()  # node ids `start` spawned
+        self.already_running: tuple[int, ...] = ()  # node ids `start` found running
 
     @property
     def specs(self) -> tuple[NodeSpec, ...]:
@@ -183,40 +198,60 @@ class LocalCluster:
               should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None,
               broker_config: Mapping[str, str] | None = None,
               controller_config: Mapping[str, str] | None = None) -> LocalCluster:
-        """Start every node of `root` (planned on first start, reused after) and wait until ready.
+        """Start every node of `root` (planned on first start, reused after) that is not running,
+        and wait until the whole cluster is ready (as `docker compose up` does: a node killed
+        since the last start comes back; the ids are in `started` and `already_running`).
 
         `broker_config` / `controller_config` (`tidelog up --broker-config K=V`) are set in the
         server.properties of every node of that role, new or existing, after the whole set is
-        validated as the nodes will parse it: a bad key writes nothing and starts nothing.
-        On any failure, including `should_stop()` turning true (`Interrupted`), the nodes started
-        so far are stopped before the error is raised: LayoutError for a request or data dir that
-        cannot be run, LauncherError for taken ports, a node that died or a cluster never ready.
+        validated as the nodes will parse it: a bad key writes nothing and starts nothing (nor
+        does a key for a node that is running: it would not read it).
+        On any failure, including `should_stop()` turning true (`Interrupted`), the nodes this call
+        started are stopped before the error is raised (those already running are left so):
+        LayoutError for a request or data dir that cannot be run, LauncherError for a cluster
+        already running in full, taken ports, a node that died or a cluster never ready.
         """
         root = root.resolve()
         with data_dir_lock(root):
             specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port,
                                    brokers=brokers, kafka_port=kafka_port, metrics_port=metrics_port,
                                    combined=combined)
-            running = cls.attach(root)
-            if running is not None and any(n.running() for n in running.nodes):
-                pids = ", ".join(str(n.pid) for n in running.nodes if n.running())
+            recorded = cls.attach(root)
+            running = {n.spec.node_id: n for n in recorded.nodes if n.running()} if recorded is not None else {}
+            if len(running) == len(specs):
+                pids = ", ".join(str(n.pid) for n in running.values())
                 raise LauncherError(f"the cluster of {root} is already running (pids {pids}); "
                                     f"stop it with: tidelog down --data-dir {root}")
-            check_ports_free(specs)
+            missing = [spec for spec in specs if spec.node_id not in running]
+            check_ports_free(missing)  # a running node holds its own ports
             secrets = load_or_create_secrets(root)  # after the port checks: that refusal leaves none
             files = properties_files(specs, secrets, extra_properties, broker_config or {},
-                                            controller_config or {})
-            cluster = cls(root, secrets.cluster_id, [])
+                                     controller_config or {})
+            touched = [running[i].spec.label for i in sorted(files) if i in running]
+            if touched:
+                raise LauncherError(f"--broker-config/--controller-config would change the server.properties of "
+                                    f"{', '.join(touched)}, which already run and would not read it: stop the "
+                                    f"cluster first (tidelog down --data-dir {root}), or leave the option out")
+            cluster = cls(root, secrets.cluster_id,
+                          [running.get(spec.node_id) or NodeProcess(spec, None) for spec in specs])
+            cluster.already_running = tuple(sorted(running))
+            # A killed broker stays registered and unfenced until its session expires, and its new
+            # process cannot register before then: ready means the new incarnation is unfenced.
+            restarted = {spec.node_id for spec in missing if layout.runs_broker(spec.role)}
+            stale = {broker_id: incarnation for broker_id, incarnation in registered_incarnations(
+                [n.spec for n in running.values() if layout.runs_controller(n.spec.role)]).items()
+                if broker_id in restarted}
             try:
-                for spec in specs:
+                for spec in missing:
                     spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                     if spec.node_id in files:
                         replace_private(spec.properties_path, files[spec.node_id])
-                    cluster.nodes.append(NodeProcess.spawn(spec))
+                    cluster.nodes[specs.index(spec)] = NodeProcess.spawn(spec)
+                    cluster.started += (spec.node_id,)
                     cluster.write_cluster_file()  # at once: `down` finds them even if we die now
-                cluster.wait_ready(ready_timeout, should_stop)
+                cluster.wait_ready(ready_timeout, should_stop, stale_incarnations=stale)
             except BaseException:
-                cluster.stop()
+                cluster.stop_started()
                 raise
             return cluster
 
@@ -233,11 +268,12 @@ class LocalCluster:
 
     def wait_ready(self, timeout: float = READY_TIMEOUT, should_stop: Callable[[], bool] = lambda: False,
                    probe: Probe = probe_cluster_view,
-                   brokers_probe: Callable[[str], Sequence[Mapping[str, Any]]] = probe_brokers) -> int:
+                   brokers_probe: Callable[[str], Sequence[Mapping[str, Any]]] = probe_brokers,
+                   stale_incarnations: Mapping[int, str] | None = None) -> int:
         """Poll every controller's /v1/cluster until they agree on one active controller, then every
         controller's /v1/brokers until each shows every broker registered and unfenced (so whichever
         admin URL a client reads next agrees: a follower applies records a moment after the active
-        controller); the active controller's id."""
+        controller), none in its `stale_incarnations` one; the active controller's id."""
         deadline = time.monotonic() + timeout
         active = self._wait_active(deadline, timeout, should_stop, probe)
         wanted = {n.spec.node_id for n in self.brokers}
@@ -245,7 +281,8 @@ class LocalCluster:
         while wanted:  # bounded by the deadline
             self._check_alive(should_stop)
             try:
-                views = [unfenced_brokers(brokers_probe(n.spec.admin_url)) for n in self.controllers]
+                views = [unfenced_brokers(brokers_probe(n.spec.admin_url), stale_incarnations)
+                         for n in self.controllers]
                 seen = set.intersection(*views)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 seen = exc
@@ -262,7 +299,8 @@ class LocalCluster:
             raise Interrupted("stopped while the cluster was starting")
         for node in self.nodes:
             if not node.running():
-                raise LauncherError(f"{node.spec.label} exited with status {node.exit_status} before "
+                status = "" if node.exit_status is None else f" with status {node.exit_status}"
+                raise LauncherError(f"{node.spec.label} (pid {node.pid}) exited{status} before "
                                     f"the cluster was ready; the end of {node.spec.log_path}:\n"
                                     f"{node.log_tail()}")
 
@@ -289,15 +327,25 @@ class LocalCluster:
                             f"see the node logs under {self.root}")
 
     def write_cluster_file(self, *, stopped: bool = False) -> None:
-        pids: dict[int, int | None] = {n.spec.node_id: None if stopped else n.pid for n in self.nodes}
+        """cluster.json with the pid of every node that runs (None: stopped, or died since)."""
+        pids: dict[int, int | None] = {n.spec.node_id: None if stopped or not n.running() else n.pid
+                                       for n in self.nodes}
         document = layout.cluster_document(self.cluster_id, self.specs, pids)
         write_atomic(self.root / layout.CLUSTER_FILE, json.dumps(document, indent=2) + "\n")
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> list[StopReport]:
-        """Stop every node (SIGTERM, wait, SIGKILL) and record them as stopped in cluster.json."""
+        """Stop every node (SIGTERM, wait, SIGKILL) and record in cluster.json which still run."""
         reports = stop_nodes(self.nodes, timeout)
-        if self.nodes and not any(n.running() for n in self.nodes):
-            self.write_cluster_file(stopped=True)
+        if self.nodes:
+            self.write_cluster_file()
+        return reports
+
+    def stop_started(self, timeout: float = STOP_TIMEOUT) -> list[StopReport]:
+        """Stop the nodes `start` spawned, leaving those it found running (a failed restart of one
+        node must not take the rest of the cluster down)."""
+        reports = stop_nodes([n for n in self.nodes if n.spec.node_id in self.started], timeout)
+        if self.nodes:
+            self.write_cluster_file()
         return reports
 
     def __enter__(self) -> LocalCluster:

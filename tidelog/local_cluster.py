@@ -5,7 +5,10 @@
     tidelog up --broker-config num.partitions=3 [--controller-config KEY=VALUE] ...
     tidelog down [--data-dir ./tidelog-data]
 
-`up` starts every node (`tidelog.launcher`), waits until the quorum has an active controller,
+`up` starts every node that is not running (`tidelog.launcher`; as `docker compose up` does, a
+node that was killed comes back on its own and the running ones are left as they are, each
+named in one line; only a cluster running in full is "already running"), waits until the quorum
+has an active controller,
 prints one `READY bootstrap=… admin=…` line and a table of the nodes, then runs until Ctrl-C
 (SIGINT, SIGTERM or SIGHUP), when it stops every node (brokers first, then controllers); with
 --detach it returns once ready and `down` stops the nodes later. Ready means: the controllers
@@ -111,6 +114,18 @@ def _say(line: str = "") -> None:
         silence_stdout()
 
 
+def _print_restarted(cluster: LocalCluster) -> None:
+    """One line per node, when some ran already: which were left so and which this `up` started."""
+    if not cluster.already_running:
+        return  # every node started: the READY table says it all
+    for node in cluster.nodes:
+        name = f"node {node.spec.node_id} ({node.spec.role})"
+        if node.spec.node_id in cluster.started:
+            _say(f"{name} was not running: started (pid {node.pid})")
+        else:
+            _say(f"{name} is running (pid {node.pid}): left as it is")
+
+
 def _print_ready(cluster: LocalCluster, started: float) -> None:
     _say(f"READY bootstrap={cluster.bootstrap_servers or 'none'} admin={cluster.admin_url}")
     if not cluster.brokers:
@@ -139,8 +154,8 @@ def _watch(cluster: LocalCluster, stop: threading.Event) -> bool:
         for node in cluster.nodes:
             if node.spec.node_id not in reported and not node.running():
                 reported.add(node.spec.node_id)
-                _say(f"{node.spec.label} (pid {node.pid}) exited with status {node.exit_status}; "
-                     f"its log: {node.spec.log_path}")
+                status = "" if node.exit_status is None else f" with status {node.exit_status}"  # None: not ours
+                _say(f"{node.spec.label} (pid {node.pid}) exited{status}; its log: {node.spec.log_path}")
         if len(reported) == len(cluster.nodes):
             return False
     return True
@@ -172,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         except (LauncherError, LayoutError) as exc:
             print(f"tidelog up: {exc}", file=sys.stderr)
             return 1
+        _print_restarted(cluster)
         _print_ready(cluster, started)
         if args.detach:
             _say(f"Detached. Stop the cluster with: tidelog down --data-dir {root}")

@@ -5,7 +5,8 @@ active controller → a topic is created → down leaves no process (no pid of c
 no process at all whose command line names the data dir: no orphan) → up again brings back
 the same cluster id, password and topic → down. The default shape (3 controllers + 3
 brokers) comes READY with every field of cluster.json filled in, and down stops all six. Foreground: up until READY, SIGINT, exit 0, no
-node left. Taken ports: a clear error and nothing started. The time to READY is printed,
+node left. A SIGKILLed broker of a detached cluster: `up --detach` starts it alone, says so, and
+leaves the running nodes (and a process that took the dead broker's pid) untouched. Taken ports: a clear error and nothing started. The time to READY is printed,
 never asserted. Teardown SIGKILLs every node pid the test ever saw, whatever happened.
 """
 
@@ -309,3 +310,62 @@ def test_broker_config_option_sets_what_the_brokers_run_with(clusters: Callable[
         down(cluster)
     broker_file = next(Path(n["config_file"]) for n in cluster.layout()["nodes"] if n["role"] == "broker")
     assert broker_file.read_text().count("num.partitions=3") == 1
+
+
+def test_up_detached_starts_the_one_killed_node(clusters: Callable[[str], Cluster],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """As `docker compose up`: a SIGKILLed broker comes back, named; the others keep their pids;
+    `already running` only once every node runs; a recycled pid is no proof of life."""
+    cluster = clusters("restart-one")
+    done = cluster.run(*cluster.up_args(), "--controllers", "1", "--brokers", "2", "--detach")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "was not running" not in done.stdout  # a first start names no node
+    before = {n["id"]: n["pid"] for n in cluster.layout()["nodes"]}
+    assert sorted(before) == [1, 2, 3] and all(alive(pid) for pid in before.values())
+
+    def incarnation_of_3() -> str:
+        _, brokers = http(f"{cluster.layout()['admin_url']}/v1/brokers")
+        return str(next(b["incarnation_id"] for b in brokers if b["broker_id"] == 3))
+
+    def restart_broker_3(what: str) -> dict[int, int]:
+        killed_incarnation = incarnation_of_3()  # still registered: its session has not expired
+        started = time.monotonic()
+        done = cluster.run(*cluster.up_args(), "--detach")
+        assert done.returncode == 0, done.stdout + done.stderr
+        report(capsys, f"{what}: `tidelog up --detach` restarted broker 3 in {time.monotonic() - started:.2f} s")
+        pids = {n["id"]: n["pid"] for n in cluster.layout()["nodes"]}
+        lines = done.stdout.splitlines()
+        assert f"node 3 (broker) was not running: started (pid {pids[3]})" in lines, done.stdout
+        for node_id, role in ((1, "controller"), (2, "broker")):
+            assert f"node {node_id} ({role}) is running (pid {before[node_id]}): left as it is" in lines, done.stdout
+        assert any(line.startswith("READY bootstrap=") for line in lines) and "already running" not in done.stdout
+        assert pids[1] == before[1] and pids[2] == before[2] and pids[3] != before[3]
+        assert all(alive(pid) for pid in pids.values())
+        _, brokers = http(f"{cluster.layout()['admin_url']}/v1/brokers")
+        assert [(b["broker_id"], b["state"]) for b in brokers] == [(2, "UNFENCED"), (3, "UNFENCED")], brokers
+        assert incarnation_of_3() != killed_incarnation  # READY waited for the new process's registration
+        return pids
+
+    os.killpg(before[3], signal.SIGKILL)
+    wait_until("broker 3 gone", lambda: not alive(before[3]), GONE_TIMEOUT_S)
+    after = restart_broker_3("SIGKILLed broker")
+    refused = cluster.run(*cluster.up_args(), "--detach")  # now every node runs
+    assert refused.returncode == 1 and "already running" in refused.stderr, refused.stdout + refused.stderr
+
+    # a dead broker whose recorded pid now belongs to another process: that process is not the
+    # node (its command line names no server.properties of this data dir), so it is started
+    # and the other process is left alone
+    os.killpg(after[3], signal.SIGKILL)
+    wait_until("broker 3 gone again", lambda: not alive(after[3]), GONE_TIMEOUT_S)
+    decoy = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        document = cluster.layout()
+        next(n for n in document["nodes"] if n["id"] == 3)["pid"] = decoy.pid
+        (cluster.data_dir / "cluster.json").write_text(json.dumps(document))
+        before = {**after, 3: decoy.pid}
+        restart_broker_3("broker 3's pid recycled")
+        assert decoy.poll() is None  # never signalled
+    finally:
+        decoy.kill()
+        decoy.wait(GONE_TIMEOUT_S)
+    down(cluster)
