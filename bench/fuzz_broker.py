@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,7 +69,6 @@ from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
 from common.protocol import offset_fetch as of  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
-from common.protocol import reassignments as ra  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
 from common.protocol.api_table import API_SPECS  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
@@ -179,11 +179,12 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
         return join_chunks(elect_leaders.encode_elect_leaders_request(elect_leaders.ElectLeadersRequest(
             (elect_leaders.TopicPartitions(topic, (0,)),), 1000), version))
     if api is ApiKey.ALTER_PARTITION_REASSIGNMENTS:  # a cancel of nothing: NO_REASSIGNMENT_IN_PROGRESS
-        return join_chunks(ra.encode_alter_partition_reassignments_request(ra.AlterPartitionReassignmentsRequest(
-            (ra.ReassignableTopic(topic, (ra.ReassignablePartition(0, None),)),), 1000), version))
+        m = messages.request_module(api, version)
+        return messages.encode(m.AlterPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=(
+            m.ReassignableTopic(name=topic, partitions=(m.ReassignablePartition(partition_index=0, replicas=None),)),)))
     if api is ApiKey.LIST_PARTITION_REASSIGNMENTS:
-        return join_chunks(ra.encode_list_partition_reassignments_request(
-            ra.ListPartitionReassignmentsRequest(None, 1000), version))
+        m = messages.request_module(api, version)
+        return messages.encode(m.ListPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=None))
     acl_filter = acls.AclFilter(2, topic, None, None, 1, 1)
     if api is ApiKey.DESCRIBE_ACLS:
         return join_chunks(acls.encode_describe_acls_request(acl_filter, version))

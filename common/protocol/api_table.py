@@ -49,7 +49,6 @@ from common.protocol import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
-    reassignments,
 )
 from common.protocol.acls import AclOperation
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
@@ -165,10 +164,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.DESCRIBE_CLUSTER, _codec(describe_cluster, "describe_cluster"), AclCheck(Op.DESCRIBE, CLUSTER)),
     _hand(ApiKey.ELECT_LEADERS, _codec(elect_leaders, "elect_leaders"), AclCheck(Op.ALTER, CLUSTER),
           forwarded=True),
-    _hand(ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-          _codec(reassignments, "alter_partition_reassignments"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
-    _hand(ApiKey.LIST_PARTITION_REASSIGNMENTS,
-          _codec(reassignments, "list_partition_reassignments"), AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
+    _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    _kio(ApiKey.LIST_PARTITION_REASSIGNMENTS, AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
     # ACLs
     _hand(ApiKey.DESCRIBE_ACLS, _codec(acls, "describe_acls"), AclCheck(Op.DESCRIBE, CLUSTER)),
     _hand(ApiKey.CREATE_ACLS, _codec(acls, "create_acls"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),

@@ -29,6 +29,7 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from common.errors import ErrorCode
 from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk, ProtocolError
 from common.protocol.unknown_tags import drop_unknown_tags
@@ -50,6 +51,15 @@ def schema_version(api_key: int, version: int) -> int:
 E = TypeVar("E")
 
 UNKNOWN_TAG_ERROR: Final = "'Unknown tagged field tag"  # how kio's native reader says it (a KeyError)
+
+
+def error_code(code: int) -> ErrorCode:
+    """The enum member kio's writer needs for a code held as an int (from the controller,
+    a rule); a code our enum lacks is UNKNOWN_SERVER_ERROR, as Kafka maps unknown errors."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @cache

@@ -19,6 +19,7 @@ from common.protocol import (
     describe_configs,
     fetch,
     find_coordinator,
+    messages,
     produce,
 )
 from common.protocol import init_producer_id as ipi
@@ -71,6 +72,20 @@ def req(module: Any, name: str, key: int, version: int, value: Any, data: bytes)
 def resp(module: Any, name: str, key: int, version: int, value: Any, data: bytes) -> Row:
     return Row(key, version, value, data, getattr(module, f"decode_{name}_response"),
                getattr(module, f"encode_{name}_response"))
+
+
+def kio_req(key: int, version: int, value: Any, data: bytes) -> Row:
+    """A request row of an API served on kio's generated messages (no codec of ours)."""
+    def decode_kio_request(body: memoryview, v: int) -> Any:
+        return messages.decode_request(key, v, body)
+    return Row(key, version, value, data, decode_kio_request, lambda value, v: [messages.encode(value)])
+
+
+def kio_resp(key: int, version: int, value: Any, data: bytes) -> Row:
+    """A response row of an API served on kio's generated messages."""
+    def decode_kio_response(body: memoryview, v: int) -> Any:
+        return messages.decode_response(key, v, body)
+    return Row(key, version, value, data, decode_kio_response, lambda value, v: [messages.encode(value)])
 
 
 BATCH = b"\x00" * 8 + b"fake record batch"

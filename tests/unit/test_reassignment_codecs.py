@@ -1,14 +1,17 @@
-"""Table tests for common/protocol/reassignments.py: AlterPartitionReassignments (45) and
-ListPartitionReassignments (46), v0, flexible. One row of (dataclass, exact bytes) drives
+"""Table tests for AlterPartitionReassignments (45) and ListPartitionReassignments (46), v0,
+flexible, served on kio's generated messages. One row of (dataclass, exact bytes) drives
 encoder and decoder, truncations, trailing bytes and request frames fed one byte at a time
 (the shared harness of test_protocol_codecs)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from broker.request_handler import ADVERTISED_API_VERSIONS, decode_request
-from common.protocol import reassignments as ra
+from common.errors import ErrorCode
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import ProtocolError
@@ -22,8 +25,8 @@ from tests.unit.test_protocol_codecs import (
     cs,
     i16,
     i32,
-    req,
-    resp,
+    kio_req,
+    kio_resp,
 )
 
 K = ApiKey
@@ -33,30 +36,43 @@ def cints(*v: int) -> bytes:
     return carr(*map(i32, v))
 
 
-ALTER = ra.AlterPartitionReassignmentsRequest((ra.ReassignableTopic("t", (
-    ra.ReassignablePartition(0, (5, 6, 7)), ra.ReassignablePartition(1, None))),), 30_000)
-ALTER_RESP = ra.AlterPartitionReassignmentsResponse((ra.ReassignableTopicResponse("t", (
-    ra.ReassignablePartitionResponse(0, 0), ra.ReassignablePartitionResponse(1, 85, "none"))),))
-LIST_ALL = ra.ListPartitionReassignmentsRequest(None, 1000)
-LIST_SOME = ra.ListPartitionReassignmentsRequest((ra.ListPartitionReassignmentsTopics("t", (0, 3)),), 1000)
-LIST_RESP = ra.ListPartitionReassignmentsResponse((ra.OngoingTopicReassignment("t", (
-    ra.OngoingPartitionReassignment(0, (5, 6, 7, 4), (7,), (4,)),)),))
+AQ = messages.request_module(K.ALTER_PARTITION_REASSIGNMENTS, 0)
+AR = messages.response_module(K.ALTER_PARTITION_REASSIGNMENTS, 0)
+LQ = messages.request_module(K.LIST_PARTITION_REASSIGNMENTS, 0)
+LR = messages.response_module(K.LIST_PARTITION_REASSIGNMENTS, 0)
+ALTER = AQ.AlterPartitionReassignmentsRequest(timeout=timedelta(seconds=30), topics=(AQ.ReassignableTopic(
+    name="t", partitions=(AQ.ReassignablePartition(partition_index=0, replicas=(5, 6, 7)),
+                          AQ.ReassignablePartition(partition_index=1, replicas=None))),))
+ALTER_RESP = AR.AlterPartitionReassignmentsResponse(
+    throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE, error_message=None, responses=(
+        AR.ReassignableTopicResponse(name="t", partitions=(
+            AR.ReassignablePartitionResponse(partition_index=0, error_code=ErrorCode.NONE, error_message=None),
+            AR.ReassignablePartitionResponse(partition_index=1, error_code=ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                             error_message="none"))),))
+ALTER_FAILED = AR.AlterPartitionReassignmentsResponse(
+    throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="bad",
+    responses=())
+LIST_ALL = LQ.ListPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=None)
+LIST_SOME = LQ.ListPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=(
+    LQ.ListPartitionReassignmentsTopics(name="t", partition_indexes=(0, 3)),))
+LIST_RESP = LR.ListPartitionReassignmentsResponse(
+    throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE, error_message=None, topics=(
+        LR.OngoingTopicReassignment(name="t", partitions=(LR.OngoingPartitionReassignment(
+            partition_index=0, replicas=(5, 6, 7, 4), adding_replicas=(7,), removing_replicas=(4,)),)),))
 
 ROWS = [
-    req(ra, "alter_partition_reassignments", K.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER,
-        i32(30_000) + carr(cs("t") + carr(i32(0) + cints(5, 6, 7) + TAG, i32(1) + b"\x00" + TAG) + TAG) + TAG),
-    resp(ra, "alter_partition_reassignments", K.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER_RESP,
-         i32(0) + i16(0) + cs(None)
-         + carr(cs("t") + carr(i32(0) + i16(0) + cs(None) + TAG, i32(1) + i16(85) + cs("none") + TAG) + TAG)
-         + TAG),
-    resp(ra, "alter_partition_reassignments", K.ALTER_PARTITION_REASSIGNMENTS, 0,
-         ra.AlterPartitionReassignmentsResponse((), 39, "bad"), i32(0) + i16(39) + cs("bad") + carr() + TAG),
-    req(ra, "list_partition_reassignments", K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_ALL, i32(1000) + b"\x00" + TAG),
-    req(ra, "list_partition_reassignments", K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_SOME,
-        i32(1000) + carr(cs("t") + cints(0, 3) + TAG) + TAG),
-    resp(ra, "list_partition_reassignments", K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_RESP,
-         i32(0) + i16(0) + cs(None)
-         + carr(cs("t") + carr(i32(0) + cints(5, 6, 7, 4) + cints(7) + cints(4) + TAG) + TAG) + TAG),
+    kio_req(K.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER,
+            i32(30_000) + carr(cs("t") + carr(i32(0) + cints(5, 6, 7) + TAG, i32(1) + b"\x00" + TAG) + TAG) + TAG),
+    kio_resp(K.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER_RESP,
+             i32(0) + i16(0) + cs(None)
+             + carr(cs("t") + carr(i32(0) + i16(0) + cs(None) + TAG, i32(1) + i16(85) + cs("none") + TAG) + TAG)
+             + TAG),
+    kio_resp(K.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER_FAILED, i32(0) + i16(39) + cs("bad") + carr() + TAG),
+    kio_req(K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_ALL, i32(1000) + b"\x00" + TAG),
+    kio_req(K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_SOME, i32(1000) + carr(cs("t") + cints(0, 3) + TAG) + TAG),
+    kio_resp(K.LIST_PARTITION_REASSIGNMENTS, 0, LIST_RESP,
+             i32(0) + i16(0) + cs(None)
+             + carr(cs("t") + carr(i32(0) + cints(5, 6, 7, 4) + cints(7) + cints(4) + TAG) + TAG) + TAG),
 ]
 REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
 RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
