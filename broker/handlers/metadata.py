@@ -16,6 +16,7 @@ from common.protocol import acls
 from common.protocol import metadata as md
 from common.protocol.find_coordinator import (
     BATCHED_VERSION,
+    KEY_TYPE_GROUP,
     Coordinator,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -25,6 +26,7 @@ from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
+KEY_TYPE_TRANSACTION: Final = 1  # FindCoordinator v1+: a transactional id's coordinator
 # v8+ "authorized operations", when asked for: everything supported, as Kafka without an
 # authorizer answers.
 CLUSTER_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.CLUSTER_OPERATIONS)
@@ -126,12 +128,23 @@ async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorReques
                                   version: int, client: ClientInfo) -> FindCoordinatorResponse:
     image = ctx.image()
     if version < BATCHED_VERSION:
-        return ctx.offsets_topic.find_coordinator(req, image)
+        one = ctx.offsets_topic.find_coordinator(req, image)
+        _note_refusal(ctx, client, req.key_type, one)
+        return one
     answers = []  # v4+: one answer per key, each found as a v3 request would be
     for key in dict.fromkeys(req.coordinator_keys):
         one = ctx.offsets_topic.find_coordinator(FindCoordinatorRequest(key, req.key_type), image)
+        _note_refusal(ctx, client, req.key_type, one)
         answers.append(Coordinator(key, one.node_id, one.host, one.port, one.error_code, one.error_message))
     return FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(answers))
+
+
+def _note_refusal(ctx: BrokerContext, client: ClientInfo, key_type: int, answer: FindCoordinatorResponse) -> None:
+    """A coordinator of a type tidelog does not have: a client retries until its own timeout
+    (librdkafka's init_transactions, 30-120 s), so the broker log says why, once per client."""
+    if key_type != KEY_TYPE_GROUP:
+        kind = "TRANSACTION" if key_type == KEY_TYPE_TRANSACTION else f"key_type {key_type}"
+        ctx.refusals.refused(client, f"FindCoordinator({kind})", answer.error_code, answer.error_message)
 
 
 def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
