@@ -108,11 +108,15 @@ class SegmentFileCache:
 
     def get(self, key: int, path: Path) -> SegmentHandle:
         """The segment's handle: cached, or its file at `path` opened again."""
-        with self._lock:
-            handle = self._handles.get(key)
-            if handle is not None:
+        # The hit (every append) takes no lock: OrderedDict's C methods are each atomic under
+        # the GIL, and an eviction between the two calls only leaves the handle unmarked.
+        handle = self._handles.get(key)
+        if handle is not None:
+            try:
                 self._handles.move_to_end(key)
-                return handle
+            except KeyError:  # evicted by another thread meanwhile: ours is still valid
+                pass
+            return handle
         try:
             # no O_CREAT: a segment whose file is gone is an error, not an empty segment
             handle = SegmentHandle(os.open(path, SEGMENT_OPEN_FLAGS))
