@@ -55,7 +55,7 @@ from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
-from quorum.replica_failure import handle_offline_replicas, news
+from quorum.replica_failure import failed_isr_members, handle_offline_replicas, news
 from quorum.replication_control import handle_alter_partition
 
 if TYPE_CHECKING:
@@ -232,6 +232,13 @@ class BrokerRpc:
             for topic in req.topics:
                 answers = []
                 for p in topic.partitions:
+                    failed = failed_isr_members(image, topic.topic_id, p.partition_index,
+                                                (m.broker_id for m in p.new_isr_with_epochs))
+                    if failed:  # issue 36: a replica that failed on its broker never rejoins the ISR
+                        answers.append(rpc_messages.AlterPartitionPartitionReply(
+                            p.partition_index, int(ErrorCode.INELIGIBLE_REPLICA),
+                            f"replica(s) {failed} of partition {p.partition_index} failed on their broker"))
+                        continue
                     try:
                         result = handle_alter_partition(
                             image, broker_id=req.broker_id, broker_epoch=req.broker_epoch,

@@ -69,6 +69,19 @@ def _is_new(image: MetadataImage, broker_id: int, known: frozenset[tuple[str, in
     return partition is not None and broker_id in partition.replicas
 
 
+def failed_isr_members(image: MetadataImage, topic_id: str, partition_id: int,
+                       isr: Iterable[int]) -> list[int]:
+    """Members of an AlterPartition's proposed ISR whose replica of this partition failed: the
+    leader never brings one back (Kafka refuses an ineligible replica with INELIGIBLE_REPLICA;
+    a failed replica is ineligible until its broker registers again)."""
+    out = []
+    for broker_id in isr:
+        registration = image.broker(broker_id)
+        if registration is not None and registration.is_replica_offline(topic_id, partition_id):
+            out.append(broker_id)
+    return out
+
+
 def handle_offline_replicas(image: MetadataImage, *, broker_id: int, broker_epoch: int,
                             reported: Iterable[tuple[str, int]],
                             limit: int = MAX_OFFLINE_REPLICAS_PER_DECISION

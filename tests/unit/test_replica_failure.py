@@ -20,7 +20,7 @@ from metadata.records import (
     RegisterBroker,
     Topic,
 )
-from quorum.replica_failure import handle_offline_replicas, news
+from quorum.replica_failure import failed_isr_members, handle_offline_replicas, news
 
 
 def replay(image, *records):
@@ -117,3 +117,13 @@ def test_one_decision_marks_at_most_the_limit():
                                      reported=[("ORD", 0), ("ORD", 1), ("ORD", 3)], limit=2)
     assert result.records[0] == OfflineReplicas(1, EPOCH_1, "ORD", (0, 1))
     assert result.response.replicas == (("orders", 0), ("orders", 1))
+
+
+def test_a_failed_replica_is_refused_back_into_the_isr():
+    """AlterPartition proposing it again answers INELIGIBLE_REPLICA (broker_rpc's call site)."""
+    image = replay(IMAGE, *marked([("ORD", 1)]).records)
+    assert failed_isr_members(image, "ORD", 1, [2, 1, 3]) == [1]
+    assert failed_isr_members(image, "ORD", 1, [2, 3]) == []
+    assert failed_isr_members(image, "ORD", 0, [1, 2, 3]) == []  # its other replicas are fine
+    again = replay(image, RegisterBroker(1, "inc-1b", listeners(1)))  # restarted: eligible again
+    assert failed_isr_members(again, "ORD", 1, [2, 1, 3]) == []
