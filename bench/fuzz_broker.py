@@ -51,9 +51,7 @@ from common.protocol import (  # noqa: E402
     alter_configs,
     api_versions,
     delete_topics,
-    describe_cluster,
     describe_configs,
-    elect_leaders,
     fetch,
     find_coordinator,
     produce,  # noqa: E402
@@ -173,11 +171,12 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     preferred or unclean election is not needed), the reassignment APIs (cancelling nothing)
     and the ACL APIs (SECURITY_DISABLED)."""
     if api is ApiKey.DESCRIBE_CLUSTER:
-        return join_chunks(describe_cluster.encode_describe_cluster_request(
-            describe_cluster.DescribeClusterRequest(True), version))
+        m = messages.request_module(api, version)
+        return messages.encode(m.DescribeClusterRequest(include_cluster_authorized_operations=True))
     if api is ApiKey.ELECT_LEADERS:
-        return join_chunks(elect_leaders.encode_elect_leaders_request(elect_leaders.ElectLeadersRequest(
-            (elect_leaders.TopicPartitions(topic, (0,)),), 1000), version))
+        m = messages.request_module(api, version)
+        return messages.encode(messages.build(m.ElectLeadersRequest, election_type=0, timeout=timedelta(seconds=1),
+                                              topic_partitions=(m.TopicPartitions(topic=topic, partitions=(0,)),)))
     if api is ApiKey.ALTER_PARTITION_REASSIGNMENTS:  # a cancel of nothing: NO_REASSIGNMENT_IN_PROGRESS
         m = messages.request_module(api, version)
         return messages.encode(m.AlterPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=(

@@ -34,9 +34,7 @@ from common.protocol import (
     api_versions,
     delete_records,
     delete_topics,
-    describe_cluster,
     describe_configs,
-    elect_leaders,
     fetch,
     find_coordinator,
     group_admin,
@@ -161,9 +159,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.LIST_GROUPS, _codec(group_admin, "list_groups"), AclCheck(Op.DESCRIBE, (Res.CLUSTER, Res.GROUP))),
     _hand(ApiKey.DELETE_GROUPS, _codec(group_admin, "delete_groups"), AclCheck(Op.DELETE, GROUP)),
     # cluster admin
-    _hand(ApiKey.DESCRIBE_CLUSTER, _codec(describe_cluster, "describe_cluster"), AclCheck(Op.DESCRIBE, CLUSTER)),
-    _hand(ApiKey.ELECT_LEADERS, _codec(elect_leaders, "elect_leaders"), AclCheck(Op.ALTER, CLUSTER),
-          forwarded=True),
+    _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
+    _kio(ApiKey.ELECT_LEADERS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.LIST_PARTITION_REASSIGNMENTS, AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
     # ACLs

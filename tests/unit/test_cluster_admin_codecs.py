@@ -1,5 +1,5 @@
-"""Table tests for the flexible admin codecs: DescribeCluster (v0–v1), ElectLeaders (v0–v2),
-DescribeAcls / CreateAcls / DeleteAcls (v0–v3). One row of (version, dataclass, exact bytes)
+"""Table tests for the flexible admin APIs: DescribeCluster (v0–v1) and ElectLeaders (v0–v2)
+on kio's generated messages, DescribeAcls / CreateAcls / DeleteAcls (v0–v3) on our codec. One row of (version, dataclass, exact bytes)
 drives encoder and decoder at each version where a field appears or the encoding turns
 flexible. Same checks as test_protocol_codecs: exact bytes, trailing bytes tolerated, every
 truncation a ProtocolError, request frames (header v2 when flexible) one byte at a time."""
@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from broker.request_handler import decode_request
-from common.protocol import acls
-from common.protocol import describe_cluster as dcl
-from common.protocol import elect_leaders as el
+from datetime import timedelta
+
+from common.errors import ErrorCode
+from common.protocol import acls, messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import ProtocolError
@@ -30,19 +31,46 @@ from tests.unit.test_protocol_codecs import (
     i16,
     i32,
     ints,
+    kio_req,
+    kio_resp,
     req,
     resp,
     s,
 )
 
 K = ApiKey
-BROKER = dcl.DescribeClusterBroker(4, "127.0.0.4", 9092, "r1")
-DC_RESP = dcl.DescribeClusterResponse(0, None, "cid", 4, (BROKER,), 0x1FA0)
-DC_BYTES_TAIL = cs("cid") + i32(4) + carr(i32(4) + cs("127.0.0.4") + i32(9092) + cs("r1") + TAG) + i32(0x1FA0) + TAG
+DCQ = {v: messages.request_module(K.DESCRIBE_CLUSTER, v) for v in (0, 1)}
+DCR = {v: messages.response_module(K.DESCRIBE_CLUSTER, v) for v in (0, 1)}
 
-ELECT = el.ElectLeadersRequest((el.TopicPartitions("t", (0, 2)),), 5000, el.ElectionType.UNCLEAN)
-ELECT_RESULTS = el.ElectLeadersResponse((el.ReplicaElectionResult("t", (
-    el.PartitionResult(0, 0), el.PartitionResult(2, 84, "not needed"))),))
+
+def dc_resp(version: int):
+    m = DCR[version]
+    return m.DescribeClusterResponse(
+        throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE, error_message=None, cluster_id="cid",
+        controller_id=4, brokers=(m.DescribeClusterBroker(broker_id=4, host="127.0.0.4", port=9092, rack="r1"),),
+        cluster_authorized_operations=0x1FA0)
+
+
+DC_BYTES_TAIL = cs("cid") + i32(4) + carr(i32(4) + cs("127.0.0.4") + i32(9092) + cs("r1") + TAG) + i32(0x1FA0) + TAG
+ELQ = {v: messages.request_module(K.ELECT_LEADERS, v) for v in (0, 1, 2)}
+ELR = {v: messages.response_module(K.ELECT_LEADERS, v) for v in (0, 1, 2)}
+
+
+def elect(version: int, topics: list[tuple[str, tuple[int, ...]]] | None, timeout_ms: int, election_type: int = 0):
+    m = ELQ[version]
+    return messages.build(m.ElectLeadersRequest, election_type=election_type, timeout=timedelta(milliseconds=timeout_ms),
+                          topic_partitions=None if topics is None else tuple(
+                              m.TopicPartitions(topic=t, partitions=ps) for t, ps in topics))
+
+
+def elect_results(version: int, error_code: ErrorCode = ErrorCode.NONE, *, empty: bool = False):
+    m = ELR[version]
+    results = () if empty else (m.ReplicaElectionResult(topic="t", partition_result=(
+        m.PartitionResult(partition_id=0, error_code=ErrorCode.NONE, error_message=None),
+        m.PartitionResult(partition_id=2, error_code=ErrorCode.ELECTION_NOT_NEEDED, error_message="not needed"))),)
+    return messages.build(m.ElectLeadersResponse, throttle_time=messages.NO_THROTTLE, error_code=error_code,
+                          replica_election_results=results)
+
 
 FILTER = acls.AclFilter(2, "t", None, "*", 3, 1, 3)
 FILTER_V0 = acls.AclFilter(2, "t", None, "*", 3, 1)
@@ -63,27 +91,25 @@ def binding_bytes(version: int) -> bytes:
 
 ROWS = [
     # DescribeCluster: flexible from v0; v1 adds endpoint_type to both
-    req(dcl, "describe_cluster", K.DESCRIBE_CLUSTER, 0, dcl.DescribeClusterRequest(True), b(True) + TAG),
-    req(dcl, "describe_cluster", K.DESCRIBE_CLUSTER, 1, dcl.DescribeClusterRequest(False, 2),
-        b(False) + i8(2) + TAG),
-    resp(dcl, "describe_cluster", K.DESCRIBE_CLUSTER, 0, DC_RESP, i32(0) + i16(0) + cs(None) + DC_BYTES_TAIL),
-    resp(dcl, "describe_cluster", K.DESCRIBE_CLUSTER, 1, DC_RESP,
-         i32(0) + i16(0) + cs(None) + i8(1) + DC_BYTES_TAIL),
+    kio_req(K.DESCRIBE_CLUSTER, 0, DCQ[0].DescribeClusterRequest(include_cluster_authorized_operations=True),
+            b(True) + TAG),
+    kio_req(K.DESCRIBE_CLUSTER, 1, DCQ[1].DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                                 endpoint_type=2), b(False) + i8(2) + TAG),
+    kio_resp(K.DESCRIBE_CLUSTER, 0, dc_resp(0), i32(0) + i16(0) + cs(None) + DC_BYTES_TAIL),
+    kio_resp(K.DESCRIBE_CLUSTER, 1, dc_resp(1), i32(0) + i16(0) + cs(None) + i8(1) + DC_BYTES_TAIL),
     # ElectLeaders: v1 adds election_type and the top-level error; v2 flexible
-    req(el, "elect_leaders", K.ELECT_LEADERS, 0, el.ElectLeadersRequest(
-        (el.TopicPartitions("t", (0, 2)),), 5000), arr(s("t") + ints(0, 2)) + i32(5000)),
-    req(el, "elect_leaders", K.ELECT_LEADERS, 1, el.ElectLeadersRequest(None, 100, 1), i8(1) + i32(-1) + i32(100)),
-    req(el, "elect_leaders", K.ELECT_LEADERS, 2, ELECT,
-        i8(1) + carr(cs("t") + carr(i32(0), i32(2)) + TAG) + i32(5000) + TAG),
-    req(el, "elect_leaders", K.ELECT_LEADERS, 2, el.ElectLeadersRequest(None, 100, 0),
-        i8(0) + b"\x00" + i32(100) + TAG),
-    resp(el, "elect_leaders", K.ELECT_LEADERS, 0, ELECT_RESULTS,
-         i32(0) + arr(s("t") + arr(i32(0) + i16(0) + s(None), i32(2) + i16(84) + s("not needed")))),
-    resp(el, "elect_leaders", K.ELECT_LEADERS, 1, el.ElectLeadersResponse((), 41),
-         i32(0) + i16(41) + arr()),
-    resp(el, "elect_leaders", K.ELECT_LEADERS, 2, ELECT_RESULTS,
-         i32(0) + i16(0) + carr(cs("t") + carr(i32(0) + i16(0) + cs(None) + TAG,
-                                               i32(2) + i16(84) + cs("not needed") + TAG) + TAG) + TAG),
+    kio_req(K.ELECT_LEADERS, 0, elect(0, [("t", (0, 2))], 5000), arr(s("t") + ints(0, 2)) + i32(5000)),
+    kio_req(K.ELECT_LEADERS, 1, elect(1, None, 100, 1), i8(1) + i32(-1) + i32(100)),
+    kio_req(K.ELECT_LEADERS, 2, elect(2, [("t", (0, 2))], 5000, 1),
+            i8(1) + carr(cs("t") + carr(i32(0), i32(2)) + TAG) + i32(5000) + TAG),
+    kio_req(K.ELECT_LEADERS, 2, elect(2, None, 100, 0), i8(0) + b"\x00" + i32(100) + TAG),
+    kio_resp(K.ELECT_LEADERS, 0, elect_results(0),
+             i32(0) + arr(s("t") + arr(i32(0) + i16(0) + s(None), i32(2) + i16(84) + s("not needed")))),
+    kio_resp(K.ELECT_LEADERS, 1, elect_results(1, ErrorCode.NOT_CONTROLLER, empty=True),
+             i32(0) + i16(41) + arr()),
+    kio_resp(K.ELECT_LEADERS, 2, elect_results(2),
+             i32(0) + i16(0) + carr(cs("t") + carr(i32(0) + i16(0) + cs(None) + TAG,
+                                                   i32(2) + i16(84) + cs("not needed") + TAG) + TAG) + TAG),
     # DescribeAcls
     req(acls, "describe_acls", K.DESCRIBE_ACLS, 0, FILTER_V0, filter_bytes(0)),
     req(acls, "describe_acls", K.DESCRIBE_ACLS, 1, FILTER, filter_bytes(1)),
@@ -147,4 +173,4 @@ def test_versions_outside_the_ranges_are_protocol_errors(api: ApiKey, version: i
 ])
 def test_malformed_flexible_bodies_are_protocol_errors(data: bytes) -> None:
     with pytest.raises(ProtocolError):
-        el.decode_elect_leaders_request(memoryview(data), 2)
+        decode_request(RequestHeader(K.ELECT_LEADERS, 2, 1, None), memoryview(data))

@@ -11,14 +11,37 @@ import pytest
 
 from broker.handlers.cluster import ALL_CLUSTER_OPERATIONS_BITS
 from broker.leader_elections import ElectionOutcome
-from common.protocol import acls
-from common.protocol import describe_cluster as dcl
-from common.protocol import elect_leaders as el
+from datetime import timedelta
+
+from common.protocol import acls, messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from tests.unit.test_request_handler import ADVERTISED, ME, call, node
 
 __all__ = ["node"]
+
+
+def kio_encode(request, version):
+    return [messages.encode(request)]
+
+
+async def call_kio(handler, api, version, request):
+    """A request built from kio's dataclasses, its answer decoded by kio (APIs on generated messages)."""
+    return await call(handler, api, version, request, kio_encode,
+                      lambda body, v: messages.decode_response(api, v, body))
+
+
+def describe_cluster(version, include, endpoint_type=None):
+    m = messages.request_module(ApiKey.DESCRIBE_CLUSTER, version)
+    extra = {} if endpoint_type is None else {"endpoint_type": endpoint_type}
+    return m.DescribeClusterRequest(include_cluster_authorized_operations=include, **extra)
+
+
+def elect_request(version, topics, election_type=None):
+    m = messages.request_module(ApiKey.ELECT_LEADERS, version)
+    extra = {} if election_type is None else {"election_type": election_type}
+    partitions = None if topics is None else tuple(m.TopicPartitions(topic=t, partitions=ps) for t, ps in topics)
+    return m.ElectLeadersRequest(topic_partitions=partitions, timeout=timedelta(seconds=5), **extra)
 
 
 class RecordingElections:
@@ -34,9 +57,8 @@ class RecordingElections:
 @pytest.mark.parametrize("version", [0, 1])
 async def test_describe_cluster_lists_alive_brokers_and_operations(node, version):
     handler, _, _ = node
-    for include, operations in ((False, dcl.AUTHORIZED_OPERATIONS_OMITTED), (True, ALL_CLUSTER_OPERATIONS_BITS)):
-        response = await call(handler, ApiKey.DESCRIBE_CLUSTER, version, dcl.DescribeClusterRequest(include),
-                              dcl.encode_describe_cluster_request, dcl.decode_describe_cluster_response)
+    for include, operations in ((False, md.AUTHORIZED_OPERATIONS_OMITTED), (True, ALL_CLUSTER_OPERATIONS_BITS)):
+        response = await call_kio(handler, ApiKey.DESCRIBE_CLUSTER, version, describe_cluster(version, include))
         assert (response.error_code, response.cluster_id, response.controller_id) == (0, "test-cluster", ME)
         assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, *ADVERTISED), (2, "127.0.0.2", 9092)]
         assert response.cluster_authorized_operations == operations
@@ -45,8 +67,7 @@ async def test_describe_cluster_lists_alive_brokers_and_operations(node, version
 
 async def test_describe_cluster_for_a_controller_endpoint_is_mismatched(node):
     handler, _, _ = node
-    response = await call(handler, ApiKey.DESCRIBE_CLUSTER, 1, dcl.DescribeClusterRequest(False, 2),
-                          dcl.encode_describe_cluster_request, dcl.decode_describe_cluster_response)
+    response = await call_kio(handler, ApiKey.DESCRIBE_CLUSTER, 1, describe_cluster(1, False, 2))
     assert response.error_code == 114 and response.brokers == ()  # MISMATCHED_ENDPOINT_TYPE
     assert "CONTROLLER" in (response.error_message or "")
 
@@ -68,16 +89,14 @@ async def test_acls_answer_security_disabled_and_store_nothing(node, version):
 
 
 async def elect(handler, request, version=2):
-    return await call(handler, ApiKey.ELECT_LEADERS, version, request, el.encode_elect_leaders_request,
-                      el.decode_elect_leaders_response)
+    return await call_kio(handler, ApiKey.ELECT_LEADERS, version, request)
 
 
 async def test_elect_leaders_goes_to_the_controllers_and_answers_per_partition(node):
     handler, _, _ = node
     fake = RecordingElections(ElectionOutcome(0, None, {("orders", 0): 0, ("orders", 1): 84, ("nope", 0): 3}))
     handler.context.elections = fake
-    request = el.ElectLeadersRequest((el.TopicPartitions("orders", (0, 1, 0)), el.TopicPartitions("nope", (0,))),
-                                     5000, el.ElectionType.UNCLEAN)
+    request = elect_request(2, [("orders", (0, 1, 0)), ("nope", (0,))], election_type=1)  # unclean
     response = await elect(handler, request)
     assert fake.calls == [("unclean", [("orders", 0), ("orders", 1), ("nope", 0)])]
     assert response.error_code == 0
@@ -85,7 +104,7 @@ async def test_elect_leaders_goes_to_the_controllers_and_answers_per_partition(n
             for p in t.partition_result} == {
         ("orders", 0): (0, None), ("orders", 1): (84, "Leader election not needed for topic partition."),
         ("nope", 0): (3, "This server does not host this topic-partition.")}
-    await elect(handler, el.ElectLeadersRequest(None, 5000), version=0)  # v0: preferred, every partition
+    await elect(handler, elect_request(0, None), version=0)  # v0: preferred, every partition
     assert fake.calls[-1] == ("preferred", None)
 
 
@@ -93,13 +112,14 @@ async def test_elect_leaders_failures_are_answered_at_both_levels(node):
     handler, _, _ = node
     fake = RecordingElections(ElectionOutcome(42, "too many partitions", {}))
     handler.context.elections = fake
-    request = el.ElectLeadersRequest((el.TopicPartitions("orders", (0,)),), 5000)
+    request = elect_request(2, [("orders", (0,))], election_type=0)
     response = await elect(handler, request)
     assert response.error_code == 42
-    assert response.replica_election_results[0].partition_result == (el.PartitionResult(0, 42, "too many partitions"),)
-    unknown_type = await elect(handler, el.ElectLeadersRequest((el.TopicPartitions("orders", (0,)),), 5000, 7))
+    (result,) = response.replica_election_results[0].partition_result
+    assert (result.partition_id, result.error_code, result.error_message) == (0, 42, "too many partitions")
+    unknown_type = await elect(handler, elect_request(2, [("orders", (0,))], election_type=7))
     assert unknown_type.error_code == 42 and len(fake.calls) == 1  # INVALID_REQUEST, never sent on
-    empty = await elect(handler, el.ElectLeadersRequest((), 5000))
+    empty = await elect(handler, elect_request(2, [], election_type=0))
     assert (empty.error_code, empty.replica_election_results) == (0, ()) and len(fake.calls) == 1
 
 
