@@ -40,7 +40,7 @@ PURE_MODULES = (
     "broker.producer_state",
     "quorum.controller_result", "quorum.topic_control", "quorum.replica_assignment", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
-    "quorum.quorum_view",
+    "quorum.quorum_view", "quorum.replica_failure",
 )
 
 # Loaded by a pure module's import: the test fails. Our shells are every module of our
