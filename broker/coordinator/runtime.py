@@ -357,9 +357,11 @@ class CoordinatorRuntime(Generic[S]):
 
     # ---- timers --------------------------------------------------------------------------
 
-    def schedule_timer(self, partition: int, key: Hashable, deadline_ms: int, operation: TimerOperation[S]) -> None:
+    def schedule_timer(self, partition: int, key: Hashable, deadline_ms: int, operation: TimerOperation[S],
+                       on_done: Callable[[asyncio.Future[Any]], None] | None = None) -> None:
         """Run `operation` as a write at `deadline_ms` (Kafka's CoordinatorTimer.schedule), while
-        this broker still coordinates `partition` in this epoch; replaces `key`'s timer."""
+        this broker still coordinates `partition` in this epoch; replaces `key`'s timer.
+        `on_done` gets the write's future (default: failures are logged)."""
         shard = self.shards.get(partition)
         if shard is None:
             return
@@ -371,7 +373,7 @@ class CoordinatorRuntime(Generic[S]):
             if self.shards.get(partition) is not shard or shard.status is not ShardStatus.ACTIVE:
                 return
             future = self.submit(partition, lambda state: operation(state, now_ms))
-            future.add_done_callback(_log_timer_failure(self.name, partition, key))
+            future.add_done_callback(on_done or _log_timer_failure(self.name, partition, key))
 
         self.timers.schedule(full_key, deadline_ms, run)
 

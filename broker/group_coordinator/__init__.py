@@ -1,7 +1,8 @@
 """The broker's group coordinator: the shell around the pure `groups/` core.
 
-`runtime.GroupCoordinator` owns the `__consumer_offsets` partitions this broker leads
-(loading, appending with acks=all, the session/rebalance timers); `handlers` turns decoded
-group API requests into calls on it; `offsets_topic` creates the topic and answers
-FindCoordinator.
+`runtime.GroupCoordinator` runs the `groups/` rules on the coordinator runtime
+(`broker.coordinator`: one state per `__consumer_offsets` partition led here, acks=all
+appends batched per partition, answers at commit, a timer per group's next deadline);
+`handlers` turns decoded group API requests into calls on it; `offsets_topic` creates the
+topic and answers FindCoordinator.
 """

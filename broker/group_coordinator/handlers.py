@@ -2,13 +2,15 @@
 
 Each handler is a plain coroutine `(coordinator, request, version, client) -> response`
 for the broker's dispatch table. Errors that concern the whole request (NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS, ...) come from `GroupCoordinator.shard_for`.
+COORDINATOR_LOAD_IN_PROGRESS, ...) come from `GroupCoordinator.partition_for`. A rule runs
+inside `GroupCoordinator.run` on the partition's current groups image.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Final, cast
 
 from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
@@ -21,6 +23,7 @@ from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
 from common.protocol import offset_fetch as of
 from groups.group import ClassicGroup
+from groups.image import GroupsImage
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
 from groups.membership import LeaveResult, LeavingMember, heartbeat, leave_group
 from groups.offsets import (
@@ -31,7 +34,7 @@ from groups.offsets import (
     delete_offsets,
     fetch_offsets,
 )
-from groups.outcome import JoinResult, SyncResult
+from groups.outcome import JoinResult, Outcome, SyncResult
 from groups.state import GroupState
 from metadata.image import MetadataImage
 
@@ -57,7 +60,7 @@ def _sync_response(result: SyncResult) -> jg.SyncGroupResponse:
 async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
                client: ClientInfo) -> jg.JoinGroupResponse:
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return _join_response(JoinResult(e.code, member_id=req.member_id))
     prefix = req.group_instance_id or client.client_id or "member"
@@ -66,12 +69,13 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
                        req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
                        tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
                        supports_skip_assignment=version >= 9, reason=req.reason)
-    outcome = join_group(shard.groups.get(req.group_id), core, new_member_id=new_id,
-                         now_ms=coord.now_ms(), config=coord.config)
+    now_ms = coord.now_ms()
+    outcome, done = coord.submit(partition, req.group_id, lambda state: join_group(
+        state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms, config=coord.config))
     future = None
     if outcome.park:
-        future = shard.park_join(req.group_id, req.member_id or new_id)
-    await coord.run(shard, req.group_id, outcome)
+        future = coord.park(partition).park_join(req.group_id, req.member_id or new_id)
+    await done
     if future is None:
         assert isinstance(outcome.response, JoinResult)
         return _join_response(outcome.response)
@@ -88,16 +92,18 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
         # Kafka's areMandatoryProtocolTypeAndNamePresent, checked before anything else
         return jg.SyncGroupResponse(int(E.INCONSISTENT_GROUP_PROTOCOL), b"")
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return jg.SyncGroupResponse(int(e.code), b"")
     core = SyncRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id,
                        tuple((a.member_id, a.assignment) for a in req.assignments),
                        req.protocol_type, req.protocol_name)
-    group = shard.groups.get(req.group_id)
-    outcome = sync_group(group, core, coord.now_ms())
-    future = shard.park_sync(req.group_id, req.member_id) if outcome.park else None
-    await coord.run(shard, req.group_id, outcome)
+    group = coord.groups(partition).groups.get(req.group_id)
+    now_ms = coord.now_ms()
+    outcome, done = coord.submit(partition, req.group_id,
+                                 lambda state: sync_group(state.groups.get(req.group_id), core, now_ms))
+    future = coord.park(partition).park_sync(req.group_id, req.member_id) if outcome.park else None
+    await done
     if future is None:
         assert isinstance(outcome.response, SyncResult)
         return _sync_response(outcome.response)
@@ -112,24 +118,26 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
 async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,
                      client: ClientInfo) -> gm.HeartbeatResponse:
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return gm.HeartbeatResponse(int(e.code))
-    outcome = heartbeat(shard.groups.get(req.group_id), req.group_id, req.member_id,
-                        req.group_instance_id, req.generation_id, coord.now_ms())
-    await coord.run(shard, req.group_id, outcome)
+    now_ms = coord.now_ms()
+    outcome, _ = await coord.run(partition, req.group_id, lambda state: heartbeat(
+        state.groups.get(req.group_id), req.group_id, req.member_id, req.group_instance_id,
+        req.generation_id, now_ms))
     return gm.HeartbeatResponse(int(outcome.response))  # type: ignore[call-overload]
 
 
 async def leave(coord: GroupCoordinator, req: gm.LeaveGroupRequest, version: int,
                 client: ClientInfo) -> gm.LeaveGroupResponse:
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return gm.LeaveGroupResponse(int(e.code))
     leaving = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason) for m in req.members)
-    outcome = leave_group(shard.groups.get(req.group_id), req.group_id, leaving, coord.now_ms(), coord.config)
-    await coord.run(shard, req.group_id, outcome)
+    now_ms = coord.now_ms()
+    outcome, _ = await coord.run(partition, req.group_id, lambda state: leave_group(
+        state.groups.get(req.group_id), req.group_id, leaving, now_ms, coord.config))
     result = outcome.response
     assert isinstance(result, LeaveResult)
     members = tuple(gm.MemberResponse(m.member_id, m.group_instance_id, int(code)) for m, code in result.members)
@@ -153,7 +161,7 @@ async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: 
             oc.PartitionError(p.partition_index, code) for p in t.partitions)) for t in req.topics))
 
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return all_failed(int(e.code))
     parts = tuple(CommitPartition(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
@@ -162,9 +170,9 @@ async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: 
     expire = coord.now_ms() + req.retention_time_ms if req.retention_time_ms >= 0 else -1
     core = CommitRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id, parts, expire,
                          E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
-    outcome = commit_offsets(shard.groups.get(req.group_id), core, now_ms=coord.now_ms(),
-                             config=coord.config, partition_exists=_partition_exists(coord.image()))
-    error = await coord.run(shard, req.group_id, outcome)
+    now_ms, exists = coord.now_ms(), _partition_exists(coord.image())
+    outcome, error = await coord.run(partition, req.group_id, lambda state: commit_offsets(
+        state.groups.get(req.group_id), core, now_ms=now_ms, config=coord.config, partition_exists=exists))
     answers: dict[str, list[oc.PartitionError]] = {}
     for topic, partition, code in outcome.response:  # type: ignore[attr-defined]
         if code is E.NONE and error is not E.NONE:
@@ -181,12 +189,12 @@ def _fetch_group(coord: GroupCoordinator, group_id: str,
     if not group_id:
         return of.OffsetFetchResponseGroup(group_id, (), int(E.INVALID_GROUP_ID))
     try:
-        shard = coord.shard_for(group_id)
+        partition = coord.partition_for(group_id)
     except CoordinatorError as e:
         return of.OffsetFetchResponseGroup(group_id, (), int(e.code))
     wanted = None if topics is None else tuple((t.name, t.partition_indexes) for t in topics)
     answers: dict[str, list[of.OffsetFetchResponsePartition]] = {}
-    for f in fetch_offsets(shard.offsets.get(group_id), wanted):
+    for f in fetch_offsets(coord.committed_offsets(partition).offsets.get(group_id), wanted):
         answers.setdefault(f.topic, []).append(of.OffsetFetchResponsePartition(
             f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
     return of.OffsetFetchResponseGroup(
@@ -212,13 +220,12 @@ async def fetch(coord: GroupCoordinator, req: of.OffsetFetchRequest, version: in
 async def offset_delete(coord: GroupCoordinator, req: oc.OffsetDeleteRequest, version: int,
                         client: ClientInfo) -> oc.OffsetDeleteResponse:
     try:
-        shard = coord.shard_for(req.group_id)
+        partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return oc.OffsetDeleteResponse(int(e.code))
     partitions = tuple((t.name, p) for t in req.topics for p in t.partitions)
-    outcome = delete_offsets(shard.groups.get(req.group_id), shard.offsets.get(req.group_id),
-                             req.group_id, partitions)
-    error = await coord.run(shard, req.group_id, outcome)
+    outcome, error = await coord.run(partition, req.group_id, lambda state: delete_offsets(
+        state.groups.get(req.group_id), state.offsets.get(req.group_id), req.group_id, partitions))
     group_error, answers = cast(tuple[ErrorCode, tuple[tuple[str, int, ErrorCode], ...]], outcome.response)
     if group_error is E.NONE and error is not E.NONE:
         group_error = error
@@ -233,11 +240,11 @@ async def describe(coord: GroupCoordinator, req: ga.DescribeGroupsRequest, versi
     out = []
     for group_id in req.groups:
         try:
-            shard = coord.shard_for(group_id)
+            partition = coord.partition_for(group_id)
         except CoordinatorError as e:
             out.append(ga.DescribedGroup(int(e.code), group_id, "", "", ""))
             continue
-        group = shard.groups.get(group_id)
+        group = coord.groups(partition).groups.get(group_id)
         operations = GROUP_OPERATIONS_BITS if req.include_authorized_operations \
             else ga.AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
         if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
@@ -264,9 +271,10 @@ async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int
     if req.types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in req.types_filter}:
         return ga.ListGroupsResponse(int(error), ())
     groups = []
-    for shard in coord.active_shards():
-        for group_id in sorted(set(shard.groups) | set(shard.offsets)):
-            group = shard.groups.get(group_id)
+    for partition in coord.active_partitions():
+        image = coord.groups(partition)
+        for group_id in sorted(set(image.groups) | set(image.offsets)):
+            group = image.groups.get(group_id)
             state = group.state.value if group else GroupState.EMPTY.value
             if wanted and state.lower() not in wanted:
                 continue
@@ -280,18 +288,25 @@ async def delete(coord: GroupCoordinator, req: ga.DeleteGroupsRequest, version: 
     results = []
     for group_id in req.groups_names:
         try:
-            shard = coord.shard_for(group_id)
+            partition = coord.partition_for(group_id)
         except CoordinatorError as e:
             results.append(ga.DeletableGroupResult(group_id, int(e.code)))
             continue
-        group = shard.groups.get(group_id)
-        offsets = shard.offsets.get(group_id)
-        if group is None and offsets:  # offsets of standalone commits only: an Empty group
-            group = ClassicGroup(group_id)
-        outcome = delete_group(group, offsets, group_id, coord.now_ms())
+        outcome, error = await coord.run(partition, group_id, partial(_delete_group, group_id=group_id,
+                                                                      now_ms=coord.now_ms()))
         code = outcome.response
         if code is E.NONE:
-            error = await coord.run(shard, group_id, outcome)
             code = error
         results.append(ga.DeletableGroupResult(group_id, int(code)))  # type: ignore[call-overload]
     return ga.DeleteGroupsResponse(tuple(results))
+
+
+def _delete_group(state: GroupsImage, group_id: str, now_ms: int) -> Outcome:
+    group = state.groups.get(group_id)
+    offsets = state.offsets.get(group_id)
+    if group is None and offsets:  # offsets of standalone commits only: an Empty group
+        group = ClassicGroup(group_id)
+    outcome = delete_group(group, offsets, group_id, now_ms)
+    if outcome.response is not E.NONE:  # refused: nothing written, nothing kept
+        return Outcome(state.groups.get(group_id), response=outcome.response)
+    return outcome

@@ -1,17 +1,19 @@
-"""The group coordinator runtime: shards of `__consumer_offsets`, appends, timers.
+"""The group coordinator: the `groups/` rules on the coordinator runtime (`broker.coordinator`).
 
     coordinator = GroupCoordinator(broker_id, replicas, image_provider, settings)
-    await coordinator.start()          # the timer task (shard scan, session/rebalance expiry)
-    shard = coordinator.shard_for(group_id)   # or CoordinatorError(NOT_COORDINATOR, ...)
-    result = await coordinator.run(shard, group_id, rule)   # rule(group) -> Outcome
+    partition = coordinator.partition_for(group_id)    # or CoordinatorError(NOT_COORDINATOR, ...)
+    outcome, error = await coordinator.run(partition, group_id, lambda state: rule(state.groups.get(group_id)))
+    await coordinator.runtime.idle()                   # tests: every write settled
 
-A rule runs synchronously on the group's current value (the event loop orders requests), its
-new group value is kept at once, its records are appended with acks=all and its answers
-(the request's and the parked JoinGroup/SyncGroup ones) are given only once the records are
-committed. Timers: one task every `TICK` reads the clock, loads or drops shards as this
-broker's leaderships of the offsets partitions change, and runs `groups.membership.expire`
-on every group whose next deadline passed. The purgatory coming with the replica manager
-split can replace this loop (one deadline per group) behind the same methods.
+The state of each `__consumer_offsets` partition led here is a `GroupsImage` (its groups and
+committed offsets) held by the runtime: a rule runs on the current image at once (the event
+loop orders requests), the image after it is pending until its records commit (acks=all,
+batched with the partition's other writes) and the answers (the request's and the parked
+JoinGroup/SyncGroup ones) are given only then; a write that fails returns the partition to
+its committed image. Each group's next deadline (sessions, the join phase, pending syncs,
+new members' join timeout) is one timer of the broker's timer service, rescheduled after
+every rule on the group: a session expires at its deadline, to the millisecond. Leadership
+changes reach the runtime from the replica manager's change listeners.
 """
 
 from __future__ import annotations
@@ -24,34 +26,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from broker.group_coordinator.shards import Shard, ShardState
+from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.replica_writer import ReplicaPartitionWriter
+from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
+from broker.group_coordinator.shards import Parked
+from broker.timers import TimerService
 from broker.topic_partition import TopicPartition
-from common.errors import ErrorCode, KafkaError
+from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
-from common.record_batch import iter_batches
-from common.records import build_batch, decode_records
-from common.units import MIB, SECOND_MS, SECONDS
+from common.units import MIB, SECOND_MS
 from groups.group import ClassicGroup, GroupConfig
 from groups.image import GroupsImage, replay_offsets
 from groups.join import sync_failed
 from groups.membership import expire, next_deadline
 from groups.offsets import delete_topic_offsets, expire_offsets
-from groups.outcome import Outcome
+from groups.outcome import JoinResult, Outcome
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
-from groups.records import (
-    CoordinatorRecord,
-    OffsetCommitKey,
-    decode_record,
-    encode_record,
-)
+from groups.records import OffsetCommitKey, decode_record, encode_record
 from groups.state import GroupState
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
-TICK: Final = 0.05 * SECONDS  # timer resolution: sessions and rebalances expire within this
-LOAD_READ_BYTES: Final = 1 * MIB
+TOPICS_CHECK_INTERVAL_MS: Final = 1 * SECOND_MS  # offsets of deleted topics go within this at the latest
+RETENTION_TIMER: Final = "offsets-retention"  # the broker-wide timers of the group coordinator
+TOPICS_TIMER: Final = "deleted-topics"
 E = ErrorCode
+Rule = Callable[[GroupsImage], Outcome]
 
 # Kafka's GroupMetadataManager mapping of append errors to what a group client understands.
 _APPEND_ERRORS: Final[dict[int, ErrorCode]] = {
@@ -69,14 +70,6 @@ _APPEND_ERRORS: Final[dict[int, ErrorCode]] = {
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
-
-class CoordinatorError(Exception):
-    """This broker cannot serve the group now (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE) or the group id is empty (INVALID_GROUP_ID)."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +98,40 @@ class CoordinatorSettings:
                    key("offsets.retention.check.interval.ms"))
 
 
+class GroupShard:
+    """The runtime's view of one `__consumer_offsets` partition: a `GroupsImage`, rebuilt by
+    replaying the partition's records (groups as Kafka loads them, and their offsets)."""
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self.now_ms = now_ms
+
+    def empty(self) -> GroupsImage:
+        return GroupsImage.EMPTY
+
+    def replay(self, state: GroupsImage, key: bytes, value: bytes | None) -> GroupsImage:
+        return state.replay(decode_record(key, value), self.now_ms())
+
+
 class GroupCoordinator:
     def __init__(self, broker_id: int, replicas: Any, image: Callable[[], MetadataImage],
-                 settings: CoordinatorSettings, *, now_ms: Callable[[], int] = wall_ms) -> None:
+                 settings: CoordinatorSettings, *, now_ms: Callable[[], int] = wall_ms,
+                 timers: TimerService | None = None) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
         self._image = image
         self.settings = settings
         self.config = settings.groups
         self.now_ms = now_ms
-        self.shards: dict[int, Shard] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._last_retention_check = now_ms()
+        # Group deadlines are on `now_ms` (wall time, as Kafka's): the timers must share it.
+        self.timers = timers if timers is not None else TimerService(clock=now_ms, name="group coordinator")
+        self.writer = ReplicaPartitionWriter(replicas, GROUP_METADATA_TOPIC_NAME, now_ms)
+        self.runtime: CoordinatorRuntime[GroupsImage] = CoordinatorRuntime(
+            "group", GroupShard(now_ms), self.writer, self.timers, commit_timeout_ms=settings.commit_timeout_ms,
+            on_loaded=self._loaded, on_unloaded=self._unloaded)
+        self.parked: dict[int, Parked] = {}
+        self._listeners: list[Callable[[TopicPartition], None]] = [
+            self.writer.listener(self.runtime.on_partition_change), self._topic_changed]
+        self._started = False
         self._seen_topics: object | None = None  # the topics image of the last deleted-topics pass
         self._seen_topic_ids: dict[str, str] = {}
         self.rebalances_total = 0  # completed join phases (a new generation)
@@ -126,24 +140,32 @@ class GroupCoordinator:
     # ---- lifecycle ------------------------------------------------------------------------
 
     def ensure_started(self) -> None:
-        """Start the timer task (leadership scan, expiry) once, when an event loop runs."""
-        if self._task is not None:
+        """Follow this broker's leaderships of the offsets partitions and start the periodic
+        timers, once, when an event loop runs (built outside one in tests)."""
+        if self._started:
             return
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # built outside the loop (tests): the first request starts it
+            asyncio.get_running_loop()
+        except RuntimeError:  # the first request starts it
             return
-        self._task = loop.create_task(self._timers(), name="group-coordinator")
+        self._started = True
+        listeners = getattr(self.replicas, "change_listeners", None)
+        if listeners is not None:
+            listeners.extend(self._listeners)
+        self._scan_leadership()
+        now = self.now_ms()
+        self.timers.schedule((self, RETENTION_TIMER), now + self.settings.retention_check_interval_ms,
+                             self._retention_pass)
+        self.timers.schedule((self, TOPICS_TIMER), now + TOPICS_CHECK_INTERVAL_MS, self._topics_pass)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        for shard in self.shards.values():
-            shard.close(E.NOT_COORDINATOR)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*([self._task] if self._task else []), *self._tasks, return_exceptions=True)
-        self.shards.clear()
+        listeners = getattr(self.replicas, "change_listeners", None)
+        for listener in self._listeners:
+            if listeners is not None and listener in listeners:
+                listeners.remove(listener)
+        self.timers.cancel((self, RETENTION_TIMER))
+        self.timers.cancel((self, TOPICS_TIMER))
+        await self.runtime.close()
 
     def image(self) -> MetadataImage:
         return self._image()
@@ -151,14 +173,15 @@ class GroupCoordinator:
     def new_member_id(self, prefix: str) -> str:
         return f"{prefix}-{uuid.uuid4()}"
 
-    # ---- which shard ---------------------------------------------------------------------
+    # ---- which partition -----------------------------------------------------------------
 
     def partition_count(self) -> int | None:
         topic = self._image().topic(GROUP_METADATA_TOPIC_NAME)
         return None if topic is None or not topic.partitions else len(topic.partitions)
 
-    def shard_for(self, group_id: str) -> Shard:
-        """The ACTIVE shard coordinating `group_id` here; CoordinatorError otherwise."""
+    def partition_for(self, group_id: str) -> int:
+        """The loaded `__consumer_offsets` partition coordinating `group_id` here;
+        CoordinatorError otherwise."""
         self.ensure_started()
         if not group_id:  # Kafka checks this before routing: any broker answers it
             raise CoordinatorError(E.INVALID_GROUP_ID, "the group id is empty")
@@ -166,101 +189,230 @@ class GroupCoordinator:
         if count is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE, f"{GROUP_METADATA_TOPIC_NAME} does not exist yet")
         partition = coordinator_partition(group_id, count)
-        epoch = self._leader_epoch(partition)
+        epoch = self.writer.leader_epoch(partition)
         if epoch is None:
             raise CoordinatorError(E.NOT_COORDINATOR,
                                    f"broker {self.broker_id} does not lead {GROUP_METADATA_TOPIC_NAME}-{partition}")
-        shard = self.shards.get(partition)
+        shard = self.runtime.shards.get(partition)
         if shard is None or shard.leader_epoch != epoch:
-            self._load(partition, epoch)
+            self.runtime.load(partition, epoch)
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {GROUP_METADATA_TOPIC_NAME}-{partition}")
-        if shard.state is ShardState.LOADING:
+        if shard.status is ShardStatus.LOADING:
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {GROUP_METADATA_TOPIC_NAME}-{partition}")
-        return shard
+        return partition
 
-    def active_shards(self) -> list[Shard]:
-        return [s for s in self.shards.values() if s.state is ShardState.ACTIVE]
+    def groups(self, partition: int) -> GroupsImage:
+        """The partition's groups and offsets with every write so far (what the next rule sees)."""
+        return self.runtime.current(partition)
+
+    def committed_offsets(self, partition: int) -> GroupsImage:
+        """The partition's image of committed writes only: what OffsetFetch answers."""
+        return self.runtime.committed(partition)
+
+    def active_partitions(self) -> list[int]:
+        return self.runtime.active()
 
     def loading(self) -> bool:
-        return any(s.state is ShardState.LOADING for s in self.shards.values())
+        return any(self.runtime.status(p) is ShardStatus.LOADING for p in self.runtime.shards)
 
-    def _leader_epoch(self, partition: int) -> int | None:
-        p = self.replicas.get_partition(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
-        if p is None or not p.is_leader(self.broker_id):
-            return None
-        return int(p.leader_epoch)
+    def park(self, partition: int) -> Parked:
+        return self.parked.setdefault(partition, Parked())
+
+    def _scan_leadership(self) -> None:
+        count = self.partition_count()
+        for partition in range(count or 0):
+            self.runtime.on_partition_change(partition)
 
     # ---- rules ---------------------------------------------------------------------------
 
-    async def run(self, shard: Shard, group_id: str, outcome: Outcome) -> ErrorCode:
-        """Apply a rule's outcome to `shard`: keep the group, append its records, answer the
-        parked requests once committed. The append's error (NONE when committed)."""
-        before = shard.groups.get(group_id)
-        self._keep(shard, group_id, before, outcome)
-        error = E.NONE
-        if outcome.records:
-            error = await self._append(shard, outcome.records)
-            if error is not E.NONE:
-                log.warning("Group %s: writing %d record(s) to %s-%d failed: %s", group_id,
-                            len(outcome.records), GROUP_METADATA_TOPIC_NAME, shard.partition, error.name)
-                if outcome.syncs:
-                    self._sync_failed(shard, group_id, error)
-                    return error
-            else:
-                for record in outcome.records:
-                    if isinstance(record.key, OffsetCommitKey):
-                        shard.offsets = replay_offsets(shard.offsets, record)
-                        self.offset_commits_total += record.value is not None
-        for member_id, join in outcome.joins:
-            shard.answer_join(group_id, member_id, join)
-        for member_id, sync in outcome.syncs:
-            shard.answer_sync(group_id, member_id, sync)
-        return error
+    async def run(self, partition: int, group_id: str, rule: Rule) -> tuple[Outcome, ErrorCode]:
+        """Apply `rule` to the partition's current image now; its outcome and, once its records
+        committed (or failed), the error (NONE when committed)."""
+        outcome, done = self.submit(partition, group_id, rule)
+        return outcome, await done
 
-    def _keep(self, shard: Shard, group_id: str, before: ClassicGroup | None, outcome: Outcome) -> None:
+    def submit(self, partition: int, group_id: str, rule: Rule) -> tuple[Outcome, asyncio.Future[ErrorCode]]:
+        """`run` in two steps: the outcome now (to park the request before anything else runs),
+        the error once the write settled. The parked requests are answered then."""
+        decided: list[Outcome] = []
+
+        def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, Outcome]:
+            outcome = rule(state)
+            decided.append(outcome)
+            return CoordinatorResult(self._apply(partition, group_id, state, outcome),
+                                     tuple(encode_record(r) for r in outcome.records), outcome)
+
+        written = self.runtime.submit(partition, operation)
+        outcome = decided[0]
+        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        written.add_done_callback(lambda f: self._settled(partition, group_id, outcome, f, done))
+        return outcome, done
+
+    def _apply(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> GroupsImage:
+        """The image after `outcome` (its group kept, its offsets replayed); one log line per
+        state change; the group's timer moved to its next deadline."""
+        before = state.groups.get(group_id)
         group = outcome.group
+        groups = dict(state.groups)
         if group is None or group.state is GroupState.DEAD:
-            shard.groups.pop(group_id, None)
+            groups.pop(group_id, None)
         else:
-            shard.groups[group_id] = group
+            groups[group_id] = group
+        offsets = state.offsets
+        for record in outcome.records:
+            if isinstance(record.key, OffsetCommitKey):
+                offsets = replay_offsets(offsets, record)
         old_state = None if before is None else before.state
         new_state = None if group is None else group.state
         if group is not None and before is not None and group.generation_id > before.generation_id:
             self.rebalances_total += 1
         if old_state != new_state or outcome.reason:
             log.info("Group %s (%s-%d) %s -> %s, generation %s: %s", group_id, GROUP_METADATA_TOPIC_NAME,
-                     shard.partition, "absent" if old_state is None else old_state.value,
+                     partition, "absent" if old_state is None else old_state.value,
                      "absent" if new_state is None else new_state.value,
                      -1 if group is None else group.generation_id, outcome.reason or "-")
+        self._schedule_expiry(partition, group_id, groups.get(group_id))
+        return GroupsImage(groups, offsets)
 
-    def _sync_failed(self, shard: Shard, group_id: str, error: ErrorCode) -> None:
-        group = shard.groups.get(group_id)
+    def _settled(self, partition: int, group_id: str, outcome: Outcome, written: asyncio.Future[Any],
+                 done: asyncio.Future[ErrorCode] | None) -> None:
+        error = E.NONE
+        failure = None if written.cancelled() else written.exception()
+        if written.cancelled():
+            error = E.NOT_COORDINATOR
+        elif isinstance(failure, CoordinatorError):
+            error = _APPEND_ERRORS.get(int(failure.code), failure.code)
+        elif failure is not None:
+            log.error("Group %s (%s-%d): a rule failed", group_id, GROUP_METADATA_TOPIC_NAME, partition,
+                      exc_info=failure)
+            error = E.UNKNOWN_SERVER_ERROR
+        if error is E.NONE:
+            self.offset_commits_total += sum(
+                1 for r in outcome.records if isinstance(r.key, OffsetCommitKey) and r.value is not None)
+        else:
+            log.warning("Group %s: writing %d record(s) to %s-%d failed: %s", group_id, len(outcome.records),
+                        GROUP_METADATA_TOPIC_NAME, partition, error.name)
+            if self.runtime.status(partition) is ShardStatus.ACTIVE:  # reverted: its deadline too
+                self._schedule_expiry(partition, group_id, self.runtime.current(partition).groups.get(group_id))
+        parked = self.parked.get(partition)
+        if parked is not None:
+            if error is not E.NONE and outcome.syncs:
+                self._sync_failed(partition, group_id, error, parked)
+            else:
+                for member_id, join in outcome.joins:
+                    parked.answer_join(group_id, member_id,
+                                       join if error is E.NONE else JoinResult(error, member_id=member_id))
+                for member_id, sync in outcome.syncs:
+                    parked.answer_sync(group_id, member_id, sync)
+        if done is not None and not done.done():
+            done.set_result(error)
+
+    def _sync_failed(self, partition: int, group_id: str, error: ErrorCode, parked: Parked) -> None:
+        """Kafka: when the leader's assignment cannot be stored, every member waiting for it
+        gets the error and the group rebalances."""
+        if self.runtime.status(partition) is not ShardStatus.ACTIVE:
+            return
+        group = self.runtime.current(partition).groups.get(group_id)
         if group is None:
             return
         failed = sync_failed(group, group.generation_id, error, self.now_ms(), self.config)
-        self._keep(shard, group_id, group, failed)
+        self.runtime.submit(partition, lambda state: CoordinatorResult(
+            self._apply(partition, group_id, state, failed), tuple(encode_record(r) for r in failed.records),
+            failed))
         for member_id, sync in failed.syncs:
-            shard.answer_sync(group_id, member_id, sync)
+            parked.answer_sync(group_id, member_id, sync)
 
-    async def _append(self, shard: Shard, records: tuple[CoordinatorRecord, ...]) -> ErrorCode:
-        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, shard.partition)
-        batch = build_batch([encode_record(r) for r in records], base_timestamp=self.now_ms())
+    # ---- timers --------------------------------------------------------------------------
+
+    def _schedule_expiry(self, partition: int, group_id: str, group: ClassicGroup | None) -> None:
+        deadline = -1 if group is None else next_deadline(group)
+        key = ("expire", group_id)
+        if deadline < 0:
+            self.runtime.cancel_timer(partition, key)
+        elif self.runtime.timer_deadline(partition, key) != deadline:
+            decided: list[Outcome] = []
+
+            def operation(state: GroupsImage, now_ms: int) -> CoordinatorResult[GroupsImage, Any]:
+                """The group's deadline came: `groups.membership.expire` as a write."""
+                current = state.groups.get(group_id)
+                if current is None:
+                    return CoordinatorResult(state)
+                outcome = expire(current, now_ms, self.config)
+                decided.append(outcome)
+                return CoordinatorResult(self._apply(partition, group_id, state, outcome),
+                                         tuple(encode_record(r) for r in outcome.records), outcome)
+
+            def settled(written: asyncio.Future[Any]) -> None:  # its answers, like a request's
+                if decided:
+                    self._settled(partition, group_id, decided[0], written, None)
+
+            self.runtime.schedule_timer(partition, key, deadline, operation, settled)
+
+    def _loaded(self, partition: int, image: GroupsImage) -> None:
+        self._seen_topics = None  # its offsets of topics deleted meanwhile go at the next pass
+        shard = self.runtime.shards.get(partition)
+        log.info("Loaded %d group(s) and offsets of %d group(s) from %s-%d (leader epoch %d)", len(image.groups),
+                 len(image.offsets), GROUP_METADATA_TOPIC_NAME, partition, -1 if shard is None else shard.leader_epoch)
+        for group_id, group in image.groups.items():
+            self._schedule_expiry(partition, group_id, group)
+        self.timers.schedule((self, TOPICS_TIMER), self.now_ms(), self._topics_pass)
+
+    def _unloaded(self, partition: int) -> None:
+        parked = self.parked.pop(partition, None)
+        if parked is not None:
+            parked.close(E.NOT_COORDINATOR)
+
+    def _topic_changed(self, tp: TopicPartition) -> None:
+        """A replica-manager change listener: a topic deleted or recreated shows as a new
+        topics image; look at it on the next pass of the loop (the image is published then)."""
+        if tp.topic != GROUP_METADATA_TOPIC_NAME and self._image().topics is not self._seen_topics:
+            self.timers.schedule((self, TOPICS_TIMER), self.now_ms(), self._topics_pass)
+
+    def _topics_pass(self, now_ms: int) -> None:
         try:
-            info = self.replicas.append(tp, batch, acks=-1)
-        except KafkaError as e:
-            return _APPEND_ERRORS.get(int(e.code), ErrorCode(int(e.code)))
-        codes = await self.replicas.wait_for_replication(
-            {tp: info.last_offset + 1}, self.settings.commit_timeout_ms / SECOND_MS)
-        code = codes[tp]
-        return _APPEND_ERRORS.get(code, ErrorCode(code)) if code else E.NONE
+            self._scan_leadership()
+            self._forget_deleted_topics()
+        finally:
+            self.timers.schedule((self, TOPICS_TIMER), now_ms + TOPICS_CHECK_INTERVAL_MS, self._topics_pass)
+
+    def _retention_pass(self, now_ms: int) -> None:
+        try:
+            for partition in self.active_partitions():
+                image = self.runtime.current(partition)
+                for group_id in sorted(set(image.groups) | set(image.offsets)):
+                    group = image.groups.get(group_id) or ClassicGroup(group_id)
+                    outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config)
+                    if outcome.records:  # decided on the current image, submitted at once
+                        self.submit(partition, group_id, _decided(outcome))
+        finally:
+            self.timers.schedule((self, RETENTION_TIMER), now_ms + self.settings.retention_check_interval_ms,
+                                 self._retention_pass)
+
+    def _forget_deleted_topics(self) -> None:
+        """Remove the offsets of topics deleted since the last pass: a name gone, or now another
+        topic's (deleted and recreated in between). A partition loaded since rescans its offsets."""
+        topics = self._image().topics
+        if topics is self._seen_topics:
+            return
+        ids = {name: topic.topic_id for name, topic in topics.by_name.items()}
+        deleted = {name for name, topic_id in self._seen_topic_ids.items() if ids.get(name) != topic_id}
+        self._seen_topics, self._seen_topic_ids = topics, ids
+        for partition in self.active_partitions():
+            for group_id, offsets in list(self.runtime.current(partition).offsets.items()):
+                stale = {t for t, _ in offsets if t in deleted or t not in ids}
+                if stale:
+                    group = self.runtime.current(partition).groups.get(group_id) or ClassicGroup(group_id)
+                    self.submit(partition, group_id, _decided(
+                        delete_topic_offsets(group, offsets, stale, self.now_ms())))
 
     # ---- metrics -------------------------------------------------------------------------
 
     def metric_families(self, prefix: str) -> list[Metric]:
         """Groups by state, rebalances, committed offsets (rate() gives commits/s)."""
         by_state: dict[GroupState, int] = {state: 0 for state in GroupState if state is not GroupState.DEAD}
-        for shard in self.active_shards():
-            for group in shard.groups.values():
+        active = self.active_partitions()
+        for partition in active:
+            for group in self.runtime.current(partition).groups.values():
                 by_state[group.state] = by_state.get(group.state, 0) + 1
         p = prefix
         return [
@@ -271,118 +423,10 @@ class GroupCoordinator:
             counter(f"{p}offset_commits_total", f"Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",
                     unlabelled(self.offset_commits_total)),
             gauge(f"{p}coordinator_partitions", f"Partitions of {GROUP_METADATA_TOPIC_NAME} served here.",
-                  unlabelled(len(self.active_shards()))),
+                  unlabelled(len(active))),
         ]
 
-    # ---- loading -------------------------------------------------------------------------
 
-    def _load(self, partition: int, leader_epoch: int) -> None:
-        old = self.shards.get(partition)
-        if old is not None:
-            if old.leader_epoch == leader_epoch:
-                return
-            old.close(E.NOT_COORDINATOR)
-        shard = Shard(partition, leader_epoch)
-        self.shards[partition] = shard
-        shard.load_task = asyncio.get_running_loop().create_task(
-            self._replay(shard), name=f"load-{GROUP_METADATA_TOPIC_NAME}-{partition}")
-        log.info("Loading groups of %s-%d (leader epoch %d)", GROUP_METADATA_TOPIC_NAME, partition, leader_epoch)
-
-    async def _replay(self, shard: Shard) -> None:
-        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, shard.partition)
-        started = self.now_ms()
-        image, count = GroupsImage.EMPTY, 0
-        try:
-            partition = self.replicas.get_partition(tp)
-            offset, end = partition.log.log_start_offset, partition.log.log_end_offset
-            while offset < end:  # bounded: each pass reads at least one batch or stops
-                read = self.replicas.read(tp, offset, LOAD_READ_BYTES, up_to_high_watermark=False,
-                                          current_leader_epoch=shard.leader_epoch)
-                data = read.records.read_bytes() if hasattr(read.records, "read_bytes") else bytes(read.records)
-                if not data:
-                    break
-                for pos, header in iter_batches(data, allow_partial_tail=True):
-                    offset = header.base_offset + header.last_offset_delta + 1
-                    if header.is_control:
-                        continue
-                    for rec in decode_records(data, pos, header):
-                        if rec.key is None:
-                            continue
-                        image = image.replay(decode_record(rec.key, rec.value), self.now_ms())
-                        count += 1
-                await asyncio.sleep(0)  # let requests of the loaded shards in between
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - a bad partition must not stop the broker
-            log.exception("Loading %s failed; it stays unavailable here until leadership changes", tp)
-            return
-        if self.shards.get(shard.partition) is not shard:
-            return
-        shard.activate(image)
-        self._seen_topics = None  # its offsets of topics deleted meanwhile go at the next pass
-        log.info("Loaded %d group(s) and offsets of %d group(s) from %s (leader epoch %d, %d records) in %d ms",
-                 len(image.groups), len(image.offsets), tp, shard.leader_epoch, count,
-                 self.now_ms() - started)
-
-    # ---- timers --------------------------------------------------------------------------
-
-    async def _timers(self) -> None:
-        while True:  # until cancelled; one pass per TICK
-            await asyncio.sleep(TICK)
-            try:
-                self._scan_leadership()
-                self._forget_deleted_topics()
-                self._expire(self.now_ms())
-            except Exception:  # noqa: BLE001 - a bug in one pass must not stop every later one
-                log.exception("Group coordinator timer pass failed")
-
-    def _scan_leadership(self) -> None:
-        count = self.partition_count()
-        if count is None:
-            return
-        for partition in range(count):
-            epoch = self._leader_epoch(partition)
-            shard = self.shards.get(partition)
-            if epoch is not None and (shard is None or shard.leader_epoch != epoch):
-                self._load(partition, epoch)
-            elif epoch is None and shard is not None:
-                shard.close(E.NOT_COORDINATOR)
-                del self.shards[partition]
-                log.info("Unloaded groups of %s-%d: no longer its leader", GROUP_METADATA_TOPIC_NAME, partition)
-
-    def _expire(self, now: int) -> None:
-        retention_due = now - self._last_retention_check >= self.settings.retention_check_interval_ms
-        if retention_due:
-            self._last_retention_check = now
-        for shard in self.active_shards():
-            for group_id, group in list(shard.groups.items()):
-                deadline = next_deadline(group)
-                if 0 <= deadline <= now:
-                    self._spawn(self.run(shard, group_id, expire(group, now, self.config)))
-            if retention_due:
-                for group_id in sorted(set(shard.groups) | set(shard.offsets)):
-                    group = shard.groups.get(group_id) or ClassicGroup(group_id)
-                    outcome = expire_offsets(group, shard.offsets.get(group_id), now, self.config)
-                    if outcome.records:
-                        self._spawn(self.run(shard, group_id, outcome))
-
-    def _forget_deleted_topics(self) -> None:
-        """Remove the offsets of topics deleted since the last pass: a name gone, or now another
-        topic's (deleted and recreated in between). A shard loaded since rescans its offsets."""
-        topics = self._image().topics
-        if topics is self._seen_topics:
-            return
-        ids = {name: topic.topic_id for name, topic in topics.by_name.items()}
-        deleted = {name for name, topic_id in self._seen_topic_ids.items() if ids.get(name) != topic_id}
-        self._seen_topics, self._seen_topic_ids = topics, ids
-        for shard in self.active_shards():
-            for group_id, offsets in list(shard.offsets.items()):
-                stale = {t for t, _ in offsets if t in deleted or t not in ids}
-                if stale:
-                    group = shard.groups.get(group_id) or ClassicGroup(group_id)
-                    self._spawn(self.run(shard, group_id, delete_topic_offsets(group, offsets, stale, self.now_ms())))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+def _decided(outcome: Outcome) -> Rule:
+    """A rule whose outcome was computed on the current image just before submitting it."""
+    return lambda state: outcome

@@ -1,46 +1,25 @@
-"""One `__consumer_offsets` partition as its coordinator holds it: a shard.
+"""The requests of one `__consumer_offsets` partition that wait for a later answer.
 
-A shard is created when this broker becomes the partition's leader (state LOADING while its
-records are replayed), serves its groups while ACTIVE, and is dropped when leadership moves
-(every waiting JoinGroup/SyncGroup then answers NOT_COORDINATOR). It keeps the shell's
-mutable parts: the current group values, the committed offsets and the parked requests.
+A JoinGroup waits for the join phase to complete and a follower's SyncGroup for the
+leader's assignment: their futures are parked here by (group id, member id) and answered by
+a later rule's outcome once its records commit (`answer_join`, `answer_sync`), or all at
+once with NOT_COORDINATOR when the partition is unloaded (`close`). The groups and offsets
+themselves are the coordinator runtime's state (`broker.coordinator`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import logging
 from dataclasses import dataclass, field
 
 from common.errors import ErrorCode
-from groups.group import ClassicGroup
-from groups.image import GroupsImage, Offsets
 from groups.outcome import JoinResult, SyncResult
-
-log = logging.getLogger(__name__)
-
-
-class ShardState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
 
 
 @dataclass(slots=True)
-class Shard:
-    partition: int
-    leader_epoch: int
-    state: ShardState = ShardState.LOADING
-    groups: dict[str, ClassicGroup] = field(default_factory=dict)
-    offsets: Offsets = field(default_factory=dict)
+class Parked:
     joins: dict[tuple[str, str], list[asyncio.Future[JoinResult]]] = field(default_factory=dict)
     syncs: dict[tuple[str, str], list[asyncio.Future[SyncResult]]] = field(default_factory=dict)
-    load_task: asyncio.Task[None] | None = None
-
-    def activate(self, image: GroupsImage) -> None:
-        self.groups = dict(image.groups)
-        self.offsets = image.offsets
-        self.state = ShardState.ACTIVE
 
     def park_join(self, group_id: str, member_id: str) -> asyncio.Future[JoinResult]:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
@@ -64,8 +43,6 @@ class Shard:
 
     def close(self, error: ErrorCode) -> None:
         """Leadership moved (or the broker stops): every parked request answers `error`."""
-        if self.load_task is not None:
-            self.load_task.cancel()
         for (_, member_id), joins in self.joins.items():
             for join in joins:
                 if not join.done():

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from broker.group_coordinator.runtime import CoordinatorSettings
+from broker.timers import TimerService
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
@@ -229,10 +230,11 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
     _, replicas = broker
     clock = [NOW]
     image = [IMAGE]
-    coord = GroupCoordinator(ME, replicas, lambda: image[0], SETTINGS, now_ms=lambda: clock[0])
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    coord = GroupCoordinator(ME, replicas, lambda: image[0], SETTINGS, now_ms=lambda: clock[0], timers=timers)
     try:
-        coord._scan_leadership()  # what the timer task does every tick
-        await coord.shards[0].load_task
+        coord.ensure_started()  # loads the partitions led here
+        await coord.runtime.idle()
         protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
 
         async def join_v3(member: str = "") -> jg.JoinGroupResponse:
@@ -241,25 +243,26 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
 
         a = await join_v3()
         sync = await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()), 3, ClientInfo("c", "/127.0.0.1"))
-        assert sync.error_code == 0 and coord.shards[0].groups[HERE].state is GroupState.STABLE
+        assert sync.error_code == 0 and coord.groups(0).groups[HERE].state is GroupState.STABLE
 
         clock[0] += 9_999  # one ms before the session ends: nothing happens
-        coord._expire(clock[0])
-        await asyncio.sleep(0.01)
-        assert list(coord.shards[0].groups[HERE].members) == [a.member_id]
+        timers.run_due()  # what is due at the clock
+        await coord.runtime.idle()
+        assert list(coord.groups(0).groups[HERE].members) == [a.member_id]
         clock[0] += 1
-        coord._expire(clock[0])
-        await asyncio.sleep(0.01)  # the expiry appends the empty group's record, then applies
-        group = coord.shards[0].groups[HERE]
+        timers.run_due()  # what is due at the clock
+        await coord.runtime.idle()  # the expiry appends the empty group's record, then applies
+        group = coord.groups(0).groups[HERE]
         assert group.state is GroupState.EMPTY and not group.members
 
         a = await join_v3()  # a new generation with one member...
         waiting = asyncio.ensure_future(join_v3())  # ... and a second one waits for it to rejoin
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the join runs up to its parking
+        await coord.runtime.idle()
         assert not waiting.done()
         image[0] = replay(IMAGE, PartitionChange("OFFSETS", 0, leader=2, isr=(1, 2), replicas=(1, 2)))
         replicas.apply_changes(changes_for_broker(IMAGE, image[0], ME), image[0])
-        coord._scan_leadership()  # leadership moved: the shard is dropped at once
+        # leadership moved: the replica manager's change listener unloads the partition at once
         assert (await asyncio.wait_for(waiting, 1)).error_code == E.NOT_COORDINATOR
         assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, 1, a.member_id), 3, ClientInfo("c", "/127.0.0.1"))
                 ).error_code == E.NOT_COORDINATOR
@@ -278,11 +281,12 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
 
     _, replicas = broker
     clock = [NOW]
-    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, SETTINGS, now_ms=lambda: clock[0])
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, SETTINGS, now_ms=lambda: clock[0], timers=timers)
     client = ClientInfo("client", "/127.0.0.1")
     try:
-        coord._scan_leadership()
-        await coord.shards[0].load_task
+        coord.ensure_started()
+        await coord.runtime.idle()
         protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
 
         async def join_v3(member: str = "") -> jg.JoinGroupResponse:
@@ -300,25 +304,26 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
         a = await join_v3()
         assert (await sync(a.member_id, a.generation_id)).error_code == 0
         b_join = asyncio.ensure_future(join_v3())  # b joins: the group waits for a to rejoin
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the join runs up to its parking
+        await coord.runtime.idle()
         a = await asyncio.wait_for(join_v3(a.member_id), 1)
         b = await asyncio.wait_for(b_join, 1)
         assert a.generation_id == b.generation_id == 2 and a.leader == a.member_id
         assignments = (jg.SyncGroupRequestAssignment(a.member_id, b"a"), jg.SyncGroupRequestAssignment(b.member_id, b"b"))
         assert (await sync(a.member_id, 2, assignments)).error_code == 0
-        assert coord.shards[0].groups[HERE].pending_sync == {b.member_id}
+        assert coord.groups(0).groups[HERE].pending_sync == {b.member_id}
 
         for _ in range(3):  # b's heartbeats keep its session alive, not its place in the group
             clock[0] += 9_999
             assert await beat(b.member_id, 2) == 0
             assert await beat(a.member_id, 2) == 0
-            coord._expire(clock[0])
-            await asyncio.sleep(0.01)
-        assert clock[0] < NOW + 30_000 and set(coord.shards[0].groups[HERE].members) == {a.member_id, b.member_id}
+            timers.run_due()  # what is due at the clock
+            await coord.runtime.idle()
+        assert clock[0] < NOW + 30_000 and set(coord.groups(0).groups[HERE].members) == {a.member_id, b.member_id}
         clock[0] = NOW + 30_000  # the rebalance timeout after the join phase completed
-        coord._expire(clock[0])
-        await asyncio.sleep(0.01)
-        group = coord.shards[0].groups[HERE]
+        timers.run_due()  # what is due at the clock
+        await coord.runtime.idle()
+        group = coord.groups(0).groups[HERE]
         assert list(group.members) == [a.member_id] and group.state is GroupState.PREPARING_REBALANCE
         assert await beat(a.member_id, 2) == E.REBALANCE_IN_PROGRESS
         assert await beat(b.member_id, 2) == E.UNKNOWN_MEMBER_ID
@@ -337,11 +342,12 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
     _, replicas = broker
     clock = [NOW]
     settings = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0, new_member_join_timeout_ms=2_000))
-    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings, now_ms=lambda: clock[0])
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings, now_ms=lambda: clock[0], timers=timers)
     client = ClientInfo("client", "/127.0.0.1")
     try:
-        coord._scan_leadership()
-        await coord.shards[0].load_task
+        coord.ensure_started()
+        await coord.runtime.idle()
         protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
 
         def join_v3(rebalance_ms: int) -> asyncio.Future[jg.JoinGroupResponse]:
@@ -352,15 +358,16 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
         assert (await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()),
                                     3, client)).error_code == 0
         waiting = join_v3(600_000)  # the group now waits for a to rejoin, up to 10 minutes
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the join runs up to its parking
+        await coord.runtime.idle()
         clock[0] += 1_999
-        coord._expire(clock[0])
-        await asyncio.sleep(0.01)
-        assert not waiting.done() and len(coord.shards[0].groups[HERE].members) == 2
+        timers.run_due()  # what is due at the clock
+        await coord.runtime.idle()
+        assert not waiting.done() and len(coord.groups(0).groups[HERE].members) == 2
         clock[0] += 1
-        coord._expire(clock[0])
+        timers.run_due()
         answer = await asyncio.wait_for(waiting, 1)
         assert answer.error_code == E.UNKNOWN_MEMBER_ID and answer.member_id == ""
-        assert list(coord.shards[0].groups[HERE].members) == [a.member_id]
+        assert list(coord.groups(0).groups[HERE].members) == [a.member_id]
     finally:
         await coord.close()
