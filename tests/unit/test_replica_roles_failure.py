@@ -128,3 +128,37 @@ def test_the_failure_names_the_errno_under_a_storage_error():
     assert failure.errno == errno.EMFILE
     assert (failure.errno_text, failure.reason) == ("24 (EMFILE)", "Too many open files (/data/orders-3)")
     assert describe_failure("ORD", "x", KafkaStorageError("no root cause")).errno is None
+
+
+class RecordingFetchers:
+    """The replica fetchers' interface, recording what it is told."""
+
+    def __init__(self) -> None:
+        self.removed: list[TopicPartition] = []
+
+    def add_partitions(self, partitions) -> None:
+        pass
+
+    def remove_partitions(self, tps) -> None:
+        self.removed.extend(tps)
+
+
+def test_a_follower_whose_truncation_fails_fails_that_replica(log_dir, monkeypatch):
+    """The replica fetcher calls truncate_follower; a storage error there fails the replica,
+    stops fetching it, and the fetcher hears KAFKA_STORAGE_ERROR (it logs and carries on)."""
+    manager, log_manager = start(log_dir)
+    try:
+        fetchers = manager.fetchers = RecordingFetchers()
+        tp = TopicPartition("orders", 2)  # followed here (leader 2)
+        partition = manager.get_partition(tp)
+
+        def no_space(offset: int, *, now_ms: int) -> bool:
+            raise OSError(errno.ENOSPC, "No space left on device", str(log_dir / "orders-2"))
+
+        monkeypatch.setattr(partition.log, "truncate_to", no_space)
+        assert code_of(manager.truncate_follower, partition, 0, "(test)") == ErrorCode.KAFKA_STORAGE_ERROR
+        assert manager.failed_replicas == [("ORD", 2)] and manager.get_partition(tp) is None
+        assert fetchers.removed == [tp]
+        assert manager.roles.failed[tp].errno_text == "28 (ENOSPC)"
+    finally:
+        log_manager.shutdown()
