@@ -27,7 +27,7 @@ from typing import Final, Protocol
 
 from broker.timers import monotonic_ms
 from common.errors import ErrorCode
-from common.units import MINUTE_MS
+from common.units import MINUTE_MS, SECOND_MS
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def describe_refusal(key: RefusalKey, host: str, left_out: int, interval_ms: int
     at = f" at {host}" if host else ""
     line = f"Refused {key.api} from client {key.client_id!r}{at}: {error}: {reason}"
     if left_out:
-        line += f" ({left_out} more since the last such line, logged once per {interval_ms // 1000} s)"
+        line += f" ({left_out} more since the last such line, logged once per {interval_ms // SECOND_MS} s)"
     return line
 
 
