@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # Change sets at least this large create logs and start leaderships on the log manager's I/O
 # threads (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
 PARALLEL_MIN: Final = 16
+MAX_CAUSE_DEPTH: Final = 8  # exceptions followed down a cause chain for its OSError (short; guards a cycle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class FailedReplica:
     """A replica this broker could not create, open, lead or follow; offline here until restart."""
 
     topic_id: str
-    during: str  # what was being done: "creating its log", "becoming leader", ...
+    during: str  # what was being done: "creating or opening its log", "becoming leader in leader epoch 3"
     errno: int | None  # the OSError's errno, when one is at the root of the failure
     reason: str  # the error in words (strerror and the path, or the storage error's message)
 
@@ -75,7 +76,7 @@ def _root_os_error(exc: BaseException) -> OSError | None:
     """The OSError at the root of `exc` (a KafkaStorageError wraps one as its cause)."""
     seen = 0
     current: BaseException | None = exc
-    while current is not None and seen < 8:  # a cause chain is short; the bound guards a cycle
+    while current is not None and seen < MAX_CAUSE_DEPTH:
         if isinstance(current, OSError):
             return current
         current = current.__cause__ or current.__context__
