@@ -50,7 +50,6 @@ from common.protocol import (  # noqa: E402
     admin,
     alter_configs,
     api_versions,
-    delete_topics,
     describe_configs,
     fetch,
     find_coordinator,
@@ -79,7 +78,7 @@ from common.protocol.frame import (
 from common.protocol.primitives import ProtocolError  # noqa: E402
 from common.record_batch import read_batches  # noqa: E402
 from common.records import build_batch, decode_records  # noqa: E402
-from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
+from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place -------------------------------------------------------------------
 MAX_REQUEST_BYTES: Final = 1 * MIB  # the broker's socket.request.max.bytes for this run
@@ -144,8 +143,10 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         req = admin.CreateTopicsRequest((admin.CreatableTopic("fuzz-absent", 1, 1),), 1000, True)
         return join_chunks(admin.encode_create_topics_request(req, version))
     if api is ApiKey.DELETE_TOPICS:
-        req = delete_topics.DeleteTopicsRequest(("fuzz-absent",), 1000, (delete_topics.DeleteTopicState("fuzz-absent"),))
-        return join_chunks(delete_topics.encode_delete_topics_request(req, version))
+        m = messages.request_module(api, version)
+        topics = (m.DeleteTopicState(name="fuzz-absent", topic_id=None),) if hasattr(m, "DeleteTopicState") else ()
+        return messages.encode(messages.build(m.DeleteTopicsRequest, topic_names=("fuzz-absent",),
+                                              timeout=timedelta(seconds=1), topics=topics))
     if api is ApiKey.CREATE_PARTITIONS:
         req = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("fuzz-absent", 2),), 1000, True)
         return join_chunks(admin.encode_create_partitions_request(req, version))

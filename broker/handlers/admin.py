@@ -15,12 +15,13 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import UNSET, AdminReply, resolve_topic_sizes
 from common.errors import ErrorCode
-from common.protocol import admin, delete_topics
+from common.protocol import admin, messages
+from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from common.topic_config import describe_topic_configs
 from common.units import SECONDS
@@ -127,13 +128,13 @@ class Deletion:
     error_message: str | None = None
 
 
-def plan_deletions(image: MetadataImage, names: Sequence[str],
-                   topics: Sequence[delete_topics.DeleteTopicState]) -> list[Deletion]:
+def plan_deletions(image: MetadataImage, names: Sequence[str], topics: Sequence[Any]) -> list[Deletion]:
     """Kafka's ControllerApis.deleteTopics before it deletes: names (v0-v5, or v6 entries with a zero
     id) and ids (v6 entries without a name) in request order, each duplicate answered once with
     INVALID_REQUEST, an id this broker does not know UNKNOWN_TOPIC_ID, a name that maps to an id also
-    given INVALID_REQUEST. Names unknown here still go to the controllers, which answer for them."""
-    given = [*((name, ZERO_UUID) for name in names), *((t.name, t.topic_id) for t in topics)]
+    given INVALID_REQUEST. Names unknown here still go to the controllers, which answer for them.
+    `topics` are v6's DeleteTopicState entries (kio reads a zero topic id as None)."""
+    given = [*((name, ZERO_UUID) for name in names), *((t.name, t.topic_id or ZERO_UUID) for t in topics)]
     name_counts = Counter(name for name, topic_id in given if name is not None and topic_id == ZERO_UUID)
     id_counts = Counter(topic_id for name, topic_id in given if name is None and topic_id != ZERO_UUID)
     by_id = {wire_topic_id(t.topic_id): t.name for t in image.topics.by_id.values()} if id_counts else {}
@@ -168,9 +169,9 @@ def plan_deletions(image: MetadataImage, names: Sequence[str],
     return plan
 
 
-async def handle_delete_topics(ctx: BrokerContext, req: delete_topics.DeleteTopicsRequest,
-                               version: int, client: ClientInfo) -> delete_topics.DeleteTopicsResponse:
-    plan = plan_deletions(ctx.image(), req.topic_names, req.topics)
+async def handle_delete_topics(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DeleteTopicsRequest of `version` (names to v5, DeleteTopicState from v6)."""
+    plan = plan_deletions(ctx.image(), getattr(req, "topic_names", ()), getattr(req, "topics", ()))
     replies = []
     for deletion in plan:
         if deletion.error_code or deletion.name is None:
@@ -183,10 +184,12 @@ async def handle_delete_topics(ctx: BrokerContext, req: delete_topics.DeleteTopi
             ctx.refusals.refused(client, "DeleteTopics", reply.error_code,
                                  f"topic {deletion.name} (id {deletion.topic_id}): {reply.error_message}")
         replies.append(reply)
-    replies = await await_applied(ctx, replies, req.timeout_ms)
-    return delete_topics.DeleteTopicsResponse(0, tuple(
-        delete_topics.DeletableTopicResult(d.name, r.error_code, r.error_message if r.error_code else None,
-                                           d.topic_id)
+    replies = await await_applied(ctx, replies, messages.milliseconds(req.timeout))
+    m = messages.response_module(ApiKey.DELETE_TOPICS, version)
+    return m.DeleteTopicsResponse(throttle_time=messages.NO_THROTTLE, responses=tuple(
+        messages.build(m.DeletableTopicResult, name=d.name, error_code=messages.error_code(r.error_code),
+                       error_message=r.error_message if r.error_code else None,
+                       topic_id=None if d.topic_id == ZERO_UUID else d.topic_id)
         for d, r in zip(plan, replies, strict=True)))
 
 

@@ -1,5 +1,5 @@
-"""Topic admin APIs: CreateTopics (19) v2–v7 and CreatePartitions (37) v0–v3. DeleteTopics lives
-in `delete_topics.py`, DescribeConfigs in `describe_configs.py`.
+"""Topic admin APIs: CreateTopics (19) v2–v7 and CreatePartitions (37) v0–v3. DeleteTopics is
+served on kio's generated messages (`messages.py`), DescribeConfigs in `describe_configs.py`.
 
 Flexible from CreateTopics v5 and CreatePartitions v2. CreateTopics v5 answers the created
 topic's partitions, replication factor and configs (KIP-525), v6 may answer

@@ -33,7 +33,6 @@ from common.protocol import (
     alter_configs,
     api_versions,
     delete_records,
-    delete_topics,
     describe_configs,
     fetch,
     find_coordinator,
@@ -131,8 +130,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # topic admin, forwarded to the controller
     _hand(ApiKey.CREATE_TOPICS, _codec(admin, "create_topics"), AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)),
           forwarded=True),
-    _hand(ApiKey.DELETE_TOPICS, _codec(delete_topics, "delete_topics"), AclCheck(Op.DELETE, TOPIC),
-          forwarded=True),
+    _kio(ApiKey.DELETE_TOPICS, AclCheck(Op.DELETE, TOPIC), forwarded=True),
     _hand(ApiKey.CREATE_PARTITIONS, _codec(admin, "create_partitions"), AclCheck(Op.ALTER, TOPIC),
           forwarded=True),
     # configs

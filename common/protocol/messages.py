@@ -53,6 +53,11 @@ E = TypeVar("E")
 UNKNOWN_TAG_ERROR: Final = "'Unknown tagged field tag"  # how kio's native reader says it (a KeyError)
 
 
+def milliseconds(delta: timedelta) -> int:
+    """A duration field (kio reads Kafka's int32/int64 ms as timedelta) back in whole ms."""
+    return round(delta / timedelta(milliseconds=1))
+
+
 def error_code(code: int) -> ErrorCode:
     """The enum member kio's writer needs for a code held as an int (from the controller,
     a rule); a code our enum lacks is UNKNOWN_SERVER_ERROR, as Kafka maps unknown errors."""
@@ -130,6 +135,9 @@ def decode(entity_type: type[E], body: bytes | bytearray | memoryview) -> E:
     """One message from the start of `body`; bytes after it are ignored. ProtocolError
     for anything that is not a whole message."""
     reader = _reader(entity_type)
+    if not isinstance(body, bytes):  # the native reader takes read-only buffers only
+        view = memoryview(body)
+        body = view if view.readonly else view.toreadonly()
     try:
         value, _size = reader(body, 0)
     except KeyError as e:

@@ -21,18 +21,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from common.errors import ErrorCode
-from common.protocol import admin, delete_topics
+from common.protocol import admin, messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import replicated_cluster
-from tidelog.kafka_client import KafkaClient
-from tidelog.launcher import LocalCluster
+from common.kafka_client import KafkaClient
+from localcluster.launcher import LocalCluster
 
 kafka_admin = pytest.importorskip("kafka.admin")
 kafka_errors = pytest.importorskip("kafka.errors")
@@ -104,8 +105,10 @@ def test_delete_and_create_partitions_are_seen_at_once(cluster: LocalCluster) ->
                 admin.decode_create_partitions_response)
             assert grown.results[0].error_code == 0, grown
             assert len(metadata(client, name)[name].partitions) == 3
-            deleted = client.call(None, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest((name,), 10_000),
-                                  delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response)
+            # DeleteTopics is served on kio's generated messages: built and read with them
+            deleted = client.call(None, ApiKey.DELETE_TOPICS, 3, messages.request_type(ApiKey.DELETE_TOPICS, 3)(
+                topic_names=(name,), timeout=timedelta(seconds=10)), lambda request, v: [messages.encode(request)],
+                lambda body, v: messages.decode_response(ApiKey.DELETE_TOPICS, v, body))
             assert deleted.responses[0].error_code == 0
             assert metadata(client, name)[name].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
 

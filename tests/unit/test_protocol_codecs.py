@@ -6,6 +6,7 @@ bytes, and a whole request frame one byte at a time through FrameDecoder."""
 from __future__ import annotations
 
 import struct
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -15,7 +16,6 @@ from broker.request_handler import decode_request, encode_response
 from common.protocol import (
     admin,
     api_versions,
-    delete_topics,
     describe_configs,
     fetch,
     find_coordinator,
@@ -26,6 +26,7 @@ from common.protocol import init_producer_id as ipi
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
+from common.errors import ErrorCode
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import (
     FrameDecoder,
@@ -212,8 +213,8 @@ REQUESTS += [
           find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
       for v in (4, 5)],
     req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
-    req(delete_topics, "delete_topics", 20, 1, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
-        arr(s("a"), s("b")) + i32(30000)),
+    kio_req(20, 1, messages.request_type(20, 1)(topic_names=("a", "b"), timeout=timedelta(seconds=30)),
+            arr(s("a"), s("b")) + i32(30000)),  # DeleteTopics, on kio's messages
     req(admin, "create_partitions", 37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
     req(describe_configs, "describe_configs", 32, 1,
         describe_configs.DescribeConfigsRequest(DC_REQ.resources, True), DC_REQ_BYTES_V1),
@@ -343,8 +344,9 @@ RESPONSES = [
     resp(admin, "create_topics", 19, 2, admin.CreateTopicsResponse(0, (
         admin.CreatableTopicResult("t", 0), admin.CreatableTopicResult("u", 36, "exists"))),
         i32(0) + arr(s("t") + i16(0) + s(None), s("u") + i16(36) + s("exists"))),
-    resp(delete_topics, "delete_topics", 20, 3, delete_topics.DeleteTopicsResponse(0, (
-        delete_topics.DeletableTopicResult("t", 3),)), i32(0) + arr(s("t") + i16(3))),
+    kio_resp(20, 3, messages.response_type(20, 3)(throttle_time=messages.NO_THROTTLE, responses=(
+        messages.response_module(20, 3).DeletableTopicResult(name="t", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),
+        i32(0) + arr(s("t") + i16(3))),
     resp(admin, "create_partitions", 37, 0, admin.CreatePartitionsResponse(1, (
         admin.CreatePartitionsTopicResult("t", 37, "no"),)), i32(1) + arr(s("t") + i16(37)
                                                                           + s("no"))),

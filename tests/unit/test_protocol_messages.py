@@ -176,3 +176,10 @@ def test_malformed_unknown_tags_raise_protocol_error(extra):
     _, data = api_versions_response_with_tags(*extra)
     with pytest.raises(ProtocolError):
         messages.decode_response(ApiKey.API_VERSIONS, 3, data)
+
+
+def test_writable_buffers_decode_too():
+    # tidelog's own client reads answers into a bytearray; the native reader wants read-only
+    data = messages.encode(kio_response(2))
+    assert messages.decode_response(ARLD, 2, bytearray(data)) == kio_response(2)
+    assert messages.decode_response(ARLD, 2, memoryview(bytearray(data))) == kio_response(2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
@@ -13,7 +14,7 @@ from broker.server import Later
 from broker.topic_admin import AdminReply
 from common.config import parse_config
 from common.errors import ErrorCode
-from common.protocol import admin, delete_topics, fetch, produce
+from common.protocol import admin, fetch, messages, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
@@ -387,8 +388,8 @@ async def test_admin_requests_go_to_the_topic_admin(node):
     response = await call(handler, ApiKey.CREATE_TOPICS, 4, request, admin.encode_create_topics_request,
                           admin.decode_create_topics_response)
     assert [(t.name, t.error_code) for t in response.topics] == [("new", 0), ("orders", 36)]
-    await call(handler, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest(("new",), 1000),
-               delete_topics.encode_delete_topics_request)
+    await call(handler, ApiKey.DELETE_TOPICS, 3, messages.request_type(ApiKey.DELETE_TOPICS, 3)(
+        topic_names=("new",), timeout=timedelta(seconds=1)), lambda request, version: [messages.encode(request)])
     await call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 1000), admin.encode_create_partitions_request)
     assert admin_api.calls == [("create", "new", 3, 1, {}), ("create", "orders", 1, 1, {}),

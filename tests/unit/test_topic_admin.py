@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from datetime import timedelta
 
 import pytest
 
@@ -18,7 +19,7 @@ from broker.request_handler import RequestHandler
 from broker.topic_admin import AdminReply, TopicDefaults, _reply_of, resolve_topic_sizes
 from common.config import BROKER_KEYS, parse_config
 from common.errors import ErrorCode
-from common.protocol import admin, delete_topics
+from common.protocol import admin, messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
@@ -34,6 +35,14 @@ from tests.unit.test_request_handler import (
 )
 
 E = ErrorCode
+# DeleteTopics is served on kio's generated messages: requests built and answers read with them
+KIO_DELETE = (lambda request, version: [messages.encode(request)],
+              lambda body, version: messages.decode_response(ApiKey.DELETE_TOPICS, version, body))
+
+
+def delete_by_name(version, *names, timeout_ms=5000):
+    return messages.request_type(ApiKey.DELETE_TOPICS, version)(
+        topic_names=names, timeout=timedelta(milliseconds=timeout_ms))
 ONE_LIVE = replay(IMAGE, BrokerRegistrationChange(2, 2, fenced=True))  # only broker 1 alive
 
 SIZES = [  # (image, defaults, asked partitions, asked rf, expected, warns)
@@ -137,8 +146,7 @@ async def test_create_topics_times_out_when_this_broker_lags(broker):
 
 async def test_delete_and_create_partitions_wait_too(broker):
     handler, _, follower = broker
-    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, delete_topics.DeleteTopicsRequest(("orders",), 5000),
-                                      delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response))
+    delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, delete_by_name(3, "orders"), *KIO_DELETE))
     grow = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
         (admin.CreatePartitionsTopic("orders", 4),), 5000), admin.encode_create_partitions_request,
         admin.decode_create_partitions_response))
@@ -265,7 +273,9 @@ Z = admin.ZERO_UUID
 
 
 def state(name=None, topic_id=Z):
-    return delete_topics.DeleteTopicState(name, topic_id)
+    """A v6 DeleteTopicState as kio reads it: a zero topic id is None."""
+    return messages.request_module(ApiKey.DELETE_TOPICS, 6).DeleteTopicState(
+        name=name, topic_id=None if topic_id == Z else topic_id)
 
 
 PLANS = [  # (names (v0-v5), topics (v6+), Kafka's plan: (name, id, error code, message))
@@ -298,15 +308,14 @@ def test_plan_deletions(names, topics, expected):
 async def test_delete_topics_by_id_v6(broker):
     handler, admin_api, follower = broker
     follower.apply_up_to(IMAGE.offset + 10)
-    request = delete_topics.DeleteTopicsRequest((), 5000, (state(None, ORDERS_ID), state(None, OTHER_ID), state("dark")))
-    response = await call(handler, ApiKey.DELETE_TOPICS, 6, request, delete_topics.encode_delete_topics_request,
-                          delete_topics.decode_delete_topics_response)
+    request = messages.request_type(ApiKey.DELETE_TOPICS, 6)(
+        timeout=timedelta(seconds=5), topics=(state(None, ORDERS_ID), state(None, OTHER_ID), state("dark")))
+    response = await call(handler, ApiKey.DELETE_TOPICS, 6, request, *KIO_DELETE)
     assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in response.responses] == [
         ("orders", ORDERS_ID, 0, None), (None, OTHER_ID, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."),
         ("dark", DARK_ID, 0, None)]
     assert admin_api.calls == [("delete", "orders"), ("delete", "dark")]  # the unknown id asked nothing
-    v5 = await call(handler, ApiKey.DELETE_TOPICS, 5, delete_topics.DeleteTopicsRequest(("x", "x"), 5000),
-                    delete_topics.encode_delete_topics_request, delete_topics.decode_delete_topics_response)
+    v5 = await call(handler, ApiKey.DELETE_TOPICS, 5, delete_by_name(5, "x", "x"), *KIO_DELETE)
     assert [(r.name, r.error_code, r.error_message) for r in v5.responses] == [
         ("x", E.INVALID_REQUEST, "Duplicate topic name.")]
 

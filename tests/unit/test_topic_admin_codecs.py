@@ -1,16 +1,20 @@
 """Table tests for the topic admin codecs at Kafka 3.9's versions: CreateTopics v2–v7 (v5
 flexible with KIP-525's sizes, configs and tagged TopicConfigErrorCode; v7 the topic id),
-DeleteTopics v1–v6 (v4 flexible, v5 error messages, v6 names or ids) and CreatePartitions v0–v3
+DeleteTopics v1–v6 on kio's generated messages (v4 flexible, v5 error messages, v6 names or
+ids; a zero topic id reads as None) and CreatePartitions v0–v3
 (v2 flexible). Same checks as test_protocol_codecs: exact bytes both ways, trailing bytes
 tolerated, every truncation a ProtocolError, request frames one byte at a time, dispatch."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
-from common.protocol import admin, delete_topics
+from common.errors import ErrorCode
+from common.protocol import admin, messages
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
     TAG,
@@ -27,6 +31,8 @@ from tests.unit.test_protocol_codecs import (
     i8,
     i16,
     i32,
+    kio_req,
+    kio_resp,
     req,
     resp,
     row_id,
@@ -63,12 +69,24 @@ def create_resp_flex(version: int) -> bytes:
                          cs("v") + topic_id(admin.ZERO_UUID) + HIDDEN_BODY) + TAG
 
 
-DELETE_V6 = delete_topics.DeleteTopicsRequest((), 30000, (
-    delete_topics.DeleteTopicState("a"), delete_topics.DeleteTopicState(None, TOPIC_UUID)))
-DELETE_RESP = delete_topics.DeleteTopicsResponse(0, (delete_topics.DeletableTopicResult("t", 0, None, TOPIC_UUID),
-                                                     delete_topics.DeletableTopicResult("u", 3, "unknown")))
-DELETE_BY_ID_RESP = delete_topics.DeleteTopicsResponse(5, (
-    delete_topics.DeletableTopicResult(None, 100, "This server does not host this topic ID.", TOPIC_UUID),))
+DQ = {v: messages.request_module(20, v) for v in (3, 4, 5, 6)}  # DeleteTopics, on kio's messages
+DR = {v: messages.response_module(20, v) for v in (4, 5, 6)}
+T30 = timedelta(seconds=30)
+DELETE_V6 = DQ[6].DeleteTopicsRequest(timeout=T30, topics=(
+    DQ[6].DeleteTopicState(name="a", topic_id=None), DQ[6].DeleteTopicState(name=None, topic_id=TOPIC_UUID)))
+
+
+def deleted(version: int, *results: tuple[str | None, ErrorCode, str | None, uuid.UUID | None], throttle_ms: int = 0):
+    m = DR[version]
+    return m.DeleteTopicsResponse(throttle_time=timedelta(milliseconds=throttle_ms), responses=tuple(
+        messages.build(m.DeletableTopicResult, name=n, error_code=e, error_message=msg, topic_id=i)
+        for n, e, msg, i in results))
+
+
+E = ErrorCode
+DELETE_RESP = deleted(6, ("t", E.NONE, None, TOPIC_UUID), ("u", E.UNKNOWN_TOPIC_OR_PARTITION, "unknown", None))
+DELETE_BY_ID_RESP = deleted(6, (None, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.", TOPIC_UUID),
+                            throttle_ms=5)
 
 PARTS_REQ = admin.CreatePartitionsRequest((
     admin.CreatePartitionsTopic("t", 4),
@@ -85,24 +103,20 @@ ROWS = [
     resp(admin, "create_topics", 19, 7, CREATE_RESP, create_resp_flex(7)),
     resp(admin, "create_topics", 19, 4, admin.CreateTopicsResponse(0, (admin.CreatableTopicResult("u", 36, "exists"),)),
          i32(0) + arr(s("u") + i16(36) + s("exists"))),
-    req(delete_topics, "delete_topics", 20, 3, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
-        arr(s("a"), s("b")) + i32(30000)),
-    *[req(delete_topics, "delete_topics", 20, v, delete_topics.DeleteTopicsRequest(("a", "b"), 30000),
-          carr(cs("a"), cs("b")) + i32(30000) + TAG) for v in (4, 5)],
-    req(delete_topics, "delete_topics", 20, 6, DELETE_V6,
-        carr(cs("a") + ZERO16 + TAG, cs(None) + TOPIC_UUID.bytes + TAG) + i32(30000) + TAG),
-    resp(delete_topics, "delete_topics", 20, 4, delete_topics.DeleteTopicsResponse(0, (
-        delete_topics.DeletableTopicResult("t", 0), delete_topics.DeletableTopicResult("u", 3))),
-        i32(0) + carr(cs("t") + i16(0) + TAG, cs("u") + i16(3) + TAG) + TAG),
-    resp(delete_topics, "delete_topics", 20, 5, delete_topics.DeleteTopicsResponse(0, (
-        delete_topics.DeletableTopicResult("t", 0), delete_topics.DeletableTopicResult("u", 3, "unknown"))),
-        i32(0) + carr(cs("t") + i16(0) + cs(None) + TAG, cs("u") + i16(3) + cs("unknown") + TAG) + TAG),
-    resp(delete_topics, "delete_topics", 20, 6, DELETE_RESP,
-         i32(0) + carr(cs("t") + TOPIC_UUID.bytes + i16(0) + cs(None) + TAG,
-                       cs("u") + ZERO16 + i16(3) + cs("unknown") + TAG) + TAG),
-    resp(delete_topics, "delete_topics", 20, 6, DELETE_BY_ID_RESP,
-         i32(5) + carr(cs(None) + TOPIC_UUID.bytes + i16(100) + cs("This server does not host this topic ID.") + TAG)
-         + TAG),
+    kio_req(20, 3, DQ[3].DeleteTopicsRequest(topic_names=("a", "b"), timeout=T30), arr(s("a"), s("b")) + i32(30000)),
+    *[kio_req(20, v, DQ[v].DeleteTopicsRequest(topic_names=("a", "b"), timeout=T30),
+              carr(cs("a"), cs("b")) + i32(30000) + TAG) for v in (4, 5)],
+    kio_req(20, 6, DELETE_V6, carr(cs("a") + ZERO16 + TAG, cs(None) + TOPIC_UUID.bytes + TAG) + i32(30000) + TAG),
+    kio_resp(20, 4, deleted(4, ("t", E.NONE, None, None), ("u", E.UNKNOWN_TOPIC_OR_PARTITION, None, None)),
+             i32(0) + carr(cs("t") + i16(0) + TAG, cs("u") + i16(3) + TAG) + TAG),
+    kio_resp(20, 5, deleted(5, ("t", E.NONE, None, None), ("u", E.UNKNOWN_TOPIC_OR_PARTITION, "unknown", None)),
+             i32(0) + carr(cs("t") + i16(0) + cs(None) + TAG, cs("u") + i16(3) + cs("unknown") + TAG) + TAG),
+    kio_resp(20, 6, DELETE_RESP,
+             i32(0) + carr(cs("t") + TOPIC_UUID.bytes + i16(0) + cs(None) + TAG,
+                           cs("u") + ZERO16 + i16(3) + cs("unknown") + TAG) + TAG),
+    kio_resp(20, 6, DELETE_BY_ID_RESP,
+             i32(5) + carr(cs(None) + TOPIC_UUID.bytes + i16(100) + cs("This server does not host this topic ID.")
+                           + TAG) + TAG),
     req(admin, "create_partitions", 37, 1, PARTS_REQ,
         arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(arr(i32(1), i32(2)))) + i32(100) + b(True)),
     *[req(admin, "create_partitions", 37, v, PARTS_REQ, PARTS_REQ_FLEX) for v in (2, 3)],
@@ -131,7 +145,7 @@ def test_dispatch_encodes_responses(row: Row) -> None:
 
 @pytest.mark.parametrize(("decode", "version"), [
     (admin.decode_create_topics_request, 8), (admin.decode_create_topics_request, 1),
-    (delete_topics.decode_delete_topics_request, 7), (admin.decode_create_partitions_request, 4)])
+    (lambda body, v: messages.decode_request(20, v, body), 7), (admin.decode_create_partitions_request, 4)])
 def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
     with pytest.raises(ProtocolError):
         decode(memoryview(CREATE_REQ_FLEX), version)
@@ -140,4 +154,4 @@ def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> Non
 def test_v6_topics_without_a_name_need_their_bytes() -> None:
     """A null name is one byte; the 16-byte id after it must be there."""
     with pytest.raises(ProtocolError):
-        delete_topics.decode_delete_topics_request(memoryview(carr(cs(None) + ZERO16[:8]) + i32(1) + TAG), 6)
+        messages.decode_request(20, 6, memoryview(carr(cs(None) + ZERO16[:8]) + i32(1) + TAG))
