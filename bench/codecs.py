@@ -3,17 +3,21 @@
 For each case the same request and response bytes (kafka-python's encoding, or ours for the
 hot paths) are decoded by both sides and re-encoded from each side's own dataclass; both
 sides must give back the same bytes. Each figure is the best of `--rounds` runs of
-`--number` calls, in microseconds per call. An API served on kio's messages (no codec of
-ours left) shows kio's figures only. This is what api_table.py's choice rests on: a
-hand-tuned codec stays only where kio costs the broker measurably.
+`--number` calls, in microseconds per call. An API served on kio's messages has no codec of
+ours left: `--ours-from REV` loads the hand-written codec it replaced from that git revision
+(8f6dba9 holds all of them), so the comparison can be repeated. This is what api_table.py's
+choice rests on: a hand-tuned codec stays only where kio costs the broker measurably.
 
-    python bench/codecs.py [--rounds 5] [--number 200] [--api METADATA]
+    python bench/codecs.py [--rounds 5] [--number 200] [--api METADATA] [--ours-from 8f6dba9]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import subprocess
+import sys
+import types
 import timeit
 import uuid
 from collections.abc import Callable
@@ -38,15 +42,36 @@ class Case:
     version: int
     request: bytes
     response: bytes
-    # our response decoder, for the value our encoder re-encodes (hand codecs only)
-    our_response_decoder: Callable[[memoryview, int], Any] | None = None
+    ours: tuple[str, str]  # our codec's module in common/protocol/ and its function stem
 
 
-def our_decoder(module: str, name: str) -> Callable[[memoryview, int], Any] | None:
-    """Our hand-written response decoder while it exists (None once the API moved to kio)."""
+@dataclass(frozen=True)
+class OurCodec:
+    decode_request: Callable[[memoryview, int], Any]
+    encode_response: Callable[[Any, int], list[Any]]
+    decode_response: Callable[[memoryview, int], Any]
+
+
+def our_codec(module: str, stem: str, revision: str | None) -> OurCodec | None:
+    """Our hand-written codec: from the tree, or (moved to kio since) from a git revision."""
+    if revision is None:
+        try:
+            loaded: Any = importlib.import_module(f"common.protocol.{module}")
+        except ImportError:
+            return None
+    else:
+        try:
+            source = subprocess.run(["git", "show", f"{revision}:common/protocol/{module}.py"], check=True,
+                                    capture_output=True, text=True).stdout
+        except subprocess.CalledProcessError:
+            return None
+        loaded = types.ModuleType(f"old_{module}")
+        sys.modules[loaded.__name__] = loaded  # dataclasses look their module up there
+        exec(compile(source, f"{revision}:common/protocol/{module}.py", "exec"), loaded.__dict__)  # noqa: S102
     try:
-        return getattr(importlib.import_module(f"common.protocol.{module}"), f"decode_{name}_response")  # type: ignore[no-any-return]
-    except (ImportError, AttributeError):
+        return OurCodec(getattr(loaded, f"decode_{stem}_request"), getattr(loaded, f"encode_{stem}_response"),
+                        getattr(loaded, f"decode_{stem}_response"))
+    except AttributeError:
         return None
 
 
@@ -63,7 +88,7 @@ def metadata_case() -> Case:
     request = md.MetadataRequest(tuple(f"topic-{t:02d}" for t in range(TOPICS)), allow_auto_topic_creation=False)
     return Case(ApiKey.METADATA, 12, b"".join(md.encode_metadata_request(request, 12)),  # type: ignore[arg-type]
                 b"".join(md.encode_metadata_response(response, 12)),  # type: ignore[arg-type]
-                md.decode_metadata_response)
+                ("metadata", "metadata"))
 
 
 def produce_case() -> Case:
@@ -76,7 +101,7 @@ def produce_case() -> Case:
             produce.PartitionProduceResponse(p, 0, 1000 * p) for p in range(3))) for t in range(3)), 0)
     return Case(ApiKey.PRODUCE, 9, b"".join(produce.encode_produce_request(request, 9)),  # type: ignore[arg-type]
                 b"".join(produce.encode_produce_response(response, 9)),  # type: ignore[arg-type]
-                produce.decode_produce_response)
+                ("produce", "produce"))
 
 
 def admin_cases() -> list[Case]:
@@ -87,21 +112,49 @@ def admin_cases() -> list[Case]:
              kp(kp_admin.DeleteRecordsRequest, 2, topics=[(f"t{t}", partitions) for t in range(5)], timeout_ms=30000),
              kp(kp_admin.DeleteRecordsResponse, 2, throttle_time_ms=0,
                 topics=[(f"t{t}", [(p, o, 0) for p, o in partitions]) for t in range(5)]),
-             our_decoder("delete_records", "delete_records")),
+             ("delete_records", "delete_records")),
         Case(ApiKey.DESCRIBE_LOG_DIRS, 4,
              kp(kp_admin.DescribeLogDirsRequest, 4, topics=[(f"t{t}", list(range(6))) for t in range(5)]),
              kp(kp_admin.DescribeLogDirsResponse, 4, throttle_time_ms=0, error_code=0, results=[
                  (0, "/data/a", [(f"t{t}", [(p, 1 << 20, 0, False) for p in range(6)]) for t in range(5)],
-                  10 ** 12, 10 ** 11)]), our_decoder("describe_log_dirs", "describe_log_dirs")),
+                  10 ** 12, 10 ** 11)]), ("describe_log_dirs", "describe_log_dirs")),
         Case(ApiKey.DESCRIBE_PRODUCERS, 0,
              kp(kp_admin.DescribeProducersRequest, 0, topics=[(f"t{t}", list(range(6))) for t in range(5)]),
              kp(kp_admin.DescribeProducersResponse, 0, throttle_time_ms=0, topics=[
                  (f"t{t}", [(p, 0, None, [(1000 + p, 0, 41, 1_700_000_000_000, -1, -1)]) for p in range(6)])
-                 for t in range(5)]), our_decoder("describe_producers", "describe_producers")),
+                 for t in range(5)]), ("describe_producers", "describe_producers")),
         Case(ApiKey.ALTER_REPLICA_LOG_DIRS, 2,
              kp(kp_admin.AlterReplicaLogDirsRequest, 2, dirs=[("/data/a", [(f"t{t}", list(range(6))) for t in range(5)])]),
              kp(kp_admin.AlterReplicaLogDirsResponse, 2, throttle_time_ms=0,
-                results=[(f"t{t}", [(p, 0) for p in range(6)]) for t in range(5)])),
+                results=[(f"t{t}", [(p, 0) for p in range(6)]) for t in range(5)]), ("-", "-")),
+        Case(ApiKey.DESCRIBE_CLUSTER, 1,
+             kp(kp_admin.DescribeClusterRequest, 1, include_cluster_authorized_operations=True, endpoint_type=1),
+             kp(kp_admin.DescribeClusterResponse, 1, throttle_time_ms=0, error_code=0, error_message=None,
+                endpoint_type=1, cluster_id="cluster-id", controller_id=2,
+                brokers=[(b, f"127.0.0.{b}", 9092, None) for b in (2, 3, 4)], authorized_operations={5, 7, 8}),
+             ("describe_cluster", "describe_cluster")),
+        Case(ApiKey.ELECT_LEADERS, 2,
+             kp(kp_admin.ElectLeadersRequest, 2, election_type=0,
+                topic_partitions=[(f"t{t}", list(range(6))) for t in range(5)], timeout_ms=30000),
+             kp(kp_admin.ElectLeadersResponse, 2, throttle_time_ms=0, error_code=0, replica_election_results=[
+                 (f"t{t}", [(p, 84, "Leader election not needed for topic partition.") for p in range(6)])
+                 for t in range(5)]), ("elect_leaders", "elect_leaders")),
+        Case(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
+             kp(kp_admin.AlterPartitionReassignmentsRequest, 0, timeout_ms=30000,
+                topics=[(f"t{t}", [(p, [2, 3, 4]) for p in range(6)]) for t in range(5)]),
+             kp(kp_admin.AlterPartitionReassignmentsResponse, 0, throttle_time_ms=0, error_code=0, error_message=None,
+                responses=[(f"t{t}", [(p, 0, None) for p in range(6)]) for t in range(5)]),
+             ("reassignments", "alter_partition_reassignments")),
+        Case(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+             kp(kp_admin.ListPartitionReassignmentsRequest, 0, timeout_ms=30000, topics=None),
+             kp(kp_admin.ListPartitionReassignmentsResponse, 0, throttle_time_ms=0, error_code=0, error_message=None,
+                topics=[(f"t{t}", [(p, [2, 3, 4, 5], [5], [2]) for p in range(6)]) for t in range(5)]),
+             ("reassignments", "list_partition_reassignments")),
+        Case(ApiKey.DELETE_TOPICS, 6,
+             kp(kp_admin.DeleteTopicsRequest, 6, topics=[(f"t{t}", None) for t in range(10)], timeout_ms=30000),
+             kp(kp_admin.DeleteTopicsResponse, 6, throttle_time_ms=0,
+                responses=[(f"t{t}", uuid.UUID(int=t + 1), 0, None) for t in range(10)]),
+             ("delete_topics", "delete_topics")),
     ]
 
 
@@ -109,7 +162,7 @@ def best_us(call: Callable[[], Any], rounds: int, number: int) -> float:
     return min(timeit.repeat(call, number=number, repeat=rounds)) / number * 1e6
 
 
-def measure(case: Case, rounds: int, number: int) -> dict[str, float | None]:
+def measure(case: Case, rounds: int, number: int, revision: str | None) -> dict[str, float | None]:
     request, response = memoryview(case.request), memoryview(case.response)
     kio_response = messages.decode_response(case.api_key, case.version, response)
     assert messages.encode(kio_response) == case.response, f"{case.api_key.name}: kio's bytes differ"
@@ -118,12 +171,12 @@ def measure(case: Case, rounds: int, number: int) -> dict[str, float | None]:
         "kio_encode": best_us(lambda: messages.encode(kio_response), rounds, number),
         "ours_decode": None, "ours_encode": None,
     }
-    spec = API_SPECS[case.api_key]
-    if not spec.generated and case.our_response_decoder is not None:
-        ours = case.our_response_decoder(response, case.version)
-        assert b"".join(spec.codec.encode(ours, case.version)) == case.response, case.api_key.name
-        out["ours_decode"] = best_us(lambda: spec.codec.decode(request, case.version), rounds, number)
-        out["ours_encode"] = best_us(lambda: spec.codec.encode(ours, case.version), rounds, number)
+    ours = our_codec(*case.ours, revision=revision if API_SPECS[case.api_key].generated else None)
+    if ours is not None:
+        value = ours.decode_response(response, case.version)
+        assert b"".join(ours.encode_response(value, case.version)) == case.response, case.api_key.name
+        out["ours_decode"] = best_us(lambda: ours.decode_request(request, case.version), rounds, number)
+        out["ours_encode"] = best_us(lambda: ours.encode_response(value, case.version), rounds, number)
     return out
 
 
@@ -132,6 +185,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--number", type=int, default=200)
     parser.add_argument("--api", help="only this API (ApiKey name)")
+    parser.add_argument("--ours-from", metavar="REV",
+                        help="git revision to load the hand-written codecs of APIs now on kio's messages from")
     args = parser.parse_args()
     cases = [metadata_case(), produce_case(), *admin_cases()]
     print(f"{'API':28} {'v':>2} {'req B':>6} {'resp B':>6} | {'decode µs kio':>13} {'ours':>7}"
@@ -139,7 +194,7 @@ def main() -> None:
     for case in cases:
         if args.api and case.api_key.name != args.api:
             continue
-        r = measure(case, args.rounds, args.number)
+        r = measure(case, args.rounds, args.number, args.ours_from)
 
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:.1f}"
