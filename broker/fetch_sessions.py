@@ -1,4 +1,4 @@
-"""The asyncio shell over the fetch session cache: change marks and the session's long poll.
+"""The asyncio shell over `broker.fetch_session`'s cache: change marks and the session's long poll.
 
     sessions = FetchSessions(replicas, max_entries=1000)     # registers with the ReplicaManager
     context = sessions.new_context(metadata, requested, forgotten, replica_id=r)
@@ -28,8 +28,9 @@ from broker.fetch_session import (
     FetchContext,
     FetchMetadata,
     FetchSession,
+    FetchSessionCache,
+    new_context,
 )
-from broker.fetch_session_cache import FetchSessionCache, new_context
 from broker.replica_manager import ReplicaManager
 from broker.replica_reads import record_session_fetch
 from broker.topic_partition import TopicPartition

@@ -1,4 +1,4 @@
-"""broker.fetch_session and broker.fetch_session_cache: KIP-227's rules, as tables."""
+"""broker.fetch_session: KIP-227's rules (sessions, their cache, new_context), as tables."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from broker.fetch_session import (
     MAX_SESSION_ID,
     CachedPartition,
     FetchMetadata,
+    FetchSessionCache,
     FullFetch,
     IncrementalFetch,
     SessionError,
     Sessionless,
+    new_context,
     next_epoch,
 )
-from broker.fetch_session_cache import FetchSessionCache, new_context
 from broker.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import EpochEndOffset, FetchPartition, FetchPartitionResponse

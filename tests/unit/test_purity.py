@@ -37,7 +37,7 @@ PURE_MODULES = (
     "broker.log.cleaner_splice",
     "broker.replication.truncation", "broker.replication.partition", "broker.log.leader_epoch_cache",
     "broker.topic_partition", "broker.replication.leader_rules", "broker.metadata_follower",
-    "broker.producer_state",
+    "broker.producer_state", "broker.fetch_session",
     "quorum.controller_result", "quorum.topic_control", "quorum.replica_assignment", "quorum.broker_control",
     "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
     "quorum.quorum_view", "quorum.replica_failure",
