@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 S = TypeVar("S")
 A = TypeVar("A")
 Encoded = tuple[bytes | None, bytes | None]  # one record as (key, value) bytes
+Settle = Callable[[Any, "CoordinatorError | None"], None]  # (answer, None) once committed, or (None, error)
 MAX_BATCH_BYTES: Final = 1 * MIB  # an open batch is appended once it holds this many record bytes
 MAX_IDLE_PASSES: Final = 1_000  # idle() waits out at most this many generations of new work
 E = ErrorCode
@@ -98,7 +99,7 @@ class _Batch(Generic[S]):
     records: list[Encoded] = field(default_factory=list)
     size: int = 0
     end_offset: int | None = None  # set once appended; None while open
-    waiters: list[tuple[asyncio.Future[Any], Any]] = field(default_factory=list)
+    waiters: list[tuple[Settle, Any]] = field(default_factory=list)  # with the answer each gets
 
 
 @dataclass(slots=True)
@@ -241,18 +242,25 @@ class CoordinatorRuntime(Generic[S]):
 
     def submit(self, partition: int, operation: Callable[[S], CoordinatorResult[S, A]]) -> asyncio.Future[A | None]:
         """`write` without awaiting: the operation runs now, the future holds its answer."""
+        future: asyncio.Future[A | None] = asyncio.get_running_loop().create_future()
+        self.submit_settled(partition, operation, _settle_future(future))
+        return future
+
+    def submit_settled(self, partition: int, operation: Callable[[S], CoordinatorResult[S, A]],
+                       settle: Settle) -> None:
+        """The operation runs now; `settle` is called at once when the write commits or fails
+        (already during this call when nothing was pending), without a turn of the event loop."""
         shard = self._active(partition)
         result = operation(shard.current)
-        future: asyncio.Future[A | None] = asyncio.get_running_loop().create_future()
         if not result.records:
             if shard.batches:  # answered once what it read commits (read-your-writes)
                 last = shard.batches[-1]
                 last.state = result.state
-                last.waiters.append((future, result.answer))
+                last.waiters.append((settle, result.answer))
             else:
                 shard.committed = result.state
-                future.set_result(result.answer)
-            return future
+                settle(result.answer, None)
+            return
         size = sum(len(k or b"") + len(v or b"") for k, v in result.records)
         batch = shard.batches[-1] if shard.batches and shard.batches[-1].end_offset is None else None
         if batch is not None and batch.records and batch.size + size > self.max_batch_bytes:
@@ -264,11 +272,10 @@ class CoordinatorRuntime(Generic[S]):
         batch.state = result.state
         batch.records.extend(result.records)
         batch.size += size
-        batch.waiters.append((future, result.answer))
+        batch.waiters.append((settle, result.answer))
         if not shard.flush_scheduled:
             shard.flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_if_current, shard)
-        return future
 
     def _flush_if_current(self, shard: _Shard[S]) -> None:
         shard.flush_scheduled = False
@@ -311,9 +318,8 @@ class CoordinatorRuntime(Generic[S]):
             key = (self.name, partition, shard.leader_epoch, "commit", batch.end_offset)
             self.timers.cancel(key)
             shard.timer_keys.discard(key)
-            for future, answer in batch.waiters:
-                if not future.done():
-                    future.set_result(answer)
+            for settle, answer in batch.waiters:
+                settle(answer, None)
 
     def on_truncated(self, partition: int, log_end_offset: int) -> None:
         """The partition's log was truncated to `log_end_offset`: the writes past it are lost."""
@@ -349,10 +355,9 @@ class CoordinatorRuntime(Generic[S]):
                 key = (self.name, shard.partition, shard.leader_epoch, "commit", batch.end_offset)
                 self.timers.cancel(key)
                 shard.timer_keys.discard(key)
-            for future, _ in batch.waiters:
+            for settle, _ in batch.waiters:
                 failed += 1
-                if not future.done():
-                    future.set_exception(CoordinatorError(error, why))
+                settle(None, CoordinatorError(error, why))
         return failed
 
     # ---- timers --------------------------------------------------------------------------
@@ -399,7 +404,10 @@ class CoordinatorRuntime(Generic[S]):
             for shard in self.shards.values():
                 if shard.load_task is not None:
                     waiting.append(shard.load_task)
-                waiting.extend(f for batch in shard.batches for f, _ in batch.waiters if not f.done())
+                if shard.batches:  # settled once every batch before it settled, or dropped with them
+                    last: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    shard.batches[-1].waiters.append((_settle_future(last), None))
+                    waiting.append(last)
             if not waiting:
                 return
             await asyncio.gather(*waiting, return_exceptions=True)
@@ -424,3 +432,10 @@ def _log_timer_failure(name: str, partition: int, key: Hashable) -> Callable[[as
             log.error("The %s coordinator's timer %r of partition %d failed", name, key, partition,
                       exc_info=error)
     return done
+
+
+def _settle_future(future: asyncio.Future[Any]) -> Settle:
+    def settle(answer: Any, error: CoordinatorError | None) -> None:
+        if not future.done():
+            future.set_result(answer) if error is None else future.set_exception(error)
+    return settle

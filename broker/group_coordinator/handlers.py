@@ -70,12 +70,15 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
                        tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
                        supports_skip_assignment=version >= 9, reason=req.reason)
     now_ms = coord.now_ms()
-    outcome, done = coord.submit(partition, req.group_id, lambda state: join_group(
-        state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms, config=coord.config))
-    future = None
-    if outcome.park:
-        future = coord.park(partition).park_join(req.group_id, req.member_id or new_id)
-    await done
+    parked: list[asyncio.Future[JoinResult]] = []
+
+    def park(outcome: Outcome) -> None:  # before the rule's answers go out
+        if outcome.park:
+            parked.append(coord.park(partition).park_join(req.group_id, req.member_id or new_id))
+
+    outcome, _ = await coord.run(partition, req.group_id, lambda state: join_group(
+        state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms, config=coord.config), park)
+    future = parked[0] if parked else None
     if future is None:
         assert isinstance(outcome.response, JoinResult)
         return _join_response(outcome.response)
@@ -100,10 +103,15 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
                        req.protocol_type, req.protocol_name)
     group = coord.groups(partition).groups.get(req.group_id)
     now_ms = coord.now_ms()
-    outcome, done = coord.submit(partition, req.group_id,
-                                 lambda state: sync_group(state.groups.get(req.group_id), core, now_ms))
-    future = coord.park(partition).park_sync(req.group_id, req.member_id) if outcome.park else None
-    await done
+    parked: list[asyncio.Future[SyncResult]] = []
+
+    def park(outcome: Outcome) -> None:  # before the rule's answers go out
+        if outcome.park:
+            parked.append(coord.park(partition).park_sync(req.group_id, req.member_id))
+
+    outcome, _ = await coord.run(partition, req.group_id,
+                                 lambda state: sync_group(state.groups.get(req.group_id), core, now_ms), park)
+    future = parked[0] if parked else None
     if future is None:
         assert isinstance(outcome.response, SyncResult)
         return _sync_response(outcome.response)

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError
@@ -225,28 +226,34 @@ class GroupCoordinator:
 
     # ---- rules ---------------------------------------------------------------------------
 
-    async def run(self, partition: int, group_id: str, rule: Rule) -> tuple[Outcome, ErrorCode]:
+    async def run(self, partition: int, group_id: str, rule: Rule,
+                  park: Callable[[Outcome], None] | None = None) -> tuple[Outcome, ErrorCode]:
         """Apply `rule` to the partition's current image now; its outcome and, once its records
         committed (or failed), the error (NONE when committed)."""
-        outcome, done = self.submit(partition, group_id, rule)
+        outcome, done = self.submit(partition, group_id, rule, park)
         return outcome, await done
 
-    def submit(self, partition: int, group_id: str, rule: Rule) -> tuple[Outcome, asyncio.Future[ErrorCode]]:
-        """`run` in two steps: the outcome now (to park the request before anything else runs),
-        the error once the write settled. The parked requests are answered then."""
+    def submit(self, partition: int, group_id: str, rule: Rule, park: Callable[[Outcome], None] | None = None,
+               ) -> tuple[Outcome, asyncio.Future[ErrorCode]]:
+        """`run` in two steps: the outcome now, the error once the write settled. `park(outcome)`
+        runs as soon as the rule has decided, so a request parks before any answer is given
+        (the parked requests are answered when the write settles, maybe within this call)."""
         decided: list[Outcome] = []
+        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
 
         def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, Outcome]:
             outcome = rule(state)
             decided.append(outcome)
+            if park is not None:
+                park(outcome)
             return CoordinatorResult(self._apply(partition, group_id, state, outcome),
                                      tuple(encode_record(r) for r in outcome.records), outcome)
 
-        written = self.runtime.submit(partition, operation)
-        outcome = decided[0]
-        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        written.add_done_callback(lambda f: self._settled(partition, group_id, outcome, f, done))
-        return outcome, done
+        def settle(answer: Any, failure: CoordinatorError | None) -> None:
+            self._settled(partition, group_id, decided[0], failure, done)
+
+        self.runtime.submit_settled(partition, operation, settle)
+        return decided[0], done
 
     def _apply(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> GroupsImage:
         """The image after `outcome` (its group kept, its offsets replayed); one log line per
@@ -274,13 +281,10 @@ class GroupCoordinator:
         self._schedule_expiry(partition, group_id, groups.get(group_id))
         return GroupsImage(groups, offsets)
 
-    def _settled(self, partition: int, group_id: str, outcome: Outcome, written: asyncio.Future[Any],
+    def _settled(self, partition: int, group_id: str, outcome: Outcome, failure: BaseException | None,
                  done: asyncio.Future[ErrorCode] | None) -> None:
         error = E.NONE
-        failure = None if written.cancelled() else written.exception()
-        if written.cancelled():
-            error = E.NOT_COORDINATOR
-        elif isinstance(failure, CoordinatorError):
+        if isinstance(failure, CoordinatorError):
             error = _APPEND_ERRORS.get(int(failure.code), failure.code)
         elif failure is not None:
             log.error("Group %s (%s-%d): a rule failed", group_id, GROUP_METADATA_TOPIC_NAME, partition,
@@ -316,9 +320,9 @@ class GroupCoordinator:
         if group is None:
             return
         failed = sync_failed(group, group.generation_id, error, self.now_ms(), self.config)
-        self.runtime.submit(partition, lambda state: CoordinatorResult(
+        self.runtime.submit_settled(partition, lambda state: CoordinatorResult(
             self._apply(partition, group_id, state, failed), tuple(encode_record(r) for r in failed.records),
-            failed))
+            failed), partial(_log_failure, group_id, partition))
         for member_id, sync in failed.syncs:
             parked.answer_sync(group_id, member_id, sync)
 
@@ -344,7 +348,9 @@ class GroupCoordinator:
 
             def settled(written: asyncio.Future[Any]) -> None:  # its answers, like a request's
                 if decided:
-                    self._settled(partition, group_id, decided[0], written, None)
+                    failure = CoordinatorError(E.NOT_COORDINATOR, "cancelled") if written.cancelled() \
+                        else written.exception()
+                    self._settled(partition, group_id, decided[0], failure, None)
 
             self.runtime.schedule_timer(partition, key, deadline, operation, settled)
 
@@ -430,3 +436,9 @@ class GroupCoordinator:
 def _decided(outcome: Outcome) -> Rule:
     """A rule whose outcome was computed on the current image just before submitting it."""
     return lambda state: outcome
+
+
+def _log_failure(group_id: str, partition: int, answer: Any, failure: CoordinatorError | None) -> None:
+    if failure is not None:
+        log.warning("Group %s: writing its rebalance after a failed SyncGroup to %s-%d failed too: %s",
+                    group_id, GROUP_METADATA_TOPIC_NAME, partition, failure)
