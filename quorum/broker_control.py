@@ -303,9 +303,11 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
     registration = check_broker_epoch(image, broker_id, broker_epoch)
     heartbeats.touch(broker_id, now_ms, metadata_offset)
     is_caught_up = metadata_offset >= registration.broker_epoch
+    # A broker whose partitions later batches still move away stays fenced until they are done.
+    may_unfence = is_caught_up and not heartbeats.is_leaving(broker_id)
     states = calculate_next_broker_state(
         fenced=registration.fenced, in_controlled_shutdown=registration.in_controlled_shutdown,
-        want_fence=want_fence, want_shutdown=want_shutdown, is_caught_up=is_caught_up,
+        want_fence=want_fence, want_shutdown=want_shutdown, is_caught_up=may_unfence,
         leads_partitions=lambda: _leads_partitions(image, broker_id),
         active_brokers_caught_up=lambda: _active_brokers_caught_up(image, broker_id, heartbeats))
     plan = records_plan(states, in_controlled_shutdown=registration.in_controlled_shutdown)

@@ -21,8 +21,8 @@ and the periodic tasks on one timer heap of (due_ms, seq, task) read from an inj
   incarnation is fenced at once instead of after its session, unless it re-registered meanwhile.
 - leader-rebalance: every leader.imbalance.check.interval.seconds when
   auto.leader.rebalance.enable (Kafka's), preferred leader elections.
-- finish-left-behind: once per active epoch, the brokers a fence, shutdown or unregistration
-  cut short by a failover left behind (`broker_control.brokers_left_behind`) are continued.
+- resume-leaving: starts the batches of partition moves (below) that are queued and not
+  running, such as those a new active epoch found left behind by a failover.
 
 Bounded decisions: a rule that moves a broker's partitions (fence, controlled shutdown,
 unregistration, re-registration) handles at most `MAX_PARTITIONS_PER_DECISION` of them and
@@ -30,7 +30,11 @@ returns the rest as `follow_up`. `decide` hands every committed follow-up to one
 task that queues the next batch (`broker_control.continue_leaving`) as a decision of its own,
 behind whatever is queued already: heartbeats of live brokers are served between batches,
 and the event loop runs between them too. Kafka bounds its controller events the same way
-(maxElectionsPerImbalance, then it reschedules the rest).
+(MAX_ELECTIONS_PER_IMBALANCE, then it reschedules the rest). Until its last batch, the broker
+is marked leaving in the sessions, so it is not unfenced half way (a restarted broker that
+catches up quickly). When this controller (re)becomes active, the first `sessions()` of the
+epoch looks once for brokers a failover left behind (`broker_control.brokers_left_behind`)
+and queues their batches.
 
 Stalls: a probe wakes every `STALL_PROBE_PERIOD` and logs "Controller N was stalled for X ms"
 when the event loop ran nothing for `STALL_LOG_MS` or more (it keeps the longest for the log).
@@ -145,9 +149,8 @@ class ControllerRuntime:
         # follow-ups one task works through (`_leave_partitions`); at most one per broker id
         self._leaving: dict[int, PartitionKey | None] = {}
         self._leaver: asyncio.Task[None] | None = None
-        self._scanned_epoch: int | None = None  # the active epoch whose leftovers were looked for
         self.longest_stall_ms = 0  # the longest event-loop stall the probe saw
-        self.schedule("finish-left-behind", now, self._finish_left_behind)
+        self.schedule("resume-leaving", now, self._resume_leaving)
         self._watch: ListenerWatch | None = None
         if watch_listeners:
             self._watch = ListenerWatch(self._process_gone, local_host=settings.host)
@@ -174,6 +177,8 @@ class ControllerRuntime:
         def committed(outcome: AppendOutcome) -> None:  # before the next decision runs
             follow_up = follow_ups[-1] if follow_ups else None
             broker_id = follow_up.broker_id if follow_up is not None else moving
+            if follow_up is not None:
+                self.sessions().begin_leaving(follow_up.broker_id)
             if broker_id is not None:
                 self._committed_batch(broker_id, outcome)
 
@@ -193,9 +198,23 @@ class ControllerRuntime:
             self._sessions_epoch = epoch
             self._sessions = BrokerHeartbeatManager(self._settings.session_timeout_ms)
             self._shutdown_requests = {}
+            self._leaving = {}  # a new epoch finds what is left from the image, not from the last one
             if epoch is not None:
-                self._sessions.begin_sessions(self._log.image(), self._clock())
+                image = self._log.image()
+                self._sessions.begin_sessions(image, self._clock())
+                self._find_left_behind(image)
         return self._sessions
+
+    def _find_left_behind(self, image: MetadataImage) -> None:
+        """Queue the partition moves a failover cut short (one pass over every partition, once per
+        active epoch); `_resume_leaving` starts them."""
+        left = brokers_left_behind(image)
+        if left:
+            logger.info("Broker(s) %s are fenced, shutting down or unregistered but still lead partitions "
+                        "or sit in ISRs (a failover cut their moves short): moving those partitions now", left)
+        for broker_id in left:
+            self._sessions.begin_leaving(broker_id)
+            self._leaving[broker_id] = None
 
     def heartbeat_ages(self) -> dict[int, int]:
         """Milliseconds since each broker's last heartbeat; empty unless active."""
@@ -304,7 +323,10 @@ class ControllerRuntime:
     def _leave_later(self, broker_id: int, after: PartitionKey | None) -> None:
         """Queue the next batch of `broker_id`'s partition moves, starting after `after`."""
         self._leaving[broker_id] = after
-        if self._leaver is None or self._leaver.done():
+        self._start_leaver()
+
+    def _start_leaver(self) -> None:
+        if self._leaving and (self._leaver is None or self._leaver.done()):
             self._leaver = asyncio.create_task(self._leave_partitions())
 
     def _committed_batch(self, broker_id: int, outcome: AppendOutcome) -> None:
@@ -337,23 +359,16 @@ class ControllerRuntime:
                 await asyncio.sleep(LEAVE_RETRY_MS / 1000)
                 continue
             if broker_id not in self._leaving:
+                self.sessions().end_leaving(broker_id)
                 logger.info("Broker %d leads no partition and is in no ISR it may leave (last batch: "
                             "%d partition change(s))", broker_id, moved)
 
-    async def _finish_left_behind(self, due_ms: int) -> int:
-        """Once per active epoch: continue the partition moves a failover cut short."""
-        following = self._clock() + self._fence_period_ms
-        epoch = self._controller.epoch
-        if not self._controller.is_active or epoch == self._scanned_epoch:
-            return following
-        self._scanned_epoch = epoch
-        left = brokers_left_behind(self._log.image())
-        if left:
-            logger.info("Broker(s) %s are fenced, shutting down or unregistered but still lead partitions "
-                        "or sit in ISRs (a failover cut their moves short): moving those partitions now", left)
-            for broker_id in left:
-                self._leave_later(broker_id, None)
-        return following
+    async def _resume_leaving(self, due_ms: int) -> int:
+        """Start queued partition moves that no task runs (a new epoch's leftovers)."""
+        if self._controller.is_active:
+            self.sessions()  # a new active epoch looks for leftovers here, if no heartbeat did yet
+            self._start_leaver()
+        return self._clock() + self._fence_period_ms
 
     # -- the periodic tasks -----------------------------------------------------------------------
 

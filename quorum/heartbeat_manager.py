@@ -43,6 +43,9 @@ class BrokerHeartbeatManager:
         # One entry per broker id ever heard from; ids are operator-assigned, so this is
         # bounded by the cluster size, and unregister/re-register remove entries.
         self._sessions: dict[int, _Session] = {}
+        # Brokers whose partitions are still being moved away in batches (quorum.controller_runtime):
+        # at most one entry per broker id, like the sessions.
+        self._leaving: set[int] = set()
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """A heartbeat arrived: the session starts again from now_ms."""
@@ -76,6 +79,17 @@ class BrokerHeartbeatManager:
         session = self._sessions.get(broker_id)
         if session is not None:
             session.controlled_shutdown_offset = None
+
+    def begin_leaving(self, broker_id: int) -> None:
+        """Later decisions still move this broker's partitions away: it may not be unfenced
+        before they are done (it would keep leading what the rest of the batches were to move)."""
+        self._leaving.add(broker_id)
+
+    def end_leaving(self, broker_id: int) -> None:
+        self._leaving.discard(broker_id)
+
+    def is_leaving(self, broker_id: int) -> bool:
+        return broker_id in self._leaving
 
     def remove(self, broker_id: int) -> None:
         """Forget a broker's session (unregistered, or replaced by a new incarnation)."""

@@ -35,6 +35,7 @@ from quorum.broker_control import (
     continue_leaving,
     fence_broker,
     process_heartbeat,
+    register_broker,
     unregister_broker,
 )
 from quorum.controller_result import ControllerResult, LeaveFollowUp
@@ -293,3 +294,45 @@ async def test_the_stall_probe_logs_a_blocked_event_loop(big, caplog: pytest.Log
         await asyncio.gather(task, return_exceptions=True)
     assert 400 <= runtime.longest_stall_ms
     assert any("Controller 1 was stalled for" in r.getMessage() for r in caplog.records)
+
+
+def test_a_broker_still_leaving_is_not_unfenced() -> None:
+    heartbeats = BrokerHeartbeatManager(1000)
+    fenced, _ = run_batches(BIG, fence_broker(BIG, 1, reason="test", max_partitions=BATCH))
+    heartbeats.begin_leaving(1)
+
+    def beat() -> ControllerResult[HeartbeatReply]:
+        return process_heartbeat(fenced, broker_id=1, broker_epoch=1, metadata_offset=fenced.offset, want_fence=False,
+                                 want_shutdown=False, now_ms=0, heartbeats=heartbeats)
+
+    assert (beat().records, beat().response) == ((), HeartbeatReply(True, True, False))
+    heartbeats.end_leaving(1)
+    assert beat().records[0] == BrokerRegistrationChange(1, 1, fenced=False)
+
+
+async def test_a_restarted_broker_stays_fenced_until_its_last_batch(big) -> None:
+    """A new incarnation of broker 4 registers (its old partitions move away in batches) and
+    heartbeats caught up at once: it is unfenced only after the last batch."""
+    log, controller = big
+    clock = Clock()
+    runtime = runtime_for(log, controller, clock)
+    sessions = runtime.sessions()
+    _, registered = await runtime.decide(lambda image: register_broker(
+        image, broker_id=4, incarnation_id="inc-4b", listeners=listeners(4), rack=None,
+        now_ms=clock.now + SESSION_MS + 1, heartbeats=sessions))
+    epoch = registered.first_offset
+    log.gate = asyncio.Event()  # the second batch waits
+
+    def beat(image: MetadataImage) -> ControllerResult[HeartbeatReply]:
+        return process_heartbeat(image, broker_id=4, broker_epoch=epoch, metadata_offset=image.offset,
+                                 want_fence=False, want_shutdown=False, now_ms=clock.now, heartbeats=sessions)
+
+    early = asyncio.create_task(runtime.decide(beat))
+    await asyncio.sleep(0.05)
+    log.gate.set()
+    reply, _ = await early
+    assert reply.is_fenced  # caught up, but batches of its partitions are still to come
+    await until(lambda: leads(log, 4) == 0 and not sessions.is_leaving(4))
+    reply, _ = await runtime.decide(beat)
+    assert not reply.is_fenced
+    await runtime.close()
