@@ -245,12 +245,22 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
         sync = await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()), 3, ClientInfo("c", "/127.0.0.1"))
         assert sync.error_code == 0 and coord.groups(0).groups[HERE].state is GroupState.STABLE
 
-        clock[0] += 9_999  # one ms before the session ends: nothing happens
-        timers.run_due()  # what is due at the clock
+        # The session's deadline is one timer, exact to the millisecond (not a polling tick).
+        assert coord.runtime.timer_deadline(0, ("expire", HERE)) == clock[0] + 10_000
+        clock[0] += 9_999  # a heartbeat one ms before the session ends keeps the member
+        beat = await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, a.generation_id, a.member_id), 3,
+                                         ClientInfo("c", "/127.0.0.1"))
+        assert beat.error_code == 0
+        clock[0] += 1
+        timers.run_due()  # what is due at the clock: nothing any more
         await coord.runtime.idle()
         assert list(coord.groups(0).groups[HERE].members) == [a.member_id]
-        clock[0] += 1
-        timers.run_due()  # what is due at the clock
+        clock[0] += 9_998  # one ms before the new deadline: nothing happens
+        timers.run_due()
+        await coord.runtime.idle()
+        assert list(coord.groups(0).groups[HERE].members) == [a.member_id]
+        clock[0] += 1  # at the deadline: expired then
+        timers.run_due()
         await coord.runtime.idle()  # the expiry appends the empty group's record, then applies
         group = coord.groups(0).groups[HERE]
         assert group.state is GroupState.EMPTY and not group.members
@@ -369,5 +379,47 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
         answer = await asyncio.wait_for(waiting, 1)
         assert answer.error_code == E.UNKNOWN_MEMBER_ID and answer.member_id == ""
         assert list(coord.groups(0).groups[HERE].members) == [a.member_id]
+    finally:
+        await coord.close()
+
+
+async def test_a_failed_append_returns_the_group_to_its_committed_state(broker) -> None:
+    """The runtime keeps a rule's new state pending until its records commit: when the append
+    is refused the commit is answered with the mapped error and the offsets stay as they were."""
+    from broker.group_coordinator import handlers
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from broker.handlers.context import ClientInfo
+    from common.errors import KafkaStorageError
+
+    _, replicas = broker
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, SETTINGS, now_ms=lambda: clock[0], timers=timers)
+    client = ClientInfo("client", "/127.0.0.1")
+
+    async def commit_v7(offset: int) -> int:
+        request = oc.OffsetCommitRequest(HERE, -1, "", (oc.OffsetCommitRequestTopic(
+            "orders", (oc.OffsetCommitRequestPartition(0, offset, 4, ""),)),))
+        response = await handlers.commit(coord, request, 7, client)
+        return response.topics[0].partitions[0].error_code
+
+    try:
+        coord.ensure_started()
+        await coord.runtime.idle()
+        assert await commit_v7(42) == 0
+        append = coord.writer.append
+
+        def refuse(*args: object) -> int:
+            raise KafkaStorageError("the log directory failed")
+
+        coord.writer.append = refuse  # type: ignore[method-assign]
+        assert await commit_v7(43) == E.NOT_COORDINATOR  # Kafka maps KAFKA_STORAGE_ERROR so
+        assert coord.groups(0).offsets[HERE][("orders", 0)].offset == 42  # reverted, not kept
+        coord.writer.append = append  # type: ignore[method-assign]
+        commits = [asyncio.ensure_future(commit_v7(offset)) for offset in (44, 45, 46)]
+        appends = coord.runtime.appends_total
+        assert await asyncio.gather(*commits) == [0, 0, 0]
+        assert coord.runtime.appends_total == appends + 1  # three concurrent commits, one append
+        assert coord.committed_offsets(0).offsets[HERE][("orders", 0)].offset == 46
     finally:
         await coord.close()
