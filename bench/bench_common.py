@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from common.prometheus import samples
-from tidelog import waiting
-from tidelog.node_process import NodeProcess
+from common import waiting
+from localcluster.node_process import NodeProcess
 
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 HTTP_TIMEOUT_S: Final = 120.0  # a controller creating 10,000 partitions answers slowly
@@ -32,7 +32,7 @@ def http(url: str, method: str = "GET", body: Any = None, timeout: float = HTTP_
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout: float = WAIT_S, poll: float = 0.05) -> Any:
-    """`tidelog.waiting.wait_until`, where a half-started node's odd answer is also "not yet"."""
+    """`common.waiting.wait_until`, where a half-started node's odd answer is also "not yet"."""
     return waiting.wait_until(what, condition, timeout, poll_s=poll,
                               not_yet=(*waiting.NOT_YET_ERRORS, ValueError, KeyError))
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from common.prometheus import samples
 from common.units import MIB
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = ("127.0.0.1", "127.0.0.2")  # controller, broker
 READY_S = 60.0

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 6))
 UNDER_TEST, OTHER = 4, 5
@@ -74,7 +74,7 @@ def produce(cluster: LocalCluster, topic: str, partitions: int, per_partition: i
     if not per_partition:
         return
     from common.records import build_batch
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     host, port = cluster.node(UNDER_TEST).spec.bootstrap_address.split(":")
     with KafkaClient([(host, int(port))]) as client:

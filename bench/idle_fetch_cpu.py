@@ -2,7 +2,7 @@
 
     python bench/idle_fetch_cpu.py [--partitions 10000] [--topics 10] [--seconds 30]
 
-A real cluster on loopback (3 controllers + 3 brokers, `tidelog.launcher`), `--partitions`
+A real cluster on loopback (3 controllers + 3 brokers, `localcluster.launcher`), `--partitions`
 RF=3 partitions created through the admin API in `--topics` topics; once every partition
 has its leader and full ISR the cluster is left idle, and each broker's CPU is read from
 /proc/<pid>/stat over `--seconds`. Issue 17's goal: ≤ 5 % of a core per broker at 10,000
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, process_cpu_s, rss_mib
-from tidelog import waiting
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from common import waiting
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 BROKERS: Final = (4, 5, 6)

@@ -65,7 +65,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import c_client
 from c_client import LoadResult
 from common.units import MIB
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 GB: Final = 1e9
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")

@@ -38,8 +38,8 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
     sys.path.insert(0, str(ROOT))
 
 from common.units import GIB, MIB, SECONDS  # noqa: E402
-from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
-from tidelog.waiting import wait_until  # noqa: E402
+from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
+from common.waiting import wait_until  # noqa: E402
 
 HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 READY_S: Final = 60 * SECONDS

@@ -90,8 +90,8 @@ from produce_consume import (  # noqa: E402
 )
 
 from chaos.nemesis import Nemesis  # noqa: E402
-from tidelog import waiting
-from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
+from common import waiting
+from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
 # --- limits, in one place --------------------------------------------------------------------
 HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")  # controller 1, brokers 2-4
@@ -344,7 +344,7 @@ def summarize_throughput(samples: list[Sample], brokers: Sequence[int]) -> None:
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.01) -> Any:
-    """`tidelog.waiting.wait_until`, polling often: failover times are measured with it."""
+    """`common.waiting.wait_until`, polling often: failover times are measured with it."""
     return waiting.wait_until(what, condition, timeout_s, poll_s=poll_s)
 
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from spark.offsets import OffsetRange  # noqa: E402
 from spark.options import parse_source_options  # noqa: E402
 from spark.range_reader import read_range  # noqa: E402
-from tidelog.launcher import LocalCluster, free_ports  # noqa: E402
+from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
 HOSTS: Final = ("127.0.0.1", "127.0.0.2")
 TOPIC: Final = "bench"

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tidelog.launcher import free_ports
+from localcluster.launcher import free_ports
 
 SHAPES = {"3c+3b": "tidelog_brokers = 3\n", "1x": "tidelog_brokers = 1\ntidelog_combined = true\n"}
 UP_ARGS = {"3c+3b": ["--controllers", "3", "--brokers", "3"], "1x": ["--combined", "--controllers", "1"]}

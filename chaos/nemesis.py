@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
-from tidelog.launcher import LocalCluster
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
 
 log = logging.getLogger(__name__)
 

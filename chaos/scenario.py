@@ -39,9 +39,9 @@ from chaos.workload import (
     describe_partitions,
     read_all,
 )
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.replica_files import replica_log_bytes, wait_replicas_caught_up
-from tidelog.waiting import wait_until
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.replica_files import replica_log_bytes, wait_replicas_caught_up
+from common.waiting import wait_until
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
 TOPIC = "chaos"

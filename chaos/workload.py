@@ -161,7 +161,7 @@ def describe_partitions(bootstrap: str, topic: str, partitions: int) -> list[str
     ListOffsets (latest). The evidence for an availability failure: a client's 'unknown partition'
     says what it concluded, this says what the brokers said."""
     from common.protocol.list_offsets import LATEST_TIMESTAMP
-    from tidelog.kafka_client import BrokerUnavailable, KafkaClient, error_name
+    from common.kafka_client import BrokerUnavailable, KafkaClient, error_name
 
     lines = []
     for server in bootstrap.split(","):

@@ -1,5 +1,5 @@
 """A blocking connection to one broker's Kafka listener, for tools outside the broker: the CLI's
-client (`tidelog.kafka_client`) and the Spark task reader (`spark.fetch_client`).
+client (`common.kafka_client`) and the Spark task reader (`spark.fetch_client`).
 
     connection = BrokerConnection(("127.0.0.4", 9092), "tidelog-cli", connect_timeout=5.0,
                                   max_response_bytes=64 * MIB)

@@ -129,7 +129,7 @@ def _entity(args: argparse.Namespace) -> tuple[int, str, int | None]:
 
 def _call(args: argparse.Namespace, broker: int | None, api_key: ApiKey, version: int, request: object,
           encode: object, decode: object) -> object:
-    from tidelog.kafka_client import BrokerUnavailable, KafkaClient
+    from common.kafka_client import BrokerUnavailable, KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
     with KafkaClient(found.bootstrap_servers, client_id="tidelog-configs") as client:
@@ -142,7 +142,7 @@ def _call(args: argparse.Namespace, broker: int | None, api_key: ApiKey, version
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import error_name
+    from common.kafka_client import error_name
 
     resource_type, word, broker = _entity(args)
     request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(resource_type, args.entity_name, None),),
@@ -158,7 +158,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_alter(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import error_name
+    from common.kafka_client import error_name
 
     resource_type, word, broker = _entity(args)
     names = [n.strip() for item in args.delete_config for n in item.split(",")]

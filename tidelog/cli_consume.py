@@ -74,7 +74,7 @@ def consume(args: argparse.Namespace) -> int:
     # imported here: `tidelog` builds every subcommand's parser, and the nodes need none of this
     from tidelog.console_records import FormatError, consumer_format
     from tidelog.consumer import Consumer, existing_topic
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     try:
         fmt = consumer_format(args.property)

@@ -19,7 +19,7 @@ from typing import Final
 from groups.offset_reset import ResetTo, plan_reset
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
-from tidelog.table import render
+from common.table import render
 
 EARLIEST: Final = -2
 
@@ -77,7 +77,7 @@ def _parse_topic(text: str) -> tuple[str, list[int] | None]:
 
 def _admin(args: argparse.Namespace):  # noqa: ANN202 - imports kept out of the parser's path
     from tidelog.group_admin import GroupAdmin
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
     client = KafkaClient(found.bootstrap_servers, client_id="tidelog-consumer-groups")
@@ -89,7 +89,7 @@ def _unavailable(exc: Exception) -> ClusterError:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import BrokerUnavailable
+    from common.kafka_client import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -101,7 +101,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import BrokerUnavailable
+    from common.kafka_client import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -123,7 +123,7 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import BrokerUnavailable
+    from common.kafka_client import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -136,7 +136,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    from tidelog.kafka_client import BrokerUnavailable
+    from common.kafka_client import BrokerUnavailable
 
     topic, only = _parse_topic(args.topic)
     by_time = None

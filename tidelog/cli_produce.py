@@ -79,7 +79,7 @@ def produce(args: argparse.Namespace) -> int:
     # imported here: `tidelog` builds every subcommand's parser, and the nodes need none of this
     from common.record_batch import CompressionType
     from tidelog.console_records import FormatError, producer_format
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
     from tidelog.producer import PendingRecord, Producer, Router
 
     try:

@@ -19,7 +19,7 @@ from typing import Any
 from tidelog import cli_common
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError, say, say_lines
-from tidelog.table import render
+from common.table import render
 
 
 def cluster_lines(view: Mapping[str, Any]) -> list[str]:
@@ -62,7 +62,7 @@ def process_lines(document: Mapping[str, Any], running: Mapping[int, bool]) -> l
 
 
 def _running(document: Mapping[str, Any]) -> dict[int, bool]:
-    from tidelog.node_process import process_runs
+    from localcluster.node_process import process_runs
 
     return {int(n["id"]): isinstance(n.get("pid"), int) and process_runs(n["pid"], Path(n["config_file"]))
             for n in document.get("nodes", []) if "config_file" in n}

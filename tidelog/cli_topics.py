@@ -24,7 +24,7 @@ from typing import Any, Final
 from tidelog import cli_common
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError, UsageError, say, say_lines
-from tidelog.table import render
+from common.table import render
 
 NO_LEADER: Final = -1
 

@@ -24,7 +24,7 @@ from common.protocol.primitives import RecordsPlaceholder
 from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 from tidelog.console_records import ConsumerFormat, decode_fetched
-from tidelog.kafka_client import (
+from common.kafka_client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_LEADER,

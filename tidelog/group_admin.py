@@ -31,7 +31,7 @@ from common.protocol.primitives import Chunk
 from common.units import SECONDS
 from groups.offset_reset import assigned_partitions
 from tidelog.cli_common import ClusterError
-from tidelog.kafka_client import LATEST_TIMESTAMP, KafkaClient, error_name
+from common.kafka_client import LATEST_TIMESTAMP, KafkaClient, error_name
 
 RETRY_FOR: Final = 10 * SECONDS
 RETRY_EVERY: Final = 0.1 * SECONDS

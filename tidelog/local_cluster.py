@@ -5,7 +5,7 @@
     tidelog up --broker-config num.partitions=3 [--controller-config KEY=VALUE] ...
     tidelog down [--data-dir ./tidelog-data]
 
-`up` starts every node that is not running (`tidelog.launcher`; as `docker compose up` does, a
+`up` starts every node that is not running (`localcluster.launcher`; as `docker compose up` does, a
 node that was killed comes back on its own and the running ones are left as they are, each
 named in one line; only a cluster running in full is "already running"), waits until the quorum
 has an active controller,
@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from tidelog import cluster_layout as layout
+from localcluster import cluster_layout as layout
 from tidelog.cli_common import silence_stdout
-from tidelog.cluster_layout import LayoutError, data_dir_lock
-from tidelog.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster
-from tidelog.node_process import StopReport
+from localcluster.cluster_layout import LayoutError, data_dir_lock
+from localcluster.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster
+from localcluster.node_process import StopReport
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
 WATCH_INTERVAL: Final = 0.5  # seconds between two looks at the nodes while running in the foreground

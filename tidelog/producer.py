@@ -27,7 +27,7 @@ from common.record_batch import CompressionType
 from common.records import build_batch
 from common.units import SECONDS
 from tidelog.cli_common import ClusterError
-from tidelog.kafka_client import (
+from common.kafka_client import (
     RETRIABLE,
     BrokerUnavailable,
     ClusterInfo,

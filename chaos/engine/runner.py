@@ -38,13 +38,13 @@ from chaos.history import History
 from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.replica_files import (
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.replica_files import (
     partition_dir,
     replica_log_bytes,
     wait_replicas_caught_up,
 )
-from tidelog.waiting import NOT_YET_ERRORS, WaitTimeout, wait_until
+from common.waiting import NOT_YET_ERRORS, WaitTimeout, wait_until
 
 PROGRESS_EVERY_S: Final = 5.0
 TICK_S: Final = 0.1

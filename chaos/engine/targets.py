@@ -25,7 +25,7 @@ from groups.partitioner import (
     GROUP_METADATA_TOPIC_NAME,
     coordinator_partition,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 HTTP_TIMEOUT_S: Final = 2.0
 # The harness's own admin calls leave from an address no node uses: controller 1 is 127.0.0.1,

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tidelog.cluster_layout import NodeSpec, runs_broker, runs_controller
+from localcluster.cluster_layout import NodeSpec, runs_broker, runs_controller
 
 CHAIN: Final = "TIDELOG-CHAOS"  # each run's chain is CHAIN-<n>-<pid>
 LOOPBACK: Final = ipaddress.ip_network("127.0.0.0/8")

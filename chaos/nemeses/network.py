@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemeses.links import complement, cut
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 
 class NetworkNemesis:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos.nemeses.firewall import chains, clean, iptables_missing, leftovers
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 pytestmark = pytest.mark.skipif(iptables_missing() is not None, reason=str(iptables_missing()))
 pytest.importorskip("confluent_kafka")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tidelog import waiting
-from tidelog.launcher import LocalCluster, free_ports
+from common import waiting
+from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 BROKER_ID = 4
@@ -52,7 +52,7 @@ def broker_log_dir(cluster: LocalCluster) -> Path:
 
 def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S, *,
                poll_s: float = POLL_S) -> Any:
-    """`tidelog.waiting.wait_until` with the integration tests' default timeout and interval."""
+    """`common.waiting.wait_until` with the integration tests' default timeout and interval."""
     return waiting.wait_until(what, condition, timeout_s, poll_s=poll_s)
 
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from common.prometheus import samples
 from tests.integration.cluster_fixtures import HTTP_TIMEOUT_S, http, wait_until
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 FLUSH_S = 30.0  # a flush waits at most this long; message.timeout.ms is always below it
 

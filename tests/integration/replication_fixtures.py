@@ -16,8 +16,8 @@ from typing import Any
 from chaos.nemesis import Nemesis
 from chaos.workload import read_all
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog import replica_files
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster import replica_files
+from localcluster.launcher import LocalCluster, free_ports
 from tidelog.testing.observe import brokers_agree
 
 __all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "read_all", "replica_log_bytes",

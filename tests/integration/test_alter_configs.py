@@ -17,7 +17,7 @@ from common.protocol import alter_configs as ac
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import wait_until
-from tidelog.kafka_client import KafkaClient
+from common.kafka_client import KafkaClient
 from tidelog.testing import Cluster
 
 admin = pytest.importorskip("confluent_kafka.admin")

@@ -23,7 +23,7 @@ from tests.integration.cluster_fixtures import (
     running_cluster,
     wait_until,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")

@@ -26,8 +26,8 @@ import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client; make test installs it
 

@@ -32,7 +32,7 @@ from tests.integration.cluster_fixtures import (
     wait_until,
 )
 from common.compression import compress
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402

@@ -24,7 +24,7 @@ import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import processes_mentioning, wait_until
-from tidelog.launcher import free_ports
+from localcluster.launcher import free_ports
 
 confluent_kafka = pytest.importorskip("confluent_kafka")  # the reference client; make test installs it
 

@@ -24,7 +24,7 @@ from tests.integration.test_consumer_groups import (
     new_topic,
     values,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -177,7 +177,7 @@ def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCl
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     topic = new_topic(cluster, "bad-input")
     bootstrap = cluster.bootstrap_servers

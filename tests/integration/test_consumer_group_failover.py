@@ -26,7 +26,7 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -22,7 +22,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -169,7 +169,7 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     group, instance = "kip814-group", "leader-instance"
     protocols = (jg.JoinGroupRequestProtocol("range", b"subscription"),)
@@ -218,7 +218,7 @@ def test_metadata_and_list_offsets_v0_over_the_wire(cluster: LocalCluster) -> No
     from common.protocol import metadata as md
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     topic = loaded_topic(cluster, "v0-offsets")
     with KafkaClient(parse_bootstrap_servers(bootstrap_of(cluster)), request_timeout=30.0) as client:

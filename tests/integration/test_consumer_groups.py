@@ -27,7 +27,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -210,7 +210,7 @@ while True:
 def describe(bootstrap: str, group: str):  # noqa: ANN201
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     with KafkaClient(parse_bootstrap_servers(bootstrap)) as client:
         return GroupAdmin(client).describe(group)
@@ -253,7 +253,7 @@ def test_a_member_that_never_syncs_is_removed_and_the_real_consumer_takes_everyt
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     topic, group = new_topic(cluster, "unsynced"), "unsynced-group"
     bootstrap = cluster.bootstrap_servers

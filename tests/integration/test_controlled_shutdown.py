@@ -21,8 +21,8 @@ import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 6))
 STOPPED_BROKER, OTHER_BROKER = 4, 5

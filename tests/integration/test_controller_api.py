@@ -24,8 +24,8 @@ import pytest
 
 from common.prometheus import samples
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 TOKEN = "controller-api-test-token"

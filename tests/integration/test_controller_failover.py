@@ -25,7 +25,7 @@ import pytest
 
 from chaos.nemesis import Nemesis
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
 TOPIC = "failover"
@@ -235,7 +235,7 @@ def test_a_restarting_broker_never_answers_metadata_from_an_empty_image(
     Metadata answer from it names the topic UNKNOWN_TOPIC_OR_PARTITION, which a confluent-kafka
     client reports as "Local: Unknown partition" (measured: the answer came 0.9 s after the
     restart, with no brokers). Until caught up, the broker must not answer clients at all."""
-    from tidelog.kafka_client import BrokerUnavailable, KafkaClient, error_name
+    from common.kafka_client import BrokerUnavailable, KafkaClient, error_name
 
     cluster, nemesis = failover_cluster
     broker = cluster.brokers[1].spec.node_id

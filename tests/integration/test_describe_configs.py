@@ -21,7 +21,7 @@ from tests.integration.cluster_fixtures import (
     running_cluster,
     wait_until,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin = pytest.importorskip("confluent_kafka.admin")
@@ -110,7 +110,7 @@ def test_broker_resource_with_kafka_python_types_and_documentation(cluster: Loca
 
     from common.protocol import describe_configs as dc
     from common.protocol.api_keys import ApiKey
-    from tidelog.kafka_client import KafkaClient
+    from common.kafka_client import KafkaClient
 
     client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:

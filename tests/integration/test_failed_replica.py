@@ -33,7 +33,7 @@ from tests.integration.replication_clients import (
     values,
 )
 from tests.integration.replication_fixtures import FAST, create_topic, partition_state, read_all, wait_for_state
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 pytest.importorskip("confluent_kafka")
 

@@ -37,8 +37,8 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
 
 CLIENT_TIMEOUT_S = 60.0
 VERSION = 11

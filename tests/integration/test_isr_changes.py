@@ -43,7 +43,7 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 pytest.importorskip("confluent_kafka")
 

@@ -23,8 +23,8 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog import replica_files
-from tidelog.launcher import LocalCluster
+from localcluster import replica_files
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin = pytest.importorskip("confluent_kafka.admin")

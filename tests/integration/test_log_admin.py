@@ -28,8 +28,8 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
-from tidelog.replica_files import partition_dir
+from localcluster.launcher import LocalCluster
+from localcluster.replica_files import partition_dir
 
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -23,8 +23,8 @@ from tests.integration.replication_fixtures import (
     wait_full_isr,
     wait_replicas_caught_up,
 )
-from tidelog.launcher import LocalCluster
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
 
 TOPIC = "changelog"
 KEYS = 1_000

@@ -28,8 +28,8 @@ from broker.metadata_follower_loop import MetadataFollower
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
 from metadata.records import Listener
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.waiting import wait_until_async
+from localcluster.launcher import LocalCluster, free_ports
+from common.waiting import wait_until_async
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 TOKEN = "metadata-follower-test-token"

@@ -23,8 +23,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster_fixtures import http, running_cluster, wait_until
-from tidelog.launcher import LocalCluster
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
 
 TOPIC = "atomic"
 PARTITIONS = 3000

@@ -29,8 +29,8 @@ import pytest
 from chaos.nemesis import Nemesis
 from chaos.workload import read_all
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.replica_files import partition_dir
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.replica_files import partition_dir
 
 
 HOSTS = tuple(f"127.0.0.{i}" for i in range(1, 8))

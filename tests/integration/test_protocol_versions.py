@@ -37,8 +37,8 @@ from tests.integration.replication_fixtures import (
     wait_full_isr,
 )
 from tests.log_helpers import batch
-from tidelog.kafka_client import KafkaClient
-from tidelog.launcher import LocalCluster
+from common.kafka_client import KafkaClient
+from localcluster.launcher import LocalCluster
 
 kafka = pytest.importorskip("kafka")
 kafka_admin = pytest.importorskip("kafka.admin")

@@ -28,7 +28,7 @@ from metadata.image import EMPTY_IMAGE
 from metadata.records import record_from_map
 from metadata.snapshot import encode_snapshot
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
-from tidelog.launcher import free_ports
+from localcluster.launcher import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")

@@ -24,8 +24,8 @@ from quorum.log_state import OutcomeKind
 from quorum.metadata_log import DUMP_FILE, JOURNAL_FILE, MetadataLog
 from quorum.quorum_settings import QuorumSettings
 from quorum.voters import Voter
-from tidelog.launcher import free_ports
-from tidelog.waiting import wait_until_async
+from localcluster.launcher import free_ports
+from common.waiting import wait_until_async
 
 WAIT_S = 10.0
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.cluster_fixtures import BROKER_ID, running_cluster, wait_until
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")

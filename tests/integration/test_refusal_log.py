@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cluster_fixtures import running_cluster, wait_until
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")

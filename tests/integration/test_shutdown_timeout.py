@@ -20,7 +20,7 @@ import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 5))
 BROKER = 4

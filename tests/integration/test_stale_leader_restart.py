@@ -25,7 +25,7 @@ from tests.integration.replication_fixtures import (
     wait_for_state,
     wait_full_isr,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 TOPIC = "zombie"
 RESTART_MARKER = "tidelog launcher: starting"

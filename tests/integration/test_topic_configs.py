@@ -29,7 +29,7 @@ from tests.integration.cluster_fixtures import (
     wait_until,
 )
 from tests.unit.test_topic_config_set import KAFKA_39_DEFAULTS
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")

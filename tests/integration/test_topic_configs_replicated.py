@@ -18,7 +18,7 @@ from tests.integration.replication_fixtures import (
     wait_full_isr,
     wait_replicas_caught_up,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.spark.spark_fixtures import spark_cluster
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 
 @pytest.fixture(scope="session")

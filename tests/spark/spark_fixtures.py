@@ -21,7 +21,7 @@ from typing import Any
 import confluent_kafka
 
 from tests.integration.cluster_fixtures import http, wait_until
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 5))
 BROKER_IDS = (2, 3, 4)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.spark.spark_fixtures import create_topic, make_records, produce
 from tidelog import cli
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")

@@ -23,7 +23,7 @@ from spark.options import parse_source_options
 from spark.range_reader import read_range_consumed
 from tests.integration.cluster_fixtures import wait_until
 from tests.spark.spark_fixtures import CLIENT_TIMEOUT_S, create_topic, make_records
-from tidelog.launcher import LocalCluster, free_ports
+from localcluster.launcher import LocalCluster, free_ports
 
 pytest.importorskip("pyspark")
 

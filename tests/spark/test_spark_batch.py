@@ -25,7 +25,7 @@ from tests.spark.spark_fixtures import (
     produce,
     spark_session,
 )
-from tidelog.launcher import LocalCluster
+from localcluster.launcher import LocalCluster
 from tidelog.partitioner import partition_for_key
 
 pytest.importorskip("pyspark")

@@ -34,8 +34,8 @@ from tests.spark.spark_fixtures import (
     spark_session,
 )
 from tidelog import cli
-from tidelog.launcher import LocalCluster
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
 from tidelog.partitioner import partition_for_key
 
 pytest.importorskip("pyspark")

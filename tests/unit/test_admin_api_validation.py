@@ -33,7 +33,7 @@ from quorum.controller_server import ControllerServer
 from quorum.log_state import MetadataLogState
 from quorum.openapi import openapi_document
 from quorum.quorum_settings import QuorumSettings, QuorumStatus
-from tidelog.launcher import free_ports
+from localcluster.launcher import free_ports
 
 # --- The pure validators ------------------------------------------------------------
 

@@ -13,7 +13,7 @@ RAFT, ADMIN, KAFKA, METRICS = 9093, 9094, 9092, 9095
 
 
 def node(node_id: int, role: str) -> object:
-    from tidelog.cluster_layout import NodeSpec
+    from localcluster.cluster_layout import NodeSpec
 
     kafka = KAFKA if role in ("broker", "combined") else 0
     return NodeSpec(node_id, role, f"127.0.0.{node_id}", RAFT, ADMIN, Path("/x"), kafka, METRICS if kafka else 0)

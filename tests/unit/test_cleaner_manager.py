@@ -25,7 +25,7 @@ from common.prometheus import exposition, samples
 from common.records import build_batch
 from common.topic_config import LogConfig
 from tests.log_helpers import NOW
-from tidelog.waiting import wait_until_async
+from common.waiting import wait_until_async
 
 TP = TopicPartition("changelog", 0)
 COMPACT = LogConfig(segment_bytes=600, index_interval_bytes=100, cleanup_policy=("compact",))

@@ -29,9 +29,9 @@ from tidelog.cli_topics import (
     parse_replica_assignment,
 )
 from tidelog.consumer import StartOffset
-from tidelog.kafka_client import PartitionInfo, TopicInfo, error_name
+from common.kafka_client import PartitionInfo, TopicInfo, error_name
 from tidelog.producer import Router
-from tidelog.table import render
+from common.table import render
 
 # --- tables ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from tidelog import cli
 from tidelog.cli_common import UsageError, format_bootstrap_servers
 from tidelog.cli_spark import ingest_bootstrap_servers
-from tidelog.cluster_layout import CLUSTER_FILE, cluster_document, plan
+from localcluster.cluster_layout import CLUSTER_FILE, cluster_document, plan
 
 BASE_ARGS = ("spark", "ingest", "--topic", "orders", "--to", "out")
 

@@ -1,4 +1,4 @@
-"""Tests for tidelog/cluster_layout.py: node planning, server.properties, secrets, cluster.json, lock.
+"""Tests for localcluster/cluster_layout.py: node planning, server.properties, secrets, cluster.json, lock.
 
 No process or socket is ever started: the planning and rendering tables are pure, the data-dir
 tests use tmp_path only, and the one test going through `LocalCluster.start` (the guard that
@@ -23,8 +23,8 @@ from common.properties import load_properties
 from quorum.admin_api import ApiSettings
 from quorum.quorum_settings import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter, parse_voters
-from tidelog import cluster_layout, launcher, node_process
-from tidelog.cluster_layout import (
+from localcluster import cluster_layout, launcher, node_process
+from localcluster.cluster_layout import (
     CLUSTER_FILE,
     COMBINED,
     CONTROLLER,
@@ -52,7 +52,7 @@ from tidelog.cluster_layout import (
     write_atomic,
     write_private,
 )
-from tidelog.server_properties import node_properties
+from localcluster.server_properties import node_properties
 
 ROOT = Path("/srv/tidelog")  # pure tests never touch it
 SECRETS = ClusterSecrets(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", password="s3cret-quorum-password-0123456789")

@@ -1,4 +1,4 @@
-"""LocalCluster.start on a data dir whose cluster partly runs (tidelog/launcher.py): it starts
+"""LocalCluster.start on a data dir whose cluster partly runs (localcluster/launcher.py): it starts
 only the nodes that do not run, leaves the others alone even when it fails, refuses a config
 change a running node would not read, and waits for a restarted broker's new incarnation.
 Spawning, probing and liveness are faked: no process starts."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tidelog import launcher, node_process
-from tidelog.cluster_layout import NodeSpec, read_cluster_file
-from tidelog.launcher import LauncherError, LocalCluster, registered_incarnations, unfenced_brokers
+from localcluster import launcher, node_process
+from localcluster.cluster_layout import NodeSpec, read_cluster_file
+from localcluster.launcher import LauncherError, LocalCluster, registered_incarnations, unfenced_brokers
 
 BROKERS = [
     {"broker_id": 4, "incarnation_id": "old-4", "fenced": False, "in_controlled_shutdown": False},

@@ -31,7 +31,7 @@ from quorum.active_controller import (
 )
 from quorum.controller_result import ControllerResult
 from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
-from tidelog.waiting import wait_until_async
+from common.waiting import wait_until_async
 
 WAIT_S = 2.0
 

@@ -12,8 +12,8 @@ import pytest
 from common.config import parse_config
 from common.properties import load_properties, parse_properties, set_entries
 from tests.unit.test_cluster_layout import PRIVATE, mode, no_processes, open_umask  # noqa: F401 (fixtures)
-from tidelog import launcher
-from tidelog.cluster_layout import LayoutError, NodeSpec, plan
+from localcluster import launcher
+from localcluster.cluster_layout import LayoutError, NodeSpec, plan
 
 COMMENT = "set by a test"
 

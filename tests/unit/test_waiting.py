@@ -1,4 +1,4 @@
-"""Tests for tidelog/waiting.py: the first truthy value, errors as "not yet", a bounded failure."""
+"""Tests for common/waiting.py: the first truthy value, errors as "not yet", a bounded failure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tidelog.waiting import WaitTimeout, wait_until, wait_until_async
+from common.waiting import WaitTimeout, wait_until, wait_until_async
 
 
 def test_returns_the_first_truthy_value() -> None:

@@ -30,10 +30,10 @@ from typing import Any, Final, Self
 from chaos import nemesis as chaos_nemesis
 from chaos.nemeses.network import NetworkNemesis
 from common.units import SECONDS
-from tidelog import cluster_layout as layout
-from tidelog.cluster_layout import LayoutError
-from tidelog.launcher import LauncherError, LocalCluster, free_ports
-from tidelog.node_process import NodeProcess, StopReport
+from localcluster import cluster_layout as layout
+from localcluster.cluster_layout import LayoutError
+from localcluster.launcher import LauncherError, LocalCluster, free_ports
+from localcluster.node_process import NodeProcess, StopReport
 from tidelog.testing import observe, reaper
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.observe import ClusterTimeout, poll, serving

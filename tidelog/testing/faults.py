@@ -30,14 +30,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 from common.units import SECONDS
-from tidelog import cluster_layout as layout
+from localcluster import cluster_layout as layout
 from tidelog.testing import observe
 from tidelog.testing.observe import ClusterTimeout, poll, serving
 
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis
-    from tidelog.launcher import LocalCluster
-    from tidelog.node_process import NodeProcess
+    from localcluster.launcher import LocalCluster
+    from localcluster.node_process import NodeProcess
 
 SHUTDOWN_MARGIN: Final = 5 * SECONDS  # beyond controlled.shutdown.timeout.ms before SIGKILL
 NO_NETWORK_NEMESIS: Final = "network faults need a network nemesis; this cluster was built without one"

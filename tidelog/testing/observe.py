@@ -16,10 +16,10 @@ from typing import Any, Final, Generic, TypeVar
 from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
-from tidelog.kafka_client import NO_LEADER, BrokerUnavailable, ClusterInfo, KafkaClient
-from tidelog.launcher import LocalCluster, probe_cluster_view, unfenced_brokers
-from tidelog.node_process import NodeProcess
-from tidelog.waiting import WaitTimeout, wait_until
+from common.kafka_client import NO_LEADER, BrokerUnavailable, ClusterInfo, KafkaClient
+from localcluster.launcher import LocalCluster, probe_cluster_view, unfenced_brokers
+from localcluster.node_process import NodeProcess
+from common.waiting import WaitTimeout, wait_until
 
 POLL_INTERVAL: Final = 0.05 * SECONDS
 READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait

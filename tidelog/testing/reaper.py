@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Final, Protocol
 from common.units import SECONDS
 
 if TYPE_CHECKING:
-    from tidelog.launcher import LocalCluster
-    from tidelog.node_process import StopReport
+    from localcluster.launcher import LocalCluster
+    from localcluster.node_process import StopReport
 
 WATCHDOG_EXIT_WAIT: Final = 5 * SECONDS  # after a normal stop it has nothing to do
 KILL_WAIT: Final = 5 * SECONDS
@@ -113,10 +113,10 @@ def stop_all() -> None:
 def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
     """SIGTERM brokers and combined nodes, then controllers; SIGKILL whatever is left when its share
     of `bound` is spent (brokers get two thirds: their controlled shutdown needs the controllers)."""
-    from tidelog import (
+    from localcluster import (
         cluster_layout as layout,  # not at the top: the watchdog starts light
     )
-    from tidelog.node_process import stop_report
+    from localcluster.node_process import stop_report
 
     deadline = time.monotonic() + bound
     running = {n.spec.node_id for n in local.nodes if n.running()}
@@ -143,7 +143,7 @@ def stop_within(local: LocalCluster, bound: float) -> list[StopReport]:
 
 def reap(root: Path) -> int:
     """SIGKILL every node of `root` that still runs and remove `root`; how many nodes were killed."""
-    from tidelog.launcher import (
+    from localcluster.launcher import (
         LocalCluster,  # here: the watchdog's start-up imports nothing else
     )
 

@@ -1,4 +1,5 @@
-"""A small synchronous Kafka client for the CLI, over tidelog's own wire codecs (no dependency).
+"""A small synchronous Kafka client for the CLI and the chaos engine's evidence, over tidelog's
+own wire codecs (no dependency).
 
     with KafkaClient([("127.0.0.4", 9092)]) as client:
         cluster = client.metadata(["demo"])                # brokers and partition leaders
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from common.broker_connection import BrokerConnection, BrokerUnavailable, shown
+from common.broker_connection import BrokerConnection, shown
+# re-exported: the CLI's callers catch it as this client's error
+from common.broker_connection import BrokerUnavailable as BrokerUnavailable
 from common.errors import ErrorCode
 from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey

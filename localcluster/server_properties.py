@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from common.config import parse_config
 from common.config_schema import ConfigError
 from common.properties import parse_properties, properties_line, set_entries
-from tidelog.cluster_layout import (
+from localcluster.cluster_layout import (
     BROKER,
     BROKER_DATA_DIR,
     COMBINED,

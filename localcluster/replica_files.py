@@ -13,8 +13,8 @@ from pathlib import Path
 
 from common.record_batch import iter_batches
 from common.units import SECONDS
-from tidelog.node_process import NodeProcess
-from tidelog.waiting import wait_until
+from localcluster.node_process import NodeProcess
+from common.waiting import wait_until
 
 CATCH_UP_TIMEOUT = 30 * SECONDS
 

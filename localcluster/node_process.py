@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import tidelog
 from common.units import SECONDS
-from tidelog import cluster_layout as layout
-from tidelog.cluster_layout import NodeSpec
+from localcluster import cluster_layout as layout
+from localcluster.cluster_layout import NodeSpec
 
 STOP_TIMEOUT: Final = 10 * SECONDS  # a controller stops in well under a second; SIGKILL after this
 # a broker's controlled shutdown is bounded by controlled.shutdown.timeout.ms (30 s by
@@ -34,7 +33,8 @@ KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D stat
 POLL_INTERVAL: Final = 0.1 * SECONDS
 STOP_ORDER: Final = (layout.BROKER, layout.COMBINED, layout.CONTROLLER)
 LOG_TAIL_LINES: Final = 20
-SOURCE_ROOT: Final = Path(tidelog.__file__).resolve().parents[1]
+# the checkout this launcher runs from: a node runs `python -m tidelog` from the same sources
+SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
 
 
 def process_runs(pid: int, config_path: Path) -> bool:

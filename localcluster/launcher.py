@@ -8,7 +8,7 @@ The one place that starts nodes for `tidelog up`, `tidelog down` and the integra
         cluster.bootstrap_servers    # "127.0.0.4:p3": ready means registered and unfenced
     # every node stopped here, even when the body raised
 
-Each node runs in its own session (tidelog/node_process.py), so a Ctrl-C on the terminal
+Each node runs in its own session (localcluster/node_process.py), so a Ctrl-C on the terminal
 reaches `tidelog up` only, which then stops the nodes in order.
 """
 
@@ -27,8 +27,8 @@ from types import TracebackType
 from typing import Any, Final
 
 from common.units import SECONDS
-from tidelog import cluster_layout as layout
-from tidelog.cluster_layout import (
+from localcluster import cluster_layout as layout
+from localcluster.cluster_layout import (
     NodeSpec,
     data_dir_lock,
     load_or_create_secrets,
@@ -37,14 +37,14 @@ from tidelog.cluster_layout import (
     resolve_layout,
     write_atomic,
 )
-from tidelog.node_process import (
+from localcluster.node_process import (
     POLL_INTERVAL,
     STOP_TIMEOUT,
     NodeProcess,
     StopReport,
     stop_nodes,
 )
-from tidelog.server_properties import properties_files
+from localcluster.server_properties import properties_files
 
 READY_TIMEOUT: Final = 30 * SECONDS
 HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe

@@ -1,8 +1,8 @@
 """The shape of a local cluster: which node runs where, its files, cluster.json (a node's
-server.properties text is `tidelog.server_properties`'s).
+server.properties text is `localcluster.server_properties`'s).
 
 Planning and rendering are pure; the section at the end reads and writes the data dir's
-files (never a process or a socket: `tidelog.launcher` owns those). Node ids 1..C are
+files (never a process or a socket: `localcluster.launcher` owns those). Node ids 1..C are
 the controllers and C+1..C+B the brokers, each node on its own loopback address
 127.0.0.<id>, so chaos can cut the link between two nodes. With `combined`, nodes 1..C are
 combined nodes (`process.roles=broker,controller`, Kafka's combined mode): one process
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tidelog.table import render
+from common.table import render
 
 DEFAULT_CONTROLLERS: Final = 3
 DEFAULT_BROKERS: Final = 3
