@@ -17,7 +17,6 @@ Error codes in our responses are `common.errors.ErrorCode` members: kio's writer
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from dataclasses import fields
 from datetime import timedelta
@@ -162,11 +161,24 @@ def _malformed(entity_type: type[Any], e: Exception) -> ProtocolError:
                          f" {type(e).__name__}: {e}")
 
 
+class _Sink:
+    """What kio's writers write to (`write(bytes)`), gathered into one bytes at the end."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(data)
+        return len(data)
+
+
 def encode(entity: Any) -> bytes:
     """The bytes of one message (kio's writer for its class)."""
-    buffer = io.BytesIO()
-    entity_writer(type(entity))(buffer, entity)
-    return buffer.getvalue()
+    sink = _Sink()
+    entity_writer(type(entity))(sink, entity)  # type: ignore[arg-type]
+    return b"".join(sink.parts)
 
 
 def decode_request(api_key: int, version: int, body: bytes | bytearray | memoryview) -> Any:
