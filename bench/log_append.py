@@ -75,7 +75,7 @@ def bench_case(directory: Path, batch: bytes, count: int) -> dict[str, float]:
             if offset >= log.log_end_offset:
                 break
             data = log.read(offset, FETCH_BYTES)
-            chunk = os.pread(data.fd, data.length, data.position)
+            chunk = data.read_bytes()
             offset += max(1, len(chunk) // len(batch)) * records_per_batch
         times["log_read"] += clock() - start
     os.close(raw_fd)

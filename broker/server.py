@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
 from broker import slice_sender
-from broker.slice_sender import ShortReadError, send_file_slice
+from broker.slice_sender import ShortReadError, send_slice
 from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
@@ -282,7 +282,7 @@ class Connection:
                             out.append(chunk)
                             size += len(chunk)
                         elif chunk.length <= COALESCE_BYTES:
-                            out.append(slice_sender.pread_exact(chunk.fd, chunk.position, chunk.length))  # type: ignore[attr-defined]
+                            out.append(slice_sender.pread_slice(chunk))  # type: ignore[arg-type]
                             size += chunk.length
                         else:
                             await self._flush(out, size)
@@ -307,8 +307,7 @@ class Connection:
         A short read means the file shrank after the response promised `length` bytes: the
         connection is ended (ShortReadError) rather than sending a frame of the wrong size.
         """
-        fd, position, length = chunk.fd, chunk.position, chunk.length  # type: ignore[union-attr]
-        self.server.metrics.bytes_out += await send_file_slice(self.writer, fd, position, length)
+        self.server.metrics.bytes_out += await send_slice(self.writer, chunk)  # type: ignore[arg-type]
 
 
 

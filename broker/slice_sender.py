@@ -1,6 +1,7 @@
 """Sending a segment slice (fd, position, length) down a client connection with sendfile(2).
 
-    sent = await send_file_slice(writer, fd, position, length)   # == length, or ShortReadError
+    sent = await send_slice(writer, records)     # a FileSlice: == its length, or ShortReadError
+    data = pread_slice(records)                  # a small one, coalesced with other chunks
 
 Why sendfile and not os.pread + transport.write: pread copies the page cache into a Python
 bytes object and the socket write copies it again into the kernel; sendfile hands the page
@@ -17,11 +18,13 @@ The safety the pread path had against a file truncated under a response is kept:
 stops at the end of the file, so a slice that comes up short raises ShortReadError and the
 connection ends instead of sending a frame of the wrong size.
 
-The descriptor stays valid for the whole send: the caller holds the `FileSlice`, whose
-segment handle closes the descriptor only when the last reference goes (broker.log.
-segment_files), however long the send waits for the socket and whatever the segment file
-cache evicts or retention deletes meanwhile. A descriptor closed early would be worse than a
-short read: the kernel reuses its number, and the send would read another file's bytes.
+The descriptor stays valid for the whole send: `send_slice` takes the slice's segment file
+handle when the send starts and holds it until the send ends; the handle closes the
+descriptor only when its last reference goes (broker.log.segment_files), however long the
+send waits for the socket and whatever the segment file cache evicts or retention deletes
+meanwhile. A descriptor closed early would be worse than a short read: the kernel reuses its
+number, and the send would read another file's bytes. Taking the handle at send time, not at
+read time, keeps a response of thousands of partitions from holding a descriptor for each.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ import errno
 import os
 from typing import Final
 
+from broker.log.segment import FileSlice
+from broker.log.segment_files import BorrowedFile, SegmentHandle
+from common.errors import KafkaStorageError
 from common.units import MIB
 
 # pread fallback: bytes read and written at a time (bounded memory per connection)
@@ -57,6 +63,29 @@ class _SegmentFile:
 
     def fileno(self) -> int:
         return self._fd
+
+
+async def send_slice(writer: asyncio.StreamWriter, records: FileSlice) -> int:
+    """Send a segment slice; its file handle is held (the descriptor open) until the end."""
+    if records.length <= 0:
+        return 0
+    handle = _file_of(records)
+    return await send_file_slice(writer, handle.fd, records.position, records.length)
+
+
+def pread_slice(records: FileSlice) -> bytes:
+    """A (small) segment slice's bytes, for coalescing with the response's other chunks."""
+    if records.length <= 0:
+        return b""
+    handle = _file_of(records)
+    return pread_exact(handle.fd, records.position, records.length)
+
+
+def _file_of(records: FileSlice) -> SegmentHandle | BorrowedFile:
+    try:
+        return records.file()
+    except KafkaStorageError as e:  # deleted past file.delete.delay.ms: as a closed descriptor
+        raise ShortReadError(f"records file gone before sending: {e}") from None
 
 
 async def send_file_slice(writer: asyncio.StreamWriter, fd: int, position: int, length: int) -> int:

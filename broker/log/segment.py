@@ -5,8 +5,9 @@ which sit outside the CRC. One descriptor serves both appends (O_APPEND) and rea
 it lives in the broker's bounded `SegmentFileCache` (`segment_files`), which may evict it
 while the segment is idle: each use asks the cache for the segment's handle (a hit, or the
 file opened again - the segment's size, offsets and indexes stay in memory, so a reopen
-reads nothing). `FileSlice`s hand the descriptor to the network layer together with its
-handle, which keeps it open until the slice is sent.
+reads nothing). A `FileSlice` names its segment, not a descriptor: the network layer takes
+the segment's handle when it sends the slice and holds it until the send ends, so a fetch
+response of thousands of partitions holds no descriptor per partition while it waits.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.log.append_rules import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
 from broker.log.segment_files import (
     SEGMENT_OPEN_FLAGS,
+    BorrowedFile,
     SegmentFileCache,
     SegmentHandle,
     new_key,
@@ -44,7 +47,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 NO_TIMESTAMP = -1
 NO_FD = -1  # the descriptor of an empty slice: nothing is read from it
-MAX_RELATIVE_OFFSET = 2**31 - 1
 _IOV_MAX = 1024  # Linux's limit of buffers in one writev
 _INT64 = struct.Struct(">q")
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
@@ -57,20 +59,31 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:
-    """Bytes [position, position+length) of an open segment file, ready for sendfile/pread.
+    """Bytes [position, position+length) of a segment file, ready for sendfile/pread.
 
-    `handle` keeps `fd` open for as long as the slice lives, even when the segment's cache
-    entry is evicted or the segment deleted meanwhile (None: the caller owns `fd`, or the
-    slice is empty and `fd` is NO_FD)."""
+    A slice of a segment (`segment` set, `fd` NO_FD) takes the segment's open file only when
+    read or sent, through `file()`, whose handle keeps the descriptor open while held: a
+    descriptor closed early would be reused by the kernel and read another file's bytes. A
+    slice sent after its segment was deleted (past `file.delete.delay.ms`) fails (as a closed
+    FileChannel does in Kafka), and one of a truncated file comes up short. Without `segment`,
+    `fd` is the caller's descriptor (or NO_FD for an empty slice)."""
 
     fd: int
     position: int
     length: int
-    handle: SegmentHandle | None = None
+    segment: LogSegment | None = None
+
+    def file(self) -> SegmentHandle | BorrowedFile:
+        """The file to read the slice from: use its `fd` only while holding it. Raises
+        KafkaStorageError when the segment's file is gone."""
+        return BorrowedFile(self.fd) if self.segment is None else self.segment.file()
 
     def read_bytes(self) -> bytes:
-        """The slice's bytes (tools and tests; the network layer sends from `fd`)."""
-        return os.pread(self.fd, self.length, self.position) if self.length else b""
+        """The slice's bytes (tools, tests, the coordinators; the network layer sends it)."""
+        if not self.length:
+            return b""
+        handle = self.file()
+        return os.pread(handle.fd, self.length, self.position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,8 +247,7 @@ class LogSegment:
         if start >= limit:
             return FileSlice(NO_FD, start, 0)
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
-        handle = self.file()
-        return FileSlice(handle.fd, start, min(limit - start, wanted), handle)
+        return FileSlice(NO_FD, start, min(limit - start, wanted), self)
 
     def scan_tail(self) -> int:
         """Restore the in-memory tail state after loading; return the next offset."""

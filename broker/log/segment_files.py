@@ -45,6 +45,15 @@ def new_key() -> int:
     return next(_KEYS)
 
 
+class BorrowedFile:
+    """A descriptor someone else owns and closes, in a SegmentHandle's shape."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+
 class SegmentHandle:
     """One open descriptor of a segment file, closed when the last reference to it goes."""
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.integration.cluster_fixtures import alive, wait_until
-from tidelog.launcher import free_ports
+from localcluster.launcher import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))  # 3 controllers, then 3 brokers
@@ -131,7 +131,9 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
                CREATE_TIMEOUT_S, poll_s=1.0)
 
 
-def produce_and_consume(bootstrap: str, sample: list[tuple[str, int]]) -> None:
+def produce_and_consume(bootstrap: str, every: list[tuple[str, int]], sample: list[tuple[str, int]]) -> None:
+    """One record to `every` partition (so each follower fetch carries data of thousands of
+    partitions at once), then the records of `sample` consumed back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
@@ -141,7 +143,7 @@ def produce_and_consume(bootstrap: str, sample: list[tuple[str, int]]) -> None:
         if error is not None:
             errors.append(str(error))
 
-    for topic, partition in sample:
+    for topic, partition in every:
         producer.produce(topic, f"{topic}/{partition}".encode(), partition=partition, on_delivery=delivered)
     assert producer.flush(CLIENT_TIMEOUT_S) == 0 and not errors, errors
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "file-limits", "enable.auto.commit": False})
@@ -183,16 +185,19 @@ def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
     step = PARTITIONS_PER_TOPIC // SAMPLE_PER_TOPIC
     sample = [(name, i * step + t) for t, name in enumerate(names) for i in range(SAMPLE_PER_TOPIC)]
     started = time.monotonic()
-    produce_and_consume(document["bootstrap_servers"], sample)
-    report(capsys, f"{len(sample)} sampled partitions produced to (acks=all) and consumed in "
-                   f"{time.monotonic() - started:.1f} s")
+    every = [(name, p) for name in names for p in range(PARTITIONS_PER_TOPIC)]
+    produce_and_consume(document["bootstrap_servers"], every, sample)
+    report(capsys, f"a record produced (acks=all) to each of the {len(every)} partitions, {len(sample)} "
+                   f"sampled partitions consumed, in {time.monotonic() - started:.1f} s")
 
     for broker in brokers:
         assert alive(broker["pid"]), broker
         open_files = metric(broker["metrics_url"], "tidelog_broker_open_segment_files")
         assert metric(broker["metrics_url"], "tidelog_broker_open_segment_files_max") == OPEN_FILE_LIMIT // 2
         assert open_files <= OPEN_FILE_LIMIT // 2
-        assert metric(broker["metrics_url"], "tidelog_broker_segment_file_evictions_total") > 0
+        evictions = metric(broker["metrics_url"], "tidelog_broker_segment_file_evictions_total")
+        reopens = metric(broker["metrics_url"], "tidelog_broker_segment_file_reopens_total")
+        assert evictions > 0
         descriptors = len(os.listdir(f"/proc/{broker['pid']}/fd"))
         assert descriptors < OPEN_FILE_LIMIT
         text = Path(broker["log_file"]).read_text(errors="replace")
@@ -200,8 +205,8 @@ def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
         assert f"open-file limit (RLIMIT_NOFILE) {OPEN_FILE_LIMIT}, hard limit {OPEN_FILE_LIMIT}" in text
         assert f"Keeping at most {OPEN_FILE_LIMIT // 2} segment files open" in text
         assert "partitions but keeps at most 512 segment files open" in text  # the operator is told
-        report(capsys, f"broker {broker['id']}: {int(open_files)} segment files open, "
-                       f"{descriptors} descriptors in all")
+        report(capsys, f"broker {broker['id']}: {int(open_files)} segment files open, {descriptors} "
+                       f"descriptors in all; {int(evictions)} evictions, {int(reopens)} reopens")
 
     pids = [n["pid"] for n in document["nodes"]]
     stopped = cluster.run("down")

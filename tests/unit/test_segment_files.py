@@ -153,38 +153,63 @@ def test_appends_to_one_log_do_not_reopen(tmp_path: Path) -> None:
 def test_a_slice_outliving_eviction_reads_its_own_bytes(logs: list[PartitionLog], tmp_path: Path) -> None:
     a, b, _ = logs
     a.append(batch(3, tag="a"), now_ms=NOW)
-    expected = a.read(0, 1 << 20).read_bytes()
     data = a.read(0, 1 << 20)
+    expected = data.read_bytes()
     b.append(batch(3, tag="b"), now_ms=NOW)  # evicts a's segment
     assert not a.active_segment.is_cached
-    # descriptors opened now would take a closed number: none may be data.fd
-    others = [os.open(tmp_path / "t-1", os.O_RDONLY) for _ in range(8)]
-    try:
-        assert data.fd not in others
-        assert data.read_bytes() == expected
-        assert os.fstat(data.fd).st_ino == os.stat(a.active_segment.log_path).st_ino
-    finally:
-        for fd in others:
-            os.close(fd)
+    assert data.read_bytes() == expected  # its segment's file, reopened
+    assert b.read(0, 1 << 20).read_bytes() != expected
 
 
-def test_a_slice_outliving_deletion_reads_its_own_bytes(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(file_delete_delay_ms=0), files=SegmentFileCache(4))
+def test_a_send_holds_its_descriptor_through_eviction_and_deletion(tmp_path: Path) -> None:
+    """What slice_sender does: take the slice's file, then send across awaits. Meanwhile the
+    cache evicts the segment and retention deletes it; descriptors opened meanwhile must not
+    reuse its number, and the send still reads the slice's own bytes."""
+    cache = SegmentFileCache(1)
+    log = open_log(tmp_path, LogConfig(file_delete_delay_ms=0), files=cache)
+    other = PartitionLog(tmp_path / "other-0", LogConfig(), now_ms=NOW, files=cache)
     try:
         log.append(batch(3, tag="old"), now_ms=NOW)
         data = log.read(0, 1 << 20)
         expected = data.read_bytes()
+        sending = data.file()  # held by the send
         segment = log.active_segment
         log.truncate_fully_and_start_at(100, now_ms=NOW)  # renamed, then deleted at once
         log.reap_deleted_segments(NOW)
+        other.append(batch(3, tag="other"), now_ms=NOW)  # the cache now holds another file
         assert not segment.is_cached and not segment.log_path.exists()
-        log.append(batch(3, tag="new"), now_ms=NOW)
-        assert data.read_bytes() == expected
-        fd = data.fd
-        del data
+        fresh = [os.open(tmp_path / "other-0", os.O_RDONLY) for _ in range(8)]
+        try:
+            assert sending.fd not in fresh
+            assert os.pread(sending.fd, data.length, data.position) == expected
+        finally:
+            for fd in fresh:
+                os.close(fd)
+        fd = sending.fd
+        del sending
         assert not is_open(fd)
+        with pytest.raises(KafkaStorageError, match="cannot reopen segment"):
+            data.read_bytes()  # after the delete: an error, never another file's bytes
     finally:
+        other.close()
         log.close()
+
+
+def test_slices_waiting_to_be_sent_hold_no_descriptor(tmp_path: Path) -> None:
+    """A fetch response of 40 partitions with data, the cache holding 5 files: the slices
+    take their files when sent, one at a time, not when read."""
+    before = open_files()
+    cache = SegmentFileCache(5)
+    logs = [PartitionLog(tmp_path / f"t-{i}", LogConfig(), now_ms=NOW, files=cache) for i in range(40)]
+    try:
+        for i, log in enumerate(logs):
+            log.append(batch(1, tag=f"v{i}"), now_ms=NOW)
+        response = [log.read(0, 1 << 20) for log in logs]
+        assert open_files() - before <= 5
+        assert [r.read_bytes() for r in response] == [log.read(0, 1 << 20).read_bytes() for log in logs]
+    finally:
+        for log in logs:
+            log.close()
 
 
 def test_rename_and_delete_drop_the_entry(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """broker/slice_sender.py over real loopback sockets: a slice arrives byte-exact whether the first
 sendfile takes it whole or the socket fills (a small send buffer, a reader that starts late); a
 file truncated or closed under the slice raises ShortReadError and never sends bytes it does not
-have; the pread path (loops without sendfile) sends the same bytes. Every socket is closed."""
+have; the pread path (loops without sendfile) sends the same bytes. A segment slice takes its
+file when sent and holds it to the end, through eviction and deletion. Every socket is closed."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from typing import Any
 import pytest
 
 from broker import slice_sender
+from broker.log.partition_log import PartitionLog
+from broker.log.segment_files import SegmentFileCache
 from broker.slice_sender import ShortReadError, send_file_slice
+from common.records import build_batch
+from common.topic_config import LogConfig
 from common.units import KIB, MIB
 
 IO_TIMEOUT_S = 10.0
@@ -141,3 +146,65 @@ async def test_the_pread_path_sends_the_same_bytes_and_checks_length(pair: Pair,
     assert await asyncio.wait_for(receiving, IO_TIMEOUT_S) == content[3:3 + length]
     with pytest.raises(ShortReadError):
         await slice_sender._pread_and_write(pair.writer, fd, FILE_BYTES - 10, 20)
+
+
+# ---- segment slices (send_slice): the descriptor is taken at send time, held to the end ----
+
+
+def big_log(tmp_path: Path, cache: SegmentFileCache) -> PartitionLog:
+    """A log of 8 batches of ~512 KiB random values (4 MiB: more than a socket buffer)."""
+    log = PartitionLog(tmp_path / "big-0", LogConfig(file_delete_delay_ms=0), now_ms=0, files=cache)
+    for _ in range(8):
+        log.append(build_batch([(b"k", os.urandom(512 * KIB))]), now_ms=0)
+    return log
+
+
+async def test_a_segment_evicted_and_deleted_mid_send_still_sends_its_bytes(
+        pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = asyncio.get_running_loop()
+    native = loop.sendfile
+    waiting = asyncio.Event()
+
+    async def marked(*args: Any, **kwargs: Any) -> int:  # the send waits for the full socket here
+        waiting.set()
+        return await native(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "sendfile", marked)
+    cache = SegmentFileCache(1)
+    log = big_log(tmp_path, cache)
+    other = PartitionLog(tmp_path / "other-0", LogConfig(), now_ms=0, files=cache)
+    try:
+        data = log.read(0, 8 * MIB)
+        expected = data.read_bytes()
+        pair.writer.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * KIB)
+        sending = asyncio.ensure_future(slice_sender.send_slice(pair.writer, data))
+        await asyncio.wait_for(waiting.wait(), IO_TIMEOUT_S)
+        log.truncate_fully_and_start_at(100, now_ms=0)  # renamed, deleted at once
+        log.reap_deleted_segments(0)
+        other.append(build_batch([(b"k", b"other")]), now_ms=0)  # evicts, reuses descriptors
+        fresh = [os.open(tmp_path / "other-0", os.O_RDONLY) for _ in range(8)]
+        try:
+            got = await asyncio.wait_for(pair.receive(len(expected)), IO_TIMEOUT_S)
+            assert await asyncio.wait_for(sending, IO_TIMEOUT_S) == len(expected)
+        finally:
+            for fd in fresh:
+                os.close(fd)
+        assert got == expected
+    finally:
+        other.close()
+        log.close()
+
+
+async def test_a_slice_of_a_deleted_segment_raises_short_read(pair: Pair, tmp_path: Path) -> None:
+    log = big_log(tmp_path, SegmentFileCache(1))
+    try:
+        data = log.read(0, 1 * MIB)
+        log.truncate_fully_and_start_at(100, now_ms=0)
+        log.reap_deleted_segments(0)  # past file.delete.delay.ms: the file is gone
+        with pytest.raises(ShortReadError, match="gone before sending"):
+            await slice_sender.send_slice(pair.writer, data)
+        with pytest.raises(ShortReadError, match="gone before sending"):
+            slice_sender.pread_slice(data)
+        assert slice_sender.pread_slice(log.read(100, 1 * MIB)) == b""  # empty: no file needed
+    finally:
+        log.close()
