@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from broker.topic_partition import TopicPartition
 from common.errors import (
     ErrorCode,
@@ -33,6 +32,13 @@ from common.record_batch import (
     check_producer_batch,
 )
 from common.topic_config import LogConfig
+from common.units import INT_MAX
+
+if TYPE_CHECKING:  # the rules read a segment's counters; the segment's files stay the shell's
+    from broker.log.segment import LogSegment
+
+# An index entry stores `offset - base_offset` as an int32 (Kafka's LogSegment.canConvertToRelativeOffset)
+MAX_RELATIVE_OFFSET: Final = INT_MAX
 
 Batches = list[tuple[int, RecordBatchHeader]]  # (position in the appended bytes, header)
 
