@@ -329,7 +329,8 @@ class PartitionLog:
 
     def _schedule_delete(self, segments: list[LogSegment], now_ms: int, reason: str,
                          *, delay: bool = True) -> None:
-        # Renamed now, closed later: a fetch may still be sending from the descriptor.
+        # Renamed now, removed later: a slice read before may still be sent (from the renamed
+        # file) until file.delete.delay.ms, as in Kafka.
         for segment in segments:
             log.info("%sDeleting segment %s (base offset %d, %d bytes, largest timestamp %d) "
                      "due to %s", self._name, segment.log_path.name, segment.base_offset,

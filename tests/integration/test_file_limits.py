@@ -173,6 +173,9 @@ def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
     assert len(brokers) == 3 and len(document["nodes"]) == 6
     for node in document["nodes"]:  # raising the soft limit could not help: hard is 1,024 too
         assert open_file_limits(node["pid"]) == (OPEN_FILE_LIMIT, OPEN_FILE_LIMIT), node
+        label = "Controller" if node["role"] == "controller" else "Broker"
+        assert (f"{label} {node['id']}: open-file limit (RLIMIT_NOFILE) {OPEN_FILE_LIMIT}, hard limit "
+                f"{OPEN_FILE_LIMIT}") in Path(node["log_file"]).read_text(errors="replace"), node
     report(capsys, f"`tidelog up --detach` under ulimit -n {OPEN_FILE_LIMIT}: READY after "
                    f"{time.monotonic() - started:.1f} s")
 
@@ -202,7 +205,6 @@ def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
         assert descriptors < OPEN_FILE_LIMIT
         text = Path(broker["log_file"]).read_text(errors="replace")
         assert not FATAL_LOG_LINES.search(text), FATAL_LOG_LINES.search(text)
-        assert f"open-file limit (RLIMIT_NOFILE) {OPEN_FILE_LIMIT}, hard limit {OPEN_FILE_LIMIT}" in text
         assert f"Keeping at most {OPEN_FILE_LIMIT // 2} segment files open" in text
         assert "partitions but keeps at most 512 segment files open" in text  # the operator is told
         report(capsys, f"broker {broker['id']}: {int(open_files)} segment files open, {descriptors} "
