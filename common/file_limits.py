@@ -20,8 +20,6 @@ from typing import Final
 log = logging.getLogger(__name__)
 
 UNLIMITED: Final = resource.RLIM_INFINITY
-# log.open.files.max's default: enough for every active segment of 10,000 partitions.
-LOG_OPEN_FILES_MAX_DEFAULT: Final = 10_000
 # With an unlimited hard limit (macOS, some containers) the soft limit is raised to this
 # many descriptors: Linux's default fs.nr_open, beyond which setrlimit fails.
 UNLIMITED_TARGET_FILES: Final = 1_048_576
