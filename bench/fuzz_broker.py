@@ -148,8 +148,10 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         return messages.encode(messages.build(m.DeleteTopicsRequest, topic_names=("fuzz-absent",),
                                               timeout=timedelta(seconds=1), topics=topics))
     if api is ApiKey.CREATE_PARTITIONS:
-        req = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("fuzz-absent", 2),), 1000, True)
-        return join_chunks(admin.encode_create_partitions_request(req, version))
+        m = messages.request_module(api, version)
+        return messages.encode(m.CreatePartitionsRequest(topics=(
+            m.CreatePartitionsTopic(name="fuzz-absent", count=2, assignments=None),), timeout=timedelta(seconds=1),
+            validate_only=True))
     if api is ApiKey.DESCRIBE_CONFIGS:
         req = describe_configs.DescribeConfigsRequest((describe_configs.DescribeConfigsResource(
             2, topic, ("cleanup.policy", "retention.ms")),), True)

@@ -193,8 +193,8 @@ async def handle_delete_topics(ctx: BrokerContext, req: Any, version: int, clien
         for d, r in zip(plan, replies, strict=True)))
 
 
-async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitionsRequest,
-                                   version: int, client: ClientInfo) -> admin.CreatePartitionsResponse:
+async def handle_create_partitions(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's CreatePartitionsRequest of `version`."""
     replies = []
     counts = Counter(t.name for t in req.topics)
     for t in req.topics:
@@ -207,8 +207,10 @@ async def handle_create_partitions(ctx: BrokerContext, req: admin.CreatePartitio
         assignments = None if t.assignments is None else tuple(a.broker_ids for a in t.assignments)
         replies.append(await ctx.topic_admin.create_partitions(t.name, t.count, assignments=assignments,
                                                                validate_only=req.validate_only))
-    replies = await await_applied(ctx, replies, req.timeout_ms)
+    replies = await await_applied(ctx, replies, messages.milliseconds(req.timeout))
     note_refusals(ctx, client, "CreatePartitions", ((r.error_code, r.error_message) for r in replies))
-    return admin.CreatePartitionsResponse(0, tuple(
-        admin.CreatePartitionsTopicResult(t.name, r.error_code, r.error_message)
+    m = messages.response_module(ApiKey.CREATE_PARTITIONS, version)
+    return m.CreatePartitionsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(
+        m.CreatePartitionsTopicResult(name=t.name, error_code=messages.error_code(r.error_code),
+                                      error_message=r.error_message)
         for t, r in zip(req.topics, replies, strict=True)))

@@ -131,8 +131,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.CREATE_TOPICS, _codec(admin, "create_topics"), AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)),
           forwarded=True),
     _kio(ApiKey.DELETE_TOPICS, AclCheck(Op.DELETE, TOPIC), forwarded=True),
-    _hand(ApiKey.CREATE_PARTITIONS, _codec(admin, "create_partitions"), AclCheck(Op.ALTER, TOPIC),
-          forwarded=True),
+    _kio(ApiKey.CREATE_PARTITIONS, AclCheck(Op.ALTER, TOPIC), forwarded=True),
     # configs
     _hand(ApiKey.DESCRIBE_CONFIGS, _codec(describe_configs, "describe_configs"),
           AclCheck(Op.DESCRIBE_CONFIGS, (Res.CLUSTER, Res.TOPIC))),

@@ -100,12 +100,14 @@ def test_delete_and_create_partitions_are_seen_at_once(cluster: LocalCluster) ->
         for i in range(20):
             name = f"grow-{i}"
             assert create(client, admin.CreatableTopic(name, 1, 2))[0].error_code == 0
-            grown = client.call(None, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
-                (admin.CreatePartitionsTopic(name, 3),), 10_000), admin.encode_create_partitions_request,
-                admin.decode_create_partitions_response)
+            # CreatePartitions and DeleteTopics are served on kio's generated messages: built and read with them
+            m = messages.request_module(ApiKey.CREATE_PARTITIONS, 1)
+            grown = client.call(None, ApiKey.CREATE_PARTITIONS, 1, m.CreatePartitionsRequest(
+                topics=(m.CreatePartitionsTopic(name=name, count=3, assignments=None),),
+                timeout=timedelta(seconds=10), validate_only=False), lambda request, v: [messages.encode(request)],
+                lambda body, v: messages.decode_response(ApiKey.CREATE_PARTITIONS, v, body))
             assert grown.results[0].error_code == 0, grown
             assert len(metadata(client, name)[name].partitions) == 3
-            # DeleteTopics is served on kio's generated messages: built and read with them
             deleted = client.call(None, ApiKey.DELETE_TOPICS, 3, messages.request_type(ApiKey.DELETE_TOPICS, 3)(
                 topic_names=(name,), timeout=timedelta(seconds=10)), lambda request, v: [messages.encode(request)],
                 lambda body, v: messages.decode_response(ApiKey.DELETE_TOPICS, v, body))

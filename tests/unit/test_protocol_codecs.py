@@ -139,9 +139,11 @@ CREATE_TOPICS_REQ_BYTES = (
         s("u") + i32(-1) + i16(-1) + arr(i32(0) + ints(1, 2)) + arr())
     + i32(5000) + b(True))
 
-CREATE_PARTS_REQ = admin.CreatePartitionsRequest((
-    admin.CreatePartitionsTopic("t", 4),
-    admin.CreatePartitionsTopic("u", 2, (admin.CreatePartitionsAssignment((1, 2)),))), 100)
+CP = messages.request_module(37, 1)  # CreatePartitions, on kio's messages
+CREATE_PARTS_REQ = CP.CreatePartitionsRequest(topics=(
+    CP.CreatePartitionsTopic(name="t", count=4, assignments=None),
+    CP.CreatePartitionsTopic(name="u", count=2, assignments=(CP.CreatePartitionsAssignment(broker_ids=(1, 2)),))),
+    timeout=timedelta(milliseconds=100), validate_only=False)
 CREATE_PARTS_REQ_BYTES = (arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(ints(1, 2)))
                           + i32(100) + b(False))
 
@@ -215,7 +217,7 @@ REQUESTS += [
     req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
     kio_req(20, 1, messages.request_type(20, 1)(topic_names=("a", "b"), timeout=timedelta(seconds=30)),
             arr(s("a"), s("b")) + i32(30000)),  # DeleteTopics, on kio's messages
-    req(admin, "create_partitions", 37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
+    kio_req(37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
     req(describe_configs, "describe_configs", 32, 1,
         describe_configs.DescribeConfigsRequest(DC_REQ.resources, True), DC_REQ_BYTES_V1),
     req(describe_configs, "describe_configs", 32, 3, DC_REQ, DC_REQ_BYTES_V1 + b(True)),
@@ -347,9 +349,10 @@ RESPONSES = [
     kio_resp(20, 3, messages.response_type(20, 3)(throttle_time=messages.NO_THROTTLE, responses=(
         messages.response_module(20, 3).DeletableTopicResult(name="t", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),
         i32(0) + arr(s("t") + i16(3))),
-    resp(admin, "create_partitions", 37, 0, admin.CreatePartitionsResponse(1, (
-        admin.CreatePartitionsTopicResult("t", 37, "no"),)), i32(1) + arr(s("t") + i16(37)
-                                                                          + s("no"))),
+    kio_resp(37, 0, messages.response_type(37, 0)(throttle_time=timedelta(milliseconds=1), results=(
+        messages.response_module(37, 0).CreatePartitionsTopicResult(
+            name="t", error_code=ErrorCode.INVALID_PARTITIONS, error_message="no"),)),
+        i32(1) + arr(s("t") + i16(37) + s("no"))),
     resp(describe_configs, "describe_configs", 32, 1, describe_configs.DescribeConfigsResponse(
         0, (describe_configs.DescribeConfigsResult(0, None, 2, "t", (
             describe_configs.DescribeConfigsResourceResult(

@@ -390,8 +390,10 @@ async def test_admin_requests_go_to_the_topic_admin(node):
     assert [(t.name, t.error_code) for t in response.topics] == [("new", 0), ("orders", 36)]
     await call(handler, ApiKey.DELETE_TOPICS, 3, messages.request_type(ApiKey.DELETE_TOPICS, 3)(
         topic_names=("new",), timeout=timedelta(seconds=1)), lambda request, version: [messages.encode(request)])
-    await call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
-        (admin.CreatePartitionsTopic("orders", 4),), 1000), admin.encode_create_partitions_request)
+    m = messages.request_module(ApiKey.CREATE_PARTITIONS, 1)
+    await call(handler, ApiKey.CREATE_PARTITIONS, 1, m.CreatePartitionsRequest(
+        topics=(m.CreatePartitionsTopic(name="orders", count=4, assignments=None),), timeout=timedelta(seconds=1),
+        validate_only=False), lambda request, version: [messages.encode(request)])
     assert admin_api.calls == [("create", "new", 3, 1, {}), ("create", "orders", 1, 1, {}),
                                ("delete", "new"), ("partitions", "orders", 4)]
 

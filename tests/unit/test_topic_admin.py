@@ -40,6 +40,19 @@ KIO_DELETE = (lambda request, version: [messages.encode(request)],
               lambda body, version: messages.decode_response(ApiKey.DELETE_TOPICS, version, body))
 
 
+# CreatePartitions too
+KIO_PARTITIONS = (KIO_DELETE[0], lambda body, version: messages.decode_response(ApiKey.CREATE_PARTITIONS, version, body))
+
+
+def grow(version, *topics, timeout_ms=5000, validate_only=False):
+    """A CreatePartitionsRequest of (name, new total[, assignments as broker-id lists]) topics."""
+    m = messages.request_module(ApiKey.CREATE_PARTITIONS, version)
+    return m.CreatePartitionsRequest(topics=tuple(
+        m.CreatePartitionsTopic(name=t[0], count=t[1], assignments=None if len(t) < 3 else tuple(
+            m.CreatePartitionsAssignment(broker_ids=ids) for ids in t[2])) for t in topics),
+        timeout=timedelta(milliseconds=timeout_ms), validate_only=validate_only)
+
+
 def delete_by_name(version, *names, timeout_ms=5000):
     return messages.request_type(ApiKey.DELETE_TOPICS, version)(
         topic_names=names, timeout=timedelta(milliseconds=timeout_ms))
@@ -147,17 +160,15 @@ async def test_create_topics_times_out_when_this_broker_lags(broker):
 async def test_delete_and_create_partitions_wait_too(broker):
     handler, _, follower = broker
     delete = asyncio.create_task(call(handler, ApiKey.DELETE_TOPICS, 3, delete_by_name(3, "orders"), *KIO_DELETE))
-    grow = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
-        (admin.CreatePartitionsTopic("orders", 4),), 5000), admin.encode_create_partitions_request,
-        admin.decode_create_partitions_response))
+    grown = asyncio.create_task(call(handler, ApiKey.CREATE_PARTITIONS, 1, grow(1, ("orders", 4)), *KIO_PARTITIONS))
     await asyncio.sleep(0.02)
-    assert not delete.done() and not grow.done()
+    assert not delete.done() and not grown.done()
     follower.apply_up_to(IMAGE.offset + 1)  # the deletion only
     assert (await asyncio.wait_for(delete, 1)).responses[0].error_code == 0
     await asyncio.sleep(0.02)
-    assert not grow.done()
+    assert not grown.done()
     follower.apply_up_to(IMAGE.offset + 2)
-    assert (await asyncio.wait_for(grow, 1)).results[0].error_code == 0
+    assert (await asyncio.wait_for(grown, 1)).results[0].error_code == 0
 
 
 async def test_unset_sizes_take_the_broker_defaults_capped(broker, caplog):
@@ -196,9 +207,8 @@ async def test_validate_only_and_assignments_are_forwarded_and_not_waited_for(br
                                ("create", "m", None, None, {}, ((0, (2, 1)),), "validate_only")]
     v = response.topics[0]  # the v5 fields are filled (v2-v4 do not carry them on the wire)
     assert (v.num_partitions, v.replication_factor) == (-1, -1)  # decoded from v4: absent
-    partitions = await asyncio.wait_for(call(handler, ApiKey.CREATE_PARTITIONS, 1, admin.CreatePartitionsRequest(
-        (admin.CreatePartitionsTopic("orders", 3, (admin.CreatePartitionsAssignment((1, 2)),)),), 5000, True),
-        admin.encode_create_partitions_request, admin.decode_create_partitions_response), 1)
+    partitions = await asyncio.wait_for(call(handler, ApiKey.CREATE_PARTITIONS, 1, grow(
+        1, ("orders", 3, [(1, 2)]), validate_only=True), *KIO_PARTITIONS), 1)
     assert partitions.results[0].error_code == 0
     assert admin_api.calls[-1] == ("partitions", "orders", 3, ((1, 2),), "validate_only")
 
@@ -254,10 +264,8 @@ async def test_auto_create_topics_disabled_creates_nothing(tmp_path):
 async def test_create_partitions_refuses_duplicate_topics(broker):
     handler, admin_api, follower = broker
     follower.apply_up_to(IMAGE.offset + 10)
-    request = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("orders", 4), admin.CreatePartitionsTopic(
-        "other", 2), admin.CreatePartitionsTopic("orders", 5)), 5000)
-    response = await call(handler, ApiKey.CREATE_PARTITIONS, 1, request, admin.encode_create_partitions_request,
-                          admin.decode_create_partitions_response)
+    request = grow(1, ("orders", 4), ("other", 2), ("orders", 5))
+    response = await call(handler, ApiKey.CREATE_PARTITIONS, 1, request, *KIO_PARTITIONS)
     assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
         ("orders", E.INVALID_REQUEST, "Duplicate topic in request."), ("other", 0, None),
         ("orders", E.INVALID_REQUEST, "Duplicate topic in request.")]
@@ -345,10 +353,8 @@ async def test_create_topics_flexible_versions_answer_sizes_configs_and_id(broke
 async def test_create_partitions_flexible_versions(broker, version):
     handler, admin_api, follower = broker
     follower.apply_up_to(IMAGE.offset + 10)
-    request = admin.CreatePartitionsRequest((admin.CreatePartitionsTopic("orders", 4, (
-        admin.CreatePartitionsAssignment((1, 2)), admin.CreatePartitionsAssignment((2, 1)))),), 5000)
-    response = await call(handler, ApiKey.CREATE_PARTITIONS, version, request, admin.encode_create_partitions_request,
-                          admin.decode_create_partitions_response)
+    request = grow(version, ("orders", 4, [(1, 2), (2, 1)]))
+    response = await call(handler, ApiKey.CREATE_PARTITIONS, version, request, *KIO_PARTITIONS)
     assert [(r.name, r.error_code) for r in response.results] == [("orders", 0)]
     assert admin_api.calls == [("partitions", "orders", 4, ((1, 2), (2, 1)))]
 

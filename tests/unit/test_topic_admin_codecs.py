@@ -1,9 +1,9 @@
 """Table tests for the topic admin codecs at Kafka 3.9's versions: CreateTopics v2–v7 (v5
 flexible with KIP-525's sizes, configs and tagged TopicConfigErrorCode; v7 the topic id),
-DeleteTopics v1–v6 on kio's generated messages (v4 flexible, v5 error messages, v6 names or
-ids; a zero topic id reads as None) and CreatePartitions v0–v3
-(v2 flexible). Same checks as test_protocol_codecs: exact bytes both ways, trailing bytes
-tolerated, every truncation a ProtocolError, request frames one byte at a time, dispatch."""
+DeleteTopics v1–v6 (v4 flexible, v5 error messages, v6 names or ids; a zero topic id reads as
+None) and CreatePartitions v0–v3 (v2 flexible) on kio's generated messages. Same checks as
+test_protocol_codecs: exact bytes both ways, trailing bytes tolerated, every truncation a
+ProtocolError, request frames one byte at a time, dispatch."""
 
 from __future__ import annotations
 
@@ -88,13 +88,28 @@ DELETE_RESP = deleted(6, ("t", E.NONE, None, TOPIC_UUID), ("u", E.UNKNOWN_TOPIC_
 DELETE_BY_ID_RESP = deleted(6, (None, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.", TOPIC_UUID),
                             throttle_ms=5)
 
-PARTS_REQ = admin.CreatePartitionsRequest((
-    admin.CreatePartitionsTopic("t", 4),
-    admin.CreatePartitionsTopic("u", 2, (admin.CreatePartitionsAssignment((1, 2)),))), 100, True)
+CPQ = {v: messages.request_module(37, v) for v in (1, 2, 3)}  # CreatePartitions, on kio's messages
+CPR = {v: messages.response_module(37, v) for v in (2, 3)}
+
+
+def parts_req(version: int):
+    m = CPQ[version]
+    return m.CreatePartitionsRequest(topics=(
+        m.CreatePartitionsTopic(name="t", count=4, assignments=None),
+        m.CreatePartitionsTopic(name="u", count=2, assignments=(m.CreatePartitionsAssignment(broker_ids=(1, 2)),))),
+        timeout=timedelta(milliseconds=100), validate_only=True)
+
+
 PARTS_REQ_FLEX = (carr(cs("t") + i32(4) + b"\x00" + TAG, cs("u") + i32(2) + carr(carr(i32(1), i32(2)) + TAG) + TAG)
                   + i32(100) + b(True) + TAG)
-PARTS_RESP = admin.CreatePartitionsResponse(1, (admin.CreatePartitionsTopicResult("t", 37, "no"),
-                                                admin.CreatePartitionsTopicResult("u", 0)))
+
+
+def parts_resp(version: int):
+    m = CPR[version]
+    return m.CreatePartitionsResponse(throttle_time=timedelta(milliseconds=1), results=(
+        m.CreatePartitionsTopicResult(name="t", error_code=E.INVALID_PARTITIONS, error_message="no"),
+        m.CreatePartitionsTopicResult(name="u", error_code=E.NONE, error_message=None)))
+
 
 ROWS = [
     *[req(admin, "create_topics", 19, v, CREATE_REQ, CREATE_REQ_FLEX) for v in (5, 6, 7)],
@@ -117,11 +132,11 @@ ROWS = [
     kio_resp(20, 6, DELETE_BY_ID_RESP,
              i32(5) + carr(cs(None) + TOPIC_UUID.bytes + i16(100) + cs("This server does not host this topic ID.")
                            + TAG) + TAG),
-    req(admin, "create_partitions", 37, 1, PARTS_REQ,
-        arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(arr(i32(1), i32(2)))) + i32(100) + b(True)),
-    *[req(admin, "create_partitions", 37, v, PARTS_REQ, PARTS_REQ_FLEX) for v in (2, 3)],
-    *[resp(admin, "create_partitions", 37, v, PARTS_RESP,
-           i32(1) + carr(cs("t") + i16(37) + cs("no") + TAG, cs("u") + i16(0) + cs(None) + TAG) + TAG)
+    kio_req(37, 1, parts_req(1),
+            arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(arr(i32(1), i32(2)))) + i32(100) + b(True)),
+    *[kio_req(37, v, parts_req(v), PARTS_REQ_FLEX) for v in (2, 3)],
+    *[kio_resp(37, v, parts_resp(v),
+               i32(1) + carr(cs("t") + i16(37) + cs("no") + TAG, cs("u") + i16(0) + cs(None) + TAG) + TAG)
       for v in (2, 3)],
 ]
 REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
@@ -145,7 +160,7 @@ def test_dispatch_encodes_responses(row: Row) -> None:
 
 @pytest.mark.parametrize(("decode", "version"), [
     (admin.decode_create_topics_request, 8), (admin.decode_create_topics_request, 1),
-    (lambda body, v: messages.decode_request(20, v, body), 7), (admin.decode_create_partitions_request, 4)])
+    (lambda body, v: messages.decode_request(20, v, body), 7), (lambda body, v: messages.decode_request(37, v, body), 4)])
 def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
     with pytest.raises(ProtocolError):
         decode(memoryview(CREATE_REQ_FLEX), version)
