@@ -22,10 +22,11 @@ and every later one, so the state returns to its last committed value and their 
 fail. An operation without records still changes state (a heartbeat): it joins the last
 pending batch and answers when that commits (read-your-writes, as Kafka's deferred events).
 
-Batching (Kafka's `CoordinatorRuntime` accumulates records per partition into one batch):
-writes made while the event loop is busy go into the partition's open batch, which is
-appended once, when the loop gets to it (`call_soon`), or at once when it reaches
-MAX_BATCH_BYTES. N concurrent offset commits cost one append and one replication wait.
+Batching (Kafka's `CoordinatorRuntime` accumulates records per partition into one batch and,
+with its adaptive linger, appends it when its event queue is empty): the first write of a
+turn of the event loop is appended at once; the writes that follow it in the same turn go
+into the partition's open batch, appended once at the end of the turn (`call_soon`) or as
+soon as it reaches MAX_BATCH_BYTES. N concurrent offset commits cost two appends, not N.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ class CoordinatorRuntime(Generic[S]):
         if batch is not None and batch.records and batch.size + size > self.max_batch_bytes:
             self._flush(shard)
             batch = None
+        first = batch is None and not shard.flush_scheduled
         if batch is None:
             batch = _Batch(result.state)
             shard.batches.append(batch)
@@ -274,8 +276,13 @@ class CoordinatorRuntime(Generic[S]):
         batch.size += size
         batch.waiters.append((settle, result.answer))
         if not shard.flush_scheduled:
+            # The first write of a turn of the event loop is appended at once (a lone
+            # synchronous committer waits for nothing); the writes that follow it in the same
+            # turn share one append at the end of the turn.
             shard.flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_if_current, shard)
+            if first:
+                self._flush(shard)
 
     def _flush_if_current(self, shard: _Shard[S]) -> None:
         shard.flush_scheduled = False

@@ -111,20 +111,21 @@ async def test_answers_are_released_when_their_records_commit_in_order(setup) ->
 async def test_concurrent_writes_share_one_append(setup) -> None:
     runtime, writer, *_ = setup
     futures = [runtime.submit(0, add(str(i))) for i in range(50)]
+    assert writer.batches == [1]  # the first of the turn goes at once: a lone writer never waits
     await asyncio.sleep(0)
-    assert writer.batches == [50]
+    assert writer.batches == [1, 49]  # the rest of the turn: one append
     commit(runtime, writer, 52)
-    assert all(f.result() == "ok" for f in futures) and runtime.appends_total == 1
+    assert all(f.result() == "ok" for f in futures) and runtime.appends_total == 2
 
 
 async def test_a_full_batch_is_appended_at_once(setup) -> None:
     runtime, writer, *_ = setup
     runtime.max_batch_bytes = 10
-    for value in ("xxxx", "yyyy", "zzzz"):  # 5 bytes each with the key
+    for value in ("wwww", "xxxx", "yyyy", "zzzz"):  # 5 bytes each with the key
         runtime.submit(0, add(value))
-    assert writer.batches == [2]  # the third would not fit: the first two went out
+    assert writer.batches == [1, 2]  # the first at once; the fourth did not fit beside two
     await asyncio.sleep(0)
-    assert writer.batches == [2, 1]
+    assert writer.batches == [1, 2, 1]
 
 
 async def test_a_refused_append_reverts_to_the_state_before_it(setup) -> None:
@@ -132,8 +133,10 @@ async def test_a_refused_append_reverts_to_the_state_before_it(setup) -> None:
     kept = runtime.submit(0, add("c"))
     await asyncio.sleep(0)
     writer.refuse = True
-    lost = [runtime.submit(0, add("d")), runtime.submit(0, touch("beat"))]
-    assert runtime.current(0) == ("a", "b", "c", "d")
+    refused = runtime.submit(0, add("d"))  # appended at once: refused at once
+    assert isinstance(refused.exception(), CoordinatorError) and runtime.current(0) == ("a", "b", "c")
+    lost = [refused, runtime.submit(0, add("e")), runtime.submit(0, touch("beat"))]
+    assert runtime.current(0) == ("a", "b", "c", "e")  # pending in the open batch
     await asyncio.sleep(0)
     for future in lost:
         with pytest.raises(CoordinatorError) as error:
@@ -178,17 +181,17 @@ async def test_a_truncation_reverts_the_writes_past_it(setup) -> None:
 
 async def test_unloading_answers_pending_writes_not_coordinator_and_cancels_timers(setup) -> None:
     runtime, writer, clock, timers, unloaded = setup
-    pending = runtime.submit(0, add("c"))
+    pending = [runtime.submit(0, add("c")), runtime.submit(0, add("d"))]  # appended; open
     runtime.schedule_timer(0, "session", NOW + 10, lambda state, now: CoordinatorResult(state))
     writer.epoch = None  # leadership moved away
     runtime.on_partition_change(0)
-    assert pending.exception().code == E.NOT_COORDINATOR  # type: ignore[union-attr]
+    assert [f.exception().code for f in pending] == [E.NOT_COORDINATOR] * 2  # type: ignore[union-attr]
     assert unloaded == [0] and runtime.status(0) is None and len(timers) == 0
     with pytest.raises(CoordinatorError) as error:
         await runtime.write(0, add("d"))
     assert error.value.code == E.NOT_COORDINATOR
     await asyncio.sleep(0)
-    assert writer.batches == []  # the open batch of the old epoch was never appended
+    assert writer.batches == [1]  # the open batch of the old epoch was never appended
 
 
 async def test_a_new_leader_epoch_reloads_from_the_log(setup) -> None:
