@@ -37,6 +37,8 @@ from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition, FetchPartitionResponse
 from common.units import MINUTE_MS
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 log = logging.getLogger(__name__)
 
 INVALID_SESSION_ID: Final = 0

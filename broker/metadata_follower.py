@@ -49,6 +49,8 @@ from metadata.records import Record, record_from_map
 from metadata.snapshot import decode_snapshot
 from metadata.transactions import ReplayState, replay
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 NO_BROKER_EPOCH: Final = -1
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset checkpoint per second
 # Failed replicas one heartbeat reports (the first ones, sorted): the controller marks the rest at

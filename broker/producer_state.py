@@ -50,6 +50,8 @@ from common.record_batch import (
 )
 from common.units import MS
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = (1 << 31) - 1  # sequences wrap from here to 0
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000 * MS  # producer.id.expiration.ms (KIP-854)

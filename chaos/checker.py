@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 def check_acked_read_once(acked: Iterable[tuple[int, int, bytes]],
                           read: Iterable[tuple[int, int, bytes]]) -> list[str]:

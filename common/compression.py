@@ -34,6 +34,8 @@ from common.record_batch import (
 )
 from common.units import KIB
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_VERSION = 1
 XERIAL_MIN_COMPATIBLE_VERSION = 1

@@ -33,6 +33,8 @@ from common.rpc import (
 )
 from common.units import GIB, INT_MAX, LONG_MAX, MIB
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # log.open.files.max's default: enough for every active segment of 10,000 partitions.
 LOG_OPEN_FILES_MAX_DEFAULT: Final = 10_000
 

@@ -19,6 +19,8 @@ from typing import Any, Final, TypeAlias
 
 from common.units import INT_MAX, LONG_MAX
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 class ConfigError(ValueError):
     """One or more configuration problems; `problems` holds each message, naming its key."""

@@ -46,6 +46,8 @@ from common.topic_config import (
     config_synonyms,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 CLUSTER_DEFAULT: Final = ""  # the resource name of the cluster-wide dynamic defaults
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 class ErrorCode(IntEnum):
     """Kafka's protocol error codes (`org.apache.kafka.common.protocol.Errors`): the one enum

@@ -16,6 +16,8 @@ from common.config_schema import Config
 from common.config import retention_ms as _retention_ms
 from common.units import LONG_MAX
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 class TimestampPolicy(Enum):
     """`message.timestamp.type`: keep the producer's CreateTime or stamp LogAppendTime."""

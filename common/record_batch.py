@@ -36,6 +36,8 @@ from common.errors import (
     UnsupportedMessageFormatError,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
 HEADER_SIZE = 61

@@ -41,6 +41,8 @@ from common.record_batch import (
     parse_header,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 INT8_MIN, INT8_MAX = -(1 << 7), (1 << 7) - 1
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -46,6 +46,8 @@ from common.rpc_messages import (
 )
 from common.units import INT_MAX, LONG_MAX, MIB, SECOND_MS
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # Kafka's defaults, in one place (common.config's key table and every shell take them from here).
 DEFAULT_BROKER_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # broker.session.timeout.ms
 DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # broker.heartbeat.interval.ms

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 SEPARATOR: Final = "  "
 MISSING: Final = "-"
 

@@ -39,6 +39,8 @@ from common.log_config import (  # re-exported: LogConfig is a topic's log setti
     from_broker_config,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 __all__ = ["KAFKA_DEFAULT_BROKER_CONFIG", "LogConfig", "TimestampPolicy", "from_broker_config"]
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"

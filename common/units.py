@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 BYTES: Final = 1
 KIB: Final = 1024 * BYTES
 MIB: Final = 1024 * KIB

@@ -41,6 +41,8 @@ from quorum.voters import parse_voters
 if TYPE_CHECKING:
     from quorum.quorum_settings import QuorumSettings
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # --- Limits of the controller's HTTP API (admin API and broker RPCs), all in one place.
 MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 before reading it
 # The broker RPCs' limits live with their messages in common.rpc; these name the ones used here.

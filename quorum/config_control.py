@@ -47,6 +47,8 @@ from metadata.records import Config, ConfigResourceType, Record
 from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.topic_control import elect_leaderless
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 class AlterConfigOpType(enum.IntEnum):
     """IncrementalAlterConfigs' config_operation (Kafka's AlterConfigOp.OpType ids)."""

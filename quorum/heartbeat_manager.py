@@ -22,6 +22,8 @@ from common.rpc import (
 )
 from metadata.image import MetadataImage
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # Kafka's broker.session.timeout.ms
 DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
 

@@ -52,6 +52,8 @@ from metadata.records import (
 from metadata.snapshot import decode_snapshot, encode_snapshot
 from metadata.transactions import ReplayState, replay
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # design.md (measured): keep one replicated call under ~30 KB. pysyncobj sends an entry of
 # 64 KiB or more as a multi-message "transmission" whose last-part test compares against
 # the wrong length (read in its source); with 16 KiB we never get near it.

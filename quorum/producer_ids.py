@@ -17,6 +17,8 @@ from metadata.records import ProducerIds
 from quorum.broker_control import check_broker_epoch
 from quorum.controller_result import ControllerApiError, ControllerResult
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 PRODUCER_ID_BLOCK_SIZE: Final = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_PRODUCER_ID: Final = 2**63 - 1  # producer ids are Java longs
 

@@ -18,14 +18,6 @@ from quorum.voters import Voter, parse_voters
 METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
 RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
-# Partitions one broker decision (fence, unregister, controlled shutdown, re-registration) moves
-# away from a broker; the rest follow in later decisions (quorum.controller_runtime), so the
-# decision queue and the event loop serve heartbeats in between. Kafka bounds its controller
-# events alike (ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE = 1_000 elections, then it
-# reschedules). Measured at 30,000 partitions: the rule and the encoding take 20-40 us per
-# partition on the event loop and ~160 partition records fill a 16 KiB chunk, so one batch is
-# 20-65 ms of event-loop work and a transaction of ~7 Raft entries.
-MAX_PARTITIONS_PER_DECISION: Final = 1_000  # partitions
 
 
 class QuorumBindError(OSError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 PARTNER_CONNECTED: Final = 2  # pysyncobj's CONNECTION_STATE.CONNECTED in getStatus()
 
 

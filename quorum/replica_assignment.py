@@ -25,6 +25,8 @@ from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from quorum.controller_result import ControllerApiError
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 UNSET: Final = -1  # Kafka's "not given" for num_partitions and replication_factor
 FIELD: Final = "assignments"
 Assignments = dict[int, tuple[int, ...]]  # partition id -> replicas, preferred leader first

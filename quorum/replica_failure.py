@@ -35,6 +35,8 @@ from metadata.records import OfflineReplicas, Record
 from quorum.controller_result import ControllerResult
 from quorum.topic_control import topic_election_config
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # Replicas one decision marks offline: each may add a PartitionChange, and a broker that failed
 # thousands of replicas (EMFILE) must not hold the controller's queue for one huge decision.
 MAX_OFFLINE_REPLICAS_PER_DECISION: Final = 1000

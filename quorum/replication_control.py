@@ -25,6 +25,8 @@ from quorum.broker_control import check_broker_epoch
 from quorum.controller_result import ControllerApiError, ControllerResult
 from quorum.topic_control import topic_election_config
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 TopicPartition = tuple[str, int]
 
 # The request field each AlterPartition rejection points at.

@@ -48,6 +48,8 @@ from quorum.replica_assignment import new_partition_assignments, topic_assignmen
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP bounds one request
 
 ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: level >= 1 enables ELR

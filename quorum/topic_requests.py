@@ -35,6 +35,8 @@ from quorum.controller_result import ControllerApiError
 from quorum.replica_assignment import UNSET
 from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 MAX_BROKER_ID: Final = 2**31 - 1
 CREATE_TOPIC_FIELDS: Final = ("name", "partitions", "replication_factor", "configs", "assignments",
                               "validate_only")

@@ -12,6 +12,8 @@ from types import MappingProxyType
 
 from common.config_schema import ConfigError
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 KEY = "controller.quorum.voters"
 # host is a name or IPv4 address; IPv6 would need brackets, which pysyncobj's
 # "host:port" node ids do not support (it splits at the last ':').

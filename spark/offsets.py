@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 EARLIEST: Final = -2  # Spark's JSON sentinel for "the log start offset"
 LATEST: Final = -1  # ... and for "the high watermark"
 

@@ -26,6 +26,8 @@ from spark.offsets import (
     parse_partition_timestamps,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 KAFKA_PREFIX: Final = "kafka."
 SUBSCRIBE: Final = "subscribe"
 SUBSCRIBE_PATTERN: Final = "subscribePattern"

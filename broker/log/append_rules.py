@@ -37,6 +37,8 @@ from common.units import INT_MAX
 if TYPE_CHECKING:  # the rules read a segment's counters; the segment's files stay the shell's
     from broker.log.segment import LogSegment
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # An index entry stores `offset - base_offset` as an int32 (Kafka's LogSegment.canConvertToRelativeOffset)
 MAX_RELATIVE_OFFSET: Final = INT_MAX
 

@@ -41,6 +41,8 @@ from common.record_batch import (
     RecordBatchHeader,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 Batches = Sequence[tuple[int, RecordBatchHeader]]
 
 

@@ -19,6 +19,8 @@ from crc32c import crc32c
 from broker.log.record_columns import I64, U8
 from common.record_batch import ATTRIBUTES_POS, CRC_POS, HEADER_SIZE, LOG_OVERHEAD
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # field positions of the v2 batch header (common.record_batch's layout)
 LENGTH_POS = 8
 MAX_TIMESTAMP_POS = 35

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # the file is the shell's: the cache itself stays pure (chaos
 
     from broker.log.checkpoint_file import CheckpointFile
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 log = logging.getLogger(__name__)
 
 FILE_NAME = "leader-epoch-checkpoint"

@@ -10,6 +10,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
 

@@ -39,6 +39,8 @@ from common.record_batch import (
 from common.topic_config import LogConfig, TimestampPolicy
 from common.units import LONG_MAX
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 Batches = list[tuple[int, RecordBatchHeader]]
 
 # compression.type -> the codec stored; `producer` (absent) keeps each batch's own.

@@ -20,6 +20,8 @@ import numpy as np
 
 from broker.log.record_columns import I64, U64, hash_key_bytes
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 # Kafka sizes the dedupe buffer for 24 bytes per entry (a 16-byte MD5 of the key and an
 # 8-byte offset) and fills it to `log.cleaner.io.buffer.load.factor`.
 BYTES_PER_MAP_ENTRY = 24

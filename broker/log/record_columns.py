@@ -30,6 +30,8 @@ from common.record_batch import (
     RecordBatchHeader,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 U8 = npt.NDArray[np.uint8]

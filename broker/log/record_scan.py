@@ -22,6 +22,8 @@ from common.record_batch import (
     TimestampType,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 class ScannedRecord(NamedTuple):
     """One record: absolute offset and timestamp, key, null value, bytes [start, end) of

@@ -7,12 +7,16 @@ re-exports these names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import AskLeader
 from common.protocol.fetch import FetchPartition
 from common.units import MIB
+
+if TYPE_CHECKING:  # the owner's annotation only: the fetch state stays plain data
+    from broker.replica_manager import ReplicaManager
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 
 @dataclass(frozen=True, slots=True)

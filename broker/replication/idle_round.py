@@ -26,6 +26,8 @@ from broker.replication.fetcher_state import PartitionFetchState
 from broker.topic_partition import TopicPartition
 from common.protocol import fetch
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 IDLE_ROUND_MAX_AGE_S: Final = 5.0
 
 

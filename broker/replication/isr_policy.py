@@ -17,6 +17,8 @@ from typing import Final
 from broker.replication.high_watermark import FollowerState, is_caught_up
 from common.units import MS
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 30_000 * MS  # replica.lag.time.max.ms
 
 

@@ -17,6 +17,8 @@ from common.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.replication.partition import Partition
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 LeaderAndEpoch = tuple[int, int]  # (leader id, leader epoch) as this broker last applied it
 
 

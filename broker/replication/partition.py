@@ -30,6 +30,8 @@ from metadata.records import LeaderRecoveryState
 if TYPE_CHECKING:  # the log's files are the shell's; the rules only read its offsets and epoch cache
     from broker.log.partition_log import PartitionLog
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 DEFAULT_MIN_INSYNC_REPLICAS: Final = default_int(MIN_INSYNC_REPLICAS)  # common.topic_config's
 
 

@@ -34,6 +34,8 @@ from common.units import LONG_MAX, SECOND_MS
 if TYPE_CHECKING:
     from broker.replication.partition import Partition
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"

@@ -26,6 +26,8 @@ from broker.log.leader_epochs import (
     entries_end_offset_for,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 @dataclass(frozen=True, slots=True)
 class AskLeader:

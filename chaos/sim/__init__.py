@@ -6,3 +6,5 @@ and producers are driven by the real code of `metadata/`, `shutdown/`, `quorum/`
 asyncio or wall clock: the whole package is pure (tests/unit/test_purity.py). The runner that
 spreads seeds over processes is `chaos.simulate` (a shell).
 """
+
+PURE = True  # every module of this package is a pure core: no sockets, threads, clocks or files

@@ -38,9 +38,8 @@ from quorum.broker_control import (
     register_broker,
     unregister_broker,
 )
-from quorum.controller_result import ControllerResult, LeaveFollowUp
+from quorum.controller_result import MAX_PARTITIONS_PER_DECISION, ControllerResult, LeaveFollowUp
 from quorum.heartbeat_manager import BrokerHeartbeatManager
-from quorum.quorum_settings import MAX_PARTITIONS_PER_DECISION
 from tests.unit.test_controller_runtime import INTERVAL_MS, SESSION_MS, Clock, runtime_for, step
 from tests.unit.test_quorum_active_controller import ScriptedLog, until
 

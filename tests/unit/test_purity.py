@@ -1,13 +1,19 @@
 """The pure cores import nothing with I/O, even transitively (issue 11; style.md "Pure core").
 
+A pure module says so in its code: a module-level `PURE = True` (and a one-line comment of
+what it promises: no sockets, threads, clocks or files). In a package's `__init__.py` the
+marker makes every module of that package pure. The test finds the markers by parsing every
+module of our packages, so there is no hand list to drift (issue 26).
+
 Each pure module is imported in a fresh interpreter; the test fails if that import loads
-an event loop, a socket, a thread, a subprocess, one of the I/O shells of our own packages,
-or an I/O library. A fresh interpreter first imports the third-party libraries a pure core
-may use (crc32c, cramjam, msgpack) and `logging` (a core may log; the shell configures
-where lines go), so that their own import-time machinery (importlib.metadata pulls in
-`socket`) does not count against the module under test. Statically, a pure module's own
-source imports none of the clock/OS/randomness modules (style.md: "never import asyncio,
-socket, time, uuid4 or the global random").
+an event loop, a socket, a thread, a subprocess, one of the I/O shells of our own packages
+(every module not itself marked pure), or an I/O library. A fresh interpreter first imports
+the third-party libraries a pure core may use (crc32c, cramjam, msgpack, kio) and `logging`
+(a core may log; the shell configures where lines go), so that their own import-time
+machinery (importlib.metadata pulls in `socket`) does not count against the module under
+test. Statically, a pure module's own source imports none of the clock/OS/randomness modules
+(style.md: "never import asyncio, socket, time, uuid4 or the global random"); imports under
+`if TYPE_CHECKING:` are annotations only and never run.
 """
 
 from __future__ import annotations
@@ -23,33 +29,57 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every module that holds a rule, a state machine, a record or a codec. A new pure module
-# is added here; `test_every_module_of_a_pure_package_is_listed` catches a forgotten one.
-PURE_PACKAGES = ("metadata", "shutdown", "common.protocol", "groups", "chaos.sim")
-PURE_MODULES = (
-    "common.errors", "common.units", "common.config", "common.config_schema", "common.topic_config", "common.rpc",
-    "common.rpc_messages",
-    "common.record_batch", "common.records", "common.compression", "common.log_config",
-    "broker.log.log_validator",
-    "broker.replication.high_watermark", "broker.replication.isr_policy",
-    "broker.log.leader_epochs", "broker.log.compaction", "broker.log.record_scan",
-    "broker.log.record_columns", "broker.log.offset_map", "broker.log.cleaner_chunk",
-    "broker.log.cleaner_splice",
-    "broker.replication.truncation", "broker.replication.partition", "broker.log.leader_epoch_cache",
-    "broker.topic_partition", "broker.replication.leader_rules", "broker.metadata_follower",
-    "broker.producer_state", "broker.fetch_session",
-    "quorum.controller_result", "quorum.topic_control", "quorum.replica_assignment", "quorum.broker_control",
-    "quorum.heartbeat_manager", "quorum.replication_control", "quorum.producer_ids",
-    "quorum.quorum_view", "quorum.replica_failure",
-)
+MARKER = "PURE"
+OUR_PACKAGES = ("common", "metadata", "shutdown", "quorum", "broker", "tidelog", "spark",
+                "chaos", "groups", "localcluster")
+
+
+def _marker_value(path: Path) -> object:
+    """The value of the module-level `PURE = ...`, or None when the module has none."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == MARKER for t in targets):
+            value = node.value
+            return value.value if isinstance(value, ast.Constant) else ast.dump(value) if value else None
+    return None
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _sources() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in OUR_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                found[_module_name(path)] = path
+    return found
+
+
+SOURCES = _sources()
+MARKERS = {name: value for name, path in SOURCES.items()
+           if (value := _marker_value(path)) is not None}
+
+
+def pure_modules() -> list[str]:
+    """Every module marked pure, or inside a package whose `__init__` is marked."""
+    packages = {name for name, path in SOURCES.items()
+                if path.name == "__init__.py" and MARKERS.get(name) is True}
+    return sorted(name for name in SOURCES if MARKERS.get(name) is True
+                  or any(name.startswith(package + ".") for package in packages))
+
+
+PURE = pure_modules()
 
 # Loaded by a pure module's import: the test fails. Our shells are every module of our
 # packages that is not itself pure.
 FORBIDDEN_STDLIB = ("asyncio", "socket", "selectors", "threading", "subprocess",
                     "multiprocessing", "concurrent", "ssl", "http", "urllib.request")
 FORBIDDEN_THIRD_PARTY = ("aiohttp", "pysyncobj", "confluent_kafka", "pyspark", "pyarrow")
-OUR_PACKAGES = ("common", "metadata", "shutdown", "quorum", "broker", "tidelog", "spark",
-                "chaos", "groups")
 # kio's writers import asyncio for a type alias only (`Writable = asyncio.StreamWriter | IO[bytes]`):
 # loading it before the probe keeps that out of what common/protocol's own imports load.
 ALLOWED_BEFOREHAND = ("logging", "crc32c", "cramjam", "msgpack", "kio.index", "kio.serial")
@@ -59,21 +89,6 @@ FORBIDDEN_IN_SOURCE = ("asyncio", "socket", "threading", "time", "random", "os",
 # `uuid.UUID` is a value type; drawing a fresh one is not pure
 FORBIDDEN_NAMES = ("uuid1", "uuid4", "sleep", "monotonic", "perf_counter")
 
-
-def _modules_of(package: str) -> list[str]:
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.submodule_search_locations is None:
-        return []
-    base = Path(next(iter(spec.submodule_search_locations)))
-    return sorted(f"{package}.{path.stem}" for path in base.glob("*.py") if path.stem != "__init__")
-
-
-def pure_modules() -> list[str]:
-    found = [m for package in PURE_PACKAGES for m in _modules_of(package)]
-    return sorted({*found, *PURE_MODULES})
-
-
-PURE = pure_modules()
 
 _PROBE = """
 import json, sys
@@ -142,9 +157,16 @@ def _walk_outside_type_checking(tree: ast.AST) -> list[ast.AST]:
     return found
 
 
-def test_every_module_of_a_pure_package_is_listed() -> None:
-    assert "metadata.delta" in PURE and "shutdown.broker_lifecycle" in PURE
-    assert "common.protocol.frame" in PURE
+def test_markers_say_true() -> None:
+    # `PURE = False` or a computed value would be a marker the scan cannot read as a promise
+    assert {name: value for name, value in MARKERS.items() if value is not True} == {}
+
+
+def test_the_scan_finds_the_markers() -> None:
+    # a module marked itself, and a module of a package marked in its __init__
+    assert {"broker.log.log_validator", "quorum.replica_failure", "common.errors"} <= set(PURE)
+    assert {"metadata.delta", "shutdown.broker_lifecycle", "common.protocol.frame"} <= set(PURE)
+    assert "broker.log.segment" not in PURE and "common" not in PURE
 
 
 def test_the_probe_detects_io() -> None:
