@@ -24,7 +24,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import KioIndexError, load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -46,6 +46,7 @@ SAME_WIRE_AS: Final[Mapping[tuple[int, int], int]] = {
 def schema_version(api_key: int, version: int) -> int:
     """The version whose generated classes carry (api_key, version) on the wire."""
     return SAME_WIRE_AS.get((api_key, version), version)
+
 
 E = TypeVar("E")
 
@@ -71,7 +72,7 @@ def request_type(api_key: int, version: int) -> type[Any]:
     """kio's request dataclass for this API and version; KeyError when kio has none."""
     try:
         return load_request_schema(api_key, schema_version(api_key, version))
-    except Exception as e:  # kio's UnknownAPIKey / UnknownEntity
+    except KioIndexError as e:  # UnknownAPIKey / UnknownEntity
         raise KeyError(f"no request schema for API {api_key} v{version}") from e
 
 
@@ -80,15 +81,17 @@ def response_type(api_key: int, version: int) -> type[Any]:
     """kio's response dataclass for this API and version; KeyError when kio has none."""
     try:
         return load_response_schema(api_key, schema_version(api_key, version))
-    except Exception as e:
+    except KioIndexError as e:
         raise KeyError(f"no response schema for API {api_key} v{version}") from e
 
 
+@cache  # bounded: one entry per (API, version) kio has; a missing one raises and is not kept
 def request_module(api_key: int, version: int) -> ModuleType:
     """The module holding this version's request and its nested types."""
     return load_payload_module(api_key, schema_version(api_key, version), EntityType.request)
 
 
+@cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The module holding this version's response and its nested types (results, ...)."""
     return load_payload_module(api_key, schema_version(api_key, version), EntityType.response)
