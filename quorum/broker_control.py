@@ -14,6 +14,14 @@ Kafka's rules kept here:
   ISR member and the partition goes leaderless; unfencing then re-elects leaderless
   partitions the broker replicates.
 
+Not Kafka's: those moves are bounded, at most `MAX_PARTITIONS_PER_DECISION` partitions per
+decision (Kafka computes a fence in one event, which Java does in milliseconds; ours took
+seconds at 83,000 partitions and starved the heartbeats). The registration change goes in the
+first batch, the rule names where its walk stopped (`ControllerResult.follow_up`) and
+`continue_leaving` computes each next batch from the image the previous one left; the shell
+queues them (`quorum.controller_runtime`). A failover between batches leaves a fenced broker
+in ISRs it shares: `brokers_left_behind` finds it from the image alone.
+
 Heartbeats follow `shutdown.controller_states`: `calculate_next_broker_state` decides where
 the broker goes (FENCED / UNFENCED / CONTROLLED_SHUTDOWN / SHUTDOWN_NOW) and `records_plan`
 says which records that takes; `process_heartbeat` only turns the plan into records (in one
@@ -39,9 +47,14 @@ from metadata.records import (
     RegisterBroker,
     UnregisterBroker,
 )
-from quorum.controller_result import ControllerApiError, ControllerResult, LeaveFollowUp, PartitionKey
+from quorum.controller_result import (
+    MAX_PARTITIONS_PER_DECISION,
+    ControllerApiError,
+    ControllerResult,
+    LeaveFollowUp,
+    PartitionKey,
+)
 from quorum.heartbeat_manager import BrokerHeartbeatManager
-from quorum.quorum_settings import MAX_PARTITIONS_PER_DECISION
 from quorum.topic_control import TopicElectionConfig, topic_election_config
 from shutdown.controller_states import (
     CONTROLLED_SHUTDOWN,
@@ -50,6 +63,8 @@ from shutdown.controller_states import (
     every_active_broker_caught_up,
     records_plan,
 )
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 logger = logging.getLogger(__name__)
 
