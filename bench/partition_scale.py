@@ -1,6 +1,7 @@
-"""10,000 partitions RF=3 on 3 brokers: create, idle, controlled shutdown, restart — one table.
+"""10,000 partitions RF=3 on 3 brokers: create, idle, controlled shutdown, restart, fencing — one table.
 
     python bench/partition_scale.py [--partitions 10000] [--topics 100] [--idle-s 30] [--keep DIR] [--json F]
+                                    [--fencing-partitions N] [--fencing-only]
 
 A real cluster on loopback (3 controllers, brokers 4..6, Kafka's default heartbeat settings).
 Phases, in order, each printed as it ends and all together in one table at the end:
@@ -12,7 +13,14 @@ Phases, in order, each printed as it ends and all together in one table at the e
    created concurrently; the phases below run on that cluster;
 3. idle broker CPU over `--idle-s` seconds (utime+stime from /proc, % of one core), RSS;
 4. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit;
-5. restart of broker 4 → broker 4 back in every ISR (admin API describe of every topic).
+5. restart of broker 4 → broker 4 back in every ISR (admin API describe of every topic);
+6. fencing (issue 36), on a third cluster of controllers only: `--fencing-partitions` (default:
+   `--partitions`) partitions RF=3 all led by broker 4, whose heartbeats stop while brokers 5 and 6
+   go on; the brokers are the RPC doubles of `tidelog.testing.fencing_scale` (real brokers would
+   spend minutes creating the logs). Figures: session expiry → fenced, → out of every ISR, the
+   longest "Controller N was stalled for X ms" any controller logged meanwhile (the stall probe
+   logs 250 ms and more: "< 250" means none), the slowest heartbeat of a live broker, and
+   whether a live broker was fenced. `--fencing-only` runs just this phase.
 
 Nothing is asserted: a measurement, not a test (issue 17's goals: create ≤ 5 s, shutdown
 ≤ 5 s, restart-to-ISR ≤ 30 s, idle CPU ≤ 5 %).
@@ -32,8 +40,9 @@ from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, process_cpu_s, rss_mib, wait_until
-from tidelog.launcher import LocalCluster, free_ports
-from tidelog.node_process import NodeProcess
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
+from tidelog.testing.fencing_scale import FencingScale
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 UNDER_TEST: Final = 4
@@ -100,10 +109,34 @@ def start_cluster(root: Path) -> LocalCluster:
     return cluster
 
 
-def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[tuple[str, str]]:
+def fencing(root: Path, partitions: int) -> list[tuple[str, str]]:
+    """Phase 6: a broker leading every one of `partitions` partitions stops heartbeating."""
+    print(f"fencing a broker that leads {partitions} partitions (controllers and broker doubles):", flush=True)
+    with FencingScale.start(root, partitions=partitions) as scale:
+        print(f"  created in {scale.create_s:.1f} s", flush=True)
+        figures = scale.fence(4)
+    rows = [
+        (f"fence broker leading {partitions}: silent -> fenced (s)", f"{figures.detect_s:.1f}"),
+        (f"fence broker leading {partitions}: silent -> in no ISR (s)", f"{figures.fence_s:.1f}"),
+        (f"fence broker leading {partitions}: longest controller stall (ms)",
+         f"{figures.longest_stall_ms}" if figures.longest_stall_ms else "< 250"),
+        (f"fence broker leading {partitions}: slowest live heartbeat (ms)", f"{figures.live_heartbeat_max_ms:.0f}"),
+        (f"fence broker leading {partitions}: live brokers fenced", f"{len(figures.live_brokers_fenced)}"),
+    ]
+    for name, value in rows:
+        print(f"  {name}: {value}", flush=True)
+    for line in figures.stalls + figures.slow_decisions:
+        print(f"  controller log: {line}", flush=True)
+    return rows
+
+
+def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
+        fencing_partitions: int | None = None, fencing_only: bool = False) -> list[tuple[str, str]]:
     """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
+        if fencing_only:
+            return fencing(Path(tmp) / "fencing", fencing_partitions or partitions)
         with start_cluster(Path(tmp) / "one-topic") as cluster:
             print(f"one topic of {partitions} partitions RF=3:", flush=True)
             rows.append((f"create 1 x {partitions} RF=3 (s)", f"{create(cluster, {'big': partitions}):.2f}"))
@@ -139,11 +172,13 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None) -> list[
             print(f"  {rows[-1][0]}: {rows[-1][1]}", flush=True)
             assert new.pid is not None
             rows.append((f"RSS broker {UNDER_TEST} after restart (MiB)", f"{rss_mib(new.pid):.0f}"))
+        rows.extend(fencing(Path(tmp) / "fencing", fencing_partitions or partitions))
     return rows
 
 
 GOALS: Final = (("create 1 x", "<= 5 s"), ("idle CPU", "<= 5 %"), ("controlled shutdown", "<= 5 s"),
-                 ("-> in every ISR", "<= 30 s"))
+                 ("-> in every ISR", "<= 30 s"), ("longest controller stall", "< 1000 ms"),
+                 ("live brokers fenced", "0"))
 
 
 def goal_of(name: str) -> str:
@@ -158,8 +193,11 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=30.0)
     parser.add_argument("--keep", type=Path, help="a directory for the cluster's temp dir (logs survive a crash)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench/all.py)")
+    parser.add_argument("--fencing-partitions", type=int, default=None,
+                        help="partitions the fenced broker leads in the fencing phase (default: --partitions)")
+    parser.add_argument("--fencing-only", action="store_true", help="run only the fencing phase")
     args = parser.parse_args()
-    rows = run(args.partitions, args.topics, args.idle_s, args.keep)
+    rows = run(args.partitions, args.topics, args.idle_s, args.keep, args.fencing_partitions, args.fencing_only)
     if args.json is not None:
         args.json.write_text(json.dumps({"figures": [[name, value, goal_of(name)] for name, value in rows]}))
     width = max(len(name) for name, _ in rows)
