@@ -423,3 +423,37 @@ async def test_a_failed_append_returns_the_group_to_its_committed_state(broker) 
         assert coord.committed_offsets(0).offsets[HERE][("orders", 0)].offset == 46
     finally:
         await coord.close()
+
+
+async def test_a_session_expires_at_its_deadline_on_the_real_clock(broker) -> None:
+    """A client that waits exactly its session timeout (plus 2 ms of clock truncation) finds its
+    member gone: the deadline is a timer of its own, not the next 50 ms tick of a loop. A
+    heartbeat just before the deadline keeps the member."""
+    from broker.group_coordinator import handlers
+    from broker.group_coordinator.runtime import GroupCoordinator
+    from broker.handlers.context import ClientInfo
+    from groups.state import GroupState
+
+    _, replicas = broker
+    session_ms = 200
+    settings = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings)  # wall clock, driven timers
+    client = ClientInfo("client", "/127.0.0.1")
+    try:
+        coord.ensure_started()
+        await coord.runtime.idle()
+        a = await handlers.join(coord, jg.JoinGroupRequest(HERE, session_ms, 30000, "", None, "consumer", (
+            jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)), 3, client)
+        assert (await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()),
+                                    3, client)).error_code == 0
+        first = coord.runtime.timer_deadline(0, ("expire", HERE))
+        await asyncio.sleep(session_ms / 2 / 1000)  # a heartbeat before the deadline keeps the member
+        assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, a.generation_id, a.member_id), 3,
+                                          client)).error_code == 0
+        deadline = coord.runtime.timer_deadline(0, ("expire", HERE))
+        assert first is not None and deadline is not None and deadline > first
+        await asyncio.sleep((deadline + 2 - coord.now_ms()) / 1000)  # its session timeout, + 2 ms
+        group = coord.groups(0).groups[HERE]
+        assert group.state is GroupState.EMPTY and not group.members
+    finally:
+        await coord.close()
