@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from broker.replica_manager import ReplicaManager
 from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from broker.topic_partition import TopicPartition
 from metadata.image import MetadataImage
+
+if TYPE_CHECKING:  # the replica manager (above this package) hands itself in: annotation only
+    from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 

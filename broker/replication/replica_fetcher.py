@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from broker.log.leader_epochs import EpochEndOffset
-from broker.replica_manager import ReplicaManager
 from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.fetcher_state import (
     FetcherOwner,
@@ -40,6 +39,9 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:  # the replica manager (above this package) is its owner's: annotation only
+    from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
