@@ -14,7 +14,8 @@ Phases, in order, each printed as it ends and all together in one table at the e
 3. idle broker CPU over `--idle-s` seconds (utime+stime from /proc, % of one core), RSS;
 4. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit;
 5. restart of broker 4 → broker 4 back in every ISR (admin API describe of every topic);
-6. fencing (issue 36), on a third cluster of controllers only: `--fencing-partitions` (default:
+6. the longest controller stall of each cluster's run (its controllers' "was stalled for" lines);
+7. fencing (issue 36), on a third cluster of controllers only: `--fencing-partitions` (default:
    `--partitions`) partitions RF=3 all led by broker 4, whose heartbeats stop while brokers 5 and 6
    go on; the brokers are the RPC doubles of `tidelog.testing.fencing_scale` (real brokers would
    spend minutes creating the logs). Figures: session expiry → fenced, → out of every ISR, the
@@ -42,7 +43,7 @@ from typing import Final
 from bench_common import broker_gauge, http, process_cpu_s, rss_mib, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.node_process import NodeProcess
-from tidelog.testing.fencing_scale import FencingScale
+from tidelog.testing.fencing_scale import STALL, FencingScale
 
 HOSTS: Final = tuple(f"127.0.0.{n}" for n in range(1, 7))
 UNDER_TEST: Final = 4
@@ -109,8 +110,15 @@ def start_cluster(root: Path) -> LocalCluster:
     return cluster
 
 
+def longest_stall(cluster: LocalCluster) -> str:
+    """The longest "Controller N was stalled for X ms" in the controllers' logs ("< 250": none)."""
+    stalls = [int(m.group(2)) for node in cluster.controllers
+              for m in STALL.finditer(node.spec.log_path.read_text(errors="replace"))]
+    return f"{max(stalls)}" if stalls else "< 250"
+
+
 def fencing(root: Path, partitions: int) -> list[tuple[str, str]]:
-    """Phase 6: a broker leading every one of `partitions` partitions stops heartbeating."""
+    """Phase 7: a broker leading every one of `partitions` partitions stops heartbeating."""
     print(f"fencing a broker that leads {partitions} partitions (controllers and broker doubles):", flush=True)
     with FencingScale.start(root, partitions=partitions) as scale:
         print(f"  created in {scale.create_s:.1f} s", flush=True)
@@ -140,6 +148,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
         with start_cluster(Path(tmp) / "one-topic") as cluster:
             print(f"one topic of {partitions} partitions RF=3:", flush=True)
             rows.append((f"create 1 x {partitions} RF=3 (s)", f"{create(cluster, {'big': partitions}):.2f}"))
+            rows.append(("one topic: longest controller stall over the run (ms)", longest_stall(cluster)))
         per = partitions // topics
         names = [f"t{i:04d}" for i in range(topics)]
         with start_cluster(Path(tmp) / "many-topics") as cluster:
@@ -172,6 +181,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
             print(f"  {rows[-1][0]}: {rows[-1][1]}", flush=True)
             assert new.pid is not None
             rows.append((f"RSS broker {UNDER_TEST} after restart (MiB)", f"{rss_mib(new.pid):.0f}"))
+            rows.append((f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
         rows.extend(fencing(Path(tmp) / "fencing", fencing_partitions or partitions))
     return rows
 
