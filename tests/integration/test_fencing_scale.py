@@ -53,3 +53,19 @@ def test_a_new_active_controller_finishes_a_fencing_cut_short(tmp_path: Path,
               f"its last heartbeat; longest stall {figures.longest_stall_ms} ms")
     assert "a failover cut their moves short" in text  # the new active controller did the rest
     assert figures.live_brokers_fenced == []
+
+
+def test_a_controlled_shutdown_of_a_broker_of_30000_partitions_in_bounded_batches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Broker 4 heartbeats want_shut_down (as after a SIGTERM): its leaderships move in batches,
+    it is told to shut down only after the last one, and nothing stalls meanwhile."""
+    with FencingScale.start(tmp_path, partitions=PARTITIONS) as run:
+        figures = run.shut_down(4)
+    with capsys.disabled():
+        print(f"\n[fencing scale] controlled shutdown of a broker leading {PARTITIONS}: told to shut down after "
+              f"{figures.detect_s:.1f} s, out of every ISR after {figures.fence_s:.1f} s; longest controller stall "
+              f"{figures.longest_stall_ms} ms; slowest live heartbeat {figures.live_heartbeat_max_ms:.0f} ms")
+    assert figures.batched, "the controlled shutdown was not split into batches"
+    assert figures.longest_stall_ms < MAX_STALL_MS, figures.stalls
+    assert figures.live_brokers_fenced == []
+    assert figures.live_heartbeat_errors == []

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +61,8 @@ class BrokerDouble:
     epoch: int = -1
     tip: int = -1  # the last committed offset seen, reported as replayed
     silent: bool = False  # stopped heartbeating, as a broker that died
+    want_shut_down: bool = False  # heartbeats ask for a controlled shutdown, as after a SIGTERM
+    shut_down: bool = False  # told to shut down (then silent)
     unfenced: bool = False
     fenced_again: list[str] = field(default_factory=list)  # fenced replies after it was unfenced
     errors: list[str] = field(default_factory=list)
@@ -79,10 +81,13 @@ class BrokerDouble:
         fetched = await self.client.fetch_metadata(self.tip + 1, 0, broker_id=self.broker_id, max_records=1)
         self.tip = max(self.tip, int(fetched.get("last_offset", self.tip)))
         started = time.monotonic()
-        reply = await self.client.heartbeat(rpc.encode(BrokerHeartbeatRequest(self.broker_id, self.epoch, self.tip)))
+        reply = await self.client.heartbeat(rpc.encode(BrokerHeartbeatRequest(
+            self.broker_id, self.epoch, self.tip, want_shut_down=self.want_shut_down)))
         self.heartbeat_ms.append((time.monotonic() - started) * 1000)
         if reply["error_code"] != 0:
             self.errors.append(f"heartbeat: {reply}")
+        elif reply["should_shut_down"]:
+            self.shut_down = self.silent = True  # a broker stops heartbeating once told to shut down
         elif reply["is_fenced"] and self.unfenced:
             self.fenced_again.append(f"fenced at metadata offset {self.tip}")
         else:
@@ -147,12 +152,12 @@ class FencingFigures:
     """What one fencing measured (stalls from the controllers' own log lines)."""
 
     partitions: int
-    fence_s: float  # broker silent -> fenced and in no ISR and leading nothing
-    detect_s: float  # broker silent -> fenced (its session timeout, plus the pass)
+    fence_s: float  # broker silent (or asking to shut down) -> in no ISR and leading nothing
+    detect_s: float  # broker silent -> fenced (its session timeout, plus the pass), or -> told to shut down
     longest_stall_ms: int  # the longest "was stalled for" any controller logged while fencing (0: none)
     stalls: list[str]  # those log lines
     slow_decisions: list[str]  # "Exceptionally slow controller decision" lines while fencing
-    batched: bool  # the first fencing decision said more batches follow
+    batched: bool  # the first decision's transition was logged, and the last batch's "leads no partition"
     live_brokers_fenced: list[str]  # brokers that heartbeat all along yet were fenced
     live_heartbeat_max_ms: float  # the slowest heartbeat round trip of a live broker while fencing
     live_heartbeat_errors: list[str]
@@ -225,31 +230,48 @@ class FencingScale:
         """Silence `broker_id` and measure until it leads nothing and is in no ISR. `fail_over`:
         SIGKILL the active controller as soon as its first fencing batch committed (the broker
         shows FENCED), so that the next active controller must finish the job."""
+        def act() -> None:
+            self.doubles.call(lambda: setattr(self.doubles.brokers[broker_id], "silent", True))
+            if fail_over:
+                self.kill_active_once_fenced(broker_id)
+            self.wait(f"broker {broker_id} fenced", lambda: broker_id in self.brokers_in("FENCED"))
+        return self._measure(broker_id, act, batched=f"Fencing broker {broker_id} (")
+
+    def shut_down(self, broker_id: int) -> FencingFigures:
+        """`broker_id` heartbeats want_shut_down (a SIGTERMed broker) until it is told to shut
+        down, then goes silent; measured until it leads nothing and is in no ISR."""
+        def act() -> None:
+            self.doubles.call(lambda: setattr(self.doubles.brokers[broker_id], "want_shut_down", True))
+            self.wait(f"broker {broker_id} told to shut down",
+                      lambda: self.doubles.call(lambda: self.doubles.brokers[broker_id].shut_down))
+        return self._measure(broker_id, act, batched=f"Broker {broker_id} goes from UNFENCED to CONTROLLED_SHUTDOWN")
+
+    def _measure(self, broker_id: int, act: Callable[[], None], *, batched: str) -> FencingFigures:
+        """Run `act()` (until the broker is fenced or shut down), then wait until it leads nothing
+        and is in no ISR; what the controllers logged and the live brokers saw meanwhile."""
         logs = [n.spec.log_path for n in self.cluster.controllers]
         marks = [path.stat().st_size for path in logs]
         live = [d for b, d in self.doubles.brokers.items() if b != broker_id]
+
         def forget_heartbeats() -> None:
             for double in live:
                 double.heartbeat_ms.clear()
         self.doubles.call(forget_heartbeats)
         started = time.monotonic()
-        self.doubles.call(lambda: setattr(self.doubles.brokers[broker_id], "silent", True))
-        if fail_over:
-            self.kill_active_once_fenced(broker_id)
-        self.wait(f"broker {broker_id} fenced", lambda: broker_id in self.brokers_in("FENCED"))
+        act()
         detected = time.monotonic() - started
         # every topic's description is read per poll: once a second, not to load the controllers
         waiting.wait_until(f"broker {broker_id} in no ISR and leading nothing",
                            lambda: self.partitions_of(broker_id) == (0, 0), WAIT_S, poll_s=1.0)
-        fenced = time.monotonic() - started
+        done = time.monotonic() - started
         text = "".join(path.read_bytes()[mark:].decode(errors="replace") for path, mark in zip(logs, marks))
-        stalls = [m.group(0) for m in STALL.finditer(text)]
         heartbeats = self.doubles.call(lambda: [ms for d in live for ms in d.heartbeat_ms])
         return FencingFigures(
-            partitions=self.partitions, fence_s=fenced, detect_s=detected,
-            longest_stall_ms=max((int(m.group(2)) for m in STALL.finditer(text)), default=0), stalls=stalls,
+            partitions=self.partitions, fence_s=done, detect_s=detected,
+            longest_stall_ms=max((int(m.group(2)) for m in STALL.finditer(text)), default=0),
+            stalls=[m.group(0) for m in STALL.finditer(text)],
             slow_decisions=[m.group(0) for m in SLOW_DECISION.finditer(text)],
-            batched=f"Fencing broker {broker_id} (" in text and "in later decisions" in text,
+            batched=batched in text and f"Broker {broker_id} leads no partition" in text,
             live_brokers_fenced=sorted(f"broker {d.broker_id}: {d.fenced_again}" for d in live if d.fenced_again)
             + sorted(f"broker {b}: FENCED in /v1/brokers" for b in self.brokers_in("FENCED") if b != broker_id),
             live_heartbeat_max_ms=max(heartbeats, default=0.0),
