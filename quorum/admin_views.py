@@ -1,6 +1,6 @@
 """The admin API's JSON views of the committed image and its Prometheus metrics text: pure
-functions, an image (or a rule's result) in, a JSON-ready dict or text out. The aiohttp
-shell (`quorum.controller_server`, `quorum.topic_routes`) serves them; requests are
+functions, an image (or a rule's result) in, a JSON-ready dict or text out. Not marked PURE:
+the metrics text is prometheus_client's, whose import loads http.server. The aiohttp shell (`quorum.controller_server`, `quorum.topic_routes`) serves them; requests are
 validated in `quorum.admin_api`.
 """
 

@@ -1,4 +1,5 @@
-"""Which packets make up a link between two nodes: pure rule building for iptables and tc.
+"""Which packets make up a link between two nodes: pure rule building for iptables and tc
+(not marked PURE: it takes its nodes from `localcluster.cluster_layout`, which reads files).
 
 Every node of a local cluster listens on its own 127.0.0.N, but other clusters on this
 machine (other test runs) use the same addresses with other ports, and the harness's own
