@@ -1,7 +1,8 @@
 """The admin API's JSON views of the committed image and its Prometheus metrics text: pure
 functions, an image (or a rule's result) in, a JSON-ready dict or text out. Not marked PURE:
-the metrics text is prometheus_client's, whose import loads http.server. The aiohttp shell (`quorum.controller_server`, `quorum.topic_routes`) serves them; requests are
-validated in `quorum.admin_api`.
+the metrics text is prometheus_client's, whose import loads http.server. The aiohttp shell
+(`quorum.controller_server`, `quorum.topic_routes`) serves them; requests are validated in
+`quorum.admin_api`.
 """
 
 from __future__ import annotations
