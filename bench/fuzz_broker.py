@@ -55,7 +55,6 @@ from common.protocol import (  # noqa: E402
     find_coordinator,
     produce,  # noqa: E402
 )
-from common.protocol import delete_records as dr  # noqa: E402
 from common.protocol import messages  # noqa: E402
 from common.protocol import group_admin as ga  # noqa: E402
 from common.protocol import group_membership as gm  # noqa: E402
@@ -236,11 +235,11 @@ def _group_request(api: ApiKey, version: int, topic: str) -> bytes | None:
 def _log_admin_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     """The storage admin APIs (issue 18). DeleteRecords names an absent topic with timeout 0:
     a mutation must hit the exact topic name to delete anything, and nothing waits."""
-    if api is ApiKey.DELETE_RECORDS:
-        req = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("fuzz-absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
-        return join_chunks(dr.encode_delete_records_request(req, version))
     # served on kio's generated messages: the request dataclass of this version
     m = messages.request_module(api, version) if api in messages_apis() else None
+    if api is ApiKey.DELETE_RECORDS:
+        return messages.encode(m.DeleteRecordsRequest(topics=(m.DeleteRecordsTopic(name="fuzz-absent", partitions=(
+            m.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=timedelta(0)))
     if api is ApiKey.DESCRIBE_LOG_DIRS:
         return messages.encode(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=topic, partitions=(0,)),)))
     if api is ApiKey.DESCRIBE_PRODUCERS:

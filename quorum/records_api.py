@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
 
 from common.errors import ErrorCode
-from common.protocol import delete_records as dr
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import ClientFraming
 from common.protocol.primitives import ProtocolError
@@ -77,19 +78,19 @@ class RecordsApi:
                              status=503)
         return leader, (broker.listeners[0].host, broker.listeners[0].port)
 
-    async def _call(self, address: tuple[str, int], request: dr.DeleteRecordsRequest,
-                    timeout_s: float) -> dr.DeleteRecordsResponse:
+    async def _call(self, address: tuple[str, int], request: Any, timeout_s: float) -> Any:
+        """kio's DeleteRecordsRequest to `address`; its DeleteRecordsResponse."""
         framing = ClientFraming(CLIENT_ID, MAX_RESPONSE_BYTES)
         writer = None
         try:
             async with asyncio.timeout(timeout_s):
                 reader, writer = await asyncio.open_connection(*address)
                 writer.write(framing.request(int(ApiKey.DELETE_RECORDS), DELETE_RECORDS_VERSION,
-                                             dr.encode_delete_records_request(request, DELETE_RECORDS_VERSION)))
+                                             messages.request_body(request)))
                 await writer.drain()
                 head = await reader.readexactly(ClientFraming.HEAD_BYTES)
                 body = await reader.readexactly(framing.body_size(head))
-            return dr.decode_delete_records_response(memoryview(body), DELETE_RECORDS_VERSION)
+            return messages.decode_response(ApiKey.DELETE_RECORDS, DELETE_RECORDS_VERSION, body)
         except (OSError, TimeoutError, EOFError, ProtocolError, asyncio.IncompleteReadError) as e:
             raise AdminError("BROKER_NOT_AVAILABLE", f"DeleteRecords to {address[0]}:{address[1]} failed: "
                              f"{e or type(e).__name__}", None, status=503) from None
@@ -109,8 +110,10 @@ class RecordsApi:
         except ValueError:
             raise api.invalid("the request body is not JSON", None) from None
         offset, timeout_ms = parse_delete_records(body)
-        message = dr.DeleteRecordsRequest(
-            (dr.DeleteRecordsTopic(topic, (dr.DeleteRecordsPartition(partition, offset),)),), timeout_ms)
+        m = messages.request_module(ApiKey.DELETE_RECORDS, DELETE_RECORDS_VERSION)
+        message = m.DeleteRecordsRequest(topics=(m.DeleteRecordsTopic(name=topic, partitions=(
+            m.DeleteRecordsPartition(partition_index=partition, offset=offset),)),),
+            timeout=timedelta(milliseconds=timeout_ms))
         deadline = time.monotonic() + timeout_ms / 1000 + TIMEOUT_MARGIN
         while True:  # bounded by the deadline: one retry per leadership move
             leader, address = self._leader_address(topic, partition)

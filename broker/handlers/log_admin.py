@@ -41,8 +41,8 @@ NO_COORDINATOR_EPOCH = -1  # DescribeProducers: no transaction coordinator wrote
 # ---- DeleteRecords ------------------------------------------------------------------------
 
 
-async def handle_delete_records(ctx: BrokerContext, req: dr.DeleteRecordsRequest, version: int,
-                                client: ClientInfo) -> dr.DeleteRecordsResponse:
+async def handle_delete_records(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DeleteRecordsRequest of `version`; the answer its response."""
     image = ctx.image()
     results: dict[TopicPartition, DeleteRecordsResult] = {}
     required: dict[TopicPartition, int] = {}
@@ -61,16 +61,19 @@ async def handle_delete_records(ctx: BrokerContext, req: dr.DeleteRecordsRequest
                 results[tp] = DeleteRecordsResult(ctx.partition_error(tp, e, image), dr.INVALID_LOW_WATERMARK)
     if required:
         # Kafka waits only when some partition was applied; the request has one deadline.
-        results.update(await ctx.replicas.deletes.wait(required, initial_low, max(req.timeout_ms, 0) / SECOND_MS))
-    return dr.DeleteRecordsResponse(0, tuple(
-        dr.DeleteRecordsTopicResult(t.name, tuple(
-            _delete_result(p.partition_index, results[TopicPartition(t.name, p.partition_index)])
+        timeout_s = max(messages.milliseconds(req.timeout), 0) / SECOND_MS
+        results.update(await ctx.replicas.deletes.wait(required, initial_low, timeout_s))
+    m = messages.response_module(ApiKey.DELETE_RECORDS, version)
+    return m.DeleteRecordsResponse(throttle_time=messages.NO_THROTTLE, topics=tuple(
+        m.DeleteRecordsTopicResult(name=t.name, partitions=tuple(
+            _delete_result(m, p.partition_index, results[TopicPartition(t.name, p.partition_index)])
             for p in t.partitions))
         for t in req.topics))
 
 
-def _delete_result(partition: int, result: DeleteRecordsResult) -> dr.DeleteRecordsPartitionResult:
-    return dr.DeleteRecordsPartitionResult(partition, result.low_watermark, result.error_code)
+def _delete_result(m: ModuleType, partition: int, result: DeleteRecordsResult) -> Any:
+    return m.DeleteRecordsPartitionResult(partition_index=partition, low_watermark=result.low_watermark,
+                                          error_code=messages.error_code(result.error_code))
 
 
 # ---- DescribeLogDirs ----------------------------------------------------------------------

@@ -32,7 +32,6 @@ from common.protocol import (
     admin,
     alter_configs,
     api_versions,
-    delete_records,
     describe_configs,
     fetch,
     find_coordinator,
@@ -140,7 +139,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.INCREMENTAL_ALTER_CONFIGS, _codec(alter_configs, "incremental_alter_configs"),
           AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     # storage-side admin
-    _hand(ApiKey.DELETE_RECORDS, _codec(delete_records, "delete_records"), AclCheck(Op.DELETE, TOPIC)),
+    _kio(ApiKey.DELETE_RECORDS, AclCheck(Op.DELETE, TOPIC)),
     _kio(ApiKey.DESCRIBE_LOG_DIRS, AclCheck(Op.DESCRIBE, CLUSTER)),
     _kio(ApiKey.ALTER_REPLICA_LOG_DIRS, AclCheck(Op.ALTER, CLUSTER)),
     _kio(ApiKey.DESCRIBE_PRODUCERS, AclCheck(Op.READ, TOPIC)),

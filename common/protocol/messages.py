@@ -203,6 +203,19 @@ def decode_response(api_key: int, version: int, body: bytes | bytearray | memory
     return decode(entity_type, body)
 
 
+def request_body(request: Any) -> list[Chunk]:
+    """Client side: a request dataclass as the body chunks `ClientFraming.request` frames;
+    the API key and version to frame it with are the dataclass's (`__api_key__`,
+    `__version__`), or a version `SAME_WIRE_AS` maps onto it."""
+    return [encode(request)]
+
+
+def client_request(api_key: int, version: int, name: str, **values: Any) -> Any:
+    """Client side: the request `name` (kio's class name, say "ListOffsetsRequest") of
+    `version`, from values for every version (`build` drops what this version lacks)."""
+    return build(getattr(request_module(api_key, version), name), **values)
+
+
 def kio_codec(api_key: int) -> Codec:
     """The `Codec` of an API served on kio's messages: decode by the version sent, encode
     the response dataclass, which must be of that version (a handler bug otherwise)."""

@@ -4,6 +4,7 @@ shapes and error codes (the wire format is the codecs' tests; the waits, replica
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import pytest
 
@@ -42,27 +43,41 @@ def ctx(tmp_path):
     log_manager.shutdown()
 
 
+DR_REQ = messages.request_module(ApiKey.DELETE_RECORDS, 1)
+DR_RESP = messages.response_module(ApiKey.DELETE_RECORDS, 1)
+
+
+def delete_request(*topics: tuple[str, tuple[tuple[int, int], ...]]) -> object:
+    return DR_REQ.DeleteRecordsRequest(topics=tuple(
+        DR_REQ.DeleteRecordsTopic(name=name, partitions=tuple(
+            DR_REQ.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in partitions))
+        for name, partitions in topics), timeout=timedelta(seconds=1))
+
+
+def delete_result(partition: int, low_watermark: int, error: ErrorCode) -> object:
+    return DR_RESP.DeleteRecordsPartitionResult(partition_index=partition, low_watermark=low_watermark,
+                                                error_code=error)
+
+
 async def test_delete_records_answers_each_partition(ctx):
     ctx.replicas.append(SOLO, batch(5), acks=1)
-    request = dr.DeleteRecordsRequest((
-        dr.DeleteRecordsTopic("solo", (dr.DeleteRecordsPartition(0, 3), dr.DeleteRecordsPartition(9, 1))),
-        dr.DeleteRecordsTopic("followed", (dr.DeleteRecordsPartition(0, 1),)),
-        dr.DeleteRecordsTopic("nowhere", (dr.DeleteRecordsPartition(0, 1),)),
-    ), 1000)
+    request = delete_request(("solo", ((0, 3), (9, 1))), ("followed", ((0, 1),)), ("nowhere", ((0, 1),)))
     response = await handle_delete_records(ctx, request, 1, None)
-    assert response == dr.DeleteRecordsResponse(0, (
-        dr.DeleteRecordsTopicResult("solo", (dr.DeleteRecordsPartitionResult(0, 3, 0),
-                                             dr.DeleteRecordsPartitionResult(9, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))),
-        dr.DeleteRecordsTopicResult("followed", (dr.DeleteRecordsPartitionResult(0, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),)),
-        dr.DeleteRecordsTopicResult("nowhere", (dr.DeleteRecordsPartitionResult(0, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),
+    assert response == DR_RESP.DeleteRecordsResponse(throttle_time=messages.NO_THROTTLE, topics=(
+        DR_RESP.DeleteRecordsTopicResult(name="solo", partitions=(
+            delete_result(0, 3, ErrorCode.NONE),
+            delete_result(9, dr.INVALID_LOW_WATERMARK, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))),
+        DR_RESP.DeleteRecordsTopicResult(name="followed", partitions=(
+            delete_result(0, dr.INVALID_LOW_WATERMARK, ErrorCode.NOT_LEADER_OR_FOLLOWER),)),
+        DR_RESP.DeleteRecordsTopicResult(name="nowhere", partitions=(
+            delete_result(0, dr.INVALID_LOW_WATERMARK, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),
     ))
 
 
 async def test_delete_records_beyond_the_high_watermark(ctx):
     ctx.replicas.append(SOLO, batch(2), acks=1)
-    request = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("solo", (dr.DeleteRecordsPartition(0, 3),)),), 1000)
-    response = await handle_delete_records(ctx, request, 0, None)
-    assert response.topics[0].partitions[0] == dr.DeleteRecordsPartitionResult(0, -1, ErrorCode.OFFSET_OUT_OF_RANGE)
+    response = await handle_delete_records(ctx, delete_request(("solo", ((0, 3),))), 1, None)
+    assert response.topics[0].partitions[0] == delete_result(0, -1, ErrorCode.OFFSET_OUT_OF_RANGE)
     assert ctx.replicas.partitions[SOLO].log.log_start_offset == 0
 
 

@@ -510,14 +510,18 @@ async def test_acks_all_over_many_partitions_times_out_once(tmp_path):
 async def test_a_flexible_response_carries_header_v1_tags(node, version, head):
     """The handler answers the body; framing adds the response header, v1 (tagged fields) for
     a flexible version."""
-    from common.protocol import delete_records as dr
+    from common.protocol import messages
     from common.protocol.frame import RequestHeader, frame_response_for
 
     handler, _, _ = node
-    request = dr.DeleteRecordsRequest((dr.DeleteRecordsTopic("absent", (dr.DeleteRecordsPartition(0, 0),)),), 0)
-    chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, dr.encode_delete_records_request)
-    expected = b"".join(dr.encode_delete_records_response(dr.DeleteRecordsResponse(0, (dr.DeleteRecordsTopicResult(
-        "absent", (dr.DeleteRecordsPartitionResult(0, -1, 3),)),)), version))
+    q = messages.request_module(ApiKey.DELETE_RECORDS, version)
+    request = q.DeleteRecordsRequest(topics=(q.DeleteRecordsTopic(name="absent", partitions=(
+        q.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=timedelta(0))
+    chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, lambda r, v: messages.request_body(r))
+    m = messages.response_module(ApiKey.DELETE_RECORDS, version)
+    expected = messages.encode(m.DeleteRecordsResponse(throttle_time=messages.NO_THROTTLE, topics=(
+        m.DeleteRecordsTopicResult(name="absent", partitions=(m.DeleteRecordsPartitionResult(
+            partition_index=0, low_watermark=-1, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),)))
     assert flatten(chunks) == expected
     framed = flatten(frame_response_for(RequestHeader(ApiKey.DELETE_RECORDS, version, 7, "c"), chunks))
     assert framed[8:] == head + expected  # after the size and correlation id
