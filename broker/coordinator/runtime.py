@@ -159,10 +159,13 @@ class CoordinatorRuntime(Generic[S]):
     def load(self, partition: int, leader_epoch: int) -> None:
         if partition in self.shards:
             self.unload(partition)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a role change applied before the loop runs: loaded on first use
+            return
         shard: _Shard[S] = _Shard(partition, leader_epoch, self.shard_type.empty())
         self.shards[partition] = shard
-        shard.load_task = asyncio.get_running_loop().create_task(
-            self._load(shard), name=f"load-{self.name}-{partition}")
+        shard.load_task = loop.create_task(self._load(shard), name=f"load-{self.name}-{partition}")
         log.info("Loading the %s coordinator of partition %d (leader epoch %d)", self.name, partition, leader_epoch)
 
     async def _load(self, shard: _Shard[S]) -> None:

@@ -22,6 +22,7 @@ from common.protocol import group_membership as gm
 from common.protocol import join_group as jg
 from common.protocol import offset_commit as oc
 from common.protocol import offset_fetch as of
+from common.units import SECOND_MS
 from groups.group import ClassicGroup
 from groups.image import GroupsImage
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
@@ -39,7 +40,7 @@ from groups.state import GroupState
 from metadata.image import MetadataImage
 
 E = ErrorCode
-JOIN_MARGIN_S: Final = 5.0  # a parked JoinGroup waits its rebalance timeout plus this, at most
+JOIN_MARGIN_MS: Final = 5 * SECOND_MS  # a parked JoinGroup waits its rebalance timeout plus this, at most
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
 CLASSIC_GROUP_TYPE: Final = "classic"  # Kafka's Group.GroupType.CLASSIC (ListGroups v5)
 
@@ -74,7 +75,8 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
 
     def park(outcome: Outcome) -> None:  # before the rule's answers go out
         if outcome.park:
-            parked.append(coord.park(partition).park_join(req.group_id, req.member_id or new_id))
+            parked.append(coord.park_join(partition, req.group_id, req.member_id or new_id,
+                                          req.rebalance_timeout_ms + JOIN_MARGIN_MS))
 
     outcome, _ = await coord.run(partition, req.group_id, lambda state: join_group(
         state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms, config=coord.config), park)
@@ -82,11 +84,7 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
     if future is None:
         assert isinstance(outcome.response, JoinResult)
         return _join_response(outcome.response)
-    try:
-        result = await asyncio.wait_for(future, req.rebalance_timeout_ms / 1000 + JOIN_MARGIN_S)
-    except TimeoutError:
-        result = JoinResult(E.REBALANCE_IN_PROGRESS, member_id=req.member_id or new_id)
-    return _join_response(result)
+    return _join_response(await future)
 
 
 async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
@@ -102,12 +100,14 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
                        tuple((a.member_id, a.assignment) for a in req.assignments),
                        req.protocol_type, req.protocol_name)
     group = coord.groups(partition).groups.get(req.group_id)
+    wait_ms = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0) \
+        + JOIN_MARGIN_MS
     now_ms = coord.now_ms()
     parked: list[asyncio.Future[SyncResult]] = []
 
     def park(outcome: Outcome) -> None:  # before the rule's answers go out
         if outcome.park:
-            parked.append(coord.park(partition).park_sync(req.group_id, req.member_id))
+            parked.append(coord.park_sync(partition, req.group_id, req.member_id, wait_ms))
 
     outcome, _ = await coord.run(partition, req.group_id,
                                  lambda state: sync_group(state.groups.get(req.group_id), core, now_ms), park)
@@ -115,12 +115,7 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
     if future is None:
         assert isinstance(outcome.response, SyncResult)
         return _sync_response(outcome.response)
-    timeout = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0)
-    try:
-        result = await asyncio.wait_for(future, timeout / 1000 + JOIN_MARGIN_S)
-    except TimeoutError:
-        result = SyncResult(E.REBALANCE_IN_PROGRESS)
-    return _sync_response(result)
+    return _sync_response(await future)
 
 
 async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,

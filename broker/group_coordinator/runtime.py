@@ -41,7 +41,7 @@ from groups.image import GroupsImage, replay_offsets
 from groups.join import sync_failed
 from groups.membership import expire, next_deadline
 from groups.offsets import delete_topic_offsets, expire_offsets
-from groups.outcome import JoinResult, Outcome
+from groups.outcome import JoinResult, Outcome, SyncResult
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.records import OffsetCommitKey, decode_record, encode_record
 from groups.state import GroupState
@@ -124,6 +124,7 @@ class GroupCoordinator:
         self.config = settings.groups
         self.now_ms = now_ms
         # Group deadlines are on `now_ms` (wall time, as Kafka's): the timers must share it.
+        self._own_timers = timers is None
         self.timers = timers if timers is not None else TimerService(clock=now_ms, name="group coordinator")
         self.writer = ReplicaPartitionWriter(replicas, GROUP_METADATA_TOPIC_NAME, now_ms)
         self.runtime: CoordinatorRuntime[GroupsImage] = CoordinatorRuntime(
@@ -167,6 +168,8 @@ class GroupCoordinator:
         self.timers.cancel((self, RETENTION_TIMER))
         self.timers.cancel((self, TOPICS_TIMER))
         await self.runtime.close()
+        if self._own_timers:
+            self.timers.close()
 
     def image(self) -> MetadataImage:
         return self._image()
@@ -218,6 +221,29 @@ class GroupCoordinator:
 
     def park(self, partition: int) -> Parked:
         return self.parked.setdefault(partition, Parked())
+
+    def park_join(self, partition: int, group_id: str, member_id: str, wait_ms: int) -> asyncio.Future[JoinResult]:
+        """A JoinGroup waiting for the join phase; REBALANCE_IN_PROGRESS after `wait_ms` at most
+        (a safety net: the group's own deadlines answer it first)."""
+        future = self.park(partition).park_join(group_id, member_id)
+        self._answer_by(future, wait_ms, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member_id))
+        return future
+
+    def park_sync(self, partition: int, group_id: str, member_id: str, wait_ms: int) -> asyncio.Future[SyncResult]:
+        """A follower's SyncGroup waiting for the leader's assignment, as `park_join`."""
+        future = self.park(partition).park_sync(group_id, member_id)
+        self._answer_by(future, wait_ms, SyncResult(E.REBALANCE_IN_PROGRESS))
+        return future
+
+    def _answer_by(self, future: asyncio.Future[Any], wait_ms: int, answer: object) -> None:
+        key = ("parked", id(future))
+
+        def expire(now_ms: int) -> None:
+            if not future.done():
+                future.set_result(answer)
+
+        self.timers.schedule(key, self.now_ms() + wait_ms, expire)
+        future.add_done_callback(lambda _: self.timers.cancel(key))
 
     def _scan_leadership(self) -> None:
         count = self.partition_count()
