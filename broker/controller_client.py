@@ -38,6 +38,7 @@ import aiohttp
 import msgpack
 
 from common import rpc
+from common.limits import CONNECT_TIMEOUT
 from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
 
@@ -48,7 +49,6 @@ REQUEST_TIMEOUT: Final = 10 * SECONDS  # one write RPC (the controller's own wri
 # One heartbeat, registration or fetch beyond its long-poll: half of Kafka's default 9 s broker
 # session (KAFKA-14392), so a stalled controller is left while the session still runs.
 LIVENESS_TIMEOUT: Final = 4.5 * SECONDS
-CONNECT_TIMEOUT: Final = 1 * SECONDS  # a dead controller on loopback refuses at once; a cut link does not
 FETCH_TIMEOUT_MARGIN: Final = 5 * SECONDS  # a catch-up fetch (max_wait 0) may carry a whole snapshot
 # A long-poll answers after max_wait_ms, plus this: the fetch stream is how a broker learns of a
 # new active controller, so a stalled controller must not hold it for long.

@@ -25,11 +25,12 @@ from common.record_batch import (
     parse_header,
 )
 from common.records import Record, decode_records
+from common.units import INT_MAX
 
 Emit = Callable[[str], None]
 
 # Kafka's default for --max-bytes (Integer.MAX_VALUE): in effect, the whole file.
-DEFAULT_MAX_BYTES = (1 << 31) - 1
+DEFAULT_MAX_BYTES = INT_MAX
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position in the .log
 TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 _LENGTH = struct.Struct(">i")

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from broker.topic_partition import TopicPartition
+from common.config import default_int
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition, FetchPartitionResponse
-from common.units import MINUTE_MS
+from common.units import INT_MAX, MINUTE_MS
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 INVALID_SESSION_ID: Final = 0
 INITIAL_EPOCH: Final = 0  # a full fetch that asks for a new session
 FINAL_EPOCH: Final = -1  # a full fetch without a session (closes the one it names)
-MAX_SESSION_ID: Final = 2**31 - 1
-DEFAULT_MAX_CACHE_SLOTS: Final = 1000  # max.incremental.fetch.session.cache.slots
+MAX_SESSION_ID: Final = INT_MAX
+DEFAULT_MAX_CACHE_SLOTS: Final = default_int("max.incremental.fetch.session.cache.slots")
 # Kafka's min.incremental.fetch.session.eviction.ms (an internal constant there): a session
 # unused this long is stale, and a younger one cannot be evicted by a larger newcomer.
 DEFAULT_EVICTION_MS: Final = 2 * MINUTE_MS

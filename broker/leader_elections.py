@@ -14,10 +14,10 @@ import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
 from common.errors import ErrorCode
+from common.limits import MAX_PARTITION_RESULTS_BYTES
 from common.units import SECONDS
 
 ELECTION_TIMEOUT: Final = 15 * SECONDS  # the controller commits the elections, then answers
-MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024  # one result line per partition
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class HttpLeaderElections:
         try:
             async with self._session.post(url, json=body,
                                           timeout=aiohttp.ClientTimeout(total=ELECTION_TIMEOUT)) as reply:
-                raw = await read_body(reply.content, MAX_ANSWER_BYTES) or b""
+                raw = await read_body(reply.content, MAX_PARTITION_RESULTS_BYTES) or b""
                 status = reply.status
             answer = json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

@@ -14,10 +14,10 @@ import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
 from common.errors import ErrorCode
-from common.units import MIB, SECONDS
+from common.limits import MAX_PARTITION_RESULTS_BYTES
+from common.units import SECONDS
 
 REASSIGNMENT_TIMEOUT: Final = 15 * SECONDS  # the controller commits the changes, then answers
-MAX_ANSWER_BYTES: Final = 8 * MIB  # one result line per partition
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class HttpPartitionReassignments:
         try:
             async with self._session.request(method, url, json=body,
                                              timeout=aiohttp.ClientTimeout(total=REASSIGNMENT_TIMEOUT)) as reply:
-                raw = await read_body(reply.content, MAX_ANSWER_BYTES) or b""
+                raw = await read_body(reply.content, MAX_PARTITION_RESULTS_BYTES) or b""
                 return reply.status, json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             code = ErrorCode.REQUEST_TIMED_OUT if isinstance(exc, TimeoutError) else ErrorCode.UNKNOWN_SERVER_ERROR

@@ -48,12 +48,12 @@ from common.record_batch import (
     NO_SEQUENCE,
     RecordBatchHeader,
 )
-from common.units import MS
+from common.units import INT_MAX, MS
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-INT32_MAX = (1 << 31) - 1  # sequences wrap from here to 0
+INT32_MAX = INT_MAX  # sequences wrap from here to 0
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000 * MS  # producer.id.expiration.ms (KIP-854)
 
 # Kafka error codes this module answers with (names kept for its callers and tests)

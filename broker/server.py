@@ -41,6 +41,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 from broker import slice_sender
 from broker.slice_sender import ShortReadError, send_slice
+from common.limits import READ_SIZE
 from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
@@ -54,7 +55,6 @@ from common.units import KIB, SECONDS
 logger = logging.getLogger(__name__)
 
 # --- limits, in one place -------------------------------------------------------------------
-READ_SIZE: Final = 64 * KIB  # one socket read
 MAX_IN_FLIGHT: Final = 100  # requests read but not yet answered, per connection
 # Records go out with sendfile (broker.slice_sender); where a loop has none, through os.pread
 # and a transport write of this many bytes at a time.

@@ -41,13 +41,13 @@ from chaos.workload import (
 )
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.replica_files import replica_log_bytes, wait_replicas_caught_up
+from common.limits import CHAOS_POLL_S
 from common.waiting import wait_until
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
 TOPIC = "chaos"
 PARTITIONS = 3
 HEAL_S = 60.0
-POLL_S = 0.2
 SESSION_MS = 3000
 PROPERTIES = {"broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": str(SESSION_MS),
               "replica.lag.time.max.ms": "5000", "replica.fetch.backoff.ms": "200",
@@ -60,7 +60,7 @@ def _get(url: str) -> Any:
 
 
 def _wait(what: str, condition: Callable[[], bool], timeout_s: float = HEAL_S) -> None:
-    wait_until(what, condition, timeout_s, poll_s=POLL_S)
+    wait_until(what, condition, timeout_s, poll_s=CHAOS_POLL_S)
 
 
 class Run:

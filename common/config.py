@@ -27,11 +27,7 @@ from common.config_schema import (
     one_of,
     parse_keys,
 )
-from common.rpc import (
-    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
-)
-from common.units import GIB, INT_MAX, LONG_MAX, MIB
+from common.units import GIB, INT_MAX, LONG_MAX, MIB, SECOND_MS
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -295,10 +291,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("cluster.id", _STRING, None,
               "Cluster id reported by the API and checked at broker registration (Kafka keeps it in "
               "meta.properties); unset: derived from controller.quorum.voters."),
-    ConfigKey("broker.session.timeout.ms", _INT, DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+    ConfigKey("broker.session.timeout.ms", _INT, 9 * SECOND_MS,
               "A broker that has not heartbeated for this long is fenced by the active controller.",
               at_least(1)),
-    ConfigKey("broker.heartbeat.interval.ms", _INT, DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+    ConfigKey("broker.heartbeat.interval.ms", _INT, 2 * SECOND_MS,
               "How often brokers heartbeat; the controller checks for expired sessions twice as often.",
               at_least(1)),
     ConfigKey("auto.leader.rebalance.enable", _BOOLEAN, True,
@@ -307,12 +303,23 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("leader.imbalance.check.interval.seconds", _LONG, 300,
               "How often the active controller looks for partitions not led by their preferred "
               "replica.", at_least(1)),
-    ConfigKey("controlled.shutdown.timeout.ms", _INT, 30000,
+    ConfigKey("controlled.shutdown.timeout.ms", _INT, 30 * SECOND_MS,
               "How long a broker stopping on SIGTERM waits for the controller to move its leaders "
               "away (controlled shutdown) before it stops anyway and says so. tidelog's own key "
               "(Kafka's KRaft brokers wait without a bound).",
               at_least(1)),
 )
+
+
+_DEFAULTS: Final[dict[str, object]] = {key.name: key.default for key in BROKER_KEYS}
+
+
+def default_int(name: str) -> int:
+    """The key table's default of INT/LONG key `name`: code that needs a config's default reads
+    it here rather than restating it (tests/unit/test_limits.py checks)."""
+    value = _DEFAULTS[name]
+    assert isinstance(value, int) and not isinstance(value, bool), f"{name} has no INT/LONG default"
+    return value
 
 
 # --- Resolved values: Kafka's precedence between keys that say the same thing.

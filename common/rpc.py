@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
+from common.config import default_int
 from common.rpc_messages import (
     MAX_FETCH_RECORDS,
     AllocateProducerIdsReply,
@@ -44,13 +45,14 @@ from common.rpc_messages import (
     OfflineReplicaTopic,
     RpcStatus,
 )
-from common.units import INT_MAX, LONG_MAX, MIB, SECOND_MS
+from common.units import INT_MAX, LONG_MAX, MIB
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-# Kafka's defaults, in one place (common.config's key table and every shell take them from here).
-DEFAULT_BROKER_SESSION_TIMEOUT_MS: Final = 9 * SECOND_MS  # broker.session.timeout.ms
-DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: Final = 2 * SECOND_MS  # broker.heartbeat.interval.ms
+# The key table's defaults (common.config), under the names the controller's and the broker's
+# shells import.
+DEFAULT_BROKER_SESSION_TIMEOUT_MS: Final = default_int("broker.session.timeout.ms")
+DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: Final = default_int("broker.heartbeat.interval.ms")
 
 MAX_RPC_BODY_BYTES: Final = 1 * MIB  # a msgpack request body
 MAX_RPC_STRING_CHARS: Final = 1024  # an id, host or rack

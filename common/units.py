@@ -25,6 +25,7 @@ HOUR_MS: Final = 60 * MINUTE_MS
 DAY_MS: Final = 24 * HOUR_MS
 
 SECONDS: Final = 1.0
+US_PER_MS: Final = 1000  # microseconds in a millisecond: Arrow's and Spark's timestamps are in µs
 
 INT_MAX: Final = 2**31 - 1  # Java int: the range Kafka accepts for INT configs and fields
 LONG_MAX: Final = 2**63 - 1  # Java long

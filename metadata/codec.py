@@ -12,11 +12,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, NamedTuple, TypeVar
+from common.limits import PORT_MAX
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT16_MAX = 2**15 - 1
-PORT_MAX = 65535
 # Generous bound on identifier strings (topic names are <= 249 chars in Kafka); a decoded
 # record never allocates more than its own size anyway, this only keeps garbage out.
 MAX_STRING_CHARS = 32 * 1024

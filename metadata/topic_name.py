@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Final
+from common.limits import MAX_TOPIC_NAME_LENGTH
 
-MAX_TOPIC_NAME_LENGTH: Final = 249  # Kafka's Topic.MAX_NAME_LENGTH
 _LEGAL_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 
 

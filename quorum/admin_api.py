@@ -52,7 +52,6 @@ MAX_FETCH_RECORDS: Final = rpc_messages.MAX_FETCH_RECORDS
 MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
 # The most partitions one create / create-partitions request may ask for is the rule's own
 # limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
-MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # Kafka's CreateTopics field is an int16
 MAX_CONFIGS_PER_REQUEST: Final = 1000
 MAX_CONFIG_VALUE_CHARS: Final = 8 * KIB  # one Config record must fit a 16 KiB metadata log chunk
 MAX_ELECTION_PARTITIONS: Final = 10_000

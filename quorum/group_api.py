@@ -23,6 +23,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from common.errors import ErrorCode
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol import group_admin as ga
 from common.protocol import list_offsets as lo
 from common.protocol import offset_commit as oc
@@ -42,7 +43,6 @@ from quorum import admin_api as api
 from quorum.admin_api import AdminError
 
 TIMEOUT: Final = 10 * SECONDS
-RETRY_EVERY: Final = 0.1 * SECONDS
 MAX_RESPONSE_BYTES: Final = 16 * MIB
 CLIENT_ID: Final = "tidelog-admin-api"
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -111,7 +111,7 @@ class GroupApi:
                 break
             if time.monotonic() > deadline:
                 raise _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator for {group_id!r}")
-            await asyncio.sleep(RETRY_EVERY)
+            await asyncio.sleep(CLIENT_RETRY_BACKOFF)
 
     async def _at_coordinator(self, group_id: str, api_key: ApiKey, version: int, request: Any, encode: Any,
                               decode: Any, error_of: Callable[[Any], int]) -> Any:
@@ -123,7 +123,7 @@ class GroupApi:
                 if code:
                     raise _error(code, f"{api_key.name} for group {group_id!r} failed")
                 return response
-            await asyncio.sleep(RETRY_EVERY)
+            await asyncio.sleep(CLIENT_RETRY_BACKOFF)
 
     async def _offsets(self, topic: str, timestamp: int) -> dict[int, int]:
         """ListOffsets (as a consumer: up to the HW) for every partition of `topic`, from its leader."""

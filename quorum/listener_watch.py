@@ -35,12 +35,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from common.limits import CONNECT_TIMEOUT
 from common.units import SECONDS
 from metadata.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT: Final = 1 * SECONDS  # a cut link times out here; a dead listener refuses in microseconds
 RETRY_DELAY: Final = 1 * SECONDS  # before connecting again to a listener that did not answer
 LISTENER_NAME: Final = "PLAINTEXT"
 

@@ -36,6 +36,7 @@ from typing import Any, Final
 from common.config import parse_config
 from common.config_schema import ConfigError
 from common.file_limits import raise_open_file_limit
+from common.limits import READ_SIZE
 from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.units import SECONDS
@@ -56,7 +57,6 @@ from quorum.quorum_settings import QuorumBindError, QuorumSettings
 logger = logging.getLogger("quorum.node")  # not __name__: that is __main__ under -m
 
 MAX_REQUEST_BYTES: Final = 1024 * 1024
-READ_SIZE: Final = 64 * 1024
 MAX_RECORDS_PER_READ: Final = 5000
 DEFAULT_APPEND_TIMEOUT_MS: Final = 2000
 MAX_APPEND_TIMEOUT_MS: Final = 30_000

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from common.errors import ErrorCode
+from common.limits import MAX_REPLICATION_FACTOR
 from metadata.image import MetadataImage
 from metadata.reassignment import list_reassignments
 from quorum.admin_api import (
@@ -38,7 +39,6 @@ from quorum.reassignment_control import (
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
 
-MAX_REPLICAS: int = 2**15 - 1  # a replication factor is an int16 in Kafka
 
 
 def _replicas(value: Any, field: str) -> tuple[int, ...] | None:
@@ -46,8 +46,8 @@ def _replicas(value: Any, field: str) -> tuple[int, ...] | None:
         return None
     if not isinstance(value, list):
         raise invalid(f"{field} must be an array of broker ids or null (to cancel), got {json_type(value)}", field)
-    if len(value) > MAX_REPLICAS:
-        raise invalid(f"{field} names {len(value)} replicas, at most {MAX_REPLICAS} are allowed", field,
+    if len(value) > MAX_REPLICATION_FACTOR:
+        raise invalid(f"{field} names {len(value)} replicas, at most {MAX_REPLICATION_FACTOR} are allowed", field,
                       "INVALID_REPLICA_ASSIGNMENT")
     return tuple(check_int(v, f"{field}[{i}]", 0, 2**31 - 1, "INVALID_REPLICA_ASSIGNMENT")
                  for i, v in enumerate(value))

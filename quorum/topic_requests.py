@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from common.limits import MAX_REPLICATION_FACTOR
+from common.units import INT_MAX
 from quorum.admin_api import (
     MAX_CONFIGS_PER_REQUEST,
-    MAX_REPLICATION_FACTOR,
     json_type,
     check_configs,
     check_int,
@@ -37,7 +38,7 @@ from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-MAX_BROKER_ID: Final = 2**31 - 1
+MAX_BROKER_ID: Final = INT_MAX
 CREATE_TOPIC_FIELDS: Final = ("name", "partitions", "replication_factor", "configs", "assignments",
                               "validate_only")
 CREATE_PARTITIONS_FIELDS: Final = ("count", "assignments", "validate_only")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from common.config_schema import ConfigError
+from common.limits import PORT_MAX
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -18,7 +19,6 @@ KEY = "controller.quorum.voters"
 # host is a name or IPv4 address; IPv6 would need brackets, which pysyncobj's
 # "host:port" node ids do not support (it splits at the last ':').
 _VOTER = re.compile(r"(?P<id>[0-9]+)@(?P<host>[A-Za-z0-9._-]+):(?P<port>[0-9]+)")
-PORT_MAX = 65535
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,16 +50,13 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
-from common.rpc import (
-    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
-)
-from common.units import SECOND_MS
+from common.config import default_int
 from shutdown.controller_states import BrokerFlags, another_broker_shutting_down
 
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
-DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # broker.session.timeout.ms
-DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 30 * SECOND_MS  # controlled.shutdown.timeout.ms
+# The key table's defaults (common.config): a lifecycle built without settings behaves as Kafka's.
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = default_int("broker.heartbeat.interval.ms")
+DEFAULT_SESSION_TIMEOUT_MS: Final = default_int("broker.session.timeout.ms")
+DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = default_int("controlled.shutdown.timeout.ms")
 STARTING_HEARTBEAT_MS: Final = 10  # Kafka: "after only 10 ms so that ... we start up a bit quicker"
 PENDING_SHUTDOWN_HEARTBEAT_MS: Final = 50  # Kafka's delay after the first pending-shutdown reply
 RETRY_BACKOFF_BASE_MS: Final = 100  # Kafka's resendExponentialBackoff: 100 ms, x2, max session/2

@@ -25,6 +25,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from common.units import US_PER_MS
+
 Header = tuple[str, bytes | None]
 
 HEADER_FIELDS: Final = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -52,7 +54,6 @@ ARROW_FIELDS: Final = (
 )
 ARROW_SCHEMA: Final = pa.schema(ARROW_FIELDS)
 ARROW_SCHEMA_WITH_HEADERS: Final = pa.schema([*ARROW_FIELDS, pa.field("headers", ARROW_HEADERS)])
-US_PER_MS: Final = 1000
 
 
 def kafka_schema(include_headers: bool) -> StructType:

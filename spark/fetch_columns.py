@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from common.compression import decompress
 from common.errors import CorruptRecordError
+from common.limits import MAX_VARLONG_BYTES
 from common.protocol.fetch_messages import AbortedTransaction
 from common.record_batch import (
     HEADER_SIZE,
@@ -37,6 +38,7 @@ from common.record_batch import (
     TimestampType,
     read_batches,
 )
+from common.units import US_PER_MS
 from spark.arrow_schema import (
     ARROW_HEADERS,
     ARROW_SCHEMA,
@@ -48,9 +50,7 @@ I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
 PADDING: Final = 16  # zero bytes after the sections: a varint read never leaves the buffer
-MAX_VARINT_BYTES: Final = 10
 ABORT_MARKER: Final = 0  # control record key type (COMMIT is 1)
-US_PER_MS: Final = 1000
 _LENGTH = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 
@@ -299,7 +299,7 @@ def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
         raw = np.zeros(len(longer), np.uint64)
         after = pos[longer].copy()
         live = np.arange(len(longer))
-        for k in range(MAX_VARINT_BYTES):  # bounded: a varint has at most 10 bytes
+        for k in range(MAX_VARLONG_BYTES):  # bounded: a varint has at most 10 bytes
             byte = buf[np.minimum(pos[longer][live] + k, len(buf) - 1)].astype(np.uint64)
             raw[live] |= (byte & np.uint64(0x7F)) << np.uint64(7 * k)
             after[live] += 1
@@ -316,7 +316,7 @@ def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """One zig-zag varint (the rare long length prefix, control keys, headers)."""
     raw, shift = 0, 0
-    for k in range(MAX_VARINT_BYTES):  # bounded
+    for k in range(MAX_VARLONG_BYTES):  # bounded
         if pos + k >= len(data):
             break
         byte = data[pos + k]

@@ -22,8 +22,9 @@ from typing import Final
 import pyarrow as pa
 
 from common.errors import ErrorCode
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol import fetch
-from common.units import MIB, SECONDS
+from common.units import MIB
 from spark.data_loss import no_progress, resume_point
 from spark.fetch_client import (
     EARLIEST,
@@ -40,7 +41,6 @@ log = logging.getLogger("tidelog.spark")
 
 DEFAULT_MAX_BYTES: Final = 4 * MIB  # per Fetch: ~40,000 records of 100 B, one Arrow batch each
 DEFAULT_WAIT_MS: Final = 100
-RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms
 # errors after which the leader is looked up again (Kafka's consumer refreshes metadata on these)
 _RETRIABLE: Final = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -137,7 +137,7 @@ def _error_name(code: int) -> str:
 def _retry(client: PartitionClient, message: str) -> None:
     """Back off, then find the leader again (the loop's deadline bounds the attempts)."""
     log.info("%s (retrying)", message)
-    time.sleep(RETRY_BACKOFF)
+    time.sleep(CLIENT_RETRY_BACKOFF)
     try:
         client.find_leader()
     except BrokerUnavailable as exc:

@@ -23,8 +23,8 @@ from typing import Final
 
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
+from common.limits import READ_SIZE
 
-READ_SIZE: Final = 64 * 1024
 MAX_PENDING_BYTES: Final = 512 * 1024  # a flush before one request grows past this (message.max.bytes is 1 MiB)
 ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
 CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")  # common.record_batch.CompressionType's names

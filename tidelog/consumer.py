@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from common.errors import CorruptRecordError, ErrorCode
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol.primitives import RecordsPlaceholder
 from common.units import SECONDS
 from tidelog.cli_common import ClusterError
@@ -38,7 +39,6 @@ from common.kafka_client import (
 FETCH_MAX_WAIT_MS: Final = 500  # one long-poll (Kafka's fetch.max.wait.ms), shared by the leaders polled in turn
 MIN_FETCH_WAIT_MS: Final = 20
 METADATA_MAX_AGE: Final = 5 * SECONDS  # refresh even without errors, to find new leaders of offline partitions
-RETRY_BACKOFF: Final = 0.1 * SECONDS
 STARTUP_TIMEOUT: Final = 30 * SECONDS  # metadata of the topic when starting
 EARLIEST: Final = "earliest"
 LATEST: Final = "latest"
@@ -109,7 +109,7 @@ class Consumer:
         """One round of fetches over every leader; the number of records written."""
         topic = self.metadata()
         if topic is None:
-            time.sleep(RETRY_BACKOFF)
+            time.sleep(CLIENT_RETRY_BACKOFF)
             return 0
         self._resolve(topic)
         by_leader: dict[int, dict[int, int]] = {}
@@ -118,7 +118,7 @@ class Consumer:
             if position is not None and leader != NO_LEADER:
                 by_leader.setdefault(leader, {})[p] = position
         if not by_leader:
-            time.sleep(RETRY_BACKOFF)
+            time.sleep(CLIENT_RETRY_BACKOFF)
             return 0
         wait = max(MIN_FETCH_WAIT_MS, FETCH_MAX_WAIT_MS // len(by_leader))
         written = 0
@@ -185,4 +185,4 @@ def existing_topic(client: KafkaClient, name: str, timeout: float = STARTUP_TIME
         if time.monotonic() >= deadline:
             raise ClusterError("REQUEST_TIMED_OUT", f"no usable metadata for topic {name!r} in {timeout:.0f} s "
                                f"(last: {last})")
-        time.sleep(RETRY_BACKOFF)
+        time.sleep(CLIENT_RETRY_BACKOFF)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from common.errors import ErrorCode
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol import group_admin as ga
 from common.protocol import offset_commit as oc
 from common.protocol import offset_fetch as of
@@ -34,7 +35,6 @@ from tidelog.cli_common import ClusterError
 from common.kafka_client import LATEST_TIMESTAMP, KafkaClient, error_name
 
 RETRY_FOR: Final = 10 * SECONDS
-RETRY_EVERY: Final = 0.1 * SECONDS
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                            ErrorCode.NOT_COORDINATOR})
 
@@ -81,7 +81,7 @@ class GroupAdmin:
                 return int(response.node_id)
             if response.error_code not in _RETRY or time.monotonic() > deadline:
                 raise ClusterError(error_name(response.error_code), response.error_message or "no coordinator")
-            time.sleep(RETRY_EVERY)
+            time.sleep(CLIENT_RETRY_BACKOFF)
 
     def _at_coordinator(self, group_id: str, api: ApiKey, version: int, request: object,
                         encode: Callable[[Any, int], list[Chunk]], decode: Callable[[memoryview, int], R],
@@ -92,7 +92,7 @@ class GroupAdmin:
             code = error_of(response)
             if code not in _RETRY or time.monotonic() > deadline:
                 return response
-            time.sleep(RETRY_EVERY)
+            time.sleep(CLIENT_RETRY_BACKOFF)
 
     def list_groups(self) -> list[ga.ListedGroup]:
         self.client.metadata([])

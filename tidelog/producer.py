@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 from common.kafka_client import (
     RETRIABLE,
@@ -37,7 +37,6 @@ from common.kafka_client import (
 )
 from tidelog.partitioner import partition_for_key
 
-RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms
 NETWORK_EXCEPTION: Final = 13  # a partition missing from an answer: count it as a lost answer
 
 
@@ -106,7 +105,7 @@ class Producer:
             if self._clock() >= deadline:
                 raise ClusterError("REQUEST_TIMED_OUT", f"no metadata for topic {self.topic!r} within "
                                    f"delivery.timeout.ms={self.delivery_timeout_ms} (last: {last})")
-            self._sleep(RETRY_BACKOFF)
+            self._sleep(CLIENT_RETRY_BACKOFF)
 
     def send(self, records: list[PendingRecord]) -> None:
         """Deliver `records` (one batch per partition); ClusterError when they cannot be.
@@ -145,7 +144,7 @@ class Producer:
                 where = ", ".join(f"{self.topic}-{p}" for p in sorted(p for p in pending if p is not None))
                 raise ClusterError("REQUEST_TIMED_OUT", f"{count} record(s) for {where or self.topic} not delivered "
                                    f"within delivery.timeout.ms={self.delivery_timeout_ms} (last error: {last_error})")
-            self._sleep(RETRY_BACKOFF)
+            self._sleep(CLIENT_RETRY_BACKOFF)
 
     def _reroute(self, pending: dict[int | None, list[PendingRecord]],
                  topic: TopicInfo) -> dict[int | None, list[PendingRecord]]:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from chaos.checkers.result import CheckResult, examples
 from chaos.history import Event
+from common.limits import CLOCK_SLACK_S
 
 ENDING_ACTIONS = frozenset({"kill", "disk", "shutdown"})  # faults that end a process
-CLOCK_SLACK_S = 1.0  # harvested log lines carry wall-clock milliseconds; fault events the harness's clock
 
 
 def _process_ended(events: Sequence[Event], broker: int, t: float) -> float | None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from chaos.checkers.queue import Ack, missing_acks
 from chaos.checkers.result import CheckResult, examples
 from chaos.history import Event
+from common.limits import CLOCK_SLACK_S
 
-CLOCK_SLACK_S = 1.0  # harvested log lines carry wall-clock milliseconds; the ack time is the client's
 
 
 @dataclass(frozen=True, slots=True)

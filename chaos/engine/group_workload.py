@@ -22,8 +22,9 @@ import threading
 import time
 from typing import Any, Final
 
-from chaos.engine.workload import CLIENT_LOG, JOIN_S, POLL_S
+from chaos.engine.workload import CLIENT_LOG, JOIN_S
 from chaos.history import History
+from common.limits import CHAOS_POLL_S
 
 GROUP_ID: Final = "chaos-group"
 CATCH_UP_POLL_S: Final = 0.2
@@ -91,7 +92,7 @@ class GroupConsumers:
         """One consume call: every record recorded, then an asynchronous commit of what was polled."""
         from confluent_kafka import KafkaException
 
-        messages: list[Any] = consumer.consume(500, POLL_S)
+        messages: list[Any] = consumer.consume(500, CHAOS_POLL_S)
         polled = False
         for message in messages:
             if message.error() is not None:

@@ -20,10 +20,10 @@ from typing import Any, Final
 from chaos.engine.targets import ClusterView
 from chaos.history import History
 from chaos.scenarios.spec import Acks, WorkloadSpec
+from common.limits import CHAOS_POLL_S
 
 JOIN_S: Final = 30.0
 FLUSH_S: Final = 40.0
-POLL_S: Final = 0.2
 # librdkafka errors after which the record was certainly not written; anything else (a timeout
 # in flight, a retriable error on the last attempt) might have been: an `info`, Jepsen's unknown
 DEFINITE_ERRORS: Final = frozenset({"_PURGE_QUEUE", "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE",
@@ -85,7 +85,7 @@ class Producers:
                 next_at += interval
                 self._producer.poll(max(0.0, next_at - time.monotonic()))
             except BufferError:
-                self._producer.poll(POLL_S)  # the local queue is full while the cluster recovers
+                self._producer.poll(CHAOS_POLL_S)  # the local queue is full while the cluster recovers
             except KafkaException as exc:
                 if not exc.args[0].fatal():
                     raise
@@ -104,7 +104,7 @@ class Producers:
             old.purge()
         except KafkaException as exc:  # a fatal producer may refuse; the flush below still reports
             logging.getLogger(__name__).info("purge after a fatal error: %s", exc)
-        old.flush(POLL_S)
+        old.flush(CHAOS_POLL_S)
         self.incarnations += 1
         self._producer = Producer(self._config)
 
@@ -138,7 +138,7 @@ class Consumers:
         try:
             consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             while not self._stop.is_set():  # until stop()
-                messages: list[Any] = consumer.consume(500, POLL_S)  # the stubs say Optional everywhere
+                messages: list[Any] = consumer.consume(500, CHAOS_POLL_S)  # the stubs say Optional everywhere
                 for message in messages:
                     if message.error() is not None:
                         self.history.record("note", what="consumer-error", consumer=name,
@@ -210,7 +210,7 @@ def final_read(bootstrap: str, topic: str, partitions: int, history: History, ti
                 try:
                     ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)[1]
                 except KafkaException:
-                    time.sleep(POLL_S)  # a leader still moving
+                    time.sleep(CHAOS_POLL_S)  # a leader still moving
         if len(ends) < partitions:
             return False
         history.record("note", what="final-read-ends", ends={str(p): e for p, e in ends.items()})

@@ -29,6 +29,7 @@ from typing import Any, Final, Self
 
 from chaos import nemesis as chaos_nemesis
 from chaos.nemeses.network import NetworkNemesis
+from common.limits import READY_TIMEOUT
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import LayoutError
@@ -38,7 +39,6 @@ from tidelog.testing import observe, reaper
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.observe import ClusterTimeout, poll, serving
 
-READY_TIMEOUT: Final = 30 * SECONDS
 STOP_TIMEOUT: Final = 15 * SECONDS  # the whole stop, SIGKILL included; far more than a clean stop takes
 START_ATTEMPTS: Final = 3  # a port another process took between choosing it and binding it: start again
 MAX_DEFAULT_VOTERS: Final = 3

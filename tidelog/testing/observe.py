@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
+from common.limits import POLL_INTERVAL
 from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
@@ -21,7 +22,6 @@ from localcluster.launcher import LocalCluster, probe_cluster_view, unfenced_bro
 from localcluster.node_process import NodeProcess
 from common.waiting import WaitTimeout, wait_until
 
-POLL_INTERVAL: Final = 0.05 * SECONDS
 READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait
 WAIT_TIMEOUT: Final = 30 * SECONDS  # default bound of every wait
 WRITE_TIMEOUT: Final = 15 * SECONDS  # one admin write (forwarded to the active controller, committed)

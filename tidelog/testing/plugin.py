@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 
 from tidelog.testing.cluster import READY_TIMEOUT, Cluster, ClusterSpec
+from common.limits import MAX_TOPIC_NAME_LENGTH
 
 MARKER = "tidelog"
-MAX_TOPIC_NAME = 249  # Kafka's limit
 _ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 _interned: dict[ClusterSpec, ClusterSpec] = {}  # pytest compares session params by identity
 
@@ -143,7 +143,7 @@ def topic_name(node_name: str, serial: int) -> str:
     """A legal, unique-per-session Kafka topic name from a test's name."""
     base = _ILLEGAL_TOPIC_CHARS.sub("-", node_name).strip("-.") or "topic"
     suffix = f"-{serial}"
-    return base[:MAX_TOPIC_NAME - len(suffix)] + suffix
+    return base[:MAX_TOPIC_NAME_LENGTH - len(suffix)] + suffix
 
 
 _serial = iter(range(1, 2**62))

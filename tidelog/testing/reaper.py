@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
+from common.limits import KILL_WAIT, POLL_INTERVAL
 from common.units import SECONDS
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from localcluster.node_process import StopReport
 
 WATCHDOG_EXIT_WAIT: Final = 5 * SECONDS  # after a normal stop it has nothing to do
-KILL_WAIT: Final = 5 * SECONDS
-POLL_INTERVAL: Final = 0.05 * SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,54 @@
+"""Limits shared by more than one module, in one place, each with its unit (common.units).
+
+What belongs where (issue 26; style.md rule 9):
+
+- a value an operator can set is a config: its default lives in the config table
+  (`common.config.BROKER_KEYS`, `common.topic_config`) and code reads it from there
+  (`common.config.default_int`), never restates it;
+- a fixed limit used by two or more modules lives here, grouped by concern, with a
+  one-line reason for its value; modules import it, never copy it;
+- a fixed limit of one algorithm, used by one module only, stays in that module, named,
+  with its unit and its reason (for example `broker.server.MAX_IN_FLIGHT`): moving it here
+  would only separate it from the code it bounds.
+
+`tests/unit/test_limits.py` keeps it so: no two modules define a limit of the same name and
+value, no module restates a name defined here, and no module restates a config default it
+names.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from common.units import KIB, MIB, SECONDS
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
+# --- Kafka's own field and format limits
+MAX_TOPIC_NAME_LENGTH: Final = 249  # characters; Kafka's Topic.MAX_NAME_LENGTH
+MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # replicas; Kafka's replication factor is an int16 field
+PORT_MAX: Final = 65535  # a TCP port is 16 bits
+MAX_VARLONG_BYTES: Final = 10  # bytes; a zigzag varlong carries 64 bits in 7-bit groups
+
+# --- Sockets and reads
+READ_SIZE: Final = 64 * KIB  # one read of a socket or of stdin: a few frames, never a whole log
+# Connecting over loopback: a dead peer refuses at once, only a cut link (a chaos firewall)
+# waits for this.
+CONNECT_TIMEOUT: Final = 1 * SECONDS
+
+# --- Answers of the controllers' admin HTTP API read by a broker
+# An answer with one result line per partition (elections, reassignments) of a large cluster.
+MAX_PARTITION_RESULTS_BYTES: Final = 8 * MIB
+
+# --- Kafka clients we write (producer, consumer, admin, Spark reader)
+CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)
+
+# --- Harnesses: local clusters, tests, chaos runs
+READY_TIMEOUT: Final = 30 * SECONDS  # a local cluster's nodes answer their readiness probes
+POLL_INTERVAL: Final = 0.05 * SECONDS  # a test's bounded poll of a process or an admin read
+KILL_WAIT: Final = 5 * SECONDS  # a SIGKILLed process is reaped well within this
+WATCH_INTERVAL: Final = 0.5 * SECONDS  # a foreground command looks at what it watches this often
+CHAOS_POLL_S: Final = 0.2 * SECONDS  # a chaos workload or scenario step polls this often
+# Harvested log lines carry wall-clock milliseconds, the events they are compared with the
+# harness's or the client's clock: a checker allows this much between the two.
+CLOCK_SLACK_S: Final = 1.0 * SECONDS
