@@ -8,16 +8,14 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
 from common.errors import ErrorCode
-from common.limits import MAX_PARTITION_RESULTS_BYTES
-from common.units import SECONDS
+from common.limits import ADMIN_WRITE_TIMEOUT, MAX_PARTITION_RESULTS_BYTES
 
-ELECTION_TIMEOUT: Final = 15 * SECONDS  # the controller commits the elections, then answers
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +56,7 @@ class HttpLeaderElections:
         url = f"http://{self._client.target}/v1/elections"
         try:
             async with self._session.post(url, json=body,
-                                          timeout=aiohttp.ClientTimeout(total=ELECTION_TIMEOUT)) as reply:
+                                          timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
                 raw = await read_body(reply.content, MAX_PARTITION_RESULTS_BYTES) or b""
                 status = reply.status
             answer = json.loads(raw)

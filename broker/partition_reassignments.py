@@ -8,16 +8,14 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import aiohttp
 
 from broker.controller_client import ControllerClient, read_body
 from common.errors import ErrorCode
-from common.limits import MAX_PARTITION_RESULTS_BYTES
-from common.units import SECONDS
+from common.limits import ADMIN_WRITE_TIMEOUT, MAX_PARTITION_RESULTS_BYTES
 
-REASSIGNMENT_TIMEOUT: Final = 15 * SECONDS  # the controller commits the changes, then answers
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +63,7 @@ class HttpPartitionReassignments:
         url = f"http://{self._client.target}/v1/reassignments"
         try:
             async with self._session.request(method, url, json=body,
-                                             timeout=aiohttp.ClientTimeout(total=REASSIGNMENT_TIMEOUT)) as reply:
+                                             timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
                 raw = await read_body(reply.content, MAX_PARTITION_RESULTS_BYTES) or b""
                 return reply.status, json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

@@ -17,11 +17,10 @@ import aiohttp
 from broker.controller_client import ControllerClient, read_body
 from common.config_schema import Config
 from common.errors import ErrorCode
-from common.units import SECONDS
+from common.limits import ADMIN_WRITE_TIMEOUT
 from metadata.image import MetadataImage
 from metadata.placement import eligible_brokers
 
-ADMIN_TIMEOUT: Final = 15 * SECONDS  # one admin HTTP call (the controller forwards, then commits)
 MAX_ANSWER_BYTES: Final = 1024 * 1024
 MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
 UNSET: Final = -1  # Kafka's "not given" for num_partitions and replication_factor (KIP-464)
@@ -138,7 +137,7 @@ class HttpTopicAdmin:
         url = f"http://{self._client.target}{path}"
         try:
             async with self._session.request(method, url, json=body, headers=headers,
-                                             timeout=aiohttp.ClientTimeout(total=ADMIN_TIMEOUT)) as reply:
+                                             timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
                 raw = await read_body(reply.content, MAX_ANSWER_BYTES) or b""
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -36,9 +36,13 @@ READ_SIZE: Final = 64 * KIB  # one read of a socket or of stdin: a few frames, n
 # waits for this.
 CONNECT_TIMEOUT: Final = 1 * SECONDS
 
-# --- Answers of the controllers' admin HTTP API read by a broker
+# --- The controllers' admin HTTP API, as its clients see it
 # An answer with one result line per partition (elections, reassignments) of a large cluster.
 MAX_PARTITION_RESULTS_BYTES: Final = 8 * MIB
+# One admin write from a client (a broker's handler, a test): the controller it reaches may
+# forward it (quorum.admin_api.FORWARD_TIMEOUT, 10 s) and then wait to apply it
+# (FORWARD_APPLY_WAIT, 5 s) before answering; the client waits for both.
+ADMIN_WRITE_TIMEOUT: Final = 15 * SECONDS
 
 # --- Kafka clients we write (producer, consumer, admin, Spark reader)
 CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)

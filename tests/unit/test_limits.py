@@ -241,3 +241,9 @@ def test_the_rules_find_copies(tmp_path: Path) -> None:
         assert {("copy.py", "SESSION_MS"), ("copy.py", "REPLICA_LAG_TIME_MAX_MS")} <= set(_config_copies())
     finally:
         CONSTANTS[:] = saved_constants
+
+
+def test_an_admin_write_waits_for_what_the_controller_may_take() -> None:
+    from quorum import admin_api  # the controller's own bounds of one forwarded, applied write
+
+    assert common.limits.ADMIN_WRITE_TIMEOUT >= admin_api.FORWARD_TIMEOUT + admin_api.FORWARD_APPLY_WAIT

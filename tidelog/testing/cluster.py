@@ -29,7 +29,7 @@ from typing import Any, Final, Self
 
 from chaos import nemesis as chaos_nemesis
 from chaos.nemeses.network import NetworkNemesis
-from common.limits import READY_TIMEOUT
+from common.limits import ADMIN_WRITE_TIMEOUT, READY_TIMEOUT
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import LayoutError
@@ -306,13 +306,13 @@ class Cluster(FaultInjection):
         return its name once every partition has a leader in every live broker's Metadata."""
         rf = min(3, len(self.broker_ids)) if replication_factor is None else replication_factor
         merged = {**self.topic_config, **{k: _config_value(v) for k, v in (configs or {}).items()}}
-        observe.admin(self.local, timeout=observe.WRITE_TIMEOUT).create_topic(
+        observe.admin(self.local, timeout=ADMIN_WRITE_TIMEOUT).create_topic(
             name, partitions=partitions, replication_factor=rf, configs=merged)
         self.wait_for_leaders(name)
         return name
 
     def delete_topic(self, name: str) -> None:
-        observe.admin(self.local, timeout=observe.WRITE_TIMEOUT).delete_topic(name)
+        observe.admin(self.local, timeout=ADMIN_WRITE_TIMEOUT).delete_topic(name)
 
     def topic_names(self) -> list[str]:
         return sorted(t["name"] for t in observe.admin(self.local).topics())

@@ -24,7 +24,6 @@ from common.waiting import WaitTimeout, wait_until
 
 READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait
 WAIT_TIMEOUT: Final = 30 * SECONDS  # default bound of every wait
-WRITE_TIMEOUT: Final = 15 * SECONDS  # one admin write (forwarded to the active controller, committed)
 LOG_TAIL_LINES: Final = 30
 # Not-yet answers while a cluster heals: a node not listening, an answer from a controller that has
 # not applied the last record, a broker that dropped the connection.
