@@ -302,6 +302,10 @@ class CoordinatorRuntime(Generic[S]):
         except KafkaError as e:
             self._fail(shard, len(shard.batches) - 1, ErrorCode(int(e.code)), f"append refused: {e}")
             return
+        except Exception as e:  # noqa: BLE001 - a bug below must fail these writes, not wedge the partition
+            log.exception("Appending to partition %d of the %s coordinator failed", shard.partition, self.name)
+            self._fail(shard, len(shard.batches) - 1, E.UNKNOWN_SERVER_ERROR, f"append failed: {e!r}")
+            return
         batch.end_offset = end
         self.appends_total += 1
         self.timers.schedule(self._commit_timer(shard, end), self.timers.now_ms() + self.commit_timeout_ms,

@@ -226,3 +226,21 @@ async def test_a_timer_runs_as_a_write_at_its_deadline(setup) -> None:
     commit(runtime, writer, 3)
     await runtime.idle()
     assert runtime.committed(0)[-1] == "expired"
+
+
+async def test_an_unexpected_append_failure_fails_the_writes_and_the_partition_carries_on(setup) -> None:
+    runtime, writer, *_ = setup
+    append = writer.append
+
+    def broken(partition: int, leader_epoch: int, records: list[Encoded]) -> int:
+        raise RuntimeError("a bug below the runtime")
+
+    writer.append = broken  # type: ignore[method-assign]
+    failed = runtime.submit(0, add("c"))
+    assert failed.exception().code == E.UNKNOWN_SERVER_ERROR  # type: ignore[union-attr]
+    assert runtime.current(0) == ("a", "b")
+    writer.append = append  # type: ignore[method-assign]
+    await asyncio.sleep(0)
+    later = runtime.submit(0, add("d"))
+    commit(runtime, writer, 3)
+    assert later.result() == "ok" and runtime.committed(0) == ("a", "b", "d")
