@@ -48,7 +48,6 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
 from common.protocol import (  # noqa: E402
     acls,
     admin,
-    alter_configs,
     api_versions,
     describe_configs,
     fetch,
@@ -156,11 +155,11 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
             2, topic, ("cleanup.policy", "retention.ms")),), True)
         return join_chunks(describe_configs.encode_describe_configs_request(req, version))
     if api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):  # validate_only, as for creations
-        req = alter_configs.AlterConfigsRequest((alter_configs.AlterConfigsResource(2, "fuzz-absent", (
-            alter_configs.AlterableConfig("retention.ms", "1000"),)),), True)
-        encode = (alter_configs.encode_alter_configs_request if api is ApiKey.ALTER_CONFIGS
-                  else alter_configs.encode_incremental_alter_configs_request)
-        return join_chunks(encode(req, version))
+        m = messages.request_module(api, version)
+        name = "AlterConfigsRequest" if api is ApiKey.ALTER_CONFIGS else "IncrementalAlterConfigsRequest"
+        return messages.encode(getattr(m, name)(resources=(m.AlterConfigsResource(
+            resource_type=2, resource_name="fuzz-absent", configs=(messages.build(
+                m.AlterableConfig, name="retention.ms", value="1000", config_operation=0),)),), validate_only=True))
     for more in (_cluster_request, _group_request, _log_admin_request):
         body = more(api, version, topic)
         if body is not None:

@@ -86,7 +86,7 @@ class RecordsApi:
             async with asyncio.timeout(timeout_s):
                 reader, writer = await asyncio.open_connection(*address)
                 writer.write(framing.request(int(ApiKey.DELETE_RECORDS), DELETE_RECORDS_VERSION,
-                                             messages.request_body(request)))
+                                             messages.encode_request(request, DELETE_RECORDS_VERSION)))
                 await writer.drain()
                 head = await reader.readexactly(ClientFraming.HEAD_BYTES)
                 body = await reader.readexactly(framing.body_size(head))

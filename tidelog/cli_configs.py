@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
-from common.protocol import alter_configs as ac
+from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
 from tidelog import cli_common
@@ -34,6 +34,7 @@ SOURCES: Final = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYN
                   4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 DYNAMIC_SOURCES: Final = frozenset({1, 2, 3})
 DESCRIBE_VERSION: Final = 4
+ALTER_VERSION: Final = 0  # IncrementalAlterConfigs: a classic version, every field used
 SET, DELETE = 0, 1
 
 
@@ -96,16 +97,18 @@ def describe_lines(entity: str, name: str, result: dc.DescribeConfigsResult, *, 
     return lines
 
 
-def alter_request(resource_type: int, name: str, to_set: dict[str, str], to_delete: Sequence[str]
-                  ) -> ac.AlterConfigsRequest:
+def alter_request(resource_type: int, name: str, to_set: dict[str, str], to_delete: Sequence[str]) -> Any:
+    """kio's IncrementalAlterConfigsRequest (v`ALTER_VERSION`) of kafka-configs.sh --alter."""
     both = sorted(set(to_set) & set(to_delete))
     if both:
         raise UsageError(f"--add-config and --delete-config both name {', '.join(both)}")
     if not to_set and not to_delete:
         raise UsageError("give --add-config and/or --delete-config")
-    entries = [ac.AlterableConfig(k, v, SET) for k, v in to_set.items()]
-    entries += [ac.AlterableConfig(k, None, DELETE) for k in to_delete]
-    return ac.AlterConfigsRequest((ac.AlterConfigsResource(resource_type, name, tuple(entries)),))
+    m = messages.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, ALTER_VERSION)
+    entries = [m.AlterableConfig(name=k, value=v, config_operation=SET) for k, v in to_set.items()]
+    entries += [m.AlterableConfig(name=k, value=None, config_operation=DELETE) for k in to_delete]
+    return m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name, configs=tuple(entries)),), validate_only=False)
 
 
 # --- the commands ---------------------------------------------------------------------------------
@@ -165,9 +168,8 @@ def run_alter(args: argparse.Namespace) -> int:
     if any(not n for n in names):
         raise UsageError("--delete-config: an empty config name")
     request = alter_request(resource_type, args.entity_name, parse_add_config(args.add_config), names)
-    answer = _call(args, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request,
-                   ac.encode_incremental_alter_configs_request, ac.decode_incremental_alter_configs_response)
-    assert isinstance(answer, ac.AlterConfigsResponse)
+    answer: Any = _call(args, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, ALTER_VERSION, request,
+                        messages.encode_request, messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS))
     [response] = answer.responses
     if response.error_code:
         raise ClusterError(error_name(response.error_code), response.error_message or "")

@@ -15,12 +15,14 @@ an operator sends, so the controller applies Kafka's rules in one place (`quorum
 with validate_only as a dry run of that rule. Each resource is answered on its own, as Kafka does;
 each refused one is logged at INFO, once per client and reason (`broker.refusal_log`).
 A BROKER change names this broker or "" (Kafka's ConfigAdminManager: a per-broker change goes to
-that broker); other resource types are INVALID_REQUEST.
+that broker); other resource types are INVALID_REQUEST. The alter APIs are served on kio's
+generated messages (`common.protocol.messages`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from types import ModuleType
 from typing import Any
 
 from broker.handlers.admin import await_applied, note_refusals
@@ -28,7 +30,8 @@ from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientI
 from broker.topic_admin import AdminReply
 from common.dynamic_config import describe_broker_configs
 from common.errors import ErrorCode
-from common.protocol import alter_configs as ac
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
 from common.protocol import describe_configs as dc
 from common.topic_config import DescribedConfig, describe_topic_configs
 from metadata.records import ConfigResourceType
@@ -56,25 +59,39 @@ def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
     return result(ErrorCode.NONE, None, tuple(_entry(d, req) for d in described))
 
 
-async def handle_alter_configs(ctx: BrokerContext, req: ac.AlterConfigsRequest, version: int,
-                               client: ClientInfo) -> ac.AlterConfigsResponse:
-    return await _answer(ctx, req, client, incremental=False)
+async def handle_alter_configs(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's AlterConfigsRequest of `version`; the answer its response."""
+    replies = await _answer(ctx, req, client, incremental=False)
+    m = messages.response_module(ApiKey.ALTER_CONFIGS, version)
+    return m.AlterConfigsResponse(throttle_time=messages.NO_THROTTLE, responses=_responses(m, req, replies))
 
 
-async def handle_incremental_alter_configs(ctx: BrokerContext, req: ac.AlterConfigsRequest, version: int,
-                                           client: ClientInfo) -> ac.AlterConfigsResponse:
-    return await _answer(ctx, req, client, incremental=True)
+async def handle_incremental_alter_configs(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's IncrementalAlterConfigsRequest of `version`; the answer its response."""
+    replies = await _answer(ctx, req, client, incremental=True)
+    m = messages.response_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    return m.IncrementalAlterConfigsResponse(throttle_time=messages.NO_THROTTLE,
+                                             responses=_responses(m, req, replies))
 
 
-def _kind(resource: ac.AlterConfigsResource) -> str:
+def _responses(m: ModuleType, req: Any, replies: list[AdminReply]) -> tuple[Any, ...]:
+    return tuple(m.AlterConfigsResourceResponse(
+        error_code=messages.error_code(reply.error_code), error_message=reply.error_message,
+        resource_type=resource.resource_type, resource_name=resource.resource_name)
+        for resource, reply in zip(req.resources, replies, strict=True))
+
+
+def _kind(resource: Any) -> str:
     try:
         return ConfigResourceType(resource.resource_type).name
     except ValueError:
         return f"resource type {resource.resource_type}"
 
 
-async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, client: ClientInfo, *,
-                  incremental: bool) -> ac.AlterConfigsResponse:
+async def _answer(ctx: BrokerContext, req: Any, client: ClientInfo, *, incremental: bool) -> list[AdminReply]:
+    """One reply per resource of an AlterConfigs or IncrementalAlterConfigs request (kio's:
+    a resource has resource_type, resource_name and configs; an incremental config entry
+    also its config_operation)."""
     seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
     replies = [await _alter_one(ctx, resource, req.validate_only, incremental)  # the controller commits each
                if seen[resource.resource_type, resource.resource_name] == 1
@@ -84,13 +101,10 @@ async def _answer(ctx: BrokerContext, req: ac.AlterConfigsRequest, client: Clien
     api = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
     note_refusals(ctx, client, api, ((reply.error_code, f"{_kind(resource)} {resource.resource_name!r}: "
                                       f"{reply.error_message}") for resource, reply in zip(req.resources, replies)))
-    return ac.AlterConfigsResponse(0, tuple(
-        ac.AlterConfigsResourceResponse(reply.error_code, reply.error_message, resource.resource_type,
-                                        resource.resource_name)
-        for resource, reply in zip(req.resources, replies, strict=True)))
+    return replies
 
 
-def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: bool) -> dict[str, Any]:
+def _body(resource: Any, validate_only: bool, incremental: bool) -> dict[str, Any]:
     if incremental:
         ops = [{"name": c.name, "op": OP_NAMES.get(c.config_operation, str(c.config_operation)),
                 "value": c.value} for c in resource.configs]
@@ -99,13 +113,13 @@ def _body(resource: ac.AlterConfigsResource, validate_only: bool, incremental: b
             "validate_only": validate_only}
 
 
-def _null_values(resource: ac.AlterConfigsResource, incremental: bool) -> list[str]:
+def _null_values(resource: Any, incremental: bool) -> list[str]:
     """Kafka's preprocess: a null value is a DELETE's only (AlterConfigs has none)."""
     return [c.name for c in resource.configs
             if c.value is None and not (incremental and c.config_operation == DELETE_OP)]
 
 
-async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
+async def _alter_one(ctx: BrokerContext, resource: Any, validate_only: bool,
                      incremental: bool) -> AdminReply:
     kind = resource.resource_type
     nulls = _null_values(resource, incremental)
@@ -127,7 +141,7 @@ async def _alter_one(ctx: BrokerContext, resource: ac.AlterConfigsResource, vali
     return AdminReply(reply.error_code, reply.error_message) if validate_only else reply
 
 
-async def _alter_broker(ctx: BrokerContext, resource: ac.AlterConfigsResource, validate_only: bool,
+async def _alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool,
                         incremental: bool) -> AdminReply:
     """Kafka's ConfigAdminManager.preprocess for a BROKER resource, then the controller's rule."""
     name = resource.resource_name

@@ -30,7 +30,6 @@ from typing import Final
 from common.protocol import (
     acls,
     admin,
-    alter_configs,
     api_versions,
     describe_configs,
     fetch,
@@ -134,10 +133,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # configs
     _hand(ApiKey.DESCRIBE_CONFIGS, _codec(describe_configs, "describe_configs"),
           AclCheck(Op.DESCRIBE_CONFIGS, (Res.CLUSTER, Res.TOPIC))),
-    _hand(ApiKey.ALTER_CONFIGS, _codec(alter_configs, "alter_configs"),
-          AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
-    _hand(ApiKey.INCREMENTAL_ALTER_CONFIGS, _codec(alter_configs, "incremental_alter_configs"),
-          AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
+    _kio(ApiKey.ALTER_CONFIGS, AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
+    _kio(ApiKey.INCREMENTAL_ALTER_CONFIGS, AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     # storage-side admin
     _kio(ApiKey.DELETE_RECORDS, AclCheck(Op.DELETE, TOPIC)),
     _kio(ApiKey.DESCRIBE_LOG_DIRS, AclCheck(Op.DESCRIBE, CLUSTER)),

@@ -17,12 +17,12 @@ Error codes in our responses are `common.errors.ErrorCode` members: kio's writer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import fields
+from collections.abc import Callable, Mapping
+from dataclasses import fields, is_dataclass
 from datetime import timedelta
 from functools import cache
-from types import ModuleType
-from typing import Any, Final, TypeVar
+from types import ModuleType, UnionType
+from typing import Any, Final, TypeVar, get_args, get_origin
 
 from kio.index import KioIndexError, load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -156,7 +156,47 @@ def decode(entity_type: type[E], body: bytes | bytearray | memoryview) -> E:
     # out-of-range values; whatever it raises, the bytes were not a message.
     except Exception as e:  # noqa: BLE001
         raise _malformed(entity_type, e) from None
+    _refuse_nulls(entity_type, value)
     return value  # type: ignore[no-any-return]
+
+
+NullCheck = tuple[str, bool, type[Any] | None]  # (field, nullable, entity type of its value or elements)
+
+
+@cache  # bounded: one entry per kio class
+def _null_checks(entity_type: Any) -> tuple[NullCheck, ...]:
+    """The fields of `entity_type` that are arrays or structs, which kio's reader lets be null
+    whatever the schema says (it checks strings only)."""
+    checks: list[NullCheck] = []
+    for f in fields(entity_type):
+        annotation, nullable = f.type, False
+        if isinstance(annotation, UnionType):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            annotation, nullable = args[0], len(args) < len(get_args(annotation))
+        if get_origin(annotation) is tuple:
+            checks.append((f.name, nullable, _entity(get_args(annotation)[0])))
+        elif (entity := _entity(annotation)) is not None:
+            checks.append((f.name, nullable, entity))
+    return tuple(checks)
+
+
+def _entity(annotation: Any) -> type[Any] | None:
+    """The kio class an annotation names, or None for a primitive."""
+    return annotation if isinstance(annotation, type) and is_dataclass(annotation) else None
+
+
+def _refuse_nulls(entity_type: Any, value: Any) -> None:
+    """Kafka's generated readers refuse a null array or struct where the schema has no
+    nullableVersions ("non-nullable field X was serialized as null"); so does this bridge."""
+    for name, nullable, nested in _null_checks(entity_type):
+        field_value = getattr(value, name)
+        if field_value is None:
+            if not nullable:
+                raise ProtocolError(f"malformed {entity_type.__name__}: non-nullable field {name}"
+                                    " was serialized as null")
+        elif nested is not None:
+            for item in field_value if isinstance(field_value, tuple) else (field_value,):
+                _refuse_nulls(nested, item)
 
 
 def _malformed(entity_type: type[Any], e: Exception) -> ProtocolError:
@@ -203,17 +243,24 @@ def decode_response(api_key: int, version: int, body: bytes | bytearray | memory
     return decode(entity_type, body)
 
 
-def request_body(request: Any) -> list[Chunk]:
-    """Client side: a request dataclass as the body chunks `ClientFraming.request` frames;
-    the API key and version to frame it with are the dataclass's (`__api_key__`,
-    `__version__`), or a version `SAME_WIRE_AS` maps onto it."""
+def encode_request(request: Any, version: int) -> list[Chunk]:
+    """Client side: a request dataclass as the body chunks a client frames with `version`
+    (`ClientFraming.request`, `KafkaClient.call`'s `encode`); the dataclass must be of that
+    version, as `kio_codec` checks a handler's response."""
+    if schema_version(request.__api_key__, version) != request.__version__:
+        raise ValueError(f"{type(request).__name__} v{request.__version__} is not API"
+                         f" {request.__api_key__} v{version}")
     return [encode(request)]
 
 
-def client_request(api_key: int, version: int, name: str, **values: Any) -> Any:
-    """Client side: the request `name` (kio's class name, say "ListOffsetsRequest") of
-    `version`, from values for every version (`build` drops what this version lacks)."""
-    return build(getattr(request_module(api_key, version), name), **values)
+def response_decoder(api_key: int) -> Callable[[bytes | bytearray | memoryview, int], Any]:
+    """Client side: `decode(body, version)` for this API's responses (`KafkaClient.call`'s
+    `decode`), the other half of `encode_request`."""
+
+    def decode_body(body: bytes | bytearray | memoryview, version: int) -> Any:
+        return decode_response(api_key, version, body)
+
+    return decode_body
 
 
 def kio_codec(api_key: int) -> Codec:

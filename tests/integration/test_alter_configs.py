@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from common.protocol import alter_configs as ac
+from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import wait_until
@@ -113,14 +113,16 @@ def test_bad_changes_name_the_key_and_change_nothing(cluster: Cluster, topic: st
 
 def test_legacy_alter_configs_replaces_the_whole_set(cluster: Cluster, topic: str) -> None:
     """AlterConfigs (key 33) sent as-is: a key set before and not named again goes back to its default."""
-    def alter(configs: dict[str, str]) -> ac.AlterConfigsResourceResponse:
-        request = ac.AlterConfigsRequest((ac.AlterConfigsResource(TOPIC_RESOURCE, topic, tuple(
-            ac.AlterableConfig(k, v) for k, v in configs.items())),))
+    def alter(configs: dict[str, str]) -> Any:
+        m = messages.request_module(ApiKey.ALTER_CONFIGS, 1)
+        request = m.AlterConfigsRequest(resources=(m.AlterConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=topic, configs=tuple(
+                m.AlterableConfig(name=k, value=v) for k, v in configs.items())),), validate_only=False)
         with KafkaClient(bootstrap(cluster)) as client:
-            answer = client.call(None, ApiKey.ALTER_CONFIGS, 1, request, ac.encode_alter_configs_request,
-                                 ac.decode_alter_configs_response)
+            answer = client.call(None, ApiKey.ALTER_CONFIGS, 1, request, messages.encode_request,
+                                 messages.response_decoder(ApiKey.ALTER_CONFIGS))
         [response] = answer.responses
-        return response  # type: ignore[no-any-return]
+        return response
 
     assert alter({"retention.ms": "1000", "segment.ms": "60000"}).error_code == 0
     everywhere(cluster, topic, {"retention.ms": "1000", "segment.ms": "60000"})

@@ -18,11 +18,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from common.errors import ErrorCode
-from common.protocol import alter_configs as ac
+from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import http, wait_until
@@ -82,16 +83,22 @@ def synonyms(entry: dc.DescribeConfigsResourceResult) -> list[tuple[str, str | N
     return [(s.name, s.value, s.source) for s in entry.synonyms]
 
 
+def set_broker_configs(name: str, entries: list[tuple[str, str]]) -> Any:
+    """kio's IncrementalAlterConfigsRequest v1 SETting `entries` on BROKER `name`."""
+    m = messages.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+    return m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=BROKER, resource_name=name, configs=tuple(
+            m.AlterableConfig(name=k, config_operation=0, value=v) for k, v in entries)),), validate_only=False)
+
+
 def incremental(cluster: Cluster, name: str, **sets: str) -> None:
     """confluent-kafka's IncrementalAlterConfigs; the cluster default ("") through tidelog's own
     client, as librdkafka refuses an empty BROKER name (Java's kafka-configs.sh sends it)."""
     if name == "":
-        request = ac.AlterConfigsRequest((ac.AlterConfigsResource(BROKER, "", tuple(
-            ac.AlterableConfig(k.replace("_", "."), v, 0) for k, v in sets.items())),))
+        request = set_broker_configs("", [(k.replace("_", "."), v) for k, v in sets.items()])
         with KafkaClient(bootstrap(cluster)) as kafka:
-            answer = kafka.call(None, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request,
-                                ac.encode_incremental_alter_configs_request,
-                                ac.decode_incremental_alter_configs_response)
+            answer = kafka.call(None, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request, messages.encode_request,
+                                messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS))
         [response] = answer.responses
         if response.error_code:
             raise RuntimeError(response)
@@ -276,11 +283,9 @@ def test_bad_input_names_the_key_applies_nothing_and_the_connection_stays(
     if name == "":  # librdkafka refuses an empty BROKER name: tidelog's own client, one connection throughout
         with KafkaClient(bootstrap(cluster)) as kafka:
             kafka.metadata([])
-            request = ac.AlterConfigsRequest((ac.AlterConfigsResource(BROKER, "", tuple(
-                ac.AlterableConfig(k, v, 0) for k, v in entries)),))
-            [response] = kafka.call(first, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request,
-                                    ac.encode_incremental_alter_configs_request,
-                                    ac.decode_incremental_alter_configs_response).responses
+            [response] = kafka.call(first, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, set_broker_configs("", entries),
+                                    messages.encode_request,
+                                    messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS)).responses
             code, message = response.error_code, response.error_message or ""
             described = kafka.call(first, ApiKey.DESCRIBE_CONFIGS, 4, dc.DescribeConfigsRequest(
                 (dc.DescribeConfigsResource(BROKER, str(first), ("log.retention.bytes",)),)),

@@ -1,13 +1,18 @@
-"""common/protocol/alter_configs.py: AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1 against
+"""AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1 on kio's generated messages against
 exact bytes built from the protocol guide's layouts, both directions, every truncation refused,
 and through the broker's dispatch (request frames and responses)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from common.protocol import alter_configs as ac
+from broker.request_handler import decode_request
+from common.errors import ErrorCode
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
+from common.protocol.frame import RequestHeader
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
     TAG,
@@ -21,23 +26,42 @@ from tests.unit.test_protocol_codecs import (
     i8,
     i16,
     i32,
-    req,
-    resp,
+    kio_req,
+    kio_resp,
     s,
 )
 
-LEGACY = ac.AlterConfigsRequest((ac.AlterConfigsResource(2, "t", (
-    ac.AlterableConfig("retention.ms", "1000"), ac.AlterableConfig("x", None))),), True)
+def legacy(version: int) -> Any:
+    m = messages.request_module(ApiKey.ALTER_CONFIGS, version)
+    return m.AlterConfigsRequest(resources=(m.AlterConfigsResource(resource_type=2, resource_name="t", configs=(
+        m.AlterableConfig(name="retention.ms", value="1000"), m.AlterableConfig(name="x", value=None))),),
+        validate_only=True)
+
+
+def incremental(version: int) -> Any:
+    m = messages.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    return m.IncrementalAlterConfigsRequest(resources=(
+        m.AlterConfigsResource(resource_type=2, resource_name="t", configs=(
+            m.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact"),
+            m.AlterableConfig(name="retention.ms", config_operation=1, value=None))),
+        m.AlterConfigsResource(resource_type=4, resource_name="", configs=())), validate_only=False)
+
+
+def response(api_key: ApiKey, version: int) -> Any:
+    m = messages.response_module(api_key, version)
+    results = (m.AlterConfigsResourceResponse(error_code=ErrorCode.NONE, error_message=None, resource_type=2,
+                                              resource_name="t"),
+               m.AlterConfigsResourceResponse(error_code=ErrorCode.INVALID_REQUEST, error_message="bad",
+                                              resource_type=2, resource_name="u"))
+    name = "AlterConfigsResponse" if api_key == ApiKey.ALTER_CONFIGS else "IncrementalAlterConfigsResponse"
+    return getattr(m, name)(throttle_time=messages.NO_THROTTLE, responses=results)
+
+
 LEGACY_BYTES = arr(i8(2) + s("t") + arr(s("retention.ms") + s("1000"), s("x") + s(None))) + b"\x01"
-INCREMENTAL = ac.AlterConfigsRequest((ac.AlterConfigsResource(2, "t", (
-    ac.AlterableConfig("cleanup.policy", "compact", 2), ac.AlterableConfig("retention.ms", None, 1))),
-    ac.AlterConfigsResource(4, "", ())), False)
 INCREMENTAL_BYTES = arr(i8(2) + s("t") + arr(s("cleanup.policy") + i8(2) + s("compact"),
                                               s("retention.ms") + i8(1) + s(None)),
                         i8(4) + s("") + arr()) + b"\x00"
-RESPONSE = ac.AlterConfigsResponse(0, (ac.AlterConfigsResourceResponse(0, None, 2, "t"),
-                                       ac.AlterConfigsResourceResponse(40, "bad", 2, "u")))
-RESPONSE_BYTES = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t"), i16(40) + s("bad") + i8(2) + s("u"))
+RESPONSE_BYTES = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t"), i16(42) + s("bad") + i8(2) + s("u"))
 
 # The flexible versions (AlterConfigs v2, IncrementalAlterConfigs v1): compact lengths, a
 # tagged-field section after every struct.
@@ -47,19 +71,20 @@ INCREMENTAL_FLEX_BYTES = carr(i8(2) + cs("t") + carr(cs("cleanup.policy") + i8(2
                                                      cs("retention.ms") + i8(1) + cs(None) + TAG) + TAG,
                               i8(4) + cs("") + carr() + TAG) + b"\x00" + TAG
 RESPONSE_FLEX_BYTES = i32(0) + carr(i16(0) + cs(None) + i8(2) + cs("t") + TAG,
-                                    i16(40) + cs("bad") + i8(2) + cs("u") + TAG) + TAG
+                                    i16(42) + cs("bad") + i8(2) + cs("u") + TAG) + TAG
 
+AC, IAC = ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS
 ROWS = [
-    req(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 0, LEGACY, LEGACY_BYTES),
-    req(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 1, LEGACY, LEGACY_BYTES),
-    req(ac, "incremental_alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, INCREMENTAL, INCREMENTAL_BYTES),
-    req(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 2, LEGACY, LEGACY_FLEX_BYTES),
-    req(ac, "incremental_alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, INCREMENTAL, INCREMENTAL_FLEX_BYTES),
-    resp(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 0, RESPONSE, RESPONSE_BYTES),
-    resp(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 1, RESPONSE, RESPONSE_BYTES),
-    resp(ac, "alter_configs", ApiKey.ALTER_CONFIGS, 2, RESPONSE, RESPONSE_FLEX_BYTES),
-    resp(ac, "incremental_alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, RESPONSE, RESPONSE_BYTES),
-    resp(ac, "incremental_alter_configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, RESPONSE, RESPONSE_FLEX_BYTES),
+    kio_req(AC, 0, legacy(0), LEGACY_BYTES),
+    kio_req(AC, 1, legacy(1), LEGACY_BYTES),
+    kio_req(IAC, 0, incremental(0), INCREMENTAL_BYTES),
+    kio_req(AC, 2, legacy(2), LEGACY_FLEX_BYTES),
+    kio_req(IAC, 1, incremental(1), INCREMENTAL_FLEX_BYTES),
+    kio_resp(AC, 0, response(AC, 0), RESPONSE_BYTES),
+    kio_resp(AC, 1, response(AC, 1), RESPONSE_BYTES),
+    kio_resp(AC, 2, response(AC, 2), RESPONSE_FLEX_BYTES),
+    kio_resp(IAC, 0, response(IAC, 0), RESPONSE_BYTES),
+    kio_resp(IAC, 1, response(IAC, 1), RESPONSE_FLEX_BYTES),
 ]
 REQUEST_ROWS = [row for row in ROWS if row.decode.__name__.endswith("_request")]
 RESPONSE_ROWS = [row for row in ROWS if row.decode.__name__.endswith("_response")]
@@ -86,12 +111,12 @@ def test_dispatch_encodes_responses(row: Row) -> None:
 
 def test_unanswered_versions_are_refused() -> None:
     with pytest.raises(ProtocolError):
-        ac.decode_incremental_alter_configs_request(memoryview(INCREMENTAL_FLEX_BYTES), 2)
+        decode_request(RequestHeader(IAC, 2, 1, "c"), memoryview(INCREMENTAL_FLEX_BYTES))
     with pytest.raises(ProtocolError):
-        ac.decode_alter_configs_request(memoryview(LEGACY_FLEX_BYTES), 3)
+        decode_request(RequestHeader(AC, 3, 1, "c"), memoryview(LEGACY_FLEX_BYTES))
 
 
 def test_a_classic_body_is_not_read_as_flexible() -> None:
     """IncrementalAlterConfigs v1 is compact: v0's int32 counts do not parse as it."""
     with pytest.raises(ProtocolError):
-        ac.decode_incremental_alter_configs_request(memoryview(INCREMENTAL_BYTES), 1)
+        messages.decode_request(IAC, 1, memoryview(INCREMENTAL_BYTES))

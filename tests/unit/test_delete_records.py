@@ -53,7 +53,7 @@ def decode_body(body: memoryview, version: int) -> object:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_request_matches_kafka_python_and_round_trips(version):
     body = kafka_python_body(kafka_admin.DeleteRecordsRequest, version, **KP_REQUEST)
-    assert b"".join(messages.request_body(request(version))) == body
+    assert b"".join(messages.encode_request(request(version), version)) == body
     assert decode_body(memoryview(body), version) == request(version)
     assert decode_body(memoryview(body + b"\x00\x07"), version) == request(version)  # trailing bytes
     every_truncation_fails(decode_body, body, version)

@@ -15,7 +15,7 @@ from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
 from broker.topic_admin import AdminReply
 from common.config import parse_config
-from common.protocol import alter_configs as ac
+from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
@@ -53,47 +53,60 @@ def handler(tmp_path: Path) -> Any:
     log_manager.shutdown()
 
 
-def incremental(*resources: ac.AlterConfigsResource, validate_only: bool = False) -> ac.AlterConfigsRequest:
-    return ac.AlterConfigsRequest(resources, validate_only)
+IAC = messages.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)  # kio's messages
+AC = messages.request_module(ApiKey.ALTER_CONFIGS, 2)
 
 
-SET_RETENTION = (ac.AlterableConfig("log.retention.ms", "1000", 0),)
+def config(name: str, value: str | None, operation: int) -> Any:
+    return IAC.AlterableConfig(name=name, value=value, config_operation=operation)
+
+
+def resource(resource_type: int, name: str, configs: tuple[Any, ...]) -> Any:
+    return IAC.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=configs)
+
+
+def incremental(*resources: Any, validate_only: bool = False) -> Any:
+    return IAC.IncrementalAlterConfigsRequest(resources=resources, validate_only=validate_only)
+
+
+SET_RETENTION = (config("log.retention.ms", "1000", 0),)
 
 
 @pytest.mark.parametrize(("resources", "expected"), [
-    ((ac.AlterConfigsResource(BROKER, "2", SET_RETENTION),), [(42, "Unexpected broker id, expected 1, but received 2")]),
-    ((ac.AlterConfigsResource(BROKER, "one", SET_RETENTION),), [(42, "Node id must be an integer, but it is: one")]),
-    ((ac.AlterConfigsResource(BROKER, "1", SET_RETENTION), ac.AlterConfigsResource(BROKER, "1", SET_RETENTION)),
+    ((resource(BROKER, "2", SET_RETENTION),), [(42, "Unexpected broker id, expected 1, but received 2")]),
+    ((resource(BROKER, "one", SET_RETENTION),), [(42, "Node id must be an integer, but it is: one")]),
+    ((resource(BROKER, "1", SET_RETENTION), resource(BROKER, "1", SET_RETENTION)),
      [(42, "Each resource must appear at most once.")] * 2),
-    ((ac.AlterConfigsResource(BROKER, "", (ac.AlterableConfig("log.retention.ms", None, 0),)),),
+    ((resource(BROKER, "", (config("log.retention.ms", None, 0),)),),
      [(42, "Null value not supported for : log.retention.ms")]),
-    ((ac.AlterConfigsResource(9, "x", SET_RETENTION),), [(42, "resource type 9 has no configs to alter")]),
+    ((resource(9, "x", SET_RETENTION),), [(42, "resource type 9 has no configs to alter")]),
 ])
-async def test_refused_before_the_controller(handler: Any, resources: tuple[ac.AlterConfigsResource, ...],
+async def test_refused_before_the_controller(handler: Any, resources: tuple[Any, ...],
                                              expected: list[tuple[int, str]]) -> None:
     kafka, admin = handler
     response = await call(kafka, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, incremental(*resources),
-                          ac.encode_incremental_alter_configs_request, ac.decode_incremental_alter_configs_response)
+                          messages.encode_request, messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS))
     assert [(r.error_code, r.error_message) for r in response.responses] == expected
     assert admin.calls == []
 
 
 async def test_changes_go_to_the_controller_in_the_admin_api_body(handler: Any) -> None:
     kafka, admin = handler
-    request = incremental(ac.AlterConfigsResource(BROKER, "1", SET_RETENTION + (
-        ac.AlterableConfig("log.cleanup.policy", "compact", 2), ac.AlterableConfig("log.segment.bytes", None, 1))),
-        ac.AlterConfigsResource(BROKER, "", SET_RETENTION), validate_only=True)
+    request = incremental(resource(BROKER, "1", SET_RETENTION + (
+        config("log.cleanup.policy", "compact", 2), config("log.segment.bytes", None, 1))),
+        resource(BROKER, "", SET_RETENTION), validate_only=True)
     response = await call(kafka, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request,
-                          ac.encode_incremental_alter_configs_request, ac.decode_incremental_alter_configs_response)
+                          messages.encode_request, messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS))
     assert [r.error_code for r in response.responses] == [0, 0]
     assert admin.calls == [
         ("1", {"ops": [{"name": "log.retention.ms", "op": "SET", "value": "1000"},
                        {"name": "log.cleanup.policy", "op": "APPEND", "value": "compact"},
                        {"name": "log.segment.bytes", "op": "DELETE", "value": None}], "validate_only": True}),
         ("", {"ops": [{"name": "log.retention.ms", "op": "SET", "value": "1000"}], "validate_only": True})]
-    legacy = ac.AlterConfigsRequest((ac.AlterConfigsResource(BROKER, "", SET_RETENTION),))
-    response = await call(kafka, ApiKey.ALTER_CONFIGS, 2, legacy, ac.encode_alter_configs_request,
-                          ac.decode_alter_configs_response)
+    legacy = AC.AlterConfigsRequest(resources=(AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=(
+        AC.AlterableConfig(name="log.retention.ms", value="1000"),)),), validate_only=False)
+    response = await call(kafka, ApiKey.ALTER_CONFIGS, 2, legacy, messages.encode_request,
+                          messages.response_decoder(ApiKey.ALTER_CONFIGS))
     assert response.responses[0].error_code == 0
     assert admin.calls[-1] == ("", {"replace": {"log.retention.ms": "1000"}, "validate_only": False})
 

@@ -183,3 +183,20 @@ def test_writable_buffers_decode_too():
     data = messages.encode(kio_response(2))
     assert messages.decode_response(ARLD, 2, bytearray(data)) == kio_response(2)
     assert messages.decode_response(ARLD, 2, memoryview(bytearray(data))) == kio_response(2)
+
+
+@pytest.mark.parametrize("api_key, version, body, field", [
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, b"\x00\x00\x00", "resources"),  # compact null, top level
+    (ApiKey.DELETE_RECORDS, 2, b"\x02\x02t\x00\x00\x00\x00\x00\x00\x00", "partitions"),  # in a nested struct
+], ids=["top-level", "nested"])
+def test_a_null_where_the_schema_has_no_nullable_versions_is_refused(api_key, version, body, field):
+    """kio's reader lets an array be null whatever the schema says; Kafka's generated readers
+    refuse it ("non-nullable field X was serialized as null"), and so does the bridge."""
+    with pytest.raises(ProtocolError, match=f"non-nullable field {field}"):
+        messages.decode_request(api_key, version, body)
+
+
+def test_a_nullable_array_may_be_null():
+    body = b"\x02\x02\x02t\x00\x00\x00\x00\x00"  # DescribeConfigs v4: configuration_keys null (every key)
+    request = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, 4, body)
+    assert request.resources[0].configuration_keys is None

@@ -517,7 +517,7 @@ async def test_a_flexible_response_carries_header_v1_tags(node, version, head):
     q = messages.request_module(ApiKey.DELETE_RECORDS, version)
     request = q.DeleteRecordsRequest(topics=(q.DeleteRecordsTopic(name="absent", partitions=(
         q.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=timedelta(0))
-    chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, lambda r, v: messages.request_body(r))
+    chunks = await call(handler, ApiKey.DELETE_RECORDS, version, request, messages.encode_request)
     m = messages.response_module(ApiKey.DELETE_RECORDS, version)
     expected = messages.encode(m.DeleteRecordsResponse(throttle_time=messages.NO_THROTTLE, topics=(
         m.DeleteRecordsTopicResult(name="absent", partitions=(m.DeleteRecordsPartitionResult(
