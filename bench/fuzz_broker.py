@@ -151,8 +151,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
             m.CreatePartitionsTopic(name="fuzz-absent", count=2, assignments=None),), timeout=timedelta(seconds=1),
             validate_only=True))
     if api is ApiKey.DESCRIBE_CONFIGS:
-        req = describe_configs.DescribeConfigsRequest((describe_configs.DescribeConfigsResource(
-            2, topic, ("cleanup.policy", "retention.ms")),), True)
+        req = describe_configs.request(version, (2, topic, ("cleanup.policy", "retention.ms")), include_synonyms=True)
         return join_chunks(describe_configs.encode_describe_configs_request(req, version))
     if api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):  # validate_only, as for creations
         m = messages.request_module(api, version)

@@ -82,8 +82,9 @@ def parse_add_config(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def describe_lines(entity: str, name: str, result: dc.DescribeConfigsResult, *, show_all: bool) -> list[str]:
-    """kafka-configs.sh's describe output for one entity (name "": the brokers' cluster default)."""
+def describe_lines(entity: str, name: str, result: Any, *, show_all: bool) -> list[str]:
+    """kafka-configs.sh's describe output for one entity (name "": the brokers' cluster default),
+    from kio's DescribeConfigsResult."""
     configs = [c for c in result.configs if show_all or c.config_source in DYNAMIC_SOURCES]
     if name == "":
         lines = [f"Default configs for {entity}s in the cluster are:"]
@@ -148,11 +149,9 @@ def run_describe(args: argparse.Namespace) -> int:
     from common.kafka_client import error_name
 
     resource_type, word, broker = _entity(args)
-    request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(resource_type, args.entity_name, None),),
-                                        include_synonyms=True)
-    answer = _call(args, broker, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_VERSION, request,
-                   dc.encode_describe_configs_request, dc.decode_describe_configs_response)
-    assert isinstance(answer, dc.DescribeConfigsResponse)
+    request = dc.request(DESCRIBE_VERSION, (resource_type, args.entity_name, None), include_synonyms=True)
+    answer: Any = _call(args, broker, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_VERSION, request,
+                        dc.encode_describe_configs_request, dc.decode_describe_configs_response)
     [result] = answer.results
     if result.error_code:
         raise ClusterError(error_name(result.error_code), result.error_message or "")

@@ -42,12 +42,11 @@ OP_NAMES = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
 DELETE_OP = 1
 
 
-def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
-                    req: dc.DescribeConfigsRequest) -> dc.DescribeConfigsResult:
-    """One BROKER resource of a DescribeConfigs request (see the module doc)."""
-    def result(code: ErrorCode, message: str | None,
-               configs: tuple[dc.DescribeConfigsResourceResult, ...] = ()) -> dc.DescribeConfigsResult:
-        return dc.DescribeConfigsResult(int(code), message, resource.resource_type, resource.resource_name, configs)
+def describe_broker(ctx: BrokerContext, m: ModuleType, resource: Any, req: Any) -> Any:
+    """One BROKER resource of a DescribeConfigs request (see the module doc); `m` is the
+    response module of the version answered."""
+    def result(code: ErrorCode, message: str | None, configs: tuple[Any, ...] = ()) -> Any:
+        return _result(m, resource, code, message, configs)
 
     name = resource.resource_name
     if name not in ("", str(ctx.broker_id)):
@@ -56,7 +55,12 @@ def describe_broker(ctx: BrokerContext, resource: dc.DescribeConfigsResource,
     dynamic = ctx.dynamic_config
     described = describe_broker_configs(dynamic.static, dynamic.layers, per_broker=name != "",
                                         keys=resource.configuration_keys)
-    return result(ErrorCode.NONE, None, tuple(_entry(d, req) for d in described))
+    return result(ErrorCode.NONE, None, tuple(_entry(m, d, req) for d in described))
+
+
+def _result(m: ModuleType, resource: Any, code: ErrorCode, message: str | None, configs: tuple[Any, ...]) -> Any:
+    return m.DescribeConfigsResult(error_code=code, error_message=message, resource_type=resource.resource_type,
+                                   resource_name=resource.resource_name, configs=configs)
 
 
 async def handle_alter_configs(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
@@ -159,40 +163,43 @@ async def _alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool,
     return AdminReply(reply.error_code, reply.error_message) if validate_only else reply
 
 
-async def handle_describe_configs(ctx: BrokerContext, req: dc.DescribeConfigsRequest,
-                                  version: int, client: ClientInfo) -> dc.DescribeConfigsResponse:
+async def handle_describe_configs(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DescribeConfigsRequest of `dc.schema_version(version)` (v0 is read into
+    v1's classes); the answer is that version's response."""
+    m = messages.response_module(ApiKey.DESCRIBE_CONFIGS, dc.schema_version(version))
     image = ctx.image()
     ctx.dynamic_config.update(image)  # no-op once the follower applied it; the image this answer reads
     results = []
     for res in req.resources:
         if res.resource_type == dc.RESOURCE_TYPE_BROKER:
-            results.append(describe_broker(ctx, res, req))
+            results.append(describe_broker(ctx, m, res, req))
             continue
         if res.resource_type != dc.RESOURCE_TYPE_TOPIC:
-            results.append(dc.DescribeConfigsResult(int(ErrorCode.INVALID_REQUEST), f"resource type "
-                           f"{res.resource_type} has no configs here", res.resource_type, res.resource_name, ()))
+            results.append(_result(m, res, ErrorCode.INVALID_REQUEST,
+                                   f"resource type {res.resource_type} has no configs here", ()))
             continue
         invalid = topic_name_error(res.resource_name)
         if invalid is not None:  # Kafka's Topic.validate comes first
-            results.append(dc.DescribeConfigsResult(
-                int(ErrorCode.INVALID_TOPIC_EXCEPTION), invalid, res.resource_type, res.resource_name, ()))
+            results.append(_result(m, res, ErrorCode.INVALID_TOPIC_EXCEPTION, invalid, ()))
             continue
         if image.topic(res.resource_name) is None:
-            results.append(dc.DescribeConfigsResult(
-                int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {res.resource_name!r} does not exist",
-                res.resource_type, res.resource_name, ()))
+            results.append(_result(m, res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   f"topic {res.resource_name!r} does not exist", ()))
             continue
         overrides = image.config(ConfigResourceType.TOPIC, res.resource_name)
         described = describe_topic_configs(ctx.topic_defaults, overrides, res.configuration_keys)
-        results.append(dc.DescribeConfigsResult(
-            0, None, res.resource_type, res.resource_name,
-            tuple(_entry(d, req) for d in described)))
-    return dc.DescribeConfigsResponse(0, tuple(results))
+        results.append(_result(m, res, ErrorCode.NONE, None, tuple(_entry(m, d, req) for d in described)))
+    return m.DescribeConfigsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(results))
 
 
-def _entry(described: DescribedConfig, req: dc.DescribeConfigsRequest) -> dc.DescribeConfigsResourceResult:
-    synonyms = tuple(dc.DescribeConfigsSynonym(s.name, s.value, int(s.source))
+def _entry(m: ModuleType, described: DescribedConfig, req: Any) -> Any:
+    """One config of a DescribeConfigs answer; v3's type and documentation are dropped
+    before v3 (`build`), the documentation unless asked for."""
+    synonyms = tuple(m.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
                      for s in described.synonyms) if req.include_synonyms else ()
-    return dc.DescribeConfigsResourceResult(
-        described.name, described.value, described.read_only, int(described.source), described.sensitive,
-        synonyms, described.config_type, described.documentation if req.include_documentation else None)
+    wants_documentation = getattr(req, "include_documentation", False)
+    return messages.build(
+        m.DescribeConfigsResourceResult, name=described.name, value=described.value,
+        read_only=described.read_only, config_source=int(described.source), is_sensitive=described.sensitive,
+        synonyms=synonyms, config_type=described.config_type,
+        documentation=described.documentation if wants_documentation else None)

@@ -131,7 +131,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.DELETE_TOPICS, AclCheck(Op.DELETE, TOPIC), forwarded=True),
     _kio(ApiKey.CREATE_PARTITIONS, AclCheck(Op.ALTER, TOPIC), forwarded=True),
     # configs
-    _hand(ApiKey.DESCRIBE_CONFIGS, _codec(describe_configs, "describe_configs"),
+    _hand(ApiKey.DESCRIBE_CONFIGS, _codec(describe_configs, "describe_configs"),  # kio's from v1; v0 by hand
           AclCheck(Op.DESCRIBE_CONFIGS, (Res.CLUSTER, Res.TOPIC))),
     _kio(ApiKey.ALTER_CONFIGS, AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     _kio(ApiKey.INCREMENTAL_ALTER_CONFIGS, AclCheck(Op.ALTER_CONFIGS, (Res.CLUSTER, Res.TOPIC)), forwarded=True),

@@ -1,179 +1,127 @@
-"""DescribeConfigs (key 32), v0–v4: topic and broker configuration, with sources/synonyms.
+"""DescribeConfigs (key 32), v0–v4: kio's generated messages, and v0's bytes by hand.
 
 Kafka 3.9's layouts: v0 answers `is_default` where v1+ answer `config_source` and synonyms
 (and take `include_synonyms`); v3 adds `include_documentation`, `config_type` and
 `documentation`; v4 is the first flexible version (compact lengths, tagged fields).
+
+kio's classes (Kafka 4's schemas) start at v1 (KIP-896 dropped v0, which Kafka 3.9 still
+answers), and v0's bytes are not v1's: so v0 alone keeps a codec here, which reads a v0
+request into kio's v1 request (include_synonyms false) and writes kio's v1 response as v0
+(is_default is "config_source is DEFAULT_CONFIG"; synonyms dropped). A handler therefore
+always sees and answers the classes of `schema_version(version)`. The four functions below
+have the shape of the hand codecs (`api_table` pairs the broker's two; clients and tests use
+the other two with `KafkaClient.call`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
 
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.primitives import Chunk, Reader, Writer
 
-RESOURCE_TYPE_TOPIC = 2
-RESOURCE_TYPE_BROKER = 4
-DEFAULT_CONFIG_SOURCE = 5  # ConfigSource.DEFAULT_CONFIG: v0's is_default is "source is this"
+RESOURCE_TYPE_TOPIC: Final = 2
+RESOURCE_TYPE_BROKER: Final = 4
+DEFAULT_CONFIG_SOURCE: Final = 5  # ConfigSource.DEFAULT_CONFIG: v0's is_default is "source is this"
+UNKNOWN_CONFIG_SOURCE: Final = 0  # what v0's is_default false reads back as (v0 does not say)
+FIRST_GENERATED_VERSION: Final = 1
+_KEY: Final = ApiKey.DESCRIBE_CONFIGS
+
+Resource = tuple[int, str, tuple[str, ...] | None]  # (resource type, name, keys; None: every key)
 
 
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsResource:
-    resource_type: int
-    resource_name: str
-    configuration_keys: tuple[str, ...] | None  # None: every key
+def schema_version(version: int) -> int:
+    """The version whose kio classes carry `version`'s request and response."""
+    return max(version, FIRST_GENERATED_VERSION)
 
 
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsRequest:
-    resources: tuple[DescribeConfigsResource, ...]
-    include_synonyms: bool = False  # v1+
-    include_documentation: bool = False  # v3+
+def request(version: int, *resources: Resource, include_synonyms: bool = False,
+            include_documentation: bool = False) -> Any:
+    """Client side: kio's DescribeConfigsRequest for `version` (v0: v1's, synonyms off)."""
+    m = messages.request_module(_KEY, schema_version(version))
+    return messages.build(m.DescribeConfigsRequest, resources=tuple(
+        m.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=keys)
+        for kind, name, keys in resources), include_synonyms=include_synonyms and version >= 1,
+        include_documentation=include_documentation)
 
 
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsSynonym:
-    name: str
-    value: str | None
-    source: int
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsResourceResult:
-    name: str
-    value: str | None
-    read_only: bool
-    config_source: int  # v1+; v0 carries is_default (config_source == DEFAULT_CONFIG) instead
-    is_sensitive: bool
-    synonyms: tuple[DescribeConfigsSynonym, ...] = ()  # v1+
-    config_type: int = 0  # v3+
-    documentation: str | None = None  # v3+
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsResult:
-    error_code: int
-    error_message: str | None
-    resource_type: int
-    resource_name: str
-    configs: tuple[DescribeConfigsResourceResult, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeConfigsResponse:
-    throttle_time_ms: int
-    results: tuple[DescribeConfigsResult, ...]
-
-
-_KEY = ApiKey.DESCRIBE_CONFIGS
-
-
-def decode_describe_configs_request(body: memoryview, version: int) -> DescribeConfigsRequest:
+def decode_describe_configs_request(body: memoryview, version: int) -> Any:
+    if version >= FIRST_GENERATED_VERSION:
+        return messages.decode_request(_KEY, version, body)
     check_version(_KEY, version)
     r = reader_for(_KEY, version, body)
 
-    def resource(r: Reader) -> DescribeConfigsResource:
-        res = DescribeConfigsResource(r.int8(), r.string(), r.nullable_array(Reader.string, 1))
-        r.tagged_fields()
-        return res
+    def resource(r: Reader) -> Resource:
+        return r.int8(), r.string(), r.nullable_array(Reader.string, 1)
 
-    resources = r.array(resource, 3)
-    synonyms = r.boolean() if version >= 1 else False
-    documentation = r.boolean() if version >= 3 else False
-    r.tagged_fields()
-    return DescribeConfigsRequest(resources, synonyms, documentation)
+    return request(version, *r.array(resource, 3))
 
 
-def encode_describe_configs_request(req: DescribeConfigsRequest, version: int) -> list[Chunk]:
-    """Client side (tests, tools): the inverse of `decode_describe_configs_request`."""
+def encode_describe_configs_request(req: Any, version: int) -> list[Chunk]:
+    """Client side: the inverse of `decode_describe_configs_request`."""
+    if version >= FIRST_GENERATED_VERSION:
+        return messages.encode_request(req, version)
     check_version(_KEY, version)
     w = writer_for(_KEY, version)
 
-    def resource(w: Writer, res: DescribeConfigsResource) -> None:
+    def resource(w: Writer, res: Any) -> None:
         w.int8(res.resource_type)
         w.string(res.resource_name)
         w.nullable_array(res.configuration_keys, Writer.string)
-        w.tagged_fields()
 
     w.array(req.resources, resource)
-    if version >= 1:
-        w.boolean(req.include_synonyms)
-    if version >= 3:
-        w.boolean(req.include_documentation)
-    w.tagged_fields()
     return w.chunks()
 
 
-def encode_describe_configs_response(resp: DescribeConfigsResponse, version: int) -> list[Chunk]:
+def encode_describe_configs_response(resp: Any, version: int) -> list[Chunk]:
+    if version >= FIRST_GENERATED_VERSION:
+        return DESCRIBE_CONFIGS_KIO.encode(resp, version)
     check_version(_KEY, version)
     w = writer_for(_KEY, version)
-    w.int32(resp.throttle_time_ms)
+    w.int32(messages.milliseconds(resp.throttle_time))
 
-    def synonym(w: Writer, s: DescribeConfigsSynonym) -> None:
-        w.string(s.name)
-        w.nullable_string(s.value)
-        w.int8(s.source)
-        w.tagged_fields()
-
-    def config(w: Writer, c: DescribeConfigsResourceResult) -> None:
+    def config(w: Writer, c: Any) -> None:
         w.string(c.name)
         w.nullable_string(c.value)
         w.boolean(c.read_only)
-        if version == 0:
-            w.boolean(c.config_source == DEFAULT_CONFIG_SOURCE)
-        else:
-            w.int8(c.config_source)
+        w.boolean(c.config_source == DEFAULT_CONFIG_SOURCE)
         w.boolean(c.is_sensitive)
-        if version >= 1:
-            w.array(c.synonyms, synonym)
-        if version >= 3:
-            w.int8(c.config_type)
-            w.nullable_string(c.documentation)
-        w.tagged_fields()
 
-    def result(w: Writer, res: DescribeConfigsResult) -> None:
+    def result(w: Writer, res: Any) -> None:
         w.int16(res.error_code)
         w.nullable_string(res.error_message)
         w.int8(res.resource_type)
         w.string(res.resource_name)
         w.array(res.configs, config)
-        w.tagged_fields()
 
     w.array(resp.results, result)
-    w.tagged_fields()
     return w.chunks()
 
 
-def decode_describe_configs_response(body: memoryview, version: int) -> DescribeConfigsResponse:
-    """Client side (tests, tools): the inverse of `encode_describe_configs_response` (v0's
-    is_default reads back as DEFAULT_CONFIG or UNKNOWN)."""
+def decode_describe_configs_response(body: memoryview, version: int) -> Any:
+    """Client side: the inverse of `encode_describe_configs_response` (v0's is_default reads
+    back as DEFAULT_CONFIG or UNKNOWN)."""
+    if version >= FIRST_GENERATED_VERSION:
+        return messages.decode_response(_KEY, version, body)
     check_version(_KEY, version)
+    m = messages.response_module(_KEY, schema_version(version))
     r = reader_for(_KEY, version, body)
     throttle = r.int32()
 
-    def synonym(r: Reader) -> DescribeConfigsSynonym:
-        s = DescribeConfigsSynonym(r.string(), r.nullable_string(), r.int8())
-        r.tagged_fields()
-        return s
-
-    def config(r: Reader) -> DescribeConfigsResourceResult:
+    def config(r: Reader) -> Any:
         name, value, read_only = r.string(), r.nullable_string(), r.boolean()
-        if version == 0:
-            source = DEFAULT_CONFIG_SOURCE if r.boolean() else 0
-        else:
-            source = r.int8()
-        sensitive = r.boolean()
-        synonyms = r.array(synonym, 3) if version >= 1 else ()
-        config_type, doc = (r.int8(), r.nullable_string()) if version >= 3 else (0, None)
-        r.tagged_fields()
-        return DescribeConfigsResourceResult(name, value, read_only, source, sensitive,
-                                             synonyms, config_type, doc)
+        source = DEFAULT_CONFIG_SOURCE if r.boolean() else UNKNOWN_CONFIG_SOURCE
+        return m.DescribeConfigsResourceResult(name=name, value=value, read_only=read_only, config_source=source,
+                                               is_sensitive=r.boolean(), synonyms=())
 
-    def result(r: Reader) -> DescribeConfigsResult:
-        res = DescribeConfigsResult(r.int16(), r.nullable_string(), r.int8(), r.string(), r.array(config, 5))
-        r.tagged_fields()
-        return res
+    def result(r: Reader) -> Any:
+        return m.DescribeConfigsResult(error_code=messages.error_code(r.int16()), error_message=r.nullable_string(),
+                                       resource_type=r.int8(), resource_name=r.string(), configs=r.array(config, 5))
 
     results = r.array(result, 6)
-    r.tagged_fields()
-    return DescribeConfigsResponse(throttle, results)
+    return m.DescribeConfigsResponse(throttle_time=timedelta(milliseconds=throttle), results=results)
+
+
+DESCRIBE_CONFIGS_KIO: Final = messages.kio_codec(_KEY)

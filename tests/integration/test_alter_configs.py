@@ -48,8 +48,7 @@ def described(cluster: Cluster, broker_id: int, topic: str) -> dict[str, tuple[s
     """name -> (value, source) as broker `broker_id` answers DescribeConfigs for the topic."""
     with KafkaClient(bootstrap(cluster)) as client:
         client.metadata([topic])
-        answer = client.call(broker_id, ApiKey.DESCRIBE_CONFIGS, 1, dc.DescribeConfigsRequest(
-            (dc.DescribeConfigsResource(TOPIC_RESOURCE, topic, None),)),
+        answer = client.call(broker_id, ApiKey.DESCRIBE_CONFIGS, 1, dc.request(1, (TOPIC_RESOURCE, topic, None)),
             dc.encode_describe_configs_request, dc.decode_describe_configs_response)
     [result] = answer.results
     assert result.error_code == 0, result

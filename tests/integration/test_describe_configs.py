@@ -121,9 +121,9 @@ def test_broker_resource_with_kafka_python_types_and_documentation(cluster: Loca
     assert "advertised.listeners" in str(described)
     host, _, port = (cluster.bootstrap_servers or "").partition(",")[0].rpartition(":")
     with KafkaClient([(host, int(port))]) as raw:
-        answer = raw.call(None, ApiKey.DESCRIBE_CONFIGS, 3, dc.DescribeConfigsRequest(
-            (dc.DescribeConfigsResource(4, str(BROKER_ID), ("num.partitions", "controller.cluster.password")),
-             dc.DescribeConfigsResource(4, "99", None)), include_synonyms=True, include_documentation=True),
+        answer = raw.call(None, ApiKey.DESCRIBE_CONFIGS, 3, dc.request(
+            3, (4, str(BROKER_ID), ("num.partitions", "controller.cluster.password")), (4, "99", None),
+            include_synonyms=True, include_documentation=True),
             dc.encode_describe_configs_request, dc.decode_describe_configs_response)
     mine, other = answer.results
     [entry] = [c for c in mine.configs if c.name == "num.partitions"]

@@ -67,19 +67,19 @@ def bootstrap(cluster: Cluster) -> list[tuple[str, int]]:
 
 
 def describe(cluster: Cluster, broker_id: int, name: str, resource_type: int = BROKER,
-             keys: tuple[str, ...] | None = None) -> dict[str, dc.DescribeConfigsResourceResult]:
+             keys: tuple[str, ...] | None = None) -> dict[str, Any]:
     """DescribeConfigs v4 (flexible) of one resource as broker `broker_id` answers it."""
     with KafkaClient(bootstrap(cluster)) as client:
         client.metadata([])
-        answer = client.call(broker_id, ApiKey.DESCRIBE_CONFIGS, 4, dc.DescribeConfigsRequest(
-            (dc.DescribeConfigsResource(resource_type, name, keys),), include_synonyms=True),
+        answer = client.call(broker_id, ApiKey.DESCRIBE_CONFIGS, 4, dc.request(
+            4, (resource_type, name, keys), include_synonyms=True),
             dc.encode_describe_configs_request, dc.decode_describe_configs_response)
     [result] = answer.results
     assert result.error_code == 0, result
     return {c.name: c for c in result.configs}
 
 
-def synonyms(entry: dc.DescribeConfigsResourceResult) -> list[tuple[str, str | None, int]]:
+def synonyms(entry: Any) -> list[tuple[str, str | None, int]]:
     return [(s.name, s.value, s.source) for s in entry.synonyms]
 
 
@@ -287,8 +287,8 @@ def test_bad_input_names_the_key_applies_nothing_and_the_connection_stays(
                                     messages.encode_request,
                                     messages.response_decoder(ApiKey.INCREMENTAL_ALTER_CONFIGS)).responses
             code, message = response.error_code, response.error_message or ""
-            described = kafka.call(first, ApiKey.DESCRIBE_CONFIGS, 4, dc.DescribeConfigsRequest(
-                (dc.DescribeConfigsResource(BROKER, str(first), ("log.retention.bytes",)),)),
+            described = kafka.call(first, ApiKey.DESCRIBE_CONFIGS, 4, dc.request(
+                4, (BROKER, str(first), ("log.retention.bytes",))),
                 dc.encode_describe_configs_request, dc.decode_describe_configs_response)
         assert (ErrorCode(code).name, key in message) == (error, True), message
         assert described.results[0].configs[0].value == "-1"

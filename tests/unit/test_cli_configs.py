@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from common.protocol import describe_configs as dc
+from common.errors import ErrorCode
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
 from tidelog.cli_common import UsageError
 from tidelog.cli_configs import alter_request, describe_lines, parse_add_config
+
+M = messages.response_module(ApiKey.DESCRIBE_CONFIGS, 4)  # kio's, as tidelog configs describe reads them
+
+
+def described(resource_type: int, name: str, configs: tuple[Any, ...]) -> Any:
+    return M.DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=resource_type,
+                                   resource_name=name, configs=configs)
+
+
+def config(name: str, value: str | None, read_only: bool, source: int, sensitive: bool,
+           synonyms: tuple[Any, ...]) -> Any:
+    return M.DescribeConfigsResourceResult(name=name, value=value, read_only=read_only, config_source=source,
+                                           is_sensitive=sensitive, synonyms=synonyms, config_type=0, documentation=None)
+
+
+def synonym(name: str, value: str | None, source: int) -> Any:
+    return M.DescribeConfigsSynonym(name=name, value=value, source=source)
 
 
 @pytest.mark.parametrize(("items", "expected"), [
@@ -38,11 +59,11 @@ def test_alter_request_refusals() -> None:
 
 
 def test_describe_lines_dynamic_and_all() -> None:
-    result = dc.DescribeConfigsResult(0, None, 2, "t", (
-        dc.DescribeConfigsResourceResult("retention.ms", "5", False, 1, False, (
-            dc.DescribeConfigsSynonym("retention.ms", "5", 1), dc.DescribeConfigsSynonym("log.retention.hours", "168", 5))),
-        dc.DescribeConfigsResourceResult("segment.bytes", "1073741824", False, 5, False, ()),
-        dc.DescribeConfigsResourceResult("secret", None, True, 4, True, ()),
+    result = described(2, "t", (
+        config("retention.ms", "5", False, 1, False, (
+            synonym("retention.ms", "5", 1), synonym("log.retention.hours", "168", 5))),
+        config("segment.bytes", "1073741824", False, 5, False, ()),
+        config("secret", None, True, 4, True, ()),
     ))
     assert describe_lines("topic", "t", result, show_all=False) == [
         "Dynamic configs for topic t are:",
@@ -54,9 +75,9 @@ def test_describe_lines_dynamic_and_all() -> None:
 
 
 def test_describe_lines_of_the_brokers_cluster_default() -> None:
-    result = dc.DescribeConfigsResult(0, None, 4, "", (
-        dc.DescribeConfigsResourceResult("log.retention.ms", "60000", False, 3, False, (
-            dc.DescribeConfigsSynonym("log.retention.ms", "60000", 3),)),))
+    result = described(4, "", (
+        config("log.retention.ms", "60000", False, 3, False, (
+            synonym("log.retention.ms", "60000", 3),)),))
     assert describe_lines("broker", "", result, show_all=False) == [
         "Default configs for brokers in the cluster are:",
         "  log.retention.ms=60000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=60000}"]

@@ -113,10 +113,8 @@ async def test_changes_go_to_the_controller_in_the_admin_api_body(handler: Any) 
 
 async def test_describe_this_broker_and_the_cluster_default(handler: Any) -> None:
     kafka, _ = handler
-    request = dc.DescribeConfigsRequest((
-        dc.DescribeConfigsResource(BROKER, "1", ("log.segment.bytes", "log.retention.ms", "log.dirs")),
-        dc.DescribeConfigsResource(BROKER, "", None),
-        dc.DescribeConfigsResource(BROKER, "2", None)), include_synonyms=True)
+    request = dc.request(4, (BROKER, "1", ("log.segment.bytes", "log.retention.ms", "log.dirs")),
+                         (BROKER, "", None), (BROKER, "2", None), include_synonyms=True)
     mine, default, other = (await call(kafka, ApiKey.DESCRIBE_CONFIGS, 4, request, dc.encode_describe_configs_request,
                                        dc.decode_describe_configs_response)).results
     assert [(c.name, c.value, c.config_source, c.read_only) for c in mine.configs] == [

@@ -147,9 +147,7 @@ CREATE_PARTS_REQ = CP.CreatePartitionsRequest(topics=(
 CREATE_PARTS_REQ_BYTES = (arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(ints(1, 2)))
                           + i32(100) + b(False))
 
-DC_REQ = describe_configs.DescribeConfigsRequest((
-    describe_configs.DescribeConfigsResource(2, "t", None),
-    describe_configs.DescribeConfigsResource(4, "1", ("log.dirs",))), True, True)
+DC_RESOURCES = ((2, "t", None), (4, "1", ("log.dirs",)))  # DescribeConfigs: kio's messages from v1
 DC_REQ_BYTES_V1 = arr(i8(2) + s("t") + i32(-1), i8(4) + s("1") + arr(s("log.dirs"))) + b(True)
 
 REQUESTS = [
@@ -218,9 +216,9 @@ REQUESTS += [
     kio_req(20, 1, messages.request_type(20, 1)(topic_names=("a", "b"), timeout=timedelta(seconds=30)),
             arr(s("a"), s("b")) + i32(30000)),  # DeleteTopics, on kio's messages
     kio_req(37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
-    req(describe_configs, "describe_configs", 32, 1,
-        describe_configs.DescribeConfigsRequest(DC_REQ.resources, True), DC_REQ_BYTES_V1),
-    req(describe_configs, "describe_configs", 32, 3, DC_REQ, DC_REQ_BYTES_V1 + b(True)),
+    kio_req(32, 1, describe_configs.request(1, *DC_RESOURCES, include_synonyms=True), DC_REQ_BYTES_V1),
+    kio_req(32, 3, describe_configs.request(3, *DC_RESOURCES, include_synonyms=True, include_documentation=True),
+            DC_REQ_BYTES_V1 + b(True)),
 ]
 
 # ---- responses --------------------------------------------------------------------------
@@ -272,11 +270,18 @@ LO_RESP = lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
     lo.ListOffsetsPartitionResponse(0, 0, -1, 100, 4),)),), 0)
 OFLE_RESP = ofle.OffsetForLeaderEpochResponse((ofle.OffsetForLeaderTopicResult("t", (
     ofle.EpochEndOffset(0, 1, 3, 50),)),), 0)
-DC_CONFIG = describe_configs.DescribeConfigsResourceResult(
-    "retention.ms", "1000", False, 1, False,
-    (describe_configs.DescribeConfigsSynonym("retention.ms", "1000", 1),), 5, None)
-DC_RESP = describe_configs.DescribeConfigsResponse(0, (describe_configs.DescribeConfigsResult(
-    0, None, 2, "t", (DC_CONFIG,)),))
+
+
+def dc_response(version: int) -> Any:
+    m = messages.response_module(32, version)
+    config = messages.build(m.DescribeConfigsResourceResult, name="retention.ms", value="1000", read_only=False,
+                            config_source=1, is_sensitive=False, synonyms=(
+                                m.DescribeConfigsSynonym(name="retention.ms", value="1000", source=1),),
+                            config_type=5, documentation=None)
+    return m.DescribeConfigsResponse(throttle_time=messages.NO_THROTTLE, results=(m.DescribeConfigsResult(
+        error_code=ErrorCode.NONE, error_message=None, resource_type=2, resource_name="t", configs=(config,)),))
+
+
 DC_RESP_V1 = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t") + arr(
     s("retention.ms") + s("1000") + b(False) + i8(1) + b(False)
     + arr(s("retention.ms") + s("1000") + i8(1))))
@@ -353,12 +358,8 @@ RESPONSES = [
         messages.response_module(37, 0).CreatePartitionsTopicResult(
             name="t", error_code=ErrorCode.INVALID_PARTITIONS, error_message="no"),)),
         i32(1) + arr(s("t") + i16(37) + s("no"))),
-    resp(describe_configs, "describe_configs", 32, 1, describe_configs.DescribeConfigsResponse(
-        0, (describe_configs.DescribeConfigsResult(0, None, 2, "t", (
-            describe_configs.DescribeConfigsResourceResult(
-                "retention.ms", "1000", False, 1, False, DC_CONFIG.synonyms),)),)), DC_RESP_V1),
-    resp(describe_configs, "describe_configs", 32, 3, DC_RESP,
-         DC_RESP_V1 + i8(5) + s(None)),  # v3's config_type, documentation end the config
+    kio_resp(32, 1, dc_response(1), DC_RESP_V1),
+    kio_resp(32, 3, dc_response(3), DC_RESP_V1 + i8(5) + s(None)),  # v3's config_type, documentation end the config
 ]
 
 ALL = REQUESTS + RESPONSES

@@ -400,10 +400,8 @@ async def test_admin_requests_go_to_the_topic_admin(node):
 
 async def test_describe_configs_merges_overrides_and_defaults(node):
     handler, _, _ = node
-    request = dc.DescribeConfigsRequest((
-        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", ("retention.ms", "segment.bytes")),
-        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "nope", None),
-        dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "bad/name", None)))
+    request = dc.request(3, (dc.RESOURCE_TYPE_TOPIC, "orders", ("retention.ms", "segment.bytes")),
+                         (dc.RESOURCE_TYPE_TOPIC, "nope", None), (dc.RESOURCE_TYPE_TOPIC, "bad/name", None))
     response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request, dc.encode_describe_configs_request,
                           dc.decode_describe_configs_response)
     orders, nope, bad = response.results
@@ -463,8 +461,8 @@ async def test_describe_configs_answers_the_brokers_effective_defaults(tmp_path)
     replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
     handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, broker_config=config)
     keys = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms")
-    request = dc.DescribeConfigsRequest((dc.DescribeConfigsResource(dc.RESOURCE_TYPE_TOPIC, "orders", keys),),
-                                        include_synonyms=True, include_documentation=True)
+    request = dc.request(3, (dc.RESOURCE_TYPE_TOPIC, "orders", keys), include_synonyms=True,
+                         include_documentation=True)
     try:
         response = await call(handler, ApiKey.DESCRIBE_CONFIGS, 3, request,
                               dc.encode_describe_configs_request, dc.decode_describe_configs_response)
