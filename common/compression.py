@@ -21,6 +21,7 @@ from collections.abc import Callable
 import cramjam
 from crc32c import crc32c
 
+from common.config import default_int
 from common.errors import CorruptRecordError, UnsupportedCompressionError
 from common.record_batch import (
     ATTRIBUTES_POS,
@@ -45,11 +46,11 @@ _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 # snappy-java's default block size: uncompressed bytes per Xerial block.
 XERIAL_BLOCK_SIZE = 32 * KIB
 
-# Kafka's defaults (compression.gzip.level -1 is zlib's default 6, compression.zstd.level 3,
-# compression.lz4.level 9).
+# The level of a codec asked for none: Kafka's defaults, read from the key table (gzip's
+# default, -1, is java.util.zip.Deflater.DEFAULT_COMPRESSION, which zlib takes as 6).
 GZIP_LEVEL = 6
-ZSTD_LEVEL = 3
-LZ4_LEVEL = 9
+ZSTD_LEVEL = default_int("compression.zstd.level")
+LZ4_LEVEL = default_int("compression.lz4.level")
 GZIP_DEFAULT_LEVEL = -1  # java.util.zip.Deflater.DEFAULT_COMPRESSION: zlib's 6
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")

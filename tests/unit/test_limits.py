@@ -16,10 +16,13 @@ a copy and is not looked at. Three rules:
    a renamed copy is rule 3 for configs and review for the rest.)
 3. No module restates a config default it names: a constant with the value of a key's default
    in the key table (common.config, common.topic_config) whose name spells the key
-   (`REPLICA_LAG_TIME_MAX_MS` for replica.lag.time.max.ms) or whose line names the key in
-   its comment is a copy; it must read `common.config.default_int(key)`. The comment counts
-   because that is where a copy says where it comes from; renaming the constant does not
-   hide it.
+   (`REPLICA_LAG_TIME_MAX_MS` for replica.lag.time.max.ms), or calls itself a default with
+   the key's words (`DEFAULT_OFFSETS_TOPIC_PARTITIONS` for offsets.topic.num.partitions), or
+   whose line names the key in its comment is a copy; it must read
+   `common.config.default_int(key)`. The comment counts because that is where a copy says
+   where it comes from; a copy renamed to words of its own and stripped of that comment
+   escapes (the value alone cannot tell a copy from a coincidence: 500 ms is both
+   replica.fetch.wait.max.ms and a consumer's fetch.max.wait.ms).
 
 ALLOWED_COPIES lists the copies that remain in modules other engineers were editing when
 these rules were written (issue 26's later pass moves them); it may only shrink, and a test
@@ -82,6 +85,7 @@ ALLOWED_CONFIG_COPIES: dict[tuple[str, str], str] = {
     ("broker/replication/isr_policy.py", "DEFAULT_REPLICA_LAG_TIME_MAX_MS"): "replica.lag.time.max.ms",
     ("common/protocol/frame.py", "DEFAULT_MAX_REQUEST_BYTES"): "socket.request.max.bytes",
     ("broker/replication/replication_quota.py", "DEFAULT_WINDOW_NUM"): "replication.quota.window.num",
+    ("groups/partitioner.py", "DEFAULT_OFFSETS_TOPIC_PARTITIONS"): "offsets.topic.num.partitions",
 }
 
 _OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
@@ -198,15 +202,30 @@ def _int_defaults() -> dict[str, int]:
     return defaults
 
 
+UNIT_WORDS = frozenset({"MS", "S", "BYTES"})
+
+
+def _says_default_of(name: str, key_words: set[str]) -> bool:
+    """A `DEFAULT_` constant whose other words are the key's, in any order and with some left
+    out (DEFAULT_OFFSETS_TOPIC_PARTITIONS for offsets.topic.num.partitions); at least two of
+    them besides a unit, so that DEFAULT_TIMEOUT_MS does not name every *.timeout.ms key."""
+    if not name.startswith("DEFAULT_"):
+        return False
+    words = set(name.split("_")[1:])
+    return len(words - UNIT_WORDS) >= 2 and words <= key_words
+
+
 def _config_copies() -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], str] = {}
     for key, default in _int_defaults().items():
         spelled = key.upper().replace(".", "_")
+        key_words = set(spelled.split("_"))
         named_in_comment = re.compile(rf"#.*(?<![\w.]){re.escape(key)}(?![\w.])")
         for constant in CONSTANTS:
             if not constant.literal or constant.module in CONFIG_TABLES or constant.value != default:
                 continue
-            if spelled in constant.name or named_in_comment.search(constant.line):
+            if spelled in constant.name or named_in_comment.search(constant.line) or (
+                    _says_default_of(constant.name, key_words)):
                 found[(constant.module, constant.name)] = key
     return found
 
@@ -226,6 +245,8 @@ def test_the_rules_find_copies(tmp_path: Path) -> None:
                       "READ_SIZE = 64 * KIB\n"
                       "SESSION_MS = 9000  # broker.session.timeout.ms\n"
                       "REPLICA_LAG_TIME_MAX_MS: int = 30_000\n"
+                      "DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50\n"
+                      "DEFAULT_TIMEOUT_MS = 30_000  # a tool's own default\n"
                       "FROM_A_READ = default_int('broker.session.timeout.ms')\n", encoding="utf-8")
     global ROOT
     saved, ROOT = ROOT, tmp_path
@@ -238,7 +259,8 @@ def test_the_rules_find_copies(tmp_path: Path) -> None:
     saved_constants = list(CONSTANTS)
     CONSTANTS.extend(found.values())
     try:
-        assert {("copy.py", "SESSION_MS"), ("copy.py", "REPLICA_LAG_TIME_MAX_MS")} <= set(_config_copies())
+        copies = {module_and_name[1] for module_and_name in _config_copies() if module_and_name[0] == "copy.py"}
+        assert copies == {"SESSION_MS", "REPLICA_LAG_TIME_MAX_MS", "DEFAULT_OFFSETS_TOPIC_PARTITIONS"}
     finally:
         CONSTANTS[:] = saved_constants
 
