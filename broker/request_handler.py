@@ -27,9 +27,9 @@ from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.fetch_sessions import FetchSessions
-from broker.group_coordinator import handlers as group
 from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
+from broker.handlers import groups as group
 from broker.handlers.acls import (
     handle_create_acls,
     handle_delete_acls,
@@ -108,7 +108,7 @@ async def handle_api_versions(ctx: BrokerContext, req: api_versions.ApiVersionsR
 
 
 def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable[Any]]) -> Handler:
-    """A group API handler (broker/group_coordinator/handlers.py) served by this broker's
+    """A group API handler (broker/handlers/groups.py) served by this broker's
     coordinator."""
     async def serve(ctx: BrokerContext, request: Any, version: int, client: ClientInfo) -> Any:
         return await handler(ctx.groups, request, version, client)

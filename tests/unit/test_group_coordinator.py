@@ -221,7 +221,7 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:
 
 
 async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_answers_parked_joins(broker) -> None:
-    from broker.group_coordinator import handlers
+    from broker.handlers import groups as handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
     from groups.state import GroupState
@@ -284,7 +284,7 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
 async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(broker) -> None:
     """KIP-814: the leader assigns, a follower keeps heartbeating but never sends SyncGroup;
     one rebalance timeout after the join phase the coordinator drops it and rebalances."""
-    from broker.group_coordinator import handlers
+    from broker.handlers import groups as handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
     from groups.state import GroupState
@@ -345,7 +345,7 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
     """KAFKA-7610: a new member waits in JoinGroup while the group waits for an old member
     (a 10-minute rebalance timeout); at the new member join timeout the coordinator answers
     its JoinGroup UNKNOWN_MEMBER_ID and removes it."""
-    from broker.group_coordinator import handlers
+    from broker.handlers import groups as handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
 
@@ -386,7 +386,7 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
 async def test_a_failed_append_returns_the_group_to_its_committed_state(broker) -> None:
     """The runtime keeps a rule's new state pending until its records commit: when the append
     is refused the commit is answered with the mapped error and the offsets stay as they were."""
-    from broker.group_coordinator import handlers
+    from broker.handlers import groups as handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
     from common.errors import KafkaStorageError
@@ -429,7 +429,7 @@ async def test_a_session_expires_at_its_deadline_on_the_real_clock(broker) -> No
     """A client that waits exactly its session timeout (plus 2 ms of clock truncation) finds its
     member gone: the deadline is a timer of its own, not the next 50 ms tick of a loop. A
     heartbeat just before the deadline keeps the member."""
-    from broker.group_coordinator import handlers
+    from broker.handlers import groups as handlers
     from broker.group_coordinator.runtime import GroupCoordinator
     from broker.handlers.context import ClientInfo
     from groups.state import GroupState
