@@ -18,10 +18,11 @@ from broker.controller_client import ControllerClient, read_body
 from common.config_schema import Config
 from common.errors import ErrorCode
 from common.limits import ADMIN_WRITE_TIMEOUT
+from common.units import MIB
 from metadata.image import MetadataImage
 from metadata.placement import eligible_brokers
 
-MAX_ANSWER_BYTES: Final = 1024 * 1024
+MAX_ANSWER_BYTES: Final = 1 * MIB
 MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
 UNSET: Final = -1  # Kafka's "not given" for num_partitions and replication_factor (KIP-464)
 

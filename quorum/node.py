@@ -39,7 +39,7 @@ from common.file_limits import raise_open_file_limit
 from common.limits import READ_SIZE
 from common.log_setup import setup_logging
 from common.properties import load_properties
-from common.units import SECONDS
+from common.units import MIB, SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.records import Record, record_from_map, record_to_map
@@ -56,7 +56,7 @@ from quorum.quorum_settings import QuorumBindError, QuorumSettings
 
 logger = logging.getLogger("quorum.node")  # not __name__: that is __main__ under -m
 
-MAX_REQUEST_BYTES: Final = 1024 * 1024
+MAX_REQUEST_BYTES: Final = 1 * MIB
 MAX_RECORDS_PER_READ: Final = 5000
 DEFAULT_APPEND_TIMEOUT_MS: Final = 2000
 MAX_APPEND_TIMEOUT_MS: Final = 30_000

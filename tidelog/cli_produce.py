@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from common.limits import READ_SIZE
+from common.units import KIB
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
-from common.limits import READ_SIZE
 
-MAX_PENDING_BYTES: Final = 512 * 1024  # a flush before one request grows past this (message.max.bytes is 1 MiB)
+MAX_PENDING_BYTES: Final = 512 * KIB  # a flush before one request grows past this (message.max.bytes is 1 MiB)
 ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
 CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")  # common.record_batch.CompressionType's names
 

@@ -32,7 +32,7 @@ from common.config_schema import Config, ConfigError
 from common.file_limits import raise_open_file_limit
 from common.log_setup import setup_logging
 from common.properties import load_properties
-from common.units import SECONDS
+from common.units import MIB, SECONDS
 from quorum.admin_api import ApiSettings
 from quorum.quorum_settings import QuorumSettings
 from shutdown.controller_states import controller_may_stop
@@ -42,7 +42,7 @@ logger = logging.getLogger("tidelog.combined_node")
 LINGER_MAX: Final = 10 * SECONDS  # a controller half waits at most this long for other brokers' shutdowns
 LINGER_POLL: Final = 0.05 * SECONDS
 PROBE_TIMEOUT: Final = 1 * SECONDS
-MAX_ANSWER_BYTES: Final = 16 * 1024 * 1024
+MAX_ANSWER_BYTES: Final = 16 * MIB
 ROLES: Final = frozenset({"broker", "controller"})
 
 

@@ -19,11 +19,12 @@ from typing import Final
 
 from common.record_batch import TimestampType, iter_batches
 from common.records import Record, decode_records
+from common.units import MIB
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 DEFAULT_SEPARATOR: Final = "\t"  # Kafka's default key.separator for both tools
-MAX_LINE_BYTES: Final = 16 * 1024 * 1024  # a longer line is refused rather than buffered without end
+MAX_LINE_BYTES: Final = 16 * MIB  # a longer line is refused rather than buffered without end
 
 _TRUE: Final = frozenset({"true"})
 _BOOLEAN: Final = frozenset({"true", "false"})
