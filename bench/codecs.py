@@ -153,6 +153,12 @@ def admin_cases() -> list[Case]:
              kp(kp_admin.ListPartitionReassignmentsResponse, 0, throttle_time_ms=0, error_code=0, error_message=None,
                 topics=[(f"t{t}", [(p, [2, 3, 4, 5], [5], [2]) for p in range(6)]) for t in range(5)]),
              ("reassignments", "list_partition_reassignments")),
+        Case(ApiKey.CREATE_TOPICS, 7,
+             kp(kp_admin.CreateTopicsRequest, 7, topics=[(f"t{t}", 6, 3, [], [("retention.ms", "60000")])
+                                                          for t in range(10)], timeout_ms=30000, validate_only=False),
+             kp(kp_admin.CreateTopicsResponse, 7, throttle_time_ms=0, topics=[
+                 (f"t{t}", uuid.UUID(int=t + 1), 0, None, 6, 3, [("retention.ms", "60000", False, 1, False)])
+                 for t in range(10)]), ("admin", "create_topics")),
         Case(ApiKey.DELETE_TOPICS, 6,
              kp(kp_admin.DeleteTopicsRequest, 6, topics=[(f"t{t}", None) for t in range(10)], timeout_ms=30000),
              kp(kp_admin.DeleteTopicsResponse, 6, throttle_time_ms=0,

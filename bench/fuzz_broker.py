@@ -47,7 +47,6 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
 
 from common.protocol import (  # noqa: E402
     acls,
-    admin,
     api_versions,
     describe_configs,
     fetch,
@@ -138,8 +137,10 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         req = find_coordinator.FindCoordinatorRequest("fuzz-group", 0, ("fuzz-group",))
         return join_chunks(find_coordinator.encode_find_coordinator_request(req, version))
     if api is ApiKey.CREATE_TOPICS:  # validate_only: a mutation must also flip it to create anything
-        req = admin.CreateTopicsRequest((admin.CreatableTopic("fuzz-absent", 1, 1),), 1000, True)
-        return join_chunks(admin.encode_create_topics_request(req, version))
+        m = messages.request_module(api, version)
+        return messages.encode(m.CreateTopicsRequest(topics=(m.CreatableTopic(
+            name="fuzz-absent", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+            timeout=timedelta(seconds=1), validate_only=True))
     if api is ApiKey.DELETE_TOPICS:
         m = messages.request_module(api, version)
         topics = (m.DeleteTopicState(name="fuzz-absent", topic_id=None),) if hasattr(m, "DeleteTopicState") else ()

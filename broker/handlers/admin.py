@@ -15,12 +15,13 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final
 
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
 from broker.topic_admin import UNSET, AdminReply, resolve_topic_sizes
 from common.errors import ErrorCode
-from common.protocol import admin, messages
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from common.topic_config import describe_topic_configs
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 INVALID_REQUEST: Final = int(ErrorCode.INVALID_REQUEST)
 UNKNOWN_TOPIC_ID: Final = int(ErrorCode.UNKNOWN_TOPIC_ID)
-ZERO_UUID: Final = admin.ZERO_UUID
+ZERO_UUID: Final = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
 # Kafka's messages (ControllerApis.deleteTopics; Errors.UNKNOWN_TOPIC_ID's default message)
 NEITHER_NAME_NOR_ID: Final = "Neither topic name nor id were specified."
 BOTH_NAME_AND_ID: Final = "You may not specify both topic name and topic id."
@@ -74,36 +75,47 @@ def note_refusals(ctx: BrokerContext, client: ClientInfo, api: str,
             ctx.refusals.refused(client, api, error_code, message)
 
 
-async def handle_create_topics(ctx: BrokerContext, req: admin.CreateTopicsRequest,
-                               version: int, client: ClientInfo) -> admin.CreateTopicsResponse:
+async def handle_create_topics(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's CreateTopicsRequest of `version`; the answer that version's response."""
+    m = messages.response_module(ApiKey.CREATE_TOPICS, version)
     counts = Counter(t.name for t in req.topics)
     duplicates = sorted(name for name, n in counts.items() if n > 1)
     topics = [t for t in req.topics if counts[t.name] == 1]
     replies = [await _create_one(ctx, t, req.validate_only) for t in topics]  # the controller commits each
-    replies = await await_applied(ctx, replies, req.timeout_ms)
-    results = [_topic_result(ctx, t.name, r) for t, r in zip(topics, replies, strict=True)]
+    replies = await await_applied(ctx, replies, messages.milliseconds(req.timeout))
+    results = [_topic_result(ctx, m, t.name, r) for t, r in zip(topics, replies, strict=True)]
     for name in duplicates:  # Kafka answers each duplicated name once, creating nothing for it
-        results.append(admin.CreatableTopicResult(
-            name, INVALID_REQUEST, f"Create topics request from client `{client.client_id}` contains multiple "
-            f"entries for the following topics: {','.join(duplicates)}"))
+        results.append(_failed(m, name, INVALID_REQUEST, f"Create topics request from client `{client.client_id}` "
+                                f"contains multiple entries for the following topics: {','.join(duplicates)}"))
     note_refusals(ctx, client, "CreateTopics", ((r.error_code, r.error_message) for r in results))
-    return admin.CreateTopicsResponse(0, tuple(results))
+    return m.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=tuple(results))
 
 
-def _topic_result(ctx: BrokerContext, name: str, reply: AdminReply) -> admin.CreatableTopicResult:
+def _failed(m: ModuleType, name: str, error_code: int, message: str | None) -> Any:
+    """A refused topic: Kafka's defaults for the v5+ fields (-1, -1, an empty configs array)."""
+    return messages.build(m.CreatableTopicResult, name=name, topic_id=None, error_code=messages.error_code(error_code),
+                          error_message=message, topic_config_error_code=0, num_partitions=-1,
+                          replication_factor=-1, configs=())
+
+
+def _topic_result(ctx: BrokerContext, m: ModuleType, name: str, reply: AdminReply) -> Any:
     """Kafka's CreatableTopicResult: on success (and validate_only) the sizes and every config of
-    the topic with its source (v5+) and its id (v7+; zero for validate_only, which creates none);
-    an error leaves them at their defaults."""
+    the topic with its source (v5+) and its id (v7+; none for validate_only, which creates none);
+    an error leaves them at their defaults. `build` drops what the version lacks."""
     if reply.error_code:
-        return admin.CreatableTopicResult(name, reply.error_code, reply.error_message)
+        return _failed(m, name, reply.error_code, reply.error_message)
     described = describe_topic_configs(ctx.topic_defaults, dict(reply.configs))
-    configs = tuple(admin.CreatableTopicConfigs(d.name, d.value, False, int(d.source), False) for d in described)
-    topic_id = wire_topic_id(reply.topic_id) if reply.topic_id else ZERO_UUID
-    return admin.CreatableTopicResult(name, 0, None, reply.num_partitions, reply.replication_factor, configs,
-                                      topic_id=topic_id)
+    configs = tuple(m.CreatableTopicConfigs(name=d.name, value=d.value, read_only=False,
+                                            config_source=int(d.source), is_sensitive=False)
+                    for d in described) if hasattr(m, "CreatableTopicConfigs") else ()
+    topic_id = wire_topic_id(reply.topic_id) if reply.topic_id else None
+    return messages.build(m.CreatableTopicResult, name=name, topic_id=topic_id, error_code=ErrorCode.NONE,
+                          error_message=None, topic_config_error_code=0, num_partitions=reply.num_partitions,
+                          replication_factor=reply.replication_factor, configs=configs)
 
 
-async def _create_one(ctx: BrokerContext, t: admin.CreatableTopic, validate_only: bool) -> AdminReply:
+async def _create_one(ctx: BrokerContext, t: Any, validate_only: bool) -> AdminReply:
+    """One topic of kio's CreateTopicsRequest, sent to the controllers (or refused here)."""
     if ctx.topic_admin is None:
         return AdminReply(UNKNOWN_SERVER_ERROR, NO_CONTROLLER)
     configs = {c.name: c.value for c in t.configs if c.value is not None}

@@ -29,7 +29,6 @@ from typing import Final
 
 from common.protocol import (
     acls,
-    admin,
     api_versions,
     describe_configs,
     fetch,
@@ -126,8 +125,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.INIT_PRODUCER_ID, _codec(init_producer_id, "init_producer_id"),
           AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
     # topic admin, forwarded to the controller
-    _hand(ApiKey.CREATE_TOPICS, _codec(admin, "create_topics"), AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)),
-          forwarded=True),
+    _kio(ApiKey.CREATE_TOPICS, AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     _kio(ApiKey.DELETE_TOPICS, AclCheck(Op.DELETE, TOPIC), forwarded=True),
     _kio(ApiKey.CREATE_PARTITIONS, AclCheck(Op.ALTER, TOPIC), forwarded=True),
     # configs

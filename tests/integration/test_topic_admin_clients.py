@@ -23,15 +23,17 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from common.errors import ErrorCode
-from common.protocol import admin, messages
+from common.protocol import messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import replicated_cluster
+from tests.unit.test_topic_admin_codecs import TopicSpec, create_request
 from common.kafka_client import KafkaClient
 from localcluster.launcher import LocalCluster
 
@@ -62,10 +64,12 @@ def topic_view(cluster: LocalCluster, name: str) -> tuple[int, dict]:
     return status, json.loads(body)
 
 
-def create(client: KafkaClient, *topics: admin.CreatableTopic, validate_only: bool = False,
-           timeout_ms: int = 10_000) -> list[admin.CreatableTopicResult]:
-    response = client.call(None, ApiKey.CREATE_TOPICS, 4, admin.CreateTopicsRequest(topics, timeout_ms, validate_only),
-                           admin.encode_create_topics_request, admin.decode_create_topics_response)
+def create(client: KafkaClient, *topics: TopicSpec, validate_only: bool = False,
+           timeout_ms: int = 10_000) -> list[Any]:
+    """CreateTopics v4 (kio's messages): topics as (name, partitions, rf[, assignments])."""
+    request = create_request(4, *topics, timeout_ms=timeout_ms, validate_only=validate_only)
+    response = client.call(None, ApiKey.CREATE_TOPICS, 4, request, messages.encode_request,
+                           messages.response_decoder(ApiKey.CREATE_TOPICS))
     return list(response.topics)
 
 
@@ -83,7 +87,7 @@ def test_create_then_metadata_through_one_broker_always_sees_the_topic(cluster: 
         for i in range(ROUND_TRIPS):
             name = f"ryw-{i}"
             started = time.perf_counter()
-            assert [(r.name, r.error_code) for r in create(client, admin.CreatableTopic(name, 1, 1))] == [(name, 0)]
+            assert [(r.name, r.error_code) for r in create(client, (name, 1, 1))] == [(name, 0)]
             took_ms.append((time.perf_counter() - started) * 1000)
             seen = metadata(client, name)[name]
             if seen.error_code == E.UNKNOWN_TOPIC_OR_PARTITION:
@@ -99,7 +103,7 @@ def test_delete_and_create_partitions_are_seen_at_once(cluster: LocalCluster) ->
     with KafkaClient([broker_address(cluster, 2)]) as client:
         for i in range(20):
             name = f"grow-{i}"
-            assert create(client, admin.CreatableTopic(name, 1, 2))[0].error_code == 0
+            assert create(client, (name, 1, 2))[0].error_code == 0
             # CreatePartitions and DeleteTopics are served on kio's generated messages: built and read with them
             m = messages.request_module(ApiKey.CREATE_PARTITIONS, 1)
             grown = client.call(None, ApiKey.CREATE_PARTITIONS, 1, m.CreatePartitionsRequest(
@@ -199,8 +203,7 @@ BAD_ASSIGNMENTS = [  # (assignments, num_partitions, replication_factor, error)
 def test_bad_assignments_are_refused_and_nothing_is_created(cluster: LocalCluster, assignments, partitions, rf,
                                                             error) -> None:
     with KafkaClient([broker_address(cluster)]) as client:
-        topic = admin.CreatableTopic("refused", partitions, rf,
-                                     tuple(admin.CreatableReplicaAssignment(p, b) for p, b in assignments))
+        topic = ("refused", partitions, rf, tuple(assignments))
         for validate_only in (True, False):
             result = create(client, topic, validate_only=validate_only)[0]
             assert result.error_code == error, result
@@ -212,7 +215,7 @@ def test_bad_assignments_are_refused_and_nothing_is_created(cluster: LocalCluste
 
 def test_unset_sizes_and_auto_creation_take_the_broker_defaults(cluster: LocalCluster) -> None:
     with KafkaClient([broker_address(cluster)]) as client:
-        assert create(client, admin.CreatableTopic("defaulted", -1, -1))[0].error_code == 0
+        assert create(client, ("defaulted", -1, -1))[0].error_code == 0
         assert metadata(client, "not-auto")["not-auto"].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         first = metadata(client, "auto-made", allow_auto=True)["auto-made"]
         assert first.error_code in (0, E.LEADER_NOT_AVAILABLE)

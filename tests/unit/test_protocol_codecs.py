@@ -14,7 +14,6 @@ import pytest
 
 from broker.request_handler import decode_request, encode_response
 from common.protocol import (
-    admin,
     api_versions,
     describe_configs,
     fetch,
@@ -129,11 +128,14 @@ OFLE_REQ_V3 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
 OFLE_REQ_V0 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
     ofle.OffsetForLeaderPartition(1, 3),)),))
 
-CREATE_TOPICS_REQ = admin.CreateTopicsRequest((
-    admin.CreatableTopic("t", 3, 2, (), (admin.CreatableTopicConfig("cleanup.policy", "delete"),
-                                        admin.CreatableTopicConfig("x", None))),
-    admin.CreatableTopic("u", -1, -1, (admin.CreatableReplicaAssignment(0, (1, 2)),))),
-    timeout_ms=5000, validate_only=True)
+CT = messages.request_module(19, 4)  # CreateTopics, on kio's messages
+CREATE_TOPICS_REQ = CT.CreateTopicsRequest(topics=(
+    CT.CreatableTopic(name="t", num_partitions=3, replication_factor=2, assignments=(), configs=(
+        CT.CreatableTopicConfig(name="cleanup.policy", value="delete"), CT.CreatableTopicConfig(name="x", value=None))),
+    CT.CreatableTopic(name="u", num_partitions=-1, replication_factor=-1, assignments=(
+        CT.CreatableReplicaAssignment(partition_index=0, broker_ids=(1, 2)),), configs=())),
+    timeout=timedelta(seconds=5), validate_only=True)
+CT2 = messages.response_module(19, 2)
 CREATE_TOPICS_REQ_BYTES = (
     arr(s("t") + i32(3) + i16(2) + arr() + arr(s("cleanup.policy") + s("delete"), s("x") + s(None)),
         s("u") + i32(-1) + i16(-1) + arr(i32(0) + ints(1, 2)) + arr())
@@ -212,7 +214,7 @@ REQUESTS += [
     *[req(find_coordinator, "find_coordinator", 10, v,
           find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
       for v in (4, 5)],
-    req(admin, "create_topics", 19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
+    kio_req(19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
     kio_req(20, 1, messages.request_type(20, 1)(topic_names=("a", "b"), timeout=timedelta(seconds=30)),
             arr(s("a"), s("b")) + i32(30000)),  # DeleteTopics, on kio's messages
     kio_req(37, 1, CREATE_PARTS_REQ, CREATE_PARTS_REQ_BYTES),
@@ -348,8 +350,9 @@ RESPONSES = [
     resp(find_coordinator, "find_coordinator", 10, 2,
          find_coordinator.FindCoordinatorResponse(15, -1, "", -1, "not yet", 0),
          i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
-    resp(admin, "create_topics", 19, 2, admin.CreateTopicsResponse(0, (
-        admin.CreatableTopicResult("t", 0), admin.CreatableTopicResult("u", 36, "exists"))),
+    kio_resp(19, 2, CT2.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=(
+        CT2.CreatableTopicResult(name="t", error_code=ErrorCode.NONE, error_message=None),
+        CT2.CreatableTopicResult(name="u", error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message="exists"))),
         i32(0) + arr(s("t") + i16(0) + s(None), s("u") + i16(36) + s("exists"))),
     kio_resp(20, 3, messages.response_type(20, 3)(throttle_time=messages.NO_THROTTLE, responses=(
         messages.response_module(20, 3).DeletableTopicResult(name="t", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),)),

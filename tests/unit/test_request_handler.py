@@ -14,7 +14,7 @@ from broker.server import Later
 from broker.topic_admin import AdminReply
 from common.config import parse_config
 from common.errors import ErrorCode
-from common.protocol import admin, fetch, messages, produce
+from common.protocol import fetch, messages, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
@@ -384,9 +384,11 @@ async def test_metadata_known_unknown_and_auto_created_topics(node):
 
 async def test_admin_requests_go_to_the_topic_admin(node):
     handler, admin_api, _ = node
-    request = admin.CreateTopicsRequest((admin.CreatableTopic("new", 3, -1), admin.CreatableTopic("orders", 1, 1)), 1000)
-    response = await call(handler, ApiKey.CREATE_TOPICS, 4, request, admin.encode_create_topics_request,
-                          admin.decode_create_topics_response)
+    from tests.unit.test_topic_admin_codecs import create_request
+
+    request = create_request(4, ("new", 3, -1), ("orders", 1, 1), timeout_ms=1000)
+    response = await call(handler, ApiKey.CREATE_TOPICS, 4, request, messages.encode_request,
+                          messages.response_decoder(ApiKey.CREATE_TOPICS))
     assert [(t.name, t.error_code) for t in response.topics] == [("new", 0), ("orders", 36)]
     await call(handler, ApiKey.DELETE_TOPICS, 3, messages.request_type(ApiKey.DELETE_TOPICS, 3)(
         topic_names=("new",), timeout=timedelta(seconds=1)), lambda request, version: [messages.encode(request)])

@@ -19,7 +19,7 @@ from broker.request_handler import RequestHandler
 from broker.topic_admin import AdminReply, TopicDefaults, _reply_of, resolve_topic_sizes
 from common.config import BROKER_KEYS, parse_config
 from common.errors import ErrorCode
-from common.protocol import admin, messages
+from common.protocol import messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from common.topic_config import LogConfig
@@ -33,6 +33,7 @@ from tests.unit.test_request_handler import (
     call,
     replay,
 )
+from tests.unit.test_topic_admin_codecs import create_request
 
 E = ErrorCode
 # DeleteTopics is served on kio's generated messages: requests built and answers read with them
@@ -131,17 +132,18 @@ def broker(tmp_path):
 
 
 def create_topics(*topics, timeout_ms=5000, validate_only=False):
-    return admin.CreateTopicsRequest(tuple(topics), timeout_ms, validate_only)
+    """The request, for any version: topics as (name, partitions, rf[, assignments[, configs]])."""
+    return lambda version: create_request(version, *topics, timeout_ms=timeout_ms, validate_only=validate_only)
 
 
 async def send_create(handler, request, version=4):
-    return await call(handler, ApiKey.CREATE_TOPICS, version, request, admin.encode_create_topics_request,
-                      admin.decode_create_topics_response)
+    return await call(handler, ApiKey.CREATE_TOPICS, version, request(version), messages.encode_request,
+                      messages.response_decoder(ApiKey.CREATE_TOPICS))
 
 
 async def test_create_topics_answers_once_this_broker_applied_it(broker):
     handler, _, follower = broker
-    pending = asyncio.create_task(send_create(handler, create_topics(admin.CreatableTopic("new", 2, 1))))
+    pending = asyncio.create_task(send_create(handler, create_topics(("new", 2, 1))))
     await asyncio.sleep(0.02)
     assert not pending.done()  # committed at IMAGE.offset + 1, not applied here yet
     follower.apply_up_to(IMAGE.offset + 1)
@@ -151,7 +153,7 @@ async def test_create_topics_answers_once_this_broker_applied_it(broker):
 
 async def test_create_topics_times_out_when_this_broker_lags(broker):
     handler, _, follower = broker
-    response = await send_create(handler, create_topics(admin.CreatableTopic("new", 2, 1), timeout_ms=30))
+    response = await send_create(handler, create_topics(("new", 2, 1), timeout_ms=30))
     assert response.topics[0].error_code == E.REQUEST_TIMED_OUT
     assert f"committed at metadata offset {IMAGE.offset + 1}" in response.topics[0].error_message
     assert follower.waiters.waiting == 0
@@ -175,8 +177,8 @@ async def test_unset_sizes_take_the_broker_defaults_capped(broker, caplog):
     handler, admin_api, follower = broker
     follower.apply_up_to(IMAGE.offset + 10)  # nothing to wait for
     with caplog.at_level(logging.WARNING):
-        await send_create(handler, create_topics(admin.CreatableTopic("a", -1, -1), admin.CreatableTopic("b", 2, -1),
-                                                 admin.CreatableTopic("c", -1, 1)))
+        await send_create(handler, create_topics(("a", -1, -1), ("b", 2, -1),
+                                                 ("c", -1, 1)))
     # num.partitions=4, default.replication.factor=3 capped to the 2 live brokers, with a WARNING
     assert admin_api.calls == [("create", "a", 4, 2, {}), ("create", "b", 2, 2, {}), ("create", "c", 4, 1, {})]
     assert sum("default.replication.factor=3 but only 2 broker(s) are alive" in r.getMessage()
@@ -198,15 +200,14 @@ async def test_auto_creation_uses_the_broker_defaults(broker):
 
 async def test_validate_only_and_assignments_are_forwarded_and_not_waited_for(broker):
     handler, admin_api, _ = broker
-    request = create_topics(admin.CreatableTopic("v", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),)),
-                            admin.CreatableTopic("m", -1, -1, (admin.CreatableReplicaAssignment(0, (2, 1)),)),
+    request = create_topics(("v", 3, 2, (), (("retention.ms", "9"),)),
+                            ("m", -1, -1, ((0, (2, 1)),)),
                             validate_only=True)
     response = await asyncio.wait_for(send_create(handler, request), 1)  # no metadata offset: no wait
     assert [(t.name, t.error_code) for t in response.topics] == [("v", 0), ("m", 0)]
     assert admin_api.calls == [("create", "v", 3, 2, {"retention.ms": "9"}, "validate_only"),
                                ("create", "m", None, None, {}, ((0, (2, 1)),), "validate_only")]
-    v = response.topics[0]  # the v5 fields are filled (v2-v4 do not carry them on the wire)
-    assert (v.num_partitions, v.replication_factor) == (-1, -1)  # decoded from v4: absent
+    assert not hasattr(response.topics[0], "num_partitions")  # v4's result has no v5 (KIP-525) fields
     partitions = await asyncio.wait_for(call(handler, ApiKey.CREATE_PARTITIONS, 1, grow(
         1, ("orders", 3, [(1, 2)]), validate_only=True), *KIO_PARTITIONS), 1)
     assert partitions.results[0].error_code == 0
@@ -219,8 +220,8 @@ async def test_create_topics_result_carries_sizes_and_configs(broker):
     ctx = handler.context
     from broker.handlers.admin import handle_create_topics
     from broker.handlers.context import ClientInfo
-    response = await handle_create_topics(ctx, create_topics(admin.CreatableTopic(
-        "s", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),))), 4, ClientInfo("c", ""))
+    response = await handle_create_topics(ctx, create_topics((
+        "s", 3, 2, (), (("retention.ms", "9"),)))(5), 5, ClientInfo("c", ""))  # v5: KIP-525's fields
     result = response.topics[0]
     assert (result.error_code, result.num_partitions, result.replication_factor) == (0, 3, 2)
     configs = {c.name: (c.value, c.config_source) for c in result.configs}
@@ -231,8 +232,8 @@ async def test_create_topics_result_carries_sizes_and_configs(broker):
 async def test_duplicate_names_are_refused_once_and_not_created(broker):
     handler, admin_api, follower = broker
     follower.apply_up_to(IMAGE.offset + 10)
-    response = await send_create(handler, create_topics(admin.CreatableTopic("d", 1, 1), admin.CreatableTopic("x", 1, 1),
-                                                        admin.CreatableTopic("d", 2, 1)))
+    response = await send_create(handler, create_topics(("d", 1, 1), ("x", 1, 1),
+                                                        ("d", 2, 1)))
     assert [(t.name, t.error_code) for t in response.topics] == [("x", 0), ("d", E.INVALID_REQUEST)]
     assert "multiple entries for the following topics: d" in response.topics[1].error_message
     assert [c[1] for c in admin_api.calls] == ["x"]
@@ -240,7 +241,7 @@ async def test_duplicate_names_are_refused_once_and_not_created(broker):
 
 async def test_controller_errors_pass_through_without_waiting(broker):
     handler, _, _ = broker
-    response = await asyncio.wait_for(send_create(handler, create_topics(admin.CreatableTopic("orders", 1, 1))), 1)
+    response = await asyncio.wait_for(send_create(handler, create_topics(("orders", 1, 1))), 1)
     assert (response.topics[0].error_code, response.topics[0].error_message) == (36, "Topic 'orders' already exists.")
 
 
@@ -277,7 +278,7 @@ async def test_create_partitions_refuses_duplicate_topics(broker):
 ORDERS_ID = md.wire_topic_id("ORDERS")
 DARK_ID = md.wire_topic_id("DARK")
 OTHER_ID = uuid.UUID(int=7)
-Z = admin.ZERO_UUID
+Z = uuid.UUID(int=0)  # Kafka's "no topic id"
 
 
 def state(name=None, topic_id=Z):
@@ -334,19 +335,19 @@ async def test_create_topics_flexible_versions_answer_sizes_configs_and_id(broke
     follower.apply_up_to(IMAGE.offset + 10)
     created_id = "AAECAwQFBgcICQoLDA0ODw"
     admin_api.topic_ids["s"] = created_id
-    response = await send_create(handler, create_topics(admin.CreatableTopic(
-        "s", 3, 2, configs=(admin.CreatableTopicConfig("retention.ms", "9"),)), admin.CreatableTopic("orders", 1, 1)),
+    response = await send_create(handler, create_topics((
+        "s", 3, 2, (), (("retention.ms", "9"),)), ("orders", 1, 1)),
         version=version)
     created, refused = response.topics
     assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 3, 2)
     assert {c.name: (c.value, c.config_source) for c in created.configs}["retention.ms"] == ("9", 1)
-    assert created.topic_id == (md.wire_topic_id(created_id) if version >= 7 else Z)
+    assert getattr(created, "topic_id", None) == (md.wire_topic_id(created_id) if version >= 7 else None)
     assert created.topic_config_error_code == 0
     assert (refused.error_code, refused.num_partitions, refused.replication_factor, refused.configs,
-            refused.topic_id) == (36, -1, -1, (), Z)
-    validated = await send_create(handler, create_topics(admin.CreatableTopic("v", 2, 1), validate_only=True),
+            getattr(refused, "topic_id", None)) == (36, -1, -1, (), None)  # kio reads a zero id as None
+    validated = await send_create(handler, create_topics(("v", 2, 1), validate_only=True),
                                   version=version)
-    assert (validated.topics[0].num_partitions, validated.topics[0].topic_id) == (2, Z)  # nothing was created
+    assert (validated.topics[0].num_partitions, getattr(validated.topics[0], "topic_id", None)) == (2, None)  # none created
 
 
 @pytest.mark.parametrize("version", [2, 3])

@@ -1,20 +1,22 @@
 """Table tests for the topic admin codecs at Kafka 3.9's versions: CreateTopics v2–v7 (v5
 flexible with KIP-525's sizes, configs and tagged TopicConfigErrorCode; v7 the topic id),
 DeleteTopics v1–v6 (v4 flexible, v5 error messages, v6 names or ids; a zero topic id reads as
-None) and CreatePartitions v0–v3 (v2 flexible) on kio's generated messages. Same checks as
+None) and CreatePartitions v0–v3 (v2 flexible), all on kio's generated messages. Same checks as
 test_protocol_codecs: exact bytes both ways, trailing bytes tolerated, every truncation a
 ProtocolError, request frames one byte at a time, dispatch."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from broker.request_handler import decode_request
 from common.errors import ErrorCode
-from common.protocol import admin, messages
+from common.protocol import messages
+from common.protocol.frame import RequestHeader
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
     TAG,
@@ -33,28 +35,63 @@ from tests.unit.test_protocol_codecs import (
     i32,
     kio_req,
     kio_resp,
-    req,
-    resp,
     row_id,
     s,
 )
 
-CREATE_REQ = admin.CreateTopicsRequest((
-    admin.CreatableTopic("t", 3, 2, (), (admin.CreatableTopicConfig("cleanup.policy", "delete"),
-                                        admin.CreatableTopicConfig("x", None))),
-    admin.CreatableTopic("u", -1, -1, (admin.CreatableReplicaAssignment(0, (1, 2)),))),
-    timeout_ms=5000, validate_only=True)
+TopicSpec = tuple[Any, ...]  # (name, num_partitions, replication_factor[, assignments[, configs]])
+
+
+def create_request(version: int, *topics: TopicSpec, timeout_ms: int = 5000, validate_only: bool = False) -> Any:
+    """kio's CreateTopicsRequest of `version`: assignments as (partition, broker ids), configs as
+    (name, value) pairs (tests and tidelog's own client build it so)."""
+    m = messages.request_module(19, version)
+
+    def topic(name: str, partitions: int, rf: int, assignments: tuple[Any, ...] = (),
+              configs: tuple[tuple[str, str | None], ...] = ()) -> Any:
+        return m.CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf, assignments=tuple(
+            m.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(b)) for p, b in assignments),
+            configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in configs))
+
+    return m.CreateTopicsRequest(topics=tuple(topic(*t) for t in topics), timeout=timedelta(milliseconds=timeout_ms),
+                                 validate_only=validate_only)
+
+
+def create_result(version: int, name: str, error: ErrorCode, message: str | None = None, partitions: int = -1,
+                  rf: int = -1, configs: tuple[tuple[str, str | None, int, bool], ...] | None = (),
+                  config_error: int = 0, topic_id: uuid.UUID | None = None) -> Any:
+    """One CreatableTopicResult of `version` (configs as (name, value, source, sensitive);
+    Kafka's defaults for a refused topic: -1, -1 and an empty array)."""
+    m = messages.response_module(19, version)
+    entries = None if configs is None else tuple(
+        m.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=src, is_sensitive=sens)
+        for k, v, src, sens in configs) if hasattr(m, "CreatableTopicConfigs") else ()
+    return messages.build(m.CreatableTopicResult, name=name, error_code=error, error_message=message,
+                          num_partitions=partitions, replication_factor=rf, configs=entries,
+                          topic_config_error_code=config_error, topic_id=topic_id)
+
+
+def created(version: int, *results: Any) -> Any:
+    return messages.response_module(19, version).CreateTopicsResponse(throttle_time=messages.NO_THROTTLE,
+                                                                      topics=results)
+
+
+CREATE_TOPICS = (("t", 3, 2, (), (("cleanup.policy", "delete"), ("x", None))), ("u", -1, -1, ((0, (1, 2)),)))
 CREATE_REQ_FLEX = (carr(cs("t") + i32(3) + i16(2) + carr() + carr(cs("cleanup.policy") + cs("delete") + TAG,
                                                                  cs("x") + cs(None) + TAG) + TAG,
                         cs("u") + i32(-1) + i16(-1) + carr(i32(0) + carr(i32(1), i32(2)) + TAG) + carr() + TAG)
                    + i32(5000) + b(True) + TAG)
 
-CREATED = admin.CreatableTopicResult("t", 0, None, 3, 2, (
-    admin.CreatableTopicConfigs("retention.ms", "1000", False, 1, False),
-    admin.CreatableTopicConfigs("secret", None, False, 5, True)), topic_id=TOPIC_UUID)
-REFUSED = admin.CreatableTopicResult("u", 36, "exists")  # Kafka's defaults: -1, -1, an empty array
-HIDDEN = admin.CreatableTopicResult("v", 0, None, 1, 1, None, 29)  # configs not given, and why
-CREATE_RESP = admin.CreateTopicsResponse(0, (CREATED, REFUSED, HIDDEN))
+
+
+def create_results(version: int) -> tuple[Any, ...]:
+    topic_id = TOPIC_UUID if version >= 7 else None
+    return (create_result(version, "t", ErrorCode.NONE, None, 3, 2, (("retention.ms", "1000", 1, False),
+                                                                    ("secret", None, 5, True)), topic_id=topic_id),
+            create_result(version, "u", ErrorCode.TOPIC_ALREADY_EXISTS, "exists"),
+            create_result(version, "v", ErrorCode.NONE, None, 1, 1, None, 29))  # configs not given, and why
+
+
 CREATED_BODY = (i16(0) + cs(None) + i32(3) + i16(2)
                 + carr(cs("retention.ms") + cs("1000") + b(False) + i8(1) + b(False) + TAG,
                        cs("secret") + cs(None) + b(False) + i8(5) + b(True) + TAG) + TAG)
@@ -62,11 +99,14 @@ REFUSED_BODY = i16(36) + cs("exists") + i32(-1) + i16(-1) + carr() + TAG
 HIDDEN_BODY = i16(0) + cs(None) + i32(1) + i16(1) + b"\x00" + b"\x01\x00\x02" + i16(29)
 
 
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's "no topic id"; kio reads it as None
+
+
 def create_resp_flex(version: int) -> bytes:
     topic_id = (lambda u: u.bytes) if version >= 7 else (lambda u: b"")
     return i32(0) + carr(cs("t") + topic_id(TOPIC_UUID) + CREATED_BODY,
-                         cs("u") + topic_id(admin.ZERO_UUID) + REFUSED_BODY,
-                         cs("v") + topic_id(admin.ZERO_UUID) + HIDDEN_BODY) + TAG
+                         cs("u") + topic_id(ZERO_UUID) + REFUSED_BODY,
+                         cs("v") + topic_id(ZERO_UUID) + HIDDEN_BODY) + TAG
 
 
 DQ = {v: messages.request_module(20, v) for v in (3, 4, 5, 6)}  # DeleteTopics, on kio's messages
@@ -112,12 +152,10 @@ def parts_resp(version: int):
 
 
 ROWS = [
-    *[req(admin, "create_topics", 19, v, CREATE_REQ, CREATE_REQ_FLEX) for v in (5, 6, 7)],
-    *[resp(admin, "create_topics", 19, v, admin.CreateTopicsResponse(0, (
-        replace(CREATED, topic_id=admin.ZERO_UUID), REFUSED, HIDDEN)), create_resp_flex(v)) for v in (5, 6)],
-    resp(admin, "create_topics", 19, 7, CREATE_RESP, create_resp_flex(7)),
-    resp(admin, "create_topics", 19, 4, admin.CreateTopicsResponse(0, (admin.CreatableTopicResult("u", 36, "exists"),)),
-         i32(0) + arr(s("u") + i16(36) + s("exists"))),
+    *[kio_req(19, v, create_request(v, *CREATE_TOPICS, validate_only=True), CREATE_REQ_FLEX) for v in (5, 6, 7)],
+    *[kio_resp(19, v, created(v, *create_results(v)), create_resp_flex(v)) for v in (5, 6, 7)],
+    kio_resp(19, 4, created(4, create_result(4, "u", ErrorCode.TOPIC_ALREADY_EXISTS, "exists")),
+             i32(0) + arr(s("u") + i16(36) + s("exists"))),
     kio_req(20, 3, DQ[3].DeleteTopicsRequest(topic_names=("a", "b"), timeout=T30), arr(s("a"), s("b")) + i32(30000)),
     *[kio_req(20, v, DQ[v].DeleteTopicsRequest(topic_names=("a", "b"), timeout=T30),
               carr(cs("a"), cs("b")) + i32(30000) + TAG) for v in (4, 5)],
@@ -159,7 +197,8 @@ def test_dispatch_encodes_responses(row: Row) -> None:
 
 
 @pytest.mark.parametrize(("decode", "version"), [
-    (admin.decode_create_topics_request, 8), (admin.decode_create_topics_request, 1),
+    (lambda body, v: decode_request(RequestHeader(19, v, 1, "c"), body), 8),
+    (lambda body, v: decode_request(RequestHeader(19, v, 1, "c"), body), 1),
     (lambda body, v: messages.decode_request(20, v, body), 7), (lambda body, v: messages.decode_request(37, v, body), 4)])
 def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
     with pytest.raises(ProtocolError):
