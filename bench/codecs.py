@@ -27,7 +27,7 @@ from typing import Any
 from kafka.protocol import admin as kp_admin
 
 from common.errors import ErrorCode
-from common.protocol import messages
+from common.protocol import acls, messages
 from common.protocol import metadata as md
 from common.protocol import produce
 from common.protocol.api_keys import ApiKey
@@ -35,7 +35,7 @@ from common.protocol.api_table import API_SPECS
 from common.records import build_batch
 
 # Served on kio's messages from v1, with a hand codec for v0 only (kio has no v0 of them).
-KIO_FROM_V1 = frozenset({ApiKey.DESCRIBE_CONFIGS})
+KIO_FROM_V1 = frozenset({ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
 TOPICS, PARTITIONS = 10, 6  # design.md's Metadata v12 case: 2,875 bytes
 
 
@@ -202,6 +202,25 @@ def config_cases() -> list[Case]:
             alter(ApiKey.ALTER_CONFIGS, 2), alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)]
 
 
+def acl_cases() -> list[Case]:
+    """The ACL APIs (tidelog answers SECURITY_DISABLED, but a client may send any filter), 20
+    bindings, built from kio's dataclasses."""
+    bindings = [(2, f"t{t}", f"User:u{t}", "*", 3, 3, 3) for t in range(20)]
+    m = messages.response_module(ApiKey.DESCRIBE_ACLS, 3)
+    described = m.DescribeAclsResponse(throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE,
+                                       error_message=None, resources=tuple(m.DescribeAclsResource(
+                                           resource_type=t, resource_name=n, pattern_type=p, acls=(m.AclDescription(
+                                               principal=who, host=h, operation=o, permission_type=pt),))
+                                           for t, n, who, h, o, pt, p in bindings))
+    c = messages.response_module(ApiKey.CREATE_ACLS, 3)
+    created = c.CreateAclsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(
+        c.AclCreationResult(error_code=ErrorCode.NONE, error_message=None) for _ in bindings))
+    return [Case(ApiKey.DESCRIBE_ACLS, 3, messages.encode(acls.describe_request(3, (1, None, None, None, 1, 1, 1))),
+                 messages.encode(described), ("acls", "describe_acls")),
+            Case(ApiKey.CREATE_ACLS, 3, messages.encode(acls.create_request(3, *bindings)), messages.encode(created),
+                 ("acls", "create_acls"))]
+
+
 def best_us(call: Callable[[], Any], rounds: int, number: int) -> float:
     return min(timeit.repeat(call, number=number, repeat=rounds)) / number * 1e6
 
@@ -233,7 +252,7 @@ def main() -> None:
     parser.add_argument("--ours-from", metavar="REV",
                         help="git revision to load the hand-written codecs of APIs now on kio's messages from")
     args = parser.parse_args()
-    cases = [metadata_case(), produce_case(), *admin_cases(), *config_cases()]
+    cases = [metadata_case(), produce_case(), *admin_cases(), *config_cases(), *acl_cases()]
     print(f"{'API':28} {'v':>2} {'req B':>6} {'resp B':>6} | {'decode µs kio':>13} {'ours':>7}"
           f" | {'encode µs kio':>13} {'ours':>7}")
     for case in cases:

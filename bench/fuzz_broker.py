@@ -185,14 +185,14 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     if api is ApiKey.LIST_PARTITION_REASSIGNMENTS:
         m = messages.request_module(api, version)
         return messages.encode(m.ListPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=None))
-    acl_filter = acls.AclFilter(2, topic, None, None, 1, 1)
+    acl_filter = (2, topic, None, None, 1, 1, acls.PATTERN_TYPE_LITERAL)
     if api is ApiKey.DESCRIBE_ACLS:
-        return join_chunks(acls.encode_describe_acls_request(acl_filter, version))
+        return join_chunks(acls.encode_request(acls.describe_request(version, acl_filter), version))
     if api is ApiKey.CREATE_ACLS:
-        return join_chunks(acls.encode_create_acls_request(acls.CreateAclsRequest((
-            acls.AclCreation(2, topic, "User:fuzz", "*", 3, 3),)), version))
+        binding = (2, topic, "User:fuzz", "*", 3, 3, acls.PATTERN_TYPE_LITERAL)
+        return join_chunks(acls.encode_request(acls.create_request(version, binding), version))
     if api is ApiKey.DELETE_ACLS:
-        return join_chunks(acls.encode_delete_acls_request(acls.DeleteAclsRequest((acl_filter,)), version))
+        return join_chunks(acls.encode_request(acls.delete_request(version, acl_filter), version))
     return None
 
 

@@ -155,9 +155,10 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.LIST_PARTITION_REASSIGNMENTS, AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
     # ACLs
-    _hand(ApiKey.DESCRIBE_ACLS, _codec(acls, "describe_acls"), AclCheck(Op.DESCRIBE, CLUSTER)),
-    _hand(ApiKey.CREATE_ACLS, _codec(acls, "create_acls"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
-    _hand(ApiKey.DELETE_ACLS, _codec(acls, "delete_acls"), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    # ACLs: kio's messages from v1, v0 by hand (acls.codec)
+    _hand(ApiKey.DESCRIBE_ACLS, acls.codec(ApiKey.DESCRIBE_ACLS), AclCheck(Op.DESCRIBE, CLUSTER)),
+    _hand(ApiKey.CREATE_ACLS, acls.codec(ApiKey.CREATE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    _hand(ApiKey.DELETE_ACLS, acls.codec(ApiKey.DELETE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
 )
 API_SPECS: Final[Mapping[ApiKey, ApiSpec]] = {spec.api_key: spec for spec in _SPECS}
 if len(API_SPECS) != len(_SPECS):

@@ -75,17 +75,19 @@ async def test_describe_cluster_for_a_controller_endpoint_is_mismatched(node):
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_acls_answer_security_disabled_and_store_nothing(node, version):
     handler, _, _ = node
-    described = await call(handler, ApiKey.DESCRIBE_ACLS, version, acls.AclFilter(1, None, None, None, 1, 1),
-                           acls.encode_describe_acls_request, acls.decode_describe_acls_response)
+    any_acl = (1, None, None, None, 1, 1, 3)  # ANY resource, operation and permission; LITERAL
+    described = await call(handler, ApiKey.DESCRIBE_ACLS, version, acls.describe_request(version, any_acl),
+                           acls.encode_request, acls.response_decoder(ApiKey.DESCRIBE_ACLS))
     assert (described.error_code, described.error_message, described.resources) == (
         54, "No Authorizer is configured on the broker", ())
-    binding = acls.AclCreation(2, "orders", "User:alice", "*", 3, 3)
-    created = await call(handler, ApiKey.CREATE_ACLS, version, acls.CreateAclsRequest((binding, binding)),
-                         acls.encode_create_acls_request, acls.decode_create_acls_response)
-    assert created.results == (acls.AclCreationResult(54, "No Authorizer is configured."),) * 2
-    deleted = await call(handler, ApiKey.DELETE_ACLS, version, acls.DeleteAclsRequest((
-        acls.AclFilter(1, None, None, None, 1, 1),)), acls.encode_delete_acls_request, acls.decode_delete_acls_response)
-    assert deleted.filter_results == (acls.DeleteAclsFilterResult(54, "No Authorizer is configured."),)
+    binding = (2, "orders", "User:alice", "*", 3, 3, 3)
+    created = await call(handler, ApiKey.CREATE_ACLS, version, acls.create_request(version, binding, binding),
+                         acls.encode_request, acls.response_decoder(ApiKey.CREATE_ACLS))
+    assert [(r.error_code, r.error_message) for r in created.results] == [(54, "No Authorizer is configured.")] * 2
+    deleted = await call(handler, ApiKey.DELETE_ACLS, version, acls.delete_request(version, any_acl),
+                         acls.encode_request, acls.response_decoder(ApiKey.DELETE_ACLS))
+    assert [(r.error_code, r.error_message, r.matching_acls) for r in deleted.filter_results] == [
+        (54, "No Authorizer is configured.", ())]
 
 
 async def elect(handler, request, version=2):

@@ -95,8 +95,8 @@ from common.protocol.api_versions import ApiVersionsRequest  # noqa: E402
 from common.protocol.init_producer_id import InitProducerIdRequest  # noqa: E402
 from tests.unit.test_request_handler import call, node  # noqa: E402, F401 - the fixture
 
-ACL_FILTER = acls.AclFilter(2, "t", None, "*", 3, 1, 3)
-ACL = acls.AclCreation(2, "t", "User:a", "*", 3, 3, 3)
+ACL_FILTER = acls.describe_request(1, (2, "t", None, "*", 3, 1, 3))
+ACL = (2, "t", "User:a", "*", 3, 3, 3)
 CLIENT = ClientInfo.of("app-1", "127.0.0.1")
 
 
@@ -106,7 +106,7 @@ async def test_refusing_handlers_log_why_once_per_client(node, caplog):  # noqa:
     with caplog.at_level(logging.INFO, logger="broker.refusal_log"):
         for _ in range(2):  # the second of each is left out
             await handle_describe_acls(ctx, ACL_FILTER, 1, CLIENT)
-            await handle_create_acls(ctx, acls.CreateAclsRequest((ACL,)), 1, CLIENT)
+            await handle_create_acls(ctx, acls.create_request(1, ACL), 1, CLIENT)
             await handle_init_producer_id(ctx, InitProducerIdRequest("tx-1", 60_000), 4, CLIENT)
             await call(handler, ApiKey.API_VERSIONS, 99, ApiVersionsRequest(), lambda r, v: [])
     lines = [r.getMessage() for r in caplog.records if r.name == "broker.refusal_log"]
