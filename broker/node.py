@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from broker.broker_metrics import METRICS_PREFIX, broker_families, start_metrics
@@ -52,6 +53,7 @@ from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherMa
 from broker.replication.replication_quota import replication_quotas
 from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap
+from broker.timers import TimerService
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.dynamic_config import effective_config
@@ -62,13 +64,18 @@ from common.properties import load_properties
 from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
 from common.topic_config import LogConfig, from_broker_config
-from common.units import SECONDS
+from common.units import SECOND_MS
 from metadata.codec import Listener
 from metadata.image import MetadataImage
 
 logger = logging.getLogger("broker.node")  # not __name__: stable under -m
 
-MAINTENANCE_INTERVAL: Final = 1 * SECONDS  # flush.ms checks; retention and checkpoints have their own periods
+# The log maintenance jobs, periodic timers of the broker's timer service (Kafka's LogManager
+# schedules kafka-log-flusher, kafka-log-retention and kafka-recovery-point-checkpoint alike).
+FLUSH_CHECK_INTERVAL_MS: Final = 1 * SECOND_MS  # how often flush.ms is checked (Kafka: log.flush.scheduler.interval.ms)
+FLUSH_TIMER: Final = ("log-maintenance", "flush")  # every FLUSH_CHECK_INTERVAL_MS
+RETENTION_TIMER: Final = ("log-maintenance", "retention")  # every log.retention.check.interval.ms
+CHECKPOINT_TIMER: Final = ("log-maintenance", "recovery-point-checkpoint")  # log.flush.offset.checkpoint.interval.ms
 
 
 def wall_ms() -> int:
@@ -96,24 +103,29 @@ def build_handler(broker_id: int, replicas: Any, follower: MetadataFollower, adv
         applied_offsets=follower.applied_offsets, dynamic_config=dynamic)
 
 
-async def _maintain(log_manager: LogManager, config: Config) -> None:
-    """flush.ms, retention and recovery-point checkpoints, until cancelled (one pass per second)."""
-    retention_every = config.get_int("log.retention.check.interval.ms")
+def schedule_maintenance(timers: TimerService, log_manager: LogManager, config: Config, *,
+                         now_ms: Callable[[], int] = wall_ms) -> tuple[Hashable, ...]:
+    """flush.ms, retention and recovery-point checkpoints as periodic timers, each at its own
+    interval, until cancelled or the timer service closes; their keys. The logs' rules take
+    wall time (`now_ms`: segment and record timestamps), the timers their monotonic clock."""
+    def job(what: str, run: Callable[[int], object]) -> Callable[[int], None]:
+        def action(_timer_ms: int) -> None:
+            try:
+                run(now_ms())
+            except (OSError, KafkaStorageError) as exc:  # a storage error: say so and keep serving what still works
+                logger.error("Log maintenance (%s) failed: %s", what, exc)
+        return action
+
+    timers.schedule_every(FLUSH_TIMER, FLUSH_CHECK_INTERVAL_MS, job("flush", log_manager.flush_due))
+    timers.schedule_every(RETENTION_TIMER, config.get_int("log.retention.check.interval.ms"),
+                          job("retention", log_manager.cleanup))
+    keys: tuple[Hashable, ...] = (FLUSH_TIMER, RETENTION_TIMER)
     checkpoint_every = config.get_int("log.flush.offset.checkpoint.interval.ms")
-    last_retention = last_checkpoint = wall_ms()
-    while True:  # until cancelled
-        await asyncio.sleep(MAINTENANCE_INTERVAL)
-        now = wall_ms()
-        try:
-            log_manager.flush_due(now)
-            if now - last_retention >= retention_every:
-                last_retention = now
-                log_manager.cleanup(now)
-            if checkpoint_every and now - last_checkpoint >= checkpoint_every:
-                last_checkpoint = now
-                log_manager.checkpoint()
-        except (OSError, KafkaStorageError) as exc:  # a storage error: say so and keep serving what still works
-            logger.error("Log maintenance failed: %s", exc)
+    if checkpoint_every:  # 0: no periodic checkpoint
+        timers.schedule_every(CHECKPOINT_TIMER, checkpoint_every,
+                              job("recovery-point checkpoint", lambda _now: log_manager.checkpoint()))
+        keys += (CHECKPOINT_TIMER,)
+    return keys
 
 
 def fetcher_settings(broker_id: int, listener_name: str, config: Config, *,
@@ -128,17 +140,6 @@ def fetcher_settings(broker_id: int, listener_name: str, config: Config, *,
                            response_max_bytes=key("replica.fetch.response.max.bytes"),
                            backoff_ms=key("replica.fetch.backoff.ms"),
                            socket_timeout_ms=key("replica.socket.timeout.ms"), local_host=local_host)
-
-
-async def _expire_isr(replicas: ReplicaManager) -> None:
-    """Kafka's isr-expiration task: every half replica.lag.time.max.ms, propose shrinking
-    the ISRs whose followers have not caught up within it. Until cancelled."""
-    while True:  # until cancelled
-        await asyncio.sleep(replicas.replica_lag_time_max_ms / 2000)
-        try:
-            replicas.maybe_shrink_isr()
-        except Exception:  # noqa: BLE001 - a bug must not stop every later check
-            logger.exception("ISR expiration check failed")
 
 
 def _checkpointed_log_configs(settings: BrokerSettings, config: Config,
@@ -166,8 +167,11 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
                              topic_configs=_checkpointed_log_configs(settings, config, checkpointed),
                              open_files_max=config.get_int("log.open.files.max"))
+    # The broker's one timer service, on the monotonic clock: the purgatories, the group
+    # coordinator, the isr-expiration task, log maintenance and the cleaner's backoff.
+    timers = TimerService(name=f"broker {broker_id}")
     cleaner_config = CleanerConfig.from_config(config)
-    cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms,
+    cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms, timers=timers,
                                  fail_point=kill_at_fail_point_from_env())
     # outgoing connections leave from the listener's own address, so chaos can cut this broker's links
     local_host = settings.listener.host if settings.listener.host not in ("", "0.0.0.0", "::") else None
@@ -179,7 +183,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     replicas = ReplicaManager(broker_id, log_manager, now_ms=wall_ms,
                               replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                               default_min_insync_replicas=config.get_int("min.insync.replicas"),
-                              alter_partition=alter_partition)
+                              alter_partition=alter_partition, timers=timers)
     replicas.throttles.leader, replicas.throttles.follower = replication_quotas(
         broker_id, config, dynamic.reader, now_ms=wall_ms)
     reconfigure_on_change(dynamic, replicas, cleaners)
@@ -187,6 +191,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     server: KafkaServer | None = None
     metrics_runner: Any = None
     tasks: list[asyncio.Task[None]] = []
+    periodic: tuple[Hashable, ...] = ()
     handler: Any = None
     fatal = False
     try:
@@ -221,9 +226,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                                    *segment_file_families(log_manager.files.stats, METRICS_PREFIX)])
             metrics_runner = await start_metrics(settings.metrics_address, render)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
-        tasks = [follower_task, asyncio.create_task(_maintain(log_manager, config), name="log-maintenance"),
-                 asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_expire_isr(replicas), name="isr-expiration"),
+        periodic = schedule_maintenance(timers, log_manager, config)
+        replicas.start_isr_expiration()
+        tasks = [follower_task, asyncio.create_task(alter_partition.run(), name="alter-partition"),
                  asyncio.create_task(_serve_when_published(late, handler, follower), name="serve-clients")]
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
@@ -249,11 +254,15 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if fetchers is not None:
             await fetchers.shutdown()
         cleaners.stop()
+        for key in periodic:  # log maintenance stops where its task was cancelled
+            timers.cancel(key)
+        replicas.stop_isr_expiration()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if handler is not None:
             await handler.close()
+        timers.close()  # no periodic job runs past here
         await client.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()

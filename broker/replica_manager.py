@@ -1,7 +1,8 @@
 """The partitions this broker hosts: their role, epochs and log; the entry point for appends,
 reads and the requests waiting on them.
 
-    replicas = ReplicaManager(broker_id, log_manager, now_ms=clock_ms)
+    replicas = ReplicaManager(broker_id, log_manager, now_ms=clock_ms, timers=broker_timers)
+    replicas.start_isr_expiration()               # every replica.lag.time.max.ms / 2, on the timers
     replicas.apply_changes(changes, image)        # from the metadata follower (on_changes)
     info = replicas.append(tp, records, acks=1)   # leader append; raises a KafkaError
     read = replicas.read(tp, offset, max_bytes)   # consumers: up to the high watermark
@@ -16,7 +17,8 @@ metadata; `broker.replica_appends` writes (leader and follower),
 `broker.hosted_topic_configs` applies topic configs,
 `broker.replication.isr_manager` moves the high watermark and
 proposes ISR changes, and `broker.purgatory` holds the waiting produces and fetches, each
-request with one deadline. As follower a partition goes to the replica fetchers
+request with one deadline in the broker's timer service (`broker.timers`, which also runs
+the isr-expiration task). As follower a partition goes to the replica fetchers
 (`fetchers`), which truncate by leader epoch, fetch and append through `append_as_follower`.
 
 Everything runs on one event loop; no method blocks except on the local disk.
@@ -24,8 +26,9 @@ Everything runs on one event loop; no method blocks except on the local disk.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import NoReturn, Protocol
+from typing import Final, NoReturn, Protocol
 
 from broker.hosted_topic_configs import HostedTopicConfigs
 from broker.log.log_manager import LogManager
@@ -57,11 +60,16 @@ from broker.replication.isr_policy import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from broker.replication.leader_rules import produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.replication.replication_quota import ReplicationThrottles
+from broker.timers import TimerService
 from broker.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges
+
+log = logging.getLogger(__name__)
+
+ISR_EXPIRATION_TIMER: Final = ("replica-manager", "isr-expiration")  # its key in the broker's timers
 
 __all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
 
@@ -82,8 +90,11 @@ class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, *, now_ms: Callable[[], int],
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
                  default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS,
-                 alter_partition: AlterPartitionManager | None = None) -> None:
+                 alter_partition: AlterPartitionManager | None = None,
+                 timers: TimerService | None = None) -> None:
         self.broker_id = broker_id
+        # The broker's one timer service (the node's); a manager built alone (tests) has its own.
+        self.timers = timers if timers is not None else TimerService(name=f"broker {broker_id}")
         self.log_manager = log_manager
         self._now_ms = now_ms
         self.fetchers: FollowerFetchers | None = None
@@ -99,8 +110,9 @@ class ReplicaManager:
                               is_current=lambda p: self.partitions.get(p.tp) is p,
                               on_change=self._wake)
         # Kafka keeps one purgatory per kind of request; both are keyed by topic-partition.
-        self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory("Produce")
-        self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch")
+        self.produce_purgatory: Purgatory[TopicPartition, dict[TopicPartition, int]] = Purgatory(
+            "Produce", self.timers)
+        self.fetch_purgatory: Purgatory[TopicPartition, bool] = Purgatory("Fetch", self.timers)
         # Called after every event `_wake` reports (the fetch sessions mark the partition changed).
         self.change_listeners: list[Callable[[TopicPartition], None]] = []
         self.deletes = RecordDeletes(broker_id, self.partitions, self.is_alive,  # DeleteRecords
@@ -250,6 +262,21 @@ class ReplicaManager:
             listener(tp)
 
     # ---- ISR (leader) --------------------------------------------------------------------
+
+    def start_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task, a periodic timer: every half replica.lag.time.max.ms
+        (ReplicaManager.startup schedules it at that period), until `stop_isr_expiration` or
+        the timer service closes."""
+        self.timers.schedule_every(ISR_EXPIRATION_TIMER, max(1, self.replica_lag_time_max_ms // 2), self._expire_isr)
+
+    def stop_isr_expiration(self) -> None:
+        self.timers.cancel(ISR_EXPIRATION_TIMER)
+
+    def _expire_isr(self, _now_ms: int) -> None:
+        try:
+            self.maybe_shrink_isr()
+        except Exception:  # noqa: BLE001 - a bug must not stop every later check
+            log.exception("Broker %d: ISR expiration check failed", self.broker_id)
 
     def maybe_shrink_isr(self) -> int:
         """Propose removing lagging followers from every ISR this broker leads (Kafka's

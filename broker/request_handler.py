@@ -216,8 +216,8 @@ class RequestHandler:
         # Without a config file (tests): every key at Kafka's default.
         config = broker_config or KAFKA_DEFAULT_BROKER_CONFIG
         topic_sizes = TopicDefaults.from_config(config)
-        groups = GroupCoordinator(broker_id, replica_manager, image_provider,
-                                  group_settings or CoordinatorSettings())
+        groups = GroupCoordinator(broker_id, replica_manager, image_provider,  # on the broker's timers
+                                  group_settings or CoordinatorSettings(), timers=replica_manager.timers)
         groups.ensure_started()  # offsets partitions load as soon as this broker leads them
         offsets_topic = OffsetsTopic(groups, topic_admin,
                                      lambda image, broker: broker_endpoint(self.context, image, broker))

@@ -4,6 +4,7 @@
     timers.schedule(("session", "g1"), deadline_ms, lambda now_ms: expire(now_ms))
     timers.schedule(("session", "g1"), later_ms, ...)   # the same key: rescheduled, not added
     timers.cancel(("session", "g1"))
+    timers.schedule_every("isr-expiration", 5_000, lambda now_ms: shrink())  # re-armed each run
     fake = TimerService(clock=lambda: clock[0], driven=False)   # tests: clock[0] += 10; fake.run_due()
 
 Kafka's broker has one `SystemTimer` (a hierarchical timing wheel) behind its purgatories and
@@ -124,7 +125,35 @@ class TimerService:
         self._arm()
 
     def schedule_in(self, key: Hashable, delay_ms: int, action: TimerAction) -> None:
+        """Run `action` `delay_ms` from now: how Kafka's SystemTimer and CoordinatorTimer take a
+        timer, so that callers on another clock (the group coordinator's wall time) give a
+        delay and every timer shares this service's one clock."""
         self.schedule(key, self.now_ms() + delay_ms, action)
+
+    def schedule_every(self, key: Hashable, interval_ms: int, action: TimerAction, *,
+                       first_delay_ms: int | None = None) -> None:
+        """A periodic job: `action` every `interval_ms` (the first after `first_delay_ms`,
+        default one interval) until `cancel(key)` or `close()`. It is re-armed before it
+        runs, so an action that raises keeps its period and one that cancels its key stops.
+        The next run is an interval after this one ran (a fixed delay, as the sleep loops it
+        replaces): a pass that took long does not make the next come sooner."""
+        if interval_ms <= 0:
+            raise ValueError(f"timer {key!r}: interval_ms must be positive, got {interval_ms}")
+
+        def run(now_ms: int) -> None:
+            self.schedule(key, now_ms + interval_ms, run)
+            action(now_ms)
+
+        self.schedule_in(key, interval_ms if first_delay_ms is None else first_delay_ms, run)
+
+    def run_soon(self, key: Hashable) -> bool:
+        """Bring `key`'s timer forward to now, keeping its action (a periodic job asked for a
+        pass at once); whether it had one."""
+        action = self._actions.get(key)
+        if action is None:
+            return False
+        self.schedule(key, self.now_ms(), action)
+        return True
 
     def cancel(self, key: Hashable) -> bool:
         """Forget `key`'s timer; whether it had one."""

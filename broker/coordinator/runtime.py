@@ -4,7 +4,7 @@
     runtime.on_partition_change(3)          # leads it now: replay it (LOADING, then ACTIVE); or unload
     answer = await runtime.write(3, lambda state: CoordinatorResult(new_state, records, answer))
     state = runtime.current(3)              # with the uncommitted writes; runtime.committed(3) without
-    runtime.schedule_timer(3, ("session", "g1"), deadline_ms, lambda state, now_ms: result)
+    runtime.schedule_timer(3, ("session", "g1"), delay_ms, lambda state, now_ms: result)
     await runtime.idle()                    # tests: every load and write settled, no sleeps
 
 Kafka 4's `CoordinatorRuntime` (coordinator-common), in one event loop instead of a thread
@@ -376,11 +376,13 @@ class CoordinatorRuntime(Generic[S]):
 
     # ---- timers --------------------------------------------------------------------------
 
-    def schedule_timer(self, partition: int, key: Hashable, deadline_ms: int, operation: TimerOperation[S],
+    def schedule_timer(self, partition: int, key: Hashable, delay_ms: int, operation: TimerOperation[S],
                        on_done: Callable[[asyncio.Future[Any]], None] | None = None) -> None:
-        """Run `operation` as a write at `deadline_ms` (Kafka's CoordinatorTimer.schedule), while
-        this broker still coordinates `partition` in this epoch; replaces `key`'s timer.
-        `on_done` gets the write's future (default: failures are logged)."""
+        """Run `operation` as a write `delay_ms` from now (Kafka's CoordinatorTimer.schedule,
+        by delay: the timer service's clock is the broker's, not the shard's), while this
+        broker still coordinates `partition` in this epoch; replaces `key`'s timer. The
+        operation gets the timer service's time. `on_done` gets the write's future (default:
+        failures are logged)."""
         shard = self.shards.get(partition)
         if shard is None:
             return
@@ -394,7 +396,7 @@ class CoordinatorRuntime(Generic[S]):
             future = self.submit(partition, lambda state: operation(state, now_ms))
             future.add_done_callback(on_done or _log_timer_failure(self.name, partition, key))
 
-        self.timers.schedule(full_key, deadline_ms, run)
+        self.timers.schedule_in(full_key, delay_ms, run)
 
     def cancel_timer(self, partition: int, key: Hashable) -> None:
         shard = self.shards.get(partition)
@@ -404,6 +406,7 @@ class CoordinatorRuntime(Generic[S]):
             self.timers.cancel(full_key)
 
     def timer_deadline(self, partition: int, key: Hashable) -> int | None:
+        """When `key`'s timer is due, on the timer service's clock; None without one."""
         shard = self.shards.get(partition)
         return None if shard is None else self.timers.deadline((self.name, partition, shard.leader_epoch, key))
 

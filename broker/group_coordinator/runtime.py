@@ -12,7 +12,10 @@ batched with the partition's other writes) and the answers (the request's and th
 JoinGroup/SyncGroup ones) are given only then; a write that fails returns the partition to
 its committed image. Each group's next deadline (sessions, the join phase, pending syncs,
 new members' join timeout) is one timer of the broker's timer service, rescheduled after
-every rule on the group: a session expires at its deadline, to the millisecond. Leadership
+every rule on the group: a session expires at its deadline, to the millisecond. The group
+rules keep wall time (`now_ms`, as Kafka's records do); the timer service runs on the
+broker's one monotonic clock, so a deadline is handed to it as a delay (Kafka's
+CoordinatorTimer schedules by delay too). Leadership
 changes reach the runtime from the replica manager's change listeners.
 """
 
@@ -123,9 +126,10 @@ class GroupCoordinator:
         self.settings = settings
         self.config = settings.groups
         self.now_ms = now_ms
-        # Group deadlines are on `now_ms` (wall time, as Kafka's): the timers must share it.
+        # The broker's timer service (its own, on the monotonic clock, when built alone):
+        # group deadlines, on `now_ms`, reach it as delays.
         self._own_timers = timers is None
-        self.timers = timers if timers is not None else TimerService(clock=now_ms, name="group coordinator")
+        self.timers = timers if timers is not None else TimerService(name="group coordinator")
         self.writer = ReplicaPartitionWriter(replicas, GROUP_METADATA_TOPIC_NAME, now_ms)
         self.runtime: CoordinatorRuntime[GroupsImage] = CoordinatorRuntime(
             "group", GroupShard(now_ms), self.writer, self.timers, commit_timeout_ms=settings.commit_timeout_ms,
@@ -155,10 +159,9 @@ class GroupCoordinator:
         if listeners is not None:
             listeners.extend(self._listeners)
         self._scan_leadership()
-        now = self.now_ms()
-        self.timers.schedule((self, RETENTION_TIMER), now + self.settings.retention_check_interval_ms,
-                             self._retention_pass)
-        self.timers.schedule((self, TOPICS_TIMER), now + TOPICS_CHECK_INTERVAL_MS, self._topics_pass)
+        self.timers.schedule_every((self, RETENTION_TIMER), self.settings.retention_check_interval_ms,
+                                   self._retention_pass)
+        self.timers.schedule_every((self, TOPICS_TIMER), TOPICS_CHECK_INTERVAL_MS, self._topics_pass)
 
     async def close(self) -> None:
         listeners = getattr(self.replicas, "change_listeners", None)
@@ -242,7 +245,7 @@ class GroupCoordinator:
             if not future.done():
                 future.set_result(answer)
 
-        self.timers.schedule(key, self.now_ms() + wait_ms, expire)
+        self.timers.schedule_in(key, wait_ms, expire)
         future.add_done_callback(lambda _: self.timers.cancel(key))
 
     def _scan_leadership(self) -> None:
@@ -355,19 +358,23 @@ class GroupCoordinator:
     # ---- timers --------------------------------------------------------------------------
 
     def _schedule_expiry(self, partition: int, group_id: str, group: ClassicGroup | None) -> None:
-        deadline = -1 if group is None else next_deadline(group)
+        deadline = -1 if group is None else next_deadline(group)  # wall ms, on self.now_ms
         key = ("expire", group_id)
         if deadline < 0:
             self.runtime.cancel_timer(partition, key)
-        elif self.runtime.timer_deadline(partition, key) != deadline:
+            return
+        delay_ms = max(0, deadline - self.now_ms())
+        if self.runtime.timer_deadline(partition, key) != self.timers.now_ms() + delay_ms:
             decided: list[Outcome] = []
 
-            def operation(state: GroupsImage, now_ms: int) -> CoordinatorResult[GroupsImage, Any]:
-                """The group's deadline came: `groups.membership.expire` as a write."""
+            def operation(state: GroupsImage, _timer_ms: int) -> CoordinatorResult[GroupsImage, Any]:
+                """The group's deadline came: `groups.membership.expire` as a write, at the
+                deadline at least (the delay elapsed; the wall clock read now may lag it by
+                its rounding)."""
                 current = state.groups.get(group_id)
                 if current is None:
                     return CoordinatorResult(state)
-                outcome = expire(current, now_ms, self.config)
+                outcome = expire(current, max(self.now_ms(), deadline), self.config)
                 decided.append(outcome)
                 return CoordinatorResult(self._apply(partition, group_id, state, outcome),
                                          tuple(encode_record(r) for r in outcome.records), outcome)
@@ -378,7 +385,7 @@ class GroupCoordinator:
                         else written.exception()
                     self._settled(partition, group_id, decided[0], failure, None)
 
-            self.runtime.schedule_timer(partition, key, deadline, operation, settled)
+            self.runtime.schedule_timer(partition, key, delay_ms, operation, settled)
 
     def _loaded(self, partition: int, image: GroupsImage) -> None:
         self._seen_topics = None  # its offsets of topics deleted meanwhile go at the next pass
@@ -387,7 +394,7 @@ class GroupCoordinator:
                  len(image.offsets), GROUP_METADATA_TOPIC_NAME, partition, -1 if shard is None else shard.leader_epoch)
         for group_id, group in image.groups.items():
             self._schedule_expiry(partition, group_id, group)
-        self.timers.schedule((self, TOPICS_TIMER), self.now_ms(), self._topics_pass)
+        self._topics_pass_soon()
 
     def _unloaded(self, partition: int) -> None:
         parked = self.parked.pop(partition, None)
@@ -398,27 +405,27 @@ class GroupCoordinator:
         """A replica-manager change listener: a topic deleted or recreated shows as a new
         topics image; look at it on the next pass of the loop (the image is published then)."""
         if tp.topic != GROUP_METADATA_TOPIC_NAME and self._image().topics is not self._seen_topics:
-            self.timers.schedule((self, TOPICS_TIMER), self.now_ms(), self._topics_pass)
+            self._topics_pass_soon()
 
-    def _topics_pass(self, now_ms: int) -> None:
-        try:
-            self._scan_leadership()
-            self._forget_deleted_topics()
-        finally:
-            self.timers.schedule((self, TOPICS_TIMER), now_ms + TOPICS_CHECK_INTERVAL_MS, self._topics_pass)
+    def _topics_pass_soon(self) -> None:
+        """The deleted-topics pass at once, then every TOPICS_CHECK_INTERVAL_MS again."""
+        if not self.timers.run_soon((self, TOPICS_TIMER)):
+            self.timers.schedule_every((self, TOPICS_TIMER), TOPICS_CHECK_INTERVAL_MS, self._topics_pass,
+                                       first_delay_ms=0)
 
-    def _retention_pass(self, now_ms: int) -> None:
-        try:
-            for partition in self.active_partitions():
-                image = self.runtime.current(partition)
-                for group_id in sorted(set(image.groups) | set(image.offsets)):
-                    group = image.groups.get(group_id) or ClassicGroup(group_id)
-                    outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config)
-                    if outcome.records:  # decided on the current image, submitted at once
-                        self.submit(partition, group_id, _decided(outcome))
-        finally:
-            self.timers.schedule((self, RETENTION_TIMER), now_ms + self.settings.retention_check_interval_ms,
-                                 self._retention_pass)
+    def _topics_pass(self, _timer_ms: int) -> None:
+        self._scan_leadership()
+        self._forget_deleted_topics()
+
+    def _retention_pass(self, _timer_ms: int) -> None:
+        now_ms = self.now_ms()  # offsets expire on wall time, as they were committed
+        for partition in self.active_partitions():
+            image = self.runtime.current(partition)
+            for group_id in sorted(set(image.groups) | set(image.offsets)):
+                group = image.groups.get(group_id) or ClassicGroup(group_id)
+                outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config)
+                if outcome.records:  # decided on the current image, submitted at once
+                    self.submit(partition, group_id, _decided(outcome))
 
     def _forget_deleted_topics(self) -> None:
         """Remove the offsets of topics deleted since the last pass: a name gone, or now another

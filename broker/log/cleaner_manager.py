@@ -36,6 +36,7 @@ from broker.log.log_cleaner import (
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
+from broker.timers import TimerService
 from broker.topic_partition import TopicPartition
 from common.config_schema import Config
 from common.prometheus import Metric, counter, gauge, unlabelled
@@ -133,11 +134,13 @@ class LogCleanerManager:
     """Picks logs to clean, runs the workers, keeps checkpoints and metrics."""
 
     def __init__(self, log_manager: LogManager, config: CleanerConfig, *,
-                 now_ms: Callable[[], int],
+                 now_ms: Callable[[], int], timers: TimerService | None = None,
                  fail_point: Callable[[str], None] | None = None) -> None:
         self.log_manager = log_manager
         self.config = config
         self._now_ms = now_ms
+        # The broker's timer service holds the backoff deadlines (its own when built alone).
+        self.timers = timers if timers is not None else TimerService(name="log cleaner")
         self._fail_point = fail_point
         self.stats = CleanerStats()
         self._checkpoints: dict[TopicPartition, int] = {}
@@ -147,7 +150,7 @@ class LogCleanerManager:
         self._in_progress: set[TopicPartition] = set()
         self._cleaners: list[Cleaner] = []
         self._pool: Pool | None = None
-        self._wake = asyncio.Event()  # set (and replaced) by `reconfigure`
+        self._backoffs: dict[str, asyncio.Future[None]] = {}  # idle workers by name, woken by `reconfigure`
 
     def new_cleaner(self) -> Cleaner:
         """A worker's cleaner, its map sized from the dedupe buffer shared by the workers."""
@@ -264,7 +267,7 @@ class LogCleanerManager:
         while True:  # until cancelled
             ltc = self.grab_filthiest(self._now_ms())
             if ltc is None:
-                await self._pause()
+                await self._pause(name)
                 continue
             try:
                 plog = self.log_manager.logs.get(ltc.tp)
@@ -283,7 +286,7 @@ class LogCleanerManager:
                 if prepared is None or self.log_manager.logs.get(ltc.tp) is not plog:
                     if prepared is not None:
                         abort(prepared)
-                    await self._pause()  # nothing to do: not again at once
+                    await self._pause(name)  # nothing to do: not again at once
                     continue
                 self._finish(cleaner, plog, segments, ltc, prepared, self._now_ms(), started)
             except CleaningAbortedError as e:
@@ -301,16 +304,22 @@ class LogCleanerManager:
         """A dynamic change (log.cleaner.backoff.ms): idle workers wake and go on with it at
         once, as Kafka restarts its cleaner threads on one."""
         self.config = config
-        self._wake.set()
-        self._wake = asyncio.Event()
+        for backoff in self._backoffs.values():
+            _settle(backoff)
 
-    async def _pause(self) -> None:
-        """The backoff between passes, cut short by a reconfiguration."""
-        wake = self._wake
+    async def _pause(self, name: str) -> None:
+        """The backoff between passes (log.cleaner.backoff.ms), cut short by a reconfiguration.
+        Its deadline is a timer of the broker's timer service: a worker is a task on the event
+        loop (only its cleaning runs in a process or thread), so it can await one."""
+        backoff: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        key = ("log-cleaner-backoff", name)
+        self._backoffs[name] = backoff
+        self.timers.schedule_in(key, self.config.backoff_ms, lambda _now_ms: _settle(backoff))
         try:
-            await asyncio.wait_for(wake.wait(), self.config.backoff_ms / 1000)
-        except TimeoutError:
-            pass
+            await backoff
+        finally:
+            self._backoffs.pop(name, None)
+            self.timers.cancel(key)
 
     def _finish(self, cleaner: Cleaner, plog: PartitionLog, segments: tuple[LogSegment, ...],
                 ltc: LogToClean, prepared: PreparedClean | None, now_ms: int,
@@ -397,3 +406,8 @@ def cleaner_families(stats: CleanerStats, prefix: str) -> list[Metric]:
               [({"topic": tp.topic, "partition": tp.partition}, ratio)
                for tp, ratio in sorted(stats.dirty_ratio.items())]),
     ]
+
+
+def _settle(backoff: asyncio.Future[None]) -> None:
+    if not backoff.done():
+        backoff.set_result(None)

@@ -15,7 +15,12 @@ from broker.log.offset_map import OffsetMap
 
 
 class Throttle:
-    """`log.cleaner.io.max.bytes.per.second` over reads and writes, clock injected."""
+    """`log.cleaner.io.max.bytes.per.second` over reads and writes, clock injected.
+
+    Its wait stays a blocking `sleep`, not a timer of the broker's timer service: it runs in
+    the cleaner process (or thread) in the middle of a segment copy, where no event loop
+    runs, and it is a rate limit on that copy rather than a deadline of the broker's.
+    """
 
     def __init__(self, bytes_per_second: float, *, monotonic: Callable[[], float],
                  sleep: Callable[[float], None]) -> None:

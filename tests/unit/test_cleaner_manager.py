@@ -179,3 +179,35 @@ def test_a_new_backoff_wakes_an_idle_worker(tmp_path: Path) -> None:
 
     asyncio.run(with_worker(cleaners, body, processes=False))
     manager.shutdown()
+
+
+def test_the_backoff_is_a_timer_of_the_brokers_timer_service(tmp_path: Path) -> None:
+    """An idle worker looks again log.cleaner.backoff.ms after it found nothing, to the
+    millisecond of the timers' clock, and its timer goes when the worker stops."""
+    from broker.timers import TimerService
+
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW, topic_configs={TP.topic: COMPACT})
+    cleaners = LogCleanerManager(manager, CleanerConfig(dedupe_buffer_size=24_000, backoff_ms=15_000),
+                                 now_ms=lambda: NOW, timers=timers)
+    passes: list[int] = []
+    grab = cleaners.grab_filthiest
+    cleaners.grab_filthiest = lambda now_ms: passes.append(clock[0]) or grab(now_ms)  # type: ignore[method-assign]
+
+    async def body() -> None:
+        await wait_until_async("the first pass", lambda: len(timers) == 1, 5.0)
+        assert passes == [NOW] and timers.deadline(("log-cleaner-backoff", "w0")) == NOW + 15_000
+        clock[0] = NOW + 14_999
+        timers.run_due()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert passes == [NOW]  # not a ms early
+        clock[0] = NOW + 15_000
+        timers.run_due()
+        await wait_until_async("the pass after the backoff", lambda: len(passes) == 2, 5.0)
+        assert passes == [NOW, NOW + 15_000]
+
+    asyncio.run(with_worker(cleaners, body, processes=False))
+    assert len(timers) == 0  # the stopped worker's backoff timer is gone
+    manager.shutdown()

@@ -182,7 +182,7 @@ async def test_a_truncation_reverts_the_writes_past_it(setup) -> None:
 async def test_unloading_answers_pending_writes_not_coordinator_and_cancels_timers(setup) -> None:
     runtime, writer, clock, timers, unloaded = setup
     pending = [runtime.submit(0, add("c")), runtime.submit(0, add("d"))]  # appended; open
-    runtime.schedule_timer(0, "session", NOW + 10, lambda state, now: CoordinatorResult(state))
+    runtime.schedule_timer(0, "session", 10, lambda state, now: CoordinatorResult(state))
     writer.epoch = None  # leadership moved away
     runtime.on_partition_change(0)
     assert [f.exception().code for f in pending] == [E.NOT_COORDINATOR] * 2  # type: ignore[union-attr]
@@ -213,8 +213,8 @@ async def test_a_timer_runs_as_a_write_at_its_deadline(setup) -> None:
         ran.append(now)
         return CoordinatorResult((*state, "expired"), ((b"k", b"expired"),))
 
-    runtime.schedule_timer(0, "session", NOW + 10_000, expire)
-    runtime.schedule_timer(0, "session", NOW + 10_001, expire)  # rescheduled by key
+    runtime.schedule_timer(0, "session", 10_000, expire)  # by delay, on the timer service's clock
+    runtime.schedule_timer(0, "session", 10_001, expire)  # rescheduled by key
     assert runtime.timer_deadline(0, "session") == NOW + 10_001
     clock[0] = NOW + 10_000
     timers.run_due()

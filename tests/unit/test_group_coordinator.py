@@ -437,7 +437,7 @@ async def test_a_session_expires_at_its_deadline_on_the_real_clock(broker) -> No
     _, replicas = broker
     session_ms = 200
     settings = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
-    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings)  # wall clock, driven timers
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings)  # wall-clock rules, monotonic driven timers
     client = ClientInfo("client", "/127.0.0.1")
     try:
         coord.ensure_started()
@@ -452,8 +452,42 @@ async def test_a_session_expires_at_its_deadline_on_the_real_clock(broker) -> No
                                           client)).error_code == 0
         deadline = coord.runtime.timer_deadline(0, ("expire", HERE))
         assert first is not None and deadline is not None and deadline > first
-        await asyncio.sleep((deadline + 2 - coord.now_ms()) / 1000)  # its session timeout, + 2 ms
+        await asyncio.sleep((deadline + 2 - coord.timers.now_ms()) / 1000)  # its session timeout, + 2 ms (monotonic)
         group = coord.groups(0).groups[HERE]
         assert group.state is GroupState.EMPTY and not group.members
     finally:
         await coord.close()
+
+
+async def test_the_periodic_passes_are_timers_of_the_shared_service_and_go_on_close(broker) -> None:
+    """The offsets-retention and deleted-topics passes run at their intervals on the timer
+    service handed in (the broker's, shared with the purgatories), and close takes them off
+    it without closing it."""
+    from broker.group_coordinator.runtime import (
+        RETENTION_TIMER,
+        TOPICS_CHECK_INTERVAL_MS,
+        TOPICS_TIMER,
+        GroupCoordinator,
+    )
+
+    _, replicas = broker
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    settings = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0), retention_check_interval_ms=60_000)
+    coord = GroupCoordinator(ME, replicas, lambda: IMAGE, settings, now_ms=lambda: clock[0], timers=timers)
+    retention: list[int] = []
+    coord._retention_pass = retention.append  # type: ignore[method-assign]
+    coord.ensure_started()
+    await coord.runtime.idle()
+    timers.run_due()  # the pass a load asks for at once
+    assert timers.deadline((coord, RETENTION_TIMER)) == NOW + 60_000
+    assert timers.deadline((coord, TOPICS_TIMER)) == NOW + TOPICS_CHECK_INTERVAL_MS
+    for ms in range(0, 180_001, 1_000):
+        clock[0] = NOW + ms
+        timers.run_due()
+    assert retention == [NOW + 60_000, NOW + 120_000, NOW + 180_000]
+    assert timers.deadline((coord, TOPICS_TIMER)) == NOW + 180_000 + TOPICS_CHECK_INTERVAL_MS
+    await coord.close()
+    assert (coord, RETENTION_TIMER) not in timers and (coord, TOPICS_TIMER) not in timers
+    timers.schedule_in("still open", 1, lambda now: None)  # not closed: it is the broker's
+    assert "still open" in timers

@@ -379,3 +379,40 @@ def test_a_follower_of_a_compacted_leader_records_producer_batches_at_their_own_
     check = partition.producer_state.check(retried)
     assert check.outcome.name == "DUPLICATE"
     assert check.duplicate is not None and check.duplicate.first_offset == 10
+
+
+# ---- the isr-expiration task on the broker's timer service ------------------------------------
+
+
+def test_isr_expiration_runs_every_half_lag_time_on_the_timers_and_stops(tmp_path) -> None:
+    from broker.purgatory import Purgatory
+    from broker.replica_manager import ISR_EXPIRATION_TIMER
+    from broker.timers import TimerService
+
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    try:
+        manager = ReplicaManager(ME, log_manager, now_ms=lambda: NOW, replica_lag_time_max_ms=10_000,
+                                 timers=timers)
+        assert isinstance(manager.produce_purgatory, Purgatory)
+        assert manager.produce_purgatory.timers is timers and manager.fetch_purgatory.timers is timers
+        checks: list[int] = []
+        manager.maybe_shrink_isr = lambda: checks.append(clock[0]) or 0  # type: ignore[method-assign]
+        manager.start_isr_expiration()
+        for ms in range(0, 20_001, 100):
+            clock[0] = NOW + ms
+            timers.run_due()
+        assert checks == [NOW + 5_000, NOW + 10_000, NOW + 15_000, NOW + 20_000]
+
+        def broken() -> int:
+            raise RuntimeError("bug")  # logged; the task keeps its period
+
+        manager.maybe_shrink_isr = broken  # type: ignore[method-assign]
+        clock[0] = NOW + 25_000
+        timers.run_due()
+        assert timers.deadline(ISR_EXPIRATION_TIMER) == NOW + 30_000
+        manager.stop_isr_expiration()
+        assert ISR_EXPIRATION_TIMER not in timers and len(timers) == 0
+    finally:
+        log_manager.shutdown()

@@ -104,3 +104,56 @@ async def test_a_cancelled_timer_never_runs() -> None:
     timers.schedule("y", monotonic_ms() + 20, lambda now: flag.set())
     await asyncio.wait_for(flag.wait(), 2)
     assert ran == []
+
+
+def test_a_periodic_job_runs_at_each_interval_and_stops_on_cancel_or_close() -> None:
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    ran: list[int] = []
+    failing: list[int] = []
+
+    def fails(now: int) -> None:
+        failing.append(now)
+        raise OSError("disk")  # logged; the job keeps its period
+
+    timers.schedule_every("job", 1_000, ran.append)
+    timers.schedule_every("fails", 1_000, fails, first_delay_ms=0)
+    timers.run_due()
+    assert ran == [] and failing == [NOW]  # first_delay_ms=0: at once
+    for step in range(1, 4):
+        clock[0] = NOW + step * 1_000 - 1
+        timers.run_due()
+        assert len(ran) == step - 1  # not a ms early
+        clock[0] += 1
+        timers.run_due()
+        assert ran[-1] == NOW + step * 1_000
+    assert failing == [NOW + k * 1_000 for k in range(4)]
+    assert timers.deadline("job") == NOW + 4_000  # re-armed an interval after its run
+    assert timers.cancel("job")
+    clock[0] = NOW + 10_000
+    timers.run_due()
+    assert len(ran) == 3 and "job" not in timers
+    timers.close()
+    clock[0] = NOW + 20_000
+    assert timers.run_due() == 0 and len(failing) == 5 and len(timers) == 0
+
+
+def test_a_periodic_job_that_cancels_itself_stops_and_run_soon_keeps_the_period() -> None:
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    ran: list[int] = []
+
+    def once(now: int) -> None:
+        ran.append(now)
+        timers.cancel("once")
+
+    timers.schedule_every("once", 100, once)
+    timers.schedule_every("job", 1_000, ran.append)
+    clock[0] = NOW + 100
+    timers.run_due()
+    assert ran == [NOW + 100] and "once" not in timers
+    assert timers.run_soon("job") and not timers.run_soon("once")
+    timers.run_due()
+    assert ran == [NOW + 100, NOW + 100] and timers.deadline("job") == NOW + 1_100
+    with pytest.raises(ValueError, match="interval_ms"):
+        timers.schedule_every("bad", 0, ran.append)
