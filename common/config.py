@@ -33,6 +33,8 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 
 # log.open.files.max's default: enough for every active segment of 10,000 partitions.
 LOG_OPEN_FILES_MAX_DEFAULT: Final = 10_000
+# Kafka's client port: the port of the default `listeners`, and of a local cluster's brokers.
+KAFKA_PORT: Final = 9092
 
 # Kafka's BrokerCompressionType names: a codec, or keep the producer's.
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -231,7 +233,7 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("group.max.size", _INT, INT_MAX,
               "Most members in one group.", at_least(1)),
     # --- Broker listener (process.roles contains broker); broker.broker_settings parses and checks them
-    ConfigKey("listeners", _LIST, "PLAINTEXT://:9092",
+    ConfigKey("listeners", _LIST, f"PLAINTEXT://:{KAFKA_PORT}",
               "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "
               "tidelog speaks PLAINTEXT only.", all_of(non_empty, distinct)),
     ConfigKey("advertised.listeners", _LIST, None,

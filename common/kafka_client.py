@@ -26,19 +26,17 @@ from common.broker_connection import BrokerConnection, shown
 # re-exported: the CLI's callers catch it as this client's error
 from common.broker_connection import BrokerUnavailable as BrokerUnavailable
 from common.errors import ErrorCode
+from common.limits import CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import strip_response_header
 from common.protocol.primitives import Chunk
+from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION
 from common.units import MIB, SECONDS
 
 CONNECT_TIMEOUT: Final = 5 * SECONDS
-REQUEST_TIMEOUT: Final = 30 * SECONDS  # beyond a request's own timeout_ms / max_wait_ms
 MAX_RESPONSE_BYTES: Final = 64 * MIB
-METADATA_VERSION: Final = 8
 PRODUCE_VERSION: Final = 8
-LIST_OFFSETS_VERSION: Final = 5
-FETCH_VERSION: Final = 11
 CONSUMER: Final = fetch.CONSUMER_REPLICA_ID
 NO_LEADER: Final = -1
 EARLIEST_TIMESTAMP: Final = list_offsets.EARLIEST_TIMESTAMP
@@ -105,7 +103,7 @@ class KafkaClient:
     """Connections to the bootstrap servers and every broker metadata names, opened on demand."""
 
     def __init__(self, bootstrap: Sequence[tuple[str, int]], *, client_id: str = "tidelog-cli",
-                 request_timeout: float = REQUEST_TIMEOUT) -> None:
+                 request_timeout: float = CLIENT_REQUEST_TIMEOUT) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap server is needed")
         self.bootstrap = tuple(bootstrap)

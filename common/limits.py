@@ -30,13 +30,27 @@ MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # replicas; Kafka's replication facto
 PORT_MAX: Final = 65535  # a TCP port is 16 bits
 MAX_VARLONG_BYTES: Final = 10  # bytes; a zigzag varlong carries 64 bits in 7-bit groups
 
+# --- Vectorised (numpy) scans of record bytes: the log cleaner's and the Spark reader's
+# Zero bytes after the scanned bytes, so that a read starting at the last position (two 8-byte
+# words of a key, or a varint's continuation bytes) never leaves the buffer.
+SCAN_PADDING: Final = 2 * 8  # bytes
+
 # --- Sockets and reads
 READ_SIZE: Final = 64 * KIB  # one read of a socket or of stdin: a few frames, never a whole log
 # Connecting over loopback: a dead peer refuses at once, only a cut link (a chaos firewall)
 # waits for this.
 CONNECT_TIMEOUT: Final = 1 * SECONDS
 
+# --- The controllers' admin operations
+# Metadata records one admin operation may write, one per partition of a topic creation, a
+# leader election or a reassignment: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (its
+# MAX_RECORDS_PER_BATCH), which createTopics, electLeaders and alterPartitionReassignments all
+# bound their record lists with.
+MAX_RECORDS_PER_USER_OP: Final = 10_000  # records (partitions)
+
 # --- The controllers' admin HTTP API, as its clients see it
+# One answer, forwarded by a controller or read by a client: a topic with thousands of partitions.
+MAX_ADMIN_ANSWER_BYTES: Final = 64 * MIB
 # An answer with one result line per partition (elections, reassignments) of a large cluster.
 MAX_PARTITION_RESULTS_BYTES: Final = 8 * MIB
 # One admin write from a client (a broker's handler, a test): the controller it reaches may
@@ -46,12 +60,18 @@ ADMIN_WRITE_TIMEOUT: Final = 15 * SECONDS
 
 # --- Kafka clients we write (producer, consumer, admin, Spark reader)
 CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)
+# An answer, beyond the request's own timeout_ms / max_wait_ms: Kafka's clients' request.timeout.ms
+# default (30 s).
+CLIENT_REQUEST_TIMEOUT: Final = 30 * SECONDS
 
 # --- Harnesses: local clusters, tests, chaos runs
 READY_TIMEOUT: Final = 30 * SECONDS  # a local cluster's nodes answer their readiness probes
 POLL_INTERVAL: Final = 0.05 * SECONDS  # a test's bounded poll of a process or an admin read
 KILL_WAIT: Final = 5 * SECONDS  # a SIGKILLed process is reaped well within this
 WATCH_INTERVAL: Final = 0.5 * SECONDS  # a foreground command looks at what it watches this often
+# One read of one local node (an admin API read, a readiness probe, a Metadata request): a paused
+# or cut-off node must not stall the wait or the chaos step that asked.
+NODE_READ_TIMEOUT: Final = 2 * SECONDS
 CHAOS_POLL_S: Final = 0.2 * SECONDS  # a chaos workload or scenario step polls this often
 # Harvested log lines carry wall-clock milliseconds, the events they are compared with the
 # harness's or the client's clock: a checker allows this much between the two.

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from common.config import default_int
+
 GROUP_METADATA_TOPIC_NAME: Final = "__consumer_offsets"
-DEFAULT_OFFSETS_TOPIC_PARTITIONS: Final = 50
+DEFAULT_OFFSETS_TOPIC_PARTITIONS: Final = default_int("offsets.topic.num.partitions")
 
 _INT32_MIN: Final = -(2**31)
 

@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from common.config import KAFKA_PORT
 from common.table import render
 
 DEFAULT_CONTROLLERS: Final = 3
 DEFAULT_BROKERS: Final = 3
 DEFAULT_RAFT_PORT: Final = 9093  # Kafka's controller port
 DEFAULT_ADMIN_PORT: Final = 9080
-DEFAULT_KAFKA_PORT: Final = 9092  # Kafka's client port
+DEFAULT_KAFKA_PORT: Final = KAFKA_PORT  # the port of Kafka's default listener
 DEFAULT_METRICS_PORT: Final = 9081  # a broker's GET /metrics
 MAX_NODES: Final = 254  # one loopback address 127.0.0.N each
 MAX_CONTROLLERS: Final = 9  # a Raft quorum larger than this only slows commits down

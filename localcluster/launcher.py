@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from common.limits import NODE_READ_TIMEOUT, READY_TIMEOUT
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import (
@@ -38,7 +39,6 @@ from localcluster.cluster_layout import (
     write_atomic,
 )
 from localcluster.node_process import (
-    POLL_INTERVAL,
     STOP_TIMEOUT,
     NodeProcess,
     StopReport,
@@ -46,8 +46,7 @@ from localcluster.node_process import (
 )
 from localcluster.server_properties import properties_files
 
-READY_TIMEOUT: Final = 30 * SECONDS
-HTTP_TIMEOUT: Final = 2 * SECONDS  # one readiness probe
+READY_POLL_INTERVAL: Final = 0.1 * SECONDS  # a start looks this often whether its nodes answer
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
 FREE_PORT_TRIES: Final = 50
 
@@ -67,7 +66,7 @@ class Interrupted(LauncherError):
 
 def probe_cluster_view(node: NodeSpec) -> Mapping[str, Any]:
     """GET /v1/cluster of one controller (raises OSError or ValueError when it cannot answer)."""
-    with urllib.request.urlopen(f"{node.admin_url}/v1/cluster", timeout=HTTP_TIMEOUT) as answer:
+    with urllib.request.urlopen(f"{node.admin_url}/v1/cluster", timeout=NODE_READ_TIMEOUT) as answer:
         view = json.loads(answer.read(MAX_HTTP_ANSWER_BYTES))
     if not isinstance(view, dict):
         raise ValueError(f"GET /v1/cluster answered {view!r:.100}")
@@ -76,7 +75,7 @@ def probe_cluster_view(node: NodeSpec) -> Mapping[str, Any]:
 
 def probe_brokers(admin_url: str) -> list[Mapping[str, Any]]:
     """GET /v1/brokers of one controller (raises OSError or ValueError when it cannot answer)."""
-    with urllib.request.urlopen(f"{admin_url}/v1/brokers", timeout=HTTP_TIMEOUT) as answer:
+    with urllib.request.urlopen(f"{admin_url}/v1/brokers", timeout=NODE_READ_TIMEOUT) as answer:
         brokers = json.loads(answer.read(MAX_HTTP_ANSWER_BYTES))
     if not isinstance(brokers, list) or not all(isinstance(b, dict) for b in brokers):
         raise ValueError(f"GET /v1/brokers answered {brokers!r:.100}")
@@ -291,7 +290,7 @@ class LocalCluster:
             if time.monotonic() >= deadline:
                 raise LauncherError(f"the brokers {sorted(wanted)} were not all registered and unfenced after "
                                     f"{timeout:.0f} s (last: {seen!r:.200}); see the node logs under {self.root}")
-            time.sleep(POLL_INTERVAL)
+            time.sleep(READY_POLL_INTERVAL)
         return active
 
     def _check_alive(self, should_stop: Callable[[], bool]) -> None:
@@ -320,7 +319,7 @@ class LocalCluster:
             if active is not None:
                 self.active_controller = active
                 return active
-            time.sleep(POLL_INTERVAL)
+            time.sleep(READY_POLL_INTERVAL)
         seen = "\n".join(f"  {self.node(i).spec.label}: {answer!r:.200}" for i, answer in sorted(last.items()))
         raise LauncherError(f"no active controller that every controller agrees on after {timeout:.0f} s "
                             f"(cluster id {self.cluster_id}); last answers:\n{seen}\n"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from common.limits import KILL_WAIT
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import NodeSpec
@@ -29,8 +30,7 @@ BROKER_STOP_TIMEOUT: Final = 35 * SECONDS
 # a combined node: its broker's controlled shutdown, then its controller lingers while other
 # brokers finish theirs (tidelog.combined_node.LINGER_MAX, 10 s), then stops
 COMBINED_STOP_TIMEOUT: Final = BROKER_STOP_TIMEOUT + 15 * SECONDS
-KILL_WAIT: Final = 5 * SECONDS  # after SIGKILL: only an uninterruptible (D state) process takes longer
-POLL_INTERVAL: Final = 0.1 * SECONDS
+EXIT_POLL_INTERVAL: Final = 0.1 * SECONDS  # a stop looks this often whether its processes exited
 STOP_ORDER: Final = (layout.BROKER, layout.COMBINED, layout.CONTROLLER)
 LOG_TAIL_LINES: Final = 20
 # the checkout this launcher runs from: a node runs `python -m tidelog` from the same sources
@@ -135,7 +135,7 @@ class StopReport:
 def _wait_all_exit(nodes: Sequence[NodeProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(n.running() for n in nodes):  # bounded by the deadline
-        time.sleep(POLL_INTERVAL)
+        time.sleep(EXIT_POLL_INTERVAL)
 
 
 def stop_nodes(nodes: Sequence[NodeProcess], timeout: float = STOP_TIMEOUT) -> list[StopReport]:

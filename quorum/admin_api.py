@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from common import rpc, rpc_messages
 from common.config_schema import Config, ConfigError, Password
+from common.limits import MAX_RECORDS_PER_USER_OP
 from common.rpc import (
     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
     DEFAULT_BROKER_SESSION_TIMEOUT_MS,
@@ -49,12 +50,11 @@ MAX_ADMIN_BODY_BYTES: Final = 1 * MIB  # a JSON request body; larger -> 413 befo
 MAX_RPC_BODY_BYTES: Final = rpc.MAX_RPC_BODY_BYTES
 LONG_POLL_MAX_WAIT_MS: Final = rpc.LONG_POLL_MAX_WAIT_MS
 MAX_FETCH_RECORDS: Final = rpc_messages.MAX_FETCH_RECORDS
-MAX_FORWARD_RESPONSE_BYTES: Final = 64 * MIB  # what a forwarded write may answer (a topic view)
-# The most partitions one create / create-partitions request may ask for is the rule's own
-# limit, quorum.topic_control.MAX_PARTITIONS_PER_REQUEST.
+# The most partitions one create, create-partitions, election or reassignment request may name:
+# common.limits.MAX_RECORDS_PER_USER_OP, Kafka's bound of one admin operation.
+# The most bytes a forwarded write may answer (a topic view): common.limits.MAX_ADMIN_ANSWER_BYTES.
 MAX_CONFIGS_PER_REQUEST: Final = 1000
 MAX_CONFIG_VALUE_CHARS: Final = 8 * KIB  # one Config record must fit a 16 KiB metadata log chunk
-MAX_ELECTION_PARTITIONS: Final = 10_000
 WRITE_TIMEOUT: Final = 5 * SECONDS  # one decision: queue, replication, commit
 ACTIVE_WAIT: Final = 3 * SECONDS  # how long a write waits for an active controller to be known
 FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwarded write, end to end
@@ -266,8 +266,8 @@ def parse_elections(body: Any) -> ElectionRequest:
         return ElectionRequest(ELECTION_TYPES[kind], None)
     if not isinstance(items, list):
         raise invalid(f"partitions must be an array or null, got {json_type(items)}", "partitions")
-    if len(items) > MAX_ELECTION_PARTITIONS:
-        raise invalid(f"partitions names {len(items)} partitions, at most {MAX_ELECTION_PARTITIONS} "
+    if len(items) > MAX_RECORDS_PER_USER_OP:
+        raise invalid(f"partitions names {len(items)} partitions, at most {MAX_RECORDS_PER_USER_OP} "
                       "are allowed", "partitions")
     out: list[tuple[str, int]] = []
     for i, item in enumerate(items):

@@ -16,16 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.rpc import (
-    DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_BROKER_SESSION_TIMEOUT_MS,
-)
+from common.config import default_int
 from metadata.image import MetadataImage
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-DEFAULT_SESSION_TIMEOUT_MS: Final = DEFAULT_BROKER_SESSION_TIMEOUT_MS  # Kafka's broker.session.timeout.ms
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS  # broker.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS: Final = default_int("broker.session.timeout.ms")  # ms
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import copy
 from typing import Any, Final
 
 from quorum import admin_api as api
-from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
+from common.limits import MAX_RECORDS_PER_USER_OP
 
 JSON: Final = "application/json"
 MSGPACK: Final = "application/x-msgpack"
@@ -90,7 +90,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "TopicSummary": _obj(None, name=STR, topic_id=STR, partitions=INT, offline_partitions=INT,
                          under_replicated_partitions=INT),
     "CreateTopic": _obj(["name"], name={**STR, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"},
-                        partitions={**INT, "minimum": -1, "maximum": MAX_PARTITIONS_PER_REQUEST,
+                        partitions={**INT, "minimum": -1, "maximum": MAX_RECORDS_PER_USER_OP,
                                     "description": "default: num.partitions; with assignments: omit (or -1)"},
                         replication_factor={**INT, "minimum": -1, "description": "default: "
                                             "default.replication.factor; with assignments: omit (or -1)"},

@@ -25,8 +25,6 @@ from metadata.records import PartitionChange
 from quorum.controller_result import ControllerResult
 from quorum.topic_control import topic_election_config
 
-MAX_REASSIGNMENT_PARTITIONS = 10_000  # one request; each answer is one line
-
 
 @dataclass(frozen=True, slots=True)
 class ReassignmentRequest:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from common.errors import ErrorCode
-from common.limits import MAX_REPLICATION_FACTOR
+from common.limits import MAX_RECORDS_PER_USER_OP, MAX_REPLICATION_FACTOR
 from metadata.image import MetadataImage
 from metadata.reassignment import list_reassignments
 from quorum.admin_api import (
@@ -30,7 +30,6 @@ from quorum.admin_api import (
 from quorum.controller_result import ControllerResult
 from quorum.http_json import read_json
 from quorum.reassignment_control import (
-    MAX_REASSIGNMENT_PARTITIONS,
     ReassignmentRequest,
     ReassignmentResult,
     alter_partition_reassignments,
@@ -61,8 +60,8 @@ def parse_reassignments(body: Any) -> tuple[ReassignmentRequest, ...]:
     items = body["partitions"]
     if not isinstance(items, list):
         raise invalid(f"partitions must be an array, got {json_type(items)}", "partitions")
-    if len(items) > MAX_REASSIGNMENT_PARTITIONS:
-        raise invalid(f"partitions names {len(items)} partitions, at most {MAX_REASSIGNMENT_PARTITIONS} "
+    if len(items) > MAX_RECORDS_PER_USER_OP:
+        raise invalid(f"partitions names {len(items)} partitions, at most {MAX_RECORDS_PER_USER_OP} "
                       "are allowed", "partitions")
     out = []
     for i, item in enumerate(items):

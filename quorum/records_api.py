@@ -23,6 +23,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from common.errors import ErrorCode
+from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import ClientFraming
@@ -35,7 +36,6 @@ from quorum.admin_api import AdminError
 DEFAULT_TIMEOUT_MS: Final = 30_000  # kafka-delete-records.sh's default request timeout
 MAX_TIMEOUT_MS: Final = 5 * 60_000
 TIMEOUT_MARGIN: Final = 5 * SECONDS  # connecting, and a retry after a leadership move
-RETRY_EVERY: Final = 0.1 * SECONDS
 MAX_RESPONSE_BYTES: Final = 1 * MIB
 CLIENT_ID: Final = "tidelog-admin-api"
 # A classic version: this client reads response header v0 (DeleteRecords v1 carries every field used).
@@ -118,7 +118,7 @@ class RecordsApi:
         while True:  # bounded by the deadline: one retry per leadership move
             leader, address = self._leader_address(topic, partition)
             remaining = deadline - time.monotonic()
-            response = await self._call(address, message, max(remaining, RETRY_EVERY))
+            response = await self._call(address, message, max(remaining, CLIENT_RETRY_BACKOFF))
             result = response.topics[0].partitions[0]
             if result.error_code == 0:
                 return web.json_response({"topic": topic, "partition": partition,
@@ -126,4 +126,4 @@ class RecordsApi:
             if result.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
                 raise error_for(result.error_code, f"DeleteRecords on {topic}-{partition} at offset {offset} "
                                 f"failed on its leader {leader}")
-            await asyncio.sleep(RETRY_EVERY)
+            await asyncio.sleep(CLIENT_RETRY_BACKOFF)

@@ -30,6 +30,7 @@ import aiohttp
 from aiohttp import web
 
 from common.errors import ErrorCode
+from common.limits import MAX_ADMIN_ANSWER_BYTES
 from metadata.codec import MetadataRecordError
 from quorum import admin_api as api
 from quorum.active_controller import (
@@ -155,7 +156,7 @@ class RequestRouter:
             async with self._session.request(
                     request.method, url, data=raw, headers=headers,
                     timeout=aiohttp.ClientTimeout(total=api.FORWARD_TIMEOUT)) as response:
-                if (response.content_length or 0) > api.MAX_FORWARD_RESPONSE_BYTES:
+                if (response.content_length or 0) > MAX_ADMIN_ANSWER_BYTES:
                     raise AdminError("UNKNOWN_SERVER_ERROR", f"controller {node} answered "
                                      f"{response.content_length} bytes, more than this node relays")
                 body = await response.read()

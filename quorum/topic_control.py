@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from common.config import parse_config
 from common.config_schema import ConfigError, Value
 from common.errors import ErrorCode
+from common.limits import MAX_RECORDS_PER_USER_OP
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,
     TOPIC_CONFIG_KEYS,
@@ -49,8 +50,6 @@ if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
-
-MAX_PARTITIONS_PER_REQUEST: Final = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP bounds one request
 
 ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: level >= 1 enables ELR
 TOPIC = ConfigResourceType.TOPIC
@@ -147,9 +146,9 @@ def _check_partition_count(count: object, field: str) -> int:
     if type(count) is not int or count <= 0:
         raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions must be larger than 0, got {count!r}", field=field)
-    if count > MAX_PARTITIONS_PER_REQUEST:
+    if count > MAX_RECORDS_PER_USER_OP:
         raise ControllerApiError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Number of partitions {count} is more than {MAX_PARTITIONS_PER_REQUEST}, "
+                                 f"Number of partitions {count} is more than {MAX_RECORDS_PER_USER_OP}, "
                                  "the most one request may create", field=field)
     return count
 

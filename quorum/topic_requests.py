@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from common.limits import MAX_REPLICATION_FACTOR
+from common.limits import MAX_RECORDS_PER_USER_OP, MAX_REPLICATION_FACTOR
 from common.units import INT_MAX
 from quorum.admin_api import (
     MAX_CONFIGS_PER_REQUEST,
@@ -34,7 +34,6 @@ from quorum.admin_api import (
 from quorum.config_control import AlterConfigOp, ConfigChanges, parse_op_type
 from quorum.controller_result import ControllerApiError
 from quorum.replica_assignment import UNSET
-from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -81,8 +80,8 @@ def _check_replicas(value: Any, field: str) -> tuple[int, ...]:
 def _check_list(value: Any, field: str) -> list[Any]:
     if not isinstance(value, list):
         raise invalid(f"{field} must be an array", field)
-    if len(value) > MAX_PARTITIONS_PER_REQUEST:
-        raise invalid(f"{field} has {len(value)} entries, at most {MAX_PARTITIONS_PER_REQUEST} are allowed",
+    if len(value) > MAX_RECORDS_PER_USER_OP:
+        raise invalid(f"{field} has {len(value)} entries, at most {MAX_RECORDS_PER_USER_OP} are allowed",
                       field, "INVALID_PARTITIONS")
     return value
 
@@ -92,7 +91,7 @@ def _topic_assignments(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
     for i, item in enumerate(_check_list(value, "assignments")):
         at = f"assignments[{i}]."
         check_object(item, ("partition", "replicas"), ("partition", "replicas"), at)
-        out.append((check_int(item["partition"], at + "partition", 0, MAX_PARTITIONS_PER_REQUEST - 1,
+        out.append((check_int(item["partition"], at + "partition", 0, MAX_RECORDS_PER_USER_OP - 1,
                               "INVALID_REPLICA_ASSIGNMENT"),
                     _check_replicas(item["replicas"], at + "replicas")))
     return tuple(out)
@@ -109,7 +108,7 @@ def parse_create_topic(body: Any, *, default_partitions: int,
     manual = bool(assignments)
     low = UNSET if manual else 1
     partitions = check_int(body.get("partitions", UNSET if manual else default_partitions), "partitions",
-                           low, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
+                           low, MAX_RECORDS_PER_USER_OP, "INVALID_PARTITIONS")
     replication_factor = check_int(
         body.get("replication_factor", UNSET if manual else default_replication_factor),
         "replication_factor", low, MAX_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR")
@@ -123,7 +122,7 @@ def parse_create_topic(body: Any, *, default_partitions: int,
 def parse_create_partitions(body: Any) -> CreatePartitionsRequest:
     """POST /v1/topics/{name}/partitions: the new total, as Kafka's CreatePartitions."""
     body = check_object(body, CREATE_PARTITIONS_FIELDS, ("count",))
-    count = check_int(body["count"], "count", 1, MAX_PARTITIONS_PER_REQUEST, "INVALID_PARTITIONS")
+    count = check_int(body["count"], "count", 1, MAX_RECORDS_PER_USER_OP, "INVALID_PARTITIONS")
     assignments = None
     if body.get("assignments") is not None:
         assignments = tuple(_check_replicas(item, f"assignments[{i}]")

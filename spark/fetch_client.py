@@ -20,16 +20,14 @@ from typing import Final, TypeVar
 
 from common.broker_connection import BrokerConnection, BrokerUnavailable
 from common.errors import ErrorCode
+from common.limits import CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata
 from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import Chunk
+from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION
 from common.units import MIB, SECONDS
 
-METADATA_VERSION: Final = 8
-FETCH_VERSION: Final = 11
-LIST_OFFSETS_VERSION: Final = 5
 CONNECT_TIMEOUT: Final = 10 * SECONDS
-REQUEST_TIMEOUT: Final = 30 * SECONDS  # beyond a Fetch's own max wait
 MAX_RESPONSE_BYTES: Final = 256 * MIB
 EARLIEST: Final = list_offsets.EARLIEST_TIMESTAMP
 LATEST: Final = list_offsets.LATEST_TIMESTAMP
@@ -88,7 +86,7 @@ class PartitionClient:
         for address in dict.fromkeys([*self.bootstrap, *([self.leader] if self.leader else [])]):  # each once
             try:
                 connection = self._connect(address)
-                raw = self._request(ApiKey.METADATA, METADATA_VERSION, body, REQUEST_TIMEOUT)
+                raw = self._request(ApiKey.METADATA, METADATA_VERSION, body, CLIENT_REQUEST_TIMEOUT)
                 answer = connection.decode(metadata.decode_metadata_response, raw, METADATA_VERSION)
             except BrokerUnavailable as exc:
                 failures.append(f"{address[0]}:{address[1]}: {exc}")
@@ -110,7 +108,7 @@ class PartitionClient:
         request = fetch.FetchRequest(fetch.CONSUMER_REPLICA_ID, max_wait_ms, 1, max_bytes, isolation_level, (
             fetch.FetchTopic(self.topic, (fetch.FetchPartition(self.partition, position, max_bytes),)),))
         raw = self._leader_request(ApiKey.FETCH, FETCH_VERSION, fetch.encode_fetch_request(request, FETCH_VERSION),
-                                   max_wait_ms / 1000 + REQUEST_TIMEOUT)
+                                   max_wait_ms / 1000 + CLIENT_REQUEST_TIMEOUT)
         answer = self._decode(fetch.decode_fetch_response, raw, FETCH_VERSION)
         if answer.error_code != ErrorCode.NONE:
             return fetch.FetchPartitionResponse(self.partition, answer.error_code, -1, None)
@@ -126,7 +124,7 @@ class PartitionClient:
             self.topic, (list_offsets.ListOffsetsPartition(self.partition, timestamp),)),), isolation_level)
         raw = self._leader_request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
                                    list_offsets.encode_list_offsets_request(request, LIST_OFFSETS_VERSION),
-                                   REQUEST_TIMEOUT)
+                                   CLIENT_REQUEST_TIMEOUT)
         answer = self._decode(list_offsets.decode_list_offsets_response, raw, LIST_OFFSETS_VERSION)
         for topic in answer.topics:
             for p in topic.partitions if topic.name == self.topic else ():

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from common.compression import decompress
 from common.errors import CorruptRecordError
-from common.limits import MAX_VARLONG_BYTES
+from common.limits import MAX_VARLONG_BYTES, SCAN_PADDING
 from common.protocol.fetch_messages import AbortedTransaction
 from common.record_batch import (
     HEADER_SIZE,
@@ -49,7 +49,6 @@ from spark.arrow_schema import (
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
-PADDING: Final = 16  # zero bytes after the sections: a varint read never leaves the buffer
 ABORT_MARKER: Final = 0  # control record key type (COMMIT is 1)
 _LENGTH = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
@@ -111,7 +110,7 @@ def decode_fetched(records: bytes | memoryview | None, *, topic: str, partition:
         sections.append(body if header.compression is CompressionType.NONE else
                         decompress(header.compression, bytes(body)))
     sizes = np.fromiter((len(s) for s in sections), np.int64, len(sections))
-    data = b"".join((*sections, bytes(PADDING)))
+    data = b"".join((*sections, bytes(SCAN_PADDING)))
     section_start = np.zeros(len(kept), np.int64)
     np.cumsum(sizes[:-1], out=section_start[1:])
     counts = np.fromiter((h.record_count for _, h in kept), np.int64, len(kept))
@@ -178,7 +177,7 @@ def _visible_batches(view: memoryview, batches: list[tuple[int, RecordBatchHeade
 
 def _is_abort_marker(view: memoryview, pos: int, header: RecordBatchHeader) -> bool:
     """The control record's key says ABORT (control batches are never compressed)."""
-    data = bytes(view[pos + HEADER_SIZE : pos + header.size]) + bytes(PADDING)
+    data = bytes(view[pos + HEADER_SIZE : pos + header.size]) + bytes(SCAN_PADDING)
     p = _varint_end(data, 0) + 1  # past the length and the attributes byte
     p = _varint_end(data, _varint_end(data, p))  # past timestampDelta and offsetDelta
     key_length, p = _varint(data, p)
@@ -288,7 +287,7 @@ def _decode_fields(buf: U8, starts: I64, counts: I64) -> _Fields:
 
 
 def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
-    """The zig-zag varints at each position: (values, positions after). `buf` ends in PADDING.
+    """The zig-zag varints at each position: (values, positions after). `buf` ends in SCAN_PADDING.
 
     One gather of the byte pair at each position answers the 1- and 2-byte varints (all of
     them for records under 8 KiB); the rest are decoded a byte at a time."""

@@ -21,18 +21,16 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from common.units import SECONDS
+from common.limits import ADMIN_WRITE_TIMEOUT, MAX_ADMIN_ANSWER_BYTES
 from tidelog.cli_common import ClusterError
 
-REQUEST_TIMEOUT: Final = 15 * SECONDS  # the API's own write timeout is ~10 s end to end when forwarded
-MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024  # a topic with thousands of partitions
 UNREACHABLE: Final = "CONTROLLER_UNREACHABLE"  # not a Kafka name: no controller answered at all
 
 
 class AdminClient:
     """JSON over HTTP to the first controller that can be reached."""
 
-    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout: float = ADMIN_WRITE_TIMEOUT) -> None:
         if not urls:
             raise ValueError("at least one admin URL is needed")
         self.urls, self._token, self._timeout = tuple(urls), token, timeout
@@ -50,7 +48,7 @@ class AdminClient:
             request = urllib.request.Request(f"{url}{path}", data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(request, timeout=self._timeout) as answer:
-                    return _decode(answer.read(MAX_ANSWER_BYTES + 1), url)
+                    return _decode(answer.read(MAX_ADMIN_ANSWER_BYTES + 1), url)
             except urllib.error.HTTPError as exc:
                 if method == "GET" and exc.code == 503:  # not caught up (or no quorum): another may be
                     tried.append(f"{url}: {_api_error(exc, url)}")
@@ -133,8 +131,8 @@ def _never_sent(reason: object) -> bool:
 
 
 def _decode(raw: bytes, url: str) -> Any:
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise ClusterError("UNKNOWN_SERVER_ERROR", f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+    if len(raw) > MAX_ADMIN_ANSWER_BYTES:
+        raise ClusterError("UNKNOWN_SERVER_ERROR", f"{url} answered more than {MAX_ADMIN_ANSWER_BYTES} bytes")
     try:
         return json.loads(raw)
     except ValueError:
@@ -145,7 +143,7 @@ def _decode(raw: bytes, url: str) -> Any:
 def _api_error(exc: urllib.error.HTTPError, url: str) -> ClusterError:
     """The API's {"error", "message", "field"} as ClusterError (the field named in the message)."""
     try:
-        body = json.loads(exc.read(MAX_ANSWER_BYTES))
+        body = json.loads(exc.read(MAX_ADMIN_ANSWER_BYTES))
     except (ValueError, OSError):
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("error"), str):

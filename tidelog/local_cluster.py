@@ -27,14 +27,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from common.limits import READY_TIMEOUT, WATCH_INTERVAL
 from localcluster import cluster_layout as layout
 from tidelog.cli_common import silence_stdout
 from localcluster.cluster_layout import LayoutError, data_dir_lock
-from localcluster.launcher import READY_TIMEOUT, Interrupted, LauncherError, LocalCluster
+from localcluster.launcher import Interrupted, LauncherError, LocalCluster
 from localcluster.node_process import StopReport
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
-WATCH_INTERVAL: Final = 0.5  # seconds between two looks at the nodes while running in the foreground
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

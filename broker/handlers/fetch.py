@@ -45,7 +45,6 @@ from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.units import SECOND_MS
 
-CONSUMER_REPLICA_ID = -1  # ListOffsets v0: only a consumer is held to the high watermark
 
 
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
@@ -156,7 +155,7 @@ async def handle_list_offsets(ctx: BrokerContext, req: lo.ListOffsetsRequest,
                 continue
             try:
                 if version == 0:
-                    parts.append(_legacy_offsets(ctx, tp, p, consumer=req.replica_id == CONSUMER_REPLICA_ID))
+                    parts.append(_legacy_offsets(ctx, tp, p, consumer=req.replica_id == fetch.CONSUMER_REPLICA_ID))
                     continue
                 parts.append(_offset_for(ctx, tp, p, consumer=req.replica_id < 0))
             except Exception as e:  # noqa: BLE001 - a failure answers this partition only

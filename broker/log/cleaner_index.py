@@ -21,14 +21,12 @@ from pathlib import Path
 
 from broker.log.segment import NO_TIMESTAMP, LogSegment
 from common.errors import KafkaStorageError
-from common.record_batch import LOG_OVERHEAD
+from common.record_batch import LAST_OFFSET_DELTA_POS, LOG_OVERHEAD, MAX_TIMESTAMP_POS
 
 # baseOffset, batchLength, then lastOffsetDelta at 23 and maxTimestamp at 35 of the header
 _FRAME = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
-_LAST_DELTA_POS = 23
-_MAX_TIMESTAMP_POS = 35
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -58,8 +56,8 @@ class CleanedIndexes:
         while at < end:  # bounded: each batch moves `at` forward (the writer framed them)
             base, length = _FRAME.unpack_from(data, at)
             size = length + LOG_OVERHEAD
-            last = base + _LAST_DELTA.unpack_from(data, at + _LAST_DELTA_POS)[0]
-            timestamp = _MAX_TIMESTAMP.unpack_from(data, at + _MAX_TIMESTAMP_POS)[0]
+            last = base + _LAST_DELTA.unpack_from(data, at + LAST_OFFSET_DELTA_POS)[0]
+            timestamp = _MAX_TIMESTAMP.unpack_from(data, at + MAX_TIMESTAMP_POS)[0]
             self._index_batch(self.size + at, last, timestamp, size)
             self.next_offset = last + 1
             at += size

@@ -17,14 +17,18 @@ import numpy as np
 from crc32c import crc32c
 
 from broker.log.record_columns import I64, U8
-from common.record_batch import ATTRIBUTES_POS, CRC_POS, HEADER_SIZE, LOG_OVERHEAD
+from common.record_batch import (
+    ATTRIBUTES_POS,
+    CRC_POS,
+    HEADER_SIZE,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_POS,
+    RECORDS_COUNT_POS,
+)
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-# field positions of the v2 batch header (common.record_batch's layout)
-LENGTH_POS = 8
-MAX_TIMESTAMP_POS = 35
-RECORDS_COUNT_POS = 57
 GATHER_WIDTH = 128  # bytes copied per row by gather_ranges (a 100-byte record: one row)
 _COLUMNS = np.arange(GATHER_WIDTH, dtype=np.int16)
 

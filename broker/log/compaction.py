@@ -40,6 +40,7 @@ from common.record_batch import (
     CRC_POS,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
+    LAST_OFFSET_DELTA_POS,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_TIMESTAMP_POS,
@@ -54,7 +55,6 @@ from common.records import build_batch, decode_records
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-LAST_OFFSET_DELTA_POS = 23  # in the v2 batch header, inside the CRC
 _INT16, _INT32, _INT64, _UINT32 = (struct.Struct(f) for f in (">h", ">i", ">q", ">I"))
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 header, as common.record_batch
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from common.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
-
-LATEST_TIMESTAMP: Final = -1
-EARLIEST_TIMESTAMP: Final = -2
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from broker.log.cleaner_snapshot import (
 from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX
 from broker.log.partition_log import PartitionLog
-from broker.log.record_columns import PADDING, U8
+from broker.log.record_columns import U8
 from broker.log.segment import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -41,6 +41,7 @@ from broker.log.segment import (
     segment_file_name,
 )
 from common.errors import KafkaStorageError
+from common.limits import SCAN_PADDING
 from common.record_batch import RecordBatchHeader, read_batches
 from common.units import MIB
 
@@ -62,8 +63,8 @@ SCAN_CACHE_BYTES = 128 * MIB
 # A cleaning reads its first chunks into buffers of the process's pool, given back when it
 # ends (a cleaning holds at most this much of them; later chunks take fresh buffers)
 POOLED_READ_BYTES = SCAN_CACHE_BYTES // 2 + SCAN_CHUNK_BYTES
-READ_BUFFERS = BufferPool(max_bytes=POOLED_READ_BYTES + SCAN_CHUNK_BYTES + PADDING,
-                          min_buffer_bytes=SCAN_CHUNK_BYTES + PADDING)
+READ_BUFFERS = BufferPool(max_bytes=POOLED_READ_BYTES + SCAN_CHUNK_BYTES + SCAN_PADDING,
+                          min_buffer_bytes=SCAN_CHUNK_BYTES + SCAN_PADDING)
 
 
 Chunk = tuple[memoryview, list[tuple[int, RecordBatchHeader]], ChunkScan]
@@ -272,7 +273,7 @@ class Cleaner:
     def _chunks(self, segment: SegmentFile) -> Iterator[tuple[memoryview,
                                                               list[tuple[int, RecordBatchHeader]]]]:
         """The whole batches of an inactive segment, CRC-checked, read SCAN_CHUNK_BYTES at
-        a time (at least one batch) into a buffer with PADDING spare bytes after them."""
+        a time (at least one batch) into a buffer with SCAN_PADDING spare bytes after them."""
         position, size = 0, segment.size
         while position < size:  # bounded: each chunk moves `position` forward
             if self.stopping:
@@ -281,10 +282,10 @@ class Cleaner:
                        batch_size_at(segment.fd, position))
             # not zeroed: the scan never depends on the bytes after the whole batches
             if sum(b.nbytes for b in self._taken) < POOLED_READ_BYTES:
-                self._taken.append(READ_BUFFERS.take(want + PADDING))  # back when prepared
-                buffer = self._taken[-1][: want + PADDING].data
+                self._taken.append(READ_BUFFERS.take(want + SCAN_PADDING))  # back when prepared
+                buffer = self._taken[-1][: want + SCAN_PADDING].data
             else:  # past the pooled bytes: a buffer freed with its last reference
-                buffer = np.empty(want + PADDING, np.uint8).data
+                buffer = np.empty(want + SCAN_PADDING, np.uint8).data
             got = os.preadv(segment.fd, [buffer[:want]], position)
             if self.throttle is not None:
                 self.throttle.account(got)

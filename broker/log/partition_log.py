@@ -33,11 +33,6 @@ from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
 from broker.log.segment_files import SegmentFileCache
 from broker.log.timestamp_lookup import (
-    EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP,  # re-exported
-)
-from broker.log.timestamp_lookup import LATEST_TIMESTAMP as LATEST_TIMESTAMP
-from broker.log.timestamp_lookup import MAX_TIMESTAMP as MAX_TIMESTAMP
-from broker.log.timestamp_lookup import (
     TimestampAndOffset,
     offset_for_timestamp,
 )
@@ -47,6 +42,10 @@ from common.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+# re-exported: the log's callers ask for these special positions by their ListOffsets names
+from common.protocol.list_offsets import EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP
+from common.protocol.list_offsets import LATEST_TIMESTAMP as LATEST_TIMESTAMP
+from common.protocol.list_offsets import MAX_TIMESTAMP as MAX_TIMESTAMP
 from common.record_batch import (
     NO_TIMESTAMP,
     RecordBatchHeader,

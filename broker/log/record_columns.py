@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from common.compression import decompress
 from common.errors import CorruptRecordError
+from common.limits import MAX_VARLONG_BYTES, SCAN_PADDING
 from common.record_batch import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -38,8 +39,6 @@ U8 = npt.NDArray[np.uint8]
 BOOL = npt.NDArray[np.bool_]
 
 NARROW = 8  # batches: fewer than this left, the walk goes on one record at a time
-PADDING = 16  # zero bytes after the scanned bytes: 8-byte key words never read past the end
-MAX_VARINT_BYTES = 10
 # Two lanes of a multiply-xorshift hash (the constants of splitmix64 / murmur3's fmix64),
 # each seeded differently; the key length is mixed in so "a" and "a\0" differ.
 _LANES = ((np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)),
@@ -97,10 +96,10 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             fixed_ts[i] = (header.max_timestamp
                            if header.attributes & TIMESTAMP_TYPE_MASK else -1)  # LOG_APPEND_TIME
         data_end = max((pos + header.size for pos, header in batches), default=0)
-        if not extra and len(view) - data_end >= PADDING:  # the reader padded the chunk
+        if not extra and len(view) - data_end >= SCAN_PADDING:  # the reader padded the chunk
             buf = np.frombuffer(view, dtype=np.uint8)
         else:
-            buf = np.frombuffer(b"".join((view[:data_end], *extra, bytes(PADDING))),
+            buf = np.frombuffer(b"".join((view[:data_end], *extra, bytes(SCAN_PADDING))),
                                 dtype=np.uint8)
             starts[starts >= data_end] -= len(view) - data_end
             ends[ends > data_end] -= len(view) - data_end
@@ -274,8 +273,8 @@ def _raw_varints(buf: U8, pos: I64) -> U64:
     after = pos + 1
     more = np.flatnonzero(byte >= 0x80)
     shift = np.uint64(7)
-    while more.size:  # bounded: MAX_VARINT_BYTES
-        if shift >= np.uint64(7 * MAX_VARINT_BYTES):
+    while more.size:  # bounded: MAX_VARLONG_BYTES
+        if shift >= np.uint64(7 * MAX_VARLONG_BYTES):
             raise CorruptRecordError("a varint is longer than 10 bytes")
         byte = buf[after[more]].astype(np.uint64)
         value[more] |= (byte & _LOW7) << shift
@@ -287,7 +286,7 @@ def _raw_varints(buf: U8, pos: I64) -> U64:
 
 def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
     """The zig-zag varints/varlongs at each position of `pos`: (values, positions after).
-    `buf` must hold a byte after the last position (PADDING)."""
+    `buf` must hold a byte after the last position (SCAN_PADDING)."""
     packed = _PACKED[_pairs(buf)[pos]]
     value, size = (packed >> 2).astype(np.int64), packed & 3
     longer = np.flatnonzero(size == 0)
@@ -297,7 +296,7 @@ def varints(buf: U8, pos: I64) -> tuple[I64, I64]:
         value[longer] = ((raw >> _U1) ^ (np.uint64(0) - (raw & _U1))).view(np.int64)
         length = np.full(len(longer), 3, np.int64)
         cont = buf[at + 2] >= 0x80
-        for k in range(3, MAX_VARINT_BYTES):  # bounded: _raw_varints checked the length
+        for k in range(3, MAX_VARLONG_BYTES):  # bounded: _raw_varints checked the length
             if not cont.any():
                 break
             length += cont
@@ -335,7 +334,7 @@ def _word_pairs(buf: U8) -> npt.NDArray[np.uint64]:
 def hash_keys(buf: U8, key_start: I64, key_length: I64, seed: int = 0) -> tuple[U64, U64]:
     """Two 64-bit hash lanes of each key `buf[key_start : key_start + key_length]` (a null
     key, length -1, hashes as the empty key: callers drop null keys first). `buf` must
-    hold PADDING bytes after the last key.
+    hold SCAN_PADDING bytes after the last key.
 
     Steps where every key still has bytes (all of them for keys of one length, the usual
     case) run in place over whole columns; a key's first 16 bytes come from one gather."""
@@ -347,7 +346,7 @@ def hash_keys(buf: U8, key_start: I64, key_length: I64, seed: int = 0) -> tuple[
         return lanes[0], lanes[1]
     longest, shortest = int(length.max()), int(length.min())
     words = _words(buf)
-    # the first two words of every key: PADDING bytes after the last key keep it in `buf`
+    # the first two words of every key: SCAN_PADDING bytes after the last key keep it in `buf`
     head = _word_pairs(buf)[key_start] if shortest > 8 else None
     scratch = np.empty(len(length), np.uint64)
     for j in range(0, longest, 8):  # bounded by the longest key, 8 bytes a step
@@ -394,5 +393,5 @@ def hash_key_bytes(keys: Sequence[bytes], seed: int = 0) -> tuple[U64, U64]:
     lengths = np.fromiter((len(k) for k in keys), np.int64, len(keys))
     starts = np.zeros(len(keys), np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join((*keys, bytes(PADDING))), dtype=np.uint8)
+    buf = np.frombuffer(b"".join((*keys, bytes(SCAN_PADDING))), dtype=np.uint8)
     return hash_keys(buf, starts, lengths, seed)

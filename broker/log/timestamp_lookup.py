@@ -14,11 +14,8 @@ from typing import NamedTuple
 
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.segment import LogSegment
+from common.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from common.record_batch import NO_TIMESTAMP, TimestampType
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
 
 
 class TimestampAndOffset(NamedTuple):

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from broker.replication.high_watermark import FollowerState, is_caught_up
-from common.units import MS
+from common.config import default_int
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 30_000 * MS  # replica.lag.time.max.ms
+DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = default_int("replica.lag.time.max.ms")  # ms
 
 
 def out_of_sync_replicas(isr: Iterable[int], leader: int,

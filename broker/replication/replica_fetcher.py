@@ -39,6 +39,7 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
+from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION
 
 if TYPE_CHECKING:  # the replica manager (above this package) is its owner's: annotation only
     from broker.replica_manager import ReplicaManager
@@ -47,9 +48,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FetcherOwner", "FetcherSettings", "PartitionFetchState", "ReplicaFetcher"]
 
-FETCH_VERSION: Final = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
-LIST_OFFSETS_VERSION: Final = 5
 # Errors that mean "the leader and we disagree about who leads in which epoch": wait for
 # the metadata to move on (it will), then carry on.
 _WAIT_FOR_METADATA: Final = frozenset({

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from broker.topic_partition import TopicPartition
+from common.config import default_int
 from common.config_schema import Config
 from common.units import LONG_MAX, SECOND_MS
 
@@ -40,8 +41,8 @@ LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS: Final = "follower.replication.throttled.replicas"
-DEFAULT_WINDOW_NUM: Final = 11  # replication.quota.window.num
-DEFAULT_WINDOW_MS: Final = 1000  # replication.quota.window.size.seconds = 1
+DEFAULT_WINDOW_NUM: Final = default_int("replication.quota.window.num")  # samples
+DEFAULT_WINDOW_MS: Final = default_int("replication.quota.window.size.seconds") * SECOND_MS
 ALL_REPLICAS: Final = "*"
 MAX_PARSED_VALUES: Final = 1024  # distinct config values cached; beyond it the cache starts again
 

@@ -20,6 +20,7 @@ import json
 import random
 from typing import Any, Final
 
+from common.limits import NODE_READ_TIMEOUT
 from groups.partitioner import (
     DEFAULT_OFFSETS_TOPIC_PARTITIONS,
     GROUP_METADATA_TOPIC_NAME,
@@ -27,7 +28,6 @@ from groups.partitioner import (
 )
 from localcluster.launcher import LocalCluster
 
-HTTP_TIMEOUT_S: Final = 2.0
 # The harness's own admin calls leave from an address no node uses: controller 1 is 127.0.0.1,
 # and a partition cutting it off must not cut the harness's view of the other controllers.
 HARNESS_ADDRESS: Final = "127.0.0.250"
@@ -48,7 +48,7 @@ class ClusterView:
         for node in sorted(self.cluster.controllers, key=lambda n: n.spec.node_id):
             if not node.running():
                 continue
-            connection = http.client.HTTPConnection(node.spec.host, node.spec.admin_port, timeout=HTTP_TIMEOUT_S,
+            connection = http.client.HTTPConnection(node.spec.host, node.spec.admin_port, timeout=NODE_READ_TIMEOUT,
                                                     source_address=(HARNESS_ADDRESS, 0))
             try:
                 connection.request("GET", path)

@@ -8,7 +8,8 @@ import pytest
 
 from broker.log.cleaner_splice import GATHER_WIDTH, gather_ranges, splice_batches
 from broker.log.compaction import splice_batch
-from broker.log.record_columns import PADDING, scan_chunk
+from broker.log.record_columns import scan_chunk
+from common.limits import SCAN_PADDING
 from common.record_batch import read_batches
 from common.records import Record, build_batch
 
@@ -51,8 +52,8 @@ def test_bulk_splice_writes_what_the_one_batch_splice_writes() -> None:
                                    producer_id=3 if b == 2 else -1, producer_epoch=0,
                                    base_sequence=0))
         offset += size
-    chunk = b"".join(batches) + bytes(PADDING)
-    headers = read_batches(chunk[: -PADDING])
+    chunk = b"".join(batches) + bytes(SCAN_PADDING)
+    headers = read_batches(chunk[: -SCAN_PADDING])
     columns = scan_chunk(chunk, headers)
     keep = np.array([i % 2 == 0 or i == 5 for i in range(len(columns.offset))], np.bool_)
     kept = np.bincount(columns.batch_of_record, weights=keep, minlength=4).astype(np.int64)

@@ -24,9 +24,9 @@ a copy and is not looked at. Three rules:
    escapes (the value alone cannot tell a copy from a coincidence: 500 ms is both
    replica.fetch.wait.max.ms and a consumer's fetch.max.wait.ms).
 
-ALLOWED_COPIES lists the copies that remain in modules other engineers were editing when
-these rules were written (issue 26's later pass moves them); it may only shrink, and a test
-fails when an entry no longer matches, so fixed entries leave the list.
+ALLOWED_NAME_REUSE and ALLOWED_CONFIG_COPIES list the exceptions that remain (in modules other
+engineers were editing, or named for a different fact); they may only shrink, and a test fails
+when an entry no longer matches, so fixed entries leave the list. Rule 1 has no exception left.
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import pytest
 
 import common.limits
 import common.units
@@ -55,37 +53,17 @@ LIMIT_WORDS = frozenset({"MAX", "MIN", "LIMIT", "TIMEOUT", "BACKOFF", "INTERVAL"
                          "SLACK", "RETRY", "POLL", "CHARS", "ITEMS", "DEPTH", "TRIES", "ATTEMPTS", "S",
                          "MS"})
 
-# (name, value) -> the modules still holding a copy, each in a file being edited by another
-# task when this test was written. Remove an entry once its copies import common.limits.
-ALLOWED_COPIES: dict[tuple[str, float], frozenset[str]] = {
-    # a ListOffsets sentinel (-3: the largest timestamp), not a limit; belongs with the other
-    # ListOffsets sentinels in common/protocol/list_offsets.py, imported by the log
-    ("MAX_TIMESTAMP", -3): frozenset({"broker/log/timestamp_lookup.py", "common/protocol/list_offsets.py"}),
-    # a position in the batch header: the log cleaner should import common.record_batch's
-    ("MAX_TIMESTAMP_POS", 35): frozenset({"broker/log/cleaner_index.py", "broker/log/cleaner_splice.py",
-                                          "common/record_batch.py"}),
-    # the Kafka clients' request timeout beyond a request's own (30 s): common.limits
-    ("REQUEST_TIMEOUT", 30.0): frozenset({"common/kafka_client.py", "spark/fetch_client.py"}),
-}
 # Names common.limits defines that modules being edited still define themselves.
 ALLOWED_NAME_REUSE: frozenset[tuple[str, str]] = frozenset({
-    ("localcluster/launcher.py", "READY_TIMEOUT"),  # 30 s: import common.limits.READY_TIMEOUT
-    ("localcluster/node_process.py", "KILL_WAIT"),  # 5 s: import common.limits.KILL_WAIT
-    ("tidelog/local_cluster.py", "WATCH_INTERVAL"),  # 0.5 s: import common.limits.WATCH_INTERVAL
     # 5 s and 10 s: a client's connect over any network, not common.limits' loopback one
     ("common/kafka_client.py", "CONNECT_TIMEOUT"),
     ("spark/fetch_client.py", "CONNECT_TIMEOUT"),
-    # 0.1 s: its wait for a stopping node; a poll of its own, to be renamed (or to import ours)
-    ("localcluster/node_process.py", "POLL_INTERVAL"),
     # 10 bytes, the same fact: the codec should import common.limits.MAX_VARLONG_BYTES
     ("common/protocol/primitives.py", "MAX_VARLONG_BYTES"),
 })
 # Config defaults restated by modules being edited: (module, constant) -> the key to read.
 ALLOWED_CONFIG_COPIES: dict[tuple[str, str], str] = {
-    ("broker/replication/isr_policy.py", "DEFAULT_REPLICA_LAG_TIME_MAX_MS"): "replica.lag.time.max.ms",
     ("common/protocol/frame.py", "DEFAULT_MAX_REQUEST_BYTES"): "socket.request.max.bytes",
-    ("broker/replication/replication_quota.py", "DEFAULT_WINDOW_NUM"): "replication.quota.window.num",
-    ("groups/partitioner.py", "DEFAULT_OFFSETS_TOPIC_PARTITIONS"): "offsets.topic.num.partitions",
 }
 
 _OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
@@ -169,14 +147,9 @@ def _copies() -> dict[tuple[str, float], frozenset[str]]:
 
 
 def test_no_limit_is_defined_twice() -> None:
-    copies = {key: modules for key, modules in _copies().items() if ALLOWED_COPIES.get(key) != modules}
+    copies = _copies()
     assert not copies, ("the same limit (name and value) in several modules; define it once in "
                         f"common/limits.py and import it: {copies}")
-
-
-@pytest.mark.parametrize("key", sorted(ALLOWED_COPIES))
-def test_allowed_copies_still_exist(key: tuple[str, float]) -> None:
-    assert _copies().get(key) == ALLOWED_COPIES[key], f"{key} changed: shrink ALLOWED_COPIES"
 
 
 def test_no_module_reuses_a_name_of_common_limits() -> None:
@@ -261,6 +234,19 @@ def test_the_rules_find_copies(tmp_path: Path) -> None:
     try:
         copies = {module_and_name[1] for module_and_name in _config_copies() if module_and_name[0] == "copy.py"}
         assert copies == {"SESSION_MS", "REPLICA_LAG_TIME_MAX_MS", "DEFAULT_OFFSETS_TOPIC_PARTITIONS"}
+    finally:
+        CONSTANTS[:] = saved_constants
+
+
+def test_rule_one_finds_a_copied_limit() -> None:
+    line = "REQUEST_TIMEOUT = 30 * SECONDS"
+    copies = [Constant(module, "REQUEST_TIMEOUT", 30.0, line, literal=True) for module in ("a.py", "b.py")]
+    unrelated = Constant("c.py", "NO_LEADER", -1.0, "NO_LEADER = -1", literal=True)
+    twin = Constant("d.py", "NO_LEADER", -1.0, "NO_LEADER = -1", literal=True)  # a sentinel, not a limit
+    saved_constants = list(CONSTANTS)
+    CONSTANTS.extend([*copies, unrelated, twin])
+    try:
+        assert _copies() == {("REQUEST_TIMEOUT", 30.0): frozenset({"a.py", "b.py"})}
     finally:
         CONSTANTS[:] = saved_constants
 

@@ -20,9 +20,11 @@ from common.record_batch import (
     ATTRIBUTES_POS,
     CRC_POS,
     HEADER_SIZE,
+    LAST_OFFSET_DELTA_POS,
     LENGTH_POS,
     MAGIC_POS,
     MIN_BATCH_LENGTH,
+    RECORDS_COUNT_POS,
     CompressionType,
     RecordBatchHeader,
     TimestampType,
@@ -42,8 +44,6 @@ from common.records import build_batch
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-LAST_OFFSET_DELTA_POS = 23
-RECORD_COUNT_POS = 57
 
 FULL = build_batch(
     [(b"k1", b"v1"), (None, b"v2"), (b"k3", None)],
@@ -159,9 +159,9 @@ def test_batch_length_below_minimum(length: int) -> None:
     [
         (LAST_OFFSET_DELTA_POS, _INT32, 5, InvalidRecordError, "must agree"),
         (LAST_OFFSET_DELTA_POS, _INT32, -1, InvalidRecordError, "must agree"),
-        (RECORD_COUNT_POS, _INT32, 2, InvalidRecordError, "must agree"),
-        (RECORD_COUNT_POS, _INT32, 0, InvalidRecordError, "at least one"),
-        (RECORD_COUNT_POS, _INT32, -3, InvalidRecordError, "at least one"),
+        (RECORDS_COUNT_POS, _INT32, 2, InvalidRecordError, "must agree"),
+        (RECORDS_COUNT_POS, _INT32, 0, InvalidRecordError, "at least one"),
+        (RECORDS_COUNT_POS, _INT32, -3, InvalidRecordError, "at least one"),
         (ATTRIBUTES_POS, _INT16, 5, UnsupportedCompressionError, "unknown compression"),
         (ATTRIBUTES_POS, _INT16, 7, UnsupportedCompressionError, "unknown compression"),
     ],

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from broker.log.record_columns import (
     NARROW,
-    PADDING,
     hash_key_bytes,
     hash_keys,
     scan_chunk,
     varints,
 )
 from broker.log.record_scan import scan_batch
+from common.limits import SCAN_PADDING
 from common.errors import CorruptRecordError
 from common.record_batch import (
     HEADER_SIZE,
@@ -99,7 +99,7 @@ def test_bulk_scan_agrees_with_the_per_record_scan(parts: list[bytes]) -> None:
 
 def test_a_padded_chunk_is_scanned_in_place() -> None:
     chunk = b"".join(batch(20, base=100 * i) for i in range(12))
-    padded = bytearray(chunk + bytes(PADDING))
+    padded = bytearray(chunk + bytes(SCAN_PADDING))
     cols = scan_chunk(memoryview(padded), read_batches(chunk))
     assert np.shares_memory(cols.buf, np.frombuffer(padded, np.uint8))
     assert bulk(chunk) == reference(chunk)
@@ -151,7 +151,7 @@ def test_varints_of_every_size() -> None:
               -(1 << 63), (1 << 63) - 1]
     encoded = [zigzag(v) for v in values]
     positions = np.cumsum([0] + [len(e) for e in encoded[:-1]])
-    buf = np.frombuffer(b"".join(encoded) + bytes(PADDING), np.uint8)
+    buf = np.frombuffer(b"".join(encoded) + bytes(SCAN_PADDING), np.uint8)
     decoded, after = varints(buf, positions)
     assert decoded.tolist() == values
     assert after.tolist() == (positions + [len(e) for e in encoded]).tolist()
@@ -164,7 +164,7 @@ def test_key_hashes() -> None:
     assert pairs[1] == pairs[-1]  # equal keys, equal hashes
     assert len(set(pairs[:-1])) == len(keys) - 1  # trailing zeros and lengths count
     # a key hashes the same wherever it lies in a buffer
-    buf = np.frombuffer(b"zz" + b"abcdefghi" + bytes(PADDING), np.uint8)
+    buf = np.frombuffer(b"zz" + b"abcdefghi" + bytes(SCAN_PADDING), np.uint8)
     g1, g2 = hash_keys(buf, np.array([2]), np.array([9]))
     assert (int(g1[0]), int(g2[0])) == pairs[5]
     assert hash_key_bytes([b"a"], seed=1)[0][0] != h1[1]
@@ -179,7 +179,7 @@ def test_keys_of_one_length_hash_as_keys_of_mixed_lengths(length: int) -> None:
     assert alone[0].tolist() == mixed[0][:-1].tolist()
     assert alone[1].tolist() == mixed[1][:-1].tolist()
     # a buffer whose bytes after each key are not zero: the mask must cut them
-    buf = np.frombuffer(b"\xff".join(keys) + b"\xff" * PADDING, np.uint8)
+    buf = np.frombuffer(b"\xff".join(keys) + b"\xff" * SCAN_PADDING, np.uint8)
     starts = np.arange(len(keys), dtype=np.int64) * (length + 1)
     g1, g2 = hash_keys(buf, starts, np.full(len(keys), length, np.int64))
     assert g1.tolist() == alone[0].tolist() and g2.tolist() == alone[1].tolist()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
-from common.limits import POLL_INTERVAL
+from common.limits import NODE_READ_TIMEOUT, POLL_INTERVAL
 from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
@@ -22,7 +22,6 @@ from localcluster.launcher import LocalCluster, probe_cluster_view, unfenced_bro
 from localcluster.node_process import NodeProcess
 from common.waiting import WaitTimeout, wait_until
 
-READ_TIMEOUT: Final = 2 * SECONDS  # one admin read or Metadata request; a paused node must not stall a wait
 WAIT_TIMEOUT: Final = 30 * SECONDS  # default bound of every wait
 LOG_TAIL_LINES: Final = 30
 # Not-yet answers while a cluster heals: a node not listening, an answer from a controller that has
@@ -91,7 +90,7 @@ class _Found(Generic[T]):
     value: T
 
 
-def admin(local: LocalCluster, timeout: float = READ_TIMEOUT) -> AdminClient:
+def admin(local: LocalCluster, timeout: float = NODE_READ_TIMEOUT) -> AdminClient:
     """An admin client over the controllers that can answer now (running, not paused)."""
     urls = [n.spec.admin_url for n in local.controllers if serving(n)]
     if not urls:
@@ -102,7 +101,7 @@ def admin(local: LocalCluster, timeout: float = READ_TIMEOUT) -> AdminClient:
 def broker_metadata(node: NodeProcess, topics: Iterable[str] | None = ()) -> ClusterInfo:
     """The Metadata response of this one broker (no other broker is asked)."""
     with KafkaClient([(node.spec.host, node.spec.kafka_port)], client_id="tidelog-testing",
-                     request_timeout=READ_TIMEOUT) as client:
+                     request_timeout=NODE_READ_TIMEOUT) as client:
         return client.metadata(None if topics is None else list(topics))
 
 
@@ -123,7 +122,7 @@ def unfenced_everywhere(local: LocalCluster) -> set[int]:
 
 
 def admin_view(node: NodeProcess, path: str) -> Any:
-    return AdminClient([node.spec.admin_url], timeout=READ_TIMEOUT).request("GET", path)
+    return AdminClient([node.spec.admin_url], timeout=NODE_READ_TIMEOUT).request("GET", path)
 
 
 def partition_view(local: LocalCluster, topic: str, partition: int) -> Mapping[str, Any]:
