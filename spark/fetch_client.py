@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Final, TypeVar
 
 from common.broker_connection import BrokerConnection, BrokerUnavailable
+from common.config import KAFKA_PORT
 from common.errors import ErrorCode
 from common.limits import CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata
@@ -43,14 +44,15 @@ def supports(kafka: Mapping[str, str]) -> bool:
 
 
 def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
-    """`host:port,host:port` (IPv6 hosts in brackets) as addresses; 9092 when a port is left out."""
+    """`host:port,host:port` (IPv6 hosts in brackets) as addresses; Kafka's port (9092) when a
+    port is left out."""
     addresses = []
     for entry in (part.strip() for part in servers.split(",")):
         if not entry:
             continue
         host, sep, port = entry.rpartition(":")
         if not sep or host.endswith(":") or (":" in host and not host.startswith("[")):
-            host, port = entry, "9092"
+            host, port = entry, str(KAFKA_PORT)
         addresses.append((host.strip("[]"), int(port)))
     return addresses
 
