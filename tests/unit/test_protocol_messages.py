@@ -200,3 +200,15 @@ def test_a_nullable_array_may_be_null():
     body = b"\x02\x02\x02t\x00\x00\x00\x00\x00"  # DescribeConfigs v4: configuration_keys null (every key)
     request = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, 4, body)
     assert request.resources[0].configuration_keys is None
+
+
+@pytest.mark.parametrize("api_key, version, body", [
+    (ApiKey.ALTER_REPLICA_LOG_DIRS, 2, bytes.fromhex("8b8cdee51fe74860242b4eba662821495286ae")),  # compact, ~2**32
+    (ApiKey.DELETE_RECORDS, 1, b"\x7f\xff\xff\xff" + b"\x00" * 8),  # classic int32 count
+    (ApiKey.DESCRIBE_CONFIGS, 4, b"\x02\x02\x02t\xff\xff\xff\xff\x0f"),  # nested: configuration_keys
+], ids=["top-level-compact", "top-level-classic", "nested"])
+def test_an_array_count_beyond_the_body_is_refused_before_the_native_reader(api_key, version, body):
+    """kio's native reader allocates a count before reading it: ~2**32 elements aborted the
+    process (a failed 68 GB allocation), so a count beyond the bytes left never reaches it."""
+    with pytest.raises(ProtocolError, match="elements in"):
+        messages.decode_request(api_key, version, body)
