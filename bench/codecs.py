@@ -27,7 +27,7 @@ from typing import Any
 from kafka.protocol import admin as kp_admin
 
 from common.errors import ErrorCode
-from common.protocol import acls, messages
+from common.protocol import acls, api_versions, messages
 from common.protocol import metadata as md
 from common.protocol import produce
 from common.protocol.api_keys import ApiKey
@@ -221,6 +221,15 @@ def acl_cases() -> list[Case]:
                  ("acls", "create_acls"))]
 
 
+def api_versions_case() -> Case:
+    """ApiVersions v3, the first request of every connection (KIP-511's client software
+    names), answered with every API tidelog serves."""
+    return Case(ApiKey.API_VERSIONS, 3,
+                messages.encode(api_versions.request(3, "confluent-kafka-python", "2.6.0-rdkafka-2.6.0")),
+                messages.encode(api_versions.response(3, ErrorCode.NONE, api_versions.supported_api_versions())),
+                ("api_versions", "api_versions"))
+
+
 def best_us(call: Callable[[], Any], rounds: int, number: int) -> float:
     return min(timeit.repeat(call, number=number, repeat=rounds)) / number * 1e6
 
@@ -252,7 +261,7 @@ def main() -> None:
     parser.add_argument("--ours-from", metavar="REV",
                         help="git revision to load the hand-written codecs of APIs now on kio's messages from")
     args = parser.parse_args()
-    cases = [metadata_case(), produce_case(), *admin_cases(), *config_cases(), *acl_cases()]
+    cases = [metadata_case(), produce_case(), api_versions_case(), *admin_cases(), *config_cases(), *acl_cases()]
     print(f"{'API':28} {'v':>2} {'req B':>6} {'resp B':>6} | {'decode µs kio':>13} {'ours':>7}"
           f" | {'encode µs kio':>13} {'ours':>7}")
     for case in cases:

@@ -111,8 +111,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
                  fetch_offset: int = 0) -> bytes:
     """One well-formed request body: what a real client sends for this API and version."""
     if api is ApiKey.API_VERSIONS:
-        value_ = api_versions.ApiVersionsRequest("tidelog-fuzz", "1.0")
-        return join_chunks(api_versions.encode_api_versions_request(value_, version))
+        return messages.encode(api_versions.request(version, "tidelog-fuzz", "1.0"))
     if api is ApiKey.METADATA:
         return join_chunks(md.encode_metadata_request(md.MetadataRequest((topic, "fuzz-absent"), False), version))
     if api is ApiKey.PRODUCE:

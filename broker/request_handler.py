@@ -100,11 +100,11 @@ from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG
 from metadata.image import MetadataImage
 
 
-async def handle_api_versions(ctx: BrokerContext, req: api_versions.ApiVersionsRequest,
-                              version: int, client: ClientInfo) -> api_versions.ApiVersionsResponse:
-    if not req.is_valid(version):  # Kafka: INVALID_REQUEST and no list
-        return api_versions.ApiVersionsResponse(int(ErrorCode.INVALID_REQUEST), ())
-    return api_versions.ApiVersionsResponse(0, ADVERTISED_API_VERSIONS)
+async def handle_api_versions(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's ApiVersionsRequest of `version`; the answer that version's response."""
+    if not api_versions.is_valid(req, version):  # Kafka: INVALID_REQUEST and no list
+        return api_versions.response(version, ErrorCode.INVALID_REQUEST, ())
+    return api_versions.response(version, ErrorCode.NONE, ADVERTISED_API_VERSIONS)
 
 
 def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable[Any]]) -> Handler:
@@ -264,7 +264,7 @@ class RequestHandler:
             self.context.refusals.refused(  # a client newer than this broker: it retries lower
                 ClientInfo.of(header.client_id, client_host), f"ApiVersions v{version}",
                 int(ErrorCode.UNSUPPORTED_VERSION), f"this broker serves ApiVersions v{low}-v{high}")
-            return api_versions.encode_api_versions_response(response, answer_version)
+            return API_SPECS[ApiKey.API_VERSIONS].codec.encode(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
         client = ClientInfo.of(header.client_id, client_host)

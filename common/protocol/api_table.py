@@ -29,7 +29,6 @@ from typing import Final
 
 from common.protocol import (
     acls,
-    api_versions,
     describe_configs,
     fetch,
     find_coordinator,
@@ -119,7 +118,7 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.LIST_OFFSETS, _codec(list_offsets, "list_offsets"), AclCheck(Op.DESCRIBE, TOPIC)),
     _hand(ApiKey.OFFSET_FOR_LEADER_EPOCH, _codec(offset_for_leader_epoch, "offset_for_leader_epoch"),
           AclCheck(Op.DESCRIBE, TOPIC)),
-    _hand(ApiKey.API_VERSIONS, _codec(api_versions, "api_versions"), None, before_authentication=True),
+    _kio(ApiKey.API_VERSIONS, None, before_authentication=True),
     _hand(ApiKey.FIND_COORDINATOR, _codec(find_coordinator, "find_coordinator"),
           AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
     _hand(ApiKey.INIT_PRODUCER_ID, _codec(init_producer_id, "init_producer_id"),

@@ -1,4 +1,4 @@
-"""ApiVersions (key 18), v0–v4: the response lists our ranges.
+"""ApiVersions (key 18), v0–v4, on kio's generated messages: the response lists our ranges.
 
 v0–v2 requests are empty; v3+ (flexible) name the client software (KIP-511), which must
 match Kafka's pattern or the answer is INVALID_REQUEST. v4 only lifts a rule on the
@@ -12,75 +12,48 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Final
 
 from common.errors import ErrorCode
-from common.protocol.api_keys import (
-    SUPPORTED_VERSIONS,
-    ApiKey,
-    check_version,
-    is_supported,
-    reader_for,
-    writer_for,
-)
-from common.protocol.primitives import Chunk, Reader, Writer
+from common.protocol import messages
+from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
 
-UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+_KEY: Final = ApiKey.API_VERSIONS
 # ApiVersionsRequest.isValid: a name or version Kafka would refuse gets INVALID_REQUEST.
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-@dataclass(frozen=True, slots=True)
-class ApiVersionsRequest:
-    """v0–v2 carry no fields; v3+ name the client software (empty below v3)."""
-
-    client_software_name: str = ""
-    client_software_version: str = ""
-
-    def is_valid(self, version: int) -> bool:
-        """Kafka's rule: below v3 always; from v3 both must match the pattern."""
-        return version < 3 or all(_SOFTWARE_PATTERN.fullmatch(v) for v in (
-            self.client_software_name, self.client_software_version))
+def is_valid(request: Any, version: int) -> bool:
+    """Kafka's ApiVersionsRequest.isValid: below v3 always; from v3 the client software's name
+    and version (KIP-511) must both match the pattern."""
+    return version < 3 or all(_SOFTWARE_PATTERN.fullmatch(v) for v in (
+        request.client_software_name, request.client_software_version))
 
 
 @dataclass(frozen=True, slots=True)
 class ApiVersion:
-    """One supported API: its key and inclusive version range."""
+    """One supported API: its key and inclusive version range (what every version's
+    ApiVersionsResponse lists; kio's per-version classes are built from it)."""
 
     api_key: int
     min_version: int
     max_version: int
 
 
-@dataclass(frozen=True, slots=True)
-class ApiVersionsResponse:
-    """error_code, the supported APIs, and (v1+) throttle_time_ms."""
-
-    error_code: int
-    api_keys: tuple[ApiVersion, ...]
-    throttle_time_ms: int = 0
+def request(version: int, client_software_name: str = "", client_software_version: str = "") -> Any:
+    """Client side: kio's ApiVersionsRequest of `version` (v0-v2 carry nothing)."""
+    m = messages.request_module(_KEY, version)
+    return messages.build(m.ApiVersionsRequest, client_software_name=client_software_name,
+                          client_software_version=client_software_version)
 
 
-def decode_api_versions_request(body: memoryview, version: int) -> ApiVersionsRequest:
-    """Nothing to read for v0–v2; trailing bytes are tolerated."""
-    check_version(ApiKey.API_VERSIONS, version)
-    if version < 3:
-        return ApiVersionsRequest()
-    r = reader_for(ApiKey.API_VERSIONS, version, body)
-    request = ApiVersionsRequest(r.string(), r.string())
-    r.tagged_fields()
-    return request
-
-
-def encode_api_versions_request(req: ApiVersionsRequest, version: int) -> list[Chunk]:
-    """Client side (tests, tools): v0–v2 bodies are empty."""
-    check_version(ApiKey.API_VERSIONS, version)
-    if version < 3:
-        return []
-    w = writer_for(ApiKey.API_VERSIONS, version)
-    w.string(req.client_software_name)
-    w.string(req.client_software_version)
-    w.tagged_fields()
-    return w.chunks()
+def response(version: int, error_code: ErrorCode, api_keys: tuple[ApiVersion, ...]) -> Any:
+    """kio's ApiVersionsResponse of `version`: v3+'s feature fields are tagged and left
+    absent (tidelog has no feature flags, as a broker with none finalized)."""
+    m = messages.response_module(_KEY, version)
+    return messages.build(m.ApiVersionsResponse, error_code=error_code, throttle_time=messages.NO_THROTTLE,
+                          api_keys=tuple(m.ApiVersion(api_key=a.api_key, min_version=a.min_version,
+                                                      max_version=a.max_version) for a in api_keys))
 
 
 def supported_api_versions(
@@ -89,46 +62,8 @@ def supported_api_versions(
     return tuple(ApiVersion(int(k), lo, hi) for k, (lo, hi) in sorted(versions.items()))
 
 
-def answer_api_versions(request_version: int, api_keys: tuple[ApiVersion, ...],
-                        throttle_time_ms: int = 0) -> tuple[ApiVersionsResponse, int]:
+def answer_api_versions(request_version: int, api_keys: tuple[ApiVersion, ...]) -> tuple[Any, int]:
     """The response and the version to encode it at (0 with error 35 when unsupported)."""
-    if not is_supported(ApiKey.API_VERSIONS, request_version):
-        return ApiVersionsResponse(UNSUPPORTED_VERSION, api_keys, 0), 0
-    return ApiVersionsResponse(0, api_keys, throttle_time_ms), request_version
-
-
-def _write_api(w: Writer, a: ApiVersion) -> None:
-    w.int16(a.api_key)
-    w.int16(a.min_version)
-    w.int16(a.max_version)
-    w.tagged_fields()
-
-
-def encode_api_versions_response(resp: ApiVersionsResponse, version: int) -> list[Chunk]:
-    check_version(ApiKey.API_VERSIONS, version)
-    w = writer_for(ApiKey.API_VERSIONS, version)
-    w.int16(resp.error_code)
-    w.array(resp.api_keys, _write_api)
-    if version >= 1:
-        w.int32(resp.throttle_time_ms)
-    # v3+: SupportedFeatures, FinalizedFeatures and ZkMigrationReady are tagged fields
-    # (absent = none); tidelog has no feature flags, as a broker with none finalized.
-    w.tagged_fields()
-    return w.chunks()
-
-
-def _read_api(r: Reader) -> ApiVersion:
-    api = ApiVersion(r.int16(), r.int16(), r.int16())
-    r.tagged_fields()
-    return api
-
-
-def decode_api_versions_response(body: memoryview, version: int) -> ApiVersionsResponse:
-    """Client side (tests, tools): the inverse of `encode_api_versions_response`."""
-    check_version(ApiKey.API_VERSIONS, version)
-    r = reader_for(ApiKey.API_VERSIONS, version, body)
-    error_code = r.int16()
-    api_keys = r.array(_read_api, 6)
-    throttle = r.int32() if version >= 1 else 0
-    r.tagged_fields()
-    return ApiVersionsResponse(error_code, api_keys, throttle)
+    if not is_supported(_KEY, request_version):
+        return response(0, ErrorCode.UNSUPPORTED_VERSION, api_keys), 0
+    return response(request_version, ErrorCode.NONE, api_keys), request_version

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from common.errors import ErrorCode
-from common.protocol import api_versions, produce
+from common.protocol import api_versions, messages, produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from tests.integration.cluster_fixtures import http, wait_until
@@ -85,8 +85,8 @@ def topic_id_of(cluster: LocalCluster, name: str) -> uuid.UUID:
 
 def test_api_versions_advertise_kafka_39_ranges(cluster: LocalCluster) -> None:
     with KafkaClient(addresses(cluster)[:1]) as client:
-        response = client.call(None, ApiKey.API_VERSIONS, 3, api_versions.ApiVersionsRequest("tidelog-test", "1.0"),
-                               api_versions.encode_api_versions_request, api_versions.decode_api_versions_response)
+        response = client.call(None, ApiKey.API_VERSIONS, 3, api_versions.request(3, "tidelog-test", "1.0"),
+                               messages.encode_request, messages.response_decoder(ApiKey.API_VERSIONS))
     advertised = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
     assert {key: advertised[key] for key in KAFKA_39} == KAFKA_39
 

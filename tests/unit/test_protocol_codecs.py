@@ -152,14 +152,10 @@ CREATE_PARTS_REQ_BYTES = (arr(s("t") + i32(4) + i32(-1), s("u") + i32(2) + arr(i
 DC_RESOURCES = ((2, "t", None), (4, "1", ("log.dirs",)))  # DescribeConfigs: kio's messages from v1
 DC_REQ_BYTES_V1 = arr(i8(2) + s("t") + i32(-1), i8(4) + s("1") + arr(s("log.dirs"))) + b(True)
 
-REQUESTS = [
-    req(api_versions, "api_versions", 18, v, api_versions.ApiVersionsRequest(), b"")
-    for v in (0, 1, 2)
-]
+REQUESTS = [kio_req(18, v, api_versions.request(v), b"") for v in (0, 1, 2)]  # ApiVersions, on kio's messages
 REQUESTS += [
-    req(api_versions, "api_versions", 18, v, api_versions.ApiVersionsRequest(
-        "confluent-kafka-python", "2.6.0-rdkafka-2.6.0"),
-        cs("confluent-kafka-python") + cs("2.6.0-rdkafka-2.6.0") + TAG)
+    kio_req(18, v, api_versions.request(v, "confluent-kafka-python", "2.6.0-rdkafka-2.6.0"),
+            cs("confluent-kafka-python") + cs("2.6.0-rdkafka-2.6.0") + TAG)
     for v in (3, 4)
 ]
 REQUESTS += [
@@ -289,11 +285,11 @@ DC_RESP_V1 = i32(0) + arr(i16(0) + s(None) + i8(2) + s("t") + arr(
     + arr(s("retention.ms") + s("1000") + i8(1))))
 
 RESPONSES = [
-    resp(api_versions, "api_versions", 18, 0, api_versions.ApiVersionsResponse(
-        0, (api_versions.ApiVersion(0, 3, 8),)), i16(0) + arr(i16(0) + i16(3) + i16(8))),
-    resp(api_versions, "api_versions", 18, 2, api_versions.ApiVersionsResponse(
-        0, (api_versions.ApiVersion(1, 4, 11),), 7), i16(0) + arr(i16(1) + i16(4) + i16(11))
-        + i32(7)),
+    kio_resp(18, 0, api_versions.response(0, ErrorCode.NONE, (api_versions.ApiVersion(0, 3, 8),)),
+             i16(0) + arr(i16(0) + i16(3) + i16(8))),
+    kio_resp(18, 2, messages.response_type(18, 2)(error_code=ErrorCode.NONE, api_keys=(
+        messages.response_module(18, 2).ApiVersion(api_key=1, min_version=4, max_version=11),),
+        throttle_time=timedelta(milliseconds=7)), i16(0) + arr(i16(1) + i16(4) + i16(11)) + i32(7)),
     resp(md, "metadata", 3, 1, md.MetadataResponse(
         0, MD_RESP.brokers, None, 1, (md.MetadataResponseTopic(
             0, "t", False, (md.MetadataResponsePartition(0, 0, 1, -1, (1, 2), (1,)),)),)), MD_V1),
@@ -322,8 +318,7 @@ RESPONSES = [
     *[resp(lo, "list_offsets", 2, v, LO_RESP,
            i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
                          + TAG) + TAG) for v in (6, 7, 8, 9)],
-    resp(api_versions, "api_versions", 18, 3, api_versions.ApiVersionsResponse(
-        0, (api_versions.ApiVersion(2, 1, 8),), 0),
+    kio_resp(18, 3, api_versions.response(3, ErrorCode.NONE, (api_versions.ApiVersion(2, 1, 8),)),
         i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),
     resp(ofle, "offset_for_leader_epoch", 23, 0, ofle.OffsetForLeaderEpochResponse((
         ofle.OffsetForLeaderTopicResult("t", (ofle.EpochEndOffset(0, 1, -1, 50),)),)),

@@ -8,11 +8,11 @@ import struct
 import pytest
 
 from broker.request_handler import IMPLEMENTED_VERSIONS
+from common.protocol import messages
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
 from common.protocol.api_versions import (
     ApiVersion,
     answer_api_versions,
-    encode_api_versions_response,
     supported_api_versions,
 )
 from common.protocol.frame import (
@@ -119,11 +119,11 @@ def test_supported_versions_match_design() -> None:
 
 def test_unsupported_api_versions_request_gets_v0_body_with_error_35() -> None:
     apis = (ApiVersion(0, 3, 8), ApiVersion(18, 0, 2))
-    response, version = answer_api_versions(5, apis, throttle_time_ms=5)
+    response, version = answer_api_versions(5, apis)
     assert version == 0
-    assert join_chunks(encode_api_versions_response(response, version)) == (
+    assert messages.encode(response) == (
         struct.pack(">hi", 35, 2) + struct.pack(">hhh", 0, 3, 8) + struct.pack(">hhh", 18, 0, 2))
-    response, version = answer_api_versions(2, apis, throttle_time_ms=5)
+    response, version = answer_api_versions(2, apis)
     assert (response.error_code, version) == (0, 2)
 
 

@@ -91,7 +91,6 @@ from broker.handlers.acls import handle_create_acls, handle_describe_acls  # noq
 from broker.handlers.produce import handle_init_producer_id  # noqa: E402
 from common.protocol import acls  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
-from common.protocol.api_versions import ApiVersionsRequest  # noqa: E402
 from common.protocol.init_producer_id import InitProducerIdRequest  # noqa: E402
 from tests.unit.test_request_handler import call, node  # noqa: E402, F401 - the fixture
 
@@ -108,7 +107,7 @@ async def test_refusing_handlers_log_why_once_per_client(node, caplog):  # noqa:
             await handle_describe_acls(ctx, ACL_FILTER, 1, CLIENT)
             await handle_create_acls(ctx, acls.create_request(1, ACL), 1, CLIENT)
             await handle_init_producer_id(ctx, InitProducerIdRequest("tx-1", 60_000), 4, CLIENT)
-            await call(handler, ApiKey.API_VERSIONS, 99, ApiVersionsRequest(), lambda r, v: [])
+            await call(handler, ApiKey.API_VERSIONS, 99, None, lambda r, v: [])
     lines = [r.getMessage() for r in caplog.records if r.name == "broker.refusal_log"]
     assert lines == [
         "Refused DescribeAcls from client 'app-1' at /127.0.0.1: SECURITY_DISABLED: "

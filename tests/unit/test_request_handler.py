@@ -14,17 +14,12 @@ from broker.server import Later
 from broker.topic_admin import AdminReply
 from common.config import parse_config
 from common.errors import ErrorCode
-from common.protocol import fetch, messages, produce
+from common.protocol import api_versions, fetch, messages, produce
 from common.protocol import describe_configs as dc
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from common.protocol.api_versions import (
-    ApiVersionsRequest,
-    decode_api_versions_response,
-    encode_api_versions_request,
-)
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
     decode_find_coordinator_response,
@@ -60,6 +55,8 @@ from tests.log_helpers import NOW, batch
 
 ME = 1
 ADVERTISED = ("127.0.0.1", 19092)
+
+VERSIONS_ANSWER = messages.response_decoder(ApiKey.API_VERSIONS)  # ApiVersions, on kio's messages
 
 
 def replay(image, *records):
@@ -188,11 +185,11 @@ def stamped(data, epoch):
 
 async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
     handler, _, _ = node
-    v0 = await call(handler, ApiKey.API_VERSIONS, 5, ApiVersionsRequest(), lambda r, v: [],
-                    lambda body, v: decode_api_versions_response(body, 0))
+    v0 = await call(handler, ApiKey.API_VERSIONS, 5, None, lambda r, v: [],
+                    lambda body, v: VERSIONS_ANSWER(body, 0))
     assert v0.error_code == 35
-    v2 = await call(handler, ApiKey.API_VERSIONS, 2, ApiVersionsRequest(), encode_api_versions_request,
-                    decode_api_versions_response)
+    v2 = await call(handler, ApiKey.API_VERSIONS, 2, api_versions.request(2), messages.encode_request,
+                    VERSIONS_ANSWER)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
     assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 11) and advertised[ApiKey.JOIN_GROUP] == (0, 9)
@@ -200,24 +197,24 @@ async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
 
 async def test_api_versions_v3_is_flexible_and_checks_the_client_software(node):
     handler, _, _ = node
-    good = ApiVersionsRequest("confluent-kafka-python", "2.6.0-rdkafka-2.6.0")
-    v3 = await call(handler, ApiKey.API_VERSIONS, 3, good, encode_api_versions_request,
-                    decode_api_versions_response)
-    v4 = await call(handler, ApiKey.API_VERSIONS, 4, good, encode_api_versions_request,
-                    decode_api_versions_response)
-    assert v3.error_code == 0 and v3.api_keys == v4.api_keys
+    good = ("confluent-kafka-python", "2.6.0-rdkafka-2.6.0")
+    v3 = await call(handler, ApiKey.API_VERSIONS, 3, api_versions.request(3, *good), messages.encode_request,
+                    VERSIONS_ANSWER)
+    v4 = await call(handler, ApiKey.API_VERSIONS, 4, api_versions.request(4, *good), messages.encode_request,
+                    VERSIONS_ANSWER)
+    ranges = [[(a.api_key, a.min_version, a.max_version) for a in v.api_keys] for v in (v3, v4)]
+    assert v3.error_code == 0 and ranges[0] == ranges[1]  # each version's own classes, the same ranges
     assert (18, 0, 4) in [(a.api_key, a.min_version, a.max_version) for a in v3.api_keys]
-    for bad in (ApiVersionsRequest("", "1.0"), ApiVersionsRequest("name with space", "1"),
-                ApiVersionsRequest("ok", "-1.0")):
-        answer = await call(handler, ApiKey.API_VERSIONS, 3, bad, encode_api_versions_request,
-                            decode_api_versions_response)
+    for bad in (("", "1.0"), ("name with space", "1"), ("ok", "-1.0")):
+        answer = await call(handler, ApiKey.API_VERSIONS, 3, api_versions.request(3, *bad), messages.encode_request,
+                            VERSIONS_ANSWER)
         assert (answer.error_code, answer.api_keys) == (42, ())  # INVALID_REQUEST, as Kafka
 
 
 async def test_api_versions_advertises_exactly_the_dispatch_table(node):
     handler, _, _ = node
-    v1 = await call(handler, ApiKey.API_VERSIONS, 1, ApiVersionsRequest(), encode_api_versions_request,
-                    decode_api_versions_response)
+    v1 = await call(handler, ApiKey.API_VERSIONS, 1, api_versions.request(1), messages.encode_request,
+                    VERSIONS_ANSWER)
     advertised = [(a.api_key, a.min_version, a.max_version) for a in v1.api_keys]
     assert advertised == sorted((int(row.api_key), *row.advertised_versions) for row in API_TABLE)
     assert {row.api_key for row in API_TABLE} == set(IMPLEMENTED_VERSIONS)
