@@ -63,19 +63,39 @@ def our_codec(module: str, stem: str, revision: str | None) -> OurCodec | None:
         except ImportError:
             return None
     else:
-        try:
-            source = subprocess.run(["git", "show", f"{revision}:common/protocol/{module}.py"], check=True,
-                                    capture_output=True, text=True).stdout
-        except subprocess.CalledProcessError:
+        loaded = _old_module(module, revision)
+        if loaded is None:
             return None
-        loaded = types.ModuleType(f"old_{module}")
-        sys.modules[loaded.__name__] = loaded  # dataclasses look their module up there
-        exec(compile(source, f"{revision}:common/protocol/{module}.py", "exec"), loaded.__dict__)  # noqa: S102
     try:
         return OurCodec(getattr(loaded, f"decode_{stem}_request"), getattr(loaded, f"encode_{stem}_response"),
                         getattr(loaded, f"decode_{stem}_response"))
     except AttributeError:
         return None
+
+
+MAX_DELETED_IMPORTS = 5  # old modules importing old modules deleted since: a short chain
+
+
+def _old_module(module: str, revision: str) -> Any:
+    """common/protocol/`module`.py as of `revision`; a sibling it imports that is gone from the
+    tree (delete_topics imported admin's ZERO_UUID) is loaded from the same revision."""
+    try:
+        source = subprocess.run(["git", "show", f"{revision}:common/protocol/{module}.py"], check=True,
+                                capture_output=True, text=True).stdout
+    except subprocess.CalledProcessError:
+        return None
+    loaded = types.ModuleType(f"old_{module}")
+    sys.modules[loaded.__name__] = loaded  # dataclasses look their module up there
+    for _ in range(MAX_DELETED_IMPORTS):
+        try:
+            exec(compile(source, f"{revision}:common/protocol/{module}.py", "exec"), loaded.__dict__)  # noqa: S102
+            return loaded
+        except ModuleNotFoundError as e:
+            sibling = (e.name or "").removeprefix("common.protocol.")
+            if e.name == sibling or (gone := _old_module(sibling, revision)) is None:
+                raise
+            sys.modules[f"common.protocol.{sibling}"] = gone
+    return None
 
 
 def kp(message: Any, version: int, **fields: Any) -> bytes:
