@@ -31,7 +31,7 @@ from kio.static.constants import EntityType
 from common.errors import ErrorCode
 from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk, ProtocolError
-from common.protocol.unknown_tags import drop_unknown_tags
+from common.protocol.unknown_tags import checked_message
 
 NO_THROTTLE: Final = timedelta(0)  # every throttle_time we send: tidelog has no quotas yet
 
@@ -136,14 +136,14 @@ def decode(entity_type: type[E], body: bytes | bytearray | memoryview) -> E:
     """One message from the start of `body`; bytes after it are ignored. ProtocolError
     for anything that is not a whole message.
 
-    The bytes are first walked in Python (`unknown_tags.drop_unknown_tags`), which refuses an
+    The bytes are first walked in Python (`unknown_tags.checked_message`), which refuses an
     array count larger than the bytes left and drops a newer peer's unknown tagged fields
     (Kafka skips them, kio refuses them): kio's native reader allocates an array's count
     before reading it, and a client sending a count near 2**32 made it abort the whole
     process ("memory allocation of 68278825040 bytes failed", found by test_protocol_fuzz on
     AlterReplicaLogDirs v2). Only the walked message reaches the native reader."""
     reader = _reader(entity_type)
-    checked = drop_unknown_tags(entity_type, body)  # ProtocolError for what is not a message
+    checked = checked_message(entity_type, body)  # ProtocolError for what is not a message
     try:
         value, _size = reader(checked, 0)
     # The native reader raises kio's DecodeError family, KeyError, and ValueError/TypeError for

@@ -4,8 +4,10 @@ Kafka's generated readers keep a newer peer's unknown tagged fields aside (KIP-4
 reader does not know is skipped by its size), so a client built on a newer schema still talks
 to an older broker. kio's native reader refuses them instead ("Unknown tagged field tag").
 `drop_unknown_tags(entity_type, body)` walks the message as kio's dataclass describes it and
-copies its bytes without the unknown tags, fixing each section's count; messages.py calls it
-only when the native reader refused a tag, so the common path pays nothing.
+copies its bytes without the unknown tags, fixing each section's count. messages.py runs every
+message through `checked_message` before kio's native reader (which would abort the process
+allocating a huge array count): a check-only walk, and the copy only when an unknown tag is
+there.
 
 Pure: bytes in, bytes out; malformed input raises ProtocolError. Every loop is bounded by the
 body: a count larger than the bytes left is refused before it is walked.
@@ -13,7 +15,8 @@ body: a count larger than the bytes left is refused before it is walked.
 
 from __future__ import annotations
 
-from dataclasses import Field, fields, is_dataclass
+from dataclasses import fields, is_dataclass
+from functools import cache
 from types import NoneType, UnionType
 from typing import Any, Final, Union, get_args, get_origin
 
@@ -30,16 +33,29 @@ _FIXED_BYTES: Final = {
 def drop_unknown_tags(entity_type: type[Any], body: bytes | bytearray | memoryview) -> bytes:
     """The message at the start of `body`, without tagged fields `entity_type` does not
     declare (bytes after the message are left out)."""
-    walker = _Walker(memoryview(body).cast("B"))
+    walker = _Walker(memoryview(body).cast("B"), copying=True)
     walker.entity(entity_type)
     return bytes(walker.out)
 
 
-class _Walker:
-    __slots__ = ("buf", "pos", "out")
+def checked_message(entity_type: type[Any], body: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """`body` walked (ProtocolError for what is not a whole message of `entity_type`, or for an
+    array count beyond the bytes left), read-only, and without unknown tagged fields. The
+    first walk only checks; the bytes are copied only when it met an unknown tag."""
+    view = memoryview(body).cast("B")
+    walker = _Walker(view, copying=False)
+    walker.entity(entity_type)
+    if walker.unknown_tags:
+        return drop_unknown_tags(entity_type, view)
+    return view if view.readonly else view.toreadonly()
 
-    def __init__(self, buf: memoryview) -> None:
+
+class _Walker:
+    __slots__ = ("buf", "pos", "out", "copying", "unknown_tags")
+
+    def __init__(self, buf: memoryview, *, copying: bool) -> None:
         self.buf, self.pos, self.out = buf, 0, bytearray()
+        self.copying, self.unknown_tags = copying, False
 
     def take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.buf):
@@ -49,7 +65,10 @@ class _Walker:
         return chunk
 
     def copy(self, n: int) -> None:
-        self.out += self.take(n)
+        if self.copying:
+            self.out += self.take(n)
+        else:
+            self.take(n)
 
     def uvarint(self) -> int:
         value = 0
@@ -63,12 +82,14 @@ class _Walker:
     def copy_uvarint(self) -> int:
         start = self.pos
         value = self.uvarint()
-        self.out += self.buf[start:self.pos]
+        if self.copying:
+            self.out += self.buf[start:self.pos]
         return value
 
     def copy_signed(self, size: int) -> int:
         value = int.from_bytes(self.take(size), "big", signed=True)
-        self.out += value.to_bytes(size, "big", signed=True)
+        if self.copying:
+            self.out += value.to_bytes(size, "big", signed=True)
         return value
 
     def count(self, flexible: bool) -> int:
@@ -91,33 +112,23 @@ class _Walker:
         else:
             raise ProtocolError(f"unknown field type {kafka_type}")
 
-    def entity(self, entity_type: type[Any]) -> None:
-        flexible = bool(entity_type.__flexible__)
-        known_tags = set()
-        for field in fields(entity_type):
-            if "tag" in field.metadata:
-                known_tags.add(int(field.metadata["tag"]))
+    def entity(self, entity_type: Any) -> None:
+        flexible, known_tags, steps = _plan(entity_type)
+        for kind, what, optional in steps:
+            if kind is _ARRAY:
+                for _ in range(self.count(flexible)):
+                    if isinstance(what, str):
+                        self.primitive(what, flexible)
+                    else:
+                        self.entity(what)
+            elif kind is _STRUCT:
+                if optional and self.copy_signed(1) < 0:  # KIP-893's nullable struct marker
+                    continue
+                self.entity(what)
             else:
-                self.field(field, flexible)
+                self.primitive(what, flexible)
         if flexible:
             self.tags(known_tags)
-
-    def field(self, field: Field[Any], flexible: bool) -> None:
-        inner, optional = _unwrap(field.type)
-        if get_origin(inner) is tuple:
-            (element, _) = get_args(inner)
-            element, _ = _unwrap(element)
-            for _ in range(self.count(flexible)):
-                if is_dataclass(element):
-                    self.entity(element)  # type: ignore[arg-type]
-                else:
-                    self.primitive(field.metadata["kafka_type"], flexible)
-        elif is_dataclass(inner):
-            if optional and self.copy_signed(1) < 0:  # KIP-893's nullable struct marker
-                return
-            self.entity(inner)  # type: ignore[arg-type]
-        else:
-            self.primitive(field.metadata["kafka_type"], flexible)
 
     def tags(self, known: set[int]) -> None:
         count = self.uvarint()
@@ -137,7 +148,37 @@ class _Walker:
             if tag in known:
                 kept += self.buf[start:self.pos]
                 n_kept += 1
-        self.out += _uvarint_bytes(n_kept) + kept
+            else:
+                self.unknown_tags = True
+        if self.copying:
+            self.out += _uvarint_bytes(n_kept) + kept
+
+
+_ARRAY: Final = "array"
+_STRUCT: Final = "struct"
+_PRIMITIVE: Final = "primitive"
+Step = tuple[str, Any, bool]  # (kind, element entity type or kafka_type, nullable)
+
+
+@cache  # bounded: one entry per kio class
+def _plan(entity_type: Any) -> tuple[bool, set[int], tuple[Step, ...]]:
+    """How to walk one kio class: flexible or not, its known tags, and its untagged fields in
+    order, read from the dataclass once (the walk runs on every message)."""
+    known_tags: set[int] = set()
+    steps: list[Step] = []
+    for field in fields(entity_type):
+        if "tag" in field.metadata:
+            known_tags.add(int(field.metadata["tag"]))
+            continue
+        inner, optional = _unwrap(field.type)
+        if get_origin(inner) is tuple:
+            element, _ = _unwrap(get_args(inner)[0])
+            steps.append((_ARRAY, element if is_dataclass(element) else field.metadata["kafka_type"], optional))
+        elif is_dataclass(inner):
+            steps.append((_STRUCT, inner, optional))
+        else:
+            steps.append((_PRIMITIVE, field.metadata["kafka_type"], optional))
+    return bool(entity_type.__flexible__), known_tags, tuple(steps)
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:
