@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.config import default_int
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition, FetchPartitionResponse

@@ -33,7 +33,7 @@ from broker.fetch_session import (
 )
 from broker.replica_manager import ReplicaManager
 from broker.replica_reads import record_session_fetch
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.protocol.fetch import FetchPartition
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Final
 
 from broker.log.log_manager import LogManager
 from broker.replication.partition import Partition
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.config_schema import ConfigError
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,

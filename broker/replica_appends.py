@@ -22,7 +22,7 @@ from broker.replica_reads import ReplicaError
 from broker.replication.high_watermark import follower_high_watermark
 from broker.replication.leader_rules import acks_all_refused
 from broker.replication.partition import Partition
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaStorageError
 from common.record_batch import RecordBatchHeader, iter_batches, read_batches
 

@@ -20,7 +20,7 @@ from typing import Final, NamedTuple
 from broker.purgatory import Purgatory
 from broker.replica_reads import ReplicaError, leader_partition
 from broker.replication.partition import Partition
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, OffsetOutOfRangeError
 from common.protocol.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME

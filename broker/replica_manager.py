@@ -61,7 +61,7 @@ from broker.replication.leader_rules import produce_outcome
 from broker.replication.partition import DEFAULT_MIN_INSYNC_REPLICAS, Partition
 from broker.replication.replication_quota import ReplicationThrottles
 from broker.timers import TimerService
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage

@@ -19,7 +19,7 @@ from broker.log.segment import FileSlice
 from broker.replication.high_watermark import on_follower_fetch
 from broker.replication.leader_rules import current_leader_epoch_error
 from broker.replication.partition import Partition
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import (
     ErrorCode,
     KafkaError,

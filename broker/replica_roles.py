@@ -33,7 +33,7 @@ from broker.replica_appends import rebuild_producer_state
 from broker.replication.isr_manager import IsrManager
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership
 from broker.replication.partition import Partition
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalPartition, LocalReplicaChanges

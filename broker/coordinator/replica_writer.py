@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.coordinator.runtime import Encoded
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records
 from common.units import MIB

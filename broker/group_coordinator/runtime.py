@@ -35,7 +35,7 @@ from broker.coordinator.replica_writer import ReplicaPartitionWriter
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
 from broker.group_coordinator.shards import Parked
 from broker.timers import TimerService
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS

@@ -32,7 +32,7 @@ from broker.topic_admin import (
     TopicAdmin,
     TopicDefaults,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from broker.dynamic_config import DynamicBrokerConfig
 from common.config_schema import Config
 from common.errors import ErrorCode, KafkaError

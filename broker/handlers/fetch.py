@@ -38,7 +38,7 @@ from broker.handlers.fetch_partitions import (
 )
 from broker.log.legacy_offsets import SegmentTime, legacy_offsets_before
 from broker.replica_reads import ReplicaError
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol import list_offsets as lo

@@ -15,7 +15,7 @@ from typing import Final
 
 from broker.handlers.context import BrokerContext
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol.metadata import wire_topic_id

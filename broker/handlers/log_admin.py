@@ -26,7 +26,7 @@ from typing import Any
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.log.partition_log import PartitionLog
 from broker.replica_deletes import DeleteRecordsResult
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey

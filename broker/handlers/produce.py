@@ -22,7 +22,7 @@ from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
 from broker.producer_ids import init_producer_id_error
 from broker.server import Later
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.protocol import produce
 from common.protocol.init_producer_id import (

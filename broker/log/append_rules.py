@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import (
     ErrorCode,
     InvalidRecordError,

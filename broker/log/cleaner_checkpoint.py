@@ -13,7 +13,7 @@ from pathlib import Path
 
 from broker.log.checkpoint_file import CorruptCheckpointError
 from broker.log.log_manager import offset_checkpoint
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

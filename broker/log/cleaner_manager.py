@@ -37,7 +37,7 @@ from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.timers import TimerService
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.config_schema import Config
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB

@@ -24,7 +24,7 @@ from broker.log.checkpoint_file import (
 )
 from broker.log.partition_log import PartitionLog
 from broker.log.segment_files import SegmentFileCache
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.config import LOG_OPEN_FILES_MAX_DEFAULT
 from common.errors import KafkaStorageError
 from common.file_limits import (

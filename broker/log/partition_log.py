@@ -36,7 +36,7 @@ from broker.log.timestamp_lookup import (
     TimestampAndOffset,
     offset_for_timestamp,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,

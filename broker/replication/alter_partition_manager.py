@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common import rpc, rpc_messages
 from common.errors import ErrorCode
 

@@ -30,7 +30,7 @@ from broker.fetch_session import (
     INVALID_SESSION_ID,
     next_epoch,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition
 

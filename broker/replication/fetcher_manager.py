@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
 
 if TYPE_CHECKING:  # the replica manager (above this package) hands itself in: annotation only

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from broker.replication.fetcher_state import PartitionFetchState
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.protocol import fetch
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)

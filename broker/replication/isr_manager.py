@@ -24,7 +24,7 @@ from broker.replication.alter_partition_manager import (
     AlterPartitionManager,
 )
 from broker.replication.partition import Partition, PendingIsrChange
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common import rpc_messages
 from common.errors import ErrorCode
 from metadata.image import MetadataImage

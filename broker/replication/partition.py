@@ -22,7 +22,7 @@ from broker.replication.high_watermark import (
     reset_follower_state,
 )
 from broker.replication.isr_policy import isr_to_shrink, replicas_to_expand
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.topic_config import MIN_INSYNC_REPLICAS, default_int
 from metadata.image import PartitionRegistration
 from metadata.records import LeaderRecoveryState

@@ -33,7 +33,7 @@ from broker.replication.truncation import (
     on_epoch_end_offset,
     start_truncation,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.protocol import fetch
 from common.protocol import list_offsets as lo

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.config import default_int
 from common.config_schema import Config
 from common.units import LONG_MAX, SECOND_MS

@@ -33,7 +33,7 @@ from broker.replication.truncation import (
     on_epoch_end_offset,
     start_truncation,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from chaos.sim import messages as m
 from chaos.sim.replica_log import SimLog
 from chaos.sim.seams import PlantedBugs

@@ -9,7 +9,7 @@ import pytest
 
 from broker.log.append_rules import assign_offsets, check_replica_offsets, roll_reason
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import OffsetsOutOfOrderError, RecordTooLargeError
 from common.record_batch import RecordBatchHeader, read_batches
 from common.topic_config import LogConfig

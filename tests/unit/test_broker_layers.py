@@ -30,7 +30,7 @@ BROKER = ROOT / "broker"
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # values, settings and the sans-IO rules of one concern each
     ("rules", frozenset({
-        "broker", "topic_partition", "producer_state", "fetch_session", "metadata_follower",
+        "broker", "producer_state", "fetch_session", "metadata_follower",
         "follower_settings", "broker_settings", "applied_offset", "dynamic_config", "startup_heap",
     })),
     # one service each, knowing no hosted partition: timers, the purgatory, the controller's

@@ -20,7 +20,7 @@ from broker.log.cleaner_manager import (
     cut_offsets,
 )
 from broker.log.log_manager import LogManager
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.prometheus import exposition, samples
 from common.records import build_batch
 from common.topic_config import LogConfig

@@ -22,7 +22,7 @@ from broker.fetch_session import (
     new_context,
     next_epoch,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import EpochEndOffset, FetchPartition, FetchPartitionResponse
 

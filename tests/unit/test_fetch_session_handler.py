@@ -6,7 +6,7 @@ import pytest
 
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
 from broker.replication.fetch_session_handler import FetchSessionHandler
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition
 

@@ -12,7 +12,7 @@ from broker.fetch_session import CachedPartition, FetchMetadata, IncrementalFetc
 from broker.fetch_sessions import FetchSessions
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.protocol.fetch import FetchPartition
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE

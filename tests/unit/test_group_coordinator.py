@@ -14,7 +14,7 @@ from broker.timers import TimerService
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode as E
 from common.prometheus import exposition, samples
 from common.protocol import group_admin as ga

@@ -17,7 +17,7 @@ from broker.handlers.log_admin import (
 )
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import delete_records as dr
 from common.protocol import messages

@@ -21,7 +21,7 @@ from broker.log.log_manager import (
 )
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records

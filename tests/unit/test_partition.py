@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.replication.partition import Partition, PendingIsrChange
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from metadata.image import PartitionRegistration
 from metadata.records import LeaderRecoveryState
 from tests.log_helpers import NOW, batch, open_log

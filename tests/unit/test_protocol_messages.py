@@ -9,7 +9,7 @@ import pytest
 
 from broker.handlers.log_admin import alter_replica_log_dir_error
 from broker.request_handler import ADVERTISED_API_VERSIONS, ROWS, decode_request, encode_response
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import FIRST_FLEXIBLE_VERSION, SUPPORTED_VERSIONS, ApiKey, is_flexible

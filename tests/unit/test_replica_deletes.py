@@ -18,7 +18,7 @@ from broker.log.log_manager import (
 from broker.log.partition_log import EARLIEST_TIMESTAMP
 from broker.replica_deletes import DeleteRecordsResult, delete_records_on_leader
 from broker.replica_manager import ReplicaManager
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.topic_config import LogConfig
 from metadata.delta import apply

@@ -8,7 +8,7 @@ import pytest
 
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import KafkaError
 from common.record_batch import set_partition_leader_epoch
 from common.topic_config import LogConfig

@@ -12,7 +12,7 @@ from broker.log.log_manager import LogManager
 from broker.metadata_follower import MetadataFollowerState, offline_replica_topics
 from broker.replica_manager import ReplicaManager
 from broker.replica_roles import PARALLEL_MIN, describe_failure
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common import rpc
 from common.errors import ErrorCode, KafkaError, KafkaStorageError
 from common.topic_config import LogConfig

@@ -13,7 +13,7 @@ from broker.replication.replication_quota import (
     WindowedRate,
     throttled_partitions,
 )
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.units import LONG_MAX
 
 

@@ -15,7 +15,7 @@ from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.log.segment_files import SegmentFileCache, SegmentHandle, new_key
-from broker.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.topic_config import LogConfig
 from tests.log_helpers import NOW, batch, open_log, values
