@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from broker.log.checkpoint_file import CorruptCheckpointError
-from broker.log.log_manager import offset_checkpoint
+from broker.log.log_manager import CLEANER_OFFSET_CHECKPOINT, offset_checkpoint
 from common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def read_cleaner_offsets(log_dir: Path) -> dict[TopicPartition, int]:

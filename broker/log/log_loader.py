@@ -54,13 +54,15 @@ def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: i
 def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
                   log_start_offset: int, had_clean_shutdown: bool, name: str,
                   epoch_for: Callable[[int], int] | None, fresh: bool = False,
-                  files: SegmentFileCache | None = None) -> LoadedSegments:
+                  files: SegmentFileCache | None = None, cleaned_below: int = 0) -> LoadedSegments:
     """Open every segment of `directory`, recovering as the shutdown state requires.
 
     `epoch_for` (the leader-epoch cache's lookup, None when the cache is empty) lets
     recovery reject batches whose epoch field was damaged. `fresh`: the caller just created
     `directory`, so it holds nothing to scan: one new segment. `files`: the broker's cache of
     open segment files (each segment is opened here once; a later reopen re-reads nothing).
+    `cleaned_below`: the log's cleaner checkpoint; segments starting below it were rewritten by
+    the cleaner and may have offset gaps, whatever the log's config says now.
     """
     if fresh:
         return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True,
@@ -85,10 +87,11 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
             log.warning("%sRebuilding the indexes of segment %s: %s", name,
                         segment.log_path.name, problem)
         # A gap inside unflushed data of a log that is not compacted is damage (a base
-        # offset field, outside the CRC); in a compacted or flushed segment it may be the
-        # cleaner's.
+        # offset field, outside the CRC); in a compacted, cleaned or flushed segment it may
+        # be the cleaner's.
         result = segment.recover(epoch_for, allow_gaps=config.compact or not unflushed
-                                 or segment.base_offset in swapped)
+                                 or segment.base_offset in swapped
+                                 or segment.base_offset < cleaned_below)
         # Each segment ends where the next begins, even with compaction: a replica rolls
         # at its log end offset and the cleaner keeps each group's last batch. So a
         # shorter segment lost its tail.

@@ -41,6 +41,8 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# per partition, the offset below which the cleaner has rewritten its log (broker/log/cleaner_checkpoint.py)
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
 # Threads of the one pool that creates logs (a topic of thousands of partitions), writes new
@@ -113,6 +115,10 @@ class LogManager:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         offsets = {name: self._read_offsets(directory / name) for name in _CHECKPOINTS}
+        # Below its cleaner checkpoint a log was compacted, so it may have offset gaps whatever
+        # its config is now (the metadata checkpoint may predate cleanup.policy=compact, or the
+        # topic may have gone back to delete): recovery must not take them for damage.
+        cleaned = self._read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
         log.info("Loading logs from %s (%s)", directory,
                  "clean shutdown" if clean else "no clean-shutdown marker: unflushed data is rescanned")
         for child in sorted(directory.iterdir()):
@@ -135,7 +141,7 @@ class LogManager:
                 recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
                 log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
                 high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp, 0),
-                had_clean_shutdown=clean, files=self.files)
+                had_clean_shutdown=clean, files=self.files, cleaned_below=cleaned.get(tp, 0))
             self._dir_of[tp] = directory
             self._count[directory] += 1
         if clean:

@@ -66,14 +66,15 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = False, new: bool = False,
-                 files: SegmentFileCache | None = None) -> None:
+                 files: SegmentFileCache | None = None, cleaned_below: int = 0) -> None:
         """Open (creating if needed) the partition directory `directory` (named `topic-N`).
 
         `new`: the log is being created (a partition new to this broker). When its directory did
         not exist, there is nothing to read or recover in it, and the directory scans and the
         checkpoint read are skipped (a 10,000-partition topic creates 10,000 logs per broker).
         `files`: the broker's bounded cache of open segment files (LogManager's; None: one for
-        this log alone, holding at most MAX_OPEN_FILES_OF_ONE_LOG)."""
+        this log alone, holding at most MAX_OPEN_FILES_OF_ONE_LOG). `cleaned_below`: the log's
+        cleaner checkpoint (0: never cleaned); below it recovery allows the cleaner's gaps."""
         self.directory = directory
         self.files = SegmentFileCache(MAX_OPEN_FILES_OF_ONE_LOG) if files is None else files
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
@@ -87,7 +88,7 @@ class PartitionLog:
         loaded = load_segments(
             directory, config, now_ms=now_ms, recovery_point=recovery_point,
             log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
-            name=self._name, fresh=fresh, files=self.files,
+            name=self._name, fresh=fresh, files=self.files, cleaned_below=cleaned_below,
             epoch_for=self.leader_epoch_cache.epoch_for if self.leader_epoch_cache.entries
             else None)
         self._segments: list[LogSegment] = loaded.segments

@@ -182,6 +182,27 @@ def test_a_follower_appends_across_gaps_and_reads_skip_them(tmp_path: Path) -> N
     assert records(reopened) == records(leader)  # recovery accepts gaps
 
 
+@pytest.mark.parametrize("cleaned_below, kept", [(None, True), (0, False)])
+def test_recovery_keeps_a_cleaned_log_whose_config_no_longer_says_compact(
+        tmp_path: Path, cleaned_below: int | None, kept: bool) -> None:
+    """After a crash the log loads with the metadata checkpoint's config, which may predate
+    cleanup.policy=compact (or the topic went back to delete): the cleaner checkpoint still
+    says the log was rewritten, so its gaps are not damage. Without it they would be, and
+    the whole unflushed log would be cut (the rule the cleaner checkpoint lifts)."""
+    log = open_log(tmp_path, COMPACT)
+    fill(log, 20)
+    clean(log)
+    cleaned = log.active_segment.base_offset  # the cleaner checkpoint: the first dirty offset
+    before = records(log)
+    assert len(before) < log.log_end_offset  # there are gaps
+    path = log.directory
+    log.close()
+    deleting = LogConfig(segment_bytes=600, index_interval_bytes=100)
+    reopened = PartitionLog(path, deleting, now_ms=NOW, had_clean_shutdown=False,
+                            cleaned_below=cleaned if cleaned_below is None else cleaned_below)
+    assert (records(reopened) == before) is kept
+
+
 def test_cleaning_aborts_when_the_log_changed_underneath(tmp_path: Path) -> None:
     log = open_log(tmp_path, COMPACT)
     fill(log, 20)
