@@ -20,7 +20,7 @@ from functools import cache
 from types import NoneType, UnionType
 from typing import Any, Final, Union, get_args, get_origin
 
-from common.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError, Writer
 
 MAX_UVARINT_BYTES: Final = 5  # Kafka's unsigned varints are 32-bit
 
@@ -151,7 +151,9 @@ class _Walker:
             else:
                 self.unknown_tags = True
         if self.copying:
-            self.out += _uvarint_bytes(n_kept) + kept
+            kept_count = Writer()
+            kept_count.uvarint(n_kept)
+            self.out += kept_count.to_bytes() + kept
 
 
 _ARRAY: Final = "array"
@@ -189,11 +191,3 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
             return args[0], True
     return annotation, False
 
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

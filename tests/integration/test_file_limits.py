@@ -12,13 +12,9 @@ every node pid the test saw, whatever happened.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,10 +23,9 @@ from typing import Any
 
 import pytest
 
+from tests.integration.cli_cluster import CliCluster
 from tests.integration.cluster_fixtures import alive, wait_until
-from localcluster.launcher import free_ports
 
-REPO = Path(__file__).resolve().parents[2]
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))  # 3 controllers, then 3 brokers
 OPEN_FILE_LIMIT = 1024  # Linux's common default soft limit (a login shell, a CI container)
 TOPICS = 5
@@ -55,40 +50,9 @@ def _low_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILE_LIMIT, OPEN_FILE_LIMIT))
 
 
-class CliCluster:
-    """One data dir driven through the CLI; remembers every node pid it has seen."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports(HOSTS, 4)
-        self.pids_seen: set[int] = set()
-
-    def run(self, *args: str, low_limit: bool = False) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tidelog", *args, "--data-dir", str(self.data_dir)]
-        return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=CLI_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, preexec_fn=_low_limit if low_limit else None)
-
-    def up(self) -> subprocess.CompletedProcess[str]:
-        return self.run("up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port),
-                        "--kafka-port", str(self.kafka_port), "--metrics-port", str(self.metrics_port),
-                        "--detach", low_limit=True)
-
-    def layout(self) -> dict[str, Any]:
-        document = json.loads((self.data_dir / "cluster.json").read_text())
-        self.pids_seen.update(n["pid"] for n in document["nodes"] if n["pid"] is not None)
-        return document
-
-    def cleanup(self) -> None:
-        if (self.data_dir / "cluster.json").exists():
-            self.layout()
-        for pid in self.pids_seen:  # the nodes lead their own process groups
-            if alive(pid):
-                os.killpg(pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[CliCluster]:
-    made = CliCluster(tmp_path / "cluster")
+    made = CliCluster(tmp_path / "cluster", HOSTS)
     try:
         yield made
     finally:
@@ -166,7 +130,7 @@ def produce_and_consume(bootstrap: str, every: list[tuple[str, int]], sample: li
 def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
-    done = cluster.up()
+    done = cluster.run(*cluster.up_args(), "--detach", timeout_s=CLI_TIMEOUT_S, preexec_fn=_low_limit)
     assert done.returncode == 0, done.stdout + done.stderr
     document = cluster.layout()
     brokers = [n for n in document["nodes"] if n["role"] == "broker"]
@@ -211,7 +175,7 @@ def test_5000_partitions_rf3_under_a_1024_open_file_limit(cluster: CliCluster,
                        f"descriptors in all; {int(evictions)} evictions, {int(reopens)} reopens")
 
     pids = [n["pid"] for n in document["nodes"]]
-    stopped = cluster.run("down")
+    stopped = cluster.run("down", timeout_s=CLI_TIMEOUT_S)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     wait_until("every node process gone", lambda: not any(alive(pid) for pid in pids), GONE_TIMEOUT_S)
     for broker in brokers:

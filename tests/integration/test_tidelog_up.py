@@ -19,7 +19,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -31,16 +30,14 @@ from typing import IO, Any
 import msgpack
 import pytest
 
+from tests.integration.cli_cluster import CLI_TIMEOUT_S, GONE_TIMEOUT_S, REPO
+from tests.integration.cli_cluster import CliCluster as Cluster
 from tests.integration.cluster_fixtures import alive, processes_mentioning
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
-from localcluster.launcher import free_ports
 
-REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-CLI_TIMEOUT_S = 45.0  # one `up` waits at most 30 s for readiness, one `down` ~15 s
 WAIT_S = 15.0
 HTTP_TIMEOUT_S = 5.0
-GONE_TIMEOUT_S = 5.0
 POLL_S = 0.05
 BROKER_ID = 4
 BROKER_HOST = "127.0.0.4"
@@ -76,42 +73,6 @@ def rpc(url: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
             return msgpack.unpackb(answer.read())
     except urllib.error.HTTPError as exc:
         return msgpack.unpackb(exc.read())
-
-
-class Cluster:
-    """One data dir driven through the CLI; remembers every node pid it has seen."""
-
-    def __init__(self, data_dir: Path, hosts: tuple[str, ...] = (*HOSTS, BROKER_HOST)) -> None:
-        self.data_dir = data_dir
-        self.raft_port, self.admin_port, self.kafka_port, self.metrics_port = free_ports(hosts, 4)
-        self.pids_seen: set[int] = set()
-        self.foreground: subprocess.Popen[str] | None = None
-
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "tidelog", *args, "--data-dir", str(self.data_dir)]
-
-    def up_args(self) -> list[str]:
-        return ["up", "--raft-port", str(self.raft_port), "--admin-port", str(self.admin_port),
-                "--kafka-port", str(self.kafka_port), "--metrics-port", str(self.metrics_port)]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(*args), capture_output=True, text=True, cwd=REPO,
-                              timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
-
-    def layout(self) -> dict[str, Any]:
-        document = json.loads((self.data_dir / "cluster.json").read_text())
-        self.pids_seen.update(n["pid"] for n in document["nodes"] if n["pid"] is not None)
-        return document
-
-    def cleanup(self) -> None:
-        if self.foreground is not None and self.foreground.poll() is None:
-            self.foreground.kill()
-            self.foreground.wait(GONE_TIMEOUT_S)
-        if (self.data_dir / "cluster.json").exists():
-            self.layout()
-        for pid in self.pids_seen:  # the nodes lead their own process groups
-            if alive(pid):
-                os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.fixture
