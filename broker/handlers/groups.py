@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
 from broker.handlers.context import ClientInfo
@@ -43,6 +43,7 @@ E = ErrorCode
 JOIN_MARGIN_MS: Final = 5 * SECOND_MS  # a parked JoinGroup waits its rebalance timeout plus this, at most
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
 CLASSIC_GROUP_TYPE: Final = "classic"  # Kafka's Group.GroupType.CLASSIC (ListGroups v5)
+R = TypeVar("R", JoinResult, SyncResult)
 
 
 def _join_response(result: JoinResult) -> jg.JoinGroupResponse:
@@ -58,6 +59,25 @@ def _sync_response(result: SyncResult) -> jg.SyncGroupResponse:
                                 protocol_type=result.protocol_type, protocol_name=result.protocol_name)
 
 
+async def _answer_or_park(coord: GroupCoordinator, partition: int, group_id: str, kind: type[R],
+                          rule: Callable[[GroupsImage], Outcome],
+                          park_one: Callable[[], asyncio.Future[R]]) -> R:
+    """Run a JoinGroup/SyncGroup rule: its own answer, or, when the rule parks the request,
+    the answer the group gives it later. The request parks before any answer of the rule's
+    write goes out (a completed rebalance may answer it within the same write)."""
+    parked: list[asyncio.Future[R]] = []
+
+    def park(outcome: Outcome) -> None:
+        if outcome.park:
+            parked.append(park_one())
+
+    outcome, _ = await coord.run(partition, group_id, rule, park)
+    if not parked:
+        assert isinstance(outcome.response, kind)
+        return outcome.response
+    return await parked[0]
+
+
 async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
                client: ClientInfo) -> jg.JoinGroupResponse:
     try:
@@ -71,20 +91,13 @@ async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
                        tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
                        supports_skip_assignment=version >= 9, reason=req.reason)
     now_ms = coord.now_ms()
-    parked: list[asyncio.Future[JoinResult]] = []
-
-    def park(outcome: Outcome) -> None:  # before the rule's answers go out
-        if outcome.park:
-            parked.append(coord.park_join(partition, req.group_id, req.member_id or new_id,
-                                          req.rebalance_timeout_ms + JOIN_MARGIN_MS))
-
-    outcome, _ = await coord.run(partition, req.group_id, lambda state: join_group(
-        state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms, config=coord.config), park)
-    future = parked[0] if parked else None
-    if future is None:
-        assert isinstance(outcome.response, JoinResult)
-        return _join_response(outcome.response)
-    return _join_response(await future)
+    result = await _answer_or_park(
+        coord, partition, req.group_id, JoinResult,
+        lambda state: join_group(state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms,
+                                 config=coord.config),
+        lambda: coord.park_join(partition, req.group_id, req.member_id or new_id,
+                                req.rebalance_timeout_ms + JOIN_MARGIN_MS))
+    return _join_response(result)
 
 
 async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
@@ -103,19 +116,11 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
     wait_ms = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0) \
         + JOIN_MARGIN_MS
     now_ms = coord.now_ms()
-    parked: list[asyncio.Future[SyncResult]] = []
-
-    def park(outcome: Outcome) -> None:  # before the rule's answers go out
-        if outcome.park:
-            parked.append(coord.park_sync(partition, req.group_id, req.member_id, wait_ms))
-
-    outcome, _ = await coord.run(partition, req.group_id,
-                                 lambda state: sync_group(state.groups.get(req.group_id), core, now_ms), park)
-    future = parked[0] if parked else None
-    if future is None:
-        assert isinstance(outcome.response, SyncResult)
-        return _sync_response(outcome.response)
-    return _sync_response(await future)
+    result = await _answer_or_park(
+        coord, partition, req.group_id, SyncResult,
+        lambda state: sync_group(state.groups.get(req.group_id), core, now_ms),
+        lambda: coord.park_sync(partition, req.group_id, req.member_id, wait_ms))
+    return _sync_response(result)
 
 
 async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,
