@@ -2,7 +2,7 @@
 
     runtime = CoordinatorRuntime("group", shard_type, writer, timers, commit_timeout_ms=5_000)
     runtime.on_partition_change(3)          # leads it now: replay it (LOADING, then ACTIVE); or unload
-    answer = await runtime.write(3, lambda state: CoordinatorResult(new_state, records, answer))
+    answer = await runtime.write(3, lambda state: CoordinatorResult(records=records, answer=answer))
     state = runtime.current(3)              # with the uncommitted writes; runtime.committed(3) without
     runtime.schedule_timer(3, ("session", "g1"), delay_ms, lambda state, now_ms: result)
     await runtime.idle()                    # tests: every load and write settled, no sleeps
@@ -11,8 +11,12 @@ Kafka 4's `CoordinatorRuntime` (coordinator-common), in one event loop instead o
 pool: a coordinator (`CoordinatorShard`) per partition of its internal topic, loaded by
 replaying the partition when this broker becomes its leader and unloaded at once when it
 stops leading it. An operation is a pure rule: the shard's state in, a `CoordinatorResult`
-out (the state after it, the records that make it durable, the answer); the runtime appends
-the records with acks=all and releases the answer only once the high watermark passes them.
+out (the records that make it durable and the answer); the state after it is the shard's
+`replay` of those records, the very path loading takes, so what a coordinator holds is what
+it would rebuild from its partition. The runtime appends the records with acks=all and
+releases the answer only once the high watermark passes them. (A result may still name its
+state instead, for state Kafka keeps in memory only: a classic group's members between two
+generations.)
 
 Pending and committed state (Kafka's `SnapshottableCoordinator` and its timeline snapshots
 per written offset): the runtime keeps the committed state and a chain of pending batches,
@@ -57,12 +61,13 @@ E = ErrorCode
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorResult(Generic[S, A]):
-    """What an operation decides: the state after it, the records that make it durable (encoded
-    by the coordinator) and the answer released once they commit."""
+    """What an operation decides: the records that make it durable (encoded by the coordinator)
+    and the answer released once they commit. `state` None (the rule): the state after it is
+    the shard's replay of `records`; a state given replaces it (memory-only state)."""
 
-    state: S
     records: tuple[Encoded, ...] = ()
     answer: A | None = None
+    state: S | None = None
 
 
 class CoordinatorShardType(Protocol[S]):
@@ -256,13 +261,14 @@ class CoordinatorRuntime(Generic[S]):
         (already during this call when nothing was pending), without a turn of the event loop."""
         shard = self._active(partition)
         result = operation(shard.current)
+        state = self._state_after(shard.current, result)
         if not result.records:
             if shard.batches:  # answered once what it read commits (read-your-writes)
                 last = shard.batches[-1]
-                last.state = result.state
+                last.state = state
                 last.waiters.append((settle, result.answer))
             else:
-                shard.committed = result.state
+                shard.committed = state
                 settle(result.answer, None)
             return
         size = sum(len(k or b"") + len(v or b"") for k, v in result.records)
@@ -272,9 +278,9 @@ class CoordinatorRuntime(Generic[S]):
             batch = None
         first = batch is None and not shard.flush_scheduled
         if batch is None:
-            batch = _Batch(result.state)
+            batch = _Batch(state)
             shard.batches.append(batch)
-        batch.state = result.state
+        batch.state = state
         batch.records.extend(result.records)
         batch.size += size
         batch.waiters.append((settle, result.answer))
@@ -286,6 +292,15 @@ class CoordinatorRuntime(Generic[S]):
             asyncio.get_running_loop().call_soon(self._flush_if_current, shard)
             if first:
                 self._flush(shard)
+
+    def _state_after(self, state: S, result: CoordinatorResult[S, Any]) -> S:
+        if result.state is not None:
+            return result.state
+        for key, value in result.records:
+            if key is None:
+                raise ValueError(f"a record of the {self.name} coordinator has no key")
+            state = self.shard_type.replay(state, key, value)
+        return state
 
     def _flush_if_current(self, shard: _Shard[S]) -> None:
         shard.flush_scheduled = False

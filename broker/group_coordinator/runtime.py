@@ -275,8 +275,8 @@ class GroupCoordinator:
             decided.append(outcome)
             if park is not None:
                 park(outcome)
-            return CoordinatorResult(self._apply(partition, group_id, state, outcome),
-                                     tuple(encode_record(r) for r in outcome.records), outcome)
+            return CoordinatorResult(tuple(encode_record(r) for r in outcome.records), outcome,
+                                     state=self._apply(partition, group_id, state, outcome))
 
         def settle(answer: Any, failure: CoordinatorError | None) -> None:
             self._settled(partition, group_id, decided[0], failure, done)
@@ -350,8 +350,8 @@ class GroupCoordinator:
             return
         failed = sync_failed(group, group.generation_id, error, self.now_ms(), self.config)
         self.runtime.submit_settled(partition, lambda state: CoordinatorResult(
-            self._apply(partition, group_id, state, failed), tuple(encode_record(r) for r in failed.records),
-            failed), partial(_log_failure, group_id, partition))
+            tuple(encode_record(r) for r in failed.records), failed,
+            state=self._apply(partition, group_id, state, failed)), partial(_log_failure, group_id, partition))
         for member_id, sync in failed.syncs:
             parked.answer_sync(group_id, member_id, sync)
 
@@ -373,11 +373,11 @@ class GroupCoordinator:
                 its rounding)."""
                 current = state.groups.get(group_id)
                 if current is None:
-                    return CoordinatorResult(state)
+                    return CoordinatorResult()
                 outcome = expire(current, max(self.now_ms(), deadline), self.config)
                 decided.append(outcome)
-                return CoordinatorResult(self._apply(partition, group_id, state, outcome),
-                                         tuple(encode_record(r) for r in outcome.records), outcome)
+                return CoordinatorResult(tuple(encode_record(r) for r in outcome.records), outcome,
+                                         state=self._apply(partition, group_id, state, outcome))
 
             def settled(written: asyncio.Future[Any]) -> None:  # its answers, like a request's
                 if decided:

@@ -59,12 +59,12 @@ class FakeWriter:
 
 
 def add(value: str, answer: str = "ok") -> Callable[[State], CoordinatorResult[State, str]]:
-    return lambda state: CoordinatorResult((*state, value), ((b"k", value.encode()),), answer)
+    return lambda state: CoordinatorResult(((b"k", value.encode()),), answer)  # state: by replay
 
 
 def touch(answer: str) -> Callable[[State], CoordinatorResult[State, str]]:
     """A write without records (a heartbeat): state unchanged in records, answer deferred."""
-    return lambda state: CoordinatorResult(state, (), answer)
+    return lambda state: CoordinatorResult(answer=answer)
 
 
 @pytest.fixture
@@ -182,7 +182,7 @@ async def test_a_truncation_reverts_the_writes_past_it(setup) -> None:
 async def test_unloading_answers_pending_writes_not_coordinator_and_cancels_timers(setup) -> None:
     runtime, writer, clock, timers, unloaded = setup
     pending = [runtime.submit(0, add("c")), runtime.submit(0, add("d"))]  # appended; open
-    runtime.schedule_timer(0, "session", 10, lambda state, now: CoordinatorResult(state))
+    runtime.schedule_timer(0, "session", 10, lambda state, now: CoordinatorResult())
     writer.epoch = None  # leadership moved away
     runtime.on_partition_change(0)
     assert [f.exception().code for f in pending] == [E.NOT_COORDINATOR] * 2  # type: ignore[union-attr]
@@ -211,7 +211,7 @@ async def test_a_timer_runs_as_a_write_at_its_deadline(setup) -> None:
 
     def expire(state: State, now: int) -> CoordinatorResult[State, None]:
         ran.append(now)
-        return CoordinatorResult((*state, "expired"), ((b"k", b"expired"),))
+        return CoordinatorResult(((b"k", b"expired"),))
 
     runtime.schedule_timer(0, "session", 10_000, expire)  # by delay, on the timer service's clock
     runtime.schedule_timer(0, "session", 10_001, expire)  # rescheduled by key
