@@ -1,0 +1,264 @@
+"""The `.txnindex` file: the aborted transactions whose abort marker a segment holds.
+
+    entries = decode_entries(path.read_bytes())          # [AbortedTxn, ...]
+    scan = scan_transactions(markers_of(segment), ongoing={7: 120})
+    found, complete = collect_aborted(entries, fetch_offset=100, upper_bound=180)
+
+Kafka's TransactionIndex format: one 34-byte big-endian entry per aborted transaction,
+`version int16 (0), producerId int64, firstOffset int64, lastOffset int64,
+lastStableOffset int64`, appended in marker order when the leader (or a follower, or
+recovery) appends an ABORT marker. `lastOffset` is the marker's offset; `lastStableOffset` is
+the partition's LSO right after that marker (the first offset of the oldest transaction still
+open, or the marker's offset + 1), which lets a read stop searching once an entry's LSO passes
+the end of the fetched range (`collect_aborted`'s `complete`).
+
+The pure half (format, the rebuild of a segment's entries from its batches, the search of a
+read_committed fetch) is shared with the log cleaner, which rewrites a cleaned segment's index.
+`TransactionIndex` is the file of one segment: entries live in memory (the source of truth
+while the segment is open) and reach the file on flush, as the offset and time indexes do, so
+it holds no descriptor between calls.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from broker.log.sparse_index import CorruptIndexError
+from common.control_records import ControlType
+from common.errors import KafkaError, KafkaStorageError
+from common.control_records import control_type
+from common.record_batch import RecordBatchHeader
+from common.records import decode_records
+
+TXN_INDEX_SUFFIX: Final = ".txnindex"
+TXN_INDEX_VERSION: Final = 0
+ENTRY: Final = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, LSO
+ENTRY_SIZE: Final = ENTRY.size  # 34 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One aborted transaction: Kafka's AbortedTxn."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+    last_stable_offset: int  # the partition's LSO once the marker was appended
+
+    def __post_init__(self) -> None:
+        if self.last_offset < self.first_offset:
+            raise ValueError(f"aborted transaction of producer {self.producer_id} runs "
+                             f"backwards: {self.first_offset}..{self.last_offset}")
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended in one partition (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
+def encode_entry(txn: AbortedTxn) -> bytes:
+    return ENTRY.pack(TXN_INDEX_VERSION, txn.producer_id, txn.first_offset, txn.last_offset,
+                      txn.last_stable_offset)
+
+
+def encode_entries(entries: Iterable[AbortedTxn]) -> bytes:
+    return b"".join(encode_entry(txn) for txn in entries)
+
+
+def decode_entries(data: bytes | memoryview, *, source: str = "transaction index") -> list[AbortedTxn]:
+    """Every entry of a `.txnindex` file; CorruptIndexError on a torn tail, an unknown version or
+    an entry that runs backwards (the caller rebuilds the index from its segment)."""
+    if len(data) % ENTRY_SIZE:
+        raise CorruptIndexError(f"{source} has size {len(data)}, not a multiple of the "
+                                f"entry size {ENTRY_SIZE}")
+    entries = []
+    for version, pid, first, last, lso in ENTRY.iter_unpack(data):
+        if version != TXN_INDEX_VERSION:
+            raise CorruptIndexError(f"{source} holds an entry of version {version}; only "
+                                    f"{TXN_INDEX_VERSION} is known")
+        if last < first:
+            raise CorruptIndexError(f"{source}: aborted transaction of producer {pid} runs "
+                                    f"backwards ({first}..{last})")
+        entries.append(AbortedTxn(pid, first, last, lso))
+    return entries
+
+
+# ---- the pure rebuild -------------------------------------------------------------------------
+
+
+def marker_type(batch: bytes | memoryview, header: RecordBatchHeader) -> ControlType | None:
+    """The marker a control batch (`batch`: its whole bytes) holds: ABORT, COMMIT, or None for
+    another control type or a batch whose record is unreadable (readers skip those, as Kafka's
+    ControlRecordType.UNKNOWN). Decodes the one record of a control batch, never a data batch's."""
+    if not header.is_control:
+        return None
+    try:
+        records = decode_records(batch, 0, header)
+    except KafkaError:  # corrupt, or a codec we cannot read
+        return None
+    return control_type(records[0].key) if records else None
+
+
+
+def last_stable_offset_after(ongoing: Mapping[int, int], completed: CompletedTxn) -> int:
+    """The LSO once `completed`'s marker is in the log (ProducerStateManager.lastStableOffset):
+    the first offset of the oldest other open transaction, else one past the marker."""
+    others = [first for pid, first in ongoing.items() if pid != completed.producer_id]
+    return min(others) if others else completed.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnScan:
+    """What replaying a run of batches found: the transactions ended, the aborted ones as index
+    entries (in marker order), and the transactions still open after it (pid -> first offset)."""
+
+    completed: tuple[CompletedTxn, ...]
+    aborted: tuple[AbortedTxn, ...]
+    ongoing: Mapping[int, int]
+
+
+def scan_transactions(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]],
+                      ongoing: Mapping[int, int]) -> TxnScan:
+    """Replay batches in offset order: a transactional data batch opens its producer's
+    transaction (if none is open), a COMMIT or ABORT control batch ends it (Kafka's
+    ProducerAppendInfo.appendEndTxnMarker: a marker with no open transaction ends an empty one
+    at its own offset). `ongoing`: the open transactions before the first batch (pid -> first
+    offset); the control type is None for a control batch that is no marker (skipped)."""
+    open_txns = dict(ongoing)
+    completed: list[CompletedTxn] = []
+    aborted: list[AbortedTxn] = []
+    for header, kind in batches:
+        pid = header.producer_id
+        if not header.is_transactional or pid < 0:
+            continue
+        if not header.is_control:
+            open_txns.setdefault(pid, header.base_offset)
+            continue
+        if kind is None:
+            continue
+        marker_offset = header.base_offset
+        txn = CompletedTxn(pid, open_txns.get(pid, marker_offset), marker_offset,
+                           kind is ControlType.ABORT)
+        if txn.is_aborted:
+            aborted.append(AbortedTxn(pid, txn.first_offset, txn.last_offset,
+                                      last_stable_offset_after(open_txns, txn)))
+        open_txns.pop(pid, None)
+        completed.append(txn)
+    return TxnScan(tuple(completed), tuple(aborted), open_txns)
+
+
+def collect_aborted(entries: Sequence[AbortedTxn], fetch_offset: int, upper_bound: int
+                    ) -> tuple[list[AbortedTxn], bool]:
+    """The entries overlapping [fetch_offset, upper_bound) (Kafka's collectAbortedTxns), and
+    whether the search may stop here: an entry whose LSO reached `upper_bound` was written
+    after everything the fetch returns, so later segments cannot hold one that overlaps."""
+    found = [txn for txn in entries
+             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound]
+    complete = any(txn.last_stable_offset >= upper_bound for txn in entries)
+    return found, complete
+
+
+# ---- one segment's file -----------------------------------------------------------------------
+
+
+class TransactionIndex:
+    """The aborted transactions of one segment, in memory; `flush` writes the new ones."""
+
+    __slots__ = ("path", "entries", "_persisted")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[AbortedTxn] = []
+        self._persisted = 0  # entries already in the file
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def load(self) -> None:
+        """Read the file. A missing file is an empty index: Kafka creates `.txnindex` lazily and
+        most segments never hold an abort; a segment recovered past its flushed prefix rebuilds
+        the entries from its batches anyway."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read transaction index {self.path}: {e}") from e
+        self.entries = decode_entries(data, source=f"transaction index {self.path}")
+        self._persisted = len(self.entries)
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry; markers come in offset order (a broken order is a bug, not input)."""
+        if self.entries and txn.last_offset <= self.entries[-1].last_offset:
+            raise ValueError(f"transaction index {self.path}: marker offset {txn.last_offset} "
+                             f"after {self.entries[-1].last_offset}")
+        self.entries.append(txn)
+
+    def replace(self, entries: Iterable[AbortedTxn]) -> None:
+        """Take a rebuilt list of entries (recovery, the cleaner); the file is rewritten on flush."""
+        self.entries = list(entries)
+        self._persisted = 0
+        self._write(truncate=True)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at `offset` or later (TransactionIndex.truncateTo)."""
+        kept = [txn for txn in self.entries if txn.last_offset < offset]
+        if len(kept) == len(self.entries):
+            return
+        self.entries = kept
+        if self._persisted > len(kept):
+            self._persisted = len(kept)
+            self._write(truncate=True)
+
+    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        return collect_aborted(self.entries, fetch_offset, upper_bound)
+
+    def flush(self, *, fsync: bool = True) -> None:
+        """Write entries not yet in the file. An index with no entry has no file (as Kafka's
+        lazily created one), so 10,000 partitions without aborts create no files."""
+        if self._persisted == len(self.entries) and self.path.exists() == bool(self.entries):
+            return
+        self._write(truncate=False, fsync=fsync)
+
+    def _write(self, *, truncate: bool, fsync: bool = False) -> None:
+        if not self.entries:
+            self.delete()
+            self._persisted = 0
+            return
+        if not self.path.exists():
+            self._persisted = 0  # the file went away: write every entry, never a hole
+        tail = encode_entries(self.entries[self._persisted:])
+        offset = self._persisted * ENTRY_SIZE
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                if truncate or os.fstat(fd).st_size != offset:
+                    os.ftruncate(fd, offset)
+                if tail:
+                    os.pwrite(fd, tail, offset)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write transaction index {self.path}: {e}") from e
+        self._persisted = len(self.entries)
+
+    def rename(self, path: Path) -> None:
+        """Move the file (if written) to `path`, e.g. for deferred deletion."""
+        if self.path.exists():
+            os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
