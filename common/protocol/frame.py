@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from common.protocol.api_keys import is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
-from common.units import MIB
+from common.config import default_int
 
-DEFAULT_MAX_REQUEST_BYTES = 100 * MIB  # Kafka's socket.request.max.bytes
+DEFAULT_MAX_REQUEST_BYTES = default_int("socket.request.max.bytes")  # a frame larger closes the connection
 SIZE_PREFIX_BYTES = 4
 
 _SIZE = struct.Struct(">i")

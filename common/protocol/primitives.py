@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
+from common.limits import MAX_VARLONG_BYTES
+
 T = TypeVar("T")
 
 _I8 = struct.Struct(">b")
@@ -27,7 +29,6 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 MAX_VARINT_BYTES = 5
-MAX_VARLONG_BYTES = 10
 MAX_TAGGED_FIELDS = 1024  # a bound on a loop driven by the peer; real headers carry 0 or 1
 
 

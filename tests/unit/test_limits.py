@@ -58,13 +58,9 @@ ALLOWED_NAME_REUSE: frozenset[tuple[str, str]] = frozenset({
     # 5 s and 10 s: a client's connect over any network, not common.limits' loopback one
     ("common/kafka_client.py", "CONNECT_TIMEOUT"),
     ("spark/fetch_client.py", "CONNECT_TIMEOUT"),
-    # 10 bytes, the same fact: the codec should import common.limits.MAX_VARLONG_BYTES
-    ("common/protocol/primitives.py", "MAX_VARLONG_BYTES"),
 })
 # Config defaults restated by modules being edited: (module, constant) -> the key to read.
-ALLOWED_CONFIG_COPIES: dict[tuple[str, str], str] = {
-    ("common/protocol/frame.py", "DEFAULT_MAX_REQUEST_BYTES"): "socket.request.max.bytes",
-}
+ALLOWED_CONFIG_COPIES: dict[tuple[str, str], str] = {}
 
 _OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
