@@ -22,12 +22,11 @@ from metadata.partition_change import (
 )
 from metadata.records import LeaderRecoveryState, PartitionChange
 from quorum.broker_control import check_broker_epoch
-from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.controller_result import ControllerApiError, ControllerResult, PartitionKey
 from quorum.topic_control import topic_election_config
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-TopicPartition = tuple[str, int]
 
 # The request field each AlterPartition rejection points at.
 _ALTER_FIELDS: dict[ErrorCode, str | None] = {
@@ -95,8 +94,8 @@ def _elect_one(image: MetadataImage, topic_name: str, partition: PartitionRegist
     return ErrorCode.NONE, change
 
 
-def elect_leaders(image: MetadataImage, *, election: Election, partitions: Sequence[TopicPartition] | None,
-                  ) -> ControllerResult[dict[TopicPartition, ErrorCode]]:
+def elect_leaders(image: MetadataImage, *, election: Election, partitions: Sequence[PartitionKey] | None,
+                  ) -> ControllerResult[dict[PartitionKey, ErrorCode]]:
     """ElectLeaders (PREFERRED or UNCLEAN); None means every partition, leaving out ELECTION_NOT_NEEDED."""
     if election not in (Election.PREFERRED, Election.UNCLEAN):
         raise ControllerApiError(ErrorCode.INVALID_REQUEST,
@@ -113,7 +112,7 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
     else:
         wanted = list(dict.fromkeys(partitions))  # one election per partition, in request order
     records: list[PartitionChange] = []
-    results: dict[TopicPartition, ErrorCode] = {}
+    results: dict[PartitionKey, ErrorCode] = {}
     for name, partition_id in wanted:
         topic = image.topic(name)
         partition = None if topic is None else topic.partitions.get(partition_id)
