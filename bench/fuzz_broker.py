@@ -123,13 +123,15 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
             topic, (fetch.FetchPartition(0, fetch_offset, 64 * KIB),)),), 0, -1, (), "")
         return join_chunks(fetch.encode_fetch_request(req, version))
     if api is ApiKey.LIST_OFFSETS:
-        req = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic(topic, (
-            lo.ListOffsetsPartition(0, lo.LATEST_TIMESTAMP), lo.ListOffsetsPartition(0, lo.EARLIEST_TIMESTAMP))),))
-        return join_chunks(lo.encode_list_offsets_request(req, version))
+        if version == 0:
+            return join_chunks(lo.encode_request(lo.V0Request(-1, (lo.V0Topic(topic, (
+                lo.V0Partition(0, lo.LATEST_TIMESTAMP, 1), lo.V0Partition(0, lo.EARLIEST_TIMESTAMP, 1))),)), 0))
+        req = lo.request(version, -1, [(topic, 0, lo.LATEST_TIMESTAMP, lo.NO_LEADER_EPOCH),
+                                       (topic, 0, lo.EARLIEST_TIMESTAMP, lo.NO_LEADER_EPOCH)])
+        return join_chunks(lo.encode_request(req, version))
     if api is ApiKey.OFFSET_FOR_LEADER_EPOCH:
-        req = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic(
-            topic, (ofle.OffsetForLeaderPartition(0, 0),)),))
-        return join_chunks(ofle.encode_offset_for_leader_epoch_request(req, version))
+        req = ofle.request(version, [(topic, 0, 0, ofle.UNDEFINED_EPOCH)])
+        return join_chunks(ofle.encode_request(req, version))
     if api is ApiKey.INIT_PRODUCER_ID:
         return join_chunks(ipi.encode_init_producer_id_request(ipi.InitProducerIdRequest(None, 60000), version))
     if api is ApiKey.FIND_COORDINATOR:

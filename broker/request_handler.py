@@ -53,11 +53,7 @@ from broker.handlers.context import (
     Handler,
     NowHandler,
 )
-from broker.handlers.fetch import (
-    handle_fetch,
-    handle_list_offsets,
-    handle_offset_for_leader_epoch,
-)
+from broker.handlers.fetch import handle_fetch
 from broker.handlers.log_admin import (
     handle_alter_replica_log_dirs,
     handle_delete_records,
@@ -69,6 +65,7 @@ from broker.handlers.metadata import (
     handle_find_coordinator,
     handle_metadata,
 )
+from broker.handlers.offset_lookups import handle_list_offsets, handle_offset_for_leader_epoch
 from broker.handlers.produce import handle_init_producer_id, handle_produce, produce_now
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,

@@ -192,15 +192,16 @@ class KafkaClient:
         return {p.partition_index: p for t in response.responses if t.name == topic for p in t.partitions}
 
     def list_offsets(self, leader: int, topic: str,
-                     timestamps: Mapping[int, int]) -> dict[int, list_offsets.ListOffsetsPartitionResponse]:
-        """ListOffsets for EARLIEST_TIMESTAMP / LATEST_TIMESTAMP (or a time) per partition."""
-        request = list_offsets.ListOffsetsRequest(CONSUMER, (list_offsets.ListOffsetsTopic(topic, tuple(
-            list_offsets.ListOffsetsPartition(p, ts) for p, ts in sorted(timestamps.items()))),))
+                     timestamps: Mapping[int, int]) -> dict[int, Any]:
+        """ListOffsets for EARLIEST_TIMESTAMP / LATEST_TIMESTAMP (or a time) per partition: kio's
+        ListOffsetsPartitionResponse (partition_index, error_code, timestamp, offset) per partition."""
+        request = list_offsets.request(LIST_OFFSETS_VERSION, CONSUMER, [
+            (topic, p, ts, list_offsets.NO_LEADER_EPOCH) for p, ts in sorted(timestamps.items())])
         address = self._address(leader)
         raw = self._call(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                         list_offsets.encode_list_offsets_request(request, LIST_OFFSETS_VERSION), timeout=self._timeout)
+                         list_offsets.encode_request(request, LIST_OFFSETS_VERSION), timeout=self._timeout)
         assert raw is not None
-        response = self._decode(address, list_offsets.decode_list_offsets_response, raw, LIST_OFFSETS_VERSION)
+        response = self._decode(address, list_offsets.decode_response, raw, LIST_OFFSETS_VERSION)
         return {p.partition_index: p for t in response.topics if t.name == topic for p in t.partitions}
 
     def fetch(self, leader: int, topic: str, positions: Mapping[int, int], *, max_wait_ms: int,

@@ -138,10 +138,8 @@ class GroupApi:
         for leader, partitions in sorted(by_leader.items()):
             if leader < 0:
                 continue
-            request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic(topic, tuple(
-                lo.ListOffsetsPartition(p, timestamp) for p in sorted(partitions))),))
-            response = await self._call(leader, ApiKey.LIST_OFFSETS, 5, request, lo.encode_list_offsets_request,
-                                        lo.decode_list_offsets_response)
+            request = lo.request(5, -1, [(topic, p, timestamp, lo.NO_LEADER_EPOCH) for p in sorted(partitions)])
+            response = await self._call(leader, ApiKey.LIST_OFFSETS, 5, request, lo.encode_request, lo.decode_response)
             out.update({p.partition_index: p.offset for t_ in response.topics for p in t_.partitions
                         if p.error_code == 0 and p.offset >= 0})
         return out

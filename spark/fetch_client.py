@@ -122,12 +122,12 @@ class PartitionClient:
 
     def list_offset(self, timestamp: int, isolation_level: int) -> int:
         """The partition's offset for EARLIEST / LATEST (the log start / high watermark or LSO)."""
-        request = list_offsets.ListOffsetsRequest(fetch.CONSUMER_REPLICA_ID, (list_offsets.ListOffsetsTopic(
-            self.topic, (list_offsets.ListOffsetsPartition(self.partition, timestamp),)),), isolation_level)
+        request = list_offsets.request(LIST_OFFSETS_VERSION, fetch.CONSUMER_REPLICA_ID, [
+            (self.topic, self.partition, timestamp, list_offsets.NO_LEADER_EPOCH)], isolation_level=isolation_level)
         raw = self._leader_request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                                   list_offsets.encode_list_offsets_request(request, LIST_OFFSETS_VERSION),
+                                   list_offsets.encode_request(request, LIST_OFFSETS_VERSION),
                                    CLIENT_REQUEST_TIMEOUT)
-        answer = self._decode(list_offsets.decode_list_offsets_response, raw, LIST_OFFSETS_VERSION)
+        answer = self._decode(list_offsets.decode_response, raw, LIST_OFFSETS_VERSION)
         for topic in answer.topics:
             for p in topic.partitions if topic.name == self.topic else ():
                 if p.partition_index == self.partition:

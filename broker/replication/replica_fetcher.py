@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from broker.log.leader_epochs import EpochEndOffset
 from broker.replication.fetch_session_handler import FetchSessionHandler
@@ -175,7 +175,7 @@ class ReplicaFetcher:
     async def _truncate(self, conn: KafkaConnection, truncating: dict[TopicPartition, PartitionFetchState]
                         ) -> None:
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        topics: dict[str, list[ofle.OffsetForLeaderPartition]] = {}
+        rows: list[tuple[str, int, int, int]] = []  # topic, partition, epoch asked, current epoch
         for tp, state in truncating.items():
             ask = state.truncation
             partition = self._current(tp, state)
@@ -187,17 +187,13 @@ class ReplicaFetcher:
                                                  f"(before asking leader {self.leader_id} for epoch {ask.epoch})")
                 state.truncation = AskLeader(ask.epoch)
             asked[tp] = (state, ask.epoch)
-            topics.setdefault(tp.topic, []).append(
-                ofle.OffsetForLeaderPartition(tp.partition, ask.epoch, state.leader_epoch))
+            rows.append((tp.topic, tp.partition, ask.epoch, state.leader_epoch))
         if not asked:
             return
-        request = ofle.OffsetForLeaderEpochRequest(
-            tuple(ofle.OffsetForLeaderTopic(t, tuple(ps)) for t, ps in topics.items()),
-            replica_id=self._settings.broker_id)
+        request = ofle.request(OFFSET_FOR_LEADER_EPOCH_VERSION, rows, replica_id=self._settings.broker_id)
         response = await conn.request(
             ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION,
-            ofle.encode_offset_for_leader_epoch_request(request, OFFSET_FOR_LEADER_EPOCH_VERSION),
-            ofle.decode_offset_for_leader_epoch_response)
+            ofle.encode_request(request, OFFSET_FOR_LEADER_EPOCH_VERSION), ofle.decode_response)
         resets: list[TopicPartition] = []
         for topic in response.topics:
             for answer in topic.partitions:
@@ -222,7 +218,7 @@ class ReplicaFetcher:
             await self._reset_to_leader(conn, resets)
 
     def _apply_step(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
-                    step: TruncationStep, asked: int, answer: ofle.EpochEndOffset) -> bool:
+                    step: TruncationStep, asked: int, answer: Any) -> bool:
         """Act on a truncation step; True when the log must restart at the leader's start."""
         if isinstance(step, AskLeader):
             state.truncation = step  # truncate_to is applied before the next question
@@ -265,14 +261,10 @@ class ReplicaFetcher:
 
     async def _list_offsets(self, conn: KafkaConnection, states: dict[TopicPartition, PartitionFetchState],
                             timestamp: int) -> dict[TopicPartition, int]:
-        topics: dict[str, list[lo.ListOffsetsPartition]] = {}
-        for tp, state in states.items():
-            topics.setdefault(tp.topic, []).append(lo.ListOffsetsPartition(tp.partition, timestamp, state.leader_epoch))
-        request = lo.ListOffsetsRequest(self._settings.broker_id, tuple(
-            lo.ListOffsetsTopic(t, tuple(ps)) for t, ps in topics.items()))
+        request = lo.request(LIST_OFFSETS_VERSION, self._settings.broker_id, [
+            (tp.topic, tp.partition, timestamp, state.leader_epoch) for tp, state in states.items()])
         response = await conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                                      lo.encode_list_offsets_request(request, LIST_OFFSETS_VERSION),
-                                      lo.decode_list_offsets_response)
+                                      lo.encode_request(request, LIST_OFFSETS_VERSION), lo.decode_response)
         out = {}
         for topic in response.topics:
             for p in topic.partitions:

@@ -1,148 +1,152 @@
-"""OffsetForLeaderEpoch (key 23), v0–v3: where a leader epoch ends, for follower truncation."""
+"""OffsetForLeaderEpoch (key 23), v0–v4: where a leader epoch ends, for follower truncation.
+
+Its messages are kio's generated ones from v2. kio (Kafka 4's schemas, KIP-896) has no v0 or
+v1, which Kafka 3.9 answers; their bytes are v2's without the partition's
+current_leader_epoch (request) and the throttle time (response), and v0's response also
+lacks the partition's leader_epoch. So v0 and v1 read into kio's v2 request
+(current_leader_epoch -1: no fencing) and write kio's v2 response without those fields. A
+handler always sees and answers v2+ classes (`schema_version`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import Any, Final
 
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk, Reader, Writer
 
 DEBUG_REPLICA_ID = -2  # Kafka's default when v3's replica_id is absent
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+FIRST_GENERATED_VERSION: Final = 2
+MIN_PARTITION_BYTES: Final = 8  # v0/v1 request: partition, leader_epoch
+MIN_TOPIC_BYTES: Final = 6  # empty name, empty partition array
+MIN_RESULT_BYTES: Final = 14  # v0 response: error_code, partition, end_offset
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderPartition:
-    partition: int
-    leader_epoch: int
-    current_leader_epoch: int = -1  # v2+
+def schema_version(version: int) -> int:
+    """The version whose kio classes carry `version`'s messages."""
+    return max(version, FIRST_GENERATED_VERSION)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderTopic:
-    topic: str
-    partitions: tuple[OffsetForLeaderPartition, ...]
+def request(version: int, partitions: Iterable[tuple[str, int, int, int]], *,
+            replica_id: int = DEBUG_REPLICA_ID) -> Any:
+    """kio's request of `schema_version(version)` for (topic, partition, leader_epoch,
+    current_leader_epoch) rows, grouped by topic in order (the follower's side, tests)."""
+    m = messages.request_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, schema_version(version))
+    topics: dict[str, list[Any]] = {}
+    for topic, partition, epoch, current in partitions:
+        topics.setdefault(topic, []).append(
+            m.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch, current_leader_epoch=current))
+    return messages.build(m.OffsetForLeaderEpochRequest, replica_id=replica_id, topics=tuple(
+        m.OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()))
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderEpochRequest:
-    topics: tuple[OffsetForLeaderTopic, ...]
-    replica_id: int = DEBUG_REPLICA_ID  # v3+
+# ---- v0 and v1, by hand -----------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    error_code: int
-    partition: int
-    leader_epoch: int  # v1+
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderTopicResult:
-    topic: str
-    partitions: tuple[EpochEndOffset, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderEpochResponse:
-    topics: tuple[OffsetForLeaderTopicResult, ...]
-    throttle_time_ms: int = 0  # v2+
-
-
-def decode_offset_for_leader_epoch_request(
-        body: memoryview, version: int) -> OffsetForLeaderEpochRequest:
+def _decode_old_request(body: memoryview, version: int) -> Any:
     check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     r = reader_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
-    replica_id = r.int32() if version >= 3 else DEBUG_REPLICA_ID
 
-    def partition(r: Reader) -> OffsetForLeaderPartition:
-        index = r.int32()
-        current = r.int32() if version >= 2 else -1
-        p = OffsetForLeaderPartition(index, r.int32(), current)
-        r.tagged_fields()
-        return p
+    def partition(r: Reader) -> tuple[int, int]:
+        return r.int32(), r.int32()
 
-    def topic(r: Reader) -> OffsetForLeaderTopic:
-        t = OffsetForLeaderTopic(r.string(), r.array(partition, 8))
-        r.tagged_fields()
-        return t
+    def topic(r: Reader) -> tuple[str, tuple[tuple[int, int], ...]]:
+        return r.string(), r.array(partition, MIN_PARTITION_BYTES)
 
-    request = OffsetForLeaderEpochRequest(r.array(topic, 2), replica_id)
-    r.tagged_fields()
-    return request
+    return request(version, ((name, p, epoch, UNDEFINED_EPOCH) for name, parts in r.array(topic, MIN_TOPIC_BYTES)
+                             for p, epoch in parts))
 
 
-def encode_offset_for_leader_epoch_request(
-        req: OffsetForLeaderEpochRequest, version: int) -> list[Chunk]:
-    """The follower's side: the inverse of `decode_offset_for_leader_epoch_request`."""
-    check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+def _encode_old_request(req: Any, version: int) -> list[Chunk]:
     w = writer_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    if version >= 3:
-        w.int32(req.replica_id)
 
-    def partition(w: Writer, p: OffsetForLeaderPartition) -> None:
+    def partition(w: Writer, p: Any) -> None:
         w.int32(p.partition)
-        if version >= 2:
-            w.int32(p.current_leader_epoch)
         w.int32(p.leader_epoch)
-        w.tagged_fields()
 
-    def topic(w: Writer, t: OffsetForLeaderTopic) -> None:
+    def topic(w: Writer, t: Any) -> None:
         w.string(t.topic)
         w.array(t.partitions, partition)
-        w.tagged_fields()
 
     w.array(req.topics, topic)
-    w.tagged_fields()
     return w.chunks()
 
 
-def encode_offset_for_leader_epoch_response(
-        resp: OffsetForLeaderEpochResponse, version: int) -> list[Chunk]:
-    check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+def _encode_old_response(resp: Any, version: int) -> list[Chunk]:
     w = writer_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    if version >= 2:
-        w.int32(resp.throttle_time_ms)
 
-    def partition(w: Writer, p: EpochEndOffset) -> None:
+    def partition(w: Writer, p: Any) -> None:
         w.int16(p.error_code)
         w.int32(p.partition)
         if version >= 1:
             w.int32(p.leader_epoch)
         w.int64(p.end_offset)
-        w.tagged_fields()
 
-    def topic(w: Writer, t: OffsetForLeaderTopicResult) -> None:
+    def topic(w: Writer, t: Any) -> None:
         w.string(t.topic)
         w.array(t.partitions, partition)
-        w.tagged_fields()
 
     w.array(resp.topics, topic)
-    w.tagged_fields()
     return w.chunks()
 
 
-def decode_offset_for_leader_epoch_response(
-        body: memoryview, version: int) -> OffsetForLeaderEpochResponse:
-    """The follower's side: the inverse of `encode_offset_for_leader_epoch_response`."""
-    check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+def _decode_old_response(body: memoryview, version: int) -> Any:
     r = reader_for(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
-    throttle = r.int32() if version >= 2 else 0
+    m = messages.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, FIRST_GENERATED_VERSION)
 
-    def partition(r: Reader) -> EpochEndOffset:
-        error, index = r.int16(), r.int32()
+    def partition(r: Reader) -> Any:
+        error, index = messages.error_code(r.int16()), r.int32()
         epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
-        p = EpochEndOffset(error, index, epoch, r.int64())
-        r.tagged_fields()
-        return p
+        return m.EpochEndOffset(error_code=error, partition=index, leader_epoch=epoch, end_offset=r.int64())
 
-    def topic(r: Reader) -> OffsetForLeaderTopicResult:
-        t = OffsetForLeaderTopicResult(r.string(), r.array(partition, 14))
-        r.tagged_fields()
-        return t
+    def topic(r: Reader) -> Any:
+        return m.OffsetForLeaderTopicResult(topic=r.string(), partitions=r.array(partition, MIN_RESULT_BYTES))
 
-    response = OffsetForLeaderEpochResponse(r.array(topic, 2), throttle)
-    r.tagged_fields()
-    return response
+    return m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=r.array(topic, MIN_TOPIC_BYTES))
+
+
+# ---- the codecs: kio from v2, v0 and v1 above -------------------------------------------
+
+_GENERATED: Final = messages.kio_codec(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+
+
+def _check_old(message: Any) -> None:
+    if message.__version__ != FIRST_GENERATED_VERSION:
+        raise ValueError(f"{type(message).__name__} v{message.__version__} does not carry OffsetForLeaderEpoch v0/v1")
+
+
+def _decode_body(body: memoryview, version: int) -> Any:
+    if version < FIRST_GENERATED_VERSION:
+        return _decode_old_request(body, version)
+    return _GENERATED.decode(body, version)
+
+
+def _encode_body(response: Any, version: int) -> list[Chunk]:
+    if version < FIRST_GENERATED_VERSION:
+        check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+        _check_old(response)
+        return _encode_old_response(response, version)
+    return _GENERATED.encode(response, version)
+
+
+CODEC: Final = Codec(_decode_body, _encode_body)  # the broker's (api_table)
+
+
+def encode_request(req: Any, version: int) -> list[Chunk]:
+    """Client side: kio's request of `schema_version(version)` as `version`'s bytes."""
+    if version < FIRST_GENERATED_VERSION:
+        check_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+        _check_old(req)
+        return _encode_old_request(req, version)
+    return messages.encode_request(req, version)
+
+
+def decode_response(body: bytes | bytearray | memoryview, version: int) -> Any:
+    """Client side: kio's response of `schema_version(version)`."""
+    if version < FIRST_GENERATED_VERSION:
+        return _decode_old_response(memoryview(body), version)
+    return messages.decode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)

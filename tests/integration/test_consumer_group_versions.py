@@ -229,11 +229,10 @@ def test_metadata_and_list_offsets_v0_over_the_wire(cluster: LocalCluster) -> No
         client.metadata([topic])  # the broker addresses, for calls by id
         total = 0
         for partition, leader in sorted(leaders.items()):
-            request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic(topic, (
-                lo.ListOffsetsPartition(partition, lo.LATEST_TIMESTAMP, -1, 10),
-                lo.ListOffsetsPartition(partition, lo.EARLIEST_TIMESTAMP, -1, 10))),))
-            answer = client.call(leader, ApiKey.LIST_OFFSETS, 0, request, lo.encode_list_offsets_request,
-                                 lo.decode_list_offsets_response)
+            request = lo.V0Request(-1, (lo.V0Topic(topic, (
+                lo.V0Partition(partition, lo.LATEST_TIMESTAMP, 10),
+                lo.V0Partition(partition, lo.EARLIEST_TIMESTAMP, 10))),))
+            answer = client.call(leader, ApiKey.LIST_OFFSETS, 0, request, lo.encode_request, lo.decode_response)
             latest, earliest = answer.topics[0].partitions
             assert latest.error_code == 0 and earliest.old_style_offsets == (0,)
             assert latest.old_style_offsets[-1] == 0 and latest.old_style_offsets == tuple(

@@ -81,6 +81,16 @@ def kio_req(key: int, version: int, value: Any, data: bytes) -> Row:
     return Row(key, version, value, data, decode_kio_request, lambda value, v: [messages.encode(value)])
 
 
+def codec_req(module: Any, key: int, version: int, value: Any, data: bytes) -> Row:
+    """A request row of an API on kio's messages whose old versions kio lacks are coded by
+    hand in `module` (its broker `CODEC`, its client `encode_request`)."""
+    return Row(key, version, value, data, module.CODEC.decode, module.encode_request)
+
+
+def codec_resp(module: Any, key: int, version: int, value: Any, data: bytes) -> Row:
+    return Row(key, version, value, data, module.decode_response, module.CODEC.encode)
+
+
 def kio_resp(key: int, version: int, value: Any, data: bytes) -> Row:
     """A response row of an API served on kio's generated messages."""
     def decode_kio_response(body: memoryview, v: int) -> Any:
@@ -118,15 +128,10 @@ FETCH_V11_BYTES = (i32(-1) + i32(500) + i32(1) + i32(1000) + i8(0) + i32(0) + i3
                    + arr(s("t") + arr(i32(2) + i32(7) + i64(100) + i64(5) + i32(1048576)))
                    + arr() + s("rack-a"))
 
-LO_REQ_V1 = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
-    lo.ListOffsetsPartition(0, lo.EARLIEST_TIMESTAMP),)),))
-LO_REQ_V5 = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
-    lo.ListOffsetsPartition(0, lo.LATEST_TIMESTAMP, 4),)),), isolation_level=1)
+LO_REQ_V1 = lo.request(1, -1, [("t", 0, lo.EARLIEST_TIMESTAMP, -1)])
+LO_REQ_V5 = lo.request(5, -1, [("t", 0, lo.LATEST_TIMESTAMP, 4)], isolation_level=1)
 
-OFLE_REQ_V3 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
-    ofle.OffsetForLeaderPartition(1, leader_epoch=3, current_leader_epoch=4),)),), replica_id=2)
-OFLE_REQ_V0 = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("t", (
-    ofle.OffsetForLeaderPartition(1, 3),)),))
+OFLE_REQ_V0 = ofle.request(0, [("t", 1, 3, -1)])  # kio's v2 classes carry v0 and v1
 
 CT = messages.request_module(19, 4)  # CreateTopics, on kio's messages
 CREATE_TOPICS_REQ = CT.CreateTopicsRequest(topics=(
@@ -181,25 +186,24 @@ REQUESTS += [
     req(fetch, "fetch", 1, 4, FETCH_V4, FETCH_V4_BYTES),
     req(fetch, "fetch", 1, 7, FETCH_V7, FETCH_V7_BYTES),
     req(fetch, "fetch", 1, 11, FETCH_V11, FETCH_V11_BYTES),
-    req(lo, "list_offsets", 2, 0, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
-        lo.ListOffsetsPartition(0, -1, -1, 5),)),)), i32(-1) + arr(s("t") + arr(i32(0) + i64(-1) + i32(5)))),
-    req(lo, "list_offsets", 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
-    req(lo, "list_offsets", 2, 5, LO_REQ_V5,
-        i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
-    *[req(lo, "list_offsets", 2, v, lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("t", (
-        lo.ListOffsetsPartition(0, ts, 4),)),), 1),
-        i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
+    codec_req(lo, 2, 0, lo.V0Request(-1, (lo.V0Topic("t", (lo.V0Partition(0, -1, 5),)),)),
+              i32(-1) + arr(s("t") + arr(i32(0) + i64(-1) + i32(5)))),
+    codec_req(lo, 2, 1, LO_REQ_V1, i32(-1) + arr(s("t") + arr(i32(0) + i64(-2)))),
+    codec_req(lo, 2, 5, LO_REQ_V5,
+              i32(-1) + i8(1) + arr(s("t") + arr(i32(0) + i32(4) + i64(-1)))),
+    *[codec_req(lo, 2, v, lo.request(v, -1, [("t", 0, ts, 4)], isolation_level=1),
+                i32(-1) + i8(1) + carr(cs("t") + carr(i32(0) + i32(4) + i64(ts) + TAG) + TAG) + TAG)
       for v, ts in ((6, -1), (7, lo.MAX_TIMESTAMP), (8, lo.EARLIEST_LOCAL_TIMESTAMP),
                     (9, lo.LATEST_TIERED_TIMESTAMP))],
-    req(ofle, "offset_for_leader_epoch", 23, 0, OFLE_REQ_V0,
-        arr(s("t") + arr(i32(1) + i32(3)))),
-    req(ofle, "offset_for_leader_epoch", 23, 3, OFLE_REQ_V3,
-        i32(2) + arr(s("t") + arr(i32(1) + i32(4) + i32(3)))),
+    codec_req(ofle, 23, 0, OFLE_REQ_V0, arr(s("t") + arr(i32(1) + i32(3)))),
+    codec_req(ofle, 23, 1, OFLE_REQ_V0, arr(s("t") + arr(i32(1) + i32(3)))),
+    codec_req(ofle, 23, 3, ofle.request(3, [("t", 1, 3, 4)], replica_id=2),
+              i32(2) + arr(s("t") + arr(i32(1) + i32(4) + i32(3)))),
     req(ipi, "init_producer_id", 22, 0, ipi.InitProducerIdRequest(None, 60000),
         s(None) + i32(60000)),
     req(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdRequest("tx", 1), s("tx") + i32(1)),
     req(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdRequest(None, 60000), cs(None) + i32(60000) + TAG),
-    req(ofle, "offset_for_leader_epoch", 23, 4, OFLE_REQ_V3,
+    codec_req(ofle, 23, 4, ofle.request(4, [("t", 1, 3, 4)], replica_id=2),
         i32(2) + carr(cs("t") + carr(i32(1) + i32(4) + i32(3) + TAG) + TAG) + TAG),
     req(find_coordinator, "find_coordinator", 10, 0,
         find_coordinator.FindCoordinatorRequest("g"), s("g")),
@@ -264,10 +268,21 @@ FR_V11 = i32(0) + i16(0) + i32(77) + arr(s("t") + arr(
     i32(0) + i16(0) + i64(10) + i64(9) + i64(0) + arr(i64(5) + i64(6)) + i32(3) + by(BATCH),
     i32(1) + i16(1) + i64(-1) + i64(-1) + i64(-1) + i32(-1) + i32(-1) + by(None)))
 
-LO_RESP = lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
-    lo.ListOffsetsPartitionResponse(0, 0, -1, 100, 4),)),), 0)
-OFLE_RESP = ofle.OffsetForLeaderEpochResponse((ofle.OffsetForLeaderTopicResult("t", (
-    ofle.EpochEndOffset(0, 1, 3, 50),)),), 0)
+def lo_response(version: int, partition: int, error: int, timestamp: int, offset: int, epoch: int) -> Any:
+    """kio's ListOffsetsResponse of `version` (v1+) answering one partition of topic "t"."""
+    m = messages.response_module(2, version)
+    return messages.build(m.ListOffsetsResponse, throttle_time=timedelta(0), topics=(m.ListOffsetsTopicResponse(
+        name="t", partitions=(messages.build(m.ListOffsetsPartitionResponse, partition_index=partition,
+                                             error_code=ErrorCode(error), timestamp=timestamp, offset=offset,
+                                             leader_epoch=epoch),)),))
+
+
+def ofle_response(version: int, error: int, partition: int, epoch: int, end_offset: int) -> Any:
+    """kio's OffsetForLeaderEpochResponse of `ofle.schema_version(version)` for one partition of "t"."""
+    m = messages.response_module(23, ofle.schema_version(version))
+    return m.OffsetForLeaderEpochResponse(throttle_time=timedelta(0), topics=(m.OffsetForLeaderTopicResult(
+        topic="t", partitions=(m.EpochEndOffset(error_code=ErrorCode(error), partition=partition,
+                                                leader_epoch=epoch, end_offset=end_offset),)),))
 
 
 def dc_response(version: int) -> Any:
@@ -307,29 +322,27 @@ RESPONSES = [
         fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, -1, (fetch.AbortedTransaction(5, 6),)),
         fetch.FetchPartitionResponse(1, 1, -1, None))),)), FR_V4),
     resp(fetch, "fetch", 1, 11, FR_RESP, FR_V11),
-    resp(lo, "list_offsets", 2, 0, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
-        lo.ListOffsetsPartitionResponse(0, 0, -1, -1, -1, (250, 200)), lo.ListOffsetsPartitionResponse(1, 6, -1, -1))),)),
+    codec_resp(lo, 2, 0, lo.V0Response((lo.V0TopicResponse("t", (
+        lo.V0PartitionResponse(0, 0, (250, 200)), lo.V0PartitionResponse(1, 6, ()))),)),
         arr(s("t") + arr(i32(0) + i16(0) + arr(i64(250), i64(200)), i32(1) + i16(6) + arr()))),
-    resp(lo, "list_offsets", 2, 1, lo.ListOffsetsResponse((lo.ListOffsetsTopicResponse("t", (
-        lo.ListOffsetsPartitionResponse(0, 0, -1, 100),)),)),
-        arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
-    resp(lo, "list_offsets", 2, 5, LO_RESP,
-         i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
-    *[resp(lo, "list_offsets", 2, v, LO_RESP,
-           i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
-                         + TAG) + TAG) for v in (6, 7, 8, 9)],
+    codec_resp(lo, 2, 1, lo_response(1, 0, 0, -1, 100, -1),
+               arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100)))),
+    codec_resp(lo, 2, 5, lo_response(5, 0, 0, -1, 100, 4),
+               i32(0) + arr(s("t") + arr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4)))),
+    *[codec_resp(lo, 2, v, lo_response(v, 0, 0, -1, 100, 4),
+                 i32(0) + carr(cs("t") + carr(i32(0) + i16(0) + i64(-1) + i64(100) + i32(4) + TAG)
+                               + TAG) + TAG) for v in (6, 7, 8, 9)],
     kio_resp(18, 3, api_versions.response(3, ErrorCode.NONE, (api_versions.ApiVersion(2, 1, 8),)),
         i16(0) + carr(i16(2) + i16(1) + i16(8) + TAG) + i32(0) + TAG),
-    resp(ofle, "offset_for_leader_epoch", 23, 0, ofle.OffsetForLeaderEpochResponse((
-        ofle.OffsetForLeaderTopicResult("t", (ofle.EpochEndOffset(0, 1, -1, 50),)),)),
-        arr(s("t") + arr(i16(0) + i32(1) + i64(50)))),
-    resp(ofle, "offset_for_leader_epoch", 23, 3, OFLE_RESP,
+    codec_resp(ofle, 23, 0, ofle_response(0, 0, 1, -1, 50), arr(s("t") + arr(i16(0) + i32(1) + i64(50)))),
+    codec_resp(ofle, 23, 1, ofle_response(1, 0, 1, 3, 50), arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
+    codec_resp(ofle, 23, 3, ofle_response(3, 0, 1, 3, 50),
          i32(0) + arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
     resp(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdResponse(0, 0, 1000, 0),
          i32(0) + i16(0) + i64(1000) + i16(0)),
     resp(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdResponse(0, 0, 1000, 0),
          i32(0) + i16(0) + i64(1000) + i16(0) + TAG),
-    resp(ofle, "offset_for_leader_epoch", 23, 4, OFLE_RESP,
+    codec_resp(ofle, 23, 4, ofle_response(4, 0, 1, 3, 50),
          i32(0) + carr(cs("t") + carr(i16(0) + i32(1) + i32(3) + i64(50) + TAG) + TAG) + TAG),
     resp(find_coordinator, "find_coordinator", 10, 0,
          find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),

@@ -300,11 +300,10 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     await do_produce(handler, 1, ("orders", 0, batch(2, ts=NOW + 100)))
 
     async def offset_for(timestamp, version=4):
-        request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("orders", (lo.ListOffsetsPartition(0, timestamp),)),))
-        response = await call(handler, ApiKey.LIST_OFFSETS, version, request, lo.encode_list_offsets_request,
-                              lo.decode_list_offsets_response)
+        request = lo.request(version, -1, [("orders", 0, timestamp, -1)])
+        response = await call(handler, ApiKey.LIST_OFFSETS, version, request, lo.encode_request, lo.decode_response)
         p = response.topics[0].partitions[0]
-        return p.error_code, p.offset, p.timestamp, p.leader_epoch
+        return p.error_code, p.offset, p.timestamp, getattr(p, "leader_epoch", -1)  # v4+
 
     assert await offset_for(NOW + 50) == (0, 2, NOW + 100, 0)
     assert await offset_for(NOW + 1) == (0, 1, NOW + 1, 0)
@@ -319,10 +318,9 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
     assert await offset_for(lo.EARLIEST_LOCAL_TIMESTAMP, version=8) == (0, 0, -1, 0)
     # v0: offsets of segment starts (one segment here) and the high watermark, newest first
     async def old_style(timestamp, max_num_offsets):
-        request = lo.ListOffsetsRequest(-1, (lo.ListOffsetsTopic("orders", (
-            lo.ListOffsetsPartition(0, timestamp, -1, max_num_offsets), lo.ListOffsetsPartition(7, -1))),))
-        response = await call(handler, ApiKey.LIST_OFFSETS, 0, request, lo.encode_list_offsets_request,
-                              lo.decode_list_offsets_response)
+        request = lo.V0Request(-1, (lo.V0Topic("orders", (
+            lo.V0Partition(0, timestamp, max_num_offsets), lo.V0Partition(7, -1, 1))),))
+        response = await call(handler, ApiKey.LIST_OFFSETS, 0, request, lo.encode_request, lo.decode_response)
         return [(p.partition_index, p.error_code, p.old_style_offsets) for p in response.topics[0].partitions]
 
     assert await old_style(-1, 10) == [(0, 0, (4, 0)), (7, 3, ())]
@@ -340,11 +338,12 @@ async def test_list_offsets_by_time_earliest_and_latest(node):
 async def test_offset_for_leader_epoch(node):
     handler, _, _ = node
     await do_produce(handler, 1, ("orders", 0, batch(3)))
-    request = ofle.OffsetForLeaderEpochRequest((ofle.OffsetForLeaderTopic("orders", (
-        ofle.OffsetForLeaderPartition(0, 0), ofle.OffsetForLeaderPartition(1, 0))),))
-    response = await call(handler, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request,
-                          ofle.encode_offset_for_leader_epoch_request, ofle.decode_offset_for_leader_epoch_response)
-    assert response.topics[0].partitions == (ofle.EpochEndOffset(0, 0, 0, 3), ofle.EpochEndOffset(6, 1, -1, -1))
+    for version in (0, 1, 3, 4):  # v0 and v1 by hand into kio's v2 classes
+        request = ofle.request(version, [("orders", 0, 0, -1), ("orders", 1, 0, -1)])
+        response = await call(handler, ApiKey.OFFSET_FOR_LEADER_EPOCH, version, request, ofle.encode_request,
+                              ofle.decode_response)
+        answers = [(p.error_code, p.partition, p.leader_epoch, p.end_offset) for p in response.topics[0].partitions]
+        assert answers == [(0, 0, 0 if version else -1, 3), (6, 1, -1, -1)], version  # v0 has no epoch
 
 
 async def test_metadata_known_unknown_and_auto_created_topics(node):
