@@ -26,6 +26,17 @@ The rules, in the order Kafka applies them to a client's batch (UnifiedLog
    Int.MAX), else OUT_OF_ORDER_SEQUENCE_NUMBER. A duplicate of a batch older than the
    retained five lands here too.
 
+Transactions (ProducerAppendInfo.appendDataBatch / appendEndTxnMarker): a transactional data
+batch of a producer with no open transaction opens one at its first offset; while one is
+open a non-transactional batch of that producer is refused (INVALID_TXN_STATE). A control
+batch (a COMMIT or ABORT marker, written only by a leader on the coordinator's WriteTxnMarkers)
+ends it: a marker epoch below the producer's is refused (INVALID_PRODUCER_EPOCH), a coordinator
+epoch below the last seen for the producer is refused (TRANSACTION_COORDINATOR_FENCED); the
+marker returns the `CompletedTxn`, or None for a transaction with no data here. The partition's
+first unstable offset is the first offset of the oldest transaction still open or ended by a
+marker not yet below the high watermark (Kafka's ongoingTxns and unreplicatedTxns); the last
+stable offset (LSO) is min(that, high watermark).
+
 Unknown producer id: since KIP-360 (Kafka 2.5) a broker with no state for a producer
 (expired, deleted by retention or DeleteRecords, or never seen) accepts any first
 sequence; brokers before 2.5 answered UNKNOWN_PRODUCER_ID (59). Kafka 4.x rejects a
@@ -41,6 +52,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
+from broker.log.txn_index import CompletedTxn
+from common.control_records import ControlType
 from common.errors import ErrorCode
 from common.record_batch import (
     NO_PRODUCER_EPOCH,
@@ -61,6 +74,10 @@ OUT_OF_ORDER_SEQUENCE_NUMBER: Final = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 INVALID_PRODUCER_EPOCH: Final = ErrorCode.INVALID_PRODUCER_EPOCH
 UNKNOWN_PRODUCER_ID: Final = ErrorCode.UNKNOWN_PRODUCER_ID
 INVALID_RECORD: Final = ErrorCode.INVALID_RECORD
+INVALID_TXN_STATE: Final = ErrorCode.INVALID_TXN_STATE
+TRANSACTION_COORDINATOR_FENCED: Final = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+NO_TXN: Final = -1  # current_txn_first_offset of a producer with no open transaction
+NO_COORDINATOR_EPOCH: Final = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +106,8 @@ class ProducerStateEntry:
     batches: tuple[BatchMetadata, ...] = ()  # oldest first, at most NUM_BATCHES_TO_RETAIN
     last_timestamp: int = -1
     last_offset: int = -1  # offset of the last batch (data or control) that changed this
+    current_txn_first_offset: int = NO_TXN  # first offset of the open transaction, if any
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH  # of the last marker seen for this producer
 
     def __post_init__(self) -> None:
         if len(self.batches) > NUM_BATCHES_TO_RETAIN:
@@ -171,6 +190,12 @@ def check_batch(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> 
             f"epoch of producer {pid} is {epoch}, which is < the last seen epoch "
             f"{entry.producer_epoch}",
         )
+    if entry.current_txn_first_offset != NO_TXN and not header.is_transactional:
+        return _reject(
+            INVALID_TXN_STATE,
+            f"expected a transactional write from producer {pid}: its transaction open since "
+            f"offset {entry.current_txn_first_offset} has not ended",
+        )
     if entry.producer_epoch == NO_PRODUCER_EPOCH:
         return ACCEPT  # as for an unknown producer: no epoch known, any sequence
     if epoch != entry.producer_epoch:
@@ -191,21 +216,52 @@ def check_batch(entry: ProducerStateEntry | None, header: RecordBatchHeader) -> 
     return ACCEPT
 
 
+def check_marker(entry: ProducerStateEntry | None, header: RecordBatchHeader,
+                 coordinator_epoch: int) -> AppendCheck:
+    """Kafka's checks of a transaction marker the coordinator asks a leader to write
+    (ProducerAppendInfo.appendEndTxnMarker, origin COORDINATOR): no sequence check."""
+    if entry is None:
+        return ACCEPT
+    pid, epoch = header.producer_id, header.producer_epoch
+    if epoch < entry.producer_epoch:
+        return _reject(
+            INVALID_PRODUCER_EPOCH,
+            f"epoch of producer {pid} in the transaction marker is {epoch}, which is < the "
+            f"last seen epoch {entry.producer_epoch}",
+        )
+    if coordinator_epoch < entry.coordinator_epoch:
+        return _reject(
+            TRANSACTION_COORDINATOR_FENCED,
+            f"transaction marker for producer {pid} from coordinator epoch {coordinator_epoch}, "
+            f"which is < the last seen coordinator epoch {entry.coordinator_epoch}",
+        )
+    return ACCEPT
+
+
 def next_entry(
     entry: ProducerStateEntry | None,
     header: RecordBatchHeader,
     first_offset: int,
     last_offset: int,
+    coordinator_epoch: int | None = None,
 ) -> ProducerStateEntry:
     """The entry after `header` was appended at first_offset..last_offset; no checks.
 
     A new epoch forgets the retained batches (ProducerStateEntry.maybeUpdateProducerEpoch);
-    a control batch (transaction marker) only moves the epoch and the timestamp.
+    a transactional data batch opens a transaction if none is open; a control batch moves
+    the epoch and the timestamp and, when it is a marker (`coordinator_epoch` given), ends
+    the open transaction and records the coordinator epoch.
     """
     if entry is None:
         entry = ProducerStateEntry(header.producer_id, header.producer_epoch)
     batches = entry.batches if header.producer_epoch == entry.producer_epoch else ()
-    if not header.is_control:
+    txn_first, coord_epoch = entry.current_txn_first_offset, entry.coordinator_epoch
+    if header.is_control:
+        if coordinator_epoch is not None:
+            txn_first, coord_epoch = NO_TXN, coordinator_epoch
+    else:
+        if header.is_transactional and txn_first == NO_TXN:
+            txn_first = first_offset
         batch = BatchMetadata(
             first_seq=header.base_sequence,
             last_seq=header.last_sequence,
@@ -220,6 +276,8 @@ def next_entry(
         batches=batches,
         last_timestamp=header.max_timestamp,
         last_offset=last_offset,
+        current_txn_first_offset=txn_first,
+        coordinator_epoch=coord_epoch,
     )
 
 
@@ -227,6 +285,10 @@ def _truncated_entry(entry: ProducerStateEntry, offset: int) -> ProducerStateEnt
     """`entry` without what lies at or above `offset`; None when that cannot be known."""
     if entry.last_offset < offset:
         return entry
+    if entry.coordinator_epoch != NO_COORDINATOR_EPOCH:
+        # A transactional producer: a marker may have been cut, which reopens a transaction
+        # whose start is not in memory. Forget it; rebuild() from the log for the exact state.
+        return None
     kept = tuple(b for b in entry.batches if b.last_offset < offset)
     if not kept:
         # Everything we retained is gone; what came before is not in memory. Forget the
@@ -234,24 +296,39 @@ def _truncated_entry(entry: ProducerStateEntry, offset: int) -> ProducerStateEnt
         return None
     # Batches are retained only within one epoch, and a marker that bumped the epoch
     # would have dropped them, so what remains is the same epoch.
+    txn_first = entry.current_txn_first_offset
     return replace(
-        entry, batches=kept, last_timestamp=kept[-1].timestamp, last_offset=kept[-1].last_offset
+        entry, batches=kept, last_timestamp=kept[-1].timestamp, last_offset=kept[-1].last_offset,
+        current_txn_first_offset=txn_first if txn_first < offset else NO_TXN,
     )
 
 
 class ProducerStateManager:
     """The producer entries of one partition. `check` reads; only `update` and the
-    recovery/truncation methods change state, and only by replacing frozen entries."""
+    recovery/truncation methods change state, and only by replacing frozen entries.
 
-    __slots__ = ("_entries",)
+    Beside the entries it keeps the partition's unstable transactions: those open (pid ->
+    first offset, Kafka's ongoingTxns) and those ended by a marker the high watermark has not
+    passed yet (Kafka's unreplicatedTxns), which hold the last stable offset back."""
+
+    __slots__ = ("_entries", "_ongoing", "_unreplicated")
 
     def __init__(self, entries: Iterable[ProducerStateEntry] = ()) -> None:
         self._entries: dict[int, ProducerStateEntry] = {e.producer_id: e for e in entries}
+        self._ongoing: dict[int, int] = {e.producer_id: e.current_txn_first_offset
+                                         for e in self._entries.values()
+                                         if e.current_txn_first_offset != NO_TXN}
+        self._unreplicated: list[CompletedTxn] = []  # in marker order
 
     @property
     def entries(self) -> Mapping[int, ProducerStateEntry]:
         """Read-only view, producer id -> entry (Kafka's activeProducers)."""
         return MappingProxyType(self._entries)
+
+    @property
+    def ongoing(self) -> Mapping[int, int]:
+        """The open transactions, producer id -> first offset."""
+        return MappingProxyType(self._ongoing)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._entries.get(producer_id)
@@ -260,33 +337,73 @@ class ProducerStateManager:
         """Verdict on a client's batch; never raises for a bad batch, never changes state."""
         return check_batch(self._entries.get(header.producer_id), header)
 
-    def update(self, header: RecordBatchHeader, first_offset: int, last_offset: int) -> None:
+    def check_marker(self, header: RecordBatchHeader, coordinator_epoch: int) -> AppendCheck:
+        """Verdict on a transaction marker the coordinator asks this leader to write."""
+        return check_marker(self._entries.get(header.producer_id), header, coordinator_epoch)
+
+    def update(self, header: RecordBatchHeader, first_offset: int, last_offset: int,
+               marker: tuple[ControlType, int] | None = None) -> CompletedTxn | None:
         """Record that `header`'s batch now sits at first_offset..last_offset in the log.
 
+        `marker`: (type, coordinator epoch) of a control batch's COMMIT or ABORT record.
+        Returns the transaction the marker ended, None for any other batch or a marker
+        ending a transaction with no data in this partition (Kafka emits no CompletedTxn then).
         Also the replay path of followers and recovery: the batch is trusted, as Kafka
         trusts replicated batches (an older epoch is taken as it comes).
         """
-        if header.producer_id == NO_PRODUCER_ID:
-            return
-        entry = self._entries.get(header.producer_id)
-        self._entries[header.producer_id] = next_entry(entry, header, first_offset, last_offset)
+        pid = header.producer_id
+        if pid == NO_PRODUCER_ID:
+            return None
+        entry = self._entries.get(pid)
+        coordinator_epoch = marker[1] if marker is not None else None
+        updated = next_entry(entry, header, first_offset, last_offset, coordinator_epoch)
+        self._entries[pid] = updated
+        if updated.current_txn_first_offset != NO_TXN:
+            self._ongoing[pid] = updated.current_txn_first_offset
+            return None
+        first = self._ongoing.pop(pid, NO_TXN)
+        if marker is None or first == NO_TXN:
+            return None
+        completed = CompletedTxn(pid, first, first_offset, marker[0] is ControlType.ABORT)
+        self._unreplicated.append(completed)
+        return completed
 
-    def rebuild(self, headers: Iterable[RecordBatchHeader]) -> None:
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction open, or ended by a marker at or above
+        `high_watermark`; None when there is none. Forgets ended transactions below it."""
+        if self._unreplicated and self._unreplicated[0].last_offset < high_watermark:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+        firsts = [t.first_offset for t in self._unreplicated]
+        if self._ongoing:
+            firsts.append(min(self._ongoing.values()))
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: min(first unstable offset, high watermark)."""
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def rebuild(self, headers: Iterable[RecordBatchHeader],
+                markers: Mapping[int, tuple[ControlType, int]] | None = None) -> None:
         """Forget everything and replay the batch headers of the log, in offset order.
 
         Each header's own base/last offset is where the log holds it (Kafka's
         loadProducersFromRecords; we have no snapshots, so the scan starts at the log
-        start or wherever the caller's recovery starts). Cost: one step per batch.
+        start or wherever the caller's recovery starts). `markers`: the (type, coordinator
+        epoch) of each control batch by its offset. Cost: one step per batch.
         """
-        self._entries = {}
+        self._entries, self._ongoing, self._unreplicated = {}, {}, []
+        found = markers or {}
         for header in headers:
-            self.update(header, header.base_offset, header.last_offset)
+            self.update(header, header.base_offset, header.last_offset,
+                        found.get(header.base_offset) if header.is_control else None)
 
     def truncate_to(self, offset: int) -> None:
         """Drop what the log lost when truncated to end before `offset`.
 
-        Exact for producers with a retained batch below `offset`; a producer all of whose
-        retained batches are gone is forgotten (call `rebuild` for the exact state).
+        Exact for idempotent producers with a retained batch below `offset`; a producer all of
+        whose retained batches are gone, or a transactional one past `offset`, is forgotten
+        (call `rebuild` for the exact state).
         """
         entries = {}
         for pid, entry in self._entries.items():
@@ -294,19 +411,23 @@ class ProducerStateManager:
             if kept is not None:
                 entries[pid] = kept
         self._entries = entries
+        self._ongoing = {pid: e.current_txn_first_offset for pid, e in entries.items()
+                         if e.current_txn_first_offset != NO_TXN}
+        self._unreplicated = [t for t in self._unreplicated if t.last_offset < offset]
 
     def expire(
         self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     ) -> list[int]:
         """Forget producers idle for producer.id.expiration.ms; returns their ids, sorted.
 
-        Kafka's removeExpiredProducers also spares producers with an open transaction;
-        tidelog does not track transactions here yet.
+        A producer with an open transaction is kept, as Kafka's isProducerExpired does:
+        its transaction still holds the LSO and must end with a marker.
         """
         expired = sorted(
             pid
             for pid, entry in self._entries.items()
-            if now_ms - entry.last_timestamp >= producer_id_expiration_ms
+            if entry.current_txn_first_offset == NO_TXN
+            and now_ms - entry.last_timestamp >= producer_id_expiration_ms
         )
         for pid in expired:
             del self._entries[pid]

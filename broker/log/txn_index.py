@@ -14,31 +14,32 @@ the end of the fetched range (`collect_aborted`'s `complete`).
 
 The pure half (format, the rebuild of a segment's entries from its batches, the search of a
 read_committed fetch) is shared with the log cleaner, which rewrites a cleaned segment's index.
-`TransactionIndex` is the file of one segment: entries live in memory (the source of truth
-while the segment is open) and reach the file on flush, as the offset and time indexes do, so
-it holds no descriptor between calls.
+The file of one segment is `txn_index_file.TransactionIndex`.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-from broker.log.sparse_index import CorruptIndexError
 from common.control_records import ControlType
 from common.errors import KafkaError, KafkaStorageError
 from common.control_records import control_type
 from common.record_batch import RecordBatchHeader
 from common.records import decode_records
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 TXN_INDEX_SUFFIX: Final = ".txnindex"
 TXN_INDEX_VERSION: Final = 0
 ENTRY: Final = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, LSO
 ENTRY_SIZE: Final = ENTRY.size  # 34 bytes
+
+
+class CorruptTxnIndexError(KafkaStorageError):
+    """A `.txnindex` file that does not decode: the segment's index must be rebuilt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +77,18 @@ def encode_entries(entries: Iterable[AbortedTxn]) -> bytes:
 
 
 def decode_entries(data: bytes | memoryview, *, source: str = "transaction index") -> list[AbortedTxn]:
-    """Every entry of a `.txnindex` file; CorruptIndexError on a torn tail, an unknown version or
+    """Every entry of a `.txnindex` file; CorruptTxnIndexError on a torn tail, an unknown version or
     an entry that runs backwards (the caller rebuilds the index from its segment)."""
     if len(data) % ENTRY_SIZE:
-        raise CorruptIndexError(f"{source} has size {len(data)}, not a multiple of the "
+        raise CorruptTxnIndexError(f"{source} has size {len(data)}, not a multiple of the "
                                 f"entry size {ENTRY_SIZE}")
     entries = []
     for version, pid, first, last, lso in ENTRY.iter_unpack(data):
         if version != TXN_INDEX_VERSION:
-            raise CorruptIndexError(f"{source} holds an entry of version {version}; only "
+            raise CorruptTxnIndexError(f"{source} holds an entry of version {version}; only "
                                     f"{TXN_INDEX_VERSION} is known")
         if last < first:
-            raise CorruptIndexError(f"{source}: aborted transaction of producer {pid} runs "
+            raise CorruptTxnIndexError(f"{source}: aborted transaction of producer {pid} runs "
                                     f"backwards ({first}..{last})")
         entries.append(AbortedTxn(pid, first, last, lso))
     return entries
@@ -166,99 +167,3 @@ def collect_aborted(entries: Sequence[AbortedTxn], fetch_offset: int, upper_boun
              if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound]
     complete = any(txn.last_stable_offset >= upper_bound for txn in entries)
     return found, complete
-
-
-# ---- one segment's file -----------------------------------------------------------------------
-
-
-class TransactionIndex:
-    """The aborted transactions of one segment, in memory; `flush` writes the new ones."""
-
-    __slots__ = ("path", "entries", "_persisted")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: list[AbortedTxn] = []
-        self._persisted = 0  # entries already in the file
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def load(self) -> None:
-        """Read the file. A missing file is an empty index: Kafka creates `.txnindex` lazily and
-        most segments never hold an abort; a segment recovered past its flushed prefix rebuilds
-        the entries from its batches anyway."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        except OSError as e:
-            raise KafkaStorageError(f"cannot read transaction index {self.path}: {e}") from e
-        self.entries = decode_entries(data, source=f"transaction index {self.path}")
-        self._persisted = len(self.entries)
-
-    def append(self, txn: AbortedTxn) -> None:
-        """Add an entry; markers come in offset order (a broken order is a bug, not input)."""
-        if self.entries and txn.last_offset <= self.entries[-1].last_offset:
-            raise ValueError(f"transaction index {self.path}: marker offset {txn.last_offset} "
-                             f"after {self.entries[-1].last_offset}")
-        self.entries.append(txn)
-
-    def replace(self, entries: Iterable[AbortedTxn]) -> None:
-        """Take a rebuilt list of entries (recovery, the cleaner); the file is rewritten on flush."""
-        self.entries = list(entries)
-        self._persisted = 0
-        self._write(truncate=True)
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop the entries whose marker is at `offset` or later (TransactionIndex.truncateTo)."""
-        kept = [txn for txn in self.entries if txn.last_offset < offset]
-        if len(kept) == len(self.entries):
-            return
-        self.entries = kept
-        if self._persisted > len(kept):
-            self._persisted = len(kept)
-            self._write(truncate=True)
-
-    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
-        return collect_aborted(self.entries, fetch_offset, upper_bound)
-
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write entries not yet in the file. An index with no entry has no file (as Kafka's
-        lazily created one), so 10,000 partitions without aborts create no files."""
-        if self._persisted == len(self.entries) and self.path.exists() == bool(self.entries):
-            return
-        self._write(truncate=False, fsync=fsync)
-
-    def _write(self, *, truncate: bool, fsync: bool = False) -> None:
-        if not self.entries:
-            self.delete()
-            self._persisted = 0
-            return
-        if not self.path.exists():
-            self._persisted = 0  # the file went away: write every entry, never a hole
-        tail = encode_entries(self.entries[self._persisted:])
-        offset = self._persisted * ENTRY_SIZE
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                if truncate or os.fstat(fd).st_size != offset:
-                    os.ftruncate(fd, offset)
-                if tail:
-                    os.pwrite(fd, tail, offset)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot write transaction index {self.path}: {e}") from e
-        self._persisted = len(self.entries)
-
-    def rename(self, path: Path) -> None:
-        """Move the file (if written) to `path`, e.g. for deferred deletion."""
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = path
-
-    def delete(self) -> None:
-        self.path.unlink(missing_ok=True)

@@ -356,3 +356,93 @@ def test_retries_give_exactly_once_offsets(start_seqs, actions):
     recovered = ProducerStateManager()
     recovered.rebuild(log)
     assert dict(recovered.entries) == dict(manager.entries)
+
+
+# ---- transactions (ProducerAppendInfo.appendDataBatch / appendEndTxnMarker) --------------------
+
+from broker.log.txn_index import CompletedTxn  # noqa: E402
+from broker.producer_state import (  # noqa: E402
+    INVALID_TXN_STATE,
+    NO_TXN,
+    TRANSACTION_COORDINATOR_FENCED,
+)
+from common.control_records import ControlType  # noqa: E402
+
+ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
+
+
+def marker_hdr(offset: int, *, epoch: int = 0, pid: int = PID) -> RecordBatchHeader:
+    return hdr(-1, 1, epoch=epoch, pid=pid, offset=offset, control=True, transactional=True)
+
+
+def test_a_transactional_batch_opens_a_transaction_a_marker_ends_it() -> None:
+    m = ProducerStateManager()
+    assert m.update(hdr(0, 2, offset=10, transactional=True), 10, 11) is None
+    assert m.update(hdr(2, 2, offset=12, transactional=True), 12, 13) is None
+    assert m.last_entry(PID).current_txn_first_offset == 10
+    assert dict(m.ongoing) == {PID: 10}
+    assert m.last_stable_offset(14) == 10
+    done = m.update(marker_hdr(14), 14, 14, (ABORT, 3))
+    assert done == CompletedTxn(PID, 10, 14, True)
+    entry = m.last_entry(PID)
+    assert entry.current_txn_first_offset == NO_TXN and entry.coordinator_epoch == 3
+    assert dict(m.ongoing) == {}
+    # the ended transaction holds the LSO until the high watermark passes its marker
+    assert m.last_stable_offset(14) == 10
+    assert m.last_stable_offset(15) == 15
+    assert m.first_unstable_offset(15) is None
+
+
+def test_a_marker_with_no_data_here_ends_nothing() -> None:
+    m = ProducerStateManager()
+    assert m.update(marker_hdr(0), 0, 0, (COMMIT, 0)) is None
+    assert m.last_stable_offset(1) == 1
+
+
+def test_lso_is_the_oldest_open_transaction() -> None:
+    m = ProducerStateManager()
+    m.update(hdr(0, 1, offset=5, transactional=True), 5, 5)
+    m.update(hdr(0, 1, pid=PID + 1, offset=6, transactional=True), 6, 6)
+    assert m.last_stable_offset(7) == 5
+    m.update(marker_hdr(7), 7, 7, (COMMIT, 0))
+    assert m.last_stable_offset(8) == 6
+    assert m.last_stable_offset(3) == 3  # never above the high watermark
+
+
+@pytest.mark.parametrize("epoch, coordinator_epoch, code", [
+    (1, 5, 0),
+    (2, 5, 0),
+    (0, 5, INVALID_PRODUCER_EPOCH),  # a marker for an older producer epoch
+    (1, 4, TRANSACTION_COORDINATOR_FENCED),  # from an older coordinator
+])
+def test_marker_checks(epoch: int, coordinator_epoch: int, code: int) -> None:
+    m = ProducerStateManager()
+    m.update(hdr(0, 1, epoch=1, offset=0, transactional=True), 0, 0)
+    m.update(marker_hdr(1, epoch=1), 1, 1, (COMMIT, 5))
+    m.update(hdr(1, 1, epoch=1, offset=2, transactional=True), 2, 2)
+    verdict = m.check_marker(marker_hdr(3, epoch=epoch), coordinator_epoch)
+    assert verdict.error_code == code
+
+
+def test_a_non_transactional_batch_inside_a_transaction_is_refused() -> None:
+    m = manager_after(hdr(0, 2, offset=0, transactional=True))
+    assert m.check(hdr(2, 1, offset=2)).error_code == INVALID_TXN_STATE
+    assert m.check(hdr(2, 1, offset=2, transactional=True)).outcome is APPEND
+
+
+def test_rebuild_keeps_open_transactions_and_expire_spares_them() -> None:
+    headers = [hdr(0, 1, offset=0, transactional=True), hdr(0, 1, pid=PID + 1, offset=1, transactional=True),
+               marker_hdr(2)]
+    m = ProducerStateManager()
+    m.rebuild(headers, {2: (ABORT, 0)})
+    assert dict(m.ongoing) == {PID + 1: 1}
+    assert m.last_stable_offset(3) == 1
+    assert m.expire(TS + 10**12, 1) == [PID]  # the ended one goes, the open one stays
+    assert PID + 1 in m.entries
+
+
+def test_truncation_below_a_transaction_start_closes_it() -> None:
+    m = manager_after(hdr(0, 2, offset=0), hdr(2, 2, offset=2, transactional=True))
+    m.truncate_to(2)
+    assert dict(m.ongoing) == {}
+    assert m.last_entry(PID).current_txn_first_offset == NO_TXN

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.sparse_index import CorruptIndexError
+from broker.log.txn_index_file import TransactionIndex
 from broker.log.txn_index import (
     ENTRY_SIZE,
     AbortedTxn,
     CompletedTxn,
-    TransactionIndex,
+    CorruptTxnIndexError,
     collect_aborted,
     decode_entries,
     encode_entries,
@@ -49,11 +49,11 @@ def test_round_trip_and_corruption() -> None:
     entries = [AbortedTxn(7, 100, 105, 106), AbortedTxn(9, 101, 110, 111)]
     raw = encode_entries(entries)
     assert decode_entries(raw) == entries
-    with pytest.raises(CorruptIndexError):
+    with pytest.raises(CorruptTxnIndexError):
         decode_entries(raw[:-1])
-    with pytest.raises(CorruptIndexError):
+    with pytest.raises(CorruptTxnIndexError):
         decode_entries(b"\x00\x01" + raw[2:34])  # version 1
-    with pytest.raises(CorruptIndexError):
+    with pytest.raises(CorruptTxnIndexError):
         decode_entries(encode_entries([AbortedTxn(1, 5, 5, 6)]).replace(
             (5).to_bytes(8, "big") + (5).to_bytes(8, "big"), (5).to_bytes(8, "big") + (4).to_bytes(8, "big")))
 

@@ -1,0 +1,109 @@
+"""The `.txnindex` file of one segment (the format and the rules are `txn_index`'s).
+
+Entries live in memory (the source of truth while the segment is open) and reach the file on
+flush, as the offset and time indexes do (`sparse_index`), so the index holds no descriptor
+between calls and the broker's bounded cache of segment files (`segment_files`) counts none for
+it. A segment with no aborted transaction has no `.txnindex` file, as Kafka creates it lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from broker.log.txn_index import ENTRY_SIZE, AbortedTxn, collect_aborted, decode_entries, encode_entries
+from common.errors import KafkaStorageError
+
+
+class TransactionIndex:
+    """The aborted transactions of one segment, in memory; `flush` writes the new ones."""
+
+    __slots__ = ("path", "entries", "_persisted")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[AbortedTxn] = []
+        self._persisted = 0  # entries already in the file
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def load(self) -> None:
+        """Read the file. A missing file is an empty index: Kafka creates `.txnindex` lazily and
+        most segments never hold an abort; a segment recovered past its flushed prefix rebuilds
+        the entries from its batches anyway."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read transaction index {self.path}: {e}") from e
+        self.entries = decode_entries(data, source=f"transaction index {self.path}")
+        self._persisted = len(self.entries)
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry; markers come in offset order (a broken order is a bug, not input)."""
+        if self.entries and txn.last_offset <= self.entries[-1].last_offset:
+            raise ValueError(f"transaction index {self.path}: marker offset {txn.last_offset} "
+                             f"after {self.entries[-1].last_offset}")
+        self.entries.append(txn)
+
+    def replace(self, entries: Iterable[AbortedTxn]) -> None:
+        """Take a rebuilt list of entries (recovery, the cleaner); the file is rewritten on flush."""
+        self.entries = list(entries)
+        self._persisted = 0
+        self._write(truncate=True)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at `offset` or later (TransactionIndex.truncateTo)."""
+        kept = [txn for txn in self.entries if txn.last_offset < offset]
+        if len(kept) == len(self.entries):
+            return
+        self.entries = kept
+        if self._persisted > len(kept):
+            self._persisted = len(kept)
+            self._write(truncate=True)
+
+    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        return collect_aborted(self.entries, fetch_offset, upper_bound)
+
+    def flush(self, *, fsync: bool = True) -> None:
+        """Write entries not yet in the file. An index with no entry has no file (as Kafka's
+        lazily created one), so 10,000 partitions without aborts create no files."""
+        if self._persisted == len(self.entries) and self.path.exists() == bool(self.entries):
+            return
+        self._write(truncate=False, fsync=fsync)
+
+    def _write(self, *, truncate: bool, fsync: bool = False) -> None:
+        if not self.entries:
+            self.delete()
+            self._persisted = 0
+            return
+        if not self.path.exists():
+            self._persisted = 0  # the file went away: write every entry, never a hole
+        tail = encode_entries(self.entries[self._persisted:])
+        offset = self._persisted * ENTRY_SIZE
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                if truncate or os.fstat(fd).st_size != offset:
+                    os.ftruncate(fd, offset)
+                if tail:
+                    os.pwrite(fd, tail, offset)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write transaction index {self.path}: {e}") from e
+        self._persisted = len(self.entries)
+
+    def rename(self, path: Path) -> None:
+        """Move the file (if written) to `path`, e.g. for deferred deletion."""
+        if self.path.exists():
+            os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
