@@ -7,7 +7,8 @@ go through `ActiveController.decide` and are answered once their records are com
 applied, with the resulting view and `metadata_offset`; any other controller forwards them to
 the active one. Where a request runs, the forwarding and the read gate are
 `quorum.request_routing`'s; the routes and their handlers are here (and in `topic_routes`,
-`reassignment_routes`, `broker_config_routes`, `broker_rpc`, `group_api`, `records_api`).
+`reassignment_routes`, `broker_config_routes`, `broker_rpc`, `group_api`, `records_api`,
+`transaction_api`).
 
 Every bad input answers 4xx `{"error", "message", "field"}` (`quorum.admin_api`); a 500 only
 ever means a bug, and is logged with its traceback.
@@ -44,6 +45,7 @@ from quorum.records_api import RecordsApi
 from quorum.replication_control import elect_leaders
 from quorum.request_routing import RequestRouter
 from quorum.topic_routes import TopicRoutes
+from quorum.transaction_api import TransactionApi
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,8 @@ class ControllerServer:
         self._runtime_task: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
                             + GroupApi(self.image, self.authorize).routes()  # consumer groups (issue 12)
-                            + RecordsApi(self.image, self.authorize).routes())  # DeleteRecords (issue 18)
+                            + RecordsApi(self.image, self.authorize).routes()  # DeleteRecords (issue 18)
+                            + TransactionApi(self.image, self.authorize).routes())  # KIP-664 (issue 27)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -60,6 +60,32 @@ SCHEMAS: Final[dict[str, Any]] = {
                               execute={**BOOL, "description": "false (default): only show the plan"}),
     "GroupOffsetsReset": _obj(None, group_id=STR, topic=STR, dry_run=BOOL, offsets=_arr(_obj(
         None, partition=INT, committed_offset=NULLABLE_INT, new_offset=INT))),
+    # KIP-664: kafka-transactions.sh's list, describe, describe-producers, abort, find-hanging
+    "TransactionListing": _obj(None, transactional_id=STR, coordinator=INT, producer_id=INT,
+                               state={**STR, "description": "Kafka's TransactionState, e.g. Ongoing"}),
+    "Transaction": _obj(None, coordinator_id=INT, transactional_id=STR, producer_id=INT, producer_epoch=INT,
+                        state=STR, transaction_timeout_ms=INT,
+                        transaction_start_time_ms={**NULLABLE_INT, "description": "null: none ongoing"},
+                        transaction_duration_ms=NULLABLE_INT,
+                        partitions=_arr(_obj(None, topic=STR, partition=INT))),
+    "ProducerState": _obj(None, producer_id=INT, producer_epoch=INT,
+                          coordinator_epoch={**NULLABLE_INT, "description": "null: the leader knows none"},
+                          last_sequence=INT, last_timestamp=INT,
+                          current_transaction_start_offset={**NULLABLE_INT, "description": "null: no open "
+                                                            "transaction"}),
+    "PartitionProducers": _obj(None, topic=STR, partition=INT, broker_id=NULLABLE_INT,
+                               producers=_arr(_ref("ProducerState"))),
+    "AbortTransaction": _obj(None, start_offset={**INT, "minimum": 0, "description": "the open transaction "
+                                                 "starting here (its producer comes from DescribeProducers)"},
+                             producer_id=INT, producer_epoch=INT,
+                             coordinator_epoch={**INT, "description": "with producer_id and producer_epoch, "
+                                                "instead of start_offset (Kafka's form for brokers before 3.0); "
+                                                "-1 is sent as 0"}),
+    "TransactionAborted": _obj(None, topic=STR, partition=INT, producer_id=INT, producer_epoch=INT,
+                               coordinator_epoch=INT, aborted=BOOL),
+    "HangingTransaction": _obj(None, topic=STR, partition=INT, producer_id=INT, producer_epoch=INT,
+                               coordinator_epoch=NULLABLE_INT, last_sequence=INT, last_timestamp=INT,
+                               current_transaction_start_offset=INT, duration_minutes=INT),
     "Error": _obj(["error", "message", "field"], error={**STR, "description": "Kafka error name, e.g. "
                   "INVALID_REPLICATION_FACTOR"}, message=STR,
                   field={**NULLABLE_STR, "description": "the request field at fault, e.g. configs.retention.ms"}),
@@ -301,6 +327,38 @@ PATHS: Final[dict[str, Any]] = {
         "post": _op("Reset an inactive group's committed offsets of one topic, as kafka-consumer-groups "
                     "--reset-offsets: a dry run unless execute is true; 409 NON_EMPTY_GROUP while it has members.",
                     _ok("GroupOffsetsReset"), _body("ResetGroupOffsets"), write=True),
+    },
+    "/v1/transactions": {"get": _op("Transactions (ListTransactions on every unfenced broker), by coordinator.",
+                                    _ok(_arr(_ref("TransactionListing"))))},
+    "/v1/transactions/{id}": {
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": STR,
+                        "description": "the transactional id"}],
+        "get": _op("A transactional id from its coordinator (DescribeTransactions); 404 "
+                   "TRANSACTIONAL_ID_NOT_FOUND.", _ok("Transaction")),
+    },
+    "/v1/topics/{name}/partitions/{partition}/producers": {
+        "parameters": [NAME_PARAM, PARTITION_PARAM, {"name": "broker_id", "in": "query", "schema": INT,
+                                                     "description": "a replica's view instead of the leader's"}],
+        "get": _op("Active producers of a partition and their open transactions (DescribeProducers).",
+                   _ok("PartitionProducers")),
+    },
+    "/v1/topics/{name}/partitions/{partition}/abort-transaction": {
+        "parameters": [NAME_PARAM, PARTITION_PARAM],
+        "post": _op("Abort a hanging transaction as kafka-transactions abort: WriteTxnMarkers (abort) on the "
+                    "partition's leader for the producer whose open transaction starts at start_offset; 400 "
+                    "INVALID_REQUEST (field start_offset) when none does.", _ok("TransactionAborted"),
+                    _body("AbortTransaction"), write=True),
+    },
+    "/v1/hanging-transactions": {
+        "parameters": [{"name": "topic", "in": "query", "schema": STR},
+                       {"name": "partition", "in": "query", "schema": INT, "description": "needs topic"},
+                       {"name": "broker_id", "in": "query", "schema": INT,
+                        "description": "every partition with a replica there (topic or broker_id is required)"},
+                       {"name": "max_transaction_timeout", "in": "query", "schema": INT,
+                        "description": "minutes (default 15): only transactions open longer are candidates"}],
+        "get": _op("Open transactions that no coordinator will end, as kafka-transactions find-hanging: open "
+                   "longer than max_transaction_timeout, and their producer's coordinator does not list the "
+                   "partition.", _ok(_arr(_ref("HangingTransaction")))),
     },
     "/metrics": {"get": _op("Prometheus text format 0.0.4.", _ok(STR, "text/plain"))},
     "/openapi.json": {"get": _op("This document.", _ok({"type": "object"}))},

@@ -46,6 +46,8 @@ EXPECTED_PATHS = {
     "/v1/topics/{name}/partitions/{partition}/delete-records",  # DeleteRecords (issue 18)
     "/v1/brokers/configs", "/v1/brokers/{id}/configs",  # dynamic broker configs (issue 18)
     "/v1/reassignments",  # partition reassignment (issue 18)
+    "/v1/transactions", "/v1/transactions/{id}", "/v1/hanging-transactions",  # KIP-664 (issue 27)
+    "/v1/topics/{name}/partitions/{partition}/producers", "/v1/topics/{name}/partitions/{partition}/abort-transaction",
 }
 
 
