@@ -15,6 +15,7 @@ fault-start / fault-end, skip (a fault the harness could not apply, with why), a
 admin-fail / admin-info / admin-final (topic creations and what exists of them at the end),
 group-assign / group-read / group-commit (a consumer group's members: each assignment with the
 member's generation, each record polled, each offset committed),
+txn-* (transactions and their readers: chaos.checkers.transactions describes them),
 election / truncation / fencing (harvested from node logs), phase, note.
 """
 
@@ -33,6 +34,7 @@ KINDS: Final = frozenset({
     "fault-end", "skip", "election", "truncation", "fencing", "phase", "note", "divergence",
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
     "group-assign", "group-read", "group-commit",
+    "txn-invoke", "txn-write", "txn-commit-invoke", "txn-ok", "txn-fail", "txn-info", "txn-read", "txn-probe",
 })
 Event = dict[str, Any]
 

@@ -22,13 +22,15 @@ from chaos.checkers.queue import (
 from chaos.checkers.reads import check_read_order
 from chaos.checkers.result import CheckResult, examples
 from chaos.checkers.topics import check_topic_creations
+from chaos.checkers.transactions import NAMES as TXN_ANOMALIES
+from chaos.checkers.transactions import check_transactions
 from chaos.checkers.unclean import check_expected_loss, unclean_elections
 from chaos.history import Event
 from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
              "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
-             "group-commit-lost", "early-fencing")
+             "group-commit-lost", "early-fencing", *TXN_ANOMALIES)
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
@@ -105,7 +107,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
-            check_fencing(events), check_skipped_faults(events)]
+            check_fencing(events), *check_transactions(events), check_skipped_faults(events)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +159,8 @@ def judge(results: Sequence[CheckResult], expect: Expectations) -> list[Verdict]
     acked = int(by_name["workload"].data.get("ok", 0))
     verdicts.append(Verdict(f"at least {expect.min_acked} writes acknowledged", acked >= expect.min_acked,
                             by_name["workload"].summary))
+    if "txn-workload" in by_name:  # a transactional workload: it committed something to judge
+        txns = by_name["txn-workload"]
+        verdicts.append(Verdict(f"at least {expect.min_acked} transactions committed",
+                                int(txns.data["committed"]) >= expect.min_acked, txns.summary))
     return verdicts
