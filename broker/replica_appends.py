@@ -7,7 +7,10 @@ truncations, and the acks=all wait (Kafka's DelayedProduce).
 
 The caller (ReplicaManager) finds the partition, moves the high watermark afterwards and
 wakes the requests waiting on it. Idempotent producers are checked here with
-`broker.producer_state`; leaders and followers both keep that state.
+`broker.producer_state`; leaders and followers both keep that state, and with it the
+partition's transactions: a control batch's COMMIT/ABORT marker ends one, and an ABORT is
+indexed in the segment's `.txnindex` (Kafka's UnifiedLog.append updates both the same way for
+every origin). Transaction markers come from the coordinator through `append_markers_as_leader`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from broker.log.partition_log import LogAppendInfo
+from broker.log.segment import LogSegment
+from broker.log.txn_index import AbortedTxn, last_stable_offset_after, marker_of
 from broker.producer_state import AppendOutcome, ProducerStateManager
 from broker.replica_reads import ReplicaError
 from broker.replication.high_watermark import follower_high_watermark
@@ -24,6 +29,7 @@ from broker.replication.leader_rules import acks_all_refused
 from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaStorageError
+from common.control_records import ControlType, marker_batch
 from common.record_batch import RecordBatchHeader, iter_batches, read_batches
 
 log = logging.getLogger(__name__)
@@ -83,6 +89,42 @@ def _check_producer_state(partition: Partition, headers: list[tuple[int, RecordB
     return None
 
 
+def append_marker_as_leader(partition: Partition, *, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, committed: bool, now_ms: int) -> LogAppendInfo:
+    """Write one COMMIT or ABORT marker ending `producer_id`'s transaction, as the coordinator's
+    WriteTxnMarkers asks (Kafka's appendRecords with origin COORDINATOR and acks=-1): no sequence
+    check; the producer state ends the transaction, an ABORT is indexed in the `.txnindex`.
+
+    Raises ReplicaError: NOT_ENOUGH_REPLICAS (ISR below min.insync.replicas),
+    INVALID_PRODUCER_EPOCH (a marker for an older producer epoch), TRANSACTION_COORDINATOR_FENCED
+    (from an older coordinator epoch than the last marker seen); KafkaStorageError.
+    """
+    if acks_all_refused(partition.isr, partition.min_insync_replicas):
+        raise ReplicaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                           f"ISR {list(partition.isr)} of {partition.tp} is smaller than "
+                           f"min.insync.replicas {partition.min_insync_replicas}")
+    batch = marker_batch(commit=committed, producer_id=producer_id, producer_epoch=producer_epoch,
+                         coordinator_epoch=coordinator_epoch, timestamp_ms=now_ms)
+    batches = read_batches(batch)
+    header = batches[0][1]
+    verdict = partition.producer_state.check_marker(header, coordinator_epoch)
+    if verdict.outcome is AppendOutcome.REJECT:
+        log.warning("Refused the %s marker of producer %d (epoch %d, coordinator epoch %d) on %s: %s",
+                    "COMMIT" if committed else "ABORT", producer_id, producer_epoch, coordinator_epoch,
+                    partition.tp, verdict.message)
+        raise ReplicaError(ErrorCode(verdict.error_code), verdict.message)
+    try:
+        info = partition.log.append(batch, now_ms=now_ms, leader_epoch=partition.leader_epoch,
+                                    batches=batches, validate=False)
+    except OSError as e:
+        raise KafkaStorageError(f"append of a transaction marker to {partition.tp} failed: {e}") from e
+    kind = ControlType.COMMIT if committed else ControlType.ABORT
+    aborted = _replay(partition, header, info.first_offset, info.last_offset, (kind, coordinator_epoch))
+    if aborted is not None:
+        partition.log.append_aborted_txn(aborted)
+    return info
+
+
 # ---- the follower side (the replica fetchers call these through the ReplicaManager) ---------
 
 
@@ -101,9 +143,12 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
             info = partition.log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
-        for _, header in batches:  # the leader's offsets: a compacted leader's log has gaps
+        for pos, header in batches:  # the leader's offsets: a compacted leader's log has gaps
             if header.producer_id >= 0:
-                partition.producer_state.update(header, header.base_offset, header.last_offset)
+                marker = marker_of(whole[pos : pos + header.size], header) if header.is_control else None
+                aborted = _replay(partition, header, header.base_offset, header.last_offset, marker)
+                if aborted is not None:
+                    partition.log.append_aborted_txn(aborted)
     partition_log = partition.log
     partition_log.update_high_watermark(follower_high_watermark(
         leader_high_watermark=leader_high_watermark, log_end_offset=partition_log.log_end_offset))
@@ -139,15 +184,53 @@ def _update_producer_state(partition: Partition, batches: list[tuple[int, Record
                            first_offset: int) -> None:
     base = first_offset
     for _, header in batches:
-        if header.producer_id >= 0:
+        if header.producer_id >= 0:  # clients' batches: never a control batch (check_batch)
             partition.producer_state.update(header, base, base + header.last_offset_delta)
         base += header.last_offset_delta + 1
 
 
+def _replay(partition: Partition, header: RecordBatchHeader, first_offset: int, last_offset: int,
+            marker: tuple[ControlType, int] | None) -> AbortedTxn | None:
+    """Update the producer state with one appended batch; the index entry of an aborted
+    transaction it ends, with the LSO once its marker is in (Kafka's
+    producerStateManager.lastStableOffset(completedTxn)), for the segment holding the marker."""
+    state = partition.producer_state
+    completed = state.update(header, first_offset, last_offset, marker)
+    if completed is None:
+        return None
+    log.debug("%s transaction of producer %d on %s at offsets %d..%d",
+              "Aborted" if completed.is_aborted else "Committed", completed.producer_id,
+              partition.tp, completed.first_offset, completed.last_offset)
+    if not completed.is_aborted:
+        return None
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                      last_stable_offset_after(state.ongoing, completed))
+
+
 def rebuild_producer_state(partition: Partition) -> None:
-    # No producer snapshots yet: one pass over the log's batch headers.
+    """Replay the log's batches into a new producer state (no snapshots yet: one pass over the
+    headers, plus one small read per control batch for its marker); the `.txnindex` of every
+    segment recovery rescanned is rebuilt on the way and written at once (recovery already moved
+    the recovery point past it, so it would not be rebuilt again after another crash)."""
     partition.producer_state = ProducerStateManager()
-    partition.producer_state.rebuild(h for h in partition.log.batch_headers() if h.producer_id >= 0)
+    rebuilt: list[LogSegment] = []
+    for segment, position, header in partition.log.batches():
+        if header.producer_id < 0:
+            continue
+        stale = segment.txn_index_stale
+        if stale and (not rebuilt or rebuilt[-1] is not segment):
+            rebuilt.append(segment)
+        marker = marker_of(segment.pread(position, header.size), header) if header.is_control else None
+        aborted = _replay(partition, header, header.base_offset, header.last_offset, marker)
+        if aborted is not None and stale:
+            segment.txn_index.append(aborted)
+    for segment in partition.log.segments:
+        if segment.txn_index_stale:
+            segment.txn_index.flush()
+            segment.txn_index_stale = False
+            if len(segment.txn_index):
+                log.info("Rebuilt the transaction index of segment %s of %s: %d aborted transactions",
+                         segment.log_path.name, partition.tp, len(segment.txn_index))
 
 
 # ---- acks=all ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 from broker.log.segment import FileSlice
+from broker.log.txn_index import AbortedTxn
 from broker.replication.high_watermark import on_follower_fetch
 from broker.replication.leader_rules import current_leader_epoch_error
 from broker.replication.partition import Partition
@@ -42,11 +43,17 @@ def not_leader(tp: TopicPartition, why: str) -> ReplicaError:
     return ReplicaError(NOT_LEADER_OR_FOLLOWER, f"this broker is not the leader of {tp}: {why}")
 
 
+READ_UNCOMMITTED: Final = 0  # Fetch/ListOffsets isolation_level
+READ_COMMITTED: Final = 1
+
+
 class ReadResult(NamedTuple):
     records: FileSlice
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None  # read_committed only
 
 
 def leader_partition(partitions: Mapping[TopicPartition, Partition], broker_id: int,
@@ -112,7 +119,23 @@ def read_log(partition: Partition, offset: int, max_bytes: int, *, up_to: int | 
     except OSError as e:
         raise KafkaStorageError(f"read of {partition.tp} at offset {offset} failed: {e}") from e
     return ReadResult(data, high_watermark, partition_log.log_start_offset,
-                      partition_log.log_end_offset)
+                      partition_log.log_end_offset, partition.last_stable_offset)
+
+
+def read_committed(partition: Partition, offset: int, max_bytes: int, *,
+                   min_one_batch: bool) -> ReadResult:
+    """A read_committed consumer's read (Kafka's FetchIsolation.TXN_COMMITTED): batches below
+    the last stable offset only, with the aborted transactions overlapping what it returns,
+    which the client uses to drop aborted records (UnifiedLog.read's collectAbortedTxns)."""
+    last_stable = partition.last_stable_offset
+    read = read_log(partition, offset, max_bytes, up_to=last_stable, min_one_batch=min_one_batch)
+    if not read.records.length:
+        return read._replace(aborted_transactions=())
+    try:
+        aborted = partition.log.collect_aborted_transactions(offset, last_stable)
+    except OSError as e:
+        raise KafkaStorageError(f"read of {partition.tp}'s aborted transactions failed: {e}") from e
+    return read._replace(aborted_transactions=tuple(aborted))
 
 
 def fetch_state(partition: Partition | None) -> Hashable:

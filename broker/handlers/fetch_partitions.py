@@ -15,6 +15,7 @@ from typing import Final
 
 from broker.handlers.context import BrokerContext
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
+from broker.replica_reads import READ_COMMITTED, ReadResult, not_leader, read_committed
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
@@ -82,20 +83,41 @@ def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartiti
             diverging = _diverging_epoch(ctx, tp, p)
             if diverging is not None:
                 return diverging, False
-        read = ctx.replicas.read(tp, p.fetch_offset, limit,
-                                 current_leader_epoch=p.current_leader_epoch,
-                                 min_one_batch=first,  # Kafka: progress first
-                                 replica_id=req.replica_id,
-                                 replica_log_start_offset=p.log_start_offset)
+        if req.isolation_level == READ_COMMITTED and req.replica_id < 0:
+            read = _read_committed(ctx, tp, p, limit, first=first)
+        else:
+            read = ctx.replicas.read(tp, p.fetch_offset, limit,
+                                     current_leader_epoch=p.current_leader_epoch,
+                                     min_one_batch=first,  # Kafka: progress first
+                                     replica_id=req.replica_id,
+                                     replica_log_start_offset=p.log_start_offset)
     except Exception as e:  # noqa: BLE001 - a failure answers this partition only
         return fetch.FetchPartitionResponse(p.partition, ctx.partition_error(tp, e, ctx.image()),
                                             -1, b"", -1, -1), False
     size = read.records.length
-    readable_end = read.log_end_offset if req.replica_id >= 0 else read.high_watermark
+    if req.replica_id >= 0:
+        readable_end = read.log_end_offset
+    elif read.aborted_transactions is not None:  # read_committed: nothing past the LSO wakes it
+        readable_end = read.last_stable_offset
+    else:
+        readable_end = read.high_watermark
+    aborted = None if read.aborted_transactions is None else tuple(
+        fetch.AbortedTransaction(t.producer_id, t.first_offset) for t in read.aborted_transactions)
     return fetch.FetchPartitionResponse(
         p.partition, 0, read.high_watermark, read.records if size else b"",
-        last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset
+        last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
+        aborted_transactions=aborted,
     ), readable_end > p.fetch_offset
+
+
+def _read_committed(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, limit: int, *,
+                    first: bool) -> ReadResult:
+    """A read_committed consumer's read: the leader's partition (as ReplicaManager.read finds it
+    for a consumer), up to its last stable offset, with the aborted transactions."""
+    partition = ctx.replicas.leader_partition(tp, p.current_leader_epoch)
+    if partition.is_recovering:
+        raise not_leader(tp, "elected uncleanly and not yet recovered")
+    return read_committed(partition, p.fetch_offset, limit, min_one_batch=first)
 
 
 def _diverging_epoch(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition

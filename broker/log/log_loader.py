@@ -26,6 +26,7 @@ from broker.log.segment import (
 )
 from broker.log.segment_files import SegmentFileCache
 from broker.log.sparse_index import CorruptIndexError
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 from common.errors import KafkaStorageError
 from common.record_batch import HEADER_SIZE, parse_header
 from common.topic_config import LogConfig
@@ -128,10 +129,12 @@ def _load_indexes(segment: LogSegment) -> str | None:
         # (`LogSegment.flush`): its indexes are empty; files a crash left are stale.
         segment.offset_index.delete()
         segment.time_index.delete()
+        segment.txn_index.delete()
         return None
     try:
         segment.offset_index.load()
         segment.time_index.load()
+        segment.txn_index.load()
         segment.offset_index.sanity_check(segment.size)
         next_offset = segment.scan_tail()
         segment.time_index.sanity_check(next_offset)
@@ -177,9 +180,9 @@ def complete_swaps(directory: Path, name: str) -> set[int]:
             if base <= old < end:
                 log.info("%sDeleting segment %s replaced by the cleaned segment %s", name,
                          segment_file_name(old, LOG_SUFFIX), swap.name)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
         swap.replace(directory / segment_file_name(base, LOG_SUFFIX))
         log.info("%sCompleted the interrupted swap of cleaned segment %s (offsets %d..%d)",
@@ -210,7 +213,7 @@ def _remove_leftovers(directory: Path, name: str) -> None:
         if path.name.endswith(_LEFTOVER_SUFFIXES):
             log.info("%sRemoving leftover file %s", name, path.name)
             path.unlink()
-        elif path.suffix in (".index", ".timeindex"):
+        elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             stem = path.name[: -len(path.suffix)]
             if not (directory / segment_file_name(int(stem), LOG_SUFFIX)
                     if stem.isdigit() else directory / "-").exists():

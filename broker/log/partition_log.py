@@ -32,6 +32,7 @@ from broker.log.log_validator import validate_produced
 from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
 from broker.log.segment_files import SegmentFileCache
+from broker.log.txn_index import AbortedTxn
 from broker.log.timestamp_lookup import (
     TimestampAndOffset,
     offset_for_timestamp,
@@ -139,13 +140,16 @@ class PartitionLog:
 
     def append(self, records: bytes | bytearray | memoryview, *, now_ms: int,
                leader_epoch: int | None = None, assign_offsets: bool = True,
-               batches: list[tuple[int, RecordBatchHeader]] | None = None) -> LogAppendInfo:
+               batches: list[tuple[int, RecordBatchHeader]] | None = None,
+               validate: bool = True) -> LogAppendInfo:
         """Append concatenated v2 batches; a leader assigns offsets, a follower keeps them.
 
         Every batch is CRC-checked; nothing is written unless all are valid. As leader
         (`assign_offsets`), batches must be producer-shaped, fit `max.message.bytes`, and
         are stamped with `leader_epoch` (default: the log's latest epoch). `batches` is
         `read_batches(records)` when the caller already has it, so nothing is checked twice.
+        `validate=False`: a leader's own transaction markers, which Kafka's LogValidator keeps as
+        written (a control batch is never recompressed into the topic's codec).
         """
         view = memoryview(records)
         if view.format != "B":
@@ -156,7 +160,7 @@ class PartitionLog:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config
         log_append_time = NO_TIMESTAMP
-        if assign_offsets and not config.plain_produce:  # timestamp rules, compression.type
+        if assign_offsets and validate and not config.plain_produce:  # timestamp rules, compression.type
             view, batches, log_append_time = validate_produced(
                 view, batches, config, now_ms=now_ms, topic_partition=self.topic_partition)
         total = len(view)  # read_batches consumed every byte
@@ -248,6 +252,36 @@ class PartitionLog:
             for _, header in segment.headers_from(0):
                 if header.last_offset >= self.log_start_offset:
                     yield header
+
+    def batches(self) -> Iterator[tuple[LogSegment, int, RecordBatchHeader]]:
+        """(segment, position, header) of every batch from the log start on (the producer-state
+        replay, which also reads the markers of control batches and rebuilds stale `.txnindex`)."""
+        for i, segment in enumerate(self._segments):
+            if i + 1 < len(self._bases) and self._bases[i + 1] <= self.log_start_offset:
+                continue
+            for position, header in segment.headers_from(0):
+                if header.last_offset >= self.log_start_offset:
+                    yield segment, position, header
+
+    # ---- transactions ------------------------------------------------------------------
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction whose ABORT marker was just appended (it is in the
+        active segment: one append never spans a roll)."""
+        self._segments[-1].txn_index.append(txn)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound) (Kafka's
+        collectAbortedTransactions): from the segment holding `fetch_offset` on, until an
+        entry's LSO shows that later segments cannot hold one that overlaps."""
+        found: list[AbortedTxn] = []
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        for segment in self._segments[i:]:  # bounded by the segment count
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
         """OffsetForLeaderEpoch: the end offset of `leader_epoch` in this log."""

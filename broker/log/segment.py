@@ -1,4 +1,6 @@
-"""One log segment: a `%020d.log` file of record batches with its `.index` and `.timeindex`.
+"""One log segment: a `%020d.log` file of record batches with its `.index` and `.timeindex`,
+and the aborted transactions whose ABORT marker it holds (`.txnindex`, written only when it has
+one).
 
 Batches are stored exactly as received except for baseOffset and partitionLeaderEpoch,
 which sit outside the CRC. One descriptor serves both appends (O_APPEND) and reads (pread);
@@ -30,6 +32,8 @@ from broker.log.segment_files import (
     new_key,
 )
 from broker.log.time_index import TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX
+from broker.log.txn_index_file import TransactionIndex
 from common.errors import KafkaError, KafkaStorageError
 from common.record_batch import (
     HEADER_SIZE,
@@ -114,6 +118,10 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
             max_index_bytes)
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
+        # Set by `recover`: the aborted transactions must be rebuilt from the batches, which needs
+        # the transactions open when the segment starts (the producer-state replay does it).
+        self.txn_index_stale = False
         self._files = SegmentFileCache(1) if files is None else files
         self._key = new_key()
         flags = SEGMENT_OPEN_FLAGS | os.O_CREAT | (os.O_EXCL if create else 0)
@@ -298,6 +306,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(first_removed_offset)
         self.time_index.truncate_to(first_removed_offset)
+        self.txn_index.truncate_to(first_removed_offset)
         try:
             os.ftruncate(self.file().fd, position)
         except OSError as e:
@@ -320,6 +329,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.replace(())
+        self.txn_index_stale = True
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = None
@@ -404,6 +415,7 @@ class LogSegment:
         if self._has_index_files():
             self.offset_index.flush()
             self.time_index.flush()
+        self.txn_index.flush()
 
     def _has_index_files(self) -> bool:
         """Whether flushing or closing writes the index files. An empty segment (every partition
@@ -428,6 +440,7 @@ class LogSegment:
         if self._has_index_files():
             self.offset_index.flush(fsync=False)
             self.time_index.flush(fsync=False)
+        self.txn_index.flush(fsync=False)
         self._files.drop(self._key)
 
     @property
@@ -440,7 +453,8 @@ class LogSegment:
         cache entry goes (a read before the delete delay ends reopens the renamed file)."""
         self.offset_index.flush(fsync=False)
         self.time_index.flush(fsync=False)
-        for index in (self.offset_index, self.time_index):
+        self.txn_index.flush(fsync=False)
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
         deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.replace(self.log_path, deleted)
@@ -453,4 +467,5 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 

@@ -24,9 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from common.control_records import ControlType
+from common.control_records import ControlType, decode_marker
 from common.errors import KafkaError, KafkaStorageError
-from common.control_records import control_type
 from common.record_batch import RecordBatchHeader
 from common.records import decode_records
 
@@ -97,18 +96,25 @@ def decode_entries(data: bytes | memoryview, *, source: str = "transaction index
 # ---- the pure rebuild -------------------------------------------------------------------------
 
 
-def marker_type(batch: bytes | memoryview, header: RecordBatchHeader) -> ControlType | None:
-    """The marker a control batch (`batch`: its whole bytes) holds: ABORT, COMMIT, or None for
-    another control type or a batch whose record is unreadable (readers skip those, as Kafka's
-    ControlRecordType.UNKNOWN). Decodes the one record of a control batch, never a data batch's."""
+def marker_of(batch: bytes | memoryview, header: RecordBatchHeader) -> tuple[ControlType, int] | None:
+    """(type, coordinator epoch) of the COMMIT or ABORT marker a control batch holds (`batch`: its
+    whole bytes); None for another control type or an unreadable record, which readers skip as
+    Kafka's ControlRecordType.UNKNOWN. Decodes the one record of a control batch, never a data
+    batch's."""
     if not header.is_control:
         return None
     try:
         records = decode_records(batch, 0, header)
-    except KafkaError:  # corrupt, or a codec we cannot read
+        marker = decode_marker(records[0].key, records[0].value) if records else None
+    except (KafkaError, ValueError):  # corrupt, a codec we cannot read, a malformed value
         return None
-    return control_type(records[0].key) if records else None
+    return None if marker is None else (marker.type, marker.coordinator_epoch)
 
+
+def marker_type(batch: bytes | memoryview, header: RecordBatchHeader) -> ControlType | None:
+    """The marker type a control batch holds (see `marker_of`)."""
+    found = marker_of(batch, header)
+    return None if found is None else found[0]
 
 
 def last_stable_offset_after(ongoing: Mapping[int, int], completed: CompletedTxn) -> int:

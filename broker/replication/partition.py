@@ -67,11 +67,17 @@ class Partition:
     # The log end offset when this broker became leader in `leader_epoch`.
     leader_epoch_start_offset: int = 0
     pending_isr: PendingIsrChange | None = None
-    # Idempotent producers, rebuilt from the log's batch headers when the partition opens.
+    # Idempotent producers and open transactions, rebuilt from the log when the partition opens.
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader_id == broker_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(first offset of the oldest unstable transaction, high watermark);
+        leaders and followers alike (both replay the markers)."""
+        return self.producer_state.last_stable_offset(self.log.high_watermark)
 
     def update_registration(self, registration: PartitionRegistration) -> None:
         """Take the committed state; a pending ISR change the image now covers is done."""
