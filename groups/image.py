@@ -2,18 +2,30 @@
 
     image = GroupsImage.EMPTY
     for record in records_of_partition:
-        image = image.replay(record, now_ms)
+        image = image.replay(record, now_ms)                       # a plain batch
+        image = image.replay(record, now_ms, producer_id=7)        # a transactional batch of producer 7
+    image = image.end_transaction(7, committed=True)              # its marker
 
-Replay is the one way offsets change. Group metadata records give the group as Kafka loads
-it (Empty, or Stable with its members); after loading, the runtime keeps the soft state of
-rebalances itself and replays only offsets and tombstones (`replay_offsets`).
+Replay is the one way offsets change, committed and pending alike (Kafka's
+OffsetMetadataManager.replay and replayEndTransactionMarker): an OffsetCommit record of a
+transactional batch is held as pending for its producer, invisible to OffsetFetch, until the
+producer's marker commits it (it then replaces the committed offset, unless a plain commit of
+the same partition was written after it) or aborts it (it goes). A tombstone removes the
+committed offset and every pending one of the partition.
+
+Group metadata records give the group as Kafka loads it (Empty, or Stable with its
+members); a group tombstone removes it. What a classic group holds between two such records
+(members joining or syncing, heartbeat deadlines, pending syncs) Kafka keeps in memory only
+and never replays (its GroupMetadataManager writes classic groups' records with
+replayRecords=false); the coordinator sets it with `with_group` after the replay, the one
+change of this image that is not a record's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from groups.group import ClassicGroup, group_from_record
 from groups.records import (
@@ -23,19 +35,45 @@ from groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from groups.state import GroupState
 
+NO_PRODUCER_ID: Final = -1  # a record of a plain (non-transactional) batch
 Offsets = Mapping[str, Mapping[tuple[str, int], OffsetCommitValue]]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOffset:
+    """A transactional offset waiting for its producer's marker. `superseded`: a plain commit
+    of the same partition was written after it, and wins when the transaction commits (Kafka
+    compares the two records' log offsets)."""
+
+    value: OffsetCommitValue
+    superseded: bool = False
+
+
+PendingOffsets = Mapping[str, Mapping[tuple[str, int], PendingOffset]]  # group -> partition -> offset
+_Change = Callable[[PendingOffset], "PendingOffset | None"]
 
 
 @dataclass(frozen=True, slots=True)
 class GroupsImage:
     groups: Mapping[str, ClassicGroup] = field(default_factory=dict)
     offsets: Offsets = field(default_factory=dict)
+    pending: Mapping[int, PendingOffsets] = field(default_factory=dict)  # by producer id
     EMPTY: ClassVar[GroupsImage]
 
-    def replay(self, record: CoordinatorRecord, now_ms: int) -> GroupsImage:
+    def replay(self, record: CoordinatorRecord, now_ms: int, producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
+        """The image after one record; `producer_id` the producer of its transactional batch."""
         if isinstance(record.key, OffsetCommitKey):
-            return GroupsImage(self.groups, replay_offsets(self.offsets, record))
+            key = record.key
+            if record.value is None:  # the committed offset and every pending one go
+                return GroupsImage(self.groups, replay_offsets(self.offsets, record),
+                                   _drop_pending(self.pending, key))
+            if producer_id != NO_PRODUCER_ID:
+                assert isinstance(record.value, OffsetCommitValue)
+                return GroupsImage(self.groups, self.offsets,
+                                   _put_pending(self.pending, producer_id, key, PendingOffset(record.value)))
+            return GroupsImage(self.groups, replay_offsets(self.offsets, record), _supersede(self.pending, key))
         assert isinstance(record.key, GroupMetadataKey)
         groups = dict(self.groups)
         if record.value is None:
@@ -43,7 +81,39 @@ class GroupsImage:
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[record.key.group] = group_from_record(record.key.group, record.value, now_ms)
-        return GroupsImage(groups, self.offsets)
+        return GroupsImage(groups, self.offsets, self.pending)
+
+    def end_transaction(self, producer_id: int, committed: bool) -> GroupsImage:
+        """The image after `producer_id`'s marker: its pending offsets become the committed
+        ones (commit) or go (abort). A marker without pending offsets changes nothing."""
+        txn = self.pending.get(producer_id)
+        if txn is None:
+            return self
+        pending = {pid: o for pid, o in self.pending.items() if pid != producer_id}
+        offsets = self.offsets
+        if committed:
+            changed = {g: dict(offsets.get(g, {})) for g in txn}
+            for group_id, partitions in txn.items():
+                for tp, offset in partitions.items():
+                    if not offset.superseded:
+                        changed[group_id][tp] = offset.value
+            offsets = {**offsets, **{g: o for g, o in changed.items() if o}}
+        return GroupsImage(self.groups, offsets, pending)
+
+    def with_group(self, group_id: str, group: ClassicGroup | None) -> GroupsImage:
+        """The memory-only state of one classic group (see the module's docstring): `group`
+        replaces the replayed one; None or a Dead group removes it."""
+        groups = dict(self.groups)
+        if group is None or group.state is GroupState.DEAD:
+            groups.pop(group_id, None)
+        else:
+            groups[group_id] = group
+        return GroupsImage(groups, self.offsets, self.pending)
+
+    def pending_partitions(self, group_id: str) -> frozenset[tuple[str, int]]:
+        """The partitions of `group_id` with a transactional offset awaiting its marker (Kafka's
+        hasPendingTransactionalOffsets: OffsetFetch's require_stable answers them unstable)."""
+        return frozenset(tp for txn in self.pending.values() for tp in txn.get(group_id, {}))
 
     def group_ids(self) -> set[str]:
         """Every group known here: with metadata, or with offsets only (standalone commits)."""
@@ -68,4 +138,40 @@ def replay_offsets(offsets: Offsets, record: CoordinatorRecord) -> Offsets:
         out[key.group] = group
     else:
         out.pop(key.group, None)
+    return out
+
+
+def _put_pending(pending: Mapping[int, PendingOffsets], producer_id: int, key: OffsetCommitKey,
+                 offset: PendingOffset) -> Mapping[int, PendingOffsets]:
+    txn = pending.get(producer_id, {})
+    group = {**txn.get(key.group, {}), (key.topic, key.partition): offset}
+    return {**pending, producer_id: {**txn, key.group: group}}
+
+
+def _supersede(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey) -> Mapping[int, PendingOffsets]:
+    """A plain commit of `key`'s partition: every pending offset of it was written before."""
+    return _map_pending(pending, key, lambda offset: PendingOffset(offset.value, True))
+
+
+def _drop_pending(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey) -> Mapping[int, PendingOffsets]:
+    return _map_pending(pending, key, lambda offset: None)
+
+
+def _map_pending(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey, change: _Change
+                 ) -> Mapping[int, PendingOffsets]:
+    """`change` applied to each producer's pending offset of `key`'s partition (None: it goes;
+    a producer left with nothing pending stays open: its marker is still to come)."""
+    tp = (key.topic, key.partition)
+    if not any(tp in txn.get(key.group, {}) for txn in pending.values()):
+        return pending  # the common case, without transactions: nothing copied
+    out: dict[int, PendingOffsets] = {}
+    for producer_id, txn in pending.items():
+        group = txn.get(key.group, {})
+        if tp in group:
+            changed = change(group[tp])
+            rest = {k: v for k, v in group.items() if k != tp}
+            if changed is not None:
+                rest[tp] = changed
+            txn = {**txn, key.group: rest} if rest else {g: o for g, o in txn.items() if g != key.group}
+        out[producer_id] = txn
     return out

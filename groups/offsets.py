@@ -115,9 +115,12 @@ class FetchedOffset:
 
 
 def fetch_offsets(offsets: GroupOffsets | None,
-                  wanted: tuple[tuple[str, tuple[int, ...]], ...] | None) -> tuple[FetchedOffset, ...]:
+                  wanted: tuple[tuple[str, tuple[int, ...]], ...] | None, *,
+                  unstable: Set[tuple[str, int]] = frozenset()) -> tuple[FetchedOffset, ...]:
     """Kafka's fetchOffsets: the committed offsets of the asked partitions (-1 and "" where
-    none), or every committed offset of the group when `wanted` is None."""
+    none), or every committed offset of the group when `wanted` is None. A partition in
+    `unstable` (a transactional offset pending, asked with require_stable, KIP-447) answers
+    UNSTABLE_OFFSET_COMMIT so the consumer retries until the transaction ends."""
     offsets = offsets or {}
     if wanted is None:
         keys = sorted(offsets)
@@ -126,7 +129,9 @@ def fetch_offsets(offsets: GroupOffsets | None,
     out = []
     for topic, partition in keys:
         value = offsets.get((topic, partition))
-        if value is None:
+        if (topic, partition) in unstable:
+            out.append(FetchedOffset(topic, partition, NO_OFFSET, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+        elif value is None:
             out.append(FetchedOffset(topic, partition, NO_OFFSET, -1, "", E.NONE))
         else:
             out.append(FetchedOffset(topic, partition, value.offset, value.leader_epoch,

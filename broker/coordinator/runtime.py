@@ -14,9 +14,18 @@ stops leading it. An operation is a pure rule: the shard's state in, a `Coordina
 out (the records that make it durable and the answer); the state after it is the shard's
 `replay` of those records, the very path loading takes, so what a coordinator holds is what
 it would rebuild from its partition. The runtime appends the records with acks=all and
-releases the answer only once the high watermark passes them. (A result may still name its
-state instead, for state Kafka keeps in memory only: a classic group's members between two
-generations.)
+releases the answer only once the high watermark passes them. What Kafka keeps in memory
+only (a classic group's members between two generations, their heartbeat deadlines: Kafka's
+`CoordinatorResult.replayRecords` false for classic groups) a result adds with `memory`, a
+function applied after the replay; nothing else changes a shard's state.
+
+Transactions (Kafka's `scheduleTransactionalWriteOperation` and
+`scheduleTransactionCompletion`): a result naming a producer id and epoch is appended as a
+transactional batch of that producer, in a batch of its own, and replayed by the shard as
+pending (`TransactionalShardType.replay_transactional`); `complete_transaction` appends the
+producer's commit or abort marker (a control batch) and replays it
+(`replay_end_transaction`). Loading feeds both, so a reloaded shard has the same pending and
+committed state.
 
 Pending and committed state (Kafka's `SnapshottableCoordinator` and its timeline snapshots
 per written offset): the runtime keeps the committed state and a chain of pending batches,
@@ -41,11 +50,12 @@ import logging
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from broker.coordinator.errors import CoordinatorError
 from broker.timers import TimerService
 from common.errors import ErrorCode, KafkaError
+from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from common.units import MIB
 
 log = logging.getLogger(__name__)
@@ -62,12 +72,19 @@ E = ErrorCode
 @dataclass(frozen=True, slots=True)
 class CoordinatorResult(Generic[S, A]):
     """What an operation decides: the records that make it durable (encoded by the coordinator)
-    and the answer released once they commit. `state` None (the rule): the state after it is
-    the shard's replay of `records`; a state given replaces it (memory-only state)."""
+    and the answer released once they commit. The state after it is the shard's replay of
+    `records`, then `memory` applied to it: the only way to change what Kafka keeps in memory
+    only, and never stored. `producer_id` >= 0: the records belong to that producer's
+    transaction (a transactional batch, replayed as pending until its marker). `state`, when
+    given, replaces the replayed state whole (a coordinator that has not moved to replay yet;
+    the group coordinator does not use it)."""
 
     records: tuple[Encoded, ...] = ()
     answer: A | None = None
     state: S | None = None
+    memory: Callable[[S], S] | None = None
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 class CoordinatorShardType(Protocol[S]):
@@ -76,7 +93,29 @@ class CoordinatorShardType(Protocol[S]):
     def empty(self) -> S: ...
 
     def replay(self, state: S, key: bytes, value: bytes | None) -> S:
-        """`state` after one record read back from the partition (loading)."""
+        """`state` after one record of a non-transactional batch (a write, or loading)."""
+
+
+@runtime_checkable
+class TransactionalShardType(CoordinatorShardType[S], Protocol[S]):
+    """A coordinator that takes part in transactions (Kafka's CoordinatorShard.replay with a
+    producer id, and replayEndTransactionMarker)."""
+
+    def replay_transactional(self, state: S, producer_id: int, producer_epoch: int,
+                             key: bytes, value: bytes | None) -> S:
+        """`state` after one record of `producer_id`'s transactional batch: pending."""
+
+    def replay_end_transaction(self, state: S, producer_id: int, producer_epoch: int, committed: bool) -> S:
+        """`state` after `producer_id`'s commit or abort marker."""
+
+
+class LoadSink(Protocol):
+    """What loading feeds: every record with its batch's producer (NO_PRODUCER_ID unless the
+    batch is transactional) and every end-transaction marker."""
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int, producer_epoch: int) -> None: ...
+
+    def end_transaction(self, producer_id: int, producer_epoch: int, committed: bool) -> None: ...
 
 
 class PartitionWriter(Protocol):
@@ -85,13 +124,19 @@ class PartitionWriter(Protocol):
     def leader_epoch(self, partition: int) -> int | None:
         """This broker's leader epoch of `partition`; None when it does not lead it."""
 
-    def append(self, partition: int, leader_epoch: int, records: list[Encoded]) -> int:
-        """Append one batch (acks=all); the offset after it. KafkaError when refused."""
+    def append(self, partition: int, leader_epoch: int, records: list[Encoded], *,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> int:
+        """Append one batch (acks=all), transactional when `producer_id` >= 0; the offset
+        after it. KafkaError when refused."""
+
+    def append_marker(self, partition: int, leader_epoch: int, *, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, committed: bool) -> int:
+        """Append `producer_id`'s commit or abort marker (a control batch); the offset after it."""
 
     def high_watermark(self, partition: int) -> int: ...
 
-    async def load(self, partition: int, leader_epoch: int, replay: Callable[[bytes, bytes | None], None]) -> int:
-        """Feed every record of `partition` to `replay`; the offset after the last one."""
+    async def load(self, partition: int, leader_epoch: int, sink: LoadSink) -> int:
+        """Feed every record and marker of `partition` to `sink`; the offset after the last one."""
 
 
 class ShardStatus(enum.Enum):
@@ -99,9 +144,20 @@ class ShardStatus(enum.Enum):
     ACTIVE = "active"
 
 
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
+
+
 @dataclass(slots=True)
 class _Batch(Generic[S]):
     state: S  # the shard's state once this batch (and every one before it) commits
+    producer_id: int = NO_PRODUCER_ID  # >= 0: a transactional batch of this producer
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    marker: _Marker | None = None  # a control batch: this marker, and no records
     records: list[Encoded] = field(default_factory=list)
     size: int = 0
     end_offset: int | None = None  # set once appended; None while open
@@ -175,15 +231,9 @@ class CoordinatorRuntime(Generic[S]):
 
     async def _load(self, shard: _Shard[S]) -> None:
         started = self.timers.now_ms()
-        state, count = shard.committed, 0
-
-        def replay(key: bytes, value: bytes | None) -> None:
-            nonlocal state, count
-            state = self.shard_type.replay(state, key, value)
-            count += 1
-
+        sink = _Replayer(self, shard.committed)
         try:
-            end = await self.writer.load(shard.partition, shard.leader_epoch, replay)
+            end = await self.writer.load(shard.partition, shard.leader_epoch, sink)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a bad partition must not stop the broker
@@ -192,12 +242,13 @@ class CoordinatorRuntime(Generic[S]):
             return
         if self.shards.get(shard.partition) is not shard:
             return
-        shard.committed, shard.committed_offset, shard.status = state, end, ShardStatus.ACTIVE
+        shard.committed, shard.committed_offset, shard.status = sink.state, end, ShardStatus.ACTIVE
         shard.load_task = None
-        log.info("Loaded the %s coordinator of partition %d (leader epoch %d): %d records to offset %d in %d ms",
-                 self.name, shard.partition, shard.leader_epoch, count, end, self.timers.now_ms() - started)
+        log.info("Loaded the %s coordinator of partition %d (leader epoch %d): %d records and %d transaction "
+                 "markers to offset %d in %d ms", self.name, shard.partition, shard.leader_epoch, sink.records,
+                 sink.markers, end, self.timers.now_ms() - started)
         if self._on_loaded is not None:
-            self._on_loaded(shard.partition, state)
+            self._on_loaded(shard.partition, sink.state)
 
     def unload(self, partition: int) -> None:
         """Stop coordinating `partition` at once: pending answers fail with NOT_COORDINATOR,
@@ -273,17 +324,44 @@ class CoordinatorRuntime(Generic[S]):
             return
         size = sum(len(k or b"") + len(v or b"") for k, v in result.records)
         batch = shard.batches[-1] if shard.batches and shard.batches[-1].end_offset is None else None
+        if batch is not None and (batch.marker is not None or batch.producer_id != result.producer_id
+                                  or batch.producer_epoch != result.producer_epoch):
+            self._flush(shard)  # a transaction's records never share a batch with others'
+            batch = None
         if batch is not None and batch.records and batch.size + size > self.max_batch_bytes:
             self._flush(shard)
             batch = None
         first = batch is None and not shard.flush_scheduled
         if batch is None:
-            batch = _Batch(state)
+            batch = _Batch(state, result.producer_id, result.producer_epoch)
             shard.batches.append(batch)
         batch.state = state
         batch.records.extend(result.records)
         batch.size += size
         batch.waiters.append((settle, result.answer))
+        self._schedule_flush(shard, first)
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, committed: bool) -> asyncio.Future[None]:
+        """Append `producer_id`'s commit or abort marker and replay it (its pending records
+        become committed state, or go); the future settles when the marker commits (Kafka's
+        scheduleTransactionCompletion)."""
+        shard = self._active(partition)
+        if not isinstance(self.shard_type, TransactionalShardType):
+            raise TypeError(f"the {self.name} coordinator does not take part in transactions")
+        state = self.shard_type.replay_end_transaction(shard.current, producer_id, producer_epoch, committed)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if shard.batches and shard.batches[-1].end_offset is None:
+            self._flush(shard)
+        first = not shard.flush_scheduled
+        batch: _Batch[S] = _Batch(state, producer_id, producer_epoch,
+                                  _Marker(producer_id, producer_epoch, coordinator_epoch, committed))
+        batch.waiters.append((_settle_future(future), None))
+        shard.batches.append(batch)
+        self._schedule_flush(shard, first)
+        return future
+
+    def _schedule_flush(self, shard: _Shard[S], first: bool) -> None:
         if not shard.flush_scheduled:
             # The first write of a turn of the event loop is appended at once (a lone
             # synchronous committer waits for nothing); the writes that follow it in the same
@@ -295,12 +373,20 @@ class CoordinatorRuntime(Generic[S]):
 
     def _state_after(self, state: S, result: CoordinatorResult[S, Any]) -> S:
         if result.state is not None:
-            return result.state
+            return result.state if result.memory is None else result.memory(result.state)
+        transactional = result.producer_id != NO_PRODUCER_ID
+        if transactional and not isinstance(self.shard_type, TransactionalShardType):
+            raise TypeError(f"the {self.name} coordinator does not take part in transactions")
         for key, value in result.records:
             if key is None:
                 raise ValueError(f"a record of the {self.name} coordinator has no key")
-            state = self.shard_type.replay(state, key, value)
-        return state
+            if transactional:
+                assert isinstance(self.shard_type, TransactionalShardType)
+                state = self.shard_type.replay_transactional(state, result.producer_id, result.producer_epoch,
+                                                             key, value)
+            else:
+                state = self.shard_type.replay(state, key, value)
+        return state if result.memory is None else result.memory(state)
 
     def _flush_if_current(self, shard: _Shard[S]) -> None:
         shard.flush_scheduled = False
@@ -313,7 +399,16 @@ class CoordinatorRuntime(Generic[S]):
             return
         batch = shard.batches[-1]
         try:
-            end = self.writer.append(shard.partition, shard.leader_epoch, batch.records)
+            if batch.marker is not None:
+                m = batch.marker
+                end = self.writer.append_marker(shard.partition, shard.leader_epoch, producer_id=m.producer_id,
+                                                producer_epoch=m.producer_epoch,
+                                                coordinator_epoch=m.coordinator_epoch, committed=m.committed)
+            elif batch.producer_id != NO_PRODUCER_ID:
+                end = self.writer.append(shard.partition, shard.leader_epoch, batch.records,
+                                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
+            else:
+                end = self.writer.append(shard.partition, shard.leader_epoch, batch.records)
         except KafkaError as e:
             self._fail(shard, len(shard.batches) - 1, ErrorCode(int(e.code)), f"append refused: {e}")
             return
@@ -450,6 +545,32 @@ class CoordinatorRuntime(Generic[S]):
         for partition in list(self.shards):
             self.unload(partition)
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Replayer(Generic[S]):
+    """The LoadSink of one load: the shard's state after each record and marker read back."""
+
+    def __init__(self, runtime: CoordinatorRuntime[S], state: S) -> None:
+        self.shard_type = runtime.shard_type
+        self.name = runtime.name
+        self.state = state
+        self.records = 0
+        self.markers = 0
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int, producer_epoch: int) -> None:
+        self.records += 1
+        if producer_id == NO_PRODUCER_ID:
+            self.state = self.shard_type.replay(self.state, key, value)
+        elif isinstance(self.shard_type, TransactionalShardType):
+            self.state = self.shard_type.replay_transactional(self.state, producer_id, producer_epoch, key, value)
+        else:
+            raise ValueError(f"the {self.name} coordinator's partition holds a transactional batch "
+                             f"of producer {producer_id}")
+
+    def end_transaction(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        self.markers += 1
+        if isinstance(self.shard_type, TransactionalShardType):
+            self.state = self.shard_type.replay_end_transaction(self.state, producer_id, producer_epoch, committed)
 
 
 def _log_timer_failure(name: str, partition: int, key: Hashable) -> Callable[[asyncio.Future[Any]], None]:

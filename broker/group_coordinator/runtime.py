@@ -5,12 +5,22 @@
     outcome, error = await coordinator.run(partition, group_id, lambda state: rule(state.groups.get(group_id)))
     await coordinator.runtime.idle()                   # tests: every write settled
 
-The state of each `__consumer_offsets` partition led here is a `GroupsImage` (its groups and
-committed offsets) held by the runtime: a rule runs on the current image at once (the event
-loop orders requests), the image after it is pending until its records commit (acks=all,
-batched with the partition's other writes) and the answers (the request's and the parked
-JoinGroup/SyncGroup ones) are given only then; a write that fails returns the partition to
-its committed image. Each group's next deadline (sessions, the join phase, pending syncs,
+The state of each `__consumer_offsets` partition led here is a `GroupsImage` (its groups,
+committed offsets and pending transactional offsets) held by the runtime: a rule runs on the
+current image at once (the event loop orders requests) and returns records; the image after
+it is the replay of those records (`GroupShard`, the path loading takes), plus the one
+memory-only change Kafka's classic groups make (`GroupsImage.with_group`: members during a
+rebalance, heartbeat deadlines, pending syncs, never stored by Kafka either). It is pending
+until its records commit (acks=all, batched with the partition's other writes) and the
+answers (the request's and the parked JoinGroup/SyncGroup ones) are given only then; a write
+that fails returns the partition to its committed image.
+
+Transactions (KIP-98, KIP-447): a TxnOffsetCommit's records are appended as the producer's
+transactional batch and replayed as pending offsets of that producer; the transaction
+coordinator's WriteTxnMarkers for a `__consumer_offsets` partition reaches
+`complete_transaction`, which appends the marker and replays it (commit: the pending offsets
+become the committed ones; abort: they go). OffsetFetch with require_stable answers
+UNSTABLE_OFFSET_COMMIT for a partition with a pending offset. Each group's next deadline (sessions, the join phase, pending syncs,
 new members' join timeout) is one timer of the broker's timer service, rescheduled after
 every rule on the group: a session expires at its deadline, to the millisecond. The group
 rules keep wall time (`now_ms`, as Kafka's records do); the timer service runs on the
@@ -31,22 +41,23 @@ from functools import partial
 from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.replica_writer import ReplicaPartitionWriter
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
 from broker.group_coordinator.shards import Parked
+from broker.group_coordinator.txn_writer import TransactionalPartitionWriter
 from broker.timers import TimerService
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups.group import ClassicGroup, GroupConfig
-from groups.image import GroupsImage, replay_offsets
+from groups.image import GroupsImage
 from groups.join import sync_failed
 from groups.membership import expire, next_deadline
-from groups.offsets import delete_topic_offsets, expire_offsets
+from groups.offsets import FetchedOffset, delete_topic_offsets, expire_offsets, fetch_offsets
 from groups.outcome import JoinResult, Outcome, SyncResult
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.records import OffsetCommitKey, decode_record, encode_record
+from groups.txn_offsets import TxnCommitRequest, txn_commit_offsets
 from groups.state import GroupState
 from metadata.image import MetadataImage
 
@@ -57,6 +68,17 @@ RETENTION_TIMER: Final = "offsets-retention"  # the broker-wide timers of the gr
 TOPICS_TIMER: Final = "deleted-topics"
 E = ErrorCode
 Rule = Callable[[GroupsImage], Outcome]
+Producer = tuple[int, int]  # (producer id, producer epoch) of a transactional write
+Memory = Callable[[GroupsImage], GroupsImage]
+
+# What WriteTxnMarkers answers for a __consumer_offsets partition whose coordinator cannot take
+# the marker now (Kafka's KafkaApis.handleWriteTxnMarkersRequest): the transaction
+# coordinator retries NOT_LEADER_OR_FOLLOWER until the partition's new leader takes it.
+_MARKER_ERRORS: Final[dict[int, ErrorCode]] = {
+    E.NOT_COORDINATOR: E.NOT_LEADER_OR_FOLLOWER,
+    E.COORDINATOR_NOT_AVAILABLE: E.NOT_LEADER_OR_FOLLOWER,
+    E.COORDINATOR_LOAD_IN_PROGRESS: E.NOT_LEADER_OR_FOLLOWER,
+}
 
 # Kafka's GroupMetadataManager mapping of append errors to what a group client understands.
 _APPEND_ERRORS: Final[dict[int, ErrorCode]] = {
@@ -104,7 +126,8 @@ class CoordinatorSettings:
 
 class GroupShard:
     """The runtime's view of one `__consumer_offsets` partition: a `GroupsImage`, rebuilt by
-    replaying the partition's records (groups as Kafka loads them, and their offsets)."""
+    replaying the partition's records (groups as Kafka loads them, their offsets, and the
+    transactional offsets pending until their producer's marker)."""
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
@@ -114,6 +137,14 @@ class GroupShard:
 
     def replay(self, state: GroupsImage, key: bytes, value: bytes | None) -> GroupsImage:
         return state.replay(decode_record(key, value), self.now_ms())
+
+    def replay_transactional(self, state: GroupsImage, producer_id: int, producer_epoch: int,
+                             key: bytes, value: bytes | None) -> GroupsImage:
+        return state.replay(decode_record(key, value), self.now_ms(), producer_id)
+
+    def replay_end_transaction(self, state: GroupsImage, producer_id: int, producer_epoch: int,
+                               committed: bool) -> GroupsImage:
+        return state.end_transaction(producer_id, committed)
 
 
 class GroupCoordinator:
@@ -130,7 +161,7 @@ class GroupCoordinator:
         # group deadlines, on `now_ms`, reach it as delays.
         self._own_timers = timers is None
         self.timers = timers if timers is not None else TimerService(name="group coordinator")
-        self.writer = ReplicaPartitionWriter(replicas, GROUP_METADATA_TOPIC_NAME, now_ms)
+        self.writer = TransactionalPartitionWriter(replicas, GROUP_METADATA_TOPIC_NAME, now_ms)
         self.runtime: CoordinatorRuntime[GroupsImage] = CoordinatorRuntime(
             "group", GroupShard(now_ms), self.writer, self.timers, commit_timeout_ms=settings.commit_timeout_ms,
             on_loaded=self._loaded, on_unloaded=self._unloaded)
@@ -216,6 +247,15 @@ class GroupCoordinator:
         """The partition's image of committed writes only: what OffsetFetch answers."""
         return self.runtime.committed(partition)
 
+    def fetch_offsets(self, partition: int, group_id: str, wanted: tuple[tuple[str, tuple[int, ...]], ...] | None,
+                      *, require_stable: bool = False) -> tuple[FetchedOffset, ...]:
+        """OffsetFetch for one group, from the committed image (Kafka reads at the last
+        committed offset); `require_stable` (v7+, KIP-447): a partition with a pending
+        transactional offset answers UNSTABLE_OFFSET_COMMIT instead of the last committed one."""
+        image = self.runtime.committed(partition)
+        unstable = image.pending_partitions(group_id) if require_stable else frozenset()
+        return fetch_offsets(image.offsets.get(group_id), wanted, unstable=unstable)
+
     def active_partitions(self) -> list[int]:
         return self.runtime.active()
 
@@ -256,14 +296,16 @@ class GroupCoordinator:
     # ---- rules ---------------------------------------------------------------------------
 
     async def run(self, partition: int, group_id: str, rule: Rule,
-                  park: Callable[[Outcome], None] | None = None) -> tuple[Outcome, ErrorCode]:
+                  park: Callable[[Outcome], None] | None = None, *,
+                  producer: Producer | None = None) -> tuple[Outcome, ErrorCode]:
         """Apply `rule` to the partition's current image now; its outcome and, once its records
-        committed (or failed), the error (NONE when committed)."""
-        outcome, done = self.submit(partition, group_id, rule, park)
+        committed (or failed), the error (NONE when committed). `producer`: the records are
+        that producer's transactional batch (TxnOffsetCommit)."""
+        outcome, done = self.submit(partition, group_id, rule, park, producer=producer)
         return outcome, await done
 
     def submit(self, partition: int, group_id: str, rule: Rule, park: Callable[[Outcome], None] | None = None,
-               ) -> tuple[Outcome, asyncio.Future[ErrorCode]]:
+               *, producer: Producer | None = None) -> tuple[Outcome, asyncio.Future[ErrorCode]]:
         """`run` in two steps: the outcome now, the error once the write settled. `park(outcome)`
         runs as soon as the rule has decided, so a request parks before any answer is given
         (the parked requests are answered when the write settles, maybe within this call)."""
@@ -275,8 +317,10 @@ class GroupCoordinator:
             decided.append(outcome)
             if park is not None:
                 park(outcome)
+            pid, epoch = producer if producer is not None else (-1, -1)
             return CoordinatorResult(tuple(encode_record(r) for r in outcome.records), outcome,
-                                     state=self._apply(partition, group_id, state, outcome))
+                                     memory=self._memory(partition, group_id, state, outcome),
+                                     producer_id=pid, producer_epoch=epoch)
 
         def settle(answer: Any, failure: CoordinatorError | None) -> None:
             self._settled(partition, group_id, decided[0], failure, done)
@@ -284,20 +328,12 @@ class GroupCoordinator:
         self.runtime.submit_settled(partition, operation, settle)
         return decided[0], done
 
-    def _apply(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> GroupsImage:
-        """The image after `outcome` (its group kept, its offsets replayed); one log line per
-        state change; the group's timer moved to its next deadline."""
+    def _memory(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> Memory:
+        """What the runtime applies after replaying `outcome`'s records: the rule's group, with
+        what only memory holds (`GroupsImage.with_group`); one log line per state change; the
+        group's timer moved to its next deadline."""
         before = state.groups.get(group_id)
         group = outcome.group
-        groups = dict(state.groups)
-        if group is None or group.state is GroupState.DEAD:
-            groups.pop(group_id, None)
-        else:
-            groups[group_id] = group
-        offsets = state.offsets
-        for record in outcome.records:
-            if isinstance(record.key, OffsetCommitKey):
-                offsets = replay_offsets(offsets, record)
         old_state = None if before is None else before.state
         new_state = None if group is None else group.state
         if group is not None and before is not None and group.generation_id > before.generation_id:
@@ -307,8 +343,9 @@ class GroupCoordinator:
                      partition, "absent" if old_state is None else old_state.value,
                      "absent" if new_state is None else new_state.value,
                      -1 if group is None else group.generation_id, outcome.reason or "-")
-        self._schedule_expiry(partition, group_id, groups.get(group_id))
-        return GroupsImage(groups, offsets)
+        kept = None if group is None or group.state is GroupState.DEAD else group
+        self._schedule_expiry(partition, group_id, kept)
+        return lambda replayed: replayed.with_group(group_id, kept)
 
     def _settled(self, partition: int, group_id: str, outcome: Outcome, failure: BaseException | None,
                  done: asyncio.Future[ErrorCode] | None) -> None:
@@ -351,9 +388,52 @@ class GroupCoordinator:
         failed = sync_failed(group, group.generation_id, error, self.now_ms(), self.config)
         self.runtime.submit_settled(partition, lambda state: CoordinatorResult(
             tuple(encode_record(r) for r in failed.records), failed,
-            state=self._apply(partition, group_id, state, failed)), partial(_log_failure, group_id, partition))
+            memory=self._memory(partition, group_id, state, failed)), partial(_log_failure, group_id, partition))
         for member_id, sync in failed.syncs:
             parked.answer_sync(group_id, member_id, sync)
+
+    # ---- transactions (KIP-98, KIP-447) --------------------------------------------------
+
+    async def txn_commit_offsets(self, partition: int, req: TxnCommitRequest
+                                 ) -> tuple[tuple[tuple[str, int, ErrorCode], ...], ErrorCode]:
+        """TxnOffsetCommit: ((topic, partition, error), ...) and, once the producer's
+        transactional batch committed (or failed), the write's error. The offsets stay
+        pending until `complete_transaction`."""
+        now_ms = self.now_ms()
+        outcome, error = await self.run(partition, req.group_id, lambda state: txn_commit_offsets(
+            state.groups.get(req.group_id), req, now_ms=now_ms, config=self.config),
+            producer=(req.producer_id, req.producer_epoch))
+        if outcome.records and error is E.NONE:
+            log.info("Group %s (%s-%d): %d offset(s) pending in the transaction of producer %d (epoch %d)",
+                     req.group_id, GROUP_METADATA_TOPIC_NAME, partition, len(outcome.records),
+                     req.producer_id, req.producer_epoch)
+        return outcome.response, error  # type: ignore[return-value]
+
+    async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                                   coordinator_epoch: int, committed: bool) -> ErrorCode:
+        """A WriteTxnMarkers entry for `__consumer_offsets`-`partition` (Kafka's
+        GroupCoordinator.completeTransaction): the marker appended through the runtime and
+        replayed, so the producer's pending offsets become the committed ones (commit) or go
+        (abort) once it commits. The error for that partition's WriteTxnMarkers answer: NONE,
+        NOT_LEADER_OR_FOLLOWER when this broker cannot coordinate the partition now (the
+        transaction coordinator retries), or the append's error."""
+        self.ensure_started()
+        kind = "commit" if committed else "abort"
+        try:
+            if self.writer.leader_epoch(partition) is not None and partition not in self.runtime.shards:
+                self.runtime.on_partition_change(partition)  # led but not loaded yet: start loading
+            pending = self.runtime.current(partition).pending.get(producer_id, {})
+            await self.runtime.complete_transaction(partition, producer_id, producer_epoch, coordinator_epoch,
+                                                    committed)
+        except CoordinatorError as e:
+            error = _MARKER_ERRORS.get(int(e.code)) or _APPEND_ERRORS.get(int(e.code), e.code)
+            log.warning("The %s marker of producer %d (epoch %d) on %s-%d was not written: %s (%s)", kind,
+                        producer_id, producer_epoch, GROUP_METADATA_TOPIC_NAME, partition, e, error.name)
+            return error
+        log.info("Transaction of producer %d (epoch %d, coordinator epoch %d) %s on %s-%d: %d group(s) with "
+                 "pending offsets", producer_id, producer_epoch, coordinator_epoch,
+                 "committed" if committed else "aborted", GROUP_METADATA_TOPIC_NAME, partition, len(pending))
+        return E.NONE
 
     # ---- timers --------------------------------------------------------------------------
 
@@ -377,7 +457,7 @@ class GroupCoordinator:
                 outcome = expire(current, max(self.now_ms(), deadline), self.config)
                 decided.append(outcome)
                 return CoordinatorResult(tuple(encode_record(r) for r in outcome.records), outcome,
-                                         state=self._apply(partition, group_id, state, outcome))
+                                         memory=self._memory(partition, group_id, state, outcome))
 
             def settled(written: asyncio.Future[Any]) -> None:  # its answers, like a request's
                 if decided:

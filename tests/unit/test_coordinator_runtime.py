@@ -1,6 +1,7 @@
 """broker/coordinator/runtime.py on a fake clock and a fake partition writer: answers released
 at commit in order, reverts on a failed append, a timeout and a truncation, concurrent writes
-batched into one append, unload answering NOT_COORDINATOR, timers as writes."""
+batched into one append, unload answering NOT_COORDINATOR, timers as writes; transactional
+writes in batches of their own, pending until their marker, and the same state by loading."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Encoded, ShardStatus
+from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Encoded, LoadSink, ShardStatus
 from broker.timers import TimerService
 from common.errors import ErrorCode as E
 from common.errors import KafkaStorageError
+from common.record_batch import NO_PRODUCER_ID
 
 NOW = 1_000_000
 COMMIT_TIMEOUT_MS = 5_000
@@ -21,7 +23,8 @@ State = tuple[str, ...]  # the fake coordinator's state: the values it has store
 
 
 class Appends:
-    """The fake coordinator: state is the tuple of values replayed."""
+    """The fake coordinator: state is the tuple of values replayed; a transaction's values
+    are held as "pid:value" until its marker turns them into values or drops them."""
 
     def empty(self) -> State:
         return ()
@@ -29,32 +32,56 @@ class Appends:
     def replay(self, state: State, key: bytes, value: bytes | None) -> State:
         return (*state, (value or b"").decode())
 
+    def replay_transactional(self, state: State, producer_id: int, producer_epoch: int, key: bytes,
+                             value: bytes | None) -> State:
+        return (*state, f"{producer_id}:{(value or b'').decode()}")
+
+    def replay_end_transaction(self, state: State, producer_id: int, producer_epoch: int, committed: bool) -> State:
+        prefix = f"{producer_id}:"
+        return tuple(v[len(prefix):] if v.startswith(prefix) else v for v in state
+                     if committed or not v.startswith(prefix))
+
+
+Stored = tuple[Encoded, int, bool | None]  # (record, producer id, marker: committed or None)
+
 
 class FakeWriter:
     def __init__(self, stored: tuple[str, ...] = ()) -> None:
         self.epoch: int | None = 7
-        self.log: list[Encoded] = [(b"k", v.encode()) for v in stored]
-        self.batches: list[int] = []  # records per append
+        self.log: list[Stored] = [((b"k", v.encode()), NO_PRODUCER_ID, None) for v in stored]
+        self.batches: list[int] = []  # records per append (0: a marker)
         self.hw = len(self.log)
         self.refuse = False
 
     def leader_epoch(self, partition: int) -> int | None:
         return self.epoch
 
-    def append(self, partition: int, leader_epoch: int, records: list[Encoded]) -> int:
+    def append(self, partition: int, leader_epoch: int, records: list[Encoded], *,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> int:
         if self.refuse:
             raise KafkaStorageError("the log directory failed")
-        self.log.extend(records)
+        self.log.extend((r, producer_id, None) for r in records)
         self.batches.append(len(records))
+        return len(self.log)
+
+    def append_marker(self, partition: int, leader_epoch: int, *, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, committed: bool) -> int:
+        if self.refuse:
+            raise KafkaStorageError("the log directory failed")
+        self.log.append(((None, None), producer_id, committed))
+        self.batches.append(0)
         return len(self.log)
 
     def high_watermark(self, partition: int) -> int:
         return self.hw
 
-    async def load(self, partition: int, leader_epoch: int, replay: Callable[[bytes, bytes | None], None]) -> int:
-        for key, value in self.log:
+    async def load(self, partition: int, leader_epoch: int, sink: LoadSink) -> int:
+        for (key, value), producer_id, marker in self.log:
+            if marker is not None:
+                sink.end_transaction(producer_id, 0, marker)
+                continue
             assert key is not None
-            replay(key, value)
+            sink.record(key, value, producer_id, 0)
         return len(self.log)
 
 
@@ -244,3 +271,51 @@ async def test_an_unexpected_append_failure_fails_the_writes_and_the_partition_c
     later = runtime.submit(0, add("d"))
     commit(runtime, writer, 3)
     assert later.result() == "ok" and runtime.committed(0) == ("a", "b", "d")
+
+
+def txn_add(producer_id: int, value: str) -> Callable[[State], CoordinatorResult[State, str]]:
+    return lambda state: CoordinatorResult(((b"k", value.encode()),), "ok", producer_id=producer_id, producer_epoch=0)
+
+
+@pytest.mark.parametrize("committed, expected", [(True, ("a", "b", "x", "c", "y")), (False, ("a", "b", "c", "y"))])
+async def test_a_transaction_stays_pending_until_its_marker_and_loads_the_same(setup, committed, expected) -> None:
+    runtime, writer, clock, timers, _ = setup
+    runtime.submit(0, txn_add(7, "x"))
+    runtime.submit(0, add("c"))  # not in the transaction: a batch of its own
+    runtime.submit(0, add("y"))
+    await asyncio.sleep(0)
+    assert writer.batches == [1, 2]
+    assert [p for _, p, _ in writer.log[2:]] == [7, NO_PRODUCER_ID, NO_PRODUCER_ID]
+    assert runtime.current(0) == ("a", "b", "7:x", "c", "y")
+    marker = runtime.complete_transaction(0, 7, 0, 3, committed)
+    await asyncio.sleep(0)
+    assert writer.batches == [1, 2, 0] and writer.log[-1][1:] == (7, committed)
+    commit(runtime, writer, len(writer.log))
+    assert marker.done() and marker.result() is None
+    assert runtime.committed(0) == expected
+    reloaded: CoordinatorRuntime[State] = CoordinatorRuntime("test", Appends(), writer, timers,
+                                                             commit_timeout_ms=COMMIT_TIMEOUT_MS)
+    reloaded.on_partition_change(0)
+    await reloaded.idle()
+    assert reloaded.committed(0) == expected  # loading replays records and markers alike
+    await reloaded.close()
+
+
+async def test_a_failed_marker_leaves_the_transaction_pending(setup) -> None:
+    runtime, writer, *_ = setup
+    runtime.submit(0, txn_add(7, "x"))
+    commit(runtime, writer, 3)
+    writer.refuse = True
+    with pytest.raises(CoordinatorError) as failed:
+        await runtime.complete_transaction(0, 7, 0, 3, True)
+    assert failed.value.code == E.KAFKA_STORAGE_ERROR
+    assert runtime.current(0) == runtime.committed(0) == ("a", "b", "7:x")
+
+
+async def test_memory_only_state_is_applied_after_the_replay(setup) -> None:
+    runtime, writer, *_ = setup
+    await_it = runtime.submit(0, lambda state: CoordinatorResult(
+        ((b"k", b"c"),), "ok", memory=lambda replayed: (*replayed, "soft")))
+    assert runtime.current(0) == ("a", "b", "c", "soft")
+    commit(runtime, writer, 3)
+    assert await await_it == "ok"
