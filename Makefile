@@ -70,6 +70,13 @@ bench-shutdown: $(BASE_STAMP)
 bench-scale: $(BASE_STAMP)
 	$(BIN)/python bench/partition_scale.py $(if $(PARTITIONS),--partitions $(PARTITIONS))
 
+# transactions beside Tansu (issue 27): transactional produce (commit every 100 ms, 3 partitions) as a
+# fraction of plain produce (goal >= 0.8), consume-transform-produce exactly-once beside
+# at-least-once, commit_transaction() latency p50/p99; SECONDS=... for each produce phase
+.PHONY: bench-transactions
+bench-transactions: $(BASE_STAMP) peer
+	$(BIN)/python bench/transactions.py $(if $(SECONDS),--seconds $(SECONDS))
+
 # every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
 # latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only
 .PHONY: bench-all

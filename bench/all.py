@@ -7,7 +7,9 @@ weigh on the next), the benchmarks that measure them, letting each print its own
 - bench/replication.py: acks=all latency at RF=1 and RF=3, and leader SIGKILL / SIGSTOP ->
   first acknowledged acks=all write (default and small sessions);
 - bench/partition_scale.py: 10,000 partitions RF=3 — creation, idle CPU, controlled
-  shutdown, restart back into every ISR, broker RSS.
+  shutdown, restart back into every ISR, broker RSS;
+- bench/transactions.py (issue 27): transactional / plain produce, exactly-once / at-least-once
+  consume-transform-produce, commit_transaction() latency.
 Then prints one table: each figure, tidelog's value, the peer's where there is one, the
 goal, and the machine's load average when the run started (a shared VM drifts).
 
@@ -90,6 +92,25 @@ def scale_rows(results: dict[str, Any]) -> list[Row]:
     return [(str(name), str(value), "", str(goal)) for name, value, goal in results.get("figures", [])]
 
 
+def transaction_rows(results: dict[str, Any]) -> list[Row]:
+    """transactions.py's figures: {"rows": [...], "fractions": {peer: {...}}}."""
+    fractions = results.get("fractions", {})
+    ours, peer = fractions.get("tidelog", {}), fractions.get("tansu", {})
+    out: list[Row] = [
+        ("transactional / plain produce (commit every 100 ms)", _num(ours.get("txn_over_plain"), ".2f"),
+         _num(peer.get("txn_over_plain"), ".2f"), ">= 0.8"),
+        ("consume-transform-produce exactly-once / at-least-once", _num(ours.get("eos_over_alo"), ".2f"),
+         _num(peer.get("eos_over_alo"), ".2f"), ""),
+    ]
+    by = {(r["peer"], r["phase"]): r for r in results.get("rows", [])}
+    for phase in sorted({ph for _, ph in by if ph.startswith(("produce txn", "small txn"))}):
+        mine, other = by.get(("tidelog", phase), {}), by.get(("tansu", phase), {})
+        out.append((f"{phase} commit p50 / p99 ms", f"{_num(mine.get('p50_ms'), '.1f')} / "
+                    f"{_num(mine.get('p99_ms'), '.1f')}",
+                    f"{_num(other.get('p50_ms'), '.1f')} / {_num(other.get('p99_ms'), '.1f')}", ""))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small runs: checks the harness, not the figures")
@@ -104,6 +125,8 @@ def main() -> None:
     ]
     if (BENCH / "partition_scale.py").exists():
         plan.append(("partition_scale.py", ["--partitions", "1000"] if quick else [], scale_rows))
+    plan.append(("transactions.py", ["--seconds", "2", "--commits", "20", "--ctp-records", "20000"] if quick else [],
+                 transaction_rows))
     table: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-all-") as work:
         for i, (script, script_args, rows) in enumerate(plan):
