@@ -35,8 +35,6 @@ from common.units import SECOND_MS
 
 log = logging.getLogger(__name__)
 
-NO_COORDINATOR_EPOCH = -1  # DescribeProducers: no transaction coordinator wrote the state
-
 
 # ---- DeleteRecords ------------------------------------------------------------------------
 
@@ -206,10 +204,13 @@ async def handle_describe_producers(ctx: BrokerContext, req: Any, version: int, 
                 code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(m.PartitionResponse(partition_index=index, error_code=code, active_producers=()))
                 continue
+            # coordinator_epoch: of the last marker seen (-1: none); current_txn_start_offset:
+            # the open transaction's first offset (-1: none), as kafka-transactions.sh shows them
             producers = tuple(
                 m.ProducerState(producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
                                 last_sequence=entry.last_seq, last_timestamp=entry.last_timestamp,
-                                coordinator_epoch=NO_COORDINATOR_EPOCH)
+                                coordinator_epoch=entry.coordinator_epoch,
+                                current_txn_start_offset=entry.current_txn_first_offset)
                 for _, entry in sorted(partition.producer_state.entries.items()))
             parts.append(m.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
                                              active_producers=producers))

@@ -1,0 +1,191 @@
+"""The partition side of transactions against a real RF=3 cluster: transactional batches built by
+hand and produced, markers written with WriteTxnMarkers (the coordinator's request, sent here by
+a test client), then read by real read_committed and read_uncommitted confluent-kafka consumers.
+The leader is SIGKILLed with a transaction still open: the new leader (a follower that replayed
+the markers) answers the same last stable offset and aborted transactions, the killed broker
+recovers its `.txnindex`, and committing the open transaction moves the LSO past it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
+from common.errors import ErrorCode
+from common.kafka_client import KafkaClient
+from common.protocol import fetch, messages
+from common.protocol.api_keys import ApiKey
+from common.records import build_batch
+from common.request_versions import FETCH_VERSION
+from localcluster.launcher import LocalCluster
+from localcluster.node_process import NodeProcess
+from localcluster.replica_files import partition_dir
+from tests.integration.cluster_fixtures import wait_until
+from tests.integration.replication_fixtures import (
+    create_topic,
+    partition_state,
+    replicated_cluster,
+    wait_full_isr,
+)
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+TOPIC = "txn-log"
+COMMITTED, ABORTED, OPEN = 1001, 1002, 1003  # producer ids of the three transactions
+WRITE_TXN_MARKERS_VERSION = 1
+CLIENT_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with replicated_cluster(tmp_path_factory.mktemp("txn-log")) as (started, _):
+        yield started
+
+
+def client_of(cluster: LocalCluster) -> KafkaClient:
+    servers = cluster.bootstrap_servers
+    assert servers is not None
+    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in servers.split(","))]
+    return KafkaClient(hosts, client_id="txn-log-test")
+
+
+def leader_of(cluster: LocalCluster) -> int:
+    return int(partition_state(cluster, TOPIC, 0)["leader"])
+
+
+def produce(client: KafkaClient, leader: int, values: list[bytes], *, producer_id: int = -1,
+            sequence: int = -1) -> None:
+    batch = build_batch([(None, v) for v in values], producer_id=producer_id, producer_epoch=0,
+                        base_sequence=sequence, is_transactional=producer_id >= 0)
+    answer = client.produce(leader, TOPIC, {0: batch}, acks=-1, timeout_ms=10_000)
+    assert answer[0].error_code == 0, answer
+
+
+def write_markers(client: KafkaClient, leader: int, markers: list[tuple[int, bool, int]],
+                  partitions: tuple[int, ...] = (0,)) -> list[int]:
+    """WriteTxnMarkers v1 for (producer id, commit, coordinator epoch): each partition's code."""
+    m = messages.request_module(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION)
+    request = m.WriteTxnMarkersRequest(markers=tuple(
+        m.WritableTxnMarker(producer_id=pid, producer_epoch=0, transaction_result=commit,
+                            topics=(m.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=partitions),),
+                            coordinator_epoch=coordinator_epoch)
+        for pid, commit, coordinator_epoch in markers))
+    response = client.call(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request,
+                           messages.encode_request, messages.response_decoder(ApiKey.WRITE_TXN_MARKERS))
+    return [int(p.error_code) for r in response.markers for t in r.topics for p in t.partitions]
+
+
+def fetch_committed(client: KafkaClient, leader: int) -> Any:
+    """One read_committed Fetch of the partition from offset 0."""
+    request = fetch.FetchRequest(fetch.CONSUMER_REPLICA_ID, 100, 1, 1 << 20, 1, (
+        fetch.FetchTopic(TOPIC, (fetch.FetchPartition(0, 0, 1 << 20),)),))
+    response = client.call(leader, ApiKey.FETCH, FETCH_VERSION, request, fetch.encode_fetch_request,
+                           fetch.decode_fetch_response)
+    (answer,) = [p for t in response.responses for p in t.partitions]
+    assert answer.error_code == 0, answer
+    return answer
+
+
+def describe_producers(client: KafkaClient, leader: int) -> dict[int, tuple[int, int]]:
+    """producer id -> (coordinator epoch, current transaction start offset) on the leader."""
+    m = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+    request = m.DescribeProducersRequest(topics=(m.TopicRequest(name=TOPIC, partition_indexes=(0,)),))
+    response = client.call(leader, ApiKey.DESCRIBE_PRODUCERS, 0, request, messages.encode_request,
+                           messages.response_decoder(ApiKey.DESCRIBE_PRODUCERS))
+    (partition,) = [p for t in response.topics for p in t.partitions]
+    return {p.producer_id: (p.coordinator_epoch, p.current_txn_start_offset) for p in partition.active_producers}
+
+
+def consume(cluster: LocalCluster, isolation: str, count: int) -> list[bytes]:
+    """The values a confluent-kafka consumer of `isolation` reads: until it has `count`, or the
+    partition end (read_committed: the LSO) is reached."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"txn-log-{isolation}",
+        "enable.auto.commit": "false", "isolation.level": isolation, "enable.partition.eof": "true",
+        "fetch.wait.max.ms": "100"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:  # bounded by the deadline
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, msg.error()
+                if len(got) >= count:
+                    return got
+                continue
+            got.append(msg.value())
+        raise AssertionError(f"{isolation} consumer read {got}, expected {count} values")
+    finally:
+        consumer.close()
+
+
+def txnindex_entries(cluster: LocalCluster, broker_id: int) -> list[AbortedTxn]:
+    directory = partition_dir(cluster.node(broker_id), TOPIC, 0)
+    return [e for path in sorted(directory.glob(f"*{TXN_INDEX_SUFFIX}")) for e in decode_entries(path.read_bytes())]
+
+
+def test_markers_read_committed_and_a_leader_killed_mid_transaction(cluster: LocalCluster) -> None:
+    create_topic(cluster, TOPIC, partitions=1, configs={"min.insync.replicas": "2"})
+    wait_full_isr(cluster, TOPIC, 1)
+    leader = leader_of(cluster)
+    with client_of(cluster) as client:
+        client.metadata([TOPIC])
+        produce(client, leader, [b"a0", b"a1", b"a2"], producer_id=COMMITTED, sequence=0)  # 0-2
+        produce(client, leader, [b"b0", b"b1", b"b2"], producer_id=ABORTED, sequence=0)    # 3-5
+        produce(client, leader, [b"n0"])                                                    # 6
+        assert write_markers(client, leader, [(COMMITTED, True, 0), (ABORTED, False, 0)]) == [0, 0]  # 7, 8
+        produce(client, leader, [b"c0"], producer_id=OPEN, sequence=0)                      # 9
+        # markers Kafka refuses: an older coordinator epoch, a partition that does not exist
+        assert write_markers(client, leader, [(ABORTED, False, -1)]) == [ErrorCode.TRANSACTION_COORDINATOR_FENCED]
+        assert write_markers(client, leader, [(OPEN, False, 0)], (7,)) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+        answer = fetch_committed(client, leader)
+        assert (answer.high_watermark, answer.last_stable_offset) == (10, 9)
+        assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(ABORTED, 3)]
+        assert consume(cluster, "read_committed", 4) == [b"a0", b"a1", b"a2", b"n0"]
+        assert consume(cluster, "read_uncommitted", 8) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2", b"n0", b"c0"]
+
+        # the leader dies with OPEN's transaction open; a follower that replayed the markers leads
+        killed = cluster.node(leader)
+        assert killed.kill().outcome == "killed"
+        wait_until("another broker leads the partition", lambda: leader_of(cluster) not in (leader, -1), 60.0)
+        new_leader = leader_of(cluster)
+        client.metadata([TOPIC])
+        answer = wait_until("the new leader answers read_committed fetches up to the LSO",
+                            lambda: _stable_at(client, new_leader, 9), 30.0)
+        assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(ABORTED, 3)]
+        assert consume(cluster, "read_committed", 4) == [b"a0", b"a1", b"a2", b"n0"]
+
+        # the killed broker never flushed its active segment's .txnindex (written on flush, as the
+        # other indexes): recovery of the unflushed tail rebuilds it, and writes it at once
+        assert txnindex_entries(cluster, leader) == []
+        index = cluster.nodes.index(killed)
+        cluster.nodes[index] = NodeProcess.spawn(killed.spec)
+        cluster.write_cluster_file()
+        wait_full_isr(cluster, TOPIC, 1)
+        assert txnindex_entries(cluster, leader) == [AbortedTxn(ABORTED, 3, 8, 9)]
+
+        # DescribeProducers shows the open transaction and the coordinator epoch of the markers
+        assert describe_producers(client, new_leader) == {
+            COMMITTED: (0, -1), ABORTED: (0, -1), OPEN: (-1, 9)}
+
+        # committing the open transaction moves the LSO past it
+        assert write_markers(client, new_leader, [(OPEN, True, 0)]) == [0]
+        answer = fetch_committed(client, new_leader)
+        assert (answer.high_watermark, answer.last_stable_offset) == (11, 11)
+        assert consume(cluster, "read_committed", 5) == [b"a0", b"a1", b"a2", b"n0", b"c0"]
+
+
+def _stable_at(client: KafkaClient, leader: int, lso: int) -> Any:
+    """The read_committed answer once the leader's LSO is `lso` (its HW may lag after a failover)."""
+    try:
+        answer = fetch_committed(client, leader)
+    except Exception:  # noqa: BLE001 - not leading yet, connection refused: asked again
+        return None
+    return answer if answer.last_stable_offset == lso else None
