@@ -14,7 +14,7 @@ from typing import Any
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.log.legacy_offsets import SegmentTime, legacy_offsets_before
-from broker.replica_reads import ReplicaError
+from broker.replica_reads import READ_COMMITTED, ReplicaError
 from common.errors import ErrorCode
 from common.protocol import fetch, messages
 from common.protocol import list_offsets as lo
@@ -108,9 +108,14 @@ def _offset_for(ctx: BrokerContext, tp: TopicPartition, timestamp: int, current_
         raise ReplicaError(ErrorCode.OFFSET_NOT_AVAILABLE,
                            f"the high watermark of {tp} has not reached the start of leader "
                            f"epoch {partition.leader_epoch} yet")
-    # Consumers never see past the HW; last_stable_offset == HW (no transactions yet), so
-    # isolation_level does not change the answer.
-    fetchable = partition_log.high_watermark if consumer else partition_log.log_end_offset
+    # Kafka's lastFetchableOffset: read_committed consumers see up to the last stable offset,
+    # read_uncommitted ones up to the HW, followers (and tools) up to the log end.
+    if not consumer:
+        fetchable = partition_log.log_end_offset
+    elif isolation_level == READ_COMMITTED:
+        fetchable = partition.last_stable_offset
+    else:
+        fetchable = partition_log.high_watermark
     if timestamp == lo.LATEST_TIMESTAMP:
         return ErrorCode.NONE, NO_TIMESTAMP, fetchable, partition.leader_epoch
     if timestamp == lo.LATEST_TIERED_TIMESTAMP:  # no tiered storage: nothing tiered yet

@@ -16,10 +16,10 @@ import pytest
 from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
 from common.errors import ErrorCode
 from common.kafka_client import KafkaClient
-from common.protocol import fetch, messages
+from common.protocol import fetch, list_offsets, messages
 from common.protocol.api_keys import ApiKey
 from common.records import build_batch
-from common.request_versions import FETCH_VERSION
+from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION
 from localcluster.launcher import LocalCluster
 from localcluster.node_process import NodeProcess
 from localcluster.replica_files import partition_dir
@@ -89,6 +89,17 @@ def fetch_committed(client: KafkaClient, leader: int) -> Any:
     return answer
 
 
+def latest_offset(client: KafkaClient, leader: int, isolation_level: int) -> int:
+    """ListOffsets LATEST (v5) under `isolation_level`."""
+    request = list_offsets.request(LIST_OFFSETS_VERSION, fetch.CONSUMER_REPLICA_ID,
+                                   [(TOPIC, 0, list_offsets.LATEST_TIMESTAMP, -1)], isolation_level=isolation_level)
+    response = client.call(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request, list_offsets.encode_request,
+                           list_offsets.decode_response)
+    (partition,) = [p for t in response.topics for p in t.partitions]
+    assert partition.error_code == 0, partition
+    return int(partition.offset)
+
+
 def describe_producers(client: KafkaClient, leader: int) -> dict[int, tuple[int, int]]:
     """producer id -> (coordinator epoch, current transaction start offset) on the leader."""
     m = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
@@ -149,6 +160,7 @@ def test_markers_read_committed_and_a_leader_killed_mid_transaction(cluster: Loc
         assert (answer.high_watermark, answer.last_stable_offset) == (10, 9)
         assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(ABORTED, 3)]
         assert consume(cluster, "read_committed", 4) == [b"a0", b"a1", b"a2", b"n0"]
+        assert (latest_offset(client, leader, 1), latest_offset(client, leader, 0)) == (9, 10)
         assert consume(cluster, "read_uncommitted", 8) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2", b"n0", b"c0"]
 
         # the leader dies with OPEN's transaction open; a follower that replayed the markers leads
@@ -179,6 +191,7 @@ def test_markers_read_committed_and_a_leader_killed_mid_transaction(cluster: Loc
         assert write_markers(client, new_leader, [(OPEN, True, 0)]) == [0]
         answer = fetch_committed(client, new_leader)
         assert (answer.high_watermark, answer.last_stable_offset) == (11, 11)
+        assert latest_offset(client, new_leader, 1) == 11
         assert consume(cluster, "read_committed", 5) == [b"a0", b"a1", b"a2", b"n0", b"c0"]
 
 
