@@ -20,6 +20,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from broker.log.cleaner_splice import gather_ranges, splice_batches
+from broker.log.cleaner_txn import CleanedTransactions, LastRecord, is_last_control_of_producer
+from broker.log.txn_index import marker_type
+from common.control_records import ControlType
 from broker.log.compaction import (
     DELETE,
     KEEP,
@@ -35,6 +38,7 @@ from broker.log.record_columns import BOOL, I64, U64, RecordColumns, hash_keys, 
 from broker.log.record_scan import scan_batch
 from common.record_batch import (
     COMPRESSION_MASK,
+    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     NO_PRODUCER_ID,
     TRANSACTIONAL_MASK,
@@ -100,8 +104,10 @@ def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> 
     """Scan and hash the chunk's data batches (both passes' input)."""
     scanned_at = np.array([i for i, (_, h) in enumerate(batches) if not h.is_control],
                           np.int64)
+    last_pos, last = batches[-1]
     columns = scan_chunk(data, batches if len(scanned_at) == len(batches)
-                         else [batches[i] for i in scanned_at.tolist()])
+                         else [batches[i] for i in scanned_at.tolist()],
+                         chunk_end=last_pos + last.size)  # control batches read from it too
     has_key = columns.key_length >= 0
     if has_key.all():  # a compacted topic's records all have keys: no copies
         keyed = np.arange(len(has_key), dtype=np.int64)
@@ -115,10 +121,11 @@ def scan_for_cleaning(data: bytes | memoryview, batches: Batches, seed: int) -> 
 
 def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches, *,
               first_dirty: int, first_uncleanable: int,
-              scan: ChunkScan | None = None) -> MapResult:
+              scan: ChunkScan | None = None, skip: BOOL | None = None) -> MapResult:
     """Put the keys of the chunk's dirty batches in `offset_map`, as Kafka's
     buildOffsetMap: a batch is mapped only while the map has room for all its records
-    (an upper bound: some keys may be present); the map covers whole batches. The
+    (an upper bound: some keys may be present); the map covers whole batches. `skip`
+    flags batches whose keys stay out (of aborted transactions: `cleaner_txn`). The
     result carries the chunk's scan (`scan`, or made here) for the filter pass."""
     # batches are in offset order: the dirty ones are the range [lo, hi)
     lo = next((i for i, (_, h) in enumerate(batches) if h.last_offset >= first_dirty),
@@ -132,13 +139,17 @@ def map_chunk(offset_map: OffsetMap, data: bytes | memoryview, batches: Batches,
         scan = scan_for_cleaning(data, batches, offset_map.seed)
     keyed, h1, h2 = scan.keyed, scan.h1, scan.h2
     counts = np.array([h.record_count for _, h in batches[lo:hi]], np.int64)
-    if hi - lo == len(batches) and offset_map.room_for(int(counts.sum())):
+    if skip is not None and not skip[lo:hi].any():
+        skip = None
+    if hi - lo == len(batches) and skip is None and offset_map.room_for(int(counts.sum())):
         # every batch dirty and fitting (the usual case): all keys put, no copies
         scan = replace(scan, slots=offset_map.put_hashes(h1, h2, scan.columns.offset[keyed]),
                        layout=offset_map.layout)
         return MapResult(batches[-1][1].next_offset, False, reached_end, scan)
     batch_of_keyed = scan.scanned_at[scan.columns.batch_of_record[keyed]]
     dirty_keyed = (batch_of_keyed >= lo) & (batch_of_keyed < hi)
+    if skip is not None:
+        dirty_keyed &= ~skip[batch_of_keyed]
     mapped = hi - lo
     if not offset_map.room_for(int(counts.sum())):  # else every dirty batch fits
         # the distinct keys the map would hold before each dirty batch
@@ -162,10 +173,16 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
                  map_end_offset: int, now_ms: int, delete_retention_ms: int,
                  lag_horizon_ms: int, last_offsets_of_producers: Mapping[int, int],
                  group_next_offset: int | None,
-                 scan: ChunkScan | None = None) -> FilterResult:
+                 scan: ChunkScan | None = None, txn: CleanedTransactions | None = None,
+                 last_records: Mapping[int, LastRecord] | None = None) -> FilterResult:
     """What of the chunk's batches survives. A batch reaching `group_next_offset` (the end
     of the segment group being cleaned) stays at least as an empty header, so that the
-    cleaned segment covers exactly the offsets of the segments it replaces."""
+    cleaned segment covers exactly the offsets of the segments it replaces.
+
+    `txn` is the walk's transaction state (None: the log holds no transactional batch, or
+    its transactional data is compacted as committed and markers kept); it is fed the
+    chunk's transactional batches, in a slower per-batch step run only where a chunk holds
+    some; `last_records` the producers' last records (for markers, `cleaner_txn`)."""
     if not batches:
         return FilterResult()
     if scan is None:
@@ -173,6 +190,11 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     columns, at = scan.columns, scan.scanned_at
     n, total = len(at), len(batches)
     chunk_headers = _HeaderColumns.of(batches)
+    # per chunk batch: data of an aborted transaction / a marker free to go (cleaner_txn)
+    discard: BOOL | None = None
+    markers: dict[int, ControlType | None] = {}
+    if txn is not None and (chunk_headers.attributes & TRANSACTIONAL_MASK).any():
+        discard = _read_transactions(txn, data, batches, chunk_headers, markers)
     headers = chunk_headers.take(at)
     has_horizon = (headers.attributes & DELETE_HORIZON_MASK) != 0
     base_ts = headers.base_timestamp
@@ -188,6 +210,8 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
         is_tombstone=columns.is_tombstone, latest=latest, map_end_offset=map_end_offset,
         retain_deletes=True if retain_deletes.all() else retain_deletes[batch_of],
         lag_horizon_ms=lag_horizon_ms)
+    if discard is not None and discard[at].any():  # an aborted batch keeps no record
+        keep &= ~discard[at][batch_of]
     records = np.diff(columns.first)
     kept = _per_batch(keep, columns.first)
     kept_tombstone = (_per_batch(keep & columns.is_tombstone, columns.first) > 0
@@ -197,20 +221,28 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
         has_horizon=has_horizon, horizon=base_ts,
         is_producer_last=headers.is_producer_last(last_offsets_of_producers),
         now_ms=now_ms, delete_retention_ms=delete_retention_ms)
-    code[(headers.attributes & TRANSACTIONAL_MASK) != 0] = KEEP  # left whole
-    # per batch of the chunk (control batches are kept whole)
+    # per batch of the chunk (control batches: kept whole, or as `_control_fate` says)
     fate = np.full(total, KEEP, np.int8)
     fate[at] = code
-    if group_next_offset is not None:
-        fate[(fate == DELETE) & (chunk_headers.next_offset >= group_next_offset)] = RETAIN_EMPTY
-    code = fate[at]
     counts = chunk_headers.record_count
     chunk_has = (chunk_headers.attributes & DELETE_HORIZON_MASK) != 0
     chunk_horizon = chunk_headers.base_timestamp.copy()
+    if discard is not None:
+        for i in markers:  # few: one per transaction ended
+            fate[i], stamped = _control_fate(batches[i][1], bool(discard[i]), now_ms=now_ms,
+                                             delete_retention_ms=delete_retention_ms,
+                                             last_records=last_records or {})
+            if stamped is not None:
+                chunk_has[i], chunk_horizon[i] = True, stamped
+    if group_next_offset is not None:
+        fate[(fate == DELETE) & (chunk_headers.next_offset >= group_next_offset)] = RETAIN_EMPTY
+    code = fate[at]
     chunk_has[at] = np.where(code == KEEP, has_horizon, new_has)
     chunk_horizon[at] = new_horizon
     chunk_kept = counts.copy()
     chunk_kept[at] = np.where(code == KEEP, records, kept)
+    emptied = fate == RETAIN_EMPTY  # control batches emptied carry no horizon
+    chunk_kept[emptied], chunk_has[emptied] = 0, False
     live = fate != DELETE
     horizons = chunk_horizon[live & chunk_has]
     result = FilterResult(records_read=int(counts.sum()), records_kept=int(chunk_kept[live].sum()),
@@ -223,6 +255,9 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     kind[at[code != KEEP]] = _ONE_BY_ONE
     kind[at[bulk]] = _BULK
     kind[fate == DELETE] = _SKIP
+    if markers:
+        rows = np.fromiter(markers, np.int64)
+        kind[rows[(fate[rows] == REWRITE) | (fate[rows] == RETAIN_EMPTY)]] = _CONTROL
     max_ts = np.full(n, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(max_ts, batch_of[keep], columns.timestamp[keep])
     spliced = _splice_in_bulk(columns, chunk_headers.position[at], bulk, keep, kept, max_ts)
@@ -256,7 +291,63 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
                 result.pieces.append(rebuild_batch(
                     header, batch, scanned, survivors,
                     int(new_horizon[c]) if new_has[c] else None))
+        elif run_kind == _CONTROL:
+            for i in range(s, e):  # markers stamped with a delete horizon, or emptied
+                pos, header = batches[i]
+                batch = view[pos : pos + header.size]
+                scanned = scan_batch(batch, header)
+                if fate[i] == REWRITE:
+                    result.pieces.append(rebuild_batch(header, batch, scanned, scanned.records,
+                                                       int(chunk_horizon[i])))
+                else:
+                    result.pieces.append(rebuild_batch(header, batch, scanned, [], None))
     return result
+
+
+def aborted_batches(txn: CleanedTransactions, data: bytes | memoryview,
+                    batches: Batches) -> BOOL:
+    """The map pass's view of a chunk: per batch, whether it is data of an aborted
+    transaction (its keys stay out of the map); `txn` is fed the chunk's transactional
+    batches."""
+    headers = _HeaderColumns.of(batches)
+    discard = _read_transactions(txn, data, batches, headers, {})
+    return discard & ((headers.attributes & CONTROL_MASK) == 0)
+
+
+def _read_transactions(txn: CleanedTransactions, data: bytes | memoryview, batches: Batches,
+                       headers: _HeaderColumns, markers: dict[int, ControlType | None]) -> BOOL:
+    """Feed `txn` the chunk's transactional batches in offset order (Kafka's
+    shouldDiscardBatch): per chunk batch, whether it may be discarded (data of an aborted
+    transaction; a marker free to go). Fills `markers` with each control batch's
+    marker (None: emptied, or another control type)."""
+    discard = np.zeros(len(batches), np.bool_)
+    view = memoryview(data)
+    for i in np.flatnonzero((headers.attributes & TRANSACTIONAL_MASK) != 0).tolist():
+        pos, header = batches[i]
+        if header.is_control:
+            kind = marker_type(view[pos : pos + header.size], header)
+            markers[i] = kind
+            discard[i] = txn.on_control_batch_read(header, kind)
+        else:
+            discard[i] = txn.on_batch_read(header)
+    return discard
+
+
+def _control_fate(header: RecordBatchHeader, may_go: bool, *, now_ms: int,
+                  delete_retention_ms: int,
+                  last_records: Mapping[int, LastRecord]) -> tuple[int, int | None]:
+    """A control batch's fate (Kafka's checkBatchRetention for it) and the delete horizon
+    it is stamped with (None: unchanged): a marker free to go is stamped on the first
+    cleaning that finds it so, and goes at the first cleaning past that horizon; the last
+    control batch of a producer with no data left stays as an empty header."""
+    gone = may_go and header.has_delete_horizon and header.base_timestamp <= now_ms
+    if header.record_count and not gone:
+        if may_go and not header.has_delete_horizon:
+            return REWRITE, now_ms + delete_retention_ms
+        return KEEP, None
+    if is_last_control_of_producer(header, last_records):
+        return (RETAIN_EMPTY if header.record_count else KEEP), None
+    return DELETE, None
 
 
 def _latest_of_keys(offset_map: OffsetMap, scan: ChunkScan) -> I64:
@@ -274,7 +365,7 @@ def _latest_of_keys(offset_map: OffsetMap, scan: ChunkScan) -> I64:
 
 
 # how filter_chunk writes a batch
-_COPY, _BULK, _ONE_BY_ONE, _SKIP = 0, 1, 2, 3
+_COPY, _BULK, _ONE_BY_ONE, _SKIP, _CONTROL = 0, 1, 2, 3, 4
 
 
 class _Spliced:

@@ -100,8 +100,12 @@ class CleanerStats:
 
 
 def cut_offsets(plog: PartitionLog, checkpoint: int | None, now_ms: int,
-                delete_horizon: int | None) -> LogToClean:
-    """Kafka's cutOffsetsForLog + LogToClean: where the dirty section starts and ends."""
+                delete_horizon: int | None, last_stable_offset: int | None = None) -> LogToClean:
+    """Kafka's cutOffsetsForLog + LogToClean: where the dirty section starts and ends.
+    The first uncleanable offset is the least of the active segment's base, the high
+    watermark, the last stable offset (`last_stable_offset`, None: no transaction open; a
+    transaction's data is never cleaned before its fate is known) and the first segment
+    within min.compaction.lag.ms."""
     start = plog.log_start_offset
     first_dirty = checkpoint if checkpoint is not None else start
     if not start <= first_dirty <= plog.log_end_offset:
@@ -109,6 +113,8 @@ def cut_offsets(plog: PartitionLog, checkpoint: int | None, now_ms: int,
     config = plog.config
     segments = plog.segments[:-1]
     uncleanable = min(plog.active_segment.base_offset, plog.high_watermark)
+    if last_stable_offset is not None:
+        uncleanable = min(uncleanable, last_stable_offset)
     if config.min_compaction_lag_ms > 0:
         lag_horizon = now_ms - config.min_compaction_lag_ms
         young = next((s.base_offset for s in segments if s.largest_timestamp > lag_horizon), None)
@@ -135,8 +141,13 @@ class LogCleanerManager:
 
     def __init__(self, log_manager: LogManager, config: CleanerConfig, *,
                  now_ms: Callable[[], int], timers: TimerService | None = None,
-                 fail_point: Callable[[str], None] | None = None) -> None:
+                 fail_point: Callable[[str], None] | None = None,
+                 last_stable_offset: Callable[[TopicPartition], int | None] | None = None,
+                 ) -> None:
         self.log_manager = log_manager
+        # a partition's last stable offset (its producer state's, kept beside the log by
+        # the partition): None, or no callable, while no transaction is open in it
+        self._last_stable_offset = last_stable_offset or (lambda tp: None)
         self.config = config
         self._now_ms = now_ms
         # The broker's timer service holds the backoff deadlines (its own when built alone).
@@ -215,7 +226,7 @@ class LogCleanerManager:
             if not plog.config.compact:
                 continue
             ltc = cut_offsets(plog, self._checkpoints.get(tp), now_ms,
-                              self._delete_horizons.get(tp))
+                              self._delete_horizons.get(tp), self._last_stable_offset(tp))
             ratios[tp] = ltc.dirty_ratio
             result.append(ltc)
         self.stats.dirty_ratio = ratios

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.partition_log import PartitionLog
+from broker.log.txn_index import marker_type
+from common.control_records import ControlType
 from broker.log.segment import LogSegment
 from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
 from common.topic_config import LogConfig
@@ -68,13 +70,29 @@ class SegmentFile:
 
     def headers(self) -> Iterator[RecordBatchHeader]:
         """Every batch header, read HEADERS_READ_BYTES at a time (not one read per batch)."""
+        for _, header in self.positioned_headers():
+            yield header
+
+    def marker(self, position: int, header: RecordBatchHeader) -> ControlType | None:
+        """The marker the control batch `header` at `position` holds (None: emptied, or
+        another control type)."""
+        if not header.record_count:
+            return None
+        batch = os.pread(self.fd, header.size, position)
+        if len(batch) < header.size:
+            raise CleaningAbortedError(f"{self.log_path}: a control batch at {position} runs "
+                                       f"past the segment's end")
+        return marker_type(batch, header)
+
+    def positioned_headers(self) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """`headers`, each with its file position."""
         position = 0
         while position < self.size:  # bounded: each chunk moves `position` forward
             chunk = os.pread(self.fd, min(HEADERS_READ_BYTES, self.size - position), position)
             at = 0
             while at + HEADER_SIZE <= len(chunk):  # bounded: each header moves `at` forward
                 header = parse_header(chunk, at, require_body=False)
-                yield header
+                yield position + at, header
                 at += header.size
             if not at:  # fewer bytes than a header left: parse_header says what is wrong
                 parse_header(chunk, 0, require_body=False)

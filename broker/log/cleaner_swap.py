@@ -32,6 +32,7 @@ from pathlib import Path
 
 from broker.log.checkpoint_file import fsync_directory
 from broker.log.cleaner_index import CleanedIndexes
+from broker.log.cleaner_txn import AbortedTxn
 from broker.log.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, open_segment
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import (
@@ -58,6 +59,9 @@ class CleanedGroup:
     bytes_before: int
     bytes_after: int
     indexes: CleanedIndexes
+    # the aborted transactions whose ABORT marker the cleaned segment keeps, in marker
+    # order: its `.txnindex` entries (Kafka's cleaned segment's txnIndex)
+    aborted: tuple[AbortedTxn, ...] = ()
 
     def index_paths(self) -> tuple[Path, Path]:
         """`<base>.index.cleaned` and `<base>.timeindex.cleaned`."""

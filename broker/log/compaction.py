@@ -13,7 +13,9 @@ No files, no clocks: the cleaner shell (`broker.log.log_cleaner`) reads batches,
   log written before `cleanup.policy=compact` holds any);
 - records younger than `min.compaction.lag.ms` are kept (the shell also never maps or
   cleans a segment within the lag, as Kafka does; this is the record-level safety net);
-- transactional and control batches are left whole (transactions are not cleaned yet);
+- transactions (`cleaner_txn`): batches of aborted transactions are discarded whole,
+  committed transactional data is compacted like any data, and a commit or abort marker
+  stays while data of its transaction remains before it, then until its delete horizon;
 - the last batch of each producer is kept, empty if all its records go, so that its
   producer id, epoch and last sequence survive for idempotent producers;
 - a rewritten batch keeps its base offset, last offset delta, producer fields, leader
@@ -161,14 +163,17 @@ def is_last_of_producer(header: RecordBatchHeader,
 def filter_batch(header: RecordBatchHeader, records: Sequence[ScannedRecord], *,
                  offset_map: OffsetMap, map_end_offset: int, now_ms: int,
                  delete_retention_ms: int, lag_horizon_ms: int,
-                 last_offsets_of_producers: Mapping[int, int]) -> BatchFilterResult:
-    """Decide which records of one cleanable batch survive (`retained_records` and
+                 last_offsets_of_producers: Mapping[int, int],
+                 aborted: bool = False) -> BatchFilterResult:
+    """Decide which records of one cleanable data batch survive (`retained_records` and
     `batch_retention` for one batch; the shell applies them to many at once).
 
     `map_end_offset` is one past the last offset the map covers; `lag_horizon_ms` is
-    `now - min.compaction.lag.ms` (a record stamped later is too young to drop).
+    `now - min.compaction.lag.ms` (a record stamped later is too young to drop); `aborted`:
+    the batch belongs to an aborted transaction (`cleaner_txn`), no record of it stays.
+    Control batches are the shell's (`cleaner_chunk`): kept whole here.
     """
-    if header.is_transactional or header.is_control:
+    if header.is_control:
         return BatchFilterResult(BatchRetention.KEEP, (), None)
     has_key = np.array([r.key is not None for r in records], np.bool_)
     latest = np.full(len(records), -1, np.int64)
@@ -180,7 +185,7 @@ def filter_batch(header: RecordBatchHeader, records: Sequence[ScannedRecord], *,
         timestamp=np.array([r.timestamp for r in records], np.int64), has_key=has_key,
         is_tombstone=np.array([r.is_tombstone for r in records], np.bool_), latest=latest,
         map_end_offset=map_end_offset, retain_deletes=retains_deletes(header, now_ms),
-        lag_horizon_ms=lag_horizon_ms)
+        lag_horizon_ms=lag_horizon_ms) & (not aborted)
     kept = tuple(r for r, k in zip(records, keep.tolist()) if k)
     retention, new_horizon = batch_retention(
         records=len(records), kept=len(kept), kept_tombstone=any(r.is_tombstone for r in kept),
@@ -214,8 +219,8 @@ def rebuild_batch(header: RecordBatchHeader, batch: bytes | bytearray | memoryvi
         full, base_offset=header.base_offset, base_timestamp=base_timestamp,
         compression=codec, timestamp_type=header.timestamp_type,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch))
+        base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional, is_control=header.is_control))
     attributes = _INT16.unpack_from(buf, ATTRIBUTES_POS)[0]
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_MASK

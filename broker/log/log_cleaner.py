@@ -20,7 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_length, write_all
-from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
+from broker.log.cleaner_chunk import ChunkScan, aborted_batches, filter_chunk, map_chunk
+from broker.log.cleaner_txn import (
+    CleanedTransactions,
+    TransactionScan,
+    aborted_in,
+    scan_log,
+)
 from broker.log.cleaner_index import CleanedIndexes
 from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
 from broker.log.cleaner_swap import CleanedGroup, remove_cleaned, swap_in
@@ -40,9 +46,10 @@ from broker.log.segment import (
     LogSegment,
     segment_file_name,
 )
+from common.control_records import ControlType
 from common.errors import KafkaStorageError
 from common.limits import SCAN_PADDING
-from common.record_batch import RecordBatchHeader, read_batches
+from common.record_batch import TRANSACTIONAL_MASK, RecordBatchHeader, read_batches
 from common.units import MIB
 
 if TYPE_CHECKING:  # cleaner_worker imports this module
@@ -136,11 +143,30 @@ class Cleaner:
         segments = files[:-1]  # never the active segment
         self.offset_map.clear()
         prepared = PreparedClean(first_dirty, first_dirty, config.delete_retention_ms)
-        end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared)
+        transactions: TransactionScan | None = None
+        end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared, None)
+        if end is None:
+            # a transactional batch in the dirty section: map again, keeping the data of
+            # aborted transactions out (Kafka's buildOffsetMap: collectAbortedTransactions)
+            transactions = aborted_transactions(files)
+            self.offset_map.clear()
+            self._scans.clear()
+            self._scans_bytes = 0
+            map_txn = CleanedTransactions()
+            map_txn.add_aborted(aborted_in(transactions.aborted, first_dirty, first_uncleanable))
+            end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared,
+                                         map_txn)
+        assert end is not None  # only a map pass without `txn` stops for transactions
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
-        producers = last_batch_of_producers(h for f in files for h in self._headers(f))
+        headers = [h for f in files for h in self._headers(f)]
+        if transactions is None and any(h.attributes & TRANSACTIONAL_MASK for h in headers):
+            transactions = aborted_transactions(files)
+        producers = last_batch_of_producers(headers)
+        txn = None
+        if transactions is not None:
+            txn = CleanedTransactions()  # one walk over every group, as Kafka's doClean
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
         lag_horizon = now_ms - config.min_compaction_lag_ms
         try:
@@ -150,7 +176,8 @@ class Cleaner:
                 prepared.groups.append(self._clean_group(
                     Path(snap.directory), first, group, prepared,
                     index_interval_bytes=config.index_interval_bytes, now_ms=now_ms,
-                    lag_horizon_ms=lag_horizon, producers=producers))
+                    lag_horizon_ms=lag_horizon, producers=producers,
+                    transactions=transactions, txn=txn, files=files))
                 first += len(group)
         except BaseException:
             abort(prepared)
@@ -158,10 +185,13 @@ class Cleaner:
         return prepared
 
     def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
-                          first_uncleanable: int, prepared: PreparedClean) -> int:
+                          first_uncleanable: int, prepared: PreparedClean,
+                          txn: CleanedTransactions | None) -> int | None:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
         at a batch that would overflow the map (cleaned later: Kafka's partial map).
-        Whole segments' scans are kept for the filter pass within SCAN_CACHE_BYTES."""
+        Whole segments' scans are kept for the filter pass within SCAN_CACHE_BYTES.
+        Without `txn` (the aborted transactions) it gives up at the first transactional
+        batch (None); with it, batches of aborted transactions are not mapped."""
         end = first_dirty
         for segment in segments:
             if segment.next_offset <= first_dirty:
@@ -171,8 +201,13 @@ class Cleaner:
             kept: list[Chunk] | None = []
             kept_bytes, stop = 0, False
             for data, batches in self._chunks(segment):
+                skip = None
+                if txn is not None:
+                    skip = aborted_batches(txn, data, batches)
+                elif any(h.attributes & TRANSACTIONAL_MASK for _, h in batches):
+                    return None
                 mapped = map_chunk(self.offset_map, data, batches, first_dirty=first_dirty,
-                                   first_uncleanable=first_uncleanable)
+                                   first_uncleanable=first_uncleanable, skip=skip)
                 if kept is not None and mapped.scan is not None:
                     kept_bytes += mapped.scan.nbytes
                     if self._scans_bytes + kept_bytes <= self.scan_cache_bytes:
@@ -203,7 +238,9 @@ class Cleaner:
 
     def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
                      prepared: PreparedClean, *, index_interval_bytes: int, now_ms: int,
-                     lag_horizon_ms: int, producers: dict[int, int]) -> CleanedGroup:
+                     lag_horizon_ms: int, producers: dict[int, int],
+                     transactions: TransactionScan | None, txn: CleanedTransactions | None,
+                     files: list[SegmentFile]) -> CleanedGroup:
         path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         out = bytearray()
@@ -213,6 +250,11 @@ class Cleaner:
         try:
             for segment in group:
                 prepared.bytes_read += segment.size
+                if txn is not None and transactions is not None:
+                    # the whole segment's range: its cleaned `.txnindex` is rebuilt from it
+                    after = files.index(segment) + 1
+                    upper = files[after].base_offset if after < len(files) else segment.next_offset
+                    txn.add_aborted(aborted_in(transactions.aborted, segment.base_offset, upper))
                 for data, batches, scan in self._scanned_chunks(segment):
                     kept = filter_chunk(
                         data, batches, offset_map=self.offset_map,
@@ -220,7 +262,8 @@ class Cleaner:
                         delete_retention_ms=prepared.delete_retention_ms,
                         lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers,
                         group_next_offset=(segment.next_offset if segment is last_segment
-                                           else None), scan=scan)
+                                           else None), scan=scan, txn=txn,
+                        last_records=transactions.last_records if transactions else None)
                     prepared.records_read += kept.records_read
                     prepared.records_kept += kept.records_kept
                     prepared.earliest_delete_horizon = min(
@@ -237,7 +280,8 @@ class Cleaner:
             os.close(fd)
         indexes.finish()
         cleaned = CleanedGroup(first, len(group), str(path), sum(s.size for s in group),
-                               written, indexes)
+                               written, indexes,
+                               tuple(txn.take_retained()) if txn is not None else ())
         indexes.write(*cleaned.index_paths())  # fsynced, as Kafka flushes a cleaned segment
         return cleaned
 
@@ -321,6 +365,18 @@ class Cleaner:
                 raise CleaningAbortedError(
                     f"{plog.topic_partition}: segments changed while cleaning")
             swap_in(plog, old, group, now_ms, self.fail_point)
+
+
+def aborted_transactions(files: list[SegmentFile]) -> TransactionScan:
+    """The log's aborted transactions and its producers' last records, from one pass over
+    its batch headers and markers (`cleaner_txn.scan_log`). Kafka reads the
+    aborted transactions from the segments' `.txnindex`; this derives the same entries
+    from the log itself, so it holds for a log whose index files predate transactions."""
+    def with_markers() -> Iterator[tuple[RecordBatchHeader, ControlType | None]]:
+        for f in files:
+            for position, header in f.positioned_headers():
+                yield header, (f.marker(position, header) if header.is_control else None)
+    return scan_log(with_markers())
 
 
 def abort(prepared: PreparedClean, start: int = 0) -> None:

@@ -72,9 +72,12 @@ class RecordColumns:
 
 
 def scan_chunk(chunk: bytes | bytearray | memoryview,
-               batches: Sequence[tuple[int, RecordBatchHeader]]) -> RecordColumns:
+               batches: Sequence[tuple[int, RecordBatchHeader]],
+               chunk_end: int = 0) -> RecordColumns:
     """Scan the batches at the given positions of `chunk` (none a control batch; each
-    frame-checked by the caller); CorruptRecordError on any malformed record."""
+    frame-checked by the caller); CorruptRecordError on any malformed record. `buf` keeps
+    at least `chunk_end` bytes of the chunk (its batches not scanned, such as control
+    batches after the last scanned one, are read from it too)."""
     n = len(batches)
     starts, ends = np.empty(n, np.int64), np.empty(n, np.int64)
     counts, base_offsets = np.empty(n, np.int64), np.empty(n, np.int64)
@@ -95,7 +98,8 @@ def scan_chunk(chunk: bytes | bytearray | memoryview,
             base_ts[i] = header.base_timestamp
             fixed_ts[i] = (header.max_timestamp
                            if header.attributes & TIMESTAMP_TYPE_MASK else -1)  # LOG_APPEND_TIME
-        data_end = max((pos + header.size for pos, header in batches), default=0)
+        data_end = max((pos + header.size for pos, header in batches), default=chunk_end)
+        data_end = max(data_end, chunk_end)
         if not extra and len(view) - data_end >= SCAN_PADDING:  # the reader padded the chunk
             buf = np.frombuffer(view, dtype=np.uint8)
         else:

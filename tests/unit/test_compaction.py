@@ -45,14 +45,15 @@ def batch(records: list[Record], **kw: object) -> tuple[bytes, object]:
 
 def decide(records: list[Record], mapped: dict[bytes, int], *, map_end: int = 100,
            now: int = NOW, lag_horizon: int = NOW, producers: dict[int, int] | None = None,
-           **kw: object) -> BatchFilterResult:
+           aborted: bool = False, **kw: object) -> BatchFilterResult:
     data, header = batch(records, **kw)
     offset_map = OffsetMap(1000)
     for key, offset in mapped.items():
         offset_map.put(key, offset)
     return filter_batch(header, scan_batch(data, header).records, offset_map=offset_map,  # type: ignore[arg-type]
                         map_end_offset=map_end, now_ms=now, delete_retention_ms=DAY,
-                        lag_horizon_ms=lag_horizon, last_offsets_of_producers=producers or {})
+                        lag_horizon_ms=lag_horizon, last_offsets_of_producers=producers or {},
+                        aborted=aborted)
 
 
 def offsets(result: BatchFilterResult) -> list[int]:
@@ -88,9 +89,16 @@ CASES = [
     ("producer's earlier batch may go", [rec(0, b"a", b"1")],
      {b"a": 9}, {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0,
                  "producers": {7: 50}}, BatchRetention.DELETE, []),
-    ("transactional batch left alone", [rec(0, b"a", b"1")],
-     {b"a": 9}, {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0,
-                 "is_transactional": True}, BatchRetention.KEEP, []),
+    ("committed transactional data is compacted as any", [rec(0, b"a", b"1"), rec(1, b"b", b"1")],
+     {b"a": 9, b"b": 1}, {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0,
+                          "is_transactional": True}, BatchRetention.REWRITE, [1]),
+    ("aborted transactional data keeps nothing", [rec(0, b"a", b"1")],
+     {b"a": 0}, {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0,
+                 "is_transactional": True, "aborted": True}, BatchRetention.DELETE, []),
+    ("aborted last batch of its producer: an empty header", [rec(0, b"a", b"1")],
+     {b"a": 0}, {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0,
+                 "is_transactional": True, "aborted": True, "producers": {7: 0}},
+     BatchRetention.RETAIN_EMPTY, []),
     ("control batch left alone", [rec(0, None, b"\x00\x00\x00\x00")],
      {}, {"producer_id": 7, "producer_epoch": 0, "is_control": True,
           "is_transactional": True}, BatchRetention.KEEP, []),

@@ -1,0 +1,158 @@
+"""Transactions in the log cleaner: which batches belong to aborted transactions, and when a
+commit or abort marker may go (Kafka's `CleanedTransactionMetadata` and the transactional
+half of `Cleaner.cleanInto`). No I/O: the shell feeds batches in offset order.
+
+Kafka's rules kept here:
+
+- the cleaner learns the aborted transactions of the range it cleans ahead of reading their
+  data (Kafka: `collectAbortedTransactions` from the `.txnindex` files; here `scan_log`
+  derives the same entries from the log's markers with the index's own replay,
+  `txn_index.scan_transactions`, in one pass over its batch headers, so that a cleaner
+  process needs no segment object; `aborted_in` is the range query);
+- a transactional data batch of a producer with an aborted transaction open at that offset
+  is discarded whole (its records never enter the offset map, so they can shadow nothing);
+- an ABORT marker stays while a batch of its transaction was read before it in this
+  cleaning (that batch is then kept as an empty header: the producer's last batch), and the
+  aborted transaction then stays in the cleaned segment's `.txnindex`; a COMMIT marker stays
+  while a batch of its transaction remains before it; a marker of another type stays; an
+  emptied control batch may always go;
+- a marker that may go is first stamped with a delete horizon (KIP-534: `now +
+  delete.retention.ms` in its base timestamp), and only a cleaning past that horizon removes
+  it, so a consumer that read the transaction's data within `delete.retention.ms` still
+  finds its end;
+- the last batch of a producer stays (as an empty header if need be): its last data batch,
+  or, when none of its data is left, its control batches of its latest epoch (fencing).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from broker.log.txn_index import AbortedTxn, scan_transactions
+from common.control_records import ControlType
+from common.record_batch import NO_PRODUCER_ID, RecordBatchHeader
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
+
+@dataclass(frozen=True, slots=True)
+class LastRecord:
+    """What the producer state keeps of a producer for the cleaner (Kafka's LastRecord):
+    the last offset of its last data batch (None: no data batch left) and its epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+@dataclass(slots=True)
+class TransactionScan:
+    """`scan_log` of a whole log: its aborted transactions in first-offset order and the
+    last records of its producers."""
+
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    last_records: dict[int, LastRecord] = field(default_factory=dict)
+
+
+def scan_log(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]]) -> TransactionScan:
+    """Replay a whole log's batches (each header with, for a control batch, the marker it
+    holds): its aborted transactions as the `.txnindex` holds them (`txn_index`'s replay,
+    from the log start with no transaction open) and its producers' last records, as the
+    producer state keeps them (a marker changes a producer's epoch, not its last data)."""
+    listed = list(batches)
+    scan = TransactionScan(sorted(scan_transactions(listed, {}).aborted,
+                                  key=lambda t: (t.first_offset, t.last_offset)))
+    last = scan.last_records
+    for header, _ in listed:
+        pid = header.producer_id
+        if pid == NO_PRODUCER_ID:
+            continue
+        if header.is_control:
+            previous = last.get(pid)
+            last[pid] = LastRecord(previous.last_data_offset if previous is not None else None,
+                                   header.producer_epoch)
+        else:
+            last[pid] = LastRecord(header.last_offset, header.producer_epoch)
+    return scan
+
+
+def aborted_in(aborted: Iterable[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
+    """The aborted transactions touching [start, end): Kafka's
+    `collectAbortedTransactions(start, end)` (`lastOffset >= start && firstOffset < end`)."""
+    return [t for t in aborted if t.last_offset >= start and t.first_offset < end]
+
+
+def is_last_control_of_producer(header: RecordBatchHeader,
+                                last_records: Mapping[int, LastRecord]) -> bool:
+    """Kafka's third case of a producer's last batch: none of its data is left, and this
+    control batch carries its latest epoch (needed to fence an older producer)."""
+    last = last_records.get(header.producer_id)
+    return (header.producer_id != NO_PRODUCER_ID and last is not None
+            and last.last_data_offset is None and header.producer_epoch == last.producer_epoch)
+
+
+@dataclass(slots=True)
+class _OngoingAborted:
+    txn: AbortedTxn
+    last_observed_batch_offset: int | None = None
+
+
+class CleanedTransactions:
+    """Kafka's CleanedTransactionMetadata: the transactions open while the cleaner walks the
+    log, fed every transactional batch in offset order (non-transactional batches change
+    nothing). `retained` collects the aborted transactions whose ABORT marker stays, in
+    marker order: the cleaned segment's `.txnindex` entries (`take_retained` per segment)."""
+
+    def __init__(self) -> None:
+        self._aborted: list[tuple[int, int, AbortedTxn]] = []  # a min-heap by first offset
+        self._pushed = itertools.count()  # ties broken by arrival
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, _OngoingAborted] = {}
+        self.retained: list[AbortedTxn] = []
+
+    def add_aborted(self, aborted: Iterable[AbortedTxn]) -> None:
+        for txn in aborted:
+            heapq.heappush(self._aborted, (txn.first_offset, next(self._pushed), txn))
+
+    def take_retained(self) -> list[AbortedTxn]:
+        taken, self.retained = self.retained, []
+        return taken
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:  # bounded: pops
+            _, _, txn = heapq.heappop(self._aborted)
+            self._ongoing_aborted.setdefault(txn.producer_id, _OngoingAborted(txn))
+
+    def on_batch_read(self, header: RecordBatchHeader) -> bool:
+        """A data batch read: True when it belongs to an aborted transaction (discard it)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing.last_observed_batch_offset = header.last_offset
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch_read(self, header: RecordBatchHeader, kind: ControlType | None) -> bool:
+        """A control batch read (`kind`: the marker it holds, None for another control type
+        or an emptied batch): True when the marker may go (after its delete horizon)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if header.record_count == 0:
+            return True  # emptied by an earlier cleaning
+        pid = header.producer_id
+        if kind is ControlType.ABORT:
+            ongoing = self._ongoing_aborted.pop(pid, None)
+            if ongoing is not None and ongoing.last_observed_batch_offset is not None:
+                self.retained.append(ongoing.txn)  # data of it remains: marker and entry stay
+                return False
+            return True
+        if kind is ControlType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
