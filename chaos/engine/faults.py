@@ -2,7 +2,8 @@
 
 The mechanisms: chaos.nemesis (SIGKILL/restart, SIGSTOP/SIGCONT), SIGTERM for a
 controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem) and
-chaos.nemeses.disk. A fault whose mechanism is unavailable (no root, no iptables) or whose
+chaos.nemeses.disk; on a transactional client (`client:NAME`): kill, pause (SIGSTOP) and hold
+(chaos.nemeses.hold: its next request of `params.api` kept back until its next transaction). A fault whose mechanism is unavailable (no root, no iptables) or whose
 target names nothing right now is recorded as `skip` with one line saying why.
 """
 
@@ -13,15 +14,19 @@ import random
 from dataclasses import dataclass, field
 
 from chaos.engine.targets import ClusterView, TargetError, resolve
+from chaos.engine.txn_workload import TxnWorkload
 from chaos.history import History
 from chaos.nemeses import disk, links
 from chaos.nemeses.firewall import Firewall, iptables_missing, tc_missing
+from chaos.nemeses.hold import END_TXN, HoldProxy
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, ScheduledFault
 
 log = logging.getLogger(__name__)
 
 SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK)
+CLIENT_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.HOLD)
+HELD_APIS = {"end_txn": END_TXN, "produce": 0}  # params.api of a hold -> Kafka API key
 
 
 @dataclass(slots=True)
@@ -30,6 +35,7 @@ class ActiveFault:
     targets: list[int]
     peers: list[int] = field(default_factory=list)
     handle: int | None = None
+    client: str | None = None  # a transactional client's name (client:NAME), not a node
 
 
 class FaultApplier:
@@ -38,13 +44,45 @@ class FaultApplier:
         self.view, self.nemesis, self.firewall, self.history = view, nemesis, firewall, history
         self.rng, self.topic = rng, topic
         self.applied = 0
+        self.txns: TxnWorkload | None = None  # set by the runner for a transactional workload
+        self.hold: HoldProxy | None = None
 
     def _skip(self, scheduled: ScheduledFault, why: str) -> None:
         print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
         self.history.record("skip", id=scheduled.id, description=scheduled.describe(), why=why)
 
+    def _start_client(self, scheduled: ScheduledFault) -> ActiveFault | None:
+        fault, name = scheduled.fault, scheduled.fault.target.split(":", 1)[1]
+        if self.txns is None or name not in self.txns.clients:
+            self._skip(scheduled, f"no transactional client {name!r} in this workload")
+            return None
+        if fault.action not in CLIENT_ACTIONS:
+            self._skip(scheduled, f"{fault.action.value} does not apply to a client (kill, pause, hold)")
+            return None
+        if fault.action is FaultAction.HOLD:
+            api = HELD_APIS.get(str(fault.param("api", "end_txn")))
+            if api is None or self.hold is None:
+                self._skip(scheduled, "no hold proxy (needs root and iptables' nat table, and the client in "
+                           "workload.txn_held)" if api is not None else f"params.api: one of {sorted(HELD_APIS)}")
+                return None
+            self.hold.arm(api)
+        elif fault.action is FaultAction.KILL:
+            self.txns.kill(name)
+        else:
+            self.txns.pause(name)
+        self.applied += 1
+        self.history.record("fault-start", id=scheduled.id, action=fault.action.value,
+                            description=scheduled.describe(), targets=[], peers=[], client=name)
+        print(f"  {scheduled.id} start: {scheduled.describe()}", flush=True)
+        return ActiveFault(scheduled, [], client=name)
+
     def start(self, scheduled: ScheduledFault) -> ActiveFault | None:
         fault = scheduled.fault
+        if fault.target.startswith("client:"):
+            return self._start_client(scheduled)
+        if fault.action is FaultAction.HOLD:
+            self._skip(scheduled, "hold applies to a transactional client (client:NAME) only")
+            return None
         missing = (iptables_missing() if fault.action in (FaultAction.PARTITION, FaultAction.DROP)
                    else tc_missing() if fault.action is FaultAction.NETEM else None)
         if missing is not None or (self.firewall is None and fault.action not in SIGNAL_ACTIONS):
@@ -102,7 +140,14 @@ class FaultApplier:
 
     def heal(self, active: ActiveFault) -> None:
         a = active.scheduled.fault.action
-        if a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN):
+        if active.client is not None and self.txns is not None:
+            if a is FaultAction.HOLD and self.hold is not None:
+                self.hold.release()
+            elif a is FaultAction.KILL:
+                self.txns.restart(active.client)
+            elif a is FaultAction.PAUSE:
+                self.txns.resume(active.client)
+        elif a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN):
             for node_id in active.targets:
                 if not self.view.cluster.node(node_id).running():
                     self.nemesis.restart(node_id)

@@ -33,9 +33,11 @@ from chaos.engine.faults import ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_controller_log, parse_node_log
 from chaos.engine.targets import ClusterView
+from chaos.engine.txn_workload import HOLD_GID, TxnWorkload
 from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
 from chaos.history import History
 from chaos.nemeses.firewall import Firewall, iptables_missing
+from chaos.nemeses.hold import HoldProxy
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
 from localcluster.launcher import LocalCluster, free_ports
@@ -197,6 +199,17 @@ class ScenarioRun:
                     kind = found.pop("kind")
                     self.history.record(kind, t=self.history.at_wall(wall), **found)
 
+    def finish_transactions(self, txns: TxnWorkload, healed_ok: bool) -> None:
+        """Clients stopped (their transactions end), then the probe for hanging transactions and
+        the final reads under both isolation levels, once nothing is left open."""
+        print("phase transactions: clients stopped, probe for open transactions, final reads", flush=True)
+        txns.stop_clients()
+        if healed_ok:
+            txns.probe()
+        txns.stop_readers()
+        if healed_ok:
+            txns.final_reads()
+
     def run(self, root: Path) -> None:
         scenario, history = self.scenario, self.history
         needs_firewall = any(f.action in NETWORK_ACTIONS for f in scenario.faults)
@@ -234,12 +247,24 @@ class ScenarioRun:
                 group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history,
                                        bounce_every_s=scenario.workload.group_bounce_every_s)
                 stack.callback(group.stop)  # before the nodes stop, whatever happens
+            txns, hold = None, None
+            if scenario.workload.txn_topics:
+                txns = TxnWorkload(bootstrap, scenario.workload, {t.name: t.partitions for t in scenario.topics},
+                                   history, self.options.report_dir)
+                stack.callback(txns.stop)  # no client process outlives the run
+                why = iptables_missing() if scenario.workload.txn_held else "no client held"
+                if why is None:  # closed before the clients stop: a request still held is sent
+                    hold = stack.enter_context(HoldProxy.open(
+                        [(b.spec.host, b.spec.kafka_port) for b in cluster.brokers], gid=HOLD_GID, history=history))
+                elif scenario.workload.txn_held:
+                    print(f"  {why}", flush=True)
             history.record("phase", name="workload")
             print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)
-            for part in (producers, consumers, sampler, creations, group):
+            for part in (producers, consumers, sampler, creations, group, txns):
                 if part is not None:
                     part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
+            applier.txns, applier.hold = txns, hold
             try:
                 self.faults(applier, producers)
                 if firewall is not None:
@@ -265,6 +290,8 @@ class ScenarioRun:
                     print(f"  the consumer group did not reach every high watermark in {GROUP_CATCH_UP_S:.0f} s",
                           flush=True)
                 group.stop()
+            if txns is not None:
+                self.finish_transactions(txns, ok)
             history.record("phase", name="verify")
             print("phase verify", flush=True)
             if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):

@@ -10,7 +10,10 @@ Selectors (chaos.scenarios.spec.SELECTOR_HEADS): `active-controller`, `controlle
 bridge), `majority` / `minority` of the quorum (the minority
 holds the active controller, so cutting it off forces an election on the majority side),
 `brokers`, `controllers`, `coordinator:GROUP` (the leader of the group's `__consumer_offsets` partition, for
-the default `offsets.topic.num.partitions`), and for a fault's peer `others` (every node not targeted).
+the default `offsets.topic.num.partitions`), `txn-coordinator:TRANSACTIONAL_ID` (the leader of its
+`__transaction_state` partition, Kafka's same hash over `transaction.state.log.num.partitions`),
+and for a fault's peer `others` (every node not targeted). `client:NAME` (a transactional client
+process, chaos.engine.txn_workload) is resolved by the fault applier, not here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from groups.partitioner import (
     coordinator_partition,
 )
 from localcluster.launcher import LocalCluster
+
+TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
+TRANSACTION_STATE_PARTITIONS: Final = 50  # Kafka's transaction.state.log.num.partitions default
 
 # The harness's own admin calls leave from an address no node uses: controller 1 is 127.0.0.1,
 # and a partition cutting it off must not cut the harness's view of the other controllers.
@@ -129,6 +135,14 @@ def resolve(selector: str, view: ClusterView, rng: random.Random, *, exclude: fr
         leader = view.partition(GROUP_METADATA_TOPIC_NAME, number)["leader"]
         if leader < 0:
             raise TargetError(f"group {rest}'s coordinator partition {number} has no leader")
+        ids = [leader]
+    elif head == "txn-coordinator":
+        if not rest:
+            raise TargetError(f"{selector!r}: expected txn-coordinator:TRANSACTIONAL_ID")
+        number = coordinator_partition(rest, TRANSACTION_STATE_PARTITIONS)  # Utils.abs(id.hashCode) % n
+        leader = view.partition(TRANSACTION_STATE_TOPIC, number)["leader"]
+        if leader < 0:
+            raise TargetError(f"transactional id {rest}'s coordinator partition {number} has no leader")
         ids = [leader]
     elif head == "broker":
         ids = [rng.choice(brokers)] if rest == "random" else [int(rest)]

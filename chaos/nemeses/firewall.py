@@ -113,6 +113,9 @@ def clean(*, everything: bool = False, keep_this_process: bool = False) -> list[
             _iptables("-F", chain, check=False)
             _iptables("-X", chain, check=False)
             removed.append(f"iptables chain {chain}")
+        from chaos.nemeses.hold import clean_nat  # the hold proxy's nat chains (chaos.nemeses.hold)
+
+        removed += clean_nat(everything=everything)
     if _qdisc_installed() and (everything or not any(_another_live_run(c) for c in chains())):
         _run(["tc", "qdisc", "del", "dev", "lo", "root", "handle", QDISC_HANDLE], check=False)
         removed.append(f"qdisc {QDISC_HANDLE} on lo")
@@ -125,6 +128,10 @@ def leftovers() -> list[str]:
     """What of the harness this process or a crashed run left installed (empty after a clean end)."""
     found = ([f"iptables chain {c}" for c in chains() if not _another_live_run(c)]
              if iptables_missing() is None else [])
+    if iptables_missing() is None:
+        from chaos.nemeses.hold import nat_chains
+
+        found += [f"iptables nat chain {c}" for c in nat_chains() if not _another_live_run(c)]
     if _qdisc_installed():
         found.append(f"qdisc {QDISC_HANDLE} on lo")
     return found

@@ -24,6 +24,7 @@ from typing import Any, Final
 SELECTOR_HEADS: Final = frozenset({
     "active-controller", "controller-follower", "leader", "follower", "isr", "replicas", "broker", "node",
     "majority", "minority", "brokers", "controllers", "others", "nodes", "coordinator",
+    "txn-coordinator", "client",
 })
 
 
@@ -39,6 +40,7 @@ class FaultAction(enum.Enum):
     DROP = "drop"            # drop packets from target to peer only (one way)
     NETEM = "netem"          # tc netem delay/loss on target<->peer address pairs only
     DISK = "disk"            # SIGKILL, edit the stopped broker's log (params.mode), restart
+    HOLD = "hold"            # a client's next request of one API (params.api) held until its next transaction began
 
 
 class LossPolicy(enum.Enum):
@@ -109,6 +111,13 @@ class WorkloadSpec:
     create_topics_every_s: float | None = None  # also create topics (1 partition each) this often
     group_consumers: int = 0      # members of one consumer group (subscribe, poll, commit), each poll recorded
     group_bounce_every_s: float | None = None  # member m0 leaves and rejoins the group this often
+    # transactions (chaos.engine.txn_workload): producers over these topics, a transform into txn_output
+    txn_topics: tuple[str, ...] = ()
+    txn_producers: int = 1
+    txn_output: str | None = None
+    txn_timeout_ms: int = 10_000
+    txn_interval_ms: int = 50
+    txn_held: tuple[str, ...] = ()  # clients whose connections go through the hold proxy (action hold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +212,24 @@ def _fault(raw: dict[str, Any], where: str) -> Fault:
     return fault
 
 
+def _with_transactions(workload: WorkloadSpec, w: dict[str, Any], topics: set[str]) -> WorkloadSpec:
+    txn_topics = tuple(str(t) for t in _get(w, "txn_topics", list, [], "workload"))
+    output = _get(w, "txn_output", str, None, "workload")
+    for name in (*txn_topics, *([output] if output else [])):
+        if name not in topics:
+            raise ScenarioError(f"workload: transactional topic {name!r} is not one of the scenario's topics")
+    if output and not txn_topics:
+        raise ScenarioError("workload.txn_output: a transform needs txn_topics (it reads the first)")
+    held = tuple(str(c) for c in _get(w, "txn_held", list, [], "workload"))
+    spec = dataclasses.replace(workload, txn_topics=txn_topics, txn_output=output, txn_held=held,
+                               txn_producers=int(_get(w, "txn_producers", int, 1, "workload")),
+                               txn_timeout_ms=int(_get(w, "txn_timeout_ms", int, 10_000, "workload")),
+                               txn_interval_ms=int(_get(w, "txn_interval_ms", int, 50, "workload")))
+    if spec.txn_producers < 0 or spec.txn_timeout_ms <= 0 or spec.txn_interval_ms < 0:
+        raise ScenarioError("workload: txn_producers, txn_timeout_ms and txn_interval_ms must be positive")
+    return spec
+
+
 def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
     """A Scenario from TOML text; ScenarioError naming the field when something is wrong."""
     try:
@@ -225,6 +252,7 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
                             int(w.get("message_timeout_ms", 30_000)), w.get("create_topics_every_s"),
                             int(_get(w, "group_consumers", int, 0, "workload")),
                             _get(w, "group_bounce_every_s", (int, float), None, "workload"))
+    workload = _with_transactions(workload, w, {t.name for t in topics})
     if workload.topic not in {t.name for t in topics}:
         raise ScenarioError(f"workload.topic: {workload.topic!r} is not one of the scenario's topics")
     if workload.group_consumers < 0:

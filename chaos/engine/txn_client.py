@@ -1,0 +1,244 @@
+"""One transactional client of the chaos workload, in a process of its own so a fault can
+SIGSTOP or SIGKILL it (a zombie producer is a paused process, not a paused thread).
+
+    python -m chaos.engine.txn_client producer --name p0 --incarnation 0 --bootstrap HOST:PORT \
+        --topics txn-a,txn-b --partitions 3 --timeout-ms 6000 --interval-ms 50
+    python -m chaos.engine.txn_client transform --name t0 ... --input txn-a --output txn-out
+
+Roles, both confluent-kafka with `transactional.id` = `chaos-txn-<name>` (Kafka's contract):
+- producer: each transaction writes one value to every partition of every topic and commits
+  an offset for its own group (`send_offsets_to_transaction`), so it spans partitions, topics
+  and the group coordinator.
+- transform: consume-transform-produce from `--input` (read_committed, group
+  `chaos-transform`) to `--output`: each polled batch's values are written to the output and
+  its offsets committed in the same transaction; after an abort the consumer is replaced, so
+  it resumes at the last committed offsets.
+
+Every event is one JSON line on stdout with `mono` (time.monotonic(): the system-wide clock
+the harness's history shares) and the history fields (chaos.checkers.transactions names
+them). An error that requires an abort is answered with `abort_transaction()` (outcome
+fail); any other error mid-transaction leaves the outcome unknown (info) and the producer is
+replaced: `init_transactions()` of the new instance fences the old and ends its transaction.
+SIGTERM ends the loop after the current transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+API_TIMEOUT_S: Final = 10.0  # one transactional call (init, send offsets, commit, abort)
+COMMIT_ATTEMPTS: Final = 3   # a retriable commit error: librdkafka asks the caller to commit again
+CONSUME_BATCH: Final = 50
+CONSUME_WAIT_S: Final = 0.5
+TRANSFORM_GROUP: Final = "chaos-transform"
+
+
+def transactional_id(name: str) -> str:
+    return f"chaos-txn-{name}"
+
+
+class Emitter:
+    """JSON lines on stdout, whole lines only (delivery callbacks and the loop share it)."""
+
+    def __init__(self, out: Any = sys.stdout) -> None:
+        self._out, self._lock = out, threading.Lock()
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"mono": time.monotonic(), "kind": kind, **fields}, separators=(",", ":"))
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+
+class Client:
+    def __init__(self, args: argparse.Namespace, emit: Emitter) -> None:
+        self.args, self.emit = args, emit
+        self.stopping = threading.Event()
+        self.number = 0
+        self.log = logging.getLogger(f"chaos.txn.{args.name}")
+
+    def producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        config: dict[str, Any] = {"bootstrap.servers": self.args.bootstrap,
+                                  "transactional.id": transactional_id(self.args.name),
+                                  "transaction.timeout.ms": self.args.timeout_ms, "linger.ms": 5,
+                                  "topic.metadata.refresh.interval.ms": 1000, "logger": self.log}
+        if self.args.request_timeout_ms:  # a held request times out soon and is retried on a new connection
+            config.update({"socket.timeout.ms": self.args.request_timeout_ms,
+                           "request.timeout.ms": self.args.request_timeout_ms})
+        producer = Producer(config)
+        producer.init_transactions(API_TIMEOUT_S * 3)
+        self.emit("note", what="txn-producer-ready", process=self.args.name, incarnation=self.args.incarnation)
+        return producer
+
+    def txn_id(self) -> str:
+        self.number += 1
+        return f"{self.args.name}-{self.args.incarnation}-{self.number}"
+
+    def run_one(self, producer: Any, txn: str, writes: list[tuple[str, int, str]], consumed: list[dict[str, Any]],
+                offsets: Callable[[], tuple[list[Any], Any]]) -> tuple[str, Any]:
+        """One transaction; its outcome ("ok" | "fail" | "info") and the error, recorded."""
+        from confluent_kafka import KafkaException
+
+        name = self.args.name
+        self.emit("txn-invoke", process=name, txn=txn, consumed=consumed,
+                  writes=[{"topic": t, "partition": p, "value": v} for t, p, v in writes])
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                self.emit("txn-write", process=name, txn=txn, topic=message.topic(), partition=message.partition(),
+                          offset=message.offset(), value=message.value().decode())
+
+        committing = False
+        try:
+            producer.begin_transaction()
+            for topic, partition, value in writes:
+                producer.produce(topic, value=value.encode(), partition=partition, on_delivery=delivered)
+            positions, group = offsets()
+            producer.send_offsets_to_transaction(positions, group, API_TIMEOUT_S)
+            committing = True
+            self.emit("txn-commit-invoke", process=name, txn=txn)
+            for attempt in range(COMMIT_ATTEMPTS):  # bounded: a retriable commit is retried a few times
+                try:
+                    producer.commit_transaction(API_TIMEOUT_S)
+                    break
+                except KafkaException as exc:
+                    if not exc.args[0].retriable() or attempt == COMMIT_ATTEMPTS - 1:
+                        raise
+            self.emit("txn-ok", process=name, txn=txn)
+            return "ok", None
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                try:
+                    producer.abort_transaction(API_TIMEOUT_S)
+                    self.emit("txn-fail", process=name, txn=txn, error=error.name(), committing=committing)
+                    return "fail", error
+                except KafkaException as abort_error:
+                    error = abort_error.args[0]
+            self.emit("txn-info", process=name, txn=txn, error=error.name(), fatal=error.fatal(),
+                      committing=committing)
+            return "info", error
+        except BufferError as exc:  # the local queue is full: nothing of this one was sent
+            producer.abort_transaction(API_TIMEOUT_S)
+            self.emit("txn-fail", process=name, txn=txn, error=str(exc), committing=False)
+            return "fail", None
+
+    def replace(self, producer: Any, why: str) -> Any:
+        """A producer that failed mid-transaction: a new one (the same transactional.id) fences it."""
+        self.emit("note", what="txn-producer-replaced", process=self.args.name, error=why)
+        try:
+            producer.flush(1.0)
+        except Exception as exc:  # a fatal producer may refuse anything; it is dropped either way
+            self.log.info("flush of a replaced producer: %s", exc)
+        while not self.stopping.is_set():  # bounded by stop(): init retries while the coordinator moves
+            try:
+                return self.producer()
+            except Exception as exc:  # KafkaException from init_transactions: coordinator not there yet
+                self.emit("note", what="txn-init-failed", process=self.args.name, error=str(exc))
+                time.sleep(1.0)
+        return None
+
+    def run_producer(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        topics = self.args.topics.split(",")
+        group = Consumer({"bootstrap.servers": self.args.bootstrap, "group.id": transactional_id(self.args.name),
+                          "logger": self.log})
+        producer = self.producer()
+        try:
+            while producer is not None and not self.stopping.is_set():  # until SIGTERM
+                txn = self.txn_id()
+                writes = [(t, p, f"{txn}-{p}") for t in topics for p in range(self.args.partitions)]
+
+                def offsets() -> tuple[list[Any], Any]:
+                    return [TopicPartition(topics[0], 0, self.number)], group.consumer_group_metadata()
+
+                outcome, error = self.run_one(producer, txn, writes, [], offsets)
+                if outcome == "info":
+                    producer = self.replace(producer, getattr(error, "name", lambda: "?")())
+                time.sleep(self.args.interval_ms / 1000)
+        finally:
+            group.close()
+            if producer is not None:
+                producer.flush(API_TIMEOUT_S)
+
+    def consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": self.args.bootstrap, "group.id": TRANSFORM_GROUP,
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                             "topic.metadata.refresh.interval.ms": 1000, "logger": self.log})
+        consumer.subscribe([self.args.input])
+        return consumer
+
+    def run_transform(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        consumer, producer = self.consumer(), self.producer()
+        try:
+            while producer is not None and not self.stopping.is_set():  # until SIGTERM
+                messages = [m for m in consumer.consume(CONSUME_BATCH, CONSUME_WAIT_S) if m.error() is None]
+                if not messages:
+                    continue
+                txn = self.txn_id()
+                consumed = [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+                             "value": m.value().decode()} for m in messages]
+                writes = [(self.args.output, m.partition() % self.args.partitions, m.value().decode())
+                          for m in messages]
+                nexts: dict[int, int] = {}
+                for m in messages:
+                    nexts[m.partition()] = max(nexts.get(m.partition(), 0), m.offset() + 1)
+
+                def offsets() -> tuple[list[Any], Any]:
+                    return ([TopicPartition(self.args.input, p, o) for p, o in sorted(nexts.items())],
+                            consumer.consumer_group_metadata())
+
+                outcome, error = self.run_one(producer, txn, writes, consumed, offsets)
+                if outcome != "ok":  # resume from the committed offsets: a new member of the group
+                    consumer.close()
+                    consumer = self.consumer()
+                if outcome == "info":
+                    producer = self.replace(producer, getattr(error, "name", lambda: "?")())
+        finally:
+            consumer.close()
+            if producer is not None:
+                producer.flush(API_TIMEOUT_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chaos.engine.txn_client")
+    parser.add_argument("role", choices=["producer", "transform"])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--incarnation", type=int, default=0)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topics", default="")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--timeout-ms", type=int, default=10_000)
+    parser.add_argument("--interval-ms", type=int, default=50)
+    parser.add_argument("--request-timeout-ms", type=int, default=0)
+    parser.add_argument("--input", default="")
+    parser.add_argument("--output", default="")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    client = Client(args, Emitter())
+    signal.signal(signal.SIGTERM, lambda *_: client.stopping.set())
+    if args.role == "producer":
+        client.run_producer()
+    else:
+        client.run_transform()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
