@@ -93,9 +93,9 @@ class CleanedIndexes:
 
     def write(self, index_path: Path, time_index_path: Path) -> None:
         """Write both files and fsync them (before the swap makes them live)."""
-        _write_fsync(index_path, b"".join(
+        write_fsynced(index_path, b"".join(
             _OFFSET_ENTRY.pack(k, v) for k, v in zip(self.offset_keys, self.offset_values)))
-        _write_fsync(time_index_path, b"".join(
+        write_fsynced(time_index_path, b"".join(
             _TIME_ENTRY.pack(k, v) for k, v in zip(self.time_keys, self.time_values)))
 
     def install(self, segment: LogSegment) -> None:
@@ -116,7 +116,8 @@ class CleanedIndexes:
         segment.mark_durable()  # the file was fsynced before its rename
 
 
-def _write_fsync(path: Path, data: bytes) -> None:
+def write_fsynced(path: Path, data: bytes) -> None:
+    """Write a cleaned index file whole and fsync it (before the swap makes it live)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

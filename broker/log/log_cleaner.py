@@ -27,7 +27,7 @@ from broker.log.cleaner_txn import (
     aborted_in,
     scan_log,
 )
-from broker.log.cleaner_index import CleanedIndexes
+from broker.log.cleaner_index import CleanedIndexes, write_fsynced
 from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
 from broker.log.cleaner_swap import CleanedGroup, remove_cleaned, swap_in
 from broker.log.cleaner_snapshot import (
@@ -40,6 +40,7 @@ from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX
 from broker.log.partition_log import PartitionLog
 from broker.log.record_columns import U8
+from broker.log.txn_index import encode_entries
 from broker.log.segment import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -283,6 +284,8 @@ class Cleaner:
                                written, indexes,
                                tuple(txn.take_retained()) if txn is not None else ())
         indexes.write(*cleaned.index_paths())  # fsynced, as Kafka flushes a cleaned segment
+        if cleaned.aborted:  # Kafka's cleaned txnIndex: the aborted transactions it keeps
+            write_fsynced(cleaned.txn_index_path(), encode_entries(cleaned.aborted))
         return cleaned
 
     def _write(self, fd: int, data: bytearray, indexes: CleanedIndexes) -> int:

@@ -110,6 +110,9 @@ def test_aborted_data_goes_and_markers_stay_until_their_horizon(tmp_path: Path,
     # the cleaned segment keeps P1's aborted transaction in its .txnindex (LSO: P2's open
     # transaction at 3 when the marker was written)
     assert [g.aborted for g in prepared.groups] == [(AbortedTxn(P1, 2, 5, 3),)]
+    assert log.segments[0].txn_index.entries == [AbortedTxn(P1, 2, 5, 3)]
+    assert log.segments[0].txn_index.path.exists()
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [AbortedTxn(P1, 2, 5, 3)]
     assert header_at(log, 2).is_transactional and header_at(log, 2).producer_id == P1
     assert not header_at(log, 8).has_delete_horizon
 
@@ -124,6 +127,12 @@ def test_aborted_data_goes_and_markers_stay_until_their_horizon(tmp_path: Path,
     clean(log, NOW + 10 + RETENTION - 1, first_dirty=12)  # before the horizon: still there
     assert (8, f"COMMIT({P3})") in contents(log)
     clean(log, NOW + 10 + RETENTION, first_dirty=12)  # at it: gone
+    leo = log.log_end_offset
+    log.close()
+    # reopened after a clean shutdown: the cleaned segment's .txnindex loads as written
+    log = open_log(tmp_path, COMPACT, recovery_point=leo, high_watermark=leo,
+                   had_clean_shutdown=True, cleaned_below=leo)
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [AbortedTxn(P1, 2, 5, 3)]
     assert contents(log) == [
         (0, "a=v0"), (2, f"empty({P1})"), (3, "b=c2"), (4, "c=c2"), (5, f"ABORT({P1})"),
         (6, f"COMMIT({P2})"), (9, "d=v9"), (10, "e=c3b"), (11, f"COMMIT({P3})"), (12, "z=1")]
@@ -144,8 +153,12 @@ def test_an_aborted_transaction_of_a_producer_that_wrote_on_goes_with_its_marker
     # was read before it), so does its .txnindex entry
     assert contents(log) == [(2, f"ABORT({P1})"), (3, "c=y"), (4, f"COMMIT({P1})"), (5, "z=1")]
     assert [g.aborted for g in first.groups] == [(AbortedTxn(P1, 0, 2, 3),)]
+    assert log.segments[0].txn_index.entries == [AbortedTxn(P1, 0, 2, 3)]
     second = clean(log, NOW + 5, first_dirty=5)
     assert second is not None and [g.aborted for g in second.groups] == [()]
+    # no data of it is left: the cleaned segment's .txnindex no longer holds it (no file)
+    assert log.segments[0].txn_index.entries == []
+    assert not log.segments[0].txn_index.path.exists()
     assert header_at(log, 2).base_timestamp == NOW + 5 + RETENTION  # stamped
     clean(log, NOW + 5 + RETENTION, first_dirty=5)
     assert contents(log) == [(3, "c=y"), (4, f"COMMIT({P1})"), (5, "z=1")]
