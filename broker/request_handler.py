@@ -67,6 +67,7 @@ from broker.handlers.metadata import (
 )
 from broker.handlers.offset_lookups import handle_list_offsets, handle_offset_for_leader_epoch
 from broker.handlers.produce import handle_init_producer_id, handle_produce, produce_now
+from broker.handlers.txn_offsets import handle_txn_offset_commit
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -165,6 +166,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.DESCRIBE_ACLS, handle_describe_acls),
     _row(ApiKey.CREATE_ACLS, handle_create_acls),
     _row(ApiKey.DELETE_ACLS, handle_delete_acls),
+    _row(ApiKey.TXN_OFFSET_COMMIT, handle_txn_offset_commit),  # broker/handlers/txn_offsets.py
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE) or set(ROWS) != set(API_SPECS):

@@ -34,6 +34,7 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -90,6 +91,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # v1 (KIP-1101, Kafka 4.0) is not 3.9's
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # the group coordinator's part (v3+: KIP-447's member checks)
 }
 
 # First flexible version per API (Kafka's "flexibleVersions" in its message JSON): the
@@ -130,6 +132,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DESCRIBE_CLUSTER: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
 }
 
 

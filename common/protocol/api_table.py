@@ -157,6 +157,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.DESCRIBE_ACLS, acls.codec(ApiKey.DESCRIBE_ACLS), AclCheck(Op.DESCRIBE, CLUSTER)),
     _hand(ApiKey.CREATE_ACLS, acls.codec(ApiKey.CREATE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _hand(ApiKey.DELETE_ACLS, acls.codec(ApiKey.DELETE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
+    # TxnOffsetCommit: WRITE on the TRANSACTIONAL_ID, then READ on the GROUP and each TOPIC
+    _kio(ApiKey.TXN_OFFSET_COMMIT, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP, Res.TOPIC))),
 )
 API_SPECS: Final[Mapping[ApiKey, ApiSpec]] = {spec.api_key: spec for spec in _SPECS}
 if len(API_SPECS) != len(_SPECS):
