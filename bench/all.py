@@ -105,7 +105,7 @@ def transaction_rows(results: dict[str, Any]) -> list[Row]:
     by = {(r["peer"], r["phase"]): r for r in results.get("rows", [])}
     for phase in sorted({ph for _, ph in by if ph.startswith(("produce txn", "small txn"))}):
         mine, other = by.get(("tidelog", phase), {}), by.get(("tansu", phase), {})
-        out.append((f"{phase} commit p50 / p99 ms", f"{_num(mine.get('p50_ms'), '.1f')} / "
+        out.append((f"{phase}: p50 / p99 ms", f"{_num(mine.get('p50_ms'), '.1f')} / "
                     f"{_num(mine.get('p99_ms'), '.1f')}",
                     f"{_num(other.get('p50_ms'), '.1f')} / {_num(other.get('p99_ms'), '.1f')}", ""))
     return out

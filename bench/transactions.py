@@ -1,15 +1,15 @@
 """Transactions (issue 27), side by side: tidelog and the Tansu broker, with confluent-kafka (librdkafka).
 
-- produce: one producer writes --value-bytes records round-robin to 3 partitions for --seconds,
-  as fast as librdkafka takes them (linger.ms=5, batch.size=1 MiB, acks=all, idempotent),
-  first plainly (a flush every --commit-ms), then transactionally with a commit every
-  --commit-ms (100 ms) instead: the
-  transactional rate as a fraction of the plain one (goal >= 0.8), and commit_transaction()'s
-  latency under that load (the call to its return: the flush of the last batches, EndTxn, and
-  the coordinator's markers on the 3 partitions before it answers);
+- produce: one producer writes --value-bytes records round-robin to 3 partitions as fast as
+  librdkafka takes them (linger.ms=5, batch.size=1 MiB, acks=all, idempotent), plainly with a
+  flush every --commit-ms, and transactionally with a commit every --commit-ms (100 ms)
+  instead; the two take turns (3 turns each, --seconds in all). The transactional rate as a
+  fraction of the plain one (goal >= 0.8), and commit_transaction()'s latency under that load
+  (the call to its return: the flush of the last batches, then EndTxn);
 - small commits: --commits transactions of one record on each of the 3 partitions, back to
-  back; commit_transaction() latency p50/p99 with (almost) nothing to flush, so what is
-  measured is AddPartitionsToTxn + EndTxn + the markers;
+  back; commit_transaction() latency p50/p99 with (almost) nothing to flush (its flush,
+  AddPartitionsToTxn and EndTxn), then from its return until the markers are visible: a
+  read_committed ListOffsets (the LSO) past the transaction on all 3 partitions;
 - consume-transform-produce: --ctp-records records from a 3-partition topic, each turned into
   one output record, committing every --commit-ms either exactly-once (a read_committed
   consumer, send_offsets_to_transaction + commit_transaction) or at-least-once (flush, then a
@@ -50,6 +50,7 @@ CLIENT_TIMEOUT_S: Final = 120.0  # one blocking client call; a stuck broker fail
 INIT_TIMEOUT_S: Final = 30.0  # init_transactions: a peer without transactions fails it within this
 GOAL_FRACTION: Final = 0.8
 POLL_EVERY: Final = 10_000  # produce() calls between delivery-report polls
+ROUNDS: Final = 3  # plain and transactional produce alternate, each --seconds / ROUNDS a turn
 WARMUP_S: Final = 2.0  # an unmeasured plain produce first: the first phase must not carry start-up costs
 
 
@@ -72,6 +73,14 @@ class Result:
         if len(self.commit_ms) < 2:
             return self.commit_ms[0] if self.commit_ms else None
         return statistics.quantiles(self.commit_ms, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def merged(results: list[Result]) -> Result:
+    """One phase's rounds as one result: totals, and every commit's latency."""
+    first = results[0]
+    return Result(first.peer, first.phase, sum(r.records for r in results), sum(r.wall_s for r in results),
+                  sum(r.broker_cpu_s for r in results), sum(r.client_cpu_s for r in results),
+                  sum(r.commits for r in results), [ms for r in results for ms in r.commit_ms])
 
 
 def producer(peer: Peer, transactional_id: str | None) -> Producer:
@@ -133,19 +142,50 @@ def produce_for(peer: Peer, topic: str, *, seconds: float, value: bytes, commit_
     return Result(peer.name, phase, sent, m["wall_s"], m["broker_cpu_s"], m["client_cpu_s"], len(commit_ms), commit_ms)
 
 
-def small_commits(peer: Peer, topic: str, commits: int) -> Result:
+def small_commits(peer: Peer, topic: str, commits: int) -> list[Result]:
+    """One-record-per-partition transactions back to back: commit_transaction() latency, and how
+    long after it returns the markers are visible, i.e. until a read_committed ListOffsets
+    (the last stable offset) is past the transaction's record on all 3 partitions. librdkafka's
+    commit returns on EndTxn's answer, which Kafka's coordinator sends once PrepareCommit is
+    logged, before its markers are written: this second figure is EndTxn -> markers written,
+    seen from outside (plus one ListOffsets round trip, polled back to back)."""
     p = producer(peer, f"bench-small-{topic}")
-    commit_ms = []
-    with measured(peer.pid) as m:
-        for i in range(commits):  # bounded: --commits
-            p.begin_transaction()
-            for partition in range(PARTITIONS):
-                p.produce(topic, b"x", partition=partition)
-            start = time.perf_counter()
-            p.commit_transaction(CLIENT_TIMEOUT_S)
-            commit_ms.append((time.perf_counter() - start) * 1000)
-    return Result(peer.name, "small txn (1 record x 3 partitions)", commits * PARTITIONS, m["wall_s"],
-                  m["broker_cpu_s"], m["client_cpu_s"], commits, commit_ms)
+    watcher = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": f"bench-lso-{topic}",
+                        "isolation.level": "read_committed"})
+    offsets: dict[int, int] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            offsets[msg.partition()] = msg.offset()
+
+    commit_ms, visible_ms = [], []
+    try:
+        with measured(peer.pid) as m:
+            for _ in range(commits):  # bounded: --commits
+                p.begin_transaction()
+                for partition in range(PARTITIONS):
+                    p.produce(topic, b"x", partition=partition, on_delivery=delivered)
+                start = time.perf_counter()
+                p.commit_transaction(CLIENT_TIMEOUT_S)
+                returned = time.perf_counter()
+                commit_ms.append((returned - start) * 1000)
+                pending = set(range(PARTITIONS))
+                while pending:  # bounded: a marker that never comes fails the run at the deadline
+                    for partition in sorted(pending):
+                        _, lso = watcher.get_watermark_offsets(TopicPartition(topic, partition), CLIENT_TIMEOUT_S,
+                                                               cached=False)
+                        if lso > offsets[partition]:
+                            pending.discard(partition)
+                    if time.perf_counter() - returned > CLIENT_TIMEOUT_S:
+                        raise RuntimeError(f"{peer.name}: markers not visible {CLIENT_TIMEOUT_S} s after commit")
+                visible_ms.append((time.perf_counter() - returned) * 1000)
+    finally:
+        watcher.close()
+    phase = "small txn (1 record x 3 partitions)"
+    return [Result(peer.name, phase, commits * PARTITIONS, m["wall_s"], m["broker_cpu_s"], m["client_cpu_s"],
+                   commits, commit_ms),
+            Result(peer.name, "small txn: return -> markers visible (LSO)", commits * PARTITIONS, m["wall_s"],
+                   m["broker_cpu_s"], m["client_cpu_s"], commits, visible_ms)]
 
 
 def fill(peer: Peer, topic: str, records: int, value: bytes) -> None:
@@ -239,9 +279,17 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Result], None
     commit_s = args.commit_ms / 1000
     # unmeasured first: connections, producer ids and caches are no phase's cost
     produce_for(peer, "plain", seconds=WARMUP_S, value=value, commit_s=commit_s, transactional=False)
-    show(produce_for(peer, "plain", seconds=args.seconds, value=value, commit_s=commit_s, transactional=False))
-    show(produce_for(peer, "txn", seconds=args.seconds, value=value, commit_s=commit_s, transactional=True))
-    show(small_commits(peer, "small", args.commits))
+    # plain and transactional take turns (a shared machine's load drifts; both see the same drift)
+    turns: dict[bool, list[Result]] = {False: [], True: []}
+    for _ in range(ROUNDS):
+        for transactional in (False, True):
+            turns[transactional].append(produce_for(peer, "txn" if transactional else "plain",
+                                                    seconds=args.seconds / ROUNDS, value=value, commit_s=commit_s,
+                                                    transactional=transactional))
+    for transactional in (False, True):
+        show(merged(turns[transactional]))
+    for result in small_commits(peer, "small", args.commits):
+        show(result)
     fill(peer, "ctp-in", args.ctp_records, value)
     show(transform(peer, "ctp-in", "ctp-alo", args.ctp_records, exactly_once=False, commit_s=commit_s))
     show(transform(peer, "ctp-in", "ctp-eos", args.ctp_records, exactly_once=True, commit_s=commit_s))
@@ -252,11 +300,11 @@ def _ms(value: float | None) -> str:
 
 
 def line(r: Result) -> str:
-    return (f"{r.peer:<8} {r.phase:<42} {r.records_per_s:>11,.0f} {r.broker_cpu_s:>9.2f} {r.client_cpu_s:>9.2f} "
+    return (f"{r.peer:<8} {r.phase:<44} {r.records_per_s:>11,.0f} {r.broker_cpu_s:>9.2f} {r.client_cpu_s:>9.2f} "
             f"{r.commits:>7} {_ms(r.quantile_ms(0.5)):>8} {_ms(r.quantile_ms(0.99)):>8}")
 
 
-HEADER: Final = (f"{'peer':<8} {'phase':<42} {'records/s':>11} {'brk cpu s':>9} {'cli cpu s':>9} "
+HEADER: Final = (f"{'peer':<8} {'phase':<44} {'records/s':>11} {'brk cpu s':>9} {'cli cpu s':>9} "
                  f"{'commits':>7} {'p50 ms':>8} {'p99 ms':>8}")
 
 
