@@ -10,8 +10,9 @@ for this broker (by broker epoch), and the broker hands ids out of it one by one
 An idempotent (non-transactional) producer always gets a new id with epoch 0, whatever id and
 epoch it sends (InitProducerId v3+, KIP-360): Kafka's TransactionCoordinator "blindly accepts"
 a null transactional id. The epoch bump KIP-360 describes for such a producer happens in the
-client (the Java producer bumps its own epoch; librdkafka asks for a new id, as here). Only a
-transaction coordinator bumps or fences an epoch, and tidelog has none.
+client (the Java producer bumps its own epoch; librdkafka asks for a new id, as here). Only the
+transaction coordinator (broker/transaction_coordinator/) bumps or fences an epoch: it takes
+its new producer ids from this same manager.
 """
 
 from __future__ import annotations
@@ -30,18 +31,15 @@ log = logging.getLogger(__name__)
 
 
 def init_producer_id_error(transactional_id: str | None, producer_id: int, producer_epoch: int) -> ErrorCode | None:
-    """Why an InitProducerId cannot be answered with a new producer id, in Kafka's order; None
-    when it can. KafkaApis refuses an id without an epoch or an epoch without an id; the
-    TransactionCoordinator refuses an empty transactional id. A transactional id needs a
-    transaction coordinator: COORDINATOR_NOT_AVAILABLE, retriable, as a cluster whose
-    coordinator is down answers (the client retries until its own timeout)."""
+    """Why an InitProducerId is refused before anything is looked up, in Kafka's order; None
+    when it goes on (to a new idempotent id, or to the transaction coordinator). KafkaApis
+    refuses an id without an epoch or an epoch without an id; the TransactionCoordinator
+    refuses an empty transactional id."""
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return ErrorCode.INVALID_REQUEST
-    if transactional_id is None:
-        return None
     if transactional_id == "":
         return ErrorCode.INVALID_REQUEST
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return None
 
 
 class ProducerIdManager:

@@ -66,8 +66,15 @@ from broker.handlers.metadata import (
     handle_metadata,
 )
 from broker.handlers.offset_lookups import handle_list_offsets, handle_offset_for_leader_epoch
-from broker.handlers.produce import handle_init_producer_id, handle_produce, produce_now
-from broker.handlers.txn_offsets import handle_txn_offset_commit
+from broker.handlers.produce import handle_produce, produce_now
+from broker.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_list_transactions,
+)
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -77,6 +84,9 @@ from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.server import Later
+from broker.transaction_coordinator.coordinator import TransactionCoordinator, TxnSettings
+from broker.transaction_coordinator.markers import MarkerSender
+from broker.transaction_coordinator.state_topic import TransactionStateTopic
 from broker.topic_admin import (
     AutoTopicCreator,
     HttpTopicAdmin,
@@ -166,7 +176,12 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.DESCRIBE_ACLS, handle_describe_acls),
     _row(ApiKey.CREATE_ACLS, handle_create_acls),
     _row(ApiKey.DELETE_ACLS, handle_delete_acls),
-    _row(ApiKey.TXN_OFFSET_COMMIT, handle_txn_offset_commit),  # broker/handlers/txn_offsets.py
+    # transactions: broker/handlers/transactions.py, broker/transaction_coordinator/
+    _row(ApiKey.ADD_PARTITIONS_TO_TXN, handle_add_partitions_to_txn),
+    _row(ApiKey.ADD_OFFSETS_TO_TXN, handle_add_offsets_to_txn),
+    _row(ApiKey.END_TXN, handle_end_txn),
+    _row(ApiKey.DESCRIBE_TRANSACTIONS, handle_describe_transactions),
+    _row(ApiKey.LIST_TRANSACTIONS, handle_list_transactions),
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE) or set(ROWS) != set(API_SPECS):
@@ -220,6 +235,13 @@ class RequestHandler:
         groups.ensure_started()  # offsets partitions load as soon as this broker leads them
         offsets_topic = OffsetsTopic(groups, topic_admin,
                                      lambda image, broker: broker_endpoint(self.context, image, broker))
+        transactions = TransactionCoordinator(broker_id, replica_manager, image_provider,
+                                              TxnSettings.from_config(config), timers=replica_manager.timers)
+        transactions.markers = MarkerSender(transactions, lambda image, broker: broker_endpoint(self.context, image, broker),
+                                            client_id=f"broker-{broker_id}-txn-marker-sender")
+        transactions.ensure_started()  # __transaction_state partitions load as soon as this broker leads them
+        transaction_topic = TransactionStateTopic(
+            transactions, topic_admin, lambda image, broker: broker_endpoint(self.context, image, broker))
         self.context = BrokerContext(
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,
@@ -229,6 +251,7 @@ class RequestHandler:
             producer_ids=ProducerIdManager(broker_id, controller_client, image_provider),
             dynamic_config=dynamic_config or DynamicBrokerConfig(broker_id, config), config=config,
             groups=groups, offsets_topic=offsets_topic, topic_sizes=topic_sizes,
+            transactions=transactions, transaction_topic=transaction_topic,
             applied_offsets=applied_offsets,
             elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
             reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None,
@@ -238,6 +261,8 @@ class RequestHandler:
     async def close(self) -> None:
         await self.context.groups.close()
         await self.context.offsets_topic.close()
+        await self.context.transactions.close()
+        await self.context.transaction_topic.close()
         if self.context.auto_topics is not None:
             self.context.auto_topics.close()
         close = getattr(self.context.topic_admin, "close", None)

@@ -232,6 +232,29 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "Largest session.timeout.ms a member may ask for.", at_least(1)),
     ConfigKey("group.max.size", _INT, INT_MAX,
               "Most members in one group.", at_least(1)),
+    # --- Transaction coordinator (issue 27): Kafka's keys and defaults
+    ConfigKey("transaction.state.log.num.partitions", _INT, 50,
+              "Partitions of __transaction_state (fixed once the topic exists).", at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", _INT, 3,
+              "Replication factor of __transaction_state; capped to the live brokers at creation, "
+              "with a warning.", at_least(1)),
+    ConfigKey("transaction.state.log.min.isr", _INT, 2,
+              "min.insync.replicas of __transaction_state.", at_least(1)),
+    ConfigKey("transaction.state.log.segment.bytes", _INT, 100 * MIB,
+              "Segment size of __transaction_state.", at_least(1)),
+    ConfigKey("transaction.max.timeout.ms", _INT, 900_000,
+              "Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above).",
+              at_least(1)),
+    ConfigKey("transactional.id.expiration.ms", _INT, 604_800_000,
+              "A transactional id unused this long is removed.", at_least(1)),
+    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _INT, 10_000,
+              "How often transactions past their timeout are looked for (and aborted).", at_least(1)),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _INT, 3_600_000,
+              "How often expired transactional ids are looked for.", at_least(1)),
+    ConfigKey("transaction.partition.verification.enable", _BOOLEAN, True,
+              "KIP-890: a partition leader asks the transaction coordinator before a transactional "
+              "batch starts a transaction there, and refuses it (INVALID_TXN_STATE) if the partition "
+              "is not in the producer's ongoing transaction."),
     # --- Broker listener (process.roles contains broker); broker.broker_settings parses and checks them
     ConfigKey("listeners", _LIST, f"PLAINTEXT://:{KAFKA_PORT}",
               "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "

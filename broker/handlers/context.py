@@ -26,6 +26,9 @@ from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
+from broker.transaction_coordinator.coordinator import TransactionCoordinator
+from broker.transaction_coordinator.state_topic import TransactionStateTopic
+from broker.txn_verification import TxnVerifier
 from broker.topic_admin import (
     KAFKA_TOPIC_SIZES,
     AutoTopicCreator,
@@ -64,12 +67,16 @@ class BrokerContext:
     config: Config  # the broker's static config (server.properties)
     groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
     offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
+    transactions: TransactionCoordinator  # the partitions of __transaction_state led here
+    transaction_topic: TransactionStateTopic  # FindCoordinator(TRANSACTION), creating __transaction_state
     topic_sizes: TopicDefaults = KAFKA_TOPIC_SIZES  # num.partitions / default.replication.factor
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
     reassignments: HttpPartitionReassignments | None = None  # KIP-455, on the controllers
     fetch_sessions: FetchSessions | None = None  # KIP-227; None: every fetch is sessionless
+    # KIP-890 part 1: leaders verify transactional writes with the coordinator; None: they do not
+    txn_verifier: TxnVerifier | None = None
     refusals: RefusalLog = field(default_factory=RefusalLog)  # why a request was refused, at INFO
 
     @property

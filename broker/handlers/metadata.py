@@ -3,7 +3,8 @@
 Metadata answers from this broker's committed metadata image: unfenced brokers only, the
 advertised listener for itself, and LEADER_NOT_AVAILABLE for a partition whose leader is not
 alive; `__consumer_offsets` marked internal. FindCoordinator goes to the group coordinator's
-`OffsetsTopic`, which creates that topic when first asked.
+`OffsetsTopic` for a group and to the transaction coordinator's `TransactionStateTopic` for a
+transactional id; each creates its topic when first asked.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from common.protocol.find_coordinator import (
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
+from transactions.partitioner import TRANSACTION_STATE_TOPIC_NAME
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
 KEY_TYPE_TRANSACTION: Final = 1  # FindCoordinator v1+: a transactional id's coordinator
+INTERNAL_TOPICS: Final = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 # v8+ "authorized operations", when asked for: everything supported, as Kafka without an
 # authorizer answers.
 CLUSTER_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.CLUSTER_OPERATIONS)
@@ -67,7 +70,7 @@ def _named(ctx: BrokerContext, req: md.MetadataRequest, image: MetadataImage, al
     for name in names:
         topic = image.topic(name)
         if topic is not None:
-            internal = name == GROUP_METADATA_TOPIC_NAME  # as Kafka marks its internal topics
+            internal = name in INTERNAL_TOPICS  # as Kafka marks its internal topics
             operations = TOPIC_OPERATIONS_BITS if req.include_topic_authorized_operations \
                 else md.AUTHORIZED_OPERATIONS_OMITTED
             topics.append(md.MetadataResponseTopic(0, name, internal, _partitions(image, topic, alive), operations,
@@ -128,23 +131,33 @@ async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorReques
                                   version: int, client: ClientInfo) -> FindCoordinatorResponse:
     image = ctx.image()
     if version < BATCHED_VERSION:
-        one = ctx.offsets_topic.find_coordinator(req, image)
-        _note_refusal(ctx, client, req.key_type, one)
-        return one
+        return _find_one(ctx, client, req.key, req.key_type, image)
     answers = []  # v4+: one answer per key, each found as a v3 request would be
     for key in dict.fromkeys(req.coordinator_keys):
-        one = ctx.offsets_topic.find_coordinator(FindCoordinatorRequest(key, req.key_type), image)
-        _note_refusal(ctx, client, req.key_type, one)
+        one = _find_one(ctx, client, key, req.key_type, image)
         answers.append(Coordinator(key, one.node_id, one.host, one.port, one.error_code, one.error_message))
     return FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(answers))
 
 
+def _find_one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int,
+              image: MetadataImage) -> FindCoordinatorResponse:
+    """A group's coordinator (`OffsetsTopic`), a transactional id's (`TransactionStateTopic`),
+    INVALID_REQUEST for another key type (Kafka: "Unknown coordinator type")."""
+    if key_type == KEY_TYPE_GROUP:
+        return ctx.offsets_topic.find_coordinator(FindCoordinatorRequest(key, key_type), image)
+    if key_type == KEY_TYPE_TRANSACTION:
+        found = ctx.transaction_topic.find_coordinator(key, image)
+        return FindCoordinatorResponse(int(found.error), found.node_id, found.host, found.port, found.message)
+    answer = FindCoordinatorResponse(int(ErrorCode.INVALID_REQUEST), -1, "", -1,
+                                     f"unknown coordinator key type {key_type}")
+    _note_refusal(ctx, client, key_type, answer)
+    return answer
+
+
 def _note_refusal(ctx: BrokerContext, client: ClientInfo, key_type: int, answer: FindCoordinatorResponse) -> None:
-    """A coordinator of a type tidelog does not have: a client retries until its own timeout
-    (librdkafka's init_transactions, 30-120 s), so the broker log says why, once per client."""
-    if key_type != KEY_TYPE_GROUP:
-        kind = "TRANSACTION" if key_type == KEY_TYPE_TRANSACTION else f"key_type {key_type}"
-        ctx.refusals.refused(client, f"FindCoordinator({kind})", answer.error_code, answer.error_message)
+    """A coordinator of a type tidelog does not have (Kafka 4's share groups, key type 2): the
+    broker log says why, once per client."""
+    ctx.refusals.refused(client, f"FindCoordinator(key_type {key_type})", answer.error_code, answer.error_message)
 
 
 def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:

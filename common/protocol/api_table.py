@@ -157,8 +157,14 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.DESCRIBE_ACLS, acls.codec(ApiKey.DESCRIBE_ACLS), AclCheck(Op.DESCRIBE, CLUSTER)),
     _hand(ApiKey.CREATE_ACLS, acls.codec(ApiKey.CREATE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _hand(ApiKey.DELETE_ACLS, acls.codec(ApiKey.DELETE_ACLS), AclCheck(Op.ALTER, CLUSTER), forwarded=True),
-    # TxnOffsetCommit: WRITE on the TRANSACTIONAL_ID, then READ on the GROUP and each TOPIC
-    _kio(ApiKey.TXN_OFFSET_COMMIT, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP, Res.TOPIC))),
+    # transactions (Kafka's KafkaApis checks): WRITE on the TRANSACTIONAL_ID, and for
+    # AddPartitionsToTxn WRITE on each TOPIC, for AddOffsetsToTxn READ on the GROUP; the v4+
+    # broker form of AddPartitionsToTxn needs CLUSTER_ACTION on the CLUSTER
+    _kio(ApiKey.ADD_PARTITIONS_TO_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.TOPIC))),
+    _kio(ApiKey.ADD_OFFSETS_TO_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP))),
+    _kio(ApiKey.END_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),
+    _kio(ApiKey.DESCRIBE_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
+    _kio(ApiKey.LIST_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
 )
 API_SPECS: Final[Mapping[ApiKey, ApiSpec]] = {spec.api_key: spec for spec in _SPECS}
 if len(API_SPECS) != len(_SPECS):

@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # the Kafka listener and the metadata log follower's loop
     ("server", frozenset({"server", "broker_metrics", "metadata_follower_loop"})),
     # coordinators over internal topics, on the coordinator runtime
-    ("coordinators", frozenset({"group_coordinator"})),
+    ("coordinators", frozenset({"group_coordinator", "transaction_coordinator"})),
     # the request handlers by concern, over the layers below
     ("handlers", frozenset({"handlers"})),
     # what starts it all: the dispatch table, the broker process, the dump-log tool

@@ -24,15 +24,16 @@ ALLOWED: dict[str, set[str]] = {
     "metadata": {"common"},
     "shutdown": {"common"},
     "groups": {"common"},
+    "transactions": {"common", "groups"},
     "quorum": {"common", "metadata", "shutdown", "groups"},
-    "broker": {"common", "metadata", "shutdown", "groups"},
+    "broker": {"common", "metadata", "shutdown", "groups", "transactions"},
     "spark": {"common"},
     "localcluster": {"common"},
-    "tidelog": {"common", "metadata", "shutdown", "groups", "quorum", "broker", "spark",
+    "tidelog": {"common", "metadata", "shutdown", "groups", "transactions", "quorum", "broker", "spark",
                 "localcluster"},
     # chaos.sim runs the controller's and the replicas' own rules (quorum, broker) in memory
-    "chaos": {"common", "metadata", "shutdown", "groups", "localcluster", "quorum", "broker"},
-    "app": {"common", "metadata", "shutdown", "groups", "quorum", "broker", "spark", "tidelog",
+    "chaos": {"common", "metadata", "shutdown", "groups", "transactions", "localcluster", "quorum", "broker"},
+    "app": {"common", "metadata", "shutdown", "groups", "transactions", "quorum", "broker", "spark", "tidelog",
             "localcluster", "chaos"},
 }
 PACKAGES = tuple(p for p in ALLOWED if p != "app")

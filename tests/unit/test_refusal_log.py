@@ -88,7 +88,7 @@ def test_the_shell_logs_at_info_on_its_clock(caplog: pytest.LogCaptureFixture) -
 # ---- wired into the handlers (the request handler of tests.unit.test_request_handler) --------
 
 from broker.handlers.acls import handle_create_acls, handle_describe_acls  # noqa: E402
-from broker.handlers.produce import handle_init_producer_id  # noqa: E402
+from broker.handlers.transactions import handle_init_producer_id  # noqa: E402
 from common.protocol import acls  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
 from common.protocol.init_producer_id import InitProducerIdRequest  # noqa: E402
@@ -106,14 +106,14 @@ async def test_refusing_handlers_log_why_once_per_client(node, caplog):  # noqa:
         for _ in range(2):  # the second of each is left out
             await handle_describe_acls(ctx, ACL_FILTER, 1, CLIENT)
             await handle_create_acls(ctx, acls.create_request(1, ACL), 1, CLIENT)
-            await handle_init_producer_id(ctx, InitProducerIdRequest("tx-1", 60_000), 4, CLIENT)
+            await handle_init_producer_id(ctx, InitProducerIdRequest("tx-1", 3_600_000), 4, CLIENT)
             await call(handler, ApiKey.API_VERSIONS, 99, None, lambda r, v: [])
     lines = [r.getMessage() for r in caplog.records if r.name == "broker.refusal_log"]
     assert lines == [
         "Refused DescribeAcls from client 'app-1' at /127.0.0.1: SECURITY_DISABLED: "
         "No Authorizer is configured on the broker",
         "Refused CreateAcls from client 'app-1' at /127.0.0.1: SECURITY_DISABLED: No Authorizer is configured.",
-        "Refused InitProducerId from client 'app-1' at /127.0.0.1: COORDINATOR_NOT_AVAILABLE: "
-        "transactional id given: tidelog has no transaction coordinator",
+        "Refused InitProducerId from client 'app-1' at /127.0.0.1: INVALID_TRANSACTION_TIMEOUT: "
+        "transaction timeout 3600000 ms is not in 1..900000 (transaction.max.timeout.ms)",
         "Refused ApiVersions v99 from client 'test': UNSUPPORTED_VERSION: this broker serves ApiVersions v0-v4",
     ]
