@@ -63,7 +63,8 @@ FIND_COORDINATOR_VERSION: Final = 2  # classic (response header v0), with key_ty
 MAX_BATCH_SIZE: Final = 500  # partitions per DescribeProducers, as Kafka's find-hanging batches
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MINUTES: Final = 15  # kafka-transactions.sh's default
 MINUTE_MS: Final = 60_000
-COORDINATOR_ATTEMPTS: Final = 50  # FindCoordinator/DescribeTransactions tries, a Backoff apart
+COORDINATOR_ATTEMPTS: Final = 50  # FindCoordinator tries, a Backoff apart (5 s: a coordinator loading)
+COORDINATOR_MOVES: Final = 5  # DescribeTransactions answered NOT_COORDINATOR (or loading): look it up again
 NO_VALUE: Final = -1  # Kafka's "none" in DescribeProducers' epochs and offsets
 _COORDINATOR_RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                        ErrorCode.NOT_COORDINATOR})
@@ -325,7 +326,7 @@ def find_transaction_coordinator(transactional_id: str) -> Steps:
 
 def describe_transaction(transactional_id: str) -> Steps:
     """DescribeTransactions at the transactional id's coordinator: a TransactionDescription."""
-    for _ in range(COORDINATOR_ATTEMPTS):
+    for _ in range(COORDINATOR_MOVES):
         coordinator = yield from find_transaction_coordinator(transactional_id)
         m = messages.request_module(DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION)
         states = _answered((yield Call(coordinator, DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION,

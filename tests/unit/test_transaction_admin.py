@@ -113,6 +113,21 @@ def test_describe_finds_the_coordinator_retrying_while_it_loads() -> None:
                                                  "5000", "orders-0,orders-1")
 
 
+def test_describe_looks_the_coordinator_up_again_when_it_moved() -> None:
+    coordinators = iter([1, 3])
+    answers = iter([describe_transactions_body("app-1", partitions=(), error=16),  # NOT_COORDINATOR
+                    describe_transactions_body("app-1", partitions=(TP0,), start_ms=5)])
+
+    def answer(call: ta.Call) -> Any:
+        if call.api_key == ApiKey.FIND_COORDINATOR:
+            return FindCoordinatorResponse(0, next(coordinators), "h", 1)
+        return call.decode_body(next(answers))
+
+    description, calls = drive(ta.describe_transaction("app-1"), answer)
+    assert description.coordinator_id == 3 and description.partitions == (TP0,)
+    assert [c.broker_id for c in calls if c.api_key == ta.DESCRIBE_TRANSACTIONS] == [1, 3]
+
+
 def test_describe_of_an_idle_id_reads_start_time_minus_one_as_none() -> None:
     def answer(call: ta.Call) -> Any:
         if call.api_key == ApiKey.FIND_COORDINATOR:
