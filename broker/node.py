@@ -43,6 +43,7 @@ from broker.log.cleaner_manager import (
     LogCleanerManager,
     cleaner_families,
     kill_at_fail_point_from_env,
+    last_stable_offset_of,
 )
 from broker.log.log_manager import LogManager
 from broker.log.segment_files import segment_file_families
@@ -171,8 +172,11 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     # coordinator, the isr-expiration task, log maintenance and the cleaner's backoff.
     timers = TimerService(name=f"broker {broker_id}")
     cleaner_config = CleanerConfig.from_config(config)
+    # The cleaner stops at each partition's last stable offset; a log whose partition is not
+    # open yet (its producer state not rebuilt) is not cleaned at all (offset 0).
     cleaners = LogCleanerManager(log_manager, cleaner_config, now_ms=wall_ms, timers=timers,
-                                 fail_point=kill_at_fail_point_from_env())
+                                 fail_point=kill_at_fail_point_from_env(),
+                                 last_stable_offset=lambda tp: last_stable_offset_of(replicas, tp))
     # outgoing connections leave from the listener's own address, so chaos can cut this broker's links
     local_host = settings.listener.host if settings.listener.host not in ("", "0.0.0.0", "::") else None
     client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,

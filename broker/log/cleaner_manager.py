@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing.pool import Pool
-from typing import Any
+from typing import Any, Protocol
 
 from broker.log.cleaner_checkpoint import read_cleaner_offsets, write_cleaner_offsets
 from broker.log.cleaner_worker import Throttle, init_cleaner_process, prepare_in_worker
@@ -97,6 +97,20 @@ class CleanerStats:
     failed: int = 0
     dirty_ratio: dict[TopicPartition, float] = field(default_factory=dict)
     uncleanable: set[TopicPartition] = field(default_factory=set)
+
+
+class _HostsPartitions(Protocol):
+    """The broker's partitions (ReplicaManager), as the cleaner asks about them."""
+
+    def get_partition(self, tp: TopicPartition) -> Any: ...
+
+
+def last_stable_offset_of(partitions: _HostsPartitions, tp: TopicPartition) -> int:
+    """The partition's last stable offset (its producer state's, with its high watermark),
+    for `LogCleanerManager(last_stable_offset=...)`; 0 (nothing cleanable) while the broker
+    has not opened the partition, whose open transactions are not known yet."""
+    partition = partitions.get_partition(tp)
+    return 0 if partition is None else int(partition.last_stable_offset)
 
 
 def cut_offsets(plog: PartitionLog, checkpoint: int | None, now_ms: int,

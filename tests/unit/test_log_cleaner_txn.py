@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.cleaner_manager import cut_offsets
+from broker.log.cleaner_manager import cut_offsets, last_stable_offset_of
 from broker.log.txn_index import AbortedTxn
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import Cleaner, PreparedClean
@@ -218,3 +218,20 @@ def test_nothing_at_or_past_the_last_stable_offset_is_cleaned(tmp_path: Path) ->
     clean(log, NOW, first_dirty=1)
     assert contents(log) == [(1, f"empty({P4})"), (2, "a=v2"), (3, "z=1"),
                              (4, f"ABORT({P4})"), (5, "y=1")]
+
+
+class _Partition:
+    last_stable_offset = 7
+
+
+def test_the_broker_gives_the_cleaner_each_open_partitions_last_stable_offset() -> None:
+    from common.topic_partition import TopicPartition
+
+    hosted = {TopicPartition("t", 0): _Partition()}
+
+    class Replicas:
+        def get_partition(self, tp: TopicPartition) -> _Partition | None:
+            return hosted.get(tp)
+
+    assert last_stable_offset_of(Replicas(), TopicPartition("t", 0)) == 7
+    assert last_stable_offset_of(Replicas(), TopicPartition("t", 1)) == 0  # not open: not cleaned
