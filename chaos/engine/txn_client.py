@@ -25,6 +25,7 @@ SIGTERM ends the loop after the current transaction.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import signal
@@ -36,6 +37,9 @@ from typing import Any, Final
 
 API_TIMEOUT_S: Final = 10.0  # one transactional call (init, send offsets, commit, abort)
 COMMIT_ATTEMPTS: Final = 3   # a retriable commit error: librdkafka asks the caller to commit again
+# a transaction this long (every call bounded by API_TIMEOUT_S) is stuck in the client library:
+# the stacks of every thread go to the client's log, to say where
+STUCK_S: Final = API_TIMEOUT_S * (COMMIT_ATTEMPTS + 2)
 CONSUME_BATCH: Final = 50
 CONSUME_WAIT_S: Final = 0.5
 TRANSFORM_GROUP: Final = "chaos-transform"
@@ -99,6 +103,7 @@ class Client:
                           offset=message.offset(), value=message.value().decode())
 
         committing = False
+        faulthandler.dump_traceback_later(STUCK_S, file=sys.stderr)
         try:
             producer.begin_transaction()
             for topic, partition, value in writes:
@@ -132,6 +137,8 @@ class Client:
             producer.abort_transaction(API_TIMEOUT_S)
             self.emit("txn-fail", process=name, txn=txn, error=str(exc), committing=False)
             return "fail", None
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
     def replace(self, producer: Any, why: str) -> Any:
         """A producer that failed mid-transaction: a new one (the same transactional.id) fences it."""

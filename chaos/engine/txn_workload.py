@@ -193,8 +193,9 @@ class TxnWorkload:
                 client.signal(signal.SIGCONT)
                 client.paused = False
             client.signal(signal.SIGTERM)
+        deadline = time.monotonic() + CLIENT_STOP_S  # one wait for all: a stuck client costs it once
         for client in self.clients.values():
-            client.wait(CLIENT_STOP_S)
+            client.wait(max(0.0, deadline - time.monotonic()))
 
     def stop_readers(self) -> None:
         self._stop_readers.set()
