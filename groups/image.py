@@ -103,6 +103,8 @@ class GroupsImage:
     def with_group(self, group_id: str, group: ClassicGroup | None) -> GroupsImage:
         """The memory-only state of one classic group (see the module's docstring): `group`
         replaces the replayed one; None or a Dead group removes it."""
+        if group is not None and self.groups.get(group_id) is group and group.state is not GroupState.DEAD:
+            return self  # unchanged (an offset commit of a group without members)
         groups = dict(self.groups)
         if group is None or group.state is GroupState.DEAD:
             groups.pop(group_id, None)
