@@ -196,6 +196,8 @@ def _replay(partition: Partition, header: RecordBatchHeader, first_offset: int, 
     producerStateManager.lastStableOffset(completedTxn)), for the segment holding the marker."""
     state = partition.producer_state
     completed = state.update(header, first_offset, last_offset, marker)
+    if marker is not None:  # the transaction ended: its verification is spent (KIP-890)
+        partition.verified_txns.pop(header.producer_id, None)
     if completed is None:
         return None
     log.debug("%s transaction of producer %d on %s at offsets %d..%d",

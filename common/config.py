@@ -251,6 +251,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "How often transactions past their timeout are looked for (and aborted).", at_least(1)),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _INT, 3_600_000,
               "How often expired transactional ids are looked for.", at_least(1)),
+    ConfigKey("transaction.partition.verification.enable", _BOOLEAN, True,
+              "KIP-890: a partition leader asks the transaction coordinator before a transactional "
+              "batch starts a transaction there, and refuses it (INVALID_TXN_STATE) if the partition "
+              "is not in the producer's ongoing transaction."),
     # --- Broker listener (process.roles contains broker); broker.broker_settings parses and checks them
     ConfigKey("listeners", _LIST, f"PLAINTEXT://:{KAFKA_PORT}",
               "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "

@@ -28,6 +28,7 @@ from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
 from broker.transaction_coordinator.coordinator import TransactionCoordinator
 from broker.transaction_coordinator.state_topic import TransactionStateTopic
+from broker.txn_verification import TxnVerifier
 from broker.topic_admin import (
     KAFKA_TOPIC_SIZES,
     AutoTopicCreator,
@@ -74,6 +75,8 @@ class BrokerContext:
     elections: LeaderElections | None = None  # ElectLeaders, on the controllers
     reassignments: HttpPartitionReassignments | None = None  # KIP-455, on the controllers
     fetch_sessions: FetchSessions | None = None  # KIP-227; None: every fetch is sessionless
+    # KIP-890 part 1: leaders verify transactional writes with the coordinator; None: they do not
+    txn_verifier: TxnVerifier | None = None
     refusals: RefusalLog = field(default_factory=RefusalLog)  # why a request was refused, at INFO
 
     @property

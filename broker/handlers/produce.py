@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from collections.abc import Mapping
 from typing import Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
+from broker.replication.partition import VerificationGuard
 from broker.server import Later
+from broker.txn_verification import (
+    finish_verification,
+    needs_verification,
+    start_verification,
+    transactional_producer,
+)
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.protocol import produce
@@ -34,9 +42,21 @@ _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
 
 
 def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
-                client: ClientInfo) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
-    """Append now (request order); answer now unless acks=all must wait, then `Later`."""
-    results = _append_all(ctx, req)
+                client: ClientInfo) -> produce.ProduceResponse | None | Later[produce.ProduceResponse] \
+        | Later[produce.ProduceResponse | None]:
+    """Append now (request order); answer now unless acks=all must wait, or a transactional
+    batch must first be verified with its coordinator (KIP-890), then `Later`."""
+    if req.transactional_id is not None and ctx.txn_verifier is not None:
+        unverified = _unverified(ctx, req)
+        if unverified is not None:
+            return Later(_verify_then_produce(ctx, req, version, *unverified))
+    return _produce(ctx, req, version)
+
+
+def _produce(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
+             refused: Mapping[TopicPartition, ErrorCode] | None = None
+             ) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
+    results = _append_all(ctx, req, refused or {})
     if req.acks == 0:
         return None
     if req.acks == -1:
@@ -46,6 +66,44 @@ def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
             return Later(_answer_replicated(ctx, results, required, req.timeout_ms, version))
         results = _with_codes(results, codes)
     return _response(ctx, results, version)
+
+
+def _unverified(ctx: BrokerContext, req: produce.ProduceRequest
+                ) -> tuple[tuple[int, int], list[TopicPartition], list[VerificationGuard]] | None:
+    """(producer id and epoch, partitions, their guards) whose transactional batch would start a
+    transaction the coordinator has not vouched for here; None when no partition needs it."""
+    producer = None
+    tps, guards = [], []
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            found = transactional_producer(p.records)
+            partition = ctx.replicas.get_partition(TopicPartition(topic.name, p.index))
+            if found is None or partition is None or not partition.is_leader(ctx.broker_id) \
+                    or not needs_verification(partition, *found):
+                continue  # the append answers what is not verifiable (not leader, ...)
+            producer = found
+            tps.append(partition.tp)
+            guards.append(start_verification(partition, *found))
+    return None if producer is None else (producer, tps, guards)
+
+
+async def _verify_then_produce(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
+                               producer: tuple[int, int], tps: list[TopicPartition],
+                               guards: list[VerificationGuard]) -> produce.ProduceResponse | None:
+    """Ask the coordinator, then append what it vouched for; the rest is refused."""
+    assert ctx.txn_verifier is not None and req.transactional_id is not None
+    producer_id, producer_epoch = producer
+    codes = await ctx.txn_verifier.verify(ctx.image(), req.transactional_id, producer_id, producer_epoch, tps)
+    refused: dict[TopicPartition, ErrorCode] = {}
+    for tp, guard in zip(tps, guards):
+        partition = ctx.replicas.get_partition(tp)
+        code = codes[tp] if partition is None else finish_verification(partition, producer_id, guard, codes[tp])
+        if code is not ErrorCode.NONE:
+            refused[tp] = code
+            log.info("Refused the transactional batch of producer %d (epoch %d, transactional id %s) on %s: %s",
+                     producer_id, producer_epoch, req.transactional_id, tp, code.name)
+    answer = _produce(ctx, req, version, refused)
+    return await answer.answer if isinstance(answer, Later) else answer
 
 
 async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
@@ -91,13 +149,20 @@ def with_current_leaders(ctx: BrokerContext, response: produce.ProduceResponse,
     return produce.ProduceResponse(tuple(topics), response.throttle_time_ms, node_endpoints(hints))
 
 
-def _append_all(ctx: BrokerContext, req: produce.ProduceRequest) -> _Results:
+def _append_all(ctx: BrokerContext, req: produce.ProduceRequest,
+                refused: Mapping[TopicPartition, ErrorCode]) -> _Results:
     image = ctx.image()
     results: _Results = []
     for topic in req.topic_data:
         parts = []
         for p in topic.partition_data:
             tp = TopicPartition(topic.name, p.index)
+            if refused and tp in refused:  # KIP-890: the coordinator did not vouch for it
+                parts.append((produce.PartitionProduceResponse(
+                    p.index, int(refused[tp]), -1, -1, -1, (),
+                    "the partition is not in the producer's ongoing transaction"
+                    if refused[tp] is ErrorCode.INVALID_TXN_STATE else None), -1))
+                continue
             if p.records is None:
                 parts.append((produce.PartitionProduceResponse(
                     p.index, int(ErrorCode.CORRUPT_MESSAGE), -1, -1, -1, (), "records are null"), -1))

@@ -49,6 +49,16 @@ class PendingIsrChange:
 
 
 @dataclass(slots=True, eq=False)
+class VerificationGuard:
+    """Kafka's VerificationGuard: made before a leader asks the coordinator about a producer's
+    transaction, compared by identity after the answer. A marker for the producer removes it
+    meanwhile, and the waiting write is then refused."""
+
+    producer_epoch: int
+    verified: bool = False
+
+
+@dataclass(slots=True, eq=False)
 class Partition:
     """What the metadata log says about one partition, its log, and its replication state."""
 
@@ -69,6 +79,10 @@ class Partition:
     pending_isr: PendingIsrChange | None = None
     # Idempotent producers and open transactions, rebuilt from the log when the partition opens.
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+    # Leader only (soft state): producer id -> epoch the transaction coordinator said may start a
+    # transaction here (KIP-890's verification, `broker.txn_verification`); an entry goes when a
+    # marker ends that producer's transaction, all of them when leadership moves.
+    verified_txns: dict[int, VerificationGuard] = field(default_factory=dict)
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader_id == broker_id
@@ -99,10 +113,12 @@ class Partition:
         self.follower_states = {r: reset_follower_state(now_ms=now_ms, in_isr=r in self.isr)
                                 for r in self.replicas if r != broker_id}
         self.pending_isr = None
+        self.verified_txns = {}
 
     def become_follower(self) -> None:
         self.follower_states = {}
         self.pending_isr = None
+        self.verified_txns = {}
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
