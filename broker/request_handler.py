@@ -75,6 +75,7 @@ from broker.handlers.transactions import (
     handle_init_producer_id,
     handle_list_transactions,
 )
+from broker.handlers.txn_offsets import handle_txn_offset_commit
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -180,6 +181,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.ADD_PARTITIONS_TO_TXN, handle_add_partitions_to_txn),
     _row(ApiKey.ADD_OFFSETS_TO_TXN, handle_add_offsets_to_txn),
     _row(ApiKey.END_TXN, handle_end_txn),
+    _row(ApiKey.TXN_OFFSET_COMMIT, handle_txn_offset_commit),  # broker/handlers/txn_offsets.py
     _row(ApiKey.DESCRIBE_TRANSACTIONS, handle_describe_transactions),
     _row(ApiKey.LIST_TRANSACTIONS, handle_list_transactions),
 )

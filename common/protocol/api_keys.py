@@ -38,6 +38,7 @@ class ApiKey(IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -101,6 +102,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4+: the batched broker form (KIP-890 part 1)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # the group coordinator's part (v3+: KIP-447's member checks)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: KIP-994's duration filter
 }
@@ -146,6 +148,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,  # Kafka 4 dropped v0; the coordinator sends v1
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,

@@ -163,6 +163,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.ADD_PARTITIONS_TO_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.TOPIC))),
     _kio(ApiKey.ADD_OFFSETS_TO_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP))),
     _kio(ApiKey.END_TXN, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),
+    # TxnOffsetCommit: WRITE on the TRANSACTIONAL_ID, then READ on the GROUP and each TOPIC
+    _kio(ApiKey.TXN_OFFSET_COMMIT, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP, Res.TOPIC))),
     _kio(ApiKey.DESCRIBE_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
     _kio(ApiKey.LIST_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
 )
