@@ -54,14 +54,10 @@ from common.protocol import (  # noqa: E402
     produce,  # noqa: E402
 )
 from common.protocol import messages  # noqa: E402
-from common.protocol import group_admin as ga  # noqa: E402
-from common.protocol import group_membership as gm  # noqa: E402
 from common.protocol import init_producer_id as ipi  # noqa: E402
-from common.protocol import join_group as jg  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
-from common.protocol import offset_fetch as of  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
 from common.protocol.api_table import API_SPECS  # noqa: E402
@@ -202,34 +198,55 @@ FUZZ_GROUP: Final = "fuzz-group"
 
 def _group_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     """The group APIs (issue 12); a JoinGroup's rebalance timeout is short: it may wait that long."""
+    if api is ApiKey.OFFSET_COMMIT and version < oc.FIRST_GENERATED_VERSION:  # kio has no v0/v1
+        old = oc.OldCommitRequest(FUZZ_GROUP, (oc.OldCommitTopic(topic, (oc.OldCommitPartition(0, 1, "fuzz"),)),))
+        return join_chunks(oc.encode_request(old, version))
+    if api not in GROUP_APIS:
+        return None
+    m = messages.request_module(api, version)  # kio's messages: the request of this version
     if api is ApiKey.JOIN_GROUP:
-        req = jg.JoinGroupRequest(FUZZ_GROUP, 6000, 100, "", None, "consumer",
-                                  (jg.JoinGroupRequestProtocol("range", b"\x00\x00\x00\x00\x00\x00"),))
-        return join_chunks(jg.encode_join_group_request(req, version))
-    if api is ApiKey.SYNC_GROUP:
-        return join_chunks(jg.encode_sync_group_request(jg.SyncGroupRequest(FUZZ_GROUP, 1, "m", None, ()), version))
-    if api is ApiKey.HEARTBEAT:
-        return join_chunks(gm.encode_heartbeat_request(gm.HeartbeatRequest(FUZZ_GROUP, 1, "m"), version))
-    if api is ApiKey.LEAVE_GROUP:
-        req = gm.LeaveGroupRequest(FUZZ_GROUP, (gm.MemberIdentity("m"),))
-        return join_chunks(gm.encode_leave_group_request(req, version))
-    if api is ApiKey.OFFSET_COMMIT:
-        req = oc.OffsetCommitRequest(FUZZ_GROUP, -1, "", (oc.OffsetCommitRequestTopic(
-            topic, (oc.OffsetCommitRequestPartition(0, 1, -1, "fuzz"),)),))
-        return join_chunks(oc.encode_offset_commit_request(req, version))
-    if api is ApiKey.OFFSET_FETCH:
-        req = of.OffsetFetchRequest(FUZZ_GROUP, (of.OffsetFetchRequestTopic(topic, (0,)),))
-        return join_chunks(of.encode_offset_fetch_request(req, version))
-    if api is ApiKey.OFFSET_DELETE:
-        req = oc.OffsetDeleteRequest(FUZZ_GROUP, (oc.OffsetDeleteRequestTopic(topic, (0,)),))
-        return join_chunks(oc.encode_offset_delete_request(req, version))
-    if api is ApiKey.DESCRIBE_GROUPS:
-        return join_chunks(ga.encode_describe_groups_request(ga.DescribeGroupsRequest((FUZZ_GROUP,)), version))
-    if api is ApiKey.LIST_GROUPS:
-        return join_chunks(ga.encode_list_groups_request(ga.ListGroupsRequest(), version))
-    if api is ApiKey.DELETE_GROUPS:
-        return join_chunks(ga.encode_delete_groups_request(ga.DeleteGroupsRequest(("fuzz-absent-group",)), version))
-    return None
+        req = messages.build(m.JoinGroupRequest, group_id=FUZZ_GROUP, session_timeout=timedelta(seconds=6),
+                             rebalance_timeout=timedelta(milliseconds=100), member_id="", group_instance_id=None,
+                             protocol_type="consumer", reason=None, protocols=(
+                                 m.JoinGroupRequestProtocol(name="range", metadata=b"\x00" * 6),))
+    elif api is ApiKey.SYNC_GROUP:
+        req = messages.build(m.SyncGroupRequest, group_id=FUZZ_GROUP, generation_id=1, member_id="m",
+                             group_instance_id=None, protocol_type=None, protocol_name=None, assignments=())
+    elif api is ApiKey.HEARTBEAT:
+        req = messages.build(m.HeartbeatRequest, group_id=FUZZ_GROUP, generation_id=1, member_id="m",
+                             group_instance_id=None)
+    elif api is ApiKey.LEAVE_GROUP:
+        members = (messages.build(m.MemberIdentity, member_id="m", group_instance_id=None, reason=None),) \
+            if version >= 3 else ()
+        req = messages.build(m.LeaveGroupRequest, group_id=FUZZ_GROUP, member_id="m", members=members)
+    elif api is ApiKey.OFFSET_COMMIT:
+        req = messages.build(m.OffsetCommitRequest, group_id=FUZZ_GROUP, generation_id_or_member_epoch=-1,
+                             member_id="", group_instance_id=None, retention_time=timedelta(milliseconds=-1),
+                             topics=(m.OffsetCommitRequestTopic(name=topic, partitions=(messages.build(
+                                 m.OffsetCommitRequestPartition, partition_index=0, committed_offset=1,
+                                 committed_leader_epoch=-1, committed_metadata="fuzz"),)),))
+    elif api is ApiKey.OFFSET_FETCH and version >= 8:
+        req = m.OffsetFetchRequest(require_stable=False, groups=(messages.build(
+            m.OffsetFetchRequestGroup, group_id=FUZZ_GROUP, member_id=None, member_epoch=-1,
+            topics=(m.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),))
+    elif api is ApiKey.OFFSET_FETCH:
+        req = messages.build(m.OffsetFetchRequest, group_id=FUZZ_GROUP, require_stable=False,
+                             topics=(m.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),))
+    elif api is ApiKey.OFFSET_DELETE:
+        req = m.OffsetDeleteRequest(group_id=FUZZ_GROUP, topics=(m.OffsetDeleteRequestTopic(
+            name=topic, partitions=(m.OffsetDeleteRequestPartition(partition_index=0),)),))
+    elif api is ApiKey.DESCRIBE_GROUPS:
+        req = messages.build(m.DescribeGroupsRequest, groups=(FUZZ_GROUP,), include_authorized_operations=False)
+    elif api is ApiKey.LIST_GROUPS:
+        req = messages.build(m.ListGroupsRequest, states_filter=(), types_filter=())
+    else:
+        req = m.DeleteGroupsRequest(groups_names=("fuzz-absent-group",))
+    return messages.encode(req)
+
+
+GROUP_APIS: Final = frozenset({
+    ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS})
 
 
 def _log_admin_request(api: ApiKey, version: int, topic: str) -> bytes | None:
@@ -299,7 +316,7 @@ def predict(data: bytes) -> Prediction:
                     silent += 1
                     continue
                 long_poll |= isinstance(request, fetch.FetchRequest) and request.max_wait_ms > 0
-                long_poll |= isinstance(request, jg.JoinGroupRequest | jg.SyncGroupRequest)  # a rebalance
+                long_poll |= header.request_api_key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP)  # a rebalance
             answers.append(header.correlation_id)
     except ProtocolError:
         return Prediction(tuple(answers), "error", long_poll, silent)

@@ -24,10 +24,8 @@ from aiohttp import web
 
 from common.errors import ErrorCode
 from common.limits import CLIENT_RETRY_BACKOFF
-from common.protocol import group_admin as ga
 from common.protocol import list_offsets as lo
-from common.protocol import offset_commit as oc
-from common.protocol import offset_fetch as of
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -144,16 +142,20 @@ class GroupApi:
                         if p.error_code == 0 and p.offset >= 0})
         return out
 
-    async def _committed(self, group_id: str) -> dict[tuple[str, int], of.OffsetFetchResponsePartition]:
-        response = await self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(group_id, None),
-                                              of.encode_offset_fetch_request, of.decode_offset_fetch_response,
-                                              lambda r: r.error_code)
+    async def _committed(self, group_id: str) -> dict[tuple[str, int], Any]:
+        """kio's OffsetFetch v5 partitions (committed_offset, metadata) by (topic, partition)."""
+        request = messages.request_module(ApiKey.OFFSET_FETCH, 5).OffsetFetchRequest(group_id=group_id, topics=None)
+        response = await self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, request, messages.encode_request,
+                                              messages.response_decoder(ApiKey.OFFSET_FETCH), lambda r: r.error_code)
         return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions
                 if p.committed_offset >= 0}
 
-    async def _group(self, group_id: str) -> ga.DescribedGroup:
-        response = await self._at_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest((group_id,)),
-                                              ga.encode_describe_groups_request, ga.decode_describe_groups_response,
+    async def _group(self, group_id: str) -> Any:
+        """kio's DescribeGroups v4 DescribedGroup."""
+        request = messages.request_module(ApiKey.DESCRIBE_GROUPS, 4).DescribeGroupsRequest(
+            groups=(group_id,), include_authorized_operations=False)
+        response = await self._at_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, 4, request, messages.encode_request,
+                                              messages.response_decoder(ApiKey.DESCRIBE_GROUPS),
                                               lambda r: r.groups[0].error_code)
         group = response.groups[0]
         if group.group_state == "Dead":
@@ -165,8 +167,9 @@ class GroupApi:
     async def _list(self, request: web.Request) -> web.Response:
         groups: dict[str, dict[str, Any]] = {}
         for broker_id in self._brokers():
-            r = await self._call(broker_id, ApiKey.LIST_GROUPS, 2, ga.ListGroupsRequest(),
-                                 ga.encode_list_groups_request, ga.decode_list_groups_response)
+            r = await self._call(broker_id, ApiKey.LIST_GROUPS, 2,
+                                 messages.request_module(ApiKey.LIST_GROUPS, 2).ListGroupsRequest(),
+                                 messages.encode_request, messages.response_decoder(ApiKey.LIST_GROUPS))
             if r.error_code:
                 raise _error(r.error_code, f"broker {broker_id} could not list its groups")
             for g in r.groups:
@@ -204,9 +207,9 @@ class GroupApi:
     async def _delete(self, request: web.Request) -> web.Response:
         self._authorize(request)
         group_id = request.match_info["id"]
-        await self._at_coordinator(group_id, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((group_id,)),
-                                   ga.encode_delete_groups_request, ga.decode_delete_groups_response,
-                                   lambda r: r.results[0].error_code)
+        request = messages.request_module(ApiKey.DELETE_GROUPS, 1).DeleteGroupsRequest(groups_names=(group_id,))
+        await self._at_coordinator(group_id, ApiKey.DELETE_GROUPS, 1, request, messages.encode_request,
+                                   messages.response_decoder(ApiKey.DELETE_GROUPS), lambda r: r.results[0].error_code)
         return web.json_response({"group_id": group_id, "deleted": True})
 
     async def _reset(self, request: web.Request) -> web.Response:
@@ -252,7 +255,7 @@ class GroupApi:
         return web.json_response({"group_id": group_id, "topic": topic, "dry_run": not execute, "offsets": [
             {"partition": p, "committed_offset": committed.get(p), "new_offset": o} for p, o in sorted(plan.items())]})
 
-    async def _described_or_empty(self, group_id: str) -> ga.DescribedGroup | None:
+    async def _described_or_empty(self, group_id: str) -> Any | None:
         try:
             return await self._group(group_id)
         except AdminError as e:
@@ -261,8 +264,12 @@ class GroupApi:
             raise
 
     async def _commit(self, group_id: str, topic: str, plan: dict[int, int]) -> None:
-        request = oc.OffsetCommitRequest(group_id, -1, "", (oc.OffsetCommitRequestTopic(topic, tuple(
-            oc.OffsetCommitRequestPartition(p, o, -1, "") for p, o in sorted(plan.items()))),))
-        await self._at_coordinator(group_id, ApiKey.OFFSET_COMMIT, 7, request, oc.encode_offset_commit_request,
-                                   oc.decode_offset_commit_response,
+        m = messages.request_module(ApiKey.OFFSET_COMMIT, 7)
+        request = m.OffsetCommitRequest(
+            group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(m.OffsetCommitRequestTopic(name=topic, partitions=tuple(m.OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                for p, o in sorted(plan.items()))),))
+        await self._at_coordinator(group_id, ApiKey.OFFSET_COMMIT, 7, request, messages.encode_request,
+                                   messages.response_decoder(ApiKey.OFFSET_COMMIT),
                                    lambda r: max((p.error_code for t in r.topics for p in t.partitions), default=0))

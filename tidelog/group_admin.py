@@ -19,9 +19,7 @@ from typing import Any, Final, TypeVar
 
 from common.errors import ErrorCode
 from common.limits import CLIENT_RETRY_BACKOFF
-from common.protocol import group_admin as ga
-from common.protocol import offset_commit as oc
-from common.protocol import offset_fetch as of
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -47,7 +45,7 @@ class PartitionLag:
     partition: int
     current_offset: int | None  # None: nothing committed
     log_end_offset: int | None
-    member: ga.DescribedGroupMember | None
+    member: Any | None  # kio's DescribeGroups v4 DescribedGroupMember
 
     @property
     def lag(self) -> int | None:
@@ -63,7 +61,7 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     coordinator: int
-    members: tuple[ga.DescribedGroupMember, ...]
+    members: tuple[Any, ...]  # kio's DescribeGroups v4 DescribedGroupMember
     partitions: tuple[PartitionLag, ...]
 
 
@@ -94,12 +92,14 @@ class GroupAdmin:
                 return response
             time.sleep(CLIENT_RETRY_BACKOFF)
 
-    def list_groups(self) -> list[ga.ListedGroup]:
+    def list_groups(self) -> list[Any]:
+        """kio's ListGroups v2 ListedGroup (group_id, protocol_type) of every broker's groups."""
         self.client.metadata([])
-        groups: dict[str, ga.ListedGroup] = {}
+        groups: dict[str, Any] = {}
+        request = messages.request_module(ApiKey.LIST_GROUPS, 2).ListGroupsRequest()
         for broker_id in sorted(self.client.brokers):
-            response = self.client.call(broker_id, ApiKey.LIST_GROUPS, 2, ga.ListGroupsRequest(),
-                                        ga.encode_list_groups_request, ga.decode_list_groups_response)
+            response = self.client.call(broker_id, ApiKey.LIST_GROUPS, 2, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.LIST_GROUPS))
             if response.error_code:
                 raise ClusterError(error_name(response.error_code), f"broker {broker_id} could not list its groups")
             for g in response.groups:
@@ -107,9 +107,9 @@ class GroupAdmin:
         return [groups[k] for k in sorted(groups)]
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        response = self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(group_id, None),
-                                        of.encode_offset_fetch_request, of.decode_offset_fetch_response,
-                                        lambda r: r.error_code)
+        request = messages.request_module(ApiKey.OFFSET_FETCH, 5).OffsetFetchRequest(group_id=group_id, topics=None)
+        response = self._at_coordinator(group_id, ApiKey.OFFSET_FETCH, 5, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.OFFSET_FETCH), lambda r: r.error_code)
         if response.error_code:
             raise ClusterError(error_name(response.error_code), f"cannot fetch the offsets of {group_id}")
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics
@@ -117,8 +117,10 @@ class GroupAdmin:
 
     def describe(self, group_id: str) -> GroupDescription:
         coordinator = self.coordinator(group_id)
-        response = self._at_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest((group_id,)),
-                                        ga.encode_describe_groups_request, ga.decode_describe_groups_response,
+        request = messages.request_module(ApiKey.DESCRIBE_GROUPS, 4).DescribeGroupsRequest(
+            groups=(group_id,), include_authorized_operations=False)
+        response = self._at_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, 4, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.DESCRIBE_GROUPS),
                                         lambda r: r.groups[0].error_code)
         group = response.groups[0]
         if group.error_code:
@@ -152,8 +154,9 @@ class GroupAdmin:
         return out
 
     def delete(self, group_id: str) -> None:
-        response = self._at_coordinator(group_id, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((group_id,)),
-                                        ga.encode_delete_groups_request, ga.decode_delete_groups_response,
+        request = messages.request_module(ApiKey.DELETE_GROUPS, 1).DeleteGroupsRequest(groups_names=(group_id,))
+        response = self._at_coordinator(group_id, ApiKey.DELETE_GROUPS, 1, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.DELETE_GROUPS),
                                         lambda r: r.results[0].error_code)
         code = response.results[0].error_code
         if code:
@@ -161,13 +164,17 @@ class GroupAdmin:
 
     def commit(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """A standalone commit (generation -1, no member): Kafka accepts it for an empty group."""
-        topics: dict[str, list[oc.OffsetCommitRequestPartition]] = {}
+        m = messages.request_module(ApiKey.OFFSET_COMMIT, 7)
+        topics: dict[str, list[Any]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
-            topics.setdefault(topic, []).append(oc.OffsetCommitRequestPartition(partition, offset, -1, ""))
-        request = oc.OffsetCommitRequest(group_id, -1, "", tuple(
-            oc.OffsetCommitRequestTopic(t, tuple(ps)) for t, ps in topics.items()))
-        response = self._at_coordinator(group_id, ApiKey.OFFSET_COMMIT, 7, request, oc.encode_offset_commit_request,
-                                        oc.decode_offset_commit_response,
+            topics.setdefault(topic, []).append(m.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
+        request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                        group_instance_id=None, topics=tuple(
+                                            m.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                                            for t, ps in topics.items()))
+        response = self._at_coordinator(group_id, ApiKey.OFFSET_COMMIT, 7, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.OFFSET_COMMIT),
                                         lambda r: max((p.error_code for t in r.topics for p in t.partitions), default=0))
         for t in response.topics:
             for p in t.partitions:

@@ -1,9 +1,13 @@
-"""Group API requests in, responses out: wire dataclasses ↔ the `groups/` rules.
+"""Group API requests in, responses out: kio's generated messages ↔ the `groups/` rules.
 
 Each handler is a plain coroutine `(coordinator, request, version, client) -> response`
-for the broker's dispatch table. Errors that concern the whole request (NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS, ...) come from `GroupCoordinator.partition_for`. A rule runs
-inside `GroupCoordinator.run` on the partition's current groups image.
+for the broker's dispatch table: it reads kio's request of the version the client sent and
+answers that version's response (`messages.build` drops the fields a version lacks), except
+OffsetCommit v0/v1, read into common/protocol/offset_commit.py's dataclasses (kio has no
+v0/v1; their field names are kio's, `getattr` supplies the fields they lack). Errors that
+concern the whole request (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) come from
+`GroupCoordinator.partition_for`. A rule runs inside `GroupCoordinator.run` on the
+partition's current groups image.
 """
 
 from __future__ import annotations
@@ -11,17 +15,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from broker.group_coordinator.runtime import CoordinatorError, GroupCoordinator
 from broker.handlers.context import ClientInfo
 from common.errors import ErrorCode
-from common.protocol import acls
-from common.protocol import group_admin as ga
-from common.protocol import group_membership as gm
-from common.protocol import join_group as jg
+from common.protocol import acls, messages
 from common.protocol import offset_commit as oc
-from common.protocol import offset_fetch as of
+from common.protocol.api_keys import ApiKey
+from common.protocol.messages import NO_THROTTLE, build, error_code
 from common.units import SECOND_MS
 from groups.group import ClassicGroup
 from groups.image import GroupsImage
@@ -30,6 +32,7 @@ from groups.membership import LeaveResult, LeavingMember, heartbeat, leave_group
 from groups.offsets import (
     CommitPartition,
     CommitRequest,
+    FetchedOffset,
     commit_offsets,
     delete_group,
     delete_offsets,
@@ -42,21 +45,33 @@ from metadata.image import MetadataImage
 E = ErrorCode
 JOIN_MARGIN_MS: Final = 5 * SECOND_MS  # a parked JoinGroup waits its rebalance timeout plus this, at most
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
+AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648  # Kafka's INT32_MIN: "not asked for" (DescribeGroups)
 CLASSIC_GROUP_TYPE: Final = "classic"  # Kafka's Group.GroupType.CLASSIC (ListGroups v5)
+NO_OFFSET: Final = -1
+NO_EPOCH: Final = -1
 R = TypeVar("R", JoinResult, SyncResult)
 
 
-def _join_response(result: JoinResult) -> jg.JoinGroupResponse:
-    return jg.JoinGroupResponse(
-        int(result.error), result.generation_id, result.protocol_name, result.leader,
-        result.member_id,
-        tuple(jg.JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata) for m in result.members),
-        protocol_type=result.protocol_type, skip_assignment=result.skip_assignment)
+# ---- JoinGroup, SyncGroup -----------------------------------------------------------------
 
 
-def _sync_response(result: SyncResult) -> jg.SyncGroupResponse:
-    return jg.SyncGroupResponse(int(result.error), result.assignment,
-                                protocol_type=result.protocol_type, protocol_name=result.protocol_name)
+def _join_response(version: int, result: JoinResult) -> Any:
+    m = messages.response_module(ApiKey.JOIN_GROUP, version)
+    return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
+                 generation_id=result.generation_id, protocol_type=result.protocol_type,
+                 # Kafka's JoinGroupResponse: no null name before v7, "" instead
+                 protocol_name=result.protocol_name if version >= 7 else result.protocol_name or "",
+                 leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
+                 members=tuple(build(m.JoinGroupResponseMember, member_id=j.member_id,
+                                     group_instance_id=j.group_instance_id, metadata=j.metadata)
+                               for j in result.members))
+
+
+def _sync_response(version: int, result: SyncResult) -> Any:
+    m = messages.response_module(ApiKey.SYNC_GROUP, version)
+    return build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
+                 protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                 assignment=result.assignment)
 
 
 async def _answer_or_park(coord: GroupCoordinator, partition: int, group_id: str, kind: type[R],
@@ -78,40 +93,44 @@ async def _answer_or_park(coord: GroupCoordinator, partition: int, group_id: str
     return await parked[0]
 
 
-async def join(coord: GroupCoordinator, req: jg.JoinGroupRequest, version: int,
-               client: ClientInfo) -> jg.JoinGroupResponse:
+async def join(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's JoinGroupRequest of `version`."""
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return _join_response(JoinResult(e.code, member_id=req.member_id))
-    prefix = req.group_instance_id or client.client_id or "member"
+        return _join_response(version, JoinResult(e.code, member_id=req.member_id))
+    instance: str | None = getattr(req, "group_instance_id", None)  # v5+
+    prefix = instance or client.client_id or "member"
     new_id = coord.new_member_id(prefix)
-    core = JoinRequest(req.group_id, req.member_id, req.group_instance_id, client.client_id, client.host,
-                       req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
+    session_ms = messages.milliseconds(req.session_timeout)
+    # v0 has no rebalance timeout: the session timeout stands for it, as Kafka does
+    rebalance_ms = messages.milliseconds(getattr(req, "rebalance_timeout", req.session_timeout))
+    core = JoinRequest(req.group_id, req.member_id, instance, client.client_id, client.host,
+                       session_ms, rebalance_ms, req.protocol_type,
                        tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
-                       supports_skip_assignment=version >= 9, reason=req.reason)
+                       supports_skip_assignment=version >= 9, reason=getattr(req, "reason", None))
     now_ms = coord.now_ms()
     result = await _answer_or_park(
         coord, partition, req.group_id, JoinResult,
         lambda state: join_group(state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms,
                                  config=coord.config),
-        lambda: coord.park_join(partition, req.group_id, req.member_id or new_id,
-                                req.rebalance_timeout_ms + JOIN_MARGIN_MS))
-    return _join_response(result)
+        lambda: coord.park_join(partition, req.group_id, req.member_id or new_id, rebalance_ms + JOIN_MARGIN_MS))
+    return _join_response(version, result)
 
 
-async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
-               client: ClientInfo) -> jg.SyncGroupResponse:
-    if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+async def sync(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's SyncGroupRequest of `version`."""
+    protocol_type: str | None = getattr(req, "protocol_type", None)  # v5+
+    protocol_name: str | None = getattr(req, "protocol_name", None)
+    if version >= 5 and (protocol_type is None or protocol_name is None):
         # Kafka's areMandatoryProtocolTypeAndNamePresent, checked before anything else
-        return jg.SyncGroupResponse(int(E.INCONSISTENT_GROUP_PROTOCOL), b"")
+        return _sync_response(version, SyncResult(E.INCONSISTENT_GROUP_PROTOCOL))
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return jg.SyncGroupResponse(int(e.code), b"")
-    core = SyncRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id,
-                       tuple((a.member_id, a.assignment) for a in req.assignments),
-                       req.protocol_type, req.protocol_name)
+        return _sync_response(version, SyncResult(e.code))
+    core = SyncRequest(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
+                       tuple((a.member_id, a.assignment) for a in req.assignments), protocol_type, protocol_name)
     group = coord.groups(partition).groups.get(req.group_id)
     wait_ms = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0) \
         + JOIN_MARGIN_MS
@@ -120,39 +139,58 @@ async def sync(coord: GroupCoordinator, req: jg.SyncGroupRequest, version: int,
         coord, partition, req.group_id, SyncResult,
         lambda state: sync_group(state.groups.get(req.group_id), core, now_ms),
         lambda: coord.park_sync(partition, req.group_id, req.member_id, wait_ms))
-    return _sync_response(result)
+    return _sync_response(version, result)
 
 
-async def heartbeat_(coord: GroupCoordinator, req: gm.HeartbeatRequest, version: int,
-                     client: ClientInfo) -> gm.HeartbeatResponse:
+# ---- Heartbeat, LeaveGroup ----------------------------------------------------------------
+
+
+def _heartbeat_response(version: int, code: int) -> Any:
+    m = messages.response_module(ApiKey.HEARTBEAT, version)
+    return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(code))
+
+
+async def heartbeat_(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's HeartbeatRequest of `version`."""
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return gm.HeartbeatResponse(int(e.code))
+        return _heartbeat_response(version, e.code)
     now_ms = coord.now_ms()
+    instance: str | None = getattr(req, "group_instance_id", None)  # v3+
     outcome, _ = await coord.run(partition, req.group_id, lambda state: heartbeat(
-        state.groups.get(req.group_id), req.group_id, req.member_id, req.group_instance_id,
-        req.generation_id, now_ms))
-    return gm.HeartbeatResponse(int(outcome.response))  # type: ignore[call-overload]
+        state.groups.get(req.group_id), req.group_id, req.member_id, instance, req.generation_id, now_ms))
+    return _heartbeat_response(version, cast(ErrorCode, outcome.response))
 
 
-async def leave(coord: GroupCoordinator, req: gm.LeaveGroupRequest, version: int,
-                client: ClientInfo) -> gm.LeaveGroupResponse:
+async def leave(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's LeaveGroupRequest of `version` (v0-v2: one member_id; v3+: members)."""
+    m = messages.response_module(ApiKey.LEAVE_GROUP, version)
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return gm.LeaveGroupResponse(int(e.code))
-    leaving = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason) for m in req.members)
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(e.code), members=())
+    if version < 3:
+        leaving: tuple[LeavingMember, ...] = (LeavingMember(req.member_id, None, None),)
+    else:
+        leaving = tuple(LeavingMember(i.member_id, i.group_instance_id, getattr(i, "reason", None))
+                        for i in req.members)
     now_ms = coord.now_ms()
     outcome, _ = await coord.run(partition, req.group_id, lambda state: leave_group(
         state.groups.get(req.group_id), req.group_id, leaving, now_ms, coord.config))
     result = outcome.response
     assert isinstance(result, LeaveResult)
-    members = tuple(gm.MemberResponse(m.member_id, m.group_instance_id, int(code)) for m, code in result.members)
-    error = int(result.error)
-    if version < 3 and error == 0 and members:  # one member: its error is the request's
-        error = members[0].error_code
-    return gm.LeaveGroupResponse(error, members if version >= 3 else ())
+    error = error_code(result.error)
+    if version < 3:  # one member: its error is the request's
+        if error == E.NONE and result.members:
+            error = error_code(result.members[0][1])
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
+    members = tuple(m.MemberResponse(member_id=left.member_id, group_instance_id=left.group_instance_id,
+                                     error_code=error_code(code)) for left, code in result.members)
+    return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)
+
+
+# ---- OffsetCommit, OffsetFetch, OffsetDelete ----------------------------------------------
 
 
 def _partition_exists(image: MetadataImage) -> Callable[[str, int], bool]:
@@ -162,151 +200,202 @@ def _partition_exists(image: MetadataImage) -> Callable[[str, int], bool]:
     return exists
 
 
-async def commit(coord: GroupCoordinator, req: oc.OffsetCommitRequest, version: int,
-                 client: ClientInfo) -> oc.OffsetCommitResponse:
-    def all_failed(code: int) -> oc.OffsetCommitResponse:
-        return oc.OffsetCommitResponse(tuple(oc.TopicErrors(t.name, tuple(
-            oc.PartitionError(p.partition_index, code) for p in t.partitions)) for t in req.topics))
+def _commit_response(version: int, answers: dict[str, list[tuple[int, int]]]) -> Any:
+    m = messages.response_module(ApiKey.OFFSET_COMMIT, oc.schema_version(version))
+    return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+        m.OffsetCommitResponseTopic(name=t, partitions=tuple(
+            m.OffsetCommitResponsePartition(partition_index=p, error_code=error_code(code)) for p, code in ps))
+        for t, ps in answers.items()))
 
+
+async def commit(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's OffsetCommitRequest of `version` (oc.OldCommitRequest at v0/v1)."""
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return all_failed(int(e.code))
-    parts = tuple(CommitPartition(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                                  p.committed_metadata, p.commit_timestamp) for t in req.topics for p in t.partitions)
+        return _commit_response(version, {t.name: [(p.partition_index, e.code) for p in t.partitions]
+                                          for t in req.topics})
+    parts = tuple(CommitPartition(t.name, p.partition_index, p.committed_offset,
+                                  getattr(p, "committed_leader_epoch", NO_EPOCH),  # v6+
+                                  p.committed_metadata,
+                                  getattr(p, "commit_timestamp", oc.DEFAULT_COMMIT_TIMESTAMP))  # v1
+                  for t in req.topics for p in t.partitions)
+    retention = getattr(req, "retention_time", None)  # v2-v4
+    retention_ms = oc.DEFAULT_RETENTION_TIME_MS if retention is None else messages.milliseconds(retention)
     # retention_time_ms (v2-v4) only sets an expire timestamp when given (Kafka >= 2.1)
-    expire = coord.now_ms() + req.retention_time_ms if req.retention_time_ms >= 0 else -1
-    core = CommitRequest(req.group_id, req.generation_id, req.member_id, req.group_instance_id, parts, expire,
+    expire = coord.now_ms() + retention_ms if retention_ms >= 0 else -1
+    core = CommitRequest(req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                         getattr(req, "group_instance_id", None), parts, expire,
                          E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
     now_ms, exists = coord.now_ms(), _partition_exists(coord.image())
     outcome, error = await coord.run(partition, req.group_id, lambda state: commit_offsets(
         state.groups.get(req.group_id), core, now_ms=now_ms, config=coord.config, partition_exists=exists))
-    answers: dict[str, list[oc.PartitionError]] = {}
-    for topic, partition, code in outcome.response:  # type: ignore[attr-defined]
+    answers: dict[str, list[tuple[int, int]]] = {}
+    for topic, index, code in outcome.response:  # type: ignore[attr-defined]
         if code is E.NONE and error is not E.NONE:
             code = error
-        answers.setdefault(topic, []).append(oc.PartitionError(partition, int(code)))
-    return oc.OffsetCommitResponse(tuple(oc.TopicErrors(t, tuple(ps)) for t, ps in answers.items()))
+        answers.setdefault(topic, []).append((index, code))
+    return _commit_response(version, answers)
 
 
-def _fetch_group(coord: GroupCoordinator, group_id: str,
-                 topics: tuple[of.OffsetFetchRequestTopic, ...] | None) -> of.OffsetFetchResponseGroup:
+GroupOffsets = tuple[int, dict[str, list[FetchedOffset]]]  # (error, offsets by topic)
+
+
+def _committed(coord: GroupCoordinator, partition: int, group_id: str,
+               wanted: tuple[tuple[str, tuple[int, ...]], ...] | None, *, require_stable: bool) -> list[FetchedOffset]:
+    """The one place OffsetFetch reads committed offsets. `require_stable` (v7+, KIP-447)
+    is passed on to the coordinator here once it tells pending transactional offsets apart
+    (UNSTABLE_OFFSET_COMMIT); until then every committed offset is stable."""
+    return list(fetch_offsets(coord.committed_offsets(partition).offsets.get(group_id), wanted))
+
+
+def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require_stable: bool) -> GroupOffsets:
     """One group's committed offsets, or its error (with no topics) when this broker cannot
     answer for it. A classic group checks no member id or epoch (OffsetFetch v9): Kafka's
     ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps."""
     if not group_id:
-        return of.OffsetFetchResponseGroup(group_id, (), int(E.INVALID_GROUP_ID))
+        return E.INVALID_GROUP_ID, {}
     try:
         partition = coord.partition_for(group_id)
     except CoordinatorError as e:
-        return of.OffsetFetchResponseGroup(group_id, (), int(e.code))
-    wanted = None if topics is None else tuple((t.name, t.partition_indexes) for t in topics)
-    answers: dict[str, list[of.OffsetFetchResponsePartition]] = {}
-    for f in fetch_offsets(coord.committed_offsets(partition).offsets.get(group_id), wanted):
-        answers.setdefault(f.topic, []).append(of.OffsetFetchResponsePartition(
-            f.partition, f.offset, f.leader_epoch, f.metadata, int(f.error)))
-    return of.OffsetFetchResponseGroup(
-        group_id, tuple(of.OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in answers.items()))
+        return e.code, {}
+    wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+    answers: dict[str, list[FetchedOffset]] = {}
+    for f in _committed(coord, partition, group_id, wanted, require_stable=require_stable):
+        answers.setdefault(f.topic, []).append(f)
+    return E.NONE, answers
 
 
-async def fetch(coord: GroupCoordinator, req: of.OffsetFetchRequest, version: int,
-                client: ClientInfo) -> of.OffsetFetchResponse:
+def _fetched_topics(topic_type: Any, partition_type: Any, answers: dict[str, list[FetchedOffset]]) -> tuple[Any, ...]:
+    return tuple(topic_type(name=t, partitions=tuple(build(
+        partition_type, partition_index=f.partition, committed_offset=f.offset, committed_leader_epoch=f.leader_epoch,
+        metadata=f.metadata, error_code=error_code(f.error)) for f in fs)) for t, fs in answers.items())
+
+
+async def fetch(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's OffsetFetchRequest of `version` (v0: v1's classes, the same bytes)."""
+    m = messages.response_module(ApiKey.OFFSET_FETCH, version)
+    require_stable: bool = getattr(req, "require_stable", False)  # v7+
     if version >= 8:  # KIP-709: each group answered on its own, errors included
-        return of.OffsetFetchResponse((), groups=tuple(
-            _fetch_group(coord, g.group_id, g.topics) for g in req.groups))
-    group = _fetch_group(coord, req.group_id, req.topics)
-    if group.error_code == 0:
-        return of.OffsetFetchResponse(group.topics)
-    if version >= 2:
-        return of.OffsetFetchResponse((), group.error_code)
-    # v0-v1 have no top-level error: every asked partition carries it
-    return of.OffsetFetchResponse(tuple(of.OffsetFetchResponseTopic(t.name, tuple(
-        of.OffsetFetchResponsePartition(p, -1, -1, "", group.error_code) for p in t.partition_indexes))
-        for t in req.topics or ()))
+        groups = []
+        for g in req.groups:
+            code, answers = _fetch_group(coord, g.group_id, g.topics, require_stable=require_stable)
+            groups.append(m.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=error_code(code),
+                topics=_fetched_topics(m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions, answers)))
+        return m.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(groups))
+    code, answers = _fetch_group(coord, req.group_id, req.topics, require_stable=require_stable)
+    if code == E.NONE:
+        topics = _fetched_topics(m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition, answers)
+    elif version >= 2:
+        topics = ()
+    else:  # v0-v1 have no top-level error: every asked partition carries it
+        topics = _fetched_topics(m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition, {
+            t.name: [FetchedOffset(t.name, p, NO_OFFSET, NO_EPOCH, "", error_code(code)) for p in t.partition_indexes]
+            for t in req.topics or ()})
+    return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error_code(code))
 
 
-async def offset_delete(coord: GroupCoordinator, req: oc.OffsetDeleteRequest, version: int,
-                        client: ClientInfo) -> oc.OffsetDeleteResponse:
+async def offset_delete(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's OffsetDeleteRequest of `version`."""
+    m = messages.response_module(ApiKey.OFFSET_DELETE, version)
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
-        return oc.OffsetDeleteResponse(int(e.code))
-    partitions = tuple((t.name, p) for t in req.topics for p in t.partitions)
+        return m.OffsetDeleteResponse(error_code=error_code(e.code), throttle_time=NO_THROTTLE, topics=())
+    partitions = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     outcome, error = await coord.run(partition, req.group_id, lambda state: delete_offsets(
         state.groups.get(req.group_id), state.offsets.get(req.group_id), req.group_id, partitions))
     group_error, answers = cast(tuple[ErrorCode, tuple[tuple[str, int, ErrorCode], ...]], outcome.response)
     if group_error is E.NONE and error is not E.NONE:
         group_error = error
-    topics: dict[str, list[oc.PartitionError]] = {}
-    for topic, partition, code in answers:
-        topics.setdefault(topic, []).append(oc.PartitionError(partition, int(code)))
-    return oc.OffsetDeleteResponse(int(group_error), tuple(oc.TopicErrors(t, tuple(ps)) for t, ps in topics.items()))
+    topics: dict[str, list[Any]] = {}
+    for topic, index, code in answers:
+        topics.setdefault(topic, []).append(m.OffsetDeleteResponsePartition(partition_index=index,
+                                                                            error_code=error_code(code)))
+    return m.OffsetDeleteResponse(error_code=error_code(group_error), throttle_time=NO_THROTTLE, topics=tuple(
+        m.OffsetDeleteResponseTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
 
 
-async def describe(coord: GroupCoordinator, req: ga.DescribeGroupsRequest, version: int,
-                   client: ClientInfo) -> ga.DescribeGroupsResponse:
+# ---- DescribeGroups, ListGroups, DeleteGroups ---------------------------------------------
+
+
+async def describe(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DescribeGroupsRequest of `version`."""
+    m = messages.response_module(ApiKey.DESCRIBE_GROUPS, version)
+
+    def described(code: int, group_id: str, state: str = "", protocol_type: str = "", protocol_data: str = "",
+                  members: tuple[Any, ...] = (), operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> Any:
+        return build(m.DescribedGroup, error_code=error_code(code), group_id=group_id, group_state=state,
+                     protocol_type=protocol_type, protocol_data=protocol_data, members=members,
+                     authorized_operations=operations)
+
     out = []
     for group_id in req.groups:
         try:
             partition = coord.partition_for(group_id)
         except CoordinatorError as e:
-            out.append(ga.DescribedGroup(int(e.code), group_id, "", "", ""))
+            out.append(described(e.code, group_id))
             continue
         group = coord.groups(partition).groups.get(group_id)
-        operations = GROUP_OPERATIONS_BITS if req.include_authorized_operations \
-            else ga.AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
+        operations = GROUP_OPERATIONS_BITS if getattr(req, "include_authorized_operations", False) \
+            else AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
         if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
-            out.append(ga.DescribedGroup(0, group_id, GroupState.DEAD.value, "", "", (), operations))
+            out.append(described(E.NONE, group_id, GroupState.DEAD.value, operations=operations))
             continue
         stable = group.state is GroupState.STABLE
-        members = tuple(ga.DescribedGroupMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            m.metadata_for(group.protocol_name) if stable else b"", m.assignment if stable else b"")
-            for m in group.members.values())
-        out.append(ga.DescribedGroup(0, group_id, group.state.value, group.protocol_type or "",
-                                     (group.protocol_name or "") if stable else "", members, operations))
-    return ga.DescribeGroupsResponse(tuple(out))
+        members = tuple(build(
+            m.DescribedGroupMember, member_id=g.member_id, group_instance_id=g.group_instance_id,
+            client_id=g.client_id, client_host=g.client_host,
+            member_metadata=g.metadata_for(group.protocol_name) if stable else b"",
+            member_assignment=g.assignment if stable else b"") for g in group.members.values())
+        out.append(described(E.NONE, group_id, group.state.value, group.protocol_type or "",
+                             (group.protocol_name or "") if stable else "", members, operations))
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
-async def list_(coord: GroupCoordinator, req: ga.ListGroupsRequest, version: int,
-                client: ClientInfo) -> ga.ListGroupsResponse:
+async def list_(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's ListGroupsRequest of `version`."""
+    m = messages.response_module(ApiKey.LIST_GROUPS, version)
     coord.ensure_started()
     error = E.COORDINATOR_LOAD_IN_PROGRESS if coord.loading() else E.NONE
     # v4 (KIP-518): states compared case-insensitively; a group known only by its committed
     # offsets is an Empty group, as Kafka loads it.
-    wanted = {state.lower() for state in req.states_filter}
+    wanted = {state.lower() for state in getattr(req, "states_filter", ())}
     # v5 (KIP-848): types compared case-insensitively; every group here is a classic one
-    if req.types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in req.types_filter}:
-        return ga.ListGroupsResponse(int(error), ())
+    types: tuple[str, ...] = getattr(req, "types_filter", ())
     groups = []
-    for partition in coord.active_partitions():
-        image = coord.groups(partition)
-        for group_id in sorted(set(image.groups) | set(image.offsets)):
-            group = image.groups.get(group_id)
-            state = group.state.value if group else GroupState.EMPTY.value
-            if wanted and state.lower() not in wanted:
-                continue
-            groups.append(ga.ListedGroup(group_id, (group.protocol_type or "") if group else "", state,
-                                         CLASSIC_GROUP_TYPE))
-    return ga.ListGroupsResponse(int(error), tuple(groups))
+    if not types or CLASSIC_GROUP_TYPE in {t.lower() for t in types}:
+        for partition in coord.active_partitions():
+            image = coord.groups(partition)
+            for group_id in sorted(set(image.groups) | set(image.offsets)):
+                group = image.groups.get(group_id)
+                state = group.state.value if group else GroupState.EMPTY.value
+                if wanted and state.lower() not in wanted:
+                    continue
+                groups.append(build(m.ListedGroup, group_id=group_id, group_state=state,
+                                    protocol_type=(group.protocol_type or "") if group else "",
+                                    group_type=CLASSIC_GROUP_TYPE))
+    return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error, groups=tuple(groups))
 
 
-async def delete(coord: GroupCoordinator, req: ga.DeleteGroupsRequest, version: int,
-                 client: ClientInfo) -> ga.DeleteGroupsResponse:
+async def delete(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's DeleteGroupsRequest of `version`."""
+    m = messages.response_module(ApiKey.DELETE_GROUPS, version)
     results = []
     for group_id in req.groups_names:
         try:
             partition = coord.partition_for(group_id)
         except CoordinatorError as e:
-            results.append(ga.DeletableGroupResult(group_id, int(e.code)))
+            results.append(m.DeletableGroupResult(group_id=group_id, error_code=error_code(e.code)))
             continue
         outcome, error = await coord.run(partition, group_id, partial(_delete_group, group_id=group_id,
                                                                       now_ms=coord.now_ms()))
         code = outcome.response
         if code is E.NONE:
             code = error
-        results.append(ga.DeletableGroupResult(group_id, int(code)))  # type: ignore[call-overload]
-    return ga.DeleteGroupsResponse(tuple(results))
+        results.append(m.DeletableGroupResult(group_id=group_id, error_code=error_code(cast(int, code))))
+    return m.DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 def _delete_group(state: GroupsImage, group_id: str, now_ms: int) -> Outcome:

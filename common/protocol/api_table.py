@@ -32,16 +32,11 @@ from common.protocol import (
     describe_configs,
     fetch,
     find_coordinator,
-    group_admin,
-    group_membership,
     init_producer_id,
-    join_group,
     metadata,
-    offset_commit,
-    offset_fetch,
     produce,
 )
-from common.protocol import list_offsets, offset_for_leader_epoch
+from common.protocol import list_offsets, offset_commit, offset_for_leader_epoch
 from common.protocol.acls import AclOperation
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from common.protocol.dispatch import Codec
@@ -137,16 +132,17 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.ALTER_REPLICA_LOG_DIRS, AclCheck(Op.ALTER, CLUSTER)),
     _kio(ApiKey.DESCRIBE_PRODUCERS, AclCheck(Op.READ, TOPIC)),
     # consumer groups
-    _hand(ApiKey.JOIN_GROUP, _codec(join_group, "join_group"), AclCheck(Op.READ, GROUP)),
-    _hand(ApiKey.SYNC_GROUP, _codec(join_group, "sync_group"), AclCheck(Op.READ, GROUP)),
-    _hand(ApiKey.HEARTBEAT, _codec(group_membership, "heartbeat"), AclCheck(Op.READ, GROUP)),
-    _hand(ApiKey.LEAVE_GROUP, _codec(group_membership, "leave_group"), AclCheck(Op.READ, GROUP)),
-    _hand(ApiKey.OFFSET_COMMIT, _codec(offset_commit, "offset_commit"), AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
-    _hand(ApiKey.OFFSET_FETCH, _codec(offset_fetch, "offset_fetch"), AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TOPIC))),
-    _hand(ApiKey.OFFSET_DELETE, _codec(offset_commit, "offset_delete"), AclCheck(Op.DELETE, (Res.GROUP,))),
-    _hand(ApiKey.DESCRIBE_GROUPS, _codec(group_admin, "describe_groups"), AclCheck(Op.DESCRIBE, GROUP)),
-    _hand(ApiKey.LIST_GROUPS, _codec(group_admin, "list_groups"), AclCheck(Op.DESCRIBE, (Res.CLUSTER, Res.GROUP))),
-    _hand(ApiKey.DELETE_GROUPS, _codec(group_admin, "delete_groups"), AclCheck(Op.DELETE, GROUP)),
+    _kio(ApiKey.JOIN_GROUP, AclCheck(Op.READ, GROUP)),
+    _kio(ApiKey.SYNC_GROUP, AclCheck(Op.READ, GROUP)),
+    _kio(ApiKey.HEARTBEAT, AclCheck(Op.READ, GROUP)),
+    _kio(ApiKey.LEAVE_GROUP, AclCheck(Op.READ, GROUP)),
+    # kio's messages from v2; v0 and v1 by hand (offset_commit.CODEC)
+    _hand(ApiKey.OFFSET_COMMIT, offset_commit.CODEC, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.OFFSET_FETCH, AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TOPIC))),  # v0 on v1's classes
+    _kio(ApiKey.OFFSET_DELETE, AclCheck(Op.DELETE, (Res.GROUP,))),
+    _kio(ApiKey.DESCRIBE_GROUPS, AclCheck(Op.DESCRIBE, GROUP)),
+    _kio(ApiKey.LIST_GROUPS, AclCheck(Op.DESCRIBE, (Res.CLUSTER, Res.GROUP))),
+    _kio(ApiKey.DELETE_GROUPS, AclCheck(Op.DELETE, GROUP)),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
     _kio(ApiKey.ELECT_LEADERS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),

@@ -40,6 +40,7 @@ NO_THROTTLE: Final = timedelta(0)  # every throttle_time we send: tidelog has no
 # only changed broker behaviour), that version's classes serve it.
 SAME_WIRE_AS: Final[Mapping[tuple[int, int], int]] = {
     (35, 0): 1,  # DescribeLogDirs: "Version 1 is the same as version 0"
+    (9, 0): 1,  # OffsetFetch: v1 only moved the offsets from ZooKeeper to Kafka
 }
 
 

@@ -1,237 +1,138 @@
-"""OffsetCommit (key 8) v0–v9 and OffsetDelete (key 47) v0 (OffsetFetch: offset_fetch.py).
+"""OffsetCommit (key 8) v0–v9: kio's generated messages from v2, v0 and v1 by hand.
 
-OffsetCommit (Kafka 3.9's OffsetCommitRequest.json): v0 carries only the group id and the
-offsets, v1 adds generation_id, member_id and a per-partition commit_timestamp, v2–v4
-retention_time_ms instead, v3+ throttle_time_ms in the response, v6+ committed_leader_epoch,
-v7+ group_instance_id, v8 is flexible, v9 is v8's layout with KIP-848's answers (an unknown
+Kafka 3.9's OffsetCommitRequest.json: v0 carries only the group id and the offsets, v1 adds
+generation_id, member_id and a per-partition commit_timestamp, v2–v4 retention_time_ms
+instead, v3+ throttle_time_ms in the response, v6+ committed_leader_epoch, v7+
+group_instance_id, v8 is flexible, v9 is v8's layout with KIP-848's answers (an unknown
 group committing with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION).
+
+kio (Kafka 4's schemas, KIP-896) has no v0 or v1. Their requests cannot ride on v2's classes
+(v1's commit_timestamp has no place there), so they read into the small dataclasses below,
+whose field names are kio's: a handler reads either alike, with `getattr` defaults for the
+fields a version lacks. Their responses are v2's bytes (the response changed first in v3),
+written from kio's v2 classes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Final
 
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk, Reader, Writer
 
-DEFAULT_RETENTION_TIME_MS = -1
-DEFAULT_COMMIT_TIMESTAMP = -1  # v1: "use the broker's time"
+DEFAULT_RETENTION_TIME_MS: Final = -1  # "the broker's offsets.retention.minutes"
+DEFAULT_COMMIT_TIMESTAMP: Final = -1  # v1: "use the broker's time"
+NO_GENERATION: Final = -1  # v0: no group membership, as Kafka's defaults
+FIRST_GENERATED_VERSION: Final = 2
+MIN_PARTITION_BYTES: Final = 14  # v0: partition, offset, null metadata
+MIN_TOPIC_BYTES: Final = 6  # empty name, empty partition array
 
-# ---- OffsetCommit -------------------------------------------------------------------------
+
+def schema_version(version: int) -> int:
+    """The version whose kio classes carry `version`'s response (and request, from v2)."""
+    return max(version, FIRST_GENERATED_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitRequestPartition:
+class OldCommitPartition:
+    """A partition of a v0/v1 request (kio's field names)."""
+
     partition_index: int
     committed_offset: int
-    committed_leader_epoch: int = -1  # v6+
-    committed_metadata: str | None = None
+    committed_metadata: str | None
     commit_timestamp: int = DEFAULT_COMMIT_TIMESTAMP  # v1 only
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitRequestTopic:
+class OldCommitTopic:
     name: str
-    partitions: tuple[OffsetCommitRequestPartition, ...]
+    partitions: tuple[OldCommitPartition, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitRequest:
+class OldCommitRequest:
+    """A v0/v1 request (kio's field names)."""
+
     group_id: str
-    generation_id: int
-    member_id: str
-    topics: tuple[OffsetCommitRequestTopic, ...]
-    group_instance_id: str | None = None  # v7+
-    retention_time_ms: int = DEFAULT_RETENTION_TIME_MS  # v2-v4
+    topics: tuple[OldCommitTopic, ...]
+    generation_id_or_member_epoch: int = NO_GENERATION  # v1
+    member_id: str = ""  # v1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionError:
-    partition_index: int
-    error_code: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicErrors:
-    name: str
-    partitions: tuple[PartitionError, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitResponse:
-    topics: tuple[TopicErrors, ...]
-    throttle_time_ms: int = 0  # v3+
-
-
-def decode_offset_commit_request(body: memoryview, version: int) -> OffsetCommitRequest:
+def _decode_old_request(body: memoryview, version: int) -> OldCommitRequest:
     check_version(ApiKey.OFFSET_COMMIT, version)
     r = reader_for(ApiKey.OFFSET_COMMIT, version, body)
     group_id = r.string()
-    # v0: no group membership; Kafka's defaults (generation -1, no member) stand for it
-    generation, member_id = (r.int32(), r.string()) if version >= 1 else (-1, "")
-    instance = r.nullable_string() if version >= 7 else None
-    retention = r.int64() if 2 <= version <= 4 else DEFAULT_RETENTION_TIME_MS
+    generation, member_id = (r.int32(), r.string()) if version >= 1 else (NO_GENERATION, "")
 
-    def partition(rr: Reader) -> OffsetCommitRequestPartition:
-        index, offset = rr.int32(), rr.int64()
-        epoch = rr.int32() if version >= 6 else -1
-        stamp = rr.int64() if version == 1 else DEFAULT_COMMIT_TIMESTAMP
-        p = OffsetCommitRequestPartition(index, offset, epoch, rr.nullable_string(), stamp)
-        rr.tagged_fields()
-        return p
+    def partition(r: Reader) -> OldCommitPartition:
+        index, offset = r.int32(), r.int64()
+        stamp = r.int64() if version == 1 else DEFAULT_COMMIT_TIMESTAMP
+        return OldCommitPartition(index, offset, r.nullable_string(), stamp)
 
-    def topic(rr: Reader) -> OffsetCommitRequestTopic:
-        t = OffsetCommitRequestTopic(rr.string(), rr.array(partition, 14))
-        rr.tagged_fields()
-        return t
+    def topic(r: Reader) -> OldCommitTopic:
+        return OldCommitTopic(r.string(), r.array(partition, MIN_PARTITION_BYTES))
 
-    request = OffsetCommitRequest(group_id, generation, member_id, r.array(topic, 2), instance, retention)
-    r.tagged_fields()
-    return request
+    return OldCommitRequest(group_id, r.array(topic, MIN_TOPIC_BYTES), generation, member_id)
 
 
-def encode_offset_commit_request(req: OffsetCommitRequest, version: int) -> list[Chunk]:
-    """Client side (tests, tools): the inverse of `decode_offset_commit_request`."""
+def _encode_old_request(req: OldCommitRequest, version: int) -> list[Chunk]:
     check_version(ApiKey.OFFSET_COMMIT, version)
     w = writer_for(ApiKey.OFFSET_COMMIT, version)
     w.string(req.group_id)
     if version >= 1:
-        w.int32(req.generation_id)
+        w.int32(req.generation_id_or_member_epoch)
         w.string(req.member_id)
-    if version >= 7:
-        w.nullable_string(req.group_instance_id)
-    if 2 <= version <= 4:
-        w.int64(req.retention_time_ms)
 
-    def partition(ww: Writer, p: OffsetCommitRequestPartition) -> None:
-        ww.int32(p.partition_index)
-        ww.int64(p.committed_offset)
-        if version >= 6:
-            ww.int32(p.committed_leader_epoch)
+    def partition(w: Writer, p: OldCommitPartition) -> None:
+        w.int32(p.partition_index)
+        w.int64(p.committed_offset)
         if version == 1:
-            ww.int64(p.commit_timestamp)
-        ww.nullable_string(p.committed_metadata)
-        ww.tagged_fields()
+            w.int64(p.commit_timestamp)
+        w.nullable_string(p.committed_metadata)
 
-    def topic(ww: Writer, t: OffsetCommitRequestTopic) -> None:
-        ww.string(t.name)
-        ww.array(t.partitions, partition)
-        ww.tagged_fields()
-
-    w.array(req.topics, topic)
-    w.tagged_fields()
-    return w.chunks()
-
-
-def _write_topic_errors(w: Writer, topics: tuple[TopicErrors, ...]) -> None:
-    """OffsetCommit's and OffsetDelete's per-partition errors (tagged sections when flexible)."""
-    def partition(ww: Writer, p: PartitionError) -> None:
-        ww.int32(p.partition_index)
-        ww.int16(p.error_code)
-        ww.tagged_fields()
-
-    def topic(ww: Writer, t: TopicErrors) -> None:
-        ww.string(t.name)
-        ww.array(t.partitions, partition)
-        ww.tagged_fields()
-
-    w.array(topics, topic)
-
-
-def _read_topic_errors(r: Reader) -> tuple[TopicErrors, ...]:
-    def partition(rr: Reader) -> PartitionError:
-        p = PartitionError(rr.int32(), rr.int16())
-        rr.tagged_fields()
-        return p
-
-    def topic(rr: Reader) -> TopicErrors:
-        t = TopicErrors(rr.string(), rr.array(partition, 6))
-        rr.tagged_fields()
-        return t
-
-    return r.array(topic, 2)
-
-
-def encode_offset_commit_response(resp: OffsetCommitResponse, version: int) -> list[Chunk]:
-    check_version(ApiKey.OFFSET_COMMIT, version)
-    w = writer_for(ApiKey.OFFSET_COMMIT, version)
-    if version >= 3:
-        w.int32(resp.throttle_time_ms)
-    _write_topic_errors(w, resp.topics)
-    w.tagged_fields()
-    return w.chunks()
-
-
-def decode_offset_commit_response(body: memoryview, version: int) -> OffsetCommitResponse:
-    """Client side (tests, tools): the inverse of `encode_offset_commit_response`."""
-    check_version(ApiKey.OFFSET_COMMIT, version)
-    r = reader_for(ApiKey.OFFSET_COMMIT, version, body)
-    throttle = r.int32() if version >= 3 else 0
-    response = OffsetCommitResponse(_read_topic_errors(r), throttle)
-    r.tagged_fields()
-    return response
-
-
-# ---- OffsetDelete -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetDeleteRequestTopic:
-    name: str
-    partitions: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetDeleteRequest:
-    group_id: str
-    topics: tuple[OffsetDeleteRequestTopic, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetDeleteResponse:
-    error_code: int
-    topics: tuple[TopicErrors, ...] = ()
-    throttle_time_ms: int = 0
-
-
-def decode_offset_delete_request(body: memoryview, version: int) -> OffsetDeleteRequest:
-    check_version(ApiKey.OFFSET_DELETE, version)
-    r = Reader(body)
-    group_id = r.string()
-
-    def topic(rr: Reader) -> OffsetDeleteRequestTopic:
-        name = rr.string()
-        return OffsetDeleteRequestTopic(name, rr.array(Reader.int32, 4))
-
-    return OffsetDeleteRequest(group_id, r.array(topic, 6))
-
-
-def encode_offset_delete_request(req: OffsetDeleteRequest, version: int) -> list[Chunk]:
-    """Client side (tests, tools): the inverse of `decode_offset_delete_request`."""
-    check_version(ApiKey.OFFSET_DELETE, version)
-    w = Writer()
-    w.string(req.group_id)
-
-    def topic(ww: Writer, t: OffsetDeleteRequestTopic) -> None:
-        ww.string(t.name)
-        ww.array(t.partitions, Writer.int32)
+    def topic(w: Writer, t: OldCommitTopic) -> None:
+        w.string(t.name)
+        w.array(t.partitions, partition)
 
     w.array(req.topics, topic)
     return w.chunks()
 
 
-def encode_offset_delete_response(resp: OffsetDeleteResponse, version: int) -> list[Chunk]:
-    check_version(ApiKey.OFFSET_DELETE, version)
-    w = Writer()
-    w.int16(resp.error_code)
-    w.int32(resp.throttle_time_ms)
-    _write_topic_errors(w, resp.topics)
-    return w.chunks()
+# ---- the codecs: kio from v2, v0 and v1 above ----------------------------------------------
+
+_GENERATED: Final = messages.kio_codec(ApiKey.OFFSET_COMMIT)
 
 
-def decode_offset_delete_response(body: memoryview, version: int) -> OffsetDeleteResponse:
-    """Client side (tests, tools): the inverse of `encode_offset_delete_response`."""
-    check_version(ApiKey.OFFSET_DELETE, version)
-    r = Reader(body)
-    error, throttle = r.int16(), r.int32()
-    return OffsetDeleteResponse(error, _read_topic_errors(r), throttle)
+def _decode_body(body: memoryview, version: int) -> Any:
+    if version < FIRST_GENERATED_VERSION:
+        return _decode_old_request(body, version)
+    return _GENERATED.decode(body, version)
+
+
+def _encode_body(response: Any, version: int) -> list[Chunk]:
+    if version < FIRST_GENERATED_VERSION:
+        check_version(ApiKey.OFFSET_COMMIT, version)
+        return _GENERATED.encode(response, FIRST_GENERATED_VERSION)  # v2's bytes
+    return _GENERATED.encode(response, version)
+
+
+CODEC: Final = Codec(_decode_body, _encode_body)  # the broker's (api_table)
+
+
+def encode_request(req: Any, version: int) -> list[Chunk]:
+    """Client side: an OldCommitRequest at v0/v1, else kio's request of `version`."""
+    if version < FIRST_GENERATED_VERSION:
+        if not isinstance(req, OldCommitRequest):
+            raise ValueError(f"{type(req).__name__} is not an OffsetCommit v{version} request")
+        return _encode_old_request(req, version)
+    return messages.encode_request(req, version)
+
+
+def decode_response(body: bytes | bytearray | memoryview, version: int) -> Any:
+    """Client side: kio's response of `schema_version(version)`."""
+    check_version(ApiKey.OFFSET_COMMIT, version)
+    return messages.decode_response(ApiKey.OFFSET_COMMIT, schema_version(version), body)

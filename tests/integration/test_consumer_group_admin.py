@@ -172,8 +172,7 @@ def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCl
     """Over one real connection to the coordinator: each bad request gets its error code,
     nothing is stored, and the connection keeps working."""
     from common.errors import ErrorCode as E
-    from common.protocol import join_group as jg
-    from common.protocol import offset_commit as oc
+    from tests import group_wire as gw
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
@@ -190,24 +189,22 @@ def test_bad_group_requests_get_kafkas_errors_and_store_nothing(cluster: LocalCl
             coordinator = admin.coordinator("bad-input-group")
 
             def join(group: str, protocols: tuple) -> int:
-                request = jg.JoinGroupRequest(group, 10000, 10000, "", None, "consumer", protocols)
-                return client.call(coordinator, ApiKey.JOIN_GROUP, 5, request, jg.encode_join_group_request,
-                                   jg.decode_join_group_response).error_code
+                request = gw.join(5, group, 10000, 10000, "", None, "consumer", protocols)
+                return client.call(coordinator, ApiKey.JOIN_GROUP, 5, request, *gw.codec(ApiKey.JOIN_GROUP)).error_code
 
             def commit(group: str, *parts: tuple[str, int, str]) -> list[int]:
-                request = oc.OffsetCommitRequest(group, -1, "", tuple(oc.OffsetCommitRequestTopic(t, (
-                    oc.OffsetCommitRequestPartition(p, 5, -1, m),)) for t, p, m in parts))
+                request = gw.commit(7, group, -1, "", [(t, p, 5, -1, m) for t, p, m in parts])
                 for _ in range(50):  # a retriable COORDINATOR_LOAD_IN_PROGRESS is retried, as clients do
                     response = client.call(admin.coordinator(group), ApiKey.OFFSET_COMMIT, 7, request,
-                                           oc.encode_offset_commit_request, oc.decode_offset_commit_response)
+                                           *gw.codec(ApiKey.OFFSET_COMMIT))
                     codes = [p.error_code for t in response.topics for p in t.partitions]
                     if E.COORDINATOR_LOAD_IN_PROGRESS not in codes:
                         return codes
                     time.sleep(0.1)
                 raise AssertionError(f"{group}: still loading")
 
-            assert join("", (jg.JoinGroupRequestProtocol("range", b""),)) == E.INVALID_GROUP_ID
-            assert join("bad-input-group", (jg.JoinGroupRequestProtocol("no-such-assignor", b""),)) == \
+            assert join("", (("range", b""),)) == E.INVALID_GROUP_ID
+            assert join("bad-input-group", (("no-such-assignor", b""),)) == \
                 E.INCONSISTENT_GROUP_PROTOCOL
             assert join("bad-input-group", ()) == E.INCONSISTENT_GROUP_PROTOCOL
             assert commit("bad-input-group", (topic, 0, "")) == [E.UNKNOWN_MEMBER_ID]  # a live group

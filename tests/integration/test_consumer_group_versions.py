@@ -164,30 +164,27 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
     to skip the assignment; at v8 it is told the previous leader id. SyncGroup v5 refuses a
     protocol name other than the group's."""
     from common.errors import ErrorCode
-    from common.protocol import group_membership as gm
-    from common.protocol import join_group as jg
+    from tests import group_wire as gw
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
     from common.kafka_client import KafkaClient
 
     group, instance = "kip814-group", "leader-instance"
-    protocols = (jg.JoinGroupRequestProtocol("range", b"subscription"),)
+    protocols = (("range", b"subscription"),)
     with KafkaClient(parse_bootstrap_servers(bootstrap_of(cluster)), request_timeout=30.0) as client:
         coordinator = GroupAdmin(client).coordinator(group)
 
-        def join(version: int) -> jg.JoinGroupResponse:
-            request = jg.JoinGroupRequest(group, 6000, 10000, "", instance, "consumer", protocols, "restarted")
-            return client.call(coordinator, ApiKey.JOIN_GROUP, version, request, jg.encode_join_group_request,
-                               jg.decode_join_group_response)
+        def join(version: int) -> Any:
+            request = gw.join(version, group, 6000, 10000, "", instance, "consumer", protocols, "restarted")
+            return client.call(coordinator, ApiKey.JOIN_GROUP, version, request, *gw.codec(ApiKey.JOIN_GROUP))
 
-        def sync(member_id: str, generation: int, name: str) -> jg.SyncGroupResponse:
-            request = jg.SyncGroupRequest(group, generation, member_id, instance, (
-                jg.SyncGroupRequestAssignment(member_id, b"assignment"),), "consumer", name)
-            return client.call(coordinator, ApiKey.SYNC_GROUP, 5, request, jg.encode_sync_group_request,
-                               jg.decode_sync_group_response)
+        def sync(member_id: str, generation: int, name: str) -> Any:
+            request = gw.sync(5, group, generation, member_id, instance, ((member_id, b"assignment"),),
+                              "consumer", name)
+            return client.call(coordinator, ApiKey.SYNC_GROUP, 5, request, *gw.codec(ApiKey.SYNC_GROUP))
 
-        def joined() -> jg.JoinGroupResponse | None:  # None while the coordinator still loads
+        def joined() -> Any | None:  # None while the coordinator still loads
             answer = join(9)
             return answer if answer.error_code == 0 else None
 
@@ -205,9 +202,8 @@ def test_static_leader_rejoin_skips_assignment_at_join_group_v9(cluster: LocalCl
         assert (older.error_code, older.leader, older.members) == (0, again.member_id, ())
         assert older.member_id not in (first.member_id, again.member_id)
 
-        left = client.call(coordinator, ApiKey.LEAVE_GROUP, 5, gm.LeaveGroupRequest(group, (
-            gm.MemberIdentity("", instance, "test over"),)), gm.encode_leave_group_request,
-            gm.decode_leave_group_response)
+        left = client.call(coordinator, ApiKey.LEAVE_GROUP, 5, gw.leave(5, group, ("", instance, "test over")),
+                           *gw.codec(ApiKey.LEAVE_GROUP))
         assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
 
 

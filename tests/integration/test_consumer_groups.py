@@ -248,8 +248,7 @@ def test_a_member_that_never_syncs_is_removed_and_the_real_consumer_takes_everyt
     never sends SyncGroup; one rebalance timeout after the join phase the coordinator removes
     it, and the real consumer ends up with every partition."""
     from common.errors import ErrorCode
-    from common.protocol import group_membership as gm
-    from common.protocol import join_group as jg
+    from tests import group_wire as gw
     from common.protocol.api_keys import ApiKey
     from tidelog.cli_common import parse_bootstrap_servers
     from tidelog.group_admin import GroupAdmin
@@ -265,17 +264,16 @@ def test_a_member_that_never_syncs_is_removed_and_the_real_consumer_takes_everyt
         wait_until("the real consumer owns every partition", lambda: split([real], PARTITIONS), CONSUME_S)
         with KafkaClient(parse_bootstrap_servers(bootstrap), request_timeout=30.0) as client:
             coordinator = GroupAdmin(client).coordinator(group)
-            request = jg.JoinGroupRequest(group, 6000, 3000, "", None, "consumer",
-                                          (jg.JoinGroupRequestProtocol("range", _subscription(topic)),))
-            joined = client.call(coordinator, ApiKey.JOIN_GROUP, 3, request, jg.encode_join_group_request,
-                                 jg.decode_join_group_response)  # answered once the real consumer rejoined
+            request = gw.join(3, group, 6000, 3000, "", None, "consumer", (("range", _subscription(topic)),))
+            joined = client.call(coordinator, ApiKey.JOIN_GROUP, 3, request,
+                                 *gw.codec(ApiKey.JOIN_GROUP))  # answered once the real consumer rejoined
             assert joined.error_code == 0 and joined.leader != joined.member_id
             joined_at = time.monotonic()
             wait_until("the real consumer got its half", lambda: len(real.assignment) == PARTITIONS // 2, CONSUME_S)
             while time.monotonic() - joined_at < 30:  # bounded: heartbeats, never a SyncGroup
                 code = client.call(coordinator, ApiKey.HEARTBEAT, 3,
-                                   gm.HeartbeatRequest(group, joined.generation_id, joined.member_id),
-                                   gm.encode_heartbeat_request, gm.decode_heartbeat_response).error_code
+                                   gw.heartbeat(3, group, joined.generation_id, joined.member_id),
+                                   *gw.codec(ApiKey.HEARTBEAT)).error_code
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     removed_after.append(time.monotonic() - joined_at)
                     break

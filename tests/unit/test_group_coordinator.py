@@ -6,6 +6,7 @@ NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS, and bad input stored nowhere."
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,6 @@ from broker.request_handler import RequestHandler
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode as E
 from common.prometheus import exposition, samples
-from common.protocol import group_admin as ga
-from common.protocol import group_membership as gm
-from common.protocol import join_group as jg
-from common.protocol import offset_commit as oc
-from common.protocol import offset_fetch as of
 from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
@@ -37,6 +33,7 @@ from groups.records import OffsetCommitKey, OffsetCommitValue, decode_record
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
 from metadata.records import Partition, Topic
+from tests import group_wire as gw
 from tests.log_helpers import NOW
 from tests.unit.test_request_handler import (
     ADVERTISED,
@@ -81,32 +78,25 @@ async def loaded(handler: RequestHandler, group: str = HERE) -> None:
 
 
 async def join(handler: RequestHandler, member_id: str = "", group: str = HERE, version: int = 5,
-               protocols: tuple = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)) -> jg.JoinGroupResponse:
-    request = jg.JoinGroupRequest(group, 10000, 30000, member_id, None, "consumer", protocols)
-    return await call(handler, ApiKey.JOIN_GROUP, version, request, jg.encode_join_group_request,
-                      jg.decode_join_group_response)
+               protocols: tuple = (("range", SUBSCRIPTION),)) -> Any:
+    request = gw.join(version, group, 10000, 30000, member_id, None, "consumer", protocols)
+    return await call(handler, ApiKey.JOIN_GROUP, version, request, *gw.codec(ApiKey.JOIN_GROUP))
 
 
-async def heartbeat(handler: RequestHandler, group: str, member: str, generation: int) -> gm.HeartbeatResponse:
-    return await call(handler, ApiKey.HEARTBEAT, 3, gm.HeartbeatRequest(group, generation, member),
-                      gm.encode_heartbeat_request, gm.decode_heartbeat_response)
+async def heartbeat(handler: RequestHandler, group: str, member: str, generation: int) -> Any:
+    return await call(handler, ApiKey.HEARTBEAT, 3, gw.heartbeat(3, group, generation, member),
+                      *gw.codec(ApiKey.HEARTBEAT))
 
 
 async def commit(handler: RequestHandler, member: str, generation: int, *parts: tuple[str, int, int, str]
                  ) -> dict[tuple[str, int], int]:
-    topics: dict[str, list[oc.OffsetCommitRequestPartition]] = {}
-    for topic, partition, offset, metadata in parts:
-        topics.setdefault(topic, []).append(oc.OffsetCommitRequestPartition(partition, offset, 4, metadata))
-    request = oc.OffsetCommitRequest(HERE, generation, member, tuple(
-        oc.OffsetCommitRequestTopic(t, tuple(ps)) for t, ps in topics.items()))
-    response = await call(handler, ApiKey.OFFSET_COMMIT, 7, request, oc.encode_offset_commit_request,
-                          oc.decode_offset_commit_response)
+    request = gw.commit(7, HERE, generation, member, [(t, p, o, 4, m) for t, p, o, m in parts])
+    response = await call(handler, ApiKey.OFFSET_COMMIT, 7, request, *gw.codec(ApiKey.OFFSET_COMMIT))
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
 
-async def fetch_offsets(handler: RequestHandler) -> of.OffsetFetchResponse:
-    return await call(handler, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest(HERE, None),
-                      of.encode_offset_fetch_request, of.decode_offset_fetch_response)
+async def fetch_offsets(handler: RequestHandler) -> Any:
+    return await call(handler, ApiKey.OFFSET_FETCH, 5, gw.fetch(5, HERE, None), *gw.codec(ApiKey.OFFSET_FETCH))
 
 
 def stored_records(replicas: ReplicaManager) -> list:
@@ -145,9 +135,8 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:
         0, 1, first.member_id, "range")
     assert [m.metadata for m in joined.members] == [SUBSCRIPTION]
     member, generation = joined.member_id, joined.generation_id
-    sync = await call(handler, ApiKey.SYNC_GROUP, 3, jg.SyncGroupRequest(
-        HERE, generation, member, None, (jg.SyncGroupRequestAssignment(member, b"all of orders"),)),
-        jg.encode_sync_group_request, jg.decode_sync_group_response)
+    sync = await call(handler, ApiKey.SYNC_GROUP, 3, gw.sync(3, HERE, generation, member, None, (
+        (member, b"all of orders"),)), *gw.codec(ApiKey.SYNC_GROUP))
     assert (sync.error_code, sync.assignment) == (0, b"all of orders")
     assert (await heartbeat(handler, HERE, member, generation)).error_code == 0
     assert (await heartbeat(handler, HERE, member, generation + 1)).error_code == E.ILLEGAL_GENERATION
@@ -160,18 +149,17 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:
     fetched = await fetch_offsets(handler)
     assert [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata)
             for t in fetched.topics for p in t.partitions] == [("orders", 0, 42, 4, "meta")]
-    described = await call(handler, ApiKey.DESCRIBE_GROUPS, 4, ga.DescribeGroupsRequest((HERE, "unknown")),
-                           ga.encode_describe_groups_request, ga.decode_describe_groups_response)
+    described = await call(handler, ApiKey.DESCRIBE_GROUPS, 4, gw.describe(4, (HERE, "unknown")),
+                           *gw.codec(ApiKey.DESCRIBE_GROUPS))
     assert [(g.group_id, g.group_state, g.protocol_data, len(g.members)) for g in described.groups] == [
         (HERE, "Stable", "range", 1), ("unknown", "Dead", "", 0)]
     assert described.groups[0].members[0].member_assignment == b"all of orders"
-    asked = await call(handler, ApiKey.DESCRIBE_GROUPS, 5, ga.DescribeGroupsRequest((HERE, "unknown"), True),
-                       ga.encode_describe_groups_request, ga.decode_describe_groups_response)
+    asked = await call(handler, ApiKey.DESCRIBE_GROUPS, 5, gw.describe(5, (HERE, "unknown"), True),
+                       *gw.codec(ApiKey.DESCRIBE_GROUPS))
     assert [g.authorized_operations for g in asked.groups] == [0b1_0100_1000] * 2  # READ, DELETE, DESCRIBE
-    assert [g.authorized_operations for g in described.groups] == [ga.AUTHORIZED_OPERATIONS_OMITTED] * 2
-    deleted = await call(handler, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
-                         ga.encode_delete_groups_request, ga.decode_delete_groups_response)
-    assert deleted.results == (ga.DeletableGroupResult(HERE, E.NON_EMPTY_GROUP),)
+    assert [g.authorized_operations for g in described.groups] == [-2147483648] * 2  # Kafka's "not asked for"
+    deleted = await call(handler, ApiKey.DELETE_GROUPS, 1, gw.delete(1, (HERE,)), *gw.codec(ApiKey.DELETE_GROUPS))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(HERE, E.NON_EMPTY_GROUP)]
 
     # What the log holds is Kafka's records; a fresh coordinator (a new leader) loads them.
     records = stored_records(replicas)
@@ -184,21 +172,18 @@ async def test_a_whole_group_life_and_a_reload(broker) -> None:
     assert (await heartbeat(again, HERE, member, generation)).error_code == 0  # Stable, loaded with its member
     assert (await fetch_offsets(again)).topics == fetched.topics
 
-    left = await call(again, ApiKey.LEAVE_GROUP, 3, gm.LeaveGroupRequest(HERE, (gm.MemberIdentity(member),)),
-                      gm.encode_leave_group_request, gm.decode_leave_group_response)
+    left = await call(again, ApiKey.LEAVE_GROUP, 3, gw.leave(3, HERE, (member, None, None)),
+                      *gw.codec(ApiKey.LEAVE_GROUP))
     assert left.error_code == 0 and [m.error_code for m in left.members] == [0]
-    listed = await call(again, ApiKey.LIST_GROUPS, 2, ga.ListGroupsRequest(), ga.encode_list_groups_request,
-                        ga.decode_list_groups_response)
-    assert listed.groups == (ga.ListedGroup(HERE, "consumer"),)
-    for states, expected in (((), (ga.ListedGroup(HERE, "consumer", "Empty"),)),
-                             (("EMPTY", "Dead"), (ga.ListedGroup(HERE, "consumer", "Empty"),)),
-                             (("Stable",), ())):  # v4 (KIP-518): case-insensitive state filter
-        filtered = await call(again, ApiKey.LIST_GROUPS, 4, ga.ListGroupsRequest(states),
-                              ga.encode_list_groups_request, ga.decode_list_groups_response)
-        assert filtered.groups == expected, states
-    deleted = await call(again, ApiKey.DELETE_GROUPS, 1, ga.DeleteGroupsRequest((HERE,)),
-                         ga.encode_delete_groups_request, ga.decode_delete_groups_response)
-    assert deleted.results == (ga.DeletableGroupResult(HERE, 0),)
+    listed = await call(again, ApiKey.LIST_GROUPS, 2, gw.list_groups(2), *gw.codec(ApiKey.LIST_GROUPS))
+    assert [(g.group_id, g.protocol_type) for g in listed.groups] == [(HERE, "consumer")]
+    for states, expected in (((), [(HERE, "consumer", "Empty")]),
+                             (("EMPTY", "Dead"), [(HERE, "consumer", "Empty")]),
+                             (("Stable",), [])):  # v4 (KIP-518): case-insensitive state filter
+        filtered = await call(again, ApiKey.LIST_GROUPS, 4, gw.list_groups(4, states), *gw.codec(ApiKey.LIST_GROUPS))
+        assert [(g.group_id, g.protocol_type, g.group_state) for g in filtered.groups] == expected, states
+    deleted = await call(again, ApiKey.DELETE_GROUPS, 1, gw.delete(1, (HERE,)), *gw.codec(ApiKey.DELETE_GROUPS))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(HERE, 0)]
     assert (await fetch_offsets(again)).topics == ()
     await again.close()
 
@@ -211,8 +196,8 @@ async def test_bad_joins_get_kafkas_errors(broker) -> None:
     assert (await join(handler, protocols=())).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(handler, "ghost")).error_code == E.UNKNOWN_MEMBER_ID
     assert (await heartbeat(handler, "", "m", 1)).error_code == E.INVALID_GROUP_ID
-    assert (await call(handler, ApiKey.OFFSET_FETCH, 5, of.OffsetFetchRequest("", None), of.encode_offset_fetch_request,
-                       of.decode_offset_fetch_response)).error_code == E.INVALID_GROUP_ID
+    assert (await call(handler, ApiKey.OFFSET_FETCH, 5, gw.fetch(5, "", None),
+                       *gw.codec(ApiKey.OFFSET_FETCH))).error_code == E.INVALID_GROUP_ID
     assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == 0
     await handler.close()
 
@@ -235,20 +220,21 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
     try:
         coord.ensure_started()  # loads the partitions led here
         await coord.runtime.idle()
-        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+        protocols = (("range", SUBSCRIPTION),)
 
-        async def join_v3(member: str = "") -> jg.JoinGroupResponse:
-            return await handlers.join(coord, jg.JoinGroupRequest(HERE, 10000, 30000, member, None, "consumer",
-                                                                  protocols), 3, ClientInfo("client", "/127.0.0.1"))
+        async def join_v3(member: str = "") -> Any:
+            return await handlers.join(coord, gw.join(3, HERE, 10000, 30000, member, None, "consumer", protocols), 3,
+                                       ClientInfo("client", "/127.0.0.1"))
 
         a = await join_v3()
-        sync = await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()), 3, ClientInfo("c", "/127.0.0.1"))
+        sync = await handlers.sync(coord, gw.sync(3, HERE, a.generation_id, a.member_id, None), 3,
+                                   ClientInfo("c", "/127.0.0.1"))
         assert sync.error_code == 0 and coord.groups(0).groups[HERE].state is GroupState.STABLE
 
         # The session's deadline is one timer, exact to the millisecond (not a polling tick).
         assert coord.runtime.timer_deadline(0, ("expire", HERE)) == clock[0] + 10_000
         clock[0] += 9_999  # a heartbeat one ms before the session ends keeps the member
-        beat = await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, a.generation_id, a.member_id), 3,
+        beat = await handlers.heartbeat_(coord, gw.heartbeat(3, HERE, a.generation_id, a.member_id), 3,
                                          ClientInfo("c", "/127.0.0.1"))
         assert beat.error_code == 0
         clock[0] += 1
@@ -274,7 +260,7 @@ async def test_sessions_expire_on_the_coordinators_clock_and_leadership_loss_ans
         replicas.apply_changes(changes_for_broker(IMAGE, image[0], ME), image[0])
         # leadership moved: the replica manager's change listener unloads the partition at once
         assert (await asyncio.wait_for(waiting, 1)).error_code == E.NOT_COORDINATOR
-        assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, 1, a.member_id), 3, ClientInfo("c", "/127.0.0.1"))
+        assert (await handlers.heartbeat_(coord, gw.heartbeat(3, HERE, 1, a.member_id), 3, ClientInfo("c", "/127.0.0.1"))
                 ).error_code == E.NOT_COORDINATOR
         assert samples(exposition(coord.metric_families("x_")))['x_groups{state="Stable"}'] == 0
     finally:
@@ -297,18 +283,17 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
     try:
         coord.ensure_started()
         await coord.runtime.idle()
-        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+        protocols = (("range", SUBSCRIPTION),)
 
-        async def join_v3(member: str = "") -> jg.JoinGroupResponse:
-            return await handlers.join(coord, jg.JoinGroupRequest(HERE, 10000, 30000, member, None, "consumer",
-                                                                  protocols), 3, client)
+        async def join_v3(member: str = "") -> Any:
+            return await handlers.join(coord, gw.join(3, HERE, 10000, 30000, member, None, "consumer", protocols), 3,
+                                       client)
 
-        async def sync(member: str, generation: int, assignments: tuple = ()) -> jg.SyncGroupResponse:
-            return await handlers.sync(coord, jg.SyncGroupRequest(HERE, generation, member, None, assignments),
-                                       3, client)
+        async def sync(member: str, generation: int, assignments: tuple = ()) -> Any:
+            return await handlers.sync(coord, gw.sync(3, HERE, generation, member, None, assignments), 3, client)
 
         async def beat(member: str, generation: int) -> int:
-            return (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, generation, member), 3, client)
+            return (await handlers.heartbeat_(coord, gw.heartbeat(3, HERE, generation, member), 3, client)
                     ).error_code
 
         a = await join_v3()
@@ -319,7 +304,7 @@ async def test_a_member_that_never_syncs_is_removed_on_the_coordinators_clock(br
         a = await asyncio.wait_for(join_v3(a.member_id), 1)
         b = await asyncio.wait_for(b_join, 1)
         assert a.generation_id == b.generation_id == 2 and a.leader == a.member_id
-        assignments = (jg.SyncGroupRequestAssignment(a.member_id, b"a"), jg.SyncGroupRequestAssignment(b.member_id, b"b"))
+        assignments = ((a.member_id, b"a"), (b.member_id, b"b"))
         assert (await sync(a.member_id, 2, assignments)).error_code == 0
         assert coord.groups(0).groups[HERE].pending_sync == {b.member_id}
 
@@ -358,14 +343,14 @@ async def test_a_new_member_whose_join_never_completes_is_answered_unknown_membe
     try:
         coord.ensure_started()
         await coord.runtime.idle()
-        protocols = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+        protocols = (("range", SUBSCRIPTION),)
 
-        def join_v3(rebalance_ms: int) -> asyncio.Future[jg.JoinGroupResponse]:
-            return asyncio.ensure_future(handlers.join(coord, jg.JoinGroupRequest(
-                HERE, 10000, rebalance_ms, "", None, "consumer", protocols), 3, client))
+        def join_v3(rebalance_ms: int) -> asyncio.Future[Any]:
+            return asyncio.ensure_future(handlers.join(coord, gw.join(
+                3, HERE, 10000, rebalance_ms, "", None, "consumer", protocols), 3, client))
 
         a = await asyncio.wait_for(join_v3(30_000), 1)
-        assert (await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()),
+        assert (await handlers.sync(coord, gw.sync(3, HERE, a.generation_id, a.member_id, None),
                                     3, client)).error_code == 0
         waiting = join_v3(600_000)  # the group now waits for a to rejoin, up to 10 minutes
         await asyncio.sleep(0)  # the join runs up to its parking
@@ -398,8 +383,7 @@ async def test_a_failed_append_returns_the_group_to_its_committed_state(broker) 
     client = ClientInfo("client", "/127.0.0.1")
 
     async def commit_v7(offset: int) -> int:
-        request = oc.OffsetCommitRequest(HERE, -1, "", (oc.OffsetCommitRequestTopic(
-            "orders", (oc.OffsetCommitRequestPartition(0, offset, 4, ""),)),))
+        request = gw.commit(7, HERE, -1, "", [("orders", 0, offset, 4, "")])
         response = await handlers.commit(coord, request, 7, client)
         return response.topics[0].partitions[0].error_code
 
@@ -409,7 +393,7 @@ async def test_a_failed_append_returns_the_group_to_its_committed_state(broker) 
         assert await commit_v7(42) == 0
         append = coord.writer.append
 
-        def refuse(*args: object) -> int:
+        def refuse(*args: object, **kwargs: object) -> int:
             raise KafkaStorageError("the log directory failed")
 
         coord.writer.append = refuse  # type: ignore[method-assign]
@@ -442,13 +426,13 @@ async def test_a_session_expires_at_its_deadline_on_the_real_clock(broker) -> No
     try:
         coord.ensure_started()
         await coord.runtime.idle()
-        a = await handlers.join(coord, jg.JoinGroupRequest(HERE, session_ms, 30000, "", None, "consumer", (
-            jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)), 3, client)
-        assert (await handlers.sync(coord, jg.SyncGroupRequest(HERE, a.generation_id, a.member_id, None, ()),
+        a = await handlers.join(coord, gw.join(3, HERE, session_ms, 30000, "", None, "consumer", (
+            ("range", SUBSCRIPTION),)), 3, client)
+        assert (await handlers.sync(coord, gw.sync(3, HERE, a.generation_id, a.member_id, None),
                                     3, client)).error_code == 0
         first = coord.runtime.timer_deadline(0, ("expire", HERE))
         await asyncio.sleep(session_ms / 2 / 1000)  # a heartbeat before the deadline keeps the member
-        assert (await handlers.heartbeat_(coord, gm.HeartbeatRequest(HERE, a.generation_id, a.member_id), 3,
+        assert (await handlers.heartbeat_(coord, gw.heartbeat(3, HERE, a.generation_id, a.member_id), 3,
                                           client)).error_code == 0
         deadline = coord.runtime.timer_deadline(0, ("expire", HERE))
         assert first is not None and deadline is not None and deadline > first

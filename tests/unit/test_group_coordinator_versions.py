@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from broker.request_handler import RequestHandler
 from common.errors import ErrorCode as E
-from common.protocol import group_admin as ga
-from common.protocol import group_membership as gm
-from common.protocol import join_group as jg
-from common.protocol import offset_commit as oc
-from common.protocol import offset_fetch as of
+from typing import Any
+
 from common.protocol.api_keys import ApiKey
 from groups.partitioner import coordinator_partition
 from tests.unit.test_group_coordinator import (  # noqa: F401 - `broker` is a fixture
@@ -22,36 +19,32 @@ from tests.unit.test_group_coordinator import (  # noqa: F401 - `broker` is a fi
     broker,
     loaded,
 )
+from tests import group_wire as gw
 from tests.unit.test_request_handler import call
 
-PROTOCOLS = (jg.JoinGroupRequestProtocol("range", SUBSCRIPTION),)
+PROTOCOLS = (("range", SUBSCRIPTION),)
 
 
-async def join_v9(handler: RequestHandler, member_id: str = "") -> jg.JoinGroupResponse:
-    request = jg.JoinGroupRequest(HERE, 10000, 30000, member_id, None, "consumer", PROTOCOLS, "first start")
-    return await call(handler, ApiKey.JOIN_GROUP, 9, request, jg.encode_join_group_request,
-                      jg.decode_join_group_response)
+async def join_v9(handler: RequestHandler, member_id: str = "") -> Any:
+    request = gw.join(9, HERE, 10000, 30000, member_id, None, "consumer", PROTOCOLS, "first start")
+    return await call(handler, ApiKey.JOIN_GROUP, 9, request, *gw.codec(ApiKey.JOIN_GROUP))
 
 
 async def sync_v5(handler: RequestHandler, member_id: str, generation: int, protocol_name: str | None,
-                  assignments: tuple[jg.SyncGroupRequestAssignment, ...] = ()) -> jg.SyncGroupResponse:
-    request = jg.SyncGroupRequest(HERE, generation, member_id, None, assignments, "consumer", protocol_name)
-    return await call(handler, ApiKey.SYNC_GROUP, 5, request, jg.encode_sync_group_request,
-                      jg.decode_sync_group_response)
+                  assignments: tuple[tuple[str, bytes], ...] = ()) -> Any:
+    request = gw.sync(5, HERE, generation, member_id, None, assignments, "consumer", protocol_name)
+    return await call(handler, ApiKey.SYNC_GROUP, 5, request, *gw.codec(ApiKey.SYNC_GROUP))
 
 
 async def commit(handler: RequestHandler, version: int, group: str, generation: int, member: str,
                  offset: int) -> int:
-    request = oc.OffsetCommitRequest(group, generation, member, (oc.OffsetCommitRequestTopic(
-        "orders", (oc.OffsetCommitRequestPartition(0, offset, -1, "m", commit_timestamp=-1),)),))
-    response = await call(handler, ApiKey.OFFSET_COMMIT, version, request, oc.encode_offset_commit_request,
-                          oc.decode_offset_commit_response)
-    return response.topics[0].partitions[0].error_code
+    request = gw.commit(version, group, generation, member, [("orders", 0, offset, -1, "m")])
+    response = await call(handler, ApiKey.OFFSET_COMMIT, version, request, *gw.codec(ApiKey.OFFSET_COMMIT))
+    return int(response.topics[0].partitions[0].error_code)
 
 
-async def list_groups(handler: RequestHandler, types: tuple[str, ...]) -> ga.ListGroupsResponse:
-    return await call(handler, ApiKey.LIST_GROUPS, 5, ga.ListGroupsRequest((), types),
-                      ga.encode_list_groups_request, ga.decode_list_groups_response)
+async def list_groups(handler: RequestHandler, types: tuple[str, ...]) -> Any:
+    return await call(handler, ApiKey.LIST_GROUPS, 5, gw.list_groups(5, (), types), *gw.codec(ApiKey.LIST_GROUPS))
 
 
 async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
@@ -71,7 +64,7 @@ async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
     assert (await sync_v5(handler, member, generation, None)).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert replicas.get_partition(OFFSETS_TP).log.log_end_offset == end
     synced = await sync_v5(handler, member, generation, "range",
-                           (jg.SyncGroupRequestAssignment(member, b"assignment"),))
+                           ((member, b"assignment"),))
     assert (synced.error_code, synced.assignment, synced.protocol_type, synced.protocol_name) == (
         0, b"assignment", "consumer", "range")
 
@@ -85,18 +78,17 @@ async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
     assert await commit(handler, 8, other, 1, "m", 1) == E.ILLEGAL_GENERATION
     # OffsetCommit v0 (no membership) is a standalone commit, read back by OffsetFetch v0
     assert await commit(handler, 0, other, -1, "", 7) == 0
-    v0 = await call(handler, ApiKey.OFFSET_FETCH, 0, of.OffsetFetchRequest(other, (of.OffsetFetchRequestTopic(
-        "orders", (0,)),)), of.encode_offset_fetch_request, of.decode_offset_fetch_response)
+    assert await commit(handler, 1, other, -1, "", 7) == 0  # v1: by hand too, with its commit timestamp
+    v0 = await call(handler, ApiKey.OFFSET_FETCH, 0, gw.fetch(0, other, (("orders", (0,)),)),
+                    *gw.codec(ApiKey.OFFSET_FETCH))
     assert [(p.partition_index, p.committed_offset) for t in v0.topics for p in t.partitions] == [(0, 7)]
 
     # OffsetFetch v8/v9: several groups in one request, each with its own answer or error
     for version in (8, 9):
-        request = of.OffsetFetchRequest("", None, False, (
-            of.OffsetFetchRequestGroup(HERE, None, member, generation),
-            of.OffsetFetchRequestGroup(other, (of.OffsetFetchRequestTopic("orders", (0, 1)),)),
-            of.OffsetFetchRequestGroup(ELSEWHERE, None), of.OffsetFetchRequestGroup("", None)))
-        fetched = await call(handler, ApiKey.OFFSET_FETCH, version, request, of.encode_offset_fetch_request,
-                             of.decode_offset_fetch_response)
+        request = gw.fetch_groups(version, False, (HERE, None, member, generation),
+                                  (other, (("orders", (0, 1)),), None, -1), (ELSEWHERE, None, None, -1),
+                                  ("", None, None, -1))
+        fetched = await call(handler, ApiKey.OFFSET_FETCH, version, request, *gw.codec(ApiKey.OFFSET_FETCH))
         assert [(g.group_id, g.error_code, [(p.partition_index, p.committed_offset)
                                             for t in g.topics for p in t.partitions]) for g in fetched.groups] == [
             (HERE, 0, [(0, 42)]), (other, 0, [(0, 7), (1, -1)]), (ELSEWHERE, E.NOT_COORDINATOR, []),
@@ -110,8 +102,8 @@ async def test_a_group_at_the_newest_versions(broker) -> None:  # noqa: F811
     assert (await list_groups(handler, ("consumer",))).groups == ()
 
     # LeaveGroup v5 with a reason: the group empties
-    left = await call(handler, ApiKey.LEAVE_GROUP, 5, gm.LeaveGroupRequest(HERE, (gm.MemberIdentity(
-        member, None, "the consumer is being closed"),)), gm.encode_leave_group_request, gm.decode_leave_group_response)
+    left = await call(handler, ApiKey.LEAVE_GROUP, 5, gw.leave(5, HERE, (member, None, "the consumer is being closed")),
+                      *gw.codec(ApiKey.LEAVE_GROUP))
     assert (left.error_code, [(m.member_id, m.error_code) for m in left.members]) == (0, [(member, 0)])
     assert [g.group_state for g in (await list_groups(handler, ())).groups if g.group_id == HERE] == ["Empty"]
     await handler.close()
@@ -121,9 +113,8 @@ async def test_join_v6_gets_an_empty_protocol_name_where_v7_gets_null(broker) ->
     new_handler, _ = broker
     handler = new_handler()
     await loaded(handler)
-    request = jg.JoinGroupRequest(HERE, 10000, 30000, "", None, "consumer", PROTOCOLS)
     for version, expected in ((6, ""), (7, None)):
-        answer = await call(handler, ApiKey.JOIN_GROUP, version, request, jg.encode_join_group_request,
-                            jg.decode_join_group_response)
+        request = gw.join(version, HERE, 10000, 30000, "", None, "consumer", PROTOCOLS)
+        answer = await call(handler, ApiKey.JOIN_GROUP, version, request, *gw.codec(ApiKey.JOIN_GROUP))
         assert (answer.error_code, answer.protocol_name) == (E.MEMBER_ID_REQUIRED, expected)
     await handler.close()
