@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.partition_log import PartitionLog
-from broker.log.txn_index import marker_type
+from broker.log.txn_index import AbortedTxn, marker_type
 from common.control_records import ControlType
 from broker.log.segment import LogSegment
 from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
@@ -37,6 +37,8 @@ class SegmentSnapshot:
     size: int
     next_offset: int
     index_entries: int
+    # its `.txnindex` entries (None: being rebuilt after recovery, not to be trusted yet)
+    aborted: tuple[AbortedTxn, ...] | None = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,9 @@ def snapshot_log(plog: PartitionLog) -> tuple[LogSnapshot, tuple[LogSegment, ...
     segments = plog.segments
     return LogSnapshot(str(plog.directory), tuple(
         SegmentSnapshot(str(s.log_path), s.base_offset, s.size, s.next_offset,
-                        len(s.offset_index)) for s in segments), plog.config), segments
+                        len(s.offset_index),
+                        None if s.txn_index_stale else tuple(s.txn_index.entries))
+        for s in segments), plog.config), segments
 
 
 class SegmentFile:

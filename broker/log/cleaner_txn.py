@@ -5,10 +5,9 @@ half of `Cleaner.cleanInto`). No I/O: the shell feeds batches in offset order.
 Kafka's rules kept here:
 
 - the cleaner learns the aborted transactions of the range it cleans ahead of reading their
-  data (Kafka: `collectAbortedTransactions` from the `.txnindex` files; here `scan_log`
-  derives the same entries from the log's markers with the index's own replay,
-  `txn_index.scan_transactions`, in one pass over its batch headers, so that a cleaner
-  process needs no segment object; `aborted_in` is the range query);
+  data: from the segments' `.txnindex` entries, as Kafka's `collectAbortedTransactions`
+  (`aborted_in` is its range query), or, where an index is being rebuilt after recovery,
+  from the log's markers replayed by the index's own rebuild (`aborted_from_markers`);
 - a transactional data batch of a producer with an aborted transaction open at that offset
   is discarded whole (its records never enter the offset map, so they can shadow nothing);
 - an ABORT marker stays while a batch of its transaction was read before it in this
@@ -47,25 +46,25 @@ class LastRecord:
     producer_epoch: int
 
 
-@dataclass(slots=True)
-class TransactionScan:
-    """`scan_log` of a whole log: its aborted transactions in first-offset order and the
-    last records of its producers."""
-
-    aborted: list[AbortedTxn] = field(default_factory=list)
-    last_records: dict[int, LastRecord] = field(default_factory=dict)
+def in_first_offset_order(aborted: Iterable[AbortedTxn]) -> list[AbortedTxn]:
+    return sorted(aborted, key=lambda t: (t.first_offset, t.last_offset))
 
 
-def scan_log(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]]) -> TransactionScan:
-    """Replay a whole log's batches (each header with, for a control batch, the marker it
-    holds): its aborted transactions as the `.txnindex` holds them (`txn_index`'s replay,
-    from the log start with no transaction open) and its producers' last records, as the
-    producer state keeps them (a marker changes a producer's epoch, not its last data)."""
-    listed = list(batches)
-    scan = TransactionScan(sorted(scan_transactions(listed, {}).aborted,
-                                  key=lambda t: (t.first_offset, t.last_offset)))
-    last = scan.last_records
-    for header, _ in listed:
+def aborted_from_markers(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]]
+                         ) -> list[AbortedTxn]:
+    """The aborted transactions of a whole log as its `.txnindex` files hold them, from its
+    batches (each header with, for a control batch, the marker it holds) replayed by the
+    index's own rebuild (`txn_index.scan_transactions`, from the log start with no
+    transaction open); in first-offset order."""
+    return in_first_offset_order(scan_transactions(batches, {}).aborted)
+
+
+def last_records_of(headers: Iterable[RecordBatchHeader]) -> dict[int, LastRecord]:
+    """The producers' last records as the producer state keeps them, from the log's batch
+    headers in offset order: a data batch sets its producer's last data offset and epoch, a
+    marker only its epoch."""
+    last: dict[int, LastRecord] = {}
+    for header in headers:
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
             continue
@@ -75,7 +74,7 @@ def scan_log(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]]) ->
                                    header.producer_epoch)
         else:
             last[pid] = LastRecord(header.last_offset, header.producer_epoch)
-    return scan
+    return last
 
 
 def aborted_in(aborted: Iterable[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:

@@ -23,9 +23,11 @@ from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_lengt
 from broker.log.cleaner_chunk import ChunkScan, aborted_batches, filter_chunk, map_chunk
 from broker.log.cleaner_txn import (
     CleanedTransactions,
-    TransactionScan,
+    LastRecord,
+    aborted_from_markers,
     aborted_in,
-    scan_log,
+    in_first_offset_order,
+    last_records_of,
 )
 from broker.log.cleaner_index import CleanedIndexes, write_fsynced
 from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
@@ -40,7 +42,7 @@ from broker.log.compaction import OffsetMap, last_batch_of_producers
 from broker.log.log_loader import CLEANED_SUFFIX
 from broker.log.partition_log import PartitionLog
 from broker.log.record_columns import U8
-from broker.log.txn_index import encode_entries
+from broker.log.txn_index import AbortedTxn, encode_entries
 from broker.log.segment import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -144,30 +146,20 @@ class Cleaner:
         segments = files[:-1]  # never the active segment
         self.offset_map.clear()
         prepared = PreparedClean(first_dirty, first_dirty, config.delete_retention_ms)
-        transactions: TransactionScan | None = None
-        end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared, None)
-        if end is None:
-            # a transactional batch in the dirty section: map again, keeping the data of
-            # aborted transactions out (Kafka's buildOffsetMap: collectAbortedTransactions)
-            transactions = aborted_transactions(files)
-            self.offset_map.clear()
-            self._scans.clear()
-            self._scans_bytes = 0
-            map_txn = CleanedTransactions()
-            map_txn.add_aborted(aborted_in(transactions.aborted, first_dirty, first_uncleanable))
-            end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared,
-                                         map_txn)
-        assert end is not None  # only a map pass without `txn` stops for transactions
+        aborted = aborted_transactions(snap, files)
+        # the map pass keeps the data of aborted transactions out (Kafka's buildOffsetMap)
+        map_txn = CleanedTransactions()
+        map_txn.add_aborted(aborted_in(aborted, first_dirty, first_uncleanable))
+        end = self._build_offset_map(segments, first_dirty, first_uncleanable, prepared, map_txn)
         if end <= first_dirty and not tombstones_due:
             return None
         prepared.end_offset = max(end, first_dirty)
         headers = [h for f in files for h in self._headers(f)]
-        if transactions is None and any(h.attributes & TRANSACTIONAL_MASK for h in headers):
-            transactions = aborted_transactions(files)
         producers = last_batch_of_producers(headers)
-        txn = None
-        if transactions is not None:
+        txn, last_records = None, {}
+        if any(h.attributes & TRANSACTIONAL_MASK for h in headers):
             txn = CleanedTransactions()  # one walk over every group, as Kafka's doClean
+            last_records = last_records_of(headers)
         cleanable = [s for s in segments if s.base_offset < prepared.end_offset]
         lag_horizon = now_ms - config.min_compaction_lag_ms
         try:
@@ -178,7 +170,7 @@ class Cleaner:
                     Path(snap.directory), first, group, prepared,
                     index_interval_bytes=config.index_interval_bytes, now_ms=now_ms,
                     lag_horizon_ms=lag_horizon, producers=producers,
-                    transactions=transactions, txn=txn, files=files))
+                    aborted=aborted, txn=txn, last_records=last_records, files=files))
                 first += len(group)
         except BaseException:
             abort(prepared)
@@ -187,12 +179,11 @@ class Cleaner:
 
     def _build_offset_map(self, segments: list[SegmentFile], first_dirty: int,
                           first_uncleanable: int, prepared: PreparedClean,
-                          txn: CleanedTransactions | None) -> int | None:
+                          txn: CleanedTransactions) -> int:
         """Put the dirty keys in the map; return one past the last offset mapped. Stops
         at a batch that would overflow the map (cleaned later: Kafka's partial map).
         Whole segments' scans are kept for the filter pass within SCAN_CACHE_BYTES.
-        Without `txn` (the aborted transactions) it gives up at the first transactional
-        batch (None); with it, batches of aborted transactions are not mapped."""
+        Batches of the aborted transactions `txn` knows are not mapped."""
         end = first_dirty
         for segment in segments:
             if segment.next_offset <= first_dirty:
@@ -203,10 +194,8 @@ class Cleaner:
             kept_bytes, stop = 0, False
             for data, batches in self._chunks(segment):
                 skip = None
-                if txn is not None:
+                if any(h.attributes & TRANSACTIONAL_MASK for _, h in batches):
                     skip = aborted_batches(txn, data, batches)
-                elif any(h.attributes & TRANSACTIONAL_MASK for _, h in batches):
-                    return None
                 mapped = map_chunk(self.offset_map, data, batches, first_dirty=first_dirty,
                                    first_uncleanable=first_uncleanable, skip=skip)
                 if kept is not None and mapped.scan is not None:
@@ -240,7 +229,8 @@ class Cleaner:
     def _clean_group(self, directory: Path, first: int, group: list[SegmentFile],
                      prepared: PreparedClean, *, index_interval_bytes: int, now_ms: int,
                      lag_horizon_ms: int, producers: dict[int, int],
-                     transactions: TransactionScan | None, txn: CleanedTransactions | None,
+                     aborted: list[AbortedTxn], txn: CleanedTransactions | None,
+                     last_records: dict[int, LastRecord],
                      files: list[SegmentFile]) -> CleanedGroup:
         path = directory / (segment_file_name(group[0].base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -251,11 +241,11 @@ class Cleaner:
         try:
             for segment in group:
                 prepared.bytes_read += segment.size
-                if txn is not None and transactions is not None:
+                if txn is not None:
                     # the whole segment's range: its cleaned `.txnindex` is rebuilt from it
                     after = files.index(segment) + 1
                     upper = files[after].base_offset if after < len(files) else segment.next_offset
-                    txn.add_aborted(aborted_in(transactions.aborted, segment.base_offset, upper))
+                    txn.add_aborted(aborted_in(aborted, segment.base_offset, upper))
                 for data, batches, scan in self._scanned_chunks(segment):
                     kept = filter_chunk(
                         data, batches, offset_map=self.offset_map,
@@ -264,7 +254,7 @@ class Cleaner:
                         lag_horizon_ms=lag_horizon_ms, last_offsets_of_producers=producers,
                         group_next_offset=(segment.next_offset if segment is last_segment
                                            else None), scan=scan, txn=txn,
-                        last_records=transactions.last_records if transactions else None)
+                        last_records=last_records)
                     prepared.records_read += kept.records_read
                     prepared.records_kept += kept.records_kept
                     prepared.earliest_delete_horizon = min(
@@ -370,16 +360,18 @@ class Cleaner:
             swap_in(plog, old, group, now_ms, self.fail_point)
 
 
-def aborted_transactions(files: list[SegmentFile]) -> TransactionScan:
-    """The log's aborted transactions and its producers' last records, from one pass over
-    its batch headers and markers (`cleaner_txn.scan_log`). Kafka reads the
-    aborted transactions from the segments' `.txnindex`; this derives the same entries
-    from the log itself, so it holds for a log whose index files predate transactions."""
+def aborted_transactions(snap: LogSnapshot, files: list[SegmentFile]) -> list[AbortedTxn]:
+    """The log's aborted transactions in first-offset order: its segments' `.txnindex`
+    entries (Kafka's collectAbortedTransactions), or, when an index is being rebuilt after
+    recovery, the same entries from one pass over the log's headers and markers."""
+    if all(s.aborted is not None for s in snap.segments):
+        return in_first_offset_order(t for s in snap.segments for t in s.aborted or ())
+
     def with_markers() -> Iterator[tuple[RecordBatchHeader, ControlType | None]]:
         for f in files:
             for position, header in f.positioned_headers():
                 yield header, (f.marker(position, header) if header.is_control else None)
-    return scan_log(with_markers())
+    return aborted_from_markers(with_markers())
 
 
 def abort(prepared: PreparedClean, start: int = 0) -> None:

@@ -9,9 +9,10 @@ import pytest
 from broker.log.cleaner_txn import (
     CleanedTransactions,
     LastRecord,
+    aborted_from_markers,
     aborted_in,
     is_last_control_of_producer,
-    scan_log,
+    last_records_of,
 )
 from broker.log.txn_index import AbortedTxn
 from common.control_records import ControlType, marker_batch
@@ -34,7 +35,7 @@ def marker(offset: int, pid: int, *, commit: bool, epoch: int = 0) -> RecordBatc
                                      coordinator_epoch=0, timestamp_ms=0, base_offset=offset))
 
 
-def test_scan_gives_aborted_transactions_with_their_lso_and_last_records() -> None:
+def test_markers_give_aborted_transactions_with_their_lso_and_last_records() -> None:
     log = [
         (txn_batch(0, P1, 2), None),                      # P1 opens at 0
         (txn_batch(2, P2), None),                         # P2 opens at 2
@@ -43,9 +44,8 @@ def test_scan_gives_aborted_transactions_with_their_lso_and_last_records() -> No
         (marker(5, P1, commit=False), ABORT),         # an abort with no data: first = 5
         (txn_batch(6, P1, transactional=False), None),    # idempotent data: no transaction
     ]
-    scan = scan_log(log)
-    assert scan.aborted == [AbortedTxn(P1, 0, 3, 2), AbortedTxn(P1, 5, 5, 6)]
-    assert scan.last_records == {P1: LastRecord(6, 0), P2: LastRecord(2, 1)}
+    assert aborted_from_markers(log) == [AbortedTxn(P1, 0, 3, 2), AbortedTxn(P1, 5, 5, 6)]
+    assert last_records_of(h for h, _ in log) == {P1: LastRecord(6, 0), P2: LastRecord(2, 1)}
 
 
 def test_aborted_in_is_kafkas_collect_aborted_transactions_range() -> None:

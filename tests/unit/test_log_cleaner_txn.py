@@ -11,6 +11,7 @@ import pytest
 
 from broker.log.cleaner_manager import cut_offsets, last_stable_offset_of
 from broker.log.txn_index import AbortedTxn
+from broker.log.cleaner_snapshot import SegmentFile
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import Cleaner, PreparedClean
 from broker.log.partition_log import PartitionLog
@@ -32,8 +33,15 @@ def put(log: PartitionLog, data: bytes) -> None:
     log.update_high_watermark(log.log_end_offset)
 
 
+# per log directory: the open transactions (producer id -> first offset), which the replica
+# layer's producer state tracks to index an aborted transaction when its marker is appended
+OPEN_TXNS: dict[Path, dict[int, int]] = {}
+
+
 def data(log: PartitionLog, pairs: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
          txn: bool = False, codec: CompressionType = CompressionType.NONE) -> None:
+    if txn:
+        OPEN_TXNS.setdefault(log.directory, {}).setdefault(producer_id, log.log_end_offset)
     put(log, build_batch(pairs, base_offset=log.log_end_offset,  # type: ignore[arg-type]
                          timestamps=[NOW] * len(pairs), compression=codec,
                          producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
@@ -41,8 +49,22 @@ def data(log: PartitionLog, pairs: list[tuple[bytes, bytes | None]], *, producer
 
 
 def end(log: PartitionLog, producer_id: int, *, commit: bool) -> None:
+    """A marker, indexed in the log's `.txnindex` as the replica layer does for an abort."""
+    offset = log.log_end_offset
+    open_txns = OPEN_TXNS.setdefault(log.directory, {})
+    first = open_txns.pop(producer_id, offset)
     put(log, marker_batch(commit=commit, producer_id=producer_id, producer_epoch=0,
-                          coordinator_epoch=0, timestamp_ms=NOW, base_offset=log.log_end_offset))
+                          coordinator_epoch=0, timestamp_ms=NOW, base_offset=offset))
+    if not commit:
+        log.append_aborted_txn(AbortedTxn(producer_id, first, offset,
+                                          min(open_txns.values(), default=offset + 1)))
+
+
+def forget_indexes(log: PartitionLog) -> None:
+    """Every segment's `.txnindex` as recovery leaves it: emptied, to be rebuilt (stale)."""
+    for segment in log.segments:
+        segment.txn_index.replace(())
+        segment.txn_index_stale = True
 
 
 def contents(log: PartitionLog) -> list[tuple[int, str]]:
@@ -93,10 +115,20 @@ def interleaved_log(tmp_path: Path, codec: CompressionType) -> PartitionLog:
     return log
 
 
-@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
-def test_aborted_data_goes_and_markers_stay_until_their_horizon(tmp_path: Path,
-                                                                codec: CompressionType) -> None:
+@pytest.mark.parametrize(("codec", "stale"), [(CompressionType.NONE, False),
+                                              (CompressionType.LZ4, False),
+                                              (CompressionType.NONE, True)])
+def test_aborted_data_goes_and_markers_stay_until_their_horizon(
+        tmp_path: Path, codec: CompressionType, stale: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     log = interleaved_log(tmp_path, codec)
+    if stale:  # the aborted transactions come from the log's markers instead
+        forget_indexes(log)
+    else:  # from the .txnindex entries: no marker is read ahead
+
+        def unread(*_: object) -> None:
+            raise AssertionError("a marker was read ahead although the indexes are whole")
+        monkeypatch.setattr(SegmentFile, "marker", unread)
     prepared = clean(log, NOW)
     assert prepared is not None
     assert contents(log) == [
