@@ -1,0 +1,250 @@
+"""The transaction coordinator against a real RF=3 cluster with real transactional producers:
+confluent-kafka (librdkafka), kafka-python and aiokafka each commit a transaction over 3
+partitions and abort one; a read_committed consumer sees exactly the committed values, in
+order per partition, and a read_uncommitted one sees both. A second producer with the same
+transactional.id fences the first; a producer that stops mid-transaction is aborted by the
+coordinator after its transaction.timeout.ms (epoch bumped). `__transaction_state` is created on
+first use with Kafka's configs, and DescribeTransactions shows each transaction's state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from common.errors import ErrorCode
+from common.kafka_client import KafkaClient
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
+from common.protocol.find_coordinator import (
+    FindCoordinatorRequest,
+    decode_find_coordinator_response,
+    encode_find_coordinator_request,
+)
+from common.transaction_admin import decode_describe_transactions_response
+from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.replication_fixtures import create_topic, replicated_cluster, wait_full_isr
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+PARTITIONS = 3
+TIMEOUT_S = 60.0
+# Fast enough for a test: the timeout abort runs every 500 ms (Kafka's default is 10 s).
+PROPERTIES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+              "transaction.state.log.num.partitions": "6"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with replicated_cluster(tmp_path_factory.mktemp("txn-coord"), PROPERTIES) as (started, _):
+        yield started
+
+
+def bootstrap(cluster: LocalCluster) -> str:
+    servers = cluster.bootstrap_servers
+    assert servers is not None
+    return servers
+
+
+def new_topic(cluster: LocalCluster, name: str) -> str:
+    create_topic(cluster, name, partitions=PARTITIONS, replication_factor=3)
+    wait_full_isr(cluster, name, PARTITIONS)
+    return name
+
+
+def client_of(cluster: LocalCluster) -> KafkaClient:
+    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in bootstrap(cluster).split(","))]
+    return KafkaClient(hosts, client_id="txn-coord-test")
+
+
+def describe(cluster: LocalCluster, tid: str) -> Any:
+    """DescribeTransactions at the transactional id's coordinator."""
+    with client_of(cluster) as client:
+        def coordinator() -> Any:  # COORDINATOR_NOT_AVAILABLE while __transaction_state is created
+            found = client.call(None, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(tid, 1),
+                                encode_find_coordinator_request, decode_find_coordinator_response)
+            return found if found.error_code == 0 else None
+        found = wait_until(f"the coordinator of {tid}", coordinator, TIMEOUT_S)
+        client.metadata(None)  # the client learns the brokers' addresses
+        request = messages.build(messages.request_type(ApiKey.DESCRIBE_TRANSACTIONS, 0), transactional_ids=(tid,))
+        (state,) = client.call(found.node_id, ApiKey.DESCRIBE_TRANSACTIONS, 0, request, messages.encode_request,
+                               decode_describe_transactions_response)
+        return state
+
+
+def wait_state(cluster: LocalCluster, tid: str, want: str) -> Any:
+    def reached() -> Any:
+        state = describe(cluster, tid)
+        return state if state.state == want else None
+    return wait_until(f"{tid} reaches {want}", reached, TIMEOUT_S)
+
+
+def consume(cluster: LocalCluster, topic: str, isolation: str, expected: int) -> list[tuple[int, bytes]]:
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"{topic}-{isolation}",
+                                  "auto.offset.reset": "earliest", "isolation.level": isolation,
+                                  "enable.auto.commit": False})
+    got: list[tuple[int, bytes]] = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        idle_until = None
+        while time.monotonic() < deadline:  # bounded; stops 2 s after reaching `expected`
+            for msg in c.consume(100, 0.5):
+                if msg.error() is None:
+                    got.append((msg.partition(), msg.value()))
+            if len(got) >= expected:
+                idle_until = idle_until or time.monotonic() + 2.0
+                if time.monotonic() >= idle_until:
+                    break
+    finally:
+        c.close()
+    return got
+
+
+def values(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(n)]
+
+
+# ---- the three clients: commit one transaction, abort one ----------------------------------
+
+
+def confluent_transactions(cluster: LocalCluster, topic: str, tid: str) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid})
+    p.init_transactions(TIMEOUT_S)
+    for outcome in ("commit", "abort"):
+        p.begin_transaction()
+        for i, v in enumerate(values(outcome, 30)):
+            p.produce(topic, v, partition=i % PARTITIONS)
+        p.flush(TIMEOUT_S)
+        if outcome == "commit":
+            p.commit_transaction(TIMEOUT_S)
+        else:
+            p.abort_transaction(TIMEOUT_S)
+
+
+def kafka_python_transactions(cluster: LocalCluster, topic: str, tid: str) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
+    try:
+        p.init_transactions()
+        for outcome in ("commit", "abort"):
+            p.begin_transaction()
+            for i, v in enumerate(values(outcome, 30)):
+                p.send(topic, v, partition=i % PARTITIONS)
+            p.flush()
+            if outcome == "commit":
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close()
+
+
+def aiokafka_transactions(cluster: LocalCluster, topic: str, tid: str) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id=tid)
+        await p.start()
+        try:
+            for outcome in ("commit", "abort"):
+                await p.begin_transaction()
+                for i, v in enumerate(values(outcome, 30)):
+                    await p.send(topic, v, partition=i % PARTITIONS)
+                if outcome == "commit":
+                    await p.commit_transaction()
+                else:
+                    await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), TIMEOUT_S))
+
+
+CLIENTS = {"confluent": confluent_transactions, "kafka-python": kafka_python_transactions,
+           "aiokafka": aiokafka_transactions}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_commit_and_abort_across_three_partitions(cluster: LocalCluster, client: str) -> None:
+    topic, tid = new_topic(cluster, f"txn-{client}"), f"tx-{client}"
+    CLIENTS[client](cluster, topic, tid)
+    done = wait_state(cluster, tid, "CompleteAbort")  # the last transaction: markers acknowledged
+    assert done.producer_epoch >= 0 and done.timeout_ms > 0
+    committed = consume(cluster, topic, "read_committed", 30)
+    assert sorted(v for _, v in committed) == sorted(values("commit", 30))
+    for partition in range(PARTITIONS):  # in order per partition
+        assert [v for p, v in committed if p == partition] == [
+            v for i, v in enumerate(values("commit", 30)) if i % PARTITIONS == partition]
+    everything = consume(cluster, topic, "read_uncommitted", 60)
+    assert sorted(v for _, v in everything) == sorted(values("commit", 30) + values("abort", 30))
+
+
+def test_transaction_state_topic_has_kafkas_configs(cluster: LocalCluster) -> None:
+    describe(cluster, "tx-configs")  # FindCoordinator created it (earlier tests, or now: retried)
+    status, body = http(cluster.admin_url + "/v1/topics/__transaction_state")
+    assert status == 200, body
+    topic = json.loads(body)
+    assert len(topic["partitions"]) == 6, topic
+    assert all(len(p["replicas"]) == 3 for p in topic["partitions"]), topic
+    status, body = http(cluster.admin_url + "/v1/topics/__transaction_state/configs")
+    assert status == 200, body
+    configs = json.loads(body)
+    configs = configs.get("configs", configs)
+    assert {k: configs.get(k) for k in ("cleanup.policy", "min.insync.replicas", "compression.type",
+                                         "unclean.leader.election.enable")} == {
+        "cleanup.policy": "compact", "min.insync.replicas": "2", "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false"}, configs
+
+
+def test_a_second_producer_fences_the_first(cluster: LocalCluster) -> None:
+    topic, tid = new_topic(cluster, "txn-fence"), "tx-fence"
+    first = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid})
+    first.init_transactions(TIMEOUT_S)
+    first.begin_transaction()
+    first.produce(topic, b"zombie", partition=0)
+    first.flush(TIMEOUT_S)
+    second = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid})
+    second.init_transactions(TIMEOUT_S)  # aborts the first's transaction and bumps the epoch
+    with pytest.raises(confluent_kafka.KafkaException) as fenced:
+        first.commit_transaction(TIMEOUT_S)
+    error = fenced.value.args[0]
+    assert error.code() in (confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
+                            confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH), error
+    second.begin_transaction()
+    second.produce(topic, b"live", partition=0)
+    second.commit_transaction(TIMEOUT_S)
+    wait_state(cluster, tid, "CompleteCommit")
+    assert [v for _, v in consume(cluster, topic, "read_committed", 1)] == [b"live"]
+
+
+def test_a_stopped_producer_is_aborted_after_its_timeout(cluster: LocalCluster) -> None:
+    topic, tid = new_topic(cluster, "txn-timeout"), "tx-timeout"
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid,
+                                  "transaction.timeout.ms": 3000})
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, b"never", partition=1)
+    p.flush(TIMEOUT_S)
+    ongoing = describe(cluster, tid)
+    assert ongoing.state == "Ongoing"
+    aborted = wait_state(cluster, tid, "CompleteAbort")  # the coordinator's timeout abort
+    assert aborted.producer_epoch == ongoing.producer_epoch + 1  # fenced: the zombie cannot commit
+    with pytest.raises(confluent_kafka.KafkaException):
+        p.commit_transaction(10)
+    assert consume(cluster, topic, "read_committed", 0) == []
+
+
+def test_an_oversized_timeout_is_refused(cluster: LocalCluster) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "tx-huge",
+                                  "transaction.timeout.ms": 3_600_000})
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        p.init_transactions(TIMEOUT_S)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_TRANSACTION_TIMEOUT
+    assert ErrorCode.INVALID_TRANSACTION_TIMEOUT == 50
