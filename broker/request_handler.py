@@ -76,6 +76,8 @@ from broker.handlers.transactions import (
     handle_list_transactions,
 )
 from broker.handlers.txn_offsets import handle_txn_offset_commit
+from broker.handlers.txn_markers import handle_write_txn_markers
+from broker.txn_verification import VERIFICATION_ENABLE, TxnVerifier
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -184,6 +186,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.TXN_OFFSET_COMMIT, handle_txn_offset_commit),  # broker/handlers/txn_offsets.py
     _row(ApiKey.DESCRIBE_TRANSACTIONS, handle_describe_transactions),
     _row(ApiKey.LIST_TRANSACTIONS, handle_list_transactions),
+    _row(ApiKey.WRITE_TXN_MARKERS, handle_write_txn_markers),  # broker/handlers/txn_markers.py
 )
 ROWS: Final[Mapping[ApiKey, ApiRow]] = {row.api_key: row for row in API_TABLE}
 if len(ROWS) != len(API_TABLE) or set(ROWS) != set(API_SPECS):
@@ -258,13 +261,18 @@ class RequestHandler:
             elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
             reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None,
             fetch_sessions=FetchSessions(
-                replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")))
+                replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")),
+            txn_verifier=TxnVerifier(lambda image, broker: broker_endpoint(self.context, image, broker),
+                                     client_id=f"broker-{broker_id}-txn-verifier")
+            if config.get_bool(VERIFICATION_ENABLE) else None)
 
     async def close(self) -> None:
         await self.context.groups.close()
         await self.context.offsets_topic.close()
         await self.context.transactions.close()
         await self.context.transaction_topic.close()
+        if self.context.txn_verifier is not None:
+            await self.context.txn_verifier.close()
         if self.context.auto_topics is not None:
             self.context.auto_topics.close()
         close = getattr(self.context.topic_admin, "close", None)

@@ -163,6 +163,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.TXN_OFFSET_COMMIT, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID, Res.GROUP, Res.TOPIC))),
     _kio(ApiKey.DESCRIBE_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
     _kio(ApiKey.LIST_TRANSACTIONS, AclCheck(Op.DESCRIBE, (Res.TRANSACTIONAL_ID,))),
+    # WriteTxnMarkers: brokers only (Kafka: CLUSTER_ACTION on the CLUSTER)
+    _kio(ApiKey.WRITE_TXN_MARKERS, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),
 )
 API_SPECS: Final[Mapping[ApiKey, ApiSpec]] = {spec.api_key: spec for spec in _SPECS}
 if len(API_SPECS) != len(_SPECS):

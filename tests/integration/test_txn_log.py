@@ -17,6 +17,7 @@ from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
 from common.errors import ErrorCode
 from common.kafka_client import KafkaClient
 from common.protocol import fetch, list_offsets, messages
+from common.protocol import produce as produce_codec
 from common.protocol.api_keys import ApiKey
 from common.records import build_batch
 from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION
@@ -202,3 +203,80 @@ def _stable_at(client: KafkaClient, leader: int, lso: int) -> Any:
     except Exception:  # noqa: BLE001 - not leading yet, connection refused: asked again
         return None
     return answer if answer.last_stable_offset == lso else None
+
+
+def test_a_transactional_confluent_producer_commits_and_aborts(cluster: LocalCluster) -> None:
+    """End to end with the transaction coordinator: a confluent-kafka transactional producer
+    commits one transaction and aborts the next over 3 partitions; a read_committed consumer
+    reads exactly the committed records, a read_uncommitted one both."""
+    topic = "txn-log-e2e"
+    create_topic(cluster, topic, partitions=3, configs={"min.insync.replicas": "2"})
+    wait_full_isr(cluster, topic, 3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-log-e2e", "linger.ms": "5"})
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    for outcome in ("committed", "aborted"):
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce(topic, value=f"{outcome}-{i}".encode(), partition=i % 3)
+        producer.flush(CLIENT_TIMEOUT_S)
+        if outcome == "committed":
+            producer.commit_transaction(CLIENT_TIMEOUT_S)
+        else:
+            producer.abort_transaction(CLIENT_TIMEOUT_S)
+
+    def read(isolation: str, count: int) -> list[bytes]:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"e2e-{isolation}",
+            "enable.auto.commit": "false", "isolation.level": isolation, "fetch.wait.max.ms": "100"})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(3)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + CLIENT_TIMEOUT_S
+            while time.monotonic() < deadline and len(got) < count:  # bounded by the deadline
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+            extra = consumer.poll(1.0)  # nothing more may come
+            assert extra is None or extra.error() is not None, extra.value()
+            return got
+        finally:
+            consumer.close()
+
+    committed = sorted(f"committed-{i}".encode() for i in range(30))
+    assert sorted(read("read_committed", 30)) == committed
+    assert sorted(read("read_uncommitted", 60)) == sorted([*committed, *(f"aborted-{i}".encode() for i in range(30))])
+
+
+def test_a_late_transactional_write_is_refused_by_verification(cluster: LocalCluster) -> None:
+    """KIP-890 part 1: a transactional batch of a producer whose transaction ended (a retried or
+    delayed Produce) would open a hanging transaction; the leader asks the coordinator, which does
+    not list the partition, and the batch is refused with INVALID_TXN_STATE, nothing appended."""
+    topic = "txn-log-late"
+    create_topic(cluster, topic, partitions=1, configs={"min.insync.replicas": "2"})
+    wait_full_isr(cluster, topic, 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                         "transactional.id": "txn-log-late"})
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"committed", partition=0)
+    producer.commit_transaction(CLIENT_TIMEOUT_S)
+    leader = int(partition_state(cluster, topic, 0)["leader"])
+    with client_of(cluster) as client:
+        client.metadata([topic])
+        m = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+        response = client.call(leader, ApiKey.DESCRIBE_PRODUCERS, 0, m.DescribeProducersRequest(
+            topics=(m.TopicRequest(name=topic, partition_indexes=(0,)),)), messages.encode_request,
+            messages.response_decoder(ApiKey.DESCRIBE_PRODUCERS))
+        (state,) = [s for t in response.topics for p in t.partitions for s in p.active_producers]
+        # the record at 0 and the COMMIT marker the coordinator writes after EndTxn at 1
+        wait_until("the commit marker is replicated", lambda: client.list_offsets(leader, topic, {0: -1})[0].offset == 2)
+        late = build_batch([(None, b"late")], producer_id=state.producer_id, producer_epoch=state.producer_epoch,
+                           base_sequence=state.last_sequence + 1, is_transactional=True)
+        request = produce_codec.ProduceRequest("txn-log-late", -1, 10_000, (produce_codec.TopicProduceData(
+            topic, (produce_codec.PartitionProduceData(0, late),)),))
+        answer = client.call(leader, ApiKey.PRODUCE, 8, request, produce_codec.encode_produce_request,
+                             produce_codec.decode_produce_response)
+        (partition,) = [p for t in answer.responses for p in t.partitions]
+        assert partition.error_code == ErrorCode.INVALID_TXN_STATE, partition
+        assert client.list_offsets(leader, topic, {0: -1})[0].offset == 2
