@@ -38,8 +38,7 @@ async def handle_list_offsets(ctx: BrokerContext, req: Any, version: int, client
         return _handle_v0(ctx, req)
     image = ctx.image()
     m = messages.response_module(ApiKey.LIST_OFFSETS, version)
-    # read_committed (v2+) answers the same as read_uncommitted until partitions track a last
-    # stable offset: `_offset_for` is where it will.
+    # v2+: a read_committed consumer is answered up to the last stable offset (`_offset_for`)
     isolation_level: int = req.isolation_level if version >= 2 else lo.READ_UNCOMMITTED
     consumer = req.replica_id < 0
     topics = []
