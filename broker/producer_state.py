@@ -380,6 +380,8 @@ class ProducerStateManager:
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's LSO: min(first unstable offset, high watermark)."""
+        if not self._ongoing and not self._unreplicated:
+            return high_watermark  # every fetch asks: no transaction here costs one test
         first = self.first_unstable_offset(high_watermark)
         return high_watermark if first is None else min(first, high_watermark)
 
