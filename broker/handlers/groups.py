@@ -36,7 +36,6 @@ from groups.offsets import (
     commit_offsets,
     delete_group,
     delete_offsets,
-    fetch_offsets,
 )
 from groups.outcome import JoinResult, Outcome, SyncResult
 from groups.state import GroupState
@@ -243,10 +242,9 @@ GroupOffsets = tuple[int, dict[str, list[FetchedOffset]]]  # (error, offsets by 
 
 def _committed(coord: GroupCoordinator, partition: int, group_id: str,
                wanted: tuple[tuple[str, tuple[int, ...]], ...] | None, *, require_stable: bool) -> list[FetchedOffset]:
-    """The one place OffsetFetch reads committed offsets. `require_stable` (v7+, KIP-447)
-    is passed on to the coordinator here once it tells pending transactional offsets apart
-    (UNSTABLE_OFFSET_COMMIT); until then every committed offset is stable."""
-    return list(fetch_offsets(coord.committed_offsets(partition).offsets.get(group_id), wanted))
+    """The one place OffsetFetch reads committed offsets. `require_stable` (v7+, KIP-447):
+    a partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT."""
+    return list(coord.fetch_offsets(partition, group_id, wanted, require_stable=require_stable))
 
 
 def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require_stable: bool) -> GroupOffsets:

@@ -88,6 +88,18 @@ def fetched(coord: GroupCoordinator, *, require_stable: bool) -> FetchedOffset:
     return answer
 
 
+async def offset_fetch(handler: RequestHandler, require_stable: bool) -> tuple[int, int]:
+    """OffsetFetch v7 (require_stable's first version) of orders-0: (offset, error code)."""
+    m = messages.request_module(ApiKey.OFFSET_FETCH, 7)
+    request = m.OffsetFetchRequest(group_id=HERE, topics=(m.OffsetFetchRequestTopic(name="orders", partition_indexes=(0,)),),
+                                   require_stable=require_stable)
+    response = await call(handler, ApiKey.OFFSET_FETCH, 7, request, messages.encode_request,
+                          messages.response_decoder(ApiKey.OFFSET_FETCH))
+    (topic,) = response.topics
+    (partition,) = topic.partitions
+    return partition.committed_offset, int(partition.error_code)
+
+
 def stored_batches(replicas: ReplicaManager) -> list[tuple[bool, bool, int, int, list]]:
     """(transactional, control, producer id, producer epoch, records) of every stored batch."""
     data = replicas.get_partition(OFFSETS_TP).log.read(0, 1 << 20).read_bytes()
@@ -109,6 +121,8 @@ async def test_txn_offsets_are_pending_until_the_commit_marker_and_reload_the_sa
     assert (transactional, control, pid, epoch, len(records)) == (True, False, PID, EPOCH, 1)
     assert fetched(coord, require_stable=False) == FetchedOffset("orders", 0, -1, -1, "", E.NONE)
     assert fetched(coord, require_stable=True).error == E.UNSTABLE_OFFSET_COMMIT
+    assert await offset_fetch(handler, require_stable=False) == (-1, E.NONE)  # the handler passes it on
+    assert await offset_fetch(handler, require_stable=True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
     offsets_partition = replicas.get_partition(OFFSETS_TP)
     assert offsets_partition.last_stable_offset < offsets_partition.log.log_end_offset  # the transaction is open
 
@@ -123,6 +137,7 @@ async def test_txn_offsets_are_pending_until_the_commit_marker_and_reload_the_sa
     assert offsets_partition.last_stable_offset == offsets_partition.log.log_end_offset  # ended by the marker
     committed = FetchedOffset("orders", 0, 7, 3 if version >= 2 else -1, "m", E.NONE)  # v2+: leader epochs
     assert fetched(coord, require_stable=True) == committed
+    assert await offset_fetch(handler, require_stable=True) == (7, E.NONE)
 
     again = await loaded_coordinator(replicas)  # committed by the marker after a reload too
     assert fetched(again, require_stable=True) == committed
