@@ -180,11 +180,12 @@ def delete_group(group: ClassicGroup | None, offsets: GroupOffsets | None, group
 
 
 def expire_offsets(group: ClassicGroup, offsets: GroupOffsets | None, now_ms: int,
-                   config: GroupConfig) -> Outcome:
+                   config: GroupConfig, *, pending: Set[tuple[str, int]] = frozenset()) -> Outcome:
     """offsets.retention.minutes (KIP-211): an Empty group's offsets expire that long after it
     became empty (a group that never had members: after each commit); an explicit expire
     timestamp (OffsetCommit v2-v4 retention_time_ms) wins. When every offset of an empty
-    group is gone, the group is deleted too."""
+    group is gone, the group is deleted too. A partition in `pending` (a transactional offset
+    awaiting its marker) keeps its offset, as Kafka's cleanupExpiredOffsets does."""
     if group.state is not GroupState.EMPTY:
         return Outcome(group)
     offsets = offsets or {}
@@ -196,7 +197,7 @@ def expire_offsets(group: ClassicGroup, offsets: GroupOffsets | None, now_ms: in
             due = group.state_timestamp_ms + config.offsets_retention_ms
         else:
             due = value.commit_timestamp + config.offsets_retention_ms
-        if due <= now_ms:
+        if due <= now_ms and key not in pending:
             expired.append(key)
     return _remove_offsets(group, offsets, expired, now_ms, f"{len(expired)} offset(s) expired" if expired else "")
 

@@ -524,7 +524,8 @@ class GroupCoordinator:
             image = self.runtime.current(partition)
             for group_id in sorted(set(image.groups) | set(image.offsets)):
                 group = image.groups.get(group_id) or ClassicGroup(group_id)
-                outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config)
+                outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config,
+                                         pending=image.pending_partitions(group_id))
                 if outcome.records:  # decided on the current image, submitted at once
                     self.submit(partition, group_id, _decided(outcome))
 

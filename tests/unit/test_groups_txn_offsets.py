@@ -11,7 +11,7 @@ import pytest
 from common.errors import ErrorCode as E
 from groups.group import ClassicGroup
 from groups.image import GroupsImage
-from groups.offsets import CommitPartition, FetchedOffset, fetch_offsets
+from groups.offsets import CommitPartition, FetchedOffset, expire_offsets, fetch_offsets
 from groups.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from groups.state import GroupState as S
 from groups.txn_offsets import TxnCommitRequest, txn_commit_offsets
@@ -144,3 +144,13 @@ def test_any_split_of_the_records_gives_the_same_image() -> None:
 def test_require_stable_answers_unstable_for_pending_partitions(unstable, wanted, expected) -> None:  # noqa: ANN001
     image = run(COMMITTED_5 + [("txn", (PID, rec(9)))])
     assert fetch_offsets(image.offsets.get("g"), wanted, unstable=unstable) == expected
+
+
+def test_an_offset_with_a_pending_transaction_does_not_expire() -> None:
+    """Kafka's cleanupExpiredOffsets keeps a partition whose transactional offset awaits its
+    marker (and so the group, which still has an offset)."""
+    offsets = {("orders", 0): OffsetCommitValue(1, "", NOW), ("orders", 1): OffsetCommitValue(2, "", NOW)}
+    later = NOW + CONFIG.offsets_retention_ms
+    out = expire_offsets(EMPTY, offsets, later, CONFIG, pending=frozenset({("orders", 1)}))
+    assert out.records == (CoordinatorRecord(OffsetCommitKey("g", "orders", 0), None),)
+    assert out.group is not None and out.group.state is S.EMPTY
