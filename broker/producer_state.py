@@ -368,11 +368,17 @@ class ProducerStateManager:
         self._unreplicated.append(completed)
         return completed
 
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the ended transactions whose marker is below `high_watermark` (Kafka's
+        removeUnreplicatedTransactions): a follower calls it as its HW moves, a leader's reads
+        through `first_unstable_offset`, so the list stays as short as the markers in flight."""
+        if self._unreplicated and self._unreplicated[0].last_offset < high_watermark:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction open, or ended by a marker at or above
         `high_watermark`; None when there is none. Forgets ended transactions below it."""
-        if self._unreplicated and self._unreplicated[0].last_offset < high_watermark:
-            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+        self.on_high_watermark(high_watermark)
         firsts = [t.first_offset for t in self._unreplicated]
         if self._ongoing:
             firsts.append(min(self._ongoing.values()))

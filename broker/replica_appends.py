@@ -152,6 +152,7 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     partition_log = partition.log
     partition_log.update_high_watermark(follower_high_watermark(
         leader_high_watermark=leader_high_watermark, log_end_offset=partition_log.log_end_offset))
+    partition.producer_state.on_high_watermark(partition_log.high_watermark)
     new_start = min(leader_log_start_offset, partition_log.high_watermark)
     before = partition_log.log_start_offset
     if partition_log.maybe_increment_log_start_offset(new_start):

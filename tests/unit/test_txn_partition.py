@@ -171,3 +171,18 @@ def test_a_follower_replays_markers_and_truncation_reopens_a_transaction(tmp_pat
     assert dict(follower.producer_state.ongoing) == {P1: 0}
     leader.log.close()
     follower.log.close()
+
+
+def test_a_follower_forgets_ended_transactions_as_its_high_watermark_moves(tmp_path: Path) -> None:
+    leader = make_partition(open_log(tmp_path / "leader"))
+    follower = make_partition(open_log(tmp_path / "follower"))
+    for seq in range(0, 20, 2):
+        produce(leader, txn_batch(P1, seq))
+        marker(leader, P1, committed=True)
+    data = leader.log.read(0, 1 << 20).read_bytes()
+    append_as_follower(follower, memoryview(data), 0, now_ms=NOW)
+    assert follower.producer_state.first_unstable_offset(0) == 0   # ten ended, none replicated
+    append_as_follower(follower, memoryview(b""), leader.log.log_end_offset, now_ms=NOW)
+    assert follower.producer_state._unreplicated == []              # noqa: SLF001 - bounded
+    leader.log.close()
+    follower.log.close()
