@@ -24,7 +24,7 @@ change of this image that is not a record's.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Final
 
 from groups.group import ClassicGroup, group_from_record
@@ -43,12 +43,15 @@ Offsets = Mapping[str, Mapping[tuple[str, int], OffsetCommitValue]]
 
 @dataclass(frozen=True, slots=True)
 class PendingOffset:
-    """A transactional offset waiting for its producer's marker. `superseded`: a plain commit
-    of the same partition was written after it, and wins when the transaction commits (Kafka
-    compares the two records' log offsets)."""
+    """A transactional offset waiting for its producer's marker. `superseded`: an offset of the
+    same partition written after it was committed first (a plain commit, or another producer's
+    transactional offset whose transaction committed), and wins when this transaction commits
+    (Kafka compares the two records' log offsets). `sequence` orders the transactional offsets
+    by their records (the image's count of transactional records before this one)."""
 
     value: OffsetCommitValue
     superseded: bool = False
+    sequence: int = 0
 
 
 PendingOffsets = Mapping[str, Mapping[tuple[str, int], PendingOffset]]  # group -> partition -> offset
@@ -60,6 +63,7 @@ class GroupsImage:
     groups: Mapping[str, ClassicGroup] = field(default_factory=dict)
     offsets: Offsets = field(default_factory=dict)
     pending: Mapping[int, PendingOffsets] = field(default_factory=dict)  # by producer id
+    txn_records: int = 0  # transactional offset records replayed so far: PendingOffset.sequence
     EMPTY: ClassVar[GroupsImage]
 
     def replay(self, record: CoordinatorRecord, now_ms: int, producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
@@ -68,12 +72,14 @@ class GroupsImage:
             key = record.key
             if record.value is None:  # the committed offset and every pending one go
                 return GroupsImage(self.groups, replay_offsets(self.offsets, record),
-                                   _drop_pending(self.pending, key))
+                                   _drop_pending(self.pending, key), self.txn_records)
             if producer_id != NO_PRODUCER_ID:
                 assert isinstance(record.value, OffsetCommitValue)
-                return GroupsImage(self.groups, self.offsets,
-                                   _put_pending(self.pending, producer_id, key, PendingOffset(record.value)))
-            return GroupsImage(self.groups, replay_offsets(self.offsets, record), _supersede(self.pending, key))
+                offset = PendingOffset(record.value, sequence=self.txn_records)
+                return GroupsImage(self.groups, self.offsets, _put_pending(self.pending, producer_id, key, offset),
+                                   self.txn_records + 1)
+            return GroupsImage(self.groups, replay_offsets(self.offsets, record),
+                               _supersede(self.pending, key, None), self.txn_records)
         assert isinstance(record.key, GroupMetadataKey)
         groups = dict(self.groups)
         if record.value is None:
@@ -81,7 +87,7 @@ class GroupsImage:
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[record.key.group] = group_from_record(record.key.group, record.value, now_ms)
-        return GroupsImage(groups, self.offsets, self.pending)
+        return GroupsImage(groups, self.offsets, self.pending, self.txn_records)
 
     def end_transaction(self, producer_id: int, committed: bool) -> GroupsImage:
         """The image after `producer_id`'s marker: its pending offsets become the committed
@@ -89,7 +95,7 @@ class GroupsImage:
         txn = self.pending.get(producer_id)
         if txn is None:
             return self
-        pending = {pid: o for pid, o in self.pending.items() if pid != producer_id}
+        pending: Mapping[int, PendingOffsets] = {pid: o for pid, o in self.pending.items() if pid != producer_id}
         offsets = self.offsets
         if committed:
             changed = {g: dict(offsets.get(g, {})) for g in txn}
@@ -97,8 +103,11 @@ class GroupsImage:
                 for tp, offset in partitions.items():
                     if not offset.superseded:
                         changed[group_id][tp] = offset.value
+                        # another transaction's earlier offset of the partition now loses to this one
+                        key = OffsetCommitKey(group_id, *tp)
+                        pending = _supersede(pending, key, offset.sequence)
             offsets = {**offsets, **{g: o for g, o in changed.items() if o}}
-        return GroupsImage(self.groups, offsets, pending)
+        return GroupsImage(self.groups, offsets, pending, self.txn_records)
 
     def with_group(self, group_id: str, group: ClassicGroup | None) -> GroupsImage:
         """The memory-only state of one classic group (see the module's docstring): `group`
@@ -110,7 +119,7 @@ class GroupsImage:
             groups.pop(group_id, None)
         else:
             groups[group_id] = group
-        return GroupsImage(groups, self.offsets, self.pending)
+        return GroupsImage(groups, self.offsets, self.pending, self.txn_records)
 
     def pending_partitions(self, group_id: str) -> frozenset[tuple[str, int]]:
         """The partitions of `group_id` with a transactional offset awaiting its marker (Kafka's
@@ -150,9 +159,13 @@ def _put_pending(pending: Mapping[int, PendingOffsets], producer_id: int, key: O
     return {**pending, producer_id: {**txn, key.group: group}}
 
 
-def _supersede(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey) -> Mapping[int, PendingOffsets]:
-    """A plain commit of `key`'s partition: every pending offset of it was written before."""
-    return _map_pending(pending, key, lambda offset: PendingOffset(offset.value, True))
+def _supersede(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey, before: int | None
+               ) -> Mapping[int, PendingOffsets]:
+    """An offset of `key`'s partition was committed: the pending ones written before it lose
+    to it (a plain commit, `before` None: every one pending; a transactional offset: those of
+    a lower sequence)."""
+    return _map_pending(pending, key, lambda offset: replace(offset, superseded=True)
+                        if before is None or offset.sequence < before else offset)
 
 
 def _drop_pending(pending: Mapping[int, PendingOffsets], key: OffsetCommitKey) -> Mapping[int, PendingOffsets]:

@@ -115,8 +115,12 @@ def committed(image: GroupsImage, partition: int = 0) -> int | None:
     # two producers: each marker ends its own
     ([("txn", (PID, rec(9))), ("txn", (OTHER, rec(3, 1))), ("end", (OTHER, True))], None, {("orders", 0)}),
     ([("txn", (PID, rec(9))), ("end", (PID, True)), ("end", (PID, True))], 9, set()),  # a retried marker
+    # two transactions with an offset of the same partition: the one written last wins, whichever commits first
+    ([("txn", (PID, rec(9))), ("txn", (OTHER, rec(12))), ("end", (OTHER, True)), ("end", (PID, True))], 12, set()),
+    ([("txn", (OTHER, rec(12))), ("txn", (PID, rec(9))), ("end", (OTHER, True)), ("end", (PID, True))], 9, set()),
 ], ids=["pending", "commit", "abort", "other-producer", "later-plain-wins", "later-plain-pending",
-        "earlier-plain-loses", "tombstone", "two-producers", "retried-marker"])
+        "earlier-plain-loses", "tombstone", "two-producers", "retried-marker", "later-txn-committed-first-wins",
+        "later-txn-committed-last-wins"])
 def test_markers_end_pending_offsets(steps: list[Step], offset: int | None, pending: set) -> None:
     image = run(steps)
     assert committed(image) == offset
