@@ -20,8 +20,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from broker.log.cleaner_splice import gather_ranges, splice_batches
-from broker.log.cleaner_txn import CleanedTransactions, LastRecord, is_last_control_of_producer
-from broker.log.txn_index import marker_type
+from broker.log.cleaner_txn import (
+    CleanedTransactions,
+    LastRecord,
+    control_fate,
+    read_transactions,
+)
 from common.control_records import ControlType
 from broker.log.compaction import (
     DELETE,
@@ -38,7 +42,6 @@ from broker.log.record_columns import BOOL, I64, U64, RecordColumns, hash_keys, 
 from broker.log.record_scan import scan_batch
 from common.record_batch import (
     COMPRESSION_MASK,
-    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     NO_PRODUCER_ID,
     TRANSACTIONAL_MASK,
@@ -194,7 +197,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     discard: BOOL | None = None
     markers: dict[int, ControlType | None] = {}
     if txn is not None and (chunk_headers.attributes & TRANSACTIONAL_MASK).any():
-        discard = _read_transactions(txn, data, batches, chunk_headers, markers)
+        discard = read_transactions(txn, data, batches, markers)
     headers = chunk_headers.take(at)
     has_horizon = (headers.attributes & DELETE_HORIZON_MASK) != 0
     base_ts = headers.base_timestamp
@@ -229,7 +232,7 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
     chunk_horizon = chunk_headers.base_timestamp.copy()
     if discard is not None:
         for i in markers:  # few: one per transaction ended
-            fate[i], stamped = _control_fate(batches[i][1], bool(discard[i]), now_ms=now_ms,
+            fate[i], stamped = control_fate(batches[i][1], bool(discard[i]), now_ms=now_ms,
                                              delete_retention_ms=delete_retention_ms,
                                              last_records=last_records or {})
             if stamped is not None:
@@ -302,52 +305,6 @@ def filter_chunk(data: bytes | memoryview, batches: Batches, *, offset_map: Offs
                 else:
                     result.pieces.append(rebuild_batch(header, batch, scanned, [], None))
     return result
-
-
-def aborted_batches(txn: CleanedTransactions, data: bytes | memoryview,
-                    batches: Batches) -> BOOL:
-    """The map pass's view of a chunk: per batch, whether it is data of an aborted
-    transaction (its keys stay out of the map); `txn` is fed the chunk's transactional
-    batches."""
-    headers = _HeaderColumns.of(batches)
-    discard = _read_transactions(txn, data, batches, headers, {})
-    return discard & ((headers.attributes & CONTROL_MASK) == 0)
-
-
-def _read_transactions(txn: CleanedTransactions, data: bytes | memoryview, batches: Batches,
-                       headers: _HeaderColumns, markers: dict[int, ControlType | None]) -> BOOL:
-    """Feed `txn` the chunk's transactional batches in offset order (Kafka's
-    shouldDiscardBatch): per chunk batch, whether it may be discarded (data of an aborted
-    transaction; a marker free to go). Fills `markers` with each control batch's
-    marker (None: emptied, or another control type)."""
-    discard = np.zeros(len(batches), np.bool_)
-    view = memoryview(data)
-    for i in np.flatnonzero((headers.attributes & TRANSACTIONAL_MASK) != 0).tolist():
-        pos, header = batches[i]
-        if header.is_control:
-            kind = marker_type(view[pos : pos + header.size], header)
-            markers[i] = kind
-            discard[i] = txn.on_control_batch_read(header, kind)
-        else:
-            discard[i] = txn.on_batch_read(header)
-    return discard
-
-
-def _control_fate(header: RecordBatchHeader, may_go: bool, *, now_ms: int,
-                  delete_retention_ms: int,
-                  last_records: Mapping[int, LastRecord]) -> tuple[int, int | None]:
-    """A control batch's fate (Kafka's checkBatchRetention for it) and the delete horizon
-    it is stamped with (None: unchanged): a marker free to go is stamped on the first
-    cleaning that finds it so, and goes at the first cleaning past that horizon; the last
-    control batch of a producer with no data left stays as an empty header."""
-    gone = may_go and header.has_delete_horizon and header.base_timestamp <= now_ms
-    if header.record_count and not gone:
-        if may_go and not header.has_delete_horizon:
-            return REWRITE, now_ms + delete_retention_ms
-        return KEEP, None
-    if is_last_control_of_producer(header, last_records):
-        return (RETAIN_EMPTY if header.record_count else KEEP), None
-    return DELETE, None
 
 
 def _latest_of_keys(offset_map: OffsetMap, scan: ChunkScan) -> I64:

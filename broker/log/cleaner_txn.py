@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from broker.log.txn_index import AbortedTxn, scan_transactions
+import numpy as np
+
+from broker.log.compaction import DELETE, KEEP, RETAIN_EMPTY, REWRITE
+from broker.log.record_columns import BOOL
+from broker.log.txn_index import AbortedTxn, marker_type, scan_transactions
 from common.control_records import ControlType
-from common.record_batch import NO_PRODUCER_ID, RecordBatchHeader
+from common.record_batch import NO_PRODUCER_ID, TRANSACTIONAL_MASK, RecordBatchHeader
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -155,3 +159,55 @@ class CleanedTransactions:
                 return False
             return True
         return False
+
+
+# ---- a chunk of batches (cleaner_chunk's): the slower per-batch path, transactional batches only
+
+Batches = Sequence[tuple[int, RecordBatchHeader]]
+
+
+def read_transactions(txn: CleanedTransactions, data: bytes | memoryview, batches: Batches,
+                      markers: dict[int, ControlType | None]) -> BOOL:
+    """Feed `txn` the chunk's transactional batches in offset order (Kafka's
+    shouldDiscardBatch): per chunk batch, whether it may be discarded (data of an aborted
+    transaction; a marker free to go). Fills `markers` with each control batch's marker
+    (None: emptied, or another control type)."""
+    discard = np.zeros(len(batches), np.bool_)
+    view = memoryview(data)
+    for i, (pos, header) in enumerate(batches):  # bounded: the chunk's batches
+        if not header.attributes & TRANSACTIONAL_MASK:
+            continue
+        if header.is_control:
+            kind = marker_type(view[pos : pos + header.size], header)
+            markers[i] = kind
+            discard[i] = txn.on_control_batch_read(header, kind)
+        else:
+            discard[i] = txn.on_batch_read(header)
+    return discard
+
+
+def aborted_batches(txn: CleanedTransactions, data: bytes | memoryview, batches: Batches) -> BOOL:
+    """The map pass's view of a chunk: per batch, whether it is data of an aborted
+    transaction (its keys stay out of the map)."""
+    markers: dict[int, ControlType | None] = {}
+    discard = read_transactions(txn, data, batches, markers)
+    discard[list(markers)] = False  # markers hold no key of the topic
+    return discard
+
+
+def control_fate(header: RecordBatchHeader, may_go: bool, *, now_ms: int,
+                 delete_retention_ms: int,
+                 last_records: Mapping[int, LastRecord]) -> tuple[int, int | None]:
+    """A control batch's fate (`compaction`'s KEEP, REWRITE, RETAIN_EMPTY or DELETE: Kafka's
+    checkBatchRetention for it) and the delete horizon it is stamped with (None: unchanged):
+    a marker free to go is stamped on the first cleaning that finds it so, and goes at the
+    first cleaning past that horizon; the last control batch of a producer with no data
+    left stays as an empty header."""
+    gone = may_go and header.has_delete_horizon and header.base_timestamp <= now_ms
+    if header.record_count and not gone:
+        if may_go and not header.has_delete_horizon:
+            return REWRITE, now_ms + delete_retention_ms
+        return KEEP, None
+    if is_last_control_of_producer(header, last_records):
+        return (RETAIN_EMPTY if header.record_count else KEEP), None
+    return DELETE, None

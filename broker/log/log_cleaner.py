@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from broker.log.cleaner_io import BufferPool, batch_size_at, whole_batches_length, write_all
-from broker.log.cleaner_chunk import ChunkScan, aborted_batches, filter_chunk, map_chunk
+from broker.log.cleaner_chunk import ChunkScan, filter_chunk, map_chunk
 from broker.log.cleaner_txn import (
     CleanedTransactions,
     LastRecord,
+    aborted_batches,
     aborted_from_markers,
     aborted_in,
     in_first_offset_order,
