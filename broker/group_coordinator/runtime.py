@@ -447,7 +447,7 @@ class GroupCoordinator:
             await self.runtime.complete_transaction(partition, producer_id, producer_epoch, coordinator_epoch,
                                                     committed)
         except CoordinatorError as e:
-            error = _MARKER_ERRORS.get(int(e.code)) or _APPEND_ERRORS.get(int(e.code), e.code)
+            error = _MARKER_ERRORS.get(int(e.code), e.code)  # an append's own error as it is (retriable ones stay)
             log.warning("The %s marker of producer %d (epoch %d) on %s-%d was not written: %s (%s)", kind,
                         producer_id, producer_epoch, GROUP_METADATA_TOPIC_NAME, partition, e, error.name)
             return error
