@@ -1,9 +1,11 @@
-"""Log compaction of a transactional topic on a real RF=3 cluster: transactional batches built by
-hand and produced, markers written with WriteTxnMarkers (the coordinator's request, sent by a
-test client), the brokers' own cleaners compacting the topic. Every replica drops the aborted
-transaction's data and keeps its marker; nothing at or past the last stable offset (an open
-transaction) is cleaned until the transaction commits; read_committed and read_uncommitted
-confluent-kafka consumers read the cleaned partition back."""
+"""Log compaction of a transactional topic on a real RF=3 cluster, the brokers' own cleaners
+compacting it. First with transactional batches built by hand and markers written with
+WriteTxnMarkers (the coordinator's request, sent by a test client): every replica drops the
+aborted transaction's data and keeps its marker, and nothing at or past the last stable offset
+(an open transaction) is cleaned until the transaction commits. Then with a real transactional
+producer (confluent-kafka) through the transaction coordinator: an aborted transaction's
+records leave every replica, committed ones are compacted by key. read_committed and
+read_uncommitted confluent-kafka consumers read the cleaned partition back."""
 
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ CLIENT_TIMEOUT_S = 30.0
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with replicated_cluster(tmp_path_factory.mktemp("txn-compaction"),
-                            {"log.cleaner.backoff.ms": "200"}) as (started, _):
+                            {"log.cleaner.backoff.ms": "200",
+                             "transaction.state.log.num.partitions": "6"}) as (started, _):
         yield started
 
 
@@ -73,10 +76,11 @@ def write_marker(client: KafkaClient, leader: int, producer_id: int, *, commit: 
     assert [int(p.error_code) for r in response.markers for t in r.topics for p in t.partitions] == [0]
 
 
-def replica_records(cluster: LocalCluster, broker_id: int) -> list[tuple[int, bytes, bytes]] | None:
+def replica_records(cluster: LocalCluster, broker_id: int,
+                    topic: str = TOPIC) -> list[tuple[int, bytes, bytes]] | None:
     """(offset, key, value) of every data record of one replica, read from its segment files;
     None while a swap renames them under us."""
-    directory: Path = partition_dir(cluster.node(broker_id), TOPIC, 0)
+    directory: Path = partition_dir(cluster.node(broker_id), topic, 0)
     out = []
     try:
         for path in sorted(directory.glob("*.log")):
@@ -90,23 +94,24 @@ def replica_records(cluster: LocalCluster, broker_id: int) -> list[tuple[int, by
     return out
 
 
-def every_replica(cluster: LocalCluster, check: object) -> bool:
+def every_replica(cluster: LocalCluster, check: object, topic: str = TOPIC) -> bool:
     for broker in BROKERS:
-        records = replica_records(cluster, broker)
+        records = replica_records(cluster, broker, topic)
         if records is None or not check(records):  # type: ignore[operator]
             return False
     return True
 
 
-def consume(cluster: LocalCluster, isolation: str, count: int) -> list[tuple[bytes, bytes]]:
+def consume(cluster: LocalCluster, isolation: str, count: int,
+            topic: str = TOPIC) -> list[tuple[bytes, bytes]]:
     """(key, value) a confluent-kafka consumer of `isolation` reads: `count` of them, ending at
     the partition end (read_committed: the LSO)."""
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"txn-compaction-{isolation}",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"{topic}-{isolation}",
         "enable.auto.commit": "false", "isolation.level": isolation, "enable.partition.eof": "true",
         "fetch.wait.max.ms": "100"})
     try:
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
         got: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while time.monotonic() < deadline:  # bounded by the deadline
@@ -169,3 +174,39 @@ def test_cleaning_drops_aborted_data_and_stops_at_the_last_stable_offset(cluster
             read = consume(cluster, isolation, len(latest))  # to the end: the cleaned log
             assert dict(read) == latest and (b"a", b"v0") not in read
             assert not any(value == b"aborted" for _, value in read)
+
+
+def test_a_transactional_producers_aborted_records_are_cleaned_away(cluster: LocalCluster) -> None:
+    topic = "txn-changelog-eos"
+    create_topic(cluster, topic, partitions=1, configs={**CONFIGS, "segment.ms": "100"})
+    wait_full_isr(cluster, topic, 1)
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "compaction-eos",
+        "linger.ms": 0, "transaction.timeout.ms": 60_000})
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+
+    def transaction(pairs: list[tuple[bytes, bytes]], *, commit: bool) -> None:
+        producer.begin_transaction()
+        for key, value in pairs:
+            producer.produce(topic, key=key, value=value)
+            producer.flush(CLIENT_TIMEOUT_S)  # one batch per record: segments roll often
+        if commit:
+            producer.commit_transaction(CLIENT_TIMEOUT_S)
+        else:
+            producer.abort_transaction(CLIENT_TIMEOUT_S)
+
+    keys = [b"k%d" % i for i in range(10)]
+    transaction([(k, b"c1") for k in keys], commit=True)
+    transaction([(k, b"aborted") for k in keys[:5]], commit=False)
+    transaction([(k, b"c3") for k in keys[5:]], commit=True)
+    fillers = [(b"f%d" % i, b"x") for i in range(FILLERS)]
+    transaction(fillers, commit=True)  # the transactions above leave the active segment
+
+    wait_until("every replica dropped the aborted records and k5-k9's first values", lambda: every_replica(
+        cluster, lambda records: all(v != b"aborted" for _, _, v in records)
+        and not any(k in keys[5:] and v == b"c1" for _, k, v in records), topic), CLEANING_S)
+    latest = dict([*((k, b"c1") for k in keys[:5]), *((k, b"c3") for k in keys[5:]), *fillers])
+    for isolation in ("read_committed", "read_uncommitted"):
+        read = consume(cluster, isolation, len(latest), topic)
+        assert dict(read) == latest
+        assert [value for key, value in read if key in keys] == [b"c1"] * 5 + [b"c3"] * 5
