@@ -24,7 +24,10 @@ The checkers, Jepsen's definitions:
   one whose client never called commit (only an abort, by the client or the timeout, ends it).
 - txn-torn: a reader saw part of a committed (or unknown) transaction but not a write of it
   whose offset it read past (it polled a later offset of that partition), Jepsen's
-  "torn transaction"; judged per reader, writes of unknown offset skipped.
+  "torn transaction", judged per reader; and, once the final read_committed read reached
+  every end, a transaction of unknown outcome partly visible there (a write refused after a
+  late EndTxn had already committed the transaction has no offset to read past; a committed
+  transaction's missing write is lost instead).
 - txn-lost: a committed transaction's write that no read_committed reader saw, although the
   final read_committed read reached every partition's end (the LSO after the heal).
 - txn-duplicates: one value at two offsets of a topic under read_committed: across the
@@ -140,6 +143,7 @@ def check_torn(events: Sequence[Event], txns: dict[str, Txn]) -> CheckResult:
         highest = past.setdefault(reader, {})
         highest[where] = max(highest.get(where, -1), int(e["offset"]))
     torn: list[str] = []
+    torn_txns: set[str] = set()
     for reader in sorted(observed):
         if isolation[reader] != READ_COMMITTED:
             continue  # a read_uncommitted reader may see any prefix of an open transaction
@@ -152,9 +156,34 @@ def check_torn(events: Sequence[Event], txns: dict[str, Txn]) -> CheckResult:
                 if key not in observed[reader] and past[reader].get((key[0], partition), -1) > offset:
                     torn.append(f"reader {reader} saw part of {txn_id} ({txn.outcome}) but not {key[1]!r} at "
                                 f"{key[0]}-{partition}@{offset}, though it read past it")
+                    torn_txns.add(txn_id)
                     break
+    torn += _torn_at_the_end(events, txns, owners, torn_txns)
     return CheckResult("txn-torn", len(torn), f"{len(torn)} transactions a read_committed reader saw only part "
                        "of", examples(torn))
+
+
+def _torn_at_the_end(events: Sequence[Event], txns: dict[str, Txn], owners: dict[Key, Txn],
+                     already: set[str]) -> list[str]:
+    """Once the final read_committed read reached every end: a transaction partly visible has
+    every intended write visible, acknowledged or not. Only the client's EndTxn(commit) may
+    commit, and the client sends it after every write was acknowledged; so a write refused or
+    never acknowledged in a transaction that committed anyway (a late EndTxn from before
+    ended it: KIP-890's case) is an atomicity violation, whose write has no offset to read past."""
+    finals = [e for e in events if e["kind"] == "note" and e.get("what") == "txn-final-read"
+              and e.get("isolation") == READ_COMMITTED]
+    if not finals or not finals[-1].get("ok"):
+        return []
+    seen = {(e["topic"], e["value"]) for e in _reads(events, READ_COMMITTED) if e.get("final")}
+    found: list[str] = []
+    for txn_id in sorted({owners[k].txn for k in seen if k in owners} - already):
+        txn = txns[txn_id]
+        missing = [k for k in txn.writes if k not in seen]
+        if txn.outcome == "info" and missing:  # a committed one's missing write is lost, counted there
+            found.append(f"the final read_committed read saw {len(txn.writes) - len(missing)} of the "
+                         f"{len(txn.writes)} writes of {txn_id} ({txn.outcome}), not {missing[0][1]!r} to "
+                         f"{missing[0][0]}")
+    return found
 
 
 def check_lost(events: Sequence[Event], txns: dict[str, Txn]) -> CheckResult:
@@ -241,10 +270,33 @@ def transaction_counts(events: Sequence[Event], txns: dict[str, Txn]) -> CheckRe
                        {"committed": counts["ok"], "stuck_clients": len(killed), **counts})
 
 
+HELD_API_NAMES = {0: "Produce", 26: "EndTxn"}
+
+
+def held_requests(events: Sequence[Event]) -> CheckResult:
+    """A measurement: each request the hold nemesis kept back, and how its late delivery was
+    answered (an EndTxn below v5 answered NONE ended whichever transaction was open then:
+    what the other checkers judge is whether that broke atomicity)."""
+    from common.errors import ErrorCode
+
+    starts = [e for e in events if e["kind"] == "note" and e.get("what") == "hold-start"]
+    released = [e for e in events if e["kind"] == "note" and e.get("what") == "hold-released"]
+    lines = []
+    for start, done in zip(starts, released):
+        code = done.get("error_code")
+        answer = "no answer" if code is None else (
+            ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error {code}")
+        lines.append(f"{HELD_API_NAMES.get(start['api_key'], start['api_key'])} v{start['version']} held at "
+                     f"t={start['t']:.2f} s, delivered at t={done['t']:.2f} s: {answer}"
+                     + (f" ({done['why']})" if done.get("why") else ""))
+    return CheckResult("txn-held-requests", 0, f"{len(starts)} requests held, {len(released)} delivered late",
+                       examples(lines), {"held": len(starts), "released": len(released)})
+
+
 def check_transactions(events: Sequence[Event]) -> list[CheckResult]:
     txns = transactions(events)
     if not txns:
         return []  # no transactional workload: nothing to report, no verdict to give
     return [transaction_counts(events, txns), check_aborted_reads(events, txns), check_torn(events, txns), check_lost(events, txns),
             check_duplicates(events, txns), check_beyond_lso(events, txns), check_zombie_commits(events, txns),
-            check_hanging(events)]
+            check_hanging(events), held_requests(events)]

@@ -1,9 +1,9 @@
 """One transactional client of the chaos workload, in a process of its own so a fault can
 SIGSTOP or SIGKILL it (a zombie producer is a paused process, not a paused thread).
 
-    python -m chaos.engine.txn_client producer --name p0 --incarnation 0 --bootstrap HOST:PORT \
+    python -m chaos.engine.txn_client producer --name tp0 --incarnation 0 --bootstrap HOST:PORT \
         --topics txn-a,txn-b --partitions 3 --timeout-ms 6000 --interval-ms 50
-    python -m chaos.engine.txn_client transform --name t0 ... --input txn-a --output txn-out
+    python -m chaos.engine.txn_client transform --name tt0 ... --input txn-a --output txn-out
 
 Roles, both confluent-kafka with `transactional.id` = `chaos-txn-<name>` (Kafka's contract):
 - producer: each transaction writes one value to every partition of every topic and commits

@@ -2,8 +2,8 @@
 isolation levels, the probe for hanging transactions and the final reads.
 
     txns = TxnWorkload(bootstrap, spec, history, log_dir)   # spec: the scenario's WorkloadSpec
-    txns.start()            # producers p0.., the transform t0, readers rc0 and ru0
-    txns.pause("p0")        # faults on a client (selector client:NAME): pause, resume, kill, restart
+    txns.start()            # producers tp0.., the transform tt0, readers rc0 and ru0
+    txns.pause("tp0")       # faults on a client (selector client:NAME): pause, resume, kill, restart
     ...
     txns.stop_clients()     # after the heal: SIGTERM, the current transaction ends
     txns.probe(timeout_s)   # DescribeProducers on every partition until nothing is open
@@ -45,7 +45,7 @@ ABORT_INTERVAL_S: Final = 10.0
 MARKERS_S: Final = 5.0  # markers written after the abort decision
 HOLD_GID: Final = 4242  # the group of clients whose connections go through the hold proxy
 HELD_REQUEST_TIMEOUT_MS: Final = 5000  # a held client times a held request out soon, and retries it
-TRANSFORM: Final = "t0"
+TRANSFORM: Final = "tt0"
 
 
 class ClientProcess:
@@ -112,7 +112,7 @@ class TxnWorkload:
         topic_partitions = min(partitions[t] for t in spec.txn_topics)
         self.clients: dict[str, ClientProcess] = {}
         for i in range(spec.txn_producers):
-            name = f"p{i}"
+            name = f"tp{i}"  # not p0: the plain workload's producer is process p0
             argv = [*python, "producer", "--name", name, *common, "--topics", ",".join(spec.txn_topics),
                     "--partitions", str(topic_partitions), "--interval-ms", str(spec.txn_interval_ms)]
             self.clients[name] = ClientProcess(name, argv, history, log_dir / f"client-{name}.log",

@@ -84,6 +84,11 @@ LONG_PAUSE = [{**PAUSE[0], "t": 10.2}, {**PAUSE[1], "t": 10.95}]
     # a reader sees T1's a-write, reads past b:0@0 (b:0@1 from T4) without seeing T1's b-write
     ("txn-torn", [*txn(20, "p0-4", [("b", 0, 1, "4")]), read(21.5, "rc1", "a", 0, 0, "1"),
                   read(21.6, "rc1", "b", 0, 1, "4"), read(80, "final", "b", 0, 1, "4", final=True)], []),
+    # at the end only one of T5's two writes is visible: the other was refused (no offset), as when a late
+    # EndTxn from the previous transaction committed T5 before its second write arrived
+    ("txn-torn", [*[e for e in txn(30, "p0-5", [("a", 1, 0, "5"), ("b", 1, 0, "6")], outcome="info")
+                    if not (e["kind"] == "txn-write" and e["value"] == "6")],
+                  read(80, "final", "a", 1, 0, "5", final=True)], []),
     # T1's b-write never read under read_committed although the final read completed
     ("txn-lost", [], [read(2.1, "rc0", "b", 0, 0, "2"), read(80, "final", "b", 0, 0, "2", final=True)]),
     # the transform's output appears twice in out (at 0 and again at 3)
@@ -132,3 +137,16 @@ def test_judge_fails_a_run_with_an_anomaly_and_one_that_committed_nothing() -> N
     aborted_only = [e for e in CLEAN if e.get("kind") not in ("txn-ok",)]
     none = judge(run_all(ordered(plain + aborted_only)), Expectations())
     assert "at least 1 transactions committed" in [v.expectation for v in none if not v.ok]
+
+
+def test_held_requests_are_reported_with_their_late_answer() -> None:
+    held = [{"t": 10.5, "kind": "note", "what": "hold-start", "api_key": 26, "version": 1, "broker": "x"},
+            {"t": 15.9, "kind": "note", "what": "hold-released", "api_key": 26, "version": 1, "error_code": 0,
+             "why": ""},
+            {"t": 23.4, "kind": "note", "what": "hold-start", "api_key": 0, "version": 10, "broker": "x"},
+            {"t": 29.4, "kind": "note", "what": "hold-released", "api_key": 0, "version": 10, "error_code": 48,
+             "why": ""}]
+    result = next(r for r in check_transactions(ordered(CLEAN + held)) if r.name == "txn-held-requests")
+    assert result.count == 0 and result.data == {"held": 2, "released": 2}
+    assert result.examples == ("EndTxn v1 held at t=10.50 s, delivered at t=15.90 s: NONE",
+                               "Produce v10 held at t=23.40 s, delivered at t=29.40 s: INVALID_TXN_STATE")

@@ -20,16 +20,16 @@ txn_topics = ["a"]
 txn_output = "out"
 txn_producers = 2
 txn_timeout_ms = 4000
-txn_held = ["p0"]
+txn_held = ["tp0"]
 [[faults]]
 action = "hold"
-target = "client:p0"
+target = "client:tp0"
 at_s = 3
 duration_s = 5
 params = { api = "end_txn" }
 [[faults]]
 action = "kill"
-target = "txn-coordinator:chaos-txn-p0"
+target = "txn-coordinator:chaos-txn-tp0"
 at_s = 4
 duration_s = 2
 """
@@ -39,7 +39,7 @@ def test_the_transactional_fields_parse() -> None:
     scenario = parse_scenario(BASE)
     w = scenario.workload
     assert (w.txn_topics, w.txn_output, w.txn_producers, w.txn_timeout_ms, w.txn_held) == (
-        ("a",), "out", 2, 4000, ("p0",))
+        ("a",), "out", 2, 4000, ("tp0",))
     assert [f.action for f in scenario.faults] == [FaultAction.HOLD, FaultAction.KILL]
     assert scenario.faults[0].param("api") == "end_txn"
 
@@ -53,7 +53,7 @@ def test_a_workload_without_transactions_keeps_them_off() -> None:
     (('txn_output = "out"', 'txn_output = "gone"'), "transactional topic 'gone'"),
     (('txn_topics = ["a"]', 'txn_topics = []'), "a transform needs txn_topics"),
     (("txn_timeout_ms = 4000", "txn_timeout_ms = 0"), "must be positive"),
-    (('target = "client:p0"', 'target = "clients:p0"'), "unknown target"),
+    (('target = "client:tp0"', 'target = "clients:tp0"'), "unknown target"),
 ])
 def test_bad_transactional_fields_are_refused_naming_the_field(change: tuple[str, str], message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
