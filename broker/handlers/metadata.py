@@ -9,16 +9,16 @@ transactional id; each creates its topic when first asked.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
-from common.protocol import acls
+from common.protocol import acls, messages
 from common.protocol import metadata as md
+from common.protocol.api_keys import ApiKey
 from common.protocol.find_coordinator import (
     BATCHED_VERSION,
     KEY_TYPE_GROUP,
-    Coordinator,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
@@ -127,16 +127,23 @@ def _partitions(image: MetadataImage, topic: TopicImage, alive: set[int]) -> tup
     return tuple(out)
 
 
-async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorRequest,
-                                  version: int, client: ClientInfo) -> FindCoordinatorResponse:
+async def handle_find_coordinator(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's FindCoordinatorRequest of `version` (v0 names a group; v1+ a key type;
+    v4+ many keys); the answer that version's response."""
+    m = messages.response_module(ApiKey.FIND_COORDINATOR, version)
     image = ctx.image()
+    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
     if version < BATCHED_VERSION:
-        return _find_one(ctx, client, req.key, req.key_type, image)
+        one = _find_one(ctx, client, req.key, key_type, image)
+        return messages.build(m.FindCoordinatorResponse, throttle_time=messages.NO_THROTTLE,
+                              error_code=messages.error_code(one.error_code), error_message=one.error_message,
+                              node_id=one.node_id, host=one.host, port=one.port)
     answers = []  # v4+: one answer per key, each found as a v3 request would be
     for key in dict.fromkeys(req.coordinator_keys):
-        one = _find_one(ctx, client, key, req.key_type, image)
-        answers.append(Coordinator(key, one.node_id, one.host, one.port, one.error_code, one.error_message))
-    return FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(answers))
+        one = _find_one(ctx, client, key, key_type, image)
+        answers.append(m.Coordinator(key=key, node_id=one.node_id, host=one.host, port=one.port,
+                                     error_code=messages.error_code(one.error_code), error_message=one.error_message))
+    return m.FindCoordinatorResponse(throttle_time=messages.NO_THROTTLE, coordinators=tuple(answers))
 
 
 def _find_one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int,

@@ -32,13 +32,8 @@ from broker.transaction_coordinator.coordinator import TransactionCoordinator, o
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.init_producer_id import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
-from common.protocol.messages import NO_THROTTLE, build
+from common.protocol.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from common.protocol.messages import NO_THROTTLE, build, milliseconds
 from transactions import rules
 from transactions.image import TransactionsImage
 from transactions.records import TransactionMetadata
@@ -83,25 +78,37 @@ async def _run(coordinator: TransactionCoordinator, transactional_id: str,
 # ---- InitProducerId --------------------------------------------------------------------------
 
 
-async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest,
-                                  version: int, client: ClientInfo) -> InitProducerIdResponse:
-    error = init_producer_id_error(req.transactional_id, req.producer_id, req.producer_epoch)
+async def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """`req` is kio's InitProducerIdRequest of `version` (v3+ carries the producer's id and
+    epoch, KIP-360); the answer that version's response."""
+    m = messages.response_module(ApiKey.INIT_PRODUCER_ID, version)
+
+    def answer(code: ErrorCode, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> Any:
+        return m.InitProducerIdResponse(throttle_time=NO_THROTTLE, error_code=code, producer_id=producer_id,
+                                        producer_epoch=epoch)
+
+    tid: str | None = req.transactional_id
+    timeout_ms = milliseconds(req.transaction_timeout)
+    producer_id, producer_epoch = getattr(req, "producer_id", NO_PRODUCER_ID), getattr(req, "producer_epoch",
+                                                                                        NO_PRODUCER_EPOCH)
+    error = init_producer_id_error(tid, producer_id, producer_epoch)
     if error is not None:
         ctx.refusals.refused(client, "InitProducerId", int(error), INIT_REFUSALS.get(error, error.name))
-        return InitProducerIdResponse(0, int(error), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-    if req.transactional_id is None:
-        return await _idempotent(ctx, req, client)
-    coordinator, tid = ctx.transactions, req.transactional_id
+        return answer(error)
+    if tid is None:
+        return answer(*await _idempotent(ctx, producer_id, producer_epoch, client))
+    coordinator = ctx.transactions
     config = coordinator.settings.rules
-    expected = None if req.producer_id == NO_PRODUCER_ID else (req.producer_id, req.producer_epoch)
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
     now = coordinator.now_ms
+    transactional_id = tid
 
     def rule(new_id: int | None) -> Callable[[TransactionsImage], Decision]:
-        return lambda image: rules.init_producer_id(image, tid, req.transaction_timeout_ms, expected,
+        return lambda image: rules.init_producer_id(image, transactional_id, timeout_ms, expected,
                                                     new_producer_id=new_id, config=config, now_ms=now())
 
-    if not rules.validate_timeout(req.transaction_timeout_ms, config):  # Kafka checks it before the state
-        decision = rules.init_producer_id(TransactionsImage.EMPTY, tid, req.transaction_timeout_ms, expected,
+    if not rules.validate_timeout(timeout_ms, config):  # Kafka checks it before the state
+        decision = rules.init_producer_id(TransactionsImage.EMPTY, tid, timeout_ms, expected,
                                           new_producer_id=None, config=config, now_ms=now())
     else:
         decision = await _run(coordinator, tid, rule(None))
@@ -116,20 +123,20 @@ async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest
     code = _client_error(ApiKey.INIT_PRODUCER_ID, version, decision.error)
     _refused(ctx, client, "InitProducerId", code, decision.reason)
     if code is not E.NONE or decision.write is None:
-        return InitProducerIdResponse(0, int(code if code is not E.NONE else E.UNKNOWN_SERVER_ERROR),
-                                      NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-    return InitProducerIdResponse(0, 0, decision.write.producer_id, decision.write.producer_epoch)
+        return answer(code if code is not E.NONE else E.UNKNOWN_SERVER_ERROR)
+    return answer(E.NONE, decision.write.producer_id, decision.write.producer_epoch)
 
 
-async def _idempotent(ctx: BrokerContext, req: InitProducerIdRequest, client: ClientInfo) -> InitProducerIdResponse:
+async def _idempotent(ctx: BrokerContext, old_id: int, old_epoch: int, client: ClientInfo
+                      ) -> tuple[ErrorCode, int, int]:
+    """A new producer id, epoch 0, for an idempotent producer (whatever id it had)."""
     producer_id = await ctx.producer_ids.next_id()
     if producer_id is None:
-        return InitProducerIdResponse(0, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), NO_PRODUCER_ID,
-                                      NO_PRODUCER_EPOCH)
-    if req.producer_id != NO_PRODUCER_ID:  # KIP-360: an idempotent producer starting over
+        return E.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    if old_id != NO_PRODUCER_ID:  # KIP-360: an idempotent producer starting over
         log.debug("Producer %d (epoch %d) of client %s re-initialised as producer %d (epoch 0)",
-                  req.producer_id, req.producer_epoch, client.client_id, producer_id)
-    return InitProducerIdResponse(0, 0, producer_id, 0)
+                  old_id, old_epoch, client.client_id, producer_id)
+    return E.NONE, producer_id, 0
 
 
 # ---- AddPartitionsToTxn ----------------------------------------------------------------------

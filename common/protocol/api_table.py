@@ -31,8 +31,6 @@ from common.protocol import (
     acls,
     describe_configs,
     fetch,
-    find_coordinator,
-    init_producer_id,
     metadata,
     produce,
 )
@@ -113,10 +111,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.LIST_OFFSETS, list_offsets.CODEC, AclCheck(Op.DESCRIBE, TOPIC)),
     _hand(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch.CODEC, AclCheck(Op.DESCRIBE, TOPIC)),
     _kio(ApiKey.API_VERSIONS, None, before_authentication=True),
-    _hand(ApiKey.FIND_COORDINATOR, _codec(find_coordinator, "find_coordinator"),
-          AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
-    _hand(ApiKey.INIT_PRODUCER_ID, _codec(init_producer_id, "init_producer_id"),
-          AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
+    _kio(ApiKey.FIND_COORDINATOR, AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
+    _kio(ApiKey.INIT_PRODUCER_ID, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
     # topic admin, forwarded to the controller
     _kio(ApiKey.CREATE_TOPICS, AclCheck(Op.CREATE, (Res.CLUSTER, Res.TOPIC)), forwarded=True),
     _kio(ApiKey.DELETE_TOPICS, AclCheck(Op.DELETE, TOPIC), forwarded=True),

@@ -7,10 +7,13 @@ the dispatch table encoding as the codec does."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 
-from common.protocol import init_producer_id as ipi
-from common.protocol import produce
+from common.errors import ErrorCode
+from common.protocol import messages, produce
 from common.protocol.frame import join_chunks
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
@@ -23,6 +26,8 @@ from tests.unit.test_protocol_codecs import (
     check_codec_row,
     check_dispatch,
     check_request_frame,
+    kio_req,
+    kio_resp,
     cs,
     i16,
     i32,
@@ -70,8 +75,16 @@ PLAIN_RESP = produce.ProduceResponse((produce.TopicProduceResponse("t", (
 PLAIN_FLEX = (carr(cs("t") + carr(OK_FLEX, i32(1) + i16(0) + i64(43) + i64(5) + i64(7)
                                   + carr(i32(0) + cs("bad") + TAG) + cs("why") + TAG) + TAG) + i32(3) + TAG)
 
-IPI_REQ = ipi.InitProducerIdRequest(None, 60000, 5000, 3)
-IPI_RESP = ipi.InitProducerIdResponse(0, 0, 1000, 0)
+def ipi_req(version: int, transactional_id: str | None, timeout_ms: int, producer_id: int, epoch: int) -> Any:
+    """InitProducerId is served on kio's messages (broker/handlers/transactions.py)."""
+    return messages.request_type(22, version)(transactional_id=transactional_id,
+                                              transaction_timeout=timedelta(milliseconds=timeout_ms),
+                                              producer_id=producer_id, producer_epoch=epoch)
+
+
+def ipi_resp(version: int, error: ErrorCode, producer_id: int, epoch: int) -> Any:
+    return messages.response_type(22, version)(throttle_time=messages.NO_THROTTLE, error_code=error,
+                                               producer_id=producer_id, producer_epoch=epoch)
 
 ROWS = [
     *[req(produce, "produce", 0, v, PRODUCE_REQ, PRODUCE_FLEX) for v in (9, 10, 11)],
@@ -80,13 +93,12 @@ ROWS = [
         + arr(s("t") + arr(i32(0) + by(BATCH), i32(1) + by(None)))),
     *[resp(produce, "produce", 0, v, PLAIN_RESP, PLAIN_FLEX) for v in (9, 10, 11)],
     *[resp(produce, "produce", 0, v, LEADER_RESP, LEADER_RESP_V10) for v in (10, 11)],
-    *[req(ipi, "init_producer_id", 22, v, IPI_REQ, cs(None) + i32(60000) + i64(5000) + i16(3) + TAG)
+    *[kio_req(22, v, ipi_req(v, None, 60000, 5000, 3), cs(None) + i32(60000) + i64(5000) + i16(3) + TAG)
       for v in (3, 4, 5)],
-    req(ipi, "init_producer_id", 22, 3, ipi.InitProducerIdRequest("tx", 1),
-        cs("tx") + i32(1) + i64(-1) + i16(-1) + TAG),
-    *[resp(ipi, "init_producer_id", 22, v, IPI_RESP, i32(0) + i16(0) + i64(1000) + i16(0) + TAG) for v in (3, 4, 5)],
-    resp(ipi, "init_producer_id", 22, 4, ipi.InitProducerIdResponse(0, 90, -1, -1),
-         i32(0) + i16(90) + i64(-1) + i16(-1) + TAG),
+    kio_req(22, 3, ipi_req(3, "tx", 1, -1, -1), cs("tx") + i32(1) + i64(-1) + i16(-1) + TAG),
+    *[kio_resp(22, v, ipi_resp(v, ErrorCode.NONE, 1000, 0), i32(0) + i16(0) + i64(1000) + i16(0) + TAG)
+      for v in (3, 4, 5)],
+    kio_resp(22, 4, ipi_resp(4, ErrorCode.PRODUCER_FENCED, -1, -1), i32(0) + i16(90) + i64(-1) + i16(-1) + TAG),
 ]
 REQUESTS = [r for r in ROWS if r.decode.__name__.endswith("_request")]
 RESPONSES = [r for r in ROWS if r.decode.__name__.endswith("_response")]
@@ -136,8 +148,7 @@ def test_unknown_tags_are_skipped_and_known_tags_must_be_whole() -> None:
 
 
 @pytest.mark.parametrize(("decode", "version"), [
-    (produce.decode_produce_request, 2), (produce.decode_produce_request, 12),
-    (ipi.decode_init_producer_id_request, 6)])
+    (produce.decode_produce_request, 2), (produce.decode_produce_request, 12)])
 def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
     with pytest.raises(ProtocolError):
         decode(memoryview(PRODUCE_FLEX), version)

@@ -17,11 +17,9 @@ from common.protocol import (
     api_versions,
     describe_configs,
     fetch,
-    find_coordinator,
     messages,
     produce,
 )
-from common.protocol import init_producer_id as ipi
 from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
@@ -89,6 +87,18 @@ def codec_req(module: Any, key: int, version: int, value: Any, data: bytes) -> R
 
 def codec_resp(module: Any, key: int, version: int, value: Any, data: bytes) -> Row:
     return Row(key, version, value, data, module.decode_response, module.CODEC.encode)
+
+
+def IPI_REQ(version: int, **fields: Any) -> Any:  # noqa: N802 - a kio class, by version
+    return messages.build(messages.request_type(22, version), **fields)
+
+
+def FC_REQ(version: int, **fields: Any) -> Any:  # noqa: N802
+    return messages.build(messages.request_type(10, version), **fields)
+
+
+def FC_RESP(version: int, **fields: Any) -> Any:  # noqa: N802
+    return messages.build(messages.response_type(10, version), **fields)
 
 
 def kio_resp(key: int, version: int, value: Any, data: bytes) -> Row:
@@ -199,20 +209,17 @@ REQUESTS += [
     codec_req(ofle, 23, 1, OFLE_REQ_V0, arr(s("t") + arr(i32(1) + i32(3)))),
     codec_req(ofle, 23, 3, ofle.request(3, [("t", 1, 3, 4)], replica_id=2),
               i32(2) + arr(s("t") + arr(i32(1) + i32(4) + i32(3)))),
-    req(ipi, "init_producer_id", 22, 0, ipi.InitProducerIdRequest(None, 60000),
-        s(None) + i32(60000)),
-    req(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdRequest("tx", 1), s("tx") + i32(1)),
-    req(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdRequest(None, 60000), cs(None) + i32(60000) + TAG),
+    kio_req(22, 0, IPI_REQ(0, transactional_id=None, transaction_timeout=timedelta(milliseconds=60000)),
+            s(None) + i32(60000)),
+    kio_req(22, 1, IPI_REQ(1, transactional_id="tx", transaction_timeout=timedelta(milliseconds=1)), s("tx") + i32(1)),
+    kio_req(22, 2, IPI_REQ(2, transactional_id=None, transaction_timeout=timedelta(milliseconds=60000)),
+            cs(None) + i32(60000) + TAG),
     codec_req(ofle, 23, 4, ofle.request(4, [("t", 1, 3, 4)], replica_id=2),
         i32(2) + carr(cs("t") + carr(i32(1) + i32(4) + i32(3) + TAG) + TAG) + TAG),
-    req(find_coordinator, "find_coordinator", 10, 0,
-        find_coordinator.FindCoordinatorRequest("g"), s("g")),
-    req(find_coordinator, "find_coordinator", 10, 2,
-        find_coordinator.FindCoordinatorRequest("tx", 1), s("tx") + i8(1)),
-    req(find_coordinator, "find_coordinator", 10, 3,
-        find_coordinator.FindCoordinatorRequest("g", 0), cs("g") + i8(0) + TAG),
-    *[req(find_coordinator, "find_coordinator", 10, v,
-          find_coordinator.FindCoordinatorRequest("", 0, ("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
+    kio_req(10, 0, FC_REQ(0, key="g"), s("g")),
+    kio_req(10, 2, FC_REQ(2, key="tx", key_type=1), s("tx") + i8(1)),
+    kio_req(10, 3, FC_REQ(3, key="g", key_type=0), cs("g") + i8(0) + TAG),
+    *[kio_req(10, v, FC_REQ(v, key_type=0, coordinator_keys=("g", "h")), i8(0) + carr(cs("g"), cs("h")) + TAG)
       for v in (4, 5)],
     kio_req(19, 4, CREATE_TOPICS_REQ, CREATE_TOPICS_REQ_BYTES),
     kio_req(20, 1, messages.request_type(20, 1)(topic_names=("a", "b"), timeout=timedelta(seconds=30)),
@@ -338,26 +345,27 @@ RESPONSES = [
     codec_resp(ofle, 23, 1, ofle_response(1, 0, 1, 3, 50), arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
     codec_resp(ofle, 23, 3, ofle_response(3, 0, 1, 3, 50),
          i32(0) + arr(s("t") + arr(i16(0) + i32(1) + i32(3) + i64(50)))),
-    resp(ipi, "init_producer_id", 22, 1, ipi.InitProducerIdResponse(0, 0, 1000, 0),
-         i32(0) + i16(0) + i64(1000) + i16(0)),
-    resp(ipi, "init_producer_id", 22, 2, ipi.InitProducerIdResponse(0, 0, 1000, 0),
-         i32(0) + i16(0) + i64(1000) + i16(0) + TAG),
+    *[kio_resp(22, v, messages.response_type(22, v)(throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE,
+                                                     producer_id=1000, producer_epoch=0),
+               i32(0) + i16(0) + i64(1000) + i16(0) + (TAG if v >= 2 else b"")) for v in (1, 2)],
     codec_resp(ofle, 23, 4, ofle_response(4, 0, 1, 3, 50),
          i32(0) + carr(cs("t") + carr(i16(0) + i32(1) + i32(3) + i64(50) + TAG) + TAG) + TAG),
-    resp(find_coordinator, "find_coordinator", 10, 0,
-         find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
-         i16(0) + i32(1) + s("h") + i32(9092)),
-    resp(find_coordinator, "find_coordinator", 10, 3,
-         find_coordinator.FindCoordinatorResponse(0, 1, "h", 9092),
-         i32(0) + i16(0) + cs(None) + i32(1) + cs("h") + i32(9092) + TAG),
-    *[resp(find_coordinator, "find_coordinator", 10, v, find_coordinator.FindCoordinatorResponse(
-        0, -1, "", -1, None, 0, (find_coordinator.Coordinator("g", 1, "h", 9092, 0),
-                                 find_coordinator.Coordinator("x", -1, "", -1, 15, "no"))),
+    kio_resp(10, 0, FC_RESP(0, error_code=ErrorCode.NONE, node_id=1, host="h", port=9092),
+             i16(0) + i32(1) + s("h") + i32(9092)),
+    kio_resp(10, 3, FC_RESP(3, throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.NONE, error_message=None,
+                            node_id=1, host="h", port=9092),
+             i32(0) + i16(0) + cs(None) + i32(1) + cs("h") + i32(9092) + TAG),
+    *[kio_resp(10, v, FC_RESP(v, throttle_time=messages.NO_THROTTLE, coordinators=(
+        messages.response_module(10, v).Coordinator(key="g", node_id=1, host="h", port=9092,
+                                                    error_code=ErrorCode.NONE, error_message=None),
+        messages.response_module(10, v).Coordinator(key="x", node_id=-1, host="", port=-1,
+                                                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                                    error_message="no"))),
         i32(0) + carr(cs("g") + i32(1) + cs("h") + i32(9092) + i16(0) + cs(None) + TAG,
                       cs("x") + i32(-1) + cs("") + i32(-1) + i16(15) + cs("no") + TAG) + TAG) for v in (4, 5)],
-    resp(find_coordinator, "find_coordinator", 10, 2,
-         find_coordinator.FindCoordinatorResponse(15, -1, "", -1, "not yet", 0),
-         i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
+    kio_resp(10, 2, FC_RESP(2, throttle_time=messages.NO_THROTTLE, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            error_message="not yet", node_id=-1, host="", port=-1),
+             i32(0) + i16(15) + s("not yet") + i32(-1) + s("") + i32(-1)),
     kio_resp(19, 2, CT2.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=(
         CT2.CreatableTopicResult(name="t", error_code=ErrorCode.NONE, error_message=None),
         CT2.CreatableTopicResult(name="u", error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message="exists"))),

@@ -4,6 +4,7 @@ once per interval with a count of those left out; memory stays bounded. A fake c
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 import pytest
 
@@ -91,12 +92,15 @@ from broker.handlers.acls import handle_create_acls, handle_describe_acls  # noq
 from broker.handlers.transactions import handle_init_producer_id  # noqa: E402
 from common.protocol import acls  # noqa: E402
 from common.protocol.api_keys import ApiKey  # noqa: E402
-from common.protocol.init_producer_id import InitProducerIdRequest  # noqa: E402
+from common.protocol import messages  # noqa: E402
 from tests.unit.test_request_handler import call, node  # noqa: E402, F401 - the fixture
 
 ACL_FILTER = acls.describe_request(1, (2, "t", None, "*", 3, 1, 3))
 ACL = (2, "t", "User:a", "*", 3, 3, 3)
 CLIENT = ClientInfo.of("app-1", "127.0.0.1")
+INIT_TOO_LONG = messages.build(messages.request_type(ApiKey.INIT_PRODUCER_ID, 4), transactional_id="tx-1",
+                               transaction_timeout=timedelta(milliseconds=3_600_000), producer_id=-1,
+                               producer_epoch=-1)  # above transaction.max.timeout.ms
 
 
 async def test_refusing_handlers_log_why_once_per_client(node, caplog):  # noqa: F811
@@ -106,7 +110,7 @@ async def test_refusing_handlers_log_why_once_per_client(node, caplog):  # noqa:
         for _ in range(2):  # the second of each is left out
             await handle_describe_acls(ctx, ACL_FILTER, 1, CLIENT)
             await handle_create_acls(ctx, acls.create_request(1, ACL), 1, CLIENT)
-            await handle_init_producer_id(ctx, InitProducerIdRequest("tx-1", 3_600_000), 4, CLIENT)
+            await handle_init_producer_id(ctx, INIT_TOO_LONG, 4, CLIENT)
             await call(handler, ApiKey.API_VERSIONS, 99, None, lambda r, v: [])
     lines = [r.getMessage() for r in caplog.records if r.name == "broker.refusal_log"]
     assert lines == [
