@@ -13,7 +13,7 @@ from broker.log.cleaner_manager import cut_offsets, last_stable_offset_of
 from broker.log.txn_index import AbortedTxn
 from broker.log.cleaner_snapshot import SegmentFile
 from broker.log.compaction import OffsetMap
-from broker.log.log_cleaner import Cleaner, PreparedClean
+from broker.log.log_cleaner import FAIL_POINTS, Cleaner, PreparedClean
 from broker.log.partition_log import PartitionLog
 from common.control_records import decode_marker, marker_batch
 from common.record_batch import CompressionType, RecordBatchHeader
@@ -25,6 +25,10 @@ RETENTION = 1000  # delete.retention.ms of these logs
 COMPACT = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=100,
                     cleanup_policy=("compact",), delete_retention_ms=RETENTION)
 P1, P2, P3, P4 = 1001, 1002, 1003, 1004
+
+
+class Crash(Exception):
+    """Stands in for kill -9 at a fail point."""
 
 
 def put(log: PartitionLog, data: bytes) -> None:
@@ -267,3 +271,33 @@ def test_the_broker_gives_the_cleaner_each_open_partitions_last_stable_offset() 
 
     assert last_stable_offset_of(Replicas(), TopicPartition("t", 0)) == 7
     assert last_stable_offset_of(Replicas(), TopicPartition("t", 1)) == 0  # not open: not cleaned
+
+
+@pytest.mark.parametrize("step", FAIL_POINTS)
+def test_a_crash_at_each_swap_step_keeps_the_old_or_the_new_transactional_log(
+        tmp_path: Path, step: str) -> None:
+    reference = interleaved_log(tmp_path / "ref", CompressionType.NONE)
+    pre = contents(reference)
+    clean(reference, NOW)
+    post = contents(reference)
+    log = interleaved_log(tmp_path / "crash", CompressionType.NONE)
+    log.flush()
+
+    def fail(at: str) -> None:
+        if at == step:
+            raise Crash(at)
+
+    with pytest.raises(Crash):
+        Cleaner(OffsetMap(1000), fail_point=fail).clean(
+            log, first_dirty=0, first_uncleanable=log.active_segment.base_offset, now_ms=NOW)
+    recovered = PartitionLog(log.directory, COMPACT, now_ms=NOW, recovery_point=0,
+                             had_clean_shutdown=False)
+    assert contents(recovered) == (pre if step == "after_cleaned" else post)
+    assert not [p.name for p in recovered.directory.iterdir()
+                if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    # recovery left the .txnindex to be rebuilt: the cleaner reads the markers instead
+    assert all(s.txn_index_stale for s in recovered.segments)
+    prepared = clean(recovered, NOW)
+    assert contents(recovered) == post
+    assert prepared is not None and [g.aborted for g in prepared.groups] == [
+        (AbortedTxn(P1, 2, 5, 3),)]
