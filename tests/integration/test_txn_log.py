@@ -15,7 +15,7 @@ import pytest
 
 from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
 from common.errors import ErrorCode
-from common.kafka_client import KafkaClient
+from common.kafka_client import BrokerUnavailable, KafkaClient
 from common.protocol import fetch, list_offsets, messages
 from common.protocol import produce as produce_codec
 from common.protocol.api_keys import ApiKey
@@ -184,9 +184,14 @@ def test_markers_read_committed_and_a_leader_killed_mid_transaction(cluster: Loc
         wait_full_isr(cluster, TOPIC, 1)
         assert txnindex_entries(cluster, leader) == [AbortedTxn(ABORTED, 3, 8, 9)]
 
-        # DescribeProducers shows the open transaction and the coordinator epoch of the markers
-        assert describe_producers(client, new_leader) == {
-            COMMITTED: (0, -1), ABORTED: (0, -1), OPEN: (-1, 9)}
+        # DescribeProducers shows the open transaction and the coordinator epoch of the markers,
+        # on the leader and on the restarted broker, whose producer state recovery rebuilt
+        expected = {COMMITTED: (0, -1), ABORTED: (0, -1), OPEN: (-1, 9)}
+        assert describe_producers(client, new_leader) == expected
+        wait_until("the restarted broker is in the metadata", lambda: leader in client.metadata([TOPIC]).brokers)
+        # the client's connection to the killed process is dead: the first call may drop it
+        assert wait_until("the restarted broker describes its producers",
+                          lambda: _or_none(lambda: describe_producers(client, leader))) == expected
 
         # committing the open transaction moves the LSO past it
         assert write_markers(client, new_leader, [(OPEN, True, 0)]) == [0]
@@ -194,6 +199,13 @@ def test_markers_read_committed_and_a_leader_killed_mid_transaction(cluster: Loc
         assert (answer.high_watermark, answer.last_stable_offset) == (11, 11)
         assert latest_offset(client, new_leader, 1) == 11
         assert consume(cluster, "read_committed", 5) == [b"a0", b"a1", b"a2", b"n0", b"c0"]
+
+
+def _or_none(call: Any) -> Any:
+    try:
+        return call()
+    except BrokerUnavailable:
+        return None
 
 
 def _stable_at(client: KafkaClient, leader: int, lso: int) -> Any:
