@@ -292,3 +292,54 @@ def test_a_late_transactional_write_is_refused_by_verification(cluster: LocalClu
         (partition,) = [p for t in answer.responses for p in t.partitions]
         assert partition.error_code == ErrorCode.INVALID_TXN_STATE, partition
         assert client.list_offsets(leader, topic, {0: -1})[0].offset == 2
+
+
+def test_the_only_replica_restarted_mid_transaction_keeps_lso_and_aborted_list(cluster: LocalCluster) -> None:
+    """RF=1: the leader is the only copy. After a SIGKILL (recovery rebuilds the producer state and
+    the `.txnindex` of the unflushed tail) and after a clean stop (the index is loaded as written),
+    it answers the same LSO and aborted transactions, and the open transaction still holds the LSO
+    until its marker."""
+    topic = "txn-log-solo"
+    create_topic(cluster, topic, partitions=1, replication_factor=1, configs={"min.insync.replicas": "1"})
+    wait_until("the partition has a leader", lambda: partition_state(cluster, topic, 0)["leader"] >= 0)
+    leader = int(partition_state(cluster, topic, 0)["leader"])
+
+    def committed_view(client: KafkaClient) -> tuple[int, int, list[tuple[int, int]]] | None:
+        try:
+            request = fetch.FetchRequest(fetch.CONSUMER_REPLICA_ID, 100, 1, 1 << 20, 1, (
+                fetch.FetchTopic(topic, (fetch.FetchPartition(0, 0, 1 << 20),)),))
+            response = client.call(leader, ApiKey.FETCH, FETCH_VERSION, request, fetch.encode_fetch_request,
+                                   fetch.decode_fetch_response)
+        except BrokerUnavailable:
+            return None
+        (p,) = [p for t in response.responses for p in t.partitions]
+        if p.error_code:
+            return None
+        return p.high_watermark, p.last_stable_offset, [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+
+    def restart(node: Any) -> None:
+        index = cluster.nodes.index(node)
+        cluster.nodes[index] = NodeProcess.spawn(node.spec)
+        cluster.write_cluster_file()
+
+    with client_of(cluster) as client:
+        client.metadata([topic])
+        for pid, values in ((ABORTED, [b"x0", b"x1"]), (OPEN, [b"o0"])):          # 0-1, 2
+            batch = build_batch([(None, v) for v in values], producer_id=pid, producer_epoch=0, base_sequence=0,
+                                is_transactional=True)
+            assert client.produce(leader, topic, {0: batch}, acks=-1, timeout_ms=10_000)[0].error_code == 0
+        m = messages.request_module(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION)
+        markers = m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            producer_id=ABORTED, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=(0,)),)),))
+        client.call(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, markers, messages.encode_request,
+                    messages.response_decoder(ApiKey.WRITE_TXN_MARKERS))                 # 3
+        expected = (4, 2, [(ABORTED, 0)])
+        assert committed_view(client) == expected
+        for how in ("killed", "stopped"):
+            node = cluster.node(leader)
+            report = node.kill() if how == "killed" else node.stop(30.0)
+            assert report.outcome == how, report.describe()
+            restart(node)
+            assert wait_until(f"the {how} broker serves the partition again",
+                              lambda: committed_view(client), 60.0) == expected, how
