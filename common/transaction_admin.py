@@ -55,6 +55,7 @@ DESCRIBE_TRANSACTIONS: Final = 65
 LIST_TRANSACTIONS: Final = 66
 # Versions: the first of each (every one flexible); kio has no WriteTxnMarkers v0 (KIP-896).
 LIST_TRANSACTIONS_VERSION: Final = 0
+LIST_TRANSACTIONS_DURATION_VERSION: Final = 1  # KIP-994's duration_filter
 DESCRIBE_TRANSACTIONS_VERSION: Final = 0
 DESCRIBE_PRODUCERS_VERSION: Final = 0
 WRITE_TXN_MARKERS_VERSION: Final = 1
@@ -261,10 +262,14 @@ def decode_describe_transactions_response(body: memoryview, version: int) -> tup
 
 # ---- the requests ------------------------------------------------------------------------
 
-def _list_call(broker_id: int, producer_ids: Iterable[int] = ()) -> Call:
-    m = messages.request_module(LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION)
-    return Call(broker_id, LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION,
-                m.ListTransactionsRequest(state_filters=(), producer_id_filters=tuple(sorted(producer_ids))))
+def _list_call(broker_id: int, producer_ids: Iterable[int] = (), duration_filter_ms: int | None = None) -> Call:
+    """ListTransactions v0, or v1 (KIP-994) when a duration filter is asked for, as Kafka's
+    Admin client picks the version a filter needs."""
+    version = LIST_TRANSACTIONS_VERSION if duration_filter_ms is None else LIST_TRANSACTIONS_DURATION_VERSION
+    m = messages.request_module(LIST_TRANSACTIONS, version)
+    extra = {} if duration_filter_ms is None else {"duration_filter": duration_filter_ms}
+    return Call(broker_id, LIST_TRANSACTIONS, version, m.ListTransactionsRequest(
+        state_filters=(), producer_id_filters=tuple(sorted(producer_ids)), **extra))
 
 
 def _describe_producers_call(broker_id: int, tps: Sequence[TopicPartition]) -> Call:
@@ -293,12 +298,15 @@ def _answered(response: Any, what: str) -> Any:
 
 # ---- the steps ----------------------------------------------------------------------------
 
-def list_transactions(cluster: Cluster, producer_ids: Iterable[int] = ()) -> Steps:
-    """ListTransactions on every broker: {broker id: its listings}, as Kafka's allByBrokerId."""
+def list_transactions(cluster: Cluster, producer_ids: Iterable[int] = (), *,
+                      duration_filter_ms: int | None = None) -> Steps:
+    """ListTransactions on every broker: {broker id: its listings}, as Kafka's allByBrokerId;
+    with duration_filter_ms, only transactions running longer than that (KIP-994)."""
     wanted = tuple(producer_ids)
     out: dict[int, list[TransactionListing]] = {}
     for broker_id in cluster.brokers:
-        response = _answered((yield _list_call(broker_id, wanted)), f"ListTransactions to broker {broker_id}")
+        response = _answered((yield _list_call(broker_id, wanted, duration_filter_ms)),
+                             f"ListTransactions to broker {broker_id}")
         if int(response.error_code) != 0:
             raise TransactionToolError(error_name(int(response.error_code)),
                                        f"broker {broker_id} could not list its transactions")

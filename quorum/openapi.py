@@ -328,8 +328,11 @@ PATHS: Final[dict[str, Any]] = {
                     "--reset-offsets: a dry run unless execute is true; 409 NON_EMPTY_GROUP while it has members.",
                     _ok("GroupOffsetsReset"), _body("ResetGroupOffsets"), write=True),
     },
-    "/v1/transactions": {"get": _op("Transactions (ListTransactions on every unfenced broker), by coordinator.",
-                                    _ok(_arr(_ref("TransactionListing"))))},
+    "/v1/transactions": {
+        "parameters": [{"name": "duration_filter", "in": "query", "schema": INT,
+                        "description": "ms: only transactions running longer (KIP-994)"}],
+        "get": _op("Transactions (ListTransactions on every unfenced broker), by coordinator.",
+                   _ok(_arr(_ref("TransactionListing"))))},
     "/v1/transactions/{id}": {
         "parameters": [{"name": "id", "in": "path", "required": True, "schema": STR,
                         "description": "the transactional id"}],

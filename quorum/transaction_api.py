@@ -1,7 +1,7 @@
 """The admin API's transaction endpoints (KIP-664, kafka-transactions.sh's commands): the
 controller asks the brokers in Kafka's protocol, driving `common.transaction_admin`'s steps.
 
-    GET  /v1/transactions                              list (ListTransactions on every broker)
+    GET  /v1/transactions[?duration_filter=MS]         list (ListTransactions on every broker)
     GET  /v1/transactions/{id}                         describe (at the id's coordinator)
     GET  /v1/topics/{name}/partitions/{partition}/producers[?broker_id=B]
                                                        describe-producers (leader, or replica B)
@@ -44,6 +44,7 @@ MAX_TIMEOUT_MINUTES: Final = 7 * 24 * 60  # a week: far above transaction.max.ti
 ABORT_FIELDS: Final = ("start_offset", "producer_id", "producer_epoch", "coordinator_epoch")
 HANGING_PARAMS: Final = ("topic", "partition", "broker_id", "max_transaction_timeout")
 PRODUCERS_PARAMS: Final = ("broker_id",)
+LIST_PARAMS: Final = ("duration_filter",)
 _STATUS: Final = {"UNKNOWN_TOPIC_OR_PARTITION": 404, "TRANSACTIONAL_ID_NOT_FOUND": 404,
                   "BROKER_NOT_AVAILABLE": 503, "LEADER_NOT_AVAILABLE": 503, "NOT_LEADER_OR_FOLLOWER": 503,
                   "COORDINATOR_NOT_AVAILABLE": 503, "COORDINATOR_LOAD_IN_PROGRESS": 503, "NOT_COORDINATOR": 503,
@@ -218,8 +219,9 @@ class TransactionApi:
     # ---- handlers ------------------------------------------------------------------------
 
     async def _list(self, request: web.Request) -> web.Response:
-        _known_params(request.query, ())
-        listings = await self._run(ta.list_transactions(self._cluster()))
+        _known_params(request.query, LIST_PARAMS)
+        duration = _int_param(request.query, "duration_filter", -(2**63), 2**63 - 1)
+        listings = await self._run(ta.list_transactions(self._cluster(), duration_filter_ms=duration))
         return web.json_response([listing_json(x) for _, xs in sorted(listings.items()) for x in xs])
 
     async def _describe(self, request: web.Request) -> web.Response:

@@ -1,6 +1,6 @@
 """`tidelog transactions ...`: kafka-transactions.sh (KIP-664) over the Kafka protocol.
 
-    tidelog transactions list
+    tidelog transactions list [--duration-filter 60000]
     tidelog transactions describe --transactional-id app-1
     tidelog transactions describe-producers --topic orders --partition 0 [--broker-id 2]
     tidelog transactions abort --topic orders --partition 0 --start-offset 1200
@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="transactions_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="list transactions (ListTransactions on every broker)")
     cli_common.add_cluster_options(listing, admin=False)
+    listing.add_argument("--duration-filter", type=int, metavar="MS",
+                         help="only transactions running longer than this many milliseconds (KIP-994); "
+                              "negative: all")
     listing.set_defaults(run=run_list)
 
     describe = actions.add_parser("describe", help="describe the state of an active transactional-id",
@@ -111,7 +114,8 @@ def _run(args: argparse.Namespace, command: str, body):  # noqa: ANN001, ANN202 
 
 
 def _list(args: argparse.Namespace) -> int:
-    listings = _run(args, "list", lambda admin: admin.run(ta.list_transactions(admin.cluster())))
+    listings = _run(args, "list", lambda admin: admin.run(ta.list_transactions(
+        admin.cluster(), duration_filter_ms=args.duration_filter)))
     cli_common.say_lines(ta.kafka_table(ta.LIST_HEADERS, ta.list_rows(listings)))
     return 0
 

@@ -106,6 +106,9 @@ def test_cli_sees_the_open_transaction_and_abort_ends_it(cluster: LocalCluster, 
     assert {"TransactionalId": "tools-0", "Coordinator": "4", "TransactionState": "Ongoing"}.items() <= next(
         r for r in table(out) if r["TransactionalId"] == "tools-0").items()
 
+    code, out = tidelog(capsys, "transactions", "list", "--duration-filter", "3600000", *server)
+    assert code == 0 and "tools-0" not in out, out  # open for seconds, not an hour (KIP-994)
+
     code, out = tidelog(capsys, "transactions", "describe", "--transactional-id", "tools-0", *server)
     assert code == 0, out
     (row,) = table(out)
@@ -160,6 +163,7 @@ def test_admin_api_sees_the_open_transaction_and_aborts_it(cluster: LocalCluster
 
     listed = [t for t in get("/v1/transactions") if t["transactional_id"] == "tools-1"]
     assert [(t["coordinator"], t["state"]) for t in listed] == [(4, "Ongoing")]
+    assert "tools-1" not in [t["transactional_id"] for t in get("/v1/transactions?duration_filter=3600000")]
     described = get("/v1/transactions/tools-1")
     assert (described["state"], described["partitions"]) == ("Ongoing", [{"topic": TOPIC, "partition": 1}])
     producers = get(f"/v1/topics/{TOPIC}/partitions/1/producers")["producers"]

@@ -15,7 +15,8 @@ NOWHERE = ["--bootstrap-server", "127.0.0.1:1"]  # never reached: each case fail
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
-    (["list"], {}),
+    (["list"], {"duration_filter": None}),
+    (["list", "--duration-filter", "60000"], {"duration_filter": 60000}),
     (["describe", "--transactional-id", "app-1"], {"transactional_id": "app-1"}),
     (["describe-producers", "--topic", "t", "--partition", "2"], {"topic": "t", "partition": 2, "broker_id": None}),
     (["describe-producers", "--topic", "t", "--partition", "2", "--broker-id", "3"], {"broker_id": 3}),

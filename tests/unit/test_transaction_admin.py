@@ -91,6 +91,20 @@ def test_list_asks_every_broker_and_keeps_its_coordinator() -> None:
     assert ta.list_rows(listings) == [("app-1", "1", "101", "Ongoing"), ("app-3", "3", "103", "Ongoing")]
 
 
+def test_list_with_a_duration_filter_asks_v1() -> None:
+    def answer(call: ta.Call) -> Any:
+        assert (call.version, call.request.duration_filter) == (1, 60_000)
+        messages.encode_request(call.request, call.version)
+        return LT.ListTransactionsResponse(throttle_time=timedelta(0), error_code=K.none, unknown_state_filters=(),
+                                           transaction_states=())
+
+    listings, calls = drive(ta.list_transactions(CLUSTER, duration_filter_ms=60_000), answer)
+    assert listings == {1: [], 2: [], 3: []} and len(calls) == 3
+    _, calls = drive(ta.list_transactions(CLUSTER), lambda c: LT.ListTransactionsResponse(
+        throttle_time=timedelta(0), error_code=K.none, unknown_state_filters=(), transaction_states=()))
+    assert {c.version for c in calls} == {0}
+
+
 def test_list_names_an_unreachable_broker() -> None:
     with pytest.raises(ta.TransactionToolError, match="BROKER_NOT_AVAILABLE.*broker 1: refused"):
         drive(ta.list_transactions(CLUSTER), lambda call: ta.Unreachable("refused"))

@@ -103,6 +103,7 @@ HTTP_BAD = [  # (method, path, headers, body, status, error, field)
     ("POST", "/v1/topics/nope/partitions/0/abort-transaction", AUTH, b'{"start_offset": 1}', 404,
      "UNKNOWN_TOPIC_OR_PARTITION", "name"),
     ("GET", "/v1/transactions?state=Ongoing", {}, b"", 400, "INVALID_REQUEST", "state"),
+    ("GET", "/v1/transactions?duration_filter=soon", {}, b"", 400, "INVALID_REQUEST", "duration_filter"),
     # no broker is registered: nobody to ask
     ("GET", "/v1/transactions/app-1", {}, b"", 503, "BROKER_NOT_AVAILABLE", None),
 ]
