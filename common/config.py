@@ -298,6 +298,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "message (pysyncobj's wire format is pickle, so a controller refuses to start without it)."),
     ConfigKey("metadata.log.dir", _STRING, None,
               "Directory of the metadata log (journal and dump); unset: the first of log.dirs."),
+    ConfigKey("controller.quorum.fsync", _BOOLEAN, True,
+              "fsync the metadata journal before a controller acknowledges or commits an entry, and "
+              "the term/vote before it votes (as KRaft does); false: a power loss may lose "
+              "acknowledged metadata or a cast vote. tidelog's own key."),
     # --- Controller HTTP API and broker liveness (quorum.controller_server parses and checks them)
     # tidelog's controllers speak HTTP (admin JSON API, broker RPCs with msgpack bodies), not
     # the Kafka protocol Kafka's controllers speak on controller.listener.names, so the three

@@ -17,6 +17,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from quorum.durability_gate import DurabilityGate
+
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
@@ -36,7 +38,26 @@ class _BoundTcpConnection(TcpConnection):  # pysyncobj has no type hints
 
 
 class BoundTCPTransport(TCPTransport):
-    """TCPTransport whose outgoing connections leave from the host of `selfNode`."""
+    """TCPTransport whose outgoing connections leave from the host of `selfNode`, and whose
+    messages wait for the voter's `DurabilityGate` (issue 28) when its SyncObj has one."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        # read before TCPTransport.__init__: it may already send (connect handshakes do not use send)
+        gate = getattr(syncObj, "durability_gate", None)
+        self._gate: DurabilityGate | None = gate if isinstance(gate, DurabilityGate) else None
+        if self._gate is not None:
+            self._gate.attach(super().send)
+        super().__init__(syncObj, selfNode, otherNodes)
+        if self._gate is not None:
+            # pysyncobj runs on-tick callbacks after a tick's commands were appended and just
+            # before it polls the sockets: the leader's entries get their fsync there, not one
+            # poll (autoTickPeriod) later; quorum.metadata_log flushes after the poll as well
+            syncObj.addOnTickCallback(self._gate.flush)
+
+    def send(self, node: Any, message: Any) -> bool:  # pysyncobj's name
+        if self._gate is not None and self._gate.hold(node, message):
+            return True  # sent at the gate's flush, after the fsync
+        return bool(super().send(node, message))
 
     def addNode(self, node: Any) -> None:  # pysyncobj's name
         super().addNode(node)

@@ -14,8 +14,15 @@ pysyncobj 0.3.17 facts this module relies on (read in its source, checked by our
   and the cluster) that our dump must hand back. The journal then drops the entries the
   dump covers; journal (mmap'd file) + dump restore everything on restart, and a follower
   too far behind is sent the dump file itself.
-- Nothing is fsynced: the journal is an mmap'd file flushed by the kernel, the dump a
-  renamed file. A killed process loses nothing the kernel has; a power loss may.
+- pysyncobj's own journal fsyncs nothing (an mmap'd file, a term/vote file renamed from an
+  un-fsynced temp file). We hand it `quorum.durable_journal.DurableJournal` instead (same
+  file format) and gate the transport (`quorum.durability_gate`): with
+  `controller.quorum.fsync=true` (the default) an entry is fsynced before this voter
+  acknowledges it or, as leader, counts it toward a commit (one fsync per tick pass, KRaft's
+  batching); the term and vote are durable before a vote is answered or asked for; the dump
+  is fsynced here, renamed by pysyncobj, and the directory fsynced before the journal drops
+  the entries it covers. With fsync off a killed process still loses nothing the kernel has,
+  a power loss may.
 - `password` makes pysyncobj encrypt and authenticate every message (Fernet, needs the
   `cryptography` package); without it any peer could send pickles we would load.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -39,6 +47,8 @@ from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.records import AbortTransaction, Record, encode_records
 from quorum.bound_transport import BoundTCPTransport
+from quorum.durability_gate import DurabilityGate
+from quorum.durable_journal import DurableJournal, journal_for_syncobj
 from quorum.log_state import (
     AppendOutcome,
     MetadataLogState,
@@ -98,6 +108,14 @@ class MetadataLog(SyncObj):
         self._listeners: list[Callable[[], None]] = []
         self._apply_listeners: list[Callable[[], None]] = []
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if not settings.fsync:
+            logger.warning("controller.quorum.fsync=false: the metadata journal, the term/vote file and "
+                           "the dump are not fsynced; a power loss may lose acknowledged metadata or a "
+                           "cast vote")
+        self._journal = DurableJournal(settings.data_dir / JOURNAL_FILE, dump_path=settings.data_dir / DUMP_FILE,
+                                       durable=settings.fsync)
+        # read by BoundTCPTransport while SyncObj.__init__ builds it
+        self.durability_gate = DurabilityGate(self._journal)
         me = settings.me
         conf = SyncObjConf(
             password=settings.password.value,
@@ -119,12 +137,25 @@ class MetadataLog(SyncObj):
         )
         others = [v.address for i, v in settings.voters.items() if i != settings.node_id]
         # outgoing peer connections leave from this voter's own address (chaos cuts links by it)
-        super().__init__(me.address, others, conf, transportClass=BoundTCPTransport)
+        with journal_for_syncobj(self._journal):
+            super().__init__(me.address, others, conf, transportClass=BoundTCPTransport)
         try:
             self.waitBinded()
         except SyncObjException:
             self.destroy()
             raise QuorumBindError(f"cannot bind the quorum listener on {me.address}") from None
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's name (tick thread)
+        # Flush before: the leader counts its own log toward a commit at the start of a tick.
+        # Flush after: AppendEntries handled in this tick's poll are answered once fsynced.
+        # (The transport flushes once more right before the poll: quorum.bound_transport.)
+        self.durability_gate.flush()
+        super()._onTick(timeToWait)
+        self.durability_gate.flush()
+
+    def durability(self) -> tuple[bool, int, int]:
+        """(fsync on, fsync batches so far, entries they made durable): for logs and the bench."""
+        return self._journal.durable, self._journal.syncs, self._journal.synced_entries
 
     # -- the replicated state machine (tick thread) ----------------------------------
 
@@ -159,6 +190,9 @@ class MetadataLog(SyncObj):
         }, use_bin_type=True)
         with open(path, "wb") as f:
             f.write(payload)
+            if self._settings.fsync:  # pysyncobj renames it next; the journal fsyncs the directory
+                f.flush()             # before it drops the entries this dump covers
+                os.fsync(f.fileno())
         self._dump_offset = offset
         logger.info("Wrote metadata log dump at offset %d, raft index %d (%d bytes)",
                     offset, last[1], len(payload))

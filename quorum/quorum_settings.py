@@ -34,6 +34,7 @@ class QuorumSettings:
     password: Password
     compaction_min_entries: int = LOG_COMPACTION_MIN_ENTRIES
     retained_records: int = RETAINED_RECORDS
+    fsync: bool = True  # controller.quorum.fsync (quorum.durable_journal)
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -61,7 +62,9 @@ class QuorumSettings:
         assert isinstance(node_id, int) and isinstance(password, Password)
         base = config["metadata.log.dir"] or log_dirs(config)[0]
         assert isinstance(base, str)
-        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password)
+        fsync = config["controller.quorum.fsync"]
+        assert isinstance(fsync, bool)
+        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password, fsync=fsync)
 
 
 @dataclass(frozen=True, slots=True)
