@@ -1,8 +1,8 @@
 """A userspace hold on one Kafka request: the delayed EndTxn / retried Produce of KIP-890.
 
     with HoldProxy.open(brokers, gid=HOLD_GID, history=history) as proxy:
-        proxy.arm(ApiKey.END_TXN)      # the next EndTxn of a held client is kept back ...
-        ...                            # ... until that client's next transaction began, then sent
+        proxy.arm(END_TXN)             # the next EndTxn of a held client is kept back ...
+        ...                            # ... until that client's next transaction writes, then sent
         proxy.release()                # at the fault's heal at the latest
 
 Jepsen found (Bufstream, 2024) that Kafka itself lets a late EndTxn or a retried Produce land
@@ -15,9 +15,11 @@ iptables nat rule sends their connections to the brokers' Kafka ports (and only 
 (SO_ORIGINAL_DST) and relays the bytes both ways. It frames the client's requests to read
 their API key; an armed hold keeps the next request of that key (the client's connection
 carries on without it) and sends it later, on a fresh connection of its own to the same
-broker, RELEASE_DELAY_S after the client began its next transaction: for EndTxn, once an
-AddPartitionsToTxn or a Produce passed; for a Produce, once an EndTxn and then an
-AddPartitionsToTxn passed.
+broker, RELEASE_DELAY_S after the client's next transaction began to write: for EndTxn,
+once an AddPartitionsToTxn and then a Produce passed; for a Produce, once an EndTxn, an
+AddPartitionsToTxn and a Produce passed (`NEXT_TRANSACTION`). So the late request lands while
+some of the next transaction's writes are appended and others may still be on their way:
+the moment a late commit would tear it.
 The late request's answer is recorded (`note` what=hold-released, with its error code).
 """
 
@@ -35,7 +37,6 @@ from types import TracebackType
 from typing import Final
 
 from chaos.history import History
-from common.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +46,15 @@ SO_ORIGINAL_DST: Final = 80  # linux/netfilter_ipv4.h
 MAX_FRAME_BYTES: Final = 64 * 1024 * 1024  # a request larger than this is a broken stream: the connection closes
 RELAY_CHUNK_BYTES: Final = 64 * 1024
 CONNECT_TIMEOUT_S: Final = 5.0
-RELEASE_DELAY_S: Final = 0.2  # the late request lands while the next transaction's writes are under way
+RELEASE_DELAY_S: Final = 0.02  # the next transaction's first Produce is appended, its others may not be
 LATE_ANSWER_S: Final = 10.0  # how long the released request's answer is awaited
 COMMAND_TIMEOUT_S: Final = 10.0
 ADD_PARTITIONS_TO_TXN: Final = 24
 END_TXN: Final = 26
+PRODUCE: Final = 0
+# the requests that, in this order after the hold began, show the client's next transaction writing
+NEXT_TRANSACTION: Final = {END_TXN: (ADD_PARTITIONS_TO_TXN, PRODUCE),
+                           PRODUCE: (END_TXN, ADD_PARTITIONS_TO_TXN, PRODUCE)}
 
 
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -114,7 +119,7 @@ class Held:
     version: int
     destination: tuple[str, int]
     frame: bytes
-    end_txn_seen: bool = False  # a Produce hold waits for an EndTxn, then the next AddPartitionsToTxn
+    seen: int = 0  # how many of NEXT_TRANSACTION[api_key] passed, in order
 
 
 class HoldProxy:
@@ -217,12 +222,11 @@ class HoldProxy:
                 kept = True
             else:
                 kept = False
-                if held is not None and held.api_key == ApiKey.PRODUCE and api_key == END_TXN:
-                    held.end_txn_seen = True
-                elif held is not None and (api_key == ADD_PARTITIONS_TO_TXN or (
-                        held.api_key == END_TXN and api_key == ApiKey.PRODUCE)) and (
-                        held.api_key == END_TXN or held.end_txn_seen):
-                    release, self._held = held, None
+                steps = NEXT_TRANSACTION.get(held.api_key, ()) if held is not None else ()
+                if held is not None and held.seen < len(steps) and api_key == steps[held.seen]:
+                    held.seen += 1
+                    if held.seen == len(steps):
+                        release, self._held = held, None
         if kept:
             self.history.record("note", what="hold-start", api_key=api_key, version=version,
                                 broker=f"{destination[0]}:{destination[1]}")
@@ -266,7 +270,7 @@ class HoldProxy:
     def close(self) -> None:
         self.release()
         self._closed.set()
-        self._listener.close()
+        _close_listener(self._listener)
         with self._lock:
             sockets = list(self._sockets)
         for sock in sockets:
@@ -285,6 +289,16 @@ class HoldProxy:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+def _close_listener(listener: socket.socket) -> None:
+    """Wake the accepting thread before closing: a bare close leaves it blocked in accept() on a
+    file descriptor number the next socket opened may reuse (it would accept that one's connections)."""
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected in the kernel's view on some systems; close still follows
+    listener.close()
 
 
 def _answer_error(held: Held, answer: bytes) -> int | None:

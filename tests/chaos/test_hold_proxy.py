@@ -1,7 +1,7 @@
 """The hold proxy (chaos.nemeses.hold) on real sockets and real iptables nat rules: a client
 process of the held group talks to a stand-in broker; the armed EndTxn is kept back while the
 client's other requests pass, and reaches the broker alone, on a connection of its own, only
-after the client's next AddPartitionsToTxn. Processes of other groups are not redirected, and
+after the client's next AddPartitionsToTxn and Produce. Processes of other groups are not redirected, and
 closing the proxy leaves no nat chain behind. Needs root and iptables (skipped otherwise)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from chaos.engine.txn_workload import HOLD_GID
 from chaos.history import History
 from chaos.nemeses.firewall import iptables_missing
-from chaos.nemeses.hold import ADD_PARTITIONS_TO_TXN, END_TXN, HoldProxy, nat_chains, read_frame
+from chaos.nemeses.hold import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, HoldProxy, nat_chains, read_frame
 from common.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(iptables_missing() is not None, reason=str(iptables_missing()))
@@ -76,6 +76,7 @@ class StandInBroker:
 def broker() -> Iterator[StandInBroker]:
     b = StandInBroker()
     yield b
+    b.listener.shutdown(socket.SHUT_RDWR)  # wakes its accept(): its fd number may be reused by the next test
     b.listener.close()
 
 
@@ -91,13 +92,13 @@ def test_an_armed_end_txn_is_held_until_the_next_transaction_began(broker: Stand
     history = History(out)
     with HoldProxy.open([(BROKER_HOST, broker.port)], gid=HOLD_GID, history=history) as proxy:
         proxy.arm(END_TXN)
-        answered = run_client(broker, [METADATA, END_TXN, METADATA, ADD_PARTITIONS_TO_TXN], END_TXN,
+        answered = run_client(broker, [METADATA, END_TXN, METADATA, ADD_PARTITIONS_TO_TXN, PRODUCE], END_TXN,
                               group=HOLD_GID)
-        assert answered == "0,2,3"  # the EndTxn (correlation 1) never answered to the client
+        assert answered == "0,2,3,4"  # the EndTxn (correlation 1) never answered to the client
         wait_until("the held EndTxn delivered", lambda: proxy.released == 1, 10)
-    assert [key for _, key in broker.seen] == [METADATA, METADATA, ADD_PARTITIONS_TO_TXN, END_TXN]
+    assert [key for _, key in broker.seen] == [METADATA, METADATA, ADD_PARTITIONS_TO_TXN, PRODUCE, END_TXN]
     first = broker.seen[0][0]
-    assert [c for c, _ in broker.seen[:3]] == [first] * 3 and broker.seen[3][0] != first  # alone, later
+    assert [c for c, _ in broker.seen[:4]] == [first] * 4 and broker.seen[4][0] != first  # alone, later
     notes = [line for line in out.getvalue().splitlines() if "hold-" in line]
     assert any('"hold-start"' in n for n in notes) and any('"hold-released"' in n for n in notes)
     assert not any(chain.endswith(f"-{os.getpid()}") for chain in nat_chains())  # closing removed it
@@ -110,8 +111,9 @@ def test_other_processes_are_not_redirected_and_heal_releases(broker: StandInBro
         # not of the held group: straight to the broker, the EndTxn answered
         assert run_client(broker, [END_TXN], -1, group=None) == "0"
         assert broker.seen == [(1, END_TXN)]
-        run_client(broker, [END_TXN], END_TXN, group=HOLD_GID)  # held; no next transaction follows
+        run_client(broker, [END_TXN, ADD_PARTITIONS_TO_TXN], END_TXN, group=HOLD_GID)  # no Produce follows
         wait_until("the EndTxn held", proxy.holding, 10)
-        assert len(broker.seen) == 1
+        wait_until("the AddPartitionsToTxn passed", lambda: len(broker.seen) == 2, 10)
+        assert proxy.holding()  # the next transaction began but wrote nothing yet
         proxy.release()  # the fault's heal
-        assert proxy.released == 1 and [k for _, k in broker.seen] == [END_TXN, END_TXN]
+        assert proxy.released == 1 and [k for _, k in broker.seen] == [END_TXN, ADD_PARTITIONS_TO_TXN, END_TXN]
