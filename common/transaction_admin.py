@@ -49,10 +49,9 @@ from common.topic_partition import TopicPartition
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-# Kafka's API keys of the transaction tools (api_keys.ApiKey names them once the coordinator lands).
-WRITE_TXN_MARKERS: Final = 27
-DESCRIBE_TRANSACTIONS: Final = 65
-LIST_TRANSACTIONS: Final = 66
+WRITE_TXN_MARKERS: Final = ApiKey.WRITE_TXN_MARKERS
+DESCRIBE_TRANSACTIONS: Final = ApiKey.DESCRIBE_TRANSACTIONS
+LIST_TRANSACTIONS: Final = ApiKey.LIST_TRANSACTIONS
 # Versions: the first of each (every one flexible); kio has no WriteTxnMarkers v0 (KIP-896).
 LIST_TRANSACTIONS_VERSION: Final = 0
 LIST_TRANSACTIONS_DURATION_VERSION: Final = 1  # KIP-994's duration_filter

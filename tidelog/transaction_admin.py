@@ -34,11 +34,7 @@ class TransactionAdmin:
         return ta.Cluster(tuple(sorted(info.brokers)), partitions, frozenset(info.topics))
 
     def _send(self, call: ta.Call) -> Any:
-        try:
-            api_key = ApiKey(call.api_key)
-        except ValueError:  # the API is not in this build's table: its framing is unknown
-            raise ta.TransactionToolError("UNSUPPORTED_VERSION", f"this tidelog does not know API key "
-                                          f"{call.api_key}") from None
+        api_key = ApiKey(call.api_key)
         broker = None if call.broker_id == ta.ANY_BROKER else call.broker_id
         try:
             return self.client.call(broker, api_key, call.version, call.request, lambda r, v: call.encode_body(),
