@@ -19,11 +19,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from common import transaction_admin as ta
 from common.topic_partition import TopicPartition
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
+
+if TYPE_CHECKING:  # the client loads when a command runs, not when the parser is built
+    from tidelog.transaction_admin import TransactionAdmin
+
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +103,8 @@ def abort_request(args: argparse.Namespace) -> int | ta.AbortSpec:
                         max(args.coordinator_epoch, 0))
 
 
-def _run(args: argparse.Namespace, command: str, body):  # noqa: ANN001, ANN202 - imports kept out of the parser
+def _run(args: argparse.Namespace, command: str, body: Callable[[TransactionAdmin], T]) -> T:
+    """`body` with a TransactionAdmin on the cluster's brokers; its errors as the CLI reports them."""
     from common.kafka_client import KafkaClient
     from tidelog.transaction_admin import TransactionAdmin
 
