@@ -30,9 +30,10 @@ committed state.
 Pending and committed state (Kafka's `SnapshottableCoordinator` and its timeline snapshots
 per written offset): the runtime keeps the committed state and a chain of pending batches,
 each with the state after it. A commit moves the committed state forward; a write that fails
-(the local append refused, the commit timed out, the log truncated under it) drops its batch
-and every later one, so the state returns to its last committed value and their answers
-fail. An operation without records still changes state (a heartbeat): it joins the last
+(the local append refused, the log truncated under it) drops its batch and every later one,
+so the state returns to its last committed value and their answers fail. A write not
+committed within the commit timeout fails its answers only: its records are in the log and
+may yet commit, so its state stays pending (Kafka's OperationTimeout). An operation without records still changes state (a heartbeat): it joins the last
 pending batch and answers when that commits (read-your-writes, as Kafka's deferred events).
 
 Batching (Kafka's `CoordinatorRuntime` accumulates records per partition into one batch and,
@@ -456,11 +457,22 @@ class CoordinatorRuntime(Generic[S]):
                 return
 
     def _commit_timed_out(self, shard: _Shard[S], end: int) -> None:
+        """A batch not committed in time: its answers fail, but the batch stays pending with its
+        state, as Kafka's OperationTimeout only completes the write's future. Its records are in
+        the log and may still commit (the state then moves on to include them, as a reload would
+        find them) or be truncated (then `on_truncated` reverts it); reverting now would leave
+        the state without records the partition later holds."""
         shard.timer_keys.discard((self.name, shard.partition, shard.leader_epoch, "commit", end))
-        for index, batch in enumerate(shard.batches):
+        for batch in shard.batches:
             if batch.end_offset == end:
-                self._fail(shard, index, E.REQUEST_TIMED_OUT,
-                           f"not committed within {self.commit_timeout_ms} ms")
+                waiters, batch.waiters = batch.waiters, []
+                why = f"not committed within {self.commit_timeout_ms} ms"
+                for settle, _ in waiters:
+                    settle(None, CoordinatorError(E.REQUEST_TIMED_OUT, why))
+                log.warning("The %s coordinator of partition %d (leader epoch %d): the write ending at offset %d "
+                            "was %s; %d answer(s) failed with REQUEST_TIMED_OUT, the write stays pending until "
+                            "the log commits or truncates it", self.name, shard.partition, shard.leader_epoch,
+                            end, why, len(waiters))
                 return
 
     def _fail(self, shard: _Shard[S], index: int, error: ErrorCode, why: str) -> None:

@@ -1,6 +1,6 @@
 """broker/coordinator/runtime.py on a fake clock and a fake partition writer: answers released
-at commit in order, reverts on a failed append, a timeout and a truncation, concurrent writes
-batched into one append, unload answering NOT_COORDINATOR, timers as writes; transactional
+at commit in order, reverts on a failed append and a truncation (a timeout fails answers
+only), concurrent writes batched into one append, unload answering NOT_COORDINATOR, timers as writes; transactional
 writes in batches of their own, pending until their marker, and the same state by loading."""
 
 from __future__ import annotations
@@ -174,11 +174,11 @@ async def test_a_refused_append_reverts_to_the_state_before_it(setup) -> None:
     assert kept.result() == "ok" and runtime.committed(0) == ("a", "b", "c")
 
 
-async def test_a_commit_timeout_reverts_to_the_committed_state(setup) -> None:
+async def test_a_commit_timeout_fails_the_answers_and_keeps_the_write_pending(setup) -> None:
     runtime, writer, clock, timers, _ = setup
     first = runtime.submit(0, add("c"))
     await asyncio.sleep(0)
-    second = runtime.submit(0, add("d"))  # built on top of the first: reverted with it
+    second = runtime.submit(0, add("d"))  # built on top of the first, with a timer of its own
     await asyncio.sleep(0)
     clock[0] += COMMIT_TIMEOUT_MS - 1
     timers.run_due()
@@ -188,9 +188,21 @@ async def test_a_commit_timeout_reverts_to_the_committed_state(setup) -> None:
     for future in (first, second):
         assert isinstance(future.exception(), CoordinatorError)
     assert first.exception().code == E.REQUEST_TIMED_OUT  # type: ignore[union-attr]
+    # The records are in the log: the state keeps them pending rather than forgetting them
+    assert runtime.current(0) == ("a", "b", "c", "d") and runtime.committed(0) == ("a", "b")
+    commit(runtime, writer, 4)  # the log commits them later: the state is what a reload finds
+    assert runtime.current(0) == runtime.committed(0) == ("a", "b", "c", "d")
+
+
+async def test_a_timed_out_write_is_reverted_when_the_log_truncates_it(setup) -> None:
+    runtime, writer, clock, timers, _ = setup
+    runtime.submit(0, add("c"))
+    await asyncio.sleep(0)
+    clock[0] += COMMIT_TIMEOUT_MS
+    timers.run_due()
+    assert runtime.current(0) == ("a", "b", "c")
+    runtime.on_truncated(0, 2)
     assert runtime.current(0) == runtime.committed(0) == ("a", "b")
-    commit(runtime, writer, 4)  # committing later changes nothing: nobody waits for them
-    assert runtime.current(0) == ("a", "b")
 
 
 async def test_a_truncation_reverts_the_writes_past_it(setup) -> None:
