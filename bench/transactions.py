@@ -317,7 +317,8 @@ def fractions(rows: list[Result]) -> dict[str, dict[str, float]]:
         got = {}
         if rate.get("produce plain") and "produce txn" in rate:
             got["txn_over_plain"] = rate["produce txn"] / rate["produce plain"]
-        eos, alo = rate.get("consume-transform-produce exactly-once"), rate.get("consume-transform-produce at-least-once")
+        eos = rate.get("consume-transform-produce exactly-once")
+        alo = rate.get("consume-transform-produce at-least-once")
         if eos and alo:
             got["eos_over_alo"] = eos / alo
         out[peer] = got
