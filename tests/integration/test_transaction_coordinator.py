@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from common.errors import ErrorCode
+from common.broker_connection import BrokerUnavailable
 from common.kafka_client import KafkaClient
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
@@ -57,24 +58,31 @@ def new_topic(cluster: LocalCluster, name: str) -> str:
     return name
 
 
-def client_of(cluster: LocalCluster) -> KafkaClient:
-    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in bootstrap(cluster).split(","))]
-    return KafkaClient(hosts, client_id="txn-coord-test")
-
-
 def describe(cluster: LocalCluster, tid: str) -> Any:
-    """DescribeTransactions at the transactional id's coordinator."""
-    with client_of(cluster) as client:
-        def coordinator() -> Any:  # COORDINATOR_NOT_AVAILABLE while __transaction_state is created
-            found = client.call(None, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(tid, 1),
-                                encode_find_coordinator_request, decode_find_coordinator_response)
-            return found if found.error_code == 0 else None
-        found = wait_until(f"the coordinator of {tid}", coordinator, TIMEOUT_S)
-        client.metadata(None)  # the client learns the brokers' addresses
-        request = messages.build(messages.request_type(ApiKey.DESCRIBE_TRANSACTIONS, 0), transactional_ids=(tid,))
-        (state,) = client.call(found.node_id, ApiKey.DESCRIBE_TRANSACTIONS, 0, request, messages.encode_request,
-                               decode_describe_transactions_response)
-        return state
+    """DescribeTransactions at the transactional id's coordinator, asked through the first broker
+    that answers (one may be down)."""
+    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in bootstrap(cluster).split(","))]
+
+    def attempt() -> Any:
+        for host in hosts:
+            try:
+                with KafkaClient([host], client_id="txn-coord-test") as client:
+                    found = client.call(None, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(tid, 1),
+                                        encode_find_coordinator_request, decode_find_coordinator_response)
+                    if found.error_code != 0:  # COORDINATOR_NOT_AVAILABLE while __transaction_state is made
+                        return None
+                    client.metadata(None)  # the client learns the brokers' addresses
+                    request = messages.build(messages.request_type(ApiKey.DESCRIBE_TRANSACTIONS, 0),
+                                             transactional_ids=(tid,))
+                    (state,) = client.call(found.node_id, ApiKey.DESCRIBE_TRANSACTIONS, 0, request,
+                                           messages.encode_request, decode_describe_transactions_response)
+                    return state if state.error_code == 0 or state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND \
+                        else None
+            except BrokerUnavailable:
+                continue
+        return None
+
+    return wait_until(f"DescribeTransactions of {tid}", attempt, TIMEOUT_S)
 
 
 def wait_state(cluster: LocalCluster, tid: str, want: str) -> Any:
