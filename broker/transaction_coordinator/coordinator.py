@@ -287,6 +287,7 @@ class TransactionCoordinator:
     # ---- timers --------------------------------------------------------------------------
 
     def _abort_timed_out(self, _timer_ms: int) -> None:
+        self._resume_markers()
         now_ms = self.now_ms()
         for partition in self.active_partitions():
             for m in rules.timed_out(self.runtime.current(partition), now_ms):
@@ -297,6 +298,21 @@ class TransactionCoordinator:
         for partition in self.active_partitions():
             for m in rules.expired(self.runtime.current(partition), now_ms, config):
                 self.submit(partition, partial(self._expire_rule, m.transactional_id))
+
+    def _resume_markers(self) -> None:
+        """Markers for every committed PrepareCommit/PrepareAbort not being sent: a prepare whose
+        answer timed out (the runtime keeps such a write pending, and it may commit later)
+        starts its markers here, at the next timeout-abort pass at the latest."""
+        if self.markers is None:
+            return
+        for partition in self.active_partitions():
+            epoch = self.leader_epoch(partition)
+            for m in self.runtime.committed(partition):
+                if epoch is not None and m.state in PREPARED and not self.markers.handles(m):
+                    log.info("Transactional id %s (%s-%d) producer id %d epoch %d: %s committed without its "
+                             "markers under way: sending them", m.transactional_id, TRANSACTION_STATE_TOPIC_NAME,
+                             partition, m.producer_id, m.producer_epoch, m.state.label)
+                    self.markers.send(partition, epoch, m)
 
     def _abort_rule(self, transactional_id: str, producer_id: int, image: TransactionsImage) -> Decision:
         return rules.abort_timed_out(image, transactional_id, producer_id, now_ms=self.now_ms())

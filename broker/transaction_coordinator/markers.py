@@ -45,6 +45,7 @@ E = ErrorCode
 WRITE_TXN_MARKERS_VERSION: Final = 1  # Kafka 3.9 answers 0-1, 4.x 1-2: v1 speaks to both
 RETRY_BACKOFF_MS: Final = 100  # between rounds with partitions left (Kafka: retry.backoff.ms)
 REQUEST_TIMEOUT_MS: Final = 30 * SECOND_MS  # one WriteTxnMarkers (Kafka: request.timeout.ms)
+MAX_ABANDONED: Final = 10_000  # fenced transactions remembered (not resent by the coordinator's sweep)
 # Retried as Kafka's TransactionMarkerRequestCompletionHandler retries them.
 RETRIABLE: Final = frozenset({
     E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS,
@@ -87,6 +88,8 @@ class MarkerSender:
         self._connect = connect or self._open
         self.retry_backoff_ms = retry_backoff_ms
         self._jobs: dict[str, _Job] = {}  # by transactional id: one transaction's markers at a time
+        # (transactional id, producer id, epoch) whose markers a leader fenced: not sent again
+        self.abandoned: set[tuple[str, int, int]] = set()
         self._connections: dict[int, KafkaConnection] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -116,6 +119,13 @@ class MarkerSender:
 
     def pending(self) -> dict[str, set[TopicPartition]]:
         return {tid: set(job.pending) for tid, job in self._jobs.items()}
+
+    def handles(self, m: TransactionMetadata) -> bool:
+        """Whether `m`'s markers are being sent, or were given up on (fenced)."""
+        job = self._jobs.get(m.transactional_id)
+        return (job is not None and job.metadata.producer_id == m.producer_id
+                and job.metadata.producer_epoch == m.producer_epoch) \
+            or (m.transactional_id, m.producer_id, m.producer_epoch) in self.abandoned
 
     async def close(self) -> None:
         if self._task is not None:
@@ -215,6 +225,8 @@ class MarkerSender:
                         "stop here", tid, job.metadata.producer_id, job.metadata.producer_epoch, tp, error.name)
             if self._jobs.get(tid) is job:
                 del self._jobs[tid]
+                if len(self.abandoned) < MAX_ABANDONED:
+                    self.abandoned.add((tid, job.metadata.producer_id, job.metadata.producer_epoch))
         elif error not in RETRIABLE:
             log.error("Transactional id %s: %s answered %s to its marker; retrying", tid, tp, error.name)
 

@@ -319,3 +319,24 @@ async def test_idempotent_init_producer_id_is_unchanged(cluster: Any, version: i
         assert await init(handler, None, producer=1000, epoch=-1, version=version) == (E.INVALID_REQUEST, -1, -1)
     finally:
         await handler.close()
+
+
+async def test_a_prepared_transaction_without_markers_under_way_gets_them(cluster: Any) -> None:
+    """The timeout-abort pass starts the markers of a committed PrepareCommit nobody is sending
+    (its EndTxn answer timed out while the write stayed pending and committed later)."""
+    new_handler, _, leaders = cluster
+    handler = new_handler()
+    leaders.error = E.NOT_LEADER_OR_FOLLOWER
+    try:
+        _, pid, epoch = await init(handler)
+        await add(handler, pid, epoch, ("orders", 0))
+        assert await end(handler, pid, epoch, True) == 0
+        coordinator = handler.context.transactions
+        coordinator.markers.forget(0)  # as if they had never started
+        assert coordinator.markers.pending() == {}
+        leaders.error = E.NONE
+        coordinator._abort_timed_out(0)
+        assert set(coordinator.markers.pending()) == {TID}
+        await state_of(handler, "CompleteCommit")
+    finally:
+        await handler.close()
