@@ -10,6 +10,8 @@ weigh on the next), the benchmarks that measure them, letting each print its own
   shutdown, restart back into every ISR, broker RSS;
 - bench/transactions.py (issue 27): transactional / plain produce, exactly-once / at-least-once
   consume-transform-produce, commit_transaction() latency.
+- bench/quorum_fsync.py (issue 28): metadata write p50/p99 and 10,000-partition topic creation
+  with controller.quorum.fsync on and off, controller failover (kill -> first accepted write).
 Then prints one table: each figure, tidelog's value, the peer's where there is one, the
 goal, and the machine's load average when the run started (a shared VM drifts).
 
@@ -127,6 +129,8 @@ def main() -> None:
         plan.append(("partition_scale.py", ["--partitions", "1000"] if quick else [], scale_rows))
     plan.append(("transactions.py", ["--seconds", "2", "--commits", "20", "--ctp-records", "20000"] if quick else [],
                  transaction_rows))
+    plan.append(("quorum_fsync.py", ["--writes", "20", "--partitions", "1000", "--failovers", "1"] if quick else [],
+                 scale_rows))
     table: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-all-") as work:
         for i, (script, script_args, rows) in enumerate(plan):
