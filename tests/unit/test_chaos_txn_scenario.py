@@ -63,9 +63,9 @@ def test_bad_transactional_fields_are_refused_naming_the_field(change: tuple[str
 TXN_SCENARIOS = sorted(n for n in shipped() if n.startswith("txn-"))
 
 
-def test_the_five_transactional_scenarios_ship() -> None:
+def test_the_transactional_scenarios_ship() -> None:
     assert TXN_SCENARIOS == ["txn-coordinator-isolation", "txn-coordinator-kill", "txn-late-end-txn",
-                             "txn-leader-kill-markers", "txn-producer-pause"]
+                             "txn-late-produce", "txn-leader-kill-markers", "txn-producer-pause"]
 
 
 @pytest.mark.parametrize("name", TXN_SCENARIOS)
