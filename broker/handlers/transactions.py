@@ -161,7 +161,9 @@ async def _add_partitions(ctx: BrokerContext, client: ClientInfo, version: int, 
             partition = coordinator.partition_for(tid)
         except CoordinatorError as e:
             return {tp: e.code for tp in partitions}
-        return rules.verify_partitions(coordinator.current(partition), tid, producer_id, epoch, partitions)
+        # the committed state, as Kafka's metadata changes only once its append completed: a
+        # partition whose AddPartitionsToTxn is not durable yet is not vouched for
+        return rules.verify_partitions(coordinator.committed(partition), tid, producer_id, epoch, partitions)
     unknown = _unknown_partitions(ctx, partitions)
     if unknown:
         _refused(ctx, client, "AddPartitionsToTxn", E.UNKNOWN_TOPIC_OR_PARTITION,
