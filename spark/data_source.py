@@ -17,6 +17,7 @@ from pyspark.sql.types import StructType
 
 from spark.arrow_schema import kafka_schema
 from spark.batch_reader import TidelogBatchReader
+from spark.fetch_client import supports
 from spark.options import (
     OptionError,
     include_headers,
@@ -56,4 +57,7 @@ class TidelogDataSource(DataSource):
         # complete output mode asks to overwrite: Spark's Kafka sink appends then too
         options = parse_sink_options(self.options, streaming=True)
         check_write_schema(schema, options)
+        if options.transactional and not supports(options.kafka):
+            raise OptionError("the exactly-once sink reads its commit log with raw Fetch requests, which need a "
+                              "PLAINTEXT listener (no kafka.ssl.* / kafka.sasl.*): give the plaintext one")
         return TidelogStreamWriter(options)

@@ -82,6 +82,18 @@ def producer(options: SinkOptions, on_error: Any) -> confluent_kafka.Producer:
     return _create(confluent_kafka.Producer, config, set(user))
 
 
+def transactional_producer(options: SinkOptions, transactional_id: str, on_error: Any, on_stats: Any,
+                           stats_interval_ms: int) -> confluent_kafka.Producer:
+    """A producer of the exactly-once sink: `producer` settings plus its transactional.id, and
+    librdkafka's statistics every `stats_interval_ms` to `on_stats(json)` (they carry the
+    producer id and epoch the driver's EndTxn needs)."""
+    user = options.kafka
+    config: dict[str, Any] = {**PRODUCER_DEFAULTS, **user, "on_delivery": on_error,
+                              "delivery.report.only.error": True, "transactional.id": transactional_id,
+                              "stats_cb": on_stats, "statistics.interval.ms": stats_interval_ms}
+    return _create(confluent_kafka.Producer, config, set(user))
+
+
 # consumer settings an admin client (librdkafka "*"-scope only) would reject
 _CONSUMER_ONLY: Final = frozenset({
     "group.id", "group.instance.id", "isolation.level", "fetch.min.bytes", "fetch.max.bytes", "fetch.wait.max.ms",

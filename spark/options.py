@@ -51,11 +51,19 @@ ENDING_KEYS: Final = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_BY_TIMESTAMP)
 SOURCE_OPTIONS: Final = (*STRATEGIES, *STARTING_KEYS, *ENDING_KEYS, NO_MATCH_STRATEGY, MAX_OFFSETS_PER_TRIGGER,
                          MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
                          POLL_TIMEOUT_MS, FETCH_OFFSET_NUM_RETRIES, FETCH_OFFSET_RETRY_INTERVAL_MS, GROUP_ID_PREFIX)
-SINK_OPTIONS: Final = (TOPIC,)
+TRANSACTIONAL, COMMIT_LOG_TOPIC = "transactional", "commitLogTopic"
+SINK_OPTIONS: Final = (TOPIC, TRANSACTIONAL, COMMIT_LOG_TOPIC)
 # Options of Spark's Kafka source that we do not implement: an error says so, not "unknown".
 NOT_SUPPORTED: Final = ("minOffsetsPerTrigger", "maxTriggerDelay")
 HINTS: Final = {TOPIC: "option 'topic' is for writing; to read a topic use 'subscribe'",
-                SUBSCRIBE: "option 'subscribe' is for reading; to write use 'topic' (or a topic column)"}
+                SUBSCRIBE: "option 'subscribe' is for reading; to write use 'topic' (or a topic column)",
+                "isolation.level": "Spark's Kafka source names it 'kafka.isolation.level'",
+                "transactional.id": "the transactional id prefix is option 'kafka.transactional.id'"}
+ISOLATION_LEVELS: Final = ("read_uncommitted", "read_committed")
+# The exactly-once sink's defaults: the prefix of its transactional ids, and the compacted topic
+# holding the last batch id each transactional id committed (spark/txn_sink.py).
+DEFAULT_TRANSACTIONAL_ID_PREFIX: Final = "tidelog-spark"
+DEFAULT_COMMIT_LOG_TOPIC: Final = "_tidelog_spark_sink_commits"
 
 # librdkafka settings that would break reading by offset ranges (Spark rejects the same ones)
 FORBIDDEN_CONSUMER: Final = {
@@ -145,11 +153,25 @@ class SourceOptions:
         return dict(self.kafka_params)
 
 
+    @property
+    def read_committed(self) -> bool:
+        """kafka.isolation.level=read_committed (checked when parsed; Spark's default is read_uncommitted)."""
+        return self.kafka.get("isolation.level", ISOLATION_LEVELS[0]) == "read_committed"
+
+
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """What a batch or stream write needs, checked."""
+    """What a batch or stream write needs, checked. `transactional_id_prefix` set: the
+    exactly-once sink (spark/txn_sink.py), whose producers get their transactional.id from it;
+    `kafka_params` then holds no transactional.id of its own."""
     topic: str | None
     kafka_params: tuple[tuple[str, str], ...]
+    transactional_id_prefix: str | None = None
+    commit_log_topic: str = DEFAULT_COMMIT_LOG_TOPIC
+
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id_prefix is not None
 
     @property
     def kafka(self) -> dict[str, str]:
@@ -314,7 +336,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     """Check every option of a read; OptionError naming the option at the first problem."""
     what = "streaming source" if streaming else "batch source"
     _check_names(options, SOURCE_OPTIONS, what)
-    kafka_params = _kafka_params(options, FORBIDDEN_CONSUMER)
+    kafka_params = _isolation_checked(_kafka_params(options, FORBIDDEN_CONSUMER))
     subscription = _subscription(options)
     warnings: list[str] = []
     if "group.id" in dict(kafka_params):
@@ -356,13 +378,57 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
     """Check every option of a write; OptionError naming the option at the first problem."""
-    allowed = (TOPIC, CHECKPOINT_LOCATION) if streaming else SINK_OPTIONS
+    allowed = (*SINK_OPTIONS, CHECKPOINT_LOCATION) if streaming else SINK_OPTIONS
     _check_names(options, allowed, "streaming sink" if streaming else "batch sink")
     kafka_params = _kafka_params(options, FORBIDDEN_PRODUCER)
     topic = _get(options, TOPIC)
     if topic is not None and not topic.strip():
         raise OptionError("option 'topic' is empty")
-    return SinkOptions(topic=None if topic is None else topic.strip(), kafka_params=kafka_params)
+    prefix, kafka_params = _transactional(options, kafka_params)
+    commit_log_topic = (_get(options, COMMIT_LOG_TOPIC) or DEFAULT_COMMIT_LOG_TOPIC).strip()
+    if _get(options, COMMIT_LOG_TOPIC) is not None and prefix is None:
+        raise OptionError(f"option '{COMMIT_LOG_TOPIC}' is for the exactly-once sink: set '{TRANSACTIONAL}' "
+                          "to true or give 'kafka.transactional.id'")
+    if not commit_log_topic:
+        raise OptionError(f"option '{COMMIT_LOG_TOPIC}' is empty")
+    return SinkOptions(topic=None if topic is None else topic.strip(), kafka_params=kafka_params,
+                       transactional_id_prefix=prefix, commit_log_topic=commit_log_topic)
+
+
+def _transactional(options: Mapping[str, str], kafka_params: tuple[tuple[str, str], ...]
+                   ) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """The exactly-once sink's transactional id prefix (None: at-least-once), and the kafka.*
+    settings without it: each task's producer gets its own id derived from the prefix."""
+    params = dict(kafka_params)
+    given = params.pop("transactional.id", None)
+    wanted = _bool(options, TRANSACTIONAL, given is not None)
+    if given is not None and not wanted:
+        raise OptionError(f"option 'kafka.transactional.id' asks for transactions but option '{TRANSACTIONAL}' "
+                          "is false: drop one of them")
+    if given is not None and not given.strip():
+        raise OptionError("option 'kafka.transactional.id' is empty; give a prefix or drop it for the default "
+                          f"({DEFAULT_TRANSACTIONAL_ID_PREFIX!r})")
+    if not wanted:
+        return None, kafka_params
+    for name in ("enable.idempotence", "acks"):
+        if name in params and params[name].strip().lower() not in ("true", "all", "-1"):
+            raise OptionError(f"option 'kafka.{name}={params[name]}' contradicts '{TRANSACTIONAL}': "
+                              "transactions need an idempotent acks=all producer")
+    prefix = (given or DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    return prefix, tuple(sorted(params.items()))
+
+
+def _isolation_checked(kafka_params: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """kafka.isolation.level checked and lowercased on the driver (tasks read it as is)."""
+    params = dict(kafka_params)
+    if "isolation.level" not in params:
+        return kafka_params
+    level = params["isolation.level"].strip().lower()
+    if level not in ISOLATION_LEVELS:
+        raise OptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
+                          f"not {params['isolation.level']!r}")
+    params["isolation.level"] = level
+    return tuple(sorted(params.items()))
 
 
 def _or(value: int | None, default: int) -> int:

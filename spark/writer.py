@@ -17,11 +17,13 @@ were. Readers that need exactly-once deduplicate, e.g. on a key.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -37,8 +39,9 @@ from pyspark.sql.types import (
 )
 
 from common.units import SECONDS
-from spark import kafka_clients
+from spark import kafka_clients, txn_sink
 from spark.options import OptionError, SinkOptions
+from spark.txn_protocol import transactional_id
 
 log = logging.getLogger("tidelog.spark")
 
@@ -106,7 +109,7 @@ def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> 
     summary = WriteSummary()
     try:
         for batch in batches:
-            _produce_batch(producer, batch, options, summary, failures)
+            _produce_batch(producer, batch, options, summary.records, failures)
         left = producer.flush(FLUSH_TIMEOUT)
         if failures or left:
             raise WriteError(f"{len(failures)} record(s) not written ({'; '.join(failures[:3])})"
@@ -120,7 +123,7 @@ def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> 
         producer.close()  # librdkafka's threads and sockets go now, not when the worker exits
 
 
-def _produce_batch(producer: Any, batch: pa.RecordBatch, options: SinkOptions, summary: WriteSummary,
+def _produce_batch(producer: Any, batch: pa.RecordBatch, options: SinkOptions, records: dict[str, int],
                    failures: list[str]) -> None:
     """One produce() per row: the Kafka client API is per record, so this loop is too."""
     rows = batch.num_rows
@@ -144,44 +147,99 @@ def _produce_batch(producer: Any, batch: pa.RecordBatch, options: SinkOptions, s
                 break
             except BufferError:  # the local queue is full: wait for deliveries
                 producer.poll(QUEUE_FULL_WAIT)
-        summary.records[topic] = summary.records.get(topic, 0) + 1
+        records[topic] = records.get(topic, 0) + 1
         if i % POLL_EVERY == 0:
             producer.poll(0)
 
 
 class TidelogBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("tidelog").mode("append")`: rows become records, at least once."""
+    """`df.write.format("tidelog").mode("append")`: rows become records, at least once; with
+    `transactional`, all of them or none (each task's transaction commits on the driver)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        # made on the driver, pickled to every task: one transactional id per task of this write
+        self.write_id = uuid.uuid4().hex if options.transactional else None
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
-        return produce_batches(iterator, self.options)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.write_id is None:
+            return produce_batches(iterator, self.options)
+        return txn_sink.prepare(iterator, self.options, self._transactional_id(self.write_id), None,
+                                self._produce_rows)
+
+    def _transactional_id(self, scope: str) -> str:
+        assert self.options.transactional_id_prefix is not None
+        return transactional_id(self.options.transactional_id_prefix, scope, _task_context().partitionId())
+
+    def _produce_rows(self, producer: Any, batch: pa.RecordBatch, records: dict[str, int],
+                      failures: list[str]) -> None:
+        _produce_batch(producer, batch, self.options, records, failures)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        txn_sink.end_transactions(self.options, _prepared(messages), commit=True)
         log.info("wrote %d records", _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.write_id is not None:
+            txn_sink.end_transactions(self.options, _prepared(messages), commit=False)
+            log.warning("write aborted: the transactions of %d tasks that finished are aborted (a failed task's "
+                        "is aborted by the coordinator after transaction.timeout.ms)", len(_prepared(messages)))
+            return
         log.warning("write aborted: %d records of tasks that finished are written and stay visible "
                     "(Kafka cannot take records back)", _total(messages))
 
 
 class TidelogStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("tidelog")`: each micro-batch's rows become records, at least once."""
+    """`df.writeStream.format("tidelog")`: each micro-batch's rows become records, at least
+    once; with `transactional`, exactly once (spark/txn_sink.py)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
-        return produce_batches(iterator, self.options)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if not self.options.transactional:
+            return produce_batches(iterator, self.options)
+        assert self.options.transactional_id_prefix is not None
+        context = _task_context()
+        query_id, batch_id = context.getLocalProperty(txn_sink.TASK_QUERY_ID), \
+            context.getLocalProperty(txn_sink.TASK_BATCH_ID)
+        if not query_id or batch_id is None:
+            raise RuntimeError(f"Spark gave the task no {txn_sink.TASK_QUERY_ID} / {txn_sink.TASK_BATCH_ID}: the "
+                               "exactly-once sink cannot name its transactions")
+        tid = transactional_id(self.options.transactional_id_prefix, query_id, context.partitionId())
+        return txn_sink.prepare(iterator, self.options, tid, int(batch_id), self._produce_rows)
+
+    def _produce_rows(self, producer: Any, batch: pa.RecordBatch, records: dict[str, int],
+                      failures: list[str]) -> None:
+        _produce_batch(producer, batch, self.options, records, failures)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        log.info("batch %d: wrote %d records", batchId, _total(messages))
+        txn_sink.end_transactions(self.options, _prepared(messages), commit=True)
+        skipped = sum(isinstance(m, txn_sink.AlreadyCommitted) for m in messages)
+        log.info("batch %d: wrote %d records%s", batchId, _total(messages),
+                 f" ({skipped} tasks found the batch already committed)" if skipped else "")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        if self.options.transactional:
+            txn_sink.end_transactions(self.options, _prepared(messages), commit=False)
+            log.warning("batch %d aborted: its transactions are aborted; the batch is written again when the "
+                        "query restarts", batchId)
+            return
         log.warning("batch %d aborted: %d records of tasks that finished are written and stay visible; the "
                     "batch will be written again when the query restarts", batchId, _total(messages))
 
 
+def _task_context() -> TaskContext:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("the tidelog writer's write() runs in a Spark task only")
+    return context
+
+
+def _prepared(messages: list[WriterCommitMessage | None]) -> list[txn_sink.PreparedTransaction]:
+    return [m for m in messages if isinstance(m, txn_sink.PreparedTransaction)]
+
+
 def _total(messages: list[WriterCommitMessage | None]) -> int:
-    return sum(m.total for m in messages if isinstance(m, WriteSummary))
+    return sum(m.total for m in messages
+               if isinstance(m, (WriteSummary, txn_sink.PreparedTransaction, txn_sink.AlreadyCommitted)))

@@ -127,3 +127,42 @@ def test_sink_options() -> None:
                              ({"topic": " "}, "option 'topic' is empty")):
         with pytest.raises(OptionError, match=message):
             parse_sink_options({**BOOT, **options}, streaming=False)
+
+
+def test_exactly_once_sink_options() -> None:
+    plain = parse_sink_options({**BOOT, "topic": "t"}, streaming=True)
+    assert (plain.transactional, plain.transactional_id_prefix) == (False, None)
+    on = parse_sink_options({**BOOT, "topic": "t", "Transactional": "true"}, streaming=True)
+    assert (on.transactional_id_prefix, on.commit_log_topic) == ("tidelog-spark", "_tidelog_spark_sink_commits")
+    # a kafka.transactional.id is the prefix: each task's producer gets its own id from it
+    prefixed = parse_sink_options({**BOOT, "topic": "t", "kafka.transactional.id": " orders-eos ",
+                                   "commitLogTopic": "eos-commits", "checkpointLocation": "/c"}, streaming=True)
+    assert (prefixed.transactional_id_prefix, prefixed.commit_log_topic) == ("orders-eos", "eos-commits")
+    assert "transactional.id" not in prefixed.kafka
+    assert parse_sink_options({**BOOT, "topic": "t", "transactional": "true"}, streaming=False).transactional
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"transactional": "yes"}, "option 'transactional' must be true or false"),
+    ({"transactional": "false", "kafka.transactional.id": "p"}, "asks for transactions but option 'transactional'"),
+    ({"kafka.transactional.id": " "}, "option 'kafka.transactional.id' is empty"),
+    ({"commitLogTopic": "c"}, "option 'commitLogTopic' is for the exactly-once sink"),
+    ({"transactional": "true", "commitLogTopic": " "}, "option 'commitLogTopic' is empty"),
+    ({"transactional": "true", "kafka.enable.idempotence": "false"}, "transactions need an idempotent"),
+    ({"transactional": "true", "kafka.acks": "1"}, "transactions need an idempotent acks=all"),
+    ({"transactional.id": "p"}, "the transactional id prefix is option 'kafka.transactional.id'"),
+])
+def test_exactly_once_sink_option_errors(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({**BOOT, "topic": "t", **options}, streaming=True)
+
+
+def test_isolation_level_is_checked_on_the_driver() -> None:
+    assert not source(subscribe="a").read_committed  # Spark's default: read_uncommitted
+    committed = source(subscribe="a", **{"kafka.isolation.level": " READ_COMMITTED "})
+    assert committed.read_committed and committed.kafka["isolation.level"] == "read_committed"
+    assert source(True, subscribe="a", **{"kafka.isolation.level": "read_committed"}).read_committed
+    with pytest.raises(OptionError, match="must be read_committed or read_uncommitted, not 'serializable'"):
+        source(subscribe="a", **{"kafka.isolation.level": "serializable"})
+    with pytest.raises(OptionError, match="Spark's Kafka source names it 'kafka.isolation.level'"):
+        source(subscribe="a", **{"isolation.level": "read_committed"})

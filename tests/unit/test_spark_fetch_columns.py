@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from common.control_records import marker_batch
 from common.errors import CorruptRecordError
 from common.protocol.fetch_messages import AbortedTransaction
 from common.record_batch import (
@@ -163,6 +164,67 @@ def test_read_committed_hides_aborted_transactions() -> None:
     assert committed.next_offset == 9
     uncommitted = decode(records, read_committed=False, aborted=aborted)
     assert [r["offset"] for r in shown(uncommitted)] == [0, 1, 2, 3, 4, 7, 8]
+
+
+def txn_batch(count: int, base: int, producer_id: int, epoch: int = 0) -> bytes:
+    return batch(count, base=base, producer_id=producer_id, producer_epoch=epoch, is_transactional=True)
+
+
+def end_marker(offset: int, producer_id: int, *, commit: bool, epoch: int = 0) -> bytes:
+    """The control batch a leader appends for WriteTxnMarkers (common.control_records)."""
+    return marker_batch(commit=commit, producer_id=producer_id, producer_epoch=epoch, coordinator_epoch=3,
+                        timestamp_ms=BASE_MS, base_offset=offset)
+
+
+# (case, records, fetch start, aborted list, offsets a read_committed reader is shown, next offset)
+ABORTED_CASES = [
+    ("the same producer aborts, commits, aborts again: only the committed transaction shows",
+     txn_batch(2, 0, 7) + end_marker(2, 7, commit=False) + txn_batch(2, 3, 7) + end_marker(5, 7, commit=True)
+     + txn_batch(2, 6, 7) + end_marker(8, 7, commit=False),
+     0, [AbortedTransaction(7, 0), AbortedTransaction(7, 6)], [3, 4], 9),
+    ("a fetch starting inside an aborted transaction: its batch is still skipped",
+     txn_batch(4, 0, 7) + batch(1, base=4) + end_marker(5, 7, commit=False),
+     2, [AbortedTransaction(7, 0)], [4], 6),
+    ("an aborted transaction interleaved with another producer's committed one",
+     txn_batch(1, 0, 7) + txn_batch(1, 1, 8) + txn_batch(1, 2, 7) + txn_batch(1, 3, 8)
+     + end_marker(4, 8, commit=True) + end_marker(5, 7, commit=False),
+     0, [AbortedTransaction(7, 0)], [1, 3], 6),
+    ("a listed abort that starts after this response changes nothing in it",
+     txn_batch(2, 0, 7) + end_marker(2, 7, commit=True),
+     0, [AbortedTransaction(7, 10)], [0, 1], 3),
+    ("only control batches: no rows, but the position moves past them",
+     end_marker(0, 7, commit=True) + end_marker(1, 8, commit=False),
+     0, [], [], 2),
+]
+
+
+@pytest.mark.parametrize(("records", "start", "aborted", "offsets", "next_offset"),
+                         [case[1:] for case in ABORTED_CASES], ids=[case[0] for case in ABORTED_CASES])
+def test_read_committed_filters_aborted_batches(records: bytes, start: int, aborted: list[AbortedTransaction],
+                                                offsets: list[int], next_offset: int) -> None:
+    got = decode(records, start=start, read_committed=True, aborted=aborted)
+    assert [r["offset"] for r in shown(got)] == offsets
+    assert got.next_offset == next_offset
+    # read_uncommitted shows every data record at or after the start, markers never
+    every = [r["offset"] for r in oracle(records, start, 1 << 62)]
+    assert [r["offset"] for r in shown(decode(records, start=start, aborted=aborted))] == every
+
+
+def test_read_committed_filters_the_same_fed_a_batch_at_a_time() -> None:
+    """A reader fetching one batch per response (a small max.bytes) keeps no state between
+    responses: each response's aborted list is enough."""
+    [(records, _, aborted, offsets, _)] = [case[1:] for case in ABORTED_CASES[:1]]
+    last_offsets = {0: 2, 6: 8}  # each aborted transaction's marker: the broker lists those overlapping the fetch
+    view, pos, shown_offsets = memoryview(records), 0, []
+    while pos < len(records):  # bounded: one batch per pass
+        header = parse_header(view, pos)
+        overlapping = [a for a in aborted
+                       if a.first_offset <= header.last_offset and last_offsets[a.first_offset] >= header.base_offset]
+        got = decode(bytes(view[pos:pos + header.size]), start=header.base_offset, read_committed=True,
+                     aborted=overlapping)
+        shown_offsets += [r["offset"] for r in shown(got)]
+        pos += header.size
+    assert shown_offsets == offsets
 
 
 def test_log_append_time_is_the_batch_time_for_every_record() -> None:
