@@ -336,7 +336,9 @@ class TransactionCoordinator:
     # ---- metrics -------------------------------------------------------------------------
 
     def metric_families(self, prefix: str) -> list[Metric]:
-        by_state: dict[TransactionState, int] = {state: 0 for state in S if state is not S.DEAD}
+        # Dead and PrepareEpochFence are never held (a tombstone; a step inside one write)
+        by_state: dict[TransactionState, int] = {
+            state: 0 for state in S if state not in (S.DEAD, S.PREPARE_EPOCH_FENCE)}
         active = self.active_partitions()
         for partition in active:
             for m in self.runtime.current(partition):

@@ -256,3 +256,19 @@ def test_an_oversized_timeout_is_refused(cluster: LocalCluster) -> None:
         p.init_transactions(TIMEOUT_S)
     assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_TRANSACTION_TIMEOUT
     assert ErrorCode.INVALID_TRANSACTION_TIMEOUT == 50
+
+
+def test_metrics_count_the_transactions(cluster: LocalCluster) -> None:
+    """Run after the tests above: commits, aborts and a timeout abort were counted by the
+    coordinators, each on its own /metrics."""
+    totals: dict[str, float] = {}
+    for broker in cluster.brokers:
+        status, body = http(broker.spec.metrics_url)
+        assert status == 200
+        for line in body.decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name.startswith("tidelog_broker_transactions_") and name.endswith("_total"):
+                totals[name] = totals.get(name, 0.0) + float(value)
+    assert totals.get("tidelog_broker_transactions_committed_total", 0) >= 4, totals  # 3 clients + fence test
+    assert totals.get("tidelog_broker_transactions_aborted_total", 0) >= 4, totals
+    assert totals.get("tidelog_broker_transactions_timed_out_total", 0) >= 1, totals
