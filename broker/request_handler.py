@@ -41,6 +41,7 @@ from broker.handlers.admin import (
     handle_delete_topics,
 )
 from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
+from broker.handlers.describe_quorum import handle_describe_quorum
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -171,6 +172,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.DELETE_GROUPS, _group(group.delete)),
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
+    _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)
     _row(ApiKey.ELECT_LEADERS, handle_elect_leaders),
     # partition reassignment (KIP-455): broker/handlers/reassignments.py
     _row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle_alter_partition_reassignments),

@@ -54,6 +54,20 @@ class BoundTCPTransport(TCPTransport):
             # poll (autoTickPeriod) later; quorum.metadata_log flushes after the poll as well
             syncObj.addOnTickCallback(self._gate.flush)
 
+    def setOnMessageReceivedCallback(self, callback: Any) -> None:  # pysyncobj's name
+        """pysyncobj's handler, then the SyncObj's `raft_message_observer` (if it has one) once the
+        handler has updated pysyncobj's state: the leader's bookkeeping for DescribeQuorum."""
+        observer = getattr(self._syncObj, "raft_message_observer", None)
+        if observer is None:
+            super().setOnMessageReceivedCallback(callback)
+            return
+
+        def observed(node: Any, message: Any) -> None:
+            callback(node, message)
+            observer(node, message)
+
+        super().setOnMessageReceivedCallback(observed)
+
     def send(self, node: Any, message: Any) -> bool:  # pysyncobj's name
         if self._gate is not None and self._gate.hold(node, message):
             return True  # sent at the gate's flush, after the fsync

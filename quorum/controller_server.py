@@ -39,6 +39,7 @@ from quorum.group_api import GroupApi
 from quorum.http_json import read_json
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
+from quorum.quorum_routes import QuorumRoutes
 from quorum.quorum_view import named_leader
 from quorum.reassignment_routes import ReassignmentRoutes
 from quorum.records_api import RecordsApi
@@ -67,7 +68,9 @@ class ControllerServer:
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
                             + GroupApi(self.image, self.authorize).routes()  # consumer groups (issue 12)
                             + RecordsApi(self.image, self.authorize).routes()  # DeleteRecords (issue 18)
-                            + TransactionApi(self.image, self.authorize).routes())  # KIP-664 (issue 27)
+                            + TransactionApi(self.image, self.authorize).routes()  # KIP-664 (issue 27)
+                            + QuorumRoutes(log, controller, self.runtime, settings.node_id, write=self.write,
+                                           active_api=self.active_api).routes())  # DescribeQuorum (issue 28)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -55,6 +56,7 @@ from quorum.log_state import (
     OutcomeKind,
     transaction_chunks,
 )
+from quorum.quorum_describe import FollowerProgress, OffsetIndex, QuorumDescription, describe
 from quorum.quorum_settings import QuorumBindError, QuorumSettings, QuorumStatus
 
 logger = logging.getLogger(__name__)
@@ -116,6 +118,9 @@ class MetadataLog(SyncObj):
                                        durable=settings.fsync)
         # read by BoundTCPTransport while SyncObj.__init__ builds it
         self.durability_gate = DurabilityGate(self._journal)
+        self._progress = FollowerProgress()  # DescribeQuorum's bookkeeping (quorum.quorum_describe)
+        self._offsets = OffsetIndex()
+        self.raft_message_observer = self._observe_message
         me = settings.me
         conf = SyncObjConf(
             password=settings.password.value,
@@ -153,6 +158,30 @@ class MetadataLog(SyncObj):
         super()._onTick(timeToWait)
         self.durability_gate.flush()
 
+    def _observe_message(self, node: Any, message: Any) -> None:
+        """After pysyncobj handled a message (tick thread): a follower's AppendEntries answer."""
+        if not isinstance(message, dict) or message.get("type") != "next_node_idx" or not self._isLeader():
+            return
+        next_index = message.get("next_node_idx")
+        match = next_index - 1 if message.get("success") and isinstance(next_index, int) else None
+        last_index = self._journal[-1][1] if len(self._journal) else 0
+        self._progress.on_response(getattr(node, "address", str(node)), self.raftCurrentTerm, match,
+                                   last_index, int(time.time() * 1000))
+
+    def describe_quorum(self, observers: Sequence[tuple[int, int, int]]) -> QuorumDescription | None:
+        """DescribeQuorum's answer if this voter is the Raft leader, else None; `observers` as
+        `quorum.quorum_describe.describe` takes them."""
+        leader, term = self.leadership()
+        if not leader:
+            return None
+        with self._lock:
+            high_watermark = self._log_state.last_offset + 1
+        followers = {voter_id: self._progress.of(voter.address, term)
+                     for voter_id, voter in self._settings.voters.items() if voter_id != self._settings.node_id}
+        return describe(leader_id=self._settings.node_id, term=term, high_watermark=high_watermark,
+                        last_applied_index=self.raftLastApplied, followers=followers, offsets=self._offsets,
+                        observers=observers, now_ms=int(time.time() * 1000))
+
     def durability(self) -> tuple[bool, int, int]:
         """(fsync on, fsync batches so far, entries they made durable): for logs and the bench."""
         return self._journal.durable, self._journal.syncs, self._journal.synced_entries
@@ -168,9 +197,12 @@ class MetadataLog(SyncObj):
         try:
             with self._lock:
                 outcome = self._log_state.apply_chunk(data, epoch)
+                end_offset = self._log_state.last_offset + 1
         except Exception as exc:  # a bug: stop this voter rather than let its state diverge
             self._fail(f"applying a chunk failed: {exc!r}")
             raise
+        # pysyncobj counts an entry applied after this returns: this is entry raftLastApplied + 1
+        self._offsets.record(self.raftLastApplied + 1, end_offset)
         if not outcome.committed:  # every voter decides the same; each says so in its log
             logger.warning("Did not apply a committed chunk of epoch %s: %s: %s",
                            epoch, outcome.kind.value, outcome.reason)
@@ -214,6 +246,7 @@ class MetadataLog(SyncObj):
         with self._lock:
             self._log_state = state
         self._dump_offset = state.last_offset
+        self._offsets.record(last[1], state.last_offset + 1)
         logger.info("Loaded metadata log dump: offset %d, controller epoch %d, raft index %d",
                     state.last_offset, state.image.controller_epoch, last[1])
         self._applied()

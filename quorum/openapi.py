@@ -42,6 +42,12 @@ NULLABLE_STR: Final = {"type": ["string", "null"]}
 CONFIGS: Final = {"type": "object", "additionalProperties": STR}
 
 SCHEMAS: Final[dict[str, Any]] = {
+    # DescribeQuorum (Kafka API 55; issue 28): offsets are metadata record offsets, times
+    # wall-clock ms (-1 unknown); quorum.quorum_describe says how each maps onto pysyncobj's Raft
+    "QuorumReplica": _obj(None, replica_id=INT, log_end_offset=INT, last_fetch_timestamp=INT,
+                          last_caught_up_timestamp=INT),
+    "Quorum": _obj(None, topic=STR, partition=INT, leader_id=INT, leader_epoch=INT, high_watermark=INT,
+                   voters=_arr(_ref("QuorumReplica")), observers=_arr(_ref("QuorumReplica"))),
     "GroupSummary": _obj(None, group_id=STR, protocol_type=STR, coordinator=INT),
     "GroupMember": _obj(None, member_id=STR, group_instance_id=NULLABLE_STR, client_id=STR, client_host=STR,
                         assignment=_arr(_obj(None, topic=STR, partition=INT))),
@@ -195,6 +201,10 @@ SCHEMAS: Final[dict[str, Any]] = {
         None, topic_id=STR, partitions=_arr(_obj(None, partition_index=INT, error_code=INT,
                                                  error_message=NULLABLE_STR, leader_id=INT, leader_epoch=INT,
                                                  isr=IDS, leader_recovery_state=INT, partition_epoch=INT))))),
+    "DescribeQuorumRequest": _obj(None),  # no fields: the metadata log's one partition
+    "DescribeQuorumResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, topic=STR, partition=INT,
+                                   leader_id=INT, leader_epoch=INT, high_watermark=INT,
+                                   voters=_arr(_ref("QuorumReplica")), observers=_arr(_ref("QuorumReplica"))),
     "AllocateProducerIdsRequest": _obj(["broker_id", "broker_epoch"], broker_id=INT, broker_epoch=INT),
     "AllocateProducerIdsResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR,
                                         producer_id_start=INT, producer_id_len=INT),
@@ -252,6 +262,10 @@ def _rpc(summary: str, name: str, active_only: bool = True) -> dict[str, Any]:
 PATHS: Final[dict[str, Any]] = {
     "/v1/cluster": {"get": _op("Quorum and metadata log state as this controller sees it.", _ok("Cluster"))},
     "/v1/brokers": {"get": _op("Registered brokers.", _ok(_arr(_ref("Broker"))))},
+    "/v1/quorum": {"get": _op(
+        "DescribeQuorum (Kafka API 55), answered by the active controller (forwarded there): the leader and "
+        "its Raft epoch, the high watermark, each voter's and observer's (broker's) log end offset and last "
+        "fetch / caught-up times.", _ok("Quorum"))},
     "/v1/brokers/configs": {
         "get": _op("The cluster-wide dynamic broker configs (BROKER resource \"\").", _ok("BrokerConfigs")),
         "patch": _op("Change the cluster-wide dynamic broker configs, same body as a topic's; only Kafka's "
@@ -370,6 +384,8 @@ PATHS: Final[dict[str, Any]] = {
     "/rpc/broker-heartbeat": _rpc("BrokerHeartbeat.", "BrokerHeartbeat"),
     "/rpc/alter-partition": _rpc("AlterPartition from a partition leader.", "AlterPartition"),
     "/rpc/allocate-producer-ids": _rpc("AllocateProducerIds.", "AllocateProducerIds"),
+    "/rpc/describe-quorum": _rpc("DescribeQuorum for a broker a client asked (the answer of GET /v1/quorum).",
+                                 "DescribeQuorum"),
     "/rpc/metadata-fetch": _rpc(
         "Committed metadata records from `offset`, long-polling up to max_wait_ms when there are none, "
         "or a snapshot when `offset` is below the retained log start.", "MetadataFetch", active_only=False),

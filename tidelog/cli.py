@@ -90,8 +90,8 @@ def _add_node(sub: argparse._SubParsersAction, command: NodeCommand) -> None:
 
 def _add_clients(sub: argparse._SubParsersAction) -> None:
     """status, topics, produce, consume: thin clients of the admin API and the Kafka protocol."""
-    from tidelog import (cli_configs, cli_consume, cli_groups, cli_produce, cli_reassign, cli_status, cli_topics,
-                         cli_transactions)
+    from tidelog import (cli_configs, cli_consume, cli_groups, cli_produce, cli_quorum, cli_reassign, cli_status,
+                         cli_topics, cli_transactions)
 
     parser = sub.add_parser("status", help="the cluster at a glance: controllers, brokers, topics, processes",
                             description="Show the active controller, the voters, the brokers and the topics "
@@ -125,6 +125,10 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="Transaction tools (KIP-664) over the Kafka protocol, with "
                                         "kafka-transactions.sh's options and tables.")
     cli_transactions.add_arguments(parser)
+    parser = sub.add_parser("quorum", help="describe the metadata quorum (kafka-metadata-quorum)",
+                            description="DescribeQuorum over the admin API, with kafka-metadata-quorum.sh's "
+                                        "describe --status / --replication output.")
+    cli_quorum.add_arguments(parser)
 
 
 def _add_spark(sub: argparse._SubParsersAction) -> None:

@@ -53,6 +53,7 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -95,6 +96,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),  # issue 28: asked of the active controller through the broker
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # v1 (KIP-1101, Kafka 4.0) is not 3.9's
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # the transaction coordinator (issue 27): Kafka 3.9's ranges. EndTxn v5 (transactions v2,
@@ -144,6 +146,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DELETE_ACLS: 2,
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_QUORUM: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,

@@ -141,6 +141,9 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.DELETE_GROUPS, AclCheck(Op.DELETE, GROUP)),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
+    # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its
+    # describe-quorum RPC (broker/handlers/describe_quorum.py), not through the admin-API forwarding
+    _kio(ApiKey.DESCRIBE_QUORUM, AclCheck(Op.DESCRIBE, CLUSTER)),
     _kio(ApiKey.ELECT_LEADERS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.LIST_PARTITION_REASSIGNMENTS, AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),
