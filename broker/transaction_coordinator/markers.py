@@ -23,6 +23,8 @@ use and after any failure.
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -59,6 +61,8 @@ Connect = Callable[[str, int], Awaitable[KafkaConnection]]
 
 
 class Completer(Protocol):
+    broker_id: int
+
     def image(self) -> MetadataImage: ...
 
     def leader_epoch(self, partition: int) -> int | None: ...
@@ -93,11 +97,38 @@ class MarkerSender:
         self._connections: dict[int, KafkaConnection] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._no_local_host = False  # the advertised address could not be bound: connect from any
         self.rounds_total = 0
         self.markers_written_total = 0
 
     async def _open(self, host: str, port: int) -> KafkaConnection:
-        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_MS / SECOND_MS)
+        """Connect from this broker's own advertised address when it is a local IP (as the replica
+        fetchers leave from the listener's address), so chaos can cut this broker's links."""
+        timeout_s = REQUEST_TIMEOUT_MS / SECOND_MS
+        local_host = self._local_host()
+        if local_host is not None:
+            try:
+                return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=timeout_s,
+                                                  local_host=local_host)
+            except BrokerConnectionError as e:
+                if not isinstance(e.__cause__, OSError) or e.__cause__.errno != errno.EADDRNOTAVAIL:
+                    raise
+                log.info("The marker sender cannot leave from %s (not a local address); it connects from "
+                         "any address from now on", local_host)
+                self._no_local_host = True
+        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=timeout_s)
+
+    def _local_host(self) -> str | None:
+        if self._no_local_host:
+            return None
+        own = self._endpoint(self.coordinator.image(), self.coordinator.broker_id)
+        if own is None:
+            return None
+        try:
+            address = ipaddress.ip_address(own[0])
+        except ValueError:  # a host name: let the kernel choose
+            return None
+        return None if address.is_unspecified else own[0]
 
     # ---- the coordinator's side ----------------------------------------------------------
 

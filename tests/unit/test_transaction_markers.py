@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from broker.transaction_coordinator.markers import MarkerSender
 from common.errors import ErrorCode
 from common.protocol import messages
@@ -34,6 +36,8 @@ def txn(tid: str, pid: int, *parts: tuple[str, int], commit: bool = True) -> Tra
 
 
 class Coordinator:
+    broker_id = 1
+
     def __init__(self) -> None:
         self.current = IMAGE
         self.completed: list[str] = []
@@ -173,4 +177,27 @@ async def test_a_failed_completion_is_tried_again_and_a_moved_coordinator_stops(
         await until(lambda: s.pending() == {})
         assert coordinator.completed == ["t1"]
     finally:
+        await s.close()
+
+
+@pytest.mark.parametrize(("own", "expected"), [(("127.0.0.3", 9092), "127.0.0.3"), (("localhost", 9092), None),
+                                               (("0.0.0.0", 9092), None), (None, None)])
+def test_markers_leave_from_the_brokers_own_address(own: tuple[str, int] | None, expected: str | None) -> None:
+    coordinator = Coordinator()
+    s = MarkerSender(coordinator, lambda image, broker: own, client_id="t")
+    assert s._local_host() == expected
+
+
+async def test_an_address_that_cannot_be_bound_falls_back_to_any() -> None:
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    coordinator = Coordinator()
+    s = MarkerSender(coordinator, lambda image, broker: ("192.0.2.1", 9092), client_id="t")  # TEST-NET: not local
+    try:
+        conn = await s._open("127.0.0.1", port)
+        assert not conn.closed and s._local_host() is None
+        conn.abort()
+    finally:
+        server.close()
+        await server.wait_closed()
         await s.close()
