@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from broker.log.partition_log import LogAppendInfo
+from broker.log.producer_snapshot import encode_snapshot, latest_snapshot, write_snapshot
 from broker.log.segment import LogSegment
 from broker.log.txn_index import AbortedTxn, last_stable_offset_after, marker_of
-from broker.producer_state import AppendOutcome, ProducerStateManager
+from broker.producer_state import AppendOutcome, ProducerStateEntry, ProducerStateManager
 from broker.replica_reads import ReplicaError
 from broker.replication.high_watermark import follower_high_watermark
 from broker.replication.leader_rules import acks_all_refused
@@ -61,11 +62,13 @@ def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks:
         duplicate = _check_producer_state(partition, batches)
         if duplicate is not None:
             return duplicate
+    active = partition.log.active_segment
     try:
         info = partition.log.append(view, now_ms=now_ms, leader_epoch=partition.leader_epoch,
                                     batches=batches)
     except OSError as e:
         raise KafkaStorageError(f"append to {partition.tp} failed: {e}") from e
+    _snapshot_if_rolled(partition, active)
     if idempotent:
         _update_producer_state(partition, batches, info.first_offset)
     return info
@@ -113,11 +116,13 @@ def append_marker_as_leader(partition: Partition, *, producer_id: int, producer_
                     "COMMIT" if committed else "ABORT", producer_id, producer_epoch, coordinator_epoch,
                     partition.tp, verdict.message)
         raise ReplicaError(ErrorCode(verdict.error_code), verdict.message)
+    active = partition.log.active_segment
     try:
         info = partition.log.append(batch, now_ms=now_ms, leader_epoch=partition.leader_epoch,
                                     batches=batches, validate=False)
     except OSError as e:
         raise KafkaStorageError(f"append of a transaction marker to {partition.tp} failed: {e}") from e
+    _snapshot_if_rolled(partition, active)
     kind = ControlType.COMMIT if committed else ControlType.ABORT
     aborted = _replay(partition, header, info.first_offset, info.last_offset, (kind, coordinator_epoch))
     if aborted is not None:
@@ -139,10 +144,12 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     batches = list(iter_batches(records, allow_partial_tail=True))
     if batches:
         whole = records[:batches[-1][0] + batches[-1][1].size]
+        active = partition.log.active_segment
         try:
             info = partition.log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
+        _snapshot_if_rolled(partition, active)
         for pos, header in batches:  # the leader's offsets: a compacted leader's log has gaps
             if header.producer_id >= 0:
                 marker = marker_of(whole[pos : pos + header.size], header) if header.is_control else None
@@ -210,14 +217,50 @@ def _replay(partition: Partition, header: RecordBatchHeader, first_offset: int, 
                       last_stable_offset_after(state.ongoing, completed))
 
 
+def _snapshot_if_rolled(partition: Partition, before: LogSegment) -> None:
+    """The append rolled a segment (at the log end, before its batches): snapshot the producer
+    state there, before the batches update it (Kafka's roll takes the snapshot). A failure only
+    costs the next open a longer replay."""
+    active = partition.log.active_segment
+    if active is before:
+        return
+    try:
+        write_snapshot(partition.log.directory, active.base_offset,
+                       encode_snapshot(partition.producer_state.entries.values()))
+    except KafkaStorageError as e:
+        log.warning("No producer snapshot of %s at offset %d: %s", partition.tp, active.base_offset, e)
+
+
+def _usable_snapshot(partition: Partition) -> tuple[int, list[ProducerStateEntry]] | None:
+    """The latest snapshot at or below the log end that the replay may start from: not past the
+    start of a segment whose `.txnindex` recovery left to rebuild (the replay rebuilds it)."""
+    partition_log = partition.log
+    try:
+        found = latest_snapshot(partition_log.directory, at_most=partition_log.log_end_offset,
+                                name=f"{partition.tp}: ")
+    except OSError as e:
+        log.warning("Cannot read the producer snapshots of %s, replaying its log: %s", partition.tp, e)
+        return None
+    stale = [s.base_offset for s in partition_log.segments if s.txn_index_stale]
+    if found is None or (stale and found[0] > min(stale)):
+        return None
+    return found
+
+
 def rebuild_producer_state(partition: Partition) -> None:
-    """Replay the log's batches into a new producer state (no snapshots yet: one pass over the
-    headers, plus one small read per control batch for its marker); the `.txnindex` of every
-    segment recovery rescanned is rebuilt on the way and written at once (recovery already moved
-    the recovery point past it, so it would not be rebuilt again after another crash)."""
-    partition.producer_state = ProducerStateManager()
+    """Replay the log's batches into a new producer state, from the latest usable snapshot
+    (`broker.log.producer_snapshot`) or the log start: one pass over the headers, plus one small
+    read per control batch for its marker. The `.txnindex` of every segment recovery rescanned is
+    rebuilt on the way and written at once (recovery already moved the recovery point past it,
+    so it would not be rebuilt again after another crash)."""
+    partition_log = partition.log
+    start, found = 0, _usable_snapshot(partition)
+    if found is not None:
+        start = found[0]
+    partition.producer_state = ProducerStateManager(() if found is None else found[1])
+    partition_log.snapshot_source = lambda: encode_snapshot(partition.producer_state.entries.values())
     rebuilt: list[LogSegment] = []
-    for segment, position, header in partition.log.batches():
+    for segment, position, header in partition_log.batches(start):
         if header.producer_id < 0:
             continue
         stale = segment.txn_index_stale

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -32,6 +32,7 @@ from broker.log.log_validator import validate_produced
 from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
 from broker.log.segment_files import SegmentFileCache
+from broker.log.producer_snapshot import delete_snapshots_from, snapshot_offsets, write_snapshot
 from broker.log.txn_index import AbortedTxn
 from broker.log.timestamp_lookup import (
     TimestampAndOffset,
@@ -40,6 +41,7 @@ from broker.log.timestamp_lookup import (
 from common.topic_partition import TopicPartition
 from common.errors import (
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
@@ -102,6 +104,8 @@ class PartitionLog:
         self.recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self._last_flush_ms = now_ms
+        # The producer state's snapshot bytes, written at a clean close (the partition sets it).
+        self.snapshot_source: Callable[[], bytes] | None = None
         if not had_clean_shutdown and leo > self.recovery_point:
             self.flush()  # recovery validated [recovery point, LEO); make that durable
         # An empty log (every partition of a new topic) says so at DEBUG: 10,000 of these lines
@@ -253,14 +257,16 @@ class PartitionLog:
                 if header.last_offset >= self.log_start_offset:
                     yield header
 
-    def batches(self) -> Iterator[tuple[LogSegment, int, RecordBatchHeader]]:
-        """(segment, position, header) of every batch from the log start on (the producer-state
-        replay, which also reads the markers of control batches and rebuilds stale `.txnindex`)."""
-        for i, segment in enumerate(self._segments):
-            if i + 1 < len(self._bases) and self._bases[i + 1] <= self.log_start_offset:
-                continue
-            for position, header in segment.headers_from(0):
-                if header.last_offset >= self.log_start_offset:
+    def batches(self, start: int = 0) -> Iterator[tuple[LogSegment, int, RecordBatchHeader]]:
+        """(segment, position, header) of every batch from `start` (at least the log start) on:
+        the producer-state replay from a snapshot, which also reads the markers of control
+        batches and rebuilds stale `.txnindex`. The first segment is entered by its offset index."""
+        begin = max(start, self.log_start_offset)
+        first = max(bisect_right(self._bases, begin) - 1, 0)
+        for segment in self._segments[first:]:
+            position = segment.offset_index.lookup(begin).position if segment.base_offset <= begin else 0
+            for position, header in segment.headers_from(position):
+                if header.last_offset >= begin:
                     yield segment, position, header
 
     # ---- transactions ------------------------------------------------------------------
@@ -312,6 +318,7 @@ class PartitionLog:
                  "removed)", self._name, offset, leo, new_leo,
                  removed_bytes + sum(s.size for s in removed), len(removed))
         self.leader_epoch_cache.truncate_from_end(new_leo)
+        delete_snapshots_from(self.directory, new_leo + 1)  # they describe batches now gone
         self.log_start_offset = min(self.log_start_offset, new_leo)
         self.recovery_point = min(self.recovery_point, new_leo)
         self.high_watermark = min(self.high_watermark, new_leo)
@@ -325,6 +332,7 @@ class PartitionLog:
                                            create=True, files=self.files))
         self._bases.append(offset)
         self.leader_epoch_cache.clear()
+        delete_snapshots_from(self.directory, 0)
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         log.info("%sTruncated fully; log restarts empty at offset %d", self._name, offset)
 
@@ -431,8 +439,15 @@ class PartitionLog:
         return True
 
     def close(self) -> None:
-        """Flush everything and close all files (clean shutdown)."""
+        """Flush everything and close all files (clean shutdown), with a producer snapshot at the
+        log end so the next open replays nothing (none for an empty log: nothing to replay)."""
         self.flush()
+        leo = self.log_end_offset
+        if self.snapshot_source is not None and leo > 0 and leo not in snapshot_offsets(self.directory):
+            try:
+                write_snapshot(self.directory, leo, self.snapshot_source(), durable=False)
+            except KafkaStorageError as e:  # the next open replays from an older one
+                log.warning("%sNo producer snapshot at close: %s", self._name, e)
         for segment in self._segments:
             segment.flush()
             segment.close()
