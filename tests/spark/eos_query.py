@@ -1,7 +1,7 @@
 """A streaming query copying one topic into another through the exactly-once sink, run as its
 own process so a test can SIGKILL its driver (tests/spark/test_spark_exactly_once.py).
 
-    python -m tests.spark.eos_query BOOTSTRAP IN OUT CHECKPOINT MARKERS [--hook before:1|after:1]
+    python -m tests.spark.eos_query BOOTSTRAP IN OUT CHECKPOINT MARKERS [--hook before:N|after:N]
                                     [--available-now]
 
 `--hook before:N` stops the driver's commit of batch N before any EndTxn (its tasks'

@@ -2,10 +2,10 @@
 
 A streaming query copies a topic into another through the transactional sink in its own
 process (tests/spark/eos_query.py). Its driver (the Python process and its JVM, one process
-group) is SIGKILLed twice mid-batch: once with batch 1's transactions prepared but not
+group) is SIGKILLed twice mid-batch: once with batch 0's transactions prepared but not
 committed, once with them committed but before Spark's own commit log has the batch. The
 third run finishes the stream. Read back read_committed, every input row is in the output
-exactly once; read_uncommitted also shows the aborted first attempt of batch 1. The batch
+exactly once; read_uncommitted also shows the aborted first attempt of batch 0. The batch
 source reads committed and aborted transactions read_committed and read_uncommitted, and a
 batch write (`df.write`, transactional) becomes visible whole on commit.
 """
@@ -32,7 +32,7 @@ pytest.importorskip("pyspark")
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
-RECORDS = 600  # three micro-batches of 200 (eos_query.MAX_OFFSETS_PER_TRIGGER)
+RECORDS = 400  # two micro-batches of 200 (eos_query.MAX_OFFSETS_PER_TRIGGER)
 DRIVER_TIMEOUT_S = 180.0
 SOURCE, SINK = "eos-in", "eos-out"
 
@@ -106,14 +106,14 @@ def test_a_stream_killed_mid_batch_and_restarted_writes_every_row_once(cluster: 
     create_topic(cluster, SINK, PARTITIONS, 3)
     produced = [r.value for r in produce(bootstrap, SOURCE, make_records(RECORDS, PARTITIONS))]
 
-    prepared = Driver(cluster, tmp_path, "run1.log", "--hook", "before:1")
+    prepared = Driver(cluster, tmp_path, "run1.log", "--hook", "before:0")
     try:
-        prepared.wait_for_marker("before-1")  # batch 1's transactions open, the driver not committing
+        prepared.wait_for_marker("before-0")  # batch 0's transactions open, the driver not committing
     finally:
         prepared.kill()
-    committed = Driver(cluster, tmp_path, "run2.log", "--hook", "after:1")
+    committed = Driver(cluster, tmp_path, "run2.log", "--hook", "after:0")
     try:
-        committed.wait_for_marker("after-1")  # batch 1 replayed and committed; Spark's commit log lacks it
+        committed.wait_for_marker("after-0")  # batch 0 replayed and committed; Spark's commit log lacks it
     finally:
         committed.kill()
     last = Driver(cluster, tmp_path, "run3.log", "--available-now")
@@ -125,7 +125,7 @@ def test_a_stream_killed_mid_batch_and_restarted_writes_every_row_once(cluster: 
     seen = Counter(read_values(bootstrap, SINK, "read_committed"))
     assert sum(seen.values()) == RECORDS and seen == Counter(produced), \
         f"{sum(seen.values())} rows, duplicates: {[v for v, n in seen.items() if n > 1][:3]}"
-    # the first run's batch 1, prepared then aborted by the replay's fencing, is in the log
+    # the first run's batch 0, prepared then aborted by the replay's fencing, is in the log
     assert len(read_values(bootstrap, SINK, "read_uncommitted")) > RECORDS
 
 
