@@ -258,6 +258,52 @@ def test_an_oversized_timeout_is_refused(cluster: LocalCluster) -> None:
     assert ErrorCode.INVALID_TRANSACTION_TIMEOUT == 50
 
 
+def test_consume_transform_produce_with_offsets_in_the_transaction(cluster: LocalCluster) -> None:
+    """send_offsets_to_transaction (AddOffsetsToTxn, then the group's TxnOffsetCommit): an aborted
+    round leaves neither output nor offsets; the committed round leaves both, exactly once."""
+    source, sink, group = new_topic(cluster, "ctp-in"), new_topic(cluster, "ctp-out"), "ctp-group"
+    feed = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster)})
+    for i, v in enumerate(values("in", 30)):
+        feed.produce(source, v, partition=i % PARTITIONS)
+    assert feed.flush(TIMEOUT_S) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "isolation.level": "read_committed"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "tx-ctp"})
+    try:
+        producer.init_transactions(TIMEOUT_S)
+        consumer.subscribe([source])
+        for outcome in ("abort", "commit"):
+            got: list[Any] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 30 and time.monotonic() < deadline:  # bounded
+                got += [m for m in consumer.consume(30, 0.5) if m.error() is None]
+            assert len(got) == 30
+            producer.begin_transaction()
+            for m in got:
+                producer.produce(sink, m.value().replace(b"in", b"out"), partition=m.partition())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), TIMEOUT_S)
+            if outcome == "abort":
+                producer.abort_transaction(TIMEOUT_S)
+                wait_state(cluster, "tx-ctp", "CompleteAbort")
+                committed = consumer.committed([confluent_kafka.TopicPartition(source, p) for p in range(PARTITIONS)],
+                                               TIMEOUT_S)
+                assert all(tp.offset < 0 for tp in committed), committed  # nothing committed
+                for tp in consumer.assignment():  # consume the same records again
+                    consumer.seek(confluent_kafka.TopicPartition(source, tp.partition, 0))
+            else:
+                producer.commit_transaction(TIMEOUT_S)
+        wait_state(cluster, "tx-ctp", "CompleteCommit")
+        committed = consumer.committed([confluent_kafka.TopicPartition(source, p) for p in range(PARTITIONS)],
+                                       TIMEOUT_S)
+        assert sum(tp.offset for tp in committed) == 30, committed
+    finally:
+        consumer.close()
+    out = consume(cluster, sink, "read_committed", 30)
+    assert sorted(v for _, v in out) == sorted(values("out", 30))
+
+
 def test_metrics_count_the_transactions(cluster: LocalCluster) -> None:
     """Run after the tests above: commits, aborts and a timeout abort were counted by the
     coordinators, each on its own /metrics."""
