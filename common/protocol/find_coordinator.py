@@ -2,7 +2,11 @@
 
 v3 is the first flexible version; v4 batches keys (KIP-699): the request's `key` becomes
 `coordinator_keys` and the answer one `Coordinator` per key. v5 only allows
-TRANSACTION_ABORTABLE (KIP-890), which tidelog (no transactions) never answers.
+TRANSACTION_ABORTABLE (KIP-890), which tidelog's coordinators never answer.
+
+The broker serves FindCoordinator on kio's messages (broker/handlers/metadata.py); this codec
+is the client side of our tools and tests, and its dataclasses the group coordinator's answer
+type (`OffsetsTopic`), until those move to kio's classes too.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 v2 is the first flexible version. v3 (KIP-360) adds the producer's current id and epoch to
 the request, so a producer can ask again after an error; both -1 when it has none. v4 lets the
 broker answer PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE (KIP-890): both are a transaction
-coordinator's answers, and the response's fields do not change."""
+coordinator's answers, and the response's fields do not change.
+
+The broker serves InitProducerId on kio's messages (broker/handlers/transactions.py); this
+codec is the client side of our tools and tests until they move to kio's classes too."""
 
 from __future__ import annotations
 
