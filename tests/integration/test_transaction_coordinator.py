@@ -232,6 +232,58 @@ def test_a_second_producer_fences_the_first(cluster: LocalCluster) -> None:
     assert [v for _, v in consume(cluster, topic, "read_committed", 1)] == [b"live"]
 
 
+def test_kafka_python_is_fenced_by_a_second_producer(cluster: LocalCluster) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+    topic, tid = new_topic(cluster, "txn-fence-kp"), "tx-fence-kp"
+    first = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
+    second = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
+    try:
+        first.init_transactions()
+        first.begin_transaction()
+        first.send(topic, b"zombie", partition=0)
+        first.flush()
+        second.init_transactions()
+        with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+            first.commit_transaction()
+        second.begin_transaction()
+        second.send(topic, b"live", partition=0)
+        second.commit_transaction()
+    finally:
+        first.close(timeout=5)
+        second.close(timeout=5)
+    wait_state(cluster, tid, "CompleteCommit")
+    assert [v for _, v in consume(cluster, topic, "read_committed", 1)] == [b"live"]
+
+
+def test_aiokafka_is_fenced_by_a_second_producer(cluster: LocalCluster) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+
+    topic, tid = new_topic(cluster, "txn-fence-aio"), "tx-fence-aio"
+
+    async def run() -> None:
+        first = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id=tid)
+        second = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id=tid)
+        await first.start()
+        try:
+            await first.begin_transaction()
+            await first.send_and_wait(topic, b"zombie", partition=0)
+            await second.start()  # its InitProducerId aborts the first's transaction
+            with pytest.raises((ProducerFenced, InvalidProducerEpoch)):
+                await first.commit_transaction()
+            async with second.transaction():
+                await second.send_and_wait(topic, b"live", partition=0)
+        finally:
+            await first.stop()
+            await second.stop()
+
+    asyncio.run(asyncio.wait_for(run(), TIMEOUT_S))
+    wait_state(cluster, tid, "CompleteCommit")
+    assert [v for _, v in consume(cluster, topic, "read_committed", 1)] == [b"live"]
+
+
 def test_a_stopped_producer_is_aborted_after_its_timeout(cluster: LocalCluster) -> None:
     topic, tid = new_topic(cluster, "txn-timeout"), "tx-timeout"
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid,
