@@ -50,17 +50,14 @@ from common.protocol import (  # noqa: E402
     api_versions,
     describe_configs,
     fetch,
-    find_coordinator,
     produce,  # noqa: E402
 )
 from common.protocol import messages  # noqa: E402
-from common.protocol import init_producer_id as ipi  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
 from common.protocol import offset_for_leader_epoch as ofle  # noqa: E402
 from common.protocol.api_keys import ApiKey, is_supported  # noqa: E402
-from common.protocol.api_table import API_SPECS  # noqa: E402
 from broker.request_handler import IMPLEMENTED_VERSIONS, decode_request  # noqa: E402
 from common.protocol.frame import (
     RequestHeader,
@@ -70,6 +67,7 @@ from common.protocol.frame import (
 )
 from common.protocol.primitives import ProtocolError  # noqa: E402
 from common.record_batch import read_batches  # noqa: E402
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition  # noqa: E402
 from common.records import build_batch, decode_records  # noqa: E402
 from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
@@ -89,10 +87,14 @@ CANARY_TOPIC: Final = "fuzz-canary-topic"
 CHECK_TOPIC: Final = "fuzz-after-check"
 CLIENT_ID: Final = "fuzz"
 CANARY_CORRELATION_BASE: Final = 1_000_000
+OFFSETS_TOPIC_PARTITIONS: Final = 8  # the fuzz cluster's internal topics: few partitions, quick to create
+TRANSACTION_STATE_PARTITIONS: Final = 4
 # A bit-flipped topic name must not create topics (the controller is not under test here).
 EXTRA_PROPERTIES: Final = {"socket.request.max.bytes": str(MAX_REQUEST_BYTES),
                            "auto.create.topics.enable": "false",
-                           "broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000"}
+                           "broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000",
+                           "offsets.topic.num.partitions": str(OFFSETS_TOPIC_PARTITIONS),
+                           "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS)}
 INTERESTING: Final = (0, 1, -1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF,
                       -0x80000000, MAX_REQUEST_BYTES, MAX_REQUEST_BYTES + 1)
 
@@ -111,13 +113,13 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
     if api is ApiKey.METADATA:
         return join_chunks(md.encode_metadata_request(md.MetadataRequest((topic, "fuzz-absent"), False), version))
     if api is ApiKey.PRODUCE:
-        req = produce.ProduceRequest(None, 1, 1000, (produce.TopicProduceData(
+        produced = produce.ProduceRequest(None, 1, 1000, (produce.TopicProduceData(
             topic, (produce.PartitionProduceData(0, _batch(value)),)),))
-        return join_chunks(produce.encode_produce_request(req, version))
+        return join_chunks(produce.encode_produce_request(produced, version))
     if api is ApiKey.FETCH:
-        req = fetch.FetchRequest(-1, 0, 1, 64 * KIB, 0, (fetch.FetchTopic(
+        fetched = fetch.FetchRequest(-1, 0, 1, 64 * KIB, 0, (fetch.FetchTopic(
             topic, (fetch.FetchPartition(0, fetch_offset, 64 * KIB),)),), 0, -1, (), "")
-        return join_chunks(fetch.encode_fetch_request(req, version))
+        return join_chunks(fetch.encode_fetch_request(fetched, version))
     if api is ApiKey.LIST_OFFSETS:
         if version == 0:
             return join_chunks(lo.encode_request(lo.V0Request(-1, (lo.V0Topic(topic, (
@@ -128,11 +130,6 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
     if api is ApiKey.OFFSET_FOR_LEADER_EPOCH:
         req = ofle.request(version, [(topic, 0, 0, ofle.UNDEFINED_EPOCH)])
         return join_chunks(ofle.encode_request(req, version))
-    if api is ApiKey.INIT_PRODUCER_ID:
-        return join_chunks(ipi.encode_init_producer_id_request(ipi.InitProducerIdRequest(None, 60000), version))
-    if api is ApiKey.FIND_COORDINATOR:
-        req = find_coordinator.FindCoordinatorRequest("fuzz-group", 0, ("fuzz-group",))
-        return join_chunks(find_coordinator.encode_find_coordinator_request(req, version))
     if api is ApiKey.CREATE_TOPICS:  # validate_only: a mutation must also flip it to create anything
         m = messages.request_module(api, version)
         return messages.encode(m.CreateTopicsRequest(topics=(m.CreatableTopic(
@@ -157,7 +154,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         return messages.encode(getattr(m, name)(resources=(m.AlterConfigsResource(
             resource_type=2, resource_name="fuzz-absent", configs=(messages.build(
                 m.AlterableConfig, name="retention.ms", value="1000", config_operation=0),)),), validate_only=True))
-    for more in (_cluster_request, _group_request, _log_admin_request):
+    for more in (_cluster_request, _group_request, _log_admin_request, _transaction_request):
         body = more(api, version, topic)
         if body is not None:
             return body
@@ -165,9 +162,10 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
 
 
 def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
-    """DescribeCluster, ElectLeaders (the fuzz topic's leader is its preferred replica, so a
-    preferred or unclean election is not needed), the reassignment APIs (cancelling nothing)
-    and the ACL APIs (SECURITY_DISABLED)."""
+    """DescribeCluster, DescribeQuorum (a read of the controllers' Raft state), ElectLeaders
+    (the fuzz topic's leader is its preferred replica, so a preferred or unclean election is
+    not needed), the reassignment APIs (cancelling nothing) and the ACL APIs
+    (SECURITY_DISABLED)."""
     if api is ApiKey.DESCRIBE_CLUSTER:
         m = messages.request_module(api, version)
         return messages.encode(m.DescribeClusterRequest(include_cluster_authorized_operations=True))
@@ -182,6 +180,10 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     if api is ApiKey.LIST_PARTITION_REASSIGNMENTS:
         m = messages.request_module(api, version)
         return messages.encode(m.ListPartitionReassignmentsRequest(timeout=timedelta(seconds=1), topics=None))
+    if api is ApiKey.DESCRIBE_QUORUM:  # as kafka-metadata-quorum.sh asks: the metadata log's partition
+        m = messages.request_module(api, version)
+        return messages.encode(m.DescribeQuorumRequest(topics=(m.TopicData(
+            topic_name=CLUSTER_METADATA_TOPIC, partitions=(m.PartitionData(partition_index=0),)),)))
     acl_filter = (2, topic, None, None, 1, 1, acls.PATTERN_TYPE_LITERAL)
     if api is ApiKey.DESCRIBE_ACLS:
         return join_chunks(acls.encode_request(acls.describe_request(version, acl_filter), version))
@@ -193,6 +195,7 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     return None
 
 
+CLUSTER_METADATA_TOPIC: Final = "__cluster_metadata"
 FUZZ_GROUP: Final = "fuzz-group"
 
 
@@ -252,23 +255,114 @@ GROUP_APIS: Final = frozenset({
 def _log_admin_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     """The storage admin APIs (issue 18). DeleteRecords names an absent topic with timeout 0:
     a mutation must hit the exact topic name to delete anything, and nothing waits."""
-    # served on kio's generated messages: the request dataclass of this version
-    m = messages.request_module(api, version) if api in messages_apis() else None
+    if api not in LOG_ADMIN_APIS:
+        return None
+    m = messages.request_module(api, version)  # kio's messages: the request of this version
     if api is ApiKey.DELETE_RECORDS:
         return messages.encode(m.DeleteRecordsRequest(topics=(m.DeleteRecordsTopic(name="fuzz-absent", partitions=(
             m.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=timedelta(0)))
     if api is ApiKey.DESCRIBE_LOG_DIRS:
-        return messages.encode(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=topic, partitions=(0,)),)))
+        return messages.encode(m.DescribeLogDirsRequest(topics=(
+            m.DescribableLogDirTopic(topic=topic, partitions=(0,)),)))
     if api is ApiKey.DESCRIBE_PRODUCERS:
         return messages.encode(m.DescribeProducersRequest(topics=(m.TopicRequest(name=topic, partition_indexes=(0,)),)))
     if api is ApiKey.ALTER_REPLICA_LOG_DIRS:  # a directory the broker does not have: LOG_DIR_NOT_FOUND, nothing moves
         return messages.encode(m.AlterReplicaLogDirsRequest(dirs=(m.AlterReplicaLogDir(
             path="/fuzz-absent", topics=(m.AlterReplicaLogDirTopic(name=topic, partitions=(0,)),)),)))
-    return None
+    raise AssertionError(f"LOG_ADMIN_APIS lists {api.name} without a frame")
 
 
-def messages_apis() -> set[ApiKey]:
-    return {key for key, spec in API_SPECS.items() if spec.generated}
+LOG_ADMIN_APIS: Final = frozenset({
+    ApiKey.DELETE_RECORDS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.ALTER_REPLICA_LOG_DIRS})
+
+
+# Transactions (issue 27): a transactional id that exists nowhere, so the coordinator answers
+# errors and writes nothing (InitProducerId stays idempotent: with an id it would register
+# one), and a producer id far beyond any block the controllers hand out (blocks of 1,000 from
+# 0), so no producer's state on any partition is touched. Only TxnOffsetCommit and
+# WriteTxnMarkers write: that producer's pending offsets for a group nobody else uses, and
+# its COMMIT markers on the fuzz topic (no data of that producer) and on that group's
+# `__consumer_offsets` partition (which ends those pending offsets). Neither the canary's
+# topic nor the after-check's is named.
+FUZZ_TRANSACTIONAL_ID: Final = "fuzz-absent-txn"
+FUZZ_TXN_GROUP: Final = "fuzz-txn-group"
+FUZZ_PRODUCER_ID: Final = 1 << 40
+
+
+def _transaction_request(api: ApiKey, version: int, topic: str) -> bytes | None:
+    """FindCoordinator, InitProducerId and the transaction APIs, on kio's messages, as a
+    transactional producer (or, for AddPartitionsToTxn v4+ and WriteTxnMarkers, a broker)
+    sends them."""
+    if api is ApiKey.WRITE_TXN_MARKERS and version == 0:  # kio has no v0 (Kafka 4 dropped it)
+        return _write_txn_markers_v0(topic)
+    if api not in TRANSACTION_APIS:
+        return None
+    m = messages.request_module(api, version)
+    if api is ApiKey.FIND_COORDINATOR:  # v4+ (batched keys): a transactional producer's question
+        req = messages.build(m.FindCoordinatorRequest, key=FUZZ_GROUP, key_type=KEY_TYPE_GROUP) if version < 4 \
+            else m.FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=(FUZZ_TRANSACTIONAL_ID,))
+    elif api is ApiKey.INIT_PRODUCER_ID:
+        req = messages.build(m.InitProducerIdRequest, transactional_id=None, transaction_timeout=timedelta(minutes=1),
+                             producer_id=-1, producer_epoch=-1)
+    elif api is ApiKey.ADD_PARTITIONS_TO_TXN and version < 4:
+        req = m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=FUZZ_TRANSACTIONAL_ID, v3_and_below_producer_id=FUZZ_PRODUCER_ID,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=(m.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),))
+    elif api is ApiKey.ADD_PARTITIONS_TO_TXN:  # a partition leader's KIP-890 check: verify_only
+        req = m.AddPartitionsToTxnRequest(transactions=(m.AddPartitionsToTxnTransaction(
+            transactional_id=FUZZ_TRANSACTIONAL_ID, producer_id=FUZZ_PRODUCER_ID, producer_epoch=0, verify_only=True,
+            topics=(m.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)),))
+    elif api is ApiKey.ADD_OFFSETS_TO_TXN:
+        req = m.AddOffsetsToTxnRequest(transactional_id=FUZZ_TRANSACTIONAL_ID, producer_id=FUZZ_PRODUCER_ID,
+                                       producer_epoch=0, group_id=FUZZ_TXN_GROUP)
+    elif api is ApiKey.END_TXN:
+        req = m.EndTxnRequest(transactional_id=FUZZ_TRANSACTIONAL_ID, producer_id=FUZZ_PRODUCER_ID, producer_epoch=0,
+                              committed=False)
+    elif api is ApiKey.TXN_OFFSET_COMMIT:
+        req = messages.build(m.TxnOffsetCommitRequest, transactional_id=FUZZ_TRANSACTIONAL_ID, group_id=FUZZ_TXN_GROUP,
+                             producer_id=FUZZ_PRODUCER_ID, producer_epoch=0, generation_id=-1, member_id="",
+                             group_instance_id=None, topics=(m.TxnOffsetCommitRequestTopic(name=topic, partitions=(
+                                 messages.build(m.TxnOffsetCommitRequestPartition, partition_index=0,
+                                                committed_offset=1, committed_leader_epoch=-1,
+                                                committed_metadata="fuzz"),)),))
+    elif api is ApiKey.DESCRIBE_TRANSACTIONS:
+        req = m.DescribeTransactionsRequest(transactional_ids=(FUZZ_TRANSACTIONAL_ID,))
+    elif api is ApiKey.LIST_TRANSACTIONS:
+        req = messages.build(m.ListTransactionsRequest, state_filters=("Ongoing",), producer_id_filters=(
+            FUZZ_PRODUCER_ID,), duration_filter=-1)
+    else:
+        req = m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            producer_id=FUZZ_PRODUCER_ID, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=tuple(m.WritableTxnMarkerTopic(name=name, partition_indexes=(index,))
+                         for name, index in _marker_partitions(topic))),))
+    return messages.encode(req)
+
+
+TRANSACTION_APIS: Final = frozenset({
+    ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
+    ApiKey.WRITE_TXN_MARKERS})
+KEY_TYPE_GROUP: Final = 0  # FindCoordinator's key types
+KEY_TYPE_TRANSACTION: Final = 1
+
+
+def _marker_partitions(topic: str) -> tuple[tuple[str, int], ...]:
+    """Where a COMMIT of the fuzz producer's transaction goes: the fuzz topic and the
+    `__consumer_offsets` partition of the group its TxnOffsetCommit frames name."""
+    return (topic, 0), (GROUP_METADATA_TOPIC_NAME, coordinator_partition(FUZZ_TXN_GROUP, OFFSETS_TOPIC_PARTITIONS))
+
+
+def _write_txn_markers_v0(topic: str) -> bytes:
+    """WriteTxnMarkers v0 (Kafka 3.9's, not flexible: v1 only made it so), written out field
+    by field as WriteTxnMarkersRequest.json lays it: markers [producer id, producer epoch,
+    transaction result, topics [name, partition indexes], coordinator epoch]."""
+    topics = _marker_partitions(topic)
+    out = struct.pack(">iqhbi", 1, FUZZ_PRODUCER_ID, 0, 1, len(topics))
+    for name, index in topics:
+        encoded = name.encode()
+        out += struct.pack(">h", len(encoded)) + encoded + struct.pack(">ii", 1, index)
+    return out + struct.pack(">i", 0)
 
 
 def frame(api: ApiKey, version: int, correlation_id: int, body: bytes) -> bytes:
@@ -723,6 +817,33 @@ def _create_topic(cluster: LocalCluster, name: str) -> None:
         time.sleep(0.1)
 
 
+def _start_coordinators(host: str, port: int) -> None:
+    """Create `__consumer_offsets` and `__transaction_state` as clients do, by asking for a
+    coordinator until the broker names itself, so the transaction frames reach the
+    coordinators' code rather than NOT_COORDINATOR."""
+    version = 3  # FindCoordinator's last single-key version
+
+    async def found(key_type: int, key: str) -> bool:
+        m = messages.request_module(ApiKey.FIND_COORDINATOR, version)
+        body = messages.encode(m.FindCoordinatorRequest(key=key, key_type=key_type))
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(frame(ApiKey.FIND_COORDINATOR, version, 1, body))
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            data = await reader.readexactly(size)
+            # v3 is flexible: the response header carries a tagged-field count after the id
+            answer = messages.decode_response(ApiKey.FIND_COORDINATOR, version, memoryview(data)[5:])
+            return bool(answer.error_code == 0 and answer.node_id == BROKER_ID)
+        finally:
+            writer.close()
+    for key_type, key in ((KEY_TYPE_GROUP, FUZZ_TXN_GROUP), (KEY_TYPE_TRANSACTION, FUZZ_TRANSACTIONAL_ID)):
+        deadline = time.monotonic() + CLIENT_TIMEOUT
+        while not asyncio.run(found(key_type, key)):  # bounded by the deadline
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no coordinator for {key!r} (key type {key_type}) after {CLIENT_TIMEOUT} s")
+            time.sleep(0.1)
+
+
 def _kafka_address(cluster: LocalCluster) -> tuple[str, int]:
     assert cluster.bootstrap_servers is not None
     host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
@@ -744,7 +865,7 @@ def produce_consume(bootstrap: str, topic: str, count: int = 200) -> list[str]:
         problems.append(f"produce to {topic}: delivered {delivered[:5]}... ({len(delivered)} of {count})")
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                                          "enable.auto.commit": "false", "fetch.wait.max.ms": "100"})
-    got: list[tuple[bytes, bytes]] = []
+    got: list[tuple[bytes | None, bytes | None]] = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + CLIENT_TIMEOUT
@@ -776,6 +897,7 @@ def run(root: Path, *, cases: int, seed: int, connections: int = 16, canary_ever
             for topic in (FUZZ_TOPIC, CANARY_TOPIC, CHECK_TOPIC):
                 _create_topic(cluster, topic)
             host, port = _kafka_address(cluster)
+            _start_coordinators(host, port)
             asyncio.run(fuzz(host, port, cases=cases, seed=seed, connections=connections,
                              canary_every=canary_every, report=report))
             if not broker.running():
