@@ -137,10 +137,12 @@ class TxnScan:
 def scan_transactions(batches: Iterable[tuple[RecordBatchHeader, ControlType | None]],
                       ongoing: Mapping[int, int]) -> TxnScan:
     """Replay batches in offset order: a transactional data batch opens its producer's
-    transaction (if none is open), a COMMIT or ABORT control batch ends it (Kafka's
-    ProducerAppendInfo.appendEndTxnMarker: a marker with no open transaction ends an empty one
-    at its own offset). `ongoing`: the open transactions before the first batch (pid -> first
-    offset); the control type is None for a control batch that is no marker (skipped)."""
+    transaction (if none is open), a COMMIT or ABORT control batch ends it. A marker with no
+    open transaction completes nothing and indexes nothing (Kafka 3.x's
+    ProducerAppendInfo.appendEndTxnMarker emits a CompletedTxn for non-empty transactions
+    only), as the live append path does. `ongoing`: the open transactions before the first
+    batch (pid -> first offset); the control type is None for a control batch that is no
+    marker (skipped)."""
     open_txns = dict(ongoing)
     completed: list[CompletedTxn] = []
     aborted: list[AbortedTxn] = []
@@ -153,9 +155,10 @@ def scan_transactions(batches: Iterable[tuple[RecordBatchHeader, ControlType | N
             continue
         if kind is None:
             continue
-        marker_offset = header.base_offset
-        txn = CompletedTxn(pid, open_txns.get(pid, marker_offset), marker_offset,
-                           kind is ControlType.ABORT)
+        first_offset = open_txns.get(pid)
+        if first_offset is None:
+            continue
+        txn = CompletedTxn(pid, first_offset, header.base_offset, kind is ControlType.ABORT)
         if txn.is_aborted:
             aborted.append(AbortedTxn(pid, txn.first_offset, txn.last_offset,
                                       last_stable_offset_after(open_txns, txn)))

@@ -41,10 +41,10 @@ def test_markers_give_aborted_transactions_with_their_lso_and_last_records() -> 
         (txn_batch(2, P2), None),                         # P2 opens at 2
         (marker(3, P1, commit=False), ABORT),         # P1 aborted: P2 still open -> LSO 2
         (marker(4, P2, commit=True, epoch=1), COMMIT),
-        (marker(5, P1, commit=False), ABORT),         # an abort with no data: first = 5
+        (marker(5, P1, commit=False), ABORT),         # an abort with no data: nothing to index
         (txn_batch(6, P1, transactional=False), None),    # idempotent data: no transaction
     ]
-    assert aborted_from_markers(log) == [AbortedTxn(P1, 0, 3, 2), AbortedTxn(P1, 5, 5, 6)]
+    assert aborted_from_markers(log) == [AbortedTxn(P1, 0, 3, 2)]
     assert last_records_of(h for h, _ in log) == {P1: LastRecord(6, 0), P2: LastRecord(2, 1)}
 
 
