@@ -1,6 +1,7 @@
 """What durable controller state costs (issue 28): the metadata quorum with fsync on and off.
 
     python bench/quorum_fsync.py [--writes 100] [--partitions 10000] [--failovers 2] [--json F]
+                                   [--keep DIR] [--only on|off]
 
 For each of `controller.quorum.fsync=true` and `=false`, a fresh cluster of 3 real
 controllers (`LocalCluster`) and the broker doubles of `tidelog.testing.fencing_scale`
@@ -145,12 +146,16 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--failovers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the figures here (bench/all.py reads them)")
+    parser.add_argument("--keep", type=Path, help="run in this directory and keep it (the nodes' logs)")
+    parser.add_argument("--only", choices=("on", "off"), help="run one mode only")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-quorum-") as root:
-        for fsync in (True, False):
-            results.append(run_mode(Path(root) / ("on" if fsync else "off"), fsync, args.writes,
+    modes = [mode for mode in (True, False) if args.only is None or args.only == ("on" if mode else "off")]
+    with tempfile.TemporaryDirectory(prefix="bench-quorum-") as scratch:
+        root = args.keep or Path(scratch)
+        for fsync in modes:
+            results.append(run_mode(root / ("on" if fsync else "off"), fsync, args.writes,
                                     args.partitions, args.failovers))
     table = rows(results)
     width = max(len(name) for name, _, _ in table)

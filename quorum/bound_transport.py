@@ -55,16 +55,15 @@ class BoundTCPTransport(TCPTransport):
             syncObj.addOnTickCallback(self._gate.flush)
 
     def setOnMessageReceivedCallback(self, callback: Any) -> None:  # pysyncobj's name
-        """pysyncobj's handler, then the SyncObj's `raft_message_observer` (if it has one) once the
-        handler has updated pysyncobj's state: the leader's bookkeeping for DescribeQuorum."""
+        """Every message goes through the SyncObj's `raft_message_observer(node, message, deliver)`
+        when it has one (`quorum.metadata_log`), which calls `deliver` (pysyncobj's handler)."""
         observer = getattr(self._syncObj, "raft_message_observer", None)
         if observer is None:
             super().setOnMessageReceivedCallback(callback)
             return
 
         def observed(node: Any, message: Any) -> None:
-            callback(node, message)
-            observer(node, message)
+            observer(node, message, callback)
 
         super().setOnMessageReceivedCallback(observed)
 

@@ -158,10 +158,28 @@ class MetadataLog(SyncObj):
         super()._onTick(timeToWait)
         self.durability_gate.flush()
 
-    def _observe_message(self, node: Any, message: Any) -> None:
-        """After pysyncobj handled a message (tick thread): a follower's AppendEntries answer."""
-        if not isinstance(message, dict) or message.get("type") != "next_node_idx" or not self._isLeader():
+    def _observe_message(self, node: Any, message: Any, deliver: Callable[[Any, Any], None]) -> None:
+        """Every Raft message this voter receives (tick thread): `deliver` is pysyncobj's handler.
+
+        A follower's AppendEntries answer also feeds DescribeQuorum's bookkeeping, and a stale
+        one no longer moves the leader's next index back: pysyncobj sets next index to the
+        answer's on any success that raises the match index, so an answer to an older
+        AppendEntries arriving after newer ones were sent (acks wait for their fsync, which
+        makes that common) sent those entries again, and the follower truncated and rewrote
+        entries it had already applied (pysyncobj logs it as CRITICAL). Raft ignores such
+        answers; so do we, by restoring the next index pysyncobj had before. A refusal
+        (success false, reset) still moves it wherever the follower says."""
+        if not isinstance(message, dict) or message.get("type") != "next_node_idx":
+            deliver(node, message)
             return
+        next_indexes: dict[Any, int] = self._SyncObj__raftNextIndex  # pysyncobj 0.3.17's, name-mangled
+        before = next_indexes.get(node)
+        deliver(node, message)
+        if not self._isLeader():
+            return
+        if message.get("success") and not message.get("reset") and before is not None \
+                and next_indexes.get(node, before) < before:
+            next_indexes[node] = before
         next_index = message.get("next_node_idx")
         match = next_index - 1 if message.get("success") and isinstance(next_index, int) else None
         last_index = self._journal[-1][1] if len(self._journal) else 0

@@ -172,6 +172,7 @@ class ControlChannel:
             "last_applied": s.last_applied, "ready": s.ready,
             "log_start_offset": s.log_start_offset, "last_offset": s.last_offset,
             "dump_offset": s.dump_offset, "image": image_summary(s.image),
+            "fsync": dict(zip(("on", "batches", "entries"), self._log.durability())),
         }
 
 

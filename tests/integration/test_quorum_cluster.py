@@ -257,6 +257,10 @@ def kill_the_active_controller(nodes: list[ControllerProcess], leader: Controlle
     assert noops(leader2.records()) == noops(after_kill)
     for _ in range(3):
         leader2, _ = append_noop(followers, leader2)
+    for node in followers:  # controller.quorum.fsync defaults to true (issue 28): it elected and committed
+        fsync = node.status()["fsync"]
+        assert fsync["on"] and 0 < fsync["batches"] <= fsync["entries"], fsync
+        report(capsys, f"controller {node.node_id}: {fsync['entries']} journal entries in {fsync['batches']} fsyncs")
 
     leader.start()  # from its journal + dump
     final = leader2.records()
@@ -303,3 +307,5 @@ def test_three_controllers(nodes: list[ControllerProcess], capsys: pytest.Captur
     logs = [n.log_text() for n in nodes]
     assert any(f"Became active controller with epoch {first_epoch}" in text for text in logs)
     assert any(f"Renounced active controller role at epoch {epoch2}" in text for text in logs)
+    # no voter rewrote entries it had applied (stale AppendEntries answers once made leaders resend them)
+    assert not any("truncating already-applied" in text for text in logs)
