@@ -265,8 +265,10 @@ def transaction_counts(events: Sequence[Event], txns: dict[str, Txn]) -> CheckRe
     counts = {o: sum(1 for t in txns.values() if t.outcome == o) for o in ("ok", "fail", "info")}
     killed = [f"client {e['client']} did not stop when asked: killed (its log has its stacks)" for e in events
               if e["kind"] == "note" and e.get("what") == "txn-client-killed"]
+    stuck = [f"client {e['process']} stuck {e['after_s']:g} s in {e['call']}() of {e['txn']} (t={e['t']:.2f} s)"
+             for e in events if e["kind"] == "note" and e.get("what") == "txn-client-stuck"]
     return CheckResult("txn-workload", 0, f"{len(txns)} transactions: {counts['ok']} committed, {counts['fail']} "
-                       f"aborted, {counts['info']} unknown; {len(killed)} clients stuck at the end", examples(killed),
+                       f"aborted, {counts['info']} unknown; {len(killed)} clients stuck at the end", examples(stuck + killed),
                        {"committed": counts["ok"], "stuck_clients": len(killed), **counts})
 
 

@@ -37,9 +37,10 @@ from typing import Any, Final
 
 API_TIMEOUT_S: Final = 10.0  # one transactional call (init, send offsets, commit, abort)
 COMMIT_ATTEMPTS: Final = 3   # a retriable commit error: librdkafka asks the caller to commit again
-# a transaction this long (every call bounded by API_TIMEOUT_S) is stuck in the client library:
-# the stacks of every thread go to the client's log, to say where
-STUCK_S: Final = API_TIMEOUT_S * (COMMIT_ATTEMPTS + 2)
+# a transaction this long is most likely stuck in the client library (a healthy one takes
+# milliseconds; a commit retried through a coordinator move a few seconds): the stacks of every
+# thread go to the client's log, to say where. A slow one that ends after the dump is harmless.
+STUCK_S: Final = 2 * API_TIMEOUT_S
 CONSUME_BATCH: Final = 50
 CONSUME_WAIT_S: Final = 0.5
 TRANSFORM_GROUP: Final = "chaos-transform"
@@ -103,14 +104,22 @@ class Client:
                           offset=message.offset(), value=message.value().decode())
 
         committing = False
+        step = ["begin_transaction"]
         faulthandler.dump_traceback_later(STUCK_S, file=sys.stderr)
+        watchdog = threading.Timer(STUCK_S, lambda: self.emit("note", what="txn-client-stuck", process=name, txn=txn,
+                                                              call=step[0], after_s=STUCK_S))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             producer.begin_transaction()
+            step[0] = "produce"
             for topic, partition, value in writes:
                 producer.produce(topic, value=value.encode(), partition=partition, on_delivery=delivered)
             positions, group = offsets()
+            step[0] = "send_offsets_to_transaction"
             producer.send_offsets_to_transaction(positions, group, API_TIMEOUT_S)
             committing = True
+            step[0] = "commit_transaction"
             self.emit("txn-commit-invoke", process=name, txn=txn)
             for attempt in range(COMMIT_ATTEMPTS):  # bounded: a retriable commit is retried a few times
                 try:
@@ -138,6 +147,7 @@ class Client:
             self.emit("txn-fail", process=name, txn=txn, error=str(exc), committing=False)
             return "fail", None
         finally:
+            watchdog.cancel()
             faulthandler.cancel_dump_traceback_later()
 
     def replace(self, producer: Any, why: str) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +37,8 @@ from common.limits import CHAOS_POLL_S
 
 log = logging.getLogger(__name__)
 
-CLIENT_STOP_S: Final = 30.0  # a client ends its transaction (a commit of up to 10 s) and its producer
+CLIENT_STOP_S: Final = 30.0
+STACK_DUMP_S: Final = 20.0  # a client ends its transaction (a commit of up to 10 s) and its producer
 PROBE_EVERY_S: Final = 1.0
 FINAL_READ_S: Final = 60.0
 # Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms default: how often a
@@ -83,6 +85,20 @@ class ClientProcess:
             except (ValueError, KeyError, TypeError) as exc:  # a torn line of a killed client
                 log.info("client %s: unreadable event line %r: %s", self.name, line[:200], exc)
 
+    def _dump_stacks(self) -> None:
+        """A client that does not stop is stuck somewhere: its native and Python stacks (py-spy,
+        when installed) go to its log before it is killed."""
+        if self.process is None or shutil.which("py-spy") is None:
+            return
+        try:
+            dump = subprocess.run(["py-spy", "dump", "--native", "--pid", str(self.process.pid)], capture_output=True,
+                                  text=True, timeout=STACK_DUMP_S, check=False)
+        except subprocess.TimeoutExpired:
+            return
+        with self.log_path.open("a", encoding="utf-8") as log_file:
+            log_file.write(f"--- stacks of {self.name} (pid {self.process.pid}), stuck at the end ---\n"
+                           f"{dump.stdout}{dump.stderr}\n")
+
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -96,6 +112,7 @@ class ClientProcess:
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            self._dump_stacks()
             self.process.kill()
             self.process.wait(JOIN_S)
             self.history.record("note", what="txn-client-killed", client=self.name, why="did not stop")

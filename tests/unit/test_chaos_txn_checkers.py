@@ -150,3 +150,12 @@ def test_held_requests_are_reported_with_their_late_answer() -> None:
     assert result.count == 0 and result.data == {"held": 2, "released": 2}
     assert result.examples == ("EndTxn v1 held at t=10.50 s, delivered at t=15.90 s: NONE",
                                "Produce v10 held at t=23.40 s, delivered at t=29.40 s: INVALID_TXN_STATE")
+
+
+def test_a_stuck_client_is_named_in_the_workload_result() -> None:
+    stuck = [{"t": 40.0, "kind": "note", "what": "txn-client-stuck", "process": "tp0", "txn": "tp0-0-7",
+              "call": "send_offsets_to_transaction", "after_s": 20.0},
+             {"t": 70.0, "kind": "note", "what": "txn-client-killed", "client": "tp0", "why": "did not stop"}]
+    result = next(r for r in check_transactions(ordered(CLEAN + stuck)) if r.name == "txn-workload")
+    assert result.data["stuck_clients"] == 1 and result.count == 0  # measured, not judged
+    assert result.examples[0] == "client tp0 stuck 20 s in send_offsets_to_transaction() of tp0-0-7 (t=40.00 s)"
