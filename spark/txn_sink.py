@@ -260,9 +260,14 @@ def last_committed_batch(options: SinkOptions, tid: str, partition: int) -> int 
                     raise BrokerUnavailable(f"reading the commit log {options.commit_log_topic}-{partition}: "
                                             f"{ErrorCode(answer.error_code).name}")
                 records = answer.records if isinstance(answer.records, (bytes, memoryview)) else None
+                if not records:
+                    break  # nothing more below the high watermark
                 before = scan.next_offset
-                if not records or scan.feed(records) == before:
-                    break
+                if scan.feed(records) == before:
+                    # not one whole batch: only a foreign writer makes one this large; guessing
+                    # "never committed" here could write a batch twice
+                    raise RuntimeError(f"the commit log {options.commit_log_topic}-{partition} holds a batch "
+                                       f"larger than {COMMIT_LOG_FETCH_BYTES} bytes at offset {scan.next_offset}")
             if scan.last_committed is not None or start == low:
                 return scan.last_committed
             window *= 4
@@ -295,12 +300,14 @@ def _end_one(client: KafkaClient, txn: PreparedTransaction, commit: bool) -> boo
     what = "commit" if commit else "abort"
     deadline = time.monotonic() + END_TXN_TIMEOUT
     coordinator: int | None = None
+    attempt = 0
     while True:  # bounded by the deadline
+        attempt += 1
         if time.monotonic() > deadline:
             raise TimeoutError(f"{txn.transactional_id}: EndTxn({what}) not answered within {END_TXN_TIMEOUT:.0f} s")
         try:
             if coordinator is None:
-                coordinator = _find_coordinator(client, txn.transactional_id)
+                coordinator = _find_coordinator(client, txn.transactional_id, attempt)
                 if coordinator is None:
                     time.sleep(END_TXN_BACKOFF)
                     continue
@@ -313,7 +320,10 @@ def _end_one(client: KafkaClient, txn: PreparedTransaction, commit: bool) -> boo
             log.info("%s: EndTxn(%s): %s (retrying)", txn.transactional_id, what, exc)
             coordinator = None
             time.sleep(END_TXN_BACKOFF)
-            client.metadata([])
+            try:
+                client.metadata([])  # brokers may have moved
+            except BrokerUnavailable as again:
+                log.info("%s: metadata: %s (retrying)", txn.transactional_id, again)
             continue
         outcome = end_txn_outcome(int(answer.error_code))
         if outcome is EndTxnOutcome.DONE:
@@ -330,11 +340,14 @@ def _end_one(client: KafkaClient, txn: PreparedTransaction, commit: bool) -> boo
         time.sleep(END_TXN_BACKOFF)
 
 
-def _find_coordinator(client: KafkaClient, tid: str) -> int | None:
-    """The broker coordinating `tid`, or None while none is (retriable)."""
+def _find_coordinator(client: KafkaClient, tid: str, attempt: int) -> int | None:
+    """The broker coordinating `tid`, or None while none is (retriable). Each attempt asks
+    the next known broker, so one that is down does not stop the commit."""
     request = messages.build(messages.request_type(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION),
                              key=tid, key_type=TRANSACTION_KEY_TYPE)
-    answer = client.call(None, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request, messages.encode_request,
+    brokers = sorted(client.brokers)
+    asked = brokers[attempt % len(brokers)] if brokers else None  # None: the first bootstrap server
+    answer = client.call(asked, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request, messages.encode_request,
                          messages.response_decoder(ApiKey.FIND_COORDINATOR))
     if answer.error_code != ErrorCode.NONE:
         log.info("%s: FindCoordinator: %s (retrying)", tid, ErrorCode(int(answer.error_code)).name)

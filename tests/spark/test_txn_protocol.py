@@ -102,6 +102,10 @@ def test_the_scan_ignores_what_lies_before_its_start_and_repeats() -> None:
     cut = CommitLogScan(TID, 1)
     cut.feed(log[:len(record(TID, 5, 0, 7)) + len(end(1, 7, commit=True))])
     assert cut.last_committed is None
+    # an answer cut inside its last batch (Fetch's byte limit): the cut batch waits for the next fetch
+    cut_answer = CommitLogScan(TID, 0)
+    assert cut_answer.feed(log[:-5]) == 3 and cut_answer.last_committed == 5
+    assert cut_answer.feed(log[len(log) - len(end(3, 7, commit=True)):]) == 4 and cut_answer.last_committed == 6
     # an answer repeating batches already fed (Fetch returns whole batches) changes nothing
     again = CommitLogScan(TID, 0)
     again.feed(log)
