@@ -24,7 +24,7 @@ from collections.abc import Callable
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from common import rpc, rpc_messages
 from common.errors import ErrorCode
-from common.protocol.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ from broker.transaction_coordinator.coordinator import TransactionCoordinator, o
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from common.protocol.messages import NO_THROTTLE, build, milliseconds
+from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from transactions import rules
 from transactions.image import TransactionsImage
 from transactions.records import TransactionMetadata

@@ -30,11 +30,6 @@ from common.protocol.frame import (
     encode_request_header,
     parse_request_header,
 )
-from common.protocol.init_producer_id import (
-    InitProducerIdRequest,
-    decode_init_producer_id_response,
-    encode_init_producer_id_request,
-)
 from common.protocol.primitives import ProtocolError
 from common.record_batch import set_partition_leader_epoch
 from common.topic_config import LogConfig
@@ -413,8 +408,10 @@ async def test_init_producer_id_hands_out_a_block_from_the_controller(node):
     handler, _, controller = node
 
     async def init():
-        return await call(handler, ApiKey.INIT_PRODUCER_ID, 1, InitProducerIdRequest(None, 60000),
-                          encode_init_producer_id_request, decode_init_producer_id_response)
+        request = messages.request_type(ApiKey.INIT_PRODUCER_ID, 1)(
+            transactional_id=None, transaction_timeout=timedelta(milliseconds=60000))
+        return await call(handler, ApiKey.INIT_PRODUCER_ID, 1, request, messages.encode_request,
+                          messages.response_decoder(ApiKey.INIT_PRODUCER_ID))
 
     ids = [(r.error_code, r.producer_id, r.producer_epoch) for r in [await init() for _ in range(3)]]
     assert ids == [(0, 1000, 0), (0, 1001, 0), (0, 1000, 0)]  # the fake hands out the same block again

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,11 +26,6 @@ from common.protocol.find_coordinator import (
     FindCoordinatorRequest,
     decode_find_coordinator_response,
     encode_find_coordinator_request,
-)
-from common.protocol.init_producer_id import (
-    InitProducerIdRequest,
-    decode_init_producer_id_response,
-    encode_init_producer_id_request,
 )
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE
@@ -107,8 +103,9 @@ def cluster(tmp_path: Any) -> Iterator[tuple[Any, ReplicaManager, FakeBroker]]:
 async def init(handler: RequestHandler, tid: str | None = TID, timeout_ms: int = 60_000, producer: int = -1,
                epoch: int = -1, version: int = 4) -> tuple[int, int, int]:
     for _ in range(200):  # bounded: the first ones may find the partition loading
-        r = await call(handler, ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(tid, timeout_ms, producer, epoch),
-                       encode_init_producer_id_request, decode_init_producer_id_response)
+        r = await kio_call(handler, ApiKey.INIT_PRODUCER_ID, version, transactional_id=tid,
+                           transaction_timeout=timedelta(milliseconds=timeout_ms), producer_id=producer,
+                           producer_epoch=epoch)
         if r.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS):
             return r.error_code, r.producer_id, r.producer_epoch
         await asyncio.sleep(0.01)
@@ -277,8 +274,8 @@ async def test_a_new_coordinator_reloads_the_state_and_resends_markers(cluster: 
         await add(handler, pid, epoch, ("orders", 0))
         assert await end(handler, pid, epoch, True) == 0
         assert (await describe(handler, TID))[0].transaction_state == "PrepareCommit"
-        waiting = await call(handler, ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(TID, 60_000),
-                             encode_init_producer_id_request, decode_init_producer_id_response)
+        waiting = await kio_call(handler, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=TID,
+                                 transaction_timeout=timedelta(milliseconds=60_000))
         assert waiting.error_code == E.CONCURRENT_TRANSACTIONS  # the markers are still pending
     finally:
         await handler.close()
