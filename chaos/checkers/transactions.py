@@ -13,10 +13,11 @@ The events (chaos.engine.txn_workload writes them; every value is unique within 
 - `txn-read` (reader, isolation `read_committed` | `read_uncommitted`, topic, partition,
   offset, value, final): one record a reader polled (`final`: the catch-up read after heal),
   and a `note` what=txn-final-read (isolation, ok: it reached every partition's end).
-- `txn-probe` (ongoing: [{topic, partition, producer_id, producer_epoch, txn_start_offset}],
-  waited_s, bound_s, error): DescribeProducers on every partition after the heal, once every
-  client stopped, repeated until nothing is ongoing or `bound_s` (the transaction timeout plus
-  the coordinator's abort interval) passed.
+- `txn-probe` (ongoing: [{topic, partition, producer_id, producer_epoch, txn_start_offset}
+  from DescribeProducers, or {coordinator, transactional_id, producer_id, state} from
+  ListTransactions], waited_s, bound_s, error): both after the heal, once every client
+  stopped, repeated until nothing is open or `bound_s` (the transaction timeout plus the
+  coordinator's abort interval) passed.
 
 The checkers, Jepsen's definitions:
 
@@ -254,7 +255,9 @@ def check_hanging(events: Sequence[Event]) -> CheckResult:
         return CheckResult("txn-hanging", 1, f"the probe failed: {last['error']}", (str(last["error"]),))
     ongoing = list(last.get("ongoing", []))
     lines = [f"{o['topic']}-{o['partition']}: producer {o['producer_id']} epoch {o['producer_epoch']} open since "
-             f"offset {o['txn_start_offset']}" for o in ongoing]
+             f"offset {o['txn_start_offset']}" if "topic" in o else
+             f"coordinator {o['coordinator']}: {o['transactional_id']} (producer {o['producer_id']}) still {o['state']}"
+             for o in ongoing]
     return CheckResult("txn-hanging", len(ongoing), f"{len(ongoing)} transactions still open {last['waited_s']:.1f} s "
                        f"after every client stopped (bound {last['bound_s']:.1f} s)", examples(lines))
 

@@ -6,7 +6,7 @@ isolation levels, the probe for hanging transactions and the final reads.
     txns.pause("tp0")       # faults on a client (selector client:NAME): pause, resume, kill, restart
     ...
     txns.stop_clients()     # after the heal: SIGTERM, the current transaction ends
-    txns.probe(timeout_s)   # DescribeProducers on every partition until nothing is open
+    txns.probe()            # DescribeProducers, ListTransactions until nothing is open
     txns.final_reads()      # read_committed and read_uncommitted to every partition's end
     txns.stop()
 
@@ -48,6 +48,7 @@ MARKERS_S: Final = 5.0  # markers written after the abort decision
 HOLD_GID: Final = 4242  # the group of clients whose connections go through the hold proxy
 HELD_REQUEST_TIMEOUT_MS: Final = 5000  # a held client times a held request out soon, and retries it
 TRANSFORM: Final = "tt0"
+OPEN_COORDINATOR_STATES: Final = ("Ongoing", "PrepareCommit", "PrepareAbort")  # ListTransactions' state filter
 
 
 class ClientProcess:
@@ -224,8 +225,9 @@ class TxnWorkload:
         self.stop_readers()
 
     def probe(self) -> None:
-        """DescribeProducers on every partition, every PROBE_EVERY_S, until no transaction is open or
-        the transaction timeout plus the coordinator's abort interval passed: one `txn-probe` each."""
+        """DescribeProducers on every partition and ListTransactions on every broker, every
+        PROBE_EVERY_S, until no transaction is open or the transaction timeout plus the
+        coordinator's abort interval passed: one `txn-probe` each."""
         bound_s = self.spec.txn_timeout_ms / 1000 + ABORT_INTERVAL_S + MARKERS_S
         start = time.monotonic()
         while True:  # bounded by bound_s
@@ -286,7 +288,9 @@ class TxnWorkload:
 
 
 def open_transactions(bootstrap: str, partitions: dict[str, int]) -> list[dict[str, Any]]:
-    """Every producer with an open transaction on these partitions (DescribeProducers, KIP-664)."""
+    """Every producer with an open transaction on these partitions (DescribeProducers, KIP-664:
+    the partitions' side, where a hanging transaction holds the LSO back), and every
+    transaction a coordinator still holds open (ListTransactions: Ongoing or prepared)."""
     from common.kafka_client import KafkaClient
     from common.protocol import messages
     from common.protocol.api_keys import ApiKey
@@ -316,5 +320,15 @@ def open_transactions(bootstrap: str, partitions: dict[str, int]) -> list[dict[s
                     ongoing += [{"topic": t.name, "partition": p.partition_index, "producer_id": s.producer_id,
                                  "producer_epoch": s.producer_epoch, "txn_start_offset": s.current_txn_start_offset}
                                 for s in p.active_producers if s.current_txn_start_offset >= 0]
+        list_type = messages.request_type(ApiKey.LIST_TRANSACTIONS, 0)
+        for broker in sorted(cluster.brokers):
+            listed = client.call(broker, ApiKey.LIST_TRANSACTIONS, 0,
+                                 list_type(state_filters=OPEN_COORDINATOR_STATES, producer_id_filters=()),
+                                 messages.encode_request,
+                                 lambda body, v: messages.decode_response(ApiKey.LIST_TRANSACTIONS, v, body))
+            if listed.error_code != 0:
+                raise RuntimeError(f"ListTransactions on broker {broker}: error {listed.error_code}")
+            ongoing += [{"coordinator": broker, "transactional_id": x.transactional_id, "producer_id": x.producer_id,
+                         "state": x.transaction_state} for x in listed.transaction_states]
     return ongoing
 

@@ -159,3 +159,11 @@ def test_a_stuck_client_is_named_in_the_workload_result() -> None:
     result = next(r for r in check_transactions(ordered(CLEAN + stuck)) if r.name == "txn-workload")
     assert result.data["stuck_clients"] == 1 and result.count == 0  # measured, not judged
     assert result.examples[0] == "client tp0 stuck 20 s in send_offsets_to_transaction() of tp0-0-7 (t=40.00 s)"
+
+
+def test_a_transaction_a_coordinator_still_holds_open_is_hanging_too() -> None:
+    probe = {**PROBE_CLEAN, "t": 96.0, "ongoing": [
+        {"coordinator": 5, "transactional_id": "chaos-txn-tp0", "producer_id": 7, "state": "PrepareCommit"}]}
+    result = next(r for r in check_transactions(ordered(CLEAN + [probe])) if r.name == "txn-hanging")
+    assert result.count == 1
+    assert result.examples == ("coordinator 5: chaos-txn-tp0 (producer 7) still PrepareCommit",)
