@@ -6,12 +6,16 @@ null or absent: the partitioner decides), `headers` (array<struct<key string, va
 binary>>); other columns are ignored. Each task produces its rows with one idempotent
 acks=all producer; keyed rows go where a Java producer would put them (murmur2).
 
-What a failure leaves behind (Kafka has no way to take a record back, and tidelog has no
-transactions): a task that fails purges the records it had not yet sent (they never
-become visible) and raises; records the brokers acknowledged before that stay. Spark then
-retries the task or aborts the job, so the write is at-least-once — the same guarantee as
-Spark's own Kafka sink. `abort` cannot hide acknowledged records; it logs how many there
-were. Readers that need exactly-once deduplicate, e.g. on a key.
+What a failure leaves behind, by default (Kafka has no way to take a record back): a task
+that fails purges the records it had not yet sent (they never become visible) and raises;
+records the brokers acknowledged before that stay. Spark then retries the task or aborts
+the job, so the write is at-least-once — the same guarantee as Spark's own Kafka sink.
+`abort` cannot hide acknowledged records; it logs how many there were.
+
+With `transactional=true` (or a `kafka.transactional.id` prefix) the write is exactly once
+for read_committed readers: each task writes in a transaction the driver commits in
+`commit` or aborts in `abort` (spark/txn_sink.py tells the protocol and what each crash
+leaves).
 """
 
 from __future__ import annotations
