@@ -6,7 +6,8 @@ group) is SIGKILLed twice mid-batch: once with batch 0's transactions prepared b
 committed, once with them committed but before Spark's own commit log has the batch. The
 third run finishes the stream. Read back read_committed, every input row is in the output
 exactly once; read_uncommitted also shows the aborted first attempt of batch 0. The batch
-source reads committed and aborted transactions read_committed and read_uncommitted, and a
+source reads committed and aborted transactions read_committed and read_uncommitted, a
+read_committed stream stops at an open transaction (the LSO) and goes on once it commits, and a
 batch write (`df.write`, transactional) becomes visible whole on commit.
 """
 
@@ -173,3 +174,44 @@ def test_a_transactional_batch_write_is_visible_when_committed(spark: Any, clust
             .option("subscribe", topic).option("kafka.isolation.level", "read_committed").load())
     assert sorted(int(r.value) for r in read.selectExpr("CAST(value AS STRING) AS value").collect()) == \
         list(range(500))
+
+
+def test_a_read_committed_stream_stops_at_an_open_transaction(spark: Any, cluster: LocalCluster,
+                                                             tmp_path: Path) -> None:
+    """An open transaction holds the LSO: a read_committed stream reads the committed rows
+    before it and, once it commits, the rest; never the open transaction's rows early."""
+    topic = "eos-stream-read"
+    bootstrap = cluster.bootstrap_servers or ""
+    create_topic(cluster, topic, PARTITIONS, 3)
+    produce_in_transactions(bootstrap, topic, [(True, [b"committed-%d" % i for i in range(40)])])
+    open_one = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-open",
+                                         "log_level": 3})
+    open_one.init_transactions(CLIENT_TIMEOUT_S)
+    open_one.begin_transaction()
+    for i in range(30):
+        open_one.produce(topic, b"late-%d" % i, partition=i % PARTITIONS)
+    assert open_one.flush(CLIENT_TIMEOUT_S) == 0
+    produce_in_transactions(bootstrap, topic, [(True, [b"after-%d" % i for i in range(20)])])  # above the LSO
+
+    def run() -> list[bytes]:
+        """Every value in the Parquet output after one available-now run from the checkpoint."""
+        query = (spark.readStream.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("kafka.isolation.level", "read_committed").load().select("value")
+                 .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(int(CLIENT_TIMEOUT_S * 2)), "available-now did not finish"
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+        return sorted(bytes(row.value) for row in spark.read.parquet(str(tmp_path / "out")).collect())
+
+    committed = [b"committed-%d" % i for i in range(40)]
+    try:
+        assert run() == sorted(committed)
+        open_one.commit_transaction(CLIENT_TIMEOUT_S)
+    finally:
+        open_one.close()  # aborts the transaction if the first run failed
+    # the same checkpoint: the second run goes on from where the first stopped (the LSO then)
+    assert run() == sorted(committed + [b"late-%d" % i for i in range(30)] + [b"after-%d" % i for i in range(20)])
