@@ -52,7 +52,6 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
-from broker.log.txn_index import CompletedTxn
 from common.control_records import ControlType
 from common.errors import ErrorCode
 from common.record_batch import (
@@ -78,6 +77,16 @@ INVALID_TXN_STATE: Final = ErrorCode.INVALID_TXN_STATE
 TRANSACTION_COORDINATOR_FENCED: Final = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 NO_TXN: Final = -1  # current_txn_first_offset of a producer with no open transaction
 NO_COORDINATOR_EPOCH: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended in one partition (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from broker.purgatory import Purgatory
 from broker.replica_appends import (
     DelayedProduce,
     append_as_leader,
+    append_marker_as_leader,
     check_required_acks,
 )
 from broker.replica_appends import append_as_follower as _append_as_follower
@@ -50,6 +51,7 @@ from broker.replica_reads import (
     check_follower_fetch,
     fetch_state,
     leader_partition,
+    not_leader,
     read_log,
     serving_partition,
 )
@@ -185,6 +187,23 @@ class ReplicaManager:
         self._check_not_failed(tp)
         partition = serving_partition(self.partitions, self.broker_id, tp)
         info = append_as_leader(partition, records, acks=acks, now_ms=self._now_ms())
+        self.isr.maybe_advance_high_watermark(partition)
+        self._wake(tp)
+        return info
+
+    def append_marker(self, tp: TopicPartition, *, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, committed: bool) -> LogAppendInfo:
+        """Append a transaction's COMMIT or ABORT marker as leader, as Kafka appends with origin
+        COORDINATOR (`replica_appends.append_marker_as_leader`: no sequence check, fenced by
+        the producer and coordinator epochs), then wake what waits on `tp` as any append does.
+        Raises KafkaError: NOT_LEADER_OR_FOLLOWER (also while an unclean leader recovers),
+        UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, INVALID_PRODUCER_EPOCH, ..."""
+        partition = self.leader_partition(tp)
+        if partition.is_recovering:
+            raise not_leader(tp, "elected uncleanly and not yet recovered")
+        info = append_marker_as_leader(partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                                       coordinator_epoch=coordinator_epoch, committed=committed,
+                                       now_ms=self._now_ms())
         self.isr.maybe_advance_high_watermark(partition)
         self._wake(tp)
         return info

@@ -25,13 +25,13 @@ speak v1 to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
 from common.errors import ErrorCode
 from transactions.image import TransactionsImage
-from transactions.records import NO_PRODUCER_EPOCH, TransactionMetadata
+from transactions.records import NO_PRODUCER_EPOCH, TransactionMetadata, encode_record
 from transactions.state import EXPIRABLE, PREPARED, TransactionState, check_transition
 
 PURE = True
@@ -67,13 +67,28 @@ class Decision:
         return self.write is not None and self.write.state in PREPARED
 
 
-def image_after(image: TransactionsImage, decision: Decision) -> TransactionsImage:
-    """The image once `decision` is written: what replaying its record gives, plus the
-    memory-only last producer epoch."""
+def remembered(decision: Decision) -> Callable[[TransactionsImage], TransactionsImage]:
+    """What replaying `decision`'s record cannot give back, put back on the replayed image:
+    the last producer epoch, which Kafka keeps in memory only (the runtime's `memory`)."""
     m = decision.write
-    if m is None:
+
+    def keep(image: TransactionsImage) -> TransactionsImage:
+        if m is None or m.state is S.DEAD:
+            return image
+        replayed = image.get(m.transactional_id)
+        if replayed is None or replayed.last_producer_epoch == m.last_producer_epoch:
+            return image
+        return image.with_metadata(m.transactional_id, replace(replayed, last_producer_epoch=m.last_producer_epoch))
+    return keep
+
+
+def image_after(image: TransactionsImage, decision: Decision) -> TransactionsImage:
+    """The image once `decision` is written: the replay of its record (as the runtime and a
+    reload derive it), plus what memory keeps."""
+    if decision.write is None:
         return image
-    return image.with_metadata(m.transactional_id, None if m.state is S.DEAD else m)
+    key, value = encode_record(decision.write)
+    return remembered(decision)(image.replay(key, value))
 
 
 def is_epoch_exhausted(epoch: int) -> bool:

@@ -76,13 +76,10 @@ class CoordinatorResult(Generic[S, A]):
     and the answer released once they commit. The state after it is the shard's replay of
     `records`, then `memory` applied to it: the only way to change what Kafka keeps in memory
     only, and never stored. `producer_id` >= 0: the records belong to that producer's
-    transaction (a transactional batch, replayed as pending until its marker). `state`, when
-    given, replaces the replayed state whole (a coordinator that has not moved to replay yet;
-    the group coordinator does not use it)."""
+    transaction (a transactional batch, replayed as pending until its marker)."""
 
     records: tuple[Encoded, ...] = ()
     answer: A | None = None
-    state: S | None = None
     memory: Callable[[S], S] | None = None
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -373,8 +370,6 @@ class CoordinatorRuntime(Generic[S]):
                 self._flush(shard)
 
     def _state_after(self, state: S, result: CoordinatorResult[S, Any]) -> S:
-        if result.state is not None:
-            return result.state if result.memory is None else result.memory(result.state)
         transactional = result.producer_id != NO_PRODUCER_ID
         if transactional and not isinstance(self.shard_type, TransactionalShardType):
             raise TypeError(f"the {self.name} coordinator does not take part in transactions")

@@ -8,15 +8,13 @@ A transaction's offsets are a transactional batch of the producer, appended as a
 (acks=all) with the sequence that continues the producer's last batch in this partition, so
 the partition's producer state opens the transaction as for any transactional produce. Its
 marker is written as a leader writes one for WriteTxnMarkers (Kafka's AppendOrigin.COORDINATOR:
-`replica_appends.append_marker_as_leader`), then the high watermark may advance and the
-replica manager's waiters and change listeners are told, as after any append.
+`ReplicaManager.append_marker`).
 """
 
 from __future__ import annotations
 
 from broker.coordinator.replica_writer import ReplicaPartitionWriter
 from broker.coordinator.runtime import Encoded
-from broker.replica_appends import append_marker_as_leader
 from broker.replica_reads import serving_partition
 from common.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from common.records import build_batch
@@ -42,11 +40,7 @@ class TransactionalPartitionWriter(ReplicaPartitionWriter):
                       coordinator_epoch: int, committed: bool) -> int:
         """The producer's marker, as a leader writes one for WriteTxnMarkers (no sequence check;
         the producer state ends the transaction; fenced by producer and coordinator epochs)."""
-        tp = self._tp(partition)
-        p = serving_partition(self.replicas.partitions, self.replicas.broker_id, tp)
-        info = append_marker_as_leader(p, producer_id=producer_id, producer_epoch=producer_epoch,
-                                       coordinator_epoch=coordinator_epoch, committed=committed,
-                                       now_ms=self.now_ms())
-        self.replicas.isr.maybe_advance_high_watermark(p)
-        self.replicas._wake(tp)  # the replica manager's one "something happened to tp" (purgatories, listeners)
+        info = self.replicas.append_marker(self._tp(partition), producer_id=producer_id,
+                                           producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                                           committed=committed)
         return int(info.last_offset) + 1

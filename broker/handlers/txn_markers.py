@@ -2,7 +2,7 @@
 partitions to write its COMMIT or ABORT marker (Kafka's KafkaApis.handleWriteTxnMarkersRequest).
 
 For each marker and each partition this broker leads, one control batch is appended as the
-leader with origin COORDINATOR (`replica_appends.append_marker_as_leader`: no sequence check;
+leader with origin COORDINATOR (`ReplicaManager.append_marker`: no sequence check;
 the producer state ends the transaction, an ABORT is indexed in the `.txnindex`), and the
 answer waits until every appended marker is replicated to the ISR (acks=-1, as Kafka's
 appendRecords with requiredAcks -1), bounded by MARKER_REPLICATION_TIMEOUT_MS. A partition of
@@ -23,8 +23,6 @@ import logging
 from typing import Any, Final
 
 from broker.handlers.context import BrokerContext, ClientInfo
-from broker.replica_appends import append_marker_as_leader
-from broker.replica_reads import not_leader
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
@@ -88,22 +86,12 @@ async def _complete_offsets_transaction(ctx: BrokerContext, tp: TopicPartition, 
 
 def _append_marker(ctx: BrokerContext, tp: TopicPartition, marker: Any) -> int:
     """Append one marker as leader; the offset the high watermark must reach. Raises KafkaError."""
-    replicas = ctx.replicas
-    partition = replicas.leader_partition(tp)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, storage
-    if partition.is_recovering:
-        raise not_leader(tp, "elected uncleanly and not yet recovered")
     committed = marker.transaction_result == COMMIT
-    info = append_marker_as_leader(partition, producer_id=marker.producer_id,
-                                   producer_epoch=marker.producer_epoch,
-                                   coordinator_epoch=marker.coordinator_epoch, committed=committed,
-                                   now_ms=replicas.now_ms())
+    info = ctx.replicas.append_marker(tp, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                                      coordinator_epoch=marker.coordinator_epoch, committed=committed)
     log.info("Wrote the %s marker of producer %d (epoch %d, coordinator epoch %d) to %s at offset %d",
              "COMMIT" if committed else "ABORT", marker.producer_id, marker.producer_epoch,
              marker.coordinator_epoch, tp, info.first_offset)
-    replicas.isr.maybe_advance_high_watermark(partition)
-    # Waiting follower fetches and read_committed consumers must see the marker now, as after
-    # any leader append (ReplicaManager.append wakes them the same way).
-    replicas._wake(tp)  # noqa: SLF001 - the append is this module's, the wake-up the manager's
     return info.last_offset + 1
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from broker.producer_state import CompletedTxn
 from common.control_records import ControlType, decode_marker
 from common.errors import KafkaError, KafkaStorageError
 from common.record_batch import RecordBatchHeader
@@ -54,16 +55,6 @@ class AbortedTxn:
         if self.last_offset < self.first_offset:
             raise ValueError(f"aborted transaction of producer {self.producer_id} runs "
                              f"backwards: {self.first_offset}..{self.last_offset}")
-
-
-@dataclass(frozen=True, slots=True)
-class CompletedTxn:
-    """A transaction a marker ended in one partition (Kafka's CompletedTxn)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the marker's offset
-    is_aborted: bool
 
 
 def encode_entry(txn: AbortedTxn) -> bytes:

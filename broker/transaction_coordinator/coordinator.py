@@ -228,7 +228,7 @@ class TransactionCoordinator:
             if decision.write is None:
                 return CoordinatorResult((), decision)
             return CoordinatorResult((encode_record(decision.write),), decision,
-                                     state=rules.image_after(state, decision))
+                                     memory=rules.remembered(decision))
 
         def settle(answer: Any, failure: CoordinatorError | None) -> None:
             decision = decided[0] if decided else Decision(E.UNKNOWN_SERVER_ERROR)

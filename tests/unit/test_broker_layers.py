@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # hosted partitions: replication's rules and fetchers, the replica manager and its parts
     ("replicas", frozenset({
         "replication", "hosted_topic_configs", "replica_reads", "replica_appends",
-        "replica_deletes", "replica_roles", "replica_manager", "fetch_sessions",
+        "replica_deletes", "replica_roles", "replica_manager", "fetch_sessions", "txn_verification",
     })),
     # the Kafka listener and the metadata log follower's loop
     ("server", frozenset({"server", "broker_metrics", "metadata_follower_loop"})),

@@ -39,7 +39,7 @@ def ctx(tmp_path):
     replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
     # Only what these handlers use; the other collaborators play no part here.
     yield BrokerContext(ME, replicas, lambda: replicas._image, ("127.0.0.1", 9092), None, None, None, None,
-                        None, None, None, None, None, None)  # type: ignore[arg-type]
+                        None, None, None, None, None, None, None, None)  # type: ignore[arg-type]
     log_manager.shutdown()
 
 

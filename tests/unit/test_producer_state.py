@@ -360,7 +360,7 @@ def test_retries_give_exactly_once_offsets(start_seqs, actions):
 
 # ---- transactions (ProducerAppendInfo.appendDataBatch / appendEndTxnMarker) --------------------
 
-from broker.log.txn_index import CompletedTxn  # noqa: E402
+from broker.producer_state import CompletedTxn  # noqa: E402
 from broker.producer_state import (  # noqa: E402
     INVALID_TXN_STATE,
     NO_TXN,
