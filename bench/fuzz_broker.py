@@ -299,8 +299,6 @@ def _transaction_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     """FindCoordinator, InitProducerId and the transaction APIs, on kio's messages, as a
     transactional producer (or, for AddPartitionsToTxn v4+ and WriteTxnMarkers, a broker)
     sends them."""
-    if api is ApiKey.WRITE_TXN_MARKERS and version == 0:  # kio has no v0 (Kafka 4 dropped it)
-        return _write_txn_markers_v0(topic)
     if api not in TRANSACTION_APIS:
         return None
     m = messages.request_module(api, version)
@@ -356,18 +354,6 @@ def _marker_partitions(topic: str) -> tuple[tuple[str, int], ...]:
     """Where a COMMIT of the fuzz producer's transaction goes: the fuzz topic and the
     `__consumer_offsets` partition of the group its TxnOffsetCommit frames name."""
     return (topic, 0), (GROUP_METADATA_TOPIC_NAME, coordinator_partition(FUZZ_TXN_GROUP, OFFSETS_TOPIC_PARTITIONS))
-
-
-def _write_txn_markers_v0(topic: str) -> bytes:
-    """WriteTxnMarkers v0 (Kafka 3.9's, not flexible: v1 only made it so), written out field
-    by field as WriteTxnMarkersRequest.json lays it: markers [producer id, producer epoch,
-    transaction result, topics [name, partition indexes], coordinator epoch]."""
-    topics = _marker_partitions(topic)
-    out = struct.pack(">iqhbi", 1, FUZZ_PRODUCER_ID, FUZZ_PRODUCER_EPOCH, 1, len(topics))
-    for name, index in topics:
-        encoded = name.encode()
-        out += struct.pack(">h", len(encoded)) + encoded + struct.pack(">ii", 1, index)
-    return out + struct.pack(">i", FUZZ_COORDINATOR_EPOCH)
 
 
 def frame(api: ApiKey, version: int, correlation_id: int, body: bytes) -> bytes:

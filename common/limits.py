@@ -29,6 +29,9 @@ MAX_TOPIC_NAME_LENGTH: Final = 249  # characters; Kafka's Topic.MAX_NAME_LENGTH
 MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # replicas; Kafka's replication factor is an int16 field
 PORT_MAX: Final = 65535  # a TCP port is 16 bits
 MAX_VARLONG_BYTES: Final = 10  # bytes; a zigzag varlong carries 64 bits in 7-bit groups
+# The smallest classic (non-flexible) topic entry: an empty name (int16) and no partitions
+# (int32); a peer's array count is checked against the bytes left at this size each.
+MIN_CLASSIC_TOPIC_BYTES: Final = 6  # bytes
 
 # --- Vectorised (numpy) scans of record bytes: the log cleaner's and the Spark reader's
 # Zero bytes after the scanned bytes, so that a read starting at the last position (two 8-byte
@@ -57,6 +60,13 @@ MAX_PARTITION_RESULTS_BYTES: Final = 8 * MIB
 # forward it (quorum.admin_api.FORWARD_TIMEOUT, 10 s) and then wait to apply it
 # (FORWARD_APPLY_WAIT, 5 s) before answering; the client waits for both.
 ADMIN_WRITE_TIMEOUT: Final = 15 * SECONDS
+# The admin server's own Kafka calls to brokers (group and transaction views): one call, and
+# the largest answer read (a group or transaction listing of a large cluster).
+ADMIN_BROKER_CALL_TIMEOUT: Final = 10 * SECONDS
+MAX_ADMIN_BROKER_ANSWER_BYTES: Final = 16 * MIB
+
+# --- Chaos faults
+COMMAND_TIMEOUT_S: Final = 10.0  # one kernel tool run (iptables, ip, tc) by a nemesis
 
 # --- Kafka clients we write (producer, consumer, admin, Spark reader)
 CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)

@@ -29,6 +29,7 @@ Kafka's rules, mirrored from its TransactionsCommand and Admin client:
 
 from __future__ import annotations
 
+from common.units import MINUTE_MS
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -62,7 +63,6 @@ FIND_COORDINATOR_VERSION: Final = 2  # classic (response header v0), with key_ty
 
 MAX_BATCH_SIZE: Final = 500  # partitions per DescribeProducers, as Kafka's find-hanging batches
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MINUTES: Final = 15  # kafka-transactions.sh's default
-MINUTE_MS: Final = 60_000
 COORDINATOR_ATTEMPTS: Final = 50  # FindCoordinator tries, a Backoff apart (5 s: a coordinator loading)
 COORDINATOR_MOVES: Final = 5  # DescribeTransactions answered NOT_COORDINATOR (or loading): look it up again
 NO_VALUE: Final = -1  # Kafka's "none" in DescribeProducers' epochs and offsets

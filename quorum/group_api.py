@@ -23,7 +23,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from common.errors import ErrorCode
-from common.limits import CLIENT_RETRY_BACKOFF
+from common.limits import ADMIN_BROKER_CALL_TIMEOUT, CLIENT_RETRY_BACKOFF, MAX_ADMIN_BROKER_ANSWER_BYTES
 from common.protocol import list_offsets as lo
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
@@ -34,14 +34,11 @@ from common.protocol.find_coordinator import (
 )
 from common.protocol.frame import ClientFraming
 from common.protocol.primitives import ProtocolError
-from common.units import MIB, SECONDS
 from groups.offset_reset import ResetTo, assigned_partitions, plan_reset
 from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum.admin_api import AdminError
 
-TIMEOUT: Final = 10 * SECONDS
-MAX_RESPONSE_BYTES: Final = 16 * MIB
 CLIENT_ID: Final = "tidelog-admin-api"
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                            ErrorCode.NOT_COORDINATOR})
@@ -58,7 +55,7 @@ def _error(code: int, message: str) -> AdminError:
 
 class GroupApi:
     def __init__(self, image: Callable[[], MetadataImage], authorize: Callable[[web.Request], None], *,
-                 timeout_s: float = TIMEOUT) -> None:
+                 timeout_s: float = ADMIN_BROKER_CALL_TIMEOUT) -> None:
         self._image, self._authorize, self.timeout_s = image, authorize, timeout_s
 
     def routes(self) -> list[web.RouteDef]:
@@ -79,7 +76,7 @@ class GroupApi:
         address = self._brokers().get(broker_id)
         if address is None:
             raise AdminError("BROKER_NOT_AVAILABLE", f"broker {broker_id} is not unfenced", None, status=503)
-        framing = ClientFraming(CLIENT_ID, MAX_RESPONSE_BYTES)
+        framing = ClientFraming(CLIENT_ID, MAX_ADMIN_BROKER_ANSWER_BYTES)
         writer = None
         try:
             async with asyncio.timeout(self.timeout_s):

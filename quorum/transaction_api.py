@@ -27,17 +27,15 @@ from typing import Any, Final
 from aiohttp import web
 
 from common import transaction_admin as ta
-from common.limits import CLIENT_RETRY_BACKOFF
+from common.limits import ADMIN_BROKER_CALL_TIMEOUT, CLIENT_RETRY_BACKOFF, MAX_ADMIN_BROKER_ANSWER_BYTES
 from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import ProtocolError
 from common.topic_partition import TopicPartition
-from common.units import MIB, SECONDS
+from common.units import MINUTE_MS
 from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum.admin_api import AdminError
 
-TIMEOUT: Final = 10 * SECONDS  # one broker call
-MAX_RESPONSE_BYTES: Final = 16 * MIB
 CLIENT_ID: Final = "tidelog-admin-api"
 MAX_TIMEOUT_MINUTES: Final = 7 * 24 * 60  # a week: far above transaction.max.timeout.ms's 15-minute default
 ABORT_FIELDS: Final = ("start_offset", "producer_id", "producer_epoch", "coordinator_epoch")
@@ -77,7 +75,7 @@ def producer_json(p: ta.ProducerState) -> dict[str, Any]:
 
 def hanging_json(t: ta.OpenTransaction, now_ms: int) -> dict[str, Any]:
     return {"topic": t.tp.topic, "partition": t.tp.partition, **producer_json(t.producer),
-            "duration_minutes": (now_ms - t.producer.last_timestamp) // ta.MINUTE_MS}
+            "duration_minutes": (now_ms - t.producer.last_timestamp) // MINUTE_MS}
 
 
 def _int_param(query: Any, name: str, low: int, high: int) -> int | None:
@@ -115,7 +113,7 @@ def parse_hanging(query: Any) -> dict[str, Any]:
         raise api.invalid("partition requires topic", "partition")
     minutes = _int_param(query, "max_transaction_timeout", 0, MAX_TIMEOUT_MINUTES)
     out["max_transaction_timeout_ms"] = (ta.DEFAULT_MAX_TRANSACTION_TIMEOUT_MINUTES if minutes is None
-                                         else minutes) * ta.MINUTE_MS
+                                         else minutes) * MINUTE_MS
     return out
 
 
@@ -138,7 +136,7 @@ def parse_abort(body: Any, tp: TopicPartition) -> int | ta.AbortSpec:
 
 class TransactionApi:
     def __init__(self, image: Callable[[], MetadataImage], authorize: Callable[[web.Request], None], *,
-                 timeout_s: float = TIMEOUT) -> None:
+                 timeout_s: float = ADMIN_BROKER_CALL_TIMEOUT) -> None:
         self._image, self._authorize, self.timeout_s = image, authorize, timeout_s
 
     def routes(self) -> list[web.RouteDef]:
@@ -175,7 +173,7 @@ class TransactionApi:
         return ta.Unreachable("; ".join(reasons) or "no unfenced broker")
 
     async def _call(self, address: tuple[str, int], call: ta.Call) -> Any:
-        framing = ClientFraming(CLIENT_ID, MAX_RESPONSE_BYTES)
+        framing = ClientFraming(CLIENT_ID, MAX_ADMIN_BROKER_ANSWER_BYTES)
         writer = None
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from common import transaction_admin as ta
+from common.units import MINUTE_MS
 from common.topic_partition import TopicPartition
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError, UsageError
@@ -162,7 +163,7 @@ def _find_hanging(args: argparse.Namespace) -> int:
     now_ms = int(time.time() * 1000)
     found = _run(args, "find-hanging", lambda admin: admin.run(ta.find_hanging(
         admin.cluster(), topic=args.topic, partition=args.partition, broker_id=args.broker_id,
-        max_transaction_timeout_ms=args.max_transaction_timeout * ta.MINUTE_MS, now_ms=now_ms)))
+        max_transaction_timeout_ms=args.max_transaction_timeout * MINUTE_MS, now_ms=now_ms)))
     cli_common.say_lines(ta.kafka_table(ta.HANGING_HEADERS, ta.hanging_rows(found, now_ms)))
     return 0
 

@@ -18,6 +18,7 @@ process, chaos.engine.txn_workload) is resolved by the fault applier, not here.
 
 from __future__ import annotations
 
+from common.config import default_int
 import http.client
 import json
 import random
@@ -32,7 +33,7 @@ from groups.partitioner import (
 from localcluster.launcher import LocalCluster
 
 TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
-TRANSACTION_STATE_PARTITIONS: Final = 50  # Kafka's transaction.state.log.num.partitions default
+TRANSACTION_STATE_PARTITIONS: Final = default_int("transaction.state.log.num.partitions")
 
 # The harness's own admin calls leave from an address no node uses: controller 1 is 127.0.0.1,
 # and a partition cutting it off must not cut the harness's view of the other controllers.

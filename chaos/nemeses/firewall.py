@@ -15,6 +15,7 @@ engine skips those faults with one line.
 
 from __future__ import annotations
 
+from common.limits import COMMAND_TIMEOUT_S
 import functools
 import itertools
 import logging
@@ -30,7 +31,6 @@ from chaos.nemeses.links import CHAIN, PacketMatch
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_S: Final = 10.0
 QDISC_HANDLE: Final = "7c1d:"  # our root qdisc on lo; nothing else on the machine uses it
 NETEM_BAND: Final = "7c1d:1"
 IPTABLES_LOCK_WAIT_S: Final = "5"

@@ -25,6 +25,7 @@ The late request's answer is recorded (`note` what=hold-released, with its error
 
 from __future__ import annotations
 
+from common.limits import COMMAND_TIMEOUT_S
 import logging
 import os
 import socket
@@ -48,7 +49,6 @@ RELAY_CHUNK_BYTES: Final = 64 * 1024
 CONNECT_TIMEOUT_S: Final = 5.0
 RELEASE_DELAY_S: Final = 0.02  # the next transaction's first Produce is appended, its others may not be
 LATE_ANSWER_S: Final = 10.0  # how long the released request's answer is awaited
-COMMAND_TIMEOUT_S: Final = 10.0
 ADD_PARTITIONS_TO_TXN: Final = 24
 END_TXN: Final = 26
 PRODUCE: Final = 0

@@ -107,7 +107,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # the group coordinator's part (v3+: KIP-447's member checks)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: KIP-994's duration filter
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # coordinator -> partition leaders (broker/handlers/txn_markers.py)
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # coordinator -> leaders (broker/handlers/txn_markers.py); v0 removed in Kafka 4 (KIP-896), as in kio
 }
 
 # First flexible version per API (Kafka's "flexibleVersions" in its message JSON): the

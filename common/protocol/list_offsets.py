@@ -15,6 +15,7 @@ field, only which special timestamps the client may send (`MIN_VERSION_OF_TIMEST
 
 from __future__ import annotations
 
+from common.limits import MIN_CLASSIC_TOPIC_BYTES
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,7 +38,6 @@ MIN_VERSION_OF_TIMESTAMP: dict[int, int] = {
 READ_UNCOMMITTED: Final = 0
 NO_LEADER_EPOCH: Final = -1  # current_leader_epoch when the client does not fence (v4+)
 V0_MIN_PARTITION_BYTES: Final = 16  # partition, timestamp, max_num_offsets
-V0_MIN_TOPIC_BYTES: Final = 6  # empty name, empty partition array
 
 
 # ---- v1+: kio's messages ----------------------------------------------------------------
@@ -105,7 +105,7 @@ def _decode_v0_request(body: memoryview) -> V0Request:
     def topic(r: Reader) -> V0Topic:
         return V0Topic(r.string(), r.array(partition, V0_MIN_PARTITION_BYTES))
 
-    return V0Request(replica_id, r.array(topic, V0_MIN_TOPIC_BYTES))
+    return V0Request(replica_id, r.array(topic, MIN_CLASSIC_TOPIC_BYTES))
 
 
 def _encode_v0_request(req: V0Request) -> list[Chunk]:

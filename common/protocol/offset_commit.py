@@ -15,6 +15,7 @@ written from kio's v2 classes.
 
 from __future__ import annotations
 
+from common.limits import MIN_CLASSIC_TOPIC_BYTES
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -28,7 +29,6 @@ DEFAULT_COMMIT_TIMESTAMP: Final = -1  # v1: "use the broker's time"
 NO_GENERATION: Final = -1  # v0: no group membership, as Kafka's defaults
 FIRST_GENERATED_VERSION: Final = 2
 MIN_PARTITION_BYTES: Final = 14  # v0: partition, offset, null metadata
-MIN_TOPIC_BYTES: Final = 6  # empty name, empty partition array
 
 
 def schema_version(version: int) -> int:
@@ -76,7 +76,7 @@ def _decode_old_request(body: memoryview, version: int) -> OldCommitRequest:
     def topic(r: Reader) -> OldCommitTopic:
         return OldCommitTopic(r.string(), r.array(partition, MIN_PARTITION_BYTES))
 
-    return OldCommitRequest(group_id, r.array(topic, MIN_TOPIC_BYTES), generation, member_id)
+    return OldCommitRequest(group_id, r.array(topic, MIN_CLASSIC_TOPIC_BYTES), generation, member_id)
 
 
 def _encode_old_request(req: OldCommitRequest, version: int) -> list[Chunk]:

@@ -10,6 +10,7 @@ handler always sees and answers v2+ classes (`schema_version`).
 
 from __future__ import annotations
 
+from common.limits import MIN_CLASSIC_TOPIC_BYTES
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -23,7 +24,6 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 FIRST_GENERATED_VERSION: Final = 2
 MIN_PARTITION_BYTES: Final = 8  # v0/v1 request: partition, leader_epoch
-MIN_TOPIC_BYTES: Final = 6  # empty name, empty partition array
 MIN_RESULT_BYTES: Final = 14  # v0 response: error_code, partition, end_offset
 
 
@@ -57,7 +57,7 @@ def _decode_old_request(body: memoryview, version: int) -> Any:
     def topic(r: Reader) -> tuple[str, tuple[tuple[int, int], ...]]:
         return r.string(), r.array(partition, MIN_PARTITION_BYTES)
 
-    return request(version, ((name, p, epoch, UNDEFINED_EPOCH) for name, parts in r.array(topic, MIN_TOPIC_BYTES)
+    return request(version, ((name, p, epoch, UNDEFINED_EPOCH) for name, parts in r.array(topic, MIN_CLASSIC_TOPIC_BYTES)
                              for p, epoch in parts))
 
 
@@ -106,7 +106,7 @@ def _decode_old_response(body: memoryview, version: int) -> Any:
     def topic(r: Reader) -> Any:
         return m.OffsetForLeaderTopicResult(topic=r.string(), partitions=r.array(partition, MIN_RESULT_BYTES))
 
-    return m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=r.array(topic, MIN_TOPIC_BYTES))
+    return m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=r.array(topic, MIN_CLASSIC_TOPIC_BYTES))
 
 
 # ---- the codecs: kio from v2, v0 and v1 above -------------------------------------------

@@ -52,13 +52,7 @@ def test_broker_survives_fuzzed_frames(tmp_path: Path) -> None:
     assert report.outcomes["answered"] > 0 and report.outcomes["connection closed (protocol error)"] > 0
 
 
-# Versions the broker's table serves but cannot read: a real request of one is answered by a
-# closed connection. WriteTxnMarkers v0 (Kafka 3.9 still answers it): kio has no v0 (Kafka 4
-# dropped it) and no codec of ours reads it. Strict: the case fails once the broker reads it
-# (or stops serving it), so the entry is removed then.
-UNREADABLE: frozenset[tuple[ApiKey, int]] = frozenset({(ApiKey.WRITE_TXN_MARKERS, 0)})
-REAL_FRAMES = [pytest.param(pair, marks=pytest.mark.xfail(strict=True, reason="served but unreadable"))
-               if pair in UNREADABLE else pair for pair in fuzz_broker.API_VERSION_PAIRS]
+REAL_FRAMES = list(fuzz_broker.API_VERSION_PAIRS)
 
 
 @pytest.mark.parametrize("api_version", REAL_FRAMES, ids=lambda p: f"{p[0].name}-v{p[1]}")

@@ -95,3 +95,16 @@ def test_the_tidelog_package_and_chaos_form_no_cycle() -> None:
 def test_the_scan_sees_imports() -> None:
     # the check can fail: known edges are found
     assert {"common", "metadata"} <= GRAPH["quorum"] and "broker" in GRAPH["app"]
+
+
+def test_every_top_level_package_is_installed() -> None:
+    """A package missing from pyproject's find list works from the checkout and fails from the
+    installed `tidelog` command (the transactions package once did): every top-level package
+    but the tests is listed."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    listed = {pattern.rstrip("*") for pattern in
+              tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]}
+    packages = {p.parent.name for p in root.glob("*/__init__.py")} - {"tests"}
+    assert packages - listed == set(), "add these to [tool.setuptools.packages.find] include"
