@@ -5,9 +5,10 @@
 
 Kafka's `TransactionLogKey` (version 0: the transactional id) and `TransactionLogValue`
 (version 0; version 1, flexible, carries tagged PreviousProducerId, NextProducerId and
-ClientTransactionVersion and is written by transactions v2 only). Each is prefixed by its
-int16 version (MessageUtil.toVersionPrefixedBytes). An Empty transaction's partitions are
-written as null, as Kafka's TransactionLog.valueToBytes does; decoding reads both versions.
+ClientTransactionVersion, written here for a transactions v2 client's id only). Each is
+prefixed by its int16 version (MessageUtil.toVersionPrefixedBytes). An Empty transaction's
+partitions are written as null, as Kafka's TransactionLog.valueToBytes does; decoding reads
+both versions.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ NO_PRODUCER_EPOCH: Final = -1
 TAG_PREVIOUS_PRODUCER_ID: Final = 0
 TAG_NEXT_PRODUCER_ID: Final = 1
 TAG_CLIENT_TRANSACTION_VERSION: Final = 2
+TV2_CLIENT_VERSION: Final = 2  # transaction.version 2 (KIP-890 part 2)
 
 
 class RecordFormatError(ValueError):
@@ -173,7 +175,12 @@ def _read_topic(r: Reader) -> TopicPartitions:
 def encode_record(m: TransactionMetadata) -> tuple[bytes, bytes | None]:
     """The record of `m`; a Dead transactional id is a tombstone (Kafka's expiration)."""
     key = encode_key(m.transactional_id)
-    return key, None if m.state is TransactionState.DEAD else encode_value(m)
+    if m.state is TransactionState.DEAD:
+        return key, None
+    # v1's tagged fields (the next producer id of an overflow, the client's transaction version)
+    # are needed from a TV2 client's first write; a v1 client's records stay version 0
+    flexible = m.client_transaction_version >= TV2_CLIENT_VERSION
+    return key, encode_value(m, FLEXIBLE_VALUE_VERSION if flexible else VALUE_VERSION)
 
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, TransactionMetadata | None]:

@@ -17,10 +17,17 @@ Kafka's PrepareEpochFence is never written: its epoch bump and the abort that fo
 PrepareAbort record here as there; the decision's `via` names it for the operator's log line.
 Every write is checked against the state table (`transactions.state`).
 
-Transactions v2 (KIP-890 part 2: EndTxn v5, AddPartitionsToTxn v5, an epoch bump on every
-transaction end) is not implemented: the broker advertises the v1 protocol's versions and no
-`transaction.version` feature, so clients (the Java client, librdkafka, kafka-python, aiokafka)
-speak v1 to it.
+Transactions v2 (KIP-890 part 2, Kafka 4's TransactionCoordinator.endTransaction and
+TransactionMetadata.prepareAbortOrCommit/prepareComplete): a client speaking EndTxn v5
+(`client_version` TV2) has its producer epoch bumped by every commit or abort, so the markers
+carry the new epoch and a late EndTxn (or Produce) of an earlier transaction is fenced; the
+answer names the new producer id and epoch. At an exhausted epoch the end allocates the next
+producer id (`next_producer_id`, recorded in the prepare) which the completion switches to at
+epoch 0. A retried EndTxn (the epoch just before the bumped one, or the last epoch before an
+overflow) is answered as done. Without partitions a TV2 client may still abort (Empty or a
+completed transaction -> PrepareAbort). The leader's Produce verification adds the partition
+(AddPartitionsToTxn v5 `verify_only=false`), so a TV2 client sends no AddPartitionsToTxn.
+Older clients (`client_version` 0) keep v1's rules unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Final
 
 from common.errors import ErrorCode
 from transactions.image import TransactionsImage
-from transactions.records import NO_PRODUCER_EPOCH, TransactionMetadata, encode_record
+from transactions.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, encode_record
 from transactions.state import EXPIRABLE, PREPARED, TransactionState, check_transition
 
 PURE = True
@@ -41,6 +48,10 @@ S = TransactionState
 MAX_PRODUCER_EPOCH: Final = 32_767  # Short.MaxValue
 # Kafka's isEpochExhausted: one epoch is kept in reserve for the fence of a timed-out transaction.
 EXHAUSTED_EPOCH: Final = MAX_PRODUCER_EPOCH - 1
+# `transaction.version` from which every transaction end bumps the producer epoch (Kafka's
+# TransactionVersion.TV_2.supportsEpochBump); v1 clients are TV_0 to the coordinator.
+TV_0: Final = 0
+TV_2: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +216,9 @@ def _check_producer(m: TransactionMetadata | None, producer_id: int, epoch: int)
 
 
 def add_partitions(image: TransactionsImage, transactional_id: str, producer_id: int, epoch: int,
-                   partitions: Iterable[tuple[str, int]], *, now_ms: int) -> Decision:
+                   partitions: Iterable[tuple[str, int]], *, now_ms: int, client_version: int = TV_0) -> Decision:
+    """Kafka's prepareAddPartitions; a write records the client's transaction version (TV2
+    when a leader's Produce verification of a TV2 client adds the partition)."""
     if not transactional_id:
         return Decision(E.INVALID_REQUEST, reason="the transactional id is empty")
     m = image.get(transactional_id)
@@ -220,7 +233,8 @@ def add_partitions(image: TransactionsImage, transactional_id: str, producer_id:
         return Decision(before=m)  # already in the transaction: nothing to write
     starting = m.state is not S.ONGOING
     return _to(m, "AddPartitionsToTxn", state=S.ONGOING, partitions=m.partitions | added,
-               start_ms=now_ms if starting else m.start_ms, last_update_ms=now_ms)
+               start_ms=now_ms if starting else m.start_ms, last_update_ms=now_ms,
+               client_transaction_version=client_version)
 
 
 def verify_partitions(image: TransactionsImage, transactional_id: str, producer_id: int, epoch: int,
@@ -241,10 +255,13 @@ def verify_partitions(image: TransactionsImage, transactional_id: str, producer_
 
 
 def end_txn(image: TransactionsImage, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-            *, now_ms: int) -> Decision:
-    """Kafka's endTransaction from a client."""
+            *, now_ms: int, client_version: int = TV_0, new_producer_id: int | None = None) -> Decision:
+    """Kafka's endTransaction from a client. TV2 (`client_version`, EndTxn v5) may answer
+    `needs_producer_id` (an exhausted epoch): ask again with `new_producer_id`."""
     if not transactional_id:
         return Decision(E.INVALID_REQUEST, reason="the transactional id is empty")
+    if client_version >= TV_2:
+        return _end_txn_v2(image, transactional_id, producer_id, epoch, commit, now_ms, new_producer_id)
     m = image.get(transactional_id)
     refused = _check_producer(m, producer_id, epoch)
     if refused is not None:
@@ -266,6 +283,84 @@ def end_txn(image: TransactionsImage, transactional_id: str, producer_id: int, e
     return wrong  # Empty: nothing to end
 
 
+def _end_txn_v2(image: TransactionsImage, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                now_ms: int, new_producer_id: int | None) -> Decision:
+    """Kafka 4's endTransaction for a TV2 client, in its order of checks. The state and the
+    same epoch do not tell a retry apart here: the epoch does (one below the bumped epoch, or
+    the last epoch of the producer id an overflow replaced)."""
+    m = image.get(transactional_id)
+    if m is None:
+        return Decision(E.INVALID_PRODUCER_ID_MAPPING, reason=f"no transactional id {transactional_id}")
+    retry_on_overflow = (m.previous_producer_id == producer_id and epoch == EXHAUSTED_EPOCH
+                         and m.producer_epoch == 0)
+    retry_on_bump = m.producer_epoch == epoch + 1
+    if m.state in (S.ONGOING, S.EMPTY):
+        valid_epoch = epoch == m.producer_epoch
+    elif m.state in PREPARED:
+        valid_epoch = retry_on_bump
+    else:  # CompleteCommit, CompleteAbort
+        valid_epoch = retry_on_bump or retry_on_overflow or epoch == m.producer_epoch
+    if m.producer_id != producer_id and not retry_on_overflow:
+        return Decision(E.INVALID_PRODUCER_ID_MAPPING, before=m,
+                        reason=f"producer {producer_id} does not own the transactional id")
+    if not valid_epoch:
+        return Decision(E.PRODUCER_FENCED, before=m,
+                        reason=f"epoch {epoch} is not valid for {m.state.label} at epoch {m.producer_epoch} "
+                               "(a late EndTxn of an earlier transaction)")
+    retry = retry_on_bump or retry_on_overflow
+    result = "commit" if commit else "abort"
+    wrong = Decision(E.INVALID_TXN_STATE, before=m, reason=f"EndTxn({result}) v5 in state {m.state.label}")
+    retried = Decision(before=m, reason=f"EndTxn({result}) retried")  # answered with the current id/epoch
+    if m.state is S.ONGOING:
+        return _prepare_v2(m, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False, new_producer_id, now_ms)
+    if m.state is S.COMPLETE_COMMIT:
+        if commit:
+            return retried if retry else wrong
+        return wrong if retry else _prepare_v2(m, S.PREPARE_ABORT, True, new_producer_id, now_ms)
+    if m.state is S.COMPLETE_ABORT:
+        if not commit:
+            return retried if retry else _prepare_v2(m, S.PREPARE_ABORT, True, new_producer_id, now_ms)
+        return wrong
+    if m.state is S.PREPARE_COMMIT:
+        return Decision(E.CONCURRENT_TRANSACTIONS, before=m, reason="markers pending") if commit else wrong
+    if m.state is S.PREPARE_ABORT:
+        return wrong if commit else Decision(E.CONCURRENT_TRANSACTIONS, before=m, reason="markers pending")
+    # Empty: a TV2 client may abort a transaction it is unsure the coordinator saw
+    return _prepare_v2(m, S.PREPARE_ABORT, True, new_producer_id, now_ms) if not commit else wrong
+
+
+def _prepare_v2(m: TransactionMetadata, state: TransactionState, no_partition_added: bool,
+                new_producer_id: int | None, now_ms: int) -> Decision:
+    """Kafka's prepareAbortOrCommit with an epoch bump; an exhausted epoch first needs the
+    next producer id (the bump then reaches Short.MaxValue, seen only by the markers)."""
+    next_id = -1
+    if is_epoch_exhausted(m.producer_epoch):
+        if new_producer_id is None:
+            return Decision(needs_producer_id=True, before=m)
+        next_id = new_producer_id
+    result = "commit" if state is S.PREPARE_COMMIT else "abort"
+    return _to(m, f"EndTxn({result}) v5: epoch {m.producer_epoch} -> {m.producer_epoch + 1}"
+               + (f", next producer id {next_id}" if next_id >= 0 else ""),
+               # capped: an id already at Short.MaxValue (a v1 fence) leaves it by next_id
+               state=state, producer_epoch=min(m.producer_epoch + 1, MAX_PRODUCER_EPOCH),
+               last_producer_epoch=m.producer_epoch,
+               next_producer_id=next_id, client_transaction_version=TV_2,
+               # an abort with no partition added has no start: Kafka uses the update time
+               start_ms=now_ms if no_partition_added else m.start_ms, last_update_ms=now_ms)
+
+
+def end_txn_answer(decision: Decision) -> tuple[int, int]:
+    """EndTxn v5's producer id and epoch for a successful `decision`: the bumped epoch, or the
+    next producer id at epoch 0 after an overflow (the client never sees Short.MaxValue); a
+    retry is answered with the current ones."""
+    m = decision.write if decision.write is not None else decision.before
+    if m is None:
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    if m.next_producer_id != NO_PRODUCER_ID:
+        return m.next_producer_id, 0
+    return m.producer_id, m.producer_epoch
+
+
 def complete(image: TransactionsImage, transactional_id: str, producer_id: int, epoch: int,
              *, now_ms: int) -> Decision:
     """Every partition acknowledged the markers: PrepareCommit -> CompleteCommit (or Abort).
@@ -276,6 +371,13 @@ def complete(image: TransactionsImage, transactional_id: str, producer_id: int, 
     if m.state not in PREPARED:
         return Decision(E.INVALID_TXN_STATE, before=m, reason=f"markers completed in state {m.state.label}")
     done = S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+    if m.client_transaction_version >= TV_2 and m.next_producer_id != NO_PRODUCER_ID:
+        # Kafka's prepareComplete after an overflow: the next producer id at epoch 0; the
+        # previous id stays recorded so the client's retried EndTxn is recognised
+        return _to(m, f"markers written: producer id {m.producer_id} -> {m.next_producer_id} (epoch overflow)",
+                   state=done, partitions=frozenset(), last_update_ms=now_ms, producer_id=m.next_producer_id,
+                   producer_epoch=0, previous_producer_id=m.producer_id, next_producer_id=NO_PRODUCER_ID,
+                   last_producer_epoch=EXHAUSTED_EPOCH)
     return _to(m, "markers written", state=done, partitions=frozenset(), last_update_ms=now_ms)
 
 

@@ -10,8 +10,7 @@ and CompleteAbort may expire (a transactional id unused for `transactional.id.ex
 becomes Dead, a tombstone).
 
 PrepareAbort from Empty/CompleteCommit/CompleteAbort exists for transactions v2 (KIP-890 part
-2: a client unsure of the server's state may always abort); the rules here speak v0/v1 only
-(see transactions.rules), so nothing takes those edges yet, but the table is Kafka's.
+2: a client unsure of the server's state may always abort, EndTxn v5 in transactions.rules).
 """
 
 from __future__ import annotations
