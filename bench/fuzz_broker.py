@@ -53,6 +53,7 @@ from common.protocol import (  # noqa: E402
     produce,  # noqa: E402
 )
 from common.protocol import messages  # noqa: E402
+from common.protocol.messages import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION  # noqa: E402
 from common.protocol import list_offsets as lo  # noqa: E402
 from common.protocol import metadata as md  # noqa: E402
 from common.protocol import offset_commit as oc  # noqa: E402
@@ -346,8 +347,6 @@ TRANSACTION_APIS: Final = frozenset({
     ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
     ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
     ApiKey.WRITE_TXN_MARKERS})
-KEY_TYPE_GROUP: Final = 0  # FindCoordinator's key types
-KEY_TYPE_TRANSACTION: Final = 1
 
 
 def _marker_partitions(topic: str) -> tuple[tuple[str, int], ...]:

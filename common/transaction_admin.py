@@ -39,12 +39,6 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode  # every code Kafka ha
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    KEY_TYPE_TRANSACTION,
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.topic_partition import TopicPartition
 
@@ -316,10 +310,11 @@ def list_transactions(cluster: Cluster, producer_ids: Iterable[int] = (), *,
 
 def find_transaction_coordinator(transactional_id: str) -> Steps:
     """FindCoordinator (key type TRANSACTION), retried while no coordinator is ready; its broker id."""
-    request = FindCoordinatorRequest(transactional_id, KEY_TYPE_TRANSACTION)
+    request = messages.request_module(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION).FindCoordinatorRequest(
+        key=transactional_id, key_type=messages.KEY_TYPE_TRANSACTION)
     for _ in range(COORDINATOR_ATTEMPTS):
         response = _answered((yield Call(ANY_BROKER, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request,
-                                         encode_find_coordinator_request, decode_find_coordinator_response)),
+                                         messages.encode_request, messages.response_decoder(ApiKey.FIND_COORDINATOR))),
                              "FindCoordinator")
         if response.error_code == 0:
             return int(response.node_id)

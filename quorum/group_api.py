@@ -27,11 +27,6 @@ from common.limits import ADMIN_BROKER_CALL_TIMEOUT, CLIENT_RETRY_BACKOFF, MAX_A
 from common.protocol import list_offsets as lo
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.protocol.frame import ClientFraming
 from common.protocol.primitives import ProtocolError
 from groups.offset_reset import ResetTo, assigned_partitions, plan_reset
@@ -40,6 +35,7 @@ from quorum import admin_api as api
 from quorum.admin_api import AdminError
 
 CLIENT_ID: Final = "tidelog-admin-api"
+FIND_COORDINATOR_VERSION: Final = 2  # key and key type, before KIP-699's batching
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                            ErrorCode.NOT_COORDINATOR})
 _STATUS: Final = {"GROUP_ID_NOT_FOUND": 404, "NON_EMPTY_GROUP": 409, "INVALID_GROUP_ID": 400,
@@ -95,10 +91,12 @@ class GroupApi:
 
     async def _coordinator(self, group_id: str) -> int:
         deadline = time.monotonic() + self.timeout_s
+        request = messages.request_module(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION).FindCoordinatorRequest(
+            key=group_id, key_type=messages.KEY_TYPE_GROUP)
         while True:  # bounded by the deadline
             for broker_id in self._brokers():
-                r = await self._call(broker_id, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(group_id),
-                                     encode_find_coordinator_request, decode_find_coordinator_response)
+                r = await self._call(broker_id, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request,
+                                     messages.encode_request, messages.response_decoder(ApiKey.FIND_COORDINATOR))
                 if r.error_code == 0:
                     return int(r.node_id)
                 if r.error_code not in _RETRY:

@@ -101,7 +101,6 @@ COMMIT_LOG_WINDOW: Final = 4_096  # records read back from the end first; grows 
 COMMIT_LOG_FETCH_BYTES: Final = 1 * MIB
 FIND_COORDINATOR_VERSION: Final = 2  # key and key type, before KIP-699's batching
 END_TXN_VERSION: Final = 3
-TRANSACTION_KEY_TYPE: Final = 1  # FindCoordinator key type TRANSACTION
 TASK_QUERY_ID: Final = "sql.streaming.queryId"  # Spark's local properties (StreamExecution)
 TASK_BATCH_ID: Final = "streaming.sql.batchId"
 
@@ -344,7 +343,7 @@ def _find_coordinator(client: KafkaClient, tid: str, attempt: int) -> int | None
     """The broker coordinating `tid`, or None while none is (retriable). Each attempt asks
     the next known broker, so one that is down does not stop the commit."""
     request = messages.build(messages.request_type(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION),
-                             key=tid, key_type=TRANSACTION_KEY_TYPE)
+                             key=tid, key_type=messages.KEY_TYPE_TRANSACTION)
     brokers = sorted(client.brokers)
     asked = brokers[attempt % len(brokers)] if brokers else None  # None: the first bootstrap server
     answer = client.call(asked, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request, messages.encode_request,

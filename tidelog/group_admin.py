@@ -21,11 +21,6 @@ from common.errors import ErrorCode
 from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.protocol.primitives import Chunk
 from common.units import SECONDS
 from groups.offset_reset import assigned_partitions
@@ -33,6 +28,7 @@ from tidelog.cli_common import ClusterError
 from common.kafka_client import LATEST_TIMESTAMP, KafkaClient, error_name
 
 RETRY_FOR: Final = 10 * SECONDS
+FIND_COORDINATOR_VERSION: Final = 2  # key and key type, before KIP-699's batching
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                            ErrorCode.NOT_COORDINATOR})
 
@@ -72,8 +68,10 @@ class GroupAdmin:
     def coordinator(self, group_id: str) -> int:
         deadline = time.monotonic() + RETRY_FOR
         while True:  # bounded by RETRY_FOR
-            response = self.client.call(None, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(group_id),
-                                        encode_find_coordinator_request, decode_find_coordinator_response)
+            request = messages.request_module(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION).FindCoordinatorRequest(
+                key=group_id, key_type=messages.KEY_TYPE_GROUP)
+            response = self.client.call(None, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, request,
+                                        messages.encode_request, messages.response_decoder(ApiKey.FIND_COORDINATOR))
             if response.error_code == 0:
                 self.client.brokers.setdefault(response.node_id, (response.host, response.port))
                 return int(response.node_id)

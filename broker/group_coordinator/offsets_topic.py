@@ -16,13 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from broker.coordinator.location import Found
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from common.errors import ErrorCode
-from common.protocol.find_coordinator import (
-    KEY_TYPE_GROUP,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from metadata.image import MetadataImage
 
@@ -47,23 +43,18 @@ class OffsetsTopic:
         self._endpoint = endpoint
         self._creating: asyncio.Task[None] | None = None
 
-    def find_coordinator(self, req: FindCoordinatorRequest, image: MetadataImage) -> FindCoordinatorResponse:
-        if req.key_type != KEY_TYPE_GROUP:
-            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
-                                           "transactions are not supported by tidelog")
+    def find_coordinator(self, group_id: str, image: MetadataImage) -> Found:
         topic = image.topic(GROUP_METADATA_TOPIC_NAME)
         if topic is None or not topic.partitions:
             self._create(image)
-            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
-                                           f"{GROUP_METADATA_TOPIC_NAME} is being created")
-        partition = topic.partitions.get(coordinator_partition(req.key, len(topic.partitions)))
+            return Found(E.COORDINATOR_NOT_AVAILABLE, message=f"{GROUP_METADATA_TOPIC_NAME} is being created")
+        partition = topic.partitions.get(coordinator_partition(group_id, len(topic.partitions)))
         leader = -1 if partition is None else partition.leader
         endpoint = self._endpoint(image, leader) if leader >= 0 else None
         if endpoint is None:
-            return FindCoordinatorResponse(E.COORDINATOR_NOT_AVAILABLE, -1, "", -1,
-                                           "the group's offsets partition has no leader")
+            return Found(E.COORDINATOR_NOT_AVAILABLE, message="the group's offsets partition has no leader")
         self.coordinator.ensure_started()
-        return FindCoordinatorResponse(E.NONE, leader, endpoint[0], endpoint[1], None)
+        return Found(E.NONE, leader, endpoint[0], endpoint[1])
 
     def _create(self, image: MetadataImage) -> None:
         if self._creating is not None or self.topic_admin is None:

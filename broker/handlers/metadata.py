@@ -11,24 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from broker.coordinator.location import Found
 from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
 from common.protocol import acls, messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    BATCHED_VERSION,
-    KEY_TYPE_GROUP,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
+from common.protocol.messages import FIND_COORDINATOR_BATCHED_VERSION, KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 from metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.topic_name import topic_name_error
 from transactions.partitioner import TRANSACTION_STATE_TOPIC_NAME
 
 LEADER_NOT_AVAILABLE: Final = int(ErrorCode.LEADER_NOT_AVAILABLE)
-KEY_TYPE_TRANSACTION: Final = 1  # FindCoordinator v1+: a transactional id's coordinator
 INTERNAL_TOPICS: Final = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 # v8+ "authorized operations", when asked for: everything supported, as Kafka without an
 # authorizer answers.
@@ -133,38 +128,37 @@ async def handle_find_coordinator(ctx: BrokerContext, req: Any, version: int, cl
     m = messages.response_module(ApiKey.FIND_COORDINATOR, version)
     image = ctx.image()
     key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
-    if version < BATCHED_VERSION:
+    if version < FIND_COORDINATOR_BATCHED_VERSION:
         one = _find_one(ctx, client, req.key, key_type, image)
         return messages.build(m.FindCoordinatorResponse, throttle_time=messages.NO_THROTTLE,
-                              error_code=messages.error_code(one.error_code), error_message=one.error_message,
+                              error_code=one.error, error_message=one.message,
                               node_id=one.node_id, host=one.host, port=one.port)
     answers = []  # v4+: one answer per key, each found as a v3 request would be
     for key in dict.fromkeys(req.coordinator_keys):
         one = _find_one(ctx, client, key, key_type, image)
         answers.append(m.Coordinator(key=key, node_id=one.node_id, host=one.host, port=one.port,
-                                     error_code=messages.error_code(one.error_code), error_message=one.error_message))
+                                     error_code=one.error, error_message=one.message))
     return m.FindCoordinatorResponse(throttle_time=messages.NO_THROTTLE, coordinators=tuple(answers))
 
 
 def _find_one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int,
-              image: MetadataImage) -> FindCoordinatorResponse:
+              image: MetadataImage) -> Found:
     """A group's coordinator (`OffsetsTopic`), a transactional id's (`TransactionStateTopic`),
     INVALID_REQUEST for another key type (Kafka: "Unknown coordinator type")."""
     if key_type == KEY_TYPE_GROUP:
-        return ctx.offsets_topic.find_coordinator(FindCoordinatorRequest(key, key_type), image)
+        return ctx.offsets_topic.find_coordinator(key, image)
     if key_type == KEY_TYPE_TRANSACTION:
         found = ctx.transaction_topic.find_coordinator(key, image)
-        return FindCoordinatorResponse(int(found.error), found.node_id, found.host, found.port, found.message)
-    answer = FindCoordinatorResponse(int(ErrorCode.INVALID_REQUEST), -1, "", -1,
-                                     f"unknown coordinator key type {key_type}")
+        return Found(found.error, found.node_id, found.host, found.port, found.message)
+    answer = Found(ErrorCode.INVALID_REQUEST, message=f"unknown coordinator key type {key_type}")
     _note_refusal(ctx, client, key_type, answer)
     return answer
 
 
-def _note_refusal(ctx: BrokerContext, client: ClientInfo, key_type: int, answer: FindCoordinatorResponse) -> None:
+def _note_refusal(ctx: BrokerContext, client: ClientInfo, key_type: int, answer: Found) -> None:
     """A coordinator of a type tidelog does not have (Kafka 4's share groups, key type 2): the
     broker log says why, once per client."""
-    ctx.refusals.refused(client, f"FindCoordinator(key_type {key_type})", answer.error_code, answer.error_message)
+    ctx.refusals.refused(client, f"FindCoordinator(key_type {key_type})", answer.error, answer.message)
 
 
 def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:

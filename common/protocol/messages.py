@@ -34,6 +34,11 @@ from common.protocol.primitives import Chunk, ProtocolError
 from common.protocol.unknown_tags import checked_message
 
 NO_THROTTLE: Final = timedelta(0)  # every throttle_time we send: tidelog has no quotas yet
+# FindCoordinator's key_type (v1+; kio keeps it an int8): Kafka's CoordinatorType. Kafka 4's
+# SHARE (2) is a coordinator tidelog does not have.
+KEY_TYPE_GROUP: Final = 0
+KEY_TYPE_TRANSACTION: Final = 1
+FIND_COORDINATOR_BATCHED_VERSION: Final = 4  # v4+ (KIP-699): coordinator_keys, one answer per key
 
 # kio's classes are generated from Kafka 4's schemas, which dropped versions Kafka 3.9 still
 # answers (KIP-896). Where a dropped version's bytes are exactly a kept version's (the bump

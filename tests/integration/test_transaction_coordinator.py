@@ -21,11 +21,6 @@ from common.broker_connection import BrokerUnavailable
 from common.kafka_client import KafkaClient
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.transaction_admin import decode_describe_transactions_response
 from localcluster.launcher import LocalCluster
 from tests.integration.cluster_fixtures import http, wait_until
@@ -67,8 +62,10 @@ def describe(cluster: LocalCluster, tid: str) -> Any:
         for host in hosts:
             try:
                 with KafkaClient([host], client_id="txn-coord-test") as client:
-                    found = client.call(None, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(tid, 1),
-                                        encode_find_coordinator_request, decode_find_coordinator_response)
+                    request = messages.build(messages.request_type(ApiKey.FIND_COORDINATOR, 3), key=tid,
+                                             key_type=messages.KEY_TYPE_TRANSACTION)
+                    found = client.call(None, ApiKey.FIND_COORDINATOR, 3, request, messages.encode_request,
+                                        messages.response_decoder(ApiKey.FIND_COORDINATOR))
                     if found.error_code != 0:  # COORDINATOR_NOT_AVAILABLE while __transaction_state is made
                         return None
                     client.metadata(None)  # the client learns the brokers' addresses

@@ -19,11 +19,6 @@ from common.topic_partition import TopicPartition
 from common.errors import ErrorCode as E
 from common.prometheus import exposition, samples
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.record_batch import iter_batches
 from common.records import decode_records
 from common.topic_config import LogConfig
@@ -41,6 +36,7 @@ from tests.unit.test_request_handler import (
     ME,
     FakeAdmin,
     call,
+    kio_call,
     replay,
 )
 
@@ -108,16 +104,13 @@ async def test_find_coordinator_names_the_offsets_partition_leader(broker) -> No
     new_handler, _ = broker
     handler = new_handler()
     for group, expected in ((HERE, (1, *ADVERTISED)), (ELSEWHERE, (2, "127.0.0.2", 9092))):
-        response = await call(handler, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(group),
-                              encode_find_coordinator_request, decode_find_coordinator_response)
+        response = await kio_call(handler, ApiKey.FIND_COORDINATOR, 2, key=group)
         assert (response.error_code, response.node_id, response.host, response.port) == (0, *expected)
     # v4+ batches keys (KIP-699): one answer per key, each found as above
-    batched = await call(handler, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest("", 0, (HERE, ELSEWHERE, HERE)),
-                         encode_find_coordinator_request, decode_find_coordinator_response)
+    batched = await kio_call(handler, ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=(HERE, ELSEWHERE, HERE))
     assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in batched.coordinators] == [
         (HERE, 0, 1, *ADVERTISED), (ELSEWHERE, 0, 2, "127.0.0.2", 9092)]
-    transactions = await call(handler, ApiKey.FIND_COORDINATOR, 5, FindCoordinatorRequest("", 1, ("tx",)),
-                              encode_find_coordinator_request, decode_find_coordinator_response)
+    transactions = await kio_call(handler, ApiKey.FIND_COORDINATOR, 5, key_type=1, coordinator_keys=("tx",))
     assert [(c.key, c.error_code) for c in transactions.coordinators] == [("tx", E.COORDINATOR_NOT_AVAILABLE)]
     await handler.close()
 

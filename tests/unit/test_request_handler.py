@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -20,11 +21,6 @@ from common.protocol import list_offsets as lo
 from common.protocol import metadata as md
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.protocol.frame import (
     RequestHeader,
     encode_request_header,
@@ -139,6 +135,12 @@ async def call(handler, api, version, request, encode, decode=None):
     if chunks is None or decode is None:
         return chunks
     return decode(memoryview(flatten(chunks)), version)
+
+
+async def kio_call(handler: RequestHandler, api: ApiKey, version: int, **fields: Any) -> Any:
+    """`api` at `version` on kio's messages: the request built from `fields`, the answer decoded."""
+    request = messages.build(messages.request_type(api, version), **fields)
+    return await call(handler, api, version, request, messages.encode_request, messages.response_decoder(api))
 
 
 def produce_request(acks, *parts, timeout_ms=1000):
@@ -420,8 +422,7 @@ async def test_init_producer_id_hands_out_a_block_from_the_controller(node):
 
 async def test_find_coordinator_creates_the_offsets_topic_first(node):
     handler, admin_api, _ = node
-    response = await call(handler, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest("group"),
-                          encode_find_coordinator_request, decode_find_coordinator_response)
+    response = await kio_call(handler, ApiKey.FIND_COORDINATOR, 1, key="group")
     assert response.error_code == 15 and "being created" in response.error_message
     await asyncio.sleep(0.01)
     # 50 partitions; replication factor 3 capped to the 2 live brokers; kept forever (no compaction yet)
@@ -431,8 +432,7 @@ async def test_find_coordinator_creates_the_offsets_topic_first(node):
 
 async def test_find_coordinator_for_transactions_is_not_available(node):
     handler, admin_api, _ = node
-    response = await call(handler, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest("tx", 1),
-                          encode_find_coordinator_request, decode_find_coordinator_response)
+    response = await kio_call(handler, ApiKey.FIND_COORDINATOR, 1, key="tx", key_type=1)
     assert response.error_code == 15 and admin_api.calls == []
 
 

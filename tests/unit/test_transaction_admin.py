@@ -13,7 +13,6 @@ from kio.schema.errors import ErrorCode as K
 from common import transaction_admin as ta
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import FindCoordinatorResponse
 from common.protocol.primitives import ProtocolError, Writer
 from common.topic_partition import TopicPartition
 
@@ -25,6 +24,13 @@ MINUTES_15 = 15 * ta.MINUTE_MS
 LT = messages.response_module(ta.LIST_TRANSACTIONS, 0)
 DP = messages.response_module(ApiKey.DESCRIBE_PRODUCERS, 0)
 WM = messages.response_module(ta.WRITE_TXN_MARKERS, 1)
+FC = messages.response_module(ApiKey.FIND_COORDINATOR, ta.FIND_COORDINATOR_VERSION)
+
+
+def coordinator_at(error: K, node_id: int, host: str, port: int) -> Any:
+    """A FindCoordinator answer, as kio decodes one."""
+    return FC.FindCoordinatorResponse(throttle_time=timedelta(0), error_code=error, error_message=None,
+                                      node_id=node_id, host=host, port=port)
 
 
 def producer(pid: int, *, start: int | None, last: int, epoch: int = 3, coordinator_epoch: int = 7) -> Any:
@@ -111,8 +117,8 @@ def test_list_names_an_unreachable_broker() -> None:
 
 
 def test_describe_finds_the_coordinator_retrying_while_it_loads() -> None:
-    answers = iter([FindCoordinatorResponse(ta.ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, "", -1),
-                    FindCoordinatorResponse(0, 2, "127.0.0.5", 9092)])
+    answers = iter([coordinator_at(K.coordinator_load_in_progress, -1, "", -1),
+                    coordinator_at(K.none, 2, "127.0.0.5", 9092)])
 
     def answer(call: ta.Call) -> Any:
         if call.api_key == ApiKey.FIND_COORDINATOR:
@@ -134,7 +140,7 @@ def test_describe_looks_the_coordinator_up_again_when_it_moved() -> None:
 
     def answer(call: ta.Call) -> Any:
         if call.api_key == ApiKey.FIND_COORDINATOR:
-            return FindCoordinatorResponse(0, next(coordinators), "h", 1)
+            return coordinator_at(K.none, next(coordinators), "h", 1)
         return call.decode_body(next(answers))
 
     description, calls = drive(ta.describe_transaction("app-1"), answer)
@@ -145,7 +151,7 @@ def test_describe_looks_the_coordinator_up_again_when_it_moved() -> None:
 def test_describe_of_an_idle_id_reads_start_time_minus_one_as_none() -> None:
     def answer(call: ta.Call) -> Any:
         if call.api_key == ApiKey.FIND_COORDINATOR:
-            return FindCoordinatorResponse(0, 1, "h", 1)
+            return coordinator_at(K.none, 1, "h", 1)
         return call.decode_body(describe_transactions_body("idle", partitions=(), state="CompleteCommit"))
 
     description, _ = drive(ta.describe_transaction("idle"), answer)
@@ -156,7 +162,7 @@ def test_describe_of_an_idle_id_reads_start_time_minus_one_as_none() -> None:
 def test_describe_of_an_unknown_id_is_transactional_id_not_found() -> None:
     def answer(call: ta.Call) -> Any:
         if call.api_key == ApiKey.FIND_COORDINATOR:
-            return FindCoordinatorResponse(0, 1, "h", 1)
+            return coordinator_at(K.none, 1, "h", 1)
         return call.decode_body(describe_transactions_body("nope", partitions=(), error=105))
 
     with pytest.raises(ta.TransactionToolError, match="TRANSACTIONAL_ID_NOT_FOUND") as e:
@@ -296,7 +302,7 @@ def test_find_hanging_end_to_end() -> None:
                                                unknown_state_filters=(),
                                                transaction_states=listed if call.broker_id == 1 else ())
         if call.api_key == ApiKey.FIND_COORDINATOR:
-            return FindCoordinatorResponse(0, 1, "h", 1)
+            return coordinator_at(K.none, 1, "h", 1)
         return call.decode_body(describe_transactions_body("app", partitions=(TP0,), start_ms=OLD))
 
     found, calls = drive(ta.find_hanging(CLUSTER, topic="orders", partition=None, broker_id=None,

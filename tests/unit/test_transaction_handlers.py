@@ -22,11 +22,6 @@ from broker.transaction_coordinator.markers import MarkerSender
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.find_coordinator import (
-    FindCoordinatorRequest,
-    decode_find_coordinator_response,
-    encode_find_coordinator_request,
-)
 from common.topic_config import LogConfig
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
@@ -39,6 +34,7 @@ from tests.unit.test_request_handler import (
     FakeAdmin,
     FakeControllerClient,
     call,
+    kio_call,
     replay,
 )
 from transactions.partitioner import TRANSACTION_STATE_TOPIC_NAME
@@ -112,11 +108,6 @@ async def init(handler: RequestHandler, tid: str | None = TID, timeout_ms: int =
     raise AssertionError("InitProducerId kept answering a retriable error")
 
 
-async def kio_call(handler: RequestHandler, api: ApiKey, version: int, **fields: Any) -> Any:
-    request = messages.build(messages.request_type(api, version), **fields)
-    return await call(handler, api, version, request, messages.encode_request, messages.response_decoder(api))
-
-
 async def add(handler: RequestHandler, pid: int, epoch: int, *parts: tuple[str, int], version: int = 3,
               tid: str = TID) -> dict[tuple[str, int], int]:
     m = messages.request_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
@@ -161,14 +152,11 @@ async def test_find_coordinator_for_a_transactional_id(cluster: Any) -> None:
     new_handler, _, _ = cluster
     handler = new_handler()
     try:
-        r = await call(handler, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(TID, 1),
-                       encode_find_coordinator_request, decode_find_coordinator_response)
+        r = await kio_call(handler, ApiKey.FIND_COORDINATOR, 3, key=TID, key_type=1)
         assert (r.error_code, r.node_id, (r.host, r.port)) == (0, ME, ADVERTISED)
-        batched = await call(handler, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest("", 1, (TID, "b")),
-                             encode_find_coordinator_request, decode_find_coordinator_response)
+        batched = await kio_call(handler, ApiKey.FIND_COORDINATOR, 4, key_type=1, coordinator_keys=(TID, "b"))
         assert [(c.key, c.error_code, c.node_id) for c in batched.coordinators] == [(TID, 0, ME), ("b", 0, ME)]
-        odd = await call(handler, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest("x", 7),
-                         encode_find_coordinator_request, decode_find_coordinator_response)
+        odd = await kio_call(handler, ApiKey.FIND_COORDINATOR, 3, key="x", key_type=7)
         assert odd.error_code == E.INVALID_REQUEST
     finally:
         await handler.close()
