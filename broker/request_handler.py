@@ -116,7 +116,7 @@ async def handle_api_versions(ctx: BrokerContext, req: Any, version: int, client
     """`req` is kio's ApiVersionsRequest of `version`; the answer that version's response."""
     if not api_versions.is_valid(req, version):  # Kafka: INVALID_REQUEST and no list
         return api_versions.response(version, ErrorCode.INVALID_REQUEST, ())
-    return api_versions.response(version, ErrorCode.NONE, ADVERTISED_API_VERSIONS)
+    return api_versions.response(version, ErrorCode.NONE, ADVERTISED_API_VERSIONS, api_versions.BROKER_FEATURES)
 
 
 def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable[Any]]) -> Handler:

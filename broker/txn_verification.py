@@ -45,6 +45,10 @@ from transactions.partitioner import TRANSACTION_STATE_TOPIC_NAME, partition_for
 log = logging.getLogger(__name__)
 
 VERIFY_VERSION: Final = 4  # AddPartitionsToTxn's batched broker form, verify_only from v4
+# KIP-890 part 2: for a transactions v2 client (Produce v12+) the leader adds the partition to
+# the transaction (verify_only=false, AddPartitionsToTxn v5) instead of only checking it
+ADD_VERSION: Final = 5
+TV2_PRODUCE_VERSION: Final = 12  # a Java client sends Produce v12+ only with transaction.version 2
 VERIFY_TIMEOUT_MS: Final = 30 * SECOND_MS  # Kafka's request.timeout.ms for the broker's request
 VERIFICATION_ENABLE: Final = "transaction.partition.verification.enable"
 # Coordinator answers the producer should retry (Kafka maps them to NOT_ENOUGH_REPLICAS).
@@ -139,28 +143,31 @@ class TxnVerifier:
         self.requests_total = 0
 
     async def verify(self, image: MetadataImage, transactional_id: str, producer_id: int,
-                     producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                     producer_epoch: int, partitions: Iterable[TopicPartition],
+                     *, add: bool = False) -> dict[TopicPartition, ErrorCode]:
         """Each partition's answer: NONE (in the ongoing transaction), INVALID_TXN_STATE, or the
-        error a producer gets for the coordinator's failure."""
+        error a producer gets for the coordinator's failure. `add` (a transactions v2 client):
+        the coordinator adds the partitions, starting the transaction if none is open."""
         tps = sorted(set(partitions))
         coordinator = coordinator_of(image, transactional_id)
         if coordinator is None:
             return dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS)
-        m = messages.request_module(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
+        version = ADD_VERSION if add else VERIFY_VERSION
+        m = messages.request_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
         by_topic: dict[str, list[int]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = m.AddPartitionsToTxnRequest(transactions=(m.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+            verify_only=not add, topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
                                            for t, ps in by_topic.items())),))
         self.requests_total += 1
         lock = self._locks.setdefault(coordinator, asyncio.Lock())
         try:
             async with lock:
                 conn = await self._connection(image, coordinator)
-                response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION,
-                                              messages.encode_request(request, VERIFY_VERSION),
+                response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, version,
+                                              messages.encode_request(request, version),
                                               messages.response_decoder(ApiKey.ADD_PARTITIONS_TO_TXN))
         except (BrokerConnectionError, OSError) as e:
             self._connections.pop(coordinator, None)

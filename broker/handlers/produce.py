@@ -21,6 +21,7 @@ from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_end
 from broker.replication.partition import VerificationGuard
 from broker.server import Later
 from broker.txn_verification import (
+    TV2_PRODUCE_VERSION,
     finish_verification,
     needs_verification,
     start_verification,
@@ -93,7 +94,8 @@ async def _verify_then_produce(ctx: BrokerContext, req: produce.ProduceRequest, 
     """Ask the coordinator, then append what it vouched for; the rest is refused."""
     assert ctx.txn_verifier is not None and req.transactional_id is not None
     producer_id, producer_epoch = producer
-    codes = await ctx.txn_verifier.verify(ctx.image(), req.transactional_id, producer_id, producer_epoch, tps)
+    codes = await ctx.txn_verifier.verify(ctx.image(), req.transactional_id, producer_id, producer_epoch, tps,
+                                          add=version >= TV2_PRODUCE_VERSION)
     refused: dict[TopicPartition, ErrorCode] = {}
     for tp, guard in zip(tps, guards):
         partition = ctx.replicas.get_partition(tp)

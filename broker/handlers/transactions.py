@@ -9,7 +9,11 @@ aborting its ongoing transaction first (CONCURRENT_TRANSACTIONS: the client retr
 
 AddPartitionsToTxn v0-v3 is a client's; v4+ is the batched broker form whose `verify_only`
 transactions are KIP-890 part 1's check by a partition leader before a transactional write
-(answered from the coordinator's committed-or-pending state without writing). A partition of
+(answered from the coordinator's committed-or-pending state without writing); at v5 a
+`verify_only=false` transaction is a leader adding the partition of a transactions v2 client
+(KIP-890 part 2: that client sends no AddPartitionsToTxn; its Produce v12 starts the
+transaction). EndTxn v5 is a transactions v2 client's: the end bumps the producer epoch and the
+answer names the new producer id and epoch. A partition of
 a topic that does not exist fails the request with UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED, nothing written (Kafka's KafkaApis). AddOffsetsToTxn adds the group's
 `__consumer_offsets` partition. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for the versions
@@ -46,6 +50,8 @@ E = ErrorCode
 FENCED_VERSION: Final = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
                          ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}  # KIP-588: PRODUCER_FENCED from here
 BATCHED_VERSION: Final = 4  # AddPartitionsToTxn v4+: many transactions, the broker-to-broker form
+# the first version of a transactions v2 (KIP-890 part 2) client's request, or a leader's for it
+TV2_VERSION: Final = {ApiKey.END_TXN: 5, ApiKey.ADD_PARTITIONS_TO_TXN: 5}
 
 # why InitProducerId refused (the response has no message field: the broker log says it)
 INIT_REFUSALS: Final = {
@@ -169,8 +175,9 @@ async def _add_partitions(ctx: BrokerContext, client: ClientInfo, version: int, 
         _refused(ctx, client, "AddPartitionsToTxn", E.UNKNOWN_TOPIC_OR_PARTITION,
                  f"unknown partitions {sorted(unknown)[:5]}")
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in partitions}
+    tv = client_transaction_version(ApiKey.ADD_PARTITIONS_TO_TXN, version)
     decision = await _run(coordinator, tid, lambda image: rules.add_partitions(
-        image, tid, producer_id, epoch, partitions, now_ms=coordinator.now_ms()))
+        image, tid, producer_id, epoch, partitions, now_ms=coordinator.now_ms(), client_version=tv))
     code = _client_error(ApiKey.ADD_PARTITIONS_TO_TXN, version, decision.error)
     _refused(ctx, client, "AddPartitionsToTxn", code, decision.reason)
     return {tp: code for tp in partitions}
@@ -219,15 +226,37 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Any, version: int, 
     return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
 
 
+def client_transaction_version(api_key: ApiKey, version: int) -> int:
+    """The transaction version a request speaks (Kafka's TransactionVersion.transactionVersionFor*):
+    EndTxn v5 and AddPartitionsToTxn v5 (a leader adding a TV2 client's partition) are TV2."""
+    return rules.TV_2 if version >= TV2_VERSION[api_key] else rules.TV_0
+
+
 async def handle_end_txn(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """v5 (transactions v2) answers the producer id and epoch the end bumped to."""
     m = messages.response_module(ApiKey.END_TXN, version)
     coordinator = ctx.transactions
-    decision = await _run(coordinator, req.transactional_id, lambda image: rules.end_txn(
-        image, req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
-        now_ms=coordinator.now_ms()))
+    tv = client_transaction_version(ApiKey.END_TXN, version)
+
+    def rule(new_id: int | None) -> Callable[[TransactionsImage], Decision]:
+        return lambda image: rules.end_txn(image, req.transactional_id, req.producer_id, req.producer_epoch,
+                                           req.committed, now_ms=coordinator.now_ms(), client_version=tv,
+                                           new_producer_id=new_id)
+
+    decision = await _run(coordinator, req.transactional_id, rule(None))
+    if decision.needs_producer_id:  # TV2 at an exhausted epoch: the next producer id
+        producer_id = await ctx.producer_ids.next_id()
+        if producer_id is None:
+            decision = Decision(E.COORDINATOR_LOAD_IN_PROGRESS, reason="no producer id block")
+        else:
+            decision = await _run(coordinator, req.transactional_id, rule(producer_id))
+            if decision.needs_producer_id:
+                decision = Decision(E.CONCURRENT_TRANSACTIONS)
     code = _client_error(ApiKey.END_TXN, version, decision.error)
     _refused(ctx, client, f"EndTxn({'commit' if req.committed else 'abort'})", code, decision.reason)
-    return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
+    producer_id, epoch = rules.end_txn_answer(decision) if code is E.NONE else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=producer_id,
+                 producer_epoch=epoch)
 
 
 # ---- DescribeTransactions and ListTransactions -----------------------------------------------

@@ -64,7 +64,7 @@ class ApiKey(IntEnum):
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.METADATA: (0, 12),
-    ApiKey.PRODUCE: (3, 11),
+    ApiKey.PRODUCE: (3, 12),  # v12: a transactions v2 client's (KIP-890 part 2: the leader adds the partition)
     ApiKey.FETCH: (4, 17),
     ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 5),
@@ -99,11 +99,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),  # issue 28: asked of the active controller through the broker
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # v1 (KIP-1101, Kafka 4.0) is not 3.9's
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    # the transaction coordinator (issue 27): Kafka 3.9's ranges. EndTxn v5 (transactions v2,
-    # KIP-890 part 2) is not served: the coordinator speaks transactions v1.
+    # the transaction coordinator (issue 27): Kafka 4's ranges; EndTxn v5 and AddPartitionsToTxn v5
+    # are transactions v2's (KIP-890 part 2, `transaction.version` 2 in ApiVersions' features).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4+: the batched broker form (KIP-890 part 1)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # the group coordinator's part (v3+: KIP-447's member checks)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: KIP-994's duration filter

@@ -31,6 +31,27 @@ def is_valid(request: Any, version: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Feature:
+    """A feature flag of v3+'s tagged fields: the levels this broker supports and the level
+    finalized for the cluster (Kafka's SupportedFeatureKey / FinalizedFeatureKey)."""
+
+    name: str
+    min_version: int
+    max_version: int
+    finalized: int
+
+
+# Kafka 4.0's transactions v2 (KIP-890 part 2): a Java client enables it when the finalized
+# `transaction.version` is >= 2, as Kafka 4.0 finalizes it for a new cluster. Levels 0/1 are
+# v1's protocol (1 only changes Kafka's record format), which older clients keep speaking.
+TRANSACTION_VERSION: Final = Feature("transaction.version", 0, 2, 2)
+BROKER_FEATURES: Final = (TRANSACTION_VERSION,)
+# Kafka answers the metadata offset of the features; tidelog's are fixed, so one epoch (>= 0:
+# -1 would mean "none finalized" to a client).
+FINALIZED_FEATURES_EPOCH: Final = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ApiVersion:
     """One supported API: its key and inclusive version range (what every version's
     ApiVersionsResponse lists; kio's per-version classes are built from it)."""
@@ -47,13 +68,22 @@ def request(version: int, client_software_name: str = "", client_software_versio
                           client_software_version=client_software_version)
 
 
-def response(version: int, error_code: ErrorCode, api_keys: tuple[ApiVersion, ...]) -> Any:
-    """kio's ApiVersionsResponse of `version`: v3+'s feature fields are tagged and left
-    absent (tidelog has no feature flags, as a broker with none finalized)."""
+def response(version: int, error_code: ErrorCode, api_keys: tuple[ApiVersion, ...],
+             features: tuple[Feature, ...] = ()) -> Any:
+    """kio's ApiVersionsResponse of `version`: v3+'s feature fields are tagged, absent when
+    `features` is empty (as a broker with none finalized)."""
     m = messages.response_module(_KEY, version)
+    extra: dict[str, Any] = {}
+    if features and version >= 3:
+        extra = {"supported_features": tuple(m.SupportedFeatureKey(
+                     name=f.name, min_version=f.min_version, max_version=f.max_version) for f in features),
+                 "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+                 "finalized_features": tuple(m.FinalizedFeatureKey(
+                     name=f.name, max_version_level=f.finalized, min_version_level=f.finalized)
+                     for f in features)}
     return messages.build(m.ApiVersionsResponse, error_code=error_code, throttle_time=messages.NO_THROTTLE,
                           api_keys=tuple(m.ApiVersion(api_key=a.api_key, min_version=a.min_version,
-                                                      max_version=a.max_version) for a in api_keys))
+                                                      max_version=a.max_version) for a in api_keys), **extra)
 
 
 def supported_api_versions(

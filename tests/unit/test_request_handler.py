@@ -189,7 +189,7 @@ async def test_api_versions_v5_gets_a_v0_body_with_error_35(node):
                     VERSIONS_ANSWER)
     advertised = {a.api_key: (a.min_version, a.max_version) for a in v2.api_keys}
     # Produce is announced from v0 so that old librdkafka (kcat) keeps compressing ...
-    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 11) and advertised[ApiKey.JOIN_GROUP] == (0, 9)
+    assert v2.error_code == 0 and advertised[ApiKey.PRODUCE] == (0, 12) and advertised[ApiKey.JOIN_GROUP] == (0, 9)
 
 
 async def test_api_versions_v3_is_flexible_and_checks_the_client_software(node):

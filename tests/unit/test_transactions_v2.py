@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from common.errors import ErrorCode
+from common.protocol import api_versions, messages
 from transactions import rules
 from transactions.image import TransactionsImage
 from transactions.records import FLEXIBLE_VALUE_VERSION, VALUE_VERSION, TransactionMetadata, encode_record
@@ -145,3 +146,16 @@ def test_add_partitions_records_the_client_version() -> None:
     assert v2.write is not None and v2.write.client_transaction_version == TV_2
     assert rules.add_partitions(image(BASE), "tx", 100, 4, [("a", 0)], now_ms=NOW,
                                 client_version=TV_2).error is E.PRODUCER_FENCED
+
+
+def test_api_versions_finalizes_transaction_version_2() -> None:
+    """A Java client enables transactions v2 when ApiVersions (v3+) finalizes transaction.version >= 2."""
+    answer = api_versions.response(3, E.NONE, (), api_versions.BROKER_FEATURES)
+    raw = messages.encode(answer)
+    decoded = messages.decode(type(answer), bytes(raw))
+    assert [(f.name, f.min_version, f.max_version) for f in decoded.supported_features] == [
+        ("transaction.version", 0, 2)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in decoded.finalized_features] == [
+        ("transaction.version", 2, 2)]
+    assert decoded.finalized_features_epoch >= 0  # -1 would mean none finalized
+    assert not hasattr(api_versions.response(2, E.NONE, (), api_versions.BROKER_FEATURES), "finalized_features")

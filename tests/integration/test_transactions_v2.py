@@ -1,0 +1,176 @@
+"""Transactions v2 (KIP-890 part 2) against a real RF=3 cluster, with raw requests acting as a
+Java 4.x client with `transaction.version` 2: no AddPartitionsToTxn (the leader's Produce v12
+verification adds the partition), EndTxn v5 bumps the epoch on every end. Jepsen's late-EndTxn
+case: the first transaction's EndTxn(commit), replayed after the next transaction started, is
+fenced and the next transaction stays open and whole (a read_committed consumer sees it only once
+it commits), where transactions v1 would have committed it half-written."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from common.broker_connection import BrokerUnavailable
+from common.errors import ErrorCode
+from common.kafka_client import KafkaClient
+from common.protocol import messages
+from common.protocol import produce as produce_codec
+from common.protocol.api_keys import ApiKey
+from common.records import build_batch
+from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import wait_until
+from tests.integration.replication_fixtures import (
+    create_topic,
+    partition_state,
+    replicated_cluster,
+    wait_full_isr,
+)
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+TIMEOUT_S = 60.0
+TOPIC = "txn-v2"
+TID = "txn-v2-client"
+END_TXN_V2 = 5
+PRODUCE_V2 = 12
+PROPERTIES = {"transaction.state.log.num.partitions": "6"}
+RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+             ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with replicated_cluster(tmp_path_factory.mktemp("txn-v2"), PROPERTIES) as (started, _):
+        yield started
+
+
+def client_of(cluster: LocalCluster) -> KafkaClient:
+    servers = cluster.bootstrap_servers
+    assert servers is not None
+    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in servers.split(","))]
+    return KafkaClient(hosts, client_id="txn-v2-test")
+
+
+def call(client: KafkaClient, broker: int | None, api: ApiKey, version: int, **fields: Any) -> Any:
+    request = messages.build(messages.request_type(api, version), **fields)
+    return client.call(broker, api, version, request, messages.encode_request, messages.response_decoder(api))
+
+
+def coordinator(client: KafkaClient) -> int:
+    def found() -> int | None:
+        try:
+            answer = call(client, None, ApiKey.FIND_COORDINATOR, 3, key=TID, key_type=messages.KEY_TYPE_TRANSACTION)
+        except BrokerUnavailable:
+            return None
+        return int(answer.node_id) if answer.error_code == 0 else None
+    node = wait_until("the transaction coordinator is found", found, TIMEOUT_S)
+    client.metadata([TOPIC])  # the client learns the brokers' addresses
+    return node
+
+
+def until_done(what: str, attempt: Any) -> Any:
+    """`attempt()` until it answers other than a retriable coordinator error (as a client retries)."""
+    def answered() -> Any:
+        answer = attempt()
+        return None if answer.error_code in RETRIABLE else answer
+    return wait_until(what, answered, TIMEOUT_S)
+
+
+def end_txn(client: KafkaClient, node: int, producer_id: int, epoch: int, commit: bool = True) -> Any:
+    return call(client, node, ApiKey.END_TXN, END_TXN_V2, transactional_id=TID, producer_id=producer_id,
+                producer_epoch=epoch, committed=commit)
+
+
+def produce(cluster: LocalCluster, client: KafkaClient, producer_id: int, epoch: int, sequence: int,
+            values: list[bytes]) -> ErrorCode:
+    """A transactional batch to partition 0 at Produce v12 (a TV2 client's: no AddPartitionsToTxn before)."""
+    leader = int(partition_state(cluster, TOPIC, 0)["leader"])
+    batch = build_batch([(None, v) for v in values], producer_id=producer_id, producer_epoch=epoch,
+                        base_sequence=sequence, is_transactional=True)
+    request = produce_codec.ProduceRequest(TID, -1, 10_000, (produce_codec.TopicProduceData(
+        TOPIC, (produce_codec.PartitionProduceData(0, batch),)),))
+    answer = client.call(leader, ApiKey.PRODUCE, PRODUCE_V2, request, produce_codec.encode_produce_request,
+                         produce_codec.decode_produce_response)
+    (partition,) = [p for t in answer.responses for p in t.partitions]
+    return ErrorCode(partition.error_code)
+
+
+def read_committed(cluster: LocalCluster, expected: int) -> list[bytes]:
+    """Every value a read_committed consumer reads from partition 0 (bounded: stops 2 s after
+    reaching `expected`, or at the deadline)."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "txn-v2-reader",
+                                         "enable.auto.commit": "false", "isolation.level": "read_committed",
+                                         "fetch.wait.max.ms": "100"})
+    got: list[bytes] = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        idle_until = None
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+            if len(got) >= expected:
+                idle_until = idle_until or time.monotonic() + 2.0
+                if time.monotonic() >= idle_until:
+                    break
+    finally:
+        consumer.close()
+    return got
+
+
+def finalized_transaction_version(client: KafkaClient) -> int | None:
+    answer = call(client, None, ApiKey.API_VERSIONS, 3, client_software_name="tidelog-test",
+                  client_software_version="1")
+    levels = {f.name: f.max_version_level for f in answer.finalized_features}
+    return levels.get("transaction.version")
+
+
+def test_a_late_end_txn_cannot_commit_the_next_transaction(cluster: LocalCluster) -> None:
+    create_topic(cluster, TOPIC, partitions=1, configs={"min.insync.replicas": "2"})
+    wait_full_isr(cluster, TOPIC, 1)
+    first = [f"first-{i}".encode() for i in range(3)]
+    second = [f"second-{i}".encode() for i in range(6)]
+    with client_of(cluster) as client:
+        assert finalized_transaction_version(client) == 2  # what makes a Java client speak v2
+        node = coordinator(client)
+        init = until_done("InitProducerId", lambda: call(
+            client, node, ApiKey.INIT_PRODUCER_ID, 5, transactional_id=TID,
+            transaction_timeout=datetime.timedelta(milliseconds=60_000), producer_id=-1, producer_epoch=-1))
+        assert init.error_code == 0, init
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+        # the first transaction: the leader's verification (AddPartitionsToTxn v5) starts it
+        assert until_done("the first transaction's write", lambda: _Code(produce(cluster, client, pid, epoch, 0, first))
+                          ).code is ErrorCode.NONE
+        ended = until_done("EndTxn(commit) v5", lambda: end_txn(client, node, pid, epoch))
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, epoch + 1)
+        # the client's retry of that EndTxn (its answer lost): done, the same id and epoch
+        retried = until_done("EndTxn retried", lambda: end_txn(client, node, pid, epoch))
+        assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (0, pid, epoch + 1)
+
+        # the second transaction at the bumped epoch, sequence 0: half written
+        assert until_done("the second transaction's write", lambda: _Code(
+            produce(cluster, client, pid, epoch + 1, 0, second[:3]))).code is ErrorCode.NONE
+        # the first transaction's EndTxn(commit), delayed in the network, arrives now: fenced
+        late = end_txn(client, node, pid, epoch)
+        assert late.error_code == ErrorCode.PRODUCER_FENCED, late
+        assert sorted(read_committed(cluster, len(first))) == sorted(first)  # the second stays open
+
+        assert produce(cluster, client, pid, epoch + 1, 3, second[3:]) is ErrorCode.NONE
+        ended = until_done("the second EndTxn(commit)", lambda: end_txn(client, node, pid, epoch + 1))
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, epoch + 2)
+    assert read_committed(cluster, len(first) + len(second)) == first + second
+
+
+class _Code:
+    """A Produce answer shaped as `until_done` expects (retriable coordinator errors map to
+    NOT_ENOUGH_REPLICAS at the leader, which the test retries like a producer)."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        self.code = code
+        self.error_code = ErrorCode.CONCURRENT_TRANSACTIONS if code is ErrorCode.NOT_ENOUGH_REPLICAS else code
