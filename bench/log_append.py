@@ -20,7 +20,7 @@ from pathlib import Path
 
 from broker.log.partition_log import PartitionLog
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import KIB, MIB
 
 FETCH_BYTES = 1 * MIB

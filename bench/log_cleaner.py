@@ -41,7 +41,7 @@ from broker.log.log_cleaner import Cleaner, LogSnapshot, abort, snapshot_log
 from broker.log.partition_log import PartitionLog
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import KIB, MIB
 
 NOW = 1_700_000_000_000

@@ -20,7 +20,7 @@ from pathlib import Path
 from broker.log.partition_log import PartitionLog
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import KIB, MIB
 
 BATCH_BYTES = 16 * KIB

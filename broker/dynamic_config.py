@@ -29,12 +29,8 @@ from common.dynamic_config import (
     effective_config,
     usable_layers,
 )
-from common.topic_config import (
-    BrokerTopicDefaults,
-    broker_topic_defaults,
-    config_string,
-    from_broker_config,
-)
+from common.log_config import from_broker_config
+from common.topic_config import BrokerTopicDefaults, broker_topic_defaults, config_string
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
 

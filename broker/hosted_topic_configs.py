@@ -15,12 +15,8 @@ from broker.log.log_manager import LogManager
 from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
 from common.config_schema import ConfigError
-from common.topic_config import (
-    MIN_INSYNC_REPLICAS,
-    TOPIC_LOG_KEYS,
-    LogConfig,
-    with_topic_overrides,
-)
+from common.log_config import LogConfig
+from common.topic_config import MIN_INSYNC_REPLICAS, TOPIC_LOG_KEYS, with_topic_overrides
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
 

@@ -50,7 +50,8 @@ from broker.log.segment_files import segment_file_families
 from broker.metadata_checkpoint import load_checkpoint
 from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary
 from broker.replica_manager import ReplicaManager
-from broker.replication.fetcher_manager import FetcherSettings, ReplicaFetcherManager
+from broker.replication.fetcher_manager import ReplicaFetcherManager
+from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
 from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap
@@ -64,7 +65,7 @@ from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
-from common.topic_config import LogConfig, from_broker_config
+from common.log_config import LogConfig, from_broker_config
 from common.units import SECOND_MS
 from metadata.codec import Listener
 from metadata.image import MetadataImage

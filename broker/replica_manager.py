@@ -65,7 +65,7 @@ from broker.replication.replication_quota import ReplicationThrottles
 from broker.timers import TimerService
 from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges
 

@@ -108,7 +108,7 @@ from common.protocol.api_keys import (
 from common.protocol.api_table import API_SPECS
 from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
-from common.topic_config import KAFKA_DEFAULT_BROKER_CONFIG
+from common.log_config import KAFKA_DEFAULT_BROKER_CONFIG
 from metadata.image import MetadataImage
 
 

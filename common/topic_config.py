@@ -32,16 +32,9 @@ from common.config_schema import (
     matches,
     one_of,
 )
-from common.log_config import (  # re-exported: LogConfig is a topic's log settings
-    KAFKA_DEFAULT_BROKER_CONFIG,
-    LogConfig,
-    TimestampPolicy,
-    from_broker_config,
-)
+from common.log_config import LogConfig, TimestampPolicy, from_broker_config
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
-
-__all__ = ["KAFKA_DEFAULT_BROKER_CONFIG", "LogConfig", "TimestampPolicy", "from_broker_config"]
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"

@@ -7,7 +7,7 @@ from pathlib import Path
 from broker.log.partition_log import PartitionLog
 from common.record_batch import RecordBatchHeader, iter_batches
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 NOW = 1_700_000_000_000
 

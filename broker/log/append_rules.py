@@ -31,7 +31,7 @@ from common.record_batch import (
     RecordBatchHeader,
     check_producer_batch,
 )
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import INT_MAX
 
 if TYPE_CHECKING:  # the rules read a segment's counters; the segment's files stay the shell's

@@ -18,7 +18,7 @@ from broker.log.txn_index import AbortedTxn, marker_type
 from common.control_records import ControlType
 from broker.log.segment import LogSegment
 from common.record_batch import HEADER_SIZE, RecordBatchHeader, parse_header
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import MIB
 
 HEADERS_READ_BYTES = 1 * MIB

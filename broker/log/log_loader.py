@@ -29,7 +29,7 @@ from broker.log.sparse_index import CorruptIndexError
 from broker.log.txn_index import TXN_INDEX_SUFFIX
 from common.errors import KafkaStorageError
 from common.record_batch import HEADER_SIZE, parse_header
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from common.file_limits import (
     open_files_warning,
     segment_files_allowed,
 )
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from common.record_batch import (
     read_batches,
     set_log_append_time,
 )
-from common.topic_config import LogConfig, TimestampPolicy
+from common.log_config import LogConfig, TimestampPolicy
 from common.units import LONG_MAX
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)

@@ -54,7 +54,7 @@ from common.record_batch import (
     RecordBatchHeader,
     read_batches,
 )
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 

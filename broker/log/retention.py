@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from broker.log.segment import LogSegment
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 # (segment, base offset of the segment after it) -> delete it?
 Predicate = Callable[[LogSegment, int], bool]

@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
+from broker.replication.fetcher_state import FetcherSettings
+from broker.replication.replica_fetcher import ReplicaFetcher
 from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
 

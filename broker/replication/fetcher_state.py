@@ -1,8 +1,5 @@
-"""What a follower's fetcher keeps: its settings, each partition's fetch state, its owner.
-
-Split from `broker.replication.replica_fetcher` (the loop and its requests), which
-re-exports these names.
-"""
+"""What a follower's fetcher keeps: its settings, each partition's fetch state, its owner;
+plain data that `broker.replication.replica_fetcher` (the loop and its requests) works on."""
 
 from __future__ import annotations
 

@@ -46,8 +46,6 @@ if TYPE_CHECKING:  # the replica manager (above this package) is its owner's: an
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetcherOwner", "FetcherSettings", "PartitionFetchState", "ReplicaFetcher"]
-
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 # Errors that mean "the leader and we disagree about who leads in which epoch": wait for
 # the metadata to move on (it will), then carry on.

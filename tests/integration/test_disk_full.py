@@ -17,7 +17,7 @@ import pytest
 from broker.log.partition_log import PartitionLog
 from common.record_batch import iter_batches
 from common.records import decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 NOW = 1_700_000_000_000
 CHILD_TIMEOUT_S = 60

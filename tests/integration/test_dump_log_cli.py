@@ -15,7 +15,7 @@ import pytest
 from broker.log.partition_log import PartitionLog
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 NOW = 1_700_000_000_000
 CLI_TIMEOUT_S = 30

@@ -12,7 +12,7 @@ from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
 from common.topic_partition import TopicPartition
 from common.errors import OffsetsOutOfOrderError, RecordTooLargeError
 from common.record_batch import RecordBatchHeader, read_batches
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, batch
 
 TP = TopicPartition("topic", 0)

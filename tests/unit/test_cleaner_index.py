@@ -16,7 +16,7 @@ from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, open_log
 
 COMPACT = LogConfig(segment_bytes=2_000, index_interval_bytes=60, cleanup_policy=("compact",))

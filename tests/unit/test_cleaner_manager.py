@@ -23,7 +23,7 @@ from broker.log.log_manager import LogManager
 from common.topic_partition import TopicPartition
 from common.prometheus import exposition, samples
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW
 from common.waiting import wait_until_async
 

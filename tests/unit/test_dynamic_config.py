@@ -23,13 +23,8 @@ from common.dynamic_config import (
     unread_key_hint,
     unread_keys,
 )
-from common.topic_config import (
-    ConfigSource,
-    ConfigSynonym,
-    broker_topic_defaults,
-    describe_topic_configs,
-    from_broker_config,
-)
+from common.log_config import from_broker_config
+from common.topic_config import ConfigSource, ConfigSynonym, broker_topic_defaults, describe_topic_configs
 from metadata.delta import apply
 from metadata.image import MetadataImage
 from metadata.local_changes import changes_for_broker

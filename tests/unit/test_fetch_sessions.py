@@ -14,7 +14,7 @@ from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from common.topic_partition import TopicPartition
 from common.protocol.fetch import FetchPartition
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
 from tests.log_helpers import NOW, batch

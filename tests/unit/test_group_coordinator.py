@@ -21,7 +21,7 @@ from common.prometheus import exposition, samples
 from common.protocol.api_keys import ApiKey
 from common.record_batch import iter_batches
 from common.records import decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from groups.group import GroupConfig
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.records import OffsetCommitKey, OffsetCommitValue, decode_record

@@ -20,7 +20,7 @@ from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.record_batch import iter_batches
 from common.records import decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
 from groups.group import GroupConfig
 from groups.offsets import FetchedOffset

@@ -18,7 +18,7 @@ from common.config import parse_config
 from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import MetadataImage
 from metadata.records import Config, ConfigResourceType

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.hosted_topic_configs import checkpointed_topic_configs, topic_log_config
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import BeginEpoch, Config, ConfigResourceType, Topic

@@ -19,7 +19,7 @@ from broker.log.partition_log import PartitionLog
 from common.errors import InvalidRecordError
 from common.record_batch import CompressionType, iter_batches
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, open_log, read_all
 
 COMPACT = LogConfig(segment_bytes=600, index_interval_bytes=100, cleanup_policy=("compact",))

@@ -18,7 +18,7 @@ from broker.log.partition_log import PartitionLog
 from common.control_records import decode_marker, marker_batch
 from common.record_batch import CompressionType, RecordBatchHeader
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, open_log, read_all
 
 RETENTION = 1000  # delete.retention.ms of these logs

@@ -25,7 +25,7 @@ from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.record_batch import iter_batches
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 
 NOW = 1_700_000_000_000
 ORDERS_0 = TopicPartition("orders", 0)

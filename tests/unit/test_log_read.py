@@ -12,7 +12,7 @@ import pytest
 from broker.log.log_read import read_slice
 from broker.log.partition_log import PartitionLog
 from common.record_batch import iter_batches
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import batch, open_log
 
 BATCHES = 30

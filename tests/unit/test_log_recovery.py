@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from common.record_batch import CompressionType
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, batch, open_log, read_all, values
 
 SMALL = LogConfig(segment_bytes=1200, index_interval_bytes=150)

@@ -19,7 +19,7 @@ from common.record_batch import (
     verify_crc,
 )
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig, TimestampPolicy
+from common.log_config import LogConfig, TimestampPolicy
 
 NOW = 1_700_000_000_000
 RECORDS = [(b"k%d" % i, b"value-%d " % i * 20) for i in range(30)]

@@ -11,7 +11,7 @@ import pytest
 from broker.log.partition_log import MAX_TIMESTAMP, PartitionLog
 from common.record_batch import CompressionType
 from common.records import build_batch
-from common.topic_config import LogConfig, TimestampPolicy
+from common.log_config import LogConfig, TimestampPolicy
 from tests.log_helpers import NOW, batch, open_log
 
 BASE = NOW

@@ -31,7 +31,7 @@ from common.record_batch import (
     verify_crc,
 )
 from common.records import build_batch, decode_records
-from common.topic_config import LogConfig, TimestampPolicy
+from common.log_config import LogConfig, TimestampPolicy
 from tests.log_helpers import NOW, batch, open_log, read_all, values
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100)

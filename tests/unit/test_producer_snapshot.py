@@ -19,7 +19,7 @@ from broker.log.producer_snapshot import (
 )
 from broker.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from broker.replica_appends import rebuild_producer_state, truncate_follower
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, open_log
 from tests.unit.test_txn_partition import P1, P2, make_partition, marker, produce, txn_batch
 

@@ -11,7 +11,7 @@ from broker.replica_manager import ReplicaManager
 from common.topic_partition import TopicPartition
 from common.errors import KafkaError
 from common.record_batch import set_partition_leader_epoch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker

@@ -15,7 +15,7 @@ from broker.replica_roles import PARALLEL_MIN, describe_failure
 from common.topic_partition import TopicPartition
 from common import rpc
 from common.errors import ErrorCode, KafkaError, KafkaStorageError
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker

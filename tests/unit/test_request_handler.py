@@ -28,7 +28,7 @@ from common.protocol.frame import (
 )
 from common.protocol.primitives import ProtocolError
 from common.record_batch import set_partition_leader_epoch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker

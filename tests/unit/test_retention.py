@@ -10,7 +10,7 @@ import pytest
 
 from broker.log.partition_log import PartitionLog
 from broker.log.retention import RetentionStep, retention_steps
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, batch, open_log
 
 SEGMENTS = 6

@@ -17,7 +17,7 @@ from broker.log.segment import LogSegment
 from broker.log.segment_files import SegmentFileCache, SegmentHandle, new_key
 from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from tests.log_helpers import NOW, batch, open_log, values
 
 

@@ -20,7 +20,7 @@ from broker.log.partition_log import PartitionLog
 from broker.log.segment_files import SegmentFileCache
 from broker.slice_sender import ShortReadError, send_file_slice
 from common.records import build_batch
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.units import KIB, MIB
 
 IO_TIMEOUT_S = 10.0

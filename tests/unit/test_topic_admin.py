@@ -22,7 +22,7 @@ from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.records import BrokerRegistrationChange, NoOp
 from tests.log_helpers import NOW
 from tests.unit.test_request_handler import (

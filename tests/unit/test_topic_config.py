@@ -9,17 +9,16 @@ import pytest
 
 from common.config import BROKER_KEYS, parse_config
 from common.config_schema import ConfigError
+from common.log_config import LogConfig, from_broker_config
 from common.topic_config import (
     TOPIC_CONFIGS,
     TOPIC_LOG_KEYS,
     ConfigSource,
     ConfigSynonym,
-    LogConfig,
     broker_topic_defaults,
     default_bool,
     default_int,
     describe_topic_configs,
-    from_broker_config,
     with_topic_overrides,
 )
 

@@ -10,14 +10,13 @@ import pytest
 from common.config import parse_config
 from common.config_schema import ConfigError
 from common.errors import ErrorCode
+from common.log_config import LogConfig, from_broker_config
 from common.topic_config import (
-    TOPIC_CONFIG_KEYS,
     TOPIC_CONFIGS,
+    TOPIC_CONFIG_KEYS,
     ConfigSource,
-    LogConfig,
     broker_topic_defaults,
     describe_topic_configs,
-    from_broker_config,
     with_topic_overrides,
 )
 from quorum.controller_result import ControllerApiError

@@ -22,7 +22,7 @@ from broker.transaction_coordinator.markers import MarkerSender
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
 from metadata.records import Partition, Topic

@@ -22,7 +22,7 @@ from broker.replica_reads import ReplicaError, read_committed, read_log
 from broker.replication.partition import Partition
 from common.errors import ErrorCode
 from common.record_batch import iter_batches
-from common.topic_config import LogConfig
+from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
 from tests.log_helpers import NOW, batch, open_log
 
