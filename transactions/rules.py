@@ -297,12 +297,16 @@ def _end_txn_v2(image: TransactionsImage, transactional_id: str, producer_id: in
     if m.state in (S.ONGOING, S.EMPTY):
         valid_epoch = epoch == m.producer_epoch
     elif m.state in PREPARED:
-        valid_epoch = retry_on_bump
+        valid_epoch = retry_on_bump  # (answered CONCURRENT_TRANSACTIONS before this counts)
     else:  # CompleteCommit, CompleteAbort
         valid_epoch = retry_on_bump or retry_on_overflow or epoch == m.producer_epoch
     if m.producer_id != producer_id and not retry_on_overflow:
         return Decision(E.INVALID_PRODUCER_ID_MAPPING, before=m,
                         reason=f"producer {producer_id} does not own the transactional id")
+    if m.state in PREPARED:
+        # Kafka checks the pending transition before the epoch (KAFKA-18464): while markers are
+        # written the client's next request (at the bumped epoch) must wait, not be fenced
+        return Decision(E.CONCURRENT_TRANSACTIONS, before=m, reason=f"{m.state.label}: markers pending")
     if not valid_epoch:
         return Decision(E.PRODUCER_FENCED, before=m,
                         reason=f"epoch {epoch} is not valid for {m.state.label} at epoch {m.producer_epoch} "
@@ -321,10 +325,6 @@ def _end_txn_v2(image: TransactionsImage, transactional_id: str, producer_id: in
         if not commit:
             return retried if retry else _prepare_v2(m, S.PREPARE_ABORT, True, new_producer_id, now_ms)
         return wrong
-    if m.state is S.PREPARE_COMMIT:
-        return Decision(E.CONCURRENT_TRANSACTIONS, before=m, reason="markers pending") if commit else wrong
-    if m.state is S.PREPARE_ABORT:
-        return wrong if commit else Decision(E.CONCURRENT_TRANSACTIONS, before=m, reason="markers pending")
     # Empty: a TV2 client may abort a transaction it is unsure the coordinator saw
     return _prepare_v2(m, S.PREPARE_ABORT, True, new_producer_id, now_ms) if not commit else wrong
 

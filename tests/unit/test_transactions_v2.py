@@ -78,8 +78,11 @@ def test_a_tv2_record_is_flexible_and_replays_whole() -> None:
 
 def test_a_retried_end_is_answered_as_done_and_a_late_one_is_fenced() -> None:
     img = after(image(ONGOING), end(image(ONGOING), 5, True))  # PrepareCommit at epoch 6
-    assert end(img, 5, True).error is E.CONCURRENT_TRANSACTIONS  # retry while the markers go out
-    assert end(img, 5, False).error is E.INVALID_TXN_STATE
+    # while the markers go out every EndTxn waits, before its epoch is checked (KAFKA-18464): the
+    # retry, and the client's next (empty) abort at the bumped epoch, which must not be fenced
+    for epoch, commit in ((5, True), (5, False), (6, False), (4, True)):
+        assert end(img, epoch, commit).error is E.CONCURRENT_TRANSACTIONS
+    assert end(img, 5, pid=101).error is E.INVALID_PRODUCER_ID_MAPPING
     img = completed(img)  # CompleteCommit at epoch 6
     retried = end(img, 5, True)
     assert retried.error is E.NONE and retried.write is None and rules.end_txn_answer(retried) == (100, 6)
@@ -159,3 +162,15 @@ def test_api_versions_finalizes_transaction_version_2() -> None:
         ("transaction.version", 2, 2)]
     assert decoded.finalized_features_epoch >= 0  # -1 would mean none finalized
     assert not hasattr(api_versions.response(2, E.NONE, (), api_versions.BROKER_FEATURES), "finalized_features")
+
+
+def test_a_timed_out_tv2_transaction_is_aborted_with_one_bump() -> None:
+    """KAFKA-19367: with TV2 the fence's bump is the abort's (one bump, not two); the client's own
+    EndTxn(abort) arriving afterwards is its retry (KAFKA-20090), its commit is refused."""
+    late = replace(ONGOING, start_ms=NOW - 60_001)
+    d = rules.abort_timed_out(image(late), "tx", 100, now_ms=NOW)
+    assert d.write is not None and (d.write.state, d.write.producer_epoch) == (S.PREPARE_ABORT, 6)
+    img = completed(after(image(late), d))
+    assert end(img, 5, True).error is E.INVALID_TXN_STATE
+    aborted = end(img, 5, False)
+    assert aborted.error is E.NONE and aborted.write is None
