@@ -18,6 +18,10 @@ transactions Jepsen found). A verified (producer id, epoch) is remembered per pa
 transaction or leadership moves; its guard is made before the question, so a marker written
 while the request waited for the coordinator refuses the batch.
 
+KIP-890 part 2: a Produce v12+ comes from a transactions v2 client, which sends no
+AddPartitionsToTxn; the leader's request is then AddPartitionsToTxn v5 `verify_only=false`,
+which adds the partition (starting the transaction), as Kafka's `addPartition` operation.
+
 Coordinator errors map as Kafka's AddPartitionsToTxnManager maps them: an unreachable, moving or
 loading coordinator (and CONCURRENT_TRANSACTIONS) answers NOT_ENOUGH_REPLICAS, which producers
 retry; PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH. `transaction.partition.verification.enable`

@@ -296,9 +296,7 @@ def _end_txn_v2(image: TransactionsImage, transactional_id: str, producer_id: in
     retry_on_bump = m.producer_epoch == epoch + 1
     if m.state in (S.ONGOING, S.EMPTY):
         valid_epoch = epoch == m.producer_epoch
-    elif m.state in PREPARED:
-        valid_epoch = retry_on_bump  # (answered CONCURRENT_TRANSACTIONS before this counts)
-    else:  # CompleteCommit, CompleteAbort
+    else:  # CompleteCommit, CompleteAbort (PrepareCommit/PrepareAbort wait, below)
         valid_epoch = retry_on_bump or retry_on_overflow or epoch == m.producer_epoch
     if m.producer_id != producer_id and not retry_on_overflow:
         return Decision(E.INVALID_PRODUCER_ID_MAPPING, before=m,
