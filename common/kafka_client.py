@@ -26,15 +26,14 @@ from common.broker_connection import BrokerConnection, shown
 # re-exported: the CLI's callers catch it as this client's error
 from common.broker_connection import BrokerUnavailable as BrokerUnavailable
 from common.errors import ErrorCode
-from common.limits import CLIENT_REQUEST_TIMEOUT
+from common.limits import CLIENT_CONNECT_TIMEOUT, CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata, produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import strip_response_header
 from common.protocol.primitives import Chunk
 from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION
-from common.units import MIB, SECONDS
+from common.units import MIB
 
-CONNECT_TIMEOUT: Final = 5 * SECONDS
 MAX_RESPONSE_BYTES: Final = 64 * MIB
 PRODUCE_VERSION: Final = 8
 CONSUMER: Final = fetch.CONSUMER_REPLICA_ID
@@ -129,7 +128,7 @@ class KafkaClient:
         try:
             if connection is None:
                 connection = self._connections[address] = BrokerConnection(
-                    address, self._client_id, connect_timeout=min(CONNECT_TIMEOUT, timeout),
+                    address, self._client_id, connect_timeout=min(CLIENT_CONNECT_TIMEOUT, timeout),
                     max_response_bytes=MAX_RESPONSE_BYTES)
             return connection.request(api_key, version, body, timeout=timeout, expect_response=expect_response)
         except BrokerUnavailable:

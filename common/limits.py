@@ -70,6 +70,9 @@ COMMAND_TIMEOUT_S: Final = 10.0  # one kernel tool run (iptables, ip, tc) by a n
 
 # --- Kafka clients we write (producer, consumer, admin, Spark reader)
 CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)
+# Setting up a connection to a broker over any network (not CONNECT_TIMEOUT's loopback one):
+# Kafka's clients' socket.connection.setup.timeout.ms default (10 s).
+CLIENT_CONNECT_TIMEOUT: Final = 10 * SECONDS
 # An answer, beyond the request's own timeout_ms / max_wait_ms: Kafka's clients' request.timeout.ms
 # default (30 s).
 CLIENT_REQUEST_TIMEOUT: Final = 30 * SECONDS

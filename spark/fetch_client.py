@@ -21,14 +21,13 @@ from typing import Final, TypeVar
 from common.broker_connection import BrokerConnection, BrokerUnavailable
 from common.config import KAFKA_PORT
 from common.errors import ErrorCode
-from common.limits import CLIENT_REQUEST_TIMEOUT
+from common.limits import CLIENT_CONNECT_TIMEOUT, CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata
 from common.protocol.api_keys import ApiKey
 from common.protocol.primitives import Chunk
 from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION
-from common.units import MIB, SECONDS
+from common.units import MIB
 
-CONNECT_TIMEOUT: Final = 10 * SECONDS
 MAX_RESPONSE_BYTES: Final = 256 * MIB
 EARLIEST: Final = list_offsets.EARLIEST_TIMESTAMP
 LATEST: Final = list_offsets.LATEST_TIMESTAMP
@@ -148,7 +147,7 @@ class PartitionClient:
         return self._request(api_key, version, body, timeout)
 
     def _connect(self, address: tuple[str, int]) -> BrokerConnection:
-        self._connection = BrokerConnection(address, self._client_id, connect_timeout=CONNECT_TIMEOUT,
+        self._connection = BrokerConnection(address, self._client_id, connect_timeout=CLIENT_CONNECT_TIMEOUT,
                                             max_response_bytes=MAX_RESPONSE_BYTES)
         return self._connection
 

@@ -54,11 +54,7 @@ LIMIT_WORDS = frozenset({"MAX", "MIN", "LIMIT", "TIMEOUT", "BACKOFF", "INTERVAL"
                          "MS"})
 
 # Names common.limits defines that modules being edited still define themselves.
-ALLOWED_NAME_REUSE: frozenset[tuple[str, str]] = frozenset({
-    # 5 s and 10 s: a client's connect over any network, not common.limits' loopback one
-    ("common/kafka_client.py", "CONNECT_TIMEOUT"),
-    ("spark/fetch_client.py", "CONNECT_TIMEOUT"),
-})
+ALLOWED_NAME_REUSE: frozenset[tuple[str, str]] = frozenset()
 # Config defaults restated by modules being edited: (module, constant) -> the key to read.
 ALLOWED_CONFIG_COPIES: dict[tuple[str, str], str] = {}
 
