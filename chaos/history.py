@@ -31,7 +31,7 @@ from typing import Any, Final, TextIO
 
 KINDS: Final = frozenset({
     "header", "invoke", "ok", "fail", "info", "read", "final-read", "sample", "fault-start",
-    "fault-end", "skip", "election", "truncation", "fencing", "phase", "note", "divergence",
+    "fault-end", "skip", "election", "truncation", "fencing", "controller-epoch", "phase", "note", "divergence",
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
     "group-assign", "group-read", "group-commit",
     "txn-invoke", "txn-write", "txn-commit-invoke", "txn-ok", "txn-fail", "txn-info", "txn-read", "txn-probe",

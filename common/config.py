@@ -302,6 +302,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "fsync the metadata journal before a controller acknowledges or commits an entry, and "
               "the term/vote before it votes (as KRaft does); false: a power loss may lose "
               "acknowledged metadata or a cast vote. tidelog's own key."),
+    ConfigKey("controller.quorum.prevote", _BOOLEAN, True,
+              "Pre-vote and leader stickiness (Raft thesis 9.6, KIP-996): a controller asks whether it "
+              "would win before it starts an election, and one that hears from a live leader ignores "
+              "higher-term vote requests. false only to show what it prevents. tidelog's own key."),
     # --- Controller HTTP API and broker liveness (quorum.controller_server parses and checks them)
     # tidelog's controllers speak HTTP (admin JSON API, broker RPCs with msgpack bodies), not
     # the Kafka protocol Kafka's controllers speak on controller.listener.names, so the three

@@ -41,7 +41,8 @@ from typing import Any, Final
 import msgpack
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.encryptor import HAS_CRYPTO
-from pysyncobj.syncobj import SyncObjException
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
+from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
 
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
@@ -55,6 +56,16 @@ from quorum.log_state import (
     MetadataLogState,
     OutcomeKind,
     transaction_chunks,
+)
+from quorum.prevote import (
+    LEADER_CONTACT_WINDOW,
+    PRE_VOTE_REQUEST,
+    PRE_VOTE_RESPONSE,
+    PreVoteAnswer,
+    PreVoteRound,
+    VoterView,
+    decide_pre_vote,
+    ignores_vote_request,
 )
 from quorum.quorum_describe import FollowerProgress, OffsetIndex, QuorumDescription, describe
 from quorum.quorum_settings import QuorumBindError, QuorumSettings, QuorumStatus
@@ -120,7 +131,18 @@ class MetadataLog(SyncObj):
         self.durability_gate = DurabilityGate(self._journal)
         self._progress = FollowerProgress()  # DescribeQuorum's bookkeeping (quorum.quorum_describe)
         self._offsets = OffsetIndex()
+        # pre-vote (quorum.prevote): read and written on the tick thread only
+        self._prevote = settings.prevote
+        self._prevote_round: PreVoteRound | None = None
+        self._prevote_logged_term = -1  # a minority voter retries every timeout: one INFO line per term
+        self._election_cleared = False  # a round was won: let pysyncobj's own candidacy run
+        self._leader_contact: float | None = None  # pysyncobj's monotonic clock, last leader AppendEntries
+        self._ignored_vote: tuple[str, int] | None = None  # the (candidate, term) last logged
+        self._leader_term: int | None = None  # the term this voter became leader in
         self.raft_message_observer = self._observe_message
+        logger.info("Metadata quorum voter %d: pre-vote %s; check-quorum: the active controller steps down "
+                    "after %.1f s without answers from a majority", settings.node_id,
+                    "on" if settings.prevote else "OFF (controller.quorum.prevote=false)", LEADER_FALLBACK_TIMEOUT)
         me = settings.me
         conf = SyncObjConf(
             password=settings.password.value,
@@ -155,8 +177,100 @@ class MetadataLog(SyncObj):
         # Flush after: AppendEntries handled in this tick's poll are answered once fsynced.
         # (The transport flushes once more right before the poll: quorum.bound_transport.)
         self.durability_gate.flush()
+        if self._prevote:
+            self._pre_vote_tick()
         super()._onTick(timeToWait)
         self.durability_gate.flush()
+
+    # -- pre-vote (quorum.prevote holds the rules; this is where they meet pysyncobj) --
+    #
+    # pysyncobj 0.3.17 has no pre-vote. Its `_onTick` starts a candidacy (term + 1, durable vote
+    # for itself, RequestVote to all) as soon as the election deadline has passed, and its
+    # `__onMessageReceived` makes any voter, the leader too, adopt a higher term from a
+    # RequestVote and step down. We change neither method: the candidacy is held back by
+    # moving its deadline before `_onTick` looks at it (below), and a RequestVote we must
+    # ignore never reaches pysyncobj (`_observe_message`). The pre-vote messages are our own
+    # types, carried by pysyncobj's (encrypted) transport and never delivered to it.
+
+    def _raft_view(self) -> VoterView:
+        now = pysyncobj_monotonic()
+        contact = self._leader_contact
+        return VoterView(
+            current_term=self.raftCurrentTerm,
+            last_log_term=self._SyncObj__getCurrentLogTerm(),  # pysyncobj 0.3.17's, name-mangled
+            last_log_index=self._SyncObj__getCurrentLogIndex(),
+            is_leader=self._SyncObj__raftState == _RAFT_STATE.LEADER,
+            since_leader_contact_s=None if contact is None else now - contact)
+
+    def _pre_vote_tick(self) -> None:
+        """Before pysyncobj's candidacy check: if the election timer fired, ask first."""
+        state = self._SyncObj__raftState
+        if state not in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE):
+            return
+        deadline: float = getattr(self, "_SyncObj__raftElectionDeadline")  # set below: mypy needs its type
+        if deadline >= pysyncobj_monotonic():
+            return
+        if self._SyncObj__transferInProgress:
+            return  # a TimeoutNow from the leader itself: the thesis skips pre-vote for it
+        if self._election_cleared:
+            self._election_cleared = False
+            return  # a majority granted: pysyncobj's candidacy runs in this tick
+        if not self._SyncObj__connectedToAnyone():
+            return  # pysyncobj would not stand either
+        # hold pysyncobj's candidacy back one election timeout; a won round brings it forward
+        self._SyncObj__raftElectionDeadline = pysyncobj_monotonic() + self._SyncObj__generateRaftTimeout()
+        previous = self._prevote_round
+        view = self._raft_view()
+        others = list(self._SyncObj__otherNodes)
+        round_ = PreVoteRound(proposed_term=view.current_term + 1, voters=len(others) + 1)
+        self._prevote_round = round_
+        if round_.proposed_term != self._prevote_logged_term:
+            self._prevote_logged_term = round_.proposed_term
+            lost = "" if previous is None else f"; last round refused by {previous.refused or 'nobody (no answers)'}"
+            logger.info("Election timeout: asking for pre-votes for term %d (last log term %d, index %d)%s",
+                        round_.proposed_term, view.last_log_term, view.last_log_index, lost)
+        if round_.won:  # a quorum of one
+            self._clear_election(round_)
+            return
+        request = {"type": PRE_VOTE_REQUEST, "proposed_term": round_.proposed_term,
+                   "last_log_term": view.last_log_term, "last_log_index": view.last_log_index}
+        for node in others:  # bounded by the voter count
+            self._SyncObj__transport.send(node, request)
+
+    def _clear_election(self, round_: PreVoteRound) -> None:
+        logger.info("Pre-vote for term %d won (granted by %s): starting an election",
+                    round_.proposed_term, sorted(round_.granted) or "this voter alone")
+        self._prevote_round = None
+        self._election_cleared = True
+        self._SyncObj__raftElectionDeadline = 0  # pysyncobj's check runs on the next tick
+
+    def _on_pre_vote_message(self, node: Any, message: dict[str, Any]) -> None:
+        voter = getattr(node, "address", str(node))
+        if message["type"] == PRE_VOTE_REQUEST:
+            proposed, last_term, last_index = (message.get(k) for k in
+                                               ("proposed_term", "last_log_term", "last_log_index"))
+            if not all(type(v) is int for v in (proposed, last_term, last_index)):
+                logger.warning("Ignored a malformed pre-vote request from %s: %r", voter, message)
+                return
+            assert isinstance(proposed, int) and isinstance(last_term, int) and isinstance(last_index, int)
+            answer = decide_pre_vote(proposed_term=proposed, candidate_last_term=last_term,
+                                     candidate_last_index=last_index, view=self._raft_view())
+            if answer is PreVoteAnswer.GRANTED:
+                logger.info("Granted %s a pre-vote for term %d", voter, proposed)
+            else:
+                logger.debug("Refused %s a pre-vote for term %d: %s", voter, proposed, answer.value)
+            self._SyncObj__transport.send(node, {
+                "type": PRE_VOTE_RESPONSE, "proposed_term": proposed, "term": self.raftCurrentTerm,
+                "granted": answer is PreVoteAnswer.GRANTED, "reason": answer.value})
+            return
+        round_ = self._prevote_round
+        proposed, granted = message.get("proposed_term"), message.get("granted")
+        if round_ is None or type(proposed) is not int or not isinstance(granted, bool):
+            return  # a late answer to a finished round
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            return
+        if round_.on_answer(voter, proposed, granted, str(message.get("reason", ""))):
+            self._clear_election(round_)
 
     def _observe_message(self, node: Any, message: Any, deliver: Callable[[Any, Any], None]) -> None:
         """Every Raft message this voter receives (tick thread): `deliver` is pysyncobj's handler.
@@ -169,7 +283,28 @@ class MetadataLog(SyncObj):
         entries it had already applied (pysyncobj logs it as CRITICAL). Raft ignores such
         answers; so do we, by restoring the next index pysyncobj had before. A refusal
         (success false, reset) still moves it wherever the follower says."""
-        if not isinstance(message, dict) or message.get("type") != "next_node_idx":
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind in (PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE):
+            self._on_pre_vote_message(node, message)
+            return  # ours alone: pysyncobj never sees them
+        if kind == "append_entries" and type(message.get("term")) is int \
+                and message["term"] >= self.raftCurrentTerm:
+            # what pysyncobj accepts as its leader's: the leader is alive, any pre-vote is moot
+            self._leader_contact = pysyncobj_monotonic()
+            self._prevote_round = None
+            self._election_cleared = False
+        if kind == "request_vote" and self._prevote and type(message.get("term")) is int \
+                and ignores_vote_request(request_term=message["term"], view=self._raft_view()):
+            # KIP-996: a voter with a live leader ignores it (delivered, pysyncobj would adopt
+            # the term and the leader would step down for a candidate that cannot win)
+            key = (getattr(node, "address", str(node)), message["term"])
+            if key != self._ignored_vote:
+                self._ignored_vote = key
+                logger.warning("Ignored a vote request from %s for term %d: this voter %s (term %d)",
+                               key[0], key[1], "is the leader" if self._isLeader() else
+                               f"heard from the leader within {LEADER_CONTACT_WINDOW:.1f} s", self.raftCurrentTerm)
+            return
+        if kind != "next_node_idx":
             deliver(node, message)
             return
         next_indexes: dict[Any, int] = self._SyncObj__raftNextIndex  # pysyncobj 0.3.17's, name-mangled
@@ -278,6 +413,14 @@ class MetadataLog(SyncObj):
                 logger.exception("A metadata log apply listener failed")
 
     def _on_state_changed(self, old: int, new: int) -> None:
+        if new == _RAFT_STATE.LEADER:
+            self._leader_term = self.raftCurrentTerm
+        elif old == _RAFT_STATE.LEADER:
+            # pysyncobj sets a higher term before it steps down for it: the same term means its
+            # leaderFallbackTimeout fired (check-quorum)
+            why = (f"check-quorum: no answers from a majority within {LEADER_FALLBACK_TIMEOUT:.1f} s"
+                   if self.raftCurrentTerm == self._leader_term else f"saw term {self.raftCurrentTerm}")
+            logger.warning("Stepped down as Raft leader of term %s: %s", self._leader_term, why)
         for listener in list(self._listeners):
             listener()
 

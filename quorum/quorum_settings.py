@@ -35,6 +35,7 @@ class QuorumSettings:
     compaction_min_entries: int = LOG_COMPACTION_MIN_ENTRIES
     retained_records: int = RETAINED_RECORDS
     fsync: bool = True  # controller.quorum.fsync (quorum.durable_journal)
+    prevote: bool = True  # controller.quorum.prevote (quorum.prevote)
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -63,8 +64,10 @@ class QuorumSettings:
         base = config["metadata.log.dir"] or log_dirs(config)[0]
         assert isinstance(base, str)
         fsync = config["controller.quorum.fsync"]
-        assert isinstance(fsync, bool)
-        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password, fsync=fsync)
+        prevote = config["controller.quorum.prevote"]
+        assert isinstance(fsync, bool) and isinstance(prevote, bool)
+        return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password, fsync=fsync,
+                   prevote=prevote)
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,15 @@ def check_skipped_faults(events: Sequence[Event]) -> CheckResult:
                        examples([f"{e['id']} {e['description']}: {e['why']}" for e in skipped]))
 
 
+def check_controller_changes(events: Sequence[Event]) -> CheckResult:
+    """New active controllers (epochs) after the workload began: a needless change shows here."""
+    started = next((e["t"] for e in events if e["kind"] == "phase" and e.get("name") == "workload"), 0.0)
+    changes = [e for e in events if e["kind"] == "controller-epoch" and e["t"] >= started]
+    lines = [f"t={e['t']:.2f} s: a controller became active with epoch {e['epoch']}" for e in changes]
+    return CheckResult("controller-changes", 0, f"{len(changes)} new active controllers during the workload",
+                       examples(lines), {"changes": len(changes)})
+
+
 def workload_counts(events: Sequence[Event]) -> CheckResult:
     counts = {k: sum(1 for e in events if e["kind"] == k) for k in ("invoke", "ok", "fail", "info", "read",
                                                                       "final-read")}
@@ -107,7 +116,8 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
-            check_fencing(events), *check_transactions(events), check_skipped_faults(events)]
+            check_fencing(events), check_controller_changes(events), *check_transactions(events),
+            check_skipped_faults(events)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +166,13 @@ def judge(results: Sequence[CheckResult], expect: Expectations) -> list[Verdict]
     if expect.stays_online:
         offline = by_name["offline"]
         verdicts.append(Verdict("every partition keeps a leader", offline.data["partitions"] == 0, offline.summary))
+    if expect.stable_controller:
+        changes = by_name["controller-changes"]
+        verdicts.append(Verdict("the active controller never changes", changes.data["changes"] == 0,
+                                changes.summary))
+        fencing = by_name["early-fencing"]
+        fenced = sum(fencing.data["causes"].values())
+        verdicts.append(Verdict("no broker fenced", fenced == 0, fencing.summary))
     acked = int(by_name["workload"].data.get("ok", 0))
     verdicts.append(Verdict(f"at least {expect.min_acked} writes acknowledged", acked >= expect.min_acked,
                             by_name["workload"].summary))

@@ -3,9 +3,11 @@
 Two broker lines matter to the checkers (broker.replica_roles, broker.replica_appends):
   "Leader chaos-0 with leader epoch 5 starting at offset 120 (... elected uncleanly: RECOVERING)"
   "Truncated follower chaos-0 to offset 97 (log end offset was 120: offsets 97..119 dropped) ..."
-and one controller line (quorum.broker_control), with its cause:
+and two controller lines, a fencing (quorum.broker_control) with its cause:
   "Fencing broker 5 (no heartbeat for 3001 ms, session timeout 3000 ms): 3 partition change(s)"
   "Fencing broker 5 (its listener 127.0.0.5:9092 closed ... the process exited): 3 partition change(s)"
+and a new active controller (quorum.active_controller):
+  "Became active controller with epoch 4 (BeginEpoch committed at offset 120)"
 Each becomes an `election` / `truncation` / `fencing` event placed on the history's clock
 through the line's wall-clock time (common.log_setup's "%(asctime)s": local time, milliseconds).
 """
@@ -24,6 +26,7 @@ TRUNCATED: Final = re.compile(r"Truncated follower (?P<topic>\S+)-(?P<partition>
 FENCING: Final = re.compile(r"Fencing broker (?P<broker>\d+) \((?P<reason>.*)\): \d+ partition change")
 SESSION_EXPIRED: Final = re.compile(r"no heartbeat for (?P<age>\d+) ms, session timeout (?P<session>\d+) ms")
 PROCESS_GONE: Final = "its listener"
+BECAME_ACTIVE: Final = re.compile(r"Became active controller with epoch (?P<epoch>\d+)")
 STAMP: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 
@@ -59,9 +62,14 @@ def parse_node_log(lines: Iterable[str], *, node_id: int, topic: str) -> list[di
 
 def parse_controller_log(lines: Iterable[str]) -> list[dict[str, Any]]:
     """(wall time, event fields) of every fencing decision in one controller's log, with its cause:
-    `session` (with the silence and the session it exceeded), `process-gone` or `other`."""
+    `session` (with the silence and the session it exceeded), `process-gone` or `other`; and
+    every `controller-epoch` this controller became active in."""
     found: list[dict[str, Any]] = []
     for line in lines:
+        active = BECAME_ACTIVE.search(line)
+        if active is not None and (wall := wall_time(line)) is not None:
+            found.append({"kind": "controller-epoch", "wall": wall, "epoch": int(active.group("epoch"))})
+            continue
         match = FENCING.search(line)
         wall = None if match is None else wall_time(line)
         if match is None or wall is None:

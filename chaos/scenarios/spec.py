@@ -131,6 +131,7 @@ class Expectations:
     allow: tuple[str, ...] = ()
     isr_shrink_expand: bool = False  # the samples show an ISR shrink, then the full ISR again
     stays_online: bool = False  # no sample ever shows a partition without a leader
+    stable_controller: bool = False  # no new active controller during the workload, no broker fenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +266,8 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
     expect = Expectations(_enum(LossPolicy, e.get("lost", "none"), "expect.lost"), int(e.get("min_lost", 0)),
                           e.get("unclean_elections"), e.get("max_unavailable_s"), e.get("min_unavailable_s"),
                           int(e.get("min_acked", 1)), tuple(e.get("allow", ())),
-                          bool(e.get("isr_shrink_expand", False)), bool(e.get("stays_online", False)))
+                          bool(e.get("isr_shrink_expand", False)), bool(e.get("stays_online", False)),
+                          bool(e.get("stable_controller", False)))
     unknown = set(e) - {f.name for f in dataclasses.fields(Expectations)}
     if unknown:
         raise ScenarioError(f"expect: unknown keys {sorted(unknown)}")

@@ -1,0 +1,119 @@
+"""Pre-vote and leader stickiness for the metadata quorum (Raft thesis §9.6, KIP-996): pure rules.
+
+Without them a voter that was cut off or starved of CPU (SIGSTOP, a long GC-like stall) comes
+back with its election timer expired, starts an election at term + 1, and its RequestVote makes
+every voter, the healthy leader included, adopt the higher term and step down: a needless
+controller change (seen on a CPU-starved box, issue 28). With them:
+
+- Pre-vote: a voter whose election timer fired first asks the others whether they *would*
+  vote for it at term + 1 (`decide_pre_vote`). Nobody changes its term or vote for a pre-vote,
+  so nothing is written (the durable term/vote rules of `quorum.durable_journal` are not
+  touched). Only with a majority of grants (`PreVoteRound`) does it start the real election.
+- Stickiness: a voter that heard from a live leader within `LEADER_CONTACT_WINDOW`, or is the
+  leader itself, refuses pre-votes and ignores a real RequestVote with a higher term
+  (`ignores_vote_request`) instead of stepping down for it. KIP-996 says the same with
+  Kafka's fetch timeout as the window; we use the Raft thesis' minimum election timeout so
+  that a real failover is not delayed (a dead leader is unheard for longer than that before
+  any follower's timer fires).
+
+Everything here takes times as seconds on a monotonic clock passed in; `quorum.metadata_log`
+is the shell that reads pysyncobj's state and sends the messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final
+
+from common.units import SECONDS
+
+# pysyncobj's raftMinTimeout default (election timeouts are drawn from [0.4 s, 1.4 s)); a leader
+# sends AppendEntries every 0.1 s, so a follower of a live leader is never this long without one.
+LEADER_CONTACT_WINDOW: Final = 0.4 * SECONDS
+PRE_VOTE_REQUEST: Final = "tidelog_pre_vote"  # message types pysyncobj does not know (it never sees them)
+PRE_VOTE_RESPONSE: Final = "tidelog_pre_vote_response"
+
+
+class PreVoteAnswer(Enum):
+    GRANTED = "granted"
+    HAS_LEADER = "refused: heard from a live leader"
+    IS_LEADER = "refused: this voter is the leader"
+    STALE_TERM = "refused: the candidate's term is behind"
+    STALE_LOG = "refused: the candidate's log is behind"
+
+
+@dataclass(frozen=True, slots=True)
+class VoterView:
+    """What a voter knows when a (pre-)vote request arrives."""
+
+    current_term: int
+    last_log_term: int
+    last_log_index: int
+    is_leader: bool
+    since_leader_contact_s: float | None  # None: never heard from a leader since start
+
+
+def log_up_to_date(*, candidate_last_term: int, candidate_last_index: int, view: VoterView) -> bool:
+    """Raft §5.4.1: the candidate's log is at least as up to date as the voter's."""
+    if candidate_last_term != view.last_log_term:
+        return candidate_last_term > view.last_log_term
+    return candidate_last_index >= view.last_log_index
+
+
+def has_live_leader(view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) -> bool:
+    """The voter leads, or heard from a leader less than `window_s` ago."""
+    if view.is_leader:
+        return True
+    return view.since_leader_contact_s is not None and view.since_leader_contact_s < window_s
+
+
+def decide_pre_vote(*, proposed_term: int, candidate_last_term: int, candidate_last_index: int,
+                    view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) -> PreVoteAnswer:
+    """Would this voter vote for the candidate at `proposed_term` (its term + 1)?"""
+    if view.is_leader:
+        return PreVoteAnswer.IS_LEADER
+    if has_live_leader(view, window_s):
+        return PreVoteAnswer.HAS_LEADER
+    if proposed_term < view.current_term:
+        return PreVoteAnswer.STALE_TERM
+    if not log_up_to_date(candidate_last_term=candidate_last_term, candidate_last_index=candidate_last_index,
+                          view=view):
+        return PreVoteAnswer.STALE_LOG
+    return PreVoteAnswer.GRANTED
+
+
+def ignores_vote_request(*, request_term: int, view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) -> bool:
+    """A real RequestVote this voter drops unseen: a higher term while it has a live leader (or is
+    one). Seen, it would adopt the term and, as leader, step down (pysyncobj's rule). A request at
+    or below the current term changes nothing in pysyncobj's handling, so it goes through."""
+    return request_term > view.current_term and has_live_leader(view, window_s)
+
+
+@dataclass(slots=True)
+class PreVoteRound:
+    """One voter's pre-vote for `proposed_term`: the grants it has, itself included."""
+
+    proposed_term: int
+    voters: int  # the whole quorum, this voter included
+    granted: set[str] = field(default_factory=set)
+    refused: dict[str, str] = field(default_factory=dict)  # voter -> why
+
+    def __post_init__(self) -> None:
+        if self.voters < 1:
+            raise ValueError(f"a quorum has at least one voter, not {self.voters}")
+
+    def on_answer(self, voter: str, proposed_term: int, granted: bool, reason: str = "") -> bool:
+        """Count one answer; True once a majority granted. Answers for another round are ignored."""
+        if proposed_term != self.proposed_term:
+            return False
+        if granted:
+            self.granted.add(voter)
+            self.refused.pop(voter, None)
+        else:
+            self.refused[voter] = reason
+        return self.won
+
+    @property
+    def won(self) -> bool:
+        return (len(self.granted) + 1) * 2 > self.voters  # + 1: the candidate votes for itself
