@@ -21,6 +21,26 @@ class CorruptIndexError(KafkaStorageError):
     """An index file failed its sanity check; the segment's indexes must be rebuilt."""
 
 
+def write_tail(path: Path, tail: bytes, offset: int, *, truncate: bool, fsync: bool, what: str) -> None:
+    """Write an index file's unpersisted entries `tail` at `offset` (its persisted prefix),
+    cutting the file there first when asked or when it is not exactly that long (a torn or
+    stale tail). Opened per call: an index holds no descriptor between flushes. The offset,
+    time and transaction indexes all write this way."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if truncate or os.fstat(fd).st_size != offset:
+                os.ftruncate(fd, offset)
+            if tail:
+                os.pwrite(fd, tail, offset)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot write {what} {path}: {e}") from e
+
+
 class SparseIndex:
     """Fixed-width (key, value) entries with strictly increasing keys, persisted big-endian."""
 
@@ -111,20 +131,8 @@ class SparseIndex:
         tail = b"".join(
             pack(self.keys[i], self.values[i]) for i in range(self._persisted, len(self.keys))
         )
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                offset = self._persisted * self.entry_size
-                if truncate or os.fstat(fd).st_size != offset:
-                    os.ftruncate(fd, offset)
-                if tail:
-                    os.pwrite(fd, tail, offset)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot write index file {self.path}: {e}") from e
+        write_tail(self.path, tail, self._persisted * self.entry_size, truncate=truncate, fsync=fsync,
+                   what="index file")
         self._persisted = len(self.keys)
 
     def rename(self, path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from broker.log.sparse_index import write_tail
 from broker.log.txn_index import ENTRY_SIZE, AbortedTxn, collect_aborted, decode_entries, encode_entries
 from common.errors import KafkaStorageError
 
@@ -82,21 +83,8 @@ class TransactionIndex:
             return
         if not self.path.exists():
             self._persisted = 0  # the file went away: write every entry, never a hole
-        tail = encode_entries(self.entries[self._persisted:])
-        offset = self._persisted * ENTRY_SIZE
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                if truncate or os.fstat(fd).st_size != offset:
-                    os.ftruncate(fd, offset)
-                if tail:
-                    os.pwrite(fd, tail, offset)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot write transaction index {self.path}: {e}") from e
+        write_tail(self.path, encode_entries(self.entries[self._persisted:]), self._persisted * ENTRY_SIZE,
+                   truncate=truncate, fsync=fsync, what="transaction index")
         self._persisted = len(self.entries)
 
     def rename(self, path: Path) -> None:
