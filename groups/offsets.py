@@ -60,18 +60,27 @@ def _commit_error(group: ClassicGroup | None, req: CommitRequest) -> ErrorCode:
         return E.COORDINATOR_NOT_AVAILABLE
     if req.generation_id < 0 and group.state is GroupState.EMPTY:
         return E.NONE  # the group only stores offsets in Kafka (Kafka's doCommitOffsets)
-    if req.group_instance_id is not None:  # Kafka's validateMember: a static member by its instance
-        holder = group.static_member(req.group_instance_id)
+    error = validate_member(group, req.member_id, req.group_instance_id, req.generation_id)
+    if error is E.NONE and group.state is GroupState.COMPLETING_REBALANCE:
+        return E.REBALANCE_IN_PROGRESS
+    return error
+
+
+def validate_member(group: ClassicGroup, member_id: str, group_instance_id: str | None,
+                    generation_id: int) -> ErrorCode:
+    """Kafka's ClassicGroup.validateMember (a static member by its instance id, else by its
+    member id) and then the generation check of validateOffsetCommit: a plain and a
+    transactional commit from a member both pass these."""
+    if group_instance_id is not None:
+        holder = group.static_member(group_instance_id)
         if holder is None:
             return E.UNKNOWN_MEMBER_ID
-        if holder != req.member_id:
+        if holder != member_id:
             return E.FENCED_INSTANCE_ID
-    elif req.member_id not in group.members:
+    elif member_id not in group.members:
         return E.UNKNOWN_MEMBER_ID
-    if req.generation_id != group.generation_id:
+    if generation_id != group.generation_id:
         return E.ILLEGAL_GENERATION
-    if group.state is GroupState.COMPLETING_REBALANCE:
-        return E.REBALANCE_IN_PROGRESS
     return E.NONE
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from common.errors import ErrorCode
 from groups.group import ClassicGroup, GroupConfig
-from groups.offsets import CommitPartition
+from groups.offsets import CommitPartition, validate_member
 from groups.outcome import Outcome
 from groups.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from groups.state import GroupState
@@ -52,16 +52,7 @@ def _validate(group: ClassicGroup | None, req: TxnCommitRequest) -> ErrorCode:
     if req.generation_id < 0 and group.state is GroupState.EMPTY:
         return E.NONE
     if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-        if req.group_instance_id is not None:  # Kafka's validateMember
-            holder = group.static_member(req.group_instance_id)
-            if holder is None:
-                return E.UNKNOWN_MEMBER_ID
-            if holder != req.member_id:
-                return E.FENCED_INSTANCE_ID
-        elif req.member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
-        if req.generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
+        return validate_member(group, req.member_id, req.group_instance_id, req.generation_id)
     return E.NONE
 
 
