@@ -229,6 +229,21 @@ def check_producer_batch(header: RecordBatchHeader) -> None:
     header.compression  # raises for an unknown codec
 
 
+_LENGTH = struct.Struct(">i")
+
+
+def complete_prefix(records: bytes | memoryview) -> int:
+    """Bytes of `records` holding whole batches: a Fetch response may end in a cut one (Kafka
+    sends up to the byte limit, and the client drops the tail). Frames only, no checks."""
+    pos, size = 0, len(records)
+    while pos + LOG_OVERHEAD <= size:  # bounded: every step moves forward by >= LOG_OVERHEAD
+        length = _LENGTH.unpack_from(records, pos + LENGTH_POS)[0]
+        if length <= 0 or pos + LOG_OVERHEAD + length > size:
+            break
+        pos += LOG_OVERHEAD + length
+    return pos
+
+
 def read_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, RecordBatchHeader]]:
     """(position, header) of every batch in `buf`, framed and CRC-checked; any flaw raises.
 

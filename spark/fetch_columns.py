@@ -31,11 +31,10 @@ from common.limits import MAX_VARLONG_BYTES, SCAN_PADDING
 from common.protocol.fetch_messages import AbortedTransaction
 from common.record_batch import (
     HEADER_SIZE,
-    LENGTH_POS,
-    LOG_OVERHEAD,
     CompressionType,
     RecordBatchHeader,
     TimestampType,
+    complete_prefix,
     read_batches,
 )
 from common.units import US_PER_MS
@@ -50,7 +49,6 @@ I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
 ABORT_MARKER: Final = 0  # control record key type (COMMIT is 1)
-_LENGTH = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 
 
@@ -78,18 +76,6 @@ class FetchedRecords:
 
     batch: pa.RecordBatch | None
     next_offset: int
-
-
-def complete_prefix(records: bytes | memoryview) -> int:
-    """Bytes of `records` holding whole batches: a response may end in a cut one (Kafka
-    sends up to the byte limit, and the client drops the tail)."""
-    pos, size = 0, len(records)
-    while pos + LOG_OVERHEAD <= size:  # bounded: every step moves forward by >= LOG_OVERHEAD
-        length = _LENGTH.unpack_from(records, pos + LENGTH_POS)[0]
-        if length <= 0 or pos + LOG_OVERHEAD + length > size:
-            break
-        pos += LOG_OVERHEAD + length
-    return pos
 
 
 def decode_fetched(records: bytes | memoryview | None, *, topic: str, partition: int, start: int, end: int,

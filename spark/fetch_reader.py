@@ -33,7 +33,8 @@ from spark.fetch_client import (
     PartitionClient,
     bootstrap_addresses,
 )
-from spark.fetch_columns import complete_prefix, decode_fetched
+from common.record_batch import complete_prefix
+from spark.fetch_columns import decode_fetched
 from spark.offsets import OffsetRange
 from spark.options import OptionError, SourceOptions
 

@@ -9,7 +9,6 @@ a cluster.
 from __future__ import annotations
 
 import json
-import struct
 import zlib
 from dataclasses import dataclass
 from enum import Enum
@@ -17,7 +16,7 @@ from typing import Any, Final
 
 from common.control_records import ControlType, control_type
 from common.errors import ErrorCode
-from common.record_batch import LENGTH_POS, LOG_OVERHEAD, RecordBatchHeader, read_batches
+from common.record_batch import RecordBatchHeader, complete_prefix, read_batches
 from common.records import decode_records
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
@@ -25,7 +24,6 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 # Kafka caps a transactional.id at a string's 32,767 bytes; ours stay short and printable.
 MAX_TRANSACTIONAL_ID_CHARS: Final = 249
 COMMIT_VALUE_VERSION: Final = 1
-_LENGTH: Final = struct.Struct(">i")
 
 
 class CommitLogError(ValueError):
@@ -94,7 +92,7 @@ class CommitLogScan:
         """Take the whole batches of a Fetch answer (a cut last one is left for the next
         fetch, as Kafka's consumer does) from `next_offset` on; returns the new `next_offset`."""
         start = self.next_offset
-        records = memoryview(records)[:_whole_batches(records)]
+        records = memoryview(records)[:complete_prefix(records)]
         for pos, header in read_batches(records):  # per batch: the commit log holds one record per task and batch
             if header.next_offset <= start:
                 continue
@@ -113,15 +111,6 @@ class CommitLogScan:
         return self.next_offset
 
 
-def _whole_batches(records: bytes | memoryview) -> int:
-    """Bytes of `records` holding whole batches (a Fetch answer may end in a cut one)."""
-    pos, size = 0, len(records)
-    while pos + LOG_OVERHEAD <= size:  # bounded: every step moves forward by >= LOG_OVERHEAD
-        length = _LENGTH.unpack_from(records, pos + LENGTH_POS)[0]
-        if length <= 0 or pos + LOG_OVERHEAD + length > size:
-            break
-        pos += LOG_OVERHEAD + length
-    return pos
 
 
 def _marker_type(records: bytes | memoryview, pos: int, header: RecordBatchHeader) -> ControlType | None:

@@ -24,6 +24,7 @@ from common.record_batch import (
     CompressionType,
     RecordBatchHeader,
     TimestampType,
+    complete_prefix,
     compute_crc,
     parse_header,
 )
@@ -32,7 +33,6 @@ from spark.arrow_schema import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from spark.fetch_columns import (
     FetchedRecords,
     binary_column,
-    complete_prefix,
     decode_fetched,
 )
 
