@@ -6,7 +6,9 @@ from dataclasses import replace
 
 from groups.group import ClassicGroup, GroupConfig
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
+from groups.offsets import CommitPartition
 from groups.outcome import Outcome
+from groups.state import GroupState
 
 NOW = 1_700_000_000_000
 CONFIG = GroupConfig(initial_rebalance_delay_ms=0)
@@ -53,3 +55,12 @@ def stable_group(*member_ids: str, now: int = NOW, instances: dict[str, str] | N
 
 def with_deadline(group: ClassicGroup, member_id: str, deadline: int) -> ClassicGroup:
     return group.with_member(replace(group.members[member_id], session_deadline_ms=deadline))
+
+
+# The groups a commit is checked against (plain OffsetCommit and TxnOffsetCommit alike).
+STABLE = stable_group("a", "b")
+GEN = STABLE.generation_id
+STATIC = stable_group("a", "b", instances={"a": "inst-a", "b": "inst-b"})
+COMPLETING = join(join(STABLE, "a").group, "b").group
+EMPTY = replace(STABLE, state=GroupState.EMPTY, members={}, state_timestamp_ms=NOW)
+P0 = CommitPartition("orders", 0, 42, 3, "meta")

@@ -26,14 +26,8 @@ from groups.records import (
     OffsetCommitValue,
 )
 from groups.state import GroupState as S
-from tests.unit.group_helpers import CONFIG, NOW, join, stable_group
+from tests.unit.group_helpers import COMPLETING, CONFIG, EMPTY, GEN, NOW, P0, STABLE, STATIC, join
 
-STABLE = stable_group("a", "b")
-GEN = STABLE.generation_id
-STATIC = stable_group("a", "b", instances={"a": "inst-a", "b": "inst-b"})
-COMPLETING = join(join(STABLE, "a").group, "b").group
-EMPTY = replace(STABLE, state=S.EMPTY, members={}, state_timestamp_ms=NOW)
-P0 = CommitPartition("orders", 0, 42, 3, "meta")
 TOPICS = {("orders", 0), ("orders", 1)}
 
 

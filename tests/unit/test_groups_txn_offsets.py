@@ -15,14 +15,8 @@ from groups.offsets import CommitPartition, FetchedOffset, expire_offsets, fetch
 from groups.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from groups.state import GroupState as S
 from groups.txn_offsets import TxnCommitRequest, txn_commit_offsets
-from tests.unit.group_helpers import CONFIG, NOW, join, stable_group
+from tests.unit.group_helpers import COMPLETING, CONFIG, EMPTY, GEN, NOW, P0, STABLE, STATIC
 
-STABLE = stable_group("a", "b")
-GEN = STABLE.generation_id
-STATIC = stable_group("a", "b", instances={"a": "inst-a", "b": "inst-b"})
-COMPLETING = join(join(STABLE, "a").group, "b").group
-EMPTY = replace(STABLE, state=S.EMPTY, members={}, state_timestamp_ms=NOW)
-P0 = CommitPartition("orders", 0, 42, 3, "meta")
 PID, OTHER = 7, 8
 
 
