@@ -9,7 +9,6 @@ read_uncommitted confluent-kafka consumers read the cleaned partition back."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_full_isr,
 )
+from tests.integration.txn_fixtures import read_partition
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -103,30 +103,9 @@ def every_replica(cluster: LocalCluster, check: object, topic: str = TOPIC) -> b
 
 
 def consume(cluster: LocalCluster, isolation: str, count: int,
-            topic: str = TOPIC) -> list[tuple[bytes, bytes]]:
-    """(key, value) a confluent-kafka consumer of `isolation` reads: `count` of them, ending at
-    the partition end (read_committed: the LSO)."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"{topic}-{isolation}",
-        "enable.auto.commit": "false", "isolation.level": isolation, "enable.partition.eof": "true",
-        "fetch.wait.max.ms": "100"})
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        got: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:  # bounded by the deadline
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, msg.error()
-                if len(got) >= count:
-                    return got
-                continue
-            got.append((msg.key(), msg.value()))
-        raise AssertionError(f"{isolation} consumer read {got}, expected {count} records")
-    finally:
-        consumer.close()
+            topic: str = TOPIC) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) a consumer of `isolation` reads: `count` of them, ending at the partition end."""
+    return read_partition(cluster, topic, isolation, count, group_id=f"{topic}-{isolation}")
 
 
 def fill(client: KafkaClient, leader: int, tag: bytes) -> list[tuple[bytes, bytes]]:

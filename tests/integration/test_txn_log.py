@@ -31,6 +31,7 @@ from tests.integration.replication_fixtures import (
     replicated_cluster,
     wait_full_isr,
 )
+from tests.integration.txn_fixtures import read_partition
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -111,30 +112,9 @@ def describe_producers(client: KafkaClient, leader: int) -> dict[int, tuple[int,
     return {p.producer_id: (p.coordinator_epoch, p.current_txn_start_offset) for p in partition.active_producers}
 
 
-def consume(cluster: LocalCluster, isolation: str, count: int) -> list[bytes]:
-    """The values a confluent-kafka consumer of `isolation` reads: until it has `count`, or the
-    partition end (read_committed: the LSO) is reached."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"txn-log-{isolation}",
-        "enable.auto.commit": "false", "isolation.level": isolation, "enable.partition.eof": "true",
-        "fetch.wait.max.ms": "100"})
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:  # bounded by the deadline
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, msg.error()
-                if len(got) >= count:
-                    return got
-                continue
-            got.append(msg.value())
-        raise AssertionError(f"{isolation} consumer read {got}, expected {count} values")
-    finally:
-        consumer.close()
+def consume(cluster: LocalCluster, isolation: str, count: int) -> list[bytes | None]:
+    """The values a consumer of `isolation` reads: `count` of them, ending at the partition end."""
+    return [value for _, value in read_partition(cluster, TOPIC, isolation, count, group_id=f"txn-log-{isolation}")]
 
 
 def txnindex_entries(cluster: LocalCluster, broker_id: int) -> list[AbortedTxn]:
