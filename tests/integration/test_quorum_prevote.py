@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from common.waiting import WaitTimeout
+from quorum.metadata_log import LEADER_FALLBACK_TIMEOUT
 from tests.integration.test_quorum_cluster import (
     ControllerProcess,
     append_noop,
@@ -32,6 +33,7 @@ from tests.integration.test_quorum_cluster import nodes as nodes  # noqa: F401 (
 # and 3 s pauses never started an election, with or without pre-vote)
 PAUSE_S = 5.0
 PAUSES = 2
+STEP_DOWN_SLACK_S = 3.0  # a loaded 2-core box: the tick may run late; the bound is what we check
 
 
 def pause(node: ControllerProcess, seconds: float) -> None:
@@ -103,6 +105,32 @@ def test_a_paused_leader_is_replaced_and_steps_down(started: list[ControllerProc
     wait_until("the old leader to step down", lambda: not leader.status()["is_leader"])
     assert "Stepped down as Raft leader" in leader.log_text()
     assert wait_for_active(nodes, min_epoch=new_epoch)[1] == new_epoch
+
+
+def test_a_leader_cut_off_from_its_majority_steps_down_within_the_bound(
+        started: list[ControllerProcess], capsys: pytest.CaptureFixture[str]) -> None:
+    """Check-quorum: both followers stopped, the leader hears from no majority and steps down
+    after LEADER_FALLBACK_TIMEOUT at the same term (nobody could have sent it a higher one)."""
+    nodes = started
+    leader, epoch = wait_for_active(nodes, min_epoch=1)
+    term = leader.status()["term"]
+    followers = [n for n in nodes if n is not leader]
+    for node in followers:
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        wait_until("the cut-off leader to step down", lambda: not leader.status()["is_leader"],
+                   LEADER_FALLBACK_TIMEOUT + STEP_DOWN_SLACK_S)
+        stepped_down_s = time.monotonic() - stopped_at
+    finally:
+        for node in followers:
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGCONT)
+    report(capsys, f"check-quorum: leader stepped down {stepped_down_s:.2f} s after losing its majority "
+                   f"(bound {LEADER_FALLBACK_TIMEOUT:.1f} s)")
+    assert f"Stepped down as Raft leader of term {term}: check-quorum" in leader.log_text()
+    assert wait_for_active(nodes, min_epoch=epoch + 1)[1] > epoch  # the quorum elects again
 
 
 @pytest.mark.parametrize("started", [False], ids=["no-prevote"], indirect=True)
