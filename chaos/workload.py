@@ -161,7 +161,8 @@ def describe_partitions(bootstrap: str, topic: str, partitions: int) -> list[str
     ListOffsets (latest). The evidence for an availability failure: a client's 'unknown partition'
     says what it concluded, this says what the brokers said."""
     from common.protocol.list_offsets import LATEST_TIMESTAMP
-    from common.kafka_client import BrokerUnavailable, KafkaClient, error_name
+    from common.broker_connection import BrokerUnavailable
+    from common.kafka_client import KafkaClient, error_name
 
     lines = []
     for server in bootstrap.split(","):

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from common.broker_connection import BrokerConnection, shown
-# re-exported: the CLI's callers catch it as this client's error
-from common.broker_connection import BrokerUnavailable as BrokerUnavailable
+from common.broker_connection import BrokerConnection, BrokerUnavailable, shown
 from common.errors import ErrorCode
 from common.limits import CLIENT_CONNECT_TIMEOUT, CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata, produce

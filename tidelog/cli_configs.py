@@ -133,7 +133,8 @@ def _entity(args: argparse.Namespace) -> tuple[int, str, int | None]:
 
 def _call(args: argparse.Namespace, broker: int | None, api_key: ApiKey, version: int, request: object,
           encode: object, decode: object) -> object:
-    from common.kafka_client import BrokerUnavailable, KafkaClient
+    from common.broker_connection import BrokerUnavailable
+    from common.kafka_client import KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
     with KafkaClient(found.bootstrap_servers, client_id="tidelog-configs") as client:

@@ -89,7 +89,7 @@ def _unavailable(exc: Exception) -> ClusterError:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from common.kafka_client import BrokerUnavailable
+    from common.broker_connection import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -101,7 +101,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from common.kafka_client import BrokerUnavailable
+    from common.broker_connection import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -123,7 +123,7 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from common.kafka_client import BrokerUnavailable
+    from common.broker_connection import BrokerUnavailable
 
     client, admin = _admin(args)
     with client:
@@ -136,7 +136,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    from common.kafka_client import BrokerUnavailable
+    from common.broker_connection import BrokerUnavailable
 
     topic, only = _parse_topic(args.topic)
     by_time = None

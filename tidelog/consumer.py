@@ -25,12 +25,12 @@ from common.protocol.primitives import RecordsPlaceholder
 from common.units import SECONDS
 from tidelog.cli_common import ClusterError
 from tidelog.console_records import ConsumerFormat, decode_fetched
+from common.broker_connection import BrokerUnavailable
 from common.kafka_client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_LEADER,
     RETRIABLE,
-    BrokerUnavailable,
     KafkaClient,
     TopicInfo,
     error_name,

@@ -27,9 +27,9 @@ from common.limits import CLIENT_RETRY_BACKOFF
 from common.record_batch import CompressionType
 from common.records import build_batch
 from tidelog.cli_common import ClusterError
+from common.broker_connection import BrokerUnavailable
 from common.kafka_client import (
     RETRIABLE,
-    BrokerUnavailable,
     ClusterInfo,
     KafkaClient,
     TopicInfo,

@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 from common import transaction_admin as ta
-from common.kafka_client import BrokerUnavailable, KafkaClient
+from common.broker_connection import BrokerUnavailable
+from common.kafka_client import KafkaClient
 from common.limits import CLIENT_RETRY_BACKOFF
 from common.protocol.api_keys import ApiKey
 from common.topic_partition import TopicPartition

@@ -401,7 +401,7 @@ FAIL_POINT_ENV = "TIDELOG_CLEANER_FAIL_POINT"
 
 def kill_at_fail_point_from_env() -> Callable[[str], None] | None:
     """For crash tests: `TIDELOG_CLEANER_FAIL_POINT=<step>` SIGKILLs this process when the
-    cleaner reaches that step of a swap (see `log_cleaner.FAIL_POINTS`)."""
+    cleaner reaches that step of a swap (see `cleaner_swap.FAIL_POINTS`)."""
     wanted = os.environ.get(FAIL_POINT_ENV)
     if not wanted:
         return None

@@ -31,7 +31,6 @@ from broker.log.cleaner_txn import (
     last_records_of,
 )
 from broker.log.cleaner_index import CleanedIndexes, write_fsynced
-from broker.log.cleaner_swap import FAIL_POINTS  # noqa: F401 (re-exported: the crash tests')
 from broker.log.cleaner_swap import CleanedGroup, remove_cleaned, swap_in
 from broker.log.cleaner_snapshot import (
     CleaningAbortedError,

@@ -45,10 +45,6 @@ from common.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-# re-exported: the log's callers ask for these special positions by their ListOffsets names
-from common.protocol.list_offsets import EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP
-from common.protocol.list_offsets import LATEST_TIMESTAMP as LATEST_TIMESTAMP
-from common.protocol.list_offsets import MAX_TIMESTAMP as MAX_TIMESTAMP
 from common.record_batch import (
     NO_TIMESTAMP,
     RecordBatchHeader,

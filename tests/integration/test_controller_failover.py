@@ -235,7 +235,8 @@ def test_a_restarting_broker_never_answers_metadata_from_an_empty_image(
     Metadata answer from it names the topic UNKNOWN_TOPIC_OR_PARTITION, which a confluent-kafka
     client reports as "Local: Unknown partition" (measured: the answer came 0.9 s after the
     restart, with no brokers). Until caught up, the broker must not answer clients at all."""
-    from common.kafka_client import BrokerUnavailable, KafkaClient, error_name
+    from common.broker_connection import BrokerUnavailable
+    from common.kafka_client import KafkaClient, error_name
 
     cluster, nemesis = failover_cluster
     broker = cluster.brokers[1].spec.node_id

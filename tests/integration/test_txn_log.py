@@ -15,7 +15,8 @@ import pytest
 
 from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
 from common.errors import ErrorCode
-from common.kafka_client import BrokerUnavailable, KafkaClient
+from common.broker_connection import BrokerUnavailable
+from common.kafka_client import KafkaClient
 from common.protocol import fetch, list_offsets, messages
 from common.protocol import produce as produce_codec
 from common.protocol.api_keys import ApiKey

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.log.cleaner_swap import FAIL_POINTS
 from broker.log.compaction import OffsetMap
 from broker.log.log_cleaner import (
-    FAIL_POINTS,
     Cleaner,
     CleaningAbortedError,
     snapshot_log,

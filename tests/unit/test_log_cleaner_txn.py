@@ -13,7 +13,8 @@ from broker.log.cleaner_manager import cut_offsets, last_stable_offset_of
 from broker.log.txn_index import AbortedTxn
 from broker.log.cleaner_snapshot import SegmentFile
 from broker.log.compaction import OffsetMap
-from broker.log.log_cleaner import FAIL_POINTS, Cleaner, PreparedClean
+from broker.log.cleaner_swap import FAIL_POINTS
+from broker.log.log_cleaner import Cleaner, PreparedClean
 from broker.log.partition_log import PartitionLog
 from common.control_records import decode_marker, marker_batch
 from common.record_batch import CompressionType, RecordBatchHeader

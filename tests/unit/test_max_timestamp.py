@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.partition_log import MAX_TIMESTAMP, PartitionLog
+from broker.log.partition_log import PartitionLog
+from common.protocol.list_offsets import MAX_TIMESTAMP
 from common.record_batch import CompressionType
 from common.records import build_batch
 from common.log_config import LogConfig, TimestampPolicy

@@ -15,9 +15,9 @@ from broker.log.log_manager import (
     LogManager,
     offset_checkpoint,
 )
-from broker.log.partition_log import EARLIEST_TIMESTAMP
 from broker.replica_deletes import DeleteRecordsResult, delete_records_on_leader
 from broker.replica_manager import ReplicaManager
+from common.protocol.list_offsets import EARLIEST_TIMESTAMP
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.log_config import LogConfig

@@ -17,7 +17,8 @@ from common.limits import NODE_READ_TIMEOUT, POLL_INTERVAL
 from common.units import SECONDS
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
-from common.kafka_client import NO_LEADER, BrokerUnavailable, ClusterInfo, KafkaClient
+from common.broker_connection import BrokerUnavailable
+from common.kafka_client import NO_LEADER, ClusterInfo, KafkaClient
 from localcluster.launcher import LocalCluster, probe_cluster_view, unfenced_brokers
 from localcluster.node_process import NodeProcess
 from common.waiting import WaitTimeout, wait_until
