@@ -9,6 +9,14 @@ WriteTxnMarkers commits or aborts them (`GroupCoordinator.complete_transaction`)
 of a topic this cluster does not know answers UNKNOWN_TOPIC_OR_PARTITION alone; v3+ (KIP-447)
 carry the member id, generation and group instance id, checked as an OffsetCommit's are
 (`groups/txn_offsets.py`). The request is on kio's generated messages at every version.
+
+KIP-890, as Kafka's GroupCoordinatorService.commitTransactionalOffsets (its runtime's
+maybeStartTransactionVerification): before the offsets join the producer's transaction, the
+transaction coordinator vouches that the group's `__consumer_offsets` partition is in it. v0-v4
+only ask (the client's AddOffsetsToTxn added it); v5 (transactions v2, whose client sends no
+AddOffsetsToTxn) has the coordinator add it, starting the transaction if none is open.
+A coordinator that cannot answer now is COORDINATOR_NOT_AVAILABLE to the client (Kafka's
+GroupCoordinatorService.normalizeException of NOT_ENOUGH_REPLICAS), which it retries.
 """
 
 from __future__ import annotations
@@ -17,14 +25,18 @@ from typing import Any
 
 from broker.coordinator.errors import CoordinatorError
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.txn_verification import finish_verification, needs_verification, start_verification
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
+from common.topic_partition import TopicPartition
 from groups.offsets import CommitPartition
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME
 from groups.txn_offsets import NO_GENERATION, TxnCommitRequest
 
 E = ErrorCode
 NO_LEADER_EPOCH = -1  # v0-v1 carry no committed_leader_epoch
+TV2_VERSION = 5  # TxnOffsetCommit v5: a transactions v2 client (no AddOffsetsToTxn before it)
 
 
 async def handle_txn_offset_commit(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
@@ -42,7 +54,7 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Any, version: int, c
                                              getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
                                              p.committed_metadata))
     if known:
-        codes.update(await _commit(ctx, req, tuple(known)))
+        codes.update(await _commit(ctx, req, version, tuple(known)))
     topics: dict[str, list[Any]] = {}
     for t in req.topics:  # answered in the request's order
         for p in t.partitions:
@@ -52,15 +64,39 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Any, version: int, c
         m.TxnOffsetCommitResponseTopic(name=name, partitions=tuple(parts)) for name, parts in topics.items()))
 
 
-async def _commit(ctx: BrokerContext, req: Any, parts: tuple[CommitPartition, ...]) -> dict[tuple[str, int], ErrorCode]:
+async def _commit(ctx: BrokerContext, req: Any, version: int,
+                  parts: tuple[CommitPartition, ...]) -> dict[tuple[str, int], ErrorCode]:
     coord = ctx.groups
     try:
         partition = coord.partition_for(req.group_id)
     except CoordinatorError as e:
         return {(p.topic, p.partition): e.code for p in parts}
+    refused = await _verify(ctx, req, version, partition)
+    if refused is not E.NONE:
+        return {(p.topic, p.partition): refused for p in parts}
     core = TxnCommitRequest(req.group_id, req.producer_id, req.producer_epoch, parts,
                             getattr(req, "generation_id", NO_GENERATION), getattr(req, "member_id", ""),
                             getattr(req, "group_instance_id", None))
     answers, error = await coord.txn_commit_offsets(partition, core)
     return {(topic, index): error if code is E.NONE and error is not E.NONE else code
             for topic, index, code in answers}
+
+
+async def _verify(ctx: BrokerContext, req: Any, version: int, partition: int) -> ErrorCode:
+    """The transaction coordinator's word that `__consumer_offsets`-`partition` is in the
+    producer's transaction (v5: added to it); NONE once it is, or the error to answer."""
+    if ctx.txn_verifier is None:
+        return E.NONE
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+    hosted = ctx.replicas.get_partition(tp)
+    if hosted is None:
+        return E.NOT_COORDINATOR
+    if not needs_verification(hosted, req.producer_id, req.producer_epoch):
+        return E.NONE
+    guard = start_verification(hosted, req.producer_id, req.producer_epoch)
+    codes = await ctx.txn_verifier.verify(ctx.image(), req.transactional_id, req.producer_id, req.producer_epoch,
+                                          [tp], add=version >= TV2_VERSION)
+    code = codes[tp]
+    if code is E.NOT_ENOUGH_REPLICAS:  # the verifier's "retry" (Produce's), a group client's retriable one
+        code = E.COORDINATOR_NOT_AVAILABLE
+    return finish_verification(hosted, req.producer_id, guard, code)

@@ -104,7 +104,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4+: the batched broker form (KIP-890 part 1)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # the group coordinator's part (v3+: KIP-447's member checks)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # the group coordinator's part (v3+: KIP-447's member checks; v5: transactions v2)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: KIP-994's duration filter
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # coordinator -> leaders (broker/handlers/txn_markers.py); v0 removed in Kafka 4 (KIP-896), as in kio

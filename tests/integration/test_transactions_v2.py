@@ -167,6 +167,68 @@ def test_a_late_end_txn_cannot_commit_the_next_transaction(cluster: LocalCluster
     assert read_committed(cluster, len(first) + len(second)) == first + second
 
 
+def test_offsets_join_a_v2_transaction_without_add_offsets_to_txn(cluster: LocalCluster) -> None:
+    """A TV2 client sends TxnOffsetCommit v5 with no AddOffsetsToTxn before it: the group's
+    coordinator has the transaction coordinator add `__consumer_offsets` to the transaction, so
+    EndTxn's markers reach it and the offset becomes committed (pending until then)."""
+    tid, group = "txn-v2-offsets", "txn-v2-group"
+    create_topic(cluster, TOPIC + "-in", partitions=1)
+    with client_of(cluster) as client:
+        node = until_done("the transaction coordinator", lambda: _Found(call(
+            client, None, ApiKey.FIND_COORDINATOR, 3, key=tid, key_type=messages.KEY_TYPE_TRANSACTION))).answer
+        group_node = until_done("the group coordinator", lambda: _Found(call(
+            client, None, ApiKey.FIND_COORDINATOR, 3, key=group, key_type=0))).answer
+        client.metadata([TOPIC + "-in"])
+        init = until_done("InitProducerId", lambda: call(
+            client, node, ApiKey.INIT_PRODUCER_ID, 5, transactional_id=tid,
+            transaction_timeout=datetime.timedelta(milliseconds=60_000), producer_id=-1, producer_epoch=-1))
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+        def commit_offset() -> Any:
+            m = messages.request_module(ApiKey.TXN_OFFSET_COMMIT, 5)
+            answer = call(client, group_node, ApiKey.TXN_OFFSET_COMMIT, 5, transactional_id=tid, group_id=group,
+                          producer_id=pid, producer_epoch=epoch, generation_id=-1, member_id="",
+                          group_instance_id=None, topics=(m.TxnOffsetCommitRequestTopic(
+                              name=TOPIC + "-in", partitions=(m.TxnOffsetCommitRequestPartition(
+                                  partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                                  committed_metadata=""),)),))
+            return _Found.error_of(answer.topics[0].partitions[0].error_code)
+        assert until_done("TxnOffsetCommit v5", commit_offset).error_code == 0
+
+        def committed(require_stable: bool) -> Any:
+            m = messages.request_module(ApiKey.OFFSET_FETCH, 8)
+            answer = call(client, group_node, ApiKey.OFFSET_FETCH, 8, require_stable=require_stable, groups=(
+                m.OffsetFetchRequestGroup(group_id=group, topics=(m.OffsetFetchRequestTopics(
+                    name=TOPIC + "-in", partition_indexes=(0,)),)),))
+            return answer.groups[0].topics[0].partitions[0]
+        assert committed(True).error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT  # pending in the transaction
+        ended = until_done("EndTxn(commit) v5", lambda: end_txn_of(client, node, tid, pid, epoch))
+        assert ended.error_code == 0, ended
+        done = wait_until("the offset is committed by the marker",
+                          lambda: (lambda p: p if p.error_code == 0 and p.committed_offset == 42 else None)(
+                              committed(True)), TIMEOUT_S)
+        assert done.committed_offset == 42
+
+
+def end_txn_of(client: KafkaClient, node: int, tid: str, producer_id: int, epoch: int) -> Any:
+    return call(client, node, ApiKey.END_TXN, END_TXN_V2, transactional_id=tid, producer_id=producer_id,
+                producer_epoch=epoch, committed=True)
+
+
+class _Found:
+    """An answer shaped as `until_done` expects, carrying what it found."""
+
+    def __init__(self, answer: Any) -> None:
+        self.error_code = getattr(answer, "error_code", 0)
+        self.answer = int(answer.node_id) if hasattr(answer, "node_id") else answer
+
+    @staticmethod
+    def error_of(code: int) -> "_Found":
+        found = _Found(None)
+        found.error_code = code
+        return found
+
+
 class _Code:
     """A Produce answer shaped as `until_done` expects (retriable coordinator errors map to
     NOT_ENOUGH_REPLICAS at the leader, which the test retries like a producer)."""

@@ -1,7 +1,8 @@
 """The group coordinator's part of transactions on a real broker (issue 27, KIP-98/KIP-447).
 
-A TxnOffsetCommit (kio's messages, a producer id of the test's own: the group coordinator does
-not ask the transaction coordinator about it) stores a consumer group's offset in the
+A TxnOffsetCommit (kio's messages, a producer id of the test's own: this cluster runs with
+`transaction.partition.verification.enable=false`, so the group coordinator does not ask the
+transaction coordinator about it, as a Kafka broker with that setting) stores a consumer group's offset in the
 producer's transaction: a confluent-kafka consumer still reads the offset committed before
 it, through a broker restart in between (the coordinator reloads the pending offset from
 `__consumer_offsets`); the transaction coordinator's WriteTxnMarkers to the group's
@@ -29,7 +30,8 @@ from tests.integration.replication_fixtures import create_topic
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 OFFSETS_PARTITIONS = 3
-PROPERTIES = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.initial.rebalance.delay.ms": "0"}
+PROPERTIES = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.initial.rebalance.delay.ms": "0",
+              "transaction.partition.verification.enable": "false"}
 GROUP, TOPIC = "txn-offsets-group", "txn-offsets-in"
 PID, OTHER_PID, EPOCH = 9_000, 9_001, 0
 RETRIABLE = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,

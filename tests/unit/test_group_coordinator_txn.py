@@ -14,6 +14,7 @@ from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.request_handler import RequestHandler
 from broker.timers import TimerService
+from common.config import parse_config
 from common.control_records import decode_marker
 from common.errors import ErrorCode as E
 from common.protocol import messages
@@ -60,9 +61,15 @@ async def loaded_coordinator(replicas: ReplicaManager) -> GroupCoordinator:
     return coord
 
 
+# No transaction coordinator here to vouch for the test's producer (KIP-890's check of a
+# TxnOffsetCommit, tests/integration/test_transactions_v2.py): the group coordinator's rules alone.
+UNVERIFIED = parse_config({"node.id": str(ME), "process.roles": "broker",
+                           "transaction.partition.verification.enable": "false"})
+
+
 async def loaded_handler(replicas: ReplicaManager) -> RequestHandler:
     handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, topic_admin=FakeAdmin(),
-                             group_settings=SETTINGS)
+                             group_settings=SETTINGS, broker_config=UNVERIFIED)
     await handler.context.groups.runtime.idle()
     return handler
 
@@ -110,7 +117,7 @@ def stored_batches(replicas: ReplicaManager) -> list[tuple[bool, bool, int, int,
 @pytest.mark.parametrize("version", [0, 2, 3, 4])  # v3+: flexible, with KIP-447's member fields
 async def test_txn_offsets_are_pending_until_the_commit_marker_and_reload_the_same(replicas, version) -> None:
     handler = RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, topic_admin=FakeAdmin(),
-                             group_settings=SETTINGS)
+                             group_settings=SETTINGS, broker_config=UNVERIFIED)
     coord = handler.context.groups
     assert await send(handler, version, txn_offset_commit(version, 7)) == [("orders", 0, E.COORDINATOR_LOAD_IN_PROGRESS)]
     await coord.runtime.idle()
