@@ -28,7 +28,7 @@ import pyarrow as pa
 from common.compression import decompress
 from common.errors import CorruptRecordError
 from common.limits import MAX_VARLONG_BYTES, SCAN_PADDING
-from common.protocol.fetch_messages import AbortedTransaction
+from common.protocol.fetch import AbortedTransaction
 from common.record_batch import (
     HEADER_SIZE,
     CompressionType,

@@ -18,7 +18,7 @@ import pytest
 
 from common.control_records import marker_batch
 from common.errors import CorruptRecordError
-from common.protocol.fetch_messages import AbortedTransaction
+from common.protocol.fetch import AbortedTransaction
 from common.record_batch import (
     CRC_POS,
     CompressionType,
