@@ -19,6 +19,7 @@ from broker.replica_reads import READ_COMMITTED, ReadResult, not_leader, read_co
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
+from common.protocol.leader_discovery import NodeEndpoint
 from common.protocol.metadata import wire_topic_id
 from metadata.image import MetadataImage
 
@@ -170,7 +171,7 @@ def _image_id(image: MetadataImage, name: str) -> uuid.UUID:
 
 
 def with_leader_hints(ctx: BrokerContext, answers: dict[TopicPartition, fetch.FetchPartitionResponse],
-                      image: MetadataImage) -> tuple[fetch.NodeEndpoint, ...]:
+                      image: MetadataImage) -> tuple[NodeEndpoint, ...]:
     """KIP-951 (v16+): the current leader on each NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
     answer (in place), and the endpoints of those leaders."""
     hints: list[LeaderHint] = []

@@ -157,8 +157,6 @@ __all__ = [
     "FetchTopic",
     "FetchTopicResponse",
     "ForgottenTopic",
-    "LeaderIdAndEpoch",
-    "NodeEndpoint",
     "Records",
     "SnapshotId",
     "decode_fetch_request",

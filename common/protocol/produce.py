@@ -32,12 +32,10 @@ from common.protocol.tagged import (
     write_tagged_fields,
 )
 
-__all__ = [  # with KIP-951's CurrentLeader/NodeEndpoint structs, re-exported: part of Produce v10+
+__all__ = [
     "LEADER_DISCOVERY_VERSION",
     "UNKNOWN_LEADER",
     "BatchIndexAndErrorMessage",
-    "LeaderIdAndEpoch",
-    "NodeEndpoint",
     "PartitionProduceData",
     "PartitionProduceResponse",
     "ProduceRequest",

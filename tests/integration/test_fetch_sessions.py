@@ -20,6 +20,7 @@ import pytest
 from broker.replication.kafka_connection import KafkaConnection
 from common.errors import ErrorCode
 from common.protocol import fetch
+from common.protocol.leader_discovery import LeaderIdAndEpoch
 from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from tests.integration.cluster_fixtures import http
@@ -315,6 +316,6 @@ def test_topic_ids_diverging_epochs_and_leader_hints(cluster: LocalCluster) -> N
     hint, = raw_fetch_v(cluster, other, 16, [by_id(topic_id, 0)])
     part = hint.responses[0].partitions[0]
     assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert part.current_leader == fetch.LeaderIdAndEpoch(leader, state["leader_epoch"])
+    assert part.current_leader == LeaderIdAndEpoch(leader, state["leader_epoch"])
     assert [(n.node_id, f"{n.host}:{n.port}") for n in hint.node_endpoints] == [
         (leader, leader_bootstrap(cluster, leader))]

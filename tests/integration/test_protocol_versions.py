@@ -28,6 +28,7 @@ import pytest
 
 from common.errors import ErrorCode
 from common.protocol import api_versions, messages, produce
+from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
 from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from tests.integration.cluster_fixtures import http, wait_until
@@ -262,8 +263,8 @@ def test_not_leader_names_the_current_leader_across_a_leader_change(started: tup
         response = produce_to(client, 4, "moving", 11)  # broker 4 holds no replica
         part = response.responses[0].partitions[0]
         assert (part.error_code, part.current_leader) == (E.NOT_LEADER_OR_FOLLOWER,
-                                                          produce.LeaderIdAndEpoch(3, first["leader_epoch"]))
-        assert response.node_endpoints == (produce.NodeEndpoint(3, *broker_address(cluster, 3), None),)
+                                                          LeaderIdAndEpoch(3, first["leader_epoch"]))
+        assert response.node_endpoints == (NodeEndpoint(3, *broker_address(cluster, 3), None),)
         follower = produce_to(client, 2, "moving", 11)  # broker 2 follows
         assert follower.responses[0].partitions[0].current_leader == part.current_leader
         old = produce_to(client, 4, "moving", 9)  # before KIP-951: no leader, no endpoints
@@ -277,10 +278,10 @@ def test_not_leader_names_the_current_leader_across_a_leader_change(started: tup
             def names_broker_2() -> produce.ProduceResponse | None:
                 answer = produce_to(client, 4, "moving", 11)
                 leader = answer.responses[0].partitions[0].current_leader
-                return answer if leader == produce.LeaderIdAndEpoch(2, moved["leader_epoch"]) else None
+                return answer if leader == LeaderIdAndEpoch(2, moved["leader_epoch"]) else None
 
             after = wait_until("broker 4 names broker 2 as the leader", names_broker_2, 15)
-            assert after.node_endpoints == (produce.NodeEndpoint(2, *broker_address(cluster, 2), None),)
+            assert after.node_endpoints == (NodeEndpoint(2, *broker_address(cluster, 2), None),)
             assert produce_to(client, 2, "moving", 11).responses[0].partitions[0].error_code == 0
         finally:
             nemesis.resume(3)

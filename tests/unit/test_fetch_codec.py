@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from common.protocol import fetch
+from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
 from common.protocol.api_keys import ApiKey, is_flexible
 from common.protocol.frame import join_chunks
 from tests.unit.test_protocol_codecs import Row, check_codec_row, check_request_frame
@@ -38,9 +39,9 @@ def response(version: int) -> fetch.FetchResponse:
     return fetch.FetchResponse(0, (fetch.FetchTopicResponse("" if by_id else "t", (
         fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, 0, (fetch.AbortedTransaction(5, 6),), 1,
                                      fetch.EpochEndOffset(3, 40), None, fetch.SnapshotId(7, 2)),
-        fetch.FetchPartitionResponse(1, 6, -1, None, -1, -1, None, -1, None, fetch.LeaderIdAndEpoch(2, 4)),
+        fetch.FetchPartitionResponse(1, 6, -1, None, -1, -1, None, -1, None, LeaderIdAndEpoch(2, 4)),
     ), TOPIC_ID if by_id else fetch.ZERO_UUID),), 5, 77,
-        (fetch.NodeEndpoint(2, "127.0.0.2", 9092, None), fetch.NodeEndpoint(3, "h3", 9093, "r1"))
+        (NodeEndpoint(2, "127.0.0.2", 9092, None), NodeEndpoint(3, "h3", 9093, "r1"))
         if version >= 16 else ())
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from common.errors import ErrorCode
 from common.protocol import messages, produce
+from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
 from common.protocol.frame import join_chunks
 from common.protocol.primitives import ProtocolError
 from tests.unit.test_protocol_codecs import (
@@ -57,11 +58,11 @@ PRODUCE_FLEX = (cs(None) + i16(-1) + i32(30000)
 
 OK_PART = produce.PartitionProduceResponse(0, 0, 42, -1, 7)
 MOVED = produce.PartitionProduceResponse(1, 6, -1, -1, -1, (), "not the leader",
-                                         produce.LeaderIdAndEpoch(2, 9))
+                                         LeaderIdAndEpoch(2, 9))
 LEADERLESS = produce.PartitionProduceResponse(2, 6, -1, -1, -1)  # leader unknown: no tag
-ENDPOINT = produce.NodeEndpoint(2, "h", 9092, "r")
+ENDPOINT = NodeEndpoint(2, "h", 9092, "r")
 LEADER_RESP = produce.ProduceResponse((produce.TopicProduceResponse("t", (OK_PART, MOVED, LEADERLESS)),),
-                                      0, (ENDPOINT, produce.NodeEndpoint(3, "g", 9093)))
+                                      0, (ENDPOINT, NodeEndpoint(3, "g", 9093)))
 OK_FLEX = i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None) + TAG
 MOVED_FLEX = (i32(1) + i16(6) + i64(-1) + i64(-1) + i64(-1) + carr() + cs("not the leader")
               + tags((0, i32(2) + i32(9) + TAG)))
@@ -130,7 +131,7 @@ def test_v9_sends_no_leader_tags_and_v10_sends_none_when_unset() -> None:
     for version in (10, 11):
         assert join_chunks(produce.encode_produce_response(PLAIN_RESP, version)) == PLAIN_FLEX
         explicit_default = produce.ProduceResponse((produce.TopicProduceResponse("t", (
-            produce.PartitionProduceResponse(0, 0, 42, -1, 7, current_leader=produce.LeaderIdAndEpoch(-1, -1)),)),))
+            produce.PartitionProduceResponse(0, 0, 42, -1, 7, current_leader=LeaderIdAndEpoch(-1, -1)),)),))
         assert join_chunks(produce.encode_produce_response(explicit_default, version)) == (
             carr(cs("t") + carr(OK_FLEX) + TAG) + i32(0) + TAG)
 
@@ -139,7 +140,7 @@ def test_unknown_tags_are_skipped_and_known_tags_must_be_whole() -> None:
     unknown = (carr(cs("t") + carr(i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None)
                                    + tags((0, i32(2) + i32(9) + TAG), (7, b"xyz"))) + TAG) + i32(0) + tags((3, b"?")))
     decoded = produce.decode_produce_response(memoryview(unknown), 10)
-    assert decoded.responses[0].partitions[0].current_leader == produce.LeaderIdAndEpoch(2, 9)
+    assert decoded.responses[0].partitions[0].current_leader == LeaderIdAndEpoch(2, 9)
     assert decoded.node_endpoints == ()
     long_tag = (carr(cs("t") + carr(i32(0) + i16(0) + i64(42) + i64(-1) + i64(7) + carr() + cs(None)
                                     + tags((0, i32(2) + i32(9) + TAG + b"extra"))) + TAG) + i32(0) + TAG)

@@ -9,6 +9,7 @@ import pytest
 
 from common.errors import ErrorCode
 from common.protocol import produce
+from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
 from metadata.records import PartitionChange
 from tests.log_helpers import batch
 from tests.unit.test_request_handler import IMAGE, do_produce, node, replay  # noqa: F401 - the fixture
@@ -41,12 +42,12 @@ async def test_not_leader_names_the_current_leader_from_v10(node):  # noqa: F811
             assert response.node_endpoints == ()
             assert all(leader == produce.UNKNOWN_LEADER for _, leader in answers.values())
             continue
-        assert answers[("orders", 1)] == (NOT_LEADER, produce.LeaderIdAndEpoch(2, 0))  # broker 2 leads
-        assert answers[("dark", 0)] == (NOT_LEADER, produce.LeaderIdAndEpoch(3, 0))  # its leader is fenced
+        assert answers[("orders", 1)] == (NOT_LEADER, LeaderIdAndEpoch(2, 0))  # broker 2 leads
+        assert answers[("dark", 0)] == (NOT_LEADER, LeaderIdAndEpoch(3, 0))  # its leader is fenced
         assert answers[("orders", 0)][0] == 0 and answers[("orders", 0)][1] == produce.UNKNOWN_LEADER
         assert answers[("nope", 0)] == (int(E.UNKNOWN_TOPIC_OR_PARTITION), produce.UNKNOWN_LEADER)
         # only alive leaders have an endpoint: broker 3 is fenced
-        assert response.node_endpoints == (produce.NodeEndpoint(2, "127.0.0.2", 9092, None),)
+        assert response.node_endpoints == (NodeEndpoint(2, "127.0.0.2", 9092, None),)
 
 
 async def test_the_current_leader_follows_the_image(node):  # noqa: F811
@@ -55,4 +56,4 @@ async def test_the_current_leader_follows_the_image(node):  # noqa: F811
     handler.context.image = lambda: moved
     response = await do_produce(handler, 1, ("orders", 1, batch(1)), version=11)
     part = response.responses[0].partitions[0]
-    assert (part.error_code, part.current_leader) == (NOT_LEADER, produce.LeaderIdAndEpoch(2, 2))
+    assert (part.error_code, part.current_leader) == (NOT_LEADER, LeaderIdAndEpoch(2, 2))
