@@ -73,7 +73,7 @@ log = logging.getLogger(__name__)
 
 ISR_EXPIRATION_TIMER: Final = ("replica-manager", "isr-expiration")  # its key in the broker's timers
 
-__all__ = ["ReadResult", "ReplicaError", "ReplicaManager"]
+__all__ = ["ReplicaManager"]
 
 
 class FollowerFetchers(Protocol):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the replica manager (above this package) hands itself in: a
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetcherSettings", "ReplicaFetcherManager"]
+__all__ = ["ReplicaFetcherManager"]
 
 
 class ReplicaFetcherManager:
