@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos.nemesis import Nemesis
-from chaos.workload import read_all
 from tests.integration.cluster_fixtures import http, wait_until
 from localcluster import replica_files
 from localcluster.launcher import LocalCluster, free_ports
 from tidelog.testing.observe import brokers_agree
 
-__all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "read_all", "replica_log_bytes",
+__all__ = ["BROKERS", "broker_log", "create_topic", "partition_state", "replica_log_bytes",
            "replicated_cluster", "wait_for_state", "wait_full_isr",
            "wait_replicas_caught_up"]
 

@@ -17,12 +17,11 @@ from collections import Counter
 import pytest
 
 from chaos.checker import check_acked_read_once, check_offsets_dense
-from chaos.workload import ProducerWorkload
+from chaos.workload import ProducerWorkload, read_all
 from tests.integration.cluster_fixtures import http, wait_until
 from tests.integration.replication_fixtures import (
     broker_log,
     create_topic,
-    read_all,
     replicated_cluster,
     wait_full_isr,
 )

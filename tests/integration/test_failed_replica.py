@@ -32,7 +32,8 @@ from tests.integration.replication_clients import (
     produce,
     values,
 )
-from tests.integration.replication_fixtures import FAST, create_topic, partition_state, read_all, wait_for_state
+from chaos.workload import read_all
+from tests.integration.replication_fixtures import FAST, create_topic, partition_state, wait_for_state
 from localcluster.launcher import LocalCluster, free_ports
 
 pytest.importorskip("confluent_kafka")

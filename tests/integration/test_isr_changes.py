@@ -32,12 +32,12 @@ from tests.integration.replication_clients import (
     produce,
     values,
 )
+from chaos.workload import read_all
 from tests.integration.replication_fixtures import (
     BROKERS,
     broker_log,
     create_topic,
     partition_state,
-    read_all,
     replica_log_bytes,
     replicated_cluster,
     wait_for_state,

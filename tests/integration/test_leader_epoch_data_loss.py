@@ -23,14 +23,13 @@ import time
 import pytest
 
 from chaos.checker import check_acked_read_once, check_identical, check_offsets_dense
-from chaos.workload import ProducerWorkload
+from chaos.workload import ProducerWorkload, read_all
 from tests.integration.cluster_fixtures import wait_until
 from tests.integration.replication_fixtures import (
     BROKERS,
     broker_log,
     create_topic,
     partition_state,
-    read_all,
     replica_log_bytes,
     replicated_cluster,
     wait_for_state,

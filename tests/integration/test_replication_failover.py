@@ -18,14 +18,13 @@ from chaos.checker import (
     check_monotonic,
     check_offsets_dense,
 )
-from chaos.workload import HighWatermarkSampler, ProducerWorkload
+from chaos.workload import HighWatermarkSampler, ProducerWorkload, read_all
 from tests.integration.cluster_fixtures import wait_until
 from tests.integration.replication_fixtures import (
     BROKERS,
     broker_log,
     create_topic,
     partition_state,
-    read_all,
     replica_log_bytes,
     replicated_cluster,
     wait_full_isr,
