@@ -1,4 +1,4 @@
-"""Produce (key 0), v3–v11. Records stay a memoryview slice of the request, never parsed here.
+"""Produce (key 0), v3–v12 (v12 adds no field: a transactions v2 client, KIP-890). Records stay a memoryview slice of the request, never parsed here.
 
 v9 is the first flexible version. v10 (KIP-951) adds two tagged fields to the response, sent
 only when set: a partition's CurrentLeader (the leader the broker knows of, on

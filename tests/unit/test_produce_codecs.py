@@ -149,7 +149,7 @@ def test_unknown_tags_are_skipped_and_known_tags_must_be_whole() -> None:
 
 
 @pytest.mark.parametrize(("decode", "version"), [
-    (produce.decode_produce_request, 2), (produce.decode_produce_request, 12)])
+    (produce.decode_produce_request, 2), (produce.decode_produce_request, 13)])
 def test_versions_outside_the_ranges_are_protocol_errors(decode, version) -> None:
     with pytest.raises(ProtocolError):
         decode(memoryview(PRODUCE_FLEX), version)
