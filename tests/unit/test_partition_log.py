@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.partition_log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    PartitionLog,
-)
+from broker.log.partition_log import PartitionLog
+from common.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from common.errors import (
     CorruptRecordError,
     InvalidRecordError,
