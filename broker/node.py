@@ -28,7 +28,6 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any, Final
@@ -55,7 +54,7 @@ from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
 from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap
-from broker.timers import TimerService
+from broker.timers import TimerService, wall_ms
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
 from common.dynamic_config import effective_config
@@ -79,9 +78,6 @@ FLUSH_TIMER: Final = ("log-maintenance", "flush")  # every FLUSH_CHECK_INTERVAL_
 RETENTION_TIMER: Final = ("log-maintenance", "retention")  # every log.retention.check.interval.ms
 CHECKPOINT_TIMER: Final = ("log-maintenance", "recovery-point-checkpoint")  # log.flush.offset.checkpoint.interval.ms
 
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -39,6 +39,12 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def wall_ms() -> int:
+    """Wall-clock milliseconds: what Kafka's records and answers carry (commit timestamps,
+    transaction start times); deadlines run on `monotonic_ms`."""
+    return time.time_ns() // 1_000_000
+
+
 class TimerQueue(Generic[K]):
     """Deadlines by key: at most one live deadline per key, popped in (deadline, seq) order.
 

@@ -33,18 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Encoded, ShardStatus
 from broker.group_coordinator.shards import Parked
 from broker.group_coordinator.txn_writer import TransactionalPartitionWriter
-from broker.timers import TimerService
+from broker.timers import TimerService, wall_ms
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
@@ -81,21 +80,7 @@ _MARKER_ERRORS: Final[dict[int, ErrorCode]] = {
     E.COORDINATOR_LOAD_IN_PROGRESS: E.NOT_LEADER_OR_FOLLOWER,
 }
 
-# Kafka's GroupMetadataManager mapping of append errors to what a group client understands.
-_APPEND_ERRORS: Final[dict[int, ErrorCode]] = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-}
 
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 
@@ -372,7 +357,7 @@ class GroupCoordinator:
                  done: asyncio.Future[ErrorCode] | None) -> None:
         error = E.NONE
         if isinstance(failure, CoordinatorError):
-            error = _APPEND_ERRORS.get(int(failure.code), failure.code)
+            error = client_error(failure.code)
         elif failure is not None:
             log.error("Group %s (%s-%d): a rule failed", group_id, GROUP_METADATA_TOPIC_NAME, partition,
                       exc_info=failure)

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.replica_writer import ReplicaPartitionWriter
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
-from broker.timers import TimerService
+from broker.timers import TimerService, wall_ms
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.topic_partition import TopicPartition
@@ -55,21 +54,7 @@ TOPICS_TIMER: Final = "txn-leadership-scan"
 LEADERSHIP_SCAN_INTERVAL_MS: Final = 1 * SECOND_MS  # partitions led here are loaded within this at the latest
 Rule = Callable[[TransactionsImage], Decision]
 
-# Kafka's TransactionStateManager.appendTransactionToLog: append errors as a client understands them.
-_APPEND_ERRORS: Final[dict[int, ErrorCode]] = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-}
 
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +218,7 @@ class TransactionCoordinator:
         def settle(answer: Any, failure: CoordinatorError | None) -> None:
             decision = decided[0] if decided else Decision(E.UNKNOWN_SERVER_ERROR)
             if failure is not None:
-                error = _APPEND_ERRORS.get(int(failure.code), failure.code)
+                error = client_error(failure.code)
                 if decision.write is not None:
                     log.warning("Transactional id %s: writing %s to %s-%d failed: %s (%s)",
                                 decision.write.transactional_id, decision.write.state.label,
