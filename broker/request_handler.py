@@ -25,9 +25,10 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.coordinator.location import Endpoint
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.fetch_sessions import FetchSessions
-from broker.group_coordinator.offsets_topic import OffsetsTopic
+from broker.group_coordinator.offsets_topic import offsets_topic as offsets_topic_of
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers import groups as group
 from broker.handlers.acls import (
@@ -90,7 +91,7 @@ from broker.replica_manager import ReplicaManager
 from broker.server import Later
 from broker.transaction_coordinator.coordinator import TransactionCoordinator, TxnSettings
 from broker.transaction_coordinator.markers import MarkerSender
-from broker.transaction_coordinator.state_topic import TransactionStateTopic
+from broker.transaction_coordinator.state_topic import transaction_state_topic
 from broker.topic_admin import (
     AutoTopicCreator,
     HttpTopicAdmin,
@@ -240,15 +241,13 @@ class RequestHandler:
         groups = GroupCoordinator(broker_id, replica_manager, image_provider,  # on the broker's timers
                                   group_settings or CoordinatorSettings(), timers=replica_manager.timers)
         groups.ensure_started()  # offsets partitions load as soon as this broker leads them
-        offsets_topic = OffsetsTopic(groups, topic_admin,
-                                     lambda image, broker: broker_endpoint(self.context, image, broker))
+        endpoint: Endpoint = lambda image, broker: broker_endpoint(self.context, image, broker)  # noqa: E731
+        offsets_topic = offsets_topic_of(groups, topic_admin, endpoint)
         transactions = TransactionCoordinator(broker_id, replica_manager, image_provider,
                                               TxnSettings.from_config(config), timers=replica_manager.timers)
-        transactions.markers = MarkerSender(transactions, lambda image, broker: broker_endpoint(self.context, image, broker),
-                                            client_id=f"broker-{broker_id}-txn-marker-sender")
+        transactions.markers = MarkerSender(transactions, endpoint, client_id=f"broker-{broker_id}-txn-marker-sender")
         transactions.ensure_started()  # __transaction_state partitions load as soon as this broker leads them
-        transaction_topic = TransactionStateTopic(
-            transactions, topic_admin, lambda image, broker: broker_endpoint(self.context, image, broker))
+        transaction_topic = transaction_state_topic(transactions, topic_admin, endpoint)
         self.context = BrokerContext(
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,

@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from broker.applied_offset import AppliedOffsetWaiters
 from broker.controller_client import ControllerClient
+from broker.coordinator.location import InternalTopic
 from broker.fetch_sessions import FetchSessions
-from broker.group_coordinator.offsets_topic import OffsetsTopic
 from broker.group_coordinator.runtime import GroupCoordinator
 from broker.leader_elections import LeaderElections
 from broker.partition_reassignments import HttpPartitionReassignments
@@ -27,7 +27,6 @@ from broker.producer_ids import ProducerIdManager
 from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
 from broker.transaction_coordinator.coordinator import TransactionCoordinator
-from broker.transaction_coordinator.state_topic import TransactionStateTopic
 from broker.txn_verification import TxnVerifier
 from broker.topic_admin import (
     KAFKA_TOPIC_SIZES,
@@ -66,9 +65,9 @@ class BrokerContext:
     dynamic_config: DynamicBrokerConfig  # the dynamic broker configs over `config` (the one accessor)
     config: Config  # the broker's static config (server.properties)
     groups: GroupCoordinator  # consumer groups: the partitions of __consumer_offsets led here
-    offsets_topic: OffsetsTopic  # FindCoordinator, and creating __consumer_offsets when first asked
+    offsets_topic: InternalTopic  # FindCoordinator, and creating __consumer_offsets when first asked
     transactions: TransactionCoordinator  # the partitions of __transaction_state led here
-    transaction_topic: TransactionStateTopic  # FindCoordinator(TRANSACTION), creating __transaction_state
+    transaction_topic: InternalTopic  # FindCoordinator(TRANSACTION), creating __transaction_state
     topic_sizes: TopicDefaults = KAFKA_TOPIC_SIZES  # num.partitions / default.replication.factor
     # topic writes answer once this broker's image holds them; None: no follower (a fixed image)
     applied_offsets: AppliedOffsetWaiters | None = None

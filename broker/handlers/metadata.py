@@ -2,9 +2,9 @@
 
 Metadata answers from this broker's committed metadata image: unfenced brokers only, the
 advertised listener for itself, and LEADER_NOT_AVAILABLE for a partition whose leader is not
-alive; `__consumer_offsets` marked internal. FindCoordinator goes to the group coordinator's
-`OffsetsTopic` for a group and to the transaction coordinator's `TransactionStateTopic` for a
-transactional id; each creates its topic when first asked.
+alive; `__consumer_offsets` marked internal. FindCoordinator goes to `__consumer_offsets` for a group and to `__transaction_state` for a
+transactional id (each an `InternalTopic`, broker.coordinator.location), which creates its topic
+when first asked.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ async def handle_find_coordinator(ctx: BrokerContext, req: Any, version: int, cl
 
 def _find_one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int,
               image: MetadataImage) -> Found:
-    """A group's coordinator (`OffsetsTopic`), a transactional id's (`TransactionStateTopic`),
+    """A group's coordinator (`ctx.offsets_topic`), a transactional id's (`ctx.transaction_topic`),
     INVALID_REQUEST for another key type (Kafka: "Unknown coordinator type")."""
     if key_type == KEY_TYPE_GROUP:
         return ctx.offsets_topic.find_coordinator(key, image)
