@@ -108,6 +108,9 @@ def describe(*, leader_id: int, term: int, high_watermark: int, last_applied_ind
         leo = high_watermark if progress.match_index >= last_applied_index \
             else offsets.end_offset(progress.match_index)
         voters.append(ReplicaState(voter_id, leo, progress.last_response_ms, progress.last_caught_up_ms))
+    # By id, the leader among them, as Kafka's answer lists its voter states (a map by id);
+    # `tidelog quorum describe --replication` puts the leader first itself, as Kafka's tool.
+    voters.sort(key=lambda voter: voter.replica_id)
     watchers = []
     for broker_id, contact_ms, metadata_offset in sorted(observers):
         leo = metadata_offset + 1 if metadata_offset >= 0 else UNKNOWN
