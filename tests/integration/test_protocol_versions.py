@@ -52,7 +52,9 @@ aiokafka_admin = pytest.importorskip("aiokafka.admin")
 E = ErrorCode
 CLIENT_TIMEOUT_S = 30.0
 RECORDS = 200
-KAFKA_39 = {ApiKey.PRODUCE: (0, 11), ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.CREATE_TOPICS: (2, 7),
+# Kafka 3.9's ranges, and Produce v12 from Kafka 4.0: the version a transactions v2 client
+# (KIP-890 part 2) sends, the same bytes as v11 (the old versions stay served, as 3.9 does).
+KAFKA_39 = {ApiKey.PRODUCE: (0, 12), ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.CREATE_TOPICS: (2, 7),
             ApiKey.DELETE_TOPICS: (1, 6), ApiKey.CREATE_PARTITIONS: (0, 3)}
 
 
@@ -104,9 +106,9 @@ def test_kafka_python_at_the_newest_versions(cluster: LocalCluster) -> None:
     admin = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20_000)
     try:
         versions = admin._manager.broker_version_data
-        assert versions.broker_version >= (3, 8)  # inferred from Produce v11 (Kafka 3.8+)
+        assert versions.broker_version >= (3, 8)  # inferred from Produce v11+ (Kafka 3.8+)
         assert [versions.api_version(r) for r in (ProduceRequest, InitProducerIdRequest, CreateTopicsRequest,
-                                                   DeleteTopicsRequest, CreatePartitionsRequest)] == [11, 5, 7, 6, 3]
+                                                   DeleteTopicsRequest, CreatePartitionsRequest)] == [12, 5, 7, 6, 3]
         created = admin.create_topics({"kp-versions": {"num_partitions": 2, "replication_factor": 3,
                                                        "configs": {"retention.ms": "3600000"}}})
         topic = created["topics"][0]
