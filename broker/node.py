@@ -28,6 +28,7 @@ import asyncio
 import logging
 import signal
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any, Final
@@ -53,7 +54,7 @@ from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
 from broker.server import KafkaServer
-from broker.startup_heap import freeze_startup_heap
+from broker.startup_heap import freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
@@ -155,6 +156,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     from broker.controller_client import ControllerClient
     from broker.replication.alter_partition_manager import AlterPartitionManager
 
+    preload = start_message_preload()  # before the heap freeze, while the controllers are asked
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -231,7 +233,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         periodic = schedule_maintenance(timers, log_manager, config)
         replicas.start_isr_expiration()
         tasks = [follower_task, asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_serve_when_published(late, handler, follower), name="serve-clients")]
+                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients")]
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
                                           name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
@@ -294,8 +296,10 @@ async def _controlled_shutdown(follower: MetadataFollower, follower_task: asynci
                        "shutting down without waiting further", settings.node_id)
 
 
-async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower) -> None:
+async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower,
+                                preload: threading.Thread) -> None:
     await follower.published.wait()  # bounded by the follower: it publishes once caught up, or the node stops
+    await asyncio.to_thread(preload.join)  # bounded: ~1 s of imports, started with the broker
     freeze_startup_heap()
     late.handler = handler
     logger.info("Broker %d serves clients from metadata offset %d", follower.settings.broker_id,
