@@ -282,6 +282,20 @@ class CoordinatorRuntime(Generic[S]):
         run at the last committed offset)."""
         return self._active(partition).committed
 
+    def require_active(self, partition: int, topic: str) -> None:
+        """Nothing when this broker leads `partition` of `topic` and its state is loaded;
+        CoordinatorError otherwise (NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS with the
+        load started for a new leader epoch), as Kafka's coordinators answer a request."""
+        epoch = self.writer.leader_epoch(partition)
+        if epoch is None:
+            raise CoordinatorError(E.NOT_COORDINATOR, f"this broker does not lead {topic}-{partition}")
+        shard = self.shards.get(partition)
+        if shard is None or shard.leader_epoch != epoch:
+            self.load(partition, epoch)
+            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {topic}-{partition}")
+        if shard.status is ShardStatus.LOADING:
+            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {topic}-{partition}")
+
     def _active(self, partition: int) -> _Shard[S]:
         shard = self.shards.get(partition)
         if shard is None:

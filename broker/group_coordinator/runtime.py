@@ -233,16 +233,7 @@ class GroupCoordinator:
         if count is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE, f"{GROUP_METADATA_TOPIC_NAME} does not exist yet")
         partition = coordinator_partition(group_id, count)
-        epoch = self.writer.leader_epoch(partition)
-        if epoch is None:
-            raise CoordinatorError(E.NOT_COORDINATOR,
-                                   f"broker {self.broker_id} does not lead {GROUP_METADATA_TOPIC_NAME}-{partition}")
-        shard = self.runtime.shards.get(partition)
-        if shard is None or shard.leader_epoch != epoch:
-            self.runtime.load(partition, epoch)
-            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {GROUP_METADATA_TOPIC_NAME}-{partition}")
-        if shard.status is ShardStatus.LOADING:
-            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {GROUP_METADATA_TOPIC_NAME}-{partition}")
+        self.runtime.require_active(partition, GROUP_METADATA_TOPIC_NAME)
         return partition
 
     def groups(self, partition: int) -> GroupsImage:

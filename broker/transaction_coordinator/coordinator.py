@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.replica_writer import ReplicaPartitionWriter
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
+from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
 from broker.timers import TimerService, wall_ms
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
@@ -170,16 +170,7 @@ class TransactionCoordinator:
         if count is None:
             raise CoordinatorError(E.NOT_COORDINATOR, f"{TRANSACTION_STATE_TOPIC_NAME} does not exist yet")
         partition = partition_for(transactional_id, count)
-        epoch = self.writer.leader_epoch(partition)
-        if epoch is None:
-            raise CoordinatorError(E.NOT_COORDINATOR,
-                                   f"broker {self.broker_id} does not lead {TRANSACTION_STATE_TOPIC_NAME}-{partition}")
-        shard = self.runtime.shards.get(partition)
-        if shard is None or shard.leader_epoch != epoch:
-            self.runtime.load(partition, epoch)
-            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {TRANSACTION_STATE_TOPIC_NAME}-{partition}")
-        if shard.status is ShardStatus.LOADING:
-            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS, f"loading {TRANSACTION_STATE_TOPIC_NAME}-{partition}")
+        self.runtime.require_active(partition, TRANSACTION_STATE_TOPIC_NAME)
         return partition
 
     def leader_epoch(self, partition: int) -> int | None:
