@@ -114,6 +114,8 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     MISMATCHED_ENDPOINT_TYPE = 114
+    DUPLICATE_VOTER = 126  # KIP-853: AddRaftVoter names a voter id already in the voter set
+    VOTER_NOT_FOUND = 127  # KIP-853: RemoveRaftVoter/UpdateRaftVoter name no voter (id and directory id)
 
     @property
     def retriable(self) -> bool:
