@@ -25,6 +25,7 @@ from typing import Any
 from metadata.codec import MetadataRecordError
 from metadata.image import (
     EMPTY_MAP,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -39,6 +40,7 @@ from metadata.image import (
 from metadata.records import (
     NO_LEADER_CHANGE,
     AbortTransaction,
+    AccessControlEntry,
     BeginEpoch,
     BeginTransaction,
     BrokerRegistrationChange,
@@ -53,6 +55,7 @@ from metadata.records import (
     ProducerIds,
     Record,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     Topic,
     UnregisterBroker,
@@ -102,6 +105,7 @@ class MetadataDelta:
         self._touched_configs: dict[ConfigResource, dict[str, str]] = {}  # private copies
         self._features: dict[str, int] | None = None
         self._next_producer_id_block_start = image.producer_ids.next_producer_id_block_start
+        self._acls: dict[str, AccessControlEntry] | None = None
         self._applied = False
 
     def replay(self, record: Record, offset: int) -> None:
@@ -268,6 +272,23 @@ class MetadataDelta:
     def _no_op(self, r: NoOp, offset: int) -> None:
         pass
 
+    # -- ACLs (Kafka's AclsDelta) ------------------------------------------------------
+
+    def _acls_for_write(self) -> dict[str, AccessControlEntry]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls.by_id)
+        return self._acls
+
+    def _access_control_entry(self, r: AccessControlEntry, offset: int) -> None:
+        acls = self._acls_for_write()
+        if r.id in acls:
+            raise MetadataRecordError(f"ACL id {r.id} already exists")
+        acls[r.id] = r
+
+    def _remove_access_control_entry(self, r: RemoveAccessControlEntry, offset: int) -> None:
+        if self._acls_for_write().pop(r.id, None) is None:
+            raise MetadataRecordError(f"unknown ACL id {r.id}")
+
     # -- the new image ---------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
@@ -295,9 +316,10 @@ class MetadataDelta:
         producer_ids = base.producer_ids
         if self._next_producer_id_block_start != producer_ids.next_producer_id_block_start:
             producer_ids = ProducerIdsImage(self._next_producer_id_block_start)
+        acls = base.acls if self._acls is None else AclsImage(MappingProxyType(self._acls))
         return MetadataImage(offset=self._offset, controller_epoch=self._controller_epoch,
                              cluster=cluster, topics=topics, configs=configs,
-                             features=features, producer_ids=producer_ids)
+                             features=features, producer_ids=producer_ids, acls=acls)
 
 
 _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingProxyType({
@@ -314,6 +336,8 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
     OfflineReplicas: MetadataDelta._offline_replicas,
     BeginEpoch: MetadataDelta._begin_epoch,
     NoOp: MetadataDelta._no_op,
+    AccessControlEntry: MetadataDelta._access_control_entry,
+    RemoveAccessControlEntry: MetadataDelta._remove_access_control_entry,
     # Transaction markers only take their offset here: metadata.transactions decides what a
     # transaction's records do (buffered, published at End, dropped at Abort) before calling apply.
     BeginTransaction: MetadataDelta._no_op,

@@ -35,6 +35,7 @@ from metadata.codec import (
 from metadata.records import (
     LEADER,
     NO_LEADER,
+    AccessControlEntry,
     ConfigResourceType,
     LeaderRecoveryState,
     Partition,
@@ -240,6 +241,16 @@ class ProducerIdsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class AclsImage:
+    """ACLs by their id (AccessControlEntry records, as replayed); Kafka's AclsImage."""
+
+    by_id: Mapping[str, AccessControlEntry] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "by_id", "AclsImage")
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     """The whole metadata state after applying every record up to and including `offset`."""
 
@@ -250,6 +261,7 @@ class MetadataImage:
     configs: ConfigurationsImage = ConfigurationsImage()
     features: FeaturesImage = FeaturesImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    acls: AclsImage = AclsImage()
 
     def __post_init__(self) -> None:
         OFFSET.check(self.offset, "MetadataImage.offset")

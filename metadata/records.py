@@ -49,6 +49,7 @@ __all__ = [
     "MetadataRecordError", "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange",
     "Topic", "Partition", "PartitionChange", "RemoveTopic", "Config", "FeatureLevel",
     "ProducerIds", "OfflineReplicas", "NoOp", "BeginEpoch", "BeginTransaction", "EndTransaction", "AbortTransaction",
+    "AccessControlEntry", "RemoveAccessControlEntry", "ACL_KINDS",
     "TRANSACTION_MARKERS", "Record", "RECORD_TYPES", "encode_record",
     "decode_record", "encode_records", "decode_records", "record_to_map", "record_from_map",
     "check_partition_state",
@@ -333,9 +334,44 @@ class AbortTransaction(_Record):
     reason: str | None = None
 
 
+# ACLs (issue 29): Kafka's AccessControlEntryRecord (apiKey 6) and RemoveAccessControlEntryRecord
+# (apiKey 7), each ACL named by a UUID the controller gives it. Codes are Kafka's ResourceType,
+# PatternType, AclOperation and AclPermissionType (security.acl); the rules allow only a complete
+# binding (security.acl.creation_error), the kinds here keep garbage out of replay.
+ACL_CODE = Int(0, 127)  # an int8 enum code
+
+
+@_record(6, id=NAME, resource_type=ACL_CODE, resource_name=NAME, pattern_type=ACL_CODE, principal=NAME,
+         host=NAME, operation=ACL_CODE, permission_type=ACL_CODE)
+@dataclass(frozen=True, slots=True)
+class AccessControlEntry(_Record):
+    """An ACL is created under `id`."""
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@_record(7, id=NAME)
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntry(_Record):
+    """The ACL `id` is deleted."""
+
+    id: str
+
+
+ACL_KINDS: Mapping[str, Kind] = _SCHEMAS[AccessControlEntry].kinds  # an ACL in a snapshot: the record's fields
+
+
 Record = Union[RegisterBroker, UnregisterBroker, BrokerRegistrationChange, Topic, Partition,
                PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, OfflineReplicas, NoOp, BeginEpoch,
-               BeginTransaction, EndTransaction, AbortTransaction]
+               BeginTransaction, EndTransaction, AbortTransaction, AccessControlEntry,
+               RemoveAccessControlEntry]
 TRANSACTION_MARKERS: tuple[type, ...] = (BeginTransaction, EndTransaction, AbortTransaction)
 
 RECORD_TYPES: Mapping[int, type] = MappingProxyType(_BY_TYPE_ID)

@@ -11,7 +11,9 @@ every collection is sorted, so equal images give equal bytes.
      "topics": [{"name", "topic_id", "partitions": [{partition_id, replicas, isr, elr, leader,
                  leader_epoch, partition_epoch, leader_recovery_state}, ...]}, ...],
      "configs": [{"resource_type", "resource_name", "configs": {name: value}}, ...],
-     "features": {name: level}, "next_producer_id_block_start": n}
+     "features": {name: level}, "next_producer_id_block_start": n,
+     "acls": [{id, resource_type, resource_name, pattern_type, principal, host, operation,
+               permission_type}, ...] (left out when empty)}
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from metadata.codec import (
 from metadata.image import (
     BROKER_KINDS,
     BROKER_OPTIONAL,
+    AclsImage,
     PARTITION_KINDS,
     PARTITION_OPTIONAL,
     BrokerRegistration,
@@ -49,12 +52,14 @@ from metadata.image import (
     TopicsImage,
     frozen_map,
 )
-from metadata.records import ConfigResourceType
+from metadata.records import ACL_KINDS, AccessControlEntry, ConfigResourceType
 
 SNAPSHOT_FORMAT = "tidelog-metadata-snapshot"
 SNAPSHOT_VERSION = 0
 _TOP_KEYS = ("format", "version", "offset", "controller_epoch", "brokers", "topics", "configs",
-             "features", "next_producer_id_block_start")
+             "features", "next_producer_id_block_start", "acls")
+# Left out when there are none, so snapshots written before ACLs read (and encode) the same.
+_TOP_OPTIONAL: dict[str, Any] = {"acls": []}
 # The topic id of a partition is its topic's: written once per topic, not per partition.
 _PARTITION_WIRE_KINDS = {k: v for k, v in PARTITION_KINDS.items() if k != "topic_id"}
 _CONFIG_KEYS = ("resource_type", "resource_name", "configs")
@@ -81,6 +86,8 @@ def encode_snapshot(image: MetadataImage) -> bytes:
                     for resource in sorted(image.configs.resources)],
         "features": dict(sorted(image.features.levels.items())),
         "next_producer_id_block_start": image.producer_ids.next_producer_id_block_start,
+        **({"acls": [fields_to_map(image.acls.by_id[i], ACL_KINDS) for i in sorted(image.acls.by_id)]}
+           if image.acls.by_id else {}),
     }, use_bin_type=True)
     return packed
 
@@ -106,7 +113,7 @@ def _decode(data: bytes) -> MetadataImage:
         m = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except (msgpack.UnpackException, ValueError, TypeError) as exc:
         raise MetadataRecordError(f"not valid msgpack ({type(exc).__name__})") from None
-    _check_keys(m, _TOP_KEYS, "snapshot")
+    _check_keys(m, _TOP_KEYS, "snapshot", optional=_TOP_OPTIONAL)
     if m["format"] != SNAPSHOT_FORMAT:
         raise MetadataRecordError(f"format {m['format']!r:.40} is not {SNAPSHOT_FORMAT!r}")
     if m["version"] != SNAPSHOT_VERSION or type(m["version"]) is not int:
@@ -115,6 +122,7 @@ def _decode(data: bytes) -> MetadataImage:
     brokers = _unique(_list(m["brokers"], "brokers", _broker_from_map), lambda b: b.broker_id, "broker id")
     topics = _unique(_list(m["topics"], "topics", _topic_from_map), lambda t: t.topic_id, "topic id")
     configs = _unique(_list(m["configs"], "configs", _config_from_map), lambda c: c[0], "config resource")
+    acls = _unique(_list(m.get("acls", []), "acls", _acl_from_map), lambda a: a.id, "ACL id")
     return MetadataImage(
         offset=OFFSET.check(m["offset"], "offset"),
         controller_epoch=_EPOCH.check(m["controller_epoch"], "controller_epoch"),
@@ -124,6 +132,7 @@ def _decode(data: bytes) -> MetadataImage:
         features=FeaturesImage(frozen_map(_str_map(m["features"], "features", _LEVEL))),
         producer_ids=ProducerIdsImage(_BLOCK_START.check(m["next_producer_id_block_start"],
                                                          "next_producer_id_block_start")),
+        acls=AclsImage(frozen_map(acls)),
     )
 
 
@@ -174,6 +183,10 @@ def _topic_from_map(m: Any, where: str) -> TopicImage:
     parts = _unique(_list(m["partitions"], f"{where}.partitions", partition),
                     lambda p: p.partition_id, "partition id")
     return TopicImage(m["name"], topic_id, frozen_map(parts))
+
+
+def _acl_from_map(m: Any, where: str) -> AccessControlEntry:
+    return fields_from_map(AccessControlEntry, m, ACL_KINDS, where)
 
 
 def _config_from_map(m: Any, where: str) -> tuple[ConfigResource, Any]:

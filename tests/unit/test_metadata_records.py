@@ -20,6 +20,7 @@ from metadata.records import (
     Listener,
     MetadataRecordError,
     AbortTransaction,
+    AccessControlEntry,
     BeginTransaction,
     EndTransaction,
     NoOp,
@@ -28,6 +29,7 @@ from metadata.records import (
     PartitionChange,
     ProducerIds,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     Topic,
     UnregisterBroker,
@@ -94,6 +96,10 @@ CASES = [
     (AbortTransaction("controller failover"), {"type": 25, "version": 0, "reason": "controller failover"}),
     (OfflineReplicas(4, 42, TOPIC_ID, (0, 3)),
      {"type": 129, "version": 0, "broker_id": 4, "broker_epoch": 42, "topic_id": TOPIC_ID, "partition_ids": [0, 3]}),
+    (AccessControlEntry(TOPIC_ID, 2, "orders", 4, "User:*", "*", 3, 3),
+     {"type": 6, "version": 0, "id": TOPIC_ID, "resource_type": 2, "resource_name": "orders", "pattern_type": 4,
+      "principal": "User:*", "host": "*", "operation": 3, "permission_type": 3}),
+    (RemoveAccessControlEntry(TOPIC_ID), {"type": 7, "version": 0, "id": TOPIC_ID}),
 ]
 CASE_IDS = [f"{type(r).__name__}-{i}" for i, (r, _) in enumerate(CASES)]
 
