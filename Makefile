@@ -140,10 +140,12 @@ simulate: $(BASE_STAMP)
 chaos-clean: $(BASE_STAMP)
 	$(BIN)/tidelog chaos clean
 
-# iptables (network partitions) and chromium (the report test) from Debian, when root
+# iptables (network partitions), chromium (the report test) and fuse3 (libfuse 3 and
+# fusermount3: the power-loss layer, chaos/power) from Debian, when root
 chaos-tools:
 	@missing=""; command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing$$missing from Debian"; \
