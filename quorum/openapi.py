@@ -161,6 +161,23 @@ SCHEMAS: Final[dict[str, Any]] = {
     "ElectionResults": _obj(None, results=_arr(_obj(None, topic=STR, partition=INT, error=STR, message=NULLABLE_STR)),
                             metadata_offset=NULLABLE_INT),
     "Deleted": _obj(None, name=STR, deleted=BOOL, metadata_offset=NULLABLE_INT),
+    # ACLs (issue 29): Kafka's enum names (any case) or codes; quorum.acl_routes
+    "Acl": _obj(["resource_type", "resource_name", "principal", "operation"],
+                resource_type={**STR, "description": "TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER"},
+                resource_name={**STR, "description": "kafka-cluster for CLUSTER; * matches every name"},
+                pattern_type={**STR, "description": "LITERAL (default) or PREFIXED; filters also ANY, MATCH"},
+                principal={**STR, "description": "Type:name, e.g. User:alice; User:* is every user"},
+                host={**STR, "description": "an address, or * (default)"},
+                operation={**STR, "description": "ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, "
+                           "CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ..."},
+                permission_type={**STR, "description": "ALLOW (default) or DENY"}),
+    "AclFilter": _obj(None, resource_type=STR, resource_name=STR, pattern_type=STR, principal=STR, host=STR,
+                      operation=STR, permission_type=STR),
+    "Acls": _obj(None, acls=_arr(_ref("Acl"))),
+    "CreateAcls": _obj(["acls"], acls=_arr(_ref("Acl"))),
+    "DeleteAcls": _obj(["filters"], filters=_arr(_ref("AclFilter"))),
+    "AclResults": _obj(None, metadata_offset=NULLABLE_INT, results=_arr(_obj(
+        None, error=NULLABLE_STR, message=NULLABLE_STR, deleted=_arr(_ref("Acl"))))),
     # KIP-455: kafka-reassign-partitions.sh's plan file
     "Reassignments": _obj(["partitions"], version={"enum": [1]}, partitions=_arr(_obj(
         ["topic", "partition", "replicas"], topic=STR, partition=INT,
@@ -318,6 +335,15 @@ PATHS: Final[dict[str, Any]] = {
                     "applied), 504 REQUEST_TIMED_OUT when a replica did not follow in time.",
                     _ok("RecordsDeleted"), _body("DeleteRecords"), write=True),
     },
+    "/v1/acls": {
+        "get": _op("DescribeAcls: the ACLs matching the filter given as query parameters (AclFilter's fields; "
+                   "absent: any).", _ok("Acls")),
+        "post": _op("CreateAcls: one result per ACL, error INVALID_REQUEST for one Kafka refuses; an ACL equal "
+                    "to an existing one succeeds without a change.", _ok("AclResults"), _body("CreateAcls"),
+                    write=True),
+    },
+    "/v1/acls/delete": {"post": _op("DeleteAcls: one result per filter, listing the ACLs it removed.",
+                                    _ok("AclResults"), _body("DeleteAcls"), write=True)},
     "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
                                   _body("Elections"), write=True)},
     "/v1/reassignments": {

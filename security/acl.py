@@ -18,6 +18,7 @@ from typing import Final
 
 from common.protocol.acls import AclOperation
 from common.protocol.api_table import ResourceType
+from metadata.records import AccessControlEntry
 
 __all__ = ["AclOperation", "ResourceType", "PatternType", "AclPermissionType", "AclBinding", "AclFilter",
            "CLUSTER_NAME", "WILDCARD", "creation_error", "filter_error", "parse_principal"]
@@ -178,3 +179,17 @@ def filter_error(f: AclFilter) -> str | None:
     if f.operation == AclOperation.UNKNOWN or f.permission_type == AclPermissionType.UNKNOWN:
         return "Unknown entryFilter."
     return None
+
+
+def from_record(r: AccessControlEntry) -> AclBinding | None:
+    """The binding an AccessControlEntry record holds; None for a code this build does not know
+    (replay keeps it, no decision uses it)."""
+    binding = binding_of(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation,
+                         r.permission_type)
+    return binding if isinstance(binding, AclBinding) else None
+
+
+def to_record(b: AclBinding, acl_id: str) -> AccessControlEntry:
+    return AccessControlEntry(id=acl_id, resource_type=int(b.resource_type), resource_name=b.resource_name,
+                              pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
+                              operation=int(b.operation), permission_type=int(b.permission_type))
