@@ -81,6 +81,14 @@ def verdict_table(verdicts: list) -> str:
     return "\n".join(f"  {'PASS' if v.ok else 'FAIL'}  {v.expectation:{width}}  {v.detail}" for v in verdicts)
 
 
+def power_unavailable(scenario: Scenario) -> str | None:
+    """Why the scenario's power faults cannot run here (FUSE missing), or None."""
+    from chaos.nemeses.power import power_faults
+    from chaos.power import fuse_missing
+
+    return fuse_missing() if power_faults(scenario) else None
+
+
 def run_run(args: argparse.Namespace) -> int:
     from chaos.engine.runner import RunOptions, run_scenario
 
@@ -91,6 +99,10 @@ def run_run(args: argparse.Namespace) -> int:
         return 2
     seed = args.seed if args.seed is not None else (scenario.generator.seed if scenario.generator else 0)
     scenario = generate(scenario, seed)
+    missing = power_unavailable(scenario)
+    if missing is not None:  # before anything starts, as the extras are checked
+        print(f"tidelog chaos run: {scenario.name}: {missing}", file=sys.stderr)
+        return 2
     if args.duration is not None:
         scenario = dataclasses.replace(scenario, duration_s=args.duration)
     report_dir = args.report_dir or Path("chaos-reports") / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -35,6 +35,7 @@ KINDS: Final = frozenset({
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
     "group-assign", "group-read", "group-commit",
     "txn-invoke", "txn-write", "txn-commit-invoke", "txn-ok", "txn-fail", "txn-info", "txn-read", "txn-probe",
+    "power-replicas", "power-loss", "broker-metadata", "quorum-metadata",  # chaos.nemeses.power's and its checker's
 })
 Event = dict[str, Any]
 

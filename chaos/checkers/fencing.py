@@ -18,7 +18,7 @@ from chaos.checkers.result import CheckResult, examples
 from chaos.history import Event
 from common.limits import CLOCK_SLACK_S
 
-ENDING_ACTIONS = frozenset({"kill", "disk", "shutdown"})  # faults that end a process
+ENDING_ACTIONS = frozenset({"kill", "disk", "shutdown", "power"})  # faults that end a process
 
 
 def _process_ended(events: Sequence[Event], broker: int, t: float) -> float | None:

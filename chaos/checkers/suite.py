@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from chaos.checkers.availability import check_availability
 from chaos.checkers.fencing import check_fencing
 from chaos.checkers.group import check_group
+from chaos.checkers.quorum_safety import NAMES as QUORUM_SAFETY
+from chaos.checkers.quorum_safety import check_active_controllers, check_metadata_views, check_power_loss_writes
 from chaos.checkers.queue import (
     check_duplicates,
     check_g1a,
@@ -30,7 +32,7 @@ from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
              "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
-             "group-commit-lost", "early-fencing", *TXN_ANOMALIES)
+             "group-commit-lost", "early-fencing", *TXN_ANOMALIES, *QUORUM_SAFETY)
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
@@ -117,6 +119,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_isr_changes(events), check_offline(events),
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
             check_fencing(events), check_controller_changes(events), *check_transactions(events),
+            check_active_controllers(events), check_metadata_views(events), check_power_loss_writes(events),
             check_skipped_faults(events)]
 
 

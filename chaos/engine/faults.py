@@ -1,8 +1,9 @@
 """Apply and heal one scheduled fault: each start and heal recorded in the history.
 
 The mechanisms: chaos.nemesis (SIGKILL/restart, SIGSTOP/SIGCONT), SIGTERM for a
-controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem) and
-chaos.nemeses.disk; on a transactional client (`client:NAME`): kill, pause (SIGSTOP) and hold
+controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem),
+chaos.nemeses.disk and chaos.nemeses.power (SIGKILL, then every unsynced write dropped);
+on a transactional client (`client:NAME`): kill, pause (SIGSTOP) and hold
 (chaos.nemeses.hold: its next request of `params.api` kept back until its next transaction). A fault whose mechanism is unavailable (no root, no iptables) or whose
 target names nothing right now is recorded as `skip` with one line saying why.
 """
@@ -19,12 +20,13 @@ from chaos.history import History
 from chaos.nemeses import disk, links
 from chaos.nemeses.firewall import Firewall, iptables_missing, tc_missing
 from chaos.nemeses.hold import END_TXN, HoldProxy
+from chaos.nemeses.power import PowerLayer, power_targets
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, ScheduledFault
 
 log = logging.getLogger(__name__)
 
-SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK)
+SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK, FaultAction.POWER)
 CLIENT_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.HOLD)
 HELD_APIS = {"end_txn": END_TXN, "produce": 0}  # params.api of a hold -> Kafka API key
 
@@ -46,6 +48,7 @@ class FaultApplier:
         self.applied = 0
         self.txns: TxnWorkload | None = None  # set by the runner for a transactional workload
         self.hold: HoldProxy | None = None
+        self.power: PowerLayer | None = None  # set by the runner when the scenario has power faults
 
     def _skip(self, scheduled: ScheduledFault, why: str) -> None:
         print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
@@ -85,6 +88,8 @@ class FaultApplier:
             return None
         missing = (iptables_missing() if fault.action in (FaultAction.PARTITION, FaultAction.DROP)
                    else tc_missing() if fault.action is FaultAction.NETEM else None)
+        if fault.action is FaultAction.POWER and self.power is None:
+            missing = "no power-loss layer mounted for this run"
         if missing is not None or (self.firewall is None and fault.action not in SIGNAL_ACTIONS):
             self._skip(scheduled, missing or "no firewall opened for this run")
             return None
@@ -95,14 +100,25 @@ class FaultApplier:
         except (TargetError, OSError) as exc:
             self._skip(scheduled, str(exc))
             return None
+        if fault.action is FaultAction.POWER:  # which replicas of each partition go dark together
+            try:
+                targets, replicas = power_targets(fault, targets, self.view, self.topic, self.rng)
+            except (TargetError, OSError) as exc:
+                self._skip(scheduled, str(exc))
+                return None
+            self.history.record("power-replicas", id=scheduled.id, targets=targets, replicas=replicas)
         active = ActiveFault(scheduled, targets, [p for p in peers if p not in targets])
         cluster = self.view.cluster
         a = fault.action
-        if a in (FaultAction.KILL, FaultAction.DISK):
-            for node_id in targets:
+        if a in (FaultAction.KILL, FaultAction.DISK, FaultAction.POWER):
+            for node_id in targets:  # every target dead before any plug is pulled: "at once"
                 self.nemesis.kill(node_id)
             if a is FaultAction.DISK:
                 self._edit_disk(active)
+            elif a is FaultAction.POWER:
+                assert self.power is not None
+                for node_id, lost in self.power.pull(targets).items():
+                    self.history.record("power-loss", id=scheduled.id, node=node_id, **lost)
         elif a is FaultAction.PAUSE:
             for node_id in targets:
                 self.nemesis.pause(node_id)
@@ -147,7 +163,7 @@ class FaultApplier:
                 self.txns.restart(active.client)
             elif a is FaultAction.PAUSE:
                 self.txns.resume(active.client)
-        elif a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN):
+        elif a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN, FaultAction.POWER):
             for node_id in active.targets:
                 if not self.view.cluster.node(node_id).running():
                     self.nemesis.restart(node_id)

@@ -32,12 +32,14 @@ from chaos.engine.admin_workload import TopicCreations, final_topics
 from chaos.engine.faults import ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_controller_log, parse_node_log
+from chaos.engine.metadata_views import record_metadata_views
 from chaos.engine.targets import ClusterView
 from chaos.engine.txn_workload import HOLD_GID, TxnWorkload
 from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
 from chaos.history import History
 from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemeses.hold import HoldProxy
+from chaos.nemeses.power import PowerLayer, needs_brokers, power_faults
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
 from localcluster.launcher import LocalCluster, free_ports
@@ -191,8 +193,8 @@ class ScenarioRun:
                 continue
             found_here = parse_node_log(lines, node_id=node.spec.node_id, topic=topic) \
                 if node in cluster.brokers else []
-            if node in cluster.controllers:
-                found_here += parse_controller_log(lines)
+            if node in cluster.controllers:  # whose line it was: one active controller per epoch
+                found_here += [{**found, "node": node.spec.node_id} for found in parse_controller_log(lines)]
             for found in found_here:
                 wall = found.pop("wall")
                 if wall >= self.history.wall_start - 1:
@@ -216,12 +218,17 @@ class ScenarioRun:
         with ExitStack() as stack:  # leaves in reverse: resume paused nodes, remove rules, stop nodes
             history.record("phase", name="setup")
             running = LocalCluster.attach(root)
+            power: PowerLayer | None = None
             if running is not None and any(n.running() for n in running.nodes):
                 # a cluster `tidelog up` runs: used as it is (its own configs), and left running
                 print(f"  using the running cluster of {root} (the scenario's [cluster] is not applied)", flush=True)
                 history.record("note", what="attached", root=str(root))
                 cluster = running
             else:
+                targets = power_faults(scenario)
+                if targets:  # mounted before the nodes start, unmounted after they stop
+                    power = stack.enter_context(PowerLayer.open(root, scenario.cluster,
+                                                                brokers_too=needs_brokers(targets, scenario.cluster)))
                 cluster = stack.enter_context(self.start_cluster(root))
             firewall = None
             if needs_firewall:
@@ -264,7 +271,7 @@ class ScenarioRun:
                 if part is not None:
                     part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
-            applier.txns, applier.hold = txns, hold
+            applier.txns, applier.hold, applier.power = txns, hold, power
             try:
                 self.faults(applier, producers)
                 if firewall is not None:
@@ -296,6 +303,8 @@ class ScenarioRun:
             print("phase verify", flush=True)
             if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):
                 self.compare_replicas(cluster)
+            if power is not None:  # every broker's applied metadata beside the quorum's, healed or not
+                record_metadata_views(view, history, [t.name for t in scenario.topics])
             self.harvest(cluster)
 
 

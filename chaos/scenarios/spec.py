@@ -4,7 +4,7 @@
     for fault in scenario.schedule(): ...                        # ScheduledFault, by start time
 
 A scenario file is TOML (read with the standard library's tomllib). Faults name an action
-(`kill`, `pause`, `shutdown`, `partition`, `drop`, `netem`, `disk`), a target selector
+(`kill`, `pause`, `shutdown`, `partition`, `drop`, `netem`, `disk`, `hold`, `power`), a target selector
 resolved against live metadata when the fault starts (chaos.engine.targets), a start
 (`at_s` from the start of the workload, optionally `every_s` × `count`) and a `duration_s`
 after which it heals. Faults may overlap: the whole-ISR-down scenarios kill a follower,
@@ -41,6 +41,7 @@ class FaultAction(enum.Enum):
     NETEM = "netem"          # tc netem delay/loss on target<->peer address pairs only
     DISK = "disk"            # SIGKILL, edit the stopped broker's log (params.mode), restart
     HOLD = "hold"            # a client's next request of one API (params.api) held until its next transaction began
+    POWER = "power"          # SIGKILL and drop every write not yet fsynced (chaos.power); heal: restart
 
 
 class LossPolicy(enum.Enum):
