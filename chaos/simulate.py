@@ -2,6 +2,7 @@
 
     tidelog chaos simulate --seeds 1000 --jobs 2 --steps 200      # seeds 0..999, prints seeds/s
     tidelog chaos simulate --seed 42 --trace                       # one seed, replayed identically
+    tidelog chaos simulate --seeds 300 --power --no-quorum-fsync   # finds what fsync prevents
 
 The shell of `chaos.sim` (which is pure): it spreads seeds over worker processes, times the
 run on the wall clock, and for a failing seed prints the seed, the violated invariant and
@@ -28,18 +29,18 @@ CHUNK = 25  # seeds per task: amortises the inter-process round trip
 
 
 def run_seed(seed: int, steps: int, bugs: PlantedBugs = NO_BUGS, trace: bool = False,
-             power: bool = False) -> SimResult:
-    return Simulation(generate(seed, steps, random.Random, bugs=bugs, trace=trace, power=power),
-                      random.Random).run()
+             power: bool = False, quorum_fsync: bool = True) -> SimResult:
+    return Simulation(generate(seed, steps, random.Random, bugs=bugs, trace=trace, power=power,
+                               quorum_fsync=quorum_fsync), random.Random).run()
 
 
-def _run_chunk(job: tuple[int, int, int, str | None, bool]) -> list[tuple[int, str | None, int]]:
-    first, count, steps, bug, power = job
+def _run_chunk(job: tuple[int, int, int, str | None, bool, bool]) -> list[tuple[int, str | None, int]]:
+    first, count, steps, bug, power, quorum_fsync = job
     logging.disable(logging.WARNING)  # the rules log transitions; a worker has no reader for them
     bugs = BUGS[bug] if bug else NO_BUGS
     out = []
     for seed in range(first, first + count):
-        result = run_seed(seed, steps, bugs, power=power)
+        result = run_seed(seed, steps, bugs, power=power, quorum_fsync=quorum_fsync)
         out.append((seed, None if result.violation is None else result.violation.invariant, result.events))
     return out
 
@@ -54,7 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plant", choices=sorted(BUGS), default=None,
                         help="run with a planted bug (to see the simulator find it)")
     parser.add_argument("--power", action="store_true",
-                        help="schedules include power failures (brokers lose their unflushed log tails)")
+                        help="schedules include power failures: brokers lose their unflushed log tails, "
+                             "controllers (one, a majority, all at once) their unsynced Raft entries, term and vote")
+    parser.add_argument("--no-quorum-fsync", dest="quorum_fsync", action="store_false",
+                        help="controllers as with controller.quorum.fsync=false: Raft entries and votes are "
+                             "acknowledged before they are durable (with --power: committed metadata can be lost)")
     parser.add_argument("--transactions", action="store_true",
                         help="simulate the transaction coordinator's rules instead (chaos/sim/transactions.py)")
     parser.add_argument("--late-end-txn", action="store_true",
@@ -62,8 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def _report_failure(seed: int, steps: int, bugs: PlantedBugs, power: bool, out: TextIO = sys.stdout) -> None:
-    options = generate(seed, steps, random.Random, bugs=bugs, power=power)
+def _flags(power: bool, quorum_fsync: bool) -> str:
+    return f"{' --power' if power else ''}{'' if quorum_fsync else ' --no-quorum-fsync'}"
+
+
+def _report_failure(seed: int, steps: int, bugs: PlantedBugs, power: bool, quorum_fsync: bool = True,
+                    out: TextIO = sys.stdout) -> None:
+    options = generate(seed, steps, random.Random, bugs=bugs, power=power, quorum_fsync=quorum_fsync)
     first = Simulation(options, random.Random).run()
     assert first.violation is not None
     print(f"seed {seed} FAILED: {first.violation}", file=out)
@@ -76,7 +86,7 @@ def _report_failure(seed: int, steps: int, bugs: PlantedBugs, power: bool, out: 
     print("last events of the shrunk run:", file=out)
     for line in traced.trace:
         print(f"  {line}", file=out)
-    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace{' --power' if power else ''}",
+    print(f"replay: tidelog chaos simulate --seed {seed} --steps {steps} --trace{_flags(power, quorum_fsync)}",
           file=out)
 
 
@@ -103,13 +113,14 @@ def run(args: argparse.Namespace) -> int:
     bugs = BUGS[args.plant] if args.plant else NO_BUGS
     logging.disable(logging.WARNING)
     if args.seed is not None:
-        result = run_seed(args.seed, args.steps, bugs, trace=args.trace, power=args.power)
+        result = run_seed(args.seed, args.steps, bugs, trace=args.trace, power=args.power,
+                          quorum_fsync=args.quorum_fsync)
         if args.trace:
             print("\n".join(result.trace))
         print(f"seed {args.seed}: {result.events} events, {result.virtual_ms} virtual ms, {result.acked} "
               f"acknowledged writes: {'OK' if result.violation is None else result.violation}")
         return 0 if result.violation is None else 1
-    jobs = [(s, min(CHUNK, args.first + args.seeds - s), args.steps, args.plant, args.power)
+    jobs = [(s, min(CHUNK, args.first + args.seeds - s), args.steps, args.plant, args.power, args.quorum_fsync)
             for s in range(args.first, args.first + args.seeds, CHUNK)]
     started = time.monotonic()
     failed: list[tuple[int, str]] = []
@@ -126,6 +137,6 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         seed, invariant = failed[0]
         print(f"failing seeds: {', '.join(f'{s} ({i})' for s, i in failed[:20])}")
-        _report_failure(seed, args.steps, bugs, args.power)
+        _report_failure(seed, args.steps, bugs, args.power, args.quorum_fsync)
         return 1
     return 0

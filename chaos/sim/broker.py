@@ -11,7 +11,7 @@ checkpointed HW; a restart is a new incarnation that registers again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from broker.metadata_follower import own_registration_replayed, ready_to_publish
 from chaos.sim import messages as m
@@ -23,6 +23,7 @@ from common.errors import ErrorCode
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import changes_for_broker
+from metadata.records import Record
 from shutdown.broker_lifecycle import (
     BrokerLifecycle,
     BrokerState,
@@ -46,7 +47,8 @@ Schedule = Callable[[str, int, int], None]  # (node, delay_ms, payload token)
 class SimBroker:
     def __init__(self, broker_id: int, network: Network, controllers: tuple[str, ...], *, bugs: PlantedBugs,
                  heartbeat_interval_ms: int, session_timeout_ms: int, controlled_shutdown_timeout_ms: int,
-                 replica_lag_time_max_ms: int, on_transition: Callable[[int, Transition], None]) -> None:
+                 replica_lag_time_max_ms: int, on_transition: Callable[[int, Transition], None],
+                 on_applied: Callable[[int, Sequence[tuple[int, Record]]], None] | None = None) -> None:
         self.broker_id = broker_id
         self.name = f"b{broker_id}"
         self._network = network
@@ -55,6 +57,7 @@ class SimBroker:
         self._settings = (heartbeat_interval_ms, session_timeout_ms, controlled_shutdown_timeout_ms)
         self._lag_ms = replica_lag_time_max_ms
         self._on_transition = on_transition
+        self._on_applied = on_applied  # the invariants see each applied metadata batch
         self.logs: dict[m.PartitionKey, SimLog] = {}  # what survives a crash
         self.incarnation = 0
         self.running = False
@@ -258,6 +261,8 @@ class SimBroker:
         fresh = [(o, r) for o, r in resp.records if o > self.image.offset]
         if fresh and fresh[0][0] == self.image.offset + 1:
             old, self.image = self.image, apply(self.image, fresh)
+            if self._on_applied is not None:
+                self._on_applied(self.broker_id, fresh)
         else:
             old = self.image
         if not ready_to_publish(published=self.published, applied_offset=self.image.offset,

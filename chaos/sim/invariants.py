@@ -20,6 +20,14 @@ Safety, on the brokers (`after_event`):
   and unclean election off is in the current leader's log at its offset.
 Controlled shutdown (`on_transition`): shutdown-exit: a broker exits clean only once it
 leads nothing in the committed metadata.
+Safety of the metadata quorum itself (issue 28: what a power loss over unsynced Raft state
+breaks when controllers acknowledge before their fsync):
+- election-safety: at most one leader is elected per term (`on_elected`; Raft never elects
+  twice in one term, so a second election in a term, even of the same voter, is one);
+- committed-kept (state machine safety, leader completeness): a newly elected leader's log
+  holds every committed record at its offset, and commits continue that log;
+- metadata-prefix: the metadata each broker applied is a prefix of the longest any applied
+  (`on_metadata_applied`), so no broker acted on a record the quorum later lost.
 Partitions that ever had an unclean election are exempt from the data checks (they may lose
 acknowledged data by design). A partition a power failure hit loses its acked-write-kept check
 (acks=all survives process crashes, not the loss of unflushed tails; tidelog, like Kafka, does
@@ -68,10 +76,17 @@ class Invariants:
         self._kept: dict[tuple[int, PartitionKey], tuple[int, int, int, int]] = {}
         self.image: MetadataImage | None = None
         self.power_failed: set[PartitionKey] = set()
+        self.committed: list[Record] = []  # every record committed so far, by offset
+        self.elected: dict[int, str] = {}  # term -> the voter elected in it
+        self.applied: list[Record] = []  # the longest metadata any broker applied, by offset
 
     # ---- the committed metadata ------------------------------------------------------------
 
     def on_commit(self, before: MetadataImage, after: MetadataImage, batch: Sequence[tuple[int, Record]]) -> None:
+        if batch and batch[0][0] != len(self.committed):
+            raise Violation("committed-kept", f"a batch committed at offset {batch[0][0]} while {len(self.committed)} "
+                                              f"records were committed before it")
+        self.committed.extend(record for _, record in batch)
         self.image = after
         changed = {(r.topic_id, r.partition_id) for _, r in batch if isinstance(r, PartitionChange)}
         for key, p in _partitions(after):
@@ -113,6 +128,35 @@ class Invariants:
                 "fenced" if registration.fenced else "in controlled shutdown")
             raise Violation("isr-eligible", f"{where}: ISR {list(p.isr)} (leader {p.leader}) holds broker "
                                             f"{member}, {state}")
+
+    # ---- the metadata quorum ----------------------------------------------------------------
+
+    def on_elected(self, leader: str, term: int, log: Sequence[Record]) -> None:
+        """`leader` won term `term` holding `log`: before it leads (chaos.sim.quorum)."""
+        seen = self.elected.get(term)
+        if seen is not None:
+            raise Violation("election-safety", f"controller {leader} elected in term {term}, which already elected "
+                                               f"controller {seen} (a vote or term forgotten)")
+        self.elected[term] = leader
+        committed = self.committed
+        lost = next((o for o in range(len(committed))
+                     if o >= len(log) or (log[o] is not committed[o] and log[o] != committed[o])), None)
+        if lost is not None:
+            has = repr(log[lost]) if lost < len(log) else "nothing"
+            raise Violation("committed-kept", f"controller {leader} elected in term {term} with a log of {len(log)} "
+                                              f"records: committed offset {lost} ({committed[lost]!r}) is lost "
+                                              f"(it has {has}) of {len(committed)} committed")
+
+    def on_metadata_applied(self, broker_id: int, batch: Sequence[tuple[int, Record]]) -> None:
+        """Broker `broker_id` applied `batch` (contiguous, after what it applied before)."""
+        applied = self.applied
+        for offset, record in batch:
+            if offset == len(applied):
+                applied.append(record)
+            elif offset > len(applied) or (applied[offset] is not record and applied[offset] != record):
+                seen = repr(applied[offset]) if offset < len(applied) else f"only {len(applied)} records"
+                raise Violation("metadata-prefix", f"broker {broker_id} applied {record!r} at metadata offset "
+                                                   f"{offset}, where another broker applied {seen}")
 
     def power_lost(self, broker: SimBroker) -> None:
         """`broker` lost power: its logs lose their unflushed tails."""

@@ -20,7 +20,7 @@ from chaos.sim.events import Event, EventQueue
 from chaos.sim.invariants import Invariants, Violation
 from chaos.sim.network import LinkFault, Network
 from chaos.sim.producer import SimProducer
-from chaos.sim.quorum import MetadataQuorum
+from chaos.sim.quorum import WRITEBACK_INTERVAL_MS, MetadataQuorum
 from chaos.sim.schedule import BROKERS, CONTROLLERS, Fault, RngFactory, SimOptions
 from common.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE
 from shutdown.broker_lifecycle import BrokerState, Transition
@@ -56,14 +56,16 @@ class Simulation:
         self.queue = EventQueue()
         self.network = Network(rngs(f"net-{seed}"), self.queue)
         self.invariants = Invariants()
-        self.quorum = MetadataQuorum(CONTROLLERS, self.network, rngs(f"raft-{seed}"), self.invariants.on_commit)
+        self.quorum = MetadataQuorum(CONTROLLERS, self.network, rngs(f"raft-{seed}"), self.invariants.on_commit,
+                                     fsync=options.quorum_fsync, on_elected=self.invariants.on_elected)
         self.controllers = {c: SimController(c, self.quorum, self.network, session_timeout_ms=SESSION_TIMEOUT_MS,
                                              bugs=options.bugs) for c in CONTROLLERS}
         self.brokers = {b: SimBroker(int(b[1:]), self.network, CONTROLLERS, bugs=options.bugs,
                                      heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, session_timeout_ms=SESSION_TIMEOUT_MS,
                                      controlled_shutdown_timeout_ms=CONTROLLED_SHUTDOWN_TIMEOUT_MS,
                                      replica_lag_time_max_ms=REPLICA_LAG_TIME_MAX_MS,
-                                     on_transition=self._on_transition) for b in BROKERS}
+                                     on_transition=self._on_transition,
+                                     on_applied=self.invariants.on_metadata_applied) for b in BROKERS}
         self.producer = SimProducer("p0", self.network, rngs(f"producer-{seed}"), self._views)
         self._topic_rng = rngs(f"topics-{seed}")
         self.paused_until: dict[str, int] = {}
@@ -71,6 +73,7 @@ class Simulation:
         self._beats: dict[str, int] = {}
         self._producing = True
         self._topics_created = False
+        self._next_writeback_ms = WRITEBACK_INTERVAL_MS
         self.trace: list[str] = []
         self.events = 0
 
@@ -120,10 +123,12 @@ class Simulation:
         now = self.queue.now_ms
         if self.options.trace:
             self._note(f"FAULT {fault}")
-        if fault.kind in ("crash", "shutdown", "pause", "power") and (fault.target in self.crashed
-                                                             or fault.target in self.paused_until):
+        if fault.kind == "power" and fault.target not in self.brokers:
+            self._controllers_lose_power(fault.target.split("+"))
+        elif fault.kind in ("crash", "shutdown", "pause", "power") and (fault.target in self.crashed
+                                                                         or fault.target in self.paused_until):
             return
-        if fault.kind in ("crash", "power"):
+        elif fault.kind in ("crash", "power"):
             self.crashed.add(fault.target)
             if fault.target in self.brokers:
                 self.brokers[fault.target].crash()
@@ -144,11 +149,23 @@ class Simulation:
             self.network.degrade(a, b, LinkFault(fault.drop, fault.duplicate, fault.extra_delay_ms))
         self.queue.after(fault.duration_ms, "heal", fault.target, fault.kind)
 
+    def _controllers_lose_power(self, targets: list[str]) -> None:
+        """Their machines lose power at once: crashed or paused (SIGSTOP) processes too, since
+        what they wrote is in the same page cache; each restarts when this fault heals (or
+        an earlier crash's heal restarts it first)."""
+        for target in targets:
+            self.paused_until.pop(target, None)
+            self.crashed.add(target)
+            lost, forgotten = self.quorum.lose_power(target)
+            if self.options.trace:
+                self._note(f"{target} lost power: {lost} log entries and {forgotten} terms not on disk")
+
     def _heal(self, target: str, kind: str) -> None:
         if self.options.trace:
             self._note(f"HEAL {kind} {target}")
         if kind in ("crash", "shutdown", "power"):
-            self._restart(target)
+            for one in target.split("+"):
+                self._restart(one)
         elif kind == "pause":
             self.paused_until.pop(target, None)
             if target in self.controllers and target not in self.crashed:
@@ -218,6 +235,9 @@ class Simulation:
                 for c in sorted(self.controllers):
                     if c not in self.crashed:
                         self.controllers[c].fence_expired(now)
+            if now >= self._next_writeback_ms:  # each machine's kernel writes its dirty pages back
+                self.quorum.write_back()
+                self._next_writeback_ms = now + WRITEBACK_INTERVAL_MS
             if self._producing:
                 self.producer.produce()
             self._tick(target, 0, count + 1)
@@ -238,6 +258,9 @@ class Simulation:
 
     def _live(self) -> str | None:
         """Why the cluster is not live yet, or None."""
+        active = self.quorum.leader
+        if active is None or not self.quorum.can_commit(active):  # e.g. the active controller lost power
+            return f"no active controller that can commit (last: {active}, term {self.quorum.epoch})"
         image = self.quorum.image
         for topic in image.topics.by_id.values():
             for pid, p in topic.partitions.items():
