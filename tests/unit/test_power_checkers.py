@@ -1,0 +1,100 @@
+"""chaos.checkers.quorum_safety over hand-made histories: one active controller per epoch, the
+brokers' applied metadata against the quorum's, acknowledged writes lost to power losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chaos.checkers.quorum_safety import (
+    REPLICATION_NOT_FSYNC,
+    check_active_controllers,
+    check_metadata_views,
+    check_power_loss_writes,
+)
+
+Event = dict[str, Any]
+
+
+def became(t: float, epoch: int, node: int) -> Event:
+    return {"t": t, "kind": "controller-epoch", "epoch": epoch, "node": node}
+
+
+@pytest.mark.parametrize(("events", "count"), [
+    ([became(1, 1, 1), became(5, 2, 2), became(9, 3, 1)], 0),
+    ([became(1, 1, 1), became(5, 1, 2)], 1),                  # two controllers in epoch 1
+    ([became(1, 1, 1), became(5, 1, 1)], 1),                  # the same one again: it forgot its term
+    ([became(1, 1, 1), became(5, 1, 2), became(6, 2, 3), became(7, 2, 1)], 2),
+    ([{"t": 1, "kind": "controller-epoch", "epoch": 1}], 0),  # an old history without the node
+])
+def test_one_active_controller_per_epoch(events: list[Event], count: int) -> None:
+    assert check_active_controllers(events).count == count
+
+
+QUORUM: Event = {"t": 9, "kind": "quorum-metadata", "topics": {"chaos": {"0": 4, "1": 2}, "new-1": {"0": 0}}}
+
+
+@pytest.mark.parametrize(("brokers", "count"), [
+    ([{"chaos": {"0": 4, "1": 2}, "new-1": {"0": 0}}], 0),    # caught up
+    ([{"chaos": {"0": 3, "1": 2}}], 0),                       # behind: a prefix
+    ([{"chaos": {"0": 5, "1": 2}}], 1),                       # an epoch the quorum never reached
+    ([{"chaos": {"0": 4, "1": 2}, "new-2": {"0": 0}}], 1),    # a topic the quorum lost
+    ([{"chaos": {"0": 5, "1": 3}, "new-2": {"0": 0}}, {"chaos": {"0": 4, "1": 2}}], 3),
+])
+def test_applied_metadata_is_a_prefix_of_the_quorums(brokers: list[dict[str, Any]], count: int) -> None:
+    events = [{"t": 8, "kind": "broker-metadata", "node": 4 + i, "topics": t} for i, t in enumerate(brokers)]
+    assert check_metadata_views([*events, QUORUM]).count == count
+
+
+def test_metadata_not_compared_without_the_quorums_view() -> None:
+    result = check_metadata_views([{"t": 8, "kind": "broker-metadata", "node": 4, "topics": {"x": {"0": 1}}}])
+    assert result.count == 0 and "not compared" in result.summary
+
+
+def ack(value: str, partition: int, offset: int, t: float) -> Event:
+    return {"t": t, "kind": "ok", "value": value, "partition": partition, "offset": offset}
+
+
+def power(fault: str, t: float, targets: list[int]) -> list[Event]:
+    replicas = {"0": [4, 5, 6], "1": [5, 6, 7]}
+    return [{"t": t, "kind": "power-replicas", "id": fault, "targets": targets, "replicas": replicas},
+            {"t": t, "kind": "fault-start", "id": fault, "action": "power", "targets": targets}]
+
+
+def final(partition: int, values: list[str]) -> list[Event]:
+    return [{"t": 50, "kind": "final-read", "partition": partition, "offset": o, "value": v}
+            for o, v in enumerate(values)]
+
+
+def test_a_majority_power_loss_is_counted_and_matched() -> None:
+    events = [ack("a", 0, 0, 1), ack("b", 0, 1, 2), ack("c", 0, 2, 3), *power("f1", 4, [4, 5]),
+              ack("d", 0, 2, 6), *final(0, ["a", "b", "d"])]
+    result = check_power_loss_writes(events)
+    assert result.count == 0  # a majority may lose acknowledged writes: measured, not an anomaly
+    assert result.data["lost_by_fault"] == {"f1": 1}
+    assert REPLICATION_NOT_FSYNC in result.summary
+    assert any("partition 0 lost 2 of 3 replicas (a majority): 1 acknowledged writes lost" in e
+               for e in result.examples)
+
+
+def test_a_minority_power_loss_must_lose_nothing() -> None:
+    events = [ack("a", 0, 0, 1), ack("b", 0, 1, 2), *power("f1", 4, [4]), *final(0, ["a"])]
+    result = check_power_loss_writes(events)
+    assert result.count == 1 and result.data["lost_by_fault"] == {"f1": 1}
+
+
+def test_a_later_majority_takes_the_blame_not_an_earlier_minority() -> None:
+    events = [ack("a", 0, 0, 1), ack("b", 0, 1, 2), *power("f1", 4, [6]), *power("f2", 8, [4, 5]),
+              *final(0, ["a"])]
+    result = check_power_loss_writes(events)
+    assert result.count == 0 and result.data["lost_by_fault"] == {"f1": 0, "f2": 1}
+
+
+def test_a_loss_no_power_loss_explains_is_an_anomaly() -> None:
+    events = [*power("f1", 4, [4, 5]), ack("a", 0, 0, 6), ack("b", 0, 1, 7), *final(0, ["a", "x", "y"])]
+    assert check_power_loss_writes(events).count == 1
+
+
+def test_no_broker_power_loss_checks_nothing() -> None:
+    assert check_power_loss_writes([ack("a", 0, 0, 1)]).summary == "no broker lost power"
