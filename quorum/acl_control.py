@@ -21,7 +21,8 @@ from common.errors import ErrorCode
 from metadata.image import MetadataImage
 from metadata.records import Record, RemoveAccessControlEntry
 from quorum.controller_result import ControllerResult
-from security.acl import AclBinding, AclFilter, creation_error, filter_error, from_record, to_record
+from security.acl import AclBinding, AclFilter, creation_error, describe, filter_error, to_record
+from security.acl import image_bindings as acl_bindings
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -45,16 +46,6 @@ class DeleteOutcome:
     deleted: tuple[AclBinding, ...] = ()
     error: ErrorCode | None = None
     message: str | None = None
-
-
-def acl_bindings(image: MetadataImage) -> dict[str, AclBinding]:
-    """The image's ACLs as bindings, by id (records with codes this build does not know left out)."""
-    out = {}
-    for acl_id, record in image.acls.by_id.items():
-        binding = from_record(record)
-        if binding is not None:
-            out[acl_id] = binding
-    return out
 
 
 def create_acls(image: MetadataImage, bindings: Sequence[AclBinding],
@@ -101,7 +92,5 @@ def delete_acls(image: MetadataImage, filters: Sequence[AclFilter]) -> Controlle
 
 
 def describe_acls(image: MetadataImage, flt: AclFilter) -> list[AclBinding]:
-    """The ACLs a DescribeAcls filter matches, sorted as kafka-acls.sh lists them (by resource)."""
-    found = [b for b in acl_bindings(image).values() if flt.matches(b)]
-    return sorted(found, key=lambda b: (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
-                                        b.operation, b.permission_type))
+    """DescribeAcls on the controller's image (security.acl.describe)."""
+    return describe(image, flt)

@@ -37,6 +37,7 @@ from quorum.acl_control import (
 from quorum.controller_result import ControllerResult
 from quorum.http_json import read_json
 from security.acl import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from security.acl import to_json as acl_view
 
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
@@ -51,12 +52,6 @@ E = TypeVar("E", bound=IntEnum)
 def new_acl_id() -> str:
     """A random UUID in Kafka's base64 form, as topic ids are."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def acl_view(b: AclBinding) -> dict[str, Any]:
-    return {"resource_type": b.resource_type.name, "resource_name": b.resource_name,
-            "pattern_type": b.pattern_type.name, "principal": b.principal, "host": b.host,
-            "operation": b.operation.name, "permission_type": b.permission_type.name}
 
 
 def _enum(cls: type[E], value: Any, field: str) -> E:

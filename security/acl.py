@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Any, Final
 
 from common.protocol.acls import AclOperation
 from common.protocol.api_table import ResourceType
+from metadata.image import MetadataImage
 from metadata.records import AccessControlEntry
 
 __all__ = ["AclOperation", "ResourceType", "PatternType", "AclPermissionType", "AclBinding", "AclFilter",
@@ -193,3 +194,27 @@ def to_record(b: AclBinding, acl_id: str) -> AccessControlEntry:
     return AccessControlEntry(id=acl_id, resource_type=int(b.resource_type), resource_name=b.resource_name,
                               pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
                               operation=int(b.operation), permission_type=int(b.permission_type))
+
+
+def image_bindings(image: MetadataImage) -> dict[str, AclBinding]:
+    """The image's ACLs as bindings, by id (records with codes this build does not know left out)."""
+    out = {}
+    for acl_id, record in image.acls.by_id.items():
+        binding = from_record(record)
+        if binding is not None:
+            out[acl_id] = binding
+    return out
+
+
+def describe(image: MetadataImage, flt: AclFilter) -> list[AclBinding]:
+    """The ACLs a DescribeAcls filter matches, sorted as kafka-acls.sh lists them (by resource)."""
+    found = [b for b in image_bindings(image).values() if flt.matches(b)]
+    return sorted(found, key=lambda b: (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
+                                        b.operation, b.permission_type))
+
+
+def to_json(b: AclBinding) -> dict[str, Any]:
+    """The admin API's form of a binding: Kafka's enum names."""
+    return {"resource_type": b.resource_type.name, "resource_name": b.resource_name,
+            "pattern_type": b.pattern_type.name, "principal": b.principal, "host": b.host,
+            "operation": b.operation.name, "permission_type": b.permission_type.name}

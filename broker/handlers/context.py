@@ -77,6 +77,9 @@ class BrokerContext:
     # KIP-890 part 1: leaders verify transactional writes with the coordinator; None: they do not
     txn_verifier: TxnVerifier | None = None
     refusals: RefusalLog = field(default_factory=RefusalLog)  # why a request was refused, at INFO
+    # authorizer.class.name set: ACLs enforced (broker.handlers.authorization); None: nothing checked
+    authorizer: Any = None  # BrokerAuthorizer | None (typed loosely: it imports this module)
+    acl_admin: Any = None  # broker.handlers.acls.HttpAclAdmin: CreateAcls/DeleteAcls to the controllers
 
     @property
     def topic_defaults(self) -> BrokerTopicDefaults:
@@ -96,16 +99,21 @@ class BrokerContext:
         return UNKNOWN_SERVER_ERROR
 
 
+ANONYMOUS: Final = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS
+
+
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
-    """Who sent a request (Kafka's RequestContext): the header's client id and the peer."""
+    """Who sent a request (Kafka's RequestContext): the header's client id, the peer, and the
+    principal the connection authenticated as (User:ANONYMOUS until an authenticator sets it)."""
 
     client_id: str
     host: str  # as Kafka shows a member's host: "/127.0.0.1"
+    principal: str = ANONYMOUS  # "Type:name", what ACLs name (security.authorizer)
 
     @classmethod
-    def of(cls, client_id: str | None, peer_host: str) -> ClientInfo:
-        return cls(client_id or "", f"/{peer_host}" if peer_host else "")
+    def of(cls, client_id: str | None, peer_host: str, principal: str = ANONYMOUS) -> ClientInfo:
+        return cls(client_id or "", f"/{peer_host}" if peer_host else "", principal)
 
 
 Handler = Callable[[BrokerContext, Any, int, ClientInfo], Awaitable[Any]]

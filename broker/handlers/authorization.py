@@ -1,0 +1,528 @@
+"""ACL enforcement in dispatch: each request checked against its API's operation and resources
+(common/protocol/api_table.py) before its handler runs, as Kafka's KafkaApis does.
+
+    verdict = gate(authorizer, api_key, request, version, client)
+    None            the request goes on as it is
+    Refuse(resp)    answer `resp` (None: no answer, Produce acks=0); the handler never runs
+    Narrow(req, f)  run the handler on `req` (the authorized part) and answer `f(response)`,
+                    which adds the refused part's errors or hides what the caller may not see
+
+The request handler calls `gate` only when an authorizer is configured (`ctx.authorizer is
+not None`: one branch on the hot path otherwise). Per resource where Kafka is: a Produce to two
+topics fails TOPIC_AUTHORIZATION_FAILED for the denied one only; Metadata of every topic hides
+the ones the caller may not DESCRIBE, and of named ones answers TOPIC_AUTHORIZATION_FAILED for
+them (and creates none it may not CREATE); "authorized operations" are the caller's.
+
+APIs without a gate of their own are checked as a whole against their first resource (the
+cluster, the group, the transactional id, each topic); refused, the connection is closed with
+an INFO line naming principal, API and resource (`RefusedRequest`), which no client takes for a
+success. Gated APIs: Produce, Fetch, Metadata, ListOffsets, FindCoordinator, the group APIs,
+OffsetCommit/Fetch, DescribeGroups, ListGroups, DescribeCluster, CreateTopics, DeleteTopics,
+InitProducerId and the ACL APIs (broker/handlers/acls.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from broker.handlers.context import ApiRow, BrokerContext, ClientInfo
+from broker.server import Later
+from common.errors import ErrorCode
+from common.protocol import acls as acl_codes
+from common.protocol import fetch as fetch_wire
+from common.protocol import messages
+from common.protocol import metadata as md
+from common.protocol import produce as produce_wire
+from common.protocol.api_keys import ApiKey
+from common.protocol.api_table import API_SPECS
+from common.protocol.messages import FIND_COORDINATOR_BATCHED_VERSION, KEY_TYPE_GROUP, build
+from common.protocol.primitives import Chunk, ProtocolError
+from metadata.image import AclsImage, MetadataImage
+from security.acl import CLUSTER_NAME, AclOperation, ResourceType, from_record
+from security.authorizer import Authorizer, AuthorizerSettings, host_address
+
+log = logging.getLogger(__name__)
+
+Op, Res = AclOperation, ResourceType
+TOPIC_DENIED: Final = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED: Final = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+CLUSTER_DENIED: Final = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TXN_DENIED: Final = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+KEY_TYPE_TXN: Final = 1
+FETCH_TOPIC_IDS_VERSION: Final = 13
+METADATA_OPERATIONS_VERSION: Final = 8  # authorized operations fields from v8
+CLUSTER_OPS_LAST_METADATA_VERSION: Final = 10  # cluster_authorized_operations left Metadata after v10
+GROUP_OPERATIONS_VERSION: Final = 3  # DescribeGroups include_authorized_operations from v3
+
+
+class RefusedRequest(ProtocolError):
+    """A request of an API without a gate of its own, refused whole: the connection closes."""
+
+
+class BrokerAuthorizer:
+    """The broker's authorizer over its metadata image: rebuilt when the image's ACLs change
+    (so the decision cache is never stale), shared by every connection."""
+
+    def __init__(self, settings: AuthorizerSettings, image: Callable[[], MetadataImage]) -> None:
+        self.settings = settings
+        self._image = image
+        self._acls: AclsImage | None = None
+        self._authorizer = Authorizer(settings, ())
+        self._names_of: Mapping[Any, str] = {}
+        self._topics: object = None
+
+    def current(self) -> Authorizer:
+        acls = self._image().acls
+        if acls is not self._acls:
+            bindings = [b for b in (from_record(r) for r in acls.by_id.values()) if b is not None]
+            self._authorizer, self._acls = Authorizer(self.settings, bindings), acls
+            log.info("Authorizer loaded %d ACL(s)", len(bindings))
+        return self._authorizer
+
+    def allowed(self, client: ClientInfo, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        return self.current().authorize(client.principal, host_address(client.host), operation, resource_type, name)
+
+    def allowed_any(self, client: ClientInfo, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return self.current().authorize_any(client.principal, host_address(client.host), operation, resource_type)
+
+    def operations(self, client: ClientInfo, resource_type: ResourceType, name: str,
+                   supported: Iterable[AclOperation]) -> int:
+        """The caller's authorized operations as Kafka's 32-bit field."""
+        return acl_codes.operations_bitfield(self.current().authorized_operations(
+            client.principal, host_address(client.host), resource_type, name, supported))
+
+    def topic_name(self, image: MetadataImage, topic_id: Any) -> str | None:
+        """The name of a wire topic id (Fetch v13+), from a map rebuilt when the topics change."""
+        if image.topics is not self._topics:
+            self._names_of = {md.wire_topic_id(t.topic_id): t.name for t in image.topics.by_id.values()}
+            self._topics = image.topics
+        return self._names_of.get(topic_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Narrow:
+    request: Any
+    finish: Callable[[Any], Any]
+
+
+Verdict = Refuse | Narrow | None
+Gate = Callable[[BrokerAuthorizer, Any, int, ClientInfo, MetadataImage], Verdict]
+
+
+def _refused(client: ClientInfo, api: str, what: str) -> None:
+    log.info("Refused %s of %s from %s (client %r): not authorized on %s", api, client.principal, client.host,
+             client.client_id, what)
+
+
+# ---- Produce, Fetch, ListOffsets ----------------------------------------------------------
+
+def _produce(a: BrokerAuthorizer, req: produce_wire.ProduceRequest, version: int, client: ClientInfo,
+             image: MetadataImage) -> Verdict:
+    def errors(topics: Iterable[produce_wire.TopicProduceData], code: int) -> tuple[Any, ...]:
+        return tuple(produce_wire.TopicProduceResponse(t.name, tuple(
+            produce_wire.PartitionProduceResponse(p.index, code, -1) for p in t.partition_data)) for t in topics)
+
+    if req.transactional_id is not None and not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID,
+                                                          req.transactional_id):
+        _refused(client, "Produce", f"transactional id {req.transactional_id}")
+        return Refuse(None if req.acks == 0 else produce_wire.ProduceResponse(errors(req.topic_data, TXN_DENIED)))
+    denied = [t for t in req.topic_data if not a.allowed(client, Op.WRITE, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    _refused(client, "Produce", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    kept = tuple(t for t in req.topic_data if t not in denied)
+
+    def finish(resp: produce_wire.ProduceResponse | None) -> produce_wire.ProduceResponse | None:
+        return None if resp is None else dataclasses.replace(resp, responses=resp.responses + errors(denied,
+                                                                                                      TOPIC_DENIED))
+    return Narrow(dataclasses.replace(req, topic_data=kept), finish)
+
+
+def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, client: ClientInfo,
+           image: MetadataImage) -> Verdict:
+    if req.replica_id >= 0:  # a follower: Kafka's CLUSTER_ACTION on the cluster, else every partition refused
+        if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
+            return None
+        _refused(client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
+        denied, kept = list(req.topics), tuple[fetch_wire.FetchTopic, ...]()
+    else:
+        def name(t: fetch_wire.FetchTopic) -> str | None:
+            return a.topic_name(image, t.topic_id) if version >= FETCH_TOPIC_IDS_VERSION else t.topic
+
+        # an unknown topic id is the handler's to answer (UNKNOWN_TOPIC_ID)
+        denied = [t for t in req.topics if (n := name(t)) is not None and not a.allowed(client, Op.READ, Res.TOPIC, n)]
+        if not denied:
+            return None
+        _refused(client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+        kept = tuple(t for t in req.topics if t not in denied)
+    refused = tuple(fetch_wire.FetchTopicResponse(t.topic, tuple(
+        fetch_wire.FetchPartitionResponse(p.partition, TOPIC_DENIED, -1, None) for p in t.partitions),
+        t.topic_id) for t in denied)
+
+    def finish(resp: fetch_wire.FetchResponse) -> fetch_wire.FetchResponse:
+        return dataclasses.replace(resp, responses=resp.responses + refused)
+    return Narrow(dataclasses.replace(req, topics=kept), finish)
+
+
+def _list_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                  image: MetadataImage) -> Verdict:
+    denied = [t for t in req.topics if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    _refused(client, "ListOffsets", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    m = messages.response_module(ApiKey.LIST_OFFSETS, max(version, 1))
+    refused = tuple(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(
+        build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+              error_code=messages.error_code(TOPIC_DENIED), timestamp=-1, offset=-1, leader_epoch=-1,
+              old_style_offsets=()) for p in t.partitions)) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
+    return Narrow(dataclasses.replace(req, topics=tuple(t for t in req.topics if t not in denied)), finish)
+
+
+# ---- Metadata -----------------------------------------------------------------------------
+
+def _metadata(a: BrokerAuthorizer, req: md.MetadataRequest, version: int, client: ClientInfo,
+              image: MetadataImage) -> Verdict:
+    narrowed, refused = req, tuple[md.MetadataResponseTopic, ...]()
+    if req.topics is not None and not req.topic_ids:
+        may_create = req.allow_auto_topic_creation and a.allowed(client, Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
+
+        def ok(name: str) -> bool:
+            if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, name):
+                return False
+            return image.topic(name) is not None or not req.allow_auto_topic_creation or may_create \
+                or a.allowed(client, Op.CREATE, Res.TOPIC, name)
+
+        denied = [n for n in dict.fromkeys(req.topics) if not ok(n)]
+        if denied:
+            narrowed = dataclasses.replace(req, topics=tuple(n for n in req.topics if n not in denied))
+            refused = tuple(md.MetadataResponseTopic(TOPIC_DENIED, n, False, ()) for n in denied)
+
+    def finish(resp: md.MetadataResponse) -> md.MetadataResponse:
+        topics = []
+        for t in resp.topics:
+            if t.name is None or t.error_code == TOPIC_DENIED:
+                topics.append(t)
+            elif not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.name):
+                if req.topics is not None:  # named (or by id): refused; listing every topic: hidden
+                    topics.append(md.MetadataResponseTopic(TOPIC_DENIED, t.name, t.is_internal, (),
+                                                           topic_id=t.topic_id))
+            elif t.topic_authorized_operations != md.AUTHORIZED_OPERATIONS_OMITTED:
+                topics.append(dataclasses.replace(t, topic_authorized_operations=a.operations(
+                    client, Res.TOPIC, t.name, acl_codes.TOPIC_OPERATIONS)))
+            else:
+                topics.append(t)
+        cluster_ops = resp.cluster_authorized_operations
+        if cluster_ops != md.AUTHORIZED_OPERATIONS_OMITTED:
+            cluster_ops = a.operations(client, Res.CLUSTER, CLUSTER_NAME, acl_codes.CLUSTER_OPERATIONS)
+        return dataclasses.replace(resp, topics=tuple(topics) + refused, cluster_authorized_operations=cluster_ops)
+    return Narrow(narrowed, finish)
+
+
+# ---- FindCoordinator and the group APIs ---------------------------------------------------
+
+def _coordinator_resource(key_type: int) -> tuple[ResourceType, int]:
+    return (Res.GROUP, GROUP_DENIED) if key_type == KEY_TYPE_GROUP else (Res.TRANSACTIONAL_ID, TXN_DENIED)
+
+
+def _find_coordinator(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    rtype, code = _coordinator_resource(req.key_type)
+    m = messages.response_module(ApiKey.FIND_COORDINATOR, version)
+    if version < FIND_COORDINATOR_BATCHED_VERSION:
+        if a.allowed(client, Op.DESCRIBE, rtype, req.key):
+            return None
+        _refused(client, "FindCoordinator", f"{rtype.name} {req.key}")
+        return Refuse(build(m.FindCoordinatorResponse, throttle_time=messages.NO_THROTTLE,
+                            error_code=messages.error_code(code), error_message=None, node_id=-1, host="", port=-1))
+    denied = [k for k in req.coordinator_keys if not a.allowed(client, Op.DESCRIBE, rtype, k)]
+    if not denied:
+        return None
+    _refused(client, "FindCoordinator", f"{rtype.name} " + ", ".join(sorted(set(denied))))
+    refused = tuple(m.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=messages.error_code(code),
+                                  error_message=None) for k in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, coordinators=tuple(resp.coordinators) + refused)
+    kept = tuple(k for k in req.coordinator_keys if k not in denied)
+    if not kept:
+        return Refuse(finish(m.FindCoordinatorResponse(throttle_time=messages.NO_THROTTLE, coordinators=())))
+    return Narrow(dataclasses.replace(req, coordinator_keys=kept), finish)
+
+
+def _group_member_api(api_key: ApiKey, name: str) -> Gate:
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group, else GROUP_AUTHORIZATION_FAILED."""
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        if a.allowed(client, Op.READ, Res.GROUP, req.group_id):
+            return None
+        _refused(client, name, f"group {req.group_id}")
+        m = messages.response_module(api_key, version)
+        cls = getattr(m, f"{name}Response")
+        return Refuse(build(cls, throttle_time=messages.NO_THROTTLE, error_code=messages.error_code(GROUP_DENIED),
+                            generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+                            leader="", skip_assignment=False, member_id="", members=(), assignment=b""))
+    return gate
+
+
+def _offset_commit(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                   image: MetadataImage) -> Verdict:
+    from common.protocol import offset_commit as oc  # the module whose classes carry every version
+
+    m = messages.response_module(ApiKey.OFFSET_COMMIT, oc.schema_version(version))
+
+    def errors(topics: Iterable[Any], code: int) -> tuple[Any, ...]:
+        return tuple(m.OffsetCommitResponseTopic(name=t.name, partitions=tuple(
+            m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=messages.error_code(code))
+            for p in t.partitions)) for t in topics)
+
+    if not a.allowed(client, Op.READ, Res.GROUP, req.group_id):
+        _refused(client, "OffsetCommit", f"group {req.group_id}")
+        return Refuse(m.OffsetCommitResponse(throttle_time=messages.NO_THROTTLE, topics=errors(req.topics,
+                                                                                              GROUP_DENIED)))
+    denied = [t for t in req.topics if not a.allowed(client, Op.READ, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    _refused(client, "OffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, topics=tuple(resp.topics) + errors(denied, TOPIC_DENIED))
+    return Narrow(dataclasses.replace(req, topics=tuple(t for t in req.topics if t not in denied)), finish)
+
+
+def _offset_fetch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                  image: MetadataImage) -> Verdict:
+    """DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); committed offsets of topics the
+    caller may not DESCRIBE are hidden (Kafka filters them out of the answer)."""
+    batched = hasattr(req, "groups")
+    groups = [g.group_id for g in req.groups] if batched else [req.group_id]
+    denied = {g for g in groups if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g)}
+    if denied:
+        _refused(client, "OffsetFetch", "group(s) " + ", ".join(sorted(denied)))
+    if denied and not batched:
+        m = messages.response_module(ApiKey.OFFSET_FETCH, messages.schema_version(ApiKey.OFFSET_FETCH, version))
+        return Refuse(build(m.OffsetFetchResponse, throttle_time=messages.NO_THROTTLE, topics=(),
+                            error_code=messages.error_code(GROUP_DENIED)))
+
+    def visible(topics: Any) -> tuple[Any, ...]:
+        return tuple(t for t in topics or () if a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.name))
+
+    def finish(resp: Any) -> Any:
+        if not batched:
+            return dataclasses.replace(resp, topics=visible(resp.topics))
+        return dataclasses.replace(resp, groups=tuple(
+            dataclasses.replace(g, topics=(), error_code=messages.error_code(GROUP_DENIED)) if g.group_id in denied
+            else dataclasses.replace(g, topics=visible(g.topics)) for g in resp.groups))
+    return Narrow(req, finish)
+
+
+def _describe_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                     image: MetadataImage) -> Verdict:
+    asked_ops = version >= GROUP_OPERATIONS_VERSION and req.include_authorized_operations
+
+    def finish(resp: Any) -> Any:
+        out = []
+        for g in resp.groups:
+            if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id):
+                _refused(client, "DescribeGroups", f"group {g.group_id}")
+                g = dataclasses.replace(g, error_code=messages.error_code(GROUP_DENIED), group_state="",
+                                        protocol_type="", protocol_data="", members=())
+            elif asked_ops:
+                g = dataclasses.replace(g, authorized_operations=a.operations(
+                    client, Res.GROUP, g.group_id, acl_codes.GROUP_OPERATIONS))
+            out.append(g)
+        return dataclasses.replace(resp, groups=tuple(out))
+    return Narrow(req, finish)
+
+
+def _list_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                 image: MetadataImage) -> Verdict:
+    if a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return None
+    return Narrow(req, lambda resp: dataclasses.replace(resp, groups=tuple(
+        g for g in resp.groups if a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id))))
+
+
+# ---- cluster and topic admin ----------------------------------------------------------------
+
+def _describe_cluster(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if not a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        _refused(client, "DescribeCluster", "the cluster")
+        m = messages.response_module(ApiKey.DESCRIBE_CLUSTER, version)
+        return Refuse(build(m.DescribeClusterResponse, throttle_time=messages.NO_THROTTLE,
+                            error_code=messages.error_code(CLUSTER_DENIED), error_message=None, cluster_id="",
+                            controller_id=-1, brokers=(), cluster_authorized_operations=md.AUTHORIZED_OPERATIONS_OMITTED))
+    if not req.include_cluster_authorized_operations:
+        return None
+    return Narrow(req, lambda resp: dataclasses.replace(resp, cluster_authorized_operations=a.operations(
+        client, Res.CLUSTER, CLUSTER_NAME, acl_codes.CLUSTER_OPERATIONS)))
+
+
+def _create_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                   image: MetadataImage) -> Verdict:
+    if a.allowed(client, Op.CREATE, Res.CLUSTER, CLUSTER_NAME):
+        return None
+    denied = [t for t in req.topics if not a.allowed(client, Op.CREATE, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    _refused(client, "CreateTopics", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    m = messages.response_module(ApiKey.CREATE_TOPICS, version)
+    refused = tuple(build(m.CreatableTopicResult, name=t.name, topic_id=md.ZERO_UUID,
+                          error_code=messages.error_code(TOPIC_DENIED), error_message=None,
+                          topic_config_error_code=messages.error_code(0), num_partitions=-1, replication_factor=-1,
+                          configs=None) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
+    kept = tuple(t for t in req.topics if t not in denied)
+    if not kept:
+        return Refuse(finish(m.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=())))
+    return Narrow(dataclasses.replace(req, topics=kept), finish)
+
+
+def _delete_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                   image: MetadataImage) -> Verdict:
+    m = messages.response_module(ApiKey.DELETE_TOPICS, version)
+    by_state = hasattr(req, "topics")  # v6+: names or ids
+    if by_state:
+        def name(t: Any) -> str | None:
+            return t.name if t.name else a.topic_name(image, t.topic_id)
+        items = list(req.topics)
+    else:
+        def name(t: Any) -> str | None:
+            return str(t)
+        items = list(req.topic_names)
+    denied = [t for t in items if (n := name(t)) is not None and not a.allowed(client, Op.DELETE, Res.TOPIC, n)]
+    if not denied:
+        return None
+    _refused(client, "DeleteTopics", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+    refused = tuple(build(m.DeletableTopicResult, name=name(t), topic_id=getattr(t, "topic_id", md.ZERO_UUID),
+                          error_code=messages.error_code(TOPIC_DENIED), error_message=None) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, responses=tuple(resp.responses) + refused)
+    kept = tuple(t for t in items if t not in denied)
+    if not kept:
+        return Refuse(finish(build(m.DeleteTopicsResponse, throttle_time=messages.NO_THROTTLE, responses=())))
+    return Narrow(dataclasses.replace(req, **{"topics" if by_state else "topic_names": kept}), finish)
+
+
+def _init_producer_id(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if req.transactional_id is not None:
+        if a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return None
+        code, what = TXN_DENIED, f"transactional id {req.transactional_id}"
+    else:  # idempotent: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+        if a.allowed(client, Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME) \
+                or a.allowed_any(client, Op.WRITE, Res.TOPIC):
+            return None
+        code, what = CLUSTER_DENIED, "the cluster (IDEMPOTENT_WRITE) or any topic (WRITE)"
+    _refused(client, "InitProducerId", what)
+    m = messages.response_module(ApiKey.INIT_PRODUCER_ID, version)
+    return Refuse(build(m.InitProducerIdResponse, throttle_time=messages.NO_THROTTLE,
+                        error_code=messages.error_code(code), producer_id=-1, producer_epoch=-1))
+
+
+# ---- every other API: checked whole, refused by closing the connection ------------------------
+
+def _names(resource: ResourceType, req: Any) -> list[str]:
+    """The resources of `resource`'s type a request names (best effort over kio's field names)."""
+    if resource == Res.CLUSTER:
+        return [CLUSTER_NAME]
+    if resource == Res.GROUP:
+        if hasattr(req, "group_id"):
+            return [req.group_id]
+        groups = getattr(req, "groups_names", None) or getattr(req, "groups", None) or ()
+        return [g if isinstance(g, str) else g.group_id for g in groups]
+    if resource == Res.TRANSACTIONAL_ID:
+        if getattr(req, "transactional_id", None) is not None:
+            return [req.transactional_id]
+        return list(getattr(req, "transactional_ids", ()))
+    return [t.name for t in getattr(req, "topics", None) or () if getattr(t, "name", None)]
+
+
+def _whole(api_key: ApiKey) -> Gate:
+    spec = API_SPECS[api_key]
+    assert spec.acl is not None
+    operation, resources = spec.acl.operation, spec.acl.resources
+
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        resource = resources[0]
+        for name in _names(resource, req):
+            if not a.allowed(client, operation, resource, name):
+                _refused(client, api_key.name, f"{resource.name} {name} ({operation.name})")
+                raise RefusedRequest(f"{client.principal} is not authorized to {operation.name} "
+                                     f"{resource.name} {name} ({api_key.name}): connection closed")
+        return None
+    return gate
+
+
+_GATES: Final[dict[ApiKey, Gate]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _group_member_api(ApiKey.JOIN_GROUP, "JoinGroup"),
+    ApiKey.SYNC_GROUP: _group_member_api(ApiKey.SYNC_GROUP, "SyncGroup"),
+    ApiKey.HEARTBEAT: _group_member_api(ApiKey.HEARTBEAT, "Heartbeat"),
+    ApiKey.LEAVE_GROUP: _group_member_api(ApiKey.LEAVE_GROUP, "LeaveGroup"),
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+}
+# The ACL APIs check themselves (broker/handlers/acls.py): their refusals are per creation/filter.
+_SELF_CHECKED: Final = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
+for _key, _spec in API_SPECS.items():
+    if _key not in _GATES and _key not in _SELF_CHECKED and _spec.acl is not None:
+        _GATES[_key] = _whole(_key)
+
+
+def gate(a: BrokerAuthorizer, api_key: ApiKey, request: Any, version: int, client: ClientInfo,
+         image: MetadataImage) -> Verdict:
+    """What the authorizer makes of one request (see the module docstring)."""
+    check = _GATES.get(api_key)
+    return None if check is None else check(a, request, version, client, image)
+
+
+async def _then(pending: Awaitable[Any], finish: Callable[[Any], Any]) -> Any:
+    return finish(await pending)
+
+
+def start_authorized(ctx: BrokerContext, row: ApiRow, request: Any, version: int, client: ClientInfo,
+                     answer: Callable[[ApiRow, Awaitable[Any], int], Awaitable[list[Chunk] | None]]
+                     ) -> list[Chunk] | None | Later[list[Chunk] | None]:
+    """`RequestHandler.start` past decoding, with `ctx.authorizer` set: the gate's verdict first.
+    RefusedRequest (a ProtocolError) closes the connection."""
+    verdict = gate(ctx.authorizer, row.api_key, request, version, client, ctx.image())
+    if isinstance(verdict, Refuse):
+        return None if verdict.response is None else row.codec.encode(verdict.response, version)
+    finish: Callable[[Any], Any] | None = None
+    if isinstance(verdict, Narrow):
+        request, finish = verdict.request, verdict.finish
+    if row.now is None:
+        pending = row.handler(ctx, request, version, client)
+        return Later(answer(row, pending if finish is None else _then(pending, finish), version))
+    response = row.now(ctx, request, version, client)
+    if isinstance(response, Later):
+        return Later(answer(row, response.answer if finish is None else _then(response.answer, finish), version))
+    if finish is not None:
+        response = finish(response)
+    return None if response is None else row.codec.encode(response, version)
