@@ -114,7 +114,7 @@ bench-tools: $(BASE_STAMP)
 SEEDS ?= 1 2 3 4 5 6 7 8
 CHAOS_EXTRA := slow-follower controller-kill controller-kill-topic-creation controller-kill-during-shutdown \
 	disk-tail-corruption leader-isolation-acks1 combined-leader-kill bridge group-coordinator-kill \
-	txn-leader-kill-markers txn-coordinator-isolation txn-late-end-txn controller-pause-bursts
+	txn-coordinator-isolation txn-late-end-txn controller-pause-bursts
 .PHONY: chaos chaos-clean chaos-tools chaos-legacy
 chaos: $(ALL_STAMP) chaos-tools
 	@status=0; \

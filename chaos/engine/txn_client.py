@@ -19,6 +19,8 @@ the harness's history shares) and the history fields (chaos.checkers.transaction
 them). An error that requires an abort is answered with `abort_transaction()` (outcome
 fail); any other error mid-transaction leaves the outcome unknown (info) and the producer is
 replaced: `init_transactions()` of the new instance fences the old and ends its transaction.
+So does a `send_offsets_to_transaction()` that hangs in librdkafka past SEND_OFFSETS_BOUND_S
+(its timeout is not enforced: librdkafka #5456, #5511) and cannot be aborted.
 SIGTERM ends the loop after the current transaction.
 """
 
@@ -28,6 +30,7 @@ import argparse
 import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -41,6 +44,14 @@ COMMIT_ATTEMPTS: Final = 3   # a retriable commit error: librdkafka asks the cal
 # milliseconds; a commit retried through a coordinator move a few seconds): the stacks of every
 # thread go to the client's log, to say where. A slow one that ends after the dump is harmless.
 STUCK_S: Final = 2 * API_TIMEOUT_S
+# librdkafka does not enforce send_offsets_to_transaction's timeout (confluentinc/librdkafka#5456:
+# a coordinator request's deadline is never checked) and waits for ever on a group coordinator it
+# cached before that broker was decommissioned (#5511: gone from Metadata while fenced, killed and
+# back). The call runs in a thread waited for this long; past it the transaction is given up.
+SEND_OFFSETS_BOUND_S: Final = API_TIMEOUT_S + 5.0
+# librdkafka debug contexts for every client of a run (e.g. "eos,protocol,cgrp"), to see what a
+# stuck transactional call waits for; unset, the clients log only librdkafka's warnings
+DEBUG_ENV: Final = "TIDELOG_CHAOS_RDKAFKA_DEBUG"
 CONSUME_BATCH: Final = 50
 CONSUME_WAIT_S: Final = 0.5
 TRANSFORM_GROUP: Final = "chaos-transform"
@@ -48,6 +59,31 @@ TRANSFORM_GROUP: Final = "chaos-transform"
 
 def transactional_id(name: str) -> str:
     return f"chaos-txn-{name}"
+
+
+class CallHung(Exception):
+    """A client library call still running past its bound (it goes on in its own thread)."""
+
+
+def bounded(call: Callable[[], None], bound_s: float, what: str) -> None:
+    """`call()` in a daemon thread, waited for `bound_s`: its exception is raised here, CallHung
+    when it has not returned by then. A hung call's thread is left to the library: it returns
+    when the library gets round to it (a fenced producer's request then fails) or never."""
+    raised: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the waiting thread
+            raised.append(exc)
+        finally:
+            done.set()
+    threading.Thread(target=run, name=f"chaos-txn-{what}", daemon=True).start()
+    if not done.wait(bound_s):
+        raise CallHung(f"{what} still running after {bound_s:g} s")
+    if raised:
+        raise raised[0]
 
 
 class Emitter:
@@ -77,6 +113,10 @@ class Client:
                                   "transactional.id": transactional_id(self.args.name),
                                   "transaction.timeout.ms": self.args.timeout_ms, "linger.ms": 5,
                                   "topic.metadata.refresh.interval.ms": 1000, "logger": self.log}
+        if os.environ.get(DEBUG_ENV):  # straight to stderr from librdkafka's threads: a Python logger
+            # only gets its lines when the application polls, never while a call hangs
+            config["debug"] = os.environ[DEBUG_ENV]
+            del config["logger"]
         if self.args.request_timeout_ms:  # a held request times out soon and is retried on a new connection
             config.update({"socket.timeout.ms": self.args.request_timeout_ms,
                            "request.timeout.ms": self.args.request_timeout_ms})
@@ -117,7 +157,8 @@ class Client:
                 producer.produce(topic, value=value.encode(), partition=partition, on_delivery=delivered)
             positions, group = offsets()
             step[0] = "send_offsets_to_transaction"
-            producer.send_offsets_to_transaction(positions, group, API_TIMEOUT_S)
+            bounded(lambda: producer.send_offsets_to_transaction(positions, group, API_TIMEOUT_S),
+                    SEND_OFFSETS_BOUND_S, step[0])
             committing = True
             step[0] = "commit_transaction"
             self.emit("txn-commit-invoke", process=name, txn=txn)
@@ -142,6 +183,8 @@ class Client:
             self.emit("txn-info", process=name, txn=txn, error=error.name(), fatal=error.fatal(),
                       committing=committing)
             return "info", error
+        except CallHung as exc:
+            return self.hung(producer, txn, exc)
         except BufferError as exc:  # the local queue is full: nothing of this one was sent
             producer.abort_transaction(API_TIMEOUT_S)
             self.emit("txn-fail", process=name, txn=txn, error=str(exc), committing=False)
@@ -149,6 +192,25 @@ class Client:
         finally:
             watchdog.cancel()
             faulthandler.cancel_dump_traceback_later()
+
+    def hung(self, producer: Any, txn: str, exc: CallHung) -> tuple[str, Any]:
+        """send_offsets_to_transaction hung in librdkafka: abort if the library lets us (it
+        refuses a second transactional call while one runs: _CONFLICT), else the outcome is
+        unknown (info) and the caller replaces the producer, whose successor's
+        init_transactions fences this one and aborts its transaction."""
+        from confluent_kafka import KafkaException
+
+        name = self.args.name
+        self.emit("note", what="txn-call-hung", process=name, txn=txn, call="send_offsets_to_transaction",
+                  after_s=SEND_OFFSETS_BOUND_S)
+        try:
+            bounded(lambda: producer.abort_transaction(API_TIMEOUT_S), SEND_OFFSETS_BOUND_S, "abort_transaction")
+            self.emit("txn-fail", process=name, txn=txn, error=str(exc), committing=False)
+            return "fail", None
+        except (KafkaException, CallHung) as abort_error:
+            self.emit("txn-info", process=name, txn=txn, error=f"{exc}; abort_transaction: {abort_error}",
+                      fatal=False, committing=False)
+            return "info", abort_error.args[0] if isinstance(abort_error, KafkaException) else None
 
     def replace(self, producer: Any, why: str) -> Any:
         """A producer that failed mid-transaction: a new one (the same transactional.id) fences it."""
