@@ -69,6 +69,9 @@ from quorum.prevote import (
 )
 from quorum.quorum_describe import FollowerProgress, OffsetIndex, QuorumDescription, describe
 from quorum.quorum_settings import QuorumBindError, QuorumSettings, QuorumStatus
+from quorum.voter_changes import TRANSFER_FLAG, VoterMembership, dump_voters, start_voters, static_voters
+from quorum.voter_set import VoterSet
+from quorum.directory_id import load_or_create
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +87,9 @@ PIPELINE_WINDOW: Final = 4  # chunks of one transaction in flight at once
 CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
 DUMP_FORMAT: Final = "tidelog-quorum-dump"
-DUMP_VERSION: Final = 0
+DUMP_VERSION: Final = 1  # 1: with the voter set (KIP-853, quorum.voter_changes); 0 is still read
 _DUMP_KEYS: Final = frozenset({"format", "version", "state", "raft_last", "raft_prev", "cluster"})
+_DUMP_KEYS_V1: Final = _DUMP_KEYS | {"voters"}
 _FAIL_NAMES: Final = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
 
 
@@ -102,7 +106,7 @@ def _resolve(future: asyncio.Future[AppendOutcome], outcome: AppendOutcome) -> N
         future.set_result(outcome)
 
 
-class MetadataLog(SyncObj):
+class MetadataLog(VoterMembership, SyncObj):
     """One voter of the metadata quorum; the committed log and image are read under a lock."""
 
     def __init__(self, settings: QuorumSettings) -> None:
@@ -127,6 +131,18 @@ class MetadataLog(SyncObj):
                            "cast vote")
         self._journal = DurableJournal(settings.data_dir / JOURNAL_FILE, dump_path=settings.data_dir / DUMP_FILE,
                                        durable=settings.fsync)
+        # KIP-853: the voter set is the log's (dump + membership entries), the static config only
+        # until the log says otherwise (quorum.voter_changes)
+        self.directory_id = load_or_create(settings.data_dir, durable=settings.fsync)
+        self.raft_address = settings.me.address
+        self._startup_dump = (settings.data_dir / DUMP_FILE).exists()
+        try:
+            voters = start_voters(static_voters({i: v.address for i, v in settings.voters.items()}),
+                                  dump_voters(settings.data_dir / DUMP_FILE), self._journal)
+        except (ValueError, OSError, msgpack.UnpackException) as exc:
+            self._journal._destroy()
+            raise OSError(f"cannot read the voter set from {settings.data_dir}: {exc}") from exc
+        self._init_membership(settings.node_id, voters)
         # read by BoundTCPTransport while SyncObj.__init__ builds it
         self.durability_gate = DurabilityGate(self._journal)
         self._progress = FollowerProgress()  # DescribeQuorum's bookkeeping (quorum.quorum_describe)
@@ -154,7 +170,7 @@ class MetadataLog(SyncObj):
             appendEntriesUseBatch=False,
             connectionRetryTime=CONNECTION_RETRY_TIME,
             leaderFallbackTimeout=LEADER_FALLBACK_TIMEOUT,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,  # KIP-853 (quorum.voter_changes)
             commandsQueueSize=COMMANDS_QUEUE_MAX,
             logCompactionMinEntries=settings.compaction_min_entries,
             logCompactionMinTime=LOG_COMPACTION_MIN_TIME,
@@ -162,10 +178,18 @@ class MetadataLog(SyncObj):
             maxBindRetries=BIND_RETRIES,
             onStateChanged=self._on_state_changed,
         )
-        others = [v.address for i, v in settings.voters.items() if i != settings.node_id]
+        others = [v.raft_address for v in voters if v.node_id != settings.node_id]
+        mine = voters.get(settings.node_id)
+        if mine is not None and mine.raft_address != me.address:
+            logger.warning("The voter set names controller %d at %s, its config at %s: it listens on the latter",
+                           settings.node_id, mine.raft_address, me.address)
+        logger.info("Metadata quorum: controller %d (directory id %s) starts as %s; voters %s", settings.node_id,
+                    self.directory_id, "a voter" if mine is not None else "an observer (not a voter until added)",
+                    ", ".join(f"{v.node_id}@{v.raft_address}" for v in voters))
         # outgoing peer connections leave from this voter's own address (chaos cuts links by it)
         with journal_for_syncobj(self._journal):
             super().__init__(me.address, others, conf, transportClass=BoundTCPTransport)
+        self._flag_transfer_votes()
         try:
             self.waitBinded()
         except SyncObjException:
@@ -177,7 +201,10 @@ class MetadataLog(SyncObj):
         # Flush after: AppendEntries handled in this tick's poll are answered once fsynced.
         # (The transport flushes once more right before the poll: quorum.bound_transport.)
         self.durability_gate.flush()
-        if self._prevote:
+        self._run_tick_calls()
+        self._hold_candidacy()
+        self._mark_transfer_election()
+        if self._prevote and self.is_voter():
             self._pre_vote_tick()
         super()._onTick(timeToWait)
         self.durability_gate.flush()
@@ -294,6 +321,7 @@ class MetadataLog(SyncObj):
             self._prevote_round = None
             self._election_cleared = False
         if kind == "request_vote" and self._prevote and type(message.get("term")) is int \
+                and not message.get(TRANSFER_FLAG) \
                 and ignores_vote_request(request_term=message["term"], view=self._raft_view()):
             # KIP-996: a voter with a live leader ignores it (delivered, pysyncobj would adopt
             # the term and the leader would step down for a candidate that cannot win)
@@ -329,8 +357,15 @@ class MetadataLog(SyncObj):
             return None
         with self._lock:
             high_watermark = self._log_state.last_offset + 1
-        followers = {voter_id: self._progress.of(voter.address, term)
-                     for voter_id, voter in self._settings.voters.items() if voter_id != self._settings.node_id}
+        followers = {voter.node_id: self._progress.of(voter.raft_address, term)
+                     for voter in self._voters if voter.node_id != self._settings.node_id}
+        observers = list(observers)
+        for learner in self.learners():  # controllers catching up before they join (KIP-853)
+            progress = self._progress.of(learner.raft_address, term)
+            if progress is not None:
+                end = (high_watermark if progress.match_index >= self.raftLastApplied
+                       else self._offsets.end_offset(progress.match_index))
+                observers.append((learner.node_id, progress.last_response_ms, end - 1 if end >= 0 else -1))
         return describe(leader_id=self._settings.node_id, term=term, high_watermark=high_watermark,
                         last_applied_index=self.raftLastApplied, followers=followers, offsets=self._offsets,
                         observers=observers, now_ms=int(time.time() * 1000))
@@ -372,6 +407,7 @@ class MetadataLog(SyncObj):
             "format": DUMP_FORMAT, "version": DUMP_VERSION, "state": state,
             "raft_last": list(last), "raft_prev": list(prev),
             "cluster": sorted(getattr(node, "address", str(node)) for node in cluster),
+            "voters": self._voters.to_list(),  # pysyncobj's cluster with ids and directory ids
         }, use_bin_type=True)
         with open(path, "wb") as f:
             f.write(payload)
@@ -387,11 +423,12 @@ class MetadataLog(SyncObj):
         try:
             with open(path, "rb") as f:
                 m = msgpack.unpackb(f.read(), raw=False, strict_map_key=True)
-            if not isinstance(m, dict) or set(m) != _DUMP_KEYS or m["format"] != DUMP_FORMAT \
-                    or m["version"] != DUMP_VERSION:
-                raise MetadataRecordError(f"not a {DUMP_FORMAT} version {DUMP_VERSION} file")
+            if not isinstance(m, dict) or m.get("format") != DUMP_FORMAT \
+                    or (m.get("version"), set(m)) not in ((0, _DUMP_KEYS), (1, _DUMP_KEYS_V1)):
+                raise MetadataRecordError(f"not a {DUMP_FORMAT} version 0 or {DUMP_VERSION} file")
             state = MetadataLogState.decode_dump(m["state"])
             last, prev = _raft_entry(m["raft_last"]), _raft_entry(m["raft_prev"])
+            voters = VoterSet.from_list(m["voters"]) if "voters" in m else None
         except (OSError, ValueError, TypeError, msgpack.UnpackException, MetadataRecordError) as exc:
             # pysyncobj would log this and go on with the journal alone: a wrong image.
             self._fail(f"cannot load metadata log dump {path}: {exc}")
@@ -403,7 +440,15 @@ class MetadataLog(SyncObj):
         logger.info("Loaded metadata log dump: offset %d, controller epoch %d, raft index %d",
                     state.last_offset, state.image.controller_epoch, last[1])
         self._applied()
-        return last, prev, m["cluster"]
+        if self._startup_dump:
+            # our own dump at start: the voter set already holds it and the journal's later
+            # membership entries (__init__); pysyncobj would reset its partners to the dump's
+            self._startup_dump = False
+        elif voters is not None:  # a dump the leader sent: its voter set replaces ours
+            self._voters = voters
+            logger.info("Voter set from the leader's dump: voters %s", voters.ids)
+        me = self._settings.me.address
+        return last, prev, [v.raft_address for v in self._voters if v.raft_address != me]
 
     def _applied(self) -> None:
         for listener in list(self._apply_listeners):
@@ -413,6 +458,8 @@ class MetadataLog(SyncObj):
                 logger.exception("A metadata log apply listener failed")
 
     def _on_state_changed(self, old: int, new: int) -> None:
+        if old == _RAFT_STATE.LEADER and new != _RAFT_STATE.LEADER:
+            self._drop_learners()
         if new == _RAFT_STATE.LEADER:
             self._leader_term = self.raftCurrentTerm
         elif old == _RAFT_STATE.LEADER:
