@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from common.protocol.api_keys import ApiKey
 from common.transaction_admin import decode_describe_transactions_response
 from localcluster.launcher import LocalCluster
 from tests.integration.cluster_fixtures import http, wait_until
-from tests.integration.replication_fixtures import create_topic, replicated_cluster, wait_full_isr
+from tests.integration.txn_fixtures import bootstrap, hosts, new_topic, read_values, txn_cluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -35,31 +34,14 @@ PROPERTIES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50
               "transaction.state.log.num.partitions": "6"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with replicated_cluster(tmp_path_factory.mktemp("txn-coord"), PROPERTIES) as (started, _):
-        yield started
-
-
-def bootstrap(cluster: LocalCluster) -> str:
-    servers = cluster.bootstrap_servers
-    assert servers is not None
-    return servers
-
-
-def new_topic(cluster: LocalCluster, name: str) -> str:
-    create_topic(cluster, name, partitions=PARTITIONS, replication_factor=3)
-    wait_full_isr(cluster, name, PARTITIONS)
-    return name
+cluster = txn_cluster("txn-coord", PROPERTIES)
 
 
 def describe(cluster: LocalCluster, tid: str) -> Any:
     """DescribeTransactions at the transactional id's coordinator, asked through the first broker
     that answers (one may be down)."""
-    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in bootstrap(cluster).split(","))]
-
     def attempt() -> Any:
-        for host in hosts:
+        for host in hosts(cluster):
             try:
                 with KafkaClient([host], client_id="txn-coord-test") as client:
                     request = messages.build(messages.request_type(ApiKey.FIND_COORDINATOR, 3), key=tid,
@@ -90,25 +72,7 @@ def wait_state(cluster: LocalCluster, tid: str, want: str) -> Any:
 
 
 def consume(cluster: LocalCluster, topic: str, isolation: str, expected: int) -> list[tuple[int, bytes]]:
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"{topic}-{isolation}",
-                                  "auto.offset.reset": "earliest", "isolation.level": isolation,
-                                  "enable.auto.commit": False})
-    got: list[tuple[int, bytes]] = []
-    try:
-        c.subscribe([topic])
-        deadline = time.monotonic() + TIMEOUT_S
-        idle_until = None
-        while time.monotonic() < deadline:  # bounded; stops 2 s after reaching `expected`
-            for msg in c.consume(100, 0.5):
-                if msg.error() is None:
-                    got.append((msg.partition(), msg.value()))
-            if len(got) >= expected:
-                idle_until = idle_until or time.monotonic() + 2.0
-                if time.monotonic() >= idle_until:
-                    break
-    finally:
-        c.close()
-    return got
+    return read_values(cluster, topic, isolation, expected, partitions=PARTITIONS, timeout_s=TIMEOUT_S)
 
 
 def values(prefix: str, n: int) -> list[bytes]:
@@ -178,7 +142,7 @@ CLIENTS = {"confluent": confluent_transactions, "kafka-python": kafka_python_tra
 
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_commit_and_abort_across_three_partitions(cluster: LocalCluster, client: str) -> None:
-    topic, tid = new_topic(cluster, f"txn-{client}"), f"tx-{client}"
+    topic, tid = new_topic(cluster, f"txn-{client}", PARTITIONS), f"tx-{client}"
     CLIENTS[client](cluster, topic, tid)
     done = wait_state(cluster, tid, "CompleteAbort")  # the last transaction: markers acknowledged
     assert done.producer_epoch >= 0 and done.timeout_ms > 0
@@ -209,7 +173,7 @@ def test_transaction_state_topic_has_kafkas_configs(cluster: LocalCluster) -> No
 
 
 def test_a_second_producer_fences_the_first(cluster: LocalCluster) -> None:
-    topic, tid = new_topic(cluster, "txn-fence"), "tx-fence"
+    topic, tid = new_topic(cluster, "txn-fence", PARTITIONS), "tx-fence"
     first = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid})
     first.init_transactions(TIMEOUT_S)
     first.begin_transaction()
@@ -233,7 +197,7 @@ def test_kafka_python_is_fenced_by_a_second_producer(cluster: LocalCluster) -> N
     from kafka import KafkaProducer
     from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-    topic, tid = new_topic(cluster, "txn-fence-kp"), "tx-fence-kp"
+    topic, tid = new_topic(cluster, "txn-fence-kp", PARTITIONS), "tx-fence-kp"
     first = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
     second = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
     try:
@@ -258,7 +222,7 @@ def test_aiokafka_is_fenced_by_a_second_producer(cluster: LocalCluster) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 
-    topic, tid = new_topic(cluster, "txn-fence-aio"), "tx-fence-aio"
+    topic, tid = new_topic(cluster, "txn-fence-aio", PARTITIONS), "tx-fence-aio"
 
     async def run() -> None:
         first = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id=tid)
@@ -282,7 +246,7 @@ def test_aiokafka_is_fenced_by_a_second_producer(cluster: LocalCluster) -> None:
 
 
 def test_a_stopped_producer_is_aborted_after_its_timeout(cluster: LocalCluster) -> None:
-    topic, tid = new_topic(cluster, "txn-timeout"), "tx-timeout"
+    topic, tid = new_topic(cluster, "txn-timeout", PARTITIONS), "tx-timeout"
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid,
                                   "transaction.timeout.ms": 3000})
     p.init_transactions(TIMEOUT_S)
@@ -310,7 +274,7 @@ def test_an_oversized_timeout_is_refused(cluster: LocalCluster) -> None:
 def test_consume_transform_produce_with_offsets_in_the_transaction(cluster: LocalCluster) -> None:
     """send_offsets_to_transaction (AddOffsetsToTxn, then the group's TxnOffsetCommit): an aborted
     round leaves neither output nor offsets; the committed round leaves both, exactly once."""
-    source, sink, group = new_topic(cluster, "ctp-in"), new_topic(cluster, "ctp-out"), "ctp-group"
+    source, sink, group = new_topic(cluster, "ctp-in", PARTITIONS), new_topic(cluster, "ctp-out", PARTITIONS), "ctp-group"
     feed = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster)})
     for i, v in enumerate(values("in", 30)):
         feed.produce(source, v, partition=i % PARTITIONS)

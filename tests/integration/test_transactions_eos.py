@@ -19,9 +19,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -34,8 +34,8 @@ from common.request_versions import LIST_OFFSETS_VERSION
 from localcluster.launcher import LocalCluster
 from localcluster.node_process import NodeProcess
 from tests.integration.cluster_fixtures import wait_until
-from tests.integration.replication_fixtures import BROKERS, create_topic, partition_state, replicated_cluster, \
-    wait_full_isr
+from tests.integration.replication_fixtures import BROKERS, partition_state, wait_full_isr
+from tests.integration.txn_fixtures import bootstrap, client_of, new_topic, read_values, txn_cluster
 
 confluent_kafka: Any = pytest.importorskip("confluent_kafka")
 
@@ -48,48 +48,11 @@ RECORDS = 3_000  # input values "0".."2999"
 HOLD_S = 0.15  # each transform transaction stays open this long before its commit (the kill's window)
 PROPERTIES = {"group.initial.rebalance.delay.ms": "300",
               "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+MIN_ISR_2 = {"min.insync.replicas": "2"}
+T = TypeVar("T")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with replicated_cluster(tmp_path_factory.mktemp("txn-eos"), PROPERTIES) as (started, _):
-        yield started
-
-
-def bootstrap(cluster: LocalCluster) -> str:
-    servers = cluster.bootstrap_servers
-    assert servers is not None
-    return servers
-
-
-def new_topic(cluster: LocalCluster, name: str) -> str:
-    create_topic(cluster, name, partitions=PARTITIONS, configs={"min.insync.replicas": "2"})
-    wait_full_isr(cluster, name, PARTITIONS)
-    return name
-
-
-def read_all(cluster: LocalCluster, topic: str, isolation: str, expected: int, *, settle_s: float = 2.0,
-             timeout_s: float = TIMEOUT_S) -> list[tuple[int, bytes]]:
-    """(partition, value) of every record a consumer of `isolation` reads from the start of every
-    partition: it stops `settle_s` after reaching `expected` records (anything more is read too)
-    or at `timeout_s`."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap(cluster), "group.id": f"reader-{topic}-{isolation}",
-        "enable.auto.commit": False, "isolation.level": isolation, "fetch.wait.max.ms": 100})
-    got: list[tuple[int, bytes]] = []
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + timeout_s
-        settled_at: float | None = None
-        while time.monotonic() < deadline:  # bounded by the deadline
-            got += [(m.partition(), m.value()) for m in consumer.consume(500, 0.3) if m.error() is None]
-            if len(got) >= expected:
-                settled_at = settled_at or time.monotonic() + settle_s
-                if time.monotonic() >= settled_at:
-                    break
-    finally:
-        consumer.close()
-    return got
+cluster = txn_cluster("txn-eos", PROPERTIES)
 
 
 # ---- 1. consume-transform-produce through a rebalance and a SIGKILL -------------------------
@@ -127,7 +90,7 @@ class Transform:
 
 
 def test_consume_transform_produce_is_exactly_once_through_a_rebalance_and_a_kill(cluster: LocalCluster) -> None:
-    source, sink = new_topic(cluster, "eos-in"), new_topic(cluster, "eos-out")
+    source, sink = new_topic(cluster, "eos-in", PARTITIONS, MIN_ISR_2), new_topic(cluster, "eos-out", PARTITIONS, MIN_ISR_2)
     feed = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 20})
     for v in range(RECORDS):
         feed.produce(source, str(v).encode(), partition=v % PARTITIONS)
@@ -161,8 +124,8 @@ def test_consume_transform_produce_is_exactly_once_through_a_rebalance_and_a_kil
         def output_complete() -> bool:
             return sum(t.committed_records() for t in transforms) >= RECORDS
         wait_until("the transforms commit every input record", output_complete, TIMEOUT_S)
-        committed = read_all(cluster, sink, "read_committed", RECORDS)
-        uncommitted = read_all(cluster, sink, "read_uncommitted", RECORDS)
+        committed = read_values(cluster, sink, "read_committed", RECORDS, partitions=PARTITIONS)
+        uncommitted = read_values(cluster, sink, "read_uncommitted", RECORDS, partitions=PARTITIONS)
     finally:
         for t in transforms:
             t.kill()
@@ -189,62 +152,58 @@ def test_consume_transform_produce_is_exactly_once_through_a_rebalance_and_a_kil
 # ---- 2. every broker restarted with transactions open ---------------------------------------
 
 
-def client_of(cluster: LocalCluster) -> KafkaClient:
-    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in bootstrap(cluster).split(","))]
-    return KafkaClient(hosts, client_id="txn-eos-test")
+def per_leader(cluster: LocalCluster, topic: str, ask: Callable[[KafkaClient, int, int], T | None]
+               ) -> dict[int, T] | None:
+    """partition -> what `ask(client, leader, partition)` answers from each partition's leader
+    (None while a partition has no leader, a leader does not answer, or `ask` answers None)."""
+    answer: dict[int, T] = {}
+    try:
+        with client_of(cluster, "txn-eos-test") as client:
+            client.metadata([topic])
+            for p in range(PARTITIONS):
+                leader = int(partition_state(cluster, topic, p)["leader"])
+                got = ask(client, leader, p) if leader >= 0 else None
+                if got is None:
+                    return None
+                answer[p] = got
+    except (BrokerUnavailable, OSError, KeyError):
+        return None
+    return answer
 
 
 def offsets(cluster: LocalCluster, topic: str) -> dict[int, tuple[int, int]] | None:
     """partition -> (LSO, HW) from each partition's leader: ListOffsets LATEST under
-    READ_COMMITTED and READ_UNCOMMITTED (None while a leader does not answer)."""
-    answer: dict[int, tuple[int, int]] = {}
-    try:
-        with client_of(cluster) as client:
-            client.metadata([topic])
-            for p in range(PARTITIONS):
-                leader = int(partition_state(cluster, topic, p)["leader"])
-                if leader < 0:
-                    return None
-                pair = []
-                for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
-                    request = list_offsets.request(LIST_OFFSETS_VERSION, fetch.CONSUMER_REPLICA_ID,
-                                                   [(topic, p, list_offsets.LATEST_TIMESTAMP, -1)],
-                                                   isolation_level=isolation)
-                    response = client.call(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request,
-                                           list_offsets.encode_request, list_offsets.decode_response)
-                    (row,) = [r for t in response.topics for r in t.partitions]
-                    if row.error_code != 0:
-                        return None
-                    pair.append(int(row.offset))
-                answer[p] = (pair[0], pair[1])
-    except (BrokerUnavailable, OSError, KeyError):
-        return None
-    return answer
+    READ_COMMITTED and READ_UNCOMMITTED."""
+    def ask(client: KafkaClient, leader: int, p: int) -> tuple[int, int] | None:
+        pair = []
+        for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
+            request = list_offsets.request(LIST_OFFSETS_VERSION, fetch.CONSUMER_REPLICA_ID,
+                                           [(topic, p, list_offsets.LATEST_TIMESTAMP, -1)], isolation_level=isolation)
+            response = client.call(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request,
+                                   list_offsets.encode_request, list_offsets.decode_response)
+            (row,) = [r for t in response.topics for r in t.partitions]
+            if row.error_code != 0:
+                return None
+            pair.append(int(row.offset))
+        return pair[0], pair[1]
+    return per_leader(cluster, topic, ask)
 
 
 def open_transactions(cluster: LocalCluster, topic: str) -> dict[int, set[tuple[int, int, int]]] | None:
     """partition -> (producer id, epoch, transaction start offset) of each open transaction
     DescribeProducers shows on its leader."""
     m = messages.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
-    answer: dict[int, set[tuple[int, int, int]]] = {}
-    try:
-        with client_of(cluster) as client:
-            client.metadata([topic])
-            for p in range(PARTITIONS):
-                leader = int(partition_state(cluster, topic, p)["leader"])
-                if leader < 0:
-                    return None
-                request = m.DescribeProducersRequest(topics=(m.TopicRequest(name=topic, partition_indexes=(p,)),))
-                response = client.call(leader, ApiKey.DESCRIBE_PRODUCERS, 0, request, messages.encode_request,
-                                       messages.response_decoder(ApiKey.DESCRIBE_PRODUCERS))
-                (row,) = [r for t in response.topics for r in t.partitions]
-                if row.error_code != 0:
-                    return None
-                answer[p] = {(s.producer_id, s.producer_epoch, s.current_txn_start_offset)
-                             for s in row.active_producers if s.current_txn_start_offset >= 0}
-    except (BrokerUnavailable, OSError, KeyError):
-        return None
-    return answer
+
+    def ask(client: KafkaClient, leader: int, p: int) -> set[tuple[int, int, int]] | None:
+        request = m.DescribeProducersRequest(topics=(m.TopicRequest(name=topic, partition_indexes=(p,)),))
+        response = client.call(leader, ApiKey.DESCRIBE_PRODUCERS, 0, request, messages.encode_request,
+                               messages.response_decoder(ApiKey.DESCRIBE_PRODUCERS))
+        (row,) = [r for t in response.topics for r in t.partitions]
+        if row.error_code != 0:
+            return None
+        return {(s.producer_id, s.producer_epoch, s.current_txn_start_offset)
+                for s in row.active_producers if s.current_txn_start_offset >= 0}
+    return per_leader(cluster, topic, ask)
 
 
 def restart_every_broker(cluster: LocalCluster, topic: str) -> None:
@@ -281,7 +240,7 @@ def end(cluster: LocalCluster, producer: Any, tid: str, commit: bool) -> str:
 
 
 def test_restart_of_every_broker_with_transactions_open(cluster: LocalCluster) -> None:
-    topic = new_topic(cluster, "eos-restart")
+    topic = new_topic(cluster, "eos-restart", PARTITIONS, MIN_ISR_2)
     started = time.monotonic()
     producers: dict[str, Any] = {}
     for outcome in ("commit", "abort"):
@@ -316,13 +275,13 @@ def test_restart_of_every_broker_with_transactions_open(cluster: LocalCluster) -
         return o if o and all(lso == hw for lso, hw in o.values()) else None
     final = wait_until("the LSO reaches the HW on every partition", stable, TIMEOUT_S)
     assert all(final[p][1] == before[p][1] + 2 for p in range(PARTITIONS)), (final, before)  # two markers
-    assert sorted(v for _, v in read_all(cluster, topic, "read_committed", len(committed))) == sorted(committed)
+    assert sorted(v for _, v in read_values(cluster, topic, "read_committed", len(committed), partitions=PARTITIONS)) == sorted(committed)
 
     restart_every_broker(cluster, topic)  # the aborted list comes back from the .txnindex
     wait_until("every partition's offsets after the second restart",
                lambda: (lambda o: o if o == final else None)(offsets(cluster, topic)), TIMEOUT_S)
-    assert sorted(v for _, v in read_all(cluster, topic, "read_committed", len(committed))) == sorted(committed)
-    everything = read_all(cluster, topic, "read_uncommitted", 60)
+    assert sorted(v for _, v in read_values(cluster, topic, "read_committed", len(committed), partitions=PARTITIONS)) == sorted(committed)
+    everything = read_values(cluster, topic, "read_uncommitted", 60, partitions=PARTITIONS)
     assert len(everything) == 60  # the aborted records are in the log: read_committed skipped them
     print(f"restart with open transactions: {outcomes}, offsets before {before}, final {final}, "
           f"{time.monotonic() - started:.1f} s")

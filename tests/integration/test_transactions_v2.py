@@ -8,11 +8,7 @@ it commits), where transactions v1 would have committed it half-written."""
 from __future__ import annotations
 
 import datetime
-import time
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from common.broker_connection import BrokerUnavailable
 from common.errors import ErrorCode
@@ -23,14 +19,8 @@ from common.protocol.api_keys import ApiKey
 from common.records import build_batch
 from localcluster.launcher import LocalCluster
 from tests.integration.cluster_fixtures import wait_until
-from tests.integration.replication_fixtures import (
-    create_topic,
-    partition_state,
-    replicated_cluster,
-    wait_full_isr,
-)
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
+from tests.integration.replication_fixtures import create_topic, partition_state, wait_full_isr
+from tests.integration.txn_fixtures import client_of, read_values, txn_cluster
 
 TIMEOUT_S = 60.0
 TOPIC = "txn-v2"
@@ -42,17 +32,7 @@ RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_
              ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with replicated_cluster(tmp_path_factory.mktemp("txn-v2"), PROPERTIES) as (started, _):
-        yield started
-
-
-def client_of(cluster: LocalCluster) -> KafkaClient:
-    servers = cluster.bootstrap_servers
-    assert servers is not None
-    hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in servers.split(","))]
-    return KafkaClient(hosts, client_id="txn-v2-test")
+cluster = txn_cluster("txn-v2", PROPERTIES)
 
 
 def call(client: KafkaClient, broker: int | None, api: ApiKey, version: int, **fields: Any) -> Any:
@@ -100,27 +80,8 @@ def produce(cluster: LocalCluster, client: KafkaClient, producer_id: int, epoch:
 
 
 def read_committed(cluster: LocalCluster, expected: int) -> list[bytes]:
-    """Every value a read_committed consumer reads from partition 0 (bounded: stops 2 s after
-    reaching `expected`, or at the deadline)."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "txn-v2-reader",
-                                         "enable.auto.commit": "false", "isolation.level": "read_committed",
-                                         "fetch.wait.max.ms": "100"})
-    got: list[bytes] = []
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-        deadline = time.monotonic() + TIMEOUT_S
-        idle_until = None
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-            if len(got) >= expected:
-                idle_until = idle_until or time.monotonic() + 2.0
-                if time.monotonic() >= idle_until:
-                    break
-    finally:
-        consumer.close()
-    return got
+    """Every value a read_committed consumer reads from partition 0, in order."""
+    return [value for _, value in read_values(cluster, TOPIC, "read_committed", expected, partitions=1)]
 
 
 def finalized_transaction_version(client: KafkaClient) -> int | None:
@@ -135,7 +96,7 @@ def test_a_late_end_txn_cannot_commit_the_next_transaction(cluster: LocalCluster
     wait_full_isr(cluster, TOPIC, 1)
     first = [f"first-{i}".encode() for i in range(3)]
     second = [f"second-{i}".encode() for i in range(6)]
-    with client_of(cluster) as client:
+    with client_of(cluster, "txn-v2-test") as client:
         assert finalized_transaction_version(client) == 2  # what makes a Java client speak v2
         node = coordinator(client)
         init = until_done("InitProducerId", lambda: call(
@@ -173,7 +134,7 @@ def test_offsets_join_a_v2_transaction_without_add_offsets_to_txn(cluster: Local
     EndTxn's markers reach it and the offset becomes committed (pending until then)."""
     tid, group = "txn-v2-offsets", "txn-v2-group"
     create_topic(cluster, TOPIC + "-in", partitions=1)
-    with client_of(cluster) as client:
+    with client_of(cluster, "txn-v2-test") as client:
         node = until_done("the transaction coordinator", lambda: _Found(call(
             client, None, ApiKey.FIND_COORDINATOR, 3, key=tid, key_type=messages.KEY_TYPE_TRANSACTION))).answer
         group_node = until_done("the group coordinator", lambda: _Found(call(
