@@ -132,6 +132,16 @@ async def describe(handler: RequestHandler, *tids: str) -> list[Any]:
     return list(r.transaction_states)
 
 
+async def describe_loaded(handler: RequestHandler) -> Any:
+    """DescribeTransactions of TID once its partition has loaded."""
+    for _ in range(200):  # bounded: the partition loads
+        (found,) = await describe(handler, TID)
+        if found.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
+            return found
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{TID}'s partition never loaded")
+
+
 def stored(handler: RequestHandler) -> str:
     """The committed state of TID (DescribeTransactions of an Empty one carries start time -1,
     which kio's reader, the test's client, refuses to parse; Kafka's clients read it)."""
@@ -219,12 +229,7 @@ async def test_bad_requests_write_nothing(cluster: Any) -> None:
     handler = new_handler()
     try:
         assert (await init(handler, timeout_ms=900_001))[0] == E.INVALID_TRANSACTION_TIMEOUT
-        for _ in range(200):  # bounded: until the partition loaded
-            (found,) = await describe(handler, TID)
-            if found.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
-                break
-            await asyncio.sleep(0.01)
-        assert found.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+        assert (await describe_loaded(handler)).error_code == E.TRANSACTIONAL_ID_NOT_FOUND
         _, pid, epoch = await init(handler)
         assert await add(handler, pid, epoch, ("orders", 0), ("nope", 0)) == {
             ("orders", 0): E.OPERATION_NOT_ATTEMPTED, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
@@ -325,3 +330,37 @@ async def test_a_prepared_transaction_without_markers_under_way_gets_them(cluste
         await state_of(handler, "CompleteCommit")
     finally:
         await handler.close()
+
+
+async def test_an_unused_transactional_id_expires(cluster: Any) -> None:
+    """transactional.id.expiration.ms: the coordinator's expiration pass (its timer,
+    transaction.remove.expired.transaction.cleanup.interval.ms) writes a tombstone for an id whose
+    last transaction completed that long ago and not for a younger one; the id is then unknown
+    (TRANSACTIONAL_ID_NOT_FOUND), also to a coordinator that loads `__transaction_state` again."""
+    new_handler, _, _ = cluster
+    handler = new_handler()
+    try:
+        _, pid, epoch = await init(handler)
+        await add(handler, pid, epoch, ("orders", 0))
+        assert await end(handler, pid, epoch, True) == 0
+        await state_of(handler, "CompleteCommit")
+        coordinator = handler.context.transactions
+        completed_ms = coordinator.committed(0).get(TID).last_update_ms
+        coordinator.now_ms = lambda: completed_ms + coordinator.settings.id_expiration_ms - 1
+        coordinator._expire_ids(0)  # the timer's pass, one millisecond early
+        assert stored(handler) == "CompleteCommit"
+        coordinator.now_ms = lambda: completed_ms + coordinator.settings.id_expiration_ms
+        coordinator._expire_ids(0)
+        for _ in range(300):  # bounded: the tombstone commits
+            if stored(handler) == "absent":
+                break
+            await asyncio.sleep(0.01)
+        assert stored(handler) == "absent"
+        assert [d.error_code for d in await describe(handler, TID)] == [E.TRANSACTIONAL_ID_NOT_FOUND]
+    finally:
+        await handler.close()
+    again = new_handler()
+    try:
+        assert (await describe_loaded(again)).error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    finally:
+        await again.close()
