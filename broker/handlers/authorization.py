@@ -53,6 +53,7 @@ GROUP_DENIED: Final = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED: Final = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED: Final = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 KEY_TYPE_TXN: Final = 1
+MAX_LOGGED_REFUSALS: Final = 10_000  # (principal, host, API, resource) keys remembered so each refusal logs once
 FETCH_TOPIC_IDS_VERSION: Final = 13
 METADATA_OPERATIONS_VERSION: Final = 8  # authorized operations fields from v8
 CLUSTER_OPS_LAST_METADATA_VERSION: Final = 10  # cluster_authorized_operations left Metadata after v10
@@ -73,6 +74,7 @@ class BrokerAuthorizer:
         self._acls: AclsImage | None = None
         self._authorizer = Authorizer(settings, ())
         self._names_of: Mapping[Any, str] = {}
+        self.refusals_logged: set[tuple[str, str, str, str]] = set()  # cleared with each new set of ACLs
         self._topics: object = None
 
     def current(self) -> Authorizer:
@@ -80,6 +82,7 @@ class BrokerAuthorizer:
         if acls is not self._acls:
             bindings = [b for b in (from_record(r) for r in acls.by_id.values()) if b is not None]
             self._authorizer, self._acls = Authorizer(self.settings, bindings), acls
+            self.refusals_logged.clear()
             log.info("Authorizer loaded %d ACL(s)", len(bindings))
         return self._authorizer
 
@@ -118,9 +121,17 @@ Verdict = Refuse | Narrow | None
 Gate = Callable[[BrokerAuthorizer, Any, int, ClientInfo, MetadataImage], Verdict]
 
 
-def _refused(client: ClientInfo, api: str, what: str) -> None:
-    log.info("Refused %s of %s from %s (client %r): not authorized on %s", api, client.principal, client.host,
-             client.client_id, what)
+def _refused(a: BrokerAuthorizer, client: ClientInfo, api: str, what: str) -> None:
+    """One INFO line per (principal, host, API, resource) and set of ACLs: clients retry refused
+    requests (librdkafka's FindCoordinator every 50 ms), which must not flood the log."""
+    key = (client.principal, client.host, api, what)
+    if key in a.refusals_logged:
+        return
+    if len(a.refusals_logged) >= MAX_LOGGED_REFUSALS:
+        a.refusals_logged.clear()
+    a.refusals_logged.add(key)
+    log.info("Refused %s of %s from %s (client %r): not authorized on %s (logged once until the ACLs change)",
+             api, client.principal, client.host, client.client_id, what)
 
 
 # ---- Produce, Fetch, ListOffsets ----------------------------------------------------------
@@ -133,12 +144,12 @@ def _produce(a: BrokerAuthorizer, req: produce_wire.ProduceRequest, version: int
 
     if req.transactional_id is not None and not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID,
                                                           req.transactional_id):
-        _refused(client, "Produce", f"transactional id {req.transactional_id}")
+        _refused(a, client, "Produce", f"transactional id {req.transactional_id}")
         return Refuse(None if req.acks == 0 else produce_wire.ProduceResponse(errors(req.topic_data, TXN_DENIED)))
     denied = [t for t in req.topic_data if not a.allowed(client, Op.WRITE, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(client, "Produce", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    _refused(a, client, "Produce", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
     kept = tuple(t for t in req.topic_data if t not in denied)
 
     def finish(resp: produce_wire.ProduceResponse | None) -> produce_wire.ProduceResponse | None:
@@ -152,7 +163,7 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
     if req.replica_id >= 0:  # a follower: Kafka's CLUSTER_ACTION on the cluster, else every partition refused
         if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
             return None
-        _refused(client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
+        _refused(a, client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
         denied, kept = list(req.topics), tuple[fetch_wire.FetchTopic, ...]()
     else:
         def name(t: fetch_wire.FetchTopic) -> str | None:
@@ -162,7 +173,7 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
         denied = [t for t in req.topics if (n := name(t)) is not None and not a.allowed(client, Op.READ, Res.TOPIC, n)]
         if not denied:
             return None
-        _refused(client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+        _refused(a, client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
         kept = tuple(t for t in req.topics if t not in denied)
     refused = tuple(fetch_wire.FetchTopicResponse(t.topic, tuple(
         fetch_wire.FetchPartitionResponse(p.partition, TOPIC_DENIED, -1, None) for p in t.partitions),
@@ -178,7 +189,7 @@ def _list_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
     denied = [t for t in req.topics if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(client, "ListOffsets", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    _refused(a, client, "ListOffsets", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
     m = messages.response_module(ApiKey.LIST_OFFSETS, max(version, 1))
     refused = tuple(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(
         build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
@@ -243,13 +254,13 @@ def _find_coordinator(a: BrokerAuthorizer, req: Any, version: int, client: Clien
     if version < FIND_COORDINATOR_BATCHED_VERSION:
         if a.allowed(client, Op.DESCRIBE, rtype, req.key):
             return None
-        _refused(client, "FindCoordinator", f"{rtype.name} {req.key}")
+        _refused(a, client, "FindCoordinator", f"{rtype.name} {req.key}")
         return Refuse(build(m.FindCoordinatorResponse, throttle_time=messages.NO_THROTTLE,
                             error_code=messages.error_code(code), error_message=None, node_id=-1, host="", port=-1))
     denied = [k for k in req.coordinator_keys if not a.allowed(client, Op.DESCRIBE, rtype, k)]
     if not denied:
         return None
-    _refused(client, "FindCoordinator", f"{rtype.name} " + ", ".join(sorted(set(denied))))
+    _refused(a, client, "FindCoordinator", f"{rtype.name} " + ", ".join(sorted(set(denied))))
     refused = tuple(m.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=messages.error_code(code),
                                   error_message=None) for k in denied)
 
@@ -266,7 +277,7 @@ def _group_member_api(api_key: ApiKey, name: str) -> Gate:
     def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
         if a.allowed(client, Op.READ, Res.GROUP, req.group_id):
             return None
-        _refused(client, name, f"group {req.group_id}")
+        _refused(a, client, name, f"group {req.group_id}")
         m = messages.response_module(api_key, version)
         cls = getattr(m, f"{name}Response")
         return Refuse(build(cls, throttle_time=messages.NO_THROTTLE, error_code=messages.error_code(GROUP_DENIED),
@@ -287,13 +298,13 @@ def _offset_commit(a: BrokerAuthorizer, req: Any, version: int, client: ClientIn
             for p in t.partitions)) for t in topics)
 
     if not a.allowed(client, Op.READ, Res.GROUP, req.group_id):
-        _refused(client, "OffsetCommit", f"group {req.group_id}")
+        _refused(a, client, "OffsetCommit", f"group {req.group_id}")
         return Refuse(m.OffsetCommitResponse(throttle_time=messages.NO_THROTTLE, topics=errors(req.topics,
                                                                                               GROUP_DENIED)))
     denied = [t for t in req.topics if not a.allowed(client, Op.READ, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(client, "OffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    _refused(a, client, "OffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
 
     def finish(resp: Any) -> Any:
         return dataclasses.replace(resp, topics=tuple(resp.topics) + errors(denied, TOPIC_DENIED))
@@ -308,7 +319,7 @@ def _offset_fetch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
     groups = [g.group_id for g in req.groups] if batched else [req.group_id]
     denied = {g for g in groups if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g)}
     if denied:
-        _refused(client, "OffsetFetch", "group(s) " + ", ".join(sorted(denied)))
+        _refused(a, client, "OffsetFetch", "group(s) " + ", ".join(sorted(denied)))
     if denied and not batched:
         m = messages.response_module(ApiKey.OFFSET_FETCH, messages.schema_version(ApiKey.OFFSET_FETCH, version))
         return Refuse(build(m.OffsetFetchResponse, throttle_time=messages.NO_THROTTLE, topics=(),
@@ -334,7 +345,7 @@ def _describe_groups(a: BrokerAuthorizer, req: Any, version: int, client: Client
         out = []
         for g in resp.groups:
             if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id):
-                _refused(client, "DescribeGroups", f"group {g.group_id}")
+                _refused(a, client, "DescribeGroups", f"group {g.group_id}")
                 g = dataclasses.replace(g, error_code=messages.error_code(GROUP_DENIED), group_state="",
                                         protocol_type="", protocol_data="", members=())
             elif asked_ops:
@@ -358,7 +369,7 @@ def _list_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo
 def _describe_cluster(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
                       image: MetadataImage) -> Verdict:
     if not a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
-        _refused(client, "DescribeCluster", "the cluster")
+        _refused(a, client, "DescribeCluster", "the cluster")
         m = messages.response_module(ApiKey.DESCRIBE_CLUSTER, version)
         return Refuse(build(m.DescribeClusterResponse, throttle_time=messages.NO_THROTTLE,
                             error_code=messages.error_code(CLUSTER_DENIED), error_message=None, cluster_id="",
@@ -376,7 +387,7 @@ def _create_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientIn
     denied = [t for t in req.topics if not a.allowed(client, Op.CREATE, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(client, "CreateTopics", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    _refused(a, client, "CreateTopics", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
     m = messages.response_module(ApiKey.CREATE_TOPICS, version)
     refused = tuple(build(m.CreatableTopicResult, name=t.name, topic_id=md.ZERO_UUID,
                           error_code=messages.error_code(TOPIC_DENIED), error_message=None,
@@ -406,7 +417,7 @@ def _delete_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientIn
     denied = [t for t in items if (n := name(t)) is not None and not a.allowed(client, Op.DELETE, Res.TOPIC, n)]
     if not denied:
         return None
-    _refused(client, "DeleteTopics", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+    _refused(a, client, "DeleteTopics", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
     refused = tuple(build(m.DeletableTopicResult, name=name(t), topic_id=getattr(t, "topic_id", md.ZERO_UUID),
                           error_code=messages.error_code(TOPIC_DENIED), error_message=None) for t in denied)
 
@@ -429,7 +440,7 @@ def _init_producer_id(a: BrokerAuthorizer, req: Any, version: int, client: Clien
                 or a.allowed_any(client, Op.WRITE, Res.TOPIC):
             return None
         code, what = CLUSTER_DENIED, "the cluster (IDEMPOTENT_WRITE) or any topic (WRITE)"
-    _refused(client, "InitProducerId", what)
+    _refused(a, client, "InitProducerId", what)
     m = messages.response_module(ApiKey.INIT_PRODUCER_ID, version)
     return Refuse(build(m.InitProducerIdResponse, throttle_time=messages.NO_THROTTLE,
                         error_code=messages.error_code(code), producer_id=-1, producer_epoch=-1))
@@ -462,7 +473,7 @@ def _whole(api_key: ApiKey) -> Gate:
         resource = resources[0]
         for name in _names(resource, req):
             if not a.allowed(client, operation, resource, name):
-                _refused(client, api_key.name, f"{resource.name} {name} ({operation.name})")
+                _refused(a, client, api_key.name, f"{resource.name} {name} ({operation.name})")
                 raise RefusedRequest(f"{client.principal} is not authorized to {operation.name} "
                                      f"{resource.name} {name} ({api_key.name}): connection closed")
         return None
