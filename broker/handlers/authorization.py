@@ -480,7 +480,21 @@ def _whole(api_key: ApiKey) -> Gate:
     return gate
 
 
+def _offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                             image: MetadataImage) -> Verdict:
+    """Followers (replica_id >= 0) need CLUSTER_ACTION on the cluster, as Kafka's KafkaApis checks;
+    clients DESCRIBE on each topic (checked whole)."""
+    if getattr(req, "replica_id", -1) >= 0:
+        if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
+            return None
+        _refused(a, client, "OffsetForLeaderEpoch (follower)", "the cluster (CLUSTER_ACTION)")
+        raise RefusedRequest(f"{client.principal} is not authorized to CLUSTER_ACTION the cluster "
+                             "(OffsetForLeaderEpoch from a follower): connection closed")
+    return _whole(ApiKey.OFFSET_FOR_LEADER_EPOCH)(a, req, version, client, image)
+
+
 _GATES: Final[dict[ApiKey, Gate]] = {
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
