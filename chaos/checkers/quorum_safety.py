@@ -9,6 +9,7 @@ and acknowledged writes lost only where replication cannot have kept them.
   must be a prefix of the quorum's committed log, which is read last. The image is what is
   compared (a broker keeps no record history): a broker holding a topic the quorum lacks, or a
   partition at a leader epoch above the quorum's, applied a committed record the quorum lost.
+  A broker that stopped because the fetched records do not apply on its image diverged too.
   Acknowledged topic creations the quorum lost are the `topic-creations` checker's.
 - `power-loss-writes`: each acknowledged write the final read lacks is matched to the power
   loss that took it: the first that began after the acknowledgement on brokers holding replicas
@@ -64,6 +65,8 @@ def check_metadata_views(events: Sequence[Event]) -> CheckResult:
     problems: list[str] = []
     answered = 0
     for e in brokers:
+        if e.get("diverged"):
+            problems.append(f"broker {e['node']} stopped: {e['diverged']}")
         if "topics" not in e:
             continue
         answered += 1

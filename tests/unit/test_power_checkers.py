@@ -98,3 +98,34 @@ def test_a_loss_no_power_loss_explains_is_an_anomaly() -> None:
 
 def test_no_broker_power_loss_checks_nothing() -> None:
     assert check_power_loss_writes([ack("a", 0, 0, 1)]).summary == "no broker lost power"
+
+
+def test_without_fusermount_the_reason_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import chaos.power
+
+    monkeypatch.setattr(chaos.power.shutil, "which", lambda name: None)
+    why = chaos.power.fuse_missing()
+    assert why is not None and "not installed: apt-get install fuse3" in why  # the tests' skip pattern
+
+
+def test_a_power_scenario_without_fuse_is_refused_before_it_starts(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import chaos.power
+    from chaos.cli import find_scenario, power_unavailable, run_run
+
+    why = "power-loss faults need libfuse 3 and fusermount3, not installed: apt-get install fuse3"
+    monkeypatch.setattr(chaos.power, "fuse_missing", lambda: why)
+    assert power_unavailable(find_scenario("controller-kill")) is None  # other scenarios do not need it
+    args = argparse.Namespace(scenario="power-controller", seed=None, duration=None, report_dir=None,
+                              cluster_dir=None)
+    assert run_run(args) == 2
+    assert why in capsys.readouterr().err
+
+
+def test_a_broker_stopped_on_records_it_cannot_apply_diverged() -> None:
+    stopped = {"t": 8, "kind": "broker-metadata", "node": 5, "error": "connection refused",
+               "diverged": "MetadataFollowerError: cannot apply the fetched records: offset 76: unknown topic id"}
+    result = check_metadata_views([stopped, QUORUM])
+    assert result.count == 1 and "offset 76" in result.examples[0]
