@@ -31,10 +31,12 @@ from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator.offsets_topic import offsets_topic as offsets_topic_of
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers import groups as group
+from broker.handlers import authorization
 from broker.handlers.acls import (
     handle_create_acls,
     handle_delete_acls,
     handle_describe_acls,
+    install as install_authorizer,
 )
 from broker.handlers.admin import (
     handle_create_partitions,
@@ -43,6 +45,7 @@ from broker.handlers.admin import (
 )
 from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.describe_quorum import handle_describe_quorum
+from broker.handlers.features import handle_update_features
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -69,6 +72,7 @@ from broker.handlers.metadata import (
 )
 from broker.handlers.offset_lookups import handle_list_offsets, handle_offset_for_leader_epoch
 from broker.handlers.produce import handle_produce, produce_now
+from broker.handlers.topic_partitions import handle_describe_topic_partitions
 from broker.handlers.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -117,7 +121,9 @@ async def handle_api_versions(ctx: BrokerContext, req: Any, version: int, client
     """`req` is kio's ApiVersionsRequest of `version`; the answer that version's response."""
     if not api_versions.is_valid(req, version):  # Kafka: INVALID_REQUEST and no list
         return api_versions.response(version, ErrorCode.INVALID_REQUEST, ())
-    return api_versions.response(version, ErrorCode.NONE, ADVERTISED_API_VERSIONS, api_versions.BROKER_FEATURES)
+    image = ctx.image()  # the finalized features and their epoch: the image's (KRaftMetadataCache.features)
+    return api_versions.response(version, ErrorCode.NONE, ADVERTISED_API_VERSIONS,
+                                 api_versions.broker_features(image.features.levels), image.offset)
 
 
 def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable[Any]]) -> Handler:
@@ -174,6 +180,8 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)
+    _row(ApiKey.UPDATE_FEATURES, handle_update_features),  # broker/handlers/features.py (issue 28)
+    _row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, handle_describe_topic_partitions),  # KIP-966's ELR (issue 28)
     _row(ApiKey.ELECT_LEADERS, handle_elect_leaders),
     # partition reassignment (KIP-455): broker/handlers/reassignments.py
     _row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle_alter_partition_reassignments),
@@ -266,6 +274,7 @@ class RequestHandler:
             txn_verifier=TxnVerifier(lambda image, broker: broker_endpoint(self.context, image, broker),
                                      client_id=f"broker-{broker_id}-txn-verifier")
             if config.get_bool(VERIFICATION_ENABLE) else None)
+        install_authorizer(self.context, config)  # authorizer.class.name: ACLs enforced in `start`
 
     async def close(self) -> None:
         await self.context.groups.close()
@@ -284,6 +293,8 @@ class RequestHandler:
             await elections.close()
         if self.context.reassignments is not None:
             await self.context.reassignments.close()
+        if self.context.acl_admin is not None:
+            await self.context.acl_admin.close()
 
     def start(self, header: RequestHeader, body: memoryview,
               client_host: str = "") -> list[Chunk] | None | Later[list[Chunk] | None]:
@@ -303,6 +314,8 @@ class RequestHandler:
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
         client = ClientInfo.of(header.client_id, client_host)
+        if self.context.authorizer is not None:  # ACLs enforced; without an authorizer, this one branch
+            return authorization.start_authorized(self.context, row, request, version, client, self._answer)
         if row.now is None:
             return Later(self._answer(row, row.handler(self.context, request, version, client), version))
         response = row.now(self.context, request, version, client)

@@ -124,6 +124,9 @@ class ApiSettings:
     default_replication_factor: int = 1
     # auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (0: off)
     leader_imbalance_check_interval_s: int = 300
+    # this controller's static min.insync.replicas: what enabling ELR writes as the cluster-level
+    # dynamic default when none is set (Kafka's ConfigurationControlManager.maybeGenerateElrSafetyRecords)
+    min_insync_replicas: int = 1
 
     @classmethod
     def from_config(cls, config: Config, quorum: QuorumSettings) -> ApiSettings | None:
@@ -167,6 +170,7 @@ class ApiSettings:
             default_replication_factor=config.get_int("default.replication.factor"),
             leader_imbalance_check_interval_s=(config.get_int("leader.imbalance.check.interval.seconds")
                                                if config.get_bool("auto.leader.rebalance.enable") else 0),
+            min_insync_replicas=config.get_int("min.insync.replicas"),
         )
 
 

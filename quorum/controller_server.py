@@ -30,6 +30,7 @@ from common.prometheus import CONTENT_TYPE
 from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum import admin_views as views
+from quorum.acl_routes import AclRoutes
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_config_routes import BrokerConfigRoutes
@@ -37,6 +38,7 @@ from quorum.broker_rpc import BrokerRpc
 from quorum.controller_runtime import ControllerRuntime
 from quorum.group_api import GroupApi
 from quorum.http_json import read_json
+from quorum.feature_routes import FeatureRoutes
 from quorum.metadata_log import MetadataLog
 from quorum.openapi import openapi_document
 from quorum.quorum_routes import QuorumRoutes
@@ -47,6 +49,7 @@ from quorum.replication_control import elect_leaders
 from quorum.request_routing import RequestRouter
 from quorum.topic_routes import TopicRoutes
 from quorum.transaction_api import TransactionApi
+from quorum.voter_routes import VoterRoutes
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,9 @@ class ControllerServer:
                             + RecordsApi(self.image, self.authorize).routes()  # DeleteRecords (issue 18)
                             + TransactionApi(self.image, self.authorize).routes()  # KIP-664 (issue 27)
                             + QuorumRoutes(log, controller, self.runtime, settings.node_id, write=self.write,
-                                           active_api=self.active_api).routes())  # DescribeQuorum (issue 28)
+                                           active_api=self.active_api).routes()  # DescribeQuorum (issue 28)
+                            + VoterRoutes(self, log).routes()  # AddRaftVoter / RemoveRaftVoter (KIP-853)
+                            + FeatureRoutes(self).routes())  # UpdateFeatures, finalized features (issue 28)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -149,6 +154,7 @@ class ControllerServer:
             web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker),
             *TopicRoutes(self).routes(),
             *ReassignmentRoutes(self).routes(),  # KIP-455 (issue 18)
+            *AclRoutes(self).routes(),  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
             web.post("/v1/elections", self._elect), web.get("/metrics", self._metrics),
             web.get("/openapi.json", self._openapi),
         ]
@@ -248,7 +254,9 @@ class ControllerServer:
             return web.json_response(error.body(), status=error.status)
         self._in_flight += 1
         try:
-            if request.method == "GET" and request.path.startswith("/v1/") and request.path != "/v1/cluster":
+            # /v1/quorum/replica: who this controller is, asked of an observer before it joins (KIP-853)
+            if request.method == "GET" and request.path.startswith("/v1/") \
+                    and request.path not in ("/v1/cluster", "/v1/quorum/replica"):
                 await self.router.caught_up()
             return await handler(request)
         except AdminError as exc:

@@ -50,6 +50,8 @@ from quorum.active_controller import (
     NotActiveControllerError,
 )
 from quorum.admin_api import ApiSettings
+from quorum.feature_bootstrap import FeatureBootstrapLog
+from quorum.live_voters import live_settings
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from quorum.quorum_settings import QuorumBindError, QuorumSettings
@@ -244,9 +246,13 @@ async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSe
             loop.add_signal_handler(sig, stop.set)
     voters = ",".join(f"{i}@{v.address}" for i, v in settings.voters.items())
     log = MetadataLog(settings)  # blocks briefly: derives the key, binds the listener
+    if api is not None:  # KIP-853: voters added later are routed to like the static ones
+        api = live_settings(api, log.voter_set)
     logger.info("Controller %d started: quorum listener %s, voters %s, metadata log dir %s",
                 settings.node_id, settings.me.address, voters, settings.data_dir)
-    controller = ActiveController(log)
+    # the BeginEpoch chunk also finalizes the features of a log that has none (quorum.feature_bootstrap)
+    controller = ActiveController(FeatureBootstrapLog(log, min_insync_replicas=1 if api is None
+                                                      else api.min_insync_replicas))
     tasks = [asyncio.create_task(controller.run(), name="active-controller"),
              asyncio.create_task(_watch_fatal(log, stop), name="fatal-watch")]
     server = None if api is None else ControllerServer(log, controller, api)

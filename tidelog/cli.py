@@ -90,8 +90,8 @@ def _add_node(sub: argparse._SubParsersAction, command: NodeCommand) -> None:
 
 def _add_clients(sub: argparse._SubParsersAction) -> None:
     """status, topics, produce, consume: thin clients of the admin API and the Kafka protocol."""
-    from tidelog import (cli_configs, cli_consume, cli_groups, cli_produce, cli_quorum, cli_reassign, cli_status,
-                         cli_topics, cli_transactions)
+    from tidelog import (cli_configs, cli_consume, cli_features, cli_groups, cli_produce, cli_quorum, cli_reassign,
+                         cli_status, cli_topics, cli_transactions)
 
     parser = sub.add_parser("status", help="the cluster at a glance: controllers, brokers, topics, processes",
                             description="Show the active controller, the voters, the brokers and the topics "
@@ -117,6 +117,11 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="Topic and broker configs over the Kafka protocol, with "
                                         "kafka-configs.sh's options and output.")
     cli_configs.add_arguments(parser)
+    from tidelog import cli_acls  # (issue 29)
+    parser = sub.add_parser("acls", help="add, remove, list ACLs (kafka-acls)",
+                            description="ACLs over the Kafka protocol (CreateAcls, DeleteAcls, DescribeAcls), with "
+                                        "kafka-acls.sh's options and output; needs a broker authorizer.")
+    cli_acls.add_arguments(parser)
     parser = sub.add_parser("reassign", help="move partitions' replicas, change their RF (kafka-reassign-partitions)",
                             description="Partition reassignment (KIP-455) over the admin API, with "
                                         "kafka-reassign-partitions.sh's options and plan files.")
@@ -129,6 +134,10 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="DescribeQuorum over the admin API, with kafka-metadata-quorum.sh's "
                                         "describe --status / --replication output.")
     cli_quorum.add_arguments(parser)
+    parser = sub.add_parser("features", help="describe, upgrade, downgrade, disable features (kafka-features)",
+                            description="Finalized features (KIP-584) over the admin API, with kafka-features.sh's "
+                                        "options and output.")
+    cli_features.add_arguments(parser)
 
 
 def _add_spark(sub: argparse._SubParsersAction) -> None:

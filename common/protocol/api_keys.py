@@ -54,10 +54,12 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # (min, max) version answered per API, inclusive.
@@ -97,6 +99,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_QUORUM: (0, 2),  # issue 28: asked of the active controller through the broker
+    ApiKey.UPDATE_FEATURES: (0, 2),  # issue 28: KIP-584, Kafka 4's range (v2: one top-level error)
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),  # issue 28: KIP-966's ELR fields
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),  # v1 (KIP-1101, Kafka 4.0) is not 3.9's
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # the transaction coordinator (issue 27): Kafka 4's ranges; EndTxn v5 and AddPartitionsToTxn v5
@@ -147,6 +151,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.DESCRIBE_CLUSTER: 0,
     ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.UPDATE_FEATURES: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,

@@ -144,6 +144,10 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its
     # describe-quorum RPC (broker/handlers/describe_quorum.py), not through the admin-API forwarding
     _kio(ApiKey.DESCRIBE_QUORUM, AclCheck(Op.DESCRIBE, CLUSTER)),
+    # Kafka forwards UpdateFeatures too; ours asks the active controller's update-features RPC
+    # (broker/handlers/features.py), as DescribeQuorum
+    _kio(ApiKey.UPDATE_FEATURES, AclCheck(Op.ALTER, CLUSTER)),
+    _kio(ApiKey.DESCRIBE_TOPIC_PARTITIONS, AclCheck(Op.DESCRIBE, TOPIC)),  # from the broker's image
     _kio(ApiKey.ELECT_LEADERS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.LIST_PARTITION_REASSIGNMENTS, AclCheck(Op.DESCRIBE, CLUSTER), forwarded=True),

@@ -63,12 +63,14 @@ def test_topic_without_overrides_reports_the_brokers_static_config(cluster: Loca
     Source = admin.ConfigSource
     seen = {name: (entries[name].value, entries[name].source) for name in
             ("min.insync.replicas", "unclean.leader.election.enable", "segment.bytes")}
+    # ELR on (a new cluster's default, KIP-966): the controllers wrote their static value (2 here,
+    # every node has BROKER_PROPERTIES) as the cluster-level dynamic default, as Kafka 4.1 does.
     assert seen == {
-        "min.insync.replicas": ("2", Source.STATIC_BROKER_CONFIG.value),
+        "min.insync.replicas": ("2", Source.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
         "unclean.leader.election.enable": ("true", Source.STATIC_BROKER_CONFIG.value),
         "segment.bytes": ("1073741824", Source.DEFAULT_CONFIG.value),
     }
-    assert not entries["min.insync.replicas"].is_default  # set in the broker's config file
+    assert not entries["min.insync.replicas"].is_default  # set cluster-wide
     # Synonyms were asked for: the broker key (confluent-kafka keeps one entry per name, so the
     # STATIC then DEFAULT pair shows as its last; the unit tests check the whole list).
     assert set(entries["min.insync.replicas"].synonyms) == {"min.insync.replicas"}
@@ -94,7 +96,7 @@ def test_broker_resource_lists_every_broker_config(cluster: LocalCluster) -> Non
         timeout=CLIENT_TIMEOUT_S)
     Source = admin.ConfigSource
     assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == \
-        ("2", Source.STATIC_BROKER_CONFIG.value)
+        ("2", Source.DYNAMIC_DEFAULT_BROKER_CONFIG.value)  # KIP-966's cluster-level default (above)
     assert entries["advertised.listeners"].value.startswith("PLAINTEXT://127.0.0.4:")
     assert entries["log.segment.bytes"].source == Source.DEFAULT_CONFIG.value and entries["log.segment.bytes"].is_default
     # Kafka's dynamic keys (none set here) are not read-only; the rest are
