@@ -58,6 +58,7 @@ INITIAL_BACKOFF: Final = 0.05 * SECONDS  # after a full round over the controlle
 MAX_BACKOFF: Final = 1 * SECONDS
 MAX_REPLY_BYTES: Final = 256 * MIB  # a snapshot of a large cluster; refused before reading beyond this
 MAX_CONNECTIONS: Final = 16
+MAX_VOTER_ADDRESSES: Final = 9  # quorum.voter_set.MAX_VOTERS: a longer list in a reply is not the quorum's
 SUSPECT_FOR: Final = 5 * SECONDS  # an address that timed out is tried last for this long
 
 
@@ -152,6 +153,7 @@ class ControllerClient:
         if type(term) is not int or term < self._leader_term:
             return
         self._leader_term = term
+        self._follow_voters(reply.get("controller_voters"))
         if isinstance(address, str) and address in self.addresses and address != self._target:
             logger.info("%s: the quorum names controller %s (%s) active at raft term %d; sending writes there "
                         "instead of %s", self._name, reply.get("controller_id"), address, term, self._target)
@@ -159,6 +161,23 @@ class ControllerClient:
             self._suspect_until.pop(address, None)
             for waiter in self._redirect_waiters:
                 waiter.set()
+
+    def _follow_voters(self, voters: object) -> None:
+        """The quorum's voters (KIP-853), as a fetch reply of the newest term names them, replace the
+        addresses tried: a controller added later is reached, one removed no longer tried."""
+        if not isinstance(voters, list) or not voters or len(voters) > MAX_VOTER_ADDRESSES \
+                or not all(isinstance(a, str) and a for a in voters):
+            return  # an older controller's reply names none: keep what we have
+        addresses = tuple(voters)
+        if addresses == self.addresses:
+            return
+        logger.info("%s: the quorum's voters are now at %s (were %s)", self._name, ", ".join(addresses),
+                    ", ".join(self.addresses))
+        self.addresses = addresses
+        if self._target not in addresses:
+            self._target = addresses[0]
+        if self._fetch_target not in addresses:
+            self._fetch_target = addresses[0]
 
     async def post(self, address: str, name: str, body: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """One POST /rpc/<name> to one controller; the decoded reply (any HTTP status carries one).

@@ -166,3 +166,6 @@ class MetadataFetchReply:
     controller_id: int | None = None
     controller_address: str | None = None
     raft_term: int = -1
+    # the HTTP API addresses of the quorum's voters as the answering controller's log has them
+    # (KIP-853): a broker follows the voter set, not only its static controller.api.voters
+    controller_voters: tuple[str, ...] = ()

@@ -279,15 +279,17 @@ class BrokerRpc:
         # Brokers learn the active controller from the quorum they follow, as Kafka's brokers
         # learn the Raft leader from their fetches; the term orders answers from different voters.
         node, address = self._active_api()
+        voters = self._log.voter_set()  # KIP-853: brokers learn the voters from the quorum
+        apis = tuple(sorted(a for i, a in self._settings.api_voters.items() if i in voters))
         try:
             pairs = self._log.record_maps_from(offset, req.max_records)
         except IndexError:  # folded into the snapshot: send the whole image instead
             image = self._log.image()
             return rpc_messages.MetadataFetchReply((), image.offset, status.log_start_offset, encode_snapshot(image),
-                                          image.offset, node, address, status.term)
+                                          image.offset, node, address, status.term, apis)
         last = max(status.last_offset, pairs[-1][0] if pairs else -1)
         return rpc_messages.MetadataFetchReply(tuple(pairs), last,
-                                      status.log_start_offset, None, None, node, address, status.term)
+                                      status.log_start_offset, None, None, node, address, status.term, apis)
 
     # -- background tasks ------------------------------------------------------------
 
