@@ -128,20 +128,29 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
 
 
 def unclean_elections(image: MetadataImage, records: Sequence[object]) -> list[str]:
-    """One operator line for each record electing a leader from outside the ISR (RECOVERING),
-    worded as Kafka's controller does: which partition, who leads, whom the ISR held."""
+    """One operator line for each record electing a leader from outside the ISR: unclean ones
+    (RECOVERING), worded as Kafka's controller does (which partition, who leads, whom the ISR
+    held), and clean ones from the ELR (KIP-966: the ISR was empty and the new leader is an
+    eligible leader replica, which has every committed record). Elections from the ISR are
+    the ordinary case and get no line here."""
     lines = []
     for record in records:
-        if not isinstance(record, PartitionChange) or record.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
+        if not isinstance(record, PartitionChange) or record.leader is None or record.leader < 0:
             continue
         topic = image.topic_by_id(record.topic_id)
         before = None if topic is None else topic.partitions.get(record.partition_id)
         name = f"{topic.name if topic else record.topic_id}-{record.partition_id}"
-        if before is None:
-            lines.append(f"Unclean leader election for {name}: broker {record.leader} leads")
-            continue
-        lines.append(f"Unclean leader election for {name}: broker {record.leader} leads at leader epoch "
-                     f"{before.leader_epoch + 1} though not in the ISR {list(before.isr)}; records only "
-                     "the old ISR had are lost")
+        if record.leader_recovery_state is LeaderRecoveryState.RECOVERING:
+            if before is None:
+                lines.append(f"Unclean leader election for {name}: broker {record.leader} leads")
+                continue
+            lines.append(f"Unclean leader election for {name}: broker {record.leader} leads at leader epoch "
+                         f"{before.leader_epoch + 1} though not in the ISR {list(before.isr)}; records only "
+                         "the old ISR had are lost")
+        elif before is not None and record.leader != before.leader and record.leader not in before.isr \
+                and record.leader in before.elr:
+            lines.append(f"Leader election from the ELR for {name}: broker {record.leader} leads at leader epoch "
+                         f"{before.leader_epoch + 1}; the ISR {list(before.isr)} had no live member and broker "
+                         f"{record.leader} is an eligible leader replica (ELR {list(before.elr)}), which has every "
+                         "committed record (KIP-966): a clean election")
     return lines
-

@@ -155,7 +155,14 @@ class Partition:
 
     def next_high_watermark(self, broker_id: int, now_ms: int, replica_lag_time_max_ms: int,
                             is_eligible: Callable[[int], bool]) -> HighWatermark:
-        """min LEO over the maximal ISR and the caught-up eligible followers outside it."""
+        """min LEO over the maximal ISR and the caught-up eligible followers outside it; it stands
+        still while the ISR is below min.insync.replicas (capped at the replica count, Kafka's
+        effectiveMinIsr): KIP-966's rule (Kafka's maybeIncrementLeaderHW since 3.7), so no record
+        only this leader holds becomes committed and readable. An ELR member, which left the ISR
+        below min ISR, then has every record a consumer may have read when it is elected."""
+        if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+            current = self.log.high_watermark
+            return HighWatermark(current, False, current >= self.leader_epoch_start_offset)
         leader_leo = self.log.log_end_offset
         maximal = self.maximal_isr
         # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.

@@ -8,6 +8,8 @@ and two controller lines, a fencing (quorum.broker_control) with its cause:
   "Fencing broker 5 (its listener 127.0.0.5:9092 closed ... the process exited): 3 partition change(s)"
 and a new active controller (quorum.active_controller):
   "Became active controller with epoch 4 (BeginEpoch committed at offset 120)"
+and its account of an election from outside the ISR (quorum.replication_control), a `leader-election` note:
+  "Leader election from the ELR for chaos-0: broker 2 leads at leader epoch 3; the ISR [] had no live ..."
 Each becomes an `election` / `truncation` / `fencing` event placed on the history's clock
 through the line's wall-clock time (common.log_setup's "%(asctime)s": local time, milliseconds).
 """
@@ -27,6 +29,9 @@ FENCING: Final = re.compile(r"Fencing broker (?P<broker>\d+) \((?P<reason>.*)\):
 SESSION_EXPIRED: Final = re.compile(r"no heartbeat for (?P<age>\d+) ms, session timeout (?P<session>\d+) ms")
 PROCESS_GONE: Final = "its listener"
 BECAME_ACTIVE: Final = re.compile(r"Became active controller with epoch (?P<epoch>\d+)")
+# the controller's account of an election from outside the ISR (quorum.replication_control.unclean_elections)
+ELECTED: Final = re.compile(r"(?P<how>Unclean leader election|Leader election from the ELR) for (?P<topic>\S+)-"
+                            r"(?P<partition>\d+): broker (?P<leader>\d+) leads at leader epoch (?P<epoch>\d+)")
 STAMP: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 
@@ -69,6 +74,14 @@ def parse_controller_log(lines: Iterable[str]) -> list[dict[str, Any]]:
         active = BECAME_ACTIVE.search(line)
         if active is not None and (wall := wall_time(line)) is not None:
             found.append({"kind": "controller-epoch", "wall": wall, "epoch": int(active.group("epoch"))})
+            continue
+        elected = ELECTED.search(line)
+        if elected is not None and (wall := wall_time(line)) is not None:
+            found.append({"kind": "note", "what": "leader-election", "wall": wall, "topic": elected.group("topic"),
+                          "partition": int(elected.group("partition")), "leader": int(elected.group("leader")),
+                          "leader_epoch": int(elected.group("epoch")),
+                          "how": "elr" if elected.group("how").endswith("ELR") else "unclean",
+                          "why": line[elected.end():].strip("; \n")})
             continue
         match = FENCING.search(line)
         wall = None if match is None else wall_time(line)

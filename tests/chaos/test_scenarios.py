@@ -20,7 +20,7 @@ pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
 
 IN_MAKE_TEST = ("leader-kill-loop", "follower-pause", "quorum-partition", "leader-isolation",
-                "isr-down-unclean-off", "isr-down-unclean-on")
+                "isr-down-unclean-off", "isr-down-unclean-on", "isr-down-elr")
 
 
 @pytest.fixture(autouse=True)
