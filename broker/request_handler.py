@@ -45,6 +45,7 @@ from broker.handlers.admin import (
 )
 from broker.handlers.cluster import handle_describe_cluster, handle_elect_leaders
 from broker.handlers.describe_quorum import handle_describe_quorum
+from broker.handlers.raft_voters import handle_add_raft_voter, handle_remove_raft_voter, handle_update_raft_voter
 from broker.handlers.features import handle_update_features
 from broker.handlers.configs import (
     handle_alter_configs,
@@ -181,6 +182,9 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)
     _row(ApiKey.UPDATE_FEATURES, handle_update_features),  # broker/handlers/features.py (issue 28)
+    _row(ApiKey.ADD_RAFT_VOTER, handle_add_raft_voter),  # broker/handlers/raft_voters.py (KIP-853)
+    _row(ApiKey.REMOVE_RAFT_VOTER, handle_remove_raft_voter),
+    _row(ApiKey.UPDATE_RAFT_VOTER, handle_update_raft_voter),
     _row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, handle_describe_topic_partitions),  # KIP-966's ELR (issue 28)
     _row(ApiKey.ELECT_LEADERS, handle_elect_leaders),
     # partition reassignment (KIP-455): broker/handlers/reassignments.py

@@ -16,16 +16,29 @@ unchanged by any refused change.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
+import msgpack
 from aiohttp import web
 
+from common import rpc
+from common.errors import ErrorCode
+from common.rpc_messages import RpcStatus
 from common.units import SECONDS
 from quorum.active_controller import NotActiveControllerError
 from quorum.admin_api import AdminError
+from quorum.broker_rpc import MSGPACK
 from quorum.http_json import read_json
-from quorum.voter_set import VoterChangeError, VoterEntry, check_address, check_directory_id, check_identity
+from quorum.voter_set import (
+    VoterChangeError,
+    VoterEntry,
+    VoterSet,
+    check_address,
+    check_directory_id,
+    check_identity,
+)
 
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
@@ -77,7 +90,9 @@ class VoterRoutes:
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/v1/quorum/voters", self._get_voters), web.post("/v1/quorum/voters", self._add),
-                web.delete("/v1/quorum/voters/{id}", self._remove), web.get("/v1/quorum/replica", self._replica)]
+                web.delete("/v1/quorum/voters/{id}", self._remove), web.get("/v1/quorum/replica", self._replica),
+                web.post("/rpc/add-raft-voter", self._rpc_add), web.post("/rpc/remove-raft-voter", self._rpc_remove),
+                web.post("/rpc/update-raft-voter", self._rpc_update)]
 
     def identity(self) -> dict[str, Any]:
         me = self._log.voter_set().get(self._server.settings.node_id)
@@ -119,19 +134,27 @@ class VoterRoutes:
         voter_id, api_address, directory_id, raft_address = parse_add(body)
 
         async def run() -> web.Response:
-            found = await self._probe(api_address)
             try:
-                entry = VoterEntry(voter_id, directory_id or found["directory_id"],
-                                   raft_address or found["raft_address"], api_address)
-                check_identity(entry, found["node_id"], found["directory_id"])
-                if found["raft_address"] != entry.raft_address:
-                    raise VoterChangeError("INVALID_REQUEST", f"controller {voter_id} listens for the quorum on "
-                                           f"{found['raft_address']}, not {entry.raft_address}", "raft_address")
-                voters = await self._log.add_voter(entry, timeout_s=VOTER_CHANGE_TIMEOUT)
+                voters = await self._add_voter(voter_id, api_address, directory_id, raft_address)
             except VoterChangeError as exc:
                 raise admin_error(exc) from None
             return web.json_response({"voters": voters.to_list()})
         return await self._server.write(request, raw, run)
+
+    async def _add_voter(self, voter_id: int, api_address: str, directory_id: str | None,
+                         raft_address: str | None) -> VoterSet:
+        """Probe the new controller, then AddRaftVoter on this (leading) controller."""
+        try:
+            found = await self._probe(api_address)
+        except AdminError as exc:
+            raise VoterChangeError(exc.error, exc.message, exc.field) from None
+        entry = VoterEntry(voter_id, directory_id or found["directory_id"], raft_address or found["raft_address"],
+                           api_address)
+        check_identity(entry, found["node_id"], found["directory_id"])
+        if found["raft_address"] != entry.raft_address:
+            raise VoterChangeError("INVALID_REQUEST", f"controller {voter_id} listens for the quorum on "
+                                   f"{found['raft_address']}, not {entry.raft_address}", "raft_address")
+        return await self._log.add_voter(entry, timeout_s=VOTER_CHANGE_TIMEOUT)
 
     async def _remove(self, request: web.Request) -> web.Response:
         self._server.authorize(request)
@@ -152,3 +175,67 @@ class VoterRoutes:
                 raise admin_error(exc) from None
             return web.json_response({"voters": voters.to_list()})
         return await self._server.write(request, b"", run)
+
+    # -- the broker RPCs behind AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (broker/handlers/raft_voters.py)
+
+    async def _rpc(self, request: web.Request, change: Callable[[dict[str, Any]], Awaitable[VoterSet]]) -> web.Response:
+        """Run `change` on the leader; every outcome is a reply (NOT_CONTROLLER names the active one)."""
+        try:
+            if (request.content_length or 0) > rpc.MAX_RPC_BODY_BYTES:
+                raise VoterChangeError("INVALID_REQUEST", f"body larger than {rpc.MAX_RPC_BODY_BYTES} bytes")
+            try:
+                body = msgpack.unpackb(await request.read(), raw=False, strict_map_key=True)
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                raise VoterChangeError("INVALID_REQUEST", f"the body is not msgpack ({type(exc).__name__})") from None
+            if not isinstance(body, dict) or type(body.get("voter_id")) is not int \
+                    or not isinstance(body.get("directory_id"), str):
+                raise VoterChangeError("INVALID_REQUEST", "the body needs voter_id and directory_id")
+            cluster_id = body.get("cluster_id")
+            if cluster_id is not None and cluster_id != self._server.settings.cluster_id:
+                raise VoterChangeError("INCONSISTENT_CLUSTER_ID", f"cluster id {cluster_id!r} is not this "
+                                       f"cluster's ({self._server.settings.cluster_id})", "cluster_id")
+            if not self._log.leadership()[0]:
+                raise VoterChangeError("NOT_LEADER_OR_FOLLOWER", "this controller does not lead the quorum")
+            voters = await change(body)
+            reply = rpc.encode_reply({"voter_ids": voters.ids})
+        except VoterChangeError as exc:
+            if exc.error == "NOT_LEADER_OR_FOLLOWER":  # the broker's client follows the redirect
+                node, address = self._server.active_api()
+                reply = rpc.encode_reply(None, RpcStatus(int(ErrorCode.NOT_CONTROLLER), exc.message, None, node,
+                                                         address if node != self._server.settings.node_id else None))
+            else:
+                reply = rpc.encode_reply(None, RpcStatus(int(ErrorCode[exc.error]), exc.message, exc.field))
+        return web.Response(body=msgpack.packb(reply, use_bin_type=True), content_type=MSGPACK)
+
+    async def _rpc_add(self, request: web.Request) -> web.Response:
+        async def change(body: dict[str, Any]) -> VoterSet:
+            api_address = check_address(body.get("api_address"), "api_address")
+            raft = body.get("raft_address")
+            return await self._add_voter(body["voter_id"], api_address, check_directory_id(body["directory_id"]),
+                                         None if raft is None else check_address(raft, "raft_address"))
+        return await self._rpc(request, change)
+
+    async def _rpc_remove(self, request: web.Request) -> web.Response:
+        async def change(body: dict[str, Any]) -> VoterSet:
+            return await self._log.remove_voter(body["voter_id"], check_directory_id(body["directory_id"]),
+                                                timeout_s=VOTER_CHANGE_TIMEOUT)
+        return await self._rpc(request, change)
+
+    async def _rpc_update(self, request: web.Request) -> web.Response:
+        """UpdateRaftVoter: a voter's endpoints are part of pysyncobj's membership entry (its quorum
+        address names it), so an update that changes nothing is accepted and any real change is
+        refused with what to do instead; a voter that is not one is VOTER_NOT_FOUND."""
+        async def change(body: dict[str, Any]) -> VoterSet:
+            voters = self._log.voter_set()
+            current = voters.get(body["voter_id"])
+            if current is None or not current.matches(check_directory_id(body["directory_id"])):
+                raise VoterChangeError("VOTER_NOT_FOUND", f"no voter {body['voter_id']} with directory id "
+                                       f"{body['directory_id']} in the voter set {voters.ids}", "voter_id")
+            raft, api = body.get("raft_address"), body.get("api_address")
+            known_api = current.api_address or self._server.settings.api_voters.get(current.node_id)
+            if (raft is not None and raft != current.raft_address) or (api is not None and api != known_api):
+                raise VoterChangeError("INVALID_REQUEST", f"voter {current.node_id} is at {current.raft_address} "
+                                       f"(API {known_api}); tidelog cannot move a voter in place: remove it, then "
+                                       "add it at its new address", "listeners")
+            return voters
+        return await self._rpc(request, change)

@@ -60,6 +60,9 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
 
 
 # (min, max) version answered per API, inclusive.
@@ -111,6 +114,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # the group coordinator's part (v3+: KIP-447's member checks; v5: transactions v2)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: KIP-994's duration filter
+    # KIP-853 (issue 28): asked of the active controller through the broker; Kafka 4's ranges
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # coordinator -> leaders (broker/handlers/txn_markers.py); v0 removed in Kafka 4 (KIP-896), as in kio
 }
 
@@ -162,6 +169,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.WRITE_TXN_MARKERS: 1,  # Kafka 4 dropped v0; the coordinator sends v1
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.ADD_RAFT_VOTER: 0,
+    ApiKey.REMOVE_RAFT_VOTER: 0,
+    ApiKey.UPDATE_RAFT_VOTER: 0,
 }
 
 

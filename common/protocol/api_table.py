@@ -147,6 +147,11 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # Kafka forwards UpdateFeatures too; ours asks the active controller's update-features RPC
     # (broker/handlers/features.py), as DescribeQuorum
     _kio(ApiKey.UPDATE_FEATURES, AclCheck(Op.ALTER, CLUSTER)),
+    # KIP-853, as DescribeQuorum: the active controller's voter RPCs (broker/handlers/raft_voters.py);
+    # Kafka's ACLs: ALTER on the CLUSTER to add or remove a voter, CLUSTER_ACTION for a voter's update
+    _kio(ApiKey.ADD_RAFT_VOTER, AclCheck(Op.ALTER, CLUSTER)),
+    _kio(ApiKey.REMOVE_RAFT_VOTER, AclCheck(Op.ALTER, CLUSTER)),
+    _kio(ApiKey.UPDATE_RAFT_VOTER, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),
     _kio(ApiKey.DESCRIBE_TOPIC_PARTITIONS, AclCheck(Op.DESCRIBE, TOPIC)),  # from the broker's image
     _kio(ApiKey.ELECT_LEADERS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
