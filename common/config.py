@@ -289,6 +289,19 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               between(0.5, 1.0)),
     ConfigKey("sasl.login.refresh.window.jitter", ConfigType.DOUBLE, 0.05,
               "Random jitter added to the refresh time.", between(0.0, 0.25)),
+    # --- Authorization (issue 29): Kafka's StandardAuthorizer (security.authorizer reads these)
+    ConfigKey("authorizer.class.name", _STRING, "",
+              "Empty: no authorizer (every request allowed, the ACL APIs answer SECURITY_DISABLED). "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or standard): ACLs from the metadata "
+              "log are enforced on every request.",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "StandardAuthorizer",
+                     "standard")),
+    ConfigKey("super.users", _STRING, "",
+              "Principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:ops).",
+              matches(r"(?:\s*[^;:\s][^;:]*:[^;]*|\s*)(?:;(?:\s*[^;:\s][^;:]*:[^;]*|\s*))*",
+                      "principals Type:name separated by ';'")),
+    ConfigKey("allow.everyone.if.no.acl.found", _BOOLEAN, False,
+              "With an authorizer: whether a resource no ACL names is open to everyone (Kafka's default: no)."),
     # --- Controller quorum (process.roles contains controller); quorum.voters parses the voters
     ConfigKey("controller.quorum.voters", _LIST, None,
               "Voters of the metadata quorum as id@host:port, e.g. 1@127.0.0.1:9093,2@127.0.0.2:9093.",
