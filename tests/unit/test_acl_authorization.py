@@ -1,0 +1,172 @@
+"""broker/handlers/authorization.py through the request handler: requests checked against the
+ACLs of the broker's image, per resource where Kafka is (bytes in, bytes out, no sockets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.request_handler import RequestHandler
+from common.config import parse_config
+from common.errors import ErrorCode
+from common.log_config import LogConfig
+from common.protocol import acls as acl_wire
+from common.protocol import metadata as md
+from common.protocol.api_keys import ApiKey
+from common.protocol.primitives import ProtocolError
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import changes_for_broker
+from metadata.records import AccessControlEntry, Partition, Topic
+from security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from tests.log_helpers import NOW, batch
+from tests.unit.test_request_handler import (
+    ADVERTISED,
+    IMAGE,
+    ME,
+    FakeAdmin,
+    FakeControllerClient,
+    call,
+    do_fetch,
+    do_produce,
+    fetch_request,
+    kio_call,
+    partitions,
+    replay,
+)
+
+Op, Res, Pat, Perm = AclOperation, ResourceType, PatternType, AclPermissionType
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def acl(i: int, rtype: ResourceType, name: str, op: AclOperation, perm: AclPermissionType = Perm.ALLOW,
+        pattern: PatternType = Pat.LITERAL, who: str = "User:ANONYMOUS") -> AccessControlEntry:
+    return AccessControlEntry(f"acl-{i}", int(rtype), name, int(pattern), who, "*", int(op), int(perm))
+
+
+# orders: WRITE (and so DESCRIBE); audit-*: READ by prefix; audit-secret: READ denied; the group "g" READ
+SECURED = replay(
+    IMAGE,
+    Topic("audit-log", "AUDITLOG"), Partition("AUDITLOG", 0, (ME,), (ME,), leader=ME),
+    Topic("audit-secret", "SECRET"), Partition("SECRET", 0, (ME,), (ME,), leader=ME),
+    acl(1, Res.TOPIC, "orders", Op.WRITE),
+    acl(2, Res.TOPIC, "audit-", Op.READ, pattern=Pat.PREFIXED),
+    acl(3, Res.TOPIC, "audit-secret", Op.READ, Perm.DENY),
+    acl(4, Res.GROUP, "g", Op.READ),
+)
+
+
+def make(tmp_path, image: MetadataImage, **config: str) -> tuple[RequestHandler, LogManager]:
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, image, ME), image)
+    broker_config = parse_config({"node.id": str(ME), "process.roles": "broker", **config})
+    handler = RequestHandler(ME, replicas, lambda: image, ADVERTISED, FakeControllerClient(),  # type: ignore[arg-type]
+                             auto_create_topics=True, cluster_id="test-cluster", topic_admin=FakeAdmin(),
+                             broker_config=broker_config)
+    return handler, log_manager
+
+
+@pytest.fixture
+def secured(tmp_path):
+    handler, log_manager = make(tmp_path, SECURED, **{"authorizer.class.name": "standard"})
+    yield handler
+    log_manager.shutdown()
+
+
+async def test_produce_is_refused_per_topic(secured) -> None:
+    answer = partitions(await do_produce(secured, 1, ("orders", 0, batch(1, tag="a")), ("audit-log", 0, batch(1, tag="b"))))
+    assert answer[("orders", 0)].error_code == ErrorCode.NONE
+    assert answer[("audit-log", 0)].error_code == TOPIC_DENIED
+
+
+async def test_produce_acks_0_to_a_denied_topic_answers_nothing(secured) -> None:
+    assert await do_produce(secured, 0, ("audit-log", 0, batch(1, tag="b"))) is None
+
+
+async def test_fetch_is_refused_per_topic_deny_wins(secured) -> None:
+    answer = partitions(await do_fetch(secured, fetch_request(("audit-log", 0, 0), ("audit-secret", 0, 0),
+                                                               ("orders", 0, 0))))
+    assert answer[("audit-log", 0)].error_code == ErrorCode.NONE  # PREFIXED READ
+    assert answer[("audit-secret", 0)].error_code == TOPIC_DENIED  # DENY over the prefixed ALLOW
+    assert answer[("orders", 0)].error_code == TOPIC_DENIED  # WRITE is not READ
+
+
+async def test_metadata_hides_or_refuses_topics(secured) -> None:
+    def request(topics, **kw):
+        return md.MetadataRequest(topics, **kw)
+
+    everything = await call(secured, ApiKey.METADATA, 9, request(None), md.encode_metadata_request,
+                            md.decode_metadata_response)
+    # DESCRIBE is implied by WRITE and by the prefixed READ; a DENY of READ does not deny DESCRIBE
+    assert sorted(t.name for t in everything.topics) == ["audit-log", "audit-secret", "orders"]
+    named = await call(secured, ApiKey.METADATA, 9, request(("dark", "orders", "new-one"),
+                                                            include_topic_authorized_operations=True),
+                       md.encode_metadata_request, md.decode_metadata_response)
+    by_name = {t.name: t for t in named.topics}
+    assert by_name["dark"].error_code == TOPIC_DENIED and by_name["new-one"].error_code == TOPIC_DENIED
+    assert by_name["orders"].error_code == ErrorCode.NONE
+    assert by_name["orders"].topic_authorized_operations == acl_wire.operations_bitfield({Op.WRITE, Op.DESCRIBE})
+
+
+async def test_group_acl(secured) -> None:
+    ok = await kio_call(secured, ApiKey.FIND_COORDINATOR, 3, key="g", key_type=0)
+    assert ok.error_code != ErrorCode.GROUP_AUTHORIZATION_FAILED
+    refused = await kio_call(secured, ApiKey.FIND_COORDINATOR, 3, key="other", key_type=0)
+    assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    heartbeat = await kio_call(secured, ApiKey.HEARTBEAT, 4, group_id="other", generation_id=1, member_id="m",
+                               group_instance_id=None)
+    assert heartbeat.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+async def test_an_api_without_its_own_gate_closes_the_connection(secured) -> None:
+    with pytest.raises(ProtocolError, match="not authorized to DESCRIBE CLUSTER"):
+        await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)
+
+
+async def test_describe_acls_from_the_image(secured) -> None:
+    request = acl_wire.describe_request(2, (int(Res.ANY), None, None, None, int(Op.ANY), int(Perm.ANY),
+                                            int(Pat.ANY)))
+    answer = await call(secured, ApiKey.DESCRIBE_ACLS, 2, request, acl_wire.encode_request,
+                        acl_wire.response_decoder(ApiKey.DESCRIBE_ACLS))
+    assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # no DESCRIBE on the cluster
+
+
+async def test_super_user_bypasses_and_describes_acls(tmp_path) -> None:
+    handler, log_manager = make(tmp_path, SECURED, **{"authorizer.class.name": "standard",
+                                                      "super.users": "User:ANONYMOUS"})
+    try:
+        answer = partitions(await do_produce(handler, 1, ("audit-secret", 0, batch(1, tag="a"))))
+        assert answer[("audit-secret", 0)].error_code == ErrorCode.NONE
+        request = acl_wire.describe_request(2, (int(Res.TOPIC), None, None, None, int(Op.ANY), int(Perm.ANY),
+                                                int(Pat.ANY)))
+        described = await call(handler, ApiKey.DESCRIBE_ACLS, 2, request, acl_wire.encode_request,
+                               acl_wire.response_decoder(ApiKey.DESCRIBE_ACLS))
+        assert described.error_code == ErrorCode.NONE
+        assert {(r.resource_name, r.pattern_type) for r in described.resources} == {
+            ("orders", Pat.LITERAL), ("audit-", Pat.PREFIXED), ("audit-secret", Pat.LITERAL)}
+    finally:
+        log_manager.shutdown()
+
+
+async def test_without_an_authorizer_nothing_is_checked(tmp_path) -> None:
+    handler, log_manager = make(tmp_path, SECURED)
+    try:
+        assert handler.context.authorizer is None
+        answer = partitions(await do_produce(handler, 1, ("audit-secret", 0, batch(1, tag="a"))))
+        assert answer[("audit-secret", 0)].error_code == ErrorCode.NONE
+    finally:
+        log_manager.shutdown()
+
+
+async def test_followers_need_cluster_action(secured) -> None:
+    from common.protocol import fetch
+    from common.protocol import offset_for_leader_epoch as ofle
+
+    follower_fetch = fetch.FetchRequest(2, 0, 0, 1 << 20, fetch.READ_UNCOMMITTED, (
+        fetch.FetchTopic("audit-log", (fetch.FetchPartition(0, 0, 1 << 20),)),), 0, 0)
+    answer = partitions(await do_fetch(secured, follower_fetch))
+    assert answer[("audit-log", 0)].error_code == TOPIC_DENIED  # READ is not CLUSTER_ACTION
+    request = ofle.request(3, [("audit-log", 0, 0, 0)], replica_id=2)
+    with pytest.raises(ProtocolError, match="CLUSTER_ACTION"):
+        await call(secured, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request, ofle.encode_request)
