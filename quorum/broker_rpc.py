@@ -279,7 +279,9 @@ class BrokerRpc:
         # Brokers learn the active controller from the quorum they follow, as Kafka's brokers
         # learn the Raft leader from their fetches; the term orders answers from different voters.
         node, address = self._active_api()
-        voters = self._log.voter_set()  # KIP-853: brokers learn the voters from the quorum
+        # KIP-853: brokers learn the voters from the quorum (quorum_ids and api_voters read the
+        # voter set live: quorum.live_voters)
+        voters = set(self._settings.quorum_ids.values())
         apis = tuple(sorted(a for i, a in self._settings.api_voters.items() if i in voters))
         try:
             pairs = self._log.record_maps_from(offset, req.max_records)

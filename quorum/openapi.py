@@ -219,6 +219,20 @@ SCHEMAS: Final[dict[str, Any]] = {
                                                  error_message=NULLABLE_STR, leader_id=INT, leader_epoch=INT,
                                                  isr=IDS, leader_recovery_state=INT, partition_epoch=INT))))),
     "DescribeQuorumRequest": _obj(None),  # no fields: the metadata log's one partition
+    # KIP-853: the voter set and changes to it (quorum.voter_routes)
+    "VoterEntry": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=NULLABLE_STR),
+    "Voter": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=NULLABLE_STR, role=STR),
+    "Voters": _obj(None, voters=_arr(_ref("Voter")), observers=_arr(_ref("Voter"))),
+    "VoterSet": _obj(None, voters=_arr(_ref("VoterEntry"))),
+    "AddVoter": _obj(["voter_id", "api_address"], voter_id=INT, api_address=STR, directory_id=STR, raft_address=STR),
+    "Replica": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=STR, is_voter=BOOL),
+    "AddRaftVoterRequest": _obj(["voter_id", "directory_id", "api_address"], cluster_id=NULLABLE_STR, voter_id=INT,
+                                directory_id=STR, api_address=STR, raft_address=NULLABLE_STR),
+    "RemoveRaftVoterRequest": _obj(["voter_id", "directory_id"], cluster_id=NULLABLE_STR, voter_id=INT,
+                                   directory_id=STR),
+    "UpdateRaftVoterRequest": _obj(["voter_id", "directory_id"], cluster_id=NULLABLE_STR, voter_id=INT,
+                                   directory_id=STR, api_address=NULLABLE_STR, raft_address=NULLABLE_STR),
+    "RaftVoterResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, voter_ids=IDS),
     "DescribeQuorumResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR, topic=STR, partition=INT,
                                    leader_id=INT, leader_epoch=INT, high_watermark=INT,
                                    voters=_arr(_ref("QuorumReplica")), observers=_arr(_ref("QuorumReplica"))),
@@ -283,6 +297,24 @@ PATHS: Final[dict[str, Any]] = {
         "DescribeQuorum (Kafka API 55), answered by the active controller (forwarded there): the leader and "
         "its Raft epoch, the high watermark, each voter's and observer's (broker's) log end offset and last "
         "fetch / caught-up times.", _ok("Quorum"))},
+    "/v1/quorum/voters": {
+        "get": _op("The voter set as this controller's log holds it (KIP-853): ids, directory ids, quorum and "
+                   "API addresses, which leads; and the observers the leader is catching up.", _ok("Voters")),
+        "post": _op("AddRaftVoter: the new controller (running, an observer) is asked who it is at api_address, "
+                    "caught up, then made a voter; answered once a majority of the new set committed it. 409 "
+                    "DUPLICATE_VOTER, 504 REQUEST_TIMED_OUT (not running, not caught up, another directory id, "
+                    "an earlier change pending), 400 INVALID_REQUEST; the set is unchanged by any refusal.",
+                    _ok("VoterSet"), _body("AddVoter"), write=True),
+    },
+    "/v1/quorum/voters/{id}": {
+        "parameters": [ID_PARAM, {"name": "directory_id", "in": "query", "required": True, "schema": STR}],
+        "delete": _op("RemoveRaftVoter: removing the active controller hands leadership over first. 404 "
+                      "VOTER_NOT_FOUND (not a voter with that directory id, or the last voter), 504 "
+                      "REQUEST_TIMED_OUT (the remaining voters would have no reachable majority).",
+                      _ok("VoterSet"), write=True),
+    },
+    "/v1/quorum/replica": {"get": _op("This controller's node id, directory id and addresses, and whether it is "
+                                      "a voter (what an add asks of the new controller).", _ok("Replica"))},
     "/v1/brokers/configs": {
         "get": _op("The cluster-wide dynamic broker configs (BROKER resource \"\").", _ok("BrokerConfigs")),
         "patch": _op("Change the cluster-wide dynamic broker configs, same body as a topic's; only Kafka's "
@@ -412,6 +444,12 @@ PATHS: Final[dict[str, Any]] = {
     "/rpc/allocate-producer-ids": _rpc("AllocateProducerIds.", "AllocateProducerIds"),
     "/rpc/describe-quorum": _rpc("DescribeQuorum for a broker a client asked (the answer of GET /v1/quorum).",
                                  "DescribeQuorum"),
+    "/rpc/add-raft-voter": {"post": _op("AddRaftVoter for a broker a client asked (KIP-853).", _ok(
+        "RaftVoterResponse", MSGPACK), _body("AddRaftVoterRequest", MSGPACK))},
+    "/rpc/remove-raft-voter": {"post": _op("RemoveRaftVoter for a broker a client asked (KIP-853).", _ok(
+        "RaftVoterResponse", MSGPACK), _body("RemoveRaftVoterRequest", MSGPACK))},
+    "/rpc/update-raft-voter": {"post": _op("UpdateRaftVoter (KIP-853): accepted when it changes nothing.", _ok(
+        "RaftVoterResponse", MSGPACK), _body("UpdateRaftVoterRequest", MSGPACK))},
     "/rpc/metadata-fetch": _rpc(
         "Committed metadata records from `offset`, long-polling up to max_wait_ms when there are none, "
         "or a snapshot when `offset` is below the retained log start.", "MetadataFetch", active_only=False),
