@@ -306,6 +306,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("controller.quorum.voters", _LIST, None,
               "Voters of the metadata quorum as id@host:port, e.g. 1@127.0.0.1:9093,2@127.0.0.2:9093.",
               all_of(non_empty, distinct)),
+    ConfigKey("controller.quorum.listener", _STRING, None,
+              "host:port of this controller's quorum listener when its node.id is not among "
+              "controller.quorum.voters: it starts as an observer of the quorum and becomes a voter "
+              "once added (KIP-853, `tidelog quorum add-controller`). tidelog's own key."),
     ConfigKey("controller.cluster.password", ConfigType.PASSWORD, None,
               "Shared secret of the controller quorum: it encrypts and authenticates every quorum "
               "message (pysyncobj's wire format is pickle, so a controller refuses to start without it)."),

@@ -36,18 +36,31 @@ class QuorumSettings:
     retained_records: int = RETAINED_RECORDS
     fsync: bool = True  # controller.quorum.fsync (quorum.durable_journal)
     prevote: bool = True  # controller.quorum.prevote (quorum.prevote)
+    # controller.quorum.listener: this controller's quorum address when it is not a static voter
+    # (it starts as an observer and joins through AddRaftVoter, quorum.voter_set)
+    listener: Voter | None = None
 
     def __post_init__(self) -> None:
-        if self.node_id not in self.voters:
+        if self.node_id not in self.voters and self.listener is None:
             raise ConfigError(f"node.id {self.node_id} is not one of the controller.quorum.voters "
-                              f"{sorted(self.voters)}")
+                              f"{sorted(self.voters)}; a controller joining a running quorum sets "
+                              "controller.quorum.listener to its own quorum host:port")
+        if self.node_id in self.voters and self.listener is not None \
+                and self.listener.address != self.voters[self.node_id].address:
+            raise ConfigError(f"config 'controller.quorum.listener' {self.listener.address} differs from "
+                              f"node {self.node_id}'s entry {self.voters[self.node_id].address} in "
+                              "controller.quorum.voters")
         if not isinstance(self.password, Password) or not self.password.value:
             raise ConfigError("config 'controller.cluster.password' must be set: the quorum's wire "
                               "format is pickle, and the password is what keeps strangers out")
 
     @property
     def me(self) -> Voter:
-        return self.voters[self.node_id]
+        """This controller's quorum address: its static voter entry, else its listener."""
+        if self.node_id in self.voters:
+            return self.voters[self.node_id]
+        assert self.listener is not None, "__post_init__ requires one of the two"
+        return self.listener
 
     @classmethod
     def from_config(cls, config: Config) -> QuorumSettings:
@@ -66,8 +79,16 @@ class QuorumSettings:
         fsync = config["controller.quorum.fsync"]
         prevote = config["controller.quorum.prevote"]
         assert isinstance(fsync, bool) and isinstance(prevote, bool)
+        listener = config["controller.quorum.listener"]
+        me = None
+        if listener is not None:
+            assert isinstance(listener, str)
+            try:
+                me = parse_voters([f"{node_id}@{listener}"])[node_id]
+            except ConfigError:
+                raise ConfigError(f"config 'controller.quorum.listener' must be host:port, got {listener!r}") from None
         return cls(node_id, parse_voters(voters), Path(base) / METADATA_DIR_NAME, password, fsync=fsync,
-                   prevote=prevote)
+                   prevote=prevote, listener=me)
 
 
 @dataclass(frozen=True, slots=True)

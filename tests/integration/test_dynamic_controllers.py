@@ -1,0 +1,339 @@
+"""Dynamic controllers (KIP-853, issue 28) with real pysyncobj voters in this process: a quorum
+grown from 3 to 5 keeps its membership across a restart of every voter (and the added ones
+count toward its majority), and every refused change leaves the voter set as it was, with
+Kafka's error. Then with real processes: a 3-controller cluster grown to 5 and shrunk to 3
+through the admin API and the CLI while topics are created and broker 4 heartbeats.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.config_schema import Password
+from common.errors import ErrorCode
+from common.kafka_client import KafkaClient
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
+from common.properties import set_entries
+from common.waiting import wait_until_async
+from localcluster.cluster_layout import CONTROLLER, NodeSpec
+from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
+from quorum.metadata_log import MetadataLog
+from quorum.quorum_settings import QuorumSettings
+from quorum.voter_set import ZERO_DIRECTORY_ID, VoterChangeError, VoterEntry, directory_id_bytes
+from quorum.voters import Voter
+from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, wait_until
+from tests.integration.test_describe_quorum import describe_through_broker
+from tidelog.cli_common import parse_bootstrap_servers
+
+HOSTS = tuple(f"127.0.0.{i}" for i in range(1, 7))
+STATIC = (1, 2, 3)
+WAIT_S = 15.0
+CHANGE_S = 5.0
+
+
+async def until(what: str, condition: Callable[[], Any]) -> Any:
+    return await wait_until_async(what, condition, WAIT_S, poll_s=0.05)
+
+
+class Quorum:
+    """Voters 1..6 on 127.0.0.N, one port; 1-3 static, the others join. Every voter closed on exit."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root, self.port = root, port
+        self.logs: dict[int, MetadataLog] = {}
+
+    def start(self, node_id: int, password: str = "s3cret") -> MetadataLog:
+        static = {i: Voter(i, HOSTS[i - 1], self.port) for i in STATIC}
+        listener = None if node_id in static else Voter(node_id, HOSTS[node_id - 1], self.port)
+        log = MetadataLog(QuorumSettings(node_id, static, self.root / f"controller-{node_id}", Password(password),
+                                         listener=listener))
+        self.logs[node_id] = log
+        return log
+
+    def stop(self, node_id: int) -> None:
+        self.logs.pop(node_id).close()
+
+    def entry(self, node_id: int) -> VoterEntry:
+        return VoterEntry(node_id, self.logs[node_id].directory_id, f"{HOSTS[node_id - 1]}:{self.port}")
+
+    async def leader(self) -> MetadataLog:
+        found: MetadataLog = await until("a leader", lambda: next(
+            (log for log in self.logs.values() if log.leadership()[0]), None))
+        return found
+
+    def views(self) -> dict[int, list[int]]:
+        return {i: log.voter_set().ids for i, log in sorted(self.logs.items())}
+
+
+@pytest.fixture
+async def quorum(tmp_path: Path) -> AsyncIterator[Quorum]:
+    [port] = free_ports(HOSTS, 1)
+    started = Quorum(tmp_path, port)
+    try:
+        yield started
+    finally:
+        for node_id in list(started.logs):  # even when the test failed half-way
+            started.stop(node_id)
+
+
+async def grow(quorum: Quorum, *node_ids: int) -> MetadataLog:
+    leader = await quorum.leader()
+    for node_id in node_ids:
+        quorum.start(node_id)
+        assert not quorum.logs[node_id].is_voter()  # an observer until added
+        await leader.add_voter(quorum.entry(node_id), timeout_s=CHANGE_S)
+    return leader
+
+
+async def test_a_grown_quorum_keeps_its_membership_across_a_restart(quorum: Quorum) -> None:
+    for node_id in STATIC:
+        quorum.start(node_id)
+    leader = await grow(quorum, 4, 5)
+    assert leader.voter_set().ids == [1, 2, 3, 4, 5]
+    await until("every voter holds the grown set", lambda: set(map(tuple, quorum.views().values())) == {(1, 2, 3, 4, 5)})
+    quorum.logs[4].forceLogCompaction()  # one voter restarts from a dump, the others from their journal
+    await until("voter 4 wrote a dump", lambda: (quorum.root / "controller-4" / "quorum.dump").exists())
+    for node_id in list(quorum.logs):
+        quorum.stop(node_id)
+    for node_id in (1, 2, 3, 4, 5):  # the static config still names 1-3 only
+        quorum.start(node_id)
+    assert quorum.views() == {i: [1, 2, 3, 4, 5] for i in (1, 2, 3, 4, 5)}
+    await quorum.leader()
+    quorum.stop(1)
+    quorum.stop(2)
+    # 3, 4 and 5 are a majority of five only if 4 and 5 count as voters after the restart
+    await until("a leader among 3, 4 and 5", lambda: next(
+        (i for i, log in quorum.logs.items() if log.leadership()[0]), None))
+
+
+async def test_refused_changes_leave_the_voter_set_as_it_was(quorum: Quorum) -> None:
+    for node_id in STATIC:
+        quorum.start(node_id)
+    leader = await grow(quorum, 4, 5)
+    leader_id = next(i for i, log in quorum.logs.items() if log is leader)
+    follower = next(log for i, log in quorum.logs.items() if log is not leader and i in STATIC)
+    before = [1, 2, 3, 4, 5]
+    await until("every voter holds the grown set", lambda: set(map(tuple, quorum.views().values())) == {tuple(before)})
+
+    async def refused(change: Any) -> VoterChangeError:
+        with pytest.raises(VoterChangeError) as caught:
+            await change
+        assert leader.voter_set().ids == before
+        return caught.value
+
+    # an observer that never catches up (it cannot read the quorum: another password)
+    quorum.start(6, password="not-the-quorum's")
+    error = await refused(leader.add_voter(quorum.entry(6), timeout_s=1.5))
+    assert error.error == "REQUEST_TIMED_OUT" and "lagging behind" in error.message
+    quorum.stop(6)
+    # voter id 4 again, from another disk (another directory id)
+    other_disk = VoterEntry(4, "AQIDBAUGBwgJCgsMDQ4PEA", f"{HOSTS[5]}:{quorum.port}")
+    assert (await refused(leader.add_voter(other_disk, timeout_s=1.0))).error == "DUPLICATE_VOTER"
+    # removing voter 4 under another directory id, or a voter that does not exist
+    assert (await refused(leader.remove_voter(4, "AQIDBAUGBwgJCgsMDQ4PEA", timeout_s=1.0))).error == "VOTER_NOT_FOUND"
+    assert (await refused(leader.remove_voter(9, ZERO_DIRECTORY_ID, timeout_s=1.0))).error == "VOTER_NOT_FOUND"
+    # asked of a follower
+    assert (await refused(follower.add_voter(quorum.entry(4), timeout_s=1.0))).error == "NOT_LEADER_OR_FOLLOWER"
+    # two of five down (the leader keeps its majority): removing a third that is up would leave
+    # two reachable of four
+    others = [i for i in before if i != leader_id]
+    down, survivor = others[:2], others[2]
+    for node_id in down:
+        quorum.stop(node_id)
+    await until("the leader no longer hears from the stopped voters", lambda: not set(down) & live(leader))
+    entry = leader.voter_set().get(survivor)
+    assert entry is not None
+    error = await refused(leader.remove_voter(survivor, entry.directory_id, timeout_s=1.0))
+    assert error.error == "REQUEST_TIMED_OUT" and "majority" in error.message
+
+
+def live(log: MetadataLog) -> set[int]:
+    """The voters the leader heard from lately (read off its tick thread: a test's approximation)."""
+    return log._live_voters()
+
+
+async def test_the_last_voter_is_never_removed(quorum: Quorum) -> None:
+    quorum.start(1)
+    quorum.start(2)
+    quorum.start(3)
+    leader = await quorum.leader()
+    leader_id = next(i for i, log in quorum.logs.items() if log is leader)
+    for node_id in [i for i in STATIC if i != leader_id]:  # shrink to the leader alone
+        await leader.remove_voter(node_id, ZERO_DIRECTORY_ID, timeout_s=CHANGE_S)
+    assert leader.voter_set().ids == [leader_id]
+    with pytest.raises(VoterChangeError) as caught:
+        await leader.remove_voter(leader_id, ZERO_DIRECTORY_ID, timeout_s=1.0)
+    assert caught.value.error == "VOTER_NOT_FOUND" and leader.voter_set().ids == [leader_id]
+
+
+# --- the same with real processes, through the admin API, the CLI and a broker ---------------
+
+NEW_CONTROLLERS = (5, 6)  # 127.0.0.4 is broker 4
+TOPICS_MAX = 400  # the workload's bound; it stops when the test does
+
+
+def start_controller(cluster: LocalCluster, node_id: int, raft_port: int, admin_port: int) -> NodeProcess:
+    """Controller `node_id` on 127.0.0.N, configured like controller 1 but not among the static
+    voters: it starts as an observer (controller.quorum.listener)."""
+    base = cluster.node(1).spec
+    host = f"127.0.0.{node_id}"
+    spec = NodeSpec(node_id, CONTROLLER, host, raft_port, admin_port, base.directory.parent / f"controller-{node_id}")
+    spec.directory.mkdir(mode=0o700)
+    text = set_entries(base.properties_path.read_text(encoding="utf-8"), {
+        "node.id": str(node_id), "controller.listener": spec.admin_address,
+        "controller.quorum.listener": spec.quorum_address, "metadata.log.dir": str(spec.directory)},
+        str(spec.properties_path), "A controller joining the running quorum (test_dynamic_controllers).")
+    spec.properties_path.write_text(text, encoding="utf-8")
+    spec.properties_path.chmod(0o600)
+    return NodeProcess.spawn(spec)
+
+
+def voter_ids(url: str) -> list[int] | None:
+    status, body = http(f"{url}/v1/quorum/voters")
+    return [v["node_id"] for v in json.loads(body)["voters"]] if status == 200 else None
+
+
+def kafka_call(cluster: LocalCluster, api_key: ApiKey, version: int, request: Any) -> Any:
+    assert cluster.bootstrap_servers is not None
+    with KafkaClient(parse_bootstrap_servers(cluster.bootstrap_servers)) as client:
+        return client.call(None, api_key, version, request, messages.encode_request,
+                           messages.response_decoder(api_key))
+
+
+def add_raft_voter(cluster: LocalCluster, node_id: int, api: str) -> Any:
+    """AddRaftVoter v1 through broker 4, as a Kafka admin client sends it (raw kio request)."""
+    replica = json.loads(http(f"http://{api}/v1/quorum/replica")[1])
+    m = messages.request_module(ApiKey.ADD_RAFT_VOTER, 1)
+    host, port = api.split(":")
+    request = m.AddRaftVoterRequest(
+        cluster_id=None, timeout=datetime.timedelta(seconds=10), voter_id=node_id,
+        voter_directory_id=uuid.UUID(bytes=directory_id_bytes(replica["directory_id"])),
+        listeners=(m.Listener(name="CONTROLLER", host=host, port=int(port)),), ack_when_committed=True)
+    return kafka_call(cluster, ApiKey.ADD_RAFT_VOTER, 1, request)
+
+
+def remove_raft_voter(cluster: LocalCluster, node_id: int, directory: uuid.UUID) -> Any:
+    m = messages.request_module(ApiKey.REMOVE_RAFT_VOTER, 0)
+    return kafka_call(cluster, ApiKey.REMOVE_RAFT_VOTER, 0, m.RemoveRaftVoterRequest(
+        cluster_id=None, voter_id=node_id, voter_directory_id=directory))
+
+
+class Workload:
+    """Creates topics through one controller and watches broker 4, on a thread, until stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.fenced_seen = False
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="workload", daemon=True)
+        self.created: list[str] = []
+        self.failed: list[tuple[str, int, bytes]] = []
+        self.epochs: set[int] = set()
+
+    def _run(self) -> None:
+        for i in range(TOPICS_MAX):  # bounded; the test stops it sooner
+            if self.stopped.is_set():
+                return
+            name = f"grow-{i}"
+            status, body = http(f"{self.url}/v1/topics", "POST", {"name": name, "partitions": 1,
+                                                                 "replication_factor": 1})
+            (self.created.append(name) if status == 201 else self.failed.append((name, status, body[:200])))
+            status, body = http(f"{self.url}/v1/brokers/{BROKER_ID}")
+            if status == 200:
+                broker = json.loads(body)
+                self.fenced_seen |= bool(broker["fenced"])
+                self.epochs.add(broker["broker_epoch"])
+
+    def __enter__(self) -> Workload:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+
+def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from tidelog.cli import main
+
+    raft_port, admin_port = free_ports([f"127.0.0.{i}" for i in NEW_CONTROLLERS], 2)
+    started: list[NodeProcess] = []
+    with running_cluster(tmp_path / "cluster") as cluster:
+        try:
+            urls = {n.spec.node_id: n.spec.admin_url for n in cluster.controllers}
+            active = json.loads(http(f"{urls[1]}/v1/cluster")[1])["active_controller"]
+            removed = [active, next(i for i in (1, 2, 3) if i != active)]
+            kept = next(i for i in (1, 2, 3) if i not in removed)
+            with Workload(urls[kept]) as workload:
+                wait_until("the workload created topics", lambda: len(workload.created) >= 5)
+                for node_id in NEW_CONTROLLERS:  # the first through the admin API, the second with AddRaftVoter
+                    started.append(start_controller(cluster, node_id, raft_port, admin_port))
+                    api = f"127.0.0.{node_id}:{admin_port}"
+                    wait_until(f"controller {node_id} answers", lambda: http(f"http://{api}/v1/quorum/replica")[0] == 200)
+                    if node_id == NEW_CONTROLLERS[0]:
+                        status, body = http(f"{urls[kept]}/v1/quorum/voters", "POST",
+                                            {"voter_id": node_id, "api_address": api})
+                        assert status == 200, body
+                    else:
+                        assert add_raft_voter(cluster, node_id, api).error_code == ErrorCode.NONE
+                    urls[node_id] = f"http://{api}"
+                # bad input through the Kafka API: Kafka's errors, the set unchanged
+                assert add_raft_voter(cluster, NEW_CONTROLLERS[0], urls[NEW_CONTROLLERS[0]].removeprefix("http://"),
+                                      ).error_code == ErrorCode.DUPLICATE_VOTER
+                assert remove_raft_voter(cluster, 9, uuid.UUID(int=0)).error_code == ErrorCode.VOTER_NOT_FOUND
+                grown = [1, 2, 3, *NEW_CONTROLLERS]
+                for url in urls.values():
+                    wait_until(f"{url} lists five voters", lambda: voter_ids(url) == grown)
+                described = describe_through_broker(cluster, 2)
+                assert sorted(v.replica_id for v in described.topics[0].partitions[0].current_voters) == grown
+                # the active controller first (it hands over), through the CLI; then another, through the API
+                assert main(["quorum", "remove-controller", "--admin-url", urls[kept],
+                             "--controller-id", str(removed[0])]) == 0
+                assert f"Removed controller {removed[0]}" in capsys.readouterr().out
+                status, body = http(f"{urls[kept]}/v1/quorum/voters")
+                entry = next(v for v in json.loads(body)["voters"] if v["node_id"] == removed[1])
+                status, body = http(f"{urls[kept]}/v1/quorum/voters/{removed[1]}?directory_id={entry['directory_id']}",
+                                    "DELETE")
+                assert status == 200, body
+                shrunk = sorted([kept, *NEW_CONTROLLERS])
+                assert voter_ids(urls[kept]) == shrunk
+                for node_id in removed:  # the operator stops what it removed
+                    assert cluster.node(node_id).stop().exit_status == 0
+                count = len(workload.created)
+                wait_until("topics are created with the shrunk quorum", lambda: len(workload.created) >= count + 10)
+            assert not workload.fenced_seen and len(workload.epochs) == 1, (workload.fenced_seen, workload.epochs)
+            topics = {t["name"] for t in json.loads(http(f"{urls[kept]}/v1/topics")[1])}
+            assert set(workload.created) <= topics  # no acknowledged write lost
+            assert len(workload.failed) <= 2, workload.failed  # the handover may refuse one or two (retriable)
+            for node_id in shrunk:  # every remaining voter agrees, the new ones included
+                wait_until(f"controller {node_id} holds every topic", lambda: set(workload.created) <= {
+                    t["name"] for t in json.loads(http(f"{urls[node_id]}/v1/topics")[1])})
+            # broker 4 follows the voter set: with every controller of its static config stopped, it
+            # still reaches the quorum (its RPCs, DescribeQuorum forwarded) and stays unfenced
+            broker_log = cluster.brokers[0].spec.log_path
+            apis = ", ".join(sorted(urls[i].removeprefix("http://") for i in shrunk))
+            wait_until("broker 4 follows the shrunk voter set", lambda: f"voters are now at {apis}" in
+                       broker_log.read_text(errors="replace"))
+            assert cluster.node(kept).stop().exit_status == 0
+            new = urls[NEW_CONTROLLERS[0]]
+            status, body = http(f"{new}/v1/topics", "POST", {"name": "after-shrink", "partitions": 1,
+                                                             "replication_factor": 1})
+            assert status == 201, body
+            described = wait_until("DescribeQuorum through broker 4", lambda: describe_through_broker(cluster, 2))
+            assert sorted(v.replica_id for v in described.topics[0].partitions[0].current_voters) == shrunk
+            broker = json.loads(http(f"{new}/v1/brokers/{BROKER_ID}")[1])
+            assert not broker["fenced"] and {broker["broker_epoch"]} == workload.epochs
+        finally:
+            for node in started:
+                node.stop()
