@@ -1,4 +1,5 @@
-"""Batch-read throughput of the tidelog Spark source, beside a plain confluent-kafka consumer.
+"""Batch-read throughput of the tidelog Spark source, beside a plain confluent-kafka consumer,
+and batch-write throughput of its sink, at-least-once beside exactly-once.
 
 One run, one cluster (controller 1 + broker 2 on loopback, RF 1), one topic of
 `--partitions` partitions holding `--records` records of `--value-bytes` bytes (keys 8
@@ -12,15 +13,28 @@ bytes, no headers). Then, on the same records:
   source's cost without Spark;
 - Spark -> noop: `spark.read.format("tidelog")...write.format("noop")`, local[2]: the
   source through Spark (Python workers, Arrow transfer), no output cost;
-- Spark -> Parquet: the same into Parquet files (snappy) in a temporary directory.
+- Spark -> Parquet: the same into Parquet files (snappy) in a temporary directory;
+- Spark -> tidelog at-least-once: the first `--write-records` of those records (key,
+  value, each to the partition it was read from) written back into a topic of as many
+  partitions by the sink (`df.write.format("tidelog")`, spark/writer.py): one idempotent
+  producer per task, no transaction;
+- Spark -> tidelog exactly-once: the same rows into another topic with `transactional=true`
+  (spark/txn_sink.py): each task writes its rows in a transaction it prepares, the driver
+  commits them all (EndTxn) once every task succeeded.
+  The two alternate `--write-runs` times, each run into topics of its own (the first write
+  after the reads is the slowest whichever sink does it: imports in the workers, the JIT);
+  the ratio of the best rows/s of each is printed and is in the JSON (`eos_over_alo`, on
+  the exactly-once row). Each output is read back with the source (read_committed for the
+  exactly-once one) and must hold every row.
 
 Spark's first query (worker start-up, imports) runs before the timed ones on the first
 1000 records of each partition and is reported on its own. rows/s = records / wall-clock seconds of the phase.
 Each Spark phase also gives the CPU it cost per row, from /proc: the JVM (Spark's own
 threads), the Python workers (the source's `read()`), and the broker.
 
-    python bench/spark_ingest.py [--records 2000000] [--value-bytes 100] [--partitions 4]
-                                 [--noop-runs 1] [--conf spark.key=value ...]
+    python bench/spark_ingest.py [--records 2000000] [--write-records 300000] [--write-runs 2]
+                                 [--value-bytes 100] [--partitions 4] [--noop-runs 1]
+                                 [--conf spark.key=value ...]
 """
 
 from __future__ import annotations
@@ -47,6 +61,9 @@ from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
 HOSTS: Final = ("127.0.0.1", "127.0.0.2")
 TOPIC: Final = "bench"
+WARM_RECORDS: Final = 1000  # per partition: Spark's first query, not counted
+# the sinks' phases: label, transactional, the isolation level their output is read back with
+SINKS: Final = (("ALO", False, "read_uncommitted"), ("EOS", True, "read_committed"))
 READY_S: Final = 60.0
 CLIENT_TIMEOUT_S: Final = 600.0  # one phase; a stuck broker fails the run
 CONSUME_BATCH: Final = 10_000
@@ -111,9 +128,9 @@ def timed(label: str, records: int, record_bytes: int, action: Callable[[], int]
     return row
 
 
-def create_topic(admin_url: str, partitions: int) -> None:
+def create_topic(admin_url: str, partitions: int, name: str = TOPIC) -> None:
     import urllib.request
-    body = json.dumps({"name": TOPIC, "partitions": partitions, "replication_factor": 1, "configs": {}}).encode()
+    body = json.dumps({"name": name, "partitions": partitions, "replication_factor": 1, "configs": {}}).encode()
     request = urllib.request.Request(f"{admin_url}/v1/topics", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as answer:
@@ -173,6 +190,63 @@ def source_between(session: Any, bootstrap: str, ends: dict[str, dict[str, int]]
         .option("subscribe", TOPIC).option("endingOffsets", json.dumps(ends)).load()
 
 
+def first_records(records: int, partitions: int) -> dict[int, int]:
+    """Partition -> end offset of the first `records` records `produce` wrote (round robin)."""
+    return {p: records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)}
+
+
+def write_back(session: Any, bootstrap: str, topic: str, ends: dict[int, int], *,
+               transactional: bool) -> Callable[[], int]:
+    """A phase writing the source's records below `ends` (key, value, each to the partition it
+    was read from) into `topic` through the sink; it answers how many it wrote."""
+    def write() -> int:
+        rows = source_between(session, bootstrap, {TOPIC: {str(p): end for p, end in ends.items()}})
+        writer = rows.select("key", "value", "partition").write.format("tidelog").mode("append") \
+            .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+        if transactional:
+            writer = writer.option("transactional", "true")
+        writer.save()
+        return sum(ends.values())
+    return write
+
+
+def read_back(session: Any, bootstrap: str, topic: str, records: int, isolation: str) -> None:
+    """The output holds every row once: a reader of `isolation` counts `records` (read_committed
+    for the exactly-once sink: only its committed transactions, no commit-log record)."""
+    found = session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
+        .option("subscribe", topic).option("kafka.isolation.level", isolation).load().count()
+    if found != records:
+        raise SystemExit(f"{topic} holds {found} rows under {isolation}, expected {records}")
+
+
+def write_phases(session: Any, admin_url: str, bootstrap: str, args: argparse.Namespace, record_bytes: int,
+                 cpu: Callable[[], dict[str, float]]) -> list[dict[str, Any]]:
+    """Each sink writes the first `args.write_records` records `args.write_runs` times,
+    alternating, into topics bench-out-<sink>-<run>; each output read back whole."""
+    written = min(args.write_records, args.records)
+    ends = first_records(written, args.partitions)
+    topics = {(label, run): f"bench-out-{label.lower()}-{run}"
+              for label, _, _ in SINKS for run in range(args.write_runs)}
+    for topic in topics.values():
+        create_topic(admin_url, args.partitions, topic)
+    time.sleep(1.0)  # the broker applies the new topics' metadata
+    rows: list[dict[str, Any]] = []
+    best: dict[str, dict[str, Any]] = {}
+    for run in range(args.write_runs):
+        for label, transactional, isolation in SINKS:
+            topic = topics[(label, run)]
+            row = timed(f"Spark -> tidelog ({label})", written, record_bytes,
+                        write_back(session, bootstrap, topic, ends, transactional=transactional), cpu)
+            read_back(session, bootstrap, topic, written, isolation)
+            rows.append(row)
+            if label not in best or row["rows_per_s"] > best[label]["rows_per_s"]:
+                best[label] = row
+    ratio = round(best["EOS"]["rows_per_s"] / best["ALO"]["rows_per_s"], 2)
+    best["EOS"]["eos_over_alo"] = ratio
+    print(f"exactly-once / at-least-once (best of {args.write_runs} each): {ratio:.2f}", flush=True)
+    return rows
+
+
 def spark_session(conf: list[str]) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -194,6 +268,9 @@ def spark_session(conf: list[str]) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--write-records", type=int, default=300_000,
+                        help="records each sink writes (the first ones; at most --records)")
+    parser.add_argument("--write-runs", type=int, default=2, help="timed runs of each sink, alternating")
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--noop-runs", type=int, default=1, help="timed Spark -> noop runs")
@@ -213,8 +290,7 @@ def main() -> None:
               f"{args.partitions} partitions", flush=True)
         rows.append(timed("produce (acks=1)", args.records, record_bytes,
                           lambda: produce(bootstrap, args.records, args.partitions, args.value_bytes)))
-        ends = {p: args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
-                for p in range(args.partitions)}
+        ends = first_records(args.records, args.partitions)
         rows.append(timed("plain consumer", args.records, record_bytes,
                           lambda: plain_consumer(bootstrap, args.partitions, args.records)))
         rows.append(timed("range reader (Arrow)", args.records, record_bytes, lambda: range_reader(bootstrap, ends)))
@@ -225,7 +301,7 @@ def main() -> None:
                 return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
                     .option("subscribe", TOPIC).load()
             started = time.perf_counter()
-            warm_ends = {TOPIC: {str(p): min(1000, end) for p, end in ends.items()}}
+            warm_ends = {TOPIC: {str(p): min(WARM_RECORDS, end) for p, end in ends.items()}}
             warm = source_between(session, bootstrap, warm_ends).count()  # starts both Python workers
             print(f"{'Spark first query':<22} {warm:>10,} records {time.perf_counter() - started:8.2f} s "
                   "(worker start-up, not counted)", flush=True)
@@ -246,6 +322,7 @@ def main() -> None:
             written = session.read.parquet(str(out)).count()
             if written != args.records:
                 raise SystemExit(f"Parquet holds {written} rows, expected {args.records}")
+            rows += write_phases(session, cluster.admin_url, bootstrap, args, record_bytes, cpu)
         finally:
             session.stop()
     print(json.dumps(rows))
