@@ -368,7 +368,8 @@ class MetadataLog(VoterMembership, SyncObj):
                 observers.append((learner.node_id, progress.last_response_ms, end - 1 if end >= 0 else -1))
         return describe(leader_id=self._settings.node_id, term=term, high_watermark=high_watermark,
                         last_applied_index=self.raftLastApplied, followers=followers, offsets=self._offsets,
-                        observers=observers, now_ms=int(time.time() * 1000))
+                        observers=observers, now_ms=int(time.time() * 1000),
+                        directory_ids={v.node_id: v.directory_id for v in [*self._voters, *self.learners()]})
 
     def durability(self) -> tuple[bool, int, int]:
         """(fsync on, fsync batches so far, entries they made durable): for logs and the bench."""

@@ -96,23 +96,28 @@ class OffsetIndex:
 
 def describe(*, leader_id: int, term: int, high_watermark: int, last_applied_index: int,
              followers: Mapping[int, Progress | None], offsets: OffsetIndex,
-             observers: Sequence[tuple[int, int, int]], now_ms: int) -> QuorumDescription:
+             observers: Sequence[tuple[int, int, int]], now_ms: int,
+             directory_ids: Mapping[int, str] | None = None) -> QuorumDescription:
     """`followers`: voter id -> its progress in `term` (None: not heard from); `observers`:
-    (broker id, last heartbeat wall ms, reported metadata offset) each."""
-    voters = [ReplicaState(leader_id, high_watermark, UNKNOWN, now_ms)]
+    (broker id, last heartbeat wall ms, reported metadata offset) each; `directory_ids`: the
+    controllers' (KIP-853), by id."""
+    dirs = directory_ids or {}
+    voters = [ReplicaState(leader_id, high_watermark, UNKNOWN, now_ms, dirs.get(leader_id))]
     for voter_id in sorted(followers):
         progress = followers[voter_id]
         if progress is None:
-            voters.append(ReplicaState(voter_id, UNKNOWN))
+            voters.append(ReplicaState(voter_id, UNKNOWN, directory_id=dirs.get(voter_id)))
             continue
         leo = high_watermark if progress.match_index >= last_applied_index \
             else offsets.end_offset(progress.match_index)
-        voters.append(ReplicaState(voter_id, leo, progress.last_response_ms, progress.last_caught_up_ms))
+        voters.append(ReplicaState(voter_id, leo, progress.last_response_ms, progress.last_caught_up_ms,
+                                   dirs.get(voter_id)))
     # By id, the leader among them, as Kafka's answer lists its voter states (a map by id);
     # `tidelog quorum describe --replication` puts the leader first itself, as Kafka's tool.
     voters.sort(key=lambda voter: voter.replica_id)
     watchers = []
     for broker_id, contact_ms, metadata_offset in sorted(observers):
         leo = metadata_offset + 1 if metadata_offset >= 0 else UNKNOWN
-        watchers.append(ReplicaState(broker_id, leo, contact_ms, contact_ms if leo >= high_watermark else UNKNOWN))
+        watchers.append(ReplicaState(broker_id, leo, contact_ms, contact_ms if leo >= high_watermark else UNKNOWN,
+                                     dirs.get(broker_id)))
     return QuorumDescription(leader_id, term, high_watermark, tuple(voters), tuple(watchers))

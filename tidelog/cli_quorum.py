@@ -16,8 +16,9 @@ leadership over first. Both print the voter set after the change.
 The lines and columns are Kafka's MetadataQuorumCommand's: --status prints ClusterId,
 LeaderId, LeaderEpoch, HighWatermark, MaxFollowerLag, MaxFollowerLagTimeMs, CurrentVoters,
 CurrentObservers; --replication a table of NodeId, DirectoryId, LogEndOffset, Lag,
-LastFetchTimestamp, LastCaughtUpTimestamp, Status (Leader, Follower, Observer). tidelog's
-voters have no directory ids (Kafka's zero Uuid is printed) and no Kafka-protocol endpoints.
+LastFetchTimestamp, LastCaughtUpTimestamp, Status (Leader, Follower, Observer). A controller
+added to the quorum has its directory id; the voters the cluster first started with and the
+brokers print Kafka's zero Uuid (nobody recorded theirs).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def replication_rows(quorum: QuorumDescription, *, human_readable: bool, now_ms:
         return f"{max(now_ms - ms, 0)} ms ago" if human_readable else str(ms)
 
     def row(r: ReplicaState, status: str) -> list[str]:
-        return [str(r.replica_id), ZERO_DIRECTORY_ID, str(r.log_end_offset),
+        return [str(r.replica_id), r.directory_id or ZERO_DIRECTORY_ID, str(r.log_end_offset),
                 str(leader.log_end_offset - r.log_end_offset), when(r.last_fetch_timestamp),
                 when(r.last_caught_up_timestamp), status]
 

@@ -11,6 +11,7 @@ named; a broker that cannot reach an active controller answers NOT_CONTROLLER at
 
 from __future__ import annotations
 
+import base64
 import logging
 import uuid
 from typing import Any, Final
@@ -25,7 +26,7 @@ from metadata.quorum_description import METADATA_PARTITION, METADATA_TOPIC, Quor
 log = logging.getLogger(__name__)
 
 RPC_NAME: Final = "describe-quorum"
-NO_DIRECTORY_ID: Final = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: tidelog voters have no directory ids
+NO_DIRECTORY_ID: Final = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: a broker's, or a static voter's (KIP-853)
 UNKNOWN_LEADER: Final = -1
 
 
@@ -47,7 +48,7 @@ async def handle_describe_quorum(ctx: BrokerContext, req: Any, version: int, cli
         return _top_error(m, ErrorCode.NOT_CONTROLLER, f"no active controller answered: {exc}")
 
     def replica(r: ReplicaState) -> Any:
-        return messages.build(m.ReplicaState, replica_id=r.replica_id, replica_directory_id=NO_DIRECTORY_ID,
+        return messages.build(m.ReplicaState, replica_id=r.replica_id, replica_directory_id=_directory(r.directory_id),
                               log_end_offset=r.log_end_offset, last_fetch_timestamp=r.last_fetch_timestamp,
                               last_caught_up_timestamp=r.last_caught_up_timestamp)
 
@@ -58,6 +59,15 @@ async def handle_describe_quorum(ctx: BrokerContext, req: Any, version: int, cli
         observers=tuple(replica(r) for r in quorum.observers))
     return messages.build(m.DescribeQuorumResponse, error_code=ErrorCode.NONE, error_message=None,
                           topics=(m.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),), nodes=())
+
+
+def _directory(directory_id: str | None) -> uuid.UUID:
+    """Kafka's Uuid from its base64 form (as the controller answers it); zero when unknown."""
+    try:
+        raw = base64.urlsafe_b64decode((directory_id or "") + "==")
+    except ValueError:
+        return NO_DIRECTORY_ID
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else NO_DIRECTORY_ID
 
 
 def _top_error(m: Any, code: ErrorCode, message: str | None) -> Any:
