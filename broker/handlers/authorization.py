@@ -24,14 +24,29 @@ InitProducerId and the ACL APIs (broker/handlers/acls.py).
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
+from broker.handlers import authorization_admin as admin
+from broker.handlers.acl_verdicts import (
+    FETCH_TOPIC_IDS_VERSION,
+    GROUP_DENIED,
+    GROUP_OPERATIONS_VERSION,
+    TOPIC_DENIED,
+    TXN_DENIED,
+    BrokerAuthorizer,
+    Gate,
+    Narrow,
+    Op,
+    Refuse,
+    RefusedRequest,
+    Res,
+    Verdict,
+    log_refusal,
+    whole,
+)
 from broker.handlers.context import ApiRow, BrokerContext, ClientInfo
 from broker.server import Later
-from common.errors import ErrorCode
 from common.protocol import acls as acl_codes
 from common.protocol import fetch as fetch_wire
 from common.protocol import messages
@@ -40,99 +55,11 @@ from common.protocol import produce as produce_wire
 from common.protocol.api_keys import ApiKey
 from common.protocol.api_table import API_SPECS
 from common.protocol.messages import FIND_COORDINATOR_BATCHED_VERSION, KEY_TYPE_GROUP, build
-from common.protocol.primitives import Chunk, ProtocolError
-from metadata.image import AclsImage, MetadataImage
-from security.acl import CLUSTER_NAME, AclOperation, ResourceType, from_record
-from security.authorizer import Authorizer, AuthorizerSettings, host_address
+from common.protocol.primitives import Chunk
+from metadata.image import MetadataImage
+from security.acl import CLUSTER_NAME, ResourceType
 
-log = logging.getLogger(__name__)
-
-Op, Res = AclOperation, ResourceType
-TOPIC_DENIED: Final = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-GROUP_DENIED: Final = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-CLUSTER_DENIED: Final = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-TXN_DENIED: Final = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-KEY_TYPE_TXN: Final = 1
-MAX_LOGGED_REFUSALS: Final = 10_000  # (principal, host, API, resource) keys remembered so each refusal logs once
-FETCH_TOPIC_IDS_VERSION: Final = 13
-METADATA_OPERATIONS_VERSION: Final = 8  # authorized operations fields from v8
-CLUSTER_OPS_LAST_METADATA_VERSION: Final = 10  # cluster_authorized_operations left Metadata after v10
-GROUP_OPERATIONS_VERSION: Final = 3  # DescribeGroups include_authorized_operations from v3
-
-
-class RefusedRequest(ProtocolError):
-    """A request of an API without a gate of its own, refused whole: the connection closes."""
-
-
-class BrokerAuthorizer:
-    """The broker's authorizer over its metadata image: rebuilt when the image's ACLs change
-    (so the decision cache is never stale), shared by every connection."""
-
-    def __init__(self, settings: AuthorizerSettings, image: Callable[[], MetadataImage]) -> None:
-        self.settings = settings
-        self._image = image
-        self._acls: AclsImage | None = None
-        self._authorizer = Authorizer(settings, ())
-        self._names_of: Mapping[Any, str] = {}
-        self.refusals_logged: set[tuple[str, str, str, str]] = set()  # cleared with each new set of ACLs
-        self._topics: object = None
-
-    def current(self) -> Authorizer:
-        acls = self._image().acls
-        if acls is not self._acls:
-            bindings = [b for b in (from_record(r) for r in acls.by_id.values()) if b is not None]
-            self._authorizer, self._acls = Authorizer(self.settings, bindings), acls
-            self.refusals_logged.clear()
-            log.info("Authorizer loaded %d ACL(s)", len(bindings))
-        return self._authorizer
-
-    def allowed(self, client: ClientInfo, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        return self.current().authorize(client.principal, host_address(client.host), operation, resource_type, name)
-
-    def allowed_any(self, client: ClientInfo, operation: AclOperation, resource_type: ResourceType) -> bool:
-        return self.current().authorize_any(client.principal, host_address(client.host), operation, resource_type)
-
-    def operations(self, client: ClientInfo, resource_type: ResourceType, name: str,
-                   supported: Iterable[AclOperation]) -> int:
-        """The caller's authorized operations as Kafka's 32-bit field."""
-        return acl_codes.operations_bitfield(self.current().authorized_operations(
-            client.principal, host_address(client.host), resource_type, name, supported))
-
-    def topic_name(self, image: MetadataImage, topic_id: Any) -> str | None:
-        """The name of a wire topic id (Fetch v13+), from a map rebuilt when the topics change."""
-        if image.topics is not self._topics:
-            self._names_of = {md.wire_topic_id(t.topic_id): t.name for t in image.topics.by_id.values()}
-            self._topics = image.topics
-        return self._names_of.get(topic_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    response: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Narrow:
-    request: Any
-    finish: Callable[[Any], Any]
-
-
-Verdict = Refuse | Narrow | None
-Gate = Callable[[BrokerAuthorizer, Any, int, ClientInfo, MetadataImage], Verdict]
-
-
-def _refused(a: BrokerAuthorizer, client: ClientInfo, api: str, what: str) -> None:
-    """One INFO line per (principal, host, API, resource) and set of ACLs: clients retry refused
-    requests (librdkafka's FindCoordinator every 50 ms), which must not flood the log."""
-    key = (client.principal, client.host, api, what)
-    if key in a.refusals_logged:
-        return
-    if len(a.refusals_logged) >= MAX_LOGGED_REFUSALS:
-        a.refusals_logged.clear()
-    a.refusals_logged.add(key)
-    log.info("Refused %s of %s from %s (client %r): not authorized on %s (logged once until the ACLs change)",
-             api, client.principal, client.host, client.client_id, what)
-
+__all__ = ["BrokerAuthorizer", "RefusedRequest", "gate", "start_authorized"]
 
 # ---- Produce, Fetch, ListOffsets ----------------------------------------------------------
 
@@ -144,12 +71,12 @@ def _produce(a: BrokerAuthorizer, req: produce_wire.ProduceRequest, version: int
 
     if req.transactional_id is not None and not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID,
                                                           req.transactional_id):
-        _refused(a, client, "Produce", f"transactional id {req.transactional_id}")
+        log_refusal(a, client, "Produce", f"transactional id {req.transactional_id}")
         return Refuse(None if req.acks == 0 else produce_wire.ProduceResponse(errors(req.topic_data, TXN_DENIED)))
     denied = [t for t in req.topic_data if not a.allowed(client, Op.WRITE, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(a, client, "Produce", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    log_refusal(a, client, "Produce", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
     kept = tuple(t for t in req.topic_data if t not in denied)
 
     def finish(resp: produce_wire.ProduceResponse | None) -> produce_wire.ProduceResponse | None:
@@ -163,7 +90,7 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
     if req.replica_id >= 0:  # a follower: Kafka's CLUSTER_ACTION on the cluster, else every partition refused
         if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
             return None
-        _refused(a, client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
+        log_refusal(a, client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
         denied, kept = list(req.topics), tuple[fetch_wire.FetchTopic, ...]()
     else:
         def name(t: fetch_wire.FetchTopic) -> str | None:
@@ -173,7 +100,7 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
         denied = [t for t in req.topics if (n := name(t)) is not None and not a.allowed(client, Op.READ, Res.TOPIC, n)]
         if not denied:
             return None
-        _refused(a, client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+        log_refusal(a, client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
         kept = tuple(t for t in req.topics if t not in denied)
     refused = tuple(fetch_wire.FetchTopicResponse(t.topic, tuple(
         fetch_wire.FetchPartitionResponse(p.partition, TOPIC_DENIED, -1, None) for p in t.partitions),
@@ -189,7 +116,7 @@ def _list_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
     denied = [t for t in req.topics if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(a, client, "ListOffsets", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    log_refusal(a, client, "ListOffsets", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
     m = messages.response_module(ApiKey.LIST_OFFSETS, max(version, 1))
     refused = tuple(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(
         build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
@@ -254,13 +181,13 @@ def _find_coordinator(a: BrokerAuthorizer, req: Any, version: int, client: Clien
     if version < FIND_COORDINATOR_BATCHED_VERSION:
         if a.allowed(client, Op.DESCRIBE, rtype, req.key):
             return None
-        _refused(a, client, "FindCoordinator", f"{rtype.name} {req.key}")
+        log_refusal(a, client, "FindCoordinator", f"{rtype.name} {req.key}")
         return Refuse(build(m.FindCoordinatorResponse, throttle_time=messages.NO_THROTTLE,
                             error_code=messages.error_code(code), error_message=None, node_id=-1, host="", port=-1))
     denied = [k for k in req.coordinator_keys if not a.allowed(client, Op.DESCRIBE, rtype, k)]
     if not denied:
         return None
-    _refused(a, client, "FindCoordinator", f"{rtype.name} " + ", ".join(sorted(set(denied))))
+    log_refusal(a, client, "FindCoordinator", f"{rtype.name} " + ", ".join(sorted(set(denied))))
     refused = tuple(m.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=messages.error_code(code),
                                   error_message=None) for k in denied)
 
@@ -277,7 +204,7 @@ def _group_member_api(api_key: ApiKey, name: str) -> Gate:
     def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
         if a.allowed(client, Op.READ, Res.GROUP, req.group_id):
             return None
-        _refused(a, client, name, f"group {req.group_id}")
+        log_refusal(a, client, name, f"group {req.group_id}")
         m = messages.response_module(api_key, version)
         cls = getattr(m, f"{name}Response")
         return Refuse(build(cls, throttle_time=messages.NO_THROTTLE, error_code=messages.error_code(GROUP_DENIED),
@@ -298,13 +225,13 @@ def _offset_commit(a: BrokerAuthorizer, req: Any, version: int, client: ClientIn
             for p in t.partitions)) for t in topics)
 
     if not a.allowed(client, Op.READ, Res.GROUP, req.group_id):
-        _refused(a, client, "OffsetCommit", f"group {req.group_id}")
+        log_refusal(a, client, "OffsetCommit", f"group {req.group_id}")
         return Refuse(m.OffsetCommitResponse(throttle_time=messages.NO_THROTTLE, topics=errors(req.topics,
                                                                                               GROUP_DENIED)))
     denied = [t for t in req.topics if not a.allowed(client, Op.READ, Res.TOPIC, t.name)]
     if not denied:
         return None
-    _refused(a, client, "OffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    log_refusal(a, client, "OffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
 
     def finish(resp: Any) -> Any:
         return dataclasses.replace(resp, topics=tuple(resp.topics) + errors(denied, TOPIC_DENIED))
@@ -319,7 +246,7 @@ def _offset_fetch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
     groups = [g.group_id for g in req.groups] if batched else [req.group_id]
     denied = {g for g in groups if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g)}
     if denied:
-        _refused(a, client, "OffsetFetch", "group(s) " + ", ".join(sorted(denied)))
+        log_refusal(a, client, "OffsetFetch", "group(s) " + ", ".join(sorted(denied)))
     if denied and not batched:
         m = messages.response_module(ApiKey.OFFSET_FETCH, messages.schema_version(ApiKey.OFFSET_FETCH, version))
         return Refuse(build(m.OffsetFetchResponse, throttle_time=messages.NO_THROTTLE, topics=(),
@@ -345,7 +272,7 @@ def _describe_groups(a: BrokerAuthorizer, req: Any, version: int, client: Client
         out = []
         for g in resp.groups:
             if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id):
-                _refused(a, client, "DescribeGroups", f"group {g.group_id}")
+                log_refusal(a, client, "DescribeGroups", f"group {g.group_id}")
                 g = dataclasses.replace(g, error_code=messages.error_code(GROUP_DENIED), group_state="",
                                         protocol_type="", protocol_data="", members=())
             elif asked_ops:
@@ -364,122 +291,6 @@ def _list_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo
         g for g in resp.groups if a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id))))
 
 
-# ---- cluster and topic admin ----------------------------------------------------------------
-
-def _describe_cluster(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                      image: MetadataImage) -> Verdict:
-    if not a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
-        _refused(a, client, "DescribeCluster", "the cluster")
-        m = messages.response_module(ApiKey.DESCRIBE_CLUSTER, version)
-        return Refuse(build(m.DescribeClusterResponse, throttle_time=messages.NO_THROTTLE,
-                            error_code=messages.error_code(CLUSTER_DENIED), error_message=None, cluster_id="",
-                            controller_id=-1, brokers=(), cluster_authorized_operations=md.AUTHORIZED_OPERATIONS_OMITTED))
-    if not req.include_cluster_authorized_operations:
-        return None
-    return Narrow(req, lambda resp: dataclasses.replace(resp, cluster_authorized_operations=a.operations(
-        client, Res.CLUSTER, CLUSTER_NAME, acl_codes.CLUSTER_OPERATIONS)))
-
-
-def _create_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                   image: MetadataImage) -> Verdict:
-    if a.allowed(client, Op.CREATE, Res.CLUSTER, CLUSTER_NAME):
-        return None
-    denied = [t for t in req.topics if not a.allowed(client, Op.CREATE, Res.TOPIC, t.name)]
-    if not denied:
-        return None
-    _refused(a, client, "CreateTopics", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
-    m = messages.response_module(ApiKey.CREATE_TOPICS, version)
-    refused = tuple(build(m.CreatableTopicResult, name=t.name, topic_id=md.ZERO_UUID,
-                          error_code=messages.error_code(TOPIC_DENIED), error_message=None,
-                          topic_config_error_code=messages.error_code(0), num_partitions=-1, replication_factor=-1,
-                          configs=None) for t in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
-    kept = tuple(t for t in req.topics if t not in denied)
-    if not kept:
-        return Refuse(finish(m.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=())))
-    return Narrow(dataclasses.replace(req, topics=kept), finish)
-
-
-def _delete_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                   image: MetadataImage) -> Verdict:
-    m = messages.response_module(ApiKey.DELETE_TOPICS, version)
-    by_state = hasattr(req, "topics")  # v6+: names or ids
-    if by_state:
-        def name(t: Any) -> str | None:
-            return t.name if t.name else a.topic_name(image, t.topic_id)
-        items = list(req.topics)
-    else:
-        def name(t: Any) -> str | None:
-            return str(t)
-        items = list(req.topic_names)
-    denied = [t for t in items if (n := name(t)) is not None and not a.allowed(client, Op.DELETE, Res.TOPIC, n)]
-    if not denied:
-        return None
-    _refused(a, client, "DeleteTopics", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
-    refused = tuple(build(m.DeletableTopicResult, name=name(t), topic_id=getattr(t, "topic_id", md.ZERO_UUID),
-                          error_code=messages.error_code(TOPIC_DENIED), error_message=None) for t in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, responses=tuple(resp.responses) + refused)
-    kept = tuple(t for t in items if t not in denied)
-    if not kept:
-        return Refuse(finish(build(m.DeleteTopicsResponse, throttle_time=messages.NO_THROTTLE, responses=())))
-    return Narrow(dataclasses.replace(req, **{"topics" if by_state else "topic_names": kept}), finish)
-
-
-def _init_producer_id(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                      image: MetadataImage) -> Verdict:
-    if req.transactional_id is not None:
-        if a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
-            return None
-        code, what = TXN_DENIED, f"transactional id {req.transactional_id}"
-    else:  # idempotent: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
-        if a.allowed(client, Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME) \
-                or a.allowed_any(client, Op.WRITE, Res.TOPIC):
-            return None
-        code, what = CLUSTER_DENIED, "the cluster (IDEMPOTENT_WRITE) or any topic (WRITE)"
-    _refused(a, client, "InitProducerId", what)
-    m = messages.response_module(ApiKey.INIT_PRODUCER_ID, version)
-    return Refuse(build(m.InitProducerIdResponse, throttle_time=messages.NO_THROTTLE,
-                        error_code=messages.error_code(code), producer_id=-1, producer_epoch=-1))
-
-
-# ---- every other API: checked whole, refused by closing the connection ------------------------
-
-def _names(resource: ResourceType, req: Any) -> list[str]:
-    """The resources of `resource`'s type a request names (best effort over kio's field names)."""
-    if resource == Res.CLUSTER:
-        return [CLUSTER_NAME]
-    if resource == Res.GROUP:
-        if hasattr(req, "group_id"):
-            return [req.group_id]
-        groups = getattr(req, "groups_names", None) or getattr(req, "groups", None) or ()
-        return [g if isinstance(g, str) else g.group_id for g in groups]
-    if resource == Res.TRANSACTIONAL_ID:
-        if getattr(req, "transactional_id", None) is not None:
-            return [req.transactional_id]
-        return list(getattr(req, "transactional_ids", ()))
-    return [t.name for t in getattr(req, "topics", None) or () if getattr(t, "name", None)]
-
-
-def _whole(api_key: ApiKey) -> Gate:
-    spec = API_SPECS[api_key]
-    assert spec.acl is not None
-    operation, resources = spec.acl.operation, spec.acl.resources
-
-    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
-        resource = resources[0]
-        for name in _names(resource, req):
-            if not a.allowed(client, operation, resource, name):
-                _refused(a, client, api_key.name, f"{resource.name} {name} ({operation.name})")
-                raise RefusedRequest(f"{client.principal} is not authorized to {operation.name} "
-                                     f"{resource.name} {name} ({api_key.name}): connection closed")
-        return None
-    return gate
-
-
 def _offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
                              image: MetadataImage) -> Verdict:
     """Followers (replica_id >= 0) need CLUSTER_ACTION on the cluster, as Kafka's KafkaApis checks;
@@ -487,10 +298,10 @@ def _offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client
     if getattr(req, "replica_id", -1) >= 0:
         if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
             return None
-        _refused(a, client, "OffsetForLeaderEpoch (follower)", "the cluster (CLUSTER_ACTION)")
+        log_refusal(a, client, "OffsetForLeaderEpoch (follower)", "the cluster (CLUSTER_ACTION)")
         raise RefusedRequest(f"{client.principal} is not authorized to CLUSTER_ACTION the cluster "
                              "(OffsetForLeaderEpoch from a follower): connection closed")
-    return _whole(ApiKey.OFFSET_FOR_LEADER_EPOCH)(a, req, version, client, image)
+    return whole(ApiKey.OFFSET_FOR_LEADER_EPOCH)(a, req, version, client, image)
 
 
 _GATES: Final[dict[ApiKey, Gate]] = {
@@ -508,16 +319,21 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.LIST_GROUPS: _list_groups,
-    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
-    ApiKey.CREATE_TOPICS: _create_topics,
-    ApiKey.DELETE_TOPICS: _delete_topics,
-    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
+    ApiKey.CREATE_TOPICS: admin.create_topics,
+    ApiKey.DELETE_TOPICS: admin.delete_topics,
+    ApiKey.INIT_PRODUCER_ID: admin.init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.ALTER_CONFIGS: admin.alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.ADD_PARTITIONS_TO_TXN: admin.add_partitions_to_txn,
+    ApiKey.LIST_TRANSACTIONS: admin.list_transactions,
 }
 # The ACL APIs check themselves (broker/handlers/acls.py): their refusals are per creation/filter.
 _SELF_CHECKED: Final = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
 for _key, _spec in API_SPECS.items():
     if _key not in _GATES and _key not in _SELF_CHECKED and _spec.acl is not None:
-        _GATES[_key] = _whole(_key)
+        _GATES[_key] = whole(_key)
 
 
 def gate(a: BrokerAuthorizer, api_key: ApiKey, request: Any, version: int, client: ClientInfo,

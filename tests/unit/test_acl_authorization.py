@@ -170,3 +170,29 @@ async def test_followers_need_cluster_action(secured) -> None:
     request = ofle.request(3, [("audit-log", 0, 0, 0)], replica_id=2)
     with pytest.raises(ProtocolError, match="CLUSTER_ACTION"):
         await call(secured, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request, ofle.encode_request)
+
+
+async def test_configs_are_checked_per_resource(tmp_path) -> None:
+    from common.protocol import describe_configs as dc
+    from common.protocol import messages
+
+    image = replay(SECURED, acl(5, Res.TOPIC, "audit-log", Op.ALTER_CONFIGS))
+    handler, log_manager = make(tmp_path, image, **{"authorizer.class.name": "standard"})
+    try:
+        async def describe(resource_type: int, name: str) -> int:
+            request = dc.request(4, (resource_type, name, None))
+            answer = await call(handler, ApiKey.DESCRIBE_CONFIGS, 4, request, dc.encode_describe_configs_request,
+                                dc.decode_describe_configs_response)
+            [result] = answer.results
+            return int(result.error_code)
+
+        assert await describe(2, "audit-log") == ErrorCode.NONE  # DESCRIBE_CONFIGS implied by ALTER_CONFIGS
+        assert await describe(2, "orders") == TOPIC_DENIED
+        assert await describe(4, str(ME)) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        m = messages.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+        answer = await kio_call(handler, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=True, resources=(
+            m.AlterConfigsResource(resource_type=2, resource_name="orders", configs=(
+                m.AlterableConfig(name="retention.ms", config_operation=0, value="1"),)),))
+        assert [(r.resource_name, r.error_code) for r in answer.responses] == [("orders", TOPIC_DENIED)]
+    finally:
+        log_manager.shutdown()

@@ -1,0 +1,210 @@
+"""ACL gates of the cluster and topic admin APIs (broker/handlers/authorization.py's table):
+DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config APIs per resource (a
+topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster, as
+Kafka's ConfigAdminManager checks), the broker form of AddPartitionsToTxn (v4+: CLUSTER_ACTION) and
+ListTransactions (only the transactional ids the caller may DESCRIBE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+from broker.handlers.acl_verdicts import (
+    CLUSTER_DENIED,
+    GROUP_DENIED,
+    TOPIC_DENIED,
+    TXN_DENIED,
+    BrokerAuthorizer,
+    Narrow,
+    Op,
+    Refuse,
+    RefusedRequest,
+    Res,
+    Verdict,
+    log_refusal,
+)
+from broker.handlers.context import ClientInfo
+from common.protocol import acls as acl_codes
+from common.protocol import messages
+from common.protocol import metadata as md
+from common.protocol.api_keys import ApiKey
+from common.protocol.messages import build
+from metadata.image import MetadataImage
+from security.acl import CLUSTER_NAME, AclOperation
+
+# ---- cluster and topic admin ----------------------------------------------------------------
+
+def describe_cluster(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if not a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        log_refusal(a, client, "DescribeCluster", "the cluster")
+        m = messages.response_module(ApiKey.DESCRIBE_CLUSTER, version)
+        return Refuse(build(m.DescribeClusterResponse, throttle_time=messages.NO_THROTTLE,
+                            error_code=messages.error_code(CLUSTER_DENIED), error_message=None, cluster_id="",
+                            controller_id=-1, brokers=(), cluster_authorized_operations=md.AUTHORIZED_OPERATIONS_OMITTED))
+    if not req.include_cluster_authorized_operations:
+        return None
+    return Narrow(req, lambda resp: dataclasses.replace(resp, cluster_authorized_operations=a.operations(
+        client, Res.CLUSTER, CLUSTER_NAME, acl_codes.CLUSTER_OPERATIONS)))
+
+
+def create_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                   image: MetadataImage) -> Verdict:
+    if a.allowed(client, Op.CREATE, Res.CLUSTER, CLUSTER_NAME):
+        return None
+    denied = [t for t in req.topics if not a.allowed(client, Op.CREATE, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    log_refusal(a, client, "CreateTopics", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    m = messages.response_module(ApiKey.CREATE_TOPICS, version)
+    refused = tuple(build(m.CreatableTopicResult, name=t.name, topic_id=md.ZERO_UUID,
+                          error_code=messages.error_code(TOPIC_DENIED), error_message=None,
+                          topic_config_error_code=messages.error_code(0), num_partitions=-1, replication_factor=-1,
+                          configs=None) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
+    kept = tuple(t for t in req.topics if t not in denied)
+    if not kept:
+        return Refuse(finish(m.CreateTopicsResponse(throttle_time=messages.NO_THROTTLE, topics=())))
+    return Narrow(dataclasses.replace(req, topics=kept), finish)
+
+
+def delete_topics(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                   image: MetadataImage) -> Verdict:
+    m = messages.response_module(ApiKey.DELETE_TOPICS, version)
+    by_state = hasattr(req, "topics")  # v6+: names or ids
+    if by_state:
+        def name(t: Any) -> str | None:
+            return t.name if t.name else a.topic_name(image, t.topic_id)
+        items = list(req.topics)
+    else:
+        def name(t: Any) -> str | None:
+            return str(t)
+        items = list(req.topic_names)
+    denied = [t for t in items if (n := name(t)) is not None and not a.allowed(client, Op.DELETE, Res.TOPIC, n)]
+    if not denied:
+        return None
+    log_refusal(a, client, "DeleteTopics", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
+    refused = tuple(build(m.DeletableTopicResult, name=name(t), topic_id=getattr(t, "topic_id", md.ZERO_UUID),
+                          error_code=messages.error_code(TOPIC_DENIED), error_message=None) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, responses=tuple(resp.responses) + refused)
+    kept = tuple(t for t in items if t not in denied)
+    if not kept:
+        return Refuse(finish(build(m.DeleteTopicsResponse, throttle_time=messages.NO_THROTTLE, responses=())))
+    return Narrow(dataclasses.replace(req, **{"topics" if by_state else "topic_names": kept}), finish)
+
+
+def init_producer_id(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if req.transactional_id is not None:
+        if a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return None
+        code, what = TXN_DENIED, f"transactional id {req.transactional_id}"
+    else:  # idempotent: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+        if a.allowed(client, Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME) \
+                or a.allowed_any(client, Op.WRITE, Res.TOPIC):
+            return None
+        code, what = CLUSTER_DENIED, "the cluster (IDEMPOTENT_WRITE) or any topic (WRITE)"
+    log_refusal(a, client, "InitProducerId", what)
+    m = messages.response_module(ApiKey.INIT_PRODUCER_ID, version)
+    return Refuse(build(m.InitProducerIdResponse, throttle_time=messages.NO_THROTTLE,
+                        error_code=messages.error_code(code), producer_id=-1, producer_epoch=-1))
+
+
+
+
+# ---- configs: per resource ------------------------------------------------------------------
+
+CONFIG_TOPIC: Final = 2  # Kafka's ConfigResource.Type codes
+CONFIG_GROUP: Final = 32
+FIRST_BATCHED_ADD_PARTITIONS_VERSION: Final = 4  # AddPartitionsToTxn v4+: brokers verifying (KIP-890)
+
+
+def _config_check(a: BrokerAuthorizer, client: ClientInfo, operation: AclOperation, resource_type: int,
+                  name: str) -> int | None:
+    """None when allowed, else the error code: TOPIC, GROUP, or (brokers, loggers) CLUSTER."""
+    if resource_type == CONFIG_TOPIC:
+        return None if a.allowed(client, operation, Res.TOPIC, name) else TOPIC_DENIED
+    if resource_type == CONFIG_GROUP:
+        return None if a.allowed(client, operation, Res.GROUP, name) else GROUP_DENIED
+    return None if a.allowed(client, operation, Res.CLUSTER, CLUSTER_NAME) else CLUSTER_DENIED
+
+
+def describe_configs(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                     image: MetadataImage) -> Verdict:
+    """Read-only: the handler answers every resource and the refused ones are blanked."""
+    def finish(resp: Any) -> Any:
+        results = []
+        for r in resp.results:
+            code = _config_check(a, client, Op.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+            if code is not None:
+                log_refusal(a, client, "DescribeConfigs", f"resource type {r.resource_type} {r.resource_name}")
+                r = dataclasses.replace(r, error_code=messages.error_code(code), error_message=None, configs=())
+            results.append(r)
+        return dataclasses.replace(resp, results=tuple(results))
+    return Narrow(req, finish)
+
+
+def _alter_configs(api_key: ApiKey, name: str) -> Any:
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        denied = {i: code for i, r in enumerate(req.resources)
+                  if (code := _config_check(a, client, Op.ALTER_CONFIGS, r.resource_type, r.resource_name))
+                  is not None}
+        if not denied:
+            return None
+        m = messages.response_module(api_key, version)
+        refused = []
+        for i, code in denied.items():
+            r = req.resources[i]
+            log_refusal(a, client, name, f"resource type {r.resource_type} {r.resource_name}")
+            refused.append(build(m.AlterConfigsResourceResponse, error_code=messages.error_code(code),
+                                 error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
+        response_type = getattr(m, f"{name}Response")
+
+        def finish(resp: Any) -> Any:
+            return dataclasses.replace(resp, responses=tuple(resp.responses) + tuple(refused))
+        kept = tuple(r for i, r in enumerate(req.resources) if i not in denied)
+        if not kept:
+            return Refuse(finish(response_type(throttle_time=messages.NO_THROTTLE, responses=())))
+        return Narrow(dataclasses.replace(req, resources=kept), finish)
+    return gate
+
+
+alter_configs = _alter_configs(ApiKey.ALTER_CONFIGS, "AlterConfigs")
+incremental_alter_configs = _alter_configs(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs")
+
+
+# ---- transactions: the broker form, and listing ----------------------------------------------
+
+def add_partitions_to_txn(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                          image: MetadataImage) -> Verdict:
+    """v4+ is what a partition leader sends to verify (KIP-890): CLUSTER_ACTION on the cluster.
+    A client's (v0-v3): WRITE on the transactional id, then each topic, checked whole."""
+    if version >= FIRST_BATCHED_ADD_PARTITIONS_VERSION:
+        if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
+            return None
+        log_refusal(a, client, "AddPartitionsToTxn (broker)", "the cluster (CLUSTER_ACTION)")
+        raise RefusedRequest(f"{client.principal} is not authorized to CLUSTER_ACTION the cluster "
+                             "(AddPartitionsToTxn v4+): connection closed")
+    if not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        log_refusal(a, client, "AddPartitionsToTxn", f"transactional id {req.transactional_id}")
+        raise RefusedRequest(f"{client.principal} is not authorized to WRITE transactional id "
+                             f"{req.transactional_id}: connection closed")
+    for topic in req.topics:
+        if not a.allowed(client, Op.WRITE, Res.TOPIC, topic.name):
+            log_refusal(a, client, "AddPartitionsToTxn", f"topic {topic.name}")
+            raise RefusedRequest(f"{client.principal} is not authorized to WRITE topic {topic.name}: "
+                                 "connection closed")
+    return None
+
+
+def list_transactions(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    """Kafka lists only the transactional ids the caller may DESCRIBE."""
+    return Narrow(req, lambda resp: dataclasses.replace(resp, transaction_states=tuple(
+        t for t in resp.transaction_states if a.allowed(client, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
+                                                        t.transactional_id))))
