@@ -16,9 +16,11 @@ them (and creates none it may not CREATE); "authorized operations" are the calle
 APIs without a gate of their own are checked as a whole against their first resource (the
 cluster, the group, the transactional id, each topic); refused, the connection is closed with
 an INFO line naming principal, API and resource (`RefusedRequest`), which no client takes for a
-success. Gated APIs: Produce, Fetch, Metadata, ListOffsets, FindCoordinator, the group APIs,
-OffsetCommit/Fetch, DescribeGroups, ListGroups, DescribeCluster, CreateTopics, DeleteTopics,
-InitProducerId and the ACL APIs (broker/handlers/acls.py).
+success. Gated APIs: Produce, Fetch, Metadata, ListOffsets, OffsetForLeaderEpoch (followers),
+FindCoordinator, the group APIs, OffsetCommit/Fetch, DescribeGroups, ListGroups, and in
+`authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config
+APIs, AddPartitionsToTxn, ListTransactions; the ACL APIs check themselves (broker/handlers/acls.py).
+The shared pieces (the authorizer over the image, verdicts, refusal lines) are `acl_verdicts`.
 """
 
 from __future__ import annotations
