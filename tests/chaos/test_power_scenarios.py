@@ -1,0 +1,71 @@
+"""Power-loss scenarios `make test` runs (about 45 s each) meet their expectations on a real
+cluster whose controllers' metadata logs (and, for a broker scenario, brokers' log dirs) sit
+on the power-loss layer (chaos.power), over two seeds where the seed picks the victim; and the
+must-fail demonstration: with `controller.quorum.fsync=false` a power loss of every controller
+at once loses the quorum's log and votes, and the checkers say so.
+
+Every run must leave no FUSE mount behind. The rest (a majority of the controllers, the active
+one among them, and a majority of a partition's replicas) run under `make chaos`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chaos.cli import find_scenario
+from chaos.engine.runner import RunOptions, run_scenario
+from chaos.power import fuse_missing
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("matplotlib")
+MISSING = fuse_missing()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+IN_MAKE_TEST = [("power-controller", 1), ("power-controller", 2), ("power-active-controller", 1),
+                ("power-active-controller", 2), ("power-controllers-all", 1), ("power-leader-minority", 1)]
+FSYNC_OFF = ("controller.quorum.fsync", "false")
+MUST_FAIL_SETTLE_S = 20.0  # the heal cannot complete once the quorum forgot the topic: do not wait 60 s
+
+
+def power_mounts() -> list[str]:
+    with open("/proc/mounts", encoding="utf-8") as mounts:
+        return [line for line in mounts if "tidelog-powerloss" in line]
+
+
+@pytest.fixture(autouse=True)
+def no_mount_left() -> Iterator[None]:
+    before = power_mounts()
+    yield
+    assert power_mounts() == before, "the run left a power-loss mount behind"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("name", "seed"), IN_MAKE_TEST, ids=[f"{n}-seed{s}" for n, s in IN_MAKE_TEST])
+def test_power_scenario_meets_its_expectations(name: str, seed: int, tmp_path: Path) -> None:
+    outcome = run_scenario(find_scenario(name), RunOptions(report_dir=tmp_path / "report", seed=seed,
+                                                           cluster_dir=tmp_path / "cluster"))
+    failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
+    assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
+    results = {r.name: r for r in outcome.results}
+    assert results["faults"].summary.startswith(("1 faults applied", "2 faults applied"))
+    # the layer was really under the nodes: the cluster's files are back where they were
+    assert any((tmp_path / "cluster").glob("controller-*/__cluster_metadata-0/quorum.journal*"))
+
+
+@pytest.mark.timeout(300)
+def test_without_fsync_a_whole_quorum_power_loss_is_caught(tmp_path: Path) -> None:
+    """The fault can bite: what controller.quorum.fsync=true keeps, false loses, and the checkers see it."""
+    scenario = find_scenario("power-controllers-all")
+    cluster = dataclasses.replace(scenario.cluster, properties=(*scenario.cluster.properties, FSYNC_OFF))
+    scenario = dataclasses.replace(scenario, name="power-controllers-all-fsync-off", cluster=cluster,
+                                   settle_s=MUST_FAIL_SETTLE_S)
+    outcome = run_scenario(scenario, RunOptions(report_dir=tmp_path / "report", seed=1,
+                                                cluster_dir=tmp_path / "cluster"))
+    assert not outcome.passed
+    results = {r.name: r for r in outcome.results}
+    # the restarted quorum began epoch 1 again: every voter forgot its term and vote
+    assert results["two-active-controllers"].count >= 1, results["two-active-controllers"].summary
