@@ -155,6 +155,10 @@ class VolatileLedger:
     # --- the plug ---------------------------------------------------------------------------------
     def power_loss(self) -> PowerLossReport:
         """Take back everything volatile, newest directory change first, then the data."""
+        created = 0  # bytes of the files whose very creation is taken back
+        for change in self.entries:
+            if change.kind in ("create", "link") and os.path.isfile(self.real(change.path)):
+                created += os.path.getsize(self.real(change.path))
         undone = [self._undo_entry(change) for change in reversed(self.entries)]
         self.entries = []
         by_inode: dict[int, str] = {}
@@ -162,7 +166,7 @@ class VolatileLedger:
             for name in names:
                 path = os.path.join(root, name)
                 by_inode.setdefault(os.lstat(path).st_ino, path)
-        rolled, dropped = 0, 0
+        rolled, dropped = 0, created
         for inode, undo in sorted(self.files.items()):
             found = by_inode.get(inode)
             if found is None:
