@@ -24,6 +24,7 @@ from metadata.records import AccessControlEntry
 __all__ = ["AclOperation", "ResourceType", "PatternType", "AclPermissionType", "AclBinding", "AclFilter",
            "CLUSTER_NAME", "WILDCARD", "creation_error", "filter_error", "parse_principal"]
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 CLUSTER_NAME: Final = "kafka-cluster"  # Kafka's only name for the CLUSTER resource
 WILDCARD: Final = "*"  # a LITERAL resource name, host or principal name matching every one
 

@@ -38,6 +38,7 @@ from security.acl import (
     parse_principal,
 )
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 ANONYMOUS: Final = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS: every unauthenticated connection
 # authorizer.class.name values that enable this authorizer: Kafka's own class, and a short name
 STANDARD_AUTHORIZER_NAMES: Final = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
