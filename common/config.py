@@ -257,23 +257,56 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "is not in the producer's ongoing transaction."),
     # --- Broker listener (process.roles contains broker); broker.broker_settings parses and checks them
     ConfigKey("listeners", _LIST, f"PLAINTEXT://:{KAFKA_PORT}",
-              "Kafka listeners as NAME://host:port (an empty host: every address); the first is served. "
-              "tidelog speaks PLAINTEXT only.", all_of(non_empty, distinct)),
-    ConfigKey("advertised.listeners", _LIST, None,
-              "Listeners registered with the controllers and given to clients; unset: listeners.",
+              "Kafka listeners as NAME://host:port (an empty host: every address), each served; a "
+              "NAME's security protocol comes from listener.security.protocol.map.",
               all_of(non_empty, distinct)),
+    ConfigKey("advertised.listeners", _LIST, None,
+              "Listeners registered with the controllers and given to clients, per listener name; "
+              "a listener not named here is advertised as it binds.",
+              all_of(non_empty, distinct)),
+    # --- Listener security (issue 29): broker.broker_settings and broker.listener_security read these
+    ConfigKey("listener.security.protocol.map", _LIST,
+              "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), as NAME:PROTOCOL.",
+              all_of(non_empty, distinct)),
+    ConfigKey("inter.broker.listener.name", _STRING, None,
+              "The listener followers fetch from leaders over (and brokers send each other requests "
+              "on); unset: the first of listeners."),
+    ConfigKey("connections.max.idle.ms", _LONG, 600_000,
+              "A connection that has not authenticated this long after it opened is closed.", at_least(1)),
+    ConfigKey("connections.max.reauth.ms", _LONG, 0,
+              "KIP-368: SASL session lifetime a client must re-authenticate within; 0: sessions never "
+              "expire.", at_least(0)),
+    ConfigKey("connection.failed.authentication.delay.ms", _INT, 100,
+              "Delay before a failed authentication is answered and its connection closed.", at_least(0)),
+    ConfigKey("ssl.keystore.location", _STRING, None,
+              "PEM file with the listener's certificate chain and private key (Kafka's PEM keystore)."),
+    ConfigKey("ssl.keystore.type", _STRING, "PEM", "Keystore format; tidelog reads PEM.", one_of("PEM")),
+    ConfigKey("ssl.key.password", ConfigType.PASSWORD, None, "Password of the keystore's private key, if encrypted."),
+    ConfigKey("ssl.truststore.location", _STRING, None,
+              "PEM file of the CA certificates client certificates are checked against "
+              "(and, for the inter-broker listener, the other brokers' certificates)."),
+    ConfigKey("ssl.truststore.type", _STRING, "PEM", "Truststore format; tidelog reads PEM.", one_of("PEM")),
+    ConfigKey("ssl.client.auth", _STRING, "none",
+              "Client certificates: none, requested (checked when sent) or required.",
+              one_of("none", "requested", "required")),
     ConfigKey("socket.request.max.bytes", _INT, 100 * MIB,
               "Largest request frame accepted; a larger size prefix closes the connection.", at_least(1)),
     ConfigKey("metrics.listener", _STRING, None,
               "host:port of this broker's HTTP GET /metrics (Prometheus text); unset: no metrics "
               "endpoint. tidelog's own key (Kafka exports metrics over JMX)."),
-    # --- SASL, Kafka's keys and defaults. tidelog's listeners are PLAINTEXT, so nothing reads
-    # them; they are here because a Kafka broker describes them and takes a per-broker change
-    # of them (DynamicListenerConfig), and admin clients rely on it (librdkafka's 0081-admin).
+    # --- SASL, Kafka's keys and defaults. A SASL listener reads sasl.enabled.mechanisms (PLAIN,
+    # SCRAM-SHA-256, SCRAM-SHA-512) and sasl.jaas.config (PLAIN's user_<name>="<password>" options
+    # and the broker's own username/password); the Kerberos and login keys are here because a Kafka
+    # broker describes them and takes a per-broker change of them (DynamicListenerConfig), and
+    # admin clients rely on it (librdkafka's 0081-admin); nothing reads them.
     ConfigKey("sasl.enabled.mechanisms", _LIST, "GSSAPI", "SASL mechanisms a SASL listener enables."),
     ConfigKey("sasl.mechanism.inter.broker.protocol", _STRING, "GSSAPI",
               "SASL mechanism brokers use with each other."),
-    ConfigKey("sasl.jaas.config", ConfigType.PASSWORD, None, "JAAS login context parameters."),
+    ConfigKey("sasl.jaas.config", ConfigType.PASSWORD, None,
+              "JAAS login context parameters: PlainLoginModule's or ScramLoginModule's username and "
+              "password (the broker's own, on the inter-broker listener) and PLAIN's user_<name>=\"<password>\" "
+              "entries (the PLAIN users a SASL listener accepts)."),
     ConfigKey("sasl.kerberos.service.name", _STRING, None, "Kerberos principal name Kafka runs as."),
     ConfigKey("sasl.kerberos.kinit.cmd", _STRING, "/usr/bin/kinit", "Kerberos kinit command path."),
     ConfigKey("sasl.kerberos.ticket.renew.window.factor", ConfigType.DOUBLE, 0.8,

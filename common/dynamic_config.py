@@ -141,8 +141,11 @@ def check_broker_changes(changes: Mapping[str, str | None], *, per_broker: bool 
     (`per_broker`: of one broker, not the cluster default); BrokerConfigError naming the first
     bad key (sorted), in Kafka's order of checks."""
     # Kafka validates the resulting properties: deleting a static key that is not set is a no-op
+    # Kafka checks the listener prefix of SSL keys first: a bare ssl.keystore.location (a static
+    # key of tidelog's SSL listeners) gets the listener-prefix refusal, as in Kafka
     static = sorted(name for name, value in changes.items()
-                    if name in _KEYS_BY_NAME and name not in DYNAMIC_BROKER_KEYS and value is not None)
+                    if name in _KEYS_BY_NAME and name not in DYNAMIC_BROKER_KEYS and value is not None
+                    and name not in LISTENER_SECURITY_KEYS)
     if static:
         raise BrokerConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                 + ", ".join(static), static[0])
