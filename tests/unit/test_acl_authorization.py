@@ -3,6 +3,8 @@ ACLs of the broker's image, per resource where Kafka is (bytes in, bytes out, no
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from broker.log.log_manager import LogManager
@@ -194,5 +196,49 @@ async def test_configs_are_checked_per_resource(tmp_path) -> None:
             m.AlterConfigsResource(resource_type=2, resource_name="orders", configs=(
                 m.AlterableConfig(name="retention.ms", config_operation=0, value="1"),)),))
         assert [(r.resource_name, r.error_code) for r in answer.responses] == [("orders", TOPIC_DENIED)]
+    finally:
+        log_manager.shutdown()
+
+
+async def test_create_topics_needs_create_on_the_cluster_or_the_topic(tmp_path) -> None:
+    from common.protocol import messages
+
+    image = replay(SECURED, acl(6, Res.TOPIC, "new-", Op.CREATE, pattern=Pat.PREFIXED))
+    handler, log_manager = make(tmp_path, image, **{"authorizer.class.name": "standard"})
+    try:
+        m = messages.request_module(ApiKey.CREATE_TOPICS, 7)
+        topics = tuple(m.CreatableTopic(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=())
+                       for n in ("new-a", "other"))
+        answer = await kio_call(handler, ApiKey.CREATE_TOPICS, 7, topics=topics, timeout=timedelta(seconds=5),
+                                validate_only=True)
+        assert {t.name: t.error_code for t in answer.topics} == {"new-a": ErrorCode.NONE, "other": TOPIC_DENIED}
+        assert [c[1] for c in handler.context.topic_admin.calls] == ["new-a"]  # the refused one never left
+    finally:
+        log_manager.shutdown()
+
+
+async def test_authorized_operations_of_the_cluster_and_groups(tmp_path) -> None:
+    image = replay(SECURED, acl(7, Res.CLUSTER, "kafka-cluster", Op.DESCRIBE),
+                   acl(8, Res.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS))
+    handler, log_manager = make(tmp_path, image, **{"authorizer.class.name": "standard"})
+    try:
+        cluster = await kio_call(handler, ApiKey.DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=True,
+                                 endpoint_type=1)
+        assert cluster.error_code == ErrorCode.NONE
+        assert cluster.cluster_authorized_operations == acl_wire.operations_bitfield(
+            {Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS})
+        groups = await kio_call(handler, ApiKey.DESCRIBE_GROUPS, 5, groups=("g", "other"),
+                                include_authorized_operations=True)
+        by_id = {g.group_id: g for g in groups.groups}
+        assert by_id["other"].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert by_id["g"].error_code != ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert by_id["g"].authorized_operations == acl_wire.operations_bitfield({Op.READ, Op.DESCRIBE})
+    finally:
+        log_manager.shutdown()
+    refused, log_manager = make(tmp_path / "2", SECURED, **{"authorizer.class.name": "standard"})
+    try:
+        answer = await kio_call(refused, ApiKey.DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=True,
+                                endpoint_type=1)
+        assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     finally:
         log_manager.shutdown()
