@@ -219,6 +219,21 @@ SCHEMAS: Final[dict[str, Any]] = {
                                                  error_message=NULLABLE_STR, leader_id=INT, leader_epoch=INT,
                                                  isr=IDS, leader_recovery_state=INT, partition_epoch=INT))))),
     "DescribeQuorumRequest": _obj(None),  # no fields: the metadata log's one partition
+    # UpdateFeatures (KIP-584; issue 28): quorum.feature_routes, quorum.feature_control
+    "FeatureUpdate": _obj(["feature", "max_version_level"], feature=STR,
+                          max_version_level={**INT, "description": "0 removes (disables) the feature"},
+                          upgrade_type={"enum": ["upgrade", "safe_downgrade", "unsafe_downgrade", 1, 2, 3],
+                                        "description": "default upgrade; a lower level needs a downgrade type"}),
+    "UpdateFeatures": _obj(["updates"], updates=_arr(_ref("FeatureUpdate")), validate_only=BOOL),
+    "FeaturesUpdated": _obj(None, finalized={"type": "object", "additionalProperties": INT},
+                            validate_only=BOOL, metadata_offset=NULLABLE_INT),
+    "Features": _obj(None, epoch={**INT, "description": "the metadata offset the levels were read at (Kafka's "
+                                                      "finalized features epoch)"},
+                     features=_arr(_obj(None, feature=STR, supported_min_version=INT, supported_max_version=INT,
+                                        finalized_version_level={**INT, "description": "0: not finalized"}))),
+    "UpdateFeaturesRequest": _ref("UpdateFeatures"),
+    "UpdateFeaturesResponse": _obj(None, error_code=INT, error_message=NULLABLE_STR,
+                                   finalized={"type": "object", "additionalProperties": INT}, metadata_offset=INT),
     # KIP-853: the voter set and changes to it (quorum.voter_routes)
     "VoterEntry": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=NULLABLE_STR),
     "Voter": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=NULLABLE_STR, role=STR),
@@ -315,6 +330,15 @@ PATHS: Final[dict[str, Any]] = {
     },
     "/v1/quorum/replica": {"get": _op("This controller's node id, directory id and addresses, and whether it is "
                                       "a voter (what an add asks of the new controller).", _ok("Replica"))},
+    "/v1/features": {
+        "get": _op("Finalized features (KIP-584): each supported feature's range and finalized level, and the "
+                   "epoch; a log written before feature records answers what it behaves as.", _ok("Features")),
+        "post": _op("UpdateFeatures on the active controller (forwarded there): every update checked first, the "
+                    "first refusal refuses all (400 INVALID_UPDATE_VERSION with Kafka's message, INVALID_REQUEST "
+                    "for duplicates); enabling eligible.leader.replicas.version writes the cluster-level "
+                    "min.insync.replicas if unset, disabling it clears every partition's ELR; validate_only "
+                    "writes nothing.", _ok("FeaturesUpdated"), _body("UpdateFeatures"), write=True),
+    },
     "/v1/brokers/configs": {
         "get": _op("The cluster-wide dynamic broker configs (BROKER resource \"\").", _ok("BrokerConfigs")),
         "patch": _op("Change the cluster-wide dynamic broker configs, same body as a topic's; only Kafka's "
@@ -444,6 +468,8 @@ PATHS: Final[dict[str, Any]] = {
     "/rpc/allocate-producer-ids": _rpc("AllocateProducerIds.", "AllocateProducerIds"),
     "/rpc/describe-quorum": _rpc("DescribeQuorum for a broker a client asked (the answer of GET /v1/quorum).",
                                  "DescribeQuorum"),
+    "/rpc/update-features": _rpc("UpdateFeatures for a broker a client asked (the body of POST /v1/features).",
+                                 "UpdateFeatures"),
     "/rpc/add-raft-voter": {"post": _op("AddRaftVoter for a broker a client asked (KIP-853).", _ok(
         "RaftVoterResponse", MSGPACK), _body("AddRaftVoterRequest", MSGPACK))},
     "/rpc/remove-raft-voter": {"post": _op("RemoveRaftVoter for a broker a client asked (KIP-853).", _ok(

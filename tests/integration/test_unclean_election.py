@@ -103,9 +103,10 @@ def kill_last_isr_member(cluster: LocalCluster, nemesis: Nemesis, leader: int, s
     first: with unclean election off neither order elects them); the offline state."""
     nemesis.kill(leader)
     restart_and_wait(cluster, nemesis, *stale)
-    # Fenced at session expiry; KIP-841 leaves it as the ISR of a leaderless partition.
-    return wait_for_state(cluster, TOPIC, 0, "offline: leader -1, ISR still the dead leader",
-                          lambda s: s["leader"] == NO_LEADER and s["isr"] == [leader])
+    # Fenced at session expiry. With ELR (KIP-966, a new cluster's default) the ISR empties and the
+    # dead leader is its ELR (KIP-841 without ELR keeps it as the ISR of a leaderless partition).
+    return wait_for_state(cluster, TOPIC, 0, "offline: leader -1, the dead leader in the ELR",
+                          lambda s: s["leader"] == NO_LEADER and s["isr"] == [] and s["elr"] == [leader])
 
 
 def restart_and_wait(cluster: LocalCluster, nemesis: Nemesis, *broker_ids: int) -> None:
@@ -164,7 +165,7 @@ def test_without_unclean_election_partition_stays_offline_until_last_isr_member_
             refused = pool.submit(produce, alive, TOPIC, [b"while-offline"], acks="1",
                                   message_timeout_ms=int(OFFLINE_HOLD_S * 1000))
             assert_holds(cluster, "leader -1 with the stale replicas alive",
-                         lambda s: s["leader"] == NO_LEADER and s["isr"] == [leader]
+                         lambda s: s["leader"] == NO_LEADER and s["isr"] == [] and s["elr"] == [leader]
                          and s["leader_epoch"] == offline["leader_epoch"], OFFLINE_HOLD_S)
             [delivery] = refused.result(timeout=30)
         # librdkafka holds a record for a leaderless partition until message.timeout.ms.
