@@ -331,3 +331,81 @@ def test_metrics_count_the_transactions(cluster: LocalCluster) -> None:
     assert totals.get("tidelog_broker_transactions_committed_total", 0) >= 4, totals  # 3 clients + fence test
     assert totals.get("tidelog_broker_transactions_aborted_total", 0) >= 4, totals
     assert totals.get("tidelog_broker_transactions_timed_out_total", 0) >= 1, totals
+
+
+def kafka_python_offsets_round(cluster: LocalCluster, tid: str, sink: str, outputs: list[bytes],
+                               offsets: dict[int, int], source: str, group: str, rounds: tuple[str, ...]) -> None:
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    p = KafkaProducer(bootstrap_servers=bootstrap(cluster).split(","), transactional_id=tid)
+    try:
+        p.init_transactions()
+        for outcome in rounds:
+            p.begin_transaction()
+            for i, v in enumerate(outputs):
+                p.send(sink, v, partition=i % PARTITIONS)
+            p.send_offsets_to_transaction({TopicPartition(source, part): OffsetAndMetadata(o, "", -1)
+                                           for part, o in offsets.items()}, group)
+            if outcome == "commit":
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close()
+
+
+def aiokafka_offsets_round(cluster: LocalCluster, tid: str, sink: str, outputs: list[bytes],
+                           offsets: dict[int, int], source: str, group: str, rounds: tuple[str, ...]) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id=tid)
+        await p.start()
+        try:
+            for outcome in rounds:
+                await p.begin_transaction()
+                for i, v in enumerate(outputs):
+                    await p.send(sink, v, partition=i % PARTITIONS)
+                await p.send_offsets_to_transaction({TopicPartition(source, part): o for part, o in offsets.items()},
+                                                    group)
+                if outcome == "commit":
+                    await p.commit_transaction()
+                else:
+                    await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), TIMEOUT_S))
+
+
+OFFSETS_CLIENTS = {"kafka-python": kafka_python_offsets_round, "aiokafka": aiokafka_offsets_round}
+
+
+@pytest.mark.parametrize("client", list(OFFSETS_CLIENTS))
+def test_send_offsets_to_transaction_of_the_python_clients(cluster: LocalCluster, client: str) -> None:
+    """kafka-python's and aiokafka's send_offsets_to_transaction (AddOffsetsToTxn, then
+    TxnOffsetCommit for a group given by id): an aborted round commits neither its output nor
+    its offsets, a committed round both."""
+    source, sink = new_topic(cluster, f"offsets-in-{client}", PARTITIONS), new_topic(cluster, f"offsets-out-{client}",
+                                                                                     PARTITIONS)
+    group, tid = f"offsets-{client}", f"tx-offsets-{client}"
+    wanted = {p: 10 + p for p in range(PARTITIONS)}
+    reader = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                                       "enable.auto.commit": False})
+    try:
+        def committed() -> dict[int, int]:
+            found = reader.committed([confluent_kafka.TopicPartition(source, p) for p in range(PARTITIONS)],
+                                     TIMEOUT_S)
+            return {tp.partition: tp.offset for tp in found}
+
+        OFFSETS_CLIENTS[client](cluster, f"{tid}-a", sink, values("aborted", 30), wanted, source, group, ("abort",))
+        wait_state(cluster, f"{tid}-a", "CompleteAbort")
+        assert all(o < 0 for o in committed().values()), committed()
+        OFFSETS_CLIENTS[client](cluster, f"{tid}-c", sink, values("kept", 30), wanted, source, group, ("commit",))
+        wait_state(cluster, f"{tid}-c", "CompleteCommit")
+        assert committed() == wanted
+    finally:
+        reader.close()
+    assert sorted(v for _, v in consume(cluster, sink, "read_committed", 30)) == sorted(values("kept", 30))

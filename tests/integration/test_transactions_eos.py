@@ -90,7 +90,7 @@ class Transform:
 
 
 def test_consume_transform_produce_is_exactly_once_through_a_rebalance_and_a_kill(cluster: LocalCluster) -> None:
-    source, sink = new_topic(cluster, "eos-in", PARTITIONS, MIN_ISR_2), new_topic(cluster, "eos-out", PARTITIONS, MIN_ISR_2)
+    source, sink = (new_topic(cluster, name, PARTITIONS, MIN_ISR_2) for name in ("eos-in", "eos-out"))
     feed = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 20})
     for v in range(RECORDS):
         feed.produce(source, str(v).encode(), partition=v % PARTITIONS)
@@ -124,7 +124,7 @@ def test_consume_transform_produce_is_exactly_once_through_a_rebalance_and_a_kil
         def output_complete() -> bool:
             return sum(t.committed_records() for t in transforms) >= RECORDS
         wait_until("the transforms commit every input record", output_complete, TIMEOUT_S)
-        committed = read_values(cluster, sink, "read_committed", RECORDS, partitions=PARTITIONS)
+        committed = read_committed(cluster, sink, RECORDS)
         uncommitted = read_values(cluster, sink, "read_uncommitted", RECORDS, partitions=PARTITIONS)
     finally:
         for t in transforms:
@@ -206,6 +206,10 @@ def open_transactions(cluster: LocalCluster, topic: str) -> dict[int, set[tuple[
     return per_leader(cluster, topic, ask)
 
 
+def read_committed(cluster: LocalCluster, topic: str, expected: int) -> list[tuple[int, bytes]]:
+    return read_values(cluster, topic, "read_committed", expected, partitions=PARTITIONS)
+
+
 def restart_every_broker(cluster: LocalCluster, topic: str) -> None:
     """SIGTERM every broker, then start them all again; back once every partition has its ISR."""
     for broker_id in BROKERS:
@@ -275,12 +279,12 @@ def test_restart_of_every_broker_with_transactions_open(cluster: LocalCluster) -
         return o if o and all(lso == hw for lso, hw in o.values()) else None
     final = wait_until("the LSO reaches the HW on every partition", stable, TIMEOUT_S)
     assert all(final[p][1] == before[p][1] + 2 for p in range(PARTITIONS)), (final, before)  # two markers
-    assert sorted(v for _, v in read_values(cluster, topic, "read_committed", len(committed), partitions=PARTITIONS)) == sorted(committed)
+    assert sorted(v for _, v in read_committed(cluster, topic, len(committed))) == sorted(committed)
 
     restart_every_broker(cluster, topic)  # the aborted list comes back from the .txnindex
     wait_until("every partition's offsets after the second restart",
                lambda: (lambda o: o if o == final else None)(offsets(cluster, topic)), TIMEOUT_S)
-    assert sorted(v for _, v in read_values(cluster, topic, "read_committed", len(committed), partitions=PARTITIONS)) == sorted(committed)
+    assert sorted(v for _, v in read_committed(cluster, topic, len(committed))) == sorted(committed)
     everything = read_values(cluster, topic, "read_uncommitted", 60, partitions=PARTITIONS)
     assert len(everything) == 60  # the aborted records are in the log: read_committed skipped them
     print(f"restart with open transactions: {outcomes}, offsets before {before}, final {final}, "
