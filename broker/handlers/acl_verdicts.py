@@ -5,6 +5,7 @@ check of a request as a whole against its API's first resource.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any, Final
 from broker.handlers.context import ClientInfo
 from common.errors import ErrorCode
 from common.protocol import acls as acl_codes
+from common.protocol import messages
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
 from common.protocol.api_table import API_SPECS
@@ -125,6 +127,38 @@ def resource_names(resource: ResourceType, req: Any) -> list[str]:
     return [t.name for t in getattr(req, "topics", None) or () if getattr(t, "name", None)]
 
 
+# The code a refusal of a whole request carries, by the resource it was refused on.
+DENIED_BY_RESOURCE: Final = {Res.CLUSTER: CLUSTER_DENIED, Res.GROUP: GROUP_DENIED, Res.TOPIC: TOPIC_DENIED,
+                             Res.TRANSACTIONAL_ID: TXN_DENIED}
+
+
+def top_level_refusal(api_key: ApiKey, version: int, code: int) -> Any | None:
+    """The response refusing a whole request, where the API's response has a top-level error
+    code (ElectLeaders, the reassignment APIs, DescribeQuorum, EndTxn, ...): that code, every
+    list empty, every other field at its default. None where it has none (the caller closes the
+    connection instead: an answer without a per-item error would read as a success)."""
+    try:
+        cls = messages.response_type(api_key, version)
+    except KeyError:  # a hand codec's version
+        return None
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if "error_code" not in fields:
+        return None
+    values: dict[str, Any] = {"error_code": messages.error_code(code)}
+    for name, f in fields.items():
+        if name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        if name == "throttle_time":
+            values[name] = messages.NO_THROTTLE
+        elif name == "error_message":
+            values[name] = None
+        elif str(f.type).startswith("tuple"):
+            values[name] = ()
+        else:
+            return None  # a required scalar we cannot make up
+    return cls(**values)
+
+
 def whole(api_key: ApiKey) -> Gate:
     spec = API_SPECS[api_key]
     assert spec.acl is not None
@@ -135,6 +169,9 @@ def whole(api_key: ApiKey) -> Gate:
         for name in resource_names(resource, req):
             if not a.allowed(client, operation, resource, name):
                 log_refusal(a, client, api_key.name, f"{resource.name} {name} ({operation.name})")
+                refusal = top_level_refusal(api_key, version, DENIED_BY_RESOURCE.get(resource, CLUSTER_DENIED))
+                if refusal is not None:
+                    return Refuse(refusal)
                 raise RefusedRequest(f"{client.principal} is not authorized to {operation.name} "
                                      f"{resource.name} {name} ({api_key.name}): connection closed")
         return None

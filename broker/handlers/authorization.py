@@ -14,9 +14,11 @@ the ones the caller may not DESCRIBE, and of named ones answers TOPIC_AUTHORIZAT
 them (and creates none it may not CREATE); "authorized operations" are the caller's.
 
 APIs without a gate of their own are checked as a whole against their first resource (the
-cluster, the group, the transactional id, each topic); refused, the connection is closed with
-an INFO line naming principal, API and resource (`RefusedRequest`), which no client takes for a
-success. Gated APIs: Produce, Fetch, Metadata, ListOffsets, OffsetForLeaderEpoch (followers),
+cluster, the group, the transactional id, each topic); refused, they get the API's top-level
+error code where its response has one (ElectLeaders, the reassignment APIs, DescribeQuorum,
+EndTxn, AddOffsetsToTxn, DescribeLogDirs v3+, ...), and otherwise the connection is closed
+(`RefusedRequest`: an answer without a per-item error would read as a success); either way one
+INFO line names principal, API and resource. Gated APIs: Produce, Fetch, Metadata, ListOffsets, OffsetForLeaderEpoch (followers),
 FindCoordinator, the group APIs, OffsetCommit/Fetch, DescribeGroups, ListGroups, and in
 `authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config
 APIs, AddPartitionsToTxn, ListTransactions; the ACL APIs check themselves (broker/handlers/acls.py).

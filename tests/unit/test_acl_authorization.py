@@ -122,8 +122,11 @@ async def test_group_acl(secured) -> None:
 
 
 async def test_an_api_without_its_own_gate_closes_the_connection(secured) -> None:
+    # DescribeLogDirs v1 has no top-level error: an empty answer would read as "no log dirs"
     with pytest.raises(ProtocolError, match="not authorized to DESCRIBE CLUSTER"):
-        await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)
+        await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 1, topics=None)
+    answer = await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)  # v3+ has one
+    assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and answer.results == ()
 
 
 async def test_describe_acls_from_the_image(secured) -> None:
@@ -242,3 +245,12 @@ async def test_authorized_operations_of_the_cluster_and_groups(tmp_path) -> None
         assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     finally:
         log_manager.shutdown()
+
+
+async def test_a_whole_refusal_carries_the_top_level_error_where_the_api_has_one(secured) -> None:
+    answer = await kio_call(secured, ApiKey.END_TXN, 3, transactional_id="t1", producer_id=1, producer_epoch=0,
+                            committed=True)
+    assert answer.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    answer = await kio_call(secured, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, timeout=timedelta(seconds=5),
+                            topics=None)
+    assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and answer.topics == ()
