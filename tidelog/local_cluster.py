@@ -3,6 +3,7 @@
     tidelog up [--controllers 3] [--brokers 3] [--data-dir ./tidelog-data] [--detach]
     tidelog up --combined [--controllers 1] [--brokers 0] ...   one process per node runs both roles
     tidelog up --broker-config num.partitions=3 [--controller-config KEY=VALUE] ...
+    tidelog up --controllers 5 ...        on an existing data dir of 3: grows the quorum online
     tidelog down [--data-dir ./tidelog-data]
 
 `up` starts every node that is not running (`localcluster.launcher`; as `docker compose up` does, a
@@ -33,6 +34,7 @@ from tidelog.cli_common import silence_stdout
 from localcluster.cluster_layout import LayoutError, data_dir_lock
 from localcluster.launcher import Interrupted, LauncherError, LocalCluster
 from localcluster.node_process import StopReport
+from tidelog.cluster_growth import grow, growth_target
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -62,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `tidelog up`. Shape options left out mean: as stored in the data dir, else the default."""
     parser.add_argument("--controllers", type=_count, default=None,
                         help=f"controllers (quorum voters) on 127.0.0.1..N (default: as stored, else "
-                             f"{layout.DEFAULT_CONTROLLERS}; with --combined: 1)")
+                             f"{layout.DEFAULT_CONTROLLERS}; with --combined: 1); more than a data dir's "
+                             "cluster has grows its quorum online, one controller at a time")
     parser.add_argument("--combined", action="store_true", default=None,
                         help="combined mode (process.roles=broker,controller): each controller also runs a "
                              "broker in the same process; --brokers then adds separate brokers (default 0)")
@@ -174,12 +177,22 @@ def run(args: argparse.Namespace) -> int:
                     brokers = 0 if args.combined else layout.DEFAULT_BROKERS
                 if controllers is None and args.combined:
                     controllers = 1
-            cluster = LocalCluster.start(root, controllers=controllers, raft_port=args.raft_port,
-                                         admin_port=args.admin_port, brokers=brokers, kafka_port=args.kafka_port,
-                                         metrics_port=args.metrics_port, ready_timeout=args.ready_timeout,
-                                         should_stop=stop.is_set, combined=args.combined,
-                                         broker_config=dict(args.broker_config),
-                                         controller_config=dict(args.controller_config))
+            # more controllers than the data dir's cluster has: start it as it is, then grow it
+            # online (KIP-853, tidelog.cluster_growth)
+            grow_to = growth_target(root, controllers)
+            running = LocalCluster.attach(root) if grow_to is not None else None
+            if running is not None and all(n.running() for n in running.nodes):
+                cluster = running  # a detached cluster running in full grows as it runs
+                cluster.already_running = tuple(n.spec.node_id for n in cluster.nodes)
+            else:
+                cluster = LocalCluster.start(root, controllers=None if grow_to else controllers,
+                                             raft_port=args.raft_port, admin_port=args.admin_port, brokers=brokers,
+                                             kafka_port=args.kafka_port, metrics_port=args.metrics_port,
+                                             ready_timeout=args.ready_timeout, should_stop=stop.is_set,
+                                             combined=args.combined, broker_config=dict(args.broker_config),
+                                             controller_config=dict(args.controller_config))
+            if grow_to is not None:
+                grow(cluster, grow_to, say=_say)
         except Interrupted:
             print("tidelog up: interrupted before the cluster was ready; every node it started is stopped",
                   file=sys.stderr)

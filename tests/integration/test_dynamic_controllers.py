@@ -2,7 +2,8 @@
 grown from 3 to 5 keeps its membership across a restart of every voter (and the added ones
 count toward its majority), and every refused change leaves the voter set as it was, with
 Kafka's error. Then with real processes: a 3-controller cluster grown to 5 and shrunk to 3
-through the admin API and the CLI while topics are created and broker 4 heartbeats.
+through the admin API and the CLI while topics are created and broker 4 heartbeats; and
+`tidelog up --controllers 4` growing a running 3-controller data dir, which restarts grown.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from quorum.metadata_log import MetadataLog
 from quorum.quorum_settings import QuorumSettings
 from quorum.voter_set import ZERO_DIRECTORY_ID, VoterChangeError, VoterEntry, directory_id_bytes
 from quorum.voters import Voter
+from tests.integration.cli_cluster import CliCluster
 from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, wait_until
 from tests.integration.test_describe_quorum import describe_through_broker
 from tidelog.cli_common import parse_bootstrap_servers
@@ -297,6 +299,11 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
                     wait_until(f"{url} lists five voters", lambda: voter_ids(url) == grown)
                 described = describe_through_broker(cluster, 2)
                 assert sorted(v.replica_id for v in described.topics[0].partitions[0].current_voters) == grown
+                directories = {v.replica_id: v.replica_directory_id for v in described.topics[0].partitions[0].current_voters}
+                for node_id in NEW_CONTROLLERS:  # an added controller's directory id; the static ones have none
+                    replica = json.loads(http(f"{urls[node_id]}/v1/quorum/replica")[1])
+                    assert directories[node_id] == uuid.UUID(bytes=directory_id_bytes(replica["directory_id"]))
+                assert directories[kept] is None  # Kafka's zero Uuid, which kio reads as null
                 # the active controller first (it hands over), through the CLI; then another, through the API
                 assert main(["quorum", "remove-controller", "--admin-url", urls[kept],
                              "--controller-id", str(removed[0])]) == 0
@@ -337,3 +344,30 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
         finally:
             for node in started:
                 node.stop()
+
+
+# --- tidelog up --controllers N on an existing data dir --------------------------------------
+
+
+def test_tidelog_up_grows_an_existing_cluster_and_it_restarts_grown(tmp_path: Path) -> None:
+    cluster = CliCluster(tmp_path / "up", HOSTS[:4])
+    try:
+        base = (*cluster.up_args(), "--brokers", "0", "--detach")
+        first = cluster.run(*base, "--controllers", "3")
+        assert first.returncode == 0, first.stdout + first.stderr
+        grown = cluster.run(*base, "--controllers", "4")  # running in full: it grows as it runs
+        assert grown.returncode == 0, grown.stdout + grown.stderr
+        assert "controller 4 joined the quorum" in grown.stdout, grown.stdout
+        nodes = cluster.layout()["nodes"]
+        assert [(n["id"], n["role"]) for n in nodes] == [(i, "controller") for i in (1, 2, 3, 4)]
+        fewer = cluster.run(*base, "--controllers", "3")
+        assert fewer.returncode == 1 and "remove-controller" in fewer.stderr, fewer.stderr
+        assert cluster.run("down").returncode == 0
+        again = cluster.run(*base)  # the shape as stored: 4 controllers, controller 4 a voter from its log
+        assert again.returncode == 0, again.stdout + again.stderr
+        for node in cluster.layout()["nodes"]:
+            url = f"http://127.0.0.{node['id']}:{cluster.admin_port}"
+            wait_until(f"controller {node['id']} lists 4 voters", lambda: voter_ids(url) == [1, 2, 3, 4])
+        assert cluster.run("down").returncode == 0
+    finally:
+        cluster.cleanup()
