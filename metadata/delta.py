@@ -34,6 +34,7 @@ from metadata.image import (
     MetadataImage,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramImage,
     TopicImage,
     TopicsImage,
 )
@@ -57,6 +58,8 @@ from metadata.records import (
     RegisterBroker,
     RemoveAccessControlEntry,
     RemoveTopic,
+    RemoveUserScramCredential,
+    UserScramCredential,
     Topic,
     UnregisterBroker,
 )
@@ -106,6 +109,7 @@ class MetadataDelta:
         self._features: dict[str, int] | None = None
         self._next_producer_id_block_start = image.producer_ids.next_producer_id_block_start
         self._acls: dict[str, AccessControlEntry] | None = None
+        self._scram: dict[tuple[str, int], UserScramCredential] | None = None
         self._applied = False
 
     def replay(self, record: Record, offset: int) -> None:
@@ -289,6 +293,20 @@ class MetadataDelta:
         if self._acls_for_write().pop(r.id, None) is None:
             raise MetadataRecordError(f"unknown ACL id {r.id}")
 
+    # -- SCRAM credentials (Kafka's ScramDelta) ----------------------------------------
+
+    def _scram_for_write(self) -> dict[tuple[str, int], UserScramCredential]:
+        if self._scram is None:
+            self._scram = dict(self.image.scram.credentials)
+        return self._scram
+
+    def _user_scram_credential(self, r: UserScramCredential, offset: int) -> None:
+        self._scram_for_write()[(r.name, r.mechanism)] = r  # an upsert replaces the credential
+
+    def _remove_user_scram_credential(self, r: RemoveUserScramCredential, offset: int) -> None:
+        if self._scram_for_write().pop((r.name, r.mechanism), None) is None:
+            raise MetadataRecordError(f"no SCRAM credential of mechanism {r.mechanism} for user {r.name!r}")
+
     # -- the new image ---------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
@@ -317,9 +335,10 @@ class MetadataDelta:
         if self._next_producer_id_block_start != producer_ids.next_producer_id_block_start:
             producer_ids = ProducerIdsImage(self._next_producer_id_block_start)
         acls = base.acls if self._acls is None else AclsImage(MappingProxyType(self._acls))
+        scram = base.scram if self._scram is None else ScramImage(MappingProxyType(self._scram))
         return MetadataImage(offset=self._offset, controller_epoch=self._controller_epoch,
                              cluster=cluster, topics=topics, configs=configs,
-                             features=features, producer_ids=producer_ids, acls=acls)
+                             features=features, producer_ids=producer_ids, acls=acls, scram=scram)
 
 
 _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingProxyType({
@@ -338,6 +357,8 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
     NoOp: MetadataDelta._no_op,
     AccessControlEntry: MetadataDelta._access_control_entry,
     RemoveAccessControlEntry: MetadataDelta._remove_access_control_entry,
+    UserScramCredential: MetadataDelta._user_scram_credential,
+    RemoveUserScramCredential: MetadataDelta._remove_user_scram_credential,
     # Transaction markers only take their offset here: metadata.transactions decides what a
     # transaction's records do (buffered, published at End, dropped at Abort) before calling apply.
     BeginTransaction: MetadataDelta._no_op,

@@ -37,6 +37,7 @@ from metadata.records import (
     NO_LEADER,
     AccessControlEntry,
     ConfigResourceType,
+    UserScramCredential,
     LeaderRecoveryState,
     Partition,
     check_partition_state,
@@ -251,6 +252,17 @@ class AclsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM credentials by (user name, mechanism code) (UserScramCredential records, as
+    replayed); Kafka's ScramImage."""
+
+    credentials: Mapping[tuple[str, int], UserScramCredential] = field(default_factory=lambda: EMPTY_MAP)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "credentials", "ScramImage")
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     """The whole metadata state after applying every record up to and including `offset`."""
 
@@ -262,6 +274,7 @@ class MetadataImage:
     features: FeaturesImage = FeaturesImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     acls: AclsImage = AclsImage()
+    scram: ScramImage = ScramImage()
 
     def __post_init__(self) -> None:
         OFFSET.check(self.offset, "MetadataImage.offset")

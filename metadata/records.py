@@ -50,6 +50,7 @@ __all__ = [
     "Topic", "Partition", "PartitionChange", "RemoveTopic", "Config", "FeatureLevel",
     "ProducerIds", "OfflineReplicas", "NoOp", "BeginEpoch", "BeginTransaction", "EndTransaction", "AbortTransaction",
     "AccessControlEntry", "RemoveAccessControlEntry", "ACL_KINDS",
+    "UserScramCredential", "RemoveUserScramCredential", "SCRAM_KINDS",
     "TRANSACTION_MARKERS", "Record", "RECORD_TYPES", "encode_record",
     "decode_record", "encode_records", "decode_records", "record_to_map", "record_from_map",
     "check_partition_state",
@@ -368,10 +369,44 @@ class RemoveAccessControlEntry(_Record):
 ACL_KINDS: Mapping[str, Kind] = _SCHEMAS[AccessControlEntry].kinds  # an ACL in a snapshot: the record's fields
 
 
+# SCRAM credentials (issue 29, KIP-554): Kafka's UserScramCredentialRecord (apiKey 11) and
+# RemoveUserScramCredentialRecord (apiKey 22). Mechanism codes are Kafka's ScramMechanism types
+# (1 SCRAM-SHA-256, 2 SCRAM-SHA-512). The salt and keys are Kafka's bytes fields, kept here as
+# base64 text: the metadata fetch RPC carries records as JSON. Never the password.
+SCRAM_MECHANISM = Int(1, 2)
+SCRAM_ITERATIONS = Int(1, 2**31 - 1)
+
+
+@_record(11, name=NAME, mechanism=SCRAM_MECHANISM, salt=NAME, stored_key=NAME, server_key=NAME,
+         iterations=SCRAM_ITERATIONS)
+@dataclass(frozen=True, slots=True)
+class UserScramCredential(_Record):
+    """User `name`'s credential for one mechanism is created or replaced."""
+
+    name: str
+    mechanism: int
+    salt: str  # base64
+    stored_key: str  # base64
+    server_key: str  # base64
+    iterations: int
+
+
+@_record(22, name=NAME, mechanism=SCRAM_MECHANISM)
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredential(_Record):
+    """User `name`'s credential for one mechanism is deleted."""
+
+    name: str
+    mechanism: int
+
+
+SCRAM_KINDS: Mapping[str, Kind] = _SCHEMAS[UserScramCredential].kinds  # a credential in a snapshot
+
+
 Record = Union[RegisterBroker, UnregisterBroker, BrokerRegistrationChange, Topic, Partition,
                PartitionChange, RemoveTopic, Config, FeatureLevel, ProducerIds, OfflineReplicas, NoOp, BeginEpoch,
                BeginTransaction, EndTransaction, AbortTransaction, AccessControlEntry,
-               RemoveAccessControlEntry]
+               RemoveAccessControlEntry, UserScramCredential, RemoveUserScramCredential]
 TRANSACTION_MARKERS: tuple[type, ...] = (BeginTransaction, EndTransaction, AbortTransaction)
 
 RECORD_TYPES: Mapping[int, type] = MappingProxyType(_BY_TYPE_ID)

@@ -13,7 +13,8 @@ every collection is sorted, so equal images give equal bytes.
      "configs": [{"resource_type", "resource_name", "configs": {name: value}}, ...],
      "features": {name: level}, "next_producer_id_block_start": n,
      "acls": [{id, resource_type, resource_name, pattern_type, principal, host, operation,
-               permission_type}, ...] (left out when empty)}
+               permission_type}, ...] (left out when empty),
+     "scram": [{name, mechanism, salt, stored_key, server_key, iterations}, ...] (left out when empty)}
 """
 
 from __future__ import annotations
@@ -48,18 +49,19 @@ from metadata.image import (
     MetadataImage,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramImage,
     TopicImage,
     TopicsImage,
     frozen_map,
 )
-from metadata.records import ACL_KINDS, AccessControlEntry, ConfigResourceType
+from metadata.records import ACL_KINDS, SCRAM_KINDS, AccessControlEntry, ConfigResourceType, UserScramCredential
 
 SNAPSHOT_FORMAT = "tidelog-metadata-snapshot"
 SNAPSHOT_VERSION = 0
 _TOP_KEYS = ("format", "version", "offset", "controller_epoch", "brokers", "topics", "configs",
-             "features", "next_producer_id_block_start", "acls")
-# Left out when there are none, so snapshots written before ACLs read (and encode) the same.
-_TOP_OPTIONAL: dict[str, Any] = {"acls": []}
+             "features", "next_producer_id_block_start", "acls", "scram")
+# Left out when there are none, so snapshots written before ACLs (SCRAM credentials) read and encode the same.
+_TOP_OPTIONAL: dict[str, Any] = {"acls": [], "scram": []}
 # The topic id of a partition is its topic's: written once per topic, not per partition.
 _PARTITION_WIRE_KINDS = {k: v for k, v in PARTITION_KINDS.items() if k != "topic_id"}
 _CONFIG_KEYS = ("resource_type", "resource_name", "configs")
@@ -88,6 +90,8 @@ def encode_snapshot(image: MetadataImage) -> bytes:
         "next_producer_id_block_start": image.producer_ids.next_producer_id_block_start,
         **({"acls": [fields_to_map(image.acls.by_id[i], ACL_KINDS) for i in sorted(image.acls.by_id)]}
            if image.acls.by_id else {}),
+        **({"scram": [fields_to_map(image.scram.credentials[k], SCRAM_KINDS) for k in sorted(image.scram.credentials)]}
+           if image.scram.credentials else {}),
     }, use_bin_type=True)
     return packed
 
@@ -123,6 +127,8 @@ def _decode(data: bytes) -> MetadataImage:
     topics = _unique(_list(m["topics"], "topics", _topic_from_map), lambda t: t.topic_id, "topic id")
     configs = _unique(_list(m["configs"], "configs", _config_from_map), lambda c: c[0], "config resource")
     acls = _unique(_list(m.get("acls", []), "acls", _acl_from_map), lambda a: a.id, "ACL id")
+    scram = _unique(_list(m.get("scram", []), "scram", _scram_from_map), lambda c: (c.name, c.mechanism),
+                    "SCRAM credential")
     return MetadataImage(
         offset=OFFSET.check(m["offset"], "offset"),
         controller_epoch=_EPOCH.check(m["controller_epoch"], "controller_epoch"),
@@ -133,6 +139,7 @@ def _decode(data: bytes) -> MetadataImage:
         producer_ids=ProducerIdsImage(_BLOCK_START.check(m["next_producer_id_block_start"],
                                                          "next_producer_id_block_start")),
         acls=AclsImage(frozen_map(acls)),
+        scram=ScramImage(frozen_map(scram)),
     )
 
 
@@ -183,6 +190,10 @@ def _topic_from_map(m: Any, where: str) -> TopicImage:
     parts = _unique(_list(m["partitions"], f"{where}.partitions", partition),
                     lambda p: p.partition_id, "partition id")
     return TopicImage(m["name"], topic_id, frozen_map(parts))
+
+
+def _scram_from_map(m: Any, where: str) -> UserScramCredential:
+    return fields_from_map(UserScramCredential, m, SCRAM_KINDS, where)
 
 
 def _acl_from_map(m: Any, where: str) -> AccessControlEntry:

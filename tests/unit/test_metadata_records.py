@@ -30,6 +30,8 @@ from metadata.records import (
     ProducerIds,
     RegisterBroker,
     RemoveAccessControlEntry,
+    RemoveUserScramCredential,
+    UserScramCredential,
     RemoveTopic,
     Topic,
     UnregisterBroker,
@@ -100,6 +102,10 @@ CASES = [
      {"type": 6, "version": 0, "id": TOPIC_ID, "resource_type": 2, "resource_name": "orders", "pattern_type": 4,
       "principal": "User:*", "host": "*", "operation": 3, "permission_type": 3}),
     (RemoveAccessControlEntry(TOPIC_ID), {"type": 7, "version": 0, "id": TOPIC_ID}),
+    (UserScramCredential("alice", 2, "c2FsdA==", "c3RvcmVk", "c2VydmVy", 4096),
+     {"type": 11, "version": 0, "name": "alice", "mechanism": 2, "salt": "c2FsdA==", "stored_key": "c3RvcmVk",
+      "server_key": "c2VydmVy", "iterations": 4096}),
+    (RemoveUserScramCredential("alice", 1), {"type": 22, "version": 0, "name": "alice", "mechanism": 1}),
 ]
 CASE_IDS = [f"{type(r).__name__}-{i}" for i, (r, _) in enumerate(CASES)]
 
