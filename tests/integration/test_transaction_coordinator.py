@@ -274,7 +274,8 @@ def test_an_oversized_timeout_is_refused(cluster: LocalCluster) -> None:
 def test_consume_transform_produce_with_offsets_in_the_transaction(cluster: LocalCluster) -> None:
     """send_offsets_to_transaction (AddOffsetsToTxn, then the group's TxnOffsetCommit): an aborted
     round leaves neither output nor offsets; the committed round leaves both, exactly once."""
-    source, sink, group = new_topic(cluster, "ctp-in", PARTITIONS), new_topic(cluster, "ctp-out", PARTITIONS), "ctp-group"
+    source, sink = (new_topic(cluster, name, PARTITIONS) for name in ("ctp-in", "ctp-out"))
+    group = "ctp-group"
     feed = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster)})
     for i, v in enumerate(values("in", 30)):
         feed.produce(source, v, partition=i % PARTITIONS)
@@ -388,8 +389,7 @@ def test_send_offsets_to_transaction_of_the_python_clients(cluster: LocalCluster
     """kafka-python's and aiokafka's send_offsets_to_transaction (AddOffsetsToTxn, then
     TxnOffsetCommit for a group given by id): an aborted round commits neither its output nor
     its offsets, a committed round both."""
-    source, sink = new_topic(cluster, f"offsets-in-{client}", PARTITIONS), new_topic(cluster, f"offsets-out-{client}",
-                                                                                     PARTITIONS)
+    source, sink = (new_topic(cluster, f"offsets-{side}-{client}", PARTITIONS) for side in ("in", "out"))
     group, tid = f"offsets-{client}", f"tx-offsets-{client}"
     wanted = {p: 10 + p for p in range(PARTITIONS)}
     reader = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
