@@ -294,6 +294,19 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
                 assert add_raft_voter(cluster, NEW_CONTROLLERS[0], urls[NEW_CONTROLLERS[0]].removeprefix("http://"),
                                       ).error_code == ErrorCode.DUPLICATE_VOTER
                 assert remove_raft_voter(cluster, 9, uuid.UUID(int=0)).error_code == ErrorCode.VOTER_NOT_FOUND
+                # and through the admin API: 4xx JSON naming the field
+                for body, expected in [
+                    ({"voter_id": 7, "api_address": f"127.0.0.7:{admin_port}"}, (504, "REQUEST_TIMED_OUT", "api_address")),
+                    ({"api_address": f"127.0.0.7:{admin_port}"}, (400, "INVALID_REQUEST", "voter_id")),
+                    ({"voter_id": 7, "api_address": "nowhere"}, (400, "INVALID_REQUEST", "api_address")),
+                    ({"voter_id": 7, "api_address": "127.0.0.7:1", "extra": 1}, (400, "INVALID_REQUEST", "extra")),
+                ]:
+                    status, answer = http(f"{urls[kept]}/v1/quorum/voters", "POST", body)
+                    error = json.loads(answer)
+                    assert (status, error["error"], error["field"]) == expected, answer
+                status, answer = http(f"{urls[kept]}/v1/quorum/voters/{kept}", "DELETE")
+                assert (status, json.loads(answer)["field"]) == (400, "directory_id"), answer
+                assert voter_ids(urls[kept]) == [1, 2, 3, *NEW_CONTROLLERS]
                 grown = [1, 2, 3, *NEW_CONTROLLERS]
                 for url in urls.values():
                     wait_until(f"{url} lists five voters", lambda: voter_ids(url) == grown)
