@@ -332,6 +332,11 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     ApiKey.ADD_PARTITIONS_TO_TXN: admin.add_partitions_to_txn,
     ApiKey.LIST_TRANSACTIONS: admin.list_transactions,
+    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+    ApiKey.DELETE_RECORDS: admin.delete_records,
+    ApiKey.DESCRIBE_PRODUCERS: admin.describe_producers,
+    ApiKey.DELETE_GROUPS: admin.delete_groups,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: admin.describe_topic_partitions,
 }
 # The ACL APIs check themselves (broker/handlers/acls.py): their refusals are per creation/filter.
 _SELF_CHECKED: Final = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})

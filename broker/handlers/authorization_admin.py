@@ -2,12 +2,14 @@
 DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config APIs per resource (a
 topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster, as
 Kafka's ConfigAdminManager checks), the broker form of AddPartitionsToTxn (v4+: CLUSTER_ACTION) and
-ListTransactions (only the transactional ids the caller may DESCRIBE).
+ListTransactions (only the transactional ids the caller may DESCRIBE), and per topic or group
+CreatePartitions, DeleteRecords, DescribeProducers, DeleteGroups and DescribeTopicPartitions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Final
 
 from broker.handlers.acl_verdicts import (
@@ -208,3 +210,78 @@ def list_transactions(a: BrokerAuthorizer, req: Any, version: int, client: Clien
     return Narrow(req, lambda resp: dataclasses.replace(resp, transaction_states=tuple(
         t for t in resp.transaction_states if a.allowed(client, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
                                                         t.transactional_id))))
+
+
+# ---- per-item admin APIs: the refused items answered with the resource's error ---------------
+
+def _per_item(api_key: ApiKey, api: str, operation: AclOperation, resource_type: Any, *, items: str,
+              name_of: Callable[[Any], str], results: str, refused_item: Callable[[Any, Any, int], Any]) -> Any:
+    """A gate that runs the handler on the items the caller may act on and answers the others
+    with `refused_item(response_module, item, code)`; all refused: the handler never runs."""
+    code = TOPIC_DENIED if resource_type == Res.TOPIC else GROUP_DENIED
+
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        requested = tuple(getattr(req, items) or ())
+        denied = [i for i in requested if not a.allowed(client, operation, resource_type, name_of(i))]
+        if not denied:
+            return None
+        log_refusal(a, client, api, f"{resource_type.name} " + ", ".join(sorted({name_of(i) for i in denied})))
+        m = messages.response_module(api_key, version)
+        refused = tuple(refused_item(m, i, code) for i in denied)
+        response_type = getattr(m, f"{api}Response")
+
+        def finish(resp: Any) -> Any:
+            return dataclasses.replace(resp, **{results: tuple(getattr(resp, results)) + refused})
+        kept = tuple(i for i in requested if i not in denied)
+        if not kept:
+            return Refuse(finish(build(response_type, throttle_time=messages.NO_THROTTLE, **{results: ()})))
+        return Narrow(dataclasses.replace(req, **{items: kept}), finish)
+    return gate
+
+
+create_partitions = _per_item(
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", AclOperation.ALTER, Res.TOPIC, items="topics",
+    name_of=lambda t: t.name, results="results",
+    refused_item=lambda m, t, code: build(m.CreatePartitionsTopicResult, name=t.name,
+                                          error_code=messages.error_code(code), error_message=None))
+delete_records = _per_item(
+    ApiKey.DELETE_RECORDS, "DeleteRecords", AclOperation.DELETE, Res.TOPIC, items="topics",
+    name_of=lambda t: t.name, results="topics",
+    refused_item=lambda m, t, code: m.DeleteRecordsTopicResult(name=t.name, partitions=tuple(
+        build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=-1,
+              error_code=messages.error_code(code)) for p in t.partitions)))
+describe_producers = _per_item(
+    ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", AclOperation.READ, Res.TOPIC, items="topics",
+    name_of=lambda t: t.name, results="topics",
+    refused_item=lambda m, t, code: m.TopicResponse(name=t.name, partitions=tuple(
+        m.PartitionResponse(partition_index=p, error_code=messages.error_code(code), error_message=None,
+                            active_producers=()) for p in t.partition_indexes)))
+delete_groups = _per_item(
+    ApiKey.DELETE_GROUPS, "DeleteGroups", AclOperation.DELETE, Res.GROUP, items="groups_names",
+    name_of=str, results="results",
+    refused_item=lambda m, g, code: m.DeletableGroupResult(group_id=g, error_code=messages.error_code(code)))
+
+
+def describe_topic_partitions(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                              image: MetadataImage) -> Verdict:
+    """Read-only, as Metadata: topics the caller may not DESCRIBE are hidden when it asked for
+    every topic, refused (TOPIC_AUTHORIZATION_FAILED) when it named them; authorized
+    operations are the caller's."""
+    named = bool(req.topics)
+
+    def finish(resp: Any) -> Any:
+        topics = []
+        for t in resp.topics:
+            if t.name is None or t.error_code:
+                topics.append(t)
+            elif not a.allowed(client, AclOperation.DESCRIBE, Res.TOPIC, t.name):
+                if named:
+                    log_refusal(a, client, "DescribeTopicPartitions", f"topic {t.name}")
+                    topics.append(dataclasses.replace(t, error_code=messages.error_code(TOPIC_DENIED), partitions=()))
+            elif t.topic_authorized_operations != md.AUTHORIZED_OPERATIONS_OMITTED:
+                topics.append(dataclasses.replace(t, topic_authorized_operations=a.operations(
+                    client, Res.TOPIC, t.name, acl_codes.TOPIC_OPERATIONS)))
+            else:
+                topics.append(t)
+        return dataclasses.replace(resp, topics=tuple(topics))
+    return Narrow(req, finish)

@@ -254,3 +254,23 @@ async def test_a_whole_refusal_carries_the_top_level_error_where_the_api_has_one
     answer = await kio_call(secured, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, timeout=timedelta(seconds=5),
                             topics=None)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and answer.topics == ()
+
+
+async def test_per_item_admin_apis(secured) -> None:
+    from common.protocol import messages
+
+    m = messages.request_module(ApiKey.CREATE_PARTITIONS, 3)
+    answer = await kio_call(secured, ApiKey.CREATE_PARTITIONS, 3, timeout=timedelta(seconds=5), validate_only=True,
+                            topics=(m.CreatePartitionsTopic(name="orders", count=4, assignments=None),))
+    assert [(r.name, r.error_code) for r in answer.results] == [("orders", TOPIC_DENIED)]  # WRITE is not ALTER
+    answer = await kio_call(secured, ApiKey.DELETE_GROUPS, 2, groups_names=("g", "other"))
+    # READ on "g" does not imply DELETE: both refused, the coordinator never asked
+    assert {r.group_id: int(r.error_code) for r in answer.results} == {
+        "g": ErrorCode.GROUP_AUTHORIZATION_FAILED, "other": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    every = await kio_call(secured, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, topics=(), response_partition_limit=100,
+                           cursor=None)
+    assert sorted(t.name for t in every.topics) == ["audit-log", "audit-secret", "orders"]
+    rm = messages.request_module(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    named = await kio_call(secured, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, topics=(rm.TopicRequest(name="dark"),),
+                           response_partition_limit=100, cursor=None)
+    assert [(t.name, t.error_code) for t in named.topics] == [("dark", TOPIC_DENIED)]
