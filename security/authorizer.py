@@ -45,6 +45,7 @@ STANDARD_AUTHORIZER_NAMES: Final = frozenset({"org.apache.kafka.metadata.authori
                                               "StandardAuthorizer", "standard"})
 MAX_CACHED_DECISIONS: Final = 65_536  # entries per set of ACLs; cleared whole when full (no LRU bookkeeping)
 MAX_SUPER_USERS: Final = 1_024  # entries of super.users
+PROBE_RESOURCE_NAME: Final = "hardcode"  # Kafka's authorizeByResourceType's stand-in for "some resource"
 
 _IMPLIES_DESCRIBE: Final = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
                                       AclOperation.DELETE, AclOperation.ALTER})
@@ -181,9 +182,13 @@ class Authorizer:
         of topics (any topic WRITE)."""
         if principal in self.settings.super_users:
             return True
+        # Kafka's Authorizer.authorizeByResourceType first asks about a made-up name: with
+        # allow.everyone.if.no.acl.found, a resource no ACL names is allowed, so some resource is
+        if self._decide(principal, host, operation, resource_type, PROBE_RESOURCE_NAME):
+            return True
         index = self._by_type.get(resource_type)
         if index is None:
-            return self.settings.allow_everyone_if_no_acl_found
+            return False
         parsed = parse_principal(principal)
         principals = {principal, f"{parsed[0]}:{WILDCARD}"} if parsed is not None else {principal}
 

@@ -141,6 +141,16 @@ def test_authorize_any(acls: tuple[AclBinding, ...], allowed: bool) -> None:
     assert Authorizer(STRICT, acls).authorize_any(ALICE, HOST, Op.WRITE, Res.TOPIC) is allowed
 
 
+@pytest.mark.parametrize(("acls", "allowed"), [
+    ((), True),  # no ACL at all: everyone
+    ((acl("t", Op.READ),), True),  # some other topic has none
+    ((acl("*", Op.READ),), False),  # every topic has one, and none allows WRITE
+    ((acl("*", Op.READ), acl("t", Op.WRITE)), True),
+])
+def test_authorize_any_with_allow_everyone_if_no_acl_found(acls: tuple[AclBinding, ...], allowed: bool) -> None:
+    assert Authorizer(OPEN, acls).authorize_any(ALICE, HOST, Op.WRITE, Res.TOPIC) is allowed
+
+
 def test_implies() -> None:
     for op in Op:
         assert implies(Op.ALL, op)
