@@ -59,11 +59,11 @@ def acls(tidelog_cluster: Cluster, tidelog_topic: Any) -> Iterator[Cluster]:
     assert status == 200, body
 
 
-def confluent_produce(cluster: Cluster, topic: str) -> list[Any]:
+def confluent_produce(cluster: Cluster, topic: str, **config: Any) -> list[Any]:
     """Each message's delivery error (None: delivered)."""
     errors: list[Any] = []
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                         "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000)})
+                                         "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000), **config})
     for i in range(MESSAGES):
         producer.produce(topic, f"m{i}".encode(), on_delivery=lambda err, _msg: errors.append(err))
     assert producer.flush(CLIENT_TIMEOUT_S) == 0
@@ -118,6 +118,17 @@ def test_read_but_not_write(acls: Cluster, tidelog_topic: Any) -> None:
     assert isinstance(kafka_python_produce_error(acls, topic), kafka_errors.TopicAuthorizationFailedError)
     values, error = confluent_consume(acls, topic, f"{topic}-readers", MESSAGES)
     assert error is None and values == [f"m{i}".encode() for i in range(MESSAGES)]
+
+
+@OPEN
+def test_idempotent_producer_with_topic_acls(acls: Cluster, tidelog_topic: Any) -> None:
+    """InitProducerId of an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on
+    some topic (KIP-679); then each topic's WRITE decides."""
+    writable, readable = tidelog_topic(), tidelog_topic()
+    add_acls(acls, acl("TOPIC", writable, "WRITE"), acl("TOPIC", readable, "READ"))
+    assert confluent_produce(acls, writable, **{"enable.idempotence": True}) == [None] * MESSAGES
+    errors = confluent_produce(acls, readable, **{"enable.idempotence": True})
+    assert {e.code() for e in errors} == {confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED}
 
 
 @OPEN
