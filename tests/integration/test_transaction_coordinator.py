@@ -318,17 +318,42 @@ def test_consume_transform_produce_with_offsets_in_the_transaction(cluster: Loca
     assert sorted(v for _, v in out) == sorted(values("out", 30))
 
 
-def test_metrics_count_the_transactions(cluster: LocalCluster) -> None:
-    """Run after the tests above: commits, aborts and a timeout abort were counted by the
-    coordinators, each on its own /metrics."""
+def transaction_metrics(cluster: LocalCluster) -> dict[str, float]:
+    """Every tidelog_broker_transaction* sample (name with its labels), summed over the
+    coordinators, each of which shows its own on /metrics."""
     totals: dict[str, float] = {}
     for broker in cluster.brokers:
         status, body = http(broker.spec.metrics_url)
         assert status == 200
         for line in body.decode().splitlines():
-            name, _, value = line.partition(" ")
-            if name.startswith("tidelog_broker_transactions_") and name.endswith("_total"):
+            name, _, value = line.rpartition(" ")
+            if name.startswith("tidelog_broker_transaction"):
                 totals[name] = totals.get(name, 0.0) + float(value)
+    return totals
+
+
+def test_metrics_show_an_ongoing_transaction(cluster: LocalCluster) -> None:
+    topic, tid = new_topic(cluster, "txn-ongoing", PARTITIONS), "tx-ongoing"
+    ongoing = "tidelog_broker_transactions_ongoing"
+    before = transaction_metrics(cluster)[ongoing]
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": tid})
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush(TIMEOUT_S)
+    wait_state(cluster, tid, "Ongoing")
+    during = transaction_metrics(cluster)
+    assert during[ongoing] == before + 1, during
+    assert during['tidelog_broker_transactions{state="Ongoing"}'] == before + 1, during
+    p.commit_transaction(TIMEOUT_S)
+    wait_state(cluster, tid, "CompleteCommit")
+    assert transaction_metrics(cluster)[ongoing] == before
+
+
+def test_metrics_count_the_transactions(cluster: LocalCluster) -> None:
+    """Run after the tests above: commits, aborts and a timeout abort were counted by the
+    coordinators."""
+    totals = transaction_metrics(cluster)
     assert totals.get("tidelog_broker_transactions_committed_total", 0) >= 4, totals  # 3 clients + fence test
     assert totals.get("tidelog_broker_transactions_aborted_total", 0) >= 4, totals
     assert totals.get("tidelog_broker_transactions_timed_out_total", 0) >= 1, totals
