@@ -49,6 +49,7 @@ EXPECTED_PATHS = {
     "/v1/transactions", "/v1/transactions/{id}", "/v1/hanging-transactions",  # KIP-664 (issue 27)
     "/v1/topics/{name}/partitions/{partition}/producers", "/v1/topics/{name}/partitions/{partition}/abort-transaction",
     "/v1/quorum", "/rpc/describe-quorum",  # DescribeQuorum (issue 28)
+    "/v1/acls", "/v1/acls/delete",  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
 }
 
 
