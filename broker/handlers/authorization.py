@@ -337,6 +337,9 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.DESCRIBE_PRODUCERS: admin.describe_producers,
     ApiKey.DELETE_GROUPS: admin.delete_groups,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: admin.describe_topic_partitions,
+    ApiKey.TXN_OFFSET_COMMIT: admin.txn_offset_commit,
+    ApiKey.ADD_OFFSETS_TO_TXN: admin.add_offsets_to_txn,
+    ApiKey.OFFSET_DELETE: admin.offset_delete,
 }
 # The ACL APIs check themselves (broker/handlers/acls.py): their refusals are per creation/filter.
 _SELF_CHECKED: Final = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})

@@ -3,7 +3,8 @@ DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config APIs per
 topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster, as
 Kafka's ConfigAdminManager checks), the broker form of AddPartitionsToTxn (v4+: CLUSTER_ACTION) and
 ListTransactions (only the transactional ids the caller may DESCRIBE), and per topic or group
-CreatePartitions, DeleteRecords, DescribeProducers, DeleteGroups and DescribeTopicPartitions.
+CreatePartitions, DeleteRecords, DescribeProducers, DeleteGroups and DescribeTopicPartitions;
+TxnOffsetCommit, AddOffsetsToTxn and OffsetDelete in Kafka's order (transactional id, group, topics).
 """
 
 from __future__ import annotations
@@ -285,3 +286,67 @@ def describe_topic_partitions(a: BrokerAuthorizer, req: Any, version: int, clien
                 topics.append(t)
         return dataclasses.replace(resp, topics=tuple(topics))
     return Narrow(req, finish)
+
+
+# ---- group offsets inside transactions, and their deletion --------------------------------------
+
+def txn_offset_commit(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    """Kafka's order: WRITE on the transactional id, READ on the group (each failing every
+    partition), then READ on each topic (failing that topic's partitions)."""
+    m = messages.response_module(ApiKey.TXN_OFFSET_COMMIT, version)
+
+    def errors(topics: Any, code: int) -> tuple[Any, ...]:
+        return tuple(m.TxnOffsetCommitResponseTopic(name=t.name, partitions=tuple(
+            m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=messages.error_code(code))
+            for p in t.partitions)) for t in topics)
+
+    def everything(code: int) -> Refuse:
+        return Refuse(m.TxnOffsetCommitResponse(throttle_time=messages.NO_THROTTLE, topics=errors(req.topics, code)))
+
+    if not a.allowed(client, AclOperation.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        log_refusal(a, client, "TxnOffsetCommit", f"transactional id {req.transactional_id}")
+        return everything(TXN_DENIED)
+    if not a.allowed(client, AclOperation.READ, Res.GROUP, req.group_id):
+        log_refusal(a, client, "TxnOffsetCommit", f"group {req.group_id}")
+        return everything(GROUP_DENIED)
+    denied = [t for t in req.topics if not a.allowed(client, AclOperation.READ, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    log_refusal(a, client, "TxnOffsetCommit", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    refused = errors(denied, TOPIC_DENIED)
+    return Narrow(dataclasses.replace(req, topics=tuple(t for t in req.topics if t not in denied)),
+                  lambda resp: dataclasses.replace(resp, topics=tuple(resp.topics) + refused))
+
+
+def add_offsets_to_txn(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                       image: MetadataImage) -> Verdict:
+    """WRITE on the transactional id, then READ on the group: the one error code says which."""
+    if not a.allowed(client, AclOperation.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        code, what = TXN_DENIED, f"transactional id {req.transactional_id}"
+    elif not a.allowed(client, AclOperation.READ, Res.GROUP, req.group_id):
+        code, what = GROUP_DENIED, f"group {req.group_id}"
+    else:
+        return None
+    log_refusal(a, client, "AddOffsetsToTxn", what)
+    m = messages.response_module(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    return Refuse(m.AddOffsetsToTxnResponse(throttle_time=messages.NO_THROTTLE, error_code=messages.error_code(code)))
+
+
+def offset_delete(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                  image: MetadataImage) -> Verdict:
+    """DELETE on the group (GROUP_AUTHORIZATION_FAILED for the request), READ on each topic."""
+    m = messages.response_module(ApiKey.OFFSET_DELETE, version)
+    if not a.allowed(client, AclOperation.DELETE, Res.GROUP, req.group_id):
+        log_refusal(a, client, "OffsetDelete", f"group {req.group_id}")
+        return Refuse(m.OffsetDeleteResponse(error_code=messages.error_code(GROUP_DENIED),
+                                             throttle_time=messages.NO_THROTTLE, topics=()))
+    denied = [t for t in req.topics if not a.allowed(client, AclOperation.READ, Res.TOPIC, t.name)]
+    if not denied:
+        return None
+    log_refusal(a, client, "OffsetDelete", "topic(s) " + ", ".join(sorted({t.name for t in denied})))
+    refused = tuple(m.OffsetDeleteResponseTopic(name=t.name, partitions=tuple(
+        m.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=messages.error_code(TOPIC_DENIED))
+        for p in t.partitions)) for t in denied)
+    return Narrow(dataclasses.replace(req, topics=tuple(t for t in req.topics if t not in denied)),
+                  lambda resp: dataclasses.replace(resp, topics=tuple(resp.topics) + refused))

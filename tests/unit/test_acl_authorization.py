@@ -274,3 +274,29 @@ async def test_per_item_admin_apis(secured) -> None:
     named = await kio_call(secured, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, topics=(rm.TopicRequest(name="dark"),),
                            response_partition_limit=100, cursor=None)
     assert [(t.name, t.error_code) for t in named.topics] == [("dark", TOPIC_DENIED)]
+
+
+async def test_transactional_offsets_check_id_then_group_then_topics(tmp_path) -> None:
+    from common.protocol import messages
+
+    image = replay(SECURED, acl(9, Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
+    handler, log_manager = make(tmp_path, image, **{"authorizer.class.name": "standard"})
+    try:
+        answer = await kio_call(handler, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id="other", producer_id=1,
+                                producer_epoch=0, group_id="g")
+        assert answer.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        answer = await kio_call(handler, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id="tx", producer_id=1,
+                                producer_epoch=0, group_id="no-acl")
+        assert answer.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        m = messages.request_module(ApiKey.TXN_OFFSET_COMMIT, 3)
+        topics = (m.TxnOffsetCommitRequestTopic(name="orders", partitions=(m.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None),)),)
+        answer = await kio_call(handler, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id="tx", group_id="g",
+                                producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+                                group_instance_id=None, topics=topics)
+        assert [(t.name, [int(p.error_code) for p in t.partitions]) for t in answer.topics] == [
+            ("orders", [TOPIC_DENIED])]  # WRITE on orders is not READ
+        answer = await kio_call(handler, ApiKey.OFFSET_DELETE, 0, group_id="g", topics=())
+        assert answer.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED  # READ is not DELETE
+    finally:
+        log_manager.shutdown()
