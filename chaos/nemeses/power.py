@@ -55,7 +55,8 @@ def needs_brokers(targets: Sequence[str], shape: ClusterShape) -> bool:
         head, _, rest = target.partition(":")
         if head in CONTROLLER_SELECTORS:
             continue
-        if head == "node" and rest.isdigit() and int(rest) <= shape.controllers:
+        ids = [i.strip() for i in rest.split(",")] if head in ("node", "nodes") else []
+        if ids and all(i.isdigit() and int(i) <= shape.controllers for i in ids):
             continue
         return True
     return False

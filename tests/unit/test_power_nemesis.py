@@ -18,6 +18,8 @@ SHAPE = ClusterShape(controllers=3, brokers=3)
     (["active-controller", "controller-follower", "majority", "minority", "controllers"], False),
     (["node:3"], False),
     (["node:4"], True),
+    (["nodes:1,2"], False),
+    (["nodes:2,5"], True),
     (["leader:chaos:0"], True),
     (["controllers", "replicas:chaos:1"], True),
     (["broker:random"], True),
