@@ -20,6 +20,7 @@ from common.config import parse_config
 from common.config_schema import ConfigError, Value
 from common.errors import ErrorCode
 from common.limits import MAX_RECORDS_PER_USER_OP
+from common.protocol.api_versions import ELR_VERSION
 from common.topic_config import (
     MIN_INSYNC_REPLICAS,
     TOPIC_CONFIG_KEYS,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # the caller owns the generator: no global random here
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
-ELR_FEATURE: Final = "eligible.leader.replicas.version"  # KIP-966's feature: level >= 1 enables ELR
+ELR_FEATURE: Final = ELR_VERSION  # KIP-966's feature: level >= 1 enables ELR (finalized by quorum.feature_control)
 TOPIC = ConfigResourceType.TOPIC
 # The topic configs tidelog accepts, their checks and defaults: common.topic_config, the one
 # table the brokers' LogConfig and DescribeConfigs read too.
