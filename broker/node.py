@@ -53,6 +53,9 @@ from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
+from broker.handlers.context import ANONYMOUS
+from broker.listener_security import listener_security, scram_credentials_of
+from security.sasl_server import ScramCredentials
 from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
@@ -191,7 +194,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         broker_id, config, dynamic.reader, now_ms=wall_ms)
     reconfigure_on_change(dynamic, replicas, cleaners)
     fetchers: ReplicaFetcherManager | None = None
-    server: KafkaServer | None = None
+    servers: list[KafkaServer] = []
     metrics_runner: Any = None
     tasks: list[asyncio.Task[None]] = []
     periodic: tuple[Hashable, ...] = ()
@@ -200,12 +203,13 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     try:
         # The follower is built before it runs: the handler reads its image.
         late = _LateHandler()
-        server = KafkaServer(late, host=settings.listener.host or "0.0.0.0", port=settings.listener.port,
-                             max_request_bytes=settings.max_request_bytes)
-        await server.start()
-        advertised = settings.advertised or Listener(settings.listener.name, settings.listener.host, server.port)
+        scram = scram_credentials_of(lambda: None if follower is None else follower.state.image)
+        servers, advertised_all = await start_listeners(late, settings, config, scram)
+        server = servers[0]  # /metrics counts the first listener's connections
+        # the handler's own address and the followers' fetches: the inter-broker listener
+        advertised = next(a for a in advertised_all if a.name == settings.inter_broker_listener)
         follower = MetadataFollower(
-            FollowerSettings(broker_id=broker_id, incarnation_id=uuid.uuid4().hex, listeners=(advertised,),
+            FollowerSettings(broker_id=broker_id, incarnation_id=uuid.uuid4().hex, listeners=advertised_all,
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
@@ -237,9 +241,11 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
                                           name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
-        logger.info("Broker %d started: Kafka listener %s:%d, advertised %s://%s:%d, log dirs %s",
-                    broker_id, settings.listener.host, server.port, advertised.name, advertised.host,
-                    advertised.port, ", ".join(map(str, settings.log_dirs)))
+        logger.info("Broker %d started: Kafka listeners %s, advertised %s, inter-broker listener %s, log dirs %s",
+                    broker_id, ", ".join(f"{s.security.name if s.security else 'PLAINTEXT'}://{s.host}:{s.port}"
+                                         for s in servers),
+                    ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised_all),
+                    advertised.name, ", ".join(map(str, settings.log_dirs)))
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({stopper, follower_task}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
@@ -253,8 +259,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             await _controlled_shutdown(follower, follower_task, settings)
     finally:
         logger.info("Stopping broker %d", broker_id)
-        if server is not None:
-            await server.stop()
+        for listening in servers:
+            await listening.stop()
         if fetchers is not None:
             await fetchers.shutdown()
         cleaners.stop()
@@ -276,6 +282,31 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             follower.stopped()
     logger.info("Broker %d stopped%s", broker_id, " after a fatal error" if fatal else "")
     return 1 if fatal else 0
+
+
+async def start_listeners(late: _LateHandler, settings: BrokerSettings, config: Config,
+                          scram: ScramCredentials) -> tuple[list[KafkaServer], tuple[Listener, ...]]:
+    """One Kafka server per listener, each with its security protocol (broker.listener_security),
+    bound before the broker registers so that a port 0 listener is advertised with its real
+    port; the servers and every listener's advertised address. ConfigError for a listener whose
+    security cannot be set up (the servers already started are stopped)."""
+    servers: list[KafkaServer] = []
+    advertised: list[Listener] = []
+    try:
+        for listener in settings.listeners or (settings.listener,):
+            protocol = settings.security_protocols.get(listener.name, "PLAINTEXT")
+            security = listener_security(listener.name, protocol, config, scram)
+            server = KafkaServer(late, host=listener.host or "0.0.0.0", port=listener.port,
+                                 max_request_bytes=settings.max_request_bytes, security=security)
+            await server.start()
+            servers.append(server)
+            advertised.append(next((a for a in settings.advertised_listeners if a.name == listener.name),
+                                   Listener(listener.name, listener.host, server.port)))
+    except BaseException:
+        for server in servers:
+            await server.stop()
+        raise
+    return servers, tuple(advertised)
 
 
 async def _controlled_shutdown(follower: MetadataFollower, follower_task: asyncio.Task[None],
@@ -314,15 +345,15 @@ class _LateHandler:
 
     handler: Any = None
 
-    async def handle(self, header: Any, body: memoryview, client_host: str = "") -> Any:
+    async def handle(self, header: Any, body: memoryview, client_host: str = "", principal: str = ANONYMOUS) -> Any:
         if self.handler is None:
             raise ProtocolError("the broker is still starting")
-        return await self.handler.handle(header, body, client_host)
+        return await self.handler.handle(header, body, client_host, principal)
 
-    def start(self, header: Any, body: memoryview, client_host: str = "") -> Any:
+    def start(self, header: Any, body: memoryview, client_host: str = "", principal: str = ANONYMOUS) -> Any:
         if self.handler is None:
             raise ProtocolError("the broker is still starting")
-        return self.handler.start(header, body, client_host)
+        return self.handler.start(header, body, client_host, principal)
 
 
 def run(config_path: str) -> int:

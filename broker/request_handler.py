@@ -47,6 +47,7 @@ from broker.handlers.cluster import handle_describe_cluster, handle_elect_leader
 from broker.handlers.describe_quorum import handle_describe_quorum
 from broker.handlers.raft_voters import handle_add_raft_voter, handle_remove_raft_voter, handle_update_raft_voter
 from broker.handlers.features import handle_update_features
+from broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -55,6 +56,7 @@ from broker.handlers.configs import (
 from broker.handlers.context import (
     ApiRow,
     BrokerContext,
+    ANONYMOUS,
     ClientInfo,
     Handler,
     NowHandler,
@@ -154,6 +156,9 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.METADATA, handle_metadata),
     _row(ApiKey.FIND_COORDINATOR, handle_find_coordinator),
     _row(ApiKey.API_VERSIONS, handle_api_versions),
+    # SASL listeners answer these in their authenticator (broker/server.py); here: Kafka's ILLEGAL_SASL_STATE
+    _row(ApiKey.SASL_HANDSHAKE, handle_sasl_handshake),
+    _row(ApiKey.SASL_AUTHENTICATE, handle_sasl_authenticate),
     _row(ApiKey.CREATE_TOPICS, handle_create_topics),
     _row(ApiKey.DELETE_TOPICS, handle_delete_topics),
     _row(ApiKey.INIT_PRODUCER_ID, handle_init_producer_id),
@@ -254,10 +259,13 @@ class RequestHandler:
                                   group_settings or CoordinatorSettings(), timers=replica_manager.timers)
         groups.ensure_started()  # offsets partitions load as soon as this broker leads them
         endpoint: Endpoint = lambda image, broker: broker_endpoint(self.context, image, broker)  # noqa: E731
+        # brokers' own requests to each other (markers, verification) go to the inter-broker listener
+        internal: Endpoint = lambda image, broker: broker_endpoint(  # noqa: E731
+            self.context, image, broker, self.context.listener_name)
         offsets_topic = offsets_topic_of(groups, topic_admin, endpoint)
         transactions = TransactionCoordinator(broker_id, replica_manager, image_provider,
                                               TxnSettings.from_config(config), timers=replica_manager.timers)
-        transactions.markers = MarkerSender(transactions, endpoint, client_id=f"broker-{broker_id}-txn-marker-sender")
+        transactions.markers = MarkerSender(transactions, internal, client_id=f"broker-{broker_id}-txn-marker-sender")
         transactions.ensure_started()  # __transaction_state partitions load as soon as this broker leads them
         transaction_topic = transaction_state_topic(transactions, topic_admin, endpoint)
         self.context = BrokerContext(
@@ -275,7 +283,7 @@ class RequestHandler:
             reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None,
             fetch_sessions=FetchSessions(
                 replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")),
-            txn_verifier=TxnVerifier(lambda image, broker: broker_endpoint(self.context, image, broker),
+            txn_verifier=TxnVerifier(internal,
                                      client_id=f"broker-{broker_id}-txn-verifier")
             if config.get_bool(VERIFICATION_ENABLE) else None)
         install_authorizer(self.context, config)  # authorizer.class.name: ACLs enforced in `start`
@@ -300,8 +308,8 @@ class RequestHandler:
         if self.context.acl_admin is not None:
             await self.context.acl_admin.close()
 
-    def start(self, header: RequestHeader, body: memoryview,
-              client_host: str = "") -> list[Chunk] | None | Later[list[Chunk] | None]:
+    def start(self, header: RequestHeader, body: memoryview, client_host: str = "",
+              principal: str = ANONYMOUS) -> list[Chunk] | None | Later[list[Chunk] | None]:
         """The response body chunks now (None: no response, Produce with acks=0), or `Later`
         when the handler must wait. ProtocolError when the request cannot be decoded."""
         version = header.request_api_version
@@ -317,7 +325,7 @@ class RequestHandler:
             return API_SPECS[ApiKey.API_VERSIONS].codec.encode(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
-        client = ClientInfo.of(header.client_id, client_host)
+        client = ClientInfo.of(header.client_id, client_host, principal)  # principal: the listener's authenticator
         if self.context.authorizer is not None:  # ACLs enforced; without an authorizer, this one branch
             return authorization.start_authorized(self.context, row, request, version, client, self._answer)
         if row.now is None:
@@ -328,9 +336,9 @@ class RequestHandler:
         return None if response is None else row.codec.encode(response, version)
 
     async def handle(self, header: RequestHeader, body: memoryview,
-                     client_host: str = "") -> list[Chunk] | None:
+                     client_host: str = "", principal: str = ANONYMOUS) -> list[Chunk] | None:
         """`start` as one awaitable."""
-        answer = self.start(header, body, client_host)
+        answer = self.start(header, body, client_host, principal)
         return await answer.answer if isinstance(answer, Later) else answer
 
     @staticmethod

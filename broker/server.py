@@ -40,6 +40,14 @@ from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
 from broker import slice_sender
+from broker.handlers.context import ANONYMOUS, CLIENT_LISTENER
+from broker.listener_security import (
+    SASL_MAX_RECEIVE_BYTES,
+    Answer,
+    AuthenticationFailed,
+    ListenerSecurity,
+    principal_from_certificate,
+)
 from broker.slice_sender import ShortReadError, send_slice
 from common.limits import READ_SIZE
 from common.protocol.frame import (
@@ -50,7 +58,7 @@ from common.protocol.frame import (
     parse_request_header,
 )
 from common.protocol.primitives import Chunk, ProtocolError
-from common.units import KIB, SECONDS
+from common.units import KIB, SECOND_MS, SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +73,7 @@ PREAD_CHUNK: Final = slice_sender.PREAD_CHUNK
 COALESCE_BYTES: Final = 64 * KIB
 SHUTDOWN_GRACE: Final = 5 * SECONDS  # in-flight requests may finish this long after stop()
 CLOSE_TIMEOUT: Final = 1 * SECONDS  # waiting for a transport to close
+SSL_HANDSHAKE_TIMEOUT: Final = 10 * SECONDS  # a TLS client that does not finish its handshake is dropped
 LATENCY_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 
@@ -92,6 +101,8 @@ class RequestHandler(Protocol):
 
     async def handle(self, header: RequestHeader, body: memoryview,
                      client_host: str = "") -> list[Chunk] | None: ...
+
+    # A listener with authentication also passes principal="Type:name" (broker.handlers.context)
 
 
 @dataclass(slots=True)
@@ -122,6 +133,7 @@ class _InFlight:
     task: asyncio.Task[list[Chunk] | None] | None = None  # None: answered (or failed) at once
     body: list[Chunk] | None = None  # the answer when there is no task
     error: BaseException | None = None  # raised at once: the connection ends at this request
+    framed: bool = False  # `body` is a whole frame already (a raw SASL v0 token answer)
 
     def ready(self) -> bool:
         return self.task is None or self.task.done()
@@ -142,7 +154,15 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
-        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.accepted = asyncio.get_running_loop().time()  # the authentication deadline counts from here
+        self.gate = server.security.gate() if server.security is not None else None  # SASL
+        # An unauthenticated SASL connection's frames are bounded by Kafka's sasl.server.max.receive.size
+        self.decoder = FrameDecoder(server.max_request_bytes if self.gate is None
+                                    else min(server.max_request_bytes, SASL_MAX_RECEIVE_BYTES))
+        # SSL without SASL: the principal is the client certificate's subject (or ANONYMOUS)
+        self.principal = ANONYMOUS
+        if server.security is not None and server.security.protocol == "SSL":
+            self.principal = principal_from_certificate(writer.get_extra_info("peercert"))
         self.pending: deque[_InFlight] = deque()  # read, not yet written, in request order
         self.unstarted = 0  # handler tasks created whose first step has not run yet
         self.reading_done = False  # the reader adds no more requests
@@ -183,7 +203,9 @@ class Connection:
             logger.debug("Connection from %s ended: %s", self.peer, _describe(failure))
             return
         self.server.metrics.connections_closed_on_error += 1
-        if isinstance(failure, (ProtocolError, ShortReadError)):
+        if isinstance(failure, AuthenticationFailed):  # Kafka's INFO "Failed authentication with ..."
+            logger.info("Failed authentication with %s (%s); connection closed", self.peer, failure)
+        elif isinstance(failure, (ProtocolError, ShortReadError)):
             logger.warning("Closing connection from %s: %s", self.peer, _describe(failure))
         else:  # a bug in a handler: the connection goes, the broker stays
             logger.error("Closing connection from %s after an unexpected error", self.peer, exc_info=failure)
@@ -210,14 +232,23 @@ class Connection:
     async def _read_requests(self) -> None:
         metrics = self.server.metrics
         loop = asyncio.get_running_loop()
+        gate = self.gate
         while not self.draining:  # until EOF, an error, or stop; each read is at most READ_SIZE
-            data = await self.reader.read(READ_SIZE)
+            if gate is not None and not gate.authenticated:
+                data = await self._read_unauthenticated(loop)
+            else:
+                data = await self.reader.read(READ_SIZE)
             if not data:
                 return
             metrics.bytes_in += len(data)
             for frame in self.decoder.feed(data):  # ProtocolError: ends this connection
-                header, body = parse_request_header(frame)
-                item = self._start(header, body, loop.time())
+                if gate is None:
+                    header, body = parse_request_header(frame)
+                    item = self._start(header, body, loop.time())
+                else:
+                    item = self._through_gate(frame, loop.time())
+                    if gate.authenticated:
+                        self.decoder.max_request_bytes = self.server.max_request_bytes
                 self.pending.append(item)
                 _wake(self._writer_wakeup)
                 if item.error is not None:
@@ -225,6 +256,40 @@ class Connection:
                 while len(self.pending) > self.server.max_in_flight:  # stop reading until answered
                     self._reader_wakeup = loop.create_future()
                     await self._reader_wakeup
+
+    async def _read_unauthenticated(self, loop: asyncio.AbstractEventLoop) -> bytes:
+        """A read bounded by the connection's authentication deadline (connections.max.idle.ms)."""
+        security = self.server.security
+        assert security is not None
+        left = self.accepted + security.authentication_timeout_ms / SECOND_MS - loop.time()
+        try:
+            return await asyncio.wait_for(self.reader.read(READ_SIZE), max(left, 0.0))
+        except TimeoutError:
+            raise AuthenticationFailed(f"did not authenticate within {security.authentication_timeout_ms} ms "
+                                       f"(connections.max.idle.ms)") from None
+
+    def _through_gate(self, frame: bytes, received: float) -> _InFlight:
+        """A frame of a SASL connection: answered by its authenticator, or served as its principal."""
+        gate = self.gate
+        assert gate is not None
+        try:
+            verdict = gate.frame(frame, int(received * 1000))
+        except Exception as exc:  # noqa: BLE001 - ProtocolError / AuthenticationFailed: ends this connection
+            return _InFlight(_UNPARSED, received, error=exc)
+        if not isinstance(verdict, Answer):
+            self.principal = verdict.principal
+            return self._start(verdict.header, verdict.body, received)
+        if verdict.close is None:
+            return _InFlight(verdict.header, received, body=verdict.chunks, framed=verdict.framed)
+        # The answer goes out (after Kafka's delay for a failed authentication), then the
+        # connection ends: the next item in the queue is the failure.
+        security = self.server.security
+        assert security is not None
+        delay = security.failed_authentication_delay_ms / SECOND_MS if verdict.failed else 0.0
+        item = _InFlight(verdict.header, received, task=asyncio.create_task(_after(delay, verdict.chunks)))
+        self.pending.append(item)
+        failure = AuthenticationFailed(verdict.close) if verdict.failed else ProtocolError(verdict.close)
+        return _InFlight(verdict.header, received, error=failure)
 
     def _start(self, header: RequestHeader, body: memoryview, received: float) -> _InFlight:
         """Handle a request at once when its handler can (no task per request); else in a task.
@@ -234,8 +299,15 @@ class Connection:
         (tasks start in creation order)."""
         handler = self.server.handler
         try:
-            if self.unstarted:
-                answer: list[Chunk] | None | Later[list[Chunk] | None] = Later(handler.handle(header, body, self.peer_host))
+            principal = self.principal
+            if principal != ANONYMOUS:  # a listener with authentication: the handler takes the principal
+                if self.unstarted:
+                    answer: list[Chunk] | None | Later[list[Chunk] | None] = Later(
+                        handler.handle(header, body, self.peer_host, principal=principal))  # type: ignore[call-arg]
+                else:
+                    answer = handler.start(header, body, self.peer_host, principal=principal)  # type: ignore[call-arg]
+            elif self.unstarted:
+                answer = Later(handler.handle(header, body, self.peer_host))
             else:
                 answer = handler.start(header, body, self.peer_host)
         except Exception as exc:  # noqa: BLE001 - ends this connection once earlier answers are out
@@ -277,7 +349,7 @@ class Connection:
                     await self._flush(out, size)  # the answers before a failing request go out first
                     raise
                 if body is not None:
-                    for chunk in frame_response_for(item.header, body):
+                    for chunk in body if item.framed else frame_response_for(item.header, body):
                         if isinstance(chunk, bytes):
                             out.append(chunk)
                             size += len(chunk)
@@ -311,6 +383,15 @@ class Connection:
 
 
 
+_UNPARSED: Final = RequestHeader(-1, -1, -1, None)  # a frame refused before its header was known
+
+
+async def _after(delay: float, chunks: list[Chunk]) -> list[Chunk]:
+    """`chunks`, `delay` seconds from now (Kafka's connection.failed.authentication.delay.ms)."""
+    await asyncio.sleep(delay)
+    return chunks
+
+
 def _wake(waiter: asyncio.Future[None] | None) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(None)
@@ -327,23 +408,31 @@ class KafkaServer:
 
     def __init__(self, handler: RequestHandler, *, host: str, port: int,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_in_flight: int = MAX_IN_FLIGHT,
-                 shutdown_grace: float = SHUTDOWN_GRACE) -> None:
+                 shutdown_grace: float = SHUTDOWN_GRACE, security: ListenerSecurity | None = None) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self.handler, self.host, self.port = handler, host, port
         self.max_request_bytes, self.max_in_flight = max_request_bytes, max_in_flight
         self.shutdown_grace = shutdown_grace
+        self.security = security  # None: PLAINTEXT (nothing checked before requests)
         self.metrics = ServerMetrics()
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
 
     async def start(self) -> None:
         """Bind and listen; `self.port` is the bound port afterwards (useful with port 0)."""
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        context = self.security.ssl_context if self.security is not None else None
+        tls: dict[str, object] = {} if context is None else {"ssl": context,
+                                                              "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT}
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
+                                                  **tls)  # type: ignore[arg-type]
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("Kafka listener on %s:%d", self.host, self.port)
+        name = f"{self.security.name} ({self.security.protocol})" if self.security is not None else "PLAINTEXT"
+        logger.info("Kafka listener %s on %s:%d", name, self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.security is not None:  # this connection's task and the tasks it starts: its listener
+            CLIENT_LISTENER.set(self.security.name)
         connection = Connection(self, reader, writer)
         task = asyncio.current_task()
         assert task is not None

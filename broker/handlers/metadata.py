@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from broker.coordinator.location import Found
-from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.context import CLIENT_LISTENER, BrokerContext, ClientInfo
 from common.errors import ErrorCode
 from common.protocol import acls, messages
 from common.protocol import metadata as md
@@ -98,12 +98,16 @@ def alive_brokers(ctx: BrokerContext, image: MetadataImage) -> list[md.MetadataR
     return out
 
 
-def _endpoint(ctx: BrokerContext, registration: BrokerRegistration) -> tuple[str, int] | None:
-    if registration.broker_id == ctx.broker_id:
+def _endpoint(ctx: BrokerContext, registration: BrokerRegistration,
+              listener: str | None = None) -> tuple[str, int] | None:
+    """The broker's address on `listener`, else on the listener of the request being handled
+    (CLIENT_LISTENER), else on this broker's own listener_name."""
+    name = listener or CLIENT_LISTENER.get() or ctx.listener_name
+    if registration.broker_id == ctx.broker_id and (name is None or name == ctx.listener_name):
         return ctx.advertised_listener
-    for listener in registration.listeners:
-        if ctx.listener_name is None or listener.name == ctx.listener_name:
-            return listener.host, listener.port
+    for advertised in registration.listeners:
+        if name is None or advertised.name == name:
+            return advertised.host, advertised.port
     return None
 
 
@@ -161,9 +165,11 @@ def _note_refusal(ctx: BrokerContext, client: ClientInfo, key_type: int, answer:
     ctx.refusals.refused(client, f"FindCoordinator(key_type {key_type})", answer.error, answer.message)
 
 
-def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
-    """Where clients reach `broker_id` on this listener; None when it is unknown or fenced."""
+def broker_endpoint(ctx: BrokerContext, image: MetadataImage, broker_id: int,
+                    listener: str | None = None) -> tuple[str, int] | None:
+    """Where `broker_id` is reached on `listener` (None: the listener of the request being
+    handled); None when it is unknown or fenced."""
     registration = image.broker(broker_id)
     if registration is None or registration.fenced:
         return None
-    return _endpoint(ctx, registration)
+    return _endpoint(ctx, registration, listener)

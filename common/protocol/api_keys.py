@@ -28,6 +28,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -47,6 +48,7 @@ class ApiKey(IntEnum):
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -68,6 +70,9 @@ class ApiKey(IntEnum):
 # (min, max) version answered per API, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
+    # SASL (issue 29): served by the listener's authenticator (security.sasl_server) before authentication
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.METADATA: (0, 12),
     ApiKey.PRODUCE: (3, 12),  # v12: a transactions v2 client's (KIP-890 part 2: the leader adds the partition)
     ApiKey.FETCH: (4, 17),
@@ -137,6 +142,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LEAVE_GROUP: 4,
     ApiKey.SYNC_GROUP: 4,
     ApiKey.API_VERSIONS: 3,
+    ApiKey.SASL_AUTHENTICATE: 2,
     ApiKey.CREATE_TOPICS: 5,
     ApiKey.DELETE_TOPICS: 4,
     ApiKey.INIT_PRODUCER_ID: 2,

@@ -111,6 +111,9 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _hand(ApiKey.LIST_OFFSETS, list_offsets.CODEC, AclCheck(Op.DESCRIBE, TOPIC)),
     _hand(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch.CODEC, AclCheck(Op.DESCRIBE, TOPIC)),
     _kio(ApiKey.API_VERSIONS, None, before_authentication=True),
+    # SASL (issue 29): the SASL listener's authenticator answers them (broker/server.py, security.sasl_server)
+    _kio(ApiKey.SASL_HANDSHAKE, None, before_authentication=True),
+    _kio(ApiKey.SASL_AUTHENTICATE, None, before_authentication=True),
     _kio(ApiKey.FIND_COORDINATOR, AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
     _kio(ApiKey.INIT_PRODUCER_ID, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
     # topic admin, forwarded to the controller

@@ -31,7 +31,7 @@ def test_parse_listener(text: str, expected: Listener) -> None:
     ("PLAINTEXT://127.0.0.1:65536", "is not NAME://host:port"),
     ("PLAINTEXT://127.0.0.1:-1", "is not NAME://host:port"),
     ("PLAINTEXT://127.0.0.1:http", "is not NAME://host:port"),
-    ("SSL://127.0.0.1:9093", "PLAINTEXT only"),
+    ("PLAIN TEXT://127.0.0.1:9093", "is not a listener name"),
 ])
 def test_parse_listener_refuses(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as error:
