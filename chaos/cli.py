@@ -141,5 +141,8 @@ def run_clean(args: argparse.Namespace) -> int:
     if why is not None:
         print(f"nothing to clean: {why}")
     removed = clean(everything=True)
+    from chaos.power.mount import clean_leftovers  # mounts of a run that died before unmounting them
+
+    removed += clean_leftovers()
     print("removed: " + (", ".join(removed) if removed else "nothing (no leftovers)"))
     return 0

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
+FSNAME_PREFIX: Final = "tidelog-powerloss-"  # + the harness's pid: /proc/mounts tells whose mount it is
 PLUG_FLAG: Final = "plug-pulled"
 REPORT_FILE: Final = "report.json"
 TRASH_DIR: Final = "trash"
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("backing", type=Path)
     parser.add_argument("mount", type=Path)
     parser.add_argument("state", type=Path)
+    parser.add_argument("--owner", type=int, default=0, help="the harness's pid (tidelog chaos clean reads it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     from mfusepy import FUSE  # the chaos extra; the harness checked it (chaos.power.fuse_missing)
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ledger = VolatileLedger(args.backing, args.state / TRASH_DIR)
     log.info("serving %s over %s", args.mount, args.backing)
     # auto_unmount: fusermount3 unmounts if this process dies, so no dead mount is left behind
-    FUSE(PowerLossFS(ledger), str(args.mount), foreground=True, nothreads=True, fsname="tidelog-powerloss",
+    FUSE(PowerLossFS(ledger), str(args.mount), foreground=True, nothreads=True, fsname=f"{FSNAME_PREFIX}{args.owner}",
          auto_unmount=True)
     flag = args.state / PLUG_FLAG
     if flag.exists():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from chaos.power import FUSERMOUNT
-from chaos.power.daemon import PLUG_FLAG, REPORT_FILE
+from chaos.power.daemon import FSNAME_PREFIX, PLUG_FLAG, REPORT_FILE
 from common.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,8 @@ class PowerMount:
         (self.state / REPORT_FILE).unlink(missing_ok=True)
         with open(self.state / DAEMON_LOG, "ab") as out:
             self.daemon = subprocess.Popen(
-                [sys.executable, "-m", "chaos.power.daemon", str(self.backing), str(self.mountpoint), str(self.state)],
+                [sys.executable, "-m", "chaos.power.daemon", str(self.backing), str(self.mountpoint), str(self.state),
+                 f"--owner={os.getpid()}"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         _live.add(self)
         try:
@@ -157,3 +158,36 @@ class PowerMount:
 
     def __exit__(self, *exc: object) -> None:
         self.unmount()
+
+
+def leftovers(mounts_file: Path = Path("/proc/mounts")) -> list[tuple[str, int]]:
+    """(mountpoint, owner pid) of every power-loss mount on this machine."""
+    found = []
+    for line in mounts_file.read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if len(fields) > 1 and fields[0].startswith(FSNAME_PREFIX):
+            owner = fields[0][len(FSNAME_PREFIX):]
+            # /proc/mounts escapes a space in a path as \040
+            found.append((fields[1].replace("\\040", " "), int(owner) if owner.isdigit() else 0))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def clean_leftovers(*, everything: bool = False) -> list[str]:
+    """Unmount (lazily) the power-loss mounts a crashed run left: those whose harness is gone,
+    or all of them with `everything`. The files stay in the mount's backing directory."""
+    removed = []
+    for mountpoint, owner in leftovers():
+        if everything or not _alive(owner):
+            subprocess.run([FUSERMOUNT, "-u", "-z", mountpoint], capture_output=True, check=False)
+            removed.append(f"power-loss mount {mountpoint}")
+    return removed

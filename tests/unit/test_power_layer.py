@@ -140,3 +140,20 @@ def test_many_pulls_in_a_row(mounted: tuple[Path, object]) -> None:
         write(data / "durable", b"lost")
         mount.pull_plug()  # type: ignore[attr-defined]
     assert (data / "durable").read_bytes() == b"A" * 5000 + b"".join(bytes([n]) * 10 for n in range(3))
+
+
+def test_chaos_clean_unmounts_only_a_dead_runs_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chaos.power import mount as power_mount
+
+    data = tmp_path / "data"
+    mount = power_mount.PowerMount.create(data, tmp_path / "state")
+    try:
+        assert (str(data), os.getpid()) in power_mount.leftovers()
+        assert power_mount.clean_leftovers() == []  # this run is alive: its mount stays
+        assert os.path.ismount(data)
+        monkeypatch.setattr(power_mount, "_alive", lambda pid: pid != os.getpid())
+        assert power_mount.clean_leftovers() == [f"power-loss mount {data}"]
+        assert not os.path.ismount(data)
+    finally:
+        mount.unmount()
+    assert (str(data), os.getpid()) not in power_mount.leftovers()
