@@ -37,6 +37,7 @@ from quorum.acl_control import (
 from quorum.controller_result import ControllerResult
 from quorum.http_json import read_json
 from security.acl import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from security.acl import filter_error
 from security.acl import to_json as acl_view
 
 if TYPE_CHECKING:
@@ -135,6 +136,10 @@ class AclRoutes:
 
     async def _describe(self, request: web.Request) -> web.Response:
         flt = parse_filter(dict(request.query), "")
+        error = filter_error(flt)
+        if error is not None:  # Kafka refuses a filter with an UNKNOWN part
+            unknown = [f for f in ACL_FIELDS if getattr(getattr(flt, f), "name", None) == "UNKNOWN"]
+            raise api.invalid(f"{error} ({unknown[0]} UNKNOWN)", unknown[0])
         return web.json_response({"acls": [acl_view(b) for b in describe_acls(self._server.image(), flt)]})
 
     async def _create(self, request: web.Request) -> web.Response:

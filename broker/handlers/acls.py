@@ -40,6 +40,7 @@ from security.acl import (
     ResourceType,
     binding_of,
     describe,
+    filter_error,
     filter_of,
 )
 from security.acl import to_json as acl_view
@@ -145,8 +146,8 @@ async def handle_describe_acls(ctx: BrokerContext, req: Any, version: int, clien
         return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     flt = filter_of(req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter,
                     req.principal_filter, req.host_filter, req.operation, req.permission_type)
-    if isinstance(flt, str):
-        return answer(ErrorCode.INVALID_REQUEST, flt)
+    if isinstance(flt, str) or (flt_error := filter_error(flt)) is not None:  # Kafka: an UNKNOWN part
+        return answer(ErrorCode.INVALID_REQUEST, flt if isinstance(flt, str) else flt_error)
     by_resource: dict[tuple[int, str, int], list[AclBinding]] = {}
     for b in describe(ctx.image(), flt):
         by_resource.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)

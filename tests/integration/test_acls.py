@@ -179,8 +179,9 @@ def test_admin_client_create_describe_delete(acls: Cluster, tidelog_topic: Any) 
     status, body = http(f"{acls.admin_url}/v1/acls?resource_type=topic&pattern_type=MATCH&resource_name=round-trip-x")
     assert status == 200 and json.loads(body)["acls"] == [acl("TOPIC", "round-trip", "READ", pattern="PREFIXED",
                                                               principal="User:alice")]
-    status, body = http(f"{acls.admin_url}/v1/acls?operation=FLY")
-    assert status == 400 and json.loads(body)["field"] == "operation"
+    for query in ("operation=FLY", "operation=UNKNOWN"):
+        status, body = http(f"{acls.admin_url}/v1/acls?{query}")
+        assert status == 400 and json.loads(body)["field"] == "operation", body
     matching = confluent_admin.AclBindingFilter(
         confluent_admin.ResourceType.TOPIC, "round-trip-topic", confluent_admin.ResourcePatternType.MATCH, None,
         None, confluent_admin.AclOperation.ANY, confluent_admin.AclPermissionType.ANY)

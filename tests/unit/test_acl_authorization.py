@@ -300,3 +300,16 @@ async def test_transactional_offsets_check_id_then_group_then_topics(tmp_path) -
         assert answer.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED  # READ is not DELETE
     finally:
         log_manager.shutdown()
+
+
+async def test_describe_acls_refuses_an_unknown_filter(tmp_path) -> None:
+    handler, log_manager = make(tmp_path, SECURED, **{"authorizer.class.name": "standard",
+                                                      "super.users": "User:ANONYMOUS"})
+    try:
+        request = acl_wire.describe_request(2, (int(Res.TOPIC), None, None, None, int(Op.UNKNOWN), int(Perm.ANY),
+                                                int(Pat.ANY)))
+        answer = await call(handler, ApiKey.DESCRIBE_ACLS, 2, request, acl_wire.encode_request,
+                            acl_wire.response_decoder(ApiKey.DESCRIBE_ACLS))
+        assert answer.error_code == ErrorCode.INVALID_REQUEST and answer.error_message == "Unknown entryFilter."
+    finally:
+        log_manager.shutdown()

@@ -91,3 +91,9 @@ def test_filter_from_query() -> None:
     with pytest.raises(AdminError) as caught:
         parse_filter({"operation": "FLY"}, "")
     assert caught.value.field == "operation"
+
+
+def test_unknown_filter_parts_are_parsed_for_the_route_to_refuse() -> None:
+    from security.acl import filter_error
+
+    assert filter_error(parse_filter({"pattern_type": "UNKNOWN"}, "")) == "Unknown patternFilter."
