@@ -18,9 +18,10 @@ gives the same surviving bytes without a cache to read through). What is modelle
 What is not: the order in which the kernel would have written volatile data back (a real
 power loss may keep some of it, torn or not: LazyFS's "torn-seq" faults; here all of it goes),
 fsync of a file making its own new directory entry durable (ext4 often does; we do not
-count on it), attributes (chmod, chown, times: passed through and kept), and the backing
-directory's own durability (the backing files are never fsynced: a test's host does not lose
-power).
+count on it), writes through a file opened O_SYNC/O_DSYNC and syncfs(2) (they would count as
+unsynced; nothing in tidelog uses them: it fsyncs), attributes (chmod, chown, times: passed
+through and kept), and the backing directory's own durability (the backing files are never
+fsynced: a test's host does not lose power).
 """
 
 from __future__ import annotations
