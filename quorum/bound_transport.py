@@ -73,6 +73,10 @@ class BoundTCPTransport(TCPTransport):
         return bool(super().send(node, message))
 
     def addNode(self, node: Any) -> None:  # pysyncobj's name
+        if node in self._nodes and node in self._connections:
+            # already known (an observer told of the voters before its log named them, KIP-853):
+            # pysyncobj would replace the live connection with a new, unconnected one
+            return
         super().addNode(node)
         connection = self._connections.get(node)
         if connection is not None and type(connection) is TcpConnection:

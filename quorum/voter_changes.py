@@ -132,6 +132,23 @@ class VoterMembership:
     def is_voter(self) -> bool:
         return self._node_id in self._voters
 
+    def learn_peers(self, addresses: Iterable[str]) -> list[str]:
+        """An observer told of the current voters (by the leader that is about to catch it up):
+        connect to them, or accept them, as pysyncobj's address order says; a voter named after
+        this controller's config was written would otherwise be a stranger whose connections it
+        refuses. Tick thread; the addresses it did not know."""
+        if self.is_voter():
+            return []
+        transport = self._SyncObj__transport  # type: ignore[attr-defined]
+        known: dict[str, Any] = transport._nodeAddrToNode
+        new = sorted(a for a in set(addresses) if a not in known and a != self._SyncObj__selfNode.address)  # type: ignore[attr-defined]
+        for address in new:
+            transport.addNode(TCPNode(address))
+        if new:
+            logger.info("Observer %d: the leader names voters at %s, unknown to its config", self._node_id,
+                        ", ".join(new))
+        return new
+
     def learners(self) -> list[VoterEntry]:
         """The observers the leader is catching up for an add (empty on any other controller)."""
         return sorted(self._learners.values(), key=lambda v: v.node_id)

@@ -32,6 +32,7 @@ from quorum.admin_api import AdminError
 from quorum.broker_rpc import MSGPACK
 from quorum.http_json import read_json
 from quorum.voter_set import (
+    MAX_VOTERS,
     VoterChangeError,
     VoterEntry,
     VoterSet,
@@ -91,6 +92,7 @@ class VoterRoutes:
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/v1/quorum/voters", self._get_voters), web.post("/v1/quorum/voters", self._add),
                 web.delete("/v1/quorum/voters/{id}", self._remove), web.get("/v1/quorum/replica", self._replica),
+                web.post("/v1/quorum/replica", self._replica_told),
                 web.post("/rpc/add-raft-voter", self._rpc_add), web.post("/rpc/remove-raft-voter", self._rpc_remove),
                 web.post("/rpc/update-raft-voter", self._rpc_update)]
 
@@ -104,6 +106,21 @@ class VoterRoutes:
     async def _replica(self, request: web.Request) -> web.Response:
         return web.json_response(self.identity())
 
+    async def _replica_told(self, request: web.Request) -> web.Response:
+        """The leader's probe before an add: `{"voters": [quorum addresses]}`, this controller's identity
+        back. An observer connects to (or accepts) those voters from now on; a hint, so no token: it
+        changes no state but whom an observer talks to, and every quorum message needs the password."""
+        _raw, body = await read_json(request)
+        voters = body.get("voters") if isinstance(body, dict) else None
+        if not isinstance(voters, list) or len(voters) > MAX_VOTERS:
+            raise AdminError("INVALID_REQUEST", f"voters must be a list of at most {MAX_VOTERS} host:port", "voters")
+        try:
+            addresses = [check_address(a, "voters") for a in voters]
+        except VoterChangeError as exc:
+            raise AdminError(exc.error, exc.message, exc.field) from None
+        await self._log.on_tick(lambda: self._log.learn_peers(addresses))
+        return web.json_response(self.identity())
+
     async def _get_voters(self, request: web.Request) -> web.Response:
         leader = self._log.leader_address()
         voters = [{**v.to_map(), "api_address": self._server.settings.api_voters.get(v.node_id, v.api_address),
@@ -112,11 +129,13 @@ class VoterRoutes:
         return web.json_response({"voters": voters, "observers": observers})
 
     async def _probe(self, api_address: str) -> dict[str, Any]:
-        """The new controller's answer to `GET /v1/quorum/replica` (Kafka: its ApiVersions)."""
+        """The new controller's answer to `POST /v1/quorum/replica` (Kafka: its ApiVersions), which
+        tells it the current voters' quorum addresses (it may know none of them but the static ones)."""
         url = f"http://{api_address}/v1/quorum/replica"
+        voters = [v.raft_address for v in self._log.voter_set()]
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT)) as session:
-                async with session.get(url) as answer:
+                async with session.post(url, json={"voters": voters}) as answer:
                     body = await answer.content.read(MAX_PROBE_ANSWER_BYTES)
             found = json.loads(body)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

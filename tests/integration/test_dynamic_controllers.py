@@ -164,6 +164,35 @@ def live(log: MetadataLog) -> set[int]:
     return log._live_voters()
 
 
+async def test_an_observer_joins_through_a_leader_its_config_does_not_name(quorum: Quorum) -> None:
+    for node_id in STATIC:
+        quorum.start(node_id)
+    leader = await grow(quorum, 4, 5)
+    for node_id in STATIC:  # down to voters 4 and 5: none of the static config is left
+        leader = await remove(quorum, leader, node_id)
+    assert leader.voter_set().ids == [4, 5]
+    observer = quorum.start(6)  # its config names 1-3 only
+    # what the admin API's add tells it first (POST /v1/quorum/replica): the current voters
+    assert await observer.on_tick(lambda: observer.learn_peers([v.raft_address for v in leader.voter_set()])) \
+        == [quorum.entry(4).raft_address, quorum.entry(5).raft_address]
+    await leader.add_voter(quorum.entry(6), timeout_s=CHANGE_S)
+    await until("controller 6 learns it is a voter", quorum.logs[6].is_voter)
+    assert quorum.logs[6].voter_set().ids == [4, 5, 6]
+
+
+async def remove(quorum: Quorum, leader: MetadataLog, node_id: int) -> MetadataLog:
+    """Remove `node_id`; when it leads, it hands over and the next leader is asked. The leader after."""
+    for _ in range(3):  # bounded: a handover, then the removal at the next leader
+        try:
+            await leader.remove_voter(node_id, ZERO_DIRECTORY_ID, timeout_s=CHANGE_S)
+            return leader
+        except VoterChangeError as exc:
+            assert exc.error == "NOT_LEADER_OR_FOLLOWER", exc.message
+            leader = await until("the next leader", lambda: next(
+                (log for log in quorum.logs.values() if log.leadership()[0] and log.is_voter()), None))
+    raise AssertionError(f"voter {node_id} was not removed")
+
+
 async def test_the_last_voter_is_never_removed(quorum: Quorum) -> None:
     quorum.start(1)
     quorum.start(2)
@@ -295,13 +324,13 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
                                       ).error_code == ErrorCode.DUPLICATE_VOTER
                 assert remove_raft_voter(cluster, 9, uuid.UUID(int=0)).error_code == ErrorCode.VOTER_NOT_FOUND
                 # and through the admin API: 4xx JSON naming the field
-                for body, expected in [
+                for bad, expected in [
                     ({"voter_id": 7, "api_address": f"127.0.0.7:{admin_port}"}, (504, "REQUEST_TIMED_OUT", "api_address")),
                     ({"api_address": f"127.0.0.7:{admin_port}"}, (400, "INVALID_REQUEST", "voter_id")),
                     ({"voter_id": 7, "api_address": "nowhere"}, (400, "INVALID_REQUEST", "api_address")),
                     ({"voter_id": 7, "api_address": "127.0.0.7:1", "extra": 1}, (400, "INVALID_REQUEST", "extra")),
                 ]:
-                    status, answer = http(f"{urls[kept]}/v1/quorum/voters", "POST", body)
+                    status, answer = http(f"{urls[kept]}/v1/quorum/voters", "POST", bad)
                     error = json.loads(answer)
                     assert (status, error["error"], error["field"]) == expected, answer
                 status, answer = http(f"{urls[kept]}/v1/quorum/voters/{kept}", "DELETE")
