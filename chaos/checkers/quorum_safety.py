@@ -146,3 +146,15 @@ def check_power_loss_writes(events: Sequence[Event]) -> CheckResult:
                        f"({', '.join(f'{k}: {v}' for k, v in counts.items())}); {len(problems)} where a minority "
                        f"of the replicas lost power or nothing explains it. {REPLICATION_NOT_FSYNC}",
                        examples(problems + lines), {"lost_by_fault": counts, "lost": total})
+
+
+def summarize_power_losses(events: Sequence[Event]) -> CheckResult:
+    """A measurement: what each pulled plug took back, node by node (the layer's own report)."""
+    pulled = [e for e in events if e["kind"] == "power-loss" and e.get("power_loss")]
+    lines = [f"{e['id']} node {e['node']}: {e.get('files_rolled_back', 0)} files rolled back, "
+             f"{e.get('bytes_dropped', 0)} bytes dropped, {e.get('entries_undone_count', 0)} directory changes "
+             "undone" + (f" ({', '.join(e['entries_undone'][:3])}, ...)" if e.get("entries_undone") else "")
+             for e in pulled]
+    dropped = sum(int(e.get("bytes_dropped", 0)) for e in pulled)
+    return CheckResult("power-losses", 0, f"{len(pulled)} plugs pulled: {dropped} unsynced bytes dropped in all",
+                       examples(lines), {"plugs": len(pulled), "bytes_dropped": dropped})

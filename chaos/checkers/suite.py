@@ -13,7 +13,12 @@ from chaos.checkers.availability import check_availability
 from chaos.checkers.fencing import check_fencing
 from chaos.checkers.group import check_group
 from chaos.checkers.quorum_safety import NAMES as QUORUM_SAFETY
-from chaos.checkers.quorum_safety import check_active_controllers, check_metadata_views, check_power_loss_writes
+from chaos.checkers.quorum_safety import (
+    check_active_controllers,
+    check_metadata_views,
+    check_power_loss_writes,
+    summarize_power_losses,
+)
 from chaos.checkers.queue import (
     check_duplicates,
     check_g1a,
@@ -120,6 +125,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
             check_fencing(events), check_controller_changes(events), *check_transactions(events),
             check_active_controllers(events), check_metadata_views(events), check_power_loss_writes(events),
+            summarize_power_losses(events),
             check_skipped_faults(events)]
 
 

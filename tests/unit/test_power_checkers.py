@@ -12,6 +12,7 @@ from chaos.checkers.quorum_safety import (
     check_active_controllers,
     check_metadata_views,
     check_power_loss_writes,
+    summarize_power_losses,
 )
 
 Event = dict[str, Any]
@@ -129,3 +130,13 @@ def test_a_broker_stopped_on_records_it_cannot_apply_diverged() -> None:
                "diverged": "MetadataFollowerError: cannot apply the fetched records: offset 76: unknown topic id"}
     result = check_metadata_views([stopped, QUORUM])
     assert result.count == 1 and "offset 76" in result.examples[0]
+
+
+def test_what_each_plug_took_is_summed() -> None:
+    pulled = [{"t": 5, "kind": "power-loss", "id": "f1", "node": n, "power_loss": True, "files_rolled_back": 1,
+               "bytes_dropped": 100 * n, "entries_undone": ["create /x"], "entries_undone_count": 1}
+              for n in (2, 3)]
+    result = summarize_power_losses(pulled)
+    assert result.count == 0 and result.data == {"plugs": 2, "bytes_dropped": 500}
+    assert result.examples[0] == "f1 node 2: 1 files rolled back, 200 bytes dropped, 1 directory changes undone " \
+                                 "(create /x, ...)"
