@@ -23,6 +23,7 @@ from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from chaos.workload import read_all
 from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import wait_until
 from tests.integration.replication_clients import (
     assert_delivered,
     leader_bootstrap,
@@ -96,7 +97,9 @@ def test_the_elr_member_is_elected_cleanly_when_the_whole_isr_is_down(tmp_path: 
         nemesis.restart(stale)  # not in the ELR: with unclean election off it must not lead
         wait_unfenced(cluster, stale)
         # a client describing the topic sees the ELR (through the stale broker, the only one up)
-        answer = describe_partitions(cluster, leader_bootstrap(cluster, stale))
+        # (a restarted broker closes connections until it serves clients: ask until it answers)
+        answer = wait_until(f"broker {stale} serving clients",
+                            lambda: describe_partitions(cluster, leader_bootstrap(cluster, stale)))
         topic, unknown = answer.topics
         (p,) = topic.partitions
         assert (topic.name, p.leader_id, p.error_code) == (TOPIC, NO_LEADER, ErrorCode.LEADER_NOT_AVAILABLE), answer

@@ -121,6 +121,8 @@ async def test_an_old_log_keeps_its_behaviour_until_upgraded(tmp_path: Path, vot
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with running_cluster(tmp_path_factory.mktemp("features") / "cluster") as started:
+        # the broker closes connections until it serves clients ("still starting"): raw requests wait
+        wait_until("the broker serving clients", lambda: finalized(started))
         yield started
 
 
