@@ -144,5 +144,8 @@ def run_clean(args: argparse.Namespace) -> int:
     from chaos.power.mount import clean_leftovers  # mounts of a run that died before unmounting them
 
     removed += clean_leftovers()
+    from chaos.links.install import clean as clean_links  # link faults' chains, HTB classes on lo
+
+    removed += clean_links(everything=True)
     print("removed: " + (", ".join(removed) if removed else "nothing (no leftovers)"))
     return 0
