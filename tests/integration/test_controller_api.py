@@ -49,6 +49,8 @@ EXPECTED_PATHS = {
     "/v1/transactions", "/v1/transactions/{id}", "/v1/hanging-transactions",  # KIP-664 (issue 27)
     "/v1/topics/{name}/partitions/{partition}/producers", "/v1/topics/{name}/partitions/{partition}/abort-transaction",
     "/v1/quorum", "/rpc/describe-quorum",  # DescribeQuorum (issue 28)
+    "/v1/quorum/voters", "/v1/quorum/voters/{id}", "/v1/quorum/replica",  # KIP-853 (issue 28)
+    "/rpc/add-raft-voter", "/rpc/remove-raft-voter", "/rpc/update-raft-voter",
     "/v1/acls", "/v1/acls/delete",  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
 }
 
@@ -187,6 +189,8 @@ def controllers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[
     started = time.monotonic()
     with LocalCluster.start(tmp_path, controllers=len(HOSTS), raft_port=raft_port, admin_port=admin_port,
                             extra_properties={"admin.token": TOKEN,
+                                              # raw, unsigned RPCs here; test_rpc_auth covers their proofs
+                                              "controller.rpc.secret.file": "",
                                               "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                                               "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)},
                             ready_timeout=WAIT_S) as cluster:  # every node stopped on exit, even on failure
