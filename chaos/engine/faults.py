@@ -1,7 +1,8 @@
 """Apply and heal one scheduled fault: each start and heal recorded in the history.
 
 The mechanisms: chaos.nemesis (SIGKILL/restart, SIGSTOP/SIGCONT), SIGTERM for a
-controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem),
+controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem), chaos.links (delay,
+bandwidth, loss and slow close in userspace),
 chaos.nemeses.disk and chaos.nemeses.power (SIGKILL, then every unsynced write dropped);
 on a transactional client (`client:NAME`): kill, pause (SIGSTOP) and hold
 (chaos.nemeses.hold: its next request of `params.api` kept back until its next transaction). A fault whose mechanism is unavailable (no root, no iptables) or whose
@@ -21,6 +22,8 @@ from chaos.nemeses import disk, links
 from chaos.nemeses.firewall import Firewall, iptables_missing, tc_missing
 from chaos.nemeses.hold import END_TXN, HoldProxy
 from chaos.nemeses.power import PowerLayer, power_targets
+from chaos.links import install as link_install, rules as link_rules
+from chaos.links.install import LinkFaults
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, ScheduledFault
 
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK, FaultAction.POWER)
 CLIENT_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.HOLD)
 HELD_APIS = {"end_txn": END_TXN, "produce": 0}  # params.api of a hold -> Kafka API key
+LINK_ACTIONS = (FaultAction.DELAY, FaultAction.BANDWIDTH, FaultAction.LOSS, FaultAction.SLOW_CLOSE)
 
 
 @dataclass(slots=True)
@@ -49,6 +53,7 @@ class FaultApplier:
         self.txns: TxnWorkload | None = None  # set by the runner for a transactional workload
         self.hold: HoldProxy | None = None
         self.power: PowerLayer | None = None  # set by the runner when the scenario has power faults
+        self.links: LinkFaults | None = None  # set by the runner when the scenario has link faults
 
     def _skip(self, scheduled: ScheduledFault, why: str) -> None:
         print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
@@ -90,7 +95,9 @@ class FaultApplier:
                    else tc_missing() if fault.action is FaultAction.NETEM else None)
         if fault.action is FaultAction.POWER and self.power is None:
             missing = "no power-loss layer mounted for this run"
-        if missing is not None or (self.firewall is None and fault.action not in SIGNAL_ACTIONS):
+        if fault.action in LINK_ACTIONS:
+            missing = link_install.missing() or (None if self.links is not None else "no link faults opened")
+        if missing is not None or (self.firewall is None and fault.action not in SIGNAL_ACTIONS + LINK_ACTIONS):
             self._skip(scheduled, missing or "no firewall opened for this run")
             return None
         try:
@@ -129,13 +136,20 @@ class FaultApplier:
             specs = {n.spec.node_id: n.spec for n in cluster.nodes}
             side_a, side_b = [specs[i] for i in targets], [specs[i] for i in active.peers]
             matches = links.cut(side_a, side_b, one_way_only=a is FaultAction.DROP)
-            assert self.firewall is not None
-            if a is FaultAction.NETEM:
+            if a in LINK_ACTIONS:
+                try:
+                    active.handle = self._start_link(active, matches)
+                except (RuntimeError, OSError) as exc:  # e.g. another run's qdisc: skipped, not fatal
+                    self._skip(scheduled, f"link fault not installed: {exc}")
+                    return None
+            elif a is FaultAction.NETEM:
+                assert self.firewall is not None
                 args = ["delay", f"{fault.param('delay_ms', 200)}ms"]
                 if fault.param("loss_pct"):
                     args += ["loss", f"{fault.param('loss_pct')}%"]
                 active.handle = self.firewall.netem(matches, args)
             else:
+                assert self.firewall is not None
                 active.handle = self.firewall.drop(matches)
         self.applied += 1
         self.history.record("fault-start", id=scheduled.id, action=a.value, description=scheduled.describe(),
@@ -143,6 +157,18 @@ class FaultApplier:
         print(f"  {scheduled.id} start: {scheduled.describe()} -> nodes {targets}"
               f"{f' / {active.peers}' if active.peers else ''}", flush=True)
         return active
+
+    def _start_link(self, active: ActiveFault, matches: list[links.PacketMatch]) -> int:
+        fault, faults = active.scheduled.fault, self.links
+        assert faults is not None
+        params = dict(fault.params)
+        if fault.action is FaultAction.BANDWIDTH:
+            return faults.bandwidth(matches, link_rules.rate_kbit(params))
+        if fault.action is FaultAction.LOSS:
+            return faults.loss(matches, link_rules.loss_probability(params))
+        delay = (link_rules.delay_params(params) if fault.action is FaultAction.DELAY
+                 else link_rules.slow_close_params(params))
+        return faults.delay(matches, delay, seed=self.rng.randrange(1 << 30))
 
     def _edit_disk(self, active: ActiveFault) -> None:
         mode = disk.DiskFault(active.scheduled.fault.param("mode", "truncate-tail"))
@@ -170,6 +196,12 @@ class FaultApplier:
         elif a is FaultAction.PAUSE:
             for node_id in active.targets:
                 self.nemesis.resume(node_id)
+        elif a in LINK_ACTIONS and self.links is not None and active.handle is not None:
+            if a is FaultAction.LOSS:  # what the link actually lost, beside the configured share
+                seen, dropped = self.links.loss_counters(active.handle)
+                self.history.record("note", what="link-loss", id=active.scheduled.id, packets=seen,
+                                    dropped=dropped)
+            self.links.remove(active.handle)
         elif self.firewall is not None and active.handle is not None:
             if a is FaultAction.NETEM:
                 self.firewall.remove_netem(active.handle)

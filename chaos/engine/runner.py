@@ -29,7 +29,7 @@ from typing import Any, Final
 from chaos.checkers.result import CheckResult
 from chaos.checkers.suite import Verdict
 from chaos.engine.admin_workload import TopicCreations, final_topics
-from chaos.engine.faults import ActiveFault, FaultApplier
+from chaos.engine.faults import LINK_ACTIONS, ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_controller_log, parse_node_log
 from chaos.engine.metadata_views import record_metadata_views
@@ -39,6 +39,8 @@ from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, fin
 from chaos.history import History
 from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemeses.hold import HoldProxy
+from chaos.links import install as link_install
+from chaos.links.install import LinkFaults
 from chaos.nemeses.power import PowerLayer, needs_brokers, power_faults
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
@@ -237,6 +239,13 @@ class ScenarioRun:
                     firewall = stack.enter_context(Firewall.open())
                 else:
                     print(f"  {why}", flush=True)
+            links = None
+            if any(f.action in LINK_ACTIONS for f in scenario.faults):
+                why = link_install.missing()
+                if why is None:  # like the firewall: removed before the nodes stop
+                    links = stack.enter_context(LinkFaults.open())
+                else:
+                    print(f"  {why}", flush=True)
             nemesis = stack.enter_context(Nemesis(cluster))
             view = ClusterView(cluster)
             self.create_topics(cluster, view)
@@ -271,11 +280,13 @@ class ScenarioRun:
                 if part is not None:
                     part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
-            applier.txns, applier.hold, applier.power = txns, hold, power
+            applier.txns, applier.hold, applier.power, applier.links = txns, hold, power, links
             try:
                 self.faults(applier, producers)
                 if firewall is not None:
                     firewall.close()
+                if links is not None:
+                    links.close()
                 print("phase heal", flush=True)
                 ok = self.final_heal(cluster, nemesis)
                 time.sleep(QUIESCE_S)

@@ -22,6 +22,10 @@ TARGETS = {
     FaultAction.DROP: ("leader:{topic}:{p}",),
     FaultAction.NETEM: ("follower:{topic}:{p}",),
     FaultAction.DISK: ("follower:{topic}:{p}",),
+    FaultAction.DELAY: ("follower:{topic}:{p}", "controller-follower"),
+    FaultAction.BANDWIDTH: ("follower:{topic}:{p}",),
+    FaultAction.LOSS: ("follower:{topic}:{p}",),
+    FaultAction.SLOW_CLOSE: ("follower:{topic}:{p}",),
 }
 
 
@@ -43,6 +47,14 @@ def generate(scenario: Scenario, seed: int | None = None) -> Scenario:
         params: tuple[tuple[str, object], ...] = ()
         if action is FaultAction.NETEM:
             params = (("delay_ms", rng.choice((50, 200, 500))),)
+        elif action is FaultAction.DELAY:
+            params = (("delay_ms", rng.choice((50, 200, 500))), ("jitter_ms", 20))
+        elif action is FaultAction.BANDWIDTH:
+            params = (("rate_kbit", rng.choice((800, 8000))),)
+        elif action is FaultAction.LOSS:
+            params = (("loss_pct", rng.choice((5, 20))),)
+        elif action is FaultAction.SLOW_CLOSE:
+            params = (("delay_ms", 1000),)
         elif action is FaultAction.DISK:
             params = (("mode", rng.choice(("truncate-tail", "garbage", "corrupt-index"))),)
         faults.append(Fault(action, target, round(at, 1), duration, params=params))

@@ -4,7 +4,8 @@
     for fault in scenario.schedule(): ...                        # ScheduledFault, by start time
 
 A scenario file is TOML (read with the standard library's tomllib). Faults name an action
-(`kill`, `pause`, `shutdown`, `partition`, `drop`, `netem`, `disk`, `hold`, `power`), a target selector
+(`kill`, `pause`, `shutdown`, `partition`, `drop`, `netem`, `disk`, `hold`, `power`, and the link
+faults `delay`, `bandwidth`, `loss`, `slow-close`), a target selector
 resolved against live metadata when the fault starts (chaos.engine.targets), a start
 (`at_s` from the start of the workload, optionally `every_s` × `count`) and a `duration_s`
 after which it heals. Faults may overlap: the whole-ISR-down scenarios kill a follower,
@@ -42,6 +43,11 @@ class FaultAction(enum.Enum):
     DISK = "disk"            # SIGKILL, edit the stopped broker's log (params.mode), restart
     HOLD = "hold"            # a client's next request of one API (params.api) held until its next transaction began
     POWER = "power"          # SIGKILL and drop every write not yet fsynced (chaos.power); heal: restart
+    # link faults in userspace (chaos.links), target <-> peer: no netem needed
+    DELAY = "delay"            # each direction's bytes delayed params.delay_ms ± params.jitter_ms, in order
+    BANDWIDTH = "bandwidth"    # each direction limited to params.rate_kbit (HTB on lo)
+    LOSS = "loss"              # each packet dropped with params.loss_pct % (iptables statistic)
+    SLOW_CLOSE = "slow-close"  # each connection's FIN held params.delay_ms
 
 
 class LossPolicy(enum.Enum):
@@ -211,7 +217,21 @@ def _fault(raw: dict[str, Any], where: str) -> Fault:
         raise ScenarioError(f"{where}: at_s and duration_s must be >= 0 and count >= 1")
     if fault.count > 1 and not fault.every_s:
         raise ScenarioError(f"{where}: count > 1 needs every_s")
+    _check_link_params(fault, where)
     return fault
+
+
+def _check_link_params(fault: Fault, where: str) -> None:
+    """A link fault's params checked when the file is read, not when the fault starts."""
+    from chaos.links import rules  # imported here: only link faults need it
+
+    check = {FaultAction.DELAY: rules.delay_params, FaultAction.BANDWIDTH: rules.rate_kbit,
+             FaultAction.LOSS: rules.loss_probability, FaultAction.SLOW_CLOSE: rules.slow_close_params}
+    if fault.action in check:
+        try:
+            check[fault.action](dict(fault.params))
+        except rules.LinkParamError as exc:
+            raise ScenarioError(f"{where}.{exc}") from None
 
 
 def _with_transactions(workload: WorkloadSpec, w: dict[str, Any], topics: set[str]) -> WorkloadSpec:
