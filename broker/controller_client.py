@@ -20,6 +20,11 @@ reply names the active controller as the answering voter knows it, with its Raft
 the client sends its next write there when the term is at least the newest it has seen
 (a deposed leader waking up from a pause names itself at an older term, and is ignored).
 
+With a signer (`security.rpc_auth.RpcSigner`, from controller.rpc.secret.file) every request
+carries the broker's proof: an HMAC of the request with the cluster's secret, its node id, the
+wall-clock time and a fresh nonce (the controller refuses anything else with 401, and a request
+speaking for another broker with 403; both come back as replies with their error code).
+
 Metadata fetches are answered by every controller from its committed log, so they go to
 whichever controller the fetch stream currently uses (kept apart from the write target, so a
 stalled active controller does not stall the fetches too), and rotate on connection errors.
@@ -41,6 +46,8 @@ from common import rpc
 from common.limits import CONNECT_TIMEOUT
 from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
+from security.rpc_auth import RpcSigner
+from security.rpc_secret import signed_headers
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +94,7 @@ class ControllerClient:
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
                  liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS,
                  initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
-                 name: str = "broker", local_host: str | None = None) -> None:
+                 name: str = "broker", local_host: str | None = None, signer: RpcSigner | None = None) -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)
@@ -97,6 +104,7 @@ class ControllerClient:
         self._liveness_timeout = min(liveness_timeout, request_timeout)
         self._initial_backoff, self._max_backoff = initial_backoff, max_backoff
         self._name = name  # who we are, in log lines
+        self._signer = signer  # None: the controllers do not authenticate RPCs (no secret configured)
         self._leader_term = -1  # the newest Raft term a fetch reply named an active controller for
         self._suspect_until: dict[str, float] = {}  # address -> monotonic time; one entry per address
         self._session: aiohttp.ClientSession | None = None
@@ -185,8 +193,9 @@ class ControllerClient:
         Raises aiohttp.ClientError, TimeoutError or ValueError (a reply that is not one msgpack map).
         """
         data = msgpack.packb(dict(body), use_bin_type=True)
+        headers = {"Content-Type": MSGPACK, **signed_headers(self._signer, address, f"/rpc/{name}", data)}
         async with self._http().post(
-                f"http://{address}/rpc/{name}", data=data, headers={"Content-Type": MSGPACK},
+                f"http://{address}/rpc/{name}", data=data, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(CONNECT_TIMEOUT, timeout))) as answer:
             if (answer.content_length or 0) > MAX_REPLY_BYTES:
                 raise ValueError(f"{address} answered {answer.content_length} bytes to {name}, more than "

@@ -56,6 +56,7 @@ from broker.replication.replication_quota import replication_quotas
 from broker.handlers.context import ANONYMOUS
 from broker.listener_security import listener_security, scram_credentials_of
 from security.sasl_server import ScramCredentials
+from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
 from broker.startup_heap import freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
@@ -182,7 +183,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     # outgoing connections leave from the listener's own address, so chaos can cut this broker's links
     local_host = settings.listener.host if settings.listener.host not in ("", "0.0.0.0", "::") else None
     client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,
-                              name=f"Broker {settings.node_id}", local_host=local_host)
+                              name=f"Broker {settings.node_id}", local_host=local_host,
+                              signer=signer_from_config(config, broker_id))  # issue 29: signed RPCs
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
@@ -361,6 +363,7 @@ def run(config_path: str) -> int:
     try:
         config = parse_config(load_properties(config_path))
         settings = BrokerSettings.from_config(config)
+        signer_from_config(config, settings.node_id)  # a missing or bad RPC secret file: refuse to start
     except ConfigError as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 2

@@ -54,6 +54,7 @@ COMBINED_METADATA_DIR: Final = "metadata"
 CLUSTER_FILE: Final = "cluster.json"
 META_FILE: Final = "meta.properties"
 PASSWORD_FILE: Final = "quorum.password"
+RPC_SECRET_FILE: Final = "rpc.secret"  # controller.rpc.secret.file of every node (security.rpc_auth)
 LOCK_FILE: Final = ".tidelog-up.lock"
 PROPERTIES_FILE: Final = "server.properties"
 NODE_LOG_FILE: Final = "node.log"

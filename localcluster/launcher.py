@@ -15,6 +15,7 @@ reaches `tidelog up` only, which then stops the nodes in order.
 from __future__ import annotations
 
 import errno
+import sys
 import json
 import socket
 import time
@@ -45,6 +46,7 @@ from localcluster.node_process import (
     stop_nodes,
 )
 from localcluster.server_properties import properties_files
+from security.rpc_secret import load_or_create_secret
 
 READY_POLL_INTERVAL: Final = 0.1 * SECONDS  # a start looks this often whether its nodes answer
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
@@ -224,8 +226,11 @@ class LocalCluster:
             missing = [spec for spec in specs if spec.node_id not in running]
             check_ports_free(missing)  # a running node holds its own ports
             secrets = load_or_create_secrets(root)  # after the port checks: that refusal leaves none
+            rpc_secret = root / layout.RPC_SECRET_FILE  # issue 29: every node signs or checks /rpc/ with it
+            if load_or_create_secret(rpc_secret)[1]:
+                print(f"generated the broker<->controller RPC secret in {rpc_secret}", file=sys.stderr)
             files = properties_files(specs, secrets, extra_properties, broker_config or {},
-                                     controller_config or {})
+                                     controller_config or {}, rpc_secret)
             touched = [running[i].spec.label for i in sorted(files) if i in running]
             if touched:
                 raise LauncherError(f"--broker-config/--controller-config would change the server.properties of "

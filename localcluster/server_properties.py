@@ -10,10 +10,12 @@ stay); a file they touch is validated as its node will parse it before anything 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from common.config import parse_config
 from common.config_schema import ConfigError
 from common.properties import parse_properties, properties_line, set_entries
+from security.rpc_auth import SECRET_FILE_KEY
 from localcluster.cluster_layout import (
     BROKER,
     BROKER_DATA_DIR,
@@ -28,9 +30,12 @@ from localcluster.cluster_layout import (
 
 
 def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
-                    extra: Mapping[str, str] | None = None) -> str:
-    """server.properties of one node; `extra` keys (tests: short timeouts) come last and win."""
+                    extra: Mapping[str, str] | None = None, rpc_secret_file: Path | None = None) -> str:
+    """server.properties of one node; `extra` keys (tests: short timeouts) come last and win.
+    `rpc_secret_file`: the data dir's RPC secret, which every node reads (issue 29)."""
     controllers = [n for n in nodes if runs_controller(n.role)]
+    if rpc_secret_file is not None:
+        extra = {SECRET_FILE_KEY: str(rpc_secret_file), **(extra or {})}
     if node.role == BROKER:
         return _broker_properties(node, controllers, secrets, extra)
     entries = {
@@ -69,7 +74,8 @@ def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets:
 
 
 def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: Mapping[str, str] | None,
-                     broker_config: Mapping[str, str], controller_config: Mapping[str, str]) -> dict[int, str]:
+                     broker_config: Mapping[str, str], controller_config: Mapping[str, str],
+                     rpc_secret_file: Path | None = None) -> dict[int, str]:
     """The server.properties texts to write, by node id: every new node's file, and every existing
     one that `broker_config` / `controller_config` change (an operator's other edits kept). A file
     those options touch is parsed as its node will parse it; LayoutError names the node, the
@@ -79,7 +85,11 @@ def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: 
         overrides = _role_overrides(node, broker_config, controller_config)
         path = node.properties_path
         if not path.exists():
-            text = node_properties(node, nodes, secrets, {**(extra or {}), **overrides})
+            text = node_properties(node, nodes, secrets, {**(extra or {}), **overrides}, rpc_secret_file)
+        elif rpc_secret_file is not None and SECRET_FILE_KEY not in parse_properties(
+                path.read_text(encoding="utf-8"), str(path)):  # made before issue 29: every node signs now
+            text = set_entries(path.read_text(encoding="utf-8"), {**overrides, SECRET_FILE_KEY: str(rpc_secret_file)},
+                               str(path), "Set by `tidelog up`: broker<->controller RPCs are authenticated.")
         elif overrides:
             text = set_entries(path.read_text(encoding="utf-8"), overrides, str(path),
                                "Set by `tidelog up --broker-config/--controller-config`; kept on restart.")

@@ -38,6 +38,7 @@ from quorum.controller_result import ControllerApiError
 from quorum.topic_control import validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
+from security.rpc_auth import SECRET_FILE_KEY, is_loopback
 
 if TYPE_CHECKING:
     from quorum.quorum_settings import QuorumSettings
@@ -118,6 +119,9 @@ class ApiSettings:
     quorum_ids: Mapping[str, int]  # quorum address (pysyncobj node id) -> node id
     cluster_id: str
     token: str | None = None
+    # issue 29: beyond loopback every admin request (reads too) needs `token`, which must be set
+    reads_need_token: bool = False
+    rpc_secret_file: str | None = None  # controller.rpc.secret.file: None, /rpc/ unauthenticated
     session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
     default_partitions: int = 1
@@ -153,6 +157,13 @@ class ApiSettings:
                                   f"{VOTERS_KEY!r} names {sorted(quorum.voters)}")
         api_voters[quorum.node_id] = f"{match['host']}:{port}"
         token = config["admin.token"]
+        beyond_loopback = not is_loopback(match["host"])
+        if beyond_loopback and not (isinstance(token, Password) and token.value):
+            raise ConfigError(f"config {LISTENER_KEY!r} binds {match['host']}, beyond loopback, so config "
+                              "'admin.token' must be set: anyone who reaches the admin API could otherwise "
+                              "create, delete and reassign topics or stop brokers (bind 127.0.0.1 to keep it "
+                              "local and open)")
+        secret_file = config[SECRET_FILE_KEY]
         cluster_id = config["cluster.id"]
         if cluster_id is None:  # stable for a given voter set; Kafka's ids are 22 base64 chars too
             seed = ",".join(f"{i}@{v.address}" for i, v in sorted(quorum.voters.items()))
@@ -164,6 +175,8 @@ class ApiSettings:
             quorum_ids=MappingProxyType({v.address: i for i, v in quorum.voters.items()}),
             cluster_id=cluster_id,
             token=token.value if isinstance(token, Password) and token.value else None,
+            reads_need_token=beyond_loopback,
+            rpc_secret_file=secret_file if isinstance(secret_file, str) and secret_file else None,
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
             default_partitions=config.get_int("num.partitions"),

@@ -15,6 +15,13 @@ controller). MetadataFetch is answered by every controller from its committed lo
 
 An undecodable or ill-typed body answers HTTP 400 with INVALID_REQUEST (42) naming the field.
 
+Authentication (issue 29, `security.rpc_auth`): with `controller.rpc.secret.file` set, every
+/rpc/ request (these and the other routes under /rpc/) must carry a proof signed with the
+cluster's secret: without one, with a wrong or replayed one, the middleware answers HTTP 401
+with CLUSTER_AUTHORIZATION_FAILED (31) before any handler runs. A request that speaks for
+broker B (every RPC here names its broker_id) must be signed as B: HTTP 403, nothing changed,
+one line naming the claimed and the proven id.
+
 Sessions, shutdown requests, fencing and every decision belong to the controller runtime
 (`quorum.controller_runtime`); this module decodes, calls it, and encodes (`common.rpc`).
 `shutdown_requested` (not in Kafka) relays an operator's POST /v1/brokers/{id}/shutdown: see
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,6 +65,7 @@ from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from quorum.replica_failure import failed_isr_members, handle_offline_replicas, news
 from quorum.replication_control import handle_alter_partition
+from security.rpc_auth import RpcAuthError, RpcVerifier, check_speaks_for
 
 if TYPE_CHECKING:
     from quorum.metadata_log import MetadataLog
@@ -68,6 +77,9 @@ MSGPACK: Final = "application/x-msgpack"
 REQUEST_TIMED_OUT: Final = 7
 THROTTLING_QUOTA_EXCEEDED: Final = 89
 INCONSISTENT_CLUSTER_ID: Final = 104
+CLUSTER_AUTHORIZATION_FAILED: Final = 31  # Kafka's answer to a caller that may not act on the cluster
+PROVEN_NODE: Final = "tidelog.rpc_node_id"  # the request key holding the node id a valid proof names
+REFUSAL_LOG_INTERVAL_S: Final = 1.0  # at most one line per this many seconds about refused proofs
 
 
 class RpcError(Exception):
@@ -87,6 +99,63 @@ def _bad(message: str, field: str | None) -> RpcError:
 # --- The server side.
 
 Handler = Callable[[Any], Awaitable[Any]]  # a decoded request in, a reply message out
+
+
+def _claimed_broker(request: Any) -> int | None:
+    """The broker a decoded request speaks for (None: none; a metadata fetch may name none)."""
+    broker_id = getattr(request, "broker_id", None)
+    return broker_id if isinstance(broker_id, int) and broker_id >= 0 else None
+
+
+class RpcAuthGate:
+    """The aiohttp middleware proving every /rpc/ request (`security.rpc_auth`); the shell of
+    RpcVerifier: it reads the header and the body, and the wall clock (proofs are compared with
+    other hosts' clocks, so not a monotonic one)."""
+
+    def __init__(self, verifier: RpcVerifier | None, node_id: int) -> None:
+        self._verifier, self._node_id = verifier, node_id
+        self._last_logged = 0.0
+        self._unlogged = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._verifier is not None
+
+    @web.middleware
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if self._verifier is None or not request.path.startswith("/rpc/"):
+            return await handler(request)
+        now_ms = int(time.time() * 1000)
+        header = request.headers.get("Authorization")
+        try:
+            self._verifier.check_header(header, now_ms=now_ms)  # before reading a stranger's body
+            body = await _read_raw(request)
+            request[PROVEN_NODE] = self._verifier.verify(header, request.method, request.host, request.path, body,
+                                                         now_ms=now_ms)
+        except RpcAuthError as exc:
+            self._log_refusal(request, str(exc))
+            return _reply(RpcError(CLUSTER_AUTHORIZATION_FAILED, str(exc), "Authorization",
+                                   http_status=exc.status))
+        except RpcError as exc:
+            return _reply(exc)
+        return await handler(request)
+
+    def _log_refusal(self, request: web.Request, why: str) -> None:
+        """One line per refusal, at most one a second (a stranger retrying must not flood the log)."""
+        now = time.monotonic()
+        if now - self._last_logged < REFUSAL_LOG_INTERVAL_S:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more refused since the last line)" if self._unlogged else ""
+        self._last_logged, self._unlogged = now, 0
+        logger.warning("Controller %d refused %s %s from %s: %s%s", self._node_id, request.method, request.path,
+                       request.remote, why, more)
+
+
+def _reply(error: RpcError) -> web.Response:
+    return web.Response(body=msgpack.packb(error.reply, use_bin_type=True), status=error.http_status,
+                        content_type=MSGPACK)
 
 
 class BrokerRpc:
@@ -135,6 +204,7 @@ class BrokerRpc:
                     decoded = decode(await _read(request))
                 except RpcDecodeError as exc:
                     raise _bad(str(exc), exc.field) from None
+                self._check_identity(request, path, decoded)
                 reply, status = rpc.encode_reply(await serve(decoded)), 200
             except RpcError as exc:
                 reply, status = exc.reply, exc.http_status
@@ -144,6 +214,18 @@ class BrokerRpc:
             return web.Response(body=msgpack.packb(reply, use_bin_type=True), status=status,
                                 content_type=MSGPACK)
         return web.post(path, handler)
+
+    def _check_identity(self, request: web.Request, path: str, decoded: Any) -> None:
+        """A proven request speaking for broker B must be signed as B: 403 and one line otherwise."""
+        proven, claimed = request.get(PROVEN_NODE), _claimed_broker(decoded)
+        if proven is None or claimed is None:
+            return  # authentication off (no secret), or a request naming no broker
+        try:
+            check_speaks_for(proven, claimed, path)
+        except RpcAuthError as exc:
+            logger.warning("Controller %d refused %s from %s: it speaks for broker %d but is signed as node %d",
+                           self._settings.node_id, path, request.remote, claimed, proven)
+            raise RpcError(CLUSTER_AUTHORIZATION_FAILED, str(exc), "broker_id", http_status=exc.status) from None
 
     def _error_reply(self, exc: Exception, path: str) -> dict[str, Any]:
         if isinstance(exc, ControllerApiError):
@@ -299,6 +381,18 @@ class BrokerRpc:
         """Wake every long-poll waiting now (each looks at the image again and waits anew)."""
         self._offset_changed.set()
         self._offset_changed = asyncio.Event()
+
+
+async def _read_raw(request: web.Request) -> bytes:
+    """The body's bytes: 413 before reading when too large (aiohttp caches them for `_read`)."""
+    if (request.content_length or 0) > rpc.MAX_RPC_BODY_BYTES:
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"body larger than {rpc.MAX_RPC_BODY_BYTES} bytes",
+                       http_status=413)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"body larger than {rpc.MAX_RPC_BODY_BYTES} bytes",
+                       http_status=413) from None
 
 
 async def _read(request: web.Request) -> Any:

@@ -34,7 +34,7 @@ from quorum.acl_routes import AclRoutes
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_config_routes import BrokerConfigRoutes
-from quorum.broker_rpc import BrokerRpc
+from quorum.broker_rpc import BrokerRpc, RpcAuthGate
 from quorum.controller_runtime import ControllerRuntime
 from quorum.group_api import GroupApi
 from quorum.http_json import read_json
@@ -50,6 +50,7 @@ from quorum.request_routing import RequestRouter
 from quorum.topic_routes import TopicRoutes
 from quorum.transaction_api import TransactionApi
 from quorum.voter_routes import VoterRoutes
+from security.rpc_secret import verifier_from_file
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,10 @@ class ControllerServer:
         self.router = RequestRouter(log, controller, settings, self.active_api)  # writes, read readiness
         self._runner: web.AppRunner | None = None
         self._in_flight = 0
+        # issue 29: every /rpc/ request proven with the cluster's RPC secret (security.rpc_auth)
+        rpc_auth = RpcAuthGate(verifier_from_file(settings.rpc_secret_file, settings.node_id), settings.node_id)
         self.app = web.Application(client_max_size=max(api.MAX_ADMIN_BODY_BYTES, api.MAX_RPC_BODY_BYTES),
-                                   middlewares=[self._errors])
+                                   middlewares=[self._errors, rpc_auth.middleware])
         self.rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._runtime_task: asyncio.Task[None] | None = None
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
@@ -254,6 +257,11 @@ class ControllerServer:
             return web.json_response(error.body(), status=error.status)
         self._in_flight += 1
         try:
+            # issue 29: beyond loopback, reads need admin.token too (/rpc/ has its own proofs; who
+            # an observer is, /v1/quorum/replica, is asked by the active controller before it joins)
+            if self._settings.reads_need_token and not request.path.startswith("/rpc/") \
+                    and request.path != "/v1/quorum/replica":
+                self.authorize(request)
             # /v1/quorum/replica: who this controller is, asked of an observer before it joins (KIP-853)
             if request.method == "GET" and request.path.startswith("/v1/") \
                     and request.path not in ("/v1/cluster", "/v1/quorum/replica"):

@@ -296,7 +296,8 @@ def run(config_path: str, *, control: bool, require_api: bool) -> int:
     raise_open_file_limit(f"Controller {settings.node_id}")  # clients and peers are sockets
     try:
         return asyncio.run(run_node(settings, control=control, api=api))
-    except (QuorumBindError, ImportError, OSError) as exc:  # OSError: the HTTP listener cannot bind
+    # OSError: the HTTP listener cannot bind; ConfigError: controller.rpc.secret.file unreadable
+    except (QuorumBindError, ImportError, OSError, ConfigError) as exc:
         logger.error("Controller %d cannot start: %s", settings.node_id, exc)
         return 1
 

@@ -28,7 +28,10 @@ from broker.metadata_follower_loop import MetadataFollower
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
 from metadata.records import Listener
+from localcluster.cluster_layout import RPC_SECRET_FILE
 from localcluster.launcher import LocalCluster, free_ports
+from security.rpc_auth import RpcSigner
+from security.rpc_secret import cluster_signer
 from common.waiting import wait_until_async
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -59,13 +62,13 @@ async def wait_for(what: str, condition: Callable[[], Any], timeout_s: float = W
 class Broker:
     """One follower loop and what its callback saw."""
 
-    def __init__(self, broker_id: int, addresses: list[str], log_dir: Path) -> None:
-        self.broker_id = broker_id
+    def __init__(self, broker_id: int, addresses: list[str], log_dir: Path, signer: RpcSigner | None) -> None:
+        self.broker_id, self.signer = broker_id, signer  # its RPCs signed with the data dir's secret
         self.settings = FollowerSettings(
             broker_id=broker_id, incarnation_id=f"incarnation-{broker_id}",
             listeners=(Listener("PLAINTEXT", "127.0.0.1", 19000 + broker_id),), log_dir=log_dir,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, fetch_max_wait_ms=500, checkpoint_interval_ms=100)
-        self.client = ControllerClient(addresses, request_timeout=5.0)
+        self.client = ControllerClient(addresses, request_timeout=5.0, signer=signer)
         self.follower = MetadataFollower(self.settings, self.client, self.on_changes)
         self.published: list[LocalReplicaChanges] = []
         self.images: list[MetadataImage] = []  # the image of each publish
@@ -158,7 +161,8 @@ def check_topic(brokers: list[Broker], created: dict[str, Any]) -> None:
 
 async def test_followers_track_topics_across_a_controller_failover(cluster: LocalCluster, tmp_path: Path) -> None:
     addresses = [node.spec.admin_address for node in cluster.controllers]
-    brokers = [Broker(b, addresses, tmp_path / f"broker-{b}") for b in BROKERS]
+    brokers = [Broker(b, addresses, tmp_path / f"broker-{b}", cluster_signer(cluster.root / RPC_SECRET_FILE, b))
+               for b in BROKERS]
     async with aiohttp.ClientSession() as session:
         try:
             for broker in brokers:
@@ -207,7 +211,7 @@ async def test_followers_track_topics_across_a_controller_failover(cluster: Loca
             assert read_offset_file(broker.settings.log_dir) == broker.follower.state.applied_offset
             assert (broker.settings.log_dir / OFFSET_FILE).read_text() == f"0\n{broker.follower.state.applied_offset}\n"
         old = brokers[0]
-        restarted = Broker(old.broker_id, survivors, old.settings.log_dir)
+        restarted = Broker(old.broker_id, survivors, old.settings.log_dir, old.signer)
         try:
             restarted.start()
             await wait_for("the restarted follower's first publish", lambda: restarted.published)

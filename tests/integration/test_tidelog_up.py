@@ -30,6 +30,8 @@ from typing import IO, Any
 import msgpack
 import pytest
 
+from localcluster.cluster_layout import RPC_SECRET_FILE
+from security.rpc_secret import cluster_signer, signed_headers
 from tests.integration.cli_cluster import CLI_TIMEOUT_S, GONE_TIMEOUT_S, REPO
 from tests.integration.cli_cluster import CliCluster as Cluster
 from tests.integration.cluster_fixtures import alive, processes_mentioning
@@ -65,9 +67,13 @@ def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-def rpc(url: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(f"{url}/rpc/{name}", data=msgpack.packb(body), method="POST",
-                                     headers={"Content-Type": "application/x-msgpack"})
+def rpc(url: str, name: str, body: dict[str, Any], data_dir: Path) -> dict[str, Any]:
+    """One broker RPC as broker BROKER_ID, signed with the data dir's RPC secret (issue 29)."""
+    data = msgpack.packb(body)
+    proof = signed_headers(cluster_signer(data_dir / RPC_SECRET_FILE, BROKER_ID), url.removeprefix("http://"),
+                           f"/rpc/{name}", data)
+    request = urllib.request.Request(f"{url}/rpc/{name}", data=data, method="POST",
+                                     headers={"Content-Type": "application/x-msgpack", **proof})
     try:
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
             return msgpack.unpackb(answer.read())
@@ -119,19 +125,19 @@ def check_running(cluster: Cluster, document: dict[str, Any], ready: str) -> str
     return next(n["admin_url"] for n in nodes if n["id"] in active)
 
 
-def create_topic(active_url: str, name: str) -> None:
+def create_topic(active_url: str, name: str, data_dir: Path) -> None:
     """A topic needs an unfenced broker: register one through the broker RPCs, heartbeat, create."""
     registered = rpc(active_url, "broker-registration", {
         "broker_id": BROKER_ID, "incarnation_id": f"up-test-{time.time_ns()}",
-        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.4", "port": 9092}], "rack": None})
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.4", "port": 9092}], "rack": None}, data_dir)
     assert registered["error_code"] == 0, registered
     epoch = registered["broker_epoch"]
 
     def unfenced() -> bool:
-        offset = rpc(active_url, "metadata-fetch", {"offset": 0, "max_records": 1})["last_offset"]
+        offset = rpc(active_url, "metadata-fetch", {"offset": 0, "max_records": 1}, data_dir)["last_offset"]
         beat = rpc(active_url, "broker-heartbeat", {
             "broker_id": BROKER_ID, "broker_epoch": epoch, "current_metadata_offset": offset,
-            "want_fence": False, "want_shut_down": False})
+            "want_fence": False, "want_shut_down": False}, data_dir)
         assert beat["error_code"] == 0, beat
         return not beat["is_fenced"]
     wait_until("the test broker unfenced", unfenced)
@@ -161,7 +167,7 @@ def test_up_detached_down_and_restart(clusters: Callable[[str], Cluster],
     for n in first["nodes"]:  # each holds the password too
         assert stat.S_IMODE((Path(n["data_dir"]) / "server.properties").stat().st_mode) == 0o600
     password = password_file.read_text()
-    create_topic(active_url, "kept")
+    create_topic(active_url, "kept", cluster.data_dir)
     down(cluster)
 
     again, ready = up_detached(cluster, capsys, "restart")

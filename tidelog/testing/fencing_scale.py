@@ -37,7 +37,9 @@ from typing import Any, Final
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from common import rpc, waiting
 from common.rpc_messages import BrokerHeartbeatRequest, BrokerRegistrationRequest, ListenerData
+from localcluster.cluster_layout import RPC_SECRET_FILE
 from localcluster.launcher import LocalCluster, free_ports
+from security.rpc_secret import cluster_signer
 from tidelog.admin_client import AdminClient
 
 HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -107,8 +109,10 @@ class BrokerDouble:
 class BrokerDoubles:
     """`BrokerDouble`s for `broker_ids` on one asyncio loop in a thread of this process."""
 
-    def __init__(self, controllers: list[str], broker_ids: tuple[int, ...], interval_ms: int) -> None:
+    def __init__(self, controllers: list[str], broker_ids: tuple[int, ...], interval_ms: int,
+                 secret_file: Path | None = None) -> None:
         self._controllers, self._interval_s = controllers, interval_ms / 1000
+        self._secret_file = secret_file  # the data dir's RPC secret: each double signs as its broker id
         self.brokers: dict[int, BrokerDouble] = {}
         self._ids = broker_ids
         self._loop = asyncio.new_event_loop()
@@ -121,7 +125,9 @@ class BrokerDoubles:
 
     async def _start(self) -> None:
         for broker_id in self._ids:
-            double = BrokerDouble(broker_id, ControllerClient(self._controllers, name=f"double-{broker_id}"))
+            signer = None if self._secret_file is None else cluster_signer(self._secret_file, broker_id)
+            double = BrokerDouble(broker_id, ControllerClient(self._controllers, name=f"double-{broker_id}",
+                                                              signer=signer))
             self.brokers[broker_id] = double
             self._tasks.append(asyncio.create_task(double.run(self._interval_s)))
 
@@ -181,7 +187,7 @@ class FencingScale:
         with LocalCluster.start(root, controllers=len(HOSTS), raft_port=raft_port, admin_port=admin_port,
                                 extra_properties=props, ready_timeout=READY_S) as cluster:
             doubles = BrokerDoubles([n.spec.admin_address for n in cluster.controllers], BROKERS,
-                                    HEARTBEAT_INTERVAL_MS)
+                                    HEARTBEAT_INTERVAL_MS, cluster.root / RPC_SECRET_FILE)
             try:
                 doubles.start()
                 run = cls(cluster, doubles, partitions)
