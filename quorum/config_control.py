@@ -36,7 +36,9 @@ from common.dynamic_config import (
     is_list_key,
 )
 from common.errors import ErrorCode
+from common.protocol.api_versions import ELR_VERSION
 from common.topic_config import (
+    MIN_INSYNC_REPLICAS,
     TOPIC_CONFIGS_BY_NAME,
     UNCLEAN_LEADER_ELECTION_ENABLE,
     config_string,
@@ -45,6 +47,7 @@ from common.topic_config import (
 from metadata.image import MetadataImage
 from metadata.records import Config, ConfigResourceType, Record
 from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.feature_control import elr_clearing_records
 from quorum.topic_control import elect_leaderless
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
@@ -174,7 +177,21 @@ def alter_broker_configs(image: MetadataImage, name: str,
     if name == "" and UNCLEAN_LEADER_ELECTION_ENABLE in checked:
         records += _default_unclean_elections(image, current.get(UNCLEAN_LEADER_ELECTION_ENABLE),
                                               checked[UNCLEAN_LEADER_ELECTION_ENABLE])
+    if name == "" and MIN_INSYNC_REPLICAS in checked and image.feature_level(ELR_VERSION) >= 1:
+        records += _cluster_min_isr_with_elr(image, checked[MIN_INSYNC_REPLICAS])
     return ControllerResult(records, None)
+
+
+def _cluster_min_isr_with_elr(image: MetadataImage, value: str | None) -> tuple[Record, ...]:
+    """KIP-966 (Kafka 4.1) with ELR on: the cluster-wide min.insync.replicas is what the ELR is
+    kept against, so it cannot be removed; and setting it, even to the same value, clears every
+    partition's ELR (chosen under the old minimum)."""
+    if value is None:
+        raise ControllerApiError(ErrorCode.INVALID_CONFIG, (
+            f"Cannot remove the cluster-level {MIN_INSYNC_REPLICAS} while {ELR_VERSION} is enabled"),
+            field=MIN_INSYNC_REPLICAS)
+    return elr_clearing_records(image, error=ErrorCode.INVALID_CONFIG, field=MIN_INSYNC_REPLICAS,
+                                why=f"Setting the cluster-level {MIN_INSYNC_REPLICAS}")
 
 
 def _default_unclean_elections(image: MetadataImage, before: str | None, after: str | None) -> list[Record]:

@@ -111,18 +111,27 @@ def elr_safety_records(image: MetadataImage, min_insync_replicas: int) -> tuple[
     return (Config(ConfigResourceType.BROKER, CLUSTER_DEFAULT, MIN_INSYNC_REPLICAS, str(min_insync_replicas)),)
 
 
-def elr_clearing_records(image: MetadataImage) -> tuple[Record, ...]:
-    """One PartitionChange per partition with an ELR: the ELR emptied, an empty ISR refilled from it."""
+def elr_clearing_records(image: MetadataImage, *, topic_names: Sequence[str] | None = None,
+                         error: ErrorCode = ErrorCode.FEATURE_UPDATE_FAILED,
+                         field: str = "feature_updates", why: str = f"Disabling {ELR_VERSION}") -> tuple[Record, ...]:
+    """One PartitionChange per partition with an ELR (of `topic_names`' topics, else of every topic):
+    the ELR emptied, an empty ISR refilled from it (its members have every committed record).
+    Kafka clears ELRs so when ELR is disabled and whenever a min.insync.replicas the partitions
+    follow is set (KIP-966): an ELR chosen under the old minimum may not satisfy the new one."""
+    if topic_names is None:
+        topics = sorted(image.topics.by_id.values(), key=lambda t: t.name)  # stable order
+    else:
+        topics = [image.topics.by_name[n] for n in sorted(set(topic_names)) if n in image.topics.by_name]
     records: list[Record] = []
-    for topic in sorted(image.topics.by_id.values(), key=lambda t: t.name):  # stable order
+    for topic in topics:
         for partition_id in sorted(topic.partitions):
             partition = topic.partitions[partition_id]
             if not partition.elr:
                 continue
             if len(records) >= MAX_RECORDS_PER_USER_OP:
-                raise ControllerApiError(ErrorCode.FEATURE_UPDATE_FAILED, (
-                    f"Disabling {ELR_VERSION} would clear the ELR of more than {MAX_RECORDS_PER_USER_OP} "
-                    "partitions in one operation"), field="feature_updates")
+                raise ControllerApiError(error, (
+                    f"{why} would clear the ELR of more than {MAX_RECORDS_PER_USER_OP} "
+                    "partitions in one operation"), field=field)
             isr = None if partition.isr else partition.elr
             records.append(PartitionChange(partition.topic_id, partition_id, isr=isr, elr=()))
     return tuple(records)

@@ -45,6 +45,7 @@ from metadata.records import (
 )
 from metadata.topic_name import topic_name_error
 from quorum.controller_result import ControllerApiError, ControllerResult
+from quorum.feature_control import elr_clearing_records
 from quorum.replica_assignment import new_partition_assignments, topic_assignments
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
@@ -281,6 +282,11 @@ def alter_topic_configs(image: MetadataImage, name: str,
             after[key] = new
     check_config_set(after)
     records.extend(_unclean_elections(image, topic, current, after))
+    if MIN_INSYNC_REPLICAS in changes and image.feature_level(ELR_VERSION) >= 1:
+        # KIP-966: an ELR kept against the old minimum is cleared when the topic's is set
+        records.extend(elr_clearing_records(image, topic_names=(name,), error=ErrorCode.INVALID_CONFIG,
+                                            field=MIN_INSYNC_REPLICAS,
+                                            why=f"Setting {name}'s {MIN_INSYNC_REPLICAS}"))
     return ControllerResult(records, None)
 
 

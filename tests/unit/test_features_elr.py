@@ -13,7 +13,23 @@ from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
-from metadata.records import NO_LEADER, Partition as PartitionRecord, PartitionChange, Topic
+from common.errors import ErrorCode
+from common.protocol.api_versions import ELR_VERSION
+from common.topic_config import MIN_INSYNC_REPLICAS
+from metadata.image import MetadataImage
+from metadata.records import (
+    NO_LEADER,
+    Config,
+    ConfigResourceType,
+    FeatureLevel,
+    PartitionChange,
+    Record,
+    Topic,
+)
+from metadata.records import Partition as PartitionRecord
+from quorum.config_control import alter_broker_configs
+from quorum.controller_result import ControllerApiError
+from quorum.topic_control import alter_topic_configs
 from metadata.partition_change import elect_leader
 from quorum.replication_control import unclean_elections
 from tests.log_helpers import NOW, batch, open_log
@@ -92,3 +108,38 @@ def test_the_checker_tells_elections_apart() -> None:
     assert "eligible leader replica (ELR [5, 6])" in kinds[1].why
     result, _ = check_expected_loss([*elections, note])
     assert result.summary.endswith("elections: 1 clean from the ISR, 1 clean from the ELR, 1 unclean")
+
+
+def _elr_image(*, elr_on: bool) -> MetadataImage:
+    records: list[Record] = [Topic("t", TOPIC_ID), PartitionRecord(TOPIC_ID, 0, (1, 2, 3), (1, 2, 3), leader=1),
+                             PartitionChange(TOPIC_ID, 0, isr=(1,), elr=(2,)),
+                             Topic("u", OTHER_ID), PartitionRecord(OTHER_ID, 0, (1, 2, 3), (1, 2, 3), leader=1),
+                             PartitionChange(OTHER_ID, 0, isr=(), elr=(2, 3), leader=NO_LEADER),
+                             Config(ConfigResourceType.BROKER, "", MIN_INSYNC_REPLICAS, "2")]
+    if elr_on:
+        records.append(FeatureLevel(ELR_VERSION, 1))
+    return apply(EMPTY_IMAGE, enumerate(records))
+
+
+OTHER_ID = "dG9waWMtaWQtYmJiYmJiYg"
+
+
+def test_the_cluster_min_isr_cannot_be_removed_while_elr_is_on() -> None:
+    with pytest.raises(ControllerApiError) as refused:
+        alter_broker_configs(_elr_image(elr_on=True), "", {MIN_INSYNC_REPLICAS: None})
+    assert (refused.value.code, refused.value.field) == (ErrorCode.INVALID_CONFIG, MIN_INSYNC_REPLICAS)
+    off = alter_broker_configs(_elr_image(elr_on=False), "", {MIN_INSYNC_REPLICAS: None})
+    assert list(off.records) == [Config(ConfigResourceType.BROKER, "", MIN_INSYNC_REPLICAS, None)]
+
+
+def test_setting_the_cluster_min_isr_clears_every_elr_even_unchanged() -> None:
+    result = alter_broker_configs(_elr_image(elr_on=True), "", {MIN_INSYNC_REPLICAS: "2"})
+    assert list(result.records) == [PartitionChange(TOPIC_ID, 0, elr=()),
+                              PartitionChange(OTHER_ID, 0, isr=(2, 3), elr=())]  # an empty ISR refilled
+    assert not alter_broker_configs(_elr_image(elr_on=False), "", {MIN_INSYNC_REPLICAS: "2"}).records
+
+
+def test_setting_a_topics_min_isr_clears_that_topics_elr_only() -> None:
+    result = alter_topic_configs(_elr_image(elr_on=True), "u", {MIN_INSYNC_REPLICAS: "1"})
+    assert list(result.records) == [Config(ConfigResourceType.TOPIC, "u", MIN_INSYNC_REPLICAS, "1"),
+                              PartitionChange(OTHER_ID, 0, isr=(2, 3), elr=())]
