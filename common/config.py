@@ -370,7 +370,8 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               all_of(non_empty, distinct)),
     ConfigKey("admin.token", ConfigType.PASSWORD, None,
               "Bearer token every admin API write (POST, PATCH, DELETE) must carry when set; "
-              "reads stay open. tidelog's own key."),
+              "reads stay open on loopback. Required when controller.listener binds beyond loopback, "
+              "and then reads need it too. tidelog's own key."),
     ConfigKey("controller.rpc.secret.file", _STRING, None,
               "File holding the cluster's broker<->controller RPC secret (64 hex characters): brokers "
               "sign every /rpc request with it and controllers refuse one without a valid proof (401) "

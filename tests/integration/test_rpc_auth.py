@@ -43,6 +43,7 @@ READY_S = 60.0
 HTTP_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 20.0
 TOPIC = "rpc-auth"
+TOKEN = "rpc-auth-admin-token"
 UNAUTHENTICATED, FORBIDDEN = 401, 403
 CLUSTER_AUTHORIZATION_FAILED = 31
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +212,49 @@ def test_an_admin_api_beyond_loopback_without_a_token_refuses_to_start(tmp_path:
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done
     assert "binds 0.0.0.0, beyond loopback, so config 'admin.token' must be set" in done.stderr
+
+
+def test_beyond_loopback_reads_need_the_token_and_a_missing_secret_is_generated(tmp_path: Path) -> None:
+    """A controller on 0.0.0.0 with admin.token: GET /v1/cluster needs the token (the write rule
+    alone left reads open), an unsigned RPC is refused, and the RPC secret its key names but
+    which does not exist yet (a data dir from before) is generated, private, and said so."""
+    raft, admin = free_ports(["127.0.0.1"], 2)
+    secret = tmp_path / "rpc.secret"
+    properties = tmp_path / "server.properties"
+    properties.write_text(f"node.id=1\nprocess.roles=controller\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n"
+                          f"controller.cluster.password=s3cret-quorum-password\nadmin.token={TOKEN}\n"
+                          f"controller.listener=0.0.0.0:{admin}\nmetadata.log.dir={tmp_path / 'meta'}\n"
+                          f"controller.rpc.secret.file={secret}\n")
+    log = tmp_path / "controller.log"
+    with log.open("w") as out:
+        node = subprocess.Popen([sys.executable, "-m", "quorum.node", "--config", str(properties), "--no-control"],
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{admin}/v1/cluster"
+
+        def status(headers: dict[str, str]) -> int | None:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=HTTP_TIMEOUT_S):
+                    return 200
+            except urllib.error.HTTPError as exc:
+                return exc.code
+            except OSError:  # not listening yet
+                return None
+        assert wait_until("the controller's API answers", lambda: status({}), READY_S) == UNAUTHENTICATED
+        assert status({"Authorization": "Bearer wrong"}) == FORBIDDEN
+        assert status({"Authorization": f"Bearer {TOKEN}"}) == 200
+        request = urllib.request.Request(f"http://127.0.0.1:{admin}/rpc/metadata-fetch", method="POST",
+                                         data=msgpack.packb({"offset": 0}),
+                                         headers={"Authorization": f"Bearer {TOKEN}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the admin token is no broker proof
+            urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S)
+        assert refused.value.code == UNAUTHENTICATED
+        assert secret.stat().st_mode & 0o777 == 0o600 and len(bytes.fromhex(secret.read_text())) == 32
+        assert f"generated the cluster's RPC secret in {secret}" in log.read_text()
+    finally:
+        node.terminate()
+        try:
+            node.wait(HTTP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
