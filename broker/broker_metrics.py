@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from broker.replica_selector import FollowerFetchStats
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
 from common.prometheus import (
     CONTENT_TYPE,
@@ -66,6 +67,21 @@ def broker_families(metrics: ServerMetrics, gauges: Mapping[str, int]) -> list[M
               unlabelled(gauges["offline"])),
         gauge(f"{p}failed_replicas", "Replicas this broker could not create or open (offline here until restart).",
               unlabelled(gauges.get("failed_replicas", 0))),
+    ]
+
+
+def follower_fetch_families(stats: FollowerFetchStats, prefix: str = METRICS_PREFIX) -> list[Metric]:
+    """KIP-392's counters: what this broker served consumers as a follower, and how often it
+    pointed one at another replica as leader."""
+    return [
+        counter(f"{prefix}follower_fetch_reads_total",
+                "Partition reads this broker served to consumers as a follower (KIP-392 follower fetching).",
+                unlabelled(stats.follower_reads)),
+        counter(f"{prefix}follower_fetch_bytes_total", "Record bytes those reads returned.",
+                unlabelled(stats.follower_read_bytes)),
+        counter(f"{prefix}preferred_read_replica_answers_total",
+                "Consumer partition fetches this leader answered with another replica to read from.",
+                unlabelled(stats.preferred_replica_answers)),
     ]
 
 

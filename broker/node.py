@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
-from broker.broker_metrics import METRICS_PREFIX, broker_families, start_metrics
+from broker.broker_metrics import METRICS_PREFIX, broker_families, follower_fetch_families, start_metrics
 from broker.broker_settings import BrokerSettings
 from broker.dynamic_config import DynamicBrokerConfig, image_layers, reconfigure_on_change
 from broker.follower_settings import FollowerSettings
@@ -214,7 +214,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
             FollowerSettings(broker_id=broker_id, incarnation_id=uuid.uuid4().hex, listeners=advertised_all,
                              log_dir=settings.log_dirs[0], heartbeat_interval_ms=settings.heartbeat_interval_ms,
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
-                             controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms),
+                             controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms,
+                             rack=config.get_optional_str("broker.rack")),
             client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed,
             failed_replicas=lambda: replicas.failed_replicas)  # reported in every heartbeat
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
@@ -230,6 +231,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if settings.metrics_address is not None:
             def render() -> str:
                 return exposition([*broker_families(server.metrics, replicas.replication_gauges()),
+                                   *follower_fetch_families(handler.context.follower_fetches),
                                    *handler.context.groups.metric_families(METRICS_PREFIX),
                                    *handler.context.transactions.metric_families(METRICS_PREFIX),
                                    *cleaner_families(cleaners.stats, METRICS_PREFIX),

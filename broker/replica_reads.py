@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, NamedTuple
 
-from broker.log.segment import FileSlice
+from broker.log.segment import NO_FD, FileSlice
 from broker.log.txn_index import AbortedTxn
 from broker.replication.high_watermark import on_follower_fetch
 from broker.replication.leader_rules import current_leader_epoch_error
@@ -94,6 +94,37 @@ def check_follower_fetch(partition: Partition, replica_id: int, offset: int) -> 
         raise OffsetOutOfRangeError(
             f"follower {replica_id} fetched {tp} at offset {offset}, outside "
             f"[{partition_log.log_start_offset}, {partition_log.log_end_offset}]")
+
+
+def read_as_follower(partitions: Mapping[TopicPartition, Partition], broker_id: int, tp: TopicPartition,
+                     offset: int, max_bytes: int, *, current_leader_epoch: int, isolation_level: int,
+                     min_one_batch: bool) -> ReadResult:
+    """KIP-392: a consumer's read from a follower (Fetch v11+), up to this follower's high
+    watermark (its last stable offset for read_committed), with the aborted transactions.
+
+    The leader epoch is checked as on the leader (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH);
+    an offset past this log's end is OFFSET_OUT_OF_RANGE, which sends a KIP-392 client back to
+    the leader, except for a client that sent no leader epoch: it may be here by stale
+    metadata rather than by the leader's choice, so it gets an empty answer and retries
+    (Kafka's ReplicaManager since KAFKA-14301)."""
+    partition = partitions.get(tp)
+    if partition is None:
+        raise ReplicaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"this broker does not host {tp}")
+    epoch_error = current_leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    if epoch_error is not None:
+        raise ReplicaError(epoch_error, f"leader epoch {current_leader_epoch} of {tp} does not match this "
+                                        f"follower's {partition.leader_epoch}")
+    if partition.is_leader(broker_id):  # a leader refused this read for a reason of its own
+        raise not_leader(tp, "elected uncleanly and not yet recovered")
+    if broker_id not in partition.replicas:
+        raise not_leader(tp, f"broker {broker_id} is no longer a replica of it")
+    partition_log = partition.log
+    if offset > partition_log.log_end_offset and current_leader_epoch < 0:
+        return ReadResult(FileSlice(NO_FD, 0, 0), partition_log.high_watermark, partition_log.log_start_offset,
+                          partition_log.log_end_offset, partition.last_stable_offset)
+    if isolation_level == READ_COMMITTED:
+        return read_committed(partition, offset, max_bytes, min_one_batch=min_one_batch)
+    return read_log(partition, offset, max_bytes, up_to=partition_log.high_watermark, min_one_batch=min_one_batch)
 
 
 def record_session_fetch(partition: Partition, replica_id: int, fetch_offset: int, at_ms: int) -> None:

@@ -194,6 +194,17 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("replica.socket.timeout.ms", _INT, 30_000,
               "Timeout of a follower's requests to its leader (beyond replica.fetch.wait.max.ms).",
               at_least(1)),
+    # --- Racks (KIP-36 placement, KIP-392 follower fetching): Kafka's keys; unset as in Kafka
+    ConfigKey("broker.rack", _STRING, None,
+              "The broker's rack, registered with the controllers: new topics' replicas are spread over "
+              "racks, and consumers with the same client.rack may read from this broker as follower."),
+    ConfigKey("replica.selector.class", _STRING, None,
+              "KIP-392: who a consumer reads from. Unset: the leader. "
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector: the consumer's rack's in-sync "
+              "replica (client.rack), else the leader; org.apache.kafka.common.replica.LeaderSelector: "
+              "the leader.",
+              one_of(None, "org.apache.kafka.common.replica.LeaderSelector",
+                     "org.apache.kafka.common.replica.RackAwareReplicaSelector")),
     # --- Reassignment throttles (KIP-455 / KIP-73): Kafka's keys and defaults
     ConfigKey("leader.replication.throttled.rate", _LONG, LONG_MAX,
               "Bytes/s a leader sends to the throttled replicas its topics name "

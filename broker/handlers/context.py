@@ -27,6 +27,7 @@ from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
+from broker.replica_selector import FollowerFetchStats, ReplicaSelector, replica_selector
 from broker.transaction_coordinator.coordinator import TransactionCoordinator
 from broker.txn_verification import TxnVerifier
 from broker.topic_admin import (
@@ -81,6 +82,15 @@ class BrokerContext:
     # authorizer.class.name set: ACLs enforced (broker.handlers.authorization); None: nothing checked
     authorizer: Any = None  # BrokerAuthorizer | None (typed loosely: it imports this module)
     acl_admin: Any = None  # broker.handlers.acls.HttpAclAdmin: CreateAcls/DeleteAcls to the controllers
+    scram_admin: Any = None  # the same kind of client for AlterUserScramCredentials (made when first used)
+    # KIP-392: replica.selector.class (None: consumers read from leaders only) and its counters
+    replica_selector: ReplicaSelector | None = None
+    follower_fetches: FollowerFetchStats = field(default_factory=FollowerFetchStats)
+
+    def __post_init__(self) -> None:
+        # read once: replica.selector.class is a static config (some unit tests build a context without one)
+        if self.replica_selector is None and self.config is not None:
+            self.replica_selector = replica_selector(self.config.get_optional_str("replica.selector.class"))
 
     @property
     def topic_defaults(self) -> BrokerTopicDefaults:

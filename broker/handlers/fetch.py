@@ -28,6 +28,7 @@ from broker.fetch_session import (
 from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.fetch_partitions import (
+    FOLLOWER_FETCH_VERSION,
     LEADER_HINTS_VERSION,
     TOPIC_IDS_VERSION,
     by_topic,
@@ -60,10 +61,11 @@ async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int
         return fetch.FetchResponse(0, (), int(context.error), 0)
     if isinstance(context, IncrementalFetch):
         assert sessions is not None
-        answers = await _fetch_incremental(ctx, sessions, req, context.session, requested)
+        answers = await _fetch_incremental(ctx, sessions, req, context.session, requested,
+                                           follower_reads=version >= FOLLOWER_FETCH_VERSION)
         session_id = context.session.id
     else:
-        answers, changed = await _fetch_full(ctx, req, requested)
+        answers, changed = await _fetch_full(ctx, req, requested, follower_reads=version >= FOLLOWER_FETCH_VERSION)
         session_id = 0
         if isinstance(context, FullFetch) and sessions is not None:
             cached = {}
@@ -77,7 +79,7 @@ async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int
 
 
 async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
-                      requested: dict[TopicPartition, fetch.FetchPartition]
+                      requested: dict[TopicPartition, fetch.FetchPartition], *, follower_reads: bool
                       ) -> tuple[dict[TopicPartition, fetch.FetchPartitionResponse], list[TopicPartition]]:
     """Every requested partition, waiting (bounded by max_wait_ms) for min_bytes."""
     loop = asyncio.get_running_loop()
@@ -87,10 +89,13 @@ async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
         changed: list[TopicPartition] = []
         total, failed = 0, False
         for tp, p in requested.items():
-            answer, more = read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0)
+            answer, more = read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0,
+                                          follower_reads=follower_reads)
             answers[tp] = answer
             total += size_of(answer)
-            failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
+            # a preferred read replica is answered at once, as Kafka's fetchMessages does
+            failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None \
+                or answer.preferred_read_replica >= 0
             if more or answer.error_code:
                 changed.append(tp)
         remaining = deadline - loop.time()
@@ -100,8 +105,8 @@ async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
 
 
 async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: fetch.FetchRequest,
-                             session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition]
-                             ) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
+                             session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition], *,
+                             follower_reads: bool) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
     """The partitions the request names and those the session saw change; only what must be
     answered is. An idle session parks on one event: no work per partition."""
     loop = asyncio.get_running_loop()
@@ -119,13 +124,14 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
             if earlier is not None:
                 total -= size_of(earlier)
             answer, more = read_partition(ctx, tp, cached.request(tp.partition), req,
-                                          req.max_bytes - total, first=total == 0)
+                                          req.max_bytes - total, first=total == 0, follower_reads=follower_reads)
             if more or answer.error_code:
                 carry[tp] = None
             if cached.must_respond(answer, update=True) or earlier is not None:
                 report[tp] = answer
                 total += size_of(answer)
-                failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None
+                failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None \
+                    or answer.preferred_read_replica >= 0
                 session.answered(tp)
         remaining = deadline - loop.time()
         if total >= req.min_bytes or failed or remaining <= 0:

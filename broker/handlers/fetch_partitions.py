@@ -15,7 +15,15 @@ from typing import Final
 
 from broker.handlers.context import BrokerContext
 from broker.handlers.leader_discovery import LeaderHint, lookup_leader, node_endpoints
-from broker.replica_reads import READ_COMMITTED, ReadResult, not_leader, read_committed
+from broker.replica_reads import (
+    READ_COMMITTED,
+    ReadResult,
+    ReplicaError,
+    not_leader,
+    read_as_follower,
+    read_committed,
+)
+from broker.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
@@ -25,6 +33,7 @@ from metadata.image import MetadataImage
 
 TOPIC_IDS_VERSION: Final = 13
 LEADER_HINTS_VERSION: Final = 16
+FOLLOWER_FETCH_VERSION: Final = 11  # KIP-392: the request carries rack_id; consumers may read followers
 # KIP-951: answers with these errors carry the current leader (and how to reach it) from v16.
 _LEADER_HINT_ERRORS: Final = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)})
 
@@ -71,12 +80,17 @@ def name_partitions(req: fetch.FetchRequest, version: int, image: MetadataImage)
 
 
 def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, req: fetch.FetchRequest,
-                   budget: int, *, first: bool) -> tuple[fetch.FetchPartitionResponse, bool]:
+                   budget: int, *, first: bool, follower_reads: bool = False
+                   ) -> tuple[fetch.FetchPartitionResponse, bool]:
     """One partition's answer, and whether data is left past its fetch offset.
 
     With a last fetched epoch (v12+) whose end in this log is below the fetch offset, or
     which this log does not have, the answer is the diverging epoch and no records (Kafka's
     Partition.fetchRecords); a follower's position is then not recorded.
+
+    KIP-392 (`follower_reads`: Fetch v11+): a consumer naming its rack, at the leader, may be
+    answered with no records and the replica to read from instead (`broker.replica_selector`);
+    a consumer's fetch at a follower is read there, up to the follower's high watermark.
     """
     limit = max(min(p.partition_max_bytes, budget), 0)
     try:
@@ -84,14 +98,28 @@ def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartiti
             diverging = _diverging_epoch(ctx, tp, p)
             if diverging is not None:
                 return diverging, False
-        if req.isolation_level == READ_COMMITTED and req.replica_id < 0:
-            read = _read_committed(ctx, tp, p, limit, first=first)
-        else:
-            read = ctx.replicas.read(tp, p.fetch_offset, limit,
-                                     current_leader_epoch=p.current_leader_epoch,
-                                     min_one_batch=first,  # Kafka: progress first
-                                     replica_id=req.replica_id,
-                                     replica_log_start_offset=p.log_start_offset)
+        if req.rack_id and req.replica_id < 0 and ctx.replica_selector is not None:
+            preferred = _preferred_replica(ctx, tp, p, req.rack_id)
+            if preferred is not None:
+                return preferred, False
+        try:
+            if req.isolation_level == READ_COMMITTED and req.replica_id < 0:
+                read = _read_committed(ctx, tp, p, limit, first=first)
+            else:
+                read = ctx.replicas.read(tp, p.fetch_offset, limit,
+                                         current_leader_epoch=p.current_leader_epoch,
+                                         min_one_batch=first,  # Kafka: progress first
+                                         replica_id=req.replica_id,
+                                         replica_log_start_offset=p.log_start_offset)
+        except ReplicaError as e:  # not the leader: a KIP-392 consumer may read this follower
+            if not follower_reads or req.replica_id >= 0 or e.code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise
+            read = read_as_follower(ctx.replicas.partitions, ctx.broker_id, tp, p.fetch_offset, limit,
+                                    current_leader_epoch=p.current_leader_epoch,
+                                    isolation_level=req.isolation_level, min_one_batch=first)
+            stats = ctx.follower_fetches
+            stats.follower_reads += 1
+            stats.follower_read_bytes += read.records.length
     except Exception as e:  # noqa: BLE001 - a failure answers this partition only
         return fetch.FetchPartitionResponse(p.partition, ctx.partition_error(tp, e, ctx.image()),
                                             -1, b"", -1, -1), False
@@ -109,6 +137,32 @@ def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartiti
         last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
         aborted_transactions=aborted,
     ), readable_end > p.fetch_offset
+
+
+def _preferred_replica(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition,
+                       client_rack: str) -> fetch.FetchPartitionResponse | None:
+    """The leader's answer pointing a consumer at another replica (no records, the leader's
+    offsets; Kafka's readFromLog with a preferred read replica), or None to read here."""
+    selector = ctx.replica_selector
+    partition = ctx.replicas.get_partition(tp)
+    if selector is None or partition is None or not partition.is_leader(ctx.broker_id):
+        return None
+    image = ctx.image()
+
+    def rack_of(broker_id: int) -> str | None:
+        registration = image.broker(broker_id)
+        return None if registration is None else registration.rack
+
+    preferred = preferred_read_replica(partition, ctx.broker_id, selector, client_rack=client_rack,
+                                       fetch_offset=p.fetch_offset, now_ms=ctx.replicas.now_ms(), rack_of=rack_of)
+    if preferred == NO_PREFERRED_REPLICA:
+        return None
+    ctx.replicas.leader_partition(tp, p.current_leader_epoch)  # a stale epoch still answers its error
+    ctx.follower_fetches.preferred_replica_answers += 1
+    partition_log = partition.log
+    return fetch.FetchPartitionResponse(
+        p.partition, 0, partition_log.high_watermark, b"", last_stable_offset=partition.last_stable_offset,
+        log_start_offset=partition_log.log_start_offset, preferred_read_replica=preferred)
 
 
 def _read_committed(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, limit: int, *,
