@@ -102,7 +102,13 @@ def status_lines(quorum: QuorumDescription, cluster_id: str) -> list[str]:
 
 
 def _nodes(replicas: Sequence[ReplicaState]) -> str:
-    return "[" + ", ".join(f'{{"id": {r.replica_id}}}' for r in replicas) + "]"
+    """Kafka's `{"id": N, "directoryId": "..."}` per replica; the directory id only where one is
+    recorded (a controller added to the quorum, KIP-853)."""
+    def node(r: ReplicaState) -> str:
+        if r.directory_id is None or r.directory_id == ZERO_DIRECTORY_ID:
+            return f'{{"id": {r.replica_id}}}'
+        return f'{{"id": {r.replica_id}, "directoryId": "{r.directory_id}"}}'
+    return "[" + ", ".join(node(r) for r in replicas) + "]"
 
 
 def replication_rows(quorum: QuorumDescription, *, human_readable: bool, now_ms: int) -> list[list[str]]:

@@ -9,7 +9,7 @@ from broker.handlers.describe_quorum import NO_DIRECTORY_ID, _directory
 from metadata.quorum_description import QuorumDescription, ReplicaState
 from quorum.quorum_describe import OffsetIndex, describe
 from quorum.voter_set import ZERO_DIRECTORY_ID, directory_id_from_bytes
-from tidelog.cli_quorum import replication_rows
+from tidelog.cli_quorum import replication_rows, status_lines
 
 DIR_5 = directory_id_from_bytes(bytes(range(16)))
 
@@ -21,6 +21,7 @@ def test_describe_names_the_controllers_directory_ids() -> None:
     assert [(r.replica_id, r.directory_id) for r in quorum.voters] == [(1, ZERO_DIRECTORY_ID), (5, DIR_5)]
     assert [(r.replica_id, r.directory_id) for r in quorum.observers] == [(4, None), (6, DIR_5)]  # 4: a broker
     assert QuorumDescription.from_map(quorum.to_map()) == quorum
+    assert status_lines(quorum, "c")[6] == f'CurrentVoters:          [{{"id": 1}}, {{"id": 5, "directoryId": "{DIR_5}"}}]'
     rows = replication_rows(quorum, human_readable=False, now_ms=2000)
     assert [(row[0], row[1]) for row in rows] == [("1", ZERO_DIRECTORY_ID), ("5", DIR_5), ("4", ZERO_DIRECTORY_ID),
                                                   ("6", DIR_5)]
