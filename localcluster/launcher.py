@@ -39,6 +39,7 @@ from localcluster.cluster_layout import (
     resolve_layout,
     write_atomic,
 )
+from localcluster.racks import broker_racks, with_racks
 from localcluster.node_process import (
     STOP_TIMEOUT,
     NodeProcess,
@@ -198,7 +199,7 @@ class LocalCluster:
               extra_properties: Mapping[str, str] | None = None,
               should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None,
               broker_config: Mapping[str, str] | None = None,
-              controller_config: Mapping[str, str] | None = None) -> LocalCluster:
+              controller_config: Mapping[str, str] | None = None, racks: int = 0) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) that is not running,
         and wait until the whole cluster is ready (as `docker compose up` does: a node killed
         since the last start comes back; the ids are in `started` and `already_running`).
@@ -207,6 +208,7 @@ class LocalCluster:
         server.properties of every node of that role, new or existing, after the whole set is
         validated as the nodes will parse it: a bad key writes nothing and starts nothing (nor
         does a key for a node that is running: it would not read it).
+        `racks` N > 0 gives new brokers broker.rack rack-1..rack-N in turn (`localcluster.racks`).
         On any failure, including `should_stop()` turning true (`Interrupted`), the nodes this call
         started are stopped before the error is raised (those already running are left so):
         LayoutError for a request or data dir that cannot be run, LauncherError for a cluster
@@ -231,6 +233,7 @@ class LocalCluster:
                 print(f"generated the broker<->controller RPC secret in {rpc_secret}", file=sys.stderr)
             files = properties_files(specs, secrets, extra_properties, broker_config or {},
                                      controller_config or {}, rpc_secret)
+            files = with_racks(files, specs, broker_racks(specs, racks))  # new brokers only: --racks N
             touched = [running[i].spec.label for i in sorted(files) if i in running]
             if touched:
                 raise LauncherError(f"--broker-config/--controller-config would change the server.properties of "

@@ -4,6 +4,7 @@
     tidelog up --combined [--controllers 1] [--brokers 0] ...   one process per node runs both roles
     tidelog up --broker-config num.partitions=3 [--controller-config KEY=VALUE] ...
     tidelog up --controllers 5 ...        on an existing data dir of 3: grows the quorum online
+    tidelog up --brokers 3 --racks 3      brokers get broker.rack rack-1, rack-2, rack-3
     tidelog down [--data-dir ./tidelog-data]
 
 `up` starts every node that is not running (`localcluster.launcher`; as `docker compose up` does, a
@@ -72,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--brokers", type=_count, default=None,
                         help=f"brokers on the addresses after the controllers' "
                              f"(default: as stored, else {layout.DEFAULT_BROKERS})")
+    parser.add_argument("--racks", type=_count, default=0,
+                        help="give new brokers broker.rack rack-1..rack-N in turn (KIP-36 rack-aware placement, "
+                             "KIP-392 follower fetching); default 0: no racks")
     _add_data_dir(parser)
     parser.add_argument("--detach", action="store_true",
                         help="return once the cluster is ready; stop it later with `tidelog down`")
@@ -190,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                                              kafka_port=args.kafka_port, metrics_port=args.metrics_port,
                                              ready_timeout=args.ready_timeout, should_stop=stop.is_set,
                                              combined=args.combined, broker_config=dict(args.broker_config),
-                                             controller_config=dict(args.controller_config))
+                                             controller_config=dict(args.controller_config), racks=args.racks)
             if grow_to is not None:
                 grow(cluster, grow_to, say=_say)
         except Interrupted:

@@ -71,8 +71,11 @@ class ClusterSpec:
     combined: bool = False
     broker_config: tuple[tuple[str, str], ...] = ()
     topic_config: tuple[tuple[str, str], ...] = ()
+    racks: int = 0  # > 0: brokers get broker.rack rack-1..rack-N in turn (localcluster.racks)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.racks <= self.brokers:
+            raise ValueError(f"racks must be between 0 and the {self.brokers} broker(s), got {self.racks}")
         if self.brokers < 1:
             raise ValueError(f"a test cluster needs at least 1 broker, got {self.brokers}")
         if self.controllers is not None and self.controllers < 1:
@@ -83,13 +86,13 @@ class ClusterSpec:
 
     @classmethod
     def of(cls, brokers: int = 3, controllers: int | None = None, combined: bool = False,
-           broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None
-           ) -> ClusterSpec:
+           broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
+           racks: int = 0) -> ClusterSpec:
         def pairs(config: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
             return tuple(sorted((str(k), _config_value(v)) for k, v in (config or {}).items()))
 
         return cls(int(brokers), None if controllers is None else int(controllers), bool(combined),
-                   pairs(broker_config), pairs(topic_config))
+                   pairs(broker_config), pairs(topic_config), int(racks))
 
     @property
     def voters(self) -> int:
@@ -106,6 +109,7 @@ class ClusterSpec:
         """A short name for test ids: "3c+3b", "1x", "3x+2b" (x: combined nodes), plus a config mark."""
         shape = f"{self.voters}x" if self.combined else f"{self.voters}c"
         shape += f"+{self.separate_brokers}b" if self.separate_brokers else ""
+        shape += f"-{self.racks}racks" if self.racks else ""
         return shape + ("-config" if self.broker_config or self.topic_config else "")
 
 
@@ -130,8 +134,8 @@ class Cluster(FaultInjection):
                  broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
                  base_dir: str | Path | None = None, ready_timeout: float = READY_TIMEOUT,
                  wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
-                 network_nemesis: Callable[[LocalCluster], Any] | None = None) -> None:
-        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config)
+                 network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0) -> None:
+        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks)
         self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
         self.topic_config = dict(self.spec.topic_config)
         self.base_dir = None if base_dir is None else Path(base_dir)
@@ -190,7 +194,8 @@ class Cluster(FaultInjection):
         local = LocalCluster.start(root, controllers=self.spec.voters, brokers=self.spec.separate_brokers,
                                    combined=self.spec.combined, raft_port=raft_port, admin_port=admin_port,
                                    kafka_port=kafka_port, metrics_port=metrics_port,
-                                   ready_timeout=self.ready_timeout, extra_properties=self.broker_config)
+                                   ready_timeout=self.ready_timeout, extra_properties=self.broker_config,
+                                   racks=self.spec.racks)
         try:
             wanted = {n.spec.node_id for n in local.brokers}
             poll("every broker to list every broker in its Metadata",

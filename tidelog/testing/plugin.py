@@ -13,6 +13,7 @@ The cluster's shape comes from the ini options (`tidelog_brokers`, `tidelog_cont
 or module by a marker:
 
     @pytest.mark.tidelog(brokers=1, combined=True, broker_config={"num.partitions": 3})
+    @pytest.mark.tidelog(brokers=3, racks=3)   # brokers in rack-1, rack-2, rack-3 (broker.rack)
 
 A marked test gets its cluster through a session-scoped indirect parameter, so pytest starts one
 cluster per distinct shape, groups the tests that share it, and keeps only one running at a time.
@@ -55,7 +56,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(brokers=3, controllers=None, combined=False, broker_config=None, topic_config=None): "
+        "markers", f"{MARKER}(brokers=3, controllers=None, combined=False, broker_config=None, topic_config=None, "
+        "racks=0): "
         "the shape and configs of the tidelog cluster this test runs against (default: the tidelog_* ini options)")
 
 
@@ -85,7 +87,8 @@ def marker_spec(marker: pytest.Mark, default: ClusterSpec) -> ClusterSpec:
     if marker.args:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keyword arguments only, got {marker.args!r}")
     fields: dict[str, Any] = {"brokers": default.brokers, "controllers": default.controllers, "combined": default.combined,
-              "broker_config": dict(default.broker_config), "topic_config": dict(default.topic_config)}
+              "broker_config": dict(default.broker_config), "topic_config": dict(default.topic_config),
+              "racks": default.racks}
     unknown = set(marker.kwargs) - set(fields)
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {sorted(unknown)}; "
@@ -116,7 +119,7 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     spec: ClusterSpec = getattr(request, "param", None) or ini_spec(request.config)
     cluster = Cluster(spec.brokers, controllers=spec.controllers, combined=spec.combined,
                       broker_config=dict(spec.broker_config), topic_config=dict(spec.topic_config),
-                      base_dir=tmp_path_factory.getbasetemp(),
+                      racks=spec.racks, base_dir=tmp_path_factory.getbasetemp(),
                       ready_timeout=request.config.getoption("--tidelog-ready-timeout"))
     with cluster:
         yield cluster
