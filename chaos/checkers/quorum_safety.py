@@ -151,10 +151,13 @@ def check_power_loss_writes(events: Sequence[Event]) -> CheckResult:
 def summarize_power_losses(events: Sequence[Event]) -> CheckResult:
     """A measurement: what each pulled plug took back, node by node (the layer's own report)."""
     pulled = [e for e in events if e["kind"] == "power-loss" and e.get("power_loss")]
+    failed = [f"{e['id']} node {e['node']}: the plug could not be pulled ({e['error']})"
+              for e in events if e["kind"] == "power-loss" and e.get("error")]
     lines = [f"{e['id']} node {e['node']}: {e.get('files_rolled_back', 0)} files rolled back, "
              f"{e.get('bytes_dropped', 0)} bytes dropped, {e.get('entries_undone_count', 0)} directory changes "
              "undone" + (f" ({', '.join(e['entries_undone'][:3])}, ...)" if e.get("entries_undone") else "")
              for e in pulled]
     dropped = sum(int(e.get("bytes_dropped", 0)) for e in pulled)
-    return CheckResult("power-losses", 0, f"{len(pulled)} plugs pulled: {dropped} unsynced bytes dropped in all",
-                       examples(lines), {"plugs": len(pulled), "bytes_dropped": dropped})
+    return CheckResult("power-losses", 0, f"{len(pulled)} plugs pulled: {dropped} unsynced bytes dropped in all"
+                       + (f"; {len(failed)} could not be pulled (the node restarted on everything)" if failed else ""),
+                       examples(failed + lines), {"plugs": len(pulled), "bytes_dropped": dropped, "failed": len(failed)})

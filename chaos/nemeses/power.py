@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from chaos.engine.targets import ClusterView, TargetError
 from chaos.power import fuse_missing
-from chaos.power.mount import PowerMount
+from chaos.power.mount import PowerMount, PowerMountError
 from chaos.scenarios.spec import ClusterShape, Fault, FaultAction, Scenario
 from localcluster.cluster_layout import BROKER, BROKER_DATA_DIR, CONTROLLER
 from quorum.quorum_settings import METADATA_DIR_NAME
@@ -74,8 +74,12 @@ def power_targets(fault: Fault, targets: list[int], view: ClusterView, topic: st
     if not isinstance(count, int) or not 1 <= count <= len(targets):
         raise TargetError(f"params.nodes: expected 1..{len(targets)} of {fault.target}'s nodes, got {count!r}")
     head, _, _ = fault.target.partition(":")
-    leader = (view.partition(*_topic_partition(fault.target))["leader"] if head in ("replicas", "isr")
-              else view.active_controller() if head == "controllers" else -1)
+    leader = view.partition(*_topic_partition(fault.target))["leader"] if head in ("replicas", "isr") else -1
+    if head == "controllers":
+        try:
+            leader = view.active_controller()
+        except TargetError:
+            pass  # mid-election (no active controller): any N of them is still a majority
     others = [t for t in targets if t != leader]
     rng.shuffle(others)
     chosen = ([leader] if leader in targets else []) + others
@@ -126,7 +130,13 @@ class PowerLayer:
             if mount is None:
                 reports[node_id] = {"power_loss": False, "why": "no power-loss layer under this node"}
                 continue
-            report = mount.pull_plug()
+            try:
+                report = mount.pull_plug()
+            except PowerMountError as exc:  # the node still restarts, on what the backing holds
+                log.error("power loss of node %d failed: %s", node_id, exc)
+                mount.ensure_mounted()
+                reports[node_id] = {"power_loss": False, "error": str(exc)}
+                continue
             undone = list(report.get("entries_undone", ()))
             report.update(entries_undone=undone[:ENTRIES_SHOWN], entries_undone_count=len(undone))
             reports[node_id] = report

@@ -10,6 +10,7 @@ for this process to exit before it uses the backing directory again.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import sys
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--owner", type=int, default=0, help="the harness's pid (tidelog chaos clean reads it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    faulthandler.enable()  # a crash inside libfuse or ctypes leaves its stack in the daemon's log
     from mfusepy import FUSE  # the chaos extra; the harness checked it (chaos.power.fuse_missing)
 
     from chaos.power.fs import PowerLossFS

@@ -120,7 +120,8 @@ class PowerMount:
         try:
             return dict(json.loads((self.state / REPORT_FILE).read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
-            raise PowerMountError(f"no report from the power-loss daemon for {self.mountpoint} ({exc}): "
+            status = "" if daemon is None else f", exit status {daemon.returncode}"
+            raise PowerMountError(f"no report from the power-loss daemon for {self.mountpoint} ({exc}{status}): "
                                   f"{self._log_tail()}") from None
 
     def pull_plug(self) -> dict[str, Any]:
@@ -135,6 +136,12 @@ class PowerMount:
         report["rollback_s"] = round(time.monotonic() - started, 3)
         self._start()
         return report
+
+    def ensure_mounted(self) -> None:
+        """After a pull that failed half way: the layer back over whatever the backing holds."""
+        if self.daemon is None and self in _live:
+            self._fusermount(lazy=True)
+            self._start()
 
     def unmount(self, *, lazy: bool = False) -> None:
         """Unmount in order (everything kept) and put the files back under the mountpoint."""

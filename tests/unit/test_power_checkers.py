@@ -137,6 +137,6 @@ def test_what_each_plug_took_is_summed() -> None:
                "bytes_dropped": 100 * n, "entries_undone": ["create /x"], "entries_undone_count": 1}
               for n in (2, 3)]
     result = summarize_power_losses(pulled)
-    assert result.count == 0 and result.data == {"plugs": 2, "bytes_dropped": 500}
+    assert result.count == 0 and result.data == {"plugs": 2, "bytes_dropped": 500, "failed": 0}
     assert result.examples[0] == "f1 node 2: 1 files rolled back, 200 bytes dropped, 1 directory changes undone " \
                                  "(create /x, ...)"

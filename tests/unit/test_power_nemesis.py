@@ -60,6 +60,16 @@ def test_a_controller_majority_takes_the_active_controller_first() -> None:
     assert 2 in chosen and len(chosen) == 2
 
 
+def test_a_controller_majority_needs_no_active_controller() -> None:
+    class Electing(View):
+        def active_controller(self) -> int:
+            raise TargetError("no active controller right now")
+
+    chosen, _ = power_targets(fault("controllers", nodes=2), [1, 2, 3], Electing(), "chaos",  # type: ignore[arg-type]
+                              random.Random(0))
+    assert len(chosen) == 2
+
+
 def test_without_nodes_every_target_goes() -> None:
     chosen, _ = power_targets(fault("replicas:chaos:1"), [4, 5, 6], View(), "chaos", random.Random(0))  # type: ignore[arg-type]
     assert chosen == [4, 5, 6]
