@@ -115,6 +115,9 @@ def run_run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(verdict_table(outcome.verdicts))
+    for result in outcome.results:  # the latency each client saw (a measurement, not a verdict)
+        if result.name == "latency":
+            print("\n".join(f"  latency  {line}" for line in result.examples))
     print(f"{'AS PROMISED' if outcome.passed else 'EXPECTATIONS FAILED'}: report {report_dir / 'report.html'}")
     return 0 if outcome.passed else 1
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from chaos.checkers.availability import check_availability
 from chaos.checkers.fencing import check_fencing
 from chaos.checkers.group import check_group
+from chaos.checkers.latency import check_latency
 from chaos.checkers.quorum_safety import NAMES as QUORUM_SAFETY
 from chaos.checkers.quorum_safety import (
     check_active_controllers,
@@ -117,7 +118,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
         unclean_at[u.partition] = min(u.t, unclean_at.get(u.partition, u.t))
     expected, explained = check_expected_loss(events)
     non_monotonic, skipped = check_read_order(events, unclean_at=unclean_at)
-    return [workload_counts(events), check_lost(events, explained=explained), expected,
+    return [workload_counts(events), check_latency(events), check_lost(events, explained=explained), expected,
             check_unseen(events, explained=explained),
             check_inconsistent_offsets(events, rewritten_from=rewritten_from), check_duplicates(events),
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
