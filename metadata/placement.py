@@ -6,10 +6,14 @@ leaders go round-robin; follower j sits at first + 1 + (shift + j) mod (n - 1), 
 shift grows by one each time the partition id wraps around the broker list, so followers
 of consecutive rounds land on different brokers.
 
-Rack-aware (assignReplicasToBrokersRackAware), used when every eligible broker has a
-rack: the same walk over a rack-alternated broker list (rack1's first, rack2's first, ...),
+Rack-aware (assignReplicasToBrokersRackAware), used when some eligible broker has a rack:
+the same walk over a rack-alternated broker list (rack1's first, rack2's first, ...),
 skipping a broker whose rack already holds a replica while some rack holds none, and a
-broker already chosen while some broker is unchosen.
+broker already chosen while some broker is unchosen. Brokers without a rack count as one
+rack of their own, as KRaft's StripedReplicaPlacer keys racks by Optional<String> (the
+ZooKeeper-era AdminUtils refused a mix, or fell back to rack-unaware placement): a mix of
+racked and unracked brokers is not an error, and each replica still lands on a different
+rack when there are enough of them.
 
 Only active brokers (unfenced, not in controlled shutdown) are eligible. Randomness comes
 from the caller's `random.Random`: the start index and then the shift are drawn from it,
@@ -19,10 +23,13 @@ in that order, exactly once per call.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:  # the caller owns the generator: no global random here
     from random import Random
+
+
+NO_RACK: Final = ""  # the rack of the brokers without broker.rack (sorts first, as Optional.empty does)
 
 
 class PlacementError(Exception):
@@ -68,8 +75,8 @@ def place_replicas(brokers: Iterable[PlaceableBroker], *, partitions: int, repli
         start_index, shift = rng.randrange(n), rng.randrange(n)
     else:
         start_index = shift = fixed_start_index
-    if all(b.rack for b in eligible):
-        racks = {b.broker_id: str(b.rack) for b in eligible}
+    if any(b.rack for b in eligible):
+        racks = {b.broker_id: b.rack or NO_RACK for b in eligible}
         return _rack_aware(racks, partitions, replication_factor, start_index, shift, start_partition_id)
     ids = [b.broker_id for b in eligible]
     return _rack_unaware(ids, partitions, replication_factor, start_index, shift, start_partition_id)

@@ -41,10 +41,15 @@ CASES = [
                  {0: (2, 3), 1: (3, 4), 2: (4, 1), 3: (1, 2)}, id="unaware-seeded-start-1-shift-0"),
     pytest.param([B(1), B(2, fenced=True), B(3), B(4, in_controlled_shutdown=True)], 2, 2, 0, ("fixed", 0),
                  {0: (1, 3), 1: (3, 1)}, id="fenced-and-shutting-down-brokers-are-skipped"),
+    # KRaft's StripedReplicaPlacer: the brokers without a rack are one rack of their own
     pytest.param([B(0, "a"), B(1), B(2, "b")], 3, 2, 0, ("fixed", 0),
-                 {0: (0, 1), 1: (1, 2), 2: (2, 0)}, id="some-racks-missing-falls-back-to-unaware"),
+                 {0: (1, 0), 1: (0, 2), 2: (2, 1)}, id="unracked-brokers-are-one-rack"),
+    pytest.param([B(0, "a"), B(1), B(2, "a"), B(3)], 2, 2, 0, ("fixed", 0),
+                 {0: (1, 0), 1: (0, 3)}, id="unracked-pair-and-racked-pair-one-replica-each"),
     pytest.param(RACKED_4, 4, 2, 0, ("fixed", 0),
                  {0: (0, 2), 1: (2, 1), 2: (1, 3), 3: (3, 0)}, id="aware-alternates-racks"),
+    # CreatePartitions adds partitions 3 and 4 with the same rack-aware walk (the shift grows at 4)
+    pytest.param(RACKED_4, 2, 2, 3, ("fixed", 0), {3: (3, 0), 4: (0, 3)}, id="aware-added-partitions-start-at-3"),
     pytest.param(RACKED_6, 6, 3, 0, ("fixed", 2), {
         0: (3, 2, 0), 1: (5, 4, 1), 2: (2, 0, 3), 3: (4, 1, 5), 4: (0, 3, 2), 5: (1, 5, 4)},
         id="aware-skips-a-used-rack"),
