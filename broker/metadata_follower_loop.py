@@ -64,6 +64,7 @@ from metadata.local_changes import (
     changes_for_broker,
     split_changes,
 )
+from security.rpc_auth import RpcSigner
 from shutdown.broker_lifecycle import (
     BrokerLifecycle,
     BrokerState,
@@ -441,8 +442,9 @@ def fatal_error_summary(exc: BaseException | None) -> str:
 
 
 async def run_metadata_follower(settings: FollowerSettings, addresses: Sequence[str],
-                                on_changes: ChangesCallback) -> None:
-    """A MetadataFollower with its own ControllerClient, closed when the follower stops."""
+                                on_changes: ChangesCallback, signer: RpcSigner | None = None) -> None:
+    """A MetadataFollower with its own ControllerClient, closed when the follower stops; `signer`
+    proves its RPCs where the controllers require it (controller.rpc.secret.file, issue 29)."""
     async with ControllerClient(addresses, liveness_timeout=settings.session_timeout_ms / 2000,
-                                name=f"Broker {settings.broker_id}") as client:
+                                name=f"Broker {settings.broker_id}", signer=signer) as client:
         await MetadataFollower(settings, client, on_changes).run()
