@@ -29,6 +29,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from common.properties import set_entries
 from common.waiting import wait_until
 from localcluster.cluster_layout import RPC_SECRET_FILE
 from localcluster.launcher import LocalCluster, free_ports
@@ -44,6 +45,7 @@ HTTP_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 20.0
 TOPIC = "rpc-auth"
 TOKEN = "rpc-auth-admin-token"
+STRANGER_ID, STRANGER_HOST = 9, "127.0.0.9"  # a broker the cluster's layout does not have
 UNAUTHENTICATED, FORBIDDEN = 401, 403
 CLUSTER_AUTHORIZATION_FAILED = 31
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +97,7 @@ def settled(cluster: LocalCluster) -> dict[str, Any]:
         ok = all(not b["fenced"] for b in now["brokers"]) and len(now["brokers"]) == 2 \
             and all(len(p["isr"]) == 2 for p in now["partitions"])
         return now if ok else None
-    return wait_until("both brokers unfenced and every ISR full", ready, READY_S)  # type: ignore[no-any-return]
+    return wait_until("both brokers unfenced and every ISR full", ready, READY_S)
 
 
 def round_trip(cluster: LocalCluster, tag: str) -> None:
@@ -258,3 +260,25 @@ def test_beyond_loopback_reads_need_the_token_and_a_missing_secret_is_generated(
         except subprocess.TimeoutExpired:
             node.kill()
             node.wait()
+
+
+def test_a_broker_with_another_secret_stops_with_a_clear_error(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A broker whose secret file holds another cluster's secret is refused at registration: it
+    exits, saying so and naming the key, and the cluster does not register it."""
+    before = settled(cluster)
+    wrong = tmp_path / "rpc.secret"
+    wrong.write_text(os.urandom(32).hex() + "\n")
+    wrong.chmod(0o600)
+    kafka, metrics = free_ports([STRANGER_HOST], 2)
+    template = cluster.brokers[0].spec.properties_path
+    listener = f"PLAINTEXT://{STRANGER_HOST}:{kafka}"
+    properties = tmp_path / "server.properties"
+    properties.write_text(set_entries(template.read_text(), {
+        "node.id": str(STRANGER_ID), "listeners": listener, "advertised.listeners": listener,
+        "log.dirs": str(tmp_path / "logs"), "metrics.listener": f"{STRANGER_HOST}:{metrics}",
+        "controller.rpc.secret.file": str(wrong)}, str(properties), "a broker of another cluster's secret"))
+    done = subprocess.run([sys.executable, "-m", "tidelog", "broker", "--config", str(properties)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=READY_S, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0, done
+    assert "signature does not match" in done.stderr and "controller.rpc.secret.file" in done.stderr, done.stderr
+    assert state(cluster)["brokers"] == before["brokers"]  # broker 9 never registered
