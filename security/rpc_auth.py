@@ -74,6 +74,7 @@ def _check_secret(secret: bytes) -> bytes:
 
 def _mac(secret: bytes, method: str, host: str, path: str, node_id: int, timestamp_ms: int, nonce: str,
          body: bytes) -> str:
+    host = host.lower().removesuffix(":80")  # HTTP clients leave the default port out of Host
     text = "\n".join((VERSION, method.upper(), host, path, str(node_id), str(timestamp_ms), nonce,
                       hashlib.sha256(body).hexdigest()))
     return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()

@@ -70,6 +70,11 @@ def test_refused_proofs_answer_401(authorization: str | None, seen: dict[str, ob
     assert refused.value.status == UNAUTHENTICATED
 
 
+def test_the_default_port_and_the_case_of_the_host_do_not_matter() -> None:
+    signed = header(host="Controller-1:80")  # aiohttp sends Host: controller-1 for port 80
+    assert RpcVerifier(SECRET).verify(signed, "POST", "controller-1", PATH, BODY, now_ms=NOW) == 1
+
+
 def test_the_window_edges_are_accepted() -> None:
     verifier = RpcVerifier(SECRET)
     assert verifier.verify(header(now_ms=NOW - REPLAY_WINDOW_MS), "POST", HOST, PATH, BODY, now_ms=NOW) == 1
