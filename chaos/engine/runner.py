@@ -115,7 +115,8 @@ class ScenarioRun:
         raft, admin, kafka, metrics = free_ports(hosts, 4)
         return LocalCluster.start(root, controllers=shape.controllers, brokers=0 if shape.combined else shape.brokers,
                                   combined=shape.combined, raft_port=raft, admin_port=admin, kafka_port=kafka,
-                                  metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties))
+                                  metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties),
+                                  racks=shape.racks)
 
     def create_topics(self, cluster: LocalCluster, view: ClusterView) -> None:
         existing = {t["name"] for t in view.get("/v1/topics")}
@@ -253,7 +254,8 @@ class ScenarioRun:
             topic = scenario.workload.topic
             partitions = next(t.partitions for t in scenario.topics if t.name == topic)
             producers = Producers(bootstrap, scenario.workload, partitions, history)
-            consumers = Consumers(bootstrap, topic, partitions, scenario.workload.consumers, history)
+            consumers = Consumers(bootstrap, topic, partitions, scenario.workload.consumers, history,
+                                  client_rack=scenario.workload.client_rack)
             sampler = Sampler(view, bootstrap, topic, partitions, scenario.workload.sample_interval_s, history)
             creations = None if scenario.workload.create_topics_every_s is None else TopicCreations(
                 view, history, prefix=f"{topic}-new", partitions=1,

@@ -9,7 +9,8 @@ Selectors (chaos.scenarios.spec.SELECTOR_HEADS): `active-controller`, `controlle
 `broker:random` / `broker:N`, `node:N`, `nodes:1,4` (a fixed set: two such sides and a node on neither make Jepsen's
 bridge), `majority` / `minority` of the quorum (the minority
 holds the active controller, so cutting it off forces an election on the majority side),
-`brokers`, `controllers`, `coordinator:GROUP` (the leader of the group's `__consumer_offsets` partition, for
+`brokers`, `controllers`, `rack:NAME` (the brokers registered with that broker.rack),
+`coordinator:GROUP` (the leader of the group's `__consumer_offsets` partition, for
 the default `offsets.topic.num.partitions`), `txn-coordinator:TRANSACTIONAL_ID` (the leader of its
 `__transaction_state` partition, Kafka's same hash over `transaction.state.log.num.partitions`),
 and for a fault's peer `others` (every node not targeted). `client:NAME` (a transactional client
@@ -151,6 +152,8 @@ def resolve(selector: str, view: ClusterView, rng: random.Random, *, exclude: fr
         ids = [int(rest)]
     elif head == "nodes":
         ids = [int(n) for n in rest.split(",") if n.strip()]
+    elif head == "rack":  # every broker registered with broker.rack NAME (tidelog up --racks)
+        ids = [int(b["broker_id"]) for b in view.brokers() if b.get("rack") == rest]
     elif head == "brokers":
         ids = brokers
     elif head == "controllers":

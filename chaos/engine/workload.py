@@ -118,8 +118,10 @@ class Producers:
 class Consumers:
     """`count` consumers by assignment, each a thread polling every partition from offset 0."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, count: int, history: History) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, count: int, history: History, *,
+                 client_rack: str | None = None) -> None:
         self.bootstrap, self.topic, self.partitions, self.history = bootstrap, topic, partitions, history
+        self.client_rack = client_rack  # KIP-392: set, the leader may send them to a follower in that rack
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(f"c{i}",), name=f"chaos-consumer-{i}",
                                           daemon=True) for i in range(count)]
@@ -131,10 +133,13 @@ class Consumers:
     def _run(self, name: str) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{name}",
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
-                             "logger": CLIENT_LOG})
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{name}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+                                  "logger": CLIENT_LOG}
+        if self.client_rack is not None:
+            config["client.rack"] = self.client_rack
+        consumer = Consumer(config)
         try:
             consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             while not self._stop.is_set():  # until stop()

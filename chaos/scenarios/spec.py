@@ -25,7 +25,7 @@ from typing import Any, Final
 SELECTOR_HEADS: Final = frozenset({
     "active-controller", "controller-follower", "leader", "follower", "isr", "replicas", "broker", "node",
     "majority", "minority", "brokers", "controllers", "others", "nodes", "coordinator",
-    "txn-coordinator", "client",
+    "txn-coordinator", "client", "rack",
 })
 
 
@@ -96,6 +96,7 @@ class ClusterShape:
     brokers: int = 3
     combined: bool = False
     properties: tuple[tuple[str, str], ...] = ()
+    racks: int = 0  # > 0: brokers in rack-1..rack-N (localcluster.racks), for `rack:NAME` targets
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,7 @@ class WorkloadSpec:
     txn_timeout_ms: int = 10_000
     txn_interval_ms: int = 50
     txn_held: tuple[str, ...] = ()  # clients whose connections go through the hold proxy (action hold)
+    client_rack: str | None = None  # the consumers' client.rack (KIP-392: they may read a follower there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +265,10 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
                            int(_get(cluster_raw, "brokers", int, 3, "cluster")),
                            bool(_get(cluster_raw, "combined", bool, False, "cluster")),
                            tuple(sorted((k, str(v)) for k, v in
-                                        _get(cluster_raw, "properties", dict, {}, "cluster").items())))
+                                        _get(cluster_raw, "properties", dict, {}, "cluster").items())),
+                           int(_get(cluster_raw, "racks", int, 0, "cluster")))
+    if not 0 <= cluster.racks <= cluster.brokers:
+        raise ScenarioError(f"cluster.racks: expected 0 to the {cluster.brokers} broker(s), got {cluster.racks}")
     topics = tuple(TopicSpec(str(t["name"]), int(t.get("partitions", 3)), int(t.get("replication_factor", 3)),
                              tuple(sorted((k, str(v)) for k, v in t.get("configs", {}).items())))
                    for t in _get(raw, "topics", list, [{"name": "chaos"}], ""))
@@ -275,6 +280,9 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
                             int(_get(w, "group_consumers", int, 0, "workload")),
                             _get(w, "group_bounce_every_s", (int, float), None, "workload"))
     workload = _with_transactions(workload, w, {t.name for t in topics})
+    client_rack = _get(w, "client_rack", str, None, "workload")
+    if client_rack is not None:
+        workload = dataclasses.replace(workload, client_rack=str(client_rack))
     if workload.topic not in {t.name for t in topics}:
         raise ScenarioError(f"workload.topic: {workload.topic!r} is not one of the scenario's topics")
     if workload.group_consumers < 0:
