@@ -1,0 +1,145 @@
+"""A cluster whose nodes are separate hosts: 3 controllers and 3 brokers, each in its own network
+namespace on its own 198.18.0.x address, the clients in a seventh (issue 30).
+
+Unchanged real clients (confluent-kafka, kafka-python) produce and consume, a consumer group
+reads everything once, and an acks=all idempotent producer loses nothing acknowledged while the
+partition leader is SIGKILLed and restarted. After each test no namespace of its run remains
+(and with them, no veth and no bridge: they live only in those namespaces).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.checker import check_acked_read_once, check_offsets_dense
+from chaos.workload import ProducerWorkload, read_all
+from common.waiting import wait_until
+from tidelog.admin_client import AdminClient
+from tidelog.hosts import netns
+from tidelog.hosts.cluster import CLIENT_HOST, NetnsCluster, admin_token
+from tidelog.hosts.watchdog import NetnsWatchdog
+from tidelog.testing import reaper
+from tidelog.testing.cluster import TEST_BROKER_CONFIG
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("kafka")
+_unavailable = netns.available()
+pytestmark = pytest.mark.skipif(_unavailable is not None, reason=f"needs network namespaces: {_unavailable}")
+
+TOPIC = "ledger"
+PARTITIONS = 2
+READY_S = 60.0
+RECORDS = 50
+
+
+def _admin(cluster: NetnsCluster) -> AdminClient:
+    return AdminClient([n.spec.admin_url for n in cluster.controllers], token=admin_token(cluster.root))
+
+
+def _partition(admin: AdminClient, topic: str, partition: int) -> dict[str, Any]:
+    return next(p for p in admin.topic(topic)["partitions"] if p["partition"] == partition)
+
+
+def _wait_full_isr(admin: AdminClient, topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        wait_until(f"{topic}-{p}: every replica in the ISR", lambda: (
+            (s := _partition(admin, topic, p)) and sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] >= 0),
+            READY_S)
+
+
+def assert_no_namespace_left(run_id: str) -> None:
+    left = [ns for ns in netns.list_namespaces() if run_id in ns]
+    assert left == [], f"namespaces of run {run_id} remain: {left}"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
+    root = tmp_path / "cluster"
+    watchdog = NetnsWatchdog(root, remove_data=False)  # kills and removes all if this process dies
+    started = None
+    try:
+        started = NetnsCluster.start(root, controllers=3, brokers=3, ready_timeout=READY_S,
+                                     extra_properties=TEST_BROKER_CONFIG)
+        reaper.register(started)
+        yield started
+    finally:
+        if started is not None:
+            reaper.unregister(started)
+            started.remove()
+            assert_no_namespace_left(started.network.plan.run_id)
+        watchdog.close()
+
+
+def test_clients_and_a_group_across_six_hosts(cluster: NetnsCluster) -> None:
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    assert len({n.spec.host for n in cluster.nodes}) == 6
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    with cluster.network.entered(CLIENT_HOST):
+        admin = _admin(cluster)
+        admin.create_topic("matrix", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+        _wait_full_isr(admin, "matrix", 3)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(RECORDS):
+            producer.produce("matrix", f"ck-{i}".encode(), key=str(i).encode())
+        assert producer.flush(30) == 0
+        kp = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all")
+        for i in range(RECORDS):
+            kp.send("matrix", f"kp-{i}".encode(), key=str(i).encode())
+        kp.flush(30)
+        kp.close()
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck-group",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["matrix"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + READY_S
+        while len(seen) < 2 * RECORDS and time.monotonic() < deadline:  # bounded by the deadline
+            message = consumer.poll(0.5)
+            value = None if message is None or message.error() is not None else message.value()
+            if value is not None:
+                seen.append(value)
+        consumer.close()
+        assert sorted(seen) == sorted([f"ck-{i}".encode() for i in range(RECORDS)]
+                                      + [f"kp-{i}".encode() for i in range(RECORDS)])
+        reader = KafkaConsumer("matrix", bootstrap_servers=bootstrap.split(","),
+                               group_id="kp-group", auto_offset_reset="earliest", consumer_timeout_ms=15_000)
+        values = []
+        for record in reader:  # bounded: consumer_timeout_ms ends the iteration
+            values.append(record.value)
+            if len(values) == 2 * RECORDS:
+                break
+        reader.close()
+        assert sorted(values) == sorted(seen)
+
+
+def test_nothing_acknowledged_lost_through_a_leader_sigkill(cluster: NetnsCluster) -> None:
+    with cluster.network.entered(CLIENT_HOST):
+        admin = _admin(cluster)
+        admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"})
+        _wait_full_isr(admin, TOPIC, PARTITIONS)
+        bootstrap = cluster.bootstrap_servers
+        assert bootstrap is not None
+        with ProducerWorkload(bootstrap, TOPIC, partitions=PARTITIONS) as writer:
+            wait_until("200 acknowledged writes", lambda: len(writer.acked) >= 200, READY_S)
+            leader = _partition(admin, TOPIC, 0)["leader"]
+            cluster.node(leader).kill()
+            killed_at = time.monotonic()  # Acked.at is monotonic
+            wait_until("an acknowledged write to partition 0 after the SIGKILL", lambda: any(
+                a.partition == 0 and a.at > killed_at for a in list(writer.acked)), READY_S)
+            cluster.restart(leader)
+            _wait_full_isr(admin, TOPIC, PARTITIONS)
+            before = len(writer.acked)
+            wait_until("more writes after the restart", lambda: len(writer.acked) > before + 100, READY_S)
+            assert writer.stop() == 0, "records still unacknowledged after the flush"
+        assert writer.errors == [], writer.errors[:10]
+        acked = [(a.partition, a.offset, a.value) for a in writer.acked]
+        read = read_all(bootstrap, TOPIC, PARTITIONS)
+        problems = check_acked_read_once(acked, read) + check_offsets_dense(read)
+        assert problems == [], problems[:10]
