@@ -3,12 +3,16 @@
     tidelog reassign --topic demo --partition 0 --replicas 5,6,7 --execute [--throttle 10000000]
     tidelog reassign --reassignment-json-file plan.json --execute | --verify | --cancel
     tidelog reassign --list
+    tidelog reassign --generate --topics-to-move-json-file topics.json --broker-list 4,5,6 [--disable-rack-aware]
 
 The plan file is kafka-reassign-partitions.sh's: {"version": 1, "partitions": [{"topic": ...,
 "partition": ..., "replicas": [...]}]}; `--topic/--partition/--replicas` write a one-partition
 plan. --execute prints the current assignment (the rollback plan) and starts the moves;
 --verify says, per partition, whether it completed and, once all have, clears the throttles
 --throttle set; --cancel reverts the plan's running moves; --list prints every running one.
+
+--generate proposes a plan moving whole topics onto --broker-list, rack-aware from the brokers'
+broker.rack (`tidelog.reassign_generate`); it changes nothing.
 
 --throttle BYTES_PER_SEC sets what kafka-reassign-partitions sets: the topic configs
 leader.replication.throttled.replicas (the current replicas, "partition:broker") and
@@ -21,17 +25,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from tidelog import cli_common
+from tidelog import cli_common, reassign_generate
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError, UsageError, say, say_lines
 
 THROTTLE_KEYS: Final = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 RATE_KEYS: Final = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-ACTIONS: Final = ("execute", "verify", "cancel", "list")
+ACTIONS: Final = ("execute", "verify", "cancel", "list", "generate")
 
 Plan = list[dict[str, Any]]
 
@@ -44,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="with --partition and --replicas: a one-partition plan")
     parser.add_argument("--partition", type=cli_common.non_negative_int)
     parser.add_argument("--replicas", help="target broker ids, comma-separated (first: preferred leader)")
+    parser.add_argument("--topics-to-move-json-file", type=Path,
+                        help='with --generate: {"version": 1, "topics": [{"topic": "name"}, ...]}')
+    parser.add_argument("--broker-list", help="with --generate: the broker ids to place replicas on, e.g. 4,5,6")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="with --generate: place replicas without regard to broker.rack")
     parser.add_argument("--throttle", type=cli_common.positive_int, metavar="BYTES_PER_SEC",
                         help="throttle the moving replicas (sets the topics' throttled-replicas configs)")
     parser.set_defaults(run=cli_common.guarded("reassign", run))
@@ -146,14 +156,32 @@ def _send(client: AdminClient, plan: Plan) -> list[dict[str, Any]]:
     return results
 
 
+def _generate(client: AdminClient, args: argparse.Namespace) -> int:
+    if args.topics_to_move_json_file is None or args.broker_list is None:
+        raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+    try:
+        document = json.loads(args.topics_to_move_json_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {args.topics_to_move_json_file}: {exc}") from None
+    topics = reassign_generate.parse_topics_to_move(document, str(args.topics_to_move_json_file))
+    broker_ids = reassign_generate.parse_broker_list(args.broker_list)
+    brokers = reassign_generate.listed_brokers(client.brokers(), broker_ids, rack_aware=not args.disable_rack_aware)
+    # the tool's proposal is random, as Kafka's (AdminUtils draws the start): not a core, no replay
+    before, after = reassign_generate.generate(brokers, _current(client, set(topics)), topics, random.Random())
+    say_lines(reassign_generate.generate_lines(before, after))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        raise UsageError("Command must include exactly one action: --execute, --verify, --cancel or --list")
+        raise UsageError("Command must include exactly one action: --execute, --verify, --cancel, --list or --generate")
     client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
     if chosen == ["list"]:
         say_lines(list_lines(client.request("GET", "/v1/reassignments")["partitions"]))
         return 0
+    if chosen == ["generate"]:
+        return _generate(client, args)
     plan = plan_from_args(args)
     current = _current(client, {str(e["topic"]) for e in plan if isinstance(e, dict) and isinstance(e.get("topic"), str)})
     if chosen == ["execute"]:
