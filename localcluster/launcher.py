@@ -235,6 +235,11 @@ class LocalCluster:
                                      controller_config or {}, rpc_secret)
             files = with_racks(files, specs, broker_racks(specs, racks))  # new brokers only: --racks N
             touched = [running[i].spec.label for i in sorted(files) if i in running]
+            if touched and not (broker_config or controller_config):  # only the RPC secret's key is new there
+                raise LauncherError(f"{', '.join(touched)} already run(s) from a server.properties made before "
+                                    f"broker<->controller RPC authentication, and would not read the "
+                                    f"controller.rpc.secret.file this start adds: stop the cluster once "
+                                    f"(tidelog down --data-dir {root}), then start it again")
             if touched:
                 raise LauncherError(f"--broker-config/--controller-config would change the server.properties of "
                                     f"{', '.join(touched)}, which already run and would not read it: stop the "

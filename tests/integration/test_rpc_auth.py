@@ -32,7 +32,7 @@ import pytest
 from common.properties import set_entries
 from common.waiting import wait_until
 from localcluster.cluster_layout import RPC_SECRET_FILE
-from localcluster.launcher import LocalCluster, free_ports
+from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from security.rpc_auth import REPLAY_WINDOW_MS, RpcSigner
 from security.rpc_secret import cluster_signer, signed_headers
 
@@ -282,3 +282,34 @@ def test_a_broker_with_another_secret_stops_with_a_clear_error(cluster: LocalClu
     assert done.returncode != 0, done
     assert "signature does not match" in done.stderr and "controller.rpc.secret.file" in done.stderr, done.stderr
     assert state(cluster)["brokers"] == before["brokers"]  # broker 9 never registered
+
+
+def test_an_older_data_dir_is_upgraded_when_started_whole(tmp_path: Path) -> None:
+    """A data dir whose server.properties predate RPC authentication: its next start (all stopped)
+    generates the secret and names it in every node's file, and the cluster runs signed. A node
+    restarted alone while the others run from old files is refused with what to do instead."""
+    hosts = HOSTS[:2]
+    raft, admin, kafka, metrics = free_ports(hosts, 4)
+    with LocalCluster.start(tmp_path, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
+                            metrics_port=metrics, ready_timeout=READY_S) as first:
+        pass  # stopped on exit
+    secret = tmp_path / RPC_SECRET_FILE
+
+    def make_old() -> None:  # the files as written before issue 29
+        secret.unlink(missing_ok=True)
+        for node in first.nodes:
+            path = node.spec.properties_path
+            path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                                    if not line.startswith("controller.rpc.secret.file")))
+            node.spec.log_path.write_text("")
+    make_old()
+    with LocalCluster.start(tmp_path, ready_timeout=READY_S) as upgraded:  # ready: the broker registered
+        assert secret.exists()
+        for node in upgraded.nodes:
+            assert f"controller.rpc.secret.file={secret}" in node.spec.properties_path.read_text()
+        assert "require a proof signed with the secret" in upgraded.controllers[0].spec.log_path.read_text()
+        upgraded.brokers[0].kill()
+        make_old()  # as if the controller still ran from its old file
+        with pytest.raises(LauncherError, match="made before broker<->controller RPC authentication.*stop the "
+                                                "cluster once"):
+            LocalCluster.start(tmp_path, ready_timeout=READY_S)
