@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Final
 
 from chaos.links import rules
-from chaos.links.proxy import LinkProxy
+from chaos.links.proxy import LinkProxy, link_key
 from chaos.links.rules import DelayParams
 from chaos.nemeses.links import PacketMatch
 from common.limits import COMMAND_TIMEOUT_S
@@ -211,6 +211,13 @@ class LinkFaults:
             raise KeyError(f"no loss fault {handle}")
         listing = _iptables("filter", "-S", self.chains["filter"], "-v").stdout
         return rules.loss_counts(listing, installed.lossy)
+
+    def relayed(self, handle: int) -> int:
+        """How many connections a delay or slow-close fault's proxy relayed so far."""
+        installed = self._faults.get(handle)
+        if installed is None or self._proxy is None:
+            return 0
+        return sum(self._proxy.accepted.get(link_key(c), 0) for c in installed.proxied)
 
     def remove(self, handle: int) -> None:
         installed = self._faults.pop(handle, None)

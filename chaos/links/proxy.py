@@ -59,6 +59,7 @@ class LinkProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="chaos-link-proxy", daemon=True)
         self.port = 0
         self.relayed = 0  # connections relayed so far
+        self.accepted: dict[LinkKey, int] = {}  # connections relayed so far, per link
 
     @classmethod
     def start(cls) -> LinkProxy:
@@ -112,6 +113,7 @@ class LinkProxy:
             behaviour = self._links.get(key, LinkBehaviour(DelayParams(0.0), 0))
         self._writers.setdefault(key, set()).update((writer, upstream_writer))
         self.relayed += 1
+        self.accepted[key] = self.accepted.get(key, 0) + 1
         rng = random.Random(f"{behaviour.seed}:{key}:{self.relayed}")
         lines = (DelayLine(behaviour.params, random.Random(rng.random())),
                  DelayLine(behaviour.params, random.Random(rng.random())))

@@ -128,8 +128,9 @@ def test_delay_adds_twice_the_configured_delay_to_a_round_trip(echo: EchoServer,
                                                                jitter_ms: int) -> None:
     baseline = statistics.median(round_trips_ms(echo.port))
     with LinkFaults.open() as faults:
-        faults.delay(link(echo.port), DelayParams(delay_ms, jitter_ms), seed=7)
+        handle = faults.delay(link(echo.port), DelayParams(delay_ms, jitter_ms), seed=7)
         observed = statistics.median(round_trips_ms(echo.port))
+        assert faults.relayed(handle) == 1
         other = statistics.median(round_trips_ms(echo.port, source=OTHER))
     expected = 2 * delay_ms  # each direction's bytes wait delay ± jitter
     assert abs(observed - baseline - expected) <= TOLERANCE * expected, (observed, baseline, expected)
