@@ -95,6 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="KEY=VALUE", help="a controller config, repeatable, likewise")
     parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT,
                         help=f"seconds to wait for an active controller (default: {READY_TIMEOUT:.0f})")
+    parser.add_argument("--hosts", choices=("loopback", "netns"), default="loopback",
+                        help="where nodes live: loopback addresses 127.0.0.N (default), or netns: each node its "
+                             "own network namespace on 198.18.0.x, clients in one more (needs root; a new "
+                             "--data-dir each time; tidelog.hosts)")
 
 
 def add_down_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,6 +174,9 @@ def _watch(cluster: LocalCluster, stop: threading.Event) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """`tidelog up`: the exit status."""
+    if getattr(args, "hosts", "loopback") == "netns":
+        from tidelog.hosts import up as netns_up  # (issue 30)
+        return netns_up.run_up(args)
     started = time.monotonic()
     root: Path = args.data_dir.resolve()
     with _stop_requests() as stop:
@@ -222,6 +229,9 @@ def run_down(args: argparse.Namespace) -> int:
     if not (root / layout.CLUSTER_FILE).exists():
         print(f"tidelog down: {root} has no {layout.CLUSTER_FILE}: no cluster was started there", file=sys.stderr)
         return 1
+    from tidelog.hosts import up as netns_up  # (issue 30) a cluster of network namespaces
+    if netns_up.is_netns(root):
+        return netns_up.run_down(root)
     try:
         with data_dir_lock(root):
             cluster = LocalCluster.attach(root)

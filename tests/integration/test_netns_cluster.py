@@ -9,6 +9,10 @@ partition leader is SIGKILLed and restarted. After each test no namespace of its
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +25,7 @@ from chaos.workload import ProducerWorkload, read_all
 from common.waiting import wait_until
 from tidelog.admin_client import AdminClient
 from tidelog.hosts import netns
-from tidelog.hosts.cluster import CLIENT_HOST, NetnsCluster, admin_token
+from tidelog.hosts.cluster import CLIENT_HOST, NetnsCluster, admin_token, remove_recorded
 from tidelog.hosts.watchdog import NetnsWatchdog
 from tidelog.testing import reaper
 from tidelog.testing.cluster import TEST_BROKER_CONFIG
@@ -35,6 +39,8 @@ TOPIC = "ledger"
 PARTITIONS = 2
 READY_S = 60.0
 RECORDS = 50
+REPO = Path(__file__).resolve().parents[2]
+CLI_TIMEOUT_S = 60.0
 
 
 def _admin(cluster: NetnsCluster) -> AdminClient:
@@ -143,3 +149,62 @@ def test_nothing_acknowledged_lost_through_a_leader_sigkill(cluster: NetnsCluste
         read = read_all(bootstrap, TOPIC, PARTITIONS)
         problems = check_acked_read_once(acked, read) + check_offsets_dense(read)
         assert problems == [], problems[:10]
+
+
+def _tidelog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tidelog", *args], capture_output=True, text=True, input=stdin,
+                          cwd=REPO, timeout=CLI_TIMEOUT_S, env=_cli_env())
+
+
+def _cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.pop("TIDELOG_ADMIN_TOKEN", None)  # the data dir's token is found by the commands themselves
+    return env
+
+
+def test_tidelog_up_hosts_netns_and_sigkill_of_the_launcher(tmp_path: Path) -> None:
+    """`tidelog up --hosts netns`: READY, cluster.json records the namespaces, status/produce/consume
+    --data-dir work from this (root-namespace) shell, and a SIGKILL of `up` leaves nothing behind."""
+    root = tmp_path / "data"
+    up = subprocess.Popen([sys.executable, "-m", "tidelog", "up", "--hosts", "netns", "--data-dir", str(root)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=_cli_env())
+    run_id = None
+    try:
+        assert up.stdout is not None
+        lines = []
+        for line in up.stdout:  # bounded: `up` prints READY or exits within its ready timeout
+            lines.append(line)
+            if line.startswith("Press Ctrl-C"):
+                break
+        assert any(line.startswith("READY ") for line in lines), "".join(lines)
+        document = json.loads((root / "cluster.json").read_text())
+        run_id = document["hosts"]["run_id"]
+        assert document["hosts"]["hosts"]["client"]["namespace"] in netns.list_namespaces()
+        assert _tidelog("status", "--data-dir", str(root)).returncode == 0
+        produced = _tidelog("produce", "greetings", "--data-dir", str(root), stdin="hello\nworld\n")
+        assert produced.returncode == 0, produced.stderr
+        consumed = _tidelog("consume", "greetings", "--from-beginning", "--max-messages", "2", "--data-dir", str(root))
+        assert consumed.returncode == 0 and consumed.stdout.split() == ["hello", "world"], consumed
+        pids = [n["pid"] for n in document["nodes"]]
+        up.kill()  # SIGKILL: no finally, no atexit; the watchdog's stdin reaches EOF
+        up.wait(CLI_TIMEOUT_S)
+        wait_until("the watchdog removing every namespace of the run",
+                   lambda: not any(run_id in ns for ns in netns.list_namespaces()), CLI_TIMEOUT_S)
+        wait_until("every node gone", lambda: not any(_alive(pid) for pid in pids), CLI_TIMEOUT_S)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait(CLI_TIMEOUT_S)
+        if (root / "cluster.json").exists():
+            remove_recorded(root)
+        if run_id is not None:
+            assert_no_namespace_left(run_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"

@@ -158,7 +158,7 @@ class NetnsCluster(LocalCluster):
               should_stop: Callable[[], bool] = lambda: False, **_ignored: object) -> NetnsCluster:
         """Make the network, write the configs, spawn every node in its namespace, wait until ready."""
         root = root.resolve()
-        controllers = layout.DEFAULT_CONTROLLERS if controllers is None else controllers
+        controllers = (1 if combined else layout.DEFAULT_CONTROLLERS) if controllers is None else controllers
         brokers = (0 if combined else layout.DEFAULT_BROKERS) if brokers is None else brokers
         with data_dir_lock(root):
             if read_cluster_file_any(root) is not None:
