@@ -10,7 +10,7 @@ listener's counters, the replication gauges, the group coordinator's and the log
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from broker.replica_selector import FollowerFetchStats
@@ -85,8 +85,10 @@ def follower_fetch_families(stats: FollowerFetchStats, prefix: str = METRICS_PRE
     ]
 
 
-async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> Any:
-    """A small aiohttp app serving GET /metrics; returns its runner (call `cleanup()` to stop)."""
+async def start_metrics(address: tuple[str, int], render: Callable[[], str],
+                        routes: Iterable[tuple[str, str, Any]] = ()) -> Any:
+    """A small aiohttp app serving GET /metrics and `routes` ((method, path, handler): the request
+    faults' control routes, broker/request_fault_hook.py); returns its runner (`cleanup()` stops it)."""
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
@@ -94,6 +96,8 @@ async def start_metrics(address: tuple[str, int], render: Callable[[], str]) -> 
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, address[0], address[1], reuse_address=True).start()

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from broker.broker_metrics import METRICS_PREFIX, broker_families, follower_fetch_families, start_metrics
 from broker.broker_settings import BrokerSettings
+from broker.request_fault_hook import control_routes, token_from_config
 from broker.dynamic_config import DynamicBrokerConfig, image_layers, reconfigure_on_change
 from broker.follower_settings import FollowerSettings
 from broker.hosted_topic_configs import checkpointed_topic_configs
@@ -236,7 +237,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                                    *handler.context.transactions.metric_families(METRICS_PREFIX),
                                    *cleaner_families(cleaners.stats, METRICS_PREFIX),
                                    *segment_file_families(log_manager.files.stats, METRICS_PREFIX)])
-            metrics_runner = await start_metrics(settings.metrics_address, render)
+            metrics_runner = await start_metrics(settings.metrics_address, render, control_routes(
+                handler.faults, token_from_config(config), broker_id))  # request faults (issue 33)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         periodic = schedule_maintenance(timers, log_manager, config)
         replicas.start_isr_expiration()

@@ -62,6 +62,9 @@ from broker.handlers.context import (
     NowHandler,
 )
 from broker.handlers.fetch import handle_fetch
+from broker.handlers.fetch_partitions import topic_name as fetch_topic_name
+from broker.request_fault_hook import start_faulted
+from broker.request_faults import FaultTable
 from broker.handlers.log_admin import (
     handle_alter_replica_log_dirs,
     handle_delete_records,
@@ -287,6 +290,7 @@ class RequestHandler:
                                      client_id=f"broker-{broker_id}-txn-verifier")
             if config.get_bool(VERIFICATION_ENABLE) else None)
         install_authorizer(self.context, config)  # authorizer.class.name: ACLs enforced in `start`
+        self.faults = FaultTable()  # request-level faults (broker/request_faults.py), installed over HTTP
 
     async def close(self) -> None:
         await self.context.groups.close()
@@ -326,6 +330,16 @@ class RequestHandler:
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
         client = ClientInfo.of(header.client_id, client_host, principal)  # principal: the listener's authenticator
+        if self.faults.installed:  # request faults a test installed (issue 33); otherwise this one branch
+            fault = self.faults.match(row.api_key, request, header.client_id,
+                                      lambda topic_id: fetch_topic_name(self.context.image(), topic_id))
+            if fault is not None:
+                return start_faulted(fault, row, request, version, client,
+                                     lambda served: self._serve(served, request, version, client))
+        return self._serve(row, request, version, client)
+
+    def _serve(self, row: ApiRow, request: Any, version: int,
+               client: ClientInfo) -> list[Chunk] | None | Later[list[Chunk] | None]:
         if self.context.authorizer is not None:  # ACLs enforced; without an authorizer, this one branch
             return authorization.start_authorized(self.context, row, request, version, client, self._answer)
         if row.now is None:

@@ -244,6 +244,7 @@ class Cluster(FaultInjection):
             self._expected_down.clear()
             self.wait_until_healthy(timeout)
             self._dirty = False
+        self.clear_request_faults()  # a test's request faults end with it (issue 33)
         if crashed:
             raise NodeCrashed(f"{', '.join(n.spec.label for n in crashed)} exited on its own (now restarted):\n"
                               f"{report}")

@@ -13,6 +13,10 @@ nothing in the controllers' metadata nor in any live broker's Metadata answer; a
 controller has a successor every live controller names; a restarted broker is registered,
 unfenced and listed by every broker.
 
+Request faults (`inject`, `delay`, `drop_connection`, `throttle`) act inside the brokers on Kafka
+requests (broker/request_faults.py), installed through each broker's control route; each returns
+a `RequestFault` whose `with` block removes it and whose `fired` counts the requests it changed.
+
 Network faults (`isolate`, `heal`) use the chaos engine's network nemesis
 (`chaos.nemeses.network.NetworkNemesis`: the harness's own iptables chain, cutting only links
 between this cluster's nodes). Where it cannot run (not root, no iptables) they skip the
@@ -33,6 +37,7 @@ from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from tidelog.testing import observe
 from tidelog.testing.observe import ClusterTimeout, poll, serving
+from tidelog.testing.request_fault_client import RequestFault, RequestFaultClient
 
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis
@@ -211,6 +216,66 @@ class FaultInjection(ABC):
         if reason:
             unavailable(f"network faults are not available here: {reason}")
         return self._network
+
+    # -- Kafka requests (issue 33: broker/request_faults.py) -------------------------------------------
+
+    def inject(self, api: str, error: str, *, times: int | None = 1, broker: int | None = None,
+               topic: str | None = None, client_id: str | None = None, group: str | None = None) -> RequestFault:
+        """Answer matching requests with a Kafka error instead of serving them (the API's own answer,
+        the error per partition where Kafka puts it there):
+        `inject("Produce", "NOT_LEADER_OR_FOLLOWER", times=1)`. `times` counts per broker (None:
+        until removed); broker None means every broker."""
+        return self._request_fault({"kind": "error", "api": api, "error": error, "times": times},
+                                   broker, topic, client_id, group)
+
+    def delay(self, api: str, ms: int, *, times: int | None = None, broker: int | None = None,
+              topic: str | None = None, client_id: str | None = None, group: str | None = None) -> RequestFault:
+        """Hold matching requests `ms` before serving them (other connections carry on; a Produce is
+        appended in order and its answer held)."""
+        return self._request_fault({"kind": "delay", "api": api, "delay_ms": ms, "times": times},
+                                   broker, topic, client_id, group)
+
+    def drop_connection(self, api: str, *, when: str = "before", times: int | None = 1, broker: int | None = None,
+                        topic: str | None = None, client_id: str | None = None,
+                        group: str | None = None) -> RequestFault:
+        """Close the connection on a matching request: `when="before"` serving it, or `"after"`
+        serving it without sending the answer ("served but the answer was lost")."""
+        if when not in ("before", "after"):
+            raise ValueError(f"when: 'before' or 'after', got {when!r}")
+        return self._request_fault({"kind": f"drop_{when}", "api": api, "times": times},
+                                   broker, topic, client_id, group)
+
+    def throttle(self, api: str, ms: int, *, times: int | None = None, broker: int | None = None,
+                 topic: str | None = None, client_id: str | None = None, group: str | None = None) -> RequestFault:
+        """Serve matching requests with throttle_time_ms = `ms` in the answer (KIP-219: the client
+        waits that long before its next request to this broker)."""
+        return self._request_fault({"kind": "throttle", "api": api, "throttle_ms": ms, "times": times},
+                                   broker, topic, client_id, group)
+
+    def request_faults(self) -> list[RequestFault]:
+        """The request faults installed and not removed yet."""
+        return list(self._request_fault_client().active)
+
+    def clear_request_faults(self) -> None:
+        """Remove every request fault (recover() does): cheap when none was installed."""
+        client = self.__dict__.get("_request_faults")
+        if client is not None:
+            client.clear()
+
+    def _request_fault(self, spec: dict[str, Any], broker: int | None, topic: str | None, client_id: str | None,
+                       group: str | None) -> RequestFault:
+        spec.update({k: v for k, v in (("topic", topic), ("client_id", client_id), ("group", group)) if v is not None})
+        client = self._request_fault_client()
+        brokers = [n.spec.node_id for n in self.local.brokers] if broker is None else [broker]
+        for broker_id in brokers:
+            client._node(broker_id)  # ValueError naming `broker` for one that does not exist
+        return client.install(spec, brokers)
+
+    def _request_fault_client(self) -> RequestFaultClient:
+        client = self.__dict__.get("_request_faults")
+        if client is None or client.local is not self.local:  # a restarted cluster: a new data dir
+            client = self.__dict__["_request_faults"] = RequestFaultClient(self.local)
+        return client
 
     # -- waits ----------------------------------------------------------------------------------------
 
