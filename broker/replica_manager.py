@@ -318,6 +318,7 @@ class ReplicaManager:
         """Append the leader's batches as they are (same offsets, same bytes); then the HW
         and the log start offset (the leader's DeleteRecords reach followers this way)."""
         before = partition.log.log_start_offset
+        high_watermark = partition.log.high_watermark
         try:
             info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
                                        leader_log_start_offset=leader_log_start_offset)
@@ -325,6 +326,10 @@ class ReplicaManager:
                 self.log_manager.checkpoint_log_start_offsets(partition.tp)
         except OSError as e:  # an append's own KafkaStorageError stays the fetcher's (it backs off)
             self._follower_failed(partition, "appending as follower", e)
+        if partition.log.high_watermark != high_watermark:
+            # KIP-392: consumers long-polling this follower see the new records now, not at their
+            # max_wait_ms (Kafka's fetcher completes delayed fetches of partitions whose HW moved)
+            self._wake(partition.tp)
         return info
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:

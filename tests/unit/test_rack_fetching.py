@@ -4,6 +4,8 @@ what a follower serves it, over a real ReplicaManager and log directory."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.handlers.context import BrokerContext
@@ -196,3 +198,11 @@ def test_read_committed_at_a_follower(ctx) -> None:
     follow(ctx, 4, leader_high_watermark=4)
     got = answer(ctx, U0, 0, epoch=7, isolation=1)
     assert got.error_code == 0 and size_of(got) > 0 and got.aborted_transactions == ()
+
+
+async def test_a_consumer_waiting_at_a_follower_is_woken_when_its_high_watermark_moves(ctx) -> None:
+    follow(ctx, 3, leader_high_watermark=0)
+    waiting = asyncio.create_task(ctx.replicas.wait_for_data([U0], 5.0))
+    await asyncio.sleep(0)
+    follow(ctx, 0, leader_high_watermark=3)
+    assert await asyncio.wait_for(waiting, 1.0) is True  # woken, not timed out
