@@ -125,16 +125,18 @@ class PowerLayer:
     def pull(self, node_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Drop the volatile writes of each node (already SIGKILLed); what each lost."""
         reports: dict[int, dict[str, Any]] = {}
-        for node_id in sorted(node_ids):
-            mount = self.mounts.get(node_id)
-            if mount is None:
-                reports[node_id] = {"power_loss": False, "why": "no power-loss layer under this node"}
-                continue
+        pulled = [(n, self.mounts[n]) for n in sorted(node_ids) if n in self.mounts]
+        for node_id in sorted(set(node_ids) - set(self.mounts)):
+            reports[node_id] = {"power_loss": False, "why": "no power-loss layer under this node"}
+        # every plug first, then every rollback, then every remount: the whole fault takes about
+        # as long as one node's (the fencing checker matches a fencing to its fault's start)
+        for _, mount in pulled:
+            mount.begin_pull()
+        for node_id, mount in pulled:
             try:
-                report = mount.pull_plug()
+                report = mount.finish_pull()
             except PowerMountError as exc:  # the node still restarts, on what the backing holds
                 log.error("power loss of node %d failed: %s", node_id, exc)
-                mount.ensure_mounted()
                 reports[node_id] = {"power_loss": False, "error": str(exc)}
                 continue
             undone = list(report.get("entries_undone", ()))
@@ -142,6 +144,10 @@ class PowerLayer:
             reports[node_id] = report
             log.info("power loss of node %d: %d files rolled back, %d bytes dropped, %d directory changes undone",
                      node_id, report.get("files_rolled_back", 0), report.get("bytes_dropped", 0), len(undone))
+        for _, mount in pulled:
+            mount.ensure_mounted()
+        for _, mount in pulled:
+            mount.wait_mounted()
         return reports
 
     def close(self) -> None:

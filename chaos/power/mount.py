@@ -55,6 +55,7 @@ class PowerMount:
         self.backing = state / BACKING_DIR
         self.daemon: subprocess.Popen[bytes] | None = None
         self.plugs_pulled = 0
+        self._pulled_at = 0.0
 
     def __hash__(self) -> int:
         return id(self)
@@ -71,6 +72,12 @@ class PowerMount:
         return mount
 
     def _start(self) -> None:
+        self.spawn()
+        self.wait_mounted()
+
+    def spawn(self) -> None:
+        """Start the daemon; `wait_mounted` waits for its mount (a layer of several nodes starts
+        every daemon first, then waits for all: a few hundred ms in all instead of each)."""
         (self.state / REPORT_FILE).unlink(missing_ok=True)
         with open(self.state / DAEMON_LOG, "ab") as out:
             self.daemon = subprocess.Popen(
@@ -78,6 +85,8 @@ class PowerMount:
                  f"--owner={os.getpid()}"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         _live.add(self)
+
+    def wait_mounted(self) -> None:
         try:
             wait_until(f"the power-loss mount at {self.mountpoint}", self._mounted, MOUNT_TIMEOUT_S, poll_s=0.02)
         except WaitTimeout:
@@ -126,22 +135,32 @@ class PowerMount:
 
     def pull_plug(self) -> dict[str, Any]:
         """Drop every volatile change (the node using it must already be dead) and mount again."""
+        self.begin_pull()
+        report = self.finish_pull()
+        self._start()
+        return report
+
+    def begin_pull(self) -> None:
+        """The plug: the daemon rolls back once its mount is gone (`finish_pull` waits for it)."""
         (self.state / PLUG_FLAG).touch()
-        started = time.monotonic()
+        self._pulled_at = time.monotonic()
         self._fusermount(lazy=False)
+
+    def finish_pull(self) -> dict[str, Any]:
+        """What the daemon took back; the layer stays unmounted until `spawn`/`pull_plug` mounts it."""
         report = self._wait_daemon()
         if not report.get("power_loss"):
             raise PowerMountError(f"the power-loss daemon for {self.mountpoint} did not roll back: {report}")
         self.plugs_pulled += 1
-        report["rollback_s"] = round(time.monotonic() - started, 3)
-        self._start()
+        report["rollback_s"] = round(time.monotonic() - self._pulled_at, 3)
         return report
 
     def ensure_mounted(self) -> None:
-        """After a pull that failed half way: the layer back over whatever the backing holds."""
+        """After a pull (or one that failed half way): the daemon started again over whatever the
+        backing holds; `wait_mounted` waits for the mount."""
         if self.daemon is None and self in _live:
             self._fusermount(lazy=True)
-            self._start()
+            self.spawn()
 
     def unmount(self, *, lazy: bool = False) -> None:
         """Unmount in order (everything kept) and put the files back under the mountpoint."""
