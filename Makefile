@@ -147,6 +147,7 @@ chaos-tools:
 	@missing=""; command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
+	command -v tc >/dev/null 2>&1 && command -v ss >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing$$missing from Debian"; \
