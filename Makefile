@@ -112,7 +112,7 @@ bench-tools: $(BASE_STAMP)
 # shipped scenario `make test` does not run; one report directory each under chaos-reports/.
 # Exits non-zero when any expectation failed. SEEDS="1 2 3" to change.
 SEEDS ?= 1 2 3 4 5 6 7 8
-CHAOS_EXTRA := slow-follower controller-kill controller-kill-topic-creation controller-kill-during-shutdown \
+CHAOS_EXTRA := controller-kill controller-kill-topic-creation controller-kill-during-shutdown \
 	disk-tail-corruption leader-isolation-acks1 combined-leader-kill bridge group-coordinator-kill \
 	txn-coordinator-isolation txn-late-end-txn controller-pause-bursts \
 	power-controller-majority power-leader-majority power-leader-all-replicas rack-partition
