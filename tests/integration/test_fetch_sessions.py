@@ -283,7 +283,9 @@ def by_id(topic_id: Any, partition: int, *, offset: int = 0, last_epoch: int = -
 
 
 def test_topic_ids_diverging_epochs_and_leader_hints(cluster: LocalCluster) -> None:
-    create_topic(cluster, "ids", partitions=1)
+    # one replica: since KIP-392 a follower serves a consumer's Fetch v11+, so only a broker that
+    # hosts no replica answers NOT_LEADER_OR_FOLLOWER with the leader hint checked below
+    create_topic(cluster, "ids", partitions=1, replication_factor=1)
     state = wait_for_state(cluster, "ids", 0, "a leader", lambda s: s["leader"] >= 0)
     leader = state["leader"]
     produce(leader_bootstrap(cluster, leader), "ids", values("d", 4), acks="all")
@@ -311,7 +313,7 @@ def test_topic_ids_diverging_epochs_and_leader_hints(cluster: LocalCluster) -> N
     # The session was opened with topic ids: a v12 fetch (names) may not use it.
     mismatch, = raw_fetch(cluster, leader, [request("ids", [], opened.session_id, 1)])
     assert mismatch.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
-    # A broker that does not lead the partition names the leader and how to reach it (KIP-951).
+    # A broker that does not host the partition names the leader and how to reach it (KIP-951).
     other = next(b for b in (2, 3, 4) if b != leader)
     hint, = raw_fetch_v(cluster, other, 16, [by_id(topic_id, 0)])
     part = hint.responses[0].partitions[0]
