@@ -22,6 +22,7 @@ from aiohttp import web
 from common import rpc
 from common.errors import ErrorCode
 from common.protocol.api_versions import SUPPORTED_FEATURES, finalized_levels
+from metadata.codec import INT16_MAX
 from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum.active_controller import ControllerBusyError, NotActiveControllerError
@@ -41,7 +42,6 @@ logger = logging.getLogger(__name__)
 UPGRADE_TYPES: Final = {"upgrade": UpgradeType.UPGRADE, "safe_downgrade": UpgradeType.SAFE_DOWNGRADE,
                         "unsafe_downgrade": UpgradeType.UNSAFE_DOWNGRADE}
 MAX_FEATURE_NAME_CHARS: Final = 255
-INT16_MAX: Final = 2**15 - 1
 
 
 def parse_update_features(body: Any) -> tuple[list[FeatureUpdate], bool]:
