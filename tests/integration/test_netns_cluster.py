@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from chaos.checker import check_acked_read_once, check_offsets_dense
 from chaos.workload import ProducerWorkload, read_all
 from common.waiting import wait_until
 from tidelog.admin_client import AdminClient
+from tidelog.cli_common import ClusterError
 from tidelog.hosts import netns
 from tidelog.hosts.cluster import CLIENT_HOST, NetnsCluster, admin_token, remove_recorded
 from tidelog.hosts.watchdog import NetnsWatchdog
@@ -208,3 +210,66 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+def test_three_machines_procedure(tmp_path: Path) -> None:
+    """README "Three machines", step by step, each machine a namespace: format the first node,
+    copy its cluster.secrets, format the other two with it, start each with `tidelog combined
+    --config`, then a client on a fourth host creates a topic, produces and consumes."""
+    from confluent_kafka import Consumer, Producer
+
+    network = netns.HostNetwork.create(["machine1", "machine2", "machine3", "client"])
+    nodes: list[subprocess.Popen[bytes]] = []
+    try:
+        addresses = [network.address(f"machine{i}") for i in (1, 2, 3)]
+        controllers = ",".join(f"{i}@{a}" for i, a in enumerate(addresses, start=1))
+        dirs = [tmp_path / f"machine{i}" / "tidelog" for i in (1, 2, 3)]
+        for i, (address, directory) in enumerate(zip(addresses, dirs), start=1):
+            copied = []
+            if i > 1:  # "copy cluster.secrets from the first machine" (scp, in the README)
+                copy = directory.parent / "cluster.secrets"
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(dirs[0] / "cluster.secrets", copy)
+                copied = ["--secrets", str(copy)]
+            done = subprocess.run(network.command(f"machine{i}", [
+                sys.executable, "-m", "tidelog", "format", "--dir", str(directory), "--node-id", str(i),
+                "--roles", "broker,controller", "--host", address, "--controllers", controllers, *copied]),
+                capture_output=True, text=True, cwd=REPO, env=_cli_env(), timeout=CLI_TIMEOUT_S)
+            assert done.returncode == 0, done.stderr
+        for i, directory in enumerate(dirs, start=1):
+            with open(directory / "node.log", "ab") as log:
+                nodes.append(network.popen(f"machine{i}", [
+                    sys.executable, "-m", "tidelog", "combined", "--config", str(directory / "server.properties")],
+                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO, env=_cli_env(),
+                    start_new_session=True))
+        token = (dirs[0] / "server.properties").read_text().split("admin.token=")[1].split()[0]
+        bootstrap = ",".join(f"{a}:9092" for a in addresses)
+        with network.entered("client"):
+            admin = AdminClient([f"http://{a}:9080" for a in addresses], token=token)
+            wait_until("three unfenced brokers", lambda: len(
+                [b for b in admin.brokers() if b.get("fenced") is False]) == 3, READY_S,
+                not_yet=(ClusterError, OSError))  # the nodes are starting: no admin API yet
+            admin.create_topic("machines", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+            _wait_full_isr(admin, "machines", 3)
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+            for i in range(RECORDS):
+                producer.produce("machines", str(i).encode())
+            assert producer.flush(30) == 0
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "machines",
+                                 "auto.offset.reset": "earliest"})
+            consumer.subscribe(["machines"])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + READY_S
+            while len(seen) < RECORDS and time.monotonic() < deadline:  # bounded by the deadline
+                message = consumer.poll(0.5)
+                value = None if message is None or message.error() is not None else message.value()
+                if value is not None:
+                    seen.append(value)
+            consumer.close()
+        assert sorted(seen) == sorted(str(i).encode() for i in range(RECORDS))
+    finally:
+        for node in nodes:
+            node.kill()
+            node.wait(CLI_TIMEOUT_S)
+        network.remove()
+        assert_no_namespace_left(network.plan.run_id)
