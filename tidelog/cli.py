@@ -181,7 +181,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _add_dump_log(sub)
     _add_spark(sub)
     _add_chaos(sub)
+    _add_hosts(sub)
+    from tidelog import cli_format  # (issue 30) stdlib and the config table only
+    cli_format.add_arguments(sub.add_parser(
+        "format", help="make one node's config and storage for its own machine (kafka-storage format)",
+        description="Write server.properties, meta.properties and the cluster's secrets for one node, so it "
+                    "starts on another machine with `tidelog broker|controller|combined --config`."))
     return parser
+
+
+def _add_hosts(sub: argparse._SubParsersAction) -> None:
+    from tidelog.hosts import up as hosts_up  # (issue 30) stdlib and iproute2 only
+
+    parser = sub.add_parser("hosts", help="network-namespace hosts: clean the leftovers of dead runs",
+                            description="The network namespaces `tidelog up --hosts netns` and the tests make.")
+    hosts_up.add_hosts_arguments(parser)
 
 
 def _keep_hypothesis_from_kio() -> None:
@@ -201,6 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words[0] if words else None).parse_args(words)
     run: Runner = args.run
+    if getattr(args, "data_dir", None) is not None and args.command not in {c.name for c in NODE_COMMANDS}:
+        from tidelog.hosts.up import prepare_client_command  # (issue 30) a netns cluster's client namespace
+        problem = prepare_client_command(args)
+        if problem is not None:
+            print(f"tidelog {args.command}: {problem}", file=sys.stderr)
+            return 2
     return run(args)
 
 
