@@ -22,6 +22,7 @@ from chaos.nemeses import disk, links
 from chaos.nemeses.firewall import Firewall, iptables_missing, tc_missing
 from chaos.nemeses.hold import END_TXN, HoldProxy
 from chaos.nemeses.power import PowerLayer, power_targets
+from chaos.nemeses.requests import RequestFaultError, RequestFaultNemesis
 from chaos.links import install as link_install, rules as link_rules
 from chaos.links.install import LinkFaults
 from chaos.nemesis import Nemesis
@@ -42,6 +43,7 @@ class ActiveFault:
     peers: list[int] = field(default_factory=list)
     handle: int | None = None
     client: str | None = None  # a transactional client's name (client:NAME), not a node
+    placed: dict[int, int] = field(default_factory=dict)  # request-fault: broker id -> the fault's id there
 
 
 class FaultApplier:
@@ -54,6 +56,7 @@ class FaultApplier:
         self.hold: HoldProxy | None = None
         self.power: PowerLayer | None = None  # set by the runner when the scenario has power faults
         self.links: LinkFaults | None = None  # set by the runner when the scenario has link faults
+        self.requests: RequestFaultNemesis | None = None  # made at the first request-fault
 
     def _skip(self, scheduled: ScheduledFault, why: str) -> None:
         print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
@@ -91,6 +94,8 @@ class FaultApplier:
         if fault.action is FaultAction.HOLD:
             self._skip(scheduled, "hold applies to a transactional client (client:NAME) only")
             return None
+        if fault.action is FaultAction.REQUEST_FAULT:
+            return self._start_request_fault(scheduled)
         missing = (iptables_missing() if fault.action in (FaultAction.PARTITION, FaultAction.DROP)
                    else tc_missing() if fault.action is FaultAction.NETEM else None)
         if fault.action is FaultAction.POWER and self.power is None:
@@ -170,6 +175,23 @@ class FaultApplier:
                  else link_rules.slow_close_params(params))
         return faults.delay(matches, delay, seed=self.rng.randrange(1 << 30))
 
+    def _start_request_fault(self, scheduled: ScheduledFault) -> ActiveFault | None:
+        """The fault in `params` installed on every target broker (chaos.nemeses.requests)."""
+        fault = scheduled.fault
+        try:
+            targets = resolve(fault.target, self.view, self.rng)
+            if self.requests is None:
+                self.requests = RequestFaultNemesis(self.view.cluster)
+            placed = self.requests.install(dict(fault.params), targets)
+        except (TargetError, ValueError, OSError, RequestFaultError) as exc:  # e.g. a controller-only target
+            self._skip(scheduled, str(exc))
+            return None
+        self.applied += 1
+        self.history.record("fault-start", id=scheduled.id, action=fault.action.value,
+                            description=scheduled.describe(), targets=targets, peers=[])
+        print(f"  {scheduled.id} start: {scheduled.describe()} -> brokers {targets}", flush=True)
+        return ActiveFault(scheduled, targets, placed=placed)
+
     def _edit_disk(self, active: ActiveFault) -> None:
         mode = disk.DiskFault(active.scheduled.fault.param("mode", "truncate-tail"))
         for node_id in active.targets:
@@ -196,6 +218,14 @@ class FaultApplier:
         elif a is FaultAction.PAUSE:
             for node_id in active.targets:
                 self.nemesis.resume(node_id)
+        elif a is FaultAction.REQUEST_FAULT and self.requests is not None:
+            fired: dict[int, int] = {}  # the requests it changed, per broker (0 on one restarted meanwhile)
+            try:
+                fired = self.requests.remove(active.placed)
+            except (OSError, RequestFaultError) as exc:
+                log.warning("request-fault %s: not removed: %s", active.scheduled.id, exc)
+            self.history.record("note", what="request-fault-fired", id=active.scheduled.id,
+                                fired={str(k): v for k, v in fired.items()})
         elif a in LINK_ACTIONS and self.links is not None and active.handle is not None:
             if a is FaultAction.LOSS:  # what the link actually lost, beside the configured share
                 seen, dropped = self.links.loss_counters(active.handle)

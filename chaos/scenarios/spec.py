@@ -43,6 +43,9 @@ class FaultAction(enum.Enum):
     DISK = "disk"            # SIGKILL, edit the stopped broker's log (params.mode), restart
     HOLD = "hold"            # a client's next request of one API (params.api) held until its next transaction began
     POWER = "power"          # SIGKILL and drop every write not yet fsynced (chaos.power); heal: restart
+    # inside the target brokers (chaos.nemeses.requests): params are the fault (kind, api, error, times,
+    # topic, client_id, group, delay_ms, throttle_ms); heal: removed, its firings noted
+    REQUEST_FAULT = "request-fault"
     # link faults in userspace (chaos.links), target <-> peer: no netem needed
     DELAY = "delay"            # each direction's bytes delayed params.delay_ms ± params.jitter_ms, in order
     BANDWIDTH = "bandwidth"    # each direction limited to params.rate_kbit (HTB on lo)
@@ -220,6 +223,13 @@ def _fault(raw: dict[str, Any], where: str) -> Fault:
     if fault.count > 1 and not fault.every_s:
         raise ScenarioError(f"{where}: count > 1 needs every_s")
     _check_link_params(fault, where)
+    if fault.action is FaultAction.REQUEST_FAULT:  # checked when the file is read, by the broker's rules
+        from chaos.nemeses.requests import fault_spec
+
+        try:
+            fault_spec(dict(fault.params))
+        except ValueError as exc:
+            raise ScenarioError(f"{where}.params.{exc}") from None
     return fault
 
 

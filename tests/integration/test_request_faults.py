@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from broker.request_fault_hook import ROUTE
+from chaos.nemeses.requests import RequestFaultNemesis
 from common.prometheus import samples
 from tidelog.testing.cluster import Cluster
 
@@ -165,9 +166,7 @@ def test_a_throttle_is_seen_by_the_client(tidelog_cluster: Cluster, tidelog_topi
 
 
 def _listed(cluster: Cluster) -> list[Any]:
-    broker = cluster.broker_ids[0]
-    client = cluster._request_fault_client()
-    return list(client._call(broker, "GET", ROUTE)["faults"])
+    return list(RequestFaultNemesis(cluster.local)._call(cluster.broker_ids[0], "GET", ROUTE)["faults"])
 
 
 @pytest.mark.parametrize(("call", "argument"), [

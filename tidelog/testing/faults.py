@@ -265,11 +265,8 @@ class FaultInjection(ABC):
     def _request_fault(self, spec: dict[str, Any], broker: int | None, topic: str | None, client_id: str | None,
                        group: str | None) -> RequestFault:
         spec.update({k: v for k, v in (("topic", topic), ("client_id", client_id), ("group", group)) if v is not None})
-        client = self._request_fault_client()
         brokers = [n.spec.node_id for n in self.local.brokers] if broker is None else [broker]
-        for broker_id in brokers:
-            client._node(broker_id)  # ValueError naming `broker` for one that does not exist
-        return client.install(spec, brokers)
+        return self._request_fault_client().install(spec, brokers)  # ValueError: nothing installed
 
     def _request_fault_client(self) -> RequestFaultClient:
         client = self.__dict__.get("_request_faults")
