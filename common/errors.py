@@ -115,11 +115,14 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    FENCED_MEMBER_EPOCH = 110  # KIP-848: a heartbeat's member epoch is not the member's
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113  # KIP-848: an OffsetCommit's member epoch is behind the member's
     MISMATCHED_ENDPOINT_TYPE = 114
     DUPLICATE_VOTER = 126  # KIP-853: AddRaftVoter names a voter id already in the voter set
     VOTER_NOT_FOUND = 127  # KIP-853: RemoveRaftVoter/UpdateRaftVoter name no voter (id and directory id)
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848: a heartbeat's subscribed_topic_regex does not compile
 
     @property
     def retriable(self) -> bool:
