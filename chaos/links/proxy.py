@@ -120,6 +120,8 @@ class LinkProxy:
         try:
             await asyncio.gather(self._pump(reader, upstream_writer, lines[0]),
                                  self._pump(upstream_reader, writer, lines[1]))
+        except asyncio.CancelledError:
+            pass  # the proxy is closing: asyncio's stream callback would log a cancelled handler as an error
         finally:
             for w in (writer, upstream_writer):
                 w.transport.abort()
@@ -177,9 +179,10 @@ class LinkProxy:
                 for writer in writers:
                     writer.transport.abort()
             self._writers.clear()
-            for task in asyncio.all_tasks():  # every relay ends with the proxy
-                if task is not asyncio.current_task():
-                    task.cancel()
+            relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in relays:  # every relay ends with the proxy, and is awaited: none left pending
+                task.cancel()
+            await asyncio.gather(*relays, return_exceptions=True)
 
         if self._thread.is_alive():
             try:
