@@ -273,3 +273,39 @@ def test_three_machines_procedure(tmp_path: Path) -> None:
             node.wait(CLI_TIMEOUT_S)
         network.remove()
         assert_no_namespace_left(network.plan.run_id)
+
+
+def _bad_broker(cluster: NetnsCluster, tmp_path: Path, name: str, **changes: str) -> subprocess.CompletedProcess[str]:
+    """Broker 4's config with `changes` (keys with dots as __), started in the client namespace: it
+    must refuse to start at once (exit 2), naming the setting."""
+    entries = dict(line.split("=", 1) for line in cluster.node(4).spec.properties_path.read_text().splitlines()
+                   if "=" in line and not line.startswith("#"))
+    directory = tmp_path / name
+    directory.mkdir()
+    entries.update({"log.dirs": str(directory / "data"), "listeners": "PLAINTEXT://0.0.0.0:9092",
+                    "advertised.listeners": f"PLAINTEXT://{cluster.network.address(CLIENT_HOST)}:9092",
+                    "metrics.listener": f"{cluster.network.address(CLIENT_HOST)}:9081"})
+    entries.update({key.replace("__", "."): value for key, value in changes.items()})
+    config = directory / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in entries.items()))
+    return subprocess.run(cluster.network.command(CLIENT_HOST, [
+        sys.executable, "-m", "tidelog", "broker", "--config", str(config)]),
+        capture_output=True, text=True, cwd=REPO, env=_cli_env(), timeout=CLI_TIMEOUT_S)
+
+
+def test_bad_input_between_hosts_is_refused_at_start(cluster: NetnsCluster, tmp_path: Path) -> None:
+    """Two nodes with one id, an advertised address the controllers cannot reach, a controller list
+    that disagrees: each a clear error naming the setting within seconds (not a hang)."""
+    controllers = [n.spec for n in cluster.controllers]
+    wrong_api = ",".join(f"{s.node_id}@{s.host}:{s.admin_port + (s.node_id == 3)}" for s in controllers)
+    cases = {
+        "duplicate": ({"node__id": "4"}, "'node.id' 4 is registered by another live broker"),
+        "loopback": ({"node__id": "7", "advertised__listeners": "PLAINTEXT://127.0.0.1:9092"},
+                     "'advertised.listeners' advertises 127.0.0.1:9092"),
+        "voters": ({"node__id": "8", "controller__api__voters": wrong_api}, "'controller.api.voters' here is"),
+    }
+    for name, (changes, expected) in cases.items():
+        started = time.monotonic()
+        done = _bad_broker(cluster, tmp_path, name, **changes)
+        assert done.returncode == 2 and expected in done.stderr, (name, done.returncode, done.stderr[-2000:])
+        assert time.monotonic() - started < 20, f"{name}: refused only after {time.monotonic() - started:.1f} s"
