@@ -11,8 +11,10 @@ target names nothing right now is recorded as `skip` with one line saying why.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import urllib.request
 from dataclasses import dataclass, field
 
 from chaos.engine.targets import ClusterView, TargetError, resolve
@@ -30,9 +32,11 @@ from chaos.scenarios.spec import FaultAction, ScheduledFault
 
 log = logging.getLogger(__name__)
 
-SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK, FaultAction.POWER)
+SIGNAL_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.SHUTDOWN, FaultAction.DISK, FaultAction.POWER,
+                  FaultAction.REASSIGN)  # no peer, no firewall (a reassignment is an admin API call)
 CLIENT_ACTIONS = (FaultAction.KILL, FaultAction.PAUSE, FaultAction.HOLD)
 HELD_APIS = {"end_txn": END_TXN, "produce": 0}  # params.api of a hold -> Kafka API key
+REASSIGN_TIMEOUT_S = 10.0  # the admin API answers a reassignment once its records are committed
 LINK_ACTIONS = (FaultAction.DELAY, FaultAction.BANDWIDTH, FaultAction.LOSS, FaultAction.SLOW_CLOSE)
 
 
@@ -138,6 +142,12 @@ class FaultApplier:
             for node_id in targets:
                 cluster.node(node_id).stop()
         else:
+        elif a is FaultAction.REASSIGN:
+            try:
+                self._reassign(active)
+            except (TargetError, OSError, ValueError) as exc:
+                self._skip(scheduled, str(exc))
+                return None
             specs = {n.spec.node_id: n.spec for n in cluster.nodes}
             side_a, side_b = [specs[i] for i in targets], [specs[i] for i in active.peers]
             matches = links.cut(side_a, side_b, one_way_only=a is FaultAction.DROP)
@@ -164,6 +174,24 @@ class FaultApplier:
         return active
 
     def _start_link(self, active: ActiveFault, matches: list[links.PacketMatch]) -> int:
+    def _reassign(self, active: ActiveFault) -> None:
+        """Move the target follower's replica to the lowest broker without one (a reassignment
+        that copies the partition's whole log over the new replica's links)."""
+        head, topic, number_text = active.scheduled.fault.target.split(":")  # resolve() read follower:T:P
+        number = int(number_text)
+        replicas = list(self.view.partition(topic, number)["replicas"])
+        outsiders = sorted(n.spec.node_id for n in self.view.cluster.brokers if n.spec.node_id not in replicas)
+        if not outsiders or active.targets[0] not in replicas:
+            raise TargetError(f"{topic}-{number}: no broker without a replica to move {active.targets} to")
+        target = [outsiders[0] if r == active.targets[0] else r for r in replicas]
+        body = {"version": 1, "partitions": [{"topic": topic, "partition": number, "replicas": target}]}
+        request = urllib.request.Request(self.view.cluster.admin_url + "/v1/reassignments", method="POST",
+                                         data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=REASSIGN_TIMEOUT_S).close()
+        self.history.record("note", what="reassignment", id=active.scheduled.id, topic=topic, partition=number,
+                            replicas=replicas, target=target)
+        active.peers = [outsiders[0]]
+
         fault, faults = active.scheduled.fault, self.links
         assert faults is not None
         params = dict(fault.params)
@@ -232,6 +260,9 @@ class FaultApplier:
                 self.history.record("note", what="link-loss", id=active.scheduled.id, packets=seen,
                                     dropped=dropped)
             self.links.remove(active.handle)
+            elif a in (FaultAction.DELAY, FaultAction.SLOW_CLOSE):  # the connections it slowed
+                self.history.record("note", what="link-relayed", id=active.scheduled.id,
+                                    connections=self.links.relayed(active.handle))
         elif self.firewall is not None and active.handle is not None:
             if a is FaultAction.NETEM:
                 self.firewall.remove_netem(active.handle)

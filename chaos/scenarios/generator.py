@@ -26,6 +26,7 @@ TARGETS = {
     FaultAction.BANDWIDTH: ("follower:{topic}:{p}",),
     FaultAction.LOSS: ("follower:{topic}:{p}",),
     FaultAction.SLOW_CLOSE: ("follower:{topic}:{p}",),
+    FaultAction.REASSIGN: ("follower:{topic}:{p}",),
 }
 
 

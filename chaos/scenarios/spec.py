@@ -51,6 +51,7 @@ class FaultAction(enum.Enum):
     BANDWIDTH = "bandwidth"    # each direction limited to params.rate_kbit (HTB on lo)
     LOSS = "loss"              # each packet dropped with params.loss_pct % (iptables statistic)
     SLOW_CLOSE = "slow-close"  # each connection's FIN held params.delay_ms
+    REASSIGN = "reassign"      # follower:T:P's replica moved to a broker without one (KIP-455); no heal
 
 
 class LossPolicy(enum.Enum):

@@ -18,7 +18,7 @@ pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.skipif(install.missing() is not None, reason=str(install.missing()))
 
-IN_MAKE_TEST = ("slow-follower", "lossy-follower-link", "slow-controller-link")
+IN_MAKE_TEST = ("slow-follower", "lossy-follower-link", "slow-controller-link", "saturated-reassignment")
 
 
 @pytest.fixture(autouse=True)
