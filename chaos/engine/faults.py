@@ -141,13 +141,13 @@ class FaultApplier:
         elif a is FaultAction.SHUTDOWN:
             for node_id in targets:
                 cluster.node(node_id).stop()
-        else:
         elif a is FaultAction.REASSIGN:
             try:
                 self._reassign(active)
             except (TargetError, OSError, ValueError) as exc:
                 self._skip(scheduled, str(exc))
                 return None
+        else:
             specs = {n.spec.node_id: n.spec for n in cluster.nodes}
             side_a, side_b = [specs[i] for i in targets], [specs[i] for i in active.peers]
             matches = links.cut(side_a, side_b, one_way_only=a is FaultAction.DROP)
@@ -173,7 +173,6 @@ class FaultApplier:
               f"{f' / {active.peers}' if active.peers else ''}", flush=True)
         return active
 
-    def _start_link(self, active: ActiveFault, matches: list[links.PacketMatch]) -> int:
     def _reassign(self, active: ActiveFault) -> None:
         """Move the target follower's replica to the lowest broker without one (a reassignment
         that copies the partition's whole log over the new replica's links)."""
@@ -192,6 +191,7 @@ class FaultApplier:
                             replicas=replicas, target=target)
         active.peers = [outsiders[0]]
 
+    def _start_link(self, active: ActiveFault, matches: list[links.PacketMatch]) -> int:
         fault, faults = active.scheduled.fault, self.links
         assert faults is not None
         params = dict(fault.params)
@@ -259,10 +259,10 @@ class FaultApplier:
                 seen, dropped = self.links.loss_counters(active.handle)
                 self.history.record("note", what="link-loss", id=active.scheduled.id, packets=seen,
                                     dropped=dropped)
-            self.links.remove(active.handle)
             elif a in (FaultAction.DELAY, FaultAction.SLOW_CLOSE):  # the connections it slowed
                 self.history.record("note", what="link-relayed", id=active.scheduled.id,
                                     connections=self.links.relayed(active.handle))
+            self.links.remove(active.handle)
         elif self.firewall is not None and active.handle is not None:
             if a is FaultAction.NETEM:
                 self.firewall.remove_netem(active.handle)
