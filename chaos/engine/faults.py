@@ -126,6 +126,7 @@ class FaultApplier:
         active = ActiveFault(scheduled, targets, [p for p in peers if p not in targets])
         cluster = self.view.cluster
         a = fault.action
+        started_at = self.history.now()  # a power fault's start is its kills, not the end of its rollbacks
         if a in (FaultAction.KILL, FaultAction.DISK, FaultAction.POWER):
             for node_id in targets:  # every target dead before any plug is pulled: "at once"
                 self.nemesis.kill(node_id)
@@ -168,7 +169,7 @@ class FaultApplier:
                 active.handle = self.firewall.drop(matches)
         self.applied += 1
         self.history.record("fault-start", id=scheduled.id, action=a.value, description=scheduled.describe(),
-                            targets=targets, peers=active.peers)
+                            targets=targets, peers=active.peers, t=started_at if a is FaultAction.POWER else None)
         print(f"  {scheduled.id} start: {scheduled.describe()} -> nodes {targets}"
               f"{f' / {active.peers}' if active.peers else ''}", flush=True)
         return active
