@@ -160,4 +160,5 @@ def summarize_power_losses(events: Sequence[Event]) -> CheckResult:
     dropped = sum(int(e.get("bytes_dropped", 0)) for e in pulled)
     return CheckResult("power-losses", 0, f"{len(pulled)} plugs pulled: {dropped} unsynced bytes dropped in all"
                        + (f"; {len(failed)} could not be pulled (the node restarted on everything)" if failed else ""),
-                       examples(failed + lines), {"plugs": len(pulled), "bytes_dropped": dropped, "failed": len(failed)})
+                       examples(failed + lines),
+                       {"plugs": len(pulled), "bytes_dropped": dropped, "failed": len(failed)})

@@ -71,7 +71,8 @@ def test_a_controller_majority_needs_no_active_controller() -> None:
 
 
 def test_without_nodes_every_target_goes() -> None:
-    chosen, _ = power_targets(fault("replicas:chaos:1"), [4, 5, 6], View(), "chaos", random.Random(0))  # type: ignore[arg-type]
+    chosen, _ = power_targets(fault("replicas:chaos:1"), [4, 5, 6], View(), "chaos",  # type: ignore[arg-type]
+                              random.Random(0))
     assert chosen == [4, 5, 6]
 
 
