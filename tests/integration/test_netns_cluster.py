@@ -70,17 +70,30 @@ def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
     root = tmp_path / "cluster"
     watchdog = NetnsWatchdog(root, remove_data=False)  # kills and removes all if this process dies
     started = None
+    at_exit = None
     try:
         started = NetnsCluster.start(root, controllers=3, brokers=3, ready_timeout=READY_S,
                                      extra_properties=TEST_BROKER_CONFIG)
-        reaper.register(started)
+        at_exit = _Removal(started)
+        reaper.register(at_exit)  # a KeyboardInterrupt that skips this finally: the interpreter's exit
         yield started
     finally:
         if started is not None:
-            reaper.unregister(started)
+            if at_exit is not None:
+                reaper.unregister(at_exit)
             started.remove()
             assert_no_namespace_left(started.network.plan.run_id)
         watchdog.close()
+
+
+class _Removal:
+    """reaper's Stoppable for a netns cluster: its stop also removes the namespaces."""
+
+    def __init__(self, cluster: NetnsCluster) -> None:
+        self.cluster = cluster
+
+    def stop(self) -> object:
+        return self.cluster.remove()
 
 
 def test_clients_and_a_group_across_six_hosts(cluster: NetnsCluster) -> None:
