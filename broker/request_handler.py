@@ -48,6 +48,10 @@ from broker.handlers.describe_quorum import handle_describe_quorum
 from broker.handlers.raft_voters import handle_add_raft_voter, handle_remove_raft_voter, handle_update_raft_voter
 from broker.handlers.features import handle_update_features
 from broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from broker.handlers.scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -162,6 +166,9 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # SASL listeners answer these in their authenticator (broker/server.py); here: Kafka's ILLEGAL_SASL_STATE
     _row(ApiKey.SASL_HANDSHAKE, handle_sasl_handshake),
     _row(ApiKey.SASL_AUTHENTICATE, handle_sasl_authenticate),
+    # KIP-554: broker/handlers/scram_credentials.py
+    _row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle_describe_user_scram_credentials),
+    _row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handle_alter_user_scram_credentials),
     _row(ApiKey.CREATE_TOPICS, handle_create_topics),
     _row(ApiKey.DELETE_TOPICS, handle_delete_topics),
     _row(ApiKey.INIT_PRODUCER_ID, handle_init_producer_id),
@@ -311,6 +318,8 @@ class RequestHandler:
             await self.context.reassignments.close()
         if self.context.acl_admin is not None:
             await self.context.acl_admin.close()
+        if self.context.scram_admin is not None:
+            await self.context.scram_admin.close()
 
     def start(self, header: RequestHeader, body: memoryview, client_host: str = "",
               principal: str = ANONYMOUS) -> list[Chunk] | None | Later[list[Chunk] | None]:

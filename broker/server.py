@@ -188,6 +188,8 @@ class Connection:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._log_failure(failure)
+            if isinstance(failure, AuthenticationFailed):
+                await self._linger()
             await self._close()
 
     def stop_reading(self) -> None:
@@ -209,6 +211,19 @@ class Connection:
             logger.warning("Closing connection from %s: %s", self.peer, _describe(failure))
         else:  # a bug in a handler: the connection goes, the broker stays
             logger.error("Closing connection from %s after an unexpected error", self.peer, exc_info=failure)
+
+    async def _linger(self) -> None:
+        """After a failed authentication's answer: send FIN and discard what the client still
+        sends until it closes (bounded), so that closing with its unread bytes in our buffer
+        does not reset the connection and destroy the answer before the client reads it."""
+        try:
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                while await self.reader.read(READ_SIZE):  # bounded by the timeout
+                    pass
+        except (OSError, TimeoutError):
+            pass  # the peer is gone, or keeps the connection open: it is closed now either way
 
     async def _close(self) -> None:
         self.writer.close()

@@ -31,6 +31,7 @@ from metadata.image import MetadataImage
 from quorum import admin_api as api
 from quorum import admin_views as views
 from quorum.acl_routes import AclRoutes
+from quorum.scram_routes import ScramRoutes
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_config_routes import BrokerConfigRoutes
@@ -158,6 +159,7 @@ class ControllerServer:
             *TopicRoutes(self).routes(),
             *ReassignmentRoutes(self).routes(),  # KIP-455 (issue 18)
             *AclRoutes(self).routes(),  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
+            *ScramRoutes(self).routes(),  # AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554)
             web.post("/v1/elections", self._elect), web.get("/metrics", self._metrics),
             web.get("/openapi.json", self._openapi),
         ]

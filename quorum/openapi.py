@@ -178,6 +178,17 @@ SCHEMAS: Final[dict[str, Any]] = {
     "DeleteAcls": _obj(["filters"], filters=_arr(_ref("AclFilter"))),
     "AclResults": _obj(None, metadata_offset=NULLABLE_INT, results=_arr(_obj(
         None, error=NULLABLE_STR, message=NULLABLE_STR, deleted=_arr(_ref("Acl"))))),
+    # SCRAM credentials (issue 29, KIP-554): quorum.scram_routes
+    "AlterScramCredentials": _obj(None, deletions=_arr(_obj(["name", "mechanism"], name=STR, mechanism={
+        "description": "SCRAM-SHA-256, SCRAM-SHA-512, or Kafka's code (1, 2)"})), upsertions=_arr(_obj(
+            ["name", "mechanism", "iterations", "salt", "salted_password"], name=STR,
+            mechanism={"description": "SCRAM-SHA-256, SCRAM-SHA-512, or Kafka's code (1, 2)"},
+            iterations={**INT, "description": "4096 to 16384"}, salt={**STR, "description": "base64"},
+            salted_password={**STR, "description": "base64 of Hi(password, salt, iterations) (RFC 5802)"}))),
+    "ScramResults": _obj(None, metadata_offset=NULLABLE_INT, results=_arr(_obj(
+        None, user=STR, error=NULLABLE_STR, message=NULLABLE_STR))),
+    "ScramCredentials": _obj(None, results=_arr(_obj(None, user=STR, error=NULLABLE_STR, message=NULLABLE_STR,
+                                                     credentials=_arr(_obj(None, mechanism=STR, iterations=INT))))),
     # KIP-455: kafka-reassign-partitions.sh's plan file
     "Reassignments": _obj(["partitions"], version={"enum": [1]}, partitions=_arr(_obj(
         ["topic", "partition", "replicas"], topic=STR, partition=INT,
@@ -400,6 +411,13 @@ PATHS: Final[dict[str, Any]] = {
     },
     "/v1/acls/delete": {"post": _op("DeleteAcls: one result per filter, listing the ACLs it removed.",
                                     _ok("AclResults"), _body("DeleteAcls"), write=True)},
+    "/v1/scram-credentials": {
+        "get": _op("DescribeUserScramCredentials (KIP-554): every user with a credential, or those named by "
+                   "repeated ?user= (RESOURCE_NOT_FOUND / DUPLICATE_RESOURCE per user).", _ok("ScramCredentials")),
+        "post": _op("AlterUserScramCredentials (KIP-554): one result per user; a user named twice gets "
+                    "DUPLICATE_RESOURCE and no change.", _ok("ScramResults"), _body("AlterScramCredentials"),
+                    write=True),
+    },
     "/v1/elections": {"post": _op("Preferred or unclean leader election.", _ok("ElectionResults"),
                                   _body("Elections"), write=True)},
     "/v1/reassignments": {

@@ -16,6 +16,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
+
 _MODULE: Final = re.compile(r"\s*(?P<module>[A-Za-z_$][\w$.]*)\s+(?P<flag>required|requisite|sufficient|optional)"
                             r"(?P<options>.*?);?\s*")
 _OPTION: Final = re.compile(r'\s*(?P<key>[A-Za-z_][\w.-]*)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s";]+))')

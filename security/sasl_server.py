@@ -30,6 +30,9 @@ from typing import Final, Protocol
 from security.scram import MECHANISMS as SCRAM_MECHANISMS
 from security.scram import ScramCredential, ScramError, ScramMechanism, ScramServer
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
+
 PLAIN: Final = "PLAIN"
 SUPPORTED_MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS)
 # Kafka's error codes, as ints: this core does not import the broker's enum

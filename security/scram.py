@@ -10,7 +10,8 @@ Kafka's ScramSaslServer in its details: only the gs2 header `n` (no channel bind
 authorization id must equal the user name, the `tokenauth` extension (delegation tokens, which
 tidelog does not have) is refused as Kafka refuses an unknown token id, other extensions are
 ignored, a credential of fewer iterations than the mechanism's minimum is refused, the client's
-final nonce must be the server-first nonce, and the proof is compared in constant time. The
+final nonce must end with the server-first nonce (Kafka 3.9's check), and the proof is compared
+in constant time. The
 nonce is given by the caller (the shell draws it from `secrets`), so the exchange is a function
 of its inputs. Error messages name no credential: a client only ever learns "failed".
 """
@@ -24,8 +25,9 @@ import hmac
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Final
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 
 class ScramError(Exception):
@@ -190,7 +192,11 @@ class ScramServer:
         match = _CLIENT_FINAL.fullmatch(message)
         if match is None:
             raise ScramError("invalid SCRAM client final message format")
-        if match["nonce"] != self._nonce:
+        # Kafka 3.9's check (CVE-2024-56128): the final nonce must end with the server-first nonce.
+        # librdkafka before 2.6.1 (kcat's 2.0.2 among them) repeats its client nonce in front of it,
+        # which Kafka 3.x accepts and Kafka 4 refuses; the server nonce, the part that defeats a
+        # replay, is checked whole either way.
+        if not match["nonce"].endswith(self._nonce):
             raise ScramError("invalid client nonce in the final client message")
         credential = self._credential
         assert credential is not None  # set with the state
@@ -214,8 +220,9 @@ class ScramClient:
     """The client side (Kafka's ScramSaslClient), for tests, tools and the benchmark."""
 
     def __init__(self, mechanism: ScramMechanism, user: str, password: str, client_nonce: str,
-                 *, extensions: str = "") -> None:
+                 *, extensions: str = "", final_nonce_prefix: str = "") -> None:
         self.mechanism, self.user, self.password = mechanism, user, password
+        self._final_nonce_prefix = final_nonce_prefix  # librdkafka < 2.6.1 repeats its client nonce here
         self._bare = f"n={sasl_name(user)},r={client_nonce}{extensions}"
         self._client_nonce = client_nonce
         self._server_signature = b""
@@ -229,7 +236,7 @@ class ScramClient:
         if not fields["r"].startswith(self._client_nonce):
             raise ScramError("server nonce does not extend the client nonce")
         salted = salted_password(self.mechanism, self.password, base64.b64decode(fields["s"]), int(fields["i"]))
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={fields['r']}"
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={self._final_nonce_prefix}{fields['r']}"
         auth_message = f"{self._bare},{text},{without_proof}".encode()
         client_key = self.mechanism.hmac(salted, b"Client Key")
         signature = self.mechanism.hmac(self.mechanism.digest(client_key), auth_message)

@@ -122,6 +122,11 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="ACLs over the Kafka protocol (CreateAcls, DeleteAcls, DescribeAcls), with "
                                         "kafka-acls.sh's options and output; needs a broker authorizer.")
     cli_acls.add_arguments(parser)
+    from tidelog import cli_users  # (issue 29, KIP-554)
+    parser = sub.add_parser("users", help="create, delete, list SCRAM users (kafka-configs --entity-type users)",
+                            description="SCRAM credentials over the Kafka protocol (AlterUserScramCredentials, "
+                                        "DescribeUserScramCredentials); the password is salted and hashed here.")
+    cli_users.add_arguments(parser)
     parser = sub.add_parser("reassign", help="move partitions' replicas, change their RF (kafka-reassign-partitions)",
                             description="Partition reassignment (KIP-455) over the admin API, with "
                                         "kafka-reassign-partitions.sh's options and plan files.")

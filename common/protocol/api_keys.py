@@ -55,6 +55,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
     UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
@@ -73,6 +75,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # SASL (issue 29): served by the listener's authenticator (security.sasl_server) before authentication
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    # KIP-554 (issue 29): SCRAM credentials in the metadata log
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.METADATA: (0, 12),
     ApiKey.PRODUCE: (3, 12),  # v12: a transactions v2 client's (KIP-890 part 2: the leader adds the partition)
     ApiKey.FETCH: (4, 17),
@@ -143,6 +148,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.SYNC_GROUP: 4,
     ApiKey.API_VERSIONS: 3,
     ApiKey.SASL_AUTHENTICATE: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.CREATE_TOPICS: 5,
     ApiKey.DELETE_TOPICS: 4,
     ApiKey.INIT_PRODUCER_ID: 2,

@@ -114,6 +114,9 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # SASL (issue 29): the SASL listener's authenticator answers them (broker/server.py, security.sasl_server)
     _kio(ApiKey.SASL_HANDSHAKE, None, before_authentication=True),
     _kio(ApiKey.SASL_AUTHENTICATE, None, before_authentication=True),
+    # KIP-554: Describe from the broker's image, Alter to the controllers' admin API (Kafka forwards it)
+    _kio(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, AclCheck(Op.DESCRIBE, CLUSTER)),
+    _kio(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AclCheck(Op.ALTER, CLUSTER), forwarded=True),
     _kio(ApiKey.FIND_COORDINATOR, AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TRANSACTIONAL_ID))),
     _kio(ApiKey.INIT_PRODUCER_ID, AclCheck(Op.WRITE, (Res.TRANSACTIONAL_ID,))),  # idempotent: IDEMPOTENT_WRITE or any topic WRITE
     # topic admin, forwarded to the controller

@@ -10,8 +10,11 @@ error; the broker survives every bad input and closes only the connection that s
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,8 @@ from localcluster.launcher import LocalCluster, free_ports
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
+kafka = pytest.importorskip("kafka")
+aiokafka = pytest.importorskip("aiokafka")
 
 HOST = "127.0.0.1"  # the combined node's address
 READY_S = 30.0
@@ -45,9 +50,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     with LocalCluster.start(root, controllers=1, combined=True, raft_port=raft, admin_port=admin,
                             kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
                             extra_properties=properties) as started:
-        yield {"local": started, "plaintext": f"{HOST}:{kafka}", "sasl": f"{HOST}:{sasl}",
-               "log": started.brokers[0].spec.log_path}
+        info = {"local": started, "plaintext": f"{HOST}:{kafka}", "sasl": f"{HOST}:{sasl}",
+                "log": started.brokers[0].spec.log_path}
+        for user, mechanism in (("scram512", "SCRAM-SHA-512"), ("scram256", "SCRAM-SHA-256")):
+            tidelog(info, "users", "create", "--user", user, "--password", f"{user}-secret", "--mechanism", mechanism)
+        yield info
         started.stop()
+
+
+def tidelog(cluster: dict[str, Any], *args: str) -> str:
+    """A tidelog command against the cluster's PLAINTEXT listener; its stdout (it must succeed)."""
+    done = subprocess.run([sys.executable, "-m", "tidelog", *args[:2], *args[2:], "--bootstrap-server",
+                           cluster["plaintext"]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def sasl_config(cluster: dict[str, Any], mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -77,6 +93,11 @@ def round_trip(config: dict[str, Any], topic: str) -> None:
     assert metadata.brokers[1].port == int(cluster_port(config))  # the SASL listener's address
 
 
+def create_topic(cluster: dict[str, Any], topic: str) -> None:
+    admin = confluent_admin.AdminClient(sasl_config(cluster, "PLAIN", "alice", "alice-secret"))
+    admin.create_topics([confluent_admin.NewTopic(topic, 1, 1)])[topic].result(CLIENT_TIMEOUT_S)
+
+
 def cluster_port(config: dict[str, Any]) -> str:
     return str(config["bootstrap.servers"]).rpartition(":")[2]
 
@@ -95,3 +116,198 @@ def test_confluent_wrong_password_fails_fast(cluster: dict[str, Any]) -> None:
     admin.poll(0.5)
     assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors), errors
     assert time.monotonic() - started < 6
+
+
+def test_confluent_scram_512(cluster: dict[str, Any]) -> None:
+    round_trip(sasl_config(cluster, "SCRAM-SHA-512", "scram512", "scram512-secret"), "scram512-confluent")
+
+
+def test_confluent_scram_256(cluster: dict[str, Any]) -> None:
+    round_trip(sasl_config(cluster, "SCRAM-SHA-256", "scram256", "scram256-secret"), "scram256-confluent")
+
+
+def test_users_list_and_describe(cluster: dict[str, Any]) -> None:
+    out = tidelog(cluster, "users", "list")
+    assert "SCRAM credential configs for user-principal 'scram512' are SCRAM-SHA-512=iterations=4096" in out
+    assert "SCRAM credential configs for user-principal 'scram256' are SCRAM-SHA-256=iterations=4096" in out
+    admin = confluent_admin.AdminClient(sasl_config(cluster, "SCRAM-SHA-512", "scram512", "scram512-secret"))
+    described = admin.describe_user_scram_credentials(["scram512"])["scram512"].result(CLIENT_TIMEOUT_S)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == \
+        [(confluent_admin.ScramMechanism.SCRAM_SHA_512, 4096)]
+
+
+def test_deleted_user_can_no_longer_log_in(cluster: dict[str, Any]) -> None:
+    tidelog(cluster, "users", "create", "--user", "temp", "--password", "temp-secret")
+    config = sasl_config(cluster, "SCRAM-SHA-512", "temp", "temp-secret")
+    confluent_admin.AdminClient(config).list_topics(timeout=CLIENT_TIMEOUT_S)
+    tidelog(cluster, "users", "delete", "--user", "temp")
+    with pytest.raises(confluent_kafka.KafkaException):
+        confluent_admin.AdminClient(config).list_topics(timeout=3)
+
+
+def test_scram_wrong_password_fails_fast(cluster: dict[str, Any]) -> None:
+    errors: list[Any] = []
+    config = {**sasl_config(cluster, "SCRAM-SHA-512", "scram512", "wrong"), "error_cb": errors.append}
+    admin = confluent_admin.AdminClient(config)
+    with pytest.raises(confluent_kafka.KafkaException):
+        admin.list_topics(timeout=5)
+    admin.poll(0.5)
+    assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors), errors
+
+
+@pytest.mark.parametrize("mechanism, user", [("PLAIN", "alice"), ("SCRAM-SHA-512", "scram512")])
+def test_kafka_python(cluster: dict[str, Any], mechanism: str, user: str) -> None:
+    topic = f"kp-{mechanism.lower()}"
+    secret = PLAIN_USERS.get(user, f"{user}-secret")
+    common = {"bootstrap_servers": cluster["sasl"], "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": secret}
+    admin = kafka.KafkaAdminClient(**common)
+    admin.create_topics([kafka.admin.NewTopic(topic, 1, 1)])
+    admin.close()
+    producer = kafka.KafkaProducer(**common)
+    for i in range(3):
+        producer.send(topic, f"v{i}".encode())
+    producer.flush(CLIENT_TIMEOUT_S)
+    producer.close()
+    consumer = kafka.KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
+                                   consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000), **common)
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == 3:
+            break
+    consumer.close()
+    assert values == [b"v0", b"v1", b"v2"]
+
+
+def test_kafka_python_wrong_password(cluster: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python 3 retries a bootstrap whose authentication failed until its timeout, logging
+    Kafka's error each time; it never connects."""
+    started = time.monotonic()
+    with pytest.raises(kafka.errors.KafkaError) as info:
+        kafka.KafkaAdminClient(bootstrap_servers=cluster["sasl"], security_protocol="SASL_PLAINTEXT",
+                               sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="scram512",
+                               sasl_plain_password="wrong", bootstrap_timeout_ms=3000)
+    assert isinstance(info.value, (kafka.errors.SaslAuthenticationFailedError, kafka.errors.KafkaTimeoutError))
+    assert "SaslAuthenticationFailedError" in caplog.text
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in caplog.text
+    assert time.monotonic() - started < 10
+
+
+def test_aiokafka(cluster: dict[str, Any]) -> None:
+    topic = "aio-scram"
+    common = {"bootstrap_servers": cluster["sasl"], "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "scram512",
+              "sasl_plain_password": "scram512-secret"}
+
+    async def run() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common)
+        await consumer.start()
+        values: list[bytes] = []
+        try:
+            async with asyncio.timeout(CLIENT_TIMEOUT_S):
+                async for message in consumer:
+                    values.append(message.value)
+                    if len(values) == 3:
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    create_topic(cluster, topic)
+    assert asyncio.run(run()) == [b"v0", b"v1", b"v2"]
+
+
+def kcat(cluster: dict[str, Any], mechanism: str, user: str, password: str, *args: str,
+         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kcat", "-b", cluster["sasl"], "-X", "security.protocol=SASL_PLAINTEXT",
+                           "-X", f"sasl.mechanism={mechanism}", "-X", f"sasl.username={user}",
+                           "-X", f"sasl.password={password}", *args],
+                          input=stdin, capture_output=True, text=True, timeout=30)
+
+
+def test_kcat(cluster: dict[str, Any]) -> None:
+    topic = "kcat-scram"
+    create_topic(cluster, topic)
+    produced = kcat(cluster, "SCRAM-SHA-512", "scram512", "scram512-secret", "-P", "-t", topic, stdin="a\nb\nc\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = kcat(cluster, "SCRAM-SHA-512", "scram512", "scram512-secret", "-C", "-t", topic, "-o", "beginning",
+                    "-c", "3", "-e")
+    assert consumed.stdout.split() == ["a", "b", "c"], consumed.stderr
+    refused = kcat(cluster, "PLAIN", "alice", "wrong", "-L", "-m", "5")
+    assert refused.returncode != 0 and "uthentication" in refused.stderr
+
+
+# --- bad input: each closes one connection with one log line, never the broker -------------------
+
+def _frame(api_key: int, version: int, body: bytes, correlation: int = 1) -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation, 4) + b"test"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def _connect(cluster: dict[str, Any]) -> socket.socket:
+    host, _, port = cluster["sasl"].rpartition(":")
+    return socket.create_connection((host, int(port)), timeout=5)
+
+
+METADATA_V1_ALL_TOPICS = struct.pack(">i", -1)
+BAD_INPUTS = [
+    # a Metadata request before authentication
+    ("metadata-first", _frame(3, 1, METADATA_V1_ALL_TOPICS), "unexpected Kafka request of API key 3"),
+    # SaslAuthenticate before any SaslHandshake
+    ("authenticate-first", _frame(36, 1, struct.pack(">i", 3) + b"abc"), "unexpected Kafka request of API key 36"),
+    # a frame larger than sasl.server.max.receive.size before authentication
+    ("oversized", struct.pack(">i", 600 * 1024) + b"x" * 1024, "outside 0..524288 bytes"),
+    # garbage instead of a Kafka header
+    ("garbage", struct.pack(">i", 3) + b"\xff\xff\xff", "Closing connection from"),
+]
+
+
+@pytest.mark.parametrize("name, data, logged", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_closes_one_connection(cluster: dict[str, Any], name: str, data: bytes, logged: str) -> None:
+    bystander = confluent_admin.AdminClient(sasl_config(cluster, "PLAIN", "alice", "alice-secret"))
+    bystander.list_topics(timeout=CLIENT_TIMEOUT_S)
+    with _connect(cluster) as sock:
+        sock.sendall(data)
+        assert _closed(sock)
+    assert logged in cluster["log"].read_text(errors="replace")
+    bystander.list_topics(timeout=CLIENT_TIMEOUT_S)  # the broker and other connections carry on
+
+
+def test_truncated_scram_exchange(cluster: dict[str, Any]) -> None:
+    """A client that sends a client-first message and then a cut final message fails and is closed."""
+    with _connect(cluster) as sock:
+        sock.sendall(_frame(17, 1, struct.pack(">h", 13) + b"SCRAM-SHA-512"))
+        first = b"n,,n=scram512,r=abcdefgh"
+        sock.sendall(_frame(36, 1, struct.pack(">i", len(first)) + first, 2))
+        final = b"c=biws,r=abcdefgh"
+        sock.sendall(_frame(36, 1, struct.pack(">i", len(final)) + final, 3))
+        assert _closed(sock)
+    assert "Failed authentication with" in cluster["log"].read_text(errors="replace")
+
+
+def test_client_that_never_authenticates_is_closed(cluster: dict[str, Any]) -> None:
+    started = time.monotonic()
+    with _connect(cluster) as sock:
+        assert _closed(sock, timeout=AUTH_TIMEOUT_MS / 1000 + 5)
+    assert time.monotonic() - started >= AUTH_TIMEOUT_MS / 1000 - 0.2
+    assert "did not authenticate within 1500 ms" in cluster["log"].read_text(errors="replace")

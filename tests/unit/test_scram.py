@@ -119,6 +119,7 @@ def test_credential_of_another_mechanism_refused() -> None:
 FINAL_REFUSALS = [
     (WRONG_PROOF, "invalid client credentials"),
     (RFC_CLIENT_FINAL.replace(b"k0,p=", b"k1,p="), "invalid client nonce"),
+    (b"c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", "invalid client nonce"),
     (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0", "format"),  # no proof
     (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=AAAA", "invalid client credentials"),
     (b"garbage", "format"),
@@ -132,6 +133,24 @@ def test_client_final_refusals(token: bytes, reason: str) -> None:
     with pytest.raises(ScramError, match=reason):
         server.evaluate(token)
     assert not server.complete
+
+
+ALICE_512 = ScramCredential.from_password(SCRAM_SHA_512, "secret", salt=b"salt" * 8, iterations=4096)
+
+
+# librdkafka < 2.6.1 sends r=<client nonce><server-first nonce>; Kafka 3.9 checks endsWith
+@pytest.mark.parametrize("prefix", ["", "CLI", "anything"])
+def test_final_nonce_ending_with_the_server_first_nonce_is_accepted(prefix: str) -> None:
+    server = ScramServer(SCRAM_SHA_512, {"alice": ALICE_512}.get, "SRV")
+    client = ScramClient(SCRAM_SHA_512, "alice", "secret", "CLI", final_nonce_prefix=prefix)
+    assert client.verify(server.evaluate(client.final(server.evaluate(client.first()))))
+
+
+def test_final_nonce_without_the_whole_server_nonce_is_refused() -> None:
+    server = rfc_server()
+    server.evaluate(RFC_CLIENT_FIRST)
+    with pytest.raises(ScramError, match="invalid client nonce"):  # the server part, cut short
+        server.evaluate(RFC_CLIENT_FINAL.replace(b"hNlF$k0,p=", b"hNlF$k,p="))
 
 
 def test_nothing_after_completion() -> None:
