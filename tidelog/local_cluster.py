@@ -97,8 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds to wait for an active controller (default: {READY_TIMEOUT:.0f})")
     parser.add_argument("--hosts", choices=("loopback", "netns"), default="loopback",
                         help="where nodes live: loopback addresses 127.0.0.N (default), or netns: each node its "
-                             "own network namespace on 198.18.0.x, clients in one more (needs root; a new "
-                             "--data-dir each time; tidelog.hosts)")
+                             "own network namespace on 198.18.0.x, clients in one more (needs root; a data dir "
+                             "keeps the kind it was made with; tidelog.hosts)")
 
 
 def add_down_arguments(parser: argparse.ArgumentParser) -> None:
@@ -174,9 +174,13 @@ def _watch(cluster: LocalCluster, stop: threading.Event) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """`tidelog up`: the exit status."""
+    from tidelog.hosts import up as netns_up  # (issue 30)
     if getattr(args, "hosts", "loopback") == "netns":
-        from tidelog.hosts import up as netns_up  # (issue 30)
         return netns_up.run_up(args)
+    if netns_up.is_netns(args.data_dir):
+        print(f"tidelog up: {args.data_dir.resolve()} holds a cluster of network namespaces: restart it with "
+              "tidelog up --hosts netns", file=sys.stderr)
+        return 1
     started = time.monotonic()
     root: Path = args.data_dir.resolve()
     with _stop_requests() as stop:

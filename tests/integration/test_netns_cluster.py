@@ -180,7 +180,8 @@ def _cli_env() -> dict[str, str]:
 
 def test_tidelog_up_hosts_netns_and_sigkill_of_the_launcher(tmp_path: Path) -> None:
     """`tidelog up --hosts netns`: READY, cluster.json records the namespaces, status/produce/consume
-    --data-dir work from this (root-namespace) shell, and a SIGKILL of `up` leaves nothing behind."""
+    --data-dir work from this (root-namespace) shell, a SIGKILL of `up` leaves nothing behind, and
+    `up --hosts netns --detach` on the same data dir brings the cluster back with its data until `down`."""
     root = tmp_path / "data"
     up = subprocess.Popen([sys.executable, "-m", "tidelog", "up", "--hosts", "netns", "--data-dir", str(root)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=_cli_env())
@@ -207,6 +208,13 @@ def test_tidelog_up_hosts_netns_and_sigkill_of_the_launcher(tmp_path: Path) -> N
         wait_until("the watchdog removing every namespace of the run",
                    lambda: not any(run_id in ns for ns in netns.list_namespaces()), CLI_TIMEOUT_S)
         wait_until("every node gone", lambda: not any(_alive(pid) for pid in pids), CLI_TIMEOUT_S)
+        again = _tidelog("up", "--hosts", "netns", "--detach", "--data-dir", str(root))  # the same namespaces
+        assert again.returncode == 0 and "READY " in again.stdout, again.stderr
+        consumed = _tidelog("consume", "greetings", "--from-beginning", "--max-messages", "2", "--data-dir", str(root))
+        assert consumed.stdout.split() == ["hello", "world"], consumed  # the records survived the SIGKILL
+        down = _tidelog("down", "--data-dir", str(root))
+        assert down.returncode == 0, down.stderr
+        assert not any(run_id in ns for ns in netns.list_namespaces())
     finally:
         if up.poll() is None:
             up.kill()

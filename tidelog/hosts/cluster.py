@@ -158,12 +158,12 @@ class NetnsCluster(LocalCluster):
               should_stop: Callable[[], bool] = lambda: False, **_ignored: object) -> NetnsCluster:
         """Make the network, write the configs, spawn every node in its namespace, wait until ready."""
         root = root.resolve()
-        controllers = (1 if combined else layout.DEFAULT_CONTROLLERS) if controllers is None else controllers
-        brokers = (0 if combined else layout.DEFAULT_BROKERS) if brokers is None else brokers
         with data_dir_lock(root):
-            if read_cluster_file_any(root) is not None:
-                raise LauncherError(f"{root} holds a cluster already; a netns cluster starts in a new --data-dir "
-                                    "(its namespaces are made for one run)")
+            document = read_cluster_file_any(root)
+            if document is not None:  # a restart: the same namespaces and addresses, the nodes' own configs
+                return cls._restart(root, document, ready_timeout, should_stop)
+            controllers = (1 if combined else layout.DEFAULT_CONTROLLERS) if controllers is None else controllers
+            brokers = (0 if combined else layout.DEFAULT_BROKERS) if brokers is None else brokers
             ids = range(1, controllers + brokers + 1)
             network = HostNetwork.create([*(host_name(i) for i in ids), CLIENT_HOST])
             try:
@@ -181,20 +181,46 @@ class NetnsCluster(LocalCluster):
             except BaseException:
                 network.remove()
                 raise
-            try:
-                for spec in specs:
-                    spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    replace_private(spec.properties_path, files[spec.node_id])
-                    cluster.nodes[specs.index(spec)] = cluster.spawn(spec)
-                    cluster.started += (spec.node_id,)
-                    cluster.write_cluster_file()  # at once: `down` and the watchdog find them if we die now
-                with network.entered(CLIENT_HOST):  # the nodes' addresses exist in the namespaces only
-                    cluster.wait_ready(ready_timeout, should_stop, probe=lambda spec: _cluster_view(token, spec),
-                                       brokers_probe=lambda url: _brokers(token, url))
-            except BaseException:
-                cluster.remove()
-                raise
-            return cluster
+            for spec in specs:
+                spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                replace_private(spec.properties_path, files[spec.node_id])
+            return cluster._spawn_all(token, ready_timeout, should_stop)
+
+    @classmethod
+    def _restart(cls, root: Path, document: Mapping[str, Any], ready_timeout: float,
+                 should_stop: Callable[[], bool]) -> NetnsCluster:
+        plan = hosts_plan(document)
+        if plan is None:
+            raise LauncherError(f"{root} holds a loopback cluster: leave --hosts netns out to restart it")
+        pids = layout.pids_from_document(document)
+        nodes = [NodeProcess(spec, pids.get(spec.node_id)) for spec in specs_from_document(document)]
+        running = [n.spec.label for n in nodes if n.running()]
+        if running:
+            raise LauncherError(f"{root}: {', '.join(running)} still run; stop the cluster first "
+                                f"(tidelog down --data-dir {root})")
+        delete_namespaces(plan.namespaces)  # no node runs in them: leftovers of a run that died
+        network = HostNetwork.create([h.name for h in plan.hosts], run_id=plan.run_id)
+        cluster = cls(root, str(document.get("cluster_id")), [NodeProcess(n.spec, None) for n in nodes], network)
+        token = admin_token(root)
+        if token is None:
+            network.remove()
+            raise LauncherError(f"{root / ADMIN_TOKEN_FILE} is missing: the nodes' admin.token cannot be read back")
+        return cluster._spawn_all(token, ready_timeout, should_stop)
+
+    def _spawn_all(self, token: str, ready_timeout: float, should_stop: Callable[[], bool]) -> NetnsCluster:
+        """Spawn every node, record it at once, wait until ready; on any failure remove everything."""
+        try:
+            for index, node in enumerate(self.nodes):
+                self.nodes[index] = self.spawn(node.spec)
+                self.started += (node.spec.node_id,)
+                self.write_cluster_file()  # at once: `down` and the watchdog find them if we die now
+            with self.network.entered(CLIENT_HOST):  # the nodes' addresses exist in the namespaces only
+                self.wait_ready(ready_timeout, should_stop, probe=lambda spec: _cluster_view(token, spec),
+                                brokers_probe=lambda url: _brokers(token, url))
+        except BaseException:
+            self.remove()
+            raise
+        return self
 
     def spawn(self, spec: NodeSpec) -> NodeProcess:
         """The unchanged node command, under `ip netns exec` of its host (which execs it)."""

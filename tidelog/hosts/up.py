@@ -6,8 +6,8 @@ client commands reach it.
     sudo tidelog down --data-dir D              # stops the nodes, removes every namespace
     sudo tidelog hosts clean                    # namespaces of dead runs
 
-A netns cluster is made for one run: its namespaces go with `down` (or Ctrl-C), so it starts in a
-new data dir each time. Without --detach a watchdog (tidelog.hosts.watchdog) removes everything if
+Its namespaces go with `down` (or Ctrl-C); `up --hosts netns` on the same data dir makes them again,
+with the same names and addresses, and starts the nodes from their own configs. Without --detach a watchdog (tidelog.hosts.watchdog) removes everything if
 `up` itself is SIGKILLed; with --detach the cluster outlives `up` by design, until `down`.
 
 A client command enters the client namespace with setns(2) on its main thread before it opens a
