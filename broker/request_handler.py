@@ -31,6 +31,7 @@ from broker.fetch_sessions import FetchSessions
 from broker.group_coordinator.offsets_topic import offsets_topic as offsets_topic_of
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers import groups as group
+from broker.handlers import consumer_groups
 from broker.handlers import authorization
 from broker.handlers.acls import (
     handle_create_acls,
@@ -193,6 +194,9 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.DESCRIBE_GROUPS, _group(group.describe)),
     _row(ApiKey.LIST_GROUPS, _group(group.list_)),
     _row(ApiKey.DELETE_GROUPS, _group(group.delete)),
+    # KIP-848: broker/handlers/consumer_groups.py
+    _row(ApiKey.CONSUMER_GROUP_HEARTBEAT, _group(consumer_groups.consumer_heartbeat)),
+    _row(ApiKey.CONSUMER_GROUP_DESCRIBE, _group(consumer_groups.consumer_describe)),
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)

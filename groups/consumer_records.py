@@ -14,11 +14,13 @@ sorted so the same assignment always encodes to the same bytes.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from common.protocol.metadata import wire_topic_id
 from common.protocol.primitives import ProtocolError, Reader, Writer
 
 CONSUMER_GROUP_METADATA_KEY_VERSION: Final = 3
@@ -30,9 +32,14 @@ CONSUMER_KEY_VERSIONS: Final = frozenset(range(3, 9)) - {4}
 VALUE_VERSION: Final = 0
 METADATA_HASH_TAG: Final = 0  # ConsumerGroupMetadataValue's tagged MetadataHash (int64)
 
-TopicIdPartition = tuple[str, int]  # (topic id, partition), the topic id as the metadata image holds it
+TopicIdPartition = tuple[str, int]  # (topic id, partition), the topic id as the metadata image spells it
 Assignment = frozenset[TopicIdPartition]
 NO_PARTITIONS: Final[Assignment] = frozenset()
+
+
+def image_topic_id(wire: uuid.UUID) -> str:
+    """A wire topic id as the metadata image spells it (Kafka's Uuid.toString: base64url, no padding)."""
+    return base64.urlsafe_b64encode(wire.bytes).rstrip(b"=").decode()
 
 
 class ConsumerRecordFormatError(ValueError):
@@ -174,7 +181,7 @@ def _by_topic(assignment: Iterable[TopicIdPartition]) -> list[tuple[str, list[in
 
 def _write_partitions(w: Writer, assignment: Assignment) -> None:
     def topic(ww: Writer, item: tuple[str, list[int]]) -> None:
-        ww.uuid(uuid.UUID(item[0]))
+        ww.uuid(wire_topic_id(item[0]))
         ww.int32_array(item[1])
         ww.tagged_fields()
     w.array(_by_topic(assignment), topic)
@@ -182,7 +189,7 @@ def _write_partitions(w: Writer, assignment: Assignment) -> None:
 
 def _read_partitions(r: Reader) -> Assignment:
     def topic(rr: Reader) -> tuple[str, tuple[int, ...]]:
-        topic_id, partitions = str(rr.uuid()), rr.int32_array()
+        topic_id, partitions = image_topic_id(rr.uuid()), rr.int32_array()
         rr.skip_tagged_fields()
         return topic_id, partitions
     return frozenset((t, p) for t, ps in r.array(topic, 16 + 1 + 1) for p in ps)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Final
 
+from groups.consumer_group import ConsumerGroup, ConsumerTimers, replay_consumer
+from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, group_from_record
 from groups.records import (
     CoordinatorRecord,
@@ -64,22 +66,35 @@ class GroupsImage:
     offsets: Offsets = field(default_factory=dict)
     pending: Mapping[int, PendingOffsets] = field(default_factory=dict)  # by producer id
     txn_records: int = 0  # transactional offset records replayed so far: PendingOffset.sequence
+    # KIP-848 consumer groups (groups/consumer_group.py), by their own records; their members'
+    # deadlines are memory only (with_consumer_timers), as classic groups' members are.
+    consumer_groups: Mapping[str, ConsumerGroup] = field(default_factory=dict)
+    consumer_timers: Mapping[str, Mapping[str, ConsumerTimers]] = field(default_factory=dict)
     EMPTY: ClassVar[GroupsImage]
 
-    def replay(self, record: CoordinatorRecord, now_ms: int, producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
+    def replay(self, record: CoordinatorRecord | ConsumerRecord, now_ms: int,
+               producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
         """The image after one record; `producer_id` the producer of its transactional batch."""
+        if isinstance(record, ConsumerRecord):
+            consumer = dict(self.consumer_groups)
+            group = replay_consumer(consumer.get(record.key.group), record)
+            if group is None:
+                consumer.pop(record.key.group, None)
+            else:
+                consumer[record.key.group] = group
+            return replace(self, consumer_groups=consumer)
         if isinstance(record.key, OffsetCommitKey):
             key = record.key
             if record.value is None:  # the committed offset and every pending one go
-                return GroupsImage(self.groups, replay_offsets(self.offsets, record),
-                                   _drop_pending(self.pending, key), self.txn_records)
+                return replace(self, offsets=replay_offsets(self.offsets, record),
+                               pending=_drop_pending(self.pending, key))
             if producer_id != NO_PRODUCER_ID:
                 assert isinstance(record.value, OffsetCommitValue)
                 offset = PendingOffset(record.value, sequence=self.txn_records)
-                return GroupsImage(self.groups, self.offsets, _put_pending(self.pending, producer_id, key, offset),
-                                   self.txn_records + 1)
-            return GroupsImage(self.groups, replay_offsets(self.offsets, record),
-                               _supersede(self.pending, key, None), self.txn_records)
+                return replace(self, pending=_put_pending(self.pending, producer_id, key, offset),
+                               txn_records=self.txn_records + 1)
+            return replace(self, offsets=replay_offsets(self.offsets, record),
+                           pending=_supersede(self.pending, key, None))
         assert isinstance(record.key, GroupMetadataKey)
         groups = dict(self.groups)
         if record.value is None:
@@ -87,7 +102,7 @@ class GroupsImage:
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[record.key.group] = group_from_record(record.key.group, record.value, now_ms)
-        return GroupsImage(groups, self.offsets, self.pending, self.txn_records)
+        return replace(self, groups=groups)
 
     def end_transaction(self, producer_id: int, committed: bool) -> GroupsImage:
         """The image after `producer_id`'s marker: its pending offsets become the committed
@@ -107,7 +122,7 @@ class GroupsImage:
                         key = OffsetCommitKey(group_id, *tp)
                         pending = _supersede(pending, key, offset.sequence)
             offsets = {**offsets, **{g: o for g, o in changed.items() if o}}
-        return GroupsImage(self.groups, offsets, pending, self.txn_records)
+        return replace(self, offsets=offsets, pending=pending)
 
     def with_group(self, group_id: str, group: ClassicGroup | None) -> GroupsImage:
         """The memory-only state of one classic group (see the module's docstring): `group`
@@ -119,7 +134,23 @@ class GroupsImage:
             groups.pop(group_id, None)
         else:
             groups[group_id] = group
-        return GroupsImage(groups, self.offsets, self.pending, self.txn_records)
+        return replace(self, groups=groups)
+
+    def with_consumer_timers(self, group_id: str, changes: Mapping[str, ConsumerTimers | None]) -> GroupsImage:
+        """The consumer group's member deadlines after a rule (None: the member's go); a group
+        no longer replayed keeps none."""
+        timers = dict(self.consumer_timers.get(group_id, {}))
+        for member_id, t in changes.items():
+            if t is None:
+                timers.pop(member_id, None)
+            else:
+                timers[member_id] = t
+        group = self.consumer_groups.get(group_id)
+        kept = {m: t for m, t in timers.items() if group is not None and m in group.members}
+        out = {g: t for g, t in self.consumer_timers.items() if g != group_id}
+        if kept:
+            out[group_id] = kept
+        return replace(self, consumer_timers=out)
 
     def pending_partitions(self, group_id: str) -> frozenset[tuple[str, int]]:
         """The partitions of `group_id` with a transactional offset awaiting its marker (Kafka's
@@ -128,7 +159,7 @@ class GroupsImage:
 
     def group_ids(self) -> set[str]:
         """Every group known here: with metadata, or with offsets only (standalone commits)."""
-        return set(self.groups) | {g for g, o in self.offsets.items() if o}
+        return set(self.groups) | set(self.consumer_groups) | {g for g, o in self.offsets.items() if o}
 
 
 GroupsImage.EMPTY = GroupsImage()

@@ -48,6 +48,10 @@ from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
+from groups import consumer_records
+from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
+from groups.consumer_heartbeat import HeartbeatOutcome, expire as expire_consumers
+from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
 from groups.image import GroupsImage
 from groups.join import sync_failed
@@ -92,6 +96,7 @@ class CoordinatorSettings:
     offsets_topic_segment_bytes: int = 100 * MIB
     commit_timeout_ms: int = 5 * SECOND_MS
     retention_check_interval_ms: int = 600 * SECOND_MS
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # KIP-848's group.consumer.*
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorSettings:
@@ -105,9 +110,24 @@ class CoordinatorSettings:
             initial_rebalance_delay_ms=key("group.initial.rebalance.delay.ms"),
             max_size=key("group.max.size"), offset_metadata_max_bytes=key("offset.metadata.max.bytes"),
             offsets_retention_ms=key("offsets.retention.minutes") * 60 * SECOND_MS)
+        consumer = ConsumerGroupConfig(
+            session_timeout_ms=key("group.consumer.session.timeout.ms"),
+            min_session_timeout_ms=key("group.consumer.min.session.timeout.ms"),
+            max_session_timeout_ms=key("group.consumer.max.session.timeout.ms"),
+            heartbeat_interval_ms=key("group.consumer.heartbeat.interval.ms"),
+            min_heartbeat_interval_ms=key("group.consumer.min.heartbeat.interval.ms"),
+            max_heartbeat_interval_ms=key("group.consumer.max.heartbeat.interval.ms"),
+            assignors=_names(config["group.consumer.assignors"]),
+            max_size=key("group.consumer.max.size"))
         return cls(groups, key("offsets.topic.num.partitions"), key("offsets.topic.replication.factor"),
                    key("offsets.topic.segment.bytes"), key("offsets.commit.timeout.ms"),
-                   key("offsets.retention.check.interval.ms"))
+                   key("offsets.retention.check.interval.ms"), consumer)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A list setting as parsed (a list), or as a comma-separated string."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(item).strip() for item in items if str(item).strip())
 
 
 class GroupShard:
@@ -121,24 +141,29 @@ class GroupShard:
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
-        self._encoded: dict[Encoded, CoordinatorRecord] = {}
+        self._encoded: dict[Encoded, CoordinatorRecord | ConsumerRecord] = {}
 
     def empty(self) -> GroupsImage:
         return GroupsImage.EMPTY
 
-    def encode(self, records: tuple[CoordinatorRecord, ...]) -> tuple[Encoded, ...]:
+    def encode(self, records: tuple[CoordinatorRecord | ConsumerRecord, ...]) -> tuple[Encoded, ...]:
         if len(self._encoded) > MAX_ENCODED_KEPT:  # replays that never came (a rule raised): forget them
             self._encoded.clear()
         out = []
         for record in records:
-            encoded = encode_record(record)
+            encoded = consumer_records.encode_record(record) if isinstance(record, ConsumerRecord) \
+                else encode_record(record)
             self._encoded[encoded] = record
             out.append(encoded)
         return tuple(out)
 
-    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord:
+    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord | ConsumerRecord:
         record = self._encoded.pop((key, value), None)
-        return decode_record(key, value) if record is None else record
+        if record is not None:
+            return record
+        if len(key) >= 2 and int.from_bytes(key[:2], "big") in consumer_records.CONSUMER_KEY_VERSIONS:
+            return consumer_records.decode_record(key, value)  # a KIP-848 group's
+        return decode_record(key, value)
 
     def replay(self, state: GroupsImage, key: bytes, value: bytes | None) -> GroupsImage:
         return state.replay(self._record(key, value), self.now_ms())
@@ -324,6 +349,76 @@ class GroupCoordinator:
 
         self.runtime.submit_settled(partition, operation, settle)
         return decided[0], done
+
+    # ---- KIP-848 consumer groups ---------------------------------------------------------
+
+    async def run_consumer(self, partition: int, group_id: str,
+                           rule: Callable[[GroupsImage], HeartbeatOutcome]) -> tuple[HeartbeatOutcome, ErrorCode]:
+        """A consumer group rule on the partition's current image: its outcome and, once its
+        records committed (or failed), the error. The members' deadlines it sets are memory
+        (`GroupsImage.with_consumer_timers`); the group's timer moves to the next of them."""
+        decided: list[HeartbeatOutcome] = []
+        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, HeartbeatOutcome]:
+            outcome = rule(state)
+            decided.append(outcome)
+            return CoordinatorResult(self.shard.encode(outcome.records), outcome,
+                                     memory=self._consumer_memory(partition, group_id, state, outcome))
+
+        def settle(answer: Any, failure: CoordinatorError | None) -> None:
+            error = E.NONE if failure is None else client_error(failure.code)
+            if error is not E.NONE:
+                log.warning("Consumer group %s: writing %d record(s) to %s-%d failed: %s", group_id,
+                            len(decided[0].records) if decided else 0, GROUP_METADATA_TOPIC_NAME, partition,
+                            error.name)
+            if not done.done():
+                done.set_result(error)
+
+        self.runtime.submit_settled(partition, operation, settle)
+        return decided[0], await done
+
+    def _consumer_memory(self, partition: int, group_id: str, state: GroupsImage,
+                         outcome: HeartbeatOutcome) -> Memory:
+        before = state.consumer_groups.get(group_id)
+
+        def apply(replayed: GroupsImage) -> GroupsImage:
+            image = replayed.with_consumer_timers(group_id, outcome.timers)
+            after = image.consumer_groups.get(group_id)
+            if outcome.records and (before is None or after is None or before.state is not after.state
+                                    or before.group_epoch != after.group_epoch):
+                log.info("Consumer group %s (%s-%d) %s -> %s, group epoch %d, assignment epoch %d: %s", group_id,
+                         GROUP_METADATA_TOPIC_NAME, partition, "absent" if before is None else before.state.value,
+                         "absent" if after is None else after.state.value, -1 if after is None else after.group_epoch,
+                         -1 if after is None else after.assignment_epoch, outcome.reason or "-")
+            self._schedule_consumer_expiry(partition, group_id, image)
+            return image
+        return apply
+
+    def _schedule_consumer_expiry(self, partition: int, group_id: str, image: GroupsImage) -> None:
+        """The group's timer at its members' next deadline (session, or rebalance timeout while
+        revoking); when it comes, `groups.consumer_heartbeat.expire` fences those past it."""
+        timers = image.consumer_timers.get(group_id, {})
+        deadlines = [d for t in timers.values() for d in (t.session_deadline_ms, t.rebalance_deadline_ms) if d >= 0]
+        key = ("consumer-expire", group_id)
+        if not deadlines:
+            self.runtime.cancel_timer(partition, key)
+            return
+        deadline = min(deadlines)
+        delay_ms = max(0, deadline - self.now_ms())
+
+        def operation(state: GroupsImage, _timer_ms: int) -> CoordinatorResult[GroupsImage, Any]:
+            group = state.consumer_groups.get(group_id)
+            if group is None:
+                return CoordinatorResult()
+            outcome = expire_consumers(group, state.consumer_timers.get(group_id, {}), max(self.now_ms(), deadline))
+            return CoordinatorResult(self.shard.encode(outcome.records), outcome,
+                                     memory=self._consumer_memory(partition, group_id, state, outcome))
+
+        self.runtime.schedule_timer(partition, key, delay_ms, operation, lambda written: None)
+
+    def consumer_group(self, partition: int, group_id: str) -> ConsumerGroup | None:
+        return self.runtime.current(partition).consumer_groups.get(group_id)
 
     def _memory(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> Memory:
         """What the runtime applies after replaying `outcome`'s records: the rule's group, with

@@ -287,6 +287,42 @@ def _describe_groups(a: BrokerAuthorizer, req: Any, version: int, client: Client
     return Narrow(req, finish)
 
 
+def _consumer_group_heartbeat(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                              image: MetadataImage) -> Verdict:
+    """KIP-848, as Kafka's KafkaApis: READ on the group, then DESCRIBE on each topic named."""
+    m = messages.response_module(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
+
+    def refuse(code: int, message: str) -> Refuse:
+        return Refuse(build(m.ConsumerGroupHeartbeatResponse, throttle_time=messages.NO_THROTTLE,
+                            error_code=messages.error_code(code), error_message=message, member_id=None,
+                            member_epoch=-1, heartbeat_interval=messages.NO_THROTTLE, assignment=None))
+    if not a.allowed(client, Op.READ, Res.GROUP, req.group_id):
+        log_refusal(a, client, "ConsumerGroupHeartbeat", f"group {req.group_id}")
+        return refuse(GROUP_DENIED, f"not authorized to READ group {req.group_id}")
+    denied = sorted(t for t in req.subscribed_topic_names or () if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t))
+    if denied:
+        log_refusal(a, client, "ConsumerGroupHeartbeat", f"topics {', '.join(denied)}")
+        return refuse(TOPIC_DENIED, f"not authorized to DESCRIBE topics {', '.join(denied)}")
+    return None
+
+
+def _consumer_group_describe(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                             image: MetadataImage) -> Verdict:
+    """DESCRIBE on each group: the others answer GROUP_AUTHORIZATION_FAILED."""
+    def finish(resp: Any) -> Any:
+        out = []
+        for g in resp.groups:
+            if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id):
+                log_refusal(a, client, "ConsumerGroupDescribe", f"group {g.group_id}")
+                g = dataclasses.replace(g, error_code=messages.error_code(GROUP_DENIED), members=())
+            elif req.include_authorized_operations:
+                g = dataclasses.replace(g, authorized_operations=a.operations(
+                    client, Res.GROUP, g.group_id, acl_codes.GROUP_OPERATIONS))
+            out.append(g)
+        return dataclasses.replace(resp, groups=tuple(out))
+    return Narrow(req, finish)
+
+
 def _list_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
                  image: MetadataImage) -> Verdict:
     if a.allowed(client, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
@@ -323,6 +359,8 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
     ApiKey.CREATE_TOPICS: admin.create_topics,
     ApiKey.DELETE_TOPICS: admin.delete_topics,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, Final, TypeVar, cast
 
@@ -25,6 +26,7 @@ from common.protocol import offset_commit as oc
 from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
 from common.units import SECOND_MS
+from groups.consumer_group import ConsumerGroup
 from groups.group import ClassicGroup
 from groups.image import GroupsImage
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
@@ -46,6 +48,8 @@ JOIN_MARGIN_MS: Final = 5 * SECOND_MS  # a parked JoinGroup waits its rebalance 
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)  # DescribeGroups v3+
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648  # Kafka's INT32_MIN: "not asked for" (DescribeGroups)
 CLASSIC_GROUP_TYPE: Final = "classic"  # Kafka's Group.GroupType.CLASSIC (ListGroups v5)
+CONSUMER_GROUP_TYPE: Final = "consumer"  # Group.GroupType.CONSUMER: KIP-848's groups
+CONSUMER_PROTOCOL_TYPE: Final = "consumer"  # what Kafka lists as a consumer group's protocol type
 NO_OFFSET: Final = -1
 NO_EPOCH: Final = -1
 R = TypeVar("R", JoinResult, SyncResult)
@@ -227,14 +231,42 @@ async def commit(coord: GroupCoordinator, req: Any, version: int, client: Client
                          getattr(req, "group_instance_id", None), parts, expire,
                          E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
     now_ms, exists = coord.now_ms(), _partition_exists(coord.image())
-    outcome, error = await coord.run(partition, req.group_id, lambda state: commit_offsets(
-        state.groups.get(req.group_id), core, now_ms=now_ms, config=coord.config, partition_exists=exists))
+
+    def rule(state: GroupsImage) -> Outcome:
+        consumer = state.consumer_groups.get(req.group_id)
+        if consumer is not None:  # KIP-848: the member epoch stands for the generation
+            return _consumer_commit(consumer, core, now_ms, coord, exists)
+        return commit_offsets(state.groups.get(req.group_id), core, now_ms=now_ms, config=coord.config,
+                              partition_exists=exists)
+    outcome, error = await coord.run(partition, req.group_id, rule)
     answers: dict[str, list[tuple[int, int]]] = {}
     for topic, index, code in outcome.response:  # type: ignore[attr-defined]
         if code is E.NONE and error is not E.NONE:
             code = error
         answers.setdefault(topic, []).append((index, code))
     return _commit_response(version, answers)
+
+
+def _consumer_commit(group: ConsumerGroup, core: CommitRequest, now_ms: int, coord: GroupCoordinator,
+                     exists: Callable[[str, int], bool]) -> Outcome:
+    """OffsetCommit for a KIP-848 group (Kafka's ConsumerGroup.validateOffsetCommit): a member
+    commits with its current member epoch (an older one: STALE_MEMBER_EPOCH, so it refreshes
+    its epoch and retries); without a member id and epoch (an admin tool) only while the group
+    is empty. The offsets themselves are stored as any group's."""
+    error = E.NONE
+    if core.generation_id < 0 and not core.member_id:
+        error = E.UNKNOWN_MEMBER_ID if group.members else E.NONE
+    else:
+        member = group.members.get(core.member_id)
+        if member is None:
+            error = E.UNKNOWN_MEMBER_ID
+        elif core.generation_id != member.member_epoch:
+            error = E.STALE_MEMBER_EPOCH
+    if error is not E.NONE:
+        return Outcome(None, response=tuple((p.topic, p.partition, error) for p in core.partitions))
+    stored = commit_offsets(None, replace(core, generation_id=-1, member_id=""), now_ms=now_ms, config=coord.config,
+                            partition_exists=exists)
+    return Outcome(None, stored.records, stored.response)  # no classic group comes of it
 
 
 GroupOffsets = tuple[int, dict[str, list[FetchedOffset]]]  # (error, offsets by topic)
@@ -338,6 +370,13 @@ async def describe(coord: GroupCoordinator, req: Any, version: int, client: Clie
         group = coord.groups(partition).groups.get(group_id)
         operations = GROUP_OPERATIONS_BITS if getattr(req, "include_authorized_operations", False) \
             else AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
+        if group is None and coord.consumer_group(partition, group_id) is not None:
+            # Kafka 4: DescribeGroups describes classic groups only (ConsumerGroupDescribe the others)
+            out.append(build(m.DescribedGroup, error_code=error_code(E.GROUP_ID_NOT_FOUND),
+                             error_message=f"Group {group_id} is not a classic group.", group_id=group_id,
+                             group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
+                             authorized_operations=operations))
+            continue
         if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
             out.append(described(E.NONE, group_id, GroupState.DEAD.value, operations=operations))
             continue
@@ -360,13 +399,21 @@ async def list_(coord: GroupCoordinator, req: Any, version: int, client: ClientI
     # v4 (KIP-518): states compared case-insensitively; a group known only by its committed
     # offsets is an Empty group, as Kafka loads it.
     wanted = {state.lower() for state in getattr(req, "states_filter", ())}
-    # v5 (KIP-848): types compared case-insensitively; every group here is a classic one
-    types: tuple[str, ...] = getattr(req, "types_filter", ())
+    # v5 (KIP-848): types compared case-insensitively: classic, or consumer (KIP-848's groups)
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
     groups = []
-    if not types or CLASSIC_GROUP_TYPE in {t.lower() for t in types}:
+    if not types or CONSUMER_GROUP_TYPE in types:
+        for partition in coord.active_partitions():
+            for group_id, consumer in sorted(coord.groups(partition).consumer_groups.items()):
+                if not wanted or consumer.state.value.lower() in wanted:
+                    groups.append(build(m.ListedGroup, group_id=group_id, group_state=consumer.state.value,
+                                        protocol_type=CONSUMER_PROTOCOL_TYPE, group_type=CONSUMER_GROUP_TYPE))
+    if not types or CLASSIC_GROUP_TYPE in types:
         for partition in coord.active_partitions():
             image = coord.groups(partition)
             for group_id in sorted(set(image.groups) | set(image.offsets)):
+                if group_id in image.consumer_groups:
+                    continue
                 group = image.groups.get(group_id)
                 state = group.state.value if group else GroupState.EMPTY.value
                 if wanted and state.lower() not in wanted:

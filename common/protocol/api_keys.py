@@ -63,6 +63,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
@@ -100,6 +102,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # KIP-848 (issue 31): v1 is Kafka 4's (the consumer names itself; ConsumerGroupDescribe's member_type)
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -160,6 +165,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.LIST_GROUPS: 3,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,

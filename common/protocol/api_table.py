@@ -145,6 +145,9 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.DESCRIBE_GROUPS, AclCheck(Op.DESCRIBE, GROUP)),
     _kio(ApiKey.LIST_GROUPS, AclCheck(Op.DESCRIBE, (Res.CLUSTER, Res.GROUP))),
     _kio(ApiKey.DELETE_GROUPS, AclCheck(Op.DELETE, GROUP)),
+    # KIP-848 (issue 31): READ on the group (and DESCRIBE on the topics named), DESCRIBE to describe
+    _kio(ApiKey.CONSUMER_GROUP_HEARTBEAT, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.CONSUMER_GROUP_DESCRIBE, AclCheck(Op.DESCRIBE, GROUP)),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
     # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its

@@ -43,8 +43,8 @@ from groups.consumer_records import (
 from groups.reconcile import reconcile
 
 E = ErrorCode
-T1 = "00000000-0000-0000-0000-000000000001"
-T2 = "00000000-0000-0000-0000-000000000002"
+T1 = "AAAAAAAAAAAAAAAAAAAAAQ"  # topic ids as the controller mints them (base64url of 16 bytes)
+T2 = "AAAAAAAAAAAAAAAAAAAAAg"
 TOPICS = {"orders": (T1, 6)}
 CONFIG = ConsumerGroupConfig()
 NOW = 1_000_000
@@ -221,7 +221,7 @@ def test_regex_picks_up_a_new_topic() -> None:
     group = _apply(None, heartbeat(None, _join("m1", subscribed_topic_names=None, subscribed_topic_regex="ord.*"),
                                    topics=TOPICS, config=CONFIG, now_ms=NOW))
     assert group is not None
-    grown = {**TOPICS, "ordinals": (T2, 2), "__consumer_offsets": ("00000000-0000-0000-0000-000000000009", 50)}
+    grown = {**TOPICS, "ordinals": (T2, 2), "__consumer_offsets": ("AAAAAAAAAAAAAAAAAAAACQ", 50)}
     out = heartbeat(group, HeartbeatRequest("g", "m1", 1, owned=None), topics=grown, config=CONFIG, now_ms=NOW)
     assert out.response.member_epoch == 2
     assert out.response.assignment == frozenset((T1, p) for p in range(6)) | {(T2, 0), (T2, 1)}

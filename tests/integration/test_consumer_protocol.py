@@ -1,0 +1,183 @@
+"""KIP-848's consumer group protocol with real confluent-kafka consumers (`group.protocol=consumer`).
+
+Three members split a 6-partition topic, one leaves, one joins: every record is consumed, and
+none twice (each member commits after each poll, so a partition moving to another member
+resumes after what the first one read). A regex subscription picks up a topic created later.
+The broker's heartbeat interval is lowered to 500 ms (group.consumer.*) so a rebalance takes
+a second or two, not Kafka's default 5 s heartbeats.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import wait_until
+from tests.integration.group_fixtures import produce
+from tests.integration.replication_fixtures import create_topic, replicated_cluster, wait_full_isr
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+PARTITIONS = 6
+RECORDS = 300
+WAIT_S = 30.0
+POLL_S = 0.2
+PROPERTIES = {
+    "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+    "offsets.topic.num.partitions": "6",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with replicated_cluster(tmp_path_factory.mktemp("consumer-protocol"), PROPERTIES) as (started, _):
+        yield started
+
+
+@dataclass
+class Member:
+    """A confluent-kafka consumer with group.protocol=consumer in its own thread: it records
+    (topic, partition, value) of what it reads, commits after each non-empty poll, and
+    publishes its assignment."""
+
+    name: str
+    stop: threading.Event = field(default_factory=threading.Event)
+    records: list[tuple[str, int, bytes]] = field(default_factory=list)
+    assignment: frozenset[tuple[str, int]] = frozenset()
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self) -> list[tuple[str, int, bytes]]:
+        with self.lock:
+            return list(self.records)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"{self.name} failed: {self.error!r}") from self.error
+
+
+def _run(m: Member, bootstrap: str, group: str, subscription: list[str]) -> None:
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": m.name,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        c.subscribe(subscription)
+        while not m.stop.is_set():  # until the test stops this member
+            msgs = c.consume(num_messages=100, timeout=POLL_S)
+            good = [msg for msg in msgs if msg.error() is None]
+            with m.lock:
+                m.records.extend((msg.topic(), msg.partition(), msg.value()) for msg in good)
+            if good:
+                c.commit(asynchronous=False)
+            m.assignment = frozenset((tp.topic, tp.partition) for tp in c.assignment())
+    except BaseException as e:  # the test re-raises it (check)
+        m.error = e
+    finally:
+        c.close()  # leaves the group: a heartbeat with member epoch -1
+
+
+def start(bootstrap: str, group: str, subscription: list[str], name: str) -> Member:
+    m = Member(name)
+    m.thread = threading.Thread(target=_run, args=(m, bootstrap, group, subscription), name=name, daemon=True)
+    m.thread.start()
+    return m
+
+
+def stop(members: list[Member]) -> None:
+    for m in members:
+        m.stop.set()
+    for m in members:
+        assert m.thread is not None
+        m.thread.join(WAIT_S)
+        assert not m.thread.is_alive(), f"{m.name} did not close"
+    for m in members:
+        m.check()
+
+
+def split(members: list[Member], partitions: set[tuple[str, int]]) -> bool:
+    """Every partition assigned to exactly one live member, every live member some."""
+    live = [m for m in members if not m.stop.is_set()]
+    for m in live:
+        m.check()
+    owned = [tp for m in live for tp in m.assignment]
+    return sorted(owned) == sorted(partitions) and all(m.assignment for m in live)
+
+
+def consumed(members: list[Member]) -> list[bytes]:
+    return [v for m in members for _, _, v in m.seen()]
+
+
+def assert_once(members: list[Member], expected: list[bytes]) -> None:
+    got = consumed(members)
+    assert sorted(got) == sorted(expected), (
+        f"{len(got)} consumed, {len(set(got))} distinct, {len(expected)} produced; missing "
+        f"{sorted(set(expected) - set(got))[:5]}, duplicates {len(got) - len(set(got))}")
+
+
+def values(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(n)]
+
+
+def test_three_members_split_then_one_leaves_and_one_joins(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    topic, group = "kip848-split", "kip848-split-group"
+    create_topic(cluster, topic, partitions=PARTITIONS)
+    wait_full_isr(cluster, topic, PARTITIONS)
+    every = {(topic, p) for p in range(PARTITIONS)}
+    members = [start(bootstrap, group, [topic], f"member-{i}") for i in range(3)]
+    try:
+        wait_until("3 members split 6 partitions", lambda: split(members, every), WAIT_S)
+        first = values("a", RECORDS)
+        produce(bootstrap, topic, first)
+        wait_until("every record consumed", lambda: len(consumed(members)) >= RECORDS, WAIT_S)
+        assert_once(members, first)
+        assert all(len(m.assignment) == 2 for m in members)
+
+        stop(members[2:])  # one leaves
+        stayers = members[:2]
+        wait_until("2 members take over 6 partitions", lambda: split(stayers, every), WAIT_S)
+        second = values("b", RECORDS)
+        produce(bootstrap, topic, second)
+        wait_until("the second batch consumed", lambda: len(consumed(members)) >= 2 * RECORDS, WAIT_S)
+        assert_once(members, first + second)
+
+        members.append(start(bootstrap, group, [topic], "member-3"))  # one joins
+        live = stayers + members[3:]
+        wait_until("3 members split 6 partitions again", lambda: split(live, every), WAIT_S)
+        third = values("c", RECORDS)
+        produce(bootstrap, topic, third)
+        wait_until("the third batch consumed", lambda: len(consumed(members)) >= 3 * RECORDS, WAIT_S)
+        assert_once(members, first + second + third)
+        assert members[3].seen(), "the new member read nothing"
+    finally:
+        stop([m for m in members if not m.stop.is_set()])
+
+
+def test_regex_subscription_picks_up_a_new_topic(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    create_topic(cluster, "kip848-re-one", partitions=2)
+    wait_full_isr(cluster, "kip848-re-one", 2)
+    members = [start(bootstrap, "kip848-regex-group", ["^kip848-re-.*"], f"regex-{i}") for i in range(2)]
+    try:
+        one = {("kip848-re-one", p) for p in range(2)}
+        wait_until("the regex's topic split", lambda: split(members, one), WAIT_S)
+        create_topic(cluster, "kip848-re-two", partitions=2)
+        wait_full_isr(cluster, "kip848-re-two", 2)
+        both = one | {("kip848-re-two", p) for p in range(2)}
+        wait_until("the new topic assigned too", lambda: split(members, both), WAIT_S)
+        records = values("r", 50)
+        produce(bootstrap, "kip848-re-two", records)
+        wait_until("the new topic's records consumed", lambda: len(consumed(members)) >= len(records), WAIT_S)
+        assert_once(members, records)
+    finally:
+        stop(members)
