@@ -251,6 +251,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "Voters": _obj(None, voters=_arr(_ref("Voter")), observers=_arr(_ref("Voter"))),
     "VoterSet": _obj(None, voters=_arr(_ref("VoterEntry"))),
     "AddVoter": _obj(["voter_id", "api_address"], voter_id=INT, api_address=STR, directory_id=STR, raft_address=STR),
+    "ReplicaPeers": _obj(["voters"], voters=_arr(STR)),
     "Replica": _obj(None, node_id=INT, directory_id=STR, raft_address=STR, api_address=STR, is_voter=BOOL),
     "AddRaftVoterRequest": _obj(["voter_id", "directory_id", "api_address"], cluster_id=NULLABLE_STR, voter_id=INT,
                                 directory_id=STR, api_address=STR, raft_address=NULLABLE_STR),
@@ -339,8 +340,13 @@ PATHS: Final[dict[str, Any]] = {
                       "REQUEST_TIMED_OUT (the remaining voters would have no reachable majority).",
                       _ok("VoterSet"), write=True),
     },
-    "/v1/quorum/replica": {"get": _op("This controller's node id, directory id and addresses, and whether it is "
-                                      "a voter (what an add asks of the new controller).", _ok("Replica"))},
+    "/v1/quorum/replica": {
+        "get": _op("This controller's node id, directory id and addresses, and whether it is a voter.",
+                   _ok("Replica")),
+        "post": _op("What an add asks of the new controller: it is told the current voters' quorum addresses "
+                    "(an observer then connects to them) and answers as the GET does. No token: a hint.",
+                    _ok("Replica"), _body("ReplicaPeers")),
+    },
     "/v1/features": {
         "get": _op("Finalized features (KIP-584): each supported feature's range and finalized level, and the "
                    "epoch; a log written before feature records answers what it behaves as.", _ok("Features")),
