@@ -49,7 +49,7 @@ from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups import consumer_records
-from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
+from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerTimers
 from groups.consumer_heartbeat import HeartbeatOutcome, expire as expire_consumers
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
@@ -566,7 +566,31 @@ class GroupCoordinator:
                  len(image.offsets), GROUP_METADATA_TOPIC_NAME, partition, -1 if shard is None else shard.leader_epoch)
         for group_id, group in image.groups.items():
             self._schedule_expiry(partition, group_id, group)
+        if image.consumer_groups:
+            self._arm_consumer_sessions(partition, image)
         self._topics_pass_soon()
+
+    def _arm_consumer_sessions(self, partition: int, image: GroupsImage) -> None:
+        """After a load every consumer-protocol member gets a full session from now (Kafka's
+        onLoaded schedules each member's session timeout): one that died meanwhile is fenced
+        then, the others' heartbeats reach the new coordinator long before."""
+        deadline = self.now_ms() + self.settings.consumer.session_timeout_ms
+        changes = {group_id: {m: ConsumerTimers(deadline) for m in group.members}
+                   for group_id, group in sorted(image.consumer_groups.items()) if group.members}
+
+        def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, Any]:
+            def memory(current: GroupsImage) -> GroupsImage:
+                for group_id, timers in changes.items():
+                    current = current.with_consumer_timers(group_id, timers)
+                    self._schedule_consumer_expiry(partition, group_id, current)
+                return current
+            return CoordinatorResult(memory=memory)
+
+        try:
+            self.runtime.submit_settled(partition, operation, lambda answer, failure: None)
+        except CoordinatorError as e:  # moved away again already: the next load arms them
+            log.warning("Sessions of %d consumer group(s) on %s-%d not armed: %s", len(changes),
+                        GROUP_METADATA_TOPIC_NAME, partition, e)
 
     def _unloaded(self, partition: int) -> None:
         parked = self.parked.pop(partition, None)

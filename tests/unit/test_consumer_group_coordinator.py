@@ -1,0 +1,147 @@
+"""KIP-848 groups through the broker's request handler: ConsumerGroupHeartbeat and
+ConsumerGroupDescribe on kio's messages, OffsetCommit with member epochs, ListGroups and
+DescribeGroups of a consumer group, what the log holds, and a reload by a new coordinator
+(its members back, their sessions armed again)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
+
+from broker.group_coordinator.runtime import CoordinatorSettings
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.request_handler import RequestHandler
+from common.errors import ErrorCode as E
+from common.log_config import LogConfig
+from common.protocol.api_keys import ApiKey
+from common.protocol.metadata import wire_topic_id
+from common.record_batch import iter_batches
+from common.records import decode_records
+from common.topic_partition import TopicPartition
+from groups.consumer_records import ConsumerGroupMetadataKey, decode_record
+from groups.group import GroupConfig
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
+from metadata.image import EMPTY_IMAGE
+from metadata.local_changes import changes_for_broker
+from metadata.records import Partition, Topic
+from tests import group_wire as gw
+from tests.log_helpers import NOW
+from tests.unit.test_request_handler import ADVERTISED, CLUSTER, ME, FakeAdmin, call, kio_call, replay
+
+GROUP = "g1"
+assert coordinator_partition(GROUP, 1) == 0
+ORDERS_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # as the controller mints ids: base64url of 16 bytes
+IMAGE = replay(CLUSTER, Topic(GROUP_METADATA_TOPIC_NAME, "OFFSETS"), Partition("OFFSETS", 0, (1,), (1,), leader=1),
+               Topic("orders", ORDERS_ID), *(Partition(ORDERS_ID, p, (1,), (1,), leader=1) for p in range(4)))
+OFFSETS_TP = TopicPartition(GROUP_METADATA_TOPIC_NAME, 0)
+SETTINGS = CoordinatorSettings(GroupConfig(initial_rebalance_delay_ms=0))
+
+
+@pytest.fixture
+def broker(tmp_path):
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
+
+    def new_handler() -> RequestHandler:
+        return RequestHandler(ME, replicas, lambda: IMAGE, ADVERTISED, None, topic_admin=FakeAdmin(),
+                              group_settings=SETTINGS)
+
+    yield new_handler, replicas
+    log_manager.shutdown()
+
+
+async def beat(handler: RequestHandler, member: str, epoch: int, owned: list[int] | None = None,
+               **fields: Any) -> Any:
+    """A v1 heartbeat; `owned` the partitions of orders the member says it owns (None: not sent)."""
+    topic_partitions = None if owned is None else tuple(
+        TopicPartitions(topic_id=wire_topic_id(ORDERS_ID), partitions=tuple(owned)) for _ in (1,) if owned)
+    request: dict[str, Any] = dict(group_id=GROUP, member_id=member, member_epoch=epoch, instance_id=None,
+                                   rack_id=None, rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=None,
+                                   subscribed_topic_regex=None, server_assignor=None,
+                                   topic_partitions=topic_partitions)
+    request.update(fields)
+    return await kio_call(handler, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, **request)
+
+
+async def loaded(handler: RequestHandler) -> None:
+    for _ in range(100):  # bounded: the partition loads within a few event-loop turns
+        if (await beat(handler, "probe", 5)).error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the offsets partition never loaded")
+
+
+def assigned(response: Any) -> list[int]:
+    assert response.assignment is not None
+    return sorted(p for tp in response.assignment.topic_partitions for p in tp.partitions)
+
+
+async def commit(handler: RequestHandler, member: str, epoch: int) -> int:
+    request = gw.commit(9, GROUP, epoch, member, [("orders", 0, 7, 0, "")])
+    response = await call(handler, ApiKey.OFFSET_COMMIT, 9, request, *gw.codec(ApiKey.OFFSET_COMMIT))
+    return response.topics[0].partitions[0].error_code
+
+
+async def test_a_consumer_group_life_and_a_reload(broker) -> None:
+    new_handler, replicas = broker
+    handler = new_handler()
+    await loaded(handler)
+    a = await beat(handler, "member-a", 0, [], subscribed_topic_names=("orders",))
+    assert (a.error_code, a.member_epoch, assigned(a)) == (0, 1, [0, 1, 2, 3])
+    assert a.heartbeat_interval == timedelta(seconds=5)
+    b = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
+    assert (b.error_code, b.member_epoch, assigned(b)) == (0, 2, [])  # a still owns them all
+    revoke = await beat(handler, "member-a", 1, [0, 1, 2, 3])
+    assert (revoke.member_epoch, len(assigned(revoke))) == (1, 2)  # keeps two, must give up two
+    moved = await beat(handler, "member-a", 1, assigned(revoke))
+    assert (moved.member_epoch, moved.assignment) == (2, None)  # unchanged: not sent again
+    b = await beat(handler, "member-b", 2, [])
+    assert len(assigned(b)) == 2 and set(assigned(b)).isdisjoint(assigned(revoke))
+
+    assert (await beat(handler, "member-a", 3, [])).error_code == E.FENCED_MEMBER_EPOCH
+    assert (await beat(handler, "member-a", 0, [], subscribed_topic_names=("orders",), server_assignor="sticky")
+            ).error_code == E.UNSUPPORTED_ASSIGNOR
+    assert (await beat(handler, "member-c", 0, [], subscribed_topic_regex="(?<=x)y")).error_code \
+        == E.INVALID_REGULAR_EXPRESSION
+    assert await commit(handler, "member-a", 2) == 0
+    assert await commit(handler, "member-a", 1) == E.STALE_MEMBER_EPOCH
+    assert await commit(handler, "nobody", 2) == E.UNKNOWN_MEMBER_ID
+
+    listed = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=("Consumer",))
+    assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] == [(GROUP, "Stable", "consumer")]
+    classic_only = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=("classic",))
+    assert classic_only.groups == ()
+    old = await call(handler, ApiKey.DESCRIBE_GROUPS, 5, gw.describe(5, (GROUP,)), *gw.codec(ApiKey.DESCRIBE_GROUPS))
+    assert old.groups[0].error_code == E.GROUP_ID_NOT_FOUND
+    described = await kio_call(handler, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=(GROUP, "unknown"),
+                               include_authorized_operations=False)
+    group, unknown = described.groups
+    assert (group.group_state, group.group_epoch, group.assignment_epoch, group.assignor_name) == (
+        "Stable", 2, 2, "uniform")
+    assert [(m.member_id, m.member_epoch) for m in group.members] == [("member-a", 2), ("member-b", 2)]
+    assert group.members[0].assignment.topic_partitions[0].topic_name == "orders"
+    assert unknown.error_code == E.GROUP_ID_NOT_FOUND
+
+    data = replicas.get_partition(OFFSETS_TP).log.read(0, 1 << 20).read_bytes()
+    keys = [r.key for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
+    assert ConsumerGroupMetadataKey(GROUP) in [decode_record(k, None).key for k in keys if k is not None and k[:2] != b"\x00\x01"]
+    await handler.close()
+
+    again = new_handler()  # a new coordinator loads the records: the members are back at their epochs
+    await loaded(again)
+    coord = again.context.groups
+    image = coord.groups(0)
+    assert sorted(image.consumer_groups[GROUP].members) == ["member-a", "member-b"]
+    assert sorted(image.consumer_timers[GROUP]) == ["member-a", "member-b"]  # sessions armed on load
+    back = await beat(again, "member-b", 2, assigned(b))
+    assert (back.error_code, back.member_epoch) == (0, 2)
+    left = await beat(again, "member-b", -1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    await again.close()
