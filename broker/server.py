@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable
@@ -74,6 +76,7 @@ COALESCE_BYTES: Final = 64 * KIB
 SHUTDOWN_GRACE: Final = 5 * SECONDS  # in-flight requests may finish this long after stop()
 CLOSE_TIMEOUT: Final = 1 * SECONDS  # waiting for a transport to close
 SSL_HANDSHAKE_TIMEOUT: Final = 10 * SECONDS  # a TLS client that does not finish its handshake is dropped
+TLS_BACKLOG: Final = 100  # pending connections of a TLS listener (asyncio.start_server's default)
 LATENCY_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 
@@ -398,6 +401,10 @@ class Connection:
 
 
 
+def _address(peer: object) -> str:
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+
 _UNPARSED: Final = RequestHeader(-1, -1, -1, None)  # a frame refused before its header was known
 
 
@@ -432,18 +439,54 @@ class KafkaServer:
         self.security = security  # None: PLAINTEXT (nothing checked before requests)
         self.metrics = ServerMetrics()
         self._server: asyncio.Server | None = None
+        self._listen_socket: socket.socket | None = None  # a TLS listener's (its own accept loop)
+        self._accept_task: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
 
     async def start(self) -> None:
         """Bind and listen; `self.port` is the bound port afterwards (useful with port 0)."""
         context = self.security.ssl_context if self.security is not None else None
-        tls: dict[str, object] = {} if context is None else {"ssl": context,
-                                                              "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT}
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
-                                                  **tls)  # type: ignore[arg-type]
-        self.port = self._server.sockets[0].getsockname()[1]
+        if context is None:
+            self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:  # our own accept loop: a failed TLS handshake gets our log line (asyncio's server drops it)
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            self._listen_socket = socket.create_server((self.host, self.port), family=family, backlog=TLS_BACKLOG)
+            self._listen_socket.setblocking(False)
+            self.port = self._listen_socket.getsockname()[1]
+            self._accept_task = asyncio.create_task(self._accept_tls(self._listen_socket, context),
+                                                    name=f"kafka-accept-{self.host}:{self.port}")
         name = f"{self.security.name} ({self.security.protocol})" if self.security is not None else "PLAINTEXT"
         logger.info("Kafka listener %s on %s:%d", name, self.host, self.port)
+
+    async def _accept_tls(self, listening: socket.socket, context: ssl.SSLContext) -> None:
+        """Accept until cancelled (stop); each connection's TLS handshake runs in its own task."""
+        loop = asyncio.get_running_loop()
+        handshakes: set[asyncio.Task[None]] = set()
+        try:
+            while True:  # until stop() cancels it
+                raw, peer = await loop.sock_accept(listening)
+                task = asyncio.create_task(self._handshake(raw, peer, context))
+                handshakes.add(task)
+                task.add_done_callback(handshakes.discard)
+        finally:
+            for task in list(handshakes):
+                task.cancel()
+
+    async def _handshake(self, raw: socket.socket, peer: object, context: ssl.SSLContext) -> None:
+        """The server side of one TLS handshake, then the connection; a failure is one INFO line."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, raw, ssl=context,
+                                                              ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT)
+        except (ssl.SSLError, OSError, TimeoutError, ConnectionError) as exc:
+            reason = "no handshake within the timeout" if isinstance(exc, TimeoutError) else _describe(exc)
+            logger.info("TLS handshake with %s failed (%s); connection closed", _address(peer), reason)
+            raw.close()
+            return
+        await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.security is not None:  # this connection's task and the tasks it starts: its listener
@@ -462,9 +505,17 @@ class KafkaServer:
 
     async def stop(self) -> None:
         """Stop accepting; give in-flight requests `shutdown_grace` to be answered; close all."""
-        if self._server is None:
+        if self._server is None and self._accept_task is None:
             return
-        self._server.close()
+        if self._server is not None:
+            self._server.close()
+        if self._accept_task is not None:  # a TLS listener: stop accepting, close the socket
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+            self._accept_task = None
+        if self._listen_socket is not None:
+            self._listen_socket.close()
+            self._listen_socket = None
         for connection in list(self._connections.values()):
             connection.stop_reading()
         tasks = list(self._connections)
@@ -473,6 +524,7 @@ class KafkaServer:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
         logger.info("Kafka listener on %s:%d stopped", self.host, self.port)

@@ -1,24 +1,30 @@
-"""A SASL listener (broker/server.py with broker.listener_security) over real loopback sockets:
-the exchanges as a client sees them, byte for byte, with a handler that echoes the principal.
+"""SASL and TLS listeners (broker/server.py with broker.listener_security) over real loopback
+sockets: the exchanges as a client sees them, byte for byte, with a handler that echoes the
+principal (certificates from security.tls's throwaway CA).
 
 Every server is stopped and every socket closed, whatever happened."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import ssl
 import struct
 from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.listener_security import ListenerSecurity
+from broker.listener_security import ListenerSecurity, listener_security
 from broker.server import KafkaServer, Later
 from common.protocol import messages
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk
 from security.sasl_server import SaslSettings
 from security.scram import SCRAM_SHA_512, ScramClient, ScramCredential, ScramMechanism
+from security.tls import issue, new_ca
 
 HOST = "127.0.0.1"
 IO_TIMEOUT_S = 5.0
@@ -228,3 +234,123 @@ async def test_reauthentication_keeps_the_connection(server: KafkaServer) -> Non
         assert (await read_frame(reader))[4:] == b"User:bob"
     finally:
         writer.close()
+
+
+# --- TLS: SSL (principal from the client certificate) and SASL_SSL ------------------------------
+
+NOW = datetime.now(timezone.utc)
+CA = new_ca("test CA", now=NOW)
+BROKER_CERT = issue(CA, "broker", hosts=[HOST], now=NOW)
+ALICE_CERT = issue(CA, "alice", hosts=[], now=NOW, organizational_unit="eng")
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Path]:
+    files = {"keystore": BROKER_CERT.chain_and_key_pem, "ca": CA.certificate_pem,
+             "client": ALICE_CERT.chain_and_key_pem}
+    paths = {}
+    for name, data in files.items():
+        paths[name] = tmp_path / f"{name}.pem"
+        paths[name].write_bytes(data)
+    return paths
+
+
+def tls_config(pki: dict[str, Path], client_auth: str) -> Any:
+    from common.config import parse_config
+    return parse_config({"node.id": "1", "process.roles": "broker", "ssl.keystore.location": str(pki["keystore"]),
+                         "ssl.truststore.location": str(pki["ca"]), "ssl.client.auth": client_auth,
+                         "sasl.enabled.mechanisms": "PLAIN",
+                         "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                             'user_bob="bob-secret";'})
+
+
+def client_context(pki: dict[str, Path], *, certificate: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    if certificate:
+        context.load_cert_chain(str(pki["client"]))
+    return context
+
+
+@pytest.mark.parametrize("client_auth, certificate, principal", [
+    ("required", True, "User:CN=alice,OU=eng"),  # Kafka's DefaultKafkaPrincipalBuilder: the subject, RFC 2253
+    ("requested", False, "User:ANONYMOUS"),
+    ("none", True, "User:ANONYMOUS"),  # a certificate nobody asked for is not looked at
+])
+async def test_ssl_principal_from_the_client_certificate(pki: dict[str, Path], client_auth: str,
+                                                         certificate: bool, principal: str) -> None:
+    security = listener_security("SSL", "SSL", tls_config(pki, client_auth), None)
+    srv = KafkaServer(EchoPrincipal(), host=HOST, port=0, security=security)
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=certificate))
+        try:
+            writer.write(frame(3, 1, 9, b""))
+            assert (await read_frame(reader))[4:] == principal.encode()
+        finally:
+            writer.close()
+    finally:
+        await srv.stop()
+
+
+async def test_ssl_required_refuses_a_client_without_certificate(pki: dict[str, Path]) -> None:
+    srv = KafkaServer(EchoPrincipal(), host=HOST, port=0,
+                      security=listener_security("SSL", "SSL", tls_config(pki, "required"), None))
+    await srv.start()
+    try:
+        with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
+            reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=False))
+            try:
+                writer.write(frame(3, 1, 9, b""))
+                await read_frame(reader)
+            finally:
+                writer.close()
+    finally:
+        await srv.stop()
+
+
+async def test_sasl_ssl(pki: dict[str, Path]) -> None:
+    srv = KafkaServer(EchoPrincipal(), host=HOST, port=0,
+                      security=listener_security("SASL_SSL", "SASL_SSL", tls_config(pki, "none"), None))
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=False))
+        try:
+            await handshake(reader, writer, "PLAIN")
+            assert int((await authenticate(reader, writer, b"\0bob\0bob-secret")).error_code) == 0
+            writer.write(frame(3, 1, 9, b""))
+            assert (await read_frame(reader))[4:] == b"User:bob"
+        finally:
+            writer.close()
+    finally:
+        await srv.stop()
+
+
+async def test_tls_garbage_handshake_closes_one_connection(pki: dict[str, Path],
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="broker.server")
+    srv = KafkaServer(EchoPrincipal(), host=HOST, port=0,
+                      security=listener_security("SASL_SSL", "SASL_SSL", tls_config(pki, "none"), None))
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection(HOST, srv.port)  # no TLS: a Kafka frame instead
+        try:
+            writer.write(sasl_request(17, 1, 1, mechanism="PLAIN"))
+            assert await eof(reader)
+        finally:
+            writer.close()
+        lines = [r.getMessage() for r in caplog.records if "TLS handshake with" in r.getMessage()]
+        assert len(lines) == 1 and "failed" in lines[0], lines  # one line for the one connection
+        reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=False))
+        try:  # the listener carries on
+            assert int((await handshake(reader, writer, "PLAIN")).error_code) == 0
+        finally:
+            writer.close()
+    finally:
+        await srv.stop()
+
+
+def test_a_tls_listener_without_keystore_is_a_config_error() -> None:
+    from common.config import parse_config
+    from common.config_schema import ConfigError
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+        listener_security("SSL", "SSL", parse_config({"node.id": "1", "process.roles": "broker"}), None)
