@@ -2,6 +2,8 @@
 
     tidelog groups list
     tidelog groups describe --group app          # per partition: offsets, log end, lag, owner
+                                                 # a KIP-848 group: its type, assignor, epochs,
+                                                 # each member's epoch, assignment and target
     tidelog groups delete --group app            # only an empty group (NON_EMPTY_GROUP otherwise)
     tidelog groups reset-offsets --group app --topic demo --to-earliest [--execute]
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from groups.offset_reset import ResetTo, plan_reset
 from tidelog import cli_common
@@ -22,6 +24,7 @@ from tidelog.cli_common import ClusterError, UsageError
 from common.table import render
 
 EARLIEST: Final = -2
+GROUP_ID_NOT_FOUND: Final = 69  # ConsumerGroupDescribe's answer for a group that is not a KIP-848 one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +109,9 @@ def _describe(args: argparse.Namespace) -> int:
     client, admin = _admin(args)
     with client:
         try:
+            consumer = _consumer_group(admin, args.group)
+            if consumer is not None:
+                return _describe_consumer(admin, args.group, consumer)
             d = admin.describe(args.group)
         except BrokerUnavailable as exc:
             raise _unavailable(exc) from None
@@ -120,6 +126,69 @@ def _describe(args: argparse.Namespace) -> int:
     cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                                  "CONSUMER-ID", "HOST", "CLIENT-ID"), rows, right={2, 3, 4, 5}))
     return 0
+
+
+def _consumer_group(admin: Any, group_id: str) -> Any | None:
+    """kio's ConsumerGroupDescribe v0 DescribedGroup of a KIP-848 group; None when the group is
+    not one (a classic group or none: DescribeGroups describes those)."""
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+
+    request = messages.request_module(ApiKey.CONSUMER_GROUP_DESCRIBE, 0).ConsumerGroupDescribeRequest(
+        group_ids=(group_id,), include_authorized_operations=False)
+    response = admin._at_coordinator(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, request, messages.encode_request,
+                                     messages.response_decoder(ApiKey.CONSUMER_GROUP_DESCRIBE),
+                                     lambda r: r.groups[0].error_code)
+    group = response.groups[0]
+    if group.error_code == GROUP_ID_NOT_FOUND:
+        return None
+    if group.error_code:
+        raise ClusterError(_error_name(group.error_code), group.error_message or f"cannot describe {group_id}")
+    return group
+
+
+def _partitions(assignment: Any) -> str:
+    """kafka-consumer-groups.sh's form: topic:0,1;other:3 ("-" for none)."""
+    parts = [f"{tp.topic_name}:{','.join(str(p) for p in sorted(tp.partitions))}"
+             for tp in sorted(assignment.topic_partitions, key=lambda tp: tp.topic_name) if tp.partitions]
+    return ";".join(parts) or "-"
+
+
+def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
+    """A KIP-848 group: the group line, the partitions with their lag and owner (as for a
+    classic group), then each member with its epoch, assignment and target assignment
+    (kafka-consumer-groups.sh --describe --members --verbose's columns)."""
+    owners = {(tp.topic_name, p): m for m in group.members for tp in m.assignment.topic_partitions
+              for p in tp.partitions}
+    committed = admin.committed(group_id)
+    keys = sorted(set(committed) | set(owners))
+    ends = admin.log_end_offsets(sorted({t for t, _ in keys}))
+    cli_common.say(f"Consumer group '{group_id}': type consumer, assignor {group.assignor_name}, state "
+                   f"{group.group_state}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}")
+    cli_common.say()
+    if not group.members:
+        cli_common.say(f"Consumer group '{group_id}' has no active members.")
+        cli_common.say()
+    rows = []
+    for t, p in keys:
+        current, end, owner = committed.get((t, p)), ends.get((t, p)), owners.get((t, p))
+        lag = None if current is None or end is None else max(end - current, 0)
+        rows.append((group_id, t, p, current, end, lag, owner.member_id if owner else None,
+                     owner.client_host if owner else None, owner.client_id if owner else None))
+    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                 "CONSUMER-ID", "HOST", "CLIENT-ID"), rows, right={2, 3, 4, 5}))
+    if group.members:
+        cli_common.say()
+        cli_common.say_lines(render(
+            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-ASSIGNMENT"),
+            [(group_id, m.member_id, m.client_host, m.client_id, m.member_epoch, _partitions(m.assignment),
+              _partitions(m.target_assignment)) for m in group.members], right={4}))
+    return 0
+
+
+def _error_name(code: int) -> str:
+    from common.kafka_client import error_name
+    return error_name(code)
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -126,7 +126,16 @@ def values(prefix: str, n: int) -> list[bytes]:
     return [f"{prefix}-{i}".encode() for i in range(n)]
 
 
-def test_three_members_split_then_one_leaves_and_one_joins(cluster: LocalCluster) -> None:
+def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from tidelog.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_three_members_split_then_one_leaves_and_one_joins(cluster: LocalCluster,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = cluster.bootstrap_servers
     assert bootstrap is not None
     topic, group = "kip848-split", "kip848-split-group"
@@ -141,6 +150,13 @@ def test_three_members_split_then_one_leaves_and_one_joins(cluster: LocalCluster
         wait_until("every record consumed", lambda: len(consumed(members)) >= RECORDS, WAIT_S)
         assert_once(members, first)
         assert all(len(m.assignment) == 2 for m in members)
+        code, out = tidelog(capsys, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap)
+        assert code == 0, out
+        assert f"Consumer group '{group}': type consumer, assignor uniform" in out, out
+        rows = [line.split() for line in out.splitlines() if line.startswith(group) and "member-" in line]
+        members_rows = [r for r in rows if len(r) == 7]  # GROUP CONSUMER-ID HOST CLIENT-ID EPOCH CURRENT TARGET
+        assert sorted(r[3] for r in members_rows) == ["member-0", "member-1", "member-2"], out
+        assert all(r[5].startswith(f"{topic}:") and r[5] == r[6] for r in members_rows), out  # settled: at target
 
         stop(members[2:])  # one leaves
         stayers = members[:2]
