@@ -32,7 +32,6 @@ from tidelog.cli_common import ClusterError, UsageError
 ENTITY_TYPES: Final = {"topics": (2, "topic"), "brokers": (4, "broker")}  # resource type ids, Kafka's words
 SOURCES: Final = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
                   4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
-DYNAMIC_SOURCES: Final = frozenset({1, 2, 3})
 DESCRIBE_VERSION: Final = 4
 ALTER_VERSION: Final = 0  # IncrementalAlterConfigs: a classic version, every field used
 SET, DELETE = 0, 1
@@ -85,7 +84,10 @@ def parse_add_config(items: Sequence[str]) -> dict[str, str]:
 def describe_lines(entity: str, name: str, result: Any, *, show_all: bool) -> list[str]:
     """kafka-configs.sh's describe output for one entity (name "": the brokers' cluster default),
     from kio's DescribeConfigsResult."""
-    configs = [c for c in result.configs if show_all or c.config_source in DYNAMIC_SOURCES]
+    # kafka-configs.sh without --all shows the entity's own dynamic configs only: a topic's
+    # DYNAMIC_TOPIC_CONFIG, not the cluster default it inherits (min.insync.replicas with ELR on)
+    own_source = 1 if entity == "topic" else 2 if name else 3
+    configs = [c for c in result.configs if show_all or c.config_source == own_source]
     if name == "":
         lines = [f"Default configs for {entity}s in the cluster are:"]
     else:

@@ -63,6 +63,7 @@ def test_describe_lines_dynamic_and_all() -> None:
         config("retention.ms", "5", False, 1, False, (
             synonym("retention.ms", "5", 1), synonym("log.retention.hours", "168", 5))),
         config("segment.bytes", "1073741824", False, 5, False, ()),
+        config("min.insync.replicas", "1", False, 3, False, ()),  # the cluster default: not the topic's own
         config("secret", None, True, 4, True, ()),
     ))
     assert describe_lines("topic", "t", result, show_all=False) == [
@@ -70,8 +71,8 @@ def test_describe_lines_dynamic_and_all() -> None:
         "  retention.ms=5 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5, "
         "DEFAULT_CONFIG:log.retention.hours=168}"]
     every = describe_lines("topic", "t", result, show_all=True)
-    assert every[0] == "All configs for topic t are:" and len(every) == 4
-    assert every[3] == "  secret=null sensitive=true synonyms={}"
+    assert every[0] == "All configs for topic t are:" and len(every) == 5
+    assert every[4] == "  secret=null sensitive=true synonyms={}"
 
 
 def test_describe_lines_of_the_brokers_cluster_default() -> None:
