@@ -318,6 +318,13 @@ def remove_member_records(group_id: str, member_id: str) -> list[ConsumerRecord]
             ConsumerRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
 
 
+def consumer_group_tombstones(group_id: str) -> tuple[ConsumerRecord, ...]:
+    """An empty group deleted (Kafka's ConsumerGroup.createGroupTombstoneRecords): its target
+    assignment metadata, then the group itself."""
+    return (ConsumerRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
+            ConsumerRecord(ConsumerGroupMetadataKey(group_id), None))
+
+
 def leave(group: ConsumerGroup, member: ConsumerMember, *, static: bool) -> HeartbeatOutcome:
     """Epoch -1: the member goes and the group epoch moves (its partitions are reassigned at
     the next heartbeat of another member). Epoch -2: a static member steps out and keeps its

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.errors import ErrorCode
+from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup
 from groups.records import CoordinatorRecord
 
@@ -49,7 +50,7 @@ class SyncResult:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     group: ClassicGroup | None  # None: the group does not exist (or no longer)
-    records: tuple[CoordinatorRecord, ...] = ()
+    records: tuple[CoordinatorRecord | ConsumerRecord, ...] = ()  # a KIP-848 group's too (DeleteGroups)
     response: object = None  # this request's answer, unless parked
     park: bool = False
     joins: tuple[tuple[str, JoinResult], ...] = ()

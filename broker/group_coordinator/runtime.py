@@ -618,6 +618,9 @@ class GroupCoordinator:
         for partition in self.active_partitions():
             image = self.runtime.current(partition)
             for group_id in sorted(set(image.groups) | set(image.offsets)):
+                consumer = image.consumer_groups.get(group_id)
+                if consumer is not None and consumer.members:
+                    continue  # a KIP-848 group's offsets expire only once it is empty, as a classic one's
                 group = image.groups.get(group_id) or ClassicGroup(group_id)
                 outcome = expire_offsets(group, image.offsets.get(group_id), now_ms, self.config,
                                          pending=image.pending_partitions(group_id))

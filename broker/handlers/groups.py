@@ -27,6 +27,8 @@ from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
 from common.units import SECOND_MS
 from groups.consumer_group import ConsumerGroup
+from groups.consumer_heartbeat import consumer_group_tombstones
+from groups.records import OffsetCommitKey
 from groups.group import ClassicGroup
 from groups.image import GroupsImage
 from groups.join import JoinRequest, SyncRequest, join_group, sync_group
@@ -446,6 +448,13 @@ async def delete(coord: GroupCoordinator, req: Any, version: int, client: Client
 def _delete_group(state: GroupsImage, group_id: str, now_ms: int) -> Outcome:
     group = state.groups.get(group_id)
     offsets = state.offsets.get(group_id)
+    consumer = state.consumer_groups.get(group_id)
+    if consumer is not None:  # KIP-848: only an empty group; its offsets and its own records go
+        if consumer.members:
+            return Outcome(group, response=E.NON_EMPTY_GROUP)
+        deleted = delete_group(ClassicGroup(group_id), offsets, group_id, now_ms)
+        offsets_gone = tuple(r for r in deleted.records if isinstance(r.key, OffsetCommitKey))
+        return Outcome(group, offsets_gone + consumer_group_tombstones(group_id), E.NONE, reason="deleted")
     if group is None and offsets:  # offsets of standalone commits only: an Empty group
         group = ClassicGroup(group_id)
     outcome = delete_group(group, offsets, group_id, now_ms)

@@ -144,4 +144,16 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     assert (back.error_code, back.member_epoch) == (0, 2)
     left = await beat(again, "member-b", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
+
+    async def delete() -> int:
+        deleted = await call(again, ApiKey.DELETE_GROUPS, 2, gw.delete(2, (GROUP,)), *gw.codec(ApiKey.DELETE_GROUPS))
+        return int(deleted.results[0].error_code)
+    assert await delete() == E.NON_EMPTY_GROUP  # member-a is still in it
+    assert (await beat(again, "member-a", 2, None)).error_code == 0
+    assert (await beat(again, "member-a", -1)).error_code == 0
+    assert await delete() == 0
+    gone = await kio_call(again, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=(GROUP,),
+                          include_authorized_operations=False)
+    assert gone.groups[0].error_code == E.GROUP_ID_NOT_FOUND
+    assert GROUP not in coord.groups(0).offsets  # its offsets went with it
     await again.close()
