@@ -55,6 +55,7 @@ from groups.consumer_records import (
     ConsumerRecord,
 )
 from groups.reconcile import reconcile
+from groups.records import CoordinatorRecord
 
 E = ErrorCode
 Topics = Mapping[str, tuple[str, int]]  # topic name -> (topic id, partition count), from the metadata image
@@ -93,7 +94,8 @@ class HeartbeatResponse:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatOutcome:
-    records: tuple[ConsumerRecord, ...]
+    # a classic group's record too, when an empty classic group becomes a consumer group
+    records: tuple[ConsumerRecord | CoordinatorRecord, ...]
     response: HeartbeatResponse
     # each member's deadlines after this heartbeat (None: it left, its timers go)
     timers: Mapping[str, ConsumerTimers | None] = field(default_factory=dict)

@@ -13,6 +13,7 @@ joining a classic group with members is refused with GROUP_ID_NOT_FOUND, as Kafk
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Final
 
@@ -27,6 +28,7 @@ from groups.consumer_heartbeat import HeartbeatOutcome, HeartbeatRequest, Heartb
 from common.protocol.metadata import wire_topic_id
 from groups.consumer_records import Assignment, image_topic_id
 from groups.image import GroupsImage
+from groups.records import CoordinatorRecord, GroupMetadataKey
 from metadata.image import MetadataImage
 
 E = ErrorCode
@@ -78,8 +80,14 @@ def _rule(state: GroupsImage, req: HeartbeatRequest, topics: Topics, coord: Grou
     if classic is not None and classic.members:  # no online migration yet (see the module)
         return HeartbeatOutcome((), HeartbeatResponse(
             E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id))
-    return heartbeat(state.consumer_groups.get(req.group_id), req, topics=topics,
-                     config=coord.settings.consumer, now_ms=now_ms)
+    out = heartbeat(state.consumer_groups.get(req.group_id), req, topics=topics,
+                    config=coord.settings.consumer, now_ms=now_ms)
+    if classic is not None and out.records:
+        # An empty classic group (offsets only, or every member gone) becomes a consumer group:
+        # its record goes first, its offsets stay (Kafka converts an empty group the same way).
+        return replace(out, records=(CoordinatorRecord(GroupMetadataKey(req.group_id), None), *out.records),
+                       reason=f"{out.reason}; the empty classic group is now a consumer group")
+    return out
 
 
 async def consumer_heartbeat(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:

@@ -117,10 +117,25 @@ async def join(coord: GroupCoordinator, req: Any, version: int, client: ClientIn
     now_ms = coord.now_ms()
     result = await _answer_or_park(
         coord, partition, req.group_id, JoinResult,
-        lambda state: join_group(state.groups.get(req.group_id), core, new_member_id=new_id, now_ms=now_ms,
-                                 config=coord.config),
+        lambda state: _join_rule(state, core, new_id, now_ms, coord),
         lambda: coord.park_join(partition, req.group_id, req.member_id or new_id, rebalance_ms + JOIN_MARGIN_MS))
     return _join_response(version, result)
+
+
+def _join_rule(state: GroupsImage, core: JoinRequest, new_id: str, now_ms: int, coord: GroupCoordinator) -> Outcome:
+    """JoinGroup on the group of that id. A KIP-848 group with members refuses a classic
+    member (Kafka's getOrMaybeCreateClassicGroup: GROUP_ID_NOT_FOUND; no online migration
+    here yet); an empty one is deleted first (its records tombstoned, its offsets kept) and
+    the group starts again as a classic one, as Kafka converts an empty group."""
+    consumer = state.consumer_groups.get(core.group_id)
+    if consumer is None:
+        return join_group(state.groups.get(core.group_id), core, new_member_id=new_id, now_ms=now_ms,
+                          config=coord.config)
+    if consumer.members:
+        return Outcome(None, response=JoinResult(E.GROUP_ID_NOT_FOUND, member_id=core.member_id))
+    joined = join_group(None, core, new_member_id=new_id, now_ms=now_ms, config=coord.config)
+    return replace(joined, records=consumer_group_tombstones(core.group_id) + joined.records,
+                   reason=joined.reason or "a classic member joined the empty consumer group: now a classic group")
 
 
 async def sync(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
@@ -372,14 +387,8 @@ async def describe(coord: GroupCoordinator, req: Any, version: int, client: Clie
         group = coord.groups(partition).groups.get(group_id)
         operations = GROUP_OPERATIONS_BITS if getattr(req, "include_authorized_operations", False) \
             else AUTHORIZED_OPERATIONS_OMITTED  # Kafka without an authorizer: all of them
-        if group is None and coord.consumer_group(partition, group_id) is not None:
-            # Kafka 4: DescribeGroups describes classic groups only (ConsumerGroupDescribe the others)
-            out.append(build(m.DescribedGroup, error_code=error_code(E.GROUP_ID_NOT_FOUND),
-                             error_message=f"Group {group_id} is not a classic group.", group_id=group_id,
-                             group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
-                             authorized_operations=operations))
-            continue
-        if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error
+        if group is None:  # Kafka (v0-v5): an unknown group is described as Dead, no error; a KIP-848
+            # group too (Kafka 4 answers GROUP_ID_NOT_FOUND "is not a classic group" from v6 only)
             out.append(described(E.NONE, group_id, GroupState.DEAD.value, operations=operations))
             continue
         stable = group.state is GroupState.STABLE

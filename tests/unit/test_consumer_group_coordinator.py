@@ -119,7 +119,7 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     classic_only = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=("classic",))
     assert classic_only.groups == ()
     old = await call(handler, ApiKey.DESCRIBE_GROUPS, 5, gw.describe(5, (GROUP,)), *gw.codec(ApiKey.DESCRIBE_GROUPS))
-    assert old.groups[0].error_code == E.GROUP_ID_NOT_FOUND
+    assert (old.groups[0].error_code, old.groups[0].group_state) == (0, "Dead")  # Kafka before v6: no error
     described = await kio_call(handler, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=(GROUP, "unknown"),
                                include_authorized_operations=False)
     group, unknown = described.groups
@@ -157,3 +157,40 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     assert gone.groups[0].error_code == E.GROUP_ID_NOT_FOUND
     assert GROUP not in coord.groups(0).offsets  # its offsets went with it
     await again.close()
+
+
+async def classic_join(handler: RequestHandler, member_id: str = "") -> Any:
+    request = gw.join(5, GROUP, 10000, 30000, member_id, None, "consumer", (("range", b"subscription"),))
+    return await call(handler, ApiKey.JOIN_GROUP, 5, request, *gw.codec(ApiKey.JOIN_GROUP))
+
+
+async def test_an_empty_group_changes_protocol_a_busy_one_refuses_the_other(broker) -> None:
+    """Stop every consumer, restart them with the other group.protocol: the group changes type
+    and keeps its offsets. While members of one protocol are in it, the other is refused."""
+    new_handler, _ = broker
+    handler = new_handler()
+    await loaded(handler)
+    assert (await beat(handler, "member-a", 0, [], subscribed_topic_names=("orders",))).error_code == 0
+    assert await commit(handler, "member-a", 1) == 0
+    refused = await classic_join(handler)
+    assert refused.error_code == E.GROUP_ID_NOT_FOUND
+    assert (await beat(handler, "member-a", -1)).error_code == 0  # the last consumer-protocol member leaves
+
+    first = await classic_join(handler)  # now a classic member may come: the group becomes classic
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    joined = await classic_join(handler, first.member_id)
+    assert joined.error_code == 0 and joined.generation_id == 1
+    coord = handler.context.groups
+    assert GROUP not in coord.groups(0).consumer_groups and coord.groups(0).offsets[GROUP]  # offsets kept
+    listed = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [(GROUP, "classic")]
+    busy = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
+    assert busy.error_code == E.GROUP_ID_NOT_FOUND  # a classic member is in it
+
+    left = await call(handler, ApiKey.LEAVE_GROUP, 3, gw.leave(3, GROUP, (joined.member_id, None, None)),
+                      *gw.codec(ApiKey.LEAVE_GROUP))
+    assert left.error_code == 0
+    back = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
+    assert (back.error_code, back.member_epoch) == (0, 1)  # empty again: a consumer group once more
+    assert GROUP not in coord.groups(0).groups and coord.groups(0).offsets[GROUP]
+    await handler.close()
