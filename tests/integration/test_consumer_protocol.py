@@ -197,3 +197,44 @@ def test_regex_subscription_picks_up_a_new_topic(cluster: LocalCluster) -> None:
         assert_once(members, records)
     finally:
         stop(members)
+
+
+KILLED_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "auto.offset.reset": "earliest", "client.id": "doomed"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_a_killed_member_is_fenced_after_the_session_timeout(cluster: LocalCluster) -> None:
+    """SIGKILL: no leave heartbeat. The coordinator's session timer (group.consumer.session.timeout.ms,
+    6 s here) fences the member and the survivor gets every partition."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    topic, group = "kip848-killed", "kip848-killed-group"
+    create_topic(cluster, topic, partitions=4)
+    wait_full_isr(cluster, topic, 4)
+    every = {(topic, p) for p in range(4)}
+    survivor = start(bootstrap, group, [topic], "survivor")
+    process = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, bootstrap, group, topic])
+    try:
+        wait_until("the two members split the topic", lambda: len(survivor.assignment) == 2, WAIT_S)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    killed_at = time.monotonic()
+    try:
+        wait_until("the survivor owns every partition", lambda: split([survivor], every), WAIT_S)
+        waited = time.monotonic() - killed_at
+        assert 4.0 <= waited <= 15.0, f"fenced after {waited:.1f} s with a 6 s session timeout"
+    finally:
+        stop([survivor])
