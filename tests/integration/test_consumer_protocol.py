@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -238,3 +239,46 @@ def test_a_killed_member_is_fenced_after_the_session_timeout(cluster: LocalClust
         assert 4.0 <= waited <= 15.0, f"fenced after {waited:.1f} s with a 6 s session timeout"
     finally:
         stop([survivor])
+
+
+def _first_error(bootstrap: str, group: str, subscription: list[str], **extra: str) -> Any:
+    """The first error a consumer-protocol consumer reports (error_cb or a consume error), or None."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError
+
+    errors: list[Any] = []
+
+    def on_error(e: Any) -> None:  # a broker's error (fatal here), not a transient connection one
+        if e.fatal() or e.code() > 0 or e.code() == KafkaError._FATAL:
+            errors.append(e)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "error_cb": on_error, **extra})
+    try:
+        c.subscribe(subscription)
+        deadline = time.monotonic() + 10.0
+        while not errors and time.monotonic() < deadline:  # bounded: 10 s
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                on_error(msg.error())
+    finally:
+        c.close()
+    return errors[0] if errors else None
+
+
+def test_an_unknown_assignor_gets_unsupported_assignor(cluster: LocalCluster) -> None:
+    """group.remote.assignor names an assignor group.consumer.assignors lacks: librdkafka gets
+    UNSUPPORTED_ASSIGNOR and stops (a fatal error). An invalid regex cannot be sent this way:
+    librdkafka compiles the pattern itself first (the unit tests send it)."""
+    from confluent_kafka import KafkaError
+
+    bootstrap = cluster.bootstrap_servers
+    assert bootstrap is not None
+    create_topic(cluster, "kip848-bad", partitions=1)
+    wait_full_isr(cluster, "kip848-bad", 1)
+    subscription, extra, expected = ["kip848-bad"], {"group.remote.assignor": "sticky"}, "UNSUPPORTED_ASSIGNOR"
+
+    error = _first_error(bootstrap, f"kip848-bad-{expected.lower()}", subscription, **extra)
+    # librdkafka raises it as a fatal consumer error quoting the broker's error by its description
+    description = KafkaError(getattr(KafkaError, expected)).str()
+    assert error is not None and (error.name() == expected or description in error.str()), error
