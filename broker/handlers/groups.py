@@ -296,16 +296,26 @@ def _committed(coord: GroupCoordinator, partition: int, group_id: str,
     return list(coord.fetch_offsets(partition, group_id, wanted, require_stable=require_stable))
 
 
-def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require_stable: bool) -> GroupOffsets:
+def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require_stable: bool,
+                 member_id: str | None = None, member_epoch: int = NO_EPOCH) -> GroupOffsets:
     """One group's committed offsets, or its error (with no topics) when this broker cannot
     answer for it. A classic group checks no member id or epoch (OffsetFetch v9): Kafka's
-    ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps."""
+    ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps. A
+    KIP-848 group checks them as Kafka's ConsumerGroup.validateOffsetFetch: none (an admin
+    client), or a member at its current epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
     if not group_id:
         return E.INVALID_GROUP_ID, {}
     try:
         partition = coord.partition_for(group_id)
     except CoordinatorError as e:
         return e.code, {}
+    consumer = coord.consumer_group(partition, group_id)
+    if consumer is not None and not (member_epoch < 0 and not member_id):
+        member = consumer.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID, {}
+        if member_epoch != member.member_epoch:
+            return E.STALE_MEMBER_EPOCH, {}
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
     answers: dict[str, list[FetchedOffset]] = {}
     for f in _committed(coord, partition, group_id, wanted, require_stable=require_stable):
@@ -326,7 +336,9 @@ async def fetch(coord: GroupCoordinator, req: Any, version: int, client: ClientI
     if version >= 8:  # KIP-709: each group answered on its own, errors included
         groups = []
         for g in req.groups:
-            code, answers = _fetch_group(coord, g.group_id, g.topics, require_stable=require_stable)
+            code, answers = _fetch_group(coord, g.group_id, g.topics, require_stable=require_stable,
+                                         member_id=getattr(g, "member_id", None),  # v9+
+                                         member_epoch=getattr(g, "member_epoch", NO_EPOCH))
             groups.append(m.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=error_code(code),
                 topics=_fetched_topics(m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions, answers)))

@@ -113,6 +113,14 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     assert await commit(handler, "member-a", 2) == 0
     assert await commit(handler, "member-a", 1) == E.STALE_MEMBER_EPOCH
     assert await commit(handler, "nobody", 2) == E.UNKNOWN_MEMBER_ID
+    for member, epoch, expected in (("member-a", 2, 0), ("member-a", 1, E.STALE_MEMBER_EPOCH),
+                                    ("nobody", 2, E.UNKNOWN_MEMBER_ID), (None, -1, 0)):  # None, -1: an admin
+        fetched = await call(handler, ApiKey.OFFSET_FETCH, 9, gw.fetch_groups(9, False, (GROUP, None, member, epoch)),
+                             *gw.codec(ApiKey.OFFSET_FETCH))
+        assert fetched.groups[0].error_code == expected, (member, epoch)
+        if expected == 0:
+            assert [(t.name, p.committed_offset) for t in fetched.groups[0].topics for p in t.partitions] == [
+                ("orders", 7)]
 
     listed = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=("Consumer",))
     assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] == [(GROUP, "Stable", "consumer")]
