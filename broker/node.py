@@ -55,6 +55,7 @@ from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
 from broker.handlers.context import ANONYMOUS
+from broker.client_security import INTER_BROKER_SECURITY, inter_broker_security
 from broker.listener_security import listener_security, scram_credentials_of
 from security.sasl_server import ScramCredentials
 from security.rpc_secret import signer_from_config
@@ -206,6 +207,10 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     try:
         # The follower is built before it runs: the handler reads its image.
         late = _LateHandler()
+        # brokers' connections to each other (fetchers, markers, verification) use the inter-broker
+        # listener's TLS and SASL; set before any task starts, so every task inherits it
+        INTER_BROKER_SECURITY.set(inter_broker_security(
+            settings.security_protocols.get(settings.inter_broker_listener, "PLAINTEXT"), config))
         scram = scram_credentials_of(lambda: None if follower is None else follower.state.image)
         servers, advertised_all = await start_listeners(late, settings, config, scram)
         server = servers[0]  # /metrics counts the first listener's connections
@@ -377,6 +382,6 @@ def run(config_path: str) -> int:
     raise_open_file_limit(f"Broker {settings.node_id}")  # before any log is opened
     try:
         return asyncio.run(run_broker(settings, config))
-    except (OSError, KafkaStorageError) as exc:  # a listener cannot bind, a log dir cannot be used
-        logger.error("Broker %d cannot start: %s", settings.node_id, exc)
+    except (OSError, KafkaStorageError, ConfigError) as exc:  # a listener cannot bind or its TLS/SASL
+        logger.error("Broker %d cannot start: %s", settings.node_id, exc)  # is wrong; a log dir is unusable
         return 1

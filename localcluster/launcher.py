@@ -46,6 +46,7 @@ from localcluster.node_process import (
     StopReport,
     stop_nodes,
 )
+from localcluster.security_setup import plan as security_plan
 from localcluster.server_properties import properties_files
 from security.rpc_secret import load_or_create_secret
 
@@ -199,7 +200,8 @@ class LocalCluster:
               extra_properties: Mapping[str, str] | None = None,
               should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None,
               broker_config: Mapping[str, str] | None = None,
-              controller_config: Mapping[str, str] | None = None, racks: int = 0) -> LocalCluster:
+              controller_config: Mapping[str, str] | None = None, racks: int = 0,
+              security: str | None = None) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) that is not running,
         and wait until the whole cluster is ready (as `docker compose up` does: a node killed
         since the last start comes back; the ids are in `started` and `already_running`).
@@ -231,8 +233,10 @@ class LocalCluster:
             rpc_secret = root / layout.RPC_SECRET_FILE  # issue 29: every node signs or checks /rpc/ with it
             if load_or_create_secret(rpc_secret)[1]:
                 print(f"generated the broker<->controller RPC secret in {rpc_secret}", file=sys.stderr)
+            # --security (issue 29): a secured listener per broker, its certificates and users
+            per_node = security_plan(root, specs, security)[0] if security is not None else None
             files = properties_files(specs, secrets, extra_properties, broker_config or {},
-                                     controller_config or {}, rpc_secret)
+                                     controller_config or {}, rpc_secret, per_node)
             files = with_racks(files, specs, broker_racks(specs, racks))  # new brokers only: --racks N
             touched = [running[i].spec.label for i in sorted(files) if i in running]
             if touched and not (broker_config or controller_config):  # only the RPC secret's key is new there

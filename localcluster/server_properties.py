@@ -75,7 +75,8 @@ def _broker_properties(node: NodeSpec, controllers: Sequence[NodeSpec], secrets:
 
 def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: Mapping[str, str] | None,
                      broker_config: Mapping[str, str], controller_config: Mapping[str, str],
-                     rpc_secret_file: Path | None = None) -> dict[int, str]:
+                     rpc_secret_file: Path | None = None,
+                     per_node: Mapping[int, Mapping[str, str]] | None = None) -> dict[int, str]:
     """The server.properties texts to write, by node id: every new node's file, and every existing
     one that `broker_config` / `controller_config` change (an operator's other edits kept). A file
     those options touch is parsed as its node will parse it; LayoutError names the node, the
@@ -85,7 +86,10 @@ def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: 
         overrides = _role_overrides(node, broker_config, controller_config)
         path = node.properties_path
         if not path.exists():
-            text = node_properties(node, nodes, secrets, {**(extra or {}), **overrides}, rpc_secret_file)
+            # per_node: `tidelog up --security`'s listeners and TLS/SASL entries of each broker
+            text = node_properties(node, nodes, secrets,
+                                   {**(extra or {}), **(per_node or {}).get(node.node_id, {}), **overrides},
+                                   rpc_secret_file)
         elif rpc_secret_file is not None and SECRET_FILE_KEY not in parse_properties(
                 path.read_text(encoding="utf-8"), str(path)):  # made before issue 29: every node signs now
             text = set_entries(path.read_text(encoding="utf-8"), {**overrides, SECRET_FILE_KEY: str(rpc_secret_file)},

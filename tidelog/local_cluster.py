@@ -67,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"controllers (quorum voters) on 127.0.0.1..N (default: as stored, else "
                              f"{layout.DEFAULT_CONTROLLERS}; with --combined: 1); more than a data dir's "
                              "cluster has grows its quorum online, one controller at a time")
+    parser.add_argument("--security", choices=("SASL_SSL", "SSL", "SASL_PLAINTEXT"), default=None,
+                        help="a secured listener on every broker (Kafka port + 2), also the inter-broker one: "
+                             "a throwaway CA, certificates and users in the data dir; prints the client "
+                             "settings (kept in <data dir>/client.properties). Chosen at the first start.")
     parser.add_argument("--combined", action="store_true", default=None,
                         help="combined mode (process.roles=broker,controller): each controller also runs a "
                              "broker in the same process; --brokers then adds separate brokers (default 0)")
@@ -205,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
                                              kafka_port=args.kafka_port, metrics_port=args.metrics_port,
                                              ready_timeout=args.ready_timeout, should_stop=stop.is_set,
                                              combined=args.combined, broker_config=dict(args.broker_config),
-                                             controller_config=dict(args.controller_config), racks=args.racks)
+                                             controller_config=dict(args.controller_config), racks=args.racks,
+                                             security=args.security)
             if grow_to is not None:
                 grow(cluster, grow_to, say=_say)
         except Interrupted:
@@ -217,6 +222,12 @@ def run(args: argparse.Namespace) -> int:
             return 1
         _print_restarted(cluster)
         _print_ready(cluster, started)
+        client_settings = root / "client.properties"  # --security (localcluster.security_setup)
+        if args.security is not None and client_settings.exists():
+            _say(f"Client settings for the {args.security} listeners (confluent-kafka / librdkafka; "
+                 f"kept in {client_settings}):")
+            for line in client_settings.read_text().splitlines():
+                _say(f"  {line}")
         if args.detach:
             _say(f"Detached. Stop the cluster with: tidelog down --data-dir {root}")
             return 0

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from common.waiting import wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from security.tls import issue, new_ca
 
@@ -38,6 +39,7 @@ PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
 AUTH_TIMEOUT_MS = 1500  # connections.max.idle.ms: a client that never authenticates
+LOG_WAIT_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +105,12 @@ def round_trip(config: dict[str, Any], topic: str) -> None:
 def create_topic(cluster: dict[str, Any], topic: str) -> None:
     admin = confluent_admin.AdminClient(sasl_config(cluster, "PLAIN", "alice", "alice-secret"))
     admin.create_topics([confluent_admin.NewTopic(topic, 1, 1)])[topic].result(CLIENT_TIMEOUT_S)
+
+
+def logged(cluster: dict[str, Any], text: str) -> None:
+    """Wait (bounded) until the broker's log holds `text`: its line follows the close a client sees."""
+    wait_until(f"{text!r} in the broker log", lambda: text in cluster["log"].read_text(errors="replace"),
+               LOG_WAIT_S, poll_s=0.05)
 
 
 def cluster_port(config: dict[str, Any]) -> str:
@@ -290,14 +298,14 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("name, data, logged", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_closes_one_connection(cluster: dict[str, Any], name: str, data: bytes, logged: str) -> None:
+@pytest.mark.parametrize("name, data, line", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_closes_one_connection(cluster: dict[str, Any], name: str, data: bytes, line: str) -> None:
     bystander = confluent_admin.AdminClient(sasl_config(cluster, "PLAIN", "alice", "alice-secret"))
     bystander.list_topics(timeout=CLIENT_TIMEOUT_S)
     with _connect(cluster) as sock:
         sock.sendall(data)
         assert _closed(sock)
-    assert logged in cluster["log"].read_text(errors="replace")
+    logged(cluster, line)
     bystander.list_topics(timeout=CLIENT_TIMEOUT_S)  # the broker and other connections carry on
 
 
@@ -310,7 +318,7 @@ def test_truncated_scram_exchange(cluster: dict[str, Any]) -> None:
         final = b"c=biws,r=abcdefgh"
         sock.sendall(_frame(36, 1, struct.pack(">i", len(final)) + final, 3))
         assert _closed(sock)
-    assert "Failed authentication with" in cluster["log"].read_text(errors="replace")
+    logged(cluster, "Failed authentication with")
 
 
 def test_client_that_never_authenticates_is_closed(cluster: dict[str, Any]) -> None:
@@ -318,7 +326,7 @@ def test_client_that_never_authenticates_is_closed(cluster: dict[str, Any]) -> N
     with _connect(cluster) as sock:
         assert _closed(sock, timeout=AUTH_TIMEOUT_MS / 1000 + 5)
     assert time.monotonic() - started >= AUTH_TIMEOUT_MS / 1000 - 0.2
-    assert "did not authenticate within 1500 ms" in cluster["log"].read_text(errors="replace")
+    logged(cluster, "did not authenticate within 1500 ms")
 
 
 # --- SASL_SSL: TLS from security.tls's throwaway CA, then SASL --------------------------------------
@@ -358,4 +366,36 @@ def test_kcat_sasl_ssl_and_a_plaintext_client_on_the_tls_port(cluster: dict[str,
     with socket.create_connection((host, int(port)), timeout=5) as sock:  # a Kafka frame where TLS is due
         sock.sendall(_frame(18, 0, b""))
         assert _closed(sock)
-    assert "TLS handshake with" in cluster["log"].read_text(errors="replace")
+    logged(cluster, "TLS handshake with")
+
+
+# --- tidelog up --security: replication over an inter-broker SASL_SSL listener -------------------
+
+def test_replication_over_inter_broker_sasl_ssl(tmp_path: Path) -> None:
+    """Two brokers whose inter-broker listener is SASL_SSL (localcluster.security_setup, as `tidelog
+    up --security SASL_SSL` makes it): an acks=all write to a topic with min.insync.replicas=2
+    succeeds only once the follower fetched it over TLS, authenticated as the broker user."""
+    hosts = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    raft, admin, kafka_port, metrics = free_ports(hosts, 4)
+    with LocalCluster.start(tmp_path, controllers=1, brokers=2, raft_port=raft, admin_port=admin,
+                            kafka_port=kafka_port, metrics_port=metrics, ready_timeout=READY_S,
+                            security="SASL_SSL") as started:
+        try:
+            lines = (tmp_path / "client.properties").read_text().splitlines()
+            config: dict[str, Any] = dict(line.split("=", 1) for line in lines)
+            assert config["security.protocol"] == "SASL_SSL"
+            admin_client = confluent_admin.AdminClient(config)
+            topic = confluent_admin.NewTopic("replicated", 1, 2, config={"min.insync.replicas": "2"})
+            admin_client.create_topics([topic])["replicated"].result(CLIENT_TIMEOUT_S)
+            producer = confluent_kafka.Producer({**config, "acks": "all", "message.timeout.ms": 20000})
+            delivered: list[Any] = []
+            for i in range(5):
+                producer.produce("replicated", f"r{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+            assert producer.flush(30) == 0
+            assert delivered == [None] * 5
+            for broker in started.brokers:
+                log = broker.spec.log_path.read_text(errors="replace")
+                assert "listener SASL_SSL (SASL_SSL)" in log and "inter-broker listener SASL_SSL" in log
+                assert "Failed authentication" not in log and "TLS handshake with" not in log
+        finally:
+            started.stop()

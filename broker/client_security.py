@@ -1,0 +1,70 @@
+"""How this broker connects to the other brokers' inter-broker listener (followers' fetches,
+transaction markers, KIP-890 verification): TLS and SASL as a client, with its own credentials.
+
+    security = inter_broker_security("SASL_SSL", config)    # None for PLAINTEXT
+    INTER_BROKER_SECURITY.set(security)                      # at the broker's start: its tasks inherit it
+    conn = await KafkaConnection.open(host, port, ...)       # TLS, then SaslHandshake + SaslAuthenticate
+
+The credentials are the login module's `username` and `password` of `sasl.jaas.config`, the
+mechanism `sasl.mechanism.inter.broker.protocol`, as a Kafka broker takes them; the TLS client
+trusts `ssl.truststore.location` and presents `ssl.keystore.location` (for a listener with
+ssl.client.auth=required). The principal brokers authenticate as belongs in super.users when an
+authorizer runs.
+"""
+
+from __future__ import annotations
+
+import ssl
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from common.config_schema import Config, ConfigError, Password
+from security.sasl_jaas import JaasError, parse_jaas
+from security.sasl_server import SUPPORTED_MECHANISMS
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """A client's side of a listener's security protocol."""
+
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None  # SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    username: str = ""
+    password: str = ""
+
+
+# Set once by the broker process (broker.node); every task it starts afterwards inherits it.
+INTER_BROKER_SECURITY: ContextVar[ClientSecurity | None] = ContextVar("inter_broker_security", default=None)
+
+
+def inter_broker_security(protocol: str, config: Config) -> ClientSecurity | None:
+    """The client side of the inter-broker listener's protocol; ConfigError when it lacks what it needs."""
+    if protocol == "PLAINTEXT":
+        return None
+    context = None
+    if protocol.endswith("SSL"):
+        truststore, keystore = config["ssl.truststore.location"], config["ssl.keystore.location"]
+        if truststore is None:
+            raise ConfigError("config 'ssl.truststore.location' must be set for an SSL inter-broker listener "
+                              "(the CA the other brokers' certificates are checked against)")
+        context = ssl.create_default_context(cafile=str(truststore))
+        if keystore is not None:
+            password = config["ssl.key.password"]
+            context.load_cert_chain(str(keystore), password=password.value if isinstance(password, Password) else None)
+    if not protocol.startswith("SASL_"):
+        return ClientSecurity(protocol, context)
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(f"config 'sasl.mechanism.inter.broker.protocol': {mechanism} is not supported; "
+                          f"tidelog supports {', '.join(SUPPORTED_MECHANISMS)}")
+    raw = config["sasl.jaas.config"]
+    try:
+        jaas = None if raw is None else parse_jaas(raw.value if isinstance(raw, Password) else str(raw))
+    except JaasError as exc:
+        raise ConfigError(str(exc)) from None
+    credentials = None if jaas is None else jaas.credentials
+    if credentials is None:
+        raise ConfigError("config 'sasl.jaas.config' must name the broker's own username and password for a "
+                          "SASL inter-broker listener")
+    return ClientSecurity(protocol, context, mechanism, *credentials)
