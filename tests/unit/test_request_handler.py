@@ -281,7 +281,11 @@ async def test_fetch_times_out_empty_and_reports_errors(node):
     assert bytes(partitions(empty)[("orders", 0)].records) == b""
     result = partitions(await do_fetch(handler, fetch_request(
         ("orders", 0, 7), ("orders", 1, 0), ("nope", 0, 0), max_wait_ms=5000, min_bytes=1)))
-    assert [result[k].error_code for k in [("orders", 0), ("orders", 1), ("nope", 0)]] == [1, 6, 3]
+    assert [result[k].error_code for k in [("orders", 0), ("orders", 1), ("nope", 0)]] == [1, 0, 3]
+    # orders-1 is a follower here: since Fetch v11 (KIP-392) a follower serves consumers up to
+    # its high watermark; before v11 a consumer must go to the leader
+    old = partitions(await do_fetch(handler, fetch_request(("orders", 1, 0), max_wait_ms=0), version=10))
+    assert old[("orders", 1)].error_code == 6  # NOT_LEADER_OR_FOLLOWER
 
 
 async def test_fetch_response_limit_lets_the_first_partition_exceed(node):
