@@ -49,7 +49,7 @@ from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups import consumer_records
-from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerTimers
+from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerTimers
 from groups.consumer_heartbeat import HeartbeatOutcome, expire as expire_consumers
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
@@ -649,14 +649,21 @@ class GroupCoordinator:
     def metric_families(self, prefix: str) -> list[Metric]:
         """Groups by state, rebalances, committed offsets (rate() gives commits/s)."""
         by_state: dict[GroupState, int] = {state: 0 for state in GroupState if state is not GroupState.DEAD}
+        consumer_by_state: dict[ConsumerGroupState, int] = {
+            state: 0 for state in ConsumerGroupState if state is not ConsumerGroupState.DEAD}
         active = self.active_partitions()
         for partition in active:
-            for group in self.runtime.current(partition).groups.values():
+            image = self.runtime.current(partition)
+            for group in image.groups.values():
                 by_state[group.state] = by_state.get(group.state, 0) + 1
+            for consumer in image.consumer_groups.values():
+                consumer_by_state[consumer.state] += 1
         p = prefix
         return [
             gauge(f"{p}groups", "Consumer groups this broker coordinates, by state.",
                   [({"state": state.value}, count) for state, count in by_state.items()]),
+            gauge(f"{p}consumer_protocol_groups", "KIP-848 consumer groups this broker coordinates, by state.",
+                  [({"state": state.value}, count) for state, count in consumer_by_state.items()]),
             counter(f"{p}group_rebalances_total", "Rebalances completed (new generations) here.",
                     unlabelled(self.rebalances_total)),
             counter(f"{p}offset_commits_total", f"Partition offsets committed to {GROUP_METADATA_TOPIC_NAME}.",

@@ -136,6 +136,9 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     assert [(m.member_id, m.member_epoch) for m in group.members] == [("member-a", 2), ("member-b", 2)]
     assert group.members[0].assignment.topic_partitions[0].topic_name == "orders"
     assert unknown.error_code == E.GROUP_ID_NOT_FOUND
+    metrics = {(sample.name, sample.labels.get("state")): sample.value
+               for family in handler.context.groups.metric_families("t_") for sample in family.samples}
+    assert metrics[("t_consumer_protocol_groups", "Stable")] == 1
 
     data = replicas.get_partition(OFFSETS_TP).log.read(0, 1 << 20).read_bytes()
     keys = [r.key for pos, h in iter_batches(data) for r in decode_records(data, pos, h)]
