@@ -76,3 +76,39 @@ def test_needs_controller_voters() -> None:
     raw = {k: v for k, v in MINIMAL.items() if k != "controller.api.voters"}
     with pytest.raises(ConfigError, match="'controller.api.voters'"):
         BrokerSettings.from_config(parse_config(raw))
+
+
+# --- several listeners (issue 29) ------------------------------------------------------------------
+
+TWO = "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"
+
+
+def test_several_listeners_and_their_protocols() -> None:
+    got = settings(listeners=TWO, **{"advertised.listeners": "SASL_SSL://b1:19094"})
+    assert got.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092), Listener("SASL_SSL", "127.0.0.1", 9094))
+    assert got.advertised_listeners == (Listener("SASL_SSL", "b1", 19094),)
+    assert got.advertised is None  # the first listener is advertised as it binds
+    assert dict(got.security_protocols) == {"PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+    assert got.inter_broker_listener == "PLAINTEXT"
+
+
+def test_custom_listener_names() -> None:
+    got = settings(listeners="INTERNAL://127.0.0.1:9091,EXTERNAL://127.0.0.1:9092",
+                   **{"listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,EXTERNAL:SSL",
+                      "inter.broker.listener.name": "internal"})
+    assert dict(got.security_protocols) == {"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SSL"}
+    assert got.inter_broker_listener == "INTERNAL"
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"listeners": "INTERNAL://127.0.0.1:9091"}, "listener INTERNAL has no security protocol"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"}, "names a listener twice"),
+    ({"listeners": TWO, "advertised.listeners": "SSL://b:1"}, "names SSL, which is not among 'listeners'"),
+    ({"listeners": TWO, "inter.broker.listener.name": "SSL"}, "SSL is not among 'listeners'"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "is not LISTENER:PROTOCOL"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9094"}, "must be set when 'listeners' binds every "
+                                                                  "address \\(listener SASL_SSL\\)"),
+])
+def test_listener_refusals(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings(**overrides)
