@@ -373,7 +373,7 @@ def run(config_path: str) -> int:
         config = parse_config(load_properties(config_path))
         settings = BrokerSettings.from_config(config)
         signer_from_config(config, settings.node_id)  # a missing or bad RPC secret file: refuse to start
-        from tidelog.hosts.preflight import check_node  # (issue 30) peers that disagree: refuse to start
+        from common.preflight import check_node  # (issue 30) peers that disagree: refuse to start
         check_node(config, role="broker")
     except ConfigError as exc:
         print(f"broker: {exc}", file=sys.stderr)

@@ -289,7 +289,7 @@ def run(config_path: str, *, control: bool, require_api: bool) -> int:
         if api is None and require_api:
             raise ConfigError("config 'controller.listener' (host:port of the HTTP API) must be set "
                               "to run a controller")
-        from tidelog.hosts.preflight import check_node  # (issue 30) peers that disagree: refuse to start
+        from common.preflight import check_node  # (issue 30) peers that disagree: refuse to start
         check_node(config, role="controller")
     except ConfigError as exc:
         print(f"controller: {exc}", file=sys.stderr)

@@ -158,7 +158,7 @@ def run(config_path: str) -> int:
     try:
         config = parse_config(load_properties(config_path))
         settings = CombinedSettings.from_config(config)
-        from tidelog.hosts.preflight import check_node  # (issue 30) peers that disagree: refuse to start
+        from common.preflight import check_node  # (issue 30) peers that disagree: refuse to start
         check_node(config, role="combined")
     except ConfigError as exc:
         print(f"combined: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""tidelog.hosts.preflight's pure part: what a node at start refuses, each naming the setting."""
+"""common.preflight's pure part: what a node at start refuses, each naming the setting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.hosts.preflight import NodeView, beyond_loopback, local_problems, peer_problems
+from common.preflight import NodeView, beyond_loopback, local_problems, peer_problems
 
 API = {1: "10.0.0.1:9080", 2: "10.0.0.2:9080"}
 QUORUM = {1: "10.0.0.1:9093", 2: "10.0.0.2:9093"}
