@@ -32,22 +32,32 @@ ASSIGNORS: Final = (UNIFORM, RANGE)  # group.consumer.assignors: the first is th
 Subscriptions = Mapping[str, frozenset[str]]  # member id -> subscribed topic ids
 PartitionCounts = Mapping[str, int]  # topic id -> partitions
 Target = Mapping[str, Assignment]  # member id -> its target partitions
+PartitionRacks = Mapping[TopicIdPartition, frozenset[str]]  # the racks of each partition's replicas
+NO_RACKS: Final[PartitionRacks] = {}
 
 
 class UnsupportedAssignor(ValueError):
     """An assignor name that group.consumer.assignors does not list (UNSUPPORTED_ASSIGNOR)."""
 
 
-def assign(name: str, members: Subscriptions, topics: PartitionCounts, current: Target) -> dict[str, Assignment]:
-    """The target assignment of every member (empty for a member with nothing to read)."""
+def assign(name: str, members: Subscriptions, topics: PartitionCounts, current: Target, *,
+           member_racks: Mapping[str, str | None] | None = None,
+           partition_racks: PartitionRacks = NO_RACKS) -> dict[str, Assignment]:
+    """The target assignment of every member (empty for a member with nothing to read).
+    `member_racks` (the heartbeats' rack_id) and `partition_racks` (the brokers' broker.rack of
+    each partition's replicas) make `uniform` rack-aware, as Kafka's is: a new partition goes to
+    a member in one of its replicas' racks when one can take it without unbalancing the group."""
     if name == UNIFORM:
-        return uniform(members, topics, current)
+        return uniform(members, topics, current, member_racks=member_racks or {}, partition_racks=partition_racks)
     if name == RANGE:
         return range_(members, topics, current)
     raise UnsupportedAssignor(f"unknown assignor {name!r}: the broker has {', '.join(ASSIGNORS)}")
 
 
-def uniform(members: Subscriptions, topics: PartitionCounts, current: Target) -> dict[str, Assignment]:
+def uniform(members: Subscriptions, topics: PartitionCounts, current: Target, *,
+            member_racks: Mapping[str, str | None] | None = None,
+            partition_racks: PartitionRacks = NO_RACKS) -> dict[str, Assignment]:
+    racks = member_racks or {}
     subscribers: dict[TopicIdPartition, list[str]] = {}
     for topic_id in sorted(topics):
         who = sorted(m for m in members if topic_id in members[m])
@@ -57,9 +67,15 @@ def uniform(members: Subscriptions, topics: PartitionCounts, current: Target) ->
     for m in out:  # sticky: what a member had and still subscribes to stays
         out[m].update(tp for tp in current.get(m, frozenset()) if m in subscribers.get(tp, ()))
     owner = {tp: m for m, tps in out.items() for tp in tps}
+    readers = {m for who in subscribers.values() for m in who}
+    quota = -(-len(subscribers) // len(readers)) if readers else 0  # ⌈partitions / members⌉
     for tp in sorted(subscribers):  # the rest to the least loaded subscriber (ties by member id)
         if tp not in owner:
-            m = min(subscribers[tp], key=lambda m: (len(out[m]), m))
+            # rack-aware: a subscriber in one of its replicas' racks while it holds less than its
+            # quota (the moves below restore the balance where subscriptions differ)
+            local = [m for m in subscribers[tp] if racks.get(m) is not None
+                     and racks[m] in partition_racks.get(tp, frozenset()) and len(out[m]) < quota]
+            m = min(local or subscribers[tp], key=lambda m: (len(out[m]), m))
             out[m].add(tp)
             owner[tp] = m
     # Then move partitions from a member to a subscriber holding two or more fewer until none

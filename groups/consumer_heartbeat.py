@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from common.errors import ErrorCode
-from groups.assignors import assign
+from groups.assignors import NO_RACKS, PartitionRacks, assign
 from groups.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -223,8 +223,9 @@ def _fenced(member: ConsumerMember, req: HeartbeatRequest) -> HeartbeatOutcome |
 
 
 def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Topics, config: ConsumerGroupConfig,
-              now_ms: int) -> HeartbeatOutcome:
-    """One ConsumerGroupHeartbeat: records and the answer (see the module's docstring)."""
+              now_ms: int, partition_racks: PartitionRacks = NO_RACKS) -> HeartbeatOutcome:
+    """One ConsumerGroupHeartbeat: records and the answer (see the module's docstring).
+    `partition_racks`: the racks of each partition's replicas, for a rack-aware target."""
     refused = _check(req, config)
     if refused is not None:
         return refused
@@ -265,7 +266,8 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
         subscriptions = {m: subscribed_topics(v, topics) for m, v in members.items()}
         counts = {tid: count for tid, count in topics.values()}
         name = replace(current, members=members).preferred_assignor(config.assignors[0])
-        new_target = assign(name, subscriptions, counts, target)
+        new_target = assign(name, subscriptions, counts, target, partition_racks=partition_racks,
+                            member_racks={m: v.rack_id for m, v in members.items()})
         for member_id in sorted(new_target):
             if new_target[member_id] != target.get(member_id):
                 records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(current.group_id, member_id),

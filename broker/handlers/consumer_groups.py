@@ -24,6 +24,7 @@ from common.protocol import acls, messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
 from groups.consumer_group import ConsumerGroup, ConsumerGroupState
+from groups.assignors import NO_RACKS
 from groups.consumer_heartbeat import HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, Topics, heartbeat
 from common.protocol.metadata import wire_topic_id
 from groups.consumer_records import Assignment, image_topic_id
@@ -39,6 +40,16 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648  # Kafka's INT32_MIN: "not as
 def topics_of(image: MetadataImage) -> Topics:
     """Every topic as the heartbeat rule reads them: name -> (topic id, partition count)."""
     return {name: (t.topic_id, len(t.partitions)) for name, t in image.topics.by_name.items()}
+
+
+def partition_racks(image: MetadataImage) -> dict[tuple[str, int], frozenset[str]]:
+    """(topic id, partition) -> the broker.rack of its replicas (racked brokers only): the
+    uniform assignor's rack-aware input, read only when a member names its rack."""
+    racks = {b.broker_id: b.rack for b in image.cluster.brokers.values() if b.rack}
+    if not racks:
+        return {}
+    return {(t.topic_id, p): frozenset(racks[r] for r in part.replicas if r in racks)
+            for t in image.topics.by_id.values() for p, part in t.partitions.items()}
 
 
 def _image_id(image: MetadataImage, wire: uuid.UUID) -> str:
@@ -80,8 +91,10 @@ def _rule(state: GroupsImage, req: HeartbeatRequest, topics: Topics, coord: Grou
     if classic is not None and classic.members:  # no online migration yet (see the module)
         return HeartbeatOutcome((), HeartbeatResponse(
             E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id))
-    out = heartbeat(state.consumer_groups.get(req.group_id), req, topics=topics,
-                    config=coord.settings.consumer, now_ms=now_ms)
+    group = state.consumer_groups.get(req.group_id)
+    racked = req.rack_id is not None or (group is not None and any(m.rack_id for m in group.members.values()))
+    out = heartbeat(group, req, topics=topics, config=coord.settings.consumer, now_ms=now_ms,
+                    partition_racks=partition_racks(coord.image()) if racked else NO_RACKS)
     if classic is not None and out.records:
         # An empty classic group (offsets only, or every member gone) becomes a consumer group:
         # its record goes first, its offsets stay (Kafka converts an empty group the same way).

@@ -314,3 +314,25 @@ def test_simulation_never_owns_a_partition_twice(seed: int, assignor: str) -> No
     assert group is not None and group.state is ConsumerGroupState.STABLE, seed
     every = sorted(tp for _, (_, owned) in clients.items() for tp in owned)
     assert every == sorted((tid, p) for tid, count in topics.values() for p in range(count)), seed
+
+
+# ---- rack awareness ------------------------------------------------------------------------
+
+RACKS = {(T1, 0): frozenset({"a"}), (T1, 1): frozenset({"a"}), (T1, 2): frozenset({"b"}), (T1, 3): frozenset({"b"})}
+
+
+def test_uniform_prefers_the_replicas_rack_within_the_balance() -> None:
+    target = assign(UNIFORM, _subs("x", "y"), {T1: 4}, {}, member_racks={"x": "b", "y": "a"}, partition_racks=RACKS)
+    assert target == {"x": frozenset({(T1, 2), (T1, 3)}), "y": frozenset({(T1, 0), (T1, 1)})}
+    crowded = assign(UNIFORM, _subs("x", "y"), {T1: 4}, {}, member_racks={"x": "a", "y": "a"}, partition_racks=RACKS)
+    assert sorted(len(ps) for ps in crowded.values()) == [2, 2]  # the balance first
+
+
+def test_the_heartbeat_hands_the_racks_to_the_assignor() -> None:
+    topics = {"orders": (T1, 4)}
+    group = _apply(None, heartbeat(None, _join("x", rack_id="b"), topics=topics, config=CONFIG, now_ms=NOW,
+                                   partition_racks=RACKS))
+    out = heartbeat(group, _join("y", rack_id="a"), topics=topics, config=CONFIG, now_ms=NOW, partition_racks=RACKS)
+    group = _apply(group, out)
+    assert group is not None and group.target == {"x": frozenset({(T1, 2), (T1, 3)}),
+                                                  "y": frozenset({(T1, 0), (T1, 1)})}
