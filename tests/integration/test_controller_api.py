@@ -52,6 +52,7 @@ EXPECTED_PATHS = {
     "/v1/quorum/voters", "/v1/quorum/voters/{id}", "/v1/quorum/replica",  # KIP-853 (issue 28)
     "/rpc/add-raft-voter", "/rpc/remove-raft-voter", "/rpc/update-raft-voter",
     "/v1/acls", "/v1/acls/delete",  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
+    "/v1/features", "/rpc/update-features",  # UpdateFeatures, KIP-584 (issue 28)
 }
 
 
