@@ -263,18 +263,9 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
         records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(current.group_id, req.member_id),
                                       ConsumerGroupTargetAssignmentMemberValue(target[req.member_id])))
     if group_epoch > assignment_epoch:
-        subscriptions = {m: subscribed_topics(v, topics) for m, v in members.items()}
-        counts = {tid: count for tid, count in topics.values()}
-        name = replace(current, members=members).preferred_assignor(config.assignors[0])
-        new_target = assign(name, subscriptions, counts, target, partition_racks=partition_racks,
-                            member_racks={m: v.rack_id for m, v in members.items()})
-        for member_id in sorted(new_target):
-            if new_target[member_id] != target.get(member_id):
-                records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(current.group_id, member_id),
-                                              ConsumerGroupTargetAssignmentMemberValue(new_target[member_id])))
+        new_target = _target(replace(current, members=members), target, topics, config, partition_racks)
+        records += _target_records(current.group_id, target, new_target, group_epoch)
         target, assignment_epoch = new_target, group_epoch
-        records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMetadataKey(current.group_id),
-                                      ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch)))
     owned = req.owned if member is not None else frozenset()
     others = replace(current, members=members).partition_epochs(excluding=req.member_id)
     reconciled = reconcile(updated, target_epoch=assignment_epoch, target=target.get(req.member_id, frozenset()),
@@ -293,6 +284,27 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
     response = HeartbeatResponse(E.NONE, None, req.member_id, reconciled.member_epoch, config.heartbeat_interval_ms,
                                  reconciled.assigned if send else None)
     return HeartbeatOutcome(tuple(records), response, timers, reason)
+
+
+def _target(group: ConsumerGroup, target: Mapping[str, Assignment], topics: Topics, config: ConsumerGroupConfig,
+            partition_racks: PartitionRacks) -> dict[str, Assignment]:
+    """Kafka's TargetAssignmentBuilder: every member's target at the new group epoch, by the
+    assignor most members name (sticky to `target`, the previous one)."""
+    subscriptions = {m: subscribed_topics(v, topics) for m, v in group.members.items()}
+    counts = {tid: count for tid, count in topics.values()}
+    return assign(group.preferred_assignor(config.assignors[0]), subscriptions, counts, target,
+                  partition_racks=partition_racks, member_racks={m: v.rack_id for m, v in group.members.items()})
+
+
+def _target_records(group_id: str, before: Mapping[str, Assignment], after: Mapping[str, Assignment],
+                    epoch: int) -> list[ConsumerRecord]:
+    """The members whose target changed, then the assignment epoch (Kafka's order)."""
+    records = [ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, m),
+                              ConsumerGroupTargetAssignmentMemberValue(after[m]))
+               for m in sorted(after) if after[m] != before.get(m)]
+    records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id),
+                                  ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+    return records
 
 
 def _updated(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:

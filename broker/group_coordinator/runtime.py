@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, Encoded, ShardStatus
+from broker.group_coordinator.consumer_ops import ConsumerGroupOps
 from broker.group_coordinator.shards import Parked
 from broker.group_coordinator.txn_writer import TransactionalPartitionWriter
 from broker.timers import TimerService, wall_ms
@@ -49,8 +50,7 @@ from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups import consumer_records
-from groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerTimers
-from groups.consumer_heartbeat import HeartbeatOutcome, expire as expire_consumers
+from groups.consumer_group import ConsumerGroupConfig, ConsumerGroupState
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
 from groups.image import GroupsImage
@@ -177,7 +177,7 @@ class GroupShard:
         return state.end_transaction(producer_id, committed)
 
 
-class GroupCoordinator:
+class GroupCoordinator(ConsumerGroupOps):
     def __init__(self, broker_id: int, replicas: Any, image: Callable[[], MetadataImage],
                  settings: CoordinatorSettings, *, now_ms: Callable[[], int] = wall_ms,
                  timers: TimerService | None = None) -> None:
@@ -350,76 +350,6 @@ class GroupCoordinator:
         self.runtime.submit_settled(partition, operation, settle)
         return decided[0], done
 
-    # ---- KIP-848 consumer groups ---------------------------------------------------------
-
-    async def run_consumer(self, partition: int, group_id: str,
-                           rule: Callable[[GroupsImage], HeartbeatOutcome]) -> tuple[HeartbeatOutcome, ErrorCode]:
-        """A consumer group rule on the partition's current image: its outcome and, once its
-        records committed (or failed), the error. The members' deadlines it sets are memory
-        (`GroupsImage.with_consumer_timers`); the group's timer moves to the next of them."""
-        decided: list[HeartbeatOutcome] = []
-        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-
-        def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, HeartbeatOutcome]:
-            outcome = rule(state)
-            decided.append(outcome)
-            return CoordinatorResult(self.shard.encode(outcome.records), outcome,
-                                     memory=self._consumer_memory(partition, group_id, state, outcome))
-
-        def settle(answer: Any, failure: CoordinatorError | None) -> None:
-            error = E.NONE if failure is None else client_error(failure.code)
-            if error is not E.NONE:
-                log.warning("Consumer group %s: writing %d record(s) to %s-%d failed: %s", group_id,
-                            len(decided[0].records) if decided else 0, GROUP_METADATA_TOPIC_NAME, partition,
-                            error.name)
-            if not done.done():
-                done.set_result(error)
-
-        self.runtime.submit_settled(partition, operation, settle)
-        return decided[0], await done
-
-    def _consumer_memory(self, partition: int, group_id: str, state: GroupsImage,
-                         outcome: HeartbeatOutcome) -> Memory:
-        before = state.consumer_groups.get(group_id)
-
-        def apply(replayed: GroupsImage) -> GroupsImage:
-            image = replayed.with_consumer_timers(group_id, outcome.timers)
-            after = image.consumer_groups.get(group_id)
-            if outcome.records and (before is None or after is None or before.state is not after.state
-                                    or before.group_epoch != after.group_epoch):
-                log.info("Consumer group %s (%s-%d) %s -> %s, group epoch %d, assignment epoch %d: %s", group_id,
-                         GROUP_METADATA_TOPIC_NAME, partition, "absent" if before is None else before.state.value,
-                         "absent" if after is None else after.state.value, -1 if after is None else after.group_epoch,
-                         -1 if after is None else after.assignment_epoch, outcome.reason or "-")
-            self._schedule_consumer_expiry(partition, group_id, image)
-            return image
-        return apply
-
-    def _schedule_consumer_expiry(self, partition: int, group_id: str, image: GroupsImage) -> None:
-        """The group's timer at its members' next deadline (session, or rebalance timeout while
-        revoking); when it comes, `groups.consumer_heartbeat.expire` fences those past it."""
-        timers = image.consumer_timers.get(group_id, {})
-        deadlines = [d for t in timers.values() for d in (t.session_deadline_ms, t.rebalance_deadline_ms) if d >= 0]
-        key = ("consumer-expire", group_id)
-        if not deadlines:
-            self.runtime.cancel_timer(partition, key)
-            return
-        deadline = min(deadlines)
-        delay_ms = max(0, deadline - self.now_ms())
-
-        def operation(state: GroupsImage, _timer_ms: int) -> CoordinatorResult[GroupsImage, Any]:
-            group = state.consumer_groups.get(group_id)
-            if group is None:
-                return CoordinatorResult()
-            outcome = expire_consumers(group, state.consumer_timers.get(group_id, {}), max(self.now_ms(), deadline))
-            return CoordinatorResult(self.shard.encode(outcome.records), outcome,
-                                     memory=self._consumer_memory(partition, group_id, state, outcome))
-
-        self.runtime.schedule_timer(partition, key, delay_ms, operation, lambda written: None)
-
-    def consumer_group(self, partition: int, group_id: str) -> ConsumerGroup | None:
-        return self.runtime.current(partition).consumer_groups.get(group_id)
-
     def _memory(self, partition: int, group_id: str, state: GroupsImage, outcome: Outcome) -> Memory:
         """What the runtime applies after replaying `outcome`'s records: the rule's group, with
         what only memory holds (`GroupsImage.with_group`); one log line per state change; the
@@ -569,28 +499,6 @@ class GroupCoordinator:
         if image.consumer_groups:
             self._arm_consumer_sessions(partition, image)
         self._topics_pass_soon()
-
-    def _arm_consumer_sessions(self, partition: int, image: GroupsImage) -> None:
-        """After a load every consumer-protocol member gets a full session from now (Kafka's
-        onLoaded schedules each member's session timeout): one that died meanwhile is fenced
-        then, the others' heartbeats reach the new coordinator long before."""
-        deadline = self.now_ms() + self.settings.consumer.session_timeout_ms
-        changes = {group_id: {m: ConsumerTimers(deadline) for m in group.members}
-                   for group_id, group in sorted(image.consumer_groups.items()) if group.members}
-
-        def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, Any]:
-            def memory(current: GroupsImage) -> GroupsImage:
-                for group_id, timers in changes.items():
-                    current = current.with_consumer_timers(group_id, timers)
-                    self._schedule_consumer_expiry(partition, group_id, current)
-                return current
-            return CoordinatorResult(memory=memory)
-
-        try:
-            self.runtime.submit_settled(partition, operation, lambda answer, failure: None)
-        except CoordinatorError as e:  # moved away again already: the next load arms them
-            log.warning("Sessions of %d consumer group(s) on %s-%d not armed: %s", len(changes),
-                        GROUP_METADATA_TOPIC_NAME, partition, e)
 
     def _unloaded(self, partition: int) -> None:
         parked = self.parked.pop(partition, None)
