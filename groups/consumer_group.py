@@ -175,7 +175,13 @@ class ConsumerTimers:
     heartbeat by then) and, while it revokes, its rebalance timeout."""
 
     session_deadline_ms: int
-    rebalance_deadline_ms: int = -1
+    rebalance_deadline_ms: int = -1  # -1: none; KEEP_REBALANCE_DEADLINE: the one set before stays
+
+
+# A member still revoking the same partitions keeps the rebalance deadline it got when it began
+# (Kafka schedules the rebalance timeout once, on entering UNREVOKED_PARTITIONS): heartbeats do
+# not push it back, so a member that never lets them go is fenced.
+KEEP_REBALANCE_DEADLINE: Final = -2
 
 
 def replay_consumer(group: ConsumerGroup | None, record: ConsumerRecord) -> ConsumerGroup | None:

@@ -34,6 +34,7 @@ from common.errors import ErrorCode
 from groups.assignors import NO_RACKS, PartitionRacks, assign
 from groups.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
+    KEEP_REBALANCE_DEADLINE,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
@@ -275,8 +276,10 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
                                       reconciled.assignment_value()))
     send = (req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or reconciled.assigned != old.assigned
             or (req.owned is not None and req.owned != reconciled.assigned))
-    rebalance_deadline = now_ms + reconciled.rebalance_timeout_ms \
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS and reconciled.rebalance_timeout_ms > 0 else -1
+    rebalance_deadline = -1
+    if reconciled.state is MemberState.UNREVOKED_PARTITIONS and reconciled.rebalance_timeout_ms > 0:
+        still = old.state is MemberState.UNREVOKED_PARTITIONS and old.pending_revocation == reconciled.pending_revocation
+        rebalance_deadline = KEEP_REBALANCE_DEADLINE if still else now_ms + reconciled.rebalance_timeout_ms
     timers: dict[str, ConsumerTimers | None] = {
         req.member_id: ConsumerTimers(now_ms + config.session_timeout_ms, rebalance_deadline)}
     if replaced is not None:

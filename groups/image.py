@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Final
 
-from groups.consumer_group import ConsumerGroup, ConsumerTimers, replay_consumer
+from groups.consumer_group import KEEP_REBALANCE_DEADLINE, ConsumerGroup, ConsumerTimers, replay_consumer
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, group_from_record
 from groups.records import (
@@ -143,8 +143,11 @@ class GroupsImage:
         for member_id, t in changes.items():
             if t is None:
                 timers.pop(member_id, None)
-            else:
-                timers[member_id] = t
+                continue
+            if t.rebalance_deadline_ms == KEEP_REBALANCE_DEADLINE:
+                before = timers.get(member_id)
+                t = replace(t, rebalance_deadline_ms=-1 if before is None else before.rebalance_deadline_ms)
+            timers[member_id] = t
         group = self.consumer_groups.get(group_id)
         kept = {m: t for m, t in timers.items() if group is not None and m in group.members}
         out = {g: t for g, t in self.consumer_timers.items() if g != group_id}

@@ -336,3 +336,28 @@ def test_the_heartbeat_hands_the_racks_to_the_assignor() -> None:
     group = _apply(group, out)
     assert group is not None and group.target == {"x": frozenset({(T1, 2), (T1, 3)}),
                                                   "y": frozenset({(T1, 0), (T1, 1)})}
+
+
+def test_a_member_that_never_revokes_is_fenced_at_its_first_rebalance_deadline() -> None:
+    from groups.image import GroupsImage
+
+    image = GroupsImage.EMPTY
+
+    def run(request: HeartbeatRequest, now_ms: int) -> HeartbeatOutcome:
+        nonlocal image
+        out = heartbeat(image.consumer_groups.get("g"), request, topics=TOPICS, config=CONFIG, now_ms=now_ms)
+        for record in out.records:
+            image = image.replay(record, now_ms)
+        image = image.with_consumer_timers("g", out.timers)
+        return out
+
+    everything = frozenset((T1, p) for p in range(6))
+    run(_join("a"), NOW)
+    run(_join("b"), NOW)
+    assert run(HeartbeatRequest("g", "a", 1, owned=everything), NOW).response.member_epoch == 1  # must revoke
+    assert image.consumer_timers["g"]["a"].rebalance_deadline_ms == NOW + 30_000
+    run(HeartbeatRequest("g", "a", 1, owned=everything), NOW + 10_000)  # still holding them: no extension
+    timers = image.consumer_timers["g"]
+    assert timers["a"] == ConsumerTimers(NOW + 10_000 + CONFIG.session_timeout_ms, NOW + 30_000)
+    fenced = expire(image.consumer_groups["g"], timers, NOW + 30_000)
+    assert fenced.timers == {"a": None} and "rebalance timeout" in fenced.reason
