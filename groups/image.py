@@ -86,15 +86,13 @@ class GroupsImage:
         if isinstance(record.key, OffsetCommitKey):
             key = record.key
             if record.value is None:  # the committed offset and every pending one go
-                return replace(self, offsets=replay_offsets(self.offsets, record),
-                               pending=_drop_pending(self.pending, key))
+                return self._with(replay_offsets(self.offsets, record), _drop_pending(self.pending, key))
             if producer_id != NO_PRODUCER_ID:
                 assert isinstance(record.value, OffsetCommitValue)
                 offset = PendingOffset(record.value, sequence=self.txn_records)
                 return replace(self, pending=_put_pending(self.pending, producer_id, key, offset),
                                txn_records=self.txn_records + 1)
-            return replace(self, offsets=replay_offsets(self.offsets, record),
-                           pending=_supersede(self.pending, key, None))
+            return self._with(replay_offsets(self.offsets, record), _supersede(self.pending, key, None))
         assert isinstance(record.key, GroupMetadataKey)
         groups = dict(self.groups)
         if record.value is None:
@@ -103,6 +101,12 @@ class GroupsImage:
             assert isinstance(record.value, GroupMetadataValue)
             groups[record.key.group] = group_from_record(record.key.group, record.value, now_ms)
         return replace(self, groups=groups)
+
+    def _with(self, offsets: Offsets, pending: Mapping[int, PendingOffsets]) -> GroupsImage:
+        """The image with these offsets: the constructor, not dataclasses.replace, on the path of
+        every committed offset (replace costs twice as much, a third of a record's replay)."""
+        return GroupsImage(self.groups, offsets, pending, self.txn_records, self.consumer_groups,
+                           self.consumer_timers)
 
     def end_transaction(self, producer_id: int, committed: bool) -> GroupsImage:
         """The image after `producer_id`'s marker: its pending offsets become the committed
