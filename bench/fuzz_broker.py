@@ -32,6 +32,7 @@ import struct
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -155,7 +156,7 @@ def request_body(api: ApiKey, version: int, topic: str = FUZZ_TOPIC, *, value: b
         return messages.encode(getattr(m, name)(resources=(m.AlterConfigsResource(
             resource_type=2, resource_name="fuzz-absent", configs=(messages.build(
                 m.AlterableConfig, name="retention.ms", value="1000", config_operation=0),)),), validate_only=True))
-    for more in (_cluster_request, _group_request, _log_admin_request, _transaction_request):
+    for more in (_cluster_request, _group_request, _log_admin_request, _transaction_request, _kafka4_request):
         body = more(api, version, topic)
         if body is not None:
             return body
@@ -197,6 +198,66 @@ def _cluster_request(api: ApiKey, version: int, topic: str) -> bytes | None:
 
 
 CLUSTER_METADATA_TOPIC: Final = "__cluster_metadata"
+FUZZ_USER: Final = "fuzz-absent-user"
+ABSENT_VOTER_ID: Final = 9999  # no such controller: the voter APIs refuse (VOTER_NOT_FOUND) and change nothing
+
+
+def _kafka4_request(api: ApiKey, version: int, topic: str) -> bytes | None:
+    """The APIs of issues 28, 29 and 31, each as harmless as a real client's: the voter changes
+    name a voter that does not exist, UpdateFeatures only validates, the SCRAM change deletes a
+    user that does not exist, SASL frames arrive on a PLAINTEXT listener (refused, one connection
+    closed at most), a consumer-protocol member joins a group of the fuzz topic."""
+    def build(name: str, **values: Any) -> bytes:
+        m = messages.request_module(api, version)
+        return messages.encode(messages.build(getattr(m, name), **values))
+
+    m = messages.request_module(api, version) if api in KAFKA4_APIS else None
+    if m is None:
+        return None
+    if api is ApiKey.ADD_RAFT_VOTER:
+        return build("AddRaftVoterRequest", cluster_id=None, timeout=timedelta(seconds=1), voter_id=ABSENT_VOTER_ID,
+                     voter_directory_id=uuid.UUID(int=1), ack_when_committed=True,
+                     listeners=(m.Listener(name="CONTROLLER", host="127.0.0.1", port=1),))
+    if api is ApiKey.REMOVE_RAFT_VOTER:
+        return build("RemoveRaftVoterRequest", cluster_id=None, voter_id=ABSENT_VOTER_ID,
+                     voter_directory_id=uuid.UUID(int=1))
+    if api is ApiKey.UPDATE_RAFT_VOTER:
+        return build("UpdateRaftVoterRequest", cluster_id=None, current_leader_epoch=-1, voter_id=ABSENT_VOTER_ID,
+                     voter_directory_id=uuid.UUID(int=1),
+                     listeners=(m.Listener(name="CONTROLLER", host="127.0.0.1", port=1),),
+                     k_raft_version_feature=m.KRaftVersionFeature(min_supported_version=0, max_supported_version=1))
+    if api is ApiKey.UPDATE_FEATURES:
+        update = messages.build(m.FeatureUpdateKey, feature="transaction.version", max_version_level=2,
+                                allow_downgrade=False, upgrade_type=1)
+        return build("UpdateFeaturesRequest", timeout=timedelta(seconds=1), feature_updates=(update,),
+                     validate_only=True)
+    if api is ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+        return build("DescribeTopicPartitionsRequest", topics=(m.TopicRequest(name=topic),),
+                     response_partition_limit=100, cursor=None)
+    if api is ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return build("DescribeUserScramCredentialsRequest", users=None)
+    if api is ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        return build("AlterUserScramCredentialsRequest", upsertions=(),
+                     deletions=(m.ScramCredentialDeletion(name=FUZZ_USER, mechanism=2),))
+    if api is ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        return build("ConsumerGroupHeartbeatRequest", group_id=FUZZ_GROUP + "-848", member_id=str(uuid.UUID(int=2)),
+                     member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout=timedelta(seconds=1),
+                     subscribed_topic_names=(topic,), subscribed_topic_regex=None, server_assignor=None,
+                     topic_partitions=())
+    if api is ApiKey.CONSUMER_GROUP_DESCRIBE:
+        return build("ConsumerGroupDescribeRequest", group_ids=(FUZZ_GROUP + "-848",),
+                     include_authorized_operations=True)
+    if api is ApiKey.SASL_HANDSHAKE:
+        return build("SaslHandshakeRequest", mechanism="PLAIN")
+    if api is ApiKey.SASL_AUTHENTICATE:
+        return build("SaslAuthenticateRequest", auth_bytes=b"\0fuzz\0fuzz")
+    return None
+
+
+KAFKA4_APIS: Final = frozenset({
+    ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER, ApiKey.UPDATE_FEATURES,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 FUZZ_GROUP: Final = "fuzz-group"
 
 
