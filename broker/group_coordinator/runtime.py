@@ -492,8 +492,10 @@ class GroupCoordinator(ConsumerGroupOps):
     def _loaded(self, partition: int, image: GroupsImage) -> None:
         self._seen_topics = None  # its offsets of topics deleted meanwhile go at the next pass
         shard = self.runtime.shards.get(partition)
-        log.info("Loaded %d group(s) and offsets of %d group(s) from %s-%d (leader epoch %d)", len(image.groups),
-                 len(image.offsets), GROUP_METADATA_TOPIC_NAME, partition, -1 if shard is None else shard.leader_epoch)
+        log.info("Loaded %d group(s) and offsets of %d group(s) from %s-%d (leader epoch %d), %d of them "
+                 "consumer-protocol (KIP-848) groups", len(image.groups) + len(image.consumer_groups),
+                 len(image.offsets), GROUP_METADATA_TOPIC_NAME, partition, -1 if shard is None else shard.leader_epoch,
+                 len(image.consumer_groups))
         for group_id, group in image.groups.items():
             self._schedule_expiry(partition, group_id, group)
         if image.consumer_groups:

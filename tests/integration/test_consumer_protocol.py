@@ -9,6 +9,7 @@ a second or two, not Kafka's default 5 s heartbeats.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -282,3 +283,49 @@ def test_an_unknown_assignor_gets_unsupported_assignor(cluster: LocalCluster) ->
     # librdkafka raises it as a fatal consumer error quoting the broker's error by its description
     description = KafkaError(getattr(KafkaError, expected)).str()
     assert error is not None and (error.name() == expected or description in error.str()), error
+
+
+@pytest.fixture
+def killable(tmp_path: Any) -> Iterator[tuple[LocalCluster, Any]]:
+    with replicated_cluster(tmp_path, PROPERTIES) as started:
+        yield started
+
+
+def test_sigkill_of_the_coordinator_loses_nothing(killable: tuple[LocalCluster, Any]) -> None:
+    """The coordinator of a consumer-protocol group is SIGKILLed while two members consume: the new
+    leader of its __consumer_offsets partition loads the group (members, epochs, assignments,
+    offsets) and the members carry on with it; every record is consumed, duplicates at most the
+    uncommitted tail."""
+    from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
+    from tests.integration.replication_fixtures import partition_state, wait_for_state
+
+    running, nemesis = killable
+    bootstrap = running.bootstrap_servers
+    assert bootstrap is not None
+    topic, group = "kip848-failover", "kip848-failover-group"
+    create_topic(running, topic, partitions=PARTITIONS)
+    wait_full_isr(running, topic, PARTITIONS)
+    every = {(topic, p) for p in range(PARTITIONS)}
+    members = [start(bootstrap, group, [topic], f"failover-{i}") for i in range(2)]
+    try:
+        wait_until("2 members split 6 partitions", lambda: split(members, every), WAIT_S)
+        first = values("before", RECORDS)
+        produce(bootstrap, topic, first)
+        wait_until("the first batch consumed", lambda: set(first) <= set(consumed(members)), WAIT_S)
+        offsets_partition = coordinator_partition(group, int(PROPERTIES["offsets.topic.num.partitions"]))
+        coordinator = partition_state(running, GROUP_METADATA_TOPIC_NAME, offsets_partition)["leader"]
+        nemesis.kill(coordinator)
+        wait_for_state(running, GROUP_METADATA_TOPIC_NAME, offsets_partition, "a new coordinator",
+                       lambda s: s["leader"] not in (-1, coordinator))
+        second = values("after", RECORDS)
+        produce(bootstrap, topic, second)
+        wait_until("the second batch consumed", lambda: set(second) <= set(consumed(members)), 60.0)
+        wait_until("still split", lambda: split(members, every), WAIT_S)
+    finally:
+        stop([m for m in members if not m.stop.is_set()])
+    got = consumed(members)
+    assert len(got) - len(set(got)) <= RECORDS, "more duplicates than one uncommitted batch"
+    leader = partition_state(running, GROUP_METADATA_TOPIC_NAME, offsets_partition)["leader"]
+    log = next(b for b in running.brokers if b.spec.node_id == leader).spec.log_path.read_text(errors="replace")
+    assert re.search(rf"Loaded [1-9]\d* group\(s\) .* from {GROUP_METADATA_TOPIC_NAME}-{offsets_partition} "
+                     rf"\(leader epoch [1-9]\d*\), 1 of them consumer-protocol", log), "the group was not loaded"
