@@ -83,6 +83,11 @@ bench-scale: $(BASE_STAMP)
 bench-transactions: $(BASE_STAMP) peer
 	$(BIN)/python bench/transactions.py $(if $(SECONDS),--seconds $(SECONDS))
 
+# issue 29: produce/consume over SASL_SSL as a fraction of PLAINTEXT (C client), SCRAM logins/s
+.PHONY: bench-security
+bench-security: $(BASE_STAMP) bench-tools
+	$(BIN)/python bench/security.py $(if $(RECORDS),--records $(RECORDS))
+
 # every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
 # latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only
 .PHONY: bench-all

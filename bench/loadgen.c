@@ -44,6 +44,24 @@ static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
     if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) die(key, err);
 }
 
+/* LOADGEN_CONFIG names a file of key=value lines applied to every client's config (a listener's
+ * security.protocol, SASL and TLS settings: bench/security.py); unset, nothing is added */
+static void set_extra(rd_kafka_conf_t *conf) {
+    const char *path = getenv("LOADGEN_CONFIG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) die("LOADGEN_CONFIG", path);
+    char line[1024];
+    while (fgets(line, sizeof line, f)) { /* bounded by the file */
+        line[strcspn(line, "\r\n")] = 0;
+        char *eq = strchr(line, '=');
+        if (!eq || line[0] == '#') continue;
+        *eq = 0;
+        set(conf, line, eq + 1);
+    }
+    fclose(f);
+}
+
 /* per-record send times and latencies, indexed by the record number carried as msg_opaque */
 static double *sent_at;
 static double *latency_s;
@@ -88,6 +106,7 @@ static int produce(const char *bootstrap, const char *topic, long records, long 
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", bootstrap);
+    set_extra(conf);
     set(conf, "acks", acks);
     set(conf, "linger.ms", linger_ms);
     set(conf, "batch.size", "1048576");
@@ -141,6 +160,7 @@ static int consume(const char *bootstrap, const char *topic, long records, int p
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", bootstrap);
+    set_extra(conf);
     set(conf, "group.id", "loadgen-never-joined");
     set(conf, "enable.auto.commit", "false");
     set(conf, "enable.partition.eof", "false");

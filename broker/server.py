@@ -158,6 +158,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
         self.accepted = asyncio.get_running_loop().time()  # the authentication deadline counts from here
+        self.tls = server.security is not None and server.security.ssl_context is not None  # no sendfile
         self.gate = server.security.gate() if server.security is not None else None  # SASL
         # An unauthenticated SASL connection's frames are bounded by Kafka's sasl.server.max.receive.size
         self.decoder = FrameDecoder(server.max_request_bytes if self.gate is None
@@ -396,7 +397,16 @@ class Connection:
 
         A short read means the file shrank after the response promised `length` bytes: the
         connection is ended (ShortReadError) rather than sending a frame of the wrong size.
+        On a TLS connection the bytes must go through the TLS layer, so they are read and written
+        instead (sendfile would put plaintext on the socket): one copy of the slice, bounded by
+        the fetch's response size.
         """
+        if self.tls:
+            data = slice_sender.pread_slice(chunk)  # type: ignore[arg-type]
+            self.writer.write(data)
+            self.server.metrics.bytes_out += len(data)
+            await self.writer.drain()
+            return
         self.server.metrics.bytes_out += await send_slice(self.writer, chunk)  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import struct
 from collections.abc import AsyncIterator
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 
 from broker.listener_security import ListenerSecurity, listener_security
-from broker.server import KafkaServer, Later
+from broker.log.segment import FileSlice
+from broker.server import COALESCE_BYTES, KafkaServer, Later
 from common.protocol import messages
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk
@@ -354,3 +356,36 @@ def test_a_tls_listener_without_keystore_is_a_config_error() -> None:
     from common.config_schema import ConfigError
     with pytest.raises(ConfigError, match="ssl.keystore.location"):
         listener_security("SSL", "SSL", parse_config({"node.id": "1", "process.roles": "broker"}), None)
+
+
+class SliceHandler:
+    """Answers any request with b"F" and a segment slice larger than the coalescing size."""
+
+    def __init__(self, fd: int, length: int) -> None:
+        self.fd, self.length = fd, length
+
+    def start(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk]:
+        return [b"F", FileSlice(self.fd, 0, self.length)]
+
+    async def handle(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk]:
+        return self.start(header, body, client_host)
+
+
+async def test_a_large_record_slice_goes_through_tls(pki: dict[str, Path], tmp_path: Path) -> None:
+    """sendfile would write plaintext under TLS: a slice above COALESCE_BYTES must arrive intact."""
+    payload = bytes(range(256)) * (3 * COALESCE_BYTES // 256)
+    (tmp_path / "segment").write_bytes(payload)
+    fd = os.open(tmp_path / "segment", os.O_RDONLY)
+    srv = KafkaServer(SliceHandler(fd, len(payload)), host=HOST, port=0,
+                      security=listener_security("SSL", "SSL", tls_config(pki, "none"), None))
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=False))
+        try:
+            writer.write(frame(1, 4, 9, b""))
+            assert (await read_frame(reader))[4:] == b"F" + payload
+        finally:
+            writer.close()
+    finally:
+        await srv.stop()
+        os.close(fd)
