@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from common.limits import KILL_WAIT
+from common.processes import pid_exists
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import NodeSpec
@@ -41,13 +42,7 @@ def process_runs(pid: int, config_path: Path) -> bool:
     """True while `pid` is a live (not zombie) process whose command line names `config_path`."""
     proc = Path("/proc") / str(pid)
     if not Path("/proc/self").exists():  # no procfs (macOS): trust the pid alone
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_exists(pid)
     try:
         stat = (proc / "stat").read_text()
         args = (proc / "cmdline").read_bytes().split(b"\0")

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from chaos.power import FUSERMOUNT
 from chaos.power.daemon import FSNAME_PREFIX, PLUG_FLAG, REPORT_FILE
+from common.processes import pid_exists
 from common.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
@@ -198,22 +199,12 @@ def leftovers(mounts_file: Path = Path("/proc/mounts")) -> list[tuple[str, int]]
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
-
-
 def clean_leftovers(*, everything: bool = False) -> list[str]:
     """Unmount (lazily) the power-loss mounts a crashed run left: those whose harness is gone,
     or all of them with `everything`. The files stay in the mount's backing directory."""
     removed = []
     for mountpoint, owner in leftovers():
-        if everything or not _alive(owner):
+        if everything or not pid_exists(owner):
             subprocess.run([FUSERMOUNT, "-u", "-z", mountpoint], capture_output=True, check=False)
             removed.append(f"power-loss mount {mountpoint}")
     return removed

@@ -151,7 +151,7 @@ def test_chaos_clean_unmounts_only_a_dead_runs_mounts(tmp_path: Path, monkeypatc
         assert (str(data), os.getpid()) in power_mount.leftovers()
         assert power_mount.clean_leftovers() == []  # this run is alive: its mount stays
         assert os.path.ismount(data)
-        monkeypatch.setattr(power_mount, "_alive", lambda pid: pid != os.getpid())
+        monkeypatch.setattr(power_mount, "pid_exists", lambda pid: pid != os.getpid())
         assert power_mount.clean_leftovers() == [f"power-loss mount {data}"]
         assert not os.path.ismount(data)
     finally:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from common.processes import pid_exists
 from common.units import SECONDS
 
 NAMESPACE_PREFIX: Final = "tidelog-"
@@ -236,20 +237,10 @@ def delete_namespaces(namespaces: Sequence[str]) -> list[str]:
     return errors
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_dead_runs() -> list[str]:
     """Remove the namespaces of every dead run (see `dead_runs`); the run ids removed."""
     runs = runs_of(list_namespaces())
-    alive = {run: _pid_alive(run_creator(run)) for run in runs}
+    alive = {run: pid_exists(run_creator(run)) for run in runs}
     busy = {ns: bool(namespace_pids(ns)) for names in runs.values() for ns in names}
     removed = dead_runs(runs, creator_alive=alive, busy=busy)
     for run in removed:
