@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from security.scram import SCRAM_SHA_512, ScramClient, ScramCredential, ScramMechanism
+from security.scram import SCRAM_SHA_512, ScramClient, ScramCredential, ScramError, ScramMechanism, ScramServer
 from security.sasl_server import (
     API_VERSIONS,
     ILLEGAL_SASL_STATE,
@@ -188,3 +190,36 @@ def test_settings_refuse_unknown_mechanisms() -> None:
 
 def test_illegal_state_code_is_kafkas() -> None:
     assert ILLEGAL_SASL_STATE == 34
+
+
+# --- fuzz: any token either advances the exchange or fails it as a step, never anything else ------
+
+TOKENS = st.one_of(st.binary(max_size=600), st.text(max_size=300).map(str.encode),
+                   st.sampled_from([b"n,,n=alice,r=abc", b"c=biws,r=abc,p=AAAA", b"\0bob\0bob-secret"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-512"]), tokens=st.lists(TOKENS, min_size=1, max_size=3))
+def test_fuzz_authenticate_answers_steps_only(mechanism: str, tokens: list[bytes]) -> None:
+    a = auth()
+    a.handshake(mechanism, 1)
+    for token in tokens:
+        if a.state not in (SaslState.AUTHENTICATE, SaslState.REAUTHENTICATE):
+            with pytest.raises(SaslError):  # the one error a state machine raises: the shell closes
+                a.authenticate(token, 0)
+            return
+        step = a.authenticate(token, 0)
+        assert step.error_code in (0, SASL_AUTHENTICATION_FAILED)
+        assert step.failed == (step.error_code == SASL_AUTHENTICATION_FAILED) == (a.state is SaslState.FAILED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=TOKENS, final=TOKENS)
+def test_fuzz_scram_server_raises_scram_error_only(first: bytes, final: bytes) -> None:
+    server = ScramServer(SCRAM_SHA_512, {"alice": ALICE}.get, "srv")
+    try:
+        server.evaluate(first)
+        server.evaluate(final)
+    except ScramError:
+        return
+    assert server.complete  # only a real proof gets here
