@@ -10,44 +10,24 @@ node's config: a recycled pid is never hit), deletes every namespace recorded th
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Final
 
-from common.limits import KILL_WAIT
 from common.units import SECONDS
+from localcluster.stdin_watchdog import StdinWatchdog
 
 WATCHDOG_EXIT_WAIT: Final = 10 * SECONDS  # it may have namespaces to delete
 
 
-class NetnsWatchdog:
+class NetnsWatchdog(StdinWatchdog):
     """The watchdog process of one data dir; `close()` once the cluster is stopped and removed."""
 
     def __init__(self, root: Path, *, remove_data: bool) -> None:
-        env = dict(os.environ)
-        source_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-P", __file__, str(root), *(["--remove-data"] if remove_data else [])]
-        # its own session: a Ctrl-C on the terminal reaches the launcher, which stops the cluster itself
-        self._popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    def close(self) -> None:
-        if self._popen.stdin is not None and not self._popen.stdin.closed:
-            self._popen.stdin.close()
-        try:
-            self._popen.wait(WATCHDOG_EXIT_WAIT)
-        except subprocess.TimeoutExpired:
-            self._popen.kill()
-            self._popen.wait(KILL_WAIT)
+        super().__init__(__file__, [str(root), *(["--remove-data"] if remove_data else [])],
+                         exit_wait_s=WATCHDOG_EXIT_WAIT)
 
 
 def main(argv: list[str]) -> int:

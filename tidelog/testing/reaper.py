@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +30,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from common.limits import KILL_WAIT, POLL_INTERVAL
 from common.units import SECONDS
+from localcluster.stdin_watchdog import StdinWatchdog
 
 if TYPE_CHECKING:
     from localcluster.launcher import LocalCluster
@@ -49,33 +48,12 @@ class Stoppable(Protocol):
 # --- the test process's side --------------------------------------------------------------------
 
 
-class Watchdog:
+class Watchdog(StdinWatchdog):
     """The watchdog process of one data dir; `close()` after the cluster is stopped and its dir removed."""
 
     def __init__(self, root: Path) -> None:
-        env = dict(os.environ)
-        source_root = str(Path(__file__).resolve().parents[2])  # the nodes' and this module's sources
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, env.get("PYTHONPATH")]))
         self.root = root
-        # by path, not `-m`: the package's __init__ would import the whole client side (~0.1 CPU-s)
-        # while the nodes start; -P keeps this directory off sys.path
-        self._popen = subprocess.Popen(
-            [sys.executable, "-P", __file__, str(root)], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    def close(self) -> None:
-        """EOF to the watchdog and a bounded wait for it (SIGKILL after the bound)."""
-        if self._popen.stdin is not None and not self._popen.stdin.closed:
-            self._popen.stdin.close()
-        try:
-            self._popen.wait(WATCHDOG_EXIT_WAIT)
-        except subprocess.TimeoutExpired:
-            self._popen.kill()
-            self._popen.wait(KILL_WAIT)
+        super().__init__(__file__, [str(root)], exit_wait_s=WATCHDOG_EXIT_WAIT)
 
 
 _live: set[Stoppable] = set()
