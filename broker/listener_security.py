@@ -29,7 +29,7 @@ from common.protocol.primitives import Chunk, ProtocolError
 from common.config_schema import Config, ConfigError, Password
 from common.units import KIB
 from metadata.image import MetadataImage
-from security.scram import ScramCredential, ScramMechanism
+from security.scram import NONCE_BYTES, ScramCredential, ScramMechanism
 from security.sasl_jaas import JaasConfig, JaasError, parse_jaas
 from security.sasl_server import SaslAuthenticator, SaslError, SaslSettings, SaslStep, ScramCredentials
 
@@ -40,7 +40,6 @@ SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # A raw (handshake v0) token answer is framed without a correlation id: the header stands in
 # for it in the server's bookkeeping and is never written.
 _RAW_HEADER: Final = RequestHeader(int(ApiKey.SASL_AUTHENTICATE), 0, 0, None)
-_NONCE_BYTES: Final = 24  # server nonce entropy; Kafka draws 130 bits (ScramFormatter.secureRandomString)
 
 
 class AuthenticationFailed(Exception):
@@ -93,7 +92,7 @@ class ListenerSecurity:
 
 
 def _nonce() -> str:
-    return secrets.token_urlsafe(_NONCE_BYTES)
+    return secrets.token_urlsafe(NONCE_BYTES)
 
 
 class SaslGate:

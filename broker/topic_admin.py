@@ -17,12 +17,10 @@ import aiohttp
 from broker.controller_client import ControllerClient, read_body
 from common.config_schema import Config
 from common.errors import ErrorCode
-from common.limits import ADMIN_WRITE_TIMEOUT
-from common.units import MIB
+from common.limits import ADMIN_WRITE_TIMEOUT, MAX_CONTROLLER_ANSWER_BYTES
 from metadata.image import MetadataImage
 from metadata.placement import eligible_brokers
 
-MAX_ANSWER_BYTES: Final = 1 * MIB
 MAX_PENDING_AUTO_CREATES: Final = 64  # topics whose creation is in flight at once
 UNSET: Final = -1  # Kafka's "not given" for num_partitions and replication_factor (KIP-464)
 
@@ -139,7 +137,7 @@ class HttpTopicAdmin:
         try:
             async with self._session.request(method, url, json=body, headers=headers,
                                              timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
-                raw = await read_body(reply.content, MAX_ANSWER_BYTES) or b""
+                raw = await read_body(reply.content, MAX_CONTROLLER_ANSWER_BYTES) or b""
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             return AdminReply(ErrorCode.UNKNOWN_SERVER_ERROR,

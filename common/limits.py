@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from common.units import KIB, MIB, SECONDS
+from common.units import KIB, MIB, SECOND_MS, SECONDS
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
@@ -64,9 +64,17 @@ ADMIN_WRITE_TIMEOUT: Final = 15 * SECONDS
 # the largest answer read (a group or transaction listing of a large cluster).
 ADMIN_BROKER_CALL_TIMEOUT: Final = 10 * SECONDS
 MAX_ADMIN_BROKER_ANSWER_BYTES: Final = 16 * MIB
+# One small answer of a controller's admin server read by a node or a broker (a topic creation's
+# result, a controller's quorum status at a peer's start).
+MAX_CONTROLLER_ANSWER_BYTES: Final = 1 * MIB
+# How long a broker's admin write (an ACL, a SCRAM credential) waits, once the controllers
+# committed it, for this broker's own image to have it before answering: read-your-writes.
+ADMIN_APPLY_WAIT_MS: Final = 30 * SECOND_MS
 
 # --- Chaos faults
 COMMAND_TIMEOUT_S: Final = 10.0  # one kernel tool run (iptables, ip, tc) by a nemesis
+# A chaos proxy (the hold nemesis, the link-delay proxy) reaching the destination it stands for
+PROXY_CONNECT_TIMEOUT: Final = 5 * SECONDS
 
 # --- Kafka clients we write (producer, consumer, admin, Spark reader)
 CLIENT_RETRY_BACKOFF: Final = 0.1 * SECONDS  # Kafka's retry.backoff.ms default (100 ms)

@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from common.limits import MAX_CONTROLLER_ANSWER_BYTES
 from common.config_schema import Config, ConfigError, Password
 from common.units import SECONDS
 
 PEER_TIMEOUT: Final = 1 * SECONDS  # one controller's answer; a peer slower than this is not compared
-MAX_ANSWER_BYTES: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +164,7 @@ def node_view(config: Config, role: str) -> NodeView:
 def _get(url: str, token: str | None) -> Any:
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=PEER_TIMEOUT) as answer:
-        return json.loads(answer.read(MAX_ANSWER_BYTES))
+        return json.loads(answer.read(MAX_CONTROLLER_ANSWER_BYTES))
 
 
 def _resolves(host: str) -> bool:

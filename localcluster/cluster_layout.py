@@ -59,7 +59,8 @@ LOCK_FILE: Final = ".tidelog-up.lock"
 PROPERTIES_FILE: Final = "server.properties"
 NODE_LOG_FILE: Final = "node.log"
 CLUSTER_FILE_VERSION: Final = 1
-PASSWORD_BYTES: Final = 32
+PASSWORD_BYTES: Final = 32  # random bytes of the quorum password (url-safe base64)
+ADMIN_TOKEN_BYTES: Final = 32  # random bytes of an admin token made for a cluster beyond loopback
 
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's: 16 random bytes, url-safe base64
 

@@ -63,6 +63,9 @@ MECHANISMS_BY_TYPE: Final = {m.type_code: m for m in (SCRAM_SHA_256, SCRAM_SHA_5
 MAX_ITERATIONS: Final = 16384  # KIP-554: AlterUserScramCredentials refuses more (Kafka's MAX_ITERATIONS)
 DEFAULT_ITERATIONS: Final = 4096  # kafka-configs.sh's default for a new credential
 SALT_BYTES: Final = 32  # random salt bytes `tidelog users create` draws for a new credential
+# Random bytes of a nonce, the broker's (server) or a broker's own login (client); Kafka draws
+# 130 bits (ScramFormatter.secureRandomString), 24 bytes is 192
+NONCE_BYTES: Final = 24
 MAX_SCRAM_MESSAGE_CHARS: Final = 4096  # a client message longer than this is not SCRAM (user names and nonces are short)
 
 

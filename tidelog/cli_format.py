@@ -33,6 +33,7 @@ from common.config import parse_config
 from common.config_schema import ConfigError
 from common.properties import parse_properties, properties_line
 from localcluster.cluster_layout import (
+    ADMIN_TOKEN_BYTES,
     DEFAULT_ADMIN_PORT,
     DEFAULT_KAFKA_PORT,
     DEFAULT_METRICS_PORT,
@@ -49,7 +50,6 @@ PROPERTIES_FILE: Final = "server.properties"
 META_FILE: Final = "meta.properties"
 METADATA_DIR: Final = "metadata"
 DATA_DIR: Final = "data"
-ADMIN_TOKEN_BYTES: Final = 32
 ROLES: Final = {"broker": "broker", "controller": "controller", "broker,controller": "broker,controller",
                 "controller,broker": "broker,controller"}
 SECRET_KEYS: Final = ("cluster.id", "controller.cluster.password", "admin.token", "rpc.secret")

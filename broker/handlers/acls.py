@@ -26,7 +26,7 @@ from broker.handlers.context import BrokerContext, ClientInfo
 from broker.topic_admin import AdminReply
 from common.config_schema import Config, Password
 from common.errors import ErrorCode
-from common.limits import ADMIN_WRITE_TIMEOUT
+from common.limits import ADMIN_APPLY_WAIT_MS, ADMIN_WRITE_TIMEOUT
 from common.protocol import acls, messages
 from common.protocol.api_keys import ApiKey
 from common.units import MIB
@@ -53,7 +53,6 @@ SECURITY_DISABLED: Final = int(ErrorCode.SECURITY_DISABLED)
 DESCRIBE_MESSAGE: Final = "No Authorizer is configured on the broker"
 ALTER_MESSAGE: Final = "No Authorizer is configured."
 MAX_ANSWER_BYTES: Final = 4 * MIB  # a controller's answer to one CreateAcls / DeleteAcls
-APPLY_WAIT_MS: Final = 30_000  # longest an ACL change waits to be applied here before it is answered
 
 
 def install(ctx: BrokerContext, config: Config) -> None:
@@ -126,7 +125,7 @@ def _may_alter(ctx: BrokerContext, client: ClientInfo) -> bool:
 
 async def _applied(ctx: BrokerContext, offset: int | None) -> str | None:
     """None once this broker's image holds `offset`, else why not (REQUEST_TIMED_OUT's message)."""
-    replies = await await_applied(ctx, [AdminReply(0, None, offset)], APPLY_WAIT_MS)
+    replies = await await_applied(ctx, [AdminReply(0, None, offset)], ADMIN_APPLY_WAIT_MS)
     return None if replies[0].error_code == 0 else replies[0].error_message
 
 

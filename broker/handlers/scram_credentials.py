@@ -10,18 +10,18 @@ With an authorizer, Kafka's ACLs apply (api_table: ALTER / DESCRIBE on the CLUST
 from __future__ import annotations
 
 import base64
-from typing import Any, Final
+from typing import Any
 
 from broker.handlers.acls import HttpAclAdmin
 from broker.handlers.admin import await_applied
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.topic_admin import AdminReply
+from common.limits import ADMIN_APPLY_WAIT_MS
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from security.scram_image import describe_credentials
 
-APPLY_WAIT_MS: Final = 30_000  # longest a credential change waits to be applied here before it is answered
 
 
 def _admin(ctx: BrokerContext) -> HttpAclAdmin:
@@ -58,7 +58,7 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, req: Any, vers
     if isinstance(reply, AdminReply):
         return answer([(user, messages.error_code(reply.error_code), reply.error_message) for user in users])
     results, offset = reply
-    applied = await await_applied(ctx, [AdminReply(0, None, offset)], APPLY_WAIT_MS)
+    applied = await await_applied(ctx, [AdminReply(0, None, offset)], ADMIN_APPLY_WAIT_MS)
     late = applied[0].error_message if applied[0].error_code else None
     out = []
     for result in results:

@@ -25,10 +25,9 @@ from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import MIB
 from security.scram import MECHANISMS as SCRAM_MECHANISMS
-from security.scram import ScramClient
+from security.scram import NONCE_BYTES, ScramClient
 
 MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes
-NONCE_BYTES: Final = 24  # a SCRAM client nonce's random bytes
 
 T = TypeVar("T")
 

@@ -27,6 +27,7 @@ from typing import Final
 from chaos.links.delay import DelayLine
 from chaos.links.rules import PROXY_ADDRESS, PROXY_MARK, DelayParams
 from chaos.nemeses.links import PacketMatch
+from common.limits import PROXY_CONNECT_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,6 @@ SO_ORIGINAL_DST: Final = 80  # linux/netfilter_ipv4.h
 SO_MARK: Final = getattr(socket, "SO_MARK", 36)
 CHUNK_BYTES: Final = 64 * 1024
 MAX_QUEUED_CHUNKS: Final = 256  # per direction; a full queue stops reading (the sender's window closes)
-CONNECT_TIMEOUT_S: Final = 5.0
 START_TIMEOUT_S: Final = 10.0
 LinkKey = tuple[str, str, int]  # (client address, server address, server port)
 
@@ -104,7 +104,7 @@ class LinkProxy:
             raw = client.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
             port, address = struct.unpack(">H", raw[2:4])[0], socket.inet_ntoa(raw[4:8])
             key = (str(peer[0]), address, int(port))
-            upstream_reader, upstream_writer = await asyncio.wait_for(self._connect(key), CONNECT_TIMEOUT_S)
+            upstream_reader, upstream_writer = await asyncio.wait_for(self._connect(key), PROXY_CONNECT_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as exc:
             log.info("chaos: link proxy cannot reach the original destination of %s: %s", peer, exc)
             writer.transport.abort()

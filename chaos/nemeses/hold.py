@@ -25,7 +25,7 @@ The late request's answer is recorded (`note` what=hold-released, with its error
 
 from __future__ import annotations
 
-from common.limits import COMMAND_TIMEOUT_S
+from common.limits import COMMAND_TIMEOUT_S, PROXY_CONNECT_TIMEOUT
 import logging
 import os
 import socket
@@ -46,7 +46,6 @@ PROXY_HOST: Final = "127.0.0.251"  # no node of a local cluster uses it (nodes a
 SO_ORIGINAL_DST: Final = 80  # linux/netfilter_ipv4.h
 MAX_FRAME_BYTES: Final = 64 * 1024 * 1024  # a request larger than this is a broken stream: the connection closes
 RELAY_CHUNK_BYTES: Final = 64 * 1024
-CONNECT_TIMEOUT_S: Final = 5.0
 RELEASE_DELAY_S: Final = 0.02  # the next transaction's first Produce is appended, its others may not be
 LATE_ANSWER_S: Final = 10.0  # how long the released request's answer is awaited
 ADD_PARTITIONS_TO_TXN: Final = 24
@@ -174,7 +173,7 @@ class HoldProxy:
             try:
                 raw = client.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
                 port, address = struct.unpack(">H", raw[2:4])[0], socket.inet_ntoa(raw[4:8])
-                upstream = socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_S)
+                upstream = socket.create_connection((address, port), timeout=PROXY_CONNECT_TIMEOUT)
                 upstream.settimeout(None)
             except OSError as exc:
                 log.info("hold proxy: cannot reach the original destination: %s", exc)
@@ -247,7 +246,7 @@ class HoldProxy:
         error: int | None = None
         why = ""
         try:
-            with socket.create_connection(held.destination, timeout=CONNECT_TIMEOUT_S) as late:
+            with socket.create_connection(held.destination, timeout=PROXY_CONNECT_TIMEOUT) as late:
                 late.settimeout(LATE_ANSWER_S)
                 late.sendall(held.frame)
                 answer = read_frame(late)

@@ -32,6 +32,7 @@ from typing import Any, Final
 from common.limits import NODE_READ_TIMEOUT, READY_TIMEOUT
 from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import (
+    ADMIN_TOKEN_BYTES,
     LayoutError,
     NodeSpec,
     data_dir_lock,
@@ -56,7 +57,6 @@ from tidelog.hosts.netns import (
 
 CLIENT_HOST: Final = "client"
 ADMIN_TOKEN_FILE: Final = "admin.token"  # the controllers' admin.token (0600): their API is beyond loopback
-ADMIN_TOKEN_BYTES: Final = 32
 HOSTS_KEY: Final = "hosts"  # cluster.json's entry: the namespaces (NetworkPlan.to_document)
 
 
