@@ -17,21 +17,43 @@ import base64
 import secrets
 import ssl
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from datetime import timedelta
+from typing import Any, Final
 
-from broker.handlers.context import ANONYMOUS
-from broker.handlers.sasl import authenticate_response, handshake_response
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader, parse_request_header
-from common.protocol.messages import decode_request, encode
+from common.errors import ErrorCode
+from common.protocol.messages import build, decode_request, encode, error_code, response_module
 from common.protocol.primitives import Chunk, ProtocolError
 from common.config_schema import Config, ConfigError, Password
 from common.units import KIB
 from metadata.image import MetadataImage
+from security.authorizer import ANONYMOUS
 from security.scram import NONCE_BYTES, ScramCredential, ScramMechanism
 from security.sasl_jaas import JaasConfig, JaasError, parse_jaas
 from security.sasl_server import SaslAuthenticator, SaslError, SaslSettings, SaslStep, ScramCredentials
+
+# The listener the request being handled came on (broker.server sets it for each connection's
+# tasks): Metadata, FindCoordinator and leader hints answer that listener's addresses, as Kafka
+# does. None (no server, tests): the broker's own listener_name. Brokers' requests to each other
+# name the inter-broker listener explicitly instead (broker_endpoint's `listener`).
+CLIENT_LISTENER: ContextVar[str | None] = ContextVar("client_listener", default=None)
+
+
+def handshake_response(step: SaslStep, version: int) -> Any:
+    """SaslHandshake's answer from one of the authenticator's steps."""
+    m = response_module(ApiKey.SASL_HANDSHAKE, version)
+    return build(m.SaslHandshakeResponse, error_code=error_code(step.error_code), mechanisms=step.mechanisms)
+
+
+def authenticate_response(step: SaslStep, version: int) -> Any:
+    """SaslAuthenticate's answer from one of the authenticator's steps."""
+    m = response_module(ApiKey.SASL_AUTHENTICATE, version)
+    return build(m.SaslAuthenticateResponse, error_code=error_code(step.error_code),
+                 error_message=step.error_message, auth_bytes=step.auth_bytes,
+                 session_lifetime=timedelta(milliseconds=step.session_lifetime_ms))
 
 # Kafka's sasl.server.max.receive.size (an internal broker config): no frame of an
 # unauthenticated SASL connection may be larger, whatever socket.request.max.bytes says.

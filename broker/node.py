@@ -54,9 +54,9 @@ from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.replication_quota import replication_quotas
-from broker.handlers.context import ANONYMOUS
 from broker.client_security import INTER_BROKER_SECURITY, inter_broker_security
 from broker.listener_security import listener_security, scram_credentials_of
+from security.authorizer import ANONYMOUS
 from security.sasl_server import ScramCredentials
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer

@@ -61,7 +61,6 @@ from broker.handlers.configs import (
 from broker.handlers.context import (
     ApiRow,
     BrokerContext,
-    ANONYMOUS,
     ClientInfo,
     Handler,
     NowHandler,
@@ -126,6 +125,7 @@ from common.protocol.frame import RequestHeader
 from common.protocol.primitives import Chunk, ProtocolError
 from common.log_config import KAFKA_DEFAULT_BROKER_CONFIG
 from metadata.image import MetadataImage
+from security.authorizer import ANONYMOUS
 
 
 async def handle_api_versions(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:

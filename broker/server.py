@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
 from broker import slice_sender
-from broker.handlers.context import ANONYMOUS, CLIENT_LISTENER
 from broker.listener_security import (
+    CLIENT_LISTENER,
     SASL_MAX_RECEIVE_BYTES,
     Answer,
     AuthenticationFailed,
@@ -61,6 +61,7 @@ from common.protocol.frame import (
 )
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import KIB, SECOND_MS, SECONDS
+from security.authorizer import ANONYMOUS
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -44,6 +43,7 @@ from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import Codec
 from common.topic_config import BrokerTopicDefaults
 from metadata.image import MetadataImage
+from security.authorizer import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,6 @@ class BrokerContext:
         return UNKNOWN_SERVER_ERROR
 
 
-ANONYMOUS: Final = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS
-# The listener the request being handled came on (broker.server sets it for each connection's
-# tasks): Metadata, FindCoordinator and leader hints answer that listener's addresses, as Kafka
-# does. None (no server, tests): the broker's own listener_name. Brokers' requests to each other
-# name the inter-broker listener explicitly instead (broker_endpoint's `listener`).
-CLIENT_LISTENER: ContextVar[str | None] = ContextVar("client_listener", default=None)
 
 
 @dataclass(frozen=True, slots=True)

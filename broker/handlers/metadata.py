@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from broker.coordinator.location import Found
-from broker.handlers.context import CLIENT_LISTENER, BrokerContext, ClientInfo
+from broker.handlers.context import BrokerContext, ClientInfo
+from broker.listener_security import CLIENT_LISTENER
 from common.errors import ErrorCode
 from common.protocol import acls, messages
 from common.protocol import metadata as md

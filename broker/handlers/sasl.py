@@ -9,26 +9,12 @@ ILLEGAL_SASL_STATE then (KafkaApis.handleSaslHandshakeRequest / handleSaslAuthen
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.listener_security import authenticate_response, handshake_response
 from common.errors import ErrorCode
-from common.protocol.api_keys import ApiKey
-from common.protocol.messages import build, error_code, response_module
 from security.sasl_server import SaslStep
-
-
-def handshake_response(step: SaslStep, version: int) -> Any:
-    m = response_module(ApiKey.SASL_HANDSHAKE, version)
-    return build(m.SaslHandshakeResponse, error_code=error_code(step.error_code), mechanisms=step.mechanisms)
-
-
-def authenticate_response(step: SaslStep, version: int) -> Any:
-    m = response_module(ApiKey.SASL_AUTHENTICATE, version)
-    return build(m.SaslAuthenticateResponse, error_code=error_code(step.error_code),
-                 error_message=step.error_message, auth_bytes=step.auth_bytes,
-                 session_lifetime=timedelta(milliseconds=step.session_lifetime_ms))
 
 
 async def handle_sasl_handshake(ctx: BrokerContext, request: Any, version: int, client: ClientInfo) -> Any:

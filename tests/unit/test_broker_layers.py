@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("rules", frozenset({
         "broker", "producer_state", "fetch_session", "metadata_follower",
         "follower_settings", "broker_settings", "applied_offset", "dynamic_config", "startup_heap",
+        "client_security", "request_faults",
     })),
     # one service each, knowing no hosted partition: timers, the purgatory, the controller's
     # client and what is forwarded through it, the coordinator runtime
@@ -45,13 +46,15 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("replicas", frozenset({
         "replication", "hosted_topic_configs", "replica_reads", "replica_appends",
         "replica_deletes", "replica_roles", "replica_manager", "fetch_sessions", "txn_verification",
+        "replica_selector",
     })),
-    # the Kafka listener and the metadata log follower's loop
-    ("server", frozenset({"server", "broker_metrics", "metadata_follower_loop"})),
+    # the Kafka listener (its security: TLS, SASL) and the metadata log follower's loop
+    ("server", frozenset({"server", "listener_security", "broker_metrics", "metadata_follower_loop"})),
     # coordinators over internal topics, on the coordinator runtime
     ("coordinators", frozenset({"group_coordinator", "transaction_coordinator"})),
-    # the request handlers by concern, over the layers below
-    ("handlers", frozenset({"handlers"})),
+    # the request handlers by concern, over the layers below, and the faults a test injects
+    # into them (broker.request_faults' table applied at dispatch)
+    ("handlers", frozenset({"handlers", "request_fault_hook"})),
     # what starts it all: the dispatch table, the broker process, the dump-log tool
     ("entry", frozenset({"request_handler", "node", "dump_log"})),
 )
