@@ -154,8 +154,9 @@ def test_every_flexible_threshold_is_kafkas_and_above_classic_ranges() -> None:
     assert FIRST_FLEXIBLE_VERSION[ApiKey.LIST_OFFSETS] == 6
     assert FIRST_FLEXIBLE_VERSION[ApiKey.API_VERSIONS] == 3
     assert FIRST_FLEXIBLE_VERSION[ApiKey.METADATA] == 9
-    assert set(SUPPORTED_VERSIONS) <= set(FIRST_FLEXIBLE_VERSION) | {ApiKey.OFFSET_DELETE}
+    assert set(SUPPORTED_VERSIONS) <= set(FIRST_FLEXIBLE_VERSION) | {ApiKey.OFFSET_DELETE, ApiKey.SASL_HANDSHAKE}
     assert not is_flexible(ApiKey.OFFSET_DELETE, 0)  # never flexible
+    assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)  # never flexible (its frame may even be raw, v0)
     assert reader_for(ApiKey.LIST_OFFSETS, 6, b"").flexible
     assert not writer_for(ApiKey.LIST_OFFSETS, 5).flexible
 
