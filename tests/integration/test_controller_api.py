@@ -53,6 +53,7 @@ EXPECTED_PATHS = {
     "/rpc/add-raft-voter", "/rpc/remove-raft-voter", "/rpc/update-raft-voter",
     "/v1/acls", "/v1/acls/delete",  # CreateAcls / DescribeAcls / DeleteAcls (issue 29)
     "/v1/features", "/rpc/update-features",  # UpdateFeatures, KIP-584 (issue 28)
+    "/v1/scram-credentials",  # Describe/AlterUserScramCredentials, KIP-554 (issue 29)
 }
 
 
