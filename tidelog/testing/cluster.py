@@ -35,7 +35,8 @@ from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import LayoutError
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from localcluster.node_process import NodeProcess, StopReport
-from tidelog.testing import observe, reaper
+from tidelog.testing import client_security, observe, reaper
+from tidelog.testing.client_security import check_security
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.observe import ClusterTimeout, poll, serving
 
@@ -72,8 +73,10 @@ class ClusterSpec:
     broker_config: tuple[tuple[str, str], ...] = ()
     topic_config: tuple[tuple[str, str], ...] = ()
     racks: int = 0  # > 0: brokers get broker.rack rack-1..rack-N in turn (localcluster.racks)
+    security: str | None = None  # SASL_SSL, SSL or SASL_PLAINTEXT: a secured listener too (client_config())
 
     def __post_init__(self) -> None:
+        check_security(self.security)
         if not 0 <= self.racks <= self.brokers:
             raise ValueError(f"racks must be between 0 and the {self.brokers} broker(s), got {self.racks}")
         if self.brokers < 1:
@@ -87,12 +90,12 @@ class ClusterSpec:
     @classmethod
     def of(cls, brokers: int = 3, controllers: int | None = None, combined: bool = False,
            broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
-           racks: int = 0) -> ClusterSpec:
+           racks: int = 0, security: str | None = None) -> ClusterSpec:
         def pairs(config: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
             return tuple(sorted((str(k), _config_value(v)) for k, v in (config or {}).items()))
 
         return cls(int(brokers), None if controllers is None else int(controllers), bool(combined),
-                   pairs(broker_config), pairs(topic_config), int(racks))
+                   pairs(broker_config), pairs(topic_config), int(racks), security)
 
     @property
     def voters(self) -> int:
@@ -110,6 +113,7 @@ class ClusterSpec:
         shape = f"{self.voters}x" if self.combined else f"{self.voters}c"
         shape += f"+{self.separate_brokers}b" if self.separate_brokers else ""
         shape += f"-{self.racks}racks" if self.racks else ""
+        shape += f"-{self.security.lower()}" if self.security else ""
         return shape + ("-config" if self.broker_config or self.topic_config else "")
 
 
@@ -134,8 +138,10 @@ class Cluster(FaultInjection):
                  broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
                  base_dir: str | Path | None = None, ready_timeout: float = READY_TIMEOUT,
                  wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
-                 network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0) -> None:
-        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks)
+                 network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0,
+                 security: str | None = None) -> None:
+        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks,
+                                   security=security)
         self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
         self.topic_config = dict(self.spec.topic_config)
         self.base_dir = None if base_dir is None else Path(base_dir)
@@ -195,7 +201,7 @@ class Cluster(FaultInjection):
                                    combined=self.spec.combined, raft_port=raft_port, admin_port=admin_port,
                                    kafka_port=kafka_port, metrics_port=metrics_port,
                                    ready_timeout=self.ready_timeout, extra_properties=self.broker_config,
-                                   racks=self.spec.racks)
+                                   racks=self.spec.racks, security=self.spec.security)
         try:
             wanted = {n.spec.node_id for n in local.brokers}
             poll("every broker to list every broker in its Metadata",
@@ -277,6 +283,19 @@ class Cluster(FaultInjection):
         servers = self.local.bootstrap_servers
         assert servers is not None, "a test cluster has at least one broker"
         return servers
+
+    def client_config(self) -> dict[str, str]:
+        """A confluent-kafka config for the cluster: with `security`, the secured listeners'
+        bootstrap.servers and the launcher's CA and user (client_security); else bootstrap.servers."""
+        if self.spec.security is None:
+            return {"bootstrap.servers": self.bootstrap_servers}
+        return client_security.confluent_config(self.data_dir)
+
+    def python_client_config(self) -> dict[str, Any]:
+        """client_config() as keyword arguments of kafka-python's and aiokafka's clients."""
+        if self.spec.security is None:
+            return {"bootstrap_servers": self.bootstrap_servers}
+        return client_security.python_config(self.data_dir)
 
     @property
     def admin_url(self) -> str:

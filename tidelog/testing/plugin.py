@@ -4,7 +4,8 @@ Installing tidelog registers it (the `pytest11` entry point); `-p tidelog.testin
 by hand. Fixtures:
 
     tidelog_cluster     session: a started tidelog.testing.Cluster (fault helpers included)
-    tidelog_bootstrap   session: its bootstrap.servers string
+    tidelog_bootstrap   session: its bootstrap.servers string (the PLAINTEXT listener)
+    tidelog_client_config  session: a confluent-kafka config dict (the secured listener, if any)
     tidelog_topic       function: a factory, tidelog_topic(partitions=1, replication_factor=None,
                         configs=None, name=None) -> a new topic's name; deleted after the test
 
@@ -14,6 +15,10 @@ or module by a marker:
 
     @pytest.mark.tidelog(brokers=1, combined=True, broker_config={"num.partitions": 3})
     @pytest.mark.tidelog(brokers=3, racks=3)   # brokers in rack-1, rack-2, rack-3 (broker.rack)
+    @pytest.mark.tidelog(security="SASL_SSL")  # or SSL, SASL_PLAINTEXT: a secured listener on every
+                        # broker, its CA, certificates and user made for the session's cluster;
+                        # connect with tidelog_client_config (confluent-kafka) or
+                        # tidelog_cluster.python_client_config() (kafka-python, aiokafka)
 
 A marked test gets its cluster through a session-scoped indirect parameter, so pytest starts one
 cluster per distinct shape, groups the tests that share it, and keeps only one running at a time.
@@ -57,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(brokers=3, controllers=None, combined=False, broker_config=None, topic_config=None, "
-        "racks=0): "
+        "racks=0, security=None): "
         "the shape and configs of the tidelog cluster this test runs against (default: the tidelog_* ini options)")
 
 
@@ -88,7 +93,7 @@ def marker_spec(marker: pytest.Mark, default: ClusterSpec) -> ClusterSpec:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keyword arguments only, got {marker.args!r}")
     fields: dict[str, Any] = {"brokers": default.brokers, "controllers": default.controllers, "combined": default.combined,
               "broker_config": dict(default.broker_config), "topic_config": dict(default.topic_config),
-              "racks": default.racks}
+              "racks": default.racks, "security": default.security}
     unknown = set(marker.kwargs) - set(fields)
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {sorted(unknown)}; "
@@ -119,7 +124,7 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     spec: ClusterSpec = getattr(request, "param", None) or ini_spec(request.config)
     cluster = Cluster(spec.brokers, controllers=spec.controllers, combined=spec.combined,
                       broker_config=dict(spec.broker_config), topic_config=dict(spec.topic_config),
-                      racks=spec.racks, base_dir=tmp_path_factory.getbasetemp(),
+                      racks=spec.racks, security=spec.security, base_dir=tmp_path_factory.getbasetemp(),
                       ready_timeout=request.config.getoption("--tidelog-ready-timeout"))
     with cluster:
         yield cluster
@@ -129,6 +134,13 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 def tidelog_bootstrap(tidelog_cluster: Cluster) -> str:
     """bootstrap.servers of the session's cluster: "127.0.0.4:port,..."."""
     return tidelog_cluster.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def tidelog_client_config(tidelog_cluster: Cluster) -> dict[str, str]:
+    """A confluent-kafka config for the session's cluster: bootstrap.servers naming its secured
+    listener with the security settings when the marker asks for `security`, else the PLAINTEXT one."""
+    return tidelog_cluster.client_config()
 
 
 @pytest.fixture(autouse=True)
