@@ -120,7 +120,8 @@ SEEDS ?= 1 2 3 4 5 6 7 8
 CHAOS_EXTRA := controller-kill controller-kill-topic-creation controller-kill-during-shutdown \
 	disk-tail-corruption leader-isolation-acks1 combined-leader-kill bridge group-coordinator-kill \
 	txn-coordinator-isolation txn-late-end-txn controller-pause-bursts \
-	power-controller-majority power-leader-majority power-leader-all-replicas rack-partition
+	power-controller-majority power-leader-majority power-leader-all-replicas rack-partition \
+	power-controllers-all power-leader-minority lossy-follower-link slow-controller-link saturated-reassignment
 .PHONY: chaos chaos-clean chaos-tools chaos-legacy
 chaos: $(ALL_STAMP) chaos-tools
 	@status=0; \

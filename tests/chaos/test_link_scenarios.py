@@ -25,7 +25,9 @@ pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
 pytestmark = pytest.mark.skipif(install.missing() is not None, reason=str(install.missing()))
 
-IN_MAKE_TEST = ("slow-follower", "lossy-follower-link", "slow-controller-link", "saturated-reassignment")
+# ~50 s each: make test runs slow-follower; make chaos the lossy, slow-controller and
+# saturated-reassignment links
+IN_MAKE_TEST = ("slow-follower",)
 
 
 @pytest.fixture(autouse=True)
