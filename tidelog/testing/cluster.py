@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from chaos import nemesis as chaos_nemesis
 from chaos.nemeses.network import NetworkNemesis
@@ -38,6 +38,7 @@ from localcluster.node_process import NodeProcess, StopReport
 from tidelog.testing import client_security, observe, reaper
 from tidelog.testing.client_security import check_security
 from tidelog.testing.faults import FaultInjection
+from tidelog.testing.link_power_faults import LinkPowerFaults, open_power_layer
 from tidelog.testing.observe import ClusterTimeout, poll, serving
 
 STOP_TIMEOUT: Final = 15 * SECONDS  # the whole stop, SIGKILL included; far more than a clean stop takes
@@ -51,6 +52,9 @@ TEST_BROKER_CONFIG: Final = {
     "replica.socket.timeout.ms": "5000",
     "controlled.shutdown.timeout.ms": "10000",
 }
+
+if TYPE_CHECKING:
+    from chaos.nemeses.power import PowerLayer
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +77,14 @@ class ClusterSpec:
     broker_config: tuple[tuple[str, str], ...] = ()
     topic_config: tuple[tuple[str, str], ...] = ()
     racks: int = 0  # > 0: brokers get broker.rack rack-1..rack-N in turn (localcluster.racks)
+    power_loss: bool = False  # the power-loss layer under every node from its start (power_loss())
     security: str | None = None  # SASL_SSL, SSL or SASL_PLAINTEXT: a secured listener too (client_config())
 
     def __post_init__(self) -> None:
         check_security(self.security)
+        if self.power_loss and self.combined:
+            raise ValueError("power_loss: needs separate controllers and brokers (combined=False): a combined "
+                             "node's metadata and data share one directory tree")
         if not 0 <= self.racks <= self.brokers:
             raise ValueError(f"racks must be between 0 and the {self.brokers} broker(s), got {self.racks}")
         if self.brokers < 1:
@@ -90,12 +98,12 @@ class ClusterSpec:
     @classmethod
     def of(cls, brokers: int = 3, controllers: int | None = None, combined: bool = False,
            broker_config: Mapping[str, Any] | None = None, topic_config: Mapping[str, Any] | None = None,
-           racks: int = 0, security: str | None = None) -> ClusterSpec:
+           racks: int = 0, power_loss: bool = False, security: str | None = None) -> ClusterSpec:
         def pairs(config: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
             return tuple(sorted((str(k), _config_value(v)) for k, v in (config or {}).items()))
 
         return cls(int(brokers), None if controllers is None else int(controllers), bool(combined),
-                   pairs(broker_config), pairs(topic_config), int(racks), security)
+                   pairs(broker_config), pairs(topic_config), int(racks), bool(power_loss), security)
 
     @property
     def voters(self) -> int:
@@ -113,6 +121,7 @@ class ClusterSpec:
         shape = f"{self.voters}x" if self.combined else f"{self.voters}c"
         shape += f"+{self.separate_brokers}b" if self.separate_brokers else ""
         shape += f"-{self.racks}racks" if self.racks else ""
+        shape += "-power" if self.power_loss else ""
         shape += f"-{self.security.lower()}" if self.security else ""
         return shape + ("-config" if self.broker_config or self.topic_config else "")
 
@@ -128,10 +137,11 @@ class _Started:
     local: LocalCluster
     watchdog: reaper.Watchdog
     startup_seconds: float
+    power: PowerLayer | None = None
     stopped: list[StopReport] = field(default_factory=list)
 
 
-class Cluster(FaultInjection):
+class Cluster(FaultInjection, LinkPowerFaults):
     """A local cluster of real tidelog processes; `with` starts it and stops it, whatever happens."""
 
     def __init__(self, brokers: int = 3, *, controllers: int | None = None, combined: bool = False,
@@ -139,9 +149,9 @@ class Cluster(FaultInjection):
                  base_dir: str | Path | None = None, ready_timeout: float = READY_TIMEOUT,
                  wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
                  network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0,
-                 security: str | None = None) -> None:
-        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks,
-                                   security=security)
+                 power_loss: bool = False, security: str | None = None) -> None:
+        self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks, power_loss,
+                                   security)
         self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
         self.topic_config = dict(self.spec.topic_config)
         self.base_dir = None if base_dir is None else Path(base_dir)
@@ -170,10 +180,14 @@ class Cluster(FaultInjection):
         for attempt in range(1, START_ATTEMPTS + 1):  # bounded: a port race is rare, three is plenty
             root = Path(tempfile.mkdtemp(prefix="tidelog-", dir=self.base_dir))
             watchdog = reaper.Watchdog(root)
+            power: PowerLayer | None = None
             try:
+                if self.spec.power_loss:  # mounted before the nodes start: every write of theirs goes through it
+                    power = open_power_layer(root, self.spec.voters, self.spec.separate_brokers)
                 local = self._start_nodes(root)
             except (LauncherError, LayoutError, ClusterTimeout) as exc:
                 tails = _log_tails_of(root, already_shown=str(exc))
+                _close_power(power)
                 shutil.rmtree(root, ignore_errors=True)
                 watchdog.close()
                 if attempt < START_ATTEMPTS and ("in use" in str(exc) or "Address already in use" in tails):
@@ -182,10 +196,12 @@ class Cluster(FaultInjection):
                 raise ClusterStartError(f"the tidelog test cluster ({self.spec.id}) did not start: {exc}\n"
                                         f"{tails}") from None
             except BaseException:
+                _close_power(power)
                 shutil.rmtree(root, ignore_errors=True)
                 watchdog.close()
                 raise
-            self._started = _Started(root, local, watchdog, time.monotonic() - began)
+            self._started = _Started(root, local, watchdog, time.monotonic() - began, power)
+            self.__dict__["_power_layer"] = power
             reaper.register(self)  # from here on, stop() or atexit ends it, whatever comes next
             self.nemesis = chaos_nemesis.Nemesis(local)
             self._network = self._network_factory(local) if self._network_factory is not None else None
@@ -224,8 +240,14 @@ class Cluster(FaultInjection):
                     self._network.close()  # heals, and removes the harness's chain
             except Exception:  # a network nemesis that fails must not keep processes alive
                 log.exception("healing the network before the stop failed")
+            try:
+                self.close_link_faults()  # before the nodes stop, so that they can say goodbye
+            except Exception:
+                log.exception("removing the link faults before the stop failed")
             started.stopped = reaper.stop_within(started.local, self.stop_timeout)
         finally:
+            self.__dict__.pop("_power_layer", None)
+            _close_power(started.power)  # after the nodes stopped: nothing writes through it any more
             shutil.rmtree(started.root, ignore_errors=True)
             started.watchdog.close()
             self._started = None
@@ -241,6 +263,7 @@ class Cluster(FaultInjection):
         local = self.local
         crashed = [n for n in local.nodes if not n.running() and n.spec.node_id not in self._expected_down]
         report = observe.log_tails(crashed) if crashed else ""
+        self.clear_link_faults()  # a test's link faults end with it, before the wait for health
         if self._dirty or crashed or not all(serving(n) for n in local.nodes):
             self.heal()
             self.nemesis.heal()
@@ -384,6 +407,16 @@ class Cluster(FaultInjection):
         full ISR, as the controllers and every broker's Metadata show (observe.healthy)."""
         poll("the cluster to be healthy", lambda: observe.healthy(self.local) is None or None,
              self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
+
+
+def _close_power(power: PowerLayer | None) -> None:
+    """Unmount the power-loss layer (its daemons too); a failure is logged, never raised over the
+    error that brought us here."""
+    if power is not None:
+        try:
+            power.close()
+        except Exception:
+            log.exception("unmounting the power-loss layer failed")
 
 
 def _log_tails_of(root: Path, already_shown: str) -> str:

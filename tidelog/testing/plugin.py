@@ -93,7 +93,7 @@ def marker_spec(marker: pytest.Mark, default: ClusterSpec) -> ClusterSpec:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keyword arguments only, got {marker.args!r}")
     fields: dict[str, Any] = {"brokers": default.brokers, "controllers": default.controllers, "combined": default.combined,
               "broker_config": dict(default.broker_config), "topic_config": dict(default.topic_config),
-              "racks": default.racks, "security": default.security}
+              "racks": default.racks, "power_loss": default.power_loss, "security": default.security}
     unknown = set(marker.kwargs) - set(fields)
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {sorted(unknown)}; "
@@ -124,7 +124,8 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     spec: ClusterSpec = getattr(request, "param", None) or ini_spec(request.config)
     cluster = Cluster(spec.brokers, controllers=spec.controllers, combined=spec.combined,
                       broker_config=dict(spec.broker_config), topic_config=dict(spec.topic_config),
-                      racks=spec.racks, security=spec.security, base_dir=tmp_path_factory.getbasetemp(),
+                      racks=spec.racks, power_loss=spec.power_loss, security=spec.security,
+                      base_dir=tmp_path_factory.getbasetemp(),
                       ready_timeout=request.config.getoption("--tidelog-ready-timeout"))
     with cluster:
         yield cluster
