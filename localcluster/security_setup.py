@@ -82,6 +82,17 @@ def _certificates(root: Path, brokers: Sequence[NodeSpec]) -> None:
                                      now=now).chain_and_key_pem)
 
 
+def read_client_config(root: Path) -> dict[str, str]:
+    """The client settings plan() wrote to `root`, as a confluent-kafka config (the test plugin's and
+    the chaos workload's clients connect with them as a user following `tidelog up`'s printout would)."""
+    path = root / CLIENT_PROPERTIES
+    config = {key.strip(): value.strip() for key, sep, value in
+              (line.partition("=") for line in path.read_text().splitlines()) if sep and key.strip()}
+    if "bootstrap.servers" not in config:
+        raise ValueError(f"{path} names no bootstrap.servers: not written by the security setup")
+    return config
+
+
 def plan(root: Path, nodes: Sequence[NodeSpec], security: str) -> tuple[dict[int, dict[str, str]], ClientSettings]:
     """Every broker's security entries (by node id) and the client settings, files made as needed."""
     if security not in SECURITY_PROTOCOLS:

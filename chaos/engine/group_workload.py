@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
-from chaos.engine.workload import CLIENT_LOG, JOIN_S
+from chaos.engine.workload import CLIENT_LOG, JOIN_S, PLAINTEXT
 from chaos.history import History
 from common.limits import CHAOS_POLL_S
 
@@ -35,8 +36,9 @@ class GroupConsumers:
     """`members` consumers of one group, each a thread: subscribe, consume, commit asynchronously."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, members: int, history: History,
-                 bounce_every_s: float | None = None) -> None:
+                 bounce_every_s: float | None = None, security: Mapping[str, str] = PLAINTEXT) -> None:
         self.bootstrap, self.topic, self.partitions, self.history = bootstrap, topic, partitions, history
+        self.security = security  # the scenario's [cluster] security settings (workload.PLAINTEXT: none)
         self.bounce_every_s = bounce_every_s
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -73,7 +75,7 @@ class GroupConsumers:
                                   "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
                                   "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100,
                                   "topic.metadata.refresh.interval.ms": 1000, "on_commit": on_commit,
-                                  "logger": CLIENT_LOG}
+                                  "logger": CLIENT_LOG, **self.security}
         bounces = member == "m0" and self.bounce_every_s is not None
         while not self._stop.is_set():  # one incarnation per pass: only m0 bounces, every bounce_every_s
             consumer = Consumer(config)
@@ -116,7 +118,7 @@ class GroupConsumers:
 
         deadline = time.monotonic() + timeout_s
         probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{GROUP_ID}-probe",
-                          "logger": CLIENT_LOG})
+                          "logger": CLIENT_LOG, **self.security})
         ends: dict[int, int] = {}
         try:
             for p in range(self.partitions):

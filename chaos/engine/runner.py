@@ -35,7 +35,7 @@ from chaos.engine.harvest import parse_controller_log, parse_node_log
 from chaos.engine.metadata_views import record_metadata_views
 from chaos.engine.targets import ClusterView
 from chaos.engine.txn_workload import HOLD_GID, TxnWorkload
-from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read
+from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read, workload_clients
 from chaos.history import History
 from chaos.nemeses.firewall import Firewall, iptables_missing
 from chaos.nemeses.hold import HoldProxy
@@ -116,7 +116,7 @@ class ScenarioRun:
         return LocalCluster.start(root, controllers=shape.controllers, brokers=0 if shape.combined else shape.brokers,
                                   combined=shape.combined, raft_port=raft, admin_port=admin, kafka_port=kafka,
                                   metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties),
-                                  racks=shape.racks)
+                                  racks=shape.racks, security=shape.security)
 
     def create_topics(self, cluster: LocalCluster, view: ClusterView) -> None:
         existing = {t["name"] for t in view.get("/v1/topics")}
@@ -250,20 +250,21 @@ class ScenarioRun:
             nemesis = stack.enter_context(Nemesis(cluster))
             view = ClusterView(cluster)
             self.create_topics(cluster, view)
-            bootstrap = cluster.bootstrap_servers or ""
+            bootstrap, security = workload_clients(cluster, scenario.cluster.security)
             topic = scenario.workload.topic
             partitions = next(t.partitions for t in scenario.topics if t.name == topic)
-            producers = Producers(bootstrap, scenario.workload, partitions, history)
+            producers = Producers(bootstrap, scenario.workload, partitions, history, security=security)
             consumers = Consumers(bootstrap, topic, partitions, scenario.workload.consumers, history,
-                                  client_rack=scenario.workload.client_rack)
-            sampler = Sampler(view, bootstrap, topic, partitions, scenario.workload.sample_interval_s, history)
+                                  client_rack=scenario.workload.client_rack, security=security)
+            sampler = Sampler(view, bootstrap, topic, partitions, scenario.workload.sample_interval_s, history,
+                              security=security)
             creations = None if scenario.workload.create_topics_every_s is None else TopicCreations(
                 view, history, prefix=f"{topic}-new", partitions=1,
                 replication_factor=min(3, len(cluster.brokers)), interval_s=scenario.workload.create_topics_every_s)
             group = None
             if scenario.workload.group_consumers:
                 group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history,
-                                       bounce_every_s=scenario.workload.group_bounce_every_s)
+                                       bounce_every_s=scenario.workload.group_bounce_every_s, security=security)
                 stack.callback(group.stop)  # before the nodes stop, whatever happens
             txns, hold = None, None
             if scenario.workload.txn_topics:
@@ -303,7 +304,7 @@ class ScenarioRun:
                   flush=True)
             if ok and creations is not None:
                 final_topics(view, history, creations.names, min(3, len(cluster.brokers)))
-            if not (ok and final_read(bootstrap, topic, partitions, history)):
+            if not (ok and final_read(bootstrap, topic, partitions, history, security=security)):
                 history.record("note", what="final-read-incomplete")
             if group is not None:
                 if ok and not group.catch_up(GROUP_CATCH_UP_S):

@@ -15,11 +15,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 from chaos.engine.targets import ClusterView
 from chaos.history import History
 from chaos.scenarios.spec import Acks, WorkloadSpec
+from localcluster.launcher import LocalCluster
+from localcluster.security_setup import read_client_config
 from common.limits import CHAOS_POLL_S
 
 JOIN_S: Final = 30.0
@@ -33,18 +36,32 @@ DEFINITE_ERRORS: Final = frozenset({"_PURGE_QUEUE", "MSG_SIZE_TOO_LARGE", "_MSG_
 # librdkafka's own lines (a broker refused a connection, a request timed out) are expected under
 # faults: they go to this logger, which the runner sends to clients.log in the report directory
 CLIENT_LOG = logging.getLogger("chaos.clients")
+# a scenario's `[cluster] security` gives every client the launcher's settings (security.protocol,
+# CA, SASL user: localcluster.security_setup) on top of its own; PLAINTEXT clients get none
+PLAINTEXT: Final[Mapping[str, str]] = {}
+
+
+def workload_clients(cluster: LocalCluster, security: str | None) -> tuple[str, Mapping[str, str]]:
+    """bootstrap.servers and the security settings of the workload's clients: the secured listeners
+    and the launcher's client settings when the scenario asks for `security`, else PLAINTEXT."""
+    if security is None:
+        return cluster.bootstrap_servers or "", PLAINTEXT
+    settings = read_client_config(cluster.root)
+    return settings.pop("bootstrap.servers"), settings
 
 
 class Producers:
     """Writes until `stop()`; a thread calls produce/poll, librdkafka's thread acknowledges."""
 
-    def __init__(self, bootstrap: str, spec: WorkloadSpec, partitions: int, history: History) -> None:
+    def __init__(self, bootstrap: str, spec: WorkloadSpec, partitions: int, history: History, *,
+                 security: Mapping[str, str] = PLAINTEXT) -> None:
         from confluent_kafka import Producer
 
         self.spec, self.partitions, self.history = spec, partitions, history
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": spec.acks.value, "linger.ms": 2,
                                   "enable.idempotence": spec.idempotence, "retry.backoff.ms": 50,
-                                  "message.timeout.ms": spec.message_timeout_ms, "logger": CLIENT_LOG}
+                                  "message.timeout.ms": spec.message_timeout_ms, "logger": CLIENT_LOG,
+                                  **security}
         if spec.acks is Acks.LEADER:
             config["max.in.flight.requests.per.connection"] = 1
         self._config = config
@@ -119,8 +136,9 @@ class Consumers:
     """`count` consumers by assignment, each a thread polling every partition from offset 0."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, count: int, history: History, *,
-                 client_rack: str | None = None) -> None:
+                 client_rack: str | None = None, security: Mapping[str, str] = PLAINTEXT) -> None:
         self.bootstrap, self.topic, self.partitions, self.history = bootstrap, topic, partitions, history
+        self.security = security
         self.client_rack = client_rack  # KIP-392: set, the leader may send them to a follower in that rack
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(f"c{i}",), name=f"chaos-consumer-{i}",
@@ -136,7 +154,7 @@ class Consumers:
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{name}",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
-                                  "logger": CLIENT_LOG}
+                                  "logger": CLIENT_LOG, **self.security}
         if self.client_rack is not None:
             config["client.rack"] = self.client_rack
         consumer = Consumer(config)
@@ -164,9 +182,9 @@ class Sampler:
     """Leader, ISR and epochs from the admin API, and the high watermark, every interval."""
 
     def __init__(self, view: ClusterView, bootstrap: str, topic: str, partitions: int, interval_s: float,
-                 history: History) -> None:
+                 history: History, *, security: Mapping[str, str] = PLAINTEXT) -> None:
         self.view, self.bootstrap, self.topic, self.partitions = view, bootstrap, topic, partitions
-        self.interval_s, self.history = interval_s, history
+        self.interval_s, self.history, self.security = interval_s, history, security
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-sampler", daemon=True)
 
@@ -176,7 +194,8 @@ class Sampler:
     def _run(self) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-sampler", "logger": CLIENT_LOG})
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-sampler", "logger": CLIENT_LOG,
+                             **self.security})
         try:
             while not self._stop.wait(self.interval_s):  # until stop()
                 try:
@@ -201,12 +220,13 @@ class Sampler:
         self._thread.join(JOIN_S)
 
 
-def final_read(bootstrap: str, topic: str, partitions: int, history: History, timeout_s: float = 60.0) -> bool:
+def final_read(bootstrap: str, topic: str, partitions: int, history: History, timeout_s: float = 60.0, *,
+               security: Mapping[str, str] = PLAINTEXT) -> bool:
     """Read every partition from 0 up to its high watermark into `final-read` events; False on timeout."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100, "logger": CLIENT_LOG})
+                         "fetch.wait.max.ms": 100, "logger": CLIENT_LOG, **security})
     deadline = time.monotonic() + timeout_s
     try:
         ends: dict[int, int] = {}

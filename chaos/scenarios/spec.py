@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from localcluster.security_setup import SECURITY_PROTOCOLS
+
 SELECTOR_HEADS: Final = frozenset({
     "active-controller", "controller-follower", "leader", "follower", "isr", "replicas", "broker", "node",
     "majority", "minority", "brokers", "controllers", "others", "nodes", "coordinator",
@@ -101,6 +103,9 @@ class ClusterShape:
     combined: bool = False
     properties: tuple[tuple[str, str], ...] = ()
     racks: int = 0  # > 0: brokers in rack-1..rack-N (localcluster.racks), for `rack:NAME` targets
+    # SASL_SSL, SSL or SASL_PLAINTEXT: brokers get that listener too, inter-broker traffic uses it and
+    # the workload's clients connect through it (localcluster.security_setup); None: PLAINTEXT only
+    security: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +282,10 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
                            bool(_get(cluster_raw, "combined", bool, False, "cluster")),
                            tuple(sorted((k, str(v)) for k, v in
                                         _get(cluster_raw, "properties", dict, {}, "cluster").items())),
-                           int(_get(cluster_raw, "racks", int, 0, "cluster")))
+                           int(_get(cluster_raw, "racks", int, 0, "cluster")),
+                           _get(cluster_raw, "security", str, None, "cluster"))
+    if cluster.security is not None and cluster.security not in SECURITY_PROTOCOLS:
+        raise ScenarioError(f"cluster.security: expected one of {list(SECURITY_PROTOCOLS)}, got {cluster.security!r}")
     if not 0 <= cluster.racks <= cluster.brokers:
         raise ScenarioError(f"cluster.racks: expected 0 to the {cluster.brokers} broker(s), got {cluster.racks}")
     topics = tuple(TopicSpec(str(t["name"]), int(t.get("partitions", 3)), int(t.get("replication_factor", 3)),
@@ -300,6 +308,8 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
         raise ScenarioError("workload.group_consumers: expected 0 or more members")
     if workload.group_bounce_every_s is not None and not workload.group_bounce_every_s > 0:
         raise ScenarioError("workload.group_bounce_every_s: expected a positive number of seconds")
+    if cluster.security is not None and workload.txn_topics:  # txn_client takes only --bootstrap so far
+        raise ScenarioError("cluster.security: the transactional workload's clients run PLAINTEXT only")
     if workload.acks is Acks.LEADER and workload.idempotence:
         raise ScenarioError("workload: acks=1 needs idempotence = false (Kafka requires acks=all for it)")
     e = _get(raw, "expect", dict, {}, "")

@@ -20,7 +20,7 @@ import ssl
 from pathlib import Path
 from typing import Any, Final
 
-from localcluster.security_setup import CLIENT_PROPERTIES, SECURITY_PROTOCOLS
+from localcluster.security_setup import CLIENT_PROPERTIES, SECURITY_PROTOCOLS, read_client_config
 
 __all__ = ["SECURITY_PROTOCOLS", "check_security", "confluent_config", "python_config"]
 
@@ -44,15 +44,7 @@ def check_security(security: str | None) -> None:
 
 def confluent_config(root: Path) -> dict[str, str]:
     """The launcher's client settings of the cluster in `root`, as a confluent-kafka config."""
-    path = root / CLIENT_PROPERTIES
-    config: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            config[key.strip()] = value.strip()
-    if "bootstrap.servers" not in config:
-        raise ValueError(f"{path} names no bootstrap.servers: not written by the launcher's security setup")
-    return config
+    return read_client_config(root)
 
 
 def python_config(root: Path) -> dict[str, Any]:
