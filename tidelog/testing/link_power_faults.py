@@ -55,21 +55,33 @@ class LinkFault:
         self.kind, self.a, self.b = kind, a, b
         self._handle, self._faults, self._matches = handle, faults, matches
         self.removed = False
+        self._final_lost: tuple[int, int] | None = None  # the counters as removal found them
+        self._final_relayed: int | None = None
 
     def __repr__(self) -> str:
         return f"LinkFault({self.kind} {self.a}<->{self.b}{', removed' if self.removed else ''})"
 
     def lost(self) -> tuple[int, int]:
-        """A lossy link's (packets seen, packets dropped) so far."""
+        """A lossy link's (packets seen, packets dropped) so far, or until it was removed."""
+        if self._final_lost is not None:
+            return self._final_lost
         return self._faults.loss_counters(self._handle)
 
     def relayed(self) -> int:
-        """A slow link's connections relayed by the delay proxy so far."""
+        """A slow link's connections relayed by the delay proxy so far, or until it was removed."""
+        if self._final_relayed is not None:
+            return self._final_relayed
         return self._faults.relayed(self._handle)
 
     def remove(self) -> None:
         if not self.removed:
             self.removed = True
+            self._final_relayed = self._faults.relayed(self._handle)
+            if self.kind == "lossy_link":
+                try:
+                    self._final_lost = self._faults.loss_counters(self._handle)
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the removal matters more
+                    log.warning("test cluster: the counters of %r could not be read: %s", self, exc)
             self._faults.remove(self._handle)
             if self.kind == "slow_link":
                 reset_connections(self._matches)

@@ -15,6 +15,7 @@ or module by a marker:
 
     @pytest.mark.tidelog(brokers=1, combined=True, broker_config={"num.partitions": 3})
     @pytest.mark.tidelog(brokers=3, racks=3)   # brokers in rack-1, rack-2, rack-3 (broker.rack)
+    @pytest.mark.tidelog(power_loss=True)      # the power-loss layer under every node: power_loss(node)
     @pytest.mark.tidelog(security="SASL_SSL")  # or SSL, SASL_PLAINTEXT: a secured listener on every
                         # broker, its CA, certificates and user made for the session's cluster;
                         # connect with tidelog_client_config (confluent-kafka) or
@@ -62,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(brokers=3, controllers=None, combined=False, broker_config=None, topic_config=None, "
-        "racks=0, security=None): "
+        "racks=0, power_loss=False, security=None): "
         "the shape and configs of the tidelog cluster this test runs against (default: the tidelog_* ini options)")
 
 
