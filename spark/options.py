@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from spark.kafka_security import SecurityOptionError, librdkafka_security
 from spark.offsets import (
     EARLIEST,
     LATEST,
@@ -212,6 +213,10 @@ def _kafka_params(options: Mapping[str, str], forbidden: Mapping[str, str]) -> t
             raise OptionError(f"option 'kafka.{name}' is not supported: {why}")
     if not params.get("bootstrap.servers", "").strip():
         raise OptionError("option 'kafka.bootstrap.servers' must be specified (host:port of the brokers)")
+    try:  # Spark's Java-client security options (sasl.jaas.config, PEM stores) as librdkafka's
+        params = librdkafka_security(params)
+    except SecurityOptionError as exc:
+        raise OptionError(str(exc)) from None
     return tuple(sorted(params.items()))
 
 
