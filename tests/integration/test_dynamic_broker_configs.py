@@ -43,6 +43,16 @@ STATIC_PROPERTIES = {"log.retention.check.interval.ms": "500", "log.segment.dele
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Cluster(brokers=2, controllers=1, broker_config=STATIC_PROPERTIES,
                  base_dir=tmp_path_factory.mktemp("dynamic-broker-configs")) as started:
+        # These tests start from no dynamic broker config at all. A new cluster finalizes ELR
+        # (KIP-966), which keeps a cluster-level min.insync.replicas that cannot be removed while
+        # ELR is on: downgrade ELR (safe, as Kafka's), then remove that default.
+        status, body = http(started.admin_url + "/v1/features", "POST", {"updates": [{
+            "feature": "eligible.leader.replicas.version", "max_version_level": 0,
+            "upgrade_type": "safe_downgrade"}]})
+        assert status == 200, body
+        status, body = http(started.admin_url + "/v1/brokers/configs", "PATCH",
+                            {"configs": {"min.insync.replicas": None}})
+        assert status == 200, body
         yield started
 
 
