@@ -1,7 +1,8 @@
 """Link and power faults of tidelog.testing.Cluster (issue 33), each seen from a client: a slow
 link raises acks=all latency by its delay, a lossy link drops packets and loses no record, a
 shaped link slows replication to its rate, and a controller's power loss with fsync on loses no
-topic. Every rule, HTB class, proxy and mount is gone after each test, even one that fails."""
+topic. Every rule, HTB class, proxy and mount is gone after each test, even one that fails.
+Through the plugin: the power_loss=True marker, and a skip with the reason where links cannot run."""
 
 from __future__ import annotations
 
@@ -192,3 +193,45 @@ def test_power_loss_of_the_active_controller_with_fsync_loses_no_topic(powered: 
     powered.recover()  # every controller restarted on what it had fsynced
     assert all(f.lost.get("power_loss") is True for f in faults), [f.lost for f in faults]
     assert set(created) <= set(powered.topic_names())
+
+
+# -- through the pytest plugin ------------------------------------------------------------------------
+
+pytest_plugins = ["pytester"]
+PLUGIN = ("-p", "tidelog.testing.plugin", "-p", "no:cacheprovider")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester whose inner pytest and nodes import this checkout's tidelog."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def test_the_marker_gives_a_cluster_with_the_power_layer(inner: pytest.Pytester) -> None:
+    if fuse_missing() is not None:
+        pytest.skip(fuse_missing())
+    inner.makepyfile(test_inner="""
+        import pytest
+
+        @pytest.mark.tidelog(brokers=1, power_loss=True)
+        def test_power(tidelog_cluster):
+            fault = tidelog_cluster.power_loss(4, restart=True)
+            assert fault.lost["power_loss"] is True and tidelog_cluster.node(4).running()
+    """)
+    result = inner.runpytest_subprocess(*PLUGIN, timeout=240)
+    result.assert_outcomes(passed=1)
+    assert mounts_under(inner.path) == []
+
+
+def test_link_faults_skip_with_a_reason(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no /usr/sbin: no iptables, tc nor ss
+    inner.makeini("[pytest]\ntidelog_brokers = 1\n")
+    inner.makepyfile(test_inner="""
+        def test_slow(tidelog_cluster):
+            tidelog_cluster.slow_link(1, 4, 100)
+    """)
+    result = inner.runpytest_subprocess(*PLUGIN, "-rs", timeout=240)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*link faults need*"])
