@@ -857,10 +857,12 @@ def _create_topic(cluster: LocalCluster, name: str) -> None:
             writer.write(frame(ApiKey.METADATA, 8, 1, request_body(ApiKey.METADATA, 8, name)))
             size = struct.unpack(">i", await reader.readexactly(4))[0]
             meta = md.decode_metadata_response(memoryview(await reader.readexactly(size))[4:], 8)
-            topic = next(t for t in meta.topics if t.name == name)
-            return topic.error_code == 0 and [p.leader_id for p in topic.partitions] == [BROKER_ID]
+        except asyncio.IncompleteReadError:
+            return False  # closed unanswered: the broker serves clients only once its start-up is done
         finally:
             writer.close()
+        topic = next(t for t in meta.topics if t.name == name)
+        return topic.error_code == 0 and [p.leader_id for p in topic.partitions] == [BROKER_ID]
     deadline = time.monotonic() + CLIENT_TIMEOUT
     while not asyncio.run(led()):  # bounded by the deadline
         if time.monotonic() > deadline:
