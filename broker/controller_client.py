@@ -43,6 +43,7 @@ import aiohttp
 import msgpack
 
 from common import rpc
+from common.errors import ErrorCode
 from common.limits import CONNECT_TIMEOUT
 from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
@@ -78,6 +79,14 @@ async def read_body(content: aiohttp.StreamReader, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+def unanswered_error(exc: BaseException) -> ErrorCode:
+    """The Kafka error for an admin request forwarded to the controllers that got no answer (a
+    dropped connection, a timeout: a controller failover looks exactly so). Kafka's forwarding
+    retries until the request's timeout and then answers REQUEST_TIMED_OUT, which clients retry;
+    a reply that is not one (ValueError) is the server's own error."""
+    return ErrorCode.UNKNOWN_SERVER_ERROR if isinstance(exc, ValueError) else ErrorCode.REQUEST_TIMED_OUT
 
 
 class _Redirected(Exception):

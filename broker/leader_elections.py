@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from broker.controller_client import ControllerClient, read_body
+from broker.controller_client import ControllerClient, read_body, unanswered_error
 from common.errors import ErrorCode
 from common.limits import ADMIN_WRITE_TIMEOUT, MAX_PARTITION_RESULTS_BYTES
 
@@ -61,8 +61,7 @@ class HttpLeaderElections:
                 status = reply.status
             answer = json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            return ElectionOutcome(int(ErrorCode.REQUEST_TIMED_OUT if isinstance(exc, TimeoutError)
-                                       else ErrorCode.UNKNOWN_SERVER_ERROR),
+            return ElectionOutcome(int(unanswered_error(exc)),
                                    f"controller at {url} did not answer ({type(exc).__name__})", {})
         if status >= 300 or not isinstance(answer, dict):
             name = answer.get("error") if isinstance(answer, dict) else None

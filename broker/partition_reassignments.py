@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from broker.controller_client import ControllerClient, read_body
+from broker.controller_client import ControllerClient, read_body, unanswered_error
 from common.errors import ErrorCode
 from common.limits import ADMIN_WRITE_TIMEOUT, MAX_PARTITION_RESULTS_BYTES
 
@@ -67,8 +67,7 @@ class HttpPartitionReassignments:
                 raw = await read_body(reply.content, MAX_PARTITION_RESULTS_BYTES) or b""
                 return reply.status, json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            code = ErrorCode.REQUEST_TIMED_OUT if isinstance(exc, TimeoutError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            return -int(code), f"controller at {url} did not answer ({type(exc).__name__})"
+            return -int(unanswered_error(exc)), f"controller at {url} did not answer ({type(exc).__name__})"
 
     async def alter(self, targets: Sequence[PartitionTarget]) -> ReassignOutcome:
         status, answer = await self._call("POST", {"version": 1, "partitions": [

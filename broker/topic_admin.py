@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 
 import aiohttp
 
-from broker.controller_client import ControllerClient, read_body
+from broker.controller_client import ControllerClient, read_body, unanswered_error
 from common.config_schema import Config
 from common.errors import ErrorCode
 from common.limits import ADMIN_WRITE_TIMEOUT, MAX_CONTROLLER_ANSWER_BYTES
@@ -140,8 +140,7 @@ class HttpTopicAdmin:
                 raw = await read_body(reply.content, MAX_CONTROLLER_ANSWER_BYTES) or b""
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return AdminReply(ErrorCode.UNKNOWN_SERVER_ERROR,
-                              f"controller at {url} did not answer ({type(exc).__name__})")
+            return AdminReply(unanswered_error(exc), f"controller at {url} did not answer ({type(exc).__name__})")
         try:
             answer = json.loads(raw)
         except ValueError:

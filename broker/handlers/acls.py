@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from broker.controller_client import ControllerClient, read_body
+from broker.controller_client import ControllerClient, read_body, unanswered_error
 from broker.handlers.admin import await_applied
 from broker.handlers.authorization import BrokerAuthorizer
 from broker.handlers.context import BrokerContext, ClientInfo
@@ -94,7 +94,7 @@ class HttpAclAdmin:
                                           timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
                 raw, status = await read_body(reply.content, MAX_ANSWER_BYTES) or b"", reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return AdminReply(ErrorCode.UNKNOWN_SERVER_ERROR, f"controller at {url} did not answer ({type(exc).__name__})")
+            return AdminReply(unanswered_error(exc), f"controller at {url} did not answer ({type(exc).__name__})")
         try:
             answer = json.loads(raw)
         except ValueError:
