@@ -116,12 +116,14 @@ def _reply_of(answer: Any) -> AdminReply:
                       topic_id if isinstance(topic_id, str) and topic_id else None)
 
 
-class HttpTopicAdmin:
-    """TopicAdmin over the controllers' admin API (`/v1/topics`), on the controller the
-    ControllerClient believes active (any controller forwards writes to the active one)."""
+class ControllerAdminApi:
+    """A broker's writes through the controllers' admin API, on the controller the
+    ControllerClient believes active (any controller forwards writes to the active one): topics
+    here, ACLs and SCRAM credentials in their handlers."""
 
-    def __init__(self, controller_client: ControllerClient, *, token: str | None = None) -> None:
-        self._client, self._token = controller_client, token
+    def __init__(self, controller_client: ControllerClient, *, token: str | None = None,
+                 max_answer_bytes: int = MAX_CONTROLLER_ANSWER_BYTES) -> None:
+        self._client, self._token, self._max_answer_bytes = controller_client, token, max_answer_bytes
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -129,7 +131,8 @@ class HttpTopicAdmin:
             await self._session.close()
             self._session = None
 
-    async def _request(self, method: str, path: str, body: Any) -> AdminReply:
+    async def call(self, method: str, path: str, body: Any) -> tuple[int, Any, bytes] | AdminReply:
+        """(HTTP status, the JSON answer or None, the raw body), or the error when no answer came."""
         if self._session is None:
             self._session = aiohttp.ClientSession(connector=self._client.new_connector())
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
@@ -137,7 +140,7 @@ class HttpTopicAdmin:
         try:
             async with self._session.request(method, url, json=body, headers=headers,
                                              timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
-                raw = await read_body(reply.content, MAX_CONTROLLER_ANSWER_BYTES) or b""
+                raw = await read_body(reply.content, self._max_answer_bytes) or b""
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             return AdminReply(unanswered_error(exc), f"controller at {url} did not answer ({type(exc).__name__})")
@@ -145,16 +148,36 @@ class HttpTopicAdmin:
             answer = json.loads(raw)
         except ValueError:
             answer = None
-        if status < 300:
-            return _reply_of(answer)
-        if isinstance(answer, dict):
-            name, message = answer.get("error"), answer.get("message")
-        else:
-            name, message = None, raw[:200].decode(errors="replace")
-        # The admin API answers with Kafka's error names: the one ErrorCode enum maps them.
-        code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR) if isinstance(name, str) \
-            else ErrorCode.UNKNOWN_SERVER_ERROR
-        return AdminReply(int(code), message if isinstance(message, str) else f"HTTP {status}")
+        return status, answer, raw
+
+
+def refusal_reply(status: int, answer: Any, raw: bytes) -> AdminReply:
+    """The admin API's refusal as a Kafka error: it answers with Kafka's error names, which the
+    one ErrorCode enum maps."""
+    if isinstance(answer, dict):
+        name, message = answer.get("error"), answer.get("message")
+    else:
+        name, message = None, raw[:200].decode(errors="replace")
+    code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR) if isinstance(name, str) \
+        else ErrorCode.UNKNOWN_SERVER_ERROR
+    return AdminReply(int(code), message if isinstance(message, str) and message else f"HTTP {status}")
+
+
+class HttpTopicAdmin:
+    """TopicAdmin over the controllers' admin API (`/v1/topics`)."""
+
+    def __init__(self, controller_client: ControllerClient, *, token: str | None = None) -> None:
+        self._api = ControllerAdminApi(controller_client, token=token)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _request(self, method: str, path: str, body: Any) -> AdminReply:
+        called = await self._api.call(method, path, body)
+        if isinstance(called, AdminReply):
+            return called
+        status, answer, raw = called
+        return _reply_of(answer) if status < 300 else refusal_reply(status, answer, raw)
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                            configs: Mapping[str, str], *,

@@ -12,21 +12,18 @@ messages are kio's (v0 read into v1's classes: common/protocol/acls.py).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import aiohttp
-
-from broker.controller_client import ControllerClient, read_body, unanswered_error
+from broker.controller_client import ControllerClient
 from broker.handlers.admin import await_applied
 from broker.handlers.authorization import BrokerAuthorizer
 from broker.handlers.context import BrokerContext, ClientInfo
-from broker.topic_admin import AdminReply
+from broker.topic_admin import AdminReply, ControllerAdminApi, refusal_reply
 from common.config_schema import Config, Password
 from common.errors import ErrorCode
-from common.limits import ADMIN_APPLY_WAIT_MS, ADMIN_WRITE_TIMEOUT
+from common.limits import ADMIN_APPLY_WAIT_MS
 from common.protocol import acls, messages
 from common.protocol.api_keys import ApiKey
 from common.units import MIB
@@ -72,41 +69,25 @@ def install(ctx: BrokerContext, config: Config) -> None:
 
 
 class HttpAclAdmin:
-    """CreateAcls / DeleteAcls on the controllers' admin API (`POST /v1/acls`, `/v1/acls/delete`)."""
+    """CreateAcls / DeleteAcls (and SCRAM credential changes) on the controllers' admin API
+    (`POST /v1/acls`, `/v1/acls/delete`, `/v1/scram-credentials`)."""
 
     def __init__(self, controller_client: ControllerClient, *, token: str | None = None) -> None:
-        self._client, self._token = controller_client, token
-        self._session: aiohttp.ClientSession | None = None
+        self._api = ControllerAdminApi(controller_client, token=token, max_answer_bytes=MAX_ANSWER_BYTES)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._api.close()
 
     async def post(self, path: str, body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int | None] | AdminReply:
         """(one result per item, the metadata offset) or, when the call failed whole, the error."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(connector=self._client.new_connector())
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        url = f"http://{self._client.target}{path}"
-        try:
-            async with self._session.post(url, json=body, headers=headers,
-                                          timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:
-                raw, status = await read_body(reply.content, MAX_ANSWER_BYTES) or b"", reply.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return AdminReply(unanswered_error(exc), f"controller at {url} did not answer ({type(exc).__name__})")
-        try:
-            answer = json.loads(raw)
-        except ValueError:
-            answer = None
+        called = await self._api.call("POST", path, body)
+        if isinstance(called, AdminReply):
+            return called
+        status, answer, raw = called
         if status < 300 and isinstance(answer, dict) and isinstance(answer.get("results"), list):
             offset = answer.get("metadata_offset")
             return answer["results"], offset if type(offset) is int else None
-        name = answer.get("error") if isinstance(answer, dict) else None
-        message = answer.get("message") if isinstance(answer, dict) else None
-        code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR) if isinstance(name, str) \
-            else ErrorCode.UNKNOWN_SERVER_ERROR
-        return AdminReply(int(code), message if isinstance(message, str) else f"HTTP {status}")
+        return refusal_reply(status, answer, raw)
 
 
 def _code(result: Mapping[str, Any]) -> tuple[ErrorCode, str | None]:
