@@ -83,9 +83,10 @@ def _enum_or_none(cls: type[IntEnum], code: int) -> IntEnum | None:
         return None
 
 
-def binding_of(resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str,
-               operation: int, permission_type: int) -> AclBinding | str:
-    """A binding from wire codes, or the INVALID_REQUEST message naming the unknown code."""
+def _codes(resource_type: int, pattern_type: int, operation: int,
+           permission_type: int) -> tuple[ResourceType, PatternType, AclOperation, AclPermissionType] | str:
+    """A binding's or filter's four wire codes as enums, or the INVALID_REQUEST message naming
+    the first unknown one."""
     codes = ((ResourceType, resource_type, "resourceType"), (PatternType, pattern_type, "patternType"),
              (AclOperation, operation, "operation"), (AclPermissionType, permission_type, "permissionType"))
     values = []
@@ -95,8 +96,17 @@ def binding_of(resource_type: int, resource_name: str, pattern_type: int, princi
             return f"Invalid {field} {code}"
         values.append(value)
     rtype, pattern, op, permission = values
-    return AclBinding(ResourceType(rtype), resource_name, PatternType(pattern), principal, host,
-                      AclOperation(op), AclPermissionType(permission))
+    return ResourceType(rtype), PatternType(pattern), AclOperation(op), AclPermissionType(permission)
+
+
+def binding_of(resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str,
+               operation: int, permission_type: int) -> AclBinding | str:
+    """A binding from wire codes, or the INVALID_REQUEST message naming the unknown code."""
+    enums = _codes(resource_type, pattern_type, operation, permission_type)
+    if isinstance(enums, str):
+        return enums
+    rtype, pattern, op, permission = enums
+    return AclBinding(rtype, resource_name, pattern, principal, host, op, permission)
 
 
 def creation_error(b: AclBinding) -> str | None:
@@ -161,17 +171,11 @@ class AclFilter:
 def filter_of(resource_type: int, resource_name: str | None, pattern_type: int, principal: str | None,
               host: str | None, operation: int, permission_type: int) -> AclFilter | str:
     """A filter from wire codes, or the INVALID_REQUEST message for an unknown code."""
-    codes = ((ResourceType, resource_type, "resourceType"), (PatternType, pattern_type, "patternType"),
-             (AclOperation, operation, "operation"), (AclPermissionType, permission_type, "permissionType"))
-    values = []
-    for cls, code, field in codes:
-        value = _enum_or_none(cls, code)
-        if value is None:
-            return f"Invalid {field} {code}"
-        values.append(value)
-    rtype, pattern, op, permission = values
-    return AclFilter(ResourceType(rtype), resource_name, PatternType(pattern), principal, host,
-                     AclOperation(op), AclPermissionType(permission))
+    enums = _codes(resource_type, pattern_type, operation, permission_type)
+    if isinstance(enums, str):
+        return enums
+    rtype, pattern, op, permission = enums
+    return AclFilter(rtype, resource_name, pattern, principal, host, op, permission)
 
 
 def filter_error(f: AclFilter) -> str | None:
