@@ -1,0 +1,331 @@
+"""A share partition (KIP-932): which records of one topic partition a share group has handed
+out, to whom, how often, and which are done. Kafka's `SharePartition`, as pure rules.
+
+    state = replay_all(EMPTY, [Initialized(start_offset=0)])
+    out = acquire(state, member_id="m1", batches=[(0, 9)], max_records=500, now_ms=t, limits=LIMITS)
+    state = replay_all(state, out.records)          # only replay changes state
+    out.acquired                                    # ((first, last, delivery_count), ...)
+    records = acknowledge(state, member_id="m1", first=0, last=9, types=(ACCEPT,), limits=LIMITS)
+
+The share-partition start offset (SPSO) is the first offset not yet done; the end offset
+(SPEO) is one past the last offset ever acquired. Every offset in [SPSO, SPEO) has a state:
+AVAILABLE (to be acquired again), ACQUIRED (by one member until its lock deadline),
+ACKNOWLEDGED or ARCHIVED (done). Offsets at or past SPEO are AVAILABLE and never delivered.
+Delivery counts and the archive-on-limit rule are Kafka's (`SharePartition.java`): a record's
+delivery count goes up by one each time it is acquired; when it is released (by the member,
+by a lock timeout, or by its member leaving) at the delivery count limit it is archived
+instead of becoming available. SPSO moves past every leading done offset, so the in-flight
+map holds only [SPSO, SPEO).
+
+A rule reads a state and returns records; `replay` is the one place state changes, and
+computes the derived facts (delivery count + 1, SPSO's advance) once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from types import MappingProxyType
+from typing import Final
+
+from common.errors import ErrorCode
+
+NO_DEADLINE: Final = -1  # lock_deadline_ms of a record nobody holds
+NO_MEMBER: Final = ""
+# Kafka's group.share.partition.max.record.locks default: at most this many offsets in
+# [SPSO, SPEO) at once; a fetch acquires nothing new past it (records)
+DEFAULT_MAX_IN_FLIGHT_RECORDS: Final = 2_000
+
+
+class RecordState(Enum):
+    AVAILABLE = "AVAILABLE"
+    ACQUIRED = "ACQUIRED"
+    ACKNOWLEDGED = "ACKNOWLEDGED"
+    ARCHIVED = "ARCHIVED"
+
+
+DONE: Final = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+
+
+class AcknowledgeType(IntEnum):
+    """ShareFetch/ShareAcknowledge's acknowledge_types (KIP-932)."""
+
+    GAP = 0  # no record at that offset (compacted away, or a control record)
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLimits:
+    """The group's share settings (Kafka's group.share.* broker configs)."""
+
+    record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    max_in_flight_records: int = DEFAULT_MAX_IN_FLIGHT_RECORDS  # group.share.partition.max.record.locks
+
+    def __post_init__(self) -> None:
+        if self.record_lock_duration_ms < 1 or self.delivery_count_limit < 1 or self.max_in_flight_records < 1:
+            raise ValueError(f"share limits must be positive: {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """One offset in [SPSO, SPEO)."""
+
+    state: RecordState
+    delivery_count: int
+    member_id: str = NO_MEMBER
+    lock_deadline_ms: int = NO_DEADLINE
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionState:
+    initialized: bool = False
+    start_offset: int = 0  # SPSO
+    end_offset: int = 0  # SPEO
+    in_flight: Mapping[int, InFlight] = field(default_factory=lambda: MappingProxyType({}))
+
+    def state_of(self, offset: int) -> InFlight | None:
+        """None: below SPSO (done) or at/past SPEO (never delivered)."""
+        return self.in_flight.get(offset)
+
+
+EMPTY: Final = SharePartitionState()
+
+
+# ---- records ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Initialized:
+    """The share partition starts at `start_offset` (share.auto.offset.reset, or an offset an
+    admin set with AlterShareGroupOffsets): SPSO = SPEO = it, nothing in flight."""
+
+    start_offset: int
+
+    def __post_init__(self) -> None:
+        if self.start_offset < 0:
+            raise ValueError(f"start offset {self.start_offset} < 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """Offsets [first, last] acquired by `member_id` until `lock_deadline_ms`; replay adds one to
+    each one's delivery count. Offsets from SPEO up to `first` hold no record (the log read that
+    found the range passed over them) and are archived."""
+
+    first: int
+    last: int
+    member_id: str
+    lock_deadline_ms: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.first <= self.last:
+            raise ValueError(f"bad acquired range [{self.first}, {self.last}]")
+
+
+@dataclass(frozen=True, slots=True)
+class Transitioned:
+    """Offsets [first, last] move to `state` (AVAILABLE, ACKNOWLEDGED or ARCHIVED): no holder."""
+
+    first: int
+    last: int
+    state: RecordState
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.first <= self.last or self.state is RecordState.ACQUIRED:
+            raise ValueError(f"bad transition [{self.first}, {self.last}] -> {self.state}")
+
+
+@dataclass(frozen=True, slots=True)
+class StartMoved:
+    """SPSO jumps to `start_offset` (the log start passed it, or an admin moved it): offsets
+    below it leave the in-flight map; SPEO is at least it."""
+
+    start_offset: int
+
+
+ShareRecord = Initialized | Acquired | Transitioned | StartMoved
+
+
+def replay(state: SharePartitionState, record: ShareRecord) -> SharePartitionState:
+    """The one place a share partition changes."""
+    if isinstance(record, Initialized):
+        return SharePartitionState(True, record.start_offset, record.start_offset)
+    in_flight = dict(state.in_flight)
+    end = state.end_offset
+    start = state.start_offset
+    if isinstance(record, Acquired):
+        # offsets between SPEO and the range are ones the log read passed over without a record
+        # (compacted away, control batches): nothing to deliver, so they are done
+        for offset in range(end, record.first):
+            in_flight[offset] = InFlight(RecordState.ARCHIVED, 0)
+        for offset in range(record.first, record.last + 1):
+            count = in_flight[offset].delivery_count if offset in in_flight else 0
+            in_flight[offset] = InFlight(RecordState.ACQUIRED, count + 1, record.member_id, record.lock_deadline_ms)
+        end = max(end, record.last + 1)
+    elif isinstance(record, Transitioned):
+        for offset in range(max(record.first, start), min(record.last + 1, end)):
+            before = in_flight.get(offset)
+            in_flight[offset] = InFlight(record.state, before.delivery_count if before else 0)
+    else:  # StartMoved
+        for offset in [o for o in in_flight if o < record.start_offset]:
+            del in_flight[offset]
+        start = max(start, record.start_offset) if state.initialized else record.start_offset
+        end = max(end, start)
+    while start < end and in_flight.get(start, _UNSEEN).state in DONE:  # SPSO passes what is done
+        del in_flight[start]
+        start += 1
+    return SharePartitionState(True, start, end, MappingProxyType(in_flight))
+
+
+_UNSEEN: Final = InFlight(RecordState.AVAILABLE, 0)
+
+
+def replay_all(state: SharePartitionState, records: Iterable[ShareRecord]) -> SharePartitionState:
+    for record in records:
+        state = replay(state, record)
+    return state
+
+
+# ---- rules -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Acquisition:
+    records: tuple[ShareRecord, ...]
+    acquired: tuple[tuple[int, int, int], ...]  # (first, last, delivery count), ascending
+
+
+def _ranges(offsets: Sequence[int]) -> list[tuple[int, int]]:
+    """Ascending offsets as maximal [first, last] runs."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] + 1 == offset:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
+
+
+def acquire(state: SharePartitionState, *, member_id: str, batches: Sequence[tuple[int, int]], max_records: int,
+            now_ms: int, limits: ShareLimits) -> Acquisition:
+    """Acquire for `member_id` up to `max_records` offsets among `batches` (the [base, last]
+    offsets of the record batches a log read returned, ascending): each AVAILABLE offset in
+    [SPSO, SPEO), and each offset at or past SPEO while fewer than
+    `limits.max_in_flight_records` are in flight. Offsets below SPSO, acquired by anyone, or done
+    are skipped. Consecutive offsets with one delivery count make one range of the answer."""
+    if not state.initialized:
+        raise ValueError("acquire before the share partition is initialized")
+    deadline = now_ms + limits.record_lock_duration_ms
+    picked: list[tuple[int, int]] = []  # (offset, delivery count once acquired)
+    for base, last in batches:
+        for offset in range(max(base, state.start_offset), last + 1):
+            if len(picked) >= max_records:
+                break
+            current = state.in_flight.get(offset)
+            if offset >= state.end_offset:
+                if offset - state.start_offset >= limits.max_in_flight_records:
+                    break
+                picked.append((offset, 1))
+            elif current is not None and current.state is RecordState.AVAILABLE:
+                picked.append((offset, current.delivery_count + 1))
+    records = tuple(Acquired(first, last, member_id, deadline) for first, last in _ranges([o for o, _ in picked]))
+    acquired: list[tuple[int, int, int]] = []
+    for offset, count in picked:
+        if acquired and acquired[-1][1] + 1 == offset and acquired[-1][2] == count:
+            acquired[-1] = (acquired[-1][0], offset, count)
+        else:
+            acquired.append((offset, offset, count))
+    return Acquisition(records, tuple(acquired))
+
+
+class AcknowledgeError(Exception):
+    """An acknowledgement Kafka refuses (INVALID_RECORD_STATE, INVALID_REQUEST): the partition's
+    acknowledgements change nothing."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _released(current: InFlight, limits: ShareLimits) -> RecordState:
+    """Where a record given back goes: available again, or archived once its deliveries ran out."""
+    return RecordState.ARCHIVED if current.delivery_count >= limits.delivery_count_limit else RecordState.AVAILABLE
+
+
+def acknowledge(state: SharePartitionState, *, member_id: str, first: int, last: int, types: Sequence[int],
+                limits: ShareLimits) -> tuple[ShareRecord, ...]:
+    """One acknowledgement batch of `member_id`: `types` holds one type for the whole of
+    [first, last], or one per offset. Every offset must be ACQUIRED by the member (Kafka:
+    INVALID_RECORD_STATE otherwise, the whole batch refused)."""
+    if last < first or first < 0:
+        raise AcknowledgeError(ErrorCode.INVALID_REQUEST, f"bad acknowledgement range [{first}, {last}]")
+    if len(types) not in (1, last - first + 1):
+        raise AcknowledgeError(ErrorCode.INVALID_REQUEST,
+                               f"{len(types)} acknowledge types for {last - first + 1} offsets [{first}, {last}]")
+    try:
+        kinds = [AcknowledgeType(t) for t in types]
+    except ValueError:
+        raise AcknowledgeError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type in {list(types)}") from None
+    changes: list[tuple[int, RecordState]] = []
+    for i, offset in enumerate(range(first, last + 1)):
+        current = state.in_flight.get(offset)
+        if current is None or current.state is not RecordState.ACQUIRED or current.member_id != member_id:
+            held = "not in flight" if current is None else f"{current.state.value} by {current.member_id or 'nobody'}"
+            raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                   f"offset {offset} is {held}, not acquired by member {member_id}")
+        kind = kinds[0] if len(kinds) == 1 else kinds[i]
+        target = {AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED, AcknowledgeType.REJECT: RecordState.ARCHIVED,
+                  AcknowledgeType.GAP: RecordState.ARCHIVED}.get(kind) or _released(current, limits)
+        changes.append((offset, target))
+    return _transitions(changes)
+
+
+def _transitions(changes: Sequence[tuple[int, RecordState]]) -> tuple[ShareRecord, ...]:
+    """(offset, state) pairs, ascending, as the fewest Transitioned records."""
+    out: list[Transitioned] = []
+    for offset, target in changes:
+        if out and out[-1].last + 1 == offset and out[-1].state is target:
+            out[-1] = Transitioned(out[-1].first, offset, target)
+        else:
+            out.append(Transitioned(offset, offset, target))
+    return tuple(out)
+
+
+def release_member(state: SharePartitionState, *, member_id: str, limits: ShareLimits) -> tuple[ShareRecord, ...]:
+    """Every record `member_id` holds goes back (its share session closed, it left the group or
+    was fenced): available again, or archived at the delivery limit."""
+    return _transitions([(o, _released(f, limits)) for o, f in sorted(state.in_flight.items())
+                         if f.state is RecordState.ACQUIRED and f.member_id == member_id])
+
+
+def expire_locks(state: SharePartitionState, *, now_ms: int, limits: ShareLimits) -> tuple[ShareRecord, ...]:
+    """Every acquisition lock past its deadline ends: the record goes back as a release would."""
+    return _transitions([(o, _released(f, limits)) for o, f in sorted(state.in_flight.items())
+                         if f.state is RecordState.ACQUIRED and 0 <= f.lock_deadline_ms <= now_ms])
+
+
+def next_lock_deadline(state: SharePartitionState) -> int | None:
+    """The earliest acquisition lock deadline, None when nothing is acquired."""
+    deadlines = [f.lock_deadline_ms for f in state.in_flight.values() if f.state is RecordState.ACQUIRED]
+    return min(deadlines) if deadlines else None
+
+
+def move_start(state: SharePartitionState, *, log_start_offset: int) -> tuple[ShareRecord, ...]:
+    """The log's start passed SPSO (retention, DeleteRecords): those offsets are gone, SPSO
+    follows (Kafka's SharePartition.updateCacheAndOffsets)."""
+    if state.initialized and log_start_offset > state.start_offset:
+        return (StartMoved(log_start_offset),)
+    return ()
+
+
+def counts(state: SharePartitionState) -> dict[str, int]:
+    """How many offsets of [SPSO, SPEO) are in each state (describe, metrics, logs)."""
+    out = {s.value: 0 for s in RecordState}
+    for f in state.in_flight.values():
+        out[f.state.value] += 1
+    out[RecordState.AVAILABLE.value] += state.end_offset - state.start_offset - len(state.in_flight)
+    return out
