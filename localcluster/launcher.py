@@ -50,7 +50,9 @@ from localcluster.security_setup import plan as security_plan
 from localcluster.server_properties import properties_files
 from security.rpc_secret import load_or_create_secret
 
-READY_POLL_INTERVAL: Final = 0.1 * SECONDS  # a start looks this often whether its nodes answer
+# a start looks this often whether its nodes answer: each look is one small HTTP GET per controller
+# (refused at once while a node is still importing), so 50 ms costs little and READY comes sooner
+READY_POLL_INTERVAL: Final = 0.05 * SECONDS
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
 FREE_PORT_TRIES: Final = 50
 

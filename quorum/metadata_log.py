@@ -195,6 +195,13 @@ class MetadataLog(VoterMembership, SyncObj):
         except SyncObjException:
             self.destroy()
             raise QuorumBindError(f"cannot bind the quorum listener on {me.address}") from None
+        if mine is not None and not others:
+            # Kafka's KafkaRaftClient.initialize: the only voter stands at once. No other voter
+            # can be heard first, so pysyncobj's election timeout (0.4-1.4 s) would only delay
+            # a one-controller cluster's start. The tick thread acts on it at its next tick.
+            logger.info("Metadata quorum voter %d is the only voter: standing for election at once",
+                        settings.node_id)
+            self._SyncObj__raftElectionDeadline = 0
 
     def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's name (tick thread)
         # Flush before: the leader counts its own log toward a commit at the start of a tick.
