@@ -12,9 +12,15 @@ generated suite in a fresh pytest process and reports, as medians over the runs:
   session teardown              the last test's teardown (the cluster stopped, its dir removed)
 
 and beside them the wall time of `tidelog up --detach` (READY printed) and `tidelog down` for the
-same shape on free ports. Then, for the default shape, where start-up time goes, from the node
-logs: interpreter and imports (spawn -> a node's first log line), the quorum's first election,
-broker registration, unfencing, and READY. Numbers for the lead, never a timed assertion in a test.
+same shape on free ports. Then, for both shapes, where start-up time goes, from the node logs:
+interpreter and imports (spawn -> the node's quorum and listeners up), the quorum's first election,
+broker registration, unfencing, and READY; and what each node process imports before it serves
+(`python -X importtime`, cumulative seconds per top-level module, on an idle interpreter).
+
+    python bench/testing_overhead.py --start-only [--runs 5]   # the start-up figures alone (~1 min)
+
+Numbers for the lead, never a timed assertion in a test. Goals (issue 33): one combined node
+READY in <= 0.5 s, 3 controllers + 3 brokers in <= 2 s, on the shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -115,16 +121,22 @@ def run_up(shape: str) -> dict[str, float]:
 
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-MILESTONES = {"first log line (imports done)": "", "active controller elected": "Became active controller",
+MILESTONES = {"first log line (interpreter up)": "", "nodes started (imports done)": " started: ",
+              "active controller elected": "Became active controller",
               "broker registered": "registered with broker epoch", "broker unfenced": "is unfenced"}
+START_SHAPES: dict[str, dict[str, object]] = {"1x": {"brokers": 1, "combined": True}, "3c+3b": {"brokers": 3}}
+# what each node command imports by the time it serves (combined_node imports the other two as it runs)
+NODE_MODULES = {"controller": "quorum.node", "broker": "broker.node",
+                "combined": "tidelog.combined_node, quorum.node, broker.node"}
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$")
 
 
-def start_breakdown() -> dict[str, float]:
+def start_breakdown(shape: str) -> dict[str, float]:
     """Seconds from Cluster.start() to each milestone (the last node to reach it) and to READY."""
     from tidelog.testing import Cluster
 
     began = time.time()
-    with Cluster() as cluster:
+    with Cluster(**START_SHAPES[shape]) as cluster:  # type: ignore[arg-type]  # the shapes' keywords
         ready = time.time() - began
         reached: dict[str, float] = {}
         for node in cluster.local.nodes:
@@ -142,11 +154,45 @@ def start_breakdown() -> dict[str, float]:
     return {**{name: reached[name] for name in MILESTONES if name in reached}, "READY (Cluster.start returns)": ready}
 
 
+def import_costs(role: str, top: int = 8) -> list[tuple[str, float]]:
+    """What `python -m tidelog <role>` imports before it runs: the whole and the heaviest modules
+    (cumulative seconds), as -X importtime reports them in a fresh interpreter."""
+    module = NODE_MODULES[role]
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           f"import sys; sys.modules.setdefault('hypothesis', None); import tidelog.cli, {module}"],
+                          env=env(), capture_output=True, timeout=120, check=True)
+    rows = [m for m in (IMPORT_LINE.match(line) for line in done.stderr.decode().splitlines()) if m]
+    total = sum(int(m.group(1)) for m in rows) / 1e6
+    nested = sorted(((m.group(4), int(m.group(2)) / 1e6) for m in rows if len(m.group(3)) in (1, 3)),
+                    key=lambda row: -row[1])
+    return [(f"all imports of {role}", total), *nested[:top]]
+
+
+def report_start(runs: int) -> None:
+    for shape in START_SHAPES:
+        breakdown: dict[str, list[float]] = {}
+        for _ in range(runs):
+            for key, value in start_breakdown(shape).items():
+                breakdown.setdefault(key, []).append(value)
+        print(f"{shape} start-up, seconds after Cluster.start() until the last node reached each step "
+              f"(median of {runs}):")
+        for key, values in breakdown.items():
+            print(f"  {key:<32} {statistics.median(values):7.3f} s   ({', '.join(f'{v:.3f}' for v in values)})")
+    for role in NODE_MODULES:
+        print(f"imports of a {role} process (python -X importtime, cumulative s):")
+        for name, seconds in import_costs(role):
+            print(f"  {name:<40} {seconds:6.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tests", type=int, default=20, help="tests of each kind per suite")
+    parser.add_argument("--start-only", action="store_true", help="only the start-up breakdown and imports")
     args = parser.parse_args()
+    if args.start_only:
+        report_start(args.runs)
+        return 0
     for shape in SHAPES:
         samples: dict[str, list[float]] = {}
         for _ in range(args.runs):
@@ -156,13 +202,7 @@ def main() -> int:
         for key, values in samples.items():
             shown = ", ".join(f"{v:.3f}" for v in values)
             print(f"  {key:<30} {statistics.median(values):7.3f} s   ({shown})")
-    breakdown: dict[str, list[float]] = {}
-    for _ in range(args.runs):
-        for key, value in start_breakdown().items():
-            breakdown.setdefault(key, []).append(value)
-    print("3c+3b start-up, seconds after Cluster.start() until the last node reached each step:")
-    for key, values in breakdown.items():
-        print(f"  {key:<32} {statistics.median(values):7.3f} s   ({', '.join(f'{v:.3f}' for v in values)})")
+    report_start(args.runs)
     return 0
 
 
