@@ -14,14 +14,17 @@ the ones the caller may not DESCRIBE, and of named ones answers TOPIC_AUTHORIZAT
 them (and creates none it may not CREATE); "authorized operations" are the caller's.
 
 APIs without a gate of their own are checked as a whole against their first resource (the
-cluster, the group, the transactional id, each topic); refused, they get the API's top-level
-error code where its response has one (ElectLeaders, the reassignment APIs, DescribeQuorum,
-EndTxn, AddOffsetsToTxn, DescribeLogDirs v3+, ...), and otherwise the connection is closed
-(`RefusedRequest`: an answer without a per-item error would read as a success); either way one
-INFO line names principal, API and resource. Gated APIs: Produce, Fetch, Metadata, ListOffsets, OffsetForLeaderEpoch (followers),
-FindCoordinator, the group APIs, OffsetCommit/Fetch, DescribeGroups, ListGroups, and in
-`authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config
-APIs, AddPartitionsToTxn, ListTransactions; the ACL APIs check themselves (broker/handlers/acls.py).
+cluster, the group, the transactional id): every one of them has a top-level error code
+(the reassignment APIs, DescribeQuorum, EndTxn, the voter APIs, ...), which a
+refusal answers (tests/unit/test_acl_authorization.py holds that for every API and version);
+the connection closes (`RefusedRequest`) only for an API added later without one. Either way
+one INFO line names principal, API and resource. Gated APIs: Produce, Fetch, Metadata,
+ListOffsets, FindCoordinator, the group APIs, OffsetCommit/Fetch, DescribeGroups, ListGroups;
+in `authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the
+config APIs, ListTransactions and the per-topic/per-group admin APIs; in `authorization_items`
+(each refused item answered with its error): OffsetForLeaderEpoch, AddPartitionsToTxn,
+DescribeTransactions, WriteTxnMarkers, the log-dir APIs, AlterUserScramCredentials,
+UpdateRaftVoter and ElectLeaders; the ACL APIs check themselves (broker/handlers/acls.py).
 The shared pieces (the authorizer over the image, verdicts, refusal lines) are `acl_verdicts`.
 """
 
@@ -32,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
 from broker.handlers import authorization_admin as admin
+from broker.handlers import authorization_items as items
 from broker.handlers.acl_verdicts import (
     FETCH_TOPIC_IDS_VERSION,
     GROUP_DENIED,
@@ -331,21 +335,8 @@ def _list_groups(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo
         g for g in resp.groups if a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id))))
 
 
-def _offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                             image: MetadataImage) -> Verdict:
-    """Followers (replica_id >= 0) need CLUSTER_ACTION on the cluster, as Kafka's KafkaApis checks;
-    clients DESCRIBE on each topic (checked whole)."""
-    if getattr(req, "replica_id", -1) >= 0:
-        if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
-            return None
-        log_refusal(a, client, "OffsetForLeaderEpoch (follower)", "the cluster (CLUSTER_ACTION)")
-        raise RefusedRequest(f"{client.principal} is not authorized to CLUSTER_ACTION the cluster "
-                             "(OffsetForLeaderEpoch from a follower): connection closed")
-    return whole(ApiKey.OFFSET_FOR_LEADER_EPOCH)(a, req, version, client, image)
-
-
 _GATES: Final[dict[ApiKey, Gate]] = {
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: items.offset_for_leader_epoch,
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
@@ -368,7 +359,14 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
-    ApiKey.ADD_PARTITIONS_TO_TXN: admin.add_partitions_to_txn,
+    ApiKey.ADD_PARTITIONS_TO_TXN: items.add_partitions_to_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: items.describe_transactions,
+    ApiKey.WRITE_TXN_MARKERS: items.write_txn_markers,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: items.alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: items.describe_log_dirs,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: items.alter_user_scram_credentials,
+    ApiKey.UPDATE_RAFT_VOTER: items.update_raft_voter,
+    ApiKey.ELECT_LEADERS: items.elect_leaders,
     ApiKey.LIST_TRANSACTIONS: admin.list_transactions,
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DELETE_RECORDS: admin.delete_records,

@@ -1,8 +1,7 @@
 """ACL gates of the cluster and topic admin APIs (broker/handlers/authorization.py's table):
 DescribeCluster, CreateTopics, DeleteTopics, InitProducerId, the config APIs per resource (a
 topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster, as
-Kafka's ConfigAdminManager checks), the broker form of AddPartitionsToTxn (v4+: CLUSTER_ACTION) and
-ListTransactions (only the transactional ids the caller may DESCRIBE), and per topic or group
+Kafka's ConfigAdminManager checks), ListTransactions (only the transactional ids the caller may DESCRIBE), and per topic or group
 CreatePartitions, DeleteRecords, DescribeProducers, DeleteGroups and DescribeTopicPartitions;
 TxnOffsetCommit, AddOffsetsToTxn and OffsetDelete in Kafka's order (transactional id, group, topics).
 """
@@ -22,7 +21,6 @@ from broker.handlers.acl_verdicts import (
     Narrow,
     Op,
     Refuse,
-    RefusedRequest,
     Res,
     Verdict,
     log_refusal,
@@ -124,7 +122,6 @@ def init_producer_id(a: BrokerAuthorizer, req: Any, version: int, client: Client
 
 CONFIG_TOPIC: Final = 2  # Kafka's ConfigResource.Type codes
 CONFIG_GROUP: Final = 32
-FIRST_BATCHED_ADD_PARTITIONS_VERSION: Final = 4  # AddPartitionsToTxn v4+: brokers verifying (KIP-890)
 
 
 def _config_check(a: BrokerAuthorizer, client: ClientInfo, operation: AclOperation, resource_type: int,
@@ -182,28 +179,6 @@ incremental_alter_configs = _alter_configs(ApiKey.INCREMENTAL_ALTER_CONFIGS, "In
 
 
 # ---- transactions: the broker form, and listing ----------------------------------------------
-
-def add_partitions_to_txn(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                          image: MetadataImage) -> Verdict:
-    """v4+ is what a partition leader sends to verify (KIP-890): CLUSTER_ACTION on the cluster.
-    A client's (v0-v3): WRITE on the transactional id, then each topic, checked whole."""
-    if version >= FIRST_BATCHED_ADD_PARTITIONS_VERSION:
-        if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
-            return None
-        log_refusal(a, client, "AddPartitionsToTxn (broker)", "the cluster (CLUSTER_ACTION)")
-        raise RefusedRequest(f"{client.principal} is not authorized to CLUSTER_ACTION the cluster "
-                             "(AddPartitionsToTxn v4+): connection closed")
-    if not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
-        log_refusal(a, client, "AddPartitionsToTxn", f"transactional id {req.transactional_id}")
-        raise RefusedRequest(f"{client.principal} is not authorized to WRITE transactional id "
-                             f"{req.transactional_id}: connection closed")
-    for topic in req.topics:
-        if not a.allowed(client, Op.WRITE, Res.TOPIC, topic.name):
-            log_refusal(a, client, "AddPartitionsToTxn", f"topic {topic.name}")
-            raise RefusedRequest(f"{client.principal} is not authorized to WRITE topic {topic.name}: "
-                                 "connection closed")
-    return None
-
 
 def list_transactions(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
                       image: MetadataImage) -> Verdict:

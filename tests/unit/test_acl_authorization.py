@@ -16,7 +16,6 @@ from common.log_config import LogConfig
 from common.protocol import acls as acl_wire
 from common.protocol import metadata as md
 from common.protocol.api_keys import ApiKey
-from common.protocol.primitives import ProtocolError
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import changes_for_broker
 from metadata.records import AccessControlEntry, Partition, Topic
@@ -121,12 +120,97 @@ async def test_group_acl(secured) -> None:
     assert heartbeat.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
-async def test_an_api_without_its_own_gate_closes_the_connection(secured) -> None:
-    # DescribeLogDirs v1 has no top-level error: an empty answer would read as "no log dirs"
-    with pytest.raises(ProtocolError, match="not authorized to DESCRIBE CLUSTER"):
-        await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 1, topics=None)
-    answer = await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)  # v3+ has one
+def test_every_api_checked_whole_answers_a_top_level_error_in_every_version() -> None:
+    """No refusal closes the connection: an API without a gate of its own has a top-level error
+    code in every version the broker serves (the others answer per item, authorization_items)."""
+    from broker.handlers.acl_verdicts import top_level_refusal
+    from broker.handlers.authorization import _GATES
+    from broker.request_handler import IMPLEMENTED_VERSIONS
+    whole = [key for key, check in _GATES.items() if check.__qualname__.startswith("whole")]
+    assert ApiKey.END_TXN in whole and ApiKey.DESCRIBE_LOG_DIRS not in whole
+    missing = [(key.name, v) for key in whole for v in range(IMPLEMENTED_VERSIONS[key][0], IMPLEMENTED_VERSIONS[key][1] + 1)
+               if top_level_refusal(key, v, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) is None]
+    assert missing == []
+
+
+async def test_log_dir_and_scram_apis_answer_cluster_authorization_failed_per_item(secured) -> None:
+    from common.protocol import messages
+    old = await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 1, topics=None)  # no top-level error: no results
+    assert old.results == ()
+    answer = await kio_call(secured, ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and answer.results == ()
+    m = messages.request_module(ApiKey.ALTER_REPLICA_LOG_DIRS, 2)
+    answer = await kio_call(secured, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=(
+        m.AlterReplicaLogDir(path="/d1", topics=(m.AlterReplicaLogDirTopic(name="orders", partitions=(0, 1)),)),))
+    assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.results] == [
+        ("orders", [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), (1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])]
+    m = messages.request_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0)
+    answer = await kio_call(secured, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, upsertions=(),
+                            deletions=(m.ScramCredentialDeletion(name="alice", mechanism=2),))
+    assert [(r.user, r.error_code) for r in answer.results] == [("alice", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+
+
+async def test_write_txn_markers_needs_cluster_action(secured) -> None:
+    from common.protocol import messages
+    m = messages.request_module(ApiKey.WRITE_TXN_MARKERS, 1)
+    answer = await kio_call(secured, ApiKey.WRITE_TXN_MARKERS, 1, markers=(m.WritableTxnMarker(
+        producer_id=7, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=(m.WritableTxnMarkerTopic(name="orders", partition_indexes=(0,)),)),))
+    assert [(r.producer_id, [(t.name, [p.error_code for p in t.partitions]) for t in r.topics])
+            for r in answer.markers] == [(7, [("orders", [ErrorCode.CLUSTER_AUTHORIZATION_FAILED])])]
+
+
+async def test_offset_for_leader_epoch_is_checked_per_topic(secured) -> None:
+    """KIP-320: a consumer needs DESCRIBE on the topic (WRITE on orders implies it), a follower
+    CLUSTER_ACTION; the refused topic answers TOPIC_AUTHORIZATION_FAILED, the other is served."""
+    from common.protocol import offset_for_leader_epoch as ofle
+    request = ofle.request(4, [("orders", 0, 0, -1), ("dark", 0, 0, -1)], replica_id=-1)
+    answer = await call(secured, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request, ofle.encode_request,
+                        ofle.decode_response)
+    codes = {t.topic: [p.error_code for p in t.partitions] for t in answer.topics}
+    assert codes["dark"] == [TOPIC_DENIED] and codes["orders"] != [TOPIC_DENIED]
+
+
+async def test_add_partitions_to_txn_answers_per_partition(tmp_path) -> None:
+    from common.protocol import messages
+    image = replay(SECURED, acl(9, Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
+    handler, log_manager = make(tmp_path, image, **{"authorizer.class.name": "standard"})
+    m = messages.request_module(ApiKey.ADD_PARTITIONS_TO_TXN, 3)
+    topics = (m.AddPartitionsToTxnTopic(name="orders", partitions=(0, 1)),
+              m.AddPartitionsToTxnTopic(name="audit-log", partitions=(0,)))
+
+    def codes(answer):
+        return {t.name: [int(p.partition_error_code) for p in t.results_by_partition]
+                for t in answer.results_by_topic_v3_and_below}
+    try:
+        answer = await kio_call(handler, ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="other",
+                                v3_and_below_producer_id=1, v3_and_below_producer_epoch=0, v3_and_below_topics=topics)
+        txn = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        assert codes(answer) == {"orders": [txn, txn], "audit-log": [txn]}
+        answer = await kio_call(handler, ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="tx",
+                                v3_and_below_producer_id=1, v3_and_below_producer_epoch=0, v3_and_below_topics=topics)
+        skipped = int(ErrorCode.OPERATION_NOT_ATTEMPTED)  # READ on audit-* is not WRITE
+        assert codes(answer) == {"orders": [skipped, skipped], "audit-log": [int(TOPIC_DENIED)]}
+        v5 = messages.request_module(ApiKey.ADD_PARTITIONS_TO_TXN, 5)
+        answer = await kio_call(handler, ApiKey.ADD_PARTITIONS_TO_TXN, 5, transactions=(v5.AddPartitionsToTxnTransaction(
+            transactional_id="tx", producer_id=1, producer_epoch=0, verify_only=True,
+            topics=(v5.AddPartitionsToTxnTopic(name="orders", partitions=(0,)),)),))
+        assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # a broker's, verifying (KIP-890)
+        answer = await kio_call(handler, ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=("b", "a"))
+        assert [(t.transactional_id, t.error_code) for t in answer.transaction_states] == [
+            ("b", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), ("a", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+        answer = await kio_call(handler, ApiKey.UPDATE_RAFT_VOTER, 0, cluster_id=None, current_leader_epoch=-1,
+                                voter_id=1, voter_directory_id=__import__("uuid").UUID(int=1), listeners=(),
+                                k_raft_version_feature=messages.request_module(ApiKey.UPDATE_RAFT_VOTER, 0)
+                                .KRaftVersionFeature(min_supported_version=0, max_supported_version=1))
+        assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        em = messages.request_module(ApiKey.ELECT_LEADERS, 0)
+        answer = await kio_call(handler, ApiKey.ELECT_LEADERS, 0, timeout=timedelta(seconds=5),
+                                topic_partitions=(em.TopicPartitions(topic="orders", partitions=(0,)),))
+        assert [(r.topic, [p.error_code for p in r.partition_result]) for r in answer.replica_election_results] == [
+            ("orders", [ErrorCode.CLUSTER_AUTHORIZATION_FAILED])]  # v0: no top-level error code
+    finally:
+        log_manager.shutdown()
 
 
 async def test_describe_acls_from_the_image(secured) -> None:
@@ -172,9 +256,10 @@ async def test_followers_need_cluster_action(secured) -> None:
         fetch.FetchTopic("audit-log", (fetch.FetchPartition(0, 0, 1 << 20),)),), 0, 0)
     answer = partitions(await do_fetch(secured, follower_fetch))
     assert answer[("audit-log", 0)].error_code == TOPIC_DENIED  # READ is not CLUSTER_ACTION
-    request = ofle.request(3, [("audit-log", 0, 0, 0)], replica_id=2)
-    with pytest.raises(ProtocolError, match="CLUSTER_ACTION"):
-        await call(secured, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request, ofle.encode_request)
+    # without CLUSTER_ACTION a follower is a client: DESCRIBE per topic, as Kafka checks (KIP-320)
+    request = ofle.request(3, [("dark", 0, 0, 0)], replica_id=2)
+    answer = await call(secured, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request, ofle.encode_request, ofle.decode_response)
+    assert [[p.error_code for p in t.partitions] for t in answer.topics] == [[TOPIC_DENIED]]
 
 
 async def test_configs_are_checked_per_resource(tmp_path) -> None:

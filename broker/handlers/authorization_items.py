@@ -1,0 +1,221 @@
+"""ACL gates that answer each refused item with its error, where Kafka's KafkaApis does, for the
+APIs whose response has no top-level error code (or not in every version): an answer without a
+per-item error would read as a success, and closing the connection would make clients retry.
+
+    OffsetForLeaderEpoch    CLUSTER_ACTION on the cluster, else DESCRIBE per topic (KIP-320)
+    AddPartitionsToTxn      v0-v3: WRITE on the transactional id (every partition fails), then
+                            WRITE per topic (denied: TOPIC_AUTHORIZATION_FAILED, unknown:
+                            UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED);
+                            v4+ (brokers verifying, KIP-890): CLUSTER_ACTION, top-level error
+    DescribeTransactions    DESCRIBE per transactional id; topics the caller may not DESCRIBE
+                            are left out of a described transaction
+    WriteTxnMarkers         CLUSTER_ACTION: every partition CLUSTER_AUTHORIZATION_FAILED
+    AlterReplicaLogDirs     ALTER on the cluster: every partition CLUSTER_AUTHORIZATION_FAILED
+    DescribeLogDirs         DESCRIBE on the cluster: no results (v3+ also the top-level error)
+    AlterUserScramCredentials  ALTER on the cluster: every user CLUSTER_AUTHORIZATION_FAILED
+    UpdateRaftVoter         CLUSTER_ACTION: the top-level error, no leader known
+    ElectLeaders            ALTER on the cluster: every named partition CLUSTER_AUTHORIZATION_FAILED
+                            (and v1+ the top-level error)
+
+Each refusal logs one INFO line (acl_verdicts.log_refusal); the handler never runs on what was
+refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any, Final
+
+from broker.handlers.acl_verdicts import (
+    CLUSTER_DENIED,
+    TOPIC_DENIED,
+    TXN_DENIED,
+    BrokerAuthorizer,
+    Narrow,
+    Op,
+    Refuse,
+    Res,
+    Verdict,
+    log_refusal,
+)
+from broker.handlers.context import ClientInfo
+from common.errors import ErrorCode
+from common.protocol import messages
+from common.protocol import offset_for_leader_epoch as ofle
+from common.protocol.api_keys import ApiKey
+from common.protocol.messages import build
+from metadata.image import MetadataImage
+from security.acl import CLUSTER_NAME, AclOperation
+
+FIRST_BATCHED_ADD_PARTITIONS_VERSION: Final = 4  # AddPartitionsToTxn v4+: brokers verifying (KIP-890)
+FIRST_LOG_DIRS_ERROR_VERSION: Final = 3  # DescribeLogDirs v3+ has a top-level error code
+NOT_ATTEMPTED: Final = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+UNKNOWN_PARTITION: Final = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# A refused transaction's row: the schema's defaults (zeros), as the handler's error rows
+_EPOCH: Final = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+
+
+def _cluster(a: BrokerAuthorizer, client: ClientInfo, operation: AclOperation) -> bool:
+    return a.allowed(client, operation, Res.CLUSTER, CLUSTER_NAME)
+
+
+def offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                            image: MetadataImage) -> Verdict:
+    """Kafka's handleOffsetForLeaderEpochRequest: followers hold CLUSTER_ACTION; consumers
+    checking for truncation need DESCRIBE on each topic, refused ones answer
+    TOPIC_AUTHORIZATION_FAILED for their partitions."""
+    if _cluster(a, client, Op.CLUSTER_ACTION):  # Kafka checks this one without logging a denial
+        return None
+    denied = [t for t in req.topics if not a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.topic)]
+    if not denied:
+        return None
+    log_refusal(a, client, "OffsetForLeaderEpoch", "topic(s) " + ", ".join(sorted({t.topic for t in denied})))
+    m = messages.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, ofle.schema_version(version))
+    refused = tuple(m.OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(
+        m.EpochEndOffset(error_code=messages.error_code(TOPIC_DENIED), partition=p.partition,
+                         leader_epoch=ofle.UNDEFINED_EPOCH, end_offset=ofle.UNDEFINED_EPOCH_OFFSET)
+        for p in t.partitions)) for t in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
+    kept = tuple(t for t in req.topics if t not in denied)
+    if not kept:
+        return Refuse(m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=refused))
+    return Narrow(dataclasses.replace(req, topics=kept), finish)
+
+
+def add_partitions_to_txn(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                          image: MetadataImage) -> Verdict:
+    """See the module docstring; Kafka answers a client's request whole when any topic is refused
+    or unknown (nothing is added), as here."""
+    m = messages.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    if version >= FIRST_BATCHED_ADD_PARTITIONS_VERSION:
+        if _cluster(a, client, Op.CLUSTER_ACTION):
+            return None
+        log_refusal(a, client, "AddPartitionsToTxn (broker)", "the cluster (CLUSTER_ACTION)")
+        return Refuse(build(m.AddPartitionsToTxnResponse, throttle_time=messages.NO_THROTTLE,
+                            error_code=messages.error_code(CLUSTER_DENIED), results_by_transaction=()))
+    topics, transactional_id = req.v3_and_below_topics, req.v3_and_below_transactional_id
+
+    def answer(code_of: Any) -> Refuse:
+        return Refuse(build(m.AddPartitionsToTxnResponse, throttle_time=messages.NO_THROTTLE,
+                            results_by_topic_v3_and_below=tuple(m.AddPartitionsToTxnTopicResult(
+                                name=t.name, results_by_partition=tuple(m.AddPartitionsToTxnPartitionResult(
+                                    partition_index=p, partition_error_code=messages.error_code(code_of(t.name)))
+                                    for p in dict.fromkeys(t.partitions))) for t in topics)))
+
+    if not a.allowed(client, Op.WRITE, Res.TRANSACTIONAL_ID, transactional_id):
+        log_refusal(a, client, "AddPartitionsToTxn", f"transactional id {transactional_id}")
+        return answer(lambda name: TXN_DENIED)
+    denied = {t.name for t in topics if not a.allowed(client, Op.WRITE, Res.TOPIC, t.name)}
+    if not denied:
+        return None
+    log_refusal(a, client, "AddPartitionsToTxn", "topic(s) " + ", ".join(sorted(denied)))
+    return answer(lambda name: TOPIC_DENIED if name in denied
+                  else UNKNOWN_PARTITION if image.topic(name) is None else NOT_ATTEMPTED)
+
+
+def describe_transactions(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                          image: MetadataImage) -> Verdict:
+    m = messages.response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
+    denied = [t for t in req.transactional_ids if not a.allowed(client, Op.DESCRIBE, Res.TRANSACTIONAL_ID, t)]
+    if denied:
+        log_refusal(a, client, "DescribeTransactions", "transactional id(s) " + ", ".join(sorted(set(denied))))
+    refused = {tid: m.TransactionState(
+        error_code=messages.error_code(TXN_DENIED), transactional_id=tid, transaction_state="",
+        transaction_timeout=datetime.timedelta(0), transaction_start_time=_EPOCH, producer_id=0,
+        producer_epoch=0, topics=()) for tid in denied}
+
+    def visible(state: Any) -> Any:
+        return dataclasses.replace(state, topics=tuple(
+            t for t in state.topics if a.allowed(client, Op.DESCRIBE, Res.TOPIC, t.topic)))
+
+    def finish(resp: Any) -> Any:  # in request order, as Kafka answers
+        described = iter(resp.transaction_states)
+        return dataclasses.replace(resp, transaction_states=tuple(
+            refused[tid] if tid in refused else visible(next(described)) for tid in req.transactional_ids))
+    kept = tuple(t for t in req.transactional_ids if t not in refused)
+    if not kept:
+        return Refuse(finish(build(m.DescribeTransactionsResponse, throttle_time=messages.NO_THROTTLE,
+                                   transaction_states=())))
+    return Narrow(dataclasses.replace(req, transactional_ids=kept), finish)
+
+
+def write_txn_markers(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if _cluster(a, client, Op.CLUSTER_ACTION):
+        return None
+    log_refusal(a, client, "WriteTxnMarkers", "the cluster (CLUSTER_ACTION)")
+    m = messages.response_module(ApiKey.WRITE_TXN_MARKERS, version)
+    return Refuse(m.WriteTxnMarkersResponse(markers=tuple(m.WritableTxnMarkerResult(
+        producer_id=marker.producer_id, topics=tuple(m.WritableTxnMarkerTopicResult(
+            name=t.name, partitions=tuple(m.WritableTxnMarkerPartitionResult(
+                partition_index=p, error_code=messages.error_code(CLUSTER_DENIED)) for p in t.partition_indexes))
+            for t in marker.topics)) for marker in req.markers)))
+
+
+def alter_replica_log_dirs(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                           image: MetadataImage) -> Verdict:
+    if _cluster(a, client, Op.ALTER):
+        return None
+    log_refusal(a, client, "AlterReplicaLogDirs", "the cluster (ALTER)")
+    m = messages.response_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+    by_topic: dict[str, dict[int, None]] = {}
+    for directory in req.dirs:
+        for t in directory.topics:
+            by_topic.setdefault(t.name, {}).update(dict.fromkeys(t.partitions))
+    return Refuse(build(m.AlterReplicaLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=tuple(
+        m.AlterReplicaLogDirTopicResult(topic_name=name, partitions=tuple(m.AlterReplicaLogDirPartitionResult(
+            partition_index=p, error_code=messages.error_code(CLUSTER_DENIED)) for p in parts))
+        for name, parts in by_topic.items())))
+
+
+def describe_log_dirs(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    if _cluster(a, client, Op.DESCRIBE):
+        return None
+    log_refusal(a, client, "DescribeLogDirs", "the cluster (DESCRIBE)")
+    m = messages.response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+    extra = {"error_code": messages.error_code(CLUSTER_DENIED)} if version >= FIRST_LOG_DIRS_ERROR_VERSION else {}
+    return Refuse(build(m.DescribeLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=(), **extra))
+
+
+def alter_user_scram_credentials(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                                 image: MetadataImage) -> Verdict:
+    if _cluster(a, client, Op.ALTER):
+        return None
+    log_refusal(a, client, "AlterUserScramCredentials", "the cluster (ALTER)")
+    m = messages.response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version)
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return Refuse(m.AlterUserScramCredentialsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(
+        m.AlterUserScramCredentialsResult(user=user, error_code=messages.error_code(CLUSTER_DENIED),
+                                          error_message=None) for user in users)))
+
+
+
+def update_raft_voter(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                      image: MetadataImage) -> Verdict:
+    """Its response's top-level error, with the schema's "no leader" (acl_verdicts.top_level_refusal
+    cannot make up current_leader's host and port)."""
+    if _cluster(a, client, Op.CLUSTER_ACTION):
+        return None
+    log_refusal(a, client, "UpdateRaftVoter", "the cluster (CLUSTER_ACTION)")
+    m = messages.response_module(ApiKey.UPDATE_RAFT_VOTER, version)
+    return Refuse(build(m.UpdateRaftVoterResponse, throttle_time=messages.NO_THROTTLE,
+                        error_code=messages.error_code(CLUSTER_DENIED),
+                        current_leader=build(m.CurrentLeader, host="", port=0)))
+
+
+def elect_leaders(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                  image: MetadataImage) -> Verdict:
+    if _cluster(a, client, Op.ALTER):
+        return None
+    log_refusal(a, client, "ElectLeaders", "the cluster (ALTER)")
+    m = messages.response_module(ApiKey.ELECT_LEADERS, version)
+    denied = messages.error_code(CLUSTER_DENIED)
+    extra = {} if version == 0 else {"error_code": denied}  # v0 has no top-level error code
+    return Refuse(build(m.ElectLeadersResponse, throttle_time=messages.NO_THROTTLE, **extra,
+                        replica_election_results=tuple(m.ReplicaElectionResult(topic=t.topic, partition_result=tuple(
+                            m.PartitionResult(partition_id=p, error_code=denied, error_message=None)
+                            for p in dict.fromkeys(t.partitions))) for t in req.topic_partitions or ())))
