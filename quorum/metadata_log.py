@@ -58,14 +58,17 @@ from quorum.log_state import (
     transaction_chunks,
 )
 from quorum.prevote import (
+    HIGHER_TERM_NOTICE,
     LEADER_CONTACT_WINDOW,
     PRE_VOTE_REQUEST,
     PRE_VOTE_RESPONSE,
     PreVoteAnswer,
     PreVoteRound,
     VoterView,
+    adopts_higher_term,
     decide_pre_vote,
     ignores_vote_request,
+    tells_leader_of_higher_term,
 )
 from quorum.quorum_describe import FollowerProgress, OffsetIndex, QuorumDescription, describe
 from quorum.quorum_settings import QuorumBindError, QuorumSettings, QuorumStatus
@@ -151,7 +154,8 @@ class MetadataLog(VoterMembership, SyncObj):
         self._prevote = settings.prevote
         self._prevote_round: PreVoteRound | None = None
         self._prevote_logged_term = -1  # a minority voter retries every timeout: one INFO line per term
-        self._election_cleared = False  # a round was won: let pysyncobj's own candidacy run
+        self._election_cleared: int | None = None  # the term a won round cleared pysyncobj's candidacy for
+        self._told_leader: tuple[str, int] | None = None  # the (stale leader, term) last logged
         self._leader_contact: float | None = None  # pysyncobj's monotonic clock, last leader AppendEntries
         self._ignored_vote: tuple[str, int] | None = None  # the (candidate, term) last logged
         self._leader_term: int | None = None  # the term this voter became leader in
@@ -246,9 +250,10 @@ class MetadataLog(VoterMembership, SyncObj):
             return
         if self._SyncObj__transferInProgress:
             return  # a TimeoutNow from the leader itself: the thesis skips pre-vote for it
-        if self._election_cleared:
-            self._election_cleared = False
-            return  # a majority granted: pysyncobj's candidacy runs in this tick
+        cleared, self._election_cleared = self._election_cleared, None
+        if cleared is not None and cleared == self.raftCurrentTerm + 1:
+            return  # a majority granted: pysyncobj's candidacy (term + 1) runs in this tick
+        # (a term adopted since the round was won: it ran for another term; ask again)
         if not self._SyncObj__connectedToAnyone():
             return  # pysyncobj would not stand either
         # hold pysyncobj's candidacy back one election timeout; a won round brings it forward
@@ -275,7 +280,7 @@ class MetadataLog(VoterMembership, SyncObj):
         logger.info("Pre-vote for term %d won (granted by %s): starting an election",
                     round_.proposed_term, sorted(round_.granted) or "this voter alone")
         self._prevote_round = None
-        self._election_cleared = True
+        self._election_cleared = round_.proposed_term
         self._SyncObj__raftElectionDeadline = 0  # pysyncobj's check runs on the next tick
 
     def _on_pre_vote_message(self, node: Any, message: dict[str, Any]) -> None:
@@ -303,8 +308,38 @@ class MetadataLog(VoterMembership, SyncObj):
             return  # a late answer to a finished round
         if self._SyncObj__raftState == _RAFT_STATE.LEADER:
             return
+        if not round_.is_for(self.raftCurrentTerm):
+            self._prevote_round = None  # the term moved on: the next timeout asks for the new one
+            return
         if round_.on_answer(voter, proposed, granted, str(message.get("reason", ""))):
             self._clear_election(round_)
+
+    def _tell_leader_of_higher_term(self, node: Any, leader_term: int) -> None:
+        """etcd raft's answer to a lower-term leader (quorum.prevote): once per AppendEntries, so
+        at the leader's send rate until it steps down."""
+        key = (getattr(node, "address", str(node)), leader_term)
+        if key != self._told_leader:
+            self._told_leader = key
+            logger.info("Told %s, which sends AppendEntries of term %d, that this voter is at term %d: "
+                        "it steps down, and an election at a higher term follows", key[0], leader_term,
+                        self.raftCurrentTerm)
+        self._SyncObj__transport.send(node, {"type": HIGHER_TERM_NOTICE, "term": self.raftCurrentTerm})
+
+    def _on_higher_term_notice(self, node: Any, message: dict[str, Any]) -> None:
+        term = message.get("term")
+        if type(term) is not int:
+            logger.warning("Ignored a malformed higher-term notice from %s: %r", getattr(node, "address", node),
+                           message)
+            return
+        if not adopts_higher_term(notice_term=term, current_term=self.raftCurrentTerm):
+            return  # a late one: the term was adopted already
+        logger.warning("Voter %s is at term %d, ahead of this voter's %d: adopting it as a follower",
+                       getattr(node, "address", node), term, self.raftCurrentTerm)
+        # pysyncobj's own rule for a higher-term RequestVote (its __onMessageReceived), which
+        # stickiness keeps from reaching it; the state change logs the step-down
+        self._SyncObj__setCurrentTerm(term, None)
+        self._SyncObj__raftLeader = None
+        self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
 
     def _observe_message(self, node: Any, message: Any, deliver: Callable[[Any, Any], None]) -> None:
         """Every Raft message this voter receives (tick thread): `deliver` is pysyncobj's handler.
@@ -326,7 +361,14 @@ class MetadataLog(VoterMembership, SyncObj):
             # what pysyncobj accepts as its leader's: the leader is alive, any pre-vote is moot
             self._leader_contact = pysyncobj_monotonic()
             self._prevote_round = None
-            self._election_cleared = False
+            self._election_cleared = None
+        # whatever this voter's own pre-vote setting: the others' stickiness is what strands it
+        if kind == "append_entries" and type(message.get("term")) is int \
+                and tells_leader_of_higher_term(leader_term=message["term"], current_term=self.raftCurrentTerm):
+            self._tell_leader_of_higher_term(node, message["term"])
+        if kind == HIGHER_TERM_NOTICE:
+            self._on_higher_term_notice(node, message)
+            return  # ours alone
         if kind == "request_vote" and self._prevote and type(message.get("term")) is int \
                 and not message.get(TRANSFER_FLAG) \
                 and ignores_vote_request(request_term=message["term"], view=self._raft_view()):

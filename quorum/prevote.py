@@ -15,6 +15,18 @@ controller change (seen on a CPU-starved box, issue 28). With them:
   Kafka's fetch timeout as the window; we use the Raft thesis' minimum election timeout so
   that a real failover is not delayed (a dead leader is unheard for longer than that before
   any follower's timer fires).
+- A round counts only while the voter's term is the one it asked from (`PreVoteRound.is_for`):
+  a voter that adopts a candidate's term mid-round would otherwise stand at that term + 1,
+  a term nobody pre-voted for (seen at a cluster's first election: controller 3 granted
+  controller 1's vote for term 1, then won its own round for term 1 and ran for term 2).
+- A voter whose term is ahead of the leader's tells it (`tells_leader_of_higher_term`), and
+  the leader adopts the term and steps down. Stickiness makes every voter ignore the ahead
+  voter's RequestVote, and pysyncobj drops the leader's AppendEntries of a lower term, so
+  without this the ahead voter never rejoins: it refuses every AppendEntries, and every
+  pre-vote it asks for is refused (the others hear from the leader). This is etcd raft's
+  answer (a MsgAppResp at the higher term to a lower-term leader's MsgApp or MsgHeartbeat,
+  when check-quorum or pre-vote is on) and KRaft's (a leader seeing a higher epoch in a
+  BeginQuorumEpoch answer resigns).
 
 Everything here takes times as seconds on a monotonic clock passed in; `quorum.metadata_log`
 is the shell that reads pysyncobj's state and sends the messages.
@@ -33,6 +45,7 @@ from common.units import SECONDS
 LEADER_CONTACT_WINDOW: Final = 0.4 * SECONDS
 PRE_VOTE_REQUEST: Final = "tidelog_pre_vote"  # message types pysyncobj does not know (it never sees them)
 PRE_VOTE_RESPONSE: Final = "tidelog_pre_vote_response"
+HIGHER_TERM_NOTICE: Final = "tidelog_higher_term"  # "your AppendEntries' term is behind mine": see below
 
 
 class PreVoteAnswer(Enum):
@@ -83,6 +96,17 @@ def decide_pre_vote(*, proposed_term: int, candidate_last_term: int, candidate_l
     return PreVoteAnswer.GRANTED
 
 
+def tells_leader_of_higher_term(*, leader_term: int, current_term: int) -> bool:
+    """An AppendEntries from a leader whose term is behind this voter's: answer with the term."""
+    return leader_term < current_term
+
+
+def adopts_higher_term(*, notice_term: int, current_term: int) -> bool:
+    """A higher-term notice this voter acts on: as any Raft message with a higher term, it adopts
+    the term as a follower (a leader steps down); an equal or lower one is late and ignored."""
+    return notice_term > current_term
+
+
 def ignores_vote_request(*, request_term: int, view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) -> bool:
     """A real RequestVote this voter drops unseen: a higher term while it has a live leader (or is
     one). Seen, it would adopt the term and, as leader, step down (pysyncobj's rule). A request at
@@ -113,6 +137,10 @@ class PreVoteRound:
         else:
             self.refused[voter] = reason
         return self.won
+
+    def is_for(self, current_term: int) -> bool:
+        """The round asked for the term after `current_term`: its grants still count."""
+        return self.proposed_term == current_term + 1
 
     @property
     def won(self) -> bool:

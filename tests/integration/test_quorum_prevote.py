@@ -149,6 +149,35 @@ def test_without_pre_vote_a_paused_follower_deposes_the_leader(started: list[Con
     assert wait_for_active(nodes, min_epoch=epoch + 1)[1] > epoch
 
 
+def test_a_voter_ahead_in_term_makes_the_leader_step_down_and_rejoins(
+        nodes: list[ControllerProcess]) -> None:  # noqa: F811
+    """A voter whose term got ahead of the leader's refuses the leader's AppendEntries, and the
+    sticky others ignore its RequestVote: it tells the leader its term, the leader steps down, and
+    the quorum elects again at the higher term with it following. (CI hit this at a cluster's
+    first election: a pre-vote round won for term 1 after the voter had adopted term 1, so it stood
+    for term 2, and answered active_controller None for 60 s.) Here the voter gets ahead the way
+    the no-prevote test shows: pre-vote off on it alone, a pause past the connection timeout."""
+    ahead = nodes[2]
+    ahead.config.write_text(ahead.config.read_text() + "controller.quorum.prevote=false\n")
+    for node in nodes[:2]:  # a majority: the leader is one of them, `ahead` a follower
+        node.start()
+    leader, epoch = wait_for_active(nodes[:2], min_epoch=1)
+    ahead.start()
+    leader, _ = append_noop(nodes, leader)
+    wait_caught_up(nodes, leader.status()["last_offset"])
+    term = leader.status()["term"]
+    for _ in range(PAUSES):  # bounded; one pause is enough as measured by the no-prevote test
+        pause(ahead, PAUSE_S)  # SIGCONT even if interrupted
+        if wait_until_or_none(lambda: min(terms(nodes).values()) > term):
+            break
+    new_leader, _ = wait_for_active(nodes, min_epoch=epoch + 1)
+    new_leader, _ = append_noop(nodes, new_leader)
+    wait_caught_up(nodes, new_leader.status()["last_offset"])  # `ahead` follows again
+    assert len(set(terms(nodes).values())) == 1, terms(nodes)
+    assert "adopting it as a follower" in leader.log_text()
+    assert "Told " in ahead.log_text()
+
+
 def wait_until_or_none(condition: Callable[[], bool]) -> bool:
     try:
         wait_until("the term to rise everywhere", condition)

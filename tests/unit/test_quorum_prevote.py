@@ -9,9 +9,11 @@ from quorum.prevote import (
     PreVoteAnswer,
     PreVoteRound,
     VoterView,
+    adopts_higher_term,
     decide_pre_vote,
     ignores_vote_request,
     log_up_to_date,
+    tells_leader_of_higher_term,
 )
 
 LEADERLESS = VoterView(current_term=5, last_log_term=5, last_log_index=100, is_leader=False,
@@ -97,3 +99,25 @@ def test_a_quorum_of_one_wins_at_once_and_a_quorum_has_a_voter() -> None:
     assert PreVoteRound(proposed_term=1, voters=1).won
     with pytest.raises(ValueError):
         PreVoteRound(proposed_term=1, voters=0)
+
+
+def test_a_round_counts_only_while_the_term_is_the_one_it_asked_from() -> None:
+    round_ = PreVoteRound(proposed_term=1, voters=3)
+    assert round_.is_for(0)
+    # the voter adopted a candidate's term 1 mid-round: standing now would mean term 2, never pre-voted
+    assert not round_.is_for(1)
+    assert not round_.is_for(2)
+
+
+@pytest.mark.parametrize("leader_term, current_term, tells", [
+    (1, 2, True),  # a voter that got ahead (a race at the first election, or pre-vote off on it)
+    (2, 2, False),  # its own leader
+    (3, 2, False),  # a new leader: pysyncobj adopts that term itself
+])
+def test_a_voter_ahead_in_term_tells_the_leader(leader_term: int, current_term: int, tells: bool) -> None:
+    assert tells_leader_of_higher_term(leader_term=leader_term, current_term=current_term) is tells
+
+
+@pytest.mark.parametrize("notice_term, current_term, adopts", [(3, 2, True), (2, 2, False), (1, 2, False)])
+def test_only_a_higher_term_notice_is_adopted(notice_term: int, current_term: int, adopts: bool) -> None:
+    assert adopts_higher_term(notice_term=notice_term, current_term=current_term) is adopts
