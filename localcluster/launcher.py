@@ -331,7 +331,8 @@ class LocalCluster:
                 try:
                     views[node.spec.node_id] = probe(node.spec)
                     last[node.spec.node_id] = {k: views[node.spec.node_id].get(k)
-                                               for k in ("cluster_id", "active_controller", "is_active")}
+                                               for k in ("cluster_id", "active_controller", "is_active",
+                                                         "term", "no_active_controller_reason")}
                 except (OSError, ValueError) as exc:  # not listening yet
                     last[node.spec.node_id] = exc
             active = agreed_active(views, self.cluster_id) if len(views) == len(self.controllers) else None
@@ -339,7 +340,7 @@ class LocalCluster:
                 self.active_controller = active
                 return active
             time.sleep(READY_POLL_INTERVAL)
-        seen = "\n".join(f"  {self.node(i).spec.label}: {answer!r:.200}" for i, answer in sorted(last.items()))
+        seen = "\n".join(f"  {self.node(i).spec.label}: {answer!r:.400}" for i, answer in sorted(last.items()))
         raise LauncherError(f"no active controller that every controller agrees on after {timeout:.0f} s "
                             f"(cluster id {self.cluster_id}); last answers:\n{seen}\n"
                             f"see the node logs under {self.root}")
