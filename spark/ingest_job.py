@@ -2,7 +2,8 @@
 
     tidelog spark ingest --topic orders --to /lake/orders [--format parquet]
         [--trigger available-now|processing-time=10s] [--checkpoint DIR]
-        [--data-dir DIR | --bootstrap-server HOST:PORT[,...]]
+        [--data-dir DIR | --bootstrap-server HOST:PORT[,...]] [--master spark://HOST:7077]
+        [--commit-offsets-to-group GROUP] [--spark-ui]
 
 A Structured Streaming query: the tidelog source into Spark's file sink. Exactly-once
 output is Spark's: each micro-batch's offsets are logged in the checkpoint before it runs,
@@ -10,7 +11,11 @@ and its files become part of the output only when the batch is committed to
 `<to>/_spark_metadata` — which every Spark reader of `<to>` honours, so a batch replayed
 after a crash is never seen twice. One progress line per micro-batch (rows, end offsets,
 lag behind the high watermarks); with an available-now trigger it exits 0 once it has
-caught up with the records that existed when it started.
+caught up with the records that existed when it started. It says first which Spark master
+it runs against, its application id and its web UI (off unless --spark-ui). With
+--commit-offsets-to-group each completed batch's end offsets go to that consumer group, so
+`tidelog groups describe` shows the pipeline's lag; the checkpoint, not the group, is where a
+restart resumes.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class IngestConfig:
     trigger: IngestTrigger = IngestTrigger("available-now")
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    commit_offsets_to_group: str | None = None
     source_options: tuple[tuple[str, str], ...] = ()
 
 
@@ -75,6 +81,8 @@ def source_options(config: IngestConfig) -> dict[str, str]:
                "startingOffsets": config.starting_offsets, **dict(config.source_options)}
     if config.max_offsets_per_trigger is not None:
         options["maxOffsetsPerTrigger"] = str(config.max_offsets_per_trigger)
+    if config.commit_offsets_to_group is not None:
+        options["commitOffsetsToGroup"] = config.commit_offsets_to_group
     return options
 
 
@@ -130,14 +138,15 @@ def watch(query: StreamingQuery, out: IO[str], interval: float = WATCH_INTERVAL,
     report()
 
 
-def build_session(master: str, app_name: str = "tidelog-spark-ingest") -> SparkSession:
-    """A local SparkSession for loopback use: UI off, driver on 127.0.0.1, workers on this Python."""
+def build_session(master: str, app_name: str = "tidelog-spark-ingest", ui: bool = False) -> SparkSession:
+    """A SparkSession with the driver on SPARK_LOCAL_IP (default 127.0.0.1) and Python workers
+    on this interpreter; its web UI only when asked (`ui`)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     session.sparkContext.setLogLevel("WARN")
     return session
@@ -161,7 +170,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="maxOffsetsPerTrigger (records per batch)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="another source option, e.g. includeHeaders=true (repeatable)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark master: local[N] (default local[2]) or spark://HOST:PORT of a standalone cluster "
+                             "(its workers need tidelog installed: README 'Spark')")
+    parser.add_argument("--spark-ui", action="store_true", help="serve the application's web UI (default off)")
+    parser.add_argument("--commit-offsets-to-group", metavar="GROUP",
+                        help="commit each completed batch's end offsets to this consumer group (commitOffsetsToGroup), "
+                             "for Kafka lag tools; restarts still resume from the checkpoint")
 
 
 def config_from_args(args: argparse.Namespace) -> IngestConfig:
@@ -179,7 +194,14 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
     return IngestConfig(topic=args.topic, output=output, checkpoint=checkpoint,
                         bootstrap_servers=args.bootstrap_servers, file_format=args.format, trigger=args.trigger,
                         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
-                        source_options=tuple(extra))
+                        commit_offsets_to_group=args.commit_offsets_to_group, source_options=tuple(extra))
+
+
+def spark_line(session: SparkSession) -> str:
+    """Which Spark this job runs on: master, application id and web UI."""
+    context = session.sparkContext
+    ui = context.uiWebUrl or "off (--spark-ui to serve it)"
+    return f"spark: master {context.master}, application {context.applicationId}, UI {ui}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,9 +216,10 @@ def run(args: argparse.Namespace) -> int:
     from spark import register
 
     owned = SparkSession.getActiveSession() is None  # a caller's session is left running
-    session = build_session(args.master)
+    session = build_session(args.master, ui=args.spark_ui)
     try:
         register(session)
+        print(spark_line(session), flush=True)
         print(f"ingesting {config.topic} from {config.bootstrap_servers} into {config.output} "
               f"({config.file_format}, trigger {config.trigger.kind}, checkpoint {config.checkpoint})", flush=True)
         started = time.monotonic()

@@ -38,6 +38,8 @@ STARTING_TIMESTAMP, ENDING_TIMESTAMP = "startingTimestamp", "endingTimestamp"
 STARTING_BY_TIMESTAMP, ENDING_BY_TIMESTAMP = "startingOffsetsByTimestamp", "endingOffsetsByTimestamp"
 NO_MATCH_STRATEGY = "startingOffsetsByTimestampStrategy"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
+MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY = "minOffsetsPerTrigger", "maxTriggerDelay"
+COMMIT_OFFSETS_TO_GROUP = "commitOffsetsToGroup"  # ours: Spark's Kafka source never commits (SPARK-27549)
 MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION = "minPartitions", "maxRecordsPerPartition"
 FAIL_ON_DATA_LOSS, INCLUDE_HEADERS = "failOnDataLoss", "includeHeaders"
 POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
@@ -50,12 +52,12 @@ STRATEGIES: Final = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN)
 STARTING_KEYS: Final = (STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_BY_TIMESTAMP)
 ENDING_KEYS: Final = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_BY_TIMESTAMP)
 SOURCE_OPTIONS: Final = (*STRATEGIES, *STARTING_KEYS, *ENDING_KEYS, NO_MATCH_STRATEGY, MAX_OFFSETS_PER_TRIGGER,
-                         MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
+                         MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY, COMMIT_OFFSETS_TO_GROUP, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
                          POLL_TIMEOUT_MS, FETCH_OFFSET_NUM_RETRIES, FETCH_OFFSET_RETRY_INTERVAL_MS, GROUP_ID_PREFIX)
 TRANSACTIONAL, COMMIT_LOG_TOPIC = "transactional", "commitLogTopic"
 SINK_OPTIONS: Final = (TOPIC, TRANSACTIONAL, COMMIT_LOG_TOPIC)
 # Options of Spark's Kafka source that we do not implement: an error says so, not "unknown".
-NOT_SUPPORTED: Final = ("minOffsetsPerTrigger", "maxTriggerDelay")
+NOT_SUPPORTED: Final[tuple[str, ...]] = ()
 HINTS: Final = {TOPIC: "option 'topic' is for writing; to read a topic use 'subscribe'",
                 SUBSCRIBE: "option 'subscribe' is for reading; to write use 'topic' (or a topic column)",
                 "isolation.level": "Spark's Kafka source names it 'kafka.isolation.level'",
@@ -86,6 +88,11 @@ DEFAULT_FETCH_OFFSET_NUM_RETRIES: Final = 3
 # a failover's election here, so a look-up during it waits instead of failing the query.
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS: Final = 1_000
 DEFAULT_GROUP_ID_PREFIX: Final = "tidelog-spark"
+DEFAULT_MAX_TRIGGER_DELAY_MS: Final = 15 * 60_000  # Spark's Kafka source: "15m"
+# Spark's time strings (JavaUtils.timeStringAs): an integer and an optional unit, ms without one
+_TIME_STRING: Final = re.compile(r"^\s*(\d+)\s*([a-z]+)?\s*$")
+_TIME_UNIT_MS: Final = {"us": 0.001, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                        "d": 86_400_000}
 
 BoundKind = Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
 StrategyKind = Literal["subscribe", "subscribePattern", "assign"]
@@ -142,6 +149,9 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    commit_offsets_to_group: str | None = None  # streaming only: each completed batch's end offsets
     no_match_latest: bool = False  # startingOffsetsByTimestampStrategy=latest
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_offset_num_retries: int = DEFAULT_FETCH_OFFSET_NUM_RETRIES
@@ -346,7 +356,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     warnings: list[str] = []
     if "group.id" in dict(kafka_params):
         warnings.append("option 'kafka.group.id' is set: it only names the consumers; tidelog never joins "
-                        "the group nor commits to it")
+                        f"the group nor commits to it (option '{COMMIT_OFFSETS_TO_GROUP}' commits to a group)")
     starting = _bound(options, STARTING_KEYS, LATEST_BOUND if streaming else EARLIEST_BOUND)
     if streaming:
         for key in ENDING_KEYS:
@@ -356,8 +366,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     else:
         ending = _bound(options, ENDING_KEYS, LATEST_BOUND)
         _check_batch_bounds(starting, ending)
-        if _get(options, MAX_OFFSETS_PER_TRIGGER) is not None:
-            warnings.append(f"option '{MAX_OFFSETS_PER_TRIGGER}' is ignored in batch queries")
+        for name in (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY):
+            if _get(options, name) is not None:
+                warnings.append(f"option '{name}' is ignored in batch queries")
+        if _get(options, COMMIT_OFFSETS_TO_GROUP) is not None:
+            raise OptionError(f"option '{COMMIT_OFFSETS_TO_GROUP}' is for streaming queries (it commits each "
+                              "completed micro-batch); a batch read has no progress to commit")
     for bound in (starting, ending):
         if bound is not None:
             _check_bound_topics(bound, subscription)
@@ -365,6 +379,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if strategy not in ("error", "latest"):
         raise OptionError(f"option '{NO_MATCH_STRATEGY}' must be 'error' or 'latest', got {strategy!r}")
     prefix = (_get(options, GROUP_ID_PREFIX) or DEFAULT_GROUP_ID_PREFIX).strip()
+    admission = _admission(options, streaming, warnings)
     return SourceOptions(
         subscription=subscription, starting=starting, ending=ending, kafka_params=kafka_params,
         fail_on_data_loss=_bool(options, FAIL_ON_DATA_LOSS, True),
@@ -372,6 +387,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         min_partitions=_int(options, MIN_PARTITIONS),
         max_records_per_partition=_int(options, MAX_RECORDS_PER_PARTITION),
         max_offsets_per_trigger=_int(options, MAX_OFFSETS_PER_TRIGGER),
+        min_offsets_per_trigger=admission[0], max_trigger_delay_ms=admission[1],
+        commit_offsets_to_group=_group_id(options),
         no_match_latest=strategy == "latest",
         poll_timeout_ms=_or(_int(options, POLL_TIMEOUT_MS), DEFAULT_POLL_TIMEOUT_MS),
         fetch_offset_num_retries=_or(_int(options, FETCH_OFFSET_NUM_RETRIES, minimum=0),
@@ -379,6 +396,36 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_offset_retry_interval_ms=_or(_int(options, FETCH_OFFSET_RETRY_INTERVAL_MS, minimum=0),
                                            DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
         group_id_prefix=prefix or DEFAULT_GROUP_ID_PREFIX, warnings=tuple(warnings))
+
+
+def _admission(options: Mapping[str, str], streaming: bool, warnings: list[str]) -> tuple[int | None, int]:
+    """minOffsetsPerTrigger and maxTriggerDelay (ms), checked as Spark's Kafka source does."""
+    low, high = _int(options, MIN_OFFSETS_PER_TRIGGER), _int(options, MAX_OFFSETS_PER_TRIGGER)
+    delay_text = _get(options, MAX_TRIGGER_DELAY)
+    delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS if delay_text is None else parse_time_ms(delay_text, MAX_TRIGGER_DELAY)
+    if streaming and delay_text is not None and low is None:  # Spark ignores it then too (its TODO)
+        warnings.append(f"option '{MAX_TRIGGER_DELAY}' has no effect without '{MIN_OFFSETS_PER_TRIGGER}'")
+    if streaming and low is not None and high is not None and low > high:
+        warnings.append(f"option '{MIN_OFFSETS_PER_TRIGGER}' ({low}) is above '{MAX_OFFSETS_PER_TRIGGER}' "
+                        f"({high}): a batch waits for {low} records and then reads {high} of them")
+    return low, delay_ms
+
+
+def parse_time_ms(text: str, option: str) -> int:
+    """A Spark time string (`15m`, `30s`, `500ms`, `500` = ms) in milliseconds; OptionError naming `option`."""
+    match = _TIME_STRING.match(text.lower())
+    unit = (match.group(2) or "ms") if match else ""
+    if not match or unit not in _TIME_UNIT_MS:
+        raise OptionError(f"option '{option}' must be a duration like 15m, 30s or 500ms "
+                          f"(units {', '.join(_TIME_UNIT_MS)}), got {text!r}")
+    return int(int(match.group(1)) * _TIME_UNIT_MS[unit])
+
+
+def _group_id(options: Mapping[str, str]) -> str | None:
+    text = _get(options, COMMIT_OFFSETS_TO_GROUP)
+    if text is not None and not text.strip():
+        raise OptionError(f"option '{COMMIT_OFFSETS_TO_GROUP}' is empty: give the consumer group id to commit to")
+    return None if text is None else text.strip()
 
 
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:

@@ -5,7 +5,13 @@ checkpoint is the whole record of progress: a restarted query resumes at the end
 last batch Spark logged, with no gap and no duplicate. Each trigger looks up the
 subscription's partitions and high watermarks (on the driver, in Spark's long-lived
 source process), and `maxOffsetsPerTrigger` shares the admitted records between partitions
-in proportion to their backlog.
+in proportion to their backlog; minOffsetsPerTrigger / maxTriggerDelay hold a trigger back
+until enough records wait (spark/admission.py, with what PySpark's read limits cannot say).
+`reportLatestOffset` hands Spark the high watermarks of the last look-up, so the query's
+progress shows the backlog (`sources[].latestOffset`).
+
+With commitOffsetsToGroup the end offsets of each completed batch are committed to that
+consumer group (spark/group_commit.py): progress for Kafka's lag tools, never read back.
 
 A partition that appears (a new topic matching subscribePattern, partitions added) first
 enters the offsets at its log start offset, admitting nothing; the next batch reads it.
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -31,17 +37,19 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
+from spark.admission import ALL_AVAILABLE, Limits, admit
+from spark.group_commit import GroupOffsetCommitter
 from spark.offset_resolver import OffsetResolver
 from spark.offsets import (
     PartitionOffsets,
     TopicPartition,
     from_json_offsets,
     plan_ranges,
-    rate_limit,
     split_ranges,
     to_json_offsets,
 )
@@ -51,16 +59,26 @@ from spark.range_reader import RangePartition, read_partition, report_data_loss
 log = logging.getLogger("tidelog.spark")
 
 
+def wall_clock_ms() -> int:
+    """The clock of maxTriggerDelay (Spark's Kafka source reads the system clock too)."""
+    return int(time.time() * 1000)
+
+
 class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The micro-batch source; its admin client lives in the driver's source process only."""
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType,
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
         self.options = options
         self.schema = schema
+        self.clock = clock
         self._resolver: OffsetResolver | None = None
         self._available_now = False
         self._target: PartitionOffsets | None = None  # Trigger.AvailableNow: latest when it began
         self._latest: PartitionOffsets | None = None  # for reportLatestOffset (query progress)
+        self._last_trigger_ms = 0  # minOffsetsPerTrigger: the first trigger always runs, as in Spark
+        group = options.commit_offsets_to_group
+        self._group: GroupOffsetCommitter | None = None if group is None else GroupOffsetCommitter(options, group)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -81,16 +99,36 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(self.resolver.resolve(self.options.starting, tps, is_start=True) if tps else {})
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        """ReadMinRows(minOffsetsPerTrigger), else ReadMaxRows(maxOffsetsPerTrigger), else all:
+        PySpark has no composite limit, so the rest comes from the options (spark/admission.py)."""
+        low, high = self.options.min_offsets_per_trigger, self.options.max_offsets_per_trigger
+        if low is not None:
+            return ReadMinRows(low)
+        return ReadAllAvailable() if high is None else ReadMaxRows(high)
+
+    def _limits(self, limit: ReadLimit) -> Limits:
+        """The admission limits of one trigger, from the engine's `limit` and our options."""
+        if isinstance(limit, ReadAllAvailable):  # Trigger.Once, or the engine overriding us
+            return ALL_AVAILABLE
+        high = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        if self._available_now or not isinstance(limit, ReadMinRows):
+            # Trigger.AvailableNow: a held-back trigger would look like "caught up" and end the run
+            # before its target (ReadMinRows' own warning), so only the cap applies
+            return Limits(max_rows=high)
+        return Limits(min_rows=limit.min_rows, max_rows=high,
+                      max_trigger_delay_ms=self.options.max_trigger_delay_ms)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: read up to the offsets of the first look-up, then stop."""
         self._available_now = True
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end of the next batch: high watermarks, rate-limited; new partitions at their start."""
+        """The end of the next batch: high watermarks, admission-controlled; new partitions at their start."""
         begin = from_json_offsets(start)
+        # Spark calls commit(end) of batch N only when it plans batch N+1, so an idle stream (or the
+        # last batch of Trigger.AvailableNow) would never commit its last batch. `start` here is the
+        # end of the last completed batch (micro-batches run one after the other): commit it now.
+        self._commit_to_group(begin)
         if self._available_now:
             if self._target is None:  # fixed once: a partition whose look-up fails must fail the run,
                 self._target = self._fetch_latest(begin, lenient=False)  # not end it "caught up" early
@@ -99,7 +137,12 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = self._fetch_latest(begin)
         self._latest = latest
         known = {tp: offset for tp, offset in latest.items() if tp in begin}
-        end = rate_limit(begin, known, limit.max_rows) if isinstance(limit, ReadMaxRows) else dict(known)
+        admission = admit(begin, known, self._limits(limit), now_ms=self.clock(),
+                          last_trigger_ms=self._last_trigger_ms)
+        self._last_trigger_ms = admission.last_trigger_ms
+        if admission.delayed:  # start unchanged: Spark runs no batch this trigger
+            return start
+        end = admission.end
         end.update(self._admit_new([tp for tp in latest if tp not in begin]))
         return to_json_offsets(end)
 
@@ -118,10 +161,18 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition, self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets are never committed to Kafka; the checkpoint holds progress."""
+        """Batch `end` is done: with commitOffsetsToGroup its offsets go to the group (for Kafka's
+        lag tools only; the checkpoint holds progress, and a restart never reads the group)."""
+        self._commit_to_group(from_json_offsets(end))
 
     def stop(self) -> None:
         self._resolver = None
+        if self._group is not None:
+            self._group.close()
+
+    def _commit_to_group(self, offsets: PartitionOffsets) -> None:
+        if self._group is not None:
+            self._group.commit(offsets)
 
     # --- look-ups -------------------------------------------------------------------------
 

@@ -31,5 +31,6 @@ def test_ingest_finds_the_cluster_in_the_data_dir(cluster: LocalCluster, tmp_pat
     out = capsys.readouterr().out
     assert status == 0, out
     assert f"ingesting {topic} from {cluster.bootstrap_servers} into " in out, out
+    assert "spark: master local[2], application local-" in out and "UI off" in out, out
     # Spark's committed output: pyarrow skips _spark_metadata and the checkpoint ("_" prefix)
     assert pq.read_table(tmp_path / "data").num_rows == len(produced) == RECORDS

@@ -48,11 +48,12 @@ def test_arguments_to_config(tmp_path: Path) -> None:
     add_arguments(parser)
     config = config_from_args(parser.parse_args([
         "--topic", "orders", "--to", str(tmp_path / "out"), "--trigger", "processing-time=10s",
-        "--max-offsets-per-trigger", "1000", "--option", "includeHeaders=true", "--bootstrap-servers", "h:1"]))
+        "--max-offsets-per-trigger", "1000", "--option", "includeHeaders=true", "--bootstrap-servers", "h:1",
+        "--commit-offsets-to-group", "lake"]))
     assert config.checkpoint == str(tmp_path / "out" / "_checkpoint")  # "_": Spark's readers skip it
     assert config.trigger == IngestTrigger("processing-time", 10_000)
     assert source_options(config) == {"kafka.bootstrap.servers": "h:1", "subscribe": "orders",
                                       "startingOffsets": "earliest", "includeHeaders": "true",
-                                      "maxOffsetsPerTrigger": "1000"}
+                                      "maxOffsetsPerTrigger": "1000", "commitOffsetsToGroup": "lake"}
     with pytest.raises(ValueError, match="--option must be KEY=VALUE"):
         config_from_args(parser.parse_args(["--topic", "t", "--to", "x", "--option", "nokey"]))

@@ -81,8 +81,12 @@ def test_assign_and_offsets() -> None:
     ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, True, "did you mean 'maxOffsetsPerTrigger'"),
     ({"subscribe": "a", "path": "/x"}, False, "unknown option 'path'"),
     ({"topic": "a"}, False, "option 'topic' is for writing"),
-    ({"subscribe": "a", "minOffsetsPerTrigger": "5"}, True, "'minOffsetsPerTrigger' of Spark's Kafka source is not "
-                                                             "supported"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "0"}, True, "'minOffsetsPerTrigger' must be at least 1"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "soon"}, True,
+     "'maxTriggerDelay' must be a duration like 15m"),
+    ({"subscribe": "a", "maxTriggerDelay": "5 weeks"}, True, "'maxTriggerDelay' must be a duration"),
+    ({"subscribe": "a", "commitOffsetsToGroup": " "}, True, "'commitOffsetsToGroup' is empty"),
+    ({"subscribe": "a", "commitOffsetsToGroup": "g"}, False, "'commitOffsetsToGroup' is for streaming queries"),
     ({"subscribe": "a", "kafka.auto.offset.reset": "latest"}, True, "'kafka.auto.offset.reset' is not supported"),
     ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, True, "'kafka.enable.auto.commit' is not supported"),
     ({"subscribe": "a", "kafka.value.deserializer": "x"}, True, "'kafka.value.deserializer' is not supported"),
@@ -166,3 +170,25 @@ def test_isolation_level_is_checked_on_the_driver() -> None:
         source(subscribe="a", **{"kafka.isolation.level": "serializable"})
     with pytest.raises(OptionError, match="Spark's Kafka source names it 'kafka.isolation.level'"):
         source(subscribe="a", **{"isolation.level": "read_committed"})
+
+
+@pytest.mark.parametrize(("text", "ms"), [("15m", 900_000), ("30s", 30_000), ("500ms", 500), ("500", 500),
+                                          ("2h", 7_200_000), ("1d", 86_400_000), ("3min", 180_000), (" 7S ", 7_000)])
+def test_max_trigger_delay_takes_sparks_time_strings(text: str, ms: int) -> None:
+    o = parse_source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "10", "maxTriggerDelay": text},
+                             streaming=True)
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.warnings) == (10, ms, ())
+
+
+def test_admission_and_group_defaults_and_warnings() -> None:
+    o = parse_source_options({**BOOT, "subscribe": "a"}, streaming=True)
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.commit_offsets_to_group) == (None, 900_000, None)
+    o = parse_source_options({**BOOT, "subscribe": "a", "COMMITOFFSETSTOGROUP": " lake "}, streaming=True)
+    assert o.commit_offsets_to_group == "lake"
+    o = parse_source_options({**BOOT, "subscribe": "a", "maxTriggerDelay": "1m"}, streaming=True)
+    assert o.warnings == ("option 'maxTriggerDelay' has no effect without 'minOffsetsPerTrigger'",)
+    o = parse_source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+                             streaming=True)
+    assert o.warnings and "a batch waits for 9 records and then reads 5" in o.warnings[0]
+    o = parse_source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "9"}, streaming=False)
+    assert o.warnings == ("option 'minOffsetsPerTrigger' is ignored in batch queries",)
