@@ -32,6 +32,7 @@ from broker.group_coordinator.offsets_topic import offsets_topic as offsets_topi
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers import groups as group
 from broker.handlers import consumer_groups
+from broker.handlers import share_fetch, share_groups
 from broker.handlers import authorization
 from broker.handlers.acls import (
     handle_create_acls,
@@ -197,6 +198,11 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # KIP-848: broker/handlers/consumer_groups.py
     _row(ApiKey.CONSUMER_GROUP_HEARTBEAT, _group(consumer_groups.consumer_heartbeat)),
     _row(ApiKey.CONSUMER_GROUP_DESCRIBE, _group(consumer_groups.consumer_describe)),
+    # KIP-932: broker/handlers/share_groups.py, share_fetch.py, broker/share/
+    _row(ApiKey.SHARE_GROUP_HEARTBEAT, share_groups.share_heartbeat),
+    _row(ApiKey.SHARE_GROUP_DESCRIBE, share_groups.share_describe),
+    _row(ApiKey.SHARE_FETCH, share_fetch.share_fetch),
+    _row(ApiKey.SHARE_ACKNOWLEDGE, share_fetch.share_acknowledge),
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)

@@ -83,6 +83,7 @@ class BrokerContext:
     authorizer: Any = None  # BrokerAuthorizer | None (typed loosely: it imports this module)
     acl_admin: Any = None  # broker.handlers.acls.HttpAclAdmin: CreateAcls/DeleteAcls to the controllers
     scram_admin: Any = None  # the same kind of client for AlterUserScramCredentials (made when first used)
+    share: Any = None  # broker.share.state.ShareBroker: KIP-932 share groups (made when first used)
     # KIP-392: replica.selector.class (None: consumers read from leaders only) and its counters
     replica_selector: ReplicaSelector | None = None
     follower_fetches: FollowerFetchStats = field(default_factory=FollowerFetchStats)

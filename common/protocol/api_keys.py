@@ -66,6 +66,10 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -105,6 +109,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-848 (issue 31): v1 is Kafka 4's (the consumer names itself; ConsumerGroupDescribe's member_type)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-932 share groups (issue 31): v1 is Kafka 4.1's, the first GA version (v0 was early access)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -167,6 +176,10 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_GROUPS: 3,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,

@@ -148,6 +148,11 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     # KIP-848 (issue 31): READ on the group (and DESCRIBE on the topics named), DESCRIBE to describe
     _kio(ApiKey.CONSUMER_GROUP_HEARTBEAT, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
     _kio(ApiKey.CONSUMER_GROUP_DESCRIBE, AclCheck(Op.DESCRIBE, GROUP)),
+    # KIP-932 share groups (KafkaApis: READ on the group; ShareFetch/ShareAcknowledge also READ on each topic)
+    _kio(ApiKey.SHARE_GROUP_HEARTBEAT, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.SHARE_GROUP_DESCRIBE, AclCheck(Op.DESCRIBE, GROUP)),
+    _kio(ApiKey.SHARE_FETCH, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.SHARE_ACKNOWLEDGE, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
     # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its

@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # the Kafka listener (its security: TLS, SASL) and the metadata log follower's loop
     ("server", frozenset({"server", "listener_security", "broker_metrics", "metadata_follower_loop"})),
     # coordinators over internal topics, on the coordinator runtime
-    ("coordinators", frozenset({"group_coordinator", "transaction_coordinator"})),
+    ("coordinators", frozenset({"group_coordinator", "transaction_coordinator", "share"})),  # share: KIP-932
     # the request handlers by concern, over the layers below, and the faults a test injects
     # into them (broker.request_faults' table applied at dispatch)
     ("handlers", frozenset({"handlers", "request_fault_hook"})),

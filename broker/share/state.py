@@ -1,0 +1,209 @@
+"""One broker's share-group state (KIP-932): the share groups it coordinates and the share
+partitions it leads, on the pure rules of `groups.share_group` and `groups.share_partition`.
+
+    share = ShareBroker(settings, timers)
+    share.apply_partition(group_id, tp, records, why)   # replay, log, re-arm the lock timer
+    share.apply_group(group_id, records, why)            # replay, log
+
+Soft state apart (style rule 5): the members' session deadlines and the acquisition locks'
+deadlines are timers of the group coordinator's `TimerService` (monotonic ms), and a lock
+that runs out returns its records through the same rule a release uses
+(`groups.share_partition.expire_locks`). Share sessions (KIP-932's ShareFetch sessions: which
+partitions a member fetches here, and the epoch its next request must carry) are bounded by
+`MAX_SHARE_SESSIONS`, the least recently used evicted first.
+
+Not durable (issue 31 leaves it open): a share partition lives on its leader only. A leader
+change or restart starts it again from `share.auto.offset.reset`, and a coordinator change
+loses the membership (members rejoin on UNKNOWN_MEMBER_ID, as after a session expiry).
+Kafka keeps both in its share coordinator's `__share_group_state` and `__consumer_offsets`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from broker.timers import TimerService
+from common.topic_partition import TopicPartition
+from groups import share_group as sg
+from groups import share_partition as sp
+
+log = logging.getLogger(__name__)
+
+# Kafka's group.share.max.share.sessions default: share sessions one broker keeps (sessions)
+MAX_SHARE_SESSIONS: Final = 2_000
+RESET_EARLIEST: Final = "earliest"
+RESET_LATEST: Final = "latest"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSettings:
+    limits: sp.ShareLimits = field(default_factory=sp.ShareLimits)
+    group: sg.ShareGroupConfig = field(default_factory=sg.ShareGroupConfig)
+    auto_offset_reset: str = RESET_LATEST  # share.auto.offset.reset: Kafka's group config default
+
+    @classmethod
+    def from_config(cls, config: Any) -> ShareSettings:
+        """From a broker's parsed config (common.config keys)."""
+        def key(name: str) -> int:
+            return int(config[name])
+
+        return cls(
+            sp.ShareLimits(record_lock_duration_ms=key("group.share.record.lock.duration.ms"),
+                           delivery_count_limit=key("group.share.delivery.count.limit"),
+                           max_in_flight_records=key("group.share.partition.max.record.locks")),
+            sg.ShareGroupConfig(session_timeout_ms=key("group.share.session.timeout.ms"),
+                                heartbeat_interval_ms=key("group.share.heartbeat.interval.ms"),
+                                max_size=key("group.share.max.size")),
+            str(config["share.auto.offset.reset"]))
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session on this broker: the partitions it fetches here and the epoch its
+    next ShareFetch/ShareAcknowledge must carry."""
+
+    next_epoch: int = 1
+    partitions: dict[TopicPartition, Any] = field(default_factory=dict)  # tp -> wire topic id
+
+
+@dataclass(slots=True)
+class HeldPartition:
+    state: sp.SharePartitionState
+    leader_epoch: int  # the leader epoch it was started in: a new epoch starts it again
+
+
+class ShareBroker:
+    """The share groups coordinated here and the share partitions led here (one event loop)."""
+
+    def __init__(self, settings: ShareSettings, timers: TimerService) -> None:
+        self.settings = settings
+        self.timers = timers
+        self.groups: dict[str, sg.ShareGroup] = {}
+        self.partitions: dict[tuple[str, TopicPartition], HeldPartition] = {}
+        self.sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
+
+    def now_ms(self) -> int:
+        return self.timers.now_ms()
+
+    # ---- share partitions (this broker leads them) ------------------------------------------
+
+    def partition(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, log_start_offset: int,
+                  high_watermark: int) -> sp.SharePartitionState:
+        """The share partition, started (or started again after a leader change) from
+        share.auto.offset.reset, and moved past a log start offset that passed its SPSO."""
+        key = (group_id, tp)
+        held = self.partitions.get(key)
+        if held is None or held.leader_epoch != leader_epoch:
+            start = log_start_offset if self.settings.auto_offset_reset == RESET_EARLIEST else high_watermark
+            state = sp.replay(sp.EMPTY, sp.Initialized(start))
+            self.partitions[key] = HeldPartition(state, leader_epoch)
+            log.info("Share partition %s of group %s started at SPSO %d (share.auto.offset.reset=%s), "
+                     "leader epoch %d%s", tp, group_id, start, self.settings.auto_offset_reset, leader_epoch,
+                     "" if held is None else f" (was leader epoch {held.leader_epoch}: in-flight state dropped)")
+            return state
+        moved = sp.move_start(held.state, log_start_offset=log_start_offset)
+        if moved:
+            self.apply_partition(group_id, tp, moved, f"the log start offset moved to {log_start_offset}")
+        return self.partitions[key].state
+
+    def apply_partition(self, group_id: str, tp: TopicPartition, records: Iterable[sp.ShareRecord],
+                        why: str, *, quiet: bool = False) -> None:
+        """Replay `records` on the share partition, log what an operator needs (`quiet`: the
+        steady acquisitions and acknowledgements, logged only when they archive), re-arm its
+        lock timer."""
+        records = tuple(records)
+        held = self.partitions.get((group_id, tp))
+        if held is None or not records:
+            return
+        before = held.state
+        held.state = sp.replay_all(before, records)
+        archived = sum(r.last - r.first + 1 for r in records
+                       if isinstance(r, sp.Transitioned) and r.state is sp.RecordState.ARCHIVED)
+        if not quiet or archived:
+            log.info("Share partition %s of group %s: %s; SPSO %d -> %d, SPEO %d -> %d, %d archived",
+                     tp, group_id, why, before.start_offset, held.state.start_offset, before.end_offset,
+                     held.state.end_offset, archived)
+        self._arm_locks(group_id, tp)
+
+    def _arm_locks(self, group_id: str, tp: TopicPartition) -> None:
+        key = ("share-locks", group_id, tp)
+        held = self.partitions.get((group_id, tp))
+        deadline = None if held is None else sp.next_lock_deadline(held.state)
+        if deadline is None:
+            self.timers.cancel(key)
+            return
+
+        def expire(now_ms: int) -> None:
+            current = self.partitions.get((group_id, tp))
+            if current is None:
+                return
+            records = sp.expire_locks(current.state, now_ms=now_ms, limits=self.settings.limits)
+            self.apply_partition(group_id, tp, records, f"acquisition locks of {_count(records)} record(s) expired "
+                                 f"after {self.settings.limits.record_lock_duration_ms} ms")
+
+        self.timers.schedule(key, deadline, expire)
+
+    def release_member(self, group_id: str, member_id: str, tps: Iterable[TopicPartition], why: str) -> None:
+        """Every record `member_id` holds on `tps` goes back (its share session closed)."""
+        for tp in tps:
+            held = self.partitions.get((group_id, tp))
+            if held is not None:
+                records = sp.release_member(held.state, member_id=member_id, limits=self.settings.limits)
+                if records:
+                    self.apply_partition(group_id, tp, records,
+                                         f"{_count(records)} record(s) of member {member_id} released: {why}")
+
+    def forget_partitions(self, keep: Callable[[TopicPartition], bool]) -> None:
+        """Drop the share partitions of partitions this broker no longer leads."""
+        for key in [k for k in self.partitions if not keep(k[1])]:
+            del self.partitions[key]
+            self.timers.cancel(("share-locks", *key))
+
+    # ---- share sessions ---------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str) -> ShareSession | None:
+        session = self.sessions.get((group_id, member_id))
+        if session is not None:
+            self.sessions.move_to_end((group_id, member_id))
+        return session
+
+    def open_session(self, group_id: str, member_id: str) -> ShareSession:
+        """A new share session (ShareFetch epoch 0); one the member had is replaced and its
+        records released, as a client starting over no longer knows what it held."""
+        old = self.sessions.pop((group_id, member_id), None)
+        if old is not None:
+            self.release_member(group_id, member_id, old.partitions, "its share session was opened again")
+        while len(self.sessions) >= MAX_SHARE_SESSIONS:
+            (evicted_group, evicted_member), evicted = self.sessions.popitem(last=False)
+            log.warning("Share session of member %s of group %s evicted: %d sessions (the most kept)",
+                        evicted_member, evicted_group, MAX_SHARE_SESSIONS)
+            self.release_member(evicted_group, evicted_member, evicted.partitions, "its share session was evicted")
+        session = ShareSession()
+        self.sessions[(group_id, member_id)] = session
+        return session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        session = self.sessions.pop((group_id, member_id), None)
+        if session is not None:
+            self.release_member(group_id, member_id, session.partitions, "its share session closed")
+
+    # ---- share groups (this broker coordinates them) -----------------------------------------
+
+    def apply_group(self, group_id: str, records: Iterable[sg.ShareGroupRecord], reason: str) -> sg.ShareGroup:
+        records = tuple(records)
+        before = self.groups.get(group_id)
+        after = sg.replay_all(before or sg.ShareGroup(group_id), records)
+        self.groups[group_id] = after
+        if before is None or before.group_epoch != after.group_epoch:
+            log.info("Share group %s %s -> %s, group epoch %d, %d member(s): %s", group_id,
+                     "absent" if before is None else before.state.value, after.state.value, after.group_epoch,
+                     len(after.members), reason or "-")
+        return after
+
+
+def _count(records: Iterable[sp.ShareRecord]) -> int:
+    return sum(r.last - r.first + 1 for r in records if isinstance(r, (sp.Transitioned, sp.Acquired)))
