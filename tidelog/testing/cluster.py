@@ -35,7 +35,7 @@ from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import LayoutError
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from localcluster.node_process import NodeProcess, StopReport
-from tidelog.testing import client_security, observe, reaper
+from tidelog.testing import client_security, observe, reaper, reuse
 from tidelog.testing.client_security import check_security
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.link_power_faults import LinkPowerFaults, open_power_layer
@@ -139,10 +139,11 @@ def _config_value(value: Any) -> str:
 class _Started:
     root: Path
     local: LocalCluster
-    watchdog: reaper.Watchdog
+    watchdog: reaper.Watchdog | None  # None: a reused cluster, which its slot's idle watchdog ends
     startup_seconds: float
     power: PowerLayer | None = None
     stopped: list[StopReport] = field(default_factory=list)
+    slot: reuse.Slot | None = None  # --tidelog-reuse: the leased slot; stop() lets go of it
 
 
 class Cluster(FaultInjection, LinkPowerFaults):
@@ -153,7 +154,8 @@ class Cluster(FaultInjection, LinkPowerFaults):
                  base_dir: str | Path | None = None, ready_timeout: float = READY_TIMEOUT,
                  wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
                  network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0,
-                 power_loss: bool = False, security: str | None = None) -> None:
+                 power_loss: bool = False, security: str | None = None,
+                 reuse_idle_minutes: float | None = None) -> None:
         self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks, power_loss,
                                    security)
         self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
@@ -165,6 +167,9 @@ class Cluster(FaultInjection, LinkPowerFaults):
         self._started: _Started | None = None
         self._expected_down: set[int] = set()
         self._dirty = False
+        # --tidelog-reuse (tidelog.testing.reuse): kept running after stop() for the next run, and
+        # stopped by its idle watchdog after this many idle minutes; a power-loss layer is never kept
+        self.reuse_idle_minutes = None if power_loss else reuse_idle_minutes
 
     # -- life cycle ---------------------------------------------------------------------------------
 
@@ -181,6 +186,8 @@ class Cluster(FaultInjection, LinkPowerFaults):
         if self._started is not None:
             raise RuntimeError("this cluster is already started")
         began = time.monotonic()
+        if self.reuse_idle_minutes is not None and self._start_reused(began):
+            return self
         for attempt in range(1, START_ATTEMPTS + 1):  # bounded: a port race is rare, three is plenty
             root = Path(tempfile.mkdtemp(prefix="tidelog-", dir=self.base_dir))
             watchdog = reaper.Watchdog(root)
@@ -204,15 +211,97 @@ class Cluster(FaultInjection, LinkPowerFaults):
                 shutil.rmtree(root, ignore_errors=True)
                 watchdog.close()
                 raise
-            self._started = _Started(root, local, watchdog, time.monotonic() - began, power)
-            self.__dict__["_power_layer"] = power
-            reaper.register(self)  # from here on, stop() or atexit ends it, whatever comes next
-            self.nemesis = chaos_nemesis.Nemesis(local)
-            self._network = self._network_factory(local) if self._network_factory is not None else None
-            log.info("tidelog test cluster %s ready in %.2f s: bootstrap %s, admin %s, data dir %s",
-                     self.spec.id, self.startup_seconds, self.bootstrap_servers, self.admin_url, root)
+            self._adopt(_Started(root, local, watchdog, time.monotonic() - began, power))
             return self
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _adopt(self, started: _Started) -> None:
+        self._started = started
+        self.__dict__["_power_layer"] = started.power
+        reaper.register(self)  # from here on, stop() or atexit ends it, whatever comes next
+        self.nemesis = chaos_nemesis.Nemesis(started.local)
+        self._network = self._network_factory(started.local) if self._network_factory is not None else None
+        log.info("tidelog test cluster %s ready in %.2f s: bootstrap %s, admin %s, data dir %s%s", self.spec.id,
+                 self.startup_seconds, self.bootstrap_servers, self.admin_url, started.root,
+                 " (reused)" if started.slot is not None else "")
+
+    def _start_reused(self, began: float) -> bool:
+        """--tidelog-reuse: adopt the slot's cluster, cleaned (recover(), every topic deleted), or
+        start one in the slot; False when another session holds the slot (start a private one)."""
+        key = reuse.slot_key(repr((self.spec, sorted(self.broker_config.items()))))
+        slot = reuse.Slot.claim(key)
+        if slot is None:
+            log.warning("tidelog reuse: the %s cluster's slot %s is in use by another test session; starting a "
+                        "cluster of its own", self.spec.id, key)
+            return False
+        try:
+            local = LocalCluster.attach(slot.cluster_root) if slot.cluster_root.exists() else None
+            if local is not None and any(n.running() for n in local.nodes):
+                self._adopt(_Started(slot.cluster_root, local, None, time.monotonic() - began, slot=slot))
+                if self._clean_reused():
+                    assert self._started is not None, "adopted above"
+                    self._started.startup_seconds = time.monotonic() - began
+                    return True
+            slot.clear_cluster()
+            slot.cluster_root.mkdir(mode=0o700, parents=True)
+            local = self._start_nodes(slot.cluster_root)
+            slot.ensure_watchdog(self.reuse_idle_minutes or reuse.DEFAULT_IDLE_MINUTES)
+        except (LauncherError, LayoutError, ClusterTimeout) as exc:
+            slot.clear_cluster()
+            slot.release()
+            raise ClusterStartError(f"the tidelog test cluster ({self.spec.id}, reused) did not start: {exc}") from None
+        except BaseException:
+            slot.clear_cluster()
+            slot.release()
+            raise
+        self._adopt(_Started(slot.cluster_root, local, None, time.monotonic() - began, slot=slot))
+        return True
+
+    def _clean_reused(self) -> bool:
+        """A kept cluster as a fresh one: every node back (a node a fault left dead restarted),
+        every fault undone, every topic deleted; False (and let go) if that fails."""
+        try:
+            try:
+                self.recover()
+            except NodeCrashed as exc:  # dead since the last run: recover() restarted it
+                log.info("tidelog reuse: %s", str(exc).splitlines()[0])
+            self._delete_topics()
+            return True
+        except Exception:
+            log.exception("tidelog reuse: the kept %s cluster could not be cleaned; starting it anew", self.spec.id)
+            reaper.unregister(self)
+            if self._network is not None:
+                self._network.close()
+            self._started = None
+            return False
+
+    def _delete_topics(self) -> None:
+        """Delete every topic but the internal ones and wait until none is listed."""
+        for name in self.topic_names():
+            if not name.startswith("__"):
+                self.delete_topic(name)
+        poll("the previous run's topics to be deleted",
+             lambda: not [n for n in self.topic_names() if not n.startswith("__")] or None,
+             self.wait_timeout, nodes=self.local.nodes)
+
+    def _release_reused(self, started: _Started) -> list[StopReport]:
+        """stop() of a reused cluster: every fault this session made undone that must not outlive it
+        (network cuts, link faults, request faults, paused nodes), the nodes left running."""
+        assert started.slot is not None, "called for reused clusters only"
+        reaper.unregister(self)
+        try:
+            if self._network is not None:
+                self._network.close()
+            self.close_link_faults()
+            self.nemesis.heal()
+            self.clear_request_faults()
+            started.local.write_cluster_file()  # the pids of nodes a fault restarted, for the next run
+        except Exception:  # the next run cleans what is left, or starts the cluster anew
+            log.exception("tidelog reuse: undoing this session's faults before letting go failed")
+        finally:
+            started.slot.release()
+            self._started = None
+        return []
 
     def _start_nodes(self, root: Path) -> LocalCluster:
         hosts = [f"{layout.LOOPBACK_NETWORK}{i}" for i in range(1, self.spec.voters + self.spec.separate_brokers + 1)]
@@ -237,6 +326,8 @@ class Cluster(FaultInjection, LinkPowerFaults):
         started = self._started
         if started is None:
             return []
+        if started.slot is not None:
+            return self._release_reused(started)
         reaper.unregister(self)
         try:
             try:
@@ -253,7 +344,8 @@ class Cluster(FaultInjection, LinkPowerFaults):
             self.__dict__.pop("_power_layer", None)
             _close_power(started.power)  # after the nodes stopped: nothing writes through it any more
             shutil.rmtree(started.root, ignore_errors=True)
-            started.watchdog.close()
+            if started.watchdog is not None:
+                started.watchdog.close()
             self._started = None
         survivors = [r for r in started.stopped if r.outcome == "did not die"]
         if survivors:

@@ -1,5 +1,8 @@
 """The pytest plugin: a real tidelog cluster per test session, topics per test.
 
+`pytest --tidelog-reuse` keeps the clusters running after the run for the next one of the same
+shape (tidelog.testing.reuse): an edit-test loop pays the start once.
+
 Installing tidelog registers it (the `pytest11` entry point); `-p tidelog.testing.plugin` loads it
 by hand. Fixtures:
 
@@ -38,6 +41,7 @@ from typing import Any
 import pytest
 
 from tidelog.testing.cluster import READY_TIMEOUT, Cluster, ClusterSpec
+from tidelog.testing.reuse import DEFAULT_IDLE_MINUTES
 from common.limits import MAX_TOPIC_NAME_LENGTH
 
 MARKER = "tidelog"
@@ -58,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="linelist", default=[])
     group.addoption("--tidelog-ready-timeout", type=float, default=READY_TIMEOUT,
                     help=f"seconds a test cluster may take to start (default {READY_TIMEOUT:.0f})")
+    group.addoption("--tidelog-reuse", action="store_true", default=False,
+                    help="keep the session's clusters running after the run and use them again in the next "
+                         "run of the same shape (cleaned: faults undone, topics deleted); stopped after "
+                         "tidelog_reuse_idle_minutes without a run")
+    parser.addini("tidelog_reuse_idle_minutes", "with --tidelog-reuse: minutes a kept cluster may stay unused "
+                  f"before its watchdog stops it (default {DEFAULT_IDLE_MINUTES:g})",
+                  default=str(DEFAULT_IDLE_MINUTES))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -127,9 +138,24 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                       broker_config=dict(spec.broker_config), topic_config=dict(spec.topic_config),
                       racks=spec.racks, power_loss=spec.power_loss, security=spec.security,
                       base_dir=tmp_path_factory.getbasetemp(),
-                      ready_timeout=request.config.getoption("--tidelog-ready-timeout"))
+                      ready_timeout=request.config.getoption("--tidelog-ready-timeout"),
+                      reuse_idle_minutes=reuse_idle_minutes(request.config))
     with cluster:
         yield cluster
+
+
+def reuse_idle_minutes(config: pytest.Config) -> float | None:
+    """None without --tidelog-reuse; else the ini option's minutes (> 0)."""
+    if not config.getoption("--tidelog-reuse"):
+        return None
+    raw = str(config.getini("tidelog_reuse_idle_minutes")).strip()
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = -1.0
+    if not minutes > 0:
+        raise pytest.UsageError(f"tidelog_reuse_idle_minutes: {raw!r} is not a number of minutes > 0")
+    return minutes
 
 
 @pytest.fixture(scope="session")
