@@ -1,0 +1,194 @@
+"""KIP-932 share groups with real confluent-kafka `ShareConsumer`s (librdkafka's share consumer).
+
+One module-scoped cluster (one controller, three brokers). Each test has its own topic (one
+partition, three replicas) and group. The acquisition lock is shortened to 2 s and the delivery
+count limit is Kafka's smallest (2), so redelivery and archiving take seconds, not Kafka's 30 s.
+Consumers acknowledge explicitly, so a test decides when a record is acknowledged, released or
+rejected and which consumer holds what.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster.launcher import LocalCluster
+from tests.integration.replication_fixtures import create_topic, replicated_cluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
+
+LOCK_MS = 2_000
+PROPERTIES = {
+    "group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.delivery.count.limit": "2",
+    "group.share.heartbeat.interval.ms": "500", "share.auto.offset.reset": "earliest",
+    "offsets.topic.num.partitions": "3",
+}
+WAIT_S = 20.0  # a consumer joining, getting its assignment and fetching: about 1 s here
+POLL_S = 0.5
+ACCEPT, RELEASE, REJECT = (confluent_kafka.AcknowledgeType.ACCEPT, confluent_kafka.AcknowledgeType.RELEASE,
+                           confluent_kafka.AcknowledgeType.REJECT)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with replicated_cluster(tmp_path_factory.mktemp("share-groups"), PROPERTIES) as (started, _):
+        yield started
+
+
+def bootstrap(cluster: LocalCluster) -> str:
+    assert cluster.bootstrap_servers is not None
+    return cluster.bootstrap_servers
+
+
+def produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 0})
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(WAIT_S) == 0
+
+
+def consumer(cluster: LocalCluster, group: str, topic: str) -> Any:
+    c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    return c
+
+
+def poll(c: Any, want: int, timeout_s: float = WAIT_S) -> list[Any]:
+    """Messages until `want` arrived or `timeout_s` passed (bounded)."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        for m in c.poll(POLL_S):
+            assert m.error() is None, m.error()
+            got.append(m)
+    return got
+
+
+def values(messages: list[Any]) -> list[bytes]:
+    return sorted(m.value() for m in messages)
+
+
+def ack_all(c: Any, messages: list[Any], kind: Any = ACCEPT) -> None:
+    for m in messages:
+        c.acknowledge(m, kind)
+    c.commit_sync(WAIT_S)
+
+
+@pytest.fixture
+def consumers() -> Iterator[list[Any]]:
+    """Every consumer a test makes is closed after it, failure or not."""
+    made: list[Any] = []
+    yield made
+    for c in made:
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001 - closed already by the test
+            pass
+
+
+def test_two_consumers_on_one_partition_get_distinct_records(cluster: LocalCluster, consumers: list[Any]) -> None:
+    create_topic(cluster, "share-split", partitions=1)
+    first, second = [b"first-%d" % i for i in range(20)], [b"second-%d" % i for i in range(20)]
+    produce(cluster, "share-split", first)
+    a = consumer(cluster, "split", "share-split")
+    consumers.append(a)
+    got_a = poll(a, 20)
+    assert values(got_a) == sorted(first)
+    assert {m.delivery_count() for m in got_a} == {1}
+    produce(cluster, "share-split", second)
+    b = consumer(cluster, "split", "share-split")
+    consumers.append(b)
+    got_b = poll(b, 20)  # a still holds the first 20: b gets only the second
+    assert values(got_b) == sorted(second)
+    ack_all(a, got_a)
+    ack_all(b, got_b)
+    assert poll(a, 1, 1.0) + poll(b, 1, 1.0) == []  # each record acknowledged once: nothing left
+
+
+def test_released_on_close_and_lock_timeout_after_sigkill_redeliver_with_count_2(
+        cluster: LocalCluster, consumers: list[Any], tmp_path: Path) -> None:
+    create_topic(cluster, "share-redeliver", partitions=1)
+    produce(cluster, "share-redeliver", [b"r-%d" % i for i in range(10)])
+    a = consumer(cluster, "redeliver", "share-redeliver")
+    got_a = poll(a, 10)
+    assert len(got_a) == 10
+    ack_all(a, got_a[:3])
+    closed = time.monotonic()
+    a.close()  # its share session closes: the 7 it did not acknowledge go back at once
+    b = consumer(cluster, "redeliver", "share-redeliver")
+    consumers.append(b)
+    again = poll(b, 7)
+    assert values(again) == values(got_a[3:])
+    assert time.monotonic() - closed < LOCK_MS / 1000  # released by the close, not by the lock timeout
+    assert {m.delivery_count() for m in again} == {2}
+    ack_all(b, again)
+
+    # a consumer SIGKILLed while holding records: they come back once its locks run out
+    produce(cluster, "share-redeliver", [b"k-%d" % i for i in range(5)])
+    killed = _holding_consumer(cluster, "redeliver", "share-redeliver", 5, tmp_path)
+    try:
+        os.kill(killed.pid, signal.SIGKILL)
+        started = time.monotonic()
+        back = poll(b, 5, LOCK_MS / 1000 + WAIT_S)
+        assert values(back) == [b"k-%d" % i for i in range(5)]
+        assert {m.delivery_count() for m in back} == {2}
+        assert time.monotonic() - started < LOCK_MS / 1000 + 5  # the lock, not the session timeout
+        ack_all(b, back)
+    finally:
+        killed.kill()
+        killed.wait()
+
+
+def _holding_consumer(cluster: LocalCluster, group: str, topic: str, want: int, tmp_path: Path) -> Any:
+    """A share consumer in its own process that polls `want` records, says so and holds them."""
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys, time, confluent_kafka\n"
+        "c = confluent_kafka.ShareConsumer({'bootstrap.servers': sys.argv[1], 'group.id': sys.argv[2],\n"
+        "                                   'share.acknowledgement.mode': 'explicit'})\n"
+        "c.subscribe([sys.argv[3]])\n"
+        "got, deadline = 0, time.monotonic() + 20\n"
+        "while got < int(sys.argv[4]) and time.monotonic() < deadline:\n"
+        "    got += len(c.poll(0.5))\n"
+        "print(got, flush=True)\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, str(script), bootstrap(cluster), group, topic, str(want)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == str(want)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def test_reject_and_releases_past_the_delivery_limit_archive(cluster: LocalCluster, consumers: list[Any]) -> None:
+    create_topic(cluster, "share-archive", partitions=1)
+    produce(cluster, "share-archive", [b"rejected", b"released", b"kept"])
+    a = consumer(cluster, "archive", "share-archive")
+    consumers.append(a)
+    got = {m.value(): m for m in poll(a, 3)}
+    a.acknowledge(got[b"rejected"], REJECT)
+    a.acknowledge(got[b"released"], RELEASE)
+    a.acknowledge(got[b"kept"], RELEASE)
+    a.commit_sync(WAIT_S)
+    second = {m.value(): m for m in poll(a, 2)}  # the rejected one never comes back
+    assert sorted(second) == [b"kept", b"released"]
+    assert {m.delivery_count() for m in second.values()} == {2}
+    a.acknowledge(second[b"released"], RELEASE)  # its second delivery: the limit, so archived
+    a.acknowledge(second[b"kept"], ACCEPT)
+    a.commit_sync(WAIT_S)
+    assert poll(a, 1, LOCK_MS / 1000 + 1.0) == []
