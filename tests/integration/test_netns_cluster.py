@@ -1,14 +1,19 @@
-"""A cluster whose nodes are separate hosts: 3 controllers and 3 brokers, each in its own network
-namespace on its own 198.18.0.x address, the clients in a seventh (issue 30).
+"""A cluster whose nodes are separate hosts: 3 controllers and 3 brokers (one per rack), each in
+its own network namespace on its own 198.18.0.x address, the clients in a seventh (issue 30).
 
-Unchanged real clients (confluent-kafka, kafka-python) produce and consume, a consumer group
-reads everything once, and an acks=all idempotent producer loses nothing acknowledged while the
-partition leader is SIGKILLed and restarted. After each test no namespace of its run remains
-(and with them, no veth and no bridge: they live only in those namespaces).
+On one cluster shared by the module: the four unchanged real clients (confluent-kafka,
+kafka-python, aiokafka, kcat) produce and consume, each Python client's consumer group reads
+everything once; an acks=all idempotent producer loses nothing acknowledged while the partition
+leader is SIGKILLed and restarted, while it is stopped by a controlled shutdown, while a partition
+cuts two hosts apart (iptables inside their namespaces), and while one rack's host is cut off from
+every other node. Each test leaves the cluster whole (every broker unfenced and running). After
+the module no namespace of its run remains (and with them, no veth, bridge or rule: they live only
+in those namespaces).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -22,7 +27,7 @@ from typing import Any
 import pytest
 
 from chaos.checker import check_acked_read_once, check_offsets_dense
-from chaos.workload import ProducerWorkload, read_all
+from chaos.workload import Acked, ProducerWorkload, read_all
 from common.waiting import wait_until
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
@@ -34,6 +39,7 @@ from tidelog.testing.cluster import TEST_BROKER_CONFIG
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("kafka")
+pytest.importorskip("aiokafka")
 _unavailable = netns.available()
 pytestmark = pytest.mark.skipif(_unavailable is not None, reason=f"needs network namespaces: {_unavailable}")
 
@@ -43,6 +49,10 @@ READY_S = 60.0
 RECORDS = 50
 REPO = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 60.0
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+RACKS = 3  # brokers 4, 5, 6 in rack-1, rack-2, rack-3
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+EXIT_BOUND_S = 10.0  # a controlled shutdown's SIGTERM -> exit (controlled.shutdown.timeout.ms is 10 s)
 
 
 def _admin(cluster: NetnsCluster) -> AdminClient:
@@ -65,15 +75,16 @@ def assert_no_namespace_left(run_id: str) -> None:
     assert left == [], f"namespaces of run {run_id} remain: {left}"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
-    root = tmp_path / "cluster"
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsCluster]:
+    root = tmp_path_factory.mktemp("netns") / "cluster"
     watchdog = NetnsWatchdog(root, remove_data=False)  # kills and removes all if this process dies
     started = None
     at_exit = None
     try:
-        started = NetnsCluster.start(root, controllers=3, brokers=3, ready_timeout=READY_S,
-                                     extra_properties=TEST_BROKER_CONFIG)
+        started = NetnsCluster.start(root, controllers=3, brokers=3, racks=RACKS, ready_timeout=READY_S,
+                                     extra_properties={**TEST_BROKER_CONFIG,
+                                                       "replica.selector.class": RACK_AWARE_SELECTOR})
         at_exit = _Removal(started)
         reaper.register(at_exit)  # a KeyboardInterrupt that skips this finally: the interpreter's exit
         yield started
@@ -86,6 +97,23 @@ def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
         watchdog.close()
 
 
+@pytest.fixture
+def whole(cluster: NetnsCluster) -> Iterator[NetnsCluster]:
+    """The shared cluster, and after the test: every cut healed, every node running, every broker unfenced."""
+    try:
+        yield cluster
+    finally:
+        cluster.partitions.heal_all()
+        for node in cluster.nodes:
+            if not node.running():
+                cluster.restart(node.spec.node_id)
+        with cluster.network.entered(CLIENT_HOST):
+            admin = _admin(cluster)
+            wait_until("every broker registered and unfenced", lambda: sorted(
+                b["broker_id"] for b in admin.brokers() if b.get("fenced") is False) == [4, 5, 6], READY_S,
+                not_yet=(ClusterError, OSError))
+
+
 class _Removal:
     """reaper's Stoppable for a netns cluster: its stop also removes the namespaces."""
 
@@ -96,13 +124,55 @@ class _Removal:
         return self.cluster.remove()
 
 
-def test_clients_and_a_group_across_six_hosts(cluster: NetnsCluster) -> None:
+CLIENTS = ("ck", "kp", "ak", "kcat")  # confluent-kafka, kafka-python, aiokafka, kcat: each writes RECORDS values
+
+
+async def _aiokafka_round_trip(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """aiokafka writes its RECORDS values with acks=all, then its group reads `expected` values."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for i in range(RECORDS):
+            await producer.send_and_wait(topic, f"ak-{i}".encode(), key=str(i).encode())
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="ak-group",
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + READY_S
+        while len(values) < expected and time.monotonic() < deadline:  # bounded by the deadline
+            batches = await consumer.getmany(timeout_ms=500)
+            values += [record.value for records in batches.values() for record in records if record.value]
+    finally:
+        await consumer.stop()
+    return values
+
+
+def _kcat(cluster: NetnsCluster, *args: str, stdin: str | None = None) -> str:
+    """kcat run in the client namespace (`ip netns exec`, as a user would)."""
+    assert KCAT is not None
+    done = subprocess.run(cluster.network.command(CLIENT_HOST, [KCAT, "-b", str(cluster.bootstrap_servers), *args]),
+                          capture_output=True, text=True, input=stdin, timeout=CLI_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+def test_clients_and_a_group_across_six_hosts(whole: NetnsCluster) -> None:
+    """Each of the four clients writes to an RF=3 topic across the hosts; confluent-kafka's,
+    kafka-python's and aiokafka's groups each read all of it once, and kcat reads it too."""
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, KafkaProducer
 
+    cluster = whole
     assert len({n.spec.host for n in cluster.nodes}) == 6
     bootstrap = cluster.bootstrap_servers
     assert bootstrap is not None
+    everything = sorted(f"{c}-{i}".encode() for c in CLIENTS for i in range(RECORDS))
     with cluster.network.entered(CLIENT_HOST):
         admin = _admin(cluster)
         admin.create_topic("matrix", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
@@ -116,31 +186,37 @@ def test_clients_and_a_group_across_six_hosts(cluster: NetnsCluster) -> None:
             kp.send("matrix", f"kp-{i}".encode(), key=str(i).encode())
         kp.flush(30)
         kp.close()
+        _kcat(cluster, "-P", "-t", "matrix", "-K", ":", "-X", "acks=all",
+              stdin="".join(f"{i}:kcat-{i}\n" for i in range(RECORDS)))
+        aiokafka_read = asyncio.run(_aiokafka_round_trip(bootstrap, "matrix", len(everything)))
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck-group",
                              "auto.offset.reset": "earliest"})
         consumer.subscribe(["matrix"])
         seen: list[bytes] = []
         deadline = time.monotonic() + READY_S
-        while len(seen) < 2 * RECORDS and time.monotonic() < deadline:  # bounded by the deadline
+        while len(seen) < len(everything) and time.monotonic() < deadline:  # bounded by the deadline
             message = consumer.poll(0.5)
             value = None if message is None or message.error() is not None else message.value()
             if value is not None:
                 seen.append(value)
         consumer.close()
-        assert sorted(seen) == sorted([f"ck-{i}".encode() for i in range(RECORDS)]
-                                      + [f"kp-{i}".encode() for i in range(RECORDS)])
         reader = KafkaConsumer("matrix", bootstrap_servers=bootstrap.split(","),
                                group_id="kp-group", auto_offset_reset="earliest", consumer_timeout_ms=15_000)
         values = []
         for record in reader:  # bounded: consumer_timeout_ms ends the iteration
             values.append(record.value)
-            if len(values) == 2 * RECORDS:
+            if len(values) == len(everything):
                 break
         reader.close()
-        assert sorted(values) == sorted(seen)
+    kcat_read = _kcat(cluster, "-C", "-t", "matrix", "-o", "beginning", "-e", "-q", "-f", "%s\n").split()
+    assert sorted(seen) == everything
+    assert sorted(values) == everything
+    assert sorted(aiokafka_read) == everything
+    assert sorted(v.encode() for v in kcat_read) == everything
 
 
-def test_nothing_acknowledged_lost_through_a_leader_sigkill(cluster: NetnsCluster) -> None:
+def test_nothing_acknowledged_lost_through_a_leader_sigkill(whole: NetnsCluster) -> None:
+    cluster = whole
     with cluster.network.entered(CLIENT_HOST):
         admin = _admin(cluster)
         admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"})
@@ -164,6 +240,124 @@ def test_nothing_acknowledged_lost_through_a_leader_sigkill(cluster: NetnsCluste
         read = read_all(bootstrap, TOPIC, PARTITIONS)
         problems = check_acked_read_once(acked, read) + check_offsets_dense(read)
         assert problems == [], problems[:10]
+
+
+def _check_nothing_lost(bootstrap: str, topic: str, partitions: int, acked: list[Acked]) -> None:
+    read = read_all(bootstrap, topic, partitions)
+    problems = check_acked_read_once([(a.partition, a.offset, a.value) for a in acked], read)
+    assert problems + check_offsets_dense(read) == [], problems[:10]
+
+
+def _fenced(admin: AdminClient, broker: int) -> bool:
+    return bool(next(b for b in admin.brokers() if b["broker_id"] == broker)["fenced"])
+
+
+def test_controlled_shutdown_across_hosts_fails_no_write(whole: NetnsCluster) -> None:
+    """SIGTERM of the leader's broker: it moves every leadership off itself over the hosts' links
+    before it exits, so an idempotent acks=all producer sees no failed delivery and loses nothing."""
+    cluster = whole
+    with cluster.network.entered(CLIENT_HOST):
+        admin = _admin(cluster)
+        admin.create_topic("shutdown", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+        _wait_full_isr(admin, "shutdown", 3)
+        bootstrap = str(cluster.bootstrap_servers)
+        with ProducerWorkload(bootstrap, "shutdown", partitions=3) as writer:
+            wait_until("100 acknowledged writes", lambda: len(writer.acked) >= 100, READY_S)
+            victim = _partition(admin, "shutdown", 0)["leader"]
+            started = time.monotonic()
+            report = cluster.node(victim).stop()
+            took = time.monotonic() - started
+            assert (report.outcome, report.exit_status) == ("stopped", 0), report
+            assert took < EXIT_BOUND_S, f"SIGTERM -> exit took {took:.1f} s"
+            assert victim not in [_partition(admin, "shutdown", p)["leader"] for p in range(3)]
+            assert _fenced(admin, victim)
+            during = len(writer.acked)
+            wait_until("writes while the broker is down", lambda: len(writer.acked) > during + 100, READY_S)
+            cluster.restart(victim)
+            _wait_full_isr(admin, "shutdown", 3)
+            assert writer.stop() == 0
+        assert writer.errors == [], writer.errors[:10]
+        _check_nothing_lost(bootstrap, "shutdown", 3, writer.acked)
+    log = cluster.node(victim).spec.log_path.read_text(errors="replace")
+    assert "Transitioning from PENDING_CONTROLLED_SHUTDOWN to SHUTTING_DOWN" in log, log[-3000:]
+
+
+def test_a_partition_between_two_hosts(whole: NetnsCluster) -> None:
+    """The leader's host and one follower's host cut apart, both ways, by iptables in their own
+    namespaces: the follower leaves the ISR while both still reach the controllers (neither is
+    fenced), acks=all writes go on with the other two replicas, and after the heal the follower
+    catches up and rejoins; nothing acknowledged is lost."""
+    cluster = whole
+    with cluster.network.entered(CLIENT_HOST):
+        admin = _admin(cluster)
+        admin.create_topic("cut", partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        _wait_full_isr(admin, "cut", 1)
+        bootstrap = str(cluster.bootstrap_servers)
+        leader = _partition(admin, "cut", 0)["leader"]
+        follower = next(r for r in _partition(admin, "cut", 0)["isr"] if r != leader)
+        with ProducerWorkload(bootstrap, "cut", partitions=1) as writer:
+            wait_until("100 acknowledged writes", lambda: len(writer.acked) >= 100, READY_S)
+            handle = cluster.partition([leader], [follower])
+            wait_until(f"broker {follower} out of the ISR", lambda: follower not in _partition(admin, "cut", 0)["isr"],
+                       READY_S)
+            shrunk = len(writer.acked)
+            wait_until("acks=all writes with the ISR shrunk", lambda: len(writer.acked) > shrunk + 100, READY_S)
+            assert _partition(admin, "cut", 0)["leader"] == leader
+            assert not _fenced(admin, leader) and not _fenced(admin, follower)
+            cluster.partitions.heal(handle)
+            _wait_full_isr(admin, "cut", 1)
+            assert writer.stop() == 0
+        assert writer.errors == [], writer.errors[:10]
+        _check_nothing_lost(bootstrap, "cut", 1, writer.acked)
+
+
+def test_a_rack_cut_off_from_the_other_racks_and_the_controllers(whole: NetnsCluster) -> None:
+    """The rack-partition scenario by namespaces: rack-1's host (broker 4) cut from every other
+    node's host, the clients still reaching it. Broker 4 is fenced and its leaderships move; writes
+    go on; a consumer in rack-1 (client.rack, KIP-392) reads every acknowledged record through the
+    cut and after the heal, when broker 4 rejoins every ISR; nothing acknowledged is lost."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = whole
+    rack_1 = [n.spec.node_id for n in cluster.brokers if "broker.rack=rack-1" in n.spec.properties_path.read_text()]
+    assert rack_1 == [4]
+    others = [n.spec.node_id for n in cluster.nodes if n.spec.node_id not in rack_1]
+    with cluster.network.entered(CLIENT_HOST):
+        admin = _admin(cluster)
+        admin.create_topic("racked", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+        _wait_full_isr(admin, "racked", 3)
+        bootstrap = str(cluster.bootstrap_servers)
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "rack-1-reader", "client.rack": "rack-1",
+                           "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+        reader.assign([TopicPartition("racked", p, 0) for p in range(3)])
+        read: list[bytes] = []
+
+        def poll_some() -> None:
+            for message in reader.consume(500, 0.2):
+                if message.error() is None and message.value() is not None:
+                    read.append(message.value())
+
+        try:
+            with ProducerWorkload(bootstrap, "racked", partitions=3) as writer:
+                wait_until("100 acknowledged writes", lambda: (poll_some(), len(writer.acked) >= 100)[1], READY_S)
+                handle = cluster.partition(rack_1, others)
+                wait_until("rack-1's broker fenced", lambda: (poll_some(), _fenced(admin, 4))[1], READY_S)
+                wait_until("no leader in rack-1", lambda: (poll_some(), 4 not in [
+                    _partition(admin, "racked", p)["leader"] for p in range(3)])[1], READY_S)
+                cut_at = len(writer.acked)
+                wait_until("writes while rack-1 is cut off", lambda: (poll_some(), len(writer.acked) > cut_at + 100)[1],
+                           READY_S)
+                cluster.partitions.heal(handle)
+                wait_until("rack-1's broker unfenced", lambda: (poll_some(), not _fenced(admin, 4))[1], READY_S)
+                _wait_full_isr(admin, "racked", 3)
+                assert writer.stop() == 0
+            acked = {a.value for a in writer.acked}
+            wait_until("the rack-1 consumer reading every acknowledged record",
+                       lambda: (poll_some(), acked <= set(read))[1], READY_S)
+        finally:
+            reader.close()
+        assert writer.errors == [], writer.errors[:10]
+        _check_nothing_lost(bootstrap, "racked", 3, writer.acked)
 
 
 def _tidelog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -314,9 +508,10 @@ def _bad_broker(cluster: NetnsCluster, tmp_path: Path, name: str, **changes: str
         capture_output=True, text=True, cwd=REPO, env=_cli_env(), timeout=CLI_TIMEOUT_S)
 
 
-def test_bad_input_between_hosts_is_refused_at_start(cluster: NetnsCluster, tmp_path: Path) -> None:
+def test_bad_input_between_hosts_is_refused_at_start(whole: NetnsCluster, tmp_path: Path) -> None:
     """Two nodes with one id, an advertised address the controllers cannot reach, a controller list
     that disagrees: each a clear error naming the setting within seconds (not a hang)."""
+    cluster = whole
     controllers = [n.spec for n in cluster.controllers]
     wrong_api = ",".join(f"{s.node_id}@{s.host}:{s.admin_port + (s.node_id == 3)}" for s in controllers)
     cases = {

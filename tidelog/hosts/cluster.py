@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from secrets import token_urlsafe
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -42,6 +42,7 @@ from localcluster.cluster_layout import (
 )
 from localcluster.launcher import LauncherError, LocalCluster
 from localcluster.node_process import SOURCE_ROOT, STOP_TIMEOUT, NodeProcess, StopReport
+from localcluster.racks import broker_racks, with_racks
 from localcluster.server_properties import properties_files
 from security.rpc_secret import load_or_create_secret
 from tidelog.admin_client import AdminClient
@@ -54,6 +55,7 @@ from tidelog.hosts.netns import (
     delete_namespaces,
     enter_namespace_for_good,
 )
+from tidelog.hosts.partition import HostPartitions
 
 CLIENT_HOST: Final = "client"
 ADMIN_TOKEN_FILE: Final = "admin.token"  # the controllers' admin.token (0600): their API is beyond loopback
@@ -149,14 +151,36 @@ class NetnsCluster(LocalCluster):
     def __init__(self, root: Path, cluster_id: str, nodes: list[NodeProcess], network: HostNetwork) -> None:
         super().__init__(root, cluster_id, nodes)
         self.network = network
+        self._partitions: HostPartitions | None = None
+
+    @property
+    def partitions(self) -> HostPartitions:
+        """Partitions between this cluster's hosts (rules inside their namespaces: they go with them)."""
+        if self._partitions is None:
+            self._partitions = HostPartitions(self.network)
+        return self._partitions
+
+    def partition(self, side_a: Sequence[int | str], side_b: Sequence[int | str], *, one_way: bool = False) -> int:
+        """Cut the hosts of nodes `side_a` from those of `side_b` (node ids, or host names such as
+        CLIENT_HOST); the handle for `self.partitions.heal`."""
+        known = {n.spec.node_id for n in self.nodes}
+
+        def hosts(side: Sequence[int | str]) -> list[str]:
+            for item in side:
+                if isinstance(item, int) and item not in known:
+                    raise ValueError(f"no node {item}: nodes are {sorted(known)}")
+            return [host_name(item) if isinstance(item, int) else item for item in side]
+
+        return self.partitions.cut(hosts(side_a), hosts(side_b), one_way=one_way)
 
     @classmethod
     def start(cls, root: Path, *, controllers: int | None = None, brokers: int | None = None,  # type: ignore[override]
               combined: bool = False, ready_timeout: float = READY_TIMEOUT,
               extra_properties: Mapping[str, str] | None = None, broker_config: Mapping[str, str] | None = None,
-              controller_config: Mapping[str, str] | None = None,
+              controller_config: Mapping[str, str] | None = None, racks: int = 0,
               should_stop: Callable[[], bool] = lambda: False, **_ignored: object) -> NetnsCluster:
-        """Make the network, write the configs, spawn every node in its namespace, wait until ready."""
+        """Make the network, write the configs, spawn every node in its namespace, wait until ready.
+        `racks` N > 0 gives the brokers broker.rack rack-1..rack-N in turn, as `tidelog up --racks`."""
         root = root.resolve()
         with data_dir_lock(root):
             document = read_cluster_file_any(root)
@@ -177,8 +201,9 @@ class NetnsCluster(LocalCluster):
                 controller_config = {"admin.token": token, **(controller_config or {})}
                 files = properties_files(specs, secrets, extra_properties, broker_config, controller_config,
                                          rpc_secret)
+                files = with_racks(files, specs, broker_racks(specs, racks))
                 cluster = cls(root, secrets.cluster_id, [NodeProcess(s, None) for s in specs], network)
-            except BaseException:
+            except BaseException:  # a bad rack count (RackError, a LayoutError) too
                 network.remove()
                 raise
             for spec in specs:

@@ -66,6 +66,7 @@ def run_up(args: argparse.Namespace) -> int:
             try:
                 cluster = NetnsCluster.start(root, controllers=args.controllers, brokers=args.brokers,
                                              combined=bool(args.combined), ready_timeout=args.ready_timeout,
+                                             racks=int(getattr(args, "racks", 0) or 0),
                                              broker_config=dict(args.broker_config),
                                              controller_config=dict(args.controller_config), should_stop=stop.is_set)
             except Interrupted:
