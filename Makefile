@@ -13,7 +13,12 @@ up: $(BASE_STAMP)
 
 test: $(ALL_STAMP) kcat chaos-tools bench-tools peer
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest --require-extras
+	$(BIN)/python -m pytest --require-extras -m "not long"
+
+# the tests marked long: scenarios and real Spark clusters that do not fit make test's budget
+.PHONY: test-long
+test-long: $(ALL_STAMP) kcat chaos-tools bench-tools peer
+	$(BIN)/python -m pytest --require-extras -m long
 
 # every property test (codecs, indexes, crash recovery) with thousands of examples
 soak: $(ALL_STAMP)
