@@ -193,7 +193,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.OFFSET_FETCH, _group(group.fetch)),
     _row(ApiKey.OFFSET_DELETE, _group(group.offset_delete)),
     _row(ApiKey.DESCRIBE_GROUPS, _group(group.describe)),
-    _row(ApiKey.LIST_GROUPS, _group(group.list_)),
+    _row(ApiKey.LIST_GROUPS, share_groups.list_groups),  # the coordinator's groups, then its share groups
     _row(ApiKey.DELETE_GROUPS, _group(group.delete)),
     # KIP-848: broker/handlers/consumer_groups.py
     _row(ApiKey.CONSUMER_GROUP_HEARTBEAT, _group(consumer_groups.consumer_heartbeat)),

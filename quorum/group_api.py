@@ -1,8 +1,10 @@
 """The admin API's consumer-group endpoints: the controller asks the brokers, in Kafka's protocol.
 
     GET    /v1/groups                   every group (ListGroups on each unfenced broker)
-    GET    /v1/groups/{id}              state, protocol, members (client id, host, assignment),
-                                        per partition: committed offset, log end offset (the HW), lag
+    GET    /v1/groups/{id}              type (classic, consumer, share), state, protocol or epochs and
+                                        assignor, members (client id, host, assignment; a consumer or
+                                        share group's member epochs), per partition: committed
+                                        offset, log end offset (the HW), lag
     DELETE /v1/groups/{id}              an empty group and its offsets (409 NON_EMPTY_GROUP)
     POST   /v1/groups/{id}/offsets      reset: {"topic", "partitions"?, "to": earliest|latest|offset|
                                         timestamp|shift, "value"?, "execute"?: false} — a dry run unless
@@ -27,7 +29,7 @@ from common.limits import ADMIN_BROKER_CALL_TIMEOUT, CLIENT_RETRY_BACKOFF, MAX_A
 from common.protocol import list_offsets as lo
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming
+from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import ProtocolError
 from groups.offset_reset import ResetTo, assigned_partitions, plan_reset
 from metadata.image import MetadataImage
@@ -47,6 +49,26 @@ RESET_FIELDS: Final = ("topic", "partitions", "to", "value", "execute")
 def _error(code: int, message: str) -> AdminError:
     name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"ERROR_CODE_{code}"
     return AdminError(name, message, None, status=_STATUS.get(name, 500 if code == -1 else 400))
+
+
+def _typed_members(kind: str, group: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[tuple[str, int], str]]:
+    """A KIP-848 or KIP-932 group's head, members and partition owners (a share group's partitions
+    have many members: none is named the owner)."""
+    def listed(assignment: Any) -> list[dict[str, Any]]:
+        return [{"topic": tp.topic_name, "partition": p} for tp in assignment.topic_partitions for p in tp.partitions]
+
+    head = {"type": kind, "state": group.group_state, "protocol_type": kind, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch, "assignor": group.assignor_name}
+    members = []
+    for m in group.members:
+        member = {"member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
+                  "client_host": m.client_host, "rack_id": m.rack_id, "assignment": listed(m.assignment)}
+        if kind == "consumer":
+            member.update(group_instance_id=m.instance_id, target_assignment=listed(m.target_assignment))
+        members.append(member)
+    owners = {} if kind == "share" else {(tp.topic_name, p): m.member_id for m in group.members
+                                         for tp in m.assignment.topic_partitions for p in tp.partitions}
+    return head, members, owners
 
 
 class GroupApi:
@@ -81,7 +103,8 @@ class GroupApi:
                 await writer.drain()
                 head = await reader.readexactly(ClientFraming.HEAD_BYTES)
                 body = await reader.readexactly(framing.body_size(head))
-            return decode(memoryview(body), version)
+            # header v1's tagged fields (flexible versions: ConsumerGroupDescribe, ShareGroupDescribe)
+            return decode(strip_response_header(int(api_key), version, memoryview(body)), version)
         except (OSError, TimeoutError, EOFError, ProtocolError, asyncio.IncompleteReadError) as e:
             raise AdminError("BROKER_NOT_AVAILABLE", f"{api_key.name} to broker {broker_id} failed: "
                              f"{e or type(e).__name__}", None, status=503) from None
@@ -157,6 +180,24 @@ class GroupApi:
             raise AdminError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist", None, status=404)
         return group
 
+    async def _typed_group(self, group_id: str) -> tuple[str, Any] | None:
+        """("consumer", ConsumerGroupDescribe v1's DescribedGroup) of a KIP-848 group, ("share",
+        ShareGroupDescribe v1's) of a KIP-932 one; None for a classic group or none (DescribeGroups
+        describes a consumer-protocol group as Dead, as Kafka's does)."""
+        for kind, api in (("consumer", ApiKey.CONSUMER_GROUP_DESCRIBE), ("share", ApiKey.SHARE_GROUP_DESCRIBE)):
+            module = messages.request_module(api, 1)
+            request = getattr(module, api.name.title().replace("_", "") + "Request")(
+                group_ids=(group_id,), include_authorized_operations=False)
+            try:
+                response = await self._at_coordinator(group_id, api, 1, request, messages.encode_request,
+                                                      messages.response_decoder(api), lambda r: r.groups[0].error_code)
+            except AdminError as e:
+                if e.error == "GROUP_ID_NOT_FOUND":
+                    continue
+                raise
+            return kind, response.groups[0]
+        return None
+
     # ---- handlers ------------------------------------------------------------------------
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -175,9 +216,19 @@ class GroupApi:
     async def _describe(self, request: web.Request) -> web.Response:
         group_id = request.match_info["id"]
         coordinator = await self._coordinator(group_id)
-        group = await self._group(group_id)
+        typed = await self._typed_group(group_id)
+        if typed is not None:
+            head, members, owners = _typed_members(*typed)
+        else:
+            group = await self._group(group_id)
+            owners = {tp: m.member_id for m in group.members for tp in assigned_partitions(m.member_assignment)}
+            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "client_host": m.client_host,
+                        "assignment": [{"topic": t, "partition": p}
+                                       for t, p in assigned_partitions(m.member_assignment)]} for m in group.members]
+            head = {"type": "classic", "state": group.group_state, "protocol_type": group.protocol_type,
+                    "protocol": group.protocol_data}
         committed = await self._committed(group_id)
-        owners = {tp: m.member_id for m in group.members for tp in assigned_partitions(m.member_assignment)}
         keys = sorted(set(committed) | set(owners))
         ends: dict[tuple[str, int], int] = {}
         for topic in sorted({t for t, _ in keys}):
@@ -191,13 +242,8 @@ class GroupApi:
                             "metadata": None if c is None else c.metadata, "log_end_offset": end,
                             "lag": None if current is None or end is None else max(end - current, 0),
                             "member_id": owners.get(key)})
-        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "assignment": [{"topic": t, "partition": p} for t, p in assigned_partitions(m.member_assignment)]}
-                   for m in group.members]
-        return web.json_response({"group_id": group_id, "state": group.group_state,
-                                  "protocol_type": group.protocol_type, "protocol": group.protocol_data,
-                                  "coordinator": coordinator, "members": members, "offsets": offsets})
+        return web.json_response({"group_id": group_id, **head, "coordinator": coordinator, "members": members,
+                                  "offsets": offsets})
 
     async def _delete(self, request: web.Request) -> web.Response:
         self._authorize(request)

@@ -4,6 +4,8 @@
     tidelog groups describe --group app          # per partition: offsets, log end, lag, owner
                                                  # a KIP-848 group: its type, assignor, epochs,
                                                  # each member's epoch, assignment and target
+                                                 # a KIP-932 share group: its members, epochs
+                                                 # and assignments
     tidelog groups delete --group app            # only an empty group (NON_EMPTY_GROUP otherwise)
     tidelog groups reset-offsets --group app --topic demo --to-earliest [--execute]
 
@@ -112,6 +114,9 @@ def _describe(args: argparse.Namespace) -> int:
             consumer = _consumer_group(admin, args.group)
             if consumer is not None:
                 return _describe_consumer(admin, args.group, consumer)
+            share = _described(admin, args.group, "SHARE_GROUP_DESCRIBE", 1)
+            if share is not None:
+                return _describe_share(args.group, share)
             d = admin.describe(args.group)
         except BrokerUnavailable as exc:
             raise _unavailable(exc) from None
@@ -131,14 +136,21 @@ def _describe(args: argparse.Namespace) -> int:
 def _consumer_group(admin: Any, group_id: str) -> Any | None:
     """kio's ConsumerGroupDescribe v0 DescribedGroup of a KIP-848 group; None when the group is
     not one (a classic group or none: DescribeGroups describes those)."""
+    return _described(admin, group_id, "CONSUMER_GROUP_DESCRIBE", 0)
+
+
+def _described(admin: Any, group_id: str, api_name: str, version: int) -> Any | None:
+    """The DescribedGroup a ConsumerGroupDescribe or ShareGroupDescribe answers (their requests
+    have one shape); None when the group is not of that type."""
     from common.protocol import messages
     from common.protocol.api_keys import ApiKey
 
-    request = messages.request_module(ApiKey.CONSUMER_GROUP_DESCRIBE, 0).ConsumerGroupDescribeRequest(
+    api = ApiKey[api_name]
+    module = messages.request_module(api, version)
+    request = getattr(module, api.name.title().replace("_", "") + "Request")(
         group_ids=(group_id,), include_authorized_operations=False)
-    response = admin._at_coordinator(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, request, messages.encode_request,
-                                     messages.response_decoder(ApiKey.CONSUMER_GROUP_DESCRIBE),
-                                     lambda r: r.groups[0].error_code)
+    response = admin._at_coordinator(group_id, api, version, request, messages.encode_request,
+                                     messages.response_decoder(api), lambda r: r.groups[0].error_code)
     group = response.groups[0]
     if group.error_code == GROUP_ID_NOT_FOUND:
         return None
@@ -183,6 +195,22 @@ def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
             ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-ASSIGNMENT"),
             [(group_id, m.member_id, m.client_host, m.client_id, m.member_epoch, _partitions(m.assignment),
               _partitions(m.target_assignment)) for m in group.members], right={4}))
+    return 0
+
+
+def _describe_share(group_id: str, group: Any) -> int:
+    """A KIP-932 share group: the group line, then each member with its epoch and assignment
+    (kafka-share-groups.sh --describe --members's columns; many members may share a partition)."""
+    cli_common.say(f"Share group '{group_id}': type share, assignor {group.assignor_name}, state "
+                   f"{group.group_state}, group epoch {group.group_epoch}")
+    cli_common.say()
+    if not group.members:
+        cli_common.say(f"Share group '{group_id}' has no active members.")
+        return 0
+    cli_common.say_lines(render(
+        ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "EPOCH", "ASSIGNMENT"),
+        [(group_id, m.member_id, m.client_host, m.client_id, m.member_epoch, _partitions(m.assignment))
+         for m in group.members], right={4}))
     return 0
 
 

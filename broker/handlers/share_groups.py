@@ -9,11 +9,13 @@ group"), as Kafka refuses a group of another type.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError
 from broker.handlers.consumer_groups import GROUP_OPERATIONS_BITS, AUTHORIZED_OPERATIONS_OMITTED, topics_of
+from broker.handlers import groups as group_handlers
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.share.state import ShareBroker, ShareSettings
 from common.errors import ErrorCode
@@ -25,6 +27,7 @@ from groups import share_group as sg
 
 E = ErrorCode
 SHARE_ASSIGNOR: Final = "simple"  # Kafka's share assignor's name, as ShareGroupDescribe reports it
+SHARE_GROUP_TYPE: Final = "share"  # ListGroups' group_type and protocol_type of a share group (Kafka's)
 
 
 def share_broker(ctx: BrokerContext) -> ShareBroker:
@@ -144,3 +147,28 @@ async def share_describe(ctx: BrokerContext, req: Any, version: int, client: Cli
             continue
         out.append(_described(m, group, ctx, operations))
     return build(m.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+# ---- ListGroups -----------------------------------------------------------------------------
+
+
+async def list_groups(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """ListGroups: the classic and consumer-protocol groups (broker/handlers/groups.py), then the
+    share groups coordinated here, of type "share" (v5's types filter, KIP-848/KIP-932)."""
+    response = await group_handlers.list_(ctx.groups, req, version, client)
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
+    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    if ctx.share is None or (types and SHARE_GROUP_TYPE not in types):
+        return response
+    m = messages.response_module(ApiKey.LIST_GROUPS, version)
+    share: ShareBroker = ctx.share
+    listed = []
+    for group_id, group in sorted(share.groups.items()):
+        try:
+            ctx.groups.partition_for(group_id)
+        except CoordinatorError:  # its coordinator moved away: no longer this broker's to list
+            continue
+        if not states or group.state.value.lower() in states:
+            listed.append(build(m.ListedGroup, group_id=group_id, group_state=group.state.value,
+                                protocol_type=SHARE_GROUP_TYPE, group_type=SHARE_GROUP_TYPE))
+    return replace(response, groups=(*response.groups, *listed))

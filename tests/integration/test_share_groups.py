@@ -9,6 +9,7 @@ rejected and which consumer holds what.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import http
 from tests.integration.replication_fixtures import create_topic, replicated_cluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -192,3 +194,53 @@ def test_reject_and_releases_past_the_delivery_limit_archive(cluster: LocalClust
     a.acknowledge(second[b"kept"], ACCEPT)
     a.commit_sync(WAIT_S)
     assert poll(a, 1, LOCK_MS / 1000 + 1.0) == []
+
+
+def test_admin_api_and_cli_describe_share_and_consumer_protocol_groups(
+        cluster: LocalCluster, consumers: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """GET /v1/groups/{id} shows a KIP-848 group's real state, epochs and members (it showed Dead,
+    from DescribeGroups) and a share group's; ListGroups and `tidelog groups` know share groups."""
+    create_topic(cluster, "share-admin", partitions=2)
+    produce(cluster, "share-admin", [b"x"])
+    share = consumer(cluster, "admin-share", "share-admin")
+    consumers.append(share)
+    assert len(poll(share, 1)) == 1
+    modern = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "admin-848",
+                                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        modern.subscribe(["share-admin"])
+        deadline = time.monotonic() + WAIT_S
+        while not modern.assignment() and time.monotonic() < deadline:
+            modern.poll(POLL_S)
+        assert len(modern.assignment()) == 2
+
+        status, body = http(f"{cluster.admin_url}/v1/groups/admin-848")
+        assert status == 200, body
+        described = json.loads(body)
+        assert (described["type"], described["state"], described["assignor"]) == ("consumer", "Stable", "uniform")
+        [member] = described["members"]
+        assert member["member_epoch"] == described["group_epoch"] >= 1
+        assert sorted(p["partition"] for p in member["assignment"]) == [0, 1]
+
+        status, body = http(f"{cluster.admin_url}/v1/groups/admin-share")
+        assert status == 200, body
+        described = json.loads(body)
+        assert (described["type"], described["state"], described["assignor"]) == ("share", "Stable", "simple")
+        assert [sorted(p["partition"] for p in m["assignment"]) for m in described["members"]] == [[0, 1]]
+
+        code, out = tidelog(capsys, "groups", "list", "--bootstrap-server", bootstrap(cluster))
+        assert code == 0 and {"admin-share", "admin-848"} <= set(out.split()), out
+        code, out = tidelog(capsys, "groups", "describe", "--group", "admin-share", "--bootstrap-server",
+                            bootstrap(cluster))
+        assert code == 0 and "Share group 'admin-share': type share, assignor simple, state Stable" in out, out
+        assert "share-admin:0,1" in out, out
+    finally:
+        modern.close()
+
+
+def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from tidelog.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
