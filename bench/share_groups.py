@@ -1,0 +1,216 @@
+"""Share groups (KIP-932) and the consumer group protocol (KIP-848) beside the classic one, with
+confluent-kafka (librdkafka) on one tidelog process pair (1 controller + 1 broker).
+
+- share throughput: --records records of 100 B in a 1-partition topic, read by 1, 2 and 4
+  `ShareConsumer`s of a fresh share group (implicit acknowledgement: each poll accepts the
+  previous one's records); records/s from the first subscribe until every record arrived, and
+  how many arrived twice (a lock that ran out);
+- rebalance: 10 members share a 22-partition topic; an 11th joins, then one leaves; time from
+  the 11th's subscribe() (or the leaver's close()) until the members hold disjoint, non-empty
+  assignments covering every partition. Classic: eager "range" with heartbeat.interval.ms=100
+  (members learn of a rebalance from a heartbeat answer); consumer protocol: the broker's
+  group.consumer.heartbeat.interval.ms=100, the same cadence.
+
+    python bench/share_groups.py [--records 20000] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import confluent_kafka
+from confluent_kafka import Consumer, Producer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
+
+HOSTS: Final = ("127.0.0.1",)
+READY_S: Final = 60.0
+TIMEOUT_S: Final = 60.0  # one measurement's bound
+HTTP_TIMEOUT_S: Final = 10.0
+MEMBERS: Final = 10
+PARTITIONS: Final = 22
+HEARTBEAT_MS: Final = 100
+PROPERTIES: Final = {
+    "share.auto.offset.reset": "earliest", "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+    "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_MS),
+    "offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
+}
+
+
+@contextmanager
+def cluster(root: Path) -> Iterator[tuple[str, Callable[[str, int], None]]]:
+    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+    with LocalCluster.start(root, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
+                            metrics_port=metrics, ready_timeout=READY_S, extra_properties=PROPERTIES) as started:
+        assert started.bootstrap_servers is not None
+
+        def create(topic: str, partitions: int) -> None:
+            body = json.dumps({"name": topic, "partitions": partitions, "replication_factor": 1}).encode()
+            request = urllib.request.Request(f"{started.admin_url}/v1/topics", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+                assert answer.status == 201, answer.read()
+
+        yield started.bootstrap_servers, create
+
+
+def fill(bootstrap: str, topic: str, records: int, partitions: int = 1) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(records):
+        while True:  # bounded: the queue drains as the broker answers
+            try:
+                p.produce(topic, value=b"%099d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(TIMEOUT_S) == 0
+
+
+def wait(what: str, condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():  # bounded by the deadline
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out: {what}")
+        time.sleep(0.005)
+
+
+# ---- share groups ---------------------------------------------------------------------------
+
+
+def share_throughput(bootstrap: str, topic: str, group: str, consumers: int, records: int) -> tuple[float, int]:
+    """(records/s, records delivered twice) of `consumers` share consumers reading `records`."""
+    seen: Counter[bytes] = Counter()
+    lock, stop = threading.Lock(), threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            c.subscribe([topic])
+            while not stop.is_set():  # until every record arrived (or the bound passed)
+                batch = [m.value() for m in c.poll(0.1) if m.error() is None]
+                with lock:
+                    seen.update(batch)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(consumers)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        wait(f"{consumers} share consumers read {records} records", lambda: len(seen) >= records or bool(errors))
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(TIMEOUT_S)
+    if errors:
+        raise errors[0]
+    return records / elapsed, sum(n - 1 for n in seen.values() if n > 1)
+
+
+# ---- rebalances -------------------------------------------------------------------------------
+
+
+class Member(threading.Thread):
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str) -> None:
+        super().__init__(daemon=True)
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        if protocol == "consumer":
+            config["group.protocol"] = "consumer"  # the heartbeat interval is the broker's
+        else:
+            config.update({"heartbeat.interval.ms": HEARTBEAT_MS, "session.timeout.ms": 10_000})
+        self.c = Consumer(config)
+        self.topic = topic
+        self.stop = threading.Event()
+        self.assignment: frozenset[int] = frozenset()
+        self.started_at = 0.0
+
+    def run(self) -> None:
+        self.started_at = time.monotonic()
+        self.c.subscribe([self.topic])
+        while not self.stop.is_set():  # until stopped
+            self.c.poll(0.02)
+            self.assignment = frozenset(tp.partition for tp in self.c.assignment())
+        self.c.close()
+
+
+def split_among(members: list[Member]) -> bool:
+    owned = [p for m in members for p in m.assignment]
+    return sorted(owned) == list(range(PARTITIONS)) and all(m.assignment for m in members)
+
+
+def rebalances(bootstrap: str, topic: str, group: str, protocol: str) -> tuple[float, float]:
+    """(seconds to settle when an 11th member joins, when one then leaves)."""
+    members = [Member(bootstrap, group, topic, protocol) for _ in range(MEMBERS)]
+    try:
+        for m in members:
+            m.start()
+        wait(f"{MEMBERS} {protocol} members stable", lambda: split_among(members))
+        time.sleep(1.0)  # let the group settle
+        newcomer = Member(bootstrap, group, topic, protocol)
+        members.append(newcomer)
+        newcomer.start()
+        wait(f"{MEMBERS + 1} members share the partitions", lambda: split_among(members))
+        joined = time.monotonic() - newcomer.started_at
+        time.sleep(1.0)
+        leaver = members.pop(0)
+        left_at = time.monotonic()
+        leaver.stop.set()
+        leaver.join(TIMEOUT_S)
+        wait(f"{MEMBERS} members share the partitions again", lambda: split_among(members))
+        return joined, time.monotonic() - left_at
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(TIMEOUT_S)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    print(f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()}")
+    with tempfile.TemporaryDirectory(prefix="bench-share-groups-") as tmp, cluster(Path(tmp)) as (bootstrap, create):
+        create("jobs", 1)
+        fill(bootstrap, "jobs", args.records)
+        create("warm-up", 1)  # the first group lookup creates __consumer_offsets: not measured
+        fill(bootstrap, "warm-up", 10)
+        share_throughput(bootstrap, "warm-up", "warm-up", 1, 10)
+        for consumers in (1, 2, 4):
+            rates, twice = [], 0
+            for r in range(args.repeats):
+                rate, dup = share_throughput(bootstrap, "jobs", f"share-{consumers}-{r}", consumers, args.records)
+                rates.append(rate)
+                twice += dup
+            print(f"share group, {consumers} consumer(s), 1 partition: {statistics.median(rates):,.0f} records/s "
+                  f"(runs: {', '.join(f'{x:,.0f}' for x in rates)}; delivered twice: {twice})")
+        create("wide", PARTITIONS)
+        for r in range(args.repeats):
+            for protocol in ("classic", "consumer"):
+                joined, left = rebalances(bootstrap, "wide", f"rebalance-{protocol}-{r}", protocol)
+                print(f"rebalance, {protocol:8} protocol, {MEMBERS} members: 11th joins {joined:.2f} s, "
+                      f"one leaves {left:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
