@@ -63,6 +63,14 @@ bench-quorum: $(BASE_STAMP)
 bench-reassign: $(BASE_STAMP)
 	$(BIN)/python bench/reassignment.py
 
+# Hosts as network namespaces (issue 30; root): throughput and acks=all latency beside loopback,
+# then a 256 MiB reassignment over a 10 MB/s link between two brokers, with and without a
+# 5 MiB/s replication throttle, and the acks=all latency of a topic replicated over that link
+.PHONY: bench-hosts
+bench-hosts: $(BASE_STAMP) bench-tools
+	$(BIN)/python bench/hosts.py $(if $(RECORDS),--records $(RECORDS))
+	$(BIN)/python bench/reassignment.py --gib 0.25 --throttle 5242880 --link-mbps 10
+
 # the Spark source: batch read of 2 M x 100 B records into noop and into Parquet, beside a
 # plain confluent-kafka consumer; RECORDS=200000 for a quick run
 .PHONY: bench-spark
