@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import Any, Final
 
 from broker.coordinator.errors import CoordinatorError
 from broker.handlers.consumer_groups import GROUP_OPERATIONS_BITS, AUTHORIZED_OPERATIONS_OMITTED, topics_of
 from broker.handlers import groups as group_handlers
 from broker.handlers.context import BrokerContext, ClientInfo
-from broker.share.state import ShareBroker, ShareSettings
-from common.errors import ErrorCode
+from broker.share.state import SWEEP_INTERVAL_MS, ShareBroker, ShareSettings
+from common.errors import ErrorCode, KafkaError
+from common.topic_partition import TopicPartition
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
@@ -33,9 +35,28 @@ SHARE_GROUP_TYPE: Final = "share"  # ListGroups' group_type and protocol_type of
 def share_broker(ctx: BrokerContext) -> ShareBroker:
     """This broker's share state, made when first used (on the group coordinator's timers)."""
     if ctx.share is None:
-        ctx.share = ShareBroker(ShareSettings.from_config(ctx.config), ctx.groups.timers)
-    share: ShareBroker = ctx.share
-    return share
+        share = ctx.share = ShareBroker(ShareSettings.from_config(ctx.config), ctx.groups.timers)
+        share.timers.schedule_every(("share-sweep", ctx.broker_id), SWEEP_INTERVAL_MS,
+                                    lambda now_ms: share.sweep(leads=partial(_leads, ctx),
+                                                               coordinates=partial(_coordinates, ctx)))
+    made: ShareBroker = ctx.share
+    return made
+
+
+def _leads(ctx: BrokerContext, tp: TopicPartition) -> bool:
+    try:
+        ctx.replicas.leader_partition(tp)
+    except KafkaError:
+        return False
+    return True
+
+
+def _coordinates(ctx: BrokerContext, group_id: str) -> bool:
+    try:
+        ctx.groups.partition_for(group_id)
+    except CoordinatorError as e:
+        return e.code is E.COORDINATOR_LOAD_IN_PROGRESS  # loading here: still this broker's
+    return True
 
 
 def _other_type(ctx: BrokerContext, partition: int, group_id: str) -> bool:

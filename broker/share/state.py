@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # Kafka's group.share.max.share.sessions default: share sessions one broker keeps (sessions)
 MAX_SHARE_SESSIONS: Final = 2_000
+SWEEP_INTERVAL_MS: Final = 10_000  # how soon share state of partitions and groups that moved away goes (ms)
 RESET_EARLIEST: Final = "earliest"
 RESET_LATEST: Final = "latest"
 
@@ -157,11 +158,20 @@ class ShareBroker:
                     self.apply_partition(group_id, tp, records,
                                          f"{_count(records)} record(s) of member {member_id} released: {why}")
 
-    def forget_partitions(self, keep: Callable[[TopicPartition], bool]) -> None:
-        """Drop the share partitions of partitions this broker no longer leads."""
-        for key in [k for k in self.partitions if not keep(k[1])]:
-            del self.partitions[key]
-            self.timers.cancel(("share-locks", *key))
+    def sweep(self, *, leads: Callable[[TopicPartition], bool], coordinates: Callable[[str], bool]) -> None:
+        """Forget what moved away: the share partitions of partitions this broker no longer leads
+        (their new leader starts them again) and the share groups it no longer coordinates (their
+        members rejoin the new coordinator), with their timers."""
+        for group_id, tp in [k for k in self.partitions if not leads(k[1])]:
+            del self.partitions[(group_id, tp)]
+            self.timers.cancel(("share-locks", group_id, tp))
+            log.info("Share partition %s of group %s forgotten: this broker no longer leads it", tp, group_id)
+        for group_id in [g for g in self.groups if not coordinates(g)]:
+            group = self.groups.pop(group_id)
+            for member_id in group.members:
+                self.timers.cancel(("share-session", group_id, member_id))
+            log.info("Share group %s forgotten (%d member(s), group epoch %d): this broker no longer coordinates it",
+                     group_id, len(group.members), group.group_epoch)
 
     # ---- share sessions ---------------------------------------------------------------------
 

@@ -1,0 +1,78 @@
+"""broker/share/state.py: the broker's share state on a fake clock (timers run by hand)."""
+
+from __future__ import annotations
+
+from broker.share.state import MAX_SHARE_SESSIONS, ShareBroker, ShareSettings
+from broker.timers import TimerService
+from common.topic_partition import TopicPartition
+from groups import share_group as sg
+from groups import share_partition as sp
+
+TP = TopicPartition("jobs", 0)
+LIMITS = sp.ShareLimits(record_lock_duration_ms=1_000, delivery_count_limit=2)
+
+
+def broker(reset: str = "latest") -> tuple[ShareBroker, list[int]]:
+    clock = [0]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    return ShareBroker(ShareSettings(LIMITS, sg.ShareGroupConfig(), reset), timers), clock
+
+
+def acquire(share: ShareBroker, member: str, first: int, last: int) -> None:
+    state = share.partitions[("g", TP)].state
+    out = sp.acquire(state, member_id=member, batches=[(first, last)], max_records=100, now_ms=share.now_ms(),
+                     limits=LIMITS)
+    share.apply_partition("g", TP, out.records, "acquired", quiet=True)
+
+
+def test_a_share_partition_starts_at_the_reset_offset_and_again_in_a_new_leader_epoch() -> None:
+    latest, _ = broker("latest")
+    assert latest.partition("g", TP, leader_epoch=3, log_start_offset=5, high_watermark=40).start_offset == 40
+    earliest, _ = broker("earliest")
+    assert earliest.partition("g", TP, leader_epoch=3, log_start_offset=5, high_watermark=40).start_offset == 5
+    acquire(earliest, "m", 5, 9)
+    again = earliest.partition("g", TP, leader_epoch=4, log_start_offset=5, high_watermark=40)
+    assert (again.start_offset, dict(again.in_flight)) == (5, {})  # in-flight state is the old leader's
+
+
+def test_the_lock_timer_returns_records_at_their_deadline() -> None:
+    share, clock = broker("earliest")
+    share.partition("g", TP, leader_epoch=0, log_start_offset=0, high_watermark=10)
+    acquire(share, "m", 0, 4)
+    clock[0] = 999
+    share.timers.run_due()
+    assert sp.counts(share.partitions[("g", TP)].state)["ACQUIRED"] == 5
+    clock[0] = 1_000
+    share.timers.run_due()
+    state = share.partitions[("g", TP)].state
+    assert sp.counts(state)["ACQUIRED"] == 0 and sp.next_lock_deadline(state) is None
+
+
+def test_closing_or_reopening_a_session_releases_what_the_member_holds() -> None:
+    share, _ = broker("earliest")
+    share.partition("g", TP, leader_epoch=0, log_start_offset=0, high_watermark=10)
+    share.open_session("g", "m").partitions[TP] = None
+    acquire(share, "m", 0, 1)
+    share.open_session("g", "m").partitions[TP] = None  # epoch 0 again: the old session's records go back
+    assert sp.counts(share.partitions[("g", TP)].state)["ACQUIRED"] == 0
+    acquire(share, "m", 0, 1)
+    share.close_session("g", "m")
+    assert sp.counts(share.partitions[("g", TP)].state)["ACQUIRED"] == 0
+    assert share.session("g", "m") is None
+
+
+def test_sessions_are_bounded_least_recently_used_first() -> None:
+    share, _ = broker()
+    for i in range(MAX_SHARE_SESSIONS + 1):
+        share.open_session("g", f"m{i}")
+    assert len(share.sessions) == MAX_SHARE_SESSIONS and share.session("g", "m0") is None
+
+
+def test_sweep_forgets_partitions_and_groups_that_moved_away() -> None:
+    share, _ = broker()
+    share.partition("g", TP, leader_epoch=0, log_start_offset=0, high_watermark=0)
+    share.apply_group("g", [sg.MemberSet(sg.ShareMember("m", 1, ("jobs",)))], "joined")
+    share.sweep(leads=lambda tp: True, coordinates=lambda g: True)
+    assert share.partitions and share.groups
+    share.sweep(leads=lambda tp: False, coordinates=lambda g: False)
+    assert not share.partitions and not share.groups
