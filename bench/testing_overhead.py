@@ -124,7 +124,11 @@ STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 MILESTONES = {"first log line (interpreter up)": "", "nodes started (imports done)": " started: ",
               "active controller elected": "Became active controller",
               "broker registered": "registered with broker epoch", "broker unfenced": "is unfenced"}
-START_SHAPES: dict[str, dict[str, object]] = {"1x": {"brokers": 1, "combined": True}, "3c+3b": {"brokers": 3}}
+# each shape as nodes spawned as processes (what `tidelog up` does) and forked from a warm zygote
+# (Cluster(fast_start=True), what the pytest plugin does: tidelog.testing.zygote)
+START_SHAPES: dict[str, dict[str, object]] = {
+    "1x": {"brokers": 1, "combined": True}, "1x forked": {"brokers": 1, "combined": True, "fast_start": True},
+    "3c+3b": {"brokers": 3}, "3c+3b forked": {"brokers": 3, "fast_start": True}}
 # what each node command imports by the time it serves (combined_node imports the other two as it runs)
 NODE_MODULES = {"controller": "quorum.node", "broker": "broker.node",
                 "combined": "tidelog.combined_node, quorum.node, broker.node"}
@@ -169,6 +173,11 @@ def import_costs(role: str, top: int = 8) -> list[tuple[str, float]]:
 
 
 def report_start(runs: int) -> None:
+    from tidelog.testing.zygote import Zygote
+
+    began = time.monotonic()
+    Zygote.shared().ping()  # the plugin starts it at collection: its start is not the cluster's
+    print(f"zygote ready (its imports) in {time.monotonic() - began:.2f} s")
     for shape in START_SHAPES:
         breakdown: dict[str, list[float]] = {}
         for _ in range(runs):

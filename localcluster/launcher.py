@@ -203,7 +203,8 @@ class LocalCluster:
               should_stop: Callable[[], bool] = lambda: False, combined: bool | None = None,
               broker_config: Mapping[str, str] | None = None,
               controller_config: Mapping[str, str] | None = None, racks: int = 0,
-              security: str | None = None) -> LocalCluster:
+              security: str | None = None,
+              spawn: Callable[[NodeSpec], NodeProcess] = NodeProcess.spawn) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) that is not running,
         and wait until the whole cluster is ready (as `docker compose up` does: a node killed
         since the last start comes back; the ids are in `started` and `already_running`).
@@ -213,6 +214,7 @@ class LocalCluster:
         validated as the nodes will parse it: a bad key writes nothing and starts nothing (nor
         does a key for a node that is running: it would not read it).
         `racks` N > 0 gives new brokers broker.rack rack-1..rack-N in turn (`localcluster.racks`).
+        `spawn` starts one node (tidelog.testing's zygote forks them from pre-imported modules).
         On any failure, including `should_stop()` turning true (`Interrupted`), the nodes this call
         started are stopped before the error is raised (those already running are left so):
         LayoutError for a request or data dir that cannot be run, LauncherError for a cluster
@@ -264,7 +266,7 @@ class LocalCluster:
                     spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                     if spec.node_id in files:
                         replace_private(spec.properties_path, files[spec.node_id])
-                    cluster.nodes[specs.index(spec)] = NodeProcess.spawn(spec)
+                    cluster.nodes[specs.index(spec)] = spawn(spec)
                     cluster.started += (spec.node_id,)
                     cluster.write_cluster_file()  # at once: `down` finds them even if we die now
                 cluster.wait_ready(ready_timeout, should_stop, stale_incarnations=stale)

@@ -35,7 +35,7 @@ from localcluster import cluster_layout as layout
 from localcluster.cluster_layout import LayoutError
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from localcluster.node_process import NodeProcess, StopReport
-from tidelog.testing import client_security, observe, reaper, reuse
+from tidelog.testing import client_security, observe, reaper, reuse, zygote
 from tidelog.testing.client_security import check_security
 from tidelog.testing.faults import FaultInjection
 from tidelog.testing.link_power_faults import LinkPowerFaults, open_power_layer
@@ -155,7 +155,7 @@ class Cluster(FaultInjection, LinkPowerFaults):
                  wait_timeout: float = observe.WAIT_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
                  network_nemesis: Callable[[LocalCluster], Any] | None = None, racks: int = 0,
                  power_loss: bool = False, security: str | None = None,
-                 reuse_idle_minutes: float | None = None) -> None:
+                 reuse_idle_minutes: float | None = None, fast_start: bool = False) -> None:
         self.spec = ClusterSpec.of(brokers, controllers, combined, broker_config, topic_config, racks, power_loss,
                                    security)
         self.broker_config = {**TEST_BROKER_CONFIG, **dict(self.spec.broker_config)}
@@ -170,6 +170,9 @@ class Cluster(FaultInjection, LinkPowerFaults):
         # --tidelog-reuse (tidelog.testing.reuse): kept running after stop() for the next run, and
         # stopped by its idle watchdog after this many idle minutes; a power-loss layer is never kept
         self.reuse_idle_minutes = None if power_loss else reuse_idle_minutes
+        # test-only (the plugin passes it): fork the nodes from tidelog.testing.zygote, which has
+        # imported their modules once, instead of six interpreters importing them on two cores
+        self.fast_start = fast_start
 
     # -- life cycle ---------------------------------------------------------------------------------
 
@@ -306,11 +309,14 @@ class Cluster(FaultInjection, LinkPowerFaults):
     def _start_nodes(self, root: Path) -> LocalCluster:
         hosts = [f"{layout.LOOPBACK_NETWORK}{i}" for i in range(1, self.spec.voters + self.spec.separate_brokers + 1)]
         raft_port, admin_port, kafka_port, metrics_port = free_ports(hosts, 4)
+        spawn = NodeProcess.spawn
+        if self.fast_start and self.reuse_idle_minutes is None:  # a kept cluster must outlive the zygote
+            spawn = zygote.Zygote.shared().spawn
         local = LocalCluster.start(root, controllers=self.spec.voters, brokers=self.spec.separate_brokers,
                                    combined=self.spec.combined, raft_port=raft_port, admin_port=admin_port,
                                    kafka_port=kafka_port, metrics_port=metrics_port,
                                    ready_timeout=self.ready_timeout, extra_properties=self.broker_config,
-                                   racks=self.spec.racks, security=self.spec.security)
+                                   racks=self.spec.racks, security=self.spec.security, spawn=spawn)
         try:
             wanted = {n.spec.node_id for n in local.brokers}
             poll("every broker to list every broker in its Metadata",

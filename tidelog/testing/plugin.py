@@ -42,6 +42,7 @@ import pytest
 
 from tidelog.testing.cluster import READY_TIMEOUT, Cluster, ClusterSpec
 from tidelog.testing.reuse import DEFAULT_IDLE_MINUTES
+from tidelog.testing.zygote import Zygote
 from common.limits import MAX_TOPIC_NAME_LENGTH
 
 MARKER = "tidelog"
@@ -66,6 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="keep the session's clusters running after the run and use them again in the next "
                          "run of the same shape (cleaned: faults undone, topics deleted); stopped after "
                          "tidelog_reuse_idle_minutes without a run")
+    parser.addini("tidelog_fast_start", "fork the test clusters' nodes from one process that imported their "
+                  "modules once (tidelog.testing.zygote; default true)", type="bool", default=True)
     parser.addini("tidelog_reuse_idle_minutes", "with --tidelog-reuse: minutes a kept cluster may stay unused "
                   f"before its watchdog stops it (default {DEFAULT_IDLE_MINUTES:g})",
                   default=str(DEFAULT_IDLE_MINUTES))
@@ -118,6 +121,21 @@ def marker_spec(marker: pytest.Mark, default: ClusterSpec) -> ClusterSpec:
     return _interned.setdefault(spec, spec)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run with tests on a cluster starts the zygote now: its imports overlap the run's start
+    instead of delaying the first cluster."""
+    if session.config.getini("tidelog_fast_start") and any(
+            "tidelog_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        Zygote.shared()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Every session cluster is stopped by now: end the zygote (its stdin's EOF would, at exit)."""
+    if Zygote._shared is not None:
+        Zygote._shared.close()
+        Zygote._shared = None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "tidelog_cluster" not in metafunc.fixturenames:
         return
@@ -139,7 +157,8 @@ def tidelog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                       racks=spec.racks, power_loss=spec.power_loss, security=spec.security,
                       base_dir=tmp_path_factory.getbasetemp(),
                       ready_timeout=request.config.getoption("--tidelog-ready-timeout"),
-                      reuse_idle_minutes=reuse_idle_minutes(request.config))
+                      reuse_idle_minutes=reuse_idle_minutes(request.config),
+                      fast_start=bool(request.config.getini("tidelog_fast_start")))
     with cluster:
         yield cluster
 

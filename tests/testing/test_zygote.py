@@ -1,0 +1,48 @@
+"""Cluster(fast_start=True) (issue 33): the nodes are forks of tidelog.testing.zygote, which imported
+their modules once. A forked cluster serves a real client like a spawned one, stops like one, and
+its nodes end with the zygote (PR_SET_PDEATHSIG), so a test process that dies leaves none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from common.waiting import wait_until
+from tidelog.testing import Cluster
+from tidelog.testing.zygote import ForkedNode, Zygote
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+
+def test_forked_nodes_serve_and_end_with_their_zygote(tmp_path: Path) -> None:
+    with Cluster(brokers=1, combined=True, fast_start=True, base_dir=tmp_path) as cluster:
+        node = cluster.node(1)
+        assert isinstance(node, ForkedNode) and node.running()
+        topic = cluster.create_topic("forked")
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
+        producer.produce(topic, b"from a fork", partition=0)
+        assert producer.flush(30) == 0
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "forked",
+                                             "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+            message = wait_until("the record to be read", lambda: consumer.poll(0.5), 30)
+            assert message.error() is None and message.value() == b"from a fork"
+        finally:
+            consumer.close()
+        zygote = Zygote._shared
+        assert zygote is not None
+        zygote.close()  # as when the test process dies: its stdin closes
+        Zygote._shared = None
+        wait_until("the forked node to end with its zygote", lambda: not node.running(), 10)
+        root = cluster.data_dir
+    assert not root.exists()
+
+
+def test_a_forked_cluster_stops_cleanly(tmp_path: Path) -> None:
+    cluster = Cluster(brokers=1, combined=True, fast_start=True, base_dir=tmp_path).start()
+    node = cluster.node(1)
+    reports = cluster.stop()
+    assert [r.outcome for r in reports] == ["stopped"]  # SIGTERM was enough: no SIGKILL
+    assert not node.running() and list(tmp_path.iterdir()) == []

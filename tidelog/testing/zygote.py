@@ -1,0 +1,267 @@
+"""A zygote for test clusters: one process that has imported every node module forks each node.
+
+Where a test cluster's start-up goes (bench/testing_overhead.py --start-only): a node process
+spends 0.5 s (controller) to 1.5 s (broker, combined node) of CPU importing its modules before it
+opens a socket, and six of them share two cores. A zygote pays the imports once per test process,
+in the background from the plugin's start, and each node is then a fork of it, running
+`tidelog <role> --config <server.properties>` as its own process would:
+
+    zygote = Zygote.shared()          # started once; the imports happen in it, not here
+    node = zygote.spawn(spec)         # a ForkedNode: a NodeProcess whose pid is the fork's
+
+A forked node runs in its own session with its stdout/stderr appended to its node.log, exactly as
+`NodeProcess.spawn` starts one; what differs is its command line (the zygote's) and its parent
+(the zygote, which reaps it). PR_SET_PDEATHSIG ends every forked node when the zygote ends, and
+the zygote ends when its stdin closes: the test process holds the only write end, so however the
+test process ends, its zygote's nodes end with it (as reaper's watchdog does for spawned ones).
+A node that a fault restarts is spawned the ordinary way (chaos.nemesis), and a cluster kept by
+--tidelog-reuse is never forked: it must outlive the run.
+
+Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes; `tidelog up` and the chaos
+engine start nodes as before. The zygote forks only from its main thread, before any node code
+ran in it, and each child reseeds `random` (Python does so at fork) so that forked controllers
+draw different election timeouts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Final
+
+from common.limits import KILL_WAIT
+from common.units import SECONDS
+
+if TYPE_CHECKING:
+    from localcluster.cluster_layout import NodeSpec
+
+from localcluster.node_process import NodeProcess
+
+ZYGOTE_READY_TIMEOUT: Final = 60 * SECONDS  # its imports, on a loaded 2-core machine
+PR_SET_PDEATHSIG: Final = 1
+PR_SET_NAME: Final = 15
+# what a node imports by the time it serves: its command's modules, what they import lazily (the
+# request handlers, the controller's routes, aiohttp's server, pysyncobj's cipher), and every
+# module of the packages listed in WARM_PACKAGES
+NODE_MODULES: Final = ("tidelog.cli", "quorum.node", "broker.node", "tidelog.combined_node", "broker.request_handler",
+                       "quorum.controller_server", "aiohttp.web", "pysyncobj.encryptor", "cryptography.fernet",
+                       "broker.group_coordinator.offsets_topic", "broker.transaction_coordinator.state_topic",
+                       "broker.transaction_coordinator.markers", "broker.log.legacy_offsets", "groups.offset_reset",
+                       "common.preflight", "common.transaction_admin", "metadata.reassignment",
+                       "security.scram_image", "stringprep")
+WARM_PACKAGES: Final = ("quorum", "broker.handlers")
+SOURCE_ROOT: Final = Path(__file__).resolve().parents[2]
+
+log = logging.getLogger(__name__)
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start or fork; the caller spawns its nodes the ordinary way."""
+
+
+class ForkedNode(NodeProcess):
+    """A node forked by the zygote: alive while its pid is a process that is not a zombie (the
+    zygote reaps it; its command line is the zygote's, so the launcher's check by command line
+    does not apply)."""
+
+    def running(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            stat = (Path("/proc") / str(self.pid) / "stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class Zygote:
+    """The test process's side: one zygote process, asked over its stdin, answering on its stdout."""
+
+    _shared: Zygote | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+        self._lock = threading.Lock()
+        self._popen = subprocess.Popen([sys.executable, "-P", __file__], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                       start_new_session=True)
+        self._ready = False
+
+    @classmethod
+    def shared(cls) -> Zygote:
+        """This process's zygote, started on first use (the plugin starts it early)."""
+        with cls._shared_lock:
+            if cls._shared is None or cls._shared._popen.poll() is not None:
+                cls._shared = cls()
+            return cls._shared
+
+    def _ask(self, request: dict[str, str]) -> dict[str, object]:
+        assert self._popen.stdin is not None and self._popen.stdout is not None, "pipes asked for"
+        with self._lock:
+            try:
+                self._popen.stdin.write((json.dumps(request) + "\n").encode())
+                self._popen.stdin.flush()
+                line = _readline_within(self._popen.stdout, ZYGOTE_READY_TIMEOUT)
+            except OSError as exc:
+                raise ZygoteError(f"the zygote (pid {self._popen.pid}) is gone: {exc}") from None
+        if not line:
+            raise ZygoteError(f"the zygote (pid {self._popen.pid}) answered nothing (exit status "
+                              f"{self._popen.poll()})")
+        answer: dict[str, object] = json.loads(line)
+        if "error" in answer:
+            raise ZygoteError(str(answer["error"]))
+        return answer
+
+    def ping(self) -> None:
+        """Return once the zygote has imported everything and answers."""
+        self._ask({"ping": "1"})
+
+    def spawn(self, spec: NodeSpec) -> ForkedNode:
+        """Fork `tidelog <role> --config <properties>` for `spec`, logging to its node.log."""
+        with open(spec.log_path, "ab") as out:
+            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog test zygote (pid {self._popen.pid}): "
+                      f"forking tidelog {spec.role} --config {spec.properties_path}\n".encode())
+        answer = self._ask({"role": spec.role, "config": str(spec.properties_path), "log": str(spec.log_path),
+                            "cwd": str(spec.directory)})
+        pid = answer["pid"]
+        assert isinstance(pid, int), "the zygote answers a pid"
+        return ForkedNode(spec, pid)
+
+    def close(self) -> None:
+        """EOF to the zygote: it exits, and every node it forked gets SIGKILL (PR_SET_PDEATHSIG)."""
+        if self._popen.stdin is not None and not self._popen.stdin.closed:
+            self._popen.stdin.close()
+        try:
+            self._popen.wait(KILL_WAIT)
+        except subprocess.TimeoutExpired:
+            self._popen.kill()
+            self._popen.wait(KILL_WAIT)
+
+
+def _readline_within(stream: IO[bytes], timeout: float) -> bytes:
+    """One line from `stream`, or b"" once `timeout` passed (the zygote hung or died)."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    while True:  # bounded by the deadline
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b""
+        readable, _, _ = select.select([stream], [], [], left)
+        if readable:
+            return stream.readline()
+
+
+# --- the zygote's side ------------------------------------------------------------------------
+
+
+def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> None:
+    """In the fork: become the node process `NodeProcess.spawn` would have started; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != zygote_pid:  # the zygote died before the line above: no one to end us
+            os._exit(1)
+        libc.prctl(PR_SET_NAME, f"tidelog-{role[:1]}{Path(cwd).name.rpartition('-')[2]}".encode()[:15])
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.close(devnull)
+        os.chdir(cwd)
+        from tidelog import cli
+
+        sys.argv = ["tidelog", role, "--config", config]
+        code = cli.main([role, "--config", config])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # the node's own crash: its log gets the traceback, as a process's stderr would
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap(_signum: int = 0, _frame: object = None) -> None:
+    while True:  # bounded by the exited children
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def warm() -> None:
+    """Import what a node would, and load the message classes its broker preloads before its heap
+    freeze (broker.startup_heap), so that a fork finds them loaded."""
+    import importlib
+    import pkgutil
+
+    for module in NODE_MODULES:  # the point of the zygote: imported once, shared by every fork
+        importlib.import_module(module)
+    for package in WARM_PACKAGES:
+        path = importlib.import_module(package).__path__
+        for found in pkgutil.iter_modules(path, prefix=f"{package}."):
+            if not found.name.endswith("__main__"):
+                importlib.import_module(found.name)
+    from common.protocol import messages
+    from common.protocol.api_keys import SUPPORTED_VERSIONS
+
+    messages.preload({api: (high, high) for api, (_, high) in SUPPORTED_VERSIONS.items()})
+    # what every fork shares, out of the cyclic GC's sight before the fork: a node's own
+    # freeze_startup_heap then collects only what it allocated (0.75 s of GIL at load 27 without
+    # this), and the shared pages are not written to by collections (copy-on-write kept)
+    gc.collect()
+    gc.freeze()
+
+
+def main() -> int:
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # as tidelog.cli does for nodes
+    warm()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only EOF ends it
+    signal.signal(signal.SIGCHLD, _reap)
+    me = os.getpid()
+    for line in sys.stdin.buffer:  # bounded by the test process's life: EOF when it ends
+        try:
+            request = json.loads(line)
+            if "ping" in request:
+                sys.stdout.write(json.dumps({"pong": me}) + "\n")
+                sys.stdout.flush()
+                continue
+            role, config, log_path, cwd = (str(request[k]) for k in ("role", "config", "log", "cwd"))
+        except (ValueError, KeyError, TypeError) as exc:
+            answer: dict[str, object] = {"error": f"bad request {line[:200]!r}: {exc}"}
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _child(role, config, log_path, cwd, me)
+            answer = {"pid": pid}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
