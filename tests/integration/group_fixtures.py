@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,7 @@ def _kafka_python(m: Member, bootstrap: str, group: str, topic: str, extra: Mapp
                       session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                       client_id=f"kafka-python-{m.index}", **extra)
     try:
+        _kafka_python_topic_known(c, topic, m.stop)
         while not m.stop.is_set():  # until the test stops this member
             batch = c.poll(timeout_ms=POLL_MS)
             for tp, msgs in batch.items():
@@ -90,6 +92,27 @@ def _kafka_python(m: Member, bootstrap: str, group: str, topic: str, extra: Mapp
             m.assignment = frozenset(tp.partition for tp in c.assignment())
     finally:
         c.close()
+
+
+def _kafka_python_topic_known(consumer: Any, topic: str, stop: threading.Event) -> None:
+    """Return once the consumer's metadata holds the topic's partitions, before its first poll
+    joins the group, as an application would for a topic it has just created.
+
+    kafka-python 3.0.12 loses a join when it joins before that: its group leader assigns nothing
+    ("No partition metadata for topic"), rejoins when the metadata arrives, and if that join
+    outlasts the poll's timeout the next poll no longer sees a rejoin needed (the assignment
+    snapshot now matches) and never awaits the join in flight. The member is never assigned
+    and never heartbeats again, the coordinator expires it after the session timeout, and the
+    group never splits (the CI failure: "3 members split 6 partitions" timed out, then its
+    LeaveGroup got UNKNOWN_MEMBER_ID). The Java client awaits a pending join
+    (AbstractCoordinator.rejoinNeededOrPending), as kafka-python 2.x did."""
+    deadline = time.monotonic() + JOIN_S
+    while not consumer.partitions_for_topic(topic):  # bounded by the deadline; each call fetches metadata
+        if stop.is_set():
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"kafka-python's metadata had no partitions of {topic} after {JOIN_S:g} s")
+        time.sleep(POLL_MS / 1000)
 
 
 def _aiokafka(m: Member, bootstrap: str, group: str, topic: str, extra: Mapping[str, Any]) -> None:
