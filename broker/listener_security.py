@@ -27,13 +27,15 @@ from common.protocol.frame import RequestHeader, parse_request_header
 from common.errors import ErrorCode
 from common.protocol.messages import build, decode_request, encode, error_code, response_module
 from common.protocol.primitives import Chunk, ProtocolError
-from common.config_schema import Config, ConfigError, Password
+from common.config_schema import Config, ConfigError, Password, Value
+from common.listener_prefix import jaas_value, listener_value
 from common.units import KIB
 from metadata.image import MetadataImage
 from security.authorizer import ANONYMOUS
 from security.scram import NONCE_BYTES, ScramCredential, ScramMechanism
 from security.sasl_jaas import JaasConfig, JaasError, parse_jaas
 from security.sasl_server import SaslAuthenticator, SaslError, SaslSettings, SaslStep, ScramCredentials
+from security.ssl_principal import DEFAULT_MAPPER, PrincipalMapper, RulesError
 
 # The listener the request being handled came on (broker.server sets it for each connection's
 # tasks): Metadata, FindCoordinator and leader hints answer that listener's addresses, as Kafka
@@ -99,6 +101,7 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None  # SSL / SASL_SSL
     failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
     authentication_timeout_ms: int = 600_000  # connections.max.idle.ms bounds an unauthenticated connection
+    principal_mapper: PrincipalMapper = DEFAULT_MAPPER  # ssl.principal.mapping.rules (SSL listeners)
 
     def __post_init__(self) -> None:
         if self.protocol not in SECURITY_PROTOCOLS:
@@ -107,6 +110,13 @@ class ListenerSecurity:
             raise ValueError(f"listener {self.name}: SASL settings go with a SASL protocol")
         if self.protocol.endswith("SSL") != (self.ssl_context is not None):
             raise ValueError(f"listener {self.name}: a TLS context goes with an SSL protocol")
+
+    def certificate_principal(self, peercert: dict[str, object] | None) -> str:
+        """An SSL listener's principal for a client certificate: `User:` and the subject's name
+        through ssl.principal.mapping.rules (ANONYMOUS without a certificate); NoMatchingRule
+        when no rule applies (the connection fails authentication, as Kafka's)."""
+        name = certificate_name(peercert)
+        return ANONYMOUS if name is None else "User:" + self.principal_mapper.name(name)
 
     def gate(self) -> SaslGate | None:
         """A new connection's gate; None when nothing is checked before requests (no SASL)."""
@@ -171,14 +181,20 @@ class SaslGate:
 
 
 def principal_from_certificate(peercert: dict[str, object] | None) -> str:
-    """Kafka's DefaultKafkaPrincipalBuilder for SSL: `User:` and the subject's distinguished
-    name as X500Principal.getName() writes it (RFC 2253: the last RDN first, comma-separated);
-    User:ANONYMOUS without a client certificate."""
+    """Kafka's DefaultKafkaPrincipalBuilder for SSL with the DEFAULT mapping rule: `User:` and
+    the subject's distinguished name; User:ANONYMOUS without a client certificate."""
+    name = certificate_name(peercert)
+    return ANONYMOUS if name is None else "User:" + name
+
+
+def certificate_name(peercert: dict[str, object] | None) -> str | None:
+    """A client certificate's subject as X500Principal.getName() writes it (RFC 2253: the last
+    RDN first, comma-separated); None without a certificate."""
     if not peercert:
-        return ANONYMOUS
+        return None
     subject = peercert.get("subject")
     if not isinstance(subject, tuple) or not subject:
-        return ANONYMOUS
+        return None
     short = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
              "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
              "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
@@ -186,7 +202,7 @@ def principal_from_certificate(peercert: dict[str, object] | None) -> str:
     for rdn in reversed(subject):
         parts = [f"{short.get(str(key), str(key))}={_escape_dn(str(value))}" for key, value in rdn]
         rdns.append("+".join(parts))
-    return "User:" + ",".join(rdns)
+    return ",".join(rdns)
 
 
 def _escape_dn(value: str) -> str:
@@ -200,30 +216,31 @@ def _escape_dn(value: str) -> str:
 SSL_CLIENT_AUTH: Final = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def server_ssl_context(config: Config) -> ssl.SSLContext:
+def server_ssl_context(config: Config, listener: str = "") -> ssl.SSLContext:
     """The TLS server context of an SSL listener: ssl.keystore.location (PEM: chain and key),
-    ssl.truststore.location (PEM CAs for client certificates), ssl.client.auth."""
-    keystore = config["ssl.keystore.location"]
+    ssl.truststore.location (PEM CAs for client certificates), ssl.client.auth, each the
+    listener's own `listener.name.<listener>.` key when set (Kafka's per-listener SSL configs)."""
+    keystore = listener_value(config, listener, "ssl.keystore.location")
     if keystore is None:
-        raise ConfigError("config 'ssl.keystore.location' must be set for an SSL or SASL_SSL listener")
+        raise ConfigError(f"config 'ssl.keystore.location' must be set for SSL listener {listener or '(any)'}")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
-    password = config["ssl.key.password"]
+    password = listener_value(config, listener, "ssl.key.password")
+    truststore = listener_value(config, listener, "ssl.truststore.location")
     try:
         context.load_cert_chain(str(keystore), password=password.value if isinstance(password, Password) else None)
-        truststore = config["ssl.truststore.location"]
         if truststore is not None:
             context.load_verify_locations(cafile=str(truststore))
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"the SSL keystore or truststore cannot be loaded: {exc}") from None
-    context.verify_mode = SSL_CLIENT_AUTH[str(config["ssl.client.auth"])]
-    if context.verify_mode != ssl.CERT_NONE and config["ssl.truststore.location"] is None:
+    context.verify_mode = SSL_CLIENT_AUTH[str(listener_value(config, listener, "ssl.client.auth"))]
+    if context.verify_mode != ssl.CERT_NONE and truststore is None:
         raise ConfigError("config 'ssl.truststore.location' must be set when 'ssl.client.auth' is not none")
     return context
 
 
-def jaas_config(config: Config) -> JaasConfig | None:
-    raw = config["sasl.jaas.config"]
+def jaas_of(raw: Value) -> JaasConfig | None:
+    """A sasl.jaas.config value read (None when unset); ConfigError naming what is wrong."""
     if raw is None:
         return None
     try:
@@ -232,22 +249,34 @@ def jaas_config(config: Config) -> JaasConfig | None:
         raise ConfigError(str(exc)) from None
 
 
+def jaas_config(config: Config, listener: str = "", mechanism: str = "PLAIN") -> JaasConfig | None:
+    """The JAAS line `mechanism` reads on `listener` (its prefixed key, else sasl.jaas.config)."""
+    return jaas_of(jaas_value(config, listener, mechanism))
+
+
 def listener_security(name: str, protocol: str, config: Config,
                       scram_credentials: ScramCredentials | None) -> ListenerSecurity:
     """One listener's security from the broker's config; ConfigError when it cannot be served."""
     sasl = None
     if protocol.startswith("SASL_"):
-        mechanisms = tuple(m.upper() for m in config.get_list("sasl.enabled.mechanisms"))
-        jaas = jaas_config(config)
+        enabled = listener_value(config, name, "sasl.enabled.mechanisms")
+        mechanisms = tuple(m.upper() for m in (enabled if isinstance(enabled, tuple) else ()))
+        jaas = jaas_config(config, name, "PLAIN")  # PLAIN's users: the listener's PLAIN login module
+        reauth = listener_value(config, name, "connections.max.reauth.ms")
         try:
             sasl = SaslSettings(mechanisms, jaas.plain_users if jaas is not None else {}, scram_credentials,
-                                max_reauth_ms=config.get_int("connections.max.reauth.ms"))
+                                max_reauth_ms=int(reauth) if isinstance(reauth, int) else 0)
         except ValueError as exc:
-            raise ConfigError(f"config 'sasl.enabled.mechanisms': {exc}") from None
-    context = server_ssl_context(config) if protocol.endswith("SSL") else None
+            raise ConfigError(f"config 'sasl.enabled.mechanisms' of listener {name}: {exc}") from None
+    context = server_ssl_context(config, name) if protocol.endswith("SSL") else None
+    try:
+        mapper = PrincipalMapper.parse(str(listener_value(config, name, "ssl.principal.mapping.rules")))
+    except RulesError as exc:
+        raise ConfigError(f"listener {name}: {exc}") from None
     return ListenerSecurity(name, protocol, sasl, context,
                             failed_authentication_delay_ms=config.get_int("connection.failed.authentication.delay.ms"),
-                            authentication_timeout_ms=config.get_int("connections.max.idle.ms"))
+                            authentication_timeout_ms=config.get_int("connections.max.idle.ms"),
+                            principal_mapper=mapper)
 
 
 def scram_credentials_of(image: Callable[[], MetadataImage | None]) -> ScramCredentials:

@@ -210,7 +210,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         # brokers' connections to each other (fetchers, markers, verification) use the inter-broker
         # listener's TLS and SASL; set before any task starts, so every task inherits it
         INTER_BROKER_SECURITY.set(inter_broker_security(
-            settings.security_protocols.get(settings.inter_broker_listener, "PLAINTEXT"), config))
+            settings.security_protocols.get(settings.inter_broker_listener, "PLAINTEXT"), config,
+            settings.inter_broker_listener))
         scram = scram_credentials_of(lambda: None if follower is None else follower.state.image)
         servers, advertised_all = await start_listeners(late, settings, config, scram)
         server = servers[0]  # /metrics counts the first listener's connections

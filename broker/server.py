@@ -48,9 +48,9 @@ from broker.listener_security import (
     Answer,
     AuthenticationFailed,
     ListenerSecurity,
-    principal_from_certificate,
 )
 from broker.slice_sender import ShortReadError, send_slice
+from security.ssl_principal import NoMatchingRule
 from common.limits import READ_SIZE
 from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -167,7 +167,7 @@ class Connection:
         # SSL without SASL: the principal is the client certificate's subject (or ANONYMOUS)
         self.principal = ANONYMOUS
         if server.security is not None and server.security.protocol == "SSL":
-            self.principal = principal_from_certificate(writer.get_extra_info("peercert"))
+            self.principal = server.security.certificate_principal(writer.get_extra_info("peercert"))
         self.pending: deque[_InFlight] = deque()  # read, not yet written, in request order
         self.unstarted = 0  # handler tasks created whose first step has not run yet
         self.reading_done = False  # the reader adds no more requests
@@ -497,6 +497,13 @@ class KafkaServer:
             logger.info("TLS handshake with %s failed (%s); connection closed", _address(peer), reason)
             raw.close()
             return
+        if self.security is not None and self.security.protocol == "SSL":
+            try:  # the principal from the certificate (ssl.principal.mapping.rules): no rule fails it
+                self.security.certificate_principal(transport.get_extra_info("peercert"))
+            except NoMatchingRule as exc:
+                logger.info("Failed authentication with %s (%s); connection closed", _address(peer), exc)
+                transport.close()
+                return
         await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -27,6 +27,7 @@ from common.config_schema import (
     one_of,
     parse_keys,
 )
+from common.listener_prefix import listener_keys
 from common.units import GIB, INT_MAX, LONG_MAX, MIB, SECOND_MS
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
@@ -338,6 +339,10 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("ssl.client.auth", _STRING, "none",
               "Client certificates: none, requested (checked when sent) or required.",
               one_of("none", "requested", "required")),
+    ConfigKey("ssl.principal.mapping.rules", _STRING, "DEFAULT",
+              "Rules mapping a client certificate's distinguished name to its principal's name, "
+              "first match wins: RULE:<regex>/<replacement>/[L|U] or DEFAULT (the name as it is), "
+              "comma-separated (Kafka's SslPrincipalMapper); no match refuses the connection."),
     ConfigKey("socket.request.max.bytes", _INT, 100 * MIB,
               "Largest request frame accepted; a larger size prefix closes the connection.", at_least(1)),
     ConfigKey("metrics.listener", _STRING, None,
@@ -520,5 +525,7 @@ BROKER_CHECKS: Final[tuple[CrossCheck, ...]] = (
 def parse_config(raw: Mapping[str, object], keys: Iterable[ConfigKey] = BROKER_KEYS,
                  checks: Iterable[CrossCheck] = BROKER_CHECKS) -> Config:
     """Parse and validate a node config (by default BROKER_KEYS with their cross-key checks);
-    one ConfigError lists every unknown, ill-typed, out-of-range or missing key."""
-    return parse_keys(raw, keys, checks)
+    one ConfigError lists every unknown, ill-typed, out-of-range or missing key. Kafka's
+    listener-prefixed overrides (common.listener_prefix) are typed as the keys they override."""
+    keys = tuple(keys)
+    return parse_keys(raw, (*keys, *listener_keys(raw, keys)), checks)
