@@ -260,6 +260,13 @@ def _kafka4_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     if api is ApiKey.SHARE_ACKNOWLEDGE:  # a session epoch nobody opened: SHARE_SESSION_NOT_FOUND
         return build("ShareAcknowledgeRequest", group_id=FUZZ_GROUP + "-932", member_id=str(uuid.UUID(int=4)),
                      share_session_epoch=1, topics=())
+    if api is ApiKey.READ_SHARE_GROUP_STATE:  # a share partition nobody wrote: uninitialized
+        return build("ReadShareGroupStateRequest", group_id=FUZZ_GROUP + "-932", topics=(m.ReadStateData(
+            topic_id=uuid.UUID(int=5), partitions=(m.PartitionData(partition=0, leader_epoch=0),)),))
+    if api is ApiKey.WRITE_SHARE_GROUP_STATE:  # the state of a topic id that does not exist
+        return build("WriteShareGroupStateRequest", group_id=FUZZ_GROUP + "-932", topics=(m.WriteStateData(
+            topic_id=uuid.UUID(int=5), partitions=(m.PartitionData(partition=0, state_epoch=0, leader_epoch=0,
+                                                                   start_offset=0, state_batches=()),)),))
     if api is ApiKey.SASL_HANDSHAKE:
         return build("SaslHandshakeRequest", mechanism="PLAIN")
     if api is ApiKey.SASL_AUTHENTICATE:
@@ -271,7 +278,8 @@ KAFKA4_APIS: Final = frozenset({
     ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER, ApiKey.UPDATE_FEATURES,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
-    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE})
 FUZZ_GROUP: Final = "fuzz-group"
 
 

@@ -32,7 +32,7 @@ from broker.group_coordinator.offsets_topic import offsets_topic as offsets_topi
 from broker.group_coordinator.runtime import CoordinatorSettings, GroupCoordinator
 from broker.handlers import groups as group
 from broker.handlers import consumer_groups
-from broker.handlers import share_fetch, share_groups
+from broker.handlers import share_fetch, share_groups, share_state
 from broker.handlers import authorization
 from broker.handlers.acls import (
     handle_create_acls,
@@ -203,6 +203,8 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.SHARE_GROUP_DESCRIBE, share_groups.share_describe),
     _row(ApiKey.SHARE_FETCH, share_fetch.share_fetch),
     _row(ApiKey.SHARE_ACKNOWLEDGE, share_fetch.share_acknowledge),
+    _row(ApiKey.READ_SHARE_GROUP_STATE, share_state.read_share_state),  # leader -> coordinator
+    _row(ApiKey.WRITE_SHARE_GROUP_STATE, share_state.write_share_state),
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)

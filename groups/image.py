@@ -29,6 +29,7 @@ from typing import ClassVar, Final
 
 from groups.consumer_group import KEEP_REBALANCE_DEADLINE, ConsumerGroup, ConsumerTimers, replay_consumer
 from groups.consumer_records import ConsumerRecord
+from groups.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord
 from groups.group import ClassicGroup, group_from_record
 from groups.records import (
     CoordinatorRecord,
@@ -70,11 +71,20 @@ class GroupsImage:
     # deadlines are memory only (with_consumer_timers), as classic groups' members are.
     consumer_groups: Mapping[str, ConsumerGroup] = field(default_factory=dict)
     consumer_timers: Mapping[str, Mapping[str, ConsumerTimers]] = field(default_factory=dict)
+    # KIP-932: share partitions' durable state, this coordinator's share groups' (groups/share_records.py)
+    share_states: Mapping[ShareSnapshotKey, ShareSnapshotValue] = field(default_factory=dict)
     EMPTY: ClassVar[GroupsImage]
 
-    def replay(self, record: CoordinatorRecord | ConsumerRecord, now_ms: int,
+    def replay(self, record: CoordinatorRecord | ConsumerRecord | ShareStateRecord, now_ms: int,
                producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
         """The image after one record; `producer_id` the producer of its transactional batch."""
+        if isinstance(record, ShareStateRecord):
+            states = dict(self.share_states)
+            if record.value is None:
+                states.pop(record.key, None)
+            else:
+                states[record.key] = record.value
+            return replace(self, share_states=states)
         if isinstance(record, ConsumerRecord):
             consumer = dict(self.consumer_groups)
             group = replay_consumer(consumer.get(record.key.group), record)

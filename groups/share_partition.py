@@ -147,13 +147,49 @@ class StartMoved:
     start_offset: int
 
 
-ShareRecord = Initialized | Acquired | Transitioned | StartMoved
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """The share partition as its durable snapshot holds it (a new leader reads it): SPSO, and
+    (first, last, delivery state, delivery count) batches of [SPSO, SPEO) in Kafka's delivery
+    states; nothing is acquired after a restore."""
+
+    start_offset: int
+    batches: tuple[tuple[int, int, int, int], ...]
+
+
+ShareRecord = Initialized | Acquired | Transitioned | StartMoved | Restored
+
+# Kafka's RecordState ids, as share-state batches store them (an acquired record is stored
+# AVAILABLE: after a failover it is delivered again)
+DELIVERY_STATE_IDS: Final = {RecordState.AVAILABLE: 0, RecordState.ACQUIRED: 0, RecordState.ACKNOWLEDGED: 2,
+                             RecordState.ARCHIVED: 4}
+_STATE_OF_ID: Final = {0: RecordState.AVAILABLE, 2: RecordState.ACKNOWLEDGED, 4: RecordState.ARCHIVED}
+
+
+def snapshot_batches(state: SharePartitionState) -> tuple[tuple[int, int, int, int], ...]:
+    """[SPSO, SPEO) as Kafka's state batches: runs of one delivery state and count."""
+    out: list[tuple[int, int, int, int]] = []
+    for offset in range(state.start_offset, state.end_offset):
+        f = state.in_flight.get(offset, _UNSEEN)
+        kind = DELIVERY_STATE_IDS[f.state]
+        if out and out[-1][1] + 1 == offset and out[-1][2] == kind and out[-1][3] == f.delivery_count:
+            out[-1] = (out[-1][0], offset, kind, f.delivery_count)
+        else:
+            out.append((offset, offset, kind, f.delivery_count))
+    return tuple(out)
 
 
 def replay(state: SharePartitionState, record: ShareRecord) -> SharePartitionState:
     """The one place a share partition changes."""
     if isinstance(record, Initialized):
         return SharePartitionState(True, record.start_offset, record.start_offset)
+    if isinstance(record, Restored):
+        restored = {o: InFlight(_STATE_OF_ID.get(kind, RecordState.AVAILABLE), count)
+                    for first, last, kind, count in record.batches
+                    for o in range(max(first, record.start_offset), last + 1)}
+        end = max([record.start_offset, *(o + 1 for o in restored)])
+        state = SharePartitionState(True, record.start_offset, end, MappingProxyType(restored))
+        return replay(state, StartMoved(record.start_offset))  # SPSO past what the batches say is done
     in_flight = dict(state.in_flight)
     end = state.end_offset
     start = state.start_offset

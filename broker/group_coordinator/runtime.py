@@ -49,7 +49,8 @@ from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
-from groups import consumer_records
+from groups import consumer_records, share_records
+from groups.share_records import ShareStateRecord
 from groups.consumer_group import ConsumerGroupConfig, ConsumerGroupState
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
@@ -141,26 +142,31 @@ class GroupShard:
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
-        self._encoded: dict[Encoded, CoordinatorRecord | ConsumerRecord] = {}
+        self._encoded: dict[Encoded, CoordinatorRecord | ConsumerRecord | ShareStateRecord] = {}
 
     def empty(self) -> GroupsImage:
         return GroupsImage.EMPTY
 
-    def encode(self, records: tuple[CoordinatorRecord | ConsumerRecord, ...]) -> tuple[Encoded, ...]:
+    def encode(self, records: tuple[CoordinatorRecord | ConsumerRecord | ShareStateRecord, ...]) -> tuple[Encoded, ...]:
         if len(self._encoded) > MAX_ENCODED_KEPT:  # replays that never came (a rule raised): forget them
             self._encoded.clear()
         out = []
         for record in records:
-            encoded = consumer_records.encode_record(record) if isinstance(record, ConsumerRecord) \
-                else encode_record(record)
+            if isinstance(record, ShareStateRecord):  # KIP-932: a share partition's snapshot
+                encoded = share_records.encode_record(record)
+            else:
+                encoded = consumer_records.encode_record(record) if isinstance(record, ConsumerRecord) \
+                    else encode_record(record)
             self._encoded[encoded] = record
             out.append(encoded)
         return tuple(out)
 
-    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord | ConsumerRecord:
+    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord | ConsumerRecord | ShareStateRecord:
         record = self._encoded.pop((key, value), None)
         if record is not None:
             return record
+        if share_records.is_share_key(key):
+            return share_records.decode_record(key, value)
         if len(key) >= 2 and int.from_bytes(key[:2], "big") in consumer_records.CONSUMER_KEY_VERSIONS:
             return consumer_records.decode_record(key, value)  # a KIP-848 group's
         return decode_record(key, value)

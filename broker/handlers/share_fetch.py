@@ -76,7 +76,7 @@ def _session(share: ShareBroker, group_id: str, member_id: str, epoch: int) -> S
     return session
 
 
-def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroker, group_id: str, member_id: str,
+async def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroker, group_id: str, member_id: str,
                  tp: TopicPartition, batches: tuple[Any, ...]) -> ErrorCode:
     """One partition's acknowledgement batches, all or nothing."""
     if not batches:
@@ -99,7 +99,7 @@ def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroker, gro
         ctx.refusals.refused(client, "acknowledgement", e.code, f"{tp} of share group {group_id}: {e}")
         return e.code
     share.apply_partition(group_id, tp, records, f"member {member_id} acknowledged", quiet=True)
-    return E.NONE
+    return await share.persist(group_id, tp)  # answered once durable
 
 
 def _leader(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, int]:
@@ -121,6 +121,9 @@ def _acquire(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: s
     try:
         partition = ctx.replicas.leader_partition(tp)
         plog = partition.log
+        current = share.partitions.get((group_id, tp))
+        if current is None or current.leader_epoch != partition.leader_epoch:  # moved since `_load`
+            return Acquired(E.NOT_LEADER_OR_FOLLOWER)
         state = share.partition(group_id, tp, leader_epoch=partition.leader_epoch,
                                 log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark)
         available = [o for o, f in state.in_flight.items() if f.state is sp.RecordState.AVAILABLE]
@@ -139,6 +142,17 @@ def _acquire(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: s
     first, last = out.acquired[0][0], out.acquired[-1][1]
     held = [s for s in spans if s.last >= first and s.base <= last]
     return Acquired(E.NONE, data[held[0].start:held[-1].end], out.acquired)
+
+
+async def _load(ctx: BrokerContext, share: ShareBroker, group_id: str, tp: TopicPartition) -> ErrorCode:
+    """The share partition started here (from its durable snapshot), or the error."""
+    try:
+        partition = ctx.replicas.leader_partition(tp)
+    except KafkaError as e:
+        return error_code(ctx.partition_error(tp, e, ctx.image()))
+    plog = partition.log
+    return await share.load(group_id, tp, leader_epoch=partition.leader_epoch,
+                            log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark)
 
 
 def _partition_data(m: Any, ctx: BrokerContext, tp: TopicPartition, got: Acquired, ack: ErrorCode | None) -> Any:
@@ -176,7 +190,8 @@ async def share_fetch(ctx: BrokerContext, req: Any, version: int, client: Client
     for tp in forgotten:
         session.partitions.pop(tp, None)
     share.release_member(group_id, member_id, forgotten, "it forgot the partition")
-    acks = {tp: _acknowledge(ctx, client, share, group_id, member_id, tp, batches) for tp, batches in named.acks.items()}
+    acks = {tp: await _acknowledge(ctx, client, share, group_id, member_id, tp, batches)
+            for tp, batches in named.acks.items()}
     got: dict[TopicPartition, Acquired] = {}
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
@@ -204,9 +219,13 @@ async def _fetch(ctx: BrokerContext, share: ShareBroker, group_id: str, member_i
     tps = sorted(session.partitions)
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     deadline_ms = share.now_ms() + messages.milliseconds(req.max_wait)
+    loaded = {tp: await _load(ctx, share, group_id, tp) for tp in tps}
     while True:
         budget, got = max(req.max_bytes, 1), {}
         for tp in tps:
+            if loaded[tp] is not E.NONE:
+                got[tp] = Acquired(loaded[tp])
+                continue
             got[tp] = _acquire(ctx, share, group_id, member_id, tp, budget, max_records)
             budget = max(budget - len(got[tp].records), 1)
             max_records -= sum(last - first + 1 for first, last, _ in got[tp].ranges)
@@ -239,7 +258,7 @@ async def share_acknowledge(ctx: BrokerContext, req: Any, version: int, client: 
     named = _named(ctx, req.topics)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for tp, batches in named.acks.items():
-        code = _acknowledge(ctx, client, share, group_id, member_id, tp, batches)
+        code = await _acknowledge(ctx, client, share, group_id, member_id, tp, batches)
         leader_id, leader_epoch = _leader(ctx, tp)
         by_topic.setdefault(named.ids[tp], []).append(build(
             m.PartitionData, partition_index=tp.partition, error_code=code,

@@ -18,6 +18,8 @@ from broker.coordinator.errors import CoordinatorError
 from broker.handlers.consumer_groups import GROUP_OPERATIONS_BITS, AUTHORIZED_OPERATIONS_OMITTED, topics_of
 from broker.handlers import groups as group_handlers
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.metadata import broker_endpoint
+from broker.share.persister import ShareStore
 from broker.share.state import SWEEP_INTERVAL_MS, ShareBroker, ShareSettings
 from common.errors import ErrorCode, KafkaError
 from common.topic_partition import TopicPartition
@@ -35,7 +37,9 @@ SHARE_GROUP_TYPE: Final = "share"  # ListGroups' group_type and protocol_type of
 def share_broker(ctx: BrokerContext) -> ShareBroker:
     """This broker's share state, made when first used (on the group coordinator's timers)."""
     if ctx.share is None:
-        share = ctx.share = ShareBroker(ShareSettings.from_config(ctx.config), ctx.groups.timers)
+        store = ShareStore(ctx.image, lambda image, broker: broker_endpoint(ctx, image, broker, ctx.listener_name),
+                           client_id=f"broker-{ctx.broker_id}-share-persister")
+        share = ctx.share = ShareBroker(ShareSettings.from_config(ctx.config), ctx.groups.timers, store)
         share.timers.schedule_every(("share-sweep", ctx.broker_id), SWEEP_INTERVAL_MS,
                                     lambda now_ms: share.sweep(leads=partial(_leads, ctx),
                                                                coordinates=partial(_coordinates, ctx)))

@@ -12,21 +12,27 @@ that runs out returns its records through the same rule a release uses
 partitions a member fetches here, and the epoch its next request must carry) are bounded by
 `MAX_SHARE_SESSIONS`, the least recently used evicted first.
 
-Not durable (issue 31 leaves it open): a share partition lives on its leader only. A leader
-change or restart starts it again from `share.auto.offset.reset`, and a coordinator change
-loses the membership (members rejoin on UNKNOWN_MEMBER_ID, as after a session expiry).
-Kafka keeps both in its share coordinator's `__share_group_state` and `__consumer_offsets`.
+Durable (`store`, `broker.share.persister`): a share partition is started from the snapshot
+its share group's coordinator keeps, and every change but an acquisition is written there: an
+acknowledgement is answered once its snapshot is durable, a release or a lock timeout is
+written in the background. A new leader (failover, restart) restores the snapshot; records
+acquired when the old one stopped are delivered again, as Kafka's are. The membership is the
+coordinator's memory only: after a coordinator change members rejoin on UNKNOWN_MEMBER_ID, as
+after a session expiry (Kafka keeps it in `__consumer_offsets`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from broker.share.persister import ShareStore
 from broker.timers import TimerService
+from common.errors import ErrorCode
 from common.topic_partition import TopicPartition
 from groups import share_group as sg
 from groups import share_partition as sp
@@ -80,12 +86,19 @@ class HeldPartition:
 class ShareBroker:
     """The share groups coordinated here and the share partitions led here (one event loop)."""
 
-    def __init__(self, settings: ShareSettings, timers: TimerService) -> None:
+    def __init__(self, settings: ShareSettings, timers: TimerService, store: ShareStore | None = None) -> None:
         self.settings = settings
         self.timers = timers
+        self.store = store  # None: nothing durable (tests of the rules' shell)
         self.groups: dict[str, sg.ShareGroup] = {}
         self.partitions: dict[tuple[str, TopicPartition], HeldPartition] = {}
         self.sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
+        # durability: a change count per share partition, the count its last durable snapshot
+        # holds, and one lock per partition so that snapshots are written (and loads made) in order
+        self.versions: dict[tuple[str, TopicPartition], int] = {}
+        self.persisted: dict[tuple[str, TopicPartition], int] = {}
+        self._locks: dict[tuple[str, TopicPartition], asyncio.Lock] = {}
+        self._writes: set[asyncio.Task[ErrorCode]] = set()
 
     def now_ms(self) -> int:
         return self.timers.now_ms()
@@ -111,6 +124,67 @@ class ShareBroker:
             self.apply_partition(group_id, tp, moved, f"the log start offset moved to {log_start_offset}")
         return self.partitions[key].state
 
+    async def load(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, log_start_offset: int,
+                   high_watermark: int) -> ErrorCode:
+        """Start the share partition from its durable snapshot (a new leader, or a restart), or
+        from share.auto.offset.reset when it has none, writing that start at once; then as
+        `partition`. The error of the coordinator's answer when it cannot be read."""
+        key = (group_id, tp)
+        held = self.partitions.get(key)
+        if self.store is None or (held is not None and held.leader_epoch == leader_epoch):
+            self.partition(group_id, tp, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
+                           high_watermark=high_watermark)
+            return ErrorCode.NONE
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            held = self.partitions.get(key)
+            if held is not None and held.leader_epoch == leader_epoch:  # loaded while this one waited
+                return ErrorCode.NONE
+            code, snapshot = await self.store.read(group_id, tp, leader_epoch=leader_epoch)
+            if code is not ErrorCode.NONE:
+                return code
+            if snapshot is None:
+                self.partitions.pop(key, None)
+                self.partition(group_id, tp, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
+                               high_watermark=high_watermark)
+            else:
+                state = sp.replay(sp.EMPTY, sp.Restored(snapshot.start_offset, snapshot.batches))
+                self.partitions[key] = HeldPartition(state, leader_epoch)
+                log.info("Share partition %s of group %s restored from its snapshot at SPSO %d, SPEO %d "
+                         "(%d state batch(es)), leader epoch %d", tp, group_id, state.start_offset, state.end_offset,
+                         len(snapshot.batches), leader_epoch)
+            self.versions[key] = self.versions.get(key, 0) + 1
+        return await self.persist(group_id, tp)
+
+    async def persist(self, group_id: str, tp: TopicPartition) -> ErrorCode:
+        """Make the share partition's current state durable (a snapshot at its coordinator); NONE
+        at once when a snapshot written since holds every change made so far."""
+        key = (group_id, tp)
+        wanted = self.versions.get(key, 0)
+        if self.store is None:
+            return ErrorCode.NONE
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            held = self.partitions.get(key)
+            if held is None or self.persisted.get(key, -1) >= wanted:
+                return ErrorCode.NONE
+            version = self.versions.get(key, 0)
+            code = await self.store.write(group_id, tp, leader_epoch=held.leader_epoch,
+                                          start_offset=held.state.start_offset,
+                                          batches=sp.snapshot_batches(held.state))
+            if code is ErrorCode.NONE:
+                self.persisted[key] = max(self.persisted.get(key, -1), version)
+            else:
+                log.warning("Share partition %s of group %s: its state was not made durable: %s", tp, group_id,
+                            code.name)
+            return code
+
+    def _persist_soon(self, group_id: str, tp: TopicPartition) -> None:
+        """A change nobody waits for (a release, a lock timeout, SPSO moving): written in the background."""
+        if self.store is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.persist(group_id, tp))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
     def apply_partition(self, group_id: str, tp: TopicPartition, records: Iterable[sp.ShareRecord],
                         why: str, *, quiet: bool = False) -> None:
         """Replay `records` on the share partition, log what an operator needs (`quiet`: the
@@ -122,6 +196,10 @@ class ShareBroker:
             return
         before = held.state
         held.state = sp.replay_all(before, records)
+        if any(not isinstance(r, sp.Acquired) for r in records):  # acquisitions are not made durable (Kafka's)
+            self.versions[(group_id, tp)] = self.versions.get((group_id, tp), 0) + 1
+            if not quiet:
+                self._persist_soon(group_id, tp)
         archived = sum(r.last - r.first + 1 for r in records
                        if isinstance(r, sp.Transitioned) and r.state is sp.RecordState.ARCHIVED)
         if not quiet or archived:

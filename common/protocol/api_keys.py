@@ -73,6 +73,8 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 # (min, max) version answered per API, inclusive.
@@ -114,6 +116,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    # broker to broker: a share partition's leader and the share group's coordinator
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -180,6 +185,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE: 0,
+    ApiKey.WRITE_SHARE_GROUP_STATE: 0,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,

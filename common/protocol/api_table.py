@@ -153,6 +153,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.SHARE_GROUP_DESCRIBE, AclCheck(Op.DESCRIBE, GROUP)),
     _kio(ApiKey.SHARE_FETCH, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
     _kio(ApiKey.SHARE_ACKNOWLEDGE, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.READ_SHARE_GROUP_STATE, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),  # brokers only
+    _kio(ApiKey.WRITE_SHARE_GROUP_STATE, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
     # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its

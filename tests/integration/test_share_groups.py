@@ -1,7 +1,7 @@
 """KIP-932 share groups with real confluent-kafka `ShareConsumer`s (librdkafka's share consumer).
 
 One module-scoped cluster (one controller, three brokers). Each test has its own topic (one
-partition, three replicas) and group. The acquisition lock is shortened to 2 s and the delivery
+partition, three replicas) and group; the failover test, last, kills a broker and restarts it. The acquisition lock is shortened to 2 s and the delivery
 count limit is Kafka's smallest (2), so redelivery and archiving take seconds, not Kafka's 30 s.
 Consumers acknowledge explicitly, so a test decides when a record is acknowledged, released or
 rejected and which consumer holds what.
@@ -21,9 +21,16 @@ from typing import Any
 
 import pytest
 
+from chaos.nemesis import Nemesis
 from localcluster.launcher import LocalCluster
 from tests.integration.cluster_fixtures import http
-from tests.integration.replication_fixtures import create_topic, replicated_cluster
+from tests.integration.replication_fixtures import (
+    create_topic,
+    partition_state,
+    replicated_cluster,
+    wait_for_state,
+    wait_full_isr,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 if not hasattr(confluent_kafka, "ShareConsumer"):
@@ -42,9 +49,14 @@ ACCEPT, RELEASE, REJECT = (confluent_kafka.AcknowledgeType.ACCEPT, confluent_kaf
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with replicated_cluster(tmp_path_factory.mktemp("share-groups"), PROPERTIES) as (started, _):
+def cluster_and_nemesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Nemesis]]:
+    with replicated_cluster(tmp_path_factory.mktemp("share-groups"), PROPERTIES) as started:
         yield started
+
+
+@pytest.fixture
+def cluster(cluster_and_nemesis: tuple[LocalCluster, Nemesis]) -> LocalCluster:
+    return cluster_and_nemesis[0]
 
 
 def bootstrap(cluster: LocalCluster) -> str:
@@ -244,3 +256,32 @@ def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out + out.err
+
+
+def test_acknowledgements_survive_a_leader_failover(cluster_and_nemesis: tuple[LocalCluster, Nemesis],
+                                                   consumers: list[Any]) -> None:
+    """The share partition's state is durable at the group's coordinator: once the leader that
+    acknowledged 4 records is SIGKILLed, the new leader delivers only the 6 others (held by a
+    consumer when the leader died), with their delivery count 2."""
+    cluster, nemesis = cluster_and_nemesis
+    create_topic(cluster, "share-failover", partitions=1)
+    wait_full_isr(cluster, "share-failover", 1)
+    produce(cluster, "share-failover", [b"f-%d" % i for i in range(10)])
+    a = consumer(cluster, "failover", "share-failover")
+    consumers.append(a)
+    got = sorted(poll(a, 10), key=lambda m: m.offset())
+    assert len(got) == 10
+    ack_all(a, got[:4])  # answered once durable
+    leader = partition_state(cluster, "share-failover", 0)["leader"]
+    nemesis.kill(leader)
+    try:
+        wait_for_state(cluster, "share-failover", 0, "a new leader", lambda s: s["leader"] not in (leader, -1))
+        b = consumer(cluster, "failover", "share-failover")
+        consumers.append(b)
+        again = poll(b, 6)
+        assert values(again) == values(got[4:])
+        assert {m.delivery_count() for m in again} == {2}
+        ack_all(b, again)
+        assert poll(b, 1, 1.0) == []
+    finally:
+        nemesis.restart(leader)

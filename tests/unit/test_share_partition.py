@@ -15,6 +15,7 @@ from groups.share_partition import (
     AcknowledgeType as T,
     Initialized,
     RecordState as S,
+    Restored,
     ShareLimits,
     SharePartitionState,
     StartMoved,
@@ -27,6 +28,7 @@ from groups.share_partition import (
     next_lock_deadline,
     release_member,
     replay_all,
+    snapshot_batches,
 )
 
 LIMITS = ShareLimits(record_lock_duration_ms=1_000, delivery_count_limit=2, max_in_flight_records=100)
@@ -187,3 +189,16 @@ def test_every_record_is_done_exactly_once_or_still_in_flight(steps: list[tuple[
         for o, f in state.in_flight.items():
             assert f.delivery_count <= limits.delivery_count_limit
             assert o not in done or f.state in (S.ACKNOWLEDGED, S.ARCHIVED)
+
+
+def test_a_snapshot_restores_the_state_with_acquired_records_available_again() -> None:
+    state, _ = take(AT_10)  # 10-19 acquired by m1, count 1
+    state = replay_all(state, acknowledge(state, member_id="m1", first=12, last=13, types=(T.ACCEPT,), limits=LIMITS))
+    state = replay_all(state, acknowledge(state, member_id="m1", first=14, last=14, types=(T.REJECT,), limits=LIMITS))
+    batches = snapshot_batches(state)
+    assert batches == ((10, 11, 0, 1), (12, 13, 2, 1), (14, 14, 4, 1), (15, 19, 0, 1))
+    restored = replay_all(EMPTY, [Restored(state.start_offset, batches)])
+    assert (restored.start_offset, restored.end_offset, next_lock_deadline(restored)) == (10, 20, None)
+    assert take(restored, member="m2")[1].acquired == ((10, 11, 2), (15, 19, 2))  # not the done ones
+    done = replay_all(EMPTY, [Restored(10, ((10, 14, 2, 1), (15, 15, 0, 1)))])
+    assert (done.start_offset, done.end_offset) == (15, 16)  # SPSO passes what the batches say is done

@@ -1,0 +1,90 @@
+"""KIP-932's share-state APIs, broker to broker: ReadShareGroupState (84) and
+WriteShareGroupState (85), answered by the share group's coordinator.
+
+A share partition's leader reads its state when it starts the share partition and writes it
+after every change it must not lose (`broker.share.persister`). Kafka answers them at its share
+coordinator over `__share_group_state`; tidelog's share coordinator is the group's coordinator,
+which keeps the snapshot as a record of the group's `__consumer_offsets` partition
+(`groups.share_records`): a write answers once its record committed (acks=all), a read answers
+from the committed state. A snapshot is the partition's whole state, so the last one written wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.coordinator.errors import CoordinatorError, client_error
+from broker.coordinator.runtime import CoordinatorResult
+from broker.handlers.context import BrokerContext, ClientInfo
+from common.errors import ErrorCode
+from common.protocol import messages
+from common.protocol.api_keys import ApiKey
+from common.protocol.messages import build, error_code
+from groups.consumer_records import image_topic_id
+from groups.image import GroupsImage
+from groups.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord
+
+E = ErrorCode
+UNINITIALIZED = -1  # state epoch and start offset of a share partition with no state yet (Kafka's)
+
+
+async def read_share_state(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    m = messages.response_module(ApiKey.READ_SHARE_GROUP_STATE, version)
+    results = []
+    for topic in req.topics:
+        answers = []
+        for p in topic.partitions:
+            key = ShareSnapshotKey(req.group_id, image_topic_id(topic.topic_id), p.partition)
+            try:
+                state = ctx.groups.runtime.committed(ctx.groups.partition_for(req.group_id)).share_states.get(key)
+            except CoordinatorError as e:
+                answers.append(build(m.PartitionResult, partition=p.partition, error_code=error_code(e.code),
+                                     error_message=str(e), state_epoch=UNINITIALIZED, start_offset=UNINITIALIZED,
+                                     state_batches=()))
+                continue
+            answers.append(build(
+                m.PartitionResult, partition=p.partition, error_code=E.NONE,
+                state_epoch=UNINITIALIZED if state is None else state.state_epoch,
+                start_offset=UNINITIALIZED if state is None else state.start_offset,
+                state_batches=() if state is None else tuple(m.StateBatch(
+                    first_offset=b[0], last_offset=b[1], delivery_state=b[2], delivery_count=b[3])
+                    for b in state.batches)))
+        results.append(m.ReadStateResult(topic_id=topic.topic_id, partitions=tuple(answers)))
+    return m.ReadShareGroupStateResponse(results=tuple(results))
+
+
+async def write_share_state(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    m = messages.response_module(ApiKey.WRITE_SHARE_GROUP_STATE, version)
+    results = []
+    for topic in req.topics:
+        answers = []
+        for p in topic.partitions:
+            record = ShareStateRecord(
+                ShareSnapshotKey(req.group_id, image_topic_id(topic.topic_id), p.partition),
+                ShareSnapshotValue(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)))
+            code, message = await _write(ctx, req.group_id, record)
+            answers.append(build(m.PartitionResult, partition=p.partition, error_code=code, error_message=message))
+        results.append(m.WriteStateResult(topic_id=topic.topic_id, partitions=tuple(answers)))
+    return m.WriteShareGroupStateResponse(results=tuple(results))
+
+
+async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) -> tuple[ErrorCode, str | None]:
+    coordinator = ctx.groups
+    assert record.value is not None
+
+    def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, ErrorCode]:
+        # a leader of an older leader epoch (one that has not learnt it was replaced) is fenced,
+        # as Kafka's share coordinator fences it: the new leader's snapshot stays
+        held = state.share_states.get(record.key)
+        if held is not None and record.value is not None and held.leader_epoch > record.value.leader_epoch:
+            return CoordinatorResult(answer=E.FENCED_LEADER_EPOCH)
+        return CoordinatorResult(coordinator.shard.encode((record,)), E.NONE)
+
+    try:
+        code = await coordinator.runtime.write(coordinator.partition_for(group_id), operation)
+    except CoordinatorError as e:
+        return client_error(e.code), str(e)
+    if code is E.FENCED_LEADER_EPOCH:
+        return code, f"a snapshot of a newer leader epoch is held for {record.key}"
+    return E.NONE, None
