@@ -1,8 +1,11 @@
 """Listeners, SASL and TLS with real processes and real clients (issue 29).
 
-One combined node (controller and broker in one process) serves three listeners:
+One combined node (controller and broker in one process) serves five listeners:
 PLAINTEXT (the cluster's own tools and readiness checks), SASL_PLAINTEXT with PLAIN and
-SCRAM-SHA-256/512. Users: PLAIN's from sasl.jaas.config, SCRAM's created through
+SCRAM-SHA-256/512, SASL_SSL, SSL with required client certificates mapped to principals by
+listener-prefixed ssl.principal.mapping.rules, and INTERNAL (SASL_PLAINTEXT) whose PLAIN users
+come from its own listener.name.internal.plain.sasl.jaas.config. The StandardAuthorizer runs
+with allow.everyone.if.no.acl.found=true, so only resources a test puts ACLs on are closed. Users: PLAIN's from sasl.jaas.config, SCRAM's created through
 AlterUserScramCredentials by `tidelog users create`. Each client produces, consumes with a
 group and makes an admin call; a wrong password fails fast with the client's authentication
 error; the broker survives every bad input and closes only the connection that sent it.
@@ -39,20 +42,33 @@ PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
 AUTH_TIMEOUT_MS = 1500  # connections.max.idle.ms: a client that never authenticates
+INTERNAL_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
+MAPPING_RULES = "RULE:^CN=([^,]*)$/$1/L"  # CN=Carol -> carol; a subject with more than a CN: no rule
 LOG_WAIT_S = 5.0
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("sasl")
-    raft, admin, kafka, metrics, sasl, sasl_ssl = free_ports([HOST], 6)
+    raft, admin, kafka, metrics, sasl, sasl_ssl, ssl_port, internal = free_ports([HOST], 8)
     now = datetime.now(timezone.utc)
     ca = new_ca("test CA", now=now)
     (root / "ca.pem").write_bytes(ca.certificate_pem)
     (root / "broker.pem").write_bytes(issue(ca, "broker", hosts=[HOST], now=now).chain_and_key_pem)
-    listeners = f"PLAINTEXT://{HOST}:{kafka},SASL_PLAINTEXT://{HOST}:{sasl},SASL_SSL://{HOST}:{sasl_ssl}"
+    for name, unit in (("Carol", None), ("Dave", None), ("eve", "ops")):  # SSL clients
+        (root / f"{name}.pem").write_bytes(issue(ca, name, hosts=[], now=now, organizational_unit=unit)
+                                           .chain_and_key_pem)
+    listeners = (f"PLAINTEXT://{HOST}:{kafka},SASL_PLAINTEXT://{HOST}:{sasl},SASL_SSL://{HOST}:{sasl_ssl},"
+                 f"SSL://{HOST}:{ssl_port},INTERNAL://{HOST}:{internal}")
     properties = {"listeners": listeners, "advertised.listeners": listeners,
                   "inter.broker.listener.name": "PLAINTEXT",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                                    "SASL_SSL:SASL_SSL,SSL:SSL,INTERNAL:SASL_PLAINTEXT",
+                  "listener.name.ssl.ssl.client.auth": "required",
+                  "listener.name.ssl.ssl.principal.mapping.rules": MAPPING_RULES,
+                  "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+                  "listener.name.internal.plain.sasl.jaas.config": INTERNAL_JAAS,
+                  "authorizer.class.name": "standard", "allow.everyone.if.no.acl.found": "true",
                   "ssl.keystore.location": str(root / "broker.pem"), "ssl.truststore.location": str(root / "ca.pem"),
                   "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "sasl.jaas.config": JAAS,
                   "connections.max.idle.ms": str(AUTH_TIMEOUT_MS)}
@@ -60,7 +76,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                             kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
                             extra_properties=properties) as started:
         info = {"local": started, "plaintext": f"{HOST}:{kafka}", "sasl": f"{HOST}:{sasl}",
-                "sasl_ssl": f"{HOST}:{sasl_ssl}", "ca": str(root / "ca.pem"), "log": started.brokers[0].spec.log_path}
+                "sasl_ssl": f"{HOST}:{sasl_ssl}", "ssl": f"{HOST}:{ssl_port}", "internal": f"{HOST}:{internal}",
+                "root": root, "ca": str(root / "ca.pem"), "log": started.brokers[0].spec.log_path}
         for user, mechanism in (("scram512", "SCRAM-SHA-512"), ("scram256", "SCRAM-SHA-256")):
             tidelog(info, "users", "create", "--user", user, "--password", f"{user}-secret", "--mechanism", mechanism)
         yield info
@@ -369,33 +386,65 @@ def test_kcat_sasl_ssl_and_a_plaintext_client_on_the_tls_port(cluster: dict[str,
     logged(cluster, "TLS handshake with")
 
 
-# --- tidelog up --security: replication over an inter-broker SASL_SSL listener -------------------
+# --- per-listener keys: the INTERNAL listener's own PLAIN users ------------------------------------
 
-def test_replication_over_inter_broker_sasl_ssl(tmp_path: Path) -> None:
-    """Two brokers whose inter-broker listener is SASL_SSL (localcluster.security_setup, as `tidelog
-    up --security SASL_SSL` makes it): an acks=all write to a topic with min.insync.replicas=2
-    succeeds only once the follower fetched it over TLS, authenticated as the broker user."""
-    hosts = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
-    raft, admin, kafka_port, metrics = free_ports(hosts, 4)
-    with LocalCluster.start(tmp_path, controllers=1, brokers=2, raft_port=raft, admin_port=admin,
-                            kafka_port=kafka_port, metrics_port=metrics, ready_timeout=READY_S,
-                            security="SASL_SSL") as started:
-        try:
-            lines = (tmp_path / "client.properties").read_text().splitlines()
-            config: dict[str, Any] = dict(line.split("=", 1) for line in lines)
-            assert config["security.protocol"] == "SASL_SSL"
-            admin_client = confluent_admin.AdminClient(config)
-            topic = confluent_admin.NewTopic("replicated", 1, 2, config={"min.insync.replicas": "2"})
-            admin_client.create_topics([topic])["replicated"].result(CLIENT_TIMEOUT_S)
-            producer = confluent_kafka.Producer({**config, "acks": "all", "message.timeout.ms": 20000})
-            delivered: list[Any] = []
-            for i in range(5):
-                producer.produce("replicated", f"r{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
-            assert producer.flush(30) == 0
-            assert delivered == [None] * 5
-            for broker in started.brokers:
-                log = broker.spec.log_path.read_text(errors="replace")
-                assert "listener SASL_SSL (SASL_SSL)" in log and "inter-broker listener SASL_SSL" in log
-                assert "Failed authentication" not in log and "TLS handshake with" not in log
-        finally:
-            started.stop()
+def _login_fails(config: dict[str, Any]) -> None:
+    errors: list[Any] = []
+    admin = confluent_admin.AdminClient({**config, "error_cb": errors.append})
+    with pytest.raises(confluent_kafka.KafkaException):
+        admin.list_topics(timeout=5)
+    admin.poll(0.5)
+    assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_a_listener_takes_its_own_jaas_line(cluster: dict[str, Any]) -> None:
+    """listener.name.internal.plain.sasl.jaas.config names bob only: bob logs in there and not on
+    SASL_PLAINTEXT (the unprefixed line's users), alice the other way round."""
+    internal = {**sasl_config(cluster, "PLAIN", "bob", "bob-secret"), "bootstrap.servers": cluster["internal"]}
+    metadata = confluent_admin.AdminClient(internal).list_topics(timeout=CLIENT_TIMEOUT_S)
+    assert metadata.brokers[1].port == int(cluster_port(internal))
+    _login_fails(sasl_config(cluster, "PLAIN", "bob", "bob-secret"))
+    _login_fails({**sasl_config(cluster, "PLAIN", "alice", "alice-secret"), "bootstrap.servers": cluster["internal"]})
+
+
+# --- SSL: client certificates mapped by ssl.principal.mapping.rules --------------------------------
+
+def ssl_config(cluster: dict[str, Any], name: str) -> dict[str, Any]:
+    pem = str(cluster["root"] / f"{name}.pem")
+    return {"bootstrap.servers": cluster["ssl"], "security.protocol": "SSL", "ssl.ca.location": cluster["ca"],
+            "ssl.certificate.location": pem, "ssl.key.location": pem}
+
+
+def test_certificate_principals_are_mapped_by_the_listener_rules(cluster: dict[str, Any]) -> None:
+    """An ACL for User:carol (CN=Carol lower-cased by the rule) lets Carol write the topic and not
+    Dave (User:dave); with the DEFAULT rule Carol would have been User:CN=Carol."""
+    topic = "mapped"
+    plaintext = confluent_admin.AdminClient({"bootstrap.servers": cluster["plaintext"]})
+    plaintext.create_topics([confluent_admin.NewTopic(topic, 1, 1)])[topic].result(CLIENT_TIMEOUT_S)
+    binding = confluent_admin.AclBinding(confluent_admin.ResourceType.TOPIC, topic,
+                                         confluent_admin.ResourcePatternType.LITERAL, "User:carol", "*",
+                                         confluent_admin.AclOperation.WRITE, confluent_admin.AclPermissionType.ALLOW)
+    plaintext.create_acls([binding])[binding].result(CLIENT_TIMEOUT_S)
+    outcomes: dict[str, Any] = {}
+    for name in ("Carol", "Dave"):
+        producer = confluent_kafka.Producer({**ssl_config(cluster, name), "message.timeout.ms": 10_000})
+        producer.produce(topic, name.encode(), on_delivery=lambda err, msg, n=name: outcomes.__setitem__(n, err))
+        producer.flush(CLIENT_TIMEOUT_S)
+    assert outcomes["Carol"] is None
+    assert outcomes["Dave"] is not None and outcomes["Dave"].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_certificate_no_rule_maps_fails_authentication(cluster: dict[str, Any]) -> None:
+    import ssl
+    context = ssl.create_default_context(cafile=cluster["ca"])
+    context.load_cert_chain(str(cluster["root"] / "eve.pem"))
+    host, _, port = cluster["ssl"].rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as sock:
+            try:  # TLS 1.3: the handshake ends client-side before the server reads the certificate
+                sock.sendall(_frame(18, 0, b""))  # ApiVersions: never answered
+                closed = _closed(sock)
+            except (ssl.SSLError, OSError):  # the close seen as a TLS alert or EOF
+                closed = True
+            assert closed
+    logged(cluster, "no ssl.principal.mapping.rules rule applies to CN=eve,OU=ops")
