@@ -6,6 +6,11 @@ Through the plugin: the power_loss=True marker, and a skip with the reason where
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,6 +54,27 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+# iptables and lo's qdisc are the host's: under pytest-xdist (-n 4) the workers' link tests take
+# turns, and each compares only what is not another process's chain (TIDELOG-LINK-<pid>)
+HOST_LINKS_LOCK = Path(tempfile.gettempdir()) / "tidelog-link-tests.lock"
+OTHERS_CHAIN = re.compile(r"TIDELOG-LINK(?:NAT)?-(\d+)")
+
+
+@contextlib.contextmanager
+def host_links_locked() -> Iterator[None]:
+    with open(HOST_LINKS_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # bounded by the other worker's test, itself bounded
+        yield
+
+
+def own_state() -> tuple[str, ...]:
+    """install.state() without the lines of other processes' chains."""
+    def mine(line: str) -> bool:
+        found = OTHERS_CHAIN.search(line)
+        return found is None or int(found.group(1)) == os.getpid()
+    return tuple("\n".join(line for line in part.splitlines() if mine(line)) for part in install.state())
+
+
 def mounts_under(root: Path) -> list[str]:
     return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
             if line.split()[1].startswith(str(root))]
@@ -61,21 +87,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     why = install.missing()
     if why is not None:
         pytest.skip(why)
-    with Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("links")) as started:
+    started = Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("links")).start()
+    try:
         yield started
+    finally:
+        with host_links_locked():  # the stop removes this process's chains: it takes its turn too
+            started.stop()
     assert install.leftovers() == []
 
 
 @pytest.fixture
 def clean_links(cluster: Cluster) -> Iterator[None]:
     """Whatever the test does, its rules, classes and proxy are gone after it."""
-    before = install.state()
-    try:
-        yield
-    finally:
-        cluster.recover()
-        cluster.close_link_faults()
-        assert install.state() == before
+    with host_links_locked():
+        before = own_state()
+        try:
+            yield
+        finally:
+            cluster.recover()
+            cluster.close_link_faults()
+            assert own_state() == before
 
 
 @pytest.fixture
@@ -107,11 +138,11 @@ BAD_INPUT: list[tuple[str, Callable[[Cluster], Any], str]] = [
 @pytest.mark.parametrize(("why", "call", "named"), BAD_INPUT, ids=[row[0] for row in BAD_INPUT])
 def test_bad_input_names_the_argument_and_installs_nothing(cluster: Cluster, clean_links: None, why: str,
                                                            call: Callable[[Cluster], Any], named: str) -> None:
-    before = install.state()
+    before = own_state()
     with pytest.raises(ValueError, match=named):
         call(cluster)
     assert cluster.link_faults() == []
-    assert install.state() == before
+    assert own_state() == before
 
 
 def test_a_slow_link_to_a_follower_raises_acks_all_latency(cluster: Cluster,

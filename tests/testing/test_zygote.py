@@ -45,4 +45,5 @@ def test_a_forked_cluster_stops_cleanly(tmp_path: Path) -> None:
     node = cluster.node(1)
     reports = cluster.stop()
     assert [r.outcome for r in reports] == ["stopped"]  # SIGTERM was enough: no SIGKILL
+    assert [r.exit_status for r in reports] == [0]  # the zygote's line in its log, read before it went
     assert not node.running() and list(tmp_path.iterdir()) == []

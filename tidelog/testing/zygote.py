@@ -30,6 +30,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 from localcluster.node_process import NodeProcess
 
 ZYGOTE_READY_TIMEOUT: Final = 60 * SECONDS  # its imports, on a loaded 2-core machine
+EXIT_LINE_SEARCH_BYTES: Final = 64 * 1024  # the zygote's exit line is the log's last
 PR_SET_PDEATHSIG: Final = 1
 PR_SET_NAME: Final = 15
 # what a node imports by the time it serves: its command's modules, what they import lazily (the
@@ -70,18 +72,26 @@ class ZygoteError(RuntimeError):
 
 
 class ForkedNode(NodeProcess):
-    """A node forked by the zygote: alive while its pid is a process that is not a zombie (the
-    zygote reaps it; its command line is the zygote's, so the launcher's check by command line
-    does not apply)."""
+    """A node forked by the zygote: alive while its pid exists (the zygote reaps it once it has
+    written its exit status to the node's log; its command line is the zygote's, so the launcher's
+    check by command line does not apply)."""
 
     def running(self) -> bool:
-        if self.pid is None:
-            return False
+        return self.pid is not None and (Path("/proc") / str(self.pid)).exists()
+
+    @property
+    def exit_status(self) -> int | None:
+        """As Popen.returncode (negative: killed by that signal), from the zygote's line in the log."""
+        if self.pid is None or self.running():
+            return None
         try:
-            stat = (Path("/proc") / str(self.pid) / "stat").read_text()
+            with open(self.spec.log_path, "rb") as log_file:
+                log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - EXIT_LINE_SEARCH_BYTES))
+                tail = log_file.read().decode(errors="replace")
         except OSError:
-            return False
-        return stat.rpartition(")")[2].split()[:1] != ["Z"]
+            return None
+        found = re.findall(rf"\(pid {self.pid}\) exited with status (-?\d+)", tail)
+        return int(found[-1]) if found else None
 
 
 class Zygote:
@@ -203,14 +213,29 @@ def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> 
             os._exit(code)
 
 
+_children: dict[int, tuple[str, str]] = {}  # pid -> (role, node.log) of the nodes not reaped yet
+
+
 def _reap(_signum: int = 0, _frame: object = None) -> None:
+    """Every exited child: its exit status appended to its log (what ForkedNode.exit_status reads),
+    and only then reaped, so that its pid exists until the status can be read."""
     while True:  # bounded by the exited children
         try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if info is None:
             return
+        code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        role, log_path = _children.pop(info.si_pid, ("node", ""))
+        if log_path:
+            try:
+                with open(log_path, "a") as log_file:
+                    log_file.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog test zygote: {role} "
+                                   f"(pid {info.si_pid}) exited with status {code}\n")
+            except OSError:
+                pass  # its directory is gone: nobody will read it
+        os.waitpid(info.si_pid, 0)
 
 
 def warm() -> None:
@@ -254,9 +279,13 @@ def main() -> int:
         except (ValueError, KeyError, TypeError) as exc:
             answer: dict[str, object] = {"error": f"bad request {line[:200]!r}: {exc}"}
         else:
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # its entry before its exit
             pid = os.fork()
             if pid == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
                 _child(role, config, log_path, cwd, me)
+            _children[pid] = (role, log_path)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
             answer = {"pid": pid}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
