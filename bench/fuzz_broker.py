@@ -267,6 +267,9 @@ def _kafka4_request(api: ApiKey, version: int, topic: str) -> bytes | None:
         return build("WriteShareGroupStateRequest", group_id=FUZZ_GROUP + "-932", topics=(m.WriteStateData(
             topic_id=uuid.UUID(int=5), partitions=(m.PartitionData(partition=0, state_epoch=0, leader_epoch=0,
                                                                    start_offset=0, state_batches=()),)),))
+    if api is ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
+        return build("DescribeShareGroupOffsetsRequest", groups=(m.DescribeShareGroupOffsetsRequestGroup(
+            group_id=FUZZ_GROUP + "-932", topics=None),))
     if api is ApiKey.SASL_HANDSHAKE:
         return build("SaslHandshakeRequest", mechanism="PLAIN")
     if api is ApiKey.SASL_AUTHENTICATE:
@@ -279,7 +282,7 @@ KAFKA4_APIS: Final = frozenset({
     ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
-    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE})
+    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS})
 FUZZ_GROUP: Final = "fuzz-group"
 
 

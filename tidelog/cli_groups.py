@@ -116,7 +116,7 @@ def _describe(args: argparse.Namespace) -> int:
                 return _describe_consumer(admin, args.group, consumer)
             share = _described(admin, args.group, "SHARE_GROUP_DESCRIBE", 1)
             if share is not None:
-                return _describe_share(args.group, share)
+                return _describe_share(admin, args.group, share)
             d = admin.describe(args.group)
         except BrokerUnavailable as exc:
             raise _unavailable(exc) from None
@@ -198,11 +198,37 @@ def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
     return 0
 
 
-def _describe_share(group_id: str, group: Any) -> int:
-    """A KIP-932 share group: the group line, then each member with its epoch and assignment
-    (kafka-share-groups.sh --describe --members's columns; many members may share a partition)."""
+def _share_offsets(admin: Any, group_id: str) -> dict[tuple[str, int], int]:
+    """Each share partition's start offset (DescribeShareGroupOffsets v0: the coordinator's
+    durable state; -1 for one without state yet)."""
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+
+    api = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+    m = messages.request_module(api, 0)
+    request = m.DescribeShareGroupOffsetsRequest(groups=(m.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group_id, topics=None),))
+    response = admin._at_coordinator(group_id, api, 0, request, messages.encode_request,
+                                     messages.response_decoder(api), lambda r: r.groups[0].error_code)
+    return {(t.topic_name, p.partition_index): p.start_offset for t in response.groups[0].topics
+            for p in t.partitions if p.error_code == 0}
+
+
+def _describe_share(admin: Any, group_id: str, group: Any) -> int:
+    """A KIP-932 share group: the group line, each share partition's start offset (SPSO: every
+    record before it is acknowledged or archived) with the log end offset and the records past
+    it, then each member with its epoch and assignment (kafka-share-groups.sh --describe's
+    columns; many members may share a partition)."""
     cli_common.say(f"Share group '{group_id}': type share, assignor {group.assignor_name}, state "
                    f"{group.group_state}, group epoch {group.group_epoch}")
+    cli_common.say()
+    starts = _share_offsets(admin, group_id)
+    ends = admin.log_end_offsets(sorted({t for t, _ in starts}))
+    rows = [(group_id, t, p, start, ends.get((t, p)),
+             None if start < 0 or ends.get((t, p)) is None else max(ends[(t, p)] - start, 0))
+            for (t, p), start in sorted(starts.items())]
+    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"), rows,
+                                right={2, 3, 4, 5}))
     cli_common.say()
     if not group.members:
         cli_common.say(f"Share group '{group_id}' has no active members.")

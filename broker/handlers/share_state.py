@@ -1,5 +1,6 @@
-"""KIP-932's share-state APIs, broker to broker: ReadShareGroupState (84) and
-WriteShareGroupState (85), answered by the share group's coordinator.
+"""KIP-932's share-state APIs, answered by the share group's coordinator: ReadShareGroupState
+(84) and WriteShareGroupState (85), broker to broker, and DescribeShareGroupOffsets (90), an
+admin's.
 
 A share partition's leader reads its state when it starts the share partition and writes it
 after every change it must not lose (`broker.share.persister`). Kafka answers them at its share
@@ -19,7 +20,8 @@ from broker.handlers.context import BrokerContext, ClientInfo
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.messages import build, error_code
+from common.protocol.messages import NO_THROTTLE, build, error_code
+from common.protocol.metadata import wire_topic_id
 from groups.consumer_records import image_topic_id
 from groups.image import GroupsImage
 from groups.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord
@@ -88,3 +90,44 @@ async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) ->
     if code is E.FENCED_LEADER_EPOCH:
         return code, f"a snapshot of a newer leader epoch is held for {record.key}"
     return E.NONE, None
+
+
+async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """DescribeShareGroupOffsets (90): each share partition's start offset (SPSO) and the leader
+    epoch of its last snapshot, from the committed state (-1: no state yet); topics null: every
+    share partition of the group this coordinator holds."""
+    m = messages.response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version)
+    image = ctx.image()
+    names = {t.topic_id: name for name, t in image.topics.by_name.items()}
+    groups = []
+    for g in req.groups:
+        try:
+            states = ctx.groups.runtime.committed(ctx.groups.partition_for(g.group_id)).share_states
+        except CoordinatorError as e:
+            groups.append(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
+                                error_code=error_code(e.code), error_message=str(e)))
+            continue
+        wanted: dict[str, list[int]] = {}
+        if g.topics is None:
+            for key in sorted((k for k in states if k.group == g.group_id), key=lambda k: (k.topic_id, k.partition)):
+                if key.topic_id in names:
+                    wanted.setdefault(names[key.topic_id], []).append(key.partition)
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name, partitions in wanted.items():
+            topic = image.topic(name)
+            answers = []
+            for p in partitions:
+                state = None if topic is None else states.get(ShareSnapshotKey(g.group_id, topic.topic_id, p))
+                answers.append(build(
+                    m.DescribeShareGroupOffsetsResponsePartition, partition_index=p,
+                    start_offset=UNINITIALIZED if state is None else state.start_offset,
+                    leader_epoch=UNINITIALIZED if state is None else state.leader_epoch,
+                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION if topic is None else E.NONE))
+            topics.append(build(m.DescribeShareGroupOffsetsResponseTopic, topic_name=name,
+                                topic_id=None if topic is None else wire_topic_id(topic.topic_id),
+                                partitions=tuple(answers)))
+        groups.append(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=tuple(topics),
+                            error_code=E.NONE))
+    return build(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

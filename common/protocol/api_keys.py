@@ -75,6 +75,7 @@ class ApiKey(IntEnum):
     UPDATE_RAFT_VOTER = 82
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 # (min, max) version answered per API, inclusive.
@@ -119,6 +120,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # broker to broker: a share partition's leader and the share group's coordinator
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),  # v1 adds the lag, which the coordinator does not know
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -187,6 +189,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.SHARE_ACKNOWLEDGE: 0,
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
