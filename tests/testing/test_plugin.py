@@ -176,12 +176,18 @@ def test_isolate_skips_with_a_reason(pytester: pytest.Pytester, monkeypatch: pyt
 
 
 SLEEPER = """
-    import pathlib, time
+    import json, pathlib, time
 
     def test_sleeps(tidelog_cluster):
-        pathlib.Path("started.txt").write_text(str(tidelog_cluster.data_dir))
+        pids = [n.pid for n in tidelog_cluster.local.nodes]
+        pathlib.Path("started.txt").write_text(json.dumps([str(tidelog_cluster.data_dir), pids]))
         time.sleep(120)
 """
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The pids that are still processes (forked nodes' command lines are their zygote's: by pid)."""
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
@@ -192,13 +198,15 @@ def test_an_interrupted_session_leaves_no_process(pytester: pytest.Pytester, sig
                              cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         started = pytester.path / "started.txt"
-        wait_until("the inner session's cluster", started.exists, 60)
-        data_dir = Path(started.read_text())
-        assert len(processes_mentioning(str(data_dir))) >= 3  # controller, two brokers (and the watchdog)
+        wait_until("the inner session's cluster", lambda: started.exists() and started.read_text(), 120)
+        data_dir, pids = json.loads(started.read_text())
+        data_dir = Path(data_dir)
+        assert len(alive(pids)) == 3  # controller, two brokers
         inner.send_signal(sig)
         inner.wait(60)
         wait_until("every node of the interrupted session gone",
-                   lambda: not processes_mentioning(str(data_dir)) and not data_dir.exists(), 30)
+                   lambda: not alive(pids) and not processes_mentioning(str(data_dir)) and not data_dir.exists(),
+                   30)
     finally:
         if inner.poll() is None:
             inner.kill()
