@@ -70,7 +70,9 @@ class Nemesis:
         index, old = next((i, n) for i, n in enumerate(self.cluster.nodes) if n.spec.node_id == node_id)
         if old.running():
             raise RuntimeError(f"node {node_id} is still running (pid {old.pid}); kill or stop it first")
-        node = NodeProcess.spawn(old.spec)
+        # a cluster of separate hosts (tidelog.hosts) spawns a node in its own namespace
+        spawn = getattr(self.cluster, "spawn", NodeProcess.spawn)
+        node = spawn(old.spec)
         self.cluster.nodes[index] = node
         self.cluster.write_cluster_file()
         self._record("restart", node_id)

@@ -220,7 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words[0] if words else None).parse_args(words)
     run: Runner = args.run
-    if getattr(args, "data_dir", None) is not None and args.command not in {c.name for c in NODE_COMMANDS}:
+    # a client command's --data-dir, or chaos run's --cluster-dir, may name a cluster of namespaced hosts
+    named_dir = getattr(args, "data_dir", None) or getattr(args, "cluster_dir", None)
+    if named_dir is not None and args.command not in {c.name for c in NODE_COMMANDS}:
         from tidelog.hosts.up import prepare_client_command  # (issue 30) a netns cluster's client namespace
         problem = prepare_client_command(args)
         if problem is not None:

@@ -15,7 +15,7 @@ import json
 import threading
 from typing import Final
 
-from chaos.engine.targets import HARNESS_ADDRESS, ClusterView
+from chaos.engine.targets import ClusterView, admin_headers, harness_source
 from chaos.history import History
 
 CREATE_TIMEOUT_S: Final = 10.0
@@ -44,9 +44,10 @@ class TopicCreations:
             if not node.running():
                 continue
             connection = http.client.HTTPConnection(node.spec.host, node.spec.admin_port, timeout=CREATE_TIMEOUT_S,
-                                                    source_address=(HARNESS_ADDRESS, 0))
+                                                    source_address=harness_source(node.spec.host))
             try:
-                connection.request("POST", "/v1/topics", body, {"Content-Type": "application/json"})
+                connection.request("POST", "/v1/topics", body, {"Content-Type": "application/json",
+                                                                **admin_headers(self.view.cluster)})
                 answer = connection.getresponse()
                 text = answer.read(4096).decode(errors="replace")
             except (OSError, http.client.HTTPException) as exc:

@@ -16,8 +16,9 @@ import logging
 import random
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
-from chaos.engine.targets import ClusterView, TargetError, resolve
+from chaos.engine.targets import ClusterView, TargetError, admin_headers, resolve
 from chaos.engine.txn_workload import TxnWorkload
 from chaos.history import History
 from chaos.nemeses import disk, links
@@ -40,6 +41,16 @@ REASSIGN_TIMEOUT_S = 10.0  # the admin API answers a reassignment once its recor
 LINK_ACTIONS = (FaultAction.DELAY, FaultAction.BANDWIDTH, FaultAction.LOSS, FaultAction.SLOW_CLOSE)
 
 
+@runtime_checkable
+class HostPartitions(Protocol):
+    """A cluster whose nodes are separate hosts cuts its links itself (tidelog.hosts: iptables in
+    the hosts' namespaces); the firewall and link faults here act on loopback only."""
+
+    def partition(self, side_a: list[int], side_b: list[int], *, one_way: bool) -> int: ...
+
+    def heal_partition(self, handle: int) -> None: ...
+
+
 @dataclass(slots=True)
 class ActiveFault:
     scheduled: ScheduledFault
@@ -48,6 +59,7 @@ class ActiveFault:
     handle: int | None = None
     client: str | None = None  # a transactional client's name (client:NAME), not a node
     placed: dict[int, int] = field(default_factory=dict)  # request-fault: broker id -> the fault's id there
+    host_cut: bool = False  # `handle` is the cluster's own partition (HostPartitions), not the firewall's
 
 
 class FaultApplier:
@@ -148,6 +160,12 @@ class FaultApplier:
             except (TargetError, OSError, ValueError) as exc:
                 self._skip(scheduled, str(exc))
                 return None
+        elif isinstance(cluster, HostPartitions):
+            if a not in (FaultAction.PARTITION, FaultAction.DROP):
+                self._skip(scheduled, f"{a.value} acts on loopback links; this cluster's nodes are separate hosts")
+                return None
+            active.handle = cluster.partition(targets, active.peers, one_way=a is FaultAction.DROP)
+            active.host_cut = True
         else:
             specs = {n.spec.node_id: n.spec for n in cluster.nodes}
             side_a, side_b = [specs[i] for i in targets], [specs[i] for i in active.peers]
@@ -185,8 +203,9 @@ class FaultApplier:
             raise TargetError(f"{topic}-{number}: no broker without a replica to move {active.targets} to")
         target = [outsiders[0] if r == active.targets[0] else r for r in replicas]
         body = {"version": 1, "partitions": [{"topic": topic, "partition": number, "replicas": target}]}
+        headers = {"Content-Type": "application/json", **admin_headers(self.view.cluster)}
         request = urllib.request.Request(self.view.cluster.admin_url + "/v1/reassignments", method="POST",
-                                         data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+                                         data=json.dumps(body).encode(), headers=headers)
         urllib.request.urlopen(request, timeout=REASSIGN_TIMEOUT_S).close()
         self.history.record("note", what="reassignment", id=active.scheduled.id, topic=topic, partition=number,
                             replicas=replicas, target=target)
@@ -255,6 +274,8 @@ class FaultApplier:
                 log.warning("request-fault %s: not removed: %s", active.scheduled.id, exc)
             self.history.record("note", what="request-fault-fired", id=active.scheduled.id,
                                 fired={str(k): v for k, v in fired.items()})
+        elif active.host_cut and active.handle is not None and isinstance(self.view.cluster, HostPartitions):
+            self.view.cluster.heal_partition(active.handle)
         elif a in LINK_ACTIONS and self.links is not None and active.handle is not None:
             if a is FaultAction.LOSS:  # what the link actually lost, beside the configured share
                 seen, dropped = self.links.loss_counters(active.handle)

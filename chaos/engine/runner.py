@@ -33,7 +33,7 @@ from chaos.engine.faults import LINK_ACTIONS, ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_controller_log, parse_node_log
 from chaos.engine.metadata_views import record_metadata_views
-from chaos.engine.targets import ClusterView
+from chaos.engine.targets import ClusterView, admin_headers
 from chaos.engine.txn_workload import HOLD_GID, TxnWorkload
 from chaos.engine.workload import CLIENT_LOG, Consumers, Producers, Sampler, final_read, workload_clients
 from chaos.history import History
@@ -44,6 +44,7 @@ from chaos.links.install import LinkFaults
 from chaos.nemeses.power import PowerLayer, needs_brokers, power_faults
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
+from localcluster.hosted import attach_any
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.replica_files import (
     partition_dir,
@@ -78,9 +79,9 @@ class RunOutcome:
         return all(v.ok for v in self.verdicts)
 
 
-def _post(url: str, body: dict[str, Any]) -> None:
+def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> None:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **headers})
     urllib.request.urlopen(request, timeout=10).close()
 
 
@@ -126,7 +127,7 @@ class ScenarioRun:
                                    "would mix with its records; delete it (tidelog topics --delete) or use another")
             _post(cluster.admin_url + "/v1/topics", {"name": topic.name, "partitions": topic.partitions,
                                                      "replication_factor": topic.replication_factor,
-                                                     "configs": dict(topic.configs)})
+                                                     "configs": dict(topic.configs)}, admin_headers(cluster))
         names = [t.name for t in self.scenario.topics]
         if not wait_for("the topics fully replicated", lambda: healed(view, names), 60):
             raise RuntimeError("the scenario's topics never had a leader and a full ISR")
@@ -220,7 +221,7 @@ class ScenarioRun:
         needs_firewall = any(f.action in NETWORK_ACTIONS for f in scenario.faults)
         with ExitStack() as stack:  # leaves in reverse: resume paused nodes, remove rules, stop nodes
             history.record("phase", name="setup")
-            running = LocalCluster.attach(root)
+            running = attach_any(root)  # loopback, or separate hosts (tidelog.hosts registers them)
             power: PowerLayer | None = None
             if running is not None and any(n.running() for n in running.nodes):
                 # a cluster `tidelog up` runs: used as it is (its own configs), and left running

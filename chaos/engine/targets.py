@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from common.config import default_int
 import http.client
+import ipaddress
 import json
 import random
 from typing import Any, Final
@@ -41,6 +42,20 @@ TRANSACTION_STATE_PARTITIONS: Final = default_int("transaction.state.log.num.par
 HARNESS_ADDRESS: Final = "127.0.0.250"
 
 
+def harness_source(host: str) -> tuple[str, int] | None:
+    """The source of the harness's own admin calls to `host`: HARNESS_ADDRESS on loopback; the
+    kernel's choice for a namespaced host (tidelog.hosts: the harness runs on the client host,
+    where a loopback source cannot reach it)."""
+    return (HARNESS_ADDRESS, 0) if ipaddress.ip_address(host).is_loopback else None
+
+
+def admin_headers(cluster: LocalCluster) -> dict[str, str]:
+    """The Authorization a cluster's admin API requires: a namespaced cluster's (its `admin_token`,
+    needed beyond loopback, reads included); none on loopback."""
+    token = getattr(cluster, "admin_token", None)
+    return {"Authorization": f"Bearer {token}"} if isinstance(token, str) and token else {}
+
+
 class TargetError(RuntimeError):
     """The selector names nothing right now (no leader, no active controller, ...)."""
 
@@ -57,9 +72,9 @@ class ClusterView:
             if not node.running():
                 continue
             connection = http.client.HTTPConnection(node.spec.host, node.spec.admin_port, timeout=NODE_READ_TIMEOUT,
-                                                    source_address=(HARNESS_ADDRESS, 0))
+                                                    source_address=harness_source(node.spec.host))
             try:
-                connection.request("GET", path)
+                connection.request("GET", path, headers=admin_headers(self.cluster))
                 answer = connection.getresponse()
                 if answer.status != 200:
                     raise OSError(f"GET {path} answered {answer.status}")

@@ -40,6 +40,7 @@ from localcluster.cluster_layout import (
     replace_private,
     write_atomic,
 )
+from localcluster import hosted
 from localcluster.launcher import LauncherError, LocalCluster
 from localcluster.node_process import SOURCE_ROOT, STOP_TIMEOUT, NodeProcess, StopReport
 from localcluster.racks import broker_racks, with_racks
@@ -59,7 +60,8 @@ from tidelog.hosts.partition import HostPartitions
 
 CLIENT_HOST: Final = "client"
 ADMIN_TOKEN_FILE: Final = "admin.token"  # the controllers' admin.token (0600): their API is beyond loopback
-HOSTS_KEY: Final = "hosts"  # cluster.json's entry: the namespaces (NetworkPlan.to_document)
+HOSTS_KEY: Final = hosted.HOSTS_KEY  # cluster.json's entry: the namespaces (NetworkPlan.to_document)
+NETNS_KIND: Final = "netns"  # its "kind" (NetworkPlan.to_document)
 
 
 def load_or_create_admin_token(root: Path) -> str:
@@ -172,6 +174,14 @@ class NetnsCluster(LocalCluster):
             return [host_name(item) if isinstance(item, int) else item for item in side]
 
         return self.partitions.cut(hosts(side_a), hosts(side_b), one_way=one_way)
+
+    def heal_partition(self, handle: int) -> None:
+        self.partitions.heal(handle)
+
+    @property
+    def admin_token(self) -> str | None:
+        """The token the controllers' admin API requires beyond loopback (the chaos engine sends it)."""
+        return admin_token(self.root)
 
     @classmethod
     def start(cls, root: Path, *, controllers: int | None = None, brokers: int | None = None,  # type: ignore[override]
@@ -324,3 +334,6 @@ def remove_recorded(root: Path) -> list[str]:
         return delete_namespaces(cluster.network.plan.namespaces)
     except NetnsError as exc:
         return [str(exc)]
+
+
+hosted.register(NETNS_KIND, NetnsCluster.attach)  # the chaos runner's --cluster-dir reaches it (localcluster.hosted)

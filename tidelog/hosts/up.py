@@ -127,11 +127,16 @@ def run_down(root: Path) -> int:
 
 
 def prepare_client_command(args: argparse.Namespace) -> str | None:
-    """Before a client command runs: with --data-dir of a netns cluster, move into its client namespace
-    and take its admin token (unless one was given); an error message, or None."""
-    if getattr(args, "command", None) in NOT_CLIENT_COMMANDS or not isinstance(getattr(args, "data_dir", None), Path):
+    """Before a client command runs: with --data-dir of a netns cluster (or `chaos run --cluster-dir`
+    of one), move into its client namespace and take its admin token (unless one was given); an
+    error message, or None."""
+    command = getattr(args, "command", None)
+    if command == "chaos" and isinstance(getattr(args, "cluster_dir", None), Path):
+        root = args.cluster_dir  # `chaos run --cluster-dir D`: its workload and nemeses act from the client host
+    elif command in NOT_CLIENT_COMMANDS or not isinstance(getattr(args, "data_dir", None), Path):
         return None
-    root: Path = args.data_dir
+    else:
+        root = args.data_dir
     try:
         document = read_cluster_file_any(root.resolve())
         if not enter_client_namespace(document):
