@@ -35,3 +35,22 @@ def test_tidelog_hosts_registers_netns() -> None:
     import tidelog.hosts.cluster as netns_cluster
 
     assert hosted._ATTACH["netns"] == netns_cluster.NetnsCluster.attach
+
+
+class _Hosted:
+    admin_token = "secret-token"
+
+
+@pytest.mark.parametrize(("host", "source"), [("127.0.0.3", ("127.0.0.250", 0)), ("198.18.0.10", None)])
+def test_the_harness_leaves_from_its_loopback_address_only_on_loopback(host: str, source: object) -> None:
+    from chaos.engine.targets import HARNESS_ADDRESS, harness_source
+
+    assert HARNESS_ADDRESS == "127.0.0.250"
+    assert harness_source(host) == source
+
+
+def test_the_harness_sends_a_namespaced_clusters_admin_token() -> None:
+    from chaos.engine.targets import admin_headers
+
+    assert admin_headers(_Hosted()) == {"Authorization": "Bearer secret-token"}  # type: ignore[arg-type]
+    assert admin_headers(object()) == {}  # type: ignore[arg-type]  # a loopback cluster has none
