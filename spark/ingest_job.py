@@ -16,6 +16,10 @@ it runs against, its application id and its web UI (off unless --spark-ui). With
 --commit-offsets-to-group each completed batch's end offsets go to that consumer group, so
 `tidelog groups describe` shows the pipeline's lag; the checkpoint, not the group, is where a
 restart resumes.
+
+On an existing cluster, submit this module itself (its workers need tidelog installed, README
+"Spark"): `spark-submit --master spark://HOST:7077 spark/ingest_job.py --topic T --to DIR
+--bootstrap-server HOST:PORT`; without --master the job takes spark-submit's master.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 FORMATS: Final = ("parquet", "orc", "json")
+DEFAULT_MASTER: Final = "local[2]"  # when neither --master nor spark-submit names one
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
@@ -138,14 +143,19 @@ def watch(query: StreamingQuery, out: IO[str], interval: float = WATCH_INTERVAL,
     report()
 
 
-def build_session(master: str, app_name: str = "tidelog-spark-ingest", ui: bool = False) -> SparkSession:
+def build_session(master: str | None, app_name: str = "tidelog-spark-ingest", ui: bool = False) -> SparkSession:
     """A SparkSession with the driver on SPARK_LOCAL_IP (default 127.0.0.1) and Python workers
-    on this interpreter; its web UI only when asked (`ui`)."""
+    on this interpreter; its web UI only when asked (`ui`). `master` None: spark-submit's
+    (`spark.master`), else local[2]."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark-submit may name the workers' Python
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder
+    if master is not None or not SparkConf().contains("spark.master"):
+        builder = builder.master(master or DEFAULT_MASTER)
+    session = (builder.appName(app_name)
                .config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     session.sparkContext.setLogLevel("WARN")
@@ -170,9 +180,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="maxOffsetsPerTrigger (records per batch)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="another source option, e.g. includeHeaders=true (repeatable)")
-    parser.add_argument("--master", default="local[2]",
-                        help="Spark master: local[N] (default local[2]) or spark://HOST:PORT of a standalone cluster "
-                             "(its workers need tidelog installed: README 'Spark')")
+    parser.add_argument("--master", default=None,
+                        help=f"Spark master: local[N] or spark://HOST:PORT of a standalone cluster (its workers need "
+                             f"tidelog installed: README 'Spark'); default spark-submit's, else {DEFAULT_MASTER}")
     parser.add_argument("--spark-ui", action="store_true", help="serve the application's web UI (default off)")
     parser.add_argument("--commit-offsets-to-group", metavar="GROUP",
                         help="commit each completed batch's end offsets to this consumer group (commitOffsetsToGroup), "
@@ -241,3 +251,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if owned:
             session.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The job under spark-submit (`spark-submit spark/ingest_job.py --topic T --to DIR
+    --bootstrap-server HOST:PORT`): `tidelog spark ingest` without the data-dir look-up."""
+    import logging
+
+    parser = argparse.ArgumentParser(prog="ingest_job.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
