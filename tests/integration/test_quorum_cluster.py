@@ -36,6 +36,9 @@ PASSWORD = "integration-test-secret"
 WAIT_LEADER_S = 15.0
 WAIT_S = 10.0
 REQUEST_TIMEOUT_S = 10.0
+# the first answer also waits for the child's start: its imports (kio, aiohttp, cryptography) take
+# 1.2 s of CPU, and three children starting at once on a loaded 2-core box took over 10 s
+START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 LATENCY_APPENDS = 200
 POLL_S = 0.05
@@ -49,6 +52,7 @@ class ControllerProcess:
         self.node_id, self.config, self.log_path = node_id, config, log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes] = queue.Queue()
+        self._started = False  # answered once since the last start
 
     def start(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
@@ -57,6 +61,7 @@ class ControllerProcess:
                 [sys.executable, "-m", "quorum.node", "--config", str(self.config)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO)
         self._lines = queue.Queue()
+        self._started = False
         threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True).start()
 
     @staticmethod
@@ -74,14 +79,22 @@ class ControllerProcess:
             f"controller {self.node_id} is not running (log: {self.log_path})"
         self.proc.stdin.write(json.dumps({"op": op, **fields}).encode() + b"\n")
         self.proc.stdin.flush()
+        timeout_s = REQUEST_TIMEOUT_S if self._started else START_TIMEOUT_S
         try:
-            return json.loads(self._lines.get(timeout=REQUEST_TIMEOUT_S))
+            answer: dict[str, Any] = json.loads(self._lines.get(timeout=timeout_s))
         except queue.Empty:
             raise AssertionError(f"controller {self.node_id} did not answer {op} "
-                                 f"within {REQUEST_TIMEOUT_S}s (log: {self.log_path})") from None
+                                 f"within {timeout_s}s (log: {self.log_path})") from None
+        self._started = True
+        return answer
 
     def status(self) -> dict[str, Any]:
         return self.request("status")
+
+    def wait_started(self) -> None:
+        """Return once the child answers (at once if it answered since its start)."""
+        if not self._started:
+            self.status()
 
     def records(self) -> list[list[Any]]:
         out: list[list[Any]] = []
@@ -139,7 +152,12 @@ def wait_until(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_
 
 
 def wait_for_active(nodes: list[ControllerProcess], min_epoch: int) -> tuple[ControllerProcess, int]:
-    """The one active controller among the running nodes, with its epoch >= min_epoch."""
+    """The one active controller among the running nodes, with its epoch >= min_epoch (the time
+    allowed for the election counts from when every running node answers, not from their spawn)."""
+    for node in nodes:
+        if node.running:
+            node.wait_started()
+
     def active() -> tuple[ControllerProcess, int] | None:
         running = [n for n in nodes if n.running]
         statuses = [(n, n.status()) for n in running]

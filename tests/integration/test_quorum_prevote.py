@@ -163,6 +163,7 @@ def test_a_voter_ahead_in_term_makes_the_leader_step_down_and_rejoins(
         node.start()
     leader, epoch = wait_for_active(nodes[:2], min_epoch=1)
     ahead.start()
+    ahead.wait_started()
     leader, _ = append_noop(nodes, leader)
     wait_caught_up(nodes, leader.status()["last_offset"])
     term = leader.status()["term"]
