@@ -270,6 +270,13 @@ def _kafka4_request(api: ApiKey, version: int, topic: str) -> bytes | None:
     if api is ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
         return build("DescribeShareGroupOffsetsRequest", groups=(m.DescribeShareGroupOffsetsRequestGroup(
             group_id=FUZZ_GROUP + "-932", topics=None),))
+    if api is ApiKey.ALTER_SHARE_GROUP_OFFSETS:  # the fuzz share group's partition 0 starts at 0 again
+        return build("AlterShareGroupOffsetsRequest", group_id=FUZZ_GROUP + "-932-admin", topics=(
+            m.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+                m.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0),)),))
+    if api is ApiKey.DELETE_SHARE_GROUP_OFFSETS:
+        return build("DeleteShareGroupOffsetsRequest", group_id=FUZZ_GROUP + "-932-admin", topics=(
+            m.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),))
     if api is ApiKey.SASL_HANDSHAKE:
         return build("SaslHandshakeRequest", mechanism="PLAIN")
     if api is ApiKey.SASL_AUTHENTICATE:
@@ -282,7 +289,8 @@ KAFKA4_APIS: Final = frozenset({
     ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
-    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS})
+    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 FUZZ_GROUP: Final = "fuzz-group"
 
 

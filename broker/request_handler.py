@@ -206,6 +206,8 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     _row(ApiKey.READ_SHARE_GROUP_STATE, share_state.read_share_state),  # leader -> coordinator
     _row(ApiKey.WRITE_SHARE_GROUP_STATE, share_state.write_share_state),
     _row(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_state.describe_share_offsets),
+    _row(ApiKey.ALTER_SHARE_GROUP_OFFSETS, share_state.alter_share_offsets),
+    _row(ApiKey.DELETE_SHARE_GROUP_OFFSETS, share_state.delete_share_offsets),
     # cluster admin: broker/handlers/cluster.py
     _row(ApiKey.DESCRIBE_CLUSTER, handle_describe_cluster),
     _row(ApiKey.DESCRIBE_QUORUM, handle_describe_quorum),  # broker/handlers/describe_quorum.py (issue 28)

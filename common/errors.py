@@ -123,6 +123,7 @@ class ErrorCode(IntEnum):
     INVALID_RECORD_STATE = 121  # KIP-932: an acknowledgement for a record the member has not acquired
     SHARE_SESSION_NOT_FOUND = 122  # KIP-932: a ShareFetch/ShareAcknowledge epoch > 0 with no share session
     INVALID_SHARE_SESSION_EPOCH = 123  # KIP-932: the share session's epoch is not the one expected
+    FENCED_STATE_EPOCH = 124  # KIP-932: a share-state write of an older state epoch (the offsets were altered)
     DUPLICATE_VOTER = 126  # KIP-853: AddRaftVoter names a voter id already in the voter set
     VOTER_NOT_FOUND = 127  # KIP-853: RemoveRaftVoter/UpdateRaftVoter name no voter (id and directory id)
     INVALID_REGULAR_EXPRESSION = 128  # KIP-848: a heartbeat's subscribed_topic_regex does not compile

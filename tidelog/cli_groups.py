@@ -8,6 +8,8 @@
                                                  # and assignments
     tidelog groups delete --group app            # only an empty group (NON_EMPTY_GROUP otherwise)
     tidelog groups reset-offsets --group app --topic demo --to-earliest [--execute]
+                                                 # a share group: its partitions' start offsets
+                                                 # (AlterShareGroupOffsets), no member active
 
 Option names and table columns are kafka-consumer-groups.sh's. reset-offsets prints the plan
 (GROUP TOPIC PARTITION NEW-OFFSET) and, as Kafka's tool, changes nothing unless --execute;
@@ -214,6 +216,26 @@ def _share_offsets(admin: Any, group_id: str) -> dict[tuple[str, int], int]:
             for p in t.partitions if p.error_code == 0}
 
 
+def _alter_share(admin: Any, group_id: str, topic: str, plan: dict[int, int]) -> None:
+    """AlterShareGroupOffsets v0: each partition of `plan` starts again at its offset."""
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+
+    api = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+    m = messages.request_module(api, 0)
+    request = m.AlterShareGroupOffsetsRequest(group_id=group_id, topics=(m.AlterShareGroupOffsetsRequestTopic(
+        topic_name=topic, partitions=tuple(m.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+                                           for p, o in sorted(plan.items()))),))
+    response = admin._at_coordinator(group_id, api, 0, request, messages.encode_request,
+                                     messages.response_decoder(api), lambda r: r.error_code)
+    if response.error_code:
+        raise ClusterError(_error_name(response.error_code), response.error_message or "cannot reset")
+    for t in response.responses:
+        for p in t.partitions:
+            if p.error_code:
+                raise ClusterError(_error_name(p.error_code), p.error_message or f"cannot reset {topic}-{p}")
+
+
 def _describe_share(admin: Any, group_id: str, group: Any) -> int:
     """A KIP-932 share group: the group line, each share partition's start offset (SPSO: every
     record before it is acknowledged or archived) with the log end offset and the records past
@@ -280,6 +302,19 @@ def _reset(args: argparse.Namespace) -> int:
                     raise UsageError(f"--to-datetime {args.to_datetime!r} is not YYYY-MM-DDTHH:mm:SS.sss") from None
                 by_time = {p: o for (t, p), o in admin.log_end_offsets([topic], when).items()}
             to, value = _target(args)
+            share = _described(admin, args.group, "SHARE_GROUP_DESCRIBE", 1)
+            starts = _share_offsets(admin, args.group)
+            if share is not None or starts:  # a share group: its partitions' start offsets move
+                if share is not None and share.members:  # kafka-share-groups.sh refuses a dry run too
+                    raise ClusterError("NON_EMPTY_GROUP", f"Share group '{args.group}' has active members.")
+                current = {p: o for (t, p), o in starts.items() if t == topic and o >= 0}
+                plan = plan_reset(partitions, current, earliest, latest, to, value, by_time)
+                if args.execute:
+                    _alter_share(admin, args.group, topic, plan)
+                cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"),
+                                            [(args.group, topic, p, o) for p, o in sorted(plan.items())],
+                                            right={2, 3}))
+                return 0
             described = admin.describe(args.group)
             if described.members:  # Kafka's tool refuses a dry run too
                 raise ClusterError("NON_EMPTY_GROUP", f"Assignments can only be reset if the group "

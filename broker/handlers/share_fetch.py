@@ -144,7 +144,8 @@ def _acquire(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: s
     return Acquired(E.NONE, data[held[0].start:held[-1].end], out.acquired)
 
 
-async def _load(ctx: BrokerContext, share: ShareBroker, group_id: str, tp: TopicPartition) -> ErrorCode:
+async def _load(ctx: BrokerContext, share: ShareBroker, group_id: str, tp: TopicPartition, *,
+                refresh: bool = False) -> ErrorCode:
     """The share partition started here (from its durable snapshot), or the error."""
     try:
         partition = ctx.replicas.leader_partition(tp)
@@ -152,7 +153,8 @@ async def _load(ctx: BrokerContext, share: ShareBroker, group_id: str, tp: Topic
         return error_code(ctx.partition_error(tp, e, ctx.image()))
     plog = partition.log
     return await share.load(group_id, tp, leader_epoch=partition.leader_epoch,
-                            log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark)
+                            log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark,
+                            refresh=refresh)
 
 
 def _partition_data(m: Any, ctx: BrokerContext, tp: TopicPartition, got: Acquired, ack: ErrorCode | None) -> Any:
@@ -219,7 +221,9 @@ async def _fetch(ctx: BrokerContext, share: ShareBroker, group_id: str, member_i
     tps = sorted(session.partitions)
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     deadline_ms = share.now_ms() + messages.milliseconds(req.max_wait)
-    loaded = {tp: await _load(ctx, share, group_id, tp) for tp in tps}
+    # a member opening its session reads each snapshot again: an admin may have altered it
+    loaded = {tp: await _load(ctx, share, group_id, tp, refresh=req.share_session_epoch == INITIAL_EPOCH)
+              for tp in tps}
     while True:
         budget, got = max(req.max_bytes, 1), {}
         for tp in tps:

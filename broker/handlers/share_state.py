@@ -1,6 +1,6 @@
 """KIP-932's share-state APIs, answered by the share group's coordinator: ReadShareGroupState
-(84) and WriteShareGroupState (85), broker to broker, and DescribeShareGroupOffsets (90), an
-admin's.
+(84) and WriteShareGroupState (85), broker to broker, and an admin's DescribeShareGroupOffsets
+(90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92).
 
 A share partition's leader reads its state when it starts the share partition and writes it
 after every change it must not lose (`broker.share.persister`). Kafka answers them at its share
@@ -17,6 +17,7 @@ from typing import Any
 from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.runtime import CoordinatorResult
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.share_groups import share_broker
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
@@ -79,16 +80,19 @@ async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) ->
         # a leader of an older leader epoch (one that has not learnt it was replaced) is fenced,
         # as Kafka's share coordinator fences it: the new leader's snapshot stays
         held = state.share_states.get(record.key)
-        if held is not None and record.value is not None and held.leader_epoch > record.value.leader_epoch:
-            return CoordinatorResult(answer=E.FENCED_LEADER_EPOCH)
+        if held is not None and record.value is not None:
+            if held.state_epoch > record.value.state_epoch:  # an admin altered the offsets since
+                return CoordinatorResult(answer=E.FENCED_STATE_EPOCH)
+            if held.leader_epoch > record.value.leader_epoch:
+                return CoordinatorResult(answer=E.FENCED_LEADER_EPOCH)
         return CoordinatorResult(coordinator.shard.encode((record,)), E.NONE)
 
     try:
         code = await coordinator.runtime.write(coordinator.partition_for(group_id), operation)
     except CoordinatorError as e:
         return client_error(e.code), str(e)
-    if code is E.FENCED_LEADER_EPOCH:
-        return code, f"a snapshot of a newer leader epoch is held for {record.key}"
+    if code in (E.FENCED_LEADER_EPOCH, E.FENCED_STATE_EPOCH):
+        return code, f"a snapshot of a newer epoch is held for {record.key}"
     return E.NONE, None
 
 
@@ -131,3 +135,106 @@ async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, cli
         groups.append(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=tuple(topics),
                             error_code=E.NONE))
     return build(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+# ---- an admin's changes: only while the share group has no members (Kafka's rule) -------------------
+
+
+def _not_empty(ctx: BrokerContext, group_id: str) -> str | None:
+    group = share_broker(ctx).groups.get(group_id)
+    if group is not None and group.members:
+        return f"The share group {group_id} has {len(group.members)} member(s); stop them first."
+    return None
+
+
+async def _admin_write(ctx: BrokerContext, group_id: str, records: list[ShareStateRecord]) -> tuple[ErrorCode, str | None]:
+    """Records an admin's change makes, unfenced (the leader's next write is fenced by them)."""
+    coordinator = ctx.groups
+    if not records:
+        return E.NONE, None
+
+    def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, ErrorCode]:
+        return CoordinatorResult(coordinator.shard.encode(tuple(records)), E.NONE)
+
+    try:
+        await coordinator.runtime.write(coordinator.partition_for(group_id), operation)
+    except CoordinatorError as e:
+        return client_error(e.code), str(e)
+    return E.NONE, None
+
+
+async def alter_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """AlterShareGroupOffsets (91): each named share partition starts again at the given offset
+    (nothing in flight), under a new state epoch: its leader learns it when a member opens a
+    share session, or when its next write is fenced (FENCED_STATE_EPOCH)."""
+    m = messages.response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, version)
+    image = ctx.image()
+
+    def answer(code: ErrorCode, message: str | None, responses: tuple[Any, ...] = ()) -> Any:
+        return build(m.AlterShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=code,
+                     error_message=message, responses=responses)
+
+    try:
+        states = ctx.groups.runtime.committed(ctx.groups.partition_for(req.group_id)).share_states
+    except CoordinatorError as e:
+        return answer(error_code(e.code), str(e))
+    busy = _not_empty(ctx, req.group_id)
+    if busy is not None:
+        return answer(E.NON_EMPTY_GROUP, busy)
+    responses = []
+    for t in req.topics:
+        topic = image.topic(t.topic_name)
+        results, records = [], []
+        for p in t.partitions:
+            code = E.NONE
+            if topic is None or p.partition_index not in topic.partitions:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.start_offset < 0:
+                code = E.INVALID_REQUEST
+            else:
+                key = ShareSnapshotKey(req.group_id, topic.topic_id, p.partition_index)
+                held = states.get(key)
+                records.append(ShareStateRecord(key, ShareSnapshotValue(
+                    (held.state_epoch if held else 0) + 1, held.leader_epoch if held else UNINITIALIZED,
+                    p.start_offset, ())))
+            results.append((p.partition_index, code))
+        written, message = await _admin_write(ctx, req.group_id, records)
+        responses.append(build(
+            m.AlterShareGroupOffsetsResponseTopic, topic_name=t.topic_name,
+            topic_id=None if topic is None else wire_topic_id(topic.topic_id), partitions=tuple(
+                build(m.AlterShareGroupOffsetsResponsePartition, partition_index=p,
+                      error_code=code if code is not E.NONE else written,
+                      error_message=message if code is E.NONE else None) for p, code in results)))
+    return answer(E.NONE, None, tuple(responses))
+
+
+async def delete_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
+    """DeleteShareGroupOffsets (92): the share group's state of each named topic goes (a
+    tombstone per share partition); consuming it again starts from share.auto.offset.reset."""
+    m = messages.response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, version)
+    image = ctx.image()
+
+    def answer(code: ErrorCode, message: str | None, responses: tuple[Any, ...] = ()) -> Any:
+        return build(m.DeleteShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=code,
+                     error_message=message, responses=responses)
+
+    try:
+        states = ctx.groups.runtime.committed(ctx.groups.partition_for(req.group_id)).share_states
+    except CoordinatorError as e:
+        return answer(error_code(e.code), str(e))
+    busy = _not_empty(ctx, req.group_id)
+    if busy is not None:
+        return answer(E.NON_EMPTY_GROUP, busy)
+    responses = []
+    for t in req.topics:
+        topic = image.topic(t.topic_name)
+        if topic is None:
+            responses.append(build(m.DeleteShareGroupOffsetsResponseTopic, topic_name=t.topic_name, topic_id=None,
+                                   error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        records = [ShareStateRecord(key, None) for key in states
+                   if key.group == req.group_id and key.topic_id == topic.topic_id]
+        code, message = await _admin_write(ctx, req.group_id, records)
+        responses.append(build(m.DeleteShareGroupOffsetsResponseTopic, topic_name=t.topic_name,
+                               topic_id=wire_topic_id(topic.topic_id), error_code=code, error_message=message))
+    return answer(E.NONE, None, tuple(responses))

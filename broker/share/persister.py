@@ -4,7 +4,7 @@ after each change it must not lose, broker to broker on the inter-broker listene
 
     store = ShareStore(image_provider, endpoint, client_id="broker-1-share-persister")
     code, snapshot = await store.read("g", tp, leader_epoch=4)     # snapshot None: no state yet
-    code = await store.write("g", tp, leader_epoch=4, start_offset=10, batches=((10, 14, 2, 1),))
+    code = await store.write("g", tp, leader_epoch=4, state_epoch=0, start_offset=10, batches=((10, 14, 2, 1),))
 
 The coordinator is the leader of the group's `__consumer_offsets` partition (tidelog's share
 coordinator is the group coordinator: broker/handlers/share_state.py). One connection per
@@ -75,8 +75,8 @@ class ShareStore:
         return E.NONE, ShareSnapshotValue(p.state_epoch, leader_epoch, p.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
 
-    async def write(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, start_offset: int,
-                    batches: tuple[StateBatch, ...]) -> ErrorCode:
+    async def write(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, state_epoch: int,
+                    start_offset: int, batches: tuple[StateBatch, ...]) -> ErrorCode:
         image = self._image()
         topic = image.topic(tp.topic)
         if topic is None:
@@ -84,7 +84,7 @@ class ShareStore:
         m = messages.request_module(ApiKey.WRITE_SHARE_GROUP_STATE, STATE_VERSION)
         request = m.WriteShareGroupStateRequest(group_id=group_id, topics=(m.WriteStateData(
             topic_id=wire_topic_id(topic.topic_id), partitions=(m.PartitionData(
-                partition=tp.partition, state_epoch=0, leader_epoch=leader_epoch, start_offset=start_offset,
+                partition=tp.partition, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
                 state_batches=tuple(m.StateBatch(first_offset=b[0], last_offset=b[1], delivery_state=b[2],
                                                  delivery_count=b[3]) for b in batches)),)),))
         response = await self._call(image, group_id, ApiKey.WRITE_SHARE_GROUP_STATE, request)

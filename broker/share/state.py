@@ -81,6 +81,7 @@ class ShareSession:
 class HeldPartition:
     state: sp.SharePartitionState
     leader_epoch: int  # the leader epoch it was started in: a new epoch starts it again
+    state_epoch: int = 0  # its durable snapshot's: an admin's AlterShareGroupOffsets makes a newer one
 
 
 class ShareBroker:
@@ -125,30 +126,38 @@ class ShareBroker:
         return self.partitions[key].state
 
     async def load(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, log_start_offset: int,
-                   high_watermark: int) -> ErrorCode:
+                   high_watermark: int, refresh: bool = False) -> ErrorCode:
         """Start the share partition from its durable snapshot (a new leader, or a restart), or
         from share.auto.offset.reset when it has none, writing that start at once; then as
-        `partition`. The error of the coordinator's answer when it cannot be read."""
+        `partition`. `refresh` (a member opens a share session): read the snapshot again even
+        when the partition is held, and start again if an admin altered (a newer state epoch) or
+        deleted it meanwhile. The error of the coordinator's answer when it cannot be read."""
         key = (group_id, tp)
         held = self.partitions.get(key)
-        if self.store is None or (held is not None and held.leader_epoch == leader_epoch):
+        if self.store is None or (not refresh and held is not None and held.leader_epoch == leader_epoch):
             self.partition(group_id, tp, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
                            high_watermark=high_watermark)
             return ErrorCode.NONE
         async with self._locks.setdefault(key, asyncio.Lock()):
             held = self.partitions.get(key)
-            if held is not None and held.leader_epoch == leader_epoch:  # loaded while this one waited
+            if not refresh and held is not None and held.leader_epoch == leader_epoch:  # loaded meanwhile
                 return ErrorCode.NONE
             code, snapshot = await self.store.read(group_id, tp, leader_epoch=leader_epoch)
             if code is not ErrorCode.NONE:
                 return code
+            current = held is not None and held.leader_epoch == leader_epoch
+            if current and snapshot is not None and held is not None and snapshot.state_epoch == held.state_epoch:
+                return ErrorCode.NONE  # nothing changed behind this leader's back
+            if current:
+                log.info("Share partition %s of group %s: its state was %s by an admin; started again",
+                         tp, group_id, "deleted" if snapshot is None else "altered")
             if snapshot is None:
                 self.partitions.pop(key, None)
                 self.partition(group_id, tp, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
                                high_watermark=high_watermark)
             else:
                 state = sp.replay(sp.EMPTY, sp.Restored(snapshot.start_offset, snapshot.batches))
-                self.partitions[key] = HeldPartition(state, leader_epoch)
+                self.partitions[key] = HeldPartition(state, leader_epoch, snapshot.state_epoch)
                 log.info("Share partition %s of group %s restored from its snapshot at SPSO %d, SPEO %d "
                          "(%d state batch(es)), leader epoch %d", tp, group_id, state.start_offset, state.end_offset,
                          len(snapshot.batches), leader_epoch)
@@ -167,11 +176,16 @@ class ShareBroker:
             if held is None or self.persisted.get(key, -1) >= wanted:
                 return ErrorCode.NONE
             version = self.versions.get(key, 0)
-            code = await self.store.write(group_id, tp, leader_epoch=held.leader_epoch,
+            code = await self.store.write(group_id, tp, leader_epoch=held.leader_epoch, state_epoch=held.state_epoch,
                                           start_offset=held.state.start_offset,
                                           batches=sp.snapshot_batches(held.state))
             if code is ErrorCode.NONE:
                 self.persisted[key] = max(self.persisted.get(key, -1), version)
+            elif code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                if self.partitions.get(key) is held:  # superseded: the next fetch starts it from the snapshot
+                    del self.partitions[key]
+                log.info("Share partition %s of group %s dropped: its snapshot write was refused with %s",
+                         tp, group_id, code.name)
             else:
                 log.warning("Share partition %s of group %s: its state was not made durable: %s", tp, group_id,
                             code.name)

@@ -76,6 +76,8 @@ class ApiKey(IntEnum):
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (min, max) version answered per API, inclusive.
@@ -121,6 +123,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),  # v1 adds the lag, which the coordinator does not know
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible
     # Kafka 3.9's ranges, flexible where Kafka's are (issue 18)
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -190,6 +194,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,

@@ -156,6 +156,8 @@ _SPECS: Final[tuple[ApiSpec, ...]] = (
     _kio(ApiKey.READ_SHARE_GROUP_STATE, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),  # brokers only
     _kio(ApiKey.WRITE_SHARE_GROUP_STATE, AclCheck(Op.CLUSTER_ACTION, CLUSTER)),
     _kio(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, AclCheck(Op.DESCRIBE, (Res.GROUP, Res.TOPIC))),
+    _kio(ApiKey.ALTER_SHARE_GROUP_OFFSETS, AclCheck(Op.READ, (Res.GROUP, Res.TOPIC))),  # KafkaApis: READ both
+    _kio(ApiKey.DELETE_SHARE_GROUP_OFFSETS, AclCheck(Op.DELETE, (Res.GROUP, Res.TOPIC))),
     # cluster admin
     _kio(ApiKey.DESCRIBE_CLUSTER, AclCheck(Op.DESCRIBE, CLUSTER)),
     # Kafka's brokers forward DescribeQuorum to the controller; ours ask the active one over its

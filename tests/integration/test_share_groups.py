@@ -263,6 +263,28 @@ def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
+def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers: list[Any],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`tidelog groups reset-offsets` moves a share group's start offset (AlterShareGroupOffsets):
+    refused while a member is active; once done, the next member gets the records again."""
+    create_topic(cluster, "share-reset", partitions=1)
+    produce(cluster, "share-reset", [b"z-%d" % i for i in range(5)])
+    a = consumer(cluster, "reset", "share-reset")
+    ack_all(a, poll(a, 5))
+    a.close()
+    argv = ("groups", "reset-offsets", "--group", "reset", "--topic", "share-reset", "--to-offset", "2",
+            "--execute", "--bootstrap-server", bootstrap(cluster))
+    code, out = tidelog(capsys, *argv)
+    assert code == 0 and "NEW-START-OFFSET" in out, out
+    b = consumer(cluster, "reset", "share-reset")
+    consumers.append(b)
+    again = poll(b, 3)
+    assert values(again) == [b"z-2", b"z-3", b"z-4"] and {m.delivery_count() for m in again} == {1}
+    code, out = tidelog(capsys, *argv)
+    assert code == 1 and "NON_EMPTY_GROUP" in out, out
+    ack_all(b, again)
+
+
 def test_acknowledgements_survive_a_leader_failover(cluster_and_nemesis: tuple[LocalCluster, Nemesis],
                                                    consumers: list[Any]) -> None:
     """The share partition's state is durable at the group's coordinator: once the leader that
