@@ -187,8 +187,12 @@ def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> 
         if os.getppid() != zygote_pid:  # the zygote died before the line above: no one to end us
             os._exit(1)
         libc.prctl(PR_SET_NAME, f"tidelog-{role[:1]}{Path(cwd).name.rpartition('-')[2]}".encode()[:15])
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        # the dispositions a fresh interpreter starts with: SIGPIPE stays ignored, as Python sets it
+        # (a write to a closed socket is an EPIPE error, not a death: -13 when it was SIG_DFL)
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
