@@ -8,7 +8,8 @@ counted when an answer is written: an error answer counts, a dropped one does no
 - a Produce served but its answer lost (drop_connection after): with idempotence no duplicate,
   without it a duplicate (the retry appends again), one Produce answer written, the other lost;
 - a Produce dropped before serving: nothing appended by it, the retry lands once;
-- a delay measured on the client; a throttle seen by the client (librdkafka's throttle_cb);
+- a delay measured on the client; a throttle seen by the client (librdkafka's throttle_cb), its
+  one firing the one Produce answer written while it was installed;
 - bad input (API, error, broker, times) refused naming the argument, nothing installed; the
   control route refuses a request without the cluster's token; recover() clears the faults.
 """
@@ -157,12 +158,15 @@ def test_a_throttle_is_seen_by_the_client(tidelog_cluster: Cluster, tidelog_topi
                                          "acks": 1, "throttle_cb": lambda e: throttled.append(e.throttle_time)})
     producer.produce(topic, b"warm-up", partition=0)
     assert producer.flush(DELIVERY_TIMEOUT_S) == 0
+    answers = metric(tidelog_cluster, PRODUCE_ANSWERS)
     with tidelog_cluster.throttle("Produce", THROTTLE_MS, times=1, topic=topic) as fault:
         producer.produce(topic, b"throttled", partition=0)
         assert producer.flush(DELIVERY_TIMEOUT_S) == 0
         producer.poll(0)  # throttle_cb is served from poll
     assert fault.fired == 1
     assert throttled == [pytest.approx(THROTTLE_MS / 1000)]
+    # served and answered (with throttle_time_ms): the one answer the fault changed
+    assert metric(tidelog_cluster, PRODUCE_ANSWERS) - answers == fault.fired
 
 
 def _listed(cluster: Cluster) -> list[Any]:
