@@ -77,6 +77,13 @@ bench-hosts: $(BASE_STAMP) bench-tools
 bench-spark: $(ALL_STAMP)
 	$(BIN)/python bench/spark_ingest.py $(if $(RECORDS),--records $(RECORDS))
 
+# the Spark pipeline on a real standalone Spark cluster (a master and two 1-core workers from
+# the installed pyspark): 1 M-record batch read, ingest SIGKILLed and restarted, keyed writes.
+# Long tests (pytest -m long), not in `make test`; TIDELOG_SPARK_RECORDS=200000 for a quick run
+.PHONY: test-spark
+test-spark: $(ALL_STAMP)
+	$(BIN)/python -m pytest -m long tests/spark/test_spark_standalone.py
+
 # what the pytest plugin costs a suite and where a test cluster's start-up goes (issue 33: one
 # combined node READY in <= 0.5 s, 3+3 in <= 2 s); START_ONLY=1 for the start-up figures alone
 .PHONY: bench-testing
