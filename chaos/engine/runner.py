@@ -270,7 +270,8 @@ class ScenarioRun:
             txns, hold = None, None
             if scenario.workload.txn_topics:
                 txns = TxnWorkload(bootstrap, scenario.workload, {t.name: t.partitions for t in scenario.topics},
-                                   history, self.options.report_dir)
+                                   history, self.options.report_dir, probe_bootstrap=cluster.bootstrap_servers,
+                                   security_dir=None if scenario.cluster.security is None else cluster.root)
                 stack.callback(txns.stop)  # no client process outlives the run
                 why = iptables_missing() if scenario.workload.txn_held else "no client held"
                 if why is None:  # closed before the clients stop: a request still held is sent

@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 API_TIMEOUT_S: Final = 10.0  # one transactional call (init, send offsets, commit, abort)
@@ -105,6 +106,12 @@ class Client:
         self.stopping = threading.Event()
         self.number = 0
         self.log = logging.getLogger(f"chaos.txn.{args.name}")
+        # a secured cluster's client settings (`tidelog up --security`'s client.properties), on every client
+        self.security: dict[str, str] = {}
+        if args.security_dir:
+            from localcluster.security_setup import read_client_config
+            self.security = read_client_config(Path(args.security_dir))
+            del self.security["bootstrap.servers"]  # --bootstrap names the secured listeners already
 
     def producer(self) -> Any:
         from confluent_kafka import Producer
@@ -112,7 +119,7 @@ class Client:
         config: dict[str, Any] = {"bootstrap.servers": self.args.bootstrap,
                                   "transactional.id": transactional_id(self.args.name),
                                   "transaction.timeout.ms": self.args.timeout_ms, "linger.ms": 5,
-                                  "topic.metadata.refresh.interval.ms": 1000, "logger": self.log}
+                                  "topic.metadata.refresh.interval.ms": 1000, "logger": self.log, **self.security}
         if os.environ.get(DEBUG_ENV):  # straight to stderr from librdkafka's threads: a Python logger
             # only gets its lines when the application polls, never while a call hangs
             config["debug"] = os.environ[DEBUG_ENV]
@@ -232,7 +239,7 @@ class Client:
 
         topics = self.args.topics.split(",")
         group = Consumer({"bootstrap.servers": self.args.bootstrap, "group.id": transactional_id(self.args.name),
-                          "logger": self.log})
+                          "logger": self.log, **self.security})
         producer = self.producer()
         try:
             while producer is not None and not self.stopping.is_set():  # until SIGTERM
@@ -257,7 +264,7 @@ class Client:
         consumer = Consumer({"bootstrap.servers": self.args.bootstrap, "group.id": TRANSFORM_GROUP,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                             "topic.metadata.refresh.interval.ms": 1000, "logger": self.log})
+                             "topic.metadata.refresh.interval.ms": 1000, "logger": self.log, **self.security})
         consumer.subscribe([self.args.input])
         return consumer
 
@@ -308,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--request-timeout-ms", type=int, default=0)
     parser.add_argument("--input", default="")
     parser.add_argument("--output", default="")
+    parser.add_argument("--security-dir", default="", help="a secured cluster's data dir (its client.properties)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     client = Client(args, Emitter())

@@ -34,6 +34,7 @@ from chaos.engine.workload import CLIENT_LOG, JOIN_S
 from chaos.history import History
 from chaos.scenarios.spec import WorkloadSpec
 from common.limits import CHAOS_POLL_S
+from localcluster.security_setup import read_client_config
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +124,19 @@ class ClientProcess:
 
 class TxnWorkload:
     def __init__(self, bootstrap: str, spec: WorkloadSpec, partitions: dict[str, int], history: History,
-                 log_dir: Path) -> None:
+                 log_dir: Path, *, security_dir: Path | None = None, probe_bootstrap: str | None = None) -> None:
+        """`security_dir`: a secured cluster's data dir, whose client settings (client.properties, the
+        scenario's `[cluster] security`) every client process and consumer here uses with `bootstrap`;
+        `probe_bootstrap`: the PLAINTEXT listeners the open-transactions probe (raw requests) uses."""
         self.bootstrap, self.spec, self.partitions, self.history = bootstrap, spec, partitions, history
+        self.probe_bootstrap = probe_bootstrap or bootstrap
+        self.security: dict[str, str] = {}
         python = [sys.executable, "-m", "chaos.engine.txn_client"]
         common = ["--bootstrap", bootstrap, "--timeout-ms", str(spec.txn_timeout_ms)]
+        if security_dir is not None:
+            self.security = read_client_config(security_dir)
+            del self.security["bootstrap.servers"]
+            common += ["--security-dir", str(security_dir)]
         topic_partitions = min(partitions[t] for t in spec.txn_topics)
         self.clients: dict[str, ClientProcess] = {}
         for i in range(spec.txn_producers):
@@ -184,7 +194,7 @@ class TxnWorkload:
         return Consumer({"bootstrap.servers": self.bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": isolation, "fetch.wait.max.ms": 100,
                          "topic.metadata.refresh.interval.ms": 1000, "enable.partition.eof": True,
-                         "logger": CLIENT_LOG})
+                         "logger": CLIENT_LOG, **self.security})
 
     def _assignment(self) -> list[Any]:
         from confluent_kafka import TopicPartition
@@ -233,7 +243,7 @@ class TxnWorkload:
         while True:  # bounded by bound_s
             waited = time.monotonic() - start
             try:
-                ongoing = open_transactions(self.bootstrap, {t: self.partitions[t] for t in self.topics})
+                ongoing = open_transactions(self.probe_bootstrap, {t: self.partitions[t] for t in self.topics})
                 error = None
             except Exception as exc:  # a broker that does not answer DescribeProducers: the probe says so
                 ongoing, error = [], f"{type(exc).__name__}: {exc}"

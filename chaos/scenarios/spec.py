@@ -308,8 +308,8 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
         raise ScenarioError("workload.group_consumers: expected 0 or more members")
     if workload.group_bounce_every_s is not None and not workload.group_bounce_every_s > 0:
         raise ScenarioError("workload.group_bounce_every_s: expected a positive number of seconds")
-    if cluster.security is not None and workload.txn_topics:  # txn_client takes only --bootstrap so far
-        raise ScenarioError("cluster.security: the transactional workload's clients run PLAINTEXT only")
+    if cluster.security is not None and workload.txn_held:  # the hold proxy redirects the Kafka ports only
+        raise ScenarioError("cluster.security: held transactional clients (txn_held) run PLAINTEXT only")
     if workload.acks is Acks.LEADER and workload.idempotence:
         raise ScenarioError("workload: acks=1 needs idempotence = false (Kafka requires acks=all for it)")
     e = _get(raw, "expect", dict, {}, "")

@@ -65,7 +65,7 @@ TXN_SCENARIOS = sorted(n for n in shipped() if n.startswith("txn-"))
 
 def test_the_transactional_scenarios_ship() -> None:
     assert TXN_SCENARIOS == ["txn-coordinator-isolation", "txn-coordinator-kill", "txn-late-end-txn",
-                             "txn-late-produce", "txn-leader-kill-markers", "txn-producer-pause"]
+                             "txn-late-produce", "txn-leader-kill-markers", "txn-producer-pause", "txn-sasl-ssl"]
 
 
 @pytest.mark.parametrize("name", TXN_SCENARIOS)
