@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--cluster-dir", type=Path, default=None,
                      help="use the cluster running there (`tidelog up --data-dir DIR`; left running), or start one "
                           "there and keep its files (default: a temporary directory)")
+    run.add_argument("--serve", metavar="[HOST:]PORT", default=None,
+                     help="serve the web console's live view of this run (faults, acks/s, latency, verdicts) "
+                          "on a loopback address while it runs")
     # checked before the scenario starts: a missing client or plotting library fails now, not at the report
     run.set_defaults(run=needs_extra("tidelog chaos run", "chaos", run_run))
     report = sub.add_parser("report", help="re-render a report directory's report.html from its history")
@@ -109,11 +112,24 @@ def run_run(args: argparse.Namespace) -> int:
     print(f"chaos: {scenario.name} (seed {seed}): {scenario.summary}", flush=True)
     for fault in scenario.schedule():
         print(f"  {fault.id} at {fault.start_s:5.1f} s for {fault.end_s - fault.start_s:4.1f} s: {fault.describe()}")
+    live = None
+    if args.serve is not None:  # the console's Chaos page of this run (issue 32)
+        from console.chaos_serve import ChaosServer, ServeError, parse_address
+
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)
+            live = ChaosServer(report_dir, *parse_address(args.serve)).start()
+        except (ServeError, OSError) as exc:
+            print(f"tidelog chaos run: {exc}", file=sys.stderr)
+            return 2
+        print(f"  live view: {live.url}", flush=True)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         outcome = run_scenario(scenario, RunOptions(report_dir=report_dir, seed=seed, cluster_dir=args.cluster_dir))
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if live is not None:
+            live.stop()
     print(verdict_table(outcome.verdicts))
     for result in outcome.results:  # the latency each client saw (a measurement, not a verdict)
         if result.name == "latency":

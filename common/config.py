@@ -421,6 +421,14 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "to the active controller; unset: each voter's host with this node's "
               "controller.listener port. tidelog's own key.",
               all_of(non_empty, distinct)),
+    ConfigKey("console.broker.metrics.port", _INT, 0,
+              "Port of the brokers' metrics.listener (each broker's own host), which the web console "
+              "at /console/ reads bytes in/out per second from; 0: rates not shown. `tidelog up` sets "
+              "it. tidelog's own key.", between(0, 65535)),
+    ConfigKey("console.chaos.reports.dir", _STRING, None,
+              "Directory of `tidelog chaos run` reports the web console's Chaos page lists and opens "
+              "(a relative path is the controller's working directory's); unset: no Chaos list. "
+              "`tidelog up` sets it to chaos-reports in the directory it ran from. tidelog's own key."),
     ConfigKey("admin.token", ConfigType.PASSWORD, None,
               "Bearer token every admin API write (POST, PATCH, DELETE) must carry when set; "
               "reads stay open on loopback. Required when controller.listener binds beyond loopback, "

@@ -51,6 +51,7 @@ def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterS
     }
     if node.role == COMBINED:
         entries.update(_broker_entries(node))
+    entries.update(_console_entries(node, nodes))
     entries.update(extra or {})
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
              "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
@@ -124,6 +125,17 @@ def _role_overrides(node: NodeSpec, broker_config: Mapping[str, str],
                               f"give different values for {', '.join(clashes)}")
         overrides.update(controller_config)
     return overrides
+
+
+def _console_entries(node: NodeSpec, nodes: Sequence[NodeSpec]) -> dict[str, str]:
+    """The web console's keys of a controller (issue 32): where the brokers' /metrics listen (one
+    port, each broker on its own address) and the chaos reports beside the data dir, where
+    `make chaos` writes them (./chaos-reports next to ./tidelog-data)."""
+    entries = {"console.chaos.reports.dir": str(node.directory.resolve().parent.parent / "chaos-reports")}
+    metrics = [n.metrics_port for n in nodes if runs_broker(n.role) and n.metrics_port]
+    if metrics:
+        entries["console.broker.metrics.port"] = str(metrics[0])
+    return entries
 
 
 def _broker_entries(node: NodeSpec) -> dict[str, str]:

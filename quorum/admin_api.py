@@ -131,6 +131,9 @@ class ApiSettings:
     # this controller's static min.insync.replicas: what enabling ELR writes as the cluster-level
     # dynamic default when none is set (Kafka's ConfigurationControlManager.maybeGenerateElrSafetyRecords)
     min_insync_replicas: int = 1
+    # the web console (issue 32): the brokers' /metrics port (0: unknown) and its chaos reports dir
+    console_metrics_port: int = 0
+    console_reports_dir: str | None = None
 
     @classmethod
     def from_config(cls, config: Config, quorum: QuorumSettings) -> ApiSettings | None:
@@ -184,6 +187,8 @@ class ApiSettings:
             leader_imbalance_check_interval_s=(config.get_int("leader.imbalance.check.interval.seconds")
                                                if config.get_bool("auto.leader.rebalance.enable") else 0),
             min_insync_replicas=config.get_int("min.insync.replicas"),
+            console_metrics_port=config.get_int("console.broker.metrics.port"),
+            console_reports_dir=str(config["console.chaos.reports.dir"] or "") or None,
         )
 
 

@@ -22,7 +22,7 @@ import logging
 import os
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -56,6 +56,21 @@ from security.rpc_secret import verifier_from_file
 logger = logging.getLogger(__name__)
 
 
+class ServerExtension(Protocol):
+    """More routes on the controller's server, from a package above `quorum` (the web console)."""
+
+    def routes(self) -> list[web.RouteDef]: ...
+    def is_public(self, path: str) -> bool: ...  # served without admin.token even beyond loopback
+    def openapi_paths(self) -> dict[str, Any]: ...
+    async def close(self) -> None: ...
+
+
+# What the process's entry point adds to every ControllerServer it starts: `tidelog controller`
+# and `tidelog combined` (tidelog.cli, the app layer) add the web console (issue 32). quorum
+# imports none of them, so the architecture drawing keeps its arrows.
+EXTENSIONS: list[Callable[["ControllerServer"], ServerExtension]] = []
+
+
 class ControllerServer:
     """The HTTP server of one controller; `start` binds it, `stop` drains and closes it."""
 
@@ -72,6 +87,7 @@ class ControllerServer:
                                    middlewares=[self._errors, rpc_auth.middleware])
         self.rng = random.Random(os.urandom(16))  # replica placement; the rules take it as an argument
         self._runtime_task: asyncio.Task[None] | None = None
+        self.extensions = [make(self) for make in EXTENSIONS]
         self.app.add_routes(self._admin_routes() + self._brokers.routes()
                             + GroupApi(self.image, self.authorize).routes()  # consumer groups (issue 12)
                             + RecordsApi(self.image, self.authorize).routes()  # DeleteRecords (issue 18)
@@ -79,7 +95,8 @@ class ControllerServer:
                             + QuorumRoutes(log, controller, self.runtime, settings.node_id, write=self.write,
                                            active_api=self.active_api).routes()  # DescribeQuorum (issue 28)
                             + VoterRoutes(self, log).routes()  # AddRaftVoter / RemoveRaftVoter (KIP-853)
-                            + FeatureRoutes(self).routes())  # UpdateFeatures, finalized features (issue 28)
+                            + FeatureRoutes(self).routes()  # UpdateFeatures, finalized features (issue 28)
+                            + [r for e in self.extensions for r in e.routes()])  # the web console (issue 32)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -99,6 +116,8 @@ class ControllerServer:
             self._runtime_task.cancel()
             await asyncio.gather(self._runtime_task, return_exceptions=True)
         await self._brokers.stop()
+        for extension in self.extensions:
+            await extension.close()
         if self._runner is not None:
             await self._runner.cleanup()
         await self.router.close()
@@ -245,7 +264,10 @@ class ControllerServer:
         return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _openapi(self, request: web.Request) -> web.Response:
-        return web.json_response(openapi_document())
+        document = openapi_document()
+        for extension in self.extensions:
+            document["paths"].update(extension.openapi_paths())
+        return web.json_response(document)
 
     # -- errors ----------------------------------------------------------------------
 
@@ -262,7 +284,8 @@ class ControllerServer:
             # issue 29: beyond loopback, reads need admin.token too (/rpc/ has its own proofs; who
             # an observer is, /v1/quorum/replica, is asked by the active controller before it joins)
             if self._settings.reads_need_token and not request.path.startswith("/rpc/") \
-                    and request.path != "/v1/quorum/replica":
+                    and request.path != "/v1/quorum/replica" \
+                    and not any(e.is_public(request.path) for e in self.extensions):
                 self.authorize(request)
             # /v1/quorum/replica: who this controller is, asked of an observer before it joins (KIP-853)
             if request.method == "GET" and request.path.startswith("/v1/") \

@@ -77,11 +77,23 @@ NODE_COMMANDS: Final = (
 )
 
 
+def _with_console() -> None:
+    """Every controller's admin server serves the web console (issue 32): quorum serves the
+    extensions its process installs, and imports no package above it."""
+    from console.routes import ConsoleRoutes
+    from quorum import controller_server
+
+    if ConsoleRoutes not in controller_server.EXTENSIONS:
+        controller_server.EXTENSIONS.append(ConsoleRoutes)
+
+
 def _add_node(sub: argparse._SubParsersAction, command: NodeCommand) -> None:
     parser = sub.add_parser(command.name, help=command.help, description=command.description)
     parser.add_argument("--config", required=True, help=command.config_help)
 
     def run(args: argparse.Namespace) -> int:
+        if command.name != "broker":
+            _with_console()
         module = importlib.import_module(command.module)
         return int(module.run(args.config, **dict(command.run_args)))
 

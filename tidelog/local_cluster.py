@@ -148,6 +148,7 @@ def _print_ready(cluster: LocalCluster, started: float) -> None:
              "so there is no bootstrap server.")
     _say(f"cluster id {cluster.cluster_id}, ready in {time.monotonic() - started:.1f} s, "
          f"layout in {cluster.root / layout.CLUSTER_FILE}")
+    _say(f"web console: {cluster.admin_url}/console/ (any controller serves it)")
     pids = {n.spec.node_id: n.pid for n in cluster.nodes}
     for line in layout.node_table(cluster.specs, pids, active=cluster.active_controller):
         _say(line)

@@ -54,6 +54,7 @@ from localcluster.replica_files import (
 from common.waiting import NOT_YET_ERRORS, WaitTimeout, wait_until
 
 PROGRESS_EVERY_S: Final = 5.0
+LIVE_FLUSH_S: Final = 1.0  # history.jsonl flushed this often while faults run: the console's live view reads it
 TICK_S: Final = 0.1
 QUIESCE_S: Final = 2.0
 GROUP_CATCH_UP_S: Final = 30.0  # a group polling on, after the final read, up to every high watermark
@@ -141,8 +142,12 @@ class ScenarioRun:
         heapq.heapify(queue)
         active: dict[str, ActiveFault] = {}
         next_progress = PROGRESS_EVERY_S
+        next_flush = LIVE_FLUSH_S
         while queue or time.monotonic() - start < self.scenario.duration_s:  # bounded: finite schedule, duration
             elapsed = time.monotonic() - start
+            if elapsed >= next_flush:
+                next_flush = elapsed + LIVE_FLUSH_S
+                self.history.flush()
             if elapsed >= next_progress:
                 next_progress += PROGRESS_EVERY_S
                 print(f"  t={elapsed:5.1f} s  faults applied {applier.applied}  active {sorted(active)}  "
