@@ -14,7 +14,7 @@ for the whole page.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from common.broker_connection import BrokerUnavailable
@@ -49,19 +49,20 @@ def _client(brokers: Brokers) -> KafkaClient:
     return client
 
 
-def _by_leader(topic: TopicImage) -> dict[int, list[int]]:
+def _by_leader(topic: TopicImage, ids: Sequence[int]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
-    for pid, p in sorted(topic.partitions.items()):
-        if p.leader >= 0:
+    for pid in ids:
+        p = topic.partitions.get(pid)
+        if p is not None and p.leader >= 0:
             out.setdefault(p.leader, []).append(pid)
     return out
 
 
-def log_offsets(brokers: Brokers, topic: TopicImage) -> dict[int, tuple[int | None, int | None]]:
-    """partition -> (log start offset, high watermark) from each leader's ListOffsets."""
+def log_offsets(brokers: Brokers, topic: TopicImage, ids: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
+    """partition -> (log start offset, high watermark) of partitions `ids`, from each leader's ListOffsets."""
     out: dict[int, tuple[int | None, int | None]] = {}
     with _client(brokers) as client:
-        for leader, partitions in _by_leader(topic).items():  # bounded by the brokers
+        for leader, partitions in _by_leader(topic, ids).items():  # bounded by the brokers
             if leader not in brokers:
                 continue
             try:
@@ -76,12 +77,12 @@ def log_offsets(brokers: Brokers, topic: TopicImage) -> dict[int, tuple[int | No
     return out
 
 
-def log_sizes(brokers: Brokers, topic: TopicImage) -> dict[int, int]:
-    """partition -> bytes of its leader's replica (DescribeLogDirs, as kafka-log-dirs.sh)."""
+def log_sizes(brokers: Brokers, topic: TopicImage, ids: Sequence[int]) -> dict[int, int]:
+    """partition -> bytes of its leader's replica, for partitions `ids` (DescribeLogDirs, as kafka-log-dirs.sh)."""
     m = messages.request_module(ApiKey.DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION)
     out: dict[int, int] = {}
     with _client(brokers) as client:
-        for leader, partitions in _by_leader(topic).items():
+        for leader, partitions in _by_leader(topic, ids).items():
             if leader not in brokers:
                 continue
             request = m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=topic.name,

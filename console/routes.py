@@ -7,7 +7,7 @@
     GET /console/api/overview               brokers (state, epoch, heartbeat age, rack, partitions led,
                                             bytes in/out per second) and the history strip
     GET /console/api/topics?q=&page=&size=  one page of topics with the cluster's health counts
-    GET /console/api/topics/{name}          partitions with log start/end and size; configs with source
+    GET /console/api/topics/{name}?page=    a page of partitions with log start/end and size; configs with source
     GET /console/api/topics/{name}/records?partition=&offset=|timestamp=&limit=&format=
 
 Everything here reads; the page's actions call the admin API's own write endpoints. The views are
@@ -63,8 +63,8 @@ OPENAPI_PATHS: Final = {
                                   "(from their /metrics), and the history strip of the metadata log."),
     "/console/api/topics": _get("One page of topics (q: name contains, page, size <= 500) and the cluster's "
                                 "offline, under-replicated and under-min-ISR counts."),
-    "/console/api/topics/{name}": _get("Partitions with log start/end offsets and size, configs with their "
-                                       "source (asked of the brokers)."),
+    "/console/api/topics/{name}": _get("A page of partitions (page, size <= 1000) with log start/end offsets and "
+                                       "size, configs with their source (asked of the brokers)."),
     "/console/api/topics/{name}/records": _get(
         "Up to `limit` (<= 500) records of one partition, at most 1 MiB fetched: from `offset`, from `timestamp`, "
         "or the last ones; key, value and headers as text, json or hex."),
@@ -233,17 +233,20 @@ class ConsoleRoutes:
     async def _topic(self, request: web.Request) -> web.Response:
         image = await self._image()
         topic = api.known_topic(image, request.match_info["name"])
+        page, size, ids = views.parse_partition_page(request.query, len(topic.partitions))
         brokers = self._brokers(image)
         offsets, sizes, configs = await asyncio.gather(
-            asyncio.to_thread(kafka_reads.log_offsets, brokers, topic),
-            asyncio.to_thread(kafka_reads.log_sizes, brokers, topic),
+            asyncio.to_thread(kafka_reads.log_offsets, brokers, topic, ids),
+            asyncio.to_thread(kafka_reads.log_sizes, brokers, topic, ids),
             asyncio.to_thread(kafka_reads.topic_configs, brokers, topic.name), return_exceptions=True)
         row = views.topic_row(image, topic, self._server.settings.min_insync_replicas)
         return web.json_response({
             **row.view(), "min_insync_replicas": views.min_isr(image, topic.name,
                                                                self._server.settings.min_insync_replicas),
+            "partition_count": len(topic.partitions), "page": page, "size": size,
+            "pages": max(1, -(-len(topic.partitions) // size)),
             "partitions": views.partitions_view(topic, offsets if isinstance(offsets, dict) else {},
-                                                sizes if isinstance(sizes, dict) else {}),
+                                                sizes if isinstance(sizes, dict) else {}, ids),
             "configs": configs if isinstance(configs, list) else [],
             "configs_error": None if isinstance(configs, list) else str(getattr(configs, "message", configs)),
         })

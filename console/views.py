@@ -38,6 +38,8 @@ PURE = True  # a pure core: no sockets, threads, clocks or files
 DEFAULT_PAGE_SIZE: Final = 50  # topics per page
 MAX_PAGE_SIZE: Final = 500
 MAX_QUERY_CHARS: Final = 249  # Kafka's longest topic name
+DEFAULT_PARTITION_PAGE: Final = 100  # partitions one topic page shows (and asks the brokers about)
+MAX_PARTITION_PAGE: Final = 1000
 DEFAULT_BROWSE_RECORDS: Final = 20
 MAX_BROWSE_RECORDS: Final = 500  # records one browse answers
 MAX_BROWSE_BYTES: Final = 1 * MIB  # bytes one browse fetches: never a whole partition
@@ -118,11 +120,23 @@ def topic_page(rows: Sequence[TopicRow], *, query: str, page: int, size: int) ->
     }
 
 
+def parse_partition_page(query: Mapping[str, str], partitions: int) -> tuple[int, int, list[int]]:
+    """(page, size, partition ids) of GET /console/api/topics/{name}?page=&size=: a topic of 10,000
+    partitions is shown, and its logs asked about, a page at a time."""
+    unknown = sorted(set(query) - {"page", "size"})
+    if unknown:
+        raise AdminError("INVALID_REQUEST", f"unknown parameter {unknown[0]!r} (expected page, size)", unknown[0])
+    page = _int_param(query, "page", 0, 0, 10**6)
+    size = _int_param(query, "size", DEFAULT_PARTITION_PAGE, 1, MAX_PARTITION_PAGE)
+    return page, size, list(range(page * size, min(partitions, (page + 1) * size)))
+
+
 def partitions_view(topic: TopicImage, offsets: Mapping[int, tuple[int | None, int | None]],
-                    sizes: Mapping[int, int]) -> list[dict[str, Any]]:
-    """Each partition's registration with its log start/end offsets and size (None: unknown)."""
+                    sizes: Mapping[int, int], ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+    """Each partition's registration with its log start/end offsets and size (None: unknown);
+    `ids`: only those partitions (default: all)."""
     out = []
-    for pid in sorted(topic.partitions):
+    for pid in sorted(topic.partitions) if ids is None else [i for i in ids if i in topic.partitions]:
         p = topic.partitions[pid]
         start, end = offsets.get(pid, (None, None))
         out.append({"partition": pid, "leader": p.leader, "leader_epoch": p.leader_epoch,

@@ -163,7 +163,8 @@ async function pageTopics(params) {
     `(${num(data.matched)} topics)</span>${page + 1 < data.pages ? link(page + 1, "next ›") : ""}</div>`;
 }
 
-async function pageTopic(name) {
+async function pageTopic(name, params) {
+  const page = Number(params.get("page") || 0);
   $("#page").innerHTML = `<h1>Topic <span id="topic-name">${esc(name)}</span></h1><div id="topic"></div><div id="rates"></div>
     <h2>Actions</h2>
     <form class="inline" id="alter"><label>config<input name="key" placeholder="retention.ms" required></label>
@@ -191,13 +192,13 @@ async function pageTopic(name) {
   const ends = [];
   let configsShown = false;
   poll(async (mine) => {
-    const t = await get(`/console/api/topics/${enc(name)}`);
+    const t = await get(`/console/api/topics/${enc(name)}?page=${page}`);
     if (mine !== generation) return;
     const total = t.partitions.reduce((s, p) => s + (p.log_end_offset || 0), 0);
     ends.push([Date.now(), total]);
     if (ends.length > MAX_POINTS) ends.shift();
     const perSecond = ends.map((e, i) => (i === 0 ? null : Math.max(0, (e[1] - ends[i - 1][1]) / ((e[0] - ends[i - 1][0]) / 1000))));
-    $("#topic").innerHTML = `<div class="cards">${card("partitions", t.partitions.length)}${card("replication factor", t.replication_factor)}` +
+    $("#topic").innerHTML = `<div class="cards">${card("partitions", num(t.partition_count))}${card("replication factor", t.replication_factor)}` +
       card("offline", t.offline_partitions, t.offline_partitions > 0) + card("under-replicated", t.under_replicated_partitions, t.under_replicated_partitions > 0) +
       card("under min ISR", t.under_min_isr_partitions, t.under_min_isr_partitions > 0) + card("min.insync.replicas", t.min_insync_replicas) + `</div>` +
       `<table id="partitions"><tr><th class="num">partition</th><th class="num">leader</th><th class="num">leader epoch</th><th>replicas</th>` +
@@ -206,8 +207,12 @@ async function pageTopic(name) {
         `<td class="num ${p.leader < 0 ? "bad" : ""}">${p.leader < 0 ? "none" : p.leader}</td><td class="num">${p.leader_epoch}</td>` +
         `<td>${list(p.replicas)}</td><td class="${p.isr.length < p.replicas.length ? "warn" : ""}">${list(p.isr)}</td><td>${list(p.elr)}</td>` +
         `<td>${esc(p.leader_recovery_state)}</td><td class="num">${num(p.log_start_offset)}</td><td class="num" data-end>${num(p.log_end_offset)}</td>` +
-        `<td class="num">${num(p.size_bytes)}</td><td><a href="#records/${enc(name)}?partition=${p.partition}">records</a></td></tr>`).join("") + `</table>`;
-    $("#rates").innerHTML = sparkline(perSecond, "records appended per second");
+        `<td class="num">${num(p.size_bytes)}</td><td><a href="#records/${enc(name)}?partition=${p.partition}">records</a></td></tr>`).join("") + `</table>` +
+      (t.pages > 1 ? `<div class="pager" id="partition-pager">${page > 0 ? `<a href="#topic/${enc(name)}?page=${page - 1}">‹ previous</a>` : ""}` +
+        `<span>partitions ${num(page * t.size)}–${num(Math.min((page + 1) * t.size, t.partition_count) - 1)} of ${num(t.partition_count)}</span>` +
+        `${page + 1 < t.pages ? `<a href="#topic/${enc(name)}?page=${page + 1}">next ›</a>` : ""}</div>` : "");
+    $("#rates").innerHTML = sparkline(perSecond, t.pages > 1 ? "records appended per second (partitions of this page)" :
+      "records appended per second");
     if (!configsShown) {
       configsShown = true;
       $("#configs").innerHTML = t.configs_error ? `<p class="bad">${esc(t.configs_error)}</p>` :
@@ -353,7 +358,7 @@ async function route() {
   document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("current", a.dataset.page === nav));
   document.body.dataset.page = page;
   const pages = {
-    cluster: () => pageCluster(), topics: () => pageTopics(params), topic: () => pageTopic(arg),
+    cluster: () => pageCluster(), topics: () => pageTopics(params), topic: () => pageTopic(arg, params),
     records: () => pageRecords(arg, params), groups: () => pageGroups(), group: () => pageGroup(arg),
     chaos: () => (arg ? pageChaosRun(arg) : pageChaos()),
   };

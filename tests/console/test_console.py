@@ -24,6 +24,7 @@ from chaos.report.html import write_report
 from chaos.scenarios.spec import parse_scenario
 from common.waiting import wait_until
 from tidelog.admin_client import AdminClient
+from tidelog.cli_common import ClusterError
 from tidelog.testing import Cluster
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -340,3 +341,13 @@ def test_every_controller_serves_the_console_and_describes_it(env: dict[str, Any
             assert set(OPENAPI_PATHS) <= set(json.loads(answer.read())["paths"])
         with urllib.request.urlopen(f"http://{node.spec.admin_address}/console/", timeout=10) as answer:
             assert answer.status == 200 and b"console.js" in answer.read()
+
+
+def test_a_topics_partitions_come_a_page_at_a_time(env: dict[str, Any]) -> None:
+    admin: AdminClient = env["admin"]
+    answer = admin.request("GET", "/console/api/topics/orders?page=1&size=2")
+    assert (answer["partition_count"], answer["pages"], [p["partition"] for p in answer["partitions"]]) == (3, 2, [2])
+    assert answer["partitions"][0]["log_end_offset"] == 10  # asked of partition 2's leader only
+    with pytest.raises(ClusterError) as refused:
+        admin.request("GET", "/console/api/topics/orders?size=0")
+    assert refused.value.error == "INVALID_REQUEST" and "size" in refused.value.message

@@ -233,3 +233,22 @@ def test_report_entry() -> None:
         "name": "r1", "files": ["history.jsonl"], "finished": False, "scenario": None, "passed": None}
     assert chaos_views.report_entry("r2", ["history.jsonl", "results.json"], {"scenario": "s", "passed": True})[
         "passed"] is True
+
+
+@pytest.mark.parametrize(("query", "partitions", "expected"), [
+    ({}, 3, (0, views.DEFAULT_PARTITION_PAGE, [0, 1, 2])),
+    ({"page": "1", "size": "4"}, 10, (1, 4, [4, 5, 6, 7])),
+    ({"page": "2", "size": "4"}, 10, (2, 4, [8, 9])),
+    ({"page": "9"}, 10, (9, views.DEFAULT_PARTITION_PAGE, [])),
+])
+def test_parse_partition_page(query: dict[str, str], partitions: int, expected: tuple[int, int, list[int]]) -> None:
+    assert views.parse_partition_page(query, partitions) == expected
+
+
+def test_partitions_view_shows_the_page_asked_for() -> None:
+    orders = IMAGE.topic("orders")
+    assert orders is not None
+    shown = views.partitions_view(orders, {1: (0, 5)}, {1: 99}, [1, 2, 7])
+    assert [(p["partition"], p["log_end_offset"], p["size_bytes"]) for p in shown] == [(1, 5, 99), (2, None, None)]
+    with pytest.raises(AdminError):
+        views.parse_partition_page({"size": str(views.MAX_PARTITION_PAGE + 1)}, 10)
