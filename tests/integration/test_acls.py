@@ -132,6 +132,38 @@ def test_idempotent_producer_with_topic_acls(acls: Cluster, tidelog_topic: Any) 
 
 
 @OPEN
+def test_transactional_producer_is_checked_per_transactional_id_and_topic(acls: Cluster, tidelog_topic: Any) -> None:
+    """WRITE on its transactional id, then AddPartitionsToTxn per topic as Kafka's KafkaApis: a topic
+    it may not WRITE answers TOPIC_AUTHORIZATION_FAILED for its partition (librdkafka: an abortable
+    error naming it; the gate used to fail on kio's v3 field names), its writable topic commits; an
+    id without WRITE fails InitProducerId."""
+    writable, readable = tidelog_topic(), tidelog_topic()
+    tid = f"{writable}-txn"
+    add_acls(acls, acl("TOPIC", writable, "WRITE"), acl("TOPIC", readable, "READ"),
+             acl("TRANSACTIONAL_ID", tid, "WRITE"),
+             acl("TRANSACTIONAL_ID", f"{writable}-other", "WRITE", principal="User:someone-else"))  # closed to us
+    config = {"bootstrap.servers": acls.bootstrap_servers, "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000)}
+    producer = confluent_kafka.Producer({**config, "transactional.id": tid})
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(readable, b"refused")
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        producer.commit_transaction(CLIENT_TIMEOUT_S)
+    error = refused.value.args[0]
+    assert "Topic authorization failed" in error.str() or error.code() == \
+        confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+    producer = confluent_kafka.Producer({**config, "transactional.id": tid})  # a new epoch: nothing open
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(writable, b"committed")
+    producer.commit_transaction(CLIENT_TIMEOUT_S)
+    stranger = confluent_kafka.Producer({**config, "transactional.id": f"{writable}-other"})
+    with pytest.raises(confluent_kafka.KafkaException) as denied:
+        stranger.init_transactions(CLIENT_TIMEOUT_S)
+    assert denied.value.args[0].code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+@OPEN
 def test_prefixed_acls(acls: Cluster, tidelog_topic: Any) -> None:
     locked, other = tidelog_topic(name="locked-orders"), tidelog_topic(name="open-orders")
     add_acls(acls, acl("TOPIC", "locked-", "WRITE", "DENY", pattern="PREFIXED", principal="User:*"),
