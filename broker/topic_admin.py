@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
+from urllib.parse import quote
 
 import aiohttp
 
@@ -92,6 +93,10 @@ class TopicAdmin(Protocol):
 
     async def alter_broker_configs(self, name: str, body: Mapping[str, Any]) -> AdminReply:
         """Dynamic broker configs of broker `name` ("": the cluster default), same body form."""
+        ...
+
+    async def alter_group_configs(self, group_id: str, body: Mapping[str, Any]) -> AdminReply:
+        """A group's own configs (KIP-848's GroupConfig), same body form."""
         ...
 
 
@@ -213,6 +218,9 @@ class HttpTopicAdmin:
     async def alter_broker_configs(self, name: str, body: Mapping[str, Any]) -> AdminReply:
         path = "/v1/brokers/configs" if name == "" else f"/v1/brokers/{name}/configs"
         return await self._request("PATCH", path, dict(body))
+
+    async def alter_group_configs(self, group_id: str, body: Mapping[str, Any]) -> AdminReply:
+        return await self._request("PATCH", f"/v1/groups/{quote(group_id, safe='')}/configs", dict(body))
 
 
 class AutoTopicCreator:

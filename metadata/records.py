@@ -72,6 +72,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32  # KIP-848's per-group configs (groups/group_configs.py)
 
 
 LEADER = Int(NO_LEADER, 2**31 - 1)

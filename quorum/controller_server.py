@@ -35,6 +35,7 @@ from quorum.scram_routes import ScramRoutes
 from quorum.active_controller import ActiveController
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.broker_config_routes import BrokerConfigRoutes
+from quorum.group_config_routes import GroupConfigRoutes
 from quorum.broker_rpc import BrokerRpc, RpcAuthGate
 from quorum.controller_runtime import ControllerRuntime
 from quorum.group_api import GroupApi
@@ -173,6 +174,7 @@ class ControllerServer:
         return [
             web.get("/v1/cluster", self._get_cluster), web.get("/v1/brokers", self._get_brokers),
             *BrokerConfigRoutes(self).routes(),  # dynamic broker configs (issue 18): before /v1/brokers/{id}
+            *GroupConfigRoutes(self).routes(),  # per-group configs (KIP-848)
             web.get("/v1/brokers/{id}", self._get_broker),
             web.post("/v1/brokers/{id}/shutdown", self._shutdown_broker),
             *TopicRoutes(self).routes(),

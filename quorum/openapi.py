@@ -147,6 +147,7 @@ SCHEMAS: Final[dict[str, Any]] = {
                                 assignments=_arr(_obj(None, partition=INT, replicas=IDS))),
     "TopicConfigs": _obj(None, name=STR, configs=CONFIGS, metadata_offset=NULLABLE_INT),
     "BrokerConfigs": _obj(None, broker_id=NULLABLE_INT, configs=CONFIGS, metadata_offset=NULLABLE_INT),
+    "GroupConfigs": _obj(None, group_id=STR, configs=CONFIGS, metadata_offset=NULLABLE_INT),
     "AlterConfigs": _obj(None, configs={"type": "object", "additionalProperties": NULLABLE_STR,
                                         "description": "null deletes the key"},
                          ops=_arr(_obj(["name", "op"], name=STR, op={"enum": ["SET", "DELETE", "APPEND", "SUBTRACT"]},
@@ -447,6 +448,13 @@ PATHS: Final[dict[str, Any]] = {
         "post": _op("Reset an inactive group's committed offsets of one topic, as kafka-consumer-groups "
                     "--reset-offsets: a dry run unless execute is true; 409 NON_EMPTY_GROUP while it has members.",
                     _ok("GroupOffsetsReset"), _body("ResetGroupOffsets"), write=True),
+    },
+    "/v1/groups/{id}/configs": {  # KIP-848's per-group configs (quorum/group_config_routes.py)
+        "parameters": [GROUP_PARAM],
+        "get": _op("A group's own configs, as stored (consumer.session.timeout.ms, consumer.heartbeat.interval.ms).",
+                   _ok("GroupConfigs")),
+        "patch": _op("Change a group's own configs (400 INVALID_CONFIG for an unknown key or a value that is not a "
+                     "positive int).", _ok("GroupConfigs"), _body("AlterConfigs"), write=True),
     },
     "/v1/transactions": {
         "parameters": [{"name": "duration_filter", "in": "query", "schema": INT,

@@ -27,6 +27,7 @@ from typing import Any
 
 from broker.handlers.admin import await_applied, note_refusals
 from broker.handlers.context import UNKNOWN_SERVER_ERROR, BrokerContext, ClientInfo
+from broker.handlers.group_configs import alter_group, describe_group
 from broker.topic_admin import AdminReply
 from common.dynamic_config import describe_broker_configs
 from common.errors import ErrorCode
@@ -131,6 +132,8 @@ async def _alter_one(ctx: BrokerContext, resource: Any, validate_only: bool,
         return AdminReply(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if kind == ConfigResourceType.BROKER:
         return await _alter_broker(ctx, resource, validate_only, incremental)
+    if kind == ConfigResourceType.GROUP:  # KIP-848's per-group configs: broker/handlers/group_configs.py
+        return await alter_group(ctx, resource, validate_only, incremental, _body(resource, validate_only, incremental))
     if kind != ConfigResourceType.TOPIC:
         return AdminReply(ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs to alter")
     invalid = topic_name_error(resource.resource_name)
@@ -173,6 +176,9 @@ async def handle_describe_configs(ctx: BrokerContext, req: Any, version: int, cl
     for res in req.resources:
         if res.resource_type == dc.RESOURCE_TYPE_BROKER:
             results.append(describe_broker(ctx, m, res, req))
+            continue
+        if res.resource_type == ConfigResourceType.GROUP:
+            results.append(describe_group(ctx, m, res, req))
             continue
         if res.resource_type != dc.RESOURCE_TYPE_TOPIC:
             results.append(_result(m, res, ErrorCode.INVALID_REQUEST,

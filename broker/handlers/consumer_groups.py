@@ -24,6 +24,8 @@ from common.protocol import acls, messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
 from groups.consumer_group import ConsumerGroup, ConsumerGroupState
+from groups.group_configs import consumer_config
+from metadata.records import ConfigResourceType
 from groups.assignors import NO_RACKS
 from groups.consumer_heartbeat import HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, Topics, heartbeat
 from common.protocol.metadata import wire_topic_id
@@ -93,7 +95,8 @@ def _rule(state: GroupsImage, req: HeartbeatRequest, topics: Topics, coord: Grou
             E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id))
     group = state.consumer_groups.get(req.group_id)
     racked = req.rack_id is not None or (group is not None and any(m.rack_id for m in group.members.values()))
-    out = heartbeat(group, req, topics=topics, config=coord.settings.consumer, now_ms=now_ms,
+    config = consumer_config(coord.settings.consumer, coord.image().config(ConfigResourceType.GROUP, req.group_id))
+    out = heartbeat(group, req, topics=topics, config=config, now_ms=now_ms,
                     partition_racks=partition_racks(coord.image()) if racked else NO_RACKS)
     if classic is not None and out.records:
         # An empty classic group (offsets only, or every member gone) becomes a consumer group:

@@ -43,6 +43,7 @@ EXPECTED_PATHS = {
     "/openapi.json", "/rpc/broker-registration", "/rpc/broker-heartbeat", "/rpc/alter-partition",
     "/rpc/allocate-producer-ids", "/rpc/metadata-fetch",
     "/v1/groups", "/v1/groups/{id}", "/v1/groups/{id}/offsets",  # consumer groups (issue 12)
+    "/v1/groups/{id}/configs",  # KIP-848's per-group configs (issue 31)
     "/v1/topics/{name}/partitions/{partition}/delete-records",  # DeleteRecords (issue 18)
     "/v1/brokers/configs", "/v1/brokers/{id}/configs",  # dynamic broker configs (issue 18)
     "/v1/reassignments",  # partition reassignment (issue 18)

@@ -263,6 +263,56 @@ def tidelog(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
+def test_per_group_configs_set_a_consumer_groups_heartbeat_interval(cluster: LocalCluster) -> None:
+    """KIP-848's per-group configs: IncrementalAlterConfigs on a GROUP resource (confluent-kafka's
+    AdminClient) is stored, described, and a member joining the group is told its interval."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    entry = ConfigEntry("consumer.heartbeat.interval.ms", "7000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, "cfg-848", incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+    described = next(iter(admin.describe_configs([ConfigResource(ResourceType.GROUP, "cfg-848")]).values()))
+    assert described.result(WAIT_S)["consumer.heartbeat.interval.ms"].value == "7000"
+    bad = ConfigResource(ResourceType.GROUP, "cfg-848", incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_CONFIG|Invalid value"):
+        next(iter(admin.incremental_alter_configs([bad]).values())).result(WAIT_S)
+    assert _joined_heartbeat_interval(cluster, "cfg-848") == 7000
+    assert _joined_heartbeat_interval(cluster, "cfg-other") == 5000  # another group: the broker's default
+
+
+def _joined_heartbeat_interval(cluster: LocalCluster, group: str) -> int:
+    """The heartbeat interval a ConsumerGroupHeartbeat v1 join is answered (the member then leaves)."""
+    import uuid
+    from datetime import timedelta
+
+    from common.kafka_client import KafkaClient
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+
+    api, member = ApiKey.CONSUMER_GROUP_HEARTBEAT, str(uuid.uuid4())
+    m = messages.request_module(api, 1)
+    with KafkaClient(parse_bootstrap_servers(bootstrap(cluster)), client_id="share-groups-test") as client:
+        admin = GroupAdmin(client)
+
+        def beat(epoch: int) -> Any:
+            request = messages.build(m.ConsumerGroupHeartbeatRequest, group_id=group, member_id=member,
+                                     member_epoch=epoch, instance_id=None, rack_id=None,
+                                     rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=("share-split",),
+                                     subscribed_topic_regex=None, server_assignor=None, topic_partitions=())
+            return admin._at_coordinator(group, api, 1, request, messages.encode_request,
+                                         messages.response_decoder(api), lambda r: r.error_code)
+
+        joined = beat(0)
+        beat(-1)
+    assert joined.error_code == 0, joined
+    return messages.milliseconds(joined.heartbeat_interval)
+
+
 def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers: list[Any],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """`tidelog groups reset-offsets` moves a share group's start offset (AlterShareGroupOffsets):
