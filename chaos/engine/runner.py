@@ -166,6 +166,7 @@ class ScenarioRun:
 
     def final_heal(self, cluster: LocalCluster, nemesis: Nemesis) -> bool:
         self.history.record("phase", name="heal")
+        self.history.flush()  # the console's live view shows each phase as it begins
         nemesis.heal()
         for node in list(cluster.nodes):
             if not node.running():
@@ -307,6 +308,7 @@ class ScenarioRun:
                 if creations is not None:
                     creations.stop()
             history.record("phase", name="catch-up")
+            history.flush()
             print(f"phase catch-up: {producers.acked} of {producers.sent} writes acknowledged, {left} unresolved",
                   flush=True)
             if ok and creations is not None:
@@ -321,6 +323,7 @@ class ScenarioRun:
             if txns is not None:
                 self.finish_transactions(txns, ok)
             history.record("phase", name="verify")
+            history.flush()
             print("phase verify", flush=True)
             if ok and wait_for("every ISR full after the workload", lambda: healed(view, [topic]), 30):
                 self.compare_replicas(cluster)

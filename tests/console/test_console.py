@@ -4,7 +4,8 @@ One module-scoped 3-controller + 3-broker cluster with `admin.token` set, a topi
 a consumer group that read 10 of them and left (lag 20), a finished chaos report and one still being
 written. Headless Debian chromium, driven by selenium through Debian's chromium-driver, opens every
 page: no errors in the browser's console log, the expected numbers in the DOM, a screenshot per page
-under the test's tmp dir (the cluster and group ones are copied to docs/ for the README). Actions go
+under the test's tmp dir (with UPDATE_SCREENSHOTS=1, the cluster and group ones are copied to docs/
+for the README). Actions go
 through the admin API as the CLI's do: refused without the token with the cluster unchanged, done
 with it.
 """
@@ -12,6 +13,7 @@ with it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +44,7 @@ pytestmark = [
 
 TOKEN = "console-test-token"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+UPDATE_SCREENSHOTS = "UPDATE_SCREENSHOTS"  # =1: copy the cluster and group screenshots to docs/
 PAGE_TIMEOUT_S = 15.0
 T = TypeVar("T")
 
@@ -170,9 +173,11 @@ def no_console_errors(browser: Any, allowed_statuses: tuple[int, ...] = ()) -> N
 
 
 def shot(browser: Any, tmp_path: Path, name: str, docs: str | None = None) -> None:
+    """A screenshot under the test's tmp dir; the README's two are refreshed in docs/ only when
+    asked (UPDATE_SCREENSHOTS=1) or missing, so a test run leaves the work tree as it found it."""
     path = tmp_path / f"{name}.png"
     assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
-    if docs is not None:
+    if docs is not None and (os.environ.get(UPDATE_SCREENSHOTS) == "1" or not (DOCS / docs).exists()):
         shutil.copyfile(path, DOCS / docs)
 
 
@@ -351,3 +356,20 @@ def test_a_topics_partitions_come_a_page_at_a_time(env: dict[str, Any]) -> None:
     with pytest.raises(ClusterError) as refused:
         admin.request("GET", "/console/api/topics/orders?size=0")
     assert refused.value.error == "INVALID_REQUEST" and "size" in refused.value.message
+
+
+@pytest.mark.parametrize(("query", "offsets"), [
+    ("partition=2", list(range(10))),  # the last 20: the whole partition of 10
+    ("partition=2&limit=3", [7, 8, 9]),  # the last 3
+    ("partition=2&timestamp=0&limit=2", [0, 1]),  # from the first record at or after t=0
+    ("partition=2&offset=9", [9]),
+])
+def test_records_by_offset_timestamp_or_the_last(env: dict[str, Any], query: str, offsets: list[int]) -> None:
+    answer = env["admin"].request("GET", f"/console/api/topics/orders/records?{query}")
+    assert [r["offset"] for r in answer["records"]] == offsets and answer["high_watermark"] == 10
+
+
+def test_a_timestamp_past_the_last_record_is_a_clear_error(env: dict[str, Any]) -> None:
+    with pytest.raises(ClusterError) as refused:
+        env["admin"].request("GET", "/console/api/topics/orders/records?partition=2&timestamp=99999999999999")
+    assert refused.value.error == "OFFSET_OUT_OF_RANGE" and "timestamp" in refused.value.message
