@@ -1,8 +1,10 @@
 """KIP-932 share groups with real confluent-kafka `ShareConsumer`s (librdkafka's share consumer).
 
 One module-scoped cluster (one controller, three brokers). Each test has its own topic (one
-partition, three replicas) and group; the failover test, last, kills a broker and restarts it. The acquisition lock is shortened to 2 s and the delivery
-count limit is Kafka's smallest (2), so redelivery and archiving take seconds, not Kafka's 30 s.
+partition, three replicas) and group; the failover test, last, kills a broker and restarts it.
+The acquisition lock is shortened to 5 s and the delivery count limit is Kafka's smallest (2),
+so redelivery and archiving take seconds, not Kafka's 30 s. The module also holds the KIP-848
+fixes' tests (admin API, per-group configs): they share its cluster.
 Consumers acknowledge explicitly, so a test decides when a record is acknowledged, released or
 rejected and which consumer holds what.
 """
@@ -36,7 +38,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
-LOCK_MS = 2_000
+LOCK_MS = 5_000  # long enough that a loaded machine acknowledges in time, short enough to wait for
 PROPERTIES = {
     "group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.delivery.count.limit": "2",
     "group.share.heartbeat.interval.ms": "500", "share.auto.offset.reset": "earliest",
