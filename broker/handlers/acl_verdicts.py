@@ -6,6 +6,7 @@ check of a request as a whole against its API's first resource.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -148,12 +149,17 @@ def top_level_refusal(api_key: ApiKey, version: int, code: int) -> Any | None:
     for name, f in fields.items():
         if name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
+        kind = str(f.type)
         if name == "throttle_time":
             values[name] = messages.NO_THROTTLE
-        elif name == "error_message":
+        elif name == "error_message" or kind.endswith("| None"):
             values[name] = None
-        elif str(f.type).startswith("tuple"):
+        elif kind.startswith("tuple"):
             values[name] = ()
+        elif "Timedelta" in kind:
+            values[name] = datetime.timedelta(0)
+        elif any(f"primitive.{t}'" in kind for t in ("i8", "i16", "i32", "i64")):
+            values[name] = 0  # a schema field without a default is 0 in Kafka's generated messages
         else:
             return None  # a required scalar we cannot make up
     return cls(**values)

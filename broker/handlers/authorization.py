@@ -24,7 +24,8 @@ in `authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProdu
 config APIs, ListTransactions and the per-topic/per-group admin APIs; in `authorization_items`
 (each refused item answered with its error): OffsetForLeaderEpoch, AddPartitionsToTxn,
 DescribeTransactions, WriteTxnMarkers, the log-dir APIs, AlterUserScramCredentials,
-UpdateRaftVoter and ElectLeaders; the ACL APIs check themselves (broker/handlers/acls.py).
+UpdateRaftVoter, ElectLeaders, ShareGroupDescribe, DescribeShareGroupOffsets and
+Read/WriteShareGroupState; the ACL APIs check themselves (broker/handlers/acls.py).
 The shared pieces (the authorizer over the image, verdicts, refusal lines) are `acl_verdicts`.
 """
 
@@ -367,6 +368,10 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: items.alter_user_scram_credentials,
     ApiKey.UPDATE_RAFT_VOTER: items.update_raft_voter,
     ApiKey.ELECT_LEADERS: items.elect_leaders,
+    ApiKey.SHARE_GROUP_DESCRIBE: items.share_group_describe,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: items.describe_share_group_offsets,
+    ApiKey.READ_SHARE_GROUP_STATE: items.read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: items.write_share_group_state,
     ApiKey.LIST_TRANSACTIONS: admin.list_transactions,
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DELETE_RECORDS: admin.delete_records,

@@ -16,6 +16,8 @@ per-item error would read as a success, and closing the connection would make cl
     UpdateRaftVoter         CLUSTER_ACTION: the top-level error, no leader known
     ElectLeaders            ALTER on the cluster: every named partition CLUSTER_AUTHORIZATION_FAILED
                             (and v1+ the top-level error)
+    ShareGroupDescribe, DescribeShareGroupOffsets   DESCRIBE per group, in the group's row
+    Read/WriteShareGroupState   CLUSTER_ACTION (brokers): every partition CLUSTER_AUTHORIZATION_FAILED
 
 Each refusal logs one INFO line (acl_verdicts.log_refusal); the handler never runs on what was
 refused.
@@ -29,6 +31,7 @@ from typing import Any, Final
 
 from broker.handlers.acl_verdicts import (
     CLUSTER_DENIED,
+    GROUP_DENIED,
     TOPIC_DENIED,
     TXN_DENIED,
     BrokerAuthorizer,
@@ -219,3 +222,65 @@ def elect_leaders(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
                         replica_election_results=tuple(m.ReplicaElectionResult(topic=t.topic, partition_result=tuple(
                             m.PartitionResult(partition_id=p, error_code=denied, error_message=None)
                             for p in dict.fromkeys(t.partitions))) for t in req.topic_partitions or ())))
+
+
+# ---- share groups (KIP-932): the APIs whose response has no top-level error code ------------------
+
+def share_group_describe(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                         image: MetadataImage) -> Verdict:
+    """DESCRIBE per group: a refused group answers GROUP_AUTHORIZATION_FAILED in its own row."""
+    denied = [g for g in req.group_ids if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g)]
+    if not denied:
+        return None
+    log_refusal(a, client, "ShareGroupDescribe", "group(s) " + ", ".join(sorted(set(denied))))
+    m = messages.response_module(ApiKey.SHARE_GROUP_DESCRIBE, version)
+    refused = tuple(build(m.DescribedGroup, error_code=messages.error_code(GROUP_DENIED), group_id=g, group_state="",
+                          group_epoch=0, assignment_epoch=0, assignor_name="", members=()) for g in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, groups=tuple(resp.groups) + refused)
+    kept = tuple(g for g in req.group_ids if g not in denied)
+    if not kept:
+        return Refuse(finish(build(m.ShareGroupDescribeResponse, throttle_time=messages.NO_THROTTLE, groups=())))
+    return Narrow(dataclasses.replace(req, group_ids=kept), finish)
+
+
+def describe_share_group_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
+                                 image: MetadataImage) -> Verdict:
+    """DESCRIBE per group: a refused group answers GROUP_AUTHORIZATION_FAILED in its own row."""
+    denied = [g for g in req.groups if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id)]
+    if not denied:
+        return None
+    log_refusal(a, client, "DescribeShareGroupOffsets", "group(s) " + ", ".join(sorted({g.group_id for g in denied})))
+    m = messages.response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version)
+    refused = tuple(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
+                          error_code=messages.error_code(GROUP_DENIED)) for g in denied)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, groups=tuple(resp.groups) + refused)
+    kept = tuple(g for g in req.groups if g not in denied)
+    if not kept:
+        return Refuse(finish(build(m.DescribeShareGroupOffsetsResponse, throttle_time=messages.NO_THROTTLE,
+                                   groups=())))
+    return Narrow(dataclasses.replace(req, groups=kept), finish)
+
+
+def _share_state(api_key: ApiKey, api: str) -> Any:
+    """Read/WriteShareGroupState (brokers only): CLUSTER_ACTION, else every partition refused."""
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        if _cluster(a, client, Op.CLUSTER_ACTION):
+            return None
+        log_refusal(a, client, api, "the cluster (CLUSTER_ACTION)")
+        m = messages.response_module(api_key, version)
+        result_type = m.ReadStateResult if api_key == ApiKey.READ_SHARE_GROUP_STATE else m.WriteStateResult
+        extra = ({"state_epoch": 0, "start_offset": -1, "state_batches": ()}
+                 if api_key == ApiKey.READ_SHARE_GROUP_STATE else {})
+        return Refuse(build(getattr(m, f"{api}Response"), results=tuple(result_type(
+            topic_id=t.topic_id, partitions=tuple(build(m.PartitionResult, partition=p.partition,
+                                                        error_code=messages.error_code(CLUSTER_DENIED), **extra)
+                                                  for p in t.partitions)) for t in req.topics)))
+    return gate
+
+
+read_share_group_state = _share_state(ApiKey.READ_SHARE_GROUP_STATE, "ReadShareGroupState")
+write_share_group_state = _share_state(ApiKey.WRITE_SHARE_GROUP_STATE, "WriteShareGroupState")

@@ -398,3 +398,25 @@ async def test_describe_acls_refuses_an_unknown_filter(tmp_path) -> None:
         assert answer.error_code == ErrorCode.INVALID_REQUEST and answer.error_message == "Unknown entryFilter."
     finally:
         log_manager.shutdown()
+
+
+async def test_share_group_apis_answer_per_group_and_partition(secured) -> None:
+    """KIP-932's APIs without a top-level error code: a refused group in its own row, the brokers'
+    share-state RPCs refused per partition without CLUSTER_ACTION."""
+    import uuid
+
+    from common.protocol import messages
+    answer = await kio_call(secured, ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=("other",),
+                            include_authorized_operations=False)
+    assert [(g.group_id, g.error_code) for g in answer.groups] == [("other", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    m = messages.request_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0)
+    answer = await kio_call(secured, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, groups=(
+        m.DescribeShareGroupOffsetsRequestGroup(group_id="other", topics=()),))
+    assert [(g.group_id, g.error_code) for g in answer.groups] == [("other", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    for api, data, extra in ((ApiKey.READ_SHARE_GROUP_STATE, "ReadStateData", {"leader_epoch": 0}),
+                             (ApiKey.WRITE_SHARE_GROUP_STATE, "WriteStateData",
+                              {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": ()})):
+        m = messages.request_module(api, 0)
+        topics = (getattr(m, data)(topic_id=uuid.UUID(int=5), partitions=(m.PartitionData(partition=0, **extra),)),)
+        answer = await kio_call(secured, api, 0, group_id="g", topics=topics)
+        assert [[p.error_code for p in r.partitions] for r in answer.results] == [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]]
