@@ -210,6 +210,11 @@ chaos-legacy: $(ALL_STAMP)
 fuzz: $(ALL_STAMP)
 	$(BIN)/python bench/fuzz_broker.py $(FUZZ_ARGS)
 
+# 2,000 fuzzed SASL handshakes against a real SASL listener (its own one-node cluster); FUZZ_ARGS=--seed N
+.PHONY: fuzz-sasl
+fuzz-sasl: $(ALL_STAMP)
+	$(BIN)/python bench/fuzz_sasl.py $(FUZZ_ARGS)
+
 install: $(BASE_STAMP)
 install-test: $(ALL_STAMP)
 
