@@ -12,6 +12,7 @@ from the committed state. A snapshot is the partition's whole state, so the last
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker.coordinator.errors import CoordinatorError, client_error
@@ -140,11 +141,18 @@ async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, cli
 # ---- an admin's changes: only while the share group has no members (Kafka's rule) -------------------
 
 
-def _not_empty(ctx: BrokerContext, group_id: str) -> str | None:
+def _admin_states(ctx: BrokerContext, group_id: str) -> Mapping[ShareSnapshotKey, ShareSnapshotValue] | tuple[
+        ErrorCode, str]:
+    """The group's committed share state, or the (error, message) an admin's change is refused
+    with: not the coordinator here, or the group has members (NON_EMPTY_GROUP)."""
+    try:
+        states = ctx.groups.runtime.committed(ctx.groups.partition_for(group_id)).share_states
+    except CoordinatorError as e:
+        return error_code(e.code), str(e)
     group = share_broker(ctx).groups.get(group_id)
     if group is not None and group.members:
-        return f"The share group {group_id} has {len(group.members)} member(s); stop them first."
-    return None
+        return E.NON_EMPTY_GROUP, f"The share group {group_id} has {len(group.members)} member(s); stop them first."
+    return states
 
 
 async def _admin_write(ctx: BrokerContext, group_id: str, records: list[ShareStateRecord]) -> tuple[ErrorCode, str | None]:
@@ -169,18 +177,10 @@ async def alter_share_offsets(ctx: BrokerContext, req: Any, version: int, client
     share session, or when its next write is fenced (FENCED_STATE_EPOCH)."""
     m = messages.response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, version)
     image = ctx.image()
-
-    def answer(code: ErrorCode, message: str | None, responses: tuple[Any, ...] = ()) -> Any:
-        return build(m.AlterShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=code,
-                     error_message=message, responses=responses)
-
-    try:
-        states = ctx.groups.runtime.committed(ctx.groups.partition_for(req.group_id)).share_states
-    except CoordinatorError as e:
-        return answer(error_code(e.code), str(e))
-    busy = _not_empty(ctx, req.group_id)
-    if busy is not None:
-        return answer(E.NON_EMPTY_GROUP, busy)
+    states = _admin_states(ctx, req.group_id)
+    if isinstance(states, tuple):
+        return build(m.AlterShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=states[0],
+                     error_message=states[1], responses=())
     responses = []
     for t in req.topics:
         topic = image.topic(t.topic_name)
@@ -205,7 +205,8 @@ async def alter_share_offsets(ctx: BrokerContext, req: Any, version: int, client
                 build(m.AlterShareGroupOffsetsResponsePartition, partition_index=p,
                       error_code=code if code is not E.NONE else written,
                       error_message=message if code is E.NONE else None) for p, code in results)))
-    return answer(E.NONE, None, tuple(responses))
+    return build(m.AlterShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=E.NONE,
+                 responses=tuple(responses))
 
 
 async def delete_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
@@ -213,18 +214,10 @@ async def delete_share_offsets(ctx: BrokerContext, req: Any, version: int, clien
     tombstone per share partition); consuming it again starts from share.auto.offset.reset."""
     m = messages.response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, version)
     image = ctx.image()
-
-    def answer(code: ErrorCode, message: str | None, responses: tuple[Any, ...] = ()) -> Any:
-        return build(m.DeleteShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=code,
-                     error_message=message, responses=responses)
-
-    try:
-        states = ctx.groups.runtime.committed(ctx.groups.partition_for(req.group_id)).share_states
-    except CoordinatorError as e:
-        return answer(error_code(e.code), str(e))
-    busy = _not_empty(ctx, req.group_id)
-    if busy is not None:
-        return answer(E.NON_EMPTY_GROUP, busy)
+    states = _admin_states(ctx, req.group_id)
+    if isinstance(states, tuple):
+        return build(m.DeleteShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=states[0],
+                     error_message=states[1], responses=())
     responses = []
     for t in req.topics:
         topic = image.topic(t.topic_name)
@@ -237,4 +230,5 @@ async def delete_share_offsets(ctx: BrokerContext, req: Any, version: int, clien
         code, message = await _admin_write(ctx, req.group_id, records)
         responses.append(build(m.DeleteShareGroupOffsetsResponseTopic, topic_name=t.topic_name,
                                topic_id=wire_topic_id(topic.topic_id), error_code=code, error_message=message))
-    return answer(E.NONE, None, tuple(responses))
+    return build(m.DeleteShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=E.NONE,
+                 responses=tuple(responses))
