@@ -335,6 +335,31 @@ def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers:
     code, out = tidelog(capsys, *argv)
     assert code == 1 and "NON_EMPTY_GROUP" in out, out
     ack_all(b, again)
+    b.close()
+    # DeleteShareGroupOffsets: the group's state of the topic goes; it starts again from
+    # share.auto.offset.reset (earliest here)
+    assert _delete_share_offsets(cluster, "reset", "share-reset") == (0, 0)
+    c = consumer(cluster, "reset", "share-reset")
+    consumers.append(c)
+    assert values(poll(c, 5)) == [b"z-%d" % i for i in range(5)]
+
+
+def _delete_share_offsets(cluster: LocalCluster, group: str, topic: str) -> tuple[int, int]:
+    """(top-level error, the topic's error) of DeleteShareGroupOffsets v0."""
+    from common.kafka_client import KafkaClient
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+
+    api = ApiKey.DELETE_SHARE_GROUP_OFFSETS
+    m = messages.request_module(api, 0)
+    request = m.DeleteShareGroupOffsetsRequest(group_id=group, topics=(
+        m.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),))
+    with KafkaClient(parse_bootstrap_servers(bootstrap(cluster)), client_id="share-groups-test") as client:
+        response = GroupAdmin(client)._at_coordinator(group, api, 0, request, messages.encode_request,
+                                                      messages.response_decoder(api), lambda r: r.error_code)
+    return int(response.error_code), int(response.responses[0].error_code)
 
 
 def test_acknowledgements_survive_a_leader_failover(cluster_and_nemesis: tuple[LocalCluster, Nemesis],
