@@ -248,17 +248,31 @@ def warm() -> None:
     import importlib
     import pkgutil
 
+    def load(module: str) -> None:
+        # a module that does not import is left to the fork that needs it: its node then fails
+        # with the traceback in its log, as a spawned one would; the other nodes still start
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - see above
+            traceback.print_exc()
+
     for module in NODE_MODULES:  # the point of the zygote: imported once, shared by every fork
-        importlib.import_module(module)
+        load(module)
     for package in WARM_PACKAGES:
-        path = importlib.import_module(package).__path__
+        try:
+            path = importlib.import_module(package).__path__
+        except Exception:  # noqa: BLE001 - as load()
+            continue
         for found in pkgutil.iter_modules(path, prefix=f"{package}."):
             if not found.name.endswith("__main__"):
-                importlib.import_module(found.name)
-    from common.protocol import messages
-    from common.protocol.api_keys import SUPPORTED_VERSIONS
+                load(found.name)
+    try:
+        from common.protocol import messages
+        from common.protocol.api_keys import SUPPORTED_VERSIONS
 
-    messages.preload({api: (high, high) for api, (_, high) in SUPPORTED_VERSIONS.items()})
+        messages.preload({api: (high, high) for api, (_, high) in SUPPORTED_VERSIONS.items()})
+    except Exception:  # noqa: BLE001 - the broker preloads them itself then
+        traceback.print_exc()
     # what every fork shares, out of the cyclic GC's sight before the fork: a node's own
     # freeze_startup_heap then collects only what it allocated (0.75 s of GIL at load 27 without
     # this), and the shared pages are not written to by collections (copy-on-write kept)
