@@ -83,8 +83,8 @@ bench-spark: $(ALL_STAMP)
 	$(BIN)/python bench/spark_ingest.py $(if $(RECORDS),--records $(RECORDS))
 
 # the Spark pipeline on a real standalone Spark cluster (a master and two 1-core workers from
-# the installed pyspark): 1 M-record batch read, ingest SIGKILLed and restarted, keyed writes.
-# Long tests (pytest -m long), not in `make test`; TIDELOG_SPARK_RECORDS=200000 for a quick run
+# the installed pyspark): batch read, ingest SIGKILLed and restarted, keyed writes. Long tests
+# (pytest -m long), not in `make test`; TIDELOG_SPARK_RECORDS=1000000 for the 1 M-record read
 .PHONY: test-spark
 test-spark: $(ALL_STAMP)
 	$(BIN)/python -m pytest -m long tests/spark/test_spark_standalone.py

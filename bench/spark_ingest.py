@@ -27,6 +27,12 @@ bytes, no headers). Then, on the same records:
   the exactly-once row). Each output is read back with the source (read_committed for the
   exactly-once one) and must hold every row.
 
+The Spark phases run on each master of `--masters`: `local[2]` (one JVM, tasks on two
+threads, Python workers forked by it) and `standalone` (spark/standalone.py: a master and two
+workers of 1 core each started from the installed pyspark, so each task runs in an executor
+JVM of its own, reading through its own Python workers, as on a real cluster; the driver
+here). The sinks are measured on the first master only.
+
 Spark's first query (worker start-up, imports) runs before the timed ones on the first
 1000 records of each partition and is reported on its own. rows/s = records / wall-clock seconds of the phase.
 Each Spark phase also gives the CPU it cost per row, from /proc: the JVM (Spark's own
@@ -34,7 +40,7 @@ threads), the Python workers (the source's `read()`), and the broker.
 
     python bench/spark_ingest.py [--records 2000000] [--write-records 300000] [--write-runs 2]
                                  [--value-bytes 100] [--partitions 4] [--noop-runs 1]
-                                 [--conf spark.key=value ...]
+                                 [--masters local[2],standalone] [--conf spark.key=value ...]
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Final
 
@@ -57,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from spark.offsets import OffsetRange  # noqa: E402
 from spark.options import parse_source_options  # noqa: E402
 from spark.range_reader import read_range  # noqa: E402
+from spark.standalone import StandaloneCluster, cluster_session, standalone_cluster  # noqa: E402
 from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
 
 HOSTS: Final = ("127.0.0.1", "127.0.0.2")
@@ -247,22 +255,60 @@ def write_phases(session: Any, admin_url: str, bootstrap: str, args: argparse.Na
     return rows
 
 
-def spark_session(conf: list[str]) -> Any:
+MASTERS: Final = ("local[2]", "standalone")
+STANDALONE_WORKERS: Final = 2  # x 1 core: as many task slots as local[2]
+
+
+def spark_session(conf: list[str], standalone: StandaloneCluster | None = None) -> Any:
+    """local[2] (driver memory 2g), or a driver for the standalone cluster; `conf` on top."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from spark import register
-    builder = (SparkSession.builder.master("local[2]").appName("bench-spark-ingest")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g"))
+    if standalone is not None:
+        session = cluster_session(standalone.master_url, "bench-spark-ingest-standalone")
+    else:
+        builder = (SparkSession.builder.master("local[2]").appName("bench-spark-ingest")
+                   .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.memory", "2g"))
+        session = builder.getOrCreate()
     for setting in conf:
         key, _, value = setting.partition("=")
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+        session.conf.set(key, value)
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
+
+
+def read_phases(session: Any, master: str, bootstrap: str, args: argparse.Namespace, record_bytes: int,
+                ends: dict[int, int], work: Path, cpu: Callable[[], dict[str, float]]) -> list[dict[str, Any]]:
+    """Spark -> noop (`--noop-runs` times) and Spark -> Parquet on one master, after a warm-up query."""
+    def source() -> Any:
+        return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
+            .option("subscribe", TOPIC).load()
+    started = time.perf_counter()
+    warm_ends = {TOPIC: {str(p): min(WARM_RECORDS, end) for p, end in ends.items()}}
+    warm = source_between(session, bootstrap, warm_ends).count()  # starts the Python workers
+    print(f"{'Spark first query':<22} {warm:>10,} records {time.perf_counter() - started:8.2f} s "
+          f"(worker start-up, not counted; {master})", flush=True)
+
+    def to_noop() -> int:
+        source().write.format("noop").mode("overwrite").save()
+        return args.records
+    rows = [timed("Spark -> noop", args.records, record_bytes, to_noop, cpu) for _ in range(args.noop_runs)]
+    out = work / f"parquet-{master.strip('[]').replace('[', '-')}"
+
+    def to_parquet() -> int:
+        source().write.mode("overwrite").parquet(str(out))
+        return args.records
+    rows.append(timed("Spark -> Parquet", args.records, record_bytes, to_parquet, cpu))
+    written = session.read.parquet(str(out)).count()
+    if written != args.records:
+        raise SystemExit(f"Parquet holds {written} rows, expected {args.records}")
+    for row in rows:
+        row["master"] = master
+    return rows
 
 
 def main() -> None:
@@ -274,9 +320,14 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--noop-runs", type=int, default=1, help="timed Spark -> noop runs")
-    parser.add_argument("--conf", action="append", default=[], help="a Spark setting key=value (repeatable)")
+    parser.add_argument("--masters", default=",".join(MASTERS),
+                        help=f"where the Spark phases run, in order: {' and/or '.join(MASTERS)} (comma-separated)")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark SQL setting key=value (repeatable)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    if not masters or any(m not in MASTERS for m in masters):
+        parser.error(f"--masters takes {', '.join(MASTERS)}, got {args.masters!r}")
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-spark-"))
     record_bytes = args.value_bytes + 8
     rows: list[dict[str, Any]] = []
@@ -295,36 +346,18 @@ def main() -> None:
                           lambda: plain_consumer(bootstrap, args.partitions, args.records)))
         rows.append(timed("range reader (Arrow)", args.records, record_bytes, lambda: range_reader(bootstrap, ends)))
 
-        session = spark_session(args.conf)
-        try:
-            def source() -> Any:
-                return session.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap) \
-                    .option("subscribe", TOPIC).load()
-            started = time.perf_counter()
-            warm_ends = {TOPIC: {str(p): min(WARM_RECORDS, end) for p, end in ends.items()}}
-            warm = source_between(session, bootstrap, warm_ends).count()  # starts both Python workers
-            print(f"{'Spark first query':<22} {warm:>10,} records {time.perf_counter() - started:8.2f} s "
-                  "(worker start-up, not counted)", flush=True)
-
-            def to_noop() -> int:
-                source().write.format("noop").mode("overwrite").save()
-                return args.records
-            broker_pid = cluster.brokers[0].pid
-            cpu = lambda: cpu_by_kind(broker_pid or 0)  # noqa: E731
-            for _ in range(args.noop_runs):
-                rows.append(timed("Spark -> noop", args.records, record_bytes, to_noop, cpu))
-            out = work / "parquet"
-
-            def to_parquet() -> int:
-                source().write.mode("overwrite").parquet(str(out))
-                return args.records
-            rows.append(timed("Spark -> Parquet", args.records, record_bytes, to_parquet, cpu))
-            written = session.read.parquet(str(out)).count()
-            if written != args.records:
-                raise SystemExit(f"Parquet holds {written} rows, expected {args.records}")
-            rows += write_phases(session, cluster.admin_url, bootstrap, args, record_bytes, cpu)
-        finally:
-            session.stop()
+        broker_pid = cluster.brokers[0].pid
+        cpu = lambda: cpu_by_kind(broker_pid or 0)  # noqa: E731  # standalone daemons are our children too
+        for index, master in enumerate(masters):
+            print(f"-- Spark on {master}", flush=True)
+            with ExitStack() as stack:
+                standalone = None if master == "local[2]" else stack.enter_context(
+                    standalone_cluster(work / "standalone", workers=STANDALONE_WORKERS))
+                session = spark_session(args.conf, standalone)
+                stack.callback(session.stop)
+                rows += read_phases(session, master, bootstrap, args, record_bytes, ends, work, cpu)
+                if index == 0 and args.write_records > 0:
+                    rows += write_phases(session, cluster.admin_url, bootstrap, args, record_bytes, cpu)
     print(json.dumps(rows))
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)

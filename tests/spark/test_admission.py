@@ -84,7 +84,7 @@ def reader(options: dict[str, str], latest: dict[TopicPartition, int]) -> tuple[
     clock = FakeClock()
     parsed = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a", **options}, streaming=True)
     stream = TidelogStreamReader(parsed, StructType(), clock=clock)
-    stream._resolver = FakeResolver(latest)
+    stream._resolver = FakeResolver(latest)  # type: ignore[assignment]  # duck-typed: partitions, latest, earliest
     return stream, clock
 
 

@@ -3,7 +3,8 @@
 an executor JVM of its own with its own Python workers, against the suite's real 3-broker
 cluster (conftest.py). Long (JVM start-ups, a million records): `make test-spark`.
 
-- A batch read of BATCH_RECORDS records across 6 partitions equals a plain consumer's read
+- A batch read of BATCH_RECORDS (200,000; TIDELOG_SPARK_RECORDS=1000000 for the issue's 1 M)
+  records across 6 partitions equals a plain consumer's read
   (per partition: count, first and last offset, and sums of the keys', values' CRC32 and
   timestamps).
 - `tidelog spark ingest --master spark://...` SIGKILLed (driver and all) mid-stream, then
@@ -39,7 +40,9 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 pytestmark = [pytest.mark.long, pytest.mark.timeout(1200)]  # JVMs on a loaded 2-core machine
 
-BATCH_RECORDS = int(os.environ.get("TIDELOG_SPARK_RECORDS", "1000000"))
+# The 1 M records pass (TIDELOG_SPARK_RECORDS=1000000: 291 s on the shared 2-core VM at
+# load ~18, 160 s of it Spark's read with its worker start-ups); by default a fifth of that.
+BATCH_RECORDS = int(os.environ.get("TIDELOG_SPARK_RECORDS", "200000"))
 BATCH_PARTITIONS = 6
 VALUE_PAD = b"v" * 90  # ~100 B values
 INGEST_PARTITIONS = 3
