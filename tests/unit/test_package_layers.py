@@ -25,16 +25,24 @@ ALLOWED: dict[str, set[str]] = {
     "shutdown": {"common"},
     "groups": {"common"},
     "transactions": {"common", "groups"},
-    "quorum": {"common", "metadata", "shutdown", "groups"},
-    "broker": {"common", "metadata", "shutdown", "groups", "transactions"},
-    "spark": {"common"},
-    "localcluster": {"common"},
+    # the pure rules of ACLs, SCRAM and request signing, and TLS contexts; ACLs and SCRAM
+    # credentials are metadata records
+    "security": {"common", "metadata"},
+    "quorum": {"common", "metadata", "shutdown", "groups", "security"},
+    "broker": {"common", "metadata", "shutdown", "groups", "transactions", "security"},
+    "spark": {"common", "security"},
+    "localcluster": {"common", "security"},
+    # the web console reads the controller's image and admin state; quorum never imports it (the
+    # controller's HTTP server takes it as an extension installed at start)
+    "console": {"common", "metadata", "quorum", "security"},
     "tidelog": {"common", "metadata", "shutdown", "groups", "transactions", "quorum", "broker", "spark",
-                "localcluster"},
-    # chaos.sim runs the controller's and the replicas' own rules (quorum, broker) in memory
-    "chaos": {"common", "metadata", "shutdown", "groups", "transactions", "localcluster", "quorum", "broker"},
+                "localcluster", "security", "console"},
+    # chaos.sim runs the controller's and the replicas' own rules (quorum, broker) in memory;
+    # `chaos run --serve` serves the console's live view
+    "chaos": {"common", "metadata", "shutdown", "groups", "transactions", "localcluster", "quorum", "broker",
+              "security", "console"},
     "app": {"common", "metadata", "shutdown", "groups", "transactions", "quorum", "broker", "spark", "tidelog",
-            "localcluster", "chaos"},
+            "localcluster", "chaos", "security", "console"},
 }
 PACKAGES = tuple(p for p in ALLOWED if p != "app")
 APP_MODULES = ("tidelog/cli.py", "tidelog/__main__.py", "tidelog/testing/")

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MARKER = "PURE"
 OUR_PACKAGES = ("common", "metadata", "shutdown", "quorum", "broker", "tidelog", "spark",
-                "chaos", "groups", "transactions", "localcluster", "security")
+                "chaos", "groups", "transactions", "localcluster", "security", "console")
 
 
 def _marker_value(path: Path) -> object:
