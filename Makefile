@@ -44,7 +44,7 @@ bench-cleaner: $(BASE_STAMP)
 # synchronous commits/s (goals: <= 0.5 s, <= 1 s)
 .PHONY: bench-groups
 bench-groups: $(BASE_STAMP) peer
-	$(BIN)/python bench/groups.py
+	$(BIN)/python bench/consumer_groups.py
 
 # acks=all into RF=3 against RF=1 on 1 controller + 3 brokers, and leader SIGKILL -> first
 # acks=all write at two broker session timeouts; RECORDS=50000 for a quick run
@@ -61,7 +61,7 @@ bench-quorum: $(BASE_STAMP)
 # The web console's topic list API at 10,000 partitions (issue 32): p50/p99 ms, goal <= 300 ms
 .PHONY: bench-console
 bench-console: $(BASE_STAMP)
-	$(BIN)/python bench/console.py
+	$(BIN)/python bench/console_topics.py
 
 # Partition reassignment (KIP-455): a 1 GiB partition moved, unthrottled and throttled (needs kcat)
 .PHONY: bench-reassign
@@ -118,12 +118,12 @@ bench-scale: $(BASE_STAMP)
 # at-least-once, commit_transaction() latency p50/p99; SECONDS=... for each produce phase
 .PHONY: bench-transactions
 bench-transactions: $(BASE_STAMP) peer
-	$(BIN)/python bench/transactions.py $(if $(SECONDS),--seconds $(SECONDS))
+	$(BIN)/python bench/transactional_produce.py $(if $(SECONDS),--seconds $(SECONDS))
 
 # issue 29: produce/consume over SASL_SSL as a fraction of PLAINTEXT (C client), SCRAM logins/s
 .PHONY: bench-security
 bench-security: $(BASE_STAMP) bench-tools
-	$(BIN)/python bench/security.py $(if $(RECORDS),--records $(RECORDS))
+	$(BIN)/python bench/sasl_tls_overhead.py $(if $(RECORDS),--records $(RECORDS))
 
 # every figure issue 17 sets a goal for, in one table: throughput and CPU/GB beside Tansu,
 # latency RF=1/RF=3, failover (kill, pause), 10,000 partitions; QUICK=1 checks the harness only

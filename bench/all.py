@@ -8,7 +8,7 @@ weigh on the next), the benchmarks that measure them, letting each print its own
   first acknowledged acks=all write (default and small sessions);
 - bench/partition_scale.py: 10,000 partitions RF=3 — creation, idle CPU, controlled
   shutdown, restart back into every ISR, broker RSS;
-- bench/transactions.py (issue 27): transactional / plain produce, exactly-once / at-least-once
+- bench/transactional_produce.py (issue 27): transactional / plain produce, exactly-once / at-least-once
   consume-transform-produce, commit_transaction() latency.
 - bench/quorum_fsync.py (issue 28): metadata write p50/p99 and 10,000-partition topic creation
   with controller.quorum.fsync on and off, controller failover (kill -> first accepted write).
@@ -95,7 +95,7 @@ def scale_rows(results: dict[str, Any]) -> list[Row]:
 
 
 def transaction_rows(results: dict[str, Any]) -> list[Row]:
-    """transactions.py's figures: {"rows": [...], "fractions": {peer: {...}}}."""
+    """transactional_produce.py's figures: {"rows": [...], "fractions": {peer: {...}}}."""
     fractions = results.get("fractions", {})
     ours, peer = fractions.get("tidelog", {}), fractions.get("tansu", {})
     out: list[Row] = [
@@ -127,7 +127,7 @@ def main() -> None:
     ]
     if (BENCH / "partition_scale.py").exists():
         plan.append(("partition_scale.py", ["--partitions", "1000"] if quick else [], scale_rows))
-    plan.append(("transactions.py", ["--seconds", "2", "--commits", "20", "--ctp-records", "20000"] if quick else [],
+    plan.append(("transactional_produce.py", ["--seconds", "2", "--commits", "20", "--ctp-records", "20000"] if quick else [],
                  transaction_rows))
     plan.append(("quorum_fsync.py", ["--writes", "20", "--partitions", "1000", "--failovers", "1"] if quick else [],
                  scale_rows))

@@ -45,7 +45,7 @@ static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
 }
 
 /* LOADGEN_CONFIG names a file of key=value lines applied to every client's config (a listener's
- * security.protocol, SASL and TLS settings: bench/security.py); unset, nothing is added */
+ * security.protocol, SASL and TLS settings: bench/sasl_tls_overhead.py); unset, nothing is added */
 static void set_extra(rd_kafka_conf_t *conf) {
     const char *path = getenv("LOADGEN_CONFIG");
     if (!path || !*path) return;

@@ -2,7 +2,7 @@
 PLAINTEXT with the C client (bench/loadgen.c, librdkafka), and full SCRAM-SHA-512 logins per
 second (TCP, TLS handshake, SaslHandshake, two SaslAuthenticate round trips) on one broker.
 
-    .venv/bin/python bench/security.py [--records 300000] [--logins-seconds 10]   # make bench-security
+    .venv/bin/python bench/sasl_tls_overhead.py [--records 300000] [--logins-seconds 10]   # make bench-security
 
 One controller and one broker from `tidelog up --security SASL_SSL` (localcluster.security_setup),
 with SCRAM-SHA-512 enabled beside PLAIN and one SCRAM user; the PLAINTEXT and SASL_SSL

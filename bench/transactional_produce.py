@@ -21,7 +21,7 @@ each ratio; on a 2-core machine the Python produce() loop is part of what is mea
 client CPU). tidelog runs as 1 controller + 1 broker (RF=1); Tansu with memory storage, skipped
 when absent, and reported as unsupported when its transactional producer cannot initialise.
 
-    python bench/transactions.py [--seconds 10] [--commits 200] [--ctp-records 200000] [--skip-tansu] [--skip-tidelog]
+    python bench/transactional_produce.py [--seconds 10] [--commits 200] [--ctp-records 200000] [--skip-tansu] [--skip-tidelog]
                                  [--json out.json]
 """
 

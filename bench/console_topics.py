@@ -1,6 +1,6 @@
 """The web console's topic list at 10,000 partitions (issue 32): p50/p99 of its API, goal <= 300 ms.
 
-    python bench/console.py [--topics 100] [--partitions 100] [--requests 200] [--cold 30] [--json F]
+    python bench/console_topics.py [--topics 100] [--partitions 100] [--requests 200] [--cold 30] [--json F]
 
 A fresh cluster of 3 real controllers (`LocalCluster`) and the broker doubles of
 `tidelog.testing.fencing_scale` (brokers 4, 5, 6 registered and heartbeating over the real broker
@@ -31,10 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-# Run as a script, bench/ leads sys.path, and this file (console.py) and bench/security.py would
-# stand in for the `console` and `security` packages: the project's root goes first instead.
-_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != _ROOT / "bench"]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcluster.cluster_layout import RPC_SECRET_FILE  # noqa: E402
 from localcluster.launcher import LocalCluster, free_ports  # noqa: E402

