@@ -30,11 +30,11 @@ retry; PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH. `transaction.partition.ve
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Final
 
+from broker.broker_connections import BrokerConnections, Endpoint
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition, VerificationGuard
 from common.errors import ErrorCode
@@ -58,8 +58,6 @@ VERIFICATION_ENABLE: Final = "transaction.partition.verification.enable"
 # Coordinator answers the producer should retry (Kafka maps them to NOT_ENOUGH_REPLICAS).
 _RETRY: Final = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
-
-Endpoint = Callable[[MetadataImage, int], "tuple[str, int] | None"]
 
 
 # ---- the rule and the guard (pure) ----------------------------------------------------------
@@ -140,10 +138,8 @@ class TxnVerifier:
     (one request in flight on it at a time)."""
 
     def __init__(self, endpoint: Endpoint, *, client_id: str) -> None:
-        self._endpoint = endpoint
         self.client_id = client_id
-        self._connections: dict[int, KafkaConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._coordinators = BrokerConnections(endpoint, self._open)
         self.requests_total = 0
 
     async def verify(self, image: MetadataImage, transactional_id: str, producer_id: int,
@@ -166,15 +162,10 @@ class TxnVerifier:
             verify_only=not add, topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
                                            for t, ps in by_topic.items())),))
         self.requests_total += 1
-        lock = self._locks.setdefault(coordinator, asyncio.Lock())
         try:
-            async with lock:
-                conn = await self._connection(image, coordinator)
-                response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, version,
-                                              messages.encode_request(request, version),
-                                              messages.response_decoder(ApiKey.ADD_PARTITIONS_TO_TXN))
+            response = await self._coordinators.request(image, coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, version,
+                                                        request)
         except (BrokerConnectionError, OSError) as e:
-            self._connections.pop(coordinator, None)
             log.info("Verifying transactional id %s with coordinator %d failed: %s", transactional_id,
                      coordinator, e)
             return dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS)
@@ -188,18 +179,8 @@ class TxnVerifier:
         # a partition the coordinator left out is not known to be in the transaction
         return {tp: answers.get(tp, ErrorCode.INVALID_TXN_STATE) for tp in tps}
 
-    async def _connection(self, image: MetadataImage, broker: int) -> KafkaConnection:
-        conn = self._connections.get(broker)
-        if conn is not None and not conn.closed:
-            return conn
-        address = self._endpoint(image, broker)
-        if address is None:
-            raise BrokerConnectionError(f"broker {broker} has no endpoint on this listener")
-        conn = await KafkaConnection.open(*address, client_id=self.client_id, timeout_s=VERIFY_TIMEOUT_MS / SECOND_MS)
-        self._connections[broker] = conn
-        return conn
+    async def _open(self, host: str, port: int) -> KafkaConnection:
+        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=VERIFY_TIMEOUT_MS / SECOND_MS)
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            conn.abort()
-        self._connections.clear()
+        self._coordinators.close()

@@ -14,11 +14,11 @@ answers COORDINATOR_NOT_AVAILABLE, which ShareFetch and ShareAcknowledge pass on
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from broker.broker_connections import BrokerConnections, Endpoint
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from common.errors import ErrorCode
 from common.protocol import messages
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 STATE_VERSION: Final = 0  # Read/WriteShareGroupState v0 (Kafka 4.1's)
 REQUEST_TIMEOUT_MS: Final = 30 * SECOND_MS  # Kafka's request.timeout.ms for a broker's own request
 UNINITIALIZED: Final = -1
-Endpoint = Callable[[MetadataImage, int], "tuple[str, int] | None"]
 E = ErrorCode
 
 
@@ -50,9 +49,8 @@ def coordinator_of(image: MetadataImage, group_id: str) -> int | None:
 
 class ShareStore:
     def __init__(self, image: Callable[[], MetadataImage], endpoint: Endpoint, *, client_id: str) -> None:
-        self._image, self._endpoint, self.client_id = image, endpoint, client_id
-        self._connections: dict[int, KafkaConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._image, self.client_id = image, client_id
+        self._coordinators = BrokerConnections(endpoint, self._open)
 
     async def read(self, group_id: str, tp: TopicPartition, *, leader_epoch: int
                    ) -> tuple[ErrorCode, ShareSnapshotValue | None]:
@@ -96,30 +94,14 @@ class ShareStore:
         coordinator = coordinator_of(image, group_id)
         if coordinator is None:
             return E.COORDINATOR_NOT_AVAILABLE
-        lock = self._locks.setdefault(coordinator, asyncio.Lock())
         try:
-            async with lock:
-                conn = await self._connection(image, coordinator)
-                return await conn.request(api, STATE_VERSION, messages.encode_request(request, STATE_VERSION),
-                                          messages.response_decoder(api))
+            return await self._coordinators.request(image, coordinator, api, STATE_VERSION, request)
         except (BrokerConnectionError, OSError) as e:
-            self._connections.pop(coordinator, None)
             log.info("%s for share group %s to coordinator %d failed: %s", api.name, group_id, coordinator, e)
             return E.COORDINATOR_NOT_AVAILABLE
 
-    async def _connection(self, image: MetadataImage, broker: int) -> KafkaConnection:
-        conn = self._connections.get(broker)
-        if conn is not None and not conn.closed:
-            return conn
-        address = self._endpoint(image, broker)
-        if address is None:
-            raise BrokerConnectionError(f"broker {broker} has no endpoint on this listener")
-        conn = await KafkaConnection.open(*address, client_id=self.client_id,
-                                          timeout_s=REQUEST_TIMEOUT_MS / SECOND_MS)
-        self._connections[broker] = conn
-        return conn
+    async def _open(self, host: str, port: int) -> KafkaConnection:
+        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_MS / SECOND_MS)
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            conn.abort()
-        self._connections.clear()
+        self._coordinators.close()

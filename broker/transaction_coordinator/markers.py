@@ -26,10 +26,11 @@ import asyncio
 import errno
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from broker.broker_connections import BrokerConnections, Connect
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from common.errors import ErrorCode
 from common.protocol import messages
@@ -56,8 +57,6 @@ RETRIABLE: Final = frozenset({
 FENCED: Final = frozenset({E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.PRODUCER_FENCED})
 # Partitions whose log cannot take a marker at all: Kafka counts them as written.
 DONE_ANYWAY: Final = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
-
-Connect = Callable[[str, int], Awaitable[KafkaConnection]]
 
 
 class Completer(Protocol):
@@ -89,12 +88,11 @@ class MarkerSender:
         self.coordinator = coordinator
         self._endpoint = endpoint
         self.client_id = client_id
-        self._connect = connect or self._open
         self.retry_backoff_ms = retry_backoff_ms
         self._jobs: dict[str, _Job] = {}  # by transactional id: one transaction's markers at a time
         # (transactional id, producer id, epoch) whose markers a leader fenced: not sent again
         self.abandoned: set[tuple[str, int, int]] = set()
-        self._connections: dict[int, KafkaConnection] = {}
+        self._brokers = BrokerConnections(endpoint, connect or self._open)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._no_local_host = False  # the advertised address could not be bound: connect from any
@@ -162,9 +160,7 @@ class MarkerSender:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for conn in self._connections.values():
-            conn.abort()
-        self._connections.clear()
+        self._brokers.close()
         self._jobs.clear()
 
     # ---- rounds --------------------------------------------------------------------------
@@ -228,12 +224,9 @@ class MarkerSender:
                 topics=tuple(m.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(p)) for t, p in topics.items())))
         request = m.WriteTxnMarkersRequest(markers=tuple(markers))
         try:
-            conn = await self._connection(image, broker)
-            response = await conn.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                          messages.encode_request(request, WRITE_TXN_MARKERS_VERSION),
-                                          messages.response_decoder(ApiKey.WRITE_TXN_MARKERS))
+            response = await self._brokers.request(image, broker, ApiKey.WRITE_TXN_MARKERS,
+                                                   WRITE_TXN_MARKERS_VERSION, request)
         except (BrokerConnectionError, OSError) as e:
-            self._connections.pop(broker, None)
             log.info("WriteTxnMarkers to broker %d failed, retrying: %s", broker, e)
             return
         jobs = {job.metadata.producer_id: job for job, _ in work}
@@ -260,16 +253,6 @@ class MarkerSender:
                     self.abandoned.add((tid, job.metadata.producer_id, job.metadata.producer_epoch))
         elif error not in RETRIABLE:
             log.error("Transactional id %s: %s answered %s to its marker; retrying", tid, tp, error.name)
-
-    async def _connection(self, image: MetadataImage, broker: int) -> KafkaConnection:
-        conn = self._connections.get(broker)
-        if conn is not None and not conn.closed:
-            return conn
-        address = self._endpoint(image, broker)
-        if address is None:
-            raise BrokerConnectionError(f"broker {broker} has no endpoint on this listener")
-        conn = self._connections[broker] = await self._connect(*address)
-        return conn
 
     def _complete(self, job: _Job) -> None:
         job.completing = True
