@@ -100,7 +100,7 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
         if a.allowed(client, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
             return None
         log_refusal(a, client, "Fetch (follower)", "the cluster (CLUSTER_ACTION)")
-        denied, kept = list(req.topics), tuple[fetch_wire.FetchTopic, ...]()
+        denied = list(req.topics)
     else:
         def name(t: fetch_wire.FetchTopic) -> str | None:
             return a.topic_name(image, t.topic_id) if version >= FETCH_TOPIC_IDS_VERSION else t.topic
@@ -110,14 +110,10 @@ def _fetch(a: BrokerAuthorizer, req: fetch_wire.FetchRequest, version: int, clie
         if not denied:
             return None
         log_refusal(a, client, "Fetch", "topic(s) " + ", ".join(sorted({str(name(t)) for t in denied})))
-        kept = tuple(t for t in req.topics if t not in denied)
     refused = tuple(fetch_wire.FetchTopicResponse(t.topic, tuple(
         fetch_wire.FetchPartitionResponse(p.partition, TOPIC_DENIED, -1, None) for p in t.partitions),
         t.topic_id) for t in denied)
-
-    def finish(resp: fetch_wire.FetchResponse) -> fetch_wire.FetchResponse:
-        return dataclasses.replace(resp, responses=resp.responses + refused)
-    return Narrow(dataclasses.replace(req, topics=kept), finish)
+    return items.answer_the_rest(req, "topics", denied, "responses", refused)
 
 
 def _list_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
@@ -131,10 +127,7 @@ def _list_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInf
         build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
               error_code=messages.error_code(TOPIC_DENIED), timestamp=-1, offset=-1, leader_epoch=-1,
               old_style_offsets=()) for p in t.partitions)) for t in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
-    return Narrow(dataclasses.replace(req, topics=tuple(t for t in req.topics if t not in denied)), finish)
+    return items.answer_the_rest(req, "topics", denied, "topics", refused)
 
 
 # ---- Metadata -----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from broker.handlers.acl_verdicts import (
@@ -35,6 +36,7 @@ from broker.handlers.acl_verdicts import (
     TOPIC_DENIED,
     TXN_DENIED,
     BrokerAuthorizer,
+    Gate,
     Narrow,
     Op,
     Refuse,
@@ -63,6 +65,32 @@ def _cluster(a: BrokerAuthorizer, client: ClientInfo, operation: AclOperation) -
     return a.allowed(client, operation, Res.CLUSTER, CLUSTER_NAME)
 
 
+def cluster_gate(operation: AclOperation, api_key: ApiKey, api: str,
+                 refusal: Callable[[Any, Any, int], Any]) -> Gate:
+    """A gate on `operation` on the cluster: allowed, the handler runs; refused, one INFO line and
+    `refusal(response_module, request, version)`, the response refusing every item of the request."""
+    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
+        if _cluster(a, client, operation):
+            return None
+        log_refusal(a, client, api, f"the cluster ({operation.name})")
+        return Refuse(refusal(messages.response_module(api_key, version), req, version))
+    return gate
+
+
+def answer_the_rest(req: Any, request_field: str, denied: Sequence[Any], response_field: str,
+                    refused: tuple[Any, ...], empty: Callable[[], Any] | None = None) -> Verdict:
+    """The handler answers the items of `req.<request_field>` not `denied`, and `refused` (the denied
+    items' error rows) follow its rows in `<response_field>`, as Kafka's handlers merge the
+    unauthorized items' errors into the response. When every item is denied and `empty` makes the
+    response without rows, the handler does not run at all."""
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(resp, **{response_field: tuple(getattr(resp, response_field)) + refused})
+    kept = tuple(item for item in getattr(req, request_field) if item not in denied)
+    if not kept and empty is not None:
+        return Refuse(finish(empty()))
+    return Narrow(dataclasses.replace(req, **{request_field: kept}), finish)
+
+
 def offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
                             image: MetadataImage) -> Verdict:
     """Kafka's handleOffsetForLeaderEpochRequest: followers hold CLUSTER_ACTION; consumers
@@ -79,13 +107,8 @@ def offset_for_leader_epoch(a: BrokerAuthorizer, req: Any, version: int, client:
         m.EpochEndOffset(error_code=messages.error_code(TOPIC_DENIED), partition=p.partition,
                          leader_epoch=ofle.UNDEFINED_EPOCH, end_offset=ofle.UNDEFINED_EPOCH_OFFSET)
         for p in t.partitions)) for t in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, topics=tuple(resp.topics) + refused)
-    kept = tuple(t for t in req.topics if t not in denied)
-    if not kept:
-        return Refuse(m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=refused))
-    return Narrow(dataclasses.replace(req, topics=kept), finish)
+    return answer_the_rest(req, "topics", denied, "topics", refused,
+                           lambda: m.OffsetForLeaderEpochResponse(throttle_time=messages.NO_THROTTLE, topics=()))
 
 
 def add_partitions_to_txn(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
@@ -145,83 +168,61 @@ def describe_transactions(a: BrokerAuthorizer, req: Any, version: int, client: C
     return Narrow(dataclasses.replace(req, transactional_ids=kept), finish)
 
 
-def write_txn_markers(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                      image: MetadataImage) -> Verdict:
-    if _cluster(a, client, Op.CLUSTER_ACTION):
-        return None
-    log_refusal(a, client, "WriteTxnMarkers", "the cluster (CLUSTER_ACTION)")
-    m = messages.response_module(ApiKey.WRITE_TXN_MARKERS, version)
-    return Refuse(m.WriteTxnMarkersResponse(markers=tuple(m.WritableTxnMarkerResult(
+def _refuse_markers(m: Any, req: Any, version: int) -> Any:
+    return m.WriteTxnMarkersResponse(markers=tuple(m.WritableTxnMarkerResult(
         producer_id=marker.producer_id, topics=tuple(m.WritableTxnMarkerTopicResult(
             name=t.name, partitions=tuple(m.WritableTxnMarkerPartitionResult(
                 partition_index=p, error_code=messages.error_code(CLUSTER_DENIED)) for p in t.partition_indexes))
-            for t in marker.topics)) for marker in req.markers)))
+            for t in marker.topics)) for marker in req.markers))
 
 
-def alter_replica_log_dirs(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                           image: MetadataImage) -> Verdict:
-    if _cluster(a, client, Op.ALTER):
-        return None
-    log_refusal(a, client, "AlterReplicaLogDirs", "the cluster (ALTER)")
-    m = messages.response_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+def _refuse_replica_log_dirs(m: Any, req: Any, version: int) -> Any:
     by_topic: dict[str, dict[int, None]] = {}
     for directory in req.dirs:
         for t in directory.topics:
             by_topic.setdefault(t.name, {}).update(dict.fromkeys(t.partitions))
-    return Refuse(build(m.AlterReplicaLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=tuple(
+    return build(m.AlterReplicaLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=tuple(
         m.AlterReplicaLogDirTopicResult(topic_name=name, partitions=tuple(m.AlterReplicaLogDirPartitionResult(
             partition_index=p, error_code=messages.error_code(CLUSTER_DENIED)) for p in parts))
-        for name, parts in by_topic.items())))
+        for name, parts in by_topic.items()))
 
 
-def describe_log_dirs(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                      image: MetadataImage) -> Verdict:
-    if _cluster(a, client, Op.DESCRIBE):
-        return None
-    log_refusal(a, client, "DescribeLogDirs", "the cluster (DESCRIBE)")
-    m = messages.response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+def _refuse_log_dirs(m: Any, req: Any, version: int) -> Any:
     extra = {"error_code": messages.error_code(CLUSTER_DENIED)} if version >= FIRST_LOG_DIRS_ERROR_VERSION else {}
-    return Refuse(build(m.DescribeLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=(), **extra))
+    return build(m.DescribeLogDirsResponse, throttle_time=messages.NO_THROTTLE, results=(), **extra)
 
 
-def alter_user_scram_credentials(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                                 image: MetadataImage) -> Verdict:
-    if _cluster(a, client, Op.ALTER):
-        return None
-    log_refusal(a, client, "AlterUserScramCredentials", "the cluster (ALTER)")
-    m = messages.response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version)
+def _refuse_scram_credentials(m: Any, req: Any, version: int) -> Any:
     users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-    return Refuse(m.AlterUserScramCredentialsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(
+    return m.AlterUserScramCredentialsResponse(throttle_time=messages.NO_THROTTLE, results=tuple(
         m.AlterUserScramCredentialsResult(user=user, error_code=messages.error_code(CLUSTER_DENIED),
-                                          error_message=None) for user in users)))
+                                          error_message=None) for user in users))
 
 
-
-def update_raft_voter(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                      image: MetadataImage) -> Verdict:
+def _refuse_raft_voter(m: Any, req: Any, version: int) -> Any:
     """Its response's top-level error, with the schema's "no leader" (acl_verdicts.top_level_refusal
     cannot make up current_leader's host and port)."""
-    if _cluster(a, client, Op.CLUSTER_ACTION):
-        return None
-    log_refusal(a, client, "UpdateRaftVoter", "the cluster (CLUSTER_ACTION)")
-    m = messages.response_module(ApiKey.UPDATE_RAFT_VOTER, version)
-    return Refuse(build(m.UpdateRaftVoterResponse, throttle_time=messages.NO_THROTTLE,
-                        error_code=messages.error_code(CLUSTER_DENIED),
-                        current_leader=build(m.CurrentLeader, host="", port=0)))
+    return build(m.UpdateRaftVoterResponse, throttle_time=messages.NO_THROTTLE,
+                 error_code=messages.error_code(CLUSTER_DENIED), current_leader=build(m.CurrentLeader, host="", port=0))
 
 
-def elect_leaders(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                  image: MetadataImage) -> Verdict:
-    if _cluster(a, client, Op.ALTER):
-        return None
-    log_refusal(a, client, "ElectLeaders", "the cluster (ALTER)")
-    m = messages.response_module(ApiKey.ELECT_LEADERS, version)
+def _refuse_elect_leaders(m: Any, req: Any, version: int) -> Any:
     denied = messages.error_code(CLUSTER_DENIED)
     extra = {} if version == 0 else {"error_code": denied}  # v0 has no top-level error code
-    return Refuse(build(m.ElectLeadersResponse, throttle_time=messages.NO_THROTTLE, **extra,
-                        replica_election_results=tuple(m.ReplicaElectionResult(topic=t.topic, partition_result=tuple(
-                            m.PartitionResult(partition_id=p, error_code=denied, error_message=None)
-                            for p in dict.fromkeys(t.partitions))) for t in req.topic_partitions or ())))
+    return build(m.ElectLeadersResponse, throttle_time=messages.NO_THROTTLE, **extra,
+                 replica_election_results=tuple(m.ReplicaElectionResult(topic=t.topic, partition_result=tuple(
+                     m.PartitionResult(partition_id=p, error_code=denied, error_message=None)
+                     for p in dict.fromkeys(t.partitions))) for t in req.topic_partitions or ()))
+
+
+write_txn_markers = cluster_gate(Op.CLUSTER_ACTION, ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", _refuse_markers)
+alter_replica_log_dirs = cluster_gate(Op.ALTER, ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs",
+                                      _refuse_replica_log_dirs)
+describe_log_dirs = cluster_gate(Op.DESCRIBE, ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", _refuse_log_dirs)
+alter_user_scram_credentials = cluster_gate(Op.ALTER, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                                            "AlterUserScramCredentials", _refuse_scram_credentials)
+update_raft_voter = cluster_gate(Op.CLUSTER_ACTION, ApiKey.UPDATE_RAFT_VOTER, "UpdateRaftVoter", _refuse_raft_voter)
+elect_leaders = cluster_gate(Op.ALTER, ApiKey.ELECT_LEADERS, "ElectLeaders", _refuse_elect_leaders)
 
 
 # ---- share groups (KIP-932): the APIs whose response has no top-level error code ------------------
@@ -236,13 +237,8 @@ def share_group_describe(a: BrokerAuthorizer, req: Any, version: int, client: Cl
     m = messages.response_module(ApiKey.SHARE_GROUP_DESCRIBE, version)
     refused = tuple(build(m.DescribedGroup, error_code=messages.error_code(GROUP_DENIED), group_id=g, group_state="",
                           group_epoch=0, assignment_epoch=0, assignor_name="", members=()) for g in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, groups=tuple(resp.groups) + refused)
-    kept = tuple(g for g in req.group_ids if g not in denied)
-    if not kept:
-        return Refuse(finish(build(m.ShareGroupDescribeResponse, throttle_time=messages.NO_THROTTLE, groups=())))
-    return Narrow(dataclasses.replace(req, group_ids=kept), finish)
+    return answer_the_rest(req, "group_ids", denied, "groups", refused,
+                           lambda: build(m.ShareGroupDescribeResponse, throttle_time=messages.NO_THROTTLE, groups=()))
 
 
 def describe_share_group_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
@@ -255,31 +251,22 @@ def describe_share_group_offsets(a: BrokerAuthorizer, req: Any, version: int, cl
     m = messages.response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version)
     refused = tuple(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
                           error_code=messages.error_code(GROUP_DENIED)) for g in denied)
-
-    def finish(resp: Any) -> Any:
-        return dataclasses.replace(resp, groups=tuple(resp.groups) + refused)
-    kept = tuple(g for g in req.groups if g not in denied)
-    if not kept:
-        return Refuse(finish(build(m.DescribeShareGroupOffsetsResponse, throttle_time=messages.NO_THROTTLE,
-                                   groups=())))
-    return Narrow(dataclasses.replace(req, groups=kept), finish)
+    return answer_the_rest(req, "groups", denied, "groups", refused,
+                           lambda: build(m.DescribeShareGroupOffsetsResponse, throttle_time=messages.NO_THROTTLE,
+                                         groups=()))
 
 
-def _share_state(api_key: ApiKey, api: str) -> Any:
+def _share_state(api_key: ApiKey, api: str) -> Gate:
     """Read/WriteShareGroupState (brokers only): CLUSTER_ACTION, else every partition refused."""
-    def gate(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo, image: MetadataImage) -> Verdict:
-        if _cluster(a, client, Op.CLUSTER_ACTION):
-            return None
-        log_refusal(a, client, api, "the cluster (CLUSTER_ACTION)")
-        m = messages.response_module(api_key, version)
+    def refusal(m: Any, req: Any, version: int) -> Any:
         result_type = m.ReadStateResult if api_key == ApiKey.READ_SHARE_GROUP_STATE else m.WriteStateResult
         extra = ({"state_epoch": 0, "start_offset": -1, "state_batches": ()}
                  if api_key == ApiKey.READ_SHARE_GROUP_STATE else {})
-        return Refuse(build(getattr(m, f"{api}Response"), results=tuple(result_type(
+        return build(getattr(m, f"{api}Response"), results=tuple(result_type(
             topic_id=t.topic_id, partitions=tuple(build(m.PartitionResult, partition=p.partition,
                                                         error_code=messages.error_code(CLUSTER_DENIED), **extra)
-                                                  for p in t.partitions)) for t in req.topics)))
-    return gate
+                                                  for p in t.partitions)) for t in req.topics))
+    return cluster_gate(Op.CLUSTER_ACTION, api_key, api, refusal)
 
 
 read_share_group_state = _share_state(ApiKey.READ_SHARE_GROUP_STATE, "ReadShareGroupState")
