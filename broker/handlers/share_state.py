@@ -12,7 +12,7 @@ from the committed state. A snapshot is the partition's whole state, so the last
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.coordinator.errors import CoordinatorError, client_error
@@ -73,6 +73,18 @@ async def write_share_state(ctx: BrokerContext, req: Any, version: int, client: 
     return m.WriteShareGroupStateResponse(results=tuple(results))
 
 
+async def _append(ctx: BrokerContext, group_id: str,
+                  operation: Callable[[GroupsImage], CoordinatorResult[GroupsImage, ErrorCode]]) -> tuple[
+        ErrorCode, str | None]:
+    """`operation`'s answer, run on the group's coordinator partition; the client's code and the
+    coordinator's reason when this broker cannot write there (not the coordinator, loading, ...)."""
+    try:
+        answer = await ctx.groups.runtime.write(ctx.groups.partition_for(group_id), operation)
+    except CoordinatorError as e:
+        return client_error(e.code), str(e)
+    return E.NONE if answer is None else answer, None
+
+
 async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) -> tuple[ErrorCode, str | None]:
     coordinator = ctx.groups
     assert record.value is not None
@@ -88,13 +100,10 @@ async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) ->
                 return CoordinatorResult(answer=E.FENCED_LEADER_EPOCH)
         return CoordinatorResult(coordinator.shard.encode((record,)), E.NONE)
 
-    try:
-        code = await coordinator.runtime.write(coordinator.partition_for(group_id), operation)
-    except CoordinatorError as e:
-        return client_error(e.code), str(e)
+    code, message = await _append(ctx, group_id, operation)
     if code in (E.FENCED_LEADER_EPOCH, E.FENCED_STATE_EPOCH):
         return code, f"a snapshot of a newer epoch is held for {record.key}"
-    return E.NONE, None
+    return code, message
 
 
 async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
@@ -163,12 +172,7 @@ async def _admin_write(ctx: BrokerContext, group_id: str, records: list[ShareSta
 
     def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, ErrorCode]:
         return CoordinatorResult(coordinator.shard.encode(tuple(records)), E.NONE)
-
-    try:
-        await coordinator.runtime.write(coordinator.partition_for(group_id), operation)
-    except CoordinatorError as e:
-        return client_error(e.code), str(e)
-    return E.NONE, None
+    return await _append(ctx, group_id, operation)
 
 
 async def alter_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
