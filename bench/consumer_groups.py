@@ -66,9 +66,12 @@ def join_to_first_record(peer: Peer, topic: str, group: str) -> float:
 
 
 class Member(threading.Thread):
-    def __init__(self, peer: Peer, group: str, topic: str) -> None:
+    """A group member polling `c` (subscribed to `topic`) until stopped; `assignment` is what it
+    owns now. bench/share_groups.py's rebalances use it too."""
+
+    def __init__(self, c: Consumer, topic: str) -> None:
         super().__init__(daemon=True)
-        self.c = consumer(peer, group)
+        self.c = c
         self.topic = topic
         self.stop = threading.Event()
         self.assignment: frozenset[int] = frozenset()
@@ -97,13 +100,13 @@ def split_among(members: list[Member], n: int) -> bool:
 
 
 def rebalance_on_join(peer: Peer, topic: str) -> float:
-    members = [Member(peer, "rebalance-group", topic) for _ in range(MEMBERS)]
+    members = [Member(consumer(peer, "rebalance-group"), topic) for _ in range(MEMBERS)]
     try:
         for m in members:
             m.start()
         wait("10 members stable", lambda: split_among(members, MEMBERS))
         time.sleep(1.0)  # let the group settle
-        newcomer = Member(peer, "rebalance-group", topic)
+        newcomer = Member(consumer(peer, "rebalance-group"), topic)
         members.append(newcomer)
         newcomer.start()
         wait("11 members share the partitions", lambda: split_among(members, MEMBERS + 1))

@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,10 +128,12 @@ def wait_led(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 @contextmanager
-def tidelog_peer(root: Path) -> Iterator[Peer]:
+def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None) -> Iterator[Peer]:
+    """One controller and one broker in `root` (`extra_properties` in every node's properties)."""
     raft, admin, kafka, metrics = free_ports(TIDELOG_HOSTS, 4)
     with LocalCluster.start(root, controllers=1, raft_port=raft, admin_port=admin, brokers=1,
-                            kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S) as cluster:
+                            kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
+                            extra_properties=extra_properties) as cluster:
         assert cluster.bootstrap_servers is not None
 
         def create(topic: str, partitions: int) -> None:

@@ -17,16 +17,12 @@ confluent-kafka (librdkafka) on one tidelog process pair (1 controller + 1 broke
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,12 +30,10 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
+from consumer_groups import Member, wait  # noqa: E402
+from produce_consume import tidelog_peer  # noqa: E402
 
-HOSTS: Final = ("127.0.0.1",)
-READY_S: Final = 60.0
 TIMEOUT_S: Final = 60.0  # one measurement's bound
-HTTP_TIMEOUT_S: Final = 10.0
 MEMBERS: Final = 10
 PARTITIONS: Final = 22
 HEARTBEAT_MS: Final = 100
@@ -49,23 +43,6 @@ PROPERTIES: Final = {
     "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_MS),
     "offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
 }
-
-
-@contextmanager
-def cluster(root: Path) -> Iterator[tuple[str, Callable[[str, int], None]]]:
-    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
-    with LocalCluster.start(root, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
-                            metrics_port=metrics, ready_timeout=READY_S, extra_properties=PROPERTIES) as started:
-        assert started.bootstrap_servers is not None
-
-        def create(topic: str, partitions: int) -> None:
-            body = json.dumps({"name": topic, "partitions": partitions, "replication_factor": 1}).encode()
-            request = urllib.request.Request(f"{started.admin_url}/v1/topics", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-                assert answer.status == 201, answer.read()
-
-        yield started.bootstrap_servers, create
 
 
 def fill(bootstrap: str, topic: str, records: int, partitions: int = 1) -> None:
@@ -78,14 +55,6 @@ def fill(bootstrap: str, topic: str, records: int, partitions: int = 1) -> None:
             except BufferError:
                 p.poll(0.1)
     assert p.flush(TIMEOUT_S) == 0
-
-
-def wait(what: str, condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():  # bounded by the deadline
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out: {what}")
-        time.sleep(0.005)
 
 
 # ---- share groups ---------------------------------------------------------------------------
@@ -129,27 +98,13 @@ def share_throughput(bootstrap: str, topic: str, group: str, consumers: int, rec
 # ---- rebalances -------------------------------------------------------------------------------
 
 
-class Member(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str) -> None:
-        super().__init__(daemon=True)
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-        if protocol == "consumer":
-            config["group.protocol"] = "consumer"  # the heartbeat interval is the broker's
-        else:
-            config.update({"heartbeat.interval.ms": HEARTBEAT_MS, "session.timeout.ms": 10_000})
-        self.c = Consumer(config)
-        self.topic = topic
-        self.stop = threading.Event()
-        self.assignment: frozenset[int] = frozenset()
-        self.started_at = 0.0
-
-    def run(self) -> None:
-        self.started_at = time.monotonic()
-        self.c.subscribe([self.topic])
-        while not self.stop.is_set():  # until stopped
-            self.c.poll(0.02)
-            self.assignment = frozenset(tp.partition for tp in self.c.assignment())
-        self.c.close()
+def member(bootstrap: str, group: str, topic: str, protocol: str) -> Member:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"  # the heartbeat interval is the broker's
+    else:
+        config.update({"heartbeat.interval.ms": HEARTBEAT_MS, "session.timeout.ms": 10_000})
+    return Member(Consumer(config), topic)
 
 
 def split_among(members: list[Member]) -> bool:
@@ -159,13 +114,13 @@ def split_among(members: list[Member]) -> bool:
 
 def rebalances(bootstrap: str, topic: str, group: str, protocol: str) -> tuple[float, float]:
     """(seconds to settle when an 11th member joins, when one then leaves)."""
-    members = [Member(bootstrap, group, topic, protocol) for _ in range(MEMBERS)]
+    members = [member(bootstrap, group, topic, protocol) for _ in range(MEMBERS)]
     try:
         for m in members:
             m.start()
         wait(f"{MEMBERS} {protocol} members stable", lambda: split_among(members))
         time.sleep(1.0)  # let the group settle
-        newcomer = Member(bootstrap, group, topic, protocol)
+        newcomer = member(bootstrap, group, topic, protocol)
         members.append(newcomer)
         newcomer.start()
         wait(f"{MEMBERS + 1} members share the partitions", lambda: split_among(members))
@@ -190,7 +145,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     print(f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()}")
-    with tempfile.TemporaryDirectory(prefix="bench-share-groups-") as tmp, cluster(Path(tmp)) as (bootstrap, create):
+    with tempfile.TemporaryDirectory(prefix="bench-share-groups-") as tmp, \
+            tidelog_peer(Path(tmp), extra_properties=PROPERTIES) as peer:
+        bootstrap, create = peer.bootstrap, peer.create
         create("jobs", 1)
         fill(bootstrap, "jobs", args.records)
         create("warm-up", 1)  # the first group lookup creates __consumer_offsets: not measured
