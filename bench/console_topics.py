@@ -33,37 +33,11 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from localcluster.cluster_layout import RPC_SECRET_FILE  # noqa: E402
-from localcluster.launcher import LocalCluster, free_ports  # noqa: E402
+from doubled_quorum import WRITE_TIMEOUT_S, admin_urls, doubled_quorum, percentile, wait_for  # noqa: E402
 from tidelog.admin_client import AdminClient  # noqa: E402
-from tidelog.cli_common import ClusterError  # noqa: E402
-from tidelog.testing.fencing_scale import BROKERS, HEARTBEAT_INTERVAL_MS, BrokerDoubles  # noqa: E402
 
-HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-READY_S: Final = 90.0
-WAIT_S: Final = 120.0
-WRITE_TIMEOUT_S: Final = 60.0
 REQUEST_TIMEOUT_S: Final = 30.0
-POLL_S: Final = 0.05
 GOAL_MS: Final = 300.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def wait_for(what: str, condition: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            value = condition()
-        except (ClusterError, OSError):
-            value = None
-        if value:
-            return value
-        time.sleep(POLL_S)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def timed_get(url: str) -> tuple[float, Any]:
@@ -84,44 +58,33 @@ def series(url: str, count: int, before: Callable[[int], None] | None = None) ->
 
 
 def run(root: Path, topics: int, partitions: int, requests: int, cold: int) -> dict[str, Any]:
-    raft_port, admin_port = free_ports(HOSTS)
-    props = {"broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
-    with LocalCluster.start(root, controllers=len(HOSTS), raft_port=raft_port, admin_port=admin_port,
-                            extra_properties=props, ready_timeout=READY_S) as cluster:
-        doubles = BrokerDoubles([n.spec.admin_address for n in cluster.controllers], BROKERS, HEARTBEAT_INTERVAL_MS,
-                                secret_file=root / RPC_SECRET_FILE)  # each double signs its RPCs as its broker
-        try:
-            doubles.start()
-            urls = [f"http://{n.spec.admin_address}" for n in cluster.controllers]
-            admin = AdminClient(urls, timeout=WRITE_TIMEOUT_S)
-            wait_for("brokers 4, 5, 6 unfenced", lambda: {
-                b["broker_id"] for b in admin.brokers() if b["state"] == "UNFENCED"} == set(BROKERS))
-            started = time.monotonic()
-            for t in range(topics):
-                admin.create_topic(f"topic-{t:04d}", partitions=partitions, replication_factor=3, configs={})
-            print(f"{topics} topics x {partitions} partitions created in {time.monotonic() - started:.1f} s", flush=True)
-            active = admin.cluster()["active_controller"]
-            follower = next(u for n, u in zip(cluster.controllers, urls) if n.spec.node_id != active)
-            # the follower has applied every creation once its list counts them all
-            wait_for("the follower's image", lambda: timed_get(f"{follower}/console/api/topics")[1]["totals"][
-                "partitions"] == topics * partitions)
-            _, page = timed_get(f"{follower}/console/api/topics")
+    with doubled_quorum(root) as cluster:
+        urls = admin_urls(cluster)
+        admin = AdminClient(urls, timeout=WRITE_TIMEOUT_S)
+        started = time.monotonic()
+        for t in range(topics):
+            admin.create_topic(f"topic-{t:04d}", partitions=partitions, replication_factor=3, configs={})
+        print(f"{topics} topics x {partitions} partitions created in {time.monotonic() - started:.1f} s", flush=True)
+        active = admin.cluster()["active_controller"]
+        follower = next(u for n, u in zip(cluster.controllers, urls) if n.spec.node_id != active)
+        # the follower has applied every creation once its list counts them all
+        wait_for("the follower's image", lambda: timed_get(f"{follower}/console/api/topics")[1]["totals"][
+            "partitions"] == topics * partitions)
+        _, page = timed_get(f"{follower}/console/api/topics")
 
-            def change(i: int) -> None:
-                admin.alter_configs("topic-0000", {"retention.ms": str(3_600_000 + i)})
-                offset = admin.cluster()["metadata_offset"]
-                wait_for("the change applied", lambda: AdminClient([follower]).cluster()["metadata_offset"] >= offset)
+        def change(i: int) -> None:
+            admin.alter_configs("topic-0000", {"retention.ms": str(3_600_000 + i)})
+            offset = admin.cluster()["metadata_offset"]
+            wait_for("the change applied", lambda: AdminClient([follower]).cluster()["metadata_offset"] >= offset)
 
-            result = {
-                "topics": topics, "partitions": topics * partitions, "served_by": "follower",
-                "warm_ms": series(f"{follower}/console/api/topics", requests),
-                "search_ms": series(f"{follower}/console/api/topics?q=0042", requests),
-                "cold_ms": series(f"{follower}/console/api/topics", cold, change),
-                "overview_ms": series(f"{follower}/console/api/overview", requests),
-                "totals": page["totals"],
-            }
-        finally:
-            doubles.stop()
+        result = {
+            "topics": topics, "partitions": topics * partitions, "served_by": "follower",
+            "warm_ms": series(f"{follower}/console/api/topics", requests),
+            "search_ms": series(f"{follower}/console/api/topics?q=0042", requests),
+            "cold_ms": series(f"{follower}/console/api/topics", cold, change),
+            "overview_ms": series(f"{follower}/console/api/overview", requests),
+            "totals": page["totals"],
+        }
     return result
 
 

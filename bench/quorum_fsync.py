@@ -28,40 +28,13 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from localcluster.launcher import LocalCluster, free_ports
+from doubled_quorum import WRITE_TIMEOUT_S, admin_urls, doubled_quorum, percentile, wait_for
+from localcluster.launcher import LocalCluster
 from localcluster.node_process import NodeProcess
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
-from tidelog.testing.fencing_scale import BROKERS, HEARTBEAT_INTERVAL_MS, BrokerDoubles
 
-HOSTS: Final = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-READY_S: Final = 90.0
-WAIT_S: Final = 120.0
-WRITE_TIMEOUT_S: Final = 60.0  # one admin request (the 10,000-partition topic on a loaded box)
 FAILOVER_TRY_S: Final = 0.5  # one write attempt during a failover
-POLL_S: Final = 0.02
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def wait_for(what: str, condition: Any, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            value = condition()
-        except (ClusterError, OSError):
-            value = None
-        if value:
-            return value
-        time.sleep(POLL_S)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def urls(cluster: LocalCluster, skip: int | None = None) -> list[str]:
-    return [f"http://{n.spec.admin_address}" for n in cluster.controllers if n.spec.node_id != skip]
 
 
 def write_latencies(admin: AdminClient, writes: int) -> list[float]:
@@ -75,10 +48,10 @@ def write_latencies(admin: AdminClient, writes: int) -> list[float]:
 
 def failover(cluster: LocalCluster, round_no: int) -> float:
     """SIGKILL the active controller; seconds until a survivor accepts a write. Restarts it."""
-    admin = AdminClient(urls(cluster), timeout=WRITE_TIMEOUT_S)
+    admin = AdminClient(admin_urls(cluster), timeout=WRITE_TIMEOUT_S)
     active = wait_for("an active controller", lambda: admin.cluster().get("active_controller"))
     node = next(n for n in cluster.controllers if n.spec.node_id == active)
-    survivors = AdminClient(urls(cluster, skip=active), timeout=FAILOVER_TRY_S)
+    survivors = AdminClient(admin_urls(cluster, skip=active), timeout=FAILOVER_TRY_S)
     killed_at = time.monotonic()
     node.kill()
 
@@ -100,25 +73,13 @@ def failover(cluster: LocalCluster, round_no: int) -> float:
 
 
 def run_mode(root: Path, fsync: bool, writes: int, partitions: int, failovers: int) -> dict[str, Any]:
-    raft_port, admin_port = free_ports(HOSTS)
-    props = {"controller.quorum.fsync": "true" if fsync else "false",
-             "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
-    with LocalCluster.start(root, controllers=len(HOSTS), raft_port=raft_port, admin_port=admin_port,
-                            extra_properties=props, ready_timeout=READY_S) as cluster:
-        doubles = BrokerDoubles([n.spec.admin_address for n in cluster.controllers], BROKERS,
-                                HEARTBEAT_INTERVAL_MS)
-        try:
-            doubles.start()
-            admin = AdminClient(urls(cluster), timeout=WRITE_TIMEOUT_S)
-            wait_for("brokers 4, 5, 6 unfenced", lambda: {
-                b["broker_id"] for b in admin.brokers() if b["state"] == "UNFENCED"} == set(BROKERS))
-            latencies = write_latencies(admin, writes)
-            started = time.monotonic()
-            admin.create_topic("big", partitions=partitions, replication_factor=3, configs={})
-            create_s = time.monotonic() - started
-            failover_s = [failover(cluster, i) for i in range(failovers)]
-        finally:
-            doubles.stop()
+    with doubled_quorum(root, {"controller.quorum.fsync": "true" if fsync else "false"}) as cluster:
+        admin = AdminClient(admin_urls(cluster), timeout=WRITE_TIMEOUT_S)
+        latencies = write_latencies(admin, writes)
+        started = time.monotonic()
+        admin.create_topic("big", partitions=partitions, replication_factor=3, configs={})
+        create_s = time.monotonic() - started
+        failover_s = [failover(cluster, i) for i in range(failovers)]
     result = {"fsync": fsync, "write_p50_ms": statistics.median(latencies),
               "write_p99_ms": percentile(latencies, 0.99), "create_s": create_s, "partitions": partitions,
               "failover_s": failover_s}
