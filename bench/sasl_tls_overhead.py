@@ -93,32 +93,33 @@ def main() -> int:
     binary = c_client.build()
     if binary is None:
         return 1
-    root = Path(tempfile.mkdtemp(prefix="bench-security-"))
-    raft, admin, kafka, metrics = free_ports(HOSTS, 4)
-    with LocalCluster.start(root, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
-                            metrics_port=metrics, security="SASL_SSL",
-                            broker_config={"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"}) as cluster:
-        try:
-            broker = cluster.brokers[0].spec
-            plaintext = broker.bootstrap_address
-            secure_host, secure_port = broker.host, broker.kafka_port + 2
-            subprocess.run([sys.executable, "-m", "tidelog", "users", "create", "--user", USER, "--password",
-                            PASSWORD, "--bootstrap-server", plaintext], check=True, capture_output=True)
-            config = root / "client.properties"
-            rows = []
-            for name, bootstrap, extra in (("PLAINTEXT", plaintext, ""),
-                                           ("SASL_SSL", f"{secure_host}:{secure_port}", str(config))):
-                os.environ["LOADGEN_CONFIG"] = extra
-                topic = f"bench-{name.lower()}"
-                produced = c_client.produce(binary, bootstrap, topic, records=args.records, value_bytes=VALUE_BYTES,
-                                            partitions=1, acks="1", linger_ms=5)
-                consumed = c_client.consume(binary, bootstrap, topic, records=args.records, partitions=1)
-                rows.append((name, produced.records / produced.seconds, consumed.records / consumed.seconds))
-            os.environ.pop("LOADGEN_CONFIG", None)
-            ca = str(root / "tls" / "ca.pem")
-            rate = asyncio.run(logins_per_second(secure_host, secure_port, ca, args.logins_seconds))
-        finally:
-            cluster.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-security-") as scratch:  # removed when the run ends
+        root = Path(scratch)
+        raft, admin, kafka, metrics = free_ports(HOSTS, 4)
+        with LocalCluster.start(root, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
+                                metrics_port=metrics, security="SASL_SSL",
+                                broker_config={"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"}) as cluster:
+            try:
+                broker = cluster.brokers[0].spec
+                plaintext = broker.bootstrap_address
+                secure_host, secure_port = broker.host, broker.kafka_port + 2
+                subprocess.run([sys.executable, "-m", "tidelog", "users", "create", "--user", USER, "--password",
+                                PASSWORD, "--bootstrap-server", plaintext], check=True, capture_output=True)
+                config = root / "client.properties"
+                rows = []
+                for name, bootstrap, extra in (("PLAINTEXT", plaintext, ""),
+                                               ("SASL_SSL", f"{secure_host}:{secure_port}", str(config))):
+                    os.environ["LOADGEN_CONFIG"] = extra
+                    topic = f"bench-{name.lower()}"
+                    produced = c_client.produce(binary, bootstrap, topic, records=args.records, value_bytes=VALUE_BYTES,
+                                                partitions=1, acks="1", linger_ms=5)
+                    consumed = c_client.consume(binary, bootstrap, topic, records=args.records, partitions=1)
+                    rows.append((name, produced.records / produced.seconds, consumed.records / consumed.seconds))
+                os.environ.pop("LOADGEN_CONFIG", None)
+                ca = str(root / "tls" / "ca.pem")
+                rate = asyncio.run(logins_per_second(secure_host, secure_port, ca, args.logins_seconds))
+            finally:
+                cluster.stop()
     print(f"security bench: {args.records} records of {VALUE_BYTES} B, one broker, librdkafka "
           f"{c_client.librdkafka_version(binary).split()[0]}")
     print(f"{'listener':<10} {'produce rec/s':>14} {'consume rec/s':>14}")
