@@ -31,6 +31,7 @@ from spark.options import SourceOptions
 log = logging.getLogger("tidelog.spark")
 
 COMMIT_TIMEOUT: Final = 10 * SECONDS  # one commit, coordinator look-up included; the next batch retries
+STALE_COORDINATOR_ERRORS: Final = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS")
 
 
 class GroupOffsetCommitter:
@@ -61,6 +62,10 @@ class GroupOffsetCommitter:
                       if tp.error is not None]
         except Exception as exc:  # KafkaException, a timeout: the checkpoint holds progress anyway
             failed = [str(exc)]
+        if any(stale in error for error in failed for stale in STALE_COORDINATOR_ERRORS):
+            # librdkafka's admin client may keep sending to the coordinator it looked up before a
+            # failover: the next attempt starts from a new client, which looks it up afresh
+            self._admin = None
         if failed:
             log.warning("commitOffsetsToGroup: group %s did not take offsets %s (retried at the next batch): %s",
                         self.group_id, describe_offsets(wanted), "; ".join(failed))

@@ -25,6 +25,8 @@ log = logging.getLogger("tidelog.spark")
 
 METADATA_TIMEOUT: Final = 30 * SECONDS
 LIST_OFFSETS_TIMEOUT: Final = 30 * SECONDS
+# Errors of a ListOffsets sent to a leader that is no longer one (librdkafka's names)
+STALE_LEADER_ERRORS: Final = ("FENCED_LEADER_EPOCH", "NOT_LEADER", "UNKNOWN_LEADER_EPOCH", "LEADER_NOT_AVAILABLE")
 
 
 class OffsetLookupError(RuntimeError):
@@ -73,6 +75,13 @@ class OffsetResolver:
                 break
             if attempt:
                 time.sleep(self._options.fetch_offset_retry_interval_ms / 1000)
+                if any(stale in error for error in errors.values() for stale in STALE_LEADER_ERRORS):
+                    # librdkafka's admin client keeps asking the leader (and epoch) it has cached,
+                    # which answers FENCED_LEADER_EPOCH / NOT_LEADER until its metadata refreshes
+                    # (minutes): a new client looks the partitions' leaders up afresh
+                    log.info("offset look-up retried with fresh metadata after: %s", "; ".join(
+                        f"{tp}: {error}" for tp, error in sorted(errors.items())))
+                    self._admin = kafka_clients.admin(self._options)
             errors = {}
             request = {confluent_kafka.TopicPartition(tp.topic, tp.partition): spec for tp, spec in pending.items()}
             try:
