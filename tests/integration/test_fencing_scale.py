@@ -21,7 +21,8 @@ PARTITIONS = 30_000
 FAILOVER_PARTITIONS = 10_000  # ten batches: the active controller dies after the first
 MAX_STALL_MS = 1_000  # the bound: no controller stall over 1 s while fencing
 
-pytestmark = pytest.mark.timeout(300)
+# 30,000 partitions: a scale run (~2 min in all), under make test-long
+pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
 
 
 def assert_bounded_and_live_brokers_kept(figures: FencingFigures, what: str) -> None:

@@ -158,7 +158,10 @@ def test_compacted_rf3_topic_with_real_clients(tmp_path: Path) -> None:
         assert "Cleaned log changelog-0" in cluster.node(leader).spec.log_path.read_text(errors="replace")
 
 
-@pytest.mark.parametrize("step", ["after_cleaned", "after_swap", "mid_delete", "after_live"])
+# ~40 s each: make test kills at one step, make test-long at the other three
+@pytest.mark.parametrize("step", [pytest.param("after_cleaned", marks=pytest.mark.long), "after_swap",
+                                  pytest.param("mid_delete", marks=pytest.mark.long),
+                                  pytest.param("after_live", marks=pytest.mark.long)])
 def test_kill_9_at_a_swap_step_recovers_a_whole_log(tmp_path: Path, step: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The broker SIGKILLs itself at one step of its first swap (the fail point); restarted

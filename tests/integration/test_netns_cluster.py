@@ -372,6 +372,7 @@ def _cli_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.long  # two namespaced cluster starts and seven CLI runs (~1 min): make test-long
 def test_tidelog_up_hosts_netns_and_sigkill_of_the_launcher(tmp_path: Path) -> None:
     """`tidelog up --hosts netns`: READY, cluster.json records the namespaces, status/produce/consume
     --data-dir work from this (root-namespace) shell, a SIGKILL of `up` leaves nothing behind, and

@@ -99,6 +99,7 @@ def read_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
         consumer.close()
 
 
+@pytest.mark.long  # two streaming runs and a kill (~2.5 min): make test-long
 @pytest.mark.timeout(420)
 def test_a_stream_killed_mid_batch_and_restarted_writes_every_row_once(cluster: LocalCluster,
                                                                         tmp_path: Path) -> None:
