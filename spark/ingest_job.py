@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 FORMATS: Final = ("parquet", "orc", "json")
 DEFAULT_MASTER: Final = "local[2]"  # when neither --master nor spark-submit names one
+SUBMIT_GATEWAY_ENV: Final = "PYSPARK_GATEWAY_PORT"  # set when spark-submit started this Python, its JVM waiting
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
@@ -149,9 +150,14 @@ def build_session(master: str | None, app_name: str = "tidelog-spark-ingest", ui
     (`spark.master`), else local[2]."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark-submit may name the workers' Python
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    if master is None and SUBMIT_GATEWAY_ENV in os.environ:
+        # Under spark-submit its JVM is already up and holds --master as spark.master, but
+        # SparkConf() sees the JVM's properties only once connected to it: without this the job
+        # ran local[2] whatever master spark-submit was given.
+        SparkContext._ensure_initialized()
     builder = SparkSession.builder
     if master is not None or not SparkConf().contains("spark.master"):
         builder = builder.master(master or DEFAULT_MASTER)
