@@ -83,11 +83,12 @@ bench-spark: $(ALL_STAMP)
 	$(BIN)/python bench/spark_ingest.py $(if $(RECORDS),--records $(RECORDS))
 
 # the Spark pipeline on a real standalone Spark cluster (a master and two 1-core workers from
-# the installed pyspark): batch read, ingest SIGKILLed and restarted, keyed writes. Long tests
-# (pytest -m long), not in `make test`; TIDELOG_SPARK_RECORDS=1000000 for the 1 M-record read
+# the installed pyspark): batch read, ingest SIGKILLed and restarted, keyed writes, and README's
+# spark-submit command run as written. Long tests (pytest -m long), not in `make test`;
+# TIDELOG_SPARK_RECORDS=1000000 for the 1 M-record read
 .PHONY: test-spark
 test-spark: $(ALL_STAMP)
-	$(BIN)/python -m pytest -m long tests/spark/test_spark_standalone.py
+	$(BIN)/python -m pytest -m long tests/spark/test_spark_standalone.py tests/spark/test_spark_submit.py
 
 # a streaming ingest into Parquet through a leader SIGKILL, a controller failover and a broker
 # pause: every acknowledged record once in the output, the group's lag back to zero (long)
