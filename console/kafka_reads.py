@@ -5,6 +5,7 @@ worker thread (`asyncio.to_thread`), each on its own short-lived `KafkaClient`.
     sizes = log_sizes(brokers, "orders")                 # partition -> bytes on its leader's disk
     configs = topic_configs(brokers, "orders")           # DescribeConfigs with each config's source
     page = browse(brokers, image_topic, Browse(...))     # a bounded Fetch, records as the page shows them
+    starts, ends = share_offsets(brokers, "workers")     # a share group's start offsets and their log ends
 
 What the metadata image says (leaders, brokers) is the controller's; what the logs hold only the
 brokers know, so these ask them as any Kafka client would. Every call is bounded by
@@ -114,6 +115,28 @@ def topic_configs(brokers: Brokers, name: str) -> list[dict[str, Any]]:
         raise AdminError(error_name(result.error_code), result.error_message or "DescribeConfigs failed", None)
     return [{"name": c.name, "value": None if c.is_sensitive else c.value, "sensitive": c.is_sensitive,
              "source": SOURCES.get(c.config_source, "UNKNOWN")} for c in result.configs]
+
+
+def share_offsets(brokers: Brokers, group_id: str) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """A share group's partitions: their start offsets (SPSO) and log end offsets, asked as
+    `tidelog groups describe` asks them (its DescribeShareGroupOffsets at the coordinator, and
+    ListOffsets at the leaders)."""
+    from tidelog.cli_groups import _share_offsets  # noqa: PLC2701 (the CLI's reading, not a copy of it)
+    from tidelog.cli_common import ClusterError
+    from tidelog.group_admin import GroupAdmin
+
+    with _client(brokers) as client:
+        admin = GroupAdmin(client)
+        try:
+            starts = _share_offsets(admin, group_id)
+            ends = admin.log_end_offsets(sorted({t for t, _ in starts}))
+        except BrokerUnavailable as exc:
+            raise AdminError("BROKER_NOT_AVAILABLE", f"DescribeShareGroupOffsets failed: {exc}", None,
+                             status=503) from None
+        except ClusterError as exc:
+            raise AdminError(exc.error, exc.message, None,
+                             status=404 if exc.error == "GROUP_ID_NOT_FOUND" else 503) from None
+    return starts, ends
 
 
 def browse(brokers: Brokers, topic: TopicImage, want: Browse) -> dict[str, Any]:

@@ -9,6 +9,7 @@
     GET /console/api/topics?q=&page=&size=  one page of topics with the cluster's health counts
     GET /console/api/topics/{name}?page=    a page of partitions with log start/end and size; configs with source
     GET /console/api/topics/{name}/records?partition=&offset=|timestamp=&limit=&format=
+    GET /console/api/share-groups/{id}      a share group's partitions: start offset (SPSO), log end, lag
 
 Everything here reads; the page's actions call the admin API's own write endpoints. The views are
 `console.views` (pure); Kafka reads go to the brokers in a worker thread (`console.kafka_reads`).
@@ -68,6 +69,8 @@ OPENAPI_PATHS: Final = {
     "/console/api/topics/{name}/records": _get(
         "Up to `limit` (<= 500) records of one partition, at most 1 MiB fetched: from `offset`, from `timestamp`, "
         "or the last ones; key, value and headers as text, json or hex."),
+    "/console/api/share-groups/{id}": _get("A KIP-932 share group's partitions: start offset (SPSO), log end "
+                                           "offset and the records past the start (as `tidelog groups describe`)."),
     "/console/api/chaos/reports": _get("The chaos reports in console.chaos.reports.dir."),
     "/console/api/chaos/reports/{name}": _get("A run's live summary: phase, faults, acks and latency per second, "
                                               "verdicts once decided."),
@@ -95,6 +98,7 @@ class ConsoleRoutes:
                 web.get("/console/api/topics", self._topics),
                 web.get("/console/api/topics/{name}", self._topic),
                 web.get("/console/api/topics/{name}/records", self._records),
+                web.get("/console/api/share-groups/{id}", self._share_group),
                 *self.chaos.routes()]
 
     async def close(self) -> None:
@@ -256,3 +260,9 @@ class ConsoleRoutes:
         image = await self._image()
         topic = api.known_topic(image, request.match_info["name"])
         return web.json_response(await asyncio.to_thread(kafka_reads.browse, self._brokers(image), topic, want))
+
+    async def _share_group(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["id"]
+        image = await self._image()
+        starts, ends = await asyncio.to_thread(kafka_reads.share_offsets, self._brokers(image), group_id)
+        return web.json_response({"group_id": group_id, "partitions": views.share_partitions(starts, ends)})

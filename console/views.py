@@ -265,6 +265,22 @@ def _int_param(query: Mapping[str, str], name: str, default: Any, low: int, high
     return check_int(int(text), name, low, high)
 
 
+# --- A share group's partitions.
+
+
+def share_partitions(starts: Mapping[tuple[str, int], int],
+                     ends: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """Each share partition's start offset (SPSO: every record before it is acknowledged or
+    archived), its log end offset and the records past the SPSO (`tidelog groups describe`'s
+    LAG); a start of -1 (no state yet) or an unknown end has no lag."""
+    out = []
+    for (topic, partition), start in sorted(starts.items()):
+        end = ends.get((topic, partition))
+        out.append({"topic": topic, "partition": partition, "start_offset": None if start < 0 else start,
+                    "log_end_offset": end, "lag": None if start < 0 or end is None else max(end - start, 0)})
+    return out
+
+
 # --- Broker byte rates from their /metrics text.
 
 BYTES_IN: Final = "tidelog_broker_bytes_in_total"

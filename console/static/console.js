@@ -8,6 +8,7 @@
 const POLL_MS = 2000;        // cluster, topic and group pages
 const CHAOS_POLL_MS = 1000;  // a running chaos report
 const MAX_POINTS = 120;      // sparkline samples kept per page (4 minutes at POLL_MS)
+const MAX_TRANSACTIONS = 50;  // transactional ids the groups page describes (one request each)
 let timer = null;
 let generation = 0;          // bumped on every navigation: a late answer for a page left is dropped
 
@@ -266,7 +267,33 @@ async function pageGroups() {
   $("#page").innerHTML = `<h1>Groups</h1><table id="group-list"><tr><th>group</th><th>protocol type</th><th class="num">coordinator</th></tr>` +
     groups.map((g) => `<tr data-group="${esc(g.group_id)}"><td><a href="#group/${enc(g.group_id)}">${esc(g.group_id)}</a></td>` +
       `<td>${esc(g.protocol_type || "—")}</td><td class="num">${g.coordinator}</td></tr>`).join("") + `</table>` +
-    (groups.length ? "" : `<p class="muted">no consumer groups</p>`);
+    (groups.length ? "" : `<p class="muted">no consumer groups</p>`) +
+    `<h2>Transactions</h2><div id="transactions"><p class="muted">asking the coordinators…</p></div>`;
+  // ListTransactions on every broker, then DescribeTransactions at each id's coordinator: the admin
+  // API's own endpoints (what `tidelog transactions list` and `describe` show), the first MAX_TRANSACTIONS.
+  const mine = generation;
+  let listed;
+  try {
+    listed = await get("/v1/transactions");
+  } catch (err) {  // the groups above stay: only this table says what failed
+    if (mine === generation) $("#transactions").innerHTML = `<p class="bad">${esc(err.message)}</p>`;
+    return;
+  }
+  const described = await Promise.all(listed.slice(0, MAX_TRANSACTIONS).map((t) =>
+    get(`/v1/transactions/${enc(t.transactional_id)}`).catch((err) => ({...t, error: err.message}))));
+  if (mine !== generation) return;
+  $("#transactions").innerHTML = `<table id="transaction-list"><tr><th>transactional id</th><th>state</th>` +
+    `<th class="num">producer id</th><th class="num">epoch</th><th class="num">coordinator</th><th>partitions</th>` +
+    `<th>started</th><th class="num">timeout (ms)</th></tr>` +
+    described.map((d) => `<tr data-transaction="${esc(d.transactional_id)}"><td>${esc(d.transactional_id)}</td>` +
+      `<td data-state class="${d.state === "Ongoing" ? "warn" : ""}">${esc(d.error ? `${d.state} (${d.error})` : d.state)}</td>` +
+      `<td class="num">${num(d.producer_id)}</td><td class="num">${num(d.producer_epoch)}</td>` +
+      `<td class="num">${num(d.coordinator_id ?? d.coordinator)}</td>` +
+      `<td>${esc((d.partitions || []).map((p) => p.topic + "-" + p.partition).join(", ") || "—")}</td>` +
+      `<td data-started>${d.transaction_start_time_ms ? esc(new Date(d.transaction_start_time_ms).toISOString()) : "—"}</td>` +
+      `<td class="num">${num(d.transaction_timeout_ms)}</td></tr>`).join("") + `</table>` +
+    (listed.length ? "" : `<p class="muted">no transactional ids</p>`) +
+    (listed.length > MAX_TRANSACTIONS ? `<p class="muted">the first ${MAX_TRANSACTIONS} of ${num(listed.length)}</p>` : "");
 }
 
 async function pageGroup(id) {
@@ -288,22 +315,31 @@ async function pageGroup(id) {
   $("#reset").onsubmit = (e) => { e.preventDefault(); reset(e.submitter && e.submitter.name === "execute"); };
   poll(async (mine) => {
     const g = await get(`/v1/groups/${enc(id)}`);
+    // a KIP-932 share group commits no offsets: its partitions' start offsets (SPSO) are the coordinator's
+    const share = g.type === "share" ? await get(`/console/api/share-groups/${enc(id)}`) : null;
     if (mine !== generation) return;
-    const total = g.offsets.reduce((s, o) => s + (o.lag || 0), 0);
+    const total = (share ? share.partitions : g.offsets).reduce((s, o) => s + (o.lag || 0), 0);
     lags.push(total);
     if (lags.length > MAX_POINTS) lags.shift();
-    if (!$("#reset").topic.value && g.offsets.length) $("#reset").topic.value = g.offsets[0].topic;
-    $("#group").innerHTML = `<div class="cards">${card("state", g.state)}${card("protocol", g.protocol || "—")}` +
+    const first = share ? share.partitions[0] : g.offsets[0];
+    if (!$("#reset").topic.value && first) $("#reset").topic.value = first.topic;
+    $("#group").innerHTML = `<div class="cards">${card("type", g.type || "classic")}${card("state", g.state)}` +
+      (g.type === "classic" || !g.type ? card("protocol", g.protocol || "—") : card("group epoch", g.group_epoch)) +
       card("members", g.members.length) + card("coordinator", g.coordinator) + card("total lag", num(total), total > 0) + `</div>` +
-      `<h2>Members</h2><table id="members"><tr><th>member</th><th>client id</th><th>host</th><th>assignment</th></tr>` +
-      g.members.map((m) => `<tr><td>${esc(m.member_id)}</td><td>${esc(m.client_id)}</td><td>${esc(m.client_host)}</td>` +
-        `<td>${esc(m.assignment.map((a) => a.topic + "-" + a.partition).join(", ") || "—")}</td></tr>`).join("") + `</table>` +
-      (g.members.length ? "" : `<p class="muted">no members</p>`) +
+      `<h2>Members</h2><table id="members"><tr><th>member</th><th>client id</th><th>host</th><th class="num">epoch</th><th>assignment</th></tr>` +
+      g.members.map((m) => `<tr data-member="${esc(m.member_id)}"><td>${esc(m.member_id)}</td><td>${esc(m.client_id)}</td><td>${esc(m.client_host)}</td>` +
+        `<td class="num">${num(m.member_epoch)}</td><td data-assignment>${esc(m.assignment.map((a) => a.topic + "-" + a.partition).join(", ") || "—")}</td></tr>`).join("") + `</table>` +
+      (g.members.length ? "" : `<p class="muted">no members</p>`) + (share ?
+      `<h2>Share partitions</h2><table id="share-partitions"><tr><th>topic</th><th class="num">partition</th>` +
+      `<th class="num">start offset (SPSO)</th><th class="num">log end</th><th class="num">lag</th></tr>` +
+      share.partitions.map((o) => `<tr data-partition="${esc(o.topic)}-${o.partition}"><td>${esc(o.topic)}</td><td class="num">${o.partition}</td>` +
+        `<td class="num" data-start>${num(o.start_offset)}</td><td class="num">${num(o.log_end_offset)}</td>` +
+        `<td class="num ${o.lag ? "warn" : ""}" data-lag>${num(o.lag)}</td></tr>`).join("") + `</table>` : "") + (share && !g.offsets.length ? "" :
       `<h2>Offsets</h2><table id="offsets"><tr><th>topic</th><th class="num">partition</th><th class="num">committed</th>` +
       `<th class="num">log end</th><th class="num">lag</th><th>member</th></tr>` +
       g.offsets.map((o) => `<tr data-partition="${esc(o.topic)}-${o.partition}"><td>${esc(o.topic)}</td><td class="num">${o.partition}</td>` +
         `<td class="num">${num(o.committed_offset)}</td><td class="num">${num(o.log_end_offset)}</td>` +
-        `<td class="num ${o.lag ? "warn" : ""}" data-lag>${num(o.lag)}</td><td>${esc(o.member_id || "—")}</td></tr>`).join("") + `</table>`;
+        `<td class="num ${o.lag ? "warn" : ""}" data-lag>${num(o.lag)}</td><td>${esc(o.member_id || "—")}</td></tr>`).join("") + `</table>`);
     $("#lag-chart").innerHTML = sparkline(lags, "total lag over the last minutes");
   }, POLL_MS * 1.5);
 }

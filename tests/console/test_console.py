@@ -1,8 +1,8 @@
 """The web console in a real browser against a real cluster (issue 32).
 
 One module-scoped 3-controller + 3-broker cluster with `admin.token` set, a topic of 30 JSON records,
-a consumer group that read 10 of them and left (lag 20), a finished chaos report and one still being
-written. Headless Debian chromium, driven by selenium through Debian's chromium-driver, opens every
+a consumer group that read 10 of them and left (lag 20), a share group with one member (lag 4), a
+committed transaction and an open one, a finished chaos report and one still being written. Headless Debian chromium, driven by selenium through Debian's chromium-driver, opens every
 page: no errors in the browser's console log, the expected numbers in the DOM, a screenshot per page
 under the test's tmp dir (with UPDATE_SCREENSHOTS=1, the cluster and group ones are copied to docs/
 for the README). Actions go
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,7 +99,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     _reports(reports)
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    with Cluster(brokers=3, broker_config={"admin.token": TOKEN, "console.chaos.reports.dir": str(reports)}) as cluster:
+    with Cluster(brokers=3, broker_config={"admin.token": TOKEN, "console.chaos.reports.dir": str(reports),
+                                           "share.auto.offset.reset": "earliest"}) as cluster:
         admin = AdminClient([cluster.admin_url], token=TOKEN)
         admin.create_topic("orders", partitions=3, replication_factor=3, configs={"retention.ms": "3600000"})
         admin.create_topic("audit", partitions=1, replication_factor=3, configs={})
@@ -114,7 +116,56 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         # 10 of the 30 records read (partition 0 holds 10, committed 4; the others 10, committed 3): lag 20
         consumer.commit(offsets=[TopicPartition("orders", p, 3 + (p == 0)) for p in range(3)], asynchronous=False)
         consumer.close()
-        yield {"cluster": cluster, "admin": admin, "reports": reports}
+        # transactions: one committed, one left open (on its own topic: orders' last stable offset stays put)
+        admin.create_topic("ledger", partitions=1, replication_factor=3, configs={})
+        cluster.wait_for_leaders("ledger")
+        done = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "ledger-done"})
+        done.init_transactions(15)
+        done.begin_transaction()
+        done.produce("ledger", value=b"committed")
+        done.commit_transaction(15)
+        del done
+        open_txn = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "ledger-open",
+                             "transaction.timeout.ms": 600_000})  # open through the module's tests
+        open_txn.init_transactions(15)
+        open_txn.begin_transaction()
+        open_txn.produce("ledger", value=b"pending")
+        assert open_txn.flush(15) == 0
+        share = _share_group(cluster.bootstrap_servers)
+        try:
+            yield {"cluster": cluster, "admin": admin, "reports": reports}
+        finally:
+            share.close()
+            open_txn.abort_transaction(15)
+            del open_txn
+
+
+def _share_group(bootstrap: str) -> Any:
+    """Share group "workers" on audit-0: one member that acknowledged the 8 records it was given,
+    then 4 more written: its start offset (SPSO) 8, log end 12, lag 4. The member stays."""
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for n in range(8):
+        producer.produce("audit", value=f"a{n}")
+    assert producer.flush(15) == 0
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "workers",
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe(["audit"])
+    got: list[Any] = []
+
+    def polled() -> bool:
+        for m in consumer.poll(0.5):
+            assert m.error() is None, m.error()
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+            got.append(m)
+        return len(got) >= 8
+    wait_until("the share consumer's 8 records", polled, 30.0)
+    consumer.commit_sync(15)
+    for n in range(8, 12):
+        producer.produce("audit", value=f"a{n}")
+    assert producer.flush(15) == 0
+    return consumer
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +296,35 @@ def test_groups_page_shows_lag(browser: Any, page: Callable[..., Any], tmp_path:
     wait(browser, "the lag chart", lambda: browser.find_elements(By.CSS_SELECTOR, "#lag-chart polyline") or None)
     no_console_errors(browser)
     shot(browser, tmp_path, "group", docs="console-group.png")
+
+
+def test_groups_page_lists_transactions(browser: Any, page: Callable[..., Any], tmp_path: Path) -> None:
+    page("groups")
+    rows = {r.get_attribute("data-transaction"): r for r in wait(
+        browser, "two transactions", lambda: browser.find_elements(By.CSS_SELECTOR, "#transaction-list tr[data-transaction]")
+        if len(browser.find_elements(By.CSS_SELECTOR, "#transaction-list tr[data-transaction]")) == 2 else None)}
+    assert sorted(rows) == ["ledger-done", "ledger-open"]
+    assert rows["ledger-open"].find_element(By.CSS_SELECTOR, "[data-state]").text == "Ongoing"
+    assert "ledger-0" in rows["ledger-open"].text
+    started = rows["ledger-open"].find_element(By.CSS_SELECTOR, "[data-started]").text
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", started), started
+    assert rows["ledger-done"].find_element(By.CSS_SELECTOR, "[data-state]").text == "CompleteCommit"
+    assert "ledger-0" not in rows["ledger-done"].text  # a finished transaction holds no partitions
+    no_console_errors(browser)
+    shot(browser, tmp_path, "transactions")
+
+
+def test_share_group_page(browser: Any, page: Callable[..., Any], tmp_path: Path) -> None:
+    page("groups")
+    wait(browser, "the share group listed", lambda: "workers" in browser.find_element(By.ID, "group-list").text)
+    page("group/workers")
+    starts = wait_texts(browser, "#share-partitions [data-start]", lambda s: s == ["8"])
+    assert starts == ["8"] and texts(browser, "#share-partitions [data-lag]") == ["4"]
+    assert card(browser, "type") == "share" and card(browser, "total lag") == "4"
+    assert card(browser, "state") == "Stable" and texts(browser, "#members [data-assignment]") == ["audit-0"]
+    assert not browser.find_elements(By.ID, "offsets")  # a share group commits no offsets
+    no_console_errors(browser)
+    shot(browser, tmp_path, "share-group")
 
 
 def test_chaos_reports_and_live_view(browser: Any, page: Callable[..., Any], env: dict[str, Any],

@@ -252,3 +252,11 @@ def test_partitions_view_shows_the_page_asked_for() -> None:
     assert [(p["partition"], p["log_end_offset"], p["size_bytes"]) for p in shown] == [(1, 5, 99), (2, None, None)]
     with pytest.raises(AdminError):
         views.parse_partition_page({"size": str(views.MAX_PARTITION_PAGE + 1)}, 10)
+
+
+def test_share_partitions_start_end_and_lag() -> None:
+    starts = {("audit", 1): 8, ("audit", 0): 3, ("jobs", 0): -1, ("gone", 0): 5}
+    ends = {("audit", 0): 10, ("audit", 1): 8, ("jobs", 0): 4}  # gone-0: its leader did not answer
+    assert [(p["topic"], p["partition"], p["start_offset"], p["log_end_offset"], p["lag"])
+            for p in views.share_partitions(starts, ends)] == [
+        ("audit", 0, 3, 10, 7), ("audit", 1, 8, 8, 0), ("gone", 0, 5, None, None), ("jobs", 0, None, 4, None)]
