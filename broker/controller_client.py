@@ -64,6 +64,11 @@ LONG_POLL_MARGIN: Final = 1 * SECONDS
 MAX_ATTEMPTS: Final = 12  # one write: redirects plus connection failures
 INITIAL_BACKOFF: Final = 0.05 * SECONDS  # after a full round over the controllers (or a redirect to nobody)
 MAX_BACKOFF: Final = 1 * SECONDS
+# A registration waits at most this long between attempts: a broker started with its controllers
+# usually asks while their election is still on, and the doubling up to MAX_BACKOFF made it wait
+# up to 0.2 s past the election's end (most of a one-node test cluster's start). Kafka's
+# BrokerLifecycleManager resends a registration from a 100 ms backoff.
+REGISTRATION_MAX_BACKOFF: Final = 0.1 * SECONDS
 MAX_REPLY_BYTES: Final = 256 * MIB  # a snapshot of a large cluster; refused before reading beyond this
 MAX_CONNECTIONS: Final = 16
 MAX_VOTER_ADDRESSES: Final = 9  # quorum.voter_set.MAX_VOTERS: a longer list in a reply is not the quorum's
@@ -224,13 +229,16 @@ class ControllerClient:
             raise ValueError(f"{address} answered {name} with HTTP {status}: {exc}: {reply!r:.100}") from None
         return reply
 
-    async def call(self, name: str, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+    async def call(self, name: str, body: Mapping[str, Any], *, timeout: float | None = None,
+                   max_backoff: float | None = None) -> dict[str, Any]:
         """A write RPC on the active controller: follows NOT_CONTROLLER, rotates on failures.
 
         Returns the first reply that is not NOT_CONTROLLER (its error_code may be non-zero);
-        raises ControllerUnavailableError after `max_attempts`.
+        raises ControllerUnavailableError after `max_attempts`. `max_backoff` caps the waits
+        between attempts below the client's own cap.
         """
         backoff = self._initial_backoff
+        cap = self._max_backoff if max_backoff is None else min(max_backoff, self._max_backoff)
         tried: list[str] = []
         for attempt in range(self._max_attempts):  # bounded: max_attempts
             address = self._target
@@ -245,7 +253,7 @@ class ControllerClient:
                 self._rotate(address)
                 if len(tried) % len(self.addresses) == 0:  # a full round failed
                     await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, self._max_backoff)
+                    backoff = min(backoff * 2, cap)
                 continue
             status = rpc.decode_status(reply)
             if status.error_code != NOT_CONTROLLER:
@@ -257,7 +265,7 @@ class ControllerClient:
                 continue  # a redirect to a named controller: no wait
             self._rotate(address)  # no active controller known there (an election): wait a little
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._max_backoff)
+            backoff = min(backoff * 2, cap)
         raise ControllerUnavailableError(f"{name}: no active controller answered in {self._max_attempts} "
                                          f"attempts: {'; '.join(tried[-6:])}")
 
@@ -284,7 +292,8 @@ class ControllerClient:
 
     async def register(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """broker-registration on the active controller (the reply; error_code may be non-zero)."""
-        return await self.call("broker-registration", body, timeout=self._liveness_timeout)
+        return await self.call("broker-registration", body, timeout=self._liveness_timeout,
+                               max_backoff=REGISTRATION_MAX_BACKOFF)
 
     async def heartbeat(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """broker-heartbeat on the active controller (the reply; error_code may be non-zero)."""

@@ -140,3 +140,32 @@ async def test_not_controller_redirects_and_attempts_are_bounded(controllers) ->
     async with ControllerClient([nobody.address], max_attempts=3, initial_backoff=0.01) as client:
         with pytest.raises(ControllerUnavailableError, match="3 attempts"):
             await client.call("broker-heartbeat", {})
+
+
+
+async def test_a_registration_during_an_election_asks_again_within_the_registration_cap(
+        controllers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five NOT_CONTROLLER answers naming nobody (an election), then an answer: a heartbeat
+    waits 0.05, 0.1, 0.2, 0.4, 0.8 s between them, a registration no more than 0.1 s."""
+    answers: list[int] = []
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded_sleep(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    def election_then_active(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        answers.append(1)
+        if len(answers) % 6 == 0:
+            return {"answered": True}
+        return {"error_code": 41, "controller_address": None}  # NOT_CONTROLLER, nobody active yet
+
+    controller, = await controllers(election_then_active)
+    monkeypatch.setattr("broker.controller_client.asyncio.sleep", recorded_sleep)
+    async with ControllerClient([controller.address]) as client:
+        assert (await client.register({}))["answered"] is True
+        registration_waits, waits[:] = list(waits), []
+        assert (await client.heartbeat({}))["answered"] is True
+    assert registration_waits == pytest.approx([0.05, 0.1, 0.1, 0.1, 0.1])
+    assert waits == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
