@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from broker.replica_selector import FollowerFetchStats
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
+from broker.topic_metrics import BrokerTopicStats
 from common.prometheus import (
     CONTENT_TYPE,
     Metric,
@@ -83,6 +84,13 @@ def follower_fetch_families(stats: FollowerFetchStats, prefix: str = METRICS_PRE
                 "Consumer partition fetches this leader answered with another replica to read from.",
                 unlabelled(stats.preferred_replica_answers)),
     ]
+
+
+def topic_families(stats: BrokerTopicStats, prefix: str = METRICS_PREFIX) -> list[Metric]:
+    """Kafka's BrokerTopicMetrics BytesOutPerSec{topic}: record bytes returned to consumers
+    (not followers, KIP-153), per topic; the web console draws a topic's consume rate from it."""
+    return [counter(f"{prefix}topic_bytes_out_total", "Record bytes returned to consumers' fetches, by topic.",
+                    [({"topic": t}, v) for t, v in sorted(stats.bytes_out.items())])]
 
 
 async def start_metrics(address: tuple[str, int], render: Callable[[], str],

@@ -27,6 +27,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.refusal_log import RefusalLog
 from broker.replica_manager import ReplicaManager
 from broker.replica_selector import FollowerFetchStats, ReplicaSelector, replica_selector
+from broker.topic_metrics import BrokerTopicStats
 from broker.transaction_coordinator.coordinator import TransactionCoordinator
 from broker.txn_verification import TxnVerifier
 from broker.topic_admin import (
@@ -87,6 +88,7 @@ class BrokerContext:
     # KIP-392: replica.selector.class (None: consumers read from leaders only) and its counters
     replica_selector: ReplicaSelector | None = None
     follower_fetches: FollowerFetchStats = field(default_factory=FollowerFetchStats)
+    topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)  # per-topic bytes, for /metrics
 
     def __post_init__(self) -> None:
         # read once: replica.selector.class is a static config (some unit tests build a context without one)

@@ -37,6 +37,7 @@ from broker.handlers.fetch_partitions import (
     size_of,
     with_leader_hints,
 )
+from broker.topic_metrics import count_fetch
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
@@ -73,6 +74,8 @@ async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int
                 cached[tp] = CachedPartition.of(p)
                 cached[tp].must_respond(answers[tp], update=True)
             session_id = sessions.create(req.replica_id, cached, changed, uses_topic_ids=uses_topic_ids)
+    # Kafka's per-topic BytesOutPerSec: consumers' fetches only, one add per partition answered
+    count_fetch(ctx.topic_stats, ((tp.topic, size_of(a)) for tp, a in answers.items()), replica_id=req.replica_id)
     endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
     return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0, session_id,
                                endpoints)

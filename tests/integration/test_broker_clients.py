@@ -164,3 +164,25 @@ def test_metrics_count_the_traffic(cluster: LocalCluster) -> None:
         "tidelog_broker_request_latency_ms_count"]
     assert values["tidelog_broker_partitions_led"] >= 1  # the topics created above (RF 1)
     assert values["tidelog_broker_under_replicated_partitions"] == 0
+
+
+def test_a_consumers_fetch_raises_its_topics_bytes_out(cluster: LocalCluster) -> None:
+    """Kafka's BytesOutPerSec{topic}: the topic's counter grows by the record bytes a consumer
+    read, and another topic's does not move."""
+    create_topic(cluster, "consumed", 1)
+    create_topic(cluster, "unread", 1)
+    produce(cluster, "consumed", rows(20, 1, "consumed"))
+    produce(cluster, "unread", rows(20, 1, "unread"))
+
+    def topic_bytes_out() -> dict[str, float]:
+        status, text = http(cluster.brokers[0].spec.metrics_url)
+        assert status == 200
+        values = samples(text.decode())
+        return {t: values.get(f'tidelog_broker_topic_bytes_out_total{{topic="{t}"}}', 0.0)
+                for t in ("consumed", "unread")}
+
+    before = topic_bytes_out()
+    assert len(consume(cluster, "consumed", {0: 20})) == 20
+    after = topic_bytes_out()
+    assert after["consumed"] - before["consumed"] >= sum(len(k) + len(v) for _, k, v in rows(20, 1, "consumed"))
+    assert after["unread"] == before["unread"] == 0
