@@ -214,13 +214,20 @@ class ConsoleRoutes:
             pass
         return views.history(records, image)
 
-    async def _rates(self, broker_id: int, host: str) -> dict[str, float | None]:
+    async def _metrics_text(self, host: str) -> str | None:
+        """A broker's /metrics text (the first MAX_METRICS_BYTES); None without a metrics port
+        or an answer within METRICS_TIMEOUT."""
         if not self._metrics_port:
-            return {"bytes_in_per_s": None, "bytes_out_per_s": None}
+            return None
         try:
             async with self._http().get(f"http://{host}:{self._metrics_port}/metrics") as answer:
-                text = (await answer.content.read(MAX_METRICS_BYTES)).decode("utf-8", "replace")
+                return (await answer.content.read(MAX_METRICS_BYTES)).decode("utf-8", "replace")
         except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+
+    async def _rates(self, broker_id: int, host: str) -> dict[str, float | None]:
+        text = await self._metrics_text(host)
+        if text is None:
             return {"bytes_in_per_s": None, "bytes_out_per_s": None}
         sample = (time.monotonic(), views.metric_values(text, (views.BYTES_IN, views.BYTES_OUT)))
         before = self._samples.get(broker_id)
@@ -234,15 +241,26 @@ class ConsoleRoutes:
         image = await self._image()
         return web.json_response(views.topic_page(self._topic_rows(image), query=query, page=page, size=size))
 
+    async def _consumer_bytes(self, brokers: Mapping[int, tuple[str, int]], topic: str) -> float | None:
+        """Record bytes consumers have fetched from `topic`, summed over the brokers' counters
+        (Kafka's BytesOutPerSec{topic}, followers' fetches excluded); the page turns successive
+        sums into a rate. None when no broker's /metrics answered."""
+        texts = await asyncio.gather(*(self._metrics_text(host) for host, _ in brokers.values()))
+        answered = [t for t in texts if t is not None]
+        if not answered:
+            return None
+        return sum(views.topic_sample(t, views.TOPIC_BYTES_OUT, topic) or 0.0 for t in answered)
+
     async def _topic(self, request: web.Request) -> web.Response:
         image = await self._image()
         topic = api.known_topic(image, request.match_info["name"])
         page, size, ids = views.parse_partition_page(request.query, len(topic.partitions))
         brokers = self._brokers(image)
-        offsets, sizes, configs = await asyncio.gather(
+        offsets, sizes, configs, consumed = await asyncio.gather(
             asyncio.to_thread(kafka_reads.log_offsets, brokers, topic, ids),
             asyncio.to_thread(kafka_reads.log_sizes, brokers, topic, ids),
-            asyncio.to_thread(kafka_reads.topic_configs, brokers, topic.name), return_exceptions=True)
+            asyncio.to_thread(kafka_reads.topic_configs, brokers, topic.name),
+            self._consumer_bytes(brokers, topic.name), return_exceptions=True)
         row = views.topic_row(image, topic, self._server.settings.min_insync_replicas)
         return web.json_response({
             **row.view(), "min_insync_replicas": views.min_isr(image, topic.name,
@@ -252,6 +270,7 @@ class ConsoleRoutes:
             "partitions": views.partitions_view(topic, offsets if isinstance(offsets, dict) else {},
                                                 sizes if isinstance(sizes, dict) else {}, ids),
             "configs": configs if isinstance(configs, list) else [],
+            "consumer_bytes_total": consumed if isinstance(consumed, float) else None,
             "configs_error": None if isinstance(configs, list) else str(getattr(configs, "message", configs)),
         })
 

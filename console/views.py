@@ -285,6 +285,7 @@ def share_partitions(starts: Mapping[tuple[str, int], int],
 
 BYTES_IN: Final = "tidelog_broker_bytes_in_total"
 BYTES_OUT: Final = "tidelog_broker_bytes_out_total"
+TOPIC_BYTES_OUT: Final = "tidelog_broker_topic_bytes_out_total"  # consumers' fetches only (KIP-153)
 
 
 def metric_values(text: str, names: Iterable[str]) -> dict[str, float]:
@@ -299,6 +300,20 @@ def metric_values(text: str, names: Iterable[str]) -> dict[str, float]:
             except (ValueError, IndexError):
                 continue
     return out
+
+
+def topic_sample(text: str, name: str, topic: str) -> float | None:
+    """The sample of `name`{topic="..."} in Prometheus text; None when the broker has none (it
+    served no consumer of that topic since it started, or is not a tidelog broker)."""
+    # a topic name is [a-zA-Z0-9._-] only (Kafka's Topic.validate): nothing the exposition escapes
+    prefix = f'{name}{{topic="{topic}"}} '
+    for line in text.splitlines():  # bounded by the text the shell read (itself bounded)
+        if line.startswith(prefix):
+            try:
+                return float(line[len(prefix):].split()[0])
+            except (ValueError, IndexError):
+                return None
+    return None
 
 
 def rates(before: tuple[float, Mapping[str, float]] | None,

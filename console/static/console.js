@@ -190,7 +190,7 @@ async function pageTopic(name, params) {
     act("elect leaders", "POST", "/v1/elections", {type: e.target.type.value, partitions: null}, redraw); };
   $("#delete").onsubmit = (e) => { e.preventDefault();
     if (confirm(`Delete topic ${name} and all its records?`)) act(`delete ${name}`, "DELETE", path, undefined, () => { location.hash = "#topics"; }); };
-  const ends = [];
+  const ends = [], consumed = [];  // [time ms, total] per poll: log end offsets, consumers' fetched bytes
   let configsShown = false;
   poll(async (mine) => {
     const t = await get(`/console/api/topics/${enc(name)}?page=${page}`);
@@ -199,6 +199,11 @@ async function pageTopic(name, params) {
     ends.push([Date.now(), total]);
     if (ends.length > MAX_POINTS) ends.shift();
     const perSecond = ends.map((e, i) => (i === 0 ? null : Math.max(0, (e[1] - ends[i - 1][1]) / ((e[0] - ends[i - 1][0]) / 1000))));
+    consumed.push([Date.now(), t.consumer_bytes_total]);
+    if (consumed.length > MAX_POINTS) consumed.shift();
+    // null where a sample is missing (no /metrics answered); 0, not negative, after a broker restart
+    const bytesOut = consumed.map((e, i) => (i === 0 || e[1] === null || consumed[i - 1][1] === null ? null :
+      Math.max(0, (e[1] - consumed[i - 1][1]) / ((e[0] - consumed[i - 1][0]) / 1000))));
     $("#topic").innerHTML = `<div class="cards">${card("partitions", num(t.partition_count))}${card("replication factor", t.replication_factor)}` +
       card("offline", t.offline_partitions, t.offline_partitions > 0) + card("under-replicated", t.under_replicated_partitions, t.under_replicated_partitions > 0) +
       card("under min ISR", t.under_min_isr_partitions, t.under_min_isr_partitions > 0) + card("min.insync.replicas", t.min_insync_replicas) + `</div>` +
@@ -212,8 +217,11 @@ async function pageTopic(name, params) {
       (t.pages > 1 ? `<div class="pager" id="partition-pager">${page > 0 ? `<a href="#topic/${enc(name)}?page=${page - 1}">‹ previous</a>` : ""}` +
         `<span>partitions ${num(page * t.size)}–${num(Math.min((page + 1) * t.size, t.partition_count) - 1)} of ${num(t.partition_count)}</span>` +
         `${page + 1 < t.pages ? `<a href="#topic/${enc(name)}?page=${page + 1}">next ›</a>` : ""}</div>` : "");
-    $("#rates").innerHTML = sparkline(perSecond, t.pages > 1 ? "records appended per second (partitions of this page)" :
-      "records appended per second");
+    $("#rates").innerHTML = `<div id="produce-rate">${sparkline(perSecond, t.pages > 1 ?
+      "records appended per second (partitions of this page)" : "records appended per second")}</div>` +
+      `<div id="consume-rate" data-max="${Math.max(0, ...bytesOut.filter((v) => v !== null))}">${t.consumer_bytes_total === null ? `<div class="chart-label muted">bytes fetched by consumers ` +
+        `per second: no broker /metrics answered (console.broker.metrics.port)</div>` :
+        sparkline(bytesOut, "bytes fetched by consumers per second (all partitions)")}</div>`;
     if (!configsShown) {
       configsShown = true;
       $("#configs").innerHTML = t.configs_error ? `<p class="bad">${esc(t.configs_error)}</p>` :

@@ -276,6 +276,31 @@ def test_topics_page_counts_search_and_detail(browser: Any, page: Callable[..., 
     shot(browser, tmp_path, "topic")
 
 
+def test_topic_page_draws_the_consume_rate(browser: Any, page: Callable[..., Any], env: dict[str, Any]) -> None:
+    """Beside the produce rate, the bytes consumers fetched per second, from the brokers'
+    tidelog_broker_topic_bytes_out_total{topic}: zero until a consumer reads, then above it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    page("topic/orders")
+    # read in one go: each poll redraws the element (a stale reference otherwise)
+    text, first = wait(browser, "the consume rate", lambda: browser.execute_script(
+        "const e = document.getElementById('consume-rate'); return e && [e.textContent, e.dataset.max];"))
+    assert "no broker /metrics" not in text  # the cluster's brokers serve /metrics
+    assert float(first) == 0  # nothing has fetched orders' records yet
+    consumer = Consumer({"bootstrap.servers": env["cluster"].bootstrap_servers, "group.id": "consume-rate",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    try:
+        consumer.assign([TopicPartition("orders", p, 0) for p in range(3)])
+        got: list[Any] = []
+        wait_until("orders' 30 records", lambda: got.extend(consumer.consume(30, 0.5)) or len(got) >= 30, 30.0)
+    finally:
+        consumer.close()
+    fastest = wait(browser, "a consume rate above zero", lambda: (lambda v: v if v > 0 else None)(
+        float(browser.execute_script("return document.getElementById('consume-rate').dataset.max;"))))
+    assert fastest > 0 and "bytes fetched by consumers per second" in browser.find_element(By.ID, "rates").text
+    no_console_errors(browser)
+
+
 def test_records_page(browser: Any, page: Callable[..., Any], tmp_path: Path) -> None:
     page("records/orders?partition=1&offset=2&limit=3&format=json")
     rows = wait_texts(browser, "#record-list tr[data-offset]", lambda r: len(r) == 3)

@@ -185,6 +185,20 @@ def test_metric_values_reads_unlabelled_samples() -> None:
                                                                               views.BYTES_OUT: 500.0}
 
 
+
+def test_topic_sample_reads_the_brokers_per_topic_counter() -> None:
+    """Against the broker's own exposition (broker_metrics.topic_families), so the two agree."""
+    from broker.broker_metrics import topic_families
+    from broker.topic_metrics import BrokerTopicStats
+    from common.prometheus import exposition
+
+    text = METRICS + exposition(topic_families(BrokerTopicStats({"orders": 1234, "orders-eu": 99})))
+    assert views.topic_sample(text, views.TOPIC_BYTES_OUT, "orders") == 1234.0
+    assert views.topic_sample(text, views.TOPIC_BYTES_OUT, "orders-eu") == 99.0
+    assert views.topic_sample(text, views.TOPIC_BYTES_OUT, "order") is None  # no consumer read it yet
+    assert views.topic_sample(text, views.BYTES_OUT, "orders") is None  # unlabelled: not a topic's
+
+
 # --- chaos_views
 
 
