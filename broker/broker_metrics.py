@@ -16,6 +16,7 @@ from typing import Any, Final
 from broker.replica_selector import FollowerFetchStats
 from broker.server import LATENCY_BUCKETS_MS, ServerMetrics
 from broker.topic_metrics import BrokerTopicStats
+from shutdown.broker_lifecycle import BrokerState
 from common.prometheus import (
     CONTENT_TYPE,
     Metric,
@@ -29,6 +30,13 @@ from common.protocol.api_keys import ApiKey
 logger = logging.getLogger(__name__)
 
 METRICS_PREFIX: Final = "tidelog_broker_"
+
+# Kafka's BrokerState values (org.apache.kafka.metadata.BrokerState), the numbers its
+# kafka.server:type=KafkaServer,name=BrokerState gauge reports. SHUTDOWN is ours (the process has
+# stopped); Kafka sets NOT_RUNNING once it has shut down, so it reads 0.
+KAFKA_BROKER_STATE_VALUES: Final[Mapping[BrokerState, int]] = {
+    BrokerState.NOT_RUNNING: 0, BrokerState.STARTING: 1, BrokerState.RECOVERY: 2, BrokerState.RUNNING: 3,
+    BrokerState.PENDING_CONTROLLED_SHUTDOWN: 6, BrokerState.SHUTTING_DOWN: 7, BrokerState.SHUTDOWN: 0}
 
 
 def _api_name(api_key: int) -> str:
@@ -91,6 +99,14 @@ def topic_families(stats: BrokerTopicStats, prefix: str = METRICS_PREFIX) -> lis
     (not followers, KIP-153), per topic; the web console draws a topic's consume rate from it."""
     return [counter(f"{prefix}topic_bytes_out_total", "Record bytes returned to consumers' fetches, by topic.",
                     [({"topic": t}, v) for t, v in sorted(stats.bytes_out.items())])]
+
+
+def broker_state_families(state: BrokerState, prefix: str = METRICS_PREFIX) -> list[Metric]:
+    """Kafka's BrokerState gauge: the broker's own lifecycle state as Kafka's number, its name as a
+    label (one sample: a query on the number or on the name both work); the web console shows it."""
+    return [gauge(f"{prefix}state", "This broker's lifecycle state (Kafka's BrokerState: 0 NOT_RUNNING, "
+                  "1 STARTING, 2 RECOVERY, 3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN, 7 SHUTTING_DOWN).",
+                  [({"state": state.value}, KAFKA_BROKER_STATE_VALUES[state])])]
 
 
 async def start_metrics(address: tuple[str, int], render: Callable[[], str],

@@ -33,8 +33,8 @@ import uuid
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
-from broker.broker_metrics import (METRICS_PREFIX, broker_families, follower_fetch_families, start_metrics,
-                                   topic_families)
+from broker.broker_metrics import (METRICS_PREFIX, broker_families, broker_state_families,
+                                   follower_fetch_families, start_metrics, topic_families)
 from broker.broker_settings import BrokerSettings
 from broker.request_fault_hook import control_routes, token_from_config
 from broker.dynamic_config import DynamicBrokerConfig, image_layers, reconfigure_on_change
@@ -241,6 +241,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                 return exposition([*broker_families(server.metrics, replicas.replication_gauges()),
                                    *follower_fetch_families(handler.context.follower_fetches),
                                    *topic_families(handler.context.topic_stats),
+                                   *broker_state_families(follower.lifecycle.state),
                                    *handler.context.groups.metric_families(METRICS_PREFIX),
                                    *handler.context.transactions.metric_families(METRICS_PREFIX),
                                    *cleaner_families(cleaners.stats, METRICS_PREFIX),

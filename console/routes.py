@@ -188,9 +188,12 @@ class ConsoleRoutes:
         brokers = []
         for b in sorted(registrations):
             view = admin_views.broker_view(registrations[b], ages.get(b))
-            brokers.append({**view, "lifecycle": views.lifecycle_state(view, session_ms),
-                            "partitions_led": led.get(b, 0),
-                            **by_broker.get(b, {"bytes_in_per_s": None, "bytes_out_per_s": None})})
+            sample = by_broker.get(b, {"bytes_in_per_s": None, "bytes_out_per_s": None, "reported_state": None})
+            reported = sample.pop("reported_state")
+            brokers.append({**view, "lifecycle": views.lifecycle_state(view, session_ms, reported),
+                            # the broker's own state (its /metrics answered) or the controller's guess
+                            "lifecycle_source": "controller" if reported is None else "broker",
+                            "partitions_led": led.get(b, 0), **sample})
         return web.json_response({"brokers": brokers, "history": self._history(image),
                                   "active_cluster": active_cluster, "metrics_port": self._metrics_port or None})
 
@@ -225,16 +228,19 @@ class ConsoleRoutes:
         except (aiohttp.ClientError, TimeoutError, OSError):
             return None
 
-    async def _rates(self, broker_id: int, host: str) -> dict[str, float | None]:
+    async def _rates(self, broker_id: int, host: str) -> dict[str, Any]:
+        """A broker's byte rates and its own lifecycle state ("reported_state"), None each when its
+        /metrics did not answer."""
         text = await self._metrics_text(host)
         if text is None:
-            return {"bytes_in_per_s": None, "bytes_out_per_s": None}
+            return {"bytes_in_per_s": None, "bytes_out_per_s": None, "reported_state": None}
+        state = views.broker_state(text)
         sample = (time.monotonic(), views.metric_values(text, (views.BYTES_IN, views.BYTES_OUT)))
         before = self._samples.get(broker_id)
         if before is not None and sample[0] - before[0] < 0.5:  # two tabs polling: keep the longer interval
-            return views.rates(None, sample)
+            return {**views.rates(None, sample), "reported_state": state}
         self._samples[broker_id] = sample
-        return views.rates(before, sample)
+        return {**views.rates(before, sample), "reported_state": state}
 
     async def _topics(self, request: web.Request) -> web.Response:
         query, page, size = views.parse_topic_query(request.query)

@@ -147,10 +147,14 @@ def partitions_view(topic: TopicImage, offsets: Mapping[int, tuple[int | None, i
     return out
 
 
-def lifecycle_state(view: Mapping[str, Any], session_timeout_ms: int) -> str:
-    """A broker's lifecycle state as the controller can tell it (Kafka's BrokerState names): RUNNING
-    when unfenced, CONTROLLED_SHUTDOWN, RECOVERY when fenced but heartbeating within its session
-    (registered, catching up on metadata and logs before it is unfenced), else FENCED."""
+def lifecycle_state(view: Mapping[str, Any], session_timeout_ms: int, reported: str | None = None) -> str:
+    """A broker's lifecycle state: `reported`, the broker's own (broker_state, from its /metrics),
+    when it answered; else as the controller can tell it (Kafka's BrokerState names): RUNNING when
+    unfenced, CONTROLLED_SHUTDOWN, RECOVERY when fenced but heartbeating within its session
+    (registered, catching up on metadata and logs before it is unfenced), else FENCED. Only the
+    broker itself knows STARTING (not yet caught up with the metadata log)."""
+    if reported is not None:
+        return reported
     if view["in_controlled_shutdown"]:
         return "CONTROLLED_SHUTDOWN"
     if not view["fenced"]:
@@ -286,6 +290,11 @@ def share_partitions(starts: Mapping[tuple[str, int], int],
 BYTES_IN: Final = "tidelog_broker_bytes_in_total"
 BYTES_OUT: Final = "tidelog_broker_bytes_out_total"
 TOPIC_BYTES_OUT: Final = "tidelog_broker_topic_bytes_out_total"  # consumers' fetches only (KIP-153)
+BROKER_STATE: Final = "tidelog_broker_state"  # Kafka's BrokerState gauge: the broker's own lifecycle state
+# Kafka's BrokerState numbers -> the names the cluster page shows (PENDING_CONTROLLED_SHUTDOWN is
+# the controller's CONTROLLED_SHUTDOWN: one name for one state, whoever tells it)
+BROKER_STATE_NAMES: Final[Mapping[int, str]] = {
+    0: "NOT_RUNNING", 1: "STARTING", 2: "RECOVERY", 3: "RUNNING", 6: "CONTROLLED_SHUTDOWN", 7: "SHUTTING_DOWN"}
 
 
 def metric_values(text: str, names: Iterable[str]) -> dict[str, float]:
@@ -329,3 +338,16 @@ def rates(before: tuple[float, Mapping[str, float]] | None,
         if a is not None and b is not None and b >= a:
             out[key] = round((b - a) / seconds, 1)
     return out
+
+
+def broker_state(text: str) -> str | None:
+    """The broker's own lifecycle state from its /metrics text (BROKER_STATE's number, named as the
+    cluster page names it); None when the text has none or a number Kafka does not define."""
+    prefix = BROKER_STATE + "{"
+    for line in text.splitlines():  # bounded by the text the shell read (itself bounded)
+        if line.startswith(prefix):
+            try:
+                return BROKER_STATE_NAMES.get(int(float(line.rpartition("} ")[2].split()[0])))
+            except (ValueError, IndexError):
+                return None
+    return None

@@ -106,7 +106,7 @@ async function pageCluster() {
         `<td class="num">${num(lag)}</td><td>${v.connected ? "yes" : "no"}</td></tr>`;
     }).join("");
     const brokers = overview.brokers.map((b) => `<tr data-broker="${b.broker_id}"><td>${b.broker_id}</td>` +
-      `<td class="state-${esc(b.lifecycle)}" data-state>${esc(b.lifecycle)}</td><td class="num">${num(b.broker_epoch)}</td>` +
+      `<td class="state-${esc(b.lifecycle)}" data-state data-source="${esc(b.lifecycle_source)}" title="as told by the ${esc(b.lifecycle_source)}">${esc(b.lifecycle)}</td><td class="num">${num(b.broker_epoch)}</td>` +
       `<td class="num">${b.heartbeat_age_ms === null ? "—" : num(b.heartbeat_age_ms) + " ms"}</td><td>${esc(b.rack || "—")}</td>` +
       `<td class="num" data-led>${num(b.partitions_led)}</td><td class="num">${num(b.bytes_in_per_s)}</td>` +
       `<td class="num">${num(b.bytes_out_per_s)}</td><td>${esc(b.listeners.map((l) => l.host + ":" + l.port).join(" "))}</td></tr>`).join("");

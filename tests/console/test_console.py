@@ -243,6 +243,10 @@ def test_cluster_page(browser: Any, page: Callable[..., Any], env: dict[str, Any
     page("cluster")
     states = wait_texts(browser, "#brokers [data-state]", lambda s: s == ["RUNNING"] * 3)
     assert states == ["RUNNING"] * 3
+    # ... as each broker tells it (its tidelog_broker_state on /metrics), not the controller's guess
+    # (a poll: one /metrics read may time out on a loaded machine and fall back for that refresh)
+    wait(browser, "the brokers' own states", lambda: [(c.text, c.get_attribute("data-source")) for c in
+         browser.find_elements(By.CSS_SELECTOR, "#brokers [data-state]")] == [("RUNNING", "broker")] * 3)
     assert len(texts(browser, "#controllers tr[data-controller]")) == 3
     assert sum("(active)" in t for t in texts(browser, "#controllers tr[data-controller]")) == 1
     # partitions led: every partition of the cluster has exactly one leader among the brokers

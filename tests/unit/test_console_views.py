@@ -160,6 +160,35 @@ def test_lifecycle_state(view: dict[str, Any], state: str) -> None:
     assert views.lifecycle_state(view, session_timeout_ms=9000) == state
 
 
+FENCED_SILENT = {"fenced": True, "in_controlled_shutdown": False, "heartbeat_age_ms": None}
+UNFENCED = {"fenced": False, "in_controlled_shutdown": False, "heartbeat_age_ms": 10}
+
+
+@pytest.mark.parametrize(("text", "state"), [
+    ('tidelog_broker_state{state="STARTING"} 1.0', "STARTING"),  # only the broker can tell it
+    ('tidelog_broker_state{state="RECOVERY"} 2.0', "RECOVERY"),
+    ('tidelog_broker_state{state="RUNNING"} 3.0', "RUNNING"),
+    ('tidelog_broker_state{state="PENDING_CONTROLLED_SHUTDOWN"} 6.0', "CONTROLLED_SHUTDOWN"),
+    ('tidelog_broker_state{state="SHUTTING_DOWN"} 7.0', "SHUTTING_DOWN"),
+])
+def test_the_brokers_own_state_wins_over_the_controllers_guess(text: str, state: str) -> None:
+    reported = views.broker_state(f"# TYPE tidelog_broker_state gauge\n{text}\ntidelog_broker_bytes_in_total 5.0\n")
+    assert reported == state
+    assert views.lifecycle_state(UNFENCED if state != "RUNNING" else FENCED_SILENT, 9000, reported) == state
+
+
+@pytest.mark.parametrize("text", [
+    "tidelog_broker_bytes_in_total 5.0\n",  # an older broker: no state gauge
+    'tidelog_broker_state{state="X"} 4.0\n',  # a number Kafka does not define
+    'tidelog_broker_state{state="X"} many\n',
+])
+def test_without_the_brokers_state_the_controllers_guess_is_shown(text: str) -> None:
+    reported = views.broker_state(text)
+    assert reported is None
+    assert views.lifecycle_state(FENCED_SILENT, 9000, reported) == "FENCED"
+    assert views.lifecycle_state(UNFENCED, 9000, reported) == "RUNNING"
+
+
 METRICS = """# HELP tidelog_broker_bytes_in_total Bytes read.
 # TYPE tidelog_broker_bytes_in_total counter
 tidelog_broker_bytes_in_total 1000.0
