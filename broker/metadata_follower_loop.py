@@ -112,8 +112,13 @@ class MetadataFollower:
                  clock: Callable[[], int] = monotonic_ms,
                  on_shutdown_requested: Callable[[], None] = raise_sigterm,
                  checkpoint: MetadataImage | None = None,
-                 failed_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: ()) -> None:
+                 failed_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: (),
+                 unfence_on_publish: bool = True) -> None:
         self.settings, self.client, self._on_changes, self._clock = settings, client, on_changes, clock
+        # False: the node calls ready_to_serve() once it answers clients, as Kafka's BrokerServer
+        # enables request processing before setReadyToUnfence; an unfenced broker that still
+        # closes every connection sends clients that trust the metadata elsewhere for nothing
+        self._unfence_on_publish = unfence_on_publish
         # (topic_id, partition) of the replicas that failed here: every heartbeat reports them
         # (the replica manager's `failed_replicas`), as Kafka's heartbeats carry OfflineLogDirs.
         self._failed_replicas = failed_replicas
@@ -259,11 +264,8 @@ class MetadataFollower:
                 self._published = True
                 self.published.set()
                 self.applied_offsets.advanced(state.applied_offset)
-                # Kafka's setReadyToUnfence: only a broker hosting what the metadata says asks
-                # to be unfenced (the node recovered its logs before starting us).
-                self.lifecycle.set_ready_to_unfence()
-                self._beat_now = True
-                self._wake.set()
+                if self._unfence_on_publish:
+                    self.ready_to_serve()
                 self._checkpoint()
                 continue
             if changes is None:
@@ -295,6 +297,14 @@ class MetadataFollower:
                                              reported_offset=self._reported_offset):
             self._beat_now = True
             self._wake.set()
+
+    def ready_to_serve(self) -> None:
+        """Kafka's setReadyToUnfence: only a broker hosting what the metadata says (the node
+        recovered its logs before starting us) and answering clients asks to be unfenced; the
+        next heartbeat says so at once."""
+        self.lifecycle.set_ready_to_unfence()
+        self._beat_now = True
+        self._wake.set()
 
     async def _register(self) -> None:
         settings, state = self.settings, self.state

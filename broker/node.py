@@ -225,7 +225,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms,
                              rack=config.get_optional_str("broker.rack")),
             client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed,
-            failed_replicas=lambda: replicas.failed_replicas)  # reported in every heartbeat
+            failed_replicas=lambda: replicas.failed_replicas,  # reported in every heartbeat
+            unfence_on_publish=False)  # _serve_when_published unfences once clients are answered
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)
         fetchers = ReplicaFetcherManager(replicas,
                                          fetcher_settings(broker_id, advertised.name, config, local_host=local_host),
@@ -350,6 +351,7 @@ async def _serve_when_published(late: _LateHandler, handler: Any, follower: Meta
     late.handler = handler
     logger.info("Broker %d serves clients from metadata offset %d", follower.settings.broker_id,
                 follower.state.applied_offset)
+    follower.ready_to_serve()
 
 
 class _LateHandler:

@@ -69,3 +69,17 @@ def test_the_fatal_line_names_each_error_of_the_task_group_not_the_group():
     assert "OSError: [Errno 24] Too many open files (at test_metadata_follower_stop:" in line
     assert "ValueError: bad record (at test_metadata_follower_stop:" in line
     assert fatal_error_summary(None) == "it returned without an error"
+
+
+def test_a_node_that_answers_clients_late_asks_to_be_unfenced_only_once_it_does(tmp_path):
+    """broker/node.py builds its follower with unfence_on_publish=False: publishing the first
+    caught-up image does not end want_fence, ready_to_serve() (clients answered) does, as Kafka's
+    BrokerServer enables request processing before setReadyToUnfence."""
+    settings = FollowerSettings(broker_id=4, incarnation_id="inc", listeners=(), log_dir=tmp_path)
+    late = MetadataFollower(settings, client=None, on_changes=lambda changes, image: None,  # type: ignore[arg-type]
+                            unfence_on_publish=False)
+    run_to(late, BrokerState.STARTING)
+    late.lifecycle.handle(LifecycleEvent.CAUGHT_UP, 0)
+    assert late.lifecycle.heartbeat_flags().want_fence
+    late.ready_to_serve()
+    assert not late.lifecycle.heartbeat_flags().want_fence
