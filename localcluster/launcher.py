@@ -204,7 +204,7 @@ class LocalCluster:
               broker_config: Mapping[str, str] | None = None,
               controller_config: Mapping[str, str] | None = None, racks: int = 0,
               security: str | None = None,
-              spawn: Callable[[NodeSpec], NodeProcess] = NodeProcess.spawn) -> LocalCluster:
+              spawn: Callable[[NodeSpec], NodeProcess] | None = None) -> LocalCluster:
         """Start every node of `root` (planned on first start, reused after) that is not running,
         and wait until the whole cluster is ready (as `docker compose up` does: a node killed
         since the last start comes back; the ids are in `started` and `already_running`).
@@ -214,12 +214,15 @@ class LocalCluster:
         validated as the nodes will parse it: a bad key writes nothing and starts nothing (nor
         does a key for a node that is running: it would not read it).
         `racks` N > 0 gives new brokers broker.rack rack-1..rack-N in turn (`localcluster.racks`).
-        `spawn` starts one node (tidelog.testing's zygote forks them from pre-imported modules).
+        `spawn` starts one node (tidelog.testing's zygote forks them from pre-imported modules);
+        None means NodeProcess.spawn, looked up at call time.
         On any failure, including `should_stop()` turning true (`Interrupted`), the nodes this call
         started are stopped before the error is raised (those already running are left so):
         LayoutError for a request or data dir that cannot be run, LauncherError for a cluster
         already running in full, taken ports, a node that died or a cluster never ready.
         """
+        if spawn is None:
+            spawn = NodeProcess.spawn
         root = root.resolve()
         with data_dir_lock(root):
             specs = resolve_layout(root, controllers=controllers, raft_port=raft_port, admin_port=admin_port,

@@ -52,7 +52,9 @@ def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterS
     if node.role == COMBINED:
         entries.update(_broker_entries(node))
     entries.update(_console_entries(node, nodes))
-    entries.update(extra or {})
+    for key, value in (extra or {}).items():  # last, even for a key already set: they win
+        entries.pop(key, None)
+        entries[key] = value
     lines = ["# Written by `tidelog up` on this node's first start; edit freely, it is never",
              "# overwritten. It holds the quorum password: keep it private (mode 0600)."]
     lines += [properties_line(key, value) for key, value in entries.items()]

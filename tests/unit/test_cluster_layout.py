@@ -164,7 +164,8 @@ def test_node_properties_parse_back_for_every_node(tmp_path: Path, nodes: tuple[
                                          node_properties(node, nodes, SECRETS))
         assert sorted(entries) == sorted([
             "node.id", "process.roles", "controller.quorum.voters", "controller.listener",
-            "controller.api.voters", "controller.cluster.password", "cluster.id", "metadata.log.dir"])
+            "controller.api.voters", "controller.cluster.password", "cluster.id", "metadata.log.dir",
+            "console.chaos.reports.dir"])  # a controller's web console (no broker here: no metrics port)
         assert config["node.id"] == node.node_id
         assert config["process.roles"] == ("controller",)
         assert dict(parse_voters(config["controller.quorum.voters"])) == expected_voters  # type: ignore[arg-type]
@@ -193,6 +194,7 @@ def test_node_properties_text() -> None:
         f"controller.cluster.password={SECRETS.password}",
         f"cluster.id={SECRETS.cluster_id}",
         "metadata.log.dir=/srv/tidelog/controller-1",
+        "console.chaos.reports.dir=/srv/chaos-reports",
     ]
 
 
