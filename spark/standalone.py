@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_HOST: Final = "127.0.0.1"
-READY_TIMEOUT: Final = 90 * SECONDS  # JVM start-ups on a loaded 2-core machine
-STOP_TIMEOUT: Final = 10 * SECONDS  # after SIGTERM, then SIGKILL
+DAEMON_READY_TIMEOUT: Final = 90 * SECONDS  # JVM start-ups on a loaded 2-core machine
+DAEMON_STOP_TIMEOUT: Final = 10 * SECONDS  # after SIGTERM, then SIGKILL
 POLL: Final = 0.5 * SECONDS
-HTTP_TIMEOUT: Final = 5 * SECONDS
+MASTER_UI_TIMEOUT: Final = 5 * SECONDS
 DAEMON_MEMORY: Final = "256m"  # the master's and each worker's own JVM heap
 WORKER_MEMORY: Final = "1g"  # what a worker offers executors
 EXECUTOR_MEMORY: Final = "512m"  # Spark refuses executors under ~450 MiB (300 MiB reserved x 1.5)
@@ -59,7 +59,7 @@ class StandaloneCluster:
 
     def status(self) -> dict[str, object]:
         """The master's JSON status: aliveworkers, cores, activeapps, completedapps..."""
-        with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=HTTP_TIMEOUT) as answer:
+        with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=MASTER_UI_TIMEOUT) as answer:
             status: dict[str, object] = json.loads(answer.read())
         return status
 
@@ -103,12 +103,12 @@ class _Daemon:
             return "(no log)"
 
     def stop(self) -> None:
-        """SIGTERM to the daemon's process group (its executors too), SIGKILL after STOP_TIMEOUT."""
+        """SIGTERM to the daemon's process group (its executors too), SIGKILL after DAEMON_STOP_TIMEOUT."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, sig)
             try:
-                self.process.wait(STOP_TIMEOUT)
+                self.process.wait(DAEMON_STOP_TIMEOUT)
                 break
             except subprocess.TimeoutExpired:
                 continue
@@ -119,7 +119,7 @@ class _Daemon:
 
 @contextlib.contextmanager
 def standalone_cluster(work: Path, *, workers: int = 2, cores_per_worker: int = 1, host: str = DEFAULT_HOST,
-                       ready_timeout: float = READY_TIMEOUT) -> Iterator[StandaloneCluster]:
+                       ready_timeout: float = DAEMON_READY_TIMEOUT) -> Iterator[StandaloneCluster]:
     """A master and `workers` workers of `cores_per_worker` cores each, ready (every worker
     registered); every daemon and what it launched stopped on exit, even on failure."""
     (work / "logs").mkdir(parents=True, exist_ok=True)

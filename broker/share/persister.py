@@ -21,11 +21,11 @@ from typing import Any, Final
 from broker.broker_connections import BrokerConnections, Endpoint
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from common.errors import ErrorCode
+from common.limits import CLIENT_REQUEST_TIMEOUT
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.metadata import wire_topic_id
 from common.topic_partition import TopicPartition
-from common.units import SECOND_MS
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from groups.share_records import ShareSnapshotValue, StateBatch
 from metadata.image import MetadataImage
@@ -33,7 +33,6 @@ from metadata.image import MetadataImage
 log = logging.getLogger(__name__)
 
 STATE_VERSION: Final = 0  # Read/WriteShareGroupState v0 (Kafka 4.1's)
-REQUEST_TIMEOUT_MS: Final = 30 * SECOND_MS  # Kafka's request.timeout.ms for a broker's own request
 UNINITIALIZED: Final = -1
 E = ErrorCode
 
@@ -101,7 +100,7 @@ class ShareStore:
             return E.COORDINATOR_NOT_AVAILABLE
 
     async def _open(self, host: str, port: int) -> KafkaConnection:
-        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_MS / SECOND_MS)
+        return await KafkaConnection.open(host, port, client_id=self.client_id, timeout_s=CLIENT_REQUEST_TIMEOUT)
 
     async def close(self) -> None:
         self._coordinators.close()

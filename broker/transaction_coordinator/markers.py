@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 from broker.broker_connections import BrokerConnections, Connect
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from common.errors import ErrorCode
+from common.limits import CLIENT_REQUEST_TIMEOUT
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.topic_partition import TopicPartition
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 WRITE_TXN_MARKERS_VERSION: Final = 1  # Kafka 3.9 answers 0-1, 4.x 1-2: v1 speaks to both
 RETRY_BACKOFF_MS: Final = 100  # between rounds with partitions left (Kafka: retry.backoff.ms)
-REQUEST_TIMEOUT_MS: Final = 30 * SECOND_MS  # one WriteTxnMarkers (Kafka: request.timeout.ms)
 MAX_ABANDONED: Final = 10_000  # fenced transactions remembered (not resent by the coordinator's sweep)
 # Retried as Kafka's TransactionMarkerRequestCompletionHandler retries them.
 RETRIABLE: Final = frozenset({
@@ -102,7 +102,7 @@ class MarkerSender:
     async def _open(self, host: str, port: int) -> KafkaConnection:
         """Connect from this broker's own advertised address when it is a local IP (as the replica
         fetchers leave from the listener's address), so chaos can cut this broker's links."""
-        timeout_s = REQUEST_TIMEOUT_MS / SECOND_MS
+        timeout_s = CLIENT_REQUEST_TIMEOUT  # one WriteTxnMarkers (Kafka: request.timeout.ms)
         local_host = self._local_host()
         if local_host is not None:
             try:

@@ -108,7 +108,7 @@ class Client:
         self.log = logging.getLogger(f"chaos.txn.{args.name}")
         # a secured cluster's client settings (`tidelog up --security`'s client.properties), on every client
         self.security: dict[str, str] = {}
-        if args.security_dir:
+        if getattr(args, "security_dir", None):  # callers that predate secured clusters pass none
             from localcluster.security_setup import read_client_config
             self.security = read_client_config(Path(args.security_dir))
             del self.security["bootstrap.servers"]  # --bootstrap names the secured listeners already

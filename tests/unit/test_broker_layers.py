@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("services", frozenset({
         "timers", "purgatory", "refusal_log", "controller_client", "leader_elections",
         "partition_reassignments", "producer_ids", "topic_admin", "coordinator",
+        "topic_metrics",
     })),
     # the partition log on disk and what reads it whole
     ("storage", frozenset({"log", "metadata_checkpoint", "slice_sender"})),
@@ -46,7 +47,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("replicas", frozenset({
         "replication", "hosted_topic_configs", "replica_reads", "replica_appends",
         "replica_deletes", "replica_roles", "replica_manager", "fetch_sessions", "txn_verification",
-        "replica_selector",
+        "replica_selector", "broker_connections",
     })),
     # the Kafka listener (its security: TLS, SASL) and the metadata log follower's loop
     ("server", frozenset({"server", "listener_security", "broker_metrics", "metadata_follower_loop"})),

@@ -34,9 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     "localcluster": {"common", "security"},
     # the web console reads the controller's image and admin state; quorum never imports it (the
     # controller's HTTP server takes it as an extension installed at start)
-    "console": {"common", "metadata", "quorum", "security"},
+    # (and tidelog's group admin, which `tidelog groups describe` reads a share group with)
+    "console": {"common", "metadata", "quorum", "security", "tidelog"},
     "tidelog": {"common", "metadata", "shutdown", "groups", "transactions", "quorum", "broker", "spark",
-                "localcluster", "security", "console"},
+                "localcluster", "security"},
     # chaos.sim runs the controller's and the replicas' own rules (quorum, broker) in memory;
     # `chaos run --serve` serves the console's live view
     "chaos": {"common", "metadata", "shutdown", "groups", "transactions", "localcluster", "quorum", "broker",
