@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -210,7 +211,8 @@ async def test_the_last_voter_is_never_removed(quorum: Quorum) -> None:
 # --- the same with real processes, through the admin API, the CLI and a broker ---------------
 
 NEW_CONTROLLERS = (5, 6)  # 127.0.0.4 is broker 4
-TOPICS_MAX = 400  # the workload's bound; it stops when the test does
+WORKLOAD_MAX_S = 300.0  # the workload's bound; it stops when the test does
+FAILED_PAUSE_S = 0.05  # after a refused create (a handover), so retries do not spin
 
 
 def start_controller(cluster: LocalCluster, node_id: int, raft_port: int, admin_port: int) -> NodeProcess:
@@ -272,13 +274,20 @@ class Workload:
         self.epochs: set[int] = set()
 
     def _run(self) -> None:
-        for i in range(TOPICS_MAX):  # bounded; the test stops it sooner
-            if self.stopped.is_set():
-                return
+        # bounded by time, not by a count: a fast machine must not run out of topics before the
+        # test's last phase waits for ten more
+        deadline = time.monotonic() + WORKLOAD_MAX_S
+        i = 0
+        while not self.stopped.is_set() and time.monotonic() < deadline:
             name = f"grow-{i}"
+            i += 1
             status, body = http(f"{self.url}/v1/topics", "POST", {"name": name, "partitions": 1,
                                                                  "replication_factor": 1})
-            (self.created.append(name) if status == 201 else self.failed.append((name, status, body[:200])))
+            if status == 201:
+                self.created.append(name)
+            else:
+                self.failed.append((name, status, body[:200]))
+                self.stopped.wait(FAILED_PAUSE_S)
             status, body = http(f"{self.url}/v1/brokers/{BROKER_ID}")
             if status == 200:
                 broker = json.loads(body)
@@ -360,7 +369,12 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
                 for node_id in removed:  # the operator stops what it removed
                     assert cluster.node(node_id).stop().exit_status == 0
                 count = len(workload.created)
-                wait_until("topics are created with the shrunk quorum", lambda: len(workload.created) >= count + 10)
+                try:
+                    wait_until("topics are created with the shrunk quorum", lambda: len(workload.created) >= count + 10)
+                except AssertionError as exc:  # WaitTimeout: say what the workload saw
+                    raise AssertionError(f"{exc}; created {len(workload.created)} (was {count}), last refusals "
+                                         f"{workload.failed[-3:]}, workload running: {workload.thread.is_alive()}"
+                                         ) from exc
             assert not workload.fenced_seen and len(workload.epochs) == 1, (workload.fenced_seen, workload.epochs)
             topics = {t["name"] for t in json.loads(http(f"{urls[kept]}/v1/topics")[1])}
             assert set(workload.created) <= topics  # no acknowledged write lost
