@@ -61,6 +61,7 @@ from security.authorizer import ANONYMOUS
 from security.sasl_server import ScramCredentials
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
+from broker.loop_stalls import TailSources, probe_stalls, tail_families, track_gc
 from broker.startup_heap import freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
@@ -177,6 +178,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     # The broker's one timer service, on the monotonic clock: the purgatories, the group
     # coordinator, the isr-expiration task, log maintenance and the cleaner's backoff.
     timers = TimerService(name=f"broker {broker_id}")
+    tail = TailSources()  # event-loop stalls and GC pauses, on /metrics (issue 35)
+    untrack_gc = track_gc(tail)
     cleaner_config = CleanerConfig.from_config(config)
     # The cleaner stops at each partition's last stable offset; a log whose partition is not
     # open yet (its producer state not rebuilt) is not cleaned at all (offset 0).
@@ -246,14 +249,16 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                                    *handler.context.groups.metric_families(METRICS_PREFIX),
                                    *handler.context.transactions.metric_families(METRICS_PREFIX),
                                    *cleaner_families(cleaners.stats, METRICS_PREFIX),
-                                   *segment_file_families(log_manager.files.stats, METRICS_PREFIX)])
+                                   *segment_file_families(log_manager.files.stats, METRICS_PREFIX),
+                                   *tail_families(tail, METRICS_PREFIX)])
             metrics_runner = await start_metrics(settings.metrics_address, render, control_routes(
                 handler.faults, token_from_config(config), broker_id))  # request faults (issue 33)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         periodic = schedule_maintenance(timers, log_manager, config)
         replicas.start_isr_expiration()
         tasks = [follower_task, asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients")]
+                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients"),
+                 asyncio.create_task(probe_stalls(tail, broker_id), name="stall-probe")]
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
                                           name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
@@ -289,6 +294,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if handler is not None:
             await handler.close()
         timers.close()  # no periodic job runs past here
+        untrack_gc()
         await client.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()

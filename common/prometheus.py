@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE", "Labels", "Metric", "Sample", "counter", "exposition", "gauge", "histogram",
-           "sample_key", "samples", "unlabelled"]
+           "labelled_histogram", "sample_key", "samples", "unlabelled"]
 
 # What generate_latest writes: the text format 0.0.4.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -68,10 +68,8 @@ def counter(name: str, help_text: str, samples: Iterable[Sample]) -> Metric:
     return _family(CounterMetricFamily(name, help_text, labels=_label_names(listed)), listed)
 
 
-def histogram(name: str, help_text: str, bounds: Sequence[float], counts: Sequence[int],
-              total: float) -> Metric:
-    """A histogram from per-bucket counts (`counts` has one entry more than `bounds`: the +Inf
-    bucket); the family carries cumulative buckets, as the format wants."""
+def _cumulative(name: str, bounds: Sequence[float], counts: Sequence[int]) -> list[tuple[str, float]]:
+    """Per-bucket counts (one more than `bounds`: the +Inf bucket) as the format's cumulative buckets."""
     if len(counts) != len(bounds) + 1:
         raise ValueError(f"{name}: {len(counts)} bucket counts for {len(bounds)} bounds and +Inf")
     cumulative: list[tuple[str, float]] = []
@@ -79,7 +77,23 @@ def histogram(name: str, help_text: str, bounds: Sequence[float], counts: Sequen
     for bound, count in zip((*bounds, math.inf), counts):
         running += count
         cumulative.append(("+Inf" if bound == math.inf else f"{bound:g}", running))
-    return HistogramMetricFamily(name, help_text, buckets=cumulative, sum_value=total)
+    return cumulative
+
+
+def histogram(name: str, help_text: str, bounds: Sequence[float], counts: Sequence[int],
+              total: float) -> Metric:
+    """A histogram from per-bucket counts (`counts` has one entry more than `bounds`: the +Inf
+    bucket); the family carries cumulative buckets, as the format wants."""
+    return HistogramMetricFamily(name, help_text, buckets=_cumulative(name, bounds, counts), sum_value=total)
+
+
+def labelled_histogram(name: str, help_text: str, label: str, bounds: Sequence[float],
+                       series: Iterable[tuple[str, Sequence[int], float]]) -> Metric:
+    """One histogram per value of `label`: `series` holds (label value, per-bucket counts, sum)."""
+    family = HistogramMetricFamily(name, help_text, labels=[label])
+    for value, counts, total in series:
+        family.add_metric([value], _cumulative(name, bounds, counts), total)
+    return family
 
 
 class _Families(Collector):

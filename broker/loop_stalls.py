@@ -1,0 +1,110 @@
+"""Where a broker's latency tail comes from: event-loop stalls and garbage-collector pauses (issue 35).
+
+Every request a broker answers waits for its one event loop; whatever holds the loop (a long
+callback, a synchronous file operation, a collection of the cyclic garbage collector) delays
+every request in flight by as long. The request latency histogram shows that the tail exists;
+these two say where it comes from:
+
+    pauses = TailSources()
+    probe = asyncio.create_task(probe_stalls(pauses, broker_id))   # broker/node.py owns the task
+    untrack = track_gc(pauses)                                      # gc.callbacks; untrack() on stop
+    families = tail_families(pauses, METRICS_PREFIX)                # for GET /metrics
+
+`tidelog_broker_event_loop_stall_ms` is how late the probe's timer fired, observed every
+`STALL_PROBE_PERIOD_S`: a stall of X ms means a callback held the loop for about X ms, so any
+request that arrived meanwhile waited as long. `tidelog_broker_gc_pause_ms{generation}` is each
+collection's duration, on whichever thread ran it (the GIL stops every other thread meanwhile).
+bench/replication.py's loaded-latency phase reads both around its canary producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from common.prometheus import Metric, histogram, labelled_histogram
+
+logger = logging.getLogger(__name__)
+
+STALL_PROBE_PERIOD_S: Final = 0.01  # the probe's timer: 100 wake-ups/s, ~0.2 % of a core
+STALL_LOG_MS: Final = 250  # a stall this long is logged (it is what gets a broker's session at risk)
+PAUSE_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
+GC_GENERATIONS: Final = (0, 1, 2)
+
+
+@dataclass(slots=True)
+class PauseHistogram:
+    """Counts of pauses by bucket (`PAUSE_BUCKETS_MS` and +Inf), their sum and the longest."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(PAUSE_BUCKETS_MS) + 1))
+    total_ms: float = 0.0
+    longest_ms: float = 0.0
+
+    def observe(self, ms: float) -> None:
+        self.counts[bisect_left(PAUSE_BUCKETS_MS, ms)] += 1
+        self.total_ms += ms
+        self.longest_ms = max(self.longest_ms, ms)
+
+
+@dataclass(slots=True)
+class TailSources:
+    """The broker's event-loop stalls and its collections' pauses by generation."""
+
+    stalls: PauseHistogram = field(default_factory=PauseHistogram)
+    gc_pauses: dict[int, PauseHistogram] = field(default_factory=lambda: {g: PauseHistogram() for g in GC_GENERATIONS})
+
+
+async def probe_stalls(sources: TailSources, broker_id: int) -> None:
+    """Observe how late a `STALL_PROBE_PERIOD_S` timer fires, until cancelled; log long stalls."""
+    loop = asyncio.get_running_loop()
+    while True:  # until cancelled when the broker stops
+        before = loop.time()
+        await asyncio.sleep(STALL_PROBE_PERIOD_S)
+        stalled_ms = max(0.0, (loop.time() - before - STALL_PROBE_PERIOD_S) * 1000)
+        sources.stalls.observe(stalled_ms)
+        if stalled_ms >= STALL_LOG_MS:
+            logger.warning("Broker %d: its event loop was stalled for %d ms (the longest so far: %d ms)",
+                           broker_id, stalled_ms, sources.stalls.longest_ms)
+
+
+def track_gc(sources: TailSources, clock: Callable[[], float] = time.perf_counter) -> Callable[[], None]:
+    """Time every collection into `sources.gc_pauses`; returns the function that stops it.
+
+    A collection runs on one thread at a time and holds the GIL throughout, so the start time
+    kept between the "start" and "stop" callbacks is never another collection's."""
+    started: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = clock()
+        else:
+            pauses = sources.gc_pauses.get(info.get("generation", 2))
+            if pauses is not None:
+                pauses.observe((clock() - started[0]) * 1000)
+
+    gc.callbacks.append(callback)
+
+    def untrack() -> None:
+        if callback in gc.callbacks:
+            gc.callbacks.remove(callback)
+
+    return untrack
+
+
+def tail_families(sources: TailSources, prefix: str) -> list[Metric]:
+    """The two histograms for /metrics."""
+    return [
+        histogram(f"{prefix}event_loop_stall_ms",
+                  f"How late the event loop's {STALL_PROBE_PERIOD_S * 1000:g} ms probe timer fired: how long "
+                  "something held the loop that every request waited for.",
+                  PAUSE_BUCKETS_MS, sources.stalls.counts, sources.stalls.total_ms),
+        labelled_histogram(f"{prefix}gc_pause_ms", "Duration of each cyclic garbage collection, by generation.",
+                           "generation", PAUSE_BUCKETS_MS,
+                           [(str(g), h.counts, h.total_ms) for g, h in sorted(sources.gc_pauses.items())]),
+    ]
