@@ -19,23 +19,13 @@ from __future__ import annotations
 
 import ssl
 from contextvars import ContextVar
-from dataclasses import dataclass
 
+from common.client_security import ClientSecurity
 from common.config_schema import Config, ConfigError, Password
 from common.listener_prefix import jaas_value, listener_value
+from security.sasl_client import SaslCredentials
 from security.sasl_jaas import JaasError, parse_jaas
 from security.sasl_server import SUPPORTED_MECHANISMS
-
-
-@dataclass(frozen=True, slots=True)
-class ClientSecurity:
-    """A client's side of a listener's security protocol."""
-
-    protocol: str
-    ssl_context: ssl.SSLContext | None = None
-    mechanism: str | None = None  # SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-    username: str = ""
-    password: str = ""
 
 
 # Set once by the broker process (broker.node); every task it starts afterwards inherits it.
@@ -74,4 +64,5 @@ def inter_broker_security(protocol: str, config: Config, listener: str = "") -> 
         raise ConfigError(f"config 'sasl.jaas.config' (or listener.name.{listener.lower() or '<listener>'}."
                           f"{mechanism.lower()}.sasl.jaas.config) must name the broker's own username and "
                           "password for a SASL inter-broker listener")
-    return ClientSecurity(protocol, context, mechanism, *credentials)
+    # the same login the CLI's and Spark's client use (security.sasl_client): one SCRAM client
+    return ClientSecurity(protocol, context, SaslCredentials(mechanism, *credentials))

@@ -2,7 +2,7 @@
 client (`common.kafka_client`) and the Spark task reader (`spark.fetch_client`).
 
     connection = BrokerConnection(("127.0.0.4", 9092), "tidelog-cli", connect_timeout=5.0,
-                                  max_response_bytes=64 * MIB)
+                                  max_response_bytes=64 * MIB, security=None)
     raw = connection.request(ApiKey.METADATA, 8, body, timeout=30.0)
     answer = connection.decode(metadata.decode_metadata_response, raw, 8)
 
@@ -10,16 +10,34 @@ One socket, one request in flight, fixed by the caller's API versions. Every wai
 by a socket timeout and every response by a size limit. Whatever goes wrong (refused, reset,
 timed out, too large, malformed) closes the socket and raises `BrokerUnavailable`: callers
 look the leader up again and retry, as Kafka's clients do.
+
+With `security` (common.client_security) the socket is TLS-wrapped and SASL-authenticated
+before it is handed out, within the connect timeout. A refused login raises `SaslRefused`
+instead, which is not retriable (Kafka's clients stop on an authentication error too).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
+from common.client_security import (
+    SASL_AUTHENTICATE_VERSION,
+    SASL_HANDSHAKE_VERSION,
+    ClientSecurity,
+    SaslLogin,
+    SaslRefused,
+    authenticate_request,
+    check_authenticate,
+    check_handshake,
+    handshake_request,
+    next_token,
+)
+from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.protocol.frame import ClientFraming
+from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import MIB
 
@@ -40,15 +58,46 @@ class BrokerConnection:
     """A connected socket to one broker, with its own correlation ids."""
 
     def __init__(self, address: tuple[str, int], client_id: str, *, connect_timeout: float,
-                 max_response_bytes: int) -> None:
+                 max_response_bytes: int, security: ClientSecurity | None = None) -> None:
         self.address = address
         self._framing = ClientFraming(client_id, max_response_bytes)
         self._sock: socket.socket | None = None
         try:
-            self._sock = socket.create_connection(address, timeout=connect_timeout)
+            sock = socket.create_connection(address, timeout=connect_timeout)
         except OSError as exc:
             raise BrokerUnavailable(f"cannot connect to {shown(address)}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security is not None and security.ssl_context is not None:
+            try:  # the handshake runs here, bounded by the socket's connect timeout
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=address[0])
+            except (OSError, ssl.SSLError) as exc:  # SSLCertVerificationError included
+                sock.close()
+                raise BrokerUnavailable(f"TLS handshake with {shown(address)} failed: {exc}") from None
+        self._sock = sock
+        if security is not None and security.sasl is not None:
+            try:
+                self._authenticate(security.sasl, connect_timeout)
+            except SaslRefused:
+                self.close()
+                raise
+
+    def _authenticate(self, login: SaslLogin, timeout: float) -> None:
+        """SaslHandshake v1 and a SaslAuthenticate v2 per token of the mechanism (Kafka's order)."""
+        where = shown(self.address)
+        check_handshake(self._sasl_call(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION,
+                                        handshake_request(login.mechanism), timeout), login.mechanism, where)
+        steps = login.steps()
+        token: bytes | None = next(steps)
+        while token is not None:  # bounded: a mechanism sends at most a few tokens, then stops
+            answer = self._sasl_call(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION,
+                                     authenticate_request(token), timeout)
+            token = next_token(steps, check_authenticate(answer, login.username, where))
+
+    def _sasl_call(self, api_key: ApiKey, version: int, body: list[Chunk], timeout: float) -> Any:
+        raw = self.request(api_key, version, body, timeout=timeout)
+        assert raw is not None
+        decoder = messages.response_decoder(api_key)
+        return self.decode(lambda view, v: decoder(strip_response_header(api_key, v, view), v), raw, version)
 
     @property
     def closed(self) -> bool:

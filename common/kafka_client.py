@@ -13,6 +13,11 @@ classic). Every read is bounded by a timeout and every response by a size limit;
 that fails (refused, reset, timed out, malformed answer) is dropped and `BrokerUnavailable`
 raised, so callers refresh metadata and retry. Deciding what an error code means is the
 caller's job (`RETRIABLE`); the codes and the requests are Kafka's.
+
+`security` (security.sasl_client.client_security of librdkafka's settings, None for PLAINTEXT)
+makes every connection TLS and/or SASL as Kafka's clients do: SaslHandshake v1 then
+SaslAuthenticate v2. A refused login raises `SaslRefused` at once: unlike an unreachable broker
+it is not retried (another broker would refuse the same credentials).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from common.broker_connection import BrokerConnection, BrokerUnavailable, shown
+from common.broker_connection import BrokerConnection, shown
+from common.broker_connection import BrokerUnavailable as BrokerUnavailable  # re-exported: callers catch it
+from common.client_security import ClientSecurity
+from common.client_security import SaslRefused as SaslRefused  # re-exported: callers catch it
 from common.errors import ErrorCode
 from common.limits import CLIENT_CONNECT_TIMEOUT, CLIENT_REQUEST_TIMEOUT
 from common.protocol import fetch, list_offsets, metadata, produce
@@ -100,11 +108,11 @@ class KafkaClient:
     """Connections to the bootstrap servers and every broker metadata names, opened on demand."""
 
     def __init__(self, bootstrap: Sequence[tuple[str, int]], *, client_id: str = "tidelog-cli",
-                 request_timeout: float = CLIENT_REQUEST_TIMEOUT) -> None:
+                 request_timeout: float = CLIENT_REQUEST_TIMEOUT, security: ClientSecurity | None = None) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap server is needed")
         self.bootstrap = tuple(bootstrap)
-        self._client_id, self._timeout = client_id, request_timeout
+        self._client_id, self._timeout, self._security = client_id, request_timeout, security
         self.brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
 
@@ -127,7 +135,7 @@ class KafkaClient:
             if connection is None:
                 connection = self._connections[address] = BrokerConnection(
                     address, self._client_id, connect_timeout=min(CLIENT_CONNECT_TIMEOUT, timeout),
-                    max_response_bytes=MAX_RESPONSE_BYTES)
+                    max_response_bytes=MAX_RESPONSE_BYTES, security=self._security)
             return connection.request(api_key, version, body, timeout=timeout, expect_response=expect_response)
         except BrokerUnavailable:
             self._drop(address)

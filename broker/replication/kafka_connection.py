@@ -14,18 +14,26 @@ is bounded by the timeout; any failure closes the connection and raises
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
-from broker.client_security import INTER_BROKER_SECURITY, ClientSecurity
+from broker.client_security import INTER_BROKER_SECURITY
+from common.client_security import (
+    SASL_AUTHENTICATE_VERSION,
+    SASL_HANDSHAKE_VERSION,
+    SaslLogin,
+    SaslRefused,
+    authenticate_request,
+    check_authenticate,
+    check_handshake,
+    handshake_request,
+    next_token,
+)
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import ClientFraming, strip_response_header
 from common.protocol.primitives import Chunk, ProtocolError
 from common.units import MIB
-from security.scram import MECHANISMS as SCRAM_MECHANISMS
-from security.scram import NONCE_BYTES, ScramClient
 
 MAX_RESPONSE_BYTES: Final = 512 * MIB  # far above replica.fetch.response.max.bytes
 
@@ -63,41 +71,29 @@ class KafkaConnection:
         except (OSError, TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to {address}: {e or type(e).__name__}") from e
         connection = cls(reader, writer, address=address, client_id=client_id, timeout_s=timeout_s)
-        if security is not None and security.mechanism is not None:
-            await connection._authenticate(security)
+        if security is not None and security.sasl is not None:
+            await connection._authenticate(security.sasl)
         return connection
 
-    async def _authenticate(self, security: ClientSecurity) -> None:
-        """SaslHandshake v1 and SaslAuthenticate v2 as a client (PLAIN or SCRAM); on a refusal the
-        connection is closed and BrokerConnectionError names the user and Kafka's message."""
-        mechanism = str(security.mechanism)
-        handshake = await self.request(ApiKey.SASL_HANDSHAKE, 1, messages.encode_request(messages.build(
-            messages.request_type(ApiKey.SASL_HANDSHAKE, 1), mechanism=mechanism), 1),
-            messages.response_decoder(ApiKey.SASL_HANDSHAKE))
-        if int(handshake.error_code):
+    async def _authenticate(self, login: SaslLogin) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v2 as a client (PLAIN or SCRAM, the tokens of
+        security.sasl_client as the CLI's client sends them); on a refusal the connection is
+        closed and BrokerConnectionError names the user and Kafka's message."""
+        try:
+            check_handshake(await self._sasl_call(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION,
+                                                  handshake_request(login.mechanism)), login.mechanism, self.address)
+            steps = login.steps()
+            token: bytes | None = next(steps)
+            while token is not None:  # bounded: a mechanism sends at most a few tokens, then stops
+                answer = await self._sasl_call(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION,
+                                               authenticate_request(token))
+                token = next_token(steps, check_authenticate(answer, login.username, self.address))
+        except SaslRefused as exc:
             self.abort()
-            raise BrokerConnectionError(f"{self.address} does not enable SASL mechanism {mechanism} "
-                                        f"(it enables {', '.join(handshake.mechanisms)})")
+            raise BrokerConnectionError(str(exc)) from None
 
-        async def exchange(token: bytes) -> bytes:
-            answer = await self.request(ApiKey.SASL_AUTHENTICATE, 2, messages.encode_request(messages.build(
-                messages.request_type(ApiKey.SASL_AUTHENTICATE, 2), auth_bytes=token), 2),
-                messages.response_decoder(ApiKey.SASL_AUTHENTICATE))
-            if int(answer.error_code):
-                self.abort()
-                raise BrokerConnectionError(f"SASL authentication as {security.username} to {self.address} "
-                                            f"failed: {answer.error_message}")
-            return bytes(answer.auth_bytes)
-
-        if mechanism == "PLAIN":
-            await exchange(f"\0{security.username}\0{security.password}".encode())
-            return
-        client = ScramClient(SCRAM_MECHANISMS[mechanism], security.username, security.password,
-                             secrets.token_urlsafe(NONCE_BYTES))
-        final = await exchange(client.final(await exchange(client.first())))
-        if not client.verify(final):
-            self.abort()
-            raise BrokerConnectionError(f"{self.address} answered a wrong SCRAM server signature")
+    async def _sasl_call(self, api_key: ApiKey, version: int, body: list[Chunk]) -> Any:
+        return await self.request(api_key, version, body, messages.response_decoder(api_key))
 
     async def request(self, api_key: ApiKey, version: int, body: list[Chunk],
                       decode: Callable[[memoryview, int], T], *, extra_timeout_s: float = 0.0) -> T:

@@ -26,8 +26,11 @@ from typing import Any
 
 import pytest
 
+from common.kafka_client import EARLIEST_TIMESTAMP, KafkaClient, SaslRefused
+from common.records import build_batch
 from common.waiting import wait_until
 from localcluster.launcher import LocalCluster, free_ports
+from security.sasl_client import client_security
 from security.tls import issue, new_ca
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -472,3 +475,81 @@ def test_fuzzed_sasl_handshakes_close_only_their_connection(cluster: dict[str, A
     # the fuzzer's bad inputs were refused, each with the broker's line, not silently
     text = cluster["log"].read_text(errors="replace")
     assert "Failed authentication with" in text and "Closing connection from" in text
+
+
+# --- tidelog's own client (common.kafka_client: the CLI's, chaos', the Spark sink's) -------------
+
+RAW_CLIENT_CASES = {  # listener -> librdkafka settings, as `tidelog up` prints them
+    "sasl-plain": ("sasl", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                            "sasl.username": "alice", "sasl.password": "alice-secret"}),
+    "sasl-scram-256": ("sasl", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                                "sasl.username": "scram256", "sasl.password": "scram256-secret"}),
+    "sasl-ssl-scram-512": ("sasl_ssl", {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                        "sasl.username": "scram512", "sasl.password": "scram512-secret"}),
+    "ssl-client-certificate": ("ssl", {"security.protocol": "SSL"}),
+}
+
+
+def raw_settings(cluster: dict[str, Any], case: str) -> tuple[tuple[str, int], dict[str, str]]:
+    listener, settings = RAW_CLIENT_CASES[case]
+    if settings["security.protocol"].endswith("SSL"):
+        settings = {**settings, "ssl.ca.location": cluster["ca"]}
+    if listener == "ssl":
+        pem = str(cluster["root"] / "Carol.pem")
+        settings = {**settings, "ssl.certificate.location": pem, "ssl.key.location": pem}
+    host, _, port = cluster[listener].rpartition(":")
+    return (host, int(port)), settings
+
+
+def leader_of(client: KafkaClient, topic: str) -> int:
+    def found() -> tuple[int] | None:
+        available = client.metadata([topic]).topics[topic].available()
+        return (client.metadata([topic]).topics[topic].partitions[0].leader,) if available else None
+    return wait_until(f"{topic} has a leader", found, CLIENT_TIMEOUT_S)[0]
+
+
+@pytest.mark.parametrize("case", sorted(RAW_CLIENT_CASES))
+def test_raw_client_produces_and_fetches_over_each_protocol(cluster: dict[str, Any], case: str) -> None:
+    """Metadata, Produce, ListOffsets and Fetch through one authenticated connection per broker:
+    the metadata answers the listener the client came in on."""
+    topic = f"raw-{case}"
+    create_topic(cluster, topic)
+    address, settings = raw_settings(cluster, case)
+    with KafkaClient([address], client_id="raw-security-test", security=client_security(settings)) as client:
+        info = client.metadata([topic])
+        assert list(info.brokers.values()) == [address]
+        leader = leader_of(client, topic)
+        answer = client.produce(leader, topic, {0: build_batch([(None, b"raw-v0"), (None, b"raw-v1")])}, acks=-1,
+                                timeout_ms=5_000)
+        assert answer[0].error_code == 0 and answer[0].base_offset == 0
+        assert client.list_offsets(leader, topic, {0: EARLIEST_TIMESTAMP})[0].offset == 0
+        fetched = client.fetch(leader, topic, {0: 0}, max_wait_ms=100)[0]
+        assert fetched.error_code == 0 and fetched.high_watermark == 2
+        assert b"raw-v1" in bytes(fetched.records or b"")
+
+
+@pytest.mark.parametrize("mechanism, user", [("PLAIN", "alice"), ("SCRAM-SHA-512", "scram512")])
+def test_raw_client_wrong_password_fails_fast(cluster: dict[str, Any], mechanism: str, user: str) -> None:
+    """A refused login is SaslRefused with the broker's message at once: not a broker to retry."""
+    host, _, port = cluster["sasl"].rpartition(":")
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user,
+                "sasl.password": "wrong"}
+    started = time.monotonic()
+    with KafkaClient([(host, int(port))], security=client_security(settings)) as client:
+        with pytest.raises(SaslRefused, match=f"SASL authentication as {user} to {host}:{port} failed: "
+                                              "Authentication failed"):
+            client.metadata([])
+    assert time.monotonic() - started < CLIENT_TIMEOUT_S / 3
+
+
+def test_raw_client_refuses_a_broker_certificate_for_another_name(cluster: dict[str, Any]) -> None:
+    """ssl.endpoint.identification.algorithm=https (the default) checks the broker's name: the
+    certificate names 127.0.0.1, so `localhost` fails the handshake; none skips the check."""
+    _, settings = raw_settings(cluster, "sasl-ssl-scram-512")
+    port = int(cluster["sasl_ssl"].rpartition(":")[2])
+    with KafkaClient([("localhost", port)], security=client_security(settings)) as client:
+        with pytest.raises(ConnectionError, match="TLS handshake with localhost:.* failed"):
+            client.metadata([])
+    unchecked = client_security({**settings, "ssl.endpoint.identification.algorithm": "none"})
+    with KafkaClient([("localhost", port)], security=unchecked) as client:
+        assert client.metadata([]).brokers  # answered over TLS without the name check
