@@ -52,6 +52,12 @@ bench-groups: $(BASE_STAMP) peer
 bench-replication: $(BASE_STAMP) bench-tools
 	$(BIN)/python bench/replication.py $(if $(RECORDS),--records $(RECORDS))
 
+# A 1,000 records/s acks=all canary alone and beside a 100 MB/s load and its consumer group, with
+# the brokers' event-loop stalls and GC pauses meanwhile (issue 35)
+.PHONY: bench-latency
+bench-latency: $(BASE_STAMP) bench-tools
+	$(BIN)/python bench/loaded_latency.py
+
 # The metadata quorum with controller.quorum.fsync on and off (issue 28): metadata write p50/p99,
 # a 10,000-partition topic, controller failover (kill -> first accepted write)
 .PHONY: bench-quorum

@@ -6,6 +6,8 @@ weigh on the next), the benchmarks that measure them, letting each print its own
   tidelog beside Tansu (when installed) with the C load generator; broker CPU per GB;
 - bench/replication.py: acks=all latency at RF=1 and RF=3, and leader SIGKILL / SIGSTOP ->
   first acknowledged acks=all write (default and small sessions);
+- bench/loaded_latency.py (issue 35): a 1,000 records/s acks=all canary alone and beside a
+  100 MB/s load with a consumer group, and what held the brokers' event loops meanwhile;
 - bench/partition_scale.py: 10,000 partitions RF=3 — creation, idle CPU, controlled
   shutdown, restart back into every ISR, broker RSS;
 - bench/transactional_produce.py (issue 27): transactional / plain produce, exactly-once / at-least-once
@@ -89,6 +91,19 @@ def replication_rows(results: dict[str, Any]) -> list[Row]:
     return out
 
 
+def loaded_latency_rows(results: dict[str, Any]) -> list[Row]:
+    """loaded_latency.py's canary, alone and under load (issue 35, goal 2)."""
+    out: list[Row] = []
+    for key, label, goal in (("canary_alone", "alone", ""), ("canary_loaded", "loaded", "p99 <= 10, p99.9 <= 25")):
+        f = results.get(key, {})
+        out.append((f"canary acks=all 1k/s RF=3 {label}: p50 / p99 / p99.9 ms",
+                    f"{_num(f.get('p50_ms'), '.2f')} / {_num(f.get('p99_ms'), '.2f')} / {_num(f.get('p999_ms'), '.2f')}",
+                    "", goal))
+    out.append(("load achieved: produce / consume MB/s", f"{_num(results.get('load_produce_mb_s'), '.1f')} / "
+                f"{_num(results.get('load_consume_mb_s'), '.1f')}", "", "100 asked"))
+    return out
+
+
 def scale_rows(results: dict[str, Any]) -> list[Row]:
     """partition_scale.py's figures: {"figures": [[name, value, goal], ...]}."""
     return [(str(name), str(value), "", str(goal)) for name, value, goal in results.get("figures", [])]
@@ -124,6 +139,7 @@ def main() -> None:
          throughput_rows),
         ("replication.py", ["--skip-throughput", "--kills", "1" if quick else "3", "--pauses", "1",
                             "--seconds", "3" if quick else "20"], replication_rows),
+        ("loaded_latency.py", ["--seconds", "3", "--load-mb-s", "10"] if quick else [], loaded_latency_rows),
     ]
     if (BENCH / "partition_scale.py").exists():
         plan.append(("partition_scale.py", ["--partitions", "1000"] if quick else [], scale_rows))

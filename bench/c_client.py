@@ -135,9 +135,11 @@ def produce(binary: Path, bootstrap: str, topic: str, *, records: int, value_byt
                          str(linger_ms), str(rate), str(warmup)])
 
 
-def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int) -> LoadResult:
-    """Read `records` records from offset 0 of every partition (assigned, no group)."""
-    return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions)])
+def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int,
+            group: str | None = None) -> LoadResult:
+    """Read `records` records from offset 0 of every partition (assigned, no group), or as a
+    member of consumer group `group` (subscribed, from the earliest offset)."""
+    return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions), *([group] if group else [])])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
  * not what a benchmark measures (issue 17). bench/c_client.py builds and runs it.
  *
  *   loadgen produce BOOTSTRAP TOPIC RECORDS VALUE_BYTES PARTITIONS ACKS LINGER_MS RATE [WARMUP]
- *   loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS
+ *   loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS [GROUP]
  *   loadgen version
  *
  * produce: RECORDS records of VALUE_BYTES random bytes, no key, record i to partition
@@ -10,7 +10,9 @@
  * RATE 0 sends as fast as the queue takes them; RATE > 0 paces to RATE records/s (sleeping,
  * never spinning: a spinning client would take the broker's CPU) and records each record's
  * latency, produce() to delivery report; the first WARMUP records are left out of the
- * percentiles. consume: assigns every partition from offset 0 and reads RECORDS records.
+ * percentiles. consume: assigns every partition from offset 0 and reads RECORDS records; with
+ * GROUP, subscribes as a member of that consumer group instead (from the earliest offset, offsets
+ * auto-committed), as an application's consumer does.
  * version: the librdkafka that runs (it may be newer than the headers compiled against: the
  * bench links the confluent-kafka wheel's, see c_client.py), the headers' and its file.
  *
@@ -156,13 +158,14 @@ static int produce(const char *bootstrap, const char *topic, long records, long 
     return failed || flushed || delivered != records;
 }
 
-static int consume(const char *bootstrap, const char *topic, long records, int partitions) {
+static int consume(const char *bootstrap, const char *topic, long records, int partitions, const char *group) {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", bootstrap);
     set_extra(conf);
-    set(conf, "group.id", "loadgen-never-joined");
-    set(conf, "enable.auto.commit", "false");
+    set(conf, "group.id", group ? group : "loadgen-never-joined");
+    set(conf, "enable.auto.commit", group ? "true" : "false");
+    set(conf, "auto.offset.reset", "earliest");
     set(conf, "enable.partition.eof", "false");
     /* librdkafka >= 2.2 stops fetching a partition for fetch.queue.backoff.ms (1 s) once its
      * local queue passes queued.min.messages: with a broker that serves faster than this loop
@@ -174,7 +177,15 @@ static int consume(const char *bootstrap, const char *topic, long records, int p
     rd_kafka_topic_partition_list_t *tps = rd_kafka_topic_partition_list_new(partitions);
     for (int p = 0; p < partitions; p++) rd_kafka_topic_partition_list_add(tps, topic, p)->offset = 0;
     double start = now_s();
-    if (rd_kafka_assign(rk, tps)) die("assign", topic);
+    if (group) {
+        rd_kafka_poll_set_consumer(rk);
+        rd_kafka_topic_partition_list_t *subscription = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(subscription, topic, RD_KAFKA_PARTITION_UA);
+        if (rd_kafka_subscribe(rk, subscription)) die("subscribe", topic);
+        rd_kafka_topic_partition_list_destroy(subscription);
+    } else if (rd_kafka_assign(rk, tps)) {
+        die("assign", topic);
+    }
     long got = 0, payload = 0;
     char error[512] = "";
     /* bounded by the deadline */
@@ -213,10 +224,10 @@ int main(int argc, char **argv) {
     if (argc >= 10 && strcmp(argv[1], "produce") == 0)
         return produce(argv[2], argv[3], atol(argv[4]), atol(argv[5]), atoi(argv[6]), argv[7], argv[8],
                        atof(argv[9]), argc > 10 ? atol(argv[10]) : 0);
-    if (argc == 6 && strcmp(argv[1], "consume") == 0)
-        return consume(argv[2], argv[3], atol(argv[4]), atoi(argv[5]));
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "consume") == 0)
+        return consume(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), argc == 7 ? argv[6] : NULL);
     fprintf(stderr, "usage: loadgen produce BOOTSTRAP TOPIC RECORDS VALUE_BYTES PARTITIONS ACKS LINGER_MS RATE [WARMUP]\n"
-                    "       loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS\n"
+                    "       loadgen consume BOOTSTRAP TOPIC RECORDS PARTITIONS [GROUP]\n"
                     "       loadgen version\n");
     return 2;
 }

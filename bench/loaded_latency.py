@@ -1,0 +1,268 @@
+"""Latency under load (issue 35, goal 2): a canary producer's tail while other traffic runs, and where it comes from.
+
+One cluster as bench/replication.py runs it (controller 1, brokers 2-4 on loopback). A canary
+producer (the C load generator: idempotent, acks=all, linger.ms=0) writes `--canary-rate`
+records/s into a one-partition RF=3 topic (min.insync.replicas=2), twice for `--seconds`:
+
+1. alone: the baseline, in the same run;
+2. loaded: while a second C producer writes `--load-mb-s` MB/s (acks=all, linger.ms=5,
+   `--load-value-bytes` values) into a `--load-partitions`-partition RF=3 topic on the same
+   brokers, and a consumer group (a C consumer, subscribed) reads it.
+
+Each canary record's latency is produce() -> delivery report; the first fifth is left out as
+warm-up. Goal: loaded p99 <= 10 ms and p99.9 <= 25 ms.
+
+Where the tail comes from: around each canary run the bench reads every broker's /metrics and
+prints what changed: event-loop stalls (`tidelog_broker_event_loop_stall_ms`, how late a 10 ms
+probe timer fired: a request arriving meanwhile waits as long), collections by generation
+(`tidelog_broker_gc_pause_ms`), and each broker's CPU use. A canary p99.9 of X ms with stalls
+of X ms or more in the same window points at what held the loop; with none it points at the
+wire, the follower fetch schedule or the client. A stall is also a process that waited for a
+core: with the brokers near 100 % of a core (or the machine's load above its cores) the probe
+cannot tell the two apart, and the CPU column says which it is likely to be.
+
+    python bench/loaded_latency.py [--seconds 20] [--canary-rate 1000] [--load-mb-s 100]
+                                   [--load-partitions 6] [--load-value-bytes 1000] [--json F]
+
+Nothing is asserted: a measurement. On a shared 2-core machine the load generator, its
+consumer, three brokers and a controller share the cores; the achieved load is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the project's packages are importable
+    sys.path.insert(0, str(ROOT))
+
+import c_client  # noqa: E402
+from produce_consume import HTTP_TIMEOUT_S, fmt, process_cpu_s  # noqa: E402
+from replication import Bench, running  # noqa: E402
+
+from broker.loop_stalls import PAUSE_BUCKETS_MS  # noqa: E402
+from common.prometheus import samples  # noqa: E402
+from common.units import SECONDS  # noqa: E402
+
+CANARY_TOPIC: Final = "canary"
+LOAD_TOPIC: Final = "load"
+LOAD_GROUP: Final = "bench-loaded-latency"
+LOAD_LINGER_MS: Final = 5
+WARMUP_SHARE: Final = 5  # the first 1/5 of the canary's records are left out
+LOAD_HEAD_START_S: Final = 2 * SECONDS  # the load runs this long before the canary starts
+LOAD_JOIN_S: Final = 600 * SECONDS  # the load's producer and consumer finish within this after the canary
+GOAL_P99_MS: Final = 10.0
+GOAL_P999_MS: Final = 25.0
+STALL_REPORT_MS: Final = (10, 25, 100)  # stalls at least this long are counted in the report
+PREFIX: Final = "tidelog_broker_"
+
+
+@dataclass
+class Sources:
+    """One broker's tail-source counters at one moment (from its /metrics)."""
+
+    stall_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    gc_count: dict[str, float] = field(default_factory=dict)  # generation -> collections
+    gc_sum_ms: dict[str, float] = field(default_factory=dict)
+    gc_buckets: dict[tuple[str, float], float] = field(default_factory=dict)
+    cpu_s: float = 0.0  # the broker process's utime + stime
+    at_s: float = 0.0  # when it was read (monotonic)
+
+
+def _le(text: str) -> float:
+    return float("inf") if text == "+Inf" else float(text)
+
+
+def read_sources(metrics_url: str) -> Sources:
+    with urllib.request.urlopen(metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
+        found = samples(answer.read().decode())
+    out = Sources()
+    for key, value in found.items():
+        name, _, labels = key.partition("{")
+        fields = dict(part.split("=", 1) for part in labels.rstrip("}").split(",") if "=" in part)
+        fields = {k: v.strip('"') for k, v in fields.items()}
+        if name == f"{PREFIX}event_loop_stall_ms_bucket":
+            out.stall_buckets[_le(fields["le"])] = value
+        elif name == f"{PREFIX}gc_pause_ms_count":
+            out.gc_count[fields["generation"]] = value
+        elif name == f"{PREFIX}gc_pause_ms_sum":
+            out.gc_sum_ms[fields["generation"]] = value
+        elif name == f"{PREFIX}gc_pause_ms_bucket":
+            out.gc_buckets[(fields["generation"], _le(fields["le"]))] = value
+    return out
+
+
+def snapshot(bench: Bench) -> dict[int, Sources]:
+    out = {}
+    for node in bench.cluster.brokers:
+        sources = read_sources(node.spec.metrics_url)
+        sources.cpu_s, sources.at_s = process_cpu_s(bench.pid(node.spec.node_id)), time.monotonic()
+        out[node.spec.node_id] = sources
+    return out
+
+
+def stalls_at_least(before: Sources, after: Sources, ms: float) -> float:
+    """Stalls of at least `ms` (by bucket: those above the largest bound below `ms`) between two reads."""
+    floor = max((b for b in PAUSE_BUCKETS_MS if b < ms), default=0)
+    total = after.stall_buckets.get(float("inf"), 0.0) - before.stall_buckets.get(float("inf"), 0.0)
+    below = after.stall_buckets.get(float(floor), 0.0) - before.stall_buckets.get(float(floor), 0.0)
+    return total - below if floor else total
+
+
+def longest_bucket(before: Mapping[float, float], after: Mapping[float, float]) -> str:
+    """The upper bound of the highest bucket that gained a count ("> 1000" for +Inf), or "-"."""
+    bounds = sorted(after)
+    previous = 0.0
+    longest = "-"
+    for bound in bounds:
+        gained = (after[bound] - before.get(bound, 0.0)) - previous
+        previous = after[bound] - before.get(bound, 0.0)
+        if gained > 0:
+            longest = f"> {PAUSE_BUCKETS_MS[-1]:g}" if bound == float("inf") else f"<= {bound:g}"
+    return longest
+
+
+def source_rows(before: dict[int, Sources], after: dict[int, Sources]) -> list[dict[str, Any]]:
+    rows = []
+    for broker, a in sorted(after.items()):
+        b = before[broker]
+        gen2 = {le: v for (g, le), v in a.gc_buckets.items() if g == "2"}
+        gen2_before = {le: v for (g, le), v in b.gc_buckets.items() if g == "2"}
+        rows.append({
+            "broker": broker,
+            **{f"stalls_ge_{ms}ms": stalls_at_least(b, a, ms) for ms in STALL_REPORT_MS},
+            "longest_stall": longest_bucket(b.stall_buckets, a.stall_buckets),
+            **{f"gc{g}": a.gc_count.get(g, 0.0) - b.gc_count.get(g, 0.0) for g in ("0", "1", "2")},
+            "gc_ms": sum(a.gc_sum_ms.values()) - sum(b.gc_sum_ms.values()),
+            "longest_gc2": longest_bucket(gen2_before, gen2),
+            "cpu_pct": 100 * (a.cpu_s - b.cpu_s) / (a.at_s - b.at_s) if a.at_s > b.at_s else None,
+        })
+    return rows
+
+
+def print_sources(label: str, rows: list[dict[str, Any]]) -> None:
+    print(f"  {label}: per broker, what held its event loop meanwhile")
+    print(f"  {'broker':>6} " + " ".join(f"{'stalls>=' + str(ms):>11}" for ms in STALL_REPORT_MS)
+          + f" {'longest':>9} {'gc0':>6} {'gc1':>5} {'gc2':>5} {'gc ms':>7} {'gc2 long':>9} {'cpu %':>6}")
+    for r in rows:
+        print(f"  {r['broker']:>6} " + " ".join(f"{r[f'stalls_ge_{ms}ms']:>11.0f}" for ms in STALL_REPORT_MS)
+              + f" {r['longest_stall']:>9} {r['gc0']:>6.0f} {r['gc1']:>5.0f} {r['gc2']:>5.0f} {r['gc_ms']:>7.1f}"
+              f" {r['longest_gc2']:>9} {fmt(r['cpu_pct'], '.0f'):>6}")
+
+
+def canary(bench: Bench, binary: Path, rate: int, seconds: float) -> tuple[c_client.LoadResult, list[dict[str, Any]]]:
+    total = int(rate * seconds)
+    before = snapshot(bench)
+    result = c_client.produce(binary, bench.bootstrap, CANARY_TOPIC, records=total, value_bytes=100,
+                              partitions=1, acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE)
+    return result, source_rows(before, snapshot(bench))
+
+
+class Load:
+    """The C producer and the consumer group of the load topic, each on a thread."""
+
+    def __init__(self, bench: Bench, binary: Path, args: argparse.Namespace) -> None:
+        self.rate = int(args.load_mb_s * 1e6 / args.load_value_bytes)
+        # it outlasts the canary: the head start, the canary, and a fifth more
+        self.records = int(self.rate * (args.seconds * 1.2 + LOAD_HEAD_START_S))
+        self.results: dict[str, c_client.LoadResult] = {}
+        self.errors: dict[str, str] = {}
+        partitions = args.load_partitions
+        self.threads = [
+            threading.Thread(target=self._run, name="load-produce", daemon=True, args=("produce", lambda: c_client.produce(
+                binary, bench.bootstrap, LOAD_TOPIC, records=self.records, value_bytes=args.load_value_bytes,
+                partitions=partitions, acks="all", linger_ms=LOAD_LINGER_MS, rate=self.rate))),
+            threading.Thread(target=self._run, name="load-consume", daemon=True, args=("consume", lambda: c_client.consume(
+                binary, bench.bootstrap, LOAD_TOPIC, records=self.records, partitions=partitions, group=LOAD_GROUP))),
+        ]
+
+    def _run(self, what: str, call: Any) -> None:
+        try:
+            self.results[what] = call()
+        except (c_client.LoadError, OSError) as exc:
+            self.errors[what] = str(exc)[:300]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=LOAD_JOIN_S)
+
+
+def mb_s(result: c_client.LoadResult | None) -> float | None:
+    return None if result is None or result.seconds <= 0 else result.payload_bytes / result.seconds / 1e6
+
+
+def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
+    bench.create(CANARY_TOPIC, 1, 3)
+    bench.create(LOAD_TOPIC, args.load_partitions, 3)
+    print(f"\ncanary: idempotent acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
+          f"into {CANARY_TOPIC} (RF=3, min.insync.replicas=2), C load generator")
+    alone, alone_sources = canary(bench, binary, args.canary_rate, args.seconds)
+    print_sources("alone", alone_sources)
+    load = Load(bench, binary, args)
+    print(f"\nload: {args.load_mb_s:g} MB/s asked ({load.rate:,} records/s x {args.load_value_bytes} B, acks=all, "
+          f"linger.ms={LOAD_LINGER_MS}) into {LOAD_TOPIC} ({args.load_partitions} partitions RF=3), "
+          f"a consumer group ({LOAD_GROUP}) reading it")
+    load.start()
+    threading.Event().wait(LOAD_HEAD_START_S)
+    loaded, loaded_sources = canary(bench, binary, args.canary_rate, args.seconds)
+    print_sources("loaded", loaded_sources)
+    load.join()
+    produced, consumed = load.results.get("produce"), load.results.get("consume")
+    print(f"\n{'canary':<8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}   goal p99 <= {GOAL_P99_MS:g}, "
+          f"p99.9 <= {GOAL_P999_MS:g} (loaded)")
+    for label, r in (("alone", alone), ("loaded", loaded)):
+        print(f"{label:<8} {fmt(r.p50_ms, '.2f'):>8} {fmt(r.p99_ms, '.2f'):>8} {fmt(r.p999_ms, '.2f'):>9} "
+              f"{fmt(r.max_ms, '.2f'):>8}")
+    print(f"load achieved: produce {fmt(mb_s(produced), '.1f')} MB/s, consume {fmt(mb_s(consumed), '.1f')} MB/s"
+          + (f"; errors: {load.errors}" if load.errors else ""))
+    return {
+        "load_average": os.getloadavg()[0],
+        "canary_alone": {k: getattr(alone, k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
+        "canary_loaded": {k: getattr(loaded, k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
+        "sources_alone": alone_sources, "sources_loaded": loaded_sources,
+        "load_produce_mb_s": mb_s(produced), "load_consume_mb_s": mb_s(consumed), "load_errors": load.errors,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each canary run")
+    parser.add_argument("--canary-rate", type=int, default=1000, help="canary records/s")
+    parser.add_argument("--load-mb-s", type=float, default=100.0, help="the load producer's rate, MB/s")
+    parser.add_argument("--load-partitions", type=int, default=6)
+    parser.add_argument("--load-value-bytes", type=int, default=1000)
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here (bench/all.py)")
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    args = parser.parse_args()
+    binary = c_client.build()
+    if binary is None:
+        raise SystemExit("loaded_latency needs the C load generator: make bench-tools")
+    print(f"load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; librdkafka {c_client.librdkafka_version(binary)}")
+    root = Path(tempfile.mkdtemp(prefix="tidelog-bench-loaded-latency-", dir=args.dir))
+    try:
+        with running(root / "cluster", {}) as bench:
+            results = run(bench, binary, args)
+        if args.json is not None:
+            args.json.write_text(json.dumps(results, indent=1))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
