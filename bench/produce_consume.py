@@ -18,7 +18,10 @@ storage on a loopback port and is skipped with a message when absent. Both liste
 loopback only. Broker CPU is utime+stime from /proc/<pid>/stat before/after each phase; the
 client's own CPU (this process, librdkafka threads included) is shown beside it, so one can
 see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB writes through a
-loopback TCP socket and into a file. Ratios are tidelog / Tansu.
+loopback TCP socket and into a file, and send them from a file in the page cache with
+os.sendfile in 1 MiB slices ("sendfile sender": its CPU column is the sending thread's alone,
+the physical floor of serving a consumer on loopback); each consume phase's broker CPU per GB
+is printed as a multiple of it (issue 35's goal: <= 1.5x). Ratios are tidelog / Tansu.
 
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
@@ -449,6 +452,42 @@ def raw_socket(total: int, value_bytes: int) -> Row:
     return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], None, m["client_cpu_s"])
 
 
+def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
+    """`total` bytes of a file in the page cache sent with os.sendfile in 1 MiB slices (a Fetch
+    response's shape) through a loopback connection to a reader thread: the physical floor of
+    serving a consumer on loopback (issue 35). Its CPU is the sending thread's alone."""
+    chunk = os.urandom(RAW_CHUNK)
+    path = directory / "sendfile.bin"
+    with open(path, "wb") as out:
+        for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
+            out.write(chunk)
+    server = socket.create_server((LOOPBACK, 0))
+    received = 0
+
+    def read() -> None:
+        nonlocal received
+        conn, _ = server.accept()
+        buf = bytearray(RAW_CHUNK)
+        with conn:
+            while n := conn.recv_into(buf):  # bounded: ends when the sender closes
+                received += n
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        with open(path, "rb") as source, socket.create_connection(server.getsockname()) as sock:
+            cpu0, wall0 = time.thread_time(), time.perf_counter()
+            offset = 0
+            while offset < total:  # bounded by `total`; a blocking socket sends each slice whole
+                offset += os.sendfile(sock.fileno(), source.fileno(), offset, min(RAW_CHUNK, total - offset))
+            sock.shutdown(socket.SHUT_WR)
+            reader.join()
+            wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+    finally:
+        server.close()
+        path.unlink()
+    return Row("raw", "sendfile sender", total // value_bytes, received, wall, cpu, None)
+
+
 def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
     """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers)."""
     chunk = os.urandom(RAW_CHUNK)
@@ -486,6 +525,17 @@ def line(row: Row) -> str:
 
 def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.3g}x"
+
+
+def print_consume_floor(rows: list[Row]) -> None:
+    """Each consume phase's broker CPU per GB as a multiple of the sendfile-only sender's (goal <= 1.5x)."""
+    floor = next((r.cpu_s_per_gb for r in rows if r.phase == "sendfile sender"), None)
+    consumes = [r for r in rows if r.phase.startswith("consume") and r.cpu_s_per_gb is not None]
+    if floor is None or not consumes:
+        return
+    print(f"\nconsume broker CPU per GB / a sendfile-only sender's ({floor:.3f} s/GB in this run); goal <= 1.5x")
+    for row in consumes:
+        print(f"{row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, floor):>8}")
 
 
 def print_ratios(rows: list[Row]) -> None:
@@ -541,6 +591,7 @@ def main() -> None:
         total = args.records * args.value_bytes
         show(raw_socket(total, args.value_bytes))
         show(raw_file(root, total, args.value_bytes))
+        show(raw_sendfile(root, total, args.value_bytes))
         if not args.skip_tidelog:
             with tidelog_peer(root / "tidelog") as peer:
                 run_peer(peer, args, show)
@@ -548,6 +599,7 @@ def main() -> None:
             if tansu is not None:
                 run_peer(tansu, args, show)
         print_ratios(rows)
+        print_consume_floor(rows)
         if args.json is not None:
             args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,
                                               "mb_per_s": r.mb_per_s, "cpu_s_per_gb": r.cpu_s_per_gb,
