@@ -57,9 +57,14 @@ def _num(value: float | None, spec: str, unit: str = "") -> str:
 def throughput_rows(rows: list[dict[str, Any]]) -> list[Row]:
     ours = {r["phase"]: r for r in rows if r["peer"] == "tidelog"}
     peer = {r["phase"]: r for r in rows if r["peer"] == "tansu"}
+    floor = next((r["cpu_s_per_gb"] for r in rows if r["phase"] == "sendfile sender"), None)
     out: list[Row] = []
     for phase, row in ours.items():
         other = peer.get(phase, {})
+        if phase.startswith("consume") and floor and row["cpu_s_per_gb"] is not None:
+            out.append((f"{phase} broker CPU / sendfile sender's", f"{row['cpu_s_per_gb'] / floor:.1f}x",
+                        "-" if other.get("cpu_s_per_gb") is None else f"{other['cpu_s_per_gb'] / floor:.1f}x",
+                        "<= 1.5x"))
         if phase.startswith("latency"):
             out.append((f"{phase} RF=1 p50 / p99 / p99.9 ms",
                         f"{_num(row['p50_ms'], '.2f')} / {_num(row['p99_ms'], '.2f')} / {_num(row['p999_ms'], '.2f')}",
@@ -67,7 +72,7 @@ def throughput_rows(rows: list[dict[str, Any]]) -> list[Row]:
             continue
         goal = "<= 2 s/GB" if phase.startswith("produce") else "<= 0.3 s/GB"
         out.append((f"{phase} records/s", _num(row["records_per_s"], ",.0f"),
-                    _num(other.get("records_per_s"), ",.0f"), ">= peer"))
+                    _num(other.get("records_per_s"), ",.0f"), ">= 2x peer"))
         out.append((f"{phase} broker CPU s/GB", _num(row["cpu_s_per_gb"], ".2f"),
                     _num(other.get("cpu_s_per_gb"), ".2f"), goal))
     return out
