@@ -2,6 +2,11 @@
 
 `running_cluster` starts every node as its own process on 127.0.0.1-4 with small heartbeat
 and session timeouts and, on exit, stops them all and checks the broker shut down cleanly.
+`spawn_node` is how every integration cluster starts a node (`LocalCluster.start(spawn=...)`):
+forked from the test process's zygote (tidelog.testing.zygote), which imported the node modules
+once, so a cluster start does not pay each node's imports (most of its time on a loaded box);
+the node is still its own process, in its own session, logging to its node.log, signalled and
+stopped as a spawned one. ini `tidelog_fast_start = false` spawns each node instead.
 `wait_until` is the one bounded poll of the integration tests; `http` talks to the admin API
 without raising on 4xx.
 """
@@ -18,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from common import waiting
+from localcluster.cluster_layout import NodeSpec
 from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
+from tidelog.testing.zygote import fork_or_spawn
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 BROKER_ID = 4
@@ -26,6 +34,13 @@ READY_S = 30.0
 WAIT_S = 20.0
 POLL_S = 0.1
 HTTP_TIMEOUT_S = 5.0
+# set from ini tidelog_fast_start by tests/integration/conftest.py (the plugin's clusters' option)
+FORK_NODES = True
+
+
+def spawn_node(spec: NodeSpec) -> NodeProcess:
+    """One node of an integration cluster: forked from the zygote, or spawned (see the module doc)."""
+    return fork_or_spawn(spec) if FORK_NODES else NodeProcess.spawn(spec)
 
 
 @contextlib.contextmanager
@@ -35,7 +50,7 @@ def running_cluster(root: Path, properties: Mapping[str, str] | None = None) -> 
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=3, raft_port=raft_port, admin_port=admin_port, brokers=1,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
-                            extra_properties={"broker.heartbeat.interval.ms": "200",
+                            spawn=spawn_node, extra_properties={"broker.heartbeat.interval.ms": "200",
                                               "broker.session.timeout.ms": "3000",
                                               **(properties or {})}) as started:
         yield started

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.nemesis import Nemesis
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster import replica_files
 from localcluster.launcher import LocalCluster, free_ports
 from tidelog.testing.observe import brokers_agree
@@ -38,7 +38,7 @@ def replicated_cluster(root: Path, extra: Mapping[str, str] | None = None
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=1, brokers=3, raft_port=raft_port, admin_port=admin_port,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
-                            extra_properties={**FAST, **(extra or {})}) as cluster:
+                            extra_properties={**FAST, **(extra or {})}, spawn=spawn_node) as cluster:
         with Nemesis(cluster) as nemesis:
             yield cluster, nemesis
 

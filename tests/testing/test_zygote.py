@@ -4,13 +4,15 @@ its nodes end with the zygote (PR_SET_PDEATHSIG), so a test process that dies le
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from common.waiting import wait_until
 from tidelog.testing import Cluster
-from tidelog.testing.zygote import ForkedNode, Zygote
+from localcluster.launcher import LauncherError, LocalCluster, free_ports
+from tidelog.testing.zygote import ForkedNode, Zygote, fork_or_spawn, node_command
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -47,3 +49,23 @@ def test_a_forked_cluster_stops_cleanly(tmp_path: Path) -> None:
     assert [r.outcome for r in reports] == ["stopped"]  # SIGTERM was enough: no SIGKILL
     assert [r.exit_status for r in reports] == [0]  # the zygote's line in its log, read before it went
     assert not node.running() and list(tmp_path.iterdir()) == []
+
+
+def test_a_forked_node_shows_a_spawned_nodes_command_line(tmp_path: Path) -> None:
+    """`tidelog down` and a later start of the same data dir find a running node by its config file
+    on its command line: a forked node shows the one `NodeProcess.spawn` runs, so they find it."""
+    ports = free_ports(["127.0.0.1"], 4)
+    with LocalCluster.start(tmp_path, combined=True, controllers=1, brokers=0, raft_port=ports[0],
+                            admin_port=ports[1], kafka_port=ports[2], metrics_port=ports[3],
+                            spawn=fork_or_spawn) as cluster:
+        node = cluster.nodes[0]
+        assert isinstance(node, ForkedNode)
+        command = Path(f"/proc/{node.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        assert command == [os.fsencode(arg) for arg in node_command("combined", str(node.spec.properties_path))]
+        found = LocalCluster.attach(tmp_path)
+        assert found is not None and [n.pid for n in found.nodes if n.running()] == [node.pid]
+        with pytest.raises(LauncherError, match="already running"):
+            LocalCluster.start(tmp_path, spawn=fork_or_spawn)
+        reports = found.stop()  # as `tidelog down --data-dir` stops it
+        assert [r.outcome for r in reports] == ["stopped"] and not node.running()
+        assert node.exit_status == 0

@@ -32,7 +32,7 @@ from chaos.nemeses.network import NetworkNemesis
 from common.limits import ADMIN_WRITE_TIMEOUT, READY_TIMEOUT
 from common.units import SECONDS
 from localcluster import cluster_layout as layout
-from localcluster.cluster_layout import LayoutError, NodeSpec
+from localcluster.cluster_layout import LayoutError
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from localcluster.node_process import NodeProcess, StopReport
 from tidelog.testing import client_security, observe, reaper, reuse, zygote
@@ -311,7 +311,7 @@ class Cluster(FaultInjection, LinkPowerFaults):
         raft_port, admin_port, kafka_port, metrics_port = free_ports(hosts, 4)
         spawn = NodeProcess.spawn
         if self.fast_start and self.reuse_idle_minutes is None:  # a kept cluster must outlive the zygote
-            spawn = _forked_or_spawned
+            spawn = zygote.fork_or_spawn
         local = LocalCluster.start(root, controllers=self.spec.voters, brokers=self.spec.separate_brokers,
                                    combined=self.spec.combined, raft_port=raft_port, admin_port=admin_port,
                                    kafka_port=kafka_port, metrics_port=metrics_port,
@@ -509,15 +509,6 @@ class Cluster(FaultInjection, LinkPowerFaults):
         full ISR, as the controllers and every broker's Metadata show (observe.healthy)."""
         poll("the cluster to be healthy", lambda: observe.healthy(self.local) is None or None,
              self.wait_timeout if timeout is None else timeout, nodes=self.local.nodes)
-
-
-def _forked_or_spawned(spec: NodeSpec) -> NodeProcess:
-    """The node forked from the zygote; spawned as `tidelog up` does if the zygote cannot fork."""
-    try:
-        return zygote.Zygote.shared().spawn(spec)
-    except zygote.ZygoteError as exc:
-        log.warning("the test zygote could not fork %s (%s); spawning it instead", spec.label, exc)
-        return NodeProcess.spawn(spec)
 
 
 def _close_power(power: PowerLayer | None) -> None:

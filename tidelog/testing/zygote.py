@@ -10,14 +10,18 @@ in the background from the plugin's start, and each node is then a fork of it, r
     node = zygote.spawn(spec)         # a ForkedNode: a NodeProcess whose pid is the fork's
 
 A forked node runs in its own session with its stdout/stderr appended to its node.log, exactly as
-`NodeProcess.spawn` starts one; what differs is its command line (the zygote's) and its parent
-(the zygote, which reaps it). PR_SET_PDEATHSIG ends every forked node when the zygote ends, and
+`NodeProcess.spawn` starts one, and its command line reads as a spawned node's
+(`python -m tidelog <role> --config <server.properties>`, written over the zygote's own, which
+leaves ARGV_ROOM bytes for it), so that `tidelog down`, `LocalCluster.attach` and a later
+`LocalCluster.start` of the same data dir recognise it by its config file as they do a spawned
+one; what differs is its parent (the zygote, which reaps it). PR_SET_PDEATHSIG ends every forked node when the zygote ends, and
 the zygote ends when its stdin closes: the test process holds the only write end, so however the
 test process ends, its zygote's nodes end with it (as reaper's watchdog does for spawned ones).
 A node that a fault restarts is spawned the ordinary way (chaos.nemesis), and a cluster kept by
 --tidelog-reuse is never forked: it must outlive the run.
 
-Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes; `tidelog up` and the chaos
+Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes, and the integration
+tests' clusters (`fork_or_spawn` as `LocalCluster.start(spawn=...)`); `tidelog up` and the chaos
 engine start nodes as before. The zygote forks only from its main thread, before any node code
 ran in it, and each child reseeds `random` (Python does so at fork) so that forked controllers
 draw different election timeouts.
@@ -52,6 +56,13 @@ ZYGOTE_READY_TIMEOUT: Final = 60 * SECONDS  # its imports, on a loaded 2-core ma
 EXIT_LINE_SEARCH_BYTES: Final = 64 * 1024  # the zygote's exit line is the log's last
 PR_SET_PDEATHSIG: Final = 1
 PR_SET_NAME: Final = 15
+# the room a forked node's command line has: the zygote starts with an argument of this many
+# spaces, whose bytes the fork overwrites (a longer command line is spawned the ordinary way)
+ARGV_ROOM: Final = 2048  # bytes
+# /proc/<pid>/stat fields 48 and 49 (man 5 proc): where the command line lies in the process's
+# memory; counted here from field 3, the first after "(comm)"
+STAT_ARG_START: Final = 48 - 3
+STAT_ARG_END: Final = 49 - 3
 # what a node imports by the time it serves: its command's modules, what they import lazily (the
 # request handlers, the controller's routes, aiohttp's server, pysyncobj's cipher), and every
 # module of the packages listed in WARM_PACKAGES
@@ -73,8 +84,8 @@ class ZygoteError(RuntimeError):
 
 class ForkedNode(NodeProcess):
     """A node forked by the zygote: alive while its pid exists (the zygote reaps it once it has
-    written its exit status to the node's log; its command line is the zygote's, so the launcher's
-    check by command line does not apply)."""
+    written its exit status to the node's log, which is where its exit status is read from: the
+    test process is not its parent)."""
 
     def running(self) -> bool:
         return self.pid is not None and (Path("/proc") / str(self.pid)).exists()
@@ -104,7 +115,8 @@ class Zygote:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
         self._lock = threading.Lock()
-        self._popen = subprocess.Popen([sys.executable, "-P", __file__], stdin=subprocess.PIPE,
+        self._argv = [sys.executable, "-P", __file__, " " * ARGV_ROOM]
+        self._popen = subprocess.Popen(self._argv, stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                        start_new_session=True)
         self._ready = False
@@ -140,6 +152,10 @@ class Zygote:
 
     def spawn(self, spec: NodeSpec) -> ForkedNode:
         """Fork `tidelog <role> --config <properties>` for `spec`, logging to its node.log."""
+        needed = len(_argv_bytes(node_command(spec.role, str(spec.properties_path))))
+        if needed > len(_argv_bytes(self._argv)):
+            raise ZygoteError(f"the command line of {spec.label} ({needed} bytes) does not fit in the "
+                              f"zygote's ({len(_argv_bytes(self._argv))} bytes)")
         with open(spec.log_path, "ab") as out:
             out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog test zygote (pid {self._popen.pid}): "
                       f"forking tidelog {spec.role} --config {spec.properties_path}\n".encode())
@@ -158,6 +174,26 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self._popen.kill()
             self._popen.wait(KILL_WAIT)
+
+
+def fork_or_spawn(spec: NodeSpec) -> NodeProcess:
+    """The node forked from this process's zygote; spawned as `tidelog up` does if the zygote
+    cannot fork it (the node starts either way, only slower)."""
+    try:
+        return Zygote.shared().spawn(spec)
+    except ZygoteError as exc:
+        log.warning("the test zygote could not fork %s (%s); spawning it instead", spec.label, exc)
+        return NodeProcess.spawn(spec)
+
+
+def node_command(role: str, config: str) -> list[str]:
+    """The command line a forked node shows: the one `NodeProcess.spawn` runs."""
+    return [sys.executable, "-m", "tidelog", role, "--config", config]
+
+
+def _argv_bytes(argv: list[str]) -> bytes:
+    """argv as the kernel keeps it: each argument NUL-terminated."""
+    return b"".join(os.fsencode(arg) + b"\0" for arg in argv)
 
 
 def _readline_within(stream: IO[bytes], timeout: float) -> bytes:
@@ -187,6 +223,7 @@ def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> 
         if os.getppid() != zygote_pid:  # the zygote died before the line above: no one to end us
             os._exit(1)
         libc.prctl(PR_SET_NAME, f"tidelog-{role[:1]}{Path(cwd).name.rpartition('-')[2]}".encode()[:15])
+        _write_command_line(node_command(role, config))
         # the dispositions a fresh interpreter starts with: SIGPIPE stays ignored, as Python sets it
         # (a write to a closed socket is an EPIPE error, not a death: -13 when it was SIG_DFL)
         for sig in (signal.SIGCHLD, signal.SIGTERM):
@@ -215,6 +252,16 @@ def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> 
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _write_command_line(argv: list[str]) -> None:
+    """Show `argv` as this process's /proc/<pid>/cmdline: written over the zygote's own argument
+    bytes (as setproctitle(3) does), NUL-padded to their end; the parent checked that it fits."""
+    fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+    start, end = int(fields[STAT_ARG_START]), int(fields[STAT_ARG_END])
+    text = _argv_bytes(argv)
+    if len(text) <= end - start:  # else: the zygote's command line stays, as before
+        ctypes.memmove(start, text.ljust(end - start, b"\0"), end - start)
 
 
 _children: dict[int, tuple[str, str]] = {}  # pid -> (role, node.log) of the nodes not reaped yet
