@@ -263,6 +263,11 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               one_of("uniform", "range")),
     ConfigKey("group.consumer.max.size", _INT, INT_MAX,
               "Most members in one consumer-protocol group.", at_least(1)),
+    ConfigKey("group.consumer.migration.policy", _STRING, "bidirectional",
+              "KIP-848's online migration: a classic group with members becomes a consumer group when a "
+              "consumer-protocol member joins (upgrade), and back when the last one leaves (downgrade); "
+              "bidirectional allows both, disabled neither.",
+              one_of("bidirectional", "upgrade", "downgrade", "disabled")),
     # --- KIP-932 share groups (issue 31): Kafka's keys and defaults
     ConfigKey("group.share.record.lock.duration.ms", _INT, 30_000,
               "How long a share consumer holds a record it acquired before it goes back.", at_least(1_000)),

@@ -26,6 +26,7 @@ from common.units import SECOND_MS
 from groups.consumer_records import (
     NO_PARTITIONS,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -65,6 +66,33 @@ class ConsumerGroupState(enum.Enum):
     DEAD = "Dead"
 
 
+class MigrationPolicy(enum.Enum):
+    """Kafka's ConsumerGroupMigrationPolicy (group.consumer.migration.policy): which online
+    conversions between a classic and a consumer group the coordinator makes."""
+
+    BIDIRECTIONAL = "bidirectional"  # Kafka 4's default
+    UPGRADE = "upgrade"  # classic -> consumer only
+    DOWNGRADE = "downgrade"  # consumer -> classic only
+    DISABLED = "disabled"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
+
+    @classmethod
+    def parse(cls, value: str) -> MigrationPolicy:
+        """Case-insensitive, as Kafka's ConsumerGroupMigrationPolicy.parse; ValueError names the choices."""
+        for policy in cls:
+            if policy.value == value.strip().lower():
+                return policy
+        raise ValueError(f"group.consumer.migration.policy must be one of "
+                         f"{', '.join(p.value for p in cls)}, got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupConfig:
     """The broker's group.consumer.* settings, Kafka's defaults. A member's heartbeat interval
@@ -78,6 +106,7 @@ class ConsumerGroupConfig:
     max_heartbeat_interval_ms: int = 15 * SECOND_MS  # group.consumer.max.heartbeat.interval.ms
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors: the first is the default
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL  # group.consumer.migration.policy
 
     def __post_init__(self) -> None:
         """Kafka's GroupCoordinatorConfig checks, at startup: a bad setting names itself."""
@@ -112,11 +141,17 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = NO_PARTITIONS
     pending_revocation: Assignment = NO_PARTITIONS
+    # KIP-848's online migration: a member that speaks JoinGroup/SyncGroup/Heartbeat (None: KIP-848)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
             self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         return ConsumerGroupCurrentMemberAssignmentValue(
@@ -158,6 +193,10 @@ class ConsumerGroup:
                 for tp in member.assigned | member.pending_revocation:
                     out[tp] = member.member_epoch
         return out
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: every other member speaks the classic protocol."""
+        return all(m.uses_classic_protocol for k, m in self.members.items() if k != member_id)
 
     def preferred_assignor(self, default: str) -> str:
         """Kafka's ConsumerGroup.computePreferredServerAssignor: the assignor most members name
@@ -221,7 +260,7 @@ def replay_consumer(group: ConsumerGroup | None, record: ConsumerRecord) -> Cons
             member, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
             client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor)
+            server_assignor=value.server_assignor, classic=value.classic_member_metadata)
         return replace(base, members=members)
     assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
     if value is None:  # the member's assignment is gone; its metadata tombstone removes it

@@ -56,6 +56,7 @@ from groups.consumer_records import (
     ConsumerRecord,
 )
 from groups.reconcile import reconcile
+from groups.group import ClassicGroup
 from groups.records import CoordinatorRecord
 
 E = ErrorCode
@@ -101,6 +102,9 @@ class HeartbeatOutcome:
     # each member's deadlines after this heartbeat (None: it left, its timers go)
     timers: Mapping[str, ConsumerTimers | None] = field(default_factory=dict)
     reason: str = ""  # why the group changed, for the coordinator's one log line
+    # KIP-848's online downgrade: the classic group the records turn this group into, with what
+    # only memory holds of it (a rebalance in progress, its members' sessions)
+    classic_group: ClassicGroup | None = None
 
 
 def _fail(error: ErrorCode, message: str, member_id: str | None = None) -> HeartbeatOutcome:
@@ -237,43 +241,11 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
         assert group is not None and member is not None
         return leave(group, member, static=req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH)
     current = group or ConsumerGroup(req.group_id)
-    records: list[ConsumerRecord] = []
     old = member or (replace(replaced, member_id=req.member_id) if replaced else ConsumerMember(req.member_id))
-    updated = _updated(old, req)
-    members = {k: v for k, v in current.members.items() if replaced is None or k != replaced.member_id}
-    members[req.member_id] = updated
-    reason = ""
-    if replaced is not None:  # the static member's new incarnation takes its place and its assignment
-        records += remove_member_records(current.group_id, replaced.member_id)
-        reason = f"static member {req.instance_id} is now member {req.member_id}"
-    if member is None or updated.metadata_value() != old.metadata_value():
-        records.append(ConsumerRecord(ConsumerGroupMemberMetadataKey(current.group_id, req.member_id),
-                                      updated.metadata_value()))
-    group_epoch, digest = current.group_epoch, metadata_hash(members, topics)
-    subscription_changed = member is None and replaced is None or _subscription(updated) != _subscription(old)
-    if subscription_changed or digest != current.metadata_hash:
-        group_epoch += 1
-        records.append(ConsumerRecord(ConsumerGroupMetadataKey(current.group_id),
-                                      ConsumerGroupMetadataValue(group_epoch, digest)))
-        reason = reason or (f"member {req.member_id} joined" if member is None else
-                            f"member {req.member_id} changed its subscription" if subscription_changed
-                            else "the subscribed topics' metadata changed")
-    target, assignment_epoch = dict(current.target), current.assignment_epoch
-    if replaced is not None and replaced.member_id in target:
-        target[req.member_id] = target.pop(replaced.member_id)
-        records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(current.group_id, req.member_id),
-                                      ConsumerGroupTargetAssignmentMemberValue(target[req.member_id])))
-    if group_epoch > assignment_epoch:
-        new_target = _target(replace(current, members=members), target, topics, config, partition_racks)
-        records += _target_records(current.group_id, target, new_target, group_epoch)
-        target, assignment_epoch = new_target, group_epoch
     owned = req.owned if member is not None else frozenset()
-    others = replace(current, members=members).partition_epochs(excluding=req.member_id)
-    reconciled = reconcile(updated, target_epoch=assignment_epoch, target=target.get(req.member_id, frozenset()),
-                           owned=owned, partition_epochs=others)
-    if member is None or reconciled.assignment_value() != old.assignment_value():
-        records.append(ConsumerRecord(ConsumerGroupCurrentMemberAssignmentKey(current.group_id, req.member_id),
-                                      reconciled.assignment_value()))
+    records, reconciled, reason = update_and_reconcile(
+        current, member, replaced, old, _updated(old, req), owned, topics=topics, config=config,
+        partition_racks=partition_racks)
     send = (req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or reconciled.assigned != old.assigned
             or (req.owned is not None and req.owned != reconciled.assigned))
     rebalance_deadline = -1
@@ -287,6 +259,53 @@ def heartbeat(group: ConsumerGroup | None, req: HeartbeatRequest, *, topics: Top
     response = HeartbeatResponse(E.NONE, None, req.member_id, reconciled.member_epoch, config.heartbeat_interval_ms,
                                  reconciled.assigned if send else None)
     return HeartbeatOutcome(tuple(records), response, timers, reason)
+
+
+def update_and_reconcile(current: ConsumerGroup, member: ConsumerMember | None, replaced: ConsumerMember | None,
+                         old: ConsumerMember, updated: ConsumerMember, owned: Assignment | None, *, topics: Topics,
+                         config: ConsumerGroupConfig, partition_racks: PartitionRacks = NO_RACKS
+                         ) -> tuple[list[ConsumerRecord], ConsumerMember, str]:
+    """Kafka's three steps shared by ConsumerGroupHeartbeat and a classic member's JoinGroup in
+    a consumer group: persist the member (`member` None: it joins; `replaced`: the static
+    member it takes over), bump the group epoch when a subscription or the subscribed topics
+    changed, recompute the target when the group epoch is ahead of it, and reconcile this
+    member towards its target given what it says it owns. Returns (records, the member, why)."""
+    records: list[ConsumerRecord] = []
+    member_id = updated.member_id
+    members = {k: v for k, v in current.members.items() if replaced is None or k != replaced.member_id}
+    members[member_id] = updated
+    reason = ""
+    if replaced is not None:  # the static member's new incarnation takes its place and its assignment
+        records += remove_member_records(current.group_id, replaced.member_id)
+        reason = f"static member {updated.instance_id} is now member {member_id}"
+    if member is None or updated.metadata_value() != old.metadata_value():
+        records.append(ConsumerRecord(ConsumerGroupMemberMetadataKey(current.group_id, member_id),
+                                      updated.metadata_value()))
+    group_epoch, digest = current.group_epoch, metadata_hash(members, topics)
+    subscription_changed = member is None and replaced is None or _subscription(updated) != _subscription(old)
+    if subscription_changed or digest != current.metadata_hash:
+        group_epoch += 1
+        records.append(ConsumerRecord(ConsumerGroupMetadataKey(current.group_id),
+                                      ConsumerGroupMetadataValue(group_epoch, digest)))
+        reason = reason or (f"member {member_id} joined" if member is None else
+                            f"member {member_id} changed its subscription" if subscription_changed
+                            else "the subscribed topics' metadata changed")
+    target, assignment_epoch = dict(current.target), current.assignment_epoch
+    if replaced is not None and replaced.member_id in target:
+        target[member_id] = target.pop(replaced.member_id)
+        records.append(ConsumerRecord(ConsumerGroupTargetAssignmentMemberKey(current.group_id, member_id),
+                                      ConsumerGroupTargetAssignmentMemberValue(target[member_id])))
+    if group_epoch > assignment_epoch:
+        new_target = _target(replace(current, members=members), target, topics, config, partition_racks)
+        records += _target_records(current.group_id, target, new_target, group_epoch)
+        target, assignment_epoch = new_target, group_epoch
+    others = replace(current, members=members).partition_epochs(excluding=member_id)
+    reconciled = reconcile(updated, target_epoch=assignment_epoch, target=target.get(member_id, frozenset()),
+                           owned=owned, partition_epochs=others)
+    if member is None or reconciled.assignment_value() != old.assignment_value():
+        records.append(ConsumerRecord(ConsumerGroupCurrentMemberAssignmentKey(current.group_id, member_id),
+                                      reconciled.assignment_value()))
+    return records, reconciled, reason
 
 
 def _target(group: ConsumerGroup, target: Mapping[str, Assignment], topics: Topics, config: ConsumerGroupConfig,

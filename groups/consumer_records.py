@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from common.protocol.metadata import wire_topic_id
@@ -31,6 +31,7 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION: Final = 8
 CONSUMER_KEY_VERSIONS: Final = frozenset(range(3, 9)) - {4}
 VALUE_VERSION: Final = 0
 METADATA_HASH_TAG: Final = 0  # ConsumerGroupMetadataValue's tagged MetadataHash (int64)
+CLASSIC_MEMBER_METADATA_TAG: Final = 0  # ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata
 
 TopicIdPartition = tuple[str, int]  # (topic id, partition), the topic id as the metadata image spells it
 Assignment = frozenset[TopicIdPartition]
@@ -66,6 +67,15 @@ class ConsumerGroupMemberMetadataKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group (KIP-848's online
+    migration): its JoinGroup session timeout and protocols, (name, metadata) in its order."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -75,6 +85,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0; None: a KIP-848 member
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +240,42 @@ def encode_value(value: ConsumerRecordValue | None) -> bytes | None:
         w.nullable_string(value.subscribed_topic_regex)
         w.int32(value.rebalance_timeout_ms)
         w.nullable_string(value.server_assignor)
-    w.tagged_fields()  # ClassicMemberMetadata (tag 0) stays absent: these members speak KIP-848
+        if value.classic_member_metadata is not None:
+            classic = _classic_metadata_bytes(value.classic_member_metadata)
+            w.uvarint(1)  # one tagged field: tag 0, ClassicMemberMetadata
+            w.uvarint(CLASSIC_MEMBER_METADATA_TAG)
+            w.uvarint(len(classic))
+            w.raw(classic)
+            return w.to_bytes()
+    w.tagged_fields()  # ClassicMemberMetadata (tag 0) absent: a member that speaks KIP-848
     return w.to_bytes()
+
+
+def _classic_metadata_bytes(classic: ClassicMemberMetadata) -> bytes:
+    """ClassicMemberMetadata as its tagged field holds it (flexible: compact arrays and strings)."""
+    w = Writer(flexible=True)
+    w.int32(classic.session_timeout_ms)
+
+    def protocol(ww: Writer, item: tuple[str, bytes]) -> None:
+        ww.string(item[0])
+        ww.bytes_(item[1])
+        ww.tagged_fields()
+    w.array(classic.supported_protocols, protocol)
+    w.tagged_fields()
+    return w.to_bytes()
+
+
+def _read_classic_metadata(data: bytes) -> ClassicMemberMetadata:
+    r = Reader(data, flexible=True)
+    session = r.int32()
+
+    def protocol(rr: Reader) -> tuple[str, bytes]:
+        name, metadata = rr.string(), bytes(rr.bytes_())
+        rr.skip_tagged_fields()
+        return name, metadata
+    protocols = r.array(protocol, 1 + 1 + 1)
+    r.skip_tagged_fields()
+    return ClassicMemberMetadata(session, protocols)
 
 
 def _read_value(key: ConsumerRecordKey, r: Reader) -> ConsumerRecordValue:
@@ -252,6 +297,11 @@ def _read_value(key: ConsumerRecordKey, r: Reader) -> ConsumerRecordValue:
         value = ConsumerGroupMemberMetadataValue(
             r.nullable_string(), r.nullable_string(), r.string(), r.string(),
             r.array(lambda rr: rr.string(), 1), r.nullable_string(), r.int32(), r.nullable_string())
+        classic = None
+        for tag, data in r.tagged_field_items():
+            if tag == CLASSIC_MEMBER_METADATA_TAG:
+                classic = _read_classic_metadata(bytes(data))
+        return replace(value, classic_member_metadata=classic)
     r.skip_tagged_fields()
     return value
 

@@ -27,18 +27,20 @@ def reconcile(member: ConsumerMember, *, target_epoch: int, target: Assignment, 
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or owned & member.pending_revocation:
             return member  # still revoking: nothing moves until the member lets them go
-        return _next(member, target_epoch, target, partition_epochs)
+        return _next(member, target_epoch, target, partition_epochs, owned)
     if member.state is MemberState.UNRELEASED_PARTITIONS or member.member_epoch != target_epoch:
-        return _next(member, target_epoch, target, partition_epochs)
+        return _next(member, target_epoch, target, partition_epochs, owned)
     return member
 
 
 def _next(member: ConsumerMember, target_epoch: int, target: Assignment,
-          partition_epochs: Mapping[TopicIdPartition, int]) -> ConsumerMember:
-    """Kafka's computeNextAssignment."""
+          partition_epochs: Mapping[TopicIdPartition, int], owned: Assignment | None) -> ConsumerMember:
+    """Kafka's computeNextAssignment. A member whose request shows it no longer owns the
+    partitions to revoke (Kafka's ownsRevokedPartitions: a classic member rejoining after an
+    eager revocation) needs no revocation step."""
     kept = member.assigned & target
     revoking = member.assigned - target
-    if revoking:
+    if revoking and (owned is None or owned & revoking):
         # stays at its epoch; what it still holds is what it keeps
         return replace(member, state=MemberState.UNREVOKED_PARTITIONS, assigned=kept, pending_revocation=revoking)
     wanted = target - member.assigned

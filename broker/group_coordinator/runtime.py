@@ -51,7 +51,7 @@ from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups import consumer_records, share_records
 from groups.share_records import ShareStateRecord
-from groups.consumer_group import ConsumerGroupConfig, ConsumerGroupState
+from groups.consumer_group import ConsumerGroupConfig, ConsumerGroupState, MigrationPolicy
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
 from groups.image import GroupsImage
@@ -119,7 +119,8 @@ class CoordinatorSettings:
             min_heartbeat_interval_ms=key("group.consumer.min.heartbeat.interval.ms"),
             max_heartbeat_interval_ms=key("group.consumer.max.heartbeat.interval.ms"),
             assignors=_names(config["group.consumer.assignors"]),
-            max_size=key("group.consumer.max.size"))
+            max_size=key("group.consumer.max.size"),
+            migration_policy=MigrationPolicy.parse(str(config["group.consumer.migration.policy"])))
         return cls(groups, key("offsets.topic.num.partitions"), key("offsets.topic.replication.factor"),
                    key("offsets.topic.segment.bytes"), key("offsets.commit.timeout.ms"),
                    key("offsets.retention.check.interval.ms"), consumer)

@@ -5,9 +5,9 @@ The rules are `groups/consumer_heartbeat.py`'s, run on the coordinator's image o
 records committed. Topics are named by id on the wire, as Kafka's messages do; the rule reads
 the broker's metadata image for names, ids and partition counts.
 
-Not served yet (issue 31): online migration of a classic group (a consumer-protocol member
-joining a classic group with members is refused with GROUP_ID_NOT_FOUND, as Kafka does when
-`group.consumer.migration.policy` is disabled), and the reverse.
+KIP-848's online migration (`groups/migration.py`): a member joining a classic group with
+members upgrades it to a consumer group, and the last consumer-protocol member leaving turns
+it back into a classic one, as `group.consumer.migration.policy` allows.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from groups.consumer_group import ConsumerGroup, ConsumerGroupState
 from groups.group_configs import consumer_config
 from metadata.records import ConfigResourceType
 from groups.assignors import NO_RACKS
-from groups.consumer_heartbeat import HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, Topics, heartbeat
+from broker.group_coordinator.consumer_ops import partition_racks, topics_of
+from groups.consumer_heartbeat import HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, Topics
+from groups.migration import migrating_heartbeat
 from common.protocol.metadata import wire_topic_id
 from groups.consumer_records import Assignment, image_topic_id
 from groups.image import GroupsImage
@@ -37,21 +39,6 @@ from metadata.image import MetadataImage
 E = ErrorCode
 GROUP_OPERATIONS_BITS: Final = acls.operations_bitfield(acls.GROUP_OPERATIONS)
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648  # Kafka's INT32_MIN: "not asked for"
-
-
-def topics_of(image: MetadataImage) -> Topics:
-    """Every topic as the heartbeat rule reads them: name -> (topic id, partition count)."""
-    return {name: (t.topic_id, len(t.partitions)) for name, t in image.topics.by_name.items()}
-
-
-def partition_racks(image: MetadataImage) -> dict[tuple[str, int], frozenset[str]]:
-    """(topic id, partition) -> the broker.rack of its replicas (racked brokers only): the
-    uniform assignor's rack-aware input, read only when a member names its rack."""
-    racks = {b.broker_id: b.rack for b in image.cluster.brokers.values() if b.rack}
-    if not racks:
-        return {}
-    return {(t.topic_id, p): frozenset(racks[r] for r in part.replicas if r in racks)
-            for t in image.topics.by_id.values() for p, part in t.partitions.items()}
 
 
 def _image_id(image: MetadataImage, wire: uuid.UUID) -> str:
@@ -89,21 +76,12 @@ def _heartbeat_response(version: int, r: HeartbeatResponse) -> Any:
 
 def _rule(state: GroupsImage, req: HeartbeatRequest, topics: Topics, coord: GroupCoordinator,
           now_ms: int) -> HeartbeatOutcome:
-    classic = state.groups.get(req.group_id)
-    if classic is not None and classic.members:  # no online migration yet (see the module)
-        return HeartbeatOutcome((), HeartbeatResponse(
-            E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id))
     group = state.consumer_groups.get(req.group_id)
     racked = req.rack_id is not None or (group is not None and any(m.rack_id for m in group.members.values()))
     config = consumer_config(coord.settings.consumer, coord.image().config(ConfigResourceType.GROUP, req.group_id))
-    out = heartbeat(group, req, topics=topics, config=config, now_ms=now_ms,
-                    partition_racks=partition_racks(coord.image()) if racked else NO_RACKS)
-    if classic is not None and out.records:
-        # An empty classic group (offsets only, or every member gone) becomes a consumer group:
-        # its record goes first, its offsets stay (Kafka converts an empty group the same way).
-        return replace(out, records=(CoordinatorRecord(GroupMetadataKey(req.group_id), None), *out.records),
-                       reason=f"{out.reason}; the empty classic group is now a consumer group")
-    return out
+    return migrating_heartbeat(state.groups.get(req.group_id), group, req, topics=topics, config=config,
+                               classic_config=coord.config, now_ms=now_ms,
+                               partition_racks=partition_racks(coord.image()) if racked else NO_RACKS)
 
 
 async def consumer_heartbeat(coord: GroupCoordinator, req: Any, version: int, client: ClientInfo) -> Any:
@@ -149,7 +127,7 @@ def _described(m: Any, group_id: str, group: ConsumerGroup, image: MetadataImage
         subscribed_topic_names=member.subscribed_topic_names, subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=assignment(member.assigned), target_assignment=assignment(group.target.get(member.member_id,
                                                                                                frozenset())),
-        member_type=1)  # v1: 1 is a consumer-protocol member (0 classic, -1 unknown)
+        member_type=0 if member.uses_classic_protocol else 1)  # v1: 0 classic, 1 consumer protocol, -1 unknown
         for _, member in sorted(group.members.items()))
     return build(m.DescribedGroup, error_code=error_code(E.NONE), group_id=group_id, group_state=group.state.value,
                  group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,

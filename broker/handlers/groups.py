@@ -115,6 +115,8 @@ async def join(coord: GroupCoordinator, req: Any, version: int, client: ClientIn
                        tuple((p.name, p.metadata) for p in req.protocols), version >= 4,
                        supports_skip_assignment=version >= 9, reason=getattr(req, "reason", None))
     now_ms = coord.now_ms()
+    if _mixed(coord, partition, req.group_id):  # KIP-848: a classic member of a consumer group
+        return _join_response(version, await coord.classic_member_join(partition, core, new_id))
     result = await _answer_or_park(
         coord, partition, req.group_id, JoinResult,
         lambda state: _join_rule(state, core, new_id, now_ms, coord),
@@ -122,17 +124,25 @@ async def join(coord: GroupCoordinator, req: Any, version: int, client: ClientIn
     return _join_response(version, result)
 
 
+def _mixed(coord: GroupCoordinator, partition: int, group_id: str) -> bool:
+    """Whether the group is a KIP-848 group with members: its classic members' requests are
+    consumer group rules then (Kafka's classicGroupJoinToConsumerGroup and its siblings)."""
+    consumer = coord.consumer_group(partition, group_id)
+    return consumer is not None and bool(consumer.members)
+
+
 def _join_rule(state: GroupsImage, core: JoinRequest, new_id: str, now_ms: int, coord: GroupCoordinator) -> Outcome:
-    """JoinGroup on the group of that id. A KIP-848 group with members refuses a classic
-    member (Kafka's getOrMaybeCreateClassicGroup: GROUP_ID_NOT_FOUND; no online migration
-    here yet); an empty one is deleted first (its records tombstoned, its offsets kept) and
-    the group starts again as a classic one, as Kafka converts an empty group."""
+    """JoinGroup on the group of that id. A KIP-848 group with members is handled by
+    `GroupCoordinator.classic_member_join` before this rule; should it have gained members
+    since, the member is told to join again (REBALANCE_IN_PROGRESS) and goes there. An empty
+    one is deleted first (its records tombstoned, its offsets kept) and the group starts again
+    as a classic one, as Kafka converts an empty group."""
     consumer = state.consumer_groups.get(core.group_id)
     if consumer is None:
         return join_group(state.groups.get(core.group_id), core, new_member_id=new_id, now_ms=now_ms,
                           config=coord.config)
     if consumer.members:
-        return Outcome(None, response=JoinResult(E.GROUP_ID_NOT_FOUND, member_id=core.member_id))
+        return Outcome(None, response=JoinResult(E.REBALANCE_IN_PROGRESS, member_id=core.member_id))
     joined = join_group(None, core, new_member_id=new_id, now_ms=now_ms, config=coord.config)
     return replace(joined, records=consumer_group_tombstones(core.group_id) + joined.records,
                    reason=joined.reason or "a classic member joined the empty consumer group: now a classic group")
@@ -151,6 +161,8 @@ async def sync(coord: GroupCoordinator, req: Any, version: int, client: ClientIn
         return _sync_response(version, SyncResult(e.code))
     core = SyncRequest(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
                        tuple((a.member_id, a.assignment) for a in req.assignments), protocol_type, protocol_name)
+    if _mixed(coord, partition, req.group_id):
+        return _sync_response(version, await coord.classic_member_sync(partition, core))
     group = coord.groups(partition).groups.get(req.group_id)
     wait_ms = max((m.rebalance_timeout_ms for m in (group.members.values() if group else ())), default=0) \
         + JOIN_MARGIN_MS
@@ -178,6 +190,9 @@ async def heartbeat_(coord: GroupCoordinator, req: Any, version: int, client: Cl
         return _heartbeat_response(version, e.code)
     now_ms = coord.now_ms()
     instance: str | None = getattr(req, "group_instance_id", None)  # v3+
+    if _mixed(coord, partition, req.group_id):
+        return _heartbeat_response(version, await coord.classic_member_heartbeat(
+            partition, req.group_id, req.member_id, instance, req.generation_id))
     outcome, _ = await coord.run(partition, req.group_id, lambda state: heartbeat(
         state.groups.get(req.group_id), req.group_id, req.member_id, instance, req.generation_id, now_ms))
     return _heartbeat_response(version, cast(ErrorCode, outcome.response))
@@ -196,9 +211,12 @@ async def leave(coord: GroupCoordinator, req: Any, version: int, client: ClientI
         leaving = tuple(LeavingMember(i.member_id, i.group_instance_id, getattr(i, "reason", None))
                         for i in req.members)
     now_ms = coord.now_ms()
-    outcome, _ = await coord.run(partition, req.group_id, lambda state: leave_group(
-        state.groups.get(req.group_id), req.group_id, leaving, now_ms, coord.config))
-    result = outcome.response
+    if _mixed(coord, partition, req.group_id):
+        result: object = await coord.classic_member_leave(partition, req.group_id, leaving)
+    else:
+        outcome, _ = await coord.run(partition, req.group_id, lambda state: leave_group(
+            state.groups.get(req.group_id), req.group_id, leaving, now_ms, coord.config))
+        result = outcome.response
     assert isinstance(result, LeaveResult)
     error = error_code(result.error)
     if version < 3:  # one member: its error is the request's
@@ -278,7 +296,8 @@ def _consumer_commit(group: ConsumerGroup, core: CommitRequest, now_ms: int, coo
         if member is None:
             error = E.UNKNOWN_MEMBER_ID
         elif core.generation_id != member.member_epoch:
-            error = E.STALE_MEMBER_EPOCH
+            # a classic member commits with its generation (Kafka's validateMemberEpoch)
+            error = E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
     if error is not E.NONE:
         return Outcome(None, response=tuple((p.topic, p.partition, error) for p in core.partitions))
     stored = commit_offsets(None, replace(core, generation_id=-1, member_id=""), now_ms=now_ms, config=coord.config,

@@ -26,6 +26,7 @@ from common.records import decode_records
 from common.topic_partition import TopicPartition
 from groups.consumer_records import ConsumerGroupMetadataKey, decode_record
 from groups.group import GroupConfig
+from groups.migration_protocol import Subscription, decode_assignment, encode_subscription
 from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
@@ -170,38 +171,66 @@ async def test_a_consumer_group_life_and_a_reload(broker) -> None:
     await again.close()
 
 
+SUBSCRIPTION = encode_subscription(Subscription(1, ("orders",)))
+
+
 async def classic_join(handler: RequestHandler, member_id: str = "") -> Any:
-    request = gw.join(5, GROUP, 10000, 30000, member_id, None, "consumer", (("range", b"subscription"),))
+    request = gw.join(5, GROUP, 10000, 30000, member_id, None, "consumer", (("range", SUBSCRIPTION),))
     return await call(handler, ApiKey.JOIN_GROUP, 5, request, *gw.codec(ApiKey.JOIN_GROUP))
 
 
-async def test_an_empty_group_changes_protocol_a_busy_one_refuses_the_other(broker) -> None:
-    """Stop every consumer, restart them with the other group.protocol: the group changes type
-    and keeps its offsets. While members of one protocol are in it, the other is refused."""
+async def classic_heartbeat(handler: RequestHandler, member_id: str, generation: int) -> int:
+    answer = await call(handler, ApiKey.HEARTBEAT, 3, gw.heartbeat(3, GROUP, generation, member_id),
+                        *gw.codec(ApiKey.HEARTBEAT))
+    return int(answer.error_code)
+
+
+async def listed_type(handler: RequestHandler) -> tuple[str, str]:
+    listed = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
+    return next((g.group_type, g.group_state) for g in listed.groups if g.group_id == GROUP)
+
+
+async def test_a_group_migrates_online_both_ways_and_keeps_its_offsets(broker) -> None:
+    """KIP-848's online migration through the request handler: a classic member joins a
+    consumer group with members (the group stays a consumer group, the member speaks
+    JoinGroup/SyncGroup/Heartbeat in it); the last consumer-protocol member leaves and the
+    group is classic again, rebalancing; a consumer-protocol member joins and upgrades it."""
     new_handler, _ = broker
     handler = new_handler()
     await loaded(handler)
     assert (await beat(handler, "member-a", 0, [], subscribed_topic_names=("orders",))).error_code == 0
     assert await commit(handler, "member-a", 1) == 0
-    refused = await classic_join(handler)
-    assert refused.error_code == E.GROUP_ID_NOT_FOUND
-    assert (await beat(handler, "member-a", -1)).error_code == 0  # the last consumer-protocol member leaves
-
-    first = await classic_join(handler)  # now a classic member may come: the group becomes classic
+    first = await classic_join(handler)
     assert first.error_code == E.MEMBER_ID_REQUIRED
     joined = await classic_join(handler, first.member_id)
-    assert joined.error_code == 0 and joined.generation_id == 1
-    coord = handler.context.groups
-    assert GROUP not in coord.groups(0).consumer_groups and coord.groups(0).offsets[GROUP]  # offsets kept
-    listed = await kio_call(handler, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
-    assert [(g.group_id, g.group_type) for g in listed.groups] == [(GROUP, "classic")]
-    busy = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
-    assert busy.error_code == E.GROUP_ID_NOT_FOUND  # a classic member is in it
+    assert (joined.error_code, joined.protocol_name, joined.leader) == (0, "range", "")
+    assert await listed_type(handler) == ("consumer", "Reconciling")
+    described = await kio_call(handler, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=(GROUP,),
+                               include_authorized_operations=False)
+    assert sorted((m.member_id, m.member_type) for m in described.groups[0].members) == sorted(
+        [("member-a", 1), (first.member_id, 0)])
+    synced = await call(handler, ApiKey.SYNC_GROUP, 5, gw.sync(5, GROUP, joined.generation_id, first.member_id, None,
+                                                               (), "consumer", "range"), *gw.codec(ApiKey.SYNC_GROUP))
+    assert synced.error_code == 0 and decode_assignment(synced.assignment) == ()  # member-a still holds them all
+    assert await classic_heartbeat(handler, first.member_id, joined.generation_id - 1) == E.ILLEGAL_GENERATION
 
-    left = await call(handler, ApiKey.LEAVE_GROUP, 3, gw.leave(3, GROUP, (joined.member_id, None, None)),
+    assert (await beat(handler, "member-a", -1)).error_code == 0  # the last consumer-protocol member leaves
+    coord = handler.context.groups
+    classic = coord.groups(0).groups[GROUP]
+    assert GROUP not in coord.groups(0).consumer_groups and coord.groups(0).offsets[GROUP]  # offsets kept
+    assert classic.state.value == "PreparingRebalance" and list(classic.members) == [first.member_id]
+    assert await listed_type(handler) == ("classic", "PreparingRebalance")
+    assert await classic_heartbeat(handler, first.member_id, classic.generation_id) == E.REBALANCE_IN_PROGRESS
+    rejoined = await classic_join(handler, first.member_id)
+    assert rejoined.error_code == 0 and rejoined.leader == first.member_id  # a classic rebalance again
+
+    upgraded = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
+    assert upgraded.error_code == 0  # a consumer-protocol member joins: the group is upgraded
+    assert GROUP not in coord.groups(0).groups and coord.groups(0).consumer_groups[GROUP].members[
+        first.member_id].uses_classic_protocol
+    assert await listed_type(handler) == ("consumer", "Reconciling")
+    left = await call(handler, ApiKey.LEAVE_GROUP, 3, gw.leave(3, GROUP, (first.member_id, None, None)),
                       *gw.codec(ApiKey.LEAVE_GROUP))
-    assert left.error_code == 0
-    back = await beat(handler, "member-b", 0, [], subscribed_topic_names=("orders",))
-    assert (back.error_code, back.member_epoch) == (0, 1)  # empty again: a consumer group once more
-    assert GROUP not in coord.groups(0).groups and coord.groups(0).offsets[GROUP]
+    assert left.error_code == 0 and left.members[0].error_code == 0
+    assert sorted(coord.groups(0).consumer_groups[GROUP].members) == ["member-b"]
     await handler.close()
