@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata.codec import fields_from_map
 from metadata.delta import apply
-from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.image import EMPTY_IMAGE, PARTITION_KINDS, PARTITION_OPTIONAL, MetadataImage, PartitionRegistration
 from metadata.partition_change import (
     AlterPartitionRejected,
     alter_partition,
@@ -182,6 +183,19 @@ BAD_SNAPSHOTS = [
      "unknown field(s) ['topic_id']"),
     (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "isr": [99]}]}]),
      "is not a subset of replicas"),
+    # A partition the fast path (snapshot._plain_partition) declines: the general path names the fault.
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "isr": [1, 1]}]}]),
+     "isr: expected distinct integers"),
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "replicas": True}]}]),
+     "replicas: expected a list of integers"),
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "leader_epoch": -1}]}]),
+     "leader_epoch: expected an integer"),
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "partition_id": False}]}]),
+     "partition_id: expected an integer"),
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "leader_recovery_state": 7}]}]),
+     "leader_recovery_state: expected one of RECOVERED=0, RECOVERING=1"),
+    (_with(topics=[{**TOPIC0, "partitions": [{**TOPIC0["partitions"][0], "adding_replicas": [42]}]}]),
+     "must be disjoint subsets of replicas"),
     (_with(configs=[CONFIG0, CONFIG0]), "duplicate config resource"),
     (_with(configs=[{**CONFIG0, "configs": {}}]), "a config resource with no configs"),
     (_with(configs=[{**CONFIG0, "configs": {"a": 1}}]), "expected a string"),
@@ -189,6 +203,25 @@ BAD_SNAPSHOTS = [
     (_with(features=[]), "features: expected a map, got list"),
     (_with(next_producer_id_block_start=-5), "next_producer_id_block_start"),
 ]
+
+
+REASSIGNING = {**TOPIC0["partitions"][0], "replicas": [1, 2, 3, 4], "isr": [1, 2],
+               "adding_replicas": [4], "removing_replicas": [1]}
+
+
+@pytest.mark.parametrize("partition", [
+    TOPIC0["partitions"][0],
+    {**TOPIC0["partitions"][0], "elr": [], "leader_recovery_state": 1},
+    REASSIGNING,
+    {k: v for k, v in REASSIGNING.items() if k != "removing_replicas"},  # one list alone: the general path
+], ids=["plain", "recovering", "reassigning", "adding-only"])
+def test_every_partition_shape_decodes_as_the_general_path_does(partition):
+    """The fast path builds exactly what PartitionRegistration's own checks build."""
+    topic = decode_snapshot(_with(topics=[{**TOPIC0, "partitions": [partition]}])).topics.by_id[TOPIC0["topic_id"]]
+    expected = fields_from_map(PartitionRegistration, {**partition, "topic_id": TOPIC0["topic_id"]},
+                               PARTITION_KINDS, "p", optional=PARTITION_OPTIONAL)
+    assert topic.partitions[partition["partition_id"]] == expected
+    assert type(expected.leader_recovery_state) is type(topic.partitions[partition["partition_id"]].leader_recovery_state)
 
 
 @pytest.mark.parametrize(("data", "message"), BAD_SNAPSHOTS, ids=[m for _, m in BAD_SNAPSHOTS])
