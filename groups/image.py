@@ -29,7 +29,9 @@ from typing import ClassVar, Final
 
 from groups.consumer_group import KEEP_REBALANCE_DEADLINE, ConsumerGroup, ConsumerTimers, replay_consumer
 from groups.consumer_records import ConsumerRecord
-from groups.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord
+from groups.share_group import ShareGroup
+from groups.share_records import MembershipRecord, ShareRecord, ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord, \
+    replay_membership
 from groups.group import ClassicGroup, group_from_record
 from groups.records import (
     CoordinatorRecord,
@@ -73,11 +75,22 @@ class GroupsImage:
     consumer_timers: Mapping[str, Mapping[str, ConsumerTimers]] = field(default_factory=dict)
     # KIP-932: share partitions' durable state, this coordinator's share groups' (groups/share_records.py)
     share_states: Mapping[ShareSnapshotKey, ShareSnapshotValue] = field(default_factory=dict)
+    # KIP-932 share groups (groups/share_group.py), by Kafka's ShareGroup* records; their
+    # members' session deadlines are the share broker's timers (broker/share/state.py)
+    share_groups: Mapping[str, ShareGroup] = field(default_factory=dict)
     EMPTY: ClassVar[GroupsImage]
 
-    def replay(self, record: CoordinatorRecord | ConsumerRecord | ShareStateRecord, now_ms: int,
+    def replay(self, record: CoordinatorRecord | ConsumerRecord | ShareRecord, now_ms: int,
                producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
         """The image after one record; `producer_id` the producer of its transactional batch."""
+        if isinstance(record, MembershipRecord):
+            share_groups = dict(self.share_groups)
+            share_group = replay_membership(share_groups.get(record.key.group), record)
+            if share_group is None:
+                share_groups.pop(record.key.group, None)
+            else:
+                share_groups[record.key.group] = share_group
+            return replace(self, share_groups=share_groups)
         if isinstance(record, ShareStateRecord):
             states = dict(self.share_states)
             if record.value is None:
@@ -116,7 +129,7 @@ class GroupsImage:
         """The image with these offsets: the constructor, not dataclasses.replace, on the path of
         every committed offset (replace costs twice as much, a third of a record's replay)."""
         return GroupsImage(self.groups, offsets, pending, self.txn_records, self.consumer_groups,
-                           self.consumer_timers)
+                           self.consumer_timers, self.share_states, self.share_groups)
 
     def end_transaction(self, producer_id: int, committed: bool) -> GroupsImage:
         """The image after `producer_id`'s marker: its pending offsets become the committed

@@ -236,12 +236,15 @@ def heartbeat(group: ShareGroup | None, req: HeartbeatRequest, *, topics: Topics
         E.NONE, None, member.member_id, member.member_epoch, config.heartbeat_interval_ms, send), reason)
 
 
+NO_OUTCOME: Final = HeartbeatOutcome((), HeartbeatResponse(E.NONE, None, ""))  # nothing to do
+
+
 def expire(group: ShareGroup, member_ids: Iterable[str], *, topics: Topics) -> HeartbeatOutcome:
     """Members whose session ran out leave (Kafka fences them): their records, then one epoch
     bump for the rest."""
     gone = sorted(m for m in set(member_ids) if m in group.members)
     if not gone:
-        return HeartbeatOutcome((), HeartbeatResponse(E.NONE, None, ""))
+        return NO_OUTCOME
     members = {m: v for m, v in group.members.items() if m not in gone}
     records, _, reason = _rebalanced(group, members, topics, f"session of member(s) {', '.join(gone)} expired")
     return HeartbeatOutcome((*(MemberRemoved(m) for m in gone), *records),

@@ -46,7 +46,7 @@ def alter_group_configs(image: MetadataImage, group_id: str,
                         changes: Mapping[str, str | None]) -> ControllerResult[None]:
     """One Config record per key whose value changes; nothing when any key is refused."""
     for name, value in sorted(changes.items()):
-        problem = check_group_config(name, "1" if value is None else value)  # a deletion: the key only
+        problem = check_group_config(name, value)
         if problem is not None:
             raise ControllerApiError(ErrorCode.INVALID_CONFIG, problem, field=name)
     current = image.config(GROUP, group_id)

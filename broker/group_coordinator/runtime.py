@@ -50,7 +50,7 @@ from common.errors import ErrorCode
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.units import MIB, SECOND_MS
 from groups import consumer_records, share_records
-from groups.share_records import ShareStateRecord
+from groups.share_records import ShareRecord, ShareStateRecord, MembershipRecord
 from groups.consumer_group import ConsumerGroupConfig, ConsumerGroupState, MigrationPolicy
 from groups.consumer_records import ConsumerRecord
 from groups.group import ClassicGroup, GroupConfig
@@ -143,17 +143,17 @@ class GroupShard:
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
-        self._encoded: dict[Encoded, CoordinatorRecord | ConsumerRecord | ShareStateRecord] = {}
+        self._encoded: dict[Encoded, CoordinatorRecord | ConsumerRecord | ShareRecord] = {}
 
     def empty(self) -> GroupsImage:
         return GroupsImage.EMPTY
 
-    def encode(self, records: tuple[CoordinatorRecord | ConsumerRecord | ShareStateRecord, ...]) -> tuple[Encoded, ...]:
+    def encode(self, records: tuple[CoordinatorRecord | ConsumerRecord | ShareRecord, ...]) -> tuple[Encoded, ...]:
         if len(self._encoded) > MAX_ENCODED_KEPT:  # replays that never came (a rule raised): forget them
             self._encoded.clear()
         out = []
         for record in records:
-            if isinstance(record, ShareStateRecord):  # KIP-932: a share partition's snapshot
+            if isinstance(record, (ShareStateRecord, MembershipRecord)):  # KIP-932: a share partition's or group's
                 encoded = share_records.encode_record(record)
             else:
                 encoded = consumer_records.encode_record(record) if isinstance(record, ConsumerRecord) \
@@ -162,7 +162,7 @@ class GroupShard:
             out.append(encoded)
         return tuple(out)
 
-    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord | ConsumerRecord | ShareStateRecord:
+    def _record(self, key: bytes, value: bytes | None) -> CoordinatorRecord | ConsumerRecord | ShareRecord:
         record = self._encoded.pop((key, value), None)
         if record is not None:
             return record

@@ -92,7 +92,7 @@ async def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroke
     try:
         for b in batches:
             out = sp.acknowledge(state, member_id=member_id, first=b.first_offset, last=b.last_offset,
-                                 types=tuple(b.acknowledge_types), limits=share.settings.limits)
+                                 types=tuple(b.acknowledge_types), limits=share.settings_for(group_id).limits)
             state = sp.replay_all(state, out)
             records.extend(out)
     except sp.AcknowledgeError as e:
@@ -135,7 +135,7 @@ def _acquire(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: s
     except KafkaError as e:
         return Acquired(error_code(ctx.partition_error(tp, e, ctx.image())))
     out = sp.acquire(state, member_id=member_id, batches=[(s.base, s.last) for s in spans if not s.control],
-                     max_records=max_records, now_ms=share.now_ms(), limits=share.settings.limits)
+                     max_records=max_records, now_ms=share.now_ms(), limits=share.settings_for(group_id).limits)
     share.apply_partition(group_id, tp, out.records, f"member {member_id} acquired", quiet=True)
     if not out.acquired:
         return Acquired(E.NONE)
@@ -158,10 +158,12 @@ async def _load(ctx: BrokerContext, share: ShareBroker, group_id: str, tp: Topic
 
 
 def _partition_data(m: Any, ctx: BrokerContext, tp: TopicPartition, got: Acquired, ack: ErrorCode | None) -> Any:
+    # no records is b"", not null: kio's ShareFetchResponse v1 Records is not nullable, and a
+    # null closed the connection on every first ShareFetch of an empty share partition
     leader_id, leader_epoch = _leader(ctx, tp)
     return build(m.PartitionData, partition_index=tp.partition, error_code=got.code,
                  acknowledge_error_code=int(ack or E.NONE), current_leader=m.LeaderIdAndEpoch(
-                     leader_id=leader_id, leader_epoch=leader_epoch), records=got.records or None,
+                     leader_id=leader_id, leader_epoch=leader_epoch), records=got.records,
                  acquired_records=tuple(m.AcquiredRecords(first_offset=f, last_offset=last, delivery_count=c)
                                         for f, last, c in got.ranges))
 
@@ -170,7 +172,7 @@ async def share_fetch(ctx: BrokerContext, req: Any, version: int, client: Client
     """`req` is kio's ShareFetchRequest of `version` (v1: Kafka 4.1's, with max_records)."""
     m = messages.response_module(ApiKey.SHARE_FETCH, version)
     share = share_broker(ctx)
-    lock = timedelta(milliseconds=share.settings.limits.record_lock_duration_ms)
+    lock = timedelta(milliseconds=share.settings_for(req.group_id).limits.record_lock_duration_ms)
 
     def answer(code: ErrorCode, message: str | None = None, responses: tuple[Any, ...] = ()) -> Any:
         return build(m.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,

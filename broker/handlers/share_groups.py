@@ -9,26 +9,34 @@ group"), as Kafka refuses a group of another type.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import Any, Final
 
-from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.errors import CoordinatorError, client_error
+from broker.coordinator.runtime import CoordinatorResult
 from broker.handlers.consumer_groups import GROUP_OPERATIONS_BITS, AUTHORIZED_OPERATIONS_OMITTED, topics_of
 from broker.handlers import groups as group_handlers
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.metadata import broker_endpoint
 from broker.share.persister import ShareStore
-from broker.share.state import SWEEP_INTERVAL_MS, ShareBroker, ShareSettings
+from broker.share.state import SWEEP_INTERVAL_MS, ShareBroker, ShareSettings, share_settings
 from common.errors import ErrorCode, KafkaError
 from common.topic_partition import TopicPartition
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
 from common.protocol.messages import NO_THROTTLE, build, error_code
 from common.protocol.metadata import wire_topic_id
-from groups import share_group as sg
+from groups import share_group as sg, share_records
+from groups.image import GroupsImage
+from groups.partitioner import GROUP_METADATA_TOPIC_NAME
+from metadata.records import ConfigResourceType
 
+log = logging.getLogger(__name__)
 E = ErrorCode
 SHARE_ASSIGNOR: Final = "simple"  # Kafka's share assignor's name, as ShareGroupDescribe reports it
 SHARE_GROUP_TYPE: Final = "share"  # ListGroups' group_type and protocol_type of a share group (Kafka's)
@@ -40,9 +48,16 @@ def share_broker(ctx: BrokerContext) -> ShareBroker:
         store = ShareStore(ctx.image, lambda image, broker: broker_endpoint(ctx, image, broker, ctx.listener_name),
                            client_id=f"broker-{ctx.broker_id}-share-persister")
         share = ctx.share = ShareBroker(ShareSettings.from_config(ctx.config), ctx.groups.timers, store)
-        share.timers.schedule_every(("share-sweep", ctx.broker_id), SWEEP_INTERVAL_MS,
-                                    lambda now_ms: share.sweep(leads=partial(_leads, ctx),
-                                                               coordinates=partial(_coordinates, ctx)))
+        share.settings_for = partial(group_settings, ctx, share)
+
+        def sweep(now_ms: int) -> None:
+            share.sweep(leads=partial(_leads, ctx), coordinates=partial(_coordinates, ctx))
+            for group_id, (group, _) in sorted(_share_groups(ctx).items()):  # after a load: their sessions
+                timeout_ms = group_settings(ctx, share, group_id).group.session_timeout_ms
+                for member_id in sorted(group.members):
+                    if not share.has_session(group_id, member_id):
+                        arm_session(ctx, share, group_id, member_id, timeout_ms)
+        share.timers.schedule_every(("share-sweep", ctx.broker_id), SWEEP_INTERVAL_MS, sweep)
     made: ShareBroker = ctx.share
     return made
 
@@ -93,21 +108,60 @@ def _heartbeat_response(version: int, r: sg.HeartbeatResponse) -> Any:
                  heartbeat_interval=timedelta(milliseconds=r.heartbeat_interval_ms), assignment=assignment)
 
 
-def _arm_session(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: str, *, leaving: bool) -> None:
-    """The member's session deadline (soft state): when it passes, the member is removed."""
-    key = ("share-session", group_id, member_id)
-    if leaving:
-        share.timers.cancel(key)
-        return
+def _run(ctx: BrokerContext, partition: int, group_id: str,
+         rule: Callable[[sg.ShareGroup | None], sg.HeartbeatOutcome]) -> asyncio.Future[sg.HeartbeatOutcome | None]:
+    """`rule` on the group as the coordinator's current image holds it; its records are Kafka's
+    ShareGroup* records of the group's `__consumer_offsets` partition (so a new coordinator
+    loads the group), and the future holds its outcome once they commit (CoordinatorError if
+    they cannot). Run in the coordinator's order: two heartbeats never decide on one epoch."""
+    coordinator = ctx.groups
 
+    def operation(state: GroupsImage) -> CoordinatorResult[GroupsImage, sg.HeartbeatOutcome]:
+        before = state.share_groups.get(group_id)
+        out = rule(before)
+        if out.response.error is not E.NONE or not out.records:
+            return CoordinatorResult(answer=out)
+        records = share_records.membership_records(before or sg.ShareGroup(group_id), out.records)
+
+        def logged(image: GroupsImage) -> GroupsImage:
+            after = image.share_groups.get(group_id)
+            if after is not None and (before is None or before.group_epoch != after.group_epoch):
+                log.info("Share group %s (%s-%d) %s -> %s, group epoch %d, %d member(s): %s", group_id,
+                         GROUP_METADATA_TOPIC_NAME, partition, "absent" if before is None else before.state.value,
+                         after.state.value, after.group_epoch, len(after.members), out.reason or "-")
+            return image
+        return CoordinatorResult(coordinator.shard.encode(records), out, memory=logged)
+
+    return coordinator.runtime.submit(partition, operation)
+
+
+def arm_session(ctx: BrokerContext, share: ShareBroker, group_id: str, member_id: str, timeout_ms: int) -> None:
+    """The member's session deadline (soft state, as Kafka keeps it): when it passes, the
+    member is removed (`groups.share_group.expire`), unless its coordinator moved meanwhile
+    (the new one arms its own: `ShareBroker.sweep`)."""
     def expire(now_ms: int) -> None:
-        group = share.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        share.forget_session(group_id, member_id)
+        try:
+            partition = ctx.groups.partition_for(group_id)
+            future = _run(ctx, partition, group_id, lambda group: sg.expire(group, [member_id], topics=_topics(ctx))
+                          if group is not None else sg.NO_OUTCOME)
+        except CoordinatorError:
             return
-        out = sg.expire(group, [member_id], topics=_topics(ctx))
-        share.apply_group(group_id, out.records, out.reason)
+        future.add_done_callback(_quiet)
 
-    share.timers.schedule_in(key, share.settings.group.session_timeout_ms, expire)
+    share.arm_session(group_id, member_id, timeout_ms, expire)
+
+
+def _quiet(future: asyncio.Future[Any]) -> None:
+    """A background write's failure is the coordinator's to log (its write failed or moved)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def group_settings(ctx: BrokerContext, share: ShareBroker, group_id: str) -> ShareSettings:
+    """The broker's share settings with the group's own share.* configs (IncrementalAlterConfigs
+    on GROUP), within the broker's bounds."""
+    return share_settings(share.settings, ctx.image().config(ConfigResourceType.GROUP, group_id))
 
 
 async def share_heartbeat(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
@@ -120,14 +174,35 @@ async def share_heartbeat(ctx: BrokerContext, req: Any, version: int, client: Cl
         return _heartbeat_response(version, sg.HeartbeatResponse(
             E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.", req.member_id))
     share = share_broker(ctx)
+    settings = group_settings(ctx, share, req.group_id)
     core = sg.HeartbeatRequest(req.group_id, req.member_id, req.member_epoch, req.rack_id,
                                None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
                                client.client_id, client.host)
-    out = sg.heartbeat(share.groups.get(req.group_id), core, topics=_topics(ctx), config=share.settings.group)
+    try:
+        out = await _run(ctx, partition, req.group_id,
+                         lambda group: sg.heartbeat(group, core, topics=_topics(ctx), config=settings.group))
+    except CoordinatorError as e:
+        return _heartbeat_response(version, sg.HeartbeatResponse(client_error(e.code), str(e), req.member_id))
+    assert out is not None
     if out.response.error is E.NONE:
-        share.apply_group(req.group_id, out.records, out.reason)
-        _arm_session(ctx, share, req.group_id, req.member_id, leaving=req.member_epoch == sg.LEAVE_EPOCH)
+        if req.member_epoch == sg.LEAVE_EPOCH:
+            share.forget_session(req.group_id, req.member_id)
+        else:
+            arm_session(ctx, share, req.group_id, req.member_id, settings.group.session_timeout_ms)
     return _heartbeat_response(version, out.response)
+
+
+def _share_groups(ctx: BrokerContext) -> dict[str, tuple[sg.ShareGroup, int]]:
+    """Every share group coordinated here (its committed state), with its `__consumer_offsets` partition."""
+    out = {}
+    for partition in ctx.groups.active_partitions():
+        try:
+            groups = ctx.groups.runtime.committed(partition).share_groups
+        except CoordinatorError:
+            continue
+        for group_id, group in groups.items():
+            out[group_id] = (group, partition)
+    return out
 
 
 # ---- ShareGroupDescribe -------------------------------------------------------------------
@@ -154,7 +229,7 @@ def _described(m: Any, group: sg.ShareGroup, ctx: BrokerContext, operations: int
 async def share_describe(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
     m = messages.response_module(ApiKey.SHARE_GROUP_DESCRIBE, version)
     operations = GROUP_OPERATIONS_BITS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    share = share_broker(ctx)
+    share_broker(ctx)  # its sweep arms the sessions of members loaded here
     out = []
     for group_id in req.group_ids:
         def failed(code: ErrorCode, message: str) -> Any:
@@ -162,11 +237,10 @@ async def share_describe(ctx: BrokerContext, req: Any, version: int, client: Cli
                          group_state=sg.ShareGroupState.DEAD.value, group_epoch=-1, assignment_epoch=-1,
                          assignor_name="", members=(), authorized_operations=operations)
         try:
-            ctx.groups.partition_for(group_id)
+            group = ctx.groups.runtime.committed(ctx.groups.partition_for(group_id)).share_groups.get(group_id)
         except CoordinatorError as e:
             out.append(failed(e.code, str(e)))
             continue
-        group = share.groups.get(group_id)
         if group is None:
             out.append(failed(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."))
             continue
@@ -183,16 +257,11 @@ async def list_groups(ctx: BrokerContext, req: Any, version: int, client: Client
     response = await group_handlers.list_(ctx.groups, req, version, client)
     types = {t.lower() for t in getattr(req, "types_filter", ())}
     states = {s.lower() for s in getattr(req, "states_filter", ())}
-    if ctx.share is None or (types and SHARE_GROUP_TYPE not in types):
+    if types and SHARE_GROUP_TYPE not in types:
         return response
     m = messages.response_module(ApiKey.LIST_GROUPS, version)
-    share: ShareBroker = ctx.share
     listed = []
-    for group_id, group in sorted(share.groups.items()):
-        try:
-            ctx.groups.partition_for(group_id)
-        except CoordinatorError:  # its coordinator moved away: no longer this broker's to list
-            continue
+    for group_id, (group, _) in sorted(_share_groups(ctx).items()):
         if not states or group.state.value.lower() in states:
             listed.append(build(m.ListedGroup, group_id=group_id, group_state=group.state.value,
                                 protocol_type=SHARE_GROUP_TYPE, group_type=SHARE_GROUP_TYPE))

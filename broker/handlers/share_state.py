@@ -18,7 +18,6 @@ from typing import Any
 from broker.coordinator.errors import CoordinatorError, client_error
 from broker.coordinator.runtime import CoordinatorResult
 from broker.handlers.context import BrokerContext, ClientInfo
-from broker.handlers.share_groups import share_broker
 from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
@@ -155,10 +154,10 @@ def _admin_states(ctx: BrokerContext, group_id: str) -> Mapping[ShareSnapshotKey
     """The group's committed share state, or the (error, message) an admin's change is refused
     with: not the coordinator here, or the group has members (NON_EMPTY_GROUP)."""
     try:
-        states = ctx.groups.runtime.committed(ctx.groups.partition_for(group_id)).share_states
+        image = ctx.groups.runtime.current(ctx.groups.partition_for(group_id))
     except CoordinatorError as e:
         return error_code(e.code), str(e)
-    group = share_broker(ctx).groups.get(group_id)
+    states, group = image.share_states, image.share_groups.get(group_id)
     if group is not None and group.members:
         return E.NON_EMPTY_GROUP, f"The share group {group_id} has {len(group.members)} member(s); stop them first."
     return states

@@ -3,7 +3,7 @@ partitions it leads, on the pure rules of `groups.share_group` and `groups.share
 
     share = ShareBroker(settings, timers)
     share.apply_partition(group_id, tp, records, why)   # replay, log, re-arm the lock timer
-    share.apply_group(group_id, records, why)            # replay, log
+    share.arm_session(group_id, member_id, timeout_ms, expire)   # a member's session deadline
 
 Soft state apart (style rule 5): the members' session deadlines and the acquisition locks'
 deadlines are timers of the group coordinator's `TimerService` (monotonic ms), and a lock
@@ -16,9 +16,13 @@ Durable (`store`, `broker.share.persister`): a share partition is started from t
 its share group's coordinator keeps, and every change but an acquisition is written there: an
 acknowledgement is answered once its snapshot is durable, a release or a lock timeout is
 written in the background. A new leader (failover, restart) restores the snapshot; records
-acquired when the old one stopped are delivered again, as Kafka's are. The membership is the
-coordinator's memory only: after a coordinator change members rejoin on UNKNOWN_MEMBER_ID, as
-after a session expiry (Kafka keeps it in `__consumer_offsets`).
+acquired when the old one stopped are delivered again, as Kafka's are. The membership is not
+here: it is the group coordinator's image, replayed from Kafka's ShareGroup* records
+(`groups.share_records`), so it survives a coordinator move; only the members' session
+deadlines are kept here, as Kafka keeps them in memory.
+
+Per group, `settings_for(group_id)` gives the broker's share settings with the group's own
+share.* configs (IncrementalAlterConfigs on GROUP: `groups.group_configs.share_settings`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from broker.share.persister import ShareStore
@@ -36,6 +40,15 @@ from common.errors import ErrorCode
 from common.topic_partition import TopicPartition
 from groups import share_group as sg
 from groups import share_partition as sp
+from groups.group_configs import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_DELIVERY_COUNT_LIMIT,
+    SHARE_HEARTBEAT_INTERVAL_MS,
+    SHARE_PARTITION_MAX_RECORD_LOCKS,
+    SHARE_RECORD_LOCK_DURATION_MS,
+    SHARE_SESSION_TIMEOUT_MS,
+    group_int,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +81,25 @@ class ShareSettings:
             str(config["share.auto.offset.reset"]))
 
 
+def share_settings(broker: ShareSettings, overrides: Mapping[str, str]) -> ShareSettings:
+    """A share group's settings: the broker's, with the group's own share.* configs (Kafka's
+    GroupConfig keys; the controller checked each against Kafka's bounds). A heartbeat interval
+    not below the session timeout leaves the broker's pair, as for consumer groups."""
+    if not overrides:
+        return broker
+    limits, group = broker.limits, broker.group
+    session = group_int(overrides, SHARE_SESSION_TIMEOUT_MS, group.session_timeout_ms)
+    heartbeat = group_int(overrides, SHARE_HEARTBEAT_INTERVAL_MS, group.heartbeat_interval_ms)
+    if heartbeat < session:
+        group = replace(group, session_timeout_ms=session, heartbeat_interval_ms=heartbeat)
+    limits = sp.ShareLimits(
+        record_lock_duration_ms=group_int(overrides, SHARE_RECORD_LOCK_DURATION_MS, limits.record_lock_duration_ms),
+        delivery_count_limit=group_int(overrides, SHARE_DELIVERY_COUNT_LIMIT, limits.delivery_count_limit),
+        max_in_flight_records=group_int(overrides, SHARE_PARTITION_MAX_RECORD_LOCKS, limits.max_in_flight_records))
+    reset = overrides.get(SHARE_AUTO_OFFSET_RESET, broker.auto_offset_reset).lower()
+    return ShareSettings(limits, group, reset if reset in (RESET_EARLIEST, RESET_LATEST) else broker.auto_offset_reset)
+
+
 @dataclass(slots=True)
 class ShareSession:
     """A member's share session on this broker: the partitions it fetches here and the epoch its
@@ -91,7 +123,8 @@ class ShareBroker:
         self.settings = settings
         self.timers = timers
         self.store = store  # None: nothing durable (tests of the rules' shell)
-        self.groups: dict[str, sg.ShareGroup] = {}
+        self.settings_for: Callable[[str], ShareSettings] = lambda group_id: self.settings
+        self.member_sessions: set[tuple[str, str]] = set()  # (group, member) with a session timer here
         self.partitions: dict[tuple[str, TopicPartition], HeldPartition] = {}
         self.sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
         # durability: a change count per share partition, the count its last durable snapshot
@@ -113,11 +146,12 @@ class ShareBroker:
         key = (group_id, tp)
         held = self.partitions.get(key)
         if held is None or held.leader_epoch != leader_epoch:
-            start = log_start_offset if self.settings.auto_offset_reset == RESET_EARLIEST else high_watermark
+            reset = self.settings_for(group_id).auto_offset_reset
+            start = log_start_offset if reset == RESET_EARLIEST else high_watermark
             state = sp.replay(sp.EMPTY, sp.Initialized(start))
             self.partitions[key] = HeldPartition(state, leader_epoch)
             log.info("Share partition %s of group %s started at SPSO %d (share.auto.offset.reset=%s), "
-                     "leader epoch %d%s", tp, group_id, start, self.settings.auto_offset_reset, leader_epoch,
+                     "leader epoch %d%s", tp, group_id, start, reset, leader_epoch,
                      "" if held is None else f" (was leader epoch {held.leader_epoch}: in-flight state dropped)")
             return state
         moved = sp.move_start(held.state, log_start_offset=log_start_offset)
@@ -234,9 +268,10 @@ class ShareBroker:
             current = self.partitions.get((group_id, tp))
             if current is None:
                 return
-            records = sp.expire_locks(current.state, now_ms=now_ms, limits=self.settings.limits)
+            limits = self.settings_for(group_id).limits
+            records = sp.expire_locks(current.state, now_ms=now_ms, limits=limits)
             self.apply_partition(group_id, tp, records, f"acquisition locks of {_count(records)} record(s) expired "
-                                 f"after {self.settings.limits.record_lock_duration_ms} ms")
+                                 f"after {limits.record_lock_duration_ms} ms")
 
         self.timers.schedule(key, deadline, expire)
 
@@ -245,25 +280,26 @@ class ShareBroker:
         for tp in tps:
             held = self.partitions.get((group_id, tp))
             if held is not None:
-                records = sp.release_member(held.state, member_id=member_id, limits=self.settings.limits)
+                records = sp.release_member(held.state, member_id=member_id, limits=self.settings_for(group_id).limits)
                 if records:
                     self.apply_partition(group_id, tp, records,
                                          f"{_count(records)} record(s) of member {member_id} released: {why}")
 
     def sweep(self, *, leads: Callable[[TopicPartition], bool], coordinates: Callable[[str], bool]) -> None:
         """Forget what moved away: the share partitions of partitions this broker no longer leads
-        (their new leader starts them again) and the share groups it no longer coordinates (their
-        members rejoin the new coordinator), with their timers."""
+        (their new leader starts them again) and the session timers of members of share groups
+        it no longer coordinates (their new coordinator loaded them and keeps their sessions)."""
         for group_id, tp in [k for k in self.partitions if not leads(k[1])]:
             del self.partitions[(group_id, tp)]
             self.timers.cancel(("share-locks", group_id, tp))
             log.info("Share partition %s of group %s forgotten: this broker no longer leads it", tp, group_id)
-        for group_id in [g for g in self.groups if not coordinates(g)]:
-            group = self.groups.pop(group_id)
-            for member_id in group.members:
-                self.timers.cancel(("share-session", group_id, member_id))
-            log.info("Share group %s forgotten (%d member(s), group epoch %d): this broker no longer coordinates it",
-                     group_id, len(group.members), group.group_epoch)
+        moved = sorted({g for g, _ in self.member_sessions if not coordinates(g)})
+        for group_id in moved:
+            members = sorted(m for g, m in self.member_sessions if g == group_id)
+            for member_id in members:
+                self.forget_session(group_id, member_id)
+            log.info("Share group %s: %d member session(s) forgotten: this broker no longer coordinates it",
+                     group_id, len(members))
 
     # ---- share sessions ---------------------------------------------------------------------
 
@@ -295,16 +331,18 @@ class ShareBroker:
 
     # ---- share groups (this broker coordinates them) -----------------------------------------
 
-    def apply_group(self, group_id: str, records: Iterable[sg.ShareGroupRecord], reason: str) -> sg.ShareGroup:
-        records = tuple(records)
-        before = self.groups.get(group_id)
-        after = sg.replay_all(before or sg.ShareGroup(group_id), records)
-        self.groups[group_id] = after
-        if before is None or before.group_epoch != after.group_epoch:
-            log.info("Share group %s %s -> %s, group epoch %d, %d member(s): %s", group_id,
-                     "absent" if before is None else before.state.value, after.state.value, after.group_epoch,
-                     len(after.members), reason or "-")
-        return after
+    def arm_session(self, group_id: str, member_id: str, timeout_ms: int, expire: Callable[[int], None]) -> None:
+        """The member's session deadline, `timeout_ms` from now (each heartbeat moves it): `expire`
+        runs when it passes."""
+        self.member_sessions.add((group_id, member_id))
+        self.timers.schedule_in(("share-session", group_id, member_id), timeout_ms, expire)
+
+    def has_session(self, group_id: str, member_id: str) -> bool:
+        return (group_id, member_id) in self.member_sessions
+
+    def forget_session(self, group_id: str, member_id: str) -> None:
+        self.member_sessions.discard((group_id, member_id))
+        self.timers.cancel(("share-session", group_id, member_id))
 
 
 def _count(records: Iterable[sp.ShareRecord]) -> int:

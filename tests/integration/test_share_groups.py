@@ -25,7 +25,9 @@ import pytest
 
 from chaos.nemesis import Nemesis
 from localcluster.launcher import LocalCluster
+from common.waiting import wait_until
 from tests.integration.cluster_fixtures import http
+from tests.integration.replication_clients import wait_unfenced
 from tests.integration.replication_fixtures import (
     create_topic,
     partition_state,
@@ -285,6 +287,38 @@ def test_per_group_configs_set_a_consumer_groups_heartbeat_interval(cluster: Loc
     assert _joined_heartbeat_interval(cluster, "cfg-other") == 5000  # another group: the broker's default
 
 
+def test_a_share_groups_own_auto_offset_reset(cluster: LocalCluster, consumers: list[Any]) -> None:
+    """share.auto.offset.reset per group (IncrementalAlterConfigs on GROUP, Kafka 4's group config):
+    the brokers' default here is earliest; a group set to latest starts past what was there."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    entry = ConfigEntry("share.auto.offset.reset", "latest", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, "cfg-latest",
+                                                                  incremental_configs=[entry])]).values():
+        future.result(WAIT_S)
+
+    def described() -> dict[str, Any]:
+        return dict(next(iter(admin.describe_configs([ConfigResource(ResourceType.GROUP, "cfg-latest")]).values()))
+                    .result(WAIT_S))
+    configs = described()
+    assert configs["share.auto.offset.reset"].value == "latest"
+    assert configs["share.record.lock.duration.ms"].value == str(LOCK_MS)  # the broker's, as its default
+    bad = ConfigResource(ResourceType.GROUP, "cfg-latest", incremental_configs=[
+        ConfigEntry("share.record.lock.duration.ms", "999", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_CONFIG|at least 1000"):
+        next(iter(admin.incremental_alter_configs([bad]).values())).result(WAIT_S)
+    create_topic(cluster, "share-latest", partitions=1)
+    produce(cluster, "share-latest", [b"old-%d" % i for i in range(5)])
+    a = consumer(cluster, "cfg-latest", "share-latest")
+    consumers.append(a)
+    assert poll(a, 1, 3.0) == []  # joined and started at the log end: the old records are not its
+    produce(cluster, "share-latest", [b"new-%d" % i for i in range(3)])
+    got = poll(a, 3)
+    ack_all(a, got)
+    assert values(got) == [b"new-%d" % i for i in range(3)]
+
+
 def _joined_heartbeat_interval(cluster: LocalCluster, group: str) -> int:
     """The heartbeat interval a ConsumerGroupHeartbeat v1 join is answered (the member then leaves)."""
     import uuid
@@ -360,6 +394,92 @@ def _delete_share_offsets(cluster: LocalCluster, group: str, topic: str) -> tupl
         response = GroupAdmin(client)._at_coordinator(group, api, 0, request, messages.encode_request,
                                                       messages.response_decoder(api), lambda r: r.error_code)
     return int(response.error_code), int(response.responses[0].error_code)
+
+
+def test_four_consumers_share_two_partitions_every_record_acknowledged_once(
+        cluster: LocalCluster, consumers: list[Any]) -> None:
+    """Issue 31's shape: 4 ShareConsumers of one group on a 2-partition topic; every record is
+    delivered and acknowledged exactly once, and more than one consumer does the work."""
+    create_topic(cluster, "share-four", partitions=2)
+    sent = [b"four-%d" % i for i in range(200)]
+    produce(cluster, "share-four", sent)
+    four = [consumer(cluster, "four", "share-four") for _ in range(4)]
+    consumers.extend(four)
+    got: dict[int, list[bytes]] = {i: [] for i in range(4)}
+    deadline = time.monotonic() + 2 * WAIT_S
+    while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
+        for i, c in enumerate(four):
+            batch = [m for m in c.poll(POLL_S / 4) if m.error() is None]
+            if batch:
+                ack_all(c, batch)
+                got[i].extend(m.value() for m in batch)
+    everything = sorted(v for vs in got.values() for v in vs)
+    assert everything == sorted(sent), f"{len(everything)} delivered, {len(set(everything))} distinct"
+    assert sum(1 for vs in got.values() if vs) >= 2, {i: len(vs) for i, vs in got.items()}
+    assert all(poll(c, 1, POLL_S) == [] for c in four)  # nothing comes back: each was acknowledged
+
+
+def _described_share_group(cluster: LocalCluster, group: str) -> tuple[int, dict[str, int]]:
+    """(group epoch, member id -> member epoch) from ShareGroupDescribe at its coordinator
+    (GET /v1/groups/{id})."""
+    status, body = http(f"{cluster.admin_url}/v1/groups/{group}")
+    assert status == 200, body
+    described = json.loads(body)
+    assert described["type"] == "share", described
+    return described["group_epoch"], {m["member_id"]: m["member_epoch"] for m in described["members"]}
+
+
+def test_share_group_membership_survives_a_coordinator_failover(cluster_and_nemesis: tuple[LocalCluster, Nemesis],
+                                                                consumers: list[Any]) -> None:
+    """The membership is Kafka's ShareGroup* records of __consumer_offsets: after a SIGKILL of the
+    group's coordinator, the new one describes the same group epoch and members, and the
+    consumers carry on with it without rejoining (a rejoin would bump the group epoch)."""
+    from groups.partitioner import GROUP_METADATA_TOPIC_NAME, coordinator_partition
+
+    cluster, nemesis = cluster_and_nemesis
+    create_topic(cluster, "share-coord", partitions=2)
+    wait_full_isr(cluster, "share-coord", 2)
+    produce(cluster, "share-coord", [b"before-%d" % i for i in range(10)])
+    pair = [consumer(cluster, "coord", "share-coord") for _ in range(2)]
+    consumers.extend(pair)
+    seen: set[bytes] = set()
+
+    def consume_until(want: set[bytes]) -> None:
+        deadline = time.monotonic() + 2 * WAIT_S
+        while not want <= seen and time.monotonic() < deadline:
+            for c in pair:
+                batch = [m for m in c.poll(POLL_S / 2) if m.error() is None]
+                if batch:
+                    ack_all(c, batch)
+                    seen.update(m.value() for m in batch)
+        assert want <= seen, sorted(want - seen)
+
+    consume_until({b"before-%d" % i for i in range(10)})
+
+    def settled() -> tuple[int, dict[str, int]] | None:
+        epoch, members = _described_share_group(cluster, "coord")
+        return (epoch, members) if len(members) == 2 and set(members.values()) == {epoch} else None
+
+    epoch, members = wait_until("both members at the group epoch", settled, WAIT_S)
+    offsets = partition_state(cluster, GROUP_METADATA_TOPIC_NAME, coordinator_partition("coord", 3))
+    coordinator = offsets["leader"]
+    nemesis.kill(coordinator)
+    try:
+        wait_for_state(cluster, GROUP_METADATA_TOPIC_NAME, offsets["partition"], "a new coordinator",
+                       lambda s: s["leader"] not in (coordinator, -1))
+        assert wait_until("the new coordinator describing the group", lambda: _described_or_none(cluster, "coord"),
+                          WAIT_S) == (epoch, members)
+        produce(cluster, "share-coord", [b"after-%d" % i for i in range(10)])
+        consume_until({b"after-%d" % i for i in range(10)})
+        assert _described_share_group(cluster, "coord") == (epoch, members)  # nobody rejoined
+    finally:
+        nemesis.restart(coordinator)
+        wait_unfenced(cluster, coordinator)  # the module's later tests make topics of 3 replicas
+
+
+def _described_or_none(cluster: LocalCluster, group: str) -> tuple[int, dict[str, int]] | None:
+    status, body = http(f"{cluster.admin_url}/v1/groups/{group}")
+    return _described_share_group(cluster, group) if status == 200 and json.loads(body)["type"] == "share" else None
 
 
 def test_acknowledgements_survive_a_leader_failover(cluster_and_nemesis: tuple[LocalCluster, Nemesis],

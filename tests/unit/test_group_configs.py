@@ -20,7 +20,11 @@ BROKER = ConsumerGroupConfig(session_timeout_ms=45_000, min_session_timeout_ms=1
 @pytest.mark.parametrize("name, value, fine", [
     ("consumer.session.timeout.ms", "30000", True), ("consumer.heartbeat.interval.ms", "1", True),
     ("consumer.heartbeat.interval.ms", "0", False), ("consumer.heartbeat.interval.ms", "x", False),
-    ("share.record.lock.duration.ms", "1000", False),  # not served per group (yet)
+    ("share.record.lock.duration.ms", "1000", True), ("share.record.lock.duration.ms", "999", False),
+    ("share.delivery.count.limit", "2", True), ("share.delivery.count.limit", "11", False),
+    ("share.partition.max.record.locks", "99", False), ("share.session.timeout.ms", "1", True),
+    ("share.auto.offset.reset", "earliest", True), ("share.auto.offset.reset", "by_duration:PT1H", False),
+    ("share.isolation.level", "read_committed", False),  # not served per group (yet)
 ])
 def test_check(name: str, value: str, fine: bool) -> None:
     assert (check_group_config(name, value) is None) is fine

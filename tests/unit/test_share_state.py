@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.share.state import MAX_SHARE_SESSIONS, ShareBroker, ShareSettings
+from broker.share.state import MAX_SHARE_SESSIONS, ShareBroker, ShareSettings, share_settings
 from broker.timers import TimerService
 from common.topic_partition import TopicPartition
 from groups import share_group as sg
@@ -68,11 +68,53 @@ def test_sessions_are_bounded_least_recently_used_first() -> None:
     assert len(share.sessions) == MAX_SHARE_SESSIONS and share.session("g", "m0") is None
 
 
-def test_sweep_forgets_partitions_and_groups_that_moved_away() -> None:
+def test_sweep_forgets_partitions_and_member_sessions_that_moved_away() -> None:
     share, _ = broker()
     share.partition("g", TP, leader_epoch=0, log_start_offset=0, high_watermark=0)
-    share.apply_group("g", [sg.MemberSet(sg.ShareMember("m", 1, ("jobs",)))], "joined")
+    share.arm_session("g", "m", 45_000, lambda now_ms: None)
     share.sweep(leads=lambda tp: True, coordinates=lambda g: True)
-    assert share.partitions and share.groups
+    assert share.partitions and share.has_session("g", "m")
     share.sweep(leads=lambda tp: False, coordinates=lambda g: False)
-    assert not share.partitions and not share.groups
+    assert not share.partitions and not share.has_session("g", "m") and not share.timers.deadline(("share-session", "g", "m"))
+
+
+def test_a_member_session_expires_once_unless_a_heartbeat_moves_it() -> None:
+    share, clock = broker()
+    expired: list[int] = []
+
+    def expire(now_ms: int) -> None:
+        share.forget_session("g", "m")
+        expired.append(now_ms)
+    share.arm_session("g", "m", 1_000, expire)
+    clock[0] = 900
+    share.arm_session("g", "m", 1_000, expire)  # a heartbeat
+    clock[0] = 1_800
+    share.timers.run_due()
+    assert not expired
+    clock[0] = 1_900
+    share.timers.run_due()
+    assert expired == [1_900] and not share.has_session("g", "m")
+
+
+OVERRIDES = {"share.session.timeout.ms": "9000", "share.heartbeat.interval.ms": "1000",
+             "share.record.lock.duration.ms": "2000", "share.delivery.count.limit": "3",
+             "share.partition.max.record.locks": "150", "share.auto.offset.reset": "earliest"}
+
+
+def test_a_groups_share_configs_override_the_brokers() -> None:
+    base = ShareSettings(LIMITS, sg.ShareGroupConfig(), "latest")
+    assert share_settings(base, {}) is base
+    got = share_settings(base, OVERRIDES)
+    assert got == ShareSettings(sp.ShareLimits(record_lock_duration_ms=2_000, delivery_count_limit=3,
+                                               max_in_flight_records=150),
+                                sg.ShareGroupConfig(session_timeout_ms=9_000, heartbeat_interval_ms=1_000), "earliest")
+    # a heartbeat interval not below the session timeout keeps the broker's pair
+    pair = share_settings(base, {"share.session.timeout.ms": "1000", "share.heartbeat.interval.ms": "1000"}).group
+    assert pair == base.group
+
+
+def test_the_groups_auto_offset_reset_and_lock_duration_are_the_partition_rules() -> None:
+    share, clock = broker("latest")
+    share.settings_for = lambda group_id: share_settings(share.settings, OVERRIDES if group_id == "g" else {})
+    assert share.partition("g", TP, leader_epoch=0, log_start_offset=5, high_watermark=40).start_offset == 5
+    assert share.partition("other", TP, leader_epoch=0, log_start_offset=5, high_watermark=40).start_offset == 40
