@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.node_process import NodeProcess
 
@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(tmp_path_factory.mktemp("cli") / "data", controllers=1, raft_port=raft_port,
                             admin_port=admin_port, brokers=2, kafka_port=kafka_port, metrics_port=metrics_port,
-                            ready_timeout=READY_S, extra_properties=PROPERTIES) as started:
+                            ready_timeout=READY_S, extra_properties=PROPERTIES, spawn=spawn_node) as started:
         yield started  # every node stopped here (a restarted broker included), even after a failure
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from chaos.nemesis import Nemesis
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 7))
@@ -39,7 +39,7 @@ def _cluster(root: Path, properties: Mapping[str, str]) -> LocalCluster:
     raft, admin, kafka, metrics = free_ports(HOSTS, 4)
     return LocalCluster.start(root, controllers=3, brokers=3, raft_port=raft, admin_port=admin,
                               kafka_port=kafka, metrics_port=metrics, ready_timeout=60,
-                              extra_properties=dict(properties))
+                              extra_properties=dict(properties), spawn=spawn_node)
 
 
 def _get(url: str) -> Any:

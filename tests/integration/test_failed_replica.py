@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.cluster_fixtures import wait_until
+from tests.integration.cluster_fixtures import spawn_node, wait_until
 from tests.integration.replication_clients import (
     assert_delivered,
     broker_gauges,
@@ -57,7 +57,7 @@ def three_by_three(root: Path) -> Iterator[tuple[LocalCluster, dict[str, Any]]]:
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     options: dict[str, Any] = dict(controllers=3, brokers=3, raft_port=raft_port, admin_port=admin_port,
                                    kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
-                                   extra_properties=FAST)
+                                   extra_properties=FAST, spawn=spawn_node)
     with LocalCluster.start(root, **options) as cluster:
         try:
             yield cluster, options

@@ -33,6 +33,7 @@ from localcluster.launcher import LocalCluster, free_ports
 from security.rpc_auth import RpcSigner
 from security.rpc_secret import cluster_signer
 from common.waiting import wait_until_async
+from tests.integration.cluster_fixtures import spawn_node
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 TOKEN = "metadata-follower-test-token"
@@ -51,7 +52,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
                             admin_port=admin_port, ready_timeout=WAIT_S,
                             extra_properties={"admin.token": TOKEN,
                                               "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                                              "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}) as started:
+                                              "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)},
+                            spawn=spawn_node) as started:
         yield started  # every controller stopped on exit, even on failure
 
 

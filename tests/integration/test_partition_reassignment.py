@@ -28,7 +28,7 @@ import pytest
 
 from chaos.nemesis import Nemesis
 from chaos.workload import read_all
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.replica_files import partition_dir
 
@@ -47,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=3, brokers=4, raft_port=raft_port, admin_port=admin_port,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=90,
-                            extra_properties=FAST) as started:
+                            extra_properties=FAST, spawn=spawn_node) as started:
         with Nemesis(started) as nemesis:
             yield started, nemesis
 

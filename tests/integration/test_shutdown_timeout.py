@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 5))
@@ -36,7 +36,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(tmp_path / "cluster", controllers=3, raft_port=raft_port, admin_port=admin_port,
                             brokers=1, kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
-                            extra_properties=PROPERTIES) as started:
+                            extra_properties=PROPERTIES, spawn=spawn_node) as started:
         try:
             yield started
         finally:  # a paused controller ignores SIGTERM until resumed: resume them before the stop
