@@ -276,8 +276,14 @@ def migrating_heartbeat(classic: ClassicGroup | None, group: ConsumerGroup | Non
         reason = (f"classic group (generation {classic.generation_id}, {len(classic.members)} member(s)) "
                   f"upgraded to a consumer group")
     elif classic is not None:
-        # An empty classic group (offsets only, or every member gone) becomes a consumer group:
-        # its record goes first, its offsets stay (Kafka converts an empty group the same way).
+        # An empty classic group (every member gone) becomes a consumer group: its record goes
+        # first, its offsets stay. Kafka validates this upgrade as any other (a group of offsets
+        # only has no classic record here, so nothing to validate).
+        if not config.migration_policy.upgrade_enabled:
+            return HeartbeatOutcome((), HeartbeatResponse(
+                E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group: "
+                f"online upgrade is disabled (group.consumer.migration.policy={config.migration_policy.value}).",
+                req.member_id))
         converted = (CoordinatorRecord(GroupMetadataKey(req.group_id), None),)
         reason = "the empty classic group is now a consumer group"
     out = heartbeat(group, req, topics=topics, config=config, now_ms=now_ms, partition_racks=partition_racks)

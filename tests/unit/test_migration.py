@@ -280,3 +280,13 @@ def test_the_session_of_the_last_consumer_protocol_member_ending_downgrades_the_
     kept = expire_members(group, timers, NOW + 10, topics=TOPICS, policy=MigrationPolicy.UPGRADE,
                           classic_config=CLASSIC_CONFIG)
     assert kept.classic_group is None and set(replay_all(group, kept.records).members) == {"a", "b"}
+
+
+def test_an_empty_classic_group_is_replaced_unless_upgrades_are_disabled() -> None:
+    empty = replace(CLASSIC, state=GroupState.EMPTY, members={}, leader_id=None)
+    out = migrating_heartbeat(empty, None, JOIN, topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG,
+                              now_ms=NOW)
+    assert out.records[0] == CoordinatorRecord(GroupMetadataKey("g"), None) and out.response.error is E.NONE
+    refused = migrating_heartbeat(empty, None, JOIN, topics=TOPICS, config=replace(
+        CONFIG, migration_policy=MigrationPolicy.DISABLED), classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    assert refused.records == () and refused.response.error is E.GROUP_ID_NOT_FOUND
