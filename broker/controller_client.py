@@ -21,9 +21,10 @@ the client sends its next write there when the term is at least the newest it ha
 (a deposed leader waking up from a pause names itself at an older term, and is ignored).
 
 With a signer (`security.rpc_auth.RpcSigner`, from controller.rpc.secret.file) every request
-carries the broker's proof: an HMAC of the request with the cluster's secret, its node id, the
-wall-clock time and a fresh nonce (the controller refuses anything else with 401, and a request
-speaking for another broker with 403; both come back as replies with their error code).
+carries the broker's proof: an HMAC of the request with the broker's own key (derived from the
+cluster's secret), its node id, the wall-clock time and a fresh nonce (the controller refuses
+anything else with 401, and a request speaking for another broker with 403; both come back as
+replies with their error code).
 
 Metadata fetches are answered by every controller from its committed log, so they go to
 whichever controller the fetch stream currently uses (kept apart from the write target, so a

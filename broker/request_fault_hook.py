@@ -53,8 +53,8 @@ class InjectedDisconnect(ConnectionResetError):
 
 
 def control_token(secret: bytes) -> str:
-    """The bearer token of the control routes, derived from the cluster's RPC secret (the harness
-    reads the same file from the data dir), so the secret itself never travels."""
+    """The bearer token of the control routes, derived from the broker's RPC key (the harness derives
+    the same key from the data dir's master secret), so the key itself never travels."""
     return hmac.new(secret, TOKEN_LABEL, sha256).hexdigest()
 
 
@@ -178,14 +178,11 @@ def control_routes(table: FaultTable, token: str | None, broker_id: int) -> list
 
 
 def token_from_config(config: Any) -> str | None:
-    """The control token of a broker whose config names the cluster's RPC secret file; None (fault
-    injection off) without one. The file exists by now: the broker refuses to start without it."""
-    from pathlib import Path
+    """The control token of a broker whose config names an RPC secret file, derived from its own
+    RPC key (a broker holds no master secret, issue 29; the harness derives the same key from the
+    data dir's master); None (fault injection off) without one. The file exists by now: the broker
+    refuses to start without it."""
+    from security.rpc_secret import signer_from_config
 
-    from security.rpc_auth import SECRET_FILE_KEY
-    from security.rpc_secret import load_secret
-
-    path = config[SECRET_FILE_KEY]
-    if not isinstance(path, str) or not path:
-        return None
-    return control_token(load_secret(Path(path)))
+    signer = signer_from_config(config, config["node.id"])
+    return None if signer is None else control_token(signer.secret)

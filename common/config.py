@@ -439,11 +439,12 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
               "reads stay open on loopback. Required when controller.listener binds beyond loopback, "
               "and then reads need it too. tidelog's own key."),
     ConfigKey("controller.rpc.secret.file", _STRING, None,
-              "File holding the cluster's broker<->controller RPC secret (64 hex characters): brokers "
-              "sign every /rpc request with it and controllers refuse one without a valid proof (401) "
-              "or speaking for another broker (403). A controller generates it (mode 0600) when the "
-              "file is missing; a broker refuses to start then. Unset: RPCs are not authenticated. "
-              "`tidelog up` sets it. tidelog's own key (security.rpc_auth)."),
+              "File holding the cluster's broker<->controller RPC secret (64 hex characters) on a "
+              "controller or combined node, and on a broker only that broker's key derived from it: "
+              "brokers sign every /rpc request with their key and controllers refuse one without a "
+              "valid proof (401) or speaking for another broker (403). A controller generates the "
+              "secret (mode 0600) when the file is missing; a broker refuses to start then. Unset: "
+              "RPCs are not authenticated. `tidelog up` sets it. tidelog's own key (security.rpc_auth)."),
     ConfigKey("cluster.id", _STRING, None,
               "Cluster id reported by the API and checked at broker registration (Kafka keeps it in "
               "meta.properties); unset: derived from controller.quorum.voters."),

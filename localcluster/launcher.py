@@ -46,6 +46,7 @@ from localcluster.node_process import (
     StopReport,
     stop_nodes,
 )
+from localcluster.rpc_keys import write_node_key
 from localcluster.security_setup import plan as security_plan
 from localcluster.server_properties import properties_files
 from security.rpc_secret import load_or_create_secret
@@ -267,6 +268,7 @@ class LocalCluster:
             try:
                 for spec in missing:
                     spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    write_node_key(spec, rpc_secret)  # a broker: its own RPC key, not the master (issue 29)
                     if spec.node_id in files:
                         replace_private(spec.properties_path, files[spec.node_id])
                     cluster.nodes[specs.index(spec)] = spawn(spec)

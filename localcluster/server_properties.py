@@ -16,6 +16,7 @@ from common.config import parse_config
 from common.config_schema import ConfigError
 from common.properties import parse_properties, properties_line, set_entries
 from security.rpc_auth import SECRET_FILE_KEY
+from localcluster.rpc_keys import rpc_key_file
 from localcluster.cluster_layout import (
     BROKER,
     BROKER_DATA_DIR,
@@ -32,10 +33,11 @@ from localcluster.cluster_layout import (
 def node_properties(node: NodeSpec, nodes: Sequence[NodeSpec], secrets: ClusterSecrets,
                     extra: Mapping[str, str] | None = None, rpc_secret_file: Path | None = None) -> str:
     """server.properties of one node; `extra` keys (tests: short timeouts) come last and win.
-    `rpc_secret_file`: the data dir's RPC secret, which every node reads (issue 29)."""
+    `rpc_secret_file`: the data dir's RPC secret, which controllers read; a broker reads its own
+    key derived from it (issue 29, `rpc_key_file`)."""
     controllers = [n for n in nodes if runs_controller(n.role)]
     if rpc_secret_file is not None:
-        extra = {SECRET_FILE_KEY: str(rpc_secret_file), **(extra or {})}
+        extra = {SECRET_FILE_KEY: str(rpc_key_file(node, rpc_secret_file)), **(extra or {})}
     if node.role == BROKER:
         return _broker_properties(node, controllers, secrets, extra)
     entries = {
@@ -95,7 +97,8 @@ def properties_files(nodes: Sequence[NodeSpec], secrets: ClusterSecrets, extra: 
                                    rpc_secret_file)
         elif rpc_secret_file is not None and SECRET_FILE_KEY not in parse_properties(
                 path.read_text(encoding="utf-8"), str(path)):  # made before issue 29: every node signs now
-            text = set_entries(path.read_text(encoding="utf-8"), {**overrides, SECRET_FILE_KEY: str(rpc_secret_file)},
+            text = set_entries(path.read_text(encoding="utf-8"),
+                               {**overrides, SECRET_FILE_KEY: str(rpc_key_file(node, rpc_secret_file))},
                                str(path), "Set by `tidelog up`: broker<->controller RPCs are authenticated.")
         elif overrides:
             text = set_entries(path.read_text(encoding="utf-8"), overrides, str(path),

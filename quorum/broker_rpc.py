@@ -16,8 +16,9 @@ controller). MetadataFetch is answered by every controller from its committed lo
 An undecodable or ill-typed body answers HTTP 400 with INVALID_REQUEST (42) naming the field.
 
 Authentication (issue 29, `security.rpc_auth`): with `controller.rpc.secret.file` set, every
-/rpc/ request (these and the other routes under /rpc/) must carry a proof signed with the
-cluster's secret: without one, with a wrong or replayed one, the middleware answers HTTP 401
+/rpc/ request (these and the other routes under /rpc/) must carry a proof signed with the key
+of the node it names (derived from the cluster's secret, so a broker holding only its own key
+cannot sign as another): without one, with a wrong or replayed one, the middleware answers HTTP 401
 with CLUSTER_AUTHORIZATION_FAILED (31) before any handler runs. A request that speaks for
 broker B (every RPC here names its broker_id) must be signed as B: HTTP 403, nothing changed,
 one line naming the claimed and the proven id.

@@ -1,26 +1,28 @@
-"""Broker <-> controller RPC authentication (issue 29): a per-cluster secret proven per request.
+"""Broker <-> controller RPC authentication (issue 29): a per-broker key proven per request.
 
-    signer = RpcSigner(node_id=4, secret=secret)
+    signer = RpcSigner(node_id=4, secret=broker_key(master, 4))   # or RpcSigner.from_master(4, master)
     headers = {"Authorization": signer.authorization("POST", "127.0.0.1:9094", "/rpc/broker-heartbeat",
                                                      body, now_ms=now, nonce=os.urandom(16).hex())}
-    verifier = RpcVerifier(secret)
+    verifier = RpcVerifier(master)
     node_id = verifier.verify(headers.get("Authorization"), "POST", host, path, body, now_ms=now)  # or RpcAuthError
 
-Why a shared secret and not mutual TLS: tidelog's controllers and brokers already share files a
-`tidelog up` data dir holds (the quorum password, meta.properties), pysyncobj's Raft port is
-protected the same way, and a secret needs no CA, certificate rotation or TLS stack on the HTTP
-API, so every caller (brokers, the pytest plugin, the chaos engine, an operator's curl) keeps
-working with one file. The price, said plainly in the README: every broker holds the same
-secret, so a broker that is compromised can sign as any other broker id. What the secret stops is
-everyone else on the network: a process without it cannot register, heartbeat, fence, alter an
-ISR, allocate producer ids or follow the metadata log. (Per-broker certificates would stop the
-compromised broker too; Kafka itself does not bind a broker id to its controller-listener
-principal either, so this is no weaker than Kafka's KRaft.)
+Why keys derived from one secret and not mutual TLS: tidelog's controllers and brokers already
+share files a `tidelog up` data dir holds (the quorum password, meta.properties), pysyncobj's Raft
+port is protected the same way, and a secret needs no CA, certificate rotation or TLS stack, so
+every caller (brokers, the pytest plugin, the chaos engine, an operator's curl) keeps working with
+one file. The controllers (and combined nodes) hold the cluster's master secret; a broker holds
+only its own key, K_N = HMAC-SHA256(master, "tidelog-broker-rpc-key-v1" || N), which `tidelog up`
+and `tidelog format` write into that broker's directory (0600). The controller derives K_N for the
+node id a request's header names, so a request signed with K_4 verifies as broker 4 only: a
+compromised broker can speak for itself and no other broker, and a process holding no key cannot
+register, heartbeat, fence, alter an ISR, allocate producer ids or follow the metadata log. (Kafka
+itself does not bind a broker id to its controller-listener principal, so this is stronger than
+Kafka's KRaft there.) The derivation is one-way: K_4 reveals neither the master nor K_5.
 
 The proof: `Authorization: TIDELOG-HMAC-SHA256 node=<id>,ts=<ms>,nonce=<hex>,sig=<hex>`, sig being
-HMAC-SHA256(secret, version, method, host, path, node id, timestamp, nonce, SHA-256 of the body).
-The node id in the MAC binds the request to one node: the controller checks that a request
-speaking for broker B was signed as B. The timestamp bounds replays to `REPLAY_WINDOW_MS` either
+HMAC-SHA256(K_node, version, method, host, path, node id, timestamp, nonce, SHA-256 of the body).
+The node id picks the key and is in the MAC, binding the request to one node: the controller
+checks that a request speaking for broker B was signed as B. The timestamp bounds replays to `REPLAY_WINDOW_MS` either
 side of the controller's clock, and within it a nonce is accepted once (`RpcVerifier` remembers
 the nonces of the window; at most `MAX_REMEMBERED_NONCES`, beyond which the oldest are forgotten
 and the window's floor rises past them, so a forgotten nonce can never be replayed). The host
@@ -45,6 +47,7 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 
 SCHEME: Final = "TIDELOG-HMAC-SHA256"
 VERSION: Final = "tidelog-rpc-v1"  # in the MAC: a later format cannot be confused with this one
+BROKER_KEY_LABEL: Final = "tidelog-broker-rpc-key-v1"  # the derivation's label: K_N is for this use only
 SECRET_FILE_KEY: Final = "controller.rpc.secret.file"  # tidelog's own key (Kafka has no equivalent)
 MIN_SECRET_BYTES: Final = 32  # what the secret file must hold at least (256 bits, HMAC-SHA256's key size)
 REPLAY_WINDOW_MS: Final = 30_000  # a request's timestamp may differ from the controller's clock by this much
@@ -80,17 +83,36 @@ def _mac(secret: bytes, method: str, host: str, path: str, node_id: int, timesta
     return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
 
 
+def _check_node_id(node_id: int) -> int:
+    if not 0 <= node_id <= INT_MAX:
+        raise ValueError(f"node id {node_id} is not in [0, {INT_MAX}]")
+    return node_id
+
+
+def broker_key(master: bytes, node_id: int) -> bytes:
+    """K_N: the key node `node_id` signs its RPCs with, derived from the cluster's master secret.
+    The node id is written as decimal after the label and a NUL, so no two ids share an input."""
+    message = f"{BROKER_KEY_LABEL}\0{_check_node_id(node_id)}".encode()
+    return hmac.new(_check_secret(master), message, hashlib.sha256).digest()
+
+
 @dataclass(frozen=True, slots=True)
 class RpcSigner:
-    """A node's side: the Authorization header of one request. repr hides the secret."""
+    """A node's side: the Authorization header of one request, signed with that node's own key
+    (`broker_key`). repr hides the key."""
 
     node_id: int
     secret: bytes = field(repr=False)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.node_id <= INT_MAX:
-            raise ValueError(f"node id {self.node_id} is not in [0, {INT_MAX}]")
+        _check_node_id(self.node_id)
         _check_secret(self.secret)
+
+    @classmethod
+    def from_master(cls, node_id: int, master: bytes) -> RpcSigner:
+        """The signer of node `node_id` for a holder of the master secret (a combined node, the
+        operator's tools): it signs with K_N, exactly as that broker would."""
+        return cls(node_id, broker_key(master, node_id))
 
     def authorization(self, method: str, host: str, path: str, body: bytes, *, now_ms: int, nonce: str) -> str:
         if not re.fullmatch(f"[0-9a-f]{{{NONCE_HEX_CHARS}}}", nonce):
@@ -101,6 +123,7 @@ class RpcSigner:
 
 class RpcVerifier:
     """The controller's side: one request's proof in, the node id it proves out (or RpcAuthError).
+    It holds the master secret and checks each proof with the key of the node its header names.
 
     Holds soft state only: the nonces seen within the replay window (a restarted controller
     forgets them, and refuses nothing older than its window anyway)."""
@@ -134,10 +157,10 @@ class RpcVerifier:
     def verify(self, header: str | None, method: str, host: str, path: str, body: bytes, *, now_ms: int) -> int:
         """The node id the request proves; RpcAuthError (401) for no proof, a wrong one, or a replay."""
         node_id, timestamp_ms, nonce, sig = self.check_header(header, now_ms=now_ms)
-        expected = _mac(self._secret, method, host, path, node_id, timestamp_ms, nonce, body)
+        expected = _mac(broker_key(self._secret, node_id), method, host, path, node_id, timestamp_ms, nonce, body)
         if not hmac.compare_digest(expected, sig):
-            raise RpcAuthError("the request's signature does not match: not signed with this cluster's RPC "
-                               f"secret ({SECRET_FILE_KEY}), or changed on the way")
+            raise RpcAuthError(f"the request's signature does not match: not signed with node {node_id}'s RPC key "
+                               f"(derived from this cluster's {SECRET_FILE_KEY}), or changed on the way")
         self._forget(now_ms)
         if nonce in self._seen or timestamp_ms <= self._floor_ms:
             raise RpcAuthError(f"a replayed request (nonce {nonce} of node {node_id} was already used)")

@@ -43,6 +43,7 @@ from localcluster.cluster_layout import (
     write_private,
 )
 from security.rpc_auth import MIN_SECRET_BYTES, SECRET_FILE_KEY
+from security.rpc_secret import broker_key_text
 
 SECRETS_FILE: Final = "cluster.secrets"  # what the first node makes and the others copy
 RPC_SECRET_FILE: Final = "rpc.secret"
@@ -202,6 +203,14 @@ def meta_properties(request: FormatRequest, secrets: ClusterSecretsBundle) -> st
             f"cluster.id={secrets.cluster_id}\nnode.id={request.node_id}\n")
 
 
+def rpc_file_text(request: FormatRequest, secrets: ClusterSecretsBundle) -> str:
+    """A controller's (or combined node's) rpc.secret holds the master; a broker's only its own key,
+    so it cannot sign for another broker (issue 29, security.rpc_auth)."""
+    if request.is_controller:
+        return secrets.rpc_secret_hex + "\n"
+    return broker_key_text(bytes.fromhex(secrets.rpc_secret_hex), request.node_id)
+
+
 def format_files(request: FormatRequest, secrets: ClusterSecretsBundle, *, first: bool) -> dict[str, str]:
     """File name (in the node's directory) -> text; checked as the node will parse its config."""
     check_request(request)
@@ -211,7 +220,7 @@ def format_files(request: FormatRequest, secrets: ClusterSecretsBundle, *, first
     except ConfigError as exc:
         raise FormatError(f"the config this would write is refused: {exc}") from None
     files = {PROPERTIES_FILE: text, META_FILE: meta_properties(request, secrets),
-             RPC_SECRET_FILE: secrets.rpc_secret_hex + "\n"}
+             RPC_SECRET_FILE: rpc_file_text(request, secrets)}
     if first:
         files[SECRETS_FILE] = secrets.to_text()
     return files

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from broker.request_fault_hook import ROUTE, control_token
 from broker.request_faults import parse_fault
 from localcluster import cluster_layout as layout
+from security.rpc_auth import broker_key
 from security.rpc_secret import load_secret
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class RequestFaultNemesis:
 
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
-        self._token = control_token(load_secret(cluster.root / layout.RPC_SECRET_FILE))
+        self._master = load_secret(cluster.root / layout.RPC_SECRET_FILE)  # each broker's token is of its own key
 
     def broker(self, broker_id: int) -> NodeProcess:
         for node in self.cluster.brokers:
@@ -110,7 +111,8 @@ class RequestFaultNemesis:
         spec = self.broker(broker_id).spec
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"http://{spec.host}:{spec.metrics_port}{path}", data=data, method=method,
-                                         headers={"Authorization": f"Bearer {self._token}",
+                                         headers={"Authorization": "Bearer " + control_token(
+                                                      broker_key(self._master, broker_id)),
                                                   "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:  # noqa: S310 - our broker

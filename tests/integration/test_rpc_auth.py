@@ -6,7 +6,9 @@ topic that confluent-kafka produces to and consumes from. Then a process that is
 registered broker tries, over raw HTTP, to register as a broker, heartbeat, fence one, ask for
 its controlled shutdown, allocate producer ids, shrink an ISR and follow the metadata log: with
 no proof, a wrong secret, a proof older than the replay window, and a valid proof of one broker
-speaking for the other. Each is refused (401, or 403 for the last) and the cluster is unchanged:
+speaking for the other, the last made both by the operator's master secret and with the other
+broker's own key file as `tidelog up` wrote it into that broker's directory (a compromised broker
+holds only that key). Each is refused (401, or 403 for the last two) and the cluster is unchanged:
 brokers, partitions and the metadata offset read the same before and after, nobody is fenced,
 and the client still produces and consumes. The controller's log names the claimed and the
 proven broker of each 403. Starting a controller whose admin API binds beyond loopback without
@@ -33,8 +35,9 @@ from common.properties import set_entries
 from common.waiting import wait_until
 from localcluster.cluster_layout import RPC_SECRET_FILE
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
+from localcluster.rpc_keys import rpc_key_file
 from security.rpc_auth import REPLAY_WINDOW_MS, RpcSigner
-from security.rpc_secret import cluster_signer, signed_headers
+from security.rpc_secret import BROKER_KEY_FILE, cluster_signer, load_node_key, signed_headers
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -159,6 +162,10 @@ def _proof(kind: str, cluster: LocalCluster, claimed: int, other: int, path: str
         then = int(time.time() * 1000) - REPLAY_WINDOW_MS - 5000
         return {"Authorization": own.authorization("POST", address(cluster), path, body, now_ms=then,
                                                    nonce=os.urandom(16).hex())}
+    if kind == "another broker's own key file":  # what a compromised broker `other` holds
+        node = next(n for n in cluster.brokers if n.spec.node_id == other)
+        return signed_headers(RpcSigner(other, load_node_key(node.spec.directory / BROKER_KEY_FILE, other)),
+                              address(cluster), path, body)
     assert kind == "another broker's valid proof"
     signer = cluster_signer(secret, other)
     assert signer is not None
@@ -167,7 +174,8 @@ def _proof(kind: str, cluster: LocalCluster, claimed: int, other: int, path: str
 
 @pytest.mark.parametrize(("kind", "status"), [("no proof", UNAUTHENTICATED), ("wrong secret", UNAUTHENTICATED),
                                               ("outside the replay window", UNAUTHENTICATED),
-                                              ("another broker's valid proof", FORBIDDEN)])
+                                              ("another broker's valid proof", FORBIDDEN),
+                                              ("another broker's own key file", FORBIDDEN)])
 def test_a_stranger_cannot_act_as_a_broker(cluster: LocalCluster, kind: str, status: int) -> None:
     before = settled(cluster)
     ids = [b["broker_id"] for b in before["brokers"]]
@@ -183,6 +191,15 @@ def test_a_stranger_cannot_act_as_a_broker(cluster: LocalCluster, kind: str, sta
         log = cluster.controllers[0].spec.log_path.read_text(encoding="utf-8", errors="replace")
         victim = max(ids)
         assert f"speaks for broker {victim} but is signed as node {min(ids)}" in log
+
+
+def test_a_broker_holds_its_own_key_and_not_the_master(cluster: LocalCluster) -> None:
+    master = (cluster.root / RPC_SECRET_FILE).read_text().strip()
+    for node in cluster.brokers:
+        key_file = node.spec.directory / BROKER_KEY_FILE
+        assert f"controller.rpc.secret.file={key_file}" in node.spec.properties_path.read_text()
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert all(master not in f.read_text(errors="replace") for f in node.spec.directory.rglob("*") if f.is_file())
 
 
 def test_a_valid_proof_is_accepted_once(cluster: LocalCluster) -> None:
@@ -305,8 +322,9 @@ def test_an_older_data_dir_is_upgraded_when_started_whole(tmp_path: Path) -> Non
     make_old()
     with LocalCluster.start(tmp_path, ready_timeout=READY_S) as upgraded:  # ready: the broker registered
         assert secret.exists()
-        for node in upgraded.nodes:
-            assert f"controller.rpc.secret.file={secret}" in node.spec.properties_path.read_text()
+        for node in upgraded.nodes:  # a broker names its own key, derived from the new secret
+            assert f"controller.rpc.secret.file={rpc_key_file(node.spec, secret)}" in \
+                node.spec.properties_path.read_text()
         assert "require a proof signed with the secret" in upgraded.controllers[0].spec.log_path.read_text()
         upgraded.brokers[0].kill()
         make_old()  # as if the controller still ran from its old file

@@ -9,6 +9,7 @@ import pytest
 
 from common.config import parse_config
 from common.properties import parse_properties
+from security.rpc_secret import broker_key_text
 from tidelog.cli_format import (
     META_FILE,
     PROPERTIES_FILE,
@@ -46,7 +47,9 @@ def test_a_broker_copies_the_secrets() -> None:
     assert SECRETS_FILE not in files
     entries = parse_properties(files[PROPERTIES_FILE], PROPERTIES_FILE)
     assert "controller.quorum.voters" not in entries and entries["admin.token"] == SECRETS.admin_token
-    assert files[RPC_SECRET_FILE].strip() == SECRETS.rpc_secret_hex
+    # a broker gets only its own RPC key, never the master that signs for every broker (issue 29)
+    assert files[RPC_SECRET_FILE] == broker_key_text(bytes.fromhex(SECRETS.rpc_secret_hex), 4)
+    assert SECRETS.rpc_secret_hex not in files[RPC_SECRET_FILE]
 
 
 @pytest.mark.parametrize(("text", "error"), [

@@ -3,6 +3,8 @@ controller's check of them; security.rpc_secret's file; the admin API's loopback
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -19,17 +21,25 @@ from security.rpc_auth import (
     RpcAuthError,
     RpcSigner,
     RpcVerifier,
+    broker_key,
     check_speaks_for,
     is_loopback,
 )
-from security.rpc_secret import load_or_create_secret, load_secret, signer_from_config
+from security.rpc_secret import (
+    broker_key_text,
+    load_node_key,
+    load_or_create_secret,
+    load_secret,
+    signer_from_config,
+    write_broker_key,
+)
 
 SECRET = bytes(range(32))
 OTHER_SECRET = bytes(range(1, 33))
 NOW = 1_700_000_000_000
 HOST, PATH, BODY = "127.0.0.1:9094", "/rpc/broker-heartbeat", b"\x83\xa9broker_id\x01"
 NONCE = "0123456789abcdef0123456789abcdef"
-BROKER_1 = RpcSigner(1, SECRET)
+BROKER_1 = RpcSigner.from_master(1, SECRET)
 
 
 def header(signer: RpcSigner = BROKER_1, *, now_ms: int = NOW, nonce: str = NONCE, host: str = HOST,
@@ -39,7 +49,36 @@ def header(signer: RpcSigner = BROKER_1, *, now_ms: int = NOW, nonce: str = NONC
 
 def test_a_valid_proof_names_its_node() -> None:
     assert RpcVerifier(SECRET).verify(header(), "POST", HOST, PATH, BODY, now_ms=NOW) == 1
-    assert RpcVerifier(SECRET).verify(header(RpcSigner(7, SECRET)), "POST", HOST, PATH, BODY, now_ms=NOW) == 7
+    assert RpcVerifier(SECRET).verify(header(RpcSigner(7, broker_key(SECRET, 7))), "POST", HOST, PATH, BODY,
+                                      now_ms=NOW) == 7
+
+
+# --- per-broker keys ------------------------------------------------------------------------------
+
+
+def test_a_broker_key_is_hmac_of_the_label_and_the_node_id() -> None:
+    expected = hmac.new(SECRET, b"tidelog-broker-rpc-key-v1\x004", hashlib.sha256).digest()
+    assert broker_key(SECRET, 4) == expected
+    keys = {broker_key(SECRET, node_id) for node_id in (0, 1, 4, 5, 14, 41)}
+    assert len(keys) == 6 and SECRET not in keys  # one key per node, none of them the master
+    assert broker_key(OTHER_SECRET, 4) != expected
+
+
+def test_a_key_of_one_broker_cannot_speak_for_another() -> None:
+    broker_4 = RpcSigner(4, broker_key(SECRET, 4))  # what broker 4's own key file gives it
+    proven = RpcVerifier(SECRET).verify(header(broker_4), "POST", HOST, PATH, BODY, now_ms=NOW)
+    assert proven == 4
+    with pytest.raises(RpcAuthError, match="speaks for broker 5 but was signed as node 4") as refused:
+        check_speaks_for(proven, 5, PATH)  # a heartbeat for broker 5, proven by broker 4's key
+    assert refused.value.status == FORBIDDEN
+    # nor can it name node 5 in the header: the controller checks it with K_5, which it lacks
+    forged = RpcSigner(5, broker_key(SECRET, 4))
+    with pytest.raises(RpcAuthError, match="not signed with node 5's RPC key") as refused:
+        RpcVerifier(SECRET).verify(header(forged), "POST", HOST, PATH, BODY, now_ms=NOW)
+    assert refused.value.status == UNAUTHENTICATED
+    # and the master itself is no node's key
+    with pytest.raises(RpcAuthError, match="does not match"):
+        RpcVerifier(SECRET).verify(header(RpcSigner(4, SECRET)), "POST", HOST, PATH, BODY, now_ms=NOW)
 
 
 # (the Authorization header, what the controller sees of the request, a word of the refusal)
@@ -50,7 +89,7 @@ REFUSED = [
     (header() + " ", {}, "is not"),
     (header().replace("node=1", "node=99999999999"), {}, "is not"),  # 11 digits: not a node id
     (header() + "0" * 300, {}, "is not"),  # longer than MAX_AUTHORIZATION_CHARS
-    (header(RpcSigner(1, OTHER_SECRET)), {}, "does not match"),  # the wrong secret
+    (header(RpcSigner.from_master(1, OTHER_SECRET)), {}, "does not match"),  # another cluster's
     (header().replace("node=1", "node=2"), {}, "does not match"),  # broker 1's proof claiming node 2
     (header(), {"body": BODY + b"\x00"}, "does not match"),  # the body changed on the way
     (header(), {"path": "/rpc/alter-partition"}, "does not match"),  # another RPC
@@ -130,7 +169,8 @@ def test_signer_refuses_bad_arguments(secret: bytes, nonce: str, node_id: int) -
 
 
 def test_the_signer_hides_its_secret() -> None:
-    assert SECRET.hex() not in repr(BROKER_1) and str(SECRET) not in repr(BROKER_1)
+    for secret in (SECRET, BROKER_1.secret):
+        assert secret.hex() not in repr(BROKER_1) and str(secret) not in repr(BROKER_1)
 
 
 @pytest.mark.parametrize(("host", "loopback"), [
@@ -168,6 +208,40 @@ def test_a_broker_without_its_secret_file_refuses_to_start(tmp_path: Path) -> No
         signer_from_config(config, 4)
     assert not missing.exists()  # a broker alone never makes the cluster's secret
     assert signer_from_config(parse_config({"node.id": "4", "process.roles": "broker"}), 4) is None
+
+
+def broker_config(node_id: int, path: Path, roles: str = "broker") -> dict[str, str]:
+    return {"node.id": str(node_id), "process.roles": roles, "controller.rpc.secret.file": str(path)}
+
+
+def test_a_broker_signs_with_its_key_file_and_a_combined_node_derives_it(tmp_path: Path) -> None:
+    key_file = tmp_path / "rpc.key"
+    write_broker_key(SECRET, 4, key_file)
+    assert key_file.read_text() == broker_key_text(SECRET, 4) and os.stat(key_file).st_mode & 0o777 == 0o600
+    assert SECRET.hex() not in key_file.read_text()
+    signer = signer_from_config(parse_config(broker_config(4, key_file)), 4)
+    assert signer == RpcSigner(4, broker_key(SECRET, 4))
+    master = tmp_path / "rpc.secret"
+    master.write_text(SECRET.hex() + "\n")
+    os.chmod(master, 0o600)
+    # a combined node, and a broker of a data dir made before per-broker keys, hold the master
+    assert signer_from_config(parse_config(broker_config(1, master, "broker,controller")), 1) == \
+        RpcSigner.from_master(1, SECRET)
+    assert load_node_key(master, 4) == broker_key(SECRET, 4)
+
+
+@pytest.mark.parametrize(("node_id", "roles", "why"), [
+    (5, "broker", "holds broker 4's RPC key, but this is node 5"),  # a key copied to the wrong broker
+    (1, "broker,controller", "not the cluster's master secret"),  # a combined node needs the master
+])
+def test_a_key_file_in_the_wrong_place_is_a_clear_config_error(tmp_path: Path, node_id: int, roles: str,
+                                                               why: str) -> None:
+    key_file = tmp_path / "rpc.key"
+    write_broker_key(SECRET, 4, key_file)
+    with pytest.raises(ConfigError, match=why):
+        signer_from_config(parse_config(broker_config(node_id, key_file, roles)), node_id)
+    with pytest.raises(ConfigError, match="not the cluster's master secret"):
+        load_secret(key_file)  # a controller's verifier: a broker key verifies nothing
 
 
 # --- the admin API beyond loopback ----------------------------------------------------------------

@@ -45,6 +45,7 @@ from localcluster.launcher import LauncherError, LocalCluster
 from localcluster.node_process import SOURCE_ROOT, STOP_TIMEOUT, NodeProcess, StopReport
 from localcluster.racks import broker_racks, with_racks
 from localcluster.server_properties import properties_files
+from localcluster.rpc_keys import write_node_key
 from security.rpc_secret import load_or_create_secret
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
@@ -218,6 +219,7 @@ class NetnsCluster(LocalCluster):
                 raise
             for spec in specs:
                 spec.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                write_node_key(spec, rpc_secret)  # a broker: its own RPC key, not the master (issue 29)
                 replace_private(spec.properties_path, files[spec.node_id])
             return cluster._spawn_all(token, ready_timeout, should_stop)
 
