@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Final
 
 from common.units import DAY_MS, INT_MAX, MINUTE_MS, SECOND_MS
+from groups.migration_protocol import MalformedConsumerProtocol, decode_subscription
 from groups.records import GroupMetadataValue, MemberMetadata
 from groups.state import GroupState, check_transition
 
@@ -201,13 +202,8 @@ def group_from_record(group_id: str, value: GroupMetadataValue, now_ms: int) -> 
 
 
 def consumer_subscription_topics(metadata: bytes) -> set[str] | None:
-    """The topics of a ConsumerProtocolSubscription (any version: topics come first after the
-    int16 version); None when it does not parse."""
-    from common.protocol.primitives import ProtocolError, Reader
-
+    """The topics of a ConsumerProtocolSubscription (any version); None when it does not parse."""
     try:
-        r = Reader(metadata)
-        r.int16()
-        return set(r.array(Reader.string, 2))
-    except ProtocolError:
+        return set(decode_subscription(metadata).topics)
+    except MalformedConsumerProtocol:
         return None
