@@ -34,6 +34,7 @@ KINDS: Final = frozenset({
     "fault-end", "skip", "election", "truncation", "fencing", "controller-epoch", "phase", "note", "divergence",
     "admin-invoke", "admin-ok", "admin-fail", "admin-info", "admin-final",
     "group-assign", "group-read", "group-commit",
+    "cgroup-assign", "cgroup-revoke", "cgroup-read", "cgroup-commit", "share-read", "share-ack", "member-end",
     "txn-invoke", "txn-write", "txn-commit-invoke", "txn-ok", "txn-fail", "txn-info", "txn-read", "txn-probe",
     "power-replicas", "power-loss", "broker-metadata", "quorum-metadata",  # chaos.nemeses.power's and its checker's
 })

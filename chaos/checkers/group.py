@@ -17,10 +17,15 @@ A history without group events (no `group_consumers` in the workload) passes all
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from chaos.checkers.result import CheckResult, examples
-from chaos.history import Event
+
+if TYPE_CHECKING:  # a type alias; the history's file and clock stay in chaos.history
+    from chaos.history import Event
+
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 NAMES = ("group-lost", "group-duplicates", "group-non-monotonic", "group-commit-lost")
 
@@ -29,22 +34,32 @@ def _has_group(events: Sequence[Event]) -> bool:
     return any(e["kind"] in ("group-assign", "group-read") for e in events)
 
 
+def check_unconsumed(events: Sequence[Event], *, name: str, consumed: set[str], catch_up: str,
+                     verb: str, detail: Mapping[str, str] | None = None) -> CheckResult:
+    """Acknowledged writes the final read holds that the group never `verb` (values not in
+    `consumed`), with whether its `catch_up` note says it reached every high watermark. Shared
+    by the classic, consumer-protocol and share group checkers; `detail` adds what is known of a
+    value to its example line."""
+    final = {(e["partition"], e["offset"]): e["value"] for e in events if e["kind"] == "final-read"}
+    held = {value: where for where, value in final.items()}
+    missing = sorted((e for e in events if e["kind"] == "ok" and e["value"] in held and e["value"] not in consumed),
+                     key=lambda e: (e["partition"], e["offset"]))
+    notes = [e for e in events if e["kind"] == "note" and e.get("what") == catch_up]
+    caught_up = bool(notes) and bool(notes[-1].get("ok"))
+    detail = detail or {}
+    lines = [f"value {e['value']} acknowledged at {e['partition']}/{e['offset']} (t={e['t']:.3f} s), never "
+             f"{verb}{detail.get(e['value'], '')}" for e in missing]
+    state = "the group caught up to every high watermark" if caught_up else "the group did NOT catch up"
+    return CheckResult(name, len(missing), f"{len(missing)} acknowledged writes never {verb} "
+                       f"({len(consumed)} distinct values; {state})", examples(lines), {"caught_up": caught_up})
+
+
 def check_group_lost(events: Sequence[Event]) -> CheckResult:
     if not _has_group(events):
         return CheckResult("group-lost", 0, "no consumer group in this workload")
-    final = {(e["partition"], e["offset"]): e["value"] for e in events if e["kind"] == "final-read"}
-    held = {value: where for where, value in final.items()}
     polled = {e["value"] for e in events if e["kind"] == "group-read"}
-    missing = sorted((e for e in events if e["kind"] == "ok" and e["value"] in held and e["value"] not in polled),
-                     key=lambda e: (e["partition"], e["offset"]))
-    catch_up = [e for e in events if e["kind"] == "note" and e.get("what") == "group-catch-up"]
-    caught_up = bool(catch_up) and bool(catch_up[-1].get("ok"))
-    lines = [f"value {e['value']} acknowledged at {e['partition']}/{e['offset']} (t={e['t']:.3f} s), never "
-             "polled by a member" for e in missing]
-    state = "the group caught up to every high watermark" if caught_up else "the group did NOT catch up"
-    return CheckResult("group-lost", len(missing), f"{len(missing)} acknowledged writes no member polled "
-                       f"({len(polled)} distinct values polled; {state})", examples(lines),
-                       {"caught_up": caught_up})
+    return check_unconsumed(events, name="group-lost", consumed=polled, catch_up="group-catch-up",
+                            verb="polled by a member")
 
 
 def check_group_duplicates(events: Sequence[Event]) -> CheckResult:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chaos.checkers.availability import check_availability
+from chaos.checkers.consumer_protocol import NAMES as CONSUMER_PROTOCOL
+from chaos.checkers.consumer_protocol import check_consumer_protocol
 from chaos.checkers.fencing import check_fencing
 from chaos.checkers.group import check_group
 from chaos.checkers.latency import check_latency
@@ -29,6 +31,8 @@ from chaos.checkers.queue import (
 )
 from chaos.checkers.reads import check_read_order
 from chaos.checkers.result import CheckResult, examples
+from chaos.checkers.share import NAMES as SHARE_GROUP
+from chaos.checkers.share import check_share
 from chaos.checkers.topics import check_topic_creations
 from chaos.checkers.transactions import NAMES as TXN_ANOMALIES
 from chaos.checkers.transactions import check_transactions
@@ -38,7 +42,7 @@ from chaos.scenarios.spec import Expectations, LossPolicy
 
 ANOMALIES = ("lost", "unseen", "inconsistent-offsets", "duplicates", "non-monotonic", "skipped", "G1a",
              "divergence", "topic-creations", "group-lost", "group-duplicates", "group-non-monotonic",
-             "group-commit-lost", "early-fencing", *TXN_ANOMALIES, *QUORUM_SAFETY)
+             "group-commit-lost", "early-fencing", *TXN_ANOMALIES, *QUORUM_SAFETY, *CONSUMER_PROTOCOL, *SHARE_GROUP)
 CREATED_PARTITIONS = 1  # chaos.engine.admin_workload creates one-partition topics
 
 
@@ -124,6 +128,7 @@ def run_all(events: Sequence[Event]) -> list[CheckResult]:
             non_monotonic, skipped, check_g1a(events), check_divergence(events), check_availability(events),
             check_isr_changes(events), check_offline(events),
             check_topic_creations(events, partitions=CREATED_PARTITIONS), *check_group(events),
+            *check_consumer_protocol(events), *check_share(events),
             check_fencing(events), check_controller_changes(events), *check_transactions(events),
             check_active_controllers(events), check_metadata_views(events), check_power_loss_writes(events),
             summarize_power_losses(events),

@@ -4,7 +4,7 @@ The mechanisms: chaos.nemesis (SIGKILL/restart, SIGSTOP/SIGCONT), SIGTERM for a
 controlled shutdown, chaos.nemeses.firewall (iptables chain, tc netem), chaos.links (delay,
 bandwidth, loss and slow close in userspace),
 chaos.nemeses.disk and chaos.nemeses.power (SIGKILL, then every unsynced write dropped);
-on a transactional client (`client:NAME`): kill, pause (SIGSTOP) and hold
+on a transactional client or a group member process (`client:NAME`): kill, pause (SIGSTOP) and hold
 (chaos.nemeses.hold: its next request of `params.api` kept back until its next transaction). A fault whose mechanism is unavailable (no root, no iptables) or whose
 target names nothing right now is recorded as `skip` with one line saying why.
 """
@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from chaos.engine.member_workload import MemberWorkload
 from chaos.engine.targets import ClusterView, TargetError, admin_headers, resolve
 from chaos.engine.txn_workload import TxnWorkload
 from chaos.history import History
@@ -73,6 +74,13 @@ class FaultApplier:
         self.power: PowerLayer | None = None  # set by the runner when the scenario has power faults
         self.links: LinkFaults | None = None  # set by the runner when the scenario has link faults
         self.requests: RequestFaultNemesis | None = None  # made at the first request-fault
+        self.members: list[MemberWorkload] = []  # set by the runner: Kafka 4 group members (c0.., s0..)
+
+    def _client_owner(self, name: str) -> TxnWorkload | MemberWorkload | None:
+        """Whose process `client:NAME` is: a transactional client's or a group member's."""
+        if self.txns is not None and name in self.txns.clients:
+            return self.txns
+        return next((m for m in self.members if name in m.clients), None)
 
     def _skip(self, scheduled: ScheduledFault, why: str) -> None:
         print(f"  skip {scheduled.id} ({scheduled.describe()}): {why}", flush=True)
@@ -80,8 +88,12 @@ class FaultApplier:
 
     def _start_client(self, scheduled: ScheduledFault) -> ActiveFault | None:
         fault, name = scheduled.fault, scheduled.fault.target.split(":", 1)[1]
-        if self.txns is None or name not in self.txns.clients:
-            self._skip(scheduled, f"no transactional client {name!r} in this workload")
+        owner = self._client_owner(name)
+        if owner is None:
+            self._skip(scheduled, f"no transactional client or group member {name!r} in this workload")
+            return None
+        if fault.action is FaultAction.HOLD and owner is not self.txns:
+            self._skip(scheduled, "hold applies to a transactional client only")
             return None
         if fault.action not in CLIENT_ACTIONS:
             self._skip(scheduled, f"{fault.action.value} does not apply to a client (kill, pause, hold)")
@@ -94,9 +106,9 @@ class FaultApplier:
                 return None
             self.hold.arm(api)
         elif fault.action is FaultAction.KILL:
-            self.txns.kill(name)
+            owner.kill(name)
         else:
-            self.txns.pause(name)
+            owner.pause(name)
         self.applied += 1
         self.history.record("fault-start", id=scheduled.id, action=fault.action.value,
                             description=scheduled.describe(), targets=[], peers=[], client=name)
@@ -252,13 +264,14 @@ class FaultApplier:
 
     def heal(self, active: ActiveFault) -> None:
         a = active.scheduled.fault.action
-        if active.client is not None and self.txns is not None:
+        owner = None if active.client is None else self._client_owner(active.client)
+        if active.client is not None and owner is not None:
             if a is FaultAction.HOLD and self.hold is not None:
                 self.hold.release()
             elif a is FaultAction.KILL:
-                self.txns.restart(active.client)
+                owner.restart(active.client)
             elif a is FaultAction.PAUSE:
-                self.txns.resume(active.client)
+                owner.resume(active.client)
         elif a in (FaultAction.KILL, FaultAction.DISK, FaultAction.SHUTDOWN, FaultAction.POWER):
             for node_id in active.targets:
                 if not self.view.cluster.node(node_id).running():

@@ -114,22 +114,8 @@ class GroupConsumers:
 
     def catch_up(self, timeout_s: float) -> bool:
         """Wait (bounded) until the group polled up to every partition's high watermark; False on timeout."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
         deadline = time.monotonic() + timeout_s
-        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{GROUP_ID}-probe",
-                          "logger": CLIENT_LOG, **self.security})
-        ends: dict[int, int] = {}
-        try:
-            for p in range(self.partitions):
-                while p not in ends and time.monotonic() < deadline:  # bounded by the deadline
-                    try:
-                        ends[p] = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5,
-                                                              cached=False)[1]
-                    except KafkaException:
-                        time.sleep(CATCH_UP_POLL_S)  # a leader still moving
-        finally:
-            probe.close()
+        ends = high_watermarks(self.bootstrap, self.topic, self.partitions, self.security, deadline)
         caught_up = False
         while len(ends) == self.partitions and time.monotonic() < deadline:  # bounded by the deadline
             with self._lock:
@@ -148,3 +134,24 @@ class GroupConsumers:
         self._stop.set()
         for thread in self._threads:
             thread.join(JOIN_S)
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int, security: Mapping[str, str],
+                    deadline: float) -> dict[int, int]:
+    """Each partition's high watermark, asked until `deadline` (time.monotonic()) while leaders
+    move; the partitions not answered by then are left out."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{GROUP_ID}-probe", "logger": CLIENT_LOG,
+                      **security})
+    ends: dict[int, int] = {}
+    try:
+        for p in range(partitions):
+            while p not in ends and time.monotonic() < deadline:  # bounded by the deadline
+                try:
+                    ends[p] = probe.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)[1]
+                except KafkaException:
+                    time.sleep(CATCH_UP_POLL_S)  # a leader still moving
+    finally:
+        probe.close()
+    return ends

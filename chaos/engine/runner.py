@@ -20,7 +20,7 @@ import random
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from chaos.engine.admin_workload import TopicCreations, final_topics
 from chaos.engine.faults import LINK_ACTIONS, ActiveFault, FaultApplier
 from chaos.engine.group_workload import GroupConsumers
 from chaos.engine.harvest import parse_controller_log, parse_node_log
+from chaos.engine.member_workload import MemberWorkload
 from chaos.engine.metadata_views import record_metadata_views
 from chaos.engine.targets import ClusterView, admin_headers
 from chaos.engine.txn_workload import HOLD_GID, TxnWorkload
@@ -51,6 +52,7 @@ from localcluster.replica_files import (
     replica_log_bytes,
     wait_replicas_caught_up,
 )
+from common.config import default_int
 from common.waiting import NOT_YET_ERRORS, WaitTimeout, wait_until
 
 PROGRESS_EVERY_S: Final = 5.0
@@ -211,6 +213,23 @@ class ScenarioRun:
                     kind = found.pop("kind")
                     self.history.record(kind, t=self.history.at_wall(wall), **found)
 
+    def member_groups(self, cluster: LocalCluster, bootstrap: str, partitions: int,
+                      security: Mapping[str, str]) -> list[MemberWorkload]:
+        """The scenario's KIP-848 and share groups (workload.consumer_members, share_members)."""
+        spec, found = self.scenario.workload, []
+        security_dir = None if self.scenario.cluster.security is None else cluster.root
+        if spec.consumer_members:
+            found.append(MemberWorkload.consumers(bootstrap, spec.topic, partitions, count=spec.consumer_members,
+                                                  history=self.history, log_dir=self.options.report_dir,
+                                                  security_dir=security_dir, security=security))
+        if spec.share_members:
+            key = "group.share.delivery.count.limit"  # the checker needs the cluster's limit
+            limit = int(dict(self.scenario.cluster.properties).get(key) or default_int(key))
+            found.append(MemberWorkload.shares(bootstrap, spec.topic, partitions, count=spec.share_members,
+                                               history=self.history, log_dir=self.options.report_dir,
+                                               delivery_limit=limit, security_dir=security_dir, security=security))
+        return found
+
     def finish_transactions(self, txns: TxnWorkload, healed_ok: bool) -> None:
         """Clients stopped (their transactions end), then the probe for hanging transactions and
         the final reads under both isolation levels, once nothing is left open."""
@@ -273,6 +292,9 @@ class ScenarioRun:
                 group = GroupConsumers(bootstrap, topic, partitions, scenario.workload.group_consumers, history,
                                        bounce_every_s=scenario.workload.group_bounce_every_s, security=security)
                 stack.callback(group.stop)  # before the nodes stop, whatever happens
+            members = self.member_groups(cluster, bootstrap, partitions, security)
+            for member_group in members:
+                stack.callback(member_group.stop)  # no member process outlives the run
             txns, hold = None, None
             if scenario.workload.txn_topics:
                 txns = TxnWorkload(bootstrap, scenario.workload, {t.name: t.partitions for t in scenario.topics},
@@ -287,11 +309,12 @@ class ScenarioRun:
                     print(f"  {why}", flush=True)
             history.record("phase", name="workload")
             print(f"phase workload: {len(scenario.schedule())} faults over {scenario.duration_s:.0f} s", flush=True)
-            for part in (producers, consumers, sampler, creations, group, txns):
+            for part in (producers, consumers, sampler, creations, group, txns, *members):
                 if part is not None:
                     part.start()
             applier = FaultApplier(view, nemesis, firewall, history, self.rng, topic)
             applier.txns, applier.hold, applier.power, applier.links = txns, hold, power, links
+            applier.members = members
             try:
                 self.faults(applier, producers)
                 if firewall is not None:
@@ -320,6 +343,11 @@ class ScenarioRun:
                     print(f"  the consumer group did not reach every high watermark in {GROUP_CATCH_UP_S:.0f} s",
                           flush=True)
                 group.stop()
+            for member_group in members:
+                if ok and not member_group.catch_up(GROUP_CATCH_UP_S):
+                    print(f"  the {member_group.role} group did not finish every record in {GROUP_CATCH_UP_S:.0f} s",
+                          flush=True)
+                member_group.stop()
             if txns is not None:
                 self.finish_transactions(txns, ok)
             history.record("phase", name="verify")

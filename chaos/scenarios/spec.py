@@ -128,6 +128,9 @@ class WorkloadSpec:
     create_topics_every_s: float | None = None  # also create topics (1 partition each) this often
     group_consumers: int = 0      # members of one consumer group (subscribe, poll, commit), each poll recorded
     group_bounce_every_s: float | None = None  # member m0 leaves and rejoins the group this often
+    # Kafka 4's groups (chaos.engine.member_workload), member processes c0.. / s0.. (client:NAME faults)
+    consumer_members: int = 0     # members of one KIP-848 group (group.protocol=consumer)
+    share_members: int = 0        # members of one KIP-932 share group (ShareConsumer)
     # transactions (chaos.engine.txn_workload): producers over these topics, a transform into txn_output
     txn_topics: tuple[str, ...] = ()
     txn_producers: int = 1
@@ -299,6 +302,10 @@ def parse_scenario(text: str, *, name: str = "scenario") -> Scenario:
                             int(_get(w, "group_consumers", int, 0, "workload")),
                             _get(w, "group_bounce_every_s", (int, float), None, "workload"))
     workload = _with_transactions(workload, w, {t.name for t in topics})
+    workload = dataclasses.replace(workload, consumer_members=int(_get(w, "consumer_members", int, 0, "workload")),
+                                   share_members=int(_get(w, "share_members", int, 0, "workload")))
+    if workload.consumer_members < 0 or workload.share_members < 0:
+        raise ScenarioError("workload.consumer_members, share_members: expected 0 or more members")
     client_rack = _get(w, "client_rack", str, None, "workload")
     if client_rack is not None:
         workload = dataclasses.replace(workload, client_rack=str(client_rack))
