@@ -16,6 +16,7 @@ import pytest
 from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
+from tests.integration import cluster_fixtures
 from tests.integration.cluster_fixtures import wait_until
 from common.kafka_client import KafkaClient
 from tidelog.testing import Cluster
@@ -28,7 +29,8 @@ TOPIC_RESOURCE = 2
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(brokers=2, controllers=1, base_dir=tmp_path_factory.mktemp("alter-configs")) as started:
+    with Cluster(brokers=2, controllers=1, base_dir=tmp_path_factory.mktemp("alter-configs"),
+                 fast_start=cluster_fixtures.FORK_NODES) as started:
         yield started
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import cluster_fixtures
 from tidelog.testing import Cluster
 
 SESSION_S = 9.0
@@ -30,7 +31,7 @@ FAULT_S = 5.0  # well under the session
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Cluster(brokers=3, controllers=1, broker_config=KAFKA_DEFAULTS,
-                 base_dir=tmp_path_factory.mktemp("detection")) as started:
+                 base_dir=tmp_path_factory.mktemp("detection"), fast_start=cluster_fixtures.FORK_NODES) as started:
         yield started
 
 

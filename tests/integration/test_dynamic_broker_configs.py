@@ -26,6 +26,7 @@ from common.errors import ErrorCode
 from common.protocol import messages
 from common.protocol import describe_configs as dc
 from common.protocol.api_keys import ApiKey
+from tests.integration import cluster_fixtures
 from tests.integration.cluster_fixtures import http, wait_until
 from common.kafka_client import KafkaClient
 from tidelog.testing import Cluster
@@ -42,7 +43,8 @@ STATIC_PROPERTIES = {"log.retention.check.interval.ms": "500", "log.segment.dele
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Cluster(brokers=2, controllers=1, broker_config=STATIC_PROPERTIES,
-                 base_dir=tmp_path_factory.mktemp("dynamic-broker-configs")) as started:
+                 base_dir=tmp_path_factory.mktemp("dynamic-broker-configs"),
+                 fast_start=cluster_fixtures.FORK_NODES) as started:
         # These tests start from no dynamic broker config at all. A new cluster finalizes ELR
         # (KIP-966), which keeps a cluster-level min.insync.replicas that cannot be removed while
         # ELR is on: downgrade ELR (safe, as Kafka's), then remove that default.

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("faults")) as started:
+    with Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("faults"), fast_start=True) as started:
         yield started
 
 
