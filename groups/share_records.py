@@ -67,6 +67,20 @@ class ShareStateRecord:
     value: ShareSnapshotValue | None  # None: deleted (the group's share state goes)
 
 
+FINISHED_DELIVERY_STATES: Final = frozenset({2, 4})  # Kafka's ACKNOWLEDGED and ARCHIVED: delivery complete
+UNKNOWN_LAG: Final = -1  # DescribeShareGroupOffsets v1's lag when it cannot be computed (Kafka's default)
+
+
+def share_lag(snapshot: ShareSnapshotValue, high_watermark: int) -> int:
+    """A share partition's lag (DescribeShareGroupOffsets v1, KIP-1226): the records from its
+    start offset (SPSO) up to the high watermark whose delivery is not complete (not yet
+    acknowledged or archived: available, acquired, or never fetched)."""
+    end = max(high_watermark, snapshot.start_offset)
+    done = sum(max(0, min(last + 1, end) - max(first, snapshot.start_offset))
+               for first, last, state, _ in snapshot.batches if state in FINISHED_DELIVERY_STATES)
+    return end - snapshot.start_offset - done
+
+
 def is_share_key(key: bytes) -> bool:
     """A share partition's snapshot or a share group's membership record."""
     return len(key) >= 2 and int.from_bytes(key[:2], "big") in SHARE_KEY_VERSIONS

@@ -25,7 +25,8 @@ from common.protocol.messages import NO_THROTTLE, build, error_code
 from common.protocol.metadata import wire_topic_id
 from groups.consumer_records import image_topic_id
 from groups.image import GroupsImage
-from groups.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord
+from common.topic_partition import TopicPartition
+from groups.share_records import UNKNOWN_LAG, ShareSnapshotKey, ShareSnapshotValue, ShareStateRecord, share_lag
 
 E = ErrorCode
 UNINITIALIZED = -1  # state epoch and start offset of a share partition with no state yet (Kafka's)
@@ -106,9 +107,9 @@ async def _write(ctx: BrokerContext, group_id: str, record: ShareStateRecord) ->
 
 
 async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, client: ClientInfo) -> Any:
-    """DescribeShareGroupOffsets (90): each share partition's start offset (SPSO) and the leader
-    epoch of its last snapshot, from the committed state (-1: no state yet); topics null: every
-    share partition of the group this coordinator holds."""
+    """DescribeShareGroupOffsets (90): each share partition's start offset (SPSO), the leader
+    epoch of its last snapshot and (v1) its lag, from the committed state (-1: no state yet);
+    topics null: every share partition of the group this coordinator holds."""
     m = messages.response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version)
     image = ctx.image()
     names = {t.topic_id: name for name, t in image.topics.by_name.items()}
@@ -137,6 +138,7 @@ async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, cli
                     m.DescribeShareGroupOffsetsResponsePartition, partition_index=p,
                     start_offset=UNINITIALIZED if state is None else state.start_offset,
                     leader_epoch=UNINITIALIZED if state is None else state.leader_epoch,
+                    lag=UNKNOWN_LAG if state is None else _lag(ctx, TopicPartition(name, p), state),
                     error_code=E.UNKNOWN_TOPIC_OR_PARTITION if topic is None else E.NONE))
             topics.append(build(m.DescribeShareGroupOffsetsResponseTopic, topic_name=name,
                                 topic_id=None if topic is None else wire_topic_id(topic.topic_id),
@@ -144,6 +146,15 @@ async def describe_share_offsets(ctx: BrokerContext, req: Any, version: int, cli
         groups.append(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=tuple(topics),
                             error_code=E.NONE))
     return build(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+def _lag(ctx: BrokerContext, tp: TopicPartition, state: ShareSnapshotValue) -> int:
+    """The share partition's lag against this broker's high watermark of it. The coordinator
+    holds a replica of the partition in most clusters (leader or follower: a follower's high
+    watermark may trail the leader's until its next fetch); with none here the lag is unknown (-1)
+    rather than a ListOffsets round trip per partition, which Kafka's coordinator makes."""
+    partition = ctx.replicas.get_partition(tp)
+    return UNKNOWN_LAG if partition is None else share_lag(state, partition.log.high_watermark)
 
 
 # ---- an admin's changes: only while the share group has no members (Kafka's rule) -------------------

@@ -122,7 +122,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # broker to broker: a share partition's leader and the share group's coordinator
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),  # v1 adds the lag, which the coordinator does not know
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1 adds each share partition's lag (KIP-1226)
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),  # never flexible

@@ -360,8 +360,13 @@ def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers:
     a.close()
     argv = ("groups", "reset-offsets", "--group", "reset", "--topic", "share-reset", "--to-offset", "2",
             "--execute", "--bootstrap-server", bootstrap(cluster))
+    assert _share_lags(cluster, "reset", "share-reset") == {0: (5, 0)}  # all 5 acknowledged
     code, out = tidelog(capsys, *argv)
     assert code == 0 and "NEW-START-OFFSET" in out, out
+    # DescribeShareGroupOffsets v1's lag: 2-4 again; bounded wait, as a coordinator that follows the
+    # partition computes it from its own high watermark, which may trail the leader's a moment
+    wait_until("a lag of 3 after the reset", lambda: _share_lags(cluster, "reset", "share-reset") == {0: (2, 3)},
+               WAIT_S)
     b = consumer(cluster, "reset", "share-reset")
     consumers.append(b)
     again = poll(b, 3)
@@ -376,6 +381,26 @@ def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers:
     c = consumer(cluster, "reset", "share-reset")
     consumers.append(c)
     assert values(poll(c, 5)) == [b"z-%d" % i for i in range(5)]
+
+
+def _share_lags(cluster: LocalCluster, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (start offset, lag) from DescribeShareGroupOffsets v1 (KIP-1226's lag)."""
+    from common.kafka_client import KafkaClient
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+    from tidelog.cli_common import parse_bootstrap_servers
+    from tidelog.group_admin import GroupAdmin
+
+    api = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+    m = messages.request_module(api, 1)
+    request = m.DescribeShareGroupOffsetsRequest(groups=(m.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=(m.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(0,)),)),))
+    with KafkaClient(parse_bootstrap_servers(bootstrap(cluster)), client_id="share-groups-test") as client:
+        response = GroupAdmin(client)._at_coordinator(group, api, 1, request, messages.encode_request,
+                                                      messages.response_decoder(api),
+                                                      lambda r: r.groups[0].error_code)
+    [topic_answer] = response.groups[0].topics
+    return {p.partition_index: (p.start_offset, p.lag) for p in topic_answer.partitions}
 
 
 def _delete_share_offsets(cluster: LocalCluster, group: str, topic: str) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from groups.share_records import (
     encode_record,
     is_share_key,
     membership_records,
+    share_lag,
 )
 
 KEY = ShareSnapshotKey("g", "AAAAAAAAAAAAAAAAAAAAAQ", 3)
@@ -112,3 +113,16 @@ def test_an_offset_commit_keeps_the_share_state_and_groups() -> None:
                              membership_records(sg.ShareGroup("g"), _heartbeat(None, "a", sg.JOIN_EPOCH).records))
     after = image.replay(CoordinatorRecord(OffsetCommitKey("c", "jobs", 0), OffsetCommitValue(5, "", 0)), 0)
     assert after.share_states == image.share_states and after.share_groups == image.share_groups
+
+
+@pytest.mark.parametrize("start, batches, high_watermark, lag", [
+    (10, (), 10, 0),                                      # caught up
+    (10, (), 15, 5),                                      # five never fetched
+    (10, ((10, 11, 2, 1), (12, 13, 0, 1), (14, 14, 4, 5)), 15, 2),  # 12-13 available again: the lag
+    (10, ((10, 14, 2, 1),), 20, 5),                       # 10-14 acknowledged, 15-19 unread
+    (10, ((8, 11, 2, 1),), 12, 0),                        # a batch reaching below SPSO counts from SPSO
+    (10, (), 4, 0),                                       # a high watermark behind SPSO (a replica's): no lag
+])
+def test_share_lag_counts_records_not_yet_acknowledged_or_archived(
+        start: int, batches: tuple[tuple[int, int, int, int], ...], high_watermark: int, lag: int) -> None:
+    assert share_lag(ShareSnapshotValue(0, 0, start, batches), high_watermark) == lag
