@@ -1,17 +1,18 @@
 """Share groups (KIP-932) and the consumer group protocol (KIP-848) beside the classic one, with
 confluent-kafka (librdkafka) on one tidelog process pair (1 controller + 1 broker).
 
-- share throughput: --records records of 100 B in a 1-partition topic, read by 1, 2 and 4
-  `ShareConsumer`s of a fresh share group (implicit acknowledgement: each poll accepts the
-  previous one's records); records/s from the first subscribe until every record arrived, and
-  how many arrived twice (a lock that ran out);
+- share throughput (issue 31's shapes): --records records of 100 B in a 2-partition topic, read
+  by 1, 4 and 8 `ShareConsumer`s of a fresh share group (implicit acknowledgement: each poll
+  accepts the previous one's records, the last batch on close); records/s from the first
+  subscribe until every record arrived and the consumers closed (so every record was
+  acknowledged), and how many arrived twice (a lock that ran out);
 - rebalance: 10 members share a 22-partition topic; an 11th joins, then one leaves; time from
   the 11th's subscribe() (or the leaver's close()) until the members hold disjoint, non-empty
   assignments covering every partition. Classic: eager "range" with heartbeat.interval.ms=100
   (members learn of a rebalance from a heartbeat answer); consumer protocol: the broker's
   group.consumer.heartbeat.interval.ms=100, the same cadence.
 
-    python bench/share_groups.py [--records 20000] [--repeats 2]
+    python bench/share_groups.py [--records 20000] [--repeats 2] [--share-only]
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from produce_consume import tidelog_peer  # noqa: E402
 TIMEOUT_S: Final = 60.0  # one measurement's bound
 MEMBERS: Final = 10
 PARTITIONS: Final = 22
+SHARE_PARTITIONS: Final = 2  # the issue's shape: many consumers on few partitions
+SHARE_CONSUMERS: Final = (1, 4, 8)
 HEARTBEAT_MS: Final = 100
 PROPERTIES: Final = {
     "share.auto.offset.reset": "earliest", "group.initial.rebalance.delay.ms": "0",
@@ -85,11 +88,11 @@ def share_throughput(bootstrap: str, topic: str, group: str, consumers: int, rec
         t.start()
     try:
         wait(f"{consumers} share consumers read {records} records", lambda: len(seen) >= records or bool(errors))
-        elapsed = time.monotonic() - start
     finally:
         stop.set()
         for t in threads:
             t.join(TIMEOUT_S)
+    elapsed = time.monotonic() - start  # the closes acknowledged the last batches
     if errors:
         raise errors[0]
     return records / elapsed, sum(n - 1 for n in seen.values() if n > 1)
@@ -143,24 +146,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--share-only", action="store_true", help="skip the rebalance measurements")
     args = parser.parse_args()
     print(f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()}")
     with tempfile.TemporaryDirectory(prefix="bench-share-groups-") as tmp, \
             tidelog_peer(Path(tmp), extra_properties=PROPERTIES) as peer:
         bootstrap, create = peer.bootstrap, peer.create
-        create("jobs", 1)
-        fill(bootstrap, "jobs", args.records)
+        create("jobs", SHARE_PARTITIONS)
+        fill(bootstrap, "jobs", args.records, SHARE_PARTITIONS)
         create("warm-up", 1)  # the first group lookup creates __consumer_offsets: not measured
         fill(bootstrap, "warm-up", 10)
         share_throughput(bootstrap, "warm-up", "warm-up", 1, 10)
-        for consumers in (1, 2, 4):
+        for consumers in SHARE_CONSUMERS:
             rates, twice = [], 0
             for r in range(args.repeats):
                 rate, dup = share_throughput(bootstrap, "jobs", f"share-{consumers}-{r}", consumers, args.records)
                 rates.append(rate)
                 twice += dup
-            print(f"share group, {consumers} consumer(s), 1 partition: {statistics.median(rates):,.0f} records/s "
+            print(f"share group, {consumers} consumer(s), {SHARE_PARTITIONS} partitions: "
+                  f"{statistics.median(rates):,.0f} records/s acknowledged "
                   f"(runs: {', '.join(f'{x:,.0f}' for x in rates)}; delivered twice: {twice})")
+        if args.share_only:
+            return
         create("wide", PARTITIONS)
         for r in range(args.repeats):
             for protocol in ("classic", "consumer"):
