@@ -165,7 +165,8 @@ CHAOS_EXTRA := controller-kill controller-kill-topic-creation controller-kill-du
 	disk-tail-corruption leader-isolation-acks1 combined-leader-kill bridge group-coordinator-kill \
 	txn-coordinator-isolation txn-late-end-txn controller-pause-bursts \
 	power-controller-majority power-leader-majority power-leader-all-replicas rack-partition \
-	power-controllers-all power-leader-minority lossy-follower-link slow-controller-link saturated-reassignment
+	power-controllers-all power-leader-minority lossy-follower-link slow-controller-link saturated-reassignment \
+	consumer-group-coordinator-kill share-coordinator-kill share-member-pause
 .PHONY: chaos chaos-clean chaos-tools chaos-legacy
 chaos: $(ALL_STAMP) chaos-tools
 	@status=0; \

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import IO, Any, Final, cast
 
 from chaos.engine.group_workload import high_watermarks
-from chaos.engine.txn_workload import CLIENT_STOP_S, ClientProcess
-from chaos.engine.workload import JOIN_S, PLAINTEXT
+from chaos.engine.txn_workload import CLIENT_STOP_S, ClientProcess, ClientProcesses
+from chaos.engine.workload import PLAINTEXT
 from chaos.history import History
 from common.limits import CHAOS_POLL_S
 
@@ -79,8 +79,11 @@ class MemberProcess(ClientProcess):
                             how="killed" if self.killed else "ended")
 
 
-class MemberWorkload:
-    """`count` member processes of one group (role consumer or share) over `topic`."""
+class MemberWorkload(ClientProcesses):
+    """`count` member processes of one group (role consumer or share) over `topic`; faults on a
+    member (pause, resume, kill, restart) are ClientProcesses'."""
+
+    what = "group member"
 
     def __init__(self, role: str, bootstrap: str, topic: str, partitions: int, count: int, history: History,
                  log_dir: Path, *, group: str, extra_argv: list[str], delivery_limit: int = 0,
@@ -96,10 +99,10 @@ class MemberWorkload:
         if security_dir is not None:
             argv += ["--security-dir", str(security_dir)]
         prefix = "c" if role == "consumer" else "s"
-        self.clients: dict[str, MemberProcess] = {
-            f"{prefix}{i}": MemberProcess(f"{prefix}{i}", [*argv, "--name", f"{prefix}{i}"], history,
-                                          log_dir / f"client-{prefix}{i}.log", self._observe)
-            for i in range(count)}
+        self.members = {f"{prefix}{i}": MemberProcess(f"{prefix}{i}", [*argv, "--name", f"{prefix}{i}"], history,
+                                                      log_dir / f"client-{prefix}{i}.log", self._observe)
+                        for i in range(count)}
+        self.clients = dict(self.members)
 
     @classmethod
     def consumers(cls, bootstrap: str, topic: str, partitions: int, *, count: int, history: History, log_dir: Path,
@@ -133,30 +136,10 @@ class MemberWorkload:
         for client in self.clients.values():
             client.spawn()
 
-    # faults on a member (chaos.engine.faults, selector client:NAME)
-    def client(self, name: str) -> MemberProcess:
-        if name not in self.clients:
-            raise KeyError(f"no {self.role} group member {name!r} (members: {sorted(self.clients)})")
-        return self.clients[name]
-
-    def pause(self, name: str) -> None:
-        self.client(name).signal(signal.SIGSTOP)
-        self.client(name).paused = True
-
-    def resume(self, name: str) -> None:
-        self.client(name).signal(signal.SIGCONT)
-        self.client(name).paused = False
-
     def kill(self, name: str) -> None:
-        client = self.client(name)
-        client.killed = True
-        client.signal(signal.SIGKILL)
-        client.paused = False
-        client.wait(JOIN_S)
-
-    def restart(self, name: str) -> None:
-        if not self.client(name).running():
-            self.client(name).spawn()
+        """SIGKILL (ClientProcesses.kill), its `member-end` saying so."""
+        self.members[name].killed = True
+        super().kill(name)
 
     def _done(self) -> dict[int, int]:
         """Per partition: the next offset polled (consumer), or how many records finished (share)."""

@@ -122,7 +122,40 @@ class ClientProcess:
             self.relay.join(JOIN_S)
 
 
-class TxnWorkload:
+class ClientProcesses:
+    """Client processes by name, and the faults on one (chaos.engine.faults, selector client:NAME):
+    pause (SIGSTOP), resume, kill (SIGKILL) and restart. Transactional clients and group members."""
+
+    clients: dict[str, ClientProcess]
+    what = "client"  # for the error naming an unknown client
+
+    def client(self, name: str) -> ClientProcess:
+        if name not in self.clients:
+            raise KeyError(f"no {self.what} {name!r} (clients: {sorted(self.clients)})")
+        return self.clients[name]
+
+    def pause(self, name: str) -> None:
+        self.client(name).signal(signal.SIGSTOP)
+        self.client(name).paused = True
+
+    def resume(self, name: str) -> None:
+        self.client(name).signal(signal.SIGCONT)
+        self.client(name).paused = False
+
+    def kill(self, name: str) -> None:
+        client = self.client(name)
+        client.signal(signal.SIGKILL)
+        client.paused = False
+        client.wait(JOIN_S)
+
+    def restart(self, name: str) -> None:
+        if not self.client(name).running():
+            self.client(name).spawn()
+
+
+class TxnWorkload(ClientProcesses):
+    what = "transactional client"
+
     def __init__(self, bootstrap: str, spec: WorkloadSpec, partitions: dict[str, int], history: History,
                  log_dir: Path, *, security_dir: Path | None = None, probe_bootstrap: str | None = None) -> None:
         """`security_dir`: a secured cluster's data dir, whose client settings (client.properties, the
@@ -163,30 +196,6 @@ class TxnWorkload:
             client.spawn()
         for reader in self._readers:
             reader.start()
-
-    # faults on a client (chaos.engine.faults, selector client:NAME)
-    def client(self, name: str) -> ClientProcess:
-        if name not in self.clients:
-            raise KeyError(f"no transactional client {name!r} (clients: {sorted(self.clients)})")
-        return self.clients[name]
-
-    def pause(self, name: str) -> None:
-        self.client(name).signal(signal.SIGSTOP)
-        self.client(name).paused = True
-
-    def resume(self, name: str) -> None:
-        self.client(name).signal(signal.SIGCONT)
-        self.client(name).paused = False
-
-    def kill(self, name: str) -> None:
-        client = self.client(name)
-        client.signal(signal.SIGKILL)
-        client.paused = False
-        client.wait(JOIN_S)
-
-    def restart(self, name: str) -> None:
-        if not self.client(name).running():
-            self.client(name).spawn()
 
     def _consumer(self, group: str, isolation: str) -> Any:
         from confluent_kafka import Consumer

@@ -26,7 +26,16 @@ pytest.importorskip("matplotlib")
 if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
-SCENARIOS = ("consumer-group-coordinator-kill", "share-coordinator-kill", "share-member-pause")
+# A broker bug this scenario found (2 runs of 2): a ShareAcknowledge whose state write to the share
+# coordinator fails (the coordinator was just killed) is answered COORDINATOR_NOT_AVAILABLE, yet the
+# leader keeps the ACCEPT in memory (broker/handlers/share_fetch.py replays it before persisting),
+# so the records are never delivered again; Kafka's SharePartition rolls the transition back
+# (rollbackOrProcessStateUpdates) and the lock's expiry hands them out again. share-lost counts
+# them, each example naming the refused ACCEPT. Strict: once fixed, this xfail fails and goes.
+SHARE_ACK_ROLLBACK = pytest.mark.xfail(strict=True, reason="a ShareAcknowledge refused with COORDINATOR_NOT_"
+                                       "AVAILABLE stays accepted in the leader's memory (no rollback)")
+SCENARIOS = ("consumer-group-coordinator-kill", pytest.param("share-coordinator-kill", marks=SHARE_ACK_ROLLBACK),
+             "share-member-pause")
 
 
 @pytest.fixture(autouse=True)
