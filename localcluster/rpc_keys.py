@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from localcluster.cluster_layout import BROKER, NodeSpec
-from security.rpc_secret import BROKER_KEY_FILE, load_secret, write_broker_key
+from localcluster.cluster_layout import BROKER, NodeSpec, replace_private
+from security.rpc_secret import BROKER_KEY_FILE, broker_key_text, load_secret
 
 
 def rpc_key_file(node: NodeSpec, rpc_secret_file: Path) -> Path:
@@ -23,9 +23,16 @@ def rpc_key_file(node: NodeSpec, rpc_secret_file: Path) -> Path:
 
 
 def write_node_key(node: NodeSpec, rpc_secret_file: Path) -> None:
-    """Write a broker's key file (0600) from the master, in its directory (made if missing); the
-    other roles read the master itself, so nothing is written for them."""
+    """Write a broker's key file (0600, all at once) from the master, in its directory (made if
+    missing), unless it already holds that key; the other roles read the master itself, so
+    nothing is written for them."""
     if node.role != BROKER:
         return
     node.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_broker_key(load_secret(rpc_secret_file), node.node_id, rpc_key_file(node, rpc_secret_file))
+    path, text = rpc_key_file(node, rpc_secret_file), broker_key_text(load_secret(rpc_secret_file), node.node_id)
+    try:
+        if path.read_text(encoding="ascii") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: written below
+    replace_private(path, text)

@@ -2,7 +2,7 @@
 
     secret = load_or_create_secret(path)     # a controller, `tidelog up`: generated (0600) when missing
     secret = load_secret(path)               # the master secret: controllers and operator tools
-    write_broker_key(master, 4, key_path)    # `tidelog up`: broker 4's own key, in its directory
+    text = broker_key_text(master, 4)        # `tidelog up`, `tidelog format`: broker 4's own key file
     signer = signer_from_config(config, 4)   # None when the key is unset: RPCs go unsigned
 
 A controller's file (and a combined node's) holds the cluster's master secret as hex text (64
@@ -114,25 +114,6 @@ def load_node_key(path: Path, node_id: int) -> bytes:
 def broker_key_text(master: bytes, node_id: int) -> str:
     """The text of broker `node_id`'s key file."""
     return f"{BROKER_KEY_LABEL} node={node_id} {broker_key(master, node_id).hex()}\n"
-
-
-def write_broker_key(master: bytes, node_id: int, path: Path) -> None:
-    """Write broker `node_id`'s key file (0600) unless it already holds that key: through a
-    private temporary file renamed over it, so a reader never sees half a key."""
-    text = broker_key_text(master, node_id)
-    try:
-        if path.read_text(encoding="ascii") == text:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass  # missing or unreadable: written below
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.unlink(missing_ok=True)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
 
 
 def _path(config: Config) -> Path | None:
