@@ -24,8 +24,10 @@ in `authorization_admin`: DescribeCluster, CreateTopics, DeleteTopics, InitProdu
 config APIs, ListTransactions and the per-topic/per-group admin APIs; in `authorization_items`
 (each refused item answered with its error): OffsetForLeaderEpoch, AddPartitionsToTxn,
 DescribeTransactions, WriteTxnMarkers, the log-dir APIs, AlterUserScramCredentials,
-UpdateRaftVoter, ElectLeaders, ShareGroupDescribe, DescribeShareGroupOffsets and
-Read/WriteShareGroupState; the ACL APIs check themselves (broker/handlers/acls.py).
+UpdateRaftVoter, ElectLeaders, ShareGroupDescribe and Read/WriteShareGroupState; in
+`authorization_share` the share-group APIs naming topics (ShareGroupHeartbeat, ShareFetch,
+ShareAcknowledge, Describe/Alter/DeleteShareGroupOffsets: the group, then each topic); the ACL
+APIs check themselves (broker/handlers/acls.py).
 The shared pieces (the authorizer over the image, verdicts, refusal lines) are `acl_verdicts`.
 """
 
@@ -37,6 +39,7 @@ from typing import Any, Final
 
 from broker.handlers import authorization_admin as admin
 from broker.handlers import authorization_items as items
+from broker.handlers import authorization_share as share
 from broker.handlers.acl_verdicts import (
     FETCH_TOPIC_IDS_VERSION,
     GROUP_DENIED,
@@ -362,7 +365,12 @@ _GATES: Final[dict[ApiKey, Gate]] = {
     ApiKey.UPDATE_RAFT_VOTER: items.update_raft_voter,
     ApiKey.ELECT_LEADERS: items.elect_leaders,
     ApiKey.SHARE_GROUP_DESCRIBE: items.share_group_describe,
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: items.describe_share_group_offsets,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share.describe_share_group_offsets,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share.share_group_heartbeat,
+    ApiKey.SHARE_FETCH: share.share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share.share_acknowledge,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share.alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share.delete_share_group_offsets,
     ApiKey.READ_SHARE_GROUP_STATE: items.read_share_group_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: items.write_share_group_state,
     ApiKey.LIST_TRANSACTIONS: admin.list_transactions,

@@ -16,7 +16,8 @@ per-item error would read as a success, and closing the connection would make cl
     UpdateRaftVoter         CLUSTER_ACTION: the top-level error, no leader known
     ElectLeaders            ALTER on the cluster: every named partition CLUSTER_AUTHORIZATION_FAILED
                             (and v1+ the top-level error)
-    ShareGroupDescribe, DescribeShareGroupOffsets   DESCRIBE per group, in the group's row
+    ShareGroupDescribe          DESCRIBE per group, in the group's row (the share APIs that name
+                                topics are in authorization_share)
     Read/WriteShareGroupState   CLUSTER_ACTION (brokers): every partition CLUSTER_AUTHORIZATION_FAILED
 
 Each refusal logs one INFO line (acl_verdicts.log_refusal); the handler never runs on what was
@@ -239,21 +240,6 @@ def share_group_describe(a: BrokerAuthorizer, req: Any, version: int, client: Cl
                           group_epoch=0, assignment_epoch=0, assignor_name="", members=()) for g in denied)
     return answer_the_rest(req, "group_ids", denied, "groups", refused,
                            lambda: build(m.ShareGroupDescribeResponse, throttle_time=messages.NO_THROTTLE, groups=()))
-
-
-def describe_share_group_offsets(a: BrokerAuthorizer, req: Any, version: int, client: ClientInfo,
-                                 image: MetadataImage) -> Verdict:
-    """DESCRIBE per group: a refused group answers GROUP_AUTHORIZATION_FAILED in its own row."""
-    denied = [g for g in req.groups if not a.allowed(client, Op.DESCRIBE, Res.GROUP, g.group_id)]
-    if not denied:
-        return None
-    log_refusal(a, client, "DescribeShareGroupOffsets", "group(s) " + ", ".join(sorted({g.group_id for g in denied})))
-    m = messages.response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version)
-    refused = tuple(build(m.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
-                          error_code=messages.error_code(GROUP_DENIED)) for g in denied)
-    return answer_the_rest(req, "groups", denied, "groups", refused,
-                           lambda: build(m.DescribeShareGroupOffsetsResponse, throttle_time=messages.NO_THROTTLE,
-                                         groups=()))
 
 
 def _share_state(api_key: ApiKey, api: str) -> Gate:

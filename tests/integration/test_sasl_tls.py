@@ -553,3 +553,42 @@ def test_raw_client_refuses_a_broker_certificate_for_another_name(cluster: dict[
     unchecked = client_security({**settings, "ssl.endpoint.identification.algorithm": "none"})
     with KafkaClient([("localhost", port)], security=unchecked) as client:
         assert client.metadata([]).brokers  # answered over TLS without the name check
+
+
+def test_share_heartbeat_needs_read_on_each_subscribed_topic(cluster: dict[str, Any]) -> None:
+    """KIP-932 as KafkaApis checks it: alice holds READ on the share group but not on the topic, so
+    her ShareGroupHeartbeat answers TOPIC_AUTHORIZATION_FAILED; scram512, who holds both, joins."""
+    import uuid
+
+    from common.protocol import messages
+    from common.protocol.api_keys import ApiKey
+
+    topic, group = "share-acl", "share-acl-group"
+    create_topic(cluster, topic)
+    admin = confluent_admin.AdminClient({"bootstrap.servers": cluster["plaintext"]})
+    bindings = [confluent_admin.AclBinding(kind, name, confluent_admin.ResourcePatternType.LITERAL, who, "*",
+                                           confluent_admin.AclOperation.READ, confluent_admin.AclPermissionType.ALLOW)
+                for kind, name, who in ((confluent_admin.ResourceType.GROUP, group, "User:alice"),
+                                        (confluent_admin.ResourceType.GROUP, group, "User:scram512"),
+                                        (confluent_admin.ResourceType.TOPIC, topic, "User:scram512"))]
+    for future in admin.create_acls(bindings).values():
+        future.result(CLIENT_TIMEOUT_S)
+    api = ApiKey.SHARE_GROUP_HEARTBEAT
+    m = messages.request_module(api, 1)
+    host, _, port = cluster["sasl"].rpartition(":")
+
+    def join(mechanism: str, user: str, password: str) -> Any:
+        settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user,
+                    "sasl.password": password}
+        with KafkaClient([(host, int(port))], security=client_security(settings)) as client:
+            request = messages.build(m.ShareGroupHeartbeatRequest, group_id=group, member_id=str(uuid.uuid4()),
+                                     member_epoch=0, rack_id=None, subscribed_topic_names=(topic,))
+            return client.call(None, api, 1, request, messages.encode_request, messages.response_decoder(api))
+
+    refused = join("PLAIN", "alice", "alice-secret")
+    assert refused.error_code == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED, refused
+    assert topic in refused.error_message
+    logged(cluster, f"topic(s) {topic}")  # the refusal's one INFO line
+    allowed = join("SCRAM-SHA-512", "scram512", "scram512-secret")  # past the gate: the coordinator answers
+    assert allowed.error_code not in (confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                      confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED), allowed
