@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from common.log_setup import LEVEL_ENV
 from common.waiting import wait_until
 from tidelog.testing import Cluster
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
@@ -67,5 +68,18 @@ def test_a_forked_node_shows_a_spawned_nodes_command_line(tmp_path: Path) -> Non
         with pytest.raises(LauncherError, match="already running"):
             LocalCluster.start(tmp_path, spawn=fork_or_spawn)
         reports = found.stop()  # as `tidelog down --data-dir` stops it
-        assert [r.outcome for r in reports] == ["stopped"] and not node.running()
+        assert [r.outcome for r in reports] == ["stopped"]
+        # its pid lasts until the zygote has written its exit status and reaped it
+        wait_until("the zygote to reap the stopped node", lambda: not node.running(), 10)
         assert node.exit_status == 0
+
+
+def test_a_forked_node_runs_with_the_environment_of_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that sets a variable for its nodes before starting them (a fail point) gets it in a
+    forked node as a spawned one inherits it, though the zygote started before it was set."""
+    Zygote.shared().ping()  # the zygote's own environment lacks what is set below
+    monkeypatch.setenv(LEVEL_ENV, "no-such-level")
+    ports = free_ports(["127.0.0.1"], 4)
+    with pytest.raises(LauncherError, match="unknown log level 'no-such-level'"):
+        LocalCluster.start(tmp_path, combined=True, controllers=1, brokers=0, raft_port=ports[0],
+                           admin_port=ports[1], kafka_port=ports[2], metrics_port=ports[3], spawn=fork_or_spawn)

@@ -12,7 +12,9 @@ in the background from the plugin's start, and each node is then a fork of it, r
 A forked node runs in its own session with its stdout/stderr appended to its node.log, exactly as
 `NodeProcess.spawn` starts one, and its command line reads as a spawned node's
 (`python -m tidelog <role> --config <server.properties>`, written over the zygote's own, which
-leaves ARGV_ROOM bytes for it), so that `tidelog down`, `LocalCluster.attach` and a later
+leaves ARGV_ROOM bytes for it), and with the test process's environment of the moment (a test
+that sets a variable for its nodes, as a fail point, before it starts them: a spawned node
+inherits it, so the fork is given it), so that `tidelog down`, `LocalCluster.attach` and a later
 `LocalCluster.start` of the same data dir recognise it by its config file as they do a spawned
 one; what differs is its parent (the zygote, which reaps it). PR_SET_PDEATHSIG ends every forked node when the zygote ends, and
 the zygote ends when its stdin closes: the test process holds the only write end, so however the
@@ -112,8 +114,7 @@ class Zygote:
     _shared_lock = threading.Lock()
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+        env = node_environment()
         self._lock = threading.Lock()
         self._argv = [sys.executable, "-P", __file__, " " * ARGV_ROOM]
         self._popen = subprocess.Popen(self._argv, stdin=subprocess.PIPE,
@@ -160,7 +161,7 @@ class Zygote:
             out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog test zygote (pid {self._popen.pid}): "
                       f"forking tidelog {spec.role} --config {spec.properties_path}\n".encode())
         answer = self._ask({"role": spec.role, "config": str(spec.properties_path), "log": str(spec.log_path),
-                            "cwd": str(spec.directory)})
+                            "cwd": str(spec.directory), "env": json.dumps(node_environment())})
         pid = answer["pid"]
         assert isinstance(pid, int), "the zygote answers a pid"
         return ForkedNode(spec, pid)
@@ -184,6 +185,14 @@ def fork_or_spawn(spec: NodeSpec) -> NodeProcess:
     except ZygoteError as exc:
         log.warning("the test zygote could not fork %s (%s); spawning it instead", spec.label, exc)
         return NodeProcess.spawn(spec)
+
+
+def node_environment() -> dict[str, str]:
+    """The environment a node gets: this process's now, with the sources it runs from first on
+    PYTHONPATH (as NodeProcess.spawn gives a spawned node)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 def node_command(role: str, config: str) -> list[str]:
@@ -213,7 +222,7 @@ def _readline_within(stream: IO[bytes], timeout: float) -> bytes:
 # --- the zygote's side ------------------------------------------------------------------------
 
 
-def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> None:
+def _child(role: str, config: str, log_path: str, cwd: str, env: dict[str, str], zygote_pid: int) -> None:
     """In the fork: become the node process `NodeProcess.spawn` would have started; never returns."""
     code = 1
     try:
@@ -238,6 +247,8 @@ def _child(role: str, config: str, log_path: str, cwd: str, zygote_pid: int) -> 
         os.close(out)
         os.close(devnull)
         os.chdir(cwd)
+        os.environ.clear()  # read at run time (fail points, the log level), not at import
+        os.environ.update(env)
         from tidelog import cli
 
         sys.argv = ["tidelog", role, "--config", config]
@@ -341,14 +352,15 @@ def main() -> int:
                 sys.stdout.flush()
                 continue
             role, config, log_path, cwd = (str(request[k]) for k in ("role", "config", "log", "cwd"))
-        except (ValueError, KeyError, TypeError) as exc:
+            env = {str(k): str(v) for k, v in json.loads(request["env"]).items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             answer: dict[str, object] = {"error": f"bad request {line[:200]!r}: {exc}"}
         else:
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # its entry before its exit
             pid = os.fork()
             if pid == 0:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
-                _child(role, config, log_path, cwd, me)
+                _child(role, config, log_path, cwd, env, me)
             _children[pid] = (role, log_path)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
             answer = {"pid": pid}
