@@ -1,6 +1,7 @@
 """KIP-932's promises to a share group, checked over the `share-*` events of a history
 (chaos.engine.member_client's share members: `share-read` per delivery with its delivery count,
-`share-ack` per acknowledgement with its partition's answer: ok true, false or null = unknown).
+`share-ack` per acknowledgement as it is sent (`pending`), then with its partition's answer: ok
+true, false or null = unknown; a member killed in between leaves it pending, i.e. unknown).
 
 A record (partition, offset) is delivered, each time to one member, with a delivery count that
 grows by one per acquisition; it is finished when an ACCEPT is taken, or archived when its
@@ -41,6 +42,7 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 NAMES = ("share-lost", "share-duplicates", "share-double-delivery")
 CATCH_UP = "share-group-catch-up"  # chaos.engine.member_workload's notes
 CONFIG = "share-group-config"
+PENDING = "pending"  # an acknowledgement sent, its answer not (yet) recorded: a killed member's stays so
 NODE_FAULTS = ("kill", "pause", "shutdown", "power", "disk", "partition", "drop")  # a leader may move
 
 
@@ -90,7 +92,11 @@ def records(events: Sequence[Event]) -> dict[tuple[int, int], Record]:
             owner = (str(e["member"]), int(e["incarnation"]))
             mine = [d for d in acked.deliveries if (d.member, d.incarnation) == owner] if acked else []
             if mine:  # the member's latest delivery of it: it acknowledges what it polled last
-                mine[-1].acks.append((float(e["t"]), str(e["type"]), e.get("ok"), e.get("error")))
+                acks = mine[-1].acks
+                if not e.get("pending"):  # the answer replaces the acknowledgement's sending
+                    acks[:] = [a for a in acks if not (a[1] == str(e["type"]) and a[2] is None and a[3] == PENDING)]
+                error = PENDING if e.get("pending") else e.get("error")
+                acks.append((float(e["t"]), str(e["type"]), e.get("ok"), error))
     for record in found.values():  # in the order the leader handed them out
         record.deliveries.sort(key=lambda d: (d.count, d.t))
     return found

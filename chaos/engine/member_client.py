@@ -17,7 +17,8 @@ Roles, both confluent-kafka:
   time it comes (a poison message: it must be archived once its delivery count reaches
   `group.share.delivery.count.limit`), after holding the batch `--process-ms` (its work);
   `commit_sync` sends the batch's acknowledgements and
-  answers per partition, so each acknowledgement is recorded with its outcome: ok true
+  answers per partition, so each acknowledgement is recorded as it is sent (pending) and then
+  with its outcome: ok true
   (the partition's leader took it), false (refused with an error from the leader, e.g. the lock
   had run out: Kafka rolls a refused acknowledgement back) or null (unknown: the connection
   broke or the call timed out).
@@ -148,7 +149,12 @@ class Member:
             consumer.close()
 
     def _commit_acks(self, consumer: Any, acks: list[tuple[int, int, str]], error_type: type[Exception]) -> None:
-        """commit_sync the batch; each acknowledgement recorded with its partition's answer."""
+        """commit_sync the batch; each acknowledgement recorded before it is sent (`pending`: a member
+        killed during the call never learns whether the leader took it), then with its partition's
+        answer."""
+        for partition, offset, ack in acks:
+            self.emit("share-ack", **self.fields(), partition=partition, offset=offset, type=ack, ok=None, error=None,
+                      pending=True)
         outcome: dict[int, tuple[bool | None, str | None]] = {}
         try:
             for tp, error in consumer.commit_sync(ACK_TIMEOUT_S).items():

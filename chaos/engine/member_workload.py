@@ -126,7 +126,8 @@ class MemberWorkload(ClientProcesses):
                 self.position[partition] = max(self.position.get(partition, 0), int(event["offset"]) + 1)
             elif kind == "share-read" and int(event["delivery_count"]) >= self.delivery_limit:
                 self.finished.setdefault(int(event["partition"]), set()).add(int(event["offset"]))
-            elif kind == "share-ack" and event["type"] == "accept" and event["ok"] is not False:
+            elif kind == "share-ack" and event["type"] == "accept" and event["ok"] is not False \
+                    and not event.get("pending"):  # sent, not answered yet
                 self.finished.setdefault(int(event["partition"]), set()).add(int(event["offset"]))
 
     def start(self) -> None:

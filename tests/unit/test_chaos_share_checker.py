@@ -133,3 +133,16 @@ def test_a_delivery_seen_late_after_a_pause_is_not_a_repeat() -> None:
             else e for e in CLEAN]
     assert check_share_double_delivery(shuffled(late)).count == 0
     assert [d.count for d in records(late)[(0, 2)].deliveries] == [1, 2]
+
+
+def test_an_acknowledgement_sent_by_a_member_killed_before_its_answer_is_unknown() -> None:
+    # s1 sent its accept of "2" (pending) and was killed before commit_sync answered: the leader
+    # may have taken it, and nothing delivered it again, so it is not lost
+    pending = {**ack(6.1, "s1", 2, ok=None), "pending": True}
+    killed = [pending if e["kind"] == "share-ack" and e["member"] == "s1" and e["offset"] == 2 else e for e in CLEAN]
+    assert check_share_lost(shuffled(killed)).count == 0
+    assert records(killed)[(0, 2)].deliveries[-1].accepted() is None
+    # its answer, once recorded, replaces it: refused, and nothing else finished "2"
+    refused = [*killed, ack(6.2, "s1", 2, ok=False)]
+    assert records(refused)[(0, 2)].deliveries[-1].accepted() is False
+    assert check_share_lost(shuffled(refused)).count == 1
