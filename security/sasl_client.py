@@ -9,7 +9,7 @@ CLI's, chaos', the Spark sink's commit log and EndTxn), and the SASL mechanisms'
 The settings are the ones `tidelog up --security` prints and writes to `client.properties`, and
 the ones Spark's `kafka.*` options become (spark.kafka_security): security.protocol,
 sasl.mechanism (librdkafka's sasl.mechanisms too), sasl.username, sasl.password (or Java's
-sasl.jaas.config), ssl.ca.location, ssl.certificate.location, ssl.key.location,
+sasl.jaas.config), ssl.ca.location (or ssl.ca.pem), ssl.certificate.location, ssl.key.location,
 ssl.key.password, ssl.endpoint.identification.algorithm (https, the default since librdkafka 2.0
 and Kafka 2.0, checks the broker's name against its certificate; none turns that off).
 Another ssl.* / sasl.* setting is refused by name rather than ignored: a client that silently
@@ -22,6 +22,7 @@ import secrets
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from common.client_security import SECURITY_PROTOCOLS, ClientSecurity, SaslRefused, SaslSteps
@@ -30,13 +31,13 @@ from security.sasl_server import PLAIN, SUPPORTED_MECHANISMS
 from security.scram import MECHANISMS as SCRAM_MECHANISMS
 from security.scram import NONCE_BYTES, ScramClient, ScramError
 
-__all__ = ["ClientSecurityError", "SaslCredentials", "client_security"]
+__all__ = ["ClientSecurityError", "SaslCredentials", "client_security", "read_client_properties"]
 
 DEFAULT_MECHANISM: Final = "GSSAPI"  # Java's and librdkafka's default, which tidelog does not serve
 ENDPOINT_CHECKS: Final = {"https": True, "none": False, "": False}  # Java turns the check off with ""
 KNOWN_SETTINGS: Final = frozenset({
     "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "sasl.jaas.config",
-    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+    "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
 })
 
@@ -99,11 +100,14 @@ def _tls(settings: Mapping[str, str]) -> ssl.SSLContext:
     if check not in ENDPOINT_CHECKS:
         raise ClientSecurityError(f"setting 'ssl.endpoint.identification.algorithm': {check!r} is not https "
                                   f"or none")
-    ca = settings.get("ssl.ca.location")
-    try:  # no CA file: the system's trust store, as librdkafka does
-        context = ssl.create_default_context(cafile=ca)
+    ca, pem = settings.get("ssl.ca.location"), settings.get("ssl.ca.pem")
+    if ca is not None and pem is not None:
+        raise ClientSecurityError("settings 'ssl.ca.location' and 'ssl.ca.pem' both name the CA: give one")
+    try:  # no CA at all: the system's trust store, as librdkafka does
+        context = ssl.create_default_context(cafile=ca, cadata=pem)
     except (OSError, ssl.SSLError) as exc:
-        raise ClientSecurityError(f"setting 'ssl.ca.location': cannot load {ca}: {exc}") from None
+        which = "ssl.ca.pem" if pem is not None else "ssl.ca.location"
+        raise ClientSecurityError(f"setting '{which}': cannot load {ca or 'the PEM text'}: {exc}") from None
     context.check_hostname = ENDPOINT_CHECKS[check]
     certificate, key = settings.get("ssl.certificate.location"), settings.get("ssl.key.location")
     if (certificate is None) != (key is None):
@@ -133,3 +137,16 @@ def _sasl(settings: Mapping[str, str]) -> SaslCredentials:
     if username is None or password is None:
         raise ClientSecurityError("settings 'sasl.username' and 'sasl.password' are needed for SASL")
     return SaslCredentials(mechanism, username, password)
+
+
+def read_client_properties(path: Path) -> dict[str, str]:
+    """A client properties file (`key=value` lines; `#` and `!` comments), as Kafka's tools take
+    with --command-config and `tidelog up --security` writes (client.properties);
+    ClientSecurityError when it cannot be read."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClientSecurityError(f"cannot read {path}: {exc}") from None
+    lines = (line.strip() for line in text.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in
+            (line.partition("=") for line in lines if line and not line.startswith(("#", "!"))) if sep}

@@ -190,7 +190,7 @@ def _call(args: argparse.Namespace, api_key: ApiKey, request: object) -> Any:
     from common.kafka_client import KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-acls") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-acls", security=found.security) as client:
         try:
             return client.call(None, api_key, ACL_VERSION, request, acl_wire.encode_request,
                                acl_wire.response_decoder(api_key))

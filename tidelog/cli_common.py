@@ -17,6 +17,7 @@ addresses out); `resolve` reads the file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -25,6 +26,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, Final
+
+from common.client_security import ClientSecurity, SaslRefused
+from security.sasl_client import ClientSecurityError, client_security, read_client_properties
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
 CLUSTER_FILE: Final = "cluster.json"
@@ -57,6 +61,7 @@ class Endpoints:
     bootstrap_servers: tuple[tuple[str, int], ...]
     source: str  # for messages: where these came from
     cluster_document: Mapping[str, Any] | None = None  # cluster.json, when read
+    security: ClientSecurity | None = None  # --command-config's TLS / SASL for the Kafka listener
 
 
 def positive_int(text: str) -> int:
@@ -165,6 +170,11 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, admin: bool = True, 
     if kafka:
         parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                             help="Kafka bootstrap servers (default: from --data-dir)")
+        parser.add_argument("--command-config", type=Path, metavar="FILE",
+                            help="client settings for a secured listener, as Kafka's tools take them: "
+                                 "security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+                                 "ssl.ca.location, ... (e.g. the client.properties `tidelog up --security` "
+                                 "writes)")
 
 
 def resolve(args: argparse.Namespace, *, need_admin: bool = False, need_kafka: bool = False) -> Endpoints:
@@ -180,6 +190,12 @@ def resolve(args: argparse.Namespace, *, need_admin: bool = False, need_kafka: b
     if need_kafka and not found.bootstrap_servers:
         raise UsageError(f"no broker to talk to: give --bootstrap-server, or --data-dir of a cluster with "
                          f"brokers started with `tidelog up` (looked in {data_dir / CLUSTER_FILE})")
+    command_config: Path | None = getattr(args, "command_config", None)
+    if command_config is not None:
+        try:
+            found = dataclasses.replace(found, security=client_security(read_client_properties(command_config)))
+        except ClientSecurityError as exc:
+            raise UsageError(f"--command-config {command_config}: {exc}") from None
     return found
 
 
@@ -193,6 +209,9 @@ def guarded(command: str, body: Callable[[argparse.Namespace], int]) -> Callable
             return ExitCode.USAGE
         except ClusterError as exc:
             print(f"Error: {exc.error}: {exc.message}", file=sys.stderr)
+            return ExitCode.ERROR
+        except SaslRefused as exc:  # --command-config's credentials refused: Kafka's tools stop there too
+            print(f"Error: SASL_AUTHENTICATION_FAILED: {exc}", file=sys.stderr)
             return ExitCode.ERROR
         except BrokenPipeError:  # `... | head`: the reader is gone, which is not an error
             silence_stdout()

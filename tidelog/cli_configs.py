@@ -139,7 +139,7 @@ def _call(args: argparse.Namespace, broker: int | None, api_key: ApiKey, version
     from common.kafka_client import KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-configs") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-configs", security=found.security) as client:
         try:
             if broker is not None:
                 client.metadata([])  # learns where broker `broker` listens

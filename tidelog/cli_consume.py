@@ -84,7 +84,7 @@ def consume(args: argparse.Namespace) -> int:
     found = cli_common.resolve(args, need_kafka=True)
     out = sys.stdout.buffer
     consumer: Consumer | None = None
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-console-consumer") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-console-consumer", security=found.security) as client:
         try:
             topic = existing_topic(client, args.topic)
             if args.partition is not None and args.partition not in topic.partitions:

@@ -87,7 +87,7 @@ def _admin(args: argparse.Namespace):  # noqa: ANN202 - imports kept out of the 
     from common.kafka_client import KafkaClient
 
     found = cli_common.resolve(args, need_kafka=True)
-    client = KafkaClient(found.bootstrap_servers, client_id="tidelog-consumer-groups")
+    client = KafkaClient(found.bootstrap_servers, client_id="tidelog-consumer-groups", security=found.security)
     return client, GroupAdmin(client)
 
 

@@ -91,7 +91,7 @@ def produce(args: argparse.Namespace) -> int:
     records: list[PendingRecord] = []
     size = 0
     line_number = 0
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-console-producer") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-console-producer", security=found.security) as client:
         producer = Producer(client, args.topic, acks=ACKS[args.request_required_acks],
                             request_timeout_ms=args.request_timeout_ms, delivery_timeout_ms=args.delivery_timeout_ms,
                             compression=CompressionType[args.compression_codec.upper()], router=Router(args.partition))

@@ -110,7 +110,7 @@ def _run(args: argparse.Namespace, command: str, body: Callable[[TransactionAdmi
     from tidelog.transaction_admin import TransactionAdmin
 
     found = cli_common.resolve(args, need_kafka=True)
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-transactions") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-transactions", security=found.security) as client:
         admin = TransactionAdmin(client)
         try:
             return body(admin)

@@ -59,7 +59,7 @@ def _call(args: argparse.Namespace, api_key: ApiKey, request: Any) -> Any:
     from common.protocol import messages
 
     found = cli_common.resolve(args, need_kafka=True)
-    with KafkaClient(found.bootstrap_servers, client_id="tidelog-users") as client:
+    with KafkaClient(found.bootstrap_servers, client_id="tidelog-users", security=found.security) as client:
         try:
             return client.call(None, api_key, VERSION, request, messages.encode_request,
                                messages.response_decoder(api_key))

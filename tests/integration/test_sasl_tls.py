@@ -592,3 +592,21 @@ def test_share_heartbeat_needs_read_on_each_subscribed_topic(cluster: dict[str, 
     allowed = join("SCRAM-SHA-512", "scram512", "scram512-secret")  # past the gate: the coordinator answers
     assert allowed.error_code not in (confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                       confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED), allowed
+
+
+@pytest.mark.parametrize("password, code", [("scram512-secret", 0), ("wrong", 1)])
+def test_cli_over_sasl_ssl_with_command_config(cluster: dict[str, Any], tmp_path: Path, password: str,
+                                               code: int) -> None:
+    """`tidelog users list` (a Kafka API through our raw client) against the SASL_SSL listener with
+    Kafka tools' --command-config; refused credentials exit 1 naming the failed login."""
+    properties = tmp_path / "client.properties"
+    properties.write_text(f"# as kafka-configs.sh --command-config takes it\nsecurity.protocol=SASL_SSL\n"
+                          f"sasl.mechanism=SCRAM-SHA-512\nsasl.username=scram512\nsasl.password={password}\n"
+                          f"ssl.ca.location={cluster['ca']}\n")
+    done = subprocess.run([sys.executable, "-m", "tidelog", "users", "list", "--bootstrap-server", cluster["sasl_ssl"],
+                           "--command-config", str(properties)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    if code == 0:
+        assert "SCRAM credential configs for user-principal 'scram512'" in done.stdout
+    else:
+        assert "Error: SASL_AUTHENTICATION_FAILED: SASL authentication as scram512" in done.stderr

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from common.client_security import ClientSecurity, SaslRefused, next_token
-from security.sasl_client import ClientSecurityError, SaslCredentials, client_security
+from security.sasl_client import ClientSecurityError, SaslCredentials, client_security, read_client_properties
 from security.scram import SCRAM_SHA_256, ScramCredential, ScramServer
 from security.tls import issue, new_ca
 
@@ -121,3 +121,11 @@ def test_forged_server_signature_is_refused() -> None:
 
 def test_credentials_hide_the_password() -> None:
     assert "secret" not in repr(SaslCredentials("PLAIN", "alice", "secret"))
+
+
+def test_read_client_properties(tmp_path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("# a comment\n! another\n\nsecurity.protocol = SASL_PLAINTEXT\nsasl.password=a=b\nnoequals\n")
+    assert read_client_properties(path) == {"security.protocol": "SASL_PLAINTEXT", "sasl.password": "a=b"}
+    with pytest.raises(ClientSecurityError, match="cannot read"):
+        read_client_properties(tmp_path / "missing.properties")
