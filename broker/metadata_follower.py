@@ -53,6 +53,12 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 
 NO_BROKER_EPOCH: Final = -1
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset checkpoint per second
+# A checkpoint rewrites the whole image, synchronously on the event loop: ~1 s at 100,000
+# partitions on a loaded machine, so a write a second left the loop no time for the changes
+# themselves. The next write waits at least this many times the last one's duration, so
+# checkpoints take at most 1/(1 + this) of the loop whatever the image's size; a small image
+# keeps the one-second interval. (A checkpoint only shortens a restart's metadata refetch.)
+CHECKPOINT_COST_FACTOR: Final = 20
 # Failed replicas one heartbeat reports (the first ones, sorted): the controller marks the rest at
 # later heartbeats, once these are recorded (a body stays far below common.rpc.MAX_RPC_BODY_BYTES).
 MAX_REPORTED_OFFLINE_REPLICAS: Final = 10_000
@@ -120,6 +126,7 @@ class MetadataFollowerState:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._checkpointed_offset = image.offset
         self._last_checkpoint_ms: int | None = None
+        self._last_checkpoint_cost_ms = 0  # how long the last write took
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -270,10 +277,13 @@ class MetadataFollowerState:
         (`force`: whatever the interval, as when stopping)."""
         if self.image.offset == self._checkpointed_offset:
             return False
-        return force or self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms
+        interval = max(self.checkpoint_interval_ms, CHECKPOINT_COST_FACTOR * self._last_checkpoint_cost_ms)
+        return force or self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= interval
 
-    def on_checkpointed(self, offset: int, now_ms: int) -> None:
+    def on_checkpointed(self, offset: int, now_ms: int, cost_ms: int = 0) -> None:
+        """The image at `offset` was written, starting at `now_ms` and taking `cost_ms`."""
         self._checkpointed_offset, self._last_checkpoint_ms = offset, now_ms
+        self._last_checkpoint_cost_ms = max(0, cost_ms)
 
 
 def offline_replica_topics(replicas: Sequence[tuple[str, int]]) -> tuple[OfflineReplicaTopic, ...]:

@@ -424,6 +424,11 @@ class PartitionLog:
             segment.flush()
         self.recovery_point = target
 
+    @property
+    def flush_due_ms(self) -> int:
+        """When `flush.ms` next asks for a flush (wall ms; past Long.MAX with its default)."""
+        return self._last_flush_ms + self.config.flush_ms
+
     def flush_if_due(self, now_ms: int) -> bool:
         """Apply `flush.ms`: flush when that long has passed since the last flush."""
         if now_ms - self._last_flush_ms < self.config.flush_ms:

@@ -476,3 +476,44 @@ def test_a_log_reopened_after_a_clean_stop_closes_without_fsyncing_its_segments(
     reopened.shutdown()  # what the clean stop made durable is not synced again, files or indexes
     # each of the three checkpoints (file, then its directory), then the directory with the marker
     assert len(synced) == 3 * 2 + 1
+
+
+# --- flush.ms: the scan of every log is skipped until one can be due --------------------
+
+def test_flush_due_skips_until_a_log_can_be_due_and_notices_a_shorter_flush_ms(
+        managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs, LogConfig())  # Kafka's default flush.ms: never
+    logs = populate(manager)
+    fill(logs[ORDERS_0], 1)
+    assert manager.flush_due(NOW + 10**9) == 0  # nothing can ever be due: the next calls skip the scan
+    assert logs[ORDERS_0].recovery_point == 0
+    manager.update_topic_config("orders", LogConfig(flush_ms=100))  # brings the next check forward
+    assert manager.flush_due(NOW + 10**9) == 2  # both orders logs hold unflushed data
+    assert logs[ORDERS_0].recovery_point == logs[ORDERS_0].log_end_offset
+    fill(logs[ORDERS_0], 1)
+    assert manager.flush_due(NOW + 10**9 + 50) == 0  # not due again before 100 ms
+    assert manager.flush_due(NOW + 10**9 + 100) == 1
+
+
+def test_a_new_log_with_a_short_flush_ms_is_flushed_after_a_scan_found_none_due(
+        managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs, LogConfig(), topic_configs={"fast": LogConfig(flush_ms=100)})
+    populate(manager)
+    assert manager.flush_due(NOW) == 0  # every log at the never-due default
+    fast = manager.get_or_create_log(TopicPartition("fast", 0), now_ms=NOW)
+    fill(fast, 1)
+    assert manager.flush_due(NOW + 100) == 1
+    assert fast.recovery_point == fast.log_end_offset
+
+
+def test_update_topic_config_after_a_delete_reaches_the_topics_other_logs(
+        managers: list[LogManager], dirs: list[Path]) -> None:
+    manager = open_manager(managers, dirs, LogConfig())
+    logs = populate(manager)
+    manager.delete_log(ORDERS_0)
+    small = LogConfig(segment_bytes=BATCH_SIZE + 1)
+    manager.update_topic_config("orders", small)
+    assert logs[ORDERS_1].config is small
+    manager.delete_log(ORDERS_1)
+    manager.update_topic_config("orders", LogConfig())  # no log of it left: nothing to touch
+    assert logs[PAYMENTS_0].config == LogConfig()

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from broker.metadata_follower import (
+    CHECKPOINT_COST_FACTOR,
     NO_BROKER_EPOCH,
     HeartbeatDecision,
     MetadataFollowerError,
@@ -284,6 +285,20 @@ def test_checkpoint_is_due_when_the_image_moved_and_the_interval_passed() -> Non
     assert not state.checkpoint_due(500) and state.checkpoint_due(500, force=True) and state.checkpoint_due(1000)
     state.on_checkpointed(state.applied_offset, 1000)
     assert not state.checkpoint_due(5000, force=True)  # nothing new to write
+
+
+def test_a_slow_checkpoint_spaces_the_next_one_by_its_cost() -> None:
+    """A large image's write (1.5 s here) is not repeated every second but after 20 times its
+    cost; after a cheap one the interval is back to the configured second."""
+    state = MetadataFollowerState(BROKER, checkpoint_interval_ms=1000)
+    state.on_fetch_reply(page(LOG[:2], 0))
+    state.on_checkpointed(state.applied_offset, 0, cost_ms=1500)
+    state.on_fetch_reply(page(LOG[2:4], 2))
+    assert not state.checkpoint_due(1000) and not state.checkpoint_due(CHECKPOINT_COST_FACTOR * 1500 - 1)
+    assert state.checkpoint_due(CHECKPOINT_COST_FACTOR * 1500) and state.checkpoint_due(1000, force=True)
+    state.on_checkpointed(state.applied_offset, 30_000, cost_ms=10)
+    state.on_fetch_reply(page(LOG[4:], 4))
+    assert not state.checkpoint_due(30_999) and state.checkpoint_due(31_000)
 
 
 @pytest.mark.parametrize(("published", "applied", "last", "registered", "ready"), [
