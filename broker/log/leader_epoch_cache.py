@@ -102,23 +102,27 @@ class LeaderEpochCache:
         """Kafka's endOffsetFor (`leader_epochs.end_offset_for`) over this cache's entries."""
         return end_offset_for(self._epochs, self._offsets, requested_epoch, log_end_offset)
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there).
+        `write=False`: in memory only (a log being loaded, see `PartitionLog`)."""
         if end_offset < 0:  # UNDEFINED_EPOCH_OFFSET: nothing to cut, as in Kafka
             return
         keep = bisect_left(self._offsets, end_offset)
         if keep < len(self._offsets):
             del self._epochs[keep:], self._offsets[keep:]
-            self._flush()
+            if write:
+                self._flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Forget entries below a new log start offset, keeping the epoch that spans it."""
+    def truncate_from_start(self, start_offset: int, *, write: bool = True) -> None:
+        """Forget entries below a new log start offset, keeping the epoch that spans it.
+        `write=False`: in memory only (a log being loaded, see `PartitionLog`)."""
         i = bisect_right(self._offsets, start_offset) - 1
         if i < 0 or (i == 0 and self._offsets[0] == start_offset):
             return
         del self._epochs[:i], self._offsets[:i]
         self._offsets[0] = start_offset
-        self._flush()
+        if write:
+            self._flush()
 
     def clear(self) -> None:
         """Forget every entry (the log was emptied)."""

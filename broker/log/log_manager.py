@@ -136,9 +136,9 @@ class LogManager:
         cleaned = self._read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
         log.info("Loading logs from %s (%s)", directory,
                  "clean shutdown" if clean else "no clean-shutdown marker: unflushed data is rescanned")
-        for child in sorted(directory.iterdir()):
-            if not child.is_dir():
-                continue
+        # Names sorted as strings (Path's __lt__ is Python code: 100,000 logs made it count).
+        for name in sorted(entry.name for entry in os.scandir(directory) if entry.is_dir()):
+            child = directory / name
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 log.info("Removing partially deleted log directory %s", child)
                 shutil.rmtree(child, ignore_errors=True)

@@ -94,9 +94,13 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self._segments]
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         leo = self.log_end_offset
-        self.leader_epoch_cache.truncate_from_end(leo)
+        # The load's cuts stay in memory: loading repeats them from the same files after any
+        # crash before the next write, and every later change (assign, truncation) writes the
+        # whole cache. Writing them (two fsyncs each) was most of a restart: every leader of an
+        # empty log holds an entry at its log end offset (0), which this cut drops each time.
+        self.leader_epoch_cache.truncate_from_end(leo, write=False)
         self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset, write=False)
         self.recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self._last_flush_ms = now_ms

@@ -266,3 +266,17 @@ def test_explicit_entries_take_precedence_over_the_file(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text(kafka_format(THREE))
     cache = LeaderEpochCache(checkpoint_file(tmp_path), [EpochEntry(8, 3)])
     assert as_tuples(cache) == [(8, 3)]
+
+
+@pytest.mark.parametrize("op", [lambda c: c.truncate_from_end(10, write=False),
+                                lambda c: c.truncate_from_start(12, write=False)],
+                         ids=["from-end", "from-start"])
+def test_a_cut_without_write_changes_memory_and_the_next_change_writes_it_all(tmp_path: Path, op: Op) -> None:
+    """A log's load cuts in memory only; the next real change writes the whole cache."""
+    cache = cache_of(THREE, tmp_path)
+    before = (tmp_path / FILE_NAME).read_bytes()
+    op(cache)
+    assert [tuple(e) for e in cache.entries] != THREE
+    assert (tmp_path / FILE_NAME).read_bytes() == before
+    cache.assign(7, LEO)
+    assert checkpoint_file(tmp_path).read() == cache.entries

@@ -443,3 +443,18 @@ def test_topic_overrides_parse_kafka_names() -> None:
         with_topic_overrides(LogConfig(), {"cleanup.policy": "compacted"})
     with pytest.raises(ConfigError, match="did you mean 'retention.ms'"):
         with_topic_overrides(LogConfig(), {"retention.mss": "5"})
+
+
+def test_loading_a_log_cuts_an_epoch_entry_at_its_end_without_rewriting_the_checkpoint(tmp_path: Path) -> None:
+    """A leader of an empty log holds (epoch, 0); every load cuts it at log end offset 0 in
+    memory and leaves the file as it is (writing it was two fsyncs per log at each restart)."""
+    log = open_log(tmp_path)
+    log.leader_epoch_cache.assign(3, 0)
+    log.close()
+    checkpoint = log.directory / "leader-epoch-checkpoint"
+    written = checkpoint.stat().st_mtime_ns, checkpoint.read_bytes()
+    for _ in range(2):  # and again from the same file: the same cut
+        reopened = open_log(tmp_path)
+        assert reopened.leader_epoch_cache.entries == []
+        assert (checkpoint.stat().st_mtime_ns, checkpoint.read_bytes()) == written
+        reopened.close()
