@@ -17,9 +17,12 @@ from pyspark.sql.types import StructType
 
 from spark.arrow_schema import kafka_schema
 from spark.batch_reader import TidelogBatchReader
-from spark.fetch_client import supports
+from common.client_security import SaslRefused
+from security.sasl_client import ClientSecurityError, client_security
+from spark import txn_sink
 from spark.options import (
     OptionError,
+    SinkOptions,
     include_headers,
     parse_sink_options,
     parse_source_options,
@@ -51,13 +54,29 @@ class TidelogDataSource(DataSource):
                               "use mode('append')")
         options = parse_sink_options(self.options, streaming=False)
         check_write_schema(schema, options)
+        _check_sink_security(options)
         return TidelogBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # complete output mode asks to overwrite: Spark's Kafka sink appends then too
         options = parse_sink_options(self.options, streaming=True)
         check_write_schema(schema, options)
-        if options.transactional and not supports(options.kafka):
-            raise OptionError("the exactly-once sink reads its commit log with raw Fetch requests, which need a "
-                              "PLAINTEXT listener (no kafka.ssl.* / kafka.sasl.*): give the plaintext one")
+        _check_sink_security(options)
         return TidelogStreamWriter(options)
+
+
+def _check_sink_security(options: SinkOptions) -> None:
+    """The exactly-once sink's commit log and EndTxn go through tidelog's own client: an
+    ssl.* / sasl.* setting it cannot use, or credentials the cluster refuses, fail the write here
+    with a message naming them, before any task."""
+    if not options.transactional:
+        return
+    try:
+        client_security(options.kafka)
+    except ClientSecurityError as exc:
+        raise OptionError(f"the exactly-once sink's own client (commit log, EndTxn), kafka.* options: {exc}") \
+            from None
+    try:
+        txn_sink.check_login(options)
+    except SaslRefused as exc:
+        raise OptionError(f"the exactly-once sink cannot log in with the kafka.sasl.* options: {exc}") from None

@@ -2,8 +2,10 @@
 
 A Spark task reads one offset range of one partition. confluent-kafka hands each record to
 Python as an object; this client instead gets the Fetch response's record batches as bytes
-so `fetch_columns` can turn them into Arrow columns in bulk. It speaks PLAINTEXT only
-(`supports`); any other security setting keeps the task on confluent-kafka.
+so `fetch_columns` can turn them into Arrow columns in bulk. The reader uses it on PLAINTEXT
+only (`supports`); any other security setting keeps the task on confluent-kafka. The
+exactly-once sink reads its commit log through it with the sink's own security settings
+(security.sasl_client.client_security of the kafka.* options, librdkafka's names).
 
 Fixed API versions every Kafka since 2.1 (and tidelog) answers: Metadata v8, Fetch v11,
 ListOffsets v5 — all non-flexible, so responses have no header tags to skip. One socket
@@ -19,6 +21,7 @@ from types import TracebackType
 from typing import Final, TypeVar
 
 from common.broker_connection import BrokerConnection, BrokerUnavailable
+from common.client_security import ClientSecurity
 from common.config import KAFKA_PORT
 from common.errors import ErrorCode
 from common.limits import CLIENT_CONNECT_TIMEOUT, CLIENT_REQUEST_TIMEOUT
@@ -59,11 +62,12 @@ def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
 class PartitionClient:
     """Requests about one topic-partition, sent to its leader."""
 
-    def __init__(self, bootstrap: list[tuple[str, int]], topic: str, partition: int, client_id: str) -> None:
+    def __init__(self, bootstrap: list[tuple[str, int]], topic: str, partition: int, client_id: str, *,
+                 security: ClientSecurity | None = None) -> None:
         if not bootstrap:
             raise ValueError("kafka.bootstrap.servers names no server")
         self.bootstrap, self.topic, self.partition = bootstrap, topic, partition
-        self._client_id = client_id
+        self._client_id, self._security = client_id, security
         self._connection: BrokerConnection | None = None
         self.leader: tuple[str, int] | None = None
 
@@ -148,7 +152,7 @@ class PartitionClient:
 
     def _connect(self, address: tuple[str, int]) -> BrokerConnection:
         self._connection = BrokerConnection(address, self._client_id, connect_timeout=CLIENT_CONNECT_TIMEOUT,
-                                            max_response_bytes=MAX_RESPONSE_BYTES)
+                                            max_response_bytes=MAX_RESPONSE_BYTES, security=self._security)
         return self._connection
 
     def _request(self, api_key: ApiKey, version: int, body: list[Chunk], timeout: float) -> memoryview:

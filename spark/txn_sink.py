@@ -51,8 +51,9 @@ one running query per checkpoint (Spark's rule). With spark.speculation on, a sp
 attempt fences the first one; if Spark keeps the fenced attempt's message, its EndTxn is
 refused and the batch fails and is replayed (never written twice). The commit log is a compacted topic
 (`commitLogTopic`, created on first use), read with raw read_uncommitted Fetch requests and
-resolved per producer by its markers (`txn_protocol.CommitLogScan` says why), so the sink
-needs a PLAINTEXT listener, as the fast reader does. Readers see the rows only with
+resolved per producer by its markers (`txn_protocol.CommitLogScan` says why), through
+tidelog's own client with the sink's security settings (TLS and SASL from the kafka.* options,
+as the producers use them; `security.sasl_client`). Readers see the rows only with
 kafka.isolation.level=read_committed.
 """
 
@@ -76,6 +77,7 @@ from common.protocol.api_keys import ApiKey
 from common.units import MIB, SECONDS
 from spark import kafka_clients
 from spark.fetch_client import EARLIEST, LATEST, BrokerUnavailable, PartitionClient, bootstrap_addresses
+from security.sasl_client import client_security
 from spark.options import SinkOptions
 from spark.txn_protocol import (
     CommitLogScan,
@@ -227,7 +229,7 @@ def _commit_log_partitions(producer: Any, options: SinkOptions) -> int:
 
 
 def _create_commit_log(options: SinkOptions, brokers: int) -> None:
-    admin = AdminClient({**kafka_clients.ADMIN_DEFAULTS, "bootstrap.servers": options.kafka["bootstrap.servers"]})
+    admin = AdminClient({**kafka_clients.ADMIN_DEFAULTS, **connection_settings(options)})
     topic = NewTopic(options.commit_log_topic, COMMIT_LOG_PARTITIONS,
                      max(1, min(COMMIT_LOG_MAX_REPLICATION, brokers)), config={"cleanup.policy": "compact"})
     for future in admin.create_topics([topic], operation_timeout=COMMIT_LOG_CREATE_TIMEOUT).values():
@@ -239,13 +241,20 @@ def _create_commit_log(options: SinkOptions, brokers: int) -> None:
                 raise
 
 
+def connection_settings(options: SinkOptions) -> dict[str, str]:
+    """The kafka.* options that say where and how to connect (bootstrap servers, TLS, SASL), for
+    a client that must not get the producers' other settings."""
+    return {key: value for key, value in options.kafka.items()
+            if key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))}
+
+
 def last_committed_batch(options: SinkOptions, tid: str, partition: int) -> int | None:
     """The batch id `tid`'s latest committed transaction wrote to the commit log (None:
     never). Reads back from the end, a growing window at a time, up to the high watermark:
     `init_transactions` returned, so our own last transaction has its marker below it."""
     kafka = options.kafka
     client = PartitionClient(bootstrap_addresses(kafka.get("bootstrap.servers", "")), options.commit_log_topic,
-                             partition, kafka.get("client.id", "tidelog-spark-sink"))
+                             partition, kafka.get("client.id", "tidelog-spark-sink"), security=client_security(kafka))
     with client:
         low, high = client.list_offset(EARLIEST, 0), client.list_offset(LATEST, 0)
         window = COMMIT_LOG_WINDOW
@@ -275,6 +284,20 @@ def last_committed_batch(options: SinkOptions, tid: str, partition: int) -> int 
 # --- the driver side ----------------------------------------------------------------------
 
 
+def check_login(options: SinkOptions) -> None:
+    """SaslRefused, with the broker's message, when the cluster refuses the sink's credentials:
+    checked once on the driver before any task runs, since a task's transactional producer
+    would only time out in init_transactions (librdkafka retries a refused login until then).
+    A cluster that does not answer now is left to the tasks' producers, which retry."""
+    with KafkaClient(bootstrap_addresses(options.kafka["bootstrap.servers"]),
+                     client_id=options.kafka.get("client.id", "tidelog-spark-sink"),
+                     security=client_security(options.kafka)) as client:
+        try:
+            client.metadata([])
+        except BrokerUnavailable as exc:
+            log.info("exactly-once sink: no broker answered the login check (%s); the tasks retry", exc)
+
+
 def end_transactions(options: SinkOptions, prepared: list[PreparedTransaction], *, commit: bool) -> None:
     """EndTxn(commit or abort) for every prepared transaction. Commit: TransactionLost when
     one of them is no longer open (the others are committed; the replay redoes the lost
@@ -283,7 +306,8 @@ def end_transactions(options: SinkOptions, prepared: list[PreparedTransaction], 
         return
     lost: list[str] = []
     with KafkaClient(bootstrap_addresses(options.kafka["bootstrap.servers"]),
-                     client_id=options.kafka.get("client.id", "tidelog-spark-sink")) as client:
+                     client_id=options.kafka.get("client.id", "tidelog-spark-sink"),
+                     security=client_security(options.kafka)) as client:
         client.metadata([])
         for txn in sorted(prepared, key=lambda t: t.transactional_id):
             if not _end_one(client, txn, commit):

@@ -4,11 +4,14 @@ cluster secured as `tidelog up --security SASL_SSL` secures it (tidelog.testing.
 One small batch written with the options a job for Spark's own Kafka source would give
 (kafka.sasl.jaas.config, a PEM truststore), read back with librdkafka's names (the settings the
 launcher printed); what was written is read back, offsets and all, through the secured listener
-only. Both go through confluent-kafka: the raw Fetch path speaks PLAINTEXT only.
+only. Both go through confluent-kafka: the raw Fetch reader is used on PLAINTEXT only. The
+exactly-once sink, whose commit log and EndTxn go through tidelog's own client, writes each row
+once over the same listener, and a wrong password fails its write with the authentication error.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ pytest.importorskip("pyspark")
 
 TOPIC = "secured"
 RECORDS = 20
+READ_BACK_S = 30.0
+WRONG_PASSWORD_WITHIN_S = 20.0  # the driver checks the login before any task (whose producer would wait 60 s)
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +74,49 @@ def test_a_jks_truststore_fails_the_load_naming_the_option(secured: Cluster, spa
     options = {**java_style(secured.client_config()), "kafka.ssl.truststore.type": "JKS"}
     with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
         spark.read.format("tidelog").options(**options).option("subscribe", TOPIC).load().collect()
+
+
+@pytest.mark.long  # a transactional Spark job: ~40 s on the loaded 2-core box, over the default suite's budget
+def test_exactly_once_batch_write_over_sasl_ssl(secured: Cluster, spark: Any) -> None:
+    """transactional=true: the tasks' producers, the commit log's reads and the driver's EndTxn all
+    go through the SASL_SSL listener (the last two through tidelog's own client); a read_committed
+    consumer sees every row exactly once."""
+    import confluent_kafka
+
+    config = secured.client_config()
+    topic = "secured-eos"
+    secured.create_topic(topic, partitions=2, replication_factor=1)
+    rows = [(f"k{i}", f"eos{i}") for i in range(RECORDS)]
+    spark.createDataFrame(rows, "key string, value string").write.format("tidelog") \
+        .options(**java_style(config)).option("topic", topic).option("transactional", "true") \
+        .mode("append").save()
+    consumer = confluent_kafka.Consumer({**config, "group.id": "eos-check", "auto.offset.reset": "earliest",
+                                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        consumer.subscribe([topic])
+        got: list[tuple[str, str]] = []
+        ended: set[int] = set()
+        deadline = time.monotonic() + READ_BACK_S
+        while len(ended) < 2 and time.monotonic() < deadline:  # bounded by the deadline
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                continue
+            got.append((message.key().decode(), message.value().decode()))
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(rows)  # every row, none twice, all committed by the driver's EndTxn
+
+
+def test_exactly_once_write_with_a_wrong_password_fails_clearly(secured: Cluster, spark: Any) -> None:
+    config = {**secured.client_config(), "sasl.password": "wrong"}
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+    started = time.monotonic()
+    with pytest.raises(Exception, match=r"cannot log in with the kafka\.sasl\.\* options: SASL authentication "
+                                        r"as .* failed: Authentication failed"):
+        df.write.format("tidelog").options(**java_style(config)).option("topic", TOPIC) \
+            .option("transactional", "true").mode("append").save()
+    assert time.monotonic() - started < WRONG_PASSWORD_WITHIN_S
