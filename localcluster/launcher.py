@@ -169,6 +169,7 @@ class LocalCluster:
         self.active_controller: int | None = None
         self.started: tuple[int, ...] = ()  # node ids `start` spawned
         self.already_running: tuple[int, ...] = ()  # node ids `start` found running
+        self._spawn: Callable[[NodeSpec], NodeProcess] | None = None  # what `start` started its nodes with
 
     @property
     def specs(self) -> tuple[NodeSpec, ...]:
@@ -195,6 +196,11 @@ class LocalCluster:
 
     def node(self, node_id: int) -> NodeProcess:
         return next(n for n in self.nodes if n.spec.node_id == node_id)
+
+    def spawn(self, spec: NodeSpec) -> NodeProcess:
+        """Start one node as `start` started this cluster's (a fault's restart, chaos.nemesis):
+        forked again when tidelog.testing's zygote forked them, else NodeProcess.spawn."""
+        return (self._spawn or NodeProcess.spawn)(spec)
 
     @classmethod
     def start(cls, root: Path, *, controllers: int | None = None, raft_port: int | None = None,
@@ -259,6 +265,7 @@ class LocalCluster:
             cluster = cls(root, secrets.cluster_id,
                           [running.get(spec.node_id) or NodeProcess(spec, None) for spec in specs])
             cluster.already_running = tuple(sorted(running))
+            cluster._spawn = spawn
             # A killed broker stays registered and unfenced until its session expires, and its new
             # process cannot register before then: ready means the new incarnation is unfenced.
             restarted = {spec.node_id for spec in missing if layout.runs_broker(spec.role)}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos.nemesis import Nemesis
 from common.log_setup import LEVEL_ENV
 from common.waiting import wait_until
 from tidelog.testing import Cluster
@@ -54,13 +55,18 @@ def test_a_forked_cluster_stops_cleanly(tmp_path: Path) -> None:
 
 def test_a_forked_node_shows_a_spawned_nodes_command_line(tmp_path: Path) -> None:
     """`tidelog down` and a later start of the same data dir find a running node by its config file
-    on its command line: a forked node shows the one `NodeProcess.spawn` runs, so they find it."""
+    on its command line: a forked node shows the one `NodeProcess.spawn` runs, so they find it. A
+    node a fault restarts is forked again, and its log says so as a spawned one's does."""
     ports = free_ports(["127.0.0.1"], 4)
     with LocalCluster.start(tmp_path, combined=True, controllers=1, brokers=0, raft_port=ports[0],
                             admin_port=ports[1], kafka_port=ports[2], metrics_port=ports[3],
                             spawn=fork_or_spawn) as cluster:
-        node = cluster.nodes[0]
+        with Nemesis(cluster) as nemesis:  # a fault's restart forks the node again
+            nemesis.kill(1)
+            node = nemesis.restart(1)
         assert isinstance(node, ForkedNode)
+        assert node.spec.log_path.read_text().count("tidelog launcher: starting") == 2  # as spawned ones log
+        cluster.wait_ready(30)  # the restarted node serves
         command = Path(f"/proc/{node.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         assert command == [os.fsencode(arg) for arg in node_command("combined", str(node.spec.properties_path))]
         found = LocalCluster.attach(tmp_path)

@@ -19,8 +19,9 @@ inherits it, so the fork is given it), so that `tidelog down`, `LocalCluster.att
 one; what differs is its parent (the zygote, which reaps it). PR_SET_PDEATHSIG ends every forked node when the zygote ends, and
 the zygote ends when its stdin closes: the test process holds the only write end, so however the
 test process ends, its zygote's nodes end with it (as reaper's watchdog does for spawned ones).
-A node that a fault restarts is spawned the ordinary way (chaos.nemesis), and a cluster kept by
---tidelog-reuse is never forked: it must outlive the run.
+A node that a fault restarts (chaos.nemesis) is forked again: `LocalCluster.spawn` starts it as
+`start` started the rest. A cluster kept by --tidelog-reuse is never forked: it must outlive the
+run.
 
 Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes, and the integration
 tests' clusters (`fork_or_spawn` as `LocalCluster.start(spawn=...)`); `tidelog up` and the chaos
@@ -157,9 +158,10 @@ class Zygote:
         if needed > len(_argv_bytes(self._argv)):
             raise ZygoteError(f"the command line of {spec.label} ({needed} bytes) does not fit in the "
                               f"zygote's ({len(_argv_bytes(self._argv))} bytes)")
-        with open(spec.log_path, "ab") as out:
-            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog test zygote (pid {self._popen.pid}): "
-                      f"forking tidelog {spec.role} --config {spec.properties_path}\n".encode())
+        with open(spec.log_path, "ab") as out:  # NodeProcess.spawn's line (tests find restarts by it)
+            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog launcher: starting "
+                      f"{' '.join(node_command(spec.role, str(spec.properties_path)))} "
+                      f"(forked by the tidelog test zygote, pid {self._popen.pid})\n".encode())
         answer = self._ask({"role": spec.role, "config": str(spec.properties_path), "log": str(spec.log_path),
                             "cwd": str(spec.directory), "env": json.dumps(node_environment())})
         pid = answer["pid"]
