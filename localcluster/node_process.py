@@ -52,6 +52,14 @@ def process_runs(pid: int, config_path: Path) -> bool:
     return state != ["Z"] and os.fsencode(str(config_path)) in args
 
 
+def node_environment() -> dict[str, str]:
+    """A node's environment: this process's, with the checkout this launcher runs from first on
+    PYTHONPATH (the node runs the same tidelog sources)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 class NodeProcess:
     """One running node: started here (`popen` set) or found again through cluster.json."""
 
@@ -61,8 +69,7 @@ class NodeProcess:
     @classmethod
     def spawn(cls, spec: NodeSpec) -> NodeProcess:
         command = [sys.executable, "-m", "tidelog", spec.role, "--config", str(spec.properties_path)]
-        env = dict(os.environ)  # the node runs the same tidelog sources as this launcher
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+        env = node_environment()
         with open(spec.log_path, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} tidelog launcher: "
                       f"starting {' '.join(command)}\n".encode())

@@ -53,7 +53,7 @@ from common.units import SECONDS
 if TYPE_CHECKING:
     from localcluster.cluster_layout import NodeSpec
 
-from localcluster.node_process import NodeProcess
+from localcluster.node_process import NodeProcess, node_environment
 
 ZYGOTE_READY_TIMEOUT: Final = 60 * SECONDS  # its imports, on a loaded 2-core machine
 EXIT_LINE_SEARCH_BYTES: Final = 64 * 1024  # the zygote's exit line is the log's last
@@ -76,7 +76,6 @@ NODE_MODULES: Final = ("tidelog.cli", "quorum.node", "broker.node", "tidelog.com
                        "common.preflight", "common.transaction_admin", "metadata.reassignment",
                        "security.scram_image", "stringprep")
 WARM_PACKAGES: Final = ("quorum", "broker.handlers")
-SOURCE_ROOT: Final = Path(__file__).resolve().parents[2]
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +186,6 @@ def fork_or_spawn(spec: NodeSpec) -> NodeProcess:
     except ZygoteError as exc:
         log.warning("the test zygote could not fork %s (%s); spawning it instead", spec.label, exc)
         return NodeProcess.spawn(spec)
-
-
-def node_environment() -> dict[str, str]:
-    """The environment a node gets: this process's now, with the sources it runs from first on
-    PYTHONPATH (as NodeProcess.spawn gives a spawned node)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 def node_command(role: str, config: str) -> list[str]:
