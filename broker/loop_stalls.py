@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from common.limits import STALL_LOG_MS
 from common.prometheus import Metric, histogram, labelled_histogram
 
 logger = logging.getLogger(__name__)
 
 STALL_PROBE_PERIOD_S: Final = 0.01  # the probe's timer: 100 wake-ups/s, ~0.2 % of a core
-STALL_LOG_MS: Final = 250  # a stall this long is logged (it is what gets a broker's session at risk)
 PAUSE_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
 GC_GENERATIONS: Final = (0, 1, 2)
 

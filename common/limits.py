@@ -44,6 +44,9 @@ READ_SIZE: Final = 64 * KIB  # one read of a socket or of stdin: a few frames, n
 # waits for this.
 CONNECT_TIMEOUT: Final = 1 * SECONDS
 
+# --- Event loops
+STALL_LOG_MS: Final = 250  # ms; a controller's or broker's event-loop stall this long is logged (sessions are at risk)
+
 # --- The controllers' admin operations
 # Metadata records one admin operation may write, one per partition of a topic creation, a
 # leader election or a reassignment: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (its

@@ -53,6 +53,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from common.errors import ErrorCode
+from common.limits import STALL_LOG_MS
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
@@ -76,7 +77,6 @@ logger = logging.getLogger(__name__)
 MAX_TIMER_SLEEP_MS: Final = 1000  # the run loop looks at the heap at least this often
 REASSIGNMENT_CHECK_MS: Final = 1000  # how often an active controller looks for completable reassignments
 STALL_PROBE_PERIOD: Final = 0.1 * SECONDS  # how often the stall probe wakes
-STALL_LOG_MS: Final = 250  # an event-loop stall this long or longer is logged (ms)
 LEAVE_RETRY_MS: Final = 500  # after a batch of partition moves failed, the next try (ms)
 PeriodicTask = Callable[[int], Awaitable[int | None]]  # (now_ms) -> next due ms, or None: done
 
