@@ -283,8 +283,8 @@ BROKER_KEYS: Final[tuple[ConfigKey, ...]] = (
     ConfigKey("group.share.max.size", _INT, 200,
               "Most members in one share group.", at_least(1)),
     ConfigKey("share.auto.offset.reset", _STRING, "latest",
-              "Where a share group starts on a partition it has not read: earliest or latest. Kafka's "
-              "group config of this name; tidelog takes it per broker for every share group.",
+              "Where a share group starts on a partition it has not read: earliest or latest. The "
+              "default of each share group's own share.auto.offset.reset (a GROUP config, as Kafka's).",
               one_of("earliest", "latest")),
     # --- Transaction coordinator (issue 27): Kafka's keys and defaults
     ConfigKey("transaction.state.log.num.partitions", _INT, 50,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Final
+from typing import ClassVar, Final, TypeVar
 
 from groups.consumer_group import KEEP_REBALANCE_DEADLINE, ConsumerGroup, ConsumerTimers, replay_consumer
 from groups.consumer_records import ConsumerRecord
@@ -42,6 +42,8 @@ from groups.records import (
 )
 from groups.state import GroupState
 
+K = TypeVar("K")
+V = TypeVar("V")
 NO_PRODUCER_ID: Final = -1  # a record of a plain (non-transactional) batch
 Offsets = Mapping[str, Mapping[tuple[str, int], OffsetCommitValue]]
 
@@ -84,28 +86,14 @@ class GroupsImage:
                producer_id: int = NO_PRODUCER_ID) -> GroupsImage:
         """The image after one record; `producer_id` the producer of its transactional batch."""
         if isinstance(record, MembershipRecord):
-            share_groups = dict(self.share_groups)
-            share_group = replay_membership(share_groups.get(record.key.group), record)
-            if share_group is None:
-                share_groups.pop(record.key.group, None)
-            else:
-                share_groups[record.key.group] = share_group
-            return replace(self, share_groups=share_groups)
+            group_id = record.key.group
+            share_group = replay_membership(self.share_groups.get(group_id), record)
+            return replace(self, share_groups=_put(self.share_groups, group_id, share_group))
         if isinstance(record, ShareStateRecord):
-            states = dict(self.share_states)
-            if record.value is None:
-                states.pop(record.key, None)
-            else:
-                states[record.key] = record.value
-            return replace(self, share_states=states)
+            return replace(self, share_states=_put(self.share_states, record.key, record.value))
         if isinstance(record, ConsumerRecord):
-            consumer = dict(self.consumer_groups)
-            group = replay_consumer(consumer.get(record.key.group), record)
-            if group is None:
-                consumer.pop(record.key.group, None)
-            else:
-                consumer[record.key.group] = group
-            return replace(self, consumer_groups=consumer)
+            group = replay_consumer(self.consumer_groups.get(record.key.group), record)
+            return replace(self, consumer_groups=_put(self.consumer_groups, record.key.group, group))
         if isinstance(record.key, OffsetCommitKey):
             key = record.key
             if record.value is None:  # the committed offset and every pending one go
@@ -193,6 +181,17 @@ class GroupsImage:
 
 
 GroupsImage.EMPTY = GroupsImage()
+
+
+def _put(held: Mapping[K, V], key: K, value: V | None) -> dict[K, V]:
+    """A copy of `held` with `key` set to `value`, or without it when `value` is None (a
+    record's tombstone, a group with nothing left)."""
+    out = dict(held)
+    if value is None:
+        out.pop(key, None)
+    else:
+        out[key] = value
+    return out
 
 
 def replay_offsets(offsets: Offsets, record: CoordinatorRecord) -> Offsets:
