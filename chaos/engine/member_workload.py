@@ -20,6 +20,7 @@ know when the group has caught up, and records `member-end` when a member's proc
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -48,13 +49,11 @@ Observer = Callable[[str, dict[str, Any]], None]
 
 def _observed(lines: IO[str], observe: Observer) -> Iterator[str]:
     """The client's lines, each shown to `observe` (kind, fields) before the relay records it."""
-    import json
-
     for line in lines:  # until the process closes its stdout (it ended)
         try:
             event = json.loads(line)
             observe(str(event.get("kind")), event)
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, KeyError):
             pass  # a torn line of a killed member: the relay logs it
         yield line
 
