@@ -426,10 +426,17 @@ def test_four_consumers_share_two_partitions_every_record_acknowledged_once(
     """Issue 31's shape: 4 ShareConsumers of one group on a 2-partition topic; every record is
     delivered and acknowledged exactly once, and more than one consumer does the work."""
     create_topic(cluster, "share-four", partitions=2)
-    sent = [b"four-%d" % i for i in range(200)]
-    produce(cluster, "share-four", sent)
     four = [consumer(cluster, "four", "share-four") for _ in range(4)]
     consumers.extend(four)
+
+    def all_assigned() -> bool:  # each member holds one of the 2 partitions (the simple assignor)
+        for c in four:
+            assert not list(c.poll(POLL_S / 4))  # nothing produced yet: a poll only heartbeats
+        described = _described_or_none(cluster, "four")  # None until the first member joined
+        return described is not None and len(described[1]) == 4 and set(described[1].values()) == {described[0]}
+    wait_until("4 members at the group epoch", all_assigned, WAIT_S)
+    sent = [b"four-%d" % i for i in range(200)]
+    produce(cluster, "share-four", sent)
     got: dict[int, list[bytes]] = {i: [] for i in range(4)}
     deadline = time.monotonic() + 2 * WAIT_S
     while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
@@ -440,7 +447,7 @@ def test_four_consumers_share_two_partitions_every_record_acknowledged_once(
                 got[i].extend(m.value() for m in batch)
     everything = sorted(v for vs in got.values() for v in vs)
     assert everything == sorted(sent), f"{len(everything)} delivered, {len(set(everything))} distinct"
-    assert sum(1 for vs in got.values() if vs) >= 2, {i: len(vs) for i, vs in got.items()}
+    assert sum(1 for vs in got.values() if vs) >= 2, {i: len(vs) for i, vs in got.items()}  # both partitions
     assert all(poll(c, 1, POLL_S) == [] for c in four)  # nothing comes back: each was acknowledged
 
 
