@@ -27,6 +27,7 @@ A history without `share-*` events passes all of them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -176,8 +177,18 @@ def check_share_lost(events: Sequence[Event]) -> CheckResult:
                      + (f"its {d.acks[-1][1]} answered ok={d.acks[-1][2]} ({d.acks[-1][3]})" if d.acks
                         else "not acknowledged")
               for value, d in last.items() if value not in finished}
-    return check_unconsumed(events, name="share-lost", consumed=finished, catch_up=CATCH_UP,
-                            verb="accepted or archived by the share group", detail=detail)
+    result = check_unconsumed(events, name="share-lost", consumed=finished, catch_up=CATCH_UP,
+                              verb="accepted or archived by the share group", detail=detail)
+    # per lost value, the answer to the last acknowledgement of its last delivery (or how it ended):
+    # which broker path lost it
+    held = {str(e["value"]) for e in events if e["kind"] == "final-read"}
+    acked = {str(e["value"]) for e in events if e["kind"] == "ok"}
+    answers: dict[str, int] = {}
+    for value in sorted((held & acked) - finished):
+        d = last.get(value)
+        why = "never delivered" if d is None else str(d.acks[-1][3]) if d.acks else "not acknowledged"
+        answers[why] = answers.get(why, 0) + 1
+    return dataclasses.replace(result, data={**result.data, "last_answers": answers})
 
 
 def share_deliveries(events: Sequence[Event]) -> CheckResult:

@@ -94,6 +94,16 @@ def test_a_record_neither_accepted_nor_archived_is_lost(drop: Any, lost: int) ->
     assert "no share-lost" in [v.expectation for v in judge(run_all(events), Expectations()) if not v.ok]
 
 
+def test_share_lost_counts_the_last_answer_of_each_lost_record() -> None:
+    refused = [{**e, "ok": False, "error": "COORDINATOR_NOT_AVAILABLE"} if e["kind"] == "share-ack" and e["offset"] == 0
+               else e for e in CLEAN]
+    result = check_share_lost(shuffled(refused))
+    assert result.count == 1 and result.data["last_answers"] == {"COORDINATOR_NOT_AVAILABLE": 1}
+    assert "its accept answered ok=False (COORDINATOR_NOT_AVAILABLE)" in result.examples[0]
+    unread = [e for e in CLEAN if not (e["kind"] == "share-read" and e["offset"] == 0)]
+    assert check_share_lost(unread).data["last_answers"] == {"never delivered": 1}
+
+
 def test_an_accept_with_an_unknown_answer_finishes_a_record() -> None:
     events = [e for e in CLEAN if not (e["kind"] == "share-ack" and e["offset"] == 0)] + [ack(1.6, "s0", 0, ok=None)]
     assert check_share_lost(events).count == 0
