@@ -24,7 +24,14 @@ convertToClassicGroup, ClassicGroup.fromConsumerGroup):
   members remain: refused (the group stays a consumer group) unless the policy allows
   downgrades and the members left fit `group.max.size`. The consumer group's records are
   tombstoned and one GroupMetadata written (generation = the group epoch, each member's
-  JoinGroup protocols, its current assignment), and the classic group starts a rebalance.
+  JoinGroup protocols, its target assignment), and the classic group starts a rebalance.
+  A classic static member replacing the last consumer-protocol member (same
+  `group.instance.id`, a JoinGroup) downgrades it too (validateOnlineDowngradeWithReplacedMemberId):
+  the newcomer takes the replaced member's place and assignment, and the classic group stays
+  Stable unless the join moved the group epoch (its subscription differs).
+- **Empty groups** change type without any check of the policy, as Kafka's
+  maybeDeleteEmptyClassicGroup / maybeDeleteEmptyConsumerGroup: an empty classic group is
+  tombstoned when a ConsumerGroupHeartbeat joins, an empty consumer group when a JoinGroup does.
 
 Offsets are keyed by group id alone, so both directions keep them untouched.
 """
@@ -206,9 +213,25 @@ def downgrade_refusal(group: ConsumerGroup, leaving: frozenset[str], *, policy: 
     return None
 
 
-def _classic_member(member: ConsumerMember, topics: Topics, now_ms: int) -> Member:
+def replacement_downgrade_refusal(group: ConsumerGroup, replaced: ConsumerMember, *, policy: MigrationPolicy,
+                                  classic_max_size: int) -> str | None:
+    """Why a classic static member replacing `replaced` does not make `group` classic (Kafka's
+    validateOnlineDowngradeWithReplacedMemberId); None when it does. The group keeps its size:
+    the newcomer takes the replaced member's place."""
+    if replaced.uses_classic_protocol or not group.all_classic_except(replaced.member_id):
+        return "a consumer-protocol member stays"
+    if not policy.downgrade_enabled:
+        return f"online downgrade is disabled (group.consumer.migration.policy={policy.value})"
+    if len(group.members) > classic_max_size:
+        return (f"its {len(group.members)} members exceed the classic group maximum size "
+                f"(group.max.size={classic_max_size})")
+    return None
+
+
+def _classic_member(member: ConsumerMember, target: Assignment, topics: Topics, now_ms: int) -> Member:
     """Kafka's ClassicGroup.fromConsumerGroup for one member: its JoinGroup protocols and
-    session, its assignment serialized at its subscription's version."""
+    session, its TARGET assignment (Kafka serializes consumerGroup.targetAssignment(), not what
+    the member holds yet) at its subscription's version."""
     classic = member.classic
     assert classic is not None
     try:
@@ -217,26 +240,28 @@ def _classic_member(member: ConsumerMember, topics: Topics, now_ms: int) -> Memb
         version = 0
     return Member(member.member_id, member.instance_id, member.client_id, member.client_host,
                   member.rebalance_timeout_ms, classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
-                  classic.supported_protocols, encode_assignment(topic_names(member.assigned, topics), version),
+                  classic.supported_protocols, encode_assignment(topic_names(target, topics), version),
                   session_deadline_ms=now_ms + classic.session_timeout_ms)
 
 
 def downgrade(group: ConsumerGroup, leaving: frozenset[str], *, topics: Topics, now_ms: int,
-              config: GroupConfig) -> Downgrade:
+              config: GroupConfig, rebalance: bool = True, reason: str = "") -> Downgrade:
     """The classic group `group` becomes once `leaving` go (check `downgrade_refusal` first):
-    Stable at generation = the group epoch, then a rebalance, as Kafka's convertToClassicGroup.
-    Each member's assignment is what it holds now (the target may name partitions it has not
-    received yet); the rebalance that follows replaces it anyway."""
+    Stable at generation = the group epoch, then (`rebalance`) a rebalance, as Kafka's
+    convertToClassicGroup. Each member's assignment is its target, as Kafka writes it."""
     records: list[MigrationRecord] = []
     for member_id in sorted(group.members):
         records += remove_member_records(group.group_id, member_id)
     records += consumer_group_tombstones(group.group_id)
-    members = {m: _classic_member(group.members[m], topics, now_ms) for m in sorted(group.members) if m not in leaving}
+    members = {m: _classic_member(group.members[m], group.target.get(m, frozenset()), topics, now_ms)
+               for m in sorted(group.members) if m not in leaving}
     classic = ClassicGroup(group.group_id, GroupState.STABLE, now_ms, group.group_epoch, CONSUMER_PROTOCOL_TYPE,
                            None, next(iter(members), None), members)
     classic = replace(classic, protocol_name=classic.select_protocol())
     records.append(CoordinatorRecord(GroupMetadataKey(group.group_id), classic.to_record_value()))
-    reason = f"consumer group downgraded to a classic group ({', '.join(sorted(leaving))} left)"
+    reason = reason or f"consumer group downgraded to a classic group ({', '.join(sorted(leaving))} left)"
+    if not rebalance:
+        return Downgrade(classic, tuple(records), reason)
     rebalancing = prepare_rebalance(classic, now_ms, config, reason)
     assert rebalancing.group is not None
     return Downgrade(rebalancing.group, tuple(records), reason)
@@ -277,13 +302,8 @@ def migrating_heartbeat(classic: ClassicGroup | None, group: ConsumerGroup | Non
                   f"upgraded to a consumer group")
     elif classic is not None:
         # An empty classic group (every member gone) becomes a consumer group: its record goes
-        # first, its offsets stay. Kafka validates this upgrade as any other (a group of offsets
-        # only has no classic record here, so nothing to validate).
-        if not config.migration_policy.upgrade_enabled:
-            return HeartbeatOutcome((), HeartbeatResponse(
-                E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group: "
-                f"online upgrade is disabled (group.consumer.migration.policy={config.migration_policy.value}).",
-                req.member_id))
+        # first, its offsets stay. Kafka's maybeDeleteEmptyClassicGroup does so whatever the
+        # migration policy says: there is no member to migrate.
         converted = (CoordinatorRecord(GroupMetadataKey(req.group_id), None),)
         reason = "the empty classic group is now a consumer group"
     out = heartbeat(group, req, topics=topics, config=config, now_ms=now_ms, partition_racks=partition_racks)

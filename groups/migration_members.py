@@ -13,6 +13,10 @@ classicGroupHeartbeatToConsumerGroup, classicGroupLeaveToConsumerGroup):
   partitions are read from its first protocol's ConsumerProtocolSubscription, the member is
   updated as a ConsumerGroupHeartbeat would update it (group epoch, target, reconciliation) and
   the answer comes at once: generation = its member epoch, no leader (it never assigns).
+  Bytes that are not a ConsumerProtocolSubscription answer UNKNOWN_SERVER_ERROR, as Kafka's
+  (its deserializeSubscription throws IllegalStateException, which the coordinator service
+  answers so). A static member that replaces the last consumer-protocol member downgrades
+  the group (groups.migration.replacement_downgrade_refusal).
 - SyncGroup gives it its current assignment (what reconciliation let it have), serialized as a
   ConsumerProtocolAssignment; REBALANCE_IN_PROGRESS when the group epoch moved meanwhile.
 - Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin to move on: the group epoch is
@@ -43,7 +47,7 @@ from groups.consumer_records import (
 from groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupConfig
 from groups.join import JoinRequest, SyncRequest
 from groups.membership import LeaveResult, LeavingMember
-from groups.migration import topic_ids, topic_names
+from groups.migration import downgrade, replacement_downgrade_refusal, replay_all, topic_ids, topic_names
 from groups.migration_protocol import MalformedConsumerProtocol, decode_subscription, encode_assignment
 from groups.outcome import JoinResult, SyncResult
 from groups.records import CoordinatorRecord
@@ -62,7 +66,7 @@ class ClassicMemberOutcome:
     response: JoinResult | SyncResult | ErrorCode | LeaveResult
     timers: Mapping[str, ConsumerTimers | None] = field(default_factory=dict)
     reason: str = ""
-    classic_group: ClassicGroup | None = None  # never set here: a classic member never downgrades
+    classic_group: ClassicGroup | None = None  # set when a static member's JoinGroup downgraded the group
 
 
 def _member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember | ErrorCode:
@@ -123,8 +127,8 @@ def classic_join(group: ConsumerGroup, req: JoinRequest, *, new_member_id: str, 
         return ClassicMemberOutcome((), JoinResult(E.MEMBER_ID_REQUIRED, member_id=member_id))
     try:
         subscription = decode_subscription(req.protocols[0][1])
-    except MalformedConsumerProtocol:  # Kafka fails the request; the client sees its protocol refused
-        return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+    except MalformedConsumerProtocol:  # Kafka's IllegalStateException: an unexpected error to the client
+        return fail(E.UNKNOWN_SERVER_ERROR)
     old = member or (replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0)
                      if replaced else ConsumerMember(member_id))
     updated = replace(
@@ -144,7 +148,26 @@ def classic_join(group: ConsumerGroup, req: JoinRequest, *, new_member_id: str, 
     answer = JoinResult(E.NONE, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE, req.protocols[0][0], "", member_id)
     if reason:
         reason = f"{reason} (classic protocol)"
+    if replaced is not None and replacement_downgrade_refusal(
+            group, replaced, policy=config.migration_policy, classic_max_size=classic_config.max_size) is None:
+        return _replacement_downgrade(group, records, answer, reason, topics=topics, now_ms=now_ms,
+                                      config=classic_config)
     return ClassicMemberOutcome(tuple(records), answer, timers, reason)
+
+
+def _replacement_downgrade(group: ConsumerGroup, records: list[ConsumerRecord], answer: JoinResult, reason: str, *,
+                           topics: Topics, now_ms: int, config: GroupConfig) -> ClassicMemberOutcome:
+    """Kafka's convertToClassicGroup after a static replacement: the group with the newcomer in
+    the replaced member's place (and target) becomes classic, Stable when the join left the
+    group epoch alone (the newcomer syncs its assignment at once), rebalancing when it moved it
+    (the newcomer's subscription differs)."""
+    joined = replay_all(group, records)
+    assert joined is not None  # the join's records keep the group
+    why = f"{reason}; consumer group downgraded to a classic group (its last consumer-protocol member replaced)"
+    down = downgrade(joined, frozenset(), topics=topics, now_ms=now_ms, config=config,
+                     rebalance=joined.group_epoch != group.group_epoch, reason=why)
+    gone: dict[str, ConsumerTimers | None] = {m: None for m in sorted(set(group.members) | set(joined.members))}
+    return ClassicMemberOutcome(tuple(records) + down.records, answer, gone, why, down.classic)
 
 
 def classic_sync(group: ConsumerGroup, req: SyncRequest, *, topics: Topics, now_ms: int,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, replace
 
 from common.errors import ErrorCode
+from groups.consumer_group import ConsumerGroup
 from groups.group import ClassicGroup, GroupConfig
 from groups.outcome import Outcome
 from groups.records import (
@@ -64,6 +65,25 @@ def _commit_error(group: ClassicGroup | None, req: CommitRequest) -> ErrorCode:
     if error is E.NONE and group.state is GroupState.COMPLETING_REBALANCE:
         return E.REBALANCE_IN_PROGRESS
     return error
+
+
+def consumer_member_error(group: ConsumerGroup, member_id: str | None, member_epoch: int, *,
+                          commit: bool) -> ErrorCode:
+    """OffsetCommit's and OffsetFetch's check of a KIP-848 group's member (Kafka's
+    ConsumerGroup.validateOffsetCommit / validateOffsetFetch). No member and a negative epoch
+    is an admin tool or a consumer that assign()s: a fetch always passes, a commit only while
+    the group is empty. Otherwise the member must exist (UNKNOWN_MEMBER_ID) at its current
+    epoch; a stale one is STALE_MEMBER_EPOCH for a consumer-protocol member, which refreshes
+    its epoch and retries, but ILLEGAL_GENERATION for a classic member, whose generation is
+    its member epoch and whose client rejoins on that error (validateMemberEpoch)."""
+    if member_epoch < 0 and (not group.members if commit else not member_id):
+        return E.NONE
+    member = group.members.get(member_id or "")
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
+    return E.NONE
 
 
 def validate_member(group: ClassicGroup, member_id: str, group_instance_id: str | None,

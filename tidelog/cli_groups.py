@@ -3,7 +3,8 @@
     tidelog groups list
     tidelog groups describe --group app          # per partition: offsets, log end, lag, owner
                                                  # a KIP-848 group: its type, assignor, epochs,
-                                                 # each member's epoch, assignment and target
+                                                 # each member's type (classic/consumer),
+                                                 # epoch, assignment and target
                                                  # a KIP-932 share group: its members, epochs
                                                  # and assignments
     tidelog groups delete --group app            # only an empty group (NON_EMPTY_GROUP otherwise)
@@ -29,6 +30,8 @@ from common.table import render
 
 EARLIEST: Final = -2
 GROUP_ID_NOT_FOUND: Final = 69  # ConsumerGroupDescribe's answer for a group that is not a KIP-848 one
+CONSUMER_GROUP_DESCRIBE_VERSION: Final = 1  # v1 (KIP-1099) adds each member's MemberType
+MEMBER_TYPES: Final = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1's MemberType; -1: unknown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,9 +139,9 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _consumer_group(admin: Any, group_id: str) -> Any | None:
-    """kio's ConsumerGroupDescribe v0 DescribedGroup of a KIP-848 group; None when the group is
+    """kio's ConsumerGroupDescribe v1 DescribedGroup of a KIP-848 group; None when the group is
     not one (a classic group or none: DescribeGroups describes those)."""
-    return _described(admin, group_id, "CONSUMER_GROUP_DESCRIBE", 0)
+    return _described(admin, group_id, "CONSUMER_GROUP_DESCRIBE", CONSUMER_GROUP_DESCRIBE_VERSION)
 
 
 def _described(admin: Any, group_id: str, api_name: str, version: int) -> Any | None:
@@ -171,7 +174,9 @@ def _partitions(assignment: Any) -> str:
 def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
     """A KIP-848 group: the group line, the partitions with their lag and owner (as for a
     classic group), then each member with its epoch, assignment and target assignment
-    (kafka-consumer-groups.sh --describe --members --verbose's columns)."""
+    (kafka-consumer-groups.sh --describe --members --verbose's columns) and the protocol it
+    speaks (MEMBER-TYPE: classic for a member of an online migration that still uses
+    JoinGroup/SyncGroup, consumer for a ConsumerGroupHeartbeat one)."""
     owners = {(tp.topic_name, p): m for m in group.members for tp in m.assignment.topic_partitions
               for p in tp.partitions}
     committed = admin.committed(group_id)
@@ -194,9 +199,11 @@ def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
     if group.members:
         cli_common.say()
         cli_common.say_lines(render(
-            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-ASSIGNMENT"),
-            [(group_id, m.member_id, m.client_host, m.client_id, m.member_epoch, _partitions(m.assignment),
-              _partitions(m.target_assignment)) for m in group.members], right={4}))
+            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "MEMBER-TYPE", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
+             "TARGET-ASSIGNMENT"),
+            [(group_id, m.member_id, m.client_host, m.client_id, MEMBER_TYPES.get(m.member_type, "unknown"),
+              m.member_epoch, _partitions(m.assignment), _partitions(m.target_assignment)) for m in group.members],
+            right={5}))
     return 0
 
 

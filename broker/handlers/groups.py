@@ -38,6 +38,7 @@ from groups.offsets import (
     CommitRequest,
     FetchedOffset,
     commit_offsets,
+    consumer_member_error,
     delete_group,
     delete_offsets,
 )
@@ -286,18 +287,9 @@ def _consumer_commit(group: ConsumerGroup, core: CommitRequest, now_ms: int, coo
                      exists: Callable[[str, int], bool]) -> Outcome:
     """OffsetCommit for a KIP-848 group (Kafka's ConsumerGroup.validateOffsetCommit): a member
     commits with its current member epoch (an older one: STALE_MEMBER_EPOCH, so it refreshes
-    its epoch and retries); without a member id and epoch (an admin tool) only while the group
+    its epoch and retries; ILLEGAL_GENERATION for a classic member); without a member id and epoch (an admin tool) only while the group
     is empty. The offsets themselves are stored as any group's."""
-    error = E.NONE
-    if core.generation_id < 0 and not core.member_id:
-        error = E.UNKNOWN_MEMBER_ID if group.members else E.NONE
-    else:
-        member = group.members.get(core.member_id)
-        if member is None:
-            error = E.UNKNOWN_MEMBER_ID
-        elif core.generation_id != member.member_epoch:
-            # a classic member commits with its generation (Kafka's validateMemberEpoch)
-            error = E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
+    error = consumer_member_error(group, core.member_id, core.generation_id, commit=True)
     if error is not E.NONE:
         return Outcome(None, response=tuple((p.topic, p.partition, error) for p in core.partitions))
     stored = commit_offsets(None, replace(core, generation_id=-1, member_id=""), now_ms=now_ms, config=coord.config,
@@ -321,7 +313,8 @@ def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require
     answer for it. A classic group checks no member id or epoch (OffsetFetch v9): Kafka's
     ClassicGroup.validateOffsetFetch only refuses a Dead group, which tidelog never keeps. A
     KIP-848 group checks them as Kafka's ConsumerGroup.validateOffsetFetch: none (an admin
-    client), or a member at its current epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+    client), or a member at its current epoch (UNKNOWN_MEMBER_ID; STALE_MEMBER_EPOCH, or
+    ILLEGAL_GENERATION for a classic member: groups.offsets.consumer_member_error)."""
     if not group_id:
         return E.INVALID_GROUP_ID, {}
     try:
@@ -329,12 +322,9 @@ def _fetch_group(coord: GroupCoordinator, group_id: str, topics: Any, *, require
     except CoordinatorError as e:
         return e.code, {}
     consumer = coord.consumer_group(partition, group_id)
-    if consumer is not None and not (member_epoch < 0 and not member_id):
-        member = consumer.members.get(member_id or "")
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID, {}
-        if member_epoch != member.member_epoch:
-            return E.STALE_MEMBER_EPOCH, {}
+    error = E.NONE if consumer is None else consumer_member_error(consumer, member_id, member_epoch, commit=False)
+    if error is not E.NONE:
+        return error, {}
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
     answers: dict[str, list[FetchedOffset]] = {}
     for f in _committed(coord, partition, group_id, wanted, require_stable=require_stable):

@@ -183,6 +183,15 @@ def described(capsys: pytest.CaptureFixture[str], bootstrap: str) -> str:
     return out.out
 
 
+def member_types(out: str) -> dict[str, str]:
+    """CLIENT-ID -> MEMBER-TYPE from the members table of `tidelog groups describe`."""
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "MEMBER-TYPE" in line)
+    names = lines[header].split()
+    rows = [dict(zip(names, line.split())) for line in lines[header + 1:] if line.strip()]
+    return {row["CLIENT-ID"]: row["MEMBER-TYPE"] for row in rows}
+
+
 def test_a_group_rolls_from_classic_to_consumer_and_back_while_a_producer_writes(
         cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = cluster.bootstrap_servers
@@ -213,6 +222,8 @@ def test_a_group_rolls_from_classic_to_consumer_and_back_while_a_producer_writes
         members.append(e)
         wait_until("a classic member gets its share", lambda: split([c, d, e]), WAIT_S)
         assert group_type(bootstrap)[0] == "consumer"
+        types = member_types(described(capsys, bootstrap))  # ConsumerGroupDescribe v1's MemberType
+        assert types == {"consumer-c": "consumer", "consumer-d": "consumer", "classic-e": "classic"}, types
 
         stop([c, d])  # the last consumer-protocol members leave: downgraded to a classic group
         wait_until("the classic member takes everything", lambda: split([e]), WAIT_S)

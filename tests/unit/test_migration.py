@@ -10,6 +10,7 @@ group join, sync and heartbeat through `groups/migration_members.py`.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,6 +51,7 @@ from groups.migration_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from groups.offsets import consumer_member_error
 from groups.outcome import JoinResult, SyncResult
 from groups.records import CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from groups.state import GroupState
@@ -282,11 +284,155 @@ def test_the_session_of_the_last_consumer_protocol_member_ending_downgrades_the_
     assert kept.classic_group is None and set(replay_all(group, kept.records).members) == {"a", "b"}
 
 
-def test_an_empty_classic_group_is_replaced_unless_upgrades_are_disabled() -> None:
+@pytest.mark.parametrize("policy", list(MigrationPolicy))
+def test_an_empty_classic_group_is_replaced_whatever_the_policy(policy: MigrationPolicy) -> None:
+    # Kafka's maybeDeleteEmptyClassicGroup: no member to migrate, so no policy to ask
     empty = replace(CLASSIC, state=GroupState.EMPTY, members={}, leader_id=None)
-    out = migrating_heartbeat(empty, None, JOIN, topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG,
-                              now_ms=NOW)
+    out = migrating_heartbeat(empty, None, JOIN, topics=TOPICS, config=replace(CONFIG, migration_policy=policy),
+                              classic_config=CLASSIC_CONFIG, now_ms=NOW)
     assert out.records[0] == CoordinatorRecord(GroupMetadataKey("g"), None) and out.response.error is E.NONE
-    refused = migrating_heartbeat(empty, None, JOIN, topics=TOPICS, config=replace(
+    assert set(replay_all(None, out.records).members) == {"c"}
+
+
+def consumer_only():
+    """The upgraded group once its classic members a and b left (c alone, consumer protocol),
+    and every record that made it."""
+    group, out = upgraded()
+    left = classic_leave(group, (LeavingMember("a"), LeavingMember("b")), topics=TOPICS)
+    return replay_all(group, left.records), out.records + left.records
+
+
+def test_a_classic_join_to_an_empty_consumer_group_makes_it_classic_whatever_the_policy() -> None:
+    # Kafka's classicGroupJoinToClassicGroup deletes an empty consumer group first
+    # (maybeDeleteEmptyConsumerGroup) and asks no policy: the join is as to a new group. The
+    # migration policy is the consumer side's; the classic rule never reads it.
+    from broker.handlers.groups import _join_rule
+
+    group, history = consumer_only()
+    left = migrating_heartbeat(None, group, HeartbeatRequest("g", "c", -1), topics=TOPICS, config=replace(
         CONFIG, migration_policy=MigrationPolicy.DISABLED), classic_config=CLASSIC_CONFIG, now_ms=NOW)
-    assert refused.records == () and refused.response.error is E.GROUP_ID_NOT_FOUND
+    image = GroupsImage.EMPTY
+    for record in history + left.records:
+        image = image.replay(record, NOW)
+    assert not image.consumer_groups["g"].members and "g" not in image.groups
+    join = JoinRequest("g", "", None, "client", "/127.0.0.1", 10_000, 60_000, "consumer", (("range", SUBSCRIPTION),))
+    out = _join_rule(image, join, "new", NOW, SimpleNamespace(config=CLASSIC_CONFIG))  # type: ignore[arg-type]
+    for record in out.records:
+        image = image.replay(record, NOW)
+    assert "g" not in image.consumer_groups  # tombstoned; the classic group is the join's (in memory)
+    assert out.group is not None and "new" in out.group.pending_members  # a classic group, asking for its id
+    assert out.response == JoinResult(E.MEMBER_ID_REQUIRED, member_id="new")
+
+
+# ---- issue 31's migration gaps: Kafka's rules, each looked up in its source -------------------
+
+
+def test_a_downgrade_writes_each_members_target_assignment() -> None:
+    # Kafka's ClassicGroup.fromConsumerGroup serializes consumerGroup.targetAssignment()
+    group, _ = upgraded()
+    assert any(group.members[m].assigned != group.target[m] for m in "ab")  # a, b still revoking
+    out = migrating_heartbeat(None, group, HeartbeatRequest("g", "c", -1), topics=TOPICS, config=CONFIG,
+                              classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    assert out.classic_group is not None
+    for m in "ab":
+        assert {("tid-t", p) for _, p in decode_assignment(out.classic_group.members[m].assignment)} == group.target[m]
+
+
+STATIC = replace(JOIN, instance_id="i")
+
+
+def static_mixed():
+    """A consumer group of classic members a, b and consumer-protocol static member c
+    (group.instance.id i), each reconciled to the target."""
+    out = migrating_heartbeat(CLASSIC, None, STATIC, topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG,
+                              now_ms=NOW)
+    group = replay_all(None, out.records)
+    for m in "ab":  # the eager classic members rejoin owning nothing: their revocations are done
+        group = replay_all(group, classic_join(group, rejoin(group, m), new_member_id="x", topics=TOPICS,
+                                               config=CONFIG, classic_config=CLASSIC_CONFIG, now_ms=NOW).records)
+    owned = group.target["c"]
+    beat = migrating_heartbeat(None, group, HeartbeatRequest("g", "c", group.group_epoch, owned=owned),
+                               topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    return replay_all(group, beat.records)
+
+
+def static_join(member_id: str = "") -> JoinRequest:
+    return replace(rejoin(None, member_id), group_instance_id="i")
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_protocol_member_downgrades_the_group() -> None:
+    # Kafka's classicGroupJoinToConsumerGroup, step 4: validateOnlineDowngradeWithReplacedMemberId,
+    # then convertToClassicGroup with the joining member in the replaced one's place
+    group = static_mixed()
+    assert group.members["c"].assigned == group.target["c"] != frozenset()
+    out = classic_join(group, static_join(), new_member_id="c2", topics=TOPICS, config=CONFIG,
+                       classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    answer = out.response
+    assert isinstance(answer, JoinResult) and answer.error is E.NONE and answer.member_id == "c2"
+    classic = out.classic_group
+    assert classic is not None and set(classic.members) == {"a", "b", "c2"}
+    assert classic.state is GroupState.STABLE and classic.generation_id == group.group_epoch == answer.generation_id
+    assert classic.members["c2"].group_instance_id == "i"
+    assert {("tid-t", p) for _, p in decode_assignment(classic.members["c2"].assignment)} == group.target["c"]
+    assert all(t is None for t in out.timers.values()) and set(out.timers) == {"a", "b", "c", "c2"}
+    image = GroupsImage.EMPTY
+    for record in upgrade_records(CLASSIC, TOPICS) + out.records:
+        image = image.replay(record, NOW)
+    assert "g" not in image.consumer_groups and set(image.groups["g"].members) == {"a", "b", "c2"}
+
+
+@pytest.mark.parametrize("policy, max_size", [
+    (MigrationPolicy.UPGRADE, 100), (MigrationPolicy.DISABLED, 100), (MigrationPolicy.BIDIRECTIONAL, 2)])
+def test_a_refused_replacement_downgrade_keeps_the_consumer_group(policy: MigrationPolicy, max_size: int) -> None:
+    group = static_mixed()
+    out = classic_join(group, static_join(), new_member_id="c2", topics=TOPICS,
+                       config=replace(CONFIG, migration_policy=policy),
+                       classic_config=replace(CLASSIC_CONFIG, max_size=max_size), now_ms=NOW)
+    assert out.classic_group is None
+    after = replay_all(group, out.records)
+    assert set(after.members) == {"a", "b", "c2"} and after.members["c2"].uses_classic_protocol
+
+
+def test_a_classic_static_member_replacing_a_classic_one_does_not_downgrade() -> None:
+    group = static_mixed()
+    joined = classic_join(group, replace(rejoin(group, "d"), group_instance_id="j"), new_member_id="x",
+                          topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    group = replay_all(group, joined.records)
+    out = classic_join(group, replace(rejoin(group, ""), group_instance_id="j"), new_member_id="d2",
+                       topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG, now_ms=NOW)
+    assert out.classic_group is None and "c" in replay_all(group, out.records).members
+
+
+def test_malformed_join_group_protocol_bytes_in_a_consumer_group_are_unknown_server_error() -> None:
+    # Kafka's deserializeSubscription throws IllegalStateException; the service answers it so
+    group, _ = upgraded()
+    bad = replace(rejoin(group, "a"), protocols=(("range", b"\x00"),))
+    out = classic_join(group, bad, new_member_id="x", topics=TOPICS, config=CONFIG, classic_config=CLASSIC_CONFIG,
+                       now_ms=NOW)
+    assert out.response == JoinResult(E.UNKNOWN_SERVER_ERROR, member_id="a") and out.records == ()
+
+
+@pytest.mark.parametrize("member_id, epoch, commit, error", [
+    ("a", 3, False, E.NONE),  # a classic member at its generation
+    ("a", 2, False, E.ILLEGAL_GENERATION),  # validateMemberEpoch: a classic member's stale generation
+    ("a", 2, True, E.ILLEGAL_GENERATION),
+    ("c", 3, False, E.STALE_MEMBER_EPOCH),  # a consumer-protocol member's stale epoch
+    ("c", 3, True, E.STALE_MEMBER_EPOCH),
+    ("c", 4, True, E.NONE),
+    ("z", 4, False, E.UNKNOWN_MEMBER_ID),
+    (None, -1, False, E.NONE),  # an admin client's fetch
+    ("", -1, True, E.UNKNOWN_MEMBER_ID),  # an admin client's commit while the group has members
+])
+def test_offset_fetch_and_commit_check_classic_members_by_generation(
+        member_id: str | None, epoch: int, commit: bool, error: ErrorCode) -> None:
+    # Kafka's ConsumerGroup.validateOffsetFetch / validateOffsetCommit -> validateMemberEpoch
+    group, _ = upgraded()
+    assert group.members["a"].member_epoch == 3 and group.members["c"].member_epoch == 4
+    assert consumer_member_error(group, member_id, epoch, commit=commit) is error
+
+
+def test_an_empty_consumer_group_takes_any_commit_without_a_generation() -> None:
+    group, _ = consumer_only()
+    empty = replay_all(group, migrating_heartbeat(None, group, HeartbeatRequest("g", "c", -1), topics=TOPICS,
+                                                  config=CONFIG, classic_config=CLASSIC_CONFIG, now_ms=NOW).records)
+    assert not empty.members and consumer_member_error(empty, "gone", -1, commit=True) is E.NONE
