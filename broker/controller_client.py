@@ -20,6 +20,9 @@ reply names the active controller as the answering voter knows it, with its Raft
 the client sends its next write there when the term is at least the newest it has seen
 (a deposed leader waking up from a pause names itself at an older term, and is ignored).
 
+With a TLS context (`tls`, from listener.name.controller.ssl.truststore.location) every request
+goes over https and the controller's certificate is checked against that CA and its address.
+
 With a signer (`security.rpc_auth.RpcSigner`, from controller.rpc.secret.file) every request
 carries the broker's proof: an HMAC of the request with the broker's own key (derived from the
 cluster's secret), its node id, the wall-clock time and a fresh nonce (the controller refuses
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -48,6 +52,7 @@ from common.errors import ErrorCode
 from common.limits import CONNECT_TIMEOUT
 from common.rpc import NOT_CONTROLLER, RpcDecodeError
 from common.units import MIB, SECONDS
+from security.controller_tls import controller_url
 from security.rpc_auth import RpcSigner
 from security.rpc_secret import signed_headers
 
@@ -109,7 +114,8 @@ class ControllerClient:
     def __init__(self, addresses: Sequence[str], *, request_timeout: float = REQUEST_TIMEOUT,
                  liveness_timeout: float = LIVENESS_TIMEOUT, max_attempts: int = MAX_ATTEMPTS,
                  initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
-                 name: str = "broker", local_host: str | None = None, signer: RpcSigner | None = None) -> None:
+                 name: str = "broker", local_host: str | None = None, signer: RpcSigner | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         if not addresses:
             raise ValueError("at least one controller address (host:port) is needed")
         self.addresses = tuple(addresses)
@@ -120,6 +126,7 @@ class ControllerClient:
         self._initial_backoff, self._max_backoff = initial_backoff, max_backoff
         self._name = name  # who we are, in log lines
         self._signer = signer  # None: the controllers do not authenticate RPCs (no secret configured)
+        self.tls = tls  # None: the controllers' listener is plain http (security.controller_tls)
         self._leader_term = -1  # the newest Raft term a fetch reply named an active controller for
         self._suspect_until: dict[str, float] = {}  # address -> monotonic time; one entry per address
         self._session: aiohttp.ClientSession | None = None
@@ -130,7 +137,13 @@ class ControllerClient:
 
     def new_connector(self, limit: int = MAX_CONNECTIONS) -> aiohttp.TCPConnector:
         """A connector whose connections leave from the broker's own address (when it has one)."""
-        return aiohttp.TCPConnector(limit=limit, local_addr=self.local_addr)
+        return aiohttp.TCPConnector(limit=limit, local_addr=self.local_addr,
+                                    ssl=self.tls if self.tls is not None else True)
+
+    def url(self, path: str, address: str | None = None) -> str:
+        """The URL of `path` on `address` (default: the controller believed active), https when the
+        controllers' listener is (issue 29)."""
+        return controller_url(self._target if address is None else address, self.tls) + path
 
     @property
     def target(self) -> str:
@@ -210,7 +223,7 @@ class ControllerClient:
         data = msgpack.packb(dict(body), use_bin_type=True)
         headers = {"Content-Type": MSGPACK, **signed_headers(self._signer, address, f"/rpc/{name}", data)}
         async with self._http().post(
-                f"http://{address}/rpc/{name}", data=data, headers=headers,
+                self.url(f"/rpc/{name}", address), data=data, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(CONNECT_TIMEOUT, timeout))) as answer:
             if (answer.content_length or 0) > MAX_REPLY_BYTES:
                 raise ValueError(f"{address} answered {answer.content_length} bytes to {name}, more than "

@@ -53,7 +53,7 @@ class HttpLeaderElections:
             self._session = aiohttp.ClientSession(connector=self._client.new_connector())
         body: dict[str, Any] = {"type": election, "partitions": None if partitions is None else [
             {"topic": topic, "partition": partition} for topic, partition in partitions]}
-        url = f"http://{self._client.target}/v1/elections"
+        url = self._client.url("/v1/elections")
         try:
             async with self._session.post(url, json=body,
                                           timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:

@@ -59,6 +59,7 @@ from broker.client_security import INTER_BROKER_SECURITY, inter_broker_security
 from broker.listener_security import listener_security, scram_credentials_of
 from security.authorizer import ANONYMOUS
 from security.sasl_server import ScramCredentials
+from security.controller_tls_context import controller_client_context
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
 from broker.loop_stalls import TailSources, probe_stalls, tail_families, track_gc
@@ -190,7 +191,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     local_host = settings.listener.host if settings.listener.host not in ("", "0.0.0.0", "::") else None
     client = ControllerClient(settings.controller_addresses, liveness_timeout=settings.session_timeout_ms / 2000,
                               name=f"Broker {settings.node_id}", local_host=local_host,
-                              signer=signer_from_config(config, broker_id))  # issue 29: signed RPCs
+                              signer=signer_from_config(config, broker_id),  # issue 29: signed RPCs
+                              tls=controller_client_context(config))  # issue 29: https when configured
     follower: MetadataFollower | None = None
     alter_partition = AlterPartitionManager(
         client, broker_id, broker_epoch=lambda: -1 if follower is None else follower.state.broker_epoch)
@@ -385,6 +387,7 @@ def run(config_path: str) -> int:
         config = parse_config(load_properties(config_path))
         settings = BrokerSettings.from_config(config)
         signer_from_config(config, settings.node_id)  # a missing or bad RPC secret file: refuse to start
+        controller_client_context(config)  # a controllers' CA that cannot be loaded: refuse to start
         from common.preflight import check_node  # (issue 30) peers that disagree: refuse to start
         check_node(config, role="broker")
     except ConfigError as exc:

@@ -60,7 +60,7 @@ class HttpPartitionReassignments:
     async def _call(self, method: str, body: Any = None) -> tuple[int, Any] | tuple[int, str]:
         if self._session is None:
             self._session = aiohttp.ClientSession(connector=self._client.new_connector())
-        url = f"http://{self._client.target}/v1/reassignments"
+        url = self._client.url("/v1/reassignments")
         try:
             async with self._session.request(method, url, json=body,
                                              timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:

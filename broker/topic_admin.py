@@ -141,7 +141,7 @@ class ControllerAdminApi:
         if self._session is None:
             self._session = aiohttp.ClientSession(connector=self._client.new_connector())
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        url = f"http://{self._client.target}{path}"
+        url = self._client.url(path)
         try:
             async with self._session.request(method, url, json=body, headers=headers,
                                              timeout=aiohttp.ClientTimeout(total=ADMIN_WRITE_TIMEOUT)) as reply:

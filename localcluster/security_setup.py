@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Final
 
-from localcluster.cluster_layout import NodeSpec, runs_broker
+from localcluster.cluster_layout import NodeSpec, runs_broker, runs_controller
+from security.controller_tls import KEYSTORE_KEY, TRUSTSTORE_KEY
 from security.tls import Issued, issue, new_ca
 
 SECURITY_PROTOCOLS: Final = ("SASL_SSL", "SSL", "SASL_PLAINTEXT")
@@ -62,9 +63,10 @@ def _passwords(root: Path) -> dict[str, str]:
     return made
 
 
-def _certificates(root: Path, brokers: Sequence[NodeSpec]) -> None:
-    """The CA, a keystore per broker (its address as subjectAltName) and the admin client's
-    certificate; made once, except a broker new since (its own keystore)."""
+def _certificates(root: Path, brokers: Sequence[NodeSpec], controllers: Sequence[NodeSpec] = ()) -> None:
+    """The CA, a keystore per broker (its address as subjectAltName), one per controller listener
+    when asked (`controller-<id>.pem`) and the admin client's certificate; made once, except a
+    node new since (its own keystore)."""
     tls = root / TLS_DIR
     now = datetime.now(timezone.utc)
     if not (tls / "ca-key.pem").exists():
@@ -80,6 +82,27 @@ def _certificates(root: Path, brokers: Sequence[NodeSpec]) -> None:
         if not keystore.exists():
             _private(keystore, issue(ca, f"broker-{node.node_id}", hosts=[node.host, "localhost"],
                                      now=now).chain_and_key_pem)
+    for node in controllers:
+        keystore = tls / f"controller-{node.node_id}.pem"
+        if not keystore.exists():  # clients check the controller's address: its host is a subjectAltName
+            _private(keystore, issue(ca, f"controller-{node.node_id}", hosts=[node.host, "localhost"],
+                                     now=now).chain_and_key_pem)
+
+
+def controller_tls_entries(root: Path, nodes: Sequence[NodeSpec]) -> dict[int, dict[str, str]]:
+    """Every node's `listener.name.controller.ssl.*` entries (by node id), certificates made as needed:
+    a controller serves its HTTP listener over https with its own keystore, and every node (brokers,
+    controllers forwarding to the active one) verifies the controllers against the throwaway CA."""
+    controllers = [n for n in nodes if runs_controller(n.role)]
+    tls = root / TLS_DIR
+    tls.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _certificates(root, [], controllers)
+    entries: dict[int, dict[str, str]] = {}
+    for node in nodes:
+        entries[node.node_id] = {TRUSTSTORE_KEY: str(tls / "ca.pem")}
+        if runs_controller(node.role):
+            entries[node.node_id][KEYSTORE_KEY] = str(tls / f"controller-{node.node_id}.pem")
+    return entries
 
 
 def read_client_config(root: Path) -> dict[str, str]:

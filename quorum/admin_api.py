@@ -39,6 +39,7 @@ from quorum.topic_control import validate_topic_name
 from quorum.voters import KEY as VOTERS_KEY
 from quorum.voters import parse_voters
 from security.rpc_auth import SECRET_FILE_KEY, is_loopback
+from security.controller_tls import ControllerTls
 
 if TYPE_CHECKING:
     from quorum.quorum_settings import QuorumSettings
@@ -122,6 +123,7 @@ class ApiSettings:
     # issue 29: beyond loopback every admin request (reads too) needs `token`, which must be set
     reads_need_token: bool = False
     rpc_secret_file: str | None = None  # controller.rpc.secret.file: None, /rpc/ unauthenticated
+    tls: ControllerTls | None = None  # listener.name.controller.ssl.*: None, plain http (issue 29)
     session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
     default_partitions: int = 1
@@ -180,6 +182,7 @@ class ApiSettings:
             token=token.value if isinstance(token, Password) and token.value else None,
             reads_need_token=beyond_loopback,
             rpc_secret_file=secret_file if isinstance(secret_file, str) and secret_file else None,
+            tls=ControllerTls.from_config(config),
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
             default_partitions=config.get_int("num.partitions"),

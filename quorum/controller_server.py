@@ -52,6 +52,8 @@ from quorum.request_routing import RequestRouter
 from quorum.topic_routes import TopicRoutes
 from quorum.transaction_api import TransactionApi
 from quorum.voter_routes import VoterRoutes
+from security.controller_tls import controller_url
+from security.controller_tls_context import server_context
 from security.rpc_secret import verifier_from_file
 
 logger = logging.getLogger(__name__)
@@ -105,12 +107,14 @@ class ControllerServer:
         self.router.start()
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=api.SHUTDOWN_GRACE)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._settings.host, self._settings.port)
+        # issue 29: https when listener.name.controller.ssl.keystore.location is set, else plain http
+        tls = server_context(self._settings.tls)
+        site = web.TCPSite(self._runner, self._settings.host, self._settings.port, ssl_context=tls)
         await site.start()
         await self._brokers.start()
         self._runtime_task = asyncio.create_task(self.runtime.run(), name="controller-runtime")
-        logger.info("Controller %d HTTP API listening on http://%s:%d (admin /v1, broker RPCs /rpc)",
-                    self._settings.node_id, self._settings.host, self._settings.port)
+        logger.info("Controller %d HTTP API listening on %s (admin /v1, broker RPCs /rpc)", self._settings.node_id,
+                    controller_url(f"{self._settings.host}:{self._settings.port}", tls))
 
     async def stop(self) -> None:
         if self._runtime_task is not None:

@@ -43,6 +43,8 @@ from quorum.controller_result import ControllerApiError
 from quorum.controller_runtime import NotCommittedError
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
+from security.controller_tls import controller_url
+from security.controller_tls_context import client_context_of
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +98,15 @@ class RequestRouter:
         self._log, self._controller, self._settings = log, controller, settings
         self._active_api = active_api  # (node id, HTTP API address) of the active controller
         self._session: aiohttp.ClientSession | None = None
+        # issue 29: the other controllers' listener is https when this one's is configured so
+        self._tls = client_context_of(settings.tls)
 
     def start(self) -> None:
         self._session = aiohttp.ClientSession(
             # forwarded requests leave from this controller's own address (chaos cuts links by it)
             connector=aiohttp.TCPConnector(limit=api.FORWARD_CONNECTIONS_MAX,
-                                           local_addr=_source_address(self._settings.host)))
+                                           local_addr=_source_address(self._settings.host),
+                                           ssl=self._tls if self._tls is not None else True))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -151,7 +156,7 @@ class RequestRouter:
         headers = {"Content-Type": "application/json", FORWARDED_HEADER: str(self._settings.node_id)}
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
-        url = f"http://{address}{request.rel_url}"
+        url = f"{controller_url(address, self._tls)}{request.rel_url}"
         try:
             async with self._session.request(
                     request.method, url, data=raw, headers=headers,

@@ -31,6 +31,8 @@ from quorum.active_controller import NotActiveControllerError
 from quorum.admin_api import AdminError
 from quorum.broker_rpc import MSGPACK
 from quorum.http_json import read_json
+from security.controller_tls import controller_url
+from security.controller_tls_context import client_context_of
 from quorum.voter_set import (
     MAX_VOTERS,
     VoterChangeError,
@@ -131,10 +133,13 @@ class VoterRoutes:
     async def _probe(self, api_address: str) -> dict[str, Any]:
         """The new controller's answer to `POST /v1/quorum/replica` (Kafka: its ApiVersions), which
         tells it the current voters' quorum addresses (it may know none of them but the static ones)."""
-        url = f"http://{api_address}/v1/quorum/replica"
+        tls = client_context_of(self._server.settings.tls)
+        url = f"{controller_url(api_address, tls)}/v1/quorum/replica"  # https when configured (issue 29)
         voters = [v.raft_address for v in self._log.voter_set()]
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT)) as session:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT),
+                                             connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True)) \
+                    as session:
                 async with session.post(url, json={"voters": voters}) as answer:
                     body = await answer.content.read(MAX_PROBE_ANSWER_BYTES)
             found = json.loads(body)

@@ -35,6 +35,8 @@ from common.properties import load_properties
 from common.units import MIB, SECONDS
 from quorum.admin_api import ApiSettings
 from quorum.quorum_settings import QuorumSettings
+from security.controller_tls import controller_url
+from security.controller_tls_context import client_context_of
 from shutdown.controller_states import controller_may_stop
 
 logger = logging.getLogger("tidelog.combined_node")
@@ -91,11 +93,12 @@ async def linger_for_other_shutdowns(api: ApiSettings, own_broker_id: int, limit
     controlled shutdown; read from this controller's own admin API; at most `limit` seconds."""
     import aiohttp
 
-    url = f"http://{api.host}:{api.port}/v1/brokers"
+    tls = client_context_of(api.tls)  # https when configured (issue 29)
+    url = f"{controller_url(f'{api.host}:{api.port}', tls)}/v1/brokers"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
     waited = False
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True)) as session:
         while loop.time() < deadline:  # bounded by the deadline
             try:
                 if controller_may_stop(await _brokers_view(session, url), own_broker_id=own_broker_id):
