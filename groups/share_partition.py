@@ -5,7 +5,9 @@ out, to whom, how often, and which are done. Kafka's `SharePartition`, as pure r
     out = acquire(state, member_id="m1", batches=[(0, 9)], max_records=500, now_ms=t, limits=LIMITS)
     state = replay_all(state, out.records)          # only replay changes state
     out.acquired                                    # ((first, last, delivery_count), ...)
-    records = acknowledge(state, member_id="m1", first=0, last=9, types=(ACCEPT,), limits=LIMITS)
+    started = acknowledge(state, member_id="m1", first=0, last=9, types=(ACCEPT,), limits=LIMITS)
+    state = replay_all(state, started)              # pending: still acquired, until its write
+    state = replay_all(state, complete(started, commit=write_ok))   # done, or acquired again
 
 The share-partition start offset (SPSO) is the first offset not yet done; the end offset
 (SPEO) is one past the last offset ever acquired. Every offset in [SPSO, SPEO) has a state:
@@ -17,6 +19,14 @@ by a lock timeout, or by its member leaving) at the delivery count limit it is a
 instead of becoming available. SPSO moves past every leading done offset, so the in-flight
 map holds only [SPSO, SPEO).
 
+An acknowledgement is a pending transition until its share state is durable (Kafka's
+`InFlightState.startStateTransition` / `completeStateTransition`): the records stay ACQUIRED
+by the member, under the same lock, with the target state beside; nobody acquires or
+acknowledges them meanwhile and their lock does not run out. A successful write commits the
+target; a failed one rolls it back, so the records are still the member's until their lock
+expires and then are delivered again (with their delivery count kept): never lost to a write
+the client was told failed.
+
 A rule reads a state and returns records; `replay` is the one place state changes, and
 computes the derived facts (delivery count + 1, SPSO's advance) once.
 """
@@ -24,7 +34,7 @@ computes the derived facts (delivery count + 1, SPSO's advance) once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from types import MappingProxyType
 from typing import Final
@@ -78,6 +88,7 @@ class InFlight:
     delivery_count: int
     member_id: str = NO_MEMBER
     lock_deadline_ms: int = NO_DEADLINE
+    pending: RecordState | None = None  # an acknowledgement's target state, until its write completes
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +151,36 @@ class Transitioned:
 
 
 @dataclass(frozen=True, slots=True)
+class TransitionStarted:
+    """An acknowledgement of offsets [first, last] (ACQUIRED) to `state`, pending until the share
+    state write completes: they stay acquired by their member, under the same lock."""
+
+    first: int
+    last: int
+    state: RecordState
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.first <= self.last or self.state is RecordState.ACQUIRED:
+            raise ValueError(f"bad pending transition [{self.first}, {self.last}] -> {self.state}")
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionCompleted:
+    """The pending transitions of [first, last] end: `commit` (their write succeeded) moves each
+    to its target state, with no holder; otherwise (rolled back) each is acquired again as it
+    was. Offsets with nothing pending (SPSO moved past them, a new leader restarted the
+    partition) are left as they are."""
+
+    first: int
+    last: int
+    commit: bool
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.first <= self.last:
+            raise ValueError(f"bad completed range [{self.first}, {self.last}]")
+
+
+@dataclass(frozen=True, slots=True)
 class StartMoved:
     """SPSO jumps to `start_offset` (the log start passed it, or an admin moved it): offsets
     below it leave the in-flight map; SPEO is at least it."""
@@ -157,7 +198,7 @@ class Restored:
     batches: tuple[tuple[int, int, int, int], ...]
 
 
-ShareRecord = Initialized | Acquired | Transitioned | StartMoved | Restored
+ShareRecord = Initialized | Acquired | Transitioned | TransitionStarted | TransitionCompleted | StartMoved | Restored
 
 # Kafka's RecordState ids, as share-state batches store them (an acquired record is stored
 # AVAILABLE: after a failover it is delivered again)
@@ -206,6 +247,17 @@ def replay(state: SharePartitionState, record: ShareRecord) -> SharePartitionSta
         for offset in range(max(record.first, start), min(record.last + 1, end)):
             before = in_flight.get(offset)
             in_flight[offset] = InFlight(record.state, before.delivery_count if before else 0)
+    elif isinstance(record, TransitionStarted):
+        for offset in range(max(record.first, start), min(record.last + 1, end)):
+            if (before := in_flight.get(offset)) is not None:
+                in_flight[offset] = replace(before, pending=record.state)
+    elif isinstance(record, TransitionCompleted):
+        for offset in range(max(record.first, start), min(record.last + 1, end)):
+            before = in_flight.get(offset)
+            if before is None or before.pending is None:
+                continue
+            in_flight[offset] = (InFlight(before.pending, before.delivery_count) if record.commit
+                                 else replace(before, pending=None))
     else:  # StartMoved
         for offset in [o for o in in_flight if o < record.start_offset]:
             del in_flight[offset]
@@ -293,10 +345,11 @@ def _released(current: InFlight, limits: ShareLimits) -> RecordState:
 
 
 def acknowledge(state: SharePartitionState, *, member_id: str, first: int, last: int, types: Sequence[int],
-                limits: ShareLimits) -> tuple[ShareRecord, ...]:
-    """One acknowledgement batch of `member_id`: `types` holds one type for the whole of
-    [first, last], or one per offset. Every offset must be ACQUIRED by the member (Kafka:
-    INVALID_RECORD_STATE otherwise, the whole batch refused)."""
+                limits: ShareLimits) -> tuple[TransitionStarted, ...]:
+    """One acknowledgement batch of `member_id`, as pending transitions (`complete` ends them
+    once the write is done): `types` holds one type for the whole of [first, last], or one per
+    offset. Every offset must be ACQUIRED by the member with no acknowledgement already pending
+    (Kafka: INVALID_RECORD_STATE otherwise, the whole batch refused)."""
     if last < first or first < 0:
         raise AcknowledgeError(ErrorCode.INVALID_REQUEST, f"bad acknowledgement range [{first}, {last}]")
     if len(types) not in (1, last - first + 1):
@@ -313,40 +366,61 @@ def acknowledge(state: SharePartitionState, *, member_id: str, first: int, last:
             held = "not in flight" if current is None else f"{current.state.value} by {current.member_id or 'nobody'}"
             raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
                                    f"offset {offset} is {held}, not acquired by member {member_id}")
+        if current.pending is not None:
+            raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                   f"offset {offset} has an acknowledgement in flight (to {current.pending.value})")
         kind = kinds[0] if len(kinds) == 1 else kinds[i]
         target = {AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED, AcknowledgeType.REJECT: RecordState.ARCHIVED,
                   AcknowledgeType.GAP: RecordState.ARCHIVED}.get(kind) or _released(current, limits)
         changes.append((offset, target))
-    return _transitions(changes)
+    return tuple(TransitionStarted(first, last, target) for first, last, target in _runs(changes))
+
+
+def complete(started: Iterable[TransitionStarted], *, commit: bool) -> tuple[TransitionCompleted, ...]:
+    """End an acknowledgement's pending transitions: `commit` once its share state write
+    succeeded, else roll them back (Kafka's rollbackOrProcessStateUpdates)."""
+    return tuple(TransitionCompleted(r.first, r.last, commit) for r in started)
+
+
+def _runs(changes: Sequence[tuple[int, RecordState]]) -> list[tuple[int, int, RecordState]]:
+    """(offset, state) pairs, ascending, as the fewest [first, last] runs of one state."""
+    out: list[tuple[int, int, RecordState]] = []
+    for offset, target in changes:
+        if out and out[-1][1] + 1 == offset and out[-1][2] is target:
+            out[-1] = (out[-1][0], offset, target)
+        else:
+            out.append((offset, offset, target))
+    return out
 
 
 def _transitions(changes: Sequence[tuple[int, RecordState]]) -> tuple[ShareRecord, ...]:
     """(offset, state) pairs, ascending, as the fewest Transitioned records."""
-    out: list[Transitioned] = []
-    for offset, target in changes:
-        if out and out[-1].last + 1 == offset and out[-1].state is target:
-            out[-1] = Transitioned(out[-1].first, offset, target)
-        else:
-            out.append(Transitioned(offset, offset, target))
-    return tuple(out)
+    return tuple(Transitioned(first, last, target) for first, last, target in _runs(changes))
 
 
 def release_member(state: SharePartitionState, *, member_id: str, limits: ShareLimits) -> tuple[ShareRecord, ...]:
     """Every record `member_id` holds goes back (its share session closed, it left the group or
     was fenced): available again, or archived at the delivery limit."""
     return _transitions([(o, _released(f, limits)) for o, f in sorted(state.in_flight.items())
-                         if f.state is RecordState.ACQUIRED and f.member_id == member_id])
+                         if _held(f) and f.member_id == member_id])
 
 
 def expire_locks(state: SharePartitionState, *, now_ms: int, limits: ShareLimits) -> tuple[ShareRecord, ...]:
     """Every acquisition lock past its deadline ends: the record goes back as a release would."""
     return _transitions([(o, _released(f, limits)) for o, f in sorted(state.in_flight.items())
-                         if f.state is RecordState.ACQUIRED and 0 <= f.lock_deadline_ms <= now_ms])
+                         if _held(f) and 0 <= f.lock_deadline_ms <= now_ms])
+
+
+def _held(f: InFlight) -> bool:
+    """Acquired with no acknowledgement pending: a release or a lock timeout may return it. A
+    pending one waits for its write (Kafka skips a record in a state transition); rolled back,
+    its lock (maybe run out meanwhile) returns it."""
+    return f.state is RecordState.ACQUIRED and f.pending is None
 
 
 def next_lock_deadline(state: SharePartitionState) -> int | None:
-    """The earliest acquisition lock deadline, None when nothing is acquired."""
-    deadlines = [f.lock_deadline_ms for f in state.in_flight.values() if f.state is RecordState.ACQUIRED]
+    """The earliest acquisition lock deadline of a record a timeout may return, None if none."""
+    deadlines = [f.lock_deadline_ms for f in state.in_flight.values() if _held(f)]
     return min(deadlines) if deadlines else None
 
 

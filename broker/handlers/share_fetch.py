@@ -88,7 +88,7 @@ async def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroke
     held = share.partitions.get((group_id, tp))
     if held is None:
         return E.INVALID_RECORD_STATE
-    state, records = held.state, list[sp.ShareRecord]()
+    state, records = held.state, list[sp.TransitionStarted]()
     try:
         for b in batches:
             out = sp.acknowledge(state, member_id=member_id, first=b.first_offset, last=b.last_offset,
@@ -98,8 +98,10 @@ async def _acknowledge(ctx: BrokerContext, client: ClientInfo, share: ShareBroke
     except sp.AcknowledgeError as e:
         ctx.refusals.refused(client, "acknowledgement", e.code, f"{tp} of share group {group_id}: {e}")
         return e.code
-    share.apply_partition(group_id, tp, records, f"member {member_id} acknowledged", quiet=True)
-    return await share.persist(group_id, tp)  # answered once durable
+    # pending until durable: committed once the share state write succeeds, else rolled back
+    # (the records stay the member's until their lock expires, then are delivered again)
+    share.apply_partition(group_id, tp, records, f"member {member_id} acknowledging", quiet=True)
+    return await share.acknowledge(group_id, tp, tuple(records), member_id)
 
 
 def _leader(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, int]:

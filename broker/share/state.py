@@ -14,8 +14,9 @@ partitions a member fetches here, and the epoch its next request must carry) are
 
 Durable (`store`, `broker.share.persister`): a share partition is started from the snapshot
 its share group's coordinator keeps, and every change but an acquisition is written there: an
-acknowledgement is answered once its snapshot is durable, a release or a lock timeout is
-written in the background. A new leader (failover, restart) restores the snapshot; records
+acknowledgement stays pending (the records still acquired) until a snapshot holding it done is
+durable, and is rolled back when that write fails (`acknowledge`); a release or a lock timeout
+is written in the background. A new leader (failover, restart) restores the snapshot; records
 acquired when the old one stopped are delivered again, as Kafka's are. The membership is not
 here: it is the group coordinator's image, replayed from Kafka's ShareGroup* records
 (`groups.share_records`), so it survives a coordinator move; only the members' session
@@ -209,21 +210,48 @@ class ShareBroker:
             held = self.partitions.get(key)
             if held is None or self.persisted.get(key, -1) >= wanted:
                 return ErrorCode.NONE
-            version = self.versions.get(key, 0)
-            code = await self.store.write(group_id, tp, leader_epoch=held.leader_epoch, state_epoch=held.state_epoch,
-                                          start_offset=held.state.start_offset,
-                                          batches=sp.snapshot_batches(held.state))
-            if code is ErrorCode.NONE:
-                self.persisted[key] = max(self.persisted.get(key, -1), version)
-            elif code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
-                if self.partitions.get(key) is held:  # superseded: the next fetch starts it from the snapshot
-                    del self.partitions[key]
-                log.info("Share partition %s of group %s dropped: its snapshot write was refused with %s",
-                         tp, group_id, code.name)
-            else:
-                log.warning("Share partition %s of group %s: its state was not made durable: %s", tp, group_id,
-                            code.name)
-            return code
+            return await self._write(self.store, group_id, tp, held, held.state)
+
+    async def acknowledge(self, group_id: str, tp: TopicPartition, started: tuple[sp.TransitionStarted, ...],
+                          member_id: str) -> ErrorCode:
+        """A member's acknowledgement, replayed as pending (`sp.acknowledge`): write the snapshot
+        with it done, then commit it; a failed write rolls it back, so the records stay the
+        member's until their lock expires and are then delivered again (Kafka's
+        SharePartition.rollbackOrProcessStateUpdates). The write's error, which the member gets."""
+        key = (group_id, tp)
+        code = ErrorCode.NONE
+        if self.store is not None and started:
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                held = self.partitions.get(key)
+                if held is None:  # forgotten meanwhile (no longer led here): its pending records with it
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                done = sp.replay_all(held.state, sp.complete(started, commit=True))
+                code = await self._write(self.store, group_id, tp, held, done)
+        committed = code is ErrorCode.NONE
+        why = (f"member {member_id} acknowledged" if committed else
+               f"acknowledgement of {_count(started)} record(s) by member {member_id} rolled back (its state write "
+               f"failed with {code.name}): they stay acquired until their lock expires")
+        self.apply_partition(group_id, tp, sp.complete(started, commit=committed), why, quiet=committed)
+        return code
+
+    async def _write(self, store: ShareStore, group_id: str, tp: TopicPartition, held: HeldPartition,
+                     state: sp.SharePartitionState) -> ErrorCode:
+        """Write `state` as `held`'s snapshot (under the partition's lock); record what it made durable."""
+        key = (group_id, tp)
+        version = self.versions.get(key, 0)
+        code = await store.write(group_id, tp, leader_epoch=held.leader_epoch, state_epoch=held.state_epoch,
+                                      start_offset=state.start_offset, batches=sp.snapshot_batches(state))
+        if code is ErrorCode.NONE:
+            self.persisted[key] = max(self.persisted.get(key, -1), version)
+        elif code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            if self.partitions.get(key) is held:  # superseded: the next fetch starts it from the snapshot
+                del self.partitions[key]
+            log.info("Share partition %s of group %s dropped: its snapshot write was refused with %s",
+                     tp, group_id, code.name)
+        else:
+            log.warning("Share partition %s of group %s: its state was not made durable: %s", tp, group_id,
+                        code.name)
+        return code
 
     def _persist_soon(self, group_id: str, tp: TopicPartition) -> None:
         """A change nobody waits for (a release, a lock timeout, SPSO moving): written in the background."""
@@ -244,12 +272,13 @@ class ShareBroker:
             return
         before = held.state
         held.state = sp.replay_all(before, records)
-        if any(not isinstance(r, sp.Acquired) for r in records):  # acquisitions are not made durable (Kafka's)
+        # acquisitions are not made durable (Kafka's); an acknowledgement's transitions are written
+        # by `acknowledge` before they commit, and a rolled back one changes nothing durable
+        if any(isinstance(r, (sp.Transitioned, sp.StartMoved)) for r in records):
             self.versions[(group_id, tp)] = self.versions.get((group_id, tp), 0) + 1
             if not quiet:
                 self._persist_soon(group_id, tp)
-        archived = sum(r.last - r.first + 1 for r in records
-                       if isinstance(r, sp.Transitioned) and r.state is sp.RecordState.ARCHIVED)
+        archived = _archived(before, records)
         if not quiet or archived:
             log.info("Share partition %s of group %s: %s; SPSO %d -> %d, SPEO %d -> %d, %d archived",
                      tp, group_id, why, before.start_offset, held.state.start_offset, before.end_offset,
@@ -346,4 +375,18 @@ class ShareBroker:
 
 
 def _count(records: Iterable[sp.ShareRecord]) -> int:
-    return sum(r.last - r.first + 1 for r in records if isinstance(r, (sp.Transitioned, sp.Acquired)))
+    return sum(r.last - r.first + 1 for r in records if isinstance(
+        r, (sp.Transitioned, sp.Acquired, sp.TransitionStarted, sp.TransitionCompleted)))
+
+
+def _archived(before: sp.SharePartitionState, records: Iterable[sp.ShareRecord]) -> int:
+    """How many offsets `records` archive (replayed on `before`): released at the delivery limit,
+    rejected, or a committed acknowledgement whose target is ARCHIVED."""
+    out = 0
+    for r in records:
+        if isinstance(r, sp.Transitioned) and r.state is sp.RecordState.ARCHIVED:
+            out += r.last - r.first + 1
+        elif isinstance(r, sp.TransitionCompleted) and r.commit:
+            out += sum(1 for o in range(r.first, r.last + 1)
+                       if (f := before.in_flight.get(o)) is not None and f.pending is sp.RecordState.ARCHIVED)
+    return out

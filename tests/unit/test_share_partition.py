@@ -13,6 +13,7 @@ from groups.share_partition import (
     Acquired,
     Acquisition,
     AcknowledgeType as T,
+    InFlight,
     Initialized,
     RecordState as S,
     Restored,
@@ -20,8 +21,11 @@ from groups.share_partition import (
     SharePartitionState,
     StartMoved,
     Transitioned,
+    TransitionCompleted,
+    TransitionStarted,
     acknowledge,
     acquire,
+    complete,
     counts,
     expire_locks,
     move_start,
@@ -39,6 +43,13 @@ def take(state: SharePartitionState, member: str = "m1", batches: tuple[tuple[in
          max_records: int = 500, now_ms: int = 0, limits: ShareLimits = LIMITS) -> tuple[SharePartitionState, Acquisition]:
     out = acquire(state, member_id=member, batches=batches, max_records=max_records, now_ms=now_ms, limits=limits)
     return replay_all(state, out.records), out
+
+
+def ack(state: SharePartitionState, first: int, last: int, types: tuple[int, ...], member: str = "m1",
+        commit: bool = True) -> SharePartitionState:
+    """An acknowledgement, pending, then committed (its write succeeded) or rolled back."""
+    started = acknowledge(state, member_id=member, first=first, last=last, types=types, limits=LIMITS)
+    return replay_all(replay_all(state, started), complete(started, commit=commit))
 
 
 def test_acquire_new_offsets_counts_one_delivery_and_moves_the_end() -> None:
@@ -65,7 +76,7 @@ def test_max_records_and_max_in_flight_bound_an_acquisition() -> None:
 def test_offsets_the_read_passed_over_are_archived_and_spso_passes_them() -> None:
     state, out = take(AT_10, batches=((12, 13),))  # 10-11: a compacted batch, a control batch
     assert (state.start_offset, state.state_of(10)) == (12, None)  # archived, and SPSO passed them
-    state = replay_all(state, acknowledge(state, member_id="m1", first=12, last=13, types=(T.ACCEPT,), limits=LIMITS))
+    state = ack(state, 12, 13, (T.ACCEPT,))
     assert (state.start_offset, state.end_offset, dict(state.in_flight)) == (14, 14, {})
 
 
@@ -74,15 +85,22 @@ def test_offsets_the_read_passed_over_are_archived_and_spso_passes_them() -> Non
 def test_acknowledge_types(kind: T, expected: S) -> None:
     state, _ = take(AT_10)
     records = acknowledge(state, member_id="m1", first=12, last=13, types=(kind,), limits=LIMITS)
-    assert records == (Transitioned(12, 13, expected),)
+    assert records == (TransitionStarted(12, 13, expected),)
+    pending = replay_all(state, records)
+    assert [(f.state, f.member_id, f.pending) for f in (pending.in_flight[12], pending.in_flight[13])] == [
+        (S.ACQUIRED, "m1", expected)] * 2  # still the member's until the write completes
+    assert replay_all(pending, complete(records, commit=True)).state_of(13) == InFlight(expected, 1)
+    assert replay_all(pending, complete(records, commit=False)) == state
 
 
 def test_per_offset_types_make_one_record_per_run() -> None:
     state, _ = take(AT_10)
     records = acknowledge(state, member_id="m1", first=10, last=13, types=(1, 1, 3, 2), limits=LIMITS)
-    assert records == (Transitioned(10, 11, S.ACKNOWLEDGED), Transitioned(12, 12, S.ARCHIVED),
-                       Transitioned(13, 13, S.AVAILABLE))
-    state = replay_all(state, records)
+    assert records == (TransitionStarted(10, 11, S.ACKNOWLEDGED), TransitionStarted(12, 12, S.ARCHIVED),
+                       TransitionStarted(13, 13, S.AVAILABLE))
+    assert complete(records, commit=False) == (TransitionCompleted(10, 11, False), TransitionCompleted(12, 12, False),
+                                               TransitionCompleted(13, 13, False))
+    state = ack(state, 10, 13, (1, 1, 3, 2))
     assert state.start_offset == 13  # 10-12 done: SPSO passes them
     assert take(state, member="m2")[1].acquired == ((13, 13, 2),)  # released: redelivered, count 2
 
@@ -93,8 +111,8 @@ def test_release_at_the_delivery_limit_archives() -> None:
     state, out = take(state, member="m2", batches=((10, 10),))
     assert out.acquired == ((10, 10, 2),)
     records = acknowledge(state, member_id="m2", first=10, last=10, types=(T.RELEASE,), limits=LIMITS)
-    assert records == (Transitioned(10, 10, S.ARCHIVED),)
-    assert replay_all(state, records).start_offset == 11
+    assert records == (TransitionStarted(10, 10, S.ARCHIVED),)
+    assert ack(state, 10, 10, (T.RELEASE,), member="m2").start_offset == 11
 
 
 @pytest.mark.parametrize("member, first, last, types, code", [
@@ -114,10 +132,53 @@ def test_bad_acknowledgements_change_nothing(member: str, first: int, last: int,
 
 def test_acknowledged_twice_is_invalid_record_state() -> None:
     state, _ = take(AT_10)
-    state = replay_all(state, acknowledge(state, member_id="m1", first=15, last=15, types=(1,), limits=LIMITS))
+    state = ack(state, 15, 15, (1,))
     with pytest.raises(AcknowledgeError) as e:
         acknowledge(state, member_id="m1", first=15, last=15, types=(1,), limits=LIMITS)
     assert e.value.code is ErrorCode.INVALID_RECORD_STATE
+
+
+def test_an_acknowledgement_in_flight_is_not_acknowledged_released_or_timed_out_meanwhile() -> None:
+    state, _ = take(AT_10, batches=((10, 11),), now_ms=0)
+    pending = replay_all(state, acknowledge(state, member_id="m1", first=10, last=10, types=(1,), limits=LIMITS))
+    with pytest.raises(AcknowledgeError) as e:  # Kafka: a record in a state transition is not updated
+        acknowledge(pending, member_id="m1", first=10, last=10, types=(2,), limits=LIMITS)
+    assert e.value.code is ErrorCode.INVALID_RECORD_STATE
+    assert release_member(pending, member_id="m1", limits=LIMITS) == (Transitioned(11, 11, S.AVAILABLE),)
+    assert expire_locks(pending, now_ms=5_000, limits=LIMITS) == (Transitioned(11, 11, S.AVAILABLE),)
+    assert take(pending, member="m2", batches=((10, 11),))[1].acquired == ()
+    assert next_lock_deadline(replay_all(pending, expire_locks(pending, now_ms=5_000, limits=LIMITS))) is None
+
+
+def test_a_failed_write_rolls_back_the_acknowledgement_and_the_lock_expiry_redelivers() -> None:
+    """The share-coordinator-kill bug: an ACCEPT whose write failed stayed done in memory and its
+    records were never delivered again. Rolled back, they are the member's under the same lock;
+    its expiry makes them available, and the next member gets them with delivery count 2."""
+    state, _ = take(AT_10, batches=((10, 14),), now_ms=0)
+    before = dict(state.in_flight)
+    rolled = ack(state, 10, 14, (T.ACCEPT,), commit=False)
+    assert dict(rolled.in_flight) == before and rolled.start_offset == 10  # acquired by m1, lock at 1_000
+    assert next_lock_deadline(rolled) == 1_000
+    expired = replay_all(rolled, expire_locks(rolled, now_ms=1_000, limits=LIMITS))
+    assert take(expired, member="m2", batches=((10, 14),), now_ms=1_000)[1].acquired == ((10, 14, 2),)
+    # the member may acknowledge again while its lock holds: the retry commits
+    assert ack(rolled, 10, 14, (T.ACCEPT,)).start_offset == 15
+
+
+def test_a_rollback_at_the_delivery_limit_archives_on_the_lock_expiry() -> None:
+    state, _ = take(AT_10, batches=((10, 10),), now_ms=0)
+    state = replay_all(state, expire_locks(state, now_ms=1_000, limits=LIMITS))
+    state, _ = take(state, member="m2", batches=((10, 10),), now_ms=1_000)  # count 2: the limit
+    rolled = ack(state, 10, 10, (T.ACCEPT,), member="m2", commit=False)
+    assert expire_locks(rolled, now_ms=2_000, limits=LIMITS) == (Transitioned(10, 10, S.ARCHIVED),)
+
+
+def test_a_completion_of_offsets_no_longer_pending_changes_nothing() -> None:
+    state, _ = take(AT_10, batches=((10, 14),))
+    pending = replay_all(state, acknowledge(state, member_id="m1", first=12, last=12, types=(1,), limits=LIMITS))
+    moved = replay_all(pending, [StartMoved(13)])  # the log start passed it meanwhile
+    assert replay_all(moved, [TransitionCompleted(10, 14, True)]) == moved
+    assert replay_all(state, [TransitionCompleted(10, 14, True)]) == state  # nothing was pending
 
 
 def test_lock_timeout_returns_records_at_their_deadline_not_before() -> None:
@@ -148,10 +209,12 @@ MEMBERS = ("a", "b", "c")
 step = st.one_of(
     st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 7)),
     st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.sampled_from([1, 2, 3])),
+    st.tuples(st.just("failed-ack"), st.sampled_from(MEMBERS), st.sampled_from([1, 2, 3])),
     st.tuples(st.just("leave"), st.sampled_from(MEMBERS), st.just(0)),
     st.tuples(st.just("tick"), st.just(""), st.integers(0, 1_500)),
 )
 LOG_END = 40
+DONE_STATES = (S.ACKNOWLEDGED, S.ARCHIVED)
 
 
 @settings(max_examples=300, deadline=None)
@@ -168,21 +231,23 @@ def test_every_record_is_done_exactly_once_or_still_in_flight(steps: list[tuple[
         if kind == "acquire":
             records = acquire(state, member_id=member, batches=((0, LOG_END - 1),), max_records=arg, now_ms=now,
                               limits=limits).records
-        elif kind == "ack":
+        elif kind in ("ack", "failed-ack"):
             mine = sorted(o for o, f in state.in_flight.items() if f.state is S.ACQUIRED and f.member_id == member)
-            records = acknowledge(state, member_id=member, first=mine[0], last=mine[0], types=(arg,),
+            started = acknowledge(state, member_id=member, first=mine[0], last=mine[0], types=(arg,),
                                   limits=limits) if mine else ()
+            records = (*started, *complete(started, commit=kind == "ack"))
         elif kind == "leave":
             records = release_member(state, member_id=member, limits=limits)
         else:
             now += arg
             records = expire_locks(state, now_ms=now, limits=limits)
-        state = replay_all(state, records)
-        for r in records:
-            if isinstance(r, Transitioned) and r.state in (S.ACKNOWLEDGED, S.ARCHIVED):
-                for o in range(r.first, r.last + 1):
-                    assert o not in done, f"offset {o} done twice"
-                    done[o] = r.state
+        before, state = state, replay_all(state, records)
+        for o in range(before.start_offset, before.end_offset):  # newly done: below SPSO now, or in a done state
+            was, now_f = before.state_of(o), state.state_of(o)
+            if (was is None or was.state not in DONE_STATES) and (now_f is None or now_f.state in DONE_STATES):
+                assert o not in done, f"offset {o} done twice"
+                done[o] = now_f.state if now_f else S.ACKNOWLEDGED
+        assert kind != "failed-ack" or state == before, "a rolled back acknowledgement changed the state"
         assert 0 <= state.start_offset <= state.end_offset <= LOG_END
         assert all(state.start_offset <= o < state.end_offset for o in state.in_flight)
         assert all(o in done for o in range(state.start_offset))
@@ -193,8 +258,8 @@ def test_every_record_is_done_exactly_once_or_still_in_flight(steps: list[tuple[
 
 def test_a_snapshot_restores_the_state_with_acquired_records_available_again() -> None:
     state, _ = take(AT_10)  # 10-19 acquired by m1, count 1
-    state = replay_all(state, acknowledge(state, member_id="m1", first=12, last=13, types=(T.ACCEPT,), limits=LIMITS))
-    state = replay_all(state, acknowledge(state, member_id="m1", first=14, last=14, types=(T.REJECT,), limits=LIMITS))
+    state = ack(state, 12, 13, (T.ACCEPT,))
+    state = ack(state, 14, 14, (T.REJECT,))
     batches = snapshot_batches(state)
     assert batches == ((10, 11, 0, 1), (12, 13, 2, 1), (14, 14, 4, 1), (15, 19, 0, 1))
     restored = replay_all(EMPTY, [Restored(state.start_offset, batches)])

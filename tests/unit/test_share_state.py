@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.share.state import MAX_SHARE_SESSIONS, ShareBroker, ShareSettings, share_settings
 from broker.timers import TimerService
+from common.errors import ErrorCode
 from common.topic_partition import TopicPartition
 from groups import share_group as sg
 from groups import share_partition as sp
@@ -118,3 +121,55 @@ def test_the_groups_auto_offset_reset_and_lock_duration_are_the_partition_rules(
     share.settings_for = lambda group_id: share_settings(share.settings, OVERRIDES if group_id == "g" else {})
     assert share.partition("g", TP, leader_epoch=0, log_start_offset=5, high_watermark=40).start_offset == 5
     assert share.partition("other", TP, leader_epoch=0, log_start_offset=5, high_watermark=40).start_offset == 40
+
+
+class FakeStore:
+    """The share coordinator's answer to every WriteShareGroupState: `code`; what was written."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        self.code = code
+        self.writes: list[tuple[int, tuple[tuple[int, int, int, int], ...]]] = []
+
+    async def write(self, group_id: str, tp: TopicPartition, *, leader_epoch: int, state_epoch: int,
+                    start_offset: int, batches: tuple[tuple[int, int, int, int], ...]) -> ErrorCode:
+        self.writes.append((start_offset, batches))
+        return self.code
+
+
+def durable_broker(code: ErrorCode) -> tuple[ShareBroker, list[int], FakeStore]:
+    share, clock = broker("earliest")
+    store = FakeStore(code)
+    share.store = store  # type: ignore[assignment]  # the persister's write, answered by hand
+    share.partition("g", TP, leader_epoch=0, log_start_offset=0, high_watermark=10)
+    acquire(share, "m", 0, 4)
+    return share, clock, store
+
+
+def accept(share: ShareBroker, first: int, last: int) -> ErrorCode:
+    state = share.partitions[("g", TP)].state
+    started = sp.acknowledge(state, member_id="m", first=first, last=last, types=(1,), limits=LIMITS)
+    share.apply_partition("g", TP, started, "acknowledging", quiet=True)
+    return asyncio.run(share.acknowledge("g", TP, started, "m"))
+
+
+def test_an_acknowledgement_is_written_done_then_committed() -> None:
+    share, _, store = durable_broker(ErrorCode.NONE)
+    assert accept(share, 0, 2) is ErrorCode.NONE
+    assert store.writes == [(3, ((3, 4, 0, 1),))]  # the snapshot holds 0-2 done: SPSO past them
+    assert share.partitions[("g", TP)].state.start_offset == 3
+
+
+def test_a_failed_write_rolls_the_acknowledgement_back_and_the_lock_expiry_redelivers() -> None:
+    """issue 31's share-coordinator-kill bug: the ACCEPT the member was told failed stayed done
+    in memory, so those records were never delivered again."""
+    share, clock, store = durable_broker(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert accept(share, 0, 2) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert store.writes == [(3, ((3, 4, 0, 1),))]
+    state = share.partitions[("g", TP)].state
+    assert state.start_offset == 0 and {o: (f.state, f.member_id, f.pending) for o, f in state.in_flight.items()} == {
+        o: (sp.RecordState.ACQUIRED, "m", None) for o in range(5)}
+    clock[0] = 1_000  # the acquisition lock (1 s) runs out: the records are delivered again
+    share.timers.run_due()
+    state = share.partitions[("g", TP)].state
+    out = sp.acquire(state, member_id="m2", batches=[(0, 4)], max_records=100, now_ms=clock[0], limits=LIMITS)
+    assert out.acquired == ((0, 4, 2),)  # the delivery count kept
