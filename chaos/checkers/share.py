@@ -149,7 +149,7 @@ def check_share_double_delivery(events: Sequence[Event]) -> CheckResult:
         return CheckResult("share-double-delivery", 0, "no share group in this workload")
     limit, faults = delivery_limit(events), _node_faults(events)
     bad: list[str] = []
-    after_fault = 0
+    after_fault = over_after_fault = 0
     for (p, o), record in sorted(records(events).items()):
         for a, b in zip(record.deliveries, record.deliveries[1:]):
             if b.count > a.count:
@@ -162,9 +162,13 @@ def check_share_double_delivery(events: Sequence[Event]) -> CheckResult:
         over = [d for d in record.deliveries if limit and d.count > limit]
         if over:
             bad.append(f"{p}/{o} (value {record.value}) delivered with count {over[0].count}, past the limit {limit}")
+            before = [d.t for d in record.deliveries if d.count < over[0].count]
+            # which path: a new leader after a broker fault (its snapshot held the acquired count)
+            over_after_fault += bool(before) and any(max(before) <= t <= over[0].t for t in faults)
     return CheckResult("share-double-delivery", len(bad),
                        f"{len(bad)} deliveries that repeat or pass a delivery count (limit {limit}); {after_fault} "
-                       "repeated across a broker fault (counted)", examples(bad), {"after_fault": after_fault})
+                       "repeated across a broker fault (counted)", examples(bad),
+                       {"after_fault": after_fault, "over_limit_after_fault": over_after_fault})
 
 
 def check_share_lost(events: Sequence[Event]) -> CheckResult:

@@ -137,6 +137,14 @@ def test_delivery_counts_grow_and_stop_at_the_limit(extra: list[Event], bad: int
     assert (result.count, result.data["after_fault"]) == (bad, after_fault)
 
 
+@pytest.mark.parametrize("fault_t, over_after_fault", [(2.8, 1), (None, 0)])
+def test_a_count_past_the_limit_says_whether_a_broker_fault_came_between(fault_t: float | None,
+                                                                         over_after_fault: int) -> None:
+    fault = [] if fault_t is None else [{"t": fault_t, "kind": "fault-start", "action": "kill", "targets": [4]}]
+    result = check_share_double_delivery(shuffled(CLEAN + fault + [read(3.0, "s1", 1, "50", 4)]))
+    assert result.count == 1 and result.data["over_limit_after_fault"] == over_after_fault
+
+
 def test_a_delivery_seen_late_after_a_pause_is_not_a_repeat() -> None:
     # s0 was paused inside poll(): it returns its delivery 1 of "2" only after s1 got delivery 2
     late = [read(7.0, "s0", 2, "2", 1) if e["kind"] == "share-read" and e["member"] == "s0" and e["offset"] == 2
