@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from common.limits import ADMIN_WRITE_TIMEOUT, MAX_ADMIN_ANSWER_BYTES
-from tidelog.cli_common import ClusterError
+from tidelog.cli_common import ClusterError, Endpoints
 
 UNREACHABLE: Final = "CONTROLLER_UNREACHABLE"  # not a Kafka name: no controller answered at all
 
@@ -30,10 +31,17 @@ UNREACHABLE: Final = "CONTROLLER_UNREACHABLE"  # not a Kafka name: no controller
 class AdminClient:
     """JSON over HTTP to the first controller that can be reached."""
 
-    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout: float = ADMIN_WRITE_TIMEOUT) -> None:
+    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout: float = ADMIN_WRITE_TIMEOUT,
+                 tls: ssl.SSLContext | None = None) -> None:
         if not urls:
             raise ValueError("at least one admin URL is needed")
         self.urls, self._token, self._timeout = tuple(urls), token, timeout
+        self._tls = tls  # an https URL's server is checked against this (--admin-ca); None: the system's CAs
+
+    @classmethod
+    def of(cls, found: Endpoints, *, token: str | None) -> AdminClient:
+        """A CLI command's client: the controllers it resolved, with --admin-ca's TLS context."""
+        return cls(found.admin_urls, token=token, tls=found.admin_tls)
 
     # -- the transport ----------------------------------------------------------------------
 
@@ -47,7 +55,7 @@ class AdminClient:
                 headers["Authorization"] = f"Bearer {self._token}"
             request = urllib.request.Request(f"{url}{path}", data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout) as answer:
+                with urllib.request.urlopen(request, timeout=self._timeout, context=self._tls) as answer:
                     return _decode(answer.read(MAX_ADMIN_ANSWER_BYTES + 1), url)
             except urllib.error.HTTPError as exc:
                 if method == "GET" and exc.code == 503:  # not caught up (or no quorum): another may be

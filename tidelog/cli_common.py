@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import ssl
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from common.client_security import ClientSecurity, SaslRefused
+from common.config_schema import ConfigError
+from security.controller_tls_context import client_context
 from security.sasl_client import ClientSecurityError, client_security, read_client_properties
 
 DEFAULT_DATA_DIR: Final = Path("tidelog-data")
@@ -62,6 +65,7 @@ class Endpoints:
     source: str  # for messages: where these came from
     cluster_document: Mapping[str, Any] | None = None  # cluster.json, when read
     security: ClientSecurity | None = None  # --command-config's TLS / SASL for the Kafka listener
+    admin_tls: ssl.SSLContext | None = None  # --admin-ca: the https admin API's CA (issue 29)
 
 
 def positive_int(text: str) -> int:
@@ -103,15 +107,15 @@ def format_bootstrap_servers(servers: Sequence[tuple[str, int]]) -> str:
 
 
 def parse_admin_urls(text: str, option: str = "--admin-url") -> tuple[str, ...]:
-    """Comma-separated http://host:port of controllers (a bare host:port gets http://)."""
+    """Comma-separated http(s)://host:port of controllers (a bare host:port gets http://)."""
     urls = []
     for item in (i.strip() for i in text.split(",")):
         if not item:
             continue
         url = item if "://" in item else f"http://{item}"
         scheme, _, rest = url.partition("://")
-        if scheme != "http" or not rest:
-            raise UsageError(f"{option}: {item!r} is not http://host:port (the admin API speaks plain HTTP)")
+        if scheme not in ("http", "https") or not rest:  # https: a controller listener with TLS (issue 29)
+            raise UsageError(f"{option}: {item!r} is not http://host:port or https://host:port")
         parse_host_port(rest.rstrip("/"), option)
         urls.append(url.rstrip("/"))
     if not urls:
@@ -164,6 +168,9 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, admin: bool = True, 
     if admin:
         parser.add_argument("--admin-url", metavar="URL[,URL...]",
                             help="controllers' admin API, e.g. http://127.0.0.1:9080 (default: from --data-dir)")
+        parser.add_argument("--admin-ca", type=Path, metavar="FILE",
+                            help="the CA that signs the controllers' certificates, for an https admin URL "
+                                 "(the listener.name.controller.ssl.truststore.location file)")
         parser.add_argument("--admin-token", default=os.environ.get(TOKEN_ENV),
                             help=f"bearer token for writes when the cluster sets admin.token "
                                  f"(default: ${TOKEN_ENV})")
@@ -190,6 +197,12 @@ def resolve(args: argparse.Namespace, *, need_admin: bool = False, need_kafka: b
     if need_kafka and not found.bootstrap_servers:
         raise UsageError(f"no broker to talk to: give --bootstrap-server, or --data-dir of a cluster with "
                          f"brokers started with `tidelog up` (looked in {data_dir / CLUSTER_FILE})")
+    admin_ca: Path | None = getattr(args, "admin_ca", None)
+    if admin_ca is not None:
+        try:
+            found = dataclasses.replace(found, admin_tls=client_context(str(admin_ca)))
+        except ConfigError as exc:
+            raise UsageError(f"--admin-ca {admin_ca}: {exc}") from None
     command_config: Path | None = getattr(args, "command_config", None)
     if command_config is not None:
         try:

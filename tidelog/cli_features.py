@@ -131,7 +131,7 @@ def result_lines(action: str, levels: Mapping[str, int], *, dry_run: bool, error
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     answer = client.request("GET", "/v1/features")
     if not isinstance(answer, Mapping):
         raise ClusterError("UNKNOWN_SERVER_ERROR", "GET /v1/features did not answer an object")
@@ -143,7 +143,7 @@ def run_update(args: argparse.Namespace) -> int:
     action = args.features_action
     levels = parse_updates(action, args.feature, getattr(args, "release_version", None))
     kind = upgrade_type(action, getattr(args, "unsafe", False))
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     body = {"updates": [{"feature": n, "max_version_level": v, "upgrade_type": kind} for n, v in levels.items()],
             "validate_only": bool(args.dry_run)}
     try:

@@ -143,7 +143,7 @@ def table_lines(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
 def run_describe(args: argparse.Namespace) -> int:
     if args.status == args.replication:
         raise UsageError("give exactly one of --status or --replication")
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     answer = client.request("GET", "/v1/quorum")
     if not isinstance(answer, Mapping):
         raise ClusterError("UNKNOWN_SERVER_ERROR", "GET /v1/quorum did not answer an object")
@@ -192,7 +192,7 @@ def run_add_controller(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"voter_id": node_id, "api_address": api_address}
     if args.controller_directory_id is not None:
         body["directory_id"] = args.controller_directory_id
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     answer = client.request("POST", "/v1/quorum/voters", body)
     cli_common.say(f"Added controller {node_id} to the quorum's voters.")
     cli_common.say_lines(voter_lines(answer.get("voters", []) if isinstance(answer, Mapping) else []))
@@ -200,7 +200,7 @@ def run_add_controller(args: argparse.Namespace) -> int:
 
 
 def run_remove_controller(args: argparse.Namespace) -> int:
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     directory_id = args.controller_directory_id
     if directory_id is None:  # Kafka's tool requires it; the voter set knows it
         current = client.request("GET", "/v1/quorum/voters")

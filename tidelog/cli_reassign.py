@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
         raise UsageError("Command must include exactly one action: --execute, --verify, --cancel, --list or --generate")
-    client = AdminClient(cli_common.resolve(args, need_admin=True).admin_urls, token=args.admin_token)
+    client = AdminClient.of(cli_common.resolve(args, need_admin=True), token=args.admin_token)
     if chosen == ["list"]:
         say_lines(list_lines(client.request("GET", "/v1/reassignments")["partitions"]))
         return 0

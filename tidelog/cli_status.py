@@ -20,6 +20,7 @@ from tidelog import cli_common
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError, say, say_lines
 from common.table import render
+from security.controller_tls import controller_url
 
 
 def cluster_lines(view: Mapping[str, Any]) -> list[str]:
@@ -70,7 +71,7 @@ def _running(document: Mapping[str, Any]) -> dict[int, bool]:
 
 def status(args: argparse.Namespace) -> int:
     found = cli_common.resolve(args, need_admin=True)
-    client = AdminClient(found.admin_urls, token=args.admin_token)
+    client = AdminClient(found.admin_urls, token=args.admin_token, tls=found.admin_tls)
     document = found.cluster_document
     try:
         view = client.cluster()
@@ -81,7 +82,8 @@ def status(args: argparse.Namespace) -> int:
     active = view.get("active_controller")
     address = next((v.get("api_address") for v in view.get("voters", []) if v["node_id"] == active), None)
     if address and active != view.get("node_id"):  # the active controller knows match indexes and heartbeats
-        active_client = AdminClient((f"http://{address}", *found.admin_urls), token=args.admin_token)
+        active_client = AdminClient((controller_url(address, found.admin_tls), *found.admin_urls),
+                                    token=args.admin_token, tls=found.admin_tls)  # https with --admin-ca
         try:
             view, client = active_client.cluster(), active_client
         except ClusterError:

@@ -149,7 +149,7 @@ def config_lines(name: str, configs: Mapping[str, str]) -> list[str]:
 
 def _client(args: argparse.Namespace) -> AdminClient:
     found = cli_common.resolve(args, need_admin=True)
-    return AdminClient(found.admin_urls, token=args.admin_token)
+    return AdminClient.of(found, token=args.admin_token)
 
 
 def create(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +37,7 @@ READY_S = 60.0
 HTTP_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 20.0
 TOPIC = "controller-tls"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -133,3 +136,13 @@ def test_brokers_follow_the_metadata_over_https(cluster: TlsCluster) -> None:
     topics = {t["name"]: t for t in cluster.get("/v1/topics")}
     assert TOPIC in topics
 
+
+def test_tidelog_cli_reads_the_controllers_over_https_with_the_ca(cluster: TlsCluster) -> None:
+    done = subprocess.run([sys.executable, "-m", "tidelog", "topics", "list", "--admin-url", cluster.admin_url,
+                           "--admin-ca", str(cluster.root / TLS_DIR / "ca.pem")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert TOPIC in done.stdout
+    without_ca = subprocess.run([sys.executable, "-m", "tidelog", "topics", "list", "--admin-url", cluster.admin_url],
+                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert without_ca.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in without_ca.stderr, without_ca.stderr

@@ -90,14 +90,15 @@ def test_bad_bootstrap_servers(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("127.0.0.1:9080", ("http://127.0.0.1:9080",)),
-    ("http://a:1/, http://b:2", ("http://a:1", "http://b:2"))])
+    ("http://a:1/, http://b:2", ("http://a:1", "http://b:2")),
+    ("https://a:1", ("https://a:1",))])  # a controller listener with TLS (issue 29)
 def test_admin_urls(text: str, expected: tuple[str, ...]) -> None:
     assert parse_admin_urls(text) == expected
 
 
-def test_admin_urls_are_plain_http() -> None:
-    with pytest.raises(UsageError, match="plain HTTP"):
-        parse_admin_urls("https://a:1")
+def test_admin_urls_are_http_or_https() -> None:
+    with pytest.raises(UsageError, match="is not http://host:port or https://host:port"):
+        parse_admin_urls("ftp://a:1")
 
 
 @pytest.mark.parametrize(("error", "code"), [
