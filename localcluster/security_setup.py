@@ -3,6 +3,7 @@ throwaway CA and certificates, users, and the client settings to use (issue 29).
 
     per_node, client = plan(root, specs, "SASL_SSL")   # server.properties entries by node id
     client.lines()                                     # confluent-kafka / librdkafka settings
+    controller_tls_entries(root, specs)                # https on the controllers' HTTP listener, by node id
 
 Every broker keeps its PLAINTEXT listener (tidelog's own tools and readiness checks use it) and
 gets a second one, named after its protocol, on its Kafka port + SECURE_PORT_OFFSET (9094 for
