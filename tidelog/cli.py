@@ -125,6 +125,11 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                             description="Consumer-group administration over the Kafka protocol, with "
                                         "kafka-consumer-groups.sh's options and tables.")
     cli_groups.add_arguments(parser)
+    from tidelog import cli_share_groups  # (issue 31, KIP-932)
+    parser = sub.add_parser("share-groups", help="list, describe share groups and reset their start offsets",
+                            description="Share-group administration over the Kafka protocol, with "
+                                        "kafka-share-groups.sh's options and tables.")
+    cli_share_groups.add_arguments(parser)
     parser = sub.add_parser("configs", help="describe and alter topic and broker configs",
                             description="Topic and broker configs over the Kafka protocol, with "
                                         "kafka-configs.sh's options and output.")

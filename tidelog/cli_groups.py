@@ -208,19 +208,11 @@ def _describe_consumer(admin: Any, group_id: str, group: Any) -> int:
 
 
 def _share_offsets(admin: Any, group_id: str) -> dict[tuple[str, int], int]:
-    """Each share partition's start offset (DescribeShareGroupOffsets v0: the coordinator's
-    durable state; -1 for one without state yet)."""
-    from common.protocol import messages
-    from common.protocol.api_keys import ApiKey
+    """Each share partition's start offset (the coordinator's durable state; -1 for one without
+    state yet): `tidelog share-groups`' DescribeShareGroupOffsets, without the lag."""
+    from tidelog.cli_share_groups import share_offsets
 
-    api = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
-    m = messages.request_module(api, 0)
-    request = m.DescribeShareGroupOffsetsRequest(groups=(m.DescribeShareGroupOffsetsRequestGroup(
-        group_id=group_id, topics=None),))
-    response = admin._at_coordinator(group_id, api, 0, request, messages.encode_request,
-                                     messages.response_decoder(api), lambda r: r.groups[0].error_code)
-    return {(t.topic_name, p.partition_index): p.start_offset for t in response.groups[0].topics
-            for p in t.partitions if p.error_code == 0}
+    return {key: start for key, (start, _) in share_offsets(admin, group_id).items()}
 
 
 def _alter_share(admin: Any, group_id: str, topic: str, plan: dict[int, int]) -> None:

@@ -383,6 +383,50 @@ def test_reset_offsets_of_an_empty_share_group(cluster: LocalCluster, consumers:
     assert values(poll(c, 5)) == [b"z-%d" % i for i in range(5)]
 
 
+def test_share_groups_command_lists_describes_and_resets(cluster: LocalCluster, consumers: list[Any],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`tidelog share-groups` (kafka-share-groups.sh): list names the share group and not a
+    classic one; describe shows the members with their epochs and assignment, and each
+    partition's start offset and lag (DescribeShareGroupOffsets v1); reset-offsets is refused
+    while a member is active (dry run too), then a dry run changes nothing and --execute does."""
+    create_topic(cluster, "share-cli", partitions=1)
+    produce(cluster, "share-cli", [b"c-%d" % i for i in range(4)])
+    a = consumer(cluster, "cli-share", "share-cli")
+    consumers.append(a)
+    ack_all(a, poll(a, 4))
+    classic = confluent_kafka.Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "cli-classic"})
+    try:
+        classic.commit(offsets=[confluent_kafka.TopicPartition("share-cli", 0, 1)], asynchronous=False)
+    finally:
+        classic.close()
+    server = ("--bootstrap-server", bootstrap(cluster))
+    code, out = tidelog(capsys, "share-groups", "list", *server)
+    assert code == 0 and "cli-share" in out.split() and "cli-classic" not in out.split(), out
+
+    def described() -> str:
+        code, out = tidelog(capsys, "share-groups", "describe", "--group", "cli-share", *server)
+        assert code == 0, out
+        return out
+
+    out = described()
+    assert "Share group 'cli-share': state Stable" in out, out
+    member = [line.split() for line in out.splitlines() if line.startswith("cli-share ") and "share-cli:0" in line]
+    assert len(member) == 1 and int(member[0][-3]) >= 1, out  # its epoch, 1 partition
+    assert ["cli-share", "share-cli", "0", "4", "0"] in [line.split() for line in out.splitlines()], out
+    reset = ("share-groups", "reset-offsets", "--group", "cli-share", "--topic", "share-cli", "--to-earliest", *server)
+    code, out = tidelog(capsys, *reset)
+    assert code == 1 and "NON_EMPTY_GROUP" in out, out
+    a.close()
+    wait_until("the share group empty", lambda: "has no active members" in described(), WAIT_S)
+    code, out = tidelog(capsys, *reset)
+    assert code == 0 and ["cli-share", "share-cli", "0", "0"] in [line.split() for line in out.splitlines()], out
+    assert ["cli-share", "share-cli", "0", "4", "0"] in [line.split() for line in described().splitlines()]
+    code, out = tidelog(capsys, *reset, "--execute")
+    assert code == 0, out
+    wait_until("start offset 0 with a lag of 4", lambda: ["cli-share", "share-cli", "0", "0", "4"] in [
+        line.split() for line in described().splitlines()], WAIT_S)
+
+
 def _share_lags(cluster: LocalCluster, group: str, topic: str) -> dict[int, tuple[int, int]]:
     """partition -> (start offset, lag) from DescribeShareGroupOffsets v1 (KIP-1226's lag)."""
     from common.kafka_client import KafkaClient
