@@ -32,6 +32,8 @@ from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 from quorum import admin_api as api
 from quorum import admin_views
+from security.controller_tls import controller_url
+from security.controller_tls_context import client_context_of
 
 if TYPE_CHECKING:
     from quorum.controller_server import ControllerServer
@@ -88,6 +90,7 @@ class ConsoleRoutes:
         self._samples: dict[int, tuple[float, Mapping[str, float]]] = {}  # broker -> last /metrics sample
         self._session: aiohttp.ClientSession | None = None
         settings = server.settings
+        self._tls = client_context_of(settings.tls)  # the other controllers' listener: https when configured
         self._metrics_port = settings.console_metrics_port
         self.chaos = ChaosRoutes(Path(settings.console_reports_dir) if settings.console_reports_dir else None)
 
@@ -161,14 +164,16 @@ class ConsoleRoutes:
             return None
         headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
-            async with self._http().get(f"http://{address}{path}", headers=headers) as answer:
+            async with self._http().get(controller_url(address, self._tls) + path, headers=headers) as answer:
                 return await answer.json() if answer.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
             return None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT))
+            self._session = aiohttp.ClientSession(  # https to the active controller when configured (issue 29)
+                timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT),
+                connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True))
         return self._session
 
     async def _overview(self, request: web.Request) -> web.Response:

@@ -78,16 +78,12 @@ def _certificates(root: Path, brokers: Sequence[NodeSpec], controllers: Sequence
         _private(tls / "admin-key.pem", admin.key_pem)
         (tls / "admin.pem").write_bytes(admin.certificate_pem)
     ca = Issued((tls / "ca-key.pem").read_bytes(), (tls / "ca.pem").read_bytes())
-    for node in brokers:
-        keystore = tls / f"broker-{node.node_id}.pem"
-        if not keystore.exists():
-            _private(keystore, issue(ca, f"broker-{node.node_id}", hosts=[node.host, "localhost"],
-                                     now=now).chain_and_key_pem)
-    for node in controllers:
-        keystore = tls / f"controller-{node.node_id}.pem"
-        if not keystore.exists():  # clients check the controller's address: its host is a subjectAltName
-            _private(keystore, issue(ca, f"controller-{node.node_id}", hosts=[node.host, "localhost"],
-                                     now=now).chain_and_key_pem)
+    for kind, nodes in (("broker", brokers), ("controller", controllers)):
+        for node in nodes:
+            keystore = tls / f"{kind}-{node.node_id}.pem"
+            if not keystore.exists():  # clients check the node's address: its host is a subjectAltName
+                _private(keystore, issue(ca, f"{kind}-{node.node_id}", hosts=[node.host, "localhost"],
+                                         now=now).chain_and_key_pem)
 
 
 def controller_tls_entries(root: Path, nodes: Sequence[NodeSpec]) -> dict[int, dict[str, str]]:
