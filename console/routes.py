@@ -18,6 +18,7 @@ Everything here reads; the page's actions call the admin API's own write endpoin
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -89,8 +90,8 @@ class ConsoleRoutes:
         self._strip: tuple[int, list[dict[str, Any]]] | None = None  # (image offset, history strip)
         self._samples: dict[int, tuple[float, Mapping[str, float]]] = {}  # broker -> last /metrics sample
         self._session: aiohttp.ClientSession | None = None
+        self._tls: ssl.SSLContext | None = None  # the other controllers' listener: https when configured
         settings = server.settings
-        self._tls = client_context_of(settings.tls)  # the other controllers' listener: https when configured
         self._metrics_port = settings.console_metrics_port
         self.chaos = ChaosRoutes(Path(settings.console_reports_dir) if settings.console_reports_dir else None)
 
@@ -163,14 +164,16 @@ class ConsoleRoutes:
         if node is None or address is None or node == self._server.settings.node_id:
             return None
         headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+        session = self._http()  # made first: it reads the controllers' TLS settings
         try:
-            async with self._http().get(controller_url(address, self._tls) + path, headers=headers) as answer:
+            async with session.get(controller_url(address, self._tls) + path, headers=headers) as answer:
                 return await answer.json() if answer.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
             return None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
+            self._tls = client_context_of(self._server.settings.tls)
             self._session = aiohttp.ClientSession(  # https to the active controller when configured (issue 29)
                 timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT),
                 connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True))
