@@ -27,19 +27,12 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
 SCENARIOS = ("consumer-group-coordinator-kill", "share-coordinator-kill", "share-member-pause")
-# A broker bug share-coordinator-kill found (3 runs of 4; it needs an acknowledgement in flight while
-# the share coordinator is down and the partition's leader is not): a ShareAcknowledge whose state
-# write to the coordinator fails is answered COORDINATOR_NOT_AVAILABLE, yet the leader keeps the
-# ACCEPT in memory (broker/handlers/share_fetch.py replays it before persisting), so those records
-# are never delivered again; Kafka's SharePartition rolls the transition back
-# (rollbackOrProcessStateUpdates) and the lock's expiry hands them out again. Until it is fixed the
-# test lets share-lost fail only with records lost that way; any other loss or anomaly fails it.
-KNOWN_SHARE_ACK_BUG = "COORDINATOR_NOT_AVAILABLE"
-# A second one (1 run of 4): a poison record released at delivery count 2 and acquired again (count
-# 3, the limit) on a leader then SIGKILLed came back from the new leader with count 4, past the
-# limit: the leader's snapshot (groups.share_partition.snapshot_batches) stores an ACQUIRED record
-# as AVAILABLE with its incremented count, which Kafka's persisted state never holds. The test
-# lets share-double-delivery fail only with such deliveries past the limit after a broker fault.
+# A broker bug share-coordinator-kill found (1 run of 4): a poison record released at delivery count
+# 2 and acquired again (count 3, the limit) on a leader then SIGKILLed came back from the new leader
+# with count 4, past the limit: the leader's snapshot (groups.share_partition.snapshot_batches)
+# stores an ACQUIRED record as AVAILABLE with its incremented count, which Kafka's persisted state
+# never holds. The test lets share-double-delivery fail only with such deliveries past the limit
+# after a broker fault.
 
 
 @pytest.fixture(autouse=True)
@@ -57,21 +50,17 @@ def test_group_scenario_meets_its_expectations(name: str, tmp_path: Path) -> Non
     outcome = run_scenario(find_scenario(name), RunOptions(report_dir=tmp_path / "report", seed=1,
                                                            cluster_dir=tmp_path / "cluster"))
     results = {r.name: r for r in outcome.results}
-    lost_by_bug = set(results["share-lost"].data.get("last_answers", {"-": 0})) == {KNOWN_SHARE_ACK_BUG}
     repeats = results["share-double-delivery"]
     over_by_bug = repeats.count == repeats.data.get("over_limit_after_fault", -1)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts
-              if not v.ok and not (v.expectation == "no share-lost" and lost_by_bug)
-              and not (v.expectation == "no share-double-delivery" and over_by_bug)]
+              if not v.ok and not (v.expectation == "no share-double-delivery" and over_by_bug)]
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
-    if lost_by_bug:  # the group cannot finish the records the bug lost: it waited for them in vain
-        print(f"{name}: {results['share-lost'].summary}: the known acknowledgement rollback bug")
     if name.startswith("consumer-group"):
         assert results["cgroup-lost"].data["caught_up"], results["cgroup-lost"].summary
         # reconciliation was exercised: partitions moved between owners (the joins, the killed member's)
         assert results["cgroup-overlap"].data["handovers"] >= 2, results["cgroup-overlap"].summary
     else:
         deliveries = results["share-deliveries"].data
-        assert results["share-lost"].data["caught_up"] or lost_by_bug, results["share-lost"].summary
+        assert results["share-lost"].data["caught_up"], results["share-lost"].summary
         assert deliveries["archived"] >= 1, results["share-deliveries"].summary  # the poison messages
         assert results["share-duplicates"].data["after_lock"] >= 1, results["share-duplicates"].summary
