@@ -304,15 +304,10 @@ def _reset(args: argparse.Namespace) -> int:
             share = _described(admin, args.group, "SHARE_GROUP_DESCRIBE", 1)
             starts = _share_offsets(admin, args.group)
             if share is not None or starts:  # a share group: its partitions' start offsets move
-                if share is not None and share.members:  # kafka-share-groups.sh refuses a dry run too
-                    raise ClusterError("NON_EMPTY_GROUP", f"Share group '{args.group}' has active members.")
-                current = {p: o for (t, p), o in starts.items() if t == topic and o >= 0}
-                plan = plan_reset(partitions, current, earliest, latest, to, value, by_time)
-                if args.execute:
-                    _alter_share(admin, args.group, topic, plan)
-                cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"),
-                                            [(args.group, topic, p, o) for p, o in sorted(plan.items())],
-                                            right={2, 3}))
+                from tidelog.cli_share_groups import reset_share_offsets
+
+                reset_share_offsets(admin, args.group, share, topic, partitions, earliest=earliest, latest=latest,
+                                    to=to, value=value, by_time=by_time, execute=args.execute)
                 return 0
             described = admin.describe(args.group)
             if described.members:  # Kafka's tool refuses a dry run too

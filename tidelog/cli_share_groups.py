@@ -17,11 +17,14 @@ refuses, dry run included, while the group has active members.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from common.table import render
 from tidelog import cli_common
 from tidelog.cli_common import ClusterError
+
+if TYPE_CHECKING:
+    from groups.offset_reset import ResetTo
 
 SHARE_GROUP_TYPE: Final = "share"
 LIST_GROUPS_VERSION: Final = 5  # v5 (KIP-848) has the types filter
@@ -136,8 +139,7 @@ def _shown(value: int) -> int | None:
 
 def _reset(args: argparse.Namespace) -> int:
     from common.broker_connection import BrokerUnavailable
-    from groups.offset_reset import plan_reset
-    from tidelog.cli_groups import EARLIEST, _admin, _alter_share, _described, _parse_topic, _target, _unavailable
+    from tidelog.cli_groups import EARLIEST, _admin, _described, _parse_topic, _target, _unavailable
 
     topic, only = _parse_topic(args.topic)
     client, admin = _admin(args)
@@ -147,23 +149,35 @@ def _reset(args: argparse.Namespace) -> int:
             if info is None or info.error_code:
                 raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
             group = _described(admin, args.group, "SHARE_GROUP_DESCRIBE", SHARE_GROUP_DESCRIBE_VERSION)
-            if group is not None and group.members:  # kafka-share-groups.sh refuses a dry run too
-                raise ClusterError("NON_EMPTY_GROUP", f"Share group '{args.group}' has active members: "
-                                   f"stop them before resetting its offsets.")
-            partitions = only if only is not None else sorted(info.partitions)
-            earliest = {p: o for (t, p), o in admin.log_end_offsets([topic], EARLIEST).items()}
-            latest = {p: o for (t, p), o in admin.log_end_offsets([topic]).items()}
-            current = {p: start for (t, p), (start, _) in share_offsets(admin, args.group).items()
-                       if t == topic and start >= 0}
             to, value = _target(args)
-            plan = plan_reset(partitions, current, earliest, latest, to, value, None)
-            if args.execute:
-                _alter_share(admin, args.group, topic, plan)
+            reset_share_offsets(admin, args.group, group, topic, only if only is not None else sorted(info.partitions),
+                                earliest={p: o for (t, p), o in admin.log_end_offsets([topic], EARLIEST).items()},
+                                latest={p: o for (t, p), o in admin.log_end_offsets([topic]).items()},
+                                to=to, value=value, by_time=None, execute=args.execute)
         except BrokerUnavailable as exc:
             raise _unavailable(exc) from None
-    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"),
-                                [(args.group, topic, p, o) for p, o in sorted(plan.items())], right={2, 3}))
     return 0
+
+
+def reset_share_offsets(admin: Any, group_id: str, group: Any | None, topic: str, partitions: list[int], *,
+                        earliest: dict[int, int], latest: dict[int, int], to: ResetTo, value: int,
+                        by_time: dict[int, int] | None, execute: bool) -> None:
+    """A share group's reset (this command's and `tidelog groups reset-offsets`'): refused, dry
+    run included, while `group` (its ShareGroupDescribe) has active members, as
+    kafka-share-groups.sh; else the plan printed, and made with AlterShareGroupOffsets when
+    `execute`."""
+    from groups.offset_reset import plan_reset
+    from tidelog.cli_groups import _alter_share
+
+    if group is not None and group.members:
+        raise ClusterError("NON_EMPTY_GROUP", f"Share group '{group_id}' has active members: "
+                           f"stop them before resetting its offsets.")
+    current = {p: start for (t, p), (start, _) in share_offsets(admin, group_id).items() if t == topic and start >= 0}
+    plan = plan_reset(partitions, current, earliest, latest, to, value, by_time)
+    if execute:
+        _alter_share(admin, group_id, topic, plan)
+    cli_common.say_lines(render(("GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"),
+                                [(group_id, topic, p, o) for p, o in sorted(plan.items())], right={2, 3}))
 
 
 run_list = cli_common.guarded("share-groups list", _list)
