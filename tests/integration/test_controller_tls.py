@@ -2,7 +2,8 @@
 security_setup.controller_tls_entries writes them) a controller serves its admin API and /rpc/
 over https only, brokers register, heartbeat and follow the metadata log over it (verifying the
 controller against the throwaway CA), and a client without the CA or speaking plain http gets
-nothing. One module cluster: a controller and two brokers, real processes."""
+nothing; a controller that is not the active one forwards a write to it over https. One module
+cluster: three controllers and two brokers, real processes."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from security.rpc_secret import load_or_create_secret
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]  # the controller, then the two brokers
+HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]  # three controllers, two brokers
 READY_S = 60.0
 HTTP_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 20.0
@@ -43,9 +44,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass
 class TlsCluster:
     root: Path
-    controller: NodeSpec
+    controllers: list[NodeSpec]
     brokers: list[NodeSpec]
     context: ssl.SSLContext  # trusts the throwaway CA only
+
+    @property
+    def controller(self) -> NodeSpec:
+        return self.controllers[0]
 
     @property
     def admin_url(self) -> str:
@@ -55,8 +60,9 @@ class TlsCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap_address for b in self.brokers)
 
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.admin_url + path, timeout=HTTP_TIMEOUT_S, context=self.context) as answer:
+    def get(self, path: str, node: NodeSpec | None = None) -> Any:
+        url = f"https://{(node or self.controller).admin_address}{path}"
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S, context=self.context) as answer:
             return json.loads(answer.read())
 
 
@@ -68,7 +74,7 @@ def unfenced(cluster: TlsCluster) -> set[int]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
     root = tmp_path_factory.mktemp("controller-tls")
     raft, admin, kafka, metrics = free_ports(HOSTS, 4)
-    specs = resolve_layout(root, controllers=1, raft_port=raft, admin_port=admin, brokers=2, kafka_port=kafka,
+    specs = resolve_layout(root, controllers=3, raft_port=raft, admin_port=admin, brokers=2, kafka_port=kafka,
                            metrics_port=metrics)
     secrets = load_or_create_secrets(root)
     rpc_secret = root / layout.RPC_SECRET_FILE
@@ -81,9 +87,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
             write_node_key(spec, rpc_secret)
             replace_private(spec.properties_path, files[spec.node_id])
             nodes.append(NodeProcess.spawn(spec))
-        controller = next(s for s in specs if layout.runs_controller(s.role))
+        controllers = [s for s in specs if layout.runs_controller(s.role)]
         brokers = [s for s in specs if layout.runs_broker(s.role)]
-        started = TlsCluster(root, controller, brokers, client_context(str(root / TLS_DIR / "ca.pem")))
+        started = TlsCluster(root, controllers, brokers, client_context(str(root / TLS_DIR / "ca.pem")))
         wanted = {b.node_id for b in brokers}
         wait_until("both brokers registered and unfenced over https",
                    lambda: wanted <= unfenced(started), READY_S, not_yet=(OSError, ValueError))
@@ -93,10 +99,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
 
 
 def test_the_controller_serves_https_with_a_certificate_of_the_ca(cluster: TlsCluster) -> None:
-    view = cluster.get("/v1/cluster")
-    assert view["active_controller"] == cluster.controller.node_id
-    log = cluster.controller.log_path.read_text()
-    assert f"HTTP API listening on {cluster.admin_url}" in log
+    views = [cluster.get("/v1/cluster", node) for node in cluster.controllers]
+    assert len({view["active_controller"] for view in views}) == 1  # the quorum formed
+    for node in cluster.controllers:
+        assert f"HTTP API listening on https://{node.admin_address}" in node.log_path.read_text()
+
+
+def test_a_follower_forwards_a_write_to_the_active_controller_over_https(cluster: TlsCluster) -> None:
+    active = cluster.get("/v1/cluster")["active_controller"]
+    follower = next(node for node in cluster.controllers if node.node_id != active)
+    request = urllib.request.Request(f"https://{follower.admin_address}/v1/topics", method="POST",
+                                     data=json.dumps({"name": "forwarded", "partitions": 1}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=cluster.context) as answer:
+        assert answer.headers["X-Tidelog-Served-By"] == str(active)
+    assert "forwarded" in {t["name"] for t in cluster.get("/v1/topics", follower)}
 
 
 def test_plain_http_and_an_untrusted_client_get_nothing(cluster: TlsCluster) -> None:
