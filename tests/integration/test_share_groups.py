@@ -427,6 +427,41 @@ def test_share_groups_command_lists_describes_and_resets(cluster: LocalCluster, 
         line.split() for line in described().splitlines()], WAIT_S)
 
 
+def test_an_acknowledgement_whose_state_write_fails_is_not_lost(cluster: LocalCluster, consumers: list[Any]) -> None:
+    """issue 31's share-coordinator-kill bug, by a request fault: the group coordinator drops the
+    WriteShareGroupState of an ACCEPT (the leader's persister answers the member
+    COORDINATOR_NOT_AVAILABLE, which librdkafka's commit_sync reports). The leader rolls the
+    acknowledgement back, so once the member closes the records are delivered again, with
+    delivery count 2. Before the fix the leader kept them accepted in memory only, and nobody got
+    them again."""
+    from chaos.nemeses.requests import RequestFaultNemesis
+
+    create_topic(cluster, "share-rollback", partitions=1)
+    produce(cluster, "share-rollback", [b"r-0", b"r-1"])
+    a = consumer(cluster, "rollback", "share-rollback")
+    consumers.append(a)
+    got = poll(a, 2)
+    assert len(got) == 2
+    faults = RequestFaultNemesis(cluster)
+    placed = faults.install({"kind": "drop_before", "api": "WriteShareGroupState", "times": 1},
+                            [n.spec.node_id for n in cluster.brokers])
+    try:
+        for m in got:
+            a.acknowledge(m, ACCEPT)
+        answers = a.commit_sync(WAIT_S)
+        assert sum(faults.fired(placed).values()) == 1
+    finally:
+        faults.remove(placed)
+    assert [e.args[0].code() for e in answers.values()] == [confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE], answers
+    a.close()
+    b = consumer(cluster, "rollback", "share-rollback")
+    consumers.append(b)
+    again = poll(b, 2)
+    assert values(again) == [b"r-0", b"r-1"] and {m.delivery_count() for m in again} == {2}
+    ack_all(b, again)
+    assert poll(b, 1, 2.0) == []
+
+
 def _share_lags(cluster: LocalCluster, group: str, topic: str) -> dict[int, tuple[int, int]]:
     """partition -> (start offset, lag) from DescribeShareGroupOffsets v1 (KIP-1226's lag)."""
     from common.kafka_client import KafkaClient
