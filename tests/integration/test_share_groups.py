@@ -452,7 +452,8 @@ def test_an_acknowledgement_whose_state_write_fails_is_not_lost(cluster: LocalCl
         assert sum(faults.fired(placed).values()) == 1
     finally:
         faults.remove(placed)
-    assert [e.args[0].code() for e in answers.values()] == [confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE], answers
+    refused = [e.args[0].code() for e in answers.values()]
+    assert refused == [confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE], answers
     a.close()
     b = consumer(cluster, "rollback", "share-rollback")
     consumers.append(b)
