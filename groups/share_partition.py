@@ -304,11 +304,17 @@ def acquire(state: SharePartitionState, *, member_id: str, batches: Sequence[tup
     offsets of the record batches a log read returned, ascending): each AVAILABLE offset in
     [SPSO, SPEO), and each offset at or past SPEO while fewer than
     `limits.max_in_flight_records` are in flight. Offsets below SPSO, acquired by anyone, or done
-    are skipped. Consecutive offsets with one delivery count make one range of the answer."""
+    are skipped. Consecutive offsets with one delivery count make one range of the answer.
+
+    An AVAILABLE offset whose delivery count already reached the limit is archived, never handed
+    out again: a leader's snapshot counts the acquisitions it had in flight, so after a failover a
+    record whose last permitted delivery was in flight comes back AVAILABLE at the limit, and
+    acquiring it would deliver it once more than `group.share.delivery.count.limit` allows."""
     if not state.initialized:
         raise ValueError("acquire before the share partition is initialized")
     deadline = now_ms + limits.record_lock_duration_ms
     picked: list[tuple[int, int]] = []  # (offset, delivery count once acquired)
+    exhausted: list[int] = []  # AVAILABLE at the delivery limit: archived instead
     for base, last in batches:
         for offset in range(max(base, state.start_offset), last + 1):
             if len(picked) >= max_records:
@@ -319,8 +325,12 @@ def acquire(state: SharePartitionState, *, member_id: str, batches: Sequence[tup
                     break
                 picked.append((offset, 1))
             elif current is not None and current.state is RecordState.AVAILABLE:
-                picked.append((offset, current.delivery_count + 1))
-    records = tuple(Acquired(first, last, member_id, deadline) for first, last in _ranges([o for o, _ in picked]))
+                if current.delivery_count >= limits.delivery_count_limit:
+                    exhausted.append(offset)
+                else:
+                    picked.append((offset, current.delivery_count + 1))
+    records = (_transitions([(o, RecordState.ARCHIVED) for o in exhausted])
+               + tuple(Acquired(first, last, member_id, deadline) for first, last in _ranges([o for o, _ in picked])))
     acquired: list[tuple[int, int, int]] = []
     for offset, count in picked:
         if acquired and acquired[-1][1] + 1 == offset and acquired[-1][2] == count:

@@ -27,12 +27,6 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
 SCENARIOS = ("consumer-group-coordinator-kill", "share-coordinator-kill", "share-member-pause")
-# A broker bug share-coordinator-kill found (1 run of 4): a poison record released at delivery count
-# 2 and acquired again (count 3, the limit) on a leader then SIGKILLed came back from the new leader
-# with count 4, past the limit: the leader's snapshot (groups.share_partition.snapshot_batches)
-# stores an ACQUIRED record as AVAILABLE with its incremented count, which Kafka's persisted state
-# never holds. The test lets share-double-delivery fail only with such deliveries past the limit
-# after a broker fault.
 
 
 @pytest.fixture(autouse=True)
@@ -50,10 +44,7 @@ def test_group_scenario_meets_its_expectations(name: str, tmp_path: Path) -> Non
     outcome = run_scenario(find_scenario(name), RunOptions(report_dir=tmp_path / "report", seed=1,
                                                            cluster_dir=tmp_path / "cluster"))
     results = {r.name: r for r in outcome.results}
-    repeats = results["share-double-delivery"]
-    over_by_bug = repeats.count == repeats.data.get("over_limit_after_fault", -1)
-    failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts
-              if not v.ok and not (v.expectation == "no share-double-delivery" and over_by_bug)]
+    failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
     if name.startswith("consumer-group"):
         assert results["cgroup-lost"].data["caught_up"], results["cgroup-lost"].summary

@@ -267,3 +267,17 @@ def test_a_snapshot_restores_the_state_with_acquired_records_available_again() -
     assert take(restored, member="m2")[1].acquired == ((10, 11, 2), (15, 19, 2))  # not the done ones
     done = replay_all(EMPTY, [Restored(10, ((10, 14, 2, 1), (15, 15, 0, 1)))])
     assert (done.start_offset, done.end_offset) == (15, 16)  # SPSO passes what the batches say is done
+
+
+def test_a_record_restored_at_the_delivery_limit_is_archived_not_delivered_again() -> None:
+    # m1 holds 10-11 at count 2, the limit, when its leader dies: the snapshot the new leader
+    # restores has them AVAILABLE at count 2, and a third delivery would pass the limit
+    state, _ = take(AT_10, batches=((10, 11),))
+    state = replay_all(state, release_member(state, member_id="m1", limits=LIMITS))
+    state, out = take(state, batches=((10, 12),))
+    assert out.acquired == ((10, 11, 2), (12, 12, 1))
+    restored = replay_all(EMPTY, [Restored(state.start_offset, snapshot_batches(state))])
+    restored, out = take(restored, member="m2", batches=((10, 12),))
+    assert out.acquired == ((12, 12, 2),)  # 12 was below the limit: delivered again
+    assert Transitioned(10, 11, S.ARCHIVED) in out.records
+    assert restored.start_offset == 12  # SPSO passed the archived records
