@@ -426,29 +426,41 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
 # --- raw baselines -----------------------------------------------------------------------------
 
 
-def raw_socket(total: int, value_bytes: int) -> Row:
-    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread."""
-    server = socket.create_server((LOOPBACK, 0))
-    received = 0
+class LoopbackReader:
+    """A loopback TCP server whose one connection a thread drains to its end, counting the bytes."""
 
-    def read() -> None:
-        nonlocal received
-        conn, _ = server.accept()
+    def __init__(self) -> None:
+        self._server = socket.create_server((LOOPBACK, 0))
+        self.address = self._server.getsockname()
+        self.received = 0
+        self._thread = threading.Thread(target=self._read)
+        self._thread.start()
+
+    def _read(self) -> None:
+        conn, _ = self._server.accept()
         buf = bytearray(RAW_CHUNK)
         with conn:
             while n := conn.recv_into(buf):  # bounded: ends when the writer closes
-                received += n
-    reader = threading.Thread(target=read)
-    reader.start()
+                self.received += n
+
+    def join(self) -> int:
+        """The bytes received, once the writer has shut its side down."""
+        self._thread.join()
+        self._server.close()
+        return self.received
+
+
+def raw_socket(total: int, value_bytes: int) -> Row:
+    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread."""
+    reader = LoopbackReader()
     chunk = os.urandom(RAW_CHUNK)
-    with measured(None) as m, socket.create_connection(server.getsockname()) as out:
+    with measured(None) as m, socket.create_connection(reader.address) as out:
         left = total
         while left > 0:  # bounded by `total`
             out.sendall(chunk[:min(left, RAW_CHUNK)])
             left -= RAW_CHUNK
         out.shutdown(socket.SHUT_WR)
-        reader.join()
-    server.close()
+        received = reader.join()
     return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], None, m["client_cpu_s"])
 
 
@@ -461,29 +473,17 @@ def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
     with open(path, "wb") as out:
         for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
             out.write(chunk)
-    server = socket.create_server((LOOPBACK, 0))
-    received = 0
-
-    def read() -> None:
-        nonlocal received
-        conn, _ = server.accept()
-        buf = bytearray(RAW_CHUNK)
-        with conn:
-            while n := conn.recv_into(buf):  # bounded: ends when the sender closes
-                received += n
-    reader = threading.Thread(target=read)
-    reader.start()
+    reader = LoopbackReader()
     try:
-        with open(path, "rb") as source, socket.create_connection(server.getsockname()) as sock:
+        with open(path, "rb") as source, socket.create_connection(reader.address) as sock:
             cpu0, wall0 = time.thread_time(), time.perf_counter()
             offset = 0
             while offset < total:  # bounded by `total`; a blocking socket sends each slice whole
                 offset += os.sendfile(sock.fileno(), source.fileno(), offset, min(RAW_CHUNK, total - offset))
             sock.shutdown(socket.SHUT_WR)
-            reader.join()
+            received = reader.join()
             wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
     finally:
-        server.close()
         path.unlink()
     return Row("raw", "sendfile sender", total // value_bytes, received, wall, cpu, None)
 
