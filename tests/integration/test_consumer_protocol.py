@@ -156,9 +156,11 @@ def test_three_members_split_then_one_leaves_and_one_joins(cluster: LocalCluster
         assert code == 0, out
         assert f"Consumer group '{group}': type consumer, assignor uniform" in out, out
         rows = [line.split() for line in out.splitlines() if line.startswith(group) and "member-" in line]
-        members_rows = [r for r in rows if len(r) == 7]  # GROUP CONSUMER-ID HOST CLIENT-ID EPOCH CURRENT TARGET
+        # GROUP CONSUMER-ID HOST CLIENT-ID MEMBER-TYPE EPOCH CURRENT TARGET
+        members_rows = [r for r in rows if len(r) == 8]
         assert sorted(r[3] for r in members_rows) == ["member-0", "member-1", "member-2"], out
-        assert all(r[5].startswith(f"{topic}:") and r[5] == r[6] for r in members_rows), out  # settled: at target
+        assert {r[4] for r in members_rows} == {"consumer"}, out
+        assert all(r[6].startswith(f"{topic}:") and r[6] == r[7] for r in members_rows), out  # settled: at target
 
         stop(members[2:])  # one leaves
         stayers = members[:2]
