@@ -29,6 +29,8 @@ import pytest
 from chaos.checker import check_acked_read_once, check_offsets_dense
 from chaos.workload import Acked, ProducerWorkload, read_all
 from common.waiting import wait_until
+from localcluster.cluster_layout import RPC_SECRET_FILE
+from security.rpc_secret import BROKER_KEY_FILE, broker_key_text, load_secret
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
 from tidelog.hosts import netns
@@ -502,6 +504,12 @@ def _bad_broker(cluster: NetnsCluster, tmp_path: Path, name: str, **changes: str
                     "advertised.listeners": f"PLAINTEXT://{cluster.network.address(CLIENT_HOST)}:9092",
                     "metrics.listener": f"{cluster.network.address(CLIENT_HOST)}:9081"})
     entries.update({key.replace("__", "."): value for key, value in changes.items()})
+    # its own RPC key, as the launcher writes a broker's (broker 4's would be refused for another id)
+    key = directory / BROKER_KEY_FILE
+    key.write_text(broker_key_text(load_secret(cluster.root / RPC_SECRET_FILE), int(entries["node.id"])),
+                   encoding="ascii")
+    key.chmod(0o600)
+    entries["controller.rpc.secret.file"] = str(key)
     config = directory / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in entries.items()))
     return subprocess.run(cluster.network.command(CLIENT_HOST, [
