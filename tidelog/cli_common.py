@@ -84,6 +84,23 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def add_reset_offsets_options(reset: argparse.ArgumentParser, execute_help: str) -> Any:
+    """kafka-consumer-groups.sh's and kafka-share-groups.sh's common reset-offsets options: the
+    group, the topic, --to-earliest|--to-latest|--to-offset and --dry-run|--execute; returns the
+    targets' exclusive group, for a command that takes more targets."""
+    add_cluster_options(reset, admin=False)
+    reset.add_argument("--group", required=True)
+    reset.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2 (only these partitions)")
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=non_negative_int)
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help=execute_help)
+    return to
+
+
 def parse_host_port(text: str, option: str) -> tuple[str, int]:
     """`host:port` ([v6]:port too); UsageError naming the option otherwise."""
     host, colon, port = text.strip().rpartition(":")

@@ -45,16 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe.set_defaults(run=run_describe)
     reset = actions.add_parser("reset-offsets", help="move an empty share group's start offsets "
                                                      "(dry run unless --execute)")
-    cli_common.add_cluster_options(reset, admin=False)
-    reset.add_argument("--group", required=True)
-    reset.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2 (only these partitions)")
-    to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=cli_common.non_negative_int)
-    mode = reset.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
-    mode.add_argument("--execute", action="store_true", help="set the new start offsets")
+    cli_common.add_reset_offsets_options(reset, "set the new start offsets")
     reset.set_defaults(run=run_reset)
 
 
