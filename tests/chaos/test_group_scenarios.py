@@ -21,10 +21,8 @@ from chaos.cli import find_scenario
 from chaos.engine.runner import RunOptions, run_scenario
 from chaos.nemeses.firewall import clean, leftovers
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
-if not hasattr(confluent_kafka, "ShareConsumer"):
-    pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
 SCENARIOS = ("consumer-group-coordinator-kill", "share-coordinator-kill", "share-member-pause")
 

@@ -37,8 +37,6 @@ from tests.integration.replication_fixtures import (
 )
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-if not hasattr(confluent_kafka, "ShareConsumer"):
-    pytest.skip("confluent-kafka has no ShareConsumer (2.13+)", allow_module_level=True)
 
 LOCK_MS = 5_000  # long enough that a loaded machine acknowledges in time, short enough to wait for
 PROPERTIES = {
