@@ -407,21 +407,24 @@ class ControllerRuntime:
         self._watch.sync(self._log.image() if self._controller.is_active else None)
         return self._clock() + self._fence_period_ms
 
-    async def _process_gone(self, broker_id: int, broker_epoch: int, evidence: str) -> None:
+    async def _process_gone(self, broker_id: int, broker_epoch: int, evidence: str) -> bool:
         """Fence the incarnation whose process the listener watch found gone (see its safety
-        argument); a broker that re-registered or was fenced meanwhile is left alone."""
+        argument); a broker that re-registered or was fenced meanwhile is left alone. False when
+        the decision failed, so that the watch asks again."""
         def fence(image: MetadataImage) -> ControllerResult[None]:
             registration = image.broker(broker_id)
             if registration is None or registration.fenced or registration.broker_epoch != broker_epoch:
                 return ControllerResult((), None)
             return fence_broker(image, broker_id, reason=evidence)
         if not self._controller.is_active:
-            return
+            return True  # the next active controller's own watch finds the evidence again
         try:
             await self.decide(fence, api.FENCE_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - its session still expires as usual
+        except Exception as exc:  # noqa: BLE001 - the watch asks again; its session expires as usual
             logger.warning("Could not fence broker %d (broker epoch %d) whose process is gone: %s",
                            broker_id, broker_epoch, exc)
+            return False
+        return True
 
     async def _complete_reassignments(self, due_ms: int) -> int:
         """Complete reassignments the ISR already allows: AlterPartition completes them as it

@@ -44,7 +44,9 @@ logger = logging.getLogger(__name__)
 RETRY_DELAY: Final = 1 * SECONDS  # before connecting again to a listener that did not answer
 LISTENER_NAME: Final = "PLAINTEXT"
 
-OnGone = Callable[[int, int, str], Awaitable[None]]  # (broker_id, broker_epoch, evidence)
+# (broker_id, broker_epoch, evidence) -> whether the verdict was acted on; False (the fencing
+# decision failed: a busy or changing quorum) keeps the evidence and asks again after a retry delay.
+OnGone = Callable[[int, int, str], Awaitable[bool]]
 Target = tuple[int, str, int]  # (broker epoch, host, port)
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -107,13 +109,20 @@ class ListenerWatch:
                 if held:
                     evidence = (f"its listener {host}:{port} closed the controller's connection and now "
                                 "refuses new ones: the process exited")
-                    await self._on_gone(broker_id, epoch, evidence)
-                    return
+                    if await self._on_gone(broker_id, epoch, evidence):
+                        return
+                    # Not fenced yet: the evidence stands while the listener keeps refusing, so
+                    # the session timeout is not left to do what the evidence already shows.
+                    await asyncio.sleep(self._retry_delay)
+                    continue
                 connection = None
             if connection is None:
                 held = False
                 await asyncio.sleep(self._retry_delay)
                 continue
+            if not held:
+                logger.info("Watching broker %d (broker epoch %d): holding a connection to its listener %s:%d",
+                            broker_id, epoch, host, port)
             held = True
             await _until_closed(*connection)
 

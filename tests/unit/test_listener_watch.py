@@ -80,15 +80,20 @@ async def cluster(broker: FakeBroker) -> AsyncIterator[tuple[ScriptedLog, Active
 
 
 class Verdicts:
-    def __init__(self) -> None:
+    def __init__(self, refusals: int = 0) -> None:
         self.seen: list[tuple[int, int, str]] = []
+        self._refusals = refusals  # verdicts answered "not acted on" before one is
 
-    async def __call__(self, broker_id: int, broker_epoch: int, evidence: str) -> None:
+    async def __call__(self, broker_id: int, broker_epoch: int, evidence: str) -> bool:
         self.seen.append((broker_id, broker_epoch, evidence))
+        if self._refusals:
+            self._refusals -= 1
+            return False
+        return True
 
 
-async def watching(image: MetadataImage) -> tuple[ListenerWatch, Verdicts]:
-    verdicts = Verdicts()
+async def watching(image: MetadataImage, refusals: int = 0) -> tuple[ListenerWatch, Verdicts]:
+    verdicts = Verdicts(refusals)
     watch = ListenerWatch(verdicts, local_host=HOST, connect_timeout=0.5, retry_delay=0.05)
     watch.sync(image)
     return watch, verdicts
@@ -105,6 +110,22 @@ async def test_an_exited_process_is_reported_once_with_its_epoch(
         epoch = log.image().cluster.brokers[4].broker_epoch
         assert [(b, e) for b, e, _ in verdicts.seen] == [(4, epoch)]
         assert f"{HOST}:{broker.port}" in verdicts.seen[0][2]
+    finally:
+        await watch.close()
+
+
+async def test_a_verdict_not_acted_on_is_given_again_while_the_listener_refuses(
+        broker: FakeBroker, cluster: tuple[ScriptedLog, ActiveController]) -> None:
+    # a fencing decision that failed (a busy quorum) must not leave the broker to its session
+    log, _ = cluster
+    watch, verdicts = await watching(log.image(), refusals=2)
+    try:
+        await until(lambda: len(broker.connections) == 1)
+        broker.exit()
+        await until(lambda: len(verdicts.seen) == 3)
+        await asyncio.sleep(QUIET_S)
+        assert len(verdicts.seen) == 3, "asked again after the verdict was acted on"
+        assert {(b, e) for b, e, _ in verdicts.seen} == {(4, log.image().cluster.brokers[4].broker_epoch)}
     finally:
         await watch.close()
 
