@@ -417,7 +417,7 @@ class ControllerRuntime:
                 return ControllerResult((), None)
             return fence_broker(image, broker_id, reason=evidence)
         if not self._controller.is_active:
-            return True  # the next active controller's own watch finds the evidence again
+            return True  # not ours to fence any more: the next sync stops this watch
         try:
             await self.decide(fence, api.FENCE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the watch asks again; its session expires as usual
