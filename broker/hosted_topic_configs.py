@@ -60,17 +60,22 @@ class HostedTopicConfigs:
         DynamicLogConfig.reconfigure)."""
         self.log_manager.default_config = default_config
         self.default_min_insync_replicas = min_insync_replicas
+        topics = sorted(self._overrides)
         self._overrides.clear()  # every topic re-derives, overrides unchanged or not
-        self.refresh(image)
+        for topic in topics:
+            self.apply(topic, image)
+        self._refreshed_configs = image.configs
 
     def refresh(self, image: MetadataImage) -> None:
-        # Config records do not show up in LocalReplicaChanges: compare every hosted topic, unless
-        # no config record was replayed since the last pass (replay shares an untouched configs
-        # image, so identity says it); a topic hosted since is configured by `apply_new`. A 10k-
-        # partition change set arrives in 150 slices: a scan of every partition each was costly.
+        # Config records do not show up in LocalReplicaChanges: compare every configured topic,
+        # unless no config record was replayed since the last pass (replay shares an untouched
+        # configs image, so identity says it); a topic hosted since is configured by `apply_new`.
+        # A 10k-partition change set arrives in 150 slices: a scan of every partition each was
+        # costly. Every hosted topic is configured (`_hosted` and `apply_new` configure a topic
+        # before its first log), so the configured topics cover the hosted ones: O(topics).
         if image.configs is self._refreshed_configs:
             return
-        for topic in sorted({tp.topic for tp in self._partitions}):
+        for topic in sorted(self._overrides):
             self.apply(topic, image)
         self._refreshed_configs = image.configs
 
@@ -85,8 +90,13 @@ class HostedTopicConfigs:
             return
         self._overrides[topic] = overrides
         min_isr = self.min_insync_replicas(topic)
-        for tp, partition in self._partitions.items():
-            if tp.topic == topic:
+        # Only this topic's partitions, found through the image (its partition ids): a scan of
+        # every hosted partition per new topic made creating topic N cost O(partitions hosted).
+        # A hosted partition the image no longer lists belongs to a deleted topic, on its way out.
+        topic_image = image.topic(topic)
+        for partition_id in topic_image.partitions if topic_image is not None else ():
+            partition = self._partitions.get(TopicPartition(topic, partition_id))
+            if partition is not None:
                 partition.min_insync_replicas = min_isr
         self.log_manager.update_topic_config(topic, topic_log_config(topic, self.log_manager.default_config,
                                                                      overrides))
