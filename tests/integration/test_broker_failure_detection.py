@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from common.waiting import wait_until
 from tests.integration import cluster_fixtures
 from tidelog.testing import Cluster
 
@@ -26,6 +27,7 @@ SESSION_S = 9.0
 KAFKA_DEFAULTS = {"broker.heartbeat.interval.ms": "2000", "broker.session.timeout.ms": str(int(SESSION_S * 1000)),
                   "replica.lag.time.max.ms": "30000"}
 FAULT_S = 5.0  # well under the session
+WRITING_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +89,8 @@ class Writer:
 def test_a_killed_leader_is_fenced_from_evidence_not_its_session(cluster: Cluster, topic: str) -> None:
     leader = cluster.leader_of(topic)
     with Writer(cluster.bootstrap_servers, topic) as writer:
-        time.sleep(1.0)
-        assert writer.acked, "the producer wrote nothing before the fault"
+        # writing before the fault (bounded: a loaded machine can take seconds for the first ack)
+        wait_until("an acknowledged write before the fault", lambda: writer.acked, WRITING_S)
         killed_at = time.monotonic()
         fault = cluster.kill(leader)  # returns once fenced and leading nothing
         fenced_s = time.monotonic() - killed_at
