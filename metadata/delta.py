@@ -104,6 +104,7 @@ class MetadataDelta:
         self._topics: dict[str, TopicImage] | None = None  # by topic id
         self._names: dict[str, str] | None = None  # topic name -> topic id
         self._partitions: dict[str, dict[int, PartitionRegistration]] = {}  # touched topics only
+        self._reassigning: set[tuple[str, int]] | None = None  # TopicsImage.reassigning, once changed
         self._configs: dict[ConfigResource, Mapping[str, str]] | None = None
         self._touched_configs: dict[ConfigResource, dict[str, str]] = {}  # private copies
         self._features: dict[str, int] | None = None
@@ -211,14 +212,30 @@ class MetadataDelta:
 
     def _partition(self, r: Partition, offset: int) -> None:
         # A Partition record for an existing partition replaces it, as Kafka's replay does.
-        self._partitions_for_write(r.topic_id)[r.partition_id] = PartitionRegistration.from_record(r)
+        partition = PartitionRegistration.from_record(r)
+        self._partitions_for_write(r.topic_id)[r.partition_id] = partition
+        self._track_reassigning(partition)
 
     def _partition_change(self, r: PartitionChange, offset: int) -> None:
         parts = self._partitions_for_write(r.topic_id)
         partition = parts.get(r.partition_id)
         if partition is None:
             raise MetadataRecordError(f"unknown partition {r.partition_id} of topic id {r.topic_id}")
-        parts[r.partition_id] = merge_partition_change(partition, r)
+        parts[r.partition_id] = changed = merge_partition_change(partition, r)
+        self._track_reassigning(changed)
+
+    def _track_reassigning(self, partition: PartitionRegistration) -> None:
+        """Keep TopicsImage.reassigning: a partition is in it while its reassignment runs."""
+        key = (partition.topic_id, partition.partition_id)
+        current = self.image.topics.reassigning if self._reassigning is None else self._reassigning
+        if partition.is_reassigning == (key in current):
+            return
+        if self._reassigning is None:
+            self._reassigning = set(current)
+        if partition.is_reassigning:
+            self._reassigning.add(key)
+        else:
+            self._reassigning.discard(key)
 
     def _remove_topic(self, r: RemoveTopic, offset: int) -> None:
         topics, names = self._topics_for_write()
@@ -227,6 +244,9 @@ class MetadataDelta:
             raise MetadataRecordError(f"unknown topic id {r.topic_id}")
         del names[topic.name]
         self._partitions.pop(r.topic_id, None)
+        current = self.image.topics.reassigning if self._reassigning is None else self._reassigning
+        if any(key[0] == r.topic_id for key in current):  # bounded by the running reassignments
+            self._reassigning = {key for key in current if key[0] != r.topic_id}
         self._forget_offline_replicas(r.topic_id)
         # Kafka's MetadataDelta drops the topic's configs together with the topic.
         resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
@@ -315,11 +335,16 @@ class MetadataDelta:
         base = self.image
         cluster = base.cluster if self._brokers is None else ClusterImage(MappingProxyType(self._brokers))
         topics = base.topics
-        if self._topics is not None:
+        if self._topics is not None and self._names is not None:
+            # Replay kept every invariant the image constructors check (each partition under its
+            # own ids, names unique, the reassigning set): build them without a pass over every
+            # partition, which cost O(topic) per ~100-record chunk of a big topic's creation.
             for topic_id, parts in self._partitions.items():
                 old = self._topics[topic_id]
-                self._topics[topic_id] = TopicImage(old.name, topic_id, MappingProxyType(parts))
-            topics = TopicsImage(MappingProxyType(self._topics))
+                self._topics[topic_id] = TopicImage.replayed(old.name, topic_id, MappingProxyType(parts))
+            by_name = {name: self._topics[topic_id] for name, topic_id in self._names.items()}
+            reassigning = base.topics.reassigning if self._reassigning is None else frozenset(self._reassigning)
+            topics = TopicsImage.replayed(MappingProxyType(self._topics), MappingProxyType(by_name), reassigning)
         configs = base.configs
         if self._configs is not None:
             for resource, values in self._touched_configs.items():

@@ -181,6 +181,19 @@ class TopicImage:
                     or partition.topic_id != self.topic_id):
                 raise MetadataRecordError(f"{where}: partition {partition_id} does not belong here")
 
+    @classmethod
+    def replayed(cls, name: str, topic_id: str, partitions: MappingProxyType[int, PartitionRegistration],
+                 ) -> TopicImage:
+        """The topic `metadata.delta` built: replay put each partition under its own topic id and
+        partition id, so the per-partition check above is not run again. It ran once per applied
+        chunk over the whole topic: O(partitions) for each ~100-record chunk of a 10,000-partition
+        topic's creation, on every controller and broker."""
+        topic = object.__new__(cls)
+        object.__setattr__(topic, "name", name)
+        object.__setattr__(topic, "topic_id", topic_id)
+        object.__setattr__(topic, "partitions", partitions)
+        return topic
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterImage:
@@ -194,10 +207,16 @@ class ClusterImage:
 
 @dataclass(frozen=True, slots=True)
 class TopicsImage:
-    """Topics by topic id; `by_name` is derived and always agrees."""
+    """Topics by topic id; `by_name` and `reassigning` are derived and always agree.
+
+    `reassigning` holds (topic id, partition id) of every partition a reassignment runs on
+    (Kafka's ReplicationControlManager.reassigningTopics): what looks for reassignments to
+    complete or list reads it instead of every partition. Built by one pass here (a snapshot,
+    a test's image); `metadata.delta` keeps it up to date record by record (`replayed`)."""
 
     by_id: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
     by_name: Mapping[str, TopicImage] = field(init=False, compare=False, repr=False)
+    reassigning: frozenset[tuple[str, int]] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _freeze(self, "by_id", "TopicsImage")
@@ -205,6 +224,20 @@ class TopicsImage:
         if len(by_name) != len(self.by_id):
             raise MetadataRecordError("TopicsImage: two topics share a name")
         object.__setattr__(self, "by_name", frozen_map(by_name))
+        object.__setattr__(self, "reassigning", frozenset(
+            (topic_id, partition_id) for topic_id, topic in self.by_id.items()
+            for partition_id, partition in topic.partitions.items() if partition.is_reassigning))
+
+    @classmethod
+    def replayed(cls, by_id: MappingProxyType[str, TopicImage], by_name: MappingProxyType[str, TopicImage],
+                 reassigning: frozenset[tuple[str, int]]) -> TopicsImage:
+        """The topics `metadata.delta` built, with the derived maps it kept up to date (no pass
+        over every partition per applied batch)."""
+        topics = object.__new__(cls)
+        object.__setattr__(topics, "by_id", by_id)
+        object.__setattr__(topics, "by_name", by_name)
+        object.__setattr__(topics, "reassigning", reassigning)
+        return topics
 
 
 class ConfigResource(NamedTuple):

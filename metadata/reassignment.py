@@ -110,9 +110,9 @@ def list_reassignments(image: MetadataImage,
                        partitions: Iterable[tuple[str, int]] | None = None) -> tuple[OngoingReassignment, ...]:
     """The partitions being reassigned, by topic name and partition id; `partitions` (None: all)
     narrows the answer, and an unknown one is left out, as Kafka's listPartitionReassignments does."""
-    if partitions is None:
-        wanted = [(name, p) for name in sorted(image.topics.by_name)
-                  for p in sorted(image.topics.by_name[name].partitions)]
+    if partitions is None:  # the running ones (kept by replay), not a pass over every partition
+        by_id = image.topics.by_id
+        wanted = sorted((by_id[topic_id].name, p) for topic_id, p in image.topics.reassigning)
     else:
         wanted = list(dict.fromkeys(partitions))
     out = []

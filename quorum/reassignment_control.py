@@ -23,7 +23,7 @@ from metadata.reassignment import (
 )
 from metadata.records import PartitionChange
 from quorum.controller_result import ControllerResult
-from quorum.topic_control import topic_election_config
+from quorum.topic_control import TopicElectionConfig, topic_election_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +91,23 @@ def alter_partition_reassignments(image: MetadataImage, requests: Sequence[Reass
 
 def complete_reassignments(image: MetadataImage) -> ControllerResult[int]:
     """Complete every reassignment whose ISR already allows it (a controller that just became
-    active, or one whose completion was lost with its predecessor); the count completed."""
+    active, or one whose completion was lost with its predecessor); the count completed.
+
+    Reads only the partitions being reassigned (`TopicsImage.reassigning`, kept by replay as
+    Kafka keeps reassigningTopics), in topic name and partition order: its cost follows the
+    running reassignments, not the cluster's partition count."""
     records: list[PartitionChange] = []
-    for name in sorted(image.topics.by_name):
-        config = topic_election_config(image, name)
-        for partition_id in sorted(image.topics.by_name[name].partitions):
-            partition = image.topics.by_name[name].partitions[partition_id]
-            if not partition.is_reassigning:
-                continue
-            change = elect_leader(partition, is_acceptable=_is_active(image), unclean_allowed=config.unclean_allowed,
-                                  elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas)
-            if change is not None and not merge_partition_change(partition, change).is_reassigning:
-                records.append(change)
+    configs: dict[str, TopicElectionConfig] = {}
+    by_id = image.topics.by_id
+    for topic_id, partition_id in sorted(image.topics.reassigning,
+                                         key=lambda key: (by_id[key[0]].name, key[1])):
+        topic = by_id[topic_id]
+        partition = topic.partitions[partition_id]
+        config = configs.get(topic.name)
+        if config is None:  # one lookup per topic
+            config = configs[topic.name] = topic_election_config(image, topic.name)
+        change = elect_leader(partition, is_acceptable=_is_active(image), unclean_allowed=config.unclean_allowed,
+                              elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas)
+        if change is not None and not merge_partition_change(partition, change).is_reassigning:
+            records.append(change)
     return ControllerResult(records, len(records))
