@@ -23,6 +23,19 @@ cannot tell the two apart, and the CPU column says which it is likely to be.
 
     python bench/loaded_latency.py [--seconds 20] [--canary-rate 1000] [--load-mb-s 100]
                                    [--load-partitions 6] [--load-value-bytes 1000] [--json F]
+                                   [--load-cpus 1]
+
+Where an acks=all produce's wait goes, per broker and window (the leader's counters are the
+canary's): `purgatory_wait_ms{purgatory="Produce"}` (append to ISR acknowledgement) and
+`follower_fetch_wait_ms` (a change waiting for a follower's next fetch: the follower fetch
+schedule's share), as bucket bounds of their p50 and p99.
+
+Waiting for a core or inside a system call: the bench samples each broker's main thread in
+/proc during each window: its run-queue wait (schedstat: ready to run, no core free) per second
+beside its CPU per second, and the share of samples it spent in uninterruptible sleep (state D,
+a blocking system call: fsync, writeback throttling) with the kernel function it waited in
+(wchan); and the machine's dirty and writeback page-cache bytes (/proc/vmstat). `--load-cpus 1`
+pins the load generator and its consumer to those CPUs (sched_setaffinity, as taskset).
 
 Nothing is asserted: a measurement. On a shared 2-core machine the load generator, its
 consumer, three brokers and a controller share the cores; the achieved load is printed.
@@ -67,6 +80,9 @@ GOAL_P99_MS: Final = 10.0
 GOAL_P999_MS: Final = 25.0
 STALL_REPORT_MS: Final = (10, 25, 100)  # stalls at least this long are counted in the report
 PREFIX: Final = "tidelog_broker_"
+OS_SAMPLE_PERIOD_S: Final = 0.02  # /proc samples of each broker's main thread: 50 a second
+TOP_WCHANS: Final = 2  # blocking kernel functions named per broker
+PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -77,6 +93,8 @@ class Sources:
     gc_count: dict[str, float] = field(default_factory=dict)  # generation -> collections
     gc_sum_ms: dict[str, float] = field(default_factory=dict)
     gc_buckets: dict[tuple[str, float], float] = field(default_factory=dict)
+    produce_wait: dict[float, float] = field(default_factory=dict)  # le -> cumulative count (Produce purgatory)
+    follower_fetch_wait: dict[float, float] = field(default_factory=dict)
     cpu_s: float = 0.0  # the broker process's utime + stime
     at_s: float = 0.0  # when it was read (monotonic)
 
@@ -101,6 +119,10 @@ def read_sources(metrics_url: str) -> Sources:
             out.gc_sum_ms[fields["generation"]] = value
         elif name == f"{PREFIX}gc_pause_ms_bucket":
             out.gc_buckets[(fields["generation"], _le(fields["le"]))] = value
+        elif name == f"{PREFIX}purgatory_wait_ms_bucket" and fields.get("purgatory") == "Produce":
+            out.produce_wait[_le(fields["le"])] = value
+        elif name == f"{PREFIX}follower_fetch_wait_ms_bucket":
+            out.follower_fetch_wait[_le(fields["le"])] = value
     return out
 
 
@@ -134,6 +156,101 @@ def longest_bucket(before: Mapping[float, float], after: Mapping[float, float]) 
     return longest
 
 
+def bucket_quantile(before: Mapping[float, float], after: Mapping[float, float], q: float) -> str:
+    """The upper bound of the bucket holding quantile `q` of what was observed between two
+    reads of a cumulative histogram ("-" when nothing was)."""
+    gained = {le: after[le] - before.get(le, 0.0) for le in sorted(after)}
+    total = gained.get(float("inf"), 0.0)
+    if total <= 0:
+        return "-"
+    for le, count in gained.items():
+        if count >= q * total:
+            return f"> {PAUSE_BUCKETS_MS[-1]:g}" if le == float("inf") else f"<= {le:g}"
+    return "-"
+
+
+@dataclass
+class ThreadTimes:
+    """One broker main thread's schedstat (ns on a CPU, ns waiting for one) and its D-state samples."""
+
+    on_cpu_ns: int = 0
+    run_wait_ns: int = 0
+    samples: int = 0
+    blocked: dict[str, int] = field(default_factory=dict)  # wchan -> samples in state D
+
+
+def _schedstat(pid: int) -> tuple[int, int]:
+    on_cpu, run_wait, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(on_cpu), int(run_wait)
+
+
+class OsSampler:
+    """Samples each broker's main thread in /proc, and the page cache's dirty and writeback
+    bytes, every `OS_SAMPLE_PERIOD_S` on a thread, between `start` and `stop`."""
+
+    def __init__(self, pids: Mapping[int, int]) -> None:
+        self.pids = dict(pids)  # broker id -> pid
+        self.start_times: dict[int, tuple[int, int]] = {}
+        self.times = {broker: ThreadTimes() for broker in self.pids}
+        self.max_dirty = self.max_writeback = 0
+        self.seconds = 0.0  # how long it sampled
+        self._started = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="os-sampler", daemon=True)
+
+    def start(self) -> None:
+        self.start_times = {broker: _schedstat(pid) for broker, pid in self.pids.items()}
+        self._started = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seconds = time.monotonic() - self._started
+        for broker, pid in self.pids.items():
+            on_cpu, run_wait = _schedstat(pid)
+            times = self.times[broker]
+            times.on_cpu_ns = on_cpu - self.start_times[broker][0]
+            times.run_wait_ns = run_wait - self.start_times[broker][1]
+
+    def _run(self) -> None:
+        while not self._stop.wait(OS_SAMPLE_PERIOD_S):  # until stopped at the window's end
+            vmstat = dict(line.split() for line in Path("/proc/vmstat").read_text().splitlines())
+            self.max_dirty = max(self.max_dirty, int(vmstat.get("nr_dirty", 0)) * PAGE_BYTES)
+            self.max_writeback = max(self.max_writeback, int(vmstat.get("nr_writeback", 0)) * PAGE_BYTES)
+            for broker, pid in self.pids.items():
+                try:
+                    state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+                    wchan = Path(f"/proc/{pid}/wchan").read_text() if state == "D" else ""
+                except OSError:  # the broker stopped: the window is over for it
+                    continue
+                times = self.times[broker]
+                times.samples += 1
+                if state == "D":
+                    times.blocked[wchan or "?"] = times.blocked.get(wchan or "?", 0) + 1
+
+
+def os_rows(sampler: OsSampler) -> list[dict[str, Any]]:
+    rows, seconds = [], max(sampler.seconds, 1e-9)
+    for broker, t in sorted(sampler.times.items()):
+        top = sorted(t.blocked.items(), key=lambda kv: -kv[1])[:TOP_WCHANS]
+        rows.append({
+            "broker": broker, "main_cpu_ms_s": t.on_cpu_ns / 1e6 / seconds, "run_wait_ms_s": t.run_wait_ns / 1e6 / seconds,
+            "blocked_pct": 100 * sum(t.blocked.values()) / t.samples if t.samples else 0.0,
+            "blocked_in": ", ".join(f"{w} {100 * n / t.samples:.1f}%" for w, n in top) or "-",
+        })
+    return rows
+
+
+def print_os(rows: list[dict[str, Any]], sampler: OsSampler) -> None:
+    print(f"  {'broker':>6} {'loop cpu ms/s':>13} {'waiting for a core ms/s':>23} {'blocked (D) %':>13}  in")
+    for r in rows:
+        print(f"  {r['broker']:>6} {r['main_cpu_ms_s']:>13.0f} {r['run_wait_ms_s']:>23.0f} {r['blocked_pct']:>13.1f}"
+              f"  {r['blocked_in']}")
+    print(f"  page cache: at most {sampler.max_dirty / 1e6:,.0f} MB dirty, {sampler.max_writeback / 1e6:,.0f} MB "
+          f"under writeback; load average {os.getloadavg()[0]:.2f}")
+
+
 def source_rows(before: dict[int, Sources], after: dict[int, Sources]) -> list[dict[str, Any]]:
     rows = []
     for broker, a in sorted(after.items()):
@@ -148,6 +265,9 @@ def source_rows(before: dict[int, Sources], after: dict[int, Sources]) -> list[d
             "gc_ms": sum(a.gc_sum_ms.values()) - sum(b.gc_sum_ms.values()),
             "longest_gc2": longest_bucket(gen2_before, gen2),
             "cpu_pct": 100 * (a.cpu_s - b.cpu_s) / (a.at_s - b.at_s) if a.at_s > b.at_s else None,
+            **{f"produce_wait_p{q}": bucket_quantile(b.produce_wait, a.produce_wait, q / 100) for q in (50, 99)},
+            **{f"follower_wait_p{q}": bucket_quantile(b.follower_fetch_wait, a.follower_fetch_wait, q / 100)
+               for q in (50, 99)},
         })
     return rows
 
@@ -160,14 +280,25 @@ def print_sources(label: str, rows: list[dict[str, Any]]) -> None:
         print(f"  {r['broker']:>6} " + " ".join(f"{r[f'stalls_ge_{ms}ms']:>11.0f}" for ms in STALL_REPORT_MS)
               + f" {r['longest_stall']:>9} {r['gc0']:>6.0f} {r['gc1']:>5.0f} {r['gc2']:>5.0f} {r['gc_ms']:>7.1f}"
               f" {r['longest_gc2']:>9} {fmt(r['cpu_pct'], '.0f'):>6}")
+    print(f"  {'broker':>6} {'acks=all wait p50':>18} {'p99':>9} {'change->follower fetch p50':>27} {'p99':>9}"
+          "   (ms, bucket bounds; the canary's leader shows its wait)")
+    for r in rows:
+        print(f"  {r['broker']:>6} {r['produce_wait_p50']:>18} {r['produce_wait_p99']:>9} {r['follower_wait_p50']:>27}"
+              f" {r['follower_wait_p99']:>9}")
 
 
-def canary(bench: Bench, binary: Path, rate: int, seconds: float) -> tuple[c_client.LoadResult, list[dict[str, Any]]]:
+def canary(bench: Bench, binary: Path, rate: int, seconds: float
+           ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler]:
     total = int(rate * seconds)
     before = snapshot(bench)
-    result = c_client.produce(binary, bench.bootstrap, CANARY_TOPIC, records=total, value_bytes=100,
-                              partitions=1, acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE)
-    return result, source_rows(before, snapshot(bench))
+    sampler = OsSampler({broker: bench.pid(broker) for broker in before})
+    sampler.start()
+    try:
+        result = c_client.produce(binary, bench.bootstrap, CANARY_TOPIC, records=total, value_bytes=100,
+                                  partitions=1, acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE)
+    finally:
+        sampler.stop()
+    return result, source_rows(before, snapshot(bench)), sampler
 
 
 class Load:
@@ -179,6 +310,7 @@ class Load:
         self.records = int(self.rate * (args.seconds * 1.2 + LOAD_HEAD_START_S))
         self.results: dict[str, c_client.LoadResult] = {}
         self.errors: dict[str, str] = {}
+        self.cpus: set[int] = set(args.load_cpus or ())
         partitions = args.load_partitions
         self.threads = [
             threading.Thread(target=self._run, name="load-produce", daemon=True, args=("produce", lambda: c_client.produce(
@@ -189,6 +321,8 @@ class Load:
         ]
 
     def _run(self, what: str, call: Any) -> None:
+        if self.cpus:  # this thread's mask, which the loadgen it starts inherits (taskset's effect)
+            os.sched_setaffinity(0, self.cpus)
         try:
             self.results[what] = call()
         except (c_client.LoadError, OSError) as exc:
@@ -210,18 +344,24 @@ def mb_s(result: c_client.LoadResult | None) -> float | None:
 def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     bench.create(CANARY_TOPIC, 1, 3)
     bench.create(LOAD_TOPIC, args.load_partitions, 3)
+    leader = bench.partitions(CANARY_TOPIC)[0]["leader"]
+    print(f"canary leader: broker {leader} (its acks=all wait is the canary's); load leaders by broker: "
+          + ", ".join(f"{b} {role}" for b, role in sorted(bench.roles(LOAD_TOPIC).items())))
     print(f"\ncanary: idempotent acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
           f"into {CANARY_TOPIC} (RF=3, min.insync.replicas=2), C load generator")
-    alone, alone_sources = canary(bench, binary, args.canary_rate, args.seconds)
+    alone, alone_sources, alone_os = canary(bench, binary, args.canary_rate, args.seconds)
     print_sources("alone", alone_sources)
+    print_os(os_rows(alone_os), alone_os)
     load = Load(bench, binary, args)
     print(f"\nload: {args.load_mb_s:g} MB/s asked ({load.rate:,} records/s x {args.load_value_bytes} B, acks=all, "
           f"linger.ms={LOAD_LINGER_MS}) into {LOAD_TOPIC} ({args.load_partitions} partitions RF=3), "
-          f"a consumer group ({LOAD_GROUP}) reading it")
+          f"a consumer group ({LOAD_GROUP}) reading it"
+          + (f"; both pinned to CPUs {sorted(load.cpus)}" if load.cpus else ""))
     load.start()
     threading.Event().wait(LOAD_HEAD_START_S)
-    loaded, loaded_sources = canary(bench, binary, args.canary_rate, args.seconds)
+    loaded, loaded_sources, loaded_os = canary(bench, binary, args.canary_rate, args.seconds)
     print_sources("loaded", loaded_sources)
+    print_os(os_rows(loaded_os), loaded_os)
     load.join()
     produced, consumed = load.results.get("produce"), load.results.get("consume")
     print(f"\n{'canary':<8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}   goal p99 <= {GOAL_P99_MS:g}, "
@@ -232,10 +372,12 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     print(f"load achieved: produce {fmt(mb_s(produced), '.1f')} MB/s, consume {fmt(mb_s(consumed), '.1f')} MB/s"
           + (f"; errors: {load.errors}" if load.errors else ""))
     return {
-        "load_average": os.getloadavg()[0],
+        "load_average": os.getloadavg()[0], "canary_leader": leader,
         "canary_alone": {k: getattr(alone, k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
         "canary_loaded": {k: getattr(loaded, k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
         "sources_alone": alone_sources, "sources_loaded": loaded_sources,
+        "os_alone": os_rows(alone_os), "os_loaded": os_rows(loaded_os),
+        "max_dirty_bytes": loaded_os.max_dirty, "max_writeback_bytes": loaded_os.max_writeback,
         "load_produce_mb_s": mb_s(produced), "load_consume_mb_s": mb_s(consumed), "load_errors": load.errors,
     }
 
@@ -247,6 +389,10 @@ def main() -> None:
     parser.add_argument("--load-mb-s", type=float, default=100.0, help="the load producer's rate, MB/s")
     parser.add_argument("--load-partitions", type=int, default=6)
     parser.add_argument("--load-value-bytes", type=int, default=1000)
+    parser.add_argument("--load-cpus", type=lambda text: [int(c) for c in text.split(",")], default=None,
+                        help="pin the load generator and its consumer to these CPUs (e.g. 1 or 0,1)")
+    parser.add_argument("--broker-config", type=lambda text: tuple(text.split("=", 1)), action="append", default=[],
+                        metavar="KEY=VALUE", help="a server.properties setting for every node (e.g. log.segment.bytes=67108864)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here (bench/all.py)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
@@ -256,7 +402,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; librdkafka {c_client.librdkafka_version(binary)}")
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-loaded-latency-", dir=args.dir))
     try:
-        with running(root / "cluster", {}) as bench:
+        with running(root / "cluster", dict(args.broker_config)) as bench:
             results = run(bench, binary, args)
         if args.json is not None:
             args.json.write_text(json.dumps(results, indent=1))

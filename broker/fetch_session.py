@@ -140,6 +140,9 @@ class FetchSession:
     epoch: int
     partitions: dict[TopicPartition, CachedPartition]
     changed: dict[TopicPartition, None] = field(default_factory=dict)
+    # When the oldest change in `changed` was marked (the shell's clock, ms); -1 while empty.
+    # A follower's next fetch reads it: the wait between is the fetch schedule's (issue 35).
+    changed_since_ms: int = -1
     cached_size: int = -1  # the size the cache accounts for; -1: not in the cache
     # Opened by a v13+ fetch (topics by id): then only v13+ fetches may use it, and the
     # reverse (Kafka's FETCH_SESSION_TOPIC_ID_ERROR).
@@ -173,7 +176,15 @@ class FetchSession:
         """The partitions marked changed since the last read; they are read now."""
         out = list(self.changed)
         self.changed.clear()
+        self.changed_since_ms = -1
         return out
+
+    def mark_changed(self, tps: Iterable[TopicPartition], now_ms: int) -> None:
+        """`tps` have something to report on the next fetch (an event, or data left unread)."""
+        marked = dict.fromkeys(tps)
+        if marked and not self.changed:
+            self.changed_since_ms = now_ms
+        self.changed.update(marked)
 
     def answered(self, tp: TopicPartition) -> None:
         """Move an answered partition to the end, so the next fetch starts with the others

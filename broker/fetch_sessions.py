@@ -8,6 +8,8 @@ The ReplicaManager calls `on_partition_change(tp)` after every append, high wate
 log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
 gets `tp` in its changed set, and a fetch of that session parked in `wait` wakes. An idle
 incremental fetch therefore costs the leader nothing per partition: it parks on one event.
+A follower's fetch that arrives while changes wait (it was busy with the previous answer)
+reads them at once; how long they waited is `follower_fetch_wait` (issue 35).
 
 A follower's idle session fetches still count as fetches for its lag (Kafka reads every
 session partition on every fetch and so calls updateFollowerFetchState for each): when a
@@ -31,6 +33,7 @@ from broker.fetch_session import (
     FetchSessionCache,
     new_context,
 )
+from broker.loop_stalls import PauseHistogram
 from broker.replica_manager import ReplicaManager
 from broker.replica_reads import record_session_fetch
 from common.topic_partition import TopicPartition
@@ -48,6 +51,9 @@ class FetchSessions:
         self.cache = FetchSessionCache(new_session_id=(rng or random.Random()).randrange,
                                        max_entries=max_entries)
         self._waiting: dict[int, asyncio.Event] = {}  # session id -> its parked fetch
+        # How long a change on a partition led here waited for a follower's fetch to read it
+        # (an append the follower must copy before an acks=all produce completes): /metrics.
+        self.follower_fetch_wait = PauseHistogram()
         replicas.change_listeners.append(self.on_partition_change)
 
     def now_ms(self) -> int:
@@ -66,7 +72,7 @@ class FetchSessions:
                                                      uses_topic_ids=uses_topic_ids)
         session = self.cache.get(session_id)
         if session is not None:
-            session.changed.update(dict.fromkeys(changed))
+            session.mark_changed(changed, self.now_ms())
         return session_id
 
     def on_partition_change(self, tp: TopicPartition) -> None:
@@ -79,10 +85,17 @@ class FetchSessions:
                 if partition is not None and partition.is_leader(self._replicas.broker_id):
                     record_session_fetch(partition, session.replica_id, cached.fetch_offset,
                                          session.last_used_ms)
-            session.changed[tp] = None
+            session.mark_changed((tp,), self.now_ms())
             event = self._waiting.get(session.id)
             if event is not None:
                 event.set()
+
+    def take_changed(self, session: FetchSession) -> list[TopicPartition]:
+        """The session's changed partitions, to read now. For a follower's session, how long
+        the oldest of them waited for this fetch goes to `follower_fetch_wait`."""
+        if session.privileged and session.changed:
+            self.follower_fetch_wait.observe(max(0, self.now_ms() - session.changed_since_ms))
+        return session.take_changed()
 
     async def wait(self, session: FetchSession, timeout_s: float) -> None:
         """Until a partition of `session` is marked changed, or `timeout_s` passes."""

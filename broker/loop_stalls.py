@@ -14,7 +14,10 @@ these two say where it comes from:
 `STALL_PROBE_PERIOD_S`: a stall of X ms means a callback held the loop for about X ms, so any
 request that arrived meanwhile waited as long. `tidelog_broker_gc_pause_ms{generation}` is each
 collection's duration, on whichever thread ran it (the GIL stops every other thread meanwhile).
-bench/replication.py's loaded-latency phase reads both around its canary producer.
+Two more say where an acks=all produce's wait goes: `tidelog_broker_purgatory_wait_ms{purgatory}`
+(from `broker.purgatory`: how long watched requests waited) and
+`tidelog_broker_follower_fetch_wait_ms` (from `broker.fetch_sessions`: how long a change waited
+for a follower's next fetch). bench/loaded_latency.py reads them all around its canary producer.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import gc
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -97,9 +100,23 @@ def track_gc(sources: TailSources, clock: Callable[[], float] = time.perf_counte
     return untrack
 
 
-def tail_families(sources: TailSources, prefix: str) -> list[Metric]:
-    """The two histograms for /metrics."""
+def tail_families(sources: TailSources, prefix: str, *, purgatory_waits: Mapping[str, PauseHistogram] | None = None,
+                  follower_fetch_wait: PauseHistogram | None = None) -> list[Metric]:
+    """The histograms for /metrics: stalls and collections, and where a waiting request's
+    time goes: each purgatory's waits (`broker.purgatory`; the Produce one is acks=all
+    waiting for the ISR) and how long a change waited for a follower's fetch to read it
+    (`broker.fetch_sessions`)."""
+    waits = [] if purgatory_waits is None else [labelled_histogram(
+        f"{prefix}purgatory_wait_ms", "How long each request that had to wait in a purgatory waited until it "
+        "completed or expired (Produce: an acks=all produce waiting for its in-sync replicas).",
+        "purgatory", PAUSE_BUCKETS_MS, [(name, h.counts, h.total_ms) for name, h in sorted(purgatory_waits.items())])]
+    if follower_fetch_wait is not None:
+        waits.append(histogram(
+            f"{prefix}follower_fetch_wait_ms", "How long a change on a partition this broker leads (an append, a "
+            "high watermark move) waited for a follower's next fetch to read it.",
+            PAUSE_BUCKETS_MS, follower_fetch_wait.counts, follower_fetch_wait.total_ms))
     return [
+        *waits,
         histogram(f"{prefix}event_loop_stall_ms",
                   f"How late the event loop's {STALL_PROBE_PERIOD_S * 1000:g} ms probe timer fired: how long "
                   "something held the loop that every request waited for.",

@@ -62,7 +62,7 @@ from security.sasl_server import ScramCredentials
 from security.controller_tls_context import controller_client_context
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
-from broker.loop_stalls import TailSources, probe_stalls, tail_families, track_gc
+from broker.loop_stalls import PauseHistogram, TailSources, probe_stalls, tail_families, track_gc
 from broker.startup_heap import freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
@@ -252,7 +252,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                                    *handler.context.transactions.metric_families(METRICS_PREFIX),
                                    *cleaner_families(cleaners.stats, METRICS_PREFIX),
                                    *segment_file_families(log_manager.files.stats, METRICS_PREFIX),
-                                   *tail_families(tail, METRICS_PREFIX)])
+                                   *tail_families(tail, METRICS_PREFIX, purgatory_waits={
+                                       p.name: p.waited for p in (replicas.produce_purgatory, replicas.fetch_purgatory)},
+                                       follower_fetch_wait=_follower_fetch_wait(handler))])
             metrics_runner = await start_metrics(settings.metrics_address, render, control_routes(
                 handler.faults, token_from_config(config), broker_id))  # request faults (issue 33)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
@@ -349,6 +351,11 @@ async def _controlled_shutdown(follower: MetadataFollower, follower_task: asynci
     if not follower.shutdown_ready.is_set():
         logger.warning("Broker %d: the metadata follower stopped during controlled shutdown; "
                        "shutting down without waiting further", settings.node_id)
+
+
+def _follower_fetch_wait(handler: Any) -> PauseHistogram | None:
+    sessions = handler.context.fetch_sessions
+    return None if sessions is None else sessions.follower_fetch_wait
 
 
 async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower,

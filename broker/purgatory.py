@@ -16,6 +16,9 @@ milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a caller w
 injected clock can drive it directly. `Purgatory` is the asyncio shell: a future per waiting
 request and its deadline in the broker's timer service (`broker.timers`, one timer per
 request, keyed by the purgatory and the operation). The operation decides; neither holds any I/O.
+`Purgatory.waited` counts how long each watched request waited until completed or expired
+(issue 35: in the Produce purgatory that is an acks=all produce waiting for its ISR, the part
+of its latency the follower fetch schedule decides); /metrics shows it by purgatory.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from broker.loop_stalls import PauseHistogram
 from broker.timers import TimerService
 from common.units import SECOND_MS
 
@@ -150,6 +154,7 @@ class Purgatory(Generic[K, T]):
         self.timers = timers if timers is not None else TimerService(name=f"{name} purgatory")
         self.operations: DelayedOperations[K, T] = DelayedOperations()
         self._futures: dict[int, asyncio.Future[T]] = {}
+        self.waited = PauseHistogram()  # watched requests: from watch to completion or expiry
 
     async def wait(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float) -> T:
         """`operation`'s answer: now if satisfied, else the first satisfied check on one of
@@ -159,14 +164,17 @@ class Purgatory(Generic[K, T]):
             return result
         if timeout_s <= 0:
             return operation.on_expiration()
-        deadline_ms = self.timers.now_ms() + int(timeout_s * SECOND_MS)
+        started_ms = self.timers.now_ms()
+        deadline_ms = started_ms + int(timeout_s * SECOND_MS)
         op_id = self.operations.watch(operation, keys, deadline_ms)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._futures[op_id] = future
         timer = (self, op_id)  # one timer per request; it expires everything due by then
         self.timers.schedule(timer, deadline_ms, self._expire_until)
         try:
-            return await future
+            result = await future
+            self.waited.observe(self.timers.now_ms() - started_ms)
+            return result
         finally:
             self.timers.cancel(timer)
             del self._futures[op_id]

@@ -114,7 +114,7 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
     answered is. An idle session parks on one event: no work per partition."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
-    to_read = list(dict.fromkeys([*requested, *session.take_changed()]))
+    to_read = list(dict.fromkeys([*requested, *sessions.take_changed(session)]))
     report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
     carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
     total, failed = 0, False
@@ -141,6 +141,6 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
             break
         if not session.changed:
             await sessions.wait(session, remaining)
-        to_read = session.take_changed()
-    session.changed.update(carry)
+        to_read = sessions.take_changed(session)
+    session.mark_changed(carry, sessions.now_ms())
     return report

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from broker.replication.kafka_connection import KafkaConnection
 from common.errors import ErrorCode
+from common.prometheus import samples
 from common.protocol import fetch
 from common.protocol.leader_discovery import LeaderIdAndEpoch
 from common.protocol.api_keys import ApiKey
@@ -321,3 +323,28 @@ def test_topic_ids_diverging_epochs_and_leader_hints(cluster: LocalCluster) -> N
     assert part.current_leader == LeaderIdAndEpoch(leader, state["leader_epoch"])
     assert [(n.node_id, f"{n.host}:{n.port}") for n in hint.node_endpoints] == [
         (leader, leader_bootstrap(cluster, leader))]
+
+
+# ---- where an acks=all produce's wait goes (issue 35): the leader's /metrics -----------------
+
+
+def leader_waits(cluster: LocalCluster, leader: int) -> tuple[float, float]:
+    """(produce purgatory waits, follower fetch waits) counted so far by `leader`."""
+    with urllib.request.urlopen(cluster.node(leader).spec.metrics_url, timeout=10.0) as answer:
+        found = samples(answer.read().decode())
+    return (found.get('tidelog_broker_purgatory_wait_ms_count{purgatory="Produce"}', 0.0),
+            found.get("tidelog_broker_follower_fetch_wait_ms_count", 0.0))
+
+
+def test_the_leader_counts_acks_all_waits_and_follower_fetch_waits(cluster: LocalCluster) -> None:
+    """Each acks=all produce waits in the leader's Produce purgatory for both followers to
+    fetch it, and each append waits for a follower's fetch to read it: both histograms grow."""
+    create_topic(cluster, "waits", partitions=1)
+    wait_full_isr(cluster, "waits", 1)
+    leader = partition_state(cluster, "waits", 0)["leader"]
+    produced_before, fetched_before = leader_waits(cluster, leader)
+    for i in range(5):  # one at a time: each is its own produce request
+        produce(bootstrap(cluster), "waits", values(f"w{i}-", 1), acks="all")
+    produced, fetched = leader_waits(cluster, leader)
+    assert produced - produced_before >= 5, (produced_before, produced)
+    assert fetched - fetched_before >= 5, (fetched_before, fetched)

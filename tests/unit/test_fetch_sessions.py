@@ -118,3 +118,31 @@ def test_other_partitions_do_not_mark_the_session(setup) -> None:
     assert session is not None
     manager.append(TopicPartition("orders", 0), batch(1), acks=1)
     assert not session.changed
+
+
+def test_a_change_s_wait_for_the_followers_next_fetch_is_counted(setup) -> None:
+    """An append marked at t waits for the follower's fetch at t + 40 ms: 40 ms, observed once
+    (the next take finds nothing), bucketed in the histogram /metrics shows."""
+    clock, manager, sessions = setup
+    session = sessions.cache.get(open_follower_session(manager, sessions, 0))
+    assert session is not None
+    manager.append(TRIPLE_0, batch(1), acks=1)
+    assert session.changed_since_ms == clock.now
+    clock.now += 40
+    manager.append(TRIPLE_0, batch(1), acks=1)  # a later change: the oldest one's wait counts
+    clock.now += 1
+    assert sessions.take_changed(session) == [TRIPLE_0]
+    assert session.changed_since_ms == -1
+    assert sessions.take_changed(session) == []
+    waits = sessions.follower_fetch_wait
+    assert (sum(waits.counts), waits.longest_ms) == (1, 41)
+
+
+def test_a_consumer_session_s_waits_are_not_counted(setup) -> None:
+    _clock, manager, sessions = setup
+    request = FetchPartition(0, 0, 1 << 20, 0, -1)
+    session = sessions.cache.get(sessions.create(-1, {TRIPLE_0: CachedPartition.of(request)}, [TRIPLE_0],
+                                                 uses_topic_ids=False))
+    assert session is not None
+    assert sessions.take_changed(session) == [TRIPLE_0]
+    assert sum(sessions.follower_fetch_wait.counts) == 0

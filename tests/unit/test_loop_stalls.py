@@ -63,3 +63,15 @@ def test_metrics_carry_both_histograms() -> None:
     assert found['tidelog_broker_event_loop_stall_ms_bucket{le="10"}'] == 0.0
     assert found['tidelog_broker_gc_pause_ms_bucket{generation="2",le="5"}'] == 1.0
     assert found['tidelog_broker_gc_pause_ms_count{generation="0"}'] == 0.0
+
+
+def test_metrics_carry_the_purgatory_and_follower_fetch_waits() -> None:
+    produce, follower = PauseHistogram(), PauseHistogram()
+    produce.observe(7.0)
+    follower.observe(120.0)
+    found = samples(exposition(tail_families(TailSources(), "tidelog_broker_", purgatory_waits={"Produce": produce},
+                                             follower_fetch_wait=follower)))
+    assert found['tidelog_broker_purgatory_wait_ms_bucket{le="10",purgatory="Produce"}'] == 1.0
+    assert found['tidelog_broker_purgatory_wait_ms_bucket{le="5",purgatory="Produce"}'] == 0.0
+    assert found['tidelog_broker_follower_fetch_wait_ms_bucket{le="250"}'] == 1.0
+    assert found['tidelog_broker_follower_fetch_wait_ms_bucket{le="100"}'] == 0.0

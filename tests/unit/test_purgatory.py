@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from broker.purgatory import DelayedOperations, Purgatory
+from broker.timers import TimerService
 
 
 class Join:
@@ -135,3 +136,26 @@ async def test_a_cancelled_waiter_leaves_no_watch_behind():
         await waiting
     assert purgatory.watched("a") == 0
     assert purgatory.check_and_complete("a") == 0
+
+
+async def test_waits_are_counted_from_watch_to_completion_or_expiry():
+    """What /metrics shows per purgatory: a request satisfied on arrival never waited; a
+    watched one is counted once when it completes, and once when it expires."""
+    now = [1_000]
+    purgatory: Purgatory[str, str] = Purgatory("test", TimerService(lambda: now[0]))
+    assert await purgatory.wait(Join({"a"}, {"a"}), ["a"], 5.0) == "done"
+    assert sum(purgatory.waited.counts) == 0
+    ready: set[str] = set()
+    waiting = asyncio.create_task(purgatory.wait(Join(ready, {"a"}), ["a"], 5.0))
+    await asyncio.sleep(0)
+    now[0] += 30
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 1
+    assert await waiting == "done"
+    assert (sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (1, 30)
+    expiring = asyncio.create_task(purgatory.wait(Join(set(), {"b"}), ["b"], 0.2))
+    await asyncio.sleep(0)
+    now[0] += 200
+    purgatory.timers.run_due()
+    assert (await expiring).startswith("expired")
+    assert (sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (2, 200)
