@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from broker.hosted_topic_configs import HostedTopicConfigs
-from broker.log.log_manager import LogManager
+from broker.log.log_manager import PARALLEL_MIN, LogManager
 from broker.replica_appends import rebuild_producer_state
 from broker.replication.isr_manager import IsrManager
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership
@@ -41,9 +41,10 @@ from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
-# Change sets at least this large create logs and start leaderships on the log manager's I/O
-# threads (file creation and fsync release the GIL); smaller ones stay on the caller's thread.
-PARALLEL_MIN: Final = 16
+# Change sets of at most this many partitions log each partition's new role at INFO; larger ones
+# (a topic created, a broker's leaderships moving) log one summary line at INFO and the
+# partitions at DEBUG: 3,300 lines per broker were seconds of a controlled shutdown at 10,000.
+DETAILED_CHANGES_MAX: Final = 32
 MAX_CAUSE_DEPTH: Final = 8  # exceptions followed down a cause chain for its OSError (short; guards a cycle)
 
 
@@ -108,6 +109,7 @@ class ReplicaRoles:
         self._wake = wake
         # Failed replicas, offline here until the broker restarts (reported in every heartbeat).
         self.failed: dict[TopicPartition, FailedReplica] = {}
+        self._detail = logging.INFO  # the level of per-partition role lines in the change set being applied
 
     def fail(self, tp: TopicPartition, topic_id: str, during: str, exc: BaseException) -> None:
         """Mark one replica failed: one log line with its errno, then it is served no more."""
@@ -133,18 +135,30 @@ class ReplicaRoles:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
         stop_fetching: list[TopicPartition] = []
         start_fetching: list[tuple[TopicPartition, int, int]] = []
+        stopped_hosting = 0
+        size = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
+        self._detail = logging.INFO if size <= DETAILED_CHANGES_MAX else logging.DEBUG
         for local in changes.deletes:
             tp = TopicPartition(local.topic_name, local.partition_id)
             stop_fetching.append(tp)
-            self._delete(tp)
+            stopped_hosting += self._delete(tp)
         if changes.deletes:
             self.topic_configs.forget_unhosted()
         self.topic_configs.refresh(image)
         self._create_logs([*changes.leaders, *changes.followers], image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
-        stop_fetching.extend(self._become_leaders(changes.leaders, image, elected))
+        leaderships = self._become_leaders(changes.leaders, image, elected)
+        stop_fetching.extend(leaderships)
+        offline_before = len(stop_fetching)
         for local in changes.followers:
             self._become_follower(local, image, start_fetching, stop_fetching)
+        offline = len(stop_fetching) - offline_before
+        if self._detail == logging.DEBUG:  # one line for the change set (DETAILED_CHANGES_MAX)
+            log.info("Broker %d: %d new leaderships, %d partitions following a new leader or leader "
+                     "epoch, %d without a leader (offline), %d no longer hosted; %d other partition "
+                     "changes (ISR, epochs)", self.broker_id, len(leaderships), len(start_fetching), offline,
+                     stopped_hosting, len(changes.leaders) + len(changes.followers) - len(leaderships)
+                     - len(start_fetching) - offline)
         return FetcherChanges(stop_fetching, start_fetching)
 
     def _hosted(self, local: LocalPartition, image: MetadataImage) -> Partition | None:
@@ -189,10 +203,11 @@ class ReplicaRoles:
                         elected: set[tuple[str, int]]) -> list[TopicPartition]:
         """Lead every partition of `leaders`; the new leaderships (stop fetching them).
 
-        A new leadership writes the leader epoch checkpoint with an fsync (Kafka's
-        LeaderEpochFileCache.assign does too); thousands of them (a new topic, a controlled
-        shutdown moving a third of the leaders here) run on a thread pool, since fsync releases
-        the GIL. Each touches only its own partition's files."""
+        A new leadership rewrites the leader epoch checkpoint without an fsync (the log manager
+        syncs it before its next recovery-point checkpoint, `LeaderEpochCache.sync`): a small
+        write and a rename, done here in order. (With an fsync each they ran on a thread pool;
+        without it the pool's hand-offs cost more than the writes.) A failure is its own
+        partition's."""
         now_ms = self._now_ms()
         hosted: list[tuple[Partition, bool]] = []
         for local in leaders:
@@ -205,23 +220,12 @@ class ReplicaRoles:
                 was, broker_id=self.broker_id, leader_epoch=partition.leader_epoch,
                 elected=(local.topic_name, local.partition_id) in elected)))
         starting = [partition for partition, new in hosted if new]
-        errors: list[BaseException | None] = []
-        if len(starting) < PARALLEL_MIN:
-            for partition in starting:
-                try:
-                    partition.become_leader(self.broker_id, now_ms)
-                    errors.append(None)
-                except (KafkaStorageError, OSError) as e:
-                    errors.append(e)
-        else:  # on the log manager's I/O pool; each failure is its own partition's
-            futures = self.log_manager.run_parallel(lambda p: p.become_leader(self.broker_id, now_ms), starting)
-            errors = [future.exception() for future in futures]
-        for partition, error in zip(starting, errors):
-            if error is not None:
-                if not isinstance(error, (KafkaStorageError, OSError)):
-                    raise error  # a bug, not storage: as before, it ends the follower loudly
+        for partition in starting:  # bounded by the change set
+            try:
+                partition.become_leader(self.broker_id, now_ms)
+            except (KafkaStorageError, OSError) as e:
                 self.fail(partition.tp, partition.topic_id, f"becoming leader in leader epoch "
-                          f"{partition.leader_epoch}", error)
+                          f"{partition.leader_epoch}", e)
         for partition, new in hosted:
             if partition.tp in self.partitions:  # not failed just now
                 self._started_leading(partition, new)
@@ -230,11 +234,12 @@ class ReplicaRoles:
     def _started_leading(self, partition: Partition, new_leadership: bool) -> None:
         if new_leadership:
             partition_log = partition.log
-            log.info("Leader %s with leader epoch %d starting at offset %d (high watermark %d, "
-                     "ISR %s, partition epoch %d%s)", partition.tp, partition.leader_epoch,
-                     partition_log.log_end_offset, partition_log.high_watermark, list(partition.isr),
-                     partition.partition_epoch,
-                     ", elected uncleanly: RECOVERING" if partition.is_recovering else "")
+            log.log(logging.INFO if partition.is_recovering else self._detail,
+                    "Leader %s with leader epoch %d starting at offset %d (high watermark %d, "
+                    "ISR %s, partition epoch %d%s)", partition.tp, partition.leader_epoch,
+                    partition_log.log_end_offset, partition_log.high_watermark, list(partition.isr),
+                    partition.partition_epoch,
+                    ", elected uncleanly: RECOVERING" if partition.is_recovering else "")
         if partition.is_recovering and partition.pending_isr is None:
             # KIP-704: an unclean leader serves once the controller has recorded RECOVERED.
             self.isr.propose(partition, partition.isr, LeaderRecoveryState.RECOVERED)
@@ -256,15 +261,16 @@ class ReplicaRoles:
         self._wake(tp)  # waiting fetches and produces answer NOT_LEADER_OR_FOLLOWER now
         if partition.leader_id < 0:
             stop_fetching.append(tp)
-            log.info("Follower %s has no leader (leader epoch %d): partition offline",
-                     tp, partition.leader_epoch)
+            log.log(self._detail, "Follower %s has no leader (leader epoch %d): partition offline",
+                    tp, partition.leader_epoch)
             return
         start_fetching.append((tp, partition.leader_id, partition.leader_epoch))
-        log.info("Follower %s of leader %d with leader epoch %d (log end offset %d, high "
-                 "watermark %d)", tp, partition.leader_id, partition.leader_epoch,
-                 partition.log.log_end_offset, partition.log.high_watermark)
+        log.log(self._detail, "Follower %s of leader %d with leader epoch %d (log end offset %d, high "
+                "watermark %d)", tp, partition.leader_id, partition.leader_epoch,
+                partition.log.log_end_offset, partition.log.high_watermark)
 
-    def _delete(self, tp: TopicPartition) -> None:
+    def _delete(self, tp: TopicPartition) -> bool:
+        """Stop hosting `tp` and delete its log; whether it was hosted (counted in `apply`'s line)."""
         self.failed.pop(tp, None)  # a failed replica removed from this broker is forgotten with it
         partition = self.partitions.pop(tp, None)
         self._wake(tp)
@@ -273,4 +279,5 @@ class ReplicaRoles:
         except (KafkaStorageError, OSError) as e:
             log.error("Cannot delete the log of removed partition %s: %s", tp, e)
         if partition is not None:
-            log.info("Stopped hosting %s (removed from its replicas or topic deleted)", tp)
+            log.log(self._detail, "Stopped hosting %s (removed from its replicas or topic deleted)", tp)
+        return partition is not None

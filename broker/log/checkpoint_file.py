@@ -26,18 +26,36 @@ class CorruptCheckpointError(KafkaStorageError):
     """A checkpoint file that does not parse; the message names file and line."""
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content."""
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content.
+    `sync=False` (Kafka's `write(entries, sync)`): the same rename, no fsync; a process crash
+    still leaves the new content (the page cache survives it), a power loss may leave the old
+    one until `sync_file` runs."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_directory(path.parent)
+        if sync:
+            fsync_directory(path.parent)
     except OSError as e:
         raise KafkaStorageError(f"cannot write checkpoint {path}: {e}") from e
+
+
+def sync_file(path: Path) -> None:
+    """Make a file written with `sync=False` durable: its content, then its directory entry."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(path.parent)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot sync checkpoint {path}: {e}") from e
 
 
 def fsync_directory(directory: Path) -> None:
@@ -58,11 +76,15 @@ class CheckpointFile(Generic[T]):
         self._to_fields = to_fields
         self._from_fields = from_fields
 
-    def write(self, entries: Iterable[T]) -> None:
-        """Replace the file with `entries`."""
+    def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
+        """Replace the file with `entries` (`sync=False`: see `write_atomically`)."""
         lines = [" ".join(str(f) for f in self._to_fields(e)) for e in entries]
         text = "\n".join([str(VERSION), str(len(lines)), *lines]) + "\n"
-        write_atomically(self.path, text.encode())
+        write_atomically(self.path, text.encode(), sync=sync)
+
+    def sync(self) -> None:
+        """Make the last `write(..., sync=False)` durable."""
+        sync_file(self.path)
 
     def read(self) -> list[T]:
         """The entries, or [] when the file does not exist; CorruptCheckpointError otherwise."""

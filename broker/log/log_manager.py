@@ -51,6 +51,9 @@ _CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, LOG_START_
 # (Kafka closes logs on a thread pool too). One long-lived pool: a pool per 64-partition slice
 # of a metadata change started and joined ~2,500 threads for a 10,000-partition topic.
 IO_THREADS: Final = 8
+# Jobs (partitions) from which a batch goes to the I/O pool (log creation, new leaderships,
+# owed leader-epoch fsyncs); fewer stay on the caller's thread.
+PARALLEL_MIN: Final = 16
 # Later than any wall clock in ms: "no log is ever due" (flush.ms at its Long.MAX default).
 NEVER_MS: Final = 2**63 - 1
 
@@ -217,12 +220,13 @@ class LogManager:
     def _place(self) -> Path:
         return min(self.log_dirs, key=lambda d: self._count[d])
 
-    def _add(self, tp: TopicPartition, partition_log: PartitionLog, directory: Path) -> None:
+    def _add(self, tp: TopicPartition, partition_log: PartitionLog, directory: Path, *,
+             level: int = logging.INFO) -> None:
         self.logs[tp], self._dir_of[tp] = partition_log, directory
         self._by_topic.setdefault(tp.topic, {})[tp] = partition_log
         self._flush_check_ms = min(self._flush_check_ms, partition_log.flush_due_ms)
         self._count[directory] += 1
-        log.info("Created log for partition %s in %s", tp, directory)
+        log.log(level, "Created log for partition %s in %s", tp, directory)
         if len(self.logs) > self.files.max_open:
             self._warn_if_files_short()
 
@@ -259,8 +263,8 @@ class LogManager:
         for (tp, directory), future in zip(placed, futures):
             self._count[directory] -= 1  # _add counts it again when it opened
             error = future.exception()
-            if error is None:
-                self._add(tp, future.result(), directory)
+            if error is None:  # one line for the batch below, each log at DEBUG
+                self._add(tp, future.result(), directory, level=logging.DEBUG)
                 created.add(directory)
             elif isinstance(error, Exception):
                 failed[tp] = error
@@ -268,6 +272,8 @@ class LogManager:
                 raise error
         for directory in sorted(created):
             fsync_directory(directory)
+        log.info("Created %d logs (%s .. %s) in %s", len(new) - len(failed), new[0], new[-1],
+                 ", ".join(str(d) for d in sorted(created)) or "-")
         return failed
 
     def run_parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[Future[R]]:
@@ -297,10 +303,14 @@ class LogManager:
         os.replace(partition_log.directory, doomed)
         fsync_directory(directory)
         shutil.rmtree(doomed)
-        log.info("Deleted log for partition %s", tp)
+        log.debug("Deleted log for partition %s", tp)  # the replica manager says it, or counts it
 
     def checkpoint(self) -> None:
-        """Write the recovery point, high watermark and log start offset files of each dir."""
+        """Write the recovery point, high watermark and log start offset files of each dir,
+        after making every leader-epoch checkpoint rewritten since the last pass durable: a
+        recovery point on disk must never cover offsets of an epoch whose entry a power loss
+        could still take (recovery trusts the log below it, and the cache with it)."""
+        self.sync_epoch_checkpoints()
         by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in self.log_dirs}
         for tp, lg in sorted(self.logs.items(), key=_topic_and_partition):
             by_dir[self._dir_of[tp]].append((tp, lg))
@@ -312,6 +322,28 @@ class LogManager:
                 (tp, lg.high_watermark) for tp, lg in mine)
             offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
                 (tp, lg.log_start_offset) for tp, lg in mine)
+
+    def sync_epoch_checkpoints(self) -> int:
+        """fsync the leader-epoch checkpoints written without one since the last pass (new
+        leaderships, truncations), on the I/O pool when there are many; how many. Raises the
+        first KafkaStorageError after trying them all (those stay owed to the next pass)."""
+        owed = [lg for lg in self.logs.values() if lg.leader_epoch_cache.needs_sync]  # bounded by the logs
+        if len(owed) < PARALLEL_MIN:
+            errors: list[BaseException | None] = []
+            for partition_log in owed:
+                try:
+                    partition_log.leader_epoch_cache.sync()
+                    errors.append(None)
+                except KafkaStorageError as e:
+                    errors.append(e)
+        else:
+            errors = [f.exception() for f in self.run_parallel(lambda lg: lg.leader_epoch_cache.sync(), owed)]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            raise failed[0]
+        if owed:
+            log.debug("Synced %d leader-epoch checkpoints", len(owed))
+        return len(owed)
 
     def checkpoint_log_start_offsets(self, tp: TopicPartition) -> None:
         """Write the log start offset file of the directory holding `tp` now (DeleteRecords

@@ -6,6 +6,7 @@ rewritten in Kafka's format and read back equal."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -280,3 +281,25 @@ def test_a_cut_without_write_changes_memory_and_the_next_change_writes_it_all(tm
     assert (tmp_path / FILE_NAME).read_bytes() == before
     cache.assign(7, LEO)
     assert checkpoint_file(tmp_path).read() == cache.entries
+
+
+# ---- durability: rewritten at once, fsynced when the log manager asks -------------------
+
+def test_a_change_is_rewritten_at_once_and_fsynced_only_by_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new leadership costs a write and a rename, no fsync (the log manager syncs before its
+    recovery-point checkpoint); what was written reads back at once, as after a process crash."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    cache = LeaderEpochCache(checkpoint_file(tmp_path), [])
+    assert not cache.needs_sync
+    cache.assign(3, 10)
+    cache.truncate_from_end(5)
+    cache.assign(4, 5)
+    assert synced == [] and cache.needs_sync
+    assert checkpoint_file(tmp_path).read() == [EpochEntry(4, 5)]  # a crash now reads the last change
+    cache.sync()
+    assert synced == [str(tmp_path / FILE_NAME), str(tmp_path)] and not cache.needs_sync
+    cache.sync()  # nothing owed: no fsync
+    assert len(synced) == 2
+    LeaderEpochCache(None, []).sync()  # a cache without a file owes nothing

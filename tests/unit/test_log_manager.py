@@ -5,6 +5,7 @@ retention."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -517,3 +518,49 @@ def test_update_topic_config_after_a_delete_reaches_the_topics_other_logs(
     manager.delete_log(ORDERS_1)
     manager.update_topic_config("orders", LogConfig())  # no log of it left: nothing to touch
     assert logs[PAYMENTS_0].config == LogConfig()
+
+
+# --- leader-epoch checkpoints: fsynced before the recovery points that could cover them --------
+
+@pytest.mark.parametrize("leaders", [3, len(MANY)])  # on the caller's thread, and on the I/O pool
+def test_checkpoint_syncs_the_owed_epoch_checkpoints_before_the_recovery_points(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch, leaders: int) -> None:
+    manager = open_manager(managers, dirs[:1])
+    manager.create_logs(MANY, now_ms=NOW)
+    for tp in MANY[:leaders]:  # new leaderships: each rewrites its checkpoint, none fsyncs it
+        manager.logs[tp].leader_epoch_cache.assign(7, 0)
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    manager.checkpoint()
+    epoch_files = [i for i, path in enumerate(synced) if path.endswith("leader-epoch-checkpoint")]
+    recovery_points = [i for i, path in enumerate(synced) if "recovery-point-offset-checkpoint" in path]
+    assert len(epoch_files) == leaders and recovery_points
+    assert max(epoch_files) < min(recovery_points)  # a recovery point on disk never outruns an epoch entry
+    assert not any(lg.leader_epoch_cache.needs_sync for lg in manager.logs.values())
+    synced.clear()
+    assert manager.sync_epoch_checkpoints() == 0 and synced == []  # nothing owed any more
+
+
+def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_checkpoint(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1])
+    partition_log = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
+    partition_log.leader_epoch_cache.assign(2, 0)
+    real_fsync = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("leader-epoch-checkpoint"):
+            raise OSError(errno.EIO, "I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    recovery_points = dirs[0] / "recovery-point-offset-checkpoint"
+    before = recovery_points.read_bytes() if recovery_points.exists() else None
+    with pytest.raises(KafkaStorageError, match="leader-epoch-checkpoint"):
+        manager.checkpoint()
+    assert partition_log.leader_epoch_cache.needs_sync  # the next pass tries again
+    assert (recovery_points.read_bytes() if recovery_points.exists() else None) == before
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    manager.checkpoint()
+    assert not partition_log.leader_epoch_cache.needs_sync

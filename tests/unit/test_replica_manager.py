@@ -419,3 +419,27 @@ def test_isr_expiration_runs_every_half_lag_time_on_the_timers_and_stops(tmp_pat
         assert ISR_EXPIRATION_TIMER not in timers and len(timers) == 0
     finally:
         log_manager.shutdown()
+
+
+def test_a_large_change_set_logs_one_summary_line_and_a_small_one_each_partition(replicas, caplog):
+    """A broker taking thousands of roles (another broker's controlled shutdown) writes one INFO
+    line per change set, the partitions at DEBUG; a few partitions still get a line each."""
+    wide = 80  # half of it is more than replica_roles.DETAILED_CHANGES_MAX
+    image = replay(TOPICS, Topic("wide", "WIDE"),
+                   *(Partition("WIDE", p, (2, 1), (2, 1), leader=2, leader_epoch=1) for p in range(wide)))
+    moved = replay(image, *(Partition("WIDE", p, (2, 1), (1,), leader=1, leader_epoch=2, partition_epoch=1)
+                            for p in range(wide // 2)))
+    replicas.apply_changes(changes_for_broker(TOPICS, image, ME), image)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="broker.replica_roles"):
+        replicas.apply_changes(changes_for_broker(image, moved, ME), moved)
+    lines = [r.getMessage() for r in caplog.records if r.name == "broker.replica_roles"]
+    assert lines == [f"Broker {ME}: {wide // 2} new leaderships, 0 partitions following a new leader or leader "
+                     "epoch, 0 without a leader (offline), 0 no longer hosted; 0 other partition changes (ISR, epochs)"]
+    assert replicas.get_partition(TopicPartition("wide", 0)).leader_epoch == 2
+    one = replay(moved, Partition("WIDE", wide - 1, (2, 1), (2, 1), leader=2, leader_epoch=2, partition_epoch=1))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="broker.replica_roles"):
+        replicas.apply_changes(changes_for_broker(moved, one, ME), one)
+    assert [r.getMessage() for r in caplog.records if r.name == "broker.replica_roles"] == [
+        f"Follower wide-{wide - 1} of leader 2 with leader epoch 2 (log end offset 0, high watermark 0)"]

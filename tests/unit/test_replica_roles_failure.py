@@ -8,10 +8,10 @@ import errno
 
 import pytest
 
-from broker.log.log_manager import LogManager
+from broker.log.log_manager import PARALLEL_MIN, LogManager
 from broker.metadata_follower import MetadataFollowerState, offline_replica_topics
 from broker.replica_manager import ReplicaManager
-from broker.replica_roles import PARALLEL_MIN, describe_failure
+from broker.replica_roles import describe_failure
 from common.topic_partition import TopicPartition
 from common import rpc
 from common.errors import ErrorCode, KafkaError, KafkaStorageError
