@@ -60,9 +60,10 @@ MAX_ADMIN_ANSWER_BYTES: Final = 64 * MIB
 # An answer with one result line per partition (elections, reassignments) of a large cluster.
 MAX_PARTITION_RESULTS_BYTES: Final = 8 * MIB
 # One admin write from a client (a broker's handler, a test): the controller it reaches may
-# forward it (quorum.admin_api.FORWARD_TIMEOUT, 10 s) and then wait to apply it
-# (FORWARD_APPLY_WAIT, 5 s) before answering; the client waits for both.
-ADMIN_WRITE_TIMEOUT: Final = 15 * SECONDS
+# forward it (quorum.admin_api.FORWARD_TIMEOUT, 50 s: a 10,000-partition create behind others
+# on a busy controller) and then wait to apply it (FORWARD_APPLY_WAIT, 5 s) before answering;
+# the client waits for both.
+ADMIN_WRITE_TIMEOUT: Final = 55 * SECONDS
 # The admin server's own Kafka calls to brokers (group and transaction views): one call, and
 # the largest answer read (a group or transaction listing of a large cluster).
 ADMIN_BROKER_CALL_TIMEOUT: Final = 10 * SECONDS

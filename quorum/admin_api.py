@@ -59,7 +59,16 @@ MAX_CONFIGS_PER_REQUEST: Final = 1000
 MAX_CONFIG_VALUE_CHARS: Final = 8 * KIB  # one Config record must fit a 16 KiB metadata log chunk
 WRITE_TIMEOUT: Final = 5 * SECONDS  # one decision: queue, replication, commit
 ACTIVE_WAIT: Final = 3 * SECONDS  # how long a write waits for an active controller to be known
-FORWARD_TIMEOUT: Final = ACTIVE_WAIT + WRITE_TIMEOUT + 2 * SECONDS  # one forwarded write, end to end
+# An admin write that timed out in a busy active controller's decision queue (nothing appended)
+# is queued again until this much time has passed (quorum.request_routing): behind a few
+# 10,000-partition creates a healthy controller's queue holds more than one WRITE_TIMEOUT.
+QUEUE_RETRY_WAIT: Final = 10 * SECONDS
+# The append of the largest user operation, a MAX_RECORDS_PER_USER_OP-partition create: ~112
+# 16 KiB chunks x quorum.metadata_log.CHUNK_COMMIT_BUDGET (0.25 s), which is what the active
+# controller allows it (tests/unit/test_request_routing.py checks the two agree).
+USER_OP_APPEND_BUDGET: Final = 30 * SECONDS
+FORWARD_TIMEOUT: Final = (ACTIVE_WAIT + QUEUE_RETRY_WAIT + WRITE_TIMEOUT + USER_OP_APPEND_BUDGET
+                          + 2 * SECONDS)  # one forwarded write, end to end
 # A relayed write is answered once this controller has applied it too, so the client's next
 # read here sees its own write; past this, the answer goes out anyway (the write is committed).
 FORWARD_APPLY_WAIT: Final = WRITE_TIMEOUT

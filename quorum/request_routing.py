@@ -13,6 +13,13 @@ the new active controller until `ACTIVE_WAIT`; one whose outcome is unknown (tim
 connection lost mid-way) answers 504 REQUEST_TIMED_OUT: re-read before retrying. A forwarded
 request is never forwarded again (`FORWARDED_HEADER`), so there are no loops.
 
+A busy but healthy active controller (a few 10,000-partition creates queued) times a write out
+in its decision queue before appending anything; the write is queued again until
+`QUEUE_RETRY_WAIT` instead of answering 504 at once, as Kafka's controller queue keeps an event
+until its request's own deadline. The forwarder's `FORWARD_TIMEOUT` covers that wait plus the
+largest user operation's append (`USER_OP_APPEND_BUDGET`), so a forwarded create of 10,000
+partitions is not answered 504 while the active controller is still committing it.
+
 Reads are served from this controller's own image, but after a restart only once it has caught
 up with what the quorum had committed (pysyncobj's readiness). The routes are
 `quorum.controller_server`'s.
@@ -117,8 +124,9 @@ class RequestRouter:
         """Run a validated write here if active, else forward it; bounded by ACTIVE_WAIT."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + api.ACTIVE_WAIT
+        queue_deadline = loop.time() + api.QUEUE_RETRY_WAIT
         forwarded = request.headers.get(FORWARDED_HEADER)
-        while True:  # bounded by the deadline
+        while True:  # bounded by the deadlines
             if self._controller.is_active:
                 try:
                     return await run()
@@ -131,6 +139,13 @@ class RequestRouter:
                 except ControllerBusyError as exc:
                     raise AdminError("THROTTLING_QUOTA_EXCEEDED", str(exc)) from None
                 except TimeoutError as exc:
+                    # ActiveController.decide raises TimeoutError only when its deadline passed in
+                    # the queue, before anything was appended: safe to queue again while busy
+                    if loop.time() < queue_deadline and self._controller.is_active:
+                        logger.info("controller %d: a %s %s timed out in the decision queue (nothing "
+                                    "appended); queueing it again", self._settings.node_id, request.method,
+                                    request.rel_url.path)
+                        continue
                     raise AdminError("REQUEST_TIMED_OUT", f"{exc}; retry") from None
                 except NotCommittedError as exc:  # NOT_CONTROLLER (retried by a forwarder) only if nothing applied
                     raise AdminError("NOT_CONTROLLER" if exc.applied_nothing else "REQUEST_TIMED_OUT",

@@ -1,16 +1,30 @@
 """quorum.request_routing: a rule's refusal as the API's error, and what a forwarded answer says.
 
-The routing itself (run here, forward, retry on NOT_CONTROLLER, read-your-writes, the read
-gate) runs against real controllers in tests/integration/test_controller_api.py and
+A write that timed out in a busy controller's decision queue is queued again (a double of the
+controller). The rest of the routing (run here, forward, retry on NOT_CONTROLLER, read-your-writes,
+the read gate) runs against real controllers in tests/integration/test_controller_api.py and
 test_controller_failover.py."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from common.errors import ErrorCode
+from common.limits import MAX_RECORDS_PER_USER_OP
+from common.units import INT_MAX
+from metadata.records import Partition, Topic
+from quorum import admin_api as api
+from quorum.admin_api import AdminError, ApiSettings
 from quorum.controller_result import ControllerApiError
+from quorum.log_state import transaction_chunks
+from quorum.metadata_log import CHUNK_COMMIT_BUDGET
 from quorum.request_routing import (
+    RequestRouter,
     _error_name,
     _metadata_offset,
     _source_address,
@@ -51,3 +65,58 @@ def test_answer_fields(body: bytes, error: str | None, offset: int | None) -> No
 ])
 def test_source_address(host: str, expected: tuple[str, int] | None) -> None:
     assert _source_address(host) == expected
+
+
+# --- a busy active controller: a write that timed out in the decision queue is queued again ----
+
+class _Active:
+    """An ActiveController double that is active."""
+
+    is_active = True
+
+
+def _router() -> RequestRouter:
+    settings = ApiSettings(node_id=1, host="127.0.0.1", port=1, api_voters={}, quorum_ids={}, cluster_id="unit")
+    return RequestRouter(None, _Active(), settings, lambda: (1, None))  # type: ignore[arg-type]
+
+
+def _decisions(timeouts: int) -> tuple[list[int], Callable[[], Awaitable[web.Response]]]:
+    """A `run` that times out in the queue `timeouts` times (nothing appended), then answers."""
+    calls: list[int] = []
+
+    async def run() -> web.Response:
+        calls.append(1)
+        if len(calls) <= timeouts:
+            raise TimeoutError("the decision timed out in the queue; nothing was appended")
+        return web.json_response({"name": "t"}, status=201)
+    return calls, run
+
+
+async def test_a_write_timed_out_in_the_queue_is_queued_again() -> None:
+    calls, run = _decisions(timeouts=2)
+    response = await _router().write(make_mocked_request("POST", "/v1/topics"), b"{}", run)
+    assert (response.status, len(calls)) == (201, 3)
+
+
+async def test_queueing_again_is_bounded_by_queue_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(api, "QUEUE_RETRY_WAIT", 0.05)
+    calls, run = _decisions(timeouts=10**9)
+
+    async def slow_run() -> web.Response:  # each try waits in the queue a while, as the real one
+        await asyncio.sleep(0.02)
+        return await run()
+    with pytest.raises(AdminError) as refused:
+        await _router().write(make_mocked_request("POST", "/v1/topics"), b"{}", slow_run)
+    assert refused.value.error == "REQUEST_TIMED_OUT" and 2 <= len(calls) <= 5
+
+
+def test_a_forwarder_waits_for_the_largest_user_operation() -> None:
+    # the active controller gives a MAX_RECORDS_PER_USER_OP-partition create this long to append
+    # (quorum.metadata_log.append): the forwarder must not answer 504 before it could commit
+    topic_id = "x" * 22
+    biggest = [Topic("t" * 249, topic_id), *(Partition(topic_id, p, (INT_MAX - 2, INT_MAX - 1, INT_MAX),
+                                                       (INT_MAX - 2, INT_MAX - 1, INT_MAX), leader=INT_MAX - 2)
+                                             for p in range(MAX_RECORDS_PER_USER_OP))]
+    assert len(transaction_chunks(biggest)) * CHUNK_COMMIT_BUDGET <= api.USER_OP_APPEND_BUDGET
+    assert api.FORWARD_TIMEOUT >= (api.ACTIVE_WAIT + api.QUEUE_RETRY_WAIT + api.WRITE_TIMEOUT
+                                   + api.USER_OP_APPEND_BUDGET)
