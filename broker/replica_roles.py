@@ -203,11 +203,11 @@ class ReplicaRoles:
                         elected: set[tuple[str, int]]) -> list[TopicPartition]:
         """Lead every partition of `leaders`; the new leaderships (stop fetching them).
 
-        A new leadership rewrites the leader epoch checkpoint without an fsync (the log manager
-        syncs it before its next recovery-point checkpoint, `LeaderEpochCache.sync`): a small
-        write and a rename, done here in order. (With an fsync each they ran on a thread pool;
-        without it the pool's hand-offs cost more than the writes.) A failure is its own
-        partition's."""
+        A new leadership rewrites the leader epoch checkpoint without an fsync: a small write
+        and a rename, done here in order (with an fsync each they ran on a thread pool, which
+        the controller's shutdown waited on). Their fsyncs then start on the log manager's I/O
+        pool without being waited for; its next recovery-point checkpoint waits for them
+        (`LogManager.sync_epoch_checkpoints`). A failure is its own partition's."""
         now_ms = self._now_ms()
         hosted: list[tuple[Partition, bool]] = []
         for local in leaders:
@@ -226,6 +226,7 @@ class ReplicaRoles:
             except (KafkaStorageError, OSError) as e:
                 self.fail(partition.tp, partition.topic_id, f"becoming leader in leader epoch "
                           f"{partition.leader_epoch}", e)
+        self.log_manager.sync_epoch_checkpoints_soon([p.log for p in starting if p.tp in self.partitions])
         for partition, new in hosted:
             if partition.tp in self.partitions:  # not failed just now
                 self._started_leading(partition, new)

@@ -66,6 +66,7 @@ class LeaderEpochCache:
         self._checkpoint = checkpoint
         self._name = name
         self._unsynced = False  # written since the last fsync of the file
+        self._writes = 0  # rewrites so far: a sync on an I/O thread clears only what it covered
         if entries is None and checkpoint is not None:
             entries = checkpoint.read()
         self._epochs: list[int] = []
@@ -147,13 +148,17 @@ class LeaderEpochCache:
         return self._unsynced
 
     def sync(self) -> None:
-        """Make the last rewrite durable (the log manager's shell calls this; raises
-        KafkaStorageError when the file cannot be synced, and stays owed)."""
+        """Make the last rewrite durable (the log manager's shell calls this, possibly on an I/O
+        thread while the event loop rewrites: a rewrite during the sync stays owed). Raises
+        KafkaStorageError when the file cannot be synced; it then stays owed."""
+        writes = self._writes
         if self._unsynced and self._checkpoint is not None:
             self._checkpoint.sync()
-        self._unsynced = False
+        if self._writes == writes:
+            self._unsynced = False
 
     def _flush(self) -> None:
         if self._checkpoint is not None:
             self._checkpoint.write(self.entries, sync=False)
             self._unsynced = True
+            self._writes += 1

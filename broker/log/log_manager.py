@@ -113,6 +113,9 @@ class LogManager:
         self._count: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)  # logs per dir, for placement
         self._locks: list[int] = []
         self._pool: ThreadPoolExecutor | None = None  # started at the first parallel job
+        # Leader-epoch fsyncs started in the background (`sync_epoch_checkpoints_soon`), not yet
+        # seen done by a checkpoint pass; at most one per log that changed leader epoch since.
+        self._epoch_syncs: list[Future[None]] = []
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
@@ -323,10 +326,24 @@ class LogManager:
             offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
                 (tp, lg.log_start_offset) for tp, lg in mine)
 
+    def sync_epoch_checkpoints_soon(self, logs: Sequence[PartitionLog]) -> None:
+        """Start the fsyncs of these logs' leader-epoch checkpoints on the I/O pool and return at
+        once (new leaderships: the metadata apply does not wait, and the next checkpoint pass
+        finds little owed). A failure stays owed: that pass tries again and reports it."""
+        owed = [lg.leader_epoch_cache for lg in logs if lg.leader_epoch_cache.needs_sync]
+        if not owed:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="log-io")
+        self._epoch_syncs = [f for f in self._epoch_syncs if not f.done()]
+        self._epoch_syncs.extend(self._pool.submit(cache.sync) for cache in owed)
+
     def sync_epoch_checkpoints(self) -> int:
         """fsync the leader-epoch checkpoints written without one since the last pass (new
         leaderships, truncations), on the I/O pool when there are many; how many. Raises the
         first KafkaStorageError after trying them all (those stay owed to the next pass)."""
+        wait(self._epoch_syncs)  # bounded: local fsyncs; their failures are retried below
+        self._epoch_syncs = []
         owed = [lg for lg in self.logs.values() if lg.leader_epoch_cache.needs_sync]  # bounded by the logs
         if len(owed) < PARALLEL_MIN:
             errors: list[BaseException | None] = []

@@ -303,3 +303,23 @@ def test_a_change_is_rewritten_at_once_and_fsynced_only_by_sync(tmp_path: Path, 
     cache.sync()  # nothing owed: no fsync
     assert len(synced) == 2
     LeaderEpochCache(None, []).sync()  # a cache without a file owes nothing
+
+
+def test_a_rewrite_during_a_sync_stays_owed(tmp_path: Path) -> None:
+    """The log manager syncs on an I/O thread while the event loop may rewrite the checkpoint:
+    the sync clears only the rewrites it covered."""
+    file = checkpoint_file(tmp_path)
+    cache = LeaderEpochCache(file, [])
+    cache.assign(1, 0)
+    real_sync = file.sync
+
+    def sync_while_a_leader_epoch_starts() -> None:
+        real_sync()
+        cache.assign(2, 4)  # the event loop, between the fsync and the end of `sync`
+
+    file.sync = sync_while_a_leader_epoch_starts  # type: ignore[method-assign]
+    cache.sync()
+    assert cache.needs_sync
+    file.sync = real_sync  # type: ignore[method-assign]
+    cache.sync()
+    assert not cache.needs_sync and file.read() == [EpochEntry(1, 0), EpochEntry(2, 4)]
