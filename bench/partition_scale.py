@@ -33,8 +33,15 @@ issue 35's goal where it sets one:
    logs 250 ms and more: "< 250" means none), the slowest heartbeat of a live broker, and
    whether a live broker was fenced. `--fencing-only` runs just this phase, `--no-fencing` skips it.
 
-The machine's load average is printed with every figure (the box is shared). Nothing is
-asserted: a measurement, not a test.
+The controllers' CPU is reported too: each controller's during every create (s of CPU) and
+while idle (% of one core), beside the brokers'.
+
+Every figure is printed as its phase ends, beside its goal and the machine's load average (the
+box is shared). Every wait is bounded: a create whose partitions are not all led within
+CREATE_WAIT_S prints how many were, every PROGRESS_EVERY_S it prints how far it got, and a
+create the controllers answered 504/503/429 (busy; nothing or not yet committed) is sent again
+(409 TOPIC_ALREADY_EXISTS then means an earlier try committed). SIGTERM stops the clusters as
+Ctrl-C does. Nothing is asserted: a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -47,14 +54,17 @@ import json
 import os
 import re
 import signal
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from bench_common import broker_gauge, http, process_cpu_s, rss_mib, wait_until
+from common.waiting import WaitTimeout
 from common.limits import MAX_RECORDS_PER_USER_OP
 from localcluster.cluster_layout import BROKER_DATA_DIR, load_or_create_secrets
 from localcluster.launcher import LocalCluster, free_ports
@@ -70,6 +80,13 @@ NEW_BROKER: Final = 7
 READY_S: Final = 120.0
 WAIT_S: Final = 300.0
 RESTART_WAIT_S: Final = 600.0  # SIGKILL at 100,000 partitions: the goal is 120 s, allow five times
+CREATE_WAIT_S: Final = 600.0  # every partition led: ten times the 60 s goal, then report what was reached
+PROGRESS_EVERY_S: Final = 30.0  # a long wait prints how far it got this often
+POST_RETRY_S: Final = 300.0  # sending again a create the controllers answered busy (504/503/429)
+POST_RETRY_PAUSE_S: Final = 1.0
+GAUGE_TIMEOUT_S: Final = 10.0  # one broker's /metrics while counting led partitions (a busy loop answers late)
+BUSY_STATUSES: Final = (429, 503, 504)  # THROTTLING_QUOTA_EXCEEDED, NOT_CONTROLLER, REQUEST_TIMED_OUT
+ALREADY_EXISTS: Final = 409
 SNAPSHOT_FILE: Final = "__metadata_snapshot"  # broker.metadata_checkpoint's file in the first log dir
 LOG_TIME: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
@@ -80,31 +97,83 @@ def load() -> str:
 
 
 def led_total(cluster: LocalCluster) -> int:
-    return int(sum(broker_gauge(b, "partitions_led") for b in cluster.brokers if b.running()))
+    return int(sum(broker_gauge(b, "partitions_led", timeout=GAUGE_TIMEOUT_S) for b in cluster.brokers
+                   if b.running()))
 
 
-def create(cluster: LocalCluster, topics: dict[str, int]) -> float:
-    """Create `topics` (name -> partitions, RF=3) concurrently; seconds until all are led."""
+def figure(name: str, value: str) -> tuple[str, str]:
+    """One figure, printed as its phase ends beside its goal and the load; the table's row."""
+    goal = goal_of(name)
+    print(f"  {name}: {value}{f'  (goal {goal})' if goal else ''} ({load()})", flush=True)
+    return name, value
+
+
+def post_topic(admin_url: str, name: str, partitions: int) -> None:
+    """POST one create; a busy answer (nothing, or not yet, committed) is sent again until
+    POST_RETRY_S; 409 after a busy answer means an earlier try committed."""
+    deadline = time.monotonic() + POST_RETRY_S
+    tries = 0
+    while True:  # bounded by the deadline
+        tries += 1
+        try:
+            http(f"{admin_url}/v1/topics", "POST", {"name": name, "partitions": partitions, "replication_factor": 3})
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code == ALREADY_EXISTS and tries > 1:
+                return
+            if exc.code not in BUSY_STATUSES or time.monotonic() >= deadline:
+                raise
+            why = f"{exc.code} {exc.read()[:200].decode(errors='replace')}"
+        except (TimeoutError, urllib.error.URLError) as exc:  # no answer within HTTP_TIMEOUT_S
+            if time.monotonic() >= deadline:
+                raise
+            why = f"no answer ({exc})"
+        print(f"  {name}: try {tries} answered {why}; sending it again ({load()})", flush=True)
+        time.sleep(POST_RETRY_PAUSE_S)
+
+
+def wait_led(cluster: LocalCluster, target: int, started: float) -> float | None:
+    """Seconds from `started` until `target` partitions are led; None (after printing how many
+    were) when CREATE_WAIT_S passes first. Prints progress every PROGRESS_EVERY_S."""
+    reached, report_at = 0, time.monotonic() + PROGRESS_EVERY_S
+    while time.monotonic() - started < CREATE_WAIT_S:  # bounded by CREATE_WAIT_S
+        try:
+            reached = led_total(cluster)
+        except (OSError, ValueError, KeyError):  # a busy broker's /metrics: count again
+            pass
+        if reached >= target:
+            return time.monotonic() - started
+        if time.monotonic() >= report_at:
+            report_at += PROGRESS_EVERY_S
+            print(f"  ... {reached} of {target} partitions led after {time.monotonic() - started:.0f} s "
+                  f"({load()})", flush=True)
+        time.sleep(0.1)
+    print(f"  MISSED: {reached} of {target} partitions led after {CREATE_WAIT_S:.0f} s ({load()})", flush=True)
+    return None
+
+
+def create(cluster: LocalCluster, topics: dict[str, int]) -> tuple[float | None, list[tuple[str, str]]]:
+    """Create `topics` (name -> partitions, RF=3) concurrently: seconds until all are led (None:
+    not within CREATE_WAIT_S), and the controllers' CPU meanwhile as rows."""
     before = led_total(cluster)
     target = before + sum(topics.values())
+    controllers = {c.spec.node_id: c.pid for c in cluster.controllers if c.pid is not None}
+    cpu_before = {n: process_cpu_s(p) for n, p in controllers.items()}
     started = time.monotonic()
-    def post(item: tuple[str, int]) -> None:
-        try:
-            http(f"{cluster.admin_url}/v1/topics", "POST",
-                 {"name": item[0], "partitions": item[1], "replication_factor": 3})
-        except urllib.error.HTTPError as exc:
-            if exc.code != 504:  # the forwarding controller gave up waiting: the create goes on
-                raise
-            print(f"  {item[0]}: 504 from the forwarding controller; waiting for the partitions", flush=True)
-
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(post, topics.items()))
+        list(pool.map(lambda item: post_topic(cluster.admin_url, *item), topics.items()))
     answered = time.monotonic() - started
-    wait_until(f"{target} partitions led", lambda: led_total(cluster) >= target, timeout=RESTART_WAIT_S, poll=0.05)
-    elapsed = time.monotonic() - started
+    elapsed = wait_led(cluster, target, started)
     print(f"  created {len(topics)} topic(s), {sum(topics.values())} partitions: admin API answered in "
-          f"{answered:.2f} s, all led in {elapsed:.2f} s ({load()})", flush=True)
-    return elapsed
+          f"{answered:.2f} s, " + ("not all led" if elapsed is None else f"all led in {elapsed:.2f} s")
+          + f" ({load()})", flush=True)
+    rows = [figure(f"CPU of controller {n} during the create (s)", f"{process_cpu_s(p) - cpu_before[n]:.1f}")
+            for n, p in sorted(controllers.items())]
+    return elapsed, rows
+
+
+def created(elapsed: float | None) -> str:
+    return "MISSED" if elapsed is None else f"{elapsed:.2f}"
 
 
 def in_every_isr(cluster: LocalCluster, names: list[str], broker: int) -> bool:
@@ -115,8 +184,9 @@ def in_every_isr(cluster: LocalCluster, names: list[str], broker: int) -> bool:
     return True
 
 
-def idle_cpu(cluster: LocalCluster, seconds: float) -> dict[int, float]:
-    pids = {b.spec.node_id: b.pid for b in cluster.brokers if b.pid is not None}
+def idle_cpu(nodes: list[NodeProcess], seconds: float) -> dict[int, float]:
+    """% of one core each node used over `seconds` (utime+stime from /proc)."""
+    pids = {b.spec.node_id: b.pid for b in nodes if b.pid is not None}
     before = {n: process_cpu_s(p) for n, p in pids.items()}
     started = time.monotonic()
     time.sleep(seconds)
@@ -180,11 +250,8 @@ def metadata_figures(cluster: LocalCluster) -> list[tuple[str, str]]:
         image = decode_snapshot(data)
         decode_s = min(decode_s, time.perf_counter() - started)
     partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
-    rows = [(f"metadata snapshot ({partitions} partitions) size (MiB)", f"{len(data) / 2**20:.1f}"),
-            ("metadata snapshot decode (s)", f"{decode_s:.2f}")]
-    for name, value in rows:
-        print(f"  {name}: {value} ({load()})", flush=True)
-    return rows
+    return [figure(f"metadata snapshot ({partitions} partitions) size (MiB)", f"{len(data) / 2**20:.1f}"),
+            figure("metadata snapshot decode (s)", f"{decode_s:.2f}")]
 
 
 def new_broker(cluster: LocalCluster) -> list[tuple[str, str]]:
@@ -202,9 +269,7 @@ def new_broker(cluster: LocalCluster) -> list[tuple[str, str]]:
                              timeout=WAIT_S, poll=0.2)
     finally:
         node.stop()
-    row = (f"new broker {NEW_BROKER}: metadata catch-up, snapshot + tail (s)", f"{seconds:.2f}")
-    print(f"  {row[0]}: {row[1]} ({load()})", flush=True)
-    return [row]
+    return [figure(f"new broker {NEW_BROKER}: metadata catch-up, snapshot + tail (s)", f"{seconds:.2f}")]
 
 
 def registration(cluster: LocalCluster) -> tuple[str, int] | None:
@@ -223,9 +288,8 @@ def restart(cluster: LocalCluster, names: list[str], how: signal.Signals) -> lis
     node.send(how)
     wait_until(f"broker {UNDER_TEST} to exit", lambda: not node.running(), poll=0.005)
     if how == signal.SIGTERM:
-        rows.append((f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
-                     f"{time.monotonic() - started:.2f}"))
-        print(f"  {rows[-1][0]}: {rows[-1][1]} ({load()})", flush=True)
+        rows.append(figure(f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
+                           f"{time.monotonic() - started:.2f}"))
         out = sum(1 for name in names for p in http(f"{cluster.admin_url}/v1/topics/{name}")["partitions"]
                   if UNDER_TEST in p["replicas"] and UNDER_TEST not in p["isr"])
         rows.append((f"partitions with broker {UNDER_TEST} out of the ISR at exit", f"{out}"))
@@ -239,8 +303,7 @@ def restart(cluster: LocalCluster, names: list[str], how: signal.Signals) -> lis
                lambda: registration(cluster) not in (before, None), timeout=RESTART_WAIT_S, poll=0.2)
     wait_until(f"broker {UNDER_TEST} in every ISR", lambda: in_every_isr(cluster, names, UNDER_TEST),
                timeout=RESTART_WAIT_S, poll=0.5)
-    rows.append((f"{what} broker {UNDER_TEST}, restart -> in every ISR (s)", f"{time.monotonic() - started:.2f}"))
-    print(f"  {rows[-1][0]}: {rows[-1][1]} ({load()})", flush=True)
+    rows.append(figure(f"{what} broker {UNDER_TEST}, restart -> in every ISR (s)", f"{time.monotonic() - started:.2f}"))
     caught = catch_up_s(node.spec.log_path, UNDER_TEST)
     if caught is not None:
         rows.append((f"{what} broker {UNDER_TEST}, restart: metadata catch-up from its checkpoint (s)",
@@ -285,24 +348,43 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
     per = partitions // topics
     names = [f"t{i:04d}" for i in range(topics)]
     print(f"{topics} topics of {per} partitions RF=3:", flush=True)
-    rows.append((f"create {topics} x {per} RF=3 (s)", f"{create(cluster, dict.fromkeys(names, per)):.2f}"))
+    elapsed, cpu_rows = create(cluster, dict.fromkeys(names, per))
+    rows.append(figure(f"create {topics} x {per} RF=3 (s)", created(elapsed)))
+    rows.extend(cpu_rows)
+    if elapsed is None:  # the phases below need every partition: report what was reached instead
+        rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
+        return rows
     led = broker_gauge(cluster.node(UNDER_TEST), "partitions_led")
-    rows.append((f"broker {UNDER_TEST} leads", f"{led:.0f}"))
-    idle = idle_cpu(cluster, idle_s)
-    print(f"  idle over {idle_s:.0f} s: {load()}", flush=True)
+    rows.append(figure(f"broker {UNDER_TEST} leads", f"{led:.0f}"))
+    idle = idle_cpu(cluster.brokers + cluster.controllers, idle_s)
     for node_id, share in sorted(idle.items()):
-        rows.append((f"idle CPU broker {node_id} over {idle_s:.0f} s (% core)", f"{share:.1f}"))
+        kind = "broker" if node_id in {b.spec.node_id for b in cluster.brokers} else "CPU of controller"
+        rows.append(figure(f"idle CPU broker {node_id} over {idle_s:.0f} s (% core)" if kind == "broker"
+                           else f"CPU of controller {node_id} idle over {idle_s:.0f} s (% core)", f"{share:.1f}"))
     for b in cluster.brokers:
         assert b.pid is not None
-        rows.append((f"RSS broker {b.spec.node_id} (MiB)", f"{rss_mib(b.pid):.0f}"))
-        rows.append((f"open fds broker {b.spec.node_id} (segment-file bound "
-                     f"{broker_gauge(b, 'open_segment_files_max'):.0f})", f"{open_fds(b.pid)}"))
+        rows.append(figure(f"RSS broker {b.spec.node_id} (MiB)", f"{rss_mib(b.pid):.0f}"))
+        rows.append(figure(f"open fds broker {b.spec.node_id} (segment-file bound "
+                           f"{broker_gauge(b, 'open_segment_files_max'):.0f})", f"{open_fds(b.pid)}"))
     rows.extend(metadata_figures(cluster))
-    rows.extend(new_broker(cluster))
-    rows.extend(restart(cluster, names, signal.SIGTERM))
-    rows.extend(restart(cluster, names, signal.SIGKILL))
-    rows.append((f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
+    for what, phase in (("new broker catch-up", lambda: new_broker(cluster)),
+                        ("controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM)),
+                        ("SIGKILL and restart", lambda: restart(cluster, names, signal.SIGKILL))):
+        phase_rows, finished = guarded(what, phase)
+        rows.extend(phase_rows)
+        if not finished:  # broker 4 may be half way: the phases after it would measure that
+            break
+    rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
     return rows
+
+
+def guarded(what: str, phase: Callable[[], list[tuple[str, str]]]) -> tuple[list[tuple[str, str]], bool]:
+    """A phase's rows and True; when one of its bounded waits runs out, one MISSED row saying
+    what it waited for, and False."""
+    try:
+        return phase(), True
+    except WaitTimeout as exc:
+        return [figure(f"{what}: MISSED", str(exc)[:300])], False
 
 
 def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
@@ -318,8 +400,14 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
             with start_cluster(Path(tmp) / "big-topics") as cluster:
                 shape = f"{len(big)} x {max(big.values())}"
                 print(f"{shape} partitions RF=3:", flush=True)
-                rows.append((f"create {shape} RF=3 (s)", f"{create(cluster, big):.2f}"))
-                rows.append((f"{shape}: longest controller stall over the run (ms)", longest_stall(cluster)))
+                elapsed, cpu_rows = create(cluster, big)
+                rows.append(figure(f"create {shape} RF=3 (s)", created(elapsed)))
+                rows.extend(cpu_rows)
+                if elapsed is not None:
+                    idle = idle_cpu(cluster.controllers, idle_s)
+                    rows.extend(figure(f"CPU of controller {n} idle over {idle_s:.0f} s (% core)", f"{share:.1f}")
+                                for n, share in sorted(idle.items()))
+                rows.append(figure(f"{shape}: longest controller stall over the run (ms)", longest_stall(cluster)))
         if "many" in shapes:
             with start_cluster(Path(tmp) / "many-topics") as cluster:
                 rows.extend(many_topics(cluster, partitions, topics, idle_s))
@@ -328,7 +416,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
     return rows
 
 
-GOALS: Final = (("create ", "<= 60 s"), ("idle CPU", "<= 5 %"), ("RSS broker", "<= 1024 MiB"),
+GOALS: Final = (("CPU of controller", ""), ("create ", "<= 60 s"), ("idle CPU", "<= 5 %"), ("RSS broker", "<= 1024 MiB"),
                  ("open fds", "bounded by the setting"), ("SIGTERM -> exit", "<= 10 s"),
                  ("SIGKILL broker 4, restart -> in every ISR", "<= 120 s"),
                  ("new broker", "<= 5 s"), ("longest controller stall", "< 1000 ms"),
@@ -356,6 +444,8 @@ def main() -> None:
     shapes = tuple(s for s in args.shapes.split(",") if s)
     if not shapes or set(shapes) - {"big", "many"}:
         parser.error(f"--shapes takes big, many or big,many, not {args.shapes!r}")
+    # SIGTERM (a timeout, the lead's kill) unwinds like Ctrl-C, so every cluster is stopped
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = load()
     rows = run(args.partitions, args.topics, args.idle_s, args.keep, args.fencing_partitions, args.fencing_only,
                shapes, not args.no_fencing)
