@@ -186,6 +186,13 @@ class FetchSession:
             self.changed_since_ms = now_ms
         self.changed.update(marked)
 
+    def requeue(self, order: list[TopicPartition], now_ms: int) -> None:
+        """Replace the changed partitions with `order` (the same ones, or more, reordered for
+        the next fetch); a change already waiting keeps its time."""
+        waiting_since = self.changed_since_ms if self.changed else now_ms
+        self.changed = dict.fromkeys(order)
+        self.changed_since_ms = waiting_since if self.changed else -1
+
     def answered(self, tp: TopicPartition) -> None:
         """Move an answered partition to the end, so the next fetch starts with the others
         (Kafka's round robin when the response size limit cuts a fetch short)."""

@@ -13,6 +13,7 @@ the leader where the follower is (ReplicaManager.read).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
 
 from broker.fetch_session import (
     FINAL_EPOCH,
@@ -73,7 +74,8 @@ async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int
             for tp, p in requested.items():
                 cached[tp] = CachedPartition.of(p)
                 cached[tp].must_respond(answers[tp], update=True)
-            session_id = sessions.create(req.replica_id, cached, changed, uses_topic_ids=uses_topic_ids)
+            session_id = sessions.create(req.replica_id, cached, _carry_order(changed, (), answers),
+                                         uses_topic_ids=uses_topic_ids)
     # Kafka's per-topic BytesOutPerSec: consumers' fetches only, one add per partition answered
     count_fetch(ctx.topic_stats, ((tp.topic, size_of(a)) for tp, a in answers.items()), replica_id=req.replica_id)
     endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
@@ -111,10 +113,18 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
                              session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition], *,
                              follower_reads: bool) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
     """The partitions the request names and those the session saw change; only what must be
-    answered is. An idle session parks on one event: no work per partition."""
+    answered is. An idle session parks on one event: no work per partition.
+
+    Reading order is the round robin of Kafka's sessions (answered partitions move to the end,
+    so a response size limit cannot starve one): the changed partitions come first, in the
+    order the last fetch left them (`_carry_order`: those it could not answer with records
+    first), then the ones the request names, which are the ones the fetcher just took
+    records of. Named first, a busy partition's new fetch offset would win the budget every
+    time, and a small partition behind it (the acks=all canary beside bulk load) would wait
+    until the bulk drained."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
-    to_read = list(dict.fromkeys([*requested, *sessions.take_changed(session)]))
+    to_read = list(dict.fromkeys([*sessions.take_changed(session), *requested]))
     report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
     carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
     total, failed = 0, False
@@ -142,5 +152,19 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
         if not session.changed:
             await sessions.wait(session, remaining)
         to_read = sessions.take_changed(session)
-    session.mark_changed(carry, sessions.now_ms())
+    session.requeue(_carry_order(carry, session.changed, report), sessions.now_ms())
     return report
+
+
+def _carry_order(carry: Iterable[TopicPartition], marked: Iterable[TopicPartition],
+                 report: Mapping[TopicPartition, fetch.FetchPartitionResponse]) -> list[TopicPartition]:
+    """What the next fetch reads, in order: partitions left with data that this one did not
+    answer with records (the size limit cut them), then those marked changed meanwhile, then
+    those it answered with records, last (Kafka moves answered partitions to the end of the
+    session), even when this fetch's own reads marked them (a follower's fetch moves the HW)."""
+    def answered(tp: TopicPartition) -> bool:
+        answer = report.get(tp)
+        return answer is not None and size_of(answer) > 0
+
+    pending = list(dict.fromkeys([*carry, *marked]))
+    return [*(tp for tp in pending if not answered(tp)), *(tp for tp in pending if answered(tp))]
