@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from broker.hosted_topic_configs import HostedTopicConfigs
-from broker.log.log_manager import PARALLEL_MIN, LogManager
+from broker.log.log_manager import LogManager
 from broker.replica_appends import rebuild_producer_state
 from broker.replication.isr_manager import IsrManager
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership
@@ -187,11 +187,12 @@ class ReplicaRoles:
 
     def _create_logs(self, locals_: Iterable[LocalPartition], image: MetadataImage) -> None:
         """Create the logs of partitions new to this broker together (`LogManager.create_logs`):
-        one directory fsync per log dir, not per partition. Failures are left to `_hosted`,
-        which tries each failed one again alone and marks it failed with its own error."""
+        one directory fsync per log dir, not per partition (a topic of 10 partitions was 10
+        fsyncs of the same directory). Failures are left to `_hosted`, which tries each failed
+        one again alone and marks it failed with its own error."""
         new = [TopicPartition(p.topic_name, p.partition_id) for p in locals_]
         new = [tp for tp in new if tp not in self.failed and self.log_manager.get_log(tp) is None]
-        if len(new) < PARALLEL_MIN:
+        if len(new) < 2:  # one log: `_hosted` creates it, with the same one fsync
             return
         self.topic_configs.apply_new({tp.topic for tp in new}, image)
         try:

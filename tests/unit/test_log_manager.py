@@ -579,3 +579,18 @@ def test_new_leaderships_fsync_in_the_background_and_a_checkpoint_waits_for_them
     assert manager.sync_epoch_checkpoints() == 0  # it waited for them: nothing left owed
     assert sum(path.endswith("leader-epoch-checkpoint") for path in synced) == len(MANY)
     assert not any(lg.leader_epoch_cache.needs_sync for lg in manager.logs.values())
+
+
+@pytest.mark.parametrize("count", [5, len(MANY)])  # on the caller's thread, and on the I/O pool
+def test_a_batch_of_new_logs_costs_one_fsync_of_their_log_dir(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """A topic of 10 partitions is one directory fsync per log dir, not ten."""
+    manager = open_manager(managers, dirs[:1])
+    (dirs[0] / "big-1").write_text("a file where a partition directory must go")  # this one fails alone
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    failed = manager.create_logs(MANY[:count], now_ms=NOW)
+    assert set(failed) == {TopicPartition("big", 1)} and isinstance(failed[TopicPartition("big", 1)], OSError)
+    assert synced == [str(dirs[0])]
+    assert sorted(manager.partitions(), key=str) == sorted(set(MANY[:count]) - set(failed), key=str)

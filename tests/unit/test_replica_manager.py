@@ -443,3 +443,17 @@ def test_a_large_change_set_logs_one_summary_line_and_a_small_one_each_partition
         replicas.apply_changes(changes_for_broker(moved, one, ME), one)
     assert [r.getMessage() for r in caplog.records if r.name == "broker.replica_roles"] == [
         f"Follower wide-{wide - 1} of leader 2 with leader epoch 2 (log end offset 0, high watermark 0)"]
+
+
+def test_a_new_topic_of_a_few_partitions_fsyncs_the_log_dir_once(replicas, tmp_path, monkeypatch):
+    """1,000 topics of 10 partitions: each topic's logs are created together, one fsync of the
+    log dir (it was one per partition, on the event loop)."""
+    import os
+    image = replay(TOPICS, Topic("ten", "TEN"), *(Partition("TEN", p, (1, 2), (1, 2), leader=1 + p % 2)
+                                                  for p in range(10)))
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    replicas.apply_changes(changes_for_broker(TOPICS, image, ME), image)
+    assert synced.count(str(tmp_path / "logs")) == 1
+    assert {replicas.get_partition(TopicPartition("ten", p)).leader_id for p in range(10)} == {1, 2}
