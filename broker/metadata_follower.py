@@ -59,6 +59,11 @@ DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 1000  # at most one applied-offset check
 # checkpoints take at most 1/(1 + this) of the loop whatever the image's size; a small image
 # keeps the one-second interval. (A checkpoint only shortens a restart's metadata refetch.)
 CHECKPOINT_COST_FACTOR: Final = 20
+# While the controller reports committed records the image does not hold yet (a burst: another
+# broker's controlled shutdown, a large topic), a checkpoint waits until the follower caught up,
+# at most this long after the last one: a write per burst, not one per fetched page (13 % of a
+# broker's loop while it took ~3,300 roles at 10,000 partitions).
+MAX_CHECKPOINT_DEFER_MS: Final = 30_000
 # Failed replicas one heartbeat reports (the first ones, sorted): the controller marks the rest at
 # later heartbeats, once these are recorded (a body stays far below common.rpc.MAX_RPC_BODY_BYTES).
 MAX_REPORTED_OFFLINE_REPLICAS: Final = 10_000
@@ -274,11 +279,16 @@ class MetadataFollowerState:
 
     def checkpoint_due(self, now_ms: int, *, force: bool = False) -> bool:
         """Whether the applied image moved since the last checkpoint and one may be written now
-        (`force`: whatever the interval, as when stopping)."""
+        (`force`: whatever the interval, as when stopping). Behind the controller, it waits
+        until caught up (MAX_CHECKPOINT_DEFER_MS at most)."""
         if self.image.offset == self._checkpointed_offset:
             return False
-        interval = max(self.checkpoint_interval_ms, CHECKPOINT_COST_FACTOR * self._last_checkpoint_cost_ms)
-        return force or self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= interval
+        if force or self._last_checkpoint_ms is None:
+            return True
+        since = now_ms - self._last_checkpoint_ms
+        if self.lag > 0 and since < MAX_CHECKPOINT_DEFER_MS:
+            return False
+        return since >= max(self.checkpoint_interval_ms, CHECKPOINT_COST_FACTOR * self._last_checkpoint_cost_ms)
 
     def on_checkpointed(self, offset: int, now_ms: int, cost_ms: int = 0) -> None:
         """The image at `offset` was written, starting at `now_ms` and taking `cost_ms`."""

@@ -8,6 +8,7 @@ import pytest
 
 from broker.metadata_follower import (
     CHECKPOINT_COST_FACTOR,
+    MAX_CHECKPOINT_DEFER_MS,
     NO_BROKER_EPOCH,
     HeartbeatDecision,
     MetadataFollowerError,
@@ -324,3 +325,18 @@ OLD_INCARNATION = apply(EMPTY_IMAGE, [(0, RegisterBroker(1, "old", (Listener("PL
 ])
 def test_own_registration_replayed(image: MetadataImage, broker_epoch: int, replayed: bool) -> None:
     assert own_registration_replayed(image, 1, broker_epoch) is replayed
+
+
+def test_a_checkpoint_waits_until_the_follower_caught_up_up_to_a_bound() -> None:
+    """During a burst (pages arriving while the controller reports more committed records) the
+    image is written once caught up, not after every page; a follower that stays behind still
+    writes one every MAX_CHECKPOINT_DEFER_MS."""
+    state = MetadataFollowerState(BROKER, checkpoint_interval_ms=1000)
+    state.on_fetch_reply(page(LOG[:2], 0))
+    state.on_checkpointed(state.applied_offset, 0)
+    state.on_fetch_reply(page(LOG[2:4], 2, last=len(LOG) - 1))  # more is committed
+    assert state.lag > 0
+    assert not state.checkpoint_due(5000) and state.checkpoint_due(5000, force=True)
+    assert state.checkpoint_due(MAX_CHECKPOINT_DEFER_MS)
+    state.on_fetch_reply(page(LOG[4:], 4))  # caught up: the usual interval
+    assert state.lag == 0 and state.checkpoint_due(5000)
