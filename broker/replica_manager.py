@@ -85,6 +85,9 @@ class FollowerFetchers(Protocol):
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Stop fetching these."""
 
+    def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
+        """These followed partitions' registrations changed (an ISR change keeps the leader)."""
+
 
 class ReplicaManager:
     """Hosted partitions by TopicPartition, and the requests waiting on them."""
@@ -143,6 +146,9 @@ class ReplicaManager:
                 self.fetchers.remove_partitions(fetching.stop)
             if fetching.start:
                 self.fetchers.add_partitions(fetching.start)
+            if changes.followers:  # the fetchers look again only at what changed (issue 35)
+                self.fetchers.registrations_changed(
+                    TopicPartition(p.topic_name, p.partition_id) for p in changes.followers)
 
     def set_broker_defaults(self, default_config: LogConfig, min_insync_replicas: int) -> None:
         """New broker-wide log defaults (a dynamic broker config changed): see

@@ -1,7 +1,8 @@
 """The fetching side of an incremental fetch session (KIP-227): what each Fetch must carry.
 
     handler = FetchSessionHandler()
-    request = handler.build(wanted, always=not_in_isr)     # session id, epoch, partitions, forgotten
+    handler.set(tp, entry) / handler.remove(tp)             # as partitions change, one at a time
+    request = handler.build(always=not_in_isr)              # session id, epoch, partitions, forgotten
     ... send; then exactly one of:
     handler.handle_response(response.error_code, response.session_id)
     handler.handle_error()                                  # connection lost / no answer
@@ -13,6 +14,11 @@ forgets those no longer wanted; the leader answers only partitions with news. An
 error or lost answer falls back to a full fetch: FETCH_SESSION_ID_NOT_FOUND starts afresh,
 the others close the old session as the full fetch opens a new one.
 
+Unlike Kafka's, whose builder is handed every partition on every fetch and diffs them all,
+the wanted set lives here and is edited one partition at a time: an incremental fetch costs
+what changed since the last one, not every partition of the session (issue 35: a follower of
+100,000 partitions built each Fetch by walking them all). Only a full fetch copies the set.
+
 `always` is ours, not Kafka's: a follower not in a partition's ISR names that partition in
 every fetch, so the leader, which reads only what a session names or saw change, still
 reconsiders the ISR (Kafka reads every session partition on every fetch and so does this).
@@ -20,8 +26,7 @@ reconsiders the ISR (Kafka reads every session partition on every fetch and so d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.fetch_session import (
@@ -34,16 +39,17 @@ from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol.fetch import FetchPartition
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 
 @dataclass(frozen=True, slots=True)
 class SessionFetch:
-    """One Fetch to send: `to_send` is what the request names; `wanted` all it covers."""
+    """One Fetch to send: `to_send` is what the request names, `to_forget` what it drops."""
 
     session_id: int
     epoch: int
     to_send: Mapping[TopicPartition, FetchPartition]
     to_forget: tuple[TopicPartition, ...]
-    wanted: Mapping[TopicPartition, FetchPartition]
 
     @property
     def is_full(self) -> bool:
@@ -56,21 +62,48 @@ class FetchSessionHandler:
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
+        # Every partition the next fetch covers, with its request (edited through set/remove).
+        self.wanted: dict[TopicPartition, FetchPartition] = {}
         # What the leader's session holds for each partition (as of the last answered fetch).
         self._session: dict[TopicPartition, FetchPartition] = {}
+        # Partitions set or removed since the last build: only these can differ from _session
+        # (a dict for its order: requests list partitions the same way on every run).
+        self._changed: dict[TopicPartition, None] = {}
         self._pending: SessionFetch | None = None
 
-    def build(self, wanted: Mapping[TopicPartition, FetchPartition],
-              always: AbstractSet[TopicPartition] = frozenset()) -> SessionFetch:
+    def set(self, tp: TopicPartition, entry: FetchPartition) -> None:
+        """The next fetch covers `tp` with `entry` (the fetcher keeps an unchanged partition's
+        entry object, so `is` settles most comparisons)."""
+        if self.wanted.get(tp) is not entry:
+            self.wanted[tp] = entry
+            self._changed[tp] = None
+
+    def remove(self, tp: TopicPartition) -> None:
+        """The next fetch no longer covers `tp` (the leader's session forgets it)."""
+        if self.wanted.pop(tp, None) is not None:
+            self._changed[tp] = None
+
+    def build(self, always: Iterable[TopicPartition] = ()) -> SessionFetch:
+        changed, self._changed = self._changed, {}
+        wanted = self.wanted
         if self.epoch == INITIAL_EPOCH:
-            request = SessionFetch(self.session_id, self.epoch, dict(wanted), (), dict(wanted))
+            request = SessionFetch(self.session_id, self.epoch, dict(wanted), ())
         else:
             session = self._session
-            # Fetchers reuse an unchanged partition's request object: `is` settles most.
-            to_send = {tp: p for tp, p in wanted.items()
-                       if tp in always or ((held := session.get(tp)) is not p and held != p)}
-            forget = tuple(tp for tp in session if tp not in wanted)
-            request = SessionFetch(self.session_id, self.epoch, to_send, forget, dict(wanted))
+            to_send: dict[TopicPartition, FetchPartition] = {}
+            forget: list[TopicPartition] = []
+            for tp in changed:
+                entry = wanted.get(tp)
+                if entry is None:
+                    if tp in session:
+                        forget.append(tp)
+                elif (held := session.get(tp)) is not entry and held != entry:
+                    to_send[tp] = entry
+            for tp in always:
+                entry = wanted.get(tp)
+                if entry is not None:
+                    to_send[tp] = entry
+            request = SessionFetch(self.session_id, self.epoch, to_send, tuple(forget))
         self._pending = request
         return request
 
@@ -81,24 +114,33 @@ class FetchSessionHandler:
         if error_code:
             if error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self.session_id = INVALID_SESSION_ID
-            self.epoch = INITIAL_EPOCH
-            self._session = {}
+            self._restart()
             return error_code not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                       ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if sent is None:
             return True
         if session_id == INVALID_SESSION_ID:  # no session (cache full, or closed): full again
-            self.session_id, self.epoch, self._session = INVALID_SESSION_ID, INITIAL_EPOCH, {}
+            self.session_id = INVALID_SESSION_ID
+            self._restart()
             return True
         if sent.is_full:
             self.session_id, self.epoch = session_id, next_epoch(INITIAL_EPOCH)
+            self._session = dict(sent.to_send)  # a full fetch names every partition it covers
         else:
             self.epoch = next_epoch(self.epoch)
-        self._session = dict(sent.wanted)
+            session = self._session
+            session.update(sent.to_send)
+            for tp in sent.to_forget:
+                session.pop(tp, None)
         return True
 
     def handle_error(self) -> None:
         """No answer (connection lost, timeout): close the session, attempt a new one."""
         self._pending = None
+        self._restart()
+
+    def _restart(self) -> None:
+        # The next fetch is full and names all of `wanted`: what changed before it is moot.
         self.epoch = INITIAL_EPOCH
         self._session = {}
+        self._changed = {}

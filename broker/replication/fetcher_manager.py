@@ -55,6 +55,13 @@ class ReplicaFetcherManager:
             self._remove(tp)
         self._stop_idle()
 
+    def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
+        """The metadata changed these followed partitions without moving their leader or
+        leader epoch (an ISR change): their fetchers build their entries again."""
+        tps = list(tps)
+        for fetcher in self.fetchers.values():  # a fetcher per leader broker: a handful
+            fetcher.registrations_changed(tps)
+
     def _stop_idle(self) -> None:
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
             self.fetchers.pop(leader_id).stop()
@@ -62,7 +69,7 @@ class ReplicaFetcherManager:
 
     def _remove(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
-            fetcher.partitions.pop(tp, None)
+            fetcher.remove(tp)
 
     def fetching(self, tp: TopicPartition) -> int | None:
         """The leader `tp` is fetched from, if any (tests, metrics)."""

@@ -41,7 +41,8 @@ class PartitionFetchState:
     # Consecutive "the leader has not caught up with the metadata yet" answers: retried
     # quickly at first (it is usually milliseconds behind us), backing off to the full delay.
     leader_behind: int = 0
-    # The last Fetch entry built for it, reused while offsets and epoch stay (idle rounds).
+    # The last Fetch entry built for it, reused while offsets and epoch stay (the fetch
+    # session compares entries by identity first).
     request: FetchPartition | None = None
 
 

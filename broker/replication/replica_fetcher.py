@@ -8,22 +8,28 @@ the high watermark. Then it fetches from its log end offset with the Fetch API (
 set, the leader epoch it knows), appends the leader's batches unchanged, and takes
 min(leader HW, own LEO) as its HW. Errors of one partition back it off alone; a lost
 connection backs off the whole fetcher. Every wait is bounded.
+
+A round's Python work is what changed (`fetch_rounds.FetchRounds`): the partitions added,
+touched or due after a back-off, and those outside the ISR; the Fetch names only what its
+fetch session (KIP-227) does not hold yet. Nothing outside the fetcher moves a follower's
+log end offset; its log start offset moves with retention too, which `LOG_START_CHECK_S`
+bounds (the leader reads it for DeleteRecords' low watermark only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from broker.log.leader_epochs import EpochEndOffset
-from broker.replication.fetch_session_handler import FetchSessionHandler
+from broker.replication.fetch_rounds import FetchRounds
 from broker.replication.fetcher_state import (
     FetcherOwner,
     FetcherSettings,
     PartitionFetchState,
 )
-from broker.replication.idle_round import IdleRound, reusable
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -56,6 +62,9 @@ _WAIT_FOR_METADATA: Final = frozenset({
 
 _LEADER_BEHIND: Final = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
+# How stale the log start offset a follower reports may get when retention moves it (one pass
+# over the fetcher's partitions per period; the fetcher moves every other offset itself).
+LOG_START_CHECK_S: Final = 5.0
 
 
 class ReplicaFetcher:
@@ -64,13 +73,13 @@ class ReplicaFetcher:
     def __init__(self, manager: FetcherOwner, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
-        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self._rounds = FetchRounds()
+        self.partitions = self._rounds.partitions  # read by the manager and tests
         self._changed = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._failing = False
-        self._session = FetchSessionHandler()  # KIP-227: idle rounds name no partition
         self._out_of_range: list[TopicPartition] = []
-        self._idle: IdleRound | None = None  # the last round, while it may be sent again as it is
+        self._log_starts_checked = asyncio.get_running_loop().time()
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -88,9 +97,21 @@ class ReplicaFetcher:
             return
         step = start_truncation(partition.log.leader_epoch_cache.entries, partition.log.log_end_offset)
         state = PartitionFetchState(leader_epoch, step if isinstance(step, AskLeader) else None)
-        self.partitions[tp] = state
+        self._rounds.add(tp, state)
         if isinstance(step, TruncateFully):  # a log with data but no epochs: start over
             self._replicas.truncate_follower_fully(partition, 0, "(log without leader epochs)")
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        """Stop fetching `tp` (the next fetch forgets it)."""
+        self._rounds.remove(tp)
+
+    def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
+        """The metadata changed these partitions (their ISR, say) without moving their leader
+        or leader epoch: build their entries again (those not fetched here are ignored)."""
+        rounds = self._rounds
+        for tp in tps:
+            rounds.touch(tp)
         self._changed.set()
 
     def stop(self) -> None:
@@ -105,40 +126,43 @@ class ReplicaFetcher:
             return None
         return self._replicas.follower_partition(tp, state.leader_epoch)
 
-    def _back_off(self, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
+    def _back_off(self, tp: TopicPartition, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
         delay = self._settings.backoff_ms / 1000
-        self._idle = None
         if leader_behind:
             delay = min(delay, LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind)
             state.leader_behind += 1
-        state.retry_at = asyncio.get_running_loop().time() + delay
+        self._rounds.back_off(tp, state, asyncio.get_running_loop().time() + delay)
 
     # ---- the loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = self._settings.backoff_ms / 1000
+        rounds = self._rounds
         try:
             while True:  # until cancelled; every pass does one bounded request or one bounded wait
                 now = loop.time()
-                idle = reusable(self._idle, metadata_version=self._replicas.metadata_version, now=now)
-                ready = {} if idle else {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
-                if not ready and not idle:
+                rounds.due(now)
+                if now - self._log_starts_checked >= LOG_START_CHECK_S:
+                    self._check_log_starts(now)
+                truncating = rounds.truncating()
+                if not truncating and not rounds.has_fetch_work():
                     self._changed.clear()
-                    waits = [s.retry_at - now for s in self.partitions.values()]
+                    retry_at = rounds.next_retry()
                     try:
-                        async with asyncio.timeout(min(waits, default=backoff)):
+                        async with asyncio.timeout(backoff if retry_at is None else min(backoff, retry_at - now)):
                             await self._changed.wait()
                     except TimeoutError:
                         pass
                     continue
                 try:
                     conn = await self._connection()
-                    truncating = {tp: s for tp, s in ready.items() if s.truncation is not None}
                     if truncating:
                         await self._truncate(conn, truncating)
+                        for tp, state in truncating.items():
+                            rounds.truncated(tp, state)
                     else:
-                        await self._fetch(conn, ready, idle)
+                        await self._fetch(conn, now)
                     if self._failing:
                         self._failing = False
                         log.info("Fetcher of leader %d: connected to %s again", self.leader_id, conn.address)
@@ -155,6 +179,16 @@ class ReplicaFetcher:
         finally:
             if self._conn is not None:
                 self._conn.abort()
+
+    def _check_log_starts(self, now: float) -> None:
+        """Touch the partitions whose log start offset moved under the fetcher (retention):
+        one light pass over the fetched partitions per LOG_START_CHECK_S."""
+        self._log_starts_checked = now
+        hosted = self._replicas.partitions
+        for tp, entry in self._rounds.session.wanted.items():
+            partition = hosted.get(tp)
+            if partition is not None and partition.log.log_start_offset != entry.log_start_offset:
+                self._rounds.touch(tp)
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is not None and not self._conn.closed:
@@ -178,7 +212,7 @@ class ReplicaFetcher:
             ask = state.truncation
             partition = self._current(tp, state)
             if partition is None or ask is None:
-                self._back_off(state)
+                self._back_off(tp, state)
                 continue
             if ask.truncate_to is not None:
                 self._replicas.truncate_follower(partition, ask.truncate_to,
@@ -244,7 +278,7 @@ class ReplicaFetcher:
                 continue
             start, end = earliest.get(tp), latest.get(tp)
             if start is None or end is None:
-                self._back_off(state)
+                self._back_off(tp, state)
                 continue
             leo = partition.log.log_end_offset
             if state.truncation is None and start <= leo <= end:
@@ -256,6 +290,7 @@ class ReplicaFetcher:
                     partition, start, f"to leader {self.leader_id}'s log start offset "
                     f"(leader log [{start}, {end}))")
             state.truncation = None
+            self._rounds.touch(tp)  # fetched from its new log end offset
 
     async def _list_offsets(self, conn: KafkaConnection, states: dict[TopicPartition, PartitionFetchState],
                             timestamp: int) -> dict[TopicPartition, int]:
@@ -275,32 +310,25 @@ class ReplicaFetcher:
 
     # ---- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self, conn: KafkaConnection, ready: dict[TopicPartition, PartitionFetchState],
-                     idle: IdleRound | None = None) -> None:
-        settings = self._settings
-        self._idle, version = None, self._replicas.metadata_version
-        sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {} if idle is None else idle.sent
-        wanted: dict[TopicPartition, fetch.FetchPartition] = {} if idle is None else idle.wanted
-        not_in_isr: set[TopicPartition] = set() if idle is None else set(idle.not_in_isr)
-        for tp, state in ready.items():  # nothing when the idle round is sent again
+    async def _fetch(self, conn: KafkaConnection, now: float) -> None:
+        settings, rounds = self._settings, self._rounds
+        for tp, state in rounds.to_refresh(now):  # what changed, and those outside the ISR
             partition = self._current(tp, state)
             if partition is None or self._replicas.throttles.follower_throttled(partition):  # reassignment throttle
-                self._back_off(state)
+                self._back_off(tp, state)
                 continue
             partition_log = partition.log
             offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
-            sent[tp] = (state, offset)
             entry = state.request
             if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
                     or entry.current_leader_epoch != state.leader_epoch:
                 entry = state.request = fetch.FetchPartition(
                     tp.partition, offset, settings.partition_max_bytes, log_start, state.leader_epoch)
-            wanted[tp] = entry
-            if settings.broker_id not in partition.isr:
-                not_in_isr.add(tp)
-        if not sent:
+            rounds.fetching(tp, entry, in_isr=settings.broker_id in partition.isr)
+        session = rounds.session
+        if not session.wanted:
             return
-        plan = self._session.build(wanted, not_in_isr)
+        plan = rounds.build()
         topics: dict[str, list[fetch.FetchPartition]] = {}
         for tp, p in plan.to_send.items():
             topics.setdefault(tp.topic, []).append(p)
@@ -318,35 +346,42 @@ class ReplicaFetcher:
                                           fetch.decode_fetch_response,
                                           extra_timeout_s=settings.max_wait_ms / 1000)
         except BaseException:
-            self._session.handle_error()
+            session.handle_error()
             raise
-        if not self._session.handle_response(response.error_code, response.session_id):
+        if not session.handle_response(response.error_code, response.session_id):
             log.info("Fetcher of leader %d: fetch session %d answered %s; starting a new session",
                      self.leader_id, plan.session_id, _name(response.error_code))
             return
         if response.error_code:
             log.warning("Fetcher of leader %d: fetch failed: %s", self.leader_id, _name(response.error_code))
-            for state, _ in sent.values():
-                self._back_off(state)
+            for tp in list(session.wanted):  # bounded by the partitions fetched; a rare answer
+                self._back_off(tp, self.partitions[tp])
             return
-        self._on_fetch_response(response, sent)
-        if not response.responses and len(sent) == len(self.partitions) and not self._out_of_range:
-            self._idle = idle or IdleRound(version, asyncio.get_running_loop().time(), sent, wanted,
-                                           frozenset(not_in_isr))
+        self._on_fetch_response(response)
         if self._out_of_range:
             out_of_range, self._out_of_range = self._out_of_range, []
             await self._reset_to_leader(conn, out_of_range)
 
-    def _on_fetch_response(self, response: fetch.FetchResponse,
-                           sent: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> None:
+    def _fetched(self, tp: TopicPartition) -> tuple[PartitionFetchState, Partition] | None:
+        """`tp`'s state and partition if the answer about it is still ours to act on: the
+        session holds the entry it was answered for, and the log has not moved since."""
+        state = self.partitions.get(tp)
+        if state is None or state.request is None or self._rounds.session.wanted.get(tp) is not state.request:
+            return None  # removed, added again or backed off during the request
+        partition = self._current(tp, state)
+        if partition is None or partition.log.log_end_offset != state.request.fetch_offset:
+            return None  # a new epoch, or truncated meanwhile
+        return state, partition
+
+    def _on_fetch_response(self, response: fetch.FetchResponse) -> None:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
-                entry = sent.get(tp)
-                partition = None if entry is None else self._current(tp, entry[0])
-                if entry is None or partition is None or partition.log.log_end_offset != entry[1]:
-                    continue  # moved on during the request (new epoch, truncated, removed)
-                state = entry[0]
+                fetched = self._fetched(tp)
+                if fetched is None:
+                    continue
+                state, partition = fetched
+                self._rounds.touch(tp)  # its offsets moved (or it fails): its entry is built again
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self._out_of_range.append(tp)
                 elif p.error_code:
@@ -368,13 +403,13 @@ class ReplicaFetcher:
             # batch stays out of our log either way).
             log.error("Follower %s: cannot append what leader %d sent at offset %d: %s",
                       tp, self.leader_id, partition.log.log_end_offset, e)
-            self._back_off(state)
+            self._back_off(tp, state)
 
     def _partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, what: str) -> None:
         # UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: the new leader has not applied its own
         # election yet. Kafka waits replica.fetch.backoff.ms (1 s) here, which holds the HW of
         # every failed-over partition for that long; the leader is typically milliseconds away.
-        self._back_off(state, leader_behind=code in _LEADER_BEHIND)
+        self._back_off(tp, state, leader_behind=code in _LEADER_BEHIND)
         if code in _WAIT_FOR_METADATA:
             log.debug("Follower %s: %s from leader %d answered %s; waiting for metadata",
                       tp, what, self.leader_id, _name(code))
