@@ -18,16 +18,13 @@ from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.fetch_partitions import size_of
-from broker.log.log_manager import LogManager
-from broker.replica_manager import ReplicaManager
-from common.log_config import LogConfig
 from common.protocol import fetch
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
-from metadata.local_changes import changes_for_broker
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
-from tests.log_helpers import NOW, batch
+from tests.handler_context import replica_context
+from tests.log_helpers import batch
 
 SESSION_VERSION = 11  # sessions (v7+), topics by name (before v13)
 FOLLOWER = 2
@@ -45,14 +42,9 @@ CLIENT = ClientInfo("broker-2-fetcher", "/127.0.0.2")
 
 @pytest.fixture
 def ctx(tmp_path):
-    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
-    replicas = ReplicaManager(1, log_manager, now_ms=lambda: NOW)
-    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, 1), IMAGE)
-    context = BrokerContext(1, replicas, lambda: IMAGE, ("127.0.0.1", 9092), None, None, None, None,
-                            None, None, None, None, None, None, None, None)  # type: ignore[arg-type]
-    context.fetch_sessions = FetchSessions(replicas, max_entries=10, rng=random.Random(3))
-    yield context
-    log_manager.shutdown()
+    with replica_context(tmp_path, IMAGE) as context:
+        context.fetch_sessions = FetchSessions(context.replicas, max_entries=10, rng=random.Random(3))
+        yield context
 
 
 class Follower:

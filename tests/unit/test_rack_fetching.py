@@ -10,7 +10,6 @@ import pytest
 
 from broker.handlers.context import BrokerContext
 from broker.handlers.fetch_partitions import read_partition, size_of
-from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_selector import (
     LEADER_SELECTOR,
@@ -22,14 +21,13 @@ from broker.replica_selector import (
     replica_selector,
 )
 from common.errors import ErrorCode
-from common.log_config import LogConfig
 from common.protocol import fetch
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
-from metadata.local_changes import changes_for_broker
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
-from tests.log_helpers import NOW, batch
+from tests.handler_context import replica_context
+from tests.log_helpers import batch
 
 # ---- the selectors, as tables --------------------------------------------------------------
 
@@ -93,14 +91,9 @@ IMAGE = replay(
 
 @pytest.fixture
 def ctx(tmp_path):
-    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
-    replicas = ReplicaManager(1, log_manager, now_ms=lambda: NOW)
-    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, 1), IMAGE)
-    context = BrokerContext(1, replicas, lambda: IMAGE, ("127.0.0.1", 9092), None, None, None, None,
-                            None, None, None, None, None, None, None, None)  # type: ignore[arg-type]
-    context.replica_selector = RackAwareReplicaSelector()
-    yield context
-    log_manager.shutdown()
+    with replica_context(tmp_path, IMAGE) as context:
+        context.replica_selector = RackAwareReplicaSelector()
+        yield context
 
 
 def consumer_fetch(tp: TopicPartition, offset: int, *, rack: str = "", epoch: int = -1,

@@ -11,17 +11,14 @@ import pytest
 from broker.handlers.context import BrokerContext, ClientInfo
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.fetch_partitions import size_of
-from broker.log.log_manager import LogManager
-from broker.replica_manager import ReplicaManager
 from broker.topic_metrics import BrokerTopicStats, count_fetch
-from common.log_config import LogConfig
 from common.protocol import fetch
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
-from metadata.local_changes import changes_for_broker
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
-from tests.log_helpers import NOW, batch
+from tests.handler_context import replica_context
+from tests.log_helpers import batch
 
 SESSIONLESS_VERSION = 4  # before KIP-227's sessions (v7) and topic ids (v13): names on the wire
 
@@ -38,12 +35,8 @@ CLIENT = ClientInfo("test", "/127.0.0.1")
 
 @pytest.fixture
 def ctx(tmp_path):
-    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
-    replicas = ReplicaManager(1, log_manager, now_ms=lambda: NOW)
-    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, 1), IMAGE)
-    yield BrokerContext(1, replicas, lambda: IMAGE, ("127.0.0.1", 9092), None, None, None, None,
-                        None, None, None, None, None, None, None, None)  # type: ignore[arg-type]
-    log_manager.shutdown()
+    with replica_context(tmp_path, IMAGE) as context:
+        yield context
 
 
 def fetch_t0(ctx: BrokerContext, offset: int, *, replica_id: int) -> int:
