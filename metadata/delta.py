@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from metadata.codec import MetadataRecordError
 from metadata.image import (
@@ -64,6 +64,19 @@ from metadata.records import (
     UnregisterBroker,
 )
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def writable(mapping: Mapping[K, V]) -> dict[K, V]:
+    """A private dict copy of an image's mapping. An image's mappings are MappingProxyTypes over
+    dicts, whose copy() copies the dict at C speed; dict(proxy) goes key by key through the
+    mapping protocol: 2.6 ms instead of 0.08 ms for a 10,000-partition topic, paid by every
+    applied batch that touches the topic (each ISR change, each chunk of a creation)."""
+    if isinstance(mapping, MappingProxyType | dict):
+        return mapping.copy()
+    return dict(mapping)
+
 
 def merge_partition_change(partition: PartitionRegistration,
                            change: PartitionChange) -> PartitionRegistration:
@@ -72,7 +85,7 @@ def merge_partition_change(partition: PartitionRegistration,
         leader, leader_epoch = partition.leader, partition.leader_epoch
     else:
         leader, leader_epoch = change.leader, partition.leader_epoch + 1
-    return PartitionRegistration(
+    return PartitionRegistration.merged(dict(
         topic_id=partition.topic_id,
         partition_id=partition.partition_id,
         replicas=partition.replicas if change.replicas is None else change.replicas,
@@ -86,7 +99,7 @@ def merge_partition_change(partition: PartitionRegistration,
         removing_replicas=(partition.removing_replicas if change.removing_replicas is None
                            else change.removing_replicas),
         adding_replicas=partition.adding_replicas if change.adding_replicas is None else change.adding_replicas,
-    )
+    ))
 
 
 class MetadataDelta:
@@ -133,7 +146,7 @@ class MetadataDelta:
 
     def _brokers_for_write(self) -> dict[int, BrokerRegistration]:
         if self._brokers is None:
-            self._brokers = dict(self.image.cluster.brokers)
+            self._brokers = writable(self.image.cluster.brokers)
         return self._brokers
 
     def _registered(self, broker_id: int, broker_epoch: int) -> BrokerRegistration:
@@ -186,7 +199,7 @@ class MetadataDelta:
 
     def _topics_for_write(self) -> tuple[dict[str, TopicImage], dict[str, str]]:
         if self._topics is None or self._names is None:
-            self._topics = dict(self.image.topics.by_id)
+            self._topics = writable(self.image.topics.by_id)
             self._names = {name: topic.topic_id for name, topic in self.image.topics.by_name.items()}
         return self._topics, self._names
 
@@ -197,7 +210,7 @@ class MetadataDelta:
             topic = topics.get(topic_id)
             if topic is None:
                 raise MetadataRecordError(f"unknown topic id {topic_id}")
-            parts = self._partitions[topic_id] = dict(topic.partitions)
+            parts = self._partitions[topic_id] = writable(topic.partitions)
         return parts
 
     def _topic(self, r: Topic, offset: int) -> None:
@@ -257,14 +270,14 @@ class MetadataDelta:
 
     def _configs_for_write(self) -> dict[ConfigResource, Mapping[str, str]]:
         if self._configs is None:
-            self._configs = dict(self.image.configs.resources)
+            self._configs = writable(self.image.configs.resources)
         return self._configs
 
     def _config(self, r: Config, offset: int) -> None:
         resource = ConfigResource(r.resource_type, r.resource_name)
         values = self._touched_configs.get(resource)
         if values is None:
-            values = dict(self._configs_for_write().get(resource, EMPTY_MAP))
+            values = writable(self._configs_for_write().get(resource, EMPTY_MAP))
             self._touched_configs[resource] = values
         if r.value is None:
             values.pop(r.name, None)
@@ -273,7 +286,7 @@ class MetadataDelta:
 
     def _feature_level(self, r: FeatureLevel, offset: int) -> None:
         if self._features is None:
-            self._features = dict(self.image.features.levels)
+            self._features = writable(self.image.features.levels)
         if r.level == 0:
             self._features.pop(r.name, None)
         else:
@@ -300,7 +313,7 @@ class MetadataDelta:
 
     def _acls_for_write(self) -> dict[str, AccessControlEntry]:
         if self._acls is None:
-            self._acls = dict(self.image.acls.by_id)
+            self._acls = writable(self.image.acls.by_id)
         return self._acls
 
     def _access_control_entry(self, r: AccessControlEntry, offset: int) -> None:
@@ -317,7 +330,7 @@ class MetadataDelta:
 
     def _scram_for_write(self) -> dict[tuple[str, int], UserScramCredential]:
         if self._scram is None:
-            self._scram = dict(self.image.scram.credentials)
+            self._scram = writable(self.image.scram.credentials)
         return self._scram
 
     def _user_scram_credential(self, r: UserScramCredential, offset: int) -> None:

@@ -138,6 +138,24 @@ class PartitionRegistration:
             object.__setattr__(registration, name, getattr(record, name))
         return registration
 
+    @classmethod
+    def merged(cls, fields: Mapping[str, Any]) -> PartitionRegistration:
+        """A registration whose fields each passed their kind's check already (an image's
+        partition merged with a PartitionChange record, which checked its own fields when it
+        was built): only what the merge derives, the bumped epochs, and Kafka's structural
+        rules across fields are checked again. The full per-field check was 10 % of an active
+        controller's CPU replaying ISR changes at 30,000 partitions."""
+        for name in ("leader_epoch", "partition_epoch"):
+            if type(fields[name]) is not int or not 0 <= fields[name] <= EPOCH32.hi:
+                EPOCH32.check(fields[name], f"partition {fields['topic_id']}-{fields['partition_id']}.{name}")
+        check_partition_state(fields["replicas"], fields["isr"], fields["elr"], fields["leader"],
+                              f"partition {fields['topic_id']}-{fields['partition_id']}",
+                              fields["adding_replicas"], fields["removing_replicas"])
+        registration = object.__new__(cls)
+        for name in PARTITION_KINDS:
+            object.__setattr__(registration, name, fields[name])
+        return registration
+
     @property
     def is_reassigning(self) -> bool:
         """Kafka's isReassigning: a reassignment adds or removes replicas."""

@@ -1,12 +1,19 @@
-"""Tests for metadata/delta.py's split_changes (the replay rules are tested through their users)."""
+"""Tests for metadata/delta.py's split_changes, merge_partition_change and writable (the replay rules
+are tested through their users)."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+
 import pytest
 
-from metadata.image import PARTITION_KINDS, PartitionRegistration
+from common.units import INT_MAX
+from metadata.codec import MetadataRecordError
+from metadata.delta import merge_partition_change, writable
+from metadata.image import EMPTY_MAP, PARTITION_KINDS, PartitionRegistration, frozen_map
 from metadata.local_changes import LocalPartition, LocalReplicaChanges, split_changes
-from metadata.records import _SCHEMAS, LeaderRecoveryState, Partition
+from metadata.records import _SCHEMAS, NO_LEADER, LeaderRecoveryState, Partition, PartitionChange
 
 # --- split_changes: a large change set in slices, Kafka's order kept ------------------
 
@@ -59,3 +66,45 @@ def test_partition_record_and_registration_check_the_same_fields_the_same_way() 
         return {name: (type(kind), vars(kind)) for name, kind in kinds.items()}
 
     assert shape(_SCHEMAS[Partition].kinds) == shape(PARTITION_KINDS)
+
+
+# --- a merged PartitionChange is checked across fields, not field by field again ------------
+
+BASE = PartitionRegistration(topic_id="T", partition_id=3, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1,
+                             leader_epoch=4, partition_epoch=7)
+
+
+@pytest.mark.parametrize("change", [
+    PartitionChange("T", 3, isr=(1, 2)),
+    PartitionChange("T", 3, leader=2, isr=(2, 3)),
+    PartitionChange("T", 3, isr=(1,), elr=(2, 3)),
+    PartitionChange("T", 3, replicas=(1, 2, 3, 4), adding_replicas=(4,), removing_replicas=(3,)),
+    PartitionChange("T", 3, leader=NO_LEADER, isr=(), leader_recovery_state=LeaderRecoveryState.RECOVERING),
+])
+def test_merge_equals_the_checked_constructor(change: PartitionChange) -> None:
+    merged = merge_partition_change(BASE, change)
+    fields = {name: getattr(merged, name) for name in PARTITION_KINDS}
+    assert merged == PartitionRegistration(**fields)
+    assert merged.partition_epoch == BASE.partition_epoch + 1
+
+
+@pytest.mark.parametrize(("base", "change", "fault"), [
+    (BASE, PartitionChange("T", 3, isr=(1, 7)), "not a subset of replicas"),
+    (BASE, PartitionChange("T", 3, leader=7), "is not one of replicas"),
+    (BASE, PartitionChange("T", 3, elr=(1,)), "overlap"),
+    (BASE, PartitionChange("T", 3, adding_replicas=(4,)), "disjoint subsets"),
+    (dataclasses.replace(BASE, partition_epoch=INT_MAX), PartitionChange("T", 3, isr=(1, 2)), "partition_epoch"),
+    (dataclasses.replace(BASE, leader_epoch=INT_MAX), PartitionChange("T", 3, leader=2), "leader_epoch"),
+])
+def test_merge_refuses_a_change_the_partition_cannot_take(base: PartitionRegistration, change: PartitionChange,
+                                                          fault: str) -> None:
+    with pytest.raises(MetadataRecordError, match=fault):
+        merge_partition_change(base, change)
+
+
+def test_writable_is_a_private_copy_of_an_image_mapping() -> None:
+    image_map = frozen_map({1: "a", 2: "b"})
+    copy = writable(image_map)
+    copy[3] = "c"
+    assert type(copy) is dict and dict(image_map) == {1: "a", 2: "b"}
+    assert writable(EMPTY_MAP) == {} and writable(collections.OrderedDict(x=1)) == {"x": 1}
