@@ -47,7 +47,6 @@ from metadata.records import (
     decode_record_maps,
     decode_records,
     encode_record,
-    encode_records,
 )
 from metadata.snapshot import decode_snapshot, encode_snapshot
 from metadata.transactions import ReplayState, replay
@@ -59,6 +58,7 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 # the wrong length (read in its source); with 16 KiB we never get near it.
 MAX_CHUNK_BYTES: Final = 16 * KIB
 _ARRAY_HEADER_MAX: Final = 5  # msgpack array32 header: the most an array adds to its items
+_ARRAY: Final = msgpack.Packer(use_bin_type=True)  # only its pack_array_header: no state kept between calls
 DUMP_FORMAT: Final = "tidelog-metadata-log"
 DUMP_VERSION: Final = 0
 _DUMP_KEYS: Final = frozenset({"format", "version", "snapshot", "chunks"})
@@ -122,35 +122,47 @@ class CommittedChunk:
         return self.base_offset + self.count - 1
 
 
+def _encoded(record: Record, max_bytes: int) -> bytes:
+    """One record's msgpack bytes, refused when it cannot fit any chunk."""
+    data = encode_record(record)
+    if len(data) + _ARRAY_HEADER_MAX > max_bytes:
+        raise RecordTooLargeError(f"{type(record).__name__} record of {len(data)} bytes does not fit in a "
+                                  f"{max_bytes}-byte chunk")
+    return data
+
+
+def _chunks(encoded: Sequence[bytes], max_bytes: int) -> list[bytes]:
+    """Already encoded records as few chunks of at most `max_bytes`, in order. A chunk is the
+    msgpack array of its records: the array header, then each record's own bytes (msgpack is
+    concatenative), exactly what `encode_records` writes, without encoding a record twice."""
+    chunks: list[bytes] = []
+    start, size = 0, _ARRAY_HEADER_MAX
+    for i, data in enumerate(encoded):  # bounded by the input
+        if size + len(data) > max_bytes:
+            chunks.append(_ARRAY.pack_array_header(i - start) + b"".join(encoded[start:i]))
+            start, size = i, _ARRAY_HEADER_MAX
+        size += len(data)
+    if start < len(encoded):
+        chunks.append(_ARRAY.pack_array_header(len(encoded) - start) + b"".join(encoded[start:]))
+    return chunks
+
+
 def split_records(records: Sequence[Record], max_bytes: int = MAX_CHUNK_BYTES) -> list[bytes]:
     """Encode `records` as few chunks of at most `max_bytes`, keeping their order."""
-    chunks: list[bytes] = []
-    group: list[Record] = []
-    size = _ARRAY_HEADER_MAX
-    for record in records:
-        record_size = len(encode_record(record))
-        if record_size + _ARRAY_HEADER_MAX > max_bytes:
-            raise RecordTooLargeError(
-                f"{type(record).__name__} record of {record_size} bytes does not fit in a "
-                f"{max_bytes}-byte chunk")
-        if size + record_size > max_bytes:
-            chunks.append(encode_records(group))
-            group, size = [], _ARRAY_HEADER_MAX
-        group.append(record)
-        size += record_size
-    if group:
-        chunks.append(encode_records(group))
-    return chunks
+    return _chunks([_encoded(record, max_bytes) for record in records], max_bytes)
 
 
 def transaction_chunks(records: Sequence[Record], name: str | None = None,
                        max_bytes: int = MAX_CHUNK_BYTES) -> list[bytes]:
     """`records` as chunks that apply together: one chunk, or a BeginTransaction ... EndTransaction
-    frame over several (KIP-868)."""
-    chunks = split_records(records, max_bytes)
+    frame over several (KIP-868). Each record is encoded once (a 10,000-partition creation
+    encoded every record four times: 0.16 s of the active controller's loop, unloaded)."""
+    encoded = [_encoded(record, max_bytes) for record in records]
+    chunks = _chunks(encoded, max_bytes)
     if len(chunks) <= 1:
         return chunks
-    return split_records([BeginTransaction(name), *records, EndTransaction()], max_bytes)
+    return _chunks([_encoded(BeginTransaction(name), max_bytes), *encoded,
+                    _encoded(EndTransaction(), max_bytes)], max_bytes)
 
 
 def check_epoch(controller_epoch: int, epoch: int, records: Sequence[Record],

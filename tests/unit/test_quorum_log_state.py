@@ -85,6 +85,17 @@ def test_split_records_any_sizes(sizes: list[int], max_bytes: int) -> None:
     assert [r for c in chunks for r in decode_records(c)] == records
 
 
+@pytest.mark.parametrize("count", [1, 15, 16, 17, 200, 70_000])  # msgpack fixarray, array16, array32
+def test_chunks_are_the_one_shot_encoding_of_their_records(count: int) -> None:
+    # each record is encoded once and the chunk assembled from its bytes: the very bytes
+    # encode_records writes for the same records (what brokers and snapshots read)
+    records = [PARTITION, NoOp()] * (count // 2) + [TOPIC] * (count % 2)
+    for chunk in split_records(records, max_bytes=2**30):
+        assert chunk == encode_records(decode_records(chunk))
+    framed = transaction_chunks(records * 200 if count < 200 else records)
+    assert all(chunk == encode_records(decode_records(chunk)) for chunk in framed)
+
+
 # --- check_epoch: the fencing decision ------------------------------------------------
 
 EPOCH_CASES = [
