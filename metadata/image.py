@@ -341,8 +341,10 @@ class MetadataImage:
         out = []
         for replica in partition.replicas:
             registration = brokers.get(replica)
-            if registration is not None and registration.is_replica_offline(partition.topic_id,
-                                                                            partition.partition_id):
+            # almost every broker has no offline replica: skip the lookup (a topic view of 10,000
+            # partitions asks this for each of them)
+            if registration is not None and registration.offline_replicas and registration.is_replica_offline(
+                    partition.topic_id, partition.partition_id):
                 out.append(replica)
         return tuple(out)
 
