@@ -30,7 +30,10 @@ Before the phases a small produce and consume warm the broker up (the consumer's
 FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry); then its
 idle CPU rate (heartbeats, the metadata follower) is measured for `--idle-seconds`. 'net s/GB'
 is each phase's broker CPU less that rate over the phase's wall time, per GB, so that a short
-phase is not judged by the idle baseline and /proc's 10 ms ticks.
+phase is not judged by the idle baseline and /proc's 10 ms ticks. For tidelog, 'requests' is
+the Produce requests its /metrics counted over a phase and 'us/req' the net broker CPU per request:
+in the latency phases (linger.ms=0) nearly one record per request, the per-request cost a
+low-rate canary pays. `--skip-bulk` runs only the latency phases.
 
 Consume with 6 partitions pauses about 1 s at a time, with the broker idle: that is
 librdkafka, not the broker. Its fetcher fills each partition's local queue faster than the
@@ -82,6 +85,8 @@ ACKS: Final = ("1", "all")
 RAW_CHUNK: Final = 1 * MIB
 WARMUP_RECORDS: Final = 1000
 WARMUP_SETTLE_S: Final = 1.0
+PRODUCE_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="PRODUCE"} '
+US_PER_S: Final = 1e6
 
 
 # --- brokers ---------------------------------------------------------------------------------
@@ -105,6 +110,18 @@ class Peer:
     pid: int
     create: Callable[[str, int], None]
     idle_cpu_per_s: float | None = None  # measured by idle_rate() before the first phase
+    produce_requests: Callable[[], int] | None = None  # Produce requests answered so far (tidelog's /metrics)
+
+
+def produce_requests_from(metrics_url: str) -> Callable[[], int]:
+    """The broker's Produce requests answered so far, from its Prometheus text (requests_total)."""
+    def read() -> int:
+        with urllib.request.urlopen(metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
+            for text in answer.read().decode().splitlines():
+                if text.startswith(PRODUCE_REQUESTS_SAMPLE):
+                    return int(float(text.rpartition(" ")[2]))
+        return 0
+    return read
 
 
 def idle_rate(pid: int, seconds: float) -> float:
@@ -150,7 +167,8 @@ def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None) 
         broker = cluster.brokers[0]
         assert broker.pid is not None
         try:
-            yield Peer("tidelog", cluster.bootstrap_servers, broker.pid, create)
+            yield Peer("tidelog", cluster.bootstrap_servers, broker.pid, create,
+                       produce_requests=produce_requests_from(broker.spec.metrics_url))
         finally:
             controller = cluster.controllers[0]
             if controller.pid is not None and controller.running():
@@ -235,6 +253,7 @@ class Row:
     p99_ms: float | None = None
     p999_ms: float | None = None
     idle_cpu_s: float | None = None  # the broker's idle CPU rate (heartbeats, metadata) x wall_s
+    requests: int | None = None  # Produce requests the broker answered over the phase, when it counts them
 
     @property
     def records_per_s(self) -> float:
@@ -256,6 +275,13 @@ class Row:
         if self.broker_cpu_s is None or self.idle_cpu_s is None or not self.payload_bytes:
             return None
         return (self.broker_cpu_s - self.idle_cpu_s) / (self.payload_bytes / GB)
+
+    @property
+    def net_cpu_us_per_request(self) -> float | None:
+        """Broker CPU per Produce request, less the idle rate: what one small request costs."""
+        if self.broker_cpu_s is None or not self.requests:
+            return None
+        return (self.broker_cpu_s - (self.idle_cpu_s or 0.0)) / self.requests * US_PER_S
 
 
 @contextmanager
@@ -362,13 +388,15 @@ def latency(peer: Peer, topic: str, acks: str, rate: int, seconds: float, value:
 
 
 def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
-    """One phase of the C load generator, with the broker's CPU over it."""
+    """One phase of the C load generator, with the broker's CPU (and Produce requests) over it."""
+    requests0 = peer.produce_requests() if peer.produce_requests is not None else None
     broker0 = process_cpu_s(peer.pid)
     result = run()
+    cpu = process_cpu_s(peer.pid) - broker0
+    requests = None if requests0 is None or peer.produce_requests is None else peer.produce_requests() - requests0
     idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
     return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
-               process_cpu_s(peer.pid) - broker0, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms,
-               idle)
+               cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests)
 
 
 def warm_up(peer: Peer, binary: Path) -> None:
@@ -398,7 +426,7 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
         peer.idle_cpu_per_s = idle_rate(peer.pid, args.idle_seconds)
         print(f"  ({peer.name} idle: {peer.idle_cpu_per_s * 100:.1f} % of a core over {args.idle_seconds:g} s; "
               f"'net s/GB' subtracts that rate over each phase)", flush=True)
-    for partitions in args.partition_counts:
+    for partitions in () if args.skip_bulk else args.partition_counts:
         for acks in args.acks:
             topic = f"bench-p{partitions}-acks{acks}"
             peer.create(topic, partitions)
@@ -513,14 +541,15 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
-                 f"{'brk s/GB':>9} {'net s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}")
+                 f"{'brk s/GB':>9} {'net s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
+                 f"{'requests':>9} {'us/req':>7}")
 
 
 def line(row: Row) -> str:
     return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
             f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
-            f"{fmt(row.p999_ms, '.2f'):>8}")
+            f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -565,6 +594,8 @@ def main() -> None:
     parser.add_argument("--acks", type=lambda v: tuple(v.split(",")), default=ACKS, help="e.g. 1 or 1,all")
     parser.add_argument("--idle-seconds", type=float, default=3.0,
                         help="measure the broker's idle CPU this long before the phases (0: skip)")
+    parser.add_argument("--skip-bulk", action="store_true",
+                        help="run only the latency phases (per-request CPU), not the bulk produce/consume ones")
     parser.add_argument("--skip-tansu", action="store_true")
     parser.add_argument("--skip-tidelog", action="store_true")
     parser.add_argument("--client", choices=("c", "python"), default="c",
@@ -589,9 +620,10 @@ def main() -> None:
     print(HEADER)
     try:
         total = args.records * args.value_bytes
-        show(raw_socket(total, args.value_bytes))
-        show(raw_file(root, total, args.value_bytes))
-        show(raw_sendfile(root, total, args.value_bytes))
+        if not args.skip_bulk:
+            show(raw_socket(total, args.value_bytes))
+            show(raw_file(root, total, args.value_bytes))
+            show(raw_sendfile(root, total, args.value_bytes))
         if not args.skip_tidelog:
             with tidelog_peer(root / "tidelog") as peer:
                 run_peer(peer, args, show)

@@ -12,7 +12,6 @@ the log validator rejects for some of its records (KIP-467) names them in `recor
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import Mapping
 from typing import Final
 
@@ -145,7 +144,7 @@ def with_current_leaders(ctx: BrokerContext, response: produce.ProduceResponse,
                 hint = lookup_leader(ctx, image, topic.name, p.partition_index)
                 if hint is not None:
                     hints.append(hint)
-                p = replace(p, current_leader=produce.UNKNOWN_LEADER if hint is None else hint.leader)
+                p = p._replace(current_leader=produce.UNKNOWN_LEADER if hint is None else hint.leader)
             partitions.append(p)
         topics.append(produce.TopicProduceResponse(topic.name, tuple(partitions)))
     return produce.ProduceResponse(tuple(topics), response.throttle_time_ms, node_endpoints(hints))

@@ -11,10 +11,11 @@ With acks=0 the broker sends no response at all; that decision belongs to the se
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
-from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
+from common.protocol.api_keys import ApiKey, check_version, is_flexible, reader_for, writer_for
 from common.protocol.leader_discovery import (
     UNKNOWN_LEADER,
     LeaderIdAndEpoch,
@@ -24,7 +25,7 @@ from common.protocol.leader_discovery import (
     write_leader,
     write_node_endpoints,
 )
-from common.protocol.primitives import Chunk, Reader, Writer
+from common.protocol.primitives import MAX_VARINT_BYTES, Chunk, ProtocolError, Reader, Writer
 from common.protocol.tagged import (
     decode_tagged,
     encode_tagged,
@@ -54,13 +55,16 @@ _NODE_ENDPOINTS_TAG: Final = 0  # of the response
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionProduceData:
+class PartitionProduceData:  # a dataclass still: a NamedTuple's `index` field would hide tuple.index
     index: int
     records: memoryview | bytes | None  # record batches exactly as sent
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+# The per-topic entries of a request and the per-partition and per-topic ones of a response are
+# NamedTuples, not frozen dataclasses: as immutable and behaviour-free, but a frozen dataclass
+# sets each field through object.__setattr__ and costs several times a tuple to build, and a
+# producer with linger.ms=0 sends one request per record (bench/produce_consume.py's latency phases).
+class TopicProduceData(NamedTuple):
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
@@ -79,8 +83,7 @@ class BatchIndexAndErrorMessage:
     batch_index_error_message: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionProduceResponse:
+class PartitionProduceResponse(NamedTuple):
     partition_index: int
     error_code: int
     base_offset: int
@@ -91,8 +94,7 @@ class PartitionProduceResponse:
     current_leader: LeaderIdAndEpoch = UNKNOWN_LEADER  # v10+, tagged
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceResponse:
+class TopicProduceResponse(NamedTuple):
     name: str
     partitions: tuple[PartitionProduceResponse, ...]
 
@@ -104,27 +106,126 @@ class ProduceResponse:
     node_endpoints: tuple[NodeEndpoint, ...] = ()  # v10+, tagged
 
 
-def _read_partition(r: Reader) -> PartitionProduceData:
-    data = PartitionProduceData(r.int32(), r.nullable_bytes())
-    r.tagged_fields()
-    return data
-
-
-def _read_topic(r: Reader) -> TopicProduceData:
-    topic = TopicProduceData(r.string(), r.array(_read_partition, 5 if r.flexible else 8))
-    r.tagged_fields()
-    return topic
+_ACKS_TIMEOUT: Final = struct.Struct(">hi")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_TOPIC_MIN_BYTES: Final = (6, 3)  # the smallest topic entry: (classic, flexible)
+_PARTITION_MIN_BYTES: Final = (8, 5)
+_PARTITION_V5: Final = struct.Struct(">ihqqq")  # index, error, base offset, log append time, log start
+_PARTITION_V3: Final = struct.Struct(">ihqq")
+_NO_RECORD_ERRORS: Final = (b"\x00\x00\x00\x00\xff\xff", b"\x01\x00")  # v8+: no record errors, null message
 
 
 def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
+    """One pass over the body with local offsets, not a Reader call per field: a produce of one
+    small batch is the request a low-latency producer sends thousands of times a second. The
+    checks are the Reader's (`primitives`): every length against the bytes left, compact
+    lengths, tagged fields skipped (a non-empty section through the Reader's own checks)."""
     check_version(ApiKey.PRODUCE, version)
-    r = reader_for(ApiKey.PRODUCE, version, body)
-    transactional_id = r.nullable_string()
-    acks = r.int16()
-    timeout_ms = r.int32()
-    topic_data = r.array(_read_topic, 3 if r.flexible else 6)
-    r.tagged_fields()
-    return ProduceRequest(transactional_id, acks, timeout_ms, topic_data)
+    buf = memoryview(body)
+    if buf.format != "B" or buf.ndim != 1:
+        buf = buf.cast("B")
+    end = len(buf)
+    flexible = is_flexible(ApiKey.PRODUCE, version)
+    n, pos = _length(buf, 0, end, flexible, _INT16, "string")
+    transactional_id = None if n < 0 else _utf8(buf[pos:pos + n])
+    pos += max(n, 0)
+    if pos + _ACKS_TIMEOUT.size > end:
+        raise ProtocolError("truncated acks and timeout_ms")
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += _ACKS_TIMEOUT.size
+    topics: list[TopicProduceData] = []
+    n_topics, pos = _count(buf, pos, end, flexible, _TOPIC_MIN_BYTES[flexible])
+    for _ in range(n_topics):  # bounded: the count was checked against the bytes left
+        n, pos = _length(buf, pos, end, flexible, _INT16, "string")
+        if n < 0:
+            raise ProtocolError("null string where a string is required")
+        name = _utf8(buf[pos:pos + n])
+        pos += n
+        partitions: list[PartitionProduceData] = []
+        n_partitions, pos = _count(buf, pos, end, flexible, _PARTITION_MIN_BYTES[flexible])
+        for _ in range(n_partitions):  # bounded as the topics
+            if pos + 4 > end:
+                raise ProtocolError(f"truncated partition index: need 4 bytes, have {end - pos}")
+            index = _INT32.unpack_from(buf, pos)[0]
+            n, pos = _length(buf, pos + 4, end, flexible, _INT32, "bytes")
+            partitions.append(PartitionProduceData(index, None if n < 0 else buf[pos:pos + n]))
+            pos += max(n, 0)
+            if flexible:
+                pos = _skip_tagged_fields(buf, pos, end)
+        topics.append(TopicProduceData(name, tuple(partitions)))
+        if flexible:
+            pos = _skip_tagged_fields(buf, pos, end)
+    if flexible:
+        _skip_tagged_fields(buf, pos, end)
+    return ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
+
+
+def _length(buf: memoryview, pos: int, end: int, flexible: bool, classic: struct.Struct,
+            what: str) -> tuple[int, int]:
+    """(length, position after it) of a string or bytes: -1 for null; the bytes left must hold it."""
+    if not flexible:
+        if pos + classic.size > end:
+            raise ProtocolError(f"truncated {what} length")
+        n: int = classic.unpack_from(buf, pos)[0]
+        pos += classic.size
+        if n < -1:
+            raise ProtocolError(f"invalid {what} length {n}")
+    elif pos < end and buf[pos] < 0x80:  # a one-byte varint: lengths under 127
+        n = buf[pos] - 1
+        pos += 1
+    else:
+        n, pos = _uvarint(buf, pos, end)
+        n -= 1
+    if n > end - pos:
+        raise ProtocolError(f"{what} of {n} bytes past the end ({end - pos} left)")
+    return n, pos
+
+
+def _count(buf: memoryview, pos: int, end: int, flexible: bool, min_size: int) -> tuple[int, int]:
+    """(items, position after the count) of a non-null array whose items fit in the bytes left."""
+    if flexible:
+        n, pos = _length(buf, pos, end, flexible, _INT32, "array")
+    else:
+        if pos + 4 > end:
+            raise ProtocolError(f"truncated array length: need 4 bytes, have {end - pos}")
+        n, pos = _INT32.unpack_from(buf, pos)[0], pos + 4
+    if n < 0:
+        raise ProtocolError(f"invalid array length {n}")
+    if n * min_size > end - pos:
+        raise ProtocolError(f"array of {n} items cannot fit in {end - pos} bytes")
+    return n, pos
+
+
+def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """(value, position after it) of an unsigned varint of at most MAX_VARINT_BYTES bytes."""
+    value = 0
+    for i in range(MAX_VARINT_BYTES):  # bounded
+        if pos >= end:
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return value, pos
+    raise ProtocolError("varint too long")
+
+
+def _skip_tagged_fields(buf: memoryview, pos: int, end: int) -> int:
+    """Past a struct's tagged-field section: one byte when empty (the usual case), else the
+    Reader's checks (count, ascending tags, sizes) over the section."""
+    if pos < end and buf[pos] == 0:
+        return pos + 1
+    r = Reader(buf, pos, flexible=True)
+    r.skip_tagged_fields()
+    return r.pos
+
+
+def _utf8(raw: memoryview) -> str:
+    try:
+        return str(raw, "utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("string is not valid UTF-8") from None
 
 
 def encode_produce_request(req: ProduceRequest, version: int) -> list[Chunk]:
@@ -151,38 +252,36 @@ def encode_produce_request(req: ProduceRequest, version: int) -> list[Chunk]:
 
 
 def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
+    """A partition's fixed fields in one pack and the usual "no record errors, no message, no
+    leader" tail as constant bytes: the response to a one-record produce, many a second."""
     check_version(ApiKey.PRODUCE, version)
     w = writer_for(ApiKey.PRODUCE, version)
+    flexible = w.flexible
     leaders = version >= LEADER_DISCOVERY_VERSION
-
-    def record_error(w: Writer, e: BatchIndexAndErrorMessage) -> None:
-        w.int32(e.batch_index)
-        w.nullable_string(e.batch_index_error_message)
-        w.tagged_fields()
-
-    def partition(w: Writer, p: PartitionProduceResponse) -> None:
-        w.int32(p.partition_index)
-        w.int16(p.error_code)
-        w.int64(p.base_offset)
-        w.int64(p.log_append_time_ms)
-        if version >= 5:
-            w.int64(p.log_start_offset)
-        if version >= 8:
-            w.array(p.record_errors, record_error)
-            w.nullable_string(p.error_message)
-        # identity first: the hot path's partitions all share the default object
-        if leaders and p.current_leader is not UNKNOWN_LEADER and p.current_leader != UNKNOWN_LEADER:
-            leader = p.current_leader
-            write_tagged_fields(w, {_CURRENT_LEADER_TAG: encode_tagged(lambda t: write_leader(t, leader))})
-        else:
-            w.tagged_fields()
-
-    def topic(w: Writer, t: TopicProduceResponse) -> None:
+    no_errors = _NO_RECORD_ERRORS[flexible]
+    _write_count(w, len(resp.responses))
+    for t in resp.responses:
         w.string(t.name)
-        w.array(t.partitions, partition)
+        _write_count(w, len(t.partitions))
+        for p in t.partitions:
+            if version >= 5:
+                w.raw(_PARTITION_V5.pack(p.partition_index, p.error_code, p.base_offset,
+                                         p.log_append_time_ms, p.log_start_offset))
+            else:
+                w.raw(_PARTITION_V3.pack(p.partition_index, p.error_code, p.base_offset, p.log_append_time_ms))
+            if version >= 8:
+                if p.record_errors or p.error_message is not None:
+                    w.array(p.record_errors, _write_record_error)
+                    w.nullable_string(p.error_message)
+                else:
+                    w.raw(no_errors)
+            # identity first: the hot path's partitions all share the default object
+            if leaders and p.current_leader is not UNKNOWN_LEADER and p.current_leader != UNKNOWN_LEADER:
+                leader = p.current_leader
+                write_tagged_fields(w, {_CURRENT_LEADER_TAG: encode_tagged(lambda t: write_leader(t, leader))})
+            else:
+                w.tagged_fields()
         w.tagged_fields()
-
-    w.array(resp.responses, topic)
     w.int32(resp.throttle_time_ms)
     if leaders and resp.node_endpoints:
         write_tagged_fields(w, {_NODE_ENDPOINTS_TAG: encode_tagged(
@@ -190,6 +289,20 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     else:
         w.tagged_fields()
     return w.chunks()
+
+
+def _write_count(w: Writer, n: int) -> None:
+    """An array's length: compact (n + 1) when flexible."""
+    if w.flexible:
+        w.uvarint(n + 1)
+    else:
+        w.int32(n)
+
+
+def _write_record_error(w: Writer, e: BatchIndexAndErrorMessage) -> None:
+    w.int32(e.batch_index)
+    w.nullable_string(e.batch_index_error_message)
+    w.tagged_fields()
 
 
 def decode_produce_response(body: memoryview, version: int) -> ProduceResponse:

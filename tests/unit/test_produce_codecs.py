@@ -7,6 +7,7 @@ the dispatch table encoding as the codec does."""
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from common.errors import ErrorCode
 from common.protocol import messages, produce
 from common.protocol.leader_discovery import LeaderIdAndEpoch, NodeEndpoint
 from common.protocol.frame import join_chunks
-from common.protocol.primitives import ProtocolError
+from common.protocol.primitives import ProtocolError, Reader
 from tests.unit.test_protocol_codecs import (
     BATCH,
     TAG,
@@ -159,3 +160,77 @@ def test_flexible_records_are_views_into_the_request() -> None:
     body = memoryview(bytearray(PRODUCE_FLEX))
     records = produce.decode_produce_request(body, 11).topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is body.obj and bytes(records) == BATCH
+
+
+# --- the request decoder against the Reader (the primitives' checks are the specification) ----
+
+
+def reader_decode(body: memoryview, version: int) -> produce.ProduceRequest:
+    """Produce's request as the generic Reader reads it, field by field: the oracle the
+    one-pass decoder must agree with on every input, valid or not."""
+    r = Reader(body, flexible=version >= 9)
+
+    def partition(r: Reader) -> produce.PartitionProduceData:
+        data = produce.PartitionProduceData(r.int32(), r.nullable_bytes())
+        r.tagged_fields()
+        return data
+
+    def topic(r: Reader) -> produce.TopicProduceData:
+        t = produce.TopicProduceData(r.string(), r.array(partition, 5 if r.flexible else 8))
+        r.tagged_fields()
+        return t
+
+    transactional_id, acks, timeout_ms = r.nullable_string(), r.int16(), r.int32()
+    topics = r.array(topic, 3 if r.flexible else 6)
+    r.tagged_fields()
+    return produce.ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+def outcome(decode: Any, body: bytes, version: int) -> Any:
+    try:
+        return decode(memoryview(body), version)
+    except ProtocolError:
+        return ProtocolError
+
+
+DIFFERENTIAL_REQUESTS = [
+    produce.ProduceRequest(None, 1, 30000, (produce.TopicProduceData("orders", (
+        produce.PartitionProduceData(0, BATCH),)),)),
+    PRODUCE_REQ,
+    produce.ProduceRequest("txn-é", -1, 5, (
+        produce.TopicProduceData("a" * 130, (produce.PartitionProduceData(7, BATCH * 2),
+                                             produce.PartitionProduceData(8, b""))),
+        produce.TopicProduceData("b", ()))),
+    produce.ProduceRequest(None, 0, 0, ()),
+]
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11, 12])
+@pytest.mark.parametrize("request_", DIFFERENTIAL_REQUESTS, ids=range(len(DIFFERENTIAL_REQUESTS)))
+def test_the_request_decoder_agrees_with_the_reader_on_any_bytes(request_, version) -> None:
+    """Valid bodies, every truncation, and seeded byte flips (lengths, counts, UTF-8, tags): both
+    decoders give the same request or both raise ProtocolError, never anything else."""
+    body = join_chunks(produce.encode_produce_request(request_, version))
+    assert produce.decode_produce_request(memoryview(body), version) == request_
+    assert outcome(produce.decode_produce_request, body + b"\x00\x07", version) == request_  # trailing bytes
+    for cut in range(len(body)):
+        assert outcome(produce.decode_produce_request, body[:cut], version) is ProtocolError
+    rng = random.Random(f"{version}-{len(body)}")
+    for _ in range(200):  # bounded: a fixed number of seeded mutations
+        mutated = bytearray(body)
+        for _ in range(rng.randint(1, 3)):
+            mutated[rng.randrange(len(mutated))] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+        assert (outcome(produce.decode_produce_request, bytes(mutated), version)
+                == outcome(reader_decode, bytes(mutated), version)), bytes(mutated).hex()
+
+
+def test_a_tagged_field_section_goes_through_the_readers_checks() -> None:
+    """Unknown tags in a request are skipped; out-of-order tags and a size past the end are refused."""
+    def body(section: bytes) -> bytes:
+        return cs(None) + i16(1) + i32(5) + carr(cs("t") + carr(i32(0) + cby(BATCH) + section) + TAG) + TAG
+
+    decoded = produce.decode_produce_request(memoryview(body(tags((1, b"ab"), (5, b"")))), 11)
+    assert decoded.topic_data[0].partition_data[0].records == BATCH
+    for bad in (tags((5, b""), (1, b"ab")), b"\x01\x01\x7f"):
+        with pytest.raises(ProtocolError):
+            produce.decode_produce_request(memoryview(body(bad)), 11)
