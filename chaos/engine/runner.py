@@ -3,6 +3,13 @@
     outcome = run_scenario(scenario, RunOptions(report_dir=Path("chaos-report")))
     outcome.passed      # every expectation met
 
+Nodes start as `tidelog chaos run` starts them, each a fresh `python -m tidelog` process
+(NodeProcess.spawn), unless the caller passes `spawn=`: the chaos tests pass the zygote's fork
+(tidelog.testing.zygote.fork_or_spawn), which starts a node in ~2 s instead of ~12 s on a loaded
+box. Whichever it is also restarts the nodes faults killed (LocalCluster.spawn, chaos.nemesis), so
+a run's nodes are all of one kind; a forked node is still its own process in its own session,
+which SIGKILL, SIGSTOP and SIGTERM treat as a spawned one.
+
 Phases, each a `phase` event: setup (cluster and topics), workload (faults on their
 schedule, progress printed), heal (every fault undone, every node running, every ISR full),
 catch-up (the final read below the high watermarks), verify (replicas compared on the
@@ -45,8 +52,10 @@ from chaos.links.install import LinkFaults
 from chaos.nemeses.power import PowerLayer, needs_brokers, power_faults
 from chaos.nemesis import Nemesis
 from chaos.scenarios.spec import FaultAction, Scenario, ScheduledFault
+from localcluster.cluster_layout import NodeSpec
 from localcluster.hosted import attach_any
 from localcluster.launcher import LocalCluster, free_ports
+from localcluster.node_process import NodeProcess
 from localcluster.replica_files import (
     partition_dir,
     replica_log_bytes,
@@ -62,6 +71,8 @@ QUIESCE_S: Final = 2.0
 GROUP_CATCH_UP_S: Final = 30.0  # a group polling on, after the final read, up to every high watermark
 COMPARE_TIMEOUT_S: Final = 10.0  # replicas of a healed cluster agree on their log end well within this
 NETWORK_ACTIONS: Final = (FaultAction.PARTITION, FaultAction.DROP, FaultAction.NETEM)
+
+SpawnNode = Callable[[NodeSpec], NodeProcess]  # starts one node (LocalCluster.start's spawn=)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +119,11 @@ def healed(view: ClusterView, topics: list[str]) -> bool:
 
 
 class ScenarioRun:
-    def __init__(self, scenario: Scenario, options: RunOptions, history: History) -> None:
+    def __init__(self, scenario: Scenario, options: RunOptions, history: History, *,
+                 spawn: SpawnNode | None = None) -> None:
         self.scenario, self.options, self.history = scenario, options, history
         self.rng = random.Random(options.seed)
+        self.spawn = spawn  # None: NodeProcess.spawn, a fresh process per node (the CLI's run)
 
     def start_cluster(self, root: Path) -> LocalCluster:
         shape = self.scenario.cluster
@@ -120,7 +133,7 @@ class ScenarioRun:
         return LocalCluster.start(root, controllers=shape.controllers, brokers=0 if shape.combined else shape.brokers,
                                   combined=shape.combined, raft_port=raft, admin_port=admin, kafka_port=kafka,
                                   metrics_port=metrics, ready_timeout=60, extra_properties=dict(shape.properties),
-                                  racks=shape.racks, security=shape.security)
+                                  racks=shape.racks, security=shape.security, spawn=self.spawn)
 
     def create_topics(self, cluster: LocalCluster, view: ClusterView) -> None:
         existing = {t["name"] for t in view.get("/v1/topics")}
@@ -360,7 +373,9 @@ class ScenarioRun:
             self.harvest(cluster)
 
 
-def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
+def run_scenario(scenario: Scenario, options: RunOptions, *, spawn: SpawnNode | None = None) -> RunOutcome:
+    """Run `scenario` and write its report; `spawn` starts (and restarts) each node of the
+    cluster it starts (None: a fresh process per node, see the module doc)."""
     from chaos.report.html import write_report
 
     options.report_dir.mkdir(parents=True, exist_ok=True)
@@ -372,7 +387,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     CLIENT_LOG.propagate = False
     CLIENT_LOG.setLevel(logging.INFO)
     try:
-        _run_to_history(scenario, options, path)
+        _run_to_history(scenario, options, path, spawn)
     finally:
         CLIENT_LOG.removeHandler(handler)
         handler.close()
@@ -380,12 +395,12 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunOutcome:
     return RunOutcome(options.report_dir, results, verdicts)
 
 
-def _run_to_history(scenario: Scenario, options: RunOptions, path: Path) -> None:
+def _run_to_history(scenario: Scenario, options: RunOptions, path: Path, spawn: SpawnNode | None) -> None:
     with History.create(path) as history:
         history.record("note", what="scenario", name=scenario.name, seed=options.seed,
                        schedule=[{"id": f.id, "start_s": f.start_s, "end_s": f.end_s, "fault": f.describe()}
                                  for f in scenario.schedule()])
-        run = ScenarioRun(scenario, options, history)
+        run = ScenarioRun(scenario, options, history, spawn=spawn)
         if options.cluster_dir is not None:
             run.run(options.cluster_dir)
         else:

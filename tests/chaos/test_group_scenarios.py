@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import find_scenario
-from chaos.engine.runner import RunOptions, run_scenario
 from chaos.nemeses.firewall import clean, leftovers
+from tests.chaos.scenario_runs import run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -39,8 +39,7 @@ def no_leftovers() -> Iterator[None]:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_group_scenario_meets_its_expectations(name: str, tmp_path: Path) -> None:
-    outcome = run_scenario(find_scenario(name), RunOptions(report_dir=tmp_path / "report", seed=1,
-                                                           cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(find_scenario(name), tmp_path)
     results = {r.name: r for r in outcome.results}
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"

@@ -1,5 +1,6 @@
 """SIGTERM in the middle of a network partition: `tidelog chaos run` removes its iptables chain,
-stops every node it started and exits non-zero, leaving nothing behind."""
+stops every node it started and exits non-zero, leaving nothing behind. A user's run starts each
+node as a fresh process (the tests' runs fork theirs: tests/chaos/scenario_runs.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from chaos.nemeses.firewall import chains, clean, iptables_missing, leftovers
 from localcluster.launcher import LocalCluster
+from tests.integration.cluster_fixtures import FORKED_START_MARK, node_starts
 
 pytestmark = pytest.mark.skipif(iptables_missing() is not None, reason=str(iptables_missing()))
 pytest.importorskip("confluent_kafka")
@@ -60,3 +62,5 @@ def test_sigterm_mid_partition_leaves_nothing_behind(tmp_path: Path) -> None:
             cluster.stop()
     assert found == [], f"left behind: {found}"
     assert alive == [], f"nodes still running: {alive}"
+    starts = node_starts(cluster_dir)
+    assert starts and not any(FORKED_START_MARK in line for line in starts), starts

@@ -258,6 +258,7 @@ def test_removing_a_delay_between_leader_and_follower_resets_their_connections(t
     from confluent_kafka import Producer
 
     from chaos.nemeses.links import both_ways
+    from tests.integration.cluster_fixtures import FORK_NODES
     from tidelog.testing import Cluster
 
     def write(producer: Producer, value: bytes) -> float:
@@ -266,7 +267,7 @@ def test_removing_a_delay_between_leader_and_follower_resets_their_connections(t
         assert producer.flush(30) == 0
         return time.monotonic() - began
 
-    with Cluster(brokers=3, base_dir=tmp_path) as cluster, LinkFaults.open() as faults:
+    with Cluster(brokers=3, base_dir=tmp_path, fast_start=FORK_NODES) as cluster, LinkFaults.open() as faults:
         cluster.create_topic("healed", partitions=1, replication_factor=3, configs={"min.insync.replicas": 3})
         leader = cluster.leader_of("healed")
         follower = next(r for r in cluster.partition("healed")["isr"] if r != leader)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import find_scenario
-from chaos.engine.runner import RunOptions, run_scenario
 from chaos.power import fuse_missing
+from tests.chaos.scenario_runs import assert_nodes_forked, run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -52,14 +52,14 @@ def no_mount_left() -> Iterator[None]:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("name", "seed"), SCENARIOS)
 def test_power_scenario_meets_its_expectations(name: str, seed: int, tmp_path: Path) -> None:
-    outcome = run_scenario(find_scenario(name), RunOptions(report_dir=tmp_path / "report", seed=seed,
-                                                           cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(find_scenario(name), tmp_path, seed=seed)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
     results = {r.name: r for r in outcome.results}
     assert results["faults"].summary.startswith(("1 faults applied", "2 faults applied"))
     # the layer was really under the nodes: the cluster's files are back where they were
     assert any((tmp_path / "cluster").glob("controller-*/__cluster_metadata-0/quorum.journal*"))
+    assert_nodes_forked(tmp_path, restarts=True)  # forked nodes ran on the layer and came back on it
 
 
 @pytest.mark.timeout(300)
@@ -69,8 +69,7 @@ def test_without_fsync_a_majority_power_loss_is_caught(tmp_path: Path) -> None:
     cluster = dataclasses.replace(scenario.cluster, properties=(*scenario.cluster.properties, FSYNC_OFF))
     scenario = dataclasses.replace(scenario, name=f"{scenario.name}-fsync-off", cluster=cluster,
                                    settle_s=MUST_FAIL_SETTLE_S)
-    outcome = run_scenario(scenario, RunOptions(report_dir=tmp_path / "report", seed=1,
-                                                cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(scenario, tmp_path)
     assert not outcome.passed
     results = {r.name: r for r in outcome.results}
     # the two voters forgot their log, term and vote: they begin epoch 1 again (unless their first

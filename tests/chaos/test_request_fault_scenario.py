@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import find_scenario
-from chaos.engine.runner import RunOptions, run_scenario
+from tests.chaos.scenario_runs import run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -18,8 +18,7 @@ pytest.importorskip("matplotlib")
 
 @pytest.mark.timeout(240)
 def test_request_faults_scenario_meets_its_expectations(tmp_path: Path) -> None:
-    outcome = run_scenario(find_scenario("request-faults"), RunOptions(
-        report_dir=tmp_path / "report", seed=1, cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(find_scenario("request-faults"), tmp_path)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"see {outcome.report_dir / 'report.html'}"
     history = [json.loads(line) for line in (outcome.report_dir / "history.jsonl").read_text().splitlines()]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import find_scenario
-from chaos.engine.runner import RunOptions, run_scenario
 from chaos.scenarios.spec import ScenarioError, parse_scenario
+from tests.chaos.scenario_runs import run_forked
 
 BASE = '[[topics]]\nname = "t"\n'
 
@@ -37,8 +37,7 @@ def test_leader_kill_over_sasl_ssl(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     scenario = find_scenario("leader-kill-sasl-ssl")
     assert scenario.cluster.security == "SASL_SSL"
-    outcome = run_scenario(scenario, RunOptions(report_dir=tmp_path / "report", seed=1,
-                                                cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(scenario, tmp_path)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"see {outcome.report_dir / 'report.html'}"
     # the cluster was the launcher's SASL_SSL one: followers fetched over it, clients had its settings
@@ -58,8 +57,7 @@ def test_transactions_over_sasl_ssl(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     scenario = find_scenario("txn-sasl-ssl")
     assert scenario.cluster.security == "SASL_SSL" and scenario.workload.txn_topics
-    outcome = run_scenario(scenario, RunOptions(report_dir=tmp_path / "report", seed=1,
-                                                cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(scenario, tmp_path)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"see {outcome.report_dir / 'report.html'}"
     # the killed coordinator's connections, as librdkafka logs them: the clients spoke SASL_SSL

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import find_scenario
-from chaos.engine.runner import RunOptions, run_scenario
 from chaos.nemeses.firewall import clean, leftovers
+from tests.chaos.scenario_runs import assert_nodes_forked, run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -24,6 +24,7 @@ pytest.importorskip("matplotlib")
 IN_MAKE_TEST = ("leader-kill-loop", "isr-down-elr")
 LONG = ("follower-pause", "quorum-partition", "leader-isolation", "isr-down-unclean-off", "isr-down-unclean-on")
 SCENARIOS = [*IN_MAKE_TEST, *(pytest.param(name, marks=pytest.mark.long) for name in LONG)]
+RESTARTING = ("leader-kill-loop", "isr-down-elr", "isr-down-unclean-off", "isr-down-unclean-on")  # they kill nodes
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +39,8 @@ def no_leftovers() -> Iterator[None]:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_shipped_scenario_meets_its_expectations(name: str, tmp_path: Path) -> None:
     scenario = find_scenario(name)
-    outcome = run_scenario(scenario, RunOptions(report_dir=tmp_path / "report", seed=1,
-                                                cluster_dir=tmp_path / "cluster"))
+    outcome = run_forked(scenario, tmp_path)
     failed = [f"{v.expectation}: {v.detail}" for v in outcome.verdicts if not v.ok]
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
     assert (outcome.report_dir / "report.html").stat().st_size > 10_000
+    assert_nodes_forked(tmp_path, restarts=name in RESTARTING)  # the faults' restarts forked too

@@ -6,7 +6,9 @@ and session timeouts and, on exit, stops them all and checks the broker shut dow
 forked from the test process's zygote (tidelog.testing.zygote), which imported the node modules
 once, so a cluster start does not pay each node's imports (most of its time on a loaded box);
 the node is still its own process, in its own session, logging to its node.log, signalled and
-stopped as a spawned one. ini `tidelog_fast_start = false` spawns each node instead.
+stopped as a spawned one. ini `tidelog_fast_start = false` spawns each node instead. The chaos
+tests' scenario runs start (and restart) their nodes with it too (tests/chaos/scenario_runs.py);
+`configure` and `start_zygote_early` are both test directories' conftest hooks.
 `wait_until` is the one bounded poll of the integration tests; `http` talks to the admin API
 without raising on 4xx.
 """
@@ -22,11 +24,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from common import waiting
 from localcluster.cluster_layout import NodeSpec
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.node_process import NodeProcess
-from tidelog.testing.zygote import fork_or_spawn
+from tidelog.testing.zygote import Zygote, fork_or_spawn
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 BROKER_ID = 4
@@ -34,13 +38,35 @@ READY_S = 30.0
 WAIT_S = 20.0
 POLL_S = 0.1
 HTTP_TIMEOUT_S = 5.0
-# set from ini tidelog_fast_start by tests/integration/conftest.py (the plugin's clusters' option)
+# set from ini tidelog_fast_start (the plugin's clusters' option) by `configure`
 FORK_NODES = True
+FORKED_START_MARK = "forked by the tidelog test zygote"  # in a forked node's launcher line (node.log)
 
 
 def spawn_node(spec: NodeSpec) -> NodeProcess:
     """One node of an integration cluster: forked from the zygote, or spawned (see the module doc)."""
     return fork_or_spawn(spec) if FORK_NODES else NodeProcess.spawn(spec)
+
+
+def configure(config: pytest.Config) -> None:
+    """pytest_configure: whether `spawn_node` forks, from ini tidelog_fast_start."""
+    global FORK_NODES
+    FORK_NODES = bool(config.getini("tidelog_fast_start"))
+
+
+def start_zygote_early(session: pytest.Session, directory: Path) -> None:
+    """pytest_collection_finish: a run with tests under `directory` starts the zygote now, so its
+    imports (a few seconds of CPU) overlap the collection's end and the first test's setup instead
+    of delaying the first cluster."""
+    if FORK_NODES and any(directory in Path(item.path).parents for item in session.items):
+        Zygote.shared()
+
+
+def node_starts(root: Path) -> list[str]:
+    """Every launcher line ("tidelog launcher: starting ...") in the node.logs under `root`: one per
+    start of a node, first starts and restarts alike; forked ones carry FORKED_START_MARK."""
+    return [line for path in sorted(root.rglob("node.log"))
+            for line in path.read_text(errors="replace").splitlines() if "tidelog launcher: starting" in line]
 
 
 @contextlib.contextmanager

@@ -1,0 +1,20 @@
+"""The chaos tests' scenario runs fork their nodes from the test zygote, as the integration
+clusters do (tests/chaos/scenario_runs.py), under the same ini option `tidelog_fast_start`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration import cluster_fixtures
+
+HERE = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cluster_fixtures.configure(config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    cluster_fixtures.start_zygote_early(session, HERE)
