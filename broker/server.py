@@ -270,12 +270,15 @@ class Connection:
                     if gate.authenticated:
                         self.decoder.max_request_bytes = self.server.max_request_bytes
                 self.pending.append(item)
-                _wake(self._writer_wakeup)
                 if item.error is not None:
+                    _wake(self._writer_wakeup)
                     return  # the writer answers the requests before it, then ends the connection
                 while len(self.pending) > self.server.max_in_flight:  # stop reading until answered
+                    _wake(self._writer_wakeup)
                     self._reader_wakeup = loop.create_future()
                     await self._reader_wakeup
+            if self.pending and not self._answer_in_turn(loop.time()):
+                _wake(self._writer_wakeup)
 
     async def _read_unauthenticated(self, loop: asyncio.AbstractEventLoop) -> bytes:
         """A read bounded by the connection's authentication deadline (connections.max.idle.ms)."""
@@ -287,6 +290,34 @@ class Connection:
         except TimeoutError:
             raise AuthenticationFailed(f"did not authenticate within {security.authentication_timeout_ms} ms "
                                        f"(connections.max.idle.ms)") from None
+
+    def _answer_in_turn(self, now: float) -> bool:
+        """Write the answers of the requests just read from the reader's own turn, when the writer
+        is idle, each was answered at once (Produce acks 0/1, Metadata, ...) in bytes only, and the
+        socket has nothing queued; whether it did. Otherwise the writer is woken (a task switch
+        and a loop pass per request: what a producer with linger.ms=0 pays for every record).
+        While the writer is parked the queue holds only this turn's requests, so order is kept;
+        the transport's own buffer bounds the write, and the next turn leaves a backlog to the
+        writer, which drains it."""
+        wakeup = self._writer_wakeup
+        if wakeup is None or wakeup.done() or self.writer.transport.get_write_buffer_size():
+            return False
+        for item in self.pending:
+            if item.task is not None or item.error is not None or item.framed or (
+                    item.body is not None and not all(isinstance(chunk, bytes) for chunk in item.body)):
+                return False
+        out: list[bytes] = []
+        metrics = self.server.metrics
+        while self.pending:  # bounded by the in-flight limit
+            item = self.pending.popleft()
+            if item.body is not None:
+                out += frame_response_for(item.header, item.body)  # type: ignore[arg-type]
+            metrics.observe(item.header.request_api_key, (now - item.received) * 1000)
+        if out:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            self.writer.write(data)
+            metrics.bytes_out += len(data)
+        return True
 
     def _through_gate(self, frame: bytes, received: float) -> _InFlight:
         """A frame of a SASL connection: answered by its authenticator, or served as its principal."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.segment import FileSlice
-from broker.server import COALESCE_BYTES, PREAD_CHUNK, KafkaServer, Later
+from broker.server import COALESCE_BYTES, PREAD_CHUNK, Connection, KafkaServer, Later
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk, ProtocolError
 
@@ -160,6 +160,33 @@ async def test_many_ready_answers_go_out_together_and_complete(server: KafkaServ
     answers = [await read_response(reader) for _ in range(count)]
     assert answers == [(i, f"{tag}{i}".encode()) for i in range(count)]
     assert server.metrics.latency_count == count
+
+
+async def test_answers_at_once_go_out_from_the_readers_turn_in_order(
+        server: KafkaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One request at a time answered at once (a linger.ms=0 producer's acks=1 produce) is written
+    by the reader itself, with no writer wake-up; a turn holding a task's answer, or one after
+    a backlog, goes to the writer, and every answer keeps its place."""
+    in_turn: list[bool] = []
+    answer_in_turn = Connection._answer_in_turn
+
+    def spy(self: Connection, now: float) -> bool:
+        in_turn.append(answer_in_turn(self, now))
+        return in_turn[-1]
+    monkeypatch.setattr(Connection, "_answer_in_turn", spy)
+    reader, writer = await connect(server)
+    for i in range(5):
+        writer.write(request(i, f"now p{i}".encode()))
+        assert await read_response(reader) == (i, f"p{i}".encode())
+    assert in_turn == [True] * 5
+    writer.write(request(5, b"sleep 20 slow") + request(6, b"now fast"))
+    writer.write(request(7, b"none"))
+    assert await read_response(reader) == (5, b"slow")
+    assert await read_response(reader) == (6, b"fast")
+    writer.write(request(8, b"now last"))
+    assert await read_response(reader) == (8, b"last")
+    assert False in in_turn[5:]  # the task's turn went to the writer
+    assert server.metrics.requests_by_api == {3: 9}
 
 
 @pytest.mark.parametrize("garbage", [
