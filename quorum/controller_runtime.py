@@ -98,6 +98,11 @@ class NotCommittedError(Exception):
         self.applied_nothing = not self.unknown and outcome.first_offset is None
 
 
+class QueueTimeoutError(TimeoutError):
+    """A decision's deadline passed while it waited in the decision queue: nothing was appended,
+    so sending it again is safe (`quorum.request_routing` does, for a while)."""
+
+
 async def decide_result(controller: ActiveController, fn: Callable[[MetadataImage], ControllerResult[Any]],
                         timeout_s: float, *, on_committed: Callable[[AppendOutcome], None] | None = None,
                         ) -> tuple[Any, AppendOutcome | None]:
@@ -117,7 +122,10 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
         responses.append(result.response)
         return result  # its `atomic` decides how the records are appended
 
-    outcome = await controller.decide(decision, timeout_s, on_committed=on_committed)
+    try:
+        outcome = await controller.decide(decision, timeout_s, on_committed=on_committed)
+    except TimeoutError as exc:  # ActiveController.decide's only timeout: in the queue, nothing appended
+        raise QueueTimeoutError(str(exc)) from None
     if outcome is not None and not outcome.committed:
         raise NotCommittedError(outcome)
     return responses[-1], outcome

@@ -47,7 +47,7 @@ from quorum.active_controller import (
 )
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.controller_result import ControllerApiError
-from quorum.controller_runtime import NotCommittedError
+from quorum.controller_runtime import NotCommittedError, QueueTimeoutError
 from quorum.log_state import RecordTooLargeError
 from quorum.metadata_log import MetadataLog
 from security.controller_tls import controller_url
@@ -138,14 +138,16 @@ class RequestRouter:
                     raise AdminError("INVALID_REQUEST", str(exc)) from None
                 except ControllerBusyError as exc:
                     raise AdminError("THROTTLING_QUOTA_EXCEEDED", str(exc)) from None
-                except TimeoutError as exc:
-                    # ActiveController.decide raises TimeoutError only when its deadline passed in
-                    # the queue, before anything was appended: safe to queue again while busy
+                except QueueTimeoutError as exc:
+                    # its deadline passed in the decision queue, before anything was appended:
+                    # safe to queue again while the controller is busy (any other timeout is not)
                     if loop.time() < queue_deadline and self._controller.is_active:
                         logger.info("controller %d: a %s %s timed out in the decision queue (nothing "
                                     "appended); queueing it again", self._settings.node_id, request.method,
                                     request.rel_url.path)
                         continue
+                    raise AdminError("REQUEST_TIMED_OUT", f"{exc}; retry") from None
+                except TimeoutError as exc:
                     raise AdminError("REQUEST_TIMED_OUT", f"{exc}; retry") from None
                 except NotCommittedError as exc:  # NOT_CONTROLLER (retried by a forwarder) only if nothing applied
                     raise AdminError("NOT_CONTROLLER" if exc.applied_nothing else "REQUEST_TIMED_OUT",

@@ -14,7 +14,7 @@ import pytest
 from metadata.records import BrokerRegistrationChange, Listener, RegisterBroker
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
-from quorum.controller_runtime import ControllerRuntime
+from quorum.controller_runtime import ControllerRuntime, QueueTimeoutError, decide_result
 from tests.unit.test_quorum_active_controller import ScriptedLog, until
 
 SESSION_MS, INTERVAL_MS = 3000, 200
@@ -112,3 +112,14 @@ async def test_timers_run_in_due_order_and_reschedule_themselves() -> None:
     await step(runtime, clock, clock.now + 60)
     # a tie at 60: the one scheduled first runs first
     assert [(n, d - 1_000_000) for n, d in ran] == [("a", 20), ("b", 30), ("a", 40), ("b", 60), ("a", 60)]
+
+
+async def test_a_decision_that_timed_out_in_the_queue_says_so() -> None:
+    # ActiveController.decide's only TimeoutError (its deadline passed in the queue, nothing
+    # appended) becomes QueueTimeoutError, which the request router may safely send again
+    class QueueTimingOut:
+        async def decide(self, decision, timeout_s, *, on_committed=None):  # type: ignore[no-untyped-def]
+            raise TimeoutError("the decision timed out in the queue; nothing was appended")
+
+    with pytest.raises(QueueTimeoutError, match="in the queue"):
+        await decide_result(QueueTimingOut(), lambda image: None, 1.0)  # type: ignore[arg-type]

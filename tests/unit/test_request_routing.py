@@ -21,6 +21,7 @@ from metadata.records import Partition, Topic
 from quorum import admin_api as api
 from quorum.admin_api import AdminError, ApiSettings
 from quorum.controller_result import ControllerApiError
+from quorum.controller_runtime import QueueTimeoutError
 from quorum.log_state import transaction_chunks
 from quorum.metadata_log import CHUNK_COMMIT_BUDGET
 from quorum.request_routing import (
@@ -87,7 +88,7 @@ def _decisions(timeouts: int) -> tuple[list[int], Callable[[], Awaitable[web.Res
     async def run() -> web.Response:
         calls.append(1)
         if len(calls) <= timeouts:
-            raise TimeoutError("the decision timed out in the queue; nothing was appended")
+            raise QueueTimeoutError("the decision timed out in the queue; nothing was appended")
         return web.json_response({"name": "t"}, status=201)
     return calls, run
 
@@ -108,6 +109,18 @@ async def test_queueing_again_is_bounded_by_queue_retry_wait(monkeypatch: pytest
     with pytest.raises(AdminError) as refused:
         await _router().write(make_mocked_request("POST", "/v1/topics"), b"{}", slow_run)
     assert refused.value.error == "REQUEST_TIMED_OUT" and 2 <= len(calls) <= 5
+
+
+async def test_any_other_timeout_is_answered_at_once() -> None:
+    # a TimeoutError that is not the queue's may follow an append: never run the write again
+    calls: list[int] = []
+
+    async def run() -> web.Response:
+        calls.append(1)
+        raise TimeoutError("some later wait")
+    with pytest.raises(AdminError) as refused:
+        await _router().write(make_mocked_request("POST", "/v1/topics"), b"{}", run)
+    assert refused.value.error == "REQUEST_TIMED_OUT" and len(calls) == 1
 
 
 def test_a_forwarder_waits_for_the_largest_user_operation() -> None:
