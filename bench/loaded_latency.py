@@ -226,8 +226,9 @@ class OsSampler:
                     continue
                 times = self.times[broker]
                 times.samples += 1
-                if state == "D":
-                    times.blocked[wchan or "?"] = times.blocked.get(wchan or "?", 0) + 1
+                if state == "D":  # wchan reads "0" when the task woke between the two reads
+                    where = wchan if wchan not in ("", "0") else "?"
+                    times.blocked[where] = times.blocked.get(where, 0) + 1
 
 
 def os_rows(sampler: OsSampler) -> list[dict[str, Any]]:
