@@ -1,6 +1,7 @@
 """SIGTERM → exit of a broker that leads many partitions: the controlled-shutdown path, timed.
 
     python bench/controlled_shutdown.py [--partitions 1000] [--runs 3] [--records-per-partition 0]
+    python bench/controlled_shutdown.py --in-process [--partitions 10000] [--topics 1000]
 
 A real cluster on loopback (3 controllers, brokers 4 and 5, default heartbeat settings).
 Broker 5 is stopped first, so a topic of `--partitions` RF=1 partitions created next is led
@@ -13,12 +14,23 @@ Per run it prints SIGTERM → exit, and from broker 4's own log the two phases: 
 controller's should_shut_down (leaders moved: RF=1 partitions go offline, KIP-841) and
 should_shut_down → exit (listener, follower checkpoint, logs flushed and closed, clean
 marker). The goal (issue 6) is ≤ 2 s for 1 000 partitions on the development machine.
+`--in-process` measures what issue 35 found to dominate a controlled shutdown at 10,000
+partitions: the other brokers taking the leaving broker's roles. One ReplicaManager (broker 5,
+logs in a temp dir) hosts `--partitions` RF=3 partitions of brokers 4, 5 and 6 in `--topics`
+topics, replicas in the six orders, and applies the image where broker 4 left every ISR and its
+leaderships moved to the next replica, in the metadata follower's slices. It prints the process
+CPU (all threads) and wall time of that apply, per role change (new leaderships and followers
+of a new leader epoch), beside the load average; run it against an earlier commit with
+`PYTHONPATH=<a git archive of it>`.
+
 Nothing is asserted: a measurement, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import re
 import signal
 import statistics
@@ -131,6 +143,56 @@ def run(partitions: int, runs: int, per_partition: int, keep: Path | None) -> li
     return results
 
 
+def role_changes(partitions: int, topics: int) -> None:
+    """`--in-process`: broker 5 takes broker 4's roles (see the module docstring)."""
+    from broker.log.log_manager import LogManager
+    from broker.metadata_follower_loop import PUBLISH_SLICE_PARTITIONS
+    from broker.replica_manager import ReplicaManager
+    from common.log_config import LogConfig
+    from metadata.delta import apply
+    from metadata.image import EMPTY_IMAGE
+    from metadata.local_changes import changes_for_broker, split_changes
+    from metadata.records import BeginEpoch, Partition, Record, Topic
+
+    orders = list(itertools.permutations((4, 5, 6)))
+    created: list[Record] = [BeginEpoch(1)]
+    moved: list[Record] = []
+    for t in range(topics):
+        topic_id = f"T{t:05d}"
+        created.append(Topic(f"t{t:05d}", topic_id))
+        for p in range(partitions // topics):
+            replicas = orders[(t + p) % len(orders)]
+            created.append(Partition(topic_id, p, replicas, replicas, leader=replicas[0], leader_epoch=1))
+            staying = tuple(r for r in replicas if r != UNDER_TEST)
+            leader = replicas[0] if replicas[0] != UNDER_TEST else staying[0]
+            moved.append(Partition(topic_id, p, replicas, staying, leader=leader, partition_epoch=1,
+                                   leader_epoch=1 if leader == replicas[0] else 2))
+    before = apply(EMPTY_IMAGE, enumerate(created))
+    after = apply(before, enumerate(moved, start=before.offset + 1))
+    with tempfile.TemporaryDirectory(prefix="tidelog-bench-roles-") as tmp:
+        log_manager = LogManager([tmp], LogConfig(), now_ms=int(time.time() * 1000))
+        replicas_5 = ReplicaManager(OTHER, log_manager, now_ms=lambda: int(time.time() * 1000))
+        try:
+            for piece in split_changes(changes_for_broker(EMPTY_IMAGE, before, OTHER), PUBLISH_SLICE_PARTITIONS):
+                replicas_5.apply_changes(piece, before)
+            log_manager.checkpoint()  # nothing owed before the measured apply
+            changes = changes_for_broker(before, after, OTHER)
+            roles = sum(p.partition.leader_epoch == 2 for p in (*changes.leaders, *changes.followers))
+            cpu, wall = time.process_time(), time.monotonic()
+            for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):
+                replicas_5.apply_changes(piece, after)
+            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            synced = time.monotonic()
+            log_manager.checkpoint()  # the fsyncs a checkpoint still owes (none before the change)
+            synced = time.monotonic() - synced
+        finally:
+            log_manager.shutdown()
+    print(f"broker {OTHER} hosting {partitions} partitions in {topics} topics takes {roles} roles of broker "
+          f"{UNDER_TEST} ({len(changes.leaders) + len(changes.followers)} partitions changed): CPU {cpu:.2f} s "
+          f"({cpu / roles * 1000:.3f} ms per role change), wall {wall:.2f} s, then the next recovery-point "
+          f"checkpoint {synced:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1000)
@@ -138,7 +200,13 @@ def main() -> None:
     parser.add_argument("--records-per-partition", type=int, default=0,
                         help="records written to every partition before the first run (default 0)")
     parser.add_argument("--keep", type=Path, help="an empty directory for the cluster, kept afterwards (logs)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="only the role changes of the other brokers, in this process (see above)")
+    parser.add_argument("--topics", type=int, default=1000, help="with --in-process: topics sharing the partitions")
     args = parser.parse_args()
+    if args.in_process:
+        role_changes(args.partitions, args.topics)
+        return
     results = run(args.partitions, args.runs, args.records_per_partition, args.keep)
     print(f"SIGTERM → exit over {len(results)} runs: median {statistics.median(results) * 1000:.0f} ms, "
           f"max {max(results) * 1000:.0f} ms (goal: ≤ 2000 ms for 1000 partitions)")
