@@ -67,8 +67,8 @@ class FakeReplicas:
 
     def __init__(self) -> None:
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.metadata_version = 0
         self.throttles = ReplicationThrottles(BROKER_ID, lambda topic: {})
+        self.metadata_version = 0  # read by the fetchers before issue 35 (the before figure)
         self.fetchers: ReplicaFetcherManager | None = None
 
     def follower_partition(self, tp: TopicPartition, leader_epoch: int) -> Partition | None:

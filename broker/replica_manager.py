@@ -109,7 +109,6 @@ class ReplicaManager:
         # reassignment throttles; the node sets their quotas (none: unthrottled)
         self.throttles = ReplicationThrottles(broker_id, self.topic_configs.overrides)
         self._image = EMPTY_IMAGE
-        self.metadata_version = 0  # apply_changes calls so far: replica fetchers reuse idle rounds until it moves
         self.isr = IsrManager(broker_id, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms,
                               alter_partition=alter_partition, image=lambda: self._image,
                               is_current=lambda p: self.partitions.get(p.tp) is p,
@@ -139,7 +138,6 @@ class ReplicaManager:
         """Act on this broker's LocalReplicaChanges (`ReplicaRoles.apply`), then tell the
         replica fetchers which partitions to stop and start fetching."""
         self._image = image
-        self.metadata_version += 1
         fetching = self.roles.apply(changes, image)
         if self.fetchers is not None:
             if fetching.stop:
