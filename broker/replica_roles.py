@@ -143,7 +143,7 @@ class ReplicaRoles:
             stop_fetching.append(tp)
             stopped_hosting += self._delete(tp)
         if changes.deletes:
-            self.topic_configs.forget_unhosted()
+            self.topic_configs.forget_unhosted(local.topic_name for local in changes.deletes)
         self.topic_configs.refresh(image)
         self._create_logs([*changes.leaders, *changes.followers], image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}

@@ -200,6 +200,10 @@ class LogManager:
             partition_log.config = config
         self._flush_check_ms = 0  # its flush.ms may have shortened
 
+    def has_logs_of(self, topic: str) -> bool:
+        """Whether any partition of `topic` has a log here (its per-topic index: no scan)."""
+        return topic in self._by_topic
+
     def log_dir_of(self, tp: TopicPartition) -> Path:
         """The log directory (one of `log.dirs`) holding the partition's log."""
         return self._dir_of[tp]

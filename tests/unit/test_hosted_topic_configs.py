@@ -50,6 +50,10 @@ class _Logs:
     def __init__(self) -> None:
         self.default_config = DEFAULT
         self.configs: dict[str, LogConfig] = {}
+        self.topics_with_logs: set[str] = set()
+
+    def has_logs_of(self, topic: str) -> bool:
+        return topic in self.topics_with_logs
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         self.configs[topic] = config
@@ -118,3 +122,15 @@ def test_a_config_change_and_new_broker_defaults_reach_every_hosted_partition() 
     configs.set_broker_defaults(LogConfig(segment_bytes=2 << 20), 2, changed)
     assert [hosted[TopicPartition(t, i)].min_insync_replicas for t in "ab" for i in range(2)] == [3, 3, 2, 2]
     assert (logs.configs["a"].segment_bytes, logs.configs["b"].retention_ms) == (2 << 20, 5)
+
+
+def test_deleting_partitions_forgets_only_their_topics_once_no_log_is_left() -> None:
+    image = replay(BeginEpoch(1), *_topic("gone", "G", 2), *_topic("half", "H", 2), *_topic("kept", "K", 2))
+    hosted = _CountedScans({TopicPartition(t, i): _Hosted() for t in ("half", "kept") for i in range(2)})
+    configs, logs = _hosted_configs(hosted)
+    configs.apply_new(["gone", "half", "kept"], image)
+    logs.topics_with_logs = {"half", "kept"}  # gone's logs were all deleted, one of half's is left
+    hosted.scans = 0
+    configs.forget_unhosted(["gone", "gone", "half"])
+    assert hosted.scans == 0
+    assert (configs.is_applied("gone"), configs.is_applied("half"), configs.is_applied("kept")) == (False, True, True)
