@@ -4,9 +4,9 @@ ReplicaManager.applyDelta (delete, then makeLeaders, then makeFollowers).
     roles = ReplicaRoles(broker_id, log_manager, partitions, topic_configs, isr, now_ms=..., wake=...)
     fetching = roles.apply(changes, image)   # then: fetchers.remove(fetching.stop), add(fetching.start)
 
-A partition new to this broker gets its log (created together when many arrive at once) and
-its producer state; a new leadership writes its leader epoch checkpoint (on the log manager's
-I/O threads when there are many) and moves the high watermark; a follower whose leader or
+A partition new to this broker gets its log (created together when several arrive at once) and
+its producer state; a new leadership rewrites its leader epoch checkpoint (fsynced later, in
+the background, see `LeaderEpochCache`) and moves the high watermark; a follower whose leader or
 leader epoch changed goes to the replica fetchers. `broker.replica_manager` owns the hosted
 partitions and calls this on every batch of LocalReplicaChanges.
 
