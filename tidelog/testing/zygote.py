@@ -23,9 +23,10 @@ A node that a fault restarts (chaos.nemesis) is forked again: `LocalCluster.spaw
 `start` started the rest. A cluster kept by --tidelog-reuse is never forked: it must outlive the
 run.
 
-Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes, and the integration
-tests' clusters (`fork_or_spawn` as `LocalCluster.start(spawn=...)`); `tidelog up` and the chaos
-engine start nodes as before. The zygote forks only from its main thread, before any node code
+Test-only: `Cluster(fast_start=True)`, which the pytest plugin passes, the integration
+tests' clusters (`fork_or_spawn` as `LocalCluster.start(spawn=...)`) and the chaos tests' scenario
+runs (tests/chaos/scenario_runs.py passes it to the chaos engine); `tidelog up` and the CLI's
+`tidelog chaos run` spawn each node as its own fresh process. The zygote forks only from its main thread, before any node code
 ran in it, and each child reseeds `random` (Python does so at fork) so that forked controllers
 draw different election timeouts.
 """
