@@ -24,6 +24,7 @@ import pytest
 
 from common.prometheus import samples
 from console.routes import OPENAPI_PATHS as CONSOLE_PATHS
+from tests.integration.cluster_fixtures import spawn_node
 from tests.integration.cluster_fixtures import wait_until as shared_wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.node_process import NodeProcess
@@ -112,8 +113,8 @@ class Controller:
         self.node_id, self.api, self.log_path = node.spec.node_id, node.spec.admin_address, node.spec.log_path
 
     def restart(self) -> None:
-        """Start the node again; the cluster stops it on exit, as the one it started."""
-        self.node = NodeProcess.spawn(self.node.spec)
+        """Start the node again (forked, as the cluster started it); the cluster stops it on exit."""
+        self.node = spawn_node(self.node.spec)
         self.cluster.nodes = [self.node if n.spec.node_id == self.node_id else n for n in self.cluster.nodes]
 
     @property
@@ -200,7 +201,7 @@ def controllers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[
                                               "controller.rpc.secret.file": "",
                                               "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                                               "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)},
-                            ready_timeout=WAIT_S) as cluster:  # every node stopped on exit, even on failure
+                            ready_timeout=WAIT_S, spawn=spawn_node) as cluster:  # all stopped on exit, even on failure
         report(capsys, f"three controllers up, controller {cluster.active_controller} active, "
                        f"{time.monotonic() - started:.2f} s after start")
         yield [Controller(node, cluster) for node in cluster.controllers]

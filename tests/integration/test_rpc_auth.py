@@ -38,6 +38,7 @@ from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from localcluster.rpc_keys import rpc_key_file
 from security.rpc_auth import REPLAY_WINDOW_MS, RpcSigner
 from security.rpc_secret import BROKER_KEY_FILE, cluster_signer, load_node_key, signed_headers
+from tests.integration.cluster_fixtures import spawn_node
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -59,7 +60,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("rpc-auth")
     raft, admin, kafka, metrics = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=1, brokers=2, raft_port=raft, admin_port=admin, kafka_port=kafka,
-                            metrics_port=metrics, ready_timeout=READY_S) as started:  # stopped even on failure
+                            metrics_port=metrics, ready_timeout=READY_S,
+                            spawn=spawn_node) as started:  # stopped even on failure
         admin_client = confluent_admin.AdminClient({"bootstrap.servers": started.bootstrap_servers})
         admin_client.create_topics([confluent_admin.NewTopic(TOPIC, 2, 2)])[TOPIC].result(CLIENT_TIMEOUT_S)
         yield started
@@ -308,7 +310,7 @@ def test_an_older_data_dir_is_upgraded_when_started_whole(tmp_path: Path) -> Non
     hosts = HOSTS[:2]
     raft, admin, kafka, metrics = free_ports(hosts, 4)
     with LocalCluster.start(tmp_path, controllers=1, brokers=1, raft_port=raft, admin_port=admin, kafka_port=kafka,
-                            metrics_port=metrics, ready_timeout=READY_S) as first:
+                            metrics_port=metrics, ready_timeout=READY_S, spawn=spawn_node) as first:
         pass  # stopped on exit
     secret = tmp_path / RPC_SECRET_FILE
 
@@ -320,7 +322,7 @@ def test_an_older_data_dir_is_upgraded_when_started_whole(tmp_path: Path) -> Non
                                     if not line.startswith("controller.rpc.secret.file")))
             node.spec.log_path.write_text("")
     make_old()
-    with LocalCluster.start(tmp_path, ready_timeout=READY_S) as upgraded:  # ready: the broker registered
+    with LocalCluster.start(tmp_path, ready_timeout=READY_S, spawn=spawn_node) as upgraded:  # ready: the broker registered
         assert secret.exists()
         for node in upgraded.nodes:  # a broker names its own key, derived from the new secret
             assert f"controller.rpc.secret.file={rpc_key_file(node.spec, secret)}" in \
@@ -330,4 +332,4 @@ def test_an_older_data_dir_is_upgraded_when_started_whole(tmp_path: Path) -> Non
         make_old()  # as if the controller still ran from its old file
         with pytest.raises(LauncherError, match="made before broker<->controller RPC authentication.*stop the "
                                                 "cluster once"):
-            LocalCluster.start(tmp_path, ready_timeout=READY_S)
+            LocalCluster.start(tmp_path, ready_timeout=READY_S, spawn=spawn_node)

@@ -26,7 +26,7 @@ import pytest
 from common.waiting import wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.security_setup import read_client_config
-from tests.integration.cluster_fixtures import http
+from tests.integration.cluster_fixtures import http, spawn_node
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -63,7 +63,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     raft, admin, kafka_port, metrics = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=1, brokers=2, raft_port=raft, admin_port=admin,
                             kafka_port=kafka_port, metrics_port=metrics, ready_timeout=READY_S,
-                            security="SASL_SSL", broker_config=BROKER_CONFIG) as started:
+                            security="SASL_SSL", broker_config=BROKER_CONFIG, spawn=spawn_node) as started:
         try:
             yield started
         finally:

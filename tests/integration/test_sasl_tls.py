@@ -32,6 +32,7 @@ from common.waiting import wait_until
 from localcluster.launcher import LocalCluster, free_ports
 from security.sasl_client import client_security
 from security.tls import issue, new_ca
+from tests.integration.cluster_fixtures import spawn_node
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -77,7 +78,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                   "connections.max.idle.ms": str(AUTH_TIMEOUT_MS)}
     with LocalCluster.start(root, controllers=1, combined=True, raft_port=raft, admin_port=admin,
                             kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
-                            extra_properties=properties) as started:
+                            extra_properties=properties, spawn=spawn_node) as started:
         info = {"local": started, "plaintext": f"{HOST}:{kafka}", "sasl": f"{HOST}:{sasl}",
                 "sasl_ssl": f"{HOST}:{sasl_ssl}", "ssl": f"{HOST}:{ssl_port}", "internal": f"{HOST}:{internal}",
                 "root": root, "ca": str(root / "ca.pem"), "log": started.brokers[0].spec.log_path}
