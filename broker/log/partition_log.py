@@ -421,6 +421,10 @@ class PartitionLog:
         target = self.log_end_offset if up_to is None else up_to
         if target <= self.recovery_point:
             return
+        # Durable data must never outlive its epoch's entry: recovery cuts batches of an epoch
+        # the checkpoint does not hold, so an owed epoch rewrite is made durable first.
+        if self.leader_epoch_cache.needs_sync:
+            self.leader_epoch_cache.sync()
         first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
         for segment in self._segments[first:]:
             if segment.base_offset >= target:

@@ -374,6 +374,22 @@ def test_flush_messages_moves_the_recovery_point(tmp_path: Path) -> None:
     assert log.recovery_point == 6
 
 
+def test_a_flush_makes_an_owed_epoch_rewrite_durable_before_the_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # recovery cuts batches of an epoch the checkpoint lacks: synced data needs its epoch entry
+    log = open_log(tmp_path, LogConfig())
+    fill(log, 1, epoch=4)
+    assert log.leader_epoch_cache.needs_sync
+    order: list[str] = []
+    sync_epochs, flush_segment = log.leader_epoch_cache.sync, type(log._segments[0]).flush
+    monkeypatch.setattr(log.leader_epoch_cache, "sync", lambda: (order.append("epochs"), sync_epochs())[1])
+    monkeypatch.setattr(type(log._segments[0]), "flush",
+                        lambda segment: (order.append("segment"), flush_segment(segment))[1])
+    log.flush()
+    assert order[:2] == ["epochs", "segment"] and not log.leader_epoch_cache.needs_sync
+    assert log.recovery_point == 3
+
+
 def test_flush_ms(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(flush_ms=1000))
     log.append(batch(3), now_ms=NOW)
