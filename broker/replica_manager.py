@@ -191,8 +191,7 @@ class ReplicaManager:
         self._check_not_failed(tp)
         partition = serving_partition(self.partitions, self.broker_id, tp)
         info = append_as_leader(partition, records, acks=acks, now_ms=self._now_ms())
-        self.isr.maybe_advance_high_watermark(partition)
-        self._wake(tp)
+        self._advance_or_wake(partition)
         return info
 
     def append_marker(self, tp: TopicPartition, *, producer_id: int, producer_epoch: int,
@@ -208,8 +207,7 @@ class ReplicaManager:
         info = append_marker_as_leader(partition, producer_id=producer_id, producer_epoch=producer_epoch,
                                        coordinator_epoch=coordinator_epoch, committed=committed,
                                        now_ms=self._now_ms())
-        self.isr.maybe_advance_high_watermark(partition)
-        self._wake(tp)
+        self._advance_or_wake(partition)
         return info
 
     async def wait_for_replication(self, required: Mapping[TopicPartition, int],
@@ -275,6 +273,12 @@ class ReplicaManager:
     def waiting_count(self, tp: TopicPartition) -> int:
         """How many fetches wait on `tp` (tests, metrics)."""
         return self.fetch_purgatory.watched(tp)
+
+    def _advance_or_wake(self, partition: Partition) -> None:
+        """After an append: a moved high watermark wakes `tp`'s waiters through the ISR
+        manager's callback; otherwise wake them here (new data for fetches) - once, not twice."""
+        if not self.isr.maybe_advance_high_watermark(partition):
+            self._wake(partition.tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         """Something happened to `tp`: check the requests waiting on it."""
