@@ -26,6 +26,7 @@ from chaos.history import History
 from chaos.report.html import write_report
 from chaos.scenarios.spec import parse_scenario
 from common.waiting import wait_until
+from tests.integration import cluster_fixtures
 from tidelog.admin_client import AdminClient
 from tidelog.cli_common import ClusterError
 from tidelog.testing import Cluster
@@ -100,7 +101,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     with Cluster(brokers=3, broker_config={"admin.token": TOKEN, "console.chaos.reports.dir": str(reports),
-                                           "share.auto.offset.reset": "earliest"}) as cluster:
+                                           "share.auto.offset.reset": "earliest"},
+                 fast_start=cluster_fixtures.FORK_NODES) as cluster:
         admin = AdminClient([cluster.admin_url], token=TOKEN)
         admin.create_topic("orders", partitions=3, replication_factor=3, configs={"retention.ms": "3600000"})
         admin.create_topic("audit", partitions=1, replication_factor=3, configs={})

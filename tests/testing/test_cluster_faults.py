@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import cluster_fixtures
 from tests.integration.cluster_fixtures import processes_mentioning, wait_until
 from tidelog.testing import Cluster, ClusterTimeout
 from tidelog.testing.observe import is_paused, process_state
@@ -118,7 +119,8 @@ def test_every_wait_is_bounded(cluster: Cluster, topic: str) -> None:
 
 def test_stop_is_bounded_and_leaves_nothing(tmp_path_factory: pytest.TempPathFactory) -> None:
     base = tmp_path_factory.mktemp("stop")
-    cluster = Cluster(brokers=2, controllers=1, base_dir=base, stop_timeout=6).start()
+    cluster = Cluster(brokers=2, controllers=1, base_dir=base, stop_timeout=6,
+                      fast_start=cluster_fixtures.FORK_NODES).start()
     root = cluster.data_dir
     for node_id in cluster.broker_ids:
         cluster.pause(node_id)  # paused nodes ignore SIGTERM until resumed

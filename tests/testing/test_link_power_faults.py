@@ -21,6 +21,7 @@ import pytest
 from chaos.links import install
 from chaos.links.rules import burst_bytes
 from chaos.power import fuse_missing
+from tests.integration import cluster_fixtures
 from tidelog.testing import Cluster
 from tidelog.testing.cluster import ClusterSpec
 
@@ -87,7 +88,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     why = install.missing()
     if why is not None:
         pytest.skip(why)
-    started = Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("links")).start()
+    started = Cluster(brokers=3, base_dir=tmp_path_factory.mktemp("links"), fast_start=cluster_fixtures.FORK_NODES).start()
     try:
         yield started
     finally:
@@ -203,7 +204,7 @@ def powered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         pytest.skip(why)
     base = tmp_path_factory.mktemp("power")
     try:
-        with Cluster(brokers=3, power_loss=True, base_dir=base) as started:
+        with Cluster(brokers=3, power_loss=True, base_dir=base, fast_start=cluster_fixtures.FORK_NODES) as started:
             assert len(mounts_under(started.data_dir)) == 6  # every controller's metadata, every broker's data
             yield started
     finally:
