@@ -120,6 +120,14 @@ bench-shutdown: $(BASE_STAMP)
 bench-scale: $(BASE_STAMP)
 	$(BIN)/python bench/partition_scale.py $(if $(PARTITIONS),--partitions $(PARTITIONS))
 
+# issue 35's hot paths in one process, no cluster: a follower fetcher's CPU per metadata slice of
+# 128 new partitions at 50,000 followed (bench/fetcher_rounds.py), and the controllers' metadata
+# replay, ISR change, reassignment pass and record encoding at 100,000 (bench/metadata_replay_cpu.py)
+.PHONY: bench-scale-cpu
+bench-scale-cpu: $(BASE_STAMP)
+	$(BIN)/python bench/fetcher_rounds.py
+	$(BIN)/python bench/metadata_replay_cpu.py
+
 # transactions beside Tansu (issue 27): transactional produce (commit every 100 ms, 3 partitions) as a
 # fraction of plain produce (goal >= 0.8), consume-transform-produce exactly-once beside
 # at-least-once, commit_transaction() latency p50/p99; SECONDS=... for each produce phase
