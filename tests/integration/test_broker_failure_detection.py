@@ -91,6 +91,11 @@ def test_a_killed_leader_is_fenced_from_evidence_not_its_session(cluster: Cluste
     with Writer(cluster.bootstrap_servers, topic) as writer:
         # writing before the fault (bounded: a loaded machine can take seconds for the first ack)
         wait_until("an acknowledged write before the fault", lambda: writer.acked, WRITING_S)
+        # The evidence needs a connection the controller held: its watch connects within a pass
+        # (half a heartbeat interval) of the broker being unfenced, and a first ack can come
+        # sooner. A broker killed before that is fenced by its session, as in Kafka.
+        wait_until(f"the controller's listener watch holding a connection to broker {leader}",
+                   lambda: f"Watching broker {leader} (broker epoch" in controller_log(cluster), WRITING_S)
         killed_at = time.monotonic()
         fault = cluster.kill(leader)  # returns once fenced and leading nothing
         fenced_s = time.monotonic() - killed_at
