@@ -5,8 +5,9 @@
     ...
     await server.stop()           # stop accepting, let in-flight requests finish (bounded), close
 
-Per connection: a reader task feeds socket bytes to a `FrameDecoder` (sized frames checked
-against `socket.request.max.bytes` before a body is kept), parses each header and starts the
+Per connection: the socket reads straight into a `FrameDecoder` (broker.frame_receiver: sized
+frames checked against `socket.request.max.bytes` before a body is kept, a large frame's body
+received in place, never copied in Python); a reader task parses each header and starts the
 handler for it: a request the handler answers at once (a Produce with acks 0 or 1) costs no
 task; one that must wait (acks=all, a long-poll Fetch, a group join) gets its own task. A
 writer task sends the responses strictly in request order, every answer ready by then in one
@@ -24,9 +25,9 @@ A `ProtocolError` (malformed or oversized frame, undecodable request) closes tha
 with one log line naming the peer and the reason; in-flight requests of that connection are
 cancelled; the broker and every other connection carry on.
 
-Why streams (asyncio.start_server) and not a Protocol: `writer.drain()` is the backpressure
-we want on the way out (a slow consumer pauses its own writer task), and a read loop that
-awaits room in a full in-flight deque gives backpressure on the way in, both in a few lines.
+Why a StreamWriter on the way out: `writer.drain()` is the backpressure we want (a slow
+consumer pauses its own writer task); on the way in, a read loop that awaits room in a full
+in-flight deque stops taking frames, and the receiver then pauses reading.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ import socket
 import ssl
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
 from broker import slice_sender
+from broker.frame_receiver import Frame, FrameReceiver
 from broker.listener_security import (
     CLIENT_LISTENER,
     SASL_MAX_RECEIVE_BYTES,
@@ -51,7 +53,6 @@ from broker.listener_security import (
 )
 from broker.slice_sender import ShortReadError, send_slice
 from security.ssl_principal import NoMatchingRule
-from common.limits import READ_SIZE
 from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
@@ -153,17 +154,14 @@ class _InFlight:
 class Connection:
     """One client connection: a reader task and a writer task joined by a bounded deque."""
 
-    def __init__(self, server: KafkaServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.server, self.reader, self.writer = server, reader, writer
+    def __init__(self, server: KafkaServer, receiver: FrameReceiver, writer: asyncio.StreamWriter) -> None:
+        self.server, self.receiver, self.writer = server, receiver, writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
         self.accepted = asyncio.get_running_loop().time()  # the authentication deadline counts from here
         self.tls = server.security is not None and server.security.ssl_context is not None  # no sendfile
         self.gate = server.security.gate() if server.security is not None else None  # SASL
-        # An unauthenticated SASL connection's frames are bounded by Kafka's sasl.server.max.receive.size
-        self.decoder = FrameDecoder(server.max_request_bytes if self.gate is None
-                                    else min(server.max_request_bytes, SASL_MAX_RECEIVE_BYTES))
         # SSL without SASL: the principal is the client certificate's subject (or ANONYMOUS)
         self.principal = ANONYMOUS
         if server.security is not None and server.security.protocol == "SSL":
@@ -225,8 +223,7 @@ class Connection:
             if self.writer.can_write_eof():
                 self.writer.write_eof()
             async with asyncio.timeout(CLOSE_TIMEOUT):
-                while await self.reader.read(READ_SIZE):  # bounded by the timeout
-                    pass
+                await self.receiver.discard_until_eof()
         except (OSError, TimeoutError):
             pass  # the peer is gone, or keeps the connection open: it is closed now either way
 
@@ -250,25 +247,23 @@ class Connection:
         _wake(self._writer_wakeup)
 
     async def _read_requests(self) -> None:
-        metrics = self.server.metrics
         loop = asyncio.get_running_loop()
         gate = self.gate
-        while not self.draining:  # until EOF, an error, or stop; each read is at most READ_SIZE
+        while not self.draining:  # until EOF, an error, or stop
             if gate is not None and not gate.authenticated:
-                data = await self._read_unauthenticated(loop)
+                frames = await self._read_unauthenticated(loop)
             else:
-                data = await self.reader.read(READ_SIZE)
-            if not data:
+                frames = await self.receiver.receive()  # ProtocolError: ends this connection
+            if not frames:
                 return
-            metrics.bytes_in += len(data)
-            for frame in self.decoder.feed(data):  # ProtocolError: ends this connection
+            for frame in frames:
                 if gate is None:
                     header, body = parse_request_header(frame)
                     item = self._start(header, body, loop.time())
                 else:
                     item = self._through_gate(frame, loop.time())
                     if gate.authenticated:
-                        self.decoder.max_request_bytes = self.server.max_request_bytes
+                        self.receiver.decoder.max_request_bytes = self.server.max_request_bytes
                 self.pending.append(item)
                 if item.error is not None:
                     _wake(self._writer_wakeup)
@@ -280,13 +275,13 @@ class Connection:
             if self.pending and not self._answer_in_turn(loop.time()):
                 _wake(self._writer_wakeup)
 
-    async def _read_unauthenticated(self, loop: asyncio.AbstractEventLoop) -> bytes:
+    async def _read_unauthenticated(self, loop: asyncio.AbstractEventLoop) -> list[Frame]:
         """A read bounded by the connection's authentication deadline (connections.max.idle.ms)."""
         security = self.server.security
         assert security is not None
         left = self.accepted + security.authentication_timeout_ms / SECOND_MS - loop.time()
         try:
-            return await asyncio.wait_for(self.reader.read(READ_SIZE), max(left, 0.0))
+            return await asyncio.wait_for(self.receiver.receive(), max(left, 0.0))
         except TimeoutError:
             raise AuthenticationFailed(f"did not authenticate within {security.authentication_timeout_ms} ms "
                                        f"(connections.max.idle.ms)") from None
@@ -319,12 +314,12 @@ class Connection:
             metrics.bytes_out += len(data)
         return True
 
-    def _through_gate(self, frame: bytes, received: float) -> _InFlight:
+    def _through_gate(self, frame: Frame, received: float) -> _InFlight:
         """A frame of a SASL connection: answered by its authenticator, or served as its principal."""
         gate = self.gate
         assert gate is not None
         try:
-            verdict = gate.frame(frame, int(received * 1000))
+            verdict = gate.frame(bytes(frame), int(received * 1000))  # a copy only of a large (rare) frame
         except Exception as exc:  # noqa: BLE001 - ProtocolError / AuthenticationFailed: ends this connection
             return _InFlight(_UNPARSED, received, error=exc)
         if not isinstance(verdict, Answer):
@@ -489,7 +484,9 @@ class KafkaServer:
         """Bind and listen; `self.port` is the bound port afterwards (useful with port 0)."""
         context = self.security.ssl_context if self.security is not None else None
         if context is None:
-            self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(lambda: self._receiver(on_connect=self._accept),
+                                                    self.host, self.port, reuse_address=True)
             self.port = self._server.sockets[0].getsockname()[1]
         else:  # our own accept loop: a failed TLS handshake gets our log line (asyncio's server drops it)
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -518,8 +515,7 @@ class KafkaServer:
     async def _handshake(self, raw: socket.socket, peer: object, context: ssl.SSLContext) -> None:
         """The server side of one TLS handshake, then the connection; a failure is one INFO line."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        protocol = asyncio.StreamReaderProtocol(reader)
+        protocol = self._receiver()
         try:
             transport, _ = await loop.connect_accepted_socket(lambda: protocol, raw, ssl=context,
                                                               ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT)
@@ -535,12 +531,21 @@ class KafkaServer:
                 logger.info("Failed authentication with %s (%s); connection closed", _address(peer), exc)
                 transport.close()
                 return
-        await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        await self._accept(protocol, asyncio.StreamWriter(transport, protocol, protocol.reader, loop))
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _receiver(self, on_connect: Callable[[FrameReceiver, asyncio.StreamWriter], Awaitable[None]] | None = None
+                  ) -> FrameReceiver:
+        """A new connection's receiver. On a SASL listener its frames are bounded by Kafka's
+        sasl.server.max.receive.size until it authenticates (the connection then lifts it)."""
+        limit = self.max_request_bytes
+        if self.security is not None and self.security.sasl is not None:
+            limit = min(limit, SASL_MAX_RECEIVE_BYTES)
+        return FrameReceiver(FrameDecoder(limit), self.metrics, on_connect)
+
+    async def _accept(self, receiver: FrameReceiver, writer: asyncio.StreamWriter) -> None:
         if self.security is not None:  # this connection's task and the tasks it starts: its listener
             CLIENT_LISTENER.set(self.security.name)
-        connection = Connection(self, reader, writer)
+        connection = Connection(self, receiver, writer)
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = connection

@@ -1,7 +1,8 @@
 """Request framing (4-byte size prefix), request header parse, and response framing.
 
-`FrameDecoder` is fed whatever the socket read and hands back whole request frames; a size
-prefix over the limit is rejected as soon as its 4 bytes arrive, before any body is kept.
+`FrameDecoder` is fed whatever the socket read (or lends the socket its buffer to read into)
+and hands back whole request frames; a size prefix over the limit is rejected as soon as its
+4 bytes arrive, before any body is kept.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from common.protocol.api_keys import is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.config import default_int
+from common.limits import READ_SIZE
 
 DEFAULT_MAX_REQUEST_BYTES = default_int("socket.request.max.bytes")  # a frame larger closes the connection
 SIZE_PREFIX_BYTES = 4
@@ -32,54 +34,103 @@ class RequestHeader:
 
 
 class FrameDecoder:
-    """Splits a byte stream into request frames (size prefix stripped); sans-IO."""
+    """Splits a byte stream into request frames (size prefix stripped); sans-IO.
 
-    __slots__ = ("max_request_bytes", "_buf", "_need", "_broken")
+    Two ways in: `feed(data)` copies bytes in; `get_buffer()` / `buffer_updated(n, out)` let
+    the socket read straight into the decoder (asyncio's BufferedProtocol), so that the body
+    of a large frame (a bulk Produce) is received in place and never copied in Python: it gets
+    its own buffer, sized from its prefix, as Kafka's NetworkReceive allocates one per
+    request. Small frames are read into one receive buffer of `receive_bytes` and copied out
+    whole (one copy of a few bytes, and pipelined requests still take one read for many).
+    Neither buffer is ever resized while a view of it is out: the receive buffer has a fixed
+    size, and a frame's buffer is handed over complete and never touched again, so a view of
+    a frame (a Produce's records) stays valid as long as anyone holds it.
 
-    def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+    A large frame's buffer is zero-filled lazily by the allocator, so a prefix that promises
+    many bytes and sends few costs address space, not memory.
+    """
+
+    __slots__ = ("max_request_bytes", "_scratch", "_end", "_frame", "_filled", "_broken")
+
+    def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 receive_bytes: int = READ_SIZE) -> None:
         if max_request_bytes < 0:
             raise ValueError("max_request_bytes must be >= 0")
+        if receive_bytes <= SIZE_PREFIX_BYTES:
+            raise ValueError(f"receive_bytes must be over {SIZE_PREFIX_BYTES}")
         self.max_request_bytes = max_request_bytes
-        self._buf = bytearray()
-        self._need: int | None = None  # body size of the frame being read, once known
+        self._scratch = bytearray(receive_bytes)  # [0, _end): bytes of frames not yet complete
+        self._end = 0
+        self._frame: bytearray | None = None  # a large frame's body, filled in place up to _filled
+        self._filled = 0
         self._broken = False
 
     @property
     def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return len(self._buf)
+        """Bytes held for an incomplete frame (its size prefix included)."""
+        return self._end if self._frame is None else SIZE_PREFIX_BYTES + self._filled
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        """Add bytes; return every frame now complete. Raises ProtocolError for a bad size."""
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes read should go (never empty); ProtocolError once failed."""
         if self._broken:
             raise ProtocolError("decoder already failed; close the connection")
-        buf = self._buf
-        buf += data
-        frames: list[bytes] = []
-        pos = 0
-        # Bounded by len(buf) / 4: each pass consumes at least the 4-byte prefix.
-        while True:
-            if self._need is None:
-                if len(buf) - pos < SIZE_PREFIX_BYTES:
-                    break
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled:]
+        return memoryview(self._scratch)[self._end:]
+
+    def buffer_updated(self, nbytes: int, out: list[bytes | bytearray]) -> None:
+        """`nbytes` were written at the start of the last `get_buffer()`: append every frame now
+        complete to `out`. Raises ProtocolError for a bad size prefix, after appending the frames
+        before it."""
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame):
+                out.append(self._frame)
+                self._frame, self._filled = None, 0
+            return
+        self._end += nbytes
+        self._split(out)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray]:
+        """Add bytes; return every frame now complete. Raises ProtocolError for a bad size."""
+        frames: list[bytes | bytearray] = []
+        with memoryview(data) as source:
+            flat = source.cast("B") if source.format != "B" or source.ndim != 1 else source
+            pos, end = 0, flat.nbytes
+            while pos < end:  # bounded: each pass takes at least one byte (get_buffer is never empty)
+                target = self.get_buffer()
+                n = min(len(target), end - pos)
+                target[:n] = flat[pos:pos + n]
+                pos += n
+                self.buffer_updated(n, frames)
+        return frames
+
+    def _split(self, out: list[bytes | bytearray]) -> None:
+        """Take the complete frames out of the receive buffer; keep the incomplete rest at its
+        start, or move a frame too large for it to a buffer of its own."""
+        buf, end, pos = self._scratch, self._end, 0
+        with memoryview(buf) as view:
+            # Bounded by end / 4: each pass consumes at least the 4-byte prefix, or stops.
+            while end - pos >= SIZE_PREFIX_BYTES:
                 size = _SIZE.unpack_from(buf, pos)[0]
                 if size < 0 or size > self.max_request_bytes:
                     self._broken = True
-                    buf.clear()
-                    raise ProtocolError(
-                        f"request size {size} outside 0..{self.max_request_bytes} bytes")
-                self._need = size
-                pos += SIZE_PREFIX_BYTES
-            need = self._need
-            if len(buf) - pos < need:
+                    self._end = 0
+                    raise ProtocolError(f"request size {size} outside 0..{self.max_request_bytes} bytes")
+                body = pos + SIZE_PREFIX_BYTES
+                if end - body >= size:
+                    out.append(bytes(view[body:body + size]))
+                    pos = body + size
+                    continue
+                if SIZE_PREFIX_BYTES + size > len(buf):  # received in place from here on
+                    frame = bytearray(size)
+                    frame[:end - body] = view[body:end]
+                    self._frame, self._filled = frame, end - body
+                    pos = end
                 break
-            with memoryview(buf) as view:
-                frames.append(bytes(view[pos:pos + need]))
-            pos += need
-            self._need = None
-        if pos:
-            del buf[:pos]
-        return frames
+            if pos and pos < end:  # the incomplete frame moves to the front (it fits there);
+                view[:end - pos] = view[pos:end]  # a memoryview copies overlapping bytes with memmove
+        self._end = end - pos
 
 
 def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, memoryview]:

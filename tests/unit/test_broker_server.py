@@ -291,3 +291,62 @@ async def test_stop_cancels_requests_that_outlive_the_grace(data_file: tuple[int
     finally:
         writer.close()
         await server.stop()
+
+
+# Frames larger than the receive buffer (common.limits.READ_SIZE) are read into a buffer of their
+# own (broker.frame_receiver); the fixture's 1 KiB limit never lets one through.
+LARGE_LIMIT = 4 * 1024 * 1024
+PAD = b" " * (256 * 1024)  # the handler splits its body on whitespace: padding changes no command
+
+
+@pytest.fixture
+async def large_server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
+    started = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, max_request_bytes=LARGE_LIMIT,
+                          max_in_flight=4, shutdown_grace=1.0)
+    await started.start()
+    writers: list[asyncio.StreamWriter] = []
+    started.test_writers = writers  # type: ignore[attr-defined]
+    try:
+        yield started
+    finally:
+        await started.stop()
+        for writer in writers:
+            writer.close()
+
+
+async def test_large_frames_pipelined_are_answered_in_order(large_server: KafkaServer) -> None:
+    """Twenty 1 MiB frames at once (the in-flight deque fills, the receiver pauses reading and
+    resumes), small ones between them, answered at once and later, in request order."""
+    reader, writer = await connect(large_server)
+    stream = b"".join(request(i, (f"now r{i}" if i % 3 else f"sleep 1 r{i}").encode() + PAD * 4)
+                      + request(100 + i, f"now s{i}".encode()) for i in range(20))
+    writer.write(stream)
+    answers = [await read_response(reader) for _ in range(40)]
+    assert answers == [a for i in range(20) for a in ((i, f"r{i}".encode()), (100 + i, f"s{i}".encode()))]
+    assert large_server.metrics.bytes_in == len(stream)
+
+
+@pytest.mark.parametrize("tail", [
+    pytest.param(struct.pack(">i", -1), id="negative-size"),
+    pytest.param(struct.pack(">i", LARGE_LIMIT + 1), id="oversized"),
+    pytest.param(request(9, b"bad" + PAD), id="undecodable-large"),
+])
+async def test_bad_input_after_a_large_frame_closes_only_that_connection(large_server: KafkaServer,
+                                                                         tail: bytes) -> None:
+    good_reader, good_writer = await connect(large_server)
+    bad_reader, bad_writer = await connect(large_server)
+    bad_writer.write(request(1, b"now big" + PAD * 2) + tail)
+    assert await read_response(bad_reader) == (1, b"big")
+    assert await closed(bad_reader)
+    good_writer.write(request(2, b"now after" + PAD))
+    assert await read_response(good_reader) == (2, b"after")
+    assert large_server.metrics.connections_closed_on_error == 1
+
+
+async def test_a_large_frame_cut_short_by_the_client_ends_quietly(large_server: KafkaServer) -> None:
+    reader, writer = await connect(large_server)
+    whole = request(1, b"now never" + PAD * 8)
+    writer.write(whole[:len(whole) // 2])
+    writer.write_eof()
+    assert await closed(reader)
+    assert large_server.metrics.connections_closed_on_error == 0

@@ -97,6 +97,95 @@ def test_decoder_stays_failed_after_an_error() -> None:
         decoder.feed(sized(b"ok"))
 
 
+# Frames on both sides of a 16-byte receive buffer: those of 12 bytes or fewer are split in it,
+# larger ones get a buffer of their own and are received in place.
+SMALL_RECEIVE = 16
+MIXED_FRAMES = [b"", b"a", b"b" * 11, b"c" * 12, b"d" * 13, b"e" * 40, b"f", b"g" * 100, b"h" * 5]
+MIXED_STREAM = b"".join(sized(f) for f in MIXED_FRAMES)
+
+
+def split_reference(stream: bytes, limit: int) -> tuple[list[bytes], bool]:
+    """What any decoder must make of `stream`: its whole frames, and whether a prefix is bad."""
+    frames, pos = [], 0
+    while len(stream) - pos >= 4:  # bounded: each pass consumes at least 4 bytes or stops
+        size = struct.unpack_from(">i", stream, pos)[0]
+        if not 0 <= size <= limit:
+            return frames, True
+        if len(stream) - pos - 4 < size:
+            break
+        frames.append(stream[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return frames, False
+
+
+def receive_in_reads(decoder: FrameDecoder, stream: bytes, read: int) -> list[bytes | bytearray]:
+    """As a socket does: each read of at most `read` bytes lands in the decoder's own buffer."""
+    frames: list[bytes | bytearray] = []
+    pos = 0
+    while pos < len(stream):  # bounded: get_buffer is never empty, so each pass takes >= 1 byte
+        target = decoder.get_buffer()
+        n = min(len(target), read, len(stream) - pos)
+        target[:n] = stream[pos:pos + n]
+        pos += n
+        decoder.buffer_updated(n, frames)
+    return frames
+
+
+@pytest.mark.parametrize("read", [1, 3, 7, SMALL_RECEIVE - 1, SMALL_RECEIVE, SMALL_RECEIVE + 1, 1000])
+def test_frames_larger_than_the_receive_buffer_are_received_in_place(read: int) -> None:
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE)
+    assert receive_in_reads(decoder, MIXED_STREAM, read) == MIXED_FRAMES
+    assert decoder.buffered == 0
+    fed = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE)
+    assert [f for i in range(0, len(MIXED_STREAM), read) for f in fed.feed(MIXED_STREAM[i:i + read])] \
+        == MIXED_FRAMES
+
+
+def test_a_large_frame_stays_as_received_while_later_frames_arrive() -> None:
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE)
+    [large] = decoder.feed(sized(b"x" * 50))
+    view = memoryview(large)[10:20]  # as a Produce's records stay a view of the request
+    assert decoder.feed(sized(b"y" * 50) + sized(b"z")) == [b"y" * 50, b"z"]
+    assert bytes(view) == b"x" * 10 and bytes(large) == b"x" * 50
+
+
+@pytest.mark.parametrize("cut", range(1, len(MIXED_STREAM)))
+def test_a_truncated_stream_gives_its_whole_frames_and_holds_the_rest(cut: int) -> None:
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE)
+    frames, bad = split_reference(MIXED_STREAM[:cut], 1000)
+    assert not bad
+    assert decoder.feed(MIXED_STREAM[:cut]) == frames
+    assert decoder.buffered == cut - sum(4 + len(f) for f in frames)
+
+
+def test_a_bad_prefix_after_frames_in_one_read_keeps_those_frames() -> None:
+    decoder = FrameDecoder(100, receive_bytes=SMALL_RECEIVE)
+    out: list[bytes | bytearray] = []
+    data = sized(b"ok") + struct.pack(">i", 101)
+    target = decoder.get_buffer()
+    target[:len(data)] = data
+    with pytest.raises(ProtocolError, match="request size 101"):
+        decoder.buffer_updated(len(data), out)
+    assert out == [b"ok"]
+    with pytest.raises(ProtocolError):
+        decoder.get_buffer()
+
+
+@pytest.mark.parametrize("flip", range(len(MIXED_STREAM)))
+def test_any_flipped_byte_frames_differently_or_is_refused(flip: int) -> None:
+    """h11's invariant for the framing layer: any bytes give the reference's frames or a ProtocolError."""
+    stream = bytearray(MIXED_STREAM)
+    stream[flip] ^= 0x80
+    frames, bad = split_reference(bytes(stream), 1000)
+    for read in (1, 5, SMALL_RECEIVE + 3):
+        decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE)
+        if bad:
+            with pytest.raises(ProtocolError):
+                receive_in_reads(decoder, bytes(stream), read)
+        else:
+            assert receive_in_reads(decoder, bytes(stream), read) == frames
+
+
 def test_frame_response_counts_placeholders() -> None:
     class Slice:
         length = 10
