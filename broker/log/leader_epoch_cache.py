@@ -6,11 +6,14 @@ high watermark, which loses or diverges data across two quick leader changes. St
 the partition directory as `leader-epoch-checkpoint` (lines of `epoch start_offset`),
 rewritten atomically on every change.
 
-The rewrite is a rename without fsync (`needs_sync` says one is owed); the log manager makes it
-durable (`sync`) before its recovery-point checkpoint can cover offsets written in a new epoch,
-and before the clean-shutdown marker. A process crash loses nothing (the page cache outlives
-it); a power loss can only lose an entry whose epoch's data lies past the on-disk recovery
-point, data recovery rescans and cuts as an unflushed tail (the followers hold it). Kafka
+The rewrite is a rename without fsync (`needs_sync` says one is owed); a log's flush makes it
+durable (`sync`) before the recovery point can pass offsets written in a new epoch, and the log
+manager syncs those holding data in their latest epoch before its recovery-point checkpoint and
+the clean-shutdown marker. A process crash loses nothing (the page cache outlives it); a power
+loss can only lose an entry whose epoch's data lies past the on-disk recovery point, data
+recovery rescans and cuts as an unflushed tail (the followers hold it), or an entry with no
+data after it (a new leadership not written to yet), which nothing reads: a follower truncates
+by the epochs of the data it has, and the next leadership assigns a new epoch. Kafka
 fsyncs at every `assign` and defers only truncations (KAFKA-15046); done per
 partition, that was most of a controlled shutdown at 10,000 partitions (two fsyncs for each of
 the ~3,300 leaderships the other brokers take), on the path the controller waits on.
@@ -82,6 +85,11 @@ class LeaderEpochCache:
     @property
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    @property
+    def latest_start_offset(self) -> int:
+        """Where the latest epoch starts (-1 when there is none)."""
+        return self._offsets[-1] if self._offsets else -1
 
     def epoch_for(self, offset: int) -> int:
         """The epoch that wrote `offset` (the last entry starting at or before it)."""

@@ -457,10 +457,11 @@ def test_run_parallel_keeps_order_and_every_outcome(managers: list[LogManager], 
             raise ValueError("three")
         return n * n
 
-    futures = manager.run_parallel(square_or_fail, range(6))  # type: ignore[arg-type]
-    assert all(f.done() for f in futures)
-    assert [f.result() for i, f in enumerate(futures) if i != 3] == [0, 1, 4, 16, 25]
-    assert isinstance(futures[3].exception(), ValueError)
+    outcomes = manager.run_parallel(square_or_fail, range(20))  # type: ignore[arg-type]
+    assert [o.result() for i, o in enumerate(outcomes) if i != 3] == [n * n for n in range(20) if n != 3]
+    assert isinstance(outcomes[3].error, ValueError) and outcomes[3].value is None
+    with pytest.raises(ValueError, match="three"):
+        outcomes[3].result()
     assert manager.run_parallel(square_or_fail, []) == []
 
 
@@ -529,6 +530,7 @@ def test_checkpoint_syncs_the_owed_epoch_checkpoints_before_the_recovery_points(
     manager.create_logs(MANY, now_ms=NOW)
     for tp in MANY[:leaders]:  # new leaderships: each rewrites its checkpoint, none fsyncs it
         manager.logs[tp].leader_epoch_cache.assign(7, 0)
+        manager.logs[tp].append(batch(0), now_ms=NOW)  # data in epoch 7, not flushed yet
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
@@ -547,6 +549,7 @@ def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_chec
     manager = open_manager(managers, dirs[:1])
     partition_log = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
     partition_log.leader_epoch_cache.assign(2, 0)
+    partition_log.append(batch(0), now_ms=NOW)
     real_fsync = os.fsync
 
     def failing(fd: int) -> None:
@@ -572,6 +575,7 @@ def test_new_leaderships_fsync_in_the_background_and_a_checkpoint_waits_for_them
     manager.create_logs(MANY, now_ms=NOW)
     for tp in MANY:
         manager.logs[tp].leader_epoch_cache.assign(3, 0)
+        manager.logs[tp].append(batch(0), now_ms=NOW)
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
@@ -579,6 +583,31 @@ def test_new_leaderships_fsync_in_the_background_and_a_checkpoint_waits_for_them
     assert manager.sync_epoch_checkpoints() == 0  # it waited for them: nothing left owed
     assert sum(path.endswith("leader-epoch-checkpoint") for path in synced) == len(MANY)
     assert not any(lg.leader_epoch_cache.needs_sync for lg in manager.logs.values())
+
+
+def test_a_new_leadership_of_an_empty_log_owes_no_fsync_until_its_epoch_holds_data(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every leader of a new topic: its entry is written (a process crash keeps it), fsynced only
+    by the flush that first makes data of its epoch durable."""
+    manager = open_manager(managers, dirs[:1])
+    manager.create_logs(MANY, now_ms=NOW)
+    for tp in MANY:
+        manager.logs[tp].leader_epoch_cache.assign(5, 0)
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    manager.sync_epoch_checkpoints_soon([manager.logs[tp] for tp in MANY])
+    manager.checkpoint()
+    assert not any(path.endswith("leader-epoch-checkpoint") for path in synced)
+    assert all(manager.logs[tp].leader_epoch_cache.needs_sync for tp in MANY)
+    assert (manager.logs[MANY[0]].directory / "leader-epoch-checkpoint").read_text() == "0\n1\n5 0\n"
+    written = manager.logs[MANY[0]]
+    written.append(batch(0), now_ms=NOW)
+    synced.clear()
+    written.flush()
+    epoch_file, segment = str(written.directory / "leader-epoch-checkpoint"), str(written.active_segment.log_path)
+    assert epoch_file in synced and synced.index(epoch_file) < synced.index(segment)
+    assert not written.leader_epoch_cache.needs_sync
 
 
 @pytest.mark.parametrize("count", [5, len(MANY)])  # on the caller's thread, and on the I/O pool
