@@ -8,6 +8,15 @@ Kafka's DefaultAlterPartitionManager: items queue up per partition, at most one 
 partition at a time, and go to the active controller in one batched RPC at a time. The
 result of each item reaches its callback: `(error_code, partition_reply)`. Nothing is
 applied here — the leader changes its ISR when the committed metadata log says so.
+
+Not Kafka's: one RPC carries at most `MAX_ITEMS_PER_REQUEST` items, oldest first; the rest go
+in the next one. The controller answers an RPC in one decision, and a restarted broker's
+followers catching up made one of 33,000 partitions (every ISR expansion of a leader at
+100,000 partitions): seconds on the controller's loop with no heartbeat answered. Java does
+that in milliseconds; we bound it as the controller bounds its own partition moves
+(quorum.controller_result.MAX_PARTITIONS_PER_DECISION). Each answered RPC logs one line
+(counts per error, a few partitions each); the per-partition lines are the caller's, at DEBUG
+when many are pending (`pending`).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ log = logging.getLogger(__name__)
 # An RPC that could not reach any controller answers each item with this (retriable).
 CONTROLLER_UNAVAILABLE: Final = int(ErrorCode.REQUEST_TIMED_OUT)
 RECOVERED: Final = 1
+MAX_ITEMS_PER_REQUEST: Final = 1_000  # partitions in one AlterPartition RPC (one controller decision)
+SHOWN_PER_ERROR: Final = 5  # partitions a batch's log line names for each error (the rest are counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +80,36 @@ class AlterPartitionManager:
         self._ready.set()
         return True
 
+    def discard(self, tp: TopicPartition) -> None:
+        """Drop `tp`'s queued item, not sent yet: its leader epoch ended here (Kafka's Partition
+        forgets its pending state on a new leader epoch), so the controller would only answer
+        FENCED_LEADER_EPOCH. Its callback is not called; one already in flight is answered."""
+        self._queued.pop(tp, None)
+
+    @property
+    def pending(self) -> int:
+        """Items queued or in flight."""
+        return len(self._queued) + len(self._in_flight)
+
+    def _next_batch(self) -> dict[TopicPartition, tuple[AlterPartitionItem, OnResult]]:
+        """The oldest MAX_ITEMS_PER_REQUEST queued items (dicts keep insertion order)."""
+        if len(self._queued) <= MAX_ITEMS_PER_REQUEST:
+            batch, self._queued = self._queued, {}
+            return batch
+        batch = {}
+        for tp in list(self._queued)[:MAX_ITEMS_PER_REQUEST]:  # bounded by the limit
+            batch[tp] = self._queued.pop(tp)
+        self._ready.set()  # the rest goes in the next RPC
+        return batch
+
     async def run(self) -> None:
         """Send queued items until cancelled (each pass waits for a submit)."""
         while True:  # until cancelled
             await self._ready.wait()
             self._ready.clear()
-            batch, self._queued = self._queued, {}
+            batch = self._next_batch()
+            if not batch:  # every queued item was discarded
+                continue
             self._in_flight.update(batch)
             try:
                 await self._send(batch)
@@ -106,7 +141,7 @@ class AlterPartitionManager:
             log.warning("AlterPartition refused: error %d: %s", status.error_code, status.error_message)
             self._answer_all(batch, status.error_code)
             return
-        answered: set[TopicPartition] = set()
+        answered: dict[TopicPartition, int] = {}
         by_id = {item.topic_id: item.tp.topic for item, _ in batch.values()}
         for topic in reply.topics:
             name = by_id.get(topic.topic_id)
@@ -115,11 +150,37 @@ class AlterPartitionManager:
                 entry = batch.get(tp)
                 if entry is None:
                     continue
-                answered.add(tp)
+                answered[tp] = p.error_code
                 entry[1](p.error_code, p)
-        self._answer_all({tp: e for tp, e in batch.items() if tp not in answered}, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+        unanswered = {tp: e for tp, e in batch.items() if tp not in answered}
+        self._answer_all(unanswered, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+        answered.update(dict.fromkeys(unanswered, int(ErrorCode.UNKNOWN_SERVER_ERROR)))
+        log.log(logging.WARNING if any(answered.values()) else logging.INFO, "%s",
+                describe_answers(self.broker_id, answered, queued=len(self._queued)))
 
     @staticmethod
     def _answer_all(batch: dict[TopicPartition, tuple[AlterPartitionItem, OnResult]], code: int) -> None:
         for _, on_result in batch.values():
             on_result(code, None)
+
+
+def describe_answers(broker_id: int, answered: dict[TopicPartition, int], *, queued: int) -> str:
+    """One line for an answered AlterPartition RPC: how many partitions got each answer, and
+    the first SHOWN_PER_ERROR of each error (a storm of one error reads as one line)."""
+    by_code: dict[int, list[TopicPartition]] = {}
+    for tp, code in answered.items():
+        by_code.setdefault(code, []).append(tp)
+    parts = [f"{len(by_code.pop(0, []))} committed"]
+    for code, tps in sorted(by_code.items()):
+        shown = ", ".join(str(tp) for tp in tps[:SHOWN_PER_ERROR])
+        more = f" and {len(tps) - SHOWN_PER_ERROR} more" if len(tps) > SHOWN_PER_ERROR else ""
+        parts.append(f"{len(tps)} {_error_name(code)} ({shown}{more})")
+    return (f"Broker {broker_id}: AlterPartition of {len(answered)} partition(s) answered: "
+            f"{', '.join(parts)}; {queued} queued for the next request")
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"

@@ -33,6 +33,15 @@ from metadata.records import LeaderRecoveryState
 log = logging.getLogger(__name__)
 
 NO_BROKER_EPOCH: Final = -1  # an ISR member whose broker epoch the controller need not check
+# While at most this many proposals are pending, each is logged at INFO; beyond, at DEBUG, and the
+# AlterPartition manager's one line per answered request says what happened (a restarted broker
+# made 260,000 per-partition INFO lines at 100,000 partitions).
+DETAILED_PROPOSALS_MAX: Final = 32
+# Answers saying this broker's view of the partition is stale: Kafka's Partition then waits for
+# the metadata instead of proposing again (handleAlterPartitionError returns false, no retry).
+AWAIT_METADATA_ERRORS: Final = frozenset(int(e) for e in (
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED))
 
 
 class IsrManager:
@@ -100,9 +109,16 @@ class IsrManager:
                 partition, pending, item, code, reply)):
             return False
         partition.pending_isr = pending
-        log.info("Proposing %s%s (was ISR %s)", item.describe(),
-                 ", leader recovery RECOVERED" if partition.is_recovering else "", list(partition.isr))
+        level = logging.INFO if self.alter_partition.pending <= DETAILED_PROPOSALS_MAX else logging.DEBUG
+        log.log(level, "Proposing %s%s (was ISR %s)", item.describe(),
+                ", leader recovery RECOVERED" if partition.is_recovering else "", list(partition.isr))
         return True
+
+    def forget_pending(self, partition: Partition) -> None:
+        """`partition`'s leader epoch ended here: drop its proposal that was not sent yet (the
+        controller would refuse it FENCED_LEADER_EPOCH); an answer to one sent is ignored."""
+        if self.alter_partition is not None:
+            self.alter_partition.discard(partition.tp)
 
     def _on_alter_result(self, partition: Partition, pending: PendingIsrChange,
                          item: AlterPartitionItem, code: int,
@@ -110,16 +126,22 @@ class IsrManager:
         if not self._is_current(partition) or partition.pending_isr is not pending:
             return  # the partition moved on (new leader epoch, deleted): the answer is stale
         if code != 0 or reply is None:
-            partition.pending_isr = None
-            log.warning("AlterPartition %s failed: %s", item.describe(), _error_name(code))
+            # The manager's line per request reports failures; a retriable one (no controller,
+            # a timeout) is proposed again from the next follower fetch or expiration pass.
+            # (unless the metadata already moved past the proposal's epochs: nothing more is coming)
+            awaiting = code in AWAIT_METADATA_ERRORS and partition.partition_epoch == item.partition_epoch \
+                and partition.leader_epoch == item.leader_epoch
+            partition.pending_isr = dataclasses.replace(pending, awaiting_metadata=True) if awaiting else None
+            log.debug("AlterPartition %s failed: %s%s", item.describe(), _error_name(code),
+                      "; awaiting the metadata before proposing again" if awaiting else "")
             return
         committed = partition.partition_epoch if reply.partition_epoch is None else reply.partition_epoch
         if partition.partition_epoch >= committed:
             partition.pending_isr = None  # the metadata got here first
         else:
             partition.pending_isr = dataclasses.replace(pending, committed_partition_epoch=committed)
-        log.info("AlterPartition %s committed: ISR %s, partition epoch %d", item.describe(),
-                 None if reply.isr is None else list(reply.isr), committed)
+        log.debug("AlterPartition %s committed: ISR %s, partition epoch %d", item.describe(),
+                  None if reply.isr is None else list(reply.isr), committed)
 
 
 def _broker_epoch(image: MetadataImage, broker_id: int) -> int:

@@ -40,12 +40,17 @@ class PendingIsrChange:
     """An AlterPartition sent and not yet seen in the committed metadata.
 
     `committed_partition_epoch` is set from the controller's answer: the change is done
-    when the metadata image reaches that partition epoch.
+    when the metadata image reaches that partition epoch. `awaiting_metadata`: the controller
+    refused it because this broker's view is stale (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+    ...): nothing is proposed again until the metadata brings a new partition epoch (Kafka's
+    Partition keeps the pending state on those errors, "awaiting the latest metadata"), or
+    every follower fetch would send the same stale proposal again.
     """
 
     proposed_isr: tuple[int, ...]
     leader_recovery_state: LeaderRecoveryState
     committed_partition_epoch: int | None = None
+    awaiting_metadata: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -94,14 +99,19 @@ class Partition:
         return self.producer_state.last_stable_offset(self.log.high_watermark)
 
     def update_registration(self, registration: PartitionRegistration) -> None:
-        """Take the committed state; a pending ISR change the image now covers is done."""
+        """Take the committed state; a pending ISR change the image now covers is done, and one
+        refused for a stale view ends with any new partition epoch."""
+        moved_on = registration.partition_epoch != self.partition_epoch
         self.leader_id, self.leader_epoch = registration.leader, registration.leader_epoch
         self.partition_epoch = registration.partition_epoch
         self.replicas, self.isr = registration.replicas, registration.isr
         self.leader_recovery_state = registration.leader_recovery_state
         pending = self.pending_isr
-        if pending is not None and pending.committed_partition_epoch is not None \
-                and self.partition_epoch >= pending.committed_partition_epoch:
+        if pending is None:
+            return
+        if (pending.committed_partition_epoch is not None
+                and self.partition_epoch >= pending.committed_partition_epoch) \
+                or (pending.awaiting_metadata and moved_on):
             self.pending_isr = None
 
     # ---- leader side -------------------------------------------------------------------

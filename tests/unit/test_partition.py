@@ -83,3 +83,14 @@ def test_expand_adds_a_follower_at_the_hw_and_past_the_epoch_start(partition):
     assert partition.isr_to_expand(everyone) == (1, 2, 3)
     partition.leader_recovery_state = LeaderRecoveryState.RECOVERING
     assert partition.isr_to_expand(everyone) is None  # an unclean leader recovers first
+
+
+def test_a_change_refused_for_a_stale_view_ends_with_the_next_partition_epoch(partition):
+    partition.pending_isr = PendingIsrChange((1, 2), LeaderRecoveryState.RECOVERED, awaiting_metadata=True)
+    same = PartitionRegistration("T", 0, (1, 2, 3), (1, 2, 3), leader=ME, leader_epoch=3, partition_epoch=7)
+    partition.update_registration(same)
+    assert partition.pending_isr is not None  # nothing new: still waits, proposes nothing
+    assert partition.isr_to_shrink(ME, NOW + 10 * LAG, LAG) is None
+    partition.update_registration(PartitionRegistration("T", 0, (1, 2, 3), (1, 2, 3), leader=ME, leader_epoch=3,
+                                                        partition_epoch=8))
+    assert partition.pending_isr is None

@@ -435,7 +435,8 @@ def test_a_large_change_set_logs_one_summary_line_and_a_small_one_each_partition
         replicas.apply_changes(changes_for_broker(image, moved, ME), moved)
     lines = [r.getMessage() for r in caplog.records if r.name == "broker.replica_roles"]
     assert lines == [f"Broker {ME}: {wide // 2} new leaderships, 0 partitions following a new leader or leader "
-                     "epoch, 0 without a leader (offline), 0 no longer hosted; 0 other partition changes (ISR, epochs)"]
+                     "epoch, 0 not fetched (without a leader, or out of the ISR in controlled shutdown), 0 no longer "
+                     "hosted; 0 other partition changes (ISR, epochs)"]
     assert replicas.get_partition(TopicPartition("wide", 0)).leader_epoch == 2
     one = replay(moved, Partition("WIDE", wide - 1, (2, 1), (2, 1), leader=2, leader_epoch=2, partition_epoch=1))
     caplog.clear()
@@ -457,3 +458,39 @@ def test_a_new_topic_of_a_few_partitions_fsyncs_the_log_dir_once(replicas, tmp_p
     replicas.apply_changes(changes_for_broker(TOPICS, image, ME), image)
     assert synced.count(str(tmp_path / "logs")) == 1
     assert {replicas.get_partition(TopicPartition("ten", p)).leader_id for p in range(10)} == {1, 2}
+
+
+class RecordingFetchers:
+    """The replica fetchers' calls, in order (what a change set asks of them)."""
+
+    def __init__(self) -> None:
+        self.fetching: dict[TopicPartition, tuple[int, int]] = {}
+
+    def add_partitions(self, partitions):
+        self.fetching.update((tp, (leader, epoch)) for tp, leader, epoch in partitions)
+
+    def remove_partitions(self, tps):
+        for tp in tps:
+            self.fetching.pop(tp, None)
+
+    def registrations_changed(self, tps):
+        list(tps)
+
+
+def test_in_controlled_shutdown_a_follower_out_of_the_isr_stops_fetching(replicas):
+    """Kafka's applyLocalFollowersDelta: once this broker is in controlled shutdown, a partition
+    whose ISR no longer holds it (the controller moved it out to shut it down) is not fetched;
+    one whose ISR still holds it (the last member, KIP-841) goes on."""
+    fetchers = replicas.fetchers = RecordingFetchers()
+    fetchers.fetching[ORDERS_1] = (2, 0)
+    shutting = replay(TOPICS, BrokerRegistrationChange(ME, ME, in_controlled_shutdown=True))
+    moved = replay(shutting,
+                   PartitionChange("TRIPLE", 0, isr=(2, 3), leader=2),  # led here: moves away, out of the ISR
+                   PartitionChange("ORDERS", 1, isr=(2,)))  # followed here: out of the ISR, same leader
+    replicas.apply_changes(changes_for_broker(TOPICS, moved, ME), moved)
+    assert TRIPLE_0 not in fetchers.fetching and ORDERS_1 not in fetchers.fetching
+    assert replicas.get_partition(TRIPLE_0).leader_id == 2  # the role changed all the same
+    running = replay(moved, BrokerRegistrationChange(ME, ME, in_controlled_shutdown=False),
+                     PartitionChange("TRIPLE", 0, leader=3))  # running again: a new leader is fetched from
+    replicas.apply_changes(changes_for_broker(moved, running, ME), running)
+    assert fetchers.fetching[TRIPLE_0] == (3, replicas.get_partition(TRIPLE_0).leader_epoch)
