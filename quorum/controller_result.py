@@ -43,10 +43,13 @@ class LeaveFollowUp:
     """A rule stopped at its batch limit (`MAX_PARTITIONS_PER_DECISION`):
     the partitions of `broker_id` after `after` still need `remove_from_isr`, in later decisions
     that the shell (`quorum.controller_runtime`) queues one at a time, so the decision queue
-    serves other events (heartbeats of live brokers) in between."""
+    serves other events (heartbeats of live brokers) in between. `leaders_only`: the walk moves
+    only the broker's leaderships (a controlled shutdown's first pass; None `after` then starts
+    the second pass, every ISR seat, from the first partition)."""
 
     broker_id: int
-    after: PartitionKey
+    after: PartitionKey | None
+    leaders_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

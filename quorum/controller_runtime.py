@@ -153,9 +153,10 @@ class ControllerRuntime:
         self.schedule("complete-reassignments", now + self._fence_period_ms, self._complete_reassignments)
         if settings.leader_imbalance_check_interval_s > 0:
             self.schedule("leader-rebalance", now + self._rebalance_period_ms(), self._balance_leaders)
-        # broker id -> where its next batch of partition moves starts (None: at the first): the
-        # follow-ups one task works through (`_leave_partitions`); at most one per broker id
-        self._leaving: dict[int, PartitionKey | None] = {}
+        # broker id -> where its next batch of partition moves starts (None: at the first) and
+        # whether it moves only leaderships: the follow-ups one task works through
+        # (`_leave_partitions`); at most one per broker id
+        self._leaving: dict[int, tuple[PartitionKey | None, bool]] = {}
         self._leaver: asyncio.Task[None] | None = None
         self.longest_stall_ms = 0  # the longest event-loop stall the probe saw
         self.schedule("resume-leaving", now, self._resume_leaving)
@@ -172,9 +173,10 @@ class ControllerRuntime:
 
     async def decide(self, fn: Callable[[MetadataImage], ControllerResult[Any]],
                      timeout_s: float = api.WRITE_TIMEOUT, *,
-                     moving: int | None = None) -> tuple[Any, AppendOutcome | None]:
+                     moving: int | None = None, moves_leaders: bool = True) -> tuple[Any, AppendOutcome | None]:
         """`decide_result`, and a committed result's follow_up goes on as later decisions.
-        `moving`: the broker whose partitions this decision moves (a batch of `_leave_partitions`)."""
+        `moving`: the broker whose partitions this decision moves (a batch of `_leave_partitions`);
+        `moves_leaders`: False for a batch that moves only its ISR seats (see `_committed_batch`)."""
         follow_ups: list[LeaveFollowUp | None] = []
 
         def rule(image: MetadataImage) -> ControllerResult[Any]:
@@ -187,13 +189,13 @@ class ControllerRuntime:
             broker_id = follow_up.broker_id if follow_up is not None else moving
             if follow_up is not None:
                 self.sessions().begin_leaving(follow_up.broker_id)
-            if broker_id is not None:
+            if broker_id is not None and moves_leaders:
                 self._committed_batch(broker_id, outcome)
 
         response, outcome = await decide_result(self._controller, rule, timeout_s, on_committed=committed)
         follow_up = follow_ups[-1] if follow_ups else None
         if follow_up is not None:
-            self._leave_later(follow_up.broker_id, follow_up.after)
+            self._leave_later(follow_up.broker_id, follow_up.after, follow_up.leaders_only)
         return response, outcome
 
     def now_ms(self) -> int:
@@ -222,7 +224,7 @@ class ControllerRuntime:
                         "or sit in ISRs (a failover cut their moves short): moving those partitions now", left)
         for broker_id in left:
             self._sessions.begin_leaving(broker_id)
-            self._leaving[broker_id] = None
+            self._leaving[broker_id] = (None, False)
 
     def heartbeat_ages(self) -> dict[int, int]:
         """Milliseconds since each broker's last heartbeat; empty unless active."""
@@ -328,9 +330,9 @@ class ControllerRuntime:
 
     # -- bounded partition moves ------------------------------------------------------------------
 
-    def _leave_later(self, broker_id: int, after: PartitionKey | None) -> None:
+    def _leave_later(self, broker_id: int, after: PartitionKey | None, leaders_only: bool = False) -> None:
         """Queue the next batch of `broker_id`'s partition moves, starting after `after`."""
-        self._leaving[broker_id] = after
+        self._leaving[broker_id] = (after, leaders_only)
         self._start_leaver()
 
     def _start_leaver(self) -> None:
@@ -338,8 +340,11 @@ class ControllerRuntime:
             self._leaver = asyncio.create_task(self._leave_partitions())
 
     def _committed_batch(self, broker_id: int, outcome: AppendOutcome) -> None:
-        """A batch of a controlled shutdown committed: the broker may shut down only once every
-        active broker replayed it (the first batch's own offset counts no transaction markers)."""
+        """A batch of a controlled shutdown that moved leaderships committed: the broker may shut
+        down only once every active broker replayed it, so that they serve as the new leaders
+        (the first batch's own offset counts no transaction markers). The batches after its last
+        leadership move only its ISR seats (`broker_control.continue_leaving`): it need not wait
+        for those, as Kafka's broker waits only for the offset of its shutdown's first event."""
         registration = self._log.image().broker(broker_id)
         if outcome.last_offset is not None and registration is not None \
                 and registration.in_controlled_shutdown and not registration.fenced:
@@ -355,15 +360,16 @@ class ControllerRuntime:
                             "controller", sorted(self._leaving))
                 self._leaving.clear()
                 return
-            broker_id, after = next(iter(self._leaving.items()))
+            broker_id, (after, leaders_only) = next(iter(self._leaving.items()))
             del self._leaving[broker_id]  # decide() puts it back at the end while more is left
             try:
                 moved, _ = await self.decide(
-                    lambda image: continue_leaving(image, broker_id, after=after), moving=broker_id)
+                    lambda image: continue_leaving(image, broker_id, after=after, leaders_only=leaders_only),
+                    moving=broker_id, moves_leaders=leaders_only)
             except Exception as exc:  # noqa: BLE001 - the same batch again, after a pause
                 logger.warning("Moving partitions away from broker %d after %s failed: %s; retrying in %d ms",
                                broker_id, after, exc, LEAVE_RETRY_MS)
-                self._leaving.setdefault(broker_id, after)
+                self._leaving.setdefault(broker_id, (after, leaders_only))
                 await asyncio.sleep(LEAVE_RETRY_MS / 1000)
                 continue
             if broker_id not in self._leaving:

@@ -14,7 +14,7 @@ as Kafka's ClusterControlManager.activate() touches every broker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeAlias
 
 from common.config import default_int
 from metadata.image import MetadataImage
@@ -24,11 +24,18 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 DEFAULT_SESSION_TIMEOUT_MS: Final = default_int("broker.session.timeout.ms")  # ms
 
 
+PartitionKey: TypeAlias = tuple[str, int]  # (topic name, partition id), as quorum.controller_result's
+_UNKNOWN: Final = ("", -1)  # no leader hint: look from the first partition
+
+
 @dataclass(slots=True)
 class _Session:
     last_contact_ms: int
     metadata_offset: int
     controlled_shutdown_offset: int | None = None  # Kafka's controlledShutdownOffset (-1 there)
+    # Where the broker's first leadership was when last looked for (broker_control._leads_partitions),
+    # None once it led nothing in controlled shutdown, _UNKNOWN otherwise.
+    leader_hint: PartitionKey | None = _UNKNOWN
 
 
 class BrokerHeartbeatManager:
@@ -77,6 +84,24 @@ class BrokerHeartbeatManager:
         session = self._sessions.get(broker_id)
         if session is not None:
             session.controlled_shutdown_offset = None
+            session.leader_hint = _UNKNOWN  # out of controlled shutdown it may be elected again
+
+    def leader_hint(self, broker_id: int) -> PartitionKey | None:
+        """The first partition the broker led when last looked for; None: look from the first."""
+        session = self._sessions.get(broker_id)
+        if session is None or session.leader_hint is None or session.leader_hint == _UNKNOWN:
+            return None
+        return session.leader_hint
+
+    def led_nothing(self, broker_id: int) -> bool:
+        """The broker was found leading nothing while in controlled shutdown (it stays so)."""
+        session = self._sessions.get(broker_id)
+        return session is not None and session.leader_hint is None
+
+    def set_leader_hint(self, broker_id: int, first_led: PartitionKey | None) -> None:
+        session = self._sessions.get(broker_id)
+        if session is not None:
+            session.leader_hint = first_led
 
     def begin_leaving(self, broker_id: int) -> None:
         """Later decisions still move this broker's partitions away: it may not be unfenced

@@ -81,6 +81,9 @@ FENCE_2_CHANGES = [
     change("UNCLEAN", leader=1, isr=(1,), leader_recovery_state=RECOVERING),
 ]
 FENCED_2 = replay(TOPICS, BrokerRegistrationChange(2, 2, fenced=True), *FENCE_2_CHANGES)
+# A controlled shutdown writes the same changes, its leaderships first (the broker waits for those).
+SHUT_DOWN_2_CHANGES = [c for c in FENCE_2_CHANGES if TOPICS.topic_by_id(c.topic_id).partitions[c.partition_id].leader == 2] \
+    + [c for c in FENCE_2_CHANGES if TOPICS.topic_by_id(c.topic_id).partitions[c.partition_id].leader != 2]
 
 
 def assert_left_every_isr(image, broker_id):
@@ -242,7 +245,7 @@ HEARTBEAT = [
                  HeartbeatReply(True, True, False), id="want-fence-fences-and-moves-leaders"),
     # --- want_shutdown (shutdown.controller_states decides, records_plan says what to write)
     pytest.param(TOPICS, 2, 2, 9, False, True,
-                 [BrokerRegistrationChange(2, 2, in_controlled_shutdown=True), *FENCE_2_CHANGES],
+                 [BrokerRegistrationChange(2, 2, in_controlled_shutdown=True), *SHUT_DOWN_2_CHANGES],
                  HeartbeatReply(True, False, False), id="want-shutdown-while-leading-enters-controlled-shutdown"),
     pytest.param(CLUSTER, 1, 1, 9, False, True, [BrokerRegistrationChange(1, 1, fenced=True)],
                  HeartbeatReply(True, True, True), id="want-shutdown-leading-nothing-shuts-down-now"),

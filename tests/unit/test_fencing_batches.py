@@ -94,7 +94,8 @@ def run_batches(image: MetadataImage, first: ControllerResult[object],
     image = replay(image, *first.records)
     follow_up = first.follow_up
     while follow_up is not None:  # bounded: each batch moves the walk past its partitions
-        result = continue_leaving(image, follow_up.broker_id, after=follow_up.after, max_partitions=max_partitions)
+        result = continue_leaving(image, follow_up.broker_id, after=follow_up.after, max_partitions=max_partitions,
+                                  leaders_only=follow_up.leaders_only)
         assert result.records, "a follow-up always has partitions left"
         batches.append(result.records)
         image = replay(image, *result.records)
@@ -157,6 +158,53 @@ def test_unregistration_removes_the_registration_first_and_finishes_later() -> N
     after, batches = run_batches(BIG, first)
     assert after.broker(1) is None and left_every_isr(after, 1) and brokers_left_behind(after) == []
     assert [len(b) for b in batches] == [1 + BATCH, BATCH, 5]
+
+
+def test_a_controlled_shutdown_moves_the_leaderships_first_then_the_isr_seats() -> None:
+    """Broker 1 leads 15 partitions of "b" and follows 12 of "a" (name order puts "a" first):
+    its leaderships go in the first batches, whatever the order, its ISR seats after them."""
+    image = cluster_with({"a": 12, "b": 15}, leader=1)
+    image = replay(image, *(PartitionChange("A", p, leader=2, isr=(2, 1, 3)) for p in range(12)))
+    heartbeats = BrokerHeartbeatManager(1000)
+    for b in (2, 3):
+        heartbeats.touch(b, 0, 10**6)  # every active broker replayed everything
+
+    def beat(image: MetadataImage) -> ControllerResult[HeartbeatReply]:
+        return process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset, want_fence=False,
+                                 want_shutdown=True, now_ms=0, heartbeats=heartbeats, max_partitions=BATCH)
+
+    first = beat(image)
+    assert keys(first.records) == [("B", p) for p in range(10)]
+    assert first.follow_up == LeaveFollowUp(1, ("b", 9), leaders_only=True)
+    after, batches = run_batches(image, first)
+    assert [keys(b) for b in batches[1:]] == [[("B", p) for p in range(10, 15)] + [("A", p) for p in range(5)],
+                                              [("A", p) for p in range(5, 12)]]
+    assert left_every_isr(after, 1)
+    two = replay(image, *first.records, *batches[1])
+    assert beat(two).response == HeartbeatReply(True, True, True)  # leads nothing: the seats left need no wait
+    unbatched = process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset,
+                                  want_fence=False, want_shutdown=True, now_ms=0,
+                                  heartbeats=BrokerHeartbeatManager(1000), max_partitions=None)
+    assert replay(image, *unbatched.records) == after  # the same image, whatever the split
+
+
+def test_leads_partitions_walks_from_where_the_first_leadership_was() -> None:
+    """Asked on every heartbeat of a broker in controlled shutdown: a hint keeps the walk short,
+    and once it leads nothing that answer stands until it leaves controlled shutdown."""
+    from quorum.broker_control import _leads_partitions
+    heartbeats = BrokerHeartbeatManager(1000)
+    heartbeats.touch(1, 0, 0)
+    assert _leads_partitions(BIG, 1, heartbeats) and heartbeats.leader_hint(1) == ("a", 0)
+    moved = replay(BIG, *(PartitionChange("A", p, leader=2, isr=(2, 3)) for p in range(10)))
+    assert _leads_partitions(moved, 1, heartbeats) and heartbeats.leader_hint(1) == ("b", 0)
+    elsewhere = replay(cluster_with({"a": 2}, leader=2), PartitionChange("A", 1, leader=1))
+    heartbeats.set_leader_hint(1, ("b", 0))  # a hint past its only leadership: one scan from the start finds it
+    assert _leads_partitions(elsewhere, 1, heartbeats) and heartbeats.leader_hint(1) == ("a", 1)
+    none = replay(elsewhere, PartitionChange("A", 1, leader=2))
+    assert not _leads_partitions(none, 1, heartbeats) and heartbeats.led_nothing(1)
+    assert not _leads_partitions(elsewhere, 1, heartbeats)  # kept while in controlled shutdown
+    heartbeats.clear_controlled_shutdown_offset(1)  # out of it: looked for again
+    assert _leads_partitions(elsewhere, 1, heartbeats)
 
 
 def test_controlled_shutdown_in_batches_waits_for_the_last_one() -> None:
@@ -276,6 +324,33 @@ async def test_a_controlled_shutdown_offset_covers_the_last_batch(big) -> None:
     sessions.touch(5, 0, log.image().offset)
     reply, _ = await runtime.decide(beat)
     assert reply == HeartbeatReply(True, True, True)
+    await runtime.close()
+
+
+async def test_a_controlled_shutdown_waits_for_its_leadership_batches_only(big) -> None:
+    """Broker 4 also sits in the ISRs of a topic broker 5 leads: the batches moving those seats
+    come after its leaderships and do not raise the offset its shutdown waits for."""
+    log, controller = big
+    await controller.append([Topic("seats", "SEATS"), *(Partition("SEATS", p, (5, 4), (5, 4), leader=5)
+                                                        for p in range(MAX_PARTITIONS_PER_DECISION))], 5.0)
+    runtime = runtime_for(log, controller, Clock())
+    sessions = runtime.sessions()
+
+    def beat(image: MetadataImage) -> ControllerResult[HeartbeatReply]:
+        return process_heartbeat(image, broker_id=4, broker_epoch=1, metadata_offset=image.offset,
+                                 want_fence=False, want_shutdown=True, now_ms=0, heartbeats=sessions)
+
+    await runtime.decide(beat)
+    await until(lambda: leads(log, 4) == 0 and all(4 not in p.isr for p in log.image().topic("seats").partitions.values()))
+    ends, end = [], log.image().offset  # each append's last offset, from the last one back (one per record)
+    for _, records in reversed(log.appends):
+        ends.append((end, records))
+        end -= len(records)
+    led_until = max(end for end, records in ends
+                    if any(isinstance(r, PartitionChange) and r.topic_id == "BIG" for r in records))
+    moved = [r.topic_id for _, records in log.appends for r in records if isinstance(r, PartitionChange)]
+    assert moved == ["BIG"] * PARTITIONS + ["SEATS"] * MAX_PARTITIONS_PER_DECISION  # leaderships first
+    assert led_until <= sessions.controlled_shutdown_offset(4) < log.image().offset
     await runtime.close()
 
 
