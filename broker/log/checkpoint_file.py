@@ -6,7 +6,12 @@
     entry line
 
 Writes go to `<name>.tmp`, are fsynced, renamed over the old file, and the directory is
-fsynced, so a crash leaves either the old or the new checkpoint, never a mix.
+fsynced, so a crash leaves either the old or the new checkpoint, never a mix. A checkpoint made
+with `in_place=True` (a partition's leader-epoch checkpoint) is created in place when it does not
+exist yet and fits one page: there is no old content to keep, and one write() of at most a page
+leaves the file empty or whole, which the reader then takes for no entries or the entries (Kafka's
+CheckpointReadBuffer reads an empty file as no entries too). Every leader of a new topic writes
+one: a rename more per file was a fifth of a broker's CPU creating 10,000 partitions.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from common.errors import KafkaStorageError
 
 T = TypeVar("T")
 VERSION = 0
+IN_PLACE_MAX_BYTES: Final = 4096  # bytes (one page): a new file written in place is empty or whole
 
 
 class CorruptCheckpointError(KafkaStorageError):
@@ -43,6 +49,29 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
             fsync_directory(path.parent)
     except OSError as e:
         raise KafkaStorageError(f"cannot write checkpoint {path}: {e}") from e
+
+
+def create_in_place(path: Path, data: bytes) -> bool:
+    """Create `path` holding `data` (at most IN_PLACE_MAX_BYTES) without a temporary file and a
+    rename, not fsynced; False when it exists already (then nothing was written)."""
+    if len(data) > IN_PLACE_MAX_BYTES:
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        raise KafkaStorageError(f"cannot write checkpoint {path}: {e}") from e
+    try:
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"short write: {written} of {len(data)} bytes")
+    except OSError as e:
+        path.unlink(missing_ok=True)  # no torn checkpoint: the next write starts over
+        raise KafkaStorageError(f"cannot write checkpoint {path}: {e}") from e
+    finally:
+        os.close(fd)
+    return True
 
 
 def sync_file(path: Path) -> None:
@@ -71,16 +100,22 @@ class CheckpointFile(Generic[T]):
     """A checkpoint of entries of type T, converted by `to_fields` / `from_fields`."""
 
     def __init__(self, path: Path, to_fields: Callable[[T], Sequence[object]],
-                 from_fields: Callable[[list[str]], T]) -> None:
+                 from_fields: Callable[[list[str]], T], *, in_place: bool = False) -> None:
+        """`in_place`: a write that creates the file does so in place (the module's doc)."""
         self.path = path
         self._to_fields = to_fields
         self._from_fields = from_fields
+        self._in_place = in_place
 
     def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
         """Replace the file with `entries` (`sync=False`: see `write_atomically`)."""
         lines = [" ".join(str(f) for f in self._to_fields(e)) for e in entries]
-        text = "\n".join([str(VERSION), str(len(lines)), *lines]) + "\n"
-        write_atomically(self.path, text.encode(), sync=sync)
+        data = ("\n".join([str(VERSION), str(len(lines)), *lines]) + "\n").encode()
+        if self._in_place and create_in_place(self.path, data):
+            if sync:
+                self.sync()
+            return
+        write_atomically(self.path, data, sync=sync)
 
     def sync(self) -> None:
         """Make the last `write(..., sync=False)` durable."""
@@ -95,6 +130,8 @@ class CheckpointFile(Generic[T]):
         except (OSError, UnicodeDecodeError) as e:
             raise CorruptCheckpointError(f"cannot read checkpoint {self.path}: {e}") from e
         lines = text.splitlines()
+        if not lines and self._in_place:
+            return []  # created in place, and the process stopped before its one write
         if len(lines) < 2:
             raise CorruptCheckpointError(f"checkpoint {self.path} is truncated: no header")
         if lines[0].strip() != str(VERSION):

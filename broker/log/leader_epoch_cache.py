@@ -52,6 +52,7 @@ def checkpoint_file(directory: Path) -> CheckpointFile[EpochEntry]:
         directory / FILE_NAME,
         lambda e: (e.epoch, e.start_offset),
         _parse_entry,
+        in_place=True,  # a new partition's first entry: no temporary file and rename
     )
 
 

@@ -161,3 +161,51 @@ def test_write_atomically_creates_and_replaces(tmp_path: Path) -> None:
 def test_write_into_a_missing_directory_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(KafkaStorageError, match="cannot write checkpoint"):
         checkpoint(tmp_path / "gone").write([("orders", 0, 1)])
+
+
+# --- created in place (a partition's leader-epoch checkpoint) ----------------------------
+
+def in_place(directory: Path) -> CheckpointFile[Entry]:
+    return CheckpointFile(directory / NAME, lambda e: e,
+                          lambda fields: (fields[0], int(fields[1]), int(fields[2])), in_place=True)
+
+
+def test_a_new_in_place_checkpoint_is_created_without_a_rename_and_replaced_with_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    renames: list[str] = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renames.append(str(b)) or real_replace(a, b))
+    file = in_place(tmp_path)
+    file.write([("orders", 0, 1)], sync=False)
+    assert renames == [] and file.read() == [("orders", 0, 1)]
+    file.write([("orders", 0, 2)], sync=False)  # it exists now: the old one is kept until the rename
+    assert renames == [str(tmp_path / NAME)] and file.read() == [("orders", 0, 2)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+
+
+def test_an_in_place_checkpoint_larger_than_a_page_is_renamed_into_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    renames: list[str] = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renames.append(str(b)) or real_replace(a, b))
+    entries = [("orders", p, 10**15 + p) for p in range(300)]  # > IN_PLACE_MAX_BYTES
+    in_place(tmp_path).write(entries)
+    assert renames == [str(tmp_path / NAME)] and in_place(tmp_path).read() == entries
+
+
+def test_an_empty_in_place_checkpoint_reads_as_no_entries(tmp_path: Path) -> None:
+    """A crash between its creation and its one write: nothing was ever in it."""
+    (tmp_path / NAME).write_bytes(b"")
+    assert in_place(tmp_path).read() == []
+    with pytest.raises(CorruptCheckpointError):  # a renamed checkpoint is never empty
+        checkpoint(tmp_path).read()
+
+
+def test_a_failed_in_place_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(KafkaStorageError, match="No space left"):
+        in_place(tmp_path).write([("orders", 0, 1)], sync=False)
+    assert list(tmp_path.iterdir()) == []
