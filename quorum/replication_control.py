@@ -95,8 +95,12 @@ def _elect_one(image: MetadataImage, topic_name: str, partition: PartitionRegist
 
 
 def elect_leaders(image: MetadataImage, *, election: Election, partitions: Sequence[PartitionKey] | None,
-                  ) -> ControllerResult[dict[PartitionKey, ErrorCode]]:
-    """ElectLeaders (PREFERRED or UNCLEAN); None means every partition, leaving out ELECTION_NOT_NEEDED."""
+                  max_elections: int | None = None) -> ControllerResult[dict[PartitionKey, ErrorCode]]:
+    """ElectLeaders (PREFERRED or UNCLEAN); None means every partition, leaving out ELECTION_NOT_NEEDED.
+
+    `max_elections` (with every partition only): stop once that many leaders were elected, as
+    Kafka's periodic preferred-leader balancing stops at MAX_ELECTIONS_PER_IMBALANCE and runs
+    again at once; the partitions after it are left for that next run (`more_elections_left`)."""
     if election not in (Election.PREFERRED, Election.UNCLEAN):
         raise ControllerApiError(ErrorCode.INVALID_REQUEST,
                                  f"Unknown election type {election!r}: expected PREFERRED or UNCLEAN",
@@ -113,7 +117,9 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
         wanted = list(dict.fromkeys(partitions))  # one election per partition, in request order
     records: list[PartitionChange] = []
     results: dict[PartitionKey, ErrorCode] = {}
-    for name, partition_id in wanted:
+    for name, partition_id in wanted:  # bounded by the partitions, or by max_elections
+        if max_elections is not None and partitions is None and len(records) >= max_elections:
+            break
         topic = image.topic(name)
         partition = None if topic is None else topic.partitions.get(partition_id)
         if partition is None:
@@ -125,6 +131,11 @@ def elect_leaders(image: MetadataImage, *, election: Election, partitions: Seque
         if partitions is not None or error is not ErrorCode.ELECTION_NOT_NEEDED:
             results[(name, partition_id)] = error
     return ControllerResult(records, results)
+
+
+def more_elections_left(results: dict[PartitionKey, ErrorCode], max_elections: int) -> bool:
+    """Whether an `elect_leaders` bounded by `max_elections` stopped with partitions left."""
+    return sum(1 for code in results.values() if code is ErrorCode.NONE) >= max_elections
 
 
 def unclean_elections(image: MetadataImage, records: Sequence[object]) -> list[str]:

@@ -354,6 +354,24 @@ async def test_a_controlled_shutdown_waits_for_its_leadership_batches_only(big) 
     await runtime.close()
 
 
+async def test_preferred_leader_balancing_moves_leaders_in_bounded_decisions_back_to_back(big) -> None:
+    """Broker 5 is the preferred replica of PARTITIONS partitions broker 4 leads: the periodic
+    balancing moves them MAX_PARTITIONS_PER_DECISION per decision, each next one due at once."""
+    log, controller = big
+    await controller.append([Topic("back", "BACK"), *(Partition("BACK", p, (5, 4), (5, 4), leader=4)
+                                                      for p in range(PARTITIONS))], 5.0)
+    clock = Clock()
+    runtime = runtime_for(log, controller, clock, rebalance_s=1)  # within the brokers' sessions
+    appended = len(log.appends)
+    await step(runtime, clock, clock.now + 1000 + 5)  # one period: the first run, then the rest 1 ms apart
+    await until(lambda: all(p.leader == 5 for p in log.image().topic("back").partitions.values()))
+    moved = [sum(isinstance(r, PartitionChange) and r.topic_id == "BACK" for r in records)
+             for _, records in log.appends[appended:]]
+    assert [m for m in moved if m] == [MAX_PARTITIONS_PER_DECISION, MAX_PARTITIONS_PER_DECISION,
+                                       MAX_PARTITIONS_PER_DECISION // 2]
+    await runtime.close()
+
+
 async def test_the_stall_probe_logs_a_blocked_event_loop(big, caplog: pytest.LogCaptureFixture) -> None:
     log, controller = big
     runtime = runtime_for(log, controller, Clock())

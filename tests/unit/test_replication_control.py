@@ -178,6 +178,25 @@ def test_elect_leaders(image, election, partitions, expected, results):
                 assert partition.leader == partition.preferred_replica
 
 
+def test_periodic_preferred_elections_stop_at_their_bound_and_say_more_is_left():
+    """Kafka's balancing elects at most MAX_ELECTIONS_PER_IMBALANCE per run and runs again at
+    once: five partitions led away from their preferred replica, two per decision."""
+    from quorum.replication_control import more_elections_left
+    image = replay(CLUSTER, Topic("many", "MANY"),
+                   *(Partition("MANY", p, (1, 2, 3), (1, 2, 3), leader=2) for p in range(5)))
+    moved = []
+    for _ in range(3):  # bounded: 5 elections, 2 per decision
+        result = elect_leaders(image, election=PREFERRED, partitions=None, max_elections=2)
+        moved.append([r.partition_id for r in result.records])
+        image = replay(image, *result.records)
+        if not more_elections_left(result.response, 2):
+            break
+    assert moved == [[0, 1], [2, 3], [4]]
+    assert all(p.leader == 1 for p in image.topic("many").partitions.values())
+    named = elect_leaders(TOPICS, election=PREFERRED, partitions=[("orders", 1)], max_elections=0)
+    assert named.response == {("orders", 1): E.NONE}  # partitions named by an operator: never bounded
+
+
 def test_elect_leaders_rejects_an_online_election():
     with pytest.raises(ControllerApiError) as info:
         elect_leaders(TOPICS, election=Election.ONLINE, partitions=None)
