@@ -51,7 +51,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "replica_selector", "broker_connections",
     })),
     # the Kafka listener (its security: TLS, SASL) and the metadata log follower's loop
-    ("server", frozenset({"server", "listener_security", "broker_metrics", "metadata_follower_loop"})),
+    ("server", frozenset({"server", "frame_receiver", "listener_security", "broker_metrics",
+                          "metadata_follower_loop"})),
     # coordinators over internal topics, on the coordinator runtime
     ("coordinators", frozenset({"group_coordinator", "transaction_coordinator", "share"})),  # share: KIP-932
     # the request handlers by concern, over the layers below, and the faults a test injects
