@@ -567,9 +567,13 @@ def print_consume_floor(rows: list[Row]) -> None:
     consumes = [r for r in rows if r.phase.startswith("consume") and r.cpu_s_per_gb is not None]
     if floor is None or not consumes:
         return
+    # 'net' leaves out the broker's idle rate over the phase (heartbeats, the metadata follower):
+    # a client-bound consume phase is long, and on a busy box that baseline can be most of it.
     print(f"\nconsume broker CPU per GB / a sendfile-only sender's ({floor:.3f} s/GB in this run); goal <= 1.5x")
+    print(f"{'peer':<8} {'phase':<26} {'brk':>8} {'net':>8}")
     for row in consumes:
-        print(f"{row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, floor):>8}")
+        print(f"{row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, floor):>8} "
+              f"{ratio(row.net_cpu_s_per_gb, floor):>8}")
 
 
 def print_ratios(rows: list[Row]) -> None:
