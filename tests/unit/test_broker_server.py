@@ -12,6 +12,7 @@ Every server is stopped and every socket closed, whatever happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import struct
 from collections.abc import AsyncIterator
@@ -94,9 +95,10 @@ def data_file(tmp_path: Path) -> tuple[int, bytes]:
     os.close(fd)
 
 
-@pytest.fixture
-async def server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
-    started = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, max_request_bytes=MAX_REQUEST_BYTES,
+@contextlib.asynccontextmanager
+async def serving(fd: int, max_request_bytes: int) -> AsyncIterator[KafkaServer]:
+    """A started server; stopped, and every client writer `connect` made closed, at the end."""
+    started = KafkaServer(FakeHandler(fd), host=HOST, port=0, max_request_bytes=max_request_bytes,
                           max_in_flight=4, shutdown_grace=1.0)
     await started.start()
     writers: list[asyncio.StreamWriter] = []
@@ -107,6 +109,12 @@ async def server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
         await started.stop()
         for writer in writers:
             writer.close()
+
+
+@pytest.fixture
+async def server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
+    async with serving(data_file[0], MAX_REQUEST_BYTES) as started:
+        yield started
 
 
 async def connect(server: KafkaServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -301,17 +309,8 @@ PAD = b" " * (256 * 1024)  # the handler splits its body on whitespace: padding 
 
 @pytest.fixture
 async def large_server(data_file: tuple[int, bytes]) -> AsyncIterator[KafkaServer]:
-    started = KafkaServer(FakeHandler(data_file[0]), host=HOST, port=0, max_request_bytes=LARGE_LIMIT,
-                          max_in_flight=4, shutdown_grace=1.0)
-    await started.start()
-    writers: list[asyncio.StreamWriter] = []
-    started.test_writers = writers  # type: ignore[attr-defined]
-    try:
+    async with serving(data_file[0], LARGE_LIMIT) as started:
         yield started
-    finally:
-        await started.stop()
-        for writer in writers:
-            writer.close()
 
 
 async def test_large_frames_pipelined_are_answered_in_order(large_server: KafkaServer) -> None:
