@@ -174,13 +174,14 @@ def describe_answers(broker_id: int, answered: dict[TopicPartition, int], *, que
     for code, tps in sorted(by_code.items()):
         shown = ", ".join(str(tp) for tp in tps[:SHOWN_PER_ERROR])
         more = f" and {len(tps) - SHOWN_PER_ERROR} more" if len(tps) > SHOWN_PER_ERROR else ""
-        parts.append(f"{len(tps)} {_error_name(code)} ({shown}{more})")
+        parts.append(f"{len(tps)} {error_name(code)}: {shown}{more}")
     return (f"Broker {broker_id}: AlterPartition of {len(answered)} partition(s) answered: "
             f"{', '.join(parts)}; {queued} queued for the next request")
 
 
-def _error_name(code: int) -> str:
+def error_name(code: int) -> str:
+    """An error code as the log lines name it: `FENCED_LEADER_EPOCH (74)`."""
     try:
-        return ErrorCode(code).name
+        return f"{ErrorCode(code).name} ({code})"
     except ValueError:
         return f"error {code}"

@@ -22,6 +22,7 @@ from typing import Final
 from broker.replication.alter_partition_manager import (
     AlterPartitionItem,
     AlterPartitionManager,
+    error_name,
 )
 from broker.replication.partition import Partition, PendingIsrChange
 from common.topic_partition import TopicPartition
@@ -132,7 +133,7 @@ class IsrManager:
             awaiting = code in AWAIT_METADATA_ERRORS and partition.partition_epoch == item.partition_epoch \
                 and partition.leader_epoch == item.leader_epoch
             partition.pending_isr = dataclasses.replace(pending, awaiting_metadata=True) if awaiting else None
-            log.debug("AlterPartition %s failed: %s%s", item.describe(), _error_name(code),
+            log.debug("AlterPartition %s failed: %s%s", item.describe(), error_name(code),
                       "; awaiting the metadata before proposing again" if awaiting else "")
             return
         committed = partition.partition_epoch if reply.partition_epoch is None else reply.partition_epoch
@@ -147,10 +148,3 @@ class IsrManager:
 def _broker_epoch(image: MetadataImage, broker_id: int) -> int:
     registration = image.broker(broker_id)
     return NO_BROKER_EPOCH if registration is None else registration.broker_epoch
-
-
-def _error_name(code: int) -> str:
-    try:
-        return f"{ErrorCode(code).name} ({code})"
-    except ValueError:
-        return f"error {code}"

@@ -95,8 +95,8 @@ def test_a_discarded_item_is_not_sent_and_its_partition_may_propose_again():
 def test_the_answer_line_counts_each_error_and_names_a_few():
     answered = {TopicPartition("t", p): (int(ErrorCode.FENCED_LEADER_EPOCH) if p < 8 else 0) for p in range(10)}
     line = describe_answers(ME, answered, queued=4)
-    assert line == ("Broker 1: AlterPartition of 10 partition(s) answered: 2 committed, 8 FENCED_LEADER_EPOCH "
-                    "(t-0, t-1, t-2, t-3, t-4 and 3 more); 4 queued for the next request")
+    assert line == ("Broker 1: AlterPartition of 10 partition(s) answered: 2 committed, 8 FENCED_LEADER_EPOCH (74): "
+                    "t-0, t-1, t-2, t-3, t-4 and 3 more; 4 queued for the next request")
 
 
 class FakeLog:
