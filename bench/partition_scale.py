@@ -3,6 +3,10 @@
     python bench/partition_scale.py [--partitions 100000] [--topics 100] [--idle-s 30] [--keep DIR]
                                     [--json F] [--shapes big,many] [--fencing-partitions N]
                                     [--fencing-only] [--no-fencing]
+                                    [--phases idle,metadata,new-broker,shutdown,sigkill]
+
+    # only the shutdown and crash of broker 4 after the create (issue 35's restart storm):
+    python bench/partition_scale.py --partitions 100000 --shapes many --no-fencing --phases shutdown,sigkill
 
 A real cluster on loopback (3 controllers, brokers 4..6, Kafka's default heartbeat settings).
 Phases, in order, each printed as it ends and all together in one table at the end, beside
@@ -24,7 +28,8 @@ issue 35's goal where it sets one:
    restart → broker 4 back in every ISR (admin API describe of every topic);
 7. SIGKILL of broker 4 and restart → back in every ISR (recovery of every log after an unclean
    stop: only what the recovery point does not cover is scanned);
-8. the longest controller stall of each cluster's run (its controllers' "was stalled for" lines);
+8. the longest controller stall of each cluster's run (its controllers' "was stalled for" lines),
+   and of the brokers' on the second cluster ("its event loop was stalled for");
 9. fencing (issue 36), on a third cluster of controllers only: `--fencing-partitions` (default:
    `--partitions`) partitions RF=3 all led by broker 4, whose heartbeats stop while brokers 5 and 6
    go on; the brokers are the RPC doubles of `tidelog.testing.fencing_scale` (real brokers would
@@ -89,6 +94,7 @@ BUSY_STATUSES: Final = (429, 503, 504)  # THROTTLING_QUOTA_EXCEEDED, NOT_CONTROL
 ALREADY_EXISTS: Final = 409
 SNAPSHOT_FILE: Final = "__metadata_snapshot"  # broker.metadata_checkpoint's file in the first log dir
 LOG_TIME: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+BROKER_STALL: Final = re.compile(r"Broker (\d+): its event loop was stalled for (\d+) ms")  # broker.loop_stalls
 
 
 def load() -> str:
@@ -227,6 +233,14 @@ def longest_stall(cluster: LocalCluster) -> str:
     return f"{max(stalls)}" if stalls else "< 250"
 
 
+def longest_broker_stall(cluster: LocalCluster) -> str:
+    """The longest "its event loop was stalled for X ms" in the brokers' logs ("< 250": none);
+    a restarted broker's log keeps its earlier incarnation's lines (the launcher appends)."""
+    stalls = [int(m.group(2)) for node in cluster.brokers
+              for m in BROKER_STALL.finditer(node.spec.log_path.read_text(errors="replace"))]
+    return f"{max(stalls)}" if stalls else "< 250"
+
+
 def logged_at(line: str) -> float:
     """The time a node's log line was written (common.log_setup's asctime), as a timestamp."""
     match = LOG_TIME.match(line)
@@ -349,8 +363,12 @@ def big_topics(partitions: int) -> dict[str, int]:
     return {f"big{i:02d}" if len(sizes) > 1 else "big": size for i, size in enumerate(sizes)}
 
 
-def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: float) -> list[tuple[str, str]]:
-    """Phases 2-7 on one cluster: `topics` topics sharing `partitions`."""
+PHASES: Final = ("idle", "metadata", "new-broker", "shutdown", "sigkill")  # --phases: the phases after a create
+
+
+def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: float,
+                phases: tuple[str, ...] = PHASES) -> list[tuple[str, str]]:
+    """Phases 2-7 on one cluster: `topics` topics sharing `partitions` (of 3-7, only `phases`)."""
     rows: list[tuple[str, str]] = []
     per = partitions // topics
     names = [f"t{i:04d}" for i in range(topics)]
@@ -363,6 +381,27 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
         return rows
     led = broker_gauge(cluster.node(UNDER_TEST), "partitions_led")
     rows.append(figure(f"broker {UNDER_TEST} leads", f"{led:.0f}"))
+    if "idle" in phases:
+        rows.extend(idle_figures(cluster, idle_s))
+    if "metadata" in phases:
+        rows.extend(metadata_figures(cluster))
+    for key, what, phase in (("new-broker", "new broker catch-up", lambda: new_broker(cluster)),
+                             ("shutdown", "controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM)),
+                             ("sigkill", "SIGKILL and restart", lambda: restart(cluster, names, signal.SIGKILL))):
+        if key not in phases:
+            continue
+        phase_rows, finished = guarded(what, phase)
+        rows.extend(phase_rows)
+        if not finished:  # broker 4 may be half way: the phases after it would measure that
+            break
+    rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
+    rows.append(figure(f"{topics} topics: longest broker stall over the run (ms)", longest_broker_stall(cluster)))
+    return rows
+
+
+def idle_figures(cluster: LocalCluster, idle_s: float) -> list[tuple[str, str]]:
+    """Phase 3: idle CPU of every node, RSS and open fds of every broker."""
+    rows: list[tuple[str, str]] = []
     idle = idle_cpu(cluster.brokers + cluster.controllers, idle_s)
     for node_id, share in sorted(idle.items()):
         kind = "broker" if node_id in {b.spec.node_id for b in cluster.brokers} else "CPU of controller"
@@ -373,15 +412,6 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
         rows.append(figure(f"RSS broker {b.spec.node_id} (MiB)", f"{rss_mib(b.pid):.0f}"))
         rows.append(figure(f"open fds broker {b.spec.node_id} (segment-file bound "
                            f"{broker_gauge(b, 'open_segment_files_max'):.0f})", f"{open_fds(b.pid)}"))
-    rows.extend(metadata_figures(cluster))
-    for what, phase in (("new broker catch-up", lambda: new_broker(cluster)),
-                        ("controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM)),
-                        ("SIGKILL and restart", lambda: restart(cluster, names, signal.SIGKILL))):
-        phase_rows, finished = guarded(what, phase)
-        rows.extend(phase_rows)
-        if not finished:  # broker 4 may be half way: the phases after it would measure that
-            break
-    rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
     return rows
 
 
@@ -396,7 +426,8 @@ def guarded(what: str, phase: Callable[[], list[tuple[str, str]]]) -> tuple[list
 
 def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
         fencing_partitions: int | None = None, fencing_only: bool = False,
-        shapes: tuple[str, ...] = ("big", "many"), with_fencing: bool = True) -> list[tuple[str, str]]:
+        shapes: tuple[str, ...] = ("big", "many"), with_fencing: bool = True,
+        phases: tuple[str, ...] = PHASES) -> list[tuple[str, str]]:
     """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
@@ -417,7 +448,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
                 rows.append(figure(f"{shape}: longest controller stall over the run (ms)", longest_stall(cluster)))
         if "many" in shapes:
             with start_cluster(Path(tmp) / "many-topics") as cluster:
-                rows.extend(many_topics(cluster, partitions, topics, idle_s))
+                rows.extend(many_topics(cluster, partitions, topics, idle_s, phases))
         if with_fencing:
             rows.extend(fencing(Path(tmp) / "fencing", fencing_partitions or partitions))
     return rows
@@ -447,7 +478,12 @@ def main() -> None:
                         help="partitions the fenced broker leads in the fencing phase (default: --partitions)")
     parser.add_argument("--fencing-only", action="store_true", help="run only the fencing phase")
     parser.add_argument("--no-fencing", action="store_true", help="skip the fencing phase")
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"which phases run after the 'many' create (of {','.join(PHASES)})")
     args = parser.parse_args()
+    phases = tuple(p for p in args.phases.split(",") if p)
+    if set(phases) - set(PHASES):
+        parser.error(f"--phases takes some of {','.join(PHASES)}, not {args.phases!r}")
     shapes = tuple(s for s in args.shapes.split(",") if s)
     if not shapes or set(shapes) - {"big", "many"}:
         parser.error(f"--shapes takes big, many or big,many, not {args.shapes!r}")
@@ -455,7 +491,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = load()
     rows = run(args.partitions, args.topics, args.idle_s, args.keep, args.fencing_partitions, args.fencing_only,
-               shapes, not args.no_fencing)
+               shapes, not args.no_fencing, phases)
     if args.json is not None:
         args.json.write_text(json.dumps({"figures": [[name, value, goal_of(name)] for name, value in rows]}))
     width = max(len(name) for name, _ in rows)
