@@ -67,7 +67,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._error: BaseException | None = None  # delivered once the frames before it are taken
         self._eof = False
         self._discarding = False
-        self._discard = bytearray(_DISCARD_BYTES)
+        self._discard: bytearray | None = None  # allocated at the first byte dropped
         self._reading_paused = False
         self._read_transport: asyncio.BaseTransport | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -80,6 +80,8 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._discarding or self._error is not None:
+            if self._discard is None:
+                self._discard = bytearray(_DISCARD_BYTES)
             return memoryview(self._discard)
         return self.decoder.get_buffer()
 

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 from common.protocol.api_keys import is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.config import default_int
-from common.limits import READ_SIZE
+from common.units import KIB
 
 DEFAULT_MAX_REQUEST_BYTES = default_int("socket.request.max.bytes")  # a frame larger closes the connection
 SIZE_PREFIX_BYTES = 4
+# A connection's receive buffer, allocated at its first read: frames up to this size are split
+# out of it, larger ones are received in a buffer of their own. Small, because an idle client
+# connection keeps it (16 KiB: a few hundred pipelined small requests per read).
+RECEIVE_BUFFER_BYTES: Final = 16 * KIB
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
@@ -50,16 +55,17 @@ class FrameDecoder:
     many bytes and sends few costs address space, not memory.
     """
 
-    __slots__ = ("max_request_bytes", "_scratch", "_end", "_frame", "_filled", "_broken")
+    __slots__ = ("max_request_bytes", "_receive_bytes", "_scratch", "_end", "_frame", "_filled", "_broken")
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 receive_bytes: int = READ_SIZE) -> None:
+                 receive_bytes: int = RECEIVE_BUFFER_BYTES) -> None:
         if max_request_bytes < 0:
             raise ValueError("max_request_bytes must be >= 0")
         if receive_bytes <= SIZE_PREFIX_BYTES:
             raise ValueError(f"receive_bytes must be over {SIZE_PREFIX_BYTES}")
         self.max_request_bytes = max_request_bytes
-        self._scratch = bytearray(receive_bytes)  # [0, _end): bytes of frames not yet complete
+        self._receive_bytes = receive_bytes
+        self._scratch: bytearray | None = None  # [0, _end): bytes of frames not yet complete
         self._end = 0
         self._frame: bytearray | None = None  # a large frame's body, filled in place up to _filled
         self._filled = 0
@@ -76,6 +82,8 @@ class FrameDecoder:
             raise ProtocolError("decoder already failed; close the connection")
         if self._frame is not None:
             return memoryview(self._frame)[self._filled:]
+        if self._scratch is None:  # a connection that never sends costs no buffer
+            self._scratch = bytearray(self._receive_bytes)
         return memoryview(self._scratch)[self._end:]
 
     def buffer_updated(self, nbytes: int, out: list[bytes | bytearray]) -> None:
@@ -109,6 +117,7 @@ class FrameDecoder:
         """Take the complete frames out of the receive buffer; keep the incomplete rest at its
         start, or move a frame too large for it to a buffer of its own."""
         buf, end, pos = self._scratch, self._end, 0
+        assert buf is not None  # get_buffer gave it out
         with memoryview(buf) as view:
             # Bounded by end / 4: each pass consumes at least the 4-byte prefix, or stops.
             while end - pos >= SIZE_PREFIX_BYTES:

@@ -27,7 +27,7 @@ class LeaderIdAndEpoch:
     leader_epoch: int = -1
 
 
-UNKNOWN_LEADER: Final = LeaderIdAndEpoch()  # Produce's default: the tagged field is not sent
+UNKNOWN_LEADER: Final[LeaderIdAndEpoch] = LeaderIdAndEpoch()  # Produce's default: the tagged field is not sent
 
 
 @dataclass(frozen=True, slots=True)
