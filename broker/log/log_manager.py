@@ -22,6 +22,7 @@ from broker.log.checkpoint_file import (
     CorruptCheckpointError,
     fsync_directory,
 )
+from broker.log.flusher import SegmentFlusher
 from broker.log.partition_log import PartitionLog
 from broker.log.segment_files import SegmentFileCache
 from common.topic_partition import TopicPartition
@@ -124,6 +125,9 @@ class LogManager:
         self.files = SegmentFileCache(segment_files_allowed(configured=open_files_max,
                                                             limit=self._open_file_limit))
         self._warned_files = False
+        # fsyncs each rolled segment off the event loop (Kafka's "flush-log" task); its thread
+        # starts at the first roll
+        self.flusher = SegmentFlusher()
         log.info("Keeping at most %d segment files open (log.open.files.max %d, open-file limit %d)",
                  self.files.max_open, open_files_max, self._open_file_limit)
         self.default_config = default_config
@@ -189,7 +193,8 @@ class LogManager:
                 recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
                 log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
                 high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp, 0),
-                had_clean_shutdown=clean, files=self.files, cleaned_below=cleaned.get(tp, 0))
+                had_clean_shutdown=clean, files=self.files, cleaned_below=cleaned.get(tp, 0),
+                flusher=self.flusher)
             self._dir_of[tp] = directory
             self._count[directory] += 1
         if clean:
@@ -246,7 +251,7 @@ class LogManager:
         directory = self._place()
         partition_log = PartitionLog(directory / tp.dir_name, self.config_for(tp.topic),
                                      now_ms=now_ms, had_clean_shutdown=True, new=True,
-                                     files=self.files)
+                                     files=self.files, flusher=self.flusher)
         fsync_directory(directory)
         self._add(tp, partition_log, directory)
         return partition_log
@@ -290,7 +295,8 @@ class LogManager:
         def open_one(item: tuple[TopicPartition, Path]) -> PartitionLog:
             tp, directory = item
             return PartitionLog(directory / tp.dir_name, self.config_for(tp.topic), now_ms=now_ms,
-                                had_clean_shutdown=True, new=True, files=self.files)
+                                had_clean_shutdown=True, new=True, files=self.files,
+                                flusher=self.flusher)
 
         opened: list[PartitionLog | BaseException] = []
         if len(placed) < PARALLEL_MIN:  # a few: the pool's hand-offs would cost more than they save
@@ -473,6 +479,7 @@ class LogManager:
                     (directory / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_directory(directory)
         finally:
+            self.flusher.shutdown()  # every log waited for its own flushes when it closed
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +27,13 @@ from broker.log.append_rules import (
     roll_reason,
 )
 from broker.log.append_rules import assign_offsets as assign_offsets_of
+from broker.log.flush_rules import (
+    MAX_FLUSHES_IN_FLIGHT,
+    plan_flush,
+    recovery_point_after,
+    still_valid,
+)
+from broker.log.flusher import FlushWork, SegmentFlusher
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_loader import load_segments, make_new_directory, open_segment
@@ -58,6 +68,16 @@ log = logging.getLogger(__name__)
 MAX_OPEN_FILES_OF_ONE_LOG: Final = 64
 
 
+@dataclass(frozen=True, slots=True)
+class PendingFlush:
+    """A roll's flush on the flusher's thread: the recovery point moves to `target` when it
+    returns; `segments` (with the sizes it covers) are then known to be on disk."""
+
+    target: int
+    segments: tuple[tuple[LogSegment, int], ...]
+    future: Future[None]
+
+
 class PartitionLog:
     """Segments of one partition plus its offsets: log start, log end, high watermark and
     recovery point."""
@@ -65,7 +85,8 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = False, new: bool = False,
-                 files: SegmentFileCache | None = None, cleaned_below: int = 0) -> None:
+                 files: SegmentFileCache | None = None, cleaned_below: int = 0,
+                 flusher: SegmentFlusher | None = None) -> None:
         """Open (creating if needed) the partition directory `directory` (named `topic-N`).
 
         `new`: the log is being created (a partition new to this broker). When its directory did
@@ -73,8 +94,16 @@ class PartitionLog:
         checkpoint read are skipped (a 10,000-partition topic creates 10,000 logs per broker).
         `files`: the broker's bounded cache of open segment files (LogManager's; None: one for
         this log alone, holding at most MAX_OPEN_FILES_OF_ONE_LOG). `cleaned_below`: the log's
-        cleaner checkpoint (0: never cleaned); below it recovery allows the cleaner's gaps."""
+        cleaner checkpoint (0: never cleaned); below it recovery allows the cleaner's gaps.
+        `flusher`: the broker's background flusher, which fsyncs a rolled segment off the event
+        loop (None: a roll flushes on the caller's thread, for tools and tests)."""
         self.directory = directory
+        self._flusher = flusher
+        # Roll flushes in flight on the flusher, oldest first (at most MAX_FLUSHES_IN_FLIGHT).
+        self._flushes: deque[PendingFlush] = deque()
+        # A background flush that failed, raised to the next append (then retried by the next
+        # flush: the recovery point did not move).
+        self._flush_error: KafkaStorageError | None = None
         self.files = SegmentFileCache(MAX_OPEN_FILES_OF_ONE_LOG) if files is None else files
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self.config = config
@@ -101,12 +130,12 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(leo, write=False)
         self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset, write=False)
-        self.recovery_point = min(recovery_point, leo)
+        self._recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self._last_flush_ms = now_ms
         # The producer state's snapshot bytes, written at a clean close (the partition sets it).
         self.snapshot_source: Callable[[], bytes] | None = None
-        if not had_clean_shutdown and leo > self.recovery_point:
+        if not had_clean_shutdown and leo > self._recovery_point:
             self.flush()  # recovery validated [recovery point, LEO); make that durable
         # An empty log (every partition of a new topic) says so at DEBUG: 10,000 of these lines
         # cost a broker creating a topic more than the files do; LogManager logs the creation.
@@ -118,6 +147,14 @@ class PartitionLog:
                  if loaded.recovered_bytes_truncated else "")
 
     # ---- offsets -----------------------------------------------------------------------
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is on disk (fsynced): recovery after a crash rescans only from
+        here. Reading it first applies the background flushes that have returned."""
+        if self._flushes and self._flushes[0].future.done():
+            self._finish_flushes()
+        return self._recovery_point
 
     @property
     def log_end_offset(self) -> int:
@@ -155,6 +192,13 @@ class PartitionLog:
         `validate=False`: a leader's own transaction markers, which Kafka's LogValidator keeps as
         written (a control batch is never recompressed into the topic's codec).
         """
+        if self._flushes and self._flushes[0].future.done():
+            self._finish_flushes()
+        if self._flush_error is not None:
+            error, self._flush_error = self._flush_error, None
+            raise KafkaStorageError(f"append to {self.topic_partition} refused: the background "
+                                    f"flush of its last roll failed ({error}); the next flush "
+                                    f"retries it") from error
         view = memoryview(records)
         if view.format != "B":
             view = view.cast("B")
@@ -197,7 +241,7 @@ class PartitionLog:
         segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
             self._record_epochs(batches, bases, epoch)
-        if last_offset + 1 - self.recovery_point >= config.flush_messages:
+        if last_offset + 1 - self._recovery_point >= config.flush_messages:
             self.flush()
         return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
                              self.log_start_offset, total, len(batches))
@@ -225,7 +269,12 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(base)
         log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)
-        self.flush(base)  # as Kafka does, so recovery after a crash scans one segment
+        # As Kafka does, so recovery after a crash scans one segment; off the loop when there
+        # is a flusher (Kafka's scheduleOnce("flush-log")).
+        if self._flusher is None:
+            self.flush(base)
+        else:
+            self._flush_in_background(base)
 
     # ---- read --------------------------------------------------------------------------
 
@@ -320,7 +369,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(new_leo)
         delete_snapshots_from(self.directory, new_leo + 1)  # they describe batches now gone
         self.log_start_offset = min(self.log_start_offset, new_leo)
-        self.recovery_point = min(self.recovery_point, new_leo)
+        self._void_flushes(new_leo)
+        self._recovery_point = min(self._recovery_point, new_leo)
         self.high_watermark = min(self.high_watermark, new_leo)
         return True
 
@@ -333,7 +383,8 @@ class PartitionLog:
         self._bases.append(offset)
         self.leader_epoch_cache.clear()
         delete_snapshots_from(self.directory, 0)
-        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self._void_flushes(-1)  # every offset they synced is gone
+        self.log_start_offset = self._recovery_point = self.high_watermark = offset
         log.info("%sTruncated fully; log restarts empty at offset %d", self._name, offset)
 
     # ---- retention ---------------------------------------------------------------------
@@ -419,18 +470,76 @@ class PartitionLog:
         """fsync every segment holding offsets below `up_to` (default: all) and move the
         recovery point there."""
         target = self.log_end_offset if up_to is None else up_to
-        if target <= self.recovery_point:
+        plan = plan_flush(self._bases, recovery_point=self.recovery_point, target=target)
+        if plan is None:
             return
         # Durable data must never outlive its epoch's entry: recovery cuts batches of an epoch
         # the checkpoint does not hold, so an owed epoch rewrite is made durable first.
         if self.leader_epoch_cache.needs_sync:
             self.leader_epoch_cache.sync()
-        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for segment in self._segments[first:]:
-            if segment.base_offset >= target:
-                break
+        for segment in self._segments[plan.first : plan.stop]:
             segment.flush()
-        self.recovery_point = target
+        self._recovery_point = target
+
+    # ---- background flushes (a roll's, on the flusher's thread) ------------------------
+
+    def _flush_in_background(self, target: int) -> None:
+        """Hand the fsyncs up to `target` to the flusher; the recovery point moves when they
+        return (`_finish_flushes`). Everything read from this log's state is read here, on the
+        loop: the thread gets pinned descriptors and paths only."""
+        assert self._flusher is not None
+        if len(self._flushes) >= MAX_FLUSHES_IN_FLIGHT:
+            # bounded: local fsyncs; the disk is that far behind and the loop waits for it
+            wait([self._flushes[0].future], return_when=FIRST_COMPLETED)
+            self._finish_flushes()
+        # From the last target in flight: those segments are being synced already.
+        start = self._flushes[-1].target if self._flushes else self.recovery_point
+        plan = plan_flush(self._bases, recovery_point=start, target=target)
+        if plan is None:
+            return
+        segments = self._segments[plan.first : plan.stop]
+        syncs = tuple(segment.prepare_sync() for segment in segments)
+        cache = self.leader_epoch_cache
+        work = FlushWork(syncs, self.directory if plan.sync_directory else None,
+                         cache.sync if cache.needs_sync else None)
+        self._flushes.append(PendingFlush(
+            plan.target, tuple((s, sync.size) for s, sync in zip(segments, syncs)),
+            self._flusher.submit(work)))
+
+    def _finish_flushes(self) -> None:
+        """Apply the background flushes that returned, oldest first: each moves the recovery
+        point to its target; a failure is logged and raised to the next append, and voids the
+        flushes after it (the recovery point cannot skip the range it failed to sync)."""
+        while self._flushes and self._flushes[0].future.done():  # bounded: MAX_FLUSHES_IN_FLIGHT
+            pending = self._flushes.popleft()
+            error = pending.future.exception()
+            if error is None:
+                for segment, size in pending.segments:
+                    segment.mark_synced(size)
+                before = self._recovery_point
+                self._recovery_point = recovery_point_after(
+                    before, pending.target, log_end_offset=self.log_end_offset)
+                log.debug("%sFlushed up to offset %d in the background (recovery point %d -> %d)",
+                          self._name, pending.target, before, self._recovery_point)
+                continue
+            log.error("%sBackground flush up to offset %d failed, recovery point stays at %d: %s",
+                      self._name, pending.target, self._recovery_point, error)
+            if self._recovery_point < pending.target:
+                self._flush_error = (error if isinstance(error, KafkaStorageError)
+                                     else KafkaStorageError(str(error)))
+            self._flushes.clear()  # later ones cannot move the recovery point past this gap
+
+    def _void_flushes(self, truncated_to: int) -> None:
+        """The log was cut at `truncated_to`: flushes in flight that synced bytes at or past it
+        no longer speak for the log (their threads finish unobserved)."""
+        while self._flushes and not still_valid(self._flushes[-1].target, truncated_to=truncated_to):
+            self._flushes.pop()  # bounded: MAX_FLUSHES_IN_FLIGHT
+
+    def wait_for_flushes(self) -> None:
+        """Block until the background flushes in flight return, and apply them (a clean close;
+        tests). Bounded: local fsyncs."""
+        wait([pending.future for pending in self._flushes])
+        self._finish_flushes()
 
     @property
     def flush_due_ms(self) -> int:
@@ -450,6 +559,7 @@ class PartitionLog:
     def close(self) -> None:
         """Flush everything and close all files (clean shutdown), with a producer snapshot at the
         log end so the next open replays nothing (none for an empty log: nothing to replay)."""
+        self.wait_for_flushes()
         self.flush()
         leo = self.log_end_offset
         if self.snapshot_source is not None and leo > 0 and leo not in snapshot_offsets(self.directory):

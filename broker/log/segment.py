@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.append_rules import MAX_RELATIVE_OFFSET
+from broker.log.flusher import SegmentSync
 from broker.log.offset_index import OffsetIndex
 from broker.log.segment_files import (
     SEGMENT_OPEN_FLAGS,
@@ -416,6 +417,22 @@ class LogSegment:
             self.offset_index.flush()
             self.time_index.flush()
         self.txn_index.flush()
+
+    def prepare_sync(self) -> SegmentSync:
+        """The event loop's half of a background flush (`flusher`): write the indexes' new
+        entries (to the page cache: no fsync) and pin the log file's descriptor, so the flusher's
+        thread does only the fsyncs and never reads this segment's in-memory state."""
+        if self._has_index_files():
+            self.offset_index.flush(fsync=False)
+            self.time_index.flush(fsync=False)
+        self.txn_index.flush(fsync=False)
+        return SegmentSync(self.file(), self.log_path, self.size,
+                           (self.offset_index.path, self.time_index.path, self.txn_index.path))
+
+    def mark_synced(self, size: int) -> None:
+        """A background fsync covered the first `size` bytes (unless the file changed since)."""
+        if self.size == size:
+            self._synced_size = size
 
     def _has_index_files(self) -> bool:
         """Whether flushing or closing writes the index files. An empty segment (every partition

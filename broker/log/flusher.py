@@ -1,0 +1,107 @@
+"""The broker's background flusher: fsyncs rolled segments on its own thread, off the event loop.
+
+A segment roll used to fsync the closed segment on the event loop: with 16 MiB segments under
+~74 MB/s of load the brokers' loops were blocked in fsync 4 % of the time, and every request in
+flight waited as long (issue 35). Kafka schedules that flush on its background scheduler
+(`UnifiedLog.roll` -> "flush-log"); so do we. The split (`flush_rules` decides):
+
+    sync = segment.prepare_sync()                 # loop: index entries written, descriptor pinned
+    future = flusher.submit(FlushWork((sync,), directory, epoch_sync))   # thread: the fsyncs
+    ... later, on the loop, once future.done(): the log moves its recovery point (or reports)
+
+The thread only fsyncs: it changes no log state, so the loop stays the one owner of every
+offset. A segment's descriptor is pinned by the `SegmentHandle` the work holds (the handle
+closes its descriptor only when its last reference goes), so the file cache may evict the
+segment, retention rename it `.deleted` or a truncation cut it meanwhile and the fsync still
+reaches the right file. Index files are opened by path here: one renamed away meanwhile left
+the log with its segment, and nothing is owed for it.
+
+One thread: fsyncs to one disk gain little from running side by side, and in order they
+complete oldest first, as each log applies them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.segment_files import SegmentHandle
+from common.errors import KafkaStorageError
+
+Fsync = Callable[[int], None]  # os.fsync, or a test's stand-in
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSync:
+    """One segment's files to fsync: its log file through the pinned `handle` (`size` bytes
+    written when it was taken) and its index files by path (a missing one is skipped)."""
+
+    handle: SegmentHandle
+    log_path: Path  # for messages
+    size: int
+    index_paths: tuple[Path, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FlushWork:
+    """What one background flush makes durable: segments, then (if new ones are among them)
+    their directory, after the leader-epoch checkpoint when a rewrite of it is owed (durable
+    data must never outlive its epoch's entry)."""
+
+    segments: tuple[SegmentSync, ...]
+    directory: Path | None
+    epoch_sync: Callable[[], None] | None = None
+
+
+class SegmentFlusher:
+    """A single thread running FlushWork in submission order. Thread-safe `submit`."""
+
+    def __init__(self, fsync: Fsync = os.fsync) -> None:
+        self._fsync = fsync
+        self._pool: ThreadPoolExecutor | None = None  # started at the first roll
+
+    def submit(self, work: FlushWork) -> Future[None]:
+        """Start `work`; the future ends when every file is synced, or with the
+        KafkaStorageError of the first that could not be."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+        return self._pool.submit(self.run, work)
+
+    def run(self, work: FlushWork) -> None:
+        """Do `work` on the calling thread (the pool's; tests call it directly)."""
+        if work.epoch_sync is not None:
+            work.epoch_sync()
+        for segment in work.segments:
+            try:
+                self._fsync(segment.handle.fd)  # syncs the file, whichever descriptor wrote it
+            except OSError as e:
+                raise KafkaStorageError(f"cannot fsync {segment.log_path}: {e}") from e
+            for path in segment.index_paths:
+                self._fsync_path(path)
+        if work.directory is not None:
+            self._fsync_path(work.directory)
+
+    def _fsync_path(self, path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            # Never written (an index with no entry), or renamed away with its segment (retention,
+            # a cleaner swap) or its whole directory (topic deletion): nothing owed for it.
+            return
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {path} to fsync it: {e}") from e
+        try:
+            self._fsync(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot fsync {path}: {e}") from e
+        finally:
+            os.close(fd)
+
+    def shutdown(self) -> None:
+        """Wait for the flushes in flight (bounded: local fsyncs) and stop the thread."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
