@@ -96,7 +96,11 @@ class ListenerWatch:
                 return await asyncio.open_connection(host, port, local_addr=self._local_addr)
         except ConnectionRefusedError:
             raise
-        except (OSError, TimeoutError):
+        except TimeoutError:
+            logger.debug("Listener %s:%d: no answer to a connect within %.1f s", host, port, self._connect_timeout)
+            return None
+        except OSError as exc:
+            logger.debug("Listener %s:%d: connect failed: %s", host, port, exc)
             return None
 
     async def _watch(self, broker_id: int, target: Target) -> None:
@@ -117,6 +121,10 @@ class ListenerWatch:
                     continue
                 connection = None
             if connection is None:
+                if held:  # neither accepted nor refused: not the evidence, so start again from a held one
+                    logger.info("Broker %d (broker epoch %d): after its listener %s:%d ended the controller's "
+                                "connection, a new one was neither accepted nor refused; watching on",
+                                broker_id, epoch, host, port)
                 held = False
                 await asyncio.sleep(self._retry_delay)
                 continue
@@ -125,6 +133,9 @@ class ListenerWatch:
                             broker_id, epoch, host, port)
             held = True
             await _until_closed(*connection)
+            # the first half of the evidence; the connect just below gives the second (or not)
+            logger.info("Broker %d (broker epoch %d): its listener %s:%d ended the controller's connection; "
+                        "connecting again", broker_id, epoch, host, port)
 
 
 async def _until_closed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

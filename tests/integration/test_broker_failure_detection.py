@@ -50,6 +50,13 @@ def controller_log(cluster: Cluster) -> str:
     return cluster.node(cluster.controller_ids[0]).spec.log_path.read_text(errors="replace")
 
 
+def watch_lines(cluster: Cluster, broker: int) -> str:
+    """The controller's lines about `broker`'s registration, fencing and listener watch: what a failure
+    shows in full (pytest cuts a long log's repr to its two ends)."""
+    marks = (f"broker {broker} ", f"Broker {broker} ", "was stalled for", "Could not fence")
+    return "\n".join(line for line in controller_log(cluster).splitlines() if any(m in line for m in marks))
+
+
 class Writer:
     """An idempotent acks=all producer sending one record every 10 ms; (sent, acknowledged) times."""
 
@@ -87,8 +94,11 @@ class Writer:
 
 
 # In `make test-long`, not `make test`: in a whole fresh-clone `make test` run it failed 3 times
-# (the kill fenced by the session, with the watch holding a connection); alone it passes. The
-# cause is not found yet; until it is, it does not decide whether a submission lands.
+# (the kill fenced by the session; once with the watch holding a connection); alone it passes, and
+# after the modules that precede it in `make test` it passed 3 of 3 on a loaded box. The cause is
+# not found yet; a failure now prints the controller's watch lines for the broker (the held
+# connection's end, the connect after it, the verdict). Until it is found, it does not decide
+# whether a submission lands.
 @pytest.mark.long
 def test_a_killed_leader_is_fenced_from_evidence_not_its_session(cluster: Cluster, topic: str) -> None:
     leader = cluster.leader_of(topic)
@@ -107,8 +117,9 @@ def test_a_killed_leader_is_fenced_from_evidence_not_its_session(cluster: Cluste
         while writer.first_sent_after(killed_at) is None and time.monotonic() < deadline:  # bounded
             time.sleep(0.01)
         resumed = writer.first_sent_after(killed_at)
-    assert fenced_s < SESSION_S, f"broker {leader} was fenced after {fenced_s:.1f} s: its session, not evidence"
-    assert f"Fencing broker {leader} (its listener" in controller_log(cluster)
+    assert fenced_s < SESSION_S, (f"broker {leader} was fenced after {fenced_s:.1f} s: its session, not evidence\n"
+                                  f"{watch_lines(cluster, leader)}")
+    assert f"Fencing broker {leader} (its listener" in controller_log(cluster), watch_lines(cluster, leader)
     assert resumed is not None, "no write was acknowledged after the leader's death"
     assert writer.failed == []
     print(f"\n[failure detection] kill -> fenced {fenced_s:.2f} s, kill -> first acknowledged acks=all write "
