@@ -9,7 +9,7 @@ whether it was built in Python or decoded from msgpack. Every failure is a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple, TypeVar
 from common.limits import PORT_MAX
@@ -218,6 +218,28 @@ def check_fields(obj: Any, kinds: Mapping[str, Kind], where: str) -> None:
         except MetadataRecordError:
             kind.check(value, f"{where}.{name}")  # raises again, naming the field
             raise
+
+
+def instance_builder(cls: type[T], names: tuple[str, ...]) -> Callable[[Sequence[Any]], T]:
+    """A function building an instance of the frozen slotted dataclass `cls` whose fields `names`
+    take the values given, each already checked and normalised as `cls`'s kinds and invariants
+    would (its __post_init__ is not run again): for decoders and replay that checked them on
+    the way, at 100,000 partitions. It sets the slots through their descriptors, which frozen's
+    __setattr__ does not guard (a partition's 11 fields: 1.2 us, against 2.0 us through
+    object.__setattr__ by name)."""
+    slots = [cls.__dict__.get(name) for name in names]
+    if not all(type(slot).__name__ == "member_descriptor" for slot in slots):
+        raise TypeError(f"{cls.__name__} is not a slotted class with the fields {names}")
+    setters = tuple(slot.__set__ for slot in slots)  # type: ignore[union-attr]
+    new = object.__new__
+
+    def build(values: Sequence[Any]) -> T:
+        instance = new(cls)
+        for put, value in zip(setters, values):  # as many values as fields: the callers' own tuples
+            put(instance, value)
+        return instance
+
+    return build
 
 
 def fields_to_map(obj: Any, kinds: Mapping[str, Kind],

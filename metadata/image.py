@@ -9,8 +9,9 @@ builds new images from records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -31,6 +32,7 @@ from metadata.codec import (
     Listener,
     MetadataRecordError,
     check_fields,
+    instance_builder,
 )
 from metadata.records import (
     LEADER,
@@ -102,6 +104,8 @@ PARTITION_KINDS = MappingProxyType(dict(
     removing_replicas=IDS, adding_replicas=IDS))
 # Left out of a snapshot when empty, so snapshots written before KIP-455 read the same.
 PARTITION_OPTIONAL: Mapping[str, Any] = MappingProxyType({"removing_replicas": (), "adding_replicas": ()})
+_PARTITION_NAMES = tuple(PARTITION_KINDS)
+_partition_values = attrgetter(*_PARTITION_NAMES)  # a Partition record's (or registration's) fields, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +137,7 @@ class PartitionRegistration:
         """The registration a Partition record replays to. The record checked these very fields
         with the same kinds and `check_partition_state` when it was built, so they are not checked
         twice (replaying a 10,000-partition topic did, on every controller and broker)."""
-        registration = object.__new__(cls)
-        for name in PARTITION_KINDS:  # every field: the record has the same ones
-            object.__setattr__(registration, name, getattr(record, name))
-        return registration
+        return _new_registration(_partition_values(record))  # the record has the same fields
 
     @classmethod
     def merged(cls, fields: Mapping[str, Any]) -> PartitionRegistration:
@@ -151,10 +152,13 @@ class PartitionRegistration:
         check_partition_state(fields["replicas"], fields["isr"], fields["elr"], fields["leader"],
                               f"partition {fields['topic_id']}-{fields['partition_id']}",
                               fields["adding_replicas"], fields["removing_replicas"])
-        registration = object.__new__(cls)
-        for name in PARTITION_KINDS:
-            object.__setattr__(registration, name, fields[name])
-        return registration
+        return _new_registration([fields[name] for name in _PARTITION_NAMES])
+
+    @classmethod
+    def from_checked(cls, values: Sequence[Any]) -> PartitionRegistration:
+        """The registration of field values in PARTITION_KINDS order, each checked as its kind and
+        `check_partition_state` would already (a decoder's fast path)."""
+        return _new_registration(values)
 
     @property
     def is_reassigning(self) -> bool:
@@ -179,6 +183,9 @@ class PartitionRegistration:
     def preferred_replica(self) -> int:
         """The first replica in assignment order."""
         return self.replicas[0]
+
+
+_new_registration = instance_builder(PartitionRegistration, _PARTITION_NAMES)
 
 
 @dataclass(frozen=True, slots=True)

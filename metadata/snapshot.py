@@ -58,10 +58,11 @@ from metadata.records import (
     ACL_KINDS,
     SCRAM_KINDS,
     AccessControlEntry,
+    PLAIN_PARTITION_KEYS,
+    REASSIGNING_PARTITION_KEYS,
     ConfigResourceType,
-    LeaderRecoveryState,
     UserScramCredential,
-    check_partition_state,
+    plain_partition_fields,
 )
 
 SNAPSHOT_FORMAT = "tidelog-metadata-snapshot"
@@ -106,8 +107,21 @@ def encode_snapshot(image: MetadataImage) -> bytes:
 
 def _topic_to_map(topic: TopicImage) -> dict[str, Any]:
     return {"name": topic.name, "topic_id": topic.topic_id,
-            "partitions": [fields_to_map(topic.partitions[p], _PARTITION_WIRE_KINDS, PARTITION_OPTIONAL)
-                           for p in sorted(topic.partitions)]}
+            "partitions": [_partition_to_map(topic.partitions[p]) for p in sorted(topic.partitions)]}
+
+
+def _partition_to_map(p: PartitionRegistration) -> dict[str, Any]:
+    """`fields_to_map(p, _PARTITION_WIRE_KINDS, PARTITION_OPTIONAL)`, written out: the same keys in
+    the same order (msgpack packs the tuples and the IntEnum as the kinds' lists and int), at a
+    fraction of the cost for the 100,000 partitions a broker's checkpoint holds."""
+    m = {"partition_id": p.partition_id, "replicas": p.replicas, "isr": p.isr, "elr": p.elr, "leader": p.leader,
+         "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
+         "leader_recovery_state": p.leader_recovery_state}
+    if p.removing_replicas:
+        m["removing_replicas"] = p.removing_replicas
+    if p.adding_replicas:
+        m["adding_replicas"] = p.adding_replicas
+    return m
 
 
 def decode_snapshot(data: bytes) -> MetadataImage:
@@ -203,67 +217,20 @@ def _topic_from_map(m: Any, where: str) -> TopicImage:
     return TopicImage(m["name"], topic_id, frozen_map(parts))
 
 
-# The shape nearly every partition of a snapshot has: no reassignment running (its two lists
-# left out), or one running (both present).
-_PLAIN_KEYS = frozenset(_PARTITION_WIRE_KINDS) - PARTITION_OPTIONAL.keys()
-_REASSIGNING_KEYS = frozenset(_PARTITION_WIRE_KINDS)
-_ID = PARTITION_KINDS["replicas"].item  # type: ignore[attr-defined]  # IntList's item kind
-_RECOVERY_STATES = {int(state): state for state in LeaderRecoveryState}
-
-
-def _ids(value: Any) -> tuple[int, ...] | None:
-    """IntList's check, without building an error: None when the list is not distinct ids."""
-    if type(value) is not list:
-        return None
-    lo, hi = _ID.lo, _ID.hi
-    for v in value:  # bounded by the list (a few replicas)
-        if type(v) is not int or not lo <= v <= hi:
-            return None
-    items = tuple(value)
-    return items if len(set(items)) == len(items) else None
-
-
-def _int(value: Any, kind: Any) -> int | None:
-    return value if type(value) is int and kind.lo <= value <= kind.hi else None
+# A snapshot's partition maps leave out the topic id (their topic's), and nothing else.
+_PLAIN_KEYS = PLAIN_PARTITION_KEYS - {"topic_id"}
+_REASSIGNING_KEYS = REASSIGNING_PARTITION_KEYS - {"topic_id"}
 
 
 def _plain_partition(pm: Any, topic_id: str) -> PartitionRegistration | None:
-    """A partition map of the usual shape, checked field by field as PartitionRegistration's
-    __post_init__ checks it but without its per-field bookkeeping (a broker loading 100,000
-    partitions spent most of its 5 s there); None for anything else, which the general path
-    then decodes and, when it is wrong, names what is wrong in it."""
+    """A partition map of the usual shape, checked as PartitionRegistration's __post_init__ checks
+    it but without its per-field bookkeeping (`metadata.records.plain_partition_fields`, which
+    the Partition records a broker replays share); None for anything else, which the general
+    path then decodes and, when it is wrong, names what is wrong in it."""
     if type(pm) is not dict or (pm.keys() != _PLAIN_KEYS and pm.keys() != _REASSIGNING_KEYS):
         return None
-    replicas, isr, elr = _ids(pm["replicas"]), _ids(pm["isr"]), _ids(pm["elr"])
-    adding, removing = _ids(pm.get("adding_replicas", [])), _ids(pm.get("removing_replicas", []))
-    partition_id = _int(pm["partition_id"], PARTITION_KINDS["partition_id"])
-    leader = _int(pm["leader"], PARTITION_KINDS["leader"])
-    leader_epoch = _int(pm["leader_epoch"], PARTITION_KINDS["leader_epoch"])
-    partition_epoch = _int(pm["partition_epoch"], PARTITION_KINDS["partition_epoch"])
-    state = pm["leader_recovery_state"]
-    recovery = _RECOVERY_STATES.get(state) if type(state) is int else None
-    if replicas is None or isr is None or elr is None or adding is None or removing is None \
-            or partition_id is None or leader is None or leader_epoch is None or partition_epoch is None \
-            or recovery is None:
-        return None
-    try:
-        check_partition_state(replicas, isr, elr, leader, f"partition {topic_id}-{partition_id}", adding, removing)
-    except MetadataRecordError:
-        return None
-    registration = object.__new__(PartitionRegistration)
-    put = object.__setattr__  # frozen: as __post_init__ normalises its fields
-    put(registration, "topic_id", topic_id)
-    put(registration, "partition_id", partition_id)
-    put(registration, "replicas", replicas)
-    put(registration, "isr", isr)
-    put(registration, "elr", elr)
-    put(registration, "leader", leader)
-    put(registration, "leader_epoch", leader_epoch)
-    put(registration, "partition_epoch", partition_epoch)
-    put(registration, "leader_recovery_state", recovery)
-    put(registration, "removing_replicas", removing)
-    put(registration, "adding_replicas", adding)
-    return registration
+    values = plain_partition_fields(pm, topic_id)
+    return None if values is None else PartitionRegistration.from_checked(values)
 
 
 def _scram_from_map(m: Any, where: str) -> UserScramCredential:

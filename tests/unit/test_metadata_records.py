@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata.codec import fields_from_map
 from metadata.records import (
+    _SCHEMAS,
     NO_LEADER,
     NO_LEADER_CHANGE,
     RECORD_TYPES,
@@ -274,3 +276,43 @@ def test_fuzz_mutated_maps_decode_or_raise_metadata_record_error(wire, key, valu
     except MetadataRecordError:
         return
     assert decode_record(encode_record(record)) == record
+
+
+# Partition maps of the usual shapes take records.plain_partition_fields; every other map, and
+# every value it declines, the general path. Both must build the same record or both refuse.
+PARTITION_SCHEMA = _SCHEMAS[Partition]
+PARTITION_SHAPES = [
+    record_to_map(Partition(TOPIC_ID, 0, (1, 2, 3), (1, 2, 3), leader=1)),
+    record_to_map(Partition(TOPIC_ID, 1, (1, 2), (1,), elr=(2,), leader=-1, leader_epoch=3, partition_epoch=5,
+                            leader_recovery_state=LeaderRecoveryState.RECOVERING)),
+    record_to_map(Partition(TOPIC_ID, 2, (1, 2, 3), (1, 2), leader=1, removing_replicas=(3,), adding_replicas=(2,))),
+]
+# Each value a field's check or check_partition_state draws a line at, and each of another type.
+EDGE_VALUES = [-(2**31), -3, -2, -1, 0, 1, 2, 3, 4, 2**31 - 1, 2**31, True, False, None, "", "x", 1.0,
+               [], [1], [1, 1], [1, 2], [2, 1], [1, 2, 3], [3, 2, 1], [4], [-1], [True], [2**31], (1, 2, 3), {}]
+
+
+def _general(wire):
+    return fields_from_map(Partition, wire, PARTITION_SCHEMA.kinds, "Partition", ignore=("type", "version"),
+                           optional=PARTITION_SCHEMA.optional)
+
+
+def _decoded(decode, wire):
+    try:
+        return decode(wire)
+    except MetadataRecordError:
+        return None
+
+
+@pytest.mark.parametrize("wire", PARTITION_SHAPES, ids=["plain", "recovering", "reassigning"])
+def test_the_partition_fast_path_decodes_as_the_general_path_does(wire):
+    """Every field of every shape set to every edge value, or left out: the same record (its
+    fields of the same types: tuples, the IntEnum), or both refuse."""
+    mutations = [{k: v for k, v in wire.items() if k != key} for key in PARTITION_SCHEMA.kinds]
+    mutations += [{**wire, key: value} for key in [*PARTITION_SCHEMA.kinds, "other"] for value in EDGE_VALUES]
+    for mutated in mutations:  # ~400 maps
+        got, expected = _decoded(record_from_map, mutated), _decoded(_general, mutated)
+        assert got == expected, mutated
+        if got is not None:
+            assert [type(getattr(got, f)) for f in PARTITION_SCHEMA.kinds] == \
+                [type(getattr(expected, f)) for f in PARTITION_SCHEMA.kinds], mutated
