@@ -75,11 +75,18 @@ class RpcDecodeError(ValueError):
 # --- Encoding: one function for every message --------------------------------------------------
 
 
+# Values msgpack packs as they are, asked first: a metadata-fetch reply's 1,000 (offset, record
+# map) pairs went through dataclasses.is_dataclass item by item (1.8 of 2.8 ms per reply).
+_LEAVES: Final = frozenset({int, str, bytes, bool, float, type(None), dict})
+
+
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if type(value) in _LEAVES:
+        return value
     if isinstance(value, (tuple, list)):
         return [_plain(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
 
 
