@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -99,8 +98,9 @@ class PartitionLog:
         loop (None: a roll flushes on the caller's thread, for tools and tests)."""
         self.directory = directory
         self._flusher = flusher
-        # Roll flushes in flight on the flusher, oldest first (at most MAX_FLUSHES_IN_FLIGHT).
-        self._flushes: deque[PendingFlush] = deque()
+        # Roll flushes in flight on the flusher, oldest first (at most MAX_FLUSHES_IN_FLIGHT; a
+        # list, not a deque: 56 bytes per log, not 760, at 100,000 logs per broker).
+        self._flushes: list[PendingFlush] = []
         # A background flush that failed, raised to the next append (then retried by the next
         # flush: the recovery point did not move).
         self._flush_error: KafkaStorageError | None = None
@@ -511,7 +511,7 @@ class PartitionLog:
         point to its target; a failure is logged and raised to the next append, and voids the
         flushes after it (the recovery point cannot skip the range it failed to sync)."""
         while self._flushes and self._flushes[0].future.done():  # bounded: MAX_FLUSHES_IN_FLIGHT
-            pending = self._flushes.popleft()
+            pending = self._flushes.pop(0)
             error = pending.future.exception()
             if error is None:
                 for segment, size in pending.segments:
@@ -538,8 +538,9 @@ class PartitionLog:
     def wait_for_flushes(self) -> None:
         """Block until the background flushes in flight return, and apply them (a clean close;
         tests). Bounded: local fsyncs."""
-        wait([pending.future for pending in self._flushes])
-        self._finish_flushes()
+        if self._flushes:  # most logs have none: a clean stop closes 100,000 of them
+            wait([pending.future for pending in self._flushes])
+            self._finish_flushes()
 
     @property
     def flush_due_ms(self) -> int:
