@@ -8,6 +8,7 @@ costs a refetch of the metadata log.
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Final
@@ -46,6 +47,19 @@ def read_offset_file(log_dir: Path) -> int | None:
         return None
 
 
+def _decode_without_gc_passes(data: bytes) -> MetadataImage:
+    """decode_snapshot with the cyclic GC paused: decoding builds ~1.5 million acyclic container
+    objects at 100,000 partitions, and the full collections over that growing heap were half of
+    the decode (1.50 -> 0.72 s measured); the node freezes its start-up heap after a collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return decode_snapshot(data)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_checkpoint(log_dir: Path) -> MetadataImage:
     """The checkpointed image, or the empty image (fetch from 0) when there is none usable."""
     offset = read_offset_file(log_dir)
@@ -55,7 +69,7 @@ def load_checkpoint(log_dir: Path) -> MetadataImage:
         path = log_dir / SNAPSHOT_FILE
         if path.stat().st_size > MAX_SNAPSHOT_FILE_BYTES:
             raise ValueError(f"larger than {MAX_SNAPSHOT_FILE_BYTES} bytes")
-        image = decode_snapshot(path.read_bytes())
+        image = _decode_without_gc_passes(path.read_bytes())
     except (OSError, ValueError, MetadataRecordError) as exc:
         logger.warning("Ignoring the metadata checkpoint in %s (%s); fetching the metadata log again",
                        log_dir, exc)
