@@ -10,6 +10,7 @@ The last test drives the controller runtime: the verdict fences that incarnation
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -100,8 +101,9 @@ async def watching(image: MetadataImage, refusals: int = 0) -> tuple[ListenerWat
 
 
 async def test_an_exited_process_is_reported_once_with_its_epoch(
-        broker: FakeBroker, cluster: tuple[ScriptedLog, ActiveController]) -> None:
+        broker: FakeBroker, cluster: tuple[ScriptedLog, ActiveController], caplog: pytest.LogCaptureFixture) -> None:
     log, _ = cluster
+    caplog.set_level(logging.INFO, logger="quorum.listener_watch")
     watch, verdicts = await watching(log.image())
     try:
         await until(lambda: len(broker.connections) == 1)
@@ -110,6 +112,12 @@ async def test_an_exited_process_is_reported_once_with_its_epoch(
         epoch = log.image().cluster.brokers[4].broker_epoch
         assert [(b, e) for b, e, _ in verdicts.seen] == [(4, epoch)]
         assert f"{HOST}:{broker.port}" in verdicts.seen[0][2]
+        # each half of the evidence has its line, so a verdict that never came says which was missing
+        lines = [r.getMessage() for r in caplog.records]
+        assert [line for line in lines if "holding a connection" in line or "ended" in line] == [
+            f"Watching broker 4 (broker epoch {epoch}): holding a connection to its listener {HOST}:{broker.port}",
+            f"Broker 4 (broker epoch {epoch}): its listener {HOST}:{broker.port} ended the controller's "
+            "connection; connecting again"]
     finally:
         await watch.close()
 
