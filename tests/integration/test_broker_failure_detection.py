@@ -21,7 +21,7 @@ import pytest
 
 from common.waiting import wait_until
 from tests.integration import cluster_fixtures
-from tidelog.testing import Cluster
+from tidelog.testing import Cluster, observe
 
 SESSION_S = 9.0
 KAFKA_DEFAULTS = {"broker.heartbeat.interval.ms": "2000", "broker.session.timeout.ms": str(int(SESSION_S * 1000)),
@@ -48,6 +48,12 @@ def topic(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
 
 def controller_log(cluster: Cluster) -> str:
     return cluster.node(cluster.controller_ids[0]).spec.log_path.read_text(errors="replace")
+
+
+def broker_epoch(cluster: Cluster, broker: int) -> int | None:
+    """The broker's registered epoch, as the controller's admin API shows it."""
+    view = observe.admin_view(cluster.node(cluster.controller_ids[0]), "/v1/brokers")
+    return next((int(b["broker_epoch"]) for b in view if b["broker_id"] == broker), None)
 
 
 def watch_lines(cluster: Cluster, broker: int) -> str:
@@ -108,8 +114,11 @@ def test_a_killed_leader_is_fenced_from_evidence_not_its_session(cluster: Cluste
         # The evidence needs a connection the controller held: its watch connects within a pass
         # (half a heartbeat interval) of the broker being unfenced, and a first ack can come
         # sooner. A broker killed before that is fenced by its session, as in Kafka.
+        # The line of the incarnation about to be killed: a line of an earlier broker epoch (the broker
+        # registered again) would be a watch that no longer runs.
         wait_until(f"the controller's listener watch holding a connection to broker {leader}",
-                   lambda: f"Watching broker {leader} (broker epoch" in controller_log(cluster), WRITING_S)
+                   lambda: f"Watching broker {leader} (broker epoch {broker_epoch(cluster, leader)})"
+                   in controller_log(cluster), WRITING_S)
         killed_at = time.monotonic()
         fault = cluster.kill(leader)  # returns once fenced and leading nothing
         fenced_s = time.monotonic() - killed_at
