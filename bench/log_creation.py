@@ -94,8 +94,8 @@ def load() -> str:
     return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def creation_image(partitions: int, per_topic: int) -> tuple[MetadataImage, MetadataImage, float, float]:
-    """The image before and after the creation; replay's thread and process CPU seconds."""
+def creation_image(partitions: int, per_topic: int) -> tuple[MetadataImage, MetadataImage, tuple[float, float, float]]:
+    """The image before and after the creation; replay's thread and process CPU and wall seconds."""
     image = apply(EMPTY_IMAGE, enumerate(RegisterBroker(b, f"inc-{b}", (), fenced=False) for b in BROKERS))
     rng = random.Random(1)
     records: list[Record] = []
@@ -105,19 +105,19 @@ def creation_image(partitions: int, per_topic: int) -> tuple[MetadataImage, Meta
                                configs={}, topic_id=f"id-{t:05d}", rng=rng)
         records += [BeginTransaction("create"), *created.records, EndTransaction()]
     state, offset = ReplayState(image), image.offset
-    thread, process = time.thread_time(), time.process_time()
+    thread, process, wall = time.thread_time(), time.process_time(), time.perf_counter()
     for i in range(0, len(records), CHUNK_RECORDS):  # bounded by the records
         chunk = [(offset + 1 + j, r) for j, r in enumerate(records[i:i + CHUNK_RECORDS])]
         offset += len(chunk)
         state = replay(state, chunk)
-    return image, state.image, time.thread_time() - thread, time.process_time() - process
+    return image, state.image, (time.thread_time() - thread, time.process_time() - process,
+                                time.perf_counter() - wall)
 
 
 async def run(partitions: int, per_topic: int, root: Path) -> None:
-    before, after, replay_thread, replay_process = creation_image(partitions, per_topic)
+    before, after, replayed = creation_image(partitions, per_topic)
     stages = Stages()
-    stages.thread["replay"], stages.process["replay"] = replay_thread, replay_process
-    stages.wall["replay"] = replay_process
+    stages.thread["replay"], stages.process["replay"], stages.wall["replay"] = replayed
     stages.partitions["replay"] = partitions
     log_manager = LogManager([root / "logs"], LogConfig(), now_ms=NOW_MS)
     replicas = ReplicaManager(BROKER_ID, log_manager, now_ms=lambda: NOW_MS)
