@@ -51,8 +51,10 @@ class FrameDecoder:
     size, and a frame's buffer is handed over complete and never touched again, so a view of
     a frame (a Produce's records) stays valid as long as anyone holds it.
 
-    A large frame's buffer is zero-filled lazily by the allocator, so a prefix that promises
-    many bytes and sends few costs address space, not memory.
+    A large frame's buffer is allocated (and zero-filled) whole when its prefix arrives, as
+    Kafka's NetworkReceive does: a prefix that promises many bytes and sends few holds that much
+    memory, up to max_request_bytes (socket.request.max.bytes) per connection, until the
+    connection closes.
     """
 
     __slots__ = ("max_request_bytes", "_receive_bytes", "_scratch", "_end", "_frame", "_filled", "_broken")
