@@ -220,13 +220,18 @@ def _replay(partition: Partition, header: RecordBatchHeader, first_offset: int, 
 def _snapshot_if_rolled(partition: Partition, before: LogSegment) -> None:
     """The append rolled a segment (at the log end, before its batches): snapshot the producer
     state there, before the batches update it (Kafka's roll takes the snapshot). A failure only
-    costs the next open a longer replay."""
+    costs the next open a longer replay.
+
+    Written without fsync, as Kafka's roll does (`takeSnapshot(false)`: its two fsyncs, file and
+    directory, were the last a roll made on the event loop, issue 35). The kernel writes it back
+    within seconds; one lost or torn by a power cut fails its CRC and the next open replays from
+    an earlier snapshot or the log start, which gives the same producer state."""
     active = partition.log.active_segment
     if active is before:
         return
     try:
         write_snapshot(partition.log.directory, active.base_offset,
-                       encode_snapshot(partition.producer_state.entries.values()))
+                       encode_snapshot(partition.producer_state.entries.values()), durable=False)
     except KafkaStorageError as e:
         log.warning("No producer snapshot of %s at offset %d: %s", partition.tp, active.base_offset, e)
 
