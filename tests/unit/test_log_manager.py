@@ -20,6 +20,7 @@ from broker.log.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from broker.log.leader_epochs import EpochEntry
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
 from common.topic_partition import TopicPartition
@@ -608,6 +609,26 @@ def test_a_new_leadership_of_an_empty_log_owes_no_fsync_until_its_epoch_holds_da
     epoch_file, segment = str(written.directory / "leader-epoch-checkpoint"), str(written.active_segment.log_path)
     assert epoch_file in synced and synced.index(epoch_file) < synced.index(segment)
     assert not written.leader_epoch_cache.needs_sync
+
+
+def test_logs_whose_first_epoch_checkpoint_a_crash_left_empty_reopen_without_entries(
+        managers: list[LogManager], dirs: list[Path]) -> None:
+    """SIGKILL between an in-place checkpoint's creation and its one write: the log reopens (no
+    data in that epoch, nothing lost), the others keep their entries."""
+    manager = open_manager(managers, dirs[:1])
+    manager.create_logs(MANY, now_ms=NOW)
+    for tp in MANY:
+        manager.logs[tp].leader_epoch_cache.assign(5, 0)
+    for tp in MANY[1:]:  # data in epoch 5 (an entry with none after it is dropped on load)
+        manager.logs[tp].append(batch(0), now_ms=NOW)
+    torn = manager.logs[MANY[0]].directory / "leader-epoch-checkpoint"
+    torn.write_bytes(b"")
+    manager._release_locks()  # the crash: no close, no checkpoint, no clean-shutdown marker
+    reopened = open_manager(managers, dirs[:1])
+    assert sorted(reopened.partitions(), key=str) == sorted(MANY, key=str)
+    assert reopened.logs[MANY[0]].leader_epoch_cache.entries == []
+    assert all(reopened.logs[tp].leader_epoch_cache.entries == [EpochEntry(5, 0)]
+               and reopened.logs[tp].log_end_offset == 1 for tp in MANY[1:])
 
 
 @pytest.mark.parametrize("count", [5, len(MANY)])  # on the caller's thread, and on the I/O pool
