@@ -48,7 +48,6 @@ from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
 from metadata.partition_change import IsrMember
 from metadata.records import Listener
-from metadata.snapshot import encode_snapshot
 from quorum import admin_api as api
 from quorum.active_controller import (
     ControllerBusyError,
@@ -368,10 +367,15 @@ class BrokerRpc:
         apis = tuple(sorted(a for i, a in self._settings.api_voters.items() if i in voters))
         try:
             pairs = self._log.record_maps_from(offset, req.max_records)
-        except IndexError:  # folded into the snapshot: send the whole image instead
-            image = self._log.image()
-            return rpc_messages.MetadataFetchReply((), image.offset, status.log_start_offset, encode_snapshot(image),
-                                          image.offset, node, address, status.term, apis)
+        except IndexError:
+            # Folded into the base snapshot: send it as the fold encoded it, and the broker fetches
+            # the records after it next, as Kafka's FetchSnapshot. Encoding the current image
+            # instead cost this loop 0.3 s per fetch at 100,000 partitions on a quiet box (and up
+            # to 30 s under load, issue 35), for every broker restarting behind the log start.
+            snapshot_offset, snapshot = self._log.base_snapshot()
+            return rpc_messages.MetadataFetchReply((), max(status.last_offset, snapshot_offset),
+                                                   status.log_start_offset, snapshot, snapshot_offset,
+                                                   node, address, status.term, apis)
         last = max(status.last_offset, pairs[-1][0] if pairs else -1)
         return rpc_messages.MetadataFetchReply(tuple(pairs), last,
                                       status.log_start_offset, None, None, node, address, status.term, apis)

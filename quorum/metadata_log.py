@@ -661,6 +661,13 @@ class MetadataLog(VoterMembership, SyncObj):
         with self._lock:
             return self._log_state.image
 
+    def base_snapshot(self) -> tuple[int, bytes]:
+        """The base snapshot's offset and bytes, encoded once when the log was folded: what a
+        fetch behind the log start is sent (Kafka's FetchSnapshot), before the records after it."""
+        with self._lock:
+            state = self._log_state
+            return state.log_start_offset - 1, state.base_snapshot
+
     def records_from(self, offset: int, max_records: int) -> list[tuple[int, Record]]:
         """Committed (offset, record) pairs from `offset`; IndexError if it is only in the snapshot."""
         with self._lock:

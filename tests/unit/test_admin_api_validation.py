@@ -287,6 +287,9 @@ class FollowerLog:
     def record_maps_from(self, offset: int, max_records: int) -> list[Any]:
         return self.state.record_maps_from(offset, max_records)
 
+    def base_snapshot(self) -> tuple[int, bytes]:
+        return self.state.log_start_offset - 1, self.state.base_snapshot
+
     def status(self) -> QuorumStatus:
         image = self.state.image
         return QuorumStatus(node_id=1, is_leader=False, term=0, leader=None, commit_index=0, last_applied=0,
@@ -436,8 +439,12 @@ async def test_metadata_fetch_below_the_log_start_sends_a_snapshot() -> None:
     finally:
         await controller_server.stop()
     snapshot, tail = replies
-    assert (snapshot["records"], snapshot["snapshot_offset"], snapshot["log_start_offset"]) == ([], 3, 3)
-    assert decode_snapshot(snapshot["snapshot"]) == log.state.image
+    # the fold's own bytes (offsets 0..2), never the image encoded again; the last offset says
+    # the records after it are there to fetch (Kafka's FetchSnapshot, then Fetch)
+    assert (snapshot["records"], snapshot["snapshot_offset"], snapshot["log_start_offset"],
+            snapshot["last_offset"]) == ([], 2, 3, 3)
+    assert snapshot["snapshot"] == log.state.base_snapshot
+    assert decode_snapshot(snapshot["snapshot"]).offset == 2
     assert (tail["snapshot"], tail["records"], tail["last_offset"]) == (None, [[3, {"type": 20, "version": 0}]], 3)
 
 

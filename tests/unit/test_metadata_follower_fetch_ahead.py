@@ -65,10 +65,10 @@ class LogClient:
         await asyncio.sleep(0)  # an answer takes a loop turn at least
         try:
             pairs = tuple(self.log.record_maps_from(offset, max_records))
-        except IndexError:  # folded: the whole image, as quorum.broker_rpc answers
-            image = self.log.image
-            return rpc.encode_reply(MetadataFetchReply((), image.offset, self.log.log_start_offset,
-                                                       encode_snapshot(image), image.offset))
+        except IndexError:  # folded: the base snapshot, then the records after it, as quorum.broker_rpc answers
+            base = self.log.log_start_offset - 1
+            return rpc.encode_reply(MetadataFetchReply((), max(self.log.last_offset, base), self.log.log_start_offset,
+                                                       self.log.base_snapshot, base))
         if not pairs:  # caught up: a long-poll that times out at once
             await asyncio.sleep(max_wait_ms / 1000)
         return rpc.encode_reply(MetadataFetchReply(pairs, self.log.last_offset, self.log.log_start_offset))
@@ -111,8 +111,9 @@ def test_a_follower_behind_the_log_start_loads_the_snapshot(tmp_path: Path) -> N
     log.fold(keep_records=FETCH_PAGE_RECORDS)
     assert log.log_start_offset > 0
     follower, client = asyncio.run(catch_up(log, tmp_path))
-    assert follower.state.image == log.image
+    assert follower.state.image == log.image  # the snapshot, then the records after it
     assert client.asked[0] == (0, 0) and gc.isenabled()
+    assert client.asked[1][0] == log.log_start_offset, client.asked
 
 
 def reply(records: tuple[tuple[int, dict[str, Any]], ...], last_offset: int, **snapshot: Any) -> MetadataFetchReply:
