@@ -3,7 +3,7 @@
     python bench/partition_scale.py [--partitions 100000] [--topics 100] [--idle-s 30] [--keep DIR]
                                     [--json F] [--shapes big,many] [--fencing-partitions N]
                                     [--fencing-only] [--no-fencing]
-                                    [--phases idle,metadata,new-broker,shutdown,sigkill]
+                                    [--phases idle,metadata,new-broker,shutdown,sigkill] [--logs DIR]
 
     # only the shutdown and crash of broker 4 after the create (issue 35's restart storm):
     python bench/partition_scale.py --partitions 100000 --shapes many --no-fencing --phases shutdown,sigkill
@@ -24,7 +24,10 @@ issue 35's goal where it sets one:
    snapshot encodes it) and the time to decode it (in this process);
 5. a new broker (7, empty data dir) joins: its metadata catch-up (snapshot + tail), from its log's
    "follows the metadata log" to "caught up" lines; then it stops;
-6. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit, and its
+6. SIGTERM of broker 4 (leader of about a third of the partitions) → process exit, split by
+   broker 4's own log: → PENDING_CONTROLLED_SHUTDOWN, → "Stopping broker" (the controller moved
+   its leaderships and every active broker replayed them), → "Broker 4 stopped" (logs closed),
+   → the exit seen here; each node's CPU meanwhile; `--logs DIR` keeps every node's log. Then its
    restart → broker 4 back in every ISR (admin API describe of every topic);
 7. SIGKILL of broker 4 and restart → back in every ISR (recovery of every log after an unclean
    stop: only what the recovery point does not cover is scanned);
@@ -58,6 +61,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -293,24 +297,83 @@ def new_broker(cluster: LocalCluster) -> list[tuple[str, str]]:
     return [figure(f"new broker {NEW_BROKER}: metadata catch-up, snapshot + tail (s)", f"{seconds:.2f}")]
 
 
+# Broker 4's log lines that split SIGTERM -> exit (shutdown.broker_lifecycle, broker.node): the
+# controller's part ends at "Stopping broker" (should_shut_down), the logs' close at "stopped".
+SHUTDOWN_MARKS: Final = (("SIGTERM -> PENDING_CONTROLLED_SHUTDOWN", "to PENDING_CONTROLLED_SHUTDOWN."),
+                         ("-> Stopping broker (leaderships moved)", f"Stopping broker {UNDER_TEST}"),
+                         ("-> Broker stopped (logs closed)", f"Broker {UNDER_TEST} stopped"))
+
+
+def shutdown_split(log_path: Path, log_from: int, signalled_at: float, exited_at: float) -> list[tuple[str, str]]:
+    """SIGTERM -> exit in the steps broker 4 logs (SHUTDOWN_MARKS), each from the one before, then
+    the last logged step -> the exit this process saw (interpreter teardown); the log's times
+    have millisecond resolution and the wall clock is the same machine's."""
+    with log_path.open("rb") as f:
+        f.seek(log_from)
+        lines = f.read().decode(errors="replace").splitlines()
+    rows: list[tuple[str, str]] = []
+    previous = signalled_at
+    for name, text in SHUTDOWN_MARKS:
+        line = next((line for line in lines if text in line and LOG_TIME.match(line)), None)
+        if line is None:
+            rows.append((f"controlled shutdown broker {UNDER_TEST}: {name} (s)", "not logged"))
+            continue
+        at = logged_at(line)
+        rows.append(figure(f"controlled shutdown broker {UNDER_TEST}: {name} (s)", f"{at - previous:.2f}"))
+        previous = at
+    rows.append(figure(f"controlled shutdown broker {UNDER_TEST}: -> process exit (s)", f"{exited_at - previous:.2f}"))
+    return rows
+
+
+def shutdown_cpu(cluster: LocalCluster, before: dict[int, float], seconds: float) -> list[tuple[str, str]]:
+    """CPU (utime+stime) each node still running spent between SIGTERM and broker 4's exit: which
+    process paces a controlled shutdown on a shared machine."""
+    rows = []
+    for n in cluster.nodes:
+        if n.spec.node_id in before and n.running() and n.pid is not None:
+            used = process_cpu_s(n.pid) - before[n.spec.node_id]
+            rows.append(figure(f"controlled shutdown: CPU of node {n.spec.node_id} over the {seconds:.1f} s (s)",
+                               f"{used:.2f}"))
+    return rows
+
+
+def copy_logs(cluster: LocalCluster, to: Path) -> None:
+    """Copy every node's log (the cluster's temp dir is deleted at exit)."""
+    to.mkdir(parents=True, exist_ok=True)
+    for n in cluster.nodes:
+        if n.spec.log_path.exists():
+            shutil.copyfile(n.spec.log_path, to / f"{n.spec.directory.name}.log")
+    print(f"  logs copied to {to}", flush=True)
+
+
 def registration(cluster: LocalCluster) -> tuple[str, int] | None:
     """Broker 4's (incarnation id, broker epoch) while it is registered and unfenced, else None."""
     return next(((b["incarnation_id"], b["broker_epoch"]) for b in http(f"{cluster.admin_url}/v1/brokers")
                  if b["broker_id"] == UNDER_TEST and b["state"] == "UNFENCED"), None)
 
 
-def restart(cluster: LocalCluster, names: list[str], how: signal.Signals) -> list[tuple[str, str]]:
-    """Phases 6 and 7: stop broker 4 with `how`, start it again, wait until it is in every ISR."""
+def restart(cluster: LocalCluster, names: list[str], how: signal.Signals,
+            logs_to: Path | None = None) -> list[tuple[str, str]]:
+    """Phases 6 and 7: stop broker 4 with `how`, start it again, wait until it is in every ISR;
+    after a SIGTERM, the nodes' logs are copied to `logs_to` when given."""
     node = cluster.node(UNDER_TEST)
     what = "controlled shutdown" if how == signal.SIGTERM else how.name
     rows: list[tuple[str, str]] = []
     before = registration(cluster)
+    log_from = node.spec.log_path.stat().st_size  # this incarnation's shutdown lines come after
+    cpu_before = {n.spec.node_id: process_cpu_s(n.pid) for n in cluster.nodes if n.running() and n.pid is not None}
+    signalled_at = time.time()
     started = time.monotonic()
     node.send(how)
     wait_until(f"broker {UNDER_TEST} to exit", lambda: not node.running(), poll=0.005)
     if how == signal.SIGTERM:
+        exited_at = time.time()
         rows.append(figure(f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
                            f"{time.monotonic() - started:.2f}"))
+        rows.extend(shutdown_split(node.spec.log_path, log_from, signalled_at, exited_at))
+        rows.extend(shutdown_cpu(cluster, cpu_before, exited_at - signalled_at))
+        if logs_to is not None:
+            copy_logs(cluster, logs_to)
         out = sum(1 for name in names for p in http(f"{cluster.admin_url}/v1/topics/{name}")["partitions"]
                   if UNDER_TEST in p["replicas"] and UNDER_TEST not in p["isr"])
         rows.append((f"partitions with broker {UNDER_TEST} out of the ISR at exit", f"{out}"))
@@ -367,7 +430,7 @@ PHASES: Final = ("idle", "metadata", "new-broker", "shutdown", "sigkill")  # --p
 
 
 def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: float,
-                phases: tuple[str, ...] = PHASES) -> list[tuple[str, str]]:
+                phases: tuple[str, ...] = PHASES, logs_to: Path | None = None) -> list[tuple[str, str]]:
     """Phases 2-7 on one cluster: `topics` topics sharing `partitions` (of 3-7, only `phases`)."""
     rows: list[tuple[str, str]] = []
     per = partitions // topics
@@ -386,7 +449,7 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
     if "metadata" in phases:
         rows.extend(metadata_figures(cluster))
     for key, what, phase in (("new-broker", "new broker catch-up", lambda: new_broker(cluster)),
-                             ("shutdown", "controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM)),
+                             ("shutdown", "controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM, logs_to)),
                              ("sigkill", "SIGKILL and restart", lambda: restart(cluster, names, signal.SIGKILL))):
         if key not in phases:
             continue
@@ -427,7 +490,7 @@ def guarded(what: str, phase: Callable[[], list[tuple[str, str]]]) -> tuple[list
 def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
         fencing_partitions: int | None = None, fencing_only: bool = False,
         shapes: tuple[str, ...] = ("big", "many"), with_fencing: bool = True,
-        phases: tuple[str, ...] = PHASES) -> list[tuple[str, str]]:
+        phases: tuple[str, ...] = PHASES, logs_to: Path | None = None) -> list[tuple[str, str]]:
     """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
@@ -448,7 +511,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
                 rows.append(figure(f"{shape}: longest controller stall over the run (ms)", longest_stall(cluster)))
         if "many" in shapes:
             with start_cluster(Path(tmp) / "many-topics") as cluster:
-                rows.extend(many_topics(cluster, partitions, topics, idle_s, phases))
+                rows.extend(many_topics(cluster, partitions, topics, idle_s, phases, logs_to))
         if with_fencing:
             rows.extend(fencing(Path(tmp) / "fencing", fencing_partitions or partitions))
     return rows
@@ -478,6 +541,8 @@ def main() -> None:
                         help="partitions the fenced broker leads in the fencing phase (default: --partitions)")
     parser.add_argument("--fencing-only", action="store_true", help="run only the fencing phase")
     parser.add_argument("--no-fencing", action="store_true", help="skip the fencing phase")
+    parser.add_argument("--logs", type=Path, default=None,
+                        help="copy the nodes' logs into this directory after the controlled shutdown")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"which phases run after the 'many' create (of {','.join(PHASES)})")
     args = parser.parse_args()
@@ -491,7 +556,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = load()
     rows = run(args.partitions, args.topics, args.idle_s, args.keep, args.fencing_partitions, args.fencing_only,
-               shapes, not args.no_fencing, phases)
+               shapes, not args.no_fencing, phases, args.logs)
     if args.json is not None:
         args.json.write_text(json.dumps({"figures": [[name, value, goal_of(name)] for name, value in rows]}))
     width = max(len(name) for name, _ in rows)
