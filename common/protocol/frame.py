@@ -201,9 +201,20 @@ class ClientFraming:
         size, correlation_id = _RESPONSE_HEADER.unpack(head)
         if not 4 <= size <= self.max_response_bytes:
             raise ProtocolError(f"response size {size} outside 4..{self.max_response_bytes}")
+        self._check_id(correlation_id)
+        return int(size) - 4
+
+    def response_body(self, frame: bytes | bytearray) -> memoryview:
+        """A whole response frame whose size prefix a `FrameDecoder` checked and stripped, as a
+        view of its body after the correlation id; ProtocolError for a short frame or another id."""
+        if len(frame) < _SIZE.size:
+            raise ProtocolError(f"a {len(frame)}-byte response has no correlation id")
+        self._check_id(_SIZE.unpack_from(frame)[0])
+        return memoryview(frame)[_SIZE.size:]
+
+    def _check_id(self, correlation_id: int) -> None:
         if correlation_id != self.correlation_id:
             raise ProtocolError(f"response to correlation id {correlation_id}, expected {self.correlation_id}")
-        return int(size) - 4
 
 
 def frame_response(correlation_id: int, body: list[Chunk], header_version: int = 0) -> list[Chunk]:
