@@ -37,6 +37,14 @@ a blocking system call: fsync, writeback throttling) with the kernel function it
 (wchan); and the machine's dirty and writeback page-cache bytes (/proc/vmstat). `--load-cpus 1`
 pins the load generator and its consumer to those CPUs (sched_setaffinity, as taskset).
 
+Where both cores went (bench/box_cpu.py): per window, one line per process of the box -- the
+controller, each broker (its main thread and other threads apart), the load producer, the
+consumer group, the canary, the bench itself -- with its CPU (utime + stime from /proc) and its
+run-queue wait (schedstat), its busiest threads by name (librdkafka's rdk:broker<N> threads are
+its connections), one line for everything outside the bench (other work on a shared machine),
+and one for what no process accounts for (the kernel's softirq work for loopback traffic,
+processes too short-lived to be seen). Beside it, each broker's requests per second by API.
+
 Nothing is asserted: a measurement. On a shared 2-core machine the load generator, its
 consumer, three brokers and a controller share the cores; the achieved load is printed.
 """
@@ -62,6 +70,7 @@ if str(ROOT) not in sys.path:  # run as a script: the project's packages are imp
     sys.path.insert(0, str(ROOT))
 
 import c_client  # noqa: E402
+from box_cpu import BoxSampler, print_rows  # noqa: E402
 from produce_consume import HTTP_TIMEOUT_S, fmt, process_cpu_s  # noqa: E402
 from replication import Bench, running  # noqa: E402
 
@@ -82,6 +91,7 @@ STALL_REPORT_MS: Final = (10, 25, 100)  # stalls at least this long are counted 
 PREFIX: Final = "tidelog_broker_"
 OS_SAMPLE_PERIOD_S: Final = 0.02  # /proc samples of each broker's main thread: 50 a second
 TOP_WCHANS: Final = 2  # blocking kernel functions named per broker
+TOP_APIS: Final = 4  # APIs named per broker in the requests/s line
 PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -288,18 +298,54 @@ def print_sources(label: str, rows: list[dict[str, Any]]) -> None:
               f" {r['follower_wait_p99']:>9}")
 
 
+def box_labels(bench: Bench, box: BoxSampler) -> dict[int, str]:
+    """The processes of this bench by role: nodes by id, each loadgen by what it ran."""
+    labels = {os.getpid(): "bench (canary driver, /metrics, /proc)"}
+    for node in bench.cluster.controllers:
+        if node.pid is not None:
+            labels[node.pid] = f"controller {node.spec.node_id}"
+    for node in bench.cluster.brokers:
+        if node.pid is not None:
+            labels[node.pid] = f"broker {node.spec.node_id}"
+    for pid, cmdline in box.cmdlines.items():
+        args = cmdline.split()
+        if len(args) >= 4 and args[0].endswith("loadgen"):  # loadgen MODE BOOTSTRAP TOPIC ...
+            role = {("produce", CANARY_TOPIC): "canary producer (C)", ("produce", LOAD_TOPIC): "load producer (C)",
+                    ("consume", LOAD_TOPIC): "load consumer group (C)"}.get((args[1], args[3]))
+            if role is not None:
+                labels[pid] = role
+    return labels
+
+
+def print_requests(before: Mapping[int, Mapping[str, float]], after: Mapping[int, Mapping[str, float]],
+                   seconds: float) -> dict[int, dict[str, float]]:
+    """Requests answered per second by API, per broker, over the window (the busiest APIs):
+    follower fetch rounds that come back empty at once would show as Fetch far above Produce."""
+    rates = {b: {api: (n - before[b].get(api, 0.0)) / max(seconds, 1e-9) for api, n in counts.items()}
+             for b, counts in after.items()}
+    for b, by_api in sorted(rates.items()):
+        busiest = sorted(((r, api) for api, r in by_api.items() if r > 0), reverse=True)[:TOP_APIS]
+        print(f"  broker {b} requests/s: " + ", ".join(f"{api} {r:,.0f}" for r, api in busiest))
+    return rates
+
+
 def canary(bench: Bench, binary: Path, rate: int, seconds: float
-           ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler]:
+           ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler, list[dict[str, Any]], BoxSampler]:
     total = int(rate * seconds)
+    requests = bench.request_counts()
     before = snapshot(bench)
     sampler = OsSampler({broker: bench.pid(broker) for broker in before})
+    box = BoxSampler(root_pid=os.getpid())
+    box.start()
     sampler.start()
     try:
         result = c_client.produce(binary, bench.bootstrap, CANARY_TOPIC, records=total, value_bytes=100,
                                   partitions=1, acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE)
     finally:
         sampler.stop()
-    return result, source_rows(before, snapshot(bench)), sampler
+        box.stop()
+    print_requests(requests, bench.request_counts(), box.seconds)
+    return result, source_rows(before, snapshot(bench)), sampler, box.rows(box_labels(bench, box)), box
 
 
 class Load:
@@ -348,11 +394,13 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     leader = bench.partitions(CANARY_TOPIC)[0]["leader"]
     print(f"canary leader: broker {leader} (its acks=all wait is the canary's); load leaders by broker: "
           + ", ".join(f"{b} {role}" for b, role in sorted(bench.roles(LOAD_TOPIC).items())))
+    print("broker pids (for py-spy): " + ", ".join(f"{b} pid {bench.pid(b)}" for b in bench.broker_ids), flush=True)
     print(f"\ncanary: idempotent acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
           f"into {CANARY_TOPIC} (RF=3, min.insync.replicas=2), C load generator")
-    alone, alone_sources, alone_os = canary(bench, binary, args.canary_rate, args.seconds)
+    alone, alone_sources, alone_os, alone_box, alone_sampler = canary(bench, binary, args.canary_rate, args.seconds)
     print_sources("alone", alone_sources)
     print_os(os_rows(alone_os), alone_os)
+    print_rows("alone", alone_box, alone_sampler)
     load = Load(bench, binary, args)
     print(f"\nload: {args.load_mb_s:g} MB/s asked ({load.rate:,} records/s x {args.load_value_bytes} B, acks=all, "
           f"linger.ms={LOAD_LINGER_MS}) into {LOAD_TOPIC} ({args.load_partitions} partitions RF=3), "
@@ -360,9 +408,11 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
           + (f"; both pinned to CPUs {sorted(load.cpus)}" if load.cpus else ""))
     load.start()
     threading.Event().wait(LOAD_HEAD_START_S)
-    loaded, loaded_sources, loaded_os = canary(bench, binary, args.canary_rate, args.seconds)
+    loaded, loaded_sources, loaded_os, loaded_box, loaded_sampler = canary(bench, binary, args.canary_rate,
+                                                                           args.seconds)
     print_sources("loaded", loaded_sources)
     print_os(os_rows(loaded_os), loaded_os)
+    print_rows("loaded", loaded_box, loaded_sampler)
     load.join()
     produced, consumed = load.results.get("produce"), load.results.get("consume")
     print(f"\n{'canary':<8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}   goal p99 <= {GOAL_P99_MS:g}, "
@@ -378,6 +428,7 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
         "canary_loaded": {k: getattr(loaded, k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
         "sources_alone": alone_sources, "sources_loaded": loaded_sources,
         "os_alone": os_rows(alone_os), "os_loaded": os_rows(loaded_os),
+        "box_alone": alone_box, "box_loaded": loaded_box,
         "max_dirty_bytes": loaded_os.max_dirty, "max_writeback_bytes": loaded_os.max_writeback,
         "load_produce_mb_s": mb_s(produced), "load_consume_mb_s": mb_s(consumed), "load_errors": load.errors,
     }
