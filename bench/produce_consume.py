@@ -31,9 +31,12 @@ FindCoordinator creates __consumer_offsets, a one-time cost no phase should carr
 idle CPU rate (heartbeats, the metadata follower) is measured for `--idle-seconds`. 'net s/GB'
 is each phase's broker CPU less that rate over the phase's wall time, per GB, so that a short
 phase is not judged by the idle baseline and /proc's 10 ms ticks. For tidelog, 'requests' is
-the Produce requests its /metrics counted over a phase and 'us/req' the net broker CPU per request:
-in the latency phases (linger.ms=0) nearly one record per request, the per-request cost a
-low-rate canary pays. `--skip-bulk` runs only the latency phases. librdkafka leaves Nagle on
+the Produce requests its /metrics counted over a phase (in a consume phase, its Fetch requests)
+and 'us/req' the net broker CPU per request: in the latency phases (linger.ms=0) nearly one
+record per request, the per-request cost a low-rate canary pays. The consume table beside the
+sendfile sender also divides by the bytes the broker sent ('net/sent GB', from its
+bytes_out_total): with 1 MiB fetches a response ends with a partial batch that the client
+drops and fetches again (Kafka sends it too), so a broker sends more than the payload. `--skip-bulk` runs only the latency phases. librdkafka leaves Nagle on
 (socket.nagle.disable=false): without idempotence (acks=1) it has no in-flight limit, so at
 10,000 records/s its small requests wait for the previous segment's ACK and go out a few at a
 time (about 4 records per request on a shared 2-core box, p50 in seconds); with
@@ -91,6 +94,11 @@ RAW_CHUNK: Final = 1 * MIB
 WARMUP_RECORDS: Final = 1000
 WARMUP_SETTLE_S: Final = 1.0
 PRODUCE_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="PRODUCE"} '
+FETCH_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="FETCH"} '
+BYTES_OUT_SAMPLE: Final = "tidelog_broker_bytes_out_total "
+# the sendfile sender's figure is the median of this many sends of the bytes: one send of
+# 100 MB is ~10-20 ms of CPU, of which a scheduler hiccup on a shared box can be a large share
+SENDFILE_ROUNDS: Final = 5
 US_PER_S: Final = 1e6
 
 
@@ -116,14 +124,16 @@ class Peer:
     create: Callable[[str, int], None]
     idle_cpu_per_s: float | None = None  # measured by idle_rate() before the first phase
     produce_requests: Callable[[], int] | None = None  # Produce requests answered so far (tidelog's /metrics)
+    fetch_requests: Callable[[], int] | None = None  # Fetch requests answered so far (tidelog's /metrics)
+    bytes_out: Callable[[], int] | None = None  # bytes written to clients so far (tidelog's /metrics)
 
 
-def produce_requests_from(metrics_url: str) -> Callable[[], int]:
-    """The broker's Produce requests answered so far, from its Prometheus text (requests_total)."""
+def counter_from(metrics_url: str, sample: str) -> Callable[[], int]:
+    """A counter of the broker's Prometheus text (the line starting with `sample`) read now."""
     def read() -> int:
         with urllib.request.urlopen(metrics_url, timeout=HTTP_TIMEOUT_S) as answer:
             for text in answer.read().decode().splitlines():
-                if text.startswith(PRODUCE_REQUESTS_SAMPLE):
+                if text.startswith(sample):
                     return int(float(text.rpartition(" ")[2]))
         return 0
     return read
@@ -172,8 +182,11 @@ def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None) 
         broker = cluster.brokers[0]
         assert broker.pid is not None
         try:
+            url = broker.spec.metrics_url
             yield Peer("tidelog", cluster.bootstrap_servers, broker.pid, create,
-                       produce_requests=produce_requests_from(broker.spec.metrics_url))
+                       produce_requests=counter_from(url, PRODUCE_REQUESTS_SAMPLE),
+                       fetch_requests=counter_from(url, FETCH_REQUESTS_SAMPLE),
+                       bytes_out=counter_from(url, BYTES_OUT_SAMPLE))
         finally:
             controller = cluster.controllers[0]
             if controller.pid is not None and controller.running():
@@ -258,7 +271,8 @@ class Row:
     p99_ms: float | None = None
     p999_ms: float | None = None
     idle_cpu_s: float | None = None  # the broker's idle CPU rate (heartbeats, metadata) x wall_s
-    requests: int | None = None  # Produce requests the broker answered over the phase, when it counts them
+    requests: int | None = None  # Produce (consume phases: Fetch) requests the broker answered over the phase
+    bytes_sent: int | None = None  # consume phases: bytes the broker wrote to clients (batch framing included)
 
     @property
     def records_per_s(self) -> float:
@@ -282,8 +296,26 @@ class Row:
         return (self.broker_cpu_s - self.idle_cpu_s) / (self.payload_bytes / GB)
 
     @property
+    def requests_per_gb(self) -> float | None:
+        return None if not self.requests or not self.payload_bytes else self.requests / (self.payload_bytes / GB)
+
+    @property
+    def sent_per_payload(self) -> float | None:
+        """Bytes the broker sent per payload byte consumed: the batches' framing, and the partial
+        batch that ends a full response, which the client drops and fetches again (Kafka sends it too)."""
+        return None if not self.bytes_sent or not self.payload_bytes else self.bytes_sent / self.payload_bytes
+
+    @property
+    def net_cpu_s_per_gb_sent(self) -> float | None:
+        """Net broker CPU per GB it wrote to clients: comparable with the sendfile sender, which
+        sends each byte once."""
+        if self.broker_cpu_s is None or self.idle_cpu_s is None or not self.bytes_sent:
+            return None
+        return (self.broker_cpu_s - self.idle_cpu_s) / (self.bytes_sent / GB)
+
+    @property
     def net_cpu_us_per_request(self) -> float | None:
-        """Broker CPU per Produce request, less the idle rate: what one small request costs."""
+        """Broker CPU per request counted, less the idle rate: what one small Produce (or one Fetch) costs."""
         if self.broker_cpu_s is None or not self.requests:
             return None
         return (self.broker_cpu_s - (self.idle_cpu_s or 0.0)) / self.requests * US_PER_S
@@ -393,15 +425,21 @@ def latency(peer: Peer, topic: str, acks: str, rate: int, seconds: float, value:
 
 
 def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
-    """One phase of the C load generator, with the broker's CPU (and Produce requests) over it."""
-    requests0 = peer.produce_requests() if peer.produce_requests is not None else None
+    """One phase of the C load generator, with the broker's CPU and, where it counts them, its
+    Produce requests (a consume phase: its Fetch requests and the bytes it sent)."""
+    consume = phase.startswith("consume")
+    counter = peer.fetch_requests if consume else peer.produce_requests
+    sent = peer.bytes_out if consume else None
+    requests0 = counter() if counter is not None else None
+    sent0 = sent() if sent is not None else None
     broker0 = process_cpu_s(peer.pid)
     result = run()
     cpu = process_cpu_s(peer.pid) - broker0
-    requests = None if requests0 is None or peer.produce_requests is None else peer.produce_requests() - requests0
+    requests = None if requests0 is None or counter is None else counter() - requests0
+    bytes_sent = None if sent0 is None or sent is None else sent() - sent0
     idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
     return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
-               cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests)
+               cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests, bytes_sent)
 
 
 def warm_up(peer: Peer, binary: Path) -> None:
@@ -500,25 +538,37 @@ def raw_socket(total: int, value_bytes: int) -> Row:
 def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
     """`total` bytes of a file in the page cache sent with os.sendfile in 1 MiB slices (a Fetch
     response's shape) through a loopback connection to a reader thread: the physical floor of
-    serving a consumer on loopback (issue 35). Its CPU is the sending thread's alone."""
+    serving a consumer on loopback (issue 35). Its CPU is the sending thread's alone: the
+    median of SENDFILE_ROUNDS sends (the spread is printed)."""
     chunk = os.urandom(RAW_CHUNK)
     path = directory / "sendfile.bin"
     with open(path, "wb") as out:
         for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
             out.write(chunk)
-    reader = LoopbackReader()
+    sends: list[tuple[float, float, int]] = []  # (cpu, wall, received) of each send
     try:
-        with open(path, "rb") as source, socket.create_connection(reader.address) as sock:
-            cpu0, wall0 = time.thread_time(), time.perf_counter()
-            offset = 0
-            while offset < total:  # bounded by `total`; a blocking socket sends each slice whole
-                offset += os.sendfile(sock.fileno(), source.fileno(), offset, min(RAW_CHUNK, total - offset))
-            sock.shutdown(socket.SHUT_WR)
-            received = reader.join()
-            wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        for _ in range(SENDFILE_ROUNDS):
+            sends.append(_send_file(path, total))
     finally:
         path.unlink()
+    sends.sort()
+    cpu, wall, received = sends[len(sends) // 2]
+    print(f"  (sendfile sender: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in sends)} s/GB "
+          f"in {SENDFILE_ROUNDS} sends; the median is its row)", flush=True)
     return Row("raw", "sendfile sender", total // value_bytes, received, wall, cpu, None)
+
+
+def _send_file(path: Path, total: int) -> tuple[float, float, int]:
+    """One send of `path`'s first `total` bytes to a LoopbackReader: (thread CPU s, wall s, bytes received)."""
+    reader = LoopbackReader()
+    with open(path, "rb") as source, socket.create_connection(reader.address) as sock:
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        offset = 0
+        while offset < total:  # bounded by `total`; a blocking socket sends each slice whole
+            offset += os.sendfile(sock.fileno(), source.fileno(), offset, min(RAW_CHUNK, total - offset))
+        sock.shutdown(socket.SHUT_WR)
+        received = reader.join()
+        return time.thread_time() - cpu0, time.perf_counter() - wall0, received
 
 
 def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
@@ -569,11 +619,16 @@ def print_consume_floor(rows: list[Row]) -> None:
         return
     # 'net' leaves out the broker's idle rate over the phase (heartbeats, the metadata follower):
     # a client-bound consume phase is long, and on a busy box that baseline can be most of it.
+    # 'per sent GB' divides by the bytes the broker wrote (its /metrics), not the payload: the
+    # sender sends each byte once, the broker also the batches' framing and each full
+    # response's trailing partial batch (dropped by the client and fetched again, as from Kafka).
     print(f"\nconsume broker CPU per GB / a sendfile-only sender's ({floor:.3f} s/GB in this run); goal <= 1.5x")
-    print(f"{'peer':<8} {'phase':<26} {'brk':>8} {'net':>8}")
+    print(f"{'peer':<8} {'phase':<26} {'brk':>8} {'net':>8} {'net/sent GB':>11} {'sent/payload':>12} "
+          f"{'fetches/GB':>10}")
     for row in consumes:
         print(f"{row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, floor):>8} "
-              f"{ratio(row.net_cpu_s_per_gb, floor):>8}")
+              f"{ratio(row.net_cpu_s_per_gb, floor):>8} {ratio(row.net_cpu_s_per_gb_sent, floor):>11} "
+              f"{fmt(row.sent_per_payload, '.3f'):>12} {fmt(row.requests_per_gb, ',.0f'):>10}")
 
 
 def print_ratios(rows: list[Row]) -> None:
