@@ -19,7 +19,7 @@ import pytest
 
 from chaos.cli import find_scenario
 from chaos.power import fuse_missing
-from tests.chaos.scenario_runs import assert_nodes_forked, run_forked
+from tests.chaos.scenario_runs import assert_nodes_forked, ending_at_last_heal, run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -65,7 +65,9 @@ def test_power_scenario_meets_its_expectations(name: str, seed: int, tmp_path: P
 @pytest.mark.timeout(300)
 def test_without_fsync_a_majority_power_loss_is_caught(tmp_path: Path) -> None:
     """The fault can bite: what controller.quorum.fsync=true keeps, false loses, and the checkers see it."""
-    scenario = find_scenario("power-controller-majority-survivor-paused")
+    # ended when controller 3 wakes (its last fault's heal): the loss happened at the power cut, and
+    # the final heal, its quiet seconds and the harvest of every node's log still follow
+    scenario = ending_at_last_heal(find_scenario("power-controller-majority-survivor-paused"))
     cluster = dataclasses.replace(scenario.cluster, properties=(*scenario.cluster.properties, FSYNC_OFF))
     scenario = dataclasses.replace(scenario, name=f"{scenario.name}-fsync-off", cluster=cluster,
                                    settle_s=MUST_FAIL_SETTLE_S)

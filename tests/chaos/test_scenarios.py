@@ -14,7 +14,7 @@ import pytest
 
 from chaos.cli import find_scenario
 from chaos.nemeses.firewall import clean, leftovers
-from tests.chaos.scenario_runs import assert_nodes_forked, run_forked
+from tests.chaos.scenario_runs import assert_nodes_forked, ending_at_last_heal, run_forked
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("matplotlib")
@@ -44,3 +44,11 @@ def test_shipped_scenario_meets_its_expectations(name: str, tmp_path: Path) -> N
     assert failed == [], f"{name}: see {outcome.report_dir / 'report.html'}"
     assert (outcome.report_dir / "report.html").stat().st_size > 10_000
     assert_nodes_forked(tmp_path, restarts=name in RESTARTING)  # the faults' restarts forked too
+
+
+def test_ending_at_last_heal_cuts_only_the_quiet_tail() -> None:
+    slow = ending_at_last_heal(find_scenario("slow-follower"))
+    assert slow.duration_s == max(f.end_s for f in slow.schedule()) == 18  # delay 3 s + 15 s, of 30
+    assert slow.schedule() == find_scenario("slow-follower").schedule()  # every fault as shipped
+    with pytest.raises(ValueError, match="max_unavailable_s"):  # its tail measures the outage
+        ending_at_last_heal(find_scenario("leader-kill-loop"))
