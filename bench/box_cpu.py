@@ -43,7 +43,7 @@ CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 SCAN_PERIOD_S: Final = 0.5  # a whole-box /proc scan; twice a second keeps its own cost small
 TOP_THREADS: Final = 4  # a labelled process's busiest threads named in its detail
 TOP_OTHERS: Final = 3  # the largest processes outside the bench named in its "other work" line
-NS_PER_MS: Final = 1_000_000
+KTHREADD_PID: Final = 2  # the kernel's threads are its children
 
 
 @dataclass(slots=True)
@@ -107,12 +107,12 @@ def read_box(cmdlines: dict[int, str]) -> dict[int, ProcessRead]:
     return out
 
 
-def box_jiffies() -> tuple[int, int]:
-    """(busy, idle) jiffies of every CPU since boot (/proc/stat's first line; iowait is idle)."""
+def box_jiffies() -> tuple[int, int, int, int]:
+    """(busy, idle, softirq, steal) jiffies of every CPU since boot (/proc/stat's first line:
+    user nice system idle iowait irq softirq steal; iowait counts as idle, guest is inside user)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = values[3] + values[4]
-    busy = sum(values[:8]) - idle  # user nice system idle iowait irq softirq steal; guest is inside user
-    return busy, idle
+    return sum(values[:8]) - idle, idle, values[6], values[7]
 
 
 class BoxSampler:
@@ -125,7 +125,8 @@ class BoxSampler:
         self.cmdlines: dict[int, str] = {}  # each pid's command line when first seen
         self.seconds = 0.0
         self.box_busy_s = self.box_idle_s = 0.0
-        self._jiffies = (0, 0)
+        self.softirq_s = self.steal_s = 0.0  # inside busy: the kernel's softirq work; a VM's lost time
+        self._jiffies = (0, 0, 0, 0)
         self._started = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="box-sampler", daemon=True)
@@ -142,9 +143,8 @@ class BoxSampler:
         self._thread.join()
         self.last.update(read_box(self.cmdlines))
         self.seconds = time.monotonic() - self._started
-        busy, idle = box_jiffies()
-        self.box_busy_s = (busy - self._jiffies[0]) / CLK_TCK
-        self.box_idle_s = (idle - self._jiffies[1]) / CLK_TCK
+        self.box_busy_s, self.box_idle_s, self.softirq_s, self.steal_s = (
+            (now - then) / CLK_TCK for now, then in zip(box_jiffies(), self._jiffies))
 
     def _run(self) -> None:
         while not self._stop.wait(SCAN_PERIOD_S):  # until stopped at the window's end
@@ -183,8 +183,9 @@ class BoxSampler:
         for the rest of the box, one for what no process accounts for."""
         seconds = max(self.seconds, 1e-9)
         rows: list[dict[str, Any]] = []
-        other_cpu = other_wait = 0.0
+        other_cpu = other_wait = kernel_cpu = 0.0
         others: list[tuple[float, str]] = []
+        kernel: list[tuple[float, str]] = []
         for pid in sorted(self.last):
             cpu, wait, threads = self.delta(pid)
             if pid in labels or self.in_tree(pid):
@@ -196,14 +197,22 @@ class BoxSampler:
                     row["by_thread"] = by_thread(pid, threads, seconds)
                 if cpu > 0 or pid in labels:
                     rows.append(row)
+            elif self.last[pid].ppid == KTHREADD_PID or pid == KTHREADD_PID:
+                kernel_cpu += cpu  # writeback of the brokers' dirty pages is here, with anyone else's
+                if cpu > 0:
+                    kernel.append((cpu, self.last[pid].comm))
             else:
                 other_cpu += cpu
                 other_wait += wait
                 if cpu > 0:
                     others.append((cpu, self.last[pid].comm))
-        named = ", ".join(f"{comm} {100 * cpu / seconds:.0f}%" for cpu, comm in sorted(others, reverse=True)[:TOP_OTHERS])
+        def named(found: list[tuple[float, str]]) -> str:
+            return ", ".join(f"{comm} {100 * cpu / seconds:.0f}%" for cpu, comm in sorted(found, reverse=True)[:TOP_OTHERS])
+
         rows.append({"process": "other work on the machine", "pid": None, "cpu_pct": 100 * other_cpu / seconds,
-                     "run_wait_ms_s": 1000 * other_wait / seconds, "threads": None, "largest": named or "-"})
+                     "run_wait_ms_s": 1000 * other_wait / seconds, "threads": None, "largest": named(others) or "-"})
+        rows.append({"process": "kernel threads (writeback, ...)", "pid": None, "cpu_pct": 100 * kernel_cpu / seconds,
+                     "run_wait_ms_s": None, "threads": None, "largest": named(kernel) or "-"})
         seen = sum(r["cpu_pct"] for r in rows)
         rows.append({"process": "unaccounted (short-lived, kernel)", "pid": None,
                      "cpu_pct": 100 * self.box_busy_s / seconds - seen, "run_wait_ms_s": None, "threads": None})
@@ -231,7 +240,8 @@ def print_rows(label: str, rows: list[dict[str, Any]], sampler: BoxSampler) -> N
     seconds = max(sampler.seconds, 1e-9)
     cores = os.cpu_count() or 1
     print(f"  {label}: both cores over {sampler.seconds:.1f} s ({cores} CPUs: {100 * cores} % in all; "
-          f"busy {100 * sampler.box_busy_s / seconds:.0f} %, idle {100 * sampler.box_idle_s / seconds:.0f} %; "
+          f"busy {100 * sampler.box_busy_s / seconds:.0f} % (softirq {100 * sampler.softirq_s / seconds:.1f} %, "
+          f"steal {100 * sampler.steal_s / seconds:.1f} %), idle {100 * sampler.box_idle_s / seconds:.0f} %; "
           f"load average {os.getloadavg()[0]:.2f})")
     print(f"  {'process':<38} {'pid':>7} {'cpu %':>6} {'run wait ms/s':>13} {'thr':>4}  "
           "busiest threads: name cpu %/run wait ms/s")
