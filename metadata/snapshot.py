@@ -19,7 +19,7 @@ every collection is sorted, so equal images give equal bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import msgpack
@@ -84,14 +84,22 @@ T = TypeVar("T")
 
 def encode_snapshot(image: MetadataImage) -> bytes:
     """The image as canonical msgpack bytes."""
-    packed: bytes = msgpack.packb({
+    return b"".join(snapshot_pieces(image))
+
+
+def snapshot_pieces(image: MetadataImage) -> Iterator[bytes]:
+    """`encode_snapshot`'s bytes in pieces of at most one topic each (msgpack is concatenative: a
+    map is its header then its keys and values, an array its header then its items). A controller
+    encodes its fold's snapshot a few pieces at a time between Raft ticks (quorum.fold_encoder):
+    packing 100,000 partitions in one call held the GIL for ~90 ms, and building it ~0.2 s more."""
+    top = {
         "format": SNAPSHOT_FORMAT,
         "version": SNAPSHOT_VERSION,
         "offset": image.offset,
         "controller_epoch": image.controller_epoch,
         "brokers": [fields_to_map(image.cluster.brokers[b], BROKER_KINDS, BROKER_OPTIONAL)
                     for b in sorted(image.cluster.brokers)],
-        "topics": [_topic_to_map(image.topics.by_id[t]) for t in sorted(image.topics.by_id)],
+        "topics": None,  # packed topic by topic below
         "configs": [{"resource_type": int(resource.resource_type), "resource_name": resource.resource_name,
                      "configs": dict(sorted(image.configs.resources[resource].items()))}
                     for resource in sorted(image.configs.resources)],
@@ -101,8 +109,17 @@ def encode_snapshot(image: MetadataImage) -> bytes:
            if image.acls.by_id else {}),
         **({"scram": [fields_to_map(image.scram.credentials[k], SCRAM_KINDS) for k in sorted(image.scram.credentials)]}
            if image.scram.credentials else {}),
-    }, use_bin_type=True)
-    return packed
+    }
+    packer = msgpack.Packer(use_bin_type=True)  # autoreset: each call returns its own bytes
+    yield packer.pack_map_header(len(top))
+    for key, value in top.items():  # bounded: the keys above
+        yield packer.pack(key)
+        if key != "topics":
+            yield packer.pack(value)
+            continue
+        yield packer.pack_array_header(len(image.topics.by_id))
+        for topic_id in sorted(image.topics.by_id):  # bounded by the image's topics
+            yield packer.pack(_topic_to_map(image.topics.by_id[topic_id]))
 
 
 def _topic_to_map(topic: TopicImage) -> dict[str, Any]:
