@@ -51,6 +51,7 @@ class ThreadRead:
     comm: str
     cpu_ticks: int
     run_wait_ns: int
+    switches: tuple[int, int] | None = None  # (voluntary, involuntary) context switches; read at the window's ends only
 
 
 @dataclass(slots=True)
@@ -70,8 +71,15 @@ def _stat_fields(text: str) -> tuple[str, list[str]]:
     return head.partition("(")[2], rest.split()
 
 
-def read_process(pid: int) -> ProcessRead | None:
-    """`pid` and its threads now; None when it is gone (or unreadable) meanwhile."""
+def _switches(task: Path) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of a thread: it slept, or was preempted."""
+    found = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if "ctxt_switches" in line)
+    return int(found["voluntary_ctxt_switches"]), int(found["nonvoluntary_ctxt_switches"])
+
+
+def read_process(pid: int, *, switches: bool = False) -> ProcessRead | None:
+    """`pid` and its threads now (with their context switches when `switches`: a costlier
+    read, done at the window's ends); None when it is gone (or unreadable) meanwhile."""
     base = Path(f"/proc/{pid}")
     try:
         comm, fields = _stat_fields((base / "stat").read_text())
@@ -84,18 +92,23 @@ def read_process(pid: int) -> ProcessRead | None:
             except (OSError, IndexError, ValueError):  # the thread ended between listdir and read
                 continue
             read.threads[int(tid_name)] = ThreadRead(t_comm, int(t_fields[11]) + int(t_fields[12]), run_wait)
+            if switches:
+                try:
+                    read.threads[int(tid_name)].switches = _switches(task)
+                except (OSError, KeyError, ValueError):  # ended meanwhile: no figure for it
+                    pass
     except (OSError, IndexError, ValueError):  # the process ended mid-read
         return None
     return read
 
 
-def read_box(cmdlines: dict[int, str]) -> dict[int, ProcessRead]:
+def read_box(cmdlines: dict[int, str], *, switches: bool = False) -> dict[int, ProcessRead]:
     """Every process now; the command line of each pid not in `cmdlines` yet is added to it."""
     out = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             pid = int(name)
-            read = read_process(pid)
+            read = read_process(pid, switches=switches)
             if read is not None:
                 out[pid] = read
                 if pid not in cmdlines:
@@ -134,14 +147,14 @@ class BoxSampler:
     def start(self) -> None:
         self._jiffies = box_jiffies()
         self._started = time.monotonic()
-        self.first = read_box(self.cmdlines)
+        self.first = read_box(self.cmdlines, switches=True)
         self.last = dict(self.first)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        self.last.update(read_box(self.cmdlines))
+        self.last.update(read_box(self.cmdlines, switches=True))
         self.seconds = time.monotonic() - self._started
         self.box_busy_s, self.box_idle_s, self.softirq_s, self.steal_s = (
             (now - then) / CLK_TCK for now, then in zip(box_jiffies(), self._jiffies))
@@ -163,9 +176,10 @@ class BoxSampler:
             pid = read.ppid
         return False
 
-    def delta(self, pid: int) -> tuple[float, float, dict[int, tuple[str, float, float]]]:
-        """(CPU s, run delay s, {tid: (comm, CPU s, run delay s)}) of `pid` in the window; a
-        process born inside it counts from zero."""
+    def delta(self, pid: int) -> tuple[float, float, dict[int, tuple[str, float, float, int | None]]]:
+        """(CPU s, run delay s, {tid: (comm, CPU s, run delay s, times preempted)}) of `pid` in the
+        window; a process born inside it counts from zero. Times preempted (involuntary context
+        switches) is None for a thread not read at both ends (one that ended inside the window)."""
         end = self.last[pid]
         begin = self.first.get(pid)
         if begin is not None and begin.started != end.started:  # the pid was reused
@@ -173,8 +187,11 @@ class BoxSampler:
         threads = {}
         for tid, t in end.threads.items():
             b = begin.threads.get(tid) if begin is not None else None
+            preempted = None
+            if t.switches is not None and (b is None or b.switches is not None):
+                preempted = t.switches[1] - (b.switches[1] if b is not None and b.switches is not None else 0)
             threads[tid] = (t.comm, (t.cpu_ticks - (b.cpu_ticks if b else 0)) / CLK_TCK,
-                            (t.run_wait_ns - (b.run_wait_ns if b else 0)) / 1e9)
+                            (t.run_wait_ns - (b.run_wait_ns if b else 0)) / 1e9, preempted)
         cpu = (end.cpu_ticks - (begin.cpu_ticks if begin is not None else 0)) / CLK_TCK
         return cpu, sum(t[2] for t in threads.values()), threads
 
@@ -219,17 +236,19 @@ class BoxSampler:
         return rows
 
 
-def by_thread(pid: int, threads: Mapping[int, tuple[str, float, float]], seconds: float
-              ) -> list[tuple[str, float, float]]:
-    """(thread name, CPU %, run wait ms/s) of a process's threads summed by name (the main
-    thread as "main": a Python process's threads all share its name), busiest first."""
+def by_thread(pid: int, threads: Mapping[int, tuple[str, float, float, int | None]], seconds: float
+              ) -> list[tuple[str, float, float, float]]:
+    """(thread name, CPU %, run wait ms/s, times preempted per second) of a process's threads
+    summed by name (the main thread as "main": a Python process's threads all share its name),
+    busiest first."""
     named: dict[str, list[float]] = {}
-    for tid, (comm, cpu, wait) in threads.items():
-        sums = named.setdefault("main" if tid == pid else comm, [0.0, 0.0])
+    for tid, (comm, cpu, wait, preempted) in threads.items():
+        sums = named.setdefault("main" if tid == pid else comm, [0.0, 0.0, 0.0])
         sums[0] += cpu
         sums[1] += wait
-    return sorted(((name, 100 * cpu / seconds, 1000 * wait / seconds) for name, (cpu, wait) in named.items()),
-                  key=lambda t: -t[1])
+        sums[2] += preempted or 0
+    return sorted(((name, 100 * cpu / seconds, 1000 * wait / seconds, preempted / seconds)
+                   for name, (cpu, wait, preempted) in named.items()), key=lambda t: -t[1])
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -244,10 +263,11 @@ def print_rows(label: str, rows: list[dict[str, Any]], sampler: BoxSampler) -> N
           f"steal {100 * sampler.steal_s / seconds:.1f} %), idle {100 * sampler.box_idle_s / seconds:.0f} %; "
           f"load average {os.getloadavg()[0]:.2f})")
     print(f"  {'process':<38} {'pid':>7} {'cpu %':>6} {'run wait ms/s':>13} {'thr':>4}  "
-          "busiest threads: name cpu %/run wait ms/s")
+          "busiest threads: name cpu %/run wait ms/s/preempted per s")
     for r in rows:
         detail = r.get("largest", "")
-        if "by_thread" in r:  # name cpu%/run wait ms/s of its busiest threads
-            detail = ", ".join(f"{name} {cpu:.1f}%/{wait:.0f}" for name, cpu, wait in r["by_thread"][:TOP_THREADS])
+        if "by_thread" in r:  # name cpu %/run wait ms/s/preempted per s of its busiest threads
+            detail = ", ".join(f"{name} {cpu:.1f}%/{wait:.0f}/{preempted:,.0f}"
+                               for name, cpu, wait, preempted in r["by_thread"][:TOP_THREADS])
         print(f"  {r['process']:<38} {_num(r['pid'], 'd'):>7} {r['cpu_pct']:>6.1f} {_num(r['run_wait_ms_s'], '.0f'):>13}"
               f" {_num(r['threads'], 'd'):>4}  {detail}")
