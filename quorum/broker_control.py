@@ -48,6 +48,7 @@ from metadata.records import (
     UnregisterBroker,
 )
 from quorum.controller_result import (
+    MAX_LEADERSHIPS_PER_DECISION,
     MAX_PARTITIONS_PER_DECISION,
     ControllerApiError,
     ControllerResult,
@@ -159,17 +160,20 @@ def _follow_up(broker_id: int, stopped: PartitionKey | None) -> LeaveFollowUp | 
 
 
 def _leave_leaders_first(image: MetadataImage, broker_id: int, *, after: PartitionKey | None,
-                         max_partitions: int | None) -> tuple[list[PartitionChange], LeaveFollowUp | None]:
-    """A controlled shutdown's batch: the broker's leaderships first (after `after`), and once
-    none is left, in the same batch while it has room, its other ISR seats from the first
-    partition; the follow-up says which pass goes on where.
+                         max_partitions: int | None, max_leaderships: int | None,
+                         ) -> tuple[list[PartitionChange], LeaveFollowUp | None]:
+    """A controlled shutdown's batch: at most `max_leaderships` of the broker's leaderships
+    (after `after`), and once none is left, in the same batch while it has room under
+    `max_partitions`, its other ISR seats from the first partition; the follow-up says which
+    pass goes on where.
 
     Kafka moves all of them in one event, which the broker's shutdown waits for. Ours are
-    batches (`MAX_PARTITIONS_PER_DECISION`), and the broker waits only for those that move its
-    leaderships: walking in (topic, partition) order moved the last of 33,000 leaderships in
-    the last of 100 batches at 100,000 partitions; leaderships first, in the 34th.
+    batches, and the broker waits only for those that move its leaderships: walking in
+    (topic, partition) order moved the last of 33,000 leaderships in the last of 100 batches at
+    100,000 partitions; leaderships first, in the 34th; in batches of
+    `MAX_LEADERSHIPS_PER_DECISION`, in the 7th.
     """
-    changes, stopped = _leave_partitions(image, broker_id, after=after, max_partitions=max_partitions,
+    changes, stopped = _leave_partitions(image, broker_id, after=after, max_partitions=max_leaderships,
                                          wanted=lambda p: p.leader == broker_id)
     if stopped is not None:
         return changes, LeaveFollowUp(broker_id, stopped, leaders_only=True)
@@ -281,10 +285,12 @@ def unregister_broker(image: MetadataImage, broker_id: int, *,
 
 def continue_leaving(image: MetadataImage, broker_id: int, *, after: PartitionKey | None,
                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION,
-                     leaders_only: bool = False) -> ControllerResult[int]:
+                     leaders_only: bool = False,
+                     max_leaderships: int | None = MAX_LEADERSHIPS_PER_DECISION) -> ControllerResult[int]:
     """The next batch of a fence, unregistration or controlled shutdown: `remove_from_isr` for
     the broker's partitions after `after` (None: from the first), at most `max_partitions`;
-    only its leaderships when `leaders_only` (then the ISR seats, as the follow-up).
+    only its leaderships when `leaders_only`, at most `max_leaderships` (then the ISR seats, as
+    the follow-up).
 
     Nothing when the broker is active again (unfenced and not shutting down: a new incarnation
     that caught up belongs in its ISRs). The response is the number of partition changes.
@@ -293,7 +299,8 @@ def continue_leaving(image: MetadataImage, broker_id: int, *, after: PartitionKe
     if registration is not None and registration.is_active:
         return ControllerResult((), 0)
     if leaders_only:
-        changes, follow_up = _leave_leaders_first(image, broker_id, after=after, max_partitions=max_partitions)
+        changes, follow_up = _leave_leaders_first(image, broker_id, after=after, max_partitions=max_partitions,
+                                                  max_leaderships=max_leaderships)
         return ControllerResult(changes, len(changes), follow_up=follow_up)
     changes, stopped = _leave_partitions(image, broker_id, after=after, max_partitions=max_partitions)
     return ControllerResult(changes, len(changes), follow_up=_follow_up(broker_id, stopped))
@@ -363,13 +370,16 @@ def _active_brokers_caught_up(image: MetadataImage, broker_id: int, heartbeats: 
 def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int, metadata_offset: int,
                       want_fence: bool, want_shutdown: bool, now_ms: int,
                       heartbeats: BrokerHeartbeatManager,
-                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[HeartbeatReply]:
+                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION,
+                      max_leaderships: int | None = MAX_LEADERSHIPS_PER_DECISION,
+                      ) -> ControllerResult[HeartbeatReply]:
     """BrokerHeartbeat (Kafka's processBrokerHeartbeat): touch the session, compute the next
     control state, write what that transition takes in one batch, reply from the next state.
 
     A transition that leaves partitions (fenced, controlled shutdown, shut down now) writes
-    the registration change first and at most `max_partitions` partitions; the rest is the
-    result's follow_up (see `fence_broker`). The broker stays in CONTROLLED_SHUTDOWN while it
+    the registration change first and at most `max_partitions` partitions (a controlled
+    shutdown: at most `max_leaderships` leaderships); the rest is the result's follow_up (see
+    `fence_broker`). The broker stays in CONTROLLED_SHUTDOWN while it
     still leads any, and the shell raises its controlled-shutdown offset past every later batch.
 
     The controlled-shutdown offset is the offset the batch will end at: decisions run one at
@@ -396,7 +406,8 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
     partitions: list[Record] = []
     follow_up = None
     if plan.leave_partitions and states.next is CONTROLLED_SHUTDOWN:  # leaderships first: it waits for those
-        leaving, follow_up = _leave_leaders_first(image, broker_id, after=None, max_partitions=max_partitions)
+        leaving, follow_up = _leave_leaders_first(image, broker_id, after=None, max_partitions=max_partitions,
+                                                  max_leaderships=max_leaderships)
         partitions.extend(leaving)
     elif plan.leave_partitions:  # fenced: everything in one pass
         leaving, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)

@@ -35,6 +35,16 @@ R = TypeVar("R")
 # partition on the event loop and ~160 partition records fill a 16 KiB chunk, so one batch is
 # 20-65 ms of event-loop work and a transaction of ~7 Raft entries.
 MAX_PARTITIONS_PER_DECISION: Final = 1_000  # partitions
+# Leaderships one controlled-shutdown decision moves (its first pass; the ISR-seat batches after
+# it, fencing and unregistration keep MAX_PARTITIONS_PER_DECISION). The broker's shutdown waits
+# for these batches, and each decision is one metadata transaction committed before the next
+# starts: its BeginTransaction chunk and its EndTransaction chunk each wait for a Raft commit of
+# their own, the body in rounds of PIPELINE_WINDOW chunks (quorum.metadata_log), so 1,000
+# leaderships (7 chunks) took 4 commit rounds and 33,000 took 132, ~260-340 ms per 1,000 at
+# 100,000 partitions. 5,000 (~31 chunks) take ~10 rounds. The rule and its encoding hold the event
+# loop ~40 us per partition on a quiet machine (~0.2 s per decision; ~3 times that under load),
+# under the ~1 s a controller may stall before live brokers' heartbeats go unanswered.
+MAX_LEADERSHIPS_PER_DECISION: Final = 5_000  # partitions
 PartitionKey: TypeAlias = tuple[str, int]  # (topic name, partition id): the order rules walk partitions in
 
 
@@ -44,8 +54,9 @@ class LeaveFollowUp:
     the partitions of `broker_id` after `after` still need `remove_from_isr`, in later decisions
     that the shell (`quorum.controller_runtime`) queues one at a time, so the decision queue
     serves other events (heartbeats of live brokers) in between. `leaders_only`: the walk moves
-    only the broker's leaderships (a controlled shutdown's first pass; None `after` then starts
-    the second pass, every ISR seat, from the first partition)."""
+    only the broker's leaderships (a controlled shutdown's first pass, in batches of
+    `MAX_LEADERSHIPS_PER_DECISION`; None `after` then starts the second pass, every ISR seat, from
+    the first partition)."""
 
     broker_id: int
     after: PartitionKey | None

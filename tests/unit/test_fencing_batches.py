@@ -95,7 +95,7 @@ def run_batches(image: MetadataImage, first: ControllerResult[object],
     follow_up = first.follow_up
     while follow_up is not None:  # bounded: each batch moves the walk past its partitions
         result = continue_leaving(image, follow_up.broker_id, after=follow_up.after, max_partitions=max_partitions,
-                                  leaders_only=follow_up.leaders_only)
+                                  leaders_only=follow_up.leaders_only, max_leaderships=max_partitions)
         assert result.records, "a follow-up always has partitions left"
         batches.append(result.records)
         image = replay(image, *result.records)
@@ -171,7 +171,8 @@ def test_a_controlled_shutdown_moves_the_leaderships_first_then_the_isr_seats() 
 
     def beat(image: MetadataImage) -> ControllerResult[HeartbeatReply]:
         return process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset, want_fence=False,
-                                 want_shutdown=True, now_ms=0, heartbeats=heartbeats, max_partitions=BATCH)
+                                 want_shutdown=True, now_ms=0, heartbeats=heartbeats, max_partitions=BATCH,
+                                 max_leaderships=BATCH)
 
     first = beat(image)
     assert keys(first.records) == [("B", p) for p in range(10)]
@@ -184,8 +185,34 @@ def test_a_controlled_shutdown_moves_the_leaderships_first_then_the_isr_seats() 
     assert beat(two).response == HeartbeatReply(True, True, True)  # leads nothing: the seats left need no wait
     unbatched = process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset,
                                   want_fence=False, want_shutdown=True, now_ms=0,
-                                  heartbeats=BrokerHeartbeatManager(1000), max_partitions=None)
+                                  heartbeats=BrokerHeartbeatManager(1000), max_partitions=None,
+                                  max_leaderships=None)
     assert replay(image, *unbatched.records) == after  # the same image, whatever the split
+
+
+def test_a_controlled_shutdown_moves_leaderships_in_batches_of_their_own_bound() -> None:
+    """The batches the shutdown waits for hold `max_leaderships` leaderships (fewer Raft commit
+    rounds per leadership); the ISR seats after them keep `max_partitions`, and a batch that
+    ends the leaderships adds seats only while it is under `max_partitions`."""
+    image = cluster_with({"a": 12, "b": 15}, leader=1)
+    image = replay(image, *(PartitionChange("A", p, leader=2, isr=(2, 1, 3)) for p in range(12)))
+    first = process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset, want_fence=False,
+                              want_shutdown=True, now_ms=0, heartbeats=BrokerHeartbeatManager(1000),
+                              max_partitions=4, max_leaderships=10)
+    assert keys(first.records) == [("B", p) for p in range(10)]
+    batches = [first.records]
+    image = replay(image, *first.records)
+    follow_up = first.follow_up
+    while follow_up is not None:  # bounded: each batch moves the walk past its partitions
+        result = continue_leaving(image, 1, after=follow_up.after, max_partitions=4,
+                                  leaders_only=follow_up.leaders_only, max_leaderships=10)
+        batches.append(result.records)
+        image = replay(image, *result.records)
+        follow_up = result.follow_up
+    assert [keys(b) for b in batches[1:]] == [[("B", p) for p in range(10, 15)],  # 5 leaderships: no room left
+                                              [("A", p) for p in range(4)], [("A", p) for p in range(4, 8)],
+                                              [("A", p) for p in range(8, 12)]]
+    assert left_every_isr(image, 1)
 
 
 def test_leads_partitions_walks_from_where_the_first_leadership_was() -> None:
@@ -212,7 +239,8 @@ def test_controlled_shutdown_in_batches_waits_for_the_last_one() -> None:
 
     def beat(image: MetadataImage) -> ControllerResult[HeartbeatReply]:
         return process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset, want_fence=False,
-                                 want_shutdown=True, now_ms=0, heartbeats=heartbeats, max_partitions=BATCH)
+                                 want_shutdown=True, now_ms=0, heartbeats=heartbeats, max_partitions=BATCH,
+                                 max_leaderships=BATCH)
 
     first = beat(BIG)
     assert first.records[0] == BrokerRegistrationChange(1, 1, in_controlled_shutdown=True)
