@@ -66,7 +66,7 @@ from broker.handlers.context import (
     Handler,
     NowHandler,
 )
-from broker.handlers.fetch import handle_fetch
+from broker.handlers.fetch import fetch_now, handle_fetch
 from broker.handlers.fetch_partitions import topic_name as fetch_topic_name
 from broker.request_fault_hook import start_faulted
 from broker.request_faults import FaultTable
@@ -160,7 +160,7 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # lz4 unless the broker's Produce range starts at 0 (librdkafka issue 4956); Kafka 4.0
     # does the same (KAFKA-18659). Every client that matters sends v3+.
     _row(ApiKey.PRODUCE, handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now),
-    _row(ApiKey.FETCH, handle_fetch),
+    _row(ApiKey.FETCH, handle_fetch, now=fetch_now),
     _row(ApiKey.LIST_OFFSETS, handle_list_offsets),
     _row(ApiKey.METADATA, handle_metadata),
     _row(ApiKey.FIND_COORDINATOR, handle_find_coordinator),

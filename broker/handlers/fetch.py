@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from broker.fetch_session import (
     FINAL_EPOCH,
@@ -28,6 +29,7 @@ from broker.fetch_session import (
 )
 from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.server import Later
 from broker.handlers.fetch_partitions import (
     FOLLOWER_FETCH_VERSION,
     LEADER_HINTS_VERSION,
@@ -45,12 +47,22 @@ from common.protocol import fetch
 from common.units import SECOND_MS
 
 
-
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
+    """`fetch_now` as one awaitable."""
+    answer = fetch_now(ctx, req, version, client)
+    return await answer.answer if isinstance(answer, Later) else answer
+
+
+def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
+              client: ClientInfo) -> fetch.FetchResponse | Later[fetch.FetchResponse]:
+    """The answer now when the first read settles it (min_bytes found, an error, no time to
+    wait): a consumer reading a backlog costs no task and no extra loop pass per fetch.
+    Otherwise `Later`, which waits (bounded by max_wait_ms) and reads again."""
     image = ctx.image()
     named = name_partitions(req, version, image)
     requested = named.requested
     uses_topic_ids = version >= TOPIC_IDS_VERSION
+    follower_reads = version >= FOLLOWER_FETCH_VERSION
     sessions = ctx.fetch_sessions
     if sessions is None or version < 7:  # no sessions before v7 (KIP-227)
         context: FetchContext = Sessionless() if version < 7 or req.session_epoch == FINAL_EPOCH \
@@ -61,59 +73,94 @@ async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int
                                        uses_topic_ids=uses_topic_ids)
     if isinstance(context, SessionError):
         return fetch.FetchResponse(0, (), int(context.error), 0)
+    deadline = asyncio.get_running_loop().time() + max(req.max_wait_ms, 0) / SECOND_MS
+
+    def respond(answers: dict[TopicPartition, fetch.FetchPartitionResponse], session_id: int) -> fetch.FetchResponse:
+        # Kafka's per-topic BytesOutPerSec: consumers' fetches only, one add per partition answered
+        count_fetch(ctx.topic_stats, ((tp.topic, size_of(a)) for tp, a in answers.items()),
+                    replica_id=req.replica_id)
+        endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
+        return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0,
+                                   session_id, endpoints)
+
     if isinstance(context, IncrementalFetch):
         assert sessions is not None
-        answers = await _fetch_incremental(ctx, sessions, req, context.session, requested,
-                                           follower_reads=version >= FOLLOWER_FETCH_VERSION)
-        session_id = context.session.id
-    else:
-        answers, changed = await _fetch_full(ctx, req, requested, follower_reads=version >= FOLLOWER_FETCH_VERSION)
+        session = context.session
+        pass_ = _IncrementalPass(ctx, sessions, session, req, follower_reads)
+        pass_.read([*sessions.take_changed(session), *requested])
+        if pass_.settled(deadline):
+            return respond(pass_.finish(), session.id)
+
+        async def incremental_later() -> fetch.FetchResponse:
+            return respond(await _wait_incremental(pass_, deadline), session.id)
+        return Later(incremental_later())
+
+    def full_response(full: _FullPass) -> fetch.FetchResponse:
         session_id = 0
         if isinstance(context, FullFetch) and sessions is not None:
             cached = {}
             for tp, p in requested.items():
                 cached[tp] = CachedPartition.of(p)
-                cached[tp].must_respond(answers[tp], update=True)
-            session_id = sessions.create(req.replica_id, cached, _carry_order(changed, (), answers),
+                cached[tp].must_respond(full.answers[tp], update=True)
+            session_id = sessions.create(req.replica_id, cached, _carry_order(full.changed, (), full.answers),
                                          uses_topic_ids=uses_topic_ids)
-    # Kafka's per-topic BytesOutPerSec: consumers' fetches only, one add per partition answered
-    count_fetch(ctx.topic_stats, ((tp.topic, size_of(a)) for tp, a in answers.items()), replica_id=req.replica_id)
-    endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
-    return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0, session_id,
-                               endpoints)
+        return respond(full.answers, session_id)
+
+    first = _read_full(ctx, req, requested, follower_reads=follower_reads)
+    if first.settled(req, requested, deadline):
+        return full_response(first)
+
+    async def full_later() -> fetch.FetchResponse:
+        return full_response(await _wait_full(ctx, req, requested, first, deadline, follower_reads=follower_reads))
+    return Later(full_later())
 
 
-async def _fetch_full(ctx: BrokerContext, req: fetch.FetchRequest,
-                      requested: dict[TopicPartition, fetch.FetchPartition], *, follower_reads: bool
-                      ) -> tuple[dict[TopicPartition, fetch.FetchPartitionResponse], list[TopicPartition]]:
-    """Every requested partition, waiting (bounded by max_wait_ms) for min_bytes."""
+@dataclass(slots=True)
+class _FullPass:
+    """One read of every requested partition: the answers, those with more to read or failed,
+    the bytes found, and whether an answer must go out at once (an error, a diverging epoch,
+    a preferred read replica: as Kafka's fetchMessages)."""
+
+    answers: dict[TopicPartition, fetch.FetchPartitionResponse]
+    changed: list[TopicPartition]
+    total: int
+    failed: bool
+
+    def settled(self, req: fetch.FetchRequest, requested: Mapping[TopicPartition, object], deadline: float) -> bool:
+        return self.total >= req.min_bytes or self.failed or not requested \
+            or deadline - asyncio.get_running_loop().time() <= 0
+
+
+def _read_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
+               *, follower_reads: bool) -> _FullPass:
+    read = _FullPass({}, [], 0, False)
+    for tp, p in requested.items():
+        answer, more = read_partition(ctx, tp, p, req, req.max_bytes - read.total, first=read.total == 0,
+                                      follower_reads=follower_reads)
+        read.answers[tp] = answer
+        read.total += size_of(answer)
+        read.failed = read.failed or answer.error_code != 0 or answer.diverging_epoch is not None \
+            or answer.preferred_read_replica >= 0
+        if more or answer.error_code:
+            read.changed.append(tp)
+    return read
+
+
+async def _wait_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
+                     read: _FullPass, deadline: float, *, follower_reads: bool) -> _FullPass:
+    """A full fetch that found too little: wait for a change of one of its partitions, read them
+    all again, until min_bytes or the deadline (max_wait_ms)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
-    while True:  # bounded by max_wait_ms: each pass waits for a change or the deadline
-        answers: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
-        changed: list[TopicPartition] = []
-        total, failed = 0, False
-        for tp, p in requested.items():
-            answer, more = read_partition(ctx, tp, p, req, req.max_bytes - total, first=total == 0,
-                                          follower_reads=follower_reads)
-            answers[tp] = answer
-            total += size_of(answer)
-            # a preferred read replica is answered at once, as Kafka's fetchMessages does
-            failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None \
-                or answer.preferred_read_replica >= 0
-            if more or answer.error_code:
-                changed.append(tp)
-        remaining = deadline - loop.time()
-        if total >= req.min_bytes or failed or remaining <= 0 or not requested:
-            return answers, changed
-        await ctx.replicas.wait_for_data(requested, remaining)
+    while not read.settled(req, requested, deadline):  # bounded by max_wait_ms: each pass waits
+        await ctx.replicas.wait_for_data(requested, deadline - loop.time())
+        read = _read_full(ctx, req, requested, follower_reads=follower_reads)
+    return read
 
 
-async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: fetch.FetchRequest,
-                             session: FetchSession, requested: dict[TopicPartition, fetch.FetchPartition], *,
-                             follower_reads: bool) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
-    """The partitions the request names and those the session saw change; only what must be
-    answered is. An idle session parks on one event: no work per partition.
+class _IncrementalPass:
+    """An incremental fetch's reads: the partitions the request names and those its session saw
+    change; only what must be answered is. An idle session parks on one event: no work per
+    partition.
 
     Reading order is the round robin of Kafka's sessions (answered partitions move to the end,
     so a response size limit cannot starve one): the changed partitions come first, in the
@@ -122,38 +169,57 @@ async def _fetch_incremental(ctx: BrokerContext, sessions: FetchSessions, req: f
     records of. Named first, a busy partition's new fetch offset would win the budget every
     time, and a small partition behind it (the acks=all canary beside bulk load) would wait
     until the bulk drained."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(req.max_wait_ms, 0) / SECOND_MS
-    to_read = list(dict.fromkeys([*sessions.take_changed(session), *requested]))
-    report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
-    carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
-    total, failed = 0, False
-    while True:  # bounded by max_wait_ms: each pass reads what changed, then waits
-        for tp in to_read:
+
+    __slots__ = ("_ctx", "sessions", "session", "_req", "_follower_reads", "report", "carry", "total", "failed")
+
+    def __init__(self, ctx: BrokerContext, sessions: FetchSessions, session: FetchSession,
+                 req: fetch.FetchRequest, follower_reads: bool) -> None:
+        self._ctx, self.sessions, self.session, self._req = ctx, sessions, session, req
+        self._follower_reads = follower_reads
+        self.report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
+        self.carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
+        self.total = 0
+        self.failed = False
+
+    def read(self, to_read: Iterable[TopicPartition]) -> None:
+        session, req, report = self.session, self._req, self.report
+        for tp in dict.fromkeys(to_read):
             cached = session.partitions.get(tp)
             if cached is None:
                 continue
             earlier = report.pop(tp, None)
             if earlier is not None:
-                total -= size_of(earlier)
-            answer, more = read_partition(ctx, tp, cached.request(tp.partition), req,
-                                          req.max_bytes - total, first=total == 0, follower_reads=follower_reads)
+                self.total -= size_of(earlier)
+            answer, more = read_partition(self._ctx, tp, cached.request(tp.partition), req,
+                                          req.max_bytes - self.total, first=self.total == 0,
+                                          follower_reads=self._follower_reads)
             if more or answer.error_code:
-                carry[tp] = None
+                self.carry[tp] = None
             if cached.must_respond(answer, update=True) or earlier is not None:
                 report[tp] = answer
-                total += size_of(answer)
-                failed = failed or answer.error_code != 0 or answer.diverging_epoch is not None \
+                self.total += size_of(answer)
+                self.failed = self.failed or answer.error_code != 0 or answer.diverging_epoch is not None \
                     or answer.preferred_read_replica >= 0
                 session.answered(tp)
-        remaining = deadline - loop.time()
-        if total >= req.min_bytes or failed or remaining <= 0:
-            break
-        if not session.changed:
-            await sessions.wait(session, remaining)
-        to_read = sessions.take_changed(session)
-    session.requeue(_carry_order(carry, session.changed, report), sessions.now_ms())
-    return report
+
+    def settled(self, deadline: float) -> bool:
+        return self.total >= self._req.min_bytes or self.failed \
+            or deadline - asyncio.get_running_loop().time() <= 0
+
+    def finish(self) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
+        self.session.requeue(_carry_order(self.carry, self.session.changed, self.report), self.sessions.now_ms())
+        return self.report
+
+
+async def _wait_incremental(read: _IncrementalPass, deadline: float) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
+    """An incremental fetch that found too little: wait on its session's change event and read
+    what changed, until min_bytes or the deadline (max_wait_ms)."""
+    loop = asyncio.get_running_loop()
+    while not read.settled(deadline):  # bounded by max_wait_ms: each pass waits, then reads what changed
+        if not read.session.changed:
+            await read.sessions.wait(read.session, deadline - loop.time())
+        read.read(read.sessions.take_changed(read.session))
+    return read.finish()
 
 
 def _carry_order(carry: Iterable[TopicPartition], marked: Iterable[TopicPartition],

@@ -1,0 +1,129 @@
+"""broker/handlers/fetch.py `fetch_now`: a fetch whose first read settles it is answered at once
+(no task, no loop pass: a consumer reading a backlog), one that must wait returns `Later`, which
+completes when its partitions change or at max_wait_ms; the answers are those `handle_fetch`
+gives.
+
+A real ReplicaManager and FetchSessions on one broker that leads t-0 and t-1; the fetches are a
+consumer's (replica id -1), sessionless and in a KIP-227 session."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from broker.fetch_session import FINAL_EPOCH
+from broker.fetch_sessions import FetchSessions
+from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers.fetch import fetch_now, handle_fetch
+from broker.handlers.fetch_partitions import size_of
+from broker.server import Later
+from common.errors import ErrorCode
+from common.protocol import fetch
+from common.topic_partition import TopicPartition
+from metadata.delta import apply
+from metadata.image import EMPTY_IMAGE
+from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
+from tests.handler_context import replica_context
+from tests.log_helpers import batch
+
+VERSION = 11  # sessions (v7+), topics by name (before v13)
+CONSUMER = -1
+IMAGE = apply(EMPTY_IMAGE, enumerate((
+    BeginEpoch(1),
+    RegisterBroker(1, "inc-1", (Listener("PLAINTEXT", "127.0.0.1", 9092),), None),
+    BrokerRegistrationChange(1, 1, fenced=False),
+    Topic("t", "T"), *(Partition("T", i, (1,), (1,), leader=1, leader_epoch=3) for i in range(2)),
+), start=EMPTY_IMAGE.offset + 1))
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+CLIENT = ClientInfo("consumer", "/127.0.0.9")
+WAIT_MS = 5_000  # far longer than any test waits: a Later that is not woken fails by timing out
+TEST_TIMEOUT_S = 2.0
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    with replica_context(tmp_path, IMAGE) as context:
+        context.fetch_sessions = FetchSessions(context.replicas, max_entries=10, rng=random.Random(5))
+        yield context
+
+
+def request(offsets: dict[int, int], *, max_wait_ms: int = WAIT_MS, session: tuple[int, int] = (0, FINAL_EPOCH),
+            partitions_named: tuple[int, ...] | None = None) -> fetch.FetchRequest:
+    named = tuple(offsets) if partitions_named is None else partitions_named
+    parts = tuple(fetch.FetchPartition(p, offsets[p], 1 << 20, 0, 3) for p in named)
+    return fetch.FetchRequest(CONSUMER, max_wait_ms, 1, 1 << 20, fetch.READ_UNCOMMITTED,
+                              (fetch.FetchTopic("t", parts),) if parts else (), *session)
+
+
+def sizes(response: fetch.FetchResponse) -> dict[int, tuple[int, int]]:
+    """partition -> (error code, bytes of records) of a response."""
+    return {a.partition_index: (a.error_code, size_of(a)) for t in response.responses for a in t.partitions}
+
+
+def test_a_fetch_with_data_is_answered_at_once_as_handle_fetch_answers(ctx: BrokerContext) -> None:
+    ctx.replicas.append(T0, batch(3), acks=1)
+    req = request({0: 0, 1: 0})
+
+    async def both() -> tuple[object, fetch.FetchResponse]:
+        return fetch_now(ctx, req, VERSION, CLIENT), await handle_fetch(ctx, req, VERSION, CLIENT)
+    now, awaited = asyncio.run(both())
+    assert isinstance(now, fetch.FetchResponse)
+    assert sizes(now) == sizes(awaited) == {0: (0, len(batch(3))), 1: (0, 0)}
+
+
+@pytest.mark.parametrize("max_wait_ms", [0, 1])
+def test_nothing_to_read_and_no_time_to_wait_is_answered_empty(ctx: BrokerContext, max_wait_ms: int) -> None:
+    async def run() -> fetch.FetchResponse:
+        answer = fetch_now(ctx, request({0: 0}, max_wait_ms=max_wait_ms), VERSION, CLIENT)
+        if max_wait_ms == 0:
+            assert isinstance(answer, fetch.FetchResponse)
+            return answer
+        assert isinstance(answer, Later)  # 1 ms to wait: it waits, then answers empty
+        return await asyncio.wait_for(answer.answer, TEST_TIMEOUT_S)
+    assert sizes(asyncio.run(run())) == {0: (0, 0)}
+
+
+def test_an_error_answers_at_once(ctx: BrokerContext) -> None:
+    async def run() -> object:
+        return fetch_now(ctx, request({0: 0, 7: 0}), VERSION, CLIENT)
+    answer = asyncio.run(run())
+    assert isinstance(answer, fetch.FetchResponse)
+    assert sizes(answer)[7][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_waiting_full_fetch_is_answered_when_data_arrives(ctx: BrokerContext) -> None:
+    async def run() -> fetch.FetchResponse:
+        answer = fetch_now(ctx, request({0: 0, 1: 0}), VERSION, CLIENT)
+        assert isinstance(answer, Later)
+        waiting = asyncio.ensure_future(answer.answer)
+        await asyncio.sleep(0)  # the wait is parked on the partitions
+        assert not waiting.done()
+        ctx.replicas.append(T1, batch(2), acks=1)
+        return await asyncio.wait_for(waiting, TEST_TIMEOUT_S)
+    assert sizes(asyncio.run(run())) == {0: (0, 0), 1: (0, len(batch(2)))}
+
+
+def test_a_session_fetch_answers_at_once_or_waits_for_a_change(ctx: BrokerContext) -> None:
+    """The full fetch opens a session at once; an incremental one with nothing changed waits
+    and answers only the partition that changed; the next one, with data, is direct again."""
+    ctx.replicas.append(T0, batch(1), acks=1)
+
+    async def run() -> None:
+        opened = fetch_now(ctx, request({0: 0, 1: 0}, session=(0, 0)), VERSION, CLIENT)
+        assert isinstance(opened, fetch.FetchResponse) and opened.session_id != 0
+        assert sizes(opened) == {0: (0, len(batch(1))), 1: (0, 0)}
+        session = (opened.session_id, 1)
+        idle = fetch_now(ctx, request({0: 1}, session=session), VERSION, CLIENT)
+        assert isinstance(idle, Later)
+        waiting = asyncio.ensure_future(idle.answer)
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        ctx.replicas.append(T1, batch(2), acks=1)
+        woken = await asyncio.wait_for(waiting, TEST_TIMEOUT_S)
+        assert woken.session_id == opened.session_id and sizes(woken) == {1: (0, len(batch(2)))}
+        ctx.replicas.append(T0, batch(1), acks=1)
+        direct = fetch_now(ctx, request({0: 1, 1: 2}, session=(opened.session_id, 2)), VERSION, CLIENT)
+        assert isinstance(direct, fetch.FetchResponse) and sizes(direct) == {0: (0, len(batch(1)))}
+    asyncio.run(run())
