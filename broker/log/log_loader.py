@@ -68,9 +68,14 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
     if fresh:
         return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True,
                                             files=files)], 0)
-    _remove_leftovers(directory, name)
-    swapped = complete_swaps(directory, name)
-    bases = _segment_bases(directory)
+    # One listing of the directory serves every step below (at 100,000 logs, its three globs,
+    # an iterdir and an existence check per index file were a third of a start's CPU).
+    names = _remove_leftovers(directory, name, _list(directory))
+    swapped = complete_swaps(directory, name, names)
+    if swapped:
+        names = _list(directory)  # the swaps renamed and removed files
+    bases = _segment_bases(directory, names)
+    present = set(names)
     segments = [open_segment(directory, base, config, now_ms, create=False, files=files)
                 for base in bases]
     truncated_total = 0
@@ -81,7 +86,7 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
             log.info("%sRebuilding the indexes of swapped-in segment %s", name,
                      segment.log_path.name)
         elif had_clean_shutdown or not unflushed:
-            problem = _load_indexes(segment)
+            problem = _load_indexes(segment, present)
             if problem is None:
                 segment.mark_durable()
                 continue
@@ -122,14 +127,16 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
     return LoadedSegments(segments, truncated_total)
 
 
-def _load_indexes(segment: LogSegment) -> str | None:
-    """Load both indexes and restore tail state; a reason string when a rebuild is needed."""
+def _load_indexes(segment: LogSegment, present: set[str]) -> str | None:
+    """Load both indexes and restore tail state; a reason string when a rebuild is needed.
+    `present`: the names in the segment's directory."""
     if segment.size == 0:
         # Nothing to index, and an empty segment's index files are never written
-        # (`LogSegment.flush`): its indexes are empty; files a crash left are stale.
-        segment.offset_index.delete()
-        segment.time_index.delete()
-        segment.txn_index.delete()
+        # (`LogSegment.flush`): its indexes are empty; files a crash left are stale. Only those
+        # listed are removed: three failed unlinks per empty log were 27,000 syscalls per 10,000.
+        for index in (segment.offset_index, segment.time_index, segment.txn_index):
+            if index.path.name in present:
+                index.delete()
         return None
     try:
         segment.offset_index.load()
@@ -145,18 +152,29 @@ def _load_indexes(segment: LogSegment) -> str | None:
     return None
 
 
-def _segment_bases(directory: Path) -> list[int]:
+def _list(directory: Path) -> list[str]:
+    """The names in a partition directory."""
+    try:
+        return os.listdir(directory)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot list partition directory {directory}: {e}") from e
+
+
+def _segment_bases(directory: Path, names: list[str]) -> list[int]:
+    """The base offsets of the `.log` files among `names` (the directory's), ascending."""
     bases = []
-    for path in directory.glob(f"*{LOG_SUFFIX}"):
-        stem = path.name[: -len(LOG_SUFFIX)]
+    for file_name in names:
+        if not file_name.endswith(LOG_SUFFIX):
+            continue
+        stem = file_name[: -len(LOG_SUFFIX)]
         if len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
         else:
-            raise KafkaStorageError(f"unexpected file {path} in a partition directory")
+            raise KafkaStorageError(f"unexpected file {directory / file_name} in a partition directory")
     return sorted(bases)
 
 
-def complete_swaps(directory: Path, name: str) -> set[int]:
+def complete_swaps(directory: Path, name: str, names: list[str]) -> set[int]:
     """Finish the cleaner swaps a crash interrupted; return the swapped-in base offsets.
 
     A `<base>.log.swap` is only ever a complete, fsynced cleaned segment (the cleaner
@@ -166,7 +184,7 @@ def complete_swaps(directory: Path, name: str) -> set[int]:
     covers exactly the segments it replaced. Its indexes are rebuilt by the caller.
     """
     swapped: set[int] = set()
-    for swap in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+    for swap in sorted(directory / n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
         stem = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
         if not (len(stem) == 20 and stem.isdigit()):
             raise KafkaStorageError(f"unexpected swap file {swap}")
@@ -176,7 +194,7 @@ def complete_swaps(directory: Path, name: str) -> set[int]:
             log.warning("%sRemoving empty swap file %s", name, swap.name)
             swap.unlink()
             continue
-        for old in _segment_bases(directory):
+        for old in _segment_bases(directory, _list(directory)):
             if base <= old < end:
                 log.info("%sDeleting segment %s replaced by the cleaned segment %s", name,
                          segment_file_name(old, LOG_SUFFIX), swap.name)
@@ -207,18 +225,24 @@ def _next_offset_of(path: Path) -> int:
     return next_offset
 
 
-def _remove_leftovers(directory: Path, name: str) -> None:
-    """Delete what an interrupted delete/write left, and indexes with no segment."""
-    for path in directory.iterdir():
-        if path.name.endswith(_LEFTOVER_SUFFIXES):
-            log.info("%sRemoving leftover file %s", name, path.name)
-            path.unlink()
-        elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            stem = path.name[: -len(path.suffix)]
-            if not (directory / segment_file_name(int(stem), LOG_SUFFIX)
-                    if stem.isdigit() else directory / "-").exists():
-                log.info("%sRemoving index %s that has no segment", name, path.name)
-                path.unlink()
+def _remove_leftovers(directory: Path, name: str, names: list[str]) -> list[str]:
+    """Delete what an interrupted delete/write left, and indexes with no segment; the names of
+    `names` (the directory's) that are kept."""
+    present = set(names)
+    kept = []
+    for file_name in names:
+        if file_name.endswith(_LEFTOVER_SUFFIXES):
+            log.info("%sRemoving leftover file %s", name, file_name)
+            (directory / file_name).unlink()
+            continue
+        stem, dot, suffix = file_name.rpartition(".")
+        if dot and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and not (
+                stem.isdigit() and segment_file_name(int(stem), LOG_SUFFIX) in present):
+            log.info("%sRemoving index %s that has no segment", name, file_name)
+            (directory / file_name).unlink()
+            continue
+        kept.append(file_name)
+    return kept
 
 
 def make_new_directory(directory: Path) -> bool:

@@ -160,6 +160,7 @@ class LogManager:
             # a refused start must not keep the directories it already locked
             for partition_log in self.logs.values():
                 partition_log.close()
+            self._stop_pool()
             self._release_locks()
             raise
 
@@ -178,30 +179,43 @@ class LogManager:
         cleaned = self._read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
         log.info("Loading logs from %s (%s)", directory,
                  "clean shutdown" if clean else "no clean-shutdown marker: unflushed data is rescanned")
+        found: list[tuple[TopicPartition, str]] = []
         # Names sorted as strings (Path's __lt__ is Python code: 100,000 logs made it count).
         for name in sorted(entry.name for entry in os.scandir(directory) if entry.is_dir()):
-            child = directory / name
-            if child.name.endswith(DELETE_DIR_SUFFIX):
-                log.info("Removing partially deleted log directory %s", child)
-                shutil.rmtree(child, ignore_errors=True)
+            if name.endswith(DELETE_DIR_SUFFIX):
+                log.info("Removing partially deleted log directory %s", directory / name)
+                shutil.rmtree(directory / name, ignore_errors=True)
                 continue
             try:
-                tp = TopicPartition.from_dir_name(child.name)
+                tp = TopicPartition.from_dir_name(name)
             except ValueError:
-                log.warning("Ignoring directory %s: not a topic-partition", child)
+                log.warning("Ignoring directory %s: not a topic-partition", directory / name)
                 continue
             if tp in self.logs:
                 raise KafkaStorageError(
                     f"partition {tp} exists in both {self._dir_of[tp]} and {directory}")
-            self.logs[tp] = self._by_topic.setdefault(tp.topic, {})[tp] = PartitionLog(
-                child, self.config_for(tp.topic), now_ms=now_ms,
+            found.append((tp, name))
+
+        def open_one(item: tuple[TopicPartition, str]) -> PartitionLog:
+            tp, name = item
+            return PartitionLog(
+                directory / name, self.config_for(tp.topic), now_ms=now_ms,
                 recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
                 log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
                 high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp, 0),
                 had_clean_shutdown=clean, files=self.files, cleaned_below=cleaned.get(tp, 0),
                 flusher=self.flusher)
-            self._dir_of[tp] = directory
-            self._count[directory] += 1
+        # On the I/O pool, as Kafka loads each data dir's logs on num.recovery.threads.per.data.dir
+        # threads: after a crash each recovered log ends with an fsync of its rescanned tail, and
+        # one thread waited for 100,000 of them in turn (33 s to the listener after a SIGKILL).
+        outcomes = self.run_parallel(open_one, found)
+        for (tp, _), outcome in zip(found, outcomes):  # every log opened is registered: a failure closes them
+            if outcome.error is None:
+                self.logs[tp] = self._by_topic.setdefault(tp.topic, {})[tp] = outcome.result()
+                self._dir_of[tp] = directory
+                self._count[directory] += 1
+        for outcome in outcomes:
+            outcome.result()  # the first failure refuses the start (the constructor closes the others)
         if clean:
             marker.unlink()  # from here on, a crash must be detected as unclean
             fsync_directory(directory)
@@ -470,7 +484,15 @@ class LogManager:
     def shutdown(self, *, clean: bool = True) -> None:
         """Orderly stop: close every log, checkpoint, and (when `clean`) write each dir's clean
         marker; without it the next start recovers the logs as after a crash."""
-        logs = list(self.logs.values())
+        # Only the logs that owe a write or an fsync are closed on the pool (Kafka's
+        # LogManager.shutdown flushes each log, writes its producer snapshot, then the
+        # checkpoints and the marker); an empty log owes none and only lets go of its file.
+        logs = []
+        for partition_log in self.logs.values():  # bounded by the logs
+            if partition_log.owes_close:
+                logs.append(partition_log)
+            else:
+                partition_log.release()
         try:
             closed = zip(logs, self.run_parallel(PartitionLog.close, logs))
             failures = [(partition_log, o.error) for partition_log, o in closed if o.error is not None]
@@ -485,13 +507,16 @@ class LogManager:
                 fsync_directory(directory)
         finally:
             self.flusher.shutdown()  # every log waited for its own flushes when it closed
-            if self._pool is not None:
-                self._pool.shutdown()
-                self._pool = None
+            self._stop_pool()
             self._release_locks()
-        log.info("Shut down %d logs %s in %s", len(self.logs),
+        log.info("Shut down %d logs %s in %s (%d flushed and closed, the others empty)", len(self.logs),
                  "cleanly" if clean else "without the clean-shutdown marker (exiting dirty)",
-                 ", ".join(str(d) for d in self.log_dirs))
+                 ", ".join(str(d) for d in self.log_dirs), len(logs))
+
+    def _stop_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def _release_locks(self) -> None:
         for fd in self._locks:

@@ -446,6 +446,19 @@ class LogSegment:
         point synced it): closing it needs no fsync (10,000 of them, once per restart)."""
         self._synced_size = self.size
 
+    @property
+    def owes_nothing(self) -> bool:
+        """Empty, synced as it is and without an index entry: closing it would write and sync
+        nothing (the one segment of an empty log, most of a 100,000-partition broker's logs).
+        A segment truncated to empty is not (its size is unknown to be synced)."""
+        return (self.size == 0 and self._synced_size == 0 and len(self.offset_index) == 0
+                and len(self.time_index) == 0 and len(self.txn_index) == 0)
+
+    def release(self) -> None:
+        """Let go of the file without writing anything (a clean stop of a segment that
+        `owes_nothing`); the descriptor closes when no slice in flight holds it."""
+        self._files.drop(self._key)
+
     def on_become_inactive(self) -> None:
         """On roll: make the time index's last entry the segment's largest timestamp."""
         if self.max_timestamp >= 0:

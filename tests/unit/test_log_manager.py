@@ -481,6 +481,52 @@ def test_a_log_reopened_after_a_clean_stop_closes_without_fsyncing_its_segments(
     assert len(synced) == 3 * 2 + 1
 
 
+def test_a_clean_stop_closes_only_the_logs_that_owe_a_write(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1], LogConfig())
+    manager.create_logs([*MANY[:20], ORDERS_0, ORDERS_1, PAYMENTS_0], now_ms=NOW)
+    fill(manager.logs[ORDERS_0], 3)  # unflushed data and a producer snapshot to write
+    manager.logs[ORDERS_0].snapshot_source = lambda: b""
+    fill(manager.logs[ORDERS_1], 2)
+    manager.logs[ORDERS_1].truncate_to(0)  # empty again, but not known to be synced so
+    manager.logs[PAYMENTS_0].snapshot_source = lambda: b""  # empty: no snapshot owed
+    closed: list[TopicPartition] = []
+    real_close = PartitionLog.close
+    monkeypatch.setattr(PartitionLog, "close",
+                        lambda lg: (closed.append(lg.topic_partition), real_close(lg))[1])
+    manager.shutdown()
+    assert sorted(closed) == [ORDERS_0, ORDERS_1]
+    assert len(manager.files) == 0  # the empty logs' files were let go of too
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+    assert sorted(p.name for p in (dirs[0] / "orders-0").iterdir() if p.suffix == ".snapshot") == \
+        [f"{3:020d}.snapshot"]
+    reopened = open_manager(managers, dirs[:1], LogConfig())
+    assert values(reopened.logs[ORDERS_0]) == expected_values(0, 3)
+    assert reopened.logs[ORDERS_1].log_end_offset == 0
+    assert all(reopened.logs[tp].log_end_offset == 0 for tp in MANY[:20])
+
+
+def test_logs_load_in_parallel_and_a_failure_refuses_the_start_and_closes_the_others(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1])
+    manager.create_logs(MANY, now_ms=NOW)
+    fill(manager.logs[MANY[7]], 3)
+    manager.shutdown()
+    real_init = PartitionLog.__init__
+
+    def refuse_big_5(self: PartitionLog, directory: Path, *args: object, **kwargs: object) -> None:
+        if directory.name == "big-5":
+            raise KafkaStorageError("big-5 is unreadable")
+        real_init(self, directory, *args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(PartitionLog, "__init__", refuse_big_5)
+    with pytest.raises(KafkaStorageError, match="big-5"):
+        LogManager(dirs[:1], SMALL, now_ms=NOW)
+    monkeypatch.setattr(PartitionLog, "__init__", real_init)
+    reopened = open_manager(managers, dirs[:1])  # the refused start released the directory's lock
+    assert sorted(reopened.logs) == sorted(MANY)
+    assert values(reopened.logs[MANY[7]]) == expected_values(0, 3)
+
+
 # --- flush.ms: the scan of every log is skipped until one can be due --------------------
 
 def test_flush_due_skips_until_a_log_can_be_due_and_notices_a_shorter_flush_ms(
