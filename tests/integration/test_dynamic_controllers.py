@@ -310,8 +310,10 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
 
     raft_port, admin_port = free_ports([f"127.0.0.{i}" for i in NEW_CONTROLLERS], 2)
     started: list[NodeProcess] = []
-    with running_cluster(tmp_path / "cluster") as cluster:
-        try:
+    # the controllers it started stop after the cluster: broker 4's controlled shutdown needs them
+    # (they are the quorum by then; without one it waits out its shutdown timeout, ~30 s)
+    try:
+        with running_cluster(tmp_path / "cluster") as cluster:
             urls = {n.spec.node_id: n.spec.admin_url for n in cluster.controllers}
             active = json.loads(http(f"{urls[1]}/v1/cluster")[1])["active_controller"]
             removed = [active, next(i for i in (1, 2, 3) if i != active)]
@@ -398,9 +400,9 @@ def test_grow_to_five_and_shrink_to_three_while_topics_are_created(tmp_path: Pat
             assert sorted(v.replica_id for v in described.topics[0].partitions[0].current_voters) == shrunk
             broker = json.loads(http(f"{new}/v1/brokers/{BROKER_ID}")[1])
             assert not broker["fenced"] and {broker["broker_epoch"]} == workload.epochs
-        finally:
-            for node in started:
-                node.stop()
+    finally:
+        for node in started:
+            node.stop()
 
 
 # --- tidelog up --controllers N on an existing data dir --------------------------------------
