@@ -176,10 +176,11 @@ class BoxSampler:
             pid = read.ppid
         return False
 
-    def delta(self, pid: int) -> tuple[float, float, dict[int, tuple[str, float, float, int | None]]]:
-        """(CPU s, run delay s, {tid: (comm, CPU s, run delay s, times preempted)}) of `pid` in the
-        window; a process born inside it counts from zero. Times preempted (involuntary context
-        switches) is None for a thread not read at both ends (one that ended inside the window)."""
+    def delta(self, pid: int) -> tuple[float, float, dict[int, tuple[str, float, float, tuple[int, int] | None]]]:
+        """(CPU s, run delay s, {tid: (comm, CPU s, run delay s, (sleeps, times preempted))}) of
+        `pid` in the window; a process born inside it counts from zero. The context switches
+        (voluntary: it slept; involuntary: it was preempted) are None for a thread not read at
+        both ends (one that ended inside the window)."""
         end = self.last[pid]
         begin = self.first.get(pid)
         if begin is not None and begin.started != end.started:  # the pid was reused
@@ -189,7 +190,8 @@ class BoxSampler:
             b = begin.threads.get(tid) if begin is not None else None
             preempted = None
             if t.switches is not None and (b is None or b.switches is not None):
-                preempted = t.switches[1] - (b.switches[1] if b is not None and b.switches is not None else 0)
+                since = b.switches if b is not None and b.switches is not None else (0, 0)
+                preempted = (t.switches[0] - since[0], t.switches[1] - since[1])
             threads[tid] = (t.comm, (t.cpu_ticks - (b.cpu_ticks if b else 0)) / CLK_TCK,
                             (t.run_wait_ns - (b.run_wait_ns if b else 0)) / 1e9, preempted)
         cpu = (end.cpu_ticks - (begin.cpu_ticks if begin is not None else 0)) / CLK_TCK
@@ -236,19 +238,20 @@ class BoxSampler:
         return rows
 
 
-def by_thread(pid: int, threads: Mapping[int, tuple[str, float, float, int | None]], seconds: float
-              ) -> list[tuple[str, float, float, float]]:
-    """(thread name, CPU %, run wait ms/s, times preempted per second) of a process's threads
+def by_thread(pid: int, threads: Mapping[int, tuple[str, float, float, tuple[int, int] | None]], seconds: float
+              ) -> list[tuple[str, float, float, float, float]]:
+    """(thread name, CPU %, run wait ms/s, sleeps/s, times preempted/s) of a process's threads
     summed by name (the main thread as "main": a Python process's threads all share its name),
-    busiest first."""
+    busiest first. Each sleep ends in a wakeup that may wait for a core (the run wait)."""
     named: dict[str, list[float]] = {}
-    for tid, (comm, cpu, wait, preempted) in threads.items():
-        sums = named.setdefault("main" if tid == pid else comm, [0.0, 0.0, 0.0])
+    for tid, (comm, cpu, wait, switches) in threads.items():
+        sums = named.setdefault("main" if tid == pid else comm, [0.0, 0.0, 0.0, 0.0])
         sums[0] += cpu
         sums[1] += wait
-        sums[2] += preempted or 0
-    return sorted(((name, 100 * cpu / seconds, 1000 * wait / seconds, preempted / seconds)
-                   for name, (cpu, wait, preempted) in named.items()), key=lambda t: -t[1])
+        sums[2] += switches[0] if switches else 0
+        sums[3] += switches[1] if switches else 0
+    return sorted(((name, 100 * cpu / seconds, 1000 * wait / seconds, sleeps / seconds, preempted / seconds)
+                   for name, (cpu, wait, sleeps, preempted) in named.items()), key=lambda t: -t[1])
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -263,11 +266,11 @@ def print_rows(label: str, rows: list[dict[str, Any]], sampler: BoxSampler) -> N
           f"steal {100 * sampler.steal_s / seconds:.1f} %), idle {100 * sampler.box_idle_s / seconds:.0f} %; "
           f"load average {os.getloadavg()[0]:.2f})")
     print(f"  {'process':<38} {'pid':>7} {'cpu %':>6} {'run wait ms/s':>13} {'thr':>4}  "
-          "busiest threads: name cpu %/run wait ms/s/preempted per s")
+          "busiest threads: name cpu %/run wait ms/s/sleeps per s/preempted per s")
     for r in rows:
         detail = r.get("largest", "")
-        if "by_thread" in r:  # name cpu %/run wait ms/s/preempted per s of its busiest threads
-            detail = ", ".join(f"{name} {cpu:.1f}%/{wait:.0f}/{preempted:,.0f}"
-                               for name, cpu, wait, preempted in r["by_thread"][:TOP_THREADS])
+        if "by_thread" in r:  # name cpu %/run wait ms/s/sleeps per s/preempted per s of its busiest threads
+            detail = ", ".join(f"{name} {cpu:.1f}%/{wait:.0f}/{sleeps:,.0f}/{preempted:,.0f}"
+                               for name, cpu, wait, sleeps, preempted in r["by_thread"][:TOP_THREADS])
         print(f"  {r['process']:<38} {_num(r['pid'], 'd'):>7} {r['cpu_pct']:>6.1f} {_num(r['run_wait_ms_s'], '.0f'):>13}"
               f" {_num(r['threads'], 'd'):>4}  {detail}")

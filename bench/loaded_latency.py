@@ -23,7 +23,7 @@ cannot tell the two apart, and the CPU column says which it is likely to be.
 
     python bench/loaded_latency.py [--seconds 20] [--canary-rate 1000] [--load-mb-s 100]
                                    [--load-partitions 6] [--load-value-bytes 1000] [--json F]
-                                   [--load-cpus 1]
+                                   [--load-cpus 1] [--load-nice 19] [--broker-slice-us 100]
 
 Where an acks=all produce's wait goes, per broker and window (the leader's counters are the
 canary's): `purgatory_wait_ms{purgatory="Produce"}` (append to ISR acknowledgement) and
@@ -35,7 +35,12 @@ Waiting for a core or inside a system call: the bench samples each broker's main
 beside its CPU per second, and the share of samples it spent in uninterruptible sleep (state D,
 a blocking system call: fsync, writeback throttling) with the kernel function it waited in
 (wchan); and the machine's dirty and writeback page-cache bytes (/proc/vmstat). `--load-cpus 1`
-pins the load generator and its consumer to those CPUs (sched_setaffinity, as taskset).
+pins the load generator and its consumer to those CPUs (sched_setaffinity, as taskset);
+`--load-nice 19` runs them at that niceness, so that a broker woken by a request wins the core
+from them: the tail that remains is then the brokers' own (an experiment: on a real cluster
+the clients are on other machines). `--broker-slice-us 100` asks the kernel's EEVDF scheduler
+(Linux >= 6.12) for a 100 µs slice for every broker thread (sched_setattr): its CPU share is
+unchanged, but a broker woken by a request has an earlier virtual deadline and preempts sooner.
 
 Where both cores went (bench/box_cpu.py): per window, one line per process of the box -- the
 controller, each broker (its main thread and other threads apart), the load producer, the
@@ -52,9 +57,11 @@ consumer, three brokers and a controller share the cores; the achieved load is p
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
+import struct
 import sys
 import tempfile
 import threading
@@ -358,6 +365,7 @@ class Load:
         self.results: dict[str, c_client.LoadResult] = {}
         self.errors: dict[str, str] = {}
         self.cpus: set[int] = set(args.load_cpus or ())
+        self.nice: int = args.load_nice
         partitions = args.load_partitions
         self.threads = [
             threading.Thread(target=self._run, name="load-produce", daemon=True, args=("produce", lambda: c_client.produce(
@@ -370,6 +378,8 @@ class Load:
     def _run(self, what: str, call: Any) -> None:
         if self.cpus:  # this thread's mask, which the loadgen it starts inherits (taskset's effect)
             os.sched_setaffinity(0, self.cpus)
+        if self.nice:  # this thread's niceness (Linux: per thread), which the loadgen inherits (nice's effect)
+            os.setpriority(os.PRIO_PROCESS, 0, self.nice)
         try:
             self.results[what] = call()
         except (c_client.LoadError, OSError) as exc:
@@ -382,6 +392,33 @@ class Load:
     def join(self) -> None:
         for thread in self.threads:
             thread.join(timeout=LOAD_JOIN_S)
+
+
+SYS_SCHED_SETATTR: Final = 314  # x86_64
+SCHED_ATTR = struct.Struct("=IIQiIQQQII")  # struct sched_attr, SCHED_ATTR_SIZE_VER1 (56 bytes)
+SCHED_OTHER: Final = 0
+
+
+def set_slice(tid: int, slice_ns: int) -> None:
+    """Ask the kernel's EEVDF scheduler (Linux >= 6.12) for a shorter time slice for thread `tid`:
+    sched_setattr with SCHED_OTHER and sched_runtime = the slice (0.1-100 ms). Its CPU share (its
+    weight, nice 0) is unchanged; a woken task with a shorter slice has an earlier virtual
+    deadline and may preempt the running one, so it waits less for a core after each wakeup."""
+    attr = ctypes.create_string_buffer(SCHED_ATTR.pack(SCHED_ATTR.size, SCHED_OTHER, 0, 0, 0, slice_ns, 0, 0, 0, 0),
+                                       SCHED_ATTR.size)
+    if ctypes.CDLL(None, use_errno=True).syscall(SYS_SCHED_SETATTR, tid, attr, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"sched_setattr of thread {tid}: {os.strerror(errno)}")
+
+
+def shorten_slices(bench: Bench, slice_us: int) -> None:
+    """Every thread of every broker gets a `slice_us` slice (threads it starts later inherit it)."""
+    for broker in bench.broker_ids:
+        pid = bench.pid(broker)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            set_slice(int(tid), slice_us * 1000)
+    print(f"brokers' threads: EEVDF slice {slice_us} µs (sched_setattr; the kernel's default is shown in "
+          f"/proc/PID/sched as se.slice)")
 
 
 def mb_s(result: c_client.LoadResult | None) -> float | None:
@@ -405,7 +442,8 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nload: {args.load_mb_s:g} MB/s asked ({load.rate:,} records/s x {args.load_value_bytes} B, acks=all, "
           f"linger.ms={LOAD_LINGER_MS}) into {LOAD_TOPIC} ({args.load_partitions} partitions RF=3), "
           f"a consumer group ({LOAD_GROUP}) reading it"
-          + (f"; both pinned to CPUs {sorted(load.cpus)}" if load.cpus else ""))
+          + (f"; both pinned to CPUs {sorted(load.cpus)}" if load.cpus else "")
+          + (f"; both at nice {load.nice}" if load.nice else ""))
     load.start()
     threading.Event().wait(LOAD_HEAD_START_S)
     loaded, loaded_sources, loaded_os, loaded_box, loaded_sampler = canary(bench, binary, args.canary_rate,
@@ -443,6 +481,12 @@ def main() -> None:
     parser.add_argument("--load-value-bytes", type=int, default=1000)
     parser.add_argument("--load-cpus", type=lambda text: [int(c) for c in text.split(",")], default=None,
                         help="pin the load generator and its consumer to these CPUs (e.g. 1 or 0,1)")
+    parser.add_argument("--load-nice", type=int, default=0,
+                        help="run the load generator and its consumer at this niceness (e.g. 19: the brokers "
+                             "win every contest for a core with them; an experiment, not Kafka's deployment)")
+    parser.add_argument("--broker-slice-us", type=int, default=0,
+                        help="give every broker thread this EEVDF time slice (sched_setattr; Linux >= 6.12, e.g. "
+                             "100): a woken broker preempts sooner; its CPU share is unchanged")
     parser.add_argument("--broker-config", type=lambda text: tuple(text.split("=", 1)), action="append", default=[],
                         metavar="KEY=VALUE", help="a server.properties setting for every node (e.g. log.segment.bytes=67108864)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here (bench/all.py)")
@@ -455,6 +499,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-loaded-latency-", dir=args.dir))
     try:
         with running(root / "cluster", dict(args.broker_config)) as bench:
+            if args.broker_slice_us:
+                shorten_slices(bench, args.broker_slice_us)
             results = run(bench, binary, args)
         if args.json is not None:
             args.json.write_text(json.dumps(results, indent=1))
