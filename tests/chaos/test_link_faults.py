@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -188,15 +189,29 @@ def test_bandwidth_leaves_other_traffic_unlimited(echo: EchoServer) -> None:
         assert time.monotonic() - start < 1.0  # another address to the same port: the default class
 
 
+LOSS_ROUND_TRIPS: Final = 600
+LOSS_CONNECTIONS: Final = 6  # each lost packet costs its connection a TCP retransmit timeout (>= 200 ms): overlap them
+
+
+def echo_round_trips(port: int, numbers: range) -> None:
+    """One message per number over one connection, each answered whole before the next is sent."""
+    with connect(port) as s:  # TCP resends what was lost: the echo still arrives whole
+        for n in numbers:
+            message = f"{n:06d}".encode() * 16
+            s.sendall(message)
+            assert receive(s, len(message)) == message
+
+
 def test_loss_drops_the_configured_share_of_the_links_packets(echo: EchoServer) -> None:
     probability = 0.05
     with LinkFaults.open() as faults:
         handle = faults.loss(link(echo.port), probability)
-        with connect(echo.port) as s:  # TCP resends what was lost: the echo still arrives whole
-            for n in range(600):
-                message = f"{n:06d}".encode() * 16
-                s.sendall(message)
-                assert receive(s, len(message)) == message
+        share = LOSS_ROUND_TRIPS // LOSS_CONNECTIONS
+        with ThreadPoolExecutor(LOSS_CONNECTIONS) as pool:
+            done = [pool.submit(echo_round_trips, echo.port, range(c * share, (c + 1) * share))
+                    for c in range(LOSS_CONNECTIONS)]
+            for future in done:
+                future.result(timeout=IO_TIMEOUT_S * 6)  # a failed echo's assertion, raised here
         seen, dropped = faults.loss_counters(handle)
         untouched = round_trips_ms(echo.port, 5, source=OTHER)
     assert seen >= 1000
