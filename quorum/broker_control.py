@@ -20,7 +20,9 @@ seconds at 83,000 partitions and starved the heartbeats). The registration chang
 first batch, the rule names where its walk stopped (`ControllerResult.follow_up`) and
 `continue_leaving` computes each next batch from the image the previous one left; the shell
 queues them (`quorum.controller_runtime`). A failover between batches leaves a fenced broker
-in ISRs it shares: `brokers_left_behind` finds it from the image alone.
+in ISRs it shares: `brokers_left_behind` finds it from the image alone. An unfence's elections
+of leaderless partitions are bounded the same way (`continue_electing`; after a failover,
+`brokers_with_elections_left`).
 
 Heartbeats follow `shutdown.controller_states`: `calculate_next_broker_state` decides where
 the broker goes (FENCED / UNFENCED / CONTROLLED_SHUTDOWN / SHUTDOWN_NOW) and `records_plan`
@@ -52,6 +54,8 @@ from quorum.controller_result import (
     MAX_PARTITIONS_PER_DECISION,
     ControllerApiError,
     ControllerResult,
+    ElectFollowUp,
+    FollowUp,
     LeaveFollowUp,
     PartitionKey,
 )
@@ -186,20 +190,49 @@ def _leave_leaders_first(image: MetadataImage, broker_id: int, *, after: Partiti
     return [*changes, *seats], _follow_up(broker_id, stopped)
 
 
-def _elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
-    """Kafka's handleBrokerUnfenced: leaderless partitions the broker replicates may elect it."""
+def _elect_for_unfenced(image: MetadataImage, broker_id: int, *, after: PartitionKey | None = None,
+                        max_partitions: int | None = None) -> tuple[list[PartitionChange], ElectFollowUp | None]:
+    """Kafka's handleBrokerUnfenced: leaderless partitions the broker replicates may elect it;
+    at most `max_partitions` of them after `after` (see `_partition_changes`), the rest as the
+    follow-up (`continue_electing`)."""
     is_active = _is_active(image)
 
     def acceptable(replica: int) -> bool:
         return replica == broker_id or is_active(replica)
 
-    changes, _ = _partition_changes(
+    changes, stopped = _partition_changes(
         image,
         lambda p: not p.has_leader and broker_id in p.replicas,
         lambda p, config: elect_leader(
             p, is_acceptable=acceptable, unclean_allowed=config.unclean_allowed,
-            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas))
-    return changes
+            elr_enabled=config.elr_enabled, min_insync_replicas=config.min_insync_replicas),
+        after=after, max_partitions=max_partitions)
+    return changes, None if stopped is None else ElectFollowUp(broker_id, stopped)
+
+
+def continue_electing(image: MetadataImage, broker_id: int, *, after: PartitionKey | None,
+                      max_partitions: int | None = MAX_PARTITIONS_PER_DECISION) -> ControllerResult[int]:
+    """The next batch of an unfence's elections (`_elect_for_unfenced` after `after`). Nothing
+    when the broker is no longer active (fenced, shutting down or gone since): its own moves
+    away then decide. The response is the number of partition changes."""
+    registration = image.broker(broker_id)
+    if registration is None or not registration.is_active:
+        return ControllerResult((), 0)
+    changes, follow_up = _elect_for_unfenced(image, broker_id, after=after, max_partitions=max_partitions)
+    return ControllerResult(changes, len(changes), follow_up=follow_up)
+
+
+def brokers_with_elections_left(image: MetadataImage) -> list[int]:
+    """Active brokers in the ISR of a leaderless partition they replicate: what an unfence's
+    elections cut short by a controller failover left to do. A new active controller continues
+    them (`continue_electing` from the first partition). One pass over every partition."""
+    found: set[int] = set()
+    brokers = image.cluster.brokers
+    for topic in image.topics.by_id.values():
+        for partition in topic.partitions.values():
+            if not partition.has_leader:
+                found.update(b for b in partition.isr if b in brokers and brokers[b].is_active)
+    return sorted(found)
 
 
 def register_broker(image: MetadataImage, *, broker_id: int, incarnation_id: str,
@@ -404,7 +437,7 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
         change.append(BrokerRegistrationChange(broker_id, broker_epoch, fenced=plan.set_fenced,
                                                in_controlled_shutdown=plan.set_in_controlled_shutdown))
     partitions: list[Record] = []
-    follow_up = None
+    follow_up: FollowUp | None = None
     if plan.leave_partitions and states.next is CONTROLLED_SHUTDOWN:  # leaderships first: it waits for those
         leaving, follow_up = _leave_leaders_first(image, broker_id, after=None, max_partitions=max_partitions,
                                                   max_leaderships=max_leaderships)
@@ -413,8 +446,9 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
         leaving, stopped = _leave_partitions(image, broker_id, max_partitions=max_partitions)
         follow_up = _follow_up(broker_id, stopped)
         partitions.extend(leaving)
-    if plan.elect_leaderless:
-        partitions.extend(_elect_for_unfenced(image, broker_id))
+    if plan.elect_leaderless:  # (an unfence: never with leave_partitions, so one follow-up at most)
+        elected, follow_up = _elect_for_unfenced(image, broker_id, max_partitions=max_partitions)
+        partitions.extend(elected)
     # Leaving partitions is bounded (see fence_broker), so its registration change goes first
     # even where records_plan keeps Kafka's fence-last order.
     first = plan.registration_change is RegistrationChangeOrder.FIRST or plan.leave_partitions

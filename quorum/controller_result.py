@@ -64,6 +64,21 @@ class LeaveFollowUp:
 
 
 @dataclass(frozen=True, slots=True)
+class ElectFollowUp:
+    """An unfence's elections stopped at their batch limit (`MAX_PARTITIONS_PER_DECISION`): the
+    leaderless partitions `broker_id` replicates after `after` (None: from the first) are elected
+    in later decisions, queued by the shell (`quorum.controller_runtime`) like `LeaveFollowUp`.
+    Kafka elects them all in the unfence's event; at 100,000 leaderless partitions that was one
+    decision of 100,001 records, 30 s long, and the active controller lost Raft leadership in it."""
+
+    broker_id: int
+    after: PartitionKey | None
+
+
+FollowUp: TypeAlias = LeaveFollowUp | ElectFollowUp
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerResult(Generic[R]):
     """The records a rule wants appended (in order) and the reply for when they commit.
 
@@ -76,7 +91,7 @@ class ControllerResult(Generic[R]):
     records: Sequence[Record]  # kept as a tuple: rules may hand over a list
     response: R
     atomic: bool = False
-    follow_up: LeaveFollowUp | None = None  # work the rule left to later decisions (see LeaveFollowUp)
+    follow_up: FollowUp | None = None  # work the rule left to later decisions (LeaveFollowUp, ElectFollowUp)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "records", tuple(self.records))

@@ -34,7 +34,8 @@ and the event loop runs between them too. Kafka bounds its controller events the
 is marked leaving in the sessions, so it is not unfenced half way (a restarted broker that
 catches up quickly). When this controller (re)becomes active, the first `sessions()` of the
 epoch looks once for brokers a failover left behind (`broker_control.brokers_left_behind`)
-and queues their batches.
+and queues their batches. An unfence's elections of leaderless partitions go the same way
+(`ElectFollowUp`, `broker_control.continue_electing`), after any moves away.
 
 Stalls: a probe wakes every `STALL_PROBE_PERIOD` and logs "Controller N was stalled for X ms"
 when the event loop ran nothing for `STALL_LOG_MS` or more (it keeps the longest for the log).
@@ -60,8 +61,22 @@ from metadata.partition_change import Election
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
-from quorum.broker_control import brokers_left_behind, continue_leaving, fence_broker, fence_if_expired
-from quorum.controller_result import MAX_PARTITIONS_PER_DECISION, ControllerResult, LeaveFollowUp, PartitionKey
+from quorum.broker_control import (
+    brokers_left_behind,
+    brokers_with_elections_left,
+    continue_electing,
+    continue_leaving,
+    fence_broker,
+    fence_if_expired,
+)
+from quorum.controller_result import (
+    MAX_PARTITIONS_PER_DECISION,
+    ControllerResult,
+    ElectFollowUp,
+    FollowUp,
+    LeaveFollowUp,
+    PartitionKey,
+)
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
 from quorum.log_state import AppendOutcome, OutcomeKind
@@ -157,6 +172,9 @@ class ControllerRuntime:
         # whether it moves only leaderships: the follow-ups one task works through
         # (`_leave_partitions`); at most one per broker id
         self._leaving: dict[int, tuple[PartitionKey | None, bool]] = {}
+        # broker id -> where the next batch of its unfence's elections starts (None: at the first);
+        # worked through by the same task, after the moves away (`ElectFollowUp`)
+        self._electing: dict[int, PartitionKey | None] = {}
         self._leaver: asyncio.Task[None] | None = None
         self.longest_stall_ms = 0  # the longest event-loop stall the probe saw
         self.schedule("resume-leaving", now, self._resume_leaving)
@@ -177,7 +195,7 @@ class ControllerRuntime:
         """`decide_result`, and a committed result's follow_up goes on as later decisions.
         `moving`: the broker whose partitions this decision moves (a batch of `_leave_partitions`);
         `moves_leaders`: False for a batch that moves only its ISR seats (see `_committed_batch`)."""
-        follow_ups: list[LeaveFollowUp | None] = []
+        follow_ups: list[FollowUp | None] = []
 
         def rule(image: MetadataImage) -> ControllerResult[Any]:
             result = fn(image)
@@ -186,16 +204,20 @@ class ControllerRuntime:
 
         def committed(outcome: AppendOutcome) -> None:  # before the next decision runs
             follow_up = follow_ups[-1] if follow_ups else None
-            broker_id = follow_up.broker_id if follow_up is not None else moving
-            if follow_up is not None:
-                self.sessions().begin_leaving(follow_up.broker_id)
+            leaving = follow_up if isinstance(follow_up, LeaveFollowUp) else None
+            broker_id = leaving.broker_id if leaving is not None else moving
+            if leaving is not None:
+                self.sessions().begin_leaving(leaving.broker_id)
             if broker_id is not None and moves_leaders:
                 self._committed_batch(broker_id, outcome)
 
         response, outcome = await decide_result(self._controller, rule, timeout_s, on_committed=committed)
         follow_up = follow_ups[-1] if follow_ups else None
-        if follow_up is not None:
+        if isinstance(follow_up, LeaveFollowUp):
             self._leave_later(follow_up.broker_id, follow_up.after, follow_up.leaders_only)
+        elif isinstance(follow_up, ElectFollowUp):
+            self._electing[follow_up.broker_id] = follow_up.after
+            self._start_leaver()
         return response, outcome
 
     def now_ms(self) -> int:
@@ -209,6 +231,7 @@ class ControllerRuntime:
             self._sessions = BrokerHeartbeatManager(self._settings.session_timeout_ms)
             self._shutdown_requests = {}
             self._leaving = {}  # a new epoch finds what is left from the image, not from the last one
+            self._electing = {}
             if epoch is not None:
                 image = self._log.image()
                 self._sessions.begin_sessions(image, self._clock())
@@ -225,6 +248,11 @@ class ControllerRuntime:
         for broker_id in left:
             self._sessions.begin_leaving(broker_id)
             self._leaving[broker_id] = (None, False)
+        electing = [b for b in brokers_with_elections_left(image) if b not in self._leaving]
+        if electing:
+            logger.info("Broker(s) %s are active and in the ISR of leaderless partitions (a failover cut their "
+                        "unfence's elections short): electing leaders now", electing)
+        self._electing.update(dict.fromkeys(electing))
 
     def heartbeat_ages(self) -> dict[int, int]:
         """Milliseconds since each broker's last heartbeat; empty unless active."""
@@ -336,7 +364,7 @@ class ControllerRuntime:
         self._start_leaver()
 
     def _start_leaver(self) -> None:
-        if self._leaving and (self._leaver is None or self._leaver.done()):
+        if (self._leaving or self._electing) and (self._leaver is None or self._leaver.done()):
             self._leaver = asyncio.create_task(self._leave_partitions())
 
     def _committed_batch(self, broker_id: int, outcome: AppendOutcome) -> None:
@@ -351,15 +379,20 @@ class ControllerRuntime:
             self.sessions().raise_controlled_shutdown_offset(broker_id, outcome.last_offset)
 
     async def _leave_partitions(self) -> None:
-        """Work through the follow-ups, one batch per decision, brokers in turn; ends when none is
-        left or this controller is no longer active (the next active one finds what is left:
-        `_finish_left_behind`). Bounded: each batch moves the walk forward past its partitions."""
-        while self._leaving:
+        """Work through the follow-ups, one batch per decision: the moves away first, brokers in
+        turn, then the elections (`_elect_next`); ends when none is left or this controller is no
+        longer active (the next active one finds what is left: `_find_left_behind`). Bounded:
+        each batch moves its walk forward past its partitions."""
+        while self._leaving or self._electing:
             if not self._controller.is_active:
-                logger.info("Stopped moving partitions away from broker(s) %s: no longer the active "
-                            "controller", sorted(self._leaving))
+                logger.info("Stopped moving partitions away from broker(s) %s and electing for broker(s) %s: no "
+                            "longer the active controller", sorted(self._leaving), sorted(self._electing))
                 self._leaving.clear()
+                self._electing.clear()
                 return
+            if not self._leaving:
+                await self._elect_next()
+                continue
             broker_id, (after, leaders_only) = next(iter(self._leaving.items()))
             del self._leaving[broker_id]  # decide() puts it back at the end while more is left
             try:
@@ -376,6 +409,22 @@ class ControllerRuntime:
                 self.sessions().end_leaving(broker_id)
                 logger.info("Broker %d leads no partition and is in no ISR it may leave (last batch: "
                             "%d partition change(s))", broker_id, moved)
+
+    async def _elect_next(self) -> None:
+        """One batch of an unfence's elections (`broker_control.continue_electing`)."""
+        broker_id, after = next(iter(self._electing.items()))
+        del self._electing[broker_id]  # decide() puts it back at the end while more is left
+        try:
+            elected, _ = await self.decide(lambda image: continue_electing(image, broker_id, after=after))
+        except Exception as exc:  # noqa: BLE001 - the same batch again, after a pause
+            logger.warning("Electing leaders for broker %d after %s failed: %s; retrying in %d ms",
+                           broker_id, after, exc, LEAVE_RETRY_MS)
+            self._electing.setdefault(broker_id, after)
+            await asyncio.sleep(LEAVE_RETRY_MS / 1000)
+            return
+        if broker_id not in self._electing:
+            logger.info("Broker %d: no leaderless partition it replicates is left to elect (last batch: "
+                        "%d partition change(s))", broker_id, elected)
 
     async def _resume_leaving(self, due_ms: int) -> int:
         """Start queued partition moves that no task runs (a new epoch's leftovers)."""
