@@ -17,7 +17,7 @@ from quorum.voters import Voter, parse_voters
 
 METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
-RETAINED_RECORDS: Final = 20_000  # records kept as records at a dump; older ones are folded
+RETAINED_RECORDS: Final = 20_000  # records kept as records by a fold; older ones live in the snapshot
 
 
 class QuorumBindError(OSError):
@@ -53,6 +53,12 @@ class QuorumSettings:
         if not isinstance(self.password, Password) or not self.password.value:
             raise ConfigError("config 'controller.cluster.password' must be set: the quorum's wire "
                               "format is pickle, and the password is what keeps strangers out")
+
+    @property
+    def fold_spacing(self) -> int:
+        """Records between two fold points the metadata log keeps (quorum.log_state): half the
+        records a fold keeps, so that one of MAX_FOLD_POINTS is always far enough behind."""
+        return max(self.retained_records // 2, 1)
 
     @property
     def me(self) -> Voter:
