@@ -64,7 +64,7 @@ from security.controller_tls_context import controller_client_context
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
 from broker.loop_stalls import PauseHistogram, TailSources, probe_stalls, tail_families, track_gc
-from broker.startup_heap import freeze_startup_heap, start_message_preload
+from broker.startup_heap import collection_paused, freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
@@ -174,9 +174,10 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     broker_id = settings.node_id
     dynamic = DynamicBrokerConfig(broker_id, config)  # the effective config: server.properties + dynamic ones
     checkpointed = load_checkpoint(settings.log_dirs[0])  # read once: the logs and the follower start from it
-    log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
-                             topic_configs=_checkpointed_log_configs(settings, config, checkpointed),
-                             open_files_max=config.get_int("log.open.files.max"))
+    with collection_paused():  # no GC pass over the growing heap per few thousand logs loaded
+        log_manager = LogManager(settings.log_dirs, from_broker_config(config), now_ms=wall_ms(),
+                                 topic_configs=_checkpointed_log_configs(settings, config, checkpointed),
+                                 open_files_max=config.get_int("log.open.files.max"))
     # The broker's one timer service, on the monotonic clock: the purgatories, the group
     # coordinator, the isr-expiration task, log maintenance and the cleaner's backoff.
     timers = TimerService(name=f"broker {broker_id}")
