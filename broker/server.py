@@ -60,7 +60,7 @@ from common.protocol.frame import (
     frame_response_for,
     parse_request_header,
 )
-from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.primitives import Chunk, ProtocolError, RecordsPlaceholder
 from common.units import KIB, SECOND_MS, SECONDS
 from security.authorizer import ANONYMOUS
 
@@ -288,9 +288,11 @@ class Connection:
 
     def _answer_in_turn(self, now: float) -> bool:
         """Write the answers of the requests just read from the reader's own turn, when the writer
-        is idle, each was answered at once (Produce acks 0/1, Metadata, ...) in bytes only, and the
-        socket has nothing queued; whether it did. Otherwise the writer is woken (a task switch
-        and a loop pass per request: what a producer with linger.ms=0 pays for every record).
+        is idle, each was answered at once (Produce acks 0/1, Metadata, a Fetch that found its
+        min_bytes, ...), and the socket has nothing queued; whether it did. A segment slice goes
+        by sendfile straight to the socket (not on TLS); what the socket does not take is left
+        to the writer, ahead of the answers after it. Otherwise the writer is woken (a task
+        switch and a loop pass per request: what a producer with linger.ms=0 pays for every record).
         While the writer is parked the queue holds only this turn's requests, so order is kept;
         the transport's own buffer bounds the write, and the next turn leaves a backlog to the
         writer, which drains it."""
@@ -299,20 +301,48 @@ class Connection:
             return False
         for item in self.pending:
             if item.task is not None or item.error is not None or item.framed or (
-                    item.body is not None and not all(isinstance(chunk, bytes) for chunk in item.body)):
+                    item.body is not None and self.tls and not all(isinstance(chunk, bytes) for chunk in item.body)):
                 return False
         out: list[bytes] = []
         metrics = self.server.metrics
         while self.pending:  # bounded by the in-flight limit
             item = self.pending.popleft()
             if item.body is not None:
-                out += frame_response_for(item.header, item.body)  # type: ignore[arg-type]
+                chunks = frame_response_for(item.header, item.body)
+                for i, chunk in enumerate(chunks):  # bounded by the answer's chunks
+                    if isinstance(chunk, bytes):
+                        out.append(chunk)
+                    elif chunk.length <= COALESCE_BYTES:
+                        out.append(slice_sender.pread_slice(chunk))  # type: ignore[arg-type]
+                    else:
+                        rest = self._sendfile_in_turn(out, chunk)
+                        out = []
+                        if rest is not None:  # the writer sends the rest, then the answers after it
+                            self.pending.appendleft(_InFlight(item.header, item.received,
+                                                              body=[rest, *chunks[i + 1:]], framed=True))
+                            return False
             metrics.observe(item.header.request_api_key, (now - item.received) * 1000)
+        self._write_now(out)
+        return True
+
+    def _sendfile_in_turn(self, out: list[bytes], records: RecordsPlaceholder) -> RecordsPlaceholder | None:
+        """`out`, then as much of the slice `records` as the socket takes now (Kafka's
+        transferTo from the request's own turn: a Fetch answered at once costs no writer task
+        pass); None when all of it went, else the slice of what is left."""
+        self._write_now(out)
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() or transport.is_closing():  # the writer's to send, or to fail
+            return records
+        sock = self.writer.get_extra_info("socket")
+        rest = slice_sender.send_slice_now(sock.fileno(), records)  # type: ignore[arg-type]
+        self.server.metrics.bytes_out += records.length - (0 if rest is None else rest.length)
+        return rest
+
+    def _write_now(self, out: list[bytes]) -> None:
         if out:
             data = out[0] if len(out) == 1 else b"".join(out)
             self.writer.write(data)
-            metrics.bytes_out += len(data)
-        return True
+            self.server.metrics.bytes_out += len(data)
 
     def _through_gate(self, frame: Frame, received: float) -> _InFlight:
         """A frame of a SASL connection: answered by its authenticator, or served as its principal."""

@@ -9,7 +9,8 @@ cache pages to the socket, one copy fewer and no Python object per piece. On a c
 is most of the broker's CPU per GB (bench/sendfile_vs_pread.py measures both).
 
 How: while the transport has nothing buffered, the socket is ours to write, so the first
-os.sendfile goes straight to it (on loopback it usually takes the whole slice). What did not
+os.sendfile goes straight to it (on loopback it usually takes the whole slice); the server
+makes that attempt from the reader's own turn for a Fetch answered at once (`send_slice_now`). What did not
 fit is sent by `loop.sendfile`, which waits for the socket to drain between pieces (it pauses
 reading on this connection meanwhile; the reader task only needs it between requests).
 Event loops without a native sendfile (uvloop) fall back to the pread path.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+from dataclasses import replace
 from typing import Final
 
 from broker.log.segment import FileSlice
@@ -100,23 +102,39 @@ async def send_file_slice(writer: asyncio.StreamWriter, fd: int, position: int, 
     transport = writer.transport
     sent = 0
     if transport.get_write_buffer_size() == 0 and not transport.is_closing():
-        sock = transport.get_extra_info("socket")
-        try:
-            sent = os.sendfile(sock.fileno(), fd, position, length)
-        except BlockingIOError:
-            sent = -1  # the socket is full: loop.sendfile waits for room
-        except OSError as exc:
-            _raise_if_file_gone(exc)
-            raise
-        if sent == 0:  # sendfile at or past the end of the file sends nothing
-            raise ShortReadError(f"records file truncated while sending: nothing at position {position}, "
-                                 f"{length} bytes promised")
-        sent = max(sent, 0)
+        sent = _sendfile_now(transport.get_extra_info("socket").fileno(), fd, position, length)
     if sent < length:
         sent += await _send_rest(writer, fd, position + sent, length - sent)
     if sent != length:
         raise ShortReadError(f"records file truncated while sending: sent {sent} of {length} bytes "
                              f"from position {position}")
+    return sent
+
+
+def send_slice_now(sock_fd: int, records: FileSlice) -> FileSlice | None:
+    """As much of a slice as the socket `sock_fd` takes now, without waiting: None when all of
+    it went, else the slice of what is left (the whole slice when the socket is full). The
+    caller owns the socket's writes (its transport has nothing buffered) and sends the rest
+    later. ShortReadError when the file ends before the slice."""
+    if records.length <= 0:
+        return None
+    handle = _file_of(records)  # held (the descriptor open) for the call
+    sent = _sendfile_now(sock_fd, handle.fd, records.position, records.length)
+    return None if sent == records.length else replace(records, position=records.position + sent,
+                                                        length=records.length - sent)
+
+
+def _sendfile_now(sock_fd: int, fd: int, position: int, length: int) -> int:
+    try:
+        sent = os.sendfile(sock_fd, fd, position, length)
+    except BlockingIOError:
+        return 0  # the socket is full: the caller waits for room
+    except OSError as exc:
+        _raise_if_file_gone(exc)
+        raise
+    if sent == 0:  # sendfile at or past the end of the file sends nothing
+        raise ShortReadError(f"records file truncated while sending: nothing at position {position}, "
+                             f"{length} bytes promised")
     return sent
 
 

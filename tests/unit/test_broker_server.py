@@ -3,7 +3,7 @@
 Body commands (ASCII): `sleep <ms> <tag>` answers `tag` after a delay; `now <tag>` answers
 `tag` at once (no task, as a Produce with acks 0 or 1); `none` answers nothing
 (acks=0); `bad` raises ProtocolError; `file <position> <length>` answers b"F" then a FileSlice
-of the test's file; `boom` raises a bug. `now-bad` and `now-boom` fail at once. Pipelined requests come back in request order even
+of the test's file (`now-file`: at once, as a Fetch that found its data); `boom` raises a bug. `now-bad` and `now-boom` fail at once. Pipelined requests come back in request order even
 when handled out of order; a malformed or oversized frame closes only its own connection;
 a file truncated under a slice ends the connection instead of sending a wrong length.
 Every server is stopped and every socket closed, whatever happened.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from common.protocol.primitives import Chunk, ProtocolError
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 1024
 IO_TIMEOUT_S = 5.0
+SMALL_RECEIVE_BUFFER = 4096  # bytes: a client window far smaller than a slice
 
 
 class FakeHandler:
@@ -45,6 +47,8 @@ class FakeHandler:
             raise ProtocolError("cannot decode this either")
         if words[0] == "now-boom":
             raise RuntimeError("a bug before any await")
+        if words[0] == "now-file":
+            return [b"F", FileSlice(self.fd, int(words[1]), int(words[2]))]
         return Later(self.handle(header, body, client_host))
 
     async def handle(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk] | None:
@@ -239,18 +243,68 @@ async def test_file_slices_are_sent_from_the_file(server: KafkaServer, data_file
     assert server.metrics.bytes_out >= length
 
 
+@pytest.mark.parametrize("command", ["file", "now-file"])
 @pytest.mark.parametrize("length", [1000, 2 * PREAD_CHUNK])
 async def test_a_slice_past_the_end_of_the_file_closes_the_connection(
-        server: KafkaServer, data_file: tuple[int, bytes], length: int) -> None:
+        server: KafkaServer, data_file: tuple[int, bytes], length: int, command: str) -> None:
     reader, writer = await connect(server)
     os.ftruncate(data_file[0], 1000)  # truncated after the response promised more
-    writer.write(request(5, f"file 500 {length}".encode()))
+    writer.write(request(5, f"{command} 500 {length}".encode()))
     received = b""
     while chunk := await asyncio.wait_for(reader.read(65536), IO_TIMEOUT_S):  # until EOF
         received += chunk
     # never a whole frame of the wrong bytes (a small slice is read before its frame is sent:
     # nothing of it goes out)
     assert len(received) < 4 + 4 + 1 + length
+
+
+@pytest.mark.parametrize(("position", "length"), [(7, 100), (9, COALESCE_BYTES + 1), (5, 3 * PREAD_CHUNK + 100)])
+async def test_file_answers_at_once_are_sent_from_the_readers_turn(
+        server: KafkaServer, data_file: tuple[int, bytes], monkeypatch: pytest.MonkeyPatch,
+        position: int, length: int) -> None:
+    """A slice answered at once (a Fetch that found its data) goes by sendfile from the reader's
+    own turn, with no writer wake-up, byte-exact and in order with the answers around it."""
+    in_turn: list[bool] = []
+    answer_in_turn = Connection._answer_in_turn
+
+    def spy(self: Connection, now: float) -> bool:
+        in_turn.append(answer_in_turn(self, now))
+        return in_turn[-1]
+    monkeypatch.setattr(Connection, "_answer_in_turn", spy)
+    reader, writer = await connect(server)
+    writer.write(request(4, b"now before"))
+    assert await read_response(reader) == (4, b"before")
+    writer.write(request(5, f"now-file {position} {length}".encode()))
+    assert await read_response(reader) == (5, b"F" + data_file[1][position:position + length])
+    writer.write(request(6, b"now after"))
+    assert await read_response(reader) == (6, b"after")
+    assert in_turn == [True, True, True]
+
+
+async def test_what_the_socket_does_not_take_in_turn_the_writer_sends_in_order(
+        server: KafkaServer, data_file: tuple[int, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client with a small receive window that has not read yet: the reader's sendfile takes
+    what fits, the writer sends the rest of the slice, then the answers pipelined after it."""
+    rests: list[object] = []
+    sendfile_in_turn = Connection._sendfile_in_turn
+
+    def spy(self: Connection, out: list[bytes], records: FileSlice) -> object:
+        rests.append(sendfile_in_turn(self, out, records))
+        return rests[-1]
+    monkeypatch.setattr(Connection, "_sendfile_in_turn", spy)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_RECEIVE_BUFFER)
+    sock.setblocking(False)
+    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (HOST, server.port)), IO_TIMEOUT_S)
+    reader, writer = await asyncio.open_connection(sock=sock)
+    server.test_writers.append(writer)  # type: ignore[attr-defined]
+    length = 3 * PREAD_CHUNK
+    writer.write(request(5, f"now-file 3 {length}".encode()) + request(6, b"now next"))
+    assert await read_response(reader) == (5, b"F" + data_file[1][3:3 + length])
+    assert await read_response(reader) == (6, b"next")
+    writer.write(request(7, b"now last"))
+    assert await read_response(reader) == (7, b"last")
+    assert len(rests) == 1 and isinstance(rests[0], FileSlice) and 0 < rests[0].length < length
 
 
 async def test_in_flight_is_bounded_and_reading_resumes(server: KafkaServer) -> None:
