@@ -23,6 +23,7 @@ from broker.log.checkpoint_file import (
     fsync_directory,
 )
 from broker.log.flusher import SegmentFlusher
+from broker.log.log_changes import LogChanges
 from broker.log.partition_log import PartitionLog
 from broker.log.segment_files import SegmentFileCache
 from common.topic_partition import TopicPartition
@@ -152,6 +153,13 @@ class LogManager:
         # Leader-epoch fsyncs started in the background (`sync_epoch_checkpoints_soon`), not yet
         # seen done by a checkpoint pass; at most one per log that changed leader epoch since.
         self._epoch_syncs: list[Future[None]] = []
+        # The logs report where their checkpointed offsets move (`checkpoint` writes only the
+        # files whose entries moved; fetchers read `log_start_moves`), and per dir what each of
+        # the three files holds, by file name: the last values written, for that comparison.
+        self.changes = LogChanges()
+        self._checkpointed: dict[Path, dict[str, dict[TopicPartition, int]]] = {
+            d: {name: {} for name in _CHECKPOINTS} for d in self.log_dirs}
+        self._checkpointed_stale: set[tuple[Path, str]] = set()  # (dir, file) owing a write
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
@@ -212,6 +220,7 @@ class LogManager:
         for (tp, _), outcome in zip(found, outcomes):  # every log opened is registered: a failure closes them
             if outcome.error is None:
                 self.logs[tp] = self._by_topic.setdefault(tp.topic, {})[tp] = outcome.result()
+                self._watch(self.logs[tp])
                 self._dir_of[tp] = directory
                 self._count[directory] += 1
         for outcome in outcomes:
@@ -251,6 +260,10 @@ class LogManager:
             partition_log.config = config
         self._flush_check_ms = 0  # its flush.ms may have shortened
 
+    def logs_by_topic(self) -> Mapping[str, Mapping[TopicPartition, PartitionLog]]:
+        """Every log by topic (`_add` and `delete_log` keep it; read it, never change it)."""
+        return self._by_topic
+
     def has_logs_of(self, topic: str) -> bool:
         """Whether any partition of `topic` has a log here (its per-topic index: no scan)."""
         return topic in self._by_topic
@@ -282,6 +295,7 @@ class LogManager:
              level: int = logging.INFO) -> None:
         self.logs[tp], self._dir_of[tp] = partition_log, directory
         self._by_topic.setdefault(tp.topic, {})[tp] = partition_log
+        self._watch(partition_log)
         self._flush_check_ms = min(self._flush_check_ms, partition_log.flush_due_ms)
         self._count[directory] += 1
         log.log(level, "Created log for partition %s in %s", tp, directory)
@@ -382,6 +396,10 @@ class LogManager:
             del self._by_topic[tp.topic]
         directory = self._dir_of.pop(tp)
         self._count[directory] -= 1
+        partition_log.changes = None
+        for entries in self._checkpointed[directory].values():
+            entries.pop(tp, None)
+        self._checkpointed_stale.update((directory, name) for name in _CHECKPOINTS)  # drop it
         partition_log.close()
         doomed = directory / f"{tp.dir_name}.{os.urandom(8).hex()}{DELETE_DIR_SUFFIX}"
         os.replace(partition_log.directory, doomed)
@@ -389,23 +407,42 @@ class LogManager:
         shutil.rmtree(doomed)
         log.debug("Deleted log for partition %s", tp)  # the replica manager says it, or counts it
 
+    def _watch(self, partition_log: PartitionLog) -> None:
+        """Hear the log's offset moves; its entries are new to the next checkpoint."""
+        partition_log.changes = self.changes
+        self.changes.moved(partition_log)
+
     def checkpoint(self) -> None:
-        """Write the recovery point, high watermark and log start offset files of each dir,
-        after making every leader-epoch checkpoint rewritten since the last pass durable: a
-        recovery point on disk must never cover offsets of an epoch whose entry a power loss
-        could still take (recovery trusts the log below it, and the cache with it)."""
-        self.sync_epoch_checkpoints()
-        by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in self.log_dirs}
-        for tp, lg in sorted(self.logs.items(), key=_topic_and_partition):
-            by_dir[self._dir_of[tp]].append((tp, lg))
-        for directory in self.log_dirs:
-            mine = by_dir[directory]
-            offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT).write(
-                (tp, lg.recovery_point) for tp, lg in mine)
-            offset_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT).write(
-                (tp, lg.high_watermark) for tp, lg in mine)
-            offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
-                (tp, lg.log_start_offset) for tp, lg in mine)
+        """Write the recovery point, high watermark and log start offset files of each dir whose
+        entries moved since the last pass (whole, in Kafka's format; a pass where nothing moved
+        writes nothing), after making durable the leader-epoch checkpoints that the logs that
+        moved owe: a recovery point on disk must never cover offsets of an epoch whose entry a
+        power loss could still take (recovery trusts the log below it, and the cache with it).
+        A log that did not move keeps its entry on disk, which covers no offset of an epoch
+        begun since: a new epoch starts at the log end, at or above it, and a truncation below
+        it moves it (that log is synced and rewritten here)."""
+        moved = {lg for lg in self.changes.take_moved() if self.logs.get(lg.topic_partition) is lg}
+        try:
+            self.sync_epoch_checkpoints(moved)
+            stale = self._checkpointed_stale
+            for partition_log in moved:  # bounded by the logs that moved
+                tp = partition_log.topic_partition
+                directory = self._dir_of[tp]
+                files = self._checkpointed[directory]
+                for name, offset in ((RECOVERY_POINT_CHECKPOINT, partition_log.recovery_point),
+                                     (HIGH_WATERMARK_CHECKPOINT, partition_log.high_watermark),
+                                     (LOG_START_OFFSET_CHECKPOINT, partition_log.log_start_offset)):
+                    entries = files[name]
+                    if entries.get(tp) != offset:
+                        entries[tp] = offset
+                        stale.add((directory, name))
+            for directory, name in sorted(stale):
+                offset_checkpoint(directory / name).write(
+                    sorted(self._checkpointed[directory][name].items(), key=_topic_and_partition))
+                stale.discard((directory, name))
+        except BaseException:
+            self.changes.put_back(moved)  # the next pass syncs and writes them again
+            raise
 
     def sync_epoch_checkpoints_soon(self, logs: Sequence[PartitionLog]) -> None:
         """Start the fsyncs these logs' leader-epoch checkpoints owe (`epoch_sync_owed`) on the
@@ -425,14 +462,15 @@ class LogManager:
         self._epoch_syncs = [f for f in self._epoch_syncs if not f.done()]
         self._epoch_syncs.extend(self._submit_runs(run, len(owed)))
 
-    def sync_epoch_checkpoints(self) -> int:
+    def sync_epoch_checkpoints(self, logs: Iterable[PartitionLog] | None = None) -> int:
         """fsync the leader-epoch checkpoints written without one since the last pass (new
-        leaderships, truncations) that `epoch_sync_owed`, on the I/O pool when there are many;
-        how many. Raises the first KafkaStorageError after trying them all (those stay owed to
-        the next pass)."""
+        leaderships, truncations) that `epoch_sync_owed`, of `logs` (default: every log), on the
+        I/O pool when there are many; how many. Raises the first KafkaStorageError after trying
+        them all (those stay owed to the next pass)."""
         wait(self._epoch_syncs)  # bounded: local fsyncs; their failures are retried below
         self._epoch_syncs = []
-        owed = [lg for lg in self.logs.values() if epoch_sync_owed(lg)]  # bounded by the logs
+        candidates = self.logs.values() if logs is None else logs
+        owed = [lg for lg in candidates if epoch_sync_owed(lg)]  # bounded by the logs
         if len(owed) < PARALLEL_MIN:
             errors: list[BaseException | None] = []
             for partition_log in owed:

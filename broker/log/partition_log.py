@@ -35,6 +35,7 @@ from broker.log.flush_rules import (
 from broker.log.flusher import FlushWork, SegmentFlusher
 from broker.log.leader_epoch_cache import LeaderEpochCache, checkpoint_file
 from broker.log.leader_epochs import EpochEndOffset
+from broker.log.log_changes import LogChanges
 from broker.log.log_loader import load_segments, make_new_directory, open_segment
 from broker.log.log_read import read_slice
 from broker.log.log_validator import validate_produced
@@ -105,6 +106,9 @@ class PartitionLog:
         # flush: the recovery point did not move).
         self._flush_error: KafkaStorageError | None = None
         self.files = SegmentFileCache(MAX_OPEN_FILES_OF_ONE_LOG) if files is None else files
+        # Told where the recovery point, high watermark or log start moves (the log manager's,
+        # set when it registers the log; None: a log of its own, for tools and tests).
+        self.changes: LogChanges | None = None
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self.config = config
         self._name = f"[Log partition={self.topic_partition}, dir={directory.parent}] "
@@ -174,8 +178,11 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]."""
-        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        return self.high_watermark
+        high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if high_watermark != self.high_watermark:
+            self.high_watermark = high_watermark
+            self._moved()
+        return high_watermark
 
     # ---- append ------------------------------------------------------------------------
 
@@ -372,6 +379,7 @@ class PartitionLog:
         self._void_flushes(new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
         self.high_watermark = min(self.high_watermark, new_leo)
+        self._moved(log_start=True)  # a truncation may lower the log start too
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int = 0) -> None:
@@ -385,6 +393,7 @@ class PartitionLog:
         delete_snapshots_from(self.directory, 0)
         self._void_flushes(-1)  # every offset they synced is gone
         self.log_start_offset = self._recovery_point = self.high_watermark = offset
+        self._moved(log_start=True)
         log.info("%sTruncated fully; log restarts empty at offset %d", self._name, offset)
 
     # ---- retention ---------------------------------------------------------------------
@@ -400,6 +409,7 @@ class PartitionLog:
             del self._segments[:count], self._bases[:count]
             self._schedule_delete(removed, now_ms, reason)
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            self._moved(log_start=True)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
             log.info("%sLog start offset is now %d after deleting %d segments (%s)",
                      self._name, self.log_start_offset, count, reason)
@@ -416,6 +426,7 @@ class PartitionLog:
                 f"cannot move the log start offset of {self.topic_partition} to {offset}, "
                 f"above the high watermark {self.high_watermark}")
         self.log_start_offset = offset
+        self._moved(log_start=True)
         self.leader_epoch_cache.truncate_from_start(offset)
         log.info("%sIncremented log start offset to %d", self._name, offset)
         return True
@@ -480,8 +491,14 @@ class PartitionLog:
         for segment in self._segments[plan.first : plan.stop]:
             segment.flush()
         self._recovery_point = target
+        self._moved()
 
     # ---- background flushes (a roll's, on the flusher's thread) ------------------------
+
+    def _moved(self, *, log_start: bool = False) -> None:
+        """Tell the log manager that a checkpointed offset (`log_start`: the log start) moved."""
+        if self.changes is not None:
+            self.changes.moved(self, log_start=log_start)
 
     def _flush_in_background(self, target: int) -> None:
         """Hand the fsyncs up to `target` to the flusher; the recovery point moves when they
@@ -519,6 +536,7 @@ class PartitionLog:
                 before = self._recovery_point
                 self._recovery_point = recovery_point_after(
                     before, pending.target, log_end_offset=self.log_end_offset)
+                self._moved()
                 log.debug("%sFlushed up to offset %d in the background (recovery point %d -> %d)",
                           self._name, pending.target, before, self._recovery_point)
                 continue

@@ -80,6 +80,7 @@ class ReplicaFetcher:
         self._failing = False
         self._out_of_range: list[TopicPartition] = []
         self._log_starts_checked = asyncio.get_running_loop().time()
+        self._log_start_moves_seen = -1  # the log manager's count of log start moves at that check
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -182,8 +183,13 @@ class ReplicaFetcher:
 
     def _check_log_starts(self, now: float) -> None:
         """Touch the partitions whose log start offset moved under the fetcher (retention):
-        one light pass over the fetched partitions per LOG_START_CHECK_S."""
+        one light pass over the fetched partitions per LOG_START_CHECK_S, and none while no log
+        start of this broker moved since the last (an idle broker walked them all for nothing)."""
         self._log_starts_checked = now
+        moves = self._replicas.log_manager.changes.log_start_moves
+        if moves == self._log_start_moves_seen:
+            return
+        self._log_start_moves_seen = moves
         hosted = self._replicas.partitions
         for tp, entry in self._rounds.session.wanted.items():
             partition = hosted.get(tp)
