@@ -7,11 +7,23 @@ SparkSession. Modules use their own topics; the one that stops a broker starts i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.integration import cluster_fixtures
 from tests.spark.spark_fixtures import spark_cluster
 from localcluster.launcher import LocalCluster
+
+HERE = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cluster_fixtures.configure(config)  # its nodes fork from the test zygote unless ini tidelog_fast_start = false
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    cluster_fixtures.start_zygote_early(session, HERE)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from typing import Any
 
 import confluent_kafka
 
-from tests.integration.cluster_fixtures import http, wait_until
+from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 
 HOSTS = tuple(f"127.0.0.{n}" for n in range(1, 5))
@@ -46,11 +46,12 @@ class Record:
 
 @contextlib.contextmanager
 def spark_cluster(root: Path) -> Iterator[LocalCluster]:
-    """Controller 1 + brokers 2, 3, 4; every process stopped on exit, even on failure."""
+    """Controller 1 + brokers 2, 3, 4, forked from the test zygote as the integration clusters'
+    nodes are (cluster_fixtures.spawn_node); every process stopped on exit, even on failure."""
     raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
     with LocalCluster.start(root, controllers=1, raft_port=raft_port, admin_port=admin_port, brokers=3,
                             kafka_port=kafka_port, metrics_port=metrics_port, ready_timeout=READY_S,
-                            extra_properties=PROPERTIES) as cluster:
+                            extra_properties=PROPERTIES, spawn=spawn_node) as cluster:
         yield cluster
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from spark.fetch_client import supports
+from tests.integration import cluster_fixtures
 from tests.spark.spark_fixtures import spark_session
 from tidelog.testing import Cluster
 
@@ -32,7 +33,8 @@ WRONG_PASSWORD_WITHIN_S = 20.0  # the driver checks the login before any task (w
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(1, combined=True, security="SASL_SSL", base_dir=tmp_path_factory.mktemp("spark-sasl-ssl")) as cluster:
+    with Cluster(1, combined=True, security="SASL_SSL", base_dir=tmp_path_factory.mktemp("spark-sasl-ssl"),
+                 fast_start=cluster_fixtures.FORK_NODES) as cluster:
         yield cluster  # every node stopped and the data dir removed on exit, even on failure
 
 
