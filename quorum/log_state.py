@@ -69,9 +69,10 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 MAX_CHUNK_BYTES: Final = 16 * KIB
 _ARRAY_HEADER_MAX: Final = 5  # msgpack array32 header: the most an array adds to its items
 _ARRAY: Final = msgpack.Packer(use_bin_type=True)  # only its pack_array_header: no state kept between calls
-# Images kept at chunk boundaries for the next fold. Each holds, at most, its own copy of every
-# topic changed after it (~25 MiB at 100,000 partitions measured by bench/metadata_dump.py), and
-# with the shell's spacing (half the records a fold keeps) four always leave one that qualifies.
+# Images kept at chunk boundaries for the next fold. Each holds its own copy of every topic
+# changed after it (four held ~7 MiB beyond the current image at 100,000 partitions after
+# 250,000 ISR changes: bench/metadata_dump.py), and with the shell's spacing (half the records a
+# fold keeps) four always leave one far enough behind the head.
 MAX_FOLD_POINTS: Final = 4
 FOLD_SPACING_RECORDS: Final = 10_000  # the default records between two fold points
 DUMP_FORMAT: Final = "tidelog-metadata-log"
@@ -211,6 +212,21 @@ def check_epoch(controller_epoch: int, epoch: int, records: Sequence[Record],
         return AppendOutcome(OutcomeKind.REJECTED, epoch,
                              reason=f"epoch {epoch} has not begun (controller epoch is {controller_epoch})")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class DumpParts:
+    """A state's base snapshot and chunks at one moment; `encode` is `MetadataLogState.encode_dump`."""
+
+    snapshot: bytes
+    chunks: tuple[CommittedChunk, ...]
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb({
+            "format": DUMP_FORMAT, "version": DUMP_VERSION, "snapshot": self.snapshot,
+            "chunks": [[c.base_offset, c.epoch, c.data] for c in self.chunks],
+        }, use_bin_type=True)
+        return packed
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -411,13 +427,13 @@ class MetadataLogState:
         if self._pending is not None and self._pending.offset <= image.offset:
             self._pending = None
 
+    def dump_parts(self) -> DumpParts:
+        """What a dump holds, as references (immutable): take them under a lock, encode outside it."""
+        return DumpParts(self._base_snapshot, tuple(self._chunks))
+
     def encode_dump(self) -> bytes:
         """The whole state as plain msgpack: snapshot bytes and [base_offset, epoch, data] chunks."""
-        packed: bytes = msgpack.packb({
-            "format": DUMP_FORMAT, "version": DUMP_VERSION, "snapshot": self._base_snapshot,
-            "chunks": [[c.base_offset, c.epoch, c.data] for c in self._chunks],
-        }, use_bin_type=True)
-        return packed
+        return self.dump_parts().encode()
 
     @classmethod
     def decode_dump(cls, data: bytes, *, fold_spacing: int = FOLD_SPACING_RECORDS) -> MetadataLogState:

@@ -29,9 +29,9 @@ RETAINED = 6  # records a fold keeps: fold points every 3 records
 class Voter1:
     """A MetadataLog keeping RETAINED records at a fold, with its ActiveController running."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, fold_trigger_records: int = 10**9) -> None:
         self.log = MetadataLog(QuorumSettings(1, {1: Voter(1, "127.0.0.1", port)}, data_dir, Password("s3cret"),
-                                              retained_records=RETAINED))
+                                              retained_records=RETAINED, fold_trigger_records=fold_trigger_records))
         self.controller = ActiveController(self.log)
         self.task = asyncio.create_task(self.controller.run())
 
@@ -94,3 +94,20 @@ async def test_a_dump_then_its_fold_then_a_restart(tmp_path: Path, voters: list[
     assert second.log.base_snapshot() == (offset, snapshot)
     await wait_until_async("an active controller again", lambda: second.controller.is_active, WAIT_S)
     assert second.log.image().topics == image.topics and second.log.image().offset > image.offset
+
+
+async def test_enough_records_after_the_base_fold_without_a_dump(tmp_path: Path, voters: list[Voter1]) -> None:
+    (port,) = free_ports(("127.0.0.1",), 1)
+    voter = Voter1(tmp_path, port, fold_trigger_records=20)
+    voters.append(voter)
+    await wait_until_async("an active controller", lambda: voter.controller.is_active, WAIT_S)
+    for _ in range(10):  # one chunk each: fewer records than the trigger
+        assert (await voter.controller.append([NoOp()], 2.0)).committed
+    assert voter.log.status().log_start_offset == 0
+    for _ in range(15):
+        assert (await voter.controller.append([NoOp()], 2.0)).committed
+    await wait_until_async("a fold", lambda: voter.log.status().log_start_offset > 0, WAIT_S)
+    status = voter.log.status()
+    assert status.dump_offset == -1 and status.last_offset - (status.log_start_offset - 1) >= RETAINED
+    offset, snapshot = voter.log.base_snapshot()
+    assert decode_snapshot(snapshot).offset == offset == status.log_start_offset - 1
