@@ -5,11 +5,9 @@ snapshot, and a restart from it reaches the same image (quorum.metadata_log, quo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgpack
-import pytest
 
 from common.config_schema import Password
 from common.waiting import wait_until_async
@@ -21,13 +19,14 @@ from quorum.log_state import MetadataLogState
 from quorum.metadata_log import DUMP_FILE, MetadataLog
 from quorum.quorum_settings import QuorumSettings
 from quorum.voters import Voter
+from tests.integration import test_quorum_single_node
 
 WAIT_S = 10.0
 RETAINED = 6  # records a fold keeps: fold points every 3 records
 
 
-class Voter1:
-    """A MetadataLog keeping RETAINED records at a fold, with its ActiveController running."""
+class Voter1(test_quorum_single_node.Voter1):
+    """A voter keeping RETAINED records at a fold, with its ActiveController running."""
 
     def __init__(self, data_dir: Path, port: int, fold_trigger_records: int = 10**9) -> None:
         self.log = MetadataLog(QuorumSettings(1, {1: Voter(1, "127.0.0.1", port)}, data_dir, Password("s3cret"),
@@ -35,20 +34,8 @@ class Voter1:
         self.controller = ActiveController(self.log)
         self.task = asyncio.create_task(self.controller.run())
 
-    async def close(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
-        self.log.close()
 
-
-@pytest.fixture
-async def voters() -> AsyncIterator[list[Voter1]]:
-    started: list[Voter1] = []
-    try:
-        yield started
-    finally:
-        for voter in started:  # even when the test failed half-way
-            await voter.close()
+voters = test_quorum_single_node.voters  # the fixture that closes every voter a test started
 
 
 def dumped_state(path: Path) -> MetadataLogState:
