@@ -205,3 +205,29 @@ def test_unclean_reopen_without_damage_keeps_everything(tmp_path: Path) -> None:
     recovered = PartitionLog(crashed, SMALL, now_ms=NOW)
     assert values(recovered) == expected
     assert recovered.recovery_point == recovered.log_end_offset == acked[-1].last + 1
+
+
+def test_an_empty_log_after_a_crash_is_not_rescanned_and_drops_stale_index_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log, acked = build(tmp_path / "full", 24, 6)
+    empty = open_log(tmp_path / "empty", SMALL)
+    partition = empty.directory
+    for suffix in (".index", ".timeindex", ".txnindex"):  # what a crash mid-truncation could leave
+        (partition / f"{0:020d}{suffix}").write_bytes(b"\x00" * 24)
+    crashed = crash_copy(log, tmp_path)  # a log with data: its tail segment is still rescanned
+    scanned: list[int] = []
+    original = LogSegment.recover
+
+    def spy(self: LogSegment, epoch_for: object = None, **kwargs: object) -> object:
+        scanned.append(self.base_offset)
+        return original(self, epoch_for, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    reopened = open_log(tmp_path / "empty", SMALL, had_clean_shutdown=False)
+    assert scanned == [] and reopened.log_end_offset == 0
+    assert sorted(p.name for p in partition.iterdir() if p.suffix != ".log") == []
+    reopened.append(batch(2), now_ms=NOW, leader_epoch=0)
+    assert [v for _, v in values(reopened)] == [b"v-0", b"v-1"]
+    full = PartitionLog(crashed, SMALL, now_ms=NOW, had_clean_shutdown=False,
+                        recovery_point=acked[-1].segment)
+    assert scanned == [acked[-1].segment] and full.log_end_offset == acked[-1].last + 1
