@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("rules", frozenset({
         "broker", "producer_state", "fetch_session", "metadata_follower",
         "follower_settings", "broker_settings", "applied_offset", "dynamic_config", "startup_heap",
-        "loop_stalls",
+        "process_exit", "loop_stalls",
         "client_security", "request_faults",
     })),
     # one service each, knowing no hosted partition: timers, the purgatory, the controller's
