@@ -36,11 +36,12 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "client_security", "request_faults",
     })),
     # one service each, knowing no hosted partition: timers, the purgatory, the controller's
-    # client and what is forwarded through it, the coordinator runtime
+    # client and what is forwarded through it, the coordinator runtime; the read side of a Kafka
+    # connection (frame_receiver: the listener's and the replica fetchers' broker connections)
     ("services", frozenset({
         "timers", "purgatory", "refusal_log", "controller_client", "leader_elections",
         "partition_reassignments", "producer_ids", "topic_admin", "coordinator",
-        "topic_metrics",
+        "topic_metrics", "frame_receiver",
     })),
     # the partition log on disk and what reads it whole
     ("storage", frozenset({"log", "metadata_checkpoint", "slice_sender"})),
@@ -51,7 +52,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "replica_selector", "broker_connections",
     })),
     # the Kafka listener (its security: TLS, SASL) and the metadata log follower's loop
-    ("server", frozenset({"server", "frame_receiver", "listener_security", "broker_metrics",
+    ("server", frozenset({"server", "listener_security", "broker_metrics",
                           "metadata_follower_loop"})),
     # coordinators over internal topics, on the coordinator runtime
     ("coordinators", frozenset({"group_coordinator", "transaction_coordinator", "share"})),  # share: KIP-932
