@@ -174,11 +174,8 @@ async def test_many_ready_answers_go_out_together_and_complete(server: KafkaServ
     assert server.metrics.latency_count == count
 
 
-async def test_answers_at_once_go_out_from_the_readers_turn_in_order(
-        server: KafkaServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One request at a time answered at once (a linger.ms=0 producer's acks=1 produce) is written
-    by the reader itself, with no writer wake-up; a turn holding a task's answer, or one after
-    a backlog, goes to the writer, and every answer keeps its place."""
+def spy_in_turn(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each call of Connection._answer_in_turn wrote the answers from the reader's turn."""
     in_turn: list[bool] = []
     answer_in_turn = Connection._answer_in_turn
 
@@ -186,6 +183,15 @@ async def test_answers_at_once_go_out_from_the_readers_turn_in_order(
         in_turn.append(answer_in_turn(self, now))
         return in_turn[-1]
     monkeypatch.setattr(Connection, "_answer_in_turn", spy)
+    return in_turn
+
+
+async def test_answers_at_once_go_out_from_the_readers_turn_in_order(
+        server: KafkaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One request at a time answered at once (a linger.ms=0 producer's acks=1 produce) is written
+    by the reader itself, with no writer wake-up; a turn holding a task's answer, or one after
+    a backlog, goes to the writer, and every answer keeps its place."""
+    in_turn = spy_in_turn(monkeypatch)
     reader, writer = await connect(server)
     for i in range(5):
         writer.write(request(i, f"now p{i}".encode()))
@@ -264,13 +270,7 @@ async def test_file_answers_at_once_are_sent_from_the_readers_turn(
         position: int, length: int) -> None:
     """A slice answered at once (a Fetch that found its data) goes by sendfile from the reader's
     own turn, with no writer wake-up, byte-exact and in order with the answers around it."""
-    in_turn: list[bool] = []
-    answer_in_turn = Connection._answer_in_turn
-
-    def spy(self: Connection, now: float) -> bool:
-        in_turn.append(answer_in_turn(self, now))
-        return in_turn[-1]
-    monkeypatch.setattr(Connection, "_answer_in_turn", spy)
+    in_turn = spy_in_turn(monkeypatch)
     reader, writer = await connect(server)
     writer.write(request(4, b"now before"))
     assert await read_response(reader) == (4, b"before")
