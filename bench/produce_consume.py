@@ -25,6 +25,7 @@ is printed as a multiple of it (issue 35's goal: <= 1.5x). Ratios are tidelog / 
 
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
+                                    [--consume-rounds 1]
 
 Before the phases a small produce and consume warm the broker up (the consumer's first
 FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry); then its
@@ -480,8 +481,10 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
             show(loadgen_phase(peer, f"produce acks={acks:<3} P={partitions}", lambda: c_client.produce(
                 binary, peer.bootstrap, topic, records=args.records, value_bytes=args.value_bytes,
                 partitions=partitions, acks=acks, linger_ms=5)))
-            show(loadgen_phase(peer, f"consume P={partitions} (acks={acks})", lambda: c_client.consume(
-                binary, peer.bootstrap, topic, records=args.records, partitions=partitions)))
+            for round_ in range(args.consume_rounds):  # the same records read again: more CPU ticks per figure
+                label = f"consume P={partitions} (acks={acks})" + (f" #{round_ + 1}" if args.consume_rounds > 1 else "")
+                show(loadgen_phase(peer, label, lambda: c_client.consume(
+                    binary, peer.bootstrap, topic, records=args.records, partitions=partitions)))
     for acks in args.acks if args.seconds > 0 else ():
         topic = f"bench-latency-acks{acks}"
         peer.create(topic, 1)
@@ -658,6 +661,9 @@ def main() -> None:
     parser.add_argument("--acks", type=lambda v: tuple(v.split(",")), default=ACKS, help="e.g. 1 or 1,all")
     parser.add_argument("--idle-seconds", type=float, default=3.0,
                         help="measure the broker's idle CPU this long before the phases (0: skip)")
+    parser.add_argument("--consume-rounds", type=int, default=1,
+                        help="read each bulk topic back this many times, a row each (C client): a phase "
+                             "of 100 MB is only ~10-30 ticks of broker CPU")
     parser.add_argument("--skip-bulk", action="store_true",
                         help="run only the latency phases (per-request CPU), not the bulk produce/consume ones")
     parser.add_argument("--skip-tansu", action="store_true")
