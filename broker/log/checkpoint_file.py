@@ -96,6 +96,16 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def entry_line(fields: Sequence[object]) -> str:
+    """One entry's line: its fields, space-separated."""
+    return " ".join(str(f) for f in fields)
+
+
+def checkpoint_data(lines: Sequence[str]) -> bytes:
+    """A checkpoint file's content: the version, the entry count, the entries' lines."""
+    return ("\n".join([str(VERSION), str(len(lines)), *lines]) + "\n").encode()
+
+
 class CheckpointFile(Generic[T]):
     """A checkpoint of entries of type T, converted by `to_fields` / `from_fields`."""
 
@@ -109,8 +119,7 @@ class CheckpointFile(Generic[T]):
 
     def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
         """Replace the file with `entries` (`sync=False`: see `write_atomically`)."""
-        lines = [" ".join(str(f) for f in self._to_fields(e)) for e in entries]
-        data = ("\n".join([str(VERSION), str(len(lines)), *lines]) + "\n").encode()
+        data = checkpoint_data([entry_line(self._to_fields(e)) for e in entries])
         if self._in_place and create_in_place(self.path, data):
             if sync:
                 self.sync()

@@ -24,6 +24,7 @@ from broker.log.checkpoint_file import (
 )
 from broker.log.flusher import SegmentFlusher
 from broker.log.log_changes import LogChanges
+from broker.log.offset_checkpoints import OffsetCheckpoints
 from broker.log.partition_log import PartitionLog
 from broker.log.segment_files import SegmentFileCache
 from common.topic_partition import TopicPartition
@@ -154,12 +155,9 @@ class LogManager:
         # seen done by a checkpoint pass; at most one per log that changed leader epoch since.
         self._epoch_syncs: list[Future[None]] = []
         # The logs report where their checkpointed offsets move (`checkpoint` writes only the
-        # files whose entries moved; fetchers read `log_start_moves`), and per dir what each of
-        # the three files holds, by file name: the last values written, for that comparison.
+        # files whose entries moved; fetchers read `log_start_moves`).
         self.changes = LogChanges()
-        self._checkpointed: dict[Path, dict[str, dict[TopicPartition, int]]] = {
-            d: {name: {} for name in _CHECKPOINTS} for d in self.log_dirs}
-        self._checkpointed_stale: set[tuple[Path, str]] = set()  # (dir, file) owing a write
+        self._offset_checkpoints = OffsetCheckpoints(self.log_dirs, _CHECKPOINTS)
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
@@ -397,9 +395,7 @@ class LogManager:
         directory = self._dir_of.pop(tp)
         self._count[directory] -= 1
         partition_log.changes = None
-        for entries in self._checkpointed[directory].values():
-            entries.pop(tp, None)
-        self._checkpointed_stale.update((directory, name) for name in _CHECKPOINTS)  # drop it
+        self._offset_checkpoints.forget(partition_log, directory)
         partition_log.close()
         doomed = directory / f"{tp.dir_name}.{os.urandom(8).hex()}{DELETE_DIR_SUFFIX}"
         os.replace(partition_log.directory, doomed)
@@ -421,25 +417,12 @@ class LogManager:
         A log that did not move keeps its entry on disk, which covers no offset of an epoch
         begun since: a new epoch starts at the log end, at or above it, and a truncation below
         it moves it (that log is synced and rewritten here)."""
-        moved = {lg for lg in self.changes.take_moved() if self.logs.get(lg.topic_partition) is lg}
+        changes = self.changes
+        moved = {lg for lg in changes.take_moved() if lg.changes is changes}  # not deleted since
         try:
             self.sync_epoch_checkpoints(moved)
-            stale = self._checkpointed_stale
-            for partition_log in moved:  # bounded by the logs that moved
-                tp = partition_log.topic_partition
-                directory = self._dir_of[tp]
-                files = self._checkpointed[directory]
-                for name, offset in ((RECOVERY_POINT_CHECKPOINT, partition_log.recovery_point),
-                                     (HIGH_WATERMARK_CHECKPOINT, partition_log.high_watermark),
-                                     (LOG_START_OFFSET_CHECKPOINT, partition_log.log_start_offset)):
-                    entries = files[name]
-                    if entries.get(tp) != offset:
-                        entries[tp] = offset
-                        stale.add((directory, name))
-            for directory, name in sorted(stale):
-                offset_checkpoint(directory / name).write(
-                    sorted(self._checkpointed[directory][name].items(), key=_topic_and_partition))
-                stale.discard((directory, name))
+            self._offset_checkpoints.note(moved, lambda lg: self._dir_of[lg.topic_partition])
+            self._offset_checkpoints.write()
         except BaseException:
             self.changes.put_back(moved)  # the next pass syncs and writes them again
             raise

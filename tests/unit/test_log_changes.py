@@ -94,6 +94,9 @@ def test_a_deleted_log_leaves_the_files_and_a_truncated_one_is_rewritten(manager
     for name in FILES:
         assert "a 1 " not in text(directory, name)
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n2\na 0 12\nb 0 3\n"
+    manager.get_or_create_log(TopicPartition("a", 5), now_ms=NOW)  # takes its place in the order
+    manager.checkpoint()
+    assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 5 0\nb 0 3\n"
 
 
 def test_a_failed_write_is_tried_again_at_the_next_pass(manager: LogManager,
