@@ -309,7 +309,8 @@ class LogSegment:
         self.time_index.truncate_to(first_removed_offset)
         self.txn_index.truncate_to(first_removed_offset)
         try:
-            os.ftruncate(self.file().fd, position)
+            handle = self.file()  # held across the call: the cache may evict it meanwhile
+            os.ftruncate(handle.fd, position)
         except OSError as e:
             raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
         self.size = position
@@ -361,7 +362,8 @@ class LogSegment:
         truncated = self.size - valid_end
         if truncated:
             try:
-                os.ftruncate(self.file().fd, valid_end)
+                handle = self.file()
+                os.ftruncate(handle.fd, valid_end)
             except OSError as e:
                 raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
             self.size = valid_end
@@ -376,7 +378,8 @@ class LogSegment:
             return
         try:
             # the map holds a descriptor of its own (CPython dups it) until closed below
-            mapped = mmap.mmap(self.file().fd, self.size, access=mmap.ACCESS_READ)
+            handle = self.file()
+            mapped = mmap.mmap(handle.fd, self.size, access=mmap.ACCESS_READ)
         except OSError as e:
             raise KafkaStorageError(f"cannot map {self.log_path}: {e}") from e
         view = memoryview(mapped)
@@ -398,7 +401,8 @@ class LogSegment:
     def pread(self, position: int, length: int) -> bytes:
         """`length` bytes (fewer at the end of the file) from `position`."""
         try:
-            return os.pread(self.file().fd, length, position)
+            handle = self.file()  # held across the call: another thread's eviction would close it
+            return os.pread(handle.fd, length, position)
         except OSError as e:
             raise KafkaStorageError(f"cannot read {self.log_path}: {e}") from e
 
@@ -409,7 +413,8 @@ class LogSegment:
         size = self.size  # what this fsync covers
         if size != self._synced_size:
             try:
-                os.fsync(self.file().fd)  # syncs the file, whichever descriptor wrote it
+                handle = self.file()  # held across the fsync (an eviction on another thread closes it)
+                os.fsync(handle.fd)  # syncs the file, whichever descriptor wrote it
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
             self._synced_size = size
