@@ -123,7 +123,7 @@ class MetadataFollowerState:
         if checkpoint_interval_ms < 0:
             raise ValueError("checkpoint_interval_ms must not be negative")
         self.broker_id = broker_id
-        self.image = image  # the published image: never holds part of an open metadata transaction
+        self._image = image  # the published image: never holds part of an open metadata transaction
         self._replay = ReplayState(image)  # image + the open transaction's records, if any
         self.broker_epoch = NO_BROKER_EPOCH
         self.fenced = True  # Kafka: a broker starts fenced and stays so until the controller says otherwise
@@ -134,6 +134,21 @@ class MetadataFollowerState:
         self._checkpointed_offset = image.offset
         self._last_checkpoint_ms: int | None = None
         self._last_checkpoint_cost_ms = 0  # how long the last write took
+
+    @property
+    def image(self) -> MetadataImage:
+        """The published image: never holds part of an open metadata transaction."""
+        return self._image
+
+    @image.setter
+    def image(self, image: MetadataImage) -> None:
+        # The shell sets it to the checkpoint it loaded at a start: the replay, and so the next
+        # fetch, resumes there. The replay was left at the empty image before, so a restarted
+        # broker fetched from offset 0, and once the controller had folded its log it was sent a
+        # snapshot older than its checkpoint: a fatal error (issue 35, a 30,000-partition restart).
+        self._image = image
+        if self._replay.last_offset < image.offset:
+            self._replay = ReplayState(image)
 
     # -- offsets -----------------------------------------------------------------------
 
