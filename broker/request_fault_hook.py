@@ -34,6 +34,7 @@ from broker import request_faults as rf
 from broker.handlers.context import ApiRow, ClientInfo
 from broker.request_faults import ActiveFault, FaultTable
 from broker.server import Later
+from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk
 from common.units import SECOND_MS
@@ -82,9 +83,12 @@ def start_faulted(fault: ActiveFault, row: ApiRow, request: Any, version: int, c
         lost = InjectedDisconnect(f"request fault {fault.fault_id}: answer dropped after serving")
         return Later(_then_raise(answer.answer, lost)) if isinstance(answer, Later) else _raise(lost)
     seconds = spec.delay_ms / SECOND_MS
-    if row.now is not None:  # a synchronous prefix (Produce): served in order, its answer held
-        answer = serve(row)
-        return Later(_held(seconds, answer))
+    if row.api_key == ApiKey.PRODUCE:
+        # Appends keep the connection's order (idempotent sequence numbers): served at once, the
+        # answer held. Everything else is served after the delay, as if it arrived late: a Fetch
+        # held so is a slow follower or consumer, whose fetch offset the leader learns only then
+        # (serving it at once would move the follower's offset and so the high watermark on time).
+        return Later(_held(seconds, serve(row)))
     return Later(_delayed(seconds, lambda: serve(row)))
 
 
