@@ -7,10 +7,11 @@ the control routes a test harness installs faults through. The rules are broker/
 How each kind is applied, and why:
 - error: the API's answer with the error (request_faults.error_response); the handler never runs.
 - delay: the request waits `delay_ms` on the event loop (other connections carry on), then is
-  served. Produce is served first and its answer held instead: our server pipelines a
-  connection's requests where Kafka mutes the channel until the answer is sent, so holding a
-  Produce before its append would let the next Produce on that connection append first, which
-  Kafka never does (an idempotent producer would see OUT_OF_ORDER_SEQUENCE_NUMBER).
+  served. An API whose row says `ordered_appends` (Produce) is served first and its answer held
+  instead: our server pipelines a connection's requests where Kafka mutes the channel until the
+  answer is sent, so holding a Produce before its append would let the next Produce on that
+  connection append first, which Kafka never does (an idempotent producer would see
+  OUT_OF_ORDER_SEQUENCE_NUMBER).
 - drop_before / drop_after: `InjectedDisconnect` ends the connection (the server closes it
   once the answers before it are out), before the handler runs or once it has, the answer
   discarded. It is a ConnectionError, so the server logs it as a routine end; this module
@@ -34,7 +35,6 @@ from broker import request_faults as rf
 from broker.handlers.context import ApiRow, ClientInfo
 from broker.request_faults import ActiveFault, FaultTable
 from broker.server import Later
-from common.protocol.api_keys import ApiKey
 from common.protocol.dispatch import Codec
 from common.protocol.primitives import Chunk
 from common.units import SECOND_MS
@@ -83,7 +83,7 @@ def start_faulted(fault: ActiveFault, row: ApiRow, request: Any, version: int, c
         lost = InjectedDisconnect(f"request fault {fault.fault_id}: answer dropped after serving")
         return Later(_then_raise(answer.answer, lost)) if isinstance(answer, Later) else _raise(lost)
     seconds = spec.delay_ms / SECOND_MS
-    if row.api_key == ApiKey.PRODUCE:
+    if row.ordered_appends:
         # Appends keep the connection's order (idempotent sequence numbers): served at once, the
         # answer held. Everything else is served after the delay, as if it arrived late: a Fetch
         # held so is a slow follower or consumer, whose fetch offset the leader learns only then

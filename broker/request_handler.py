@@ -147,11 +147,11 @@ def _group(handler: Callable[[GroupCoordinator, Any, int, ClientInfo], Awaitable
 
 
 def _row(api_key: ApiKey, handler: Handler, *, advertised: tuple[int, int] | None = None,
-         now: NowHandler | None = None) -> ApiRow:
+         now: NowHandler | None = None, ordered_appends: bool = False) -> ApiRow:
     # The versions and the messages (kio's, or a hand-tuned codec) are the API's row in
     # common/protocol/api_table.py, with the facts SASL and ACLs hook on.
     spec = API_SPECS[api_key]
-    return ApiRow(api_key, spec.versions, spec.codec, handler, advertised, now)
+    return ApiRow(api_key, spec.versions, spec.codec, handler, advertised, now, ordered_appends)
 
 
 API_TABLE: Final[tuple[ApiRow, ...]] = (
@@ -159,7 +159,8 @@ API_TABLE: Final[tuple[ApiRow, ...]] = (
     # 2.10 (kcat on Debian 12 has 2.0.2) silently stops compressing with gzip, snappy and
     # lz4 unless the broker's Produce range starts at 0 (librdkafka issue 4956); Kafka 4.0
     # does the same (KAFKA-18659). Every client that matters sends v3+.
-    _row(ApiKey.PRODUCE, handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now),
+    _row(ApiKey.PRODUCE, handle_produce, advertised=(0, SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]), now=produce_now,
+         ordered_appends=True),
     _row(ApiKey.FETCH, handle_fetch, now=fetch_now),
     _row(ApiKey.LIST_OFFSETS, handle_list_offsets),
     _row(ApiKey.METADATA, handle_metadata),

@@ -146,6 +146,9 @@ class ApiRow:
     handler: Handler
     advertised: tuple[int, int] | None = None
     now: NowHandler | None = None  # the same handler, answering at once when it can
+    # Its handling appends (Produce): served in the connection's arrival order, as Kafka's
+    # muted channel serves it, so a delay fault holds its answer rather than its serving.
+    ordered_appends: bool = False
 
     def __post_init__(self) -> None:
         low, high = self.versions
