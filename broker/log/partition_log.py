@@ -245,6 +245,9 @@ class PartitionLog:
             # leader's cleaner made), and segments must stay contiguous for recovery
             self.roll(now_ms, self.log_end_offset, reason)
             segment = self._segments[-1]
+        # A new leadership's entry is in memory only until the first append of its epoch: in
+        # the file before any batch of that epoch is in the segment (recovery checks each one).
+        self.leader_epoch_cache.write_owed()
         segment.append(view, batches, bases, epoch, total)
         if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
             self._record_epochs(batches, bases, epoch)

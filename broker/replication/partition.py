@@ -117,8 +117,14 @@ class Partition:
     # ---- leader side -------------------------------------------------------------------
 
     def become_leader(self, broker_id: int, now_ms: int) -> None:
-        """A new leader epoch: record it at the log end and forget every follower's state."""
-        self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        """A new leader epoch: record it at the log end and forget every follower's state.
+
+        The entry is in memory at once, as in Kafka's makeLeader: a follower holding a later
+        epoch than any of this log's (two quick elections) must get this epoch's start as the
+        end of the one below. Its file write waits for the first append in this epoch
+        (`LeaderEpochCache.write_owed`): until then no data depends on it, and a restart
+        drops an entry at the log end anyway (`PartitionLog` loads with a cut there)."""
+        self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset, write=False)
         self.leader_epoch_start_offset = self.log.log_end_offset
         self.follower_states = {r: reset_follower_state(now_ms=now_ms, in_isr=r in self.isr)
                                 for r in self.replicas if r != broker_id}

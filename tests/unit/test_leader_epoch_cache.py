@@ -323,3 +323,38 @@ def test_a_rewrite_during_a_sync_stays_owed(tmp_path: Path) -> None:
     file.sync = real_sync  # type: ignore[method-assign]
     cache.sync()
     assert not cache.needs_sync and file.read() == [EpochEntry(1, 0), EpochEntry(2, 4)]
+
+
+# ---- a new leadership: in memory at once, in the file at its epoch's first append ---------
+
+def test_an_assign_without_write_is_owed_until_written_and_a_failed_write_stays_owed(tmp_path: Path) -> None:
+    file = checkpoint_file(tmp_path)
+    cache = LeaderEpochCache(file, [EpochEntry(*e) for e in THREE])
+    file.write(cache.entries)
+    cache.assign(7, LEO, write=False)
+    assert as_tuples(cache) == [*THREE, (7, LEO)] and cache.owes_write and not cache.needs_sync
+    assert cache.end_offset_for(6, LEO) == EpochEndOffset(5, LEO)  # answered from memory at once
+    assert file.read() == [EpochEntry(*e) for e in THREE]
+    real_write = file.write
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    file.write = full_disk  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        cache.write_owed()
+    assert cache.owes_write
+    file.write = real_write  # type: ignore[method-assign]
+    cache.write_owed()
+    assert file.read() == cache.entries and not cache.owes_write and cache.needs_sync
+    cache.write_owed()  # nothing owed: no write
+    assert cache.needs_sync
+
+
+@pytest.mark.parametrize("op", [lambda c: c.assign(8, LEO + 5), lambda c: c.truncate_from_start(12)],
+                         ids=["assign", "truncate-from-start"])
+def test_any_other_write_carries_the_owed_entry(tmp_path: Path, op: Op) -> None:
+    cache = cache_of(THREE, tmp_path)
+    cache.assign(7, LEO, write=False)
+    op(cache)
+    assert checkpoint_file(tmp_path).read() == cache.entries and not cache.owes_write
