@@ -274,6 +274,7 @@ class Row:
     idle_cpu_s: float | None = None  # the broker's idle CPU rate (heartbeats, metadata) x wall_s
     requests: int | None = None  # Produce (consume phases: Fetch) requests the broker answered over the phase
     bytes_sent: int | None = None  # consume phases: bytes the broker wrote to clients (batch framing included)
+    load: float | None = None  # the box's 1-minute load average as the phase ended (the box is shared)
 
     @property
     def records_per_s(self) -> float:
@@ -600,14 +601,15 @@ def fmt(value: float | None, spec: str) -> str:
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
                  f"{'brk s/GB':>9} {'net s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
-                 f"{'requests':>9} {'us/req':>7}")
+                 f"{'requests':>9} {'us/req':>7} {'load':>5}")
 
 
 def line(row: Row) -> str:
     return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
             f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
-            f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7}")
+            f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7} "
+            f"{fmt(row.load, '.2f'):>5}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -679,6 +681,7 @@ def main() -> None:
     rows: list[Row] = []
 
     def show(row: Row) -> None:
+        row = dataclasses.replace(row, load=os.getloadavg()[0])  # beside each figure: others share the box
         rows.append(row)
         print(line(row), flush=True)
     client = (f"C loadgen ({args.loadgen}) on librdkafka {c_client.librdkafka_version(args.loadgen)}"
