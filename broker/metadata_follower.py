@@ -242,15 +242,19 @@ class MetadataFollowerState:
 
     def apply_fetch_reply(self, fetched: MetadataFetchReply) -> LocalReplicaChanges | None:
         """`on_fetch_reply` for a reply `decode_fetch_reply` decoded already."""
+        replayed_from = self._replay.image
         if fetched.snapshot is not None:
-            new = self._snapshot_image(fetched)
+            new, changed = self._snapshot_image(fetched), None  # a snapshot says nothing of what changed
         else:
             new = self._apply_records(fetched.records)
+            changed = self._replay.changed_partitions
         self.controller_last_offset = max(self.controller_last_offset, fetched.last_offset, new.offset)
         if new is self.image:
             return None
         old, self.image = self.image, new
-        return changes_for_broker(old, new, self.broker_id)
+        # What the replay changed is relative to the image it started from: the published one,
+        # unless the shell set an older image (the full comparison then).
+        return changes_for_broker(old, new, self.broker_id, changed if replayed_from is old else None)
 
     def _snapshot_image(self, reply: MetadataFetchReply) -> MetadataImage:
         assert reply.snapshot is not None

@@ -81,24 +81,22 @@ def writable(mapping: Mapping[K, V]) -> dict[K, V]:
 def merge_partition_change(partition: PartitionRegistration,
                            change: PartitionChange) -> PartitionRegistration:
     """Kafka's PartitionRegistration.merge: the partition after one PartitionChange."""
-    if change.leader == NO_LEADER_CHANGE:
-        leader, leader_epoch = partition.leader, partition.leader_epoch
+    p, c = partition, change
+    if c.leader == NO_LEADER_CHANGE:
+        leader, leader_epoch = p.leader, p.leader_epoch
     else:
-        leader, leader_epoch = change.leader, partition.leader_epoch + 1
-    return PartitionRegistration.merged(dict(
-        topic_id=partition.topic_id,
-        partition_id=partition.partition_id,
-        replicas=partition.replicas if change.replicas is None else change.replicas,
-        isr=partition.isr if change.isr is None else change.isr,
-        elr=partition.elr if change.elr is None else change.elr,
-        leader=leader,
-        leader_epoch=leader_epoch,
-        partition_epoch=partition.partition_epoch + 1,
-        leader_recovery_state=(partition.leader_recovery_state if change.leader_recovery_state is None
-                               else change.leader_recovery_state),
-        removing_replicas=(partition.removing_replicas if change.removing_replicas is None
-                           else change.removing_replicas),
-        adding_replicas=partition.adding_replicas if change.adding_replicas is None else change.adding_replicas,
+        leader, leader_epoch = c.leader, p.leader_epoch + 1
+    # In PARTITION_KINDS order: a tuple, not a map by name, per record (a controlled shutdown
+    # merges one per leadership and ISR seat moved, on every controller and broker).
+    return PartitionRegistration.merged_values((
+        p.topic_id, p.partition_id,
+        p.replicas if c.replicas is None else c.replicas,
+        p.isr if c.isr is None else c.isr,
+        p.elr if c.elr is None else c.elr,
+        leader, leader_epoch, p.partition_epoch + 1,
+        p.leader_recovery_state if c.leader_recovery_state is None else c.leader_recovery_state,
+        p.removing_replicas if c.removing_replicas is None else c.removing_replicas,
+        p.adding_replicas if c.adding_replicas is None else c.adding_replicas,
     ))
 
 
@@ -124,6 +122,9 @@ class MetadataDelta:
         self._next_producer_id_block_start = image.producer_ids.next_producer_id_block_start
         self._acls: dict[str, AccessControlEntry] | None = None
         self._scram: dict[tuple[str, int], UserScramCredential] | None = None
+        # (topic id, partition id) of every partition a record replaced: what a broker's local
+        # changes look at (Kafka's TopicsDelta.changedTopics), not every partition of a touched topic
+        self._changed: set[tuple[str, int]] = set()
         self._applied = False
 
     def replay(self, record: Record, offset: int) -> None:
@@ -227,6 +228,7 @@ class MetadataDelta:
         # A Partition record for an existing partition replaces it, as Kafka's replay does.
         partition = PartitionRegistration.from_record(r)
         self._partitions_for_write(r.topic_id)[r.partition_id] = partition
+        self._changed.add((r.topic_id, r.partition_id))
         self._track_reassigning(partition)
 
     def _partition_change(self, r: PartitionChange, offset: int) -> None:
@@ -235,17 +237,21 @@ class MetadataDelta:
         if partition is None:
             raise MetadataRecordError(f"unknown partition {r.partition_id} of topic id {r.topic_id}")
         parts[r.partition_id] = changed = merge_partition_change(partition, r)
+        self._changed.add((r.topic_id, r.partition_id))
         self._track_reassigning(changed)
 
     def _track_reassigning(self, partition: PartitionRegistration) -> None:
         """Keep TopicsImage.reassigning: a partition is in it while its reassignment runs."""
-        key = (partition.topic_id, partition.partition_id)
         current = self.image.topics.reassigning if self._reassigning is None else self._reassigning
-        if partition.is_reassigning == (key in current):
+        reassigning = partition.is_reassigning
+        if not reassigning and not current:
+            return  # the usual case, once per partition replayed: no reassignment runs anywhere
+        key = (partition.topic_id, partition.partition_id)
+        if reassigning == (key in current):
             return
         if self._reassigning is None:
             self._reassigning = set(current)
-        if partition.is_reassigning:
+        if reassigning:
             self._reassigning.add(key)
         else:
             self._reassigning.discard(key)
@@ -342,6 +348,12 @@ class MetadataDelta:
 
     # -- the new image ---------------------------------------------------------------
 
+    @property
+    def changed_partitions(self) -> frozenset[tuple[str, int]]:
+        """(topic id, partition id) of every partition a replayed record created or changed (a
+        removed topic's partitions are not named: they are gone from the new image's topics)."""
+        return frozenset(self._changed)
+
     def apply(self) -> MetadataImage:
         """The image after every replayed record; shares untouched sub-images with the base."""
         self._applied = True
@@ -407,7 +419,13 @@ _HANDLERS: Mapping[type, Callable[[MetadataDelta, Any, int], None]] = MappingPro
 
 def apply(image: MetadataImage, records_with_offsets: Iterable[tuple[int, Record]]) -> MetadataImage:
     """Replay (offset, record) pairs on `image`; all or nothing. The one replay path."""
+    return apply_tracked(image, records_with_offsets)[0]
+
+
+def apply_tracked(image: MetadataImage, records_with_offsets: Iterable[tuple[int, Record]],
+                  ) -> tuple[MetadataImage, frozenset[tuple[str, int]]]:
+    """`apply`, and the partitions it created or changed (`MetadataDelta.changed_partitions`)."""
     delta = MetadataDelta(image)
     for offset, record in records_with_offsets:
         delta.replay(record, offset)
-    return delta.apply()
+    return delta.apply(), delta.changed_partitions

@@ -24,21 +24,23 @@ is past the published image's offset while a transaction is open.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metadata.codec import MetadataRecordError
-from metadata.delta import apply
+from metadata.delta import apply, apply_tracked
 from metadata.image import MetadataImage
 from metadata.records import AbortTransaction, BeginTransaction, EndTransaction, Record
 
 
 @dataclass(frozen=True, slots=True)
 class OpenTransaction:
-    """A transaction begun at `begin_offset`: `image` is the published image plus its records so far."""
+    """A transaction begun at `begin_offset`: `image` is the published image plus its records so far;
+    `changed` the partitions they created or changed (one set per applied run: no copy per chunk)."""
 
     begin_offset: int
     name: str | None
     image: MetadataImage
+    changed: tuple[frozenset[tuple[str, int]], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,17 @@ class ReplayState:
 
     image: MetadataImage
     transaction: OpenTransaction | None = None
+    # The partitions the `replay` call that returned this state created or changed in the published
+    # image, relative to the published image it was given (nothing else differs but removed
+    # topics): a broker's local changes then cost O(changed), not O(partitions of touched topics).
+    # Not part of the state's value: replaying the same records in other batches names them in
+    # other calls.
+    changed: tuple[frozenset[tuple[str, int]], ...] = field(default=(), compare=False)
+
+    @property
+    def changed_partitions(self) -> frozenset[tuple[str, int]]:
+        """`changed` as one set."""
+        return frozenset().union(*self.changed)
 
     @property
     def last_offset(self) -> int:
@@ -58,14 +71,19 @@ class ReplayState:
         return self.transaction is not None
 
 
-def _flush(state: ReplayState, run: list[tuple[int, Record]]) -> ReplayState:
-    """Replay a run of ordinary records: into the open transaction, or published at once."""
+def _flush(state: ReplayState, run: list[tuple[int, Record]], published: list[frozenset[tuple[str, int]]],
+           ) -> ReplayState:
+    """Replay a run of ordinary records: into the open transaction, or published at once (what it
+    changed then goes to `published`)."""
     if not run:
         return state
     if state.transaction is None:
-        return ReplayState(apply(state.image, run))
+        image, changed = apply_tracked(state.image, run)
+        published.append(changed)
+        return ReplayState(image)
     tx = state.transaction
-    return ReplayState(state.image, OpenTransaction(tx.begin_offset, tx.name, apply(tx.image, run)))
+    image, changed = apply_tracked(tx.image, run)
+    return ReplayState(state.image, OpenTransaction(tx.begin_offset, tx.name, image, (*tx.changed, changed)))
 
 
 def replay(state: ReplayState, records_with_offsets: Iterable[tuple[int, Record]]) -> ReplayState:
@@ -75,11 +93,12 @@ def replay(state: ReplayState, records_with_offsets: Iterable[tuple[int, Record]
     so a 10,000-record chunk costs one copy of the sub-images it touches, not one per record.
     """
     run: list[tuple[int, Record]] = []
+    published: list[frozenset[tuple[str, int]]] = []  # what changed in the published image
     for offset, record in records_with_offsets:  # bounded by the input
         if not isinstance(record, (BeginTransaction, EndTransaction, AbortTransaction)):
             run.append((offset, record))
             continue
-        state, run = _flush(state, run), []
+        state, run = _flush(state, run, published), []
         if isinstance(record, BeginTransaction):
             if state.transaction is not None:
                 raise MetadataRecordError(
@@ -93,6 +112,8 @@ def replay(state: ReplayState, records_with_offsets: Iterable[tuple[int, Record]
             raise MetadataRecordError(f"offset {offset}: {type(record).__name__} without an open transaction")
         if isinstance(record, EndTransaction):
             state = ReplayState(apply(tx.image, [(offset, record)]))
+            published.extend(tx.changed)
         else:  # Abort: the published image skips the discarded offsets
             state = ReplayState(apply(state.image, [(offset, record)]))
-    return _flush(state, run)
+    state = _flush(state, run, published)
+    return ReplayState(state.image, state.transaction, tuple(published))

@@ -6,9 +6,11 @@ from types import MappingProxyType
 
 import pytest
 
-from metadata.delta import MetadataDelta, apply
+from metadata.delta import MetadataDelta, apply, apply_tracked
+from metadata.codec import instance_builder
 from metadata.image import (
     EMPTY_IMAGE,
+    PARTITION_KINDS,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -32,6 +34,7 @@ from metadata.records import (
     Listener,
     MetadataRecordError,
     NoOp,
+    OfflineReplicas,
     Partition,
     PartitionChange,
     ProducerIds,
@@ -298,17 +301,31 @@ LOCAL_CHANGES = [
                  [], [("audit", 1)], [("audit", 1)], [("audit", 0)], id="new-topic"),
     pytest.param([RemoveTopic(CLICKS), Topic("clicks", AUDIT), Partition(AUDIT, 0, (1,), (1,), leader=1)], 1,
                  [("clicks", 0)], [("clicks", 0)], [("clicks", 0)], [], id="topic-recreated-under-new-id"),
+    pytest.param([PartitionChange(CLICKS, 0, isr=(3,)), RemoveTopic(CLICKS)], 1, [("clicks", 0)], [], [], [],
+                 id="changed-then-deleted"),
+    pytest.param([RemoveTopic(CLICKS), Topic("clicks", CLICKS), Partition(CLICKS, 0, (2, 1), (2, 1), leader=2)], 1,
+                 [], [], [], [("clicks", 0)], id="topic-recreated-under-the-same-id"),
 ]
 
 
 @pytest.mark.parametrize(("records", "broker", "deletes", "leaders", "elected", "followers"), LOCAL_CHANGES)
 def test_changes_for_broker(records, broker, deletes, leaders, elected, followers):
-    new = apply(IMAGE1, offsets(records, 13))
-    changes = changes_for_broker(IMAGE1, new, broker)
-    assert _names(changes.deletes) == deletes
-    assert _names(changes.leaders) == leaders
-    assert _names(changes.elected_leaders) == elected
-    assert _names(changes.followers) == followers
+    """Comparing every partition of the touched topics, and looking only at the partitions the
+    replay names as changed (what a broker does), find the same changes."""
+    new, changed = apply_tracked(IMAGE1, offsets(records, 13))
+    assert apply(IMAGE1, offsets(records, 13)) == new
+    for changes in (changes_for_broker(IMAGE1, new, broker), changes_for_broker(IMAGE1, new, broker, changed)):
+        assert _names(changes.deletes) == deletes
+        assert _names(changes.leaders) == leaders
+        assert _names(changes.elected_leaders) == elected
+        assert _names(changes.followers) == followers
+
+
+def test_replay_names_only_the_partitions_records_replaced():
+    records = [PartitionChange(ORDERS, 1, isr=(2,)), OfflineReplicas(2, 2, CLICKS, (0,)),
+               Topic("audit", AUDIT), Partition(AUDIT, 0, (2, 1), (2, 1), leader=2), RemoveTopic(AUDIT)]
+    _, changed = apply_tracked(IMAGE1, offsets(records, 13))
+    assert changed == {(ORDERS, 1), (AUDIT, 0)}  # not CLICKS-0: OfflineReplicas replaces no partition
 
 
 def test_changes_for_broker_carry_leader_and_leader_epoch():
@@ -330,3 +347,12 @@ def test_images_are_validated_at_construction(build, message):
     with pytest.raises(MetadataRecordError) as info:
         build()
     assert message in str(info.value)
+
+
+def test_an_instance_builder_takes_exactly_its_fields():
+    values = [getattr(ORDERS_0, name) for name in PARTITION_KINDS]
+    assert PartitionRegistration.from_checked(values) == ORDERS_0
+    with pytest.raises(ValueError):
+        PartitionRegistration.from_checked(values[:-1])
+    with pytest.raises(TypeError, match="not a slotted class"):
+        instance_builder(TopicImage, ("name", "colour"))

@@ -316,3 +316,41 @@ def test_the_partition_fast_path_decodes_as_the_general_path_does(wire):
         if got is not None:
             assert [type(getattr(got, f)) for f in PARTITION_SCHEMA.kinds] == \
                 [type(getattr(expected, f)) for f in PARTITION_SCHEMA.kinds], mutated
+
+
+# PartitionChange maps take records.partition_change_fields the same way (a controlled shutdown
+# replays one per leadership and ISR seat moved).
+CHANGE_SCHEMA = _SCHEMAS[PartitionChange]
+CHANGE_SHAPES = [
+    record_to_map(PartitionChange(TOPIC_ID, 0)),
+    record_to_map(PartitionChange(TOPIC_ID, 1, isr=(5, 6), leader=5)),
+    record_to_map(PartitionChange(TOPIC_ID, 2, isr=(1,), elr=(2,), leader=-1,
+                                  leader_recovery_state=LeaderRecoveryState.RECOVERING)),
+    record_to_map(PartitionChange(TOPIC_ID, 3, replicas=(1, 2, 3), removing_replicas=(3,), adding_replicas=(2,))),
+]
+
+
+def _general_change(wire):
+    return fields_from_map(PartitionChange, wire, CHANGE_SCHEMA.kinds, "PartitionChange",
+                           ignore=("type", "version"), optional=CHANGE_SCHEMA.optional)
+
+
+@pytest.mark.parametrize("wire", CHANGE_SHAPES, ids=["nothing", "leader-and-isr", "recovering", "reassigning"])
+def test_the_partition_change_fast_path_decodes_as_the_general_path_does(wire):
+    """Every field of every shape set to every edge value, or left out: the same record (its
+    fields of the same types: tuples, None, the IntEnum), or both refuse."""
+    assert set(wire) - {"type", "version"} <= set(CHANGE_SCHEMA.kinds)
+    mutations = [{k: v for k, v in wire.items() if k != key} for key in CHANGE_SCHEMA.kinds]
+    mutations += [{**wire, key: value} for key in [*CHANGE_SCHEMA.kinds, "other"] for value in EDGE_VALUES]
+    for mutated in mutations:  # ~300 maps
+        got, expected = _decoded(record_from_map, mutated), _decoded(_general_change, mutated)
+        assert got == expected, mutated
+        if got is not None:
+            assert [type(getattr(got, f)) for f in CHANGE_SCHEMA.kinds] == \
+                [type(getattr(expected, f)) for f in CHANGE_SCHEMA.kinds], mutated
+
+
+def test_a_refused_partition_change_map_names_its_field():
+    # the fast path declines; the general path raises and names the field
+    with pytest.raises(MetadataRecordError, match=r"PartitionChange\.isr\[1\]"):
+        record_from_map({**CHANGE_SHAPES[1], "isr": [5, "6"]})

@@ -7,6 +7,7 @@ import pytest
 from metadata.codec import MetadataRecordError
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.local_changes import changes_for_broker
 from metadata.records import (
     AbortTransaction,
     BeginEpoch,
@@ -14,7 +15,9 @@ from metadata.records import (
     EndTransaction,
     NoOp,
     Partition,
+    PartitionChange,
     Record,
+    RemoveTopic,
     Topic,
 )
 from metadata.transactions import ReplayState, replay
@@ -91,3 +94,27 @@ def test_published_image_is_unchanged_object_while_a_transaction_is_open() -> No
     assert state.image is BASE  # brokers compare images by identity to skip a publish
     assert state.transaction is not None and state.transaction.begin_offset == 1
     assert topics(state.transaction.image) == ["orders"]
+
+
+def test_changed_partitions_name_what_the_published_image_gained() -> None:
+    opened = replay(ReplayState(BASE), at(1, BeginTransaction("t"), *CREATE))
+    assert opened.changed_partitions == frozenset()  # nothing published yet
+    ended = replay(opened, at(5, EndTransaction(), PartitionChange("t-orders", 1, isr=())))
+    assert ended.changed_partitions == {("t-orders", 0), ("t-orders", 1)}
+    aborted = replay(ended, at(7, BeginTransaction(), PartitionChange("t-orders", 0, isr=()), AbortTransaction()))
+    assert aborted.changed_partitions == frozenset()
+
+
+def test_any_split_names_every_partition_change_a_broker_must_see() -> None:
+    records = at(1, BeginTransaction("create"), *CREATE, EndTransaction(), PartitionChange("t-orders", 0, leader=2,
+                 replicas=(1, 2), isr=(2,)), BeginTransaction(), PartitionChange("t-orders", 1, isr=()),
+                 AbortTransaction("failover"), BeginTransaction(), PartitionChange("t-orders", 1, replicas=(2,),
+                 isr=(2,), leader=2), EndTransaction(), RemoveTopic("t-orders"))
+    base = ReplayState(BASE)
+    for cut in range(len(records) + 1):
+        first = replay(base, records[:cut])
+        second = replay(first, records[cut:])
+        for old, new in ((base, first), (first, second)):
+            for broker in (1, 2):
+                assert changes_for_broker(old.image, new.image, broker, new.changed_partitions) == \
+                    changes_for_broker(old.image, new.image, broker), (cut, broker)
