@@ -28,7 +28,7 @@ from typing import Any
 from common.errors import ErrorCode
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.reassignment_replicas import maybe_complete
-from metadata.records import NO_LEADER, LeaderRecoveryState, PartitionChange
+from metadata.records import NO_LEADER, LeaderRecoveryState, PartitionChange, new_partition_change
 
 IsAcceptable = Callable[[int], bool]
 
@@ -141,7 +141,7 @@ def _build(partition: PartitionRegistration, *, target_isr: Sequence[int], is_ac
         change["removing_replicas"] = removing
     if not change:
         return None
-    return PartitionChange(partition.topic_id, partition.partition_id, **change)
+    return new_partition_change(partition.topic_id, partition.partition_id, **change)
 
 
 def elect_leader(partition: PartitionRegistration, *, is_acceptable: IsAcceptable,

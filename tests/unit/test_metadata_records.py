@@ -41,6 +41,7 @@ from metadata.records import (
     decode_records,
     encode_record,
     encode_records,
+    new_partition_change,
     record_from_map,
     record_to_map,
 )
@@ -354,3 +355,28 @@ def test_a_refused_partition_change_map_names_its_field():
     # the fast path declines; the general path raises and names the field
     with pytest.raises(MetadataRecordError, match=r"PartitionChange\.isr\[1\]"):
         record_from_map({**CHANGE_SHAPES[1], "isr": [5, "6"]})
+
+
+def _built(build, fields):
+    try:
+        return build(**fields)
+    except (MetadataRecordError, TypeError) as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("wire", CHANGE_SHAPES, ids=["nothing", "leader-and-isr", "recovering", "reassigning"])
+def test_new_partition_change_builds_what_the_constructor_builds(wire):
+    """The rules' builder: every field set to every edge value (as a tuple too), or left out, or
+    an unknown one: the same record (of the same field types), or the same kind of refusal."""
+    fields = {k: v for k, v in wire.items() if k not in ("type", "version")}
+    fields["leader_recovery_state"] = (None if fields["leader_recovery_state"] is None
+                                       else LeaderRecoveryState(fields["leader_recovery_state"]))
+    values = [*EDGE_VALUES, *(tuple(v) for v in EDGE_VALUES if isinstance(v, list)), LeaderRecoveryState.RECOVERING]
+    mutations = [{k: v for k, v in fields.items() if k != key} for key in CHANGE_SCHEMA.kinds]
+    mutations += [{**fields, key: value} for key in [*CHANGE_SCHEMA.kinds, "other"] for value in values]
+    for mutated in mutations:  # ~400 field sets
+        got, expected = _built(new_partition_change, mutated), _built(PartitionChange, mutated)
+        assert got == expected, mutated
+        if isinstance(got, PartitionChange):
+            assert [type(getattr(got, f)) for f in CHANGE_SCHEMA.kinds] == \
+                [type(getattr(expected, f)) for f in CHANGE_SCHEMA.kinds], mutated
