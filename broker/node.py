@@ -63,7 +63,7 @@ from security.sasl_server import ScramCredentials
 from security.controller_tls_context import controller_client_context
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
-from broker.loop_stalls import PauseHistogram, TailSources, probe_stalls, tail_families, track_gc
+from broker.loop_stalls import PauseHistogram, StallProbe, TailSources, tail_families, track_gc
 from broker.startup_heap import collection_paused, freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
@@ -183,6 +183,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     timers = TimerService(name=f"broker {broker_id}")
     tail = TailSources()  # event-loop stalls and GC pauses, on /metrics (issue 35)
     untrack_gc = track_gc(tail)
+    stall_probe = StallProbe(tail, broker_id, loop)  # started with the serving tasks
     cleaner_config = CleanerConfig.from_config(config)
     # The cleaner stops at each partition's last stable offset; a log whose partition is not
     # open yet (its producer state not rebuilt) is not cleaned at all (offset 0).
@@ -263,8 +264,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         periodic = schedule_maintenance(timers, log_manager, config)
         replicas.start_isr_expiration()
         tasks = [follower_task, asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients"),
-                 asyncio.create_task(probe_stalls(tail, broker_id), name="stall-probe")]
+                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients")]
+        stall_probe.start()
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
                                           name=f"log-cleaner-{i}") for i in range(cleaner_config.threads)]
@@ -300,6 +301,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if handler is not None:
             await handler.close()
         timers.close()  # no periodic job runs past here
+        stall_probe.stop()
         untrack_gc()
         await client.close()
         if metrics_runner is not None:

@@ -7,7 +7,7 @@ import asyncio
 import gc
 import time
 
-from broker.loop_stalls import PAUSE_BUCKETS_MS, PauseHistogram, TailSources, probe_stalls, tail_families, track_gc
+from broker.loop_stalls import PAUSE_BUCKETS_MS, PauseHistogram, StallProbe, TailSources, tail_families, track_gc
 from common.prometheus import exposition, samples
 
 
@@ -22,16 +22,20 @@ def test_a_pause_lands_in_its_bucket_and_the_longest_is_kept() -> None:
 
 async def test_the_probe_sees_a_callback_that_holds_the_loop() -> None:
     sources = TailSources()
-    probe = asyncio.create_task(probe_stalls(sources, 4))
+    probe = StallProbe(sources, 4, asyncio.get_running_loop())
+    probe.start()
     try:
         await asyncio.sleep(0.05)
         time.sleep(0.12)  # holds the loop, as a long synchronous callback would
         await asyncio.sleep(0.05)
     finally:
-        probe.cancel()
-        await asyncio.gather(probe, return_exceptions=True)
+        probe.stop()
     assert sources.stalls.longest_ms >= 100
     assert sum(sources.stalls.counts[PAUSE_BUCKETS_MS.index(250):]) >= 1  # 100-250 ms bucket or above
+    observed = sum(sources.stalls.counts)
+    assert observed >= 2  # it rearms itself: timers before and after the stall fired
+    await asyncio.sleep(0.05)
+    assert sum(sources.stalls.counts) == observed  # stopped: no timer fires any more
 
 
 def test_collections_are_timed_by_generation_until_untracked() -> None:
