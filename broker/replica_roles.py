@@ -153,13 +153,18 @@ class ReplicaRoles:
         if changes.deletes:
             self.topic_configs.forget_unhosted(local.topic_name for local in changes.deletes)
         self.topic_configs.refresh(image)
-        self._create_logs([*changes.leaders, *changes.followers], image)
+        # Each partition's TopicPartition once (a frozen dataclass: building one, and hashing it
+        # at every lookup, was a good part of what a role change costs after its file write).
+        leaders = [(TopicPartition(p.topic_name, p.partition_id), p) for p in changes.leaders]
+        followers = [(TopicPartition(p.topic_name, p.partition_id), p) for p in changes.followers]
+        self._create_logs([*leaders, *followers], image)
         elected = {(p.topic_name, p.partition_id) for p in changes.elected_leaders}
-        leaderships = self._become_leaders(changes.leaders, image, elected)
+        leaderships = self._become_leaders(leaders, image, elected)
         stop_fetching.extend(leaderships)
         offline_before = len(stop_fetching)
-        for local in changes.followers:
-            self._become_follower(local, image, start_fetching, stop_fetching)
+        in_shutdown = _in_controlled_shutdown(image, self.broker_id)
+        for tp, local in followers:
+            self._become_follower(tp, local, image, in_shutdown, start_fetching, stop_fetching)
         offline = len(stop_fetching) - offline_before
         if self._detail == logging.DEBUG:  # one line for the change set (DETAILED_CHANGES_MAX)
             log.info("Broker %d: %d new leaderships, %d partitions following a new leader or leader "
@@ -170,12 +175,13 @@ class ReplicaRoles:
                      - len(start_fetching) - offline)
         return FetcherChanges(stop_fetching, start_fetching)
 
-    def _hosted(self, local: LocalPartition, image: MetadataImage) -> Partition | None:
-        tp = TopicPartition(local.topic_name, local.partition_id)
+    def _hosted(self, tp: TopicPartition, local: LocalPartition, image: MetadataImage,
+                partition: Partition | None) -> Partition | None:
+        """`tp`'s Partition (`partition`: the one hosted now, if any), opened or created when new
+        to this broker, with the new registration; None when it failed here."""
         registration = local.partition
-        if self.is_failed(tp, local.topic_id):
+        if self.failed and self.is_failed(tp, local.topic_id):
             return None  # offline here until restart: never retried (Kafka keeps a failed dir offline)
-        partition = self.partitions.get(tp)
         if partition is None or partition.topic_id != local.topic_id:
             self.failed.pop(tp, None)  # an earlier topic of that name failed here: this one is new
             if not self.topic_configs.is_applied(tp.topic):
@@ -194,13 +200,13 @@ class ReplicaRoles:
         partition.update_registration(registration)
         return partition
 
-    def _create_logs(self, locals_: Iterable[LocalPartition], image: MetadataImage) -> None:
+    def _create_logs(self, located: Iterable[tuple[TopicPartition, LocalPartition]], image: MetadataImage) -> None:
         """Create the logs of partitions new to this broker together (`LogManager.create_logs`):
         one directory fsync per log dir, not per partition (a topic of 10 partitions was 10
         fsyncs of the same directory). Failures are left to `_hosted`, which tries each failed
         one again alone and marks it failed with its own error."""
-        new = [TopicPartition(p.topic_name, p.partition_id) for p in locals_]
-        new = [tp for tp in new if tp not in self.failed and self.log_manager.get_log(tp) is None]
+        failed, get_log = self.failed, self.log_manager.get_log
+        new = [tp for tp, _ in located if (not failed or tp not in failed) and get_log(tp) is None]
         if len(new) < 2:  # one log: `_hosted` creates it, with the same one fsync
             return
         self.topic_configs.apply_new({tp.topic for tp in new}, image)
@@ -209,7 +215,7 @@ class ReplicaRoles:
         except (KafkaStorageError, OSError) as e:
             log.warning("Creating %d logs together failed (%s); creating them one by one", len(new), e)
 
-    def _become_leaders(self, leaders: Iterable[LocalPartition], image: MetadataImage,
+    def _become_leaders(self, leaders: Iterable[tuple[TopicPartition, LocalPartition]], image: MetadataImage,
                         elected: set[tuple[str, int]]) -> list[TopicPartition]:
         """Lead every partition of `leaders`; the new leaderships (stop fetching them).
 
@@ -219,10 +225,10 @@ class ReplicaRoles:
         shutdown at 100,000 partitions). A failure is its own partition's."""
         now_ms = self._now_ms()
         hosted: list[tuple[Partition, bool]] = []
-        for local in leaders:
-            previous = self.partitions.get(TopicPartition(local.topic_name, local.partition_id))
+        for tp, local in leaders:
+            previous = self.partitions.get(tp)
             was = None if previous is None else (previous.leader_id, previous.leader_epoch)
-            partition = self._hosted(local, image)
+            partition = self._hosted(tp, local, image, previous)
             if partition is None:
                 continue
             hosted.append((partition, is_new_leadership(
@@ -256,13 +262,14 @@ class ReplicaRoles:
         self.isr.maybe_advance_high_watermark(partition)
         self._wake(partition.tp)
 
-    def _become_follower(self, local: LocalPartition, image: MetadataImage,
-                         start_fetching: list[tuple[TopicPartition, int, int]],
+    def _become_follower(self, tp: TopicPartition, local: LocalPartition, image: MetadataImage,
+                         in_shutdown: bool, start_fetching: list[tuple[TopicPartition, int, int]],
                          stop_fetching: list[TopicPartition]) -> None:
-        tp = TopicPartition(local.topic_name, local.partition_id)
+        """Follow `tp`; `in_shutdown`: this broker is in controlled shutdown (`apply` reads it
+        once per change set)."""
         previous = self.partitions.get(tp)
         was = None if previous is None else (previous.leader_id, previous.leader_epoch)
-        partition = self._hosted(local, image)
+        partition = self._hosted(tp, local, image, previous)
         if partition is None:
             return
         keeps_fetching = follower_keeps_fetching(was, leader_id=partition.leader_id,
@@ -271,8 +278,7 @@ class ReplicaRoles:
             partition.become_follower()
             self.isr.forget_pending(partition)  # a proposal from its leadership, not sent yet
             self._wake(tp)  # waiting fetches and produces answer NOT_LEADER_OR_FOLLOWER now
-        if _in_controlled_shutdown(image, self.broker_id) \
-                and (partition.leader_id < 0 or self.broker_id not in partition.isr):
+        if in_shutdown and (partition.leader_id < 0 or self.broker_id not in partition.isr):
             # Kafka's applyLocalFollowersDelta: in controlled shutdown, a replica without a leader
             # or out of the ISR stops fetching. The controller has just moved it out of the ISR
             # to shut it down; fetching would only truncate (an OffsetsForLeaderEpoch round trip
