@@ -29,7 +29,6 @@ Nothing is asserted: a measurement, not a test.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import re
 import signal
@@ -145,50 +144,15 @@ def run(partitions: int, runs: int, per_partition: int, keep: Path | None) -> li
 
 def role_changes(partitions: int, topics: int) -> None:
     """`--in-process`: broker 5 takes broker 4's roles (see the module docstring)."""
-    from broker.log.log_manager import LogManager
-    from broker.metadata_follower_loop import PUBLISH_SLICE_PARTITIONS
-    from broker.replica_manager import ReplicaManager
-    from common.log_config import LogConfig
-    from metadata.delta import apply
-    from metadata.image import EMPTY_IMAGE
-    from metadata.local_changes import changes_for_broker, split_changes
-    from metadata.records import BeginEpoch, Partition, Record, Topic
+    import asyncio
 
-    orders = list(itertools.permutations((4, 5, 6)))
-    created: list[Record] = [BeginEpoch(1)]
-    moved: list[Record] = []
-    for t in range(topics):
-        topic_id = f"T{t:05d}"
-        created.append(Topic(f"t{t:05d}", topic_id))
-        for p in range(partitions // topics):
-            replicas = orders[(t + p) % len(orders)]
-            created.append(Partition(topic_id, p, replicas, replicas, leader=replicas[0], leader_epoch=1))
-            staying = tuple(r for r in replicas if r != UNDER_TEST)
-            leader = replicas[0] if replicas[0] != UNDER_TEST else staying[0]
-            moved.append(Partition(topic_id, p, replicas, staying, leader=leader, partition_epoch=1,
-                                   leader_epoch=1 if leader == replicas[0] else 2))
-    before = apply(EMPTY_IMAGE, enumerate(created))
-    after = apply(before, enumerate(moved, start=before.offset + 1))
-    with tempfile.TemporaryDirectory(prefix="tidelog-bench-roles-") as tmp:
-        log_manager = LogManager([tmp], LogConfig(), now_ms=int(time.time() * 1000))
-        replicas_5 = ReplicaManager(OTHER, log_manager, now_ms=lambda: int(time.time() * 1000))
-        try:
-            for piece in split_changes(changes_for_broker(EMPTY_IMAGE, before, OTHER), PUBLISH_SLICE_PARTITIONS):
-                replicas_5.apply_changes(piece, before)
-            log_manager.checkpoint()  # nothing owed before the measured apply
-            changes = changes_for_broker(before, after, OTHER)
-            roles = sum(p.partition.leader_epoch == 2 for p in (*changes.leaders, *changes.followers))
-            cpu, wall = time.process_time(), time.monotonic()
-            for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):
-                replicas_5.apply_changes(piece, after)
-            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-            synced = time.monotonic()
-            log_manager.checkpoint()  # the fsyncs a checkpoint still owes (none before the change)
-            synced = time.monotonic() - synced
-        finally:
-            log_manager.shutdown()
+    from role_changes import images, one_run  # bench/role_changes.py, without its fetchers here
+
+    before, after = images(partitions, topics)
+    run = asyncio.run(one_run(before, after, with_fetchers=False))
+    roles, cpu, wall, synced = run.roles, run.cpu_s, run.wall_s, run.checkpoint_s
     print(f"broker {OTHER} hosting {partitions} partitions in {topics} topics takes {roles} roles of broker "
-          f"{UNDER_TEST} ({len(changes.leaders) + len(changes.followers)} partitions changed): CPU {cpu:.2f} s "
+          f"{UNDER_TEST} ({run.changed} partitions changed): CPU {cpu:.2f} s "
           f"({cpu / roles * 1000:.3f} ms per role change), wall {wall:.2f} s, then the next recovery-point "
           f"checkpoint {synced:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
 

@@ -30,6 +30,7 @@ import os
 import pstats
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Final
 
 from broker.log.log_manager import LogManager
@@ -77,15 +78,26 @@ def images(partitions: int, topics: int) -> tuple[MetadataImage, MetadataImage]:
     return first, apply(first, enumerate(after, start=first.offset + 1))
 
 
-async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile.Profile | None
-                  ) -> tuple[int, float, float]:
-    """(role changes, CPU s, wall s) of broker 5 applying `after` over `before`."""
+@dataclass(frozen=True, slots=True)
+class Run:
+    roles: int  # new leaderships and followers of a new leader epoch
+    changed: int  # partitions in the change set
+    cpu_s: float  # of the apply, every thread of this process
+    wall_s: float
+    checkpoint_s: float  # the next recovery-point checkpoint after it (the fsyncs it still owes)
+
+
+async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile.Profile | None = None,
+                  *, with_fetchers: bool = True) -> Run:
+    """Broker 5 applying `after` over `before` (`with_fetchers=False`: the roles alone, as
+    bench/controlled_shutdown.py --in-process measures them)."""
     now_ms = int(time.time() * 1000)
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-role-changes-") as tmp:
         log_manager = LogManager([tmp], LogConfig(), now_ms=now_ms)
         replicas = ReplicaManager(ME, log_manager, now_ms=lambda: int(time.time() * 1000))
         fetchers = ReplicaFetcherManager(replicas, FetcherSettings(ME), image=lambda: after)
-        replicas.fetchers = fetchers
+        if with_fetchers:
+            replicas.fetchers = fetchers
         try:
             for piece in split_changes(changes_for_broker(EMPTY_IMAGE, before, ME), PUBLISH_SLICE_PARTITIONS):
                 replicas.apply_changes(piece, before)
@@ -102,10 +114,13 @@ async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile
             cpu, wall = time.process_time() - cpu, time.monotonic() - wall
             if profile is not None:
                 profile.disable()
+            synced = time.monotonic()
+            log_manager.checkpoint()
+            synced = time.monotonic() - synced
         finally:
             await fetchers.shutdown()
             log_manager.shutdown()
-    return roles, cpu, wall
+    return Run(roles, len(changes.leaders) + len(changes.followers), cpu, wall, synced)
 
 
 def main() -> None:
@@ -120,12 +135,12 @@ def main() -> None:
     per_change: list[float] = []
     for run in range(1, args.runs + 1):
         profile = cProfile.Profile() if args.profile and run == args.runs else None
-        roles, cpu, wall = asyncio.run(one_run(before, after, profile))
+        result = asyncio.run(one_run(before, after, profile))
         if profile is None:
-            per_change.append(cpu / roles * 1000)
-        print(f"run {run}{' (profiled)' if profile else ''}: broker {ME} takes {roles} roles of broker "
-              f"{LEAVING} ({args.partitions} partitions, {args.topics} topics): CPU {cpu:.2f} s "
-              f"({cpu / roles * 1000:.3f} ms per role change), wall {wall:.2f} s "
+            per_change.append(result.cpu_s / result.roles * 1000)
+        print(f"run {run}{' (profiled)' if profile else ''}: broker {ME} takes {result.roles} roles of broker "
+              f"{LEAVING} ({args.partitions} partitions, {args.topics} topics): CPU {result.cpu_s:.2f} s "
+              f"({result.cpu_s / result.roles * 1000:.3f} ms per role change), wall {result.wall_s:.2f} s "
               f"(load {os.getloadavg()[0]:.2f})", flush=True)
         if profile is not None:
             pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
