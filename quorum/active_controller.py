@@ -16,6 +16,14 @@ Decisions are serialized through one bounded asyncio queue consumed by one task:
 admin API that will feed it is aiohttp (asyncio), and keeping every decision and the
 controller's soft state (heartbeats, later) on the event loop needs no locks. A decision
 reads the committed image, so the next one starts only after the previous one committed.
+
+How a decision's records go to the log: one chunk, or a KIP-868 transaction (BeginTransaction
+... EndTransaction) when they need more, unless the rule's result is `splittable` (Kafka's
+non-atomic ControllerResult.of, which QuorumController splits into as many Raft batches as it
+takes): then they go as plain chunks, PIPELINE_WINDOW in flight (`MetadataLog.append_chunks`),
+each applied and published on its own as it commits. That spares the transaction's two serial
+commit rounds (its Begin chunk alone, its End chunk after every body chunk committed) and lets
+brokers replay a 5,000-leadership batch chunk by chunk instead of all at once at its End.
 """
 
 from __future__ import annotations
@@ -23,14 +31,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.records import AbortTransaction, BeginEpoch, Record
 from quorum.controller_result import ControllerResult
-from quorum.log_state import AppendOutcome, OutcomeKind
+from quorum.log_state import AppendOutcome, OutcomeKind, split_records
+from quorum.metadata_log import CHUNK_COMMIT_BUDGET
 from quorum.replication_control import unclean_elections
 
 logger = logging.getLogger(__name__)
@@ -56,6 +65,7 @@ class QuorumLog(Protocol):
     def in_transaction(self) -> bool: ...
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True) -> AppendOutcome: ...
+    async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]: ...
     def add_state_listener(self, listener: Callable[[], None]) -> None: ...
     def remove_state_listener(self, listener: Callable[[], None]) -> None: ...
 
@@ -242,12 +252,18 @@ class ActiveController:
         try:
             before = self._log.image()
             decided = pending.decision(before)
-            records, atomic = (decided.records, decided.atomic) if isinstance(decided, ControllerResult) \
-                else (decided, pending.atomic)
+            records, atomic, splittable = (decided.records, decided.atomic, decided.splittable) \
+                if isinstance(decided, ControllerResult) else (decided, pending.atomic, False)
+            computed = loop.time()
             outcome = None
             if records:
-                outcome = await self._append_while_leader(records, epoch, remaining, atomic)
+                outcome = await self._append_while_leader(records, epoch, remaining, atomic, splittable)
                 if outcome.kind is OutcomeKind.COMMITTED:
+                    if splittable and len(records) > 1:
+                        logger.info("Committed %d record(s) at offsets %s..%s, epoch %d, without a transaction "
+                                    "(each chunk stands alone): computed in %d ms, committed %d ms later", len(records),
+                                    outcome.first_offset, outcome.last_offset, epoch,
+                                    round((computed - started) * 1000), round((loop.time() - computed) * 1000))
                     for line in unclean_elections(before, records):
                         logger.warning("%s", line)
                     if pending.on_committed is not None:
@@ -270,11 +286,11 @@ class ActiveController:
             future.set_result(outcome)
 
     async def _append_while_leader(self, records: Sequence[Record], epoch: int, timeout_s: float,
-                                   atomic: bool) -> AppendOutcome:
+                                   atomic: bool, splittable: bool = False) -> AppendOutcome:
         """Append, but stop waiting as soon as Raft leadership of `epoch` is lost: a command a
         deposed leader sent may never call back, and waiting out the whole timeout kept this
         controller 'active' (answering heartbeats it could not commit) for seconds."""
-        task = asyncio.create_task(self._log.append(records, epoch, timeout_s, atomic=atomic))
+        task = asyncio.create_task(self._append(records, epoch, timeout_s, atomic, splittable))
         try:
             while True:  # bounded by the append's own timeout
                 done, _ = await asyncio.wait({task}, timeout=LEADERSHIP_POLL)
@@ -289,3 +305,31 @@ class ActiveController:
         finally:
             if not task.done():  # this controller is stopping: cancelled while waiting
                 task.cancel()
+
+    async def _append(self, records: Sequence[Record], epoch: int, timeout_s: float, atomic: bool,
+                      splittable: bool) -> AppendOutcome:
+        """One chunk or a transaction (`QuorumLog.append`); a splittable list longer than a chunk
+        as plain chunks, pipelined (see the module doc)."""
+        if splittable:
+            chunks = split_records(records)  # RecordTooLargeError: nothing appended
+            if len(chunks) > 1:
+                # sized like a transaction's deadline (MetadataLog.append): a heartbeat's timeout
+                # would cut a long list short, and an UNKNOWN chunk makes the controller renounce
+                timeout_s = max(timeout_s, len(chunks) * CHUNK_COMMIT_BUDGET)
+                return joined_outcome(await self._log.append_chunks(chunks, epoch, timeout_s), epoch)
+        return await self._log.append(records, epoch, timeout_s, atomic=atomic)
+
+
+def joined_outcome(outcomes: Sequence[AppendOutcome], epoch: int) -> AppendOutcome:
+    """One outcome for chunks appended in order: COMMITTED over all of them, else the first that
+    did not commit, naming the offsets of the committed chunks before it (they stay applied: each
+    chunk stands alone). Chunks after a failed one are not looked at: the log applies in order
+    and fences a whole epoch at once, so they did not commit either, or their outcome is as
+    unknown as the failed one's."""
+    failed = next((i for i, outcome in enumerate(outcomes) if not outcome.committed), None)
+    if failed is None:
+        return AppendOutcome(OutcomeKind.COMMITTED, epoch, outcomes[0].first_offset, outcomes[-1].last_offset)
+    if failed == 0:
+        return outcomes[0]
+    return replace(outcomes[failed], first_offset=outcomes[0].first_offset,
+                   last_offset=outcomes[failed - 1].last_offset)

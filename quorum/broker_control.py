@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from common.errors import ErrorCode
 from metadata.codec import MetadataRecordError
+from metadata.delta import apply
 from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
 from metadata.partition_change import elect_leader, remove_from_isr
 from metadata.records import (
@@ -219,7 +220,7 @@ def continue_electing(image: MetadataImage, broker_id: int, *, after: PartitionK
     if registration is None or not registration.is_active:
         return ControllerResult((), 0)
     changes, follow_up = _elect_for_unfenced(image, broker_id, after=after, max_partitions=max_partitions)
-    return ControllerResult(changes, len(changes), follow_up=follow_up)
+    return ControllerResult(changes, len(changes), follow_up=follow_up, splittable=True)
 
 
 def brokers_with_elections_left(image: MetadataImage) -> list[int]:
@@ -283,7 +284,7 @@ def fence_broker(image: MetadataImage, broker_id: int, *, reason: str,
     records.extend(changes)
     logger.info("Fencing broker %d (%s): %d partition change(s)%s", broker_id, reason, len(changes),
                 f", more after {stopped[0]}-{stopped[1]} in later decisions" if stopped else "")
-    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped))
+    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped), splittable=True)
 
 
 def fence_if_expired(image: MetadataImage, broker_id: int, *, heartbeats: BrokerHeartbeatManager,
@@ -313,7 +314,7 @@ def unregister_broker(image: MetadataImage, broker_id: int, *,
     records: list[Record] = [UnregisterBroker(broker_id, registration.broker_epoch), *changes]
     if heartbeats is not None:
         heartbeats.remove(broker_id)
-    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped))
+    return ControllerResult(records, None, follow_up=_follow_up(broker_id, stopped), splittable=True)
 
 
 def continue_leaving(image: MetadataImage, broker_id: int, *, after: PartitionKey | None,
@@ -334,9 +335,18 @@ def continue_leaving(image: MetadataImage, broker_id: int, *, after: PartitionKe
     if leaders_only:
         changes, follow_up = _leave_leaders_first(image, broker_id, after=after, max_partitions=max_partitions,
                                                   max_leaderships=max_leaderships)
-        return ControllerResult(changes, len(changes), follow_up=follow_up)
+        return ControllerResult(changes, len(changes), follow_up=follow_up, splittable=True)
     changes, stopped = _leave_partitions(image, broker_id, after=after, max_partitions=max_partitions)
-    return ControllerResult(changes, len(changes), follow_up=_follow_up(broker_id, stopped))
+    return ControllerResult(changes, len(changes), follow_up=_follow_up(broker_id, stopped), splittable=True)
+
+
+def leaving_after(image: MetadataImage, records: Sequence[Record], follow_up: LeaveFollowUp) -> ControllerResult[int]:
+    """The batch `follow_up` names, computed from the image `records` leave when they commit
+    right after `image` (offsets image.offset + 1 ..., as a splittable result's do): what
+    `continue_leaving` returns on that committed image, since replay is deterministic. The shell
+    computes it while `records` are still being committed (`quorum.controller_runtime`)."""
+    after = apply(image, enumerate(records, start=image.offset + 1))
+    return continue_leaving(after, follow_up.broker_id, after=follow_up.after, leaders_only=follow_up.leaders_only)
 
 
 def brokers_left_behind(image: MetadataImage) -> list[int]:
@@ -416,8 +426,9 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
     still leads any, and the shell raises its controlled-shutdown offset past every later batch.
 
     The controlled-shutdown offset is the offset the batch will end at: decisions run one at
-    a time on the committed image (quorum.active_controller), so this batch's records take
-    offsets image.offset + 1 .. image.offset + len(records) — Kafka's
+    a time on the committed image (quorum.active_controller), and a batch that leaves
+    partitions is splittable (plain chunks, no transaction markers), so this batch's records
+    take offsets image.offset + 1 .. image.offset + len(records) — Kafka's
     `writeOffset + records.size()`. With no records it is the committed offset.
     """
     registration = check_broker_epoch(image, broker_id, broker_epoch)
@@ -461,4 +472,7 @@ def process_heartbeat(image: MetadataImage, *, broker_id: int, broker_epoch: int
         logger.info("Broker %d goes from %s to %s (want_fence=%s, want_shutdown=%s): %d record(s)",
                     broker_id, states.current.name, states.next.name, want_fence, want_shutdown, len(records))
     reply = HeartbeatReply(is_caught_up, states.next.fenced, should_shut_down=states.next.should_shut_down)
-    return ControllerResult(records, reply, follow_up=follow_up)
+    # Moves away go as plain chunks (registration change first; see ControllerResult.splittable),
+    # which spares each batch a transaction's two serial commit rounds; other transitions are
+    # small and stay one append.
+    return ControllerResult(records, reply, follow_up=follow_up, splittable=plan.leave_partitions)

@@ -37,13 +37,13 @@ R = TypeVar("R")
 MAX_PARTITIONS_PER_DECISION: Final = 1_000  # partitions
 # Leaderships one controlled-shutdown decision moves (its first pass; the ISR-seat batches after
 # it, fencing and unregistration keep MAX_PARTITIONS_PER_DECISION). The broker's shutdown waits
-# for these batches, and each decision is one metadata transaction committed before the next
-# starts: its BeginTransaction chunk and its EndTransaction chunk each wait for a Raft commit of
-# their own, the body in rounds of PIPELINE_WINDOW chunks (quorum.metadata_log), so 1,000
-# leaderships (7 chunks) took 4 commit rounds and 33,000 took 132, ~260-340 ms per 1,000 at
-# 100,000 partitions. 5,000 (~31 chunks) take ~10 rounds. The rule and its encoding hold the event
-# loop ~40 us per partition on a quiet machine (~0.2 s per decision; ~3 times that under load),
-# under the ~1 s a controller may stall before live brokers' heartbeats go unanswered.
+# for these batches, each committed before the next starts. As metadata transactions, their
+# BeginTransaction chunk and EndTransaction chunk each waited for a Raft commit of their own, the
+# body in rounds of PIPELINE_WINDOW chunks (quorum.metadata_log): 1,000 leaderships (7 chunks) took
+# 4 commit rounds, 5,000 (~31 chunks) ~10. They are splittable now (ControllerResult.splittable:
+# plain chunks, ~8 rounds for 5,000). The rule and its encoding hold the event loop ~40 us per
+# partition on a quiet machine (~0.2 s per decision; ~3 times that under load), under the ~1 s a
+# controller may stall before live brokers' heartbeats go unanswered.
 MAX_LEADERSHIPS_PER_DECISION: Final = 5_000  # partitions
 PartitionKey: TypeAlias = tuple[str, int]  # (topic name, partition id): the order rules walk partitions in
 
@@ -86,15 +86,25 @@ class ControllerResult(Generic[R]):
     (`quorum.metadata_log.MetadataLog.append`) every list commits all together or not at all,
     a list longer than one chunk as BeginTransaction ... EndTransaction, so the flag only
     documents what the rule needs.
+
+    `splittable` opts out of that: every record stands alone, so a list longer than one chunk
+    goes as plain chunks, each published as it commits (what Kafka's QuorumController does with
+    every non-atomic result; `quorum.active_controller`). Only for rules whose half-committed
+    list a failover leaves in a state the next active controller finishes from the image alone:
+    a broker's partitions moving away (`quorum.broker_control.brokers_left_behind`), an
+    unfence's elections (`brokers_with_elections_left`); the registration change, if any, first.
     """
 
     records: Sequence[Record]  # kept as a tuple: rules may hand over a list
     response: R
     atomic: bool = False
     follow_up: FollowUp | None = None  # work the rule left to later decisions (LeaveFollowUp, ElectFollowUp)
+    splittable: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "records", tuple(self.records))
+        if self.atomic and self.splittable:
+            raise ValueError("a result is atomic or splittable, not both")
 
 
 class ControllerApiError(Exception):

@@ -30,7 +30,10 @@ returns the rest as `follow_up`. `decide` hands every committed follow-up to one
 task that queues the next batch (`broker_control.continue_leaving`) as a decision of its own,
 behind whatever is queued already: heartbeats of live brokers are served between batches,
 and the event loop runs between them too. Kafka bounds its controller events the same way
-(MAX_ELECTIONS_PER_IMBALANCE, then it reschedules the rest). Until its last batch, the broker
+(MAX_ELECTIONS_PER_IMBALANCE, then it reschedules the rest). Each batch of moves is computed
+ahead, on a worker thread, from the image the batch before it will leave
+(`broker_control.leaving_after`) while that one commits, and used only if the committed image
+is exactly that one (`_NextBatch`); otherwise it is computed again. Until its last batch, the broker
 is marked leaving in the sessions, so it is not unfenced half way (a restarted broker that
 catches up quickly). When this controller (re)becomes active, the first `sessions()` of the
 epoch looks once for brokers a failover left behind (`broker_control.brokers_left_behind`)
@@ -50,7 +53,8 @@ import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from common.errors import ErrorCode
@@ -58,6 +62,7 @@ from common.limits import STALL_LOG_MS
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
+from metadata.records import Record
 from quorum import admin_api as api
 from quorum.active_controller import ActiveController
 from quorum.admin_api import ApiSettings
@@ -68,6 +73,7 @@ from quorum.broker_control import (
     continue_leaving,
     fence_broker,
     fence_if_expired,
+    leaving_after,
 )
 from quorum.controller_result import (
     MAX_PARTITIONS_PER_DECISION,
@@ -100,6 +106,22 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class _NextBatch:
+    """A batch of partition moves computed ahead (`broker_control.leaving_after`), from the image
+    the batch before it leaves, while that one was being committed. It is what `continue_leaving`
+    would return once the committed image is exactly there: the batch before started at
+    `first_offset` (nothing came between it and the image it was computed on) and the committed
+    image ends at `offset` (nothing came after it)."""
+
+    broker_id: int
+    after: PartitionKey | None
+    leaders_only: bool
+    first_offset: int
+    offset: int
+    result: asyncio.Future[ControllerResult[int]]
+
+
 class NotCommittedError(Exception):
     """A decision's records were appended but not committed: FENCED, REJECTED or UNKNOWN."""
 
@@ -123,12 +145,14 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
                         ) -> tuple[Any, AppendOutcome | None]:
     """Run a rule through `controller.decide`: (its response, the committed outcome or None).
 
-    Every result commits atomically: records that fit one chunk (`quorum.log_state.MAX_CHUNK_BYTES`,
-    ~100 partition records) as one Raft entry, a longer list (a topic with many partitions,
-    fencing a broker that leads thousands) as a KIP-868 metadata transaction that nothing sees
-    before its EndTransaction commits; a failover in between leaves it to be aborted by the next
-    active controller (NotCommittedError, nothing applied; `unknown` when the End may still
-    commit). Raises what `decide` raises (nothing appended) and the rule's own ControllerApiError.
+    A result commits atomically unless it is `splittable`: records that fit one chunk
+    (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records) as one Raft entry, a longer list
+    (a topic with many partitions) as a KIP-868 metadata transaction that nothing sees before its
+    EndTransaction commits; a failover in between leaves it to be aborted by the next active
+    controller (NotCommittedError, nothing applied; `unknown` when the End may still commit). A
+    splittable list (a broker's partitions moving away) goes as plain chunks, and a
+    NotCommittedError then names the offsets that did commit. Raises what `decide` raises
+    (nothing appended) and the rule's own ControllerApiError.
     """
     responses: list[Any] = []
 
@@ -176,6 +200,7 @@ class ControllerRuntime:
         # worked through by the same task, after the moves away (`ElectFollowUp`)
         self._electing: dict[int, PartitionKey | None] = {}
         self._leaver: asyncio.Task[None] | None = None
+        self._next_batch: _NextBatch | None = None  # the next batch of moves, computed ahead
         self.longest_stall_ms = 0  # the longest event-loop stall the probe saw
         self.schedule("resume-leaving", now, self._resume_leaving)
         self._watch: ListenerWatch | None = None
@@ -196,13 +221,18 @@ class ControllerRuntime:
         `moving`: the broker whose partitions this decision moves (a batch of `_leave_partitions`);
         `moves_leaders`: False for a batch that moves only its ISR seats (see `_committed_batch`)."""
         follow_ups: list[FollowUp | None] = []
+        ahead: list[_NextBatch] = []
 
         def rule(image: MetadataImage) -> ControllerResult[Any]:
             result = fn(image)
             follow_ups.append(result.follow_up)
+            if isinstance(result.follow_up, LeaveFollowUp) and result.splittable and result.records:
+                ahead.append(self._compute_ahead(image, result.records, result.follow_up))
             return result
 
         def committed(outcome: AppendOutcome) -> None:  # before the next decision runs
+            if ahead and ahead[-1] is self._next_batch and outcome.first_offset != ahead[-1].first_offset:
+                self._drop_ahead()  # something came between: the batch ahead read another image
             follow_up = follow_ups[-1] if follow_ups else None
             leaving = follow_up if isinstance(follow_up, LeaveFollowUp) else None
             broker_id = leaving.broker_id if leaving is not None else moving
@@ -211,7 +241,12 @@ class ControllerRuntime:
             if broker_id is not None and moves_leaders:
                 self._committed_batch(broker_id, outcome)
 
-        response, outcome = await decide_result(self._controller, rule, timeout_s, on_committed=committed)
+        try:
+            response, outcome = await decide_result(self._controller, rule, timeout_s, on_committed=committed)
+        except BaseException:
+            if ahead and ahead[-1] is self._next_batch:
+                self._drop_ahead()  # not committed: the batch ahead read an image that never was
+            raise
         follow_up = follow_ups[-1] if follow_ups else None
         if isinstance(follow_up, LeaveFollowUp):
             self._leave_later(follow_up.broker_id, follow_up.after, follow_up.leaders_only)
@@ -232,6 +267,7 @@ class ControllerRuntime:
             self._shutdown_requests = {}
             self._leaving = {}  # a new epoch finds what is left from the image, not from the last one
             self._electing = {}
+            self._drop_ahead()
             if epoch is not None:
                 image = self._log.image()
                 self._sessions.begin_sessions(image, self._clock())
@@ -340,6 +376,7 @@ class ControllerRuntime:
         if self._leaver is not None:
             self._leaver.cancel()
             await asyncio.gather(self._leaver, return_exceptions=True)
+        self._drop_ahead()
         if self._watch is not None:
             await self._watch.close()
 
@@ -367,12 +404,46 @@ class ControllerRuntime:
         if (self._leaving or self._electing) and (self._leaver is None or self._leaver.done()):
             self._leaver = asyncio.create_task(self._leave_partitions())
 
+    def _compute_ahead(self, image: MetadataImage, records: Sequence[Record], follow_up: LeaveFollowUp) -> _NextBatch:
+        """Start computing the batch after this one on a worker thread while this one commits
+        (Kafka's controller computes its next event from in-memory state without waiting for the
+        commit). The rules are pure and the images immutable, so the thread shares nothing that
+        changes; the event loop keeps serving heartbeats, and the Raft tick thread replicating
+        this batch, while it runs (between them, under the GIL). A controlled shutdown of 33,000
+        leaderships waited for 7 such computations in turn, 0.15-0.6 s each."""
+        self._drop_ahead()
+        task = asyncio.ensure_future(asyncio.to_thread(leaving_after, image, tuple(records), follow_up))
+        self._next_batch = _NextBatch(follow_up.broker_id, follow_up.after, follow_up.leaders_only,
+                                      image.offset + 1, image.offset + len(records), task)
+        return self._next_batch
+
+    def _drop_ahead(self) -> None:
+        if self._next_batch is not None:
+            self._next_batch.result.cancel()  # (the thread finishes its computation; nobody reads it)
+            self._next_batch = None
+
+    async def _take_ahead(self, broker_id: int, after: PartitionKey | None,
+                          leaders_only: bool) -> tuple[int, ControllerResult[int]] | None:
+        """The batch computed ahead for this step, with the offset the committed image must be at
+        for it to hold; None when there is none (or it failed: the step computes it again)."""
+        ahead, self._next_batch = self._next_batch, None
+        if ahead is None or (ahead.broker_id, ahead.after, ahead.leaders_only) != (broker_id, after, leaders_only):
+            if ahead is not None:
+                ahead.result.cancel()
+            return None
+        try:
+            return ahead.offset, await ahead.result
+        except Exception:  # a bug in the rule: the decision runs it again, and raises there
+            logger.exception("Computing the next batch of broker %d's moves ahead failed", broker_id)
+            return None
+
     def _committed_batch(self, broker_id: int, outcome: AppendOutcome) -> None:
         """A batch of a controlled shutdown that moved leaderships committed: the broker may shut
         down only once every active broker replayed it, so that they serve as the new leaders
-        (the first batch's own offset counts no transaction markers). The batches after its last
-        leadership move only its ISR seats (`broker_control.continue_leaving`): it need not wait
-        for those, as Kafka's broker waits only for the offset of its shutdown's first event."""
+        (splittable batches carry no transaction markers: the first batch's own offset is exact).
+        The batches after its last leadership move only its ISR seats
+        (`broker_control.continue_leaving`): it need not wait for those, as Kafka's broker waits
+        only for the offset of its shutdown's first event."""
         registration = self._log.image().broker(broker_id)
         if outcome.last_offset is not None and registration is not None \
                 and registration.in_controlled_shutdown and not registration.fenced:
@@ -395,10 +466,16 @@ class ControllerRuntime:
                 continue
             broker_id, (after, leaders_only) = next(iter(self._leaving.items()))
             del self._leaving[broker_id]  # decide() puts it back at the end while more is left
+            ahead = await self._take_ahead(broker_id, after, leaders_only)
+
+            def batch(image: MetadataImage) -> ControllerResult[int]:
+                if ahead is not None and image.offset == ahead[0]:
+                    logger.debug("The batch of broker %d's moves after %s was computed ahead, at offset %d",
+                                 broker_id, after, image.offset)
+                    return ahead[1]  # computed from this very image (see _NextBatch)
+                return continue_leaving(image, broker_id, after=after, leaders_only=leaders_only)
             try:
-                moved, _ = await self.decide(
-                    lambda image: continue_leaving(image, broker_id, after=after, leaders_only=leaders_only),
-                    moving=broker_id, moves_leaders=leaders_only)
+                moved, _ = await self.decide(batch, moving=broker_id, moves_leaders=leaders_only)
             except Exception as exc:  # noqa: BLE001 - the same batch again, after a pause
                 logger.warning("Moving partitions away from broker %d after %s failed: %s; retrying in %d ms",
                                broker_id, after, exc, LEAVE_RETRY_MS)

@@ -61,6 +61,9 @@ class FeatureBootstrapLog:
     def remove_state_listener(self, listener: Callable[[], None]) -> None:
         self._log.remove_state_listener(listener)
 
+    async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
+        return await self._log.append_chunks(chunks, epoch, timeout_s)  # never a BeginEpoch: nothing to add
+
     async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
                      atomic: bool = True) -> AppendOutcome:
         outcome = await self._log.append(records, epoch, timeout_s, atomic=atomic)

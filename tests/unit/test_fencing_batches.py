@@ -34,6 +34,7 @@ from quorum.broker_control import (
     brokers_left_behind,
     continue_leaving,
     fence_broker,
+    leaving_after,
     process_heartbeat,
     register_broker,
     unregister_broker,
@@ -97,6 +98,7 @@ def run_batches(image: MetadataImage, first: ControllerResult[object],
         result = continue_leaving(image, follow_up.broker_id, after=follow_up.after, max_partitions=max_partitions,
                                   leaders_only=follow_up.leaders_only, max_leaderships=max_partitions)
         assert result.records, "a follow-up always has partitions left"
+        assert result.splittable, "moves away stand alone: plain chunks, no transaction"
         batches.append(result.records)
         image = replay(image, *result.records)
         follow_up = result.follow_up
@@ -130,7 +132,7 @@ def test_nothing_to_move_is_no_batch() -> None:
     result = fence_broker(idle, 1, reason="test", max_partitions=BATCH)
     assert list(result.records) == [BrokerRegistrationChange(1, 1, fenced=True)] and result.follow_up is None
     done, _ = run_batches(BIG, fence_broker(BIG, 1, reason="test", max_partitions=BATCH))
-    assert continue_leaving(done, 1, after=None, max_partitions=BATCH) == ControllerResult((), 0)
+    assert continue_leaving(done, 1, after=None, max_partitions=BATCH) == ControllerResult((), 0, splittable=True)
     assert continue_leaving(BIG, 1, after=None) == ControllerResult((), 0)  # active again: it stays
 
 
@@ -176,6 +178,7 @@ def test_a_controlled_shutdown_moves_the_leaderships_first_then_the_isr_seats() 
 
     first = beat(image)
     assert keys(first.records) == [("B", p) for p in range(10)]
+    assert first.splittable and isinstance(first.records[0], BrokerRegistrationChange)  # the change first
     assert first.follow_up == LeaveFollowUp(1, ("b", 9), leaders_only=True)
     after, batches = run_batches(image, first)
     assert [keys(b) for b in batches[1:]] == [[("B", p) for p in range(10, 15)] + [("A", p) for p in range(5)],
@@ -188,6 +191,27 @@ def test_a_controlled_shutdown_moves_the_leaderships_first_then_the_isr_seats() 
                                   heartbeats=BrokerHeartbeatManager(1000), max_partitions=None,
                                   max_leaderships=None)
     assert replay(image, *unbatched.records) == after  # the same image, whatever the split
+
+
+def test_a_batch_computed_ahead_is_the_one_computed_after_the_commit() -> None:
+    """`leaving_after` (the runtime computes it while the batch before commits) returns what
+    `continue_leaving` returns on the image that batch leaves: every step of a controlled
+    shutdown (leaderships, then seats) and of a fence."""
+    image = cluster_with({"a": 12, "b": 15}, leader=1)
+    image = replay(image, *(PartitionChange("A", p, leader=2, isr=(2, 1, 3)) for p in range(12)))
+    for first in (process_heartbeat(image, broker_id=1, broker_epoch=1, metadata_offset=image.offset,
+                                    want_fence=False, want_shutdown=True, now_ms=0,
+                                    heartbeats=BrokerHeartbeatManager(1000), max_partitions=4, max_leaderships=10),
+                  fence_broker(image, 1, reason="test", max_partitions=4)):
+        before, result, steps = image, first, 0
+        while isinstance(result.follow_up, LeaveFollowUp):  # bounded: each batch moves the walk on
+            follow_up = result.follow_up
+            ahead = leaving_after(before, result.records, follow_up)
+            before = replay(before, *result.records)
+            result = continue_leaving(before, 1, after=follow_up.after, leaders_only=follow_up.leaders_only)
+            assert ahead == result
+            steps += 1
+        assert steps > 0 and left_every_isr(replay(before, *result.records), 1)
 
 
 def test_a_controlled_shutdown_moves_leaderships_in_batches_of_their_own_bound() -> None:
@@ -455,4 +479,19 @@ async def test_a_restarted_broker_stays_fenced_until_its_last_batch(big) -> None
     await until(lambda: leads(log, 4) == 0 and not sessions.is_leaving(4))
     reply, _ = await runtime.decide(beat)
     assert not reply.is_fenced
+    await runtime.close()
+
+
+async def test_each_next_batch_is_computed_ahead_while_the_one_before_commits(
+        big, caplog: pytest.LogCaptureFixture) -> None:
+    log, controller = big
+    runtime = runtime_for(log, controller, Clock())
+    runtime.sessions()  # this epoch's, begun (as by the first heartbeat)
+    with caplog.at_level(logging.DEBUG, logger="quorum.controller_runtime"):
+        await runtime.decide(lambda image: fence_broker(image, 4, reason="test"))
+        await until(lambda: leads(log, 4) == 0 and not runtime.sessions().is_leaving(4))
+    assert partition_batches(log) == [MAX_PARTITIONS_PER_DECISION, MAX_PARTITIONS_PER_DECISION,
+                                      MAX_PARTITIONS_PER_DECISION // 2]
+    ahead = [r.getMessage() for r in caplog.records if "was computed ahead" in r.getMessage()]
+    assert len(ahead) == 2 and all(m.startswith("The batch of broker 4's moves after ('big', ") for m in ahead)
     await runtime.close()

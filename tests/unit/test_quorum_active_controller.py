@@ -22,15 +22,17 @@ from metadata.records import (
     NoOp,
     Record,
     Topic,
+    decode_records,
     encode_records,
 )
 from quorum.active_controller import (
     ActiveController,
     ControllerBusyError,
     NotActiveControllerError,
+    joined_outcome,
 )
 from quorum.controller_result import ControllerResult
-from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind
+from quorum.log_state import AppendOutcome, MetadataLogState, OutcomeKind, split_records
 from common.waiting import wait_until_async
 
 WAIT_S = 2.0
@@ -46,6 +48,7 @@ class ScriptedLog:
         self.forced: list[OutcomeKind] = []  # outcomes of the next appends, instead of applying
         self.appends: list[tuple[int, tuple[Record, ...]]] = []
         self.atomics: list[bool] = []  # the atomic flag of each append
+        self.chunked: list[int] = []  # the chunk count of each append_chunks (a splittable result's)
         self.listeners: list[Callable[[], None]] = []
         self.gate: asyncio.Event | None = None  # when set up, appends wait for it
         self.entered = 0  # appends started, gated or not
@@ -81,6 +84,17 @@ class ScriptedLog:
         if self.forced:
             return AppendOutcome(self.forced.pop(0), epoch, reason="scripted")
         return self.state.apply_chunk(encode_records(records), epoch)
+
+    async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
+        """Each chunk applied on its own, in order; one entry in `appends` for the whole call (one decision)."""
+        self.entered += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        self.appends.append((epoch, tuple(r for chunk in chunks for r in decode_records(chunk))))
+        self.atomics.append(False)
+        self.chunked.append(len(chunks))
+        return [AppendOutcome(self.forced.pop(0), epoch, reason="scripted") if self.forced
+                else self.state.apply_chunk(chunk, epoch) for chunk in chunks]
 
     def add_state_listener(self, listener: Callable[[], None]) -> None:
         self.listeners.append(listener)
@@ -310,3 +324,41 @@ async def test_a_rules_result_says_whether_its_records_are_appended_atomically(
     await controller.decide(lambda image: ControllerResult((NoOp(),), None), 1.0)  # Kafka's ControllerResult.of
     await controller.decide(lambda image: [NoOp()], 1.0, atomic=False)  # plain records: the caller says
     assert log.atomics[1:] == [True, False, False]
+
+
+TOPICS = tuple(Topic(f"t{i:04d}", f"id{i:04d}") for i in range(1000))  # three chunks
+
+
+async def test_a_splittable_result_goes_as_plain_chunks_without_a_transaction(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    before = log.image().offset
+    outcome = await controller.decide(lambda image: ControllerResult(TOPICS, None, splittable=True), 1.0)
+    assert log.chunked == [len(split_records(TOPICS))] and log.chunked[0] > 1
+    assert outcome == AppendOutcome(OutcomeKind.COMMITTED, 1, before + 1, before + len(TOPICS))  # no markers
+    assert log.image().offset == before + len(TOPICS) and log.image().topic("t0999") is not None
+    await controller.decide(lambda image: ControllerResult(TOPICS[:1], None, splittable=True), 1.0)
+    await controller.decide(lambda image: ControllerResult([Topic("big", "BIG"), *TOPICS[1:]], None), 1.0)
+    assert len(log.chunked) == 1  # one chunk: as any append; not splittable: one (transaction) append
+
+
+async def test_a_splittable_result_with_an_unknown_chunk_renounces(
+        log: ScriptedLog, controller: ActiveController) -> None:
+    log.lead(term=1)
+    await until(lambda: controller.is_active)
+    log.forced = [OutcomeKind.UNKNOWN]  # its first chunk's outcome never came
+    appended = len(log.appends)
+    outcome = await controller.decide(lambda image: ControllerResult(TOPICS, None, splittable=True), 1.0)
+    assert outcome is not None and outcome.kind is OutcomeKind.UNKNOWN and outcome.first_offset is None
+    # it renounced, and its BeginEpoch again settles what landed
+    await until(lambda: controller.is_active and (1, (BeginEpoch(1),)) in log.appends[appended:])
+
+
+def test_joined_outcomes_name_the_committed_prefix() -> None:
+    committed = [AppendOutcome(OutcomeKind.COMMITTED, 2, 10, 19), AppendOutcome(OutcomeKind.COMMITTED, 2, 20, 29)]
+    unknown = AppendOutcome(OutcomeKind.UNKNOWN, 2, reason="no outcome")
+    assert joined_outcome(committed, 2) == AppendOutcome(OutcomeKind.COMMITTED, 2, 10, 29)
+    assert joined_outcome([*committed, unknown, committed[0]], 2) == AppendOutcome(
+        OutcomeKind.UNKNOWN, 2, 10, 29, reason="no outcome")
+    assert joined_outcome([unknown, *committed], 2) == unknown  # nothing known to have committed

@@ -59,6 +59,7 @@ def test_an_unfence_elects_in_batches_that_cover_every_partition_once_in_order()
     batches, image, follow_up = [first.records], replay(ORPHANED, *first.records), first.follow_up
     while isinstance(follow_up, ElectFollowUp):  # bounded: each batch moves the walk past its partitions
         result = continue_electing(image, 1, after=follow_up.after, max_partitions=BATCH)
+        assert result.splittable  # elections stand alone: plain chunks, no transaction
         batches.append(result.records)
         image = replay(image, *result.records)
         follow_up = result.follow_up
