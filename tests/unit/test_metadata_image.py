@@ -321,6 +321,17 @@ def test_changes_for_broker(records, broker, deletes, leaders, elected, follower
         assert _names(changes.followers) == followers
 
 
+def test_changes_come_in_name_and_partition_order_whatever_the_order_of_changed():
+    records = [PartitionChange(ORDERS, 1, isr=(2, 3)), PartitionChange(CLICKS, 0, isr=(3,)),
+               PartitionChange(ORDERS, 0, isr=(2, 3))]
+    new, changed = apply_tracked(IMAGE1, offsets(records, 13))
+    for order in (sorted(changed), sorted(changed, reverse=True)):
+        changes = changes_for_broker(IMAGE1, new, 3, order)
+        assert _names(changes.followers) == [("orders", 0), ("orders", 1)]
+        assert _names(changes.leaders) == [("clicks", 0)]
+        assert changes_for_broker(IMAGE1, new, 2, order) == changes_for_broker(IMAGE1, new, 2)
+
+
 def test_replay_names_only_the_partitions_records_replaced():
     records = [PartitionChange(ORDERS, 1, isr=(2,)), OfflineReplicas(2, 2, CLICKS, (0,)),
                Topic("audit", AUDIT), Partition(AUDIT, 0, (2, 1), (2, 1), leader=2), RemoveTopic(AUDIT)]

@@ -293,9 +293,10 @@ EDGE_VALUES = [-(2**31), -3, -2, -1, 0, 1, 2, 3, 4, 2**31 - 1, 2**31, True, Fals
                [], [1], [1, 1], [1, 2], [2, 1], [1, 2, 3], [3, 2, 1], [4], [-1], [True], [2**31], (1, 2, 3), {}]
 
 
-def _general(wire):
-    return fields_from_map(Partition, wire, PARTITION_SCHEMA.kinds, "Partition", ignore=("type", "version"),
-                           optional=PARTITION_SCHEMA.optional)
+def _general(cls, wire):
+    schema = _SCHEMAS[cls]
+    return fields_from_map(cls, wire, schema.kinds, cls.__name__, ignore=("type", "version"),
+                           optional=schema.optional)
 
 
 def _decoded(decode, wire):
@@ -303,20 +304,6 @@ def _decoded(decode, wire):
         return decode(wire)
     except MetadataRecordError:
         return None
-
-
-@pytest.mark.parametrize("wire", PARTITION_SHAPES, ids=["plain", "recovering", "reassigning"])
-def test_the_partition_fast_path_decodes_as_the_general_path_does(wire):
-    """Every field of every shape set to every edge value, or left out: the same record (its
-    fields of the same types: tuples, the IntEnum), or both refuse."""
-    mutations = [{k: v for k, v in wire.items() if k != key} for key in PARTITION_SCHEMA.kinds]
-    mutations += [{**wire, key: value} for key in [*PARTITION_SCHEMA.kinds, "other"] for value in EDGE_VALUES]
-    for mutated in mutations:  # ~400 maps
-        got, expected = _decoded(record_from_map, mutated), _decoded(_general, mutated)
-        assert got == expected, mutated
-        if got is not None:
-            assert [type(getattr(got, f)) for f in PARTITION_SCHEMA.kinds] == \
-                [type(getattr(expected, f)) for f in PARTITION_SCHEMA.kinds], mutated
 
 
 # PartitionChange maps take records.partition_change_fields the same way (a controlled shutdown
@@ -329,26 +316,26 @@ CHANGE_SHAPES = [
                                   leader_recovery_state=LeaderRecoveryState.RECOVERING)),
     record_to_map(PartitionChange(TOPIC_ID, 3, replicas=(1, 2, 3), removing_replicas=(3,), adding_replicas=(2,))),
 ]
+FAST_PATH_SHAPES = [
+    *(pytest.param(Partition, w, id=f"partition-{n}") for n, w in zip(["plain", "recovering", "reassigning"],
+                                                                       PARTITION_SHAPES)),
+    *(pytest.param(PartitionChange, w, id=f"change-{n}") for n, w in zip(
+        ["nothing", "leader-and-isr", "recovering", "reassigning"], CHANGE_SHAPES)),
+]
 
 
-def _general_change(wire):
-    return fields_from_map(PartitionChange, wire, CHANGE_SCHEMA.kinds, "PartitionChange",
-                           ignore=("type", "version"), optional=CHANGE_SCHEMA.optional)
-
-
-@pytest.mark.parametrize("wire", CHANGE_SHAPES, ids=["nothing", "leader-and-isr", "recovering", "reassigning"])
-def test_the_partition_change_fast_path_decodes_as_the_general_path_does(wire):
+@pytest.mark.parametrize(("cls", "wire"), FAST_PATH_SHAPES)
+def test_the_fast_paths_decode_as_the_general_path_does(cls, wire):
     """Every field of every shape set to every edge value, or left out: the same record (its
     fields of the same types: tuples, None, the IntEnum), or both refuse."""
-    assert set(wire) - {"type", "version"} <= set(CHANGE_SCHEMA.kinds)
-    mutations = [{k: v for k, v in wire.items() if k != key} for key in CHANGE_SCHEMA.kinds]
-    mutations += [{**wire, key: value} for key in [*CHANGE_SCHEMA.kinds, "other"] for value in EDGE_VALUES]
-    for mutated in mutations:  # ~300 maps
-        got, expected = _decoded(record_from_map, mutated), _decoded(_general_change, mutated)
+    kinds = _SCHEMAS[cls].kinds
+    mutations = [{k: v for k, v in wire.items() if k != key} for key in kinds]
+    mutations += [{**wire, key: value} for key in [*kinds, "other"] for value in EDGE_VALUES]
+    for mutated in mutations:  # ~400 maps
+        got, expected = _decoded(record_from_map, mutated), _decoded(lambda m: _general(cls, m), mutated)
         assert got == expected, mutated
         if got is not None:
-            assert [type(getattr(got, f)) for f in CHANGE_SCHEMA.kinds] == \
-                [type(getattr(expected, f)) for f in CHANGE_SCHEMA.kinds], mutated
+            assert [type(getattr(got, f)) for f in kinds] == [type(getattr(expected, f)) for f in kinds], mutated
 
 
 def test_a_refused_partition_change_map_names_its_field():
