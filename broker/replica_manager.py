@@ -138,7 +138,17 @@ class ReplicaManager:
         """Act on this broker's LocalReplicaChanges (`ReplicaRoles.apply`), then tell the
         replica fetchers which partitions to stop and start fetching."""
         self._image = image
+        expiration = self.isr.expiration
+        for gone in (*changes.followers, *changes.deletes):  # no longer led: out of the schedule
+            partition = self.partitions.get(TopicPartition(gone.topic_name, gone.partition_id))
+            if partition is not None:
+                expiration.forget(partition)
         fetching = self.roles.apply(changes, image)
+        now = self._now_ms()
+        for led in changes.leaders:  # a new leadership or a changed ISR: when it can shrink now
+            partition = self.partitions.get(TopicPartition(led.topic_name, led.partition_id))
+            if partition is not None and partition.is_leader(self.broker_id):
+                self.isr.schedule_shrink_check(partition, now)
         if self.fetchers is not None:
             if fetching.stop:
                 self.fetchers.remove_partitions(fetching.stop)
@@ -190,7 +200,9 @@ class ReplicaManager:
         check_required_acks(acks)
         self._check_not_failed(tp)
         partition = serving_partition(self.partitions, self.broker_id, tp)
-        info = append_as_leader(partition, records, acks=acks, now_ms=self._now_ms())
+        now = self._now_ms()
+        info = append_as_leader(partition, records, acks=acks, now_ms=now)
+        self.isr.expiration.moved(partition, now)  # the leader's LEO moved
         self._advance_or_wake(partition)
         return info
 
@@ -204,9 +216,11 @@ class ReplicaManager:
         partition = self.leader_partition(tp)
         if partition.is_recovering:
             raise not_leader(tp, "elected uncleanly and not yet recovered")
+        now = self._now_ms()
         info = append_marker_as_leader(partition, producer_id=producer_id, producer_epoch=producer_epoch,
                                        coordinator_epoch=coordinator_epoch, committed=committed,
-                                       now_ms=self._now_ms())
+                                       now_ms=now)
+        self.isr.expiration.moved(partition, now)  # the leader's LEO moved
         self._advance_or_wake(partition)
         return info
 
@@ -254,7 +268,9 @@ class ReplicaManager:
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
         if throttled:
             self.throttles.record_leader(read.records.length)
-        partition.record_follower_fetch(replica_id, offset, self._now_ms(), replica_log_start_offset)
+        now = self._now_ms()
+        partition.record_follower_fetch(replica_id, offset, now, replica_log_start_offset)
+        self.isr.expiration.moved(partition, now)  # the follower's LEO may have moved
         self.isr.maybe_advance_high_watermark(partition)
         self.isr.maybe_expand_isr(partition)
         self.deletes.purgatory.check_and_complete(tp)
@@ -307,8 +323,9 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> int:
         """Propose removing lagging followers from every ISR this broker leads (Kafka's
-        isr-expiration task); the number of proposals sent."""
-        return self.isr.maybe_shrink_isr(list(self.partitions.values()))
+        isr-expiration task), looking only at those that can shrink now
+        (`IsrManager.maybe_shrink_due`); the number of proposals sent."""
+        return self.isr.maybe_shrink_due()
 
     # ---- follower side (the replica fetchers call these) ------------------------------------
 

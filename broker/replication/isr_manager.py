@@ -4,7 +4,8 @@
                      alter_partition=manager, image=lambda: image, on_change=wake)
     isr.maybe_advance_high_watermark(partition)   # after an append or a follower fetch
     isr.maybe_expand_isr(partition)               # after a follower fetch
-    isr.maybe_shrink_isr(partitions)              # Kafka's isr-expiration task
+    isr.maybe_shrink_isr(partitions)              # look at these ISRs now
+    isr.maybe_shrink_due()                        # Kafka's isr-expiration task: the ones due
 
 Kafka's Partition.maybeIncrementLeaderHW / maybeExpandIsr / maybeShrinkIsr and the
 AlterPartition round trip. The rules are `partition.Partition`'s (pure); this shell sends
@@ -24,6 +25,8 @@ from broker.replication.alter_partition_manager import (
     AlterPartitionManager,
     error_name,
 )
+from broker.replication.isr_expiration import IsrExpirationSchedule
+from broker.replication.isr_policy import next_shrink_check
 from broker.replication.partition import Partition, PendingIsrChange
 from common.topic_partition import TopicPartition
 from common import rpc_messages
@@ -59,6 +62,8 @@ class IsrManager:
         self._image = image
         self._is_current = is_current  # still hosted as this same Partition object
         self._on_change = on_change  # wakes the requests waiting on the partition
+        # The led partitions by when their ISR can next shrink (the isr-expiration pass's work).
+        self.expiration: IsrExpirationSchedule[Partition] = IsrExpirationSchedule()
 
     def is_eligible(self, replica_id: int) -> bool:
         """May join an ISR: registered, unfenced, not shutting down (isReplicaIsrEligible)."""
@@ -81,18 +86,36 @@ class IsrManager:
             self.propose(partition, proposed, partition.leader_recovery_state)
 
     def maybe_shrink_isr(self, partitions: Iterable[Partition]) -> int:
-        """Propose removing lagging followers from every ISR this broker leads; the number
-        of proposals sent."""
+        """Propose removing lagging followers from each ISR of `partitions` this broker leads;
+        the number of proposals sent. Each one led goes back to `expiration` at the time
+        it can next shrink (`next_shrink_check`)."""
         now = self._now_ms()
+        lag = self.replica_lag_time_max_ms
         sent = 0
         for partition in partitions:
             if not partition.is_leader(self.broker_id):
                 continue
-            proposed = partition.isr_to_shrink(self.broker_id, now, self.replica_lag_time_max_ms)
+            if self.schedule_shrink_check(partition, now) != now:
+                continue  # no member out of sync now (next_shrink_check is the rule's inverse)
+            proposed = partition.isr_to_shrink(self.broker_id, now, lag)
             if proposed is not None and self.propose(partition, proposed,
                                                      partition.leader_recovery_state):
                 sent += 1
         return sent
+
+    def schedule_shrink_check(self, partition: Partition, now_ms: int) -> int | None:
+        """Put led `partition` in `expiration` by when its ISR can next shrink; that time."""
+        at_ms, held = next_shrink_check(partition.isr, self.broker_id, partition.follower_states, now_ms,
+                                        leader_leo=partition.log.log_end_offset,
+                                        replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+        self.expiration.checked(partition, at_ms, held)
+        return at_ms
+
+    def maybe_shrink_due(self) -> int:
+        """Kafka's isr-expiration pass over the led partitions whose ISR can shrink now
+        (`expiration`), not all of them; the number of proposals sent."""
+        due = [p for p in self.expiration.take_due(self._now_ms()) if self._is_current(p)]
+        return self.maybe_shrink_isr(due)
 
     def propose(self, partition: Partition, new_isr: Iterable[int],
                 recovery: LeaderRecoveryState) -> bool:
