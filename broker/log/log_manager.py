@@ -73,12 +73,6 @@ def offset_checkpoint(path: Path) -> CheckpointFile[tuple[TopicPartition, int]]:
     )
 
 
-def _topic_and_partition(item: tuple[TopicPartition, object]) -> tuple[str, int]:
-    """An item's order by its TopicPartition (`_partition_order`): sorting 100,000 logs compares
-    in C, not through the dataclass's generated __lt__."""
-    return _partition_order(item[0])
-
-
 def _partition_order(tp: TopicPartition) -> tuple[str, int]:
     """TopicPartition's order as a plain tuple (compared in C, not by the dataclass's __lt__)."""
     return tp.topic, tp.partition
@@ -475,14 +469,13 @@ class LogManager:
         """Write the log start offset file of the directory holding `tp` now (DeleteRecords
         moved it). Kafka waits for the next periodic checkpoint; records deleted on request
         coming back after a crash within that minute would surprise an operator."""
-        directory = self._dir_of.get(tp)
-        if directory is None:
+        directory, partition_log = self._dir_of.get(tp), self.logs.get(tp)
+        if directory is None or partition_log is None:
             return
-        try:
-            offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT).write(
-                (t, lg.log_start_offset) for t, lg in sorted(self.logs.items(), key=_topic_and_partition)
-                if self._dir_of[t] == directory)
-        except OSError as e:  # the periodic checkpoint tries again
+        try:  # the lines kept for the periodic checkpoint: no sort of the dir's logs (issue 35)
+            self._offset_checkpoints.write_one_now(partition_log, directory,
+                                                   _CHECKPOINTS.index(LOG_START_OFFSET_CHECKPOINT))
+        except (KafkaStorageError, OSError) as e:  # it still owes the write: the periodic checkpoint's
             log.error("Cannot write %s in %s for %s: %s", LOG_START_OFFSET_CHECKPOINT, directory, tp, e)
 
     def flush_due(self, now_ms: int) -> int:

@@ -72,12 +72,21 @@ class OffsetCheckpoints:
             self._order.pop(directory, None)
             self._stale.update((directory, i) for i in range(len(self._names)))
 
-    def write(self) -> int:
-        """Write every file that owes a write; how many. One that fails (KafkaStorageError)
-        still owes it."""
+    def write_one_now(self, partition_log: PartitionLog, directory: Path, index: int) -> bool:
+        """Note `partition_log` (in `directory`) and write its dir's file `names[index]` now if
+        that file owes a write; whether it was written. The others written by the next `write`
+        (the recovery point only after the caller's leader-epoch syncs). Costs the file's
+        lines, not a sort of the dir's logs (kept in file order unless one came or went)."""
+        self.note((partition_log,), lambda _log: directory)
+        return self.write(only=(directory, index)) > 0
+
+    def write(self, only: tuple[Path, int] | None = None) -> int:
+        """Write every file that owes a write (or just `only`, if it owes one); how many. One
+        that fails (KafkaStorageError) still owes it."""
         written = 0
         rows: dict[Path, list[Offsets]] = {}  # each dir's offsets in file order, this pass
-        for directory, i in sorted(self._stale):  # bounded: three files per log dir
+        files = sorted(self._stale) if only is None else [only] if only in self._stale else []
+        for directory, i in files:  # bounded: three files per log dir
             order = self._order.get(directory)
             if order is None:
                 order = self._order[directory] = sorted(

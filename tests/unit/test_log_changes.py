@@ -99,6 +99,40 @@ def test_a_deleted_log_leaves_the_files_and_a_truncated_one_is_rewritten(manager
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 5 0\nb 0 3\n"
 
 
+def test_a_log_start_write_after_delete_records_rewrites_that_file_from_the_kept_lines(
+        manager: LogManager) -> None:
+    """DeleteRecords writes the log start file at once: from the lines kept for the periodic
+    pass (no sort of the dir's logs), leaving the other files and their moves to that pass."""
+    directory = manager.log_dirs[0]
+    filled(manager)
+    manager.checkpoint()
+    order = manager._offset_checkpoints._order[directory]
+    before = stamps(directory)
+    manager.logs[A1].update_high_watermark(5)  # moved, not yet checkpointed
+    manager.logs[B0].maybe_increment_log_start_offset(6)  # DeleteRecords
+    manager.checkpoint_log_start_offsets(B0)
+    after = stamps(directory)
+    assert text(directory, LOG_START_OFFSET_CHECKPOINT) == "0\n3\na 0 0\na 1 0\nb 0 6\n"
+    assert after[RECOVERY_POINT_CHECKPOINT] == before[RECOVERY_POINT_CHECKPOINT]
+    assert after[HIGH_WATERMARK_CHECKPOINT] == before[HIGH_WATERMARK_CHECKPOINT]
+    assert manager._offset_checkpoints._order[directory] is order  # the kept file order, not re-sorted
+    manager.checkpoint_log_start_offsets(B0)  # nothing more moved: nothing written
+    assert stamps(directory)[LOG_START_OFFSET_CHECKPOINT] == after[LOG_START_OFFSET_CHECKPOINT]
+    manager.checkpoint()
+    assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 1 5\nb 0 12\n"
+    assert stamps(directory)[LOG_START_OFFSET_CHECKPOINT] == after[LOG_START_OFFSET_CHECKPOINT]
+
+
+def test_a_log_start_write_for_a_log_new_since_the_last_pass_includes_it(manager: LogManager) -> None:
+    directory = manager.log_dirs[0]
+    filled(manager)
+    manager.checkpoint()
+    fresh = manager.get_or_create_log(TopicPartition("a", 7), now_ms=NOW)
+    fresh.truncate_fully_and_start_at(9)  # a follower restarting empty at its leader's start
+    manager.checkpoint_log_start_offsets(fresh.topic_partition)
+    assert text(directory, LOG_START_OFFSET_CHECKPOINT) == "0\n4\na 0 0\na 1 0\na 7 9\nb 0 0\n"
+
+
 def test_a_failed_write_is_tried_again_at_the_next_pass(manager: LogManager,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     directory = manager.log_dirs[0]
