@@ -7,8 +7,10 @@ compacted), then the CPU (process time, every thread) of each periodic pass when
 and when one log moved: the recovery-point / high-watermark / log-start checkpoint (every
 log.flush.offset.checkpoint.interval.ms), a replica fetcher's log-start check over every log
 (every LOG_START_CHECK_S) and the cleaner's choice of a log to clean (every
-log.cleaner.backoff.ms). At 100,000 partitions each pass a broker pays while idle must cost
-what changed, not the partition count (issue 35). Compare two commits with
+log.cleaner.backoff.ms); the write of the log-start file right after a DeleteRecords; and
+the isr-expiration pass (every replica.lag.time.max.ms / 2) of a broker leading every log.
+At 100,000 partitions each pass a broker pays while idle must cost what changed, not the
+partition count (issue 35). Compare two commits with
 `PYTHONPATH=<a worktree of the other> python bench/idle_passes.py`. Nothing is asserted: a
 measurement, not a test.
 """
@@ -26,6 +28,9 @@ from typing import Any, Final
 
 from broker.log.cleaner_manager import CleanerConfig, LogCleanerManager
 from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaManager
+from broker.replication.high_watermark import FollowerState
+from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import ReplicaFetcher
 from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
@@ -33,6 +38,8 @@ from common.topic_partition import TopicPartition
 NOW_MS: Final = 1_700_000_000_000
 PARTITIONS_PER_TOPIC: Final = 1000
 COMPACTED: Final = TopicPartition("compacted", 0)
+LEADER: Final = 1
+LAG_MS: Final = 30_000  # replica.lag.time.max.ms's default
 
 
 def cpu_ms_per_call(fn: Callable[[], Any], calls: int) -> float:
@@ -52,6 +59,46 @@ def fetcher_view(manager: LogManager) -> Any:
         _replicas=SimpleNamespace(log_manager=manager, partitions={
             tp: SimpleNamespace(log=lg) for tp, lg in manager.logs.items()}),
         _log_starts_checked=0.0, _log_start_moves_seen=-1)
+
+
+def isr_expiration_rows(manager: LogManager, passes: int) -> list[tuple[str, float]]:
+    """The isr-expiration pass (every replica.lag.time.max.ms / 2) of a broker leading every
+    log with two followers in each ISR, idle: the followers' fetch sessions leave idle
+    partitions out, so their caught-up times go stale while they stay at the leader's LEO."""
+    clock = [NOW_MS]
+    replicas = ReplicaManager(LEADER, manager, now_ms=lambda: clock[0], replica_lag_time_max_ms=LAG_MS)
+    schedule = getattr(replicas.isr, "expiration", None)  # not in older trees
+    for tp, partition_log in manager.logs.items():
+        partition = Partition(tp, "T" * 22, partition_log, LEADER, 1, 1, (LEADER, 2, 3), (LEADER, 2, 3))
+        # a new leadership (Partition.become_leader's reset), as apply_changes schedules it
+        partition.follower_states = {r: FollowerState(last_caught_up_ms=NOW_MS) for r in (2, 3)}
+        replicas.partitions[tp] = partition
+        if schedule is not None:
+            replicas.isr.schedule_shrink_check(partition, NOW_MS)
+        for follower in (2, 3):  # each follower's first fetch, at the leader's LEO
+            partition.record_follower_fetch(follower, 0, NOW_MS)
+
+    def next_pass() -> None:
+        clock[0] += LAG_MS // 2
+        replicas.maybe_shrink_isr()
+
+    # the first three passes: the one where the leaderships' first lag runs out is the dearest
+    first = max(cpu_ms_per_call(next_pass, 1) for _ in range(3))
+    rows = [("isr-expiration pass, the lag after new leaderships", first),
+            ("isr-expiration pass, idle", cpu_ms_per_call(next_pass, passes))]
+    tps = list(manager.logs)
+    appended = tps[:: 100]  # a partition in a hundred gets a fetch (its LEO moved) between passes
+
+    def fetched_then_pass() -> None:
+        for tp in appended:
+            partition = replicas.partitions[tp]
+            partition.record_follower_fetch(2, 0, clock[0])
+            if schedule is not None:
+                schedule.moved(partition, clock[0])
+        next_pass()
+
+    rows.append(("isr-expiration pass, 1 % of partitions fetched", cpu_ms_per_call(fetched_then_pass, passes)))
+    return rows
 
 
 def main() -> None:
@@ -96,6 +143,10 @@ def main() -> None:
                          cpu_ms_per_call(moved_then(check_log_starts), args.passes)))
             rows.append(("cleaner choice (10 compacted logs)",
                          cpu_ms_per_call(lambda: cleaner.grab_filthiest(NOW_MS), args.passes)))
+            rows.append(("log-start write after a DeleteRecords",
+                         cpu_ms_per_call(moved_then(lambda: manager.checkpoint_log_start_offsets(
+                             one.topic_partition)), args.passes)))
+            rows.extend(isr_expiration_rows(manager, args.passes))
         finally:
             manager.shutdown()
     load = os.getloadavg()[0]

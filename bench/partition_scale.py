@@ -426,6 +426,7 @@ def big_topics(partitions: int) -> dict[str, int]:
     return {f"big{i:02d}" if len(sizes) > 1 else "big": size for i, size in enumerate(sizes)}
 
 
+STEADY_AFTER_S: Final = 60.0  # the idle phase's second window starts this long after its first
 PHASES: Final = ("idle", "metadata", "new-broker", "shutdown", "sigkill")  # --phases: the phases after a create
 
 
@@ -470,6 +471,12 @@ def idle_figures(cluster: LocalCluster, idle_s: float) -> list[tuple[str, str]]:
         kind = "broker" if node_id in {b.spec.node_id for b in cluster.brokers} else "CPU of controller"
         rows.append(figure(f"idle CPU broker {node_id} over {idle_s:.0f} s (% core)" if kind == "broker"
                            else f"CPU of controller {node_id} idle over {idle_s:.0f} s (% core)", f"{share:.1f}"))
+    # The window above opens right after the create and holds the brokers' first offset
+    # checkpoint (every log new); a second one STEADY_AFTER_S after its start shows the steady cost.
+    time.sleep(max(0.0, STEADY_AFTER_S - idle_s))
+    steady = idle_cpu(cluster.brokers, idle_s)
+    rows.extend(figure(f"idle CPU broker {node_id} steady, {STEADY_AFTER_S:.0f} s later, over {idle_s:.0f} s "
+                       "(% core)", f"{share:.1f}") for node_id, share in sorted(steady.items()))
     for b in cluster.brokers:
         assert b.pid is not None
         rows.append(figure(f"RSS broker {b.spec.node_id} (MiB)", f"{rss_mib(b.pid):.0f}"))
