@@ -363,6 +363,10 @@ class PartitionLog:
             raise ValueError(f"cannot truncate {self.topic_partition} to offset {offset}")
         leo = self.log_end_offset
         if offset >= leo:
+            # Kafka's truncateTo trims the epoch cache even then: a former leader may hold the
+            # entry its become-leader assigned at the log end with nothing appended after it,
+            # which would contradict the new leader's epochs once this log follows it.
+            self.leader_epoch_cache.truncate_from_end(leo)
             return False
         if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset, now_ms=now_ms)

@@ -282,6 +282,21 @@ def test_truncate_beyond_the_end_is_a_no_op(tmp_path: Path) -> None:
     assert log.log_end_offset == 6
 
 
+def test_truncate_at_or_beyond_the_end_drops_an_epoch_entry_with_nothing_after_it(tmp_path: Path) -> None:
+    # A leader of epoch 1 became leader of epoch 2 (assigned at its log end, nothing appended)
+    # and then follows a leader of epoch 3: Kafka's truncateTo trims the cache even when no
+    # offset goes, so this log no longer claims epoch 2 for its log end.
+    log = open_log(tmp_path)
+    fill(log, 2, epoch=1)
+    log.leader_epoch_cache.assign(2, log.log_end_offset, write=False)
+    assert not log.truncate_to(log.log_end_offset)
+    assert log.leader_epoch_cache.entries == [(1, 0)]
+    assert not log.leader_epoch_cache.owes_write
+    assert log.end_offset_for_epoch(2) == (-1, -1)  # an epoch later than any it has: undefined, as Kafka
+    reopened = open_log(tmp_path)
+    assert reopened.leader_epoch_cache.entries == [(1, 0)]
+
+
 def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     log = open_log(tmp_path, SMALL)
     fill(log, 20)
