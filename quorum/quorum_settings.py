@@ -17,11 +17,18 @@ from quorum.voters import Voter, parse_voters
 
 METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
 LOG_COMPACTION_MIN_ENTRIES: Final = 5000  # Raft entries between two dumps
-RETAINED_RECORDS: Final = 20_000  # records kept as records by a fold; older ones live in the snapshot
+# Records kept as records by a fold; older ones live in the snapshot. A broker whose fetch falls
+# behind them is sent the whole snapshot instead (10 MiB at 100,000 partitions: decoding it and
+# diffing the images cost a quarter of a broker's CPU in a controlled shutdown). That shutdown
+# writes ~100,000 records in ~17 s and its brokers were ~45,000 behind the head while applying
+# them, so with 20,000 kept both got the snapshot mid-shutdown (issue 35). Kafka keeps far more
+# (metadata.max.retention.bytes, 100 MiB); a new broker replays the kept tail after the snapshot.
+RETAINED_RECORDS: Final = 100_000
 # Records after the base snapshot that start a fold without waiting for a dump (quorum.metadata_log):
 # a fold encodes the whole image (~0.15-0.3 s of CPU at 100,000 partitions), so not much more often
-# than a dump; but a first dump of 350,000 records unfolded was 37 MB, folded 12 MB.
-FOLD_TRIGGER_RECORDS: Final = 100_000
+# than a dump; but a first dump of 350,000 records unfolded was 37 MB, folded 12 MB. Twice what a
+# fold keeps, so that a fold always finds a point far enough behind (fold_spacing).
+FOLD_TRIGGER_RECORDS: Final = 2 * RETAINED_RECORDS
 
 
 class QuorumBindError(OSError):
