@@ -103,6 +103,15 @@ def build() -> Path | None:
     return BINARY
 
 
+def required(bench: str) -> Path:
+    """The loadgen binary (`build`) for a bench that cannot run on the Python client: SystemExit
+    naming `bench` and the make target that installs the tools when it cannot be built."""
+    binary = build()
+    if binary is None:
+        raise SystemExit(f"{bench} needs the C load generator: make bench-tools")
+    return binary
+
+
 def librdkafka_version(binary: Path) -> str:
     """Which librdkafka `binary` runs on (rd_kafka_version_str()), the headers it was built
     with and the shared object the dynamic loader picked."""

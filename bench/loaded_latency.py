@@ -492,9 +492,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here (bench/all.py)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
-    binary = c_client.build()
-    if binary is None:
-        raise SystemExit("loaded_latency needs the C load generator: make bench-tools")
+    binary = c_client.required("bench/loaded_latency.py")
     print(f"load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; librdkafka {c_client.librdkafka_version(binary)}")
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-loaded-latency-", dir=args.dir))
     try:

@@ -92,9 +92,7 @@ def main() -> None:
     parser.add_argument("--py-spy", type=Path, default=None, help="record the leader over the last round")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
-    binary = c_client.build()
-    if binary is None:
-        raise SystemExit("bench/produce_rf3.py needs the C load generator (make bench-tools)")
+    binary = c_client.required("bench/produce_rf3.py")
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-rf3-", dir=args.dir))
     try:
         with running(root, {}) as bench:
