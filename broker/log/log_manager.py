@@ -145,9 +145,6 @@ class LogManager:
         self._count: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)  # logs per dir, for placement
         self._locks: list[int] = []
         self._pool: ThreadPoolExecutor | None = None  # started at the first parallel job
-        # Leader-epoch fsyncs started in the background (`sync_epoch_checkpoints_soon`), not yet
-        # seen done by a checkpoint pass; at most one per log that changed leader epoch since.
-        self._epoch_syncs: list[Future[None]] = []
         # The logs report where their checkpointed offsets move (`checkpoint` writes only the
         # files whose entries moved; fetchers read `log_start_moves`).
         self.changes = LogChanges()
@@ -421,31 +418,11 @@ class LogManager:
             self.changes.put_back(moved)  # the next pass syncs and writes them again
             raise
 
-    def sync_epoch_checkpoints_soon(self, logs: Sequence[PartitionLog]) -> None:
-        """Start the fsyncs these logs' leader-epoch checkpoints owe (`epoch_sync_owed`) on the
-        I/O pool and return at once (new leaderships: the metadata apply does not wait, and the
-        next checkpoint pass finds little owed). A failure stays owed: that pass tries again and
-        reports it."""
-        owed = [lg.leader_epoch_cache for lg in logs if epoch_sync_owed(lg)]
-        if not owed:
-            return
-
-        def run(start: int, stop: int) -> None:
-            for cache in owed[start:stop]:  # bounded by the run's caches
-                try:
-                    cache.sync()
-                except KafkaStorageError:  # stays owed: the next pass retries it and says why
-                    pass
-        self._epoch_syncs = [f for f in self._epoch_syncs if not f.done()]
-        self._epoch_syncs.extend(self._submit_runs(run, len(owed)))
-
     def sync_epoch_checkpoints(self, logs: Iterable[PartitionLog] | None = None) -> int:
         """fsync the leader-epoch checkpoints written without one since the last pass (new
         leaderships, truncations) that `epoch_sync_owed`, of `logs` (default: every log), on the
         I/O pool when there are many; how many. Raises the first KafkaStorageError after trying
         them all (those stay owed to the next pass)."""
-        wait(self._epoch_syncs)  # bounded: local fsyncs; their failures are retried below
-        self._epoch_syncs = []
         candidates = self.logs.values() if logs is None else logs
         owed = [lg for lg in candidates if epoch_sync_owed(lg)]  # bounded by the logs
         if len(owed) < PARALLEL_MIN:

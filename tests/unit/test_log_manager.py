@@ -616,22 +616,6 @@ def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_chec
     assert not partition_log.leader_epoch_cache.needs_sync
 
 
-def test_new_leaderships_fsync_in_the_background_and_a_checkpoint_waits_for_them(
-        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    manager = open_manager(managers, dirs[:1])
-    manager.create_logs(MANY, now_ms=NOW)
-    for tp in MANY:
-        manager.logs[tp].leader_epoch_cache.assign(3, 0)
-        manager.logs[tp].append(batch(0), now_ms=NOW)
-    synced: list[str] = []
-    real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
-    manager.sync_epoch_checkpoints_soon([manager.logs[tp] for tp in MANY])
-    assert manager.sync_epoch_checkpoints() == 0  # it waited for them: nothing left owed
-    assert sum(path.endswith("leader-epoch-checkpoint") for path in synced) == len(MANY)
-    assert not any(lg.leader_epoch_cache.needs_sync for lg in manager.logs.values())
-
-
 def test_a_new_leadership_of_an_empty_log_owes_no_fsync_until_its_epoch_holds_data(
         managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """Every leader of a new topic: its entry is written (a process crash keeps it), fsynced only
@@ -643,7 +627,6 @@ def test_a_new_leadership_of_an_empty_log_owes_no_fsync_until_its_epoch_holds_da
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
-    manager.sync_epoch_checkpoints_soon([manager.logs[tp] for tp in MANY])
     manager.checkpoint()
     assert not any(path.endswith("leader-epoch-checkpoint") for path in synced)
     assert all(manager.logs[tp].leader_epoch_cache.needs_sync for tp in MANY)
