@@ -551,7 +551,12 @@ class KafkaServer:
                                                               ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT)
         except (ssl.SSLError, OSError, TimeoutError, ConnectionError) as exc:
             reason = "no handshake within the timeout" if isinstance(exc, TimeoutError) else _describe(exc)
-            logger.info("TLS handshake with %s failed (%s); connection closed", _address(peer), reason)
+            # A peer that hung up before the handshake ended without a TLS alert (asyncio reports
+            # the lost connection as ConnectionResetError) is a probe, not a failed login: the
+            # controllers' listener watch, a load balancer's health check. Refused certificates,
+            # bytes that are not TLS and timeouts stay one INFO line each.
+            level = logging.DEBUG if isinstance(exc, ConnectionResetError) else logging.INFO
+            logger.log(level, "TLS handshake with %s failed (%s); connection closed", _address(peer), reason)
             raw.close()
             return
         if self.security is not None and self.security.protocol == "SSL":

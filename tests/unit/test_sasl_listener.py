@@ -327,6 +327,32 @@ async def test_sasl_ssl(pki: dict[str, Path]) -> None:
         await srv.stop()
 
 
+async def test_a_peer_that_hangs_up_before_the_tls_handshake_is_not_logged_as_a_failure(
+        pki: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    # the controllers' listener watch connects to a broker's listener and closes it unused
+    caplog.set_level(logging.DEBUG, logger="broker.server")
+    srv = KafkaServer(EchoPrincipal(), host=HOST, port=0,
+                      security=listener_security("SASL_SSL", "SASL_SSL", tls_config(pki, "none"), None))
+    await srv.start()
+    try:
+        _, writer = await asyncio.open_connection(HOST, srv.port)
+        writer.close()
+        await writer.wait_closed()
+        for _ in range(250):  # bounded: 5 s for the server to see the hang-up
+            if any("TLS handshake with" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.02)
+        lines = [r for r in caplog.records if "TLS handshake with" in r.getMessage()]
+        assert [r.levelno for r in lines] == [logging.DEBUG], [r.getMessage() for r in lines]
+        reader, writer = await asyncio.open_connection(HOST, srv.port, ssl=client_context(pki, certificate=False))
+        try:  # the listener carries on
+            assert int((await handshake(reader, writer, "PLAIN")).error_code) == 0
+        finally:
+            writer.close()
+    finally:
+        await srv.stop()
+
+
 async def test_tls_garbage_handshake_closes_one_connection(pki: dict[str, Path],
                                                            caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="broker.server")
