@@ -6,7 +6,8 @@ every request in flight by as long. The request latency histogram shows that the
 these two say where it comes from:
 
     pauses = TailSources()
-    probe = StallProbe(pauses, broker_id, loop); probe.start()       # broker/node.py stops it
+    probe = StallProbe(loop, STALL_PROBE_PERIOD_S, stall_observer(pauses, broker_id))
+    probe.start()                                                   # broker/node.py stops it
     untrack = track_gc(pauses)                                      # gc.callbacks; untrack() on stop
     families = tail_families(pauses, METRICS_PREFIX)                # for GET /metrics
 
@@ -22,7 +23,6 @@ for a follower's next fetch). bench/loaded_latency.py reads them all around its 
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import time
@@ -36,7 +36,8 @@ from common.prometheus import Metric, histogram, labelled_histogram
 
 logger = logging.getLogger(__name__)
 
-STALL_PROBE_PERIOD_S: Final = 0.01  # the probe's timer: 100 wake-ups/s, ~0.12 ms of CPU each on a loaded 2-core box
+# the probe's timer (common/stall_probe.py): 100 wake-ups/s, ~0.12 ms of CPU each on a loaded 2-core box
+STALL_PROBE_PERIOD_S: Final = 0.01
 PAUSE_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
 GC_GENERATIONS: Final = (0, 1, 2)
 
@@ -63,42 +64,17 @@ class TailSources:
     gc_pauses: dict[int, PauseHistogram] = field(default_factory=lambda: {g: PauseHistogram() for g in GC_GENERATIONS})
 
 
-class StallProbe:
-    """Observes how late a `STALL_PROBE_PERIOD_S` timer fires, from `start()` until `stop()`,
-    and logs long stalls.
+def stall_observer(sources: TailSources, broker_id: int) -> Callable[[float], None]:
+    """What the broker's `StallProbe` (common/stall_probe.py) does with each lateness: into the
+    stall histogram, and a warning for a stall of STALL_LOG_MS or more."""
+    stalls = sources.stalls
 
-    A plain loop callback rearmed from itself, not a task awaiting `asyncio.sleep`: at 100
-    wake-ups a second the task's step and future were a third of the probe's CPU (measured
-    in-process at load 14: 119-138 µs per wake-up against 179-187 µs)."""
-
-    def __init__(self, sources: TailSources, broker_id: int, loop: asyncio.AbstractEventLoop) -> None:
-        self._sources = sources
-        self._broker_id = broker_id
-        self._loop = loop
-        self._due = 0.0
-        self._handle: asyncio.TimerHandle | None = None
-
-    def start(self) -> None:
-        self._arm(self._loop.time())
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def _arm(self, now: float) -> None:
-        self._due = now + STALL_PROBE_PERIOD_S
-        self._handle = self._loop.call_at(self._due, self._fire)
-
-    def _fire(self) -> None:
-        now = self._loop.time()
-        stalled_ms = max(0.0, (now - self._due) * 1000)
-        stalls = self._sources.stalls
+    def observe(stalled_ms: float) -> None:
         stalls.observe(stalled_ms)
         if stalled_ms >= STALL_LOG_MS:
             logger.warning("Broker %d: its event loop was stalled for %d ms (the longest so far: %d ms)",
-                           self._broker_id, stalled_ms, stalls.longest_ms)
-        self._arm(now)
+                           broker_id, stalled_ms, stalls.longest_ms)
+    return observe
 
 
 def track_gc(sources: TailSources, clock: Callable[[], float] = time.perf_counter) -> Callable[[], None]:

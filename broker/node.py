@@ -63,7 +63,8 @@ from security.sasl_server import ScramCredentials
 from security.controller_tls_context import controller_client_context
 from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
-from broker.loop_stalls import PauseHistogram, StallProbe, TailSources, tail_families, track_gc
+from broker.loop_stalls import (STALL_PROBE_PERIOD_S, PauseHistogram, TailSources, stall_observer, tail_families,
+                                track_gc)
 from broker.startup_heap import collection_paused, freeze_startup_heap, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
@@ -75,6 +76,7 @@ from common.log_setup import setup_logging
 from common.properties import load_properties
 from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
+from common.stall_probe import StallProbe
 from common.log_config import LogConfig, from_broker_config
 from common.units import SECOND_MS
 from metadata.codec import Listener
@@ -183,7 +185,8 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     timers = TimerService(name=f"broker {broker_id}")
     tail = TailSources()  # event-loop stalls and GC pauses, on /metrics (issue 35)
     untrack_gc = track_gc(tail)
-    stall_probe = StallProbe(tail, broker_id, loop)  # started with the serving tasks
+    # started with the serving tasks
+    stall_probe = StallProbe(loop, STALL_PROBE_PERIOD_S, stall_observer(tail, broker_id))
     cleaner_config = CleanerConfig.from_config(config)
     # The cleaner stops at each partition's last stable offset; a log whose partition is not
     # open yet (its producer state not rebuilt) is not cleaned at all (offset 0).

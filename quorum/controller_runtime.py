@@ -40,8 +40,8 @@ epoch looks once for brokers a failover left behind (`broker_control.brokers_lef
 and queues their batches. An unfence's elections of leaderless partitions go the same way
 (`ElectFollowUp`, `broker_control.continue_electing`), after any moves away.
 
-Stalls: a probe wakes every `STALL_PROBE_PERIOD` and logs "Controller N was stalled for X ms"
-when the event loop ran nothing for `STALL_LOG_MS` or more (it keeps the longest for the log).
+Stalls: a probe (common/stall_probe.py, as the brokers') fires every `STALL_PROBE_PERIOD` and
+logs "Controller N was stalled for X ms" when the event loop ran nothing for `STALL_LOG_MS` or more (it keeps the longest for the log).
 
 The HTTP classes (`quorum.broker_rpc`, `quorum.controller_server`) only decode, call this and
 encode. `run_due(now_ms)` runs what is due at `now_ms`, so tests drive it with a fake clock.
@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from common.errors import ErrorCode
 from common.limits import STALL_LOG_MS
+from common.stall_probe import StallProbe
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.partition_change import Election
@@ -353,7 +354,8 @@ class ControllerRuntime:
 
     async def run(self) -> None:
         """Sleep until the earliest timer, run what is due; until cancelled."""
-        probe = asyncio.create_task(self._probe_stalls())
+        probe = StallProbe(asyncio.get_running_loop(), STALL_PROBE_PERIOD, self._on_stall)
+        probe.start()
         try:
             while True:  # the controller's lifetime
                 due = self.next_due_ms()
@@ -367,8 +369,7 @@ class ControllerRuntime:
                     pass
                 await self.run_due(self._clock())
         finally:
-            probe.cancel()
-            await asyncio.gather(probe, return_exceptions=True)
+            probe.stop()
             await self.close()
 
     async def close(self) -> None:
@@ -380,18 +381,13 @@ class ControllerRuntime:
         if self._watch is not None:
             await self._watch.close()
 
-    async def _probe_stalls(self) -> None:
+    def _on_stall(self, stalled_ms: float) -> None:
         """Log every event-loop stall of STALL_LOG_MS or more: while the loop runs nothing, no
         heartbeat is read or answered, which is what gets live brokers fenced."""
-        loop = asyncio.get_running_loop()
-        while True:  # until cancelled with `run`
-            before = loop.time()
-            await asyncio.sleep(STALL_PROBE_PERIOD)
-            stalled_ms = round((loop.time() - before - STALL_PROBE_PERIOD) * 1000)
-            if stalled_ms >= STALL_LOG_MS:
-                self.longest_stall_ms = max(self.longest_stall_ms, stalled_ms)
-                logger.warning("Controller %d was stalled for %d ms (the longest so far: %d ms)",
-                               self._settings.node_id, stalled_ms, self.longest_stall_ms)
+        if stalled_ms >= STALL_LOG_MS:
+            self.longest_stall_ms = max(self.longest_stall_ms, round(stalled_ms))
+            logger.warning("Controller %d was stalled for %d ms (the longest so far: %d ms)",
+                           self._settings.node_id, stalled_ms, self.longest_stall_ms)
 
     # -- bounded partition moves ------------------------------------------------------------------
 

@@ -7,8 +7,10 @@ import asyncio
 import gc
 import time
 
-from broker.loop_stalls import PAUSE_BUCKETS_MS, PauseHistogram, StallProbe, TailSources, tail_families, track_gc
+from broker.loop_stalls import (PAUSE_BUCKETS_MS, STALL_PROBE_PERIOD_S, PauseHistogram, TailSources, stall_observer,
+                                tail_families, track_gc)
 from common.prometheus import exposition, samples
+from common.stall_probe import StallProbe
 
 
 def test_a_pause_lands_in_its_bucket_and_the_longest_is_kept() -> None:
@@ -22,7 +24,7 @@ def test_a_pause_lands_in_its_bucket_and_the_longest_is_kept() -> None:
 
 async def test_the_probe_sees_a_callback_that_holds_the_loop() -> None:
     sources = TailSources()
-    probe = StallProbe(sources, 4, asyncio.get_running_loop())
+    probe = StallProbe(asyncio.get_running_loop(), STALL_PROBE_PERIOD_S, stall_observer(sources, 4))
     probe.start()
     try:
         await asyncio.sleep(0.05)
