@@ -65,7 +65,7 @@ from security.rpc_secret import signer_from_config
 from broker.server import KafkaServer
 from broker.loop_stalls import (STALL_PROBE_PERIOD_S, PauseHistogram, TailSources, stall_observer, tail_families,
                                 track_gc)
-from broker.startup_heap import collection_paused, freeze_startup_heap, start_message_preload
+from broker.startup_heap import HeapKeeper, collection_paused, heap_families, start_message_preload
 from broker.timers import TimerService, wall_ms
 from common.config import parse_config
 from common.config_schema import Config, ConfigError, Password
@@ -185,6 +185,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
     timers = TimerService(name=f"broker {broker_id}")
     tail = TailSources()  # event-loop stalls and GC pauses, on /metrics (issue 35)
     untrack_gc = track_gc(tail)
+    heap = HeapKeeper(broker_id, loop)  # freezes the heap and spaces full collections once serving (issue 35)
     # started with the serving tasks
     stall_probe = StallProbe(loop, STALL_PROBE_PERIOD_S, stall_observer(tail, broker_id))
     cleaner_config = CleanerConfig.from_config(config)
@@ -260,14 +261,16 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                                    *segment_file_families(log_manager.files.stats, METRICS_PREFIX),
                                    *tail_families(tail, METRICS_PREFIX, purgatory_waits={
                                        p.name: p.waited for p in (replicas.produce_purgatory, replicas.fetch_purgatory)},
-                                       follower_fetch_wait=_follower_fetch_wait(handler))])
+                                       follower_fetch_wait=_follower_fetch_wait(handler)),
+                                   *heap_families(heap.stats, METRICS_PREFIX)])
             metrics_runner = await start_metrics(settings.metrics_address, render, control_routes(
                 handler.faults, token_from_config(config), broker_id))  # request faults (issue 33)
         follower_task = asyncio.create_task(follower.run(), name="metadata-follower")
         periodic = schedule_maintenance(timers, log_manager, config)
         replicas.start_isr_expiration()
         tasks = [follower_task, asyncio.create_task(alter_partition.run(), name="alter-partition"),
-                 asyncio.create_task(_serve_when_published(late, handler, follower, preload), name="serve-clients")]
+                 asyncio.create_task(_serve_when_published(late, handler, follower, preload, heap),
+                                     name="serve-clients")]
         stall_probe.start()
         if cleaner_config.enable:
             tasks += [asyncio.create_task(cleaners.run_worker(f"kafka-log-cleaner-thread-{i}"),
@@ -306,6 +309,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         timers.close()  # no periodic job runs past here
         stall_probe.stop()
         untrack_gc()
+        heap.stop()
         await client.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
@@ -366,10 +370,10 @@ def _follower_fetch_wait(handler: Any) -> PauseHistogram | None:
 
 
 async def _serve_when_published(late: _LateHandler, handler: Any, follower: MetadataFollower,
-                                preload: threading.Thread) -> None:
+                                preload: threading.Thread, heap: HeapKeeper) -> None:
     await follower.published.wait()  # bounded by the follower: it publishes once caught up, or the node stops
     await asyncio.to_thread(preload.join)  # bounded: ~1 s of imports, started with the broker
-    freeze_startup_heap()
+    heap.freeze_startup_heap()
     late.handler = handler
     logger.info("Broker %d serves clients from metadata offset %d", follower.settings.broker_id,
                 follower.state.applied_offset)

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # values, settings and the sans-IO rules of one concern each
     ("rules", frozenset({
         "broker", "producer_state", "fetch_session", "metadata_follower",
-        "follower_settings", "broker_settings", "applied_offset", "dynamic_config", "startup_heap",
+        "follower_settings", "broker_settings", "applied_offset", "dynamic_config", "startup_heap", "heap_policy",
         "process_exit", "loop_stalls",
         "client_security", "request_faults",
     })),
