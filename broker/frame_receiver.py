@@ -10,6 +10,10 @@ on a bulk produce. As an asyncio BufferedProtocol the receiver lends the transpo
 decoder's buffer (`get_buffer`), so a large frame's body is received in place and handed on
 without a copy (frame.FrameDecoder says how small and large frames are kept).
 
+Large frames' buffers come from one `FrameBuffers` pool per thread (each event loop's
+connections share theirs): a bulk client's next request is received into the buffer an earlier
+one left once nothing refers to it, with no allocation and no zero-fill.
+
 It is a StreamReaderProtocol too, so that an asyncio.StreamWriter works over it as over any
 stream (drain, wait_closed, loop.sendfile); its StreamReader only carries EOF and the
 connection's error for the writer, and is never fed data.
@@ -29,12 +33,13 @@ fatal error of its own).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from common.limits import READ_SIZE
-from common.protocol.frame import FrameDecoder
+from common.protocol.frame import FrameBuffers, FrameDecoder
 from common.protocol.primitives import ProtocolError
 
 # Frames received and not yet taken by the connection: reading pauses at this many bytes
@@ -47,7 +52,17 @@ class BytesCounter(Protocol):
     bytes_in: int
 
 
-Frame = bytes | bytearray
+Frame = bytes | bytearray | memoryview
+
+_thread_state = threading.local()  # .buffers: the thread's FrameBuffers
+
+
+def thread_frame_buffers() -> FrameBuffers:
+    """This thread's pool of large frames' buffers (a pool is not thread-safe: one per loop)."""
+    buffers: FrameBuffers | None = getattr(_thread_state, "buffers", None)
+    if buffers is None:
+        buffers = _thread_state.buffers = FrameBuffers()
+    return buffers
 
 
 class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
@@ -76,6 +91,8 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._read_transport = transport
+        if self.decoder.buffers is None:  # on the loop's thread, which every later read runs on
+            self.decoder.buffers = thread_frame_buffers()
         super().connection_made(transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:

@@ -2,19 +2,21 @@
 
 `FrameDecoder` is fed whatever the socket read (or lends the socket its buffer to read into)
 and hands back whole request frames; a size prefix over the limit is rejected as soon as its
-4 bytes arrive, before any body is kept.
+4 bytes arrive, before any body is kept. `FrameBuffers` lends large frames buffers that an
+earlier frame left, once nothing refers to it any more.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from sys import getrefcount
 from typing import Final
 
 from common.protocol.api_keys import is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.config import default_int
-from common.units import KIB
+from common.units import KIB, MIB
 
 DEFAULT_MAX_REQUEST_BYTES = default_int("socket.request.max.bytes")  # a frame larger closes the connection
 SIZE_PREFIX_BYTES = 4
@@ -22,6 +24,13 @@ SIZE_PREFIX_BYTES = 4
 # out of it, larger ones are received in a buffer of their own. Small, because an idle client
 # connection keeps it (16 KiB: a few hundred pipelined small requests per read).
 RECEIVE_BUFFER_BYTES: Final = 16 * KIB
+# FrameBuffers: a pool keeps buffers of at most POOLED_FRAME_BYTES (a larger frame gets one of
+# its own, freed after it, as before), and at most POOL_BYTES of them together; both per pool
+# (one per event loop thread: broker.frame_receiver). A bulk producer's requests are ~1 MB
+# (librdkafka's message.max.bytes, Java's max.request.size), a follower's fetch responses up to
+# a few MiB.
+POOLED_FRAME_BYTES: Final = 8 * MIB
+POOL_BYTES: Final = 32 * MIB
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
@@ -38,6 +47,66 @@ class RequestHeader:
     client_id: str | None
 
 
+def _refcounts(buffers: list[bytearray]) -> list[int]:
+    """Each buffer's reference count as this one expression sees it."""
+    return [getrefcount(buf) for buf in buffers]
+
+
+# The count `_refcounts` sees for a buffer that only its list holds: any frame or memoryview of
+# a buffer adds to its count (a memoryview holds its object), so a higher count is in use.
+# Calibrated by the same expression, not assumed, since interpreter versions count differently.
+_UNREFERENCED: Final = _refcounts([bytearray()])[0]
+
+
+class FrameBuffers:
+    """Buffers for large frames, lent again once no frame refers to them (sans-IO, one thread).
+
+    `bytearray(n)` zero-fills its n bytes, and a fresh allocation of a MiB may be fresh pages
+    too: for a bulk producer's 1 MB requests, a memset of every request beside the receive's own
+    copy (issue 35). A buffer here is lent to a frame, and to a later one only when nothing but
+    the pool holds it: the frame handed out, any memoryview of it (a Produce's records, a request
+    parked in a purgatory, a decoded fetch response's records) counts as a reference, so a
+    buffer's bytes never change under anyone still reading them. Sizes are powers of two (a
+    frame's buffer may be longer than the frame; the decoder hands out a view of its length).
+    Bounded: POOLED_FRAME_BYTES per buffer and `max_bytes` in all; past them a frame gets a
+    buffer of its own, as without a pool. Not thread-safe: one pool per thread.
+    """
+
+    __slots__ = ("max_bytes", "_buffers", "_bytes")
+
+    def __init__(self, max_bytes: int = POOL_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._buffers: list[bytearray] = []  # at most max_bytes in all
+        self._bytes = 0
+
+    @property
+    def pooled_bytes(self) -> int:
+        return self._bytes
+
+    def take(self, size: int) -> bytearray:
+        """A buffer of at least `size` bytes that nothing else refers to."""
+        capacity = 1 << max(size - 1, 0).bit_length()  # the power of two at or above size
+        if capacity > POOLED_FRAME_BYTES:
+            return bytearray(size)
+        buffers = self._buffers
+        counts = _refcounts(buffers)
+        for i, buf in enumerate(buffers):  # bounded by max_bytes / the smallest buffer
+            if counts[i] == _UNREFERENCED and len(buf) == capacity:
+                return buf
+        # Bounded by the pool's buffers: each pass drops one that nobody holds, to make room.
+        for i in range(len(buffers) - 1, -1, -1):
+            if self._bytes + capacity <= self.max_bytes:
+                break
+            if counts[i] == _UNREFERENCED:
+                self._bytes -= len(buffers.pop(i))
+        if self._bytes + capacity > self.max_bytes:
+            return bytearray(size)  # every pooled buffer is in use: one of its own
+        buf = bytearray(capacity)
+        buffers.append(buf)
+        self._bytes += capacity
+        return buf
+
+
 class FrameDecoder:
     """Splits a byte stream into request frames (size prefix stripped); sans-IO.
 
@@ -51,25 +120,30 @@ class FrameDecoder:
     size, and a frame's buffer is handed over complete and never touched again, so a view of
     a frame (a Produce's records) stays valid as long as anyone holds it.
 
-    A large frame's buffer is allocated (and zero-filled) whole when its prefix arrives, as
-    Kafka's NetworkReceive does: a prefix that promises many bytes and sends few holds that much
-    memory, up to max_request_bytes (socket.request.max.bytes) per connection, until the
-    connection closes.
+    A large frame's buffer is taken whole when its prefix arrives, as Kafka's NetworkReceive
+    allocates one: a prefix that promises many bytes and sends few holds that much memory, up
+    to max_request_bytes (socket.request.max.bytes) per connection, until the connection
+    closes. With `buffers` (a `FrameBuffers`) it is one an earlier frame left and nothing refers
+    to any more, and the frame is handed out as a memoryview of its length; without, a new
+    bytearray (zero-filled by Python) of the frame's size.
     """
 
-    __slots__ = ("max_request_bytes", "_receive_bytes", "_scratch", "_end", "_frame", "_filled", "_broken")
+    __slots__ = ("max_request_bytes", "buffers", "_receive_bytes", "_scratch", "_end", "_frame", "_size",
+                 "_filled", "_broken")
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 receive_bytes: int = RECEIVE_BUFFER_BYTES) -> None:
+                 receive_bytes: int = RECEIVE_BUFFER_BYTES, buffers: FrameBuffers | None = None) -> None:
         if max_request_bytes < 0:
             raise ValueError("max_request_bytes must be >= 0")
         if receive_bytes <= SIZE_PREFIX_BYTES:
             raise ValueError(f"receive_bytes must be over {SIZE_PREFIX_BYTES}")
         self.max_request_bytes = max_request_bytes
+        self.buffers = buffers  # where large frames' buffers come from (None: a new one each)
         self._receive_bytes = receive_bytes
         self._scratch: bytearray | None = None  # [0, _end): bytes of frames not yet complete
         self._end = 0
         self._frame: bytearray | None = None  # a large frame's body, filled in place up to _filled
+        self._size = 0  # ... of this many bytes (its buffer may be longer)
         self._filled = 0
         self._broken = False
 
@@ -83,27 +157,28 @@ class FrameDecoder:
         if self._broken:
             raise ProtocolError("decoder already failed; close the connection")
         if self._frame is not None:
-            return memoryview(self._frame)[self._filled:]
+            return memoryview(self._frame)[self._filled:self._size]
         if self._scratch is None:  # a connection that never sends costs no buffer
             self._scratch = bytearray(self._receive_bytes)
         return memoryview(self._scratch)[self._end:]
 
-    def buffer_updated(self, nbytes: int, out: list[bytes | bytearray]) -> None:
+    def buffer_updated(self, nbytes: int, out: list[bytes | bytearray | memoryview]) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`: append every frame now
         complete to `out`. Raises ProtocolError for a bad size prefix, after appending the frames
         before it."""
-        if self._frame is not None:
+        frame = self._frame
+        if frame is not None:
             self._filled += nbytes
-            if self._filled == len(self._frame):
-                out.append(self._frame)
+            if self._filled == self._size:
+                out.append(frame if len(frame) == self._size else memoryview(frame)[:self._size])
                 self._frame, self._filled = None, 0
             return
         self._end += nbytes
         self._split(out)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
         """Add bytes; return every frame now complete. Raises ProtocolError for a bad size."""
-        frames: list[bytes | bytearray] = []
+        frames: list[bytes | bytearray | memoryview] = []
         with memoryview(data) as source:
             flat = source.cast("B") if source.format != "B" or source.ndim != 1 else source
             pos, end = 0, flat.nbytes
@@ -115,7 +190,7 @@ class FrameDecoder:
                 self.buffer_updated(n, frames)
         return frames
 
-    def _split(self, out: list[bytes | bytearray]) -> None:
+    def _split(self, out: list[bytes | bytearray | memoryview]) -> None:
         """Take the complete frames out of the receive buffer; keep the incomplete rest at its
         start, or move a frame too large for it to a buffer of its own."""
         buf, end, pos = self._scratch, self._end, 0
@@ -134,9 +209,9 @@ class FrameDecoder:
                     pos = body + size
                     continue
                 if SIZE_PREFIX_BYTES + size > len(buf):  # received in place from here on
-                    frame = bytearray(size)
+                    frame = bytearray(size) if self.buffers is None else self.buffers.take(size)
                     frame[:end - body] = view[body:end]
-                    self._frame, self._filled = frame, end - body
+                    self._frame, self._size, self._filled = frame, size, end - body
                     pos = end
                 break
             if pos and pos < end:  # the incomplete frame moves to the front (it fits there);
@@ -204,7 +279,7 @@ class ClientFraming:
         self._check_id(correlation_id)
         return int(size) - 4
 
-    def response_body(self, frame: bytes | bytearray) -> memoryview:
+    def response_body(self, frame: bytes | bytearray | memoryview) -> memoryview:
         """A whole response frame whose size prefix a `FrameDecoder` checked and stripped, as a
         view of its body after the correlation id; ProtocolError for a short frame or another id."""
         if len(frame) < _SIZE.size:

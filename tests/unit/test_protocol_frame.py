@@ -16,6 +16,8 @@ from common.protocol.api_versions import (
     supported_api_versions,
 )
 from common.protocol.frame import (
+    POOLED_FRAME_BYTES,
+    FrameBuffers,
     FrameDecoder,
     RequestHeader,
     encode_request_header,
@@ -234,3 +236,73 @@ def test_client_framing_numbers_requests_and_checks_answers():
     for head in (struct.pack(">ii", 14, 1), struct.pack(">ii", 101, 2), struct.pack(">ii", 3, 2)):
         with pytest.raises(ProtocolError):
             framing.body_size(head)
+
+
+# --- large frames' buffers lent again (FrameBuffers) -----------------------------------------
+
+POOLED_FRAMES = [b"p" * 40, b"q", b"r" * 33, b"s" * 64, b"t" * 20]  # 17+ bytes: each a buffer of its own
+POOLED_STREAM = b"".join(sized(f) for f in POOLED_FRAMES)
+
+
+@pytest.mark.parametrize("read", [1, 2, 5, SMALL_RECEIVE, SMALL_RECEIVE + 1, 1000])
+def test_pooled_frames_arrive_whole_in_any_reads(read: int) -> None:
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=FrameBuffers())
+    assert [bytes(f) for f in receive_in_reads(decoder, POOLED_STREAM + MIXED_STREAM, read)] \
+        == POOLED_FRAMES + MIXED_FRAMES
+    assert decoder.buffered == 0
+
+
+def test_a_buffer_nothing_refers_to_is_lent_again() -> None:
+    buffers = FrameBuffers()
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=buffers)
+    [first] = decoder.feed(sized(b"a" * 40))
+    assert isinstance(first, memoryview) and len(first.obj) == 64  # a view of a 64-byte buffer
+    lent = id(first.obj)  # not the object: a reference to it is a use (the pool keeps it alive)
+    del first
+    [second] = decoder.feed(sized(b"b" * 50))
+    assert isinstance(second, memoryview) and id(second.obj) == lent and bytes(second) == b"b" * 50
+    assert buffers.pooled_bytes == 64
+
+
+def test_a_frame_still_referred_to_keeps_its_bytes() -> None:
+    """The buffer of a frame someone still reads (a Produce's records view, a parked request)
+    is never lent to a later frame, whichever way it is held."""
+    buffers = FrameBuffers()
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=buffers)
+    [whole] = decoder.feed(sized(b"x" * 64))  # exactly a power of two: the bytearray itself
+    [viewed] = decoder.feed(sized(b"y" * 40))
+    records = viewed[10:20]  # as a Produce's records stay a view of the request
+    del viewed
+    later = [f for _ in range(3) for f in decoder.feed(sized(b"z" * 60))]
+    assert bytes(whole) == b"x" * 64 and bytes(records) == b"y" * 10
+    assert all(bytes(f) == b"z" * 60 for f in later)
+    assert buffers.pooled_bytes == 64 * 5
+
+
+def test_a_buffer_is_not_lent_while_its_frame_is_still_arriving() -> None:
+    buffers = FrameBuffers()
+    one = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=buffers)
+    two = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=buffers)
+    assert one.feed(sized(b"1" * 40)[:30]) == []  # half of a frame: its buffer is filling
+    [other] = two.feed(sized(b"2" * 40))
+    [done] = one.feed(sized(b"1" * 40)[30:])
+    assert bytes(done) == b"1" * 40 and bytes(other) == b"2" * 40
+
+
+def test_the_pool_is_bounded_and_lends_its_own_past_the_bound() -> None:
+    buffers = FrameBuffers(max_bytes=128)
+    decoder = FrameDecoder(1000, receive_bytes=SMALL_RECEIVE, buffers=buffers)
+    held = [f for _ in range(4) for f in decoder.feed(sized(b"h" * 60))]  # 2 pooled, 2 of their own
+    assert [bytes(f) for f in held] == [b"h" * 60] * 4
+    assert buffers.pooled_bytes == 128
+    del held
+    [big] = decoder.feed(sized(b"b" * 100))  # room made from buffers nobody holds
+    assert bytes(big) == b"b" * 100 and buffers.pooled_bytes == 128
+
+
+def test_a_frame_over_the_pooled_size_gets_a_buffer_of_its_own() -> None:
+    buffers = FrameBuffers()
+    decoder = FrameDecoder(POOLED_FRAME_BYTES + 1, buffers=buffers)
+    [frame] = decoder.feed(sized(bytes(POOLED_FRAME_BYTES + 1)))
+    assert isinstance(frame, bytearray) and len(frame) == POOLED_FRAME_BYTES + 1
+    assert buffers.pooled_bytes == 0
