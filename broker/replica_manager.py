@@ -86,7 +86,8 @@ class FollowerFetchers(Protocol):
         """Stop fetching these."""
 
     def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
-        """These followed partitions' registrations changed (an ISR change keeps the leader)."""
+        """This broker joined or left the ISR of these followed partitions (same leader and
+        leader epoch): the fetchers build their entries again."""
 
 
 class ReplicaManager:
@@ -154,9 +155,8 @@ class ReplicaManager:
                 self.fetchers.remove_partitions(fetching.stop)
             if fetching.start:
                 self.fetchers.add_partitions(fetching.start)
-            if changes.followers:  # the fetchers look again only at what changed (issue 35)
-                self.fetchers.registrations_changed(
-                    TopicPartition(p.topic_name, p.partition_id) for p in changes.followers)
+            if fetching.seat_changed:  # the fetchers look again only at what changed (issue 35)
+                self.fetchers.registrations_changed(fetching.seat_changed)
 
     def set_broker_defaults(self, default_config: LogConfig, min_insync_replicas: int) -> None:
         """New broker-wide log defaults (a dynamic broker config changed): see

@@ -55,6 +55,12 @@ class FetcherChanges:
 
     stop: list[TopicPartition]  # deleted, now led here, or without a leader
     start: list[tuple[TopicPartition, int, int]]  # (tp, leader id, leader epoch)
+    # Followed as before (same leader and leader epoch) but this broker joined or left the ISR:
+    # the only registration change a fetcher's entry for it depends on (an out-of-sync follower
+    # names it in every fetch, and only then can it be throttled). Another ISR change (a peer
+    # leaving it, as all 66,000 partitions a surviving broker shares with a broker in controlled
+    # shutdown at 100,000 partitions) asks nothing of the fetchers.
+    seat_changed: list[TopicPartition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,7 @@ class ReplicaRoles:
         """Act on this broker's LocalReplicaChanges: delete, lead, follow (Kafka's order)."""
         stop_fetching: list[TopicPartition] = []
         start_fetching: list[tuple[TopicPartition, int, int]] = []
+        seat_changed: list[TopicPartition] = []
         stopped_hosting = 0
         size = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
         self._detail = logging.INFO if size <= DETAILED_CHANGES_MAX else logging.DEBUG
@@ -164,7 +171,7 @@ class ReplicaRoles:
         offline_before = len(stop_fetching)
         in_shutdown = _in_controlled_shutdown(image, self.broker_id)
         for tp, local in followers:
-            self._become_follower(tp, local, image, in_shutdown, start_fetching, stop_fetching)
+            self._become_follower(tp, local, image, in_shutdown, start_fetching, stop_fetching, seat_changed)
         offline = len(stop_fetching) - offline_before
         if self._detail == logging.DEBUG:  # one line for the change set (DETAILED_CHANGES_MAX)
             log.info("Broker %d: %d new leaderships, %d partitions following a new leader or leader "
@@ -173,7 +180,7 @@ class ReplicaRoles:
                      "changes (ISR, epochs)", self.broker_id, len(leaderships), len(start_fetching), offline,
                      stopped_hosting, len(changes.leaders) + len(changes.followers) - len(leaderships)
                      - len(start_fetching) - offline)
-        return FetcherChanges(stop_fetching, start_fetching)
+        return FetcherChanges(stop_fetching, start_fetching, seat_changed)
 
     def _hosted(self, tp: TopicPartition, local: LocalPartition, image: MetadataImage,
                 partition: Partition | None) -> Partition | None:
@@ -264,11 +271,12 @@ class ReplicaRoles:
 
     def _become_follower(self, tp: TopicPartition, local: LocalPartition, image: MetadataImage,
                          in_shutdown: bool, start_fetching: list[tuple[TopicPartition, int, int]],
-                         stop_fetching: list[TopicPartition]) -> None:
+                         stop_fetching: list[TopicPartition], seat_changed: list[TopicPartition]) -> None:
         """Follow `tp`; `in_shutdown`: this broker is in controlled shutdown (`apply` reads it
         once per change set)."""
         previous = self.partitions.get(tp)
         was = None if previous is None else (previous.leader_id, previous.leader_epoch)
+        was_in_isr = previous is not None and self.broker_id in previous.isr  # before the update below
         partition = self._hosted(tp, local, image, previous)
         if partition is None:
             return
@@ -288,8 +296,10 @@ class ReplicaRoles:
             log.log(self._detail, "Follower %s stops fetching: broker %d is in controlled shutdown and out of "
                     "its ISR %s", tp, self.broker_id, list(partition.isr))
             return
-        if keeps_fetching:
-            return  # same leader and epoch (an ISR change): keep fetching as before
+        if keeps_fetching:  # same leader and epoch (an ISR change): keep fetching as before
+            if (self.broker_id in partition.isr) != was_in_isr:
+                seat_changed.append(tp)
+            return
         if partition.leader_id < 0:
             stop_fetching.append(tp)
             log.log(self._detail, "Follower %s has no leader (leader epoch %d): partition offline",

@@ -62,8 +62,8 @@ class ReplicaFetcherManager:
         self._stop_idle()
 
     def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
-        """The metadata changed these followed partitions without moving their leader or
-        leader epoch (an ISR change): their fetchers build their entries again."""
+        """This broker joined or left the ISR of these followed partitions without their leader
+        or leader epoch moving: their fetchers build their entries again."""
         by_leader: dict[int, list[TopicPartition]] = {}
         leader_of = self._leader_of
         for tp in tps:

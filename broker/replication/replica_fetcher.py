@@ -108,8 +108,8 @@ class ReplicaFetcher:
         self._rounds.remove(tp)
 
     def registrations_changed(self, tps: Iterable[TopicPartition]) -> None:
-        """The metadata changed these partitions (their ISR, say) without moving their leader
-        or leader epoch: build their entries again (those not fetched here are ignored)."""
+        """This broker joined or left these partitions' ISR without their leader or leader epoch
+        moving: build their entries again (those not fetched here are ignored)."""
         rounds = self._rounds
         for tp in tps:
             rounds.touch(tp)
@@ -387,16 +387,25 @@ class ReplicaFetcher:
                 if fetched is None:
                     continue
                 state, partition = fetched
-                self._rounds.touch(tp)  # its offsets moved (or it fails): its entry is built again
-                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    self._out_of_range.append(tp)
-                elif p.error_code:
-                    self._partition_error(tp, state, p.error_code, "Fetch")
-                else:
-                    state.leader_behind = 0
-                    self._append(tp, state, partition, p)
-                    self._replicas.throttles.record_follower(partition, len(p.records) if isinstance(
-                        p.records, bytes | memoryview) else 0)
+                if p.error_code:
+                    self._rounds.touch(tp)  # its entry is built again (after its back-off, or reset)
+                    if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        self._out_of_range.append(tp)
+                    else:
+                        self._partition_error(tp, state, p.error_code, "Fetch")
+                    continue
+                state.leader_behind = 0
+                self._append(tp, state, partition, p)
+                self._replicas.throttles.record_follower(partition, len(p.records) if isinstance(
+                    p.records, bytes | memoryview) else 0)
+                entry, partition_log = state.request, partition.log
+                if entry is None or partition_log.log_end_offset != entry.fetch_offset \
+                        or partition_log.log_start_offset != entry.log_start_offset:
+                    # Its offsets moved: its entry is built again. An answer that moved only the
+                    # high watermark leaves the entry as it was (a new leader answers each
+                    # partition a follower moves to it once, with no records: 16,500 per
+                    # surviving broker in a controlled shutdown at 100,000 partitions).
+                    self._rounds.touch(tp)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
                 answer: fetch.FetchPartitionResponse) -> None:

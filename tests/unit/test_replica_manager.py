@@ -465,6 +465,7 @@ class RecordingFetchers:
 
     def __init__(self) -> None:
         self.fetching: dict[TopicPartition, tuple[int, int]] = {}
+        self.changed: list[TopicPartition] = []  # registrations_changed's partitions
 
     def add_partitions(self, partitions):
         self.fetching.update((tp, (leader, epoch)) for tp, leader, epoch in partitions)
@@ -474,7 +475,25 @@ class RecordingFetchers:
             self.fetching.pop(tp, None)
 
     def registrations_changed(self, tps):
-        list(tps)
+        self.changed.extend(tps)
+
+
+def test_the_fetchers_hear_of_an_isr_change_only_when_this_brokers_seat_moved(replicas):
+    """A fetch entry depends on the leader, the leader epoch and whether this broker is in the
+    ISR (an out-of-sync follower names its partition in every fetch): a peer leaving or joining
+    the ISR asks nothing of the fetchers (66,000 partitions per surviving broker when a broker
+    shuts down at 100,000), this broker leaving or joining it does."""
+    fetchers = replicas.fetchers = RecordingFetchers()
+    peers = replay(TOPICS, Topic("peers", "PEERS"), Partition("PEERS", 0, (2, 1, 3), (2, 1, 3), leader=2))
+    replicas.apply_changes(changes_for_broker(TOPICS, peers, ME), peers)
+    fetchers.changed.clear()
+    left = replay(peers, PartitionChange("PEERS", 0, isr=(2, 1)), PartitionChange("ORDERS", 1, isr=(2,)))
+    replicas.apply_changes(changes_for_broker(peers, left, ME), left)
+    assert fetchers.changed == [ORDERS_1]
+    back = replay(left, PartitionChange("PEERS", 0, isr=(2, 1, 3)), PartitionChange("ORDERS", 1, isr=(2, 1)))
+    replicas.apply_changes(changes_for_broker(left, back, ME), back)
+    assert fetchers.changed == [ORDERS_1, ORDERS_1]
+    assert ORDERS_1 not in fetchers.fetching  # followed as before: never moved to another fetcher
 
 
 def test_in_controlled_shutdown_a_follower_out_of_the_isr_stops_fetching(replicas):
