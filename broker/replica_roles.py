@@ -255,9 +255,10 @@ class ReplicaRoles:
         return [partition.tp for partition in starting]  # a failed one stops fetching too
 
     def _started_leading(self, partition: Partition, new_leadership: bool) -> None:
-        if new_leadership:
+        level = logging.INFO if partition.is_recovering else self._detail
+        if new_leadership and log.isEnabledFor(level):  # its arguments cost a few us per partition
             partition_log = partition.log
-            log.log(logging.INFO if partition.is_recovering else self._detail,
+            log.log(level,
                     "Leader %s with leader epoch %d starting at offset %d (high watermark %d, "
                     "ISR %s, partition epoch %d%s)", partition.tp, partition.leader_epoch,
                     partition_log.log_end_offset, partition_log.high_watermark, list(partition.isr),
@@ -306,9 +307,10 @@ class ReplicaRoles:
                     tp, partition.leader_epoch)
             return
         start_fetching.append((tp, partition.leader_id, partition.leader_epoch))
-        log.log(self._detail, "Follower %s of leader %d with leader epoch %d (log end offset %d, high "
-                "watermark %d)", tp, partition.leader_id, partition.leader_epoch,
-                partition.log.log_end_offset, partition.log.high_watermark)
+        if log.isEnabledFor(self._detail):  # its arguments cost a few us per partition
+            log.log(self._detail, "Follower %s of leader %d with leader epoch %d (log end offset %d, high "
+                    "watermark %d)", tp, partition.leader_id, partition.leader_epoch,
+                    partition.log.log_end_offset, partition.log.high_watermark)
 
     def _delete(self, tp: TopicPartition) -> bool:
         """Stop hosting `tp` and delete its log; whether it was hosted (counted in `apply`'s line)."""
