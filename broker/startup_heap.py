@@ -45,15 +45,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from broker.heap_policy import (
-    HeapDecision,
-    HeapPolicy,
-    after_full_collection,
-    after_partitions_removed,
-    after_reclaim,
-    after_startup_freeze,
-    reclaim_due,
-)
+from broker import heap_policy
+from broker.heap_policy import HeapDecision, HeapPolicy
 from common.prometheus import Metric, counter, gauge, unlabelled
 from common.protocol import messages
 from common.protocol.api_keys import SUPPORTED_VERSIONS
@@ -144,7 +137,7 @@ class HeapKeeper:
             return
         frozen = freeze_startup_heap()
         self._threshold = gc.get_threshold()
-        policy = after_startup_freeze(frozen=frozen, young_per_gen1=self._young_per_gen1())
+        policy = heap_policy.after_startup_freeze(frozen=frozen, young_per_gen1=self._young_per_gen1())
         self.stats.policy = policy
         gc.set_threshold(self._threshold[0], self._threshold[1], policy.threshold2)
         gc.callbacks.insert(0, self._on_collection)
@@ -166,8 +159,8 @@ class HeapKeeper:
         policy = self.stats.policy
         if policy is None or self._threshold is None:
             return
-        policy = self.stats.policy = after_partitions_removed(policy, removed=removed, hosted=hosted,
-                                                              now_ms=self._now_ms())
+        policy = self.stats.policy = heap_policy.after_partitions_removed(
+            policy, removed=removed, hosted=hosted, now_ms=self._now_ms())
         if policy.reclaim_due_ms is not None and self._reclaim_timer is None and self._loop is not None:
             delay_s = max(0, policy.reclaim_due_ms - self._now_ms()) / 1000
             self._reclaim_timer = self._loop.call_later(delay_s, self.reclaim_if_due)
@@ -177,7 +170,7 @@ class HeapKeeper:
         removed partitions, frozen with them, freed); the callback freezes what is left."""
         self._reclaim_timer = None
         policy = self.stats.policy
-        if policy is None or self._threshold is None or not reclaim_due(policy, self._now_ms()):
+        if policy is None or self._threshold is None or not heap_policy.reclaim_due(policy, self._now_ms()):
             return
         gc.unfreeze()
         self._reclaiming = True
@@ -207,7 +200,7 @@ class HeapKeeper:
             return
         started = self._clock()
         survivors = len(gc.get_objects(generation=2))  # O(survivors): what the collection just walked
-        decide = after_reclaim if self._reclaiming else after_full_collection
+        decide = heap_policy.after_reclaim if self._reclaiming else heap_policy.after_full_collection
         decision = decide(stats.policy, survivors=survivors, young_per_gen1=self._young_per_gen1())
         if decision.freeze:
             gc.freeze()
