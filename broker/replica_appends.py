@@ -185,7 +185,16 @@ def truncate_follower_fully(partition: Partition, start_offset: int, why: str, *
     partition.log.truncate_fully_and_start_at(start_offset, now_ms=now_ms)
     log.warning("Truncated follower %s fully to start at offset %d (log end offset was %d) %s",
                 partition.tp, start_offset, leo, why)
-    partition.producer_state = ProducerStateManager()
+    use_producer_state(partition, ProducerStateManager())
+
+
+def use_producer_state(partition: Partition, state: ProducerStateManager) -> None:
+    """`state` becomes the partition's producer state, and what its log's producer snapshots
+    are written from. The snapshot source holds the state, not the partition: a closure over the
+    partition made every partition a reference cycle (partition -> log -> closure -> partition),
+    garbage that only a full collection frees, and none once the heap keeper froze it."""
+    partition.producer_state = state
+    partition.log.snapshot_source = lambda: encode_snapshot(state.entries.values())
 
 
 def _update_producer_state(partition: Partition, batches: list[tuple[int, RecordBatchHeader]],
@@ -262,8 +271,7 @@ def rebuild_producer_state(partition: Partition) -> None:
     start, found = 0, _usable_snapshot(partition)
     if found is not None:
         start = found[0]
-    partition.producer_state = ProducerStateManager(() if found is None else found[1])
-    partition_log.snapshot_source = lambda: encode_snapshot(partition.producer_state.entries.values())
+    use_producer_state(partition, ProducerStateManager(() if found is None else found[1]))
     rebuilt: list[LogSegment] = []
     for segment, position, header in partition_log.batches(start):
         if header.producer_id < 0:

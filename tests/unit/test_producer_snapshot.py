@@ -4,6 +4,7 @@ its whole log."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from broker.log.producer_snapshot import (
     snapshot_path,
 )
 from broker.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from broker.replica_appends import rebuild_producer_state, truncate_follower
+from broker.replica_appends import rebuild_producer_state, truncate_follower, truncate_follower_fully
 from common.log_config import LogConfig
 from tests.log_helpers import NOW, open_log
 from tests.unit.test_txn_partition import P1, P2, make_partition, marker, produce, txn_batch
@@ -95,3 +96,31 @@ def test_a_damaged_snapshot_is_skipped(tmp_path: Path) -> None:
     snapshot_path(directory, 9).write_bytes(encode_snapshot(ENTRIES))   # past the log end
     assert latest_snapshot(directory, at_most=6) == (3, ENTRIES)
     assert snapshot_offsets(directory) == [3]
+
+
+def test_a_dropped_partition_is_freed_by_reference_counting(tmp_path: Path) -> None:
+    """No reference cycle through the log's snapshot source: a removed partition goes as its
+    last reference does, not at a full collection (never, once the heap keeper froze it)."""
+    partition = make_partition(open_log(tmp_path, LogConfig()))
+    rebuild_producer_state(partition)
+    produce(partition, txn_batch(P1, 0))
+    partition.log.close()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        del partition
+        assert gc.collect() == 0  # nothing was left for the cyclic collector
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_the_snapshot_source_follows_a_new_producer_state(tmp_path: Path) -> None:
+    partition = make_partition(open_log(tmp_path, LogConfig()))
+    rebuild_producer_state(partition)
+    produce(partition, txn_batch(P1, 0))
+    assert partition.log.snapshot_source is not None
+    assert decode_snapshot(partition.log.snapshot_source())[0].producer_id == P1
+    truncate_follower_fully(partition, 5, "(test)", now_ms=NOW)
+    assert decode_snapshot(partition.log.snapshot_source()) == []  # the emptied state's, not the old one's
