@@ -45,7 +45,7 @@ from common.protocol.api_keys import ApiKey
 from common.log_config import LogConfig
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.local_changes import changes_for_broker, split_changes
+from metadata.local_changes import LocalReplicaChanges, changes_for_broker, split_changes
 from metadata.records import (
     BeginEpoch,
     BrokerRegistrationChange,
@@ -55,6 +55,15 @@ from metadata.records import (
     RegisterBroker,
     Topic,
 )
+
+try:  # the metadata follower's own publish, where the tree has it (run against an older commit too)
+    from broker.metadata_follower_loop import publish_in_slices
+except ImportError:  # before it: a pause after every slice
+    async def publish_in_slices(changes: LocalReplicaChanges, image: MetadataImage, on_changes: Any) -> None:
+        for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):
+            on_changes(piece, image)
+            await asyncio.sleep(PUBLISH_SLICE_PAUSE)
+
 
 LEAVING, ME = 4, 5
 BROKERS: Final = (4, 5, 6)
@@ -133,6 +142,7 @@ class Run:
     cpu_s: float  # of the apply, every thread of this process
     wall_s: float
     checkpoint_s: float  # the next recovery-point checkpoint after it (the fsyncs it still owes)
+    fetches: int = 0  # Fetch requests the fetchers sent during it (--fetch)
 
 
 async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile.Profile | None = None,
@@ -163,18 +173,21 @@ async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile
             if profile is not None:
                 profile.enable()
             leader_cpu = sum(leader.cpu_s for leader in leaders.values())
+            fetches = sum(leader.fetches for leader in leaders.values())
             cpu, wall = time.process_time(), time.monotonic()
-            # Without --fetch no await in between: the fetchers' tasks never run (no network).
-            for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):
-                replicas.apply_changes(piece, after)
-                if fetch_rounds:
+            if fetch_rounds:  # as the metadata follower publishes: the fetchers run in its pauses
+                def apply_and_release(piece: LocalReplicaChanges, image: MetadataImage) -> None:
+                    replicas.apply_changes(piece, image)
                     for leader in leaders.values():
                         leader.release()
-                    await asyncio.sleep(PUBLISH_SLICE_PAUSE)
-            if fetch_rounds:
+                await publish_in_slices(changes, after, apply_and_release)
                 await settle(leaders, fetchers)
+            else:  # no await in between: the fetchers' tasks never run (no network)
+                for piece in split_changes(changes, PUBLISH_SLICE_PARTITIONS):
+                    replicas.apply_changes(piece, after)
             cpu, wall = time.process_time() - cpu, time.monotonic() - wall
             cpu -= sum(leader.cpu_s for leader in leaders.values()) - leader_cpu
+            fetches = sum(leader.fetches for leader in leaders.values()) - fetches
             if profile is not None:
                 profile.disable()
             synced = time.monotonic()
@@ -183,7 +196,7 @@ async def one_run(before: MetadataImage, after: MetadataImage, profile: cProfile
         finally:
             await fetchers.shutdown()
             log_manager.shutdown()
-    return Run(roles, len(changes.leaders) + len(changes.followers), cpu, wall, synced)
+    return Run(roles, len(changes.leaders) + len(changes.followers), cpu, wall, synced, fetches)
 
 
 async def settle(leaders: dict[int, FakeLeader], fetchers: ReplicaFetcherManager) -> None:
@@ -221,7 +234,8 @@ def main() -> None:
             per_change.append(result.cpu_s / result.roles * 1000)
         print(f"run {run}{' (profiled)' if profile else ''}: broker {ME} takes {result.roles} roles of broker "
               f"{LEAVING} ({args.partitions} partitions, {args.topics} topics): CPU {result.cpu_s:.2f} s "
-              f"({result.cpu_s / result.roles * 1000:.3f} ms per role change), wall {result.wall_s:.2f} s "
+              f"({result.cpu_s / result.roles * 1000:.3f} ms per role change), wall {result.wall_s:.2f} s, "
+              f"{result.fetches} Fetches "
               f"(load {os.getloadavg()[0]:.2f})", flush=True)
         if profile is not None:
             pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
