@@ -23,6 +23,20 @@ os.sendfile in 1 MiB slices ("sendfile sender": its CPU column is the sending th
 the physical floor of serving a consumer on loopback); each consume phase's broker CPU per GB
 is printed as a multiple of it (issue 35's goal: <= 1.5x). Ratios are tidelog / Tansu.
 
+Broker CPU per produced GB (issue 35's goal 3, <= 2 s), one definition printed under the tables:
+the broker process's utime + stime, every thread, from /proc/<pid>/stat (10 ms ticks; the
+'ticks' column says how coarse a figure is), from the C producer's start to its exit, per GB of
+record values (records x value bytes: the batches' framing is not counted); one broker at RF=1,
+so per broker and in all ('net' leaves out its idle rate over the phase). 'sys' is the kernel's
+share: most of a bulk produce is the kernel's two copies of every byte (socket to the request's
+buffer, buffer to the page cache), whose cost per GB moves with the box's memory traffic (the
+same in-process produce path, bench/frame_receive.py --append, measured 0.8-2.1 s/GB at load
+10-14 on the shared 2-core VM). So each figure is also printed as a multiple of the floor
+measured in the same run: the same bytes received over loopback and written to a file 1 MiB at
+a time (the 'brk' columns of the socket pump and file write rows: the receiving and the writing
+thread's CPU). At RF=3 (a leader and two followers per partition) bench/produce_rf3.py prints
+each broker's CPU per round: per broker, and their sum for the cluster's CPU per produced GB.
+
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
                                     [--consume-rounds 1]
@@ -108,8 +122,13 @@ US_PER_S: Final = 1e6
 
 def process_cpu_s(pid: int) -> float:
     """utime + stime of `pid` (every thread), in seconds."""
+    return sum(process_cpu_split(pid))
+
+
+def process_cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of `pid` (every thread), in seconds: user space and the kernel."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK  # fields 14 and 15 of proc(5)
 
 
 def self_cpu_s() -> float:
@@ -275,6 +294,7 @@ class Row:
     requests: int | None = None  # Produce (consume phases: Fetch) requests the broker answered over the phase
     bytes_sent: int | None = None  # consume phases: bytes the broker wrote to clients (batch framing included)
     load: float | None = None  # the box's 1-minute load average as the phase ended (the box is shared)
+    broker_sys_s: float | None = None  # the kernel's part (stime) of broker_cpu_s
 
     @property
     def records_per_s(self) -> float:
@@ -296,6 +316,13 @@ class Row:
         if self.broker_cpu_s is None or self.idle_cpu_s is None or not self.payload_bytes:
             return None
         return (self.broker_cpu_s - self.idle_cpu_s) / (self.payload_bytes / GB)
+
+    @property
+    def sys_share(self) -> float | None:
+        """The kernel's share of the broker's CPU over the phase (socket receive and page-cache writes)."""
+        if self.broker_sys_s is None or not self.broker_cpu_s:
+            return None
+        return self.broker_sys_s / self.broker_cpu_s
 
     @property
     def requests_per_gb(self) -> float | None:
@@ -434,14 +461,16 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
     sent = peer.bytes_out if consume else None
     requests0 = counter() if counter is not None else None
     sent0 = sent() if sent is not None else None
-    broker0 = process_cpu_s(peer.pid)
+    user0, sys0 = process_cpu_split(peer.pid)
     result = run()
-    cpu = process_cpu_s(peer.pid) - broker0
+    user1, sys1 = process_cpu_split(peer.pid)
+    cpu = user1 + sys1 - user0 - sys0
     requests = None if requests0 is None or counter is None else counter() - requests0
     bytes_sent = None if sent0 is None or sent is None else sent() - sent0
     idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
     return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
-               cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests, bytes_sent)
+               cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests, bytes_sent,
+               broker_sys_s=sys1 - sys0)
 
 
 def warm_up(peer: Peer, binary: Path) -> None:
@@ -508,6 +537,7 @@ class LoopbackReader:
         self._server = socket.create_server((LOOPBACK, 0))
         self.address = self._server.getsockname()
         self.received = 0
+        self.cpu_s = 0.0  # the reading thread's CPU (user and kernel) from its first byte to the end
         self._thread = threading.Thread(target=self._read)
         self._thread.start()
 
@@ -515,8 +545,10 @@ class LoopbackReader:
         conn, _ = self._server.accept()
         buf = bytearray(RAW_CHUNK)
         with conn:
+            cpu0 = time.thread_time()
             while n := conn.recv_into(buf):  # bounded: ends when the writer closes
                 self.received += n
+            self.cpu_s = time.thread_time() - cpu0
 
     def join(self) -> int:
         """The bytes received, once the writer has shut its side down."""
@@ -526,7 +558,9 @@ class LoopbackReader:
 
 
 def raw_socket(total: int, value_bytes: int) -> Row:
-    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread."""
+    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread
+    (its 'brk' CPU: the reading thread's alone, what a broker's receive of the bytes costs at
+    least; 'cli': the whole process, both ends)."""
     reader = LoopbackReader()
     chunk = os.urandom(RAW_CHUNK)
     with measured(None) as m, socket.create_connection(reader.address) as out:
@@ -536,7 +570,8 @@ def raw_socket(total: int, value_bytes: int) -> Row:
             left -= RAW_CHUNK
         out.shutdown(socket.SHUT_WR)
         received = reader.join()
-    return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], None, m["client_cpu_s"])
+    return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], reader.cpu_s,
+               m["client_cpu_s"])
 
 
 def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
@@ -576,20 +611,24 @@ def _send_file(path: Path, total: int) -> tuple[float, float, int]:
 
 
 def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
-    """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers)."""
+    """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers); its 'brk'
+    CPU is the writing thread's: what a broker's append of the bytes costs at least (the kernel's
+    copy into the page cache)."""
     chunk = os.urandom(RAW_CHUNK)
     path = directory / "raw.bin"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         with measured(None) as m:
+            cpu0 = time.thread_time()
             left = total
             while left > 0:  # bounded by `total`
                 os.write(fd, chunk[:min(left, RAW_CHUNK)])
                 left -= RAW_CHUNK
+            cpu = time.thread_time() - cpu0
     finally:
         os.close(fd)
         path.unlink()
-    return Row("raw", "file write", total // value_bytes, total, m["wall_s"], None, m["client_cpu_s"])
+    return Row("raw", "file write", total // value_bytes, total, m["wall_s"], cpu, m["client_cpu_s"])
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -600,20 +639,39 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
-                 f"{'brk s/GB':>9} {'net s/GB':>9} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
+                 f"{'brk s/GB':>9} {'net s/GB':>9} {'sys':>4} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
                  f"{'requests':>9} {'us/req':>7} {'load':>5}")
 
 
 def line(row: Row) -> str:
     return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
-            f"{fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
+            f"{fmt(row.sys_share, '.0%'):>4} {fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
             f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7} "
             f"{fmt(row.load, '.2f'):>5}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.3g}x"
+
+
+def print_produce_cpu(rows: list[Row]) -> None:
+    """Goal 3's one figure per produce phase, with its definition and the floor of this run."""
+    produces = [r for r in rows if r.phase.startswith("produce") and r.cpu_s_per_gb is not None]
+    if not produces:
+        return
+    floor_rows = [r.cpu_s_per_gb for r in rows if r.phase in ("loopback socket pump", "file write")]
+    floor = sum(f for f in floor_rows if f is not None) if len(floor_rows) == 2 else None
+    print("\nbroker CPU per produced GB (goal <= 2 s): the broker process's utime+stime (every thread, /proc "
+          "ticks of 10 ms) from the producer's start to its exit, per GB of record values (records x value "
+          "bytes); one broker at RF=1, so per broker and in all; 'net' leaves out its idle rate over the "
+          "phase. The floor: the same bytes received over loopback and written to a file, 1 MiB at a time "
+          f"(the receiving and the writing thread's CPU, this run: {fmt(floor, '.3f')} s/GB)")
+    print(f"{'peer':<8} {'phase':<26} {'ticks':>6} {'s/GB':>6} {'net s/GB':>8} {'sys':>4} {'net/floor':>9} {'load':>5}")
+    for row in produces:
+        print(f"{row.peer:<8} {row.phase:<26} {fmt(row.broker_cpu_s and row.broker_cpu_s * CLK_TCK, '.0f'):>6} "
+              f"{fmt(row.cpu_s_per_gb, '.2f'):>6} {fmt(row.net_cpu_s_per_gb, '.2f'):>8} {fmt(row.sys_share, '.0%'):>4} "
+              f"{ratio(row.net_cpu_s_per_gb, floor):>9} {fmt(row.load, '.2f'):>5}")
 
 
 def print_consume_floor(rows: list[Row]) -> None:
@@ -704,6 +762,7 @@ def main() -> None:
             if tansu is not None:
                 run_peer(tansu, args, show)
         print_ratios(rows)
+        print_produce_cpu(rows)
         print_consume_floor(rows)
         if args.json is not None:
             args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,
