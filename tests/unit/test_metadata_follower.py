@@ -340,3 +340,23 @@ def test_a_checkpoint_waits_until_the_follower_caught_up_up_to_a_bound() -> None
     assert state.checkpoint_due(MAX_CHECKPOINT_DEFER_MS)
     state.on_fetch_reply(page(LOG[4:], 4))  # caught up: the usual interval
     assert state.lag == 0 and state.checkpoint_due(5000)
+
+
+def test_a_checkpoint_waits_while_another_broker_is_in_controlled_shutdown() -> None:
+    """Another broker leaves once every active broker has replayed its batches; this follower is
+    caught up between two of them, and a checkpoint there (the whole image) would delay the next.
+    It waits until that broker is fenced (SHUTDOWN_NOW), MAX_CHECKPOINT_DEFER_MS at most; its
+    own controlled shutdown does not hold it back (it leaves no one waiting on its replay)."""
+    state = MetadataFollowerState(BROKER, checkpoint_interval_ms=1000)
+    unfenced = [BrokerRegistrationChange(5, 2, fenced=False), BrokerRegistrationChange(6, 3, fenced=False)]
+    state.on_fetch_reply(page(LOG + unfenced, 0))
+    state.on_checkpointed(state.applied_offset, 0)
+    start = len(LOG) + len(unfenced)
+    state.on_fetch_reply(page([BrokerRegistrationChange(5, 2, in_controlled_shutdown=True)], start))
+    assert state.lag == 0
+    assert not state.checkpoint_due(5000) and state.checkpoint_due(5000, force=True)
+    assert state.checkpoint_due(MAX_CHECKPOINT_DEFER_MS)
+    state.on_fetch_reply(page([BrokerRegistrationChange(5, 2, fenced=True)], start + 1))  # SHUTDOWN_NOW
+    assert state.checkpoint_due(5000)
+    state.on_fetch_reply(page([BrokerRegistrationChange(BROKER, 1, in_controlled_shutdown=True)], start + 2))
+    assert state.checkpoint_due(5000)  # its own
