@@ -33,10 +33,12 @@ quarter of it is still bounded by MAX_GROWTH.
 
 Garbage is never frozen: a freeze follows a full collection at once, which has just freed every
 unreachable cycle. But a frozen object that later becomes cyclic garbage is out of every walk: a
-deleted partition is such a cycle (~39 objects: its log, segments, indexes, producer state; the
-log's snapshot_source closure holds the partition), measured with gc.DEBUG_SAVEALL after 10
-rounds of creating and deleting 3,000 partitions on one broker: 24,130 deleted partitions frozen,
-RSS growing 15 MiB a round where CPython alone levelled off. So removed partitions are counted,
+deleted partition was such a cycle (~39 objects: its log, segments, indexes, producer state; the
+log's snapshot_source closure held the partition, until c50cad1), measured with gc.DEBUG_SAVEALL
+after 10 rounds of creating and deleting 3,000 partitions on one broker: 24,130 deleted partitions
+frozen, RSS growing 15 MiB a round where CPython alone levelled off. Any cycle a removed partition
+still forms (a closure, a bound method kept by what it owns) would do the same, unseen, so removed
+partitions are counted,
 and once they are a quarter of the partitions hosted before them (RECLAIM_SHARE, at least
 RECLAIM_MIN_REMOVED), a reclaim is due RECLAIM_DELAY_MS later: the shell unfreezes, collects the
 whole heap and freezes its survivors again (`after_reclaim`), a full walk per quarter of the heap
