@@ -32,26 +32,20 @@ Frozen objects freed since are not subtracted, so the count only overstates the 
 quarter of it is still bounded by MAX_GROWTH.
 
 Garbage is never frozen: a freeze follows a full collection at once, which has just freed every
-unreachable cycle. But a frozen object that later becomes cyclic garbage is out of every walk: a
-deleted partition was such a cycle (~39 objects: its log, segments, indexes, producer state; the
-log's snapshot_source closure held the partition, until c50cad1), measured with gc.DEBUG_SAVEALL
-after 10 rounds of creating and deleting 3,000 partitions on one broker: 24,130 deleted partitions
-frozen, RSS growing 15 MiB a round where CPython alone levelled off. Any cycle a removed partition
-still forms (a closure, a bound method kept by what it owns) would do the same, unseen, so removed
-partitions are counted,
-and once they are a quarter of the partitions hosted before them (RECLAIM_SHARE, at least
-RECLAIM_MIN_REMOVED), a reclaim is due RECLAIM_DELAY_MS later: the shell unfreezes, collects the
-whole heap and freezes its survivors again (`after_reclaim`), a full walk per quarter of the heap
-turned garbage (CPython's own amortization), and the frozen count is exact again. Later, because
-a deleted log stays referenced until the next offset-checkpoint pass (every 60 s by default):
-reclaimed at once, 10 rounds of 3,000 removals freed 0-15 objects per walk. A reclaim frees
-whatever frozen garbage there is by then, so one that comes too early is made good by the next.
+unreachable cycle. A frozen object that later becomes cyclic garbage is out of every walk, for
+good: a deleted partition was such a cycle (~39 objects; the log's snapshot_source closure held
+the partition, until c50cad1), RSS growing 15 MiB a round of creating and deleting 3,000
+partitions on one broker. So a partition the broker stops hosting must be freed by reference
+counting alone (tests/unit/test_partition_cycles.py holds it to that), and nothing here walks the
+frozen heap again. A whole-heap walk 90 s after a quarter of the partitions were removed did so
+until then: after c50cad1 it freed 5-106 objects a walk (12 rounds of 3,000, one broker), and RSS
+without it levelled at 121-135 MiB as with it (123-138), so it went (a ~1 s pause at 8 M objects).
 Few survivors (below FREEZE_MIN_SURVIVORS: a steady broker's request churn) are not frozen at all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 # Survivors of a full collection (objects left in generation 2) from which they are frozen: below
@@ -64,11 +58,6 @@ FREEZE_MIN_SURVIVORS: Final = 50_000
 GROWTH_SHARE: Final = 4
 MIN_THRESHOLD2: Final = 10
 MAX_GROWTH: Final = 500_000
-# Partitions removed (deleted or moved away) since the last whole walk, as a share of those hosted
-# before them, from which the frozen heap is unfrozen and walked whole (their cycles freed).
-RECLAIM_SHARE: Final = 4
-RECLAIM_MIN_REMOVED: Final = 100
-RECLAIM_DELAY_MS: Final = 90_000  # past the next offset-checkpoint pass (60 s by default): deleted logs go then
 # threshold2 is a C int; a young generation of 1 object per generation-1 collection stays far below.
 MAX_THRESHOLD2: Final = 1 << 30
 
@@ -81,11 +70,9 @@ class HeapPolicy:
     unfrozen: int  # the last full collection's survivors, when they were not frozen
     freezes: int  # freezes since the start-up one
     threshold2: int  # generation-1 collections before the next full collection (gc.set_threshold's third)
-    removed: int = 0  # partitions removed since the last whole walk (their cycles may be frozen)
-    reclaim_due_ms: int | None = None  # when to walk the whole heap, unfrozen (None: not due)
 
     def __post_init__(self) -> None:
-        if (min(self.frozen, self.unfrozen, self.freezes, self.removed) < 0
+        if (min(self.frozen, self.unfrozen, self.freezes) < 0
                 or not MIN_THRESHOLD2 <= self.threshold2 <= MAX_THRESHOLD2):
             raise ValueError(f"not a heap policy state: {self}")
 
@@ -135,30 +122,5 @@ def after_full_collection(policy: HeapPolicy, *, survivors: int, young_per_gen1:
     growth = full_collection_growth(frozen + unfrozen)
     return HeapDecision(freeze=freeze, survivors=survivors, growth=growth, policy=HeapPolicy(
         frozen=frozen, unfrozen=unfrozen, freezes=policy.freezes + freeze,
-        threshold2=threshold2_for(growth, young_per_gen1), removed=policy.removed,
-        reclaim_due_ms=policy.reclaim_due_ms))
+        threshold2=threshold2_for(growth, young_per_gen1)))
 
-
-def after_partitions_removed(policy: HeapPolicy, *, removed: int, hosted: int, now_ms: int) -> HeapPolicy:
-    """The broker stopped hosting `removed` partitions and hosts `hosted` now: a reclaim (unfreeze,
-    collect the whole heap, freeze again) is due RECLAIM_DELAY_MS from now once the partitions
-    removed since the last one are a quarter of those hosted before them (one due stays due)."""
-    if removed < 0 or hosted < 0:
-        raise ValueError(f"partition counts must not be negative: removed {removed}, hosted {hosted}")
-    pending = policy.removed + removed
-    if pending < RECLAIM_MIN_REMOVED or pending * RECLAIM_SHARE < hosted + pending:
-        return replace(policy, removed=pending)
-    due = now_ms + RECLAIM_DELAY_MS if policy.reclaim_due_ms is None else policy.reclaim_due_ms
-    return replace(policy, removed=0, reclaim_due_ms=due)
-
-
-def reclaim_due(policy: HeapPolicy, now_ms: int) -> bool:
-    """Whether the whole heap is to be walked now."""
-    return policy.reclaim_due_ms is not None and now_ms >= policy.reclaim_due_ms
-
-
-def after_reclaim(policy: HeapPolicy, *, survivors: int, young_per_gen1: int) -> HeapDecision:
-    """The whole heap, unfrozen, was collected and left `survivors`: they are the whole long-lived
-    heap now (the frozen count starts again from them, exact)."""
-    return after_full_collection(replace(policy, frozen=0, unfrozen=0, reclaim_due_ms=None), survivors=survivors,
-                                 young_per_gen1=young_per_gen1)

@@ -236,8 +236,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
                              cluster_id=settings.cluster_id, session_timeout_ms=settings.session_timeout_ms,
                              controlled_shutdown_timeout_ms=settings.controlled_shutdown_timeout_ms,
                              rack=config.get_optional_str("broker.rack")),
-            client, dynamic.applied_before(heap.noting_removals(  # removed partitions' cycles: issue 35
-                replicas.apply_changes, lambda: len(replicas.partitions))), checkpoint=checkpointed,
+            client, dynamic.applied_before(replicas.apply_changes), checkpoint=checkpointed,
             failed_replicas=lambda: replicas.failed_replicas,  # reported in every heartbeat
             unfence_on_publish=False)  # _serve_when_published unfences once clients are answered
         handler = build_handler(broker_id, replicas, follower, advertised, client, config, dynamic)

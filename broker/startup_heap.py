@@ -28,7 +28,6 @@ collections are spaced by the whole heap, frozen included (broker/heap_policy.py
 
     heap = HeapKeeper(broker_id, loop)
     heap.freeze_startup_heap()          # then: the policy's threshold, a callback per collection
-    apply = heap.noting_removals(replicas.apply_changes, lambda: len(replicas.partitions))
     heap_families(heap.stats, prefix)   # for GET /metrics
     heap.stop()                         # on the way out: CPython's own threshold again
 """
@@ -106,7 +105,6 @@ class HeapStats:
     full_collections: int = 0  # seen since the start-up freeze
     last_survivors: int = 0
     keeper_ms: float = 0.0  # the callback's own time (counting survivors), summed
-    reclaims: int = 0  # whole-heap walks after partitions were removed
 
 
 class HeapKeeper:
@@ -120,15 +118,11 @@ class HeapKeeper:
     written from the event loop (`loop`), not from inside the collector."""
 
     def __init__(self, broker_id: int, loop: asyncio.AbstractEventLoop | None = None,
-                 clock: Callable[[], float] = time.thread_time,
-                 now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+                 clock: Callable[[], float] = time.thread_time) -> None:
         self._broker_id = broker_id
         self._loop = loop
         self._clock = clock  # the keeper's own CPU
-        self._now_ms = now_ms  # when a reclaim is due
-        self._reclaim_timer: asyncio.TimerHandle | None = None
         self._threshold: tuple[int, int, int] | None = None  # CPython's, put back by stop()
-        self._reclaiming = False  # the next full collection walks the whole heap, unfrozen
         self.stats = HeapStats()
 
     def freeze_startup_heap(self) -> None:
@@ -142,48 +136,8 @@ class HeapKeeper:
         gc.set_threshold(self._threshold[0], self._threshold[1], policy.threshold2)
         gc.callbacks.insert(0, self._on_collection)
 
-    def noting_removals(self, apply: Callable[[Any, Any], Any],
-                        hosted: Callable[[], int]) -> Callable[[Any, Any], Any]:
-        """The replica manager's `apply_changes(changes, image)`, then `partitions_removed` with
-        its deletes (`changes.deletes`) and the partitions `hosted` after them."""
-        def applied(changes: Any, image: Any) -> Any:
-            result = apply(changes, image)
-            if changes.deletes:
-                self.partitions_removed(len(changes.deletes), hosted())
-            return result
-        return applied
-
-    def partitions_removed(self, removed: int, hosted: int) -> None:
-        """`removed` partitions are gone (each a cycle, maybe frozen): once they are a quarter of
-        those hosted before them, a whole-heap walk is due later (`reclaim_if_due`, timed on the loop)."""
-        policy = self.stats.policy
-        if policy is None or self._threshold is None:
-            return
-        policy = self.stats.policy = heap_policy.after_partitions_removed(
-            policy, removed=removed, hosted=hosted, now_ms=self._now_ms())
-        if policy.reclaim_due_ms is not None and self._reclaim_timer is None and self._loop is not None:
-            delay_s = max(0, policy.reclaim_due_ms - self._now_ms()) / 1000
-            self._reclaim_timer = self._loop.call_later(delay_s, self.reclaim_if_due)
-
-    def reclaim_if_due(self) -> None:
-        """Unfreeze and collect the whole heap, if the policy says it is time (the cycles of the
-        removed partitions, frozen with them, freed); the callback freezes what is left."""
-        self._reclaim_timer = None
-        policy = self.stats.policy
-        if policy is None or self._threshold is None or not heap_policy.reclaim_due(policy, self._now_ms()):
-            return
-        gc.unfreeze()
-        self._reclaiming = True
-        try:
-            gc.collect()  # the callback freezes what is left
-        finally:
-            self._reclaiming = False
-
     def stop(self) -> None:
         """No more decisions; CPython's own thresholds again (what is frozen stays frozen)."""
-        if self._reclaim_timer is not None:
-            self._reclaim_timer.cancel()
-            self._reclaim_timer = None
         if self._on_collection in gc.callbacks:
             gc.callbacks.remove(self._on_collection)
         if self._threshold is not None:
@@ -200,8 +154,8 @@ class HeapKeeper:
             return
         started = self._clock()
         survivors = len(gc.get_objects(generation=2))  # O(survivors): what the collection just walked
-        decide = heap_policy.after_reclaim if self._reclaiming else heap_policy.after_full_collection
-        decision = decide(stats.policy, survivors=survivors, young_per_gen1=self._young_per_gen1())
+        decision = heap_policy.after_full_collection(stats.policy, survivors=survivors,
+                                                     young_per_gen1=self._young_per_gen1())
         if decision.freeze:
             gc.freeze()
         gc.set_threshold(self._threshold[0], self._threshold[1], decision.policy.threshold2)
@@ -210,25 +164,20 @@ class HeapKeeper:
         stats.full_collections += 1
         stats.last_survivors = survivors
         stats.keeper_ms += spent_ms
-        stats.reclaims += self._reclaiming
-        if decision.freeze or self._reclaiming:
-            self._log_soon(decision, spent_ms, decision.policy.threshold2 * self._young_per_gen1(),
-                           info.get("collected", 0) if self._reclaiming else None)
+        if decision.freeze:
+            self._log_soon(decision, spent_ms, decision.policy.threshold2 * self._young_per_gen1())
 
-    def _log_soon(self, decision: HeapDecision, spent_ms: float, promoted: int, reclaimed: int | None) -> None:
+    def _log_soon(self, decision: HeapDecision, spent_ms: float, promoted: int) -> None:
         if self._loop is None or self._loop.is_closed():
-            self._log_freeze(decision, spent_ms, promoted, reclaimed)
+            self._log_freeze(decision, spent_ms, promoted)
         else:
-            self._loop.call_soon_threadsafe(self._log_freeze, decision, spent_ms, promoted, reclaimed)
+            self._loop.call_soon_threadsafe(self._log_freeze, decision, spent_ms, promoted)
 
-    def _log_freeze(self, decision: HeapDecision, spent_ms: float, promoted: int, reclaimed: int | None) -> None:
+    def _log_freeze(self, decision: HeapDecision, spent_ms: float, promoted: int) -> None:
         policy = decision.policy
-        if reclaimed is not None:
-            logger.info("Broker %d: a quarter of its partitions removed: unfroze and collected the whole heap, "
-                        "%d objects freed, %d left", self._broker_id, reclaimed, decision.survivors)
         logger.info("Broker %d: froze the %d objects a full collection left (freeze %d, counted in %.1f ms of CPU); "
                     "%d objects frozen in all; the next full collection after %d generation-1 collections "
-                    "(%d objects promoted at most)", self._broker_id, decision.survivors if decision.freeze else 0,
+                    "(%d objects promoted at most)", self._broker_id, decision.survivors,
                     policy.freezes, spent_ms, policy.frozen, policy.threshold2, promoted)
 
 
@@ -248,7 +197,4 @@ def heap_families(stats: HeapStats, prefix: str) -> list[Metric]:
               "froze.", unlabelled(stats.last_survivors)),
         counter(f"{prefix}heap_full_collections_total", "Full collections the heap keeper saw since the start-up "
                 "freeze.", unlabelled(stats.full_collections)),
-        counter(f"{prefix}heap_reclaims_total", "Whole-heap collections (unfrozen first) after a quarter of the "
-                "hosted partitions were removed: their cycles, frozen with them, are freed.",
-                unlabelled(stats.reclaims)),
     ]

@@ -12,14 +12,9 @@ from broker.heap_policy import (
     FREEZE_MIN_SURVIVORS,
     MAX_GROWTH,
     MIN_THRESHOLD2,
-    RECLAIM_DELAY_MS,
-    RECLAIM_MIN_REMOVED,
     HeapPolicy,
     after_full_collection,
-    after_partitions_removed,
-    after_reclaim,
     after_startup_freeze,
-    reclaim_due,
     threshold2_for,
 )
 
@@ -60,41 +55,6 @@ def test_the_next_full_collection_waits_for_a_quarter_of_the_whole_heap_bounded(
     assert decision.policy.threshold2 == max(MIN_THRESHOLD2, -(-growth // YOUNG))
 
 
-@pytest.mark.parametrize(("pending", "removed", "hosted", "reclaim"), [
-    (0, 25_000, 75_000, True),  # a quarter of the 100,000 hosted before: walk the whole heap
-    (0, 24_999, 75_001, False),
-    (20_000, 5_000, 75_000, True),  # removals add up across deltas
-    (0, RECLAIM_MIN_REMOVED - 1, 0, False),  # a handful of partitions wait for more
-    (0, RECLAIM_MIN_REMOVED, 0, True),
-    (0, 0, 100_000, False),
-])
-def test_a_quarter_of_the_partitions_removed_reclaims_their_frozen_cycles_later(
-        pending: int, removed: int, hosted: int, reclaim: bool) -> None:
-    policy = after_partitions_removed(
-        HeapPolicy(frozen=9, unfrozen=0, freezes=0, threshold2=MIN_THRESHOLD2, removed=pending),
-        removed=removed, hosted=hosted, now_ms=1000)
-    assert policy.removed == (0 if reclaim else pending + removed)
-    assert policy.reclaim_due_ms == (1000 + RECLAIM_DELAY_MS if reclaim else None)
-    assert not reclaim_due(policy, 1000 + RECLAIM_DELAY_MS - 1)  # the logs are still referenced
-    assert reclaim_due(policy, 1000 + RECLAIM_DELAY_MS) is reclaim
-    assert policy.frozen == 9  # the frozen count changes only with the collection that follows
-
-
-def test_a_reclaim_due_stays_due_at_its_first_time() -> None:
-    first = after_partitions_removed(STARTED, removed=RECLAIM_MIN_REMOVED, hosted=0, now_ms=0)
-    again = after_partitions_removed(first, removed=RECLAIM_MIN_REMOVED, hosted=0, now_ms=50_000)
-    assert again.reclaim_due_ms == first.reclaim_due_ms == RECLAIM_DELAY_MS
-
-
-def test_after_a_reclaim_the_frozen_count_starts_again_from_the_survivors() -> None:
-    overstated = HeapPolicy(frozen=9_000_000, unfrozen=10, freezes=30, threshold2=72, removed=5, reclaim_due_ms=7)
-    decision = after_reclaim(overstated, survivors=6_000_000, young_per_gen1=YOUNG)
-    assert decision.freeze and decision.policy == HeapPolicy(
-        frozen=6_000_000, unfrozen=0, freezes=31, threshold2=-(-MAX_GROWTH // YOUNG), removed=5)
-    small = after_reclaim(overstated, survivors=10, young_per_gen1=YOUNG)
-    assert not small.freeze and (small.policy.frozen, small.policy.unfrozen) == (0, 10)
-
-
 def test_threshold2_is_bounded_and_refuses_nonsense() -> None:
     assert threshold2_for(10**18, 1) == 1 << 30
     with pytest.raises(ValueError):
@@ -103,8 +63,6 @@ def test_threshold2_is_bounded_and_refuses_nonsense() -> None:
         after_full_collection(STARTED, survivors=-1, young_per_gen1=YOUNG)
     with pytest.raises(ValueError):
         HeapPolicy(frozen=0, unfrozen=0, freezes=0, threshold2=0)
-    with pytest.raises(ValueError):
-        after_partitions_removed(STARTED, removed=-1, hosted=0, now_ms=0)
 
 
 # ---- a model of CPython 3.11's collector, driven by the policy or by CPython's rule alone -----

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.heap_policy import FREEZE_MIN_SURVIVORS, RECLAIM_DELAY_MS, RECLAIM_MIN_REMOVED, after_startup_freeze
+from broker.heap_policy import FREEZE_MIN_SURVIVORS, after_startup_freeze
 from broker.startup_heap import HeapKeeper, collection_paused, freeze_startup_heap, heap_families
 from common.prometheus import exposition, samples
 
@@ -69,13 +69,10 @@ def test_collection_paused_leaves_a_disabled_collector_disabled_even_on_error() 
 
 # ---- the heap keeper: the policy's threshold and freezes, acting on the real collector --------
 
-NOW = [1_000_000]  # the keeper's clock (ms), advanced by the tests
-
-
 @pytest.fixture
 def keeper() -> Iterator[HeapKeeper]:
     threshold = gc.get_threshold()
-    heap = HeapKeeper(broker_id=4, now_ms=lambda: NOW[0])
+    heap = HeapKeeper(broker_id=4)
     try:
         yield heap
     finally:
@@ -147,43 +144,3 @@ def test_heap_families_say_what_the_keeper_did(keeper: HeapKeeper) -> None:
     assert exported["p_heap_frozen_objects"] == policy.frozen
     assert exported["p_heap_full_collection_threshold"] == policy.threshold2
     assert exported["p_heap_full_collections_total"] == 1
-
-
-def test_removed_partitions_frozen_as_cycles_are_freed_once_a_quarter_of_them_is_gone(keeper: HeapKeeper) -> None:
-    """A deleted partition is a cycle (its log's snapshot_source closure holds it): frozen, only
-    a whole-heap walk after unfreezing frees it; the keeper does one once a quarter is gone."""
-    keeper.freeze_startup_heap()
-    hosted = [_Node() for _ in range(FREEZE_MIN_SURVIVORS)]
-    for node in hosted:
-        node.peer = node  # each partition a cycle, alive while hosted
-    gc.collect()  # many survivors: frozen
-    policy = keeper.stats.policy
-    assert policy is not None and policy.freezes == 1
-    dead = weakref.ref(hosted[0])
-    del node, hosted
-    gc.collect()
-    assert dead() is not None  # frozen garbage: no full collection sees it
-    keeper.partitions_removed(RECLAIM_MIN_REMOVED - 1, hosted=1000)
-    NOW[0] += RECLAIM_DELAY_MS
-    keeper.reclaim_if_due()
-    assert dead() is not None and keeper.stats.reclaims == 0  # not a quarter yet
-    keeper.partitions_removed(1000, hosted=1000)
-    keeper.reclaim_if_due()
-    assert dead() is not None and keeper.stats.reclaims == 0  # due later: the logs are still referenced
-    NOW[0] += RECLAIM_DELAY_MS
-    keeper.reclaim_if_due()
-    assert dead() is None and keeper.stats.reclaims == 1
-    policy = keeper.stats.policy
-    assert policy is not None and policy.removed == 0 and policy.frozen + policy.unfrozen == keeper.stats.last_survivors
-
-
-def test_noting_removals_counts_the_deletes_of_each_applied_change(keeper: HeapKeeper) -> None:
-    class Changes:
-        deletes = ("a", "b")
-
-    applied: list[object] = []
-    apply = keeper.noting_removals(lambda changes, image: applied.append(image), lambda: 7)
-    keeper.freeze_startup_heap()
-    apply(Changes(), "image")
-    policy = keeper.stats.policy
-    assert applied == ["image"] and policy is not None and policy.removed == 2
