@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from broker.fetch_session import (
     FINAL_EPOCH,
+    INVALID_SESSION_ID,
     CachedPartition,
     FetchContext,
     FetchMetadata,
@@ -67,6 +69,10 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
     if sessions is None or version < 7:  # no sessions before v7 (KIP-227)
         context: FetchContext = Sessionless() if version < 7 or req.session_epoch == FINAL_EPOCH \
             or req.session_id == 0 else SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    elif req.session_id == INVALID_SESSION_ID and req.session_epoch == FINAL_EPOCH:
+        # what new_context answers for it (no session named, none asked for), without its
+        # FetchMetadata and clock read: librdkafka sends every fetch this way
+        context = _SESSIONLESS
     else:
         context = sessions.new_context(FetchMetadata(req.session_id, req.session_epoch), requested,
                                        named.forgotten, replica_id=req.replica_id,
@@ -113,6 +119,9 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
     async def full_later() -> fetch.FetchResponse:
         return full_response(await _wait_full(ctx, req, requested, first, deadline, follower_reads=follower_reads))
     return Later(full_later())
+
+
+_SESSIONLESS: Final = Sessionless()
 
 
 @dataclass(slots=True)

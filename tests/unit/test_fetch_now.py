@@ -9,6 +9,7 @@ consumer's (replica id -1), sessionless and in a KIP-227 session."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 
 import pytest
@@ -83,6 +84,28 @@ def test_nothing_to_read_and_no_time_to_wait_is_answered_empty(ctx: BrokerContex
         assert isinstance(answer, Later)  # 1 ms to wait: it waits, then answers empty
         return await asyncio.wait_for(answer.answer, TEST_TIMEOUT_S)
     assert sizes(asyncio.run(run())) == {0: (0, 0)}
+
+
+@pytest.mark.parametrize(("isolation_level", "session"), [
+    (fetch.READ_UNCOMMITTED, (0, FINAL_EPOCH)),
+    (fetch.READ_COMMITTED, (0, FINAL_EPOCH)),  # librdkafka's default fetch
+    (fetch.READ_UNCOMMITTED, (0, 0)),  # a full fetch opening a session
+])
+def test_a_response_cut_by_partition_max_bytes_ends_on_a_batch_boundary(
+        ctx: BrokerContext, isolation_level: int, session: tuple[int, int]) -> None:
+    """Kafka would send the first batch and 7 bytes of the next, which the client drops and
+    fetches again (broker.log.log_read.whole_batches)."""
+    for _ in range(3):
+        ctx.replicas.append(T0, batch(3), acks=1)
+    one = len(batch(3))
+    req = dataclasses.replace(request({0: 0}, session=session), isolation_level=isolation_level, topics=(
+        fetch.FetchTopic("t", (fetch.FetchPartition(0, 0, one + 7, 0, 3),)),))
+
+    async def run() -> object:
+        return fetch_now(ctx, req, VERSION, CLIENT)
+    answer = asyncio.run(run())
+    assert isinstance(answer, fetch.FetchResponse)
+    assert sizes(answer) == {0: (0, one)}
 
 
 def test_an_error_answers_at_once(ctx: BrokerContext) -> None:

@@ -1,15 +1,16 @@
 """broker/log/log_read.py: the slice a fetch sends, as a table over a real log of three segments
 with ten 3-record batches each (Kafka's rules: from the batch holding the offset, below
-max_offset, partial last batch allowed, the whole first batch with min_one_batch)."""
+max_offset, partial last batch allowed, the whole first batch with min_one_batch), and what a
+Fetch sends of it: `whole_batches`, no partial batch after a whole one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from broker.log.log_read import read_slice
+from broker.log.log_read import WHOLE_BATCHES_SCANNED, read_slice, whole_batches
 from broker.log.partition_log import PartitionLog
 from common.record_batch import iter_batches
 from common.log_config import LogConfig
@@ -33,12 +34,13 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
 
 
 def read(log: PartitionLog, offset: int, max_bytes: int, *, max_offset: int | None = None,
-         min_one_batch: bool = True) -> tuple[list[int], int]:
-    """(base offsets of the whole batches in the slice, bytes of a partial batch at its end)."""
+         min_one_batch: bool = True, as_fetched: bool = False) -> tuple[list[int], int]:
+    """(base offsets of the whole batches in the slice, bytes of a partial batch at its end);
+    `as_fetched`: of the slice a Fetch sends."""
     segments = log.segments
-    data = read_slice(segments, [s.base_offset for s in segments], offset, max_bytes,
-                      log_end_offset=log.log_end_offset, max_offset=max_offset,
-                      min_one_batch=min_one_batch).read_bytes()
+    found = read_slice(segments, [s.base_offset for s in segments], offset, max_bytes,
+                       log_end_offset=log.log_end_offset, max_offset=max_offset, min_one_batch=min_one_batch)
+    data = (whole_batches(found) if as_fetched else found).read_bytes()
     whole = [(position, header) for position, header in iter_batches(data, allow_partial_tail=True)]
     end = whole[-1][0] + whole[-1][1].size if whole else 0
     return [h.base_offset for _, h in whole], len(data) - end
@@ -70,3 +72,20 @@ def test_a_slice_may_end_inside_a_batch(log: PartitionLog) -> None:
 def test_min_one_batch_returns_the_whole_first_batch(log: PartitionLog) -> None:
     assert read(log, 0, 5) == ([0], 0)
     assert read(log, 0, 5, min_one_batch=False) == ([], 5)
+
+
+@pytest.mark.parametrize(("offset", "max_bytes", "min_one_batch", "expected"), [
+    pytest.param(0, lambda one: one + 7, True, ([0], 0), id="partial-second-batch-dropped"),
+    pytest.param(4, lambda one: 3 * one + 1, True, ([3, 6, 9], 0), id="from-the-batch-holding-the-offset"),
+    pytest.param(0, lambda one: 2 * one, True, ([0, 3], 0), id="ends-on-a-boundary-unchanged"),
+    pytest.param(0, lambda one: 5, True, ([0], 0), id="min-one-batch-whole"),
+    pytest.param(0, lambda one: 5, False, ([], 5), id="no-whole-batch-keeps-the-partial-one"),
+    pytest.param(21, lambda one: 10 * one, True, ([21, 24, 27], 0), id="segment-end"),
+    pytest.param(0, lambda one: WHOLE_BATCHES_SCANNED * one + 7, True,
+                 (list(range(0, 3 * WHOLE_BATCHES_SCANNED, 3)), 7), id="boundary-past-the-scan-bound-kept-as-kafka"),
+    pytest.param(0, lambda one: (WHOLE_BATCHES_SCANNED - 1) * one + 7, True,
+                 (list(range(0, 3 * (WHOLE_BATCHES_SCANNED - 1), 3)), 0), id="last-boundary-within-the-scan-bound"),
+])
+def test_whole_batches(log: PartitionLog, offset: int, max_bytes: Callable[[int], int], min_one_batch: bool,
+                       expected: tuple[list[int], int]) -> None:
+    assert read(log, offset, max_bytes(size(log)), min_one_batch=min_one_batch, as_fetched=True) == expected
