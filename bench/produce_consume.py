@@ -21,7 +21,11 @@ see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB wri
 loopback TCP socket and into a file, and send them from a file in the page cache with
 os.sendfile in 1 MiB slices ("sendfile sender": its CPU column is the sending thread's alone,
 the physical floor of serving a consumer on loopback); each consume phase's broker CPU per GB
-is printed as a multiple of it (issue 35's goal: <= 1.5x). Ratios are tidelog / Tansu.
+is printed as a multiple of it (issue 35's goal: <= 1.5x). The "sendfile server" row checks
+that floor against the exchange a consumer drives: the same sends, 1 MiB per Fetch-shaped
+request of a client that reads each answer before asking again (librdkafka's one partition,
+max.partition.fetch.bytes 1 MiB); on the shared 2-core box it cost 1.3-2.3x the sender (load
+8.6), before a byte of any request is decoded. Ratios are tidelog / Tansu.
 
 Broker CPU per produced GB (issue 35's goal 3, <= 2 s), one definition printed under the tables:
 the broker process's utime + stime, every thread, from /proc/<pid>/stat (10 ms ticks; the
@@ -610,6 +614,83 @@ def _send_file(path: Path, total: int) -> tuple[float, float, int]:
         return time.thread_time() - cpu0, time.perf_counter() - wall0, received
 
 
+# the Fetch exchange the sendfile server repeats (librdkafka's, one partition, from strace):
+FETCH_REQUEST_BYTES: Final = 98  # a v16 Fetch request, size prefix included
+FETCH_HEADER_BYTES: Final = 75  # the response up to its records (size prefix, headers, offsets)
+FETCH_TAIL_BYTES: Final = 3  # the tagged fields after the records
+
+
+def raw_sendfile_server(directory: Path, total: int, value_bytes: int) -> Row:
+    """The sendfile sender as a server, to check that the floor is fair to a broker: a client
+    thread sends a Fetch-sized request and reads the whole answer before the next, as
+    librdkafka does; each answer is a 75-byte header, 1 MiB sent with os.sendfile from a file
+    in the page cache, and a 3-byte tail (a Fetch response's shape and syscalls: recv, send,
+    sendfile, send), `total` bytes of file in all. Its CPU is the serving thread's: the median
+    of SENDFILE_ROUNDS. What it adds to the sender is what a request/response exchange costs
+    before anything is decoded; the rest of a broker's CPU per fetch is its own work."""
+    chunk = os.urandom(RAW_CHUNK)
+    path = directory / "sendfile-server.bin"
+    with open(path, "wb") as out:
+        for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
+            out.write(chunk)
+    sends: list[tuple[float, float, int]] = []
+    try:
+        for _ in range(SENDFILE_ROUNDS):
+            sends.append(_serve_file(path, total))
+    finally:
+        path.unlink()
+    sends.sort()
+    cpu, wall, sent = sends[len(sends) // 2]
+    print(f"  (sendfile server: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in sends)} s/GB "
+          f"in {SENDFILE_ROUNDS} runs; the median is its row)", flush=True)
+    return Row("raw", "sendfile server", total // value_bytes, sent, wall, cpu, None)
+
+
+def _serve_file(path: Path, total: int) -> tuple[float, float, int]:
+    """One run of the sendfile server over `path`'s first `total` bytes: (serving thread CPU s,
+    wall s, file bytes sent)."""
+    server = socket.create_server((LOOPBACK, 0))
+    answers = -(-total // RAW_CHUNK)
+    answer_bytes = [FETCH_HEADER_BYTES + min(RAW_CHUNK, total - i * RAW_CHUNK) + FETCH_TAIL_BYTES
+                    for i in range(answers)]
+
+    def fetch_all() -> None:
+        buf = bytearray(FETCH_HEADER_BYTES + RAW_CHUNK + FETCH_TAIL_BYTES)
+        view = memoryview(buf)
+        with socket.create_connection(server.getsockname()) as conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as librdkafka's sockets
+            for size in answer_bytes:  # bounded: one exchange per answer
+                conn.sendall(bytes(FETCH_REQUEST_BYTES))
+                got = 0
+                while got < size:  # bounded: a closed connection reads 0 and fails below
+                    n = conn.recv_into(view[got:size])
+                    if not n:
+                        raise ConnectionError("sendfile server closed early")
+                    got += n
+
+    client = threading.Thread(target=fetch_all)
+    client.start()
+    header, tail, request = bytes(FETCH_HEADER_BYTES), bytes(FETCH_TAIL_BYTES), bytearray(FETCH_REQUEST_BYTES)
+    sent = 0
+    with open(path, "rb") as source:
+        conn, _ = server.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's transports
+            cpu0, wall0 = time.thread_time(), time.perf_counter()
+            for _ in range(answers):  # bounded: one answer per request
+                conn.recv_into(request, FETCH_REQUEST_BYTES, socket.MSG_WAITALL)
+                conn.sendall(header)
+                length = min(RAW_CHUNK, total - sent)
+                end = sent + length
+                while sent < end:  # a blocking socket: each call sends what it can, at least a byte
+                    sent += os.sendfile(conn.fileno(), source.fileno(), sent, end - sent)
+                conn.sendall(tail)
+            cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+    client.join()
+    server.close()
+    return cpu, wall, sent
+
+
 def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
     """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers); its 'brk'
     CPU is the writing thread's: what a broker's append of the bytes costs at least (the kernel's
@@ -685,7 +766,10 @@ def print_consume_floor(rows: list[Row]) -> None:
     # 'per sent GB' divides by the bytes the broker wrote (its /metrics), not the payload: the
     # sender sends each byte once, the broker also the batches' framing and each full
     # response's trailing partial batch (dropped by the client and fetched again, as from Kafka).
+    server = next((r.cpu_s_per_gb for r in rows if r.phase == "sendfile server"), None)
     print(f"\nconsume broker CPU per GB / a sendfile-only sender's ({floor:.3f} s/GB in this run); goal <= 1.5x")
+    print(f"(the sendfile server, the sender answering 1 MiB per Fetch-shaped request: {fmt(server, '.3f')} s/GB, "
+          f"{ratio(server, floor)} the sender: what the exchange adds before any request is decoded)")
     print(f"{'peer':<8} {'phase':<26} {'brk':>8} {'net':>8} {'net/sent GB':>11} {'sent/payload':>12} "
           f"{'fetches/GB':>10}")
     for row in consumes:
@@ -755,6 +839,7 @@ def main() -> None:
             show(raw_socket(total, args.value_bytes))
             show(raw_file(root, total, args.value_bytes))
             show(raw_sendfile(root, total, args.value_bytes))
+            show(raw_sendfile_server(root, total, args.value_bytes))
         if not args.skip_tidelog:
             with tidelog_peer(root / "tidelog") as peer:
                 run_peer(peer, args, show)
