@@ -9,13 +9,19 @@ DelayedDeleteRecords).
 Followers learn the new log start offset from the leader's fetch responses and report
 their own in their next fetch; the leader's `Partition.low_watermark` is the lowest of
 them. The segments below the new start go at the next retention pass, as in Kafka.
+
+The leader's log-start checkpoint is written once per request and log dir, not once per
+partition: `wait` starts that write (on the checkpoint writer's thread) and answers only after
+it ended, so an answer never promises a start a crash could take back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Final, NamedTuple
+from concurrent.futures import Future
+from typing import Final, NamedTuple, Protocol
 
 from broker.purgatory import Purgatory
 from broker.replica_reads import ReplicaError, leader_partition
@@ -75,6 +81,13 @@ def delete_records_outcome(partition: Partition | None, broker_id: int, required
 DeleteOutcome = Callable[[TopicPartition, int], "DeleteRecordsResult | None"]
 
 
+class LogStartCheckpoint(Protocol):
+    """`LogManager.checkpoint_log_start_offsets`: the log-start files of the partitions' dirs
+    written; the future ends once they hold the partitions' entries (or with the error)."""
+
+    def __call__(self, *tps: TopicPartition) -> Future[None]: ...
+
+
 class DelayedDeleteRecords:
     """A DeleteRecords waiting for every live replica's log start offset (Kafka's
     DelayedDeleteRecords): a decided partition stays decided; at the request's one deadline
@@ -109,7 +122,7 @@ class RecordDeletes:
     partition (`purgatory.check_and_complete(tp)`)."""
 
     def __init__(self, broker_id: int, partitions: MutableMapping[TopicPartition, Partition],
-                 is_alive: Callable[[int], bool], *, checkpoint: Callable[[TopicPartition], None],
+                 is_alive: Callable[[int], bool], *, checkpoint: LogStartCheckpoint,
                  wake: Callable[[TopicPartition], None]) -> None:
         self._broker_id, self._partitions, self._is_alive = broker_id, partitions, is_alive
         self._checkpoint, self._wake = checkpoint, wake
@@ -118,19 +131,27 @@ class RecordDeletes:
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
         """Move the leader's log start offset (`delete_records_on_leader`); (the offset every
-        live replica must reach, the low watermark now). Raises KafkaError."""
+        live replica must reach, the low watermark now). Raises KafkaError. The request's
+        `wait` writes the moved starts to the log-start checkpoint."""
         partition = leader_partition(self._partitions, self._broker_id, tp)
         before = partition.log.log_start_offset
         required = delete_records_on_leader(partition, offset)
         if partition.log.log_start_offset != before:
-            self._checkpoint(tp)
             self._wake(tp)  # waiting follower fetches answer with the new log start offset
         return required, partition.low_watermark(self._is_alive)
 
     async def wait(self, required: Mapping[TopicPartition, int], initial_low: Mapping[TopicPartition, int],
                    timeout_s: float) -> dict[TopicPartition, DeleteRecordsResult]:
         """Each partition's answer once every live replica's log start offset reached
-        `required[tp]`, or REQUEST_TIMED_OUT at the request's one deadline."""
+        `required[tp]`, or REQUEST_TIMED_OUT at the request's one deadline; and in either case
+        once the log-start checkpoints hold the partitions' starts (one write per log dir,
+        beside the wait for the replicas)."""
+        written = self._checkpoint(*required)
         operation = DelayedDeleteRecords(required, initial_low, lambda tp, offset: delete_records_outcome(
             self._partitions.get(tp), self._broker_id, offset, self._is_alive))
-        return await self.purgatory.wait(operation, required, timeout_s)
+        results = await self.purgatory.wait(operation, required, timeout_s)
+        try:  # not bounded by the timeout: a local write, and an answer before it would promise
+            await asyncio.wrap_future(written)  # a start a crash could take back
+        except Exception:  # noqa: BLE001 - logged by the writer, owed to the next pass; the starts
+            pass  # moved all the same (as when the write was synchronous), and the answer says so
+        return results

@@ -57,6 +57,9 @@ IO_THREADS: Final = 8
 # Jobs (partitions) from which a batch goes to the I/O pool (log creation, new leaderships,
 # owed leader-epoch fsyncs); fewer stay on the caller's thread.
 PARALLEL_MIN: Final = 16
+# How long a close waits for the offset checkpoint writes (local files, whole in well under a
+# second at 100,000 partitions) before it gives up on the clean-shutdown marker.
+CHECKPOINT_CLOSE_WAIT_S: Final = 60
 # Later than any wall clock in ms: "no log is ever due" (flush.ms at its Long.MAX default).
 NEVER_MS: Final = 2**63 - 1
 
@@ -399,7 +402,7 @@ class LogManager:
         partition_log.changes = self.changes
         self.changes.moved(partition_log)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> Future[None]:
         """Write the recovery point, high watermark and log start offset files of each dir whose
         entries moved since the last pass (whole, in Kafka's format; a pass where nothing moved
         writes nothing), after making durable the leader-epoch checkpoints that the logs that
@@ -407,16 +410,22 @@ class LogManager:
         power loss could still take (recovery trusts the log below it, and the cache with it).
         A log that did not move keeps its entry on disk, which covers no offset of an epoch
         begun since: a new epoch starts at the log end, at or above it, and a truncation below
-        it moves it (that log is synced and rewritten here)."""
+        it moves it (that log is synced and rewritten here).
+
+        The syncs end here; the files are written on the checkpoint writer's thread, from the
+        offsets noted after them (`OffsetCheckpoints`), so the recovery-point file still follows
+        the syncs its entries owe. Returns a future that ends once every file holds what was
+        noted, with the first failed write's error (logged by the writer; that file is written
+        again at the next pass). A failed sync raises here, and nothing is written."""
         changes = self.changes
         moved = {lg for lg in changes.take_moved() if lg.changes is changes}  # not deleted since
         try:
             self.sync_epoch_checkpoints(moved)
-            self._offset_checkpoints.note(moved, lambda lg: self._dir_of[lg.topic_partition])
-            self._offset_checkpoints.write()
         except BaseException:
             self.changes.put_back(moved)  # the next pass syncs and writes them again
             raise
+        self._offset_checkpoints.note(moved, lambda lg: self._dir_of[lg.topic_partition])
+        return self._offset_checkpoints.write()
 
     def sync_epoch_checkpoints(self, logs: Iterable[PartitionLog] | None = None) -> int:
         """fsync the leader-epoch checkpoints written without one since the last pass (new
@@ -442,18 +451,22 @@ class LogManager:
             log.debug("Synced %d leader-epoch checkpoints", len(owed))
         return len(owed)
 
-    def checkpoint_log_start_offsets(self, tp: TopicPartition) -> None:
-        """Write the log start offset file of the directory holding `tp` now (DeleteRecords
-        moved it). Kafka waits for the next periodic checkpoint; records deleted on request
-        coming back after a crash within that minute would surprise an operator."""
-        directory, partition_log = self._dir_of.get(tp), self.logs.get(tp)
-        if directory is None or partition_log is None:
-            return
-        try:  # the lines kept for the periodic checkpoint: no sort of the dir's logs (issue 35)
-            self._offset_checkpoints.write_one_now(partition_log, directory,
-                                                   _CHECKPOINTS.index(LOG_START_OFFSET_CHECKPOINT))
-        except (KafkaStorageError, OSError) as e:  # it still owes the write: the periodic checkpoint's
-            log.error("Cannot write %s in %s for %s: %s", LOG_START_OFFSET_CHECKPOINT, directory, tp, e)
+    def checkpoint_log_start_offsets(self, *tps: TopicPartition) -> Future[None]:
+        """Write the log start offset file of each directory holding one of `tps` now (their
+        log start moved: DeleteRecords, a follower following its leader's). Kafka waits for the
+        next periodic checkpoint; records deleted on request coming back after a crash within
+        that minute would surprise an operator. One write per directory however many of `tps`
+        it holds, on the checkpoint writer's thread; the future ends once each file holds their
+        entries (a DeleteRecords answers after it), with the write's error if it failed (logged
+        by the writer; the file stays owed to the next pass)."""
+        logs = [partition_log for partition_log in map(self.logs.get, tps) if partition_log is not None]
+        checkpoints = self._offset_checkpoints
+        if logs and any(checkpoints.noted(d) < self._count[d] for d in self.log_dirs):
+            # Logs no pass has noted yet (every log, until the first pass after a start): a file
+            # holding only `tps` would lose their starts to a crash before that pass.
+            logs = list(self.logs.values())
+        return checkpoints.write_now(logs, lambda lg: self._dir_of[lg.topic_partition],
+                                     _CHECKPOINTS.index(LOG_START_OFFSET_CHECKPOINT))
 
     def flush_due(self, now_ms: int) -> int:
         """Apply each log's `flush.ms`; return how many logs were flushed. The scan is skipped
@@ -491,7 +504,7 @@ class LogManager:
                 log.error("Closing the log of %s failed: %s", partition_log.topic_partition, error)
             if failures:  # no clean-shutdown marker: the next start recovers these logs
                 raise failures[0][1]
-            self.checkpoint()
+            self._final_checkpoint()
             for directory in self.log_dirs:
                 if clean:
                     (directory / CLEAN_SHUTDOWN_FILE).touch()
@@ -499,10 +512,23 @@ class LogManager:
         finally:
             self.flusher.shutdown()  # every log waited for its own flushes when it closed
             self._stop_pool()
+            self._offset_checkpoints.close(wait=False)  # the writes were waited for (bounded)
             self._release_locks()
         log.info("Shut down %d logs %s in %s (%d flushed and closed, the others empty)", len(self.logs),
                  "cleanly" if clean else "without the clean-shutdown marker (exiting dirty)",
                  ", ".join(str(d) for d in self.log_dirs), len(logs))
+
+    def _final_checkpoint(self) -> None:
+        """The last pass, before the clean-shutdown marker: every offset checkpoint written,
+        the writes of earlier passes still running included. The wait is bounded: past
+        CHECKPOINT_CLOSE_WAIT_S (a disk that stopped answering) the close fails, and with no
+        marker the next start rescans what the recovery points on disk do not cover."""
+        written = self.checkpoint()
+        try:
+            written.result(timeout=CHECKPOINT_CLOSE_WAIT_S)
+        except TimeoutError:
+            raise KafkaStorageError(f"offset checkpoints of {', '.join(str(d) for d in self.log_dirs)} "
+                                    f"not written after {CHECKPOINT_CLOSE_WAIT_S} s") from None
 
     def _stop_pool(self) -> None:
         if self._pool is not None:

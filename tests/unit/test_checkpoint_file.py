@@ -1,17 +1,23 @@
 """Tests for broker/log/checkpoint_file.py: Kafka's `version / count / entry lines` format,
-one table driving writer and reader, every corruption naming its line, and the atomic
-replace (no `.tmp` left behind, an old file replaced whole)."""
+one table driving writer and reader, every corruption naming its line, the atomic
+replace (no `.tmp` left behind, an old file replaced whole), and the writer's thread (one write
+of a file at a time, the newest content last, errors to every waiter)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from broker.log.checkpoint_file import (
     CheckpointFile,
+    CheckpointWriter,
     CorruptCheckpointError,
+    all_done,
     write_atomically,
 )
 from common.errors import KafkaStorageError
@@ -209,3 +215,100 @@ def test_a_failed_in_place_write_leaves_no_file(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(KafkaStorageError, match="No space left"):
         in_place(tmp_path).write([("orders", 0, 1)], sync=False)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- the writer's thread --------------------------------------------------------------------
+
+WAIT_S = 5.0  # bounds every wait on the writer's thread: a hang fails the test, not the run
+
+
+class HeldDisk:
+    """A stand-in disk whose writes of `held` wait for `release`; what was written, in order."""
+
+    def __init__(self, held: Path) -> None:
+        self.held, self.release, self.entered = held, threading.Event(), threading.Event()
+        self.written: list[tuple[Path, bytes]] = []
+
+    def write(self, path: Path, data: bytes) -> None:
+        if path == self.held:
+            self.entered.set()
+            assert self.release.wait(WAIT_S)
+        self.written.append((path, data))
+
+
+def test_a_write_asked_for_while_one_is_in_flight_follows_it_and_the_newest_replaces_the_queued(
+        tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    disk = HeldDisk(a)
+    writer = CheckpointWriter(disk.write)
+    try:
+        first = writer.submit(a, lambda: b"1")
+        assert disk.entered.wait(WAIT_S)  # in flight, held
+        second = writer.submit(a, lambda: b"2")
+        other = writer.submit(b, lambda: b"b")
+        third = writer.submit(a, lambda: b"3")  # replaces "2", still queued
+        assert third is second and not first.done()
+        disk.release.set()
+        for future in (first, second, other):
+            future.result(WAIT_S)
+        assert disk.written == [(a, b"1"), (a, b"3"), (b, b"b")]  # "2" never lands, nor after "3"
+    finally:
+        disk.release.set()
+        writer.close()
+
+
+def test_a_failed_write_fails_its_waiters_is_logged_and_the_thread_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def full_disk(path: Path, data: bytes) -> None:
+        if data == b"no room":
+            raise KafkaStorageError(f"cannot write checkpoint {path}: [Errno 28] No space left on device")
+        write_atomically(path, data)
+
+    writer = CheckpointWriter(full_disk)
+    path = tmp_path / NAME
+    try:
+        with caplog.at_level(logging.ERROR, logger="broker.log.checkpoint_file"):
+            failed = writer.submit(path, lambda: b"no room")
+            with pytest.raises(KafkaStorageError, match="No space left"):
+                failed.result(WAIT_S)
+        assert any("No space left" in r.getMessage() for r in caplog.records)
+        writer.submit(path, lambda: b"0\n0\n").result(WAIT_S)
+        assert path.read_bytes() == b"0\n0\n"
+    finally:
+        writer.close()
+
+
+def test_a_waiter_cannot_cancel_a_write_the_others_wait_for(tmp_path: Path) -> None:
+    disk = HeldDisk(tmp_path / "a")
+    writer = CheckpointWriter(disk.write)
+    try:
+        future = writer.submit(tmp_path / "a", lambda: b"1")
+        assert not future.cancel()
+        disk.release.set()
+        future.result(WAIT_S)
+        assert disk.written == [(tmp_path / "a", b"1")]
+    finally:
+        disk.release.set()
+        writer.close()
+
+
+def done(error: BaseException | None = None) -> Future[None]:
+    future: Future[None] = Future()
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+    return future
+
+
+def test_all_done_ends_with_the_last_and_fails_with_the_first_failure_in_order() -> None:
+    assert all_done([]).result(0) is None
+    pending: Future[None] = Future()
+    combined = all_done([done(), pending])
+    assert not combined.done()
+    pending.set_result(None)
+    assert combined.result(0) is None
+    first, second = KafkaStorageError("first"), KafkaStorageError("second")
+    with pytest.raises(KafkaStorageError, match="first"):
+        all_done([done(), done(first), done(second)]).result(0)
+    assert not all_done([done()]).cancel()

@@ -56,29 +56,29 @@ def filled(manager: LogManager) -> None:
 def test_a_pass_where_nothing_moved_writes_nothing(manager: LogManager) -> None:
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 1 12\nb 0 12\n"
     before = stamps(directory)
-    manager.checkpoint()
+    manager.checkpoint().result()
     manager.logs[A0].update_high_watermark(12)  # the same value: nothing moved
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert stamps(directory) == before
 
 
 def test_a_pass_rewrites_only_the_files_whose_entries_moved(manager: LogManager) -> None:
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     before = stamps(directory)
     manager.logs[A1].update_high_watermark(5)
-    manager.checkpoint()
+    manager.checkpoint().result()
     after = stamps(directory)
     assert after[HIGH_WATERMARK_CHECKPOINT] != before[HIGH_WATERMARK_CHECKPOINT]
     assert after[RECOVERY_POINT_CHECKPOINT] == before[RECOVERY_POINT_CHECKPOINT]
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 1 5\nb 0 12\n"
     manager.logs[B0].maybe_increment_log_start_offset(6)  # DeleteRecords
     manager.logs[A0].flush()
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert text(directory, LOG_START_OFFSET_CHECKPOINT) == "0\n3\na 0 0\na 1 0\nb 0 6\n"
     assert text(directory, RECOVERY_POINT_CHECKPOINT).startswith("0\n3\na 0 12\n")
     assert stamps(directory)[HIGH_WATERMARK_CHECKPOINT] == after[HIGH_WATERMARK_CHECKPOINT]
@@ -87,15 +87,15 @@ def test_a_pass_rewrites_only_the_files_whose_entries_moved(manager: LogManager)
 def test_a_deleted_log_leaves_the_files_and_a_truncated_one_is_rewritten(manager: LogManager) -> None:
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     manager.delete_log(A1)
     manager.logs[B0].truncate_to(3)
-    manager.checkpoint()
+    manager.checkpoint().result()
     for name in FILES:
         assert "a 1 " not in text(directory, name)
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n2\na 0 12\nb 0 3\n"
     manager.get_or_create_log(TopicPartition("a", 5), now_ms=NOW)  # takes its place in the order
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 5 0\nb 0 3\n"
 
 
@@ -105,20 +105,20 @@ def test_a_log_start_write_after_delete_records_rewrites_that_file_from_the_kept
     pass (no sort of the dir's logs), leaving the other files and their moves to that pass."""
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     order = manager._offset_checkpoints._order[directory]
     before = stamps(directory)
     manager.logs[A1].update_high_watermark(5)  # moved, not yet checkpointed
     manager.logs[B0].maybe_increment_log_start_offset(6)  # DeleteRecords
-    manager.checkpoint_log_start_offsets(B0)
+    manager.checkpoint_log_start_offsets(B0).result()
     after = stamps(directory)
     assert text(directory, LOG_START_OFFSET_CHECKPOINT) == "0\n3\na 0 0\na 1 0\nb 0 6\n"
     assert after[RECOVERY_POINT_CHECKPOINT] == before[RECOVERY_POINT_CHECKPOINT]
     assert after[HIGH_WATERMARK_CHECKPOINT] == before[HIGH_WATERMARK_CHECKPOINT]
     assert manager._offset_checkpoints._order[directory] is order  # the kept file order, not re-sorted
-    manager.checkpoint_log_start_offsets(B0)  # nothing more moved: nothing written
+    manager.checkpoint_log_start_offsets(B0).result()  # nothing more moved: nothing written
     assert stamps(directory)[LOG_START_OFFSET_CHECKPOINT] == after[LOG_START_OFFSET_CHECKPOINT]
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 12\na 1 5\nb 0 12\n"
     assert stamps(directory)[LOG_START_OFFSET_CHECKPOINT] == after[LOG_START_OFFSET_CHECKPOINT]
 
@@ -126,10 +126,10 @@ def test_a_log_start_write_after_delete_records_rewrites_that_file_from_the_kept
 def test_a_log_start_write_for_a_log_new_since_the_last_pass_includes_it(manager: LogManager) -> None:
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     fresh = manager.get_or_create_log(TopicPartition("a", 7), now_ms=NOW)
     fresh.truncate_fully_and_start_at(9)  # a follower restarting empty at its leader's start
-    manager.checkpoint_log_start_offsets(fresh.topic_partition)
+    manager.checkpoint_log_start_offsets(fresh.topic_partition).result()
     assert text(directory, LOG_START_OFFSET_CHECKPOINT) == "0\n4\na 0 0\na 1 0\na 7 9\nb 0 0\n"
 
 
@@ -137,13 +137,13 @@ def test_a_failed_write_is_tried_again_at_the_next_pass(manager: LogManager,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     directory = manager.log_dirs[0]
     filled(manager)
-    manager.checkpoint()
+    manager.checkpoint().result()
     manager.logs[A0].update_high_watermark(7)
     monkeypatch.setattr(manager, "sync_epoch_checkpoints", _fail)
     with pytest.raises(OSError):
         manager.checkpoint()
     monkeypatch.undo()
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert text(directory, HIGH_WATERMARK_CHECKPOINT) == "0\n3\na 0 7\na 1 12\nb 0 12\n"
 
 

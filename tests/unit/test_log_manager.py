@@ -581,7 +581,7 @@ def test_checkpoint_syncs_the_owed_epoch_checkpoints_before_the_recovery_points(
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
-    manager.checkpoint()
+    manager.checkpoint().result()
     epoch_files = [i for i, path in enumerate(synced) if path.endswith("leader-epoch-checkpoint")]
     recovery_points = [i for i, path in enumerate(synced) if "recovery-point-offset-checkpoint" in path]
     assert len(epoch_files) == leaders and recovery_points
@@ -612,7 +612,7 @@ def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_chec
     assert partition_log.leader_epoch_cache.needs_sync  # the next pass tries again
     assert (recovery_points.read_bytes() if recovery_points.exists() else None) == before
     monkeypatch.setattr(os, "fsync", real_fsync)
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert not partition_log.leader_epoch_cache.needs_sync
 
 
@@ -627,7 +627,7 @@ def test_a_new_leadership_of_an_empty_log_owes_no_fsync_until_its_epoch_holds_da
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
-    manager.checkpoint()
+    manager.checkpoint().result()
     assert not any(path.endswith("leader-epoch-checkpoint") for path in synced)
     assert all(manager.logs[tp].leader_epoch_cache.needs_sync for tp in MANY)
     assert (manager.logs[MANY[0]].directory / "leader-epoch-checkpoint").read_text() == "0\n1\n5 0\n"

@@ -6,6 +6,8 @@ for reads, ListOffsets, retention and a restart."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from dataclasses import replace
 
 import pytest
@@ -38,6 +40,7 @@ from tests.log_helpers import NOW, batch
 
 ME = 1
 SOLO = TopicPartition("solo", 0)  # RF=1, led here
+PAIR = (TopicPartition("pair", 0), TopicPartition("pair", 1))  # RF=1, led here
 TRIPLE = TopicPartition("triple", 0)  # RF=3, led here
 FOLLOWED = TopicPartition("followed", 0)  # led by broker 2
 COMPACTED = TopicPartition("compacted", 0)
@@ -54,6 +57,7 @@ CLUSTER = replay(EMPTY_IMAGE, BeginEpoch(1),
 TOPICS = replay(
     CLUSTER,
     Topic("solo", "SOLO"), Partition("SOLO", 0, (1,), (1,), leader=1),
+    Topic("pair", "PAIR"), *(Partition("PAIR", p, (1,), (1,), leader=1) for p in (0, 1)),
     Topic("triple", "TRIPLE"), Partition("TRIPLE", 0, (1, 2, 3), (1, 2, 3), leader=1),
     Topic("followed", "FOLLOWED"), Partition("FOLLOWED", 0, (2, 1), (2, 1), leader=2),
     Config(ConfigResourceType.TOPIC, "compacted", "cleanup.policy", "compact"),
@@ -86,7 +90,7 @@ def follower_fetch(replicas: ReplicaManager, replica: int, offset: int, start: i
     replicas.read(TRIPLE, offset, 1 << 20, replica_id=replica, replica_log_start_offset=start)
 
 
-def test_delete_records_moves_the_start_for_reads_list_offsets_and_the_checkpoint(replicas, tmp_path):
+async def test_delete_records_moves_the_start_for_reads_list_offsets_and_the_checkpoint(replicas, tmp_path):
     replicas.append(SOLO, batch(10), acks=1)
     assert replicas.deletes.delete_records(SOLO, 4) == (4, 4)  # RF=1: the low watermark is the leader's
     log = replicas.partitions[SOLO].log
@@ -94,9 +98,40 @@ def test_delete_records_moves_the_start_for_reads_list_offsets_and_the_checkpoin
     assert code_of(replicas.read, SOLO, 3, 100) == ErrorCode.OFFSET_OUT_OF_RANGE
     assert replicas.read(SOLO, 4, 1 << 20).records.length > 0
     assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 4
+    assert await replicas.deletes.wait({SOLO: 4}, {SOLO: 4}, 5.0) == {SOLO: DeleteRecordsResult(0, 4)}
     saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
-    assert saved[SOLO] == 4  # written at once, not at the next periodic checkpoint
+    assert saved[SOLO] == 4  # written before the answer, not at the next periodic checkpoint
     assert replicas.deletes.delete_records(SOLO, 2) == (2, 4)  # lower than the start: nothing moves
+
+
+async def test_a_request_writes_the_log_start_checkpoint_once_and_answers_after_it(replicas, tmp_path,
+                                                                                   monkeypatch):
+    """k partitions of one log dir: one write of its log-start file (not k, each with its
+    fsyncs), off the event loop, and the answer only once it is on disk."""
+    for tp in (SOLO, *PAIR):
+        replicas.append(tp, batch(10), acks=1)
+    gate, renamed = threading.Event(), []
+    real_replace = os.replace
+
+    def held_replace(src, dst):  # the writer's rename of the log-start file waits for the gate
+        if str(dst).endswith(LOG_START_OFFSET_CHECKPOINT):
+            renamed.append(dst)
+            gate.wait(5.0)  # bounded: a tree writing on the loop blocks here, then fails below
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", held_replace)
+    required, low = {}, {}
+    for tp, offset in ((SOLO, 4), (PAIR[0], 2), (PAIR[1], 7)):
+        required[tp], low[tp] = replicas.deletes.delete_records(tp, offset)
+    waiter = asyncio.create_task(replicas.deletes.wait(required, low, 5.0))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()  # every replica has the start (RF=1); the file does not yet
+    gate.set()
+    assert await asyncio.wait_for(waiter, 5.0) == {
+        SOLO: DeleteRecordsResult(0, 4), PAIR[0]: DeleteRecordsResult(0, 2), PAIR[1]: DeleteRecordsResult(0, 7)}
+    assert len(renamed) == 1
+    saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
+    assert (saved[SOLO], saved[PAIR[0]], saved[PAIR[1]], saved[TRIPLE]) == (4, 2, 7, 0)
 
 
 def test_minus_one_means_the_high_watermark(replicas):
@@ -176,7 +211,7 @@ def test_a_follower_follows_the_leader_start_up_to_its_high_watermark(replicas):
     assert partition.log.log_start_offset == 7
 
 
-def test_the_start_survives_a_crash_and_retention_deletes_the_segments_below(tmp_path):
+async def test_the_start_survives_a_crash_and_retention_deletes_the_segments_below(tmp_path):
     config = replace(LogConfig(), segment_bytes=400, file_delete_delay_ms=0)
     manager = open_manager(tmp_path, config)
     for _ in range(12):
@@ -184,7 +219,8 @@ def test_the_start_survives_a_crash_and_retention_deletes_the_segments_below(tmp
     log = manager.partitions[SOLO].log
     bases = [s.base_offset for s in log.segments]
     assert len(bases) > 3
-    manager.deletes.delete_records(SOLO, bases[2] + 1)
+    required, low = manager.deletes.delete_records(SOLO, bases[2] + 1)
+    await manager.deletes.wait({SOLO: required}, {SOLO: low}, 5.0)  # answered: on disk
     # no clean shutdown: only the files written so far count
     for partition_log in manager.log_manager.logs.values():
         partition_log.close()
@@ -209,5 +245,6 @@ def test_a_follower_restarting_at_the_leader_start_writes_it_at_once(replicas, t
     partition = replicas.partitions[FOLLOWED]
     replicas.append_as_follower(partition, memoryview(batch(3)), 3)
     replicas.truncate_follower_fully(partition, 50, "(test)")
+    replicas.log_manager.checkpoint_log_start_offsets(FOLLOWED).result()  # the write started above
     saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
     assert saved[FOLLOWED] == 50 and partition.log.log_start_offset == 50
