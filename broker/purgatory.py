@@ -184,6 +184,8 @@ class Purgatory(Generic[K, T]):
 
     def check_and_complete(self, key: K) -> int:
         """Check every operation watching `key`; the number completed now."""
+        if key not in self.operations._by_key:  # the usual case: every append, HW move and follower fetch asks
+            return 0
         done = self.operations.check_and_complete(key)
         self._finish(done)
         return len(done)

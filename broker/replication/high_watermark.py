@@ -21,7 +21,6 @@ OFFSET_NOT_AVAILABLE (KIP-207). `HighWatermark.epoch_start_reached` carries that
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
@@ -29,12 +28,17 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 UNKNOWN_OFFSET: Final = -1
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerState:
+class FollowerState(NamedTuple):
     """One follower as its leader sees it (soft state: reset on every leadership change).
 
     `last_caught_up_ms` is the last time the follower had fetched up to the leader's log
     end offset *as it was at that fetch* (Kafka's lastCaughtUpTimeMs).
+
+    A NamedTuple, not a frozen dataclass: as immutable and behaviour-free, but a new one is
+    made at every follower fetch (two or more per acks=all produce at RF=3), and a frozen
+    dataclass with a check in __post_init__ cost several times a tuple to build. The one check
+    it made (log_end_offset >= UNKNOWN_OFFSET) is `on_follower_fetch`'s, the only place an
+    offset comes in.
     """
 
     log_end_offset: int = UNKNOWN_OFFSET
@@ -43,10 +47,6 @@ class FollowerState:
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     # The log start offset the follower sent in its latest fetch (DeleteRecords waits for it).
     log_start_offset: int = UNKNOWN_OFFSET
-
-    def __post_init__(self) -> None:
-        if self.log_end_offset < UNKNOWN_OFFSET:
-            raise ValueError(f"invalid follower log end offset {self.log_end_offset}")
 
 
 def reset_follower_state(*, now_ms: int, in_isr: bool) -> FollowerState:
@@ -72,10 +72,7 @@ def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: in
         caught_up_ms = max(caught_up_ms, now_ms)
     elif fetch_offset >= state.last_fetch_leader_log_end_offset >= 0:
         caught_up_ms = max(caught_up_ms, state.last_fetch_ms)
-    return FollowerState(log_end_offset=fetch_offset, last_fetch_ms=now_ms,
-                         last_caught_up_ms=caught_up_ms,
-                         last_fetch_leader_log_end_offset=leader_leo,
-                         log_start_offset=log_start_offset)
+    return FollowerState(fetch_offset, now_ms, caught_up_ms, leader_leo, log_start_offset)
 
 
 def is_caught_up(state: FollowerState, *, leader_leo: int, now_ms: int,
@@ -107,10 +104,19 @@ def high_watermark(*, leader: int, leader_leo: int, isr: Iterable[int],
     if current_hw < 0 or current_hw > leader_leo:
         raise ValueError(f"high watermark {current_hw} outside [0, leader LEO {leader_leo}]")
     candidate = leader_leo
-    for replica in (*isr, *waiting_for):
+    # Two plain loops, no min() calls or joined tuple: the leader runs this after every append
+    # and every follower fetch.
+    for replica in isr:
         if replica != leader:
-            candidate = min(candidate, follower_leos.get(replica, UNKNOWN_OFFSET))
-    offset = max(candidate, current_hw)
+            leo = follower_leos.get(replica, UNKNOWN_OFFSET)
+            if leo < candidate:
+                candidate = leo
+    for replica in waiting_for:
+        if replica != leader:
+            leo = follower_leos.get(replica, UNKNOWN_OFFSET)
+            if leo < candidate:
+                candidate = leo
+    offset = candidate if candidate > current_hw else current_hw
     return HighWatermark(offset, offset > current_hw, offset >= leader_epoch_start_offset)
 
 

@@ -176,20 +176,24 @@ class Partition:
         effectiveMinIsr): KIP-966's rule (Kafka's maybeIncrementLeaderHW since 3.7), so no record
         only this leader holds becomes committed and readable. An ELR member, which left the ISR
         below min ISR, then has every record a consumer may have read when it is elected."""
+        partition_log = self.log
         if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
-            current = self.log.high_watermark
+            current = partition_log.high_watermark
             return HighWatermark(current, False, current >= self.leader_epoch_start_offset)
-        leader_leo = self.log.log_end_offset
+        leader_leo = partition_log.log_end_offset
         maximal = self.maximal_isr
         # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.
-        waiting = [r for r, state in self.follower_states.items()
-                   if r not in maximal and state.log_end_offset >= 0 and is_eligible(r)
-                   and is_caught_up(state, leader_leo=leader_leo, now_ms=now_ms,
-                                    replica_lag_time_max_ms=replica_lag_time_max_ms)]
+        # One pass over the followers for both (after every append and follower fetch).
+        follower_leos = {}
+        waiting = []
+        for r, state in self.follower_states.items():  # bounded by the replicas
+            leo = follower_leos[r] = state.log_end_offset
+            if r not in maximal and leo >= 0 and is_eligible(r) and is_caught_up(
+                    state, leader_leo=leader_leo, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms):
+                waiting.append(r)
         return high_watermark(
-            leader=broker_id, leader_leo=leader_leo, isr=maximal,
-            follower_leos={r: s.log_end_offset for r, s in self.follower_states.items()},
-            current_hw=self.log.high_watermark, leader_epoch_start_offset=self.leader_epoch_start_offset,
+            leader=broker_id, leader_leo=leader_leo, isr=maximal, follower_leos=follower_leos,
+            current_hw=partition_log.high_watermark, leader_epoch_start_offset=self.leader_epoch_start_offset,
             waiting_for=waiting)
 
     def isr_to_expand(self, is_eligible: Callable[[int], bool]) -> tuple[int, ...] | None:

@@ -84,20 +84,42 @@ class Reader:
         return pos
 
     def _fixed(self, s: struct.Struct, what: str) -> int:
-        value: int = s.unpack_from(self._buf, self._take(s.size, what))[0]
+        # One call per field, not three (int32 -> _fixed -> _take): a Fetch decodes a dozen
+        # fixed fields per partition, and every request's codec reads through here.
+        pos = self._pos
+        end = pos + s.size
+        if end > self._end:
+            raise ProtocolError(f"truncated {what}: need {s.size} bytes, have {self._end - pos}")
+        self._pos = end
+        value: int = s.unpack_from(self._buf, pos)[0]
         return value
 
     def int8(self) -> int:
         return self._fixed(_I8, "int8")
 
     def int16(self) -> int:
-        return self._fixed(_I16, "int16")
+        pos = self._pos  # _fixed, inlined: the most read fields
+        if pos + 2 > self._end:
+            raise ProtocolError(f"truncated int16: need 2 bytes, have {self._end - pos}")
+        self._pos = pos + 2
+        value: int = _I16.unpack_from(self._buf, pos)[0]
+        return value
 
     def int32(self) -> int:
-        return self._fixed(_I32, "int32")
+        pos = self._pos
+        if pos + 4 > self._end:
+            raise ProtocolError(f"truncated int32: need 4 bytes, have {self._end - pos}")
+        self._pos = pos + 4
+        value: int = _I32.unpack_from(self._buf, pos)[0]
+        return value
 
     def int64(self) -> int:
-        return self._fixed(_I64, "int64")
+        pos = self._pos
+        if pos + 8 > self._end:
+            raise ProtocolError(f"truncated int64: need 8 bytes, have {self._end - pos}")
+        self._pos = pos + 8
+        value: int = _I64.unpack_from(self._buf, pos)[0]
+        return value
 
     def uint32(self) -> int:
         return self._fixed(_U32, "uint32")
@@ -107,6 +129,10 @@ class Reader:
 
     def uvarint(self, max_bytes: int = MAX_VARINT_BYTES) -> int:
         """Unsigned LEB128 varint of at most `max_bytes` bytes."""
+        pos = self._pos
+        if pos < self._end and self._buf[pos] < 0x80:  # one byte: compact lengths, tag counts
+            self._pos = pos + 1
+            return self._buf[pos]
         value = 0
         for i in range(max_bytes):
             b = self._buf[self._take(1, "varint")]
@@ -135,8 +161,12 @@ class Reader:
         return self._buf[start:start + n]
 
     def _decode(self, n: int) -> str:
+        pos = self._pos  # raw(n), inlined (n >= 0: the callers took null out)
+        if n > self._end - pos:
+            raise ProtocolError(f"truncated bytes: need {n} bytes, have {self._end - pos}")
+        self._pos = pos + n
         try:
-            return str(self.raw(n), "utf-8")
+            return str(self._buf[pos:pos + n], "utf-8")
         except UnicodeDecodeError:
             raise ProtocolError("string is not valid UTF-8") from None
 

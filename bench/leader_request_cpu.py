@@ -1,0 +1,286 @@
+"""A leader's CPU per acks=all Produce at RF=3, with the follower Fetches it causes, in one process.
+
+An in-process `broker.server.KafkaServer` with the broker's RequestHandler leads one partition
+(replicas 1, 2, 3, ISR all three, min.insync.replicas 2) on a log in a temp dir (no fsync, as
+the brokers). Three client threads talk to it over loopback with blocking sockets: a producer
+sends `--produces` Produce requests (v9, acks=all, one `--value-bytes` record each), one at a
+time, each after the answer to the one before (a canary with linger.ms=0 at a rate the leader
+keeps up with: every request alone); two followers long-poll Fetch v11 as tidelog's replica
+fetcher does (incremental fetch sessions, max.wait 500 ms, min.bytes 1), each from the offset
+after what it last received. So every produce runs the whole leader path: frame receive,
+decode, append, the waiting followers' fetches woken and answered, their next fetches moving
+the high watermark, the produce answered, and the fetches the HW move wakes (the followers
+learn it).
+
+The figure is the event loop thread's CPU (thread_time: user and kernel; the clients' threads
+are not counted) per produce, and the Fetch requests answered per produce. Run it at two
+commits to compare them (PYTHONPATH=<worktree>): `--rounds` alternate nothing by themselves,
+so on a shared box run old and new in turns. CPU time on a shared 2-core box moves by a
+third between runs of the same code; `--opcodes` counts instead what the loop thread executes
+per produce, a figure the box's load does not move: Python bytecodes (sys.settrace with opcode
+events) and function calls, Python and C (sys.setprofile). It leaves out what C code does
+inside a call (a struct unpack, a dict lookup, a syscall), and it slows the loop ~50x, so
+it is a count, not a time. (valgrind's callgrind would count instructions, but serialises the
+client threads and the loop: ~60 ms per produce.)
+
+    python bench/leader_request_cpu.py [--produces 5000] [--rounds 3] [--value-bytes 100] [--opcodes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+from broker.server import KafkaServer
+from common.protocol import fetch, produce
+from common.protocol.api_keys import ApiKey
+from common.protocol.frame import RequestHeader, encode_request_header, strip_response_header
+from common.record_batch import iter_batches
+
+HOST: Final = "127.0.0.1"
+LEADER: Final = 1
+FOLLOWERS: Final = (2, 3)
+TOPIC: Final = "canary"
+PRODUCE_VERSION: Final = 9
+FETCH_VERSION: Final = 11  # tidelog's replica fetcher's (common.request_versions)
+FETCH_MAX_WAIT_MS: Final = 500
+PARTITION_MAX_BYTES: Final = 1 << 20
+WARMUP_PRODUCES: Final = 200
+_SIZE: Final = struct.Struct(">i")
+
+
+def leader_handler(directory: Path) -> tuple[object, object]:
+    """(RequestHandler, LogManager) of broker LEADER leading TOPIC-0 with replicas 1-3."""
+    from broker.log.log_manager import LogManager
+    from broker.replica_manager import ReplicaManager
+    from broker.request_handler import RequestHandler
+    from common.log_config import LogConfig
+    from metadata.delta import apply
+    from metadata.image import EMPTY_IMAGE
+    from metadata.local_changes import changes_for_broker
+    from metadata.records import (
+        BeginEpoch,
+        BrokerRegistrationChange,
+        Config,
+        ConfigResourceType,
+        Listener,
+        Partition,
+        RegisterBroker,
+        Topic,
+    )
+
+    brokers = (LEADER, *FOLLOWERS)
+    records = (BeginEpoch(1),
+               *(RegisterBroker(b, f"bench-{b}", (Listener("PLAINTEXT", HOST, 9092),)) for b in brokers),
+               *(BrokerRegistrationChange(b, b, fenced=False) for b in brokers),
+               Topic(TOPIC, "CANARY"), Config(ConfigResourceType.TOPIC, TOPIC, "min.insync.replicas", "2"),
+               Partition("CANARY", 0, brokers, brokers, leader=LEADER))
+    image = apply(EMPTY_IMAGE, enumerate(records, start=EMPTY_IMAGE.offset + 1))
+    logs = LogManager([directory], LogConfig(), now_ms=int(time.time() * 1000))
+    replicas = ReplicaManager(LEADER, logs, now_ms=lambda: int(time.time() * 1000))
+    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, image, LEADER), image)
+    return RequestHandler(LEADER, replicas, lambda: image, (HOST, 9092), None), logs
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: list) -> bytes:
+    data = encode_request_header(RequestHeader(api_key, version, correlation_id, "bench")) + b"".join(body)
+    return _SIZE.pack(len(data)) + data
+
+
+def _receive(sock: socket.socket) -> bytes | None:
+    """One response frame's bytes after the correlation id; None at EOF."""
+    head = _exactly(sock, 8)
+    if head is None:
+        return None
+    size = _SIZE.unpack_from(head)[0]
+    return _exactly(sock, size - 4)
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:  # bounded by n
+        data = sock.recv(left)
+        if not data:
+            return None
+        chunks.append(data)
+        left -= len(data)
+    return b"".join(chunks)
+
+
+class Producer:
+    """One acks=all Produce at a time; `produced` counts the answers."""
+
+    def __init__(self, port: int, value_bytes: int) -> None:
+        from common.records import build_batch
+
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        batch = build_batch([(None, os.urandom(value_bytes))], base_timestamp=int(time.time() * 1000))
+        request = produce.ProduceRequest(None, -1, 30_000, (produce.TopicProduceData(TOPIC, (
+            produce.PartitionProduceData(0, batch),)),))
+        self.body = produce.encode_produce_request(request, PRODUCE_VERSION)
+        self.produced = 0
+
+    def run(self, count: int) -> None:
+        for i in range(count):  # bounded by count
+            self.sock.sendall(_frame(ApiKey.PRODUCE, PRODUCE_VERSION, i, self.body))
+            body = _receive(self.sock)
+            assert body is not None
+            response = produce.decode_produce_response(
+                strip_response_header(ApiKey.PRODUCE, PRODUCE_VERSION, memoryview(body)), PRODUCE_VERSION)
+            code = response.responses[0].partitions[0].error_code
+            if code:
+                raise RuntimeError(f"produce answered error {code}")
+            self.produced += 1
+
+
+class Follower(threading.Thread):
+    """A replica fetcher's long-poll loop over one incremental fetch session, until stopped."""
+
+    def __init__(self, replica_id: int, port: int) -> None:
+        super().__init__(name=f"follower-{replica_id}", daemon=True)
+        self.replica_id = replica_id
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.offset = 0
+        self.stopping = False
+        self.fetches = 0
+
+    def run(self) -> None:
+        session_id, epoch, sent_offset = 0, 0, -1
+        while not self.stopping:  # until stop()
+            topics: tuple[fetch.FetchTopic, ...] = ()
+            if self.offset != sent_offset:  # an incremental session lists only what changed
+                topics = (fetch.FetchTopic(TOPIC, (fetch.FetchPartition(0, self.offset, PARTITION_MAX_BYTES, 0, 0),)),)
+                sent_offset = self.offset
+            request = fetch.FetchRequest(self.replica_id, FETCH_MAX_WAIT_MS, 1, 10 << 20, fetch.READ_UNCOMMITTED,
+                                         topics, session_id, epoch)
+            try:
+                self.sock.sendall(_frame(ApiKey.FETCH, FETCH_VERSION, self.fetches,
+                                         fetch.encode_fetch_request(request, FETCH_VERSION)))
+                body = _receive(self.sock)
+            except OSError:
+                return
+            if body is None:
+                return
+            self.fetches += 1
+            response = fetch.decode_fetch_response(memoryview(body), FETCH_VERSION)
+            if response.error_code:
+                raise RuntimeError(f"fetch answered error {response.error_code}")
+            session_id, epoch = response.session_id, epoch + 1
+            for topic in response.responses:
+                for p in topic.partitions:
+                    if p.error_code:
+                        raise RuntimeError(f"fetch of partition answered error {p.error_code}")
+                    batches = list(iter_batches(memoryview(p.records or b""), allow_partial_tail=True))
+                    if batches:
+                        self.offset = batches[-1][1].last_offset + 1
+
+    def stop(self) -> None:
+        self.stopping = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class Counts:
+    """Bytecodes and calls the thread that installs it executes (Python's tracing hooks)."""
+
+    def __init__(self) -> None:
+        self.opcodes = 0
+        self.calls = 0
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "call":
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            self.opcodes += 1
+        return self._trace
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" or event == "c_call":
+            self.calls += 1
+
+    def install(self) -> None:
+        sys.settrace(self._trace)
+        sys.setprofile(self._profile)
+
+    @staticmethod
+    def remove() -> None:
+        sys.settrace(None)
+        sys.setprofile(None)
+
+
+async def one_round(produces: int, value_bytes: int, counts: Counts | None = None) -> tuple[float, int]:
+    """(loop thread CPU seconds, Fetch requests answered) over `produces` acks=all produces;
+    `counts` counts the loop thread's bytecodes and calls meanwhile."""
+    directory = Path(tempfile.mkdtemp(prefix="tidelog-leader-request-cpu-"))
+    handler, logs = leader_handler(directory)
+    server = KafkaServer(handler, host=HOST, port=0)  # type: ignore[arg-type]
+    await server.start()
+    followers = [Follower(r, server.port) for r in FOLLOWERS]
+    producer = Producer(server.port, value_bytes)
+    try:
+        for f in followers:
+            f.start()
+        await asyncio.to_thread(producer.run, WARMUP_PRODUCES)
+        fetches0 = sum(f.fetches for f in followers)
+        if counts is not None:
+            counts.install()  # this coroutine runs on the loop's thread: every task's steps count
+        cpu0 = time.thread_time()
+        try:
+            await asyncio.to_thread(producer.run, produces)
+        finally:
+            cpu = time.thread_time() - cpu0
+            if counts is not None:
+                counts.remove()
+        return cpu, sum(f.fetches for f in followers) - fetches0
+    finally:
+        for f in followers:
+            f.stop()
+        producer.sock.close()
+        await server.stop()
+        for f in followers:
+            await asyncio.to_thread(f.join)
+        logs.shutdown()  # type: ignore[attr-defined]
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--produces", type=int, default=5000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (not times)")
+    args = parser.parse_args()
+    print(f"{args.produces:,} acks=all produces of 1 x {args.value_bytes} B, RF=3 (2 followers long-polling)")
+    if args.opcodes:
+        print(f"{'round':<6} {'opcodes/produce':>15} {'calls/produce':>13} {'fetch/pr':>8}")
+    else:
+        print(f"{'round':<6} {'loop cpu s':>10} {'us/produce':>10} {'fetch/pr':>8} {'load':>5}")
+    for r in range(args.rounds):
+        load = os.getloadavg()[0]
+        counts = Counts() if args.opcodes else None
+        cpu, fetches = asyncio.run(one_round(args.produces, args.value_bytes, counts))
+        if counts is not None:
+            print(f"{r + 1:<6} {counts.opcodes / args.produces:>15,.0f} {counts.calls / args.produces:>13,.0f} "
+                  f"{fetches / args.produces:>8.2f}", flush=True)
+        else:
+            print(f"{r + 1:<6} {cpu:>10.2f} {cpu / args.produces * 1e6:>10.0f} {fetches / args.produces:>8.2f} "
+                  f"{load:>5.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
