@@ -5,6 +5,9 @@
                                     [--fencing-only] [--no-fencing]
                                     [--phases idle,metadata,new-broker,shutdown,sigkill] [--logs DIR]
 
+    # only the create (and every node's log after it, in DIR):
+    python bench/partition_scale.py --partitions 100000 --shapes many --no-fencing --phases "" --logs DIR
+
     # only the shutdown and crash of broker 4 after the create (issue 35's restart storm):
     python bench/partition_scale.py --partitions 100000 --shapes many --no-fencing --phases shutdown,sigkill
 
@@ -93,6 +96,10 @@ CREATE_WAIT_S: Final = 600.0  # every partition led: ten times the 60 s goal, th
 PROGRESS_EVERY_S: Final = 30.0  # a long wait prints how far it got this often
 POST_RETRY_S: Final = 300.0  # sending again a create the controllers answered busy (504/503/429)
 POST_RETRY_PAUSE_S: Final = 1.0
+# How often a create counts led partitions: each count renders every broker's /metrics, whose
+# replication gauges walk all its partitions (~5 % of a broker's loop in a 100,000 create at
+# 10 a second; a Prometheus scrapes every 15-60 s). The figure is this much coarser.
+LED_POLL_S: Final = 0.5
 GAUGE_TIMEOUT_S: Final = 10.0  # one broker's /metrics while counting led partitions (a busy loop answers late)
 BUSY_STATUSES: Final = (429, 503, 504)  # THROTTLING_QUOTA_EXCEEDED, NOT_CONTROLLER, REQUEST_TIMED_OUT
 ALREADY_EXISTS: Final = 409
@@ -157,7 +164,7 @@ def wait_led(cluster: LocalCluster, target: int, started: float) -> float | None
             report_at += PROGRESS_EVERY_S
             print(f"  ... {reached} of {target} partitions led after {time.monotonic() - started:.0f} s "
                   f"({load()})", flush=True)
-        time.sleep(0.1)
+        time.sleep(LED_POLL_S)
     print(f"  MISSED: {reached} of {target} partitions led after {CREATE_WAIT_S:.0f} s ({load()})", flush=True)
     return None
 
@@ -440,6 +447,8 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
     elapsed, cpu_rows = create(cluster, dict.fromkeys(names, per))
     rows.append(figure(f"create {topics} x {per} RF=3 (s)", created(elapsed)))
     rows.extend(cpu_rows)
+    if logs_to is not None and "shutdown" not in phases:  # the create's logs (shutdown copies later)
+        copy_logs(cluster, logs_to)
     if elapsed is None:  # the phases below need every partition: report what was reached instead
         rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
         return rows
@@ -549,7 +558,8 @@ def main() -> None:
     parser.add_argument("--fencing-only", action="store_true", help="run only the fencing phase")
     parser.add_argument("--no-fencing", action="store_true", help="skip the fencing phase")
     parser.add_argument("--logs", type=Path, default=None,
-                        help="copy the nodes' logs into this directory after the controlled shutdown")
+                        help="copy the nodes' logs into this directory after the controlled shutdown "
+                             "(after the 'many' create when --phases has no shutdown)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"which phases run after the 'many' create (of {','.join(PHASES)})")
     args = parser.parse_args()
