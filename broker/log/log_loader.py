@@ -45,11 +45,13 @@ class LoadedSegments:
 
 
 def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int,
-                 *, create: bool, files: SegmentFileCache | None = None) -> LogSegment:
-    """A LogSegment with this log's index settings, its file in the broker's cache `files`."""
+                 *, create: bool, files: SegmentFileCache | None = None,
+                 defer_file: bool = False) -> LogSegment:
+    """A LogSegment with this log's index settings, its file in the broker's cache `files`
+    (`defer_file`: created at its first use, see `LogSegment`)."""
     return LogSegment(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
                       max_index_bytes=config.segment_index_bytes, created_ms=now_ms,
-                      create=create, files=files)
+                      create=create, files=files, defer_file=defer_file)
 
 
 def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_point: int,
@@ -65,9 +67,11 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
     `cleaned_below`: the log's cleaner checkpoint; segments starting below it were rewritten by
     the cleaner and may have offset gaps, whatever the log's config says now.
     """
+    # A new log's segment, and that of a directory without one (a log never written to, or
+    # whose file a crash took with nothing in it), is empty: its file waits for its first use.
     if fresh:
         return LoadedSegments([open_segment(directory, log_start_offset, config, now_ms, create=True,
-                                            files=files)], 0)
+                                            files=files, defer_file=True)], 0)
     # One listing of the directory serves every step below (at 100,000 logs, its three globs,
     # an iterdir and an existence check per index file were a third of a start's CPU).
     names = _remove_leftovers(directory, name, _list(directory))
@@ -127,7 +131,7 @@ def load_segments(directory: Path, config: LogConfig, *, now_ms: int, recovery_p
         break
     if not segments:
         segments.append(open_segment(directory, log_start_offset, config, now_ms, create=True,
-                                     files=files))
+                                     files=files, defer_file=True))
     return LoadedSegments(segments, truncated_total)
 
 

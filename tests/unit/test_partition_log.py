@@ -489,3 +489,54 @@ def test_loading_a_log_cuts_an_epoch_entry_at_its_end_without_rewriting_the_chec
         assert reopened.leader_epoch_cache.entries == []
         assert (checkpoint.stat().st_mtime_ns, checkpoint.read_bytes()) == written
         reopened.close()
+
+
+# ---- a new log's segment file, created at its first use ----------------------------------
+
+
+SEGMENT_FILE = f"{0:020d}.log"
+
+
+def test_a_new_log_creates_its_segment_file_at_its_first_append(tmp_path: Path) -> None:
+    """A new log's directory holds no file until data comes (one inode per new log, not two);
+    until then it reads, truncates and closes as an empty log does, and its segment's time is
+    its creation's (ListOffsets v0 asks it)."""
+    log = open_log(tmp_path, new=True)
+    segment_file = log.directory / SEGMENT_FILE
+    assert os.listdir(log.directory) == [] and not log.active_segment.has_file
+    assert log.read(0, 1000).length == 0 and not log.truncate_to(0)
+    assert log.active_segment.modified_ms() == NOW and log.active_segment.largest_timestamp == NOW
+    log.flush()
+    assert not segment_file.exists()
+    fill(log, 2)
+    assert segment_file.exists() and log.active_segment.has_file
+    assert values(log) == [(0, b"b0-0"), (1, b"b0-1"), (2, b"b0-2"), (3, b"b1-0"), (4, b"b1-1"), (5, b"b1-2")]
+    log.close()
+    assert values(open_log(tmp_path, had_clean_shutdown=True)) == values(log)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_log_never_written_reopens_without_creating_its_file(tmp_path: Path, clean: bool) -> None:
+    """A directory without a segment file (a log never written, after a clean stop or a crash)
+    loads as one empty segment whose file still waits for the first append."""
+    log = open_log(tmp_path, new=True)
+    if clean:
+        log.close()
+    reopened = open_log(tmp_path, had_clean_shutdown=clean)
+    assert reopened.log_end_offset == 0 and not (reopened.directory / SEGMENT_FILE).exists()
+    fill(reopened, 1)
+    assert (reopened.directory / SEGMENT_FILE).exists() and values(reopened)[-1] == (2, b"b0-2")
+
+
+def test_a_new_log_truncated_fully_before_any_append(tmp_path: Path) -> None:
+    """A follower of a leader whose log starts later restarts its empty log there: the segment
+    whose file was never created is deleted without one."""
+    log = open_log(tmp_path, new=True)
+    log.truncate_fully_and_start_at(40)
+    assert (log.log_start_offset, log.log_end_offset) == (40, 40)
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]  # nothing to rename
+    fill(log, 1)
+    assert values(log) == [(40, b"b0-0"), (41, b"b0-1"), (42, b"b0-2")]
+    log.delete_old_segments(NOW)
+    log.reap_deleted_segments(NOW + 10**9)
+    assert sorted(n for n in os.listdir(log.directory) if n.endswith(".log")) == [f"{40:020d}.log"]
