@@ -118,12 +118,18 @@ def test_a_failed_write_is_reported_and_written_again_at_the_next_pass(
     assert high_watermarks(manager) == "0\n2\na 0 4\na 1 9\n"
 
 
-def test_close_waits_for_the_writes_in_flight_before_the_clean_shutdown_marker(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def held_at_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LogManager, HeldRenames]:
+    """A manager the test closes itself, whose high-watermark file owes a write that is held."""
     manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
     filled(manager)
     held = HeldRenames(monkeypatch, HIGH_WATERMARK_CHECKPOINT)
     manager.logs[A0].update_high_watermark(8)
+    return manager, held
+
+
+def test_close_waits_for_the_writes_in_flight_before_the_clean_shutdown_marker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager, held = held_at_close(tmp_path, monkeypatch)
     in_flight = manager.checkpoint()
     assert held.entered.wait(WAIT_S)
     closing = threading.Thread(target=manager.shutdown)
@@ -138,11 +144,8 @@ def test_close_waits_for_the_writes_in_flight_before_the_clean_shutdown_marker(
 
 def test_a_close_whose_writes_do_not_end_in_time_leaves_no_clean_shutdown_marker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
-    filled(manager)
-    held = HeldRenames(monkeypatch, HIGH_WATERMARK_CHECKPOINT)
+    manager, held = held_at_close(tmp_path, monkeypatch)
     monkeypatch.setattr(log_manager_module, "CHECKPOINT_CLOSE_WAIT_S", 0.2)
-    manager.logs[A0].update_high_watermark(8)
     try:
         with pytest.raises(KafkaStorageError, match="not written after 0.2 s"):
             manager.shutdown()
