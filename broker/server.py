@@ -140,9 +140,6 @@ class _InFlight:
     error: BaseException | None = None  # raised at once: the connection ends at this request
     framed: bool = False  # `body` is a whole frame already (a raw SASL v0 token answer)
 
-    def ready(self) -> bool:
-        return self.task is None or self.task.done()
-
     def answer(self) -> list[Chunk] | None:
         if self.task is not None:
             return self.task.result()  # ProtocolError (undecodable request) ends the connection
@@ -416,9 +413,11 @@ class Connection:
                     pass
             out: list[bytes] = []
             size = 0
-            while pending and pending[0].ready():  # bounded by the in-flight limit
+            # each answer ready (no task, or its task done), in order; bounded by the in-flight limit
+            while pending and (pending[0].task is None or pending[0].task.done()):
                 item = pending.popleft()
-                _wake(self._reader_wakeup)
+                if self._reader_wakeup is not None:
+                    _wake(self._reader_wakeup)
                 try:
                     body = item.answer()
                 except Exception:

@@ -181,6 +181,9 @@ class Partition:
             current = partition_log.high_watermark
             return HighWatermark(current, False, current >= self.leader_epoch_start_offset)
         leader_leo = partition_log.log_end_offset
+        current_hw = partition_log.high_watermark
+        if current_hw == leader_leo:  # nothing above the HW to commit: most calls after a follower fetch
+            return HighWatermark(current_hw, False, current_hw >= self.leader_epoch_start_offset)
         maximal = self.maximal_isr
         # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.
         # One pass over the followers for both (after every append and follower fetch).
@@ -193,12 +196,18 @@ class Partition:
                 waiting.append(r)
         return high_watermark(
             leader=broker_id, leader_leo=leader_leo, isr=maximal, follower_leos=follower_leos,
-            current_hw=partition_log.high_watermark, leader_epoch_start_offset=self.leader_epoch_start_offset,
+            current_hw=current_hw, leader_epoch_start_offset=self.leader_epoch_start_offset,
             waiting_for=waiting)
 
     def isr_to_expand(self, is_eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
         """The ISR with every in-sync follower added, or None (nothing pending, recovered only)."""
         if self.pending_isr is not None or self.is_recovering:
+            return None
+        isr = self.isr
+        for replica in self.replicas:  # bounded by the replicas
+            if replica not in isr:
+                break
+        else:  # every replica in the ISR, nothing to add: what each follower fetch finds
             return None
         return replicas_to_expand(self.replicas, self.isr, self.follower_states,
                                   self.log.high_watermark, self.leader_epoch_start_offset,
