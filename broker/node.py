@@ -133,6 +133,9 @@ def schedule_maintenance(timers: TimerService, log_manager: LogManager, config: 
     keys: tuple[Hashable, ...] = (FLUSH_TIMER, RETENTION_TIMER)
     checkpoint_every = config.get_int("log.flush.offset.checkpoint.interval.ms")
     if checkpoint_every:  # 0: no periodic checkpoint
+        # The pass returns once the owed leader-epoch syncs are done (their failure is this job's
+        # to log); the files are written after it on the checkpoint writer's thread, which logs
+        # a failed write (the file is then owed to the next pass).
         timers.schedule_every(CHECKPOINT_TIMER, checkpoint_every,
                               job("recovery-point checkpoint", lambda _now: log_manager.checkpoint()))
         keys += (CHECKPOINT_TIMER,)
