@@ -84,7 +84,7 @@ from shutdown.broker_lifecycle import (
 
 logger = logging.getLogger(__name__)
 
-EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that applied nothing: no spin if one answers at once
+EMPTY_FETCH_PAUSE: Final = 0.01  # seconds after a fetch that replayed nothing: no spin if one answers at once
 # Partitions handed to the replica manager at once (~50 ms of log creation on an idle core, a
 # few times that on this shared machine): between two slices the loop serves heartbeats and requests.
 PUBLISH_SLICE_PARTITIONS: Final = 128
@@ -328,15 +328,20 @@ class MetadataFollower:
     async def _apply(self, fetched: MetadataFetchReply) -> None:
         """Apply one fetched reply, publish what changed here, checkpoint when due."""
         state, settings = self.state, self.settings
-        before = state.applied_offset
+        before, replayed = state.applied_offset, state.next_fetch_offset
         changes = state.apply_fetch_reply(fetched)  # MetadataFollowerError: fatal, ends run()
+        # Records of an open metadata transaction (KIP-868) are replayed but publish nothing until
+        # its End: such a page moved the replay on, and the next one is asked at once. Pausing
+        # after each (as after a fetch that applied nothing) held a surviving broker 10 ms per
+        # 16 KiB chunk of another broker's controlled shutdown: ~130 chunks at 100,000 partitions.
+        idle = changes is None and state.next_fetch_offset <= replayed
         if not self._published:
             if not ready_to_publish(published=False, applied_offset=state.applied_offset,
                                     controller_last_offset=fetched.last_offset,
                                     registration_replayed=own_registration_replayed(
                                         state.image, settings.broker_id, state.broker_epoch)):
                 self._checkpoint()
-                if changes is None:  # nothing applied (a controller behind?): do not spin
+                if idle:  # nothing replayed (a controller behind?): do not spin
                     await asyncio.sleep(EMPTY_FETCH_PAUSE)
                 return  # still catching up: the next fetch goes out at once
             logger.info("Broker %d caught up with the metadata log at offset %d; publishing its "
@@ -354,7 +359,8 @@ class MetadataFollower:
             # A checkpoint the interval held back is written once due, not only at the next
             # change: the logs load with the checkpointed topic configs after a crash.
             self._checkpoint()
-            await asyncio.sleep(EMPTY_FETCH_PAUSE)
+            if idle:
+                await asyncio.sleep(EMPTY_FETCH_PAUSE)
             return
         if fetched.snapshot is not None:
             logger.info("Broker %d loaded a metadata snapshot at offset %d (was at %d)",
