@@ -426,8 +426,10 @@ class ReplicaFetcher:
         # every failed-over partition for that long; the leader is typically milliseconds away.
         self._back_off(tp, state, leader_behind=code in _LEADER_BEHIND)
         if code in _WAIT_FOR_METADATA:
-            log.debug("Follower %s: %s from leader %d answered %s; waiting for metadata",
-                      tp, what, self.leader_id, _name(code))
+            # thousands per controlled shutdown: the error's name only when the line is written
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("Follower %s: %s from leader %d answered %s; waiting for metadata",
+                          tp, what, self.leader_id, _name(code))
         else:
             log.warning("Follower %s: %s from leader %d answered %s", tp, what, self.leader_id, _name(code))
 
