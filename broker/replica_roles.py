@@ -30,7 +30,8 @@ from typing import Final
 
 from broker.hosted_topic_configs import HostedTopicConfigs
 from broker.log.log_manager import LogManager
-from broker.replica_appends import rebuild_producer_state
+from broker.producer_state import ProducerStateManager
+from broker.replica_appends import rebuild_producer_state, use_producer_state
 from broker.replication.isr_manager import IsrManager
 from broker.replication.leader_rules import follower_keeps_fetching, is_new_leadership
 from broker.replication.partition import Partition
@@ -198,7 +199,13 @@ class ReplicaRoles:
                 partition = Partition(tp, local.topic_id, partition_log, registration.leader,
                                       registration.leader_epoch, registration.partition_epoch,
                                       registration.replicas, registration.isr)
-                rebuild_producer_state(partition)
+                if partition_log.created_directory and partition_log.log_end_offset == 0:
+                    # A log just created holds no batch and no producer snapshot: nothing to
+                    # replay, and no listing of its directory for snapshots on the loop (65 % of
+                    # this method's py-spy samples in a 100,000-partition create).
+                    use_producer_state(partition, ProducerStateManager())
+                else:
+                    rebuild_producer_state(partition)
             except (KafkaStorageError, OSError) as e:
                 self.fail(tp, local.topic_id, "creating or opening its log", e)
                 return None

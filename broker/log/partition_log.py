@@ -115,6 +115,9 @@ class PartitionLog:
         fresh = new and make_new_directory(directory)
         if not fresh:
             directory.mkdir(parents=True, exist_ok=True)
+        # This log made its directory: it holds only what this log wrote since (no producer
+        # snapshot or batch of an earlier life to read back).
+        self.created_directory = fresh
         self.leader_epoch_cache = LeaderEpochCache(checkpoint_file(directory), [] if fresh else None,
                                                    name=self._name)
         loaded = load_segments(

@@ -199,6 +199,32 @@ def test_idempotent_state_survives_a_restart(tmp_path):
     log_manager.shutdown()
 
 
+def test_a_new_partition_starts_with_an_empty_producer_state_without_reading_its_directory(
+        tmp_path, monkeypatch):
+    """A log this broker just created holds no snapshot and no batch: hosting it replays nothing
+    and lists no directory; a log found on disk (a restart) is still replayed."""
+    import broker.replica_appends
+
+    looked: list[object] = []
+    real = broker.replica_appends.latest_snapshot
+    monkeypatch.setattr(broker.replica_appends, "latest_snapshot",
+                        lambda directory, **kw: looked.append(directory) or real(directory, **kw))
+    log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    manager = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    manager.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
+    assert looked == [] and len(manager.partitions) == 3
+    assert manager.append(ORDERS_0, batch(2, producer_id=7, producer_epoch=0, base_sequence=0),
+                          acks=1).first_offset == 0
+    log_manager.shutdown()
+    reopened = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
+    again = ReplicaManager(ME, reopened, now_ms=lambda: NOW)
+    again.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
+    assert len(looked) == 3  # found on disk: replayed from their snapshots or the log start
+    retry = again.append(ORDERS_0, batch(2, producer_id=7, producer_epoch=0, base_sequence=0), acks=1)
+    assert retry.first_offset == 0 and again.partitions[ORDERS_0].log.log_end_offset == 2  # a duplicate
+    reopened.shutdown()
+
+
 # ---- replication: leader side ------------------------------------------------------------
 
 
