@@ -17,6 +17,9 @@ filling the frame, to one partition) answered by the broker's RequestHandler, ap
 PartitionLog in a temp dir (no fsync, as the brokers): the whole produce path of one broker
 (receive, decode, CRC, append, answer) without a client library, a figure to compare commits
 with while the box cannot spare a cluster run. The client thread reads the answers.
+`--partitions P` spreads each request's records over P partitions of the topic, one batch
+each (a bulk producer's request to a P-partition topic, as bench/produce_consume.py's P=6
+phases send): what a request pays per partition beside what it pays per byte.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class CountingHandler:
 class AppendingHandler(CountingHandler):
     """The broker's RequestHandler, leading one partition of TOPIC on a log in `directory`."""
 
-    def __init__(self, expected: int, done: asyncio.Future[None], directory: Path) -> None:
+    def __init__(self, expected: int, done: asyncio.Future[None], directory: Path, partitions: int = 1) -> None:
         super().__init__(expected, done)
         from broker.log.log_manager import LogManager
         from broker.replica_manager import ReplicaManager
@@ -75,12 +78,13 @@ class AppendingHandler(CountingHandler):
 
         records = (BeginEpoch(1), RegisterBroker(BROKER, "bench", (Listener("PLAINTEXT", HOST, 9092),)),
                    BrokerRegistrationChange(BROKER, BROKER, fenced=False), Topic(TOPIC, "BENCH"),
-                   Partition("BENCH", 0, (BROKER,), (BROKER,), leader=BROKER))
+                   *(Partition("BENCH", p, (BROKER,), (BROKER,), leader=BROKER) for p in range(partitions)))
         image = apply(EMPTY_IMAGE, enumerate(records, start=EMPTY_IMAGE.offset + 1))
         now = int(time.time() * 1000)
         self.logs = LogManager([directory], LogConfig(), now_ms=now)
         replicas = ReplicaManager(BROKER, self.logs, now_ms=lambda: int(time.time() * 1000))
         replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, image, BROKER), image)
+        self.replicas, self.partitions = replicas, partitions
         self.handler = RequestHandler(BROKER, replicas, lambda: image, (HOST, 9092), None)
 
     def start(self, header: RequestHeader, body: memoryview,
@@ -88,37 +92,66 @@ class AppendingHandler(CountingHandler):
         super().start(header, body, client_host)
         return self.handler.start(header, body, client_host)  # type: ignore[no-any-return]
 
+    def records_appended(self) -> int:
+        """Records in the partitions' logs (a refused append would leave the figure empty)."""
+        from common.topic_partition import TopicPartition
+
+        total = 0
+        for p in range(self.partitions):  # bounded by --partitions
+            partition = self.replicas.get_partition(TopicPartition(TOPIC, p))
+            assert partition is not None
+            total += partition.log.log_end_offset
+        return total
+
 
 BROKER = 1
 TOPIC = "bench"
 RECORD_BYTES = 100
 
 
+def produce_request_records(frame_bytes: int, partitions: int = 1) -> int:
+    """The records of one `produce_request`."""
+    return _produce_request(frame_bytes, partitions)[1]
+
+
+def produce_request(frame_bytes: int, partitions: int = 1) -> bytes:
+    return _produce_request(frame_bytes, partitions)[0]
+
+
 @functools.cache
-def produce_request(frame_bytes: int) -> bytes:
-    """One framed Produce v8 (acks=1) whose one batch of RECORD_BYTES-byte records about fills
-    `frame_bytes` (built once: every round sends the same bytes)."""
+def _produce_request(frame_bytes: int, partitions: int = 1) -> tuple[bytes, int]:
+    """One framed Produce v8 (acks=1) whose batches of RECORD_BYTES-byte records, one per
+    partition, about fill `frame_bytes` (built once: every round sends the same bytes)."""
     from common.protocol import produce
     from common.records import build_batch
 
-    count = max(1, frame_bytes // (RECORD_BYTES + 8))
-    batch = build_batch([(None, os.urandom(RECORD_BYTES)) for _ in range(count)], base_timestamp=int(time.time() * 1000))
-    request = produce.ProduceRequest(None, 1, 30_000, (produce.TopicProduceData(TOPIC, (
-        produce.PartitionProduceData(0, batch),)),))
+    # Each batch within its share of the frame: at RECORD_BYTES + 8 per record a 1 MiB batch
+    # was 1,069,554 bytes, over max.message.bytes (1,048,588), and every append was refused.
+    share = frame_bytes // partitions
+    count = max(1, share // (RECORD_BYTES + 8))
+    value = os.urandom(RECORD_BYTES)
+    while True:  # bounded: the count shrinks by the overshoot each pass
+        batch = build_batch([(None, value)] * count, base_timestamp=int(time.time() * 1000))
+        if len(batch) <= share or count == 1:
+            break
+        count = max(1, count * share // len(batch) - 1)
+    request = produce.ProduceRequest(None, 1, 30_000, (produce.TopicProduceData(TOPIC, tuple(
+        produce.PartitionProduceData(p, batch) for p in range(partitions))),))
     body = encode_request_header(RequestHeader(0, 8, 1, "bench")) + b"".join(produce.encode_produce_request(request, 8))
-    return struct.pack(">i", len(body)) + body
+    return struct.pack(">i", len(body)) + body, count * partitions
 
 
-async def one_round(frames: int, frame_bytes: int, append: bool = False) -> tuple[float, int]:
+async def one_round(frames: int, frame_bytes: int, append: bool = False, partitions: int = 1) -> tuple[float, int]:
     """The loop thread's CPU seconds to receive `frames` requests of about `frame_bytes`
     (`append`: Produce requests, appended), and the bytes sent."""
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     directory = Path(tempfile.mkdtemp(prefix="tidelog-frame-receive-")) if append else None
-    handler = CountingHandler(frames, done) if directory is None else AppendingHandler(frames, done, directory)
+    handler = CountingHandler(frames, done) if directory is None else AppendingHandler(frames, done, directory,
+                                                                                          partitions)
     server = KafkaServer(handler, host=HOST, port=0, max_request_bytes=frame_bytes + MIB)
     await server.start()
     if append:
-        request = produce_request(frame_bytes)
+        request = produce_request(frame_bytes, partitions)
     else:
         head = encode_request_header(RequestHeader(0, 9, 1, "bench"))
         request = struct.pack(">i", len(head) + frame_bytes) + head + bytes(frame_bytes)
@@ -141,7 +174,13 @@ async def one_round(frames: int, frame_bytes: int, append: bool = False) -> tupl
     sender.start()
     try:
         await done
-        return time.thread_time() - cpu0, frames * len(request)
+        cpu = time.thread_time() - cpu0
+        if isinstance(handler, AppendingHandler):  # every request appended, none refused
+            await asyncio.to_thread(sender.join)  # its answers all read: the last append is done
+            expected = frames * produce_request_records(frame_bytes, partitions)
+            if handler.records_appended() != expected:
+                raise RuntimeError(f"{handler.records_appended()} records appended, not {expected}")
+        return cpu, frames * len(request)
     finally:
         await asyncio.to_thread(sender.join)
         await server.stop()
@@ -158,13 +197,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--append", action="store_true",
                         help="Produce requests (acks=1) handled and appended to a log, not dropped")
+    parser.add_argument("--partitions", type=int, default=1, help="with --append: partitions per request")
     args = parser.parse_args()
     print(f"{args.frames:,} {'Produce requests' if args.append else 'frames'} x {args.frame_bytes:,} B per round; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     if args.append:
-        produce_request(args.frame_bytes)  # built before the first round, outside its figure
+        produce_request(args.frame_bytes, args.partitions)  # built before the first round, outside its figure
     for i in range(args.rounds):  # bounded by --rounds
-        cpu, sent = asyncio.run(one_round(args.frames, args.frame_bytes, args.append))
+        cpu, sent = asyncio.run(one_round(args.frames, args.frame_bytes, args.append, args.partitions))
         gb = sent / 1e9
         print(f"round {i + 1}: loop thread CPU {cpu:.3f} s for {gb:.2f} GB: {cpu / gb:.3f} s/GB "
               f"(load average {os.getloadavg()[0]:.2f})", flush=True)
