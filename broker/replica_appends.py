@@ -57,7 +57,11 @@ def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks:
                            f"min.insync.replicas {partition.min_insync_replicas}")
     view = memoryview(records)
     batches = read_batches(view)  # once: the log appends these without reading them again
-    idempotent = any(header.producer_id >= 0 for _, header in batches)
+    idempotent = False
+    for _, header in batches:  # a loop, not any(<generator>): one batch per partition, per request
+        if header.producer_id >= 0:
+            idempotent = True
+            break
     if idempotent:
         duplicate = _check_producer_state(partition, batches)
         if duplicate is not None:

@@ -149,10 +149,13 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
                 raise ProtocolError(f"truncated partition index: need 4 bytes, have {end - pos}")
             index = _INT32.unpack_from(buf, pos)[0]
             n, pos = _length(buf, pos + 4, end, flexible, _INT32, "bytes")
-            partitions.append(PartitionProduceData(index, None if n < 0 else buf[pos:pos + n]))
-            pos += max(n, 0)
-            if flexible:
-                pos = _skip_tagged_fields(buf, pos, end)
+            if n >= 0:
+                partitions.append(PartitionProduceData(index, buf[pos:pos + n]))
+                pos += n
+            else:
+                partitions.append(PartitionProduceData(index, None))
+            if flexible:  # the empty section inline (_skip_tagged_fields's own first test)
+                pos = pos + 1 if pos < end and buf[pos] == 0 else _skip_tagged_fields(buf, pos, end)
         topics.append(TopicProduceData(name, tuple(partitions)))
         if flexible:
             pos = _skip_tagged_fields(buf, pos, end)
@@ -259,11 +262,19 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     flexible = w.flexible
     leaders = version >= LEADER_DISCOVERY_VERSION
     no_errors = _NO_RECORD_ERRORS[flexible]
+    # v8+ without record errors or a leader: the fixed fields, the empty errors and message, and
+    # an empty tag section in one write (a bulk producer's request carries every partition)
+    plain_tail = no_errors + (b"\x00" if flexible else b"")
     _write_count(w, len(resp.responses))
     for t in resp.responses:
         w.string(t.name)
         _write_count(w, len(t.partitions))
         for p in t.partitions:
+            if version >= 8 and not p.record_errors and p.error_message is None \
+                    and p.current_leader is UNKNOWN_LEADER:
+                w.raw(_PARTITION_V5.pack(p.partition_index, p.error_code, p.base_offset,
+                                         p.log_append_time_ms, p.log_start_offset) + plain_tail)
+                continue
             if version >= 5:
                 w.raw(_PARTITION_V5.pack(p.partition_index, p.error_code, p.base_offset,
                                          p.log_append_time_ms, p.log_start_offset))
