@@ -8,7 +8,6 @@ what one partition may add to a response (quotas, throttling) belongs there.
 from __future__ import annotations
 
 import base64
-import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -52,11 +51,20 @@ class Named:
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # v13+: as the request named them
 
 
-@functools.lru_cache(maxsize=MINTED_IDS_CACHED)
+_minted_ids: dict[int, str] = {}  # wire id (its 128-bit int) -> minted form; see MINTED_IDS_CACHED
+
+
 def _minted(topic_id: uuid.UUID) -> str:
     """The controller's form of a wire id (base64url of its 16 bytes): a fetch names its topics
-    by id from v13, so this ran for every topic of every fetch."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    by id from v13, so this ran for every topic of every fetch. Keyed by the id's int, not the
+    UUID: a decoded request's UUID is a new object, and UUID's __hash__ and __eq__ are Python
+    code (an lru_cache keyed by it cost 1.6 us a call, base64 0.8 us, this 0.1 us)."""
+    minted = _minted_ids.get(topic_id.int)
+    if minted is None:
+        if len(_minted_ids) >= MINTED_IDS_CACHED:  # a bound, not an LRU: a refill is cheap
+            _minted_ids.clear()
+        minted = _minted_ids[topic_id.int] = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    return minted
 
 
 def topic_name(image: MetadataImage, topic_id: uuid.UUID) -> str | None:
