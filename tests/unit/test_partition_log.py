@@ -452,8 +452,9 @@ def test_random_operations_match_a_model(tmp_path: Path) -> None:
     log.close()
 
 
-def test_files_are_kafkas(tmp_path: Path) -> None:
-    log = open_log(tmp_path, SMALL)
+@pytest.mark.parametrize("new", [False, True])
+def test_files_are_kafkas(tmp_path: Path, new: bool) -> None:
+    log = open_log(tmp_path, SMALL, new=new)
     fill(log, 12)
     log.close()
     names = sorted(os.listdir(tmp_path / "topic-0"))
@@ -504,6 +505,7 @@ def test_a_new_log_creates_its_segment_file_at_its_first_append(tmp_path: Path) 
     log = open_log(tmp_path, new=True)
     segment_file = log.directory / SEGMENT_FILE
     assert os.listdir(log.directory) == [] and not log.active_segment.has_file
+    assert not {"offset_index", "time_index", "txn_index"} & vars(log.active_segment).keys()  # nor indexes
     assert log.read(0, 1000).length == 0 and not log.truncate_to(0)
     assert log.active_segment.modified_ms() == NOW and log.active_segment.largest_timestamp == NOW
     log.flush()
