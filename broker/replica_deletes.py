@@ -83,9 +83,10 @@ DeleteOutcome = Callable[[TopicPartition, int], "DeleteRecordsResult | None"]
 
 class LogStartCheckpoint(Protocol):
     """`LogManager.checkpoint_log_start_offsets`: the log-start files of the partitions' dirs
-    written; the future ends once they hold the partitions' entries (or with the error)."""
+    written; the future ends once they hold the partitions' entries (or with the error), and
+    `wait=False` returns it at once."""
 
-    def __call__(self, *tps: TopicPartition) -> Future[None]: ...
+    def __call__(self, *tps: TopicPartition, wait: bool = ...) -> Future[None]: ...
 
 
 class DelayedDeleteRecords:
@@ -146,7 +147,7 @@ class RecordDeletes:
         `required[tp]`, or REQUEST_TIMED_OUT at the request's one deadline; and in either case
         once the log-start checkpoints hold the partitions' starts (one write per log dir,
         beside the wait for the replicas)."""
-        written = self._checkpoint(*required)
+        written = self._checkpoint(*required, wait=False)
         operation = DelayedDeleteRecords(required, initial_low, lambda tp, offset: delete_records_outcome(
             self._partitions.get(tp), self._broker_id, offset, self._is_alive))
         results = await self.purgatory.wait(operation, required, timeout_s)

@@ -57,9 +57,10 @@ IO_THREADS: Final = 8
 # Jobs (partitions) from which a batch goes to the I/O pool (log creation, new leaderships,
 # owed leader-epoch fsyncs); fewer stay on the caller's thread.
 PARALLEL_MIN: Final = 16
-# How long a close waits for the offset checkpoint writes (local files, whole in well under a
-# second at 100,000 partitions) before it gives up on the clean-shutdown marker.
-CHECKPOINT_CLOSE_WAIT_S: Final = 60
+# How long a caller that must see the offset checkpoints on disk waits for their writer (local
+# files, whole in well under a second at 100,000 partitions): a close, before it gives up on the
+# clean-shutdown marker; a follower whose log start moved, before it goes on fetching.
+CHECKPOINT_WAIT_S: Final = 60
 # Later than any wall clock in ms: "no log is ever due" (flush.ms at its Long.MAX default).
 NEVER_MS: Final = 2**63 - 1
 
@@ -451,22 +452,33 @@ class LogManager:
             log.debug("Synced %d leader-epoch checkpoints", len(owed))
         return len(owed)
 
-    def checkpoint_log_start_offsets(self, *tps: TopicPartition) -> Future[None]:
+    def checkpoint_log_start_offsets(self, *tps: TopicPartition, wait: bool = True) -> Future[None]:
         """Write the log start offset file of each directory holding one of `tps` now (their
         log start moved: DeleteRecords, a follower following its leader's). Kafka waits for the
         next periodic checkpoint; records deleted on request coming back after a crash within
         that minute would surprise an operator. One write per directory however many of `tps`
         it holds, on the checkpoint writer's thread; the future ends once each file holds their
-        entries (a DeleteRecords answers after it), with the write's error if it failed (logged
-        by the writer; the file stays owed to the next pass)."""
+        entries, with the write's error if it failed (logged by the writer; the file stays owed
+        to the next pass). `wait`: return only then, bounded by CHECKPOINT_WAIT_S (a follower:
+        its next fetch reports the new start, and the leader's DeleteRecords answer counts on
+        every replica's being on disk); the leader's own DeleteRecords awaits the future off
+        the event loop instead (`wait=False`)."""
         logs = [partition_log for partition_log in map(self.logs.get, tps) if partition_log is not None]
         checkpoints = self._offset_checkpoints
         if logs and any(checkpoints.noted(d) < self._count[d] for d in self.log_dirs):
             # Logs no pass has noted yet (every log, until the first pass after a start): a file
             # holding only `tps` would lose their starts to a crash before that pass.
             logs = list(self.logs.values())
-        return checkpoints.write_now(logs, lambda lg: self._dir_of[lg.topic_partition],
-                                     _CHECKPOINTS.index(LOG_START_OFFSET_CHECKPOINT))
+        written = checkpoints.write_now(logs, lambda lg: self._dir_of[lg.topic_partition],
+                                        _CHECKPOINTS.index(LOG_START_OFFSET_CHECKPOINT))
+        if wait:
+            try:
+                written.exception(timeout=CHECKPOINT_WAIT_S)  # a failed write: logged by the writer
+            except TimeoutError:
+                log.error("The %s of %s is not written after %d s; replicas may learn of a log start "
+                          "a crash would take back", LOG_START_OFFSET_CHECKPOINT,
+                          ", ".join(str(d) for d in self.log_dirs), CHECKPOINT_WAIT_S)
+        return written
 
     def flush_due(self, now_ms: int) -> int:
         """Apply each log's `flush.ms`; return how many logs were flushed. The scan is skipped
@@ -521,14 +533,14 @@ class LogManager:
     def _final_checkpoint(self) -> None:
         """The last pass, before the clean-shutdown marker: every offset checkpoint written,
         the writes of earlier passes still running included. The wait is bounded: past
-        CHECKPOINT_CLOSE_WAIT_S (a disk that stopped answering) the close fails, and with no
+        CHECKPOINT_WAIT_S (a disk that stopped answering) the close fails, and with no
         marker the next start rescans what the recovery points on disk do not cover."""
         written = self.checkpoint()
         try:
-            written.result(timeout=CHECKPOINT_CLOSE_WAIT_S)
+            written.result(timeout=CHECKPOINT_WAIT_S)
         except TimeoutError:
             raise KafkaStorageError(f"offset checkpoints of {', '.join(str(d) for d in self.log_dirs)} "
-                                    f"not written after {CHECKPOINT_CLOSE_WAIT_S} s") from None
+                                    f"not written after {CHECKPOINT_WAIT_S} s") from None
 
     def _stop_pool(self) -> None:
         if self._pool is not None:

@@ -145,7 +145,7 @@ def test_close_waits_for_the_writes_in_flight_before_the_clean_shutdown_marker(
 def test_a_close_whose_writes_do_not_end_in_time_leaves_no_clean_shutdown_marker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     manager, held = held_at_close(tmp_path, monkeypatch)
-    monkeypatch.setattr(log_manager_module, "CHECKPOINT_CLOSE_WAIT_S", 0.2)
+    monkeypatch.setattr(log_manager_module, "CHECKPOINT_WAIT_S", 0.2)
     try:
         with pytest.raises(KafkaStorageError, match="not written after 0.2 s"):
             manager.shutdown()

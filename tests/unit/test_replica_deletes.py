@@ -245,6 +245,5 @@ def test_a_follower_restarting_at_the_leader_start_writes_it_at_once(replicas, t
     partition = replicas.partitions[FOLLOWED]
     replicas.append_as_follower(partition, memoryview(batch(3)), 3)
     replicas.truncate_follower_fully(partition, 50, "(test)")
-    replicas.log_manager.checkpoint_log_start_offsets(FOLLOWED).result()  # the write started above
     saved = dict(offset_checkpoint(tmp_path / "logs" / LOG_START_OFFSET_CHECKPOINT).read())
     assert saved[FOLLOWED] == 50 and partition.log.log_start_offset == 50
