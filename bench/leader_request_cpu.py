@@ -183,7 +183,8 @@ class Follower(threading.Thread):
                 for p in topic.partitions:
                     if p.error_code:
                         raise RuntimeError(f"fetch of partition answered error {p.error_code}")
-                    batches = list(iter_batches(memoryview(p.records or b""), allow_partial_tail=True))
+                    records = p.records if isinstance(p.records, (bytes, memoryview)) else b""
+                    batches = list(iter_batches(memoryview(records), allow_partial_tail=True))
                     if batches:
                         self.offset = batches[-1][1].last_offset + 1
 
