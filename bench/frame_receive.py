@@ -34,10 +34,12 @@ import struct
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from broker.server import KafkaServer, Later
-from common.protocol.frame import RequestHeader, encode_request_header
+from common.protocol.frame import RequestHeader, encode_request_header, join_chunks
 from common.protocol.primitives import Chunk
 from common.units import MIB
 
@@ -62,35 +64,47 @@ class CountingHandler:
         return None
 
 
+def leading_handler(directory: Path, *, topic: str, partitions: int = 1, replicas: tuple[int, ...] = (1,),
+                    configs: Mapping[str, str] | None = None) -> tuple[Any, Any, Any]:
+    """(RequestHandler, ReplicaManager, LogManager) of broker replicas[0], leading `partitions`
+    partitions of `topic` (replicas and ISR `replicas`, topic `configs`) on logs in `directory`;
+    every broker of `replicas` registered and unfenced (bench/leader_request_cpu.py too)."""
+    from broker.log.log_manager import LogManager
+    from broker.replica_manager import ReplicaManager
+    from broker.request_handler import RequestHandler
+    from common.log_config import LogConfig
+    from metadata.delta import apply
+    from metadata.image import EMPTY_IMAGE
+    from metadata.local_changes import changes_for_broker
+    from metadata.records import (BeginEpoch, BrokerRegistrationChange, Config, ConfigResourceType, Listener,
+                                  Partition, RegisterBroker, Topic)
+
+    leader = replicas[0]
+    topic_id = topic.upper()
+    records = (BeginEpoch(1),
+               *(RegisterBroker(b, f"bench-{b}", (Listener("PLAINTEXT", HOST, 9092),)) for b in replicas),
+               *(BrokerRegistrationChange(b, b, fenced=False) for b in replicas), Topic(topic, topic_id),
+               *(Config(ConfigResourceType.TOPIC, topic, k, v) for k, v in (configs or {}).items()),
+               *(Partition(topic_id, p, replicas, replicas, leader=leader) for p in range(partitions)))
+    image = apply(EMPTY_IMAGE, enumerate(records, start=EMPTY_IMAGE.offset + 1))  # type: ignore[arg-type]
+    logs = LogManager([directory], LogConfig(), now_ms=int(time.time() * 1000))
+    manager = ReplicaManager(leader, logs, now_ms=lambda: int(time.time() * 1000))
+    manager.apply_changes(changes_for_broker(EMPTY_IMAGE, image, leader), image)
+    return RequestHandler(leader, manager, lambda: image, (HOST, 9092), None), manager, logs
+
+
 class AppendingHandler(CountingHandler):
-    """The broker's RequestHandler, leading one partition of TOPIC on a log in `directory`."""
+    """The broker's RequestHandler, leading `partitions` partitions of TOPIC on logs in `directory`."""
 
     def __init__(self, expected: int, done: asyncio.Future[None], directory: Path, partitions: int = 1) -> None:
         super().__init__(expected, done)
-        from broker.log.log_manager import LogManager
-        from broker.replica_manager import ReplicaManager
-        from broker.request_handler import RequestHandler
-        from common.log_config import LogConfig
-        from metadata.delta import apply
-        from metadata.image import EMPTY_IMAGE
-        from metadata.local_changes import changes_for_broker
-        from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
-
-        records = (BeginEpoch(1), RegisterBroker(BROKER, "bench", (Listener("PLAINTEXT", HOST, 9092),)),
-                   BrokerRegistrationChange(BROKER, BROKER, fenced=False), Topic(TOPIC, "BENCH"),
-                   *(Partition("BENCH", p, (BROKER,), (BROKER,), leader=BROKER) for p in range(partitions)))
-        image = apply(EMPTY_IMAGE, enumerate(records, start=EMPTY_IMAGE.offset + 1))
-        now = int(time.time() * 1000)
-        self.logs = LogManager([directory], LogConfig(), now_ms=now)
-        replicas = ReplicaManager(BROKER, self.logs, now_ms=lambda: int(time.time() * 1000))
-        replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, image, BROKER), image)
-        self.replicas, self.partitions = replicas, partitions
-        self.handler = RequestHandler(BROKER, replicas, lambda: image, (HOST, 9092), None)
+        self.handler, self.replicas, self.logs = leading_handler(directory, topic=TOPIC, partitions=partitions)
+        self.partitions = partitions
 
     def start(self, header: RequestHeader, body: memoryview,
               client_host: str = "") -> list[Chunk] | None | Later[list[Chunk] | None]:
         super().start(header, body, client_host)
-        return self.handler.start(header, body, client_host)  # type: ignore[no-any-return]
+        return self.handler.start(header, body, client_host)
 
     def records_appended(self) -> int:
         """Records in the partitions' logs (a refused append would leave the figure empty)."""
@@ -137,7 +151,7 @@ def _produce_request(frame_bytes: int, partitions: int = 1) -> tuple[bytes, int]
         count = max(1, count * share // len(batch) - 1)
     request = produce.ProduceRequest(None, 1, 30_000, (produce.TopicProduceData(TOPIC, tuple(
         produce.PartitionProduceData(p, batch) for p in range(partitions))),))
-    body = encode_request_header(RequestHeader(0, 8, 1, "bench")) + b"".join(produce.encode_produce_request(request, 8))
+    body = encode_request_header(RequestHeader(0, 8, 1, "bench")) + join_chunks(produce.encode_produce_request(request, 8))
     return struct.pack(">i", len(body)) + body, count * partitions
 
 

@@ -47,6 +47,7 @@ from common.protocol import fetch, produce
 from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader, encode_request_header, strip_response_header
 from common.record_batch import iter_batches
+from frame_receive import leading_handler
 
 HOST: Final = "127.0.0.1"
 LEADER: Final = 1
@@ -60,37 +61,11 @@ WARMUP_PRODUCES: Final = 200
 _SIZE: Final = struct.Struct(">i")
 
 
-def leader_handler(directory: Path) -> tuple[object, object]:
+def leader_handler(directory: Path) -> tuple[Any, Any]:
     """(RequestHandler, LogManager) of broker LEADER leading TOPIC-0 with replicas 1-3."""
-    from broker.log.log_manager import LogManager
-    from broker.replica_manager import ReplicaManager
-    from broker.request_handler import RequestHandler
-    from common.log_config import LogConfig
-    from metadata.delta import apply
-    from metadata.image import EMPTY_IMAGE
-    from metadata.local_changes import changes_for_broker
-    from metadata.records import (
-        BeginEpoch,
-        BrokerRegistrationChange,
-        Config,
-        ConfigResourceType,
-        Listener,
-        Partition,
-        RegisterBroker,
-        Topic,
-    )
-
-    brokers = (LEADER, *FOLLOWERS)
-    records = (BeginEpoch(1),
-               *(RegisterBroker(b, f"bench-{b}", (Listener("PLAINTEXT", HOST, 9092),)) for b in brokers),
-               *(BrokerRegistrationChange(b, b, fenced=False) for b in brokers),
-               Topic(TOPIC, "CANARY"), Config(ConfigResourceType.TOPIC, TOPIC, "min.insync.replicas", "2"),
-               Partition("CANARY", 0, brokers, brokers, leader=LEADER))
-    image = apply(EMPTY_IMAGE, enumerate(records, start=EMPTY_IMAGE.offset + 1))
-    logs = LogManager([directory], LogConfig(), now_ms=int(time.time() * 1000))
-    replicas = ReplicaManager(LEADER, logs, now_ms=lambda: int(time.time() * 1000))
-    replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, image, LEADER), image)
-    return RequestHandler(LEADER, replicas, lambda: image, (HOST, 9092), None), logs
+    handler, _, logs = leading_handler(directory, topic=TOPIC, replicas=(LEADER, *FOLLOWERS),
+                                       configs={"min.insync.replicas": "2"})
+    return handler, logs
 
 
 def _frame(api_key: int, version: int, correlation_id: int, body: list) -> bytes:
@@ -229,7 +204,7 @@ async def one_round(produces: int, value_bytes: int, counts: Counts | None = Non
     `counts` counts the loop thread's bytecodes and calls meanwhile."""
     directory = Path(tempfile.mkdtemp(prefix="tidelog-leader-request-cpu-"))
     handler, logs = leader_handler(directory)
-    server = KafkaServer(handler, host=HOST, port=0)  # type: ignore[arg-type]
+    server = KafkaServer(handler, host=HOST, port=0)
     await server.start()
     followers = [Follower(r, server.port) for r in FOLLOWERS]
     producer = Producer(server.port, value_bytes)
@@ -255,7 +230,7 @@ async def one_round(produces: int, value_bytes: int, counts: Counts | None = Non
         await server.stop()
         for f in followers:
             await asyncio.to_thread(f.join)
-        logs.shutdown()  # type: ignore[attr-defined]
+        logs.shutdown()
         shutil.rmtree(directory, ignore_errors=True)
 
 
