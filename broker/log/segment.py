@@ -486,12 +486,11 @@ class LogSegment:
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
             self._synced_size = size
-        if not self._indexes_made:
-            return
-        if self._has_index_files():
+        if self._has_index_files():  # a segment with data has them, made now if not yet
             self.offset_index.flush()
             self.time_index.flush()
-        self.txn_index.flush()
+        if self._indexes_made:
+            self.txn_index.flush()
 
     def prepare_sync(self) -> SegmentSync:
         """The event loop's half of a background flush (`flusher`): write the indexes' new
@@ -544,10 +543,10 @@ class LogSegment:
     def close(self) -> None:
         """Write indexes and release the file (no fsync; see `flush`). The descriptor closes
         when no slice in flight holds it any more."""
+        if self._has_index_files():
+            self.offset_index.flush(fsync=False)
+            self.time_index.flush(fsync=False)
         if self._indexes_made:
-            if self._has_index_files():
-                self.offset_index.flush(fsync=False)
-                self.time_index.flush(fsync=False)
             self.txn_index.flush(fsync=False)
         self._files.drop(self._key)
 

@@ -498,10 +498,12 @@ def test_loading_a_log_cuts_an_epoch_entry_at_its_end_without_rewriting_the_chec
 SEGMENT_FILE = f"{0:020d}.log"
 
 
-def test_a_new_log_creates_its_segment_file_at_its_first_append(tmp_path: Path) -> None:
+def test_a_new_log_creates_its_segment_file_at_its_first_append(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A new log's directory holds no file until data comes (one inode per new log, not two);
     until then it reads, truncates and closes as an empty log does, and its segment's time is
-    its creation's (ListOffsets v0 asks it)."""
+    its creation's (ListOffsets v0 asks it). Once it holds data, a clean close writes its
+    indexes (none indexed yet) and the next clean open trusts them."""
     log = open_log(tmp_path, new=True)
     segment_file = log.directory / SEGMENT_FILE
     assert os.listdir(log.directory) == [] and not log.active_segment.has_file
@@ -512,9 +514,12 @@ def test_a_new_log_creates_its_segment_file_at_its_first_append(tmp_path: Path) 
     assert not segment_file.exists()
     fill(log, 2)
     assert segment_file.exists() and log.active_segment.has_file
-    assert values(log) == [(0, b"b0-0"), (1, b"b0-1"), (2, b"b0-2"), (3, b"b1-0"), (4, b"b1-1"), (5, b"b1-2")]
-    log.close()
-    assert values(open_log(tmp_path, had_clean_shutdown=True)) == values(log)
+    log.close()  # before any read: appends below index.interval.bytes index nothing
+    assert {f"{0:020d}.index", f"{0:020d}.timeindex"} <= set(os.listdir(log.directory))
+    with caplog.at_level("WARNING"):
+        reopened = open_log(tmp_path, had_clean_shutdown=True)
+    assert not [r for r in caplog.records if "Rebuilding" in r.getMessage()]
+    assert values(reopened) == [(0, b"b0-0"), (1, b"b0-1"), (2, b"b0-2"), (3, b"b1-0"), (4, b"b1-1"), (5, b"b1-2")]
 
 
 @pytest.mark.parametrize("clean", [True, False])
