@@ -583,22 +583,29 @@ def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
     response's shape) through a loopback connection to a reader thread: the physical floor of
     serving a consumer on loopback (issue 35). Its CPU is the sending thread's alone: the
     median of SENDFILE_ROUNDS sends (the spread is printed)."""
+    return _median_of_runs(directory, "sendfile sender", total, value_bytes, _send_file)
+
+
+def _median_of_runs(directory: Path, phase: str, total: int, value_bytes: int,
+                    run: Callable[[Path, int], tuple[float, float, int]]) -> Row:
+    """`phase`'s row: the median of SENDFILE_ROUNDS `run`s over a file of `total` bytes in the
+    page cache, each (serving thread CPU s, wall s, bytes sent); the spread is printed."""
     chunk = os.urandom(RAW_CHUNK)
     path = directory / "sendfile.bin"
     with open(path, "wb") as out:
         for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
             out.write(chunk)
-    sends: list[tuple[float, float, int]] = []  # (cpu, wall, received) of each send
+    runs: list[tuple[float, float, int]] = []  # (cpu, wall, bytes) of each run
     try:
         for _ in range(SENDFILE_ROUNDS):
-            sends.append(_send_file(path, total))
+            runs.append(run(path, total))
     finally:
         path.unlink()
-    sends.sort()
-    cpu, wall, received = sends[len(sends) // 2]
-    print(f"  (sendfile sender: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in sends)} s/GB "
-          f"in {SENDFILE_ROUNDS} sends; the median is its row)", flush=True)
-    return Row("raw", "sendfile sender", total // value_bytes, received, wall, cpu, None)
+    runs.sort()
+    cpu, wall, sent = runs[len(runs) // 2]
+    print(f"  ({phase}: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in runs)} s/GB "
+          f"in {SENDFILE_ROUNDS} runs; the median is its row)", flush=True)
+    return Row("raw", phase, total // value_bytes, sent, wall, cpu, None)
 
 
 def _send_file(path: Path, total: int) -> tuple[float, float, int]:
@@ -628,22 +635,7 @@ def raw_sendfile_server(directory: Path, total: int, value_bytes: int) -> Row:
     sendfile, send), `total` bytes of file in all. Its CPU is the serving thread's: the median
     of SENDFILE_ROUNDS. What it adds to the sender is what a request/response exchange costs
     before anything is decoded; the rest of a broker's CPU per fetch is its own work."""
-    chunk = os.urandom(RAW_CHUNK)
-    path = directory / "sendfile-server.bin"
-    with open(path, "wb") as out:
-        for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
-            out.write(chunk)
-    sends: list[tuple[float, float, int]] = []
-    try:
-        for _ in range(SENDFILE_ROUNDS):
-            sends.append(_serve_file(path, total))
-    finally:
-        path.unlink()
-    sends.sort()
-    cpu, wall, sent = sends[len(sends) // 2]
-    print(f"  (sendfile server: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in sends)} s/GB "
-          f"in {SENDFILE_ROUNDS} runs; the median is its row)", flush=True)
-    return Row("raw", "sendfile server", total // value_bytes, sent, wall, cpu, None)
+    return _median_of_runs(directory, "sendfile server", total, value_bytes, _serve_file)
 
 
 def _serve_file(path: Path, total: int) -> tuple[float, float, int]:
