@@ -36,4 +36,3 @@ def instance_builder(cls: type[T], names: tuple[str, ...]) -> Callable[[Sequence
          scope)
     build: Callable[[Sequence[Any]], T] = scope["build"]
     return build
-
