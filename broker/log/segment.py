@@ -160,6 +160,12 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # drives time-based rolling
         self.next_offset = base_offset  # one past the last offset stored here
         self._bytes_since_index_entry = 0
+        # The file's last batch (position, header as stored), when known: `translate_offset` of
+        # an offset in it reads nothing. A follower's fetch (and a consumer's at the high
+        # watermark) asks for the batch just appended; the scan from the last index entry read
+        # every batch header after it, one pread each: ~28 per acks=all RF=3 produce on the
+        # leader. Kafka's leader keeps the log end's position for the same reason.
+        self._last_batch: tuple[int, RecordBatchHeader] | None = None
 
     def _make_indexes(self) -> None:
         """The three index objects (their files are written only once they hold entries). Their
@@ -237,8 +243,12 @@ class LogSegment:
             self._index_batch(position, base + header.last_offset_delta, header.max_timestamp,
                               size)
             position += size
+        last = batches[-1][1]._replace(base_offset=base_offsets[-1])  # as stored
+        if leader_epoch is not None:
+            last = last._replace(partition_leader_epoch=leader_epoch)
+        self._last_batch = (position - last.size, last)
         self.size = position
-        self.next_offset = base_offsets[-1] + batches[-1][1].last_offset_delta + 1
+        self.next_offset = last.base_offset + last.last_offset_delta + 1
 
     def _write(self, iov: list[bytes | memoryview], total: int) -> None:
         fd = (handle := self.file()).fd
@@ -299,6 +309,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
         """Position and header of the first batch whose last offset is >= `offset`."""
+        last = self._last_batch
+        if last is not None and last[1].base_offset <= offset:  # every earlier batch ends below it
+            return last if offset <= last[1].base_offset + last[1].last_offset_delta else None
         start = self.offset_index.lookup(offset).position
         for position, header in self.headers_from(start):
             if header.base_offset + header.last_offset_delta >= offset:
@@ -331,7 +344,9 @@ class LogSegment:
         if len(self.offset_index):
             next_offset = last.offset + 1
         self._bytes_since_index_entry = 0
+        self._last_batch = None
         for position, header in self.headers_from(last.position):
+            self._last_batch = (position, header)
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -405,6 +420,7 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = None
         self._bytes_since_index_entry = 0
+        self._last_batch = None
         next_offset = self.base_offset
         valid_end, reason = 0, None
         for position, header in self._framed_batches():
@@ -427,6 +443,7 @@ class LogSegment:
             self._index_batch(position, header.last_offset, header.max_timestamp, header.size)
             next_offset = header.next_offset
             valid_end = position + header.size
+            self._last_batch = (position, header)
         truncated = self.size - valid_end
         if truncated:
             try:

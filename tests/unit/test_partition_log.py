@@ -547,3 +547,36 @@ def test_a_new_log_truncated_fully_before_any_append(tmp_path: Path) -> None:
     log.delete_old_segments(NOW)
     log.reap_deleted_segments(NOW + 10**9)
     assert sorted(n for n in os.listdir(log.directory) if n.endswith(".log")) == [f"{40:020d}.log"]
+
+
+def test_the_batch_just_appended_is_found_without_reading_the_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower's fetch (or a consumer's at the high watermark) asks for the batch just
+    appended: no header read from the last index entry on (one pread per batch after it)."""
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=4096))
+    fill(log, 20, epoch=2)
+    first = log.append(batch(3), now_ms=NOW, leader_epoch=5).first_offset
+    segment = log.segments[-1]
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counted(fd: int, length: int, position: int) -> bytes:
+        reads.append(position)
+        return real_pread(fd, length, position)
+
+    monkeypatch.setattr(os, "pread", counted)
+    found = [segment.translate_offset(offset) for offset in range(first, first + 3)]
+    assert reads == [] and segment.translate_offset(first + 3) is None
+    monkeypatch.undo()
+    position, header = found[0] or (-1, None)
+    assert found == [(position, header)] * 3
+    assert header == parse_header(os.pread(segment.file().fd, 61, position), require_body=False)
+    assert header is not None and (header.base_offset, header.partition_leader_epoch) == (first, 5)
+    log.truncate_to(first)  # the batch before it is the last one again, as the file says
+    before = segment.translate_offset(first - 1)
+    assert before is not None and before[1].last_offset == first - 1
+    assert segment.translate_offset(first) is None
+    log.close()
+    reopened = open_log(tmp_path, LogConfig(index_interval_bytes=4096), recovery_point=0)
+    assert reopened.segments[-1].translate_offset(first - 1) == before  # recovered, as stored
+    reopened.close()
