@@ -544,6 +544,18 @@ def test_flush_due_skips_until_a_log_can_be_due_and_notices_a_shorter_flush_ms(
     assert manager.flush_due(NOW + 10**9 + 100) == 1
 
 
+def test_a_topic_config_sets_off_no_scan_of_the_other_topics_logs(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs, LogConfig())
+    populate(manager)
+    assert manager.flush_due(NOW) == 0  # every log at the never-due default
+    scanned: list[PartitionLog] = []
+    monkeypatch.setattr(PartitionLog, "flush_if_due", lambda log, now_ms: scanned.append(log) or False)
+    manager.update_topic_config("new-topic", LogConfig())  # a created topic's config: no logs yet
+    manager.update_topic_config("orders", LogConfig(retention_ms=1))  # flush.ms unchanged
+    assert manager.flush_due(NOW + 1000) == 0 and scanned == []
+
+
 def test_a_new_log_with_a_short_flush_ms_is_flushed_after_a_scan_found_none_due(
         managers: list[LogManager], dirs: list[Path]) -> None:
     manager = open_manager(managers, dirs, LogConfig(), topic_configs={"fast": LogConfig(flush_ms=100)})
