@@ -21,20 +21,23 @@ partition's budget smaller than its next batch) still ends in the partial one, a
 
 from __future__ import annotations
 
+import os
+import struct
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
 from broker.log.segment import NO_FD, FileSlice, LogSegment
-from common.record_batch import HEADER_SIZE
+from common.record_batch import HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD, MIN_BATCH_LENGTH
 
 _MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
-# Batch headers `whole_batches` reads (a pread of 61 bytes each, ~2 us) looking for the last
+# Batch length prefixes `whole_batches` reads (a 12-byte pread each, ~1 us) looking for the last
 # batch boundary of a slice: past it the partial tail it would save is at most 1/8 of the
 # slice, less than the reads cost, and the slice is sent as Kafka's (small batches: a
 # Java producer's 16 KiB default leaves at most 16 KiB of a 1 MiB fetch).
 WHOLE_BATCHES_SCANNED: Final = 8
+_BATCH_LENGTH: Final = struct.Struct(">i")  # at LENGTH_POS: the batch's bytes after its LOG_OVERHEAD
 
 
 def read_slice(segments: Sequence[LogSegment], bases: Sequence[int], offset: int, max_bytes: int, *,
@@ -72,18 +75,30 @@ def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
 
 def whole_batches(data: FileSlice) -> FileSlice:
     """`data` less a partial batch at its end when a whole batch comes before it (and the
-    boundary is within WHOLE_BATCHES_SCANNED headers of its start); else `data` itself."""
+    boundary is within WHOLE_BATCHES_SCANNED batches of its start); else `data` itself.
+
+    Reads only each batch's 12-byte length prefix (LogSegment.headers_from parses the whole
+    header: three times the instructions, for nothing used here); anything unexpected (a
+    length out of range, a short read) leaves `data` as Kafka would send it."""
     segment = data.segment
     end = data.position + data.length
     if segment is None or not data.length or end >= segment.size:  # a file's end is a batch boundary
         return data
-    kept = data.position
-    # bounded: WHOLE_BATCHES_SCANNED headers, each past the one before
-    for scanned, (position, header) in enumerate(segment.headers_from(data.position), start=1):
-        batch_end = position + header.size
-        if batch_end > end:
-            break
-        if batch_end == end or scanned == WHOLE_BATCHES_SCANNED:
+    handle = segment.file()  # held (the descriptor open) across the preads
+    position = kept = data.position
+    for _ in range(WHOLE_BATCHES_SCANNED):  # bounded: each pass moves one batch on
+        prefix = os.pread(handle.fd, LOG_OVERHEAD, position)
+        if len(prefix) < LOG_OVERHEAD:
             return data
-        kept = batch_end
+        length = _BATCH_LENGTH.unpack_from(prefix, LENGTH_POS)[0]
+        if length < MIN_BATCH_LENGTH:
+            return data
+        position += LOG_OVERHEAD + length
+        if position > end:
+            break
+        if position == end:
+            return data
+        kept = position
+    else:
+        return data  # the boundary is further on: sent as Kafka's
     return data if kept == data.position else replace(data, length=kept - data.position)
