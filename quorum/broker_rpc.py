@@ -64,7 +64,7 @@ from quorum.controller_runtime import ControllerRuntime, NotCommittedError
 from quorum.log_state import AppendOutcome, RecordTooLargeError
 from quorum.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from quorum.replica_failure import failed_isr_members, handle_offline_replicas, news
-from quorum.replication_control import handle_alter_partition
+from quorum.replication_control import alter_partition_batches, handle_alter_partition, merged_alter_partition_replies
 from security.rpc_auth import RpcAuthError, RpcVerifier, check_speaks_for
 
 if TYPE_CHECKING:
@@ -306,7 +306,15 @@ class BrokerRpc:
             image, broker_id=req.broker_id, broker_epoch=req.broker_epoch, block_size=PRODUCER_ID_BLOCK_SIZE))
         return rpc_messages.AllocateProducerIdsReply(block.first_producer_id, block.size)
 
-    async def _alter_partition(self, req: rpc_messages.AlterPartitionRequest) -> rpc_messages.AlterPartitionReply:
+    async def _alter_partition(self, request: rpc_messages.AlterPartitionRequest) -> rpc_messages.AlterPartitionReply:
+        # one decision per batch of partitions, each committed before the next is queued, so
+        # heartbeats and other brokers' requests are decided in between (alter_partition_batches)
+        replies = []
+        for batch in alter_partition_batches(request):  # bounded by the request's partitions
+            replies.append(await self._alter_partition_batch(batch))
+        return merged_alter_partition_replies(replies)
+
+    async def _alter_partition_batch(self, req: rpc_messages.AlterPartitionRequest) -> rpc_messages.AlterPartitionReply:
         def decide(image: MetadataImage) -> ControllerResult[rpc_messages.AlterPartitionReply]:
             check_broker_epoch(image, req.broker_id, req.broker_epoch)  # a top-level error
             records: list[Any] = []

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from common.errors import ErrorCode
+from common.rpc_messages import AlterPartitionRequest, AlterPartitionTopic, AlterPartitionTopicReply
+from common.rpc_messages import AlterPartitionReply as AlterPartitionRpcReply
 from metadata.delta import merge_partition_change
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import (
@@ -22,7 +24,7 @@ from metadata.partition_change import (
 )
 from metadata.records import LeaderRecoveryState, PartitionChange
 from quorum.broker_control import check_broker_epoch
-from quorum.controller_result import ControllerApiError, ControllerResult, PartitionKey
+from quorum.controller_result import MAX_PARTITIONS_PER_DECISION, ControllerApiError, ControllerResult, PartitionKey
 from quorum.topic_control import topic_election_config
 
 PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
@@ -36,6 +38,49 @@ _ALTER_FIELDS: dict[ErrorCode, str | None] = {
     ErrorCode.INVALID_REQUEST: None,
     ErrorCode.NOT_CONTROLLER: None,
 }
+
+
+def alter_partition_batches(request: AlterPartitionRequest,
+                            limit: int = MAX_PARTITIONS_PER_DECISION) -> list[AlterPartitionRequest]:
+    """The request cut into requests of at most `limit` partitions, in its order (a topic's
+    partitions may span two), each a decision of its own. A broker sends up to 5,000 ISR changes
+    in one request (a restart's rejoin is bounded by its round trips): as one decision, its
+    5,000 records held the active controller's event loop 0.3-0.9 s each, at 100,000 partitions,
+    above the 1 s heartbeats may wait; the other bounded decisions (`MAX_PARTITIONS_PER_DECISION`)
+    stay at a fifth of that. Kafka answers each partition on its own, so the cut changes no answer."""
+    if limit < 1:
+        raise ValueError(f"limit must be positive, not {limit}")
+    batches: list[AlterPartitionRequest] = []
+    topics: list[AlterPartitionTopic] = []
+    room = limit
+    for topic in request.topics:  # bounded by the request's partitions
+        partitions = topic.partitions
+        while True:  # bounded: each pass takes `room` partitions or ends the topic
+            taken, partitions = partitions[:room], partitions[room:]
+            if taken or not topic.partitions:  # a topic without partitions is kept as sent
+                topics.append(AlterPartitionTopic(topic.topic_id, taken))
+            room -= len(taken)
+            if room == 0:
+                batches.append(AlterPartitionRequest(request.broker_id, request.broker_epoch, tuple(topics)))
+                topics, room = [], limit
+            if not partitions:
+                break
+    if topics or not batches:
+        batches.append(AlterPartitionRequest(request.broker_id, request.broker_epoch, tuple(topics)))
+    return batches
+
+
+def merged_alter_partition_replies(replies: Sequence[AlterPartitionRpcReply]) -> AlterPartitionRpcReply:
+    """The replies of `alter_partition_batches`' requests as one: each topic once, in order, a
+    topic cut across two batches joined again."""
+    merged: dict[str, list[AlterPartitionTopicReply]] = {}
+    for reply in replies:  # bounded by the batches
+        for topic in reply.topics:
+            merged.setdefault(topic.topic_id, []).append(topic)
+    return AlterPartitionRpcReply(tuple(
+        parts[0] if len(parts) == 1 else AlterPartitionTopicReply(
+            topic_id, tuple(answer for part in parts for answer in part.partitions))
+        for topic_id, parts in merged.items()))
 
 
 @dataclass(frozen=True, slots=True)

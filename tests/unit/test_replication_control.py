@@ -5,6 +5,15 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ErrorCode
+from common.rpc_messages import (
+    AlterPartitionData,
+    AlterPartitionPartitionReply,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    AlterPartitionTopicReply,
+    IsrMemberData,
+)
+from common.rpc_messages import AlterPartitionReply as AlterPartitionRpcReply
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.partition_change import Election, IsrMember
@@ -22,8 +31,10 @@ from metadata.records import (
 from quorum.controller_result import ControllerApiError
 from quorum.replication_control import (
     AlterPartitionReply,
+    alter_partition_batches,
     elect_leaders,
     handle_alter_partition,
+    merged_alter_partition_replies,
     unclean_elections,
 )
 
@@ -209,3 +220,42 @@ def test_unclean_elections_are_described_for_the_operator():
     assert lines == ["Unclean leader election for offline-0: broker 1 leads at leader epoch 1 though not in "
                      "the ISR [4]; records only the old ISR had are lost"]
     assert unclean_elections(TOPICS, [change("ORDERS", 0, isr=(1, 2))]) == []
+
+
+# ---- a large AlterPartition as decisions of bounded size -----------------------------------
+
+def _request(*topics: tuple[str, int]) -> AlterPartitionRequest:
+    return AlterPartitionRequest(4, 12, tuple(
+        AlterPartitionTopic(topic_id, tuple(AlterPartitionData(p, 3, 7, (IsrMemberData(4, 12),), 0)
+                                            for p in range(count)))
+        for topic_id, count in topics))
+
+
+def _shape(request: AlterPartitionRequest) -> list[tuple[str, tuple[int, ...]]]:
+    return [(t.topic_id, tuple(p.partition_index for p in t.partitions)) for t in request.topics]
+
+
+def test_a_large_alter_partition_is_cut_into_bounded_batches_in_its_order() -> None:
+    request = _request(("A", 5), ("B", 2), ("C", 4))
+    batches = alter_partition_batches(request, limit=3)
+    assert [_shape(b) for b in batches] == [
+        [("A", (0, 1, 2))], [("A", (3, 4)), ("B", (0,))], [("B", (1,)), ("C", (0, 1))], [("C", (2, 3))]]
+    assert all((b.broker_id, b.broker_epoch) == (4, 12) for b in batches)
+    assert alter_partition_batches(request, limit=11) == [request]  # within the limit: as sent
+    assert alter_partition_batches(_request(), limit=3) == [_request()]
+    assert [_shape(b) for b in alter_partition_batches(_request(("A", 0), ("B", 1)), limit=1)] == [
+        [("A", ()), ("B", (0,))]]  # a topic without partitions is kept as sent
+    with pytest.raises(ValueError):
+        alter_partition_batches(request, limit=0)
+
+
+def test_the_batches_replies_are_merged_into_one_per_topic() -> None:
+    request = _request(("A", 5), ("B", 2))
+
+    def reply_to(batch: AlterPartitionRequest) -> AlterPartitionRpcReply:
+        return AlterPartitionRpcReply(tuple(AlterPartitionTopicReply(t.topic_id, tuple(
+            AlterPartitionPartitionReply(p.partition_index, 0, None, 4, 3, (4,), 8, 0) for p in t.partitions))
+            for t in batch.topics))
+
+    merged = merged_alter_partition_replies([reply_to(b) for b in alter_partition_batches(request, limit=3)])
+    assert merged == reply_to(request)
