@@ -14,41 +14,14 @@ import pytest
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from common.log_config import LogConfig
-from common.topic_partition import TopicPartition
-from metadata.delta import apply
-from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
-from metadata.records import (
-    BeginEpoch,
-    BrokerRegistrationChange,
-    Listener,
-    Partition,
-    PartitionChange,
-    Record,
-    RegisterBroker,
-    RemoveTopic,
-    Topic,
-)
+from metadata.records import PartitionChange, RemoveTopic
 from tests.log_helpers import NOW, batch
+from tests.unit.test_replica_manager import ME, ORDERS_0, TOPICS, TRIPLE_0, replay
 
-ME = 1
-
-
-def replay(image: MetadataImage, *records: Record) -> MetadataImage:
-    return apply(image, enumerate(records, start=image.offset + 1))
-
-
-CLUSTER = replay(EMPTY_IMAGE, BeginEpoch(1),
-                 *(RegisterBroker(b, f"inc-{b}", (Listener("PLAINTEXT", f"127.0.0.{b}", 9092),)) for b in (1, 2, 3)),
-                 *(BrokerRegistrationChange(b, b, fenced=False) for b in (1, 2, 3)))
-# led here RF=1, led here RF=3, followed here: each shape's partition objects differ
-LED, LED_RF3, FOLLOWED = TopicPartition("led", 0), TopicPartition("led3", 0), TopicPartition("followed", 0)
-TOPICS = replay(
-    CLUSTER,
-    Topic("led", "LED"), Partition("LED", 0, (1,), (1,), leader=1),
-    Topic("led3", "LED3"), Partition("LED3", 0, (1, 2, 3), (1, 2, 3), leader=1),
-    Topic("followed", "FOLLOWED"), Partition("FOLLOWED", 0, (2, 1), (2, 1), leader=2),
-)
+# TOPICS: orders-0 led here (RF=1), orders-1 followed here, triple-0 led here (RF=3):
+# each shape's partition objects differ
 
 
 @pytest.fixture
@@ -56,8 +29,8 @@ def replicas(tmp_path: Path) -> Iterator[ReplicaManager]:
     log_manager = LogManager([tmp_path / "logs"], LogConfig(), now_ms=NOW)
     manager = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
     manager.apply_changes(changes_for_broker(EMPTY_IMAGE, TOPICS, ME), TOPICS)
-    manager.append(LED, batch(10), acks=1)
-    manager.append(LED_RF3, batch(10), acks=1)
+    manager.append(ORDERS_0, batch(2), acks=1)
+    manager.append(TRIPLE_0, batch(10), acks=1)
     yield manager
     log_manager.shutdown()
 
@@ -82,7 +55,7 @@ def cyclic_garbage(drop: Callable[[], None]) -> Counter[str]:
 
 
 def test_deleted_topics_leave_no_cycle(replicas: ReplicaManager) -> None:
-    gone = replay(TOPICS, RemoveTopic("LED"), RemoveTopic("LED3"), RemoveTopic("FOLLOWED"))
+    gone = replay(TOPICS, RemoveTopic("ORDERS"), RemoveTopic("TRIPLE"))
 
     def drop() -> None:
         replicas.apply_changes(changes_for_broker(TOPICS, gone, ME), gone)
@@ -93,9 +66,9 @@ def test_deleted_topics_leave_no_cycle(replicas: ReplicaManager) -> None:
 
 
 def test_replicas_moved_away_leave_no_cycle(replicas: ReplicaManager) -> None:
-    moved = replay(TOPICS, PartitionChange("LED", 0, replicas=(2,), isr=(2,), leader=2),
-                   PartitionChange("LED3", 0, replicas=(2, 3), isr=(2, 3), leader=2),
-                   PartitionChange("FOLLOWED", 0, replicas=(2,), isr=(2,)))
+    moved = replay(TOPICS, PartitionChange("ORDERS", 0, replicas=(2,), isr=(2,), leader=2),
+                   PartitionChange("ORDERS", 1, replicas=(2,), isr=(2,)),
+                   PartitionChange("TRIPLE", 0, replicas=(2, 3), isr=(2, 3), leader=2))
 
     def drop() -> None:
         replicas.apply_changes(changes_for_broker(TOPICS, moved, ME), moved)
