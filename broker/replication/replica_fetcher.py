@@ -30,6 +30,7 @@ from broker.replication.fetcher_state import (
     FetcherSettings,
     PartitionFetchState,
 )
+from broker.replication.high_watermark import follower_answer_changes_nothing
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
 from broker.replication.truncation import (
@@ -411,6 +412,13 @@ class ReplicaFetcher:
                 answer: fetch.FetchPartitionResponse) -> None:
         records = answer.records
         view = memoryview(records) if isinstance(records, bytes | memoryview) else memoryview(b"")
+        partition_log = partition.log
+        if not view and follower_answer_changes_nothing(
+                leader_high_watermark=answer.high_watermark,
+                leader_log_start_offset=answer.log_start_offset,
+                log_end_offset=partition_log.log_end_offset, high_watermark=partition_log.high_watermark,
+                log_start_offset=partition_log.log_start_offset):
+            return
         try:
             self._replicas.append_as_follower(partition, view, answer.high_watermark, answer.log_start_offset)
         except KafkaError as e:
