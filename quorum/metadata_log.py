@@ -75,6 +75,7 @@ from quorum.prevote import (
     VoterView,
     adopts_higher_term,
     decide_pre_vote,
+    heard_everything_since,
     ignores_vote_request,
     tells_leader_of_higher_term,
 )
@@ -97,6 +98,10 @@ COMMANDS_QUEUE_MAX: Final = 1000  # pysyncobj's queue of not-yet-appended comman
 PIPELINE_WINDOW: Final = 4  # chunks of one transaction in flight at once
 CHUNK_COMMIT_BUDGET: Final = 0.25 * SECONDS  # per chunk of a transaction, at the least
 LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes first
+# An election timer that expired while this voter was not reading its sockets is held this long
+# (quorum.prevote.heard_everything_since): one tick period (pysyncobj's autoTickPeriod), so it is
+# still ahead when pysyncobj looks at it in this tick, and the poll after that look reads first.
+LISTEN_HOLD: Final = 0.05 * SECONDS
 DUMP_FORMAT: Final = "tidelog-quorum-dump"
 DUMP_VERSION: Final = 1  # 1: with the voter set (KIP-853, quorum.voter_changes); 0 is still read
 _DUMP_KEYS: Final = frozenset({"format", "version", "state", "raft_last", "raft_prev", "cluster"})
@@ -168,6 +173,11 @@ class MetadataLog(VoterMembership, SyncObj):
         self._leader_contact: float | None = None  # pysyncobj's monotonic clock, last leader AppendEntries
         self._ignored_vote: tuple[str, int] | None = None  # the (candidate, term) last logged
         self._leader_term: int | None = None  # the term this voter became leader in
+        # pysyncobj's monotonic clock at the end of this voter's last poll (tick thread only)
+        self._listened_at = 0.0
+        # pre-votes and vote requests read in this tick's poll, answered after it (quorum.prevote):
+        # (kind, voter) -> the answer; one per kind and voter, so bounded by the voter count
+        self._after_poll: dict[tuple[str, str], Callable[[], None]] = {}
         self.raft_message_observer = self._observe_message
         logger.info("Metadata quorum voter %d: pre-vote %s; check-quorum: the active controller steps down "
                     "after %.1f s without answers from a majority", settings.node_id,
@@ -224,11 +234,38 @@ class MetadataLog(VoterMembership, SyncObj):
         self._run_tick_calls()
         self._hold_candidacy()
         self._mark_transfer_election()
+        self._listen_before_standing()
         if self._prevote and self.is_voter():
             self._pre_vote_tick()
         self._fold_step()
+        self._listen_before_standing()  # the fold's slice may have run past the deadline too
         super()._onTick(timeToWait)
+        self._listened_at = pysyncobj_monotonic()
+        self._answer_after_poll()
         self.durability_gate.flush()
+
+    def _listen_before_standing(self) -> None:
+        """An election timer that expired while this voter was busy outside its poll waits for
+        one poll: the leader's AppendEntries may be in the socket unread (quorum.prevote)."""
+        if self._SyncObj__raftState not in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE):
+            return
+        deadline: float = getattr(self, "_SyncObj__raftElectionDeadline")  # mypy needs its type
+        now = pysyncobj_monotonic()
+        if deadline >= now or heard_everything_since(deadline=deadline, listened_at=self._listened_at):
+            return
+        contact = self._leader_contact
+        logger.debug("Election timer expired %.0f ms ago, %.0f ms after this voter last read its sockets "
+                     "(leader last heard %s): reading them before standing", (now - deadline) * 1000,
+                     (deadline - self._listened_at) * 1000,
+                     "never" if contact is None else f"{(now - contact) * 1000:.0f} ms ago")
+        self._SyncObj__raftElectionDeadline = now + LISTEN_HOLD
+
+    def _answer_after_poll(self) -> None:
+        """Answer the pre-votes and vote requests this tick's poll read, now that it has read
+        every AppendEntries that came with them (quorum.prevote)."""
+        pending, self._after_poll = self._after_poll, {}
+        for answer in pending.values():  # bounded: one per kind and voter
+            answer()
 
     # -- pre-vote (quorum.prevote holds the rules; this is where they meet pysyncobj) --
     #
@@ -276,8 +313,10 @@ class MetadataLog(VoterMembership, SyncObj):
         if round_.proposed_term != self._prevote_logged_term:
             self._prevote_logged_term = round_.proposed_term
             lost = "" if previous is None else f"; last round refused by {previous.refused or 'nobody (no answers)'}"
-            logger.info("Election timeout: asking for pre-votes for term %d (last log term %d, index %d)%s",
-                        round_.proposed_term, view.last_log_term, view.last_log_index, lost)
+            silent = view.since_leader_contact_s
+            logger.info("Election timeout: asking for pre-votes for term %d (last log term %d, index %d; "
+                        "leader last heard %s)%s", round_.proposed_term, view.last_log_term, view.last_log_index,
+                        "never" if silent is None else f"{silent * 1000:.0f} ms ago", lost)
         if round_.won:  # a quorum of one
             self._clear_election(round_)
             return
@@ -302,10 +341,13 @@ class MetadataLog(VoterMembership, SyncObj):
                 logger.warning("Ignored a malformed pre-vote request from %s: %r", voter, message)
                 return
             assert isinstance(proposed, int) and isinstance(last_term, int) and isinstance(last_index, int)
+            view = self._raft_view()
             answer = decide_pre_vote(proposed_term=proposed, candidate_last_term=last_term,
-                                     candidate_last_index=last_index, view=self._raft_view())
+                                     candidate_last_index=last_index, view=view)
             if answer is PreVoteAnswer.GRANTED:
-                logger.info("Granted %s a pre-vote for term %d", voter, proposed)
+                silent = view.since_leader_contact_s
+                logger.info("Granted %s a pre-vote for term %d (leader last heard %s)", voter, proposed,
+                            "never" if silent is None else f"{silent * 1000:.0f} ms ago")
             else:
                 logger.debug("Refused %s a pre-vote for term %d: %s", voter, proposed, answer.value)
             self._SyncObj__transport.send(node, {
@@ -363,9 +405,13 @@ class MetadataLog(VoterMembership, SyncObj):
         answers; so do we, by restoring the next index pysyncobj had before. A refusal
         (success false, reset) still moves it wherever the follower says."""
         kind = message.get("type") if isinstance(message, dict) else None
-        if kind in (PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE):
+        if kind == PRE_VOTE_REQUEST:  # ours alone: pysyncobj never sees them
+            self._after_poll[kind, getattr(node, "address", str(node))] = \
+                lambda: self._on_pre_vote_message(node, message)
+            return
+        if kind == PRE_VOTE_RESPONSE:
             self._on_pre_vote_message(node, message)
-            return  # ours alone: pysyncobj never sees them
+            return
         if kind == "append_entries" and type(message.get("term")) is int \
                 and message["term"] >= self.raftCurrentTerm:
             # what pysyncobj accepts as its leader's: the leader is alive, any pre-vote is moot
@@ -380,16 +426,9 @@ class MetadataLog(VoterMembership, SyncObj):
             self._on_higher_term_notice(node, message)
             return  # ours alone
         if kind == "request_vote" and self._prevote and type(message.get("term")) is int \
-                and not message.get(TRANSFER_FLAG) \
-                and ignores_vote_request(request_term=message["term"], view=self._raft_view()):
-            # KIP-996: a voter with a live leader ignores it (delivered, pysyncobj would adopt
-            # the term and the leader would step down for a candidate that cannot win)
-            key = (getattr(node, "address", str(node)), message["term"])
-            if key != self._ignored_vote:
-                self._ignored_vote = key
-                logger.warning("Ignored a vote request from %s for term %d: this voter %s (term %d)",
-                               key[0], key[1], "is the leader" if self._isLeader() else
-                               f"heard from the leader within {LEADER_CONTACT_WINDOW:.1f} s", self.raftCurrentTerm)
+                and not message.get(TRANSFER_FLAG):
+            self._after_poll[kind, getattr(node, "address", str(node))] = \
+                lambda: self._on_vote_request(node, message, deliver)
             return
         if kind != "next_node_idx":
             deliver(node, message)
@@ -407,6 +446,20 @@ class MetadataLog(VoterMembership, SyncObj):
         last_index = self._journal[-1][1] if len(self._journal) else 0
         self._progress.on_response(getattr(node, "address", str(node)), self.raftCurrentTerm, match,
                                    last_index, int(time.time() * 1000))
+
+    def _on_vote_request(self, node: Any, message: dict[str, Any], deliver: Callable[[Any, Any], None]) -> None:
+        """A RequestVote (not a leader's handover), after the poll that read it."""
+        if not ignores_vote_request(request_term=message["term"], view=self._raft_view()):
+            deliver(node, message)
+            return
+        # KIP-996: a voter with a live leader ignores it (delivered, pysyncobj would adopt the
+        # term and the leader would step down for a candidate that cannot win)
+        key = (getattr(node, "address", str(node)), message["term"])
+        if key != self._ignored_vote:
+            self._ignored_vote = key
+            logger.warning("Ignored a vote request from %s for term %d: this voter %s (term %d)",
+                           key[0], key[1], "is the leader" if self._isLeader() else
+                           f"heard from the leader within {LEADER_CONTACT_WINDOW:.1f} s", self.raftCurrentTerm)
 
     def describe_quorum(self, observers: Sequence[tuple[int, int, int]]) -> QuorumDescription | None:
         """DescribeQuorum's answer if this voter is the Raft leader, else None; `observers` as

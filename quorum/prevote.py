@@ -28,6 +28,17 @@ controller change (seen on a CPU-starved box, issue 28). With them:
   when check-quorum or pre-vote is on) and KRaft's (a leader seeing a higher epoch in a
   BeginQuorumEpoch answer resigns).
 
+- Silence is counted only while the voter listens (`heard_everything_since`). pysyncobj's tick
+  looks at the election deadline before it reads its sockets, so a voter whose own tick ran
+  long (a fold slice, applying a chunk, waiting for the GIL or a core) found its timer expired
+  with the leader's AppendEntries unread in the socket: it asked for pre-votes for the leader's
+  silence that was its own. A voter stalled the same way answered a pre-vote in the middle of
+  its poll, before the AppendEntries behind it in the same poll, and granted it. Both happened
+  at once because every voter folds at the same log offsets: in a 100,000-partition restart a
+  follower that had just folded (longest slice 437 ms) won term 2 from a live leader (issue 35).
+  So an expired timer counts only after a poll that ended past it, and pre-votes and vote
+  requests are answered once the poll has read everything that arrived with them.
+
 Everything here takes times as seconds on a monotonic clock passed in; `quorum.metadata_log`
 is the shell that reads pysyncobj's state and sends the messages.
 """
@@ -79,6 +90,14 @@ def has_live_leader(view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) ->
     if view.is_leader:
         return True
     return view.since_leader_contact_s is not None and view.since_leader_contact_s < window_s
+
+
+def heard_everything_since(*, deadline: float, listened_at: float) -> bool:
+    """Whether an election timer that expired at `deadline` may fire: this voter finished reading
+    its sockets (`listened_at`, the end of its last poll) after the deadline, so no AppendEntries
+    sent before it can still be waiting there. If not, the leader's silence may be this voter's
+    own stall: it reads first, and the timer fires at the next look only if still nothing came."""
+    return listened_at >= deadline
 
 
 def decide_pre_vote(*, proposed_term: int, candidate_last_term: int, candidate_last_index: int,

@@ -11,6 +11,7 @@ from quorum.prevote import (
     VoterView,
     adopts_higher_term,
     decide_pre_vote,
+    heard_everything_since,
     ignores_vote_request,
     log_up_to_date,
     tells_leader_of_higher_term,
@@ -121,3 +122,14 @@ def test_a_voter_ahead_in_term_tells_the_leader(leader_term: int, current_term: 
 @pytest.mark.parametrize("notice_term, current_term, adopts", [(3, 2, True), (2, 2, False), (1, 2, False)])
 def test_only_a_higher_term_notice_is_adopted(notice_term: int, current_term: int, adopts: bool) -> None:
     assert adopts_higher_term(notice_term=notice_term, current_term=current_term) is adopts
+
+
+@pytest.mark.parametrize(("deadline", "listened_at", "fires"), [
+    (10.0, 10.5, True),   # a poll ended after the timer expired and reset nothing: the leader is silent
+    (10.0, 10.0, True),
+    (10.0, 9.5, False),   # expired while the voter was busy outside its poll: read the socket first
+    (0.0, 0.0, True),     # a handover's TimeoutNow (deadline 0) fires at once
+])
+def test_an_expired_timer_fires_only_after_a_poll_past_it(deadline: float, listened_at: float,
+                                                          fires: bool) -> None:
+    assert heard_everything_since(deadline=deadline, listened_at=listened_at) is fires
