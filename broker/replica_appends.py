@@ -66,13 +66,15 @@ def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks:
         duplicate = _check_producer_state(partition, batches)
         if duplicate is not None:
             return duplicate
-    active = partition.log.active_segment
+    partition_log = partition.log
+    active = partition_log.active_segment
     try:
-        info = partition.log.append(view, now_ms=now_ms, leader_epoch=partition.leader_epoch,
+        info = partition_log.append(view, now_ms=now_ms, leader_epoch=partition.leader_epoch,
                                     batches=batches)
     except OSError as e:
         raise KafkaStorageError(f"append to {partition.tp} failed: {e}") from e
-    _snapshot_if_rolled(partition, active)
+    if partition_log.active_segment is not active:  # asked here: most appends roll nothing
+        _snapshot_if_rolled(partition, active)
     if idempotent:
         _update_producer_state(partition, batches, info.first_offset)
     return info

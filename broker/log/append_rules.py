@@ -119,6 +119,13 @@ def roll_age_ms(config: LogConfig, tp: TopicPartition, segment_base_offset: int)
     return config.max_segment_ms - seed % min(config.segment_jitter_ms, config.segment_ms)
 
 
+def derived_rules(config: LogConfig, tp: TopicPartition, segment: LogSegment) -> tuple[int, bool]:
+    """What an append to `segment` under `config` needs of the config beyond plain fields: the
+    segment's roll age (`roll_age_ms`) and whether every record must carry a key (compaction).
+    Both change only with the config or the segment: a log keeps them between appends."""
+    return roll_age_ms(config, tp, segment.base_offset), config.compact
+
+
 def segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
     # Kafka measures a segment's age in message time when messages carry timestamps, falling
     # back to the wall clock since the segment was created.
@@ -129,14 +136,18 @@ def segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
 
 
 def roll_reason(segment: LogSegment, config: LogConfig, tp: TopicPartition, *, incoming: int,
-                max_timestamp: int, last_offset: int, now_ms: int) -> str | None:
+                max_timestamp: int, last_offset: int, now_ms: int,
+                age_limit: int | None = None) -> str | None:
     """Why the active `segment` must roll before an append of `incoming` bytes ending at
-    `last_offset` (Kafka's shouldRoll), or None. An empty segment never rolls."""
+    `last_offset` (Kafka's shouldRoll), or None. An empty segment never rolls. `age_limit`:
+    `roll_age_ms(config, tp, segment.base_offset)` when the caller keeps it (it changes only
+    with the segment or the config, and a produce asks once per partition)."""
     if not segment.size:
         return None
     if segment.size > config.segment_bytes - incoming:
         return f"segment.bytes {config.segment_bytes}"
-    age_limit = roll_age_ms(config, tp, segment.base_offset)
+    if age_limit is None:
+        age_limit = roll_age_ms(config, tp, segment.base_offset)
     if segment_age(segment, max_timestamp, now_ms) > age_limit:
         reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
                   else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")

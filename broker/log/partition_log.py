@@ -22,6 +22,7 @@ from typing import Final
 from broker.log.append_rules import (
     LogAppendInfo,
     check_replica_offsets,
+    derived_rules,
     require_keys,
     roll_reason,
 )
@@ -76,6 +77,7 @@ class PendingFlush:
     target: int
     segments: tuple[tuple[LogSegment, int], ...]
     future: Future[None]
+    directory: bool  # it fsyncs the log's directory after the segments
 
 
 class PartitionLog:
@@ -129,6 +131,11 @@ class PartitionLog:
         self._segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self._segments]
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # What the append rules derive from the config for the active segment (its roll age,
+        # whether keys are required), for the (segment, config) pair they were derived for: a
+        # produce appends to one partition after another, and these were a fifth of its Python
+        # work per partition. A new segment or config object derives them again.
+        self._segment_rules: tuple[object, object, int, bool] = (None, None, 0, False)
         leo = self.log_end_offset
         # The load's cuts stay in memory: loading repeats them from the same files after any
         # crash before the next write, and every later change (assign, truncation) writes the
@@ -217,46 +224,49 @@ class PartitionLog:
         if not batches:
             raise InvalidRecordError(f"append to {self.topic_partition} holds no record batch")
         config = self.config
+        tp = self.topic_partition
         log_append_time = NO_TIMESTAMP
         if assign_offsets and validate and not config.plain_produce:  # timestamp rules, compression.type
             view, batches, log_append_time = validate_produced(
-                view, batches, config, now_ms=now_ms, topic_partition=self.topic_partition)
+                view, batches, config, now_ms=now_ms, topic_partition=tp)
         total = len(view)  # read_batches consumed every byte
         if total > config.segment_bytes:
             raise RecordListTooLargeError(
-                f"append of {total} bytes to {self.topic_partition} exceeds segment.bytes "
-                f"{config.segment_bytes}")
-        tp = self.topic_partition
+                f"append of {total} bytes to {tp} exceeds segment.bytes {config.segment_bytes}")
+        segment = self._segments[-1]
+        rules = self._segment_rules
+        if rules[0] is not segment or rules[1] is not config:
+            rules = self._segment_rules = (segment, config, *derived_rules(config, tp, segment))
+        _, _, age_limit, compact = rules
+        cache = self.leader_epoch_cache
         if assign_offsets:
             bases, max_ts, max_ts_offset = assign_offsets_of(
-                batches, self._segments[-1].next_offset, max_message_bytes=config.max_message_bytes, tp=tp)
+                batches, segment.next_offset, max_message_bytes=config.max_message_bytes, tp=tp)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
-            epoch = self.leader_epoch_cache.latest_epoch if leader_epoch is None else leader_epoch
+            epoch = cache.latest_epoch if leader_epoch is None else leader_epoch
+            if compact:
+                require_keys(view, batches, tp)
         else:
-            bases, max_ts, max_ts_offset = check_replica_offsets(batches, self.log_end_offset, tp=tp)
+            bases, max_ts, max_ts_offset = check_replica_offsets(batches, segment.next_offset, tp=tp)
             epoch = None
-        if assign_offsets and config.compact:
-            require_keys(view, batches, tp)
-        first = bases[0]
         last_offset = bases[-1] + batches[-1][1].last_offset_delta
-        segment = self._segments[-1]
         reason = roll_reason(segment, config, tp, incoming=total, max_timestamp=max_ts,
-                             last_offset=last_offset, now_ms=now_ms)
+                             last_offset=last_offset, now_ms=now_ms, age_limit=age_limit)
         if reason is not None:
             # at the log end, not `first`: a replica's batch may start past it (a gap the
             # leader's cleaner made), and segments must stay contiguous for recovery
-            self.roll(now_ms, self.log_end_offset, reason)
+            self.roll(now_ms, segment.next_offset, reason)
             segment = self._segments[-1]
         # A new leadership's entry is in memory only until the first append of its epoch: in
         # the file before any batch of that epoch is in the segment (recovery checks each one).
-        self.leader_epoch_cache.write_owed()
+        cache.write_owed()
         segment.append(view, batches, bases, epoch, total)
-        if epoch is None or epoch != self.leader_epoch_cache.latest_epoch:
+        if epoch is None or epoch != cache.latest_epoch:
             self._record_epochs(batches, bases, epoch)
         if last_offset + 1 - self._recovery_point >= config.flush_messages:
             self.flush()
-        return LogAppendInfo(first, last_offset, log_append_time, max_ts, max_ts_offset,
+        return LogAppendInfo(bases[0], last_offset, log_append_time, max_ts, max_ts_offset,
                              self.log_start_offset, total, len(batches))
 
     def _record_epochs(self, batches: list[tuple[int, RecordBatchHeader]], bases: list[int],
@@ -531,7 +541,7 @@ class PartitionLog:
                          cache.sync if cache.needs_sync else None)
         self._flushes.append(PendingFlush(
             plan.target, tuple((s, sync.size) for s, sync in zip(segments, syncs)),
-            self._flusher.submit(work)))
+            self._flusher.submit(work), work.directory is not None))
 
     def _finish_flushes(self) -> None:
         """Apply the background flushes that returned, oldest first: each moves the recovery
@@ -542,7 +552,7 @@ class PartitionLog:
             error = pending.future.exception()
             if error is None:
                 for segment, size in pending.segments:
-                    segment.mark_synced(size)
+                    segment.mark_synced(size, directory=pending.directory)
                 before = self._recovery_point
                 self._recovery_point = recovery_point_after(
                     before, pending.target, log_end_offset=self.log_end_offset)

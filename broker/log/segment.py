@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from broker.log.append_rules import MAX_RELATIVE_OFFSET
+from broker.log.checkpoint_file import fsync_directory
 from broker.log.flusher import SegmentSync
 from broker.log.offset_index import OffsetIndex
 from broker.log.segment_files import (
@@ -155,6 +156,11 @@ class LogSegment:
         # Bytes known to be on disk: a new file has none to sync; an existing one is unknown
         # (it may hold unsynced data from before a crash) until its first fsync here.
         self._synced_size = 0 if create else -1
+        # Whether the directory entries of the files this segment created are durable: not for
+        # a segment created here until its first flush fsyncs the directory (once), as Kafka's
+        # LocalLog.flush does (flushDirIfExists). Without it a power loss after a flush on the
+        # caller's thread could lose the new file whose bytes the recovery point then claims.
+        self._directory_synced = not create
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp: int | None = None  # drives time-based rolling
@@ -229,26 +235,27 @@ class LogSegment:
         the file back: the segment never keeps a partial batch that was not acknowledged.
         """
         iov: list[bytes | memoryview] = []
-        position = self.size
-        for (pos, header), base in zip(batches, base_offsets):
-            length = header.batch_length
-            if leader_epoch is None:
-                iov += (_INT64.pack(base), view[pos + 8 : pos + length + LOG_OVERHEAD])
-            else:
-                iov += (_PREFIX.pack(base, length, leader_epoch),
-                        view[pos + 16 : pos + length + LOG_OVERHEAD])
+        if leader_epoch is None:
+            for (pos, header), base in zip(batches, base_offsets):
+                iov += (_INT64.pack(base), view[pos + 8 : pos + header.batch_length + LOG_OVERHEAD])
+        else:
+            pack = _PREFIX.pack
+            for (pos, header), base in zip(batches, base_offsets):
+                length = header.batch_length
+                iov += (pack(base, length, leader_epoch), view[pos + 16 : pos + length + LOG_OVERHEAD])
         self._write(iov, total)
+        position, end = self.size, self.size
         for (_, header), base in zip(batches, base_offsets):
-            size = header.batch_length + LOG_OVERHEAD
+            position = end
+            end += header.batch_length + LOG_OVERHEAD
             self._index_batch(position, base + header.last_offset_delta, header.max_timestamp,
-                              size)
-            position += size
-        last = batches[-1][1]._replace(base_offset=base_offsets[-1])  # as stored
-        if leader_epoch is not None:
-            last = last._replace(partition_leader_epoch=leader_epoch)
-        self._last_batch = (position - last.size, last)
-        self.size = position
-        self.next_offset = last.base_offset + last.last_offset_delta + 1
+                              end - position)
+        # the last batch as stored: its header with the new base offset (and epoch), made by
+        # tuple.__new__ (C), not two NamedTuple._replace calls (Python frames)
+        self._last_batch = (position, tuple.__new__(RecordBatchHeader, (
+            base, header[1], header[2] if leader_epoch is None else leader_epoch, *header[3:])))
+        self.size = end
+        self.next_offset = base + header.last_offset_delta + 1
 
     def _write(self, iov: list[bytes | memoryview], total: int) -> None:
         fd = (handle := self.file()).fd
@@ -494,7 +501,8 @@ class LogSegment:
     # ---- lifecycle -------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log file (unless nothing changed since the last fsync) and write both indexes."""
+        """fsync the log file (unless nothing changed since the last fsync) and write both
+        indexes; the first flush of a segment created here also fsyncs its directory."""
         size = self.size  # what this fsync covers
         if size != self._synced_size:
             try:
@@ -508,6 +516,12 @@ class LogSegment:
             self.time_index.flush()
         if self._indexes_made:
             self.txn_index.flush()
+        if not self._directory_synced and not self._file_deferred:  # after the index files exist
+            try:
+                fsync_directory(self.directory)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot fsync directory {self.directory}: {e}") from e
+            self._directory_synced = True
 
     def prepare_sync(self) -> SegmentSync:
         """The event loop's half of a background flush (`flusher`): write the indexes' new
@@ -520,10 +534,13 @@ class LogSegment:
         return SegmentSync(self.file(), self.log_path, self.size,
                            (self.offset_index.path, self.time_index.path, self.txn_index.path))
 
-    def mark_synced(self, size: int) -> None:
-        """A background fsync covered the first `size` bytes (unless the file changed since)."""
+    def mark_synced(self, size: int, *, directory: bool = False) -> None:
+        """A background fsync covered the first `size` bytes (unless the file changed since);
+        `directory`: it fsynced the segment's directory after its files too."""
         if self.size == size:
             self._synced_size = size
+        if directory:
+            self._directory_synced = True
 
     def _has_index_files(self) -> bool:
         """Whether flushing or closing writes the index files. An empty segment (every partition

@@ -1,0 +1,108 @@
+"""Python work per Produce request by partition count: what each extra partition costs a leader.
+
+The broker's RequestHandler (one broker, RF=1, acks=1, as bench/frame_receive.py --append builds
+it) is handed the same framed Produce v8 `--requests` times in process, no socket: one batch of
+100-byte records per partition, `--partitions` partitions per request (default 1 and 6). It
+counts what the calling thread executes per request - Python bytecodes (sys.settrace opcode
+events) and calls, Python and C (sys.setprofile) - and the opcodes per extra partition, the
+slope between the first and the last partition count. What C code does inside a call (the CRC,
+a writev) is not in it: a count the box's load does not move, not a time. `--top N` lists the
+functions that executed the most opcodes per request at the largest partition count.
+
+    python bench/produce_opcodes.py [--partitions 1,6] [--requests 200] [--frame-bytes 65536] [--top 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from common.protocol.frame import parse_request_header
+from frame_receive import TOPIC, leading_handler, produce_request
+
+WARMUP_REQUESTS = 20  # first appends create each segment's file and index objects
+
+
+class Counts:
+    """Bytecodes (per function) and calls the installing thread executes."""
+
+    def __init__(self) -> None:
+        self.opcodes: Counter[str] = Counter()
+        self.calls = 0
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "call":
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            code = frame.f_code
+            self.opcodes[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
+        return self._trace
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" or event == "c_call":
+            self.calls += 1
+
+    def count(self, fn: Any, times: int) -> None:
+        sys.settrace(self._trace)
+        sys.setprofile(self._profile)
+        try:
+            for _ in range(times):  # bounded by --requests
+                fn()
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+
+
+def counts_for(partitions: int, requests: int, frame_bytes: int) -> Counts:
+    directory = Path(tempfile.mkdtemp(prefix="tidelog-produce-opcodes-"))
+    handler, _, logs = leading_handler(directory, topic=TOPIC, partitions=partitions)
+    header, body = parse_request_header(memoryview(produce_request(frame_bytes, partitions))[4:])
+    try:
+        def one() -> None:
+            answer = handler.start(header, body, "")
+            if answer is None or not isinstance(answer, list):  # acks=1: answered at once
+                raise RuntimeError(f"produce was not answered at once: {answer!r}")
+        for _ in range(WARMUP_REQUESTS):
+            one()
+        counts = Counts()
+        counts.count(one, requests)
+        return counts
+    finally:
+        logs.shutdown()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 6))
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--frame-bytes", type=int, default=65536, help="about the request's size")
+    parser.add_argument("--top", type=int, default=0, help="list the N functions with most opcodes")
+    args = parser.parse_args()
+    print(f"{'partitions':>10} {'opcodes/request':>15} {'calls/request':>13}")
+    results = []
+    for p in args.partitions:
+        counts = counts_for(p, args.requests, args.frame_bytes)
+        results.append((p, counts))
+        print(f"{p:>10} {counts.opcodes.total() / args.requests:>15,.0f} {counts.calls / args.requests:>13,.0f}",
+              flush=True)
+    if len(results) > 1:
+        (p0, c0), (p1, c1) = results[0], results[-1]
+        span = p1 - p0
+        print(f"per extra partition: {(c1.opcodes.total() - c0.opcodes.total()) / args.requests / span:,.0f} "
+              f"opcodes, {(c1.calls - c0.calls) / args.requests / span:,.0f} calls")
+    if args.top:
+        p, counts = results[-1]
+        print(f"\nopcodes per request at {p} partitions, by function:")
+        for name, n in counts.opcodes.most_common(args.top):
+            print(f"{n / args.requests:>10,.0f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
