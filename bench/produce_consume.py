@@ -33,9 +33,8 @@ the broker process's utime + stime, every thread, from /proc/<pid>/stat (10 ms t
 record values (records x value bytes: the batches' framing is not counted); one broker at RF=1,
 so per broker and in all ('net' leaves out its idle rate over the phase). 'sys' is the kernel's
 share (a third to a half of a bulk produce at load ~4): its two copies of every byte (socket to
-the request's buffer, buffer to the page cache), whose cost per GB moves with the box's memory traffic (the
-same in-process produce path, bench/frame_receive.py --append, measured 0.8-2.1 s/GB at load
-10-14 on the shared 2-core VM). So each figure is also printed as a multiple of the floor
+the request's buffer, buffer to the page cache), whose cost per GB moves with the box's memory
+traffic. So each figure is also printed as a multiple of the floor
 measured in the same run: the same bytes received over loopback and written to a file 1 MiB at
 a time (the 'brk' columns of the socket pump and file write rows: the receiving and the writing
 thread's CPU). At RF=3 (a leader and two followers per partition) bench/produce_rf3.py prints
