@@ -2,6 +2,7 @@
 
     purgatory: Purgatory[TopicPartition, Codes] = Purgatory("Produce")
     codes = await purgatory.wait(DelayedProduce(...), keys=[tp1, tp2], timeout_s=30 * SECONDS)
+    answer = purgatory.watch(DelayedProduce(...), [tp1, tp2], 30 * SECONDS, then=respond)  # a future
     purgatory.check_and_complete(tp1)     # after an append, a HW move, a role change
 
 Kafka's DelayedOperation and DelayedOperationPurgatory. An operation is checked once when
@@ -14,7 +15,7 @@ whatever the number of keys, so a request over P partitions waits at most one ti
 `DelayedOperations` is the sans-IO core: the watch sets and a heap of deadlines in integer
 milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a caller with its own
 injected clock can drive it directly. `Purgatory` is the asyncio shell: a future per waiting
-request and its deadline in the broker's timer service (`broker.timers`, one timer per
+request (`watch` returns it, `wait` awaits it) and its deadline in the broker's timer service (`broker.timers`, one timer per
 request, keyed by the purgatory and the operation). The operation decides; neither holds any I/O.
 `Purgatory.waited` counts how long each watched request waited until completed or expired
 (issue 35: in the Produce purgatory that is an acks=all produce waiting for its ISR, the part
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from broker.loop_stalls import PauseHistogram
 from broker.timers import TimerService
@@ -35,6 +36,7 @@ from common.units import SECOND_MS
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
+R = TypeVar("R")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -146,41 +148,57 @@ class DelayedOperations(Generic[K, T]):
 
 
 class Purgatory(Generic[K, T]):
-    """The asyncio shell over `DelayedOperations`: `wait` until completed or expired."""
+    """The asyncio shell over `DelayedOperations`: a future per waiting request (`watch`), or
+    `wait` until completed or expired."""
 
     def __init__(self, name: str, timers: TimerService | None = None) -> None:
         self.name = name
         # the broker's timer service when given; else one of its own on the monotonic clock
         self.timers = timers if timers is not None else TimerService(name=f"{name} purgatory")
         self.operations: DelayedOperations[K, T] = DelayedOperations()
-        self._futures: dict[int, asyncio.Future[T]] = {}
+        self._waiting: dict[int, _Waiting[T, Any]] = {}
         self.waited = PauseHistogram()  # watched requests: from watch to completion or expiry
+
+    def watch(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float,
+              then: Callable[[T], R]) -> asyncio.Future[R]:
+        """A future of `then(answer)`: done now if `operation` is satisfied (or `timeout_s` is
+        not positive: `on_expiration()`), else set by the first satisfied check on one of
+        `keys`, or at the request's one deadline `timeout_s`.
+
+        `then` runs where the operation completes (inside `check_and_complete`, or the deadline's
+        timer), so whoever awaits the future is woken with the answer built: an acks=all produce
+        needs no task or coroutine of its own to wait in (issue 35). What `then` raises goes to
+        the future. A future nobody awaits any more (its connection closed) stays watched until
+        it completes or expires, as a Kafka DelayedProduce does; `wait` forgets it at once."""
+        return self._watch(operation, keys, timeout_s, then)[0]
 
     async def wait(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float) -> T:
         """`operation`'s answer: now if satisfied, else the first satisfied check on one of
         `keys`, else `on_expiration()` after `timeout_s` (the request's one deadline)."""
+        future, op_id = self._watch(operation, keys, timeout_s, _same)
+        try:
+            return await future
+        finally:
+            if op_id >= 0 and op_id in self._waiting:  # the waiting task was cancelled: nobody wants it
+                self._forget(op_id)
+
+    def _watch(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float,
+               then: Callable[[T], R]) -> tuple[asyncio.Future[R], int]:
+        """(the future, its operation id; -1 when decided on arrival)."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         result = operation.try_complete()
+        if result is None and timeout_s <= 0:
+            result = operation.on_expiration()
         if result is not None:
-            return result
-        if timeout_s <= 0:
-            return operation.on_expiration()
+            _settle(future, then, result)
+            return future, -1
         started_ms = self.timers.now_ms()
         deadline_ms = started_ms + int(timeout_s * SECOND_MS)
         op_id = self.operations.watch(operation, keys, deadline_ms)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._futures[op_id] = future
-        timer = (self, op_id)  # one timer per request; it expires everything due by then
-        self.timers.schedule(timer, deadline_ms, self._expire_until)
-        try:
-            result = await future
-            self.waited.observe(self.timers.now_ms() - started_ms)
-            return result
-        finally:
-            self.timers.cancel(timer)
-            del self._futures[op_id]
-            # A no-op once completed or expired; else the waiting task was cancelled (its
-            # connection closed) and nobody wants the answer.
-            self.operations.cancel(op_id)
+        self._waiting[op_id] = _Waiting(future, then, started_ms)
+        # one timer per request; it expires everything due by then
+        self.timers.schedule((self, op_id), deadline_ms, self._expire_until)
+        return future, op_id
 
     def check_and_complete(self, key: K) -> int:
         """Check every operation watching `key`; the number completed now."""
@@ -198,7 +216,39 @@ class Purgatory(Generic[K, T]):
         self._finish(self.operations.expire(now_ms))
 
     def _finish(self, done: list[tuple[int, T]]) -> None:
+        if not done:
+            return
+        now_ms = self.timers.now_ms()
         for op_id, result in done:
-            future = self._futures.get(op_id)
-            if future is not None and not future.done():
-                future.set_result(result)
+            waiting = self._waiting.pop(op_id, None)
+            if waiting is None:
+                continue
+            self.timers.cancel((self, op_id))  # a no-op for the timer that expired it
+            self.waited.observe(now_ms - waiting.started_ms)
+            if not waiting.future.done():
+                _settle(waiting.future, waiting.then, result)
+
+    def _forget(self, op_id: int) -> None:
+        del self._waiting[op_id]
+        self.timers.cancel((self, op_id))
+        self.operations.cancel(op_id)
+
+
+@dataclass(slots=True)
+class _Waiting(Generic[T, R]):
+    future: asyncio.Future[R]
+    then: Callable[[T], R]
+    started_ms: int
+
+
+def _same(result: T) -> T:
+    return result
+
+
+def _settle(future: asyncio.Future[R], then: Callable[[T], R], result: T) -> None:
+    try:
+        answer = then(result)
+    except Exception as exc:  # noqa: BLE001 - the awaiting request's failure, not the completer's
+        future.set_exception(exc)
+        return
+    future.set_result(answer)

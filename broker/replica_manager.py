@@ -8,6 +8,7 @@ reads and the requests waiting on them.
     read = replicas.read(tp, offset, max_bytes)   # consumers: up to the high watermark
     read = replicas.read(tp, offset, max_bytes, replica_id=2)   # a follower: up to the LEO
     codes = await replicas.wait_for_replication({tp: end_offset, ...}, timeout_s)  # acks=-1
+    answer = replicas.watch_replication({tp: end_offset, ...}, timeout_s, then=respond)  # a future
     await replicas.wait_for_data([tp, ...], timeout_s)   # a waiting fetch, woken by changes
 
 Kafka's ReplicaManager, split by concern: this module hosts partitions and is the entry
@@ -26,9 +27,10 @@ Everything runs on one event loop; no method blocks except on the local disk.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Final, NoReturn, Protocol
+from typing import Final, NoReturn, Protocol, TypeVar
 
 from broker.hosted_topic_configs import HostedTopicConfigs
 from broker.log.log_manager import LogManager
@@ -70,6 +72,8 @@ from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 ISR_EXPIRATION_TIMER: Final = ("replica-manager", "isr-expiration")  # its key in the broker's timers
 
@@ -229,6 +233,13 @@ class ReplicaManager:
         """acks=-1: each partition's error code once its HW reaches `required[tp]` (0), it is
         refused, or the request's one deadline `timeout_s` passes (REQUEST_TIMED_OUT)."""
         return await self.produce_purgatory.wait(self._delayed_produce(required), required, timeout_s)
+
+    def watch_replication(self, required: Mapping[TopicPartition, int], timeout_s: float,
+                          then: Callable[[dict[TopicPartition, int]], R]) -> asyncio.Future[R]:
+        """`wait_for_replication` as a future of `then(codes)`, set where the HW move (or the
+        deadline) decides it: already done when decided on arrival. The produce handler's
+        answer, with no task or coroutine per acks=all produce (`Purgatory.watch`)."""
+        return self.produce_purgatory.watch(self._delayed_produce(required), required, timeout_s, then)
 
     def replicated_now(self, required: Mapping[TopicPartition, int]) -> dict[TopicPartition, int] | None:
         """acks=-1 decided without waiting (an ISR of the leader alone): the codes, else None."""

@@ -61,10 +61,14 @@ def _produce(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
         return None
     if req.acks == -1:
         required = _required(results)
-        codes = ctx.replicas.replicated_now(required) if required else {}
-        if codes is None:
-            return Later(_answer_replicated(ctx, results, required, req.timeout_ms, version))
-        results = _with_codes(results, codes)
+        if required:
+            # The answer is built where the HW move decides it (`ReplicaManager.watch_replication`):
+            # no task or coroutine per acks=all produce waits for it. One deadline for the
+            # request, never one per partition.
+            answer = ctx.replicas.watch_replication(
+                required, max(req.timeout_ms, 0) / SECOND_MS,
+                lambda codes: _response(ctx, _with_codes(results, codes), version))
+            return answer.result() if answer.done() else Later(answer)
     return _response(ctx, results, version)
 
 
@@ -111,14 +115,6 @@ async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
                          version: int, client: ClientInfo) -> produce.ProduceResponse | None:
     answer = produce_now(ctx, req, version, client)  # no await before the appends: request order
     return await answer.answer if isinstance(answer, Later) else answer
-
-
-async def _answer_replicated(ctx: BrokerContext, results: _Results, required: dict[TopicPartition, int],
-                             timeout_ms: int, version: int) -> produce.ProduceResponse:
-    """The appended partitions wait for their high watermarks together: one deadline for the
-    request, never one per partition."""
-    codes = await ctx.replicas.wait_for_replication(required, max(timeout_ms, 0) / SECOND_MS)
-    return _response(ctx, _with_codes(results, codes), version)
 
 
 def _response(ctx: BrokerContext, results: _Results, version: int) -> produce.ProduceResponse:

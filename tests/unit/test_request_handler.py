@@ -553,7 +553,7 @@ async def test_start_leaves_acks_all_waiting_for_followers_to_a_later_answer(tmp
     try:
         answer = start_produce(handler, -1, ("wide", 0, batch(1)))
         assert isinstance(answer, Later)
-        assert len(replicas.produce_purgatory.operations) == 0  # it waits only once awaited
+        assert len(replicas.produce_purgatory.operations) == 1  # watched at once, as Kafka's tryCompleteElseWatch
         waiting = asyncio.ensure_future(answer.answer)
         await asyncio.sleep(0.05)
         assert len(replicas.produce_purgatory.operations) == 1 and not waiting.done()

@@ -1,0 +1,85 @@
+"""broker/purgatory.py's `Purgatory.watch`: a future of `then(answer)`, set where the operation is
+decided (inside `check_and_complete`, or the deadline's timer), so whoever awaits it is woken with
+the answer built and no task or coroutine waits in between (issue 35: an acks=all produce)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.purgatory import Purgatory
+from broker.timers import TimerService
+from tests.unit.test_purgatory import Join
+
+
+def fake_clock_purgatory() -> tuple[list[int], Purgatory[str, str]]:
+    now = [1_000]
+    return now, Purgatory("test", TimerService(lambda: now[0]))
+
+
+@pytest.mark.parametrize(("ready", "timeout_s", "expected"), [
+    ({"a", "b"}, 5.0, "DONE"),  # satisfied on arrival: never watched
+    ({"a"}, 0.0, "EXPIRED WITH ['B'] MISSING"),  # no time to wait: expires at once
+])
+async def test_decided_on_arrival_the_future_is_done_at_once(ready, timeout_s, expected):
+    _, purgatory = fake_clock_purgatory()
+    future = purgatory.watch(Join(ready, {"a", "b"}), ["a", "b"], timeout_s, str.upper)
+    assert future.done() and future.result() == expected
+    assert (purgatory.watched("a"), sum(purgatory.waited.counts)) == (0, 0)
+
+
+async def test_the_check_that_satisfies_it_sets_the_answer_built_before_any_loop_pass():
+    now, purgatory = fake_clock_purgatory()
+    ready: set[str] = set()
+    future = purgatory.watch(Join(ready, {"a", "b"}), ["a", "b"], 5.0, str.upper)
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 0 and not future.done()
+    now[0] += 7
+    ready.add("b")
+    assert purgatory.check_and_complete("b") == 1
+    assert future.result() == "DONE"  # no await: set inside the check
+    assert (purgatory.watched("a"), purgatory.watched("b"), len(purgatory.timers)) == (0, 0, 0)
+    assert (sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (1, 7)
+
+
+async def test_at_the_deadline_the_answer_is_then_of_the_expiration():
+    now, purgatory = fake_clock_purgatory()
+    future = purgatory.watch(Join(set(), {"b"}), ["b"], 0.2, str.upper)
+    now[0] += 200
+    purgatory.timers.run_due()
+    assert future.result() == "EXPIRED WITH ['B'] MISSING"
+    assert (purgatory.watched("b"), sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (0, 1, 200)
+
+
+async def test_what_then_raises_goes_to_the_future_not_to_the_checker():
+    _, purgatory = fake_clock_purgatory()
+    ready: set[str] = set()
+
+    def broken(answer: str) -> str:
+        raise RuntimeError(f"cannot answer {answer}")
+
+    future = purgatory.watch(Join(ready, {"a"}), ["a"], 5.0, broken)
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 1  # the follower fetch that moved the HW goes on
+    with pytest.raises(RuntimeError, match="cannot answer done"):
+        await future
+
+
+async def test_an_abandoned_future_stays_watched_until_decided_as_kafka_s_delayed_produce():
+    # Kafka does not take a DelayedProduce out of its purgatory when the client's connection
+    # closes; it completes or expires. `wait` (a task that is cancelled) forgets at once.
+    _, purgatory = fake_clock_purgatory()
+    ready: set[str] = set()
+    future = purgatory.watch(Join(ready, {"a"}), ["a"], 5.0, str.upper)
+    future.cancel()
+    assert purgatory.watched("a") == 1
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 1
+    assert (purgatory.watched("a"), len(purgatory.timers)) == (0, 0)
+    waiting = asyncio.create_task(purgatory.wait(Join(set(), {"b"}), ["b"], 5.0))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert (purgatory.watched("b"), len(purgatory.timers)) == (0, 0)
