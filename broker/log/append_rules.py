@@ -88,7 +88,7 @@ def assign_offsets(batches: Batches, next_offset: int, *, max_message_bytes: int
         next_offset += count
         if header.max_timestamp > max_ts:
             max_ts, max_ts_offset = header.max_timestamp, next_offset - 1
-    return Offsets(bases, max_ts, max_ts_offset)
+    return tuple.__new__(Offsets, (bases, max_ts, max_ts_offset))  # C, not the NamedTuple's Python __new__
 
 
 def check_replica_offsets(batches: Batches, log_end_offset: int, *, tp: TopicPartition) -> Offsets:

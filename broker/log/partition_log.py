@@ -266,8 +266,9 @@ class PartitionLog:
             self._record_epochs(batches, bases, epoch)
         if last_offset + 1 - self._recovery_point >= config.flush_messages:
             self.flush()
-        return LogAppendInfo(bases[0], last_offset, log_append_time, max_ts, max_ts_offset,
-                             self.log_start_offset, total, len(batches))
+        # tuple.__new__: a C call, where the NamedTuple's own __new__ is a Python frame (per partition)
+        return tuple.__new__(LogAppendInfo, (bases[0], last_offset, log_append_time, max_ts, max_ts_offset,
+                                             self.log_start_offset, total, len(batches)))
 
     def _record_epochs(self, batches: list[tuple[int, RecordBatchHeader]], bases: list[int],
                        leader_epoch: int | None) -> None:
