@@ -25,7 +25,7 @@ from broker.log.segment import LogSegment
 from broker.log.txn_index import AbortedTxn, last_stable_offset_after, marker_of
 from broker.producer_state import AppendOutcome, ProducerStateEntry, ProducerStateManager
 from broker.replica_reads import ReplicaError
-from broker.replication.high_watermark import follower_high_watermark
+from broker.replication.high_watermark import follower_high_watermark, follower_log_start_offset
 from broker.replication.leader_rules import acks_all_refused
 from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
@@ -166,7 +166,8 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     partition_log.update_high_watermark(follower_high_watermark(
         leader_high_watermark=leader_high_watermark, log_end_offset=partition_log.log_end_offset))
     partition.producer_state.on_high_watermark(partition_log.high_watermark)
-    new_start = min(leader_log_start_offset, partition_log.high_watermark)
+    new_start = follower_log_start_offset(leader_log_start_offset=leader_log_start_offset,
+                                          high_watermark=partition_log.high_watermark)
     before = partition_log.log_start_offset
     if partition_log.maybe_increment_log_start_offset(new_start):
         log.info("Follower %s moved its log start offset %d -> %d after the leader's", partition.tp,
