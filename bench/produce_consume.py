@@ -50,7 +50,14 @@ idle CPU rate (heartbeats, the metadata follower) is measured for `--idle-second
 is each phase's broker CPU less that rate over the phase's wall time, per GB, so that a short
 phase is not judged by the idle baseline and /proc's 10 ms ticks. For tidelog, 'requests' is
 the Produce requests its /metrics counted over a phase (in a consume phase, its Fetch requests)
-and 'us/req' the net broker CPU per request: in the latency phases (linger.ms=0) nearly one
+and 'us/req' the net broker CPU per request; 'ms/req' the mean time from a request's arrival until
+its response was written (the broker's request_latency_ms histogram over the phase, every API):
+set beside the phase's wall time and requests, it says whether a client waits on the broker. At
+P=6 it does not: on the shared 2-core box (load 5.4, 2 M x 100 B, one broker) the broker was busy
+19-22 % of each P=6 phase and answered a Produce in 0.43-0.52 ms on average, one arriving every
+3.0-4.4 ms, while the C client spent 2.4-2.6 s of CPU (1.5-1.65 cores; 1.25 s at P=1 acks=1):
+librdkafka's own cost per record roughly doubles with 6 partitions, and at P=6 it sets the rate of
+both brokers on two cores. In the latency phases (linger.ms=0) nearly one
 record per request, the per-request cost a low-rate canary pays. The consume table beside the
 sendfile sender also divides by the bytes the broker sent ('net/sent GB', from its
 bytes_out_total): with 1 MiB fetches a response ends with a partial batch that the client
@@ -114,6 +121,9 @@ WARMUP_SETTLE_S: Final = 1.0
 PRODUCE_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="PRODUCE"} '
 FETCH_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="FETCH"} '
 BYTES_OUT_SAMPLE: Final = "tidelog_broker_bytes_out_total "
+# The broker's request latency histogram (every API; a produce phase's requests are its Produces)
+LATENCY_SUM_SAMPLE: Final = "tidelog_broker_request_latency_ms_sum "
+LATENCY_COUNT_SAMPLE: Final = "tidelog_broker_request_latency_ms_count "
 # the sendfile sender's figure is the median of this many sends of the bytes: one send of
 # 100 MB is ~10-20 ms of CPU, of which a scheduler hiccup on a shared box can be a large share
 SENDFILE_ROUNDS: Final = 5
@@ -149,6 +159,8 @@ class Peer:
     produce_requests: Callable[[], int] | None = None  # Produce requests answered so far (tidelog's /metrics)
     fetch_requests: Callable[[], int] | None = None  # Fetch requests answered so far (tidelog's /metrics)
     bytes_out: Callable[[], int] | None = None  # bytes written to clients so far (tidelog's /metrics)
+    # (ms, requests) of the broker's request latency histogram so far (tidelog's /metrics)
+    latency: Callable[[], tuple[int, int]] | None = None
 
 
 def counter_from(metrics_url: str, sample: str) -> Callable[[], int]:
@@ -206,10 +218,12 @@ def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None) 
         assert broker.pid is not None
         try:
             url = broker.spec.metrics_url
+            sum_ms, count = counter_from(url, LATENCY_SUM_SAMPLE), counter_from(url, LATENCY_COUNT_SAMPLE)
             yield Peer("tidelog", cluster.bootstrap_servers, broker.pid, create,
                        produce_requests=counter_from(url, PRODUCE_REQUESTS_SAMPLE),
                        fetch_requests=counter_from(url, FETCH_REQUESTS_SAMPLE),
-                       bytes_out=counter_from(url, BYTES_OUT_SAMPLE))
+                       bytes_out=counter_from(url, BYTES_OUT_SAMPLE),
+                       latency=lambda: (sum_ms(), count()))
         finally:
             controller = cluster.controllers[0]
             if controller.pid is not None and controller.running():
@@ -298,6 +312,8 @@ class Row:
     bytes_sent: int | None = None  # consume phases: bytes the broker wrote to clients (batch framing included)
     load: float | None = None  # the box's 1-minute load average as the phase ended (the box is shared)
     broker_sys_s: float | None = None  # the kernel's part (stime) of broker_cpu_s
+    # the broker's mean time from a request's arrival until its response was written, over the phase
+    broker_ms_per_request: float | None = None
 
     @property
     def records_per_s(self) -> float:
@@ -464,6 +480,7 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
     sent = peer.bytes_out if consume else None
     requests0 = counter() if counter is not None else None
     sent0 = sent() if sent is not None else None
+    latency0 = peer.latency() if peer.latency is not None else None
     user0, sys0 = process_cpu_split(peer.pid)
     result = run()
     user1, sys1 = process_cpu_split(peer.pid)
@@ -471,9 +488,13 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
     requests = None if requests0 is None or counter is None else counter() - requests0
     bytes_sent = None if sent0 is None or sent is None else sent() - sent0
     idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
+    latency_ms = None
+    if latency0 is not None and peer.latency is not None:
+        (ms1, n1), (ms0, n0) = peer.latency(), latency0
+        latency_ms = (ms1 - ms0) / (n1 - n0) if n1 > n0 else None
     return Row(peer.name, phase, result.records, result.payload_bytes, result.seconds,
                cpu, result.client_cpu_s, result.p50_ms, result.p99_ms, result.p999_ms, idle, requests, bytes_sent,
-               broker_sys_s=sys1 - sys0)
+               broker_sys_s=sys1 - sys0, broker_ms_per_request=latency_ms)
 
 
 def warm_up(peer: Peer, binary: Path) -> None:
@@ -712,7 +733,7 @@ def fmt(value: float | None, spec: str) -> str:
 
 HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
                  f"{'brk s/GB':>9} {'net s/GB':>9} {'sys':>4} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
-                 f"{'requests':>9} {'us/req':>7} {'load':>5}")
+                 f"{'requests':>9} {'us/req':>7} {'ms/req':>6} {'load':>5}")
 
 
 def line(row: Row) -> str:
@@ -720,7 +741,7 @@ def line(row: Row) -> str:
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
             f"{fmt(row.sys_share, '.0%'):>4} {fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
             f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7} "
-            f"{fmt(row.load, '.2f'):>5}")
+            f"{fmt(row.broker_ms_per_request, '.2f'):>6} {fmt(row.load, '.2f'):>5}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
