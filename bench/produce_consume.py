@@ -55,9 +55,9 @@ its response was written (the broker's request_latency_ms histogram over the pha
 set beside the phase's wall time and requests, it says whether a client waits on the broker. At
 P=6 it does not: on the shared 2-core box (load 5.4, 2 M x 100 B, one broker) the broker was busy
 19-22 % of each P=6 phase and answered a Produce in 0.43-0.52 ms on average, one arriving every
-3.0-4.4 ms, while the C client spent 2.4-2.6 s of CPU (1.5-1.65 cores; 1.25 s at P=1 acks=1):
-librdkafka's own cost per record roughly doubles with 6 partitions, and at P=6 it sets the rate of
-both brokers on two cores. In the latency phases (linger.ms=0) nearly one
+3.0-4.4 ms, while the C client spent 2.4-2.6 s of CPU, 1.5-1.65 cores (acks=1: 1.25 s at P=1,
+2.61 s at P=6; acks=all: 2.12 and 2.40 s): on two cores it is librdkafka's own CPU, not the
+broker, that sets the P=6 rate, of either broker. In the latency phases (linger.ms=0) nearly one
 record per request, the per-request cost a low-rate canary pays. The consume table beside the
 sendfile sender also divides by the bytes the broker sent ('net/sent GB', from its
 bytes_out_total): with 1 MiB fetches a response ends with a partial batch that the client
