@@ -106,6 +106,7 @@ ALREADY_EXISTS: Final = 409
 SNAPSHOT_FILE: Final = "__metadata_snapshot"  # broker.metadata_checkpoint's file in the first log dir
 LOG_TIME: Final = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 BROKER_STALL: Final = re.compile(r"Broker (\d+): its event loop was stalled for (\d+) ms")  # broker.loop_stalls
+BECAME_ACTIVE: Final = "Became active controller with epoch"  # quorum.active_controller
 
 
 def load() -> str:
@@ -242,6 +243,12 @@ def longest_stall(cluster: LocalCluster) -> str:
     stalls = [int(m.group(2)) for node in cluster.controllers
               for m in STALL.finditer(node.spec.log_path.read_text(errors="replace"))]
     return f"{max(stalls)}" if stalls else "< 250"
+
+
+def controller_changes(cluster: LocalCluster) -> str:
+    """How often a controller became active after the first one did (a failover each)."""
+    became = sum(node.spec.log_path.read_text(errors="replace").count(BECAME_ACTIVE) for node in cluster.controllers)
+    return f"{max(became - 1, 0)}"
 
 
 def longest_broker_stall(cluster: LocalCluster) -> str:
@@ -469,6 +476,9 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
             break
     rows.append(figure(f"{topics} topics: longest controller stall over the run (ms)", longest_stall(cluster)))
     rows.append(figure(f"{topics} topics: longest broker stall over the run (ms)", longest_broker_stall(cluster)))
+    rows.append(figure(f"{topics} topics: active controller changes over the run", controller_changes(cluster)))
+    if logs_to is not None:  # the restarts' logs too: the copy above is from before them
+        copy_logs(cluster, logs_to / "end")
     return rows
 
 
