@@ -14,26 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from common.config_schema import Password
 from common.waiting import wait_until
-from localcluster.launcher import free_ports
 from quorum.metadata_log import MetadataLog
 from quorum.prevote import LEADER_CONTACT_WINDOW, PRE_VOTE_REQUEST
-from quorum.quorum_settings import QuorumSettings
-from quorum.voters import parse_voters
+from tests.integration.test_quorum_fsync_ordering import WAIT_S, three_voters
 
 T = TypeVar("T")
-HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-WAIT_S = 20.0
 # past pysyncobj's longest election timeout (1.4 s), short of its connection timeout (3.5 s):
 # the timer has surely expired, and the connections (with the leader's messages in them) stay up
 STALL_S = 2.0
@@ -41,30 +34,14 @@ STALL_S = 2.0
 PRE_VOTE_STALL_S = 3 * LEADER_CONTACT_WINDOW
 
 
-def started(prevote: bool) -> Iterator[list[MetadataLog]]:
-    ports = free_ports(HOSTS, len(HOSTS))
-    spec = parse_voters(tuple(f"{i}@{h}:{p}" for i, (h, p) in enumerate(zip(HOSTS, ports), start=1)))
-    logs: list[MetadataLog] = []
-    with tempfile.TemporaryDirectory() as root:
-        try:
-            for node_id in spec:
-                logs.append(MetadataLog(QuorumSettings(node_id, spec, Path(root) / str(node_id),
-                                                       Password("busy-voter-test"), fsync=False,
-                                                       prevote=prevote)))
-            yield logs
-        finally:
-            for log in logs:
-                log.close()
-
-
 @pytest.fixture(params=[True, False], ids=["prevote", "no-prevote"])
 def voters(request: pytest.FixtureRequest) -> Iterator[list[MetadataLog]]:
-    yield from started(request.param)
+    yield from three_voters(fsync=False, prevote=request.param)
 
 
 @pytest.fixture
 def prevote_voters() -> Iterator[list[MetadataLog]]:
-    yield from started(True)
+    yield from three_voters(fsync=False)
 
 
 def on_tick(log: MetadataLog, fn: Callable[[], T]) -> T:

@@ -92,8 +92,8 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
-@pytest.fixture
-def voters(recorder: Recorder) -> Iterator[list[MetadataLog]]:
+def three_voters(**options: Any) -> Iterator[list[MetadataLog]]:
+    """Three voters on HOSTS, each with QuorumSettings `options`; closed when the generator ends."""
     ports = free_ports(HOSTS, len(HOSTS))
     spec = parse_voters(tuple(f"{i}@{h}:{p}" for i, (h, p) in enumerate(zip(HOSTS, ports), start=1)))
     logs: list[MetadataLog] = []
@@ -101,11 +101,16 @@ def voters(recorder: Recorder) -> Iterator[list[MetadataLog]]:
         try:
             for node_id in spec:
                 logs.append(MetadataLog(QuorumSettings(node_id, spec, Path(root) / str(node_id),
-                                                       Password("ordering-test"))))
+                                                       Password("ordering-test"), **options)))
             yield logs
         finally:
             for log in logs:
                 log.close()
+
+
+@pytest.fixture
+def voters(recorder: Recorder) -> Iterator[list[MetadataLog]]:
+    yield from three_voters()
 
 
 def leader_of(logs: list[MetadataLog]) -> MetadataLog | None:
