@@ -7,11 +7,13 @@ recovery point, high watermark and log start offset move (set on the log and rep
 `LogChanges`, as a broker taking over a third of 100,000 leaderships sees), then
 `LogManager.checkpoint()` runs inside an asyncio loop beside a 1 ms ticker. Per pass:
 
-- `loop CPU ms`: the CPU of the loop's thread in the `checkpoint()` call, the block every
-  request in flight waits for (time.thread_time);
+- `loop CPU ms`: the CPU of the loop's thread from the `checkpoint()` call until the three
+  files are written (time.thread_time): the call, and the slices a pass of many logs runs on
+  the loop's later turns (CHECKPOINT_SLICE_LOGS), with the ticker's own few microseconds a tick;
 - `pass CPU ms`: the process's CPU (every thread) until the three files are written;
 - `max tick gap ms`: the longest the ticker waited beyond its 1 ms while the files were being
-  written (wall time: it also counts the other work on the box; read it beside the load).
+  written: the longest block a request in flight waited for (wall time: it also counts the
+  other work on the box; read it beside the load).
 
 Compare two commits with `PYTHONPATH=<a worktree of the other> python bench/checkpoint_pass.py`
 (a tree whose `checkpoint()` writes synchronously returns None: its pass ends with the call).
@@ -65,9 +67,9 @@ async def one_pass(manager: LogManager) -> tuple[float, float, float]:
     await asyncio.sleep(0.01)  # the ticker runs before the pass starts
     cpu, loop_cpu = time.process_time(), time.thread_time()
     result = manager.checkpoint()
-    loop_cpu = time.thread_time() - loop_cpu
     if isinstance(result, Future):
         await asyncio.wrap_future(result)
+    loop_cpu = time.thread_time() - loop_cpu
     cpu = time.process_time() - cpu
     await asyncio.sleep(TICK_S * 2)  # the tick that waited for the pass's end counts
     done.set()

@@ -27,13 +27,9 @@ from pathlib import Path
 from broker.log.checkpoint_file import CheckpointWriter, all_done, checkpoint_data, entry_line
 from broker.log.partition_log import PartitionLog
 
-Offsets = tuple[int, int, int]  # recovery point, high watermark, log start offset
+Offsets = tuple[int, int, int]  # recovery point, high watermark, log start offset: the names' order
 FileKey = tuple[Path, int]  # a log dir, and which of its three files (an index into the names)
-
-
-def offsets_of(partition_log: PartitionLog) -> Offsets:
-    """The log's entries in the three files, in the order of `OffsetCheckpoints`' names."""
-    return partition_log.recovery_point, partition_log.high_watermark, partition_log.log_start_offset
+LOG_START = 2  # the log start offset's index in Offsets and in the files' names
 
 
 def file_data(prefixes: Sequence[str], rows: Sequence[Offsets], index: int) -> bytes:
@@ -79,7 +75,7 @@ class OffsetCheckpoints:
                 directory = dir_of(partition_log)
                 written = self._written[directory]
                 files = changed.setdefault(directory, set())
-            now = offsets_of(partition_log)
+            now: Offsets = partition_log.recovery_point, partition_log.high_watermark, partition_log.log_start_offset
             before = written.get(partition_log)
             if before == now:
                 continue
@@ -98,6 +94,26 @@ class OffsetCheckpoints:
             self._order.pop(directory, None)  # logs new to the dir's files: every file, a new order
             self._stale.update((directory, i) for i in range(3))
 
+    def note_log_starts(self, logs: Iterable[PartitionLog], dir_of: Callable[[PartitionLog], Path]) -> None:
+        """Note only the log start offsets of `logs` (`write_log_starts`); their
+        recovery points and high watermarks wait for a pass, which notes them after their
+        leader-epoch syncs (one noted here would reach a recovery-point write that a pass running
+        across the loop's turns makes before it synced that log). A log new to the files gets
+        0 in those two, what its load takes without an entry (a rescan, not a lost offset),
+        until that pass (it is still among the moved logs)."""
+        for partition_log in logs:  # bounded by the logs asked for
+            directory = dir_of(partition_log)
+            written = self._written[directory]
+            before = written.get(partition_log)
+            log_start = partition_log.log_start_offset
+            if before is None:
+                written[partition_log] = (0, 0, log_start)
+                self._order.pop(directory, None)  # new to the dir's files: every file, a new order
+                self._stale.update((directory, i) for i in range(len(self._names)))
+            elif before[LOG_START] != log_start:
+                written[partition_log] = (before[0], before[1], log_start)
+                self._stale.add((directory, LOG_START))
+
     def noted(self, directory: Path) -> int:
         """How many of the dir's logs have lines in its files (noted, not forgotten since)."""
         return len(self._written[directory])
@@ -108,15 +124,13 @@ class OffsetCheckpoints:
             self._order.pop(directory, None)
             self._stale.update((directory, i) for i in range(len(self._names)))
 
-    def write_now(self, logs: Sequence[PartitionLog], dir_of: Callable[[PartitionLog], Path],
-                  index: int) -> Future[None]:
-        """Note `logs` and write their dirs' file `names[index]` now if it owes a write; a
-        future that ends once those files hold the logs' entries (a write started or queued
-        before with them counts). The others are written by the next `write` (the recovery
-        point only after the caller's leader-epoch syncs). Costs a snapshot of the dirs'
-        offsets, not a sort of their logs (kept in file order unless one came or went)."""
-        self.note(logs, dir_of)
-        return self.write(only={(dir_of(partition_log), index) for partition_log in logs})
+    def write_log_starts(self, logs: Sequence[PartitionLog], dir_of: Callable[[PartitionLog], Path]) -> Future[None]:
+        """Note the log starts of `logs` and write their dirs' log-start file (`names[LOG_START]`) now
+        if it owes a write; a future that ends once those files hold the logs' entries (a write
+        started or queued before with them counts). Costs a snapshot of the dirs' offsets, not
+        a sort of their logs (kept in file order unless one came or went)."""
+        self.note_log_starts(logs, dir_of)
+        return self.write(only={(dir_of(partition_log), LOG_START) for partition_log in logs})
 
     def write(self, only: set[FileKey] | None = None) -> Future[None]:
         """Start the write of every file that owes one (or of those in `only` that do) on the
