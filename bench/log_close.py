@@ -85,6 +85,14 @@ def append_some(manager: LogManager, data_every: int) -> None:
             partition_log.snapshot_source = lambda: snapshot
 
 
+def checkpointed(manager: LogManager) -> None:
+    """One periodic checkpoint pass, its files written: its writes run on the checkpoint
+    writer's thread after `checkpoint()` returns (an older tree's returns None, after them)."""
+    written = manager.checkpoint()
+    if written is not None:
+        written.result()
+
+
 def say(figures: dict[str, float | str]) -> None:
     figures["load"] = load()
     figures["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -104,7 +112,7 @@ def child(phase: str, count: int, root: Path, data_every: int, teardown: bool) -
         append_some(manager, data_every)
         for partition_log in manager.logs.values():
             partition_log.flush()  # as the periodic flush.ms/roll flushes would have, long ago
-        manager.checkpoint()
+        checkpointed(manager)
         append_some(manager, data_every)  # the unflushed tail a stop owes
         say(timed("close", manager.shutdown))
         print("done", flush=True)
@@ -122,7 +130,7 @@ def child(phase: str, count: int, root: Path, data_every: int, teardown: bool) -
     manager = holder[0]
     if clean:
         append_some(manager, data_every)
-        manager.checkpoint()
+        checkpointed(manager)  # on disk before the crash, as a pass a minute before it would be
         append_some(manager, data_every)
         os.kill(os.getpid(), signal.SIGKILL)
     manager.shutdown()
