@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from broker.log.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from broker.log.flusher import SegmentFlusher
 from broker.log.leader_epochs import EpochEntry
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
@@ -675,13 +677,19 @@ def test_logs_whose_first_epoch_checkpoint_a_crash_left_empty_reopen_without_ent
 @pytest.mark.parametrize("count", [5, len(MANY)])  # on the caller's thread, and on the I/O pool
 def test_a_batch_of_new_logs_costs_one_fsync_of_their_log_dir(
         managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    """A topic of 10 partitions is one directory fsync per log dir, not ten."""
-    manager = open_manager(managers, dirs[:1])
-    (dirs[0] / "big-1").write_text("a file where a partition directory must go")  # this one fails alone
-    synced: list[str] = []
+    """A topic of 10 partitions is one directory fsync per log dir, not ten, and on the flusher's
+    thread, not the caller's (the event loop)."""
+    synced: list[tuple[str, str]] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(
+        (os.readlink(f"/proc/self/fd/{fd}"), threading.current_thread().name)) or real_fsync(fd))
+    manager = open_manager(managers, dirs[:1])
+    manager.flusher = SegmentFlusher(lambda fd: os.fsync(fd))  # the stand-in (not bound at import)
+    (dirs[0] / "big-1").write_text("a file where a partition directory must go")  # this one fails alone
+    synced.clear()
     failed = manager.create_logs(MANY[:count], now_ms=NOW)
     assert set(failed) == {TopicPartition("big", 1)} and isinstance(failed[TopicPartition("big", 1)], OSError)
-    assert synced == [str(dirs[0])]
+    manager.flusher.shutdown()  # waits for its thread's work
+    assert [path for path, _ in synced] == [str(dirs[0])]
+    assert all(thread.startswith("log-flush") for _, thread in synced)
     assert sorted(manager.partitions(), key=str) == sorted(set(MANY[:count]) - set(failed), key=str)
