@@ -66,6 +66,7 @@ from quorum.log_state import (
     transaction_chunks,
 )
 from quorum.prevote import (
+    CONNECTED_LEADER_WINDOW,
     HIGHER_TERM_NOTICE,
     LEADER_CONTACT_WINDOW,
     PRE_VOTE_REQUEST,
@@ -280,12 +281,14 @@ class MetadataLog(VoterMembership, SyncObj):
     def _raft_view(self) -> VoterView:
         now = pysyncobj_monotonic()
         contact = self._leader_contact
+        leader = self._SyncObj__raftLeader  # pysyncobj's node of the leader it follows; None: none
         return VoterView(
             current_term=self.raftCurrentTerm,
             last_log_term=self._SyncObj__getCurrentLogTerm(),  # pysyncobj 0.3.17's, name-mangled
             last_log_index=self._SyncObj__getCurrentLogIndex(),
             is_leader=self._SyncObj__raftState == _RAFT_STATE.LEADER,
-            since_leader_contact_s=None if contact is None else now - contact)
+            since_leader_contact_s=None if contact is None else now - contact,
+            leader_connected=leader is not None and bool(self.isNodeConnected(leader)))
 
     def _pre_vote_tick(self) -> None:
         """Before pysyncobj's candidacy check: if the election timer fired, ask first."""
@@ -459,7 +462,8 @@ class MetadataLog(VoterMembership, SyncObj):
             self._ignored_vote = key
             logger.warning("Ignored a vote request from %s for term %d: this voter %s (term %d)",
                            key[0], key[1], "is the leader" if self._isLeader() else
-                           f"heard from the leader within {LEADER_CONTACT_WINDOW:.1f} s", self.raftCurrentTerm)
+                           f"heard from the leader within {LEADER_CONTACT_WINDOW:.1f} s "
+                           f"({CONNECTED_LEADER_WINDOW:.1f} s while connected to it)", self.raftCurrentTerm)
 
     def describe_quorum(self, observers: Sequence[tuple[int, int, int]]) -> QuorumDescription | None:
         """DescribeQuorum's answer if this voter is the Raft leader, else None; `observers` as

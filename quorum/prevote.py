@@ -38,6 +38,14 @@ controller change (seen on a CPU-starved box, issue 28). With them:
   follower that had just folded (longest slice 437 ms) won term 2 from a live leader (issue 35).
   So an expired timer counts only after a poll that ended past it, and pre-votes and vote
   requests are answered once the poll has read everything that arrived with them.
+- A leader this voter is still connected to is given `CONNECTED_LEADER_WINDOW`, not
+  `LEADER_CONTACT_WINDOW`: a busy leader's own tick runs long too, and with the rule above in
+  place a 100,000-partition restart still had followers asking for pre-votes 422 and 504 ms
+  after the leader's last AppendEntries, each time as the active controller came out of a
+  421 / 823 ms stall (refused only because the other follower had heard from it later). A
+  killed or crashed leader's connection closes at once, so its failover keeps the short
+  window; a leader gone without closing it (a paused process, a cut link) is replaced after
+  the long one, as a KRaft follower waits controller.quorum.fetch.timeout.ms (2 s).
 
 Everything here takes times as seconds on a monotonic clock passed in; `quorum.metadata_log`
 is the shell that reads pysyncobj's state and sends the messages.
@@ -54,6 +62,9 @@ from common.units import SECONDS
 # pysyncobj's raftMinTimeout default (election timeouts are drawn from [0.4 s, 1.4 s)); a leader
 # sends AppendEntries every 0.1 s, so a follower of a live leader is never this long without one.
 LEADER_CONTACT_WINDOW: Final = 0.4 * SECONDS
+# The same for a leader this voter still holds a connection to (above): the active controller's
+# own check-quorum bound (quorum.metadata_log.LEADER_FALLBACK_TIMEOUT) and Kafka's fetch timeout.
+CONNECTED_LEADER_WINDOW: Final = 2.0 * SECONDS
 PRE_VOTE_REQUEST: Final = "tidelog_pre_vote"  # message types pysyncobj does not know (it never sees them)
 PRE_VOTE_RESPONSE: Final = "tidelog_pre_vote_response"
 HIGHER_TERM_NOTICE: Final = "tidelog_higher_term"  # "your AppendEntries' term is behind mine": see below
@@ -76,6 +87,7 @@ class VoterView:
     last_log_index: int
     is_leader: bool
     since_leader_contact_s: float | None  # None: never heard from a leader since start
+    leader_connected: bool = False  # a connection to the leader it last heard from is up
 
 
 def log_up_to_date(*, candidate_last_term: int, candidate_last_index: int, view: VoterView) -> bool:
@@ -85,11 +97,14 @@ def log_up_to_date(*, candidate_last_term: int, candidate_last_index: int, view:
     return candidate_last_index >= view.last_log_index
 
 
-def has_live_leader(view: VoterView, window_s: float = LEADER_CONTACT_WINDOW) -> bool:
-    """The voter leads, or heard from a leader less than `window_s` ago."""
+def has_live_leader(view: VoterView, window_s: float = LEADER_CONTACT_WINDOW,
+                    connected_window_s: float = CONNECTED_LEADER_WINDOW) -> bool:
+    """The voter leads, or heard from a leader less than `window_s` ago (`connected_window_s`
+    while its connection to that leader is up)."""
     if view.is_leader:
         return True
-    return view.since_leader_contact_s is not None and view.since_leader_contact_s < window_s
+    window = max(window_s, connected_window_s) if view.leader_connected else window_s
+    return view.since_leader_contact_s is not None and view.since_leader_contact_s < window
 
 
 def heard_everything_since(*, deadline: float, listened_at: float) -> bool:

@@ -8,6 +8,8 @@ follower's socket. Before the fix the follower looked at its expired timer befor
 with pre-vote it asked for pre-votes for the leader's term + 1, without it it stood at once and
 deposed the leader; and a pre-vote request read in the same poll as those AppendEntries was
 granted if it came first. Now the timer waits for one poll, and pre-votes are answered after it.
+The leader's tick held the same way, past the followers' timeouts, no longer costs it the
+leadership while they stay connected to it (quorum.prevote.CONNECTED_LEADER_WINDOW).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ T = TypeVar("T")
 STALL_S = 2.0
 # past LEADER_CONTACT_WINDOW: a voter judging the leader's silence before its poll would grant
 PRE_VOTE_STALL_S = 3 * LEADER_CONTACT_WINDOW
+# past every follower's election timeout (at most 1.4 s after the AppendEntries before it, sent
+# every 0.1 s), short of CONNECTED_LEADER_WINDOW
+LEADER_STALL_S = 1.6
 
 
 @pytest.fixture(params=[True, False], ids=["prevote", "no-prevote"])
@@ -99,3 +104,17 @@ def test_a_pre_vote_is_judged_after_the_poll_that_read_it(
     assert lines_of(caplog, ident, f"a pre-vote for term {term + 1}") == [
         f"Refused {asker.raft_address} a pre-vote for term {term + 1}: refused: heard from a live leader"]
     assert leader.leadership() == (True, term)
+
+
+def test_a_connected_leader_busy_past_the_election_timeout_is_not_deposed(
+        prevote_voters: list[MetadataLog], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="quorum.metadata_log")
+    leader, term = settled(prevote_voters)
+    followers = [log for log in prevote_voters if log is not leader]
+    # every follower's timer expires while the leader sends nothing, and they keep listening:
+    # before, the first to ask got the other's pre-vote (silent past LEADER_CONTACT_WINDOW)
+    on_tick(leader, lambda: time.sleep(LEADER_STALL_S))
+    for follower in followers:
+        on_tick(follower, lambda: None)  # a tick after the leader's first AppendEntries since
+    assert [log.leadership() for log in prevote_voters] == [(log is leader, term) for log in prevote_voters]
+    assert not any(f"Pre-vote for term {term + 1} won" in r.getMessage() for r in caplog.records)

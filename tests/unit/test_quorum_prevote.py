@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quorum.prevote import (
+    CONNECTED_LEADER_WINDOW,
     LEADER_CONTACT_WINDOW,
     PreVoteAnswer,
     PreVoteRound,
@@ -133,3 +134,16 @@ def test_only_a_higher_term_notice_is_adopted(notice_term: int, current_term: in
 def test_an_expired_timer_fires_only_after_a_poll_past_it(deadline: float, listened_at: float,
                                                           fires: bool) -> None:
     assert heard_everything_since(deadline=deadline, listened_at=listened_at) is fires
+
+
+@pytest.mark.parametrize(("since", "connected", "answer"), [
+    (LEADER_CONTACT_WINDOW + 0.1, False, PreVoteAnswer.GRANTED),   # gone: its connection closed
+    (LEADER_CONTACT_WINDOW + 0.1, True, PreVoteAnswer.HAS_LEADER),  # connected: busy, not gone
+    (CONNECTED_LEADER_WINDOW - 0.01, True, PreVoteAnswer.HAS_LEADER),
+    (CONNECTED_LEADER_WINDOW, True, PreVoteAnswer.GRANTED),         # silent that long: replaced all the same
+])
+def test_a_leader_still_connected_gets_the_longer_window(since: float, connected: bool,
+                                                         answer: PreVoteAnswer) -> None:
+    v = view(since_leader_contact_s=since, leader_connected=connected)
+    assert pre_vote(v) is answer
+    assert ignores_vote_request(request_term=6, view=v) is (answer is PreVoteAnswer.HAS_LEADER)
