@@ -29,6 +29,7 @@ from common.errors import ErrorCode
 from common.protocol import fetch
 from common.protocol.leader_discovery import NodeEndpoint
 from common.protocol.metadata import wire_topic_id
+from common.slotted import instance_builder
 from metadata.image import MetadataImage
 
 TOPIC_IDS_VERSION: Final = 13
@@ -50,6 +51,11 @@ class Named:
     unknown: dict[uuid.UUID, list[int]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # v13+: as the request named them
 
+
+# every partition answered with data is one: built from values already checked (common.slotted),
+# not through the frozen dataclass's __init__
+_new_answer: Final = instance_builder(fetch.FetchPartitionResponse,
+                                      tuple(fetch.FetchPartitionResponse.__dataclass_fields__))
 
 _minted_ids: dict[int, str] = {}  # wire id (its 128-bit int) -> minted form; see MINTED_IDS_CACHED
 
@@ -151,11 +157,9 @@ def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartiti
     txns = read.aborted_transactions
     aborted = None if txns is None else tuple(
         fetch.AbortedTransaction(t.producer_id, t.first_offset) for t in txns) if txns else ()
-    return fetch.FetchPartitionResponse(
-        p.partition, 0, read.high_watermark, read.records if size else b"",
-        last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
-        aborted_transactions=aborted,
-    ), readable_end > p.fetch_offset
+    return _new_answer((p.partition, 0, read.high_watermark, read.records if size else b"",
+                        read.last_stable_offset, read.log_start_offset, aborted, -1, None, None, None)
+                       ), readable_end > p.fetch_offset
 
 
 def _preferred_replica(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition,

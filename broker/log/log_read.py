@@ -25,7 +25,6 @@ import os
 import struct
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Final
 
 from broker.log.segment import NO_FD, FileSlice, LogSegment
@@ -101,4 +100,5 @@ def whole_batches(data: FileSlice) -> FileSlice:
         kept = position
     else:
         return data  # the boundary is further on: sent as Kafka's
-    return data if kept == data.position else replace(data, length=kept - data.position)
+    # built whole, not by dataclasses.replace (~2 us of its field walk, on every consumer fetch)
+    return data if kept == data.position else FileSlice(data.fd, data.position, kept - data.position, segment)
