@@ -253,22 +253,16 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
     item = _REQUEST_PARTITION_V9 if version >= 9 else _REQUEST_PARTITION_V7
     size, unpack, new = item.size, item.unpack_from, _new_request_partition
     try:
-        (n_topics,) = _I32.unpack_from(view, pos)
-        pos += 4
-        if n_topics < 0 or n_topics * 6 > end - pos:
+        n_topics = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
+        if n_topics < 0:
             return None
+        pos += 4
         topics = []
         for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            (length,) = _I16.unpack_from(view, pos)
-            pos += 2
-            if length < 0 or pos + length + 4 > end:
+            named = _name_and_count(view, pos, size)
+            if named is None:
                 return None
-            name = str(view[pos:pos + length], "utf-8")
-            pos += length
-            (n,) = _I32.unpack_from(view, pos)
-            pos += 4
-            if n < 0 or n * size > end - pos:
-                return None
+            name, n, pos = named
             parts = []
             for at in range(pos, pos + n * size, size):  # bounded by the count, checked against the bytes
                 if size == _REQUEST_PARTITION_V9.size:
@@ -279,22 +273,16 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
                 parts.append(new((index, offset, partition_max, log_start, epoch, -1, ZERO_UUID)))
             pos += n * size
             topics.append(_new_topic((name, tuple(parts), ZERO_UUID)))
-        (n_forgotten,) = _I32.unpack_from(view, pos)
-        pos += 4
-        if n_forgotten < 0 or n_forgotten * 6 > end - pos:
+        n_forgotten = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
+        if n_forgotten < 0:
             return None
+        pos += 4
         forgotten = []
         for _ in range(n_forgotten):  # bounded by the count, checked against the bytes
-            (length,) = _I16.unpack_from(view, pos)
-            pos += 2
-            if length < 0 or pos + length + 4 > end:
+            named = _name_and_count(view, pos, 4)
+            if named is None:
                 return None
-            name = str(view[pos:pos + length], "utf-8")
-            pos += length
-            (n,) = _I32.unpack_from(view, pos)
-            pos += 4
-            if n < 0 or 4 * n > end - pos:
-                return None
+            name, n, pos = named
             forgotten.append(ForgottenTopic(name, struct.unpack_from(f">{n}i", view, pos)))
             pos += 4 * n
         rack_id = ""
@@ -308,6 +296,28 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
         return None
     return _new_request((replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, tuple(topics),
                          session_id, session_epoch, tuple(forgotten), rack_id, None, -1))
+
+
+def _name_and_count(view: memoryview, pos: int, item_size: int) -> tuple[str, int, int] | None:
+    """A classic topic name and the count of the array after it, and where its items start;
+    None when the lengths are negative or the items cannot fit in the bytes left. Raises
+    struct.error (short bytes) and UnicodeDecodeError as they come."""
+    end = len(view)
+    (length,) = _I16.unpack_from(view, pos)
+    pos += 2
+    if length < 0 or pos + length + 4 > end:
+        return None
+    name = str(view[pos:pos + length], "utf-8")
+    pos += length
+    n = _array_count(view, pos, item_size)
+    return None if n < 0 else (name, n, pos + 4)
+
+
+def _array_count(view: memoryview, pos: int, item_size: int) -> int:
+    """The int32 count at `pos` of an array whose items take at least `item_size` bytes each;
+    -1 when it is negative or they cannot fit in the bytes after it. struct.error when short."""
+    (n,) = _I32.unpack_from(view, pos)
+    return n if 0 <= n and n * item_size <= len(view) - pos - 4 else -1
 
 
 def _read_replica_state(r: Reader) -> tuple[int, int]:
