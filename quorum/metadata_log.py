@@ -176,6 +176,9 @@ class MetadataLog(VoterMembership, SyncObj):
         self._leader_term: int | None = None  # the term this voter became leader in
         # pysyncobj's monotonic clock at the end of this voter's last poll (tick thread only)
         self._listened_at = 0.0
+        # (the deadline _listen_before_standing set, the expiry it postponed): one poll after
+        # that expiry is enough, however long the ticks around it run
+        self._held: tuple[float, float] | None = None
         # pre-votes and vote requests read in this tick's poll, answered after it (quorum.prevote):
         # (kind, voter) -> the answer; one per kind and voter, so bounded by the voter count
         self._after_poll: dict[tuple[str, str], Callable[[], None]] = {}
@@ -252,14 +255,19 @@ class MetadataLog(VoterMembership, SyncObj):
             return
         deadline: float = getattr(self, "_SyncObj__raftElectionDeadline")  # mypy needs its type
         now = pysyncobj_monotonic()
-        if deadline >= now or heard_everything_since(deadline=deadline, listened_at=self._listened_at):
+        if deadline >= now:
+            return
+        held, self._held = self._held, None
+        expired = held[1] if held is not None and held[0] == deadline else deadline  # not reset since
+        if heard_everything_since(deadline=expired, listened_at=self._listened_at):
             return
         contact = self._leader_contact
         logger.debug("Election timer expired %.0f ms ago, %.0f ms after this voter last read its sockets "
-                     "(leader last heard %s): reading them before standing", (now - deadline) * 1000,
-                     (deadline - self._listened_at) * 1000,
+                     "(leader last heard %s): reading them before standing", (now - expired) * 1000,
+                     (expired - self._listened_at) * 1000,
                      "never" if contact is None else f"{(now - contact) * 1000:.0f} ms ago")
-        self._SyncObj__raftElectionDeadline = now + LISTEN_HOLD
+        self._held = (now + LISTEN_HOLD, expired)
+        self._SyncObj__raftElectionDeadline = self._held[0]
 
     def _answer_after_poll(self) -> None:
         """Answer the pre-votes and vote requests this tick's poll read, now that it has read
