@@ -6,6 +6,8 @@ leader answers each partition a follower moves to it once, with no records)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from common.protocol import fetch
 from common.protocol.api_keys import ApiKey
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
-from metadata.image import EMPTY_IMAGE
+from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import changes_for_broker
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
 from tests.log_helpers import NOW, batch
@@ -60,14 +62,25 @@ class Leader:
         return decode(memoryview(b"".join(fetch.encode_fetch_response(answer, version))), version)
 
 
+@asynccontextmanager
+async def follower(directory: Path, image: MetadataImage) -> AsyncIterator[tuple[ReplicaManager, ReplicaFetcherManager]]:
+    """Broker ME's replica manager and replica fetchers over `image` (its partitions not yet
+    applied), shut down after."""
+    log_manager = LogManager([directory], LogConfig(), now_ms=NOW)
+    replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
+    manager = ReplicaFetcherManager(replicas, FetcherSettings(ME), image=lambda: image)
+    replicas.fetchers = manager
+    try:
+        yield replicas, manager
+    finally:
+        await manager.shutdown()
+        log_manager.shutdown()
+
+
 def test_an_answer_that_moved_only_the_high_watermark_leaves_the_entry_alone(tmp_path: Path) -> None:
     async def scenario() -> None:
-        log_manager = LogManager([tmp_path], LogConfig(), now_ms=NOW)
-        replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
-        manager = ReplicaFetcherManager(replicas, FetcherSettings(ME), image=lambda: IMAGE)
-        replicas.fetchers = manager
         leader = Leader({QUIET.partition: (7, b""), MOVED.partition: (3, batch(3))})
-        try:
+        async with follower(tmp_path, IMAGE) as (replicas, manager):
             replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
             fetcher = manager.fetchers[LEADER]
             fetcher._conn = leader  # type: ignore[assignment]
@@ -84,8 +97,5 @@ def test_an_answer_that_moved_only_the_high_watermark_leaves_the_entry_alone(tmp
             assert touched == [MOVED]  # built again: QUIET's entry is as it was
             assert leader.named[1] == {1}  # only the partition whose fetch offset moved
             assert fetcher._rounds.session.wanted[QUIET].fetch_offset == 0
-        finally:
-            await manager.shutdown()
-            log_manager.shutdown()
 
     asyncio.run(scenario())

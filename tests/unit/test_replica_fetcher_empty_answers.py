@@ -13,19 +13,14 @@ from typing import Any
 
 import pytest
 
-from broker.log.log_manager import LogManager
-from broker.replica_manager import ReplicaManager
-from broker.replication.fetcher_manager import ReplicaFetcherManager
-from broker.replication.fetcher_state import FetcherSettings
 from broker.replication.high_watermark import follower_answer_changes_nothing
-from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
 from metadata.local_changes import changes_for_broker
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic
 from tests.log_helpers import NOW, batch
-from tests.unit.test_replica_fetcher import LEADER, ME, Leader
+from tests.unit.test_replica_fetcher import LEADER, ME, Leader, follower
 
 IMAGE = apply(EMPTY_IMAGE, enumerate([
     BeginEpoch(1),
@@ -69,20 +64,16 @@ def test_which_empty_answers_change_nothing(answer: tuple[int, int, int, int, in
 
 def test_an_empty_answer_that_changes_nothing_is_not_appended(tmp_path: Path) -> None:
     async def scenario() -> None:
-        log_manager = LogManager([tmp_path], LogConfig(), now_ms=NOW)
-        replicas = ReplicaManager(ME, log_manager, now_ms=lambda: NOW)
-        manager = ReplicaFetcherManager(replicas, FetcherSettings(ME), image=lambda: IMAGE)
-        replicas.fetchers = manager
         leader = OneAnswer({QUIET.partition: (7, b""), MOVED.partition: (3, batch(3)), HW_ONLY.partition: (2, b"")})
-        appended: list[TopicPartition] = []
-        append = replicas.append_as_follower
+        async with follower(tmp_path, IMAGE) as (replicas, manager):
+            appended: list[TopicPartition] = []
+            append = replicas.append_as_follower
 
-        def counted(partition: Any, *args: Any) -> Any:
-            appended.append(partition.tp)
-            return append(partition, *args)
+            def counted(partition: Any, *args: Any) -> Any:
+                appended.append(partition.tp)
+                return append(partition, *args)
 
-        replicas.append_as_follower = counted  # type: ignore[method-assign,assignment]
-        try:
+            replicas.append_as_follower = counted  # type: ignore[method-assign,assignment]
             replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
             # HW_ONLY holds two records its HW has not reached: the leader's HW 2 moves it
             hw_only = replicas.get_partition(HW_ONLY)
@@ -99,8 +90,5 @@ def test_an_empty_answer_that_changes_nothing_is_not_appended(tmp_path: Path) ->
             assert hw_only.log.high_watermark == 2
             quiet = replicas.get_partition(QUIET)
             assert quiet is not None and quiet.log.high_watermark == 0  # min(leader HW 7, own LEO 0)
-        finally:
-            await manager.shutdown()
-            log_manager.shutdown()
 
     asyncio.run(scenario())
