@@ -1,14 +1,15 @@
 """A consumer's Fetch on one broker, in process: the Python a fetch costs, by part, and the
 loop thread's CPU per fetch over loopback beside a sendfile-only server's.
 
-    python bench/fetch_path.py [--mib 256] [--batch-bytes 800000] [--version 11] [--rounds 3]
+    python bench/fetch_path.py [--mib 256] [--batch-bytes 800000] [--version 16] [--rounds 3]
                                [--isolation 1] [--parts-only]
 
 A log of `--mib` MiB in batches of about `--batch-bytes` (one partition, appended through the
 broker's RequestHandler as Produce requests) is read back from offset 0 by Fetch requests
 shaped as librdkafka sends them to a bulk consumer: one topic, one partition, 1 MiB
 partition_max_bytes, 50 MiB max_bytes, min_bytes 1, no session (id 0, epoch -1),
-read_committed (librdkafka's default `--isolation 1`), Fetch v11 (`--version`).
+read_committed (librdkafka's default `--isolation 1`), Fetch v16 (`--version`: librdkafka
+since 2.5 sends v16, before it v11).
 
 'parts': each step of the broker's answer run over every fetch of the log in turn, in process
 (no socket), thread CPU per fetch: the header parse, the request decode, fetch_now (naming,
@@ -56,8 +57,12 @@ _BATCH = struct.Struct(">qi")  # base offset, batch length after these 12 bytes
 
 
 def fetch_frame(offset: int, version: int, isolation: int, correlation_id: int = 1) -> bytes:
-    req = fetch.FetchRequest(-1, 500, 1, FETCH_MAX_BYTES, isolation, (fetch.FetchTopic(TOPIC, (
-        fetch.FetchPartition(0, offset, FETCH_PARTITION_BYTES, -1, 0 if version >= 9 else -1),)),))
+    from common.protocol.metadata import wire_topic_id
+    by_id = version >= 13  # leading_handler's topic id is its name upper-cased
+    req = fetch.FetchRequest(-1, 500, 1, FETCH_MAX_BYTES, isolation, (fetch.FetchTopic(
+        "" if by_id else TOPIC,
+        (fetch.FetchPartition(0, offset, FETCH_PARTITION_BYTES, -1, 0 if version >= 9 else -1),),
+        wire_topic_id(TOPIC.upper()) if by_id else fetch.ZERO_UUID),))
     body = encode_request_header(RequestHeader(1, version, correlation_id, "rdkafka")) + join_chunks(
         fetch.encode_fetch_request(req, version))
     return struct.pack(">i", len(body)) + body
@@ -242,7 +247,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--batch-bytes", type=int, default=800_000)
-    parser.add_argument("--version", type=int, default=11)
+    parser.add_argument("--version", type=int, default=16)
     parser.add_argument("--isolation", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parts-only", action="store_true")

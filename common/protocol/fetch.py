@@ -183,11 +183,9 @@ _PARTITION_ANSWER_TAGS: Final = frozenset({_DIVERGING_EPOCH_TAG, _CURRENT_LEADER
 
 def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
     check_version(ApiKey.FETCH, version)
-    if 7 <= version <= 11:
-        classic = _decode_classic_request(body, version)
-        if classic is not None:
-            return classic
-    return _decode_request_fields(body, version)
+    one_pass = _decode_classic_request(body, version) if 7 <= version <= 11 \
+        else _decode_flexible_request(body, version) if version >= 12 else None
+    return _decode_request_fields(body, version) if one_pass is None else one_pass
 
 
 def _decode_request_fields(body: memoryview, version: int) -> FetchRequest:
@@ -298,6 +296,89 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
                          session_id, session_epoch, tuple(forgotten), rack_id, None, -1))
 
 
+def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | None:
+    """A v12-v17 request without tagged fields read by unpacks: librdkafka since 2.5 (KIP-951)
+    sends v16, Java consumers v17. Compact lengths must be one byte (under 128 topics,
+    partitions and bytes of a name) and no tagged field may be present (a follower's
+    ReplicaState, a v17 directory id): anything else is None, for the field-by-field path."""
+    view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
+    end = len(view)
+    by_id = version >= 13
+    new = _new_request_partition
+    try:
+        pos = 0
+        replica_id = -1  # v15+: only in the ReplicaState tag, which sends this to the fields path
+        if version <= 14:
+            (replica_id,) = _I32.unpack_from(view, 0)
+            pos = 4
+        max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = \
+            _FLEXIBLE_HEAD.unpack_from(view, pos)
+        pos += _FLEXIBLE_HEAD.size
+        n_topics = _compact_count(view, pos, 17 if by_id else 3)
+        pos += 1
+        topics = []
+        for _ in range(n_topics):  # bounded by the count, checked against the bytes
+            name, topic_id, pos = _flexible_topic(view, pos, by_id)
+            n = _compact_count(view, pos, _FLEXIBLE_PARTITION.size)
+            pos += 1
+            parts = []
+            for at in range(pos, pos + n * _FLEXIBLE_PARTITION.size, _FLEXIBLE_PARTITION.size):  # bounded, checked
+                index, epoch, offset, last_fetched, log_start, partition_max, tags = _FLEXIBLE_PARTITION.unpack_from(
+                    view, at)
+                if tags:
+                    return None
+                parts.append(new((index, offset, partition_max, log_start, epoch, last_fetched, ZERO_UUID)))
+            pos += n * _FLEXIBLE_PARTITION.size
+            if view[pos]:  # the topic's tagged fields
+                return None
+            topics.append(_new_topic((name, tuple(parts), topic_id)))
+            pos += 1
+        n_forgotten = _compact_count(view, pos, 17 if by_id else 3)
+        pos += 1
+        forgotten = []
+        for _ in range(n_forgotten):  # bounded by the count, checked against the bytes
+            name, topic_id, pos = _flexible_topic(view, pos, by_id)
+            n = _compact_count(view, pos, 4)
+            forgotten.append(ForgottenTopic(name, struct.unpack_from(f">{n}i", view, pos + 1), topic_id))
+            pos += 1 + 4 * n
+            if view[pos]:
+                return None
+            pos += 1
+        length = _compact_count(view, pos, 1)
+        rack_id = str(view[pos + 1:pos + 1 + length], "utf-8")
+        pos += 1 + length
+        if view[pos]:  # the request's tagged fields (ClusterId, ReplicaState)
+            return None
+    except (struct.error, IndexError, UnicodeDecodeError, _NotOnePass):
+        return None
+    return _new_request((replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, tuple(topics),
+                         session_id, session_epoch, tuple(forgotten), rack_id, None, -1))
+
+
+class _NotOnePass(Exception):
+    """Bytes the one-pass read leaves to the field-by-field path."""
+
+
+def _compact_count(view: memoryview, pos: int, item_size: int) -> int:
+    """A one-byte compact count (or length) at `pos` of items of at least `item_size` bytes that
+    fit in the bytes after it; _NotOnePass for null, a longer varint, or too many."""
+    c = view[pos]
+    n = c - 1
+    if c == 0 or c >= 0x80 or n * item_size > len(view) - pos - 1:
+        raise _NotOnePass
+    return n
+
+
+def _flexible_topic(view: memoryview, pos: int, by_id: bool) -> tuple[str, uuid.UUID, int]:
+    """A topic's name (v12) or id (v13+), and where what follows it starts."""
+    if by_id:
+        if pos + 16 > len(view):
+            raise _NotOnePass
+        return "", uuid.UUID(bytes=bytes(view[pos:pos + 16])), pos + 16
+    length = _compact_count(view, pos, 1)
+    return str(view[pos + 1:pos + 1 + length], "utf-8"), ZERO_UUID, pos + 1 + length
+
+
 def _name_and_count(view: memoryview, pos: int, item_size: int) -> tuple[str, int, int] | None:
     """A classic topic name and the count of the array after it, and where its items start;
     None when the lengths are negative or the items cannot fit in the bytes left. Raises
@@ -402,6 +483,10 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
     check_version(ApiKey.FETCH, version)
     if 5 <= version <= 11:
         return _encode_classic_response(resp, version)
+    if version >= 12:
+        flexible = _encode_flexible_response(resp, version)
+        if flexible is not None:
+            return flexible
     return _encode_response_fields(resp, version)
 
 
@@ -503,6 +588,71 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
     return chunks
 
 
+def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] | None:
+    """A v12+ response with no tagged field to write (no diverging epoch, leader hint, snapshot
+    id or node endpoints: a consumer's ordinary answer) by one pack per partition head, the
+    Writer's bytes exactly; None otherwise (the fields path writes it)."""
+    if version >= 16 and resp.node_endpoints:
+        return None
+    out: list[Any] = [_FLEXIBLE_RESPONSE_HEAD.pack(resp.throttle_time_ms, resp.error_code, resp.session_id),
+                      _uvarint(len(resp.responses) + 1)]
+    by_id = version >= 13
+    chunks: list[Chunk] = []
+    for t in resp.responses:  # bounded by the response's topics
+        if by_id:
+            out.append(t.topic_id.bytes)
+        else:
+            name = t.topic.encode("utf-8")
+            if len(name) > 0x7FFF:  # the Writer's limit, and its error
+                raise ValueError("string longer than 32767 bytes")
+            out.append(_uvarint(len(name) + 1))
+            out.append(name)
+        out.append(_uvarint(len(t.partitions) + 1))
+        for p in t.partitions:  # bounded by the topic's partitions
+            if p.diverging_epoch is not None or p.current_leader is not None or p.snapshot_id is not None:
+                return None
+            txns, records = p.aborted_transactions, p.records
+            out.append(_FLEXIBLE_ANSWER_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
+                                                  p.last_stable_offset, p.log_start_offset))
+            if txns is None:
+                out.append(b"\x00")
+            else:
+                out.append(_uvarint(len(txns) + 1))
+                out.extend(_ABORTED.pack(a.producer_id, a.first_offset) + b"\x00" for a in txns)
+            out.append(_I32.pack(p.preferred_read_replica))
+            if records is None:
+                out.append(b"\x00\x00")  # null records, no tagged fields
+                continue
+            length = len(records) if isinstance(records, bytes | bytearray | memoryview) else records.length
+            out.append(_uvarint(length + 1))
+            if length and isinstance(records, bytes | bytearray | memoryview):
+                out.append(records)
+            elif length:
+                chunks.append(b"".join(out))
+                chunks.append(records)  # type: ignore[arg-type]
+                out = []
+            out.append(b"\x00")  # the partition's tagged fields
+        out.append(b"\x00")  # the topic's
+    out.append(b"\x00")  # the response's
+    chunks.append(b"".join(out))
+    return chunks
+
+
+def _uvarint(v: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths): one byte under 128."""
+    if v < 0x80:
+        return _BYTES[v]
+    out = bytearray()
+    while v >= 0x80:  # bounded: seven bits a pass
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_BYTES: Final = tuple(bytes((i,)) for i in range(0x80))
+
+
 def _partition_tags(p: FetchPartitionResponse) -> dict[int, bytes | None]:
     tags: dict[int, bytes | None] = {}
     diverging, leader, snapshot = p.diverging_epoch, p.current_leader, p.snapshot_id
@@ -591,12 +741,20 @@ _REQUEST_HEAD_V7: Final = struct.Struct(">iiiibii")
 # partition, current leader epoch, fetch offset, log start offset, partition max bytes (v9-v11)
 _REQUEST_PARTITION_V9: Final = struct.Struct(">iiqqi")
 _REQUEST_PARTITION_V7: Final = struct.Struct(">iqqi")  # v7-v8: no current leader epoch
+# max wait, min bytes, max bytes, isolation level, session id, session epoch (v12+, after the replica id to v14)
+_FLEXIBLE_HEAD: Final = struct.Struct(">iiibii")
+# partition, current leader epoch, fetch offset, last fetched epoch, log start offset, partition max
+# bytes, then the tagged-field count (v12+)
+_FLEXIBLE_PARTITION: Final = struct.Struct(">iiqiqiB")
 # partition, error, high watermark, last stable offset, log start offset, aborted transactions
 # count (-1 or 0 here), then the preferred read replica (v11) and the records' length
 _ANSWER_HEAD_V5: Final = struct.Struct(">ihqqqii")
 _ANSWER_HEAD_V11: Final = struct.Struct(">ihqqqiii")
 _RESPONSE_HEAD_V7: Final = struct.Struct(">ihii")  # throttle, error, session id, topics count
 _RESPONSE_HEAD_V5: Final = struct.Struct(">ii")  # throttle, topics count
+_FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)
+# partition, error, high watermark, last stable offset, log start offset (v12+: the fixed part)
+_FLEXIBLE_ANSWER_HEAD: Final = struct.Struct(">ihqqq")
 _ABORTED: Final = struct.Struct(">qq")  # producer id, first offset
 _new_answer = instance_builder(FetchPartitionResponse, tuple(FetchPartitionResponse.__dataclass_fields__))
 _new_request_partition = instance_builder(FetchPartition, tuple(FetchPartition.__dataclass_fields__))

@@ -1,12 +1,14 @@
-"""common/protocol/fetch.py's one-pass codecs of the classic versions: a v7-v11 request read by
-unpacks and a v5-v11 response written by packs give what the field-by-field Reader and Writer
-give, byte for byte; a request the unpacks cannot read (short, a negative length, bad UTF-8)
-goes to the field-by-field path, which reads it or refuses it with its own reason."""
+"""common/protocol/fetch.py's one-pass codecs: a v7-v17 request read by unpacks and a v5-v17
+response written by packs give what the field-by-field Reader and Writer give, byte for byte; a
+request the unpacks cannot read (short, a negative length, bad UTF-8, a tagged field, a compact
+length over one byte) goes to the field-by-field path, which reads it or refuses it with its
+own reason, and a response with tagged fields to write is written by the Writer."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -88,31 +90,8 @@ def test_request_read_in_one_pass(version: int, request_: fetch.FetchRequest) ->
 def test_every_cut_or_changed_byte_reads_as_the_fields_do(version: int) -> None:
     """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
     (None); decode_fetch_request either parses them or raises ProtocolError."""
-    data = _fields(REQUESTS[1], version)
-    rng = random.Random(35)
-    cases = [data[:cut] for cut in range(len(data))]
-    for _ in range(2000):
-        changed = bytearray(data)
-        for _ in range(rng.randint(1, 3)):
-            changed[rng.randrange(len(changed))] = rng.choice((0x00, 0xFF, 0x80, 0x7F, rng.randrange(256)))
-        cases.append(bytes(changed))
-    handed_on = 0
-    for case in cases:
-        view = memoryview(case)
-        one_pass = fetch._decode_classic_request(view, version)
-        try:
-            fields: fetch.FetchRequest | None = fetch._decode_request_fields(view, version)
-        except ProtocolError:
-            fields = None
-        if one_pass is None:
-            handed_on += 1
-        else:
-            assert one_pass == fields
-        try:
-            assert fetch.decode_fetch_request(view, version) == fields
-        except ProtocolError:
-            assert fields is None
-    assert handed_on >= len(data)  # every cut short of the end at least
+    handed_on = _every_cut_or_change(_fields(REQUESTS[1], version), version, fetch._decode_classic_request)
+    assert handed_on >= len(_fields(REQUESTS[1], version))  # every cut short of the end at least
 
 
 @pytest.mark.parametrize("version", range(5, 12))
@@ -133,3 +112,105 @@ def _wire(chunks: Sequence[object]) -> list[object]:
         elif chunk.length:  # type: ignore[attr-defined]
             out += [chunk, b""]
     return out
+
+
+TOPIC_ID = uuid.UUID(int=0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0)
+
+
+def _flexible_request(version: int, *, rack: str = "", replica_id: int = -1, tagged: bool = False
+                      ) -> fetch.FetchRequest:
+    by_id = version >= 13
+
+    def topic(name: str, partitions: tuple[fetch.FetchPartition, ...]) -> fetch.FetchTopic:
+        return fetch.FetchTopic("" if by_id else name, partitions, TOPIC_ID if by_id else fetch.ZERO_UUID)
+    directory = uuid.UUID(int=7) if tagged and version >= 17 else fetch.ZERO_UUID
+    return fetch.FetchRequest(replica_id, 500, 1, 52428800, 1, (
+        topic("bench", (P(0, 1234, 1048576, -1, 5, 4, directory), P(3, 0, 1, 2, -1, -1))), topic("b", ())),
+        9, 2, (fetch.ForgottenTopic("" if by_id else "gone", (1, 2), TOPIC_ID if by_id else fetch.ZERO_UUID),),
+        rack, "cluster" if tagged else None, -1)
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+@pytest.mark.parametrize(("kind", "one_pass"), [("plain", True), ("rack", True), ("follower", None),
+                                                ("tagged", False)])
+def test_flexible_request_read_in_one_pass(version: int, kind: str, one_pass: bool | None) -> None:
+    request_ = _flexible_request(version, rack="rack-1" if kind == "rack" else "",
+                                 replica_id=2 if kind == "follower" else -1, tagged=kind == "tagged")
+    data = memoryview(_fields(request_, version))
+    fields = fetch._decode_request_fields(data, version)
+    assert fields == request_
+    if one_pass is None:  # a follower's replica id: in the request at v12-v14, in a tag from v15
+        one_pass = version <= 14
+    assert (fetch._decode_flexible_request(data, version) == request_) is one_pass
+    if not one_pass:
+        assert fetch._decode_flexible_request(data, version) is None
+    assert fetch.decode_fetch_request(memoryview(bytes(data) + b"trailing"), version) == request_
+
+
+@pytest.mark.parametrize("version", [12, 16, 17])
+def test_every_cut_or_changed_flexible_byte_reads_as_the_fields_do(version: int) -> None:
+    _every_cut_or_change(_fields(_flexible_request(version, rack="r"), version), version,
+                         fetch._decode_flexible_request)
+
+
+def _every_cut_or_change(data: bytes, version: int,
+                         one_pass_read: Callable[[memoryview, int], fetch.FetchRequest | None]) -> int:
+    """Every cut of `data` and 2,000 seeded changes of a few bytes: the one-pass read gives what
+    the field-by-field one gives or None (counted); decode_fetch_request parses or raises
+    ProtocolError. Returns how many the one-pass read handed on."""
+    rng = random.Random(version)
+    cases = [data[:cut] for cut in range(len(data))]
+    for _ in range(2000):
+        changed = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            changed[rng.randrange(len(changed))] = rng.choice((0x00, 0x01, 0xFF, 0x80, 0x7F, rng.randrange(256)))
+        cases.append(bytes(changed))
+    handed_on = 0
+    for case in cases:
+        view = memoryview(case)
+        one_pass = one_pass_read(view, version)
+        try:
+            fields: fetch.FetchRequest | None = fetch._decode_request_fields(view, version)
+        except ProtocolError:
+            fields = None
+        if one_pass is None:
+            handed_on += 1
+        else:
+            assert one_pass == fields
+        try:
+            assert fetch.decode_fetch_request(view, version) == fields
+        except ProtocolError:
+            assert fields is None
+    return handed_on
+
+
+FLEXIBLE_RESPONSES = [
+    *RESPONSES,
+    fetch.FetchResponse(0, (fetch.FetchTopicResponse("", tuple(ANSWERS), TOPIC_ID),
+                            fetch.FetchTopicResponse("t" * 200, (ANSWERS[1],), TOPIC_ID)), 0, 5),
+    fetch.FetchResponse(0, (fetch.FetchTopicResponse("bench", (fetch.FetchPartitionResponse(
+        0, 0, 10, BATCH * 20, 9, 3),), TOPIC_ID),), 0, 5),
+]
+TAGGED_RESPONSES = [
+    fetch.FetchResponse(0, (fetch.FetchTopicResponse("a", (fetch.FetchPartitionResponse(
+        0, 0, 10, b"", 10, 0, diverging_epoch=fetch.EpochEndOffset(3, 7)),), TOPIC_ID),)),
+    fetch.FetchResponse(0, (fetch.FetchTopicResponse("a", (fetch.FetchPartitionResponse(
+        0, 0, 10, b"", 10, 0, snapshot_id=fetch.SnapshotId(7, 3)),), TOPIC_ID),)),
+]
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+@pytest.mark.parametrize("response", FLEXIBLE_RESPONSES)
+def test_flexible_response_written_in_one_pass(version: int, response: fetch.FetchResponse) -> None:
+    one_pass = fetch._encode_flexible_response(response, version)
+    assert one_pass is not None
+    assert _wire(one_pass) == _wire(fetch._encode_response_fields(response, version))
+    assert fetch.encode_fetch_response(response, version) == one_pass
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+@pytest.mark.parametrize("response", TAGGED_RESPONSES)
+def test_tagged_answers_written_by_the_fields(version: int, response: fetch.FetchResponse) -> None:
+    assert fetch._encode_flexible_response(response, version) is None
+    assert _wire(fetch.encode_fetch_response(response, version)) == _wire(
+        fetch._encode_response_fields(response, version))
