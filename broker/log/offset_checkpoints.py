@@ -24,7 +24,7 @@ from functools import partial
 from operator import add, itemgetter
 from pathlib import Path
 
-from broker.log.checkpoint_file import CheckpointWriter, all_done, checkpoint_data, entry_line
+from broker.log.checkpoint_file import CheckpointWriter, all_done, checkpoint_data
 from broker.log.partition_log import PartitionLog
 
 Offsets = tuple[int, int, int]  # recovery point, high watermark, log start offset: the names' order
@@ -157,11 +157,22 @@ class OffsetCheckpoints:
         after a log came or went)."""
         order = self._order.get(directory)
         if order is None:
-            entries = sorted((tp.topic, tp.partition, lg)
-                             for lg in self._written[directory] for tp in (lg.topic_partition,))
-            order = self._order[directory] = (tuple(entry[2] for entry in entries),
-                                              tuple(entry_line((topic, partition, ""))
-                                                    for topic, partition, _ in entries))
+            # Grouped by topic, then each topic's partitions sorted as ints: a sort of 100,000
+            # (topic, partition) tuples in the noted (hash) order was 0.3 s of the first pass
+            # after a create or a start, on the event loop; this is about half of it.
+            by_topic: dict[str, list[tuple[int, PartitionLog]]] = {}
+            for partition_log in self._written[directory]:  # bounded by the dir's logs
+                tp = partition_log.topic_partition
+                by_topic.setdefault(tp.topic, []).append((tp.partition, partition_log))
+            logs: list[PartitionLog] = []
+            prefixes: list[str] = []
+            for topic in sorted(by_topic):  # bounded by the dir's topics
+                members = by_topic[topic]
+                members.sort(key=itemgetter(0))
+                logs.extend(map(itemgetter(1), members))
+                # `entry_line`'s format, one f-string a line
+                prefixes.extend([f"{topic} {partition} " for partition, _ in members])
+            order = self._order[directory] = tuple(logs), tuple(prefixes)
         return order
 
     def _reap(self) -> None:
