@@ -7,7 +7,6 @@ moved log starts: one write for all of a fetch answer's."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from common.errors import KafkaStorageError
 from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
 from tests.log_helpers import NOW, batch
+from tests.unit.test_log_manager import fail_epoch_syncs
 
 SLICE = 2
 LOGS = [TopicPartition("t", p) for p in range(5)]  # three slices
@@ -121,14 +121,7 @@ async def test_a_failed_sync_in_a_slice_fails_the_pass_and_the_next_pass_writes_
     for tp in LOGS:  # data in a new epoch: each log owes its epoch checkpoint's fsync
         manager.logs[tp].leader_epoch_cache.assign(1, 0)
     move_all(manager, 3)
-    real_fsync = os.fsync
-
-    def failing(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("leader-epoch-checkpoint"):
-            raise OSError(errno.EIO, "I/O error")
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", failing)
+    real_fsync = fail_epoch_syncs(monkeypatch)
     with caplog.at_level(logging.ERROR):
         with pytest.raises(KafkaStorageError, match="leader-epoch-checkpoint"):
             await asyncio.wrap_future(manager.checkpoint())

@@ -9,7 +9,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -605,12 +605,8 @@ def test_checkpoint_syncs_the_owed_epoch_checkpoints_before_the_recovery_points(
     assert manager.sync_epoch_checkpoints() == 0 and synced == []  # nothing owed any more
 
 
-def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_checkpoint(
-        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    manager = open_manager(managers, dirs[:1])
-    partition_log = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
-    partition_log.leader_epoch_cache.assign(2, 0)
-    partition_log.append(batch(0), now_ms=NOW)
+def fail_epoch_syncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Every fsync of a leader-epoch checkpoint fails with EIO from here on; the real fsync."""
     real_fsync = os.fsync
 
     def failing(fd: int) -> None:
@@ -619,6 +615,16 @@ def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_chec
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", failing)
+    return real_fsync
+
+
+def test_an_epoch_checkpoint_that_cannot_be_synced_stays_owed_and_fails_the_checkpoint(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = open_manager(managers, dirs[:1])
+    partition_log = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
+    partition_log.leader_epoch_cache.assign(2, 0)
+    partition_log.append(batch(0), now_ms=NOW)
+    real_fsync = fail_epoch_syncs(monkeypatch)
     recovery_points = dirs[0] / "recovery-point-offset-checkpoint"
     before = recovery_points.read_bytes() if recovery_points.exists() else None
     with pytest.raises(KafkaStorageError, match="leader-epoch-checkpoint"):
