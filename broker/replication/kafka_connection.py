@@ -70,6 +70,14 @@ class KafkaConnection:
         self.address, self.timeout_s = address, timeout_s
         self._framing = ClientFraming(client_id, MAX_RESPONSE_BYTES)
         self.closed = False
+        # The request in flight must be answered by `_deadline` (loop time; None: none in
+        # flight). One watchdog timer checks it, re-armed at most once per timeout: a Timeout
+        # context per request scheduled and cancelled a timer on every fetch round, ~5 % of a
+        # follower's loop work per round (issue 35, bench/follower_round_cpu.py --opcodes).
+        self._loop = asyncio.get_running_loop()
+        self._deadline: float | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._timed_out = False
 
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float,
@@ -122,21 +130,41 @@ class KafkaConnection:
         if self.closed:
             raise BrokerConnectionError(f"connection to {self.address} is closed")
         frame = self._framing.request(int(api_key), version, body)
+        deadline = self._deadline = self._loop.time() + self.timeout_s + extra_timeout_s
+        if self._watchdog is None:
+            self._watchdog = self._loop.call_at(deadline, self._check_deadline)
         try:
-            async with asyncio.timeout(self.timeout_s + extra_timeout_s):
-                self._writer.write(frame)
-                await self._writer.drain()
-                frames = await self._receiver.receive()
+            self._writer.write(frame)
+            await self._writer.drain()
+            frames = await self._receiver.receive()
+            if self._timed_out:
+                raise TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
+            self._deadline = None
             payload = self._answer(frames)
             # A flexible version's response header v1 ends in tagged fields, skipped here.
             return decode(strip_response_header(int(api_key), version, payload), version)
         except (OSError, EOFError, TimeoutError, ProtocolError) as e:
             self.abort()
+            if self._timed_out and not isinstance(e, TimeoutError):  # the watchdog's abort, seen as a lost link
+                e = TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
             raise BrokerConnectionError(
                 f"{api_key.name} v{version} to {self.address} failed: {e or type(e).__name__}") from e
         except BaseException:
             self.abort()  # cancelled mid-request: the stream is out of step now
             raise
+
+    def _check_deadline(self) -> None:
+        """The watchdog: abort a request in flight past its deadline (its await then fails),
+        or wait for the later deadline a newer request set; idle, stop until the next request."""
+        self._watchdog = None
+        deadline = self._deadline
+        if deadline is None or self.closed:
+            return
+        if self._loop.time() >= deadline:
+            self._timed_out = True
+            self._writer.transport.abort()  # wakes the receive (EOF) or the drain (lost link)
+        else:
+            self._watchdog = self._loop.call_at(deadline, self._check_deadline)
 
     def _answer(self, frames: list[Frame]) -> memoryview:
         """The body of the one response to the request in flight; EOFError for none (the broker
@@ -150,12 +178,20 @@ class KafkaConnection:
     def abort(self) -> None:
         """Close at once, without waiting (cancellation paths)."""
         self.closed = True
+        self._stop_watchdog()
         self._writer.close()
+
+    def _stop_watchdog(self) -> None:
+        self._deadline = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
 
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        self._stop_watchdog()
         self._writer.close()
         try:
             async with asyncio.timeout(1.0):

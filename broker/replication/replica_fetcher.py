@@ -66,6 +66,8 @@ LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
 # How stale the log start offset a follower reports may get when retention moves it (one pass
 # over the fetcher's partitions per period; the fetcher moves every other offset itself).
 LOG_START_CHECK_S: Final = 5.0
+_RECORD_BYTES: Final = (bytes, memoryview)  # an answer's records as bytes (not a placeholder, not None)
+_NO_RECORDS: Final = memoryview(b"")
 
 
 class ReplicaFetcher:
@@ -74,6 +76,9 @@ class ReplicaFetcher:
     def __init__(self, manager: FetcherOwner, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
+        # The manager's, fixed for its life: read once, not through it on every round.
+        self._settings: FetcherSettings = manager.settings
+        self._replicas: ReplicaManager = manager.replicas
         self._rounds = FetchRounds()
         self.partitions = self._rounds.partitions  # read by the manager and tests
         self._changed = asyncio.Event()
@@ -84,14 +89,6 @@ class ReplicaFetcher:
         self._log_start_moves_seen = -1  # the log manager's count of log start moves at that check
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}")
-
-    @property
-    def _settings(self) -> FetcherSettings:
-        return self.manager.settings
-
-    @property
-    def _replicas(self) -> ReplicaManager:
-        return self.manager.replicas
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         partition = self._replicas.follower_partition(tp, leader_epoch)
@@ -318,10 +315,12 @@ class ReplicaFetcher:
     # ---- fetching ------------------------------------------------------------------------
 
     async def _fetch(self, conn: KafkaConnection, now: float) -> None:
-        settings, rounds = self._settings, self._rounds
+        settings, rounds, replicas = self._settings, self._rounds, self._replicas
+        follower_throttled, broker_id = replicas.throttles.follower_throttled, settings.broker_id
         for tp, state in rounds.to_refresh(now):  # what changed, and those outside the ISR
-            partition = self._current(tp, state)
-            if partition is None or self._replicas.throttles.follower_throttled(partition):  # reassignment throttle
+            # `state` is the fetcher's own (to_refresh just read it, nothing awaited since).
+            partition = replicas.follower_partition(tp, state.leader_epoch)
+            if partition is None or follower_throttled(partition):  # reassignment throttle
                 self._back_off(tp, state)
                 continue
             partition_log = partition.log
@@ -331,7 +330,7 @@ class ReplicaFetcher:
                     or entry.current_leader_epoch != state.leader_epoch:
                 entry = state.request = fetch.FetchPartition(
                     tp.partition, offset, settings.partition_max_bytes, log_start, state.leader_epoch)
-            rounds.fetching(tp, entry, in_isr=settings.broker_id in partition.isr)
+            rounds.fetching(tp, entry, in_isr=broker_id in partition.isr)
         session = rounds.session
         if not session.wanted:
             return
@@ -369,25 +368,22 @@ class ReplicaFetcher:
             out_of_range, self._out_of_range = self._out_of_range, []
             await self._reset_to_leader(conn, out_of_range)
 
-    def _fetched(self, tp: TopicPartition) -> tuple[PartitionFetchState, Partition] | None:
-        """`tp`'s state and partition if the answer about it is still ours to act on: the
-        session holds the entry it was answered for, and the log has not moved since."""
-        state = self.partitions.get(tp)
-        if state is None or state.request is None or self._rounds.session.wanted.get(tp) is not state.request:
-            return None  # removed, added again or backed off during the request
-        partition = self._current(tp, state)
-        if partition is None or partition.log.log_end_offset != state.request.fetch_offset:
-            return None  # a new epoch, or truncated meanwhile
-        return state, partition
-
     def _on_fetch_response(self, response: fetch.FetchResponse) -> None:
+        # One pass per answered partition, its checks inline: a follower of an acks=all canary
+        # dispatches one answer per produce (issue 35).
+        partitions, wanted = self.partitions, self._rounds.session.wanted
+        replicas = self._replicas
+        follower_partition, record_follower = replicas.follower_partition, replicas.throttles.record_follower
         for topic in response.responses:
+            name = topic.topic
             for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition_index)
-                fetched = self._fetched(tp)
-                if fetched is None:
-                    continue
-                state, partition = fetched
+                tp = TopicPartition(name, p.partition_index)
+                state = partitions.get(tp)
+                if state is None or (entry := state.request) is None or wanted.get(tp) is not entry:
+                    continue  # removed, added again or backed off during the request: not ours
+                partition = follower_partition(tp, state.leader_epoch)
+                if partition is None or partition.log.log_end_offset != entry.fetch_offset:
+                    continue  # a new epoch, or truncated meanwhile
                 if p.error_code:
                     self._rounds.touch(tp)  # its entry is built again (after its back-off, or reset)
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -396,11 +392,13 @@ class ReplicaFetcher:
                         self._partition_error(tp, state, p.error_code, "Fetch")
                     continue
                 state.leader_behind = 0
-                self._append(tp, state, partition, p)
-                self._replicas.throttles.record_follower(partition, len(p.records) if isinstance(
-                    p.records, bytes | memoryview) else 0)
-                entry, partition_log = state.request, partition.log
-                if entry is None or partition_log.log_end_offset != entry.fetch_offset \
+                records = p.records
+                view = memoryview(records) if isinstance(records, _RECORD_BYTES) else _NO_RECORDS
+                self._append(tp, state, partition, p, view)
+                if view:
+                    record_follower(partition, len(view))
+                partition_log = partition.log
+                if partition_log.log_end_offset != entry.fetch_offset \
                         or partition_log.log_start_offset != entry.log_start_offset:
                     # Its offsets moved: its entry is built again. An answer that moved only the
                     # high watermark leaves the entry as it was (a new leader answers each
@@ -409,9 +407,7 @@ class ReplicaFetcher:
                     self._rounds.touch(tp)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
-                answer: fetch.FetchPartitionResponse) -> None:
-        records = answer.records
-        view = memoryview(records) if isinstance(records, bytes | memoryview) else memoryview(b"")
+                answer: fetch.FetchPartitionResponse, view: memoryview) -> None:
         partition_log = partition.log
         if not view and follower_answer_changes_nothing(
                 leader_high_watermark=answer.high_watermark,

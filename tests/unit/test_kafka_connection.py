@@ -7,6 +7,7 @@ import asyncio
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -152,5 +153,55 @@ def test_nothing_listening_is_a_connection_error() -> None:
             pass
         with pytest.raises(BrokerConnectionError, match="cannot connect"):
             await KafkaConnection.open(HOST, port, client_id="t", timeout_s=2)
+
+    run(scenario)
+
+
+def answer_first(count: int) -> Answer:
+    """Answers the first `count` requests (echo), then reads and never answers."""
+    answered = [0]
+
+    def answer(correlation_id: int, body: bytes) -> bytes:
+        answered[0] += 1
+        return echo(correlation_id, body) if answered[0] <= count else b""
+    return answer
+
+
+def test_requests_in_a_row_schedule_one_timer_not_one_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower sends a Fetch per produce: its deadline is a watchdog armed once per timeout,
+    not a timer scheduled and cancelled per request."""
+    async def scenario() -> None:
+        async with broker(echo) as port:
+            conn = await KafkaConnection.open(HOST, port, client_id="t", timeout_s=5)
+            loop = asyncio.get_running_loop()
+            timers: list[float] = []
+            call_at = loop.call_at
+
+            def counted(when: float, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+                timers.append(when)
+                return call_at(when, *args, **kw)
+            monkeypatch.setattr(loop, "call_at", counted)
+            for _ in range(5):
+                assert await call(conn, b"x") == b"re:x"
+            assert len(timers) == 1
+            await conn.close()
+
+    run(scenario)
+
+
+def test_a_request_unanswered_after_answered_ones_times_out_from_its_own_start() -> None:
+    """The watchdog armed for the first request's deadline waits on for the last request's."""
+    async def scenario() -> None:
+        async with broker(answer_first(2)) as port:
+            conn = await KafkaConnection.open(HOST, port, client_id="t", timeout_s=0.3)
+            loop = asyncio.get_running_loop()
+            assert await call(conn, b"a") == b"re:a"
+            await asyncio.sleep(0.2)
+            assert await call(conn, b"b") == b"re:b"
+            asked = loop.time()
+            with pytest.raises(BrokerConnectionError, match="API_VERSIONS v0 to 127.0.0.1.*failed"):
+                await call(conn, b"never")
+            assert loop.time() - asked >= 0.3
+            assert conn.closed
 
     run(scenario)
