@@ -650,6 +650,11 @@ class LogManager:
                     (directory / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_directory(directory)
         finally:
+            done = self._pass_done
+            if done is not None:  # a close failed before its whole pass: no slice may follow it
+                self._end_pass()
+                done.set_exception(KafkaStorageError("the logs were closed before this offset checkpoint "
+                                                     "pass ended"))
             self.flusher.shutdown()  # every log waited for its own flushes when it closed
             self._stop_pool()
             self._offset_checkpoints.close(wait=False)  # the writes were waited for (bounded)

@@ -23,6 +23,7 @@ from broker.log.log_manager import (
     LogManager,
 )
 from broker.log.offset_checkpoints import OffsetCheckpoints
+from broker.log.partition_log import PartitionLog
 from common.errors import KafkaStorageError
 from common.log_config import LogConfig
 from common.topic_partition import TopicPartition
@@ -188,3 +189,22 @@ def test_moved_log_starts_are_written_once_per_call_whatever_their_count(
     assert file_entries(manager, LOG_START_OFFSET_CHECKPOINT) == {**all_at(0), "t 0": 1, "t 1": 2, "t 2": 3}
     manager.write_moved_log_starts().result(WAIT_S)  # nothing owed since: nothing written
     assert renames == [LOG_START_OFFSET_CHECKPOINT]
+
+
+async def test_a_failed_close_during_a_pass_ends_the_pass(manager: LogManager, noted: list[int],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """No slice runs after a close that failed before its whole pass: the dirs are unlocked."""
+    move_all(manager, 3)
+    running = manager.checkpoint()
+    await asyncio.sleep(0)
+
+    def failing_close(_log: PartitionLog) -> None:
+        raise KafkaStorageError("cannot fsync: I/O error")
+
+    monkeypatch.setattr(PartitionLog, "close", failing_close)
+    with pytest.raises(KafkaStorageError, match="I/O error"):
+        manager.shutdown()
+    with pytest.raises(KafkaStorageError, match="closed before this offset checkpoint pass ended"):
+        running.result(0)
+    await asyncio.sleep(0)
+    assert noted == [SLICE]
