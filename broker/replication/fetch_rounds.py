@@ -107,7 +107,7 @@ class FetchRounds:
 
     def truncating(self) -> dict[TopicPartition, PartitionFetchState]:
         """The partitions to ask OffsetForLeaderEpoch for now (a copy: the round awaits)."""
-        return dict(self._truncating)
+        return dict(self._truncating) if self._truncating else {}
 
     def truncated(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         """After a truncation round: `tp` fetches now if its truncation finished."""
@@ -122,8 +122,10 @@ class FetchRounds:
         """The partitions whose entry this round builds again: the touched ones and those
         outside the ISR; never one backing off or truncating."""
         dirty, self._dirty = self._dirty, {}
-        for tp in [*dirty, *(tp for tp in self.not_in_isr if tp not in dirty)]:
-            state = self.partitions.get(tp)
+        partitions, not_in_isr = self.partitions, self.not_in_isr
+        # a list (the caller edits not_in_isr); in ISR, as followers mostly are, only `dirty`
+        for tp in [*dirty, *(tp for tp in not_in_isr if tp not in dirty)] if not_in_isr else dirty:
+            state = partitions.get(tp)
             if state is not None and state.truncation is None and state.retry_at <= now:
                 yield tp, state
 

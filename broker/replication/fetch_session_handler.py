@@ -97,7 +97,8 @@ class FetchSessionHandler:
                 if entry is None:
                     if tp in session:
                         forget.append(tp)
-                elif (held := session.get(tp)) is not entry and held != entry:
+                elif (held := session.get(tp)) is None or held.fetch_offset != entry.fetch_offset \
+                        or (held is not entry and held != entry):  # (the offset first: it moves most)
                     to_send[tp] = entry
             for tp in always:
                 entry = wanted.get(tp)

@@ -134,8 +134,10 @@ class KafkaConnection:
         if self._watchdog is None:
             self._watchdog = self._loop.call_at(deadline, self._check_deadline)
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
+            transport = self._writer.transport
+            transport.write(frame)
+            if transport.get_write_buffer_size():  # the socket took less than all: wait while it is over its high-water mark
+                await self._writer.drain()
             frames = await self._receiver.receive()
             if self._timed_out:
                 raise TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")

@@ -155,7 +155,9 @@ class ReplicaFetcher:
                         pass
                     continue
                 try:
-                    conn = await self._connection()
+                    conn = self._conn
+                    if conn is None or conn.closed:  # (no coroutine per round while connected)
+                        conn = await self._connection()
                     if truncating:
                         await self._truncate(conn, truncating)
                         for tp, state in truncating.items():
@@ -343,9 +345,9 @@ class ReplicaFetcher:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = fetch.FetchRequest(
             settings.broker_id, settings.max_wait_ms, settings.min_bytes, settings.response_max_bytes,
-            fetch.READ_UNCOMMITTED, tuple(fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
+            fetch.READ_UNCOMMITTED, tuple([fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()]),
             plan.session_id, plan.epoch,
-            tuple(fetch.ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()))
+            tuple([fetch.ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()]) if forgotten else ())
         try:
             response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
                                           fetch.encode_fetch_request(request, FETCH_VERSION),
