@@ -5,16 +5,17 @@
            → metadata follower (register with `advertised.listeners`, heartbeat, follow the log,
              each batch of LocalReplicaChanges to ReplicaManager.apply_changes)
 
-SIGTERM or SIGINT: controlled shutdown first. A RUNNING broker enters
-PENDING_CONTROLLED_SHUTDOWN and heartbeats want_shut_down (at once, then every 50 ms) while
-it keeps serving clients, until the controller has moved its leaders away and answers
-should_shut_down (SHUTTING_DOWN). A broker not RUNNING goes straight to SHUTTING_DOWN. The
-wait is bounded by `controlled.shutdown.timeout.ms`, whether or not any controller answers:
-past it the broker says so in one log line and stops anyway. Then: stop the listener
-(in-flight requests get a bounded grace), cancel the follower (it checkpoints its image),
-stop the metrics endpoint, `log_manager.shutdown()` (flush, checkpoints, the clean-shutdown
-marker), "Transitioning from SHUTTING_DOWN to SHUTDOWN.", exit 0. A fatal follower error
-exits 1.
+SIGTERM or SIGINT: controlled shutdown first. A registered broker, in whatever state (a
+STARTING or RECOVERY one may already be unfenced at the controller: shutdown.broker_lifecycle),
+enters PENDING_CONTROLLED_SHUTDOWN and heartbeats want_shut_down (at once, then every 50 ms)
+while it keeps serving clients, until the controller has moved its leaders away and answers
+should_shut_down (SHUTTING_DOWN; a fenced broker is answered at once). A broker never
+registered goes straight to SHUTTING_DOWN. The wait is bounded by
+`controlled.shutdown.timeout.ms`, whether or not any controller answers: past it the broker
+says so in one log line and stops anyway. Then: stop the listener (in-flight requests get a
+bounded grace), cancel the follower (it checkpoints its image), stop the metrics endpoint,
+`log_manager.shutdown()` (flush, checkpoints, the clean-shutdown marker), "Transitioning from
+SHUTTING_DOWN to SHUTDOWN.", exit 0. A fatal follower error exits 1.
 
 After a controlled-shutdown timeout the broker exits dirty: the logs are still flushed and
 closed, but no clean-shutdown marker is written, so the next start recovers its logs as
@@ -354,9 +355,14 @@ async def _controlled_shutdown(follower: MetadataFollower, follower_task: asynci
     """Ask the controller to move our leaders away and wait until the follower's lifecycle leaves
     PENDING_CONTROLLED_SHUTDOWN: should_shut_down, or its controlled.shutdown.timeout.ms deadline
     (`BrokerLifecycle.expire`, fired by the heartbeat task; this function keeps no deadline)."""
+    lifecycle = follower.lifecycle
+    logger.info("Broker %d (broker epoch %d): asked to stop in state %s; %s", settings.node_id,
+                follower.state.broker_epoch, lifecycle.state.name,
+                "asking the controller for a controlled shutdown" if lifecycle.registered
+                else "not registered with the controller, so no controlled shutdown to ask for")
     follower.request_shutdown()
     if follower.shutdown_ready.is_set():
-        return  # not RUNNING (nothing to hand over), or already decided
+        return  # never registered (nothing to hand over), or already decided
     ready = asyncio.create_task(follower.shutdown_ready.wait(), name="controlled-shutdown-wait")
     try:  # bounded by the lifecycle's deadline, or the follower's end
         await asyncio.wait({ready, follower_task}, return_when=asyncio.FIRST_COMPLETED)

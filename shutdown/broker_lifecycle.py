@@ -10,8 +10,9 @@ takes `now_ms`; it never reads a clock, sleeps or sends anything.
     STARTING --CAUGHT_UP--> RECOVERY         replayed up to its registration; still fenced
     RECOVERY --UNFENCED--> RUNNING           the controller unfenced it
     RUNNING --FENCED--> RECOVERY             the controller fenced it (asks to unfence again)
-    RUNNING --SHUTDOWN_REQUESTED--> PENDING_CONTROLLED_SHUTDOWN
+    STARTING, RECOVERY, RUNNING --SHUTDOWN_REQUESTED--> PENDING_CONTROLLED_SHUTDOWN
                                              (SIGTERM) heartbeat want_shutdown at once, then often
+    STARTING --SHUTDOWN_REQUESTED--> SHUTTING_DOWN   when not registered: nothing to ask about
     PENDING_CONTROLLED_SHUTDOWN --SHOULD_SHUT_DOWN--> SHUTTING_DOWN           clean
     PENDING_CONTROLLED_SHUTDOWN --CONTROLLED_SHUTDOWN_TIMED_OUT--> SHUTTING_DOWN   dirty
     SHUTTING_DOWN --STOPPED--> SHUTDOWN
@@ -19,8 +20,7 @@ takes `now_ms`; it never reads a clock, sleeps or sends anything.
                                              the metadata follower ended (a fatal error) or the
                                              node failed before it started
 
-Kafka facts kept: a broker not RUNNING skips controlled shutdown (it leads nothing) and goes
-straight to SHUTTING_DOWN; a second SIGTERM while pending changes nothing; STARTING beats
+Kafka facts kept: a second SIGTERM while pending changes nothing; STARTING beats
 10 ms after each reply; entering PENDING_CONTROLLED_SHUTDOWN beats immediately; failed
 heartbeats back off exponentially from 100 ms up to half the session timeout (without
 Kafka's 2 % jitter, which would need randomness: the shell may add it). want_fence is
@@ -32,10 +32,18 @@ Beside the table, pure decisions the shell asks about heartbeats: `obeys_shutdow
 `heartbeat_early_when_caught_up` and `heartbeat_early_for_shutdown` (report the applied
 metadata offset at once when the controller is waiting for exactly that).
 
-Deliberate differences from Kafka: RUNNING --FENCED--> RECOVERY (Kafka only logs); the
-pending state beats every 50 ms, not just once after the first reply ("then often");
-REGISTRATION_LOST (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED, our follower
-re-registers) goes back to STARTING, or, when pending, to SHUTTING_DOWN: the controller
+Deliberate differences from Kafka: every REGISTERED broker asks for a controlled shutdown,
+whatever its state (Kafka's BeginControlledShutdownEvent skips it unless RUNNING). A STARTING or
+RECOVERY broker may already be unfenced: the controller decides so on a heartbeat whose reply
+is still on its way, or in the reply that catches it up (one step per reply here). Skipping
+left it active at the controller until its session expired, so its leaderships stayed put and
+every other broker's controlled shutdown waited for its offset (the lowest-active-offset rule;
+issue 35, bench/partition_scale.py: 7 of 9.1 s of one). A fenced broker is answered
+should_shut_down on its first want_shutdown heartbeat (FENCED -> SHUTDOWN_NOW), so asking costs
+one round trip, bounded as always by controlled.shutdown.timeout.ms. Also: RUNNING --FENCED-->
+RECOVERY (Kafka only logs); the pending state beats every 50 ms, not just once after the
+first reply ("then often"); REGISTRATION_LOST (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED,
+our follower re-registers) goes back to STARTING, or, when pending, to SHUTTING_DOWN: the controller
 has already fenced or replaced that registration, so it leads nothing. STOPPED is defined
 in every state but SHUTDOWN (Kafka's BrokerServer.shutdown runs from any state): a broker
 whose follower died while RUNNING stops uncleanly, and `stopped_uncleanly` says so for the
@@ -101,7 +109,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.CAUGHT_UP: S.RECOVERY,
         E.CONTROLLER_UNREACHABLE: S.STARTING,
         E.REGISTRATION_LOST: S.STARTING,
-        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # not RUNNING: skip controlled shutdown
+        E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,  # registered (else UNREGISTERED_TRANSITIONS)
         E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended (a fatal error)
     }),
     S.RECOVERY: MappingProxyType({
@@ -109,7 +117,7 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
         E.FENCED: S.RECOVERY,
         E.CONTROLLER_UNREACHABLE: S.RECOVERY,
         E.REGISTRATION_LOST: S.STARTING,
-        E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN,  # still fenced: leads nothing
+        E.SHUTDOWN_REQUESTED: S.PENDING_CONTROLLED_SHUTDOWN,  # the controller may have unfenced it already
         E.STOPPED: S.SHUTDOWN,  # unclean: the follower ended (a fatal error)
     }),
     S.RUNNING: MappingProxyType({
@@ -137,6 +145,13 @@ TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] =
     S.SHUTDOWN: MappingProxyType({}),
 })
 
+# The one pair that depends on registration, looked up first while the broker is not registered
+# (before its first BrokerRegistration succeeds, or after REGISTRATION_LOST): the controller holds
+# no registration of this incarnation, so there is nothing to hand over and no heartbeat to send.
+UNREGISTERED_TRANSITIONS: Final[Mapping[BrokerState, Mapping[LifecycleEvent, BrokerState]]] = MappingProxyType({
+    S.STARTING: MappingProxyType({E.SHUTDOWN_REQUESTED: S.SHUTTING_DOWN}),
+})
+
 del S, E
 
 
@@ -149,8 +164,13 @@ class LifecycleError(Exception):
         self.event = event
 
 
-def next_state(state: BrokerState, event: LifecycleEvent) -> BrokerState:
-    """The table lookup; LifecycleError for a missing key."""
+def next_state(state: BrokerState, event: LifecycleEvent, *, registered: bool = True) -> BrokerState:
+    """The table lookup (UNREGISTERED_TRANSITIONS first when not `registered`); LifecycleError for
+    a missing key."""
+    if not registered:
+        unregistered = UNREGISTERED_TRANSITIONS.get(state)
+        if unregistered is not None and event in unregistered:
+            return unregistered[event]
     try:
         return TRANSITIONS[state][event]
     except KeyError:
@@ -213,6 +233,9 @@ class BrokerLifecycle:
         self.starting_heartbeat_ms = starting_heartbeat_ms  # a shell that beats on catch-up may slow this
         self.state = BrokerState.NOT_RUNNING
         self.ready_to_unfence = False
+        # The controller holds a registration of this incarnation (REGISTERED, until START or
+        # REGISTRATION_LOST): a stop request then asks for a controlled shutdown in any state.
+        self.registered = False
         self.shutdown_cause: LifecycleEvent | None = None  # the event that entered SHUTTING_DOWN
         self._next_heartbeat_ms: int | None = None  # None: none scheduled
         self._failed_attempts = 0
@@ -223,8 +246,12 @@ class BrokerLifecycle:
     def handle(self, event: LifecycleEvent, now_ms: int) -> Transition:
         """Apply one event; LifecycleError (state unchanged) if the table forbids it."""
         old = self.state
-        new = next_state(old, event)
+        new = next_state(old, event, registered=self.registered)
         self.state = new
+        if event is LifecycleEvent.REGISTERED:
+            self.registered = True
+        elif event in (LifecycleEvent.START, LifecycleEvent.REGISTRATION_LOST):
+            self.registered = False
         if new is not old:
             self._entered(new, event, now_ms)
         elif event is LifecycleEvent.REGISTERED:

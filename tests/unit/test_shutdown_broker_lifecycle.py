@@ -35,12 +35,12 @@ EDGES = [
     (S.STARTING, E.CAUGHT_UP, S.RECOVERY),
     (S.STARTING, E.CONTROLLER_UNREACHABLE, S.STARTING),
     (S.STARTING, E.REGISTRATION_LOST, S.STARTING),
-    (S.STARTING, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.STARTING, E.SHUTDOWN_REQUESTED, S.PENDING_CONTROLLED_SHUTDOWN),  # registered: see UNREGISTERED_TRANSITIONS
     (S.RECOVERY, E.UNFENCED, S.RUNNING),
     (S.RECOVERY, E.FENCED, S.RECOVERY),
     (S.RECOVERY, E.CONTROLLER_UNREACHABLE, S.RECOVERY),
     (S.RECOVERY, E.REGISTRATION_LOST, S.STARTING),
-    (S.RECOVERY, E.SHUTDOWN_REQUESTED, S.SHUTTING_DOWN),
+    (S.RECOVERY, E.SHUTDOWN_REQUESTED, S.PENDING_CONTROLLED_SHUTDOWN),
     (S.RUNNING, E.FENCED, S.RECOVERY),
     (S.RUNNING, E.UNFENCED, S.RUNNING),
     (S.RUNNING, E.CONTROLLER_UNREACHABLE, S.RUNNING),
@@ -206,16 +206,67 @@ def test_controlled_shutdown_timeout_exits_dirty():
     assert lifecycle.controlled_shutdown_timed_out
 
 
-@pytest.mark.parametrize("setup", ["not-started", "starting", "recovery"])
-def test_shutdown_before_running_skips_controlled_shutdown(setup):
+@pytest.mark.parametrize("setup", ["not-started", "starting-unregistered", "registration-lost"])
+def test_shutdown_before_registering_skips_controlled_shutdown(setup):
+    """A broker the controller holds no registration of has nothing to ask: straight to SHUTTING_DOWN."""
     lifecycle = BrokerLifecycle()
     if setup != "not-started":
         lifecycle.start(0)
+    if setup == "registration-lost":
         lifecycle.handle(E.REGISTERED, 0)
-    if setup == "recovery":
-        lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+        lifecycle.handle(E.REGISTRATION_LOST, 5)
+    assert not lifecycle.registered
     assert lifecycle.handle(E.SHUTDOWN_REQUESTED, 10).new is S.SHUTTING_DOWN
     assert lifecycle.shutdown_cause is E.SHUTDOWN_REQUESTED and not lifecycle.controlled_shutdown_timed_out
+    assert lifecycle.next_heartbeat_delay_ms(10) is None  # nothing sent
+
+
+def registered_in(setup):
+    """A registered broker in each state before RUNNING, `ready` when it asked to be unfenced."""
+    lifecycle = BrokerLifecycle(heartbeat_interval_ms=INTERVAL, session_timeout_ms=9000)
+    lifecycle.start(0)
+    lifecycle.handle(E.REGISTERED, 0)
+    if setup in ("starting-ready", "recovery-ready"):
+        lifecycle.set_ready_to_unfence()
+    if setup.startswith("recovery"):
+        lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+    if setup == "fenced-again":
+        lifecycle = running()
+        lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+    return lifecycle
+
+
+# The controller may have unfenced a broker before it sees so: in the reply still on its way
+# (STARTING, RECOVERY), or in the reply that caught it up (the lifecycle takes one step per
+# reply). Skipping its controlled shutdown left it active at the controller for a whole session.
+@pytest.mark.parametrize(("setup", "state", "want_fence"), [
+    ("starting", S.STARTING, True), ("starting-ready", S.STARTING, False),
+    ("recovery", S.RECOVERY, True), ("recovery-ready", S.RECOVERY, False),
+    ("fenced-again", S.RECOVERY, False),
+])
+def test_every_registered_broker_asks_for_a_controlled_shutdown(setup, state, want_fence):
+    lifecycle = registered_in(setup)
+    assert lifecycle.state is state and lifecycle.registered
+    step = lifecycle.handle(E.SHUTDOWN_REQUESTED, 1000)
+    assert step.message == f"Transitioning from {state.name} to PENDING_CONTROLLED_SHUTDOWN."
+    assert lifecycle.heartbeat_flags() == HeartbeatFlags(want_fence=want_fence, want_shutdown=True)
+    assert lifecycle.next_heartbeat_delay_ms(1000) == 0  # at once
+    assert lifecycle.controlled_shutdown_remaining_ms(1000) == DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
+    # the reply to a heartbeat sent before the stop (the unfence) changes nothing now
+    assert lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=False, should_shut_down=False,
+                                        now_ms=1005) is None
+    assert lifecycle.heartbeat_flags().want_shutdown
+    step = lifecycle.on_heartbeat_reply(is_caught_up=True, is_fenced=True, should_shut_down=True, now_ms=1010)
+    assert step == Transition(S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN, E.SHOULD_SHUT_DOWN)
+    assert not lifecycle.controlled_shutdown_timed_out
+
+
+def test_unregistered_transitions_apply_only_when_not_registered():
+    assert next_state(S.STARTING, E.SHUTDOWN_REQUESTED, registered=False) is S.SHUTTING_DOWN
+    assert next_state(S.STARTING, E.SHUTDOWN_REQUESTED) is S.PENDING_CONTROLLED_SHUTDOWN
+    assert next_state(S.RUNNING, E.SHUTDOWN_REQUESTED, registered=False) is S.PENDING_CONTROLLED_SHUTDOWN
+    with pytest.raises(LifecycleError):
+        next_state(S.STARTING, E.UNFENCED, registered=False)
 
 
 def test_controller_unreachable_backs_off_exponentially_and_success_resets():
