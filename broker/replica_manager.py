@@ -352,14 +352,13 @@ class ReplicaManager:
                            leader_high_watermark: int, leader_log_start_offset: int = -1
                            ) -> LogAppendInfo | None:
         """Append the leader's batches as they are (same offsets, same bytes); then the HW
-        and the log start offset (the leader's DeleteRecords reach followers this way)."""
-        before = partition.log.log_start_offset
+        and the log start offset (the leader's DeleteRecords reach followers this way). A moved
+        log start is the fetcher's to write before its next fetch reports it, once per answer
+        (`ReplicaFetcher._write_moved_log_starts`), not once per partition here."""
         high_watermark = partition.log.high_watermark
         try:
             info = _append_as_follower(partition, records, leader_high_watermark, now_ms=self._now_ms(),
                                        leader_log_start_offset=leader_log_start_offset)
-            if partition.log.log_start_offset != before:
-                self.log_manager.checkpoint_log_start_offsets(partition.tp)
         except OSError as e:  # an append's own KafkaStorageError stays the fetcher's (it backs off)
             self._follower_failed(partition, "appending as follower", e)
         if partition.log.high_watermark != high_watermark:
@@ -379,7 +378,7 @@ class ReplicaManager:
         """Drop a follower's whole log; it restarts empty at the leader's `start_offset`."""
         try:
             _truncate_follower_fully(partition, start_offset, why, now_ms=self._now_ms())
-            self.log_manager.checkpoint_log_start_offsets(partition.tp)  # as every start move
+            self.log_manager.checkpoint_log_start_offsets(partition.tp)  # at once: rare (an answer's moves: the fetcher's)
         except (KafkaStorageError, OSError) as e:
             self._follower_failed(partition, "truncating fully", e)
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from broker.log.leader_epochs import EpochEndOffset
+from broker.log.log_manager import CHECKPOINT_WAIT_S, LOG_START_OFFSET_CHECKPOINT
 from broker.replication.fetch_rounds import FetchRounds
 from broker.replication.fetcher_state import (
     FetcherOwner,
@@ -85,6 +86,9 @@ class ReplicaFetcher:
         self._conn: KafkaConnection | None = None
         self._failing = False
         self._out_of_range: list[TopicPartition] = []
+        # Partitions whose log start an answer moved (the leader's DeleteRecords): on disk
+        # before the next fetch reports them (a dict as an ordered set).
+        self._log_starts_moved: dict[TopicPartition, None] = {}
         self._log_starts_checked = asyncio.get_running_loop().time()
         self._log_start_moves_seen = -1  # the log manager's count of log start moves at that check
         self.task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
@@ -316,7 +320,30 @@ class ReplicaFetcher:
 
     # ---- fetching ------------------------------------------------------------------------
 
+    async def _write_moved_log_starts(self) -> None:
+        """Put the log starts the last answers moved on disk before a fetch
+        reports them: the leader counts on a replica's reported start for DeleteRecords' low
+        watermark. One write per log dir for them all, awaited off the loop (bounded); the
+        ReplicaManager wrote each partition's alone, the loop waiting for it (tens of ms at
+        100,000 logs). Its own partitions by name: a write another fetcher started with them counts."""
+        moved, self._log_starts_moved = self._log_starts_moved, {}
+        written = self._replicas.log_manager.checkpoint_log_start_offsets(*moved, wait=False)
+        if written.done():
+            return
+        try:
+            async with asyncio.timeout(CHECKPOINT_WAIT_S):
+                # shielded: a timeout or the fetcher's stop must not cancel the writer's future
+                await asyncio.shield(asyncio.wrap_future(written))
+        except TimeoutError:
+            log.error("Fetcher of leader %d: the %s is not written after %d s; the leader may learn "
+                      "of a log start a crash would take back", self.leader_id, LOG_START_OFFSET_CHECKPOINT,
+                      CHECKPOINT_WAIT_S)
+        except Exception:  # noqa: BLE001 - a failed write is logged by the checkpoint writer; the file stays owed
+            pass
+
     async def _fetch(self, conn: KafkaConnection, now: float) -> None:
+        if self._log_starts_moved:  # (not in the usual round)
+            await self._write_moved_log_starts()
         settings, rounds, replicas = self._settings, self._rounds, self._replicas
         follower_throttled, broker_id = replicas.throttles.follower_throttled, settings.broker_id
         for tp, state in rounds.to_refresh(now):  # what changed, and those outside the ISR
@@ -399,13 +426,15 @@ class ReplicaFetcher:
                 self._append(tp, state, partition, p, view)
                 if view:
                     record_follower(partition, len(view))
+                # Its offsets moved: its entry is built again. An answer that moved only the
+                # high watermark leaves the entry as it was (a new leader answers each
+                # partition a follower moves to it once, with no records: 16,500 per
+                # surviving broker in a controlled shutdown at 100,000 partitions).
                 partition_log = partition.log
-                if partition_log.log_end_offset != entry.fetch_offset \
-                        or partition_log.log_start_offset != entry.log_start_offset:
-                    # Its offsets moved: its entry is built again. An answer that moved only the
-                    # high watermark leaves the entry as it was (a new leader answers each
-                    # partition a follower moves to it once, with no records: 16,500 per
-                    # surviving broker in a controlled shutdown at 100,000 partitions).
+                if partition_log.log_start_offset != entry.log_start_offset:
+                    self._log_starts_moved[tp] = None  # on disk before the next fetch reports it
+                    self._rounds.touch(tp)
+                elif partition_log.log_end_offset != entry.fetch_offset:
                     self._rounds.touch(tp)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
