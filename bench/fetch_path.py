@@ -46,7 +46,7 @@ from frame_receive import HOST, TOPIC, leading_handler, produce_request
 from broker.server import KafkaServer, Later
 from common.protocol import fetch
 from common.protocol.frame import RequestHeader, encode_request_header, frame_response_for, join_chunks, \
-    parse_request_header
+    parse_request_header, strip_response_header
 from common.protocol.primitives import Chunk
 from common.units import MIB
 
@@ -151,8 +151,10 @@ def loop_round(handler: Any, version: int, isolation: int) -> tuple[float, int, 
         done = threading.Event()
 
         def client() -> None:
-            result["fetches"], result["bytes"], result["lengths"] = drive(server.port, version, isolation)
-            done.set()
+            try:
+                result["fetches"], result["bytes"], result["lengths"] = drive(server.port, version, isolation)
+            finally:  # a failed walk ends the round (its error printed by the thread), not a hang
+                done.set()
 
         thread = threading.Thread(target=client, name="fetch-path-client")
         cpu0 = time.thread_time()
@@ -189,7 +191,7 @@ def drive(port: int, version: int, isolation: int) -> tuple[int, int, list[int]]
             body = recv_exact(sock, buf, size)
             fetches += 1
             received += 4 + size
-            resp = fetch.decode_fetch_response(body[4:], version)
+            resp = fetch.decode_fetch_response(strip_response_header(1, version, body[4:]), version)
             records = resp.responses[0].partitions[0].records
             assert records is None or isinstance(records, bytes | memoryview)  # decoded: a view of `body`
             records = records or b""

@@ -235,8 +235,8 @@ def _decode_request_fields(body: memoryview, version: int) -> FetchRequest:
 
 
 def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | None:
-    """A v7-v11 request read by unpacks, not a Reader call per field: librdkafka sends v11 for
-    every fetch of a consumer and our followers v11 for theirs (field by field, a one-partition
+    """A v7-v11 request read by unpacks, not a Reader call per field: librdkafka before 2.5 sends
+    v11 for every fetch of a consumer, and our followers v11 for theirs (field by field, a one-partition
     request cost ~12 us, a sixth of a consumer fetch's Python). None when anything does not
     parse so (a negative or short length, bad UTF-8): the field-by-field path then reads it or
     refuses it with its own message."""
