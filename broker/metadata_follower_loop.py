@@ -23,8 +23,9 @@ the image. An unreadable checkpoint only costs a refetch.
 
 The heartbeat task also drives the broker's lifecycle (`shutdown.broker_lifecycle`, logged
 in Kafka's words: "Transitioning from RUNNING to PENDING_CONTROLLED_SHUTDOWN."):
-`request_shutdown()` (the node's SIGTERM) enters PENDING_CONTROLLED_SHUTDOWN when RUNNING,
-after which heartbeats carry want_shut_down, go out at once and then every 50 ms, until the
+`request_shutdown()` (the node's SIGTERM) enters PENDING_CONTROLLED_SHUTDOWN from any state once
+registered (STARTING and RECOVERY too: the controller may already count us active; an
+unregistered broker goes straight to SHUTTING_DOWN), after which heartbeats carry want_shut_down, go out at once and then every 50 ms, until the
 controller answers should_shut_down; `shutdown_ready` is then set (SHUTTING_DOWN) and
 heartbeats stop. The lifecycle holds controlled.shutdown.timeout.ms: this task waits and calls
 no longer than its deadline and fires `BrokerLifecycle.expire()`, which ends the wait dirty
@@ -203,13 +204,14 @@ class MetadataFollower:
     def _log_transition(self, transition: Transition | None) -> None:
         if transition is None or transition.old is transition.new:
             return
-        logger.info("Broker %d: %s", self.settings.broker_id, transition.message)
+        logger.info("Broker %d (broker epoch %d): %s", self.settings.broker_id, self.state.broker_epoch,
+                    transition.message)
         if transition.new is BrokerState.SHUTTING_DOWN:
             self.shutdown_ready.set()
 
     def request_shutdown(self) -> None:
-        """SIGTERM: RUNNING enters PENDING_CONTROLLED_SHUTDOWN (heartbeat at once), any other
-        state goes straight to SHUTTING_DOWN (it leads nothing); again: no change."""
+        """SIGTERM: a registered broker enters PENDING_CONTROLLED_SHUTDOWN (heartbeat at once),
+        an unregistered one goes straight to SHUTTING_DOWN; again: no change."""
         self._lifecycle(LifecycleEvent.SHUTDOWN_REQUESTED)
         self._wake.set()
 
@@ -461,8 +463,8 @@ class MetadataFollower:
                 should_shut_down=state.should_shut_down, now_ms=self._clock())
             self._log_transition(transition)
             # The reply that caught us up often unfences us too, but the lifecycle takes one
-            # step per reply: beat again at once rather than stay in RECOVERY (where SIGTERM
-            # skips controlled shutdown) for an interval while leading partitions.
+            # step per reply: beat again at once rather than stay in RECOVERY for an interval
+            # while the controller already counts us active and may make us a leader.
             # (or it was set while this beat was in flight: report the newer offset at once)
             self._beat_now = self._beat_now or (transition is not None and transition.new is BrokerState.RECOVERY
                                                 and not state.fenced)
