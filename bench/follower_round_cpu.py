@@ -37,7 +37,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +56,8 @@ from metadata.delta import apply  # noqa: E402
 from metadata.image import EMPTY_IMAGE, MetadataImage  # noqa: E402
 from metadata.local_changes import changes_for_broker  # noqa: E402
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic  # noqa: E402
+
+from leader_request_cpu import Counts  # noqa: E402  (bench/: the leader's opcode count, the same hooks)
 
 HOST: Final = "127.0.0.1"
 ME, LEADER, LEADER_EPOCH = 5, 4, 1
@@ -137,33 +138,6 @@ class Leader(threading.Thread):
                 conn.sendall(struct.pack(">ii", 4 + len(body), correlation_id) + body)
 
 
-class OpcodeCount:
-    """Bytecodes and calls (Python and C) this thread executes while installed."""
-
-    def __init__(self) -> None:
-        self.opcodes = 0
-        self.calls = 0
-
-    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "call":
-            frame.f_trace_opcodes = True
-        elif event == "opcode":
-            self.opcodes += 1
-        return self._trace
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event in ("call", "c_call"):
-            self.calls += 1
-
-    def start(self) -> None:
-        sys.settrace(self._trace)
-        sys.setprofile(self._profile)
-
-    def stop(self) -> None:
-        sys.settrace(None)
-        sys.setprofile(None)
-
-
 async def one_round(directory: Path, fetches: int, partitions: int, value_bytes: int,
                     opcodes: bool) -> tuple[float, float, float]:
     """(loop CPU s per fetch, opcodes per fetch, calls per fetch) over `fetches` rounds."""
@@ -171,16 +145,16 @@ async def one_round(directory: Path, fetches: int, partitions: int, value_bytes:
     leader = Leader(listener, answers(WARMUP_FETCHES + fetches + 1, value_bytes))
     loop = asyncio.get_running_loop()
     started, ended = loop.create_future(), loop.create_future()
-    counter = OpcodeCount()
+    counter = Counts()
 
     def at_start() -> None:
         if opcodes:
-            counter.start()
+            counter.install()
         started.set_result(time.thread_time())
 
     def at_end() -> None:
         cpu = time.thread_time()
-        counter.stop()
+        counter.remove()
         ended.set_result(cpu)
 
     def mark(k: int, action: Any) -> None:
@@ -205,7 +179,7 @@ async def one_round(directory: Path, fetches: int, partitions: int, value_bytes:
             after = await ended
         counts = (counter.opcodes / fetches, counter.calls / fetches)
     finally:
-        counter.stop()
+        counter.remove()
         await manager.shutdown()
         log_manager.shutdown()
         listener.close()
