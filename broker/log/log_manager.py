@@ -185,7 +185,6 @@ class LogManager:
         self._pass_done: Future[None] | None = None
         # By dir, its latest fsync for entries of new logs, on the flusher's thread (`_sync_new_entries`).
         self._entry_syncs: dict[Path, Future[None]] = {}
-        self._log_starts_owed: set[TopicPartition] = set()  # `log_start_moved`, not written yet
         try:
             for directory in self.log_dirs:
                 self._load_dir(directory, now_ms)
@@ -593,20 +592,6 @@ class LogManager:
                           "a crash would take back", LOG_START_OFFSET_CHECKPOINT,
                           ", ".join(str(d) for d in self.log_dirs), CHECKPOINT_WAIT_S)
         return written
-
-    def log_start_moved(self, tp: TopicPartition) -> None:
-        """A follower's log start moved with its leader's: the log-start file owes its entry,
-        written by the next `write_moved_log_starts` (the fetcher's, once per fetch answer)."""
-        self._log_starts_owed.add(tp)
-
-    def write_moved_log_starts(self) -> Future[None]:
-        """Write the log-start files of the logs `log_start_moved` named since the last call:
-        one write per dir for a whole fetch answer, where `checkpoint_log_start_offsets(tp)` per
-        partition waits for a write of the whole file each (tens of ms at 100,000 logs, on the
-        event loop). The future ends once they are on disk (`checkpoint_log_start_offsets`); a
-        follower awaits it off the loop before its next fetch reports the new starts."""
-        tps, self._log_starts_owed = self._log_starts_owed, set()
-        return self.checkpoint_log_start_offsets(*tps, wait=False)
 
     def flush_due(self, now_ms: int) -> int:
         """Apply each log's `flush.ms`; return how many logs were flushed. The scan is skipped

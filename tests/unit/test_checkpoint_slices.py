@@ -1,8 +1,7 @@
 """`LogManager.checkpoint` on a running event loop: many moved logs are synced and noted a slice
 per turn of the loop (CHECKPOINT_SLICE_LOGS), never losing an offset: logs that move meanwhile,
 a close in the middle, a failed sync and a log-start write in the middle all end with every
-offset in the files, and no recovery point noted before its leader-epoch sync. And a follower's
-moved log starts: one write for all of a fetch answer's."""
+offset in the files, and no recovery point noted before its leader-epoch sync."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from broker.log import log_manager as log_manager_module
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
@@ -168,27 +166,6 @@ async def test_a_log_start_write_during_a_pass_notes_no_recovery_point_before_it
     await asyncio.wrap_future(manager.checkpoint())  # the next pass: synced, then noted
     assert epoch_file in synced
     assert file_entries(manager, RECOVERY_POINT_CHECKPOINT)[f"{LOGS[0].topic} {LOGS[0].partition}"] == 2
-
-
-def test_moved_log_starts_are_written_once_per_call_whatever_their_count(
-        manager: LogManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A follower's fetch answer moving many log starts: one write of the log-start file."""
-    real, renames = os.replace, []
-
-    def replace(src: str | Path, dst: str | Path) -> None:
-        renames.append(Path(dst).name)
-        real(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
-    for n, tp in enumerate(LOGS[:3], start=1):
-        manager.logs[tp].truncate_fully_and_start_at(n)
-        manager.log_start_moved(tp)
-    assert renames == []  # owed, not written yet
-    manager.write_moved_log_starts().result(WAIT_S)
-    assert renames == [LOG_START_OFFSET_CHECKPOINT]
-    assert file_entries(manager, LOG_START_OFFSET_CHECKPOINT) == {**all_at(0), "t 0": 1, "t 1": 2, "t 2": 3}
-    manager.write_moved_log_starts().result(WAIT_S)  # nothing owed since: nothing written
-    assert renames == [LOG_START_OFFSET_CHECKPOINT]
 
 
 async def test_a_failed_close_during_a_pass_ends_the_pass(manager: LogManager, noted: list[int],
