@@ -42,7 +42,7 @@ def test_a_follower_that_ended_stops_uncleanly_with_a_warning_not_an_error(tmp_p
     messages = [r.getMessage() for r in caplog.records]
     assert not any("can't handle" in m for m in messages), messages
     assert f"Broker 4: stopped in state {state.name} without a controlled shutdown" in messages[0]
-    assert messages[1] == f"Broker 4: Transitioning from {state.name} to SHUTDOWN."
+    assert messages[1] == f"Broker 4 (broker epoch -1): Transitioning from {state.name} to SHUTDOWN."
 
 
 def test_a_clean_stop_says_nothing_more_than_the_transition(tmp_path, caplog):
@@ -50,7 +50,7 @@ def test_a_clean_stop_says_nothing_more_than_the_transition(tmp_path, caplog):
     f.request_shutdown()  # NOT_RUNNING -> SHUTTING_DOWN
     with caplog.at_level(logging.INFO, logger="broker.metadata_follower_loop"):
         f.stopped()
-    assert [r.getMessage() for r in caplog.records] == ["Broker 4: Transitioning from SHUTTING_DOWN to SHUTDOWN."]
+    assert [r.getMessage() for r in caplog.records] == ["Broker 4 (broker epoch -1): Transitioning from SHUTTING_DOWN to SHUTDOWN."]
 
 
 def test_the_fatal_line_names_each_error_of_the_task_group_not_the_group():
