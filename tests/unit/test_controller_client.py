@@ -131,6 +131,37 @@ async def test_the_fetch_stream_rotates_apart_from_writes_and_learns_the_leader(
         assert client.target == second.address  # writes follow what the quorum said
 
 
+async def test_the_fetch_stream_goes_to_the_active_controller_once_per_term(controllers) -> None:
+    """A follower controller hands out each commit a quorum round late: fetches go where the
+    quorum names the leader. A leader that stalls is left, and not tried again at the same term."""
+    active: dict[str, Any] = {"term": 3, "address": ""}
+
+    def names_active(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"records": [], "last_offset": 0, "raft_term": active["term"], "controller_id": 0,
+                "controller_address": active["address"]}
+    stalling = {"now": False}
+
+    def leader(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        return None if stalling["now"] else names_active(name, body)
+    follower, second, third = await controllers(names_active, leader, names_active)
+    active["address"] = second.address
+    async with ControllerClient([follower.address, second.address, third.address],
+                                liveness_timeout=0.3) as client:
+        await client.fetch_metadata(0, max_wait_ms=0)
+        assert follower.calls == ["metadata-fetch"]
+        await client.fetch_metadata(0, max_wait_ms=0)
+        await client.fetch_metadata(0, max_wait_ms=0)
+        assert follower.calls == ["metadata-fetch"] and second.calls == ["metadata-fetch"] * 2
+        stalling["now"] = True
+        await client.fetch_metadata(0, max_wait_ms=0)  # times out on the leader, answered by the next
+        await client.fetch_metadata(0, max_wait_ms=0)
+        assert second.calls == ["metadata-fetch"] * 3 and third.calls == ["metadata-fetch"] * 2
+        active.update(term=4, address=follower.address)  # a new term names a new active controller
+        await client.fetch_metadata(0, max_wait_ms=0)
+        await client.fetch_metadata(0, max_wait_ms=0)
+        assert follower.calls == ["metadata-fetch"] * 2 and third.calls == ["metadata-fetch"] * 3
+
+
 async def test_not_controller_redirects_and_attempts_are_bounded(controllers) -> None:
     good, = await controllers(ok)
     redirecting, = await controllers(not_controller(good.address))

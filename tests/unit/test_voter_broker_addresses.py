@@ -21,6 +21,12 @@ def test_a_new_voter_is_reached_and_a_removed_one_no_longer_tried() -> None:
     grown = ["127.0.0.2:9080", "127.0.0.3:9080", "127.0.0.5:9080"]
     client.observe_leader(reply(3, grown, active="127.0.0.5:9080"))
     assert client.addresses == tuple(grown) and client.target == "127.0.0.5:9080"
+    assert client._fetch_target == "127.0.0.5:9080"  # fetches go to the active one too
+
+
+def test_fetches_leave_a_removed_voter_while_no_active_controller_is_named() -> None:
+    client = ControllerClient(STATIC)
+    client.observe_leader(reply(3, ["127.0.0.2:9080", "127.0.0.3:9080", "127.0.0.5:9080"]))
     assert client._fetch_target == "127.0.0.2:9080"  # controller 1 was removed: fetches leave it
 
 
