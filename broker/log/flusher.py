@@ -34,6 +34,12 @@ from common.errors import KafkaStorageError
 Fsync = Callable[[int], None]  # os.fsync, or a test's stand-in
 
 
+def os_fsync(fd: int) -> None:
+    """os.fsync, looked up when it runs, not bound when this module is imported: a test that
+    patches os.fsync reaches the flusher's thread as it reaches every other fsync of the log."""
+    os.fsync(fd)
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentSync:
     """One segment's files to fsync: its log file through the pinned `handle` (`size` bytes
@@ -59,7 +65,8 @@ class FlushWork:
 class SegmentFlusher:
     """A single thread running FlushWork in submission order. Thread-safe `submit`."""
 
-    def __init__(self, fsync: Fsync = os.fsync) -> None:
+    def __init__(self, fsync: Fsync = os_fsync) -> None:
+        """`fsync`: what syncs a descriptor (a test's stand-in may hold or fail it)."""
         self._fsync = fsync
         self._pool: ThreadPoolExecutor | None = None  # started at the first roll
 

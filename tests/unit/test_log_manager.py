@@ -21,7 +21,6 @@ from broker.log.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
-from broker.log.flusher import SegmentFlusher
 from broker.log.leader_epochs import EpochEntry
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
@@ -690,7 +689,6 @@ def test_a_batch_of_new_logs_costs_one_fsync_of_their_log_dir(
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(
         (os.readlink(f"/proc/self/fd/{fd}"), threading.current_thread().name)) or real_fsync(fd))
     manager = open_manager(managers, dirs[:1])
-    manager.flusher = SegmentFlusher(lambda fd: os.fsync(fd))  # the stand-in (not bound at import)
     (dirs[0] / "big-1").write_text("a file where a partition directory must go")  # this one fails alone
     synced.clear()
     failed = manager.create_logs(MANY[:count], now_ms=NOW)

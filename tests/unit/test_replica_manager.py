@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from broker.log.flusher import SegmentFlusher
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
 from common.topic_partition import TopicPartition
@@ -481,8 +480,9 @@ def test_a_new_topic_of_a_few_partitions_fsyncs_the_log_dir_once(replicas, tmp_p
                                                   for p in range(10)))
     synced = []
     real_fsync = os.fsync
-    # the log dir's fsync runs on the flusher's thread (c9cbe42): one whose fsync is the patched one
-    replicas.log_manager.flusher = SegmentFlusher(lambda fd: os.fsync(fd))
+    # the log dir's fsync runs on the flusher's thread (c9cbe42), which calls the patched os.fsync;
+    # the fixture's topics' own one ends first, uncounted
+    replicas.log_manager.flusher.shutdown()
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
     replicas.apply_changes(changes_for_broker(TOPICS, image, ME), image)
     replicas.log_manager.flusher.shutdown()  # waits for its work
