@@ -140,7 +140,13 @@ class FetchSession:
     epoch: int
     partitions: dict[TopicPartition, CachedPartition]
     changed: dict[TopicPartition, None] = field(default_factory=dict)
-    # When the oldest change in `changed` was marked (the shell's clock, ms); -1 while empty.
+    # Whether a partition in `changed` has something to answer now (records past the fetch
+    # offset, an error, a new log start): a parked fetch wakes and reads only then. A mark
+    # that is not due (a follower's partition whose HW alone moved: Kafka's DelayedFetch for a
+    # follower completes on bytes past its fetch offset, not on the HW) is read at the next
+    # fetch or its deadline, so the answer still carries the HW.
+    due: bool = False
+    # When the oldest due change was marked (the shell's clock, ms); -1 while none is due.
     # A follower's next fetch reads it: the wait between is the fetch schedule's (issue 35).
     changed_since_ms: int = -1
     cached_size: int = -1  # the size the cache accounts for; -1: not in the cache
@@ -176,22 +182,31 @@ class FetchSession:
         """The partitions marked changed since the last read; they are read now."""
         out = list(self.changed)
         self.changed.clear()
+        self.due = False
         self.changed_since_ms = -1
         return out
 
-    def mark_changed(self, tps: Iterable[TopicPartition], now_ms: int) -> None:
-        """`tps` have something to report on the next fetch (an event, or data left unread)."""
+    def mark_changed(self, tps: Iterable[TopicPartition], now_ms: int, *, due: bool = True) -> None:
+        """`tps` have something to report on the next fetch (an event, or data left unread);
+        `due`: now, so a parked fetch should wake (see `due`)."""
         marked = dict.fromkeys(tps)
-        if marked and not self.changed:
+        if not marked:
+            return
+        if due and not self.due:
+            self.due = True
             self.changed_since_ms = now_ms
         self.changed.update(marked)
 
-    def requeue(self, order: list[TopicPartition], now_ms: int) -> None:
+    def requeue(self, order: list[TopicPartition], now_ms: int, *, due: bool = True) -> None:
         """Replace the changed partitions with `order` (the same ones, or more, reordered for
-        the next fetch); a change already waiting keeps its time."""
-        waiting_since = self.changed_since_ms if self.changed else now_ms
+        the next fetch; `due`: some have something to answer now); a due change already
+        waiting keeps its time."""
+        if due and not self.due:
+            self.changed_since_ms = now_ms
         self.changed = dict.fromkeys(order)
-        self.changed_since_ms = waiting_since if self.changed else -1
+        self.due = (self.due or due) and bool(self.changed)
+        if not self.due:
+            self.changed_since_ms = -1
 
     def answered(self, tp: TopicPartition) -> None:
         """Move an answered partition to the end, so the next fetch starts with the others

@@ -8,6 +8,11 @@ The ReplicaManager calls `on_partition_change(tp)` after every append, high wate
 log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
 gets `tp` in its changed set, and a fetch of that session parked in `wait` wakes. An idle
 incremental fetch therefore costs the leader nothing per partition: it parks on one event.
+A follower's parked fetch wakes only on a change that gives it something to answer (Kafka's
+DelayedFetch.tryComplete for a follower: bytes past its fetch offset, a role or epoch change;
+since KAFKA-9952 not a HW move): the HW that each acks=all produce's second follower fetch
+moves would otherwise wake the first follower's fetch to read nothing. The partition is
+still marked, not due, so the next answer carries the HW (`FetchSession.due`).
 A follower's fetch that arrives while changes wait (it was busy with the previous answer)
 reads them at once; how long they waited is `follower_fetch_wait` (issue 35).
 
@@ -35,6 +40,7 @@ from broker.fetch_session import (
 )
 from broker.loop_stalls import PauseHistogram
 from broker.replica_manager import ReplicaManager
+from broker.replication.partition import Partition
 from broker.replica_reads import record_session_fetch
 from common.topic_partition import TopicPartition
 from common.protocol.fetch import FetchPartition
@@ -77,29 +83,34 @@ class FetchSessions:
 
     def on_partition_change(self, tp: TopicPartition) -> None:
         for session in self.cache.sessions_of(tp):
-            if tp in session.changed:
+            marked = tp in session.changed
+            if marked and session.due:
                 continue
+            due = True
             if session.privileged:
                 cached = session.partitions[tp]
                 partition = self._replicas.get_partition(tp)
                 if partition is not None and partition.is_leader(self._replicas.broker_id):
-                    record_session_fetch(partition, session.replica_id, cached.fetch_offset,
-                                         session.last_used_ms)
-            session.mark_changed((tp,), self.now_ms())
-            event = self._waiting.get(session.id)
-            if event is not None:
-                event.set()
+                    if not marked:
+                        record_session_fetch(partition, session.replica_id, cached.fetch_offset,
+                                             session.last_used_ms)
+                    due = _follower_must_answer(partition, cached)
+            session.mark_changed((tp,), self.now_ms(), due=due)
+            if due:
+                event = self._waiting.get(session.id)
+                if event is not None:
+                    event.set()
 
     def take_changed(self, session: FetchSession) -> list[TopicPartition]:
         """The session's changed partitions, to read now. For a follower's session, how long
         the oldest of them waited for this fetch goes to `follower_fetch_wait`."""
-        if session.privileged and session.changed:
+        if session.privileged and session.due:
             self.follower_fetch_wait.observe(max(0, self.now_ms() - session.changed_since_ms))
         return session.take_changed()
 
     async def wait(self, session: FetchSession, timeout_s: float) -> None:
-        """Until a partition of `session` is marked changed, or `timeout_s` passes."""
-        if session.changed or timeout_s <= 0:
+        """Until a partition of `session` is marked changed and due, or `timeout_s` passes."""
+        if session.due or timeout_s <= 0:
             return
         event = asyncio.Event()
         self._waiting[session.id] = event
@@ -111,3 +122,13 @@ class FetchSessions:
         finally:
             if self._waiting.get(session.id) is event:
                 del self._waiting[session.id]
+
+
+def _follower_must_answer(partition: Partition, cached: CachedPartition) -> bool:
+    """Whether a follower's session partition led here has something to answer now: records
+    past its fetch offset (or a log end below it: truncated), a log start it was not told,
+    or a leader epoch other than the one it fetches at. Not a HW move alone."""
+    partition_log = partition.log
+    return partition_log.log_end_offset != cached.fetch_offset \
+        or partition_log.log_start_offset != cached.local_log_start_offset \
+        or 0 <= cached.current_leader_epoch != partition.leader_epoch

@@ -216,16 +216,20 @@ class _IncrementalPass:
             or deadline - asyncio.get_running_loop().time() <= 0
 
     def finish(self) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
-        self.session.requeue(_carry_order(self.carry, self.session.changed, self.report), self.sessions.now_ms())
+        # carried partitions have data left or an error: due; marks meanwhile keep theirs
+        self.session.requeue(_carry_order(self.carry, self.session.changed, self.report), self.sessions.now_ms(),
+                             due=bool(self.carry))
         return self.report
 
 
 async def _wait_incremental(read: _IncrementalPass, deadline: float) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
     """An incremental fetch that found too little: wait on its session's change event and read
-    what changed, until min_bytes or the deadline (max_wait_ms)."""
+    what changed, until min_bytes or the deadline (max_wait_ms). A mark that is not due (a
+    follower's HW move, its own fetch's included) waits too: it is read at the next due
+    change or at the deadline."""
     loop = asyncio.get_running_loop()
     while not read.settled(deadline):  # bounded by max_wait_ms: each pass waits, then reads what changed
-        if not read.session.changed:
+        if not read.session.due:
             await read.sessions.wait(read.session, deadline - loop.time())
         read.read(read.sessions.take_changed(read.session))
     return read.finish()

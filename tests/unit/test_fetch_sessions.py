@@ -48,8 +48,10 @@ def open_follower_session(manager: ReplicaManager, sessions: FetchSessions, offs
     request = FetchPartition(0, offset, 1 << 20, 0, -1)
     context = sessions.new_context(FetchMetadata(0, 0), {TRIPLE_0: request}, [], replica_id=FOLLOWER, uses_topic_ids=False)
     assert not isinstance(context, IncrementalFetch)
-    manager.read(TRIPLE_0, offset, 1 << 20, replica_id=FOLLOWER, replica_log_start_offset=0)
-    return sessions.create(FOLLOWER, {TRIPLE_0: CachedPartition.of(request)}, [], uses_topic_ids=False)
+    read = manager.read(TRIPLE_0, offset, 1 << 20, replica_id=FOLLOWER, replica_log_start_offset=0)
+    cached = CachedPartition.of(request)  # with what the answer told it (the handler's must_respond)
+    cached.high_watermark, cached.local_log_start_offset = read.high_watermark, read.log_start_offset
+    return sessions.create(FOLLOWER, {TRIPLE_0: cached}, [], uses_topic_ids=False)
 
 
 def idle_fetch(sessions: FetchSessions, session_id: int, epoch: int) -> None:
@@ -146,3 +148,51 @@ def test_a_consumer_session_s_waits_are_not_counted(setup) -> None:
     assert session is not None
     assert sessions.take_changed(session) == [TRIPLE_0]
     assert sum(sessions.follower_fetch_wait.counts) == 0
+
+
+def test_a_high_watermark_move_wakes_a_consumers_parked_fetch_not_a_followers(setup) -> None:
+    """Kafka's DelayedFetch for a follower completes on bytes past its fetch offset, not on a
+    HW move (KAFKA-9952); a consumer reads up to the HW, so the move is its bytes. The
+    follower's partition is still marked, not due: read at its fetch's deadline or the next
+    append, so its answer carries the HW; its wait is not counted as a change waiting."""
+    _clock, manager, sessions = setup
+    follower_id = open_follower_session(manager, sessions, 0)
+    follower = sessions.cache.get(follower_id)
+    consumer = sessions.cache.get(sessions.create(-1, {TRIPLE_0: CachedPartition.of(FetchPartition(0, 0, 1 << 20, 0, -1))},
+                                                  [], uses_topic_ids=False))
+    assert follower is not None and consumer is not None
+    manager.append(TRIPLE_0, batch(1), acks=1)
+    assert sessions.take_changed(follower) == [TRIPLE_0] and sessions.take_changed(consumer) == [TRIPLE_0]
+    # the follower's next fetch, at the log end: its session now holds offset 1
+    context = sessions.new_context(FetchMetadata(follower_id, 1), {TRIPLE_0: FetchPartition(0, 1, 1 << 20, 0, -1)},
+                                   [], replica_id=FOLLOWER, uses_topic_ids=False)
+    assert isinstance(context, IncrementalFetch)
+
+    def move_high_watermark() -> None:
+        for replica in (FOLLOWER, 3):
+            manager.read(TRIPLE_0, 1, 1 << 20, replica_id=replica, replica_log_start_offset=0)
+        assert manager.partitions[TRIPLE_0].log.high_watermark == 1
+
+    async def run() -> tuple[float, float, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        loop.call_later(0.01, move_high_watermark)
+        consumer_woken, _ = await asyncio.gather(_timed(sessions.wait(consumer, 5.0)),
+                                                 sessions.wait(follower, 0.3))
+        follower_waited = loop.time() - started
+        loop.call_later(0.01, lambda: manager.append(TRIPLE_0, batch(1), acks=1))
+        follower_woken = await _timed(sessions.wait(follower, 5.0))
+        return consumer_woken, follower_waited, follower_woken
+
+    consumer_woken, follower_waited, follower_woken = asyncio.run(run())
+    assert consumer_woken < 0.25 <= follower_waited and follower_woken < 2.0
+    assert sessions.take_changed(follower) == [TRIPLE_0]
+    waits = sessions.follower_fetch_wait
+    assert sum(waits.counts) == 2 and waits.longest_ms < 100  # the appends' waits, not the HW's
+
+
+async def _timed(waiting) -> float:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await waiting
+    return loop.time() - started
