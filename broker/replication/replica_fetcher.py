@@ -47,6 +47,7 @@ from common.protocol import fetch
 from common.protocol import list_offsets as lo
 from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
+from common.protocol.fetch_requests import FetchRequests
 from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION
 
 if TYPE_CHECKING:  # the replica manager (above this package) is its owner's: annotation only
@@ -78,8 +79,13 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader_id = leader_id
         # The manager's, fixed for its life: read once, not through it on every round.
-        self._settings: FetcherSettings = manager.settings
+        settings = self._settings = manager.settings
         self._replicas: ReplicaManager = manager.replicas
+        # Every Fetch of this fetcher carries the same head; only the session and partitions vary.
+        self._requests = FetchRequests(FETCH_VERSION, replica_id=settings.broker_id,
+                                       max_wait_ms=settings.max_wait_ms, min_bytes=settings.min_bytes,
+                                       max_bytes=settings.response_max_bytes, isolation_level=fetch.READ_UNCOMMITTED)
+        self._max_wait_s = settings.max_wait_ms / 1000  # the long poll's extra time for an answer
         self._rounds = FetchRounds()
         self.partitions = self._rounds.partitions  # read by the manager and tests
         self._changed = asyncio.Event()
@@ -364,22 +370,10 @@ class ReplicaFetcher:
         if not session.wanted:
             return
         plan = rounds.build()
-        topics: dict[str, list[fetch.FetchPartition]] = {}
-        for tp, p in plan.to_send.items():
-            topics.setdefault(tp.topic, []).append(p)
-        forgotten: dict[str, list[int]] = {}
-        for tp in plan.to_forget:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
-        request = fetch.FetchRequest(
-            settings.broker_id, settings.max_wait_ms, settings.min_bytes, settings.response_max_bytes,
-            fetch.READ_UNCOMMITTED, tuple([fetch.FetchTopic(t, tuple(ps)) for t, ps in topics.items()]),
-            plan.session_id, plan.epoch,
-            tuple([fetch.ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()]) if forgotten else ())
+        body = self._requests.encode(plan.session_id, plan.epoch, plan.to_send.items(), plan.to_forget)
         try:
-            response = await conn.request(ApiKey.FETCH, FETCH_VERSION,
-                                          fetch.encode_fetch_request(request, FETCH_VERSION),
-                                          fetch.decode_fetch_response,
-                                          extra_timeout_s=settings.max_wait_ms / 1000)
+            response = await conn.request(ApiKey.FETCH, FETCH_VERSION, [body], fetch.decode_fetch_response,
+                                          extra_timeout_s=self._max_wait_s)
         except BaseException:
             session.handle_error()
             raise

@@ -1,5 +1,6 @@
-"""common/protocol/fetch.py's one-pass reading of classic (v5-v11) partition arrays: it reads what
-the field-by-field path reads, and leaves the reader where it was for anything else."""
+"""common/protocol/fetch.py's one-pass reading of classic (v5-v11) answers and request partition
+arrays: it reads what the field-by-field path reads, and hands anything else to it (None, and
+for a request's partitions the reader where it was)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,17 @@ NULL_RECORDS = fetch.FetchPartitionResponse(1, 6, -1, None, -1, -1)
 EMPTY_ABORTED = fetch.FetchPartitionResponse(2, 0, 4, b"", 4, 0, ())
 ABORTED = fetch.FetchPartitionResponse(3, 0, 10, BATCH, 9, 0, (fetch.AbortedTransaction(5, 6),))
 
-# (answers of one topic, read in one pass?)
-ANSWER_ROWS = [
-    ((), True),
-    ((PLAIN,), True),
-    ((PLAIN, NULL_RECORDS, EMPTY_ABORTED, PLAIN), True),
-    ((PLAIN, ABORTED, NULL_RECORDS), False),  # the field-by-field path reads the whole array
+ANSWER_ROWS = [  # the answers of one topic
+    (),
+    (PLAIN,),
+    (PLAIN, NULL_RECORDS, EMPTY_ABORTED, PLAIN),
+    (PLAIN, ABORTED, NULL_RECORDS),  # aborted transactions between their count and the preferred replica
 ]
 
 
 def _answers(partitions: tuple[fetch.FetchPartitionResponse, ...], version: int) -> bytes:
     response = fetch.FetchResponse(0, (fetch.FetchTopicResponse("t", partitions),), 0, 7)
     return join_chunks(fetch.encode_fetch_response(response, version))
-
-
-def _array_start(version: int) -> int:
-    """Where the one topic's answers start: after throttle, (v7+) error and session id, the topic
-    count and the name "t"."""
-    return 4 + (2 + 4 if version >= 7 else 0) + 4 + 2 + 1
 
 
 def _with_preferred(p: fetch.FetchPartitionResponse, version: int) -> fetch.FetchPartitionResponse:
@@ -42,29 +36,21 @@ def _with_preferred(p: fetch.FetchPartitionResponse, version: int) -> fetch.Fetc
 
 
 @pytest.mark.parametrize("version", range(5, 12))
-@pytest.mark.parametrize(("partitions", "one_pass"), ANSWER_ROWS)
-def test_answers_read_as_encoded(version: int, partitions: tuple[fetch.FetchPartitionResponse, ...],
-                                 one_pass: bool) -> None:
+@pytest.mark.parametrize("partitions", ANSWER_ROWS)
+def test_answers_read_as_encoded(version: int, partitions: tuple[fetch.FetchPartitionResponse, ...]) -> None:
     partitions = tuple(_with_preferred(p, version) for p in partitions)
     data = _answers(partitions, version)
     decoded = fetch.decode_fetch_response(memoryview(data + b"trailing"), version)
     assert decoded.responses[0].partitions == partitions
-    start = _array_start(version)
-    r = Reader(memoryview(data), start)
-    got = fetch._read_answers_v5_to_v11(r, version)
-    if one_pass:
-        assert got == partitions and r.remaining == 0
-    else:
-        assert got is None and r.pos == start  # unmoved: the general path reads from here
+    one_pass = fetch._decode_classic_response(memoryview(data), version)
+    assert one_pass == decoded == fetch._decode_response_fields(memoryview(data), version)
 
 
 @pytest.mark.parametrize("version", range(5, 12))
-def test_every_truncated_answer_array_is_refused(version: int) -> None:
-    data = _answers((PLAIN, NULL_RECORDS, EMPTY_ABORTED), version)
-    start = _array_start(version)
-    for cut in range(start, len(data)):
-        r = Reader(memoryview(data[:cut]), start)
-        assert fetch._read_answers_v5_to_v11(r, version) is None and r.pos == start
+def test_every_truncated_answer_is_refused(version: int) -> None:
+    data = _answers((PLAIN, NULL_RECORDS, ABORTED, EMPTY_ABORTED), version)
+    for cut in range(len(data)):
+        assert fetch._decode_classic_response(memoryview(data[:cut]), version) is None
         with pytest.raises(ProtocolError):
             fetch.decode_fetch_response(memoryview(data[:cut]), version)
 

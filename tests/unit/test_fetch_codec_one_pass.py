@@ -214,3 +214,73 @@ def test_tagged_answers_written_by_the_fields(version: int, response: fetch.Fetc
     assert fetch._encode_flexible_response(response, version) is None
     assert _wire(fetch.encode_fetch_response(response, version)) == _wire(
         fetch._encode_response_fields(response, version))
+
+
+def _random_response(rng: random.Random, version: int) -> fetch.FetchResponse:
+    """A seeded v5-v11 answer: topics with and without answers, null, empty and filled records,
+    aborted transactions null, empty or several, names beyond ASCII; fields the version lacks
+    at their defaults, as the field-by-field path reads them."""
+
+    def answer(index: int) -> fetch.FetchPartitionResponse:
+        records = rng.choice((None, b"", BATCH, rng.randbytes(rng.randrange(1, 300))))
+        aborted = rng.choice((None, (), tuple(fetch.AbortedTransaction(rng.randrange(-1, 1 << 40), rng.randrange(1 << 20))
+                                             for _ in range(rng.randint(1, 3)))))
+        return fetch.FetchPartitionResponse(
+            index, rng.choice((0, 0, 1, 6, 74)), rng.randrange(-1, 1 << 50), records, rng.randrange(-1, 1 << 50),
+            rng.randrange(-1, 1 << 30), aborted, rng.randrange(-1, 5) if version >= 11 else -1)
+
+    topics = tuple(fetch.FetchTopicResponse(rng.choice(("t", "canary", "\u00fcber", "x" * 300)),
+                                            tuple(answer(i) for i in range(rng.randint(0, 4))))
+                   for _ in range(rng.randint(0, 3)))
+    v7 = version >= 7
+    return fetch.FetchResponse(rng.randrange(0, 1000), topics, rng.choice((0, 70)) if v7 else 0,
+                               rng.randrange(0, 1 << 31) if v7 else 0)
+
+
+@pytest.mark.parametrize("version", range(5, 12))
+def test_response_read_in_one_pass(version: int) -> None:
+    """Seeded answers written field by field: the unpacks read what the Reader reads."""
+    rng = random.Random(version)
+    for _ in range(300):
+        response = _random_response(rng, version)
+        data = memoryview(join_chunks(fetch._encode_response_fields(response, version)))
+        one_pass = fetch._decode_classic_response(data, version)
+        assert one_pass == response
+        assert one_pass == fetch._decode_response_fields(data, version)
+        assert fetch.decode_fetch_response(memoryview(bytes(data) + b"trailing"), version) == response
+
+
+@pytest.mark.parametrize("version", range(5, 12))
+def test_every_cut_or_changed_response_byte_reads_as_the_fields_do(version: int) -> None:
+    """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
+    (None); decode_fetch_response either parses them or raises ProtocolError."""
+    rng = random.Random(version)
+    response = fetch.FetchResponse(3, (
+        fetch.FetchTopicResponse("canary", (fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, 3, (), 1),
+                                            fetch.FetchPartitionResponse(1, 0, 4, None, 4, 0, None, -1))),
+        fetch.FetchTopicResponse("t", (fetch.FetchPartitionResponse(
+            2, 0, 5, b"xy", 5, 0, (fetch.AbortedTransaction(7, 1),), -1),))), 0, 5)
+    data = join_chunks(fetch._encode_response_fields(response, version))
+    cases = [data[:cut] for cut in range(len(data))]
+    for _ in range(2000):
+        changed = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            changed[rng.randrange(len(changed))] = rng.choice((0x00, 0x01, 0xFF, 0x80, 0x7F, rng.randrange(256)))
+        cases.append(bytes(changed))
+    handed_on = 0
+    for case in cases:
+        view = memoryview(case)
+        try:
+            fields: fetch.FetchResponse | None = fetch._decode_response_fields(view, version)
+        except ProtocolError:
+            fields = None
+        one_pass = fetch._decode_classic_response(view, version)
+        if one_pass is None:
+            handed_on += 1
+        else:
+            assert one_pass == fields
+        try:
+            assert fetch.decode_fetch_response(view, version) == fields
+        except ProtocolError:
+            assert fields is None
+    assert handed_on >= len(data)  # every cut short of the end at least
