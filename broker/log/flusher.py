@@ -43,12 +43,15 @@ def os_fsync(fd: int) -> None:
 @dataclass(frozen=True, slots=True)
 class SegmentSync:
     """One segment's files to fsync: its log file through the pinned `handle` (`size` bytes
-    written when it was taken) and its index files by path (a missing one is skipped)."""
+    written when it was taken) and its index files by path (a missing one is skipped).
+    `directory_owed`: one of them was created since the last fsync of its directory (the
+    segment is new, or its `.txnindex` was made at its first ABORT marker since)."""
 
     handle: SegmentHandle
     log_path: Path  # for messages
     size: int
     index_paths: tuple[Path, ...]
+    directory_owed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -538,7 +538,11 @@ class PartitionLog:
         segments = self._segments[plan.first : plan.stop]
         syncs = tuple(segment.prepare_sync() for segment in segments)
         cache = self.leader_epoch_cache
-        work = FlushWork(syncs, self.directory if plan.sync_directory else None,
+        # the directory by Kafka's rule (a segment new since the last flush), or for a file a
+        # segment made since (a `.txnindex` at its first ABORT marker): before the recovery point
+        # claims that file's entries, its directory entry is durable
+        directory = plan.sync_directory or any(sync.directory_owed for sync in syncs)
+        work = FlushWork(syncs, self.directory if directory else None,
                          cache.sync if cache.needs_sync else None)
         self._flushes.append(PendingFlush(
             plan.target, tuple((s, sync.size) for s, sync in zip(segments, syncs)),

@@ -514,14 +514,19 @@ class LogSegment:
         if self._has_index_files():  # a segment with data has them, made now if not yet
             self.offset_index.flush()
             self.time_index.flush()
+        new_txn_file = False
         if self._indexes_made:
-            self.txn_index.flush()
-        if not self._directory_synced and not self._file_deferred:  # after the index files exist
+            self.txn_index.flush(directory=False)  # a new file's entry: the directory fsync below
+            new_txn_file = self.txn_index.new_file
+        # after the index files exist; again for a `.txnindex` made since (a first ABORT marker)
+        if (new_txn_file or not self._directory_synced) and not self._file_deferred:
             try:
                 fsync_directory(self.directory)
             except OSError as e:
                 raise KafkaStorageError(f"cannot fsync directory {self.directory}: {e}") from e
             self._directory_synced = True
+            if new_txn_file:
+                self.txn_index.new_file = False
 
     def prepare_sync(self) -> SegmentSync:
         """The event loop's half of a background flush (`flusher`): write the indexes' new
@@ -532,15 +537,19 @@ class LogSegment:
             self.time_index.flush(fsync=False)
         self.txn_index.flush(fsync=False)
         return SegmentSync(self.file(), self.log_path, self.size,
-                           (self.offset_index.path, self.time_index.path, self.txn_index.path))
+                           (self.offset_index.path, self.time_index.path, self.txn_index.path),
+                           directory_owed=not self._directory_synced or self.txn_index.new_file)
 
     def mark_synced(self, size: int, *, directory: bool = False) -> None:
         """A background fsync covered the first `size` bytes (unless the file changed since);
-        `directory`: it fsynced the segment's directory after its files too."""
+        `directory`: it fsynced the segment's directory after its files too (every file made
+        before its `prepare_sync`; one made after is made by a flush that fsyncs it itself)."""
         if self.size == size:
             self._synced_size = size
         if directory:
             self._directory_synced = True
+            if self._indexes_made:
+                self.txn_index.new_file = False
 
     def _has_index_files(self) -> bool:
         """Whether flushing or closing writes the index files. An empty segment (every partition

@@ -4,6 +4,14 @@ Entries live in memory (the source of truth while the segment is open) and reach
 flush, as the offset and time indexes do (`sparse_index`), so the index holds no descriptor
 between calls and the broker's bounded cache of segment files (`segment_files`) counts none for
 it. A segment with no aborted transaction has no `.txnindex` file, as Kafka creates it lazily.
+
+So the file is created at a segment's first ABORT marker, after the segment's own first flush may
+have fsynced its directory: that file's directory entry needs an fsync of its own, once. A segment
+below the recovery point is loaded without a rescan, and a `.txnindex` a power loss took would
+load as "no aborted transaction" (READ_COMMITTED consumers would then read aborted records). A
+durable write (`flush()`) fsyncs the directory when it created the file; a write that leaves the
+directory to its caller (the segment's flush, or the background flusher after `prepare_sync`)
+says so with `new_file`.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from broker.log.checkpoint_file import fsync_directory
 from broker.log.sparse_index import write_tail
 from broker.log.txn_index import ENTRY_SIZE, AbortedTxn, collect_aborted, decode_entries, encode_entries
 from common.errors import KafkaStorageError
@@ -20,12 +29,15 @@ from common.errors import KafkaStorageError
 class TransactionIndex:
     """The aborted transactions of one segment, in memory; `flush` writes the new ones."""
 
-    __slots__ = ("path", "entries", "_persisted")
+    __slots__ = ("path", "entries", "_persisted", "new_file")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
         self._persisted = 0  # entries already in the file
+        # A write created the file and no fsync of its directory followed yet: whoever fsyncs the
+        # directory for it clears this (the segment's flush, or a background flush's end).
+        self.new_file = False
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -69,12 +81,21 @@ class TransactionIndex:
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         return collect_aborted(self.entries, fetch_offset, upper_bound)
 
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write entries not yet in the file. An index with no entry has no file (as Kafka's
-        lazily created one), so 10,000 partitions without aborts create no files."""
+    def flush(self, *, fsync: bool = True, directory: bool = True) -> None:
+        """Write entries not yet in the file (`fsync`: durably). An index with no entry has no
+        file (as Kafka's lazily created one), so 10,000 partitions without aborts create no files.
+        A durable write that creates the file also fsyncs its directory, unless not `directory`:
+        the caller fsyncs it after (`new_file` says it owes one)."""
         if self._persisted == len(self.entries) and self.path.exists() == bool(self.entries):
             return
         self._write(truncate=False, fsync=fsync)
+        if fsync and directory and self.new_file:  # once per file: it exists from now on
+            try:
+                fsync_directory(self.path.parent)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot fsync directory {self.path.parent} after "
+                                        f"creating {self.path.name}: {e}") from e
+            self.new_file = False
 
     def _write(self, *, truncate: bool, fsync: bool = False) -> None:
         if not self.entries:
@@ -82,7 +103,8 @@ class TransactionIndex:
             self._persisted = 0
             return
         if not self.path.exists():
-            self._persisted = 0  # the file went away: write every entry, never a hole
+            self._persisted = 0  # new, or the file went away: write every entry, never a hole
+            self.new_file = True  # before the write: a failed one may still have created it
         write_tail(self.path, encode_entries(self.entries[self._persisted:]), self._persisted * ENTRY_SIZE,
                    truncate=truncate, fsync=fsync, what="transaction index")
         self._persisted = len(self.entries)
@@ -95,3 +117,4 @@ class TransactionIndex:
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
+        self.new_file = False  # no file, no entry owed
