@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -40,6 +44,9 @@ BINARY: Final = Path(__file__).with_name(".build") / "loadgen"
 LINKED: Final = BINARY.with_suffix(".linked")  # the library the binary was linked against
 HEADER: Final = Path("/usr/include/librdkafka/rdkafka.h")
 PHASE_TIMEOUT_S: Final = 900.0  # one phase; loadgen bounds its own waits below this
+# librdkafka's debug=protocol line for each request it sends ("... Sent ProduceRequest (v10, 123681
+# bytes @ 0, CorrId 5)"): the client's own count, the same for any broker (Tansu has no /metrics)
+SENT_REQUEST: Final = re.compile(r"Sent (\w+)Request \(v\d+, (\d+) bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,9 @@ class LoadResult:
     p99_ms: float | None = None
     p999_ms: float | None = None
     max_ms: float | None = None
+    # with count_requests: requests librdkafka sent, and their bytes, by API ("Produce", "Fetch", ...)
+    requests: Counter[str] = field(default_factory=Counter)
+    request_bytes: Counter[str] = field(default_factory=Counter)
 
 
 class LoadError(RuntimeError):
@@ -122,10 +132,21 @@ def librdkafka_version(binary: Path) -> str:
     return f"{out['runtime']} (headers {out['headers']}, {out['library']})"
 
 
-def _run(binary: Path, args: list[str]) -> LoadResult:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=PHASE_TIMEOUT_S)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+def _run(binary: Path, args: list[str], *, count_requests: bool = False) -> LoadResult:
+    """One loadgen run. `count_requests` adds debug=protocol to its config (LOADGEN_CONFIG's
+    lines kept): one stderr line per request sent and one per response, a few thousand lines in
+    a bulk phase; not for a phase of one request per record."""
+    with tempfile.TemporaryDirectory(prefix="loadgen-") as work:
+        env = None
+        if count_requests:
+            config = Path(work) / "config"
+            given = os.environ.get("LOADGEN_CONFIG")
+            config.write_text((Path(given).read_text() + "\n" if given else "") + "debug=protocol\n")
+            env = {**os.environ, "LOADGEN_CONFIG": str(config)}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=PHASE_TIMEOUT_S,
+                              env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         out = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -133,22 +154,29 @@ def _run(binary: Path, args: list[str]) -> LoadResult:
     if done.returncode != 0:
         raise LoadError(f"loadgen {args[0]} failed: {out}; {done.stderr[-500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    requests: Counter[str] = Counter()
+    request_bytes: Counter[str] = Counter()
+    if count_requests:
+        for api, size in SENT_REQUEST.findall(done.stderr):
+            requests[api] += 1
+            request_bytes[api] += int(size)
     return LoadResult(out["records"], out["seconds"], out["payload_bytes"], cpu, out.get("p50_ms"),
-                      out.get("p99_ms"), out.get("p999_ms"), out.get("max_ms"))
+                      out.get("p99_ms"), out.get("p999_ms"), out.get("max_ms"), requests, request_bytes)
 
 
 def produce(binary: Path, bootstrap: str, topic: str, *, records: int, value_bytes: int, partitions: int,
-            acks: str, linger_ms: int, rate: int = 0, warmup: int = 0) -> LoadResult:
+            acks: str, linger_ms: int, rate: int = 0, warmup: int = 0, count_requests: bool = False) -> LoadResult:
     """Produce `records` (record i to partition i % partitions); `rate` > 0 paces and times each record."""
     return _run(binary, ["produce", bootstrap, topic, str(records), str(value_bytes), str(partitions), acks,
-                         str(linger_ms), str(rate), str(warmup)])
+                         str(linger_ms), str(rate), str(warmup)], count_requests=count_requests)
 
 
 def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int,
-            group: str | None = None) -> LoadResult:
+            group: str | None = None, count_requests: bool = False) -> LoadResult:
     """Read `records` records from offset 0 of every partition (assigned, no group), or as a
     member of consumer group `group` (subscribed, from the earliest offset)."""
-    return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions), *([group] if group else [])])
+    return _run(binary, ["consume", bootstrap, topic, str(records), str(partitions), *([group] if group else [])],
+                count_requests=count_requests)
 
 
 if __name__ == "__main__":

