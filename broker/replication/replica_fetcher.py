@@ -352,6 +352,7 @@ class ReplicaFetcher:
             await self._write_moved_log_starts()
         settings, rounds, replicas = self._settings, self._rounds, self._replicas
         follower_throttled, broker_id = replicas.throttles.follower_throttled, settings.broker_id
+        new_entry, partition_max_bytes = fetch.new_fetch_partition, settings.partition_max_bytes
         for tp, state in rounds.to_refresh(now):  # what changed, and those outside the ISR
             # `state` is the fetcher's own (to_refresh just read it, nothing awaited since).
             partition = replicas.follower_partition(tp, state.leader_epoch)
@@ -363,8 +364,8 @@ class ReplicaFetcher:
             entry = state.request
             if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
                     or entry.current_leader_epoch != state.leader_epoch:
-                entry = state.request = fetch.FetchPartition(
-                    tp.partition, offset, settings.partition_max_bytes, log_start, state.leader_epoch)
+                entry = state.request = new_entry((tp.partition, offset, partition_max_bytes, log_start,
+                                                    state.leader_epoch, -1, fetch.ZERO_UUID))
             rounds.fetching(tp, entry, in_isr=broker_id in partition.isr)
         session = rounds.session
         if not session.wanted:

@@ -249,7 +249,7 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
         head.unpack_from(view, 0)
     pos = head.size
     item = _REQUEST_PARTITION_V9 if version >= 9 else _REQUEST_PARTITION_V7
-    size, unpack, new = item.size, item.unpack_from, _new_request_partition
+    size, unpack, new = item.size, item.unpack_from, new_fetch_partition
     try:
         n_topics = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
         if n_topics < 0:
@@ -304,7 +304,7 @@ def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | N
     view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
     end = len(view)
     by_id = version >= 13
-    new = _new_request_partition
+    new = new_fetch_partition
     try:
         pos = 0
         replica_id = -1  # v15+: only in the ReplicaState tag, which sends this to the fields path
@@ -841,7 +841,9 @@ _FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, sessi
 _FLEXIBLE_ANSWER_HEAD: Final = struct.Struct(">ihqqq")
 _ABORTED: Final = struct.Struct(">qq")  # producer id, first offset
 _new_answer = instance_builder(FetchPartitionResponse, tuple(FetchPartitionResponse.__dataclass_fields__))
-_new_request_partition = instance_builder(FetchPartition, tuple(FetchPartition.__dataclass_fields__))
+# A FetchPartition from its seven fields in order, values as checked: the decoders' and the
+# follower fetcher's, which builds one per partition whose offsets moved, every round.
+new_fetch_partition = instance_builder(FetchPartition, tuple(FetchPartition.__dataclass_fields__))
 _new_topic = instance_builder(FetchTopic, tuple(FetchTopic.__dataclass_fields__))
 _new_request = instance_builder(FetchRequest, tuple(FetchRequest.__dataclass_fields__))
 _new_topic_answer = instance_builder(FetchTopicResponse, tuple(FetchTopicResponse.__dataclass_fields__))
@@ -858,7 +860,7 @@ def _read_partitions_v9_to_v11(r: Reader) -> tuple[FetchPartition, ...] | None:
     (n,) = _I32.unpack_from(view, 0)
     if n < 0 or n * size > end - 4:
         return None
-    unpack, new = _REQUEST_PARTITION_V9.unpack_from, _new_request_partition
+    unpack, new = _REQUEST_PARTITION_V9.unpack_from, new_fetch_partition
     out = []
     for pos in range(4, 4 + n * size, size):  # bounded by the count, checked against the bytes
         index, epoch, offset, log_start, max_bytes = unpack(view, pos)
