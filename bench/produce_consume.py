@@ -716,13 +716,21 @@ def print_produce_cpu(rows: list[Row]) -> None:
               f"{fmt(row.cpu_s_per_gb, '.2f'):>6} {fmt(row.net_cpu_s_per_gb, '.2f'):>8} {fmt(row.sys_share, '.0%'):>4} "
               f"{fmt(row.records_per_request, ',.0f'):>8} {ratio(row.net_cpu_s_per_gb, floor):>9} "
               f"{fmt(row.load, '.2f'):>5}")
+    print_over_rounds(produces, [("s/GB", lambda r: r.cpu_s_per_gb, ".2f", ""),
+                                 ("net", lambda r: r.net_cpu_s_per_gb, ".2f", ""),
+                                 ("net/floor", lambda r: over(r.net_cpu_s_per_gb, floor), ".1f", "x")])
+
+
+Figure = tuple[str, Callable[[Row], "float | None"], str, str]  # name, of a row, format, unit
+
+
+def print_over_rounds(rows: list[Row], figures: list[Figure]) -> None:
+    """Each peer's phases: every figure as median [min-max] over the rounds."""
     print("over the rounds, median [min-max]:")
     for peer in ("tidelog", "tansu"):
-        for phase, mine in by_round(produces, peer).items():
-            rs = sorted(mine)
-            print(f"   {peer:<8} {phase:<26} s/GB {spread([mine[n].cpu_s_per_gb for n in rs])}, net "
-                  f"{spread([mine[n].net_cpu_s_per_gb for n in rs])}, net/floor "
-                  f"{spread([over(mine[n].net_cpu_s_per_gb, floor) for n in rs], '.1f', 'x')}")
+        for phase, mine in by_round(rows, peer).items():
+            print(f"   {peer:<8} {phase:<26} " + ", ".join(
+                f"{name} {spread([of(mine[n]) for n in sorted(mine)], spec, unit)}" for name, of, spec, unit in figures))
 
 
 def print_consume_floor(rows: list[Row]) -> None:
@@ -752,12 +760,8 @@ def print_consume_floor(rows: list[Row]) -> None:
               f"{ratio(row.net_cpu_s_per_gb, sender):>8} {ratio(row.net_cpu_s_per_gb_sent, sender):>11} "
               f"{fmt(row.sent_per_payload, '.3f'):>12} {fmt(row.requests_per_gb, ',.0f'):>10} "
               f"{fmt(row.records_per_request, ',.0f'):>8}")
-    print("over the rounds, median [min-max]:")
-    for peer in ("tidelog", "tansu"):
-        for phase, mine in by_round(consumes, peer).items():
-            rs = sorted(mine)
-            print(f"   {peer:<8} {phase:<26} brk {spread([over(mine[n].cpu_s_per_gb, sender) for n in rs], '.1f', 'x')}"
-                  f", net {spread([over(mine[n].net_cpu_s_per_gb, sender) for n in rs], '.1f', 'x')}")
+    print_over_rounds(consumes, [("brk", lambda r: over(r.cpu_s_per_gb, sender), ".1f", "x"),
+                                 ("net", lambda r: over(r.net_cpu_s_per_gb, sender), ".1f", "x")])
 
 
 def median_row(rounds: list[Row]) -> Row:
