@@ -2,7 +2,7 @@
 loop thread's CPU per fetch over loopback beside a sendfile-only server's.
 
     python bench/fetch_path.py [--mib 256] [--batch-bytes 800000] [--version 16] [--rounds 3]
-                               [--isolation 1] [--parts-only]
+                               [--isolation 1] [--parts-only] [--opcodes]
 
 A log of `--mib` MiB in batches of about `--batch-bytes` (one partition, appended through the
 broker's RequestHandler as Produce requests) is read back from offset 0 by Fetch requests
@@ -20,6 +20,9 @@ the same exchange with a server thread that reads the request and sendfiles the 
 lengths with a fixed head (no decode, no log), the floor of serving that client. The loop row
 is printed as a multiple of the floor. Issue 35 goal 3's cluster figure is
 bench/produce_consume.py's consume rows; this one isolates the broker's Python per fetch.
+'--opcodes': instead, the Python bytecodes fetch_now executes per fetch of the log's first
+batch (sys.settrace opcode events: a count the box's load does not move; what C code does
+inside a call is not in it).
 
 On the shared 2-core VM (load 5.6-7.6, three alternated runs each, 335 fetches of 800 KB): at
 3180b4f handler.start 80-94 us/fetch (request decode 13-15, fetch_now 37-44, response encode
@@ -101,7 +104,8 @@ def parts(handler: Any, version: int, isolation: int) -> tuple[int, dict[str, fl
         header, body = parse_request_header(memoryview(frame)[4:])
         chunks = handler.start(header, body)
         if isinstance(chunks, Later):  # at the log end: it would wait for data
-            chunks.answer.close()  # type: ignore[attr-defined]
+            pending = getattr(chunks.answer, "pending", chunks.answer)  # the server's Encoding, or the coroutine
+            getattr(pending, "close", lambda: None)()
             break
         data = b"".join(c.read_bytes() for c in chunks if not isinstance(c, bytes))
         nxt = next_offset(data, offsets[-1])
@@ -241,6 +245,37 @@ def floor_round(lengths: list[int], head_bytes: int) -> float:
         return cpu[0]
 
 
+def fetch_now_opcodes(handler: Any, version: int, isolation: int, fetches: int = 200) -> float:
+    """Bytecodes fetch_now executes per fetch, `fetches` times the same first fetch of the log."""
+    import sys
+    from types import FrameType
+
+    from broker.handlers.context import ClientInfo
+    from broker.handlers.fetch import fetch_now
+    from broker.request_handler import row_for
+    header, body = parse_request_header(memoryview(fetch_frame(0, version, isolation))[4:])
+    request = row_for(header).codec.decode(body, version)
+    client = ClientInfo.of("rdkafka", HOST)
+    count = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "call":
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            count += 1
+        return trace
+
+    fetch_now(handler.context, request, version, client)  # warm: the first read opens the segment
+    sys.settrace(trace)
+    try:
+        for _ in range(fetches):  # bounded by fetches
+            fetch_now(handler.context, request, version, client)
+    finally:
+        sys.settrace(None)
+    return count / fetches
+
+
 async def _in_loop(fn: Any, *args: Any) -> Any:
     return fn(*args)  # fetch_now reads the running loop's clock
 
@@ -253,12 +288,18 @@ def main() -> None:
     parser.add_argument("--isolation", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parts-only", action="store_true")
+    parser.add_argument("--opcodes", action="store_true", help="count fetch_now's bytecodes (not times)")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="consume-fetchpath-", dir="/tmp"))
     try:
         handler, _replicas, logs = filled_handler(directory, args.mib, args.batch_bytes)
         print(f"{args.mib} MiB in ~{args.batch_bytes:,} B batches; Fetch v{args.version} isolation "
               f"{args.isolation}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
+        if args.opcodes:
+            count = asyncio.run(_in_loop(fetch_now_opcodes, handler, args.version, args.isolation))
+            print(f"fetch_now: {count:,.0f} opcodes per fetch")
+            logs.shutdown()
+            return
         for i in range(args.rounds):  # bounded by --rounds
             n, times = asyncio.run(_in_loop(parts, handler, args.version, args.isolation))
             print(f"round {i + 1} parts, us per fetch over {n} fetches: " + ", ".join(

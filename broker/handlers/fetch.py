@@ -81,11 +81,14 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
         return fetch.FetchResponse(0, (), int(context.error), 0)
     deadline = asyncio.get_running_loop().time() + max(req.max_wait_ms, 0) / SECOND_MS
 
-    def respond(answers: dict[TopicPartition, fetch.FetchPartitionResponse], session_id: int) -> fetch.FetchResponse:
+    def respond(answers: dict[TopicPartition, fetch.FetchPartitionResponse], session_id: int,
+                failed: bool) -> fetch.FetchResponse:
         # Kafka's per-topic BytesOutPerSec: consumers' fetches only, one add per partition answered
         count_fetch(ctx.topic_stats, ((tp.topic, size_of(a)) for tp, a in answers.items()),
                     replica_id=req.replica_id)
-        endpoints = with_leader_hints(ctx, answers, image) if version >= LEADER_HINTS_VERSION else ()
+        # leader hints go on errors only: an answer without one (`failed`: any error, diverging
+        # epoch or preferred replica) skips the walk - nearly every v16 fetch (librdkafka 2.5+)
+        endpoints = with_leader_hints(ctx, answers, image) if failed and version >= LEADER_HINTS_VERSION else ()
         return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0,
                                    session_id, endpoints)
 
@@ -95,10 +98,10 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
         pass_ = _IncrementalPass(ctx, sessions, session, req, follower_reads)
         pass_.read([*sessions.take_changed(session), *requested])
         if pass_.settled(deadline):
-            return respond(pass_.finish(), session.id)
+            return respond(pass_.finish(), session.id, pass_.failed)
 
         async def incremental_later() -> fetch.FetchResponse:
-            return respond(await _wait_incremental(pass_, deadline), session.id)
+            return respond(await _wait_incremental(pass_, deadline), session.id, pass_.failed)
         return Later(incremental_later())
 
     def full_response(full: _FullPass) -> fetch.FetchResponse:
@@ -110,7 +113,7 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
                 cached[tp].must_respond(full.answers[tp], update=True)
             session_id = sessions.create(req.replica_id, cached, _carry_order(full.changed, (), full.answers),
                                          uses_topic_ids=uses_topic_ids)
-        return respond(full.answers, session_id)
+        return respond(full.answers, session_id, full.failed)
 
     first = _read_full(ctx, req, requested, follower_reads=follower_reads)
     if first.settled(req, requested, deadline):

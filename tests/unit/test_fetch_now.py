@@ -17,11 +17,15 @@ import pytest
 from broker.fetch_session import FINAL_EPOCH
 from broker.fetch_sessions import FetchSessions
 from broker.handlers.context import BrokerContext, ClientInfo
+from broker.handlers import fetch as fetch_handler
+from broker.handlers import fetch_partitions
 from broker.handlers.fetch import fetch_now, handle_fetch
 from broker.handlers.fetch_partitions import size_of
 from broker.server import Later
 from common.errors import ErrorCode
 from common.protocol import fetch
+from common.protocol.leader_discovery import LeaderIdAndEpoch
+from common.protocol.metadata import wire_topic_id
 from common.topic_partition import TopicPartition
 from metadata.delta import apply
 from metadata.image import EMPTY_IMAGE
@@ -150,3 +154,53 @@ def test_a_session_fetch_answers_at_once_or_waits_for_a_change(ctx: BrokerContex
         direct = fetch_now(ctx, request({0: 1, 1: 2}, session=(opened.session_id, 2)), VERSION, CLIENT)
         assert isinstance(direct, fetch.FetchResponse) and sizes(direct) == {0: (0, len(batch(1)))}
     asyncio.run(run())
+
+
+def v16_request(offsets: dict[int, int], *, leader_epoch: int = 3) -> fetch.FetchRequest:
+    """librdkafka's shape since 2.5: Fetch v16, topics by id, sessionless."""
+    parts = tuple(fetch.FetchPartition(p, offsets[p], 1 << 20, 0, leader_epoch) for p in offsets)
+    return fetch.FetchRequest(CONSUMER, WAIT_MS, 1, 1 << 20, fetch.READ_UNCOMMITTED,
+                              (fetch.FetchTopic("", parts, wire_topic_id("T")),), 0, FINAL_EPOCH)
+
+
+def test_v16_looks_leaders_up_only_for_an_answer_with_an_error(ctx: BrokerContext, monkeypatch) -> None:
+    """KIP-951's hints go on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers; a fetch
+    without a failed partition (nearly every one) does not walk its answers for them."""
+    looked_up: list[int] = []
+    real = fetch_handler.with_leader_hints
+
+    def counted(*args):
+        looked_up.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fetch_handler, "with_leader_hints", counted)
+    ctx.replicas.append(T0, batch(1), acks=1)
+
+    async def run() -> tuple[object, object]:
+        return fetch_now(ctx, v16_request({0: 0}), 16, CLIENT), fetch_now(ctx, v16_request({0: 0}, leader_epoch=2), 16, CLIENT)
+
+    ok, fenced = asyncio.run(run())
+    assert isinstance(ok, fetch.FetchResponse) and isinstance(fenced, fetch.FetchResponse)
+    assert sizes(ok) == {0: (0, len(batch(1)))} and ok.node_endpoints == ()
+    assert sizes(fenced) == {0: (int(ErrorCode.FENCED_LEADER_EPOCH), 0)}
+    assert fenced.responses[0].partitions[0].current_leader == LeaderIdAndEpoch(1, 3)
+    assert [e.node_id for e in fenced.node_endpoints] == [1]
+    assert looked_up == [1]  # the fenced fetch's only
+
+
+def test_a_hand_written_topic_id_is_named_without_a_walk_the_next_time(monkeypatch) -> None:
+    """An id not minted as the controller mints them (test and bench images) is found by a
+    walk over the image's topics once; then at once, as a minted one is."""
+    walked: list[str] = []
+    real = fetch_partitions.wire_topic_id
+
+    def counted(topic_id: str):
+        walked.append(topic_id)
+        return real(topic_id)
+
+    monkeypatch.setattr(fetch_partitions, "wire_topic_id", counted)
+    monkeypatch.setattr(fetch_partitions, "_minted_ids", {})
+    assert fetch_partitions.topic_name(IMAGE, real("T")) == "t"
+    first = len(walked)
+    assert fetch_partitions.topic_name(IMAGE, real("T")) == "t"
+    assert first == 1 and len(walked) == first
