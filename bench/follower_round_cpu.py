@@ -19,6 +19,10 @@ C code does inside a call and slows the loop ~50x: a count, not a time.
 
     python bench/follower_round_cpu.py [--rounds 3] [--fetches 5000] [--partitions 100] [--opcodes]
 
+`--by-file` adds where those opcodes run, per source file (the project's, the standard
+library's; `<string>` is generated code: dataclass __init__s, instance builders, named tuples),
+so each owner sees their share of a round.
+
 Run it at two commits to compare them (PYTHONPATH=<worktree>), old and new in turns. Nothing is
 asserted: a measurement, not a test.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import os
 import shutil
 import socket
@@ -37,6 +42,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +64,23 @@ from metadata.local_changes import changes_for_broker  # noqa: E402
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic  # noqa: E402
 
 from leader_request_cpu import Counts  # noqa: E402  (bench/: the leader's opcode count, the same hooks)
+
+
+class FileCounts(Counts):
+    """Counts, and each opcode's source file (relative to the project's root when inside it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_file: collections.Counter[str] = collections.Counter()
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            self.by_file[frame.f_code.co_filename] += 1
+        return super()._trace(frame, event, arg)
+
+    def report(self, fetches: int, top: int = 20) -> str:
+        root = f"{ROOT}{os.sep}"
+        return "\n".join(f"  {n / fetches:7.0f}  {name.removeprefix(root)}" for name, n in self.by_file.most_common(top))
 
 HOST: Final = "127.0.0.1"
 ME, LEADER, LEADER_EPOCH = 5, 4, 1
@@ -139,13 +162,13 @@ class Leader(threading.Thread):
 
 
 async def one_round(directory: Path, fetches: int, partitions: int, value_bytes: int,
-                    opcodes: bool) -> tuple[float, float, float]:
-    """(loop CPU s per fetch, opcodes per fetch, calls per fetch) over `fetches` rounds."""
+                    opcodes: bool, counter: Counts) -> tuple[float, float, float]:
+    """(loop CPU s per fetch, opcodes per fetch, calls per fetch) over `fetches` rounds, counted
+    in `counter` with `opcodes`."""
     listener = socket.create_server((HOST, 0))
     leader = Leader(listener, answers(WARMUP_FETCHES + fetches + 1, value_bytes))
     loop = asyncio.get_running_loop()
     started, ended = loop.create_future(), loop.create_future()
-    counter = Counts()
 
     def at_start() -> None:
         if opcodes:
@@ -193,20 +216,24 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (~50x slower)")
+    parser.add_argument("--by-file", action="store_true", help="with --opcodes: opcodes per round by source file")
     args = parser.parse_args()
     fetches = min(args.fetches, 500) if args.opcodes else args.fetches
     cpus = []
     for r in range(args.rounds):
         directory = Path(tempfile.mkdtemp(prefix="follower-round-"))
+        counter = FileCounts() if args.by_file else Counts()
         try:
             cpu, ops, calls = asyncio.run(one_round(directory, fetches, args.partitions, args.value_bytes,
-                                                    args.opcodes))
+                                                    args.opcodes, counter))
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         cpus.append(cpu)
         extra = f", {ops:.0f} opcodes and {calls:.0f} calls per round" if args.opcodes else ""
         print(f"round {r + 1}: {fetches} fetches, loop CPU {cpu * 1e6:.0f} us per fetch{extra}; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        if args.opcodes and isinstance(counter, FileCounts):
+            print(counter.report(fetches), flush=True)
     if not args.opcodes:
         print(f"median loop CPU per fetch {statistics.median(cpus) * 1e6:.0f} us over {args.rounds} rounds",
               flush=True)

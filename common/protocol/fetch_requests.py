@@ -25,6 +25,7 @@ _SESSION: Final = struct.Struct(">iii")  # session id, session epoch, topics cou
 _NOTHING: Final = struct.Struct(">iiii")  # session id, session epoch, no topics, no forgotten topics
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
+_NO_TOPICS: Final = _I32.pack(0)  # an empty array
 _MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
 
 
@@ -61,14 +62,23 @@ class FetchRequests:
         out = [self._head, _SESSION.pack(session_id, session_epoch, len(topics))]
         for topic, packed_partitions in topics.items():  # bounded by the partitions named
             out += (_string(topic), _I32.pack(len(packed_partitions)), *packed_partitions)
-        forgotten: dict[str, list[int]] = {}
-        for topic, partition in to_forget:  # bounded by the partitions forgotten
-            forgotten.setdefault(topic, []).append(partition)
-        out.append(_I32.pack(len(forgotten)))
-        for topic, partitions in forgotten.items():  # bounded by the partitions forgotten
-            out += (_string(topic), struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
+        if to_forget:
+            out.append(_forgotten(to_forget))
+        else:
+            out.append(_NO_TOPICS)
         out.append(self._tail)
         return b"".join(out)
+
+
+def _forgotten(to_forget: Collection[tuple[str, int]]) -> bytes:
+    """The forgotten topics array, topics in the order their partitions come."""
+    forgotten: dict[str, list[int]] = {}
+    for topic, partition in to_forget:  # bounded by the partitions forgotten
+        forgotten.setdefault(topic, []).append(partition)
+    out = [_I32.pack(len(forgotten))]
+    for topic, partitions in forgotten.items():  # bounded by the partitions forgotten
+        out += (_string(topic), struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
+    return b"".join(out)
 
 
 def _string(text: str) -> bytes:
