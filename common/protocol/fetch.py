@@ -165,6 +165,7 @@ __all__ = [
     "decode_fetch_response",
     "encode_fetch_request",
     "encode_fetch_response",
+    "new_fetch_partition",
 ]
 
 # Tag numbers, per struct (Kafka 3.9's FetchRequest/FetchResponse.json)
@@ -811,9 +812,10 @@ def _aborted_and_rest(view: memoryview, pos: int, n: int) -> tuple[tuple[Aborted
 # answers from its new leader's fetcher and ~16,500 partition entries in the Fetches the other
 # survivor sends it; read field by field (a Reader call per field, the tagged-field bookkeeping,
 # a frozen dataclass's __init__) one cost ~6 us. In the classic versions (our fetchers send v11,
-# librdkafka v11) each entry is fixed-size but for its records, so one unpack reads its head. An
-# entry of another shape (aborted transactions), or bytes that do not parse, leave the reader
-# where it was and the field-by-field path reads (or refuses) the whole array.
+# librdkafka v11) each entry is fixed-size but for its records (and an answer's aborted
+# transactions), so one unpack reads its head. Bytes that do not parse leave the reader where it
+# was (a request's partitions) or the whole answer (`_decode_classic_response`) to the
+# field-by-field path, which reads or refuses them.
 
 _I32: Final = struct.Struct(">i")
 _I16: Final = struct.Struct(">h")
