@@ -79,11 +79,18 @@ def test_request_read_in_one_pass(version: int, request_: fetch.FetchRequest) ->
                                           for t in request_.topics),
                                       request_.session_id, request_.session_epoch, request_.forgotten_topics_data,
                                       request_.rack_id)
-    data = memoryview(_fields(request_, version))
-    one_pass = fetch._decode_classic_request(data, version)
-    assert one_pass == request_
-    assert one_pass == fetch._decode_request_fields(data, version)
-    assert fetch.decode_fetch_request(memoryview(bytes(data) + b"trailing"), version) == request_
+    _reads_alike(_fields(request_, version), version, request_, fetch._decode_classic_request)
+
+
+def _reads_alike(data: bytes, version: int, expected: object, one_pass_read: Callable[[memoryview, int], object],
+                 fields_read: Callable[[memoryview, int], object] = fetch._decode_request_fields,
+                 decode: Callable[[memoryview, int], object] = fetch.decode_fetch_request) -> None:
+    """The one-pass read, the field-by-field one and `decode` (with trailing bytes) all give `expected`."""
+    view = memoryview(data)
+    one_pass = one_pass_read(view, version)
+    assert one_pass == expected
+    assert one_pass == fields_read(view, version)
+    assert decode(memoryview(data + b"trailing"), version) == expected
 
 
 @pytest.mark.parametrize("version", range(7, 12))
@@ -153,11 +160,12 @@ def test_every_cut_or_changed_flexible_byte_reads_as_the_fields_do(version: int)
                          fetch._decode_flexible_request)
 
 
-def _every_cut_or_change(data: bytes, version: int,
-                         one_pass_read: Callable[[memoryview, int], fetch.FetchRequest | None]) -> int:
+def _every_cut_or_change(data: bytes, version: int, one_pass_read: Callable[[memoryview, int], object | None],
+                         fields_read: Callable[[memoryview, int], object] = fetch._decode_request_fields,
+                         decode: Callable[[memoryview, int], object] = fetch.decode_fetch_request) -> int:
     """Every cut of `data` and 2,000 seeded changes of a few bytes: the one-pass read gives what
-    the field-by-field one gives or None (counted); decode_fetch_request parses or raises
-    ProtocolError. Returns how many the one-pass read handed on."""
+    the field-by-field one gives or None (counted); `decode` (the request's, or the response's)
+    parses or raises ProtocolError. Returns how many the one-pass read handed on."""
     rng = random.Random(version)
     cases = [data[:cut] for cut in range(len(data))]
     for _ in range(2000):
@@ -170,7 +178,7 @@ def _every_cut_or_change(data: bytes, version: int,
         view = memoryview(case)
         one_pass = one_pass_read(view, version)
         try:
-            fields: fetch.FetchRequest | None = fetch._decode_request_fields(view, version)
+            fields: object | None = fields_read(view, version)
         except ProtocolError:
             fields = None
         if one_pass is None:
@@ -178,7 +186,7 @@ def _every_cut_or_change(data: bytes, version: int,
         else:
             assert one_pass == fields
         try:
-            assert fetch.decode_fetch_request(view, version) == fields
+            assert decode(view, version) == fields
         except ProtocolError:
             assert fields is None
     return handed_on
@@ -243,44 +251,20 @@ def test_response_read_in_one_pass(version: int) -> None:
     rng = random.Random(version)
     for _ in range(300):
         response = _random_response(rng, version)
-        data = memoryview(join_chunks(fetch._encode_response_fields(response, version)))
-        one_pass = fetch._decode_classic_response(data, version)
-        assert one_pass == response
-        assert one_pass == fetch._decode_response_fields(data, version)
-        assert fetch.decode_fetch_response(memoryview(bytes(data) + b"trailing"), version) == response
+        _reads_alike(join_chunks(fetch._encode_response_fields(response, version)), version, response,
+                     fetch._decode_classic_response, fetch._decode_response_fields, fetch.decode_fetch_response)
 
 
 @pytest.mark.parametrize("version", range(5, 12))
 def test_every_cut_or_changed_response_byte_reads_as_the_fields_do(version: int) -> None:
     """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
     (None); decode_fetch_response either parses them or raises ProtocolError."""
-    rng = random.Random(version)
     response = fetch.FetchResponse(3, (
         fetch.FetchTopicResponse("canary", (fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, 3, (), 1),
                                             fetch.FetchPartitionResponse(1, 0, 4, None, 4, 0, None, -1))),
         fetch.FetchTopicResponse("t", (fetch.FetchPartitionResponse(
             2, 0, 5, b"xy", 5, 0, (fetch.AbortedTransaction(7, 1),), -1),))), 0, 5)
     data = join_chunks(fetch._encode_response_fields(response, version))
-    cases = [data[:cut] for cut in range(len(data))]
-    for _ in range(2000):
-        changed = bytearray(data)
-        for _ in range(rng.randint(1, 3)):
-            changed[rng.randrange(len(changed))] = rng.choice((0x00, 0x01, 0xFF, 0x80, 0x7F, rng.randrange(256)))
-        cases.append(bytes(changed))
-    handed_on = 0
-    for case in cases:
-        view = memoryview(case)
-        try:
-            fields: fetch.FetchResponse | None = fetch._decode_response_fields(view, version)
-        except ProtocolError:
-            fields = None
-        one_pass = fetch._decode_classic_response(view, version)
-        if one_pass is None:
-            handed_on += 1
-        else:
-            assert one_pass == fields
-        try:
-            assert fetch.decode_fetch_response(view, version) == fields
-        except ProtocolError:
-            assert fields is None
+    handed_on = _every_cut_or_change(data, version, fetch._decode_classic_response, fetch._decode_response_fields,
+                                     fetch.decode_fetch_response)
     assert handed_on >= len(data)  # every cut short of the end at least
