@@ -8,11 +8,13 @@ The ReplicaManager calls `on_partition_change(tp)` after every append, high wate
 log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
 gets `tp` in its changed set, and a fetch of that session parked in `wait` wakes. An idle
 incremental fetch therefore costs the leader nothing per partition: it parks on one event.
-A follower's parked fetch wakes only on a change that gives it something to answer (Kafka's
-DelayedFetch.tryComplete for a follower: bytes past its fetch offset, a role or epoch change;
-since KAFKA-9952 not a HW move): the HW that each acks=all produce's second follower fetch
-moves would otherwise wake the first follower's fetch to read nothing. The partition is
-still marked, not due, so the next answer carries the HW (`FetchSession.due`).
+A parked fetch wakes only on a change that gives it something to answer (Kafka's
+DelayedFetch.tryComplete: bytes past the fetch offset up to the fetch's end, a role or epoch
+change). A follower reads to the log end, so since KAFKA-9952 a HW move alone does not wake
+it: the HW that each acks=all produce's second follower fetch moves would otherwise wake the
+first follower's fetch to read nothing. A consumer reads to the HW, so an append below it
+does not. The partition is still marked, not due, so the next answer carries what changed
+(`FetchSession.due`).
 A follower's fetch that arrives while changes wait (it was busy with the previous answer)
 reads them at once; how long they waited is `follower_fetch_wait` (issue 35).
 
@@ -87,10 +89,12 @@ class FetchSessions:
             if marked and session.due:
                 continue
             due = True
-            if session.privileged:
-                cached = session.partitions[tp]
-                partition = self._replicas.get_partition(tp)
-                if partition is not None and partition.is_leader(self._replicas.broker_id):
+            cached = session.partitions[tp]
+            partition = self._replicas.get_partition(tp)
+            if partition is not None and partition.is_leader(self._replicas.broker_id):
+                if not session.privileged:
+                    due = _consumer_must_answer(partition, cached)
+                else:
                     if not marked:
                         record_session_fetch(partition, session.replica_id, cached.fetch_offset,
                                              session.last_used_ms)
@@ -122,6 +126,17 @@ class FetchSessions:
         finally:
             if self._waiting.get(session.id) is event:
                 del self._waiting[session.id]
+
+
+def _consumer_must_answer(partition: Partition, cached: CachedPartition) -> bool:
+    """Whether a consumer's session partition led here has something to answer now: a HW
+    other than the one it was told (its records end there; read_committed's LSO moves only
+    with it), a log start it was not told, or another leader epoch. Not an append alone,
+    which acks=all leaves below the HW until the followers have it."""
+    partition_log = partition.log
+    return partition_log.high_watermark != cached.high_watermark \
+        or partition_log.log_start_offset != cached.local_log_start_offset \
+        or 0 <= cached.current_leader_epoch != partition.leader_epoch
 
 
 def _follower_must_answer(partition: Partition, cached: CachedPartition) -> bool:

@@ -10,6 +10,7 @@ reads and the requests waiting on them.
     codes = await replicas.wait_for_replication({tp: end_offset, ...}, timeout_s)  # acks=-1
     answer = replicas.watch_replication({tp: end_offset, ...}, timeout_s, then=respond)  # a future
     await replicas.wait_for_data([tp, ...], timeout_s)   # a waiting fetch, woken by changes
+    await replicas.wait_for_data([tp, ...], timeout_s, replica_id=-1)   # a consumer's: by what it may read
 
 Kafka's ReplicaManager, split by concern: this module hosts partitions and is the entry
 point for requests on them; `broker.replica_roles` changes their roles from the committed
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NoReturn, Protocol, TypeVar
 
 from broker.hosted_topic_configs import HostedTopicConfigs
@@ -51,7 +52,9 @@ from broker.replica_reads import (
     ReadResult,
     ReplicaError,
     check_follower_fetch,
+    consumer_fetch_state,
     fetch_state,
+    follower_fetch_state,
     leader_partition,
     not_leader,
     read_log,
@@ -287,15 +290,19 @@ class ReplicaManager:
         self.deletes.purgatory.check_and_complete(tp)
         return read._replace(high_watermark=partition.log.high_watermark)
 
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:
+    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *,
+                            replica_id: int | None = None) -> bool:
         """Wait until an append, a HW move or a role change touches one of `tps`, or the
-        timeout passes; True when woken. The caller re-reads and decides."""
+        timeout passes; True when woken. The caller re-reads and decides. A Fetch's
+        `replica_id` narrows the changes to those that may give it bytes, as Kafka's
+        DelayedFetch: a follower's (>= 0) is not woken by a HW move, a consumer's (< 0) not
+        by an append below the HW."""
         keys = list(dict.fromkeys(tps))
-        operation = DelayedFetch(keys, self._fetch_state)
+        state = fetch_state if replica_id is None else follower_fetch_state if replica_id >= 0 \
+            else consumer_fetch_state
+        partitions = self.partitions
+        operation = DelayedFetch(keys, lambda tp: state(partitions.get(tp)))
         return await self.fetch_purgatory.wait(operation, keys, timeout_s)
-
-    def _fetch_state(self, tp: TopicPartition) -> Hashable:
-        return fetch_state(self.partitions.get(tp))
 
     def waiting_count(self, tp: TopicPartition) -> int:
         """How many fetches wait on `tp` (tests, metrics)."""

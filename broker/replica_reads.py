@@ -182,6 +182,28 @@ def fetch_state(partition: Partition | None) -> Hashable:
             partition_log.high_watermark, partition_log.log_start_offset)
 
 
+def follower_fetch_state(partition: Partition | None) -> Hashable:
+    """`fetch_state` without the HW: a follower reads to the log end, so a HW move gives it
+    no bytes (Kafka's DelayedFetch at FetchLogEnd; it learns the HW on its next answer)."""
+    if partition is None:
+        return None
+    partition_log = partition.log
+    return (partition.leader_id, partition.leader_epoch, partition_log.log_end_offset,
+            partition_log.log_start_offset)
+
+
+def consumer_fetch_state(partition: Partition | None) -> Hashable:
+    """`fetch_state` without the log end: a consumer reads to the HW (read_committed: the
+    LSO, which moves only when the HW does), so an append the HW has not passed gives it no
+    bytes (Kafka's DelayedFetch at FetchHighWatermark / FetchTxnCommitted). With acks=all,
+    each append would otherwise wake it once for nothing before the HW move wakes it."""
+    if partition is None:
+        return None
+    partition_log = partition.log
+    return (partition.leader_id, partition.leader_epoch, partition_log.high_watermark,
+            partition_log.log_start_offset)
+
+
 class DelayedFetch:
     """A fetch that found fewer than min_bytes, waiting for its partitions to change.
 

@@ -164,7 +164,7 @@ async def _wait_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dic
     all again, until min_bytes or the deadline (max_wait_ms)."""
     loop = asyncio.get_running_loop()
     while not read.settled(req, requested, deadline):  # bounded by max_wait_ms: each pass waits
-        await ctx.replicas.wait_for_data(requested, deadline - loop.time())
+        await ctx.replicas.wait_for_data(requested, deadline - loop.time(), replica_id=req.replica_id)
         read = _read_full(ctx, req, requested, follower_reads=follower_reads)
     return read
 

@@ -196,3 +196,29 @@ async def _timed(waiting) -> float:
     started = loop.time()
     await waiting
     return loop.time() - started
+
+
+def test_an_append_below_the_high_watermark_does_not_wake_a_consumers_parked_fetch(setup) -> None:
+    """A consumer reads to the HW: an acks=all append the followers do not have yet gives it
+    no bytes; the HW move that follows does (it is marked, not due, until then)."""
+    _clock, manager, sessions = setup
+    cached = CachedPartition.of(FetchPartition(0, 0, 1 << 20, 0, -1))
+    cached.high_watermark, cached.local_log_start_offset = 0, 0  # what its full fetch told it
+    consumer = sessions.cache.get(sessions.create(-1, {TRIPLE_0: cached}, [], uses_topic_ids=False))
+    assert consumer is not None
+
+    def move_high_watermark() -> None:
+        for replica in (FOLLOWER, 3):
+            manager.read(TRIPLE_0, 1, 1 << 20, replica_id=replica, replica_log_start_offset=0)
+
+    async def run() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.01, lambda: manager.append(TRIPLE_0, batch(1), acks=-1))
+        appended = await _timed(sessions.wait(consumer, 0.3))
+        assert list(consumer.changed) == [TRIPLE_0] and not consumer.due
+        loop.call_later(0.01, move_high_watermark)
+        return appended, await _timed(sessions.wait(consumer, 5.0))
+
+    appended, moved = asyncio.run(run())
+    assert appended >= 0.25 and moved < 2.0
+    assert sessions.take_changed(consumer) == [TRIPLE_0]

@@ -349,6 +349,33 @@ async def test_a_waiting_fetch_ignores_events_that_change_nothing(replicas):
     assert await asyncio.wait_for(waiter, 1.0) is True
 
 
+async def test_a_waiting_fetch_wakes_on_what_it_may_read(replicas):
+    """Kafka's DelayedFetch: a follower reads to the log end, so an append wakes it and a HW
+    move does not; a consumer reads to the HW, so the HW move wakes it and an append below
+    the HW (acks=all, the followers not there yet) does not. Without a replica id, any change."""
+    async def woken(replica_id: int | None, change) -> bool:
+        waiter = asyncio.create_task(replicas.wait_for_data([TRIPLE_0], 0.2, replica_id=replica_id))
+        await asyncio.sleep(0)
+        change()
+        return await asyncio.wait_for(waiter, 1.0)
+
+    end = replicas.partitions[TRIPLE_0].log.log_end_offset
+
+    def append() -> None:
+        replicas.append(TRIPLE_0, batch(1), acks=-1)
+
+    def followers_fetch() -> None:  # both at the log end: the HW moves there
+        for follower in (2, 3):
+            replicas.read(TRIPLE_0, replicas.partitions[TRIPLE_0].log.log_end_offset, 1 << 20,
+                          replica_id=follower, replica_log_start_offset=0)
+
+    assert await woken(-1, append) is False  # timed out: nothing below the HW to read
+    assert await woken(2, followers_fetch) is False and replicas.partitions[TRIPLE_0].log.high_watermark == end + 1
+    assert await woken(2, append) is True
+    assert await woken(-1, followers_fetch) is True
+    assert await woken(None, append) is True
+
+
 # ---- replication: follower side ----------------------------------------------------------
 
 
