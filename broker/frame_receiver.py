@@ -86,6 +86,9 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._reading_paused = False
         self._read_transport: asyncio.BaseTransport | None = None
         self._waiter: asyncio.Future[None] | None = None
+        # Takes frames in this receiver's turn while `receive` waits (the connection's reader
+        # task is idle, every earlier frame taken); returns those it leaves, for `receive`.
+        self.sink: Callable[[list[Frame]], list[Frame]] | None = None
 
     # --- the transport's side -----------------------------------------------------------------
 
@@ -113,10 +116,19 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         except ProtocolError as e:
             self._error = e
             self._pause()
-        for i in range(before, len(frames)):  # bounded by the frames this read completed
-            self._queued += len(frames[i])
         if len(frames) == before and self._error is None:
             return
+        if self.sink is not None and self._waiter is not None and self._error is None:
+            # The connection takes them now, not in its reader task a loop pass later (a future,
+            # a wake-up and a task step per request). `before` is 0: `receive` waits only with
+            # none queued. What the sink leaves is queued for `receive` as any frame.
+            taken = list(frames)
+            frames.clear()
+            frames.extend(self.sink(taken))
+            if not frames:
+                return
+        for i in range(before, len(frames)):  # bounded by the frames this read completed
+            self._queued += len(frames[i])
         if self._waiter is not None:
             _wake(self._waiter)
         elif self._queued >= RECEIVE_QUEUE_BYTES:

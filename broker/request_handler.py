@@ -103,7 +103,7 @@ from broker.leader_elections import HttpLeaderElections
 from broker.partition_reassignments import HttpPartitionReassignments
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
-from broker.server import Later
+from broker.server import Encoding, Later
 from broker.transaction_coordinator.coordinator import TransactionCoordinator, TxnSettings
 from broker.transaction_coordinator.markers import MarkerSender
 from broker.transaction_coordinator.state_topic import transaction_state_topic
@@ -117,6 +117,7 @@ from common.config_schema import Config
 from common.errors import ErrorCode
 from common.protocol import api_versions
 from common.protocol.api_keys import (
+    API_VERSIONS_KEY,
     SUPPORTED_VERSIONS,
     ApiKey,
     is_supported,
@@ -341,8 +342,8 @@ class RequestHandler:
         """The response body chunks now (None: no response, Produce with acks=0), or `Later`
         when the handler must wait. ProtocolError when the request cannot be decoded."""
         version = header.request_api_version
-        if header.request_api_key == ApiKey.API_VERSIONS \
-                and not is_supported(ApiKey.API_VERSIONS, version):
+        if header.request_api_key == API_VERSIONS_KEY \
+                and not is_supported(API_VERSIONS_KEY, version):  # an int: ApiKey.X is an Enum attribute lookup
             # Kafka answers any ApiVersions version: a v0 body with UNSUPPORTED_VERSION and
             # the list, so the client retries lower (librdkafka opens with v3).
             response, answer_version = api_versions.answer_api_versions(version, ADVERTISED_API_VERSIONS)
@@ -380,6 +381,9 @@ class RequestHandler:
         return await answer.answer if isinstance(answer, Later) else answer
 
     @staticmethod
-    async def _answer(row: ApiRow, pending: Awaitable[Any], version: int) -> list[Chunk] | None:
-        response = await pending
-        return None if response is None else row.codec.encode(response, version)
+    def _answer(row: ApiRow, pending: Awaitable[Any], version: int) -> Encoding[Any, list[Chunk] | None]:
+        """The response `pending` will give, encoded: no coroutine of its own (broker.server.Encoding
+        waits for an acks=all Produce's future with no task, and runs a handler's coroutine as
+        the request's task)."""
+        encode = row.codec.encode
+        return Encoding(pending, lambda response: None if response is None else encode(response, version))

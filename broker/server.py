@@ -7,9 +7,11 @@
 
 Per connection: the socket reads straight into a `FrameDecoder` (broker.frame_receiver: sized
 frames checked against `socket.request.max.bytes` before a body is kept, a large frame's body
-received in place, never copied in Python); a reader task parses each header and starts the
-handler for it: a request the handler answers at once (a Produce with acks 0 or 1) costs no
-task; one that must wait (acks=all, a long-poll Fetch, a group join) gets its own task. A
+received in place, never copied in Python); each header is parsed and its handler started in
+the receiver's own turn while the reader task waits (on SASL listeners, and past the in-flight
+limit, by the reader task): a request the handler answers at once (a Produce with acks 0 or 1)
+costs no task; one that must wait gets its own task when it is a coroutine (a long-poll Fetch,
+a group join) and none when it is a future set elsewhere (an acks=all Produce's). A
 writer task sends the responses strictly in request order, every answer ready by then in one
 transport write. Both meet in a bounded deque of in-flight requests: when it is full the
 reader stops reading, so a client that pipelines without reading answers is held by TCP, not
@@ -33,14 +35,16 @@ in-flight deque stops taking frames, and the receiver then pauses reading.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import socket
 import ssl
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Final, Generic, Protocol, TypeVar
+from types import CoroutineType
+from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 from broker import slice_sender
 from broker.frame_receiver import Frame, FrameReceiver
@@ -50,6 +54,7 @@ from broker.listener_security import (
     Answer,
     AuthenticationFailed,
     ListenerSecurity,
+    SaslGate,
 )
 from broker.slice_sender import ShortReadError, send_slice
 from security.ssl_principal import NoMatchingRule
@@ -57,8 +62,8 @@ from common.protocol.frame import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
     RequestHeader,
-    frame_response_for,
     parse_request_header,
+    response_head,
 )
 from common.protocol.primitives import Chunk, ProtocolError, RecordsPlaceholder
 from common.units import KIB, SECOND_MS, SECONDS
@@ -83,13 +88,33 @@ LATENCY_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 500
 
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
 class Later(Generic[T]):
-    """An answer that is not ready when the request is started: the server awaits it in a task."""
+    """An answer that is not ready when the request is started: the server awaits it (see `Encoding`)."""
 
     answer: Awaitable[T]
+
+
+class Encoding(Generic[R, T]):
+    """An awaitable of `encode(await pending)`: a handler's response to come, and its codec.
+
+    The server takes it apart instead of awaiting it in a coroutine: a future `pending` (an
+    acks=all Produce's, set where the high watermark moves) is the request's awaitable itself,
+    with no task; a coroutine runs as the request's task, with no wrapper; the write loop
+    applies `encode` when it takes the answer. So an acks=all answer reaches the write loop in
+    the loop pass after the HW move, not through a task's step first. Anyone else may await it
+    as `encode(await pending)` (once, when `pending` is a coroutine)."""
+
+    __slots__ = ("pending", "encode")
+
+    def __init__(self, pending: Awaitable[R], encode: Callable[[R], T]) -> None:
+        self.pending, self.encode = pending, encode
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.encode((yield from self.pending.__await__()))
 
 
 class RequestHandler(Protocol):
@@ -135,14 +160,17 @@ class ServerMetrics:
 class _InFlight:
     header: RequestHeader
     received: float  # loop time
-    task: asyncio.Task[list[Chunk] | None] | None = None  # None: answered (or failed) at once
+    # What the answer waits for (a task, or an acks=all Produce's future); None: answered (or failed) at once
+    task: asyncio.Future[Any] | None = None
+    encode: Callable[[Any], list[Chunk] | None] | None = None  # the task's result -> the answer (`Encoding`)
     body: list[Chunk] | None = None  # the answer when there is no task
     error: BaseException | None = None  # raised at once: the connection ends at this request
     framed: bool = False  # `body` is a whole frame already (a raw SASL v0 token answer)
 
     def answer(self) -> list[Chunk] | None:
-        if self.task is not None:
-            return self.task.result()  # ProtocolError (undecodable request) ends the connection
+        if self.task is not None:  # ProtocolError (undecodable request) ends the connection
+            result = self.task.result()
+            return result if self.encode is None else self.encode(result)
         if self.error is not None:
             raise self.error
         return self.body
@@ -164,8 +192,12 @@ class Connection:
         if server.security is not None and server.security.protocol == "SSL":
             self.principal = server.security.certificate_principal(writer.get_extra_info("peercert"))
         self.pending: deque[_InFlight] = deque()  # read, not yet written, in request order
-        self.unstarted = 0  # handler tasks created whose first step has not run yet
+        # The coroutine of the newest handler task: tasks start in creation order, so once this one
+        # has taken its first step, every earlier handler task of this connection has (`_start`).
+        self._newest: CoroutineType[Any, Any, Any] | None = None
         self.reading_done = False  # the reader adds no more requests
+        self._failed = False  # a request taken in the receiver's turn failed at once: no more are taken
+        self._context = contextvars.Context()  # the reader task's, where `_take` starts requests
         self.draining = False
         self._read_task: asyncio.Task[None] | None = None
         self._writer_wakeup: asyncio.Future[None] | None = None  # the writer waits for a request
@@ -246,14 +278,28 @@ class Connection:
     async def _read_requests(self) -> None:
         loop = asyncio.get_running_loop()
         gate = self.gate
+        if gate is None:  # frames that arrive while this task waits are taken in the receiver's turn
+            self._context = contextvars.copy_context()  # this task's (its listener: CLIENT_LISTENER)
+            self.receiver.sink = self._take
+        try:
+            await self._read_frames(loop, gate)
+        finally:
+            self.receiver.sink = None  # reading is over: frames that still arrive wait, unhandled
+
+    async def _read_frames(self, loop: asyncio.AbstractEventLoop, gate: SaslGate | None) -> None:
         while not self.draining:  # until EOF, an error, or stop
             if gate is not None and not gate.authenticated:
                 frames = await self._read_unauthenticated(loop)
             else:
                 frames = await self.receiver.receive()  # ProtocolError: ends this connection
-            if not frames:
+            if not frames or self._failed:  # EOF, or a request taken in turn failed (`_take`)
                 return
             for frame in frames:
+                # frames `_take` handed back at the in-flight limit: none taken beyond it
+                while len(self.pending) > self.server.max_in_flight:
+                    _wake(self._writer_wakeup)
+                    self._reader_wakeup = loop.create_future()
+                    await self._reader_wakeup
                 if gate is None:
                     header, body = parse_request_header(frame)
                     item = self._start(header, body, loop.time())
@@ -271,6 +317,42 @@ class Connection:
                     await self._reader_wakeup
             if self.pending and not self._answer_in_turn(loop.time()):
                 _wake(self._writer_wakeup)
+
+    def _take(self, frames: list[Frame]) -> list[Frame]:
+        """The receiver's frames, taken in its own turn while the reader task waits for them
+        (FrameReceiver.sink): each started as `_read_frames` does, with no wake-up of the reader
+        task, no task step and no loop pass per request. What this leaves goes back to the reader
+        task: the frames past the in-flight limit (it waits for room first), and a frame whose
+        header does not parse (its ProtocolError ends the connection there, as ever)."""
+        if self.draining or self._failed:
+            return []  # reading is over: what arrives is not handled
+        return self._context.run(self._take_in_context, frames)
+
+    def _take_in_context(self, frames: list[Frame]) -> list[Frame]:
+        loop = asyncio.get_running_loop()
+        pending, limit = self.pending, self.server.max_in_flight
+        now = loop.time()
+        rest: list[Frame] = []
+        for i, frame in enumerate(frames):  # bounded by the frames of one read
+            if len(pending) > limit:
+                rest = frames[i:]
+                break
+            try:
+                header, body = parse_request_header(frame)
+            except ProtocolError:
+                rest = frames[i:]
+                break
+            item = self._start(header, body, now)
+            pending.append(item)
+            if item.error is not None:  # the writer answers the requests before it, then ends the connection
+                self._failed = True
+                _wake(self._writer_wakeup)
+                return []
+        if rest:
+            _wake(self._writer_wakeup)
+        elif pending and not self._answer_in_turn(now):
+            _wake(self._writer_wakeup)
+        return rest
 
     async def _read_unauthenticated(self, loop: asyncio.AbstractEventLoop) -> list[Frame]:
         """A read bounded by the connection's authentication deadline (connections.max.idle.ms)."""
@@ -304,8 +386,9 @@ class Connection:
         metrics = self.server.metrics
         while self.pending:  # bounded by the in-flight limit
             item = self.pending.popleft()
-            if item.body is not None:
-                chunks = frame_response_for(item.header, item.body)
+            chunks = item.body
+            if chunks is not None:
+                out.append(response_head(item.header, chunks))
                 for i, chunk in enumerate(chunks):  # bounded by the answer's chunks
                     if isinstance(chunk, bytes):
                         out.append(chunk)
@@ -371,15 +454,19 @@ class Connection:
         an earlier request has not taken its first step, later requests go to tasks too
         (tasks start in creation order)."""
         handler = self.server.handler
+        newest = self._newest  # while this task has not started, later requests go to tasks too
+        if newest is not None and (newest.cr_frame is None or newest.cr_suspended or newest.cr_running):
+            newest = self._newest = None  # started (suspended, running or finished): so has every earlier one
+        unstarted = newest is not None
         try:
             principal = self.principal
             if principal != ANONYMOUS:  # a listener with authentication: the handler takes the principal
-                if self.unstarted:
+                if unstarted:
                     answer: list[Chunk] | None | Later[list[Chunk] | None] = Later(
                         handler.handle(header, body, self.peer_host, principal=principal))  # type: ignore[call-arg]
                 else:
                     answer = handler.start(header, body, self.peer_host, principal=principal)  # type: ignore[call-arg]
-            elif self.unstarted:
+            elif unstarted:
                 answer = Later(handler.handle(header, body, self.peer_host))
             else:
                 answer = handler.start(header, body, self.peer_host)
@@ -387,12 +474,18 @@ class Connection:
             return _InFlight(header, received, error=exc)
         if not isinstance(answer, Later):
             return _InFlight(header, received, body=answer)
-        self.unstarted += 1
-        return _InFlight(header, received, task=asyncio.create_task(self._started(answer.answer)))
-
-    async def _started(self, answer: Awaitable[list[Chunk] | None]) -> list[Chunk] | None:
-        self.unstarted -= 1
-        return await answer
+        pending: Awaitable[Any] = answer.answer
+        encode = None
+        if isinstance(pending, Encoding):
+            encode = pending.encode
+            pending = pending.pending
+        if isinstance(pending, asyncio.Future):  # set elsewhere (an acks=all Produce's): nothing to run
+            return _InFlight(header, received, task=pending, encode=encode)
+        # an async def's coroutine (the usual) runs as the task itself; any other awaitable in one
+        coroutine = pending if isinstance(pending, CoroutineType) else cast(CoroutineType[Any, Any, Any],
+                                                                             _awaited(pending))
+        self._newest = coroutine
+        return _InFlight(header, received, task=asyncio.create_task(coroutine), encode=encode)
 
     async def _write_loop(self) -> None:
         """Answers in request order; every answer ready by then goes out in one write."""
@@ -416,15 +509,20 @@ class Connection:
             # each answer ready (no task, or its task done), in order; bounded by the in-flight limit
             while pending and (pending[0].task is None or pending[0].task.done()):
                 item = pending.popleft()
-                if self._reader_wakeup is not None:
+                if self._reader_wakeup is not None:  # the reader waits for room
                     _wake(self._reader_wakeup)
+                    self._reader_wakeup = None
                 try:
                     body = item.answer()
                 except Exception:
                     await self._flush(out, size)  # the answers before a failing request go out first
                     raise
                 if body is not None:
-                    for chunk in body if item.framed else frame_response_for(item.header, body):
+                    if not item.framed:
+                        head = response_head(item.header, body)
+                        out.append(head)
+                        size += len(head)
+                    for chunk in body:  # bounded by the answer's chunks
                         if isinstance(chunk, bytes):
                             out.append(chunk)
                             size += len(chunk)
@@ -439,14 +537,21 @@ class Connection:
                         await self._flush(out, size)
                         out, size = [], 0
                 metrics.observe(item.header.request_api_key, (loop.time() - item.received) * 1000)
-            await self._flush(out, size)
+            if out and self._write(out, size):
+                await self.writer.drain()
 
     async def _flush(self, out: list[bytes], size: int) -> None:
-        if not out:
-            return
-        self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+        if out and self._write(out, size):
+            await self.writer.drain()
+
+    def _write(self, out: list[bytes], size: int) -> bool:
+        """`out` in one transport write; whether to drain. When the socket took it whole (the
+        usual answer) drain would only find that out, in a coroutine per write; else it waits
+        for room, or raises the connection's error."""
+        transport = self.writer.transport
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
         self.server.metrics.bytes_out += size
-        await self.writer.drain()
+        return bool(transport.get_write_buffer_size()) or transport.is_closing()
 
     async def _send_slice(self, chunk: Chunk) -> None:
         """A segment slice (fd, position, length), sent with sendfile (broker.slice_sender).
@@ -472,6 +577,11 @@ def _address(peer: object) -> str:
 
 
 _UNPARSED: Final = RequestHeader(-1, -1, -1, None)  # a frame refused before its header was known
+
+
+async def _awaited(answer: Awaitable[T]) -> T:
+    """An awaitable that is not a coroutine, as one (a task runs coroutines only)."""
+    return await answer
 
 
 async def _after(delay: float, chunks: list[Chunk]) -> list[Chunk]:

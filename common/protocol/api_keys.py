@@ -8,6 +8,7 @@ flexible versions included, as their codecs implement every field.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
 from common.protocol.primitives import ProtocolError, Reader, Writer
 
@@ -79,6 +80,8 @@ class ApiKey(IntEnum):
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
 
+
+API_VERSIONS_KEY: Final = int(ApiKey.API_VERSIONS)  # an int compares with an int in C, an IntEnum member not
 
 # (min, max) version answered per API, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -224,19 +227,21 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
 }
 
 
+# Every request asks these (each codec's check_version, the header parse, the response
+# framing): a plain int finds its IntEnum key in the dicts above as it is (an IntEnum hashes
+# and compares as its int), with no ApiKey(api_key) call (an Enum lookup, ~36 opcodes).
+_NEVER_FLEXIBLE: Final = 1 << 15  # past every int16 version: an API with no flexible version
+
+
 def is_supported(api_key: int, api_version: int) -> bool:
     """True when tidelog answers this API at this version."""
-    try:
-        low, high = SUPPORTED_VERSIONS[ApiKey(api_key)]
-    except (ValueError, KeyError):
-        return False
-    return low <= api_version <= high
+    versions = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]  # an int finds its ApiKey
+    return versions is not None and versions[0] <= api_version <= versions[1]
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
     """True when the request uses header v2 (tagged fields); unknown APIs count as classic."""
-    first = FIRST_FLEXIBLE_VERSION.get(api_key)
-    return first is not None and api_version >= first
+    return api_version >= FIRST_FLEXIBLE_VERSION.get(api_key, _NEVER_FLEXIBLE)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -247,9 +252,9 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """0 for classic responses, 1 for flexible ones, except ApiVersions: always 0, so a
     client that does not know the broker's versions yet can still read the answer."""
-    if api_key == ApiKey.API_VERSIONS:
+    if api_key == API_VERSIONS_KEY:
         return 0
-    return 1 if is_flexible(api_key, api_version) else 0
+    return 1 if api_version >= FIRST_FLEXIBLE_VERSION.get(api_key, _NEVER_FLEXIBLE) else 0  # is_flexible
 
 
 def reader_for(api_key: ApiKey, api_version: int, body: bytes | bytearray | memoryview) -> Reader:

@@ -34,6 +34,7 @@ POOL_BYTES: Final = 32 * MIB
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
+_RESPONSE_HEADER_V1 = struct.Struct(">iiB")  # size, correlation_id, an empty tagged-field section
 _I16_NULL = struct.pack(">h", -1)
 
 
@@ -324,8 +325,18 @@ def frame_response(correlation_id: int, body: list[Chunk], header_version: int =
 
 def frame_response_for(header: RequestHeader, body: list[Chunk]) -> list[Chunk]:
     """The response to `header`, with the response header version its API and version use."""
-    return frame_response(header.correlation_id, body,
-                          response_header_version(header.request_api_key, header.request_api_version))
+    return _merge_first(response_head(header, body), body)
+
+
+def response_head(header: RequestHeader, body: list[Chunk]) -> bytes:
+    """The size prefix and response header that go before `body` in the answer to `header`
+    (one pack: the broker's server writes it, then the body chunks, in one transport write)."""
+    size = 0
+    for chunk in body:  # a plain loop, not _chunks_size's generator: every answer is framed here
+        size += len(chunk) if isinstance(chunk, bytes) else chunk.length
+    if response_header_version(header.request_api_key, header.request_api_version):
+        return _RESPONSE_HEADER_V1.pack(size + 5, header.correlation_id, 0)
+    return _RESPONSE_HEADER.pack(size + 4, header.correlation_id)
 
 
 def strip_response_header(api_key: int, api_version: int, body: memoryview) -> memoryview:
