@@ -186,16 +186,18 @@ class FetchSession:
         self.changed_since_ms = -1
         return out
 
-    def mark_changed(self, tps: Iterable[TopicPartition], now_ms: int, *, due: bool = True) -> None:
-        """`tps` have something to report on the next fetch (an event, or data left unread);
+    def mark(self, tp: TopicPartition, now_ms: int, *, due: bool = True) -> None:
+        """`tp` has something to report on the next fetch (an event, or data left unread);
         `due`: now, so a parked fetch should wake (see `due`)."""
-        marked = dict.fromkeys(tps)
-        if not marked:
-            return
         if due and not self.due:
             self.due = True
             self.changed_since_ms = now_ms
-        self.changed.update(marked)
+        self.changed[tp] = None
+
+    def mark_changed(self, tps: Iterable[TopicPartition], now_ms: int, *, due: bool = True) -> None:
+        """`mark` each of `tps`."""
+        for tp in tps:  # bounded by the session's partitions
+            self.mark(tp, now_ms, due=due)
 
     def requeue(self, order: list[TopicPartition], now_ms: int, *, due: bool = True) -> None:
         """Replace the changed partitions with `order` (the same ones, or more, reordered for

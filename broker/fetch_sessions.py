@@ -84,14 +84,22 @@ class FetchSessions:
         return session_id
 
     def on_partition_change(self, tp: TopicPartition) -> None:
-        for session in self.cache.sessions_of(tp):
+        sessions = self.cache.sessions_of(tp)
+        if not sessions:
+            return
+        # Looked up once per change, not per session (twice per acks=all produce per follower)
+        replicas = self._replicas
+        partition = replicas.partitions.get(tp)
+        if partition is not None and not partition.is_leader(replicas.broker_id):
+            partition = None  # not led here: every change is due (a role change, a follower's HW for KIP-392)
+        now = self.now_ms()
+        for session in sessions:
             marked = tp in session.changed
             if marked and session.due:
                 continue
             due = True
-            cached = session.partitions[tp]
-            partition = self._replicas.get_partition(tp)
-            if partition is not None and partition.is_leader(self._replicas.broker_id):
+            if partition is not None:
+                cached = session.partitions[tp]
                 if not session.privileged:
                     due = _consumer_must_answer(partition, cached)
                 else:
@@ -99,7 +107,7 @@ class FetchSessions:
                         record_session_fetch(partition, session.replica_id, cached.fetch_offset,
                                              session.last_used_ms)
                     due = _follower_must_answer(partition, cached)
-            session.mark_changed((tp,), self.now_ms(), due=due)
+            session.mark(tp, now, due=due)
             if due:
                 event = self._waiting.get(session.id)
                 if event is not None:
