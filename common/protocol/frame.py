@@ -33,6 +33,8 @@ POOL_BYTES: Final = 32 * MIB
 
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_HEADER_FIXED_BYTES: Final = _HEADER_FIXED.size
+_unpack_header_fixed = _HEADER_FIXED.unpack_from
 _RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
 _RESPONSE_HEADER_V1 = struct.Struct(">iiB")  # size, correlation_id, an empty tagged-field section
 _I16_NULL = struct.pack(">h", -1)
@@ -48,6 +50,9 @@ class RequestHeader(NamedTuple):
     request_api_version: int
     correlation_id: int
     client_id: str | None
+
+
+_new_tuple = tuple.__new__
 
 
 def _refcounts(buffers: list[bytearray]) -> list[int]:
@@ -230,17 +235,19 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[Request
     fields present, a short frame) goes through the Reader and its checks and messages."""
     view = memoryview(frame)
     end = len(view)
-    if end >= _HEADER_FIXED.size and view.format == "B":
-        api_key, api_version, correlation_id, n = _HEADER_FIXED.unpack_from(view)
-        pos = _HEADER_FIXED.size + n
+    if end >= _HEADER_FIXED_BYTES and view.format == "B":
+        api_key, api_version, correlation_id, n = _unpack_header_fixed(view)
+        pos = _HEADER_FIXED_BYTES + n
         if 0 <= n and pos <= end:
             flexible = is_flexible(api_key, api_version)
             if not flexible or (pos < end and view[pos] == 0):
                 try:
-                    client_id: str | None = str(view[_HEADER_FIXED.size:pos], "utf-8")
+                    client_id: str | None = str(view[_HEADER_FIXED_BYTES:pos], "utf-8")
                 except UnicodeDecodeError:
                     raise ProtocolError("string is not valid UTF-8") from None
-                return RequestHeader(api_key, api_version, correlation_id, client_id), view[pos + flexible:]
+                # tuple.__new__ as NamedTuple's own generated __new__ does, without that Python call
+                return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), \
+                    view[pos + flexible:]
     r = Reader(frame)
     api_key = r.int16()
     api_version = r.int16()
