@@ -144,8 +144,12 @@ def _run(binary: Path, args: list[str], *, count_requests: bool = False) -> Load
             config.write_text((Path(given).read_text() + "\n" if given else "") + "debug=protocol\n")
             env = {**os.environ, "LOADGEN_CONFIG": str(config)}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=PHASE_TIMEOUT_S,
-                              env=env)
+        # stderr to a file, read after the exit: a pipe would wake this process for every line
+        with open(Path(work) / "stderr", "w+") as stderr:
+            done = subprocess.run([str(binary), *args], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                  timeout=PHASE_TIMEOUT_S, env=env)
+            stderr.seek(0)
+            done.stderr = stderr.read()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         out = json.loads(done.stdout.strip().splitlines()[-1])
