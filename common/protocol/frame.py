@@ -36,6 +36,7 @@ _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, 
 _HEADER_FIXED_BYTES: Final = _HEADER_FIXED.size
 _unpack_header_fixed = _HEADER_FIXED.unpack_from
 _RESPONSE_HEADER = struct.Struct(">ii")  # size, correlation_id
+_REQUEST_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _RESPONSE_HEADER_V1 = struct.Struct(">iiB")  # size, correlation_id, an empty tagged-field section
 _I16_NULL = struct.pack(">h", -1)
 
@@ -291,12 +292,26 @@ class ClientFraming:
     def __init__(self, client_id: str | None, max_response_bytes: int) -> None:
         self.client_id, self.max_response_bytes = client_id, max_response_bytes
         self.correlation_id = 0
+        # The header's bytes after the correlation id (client id, a flexible version's empty
+        # tagged fields) per (API key, version): the same in every request; one entry per API
+        # version this client sends (a follower's fetcher: a handful).
+        self._header_tails: dict[tuple[int, int], bytes] = {}
 
     def request(self, api_key: int, version: int, body: list[Chunk]) -> bytes:
-        """The next request's bytes, with a new correlation id."""
-        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
-        return join_chunks(frame_request(RequestHeader(api_key, version, self.correlation_id, self.client_id),
-                                         body))
+        """The next request's bytes, with a new correlation id: size prefix, header and body in
+        one pack and one join (a follower sends one per fetch round)."""
+        self.correlation_id = correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        tail = self._header_tails.get((api_key, version))
+        if tail is None:
+            head = encode_request_header(RequestHeader(api_key, version, 0, self.client_id))
+            tail = self._header_tails[(api_key, version)] = head[_REQUEST_HEAD.size - SIZE_PREFIX_BYTES:]
+        size = _REQUEST_HEAD.size - SIZE_PREFIX_BYTES + len(tail)
+        for chunk in body:  # bounded by the body's chunks
+            if not isinstance(chunk, bytes):
+                raise ValueError("chunks hold a records placeholder: send it from its file")
+            size += len(chunk)
+        return b"".join((_REQUEST_HEAD.pack(size, api_key, version, correlation_id), tail,
+                         *body))  # type: ignore[arg-type]  # every chunk is bytes: checked above
 
     def body_size(self, head: bytes | bytearray) -> int:
         """Bytes of response body after the 8-byte head; ProtocolError for a bad size or id."""
