@@ -129,7 +129,8 @@ class KafkaConnection:
         """Send one request and return its decoded response (a long poll adds `extra_timeout_s`)."""
         if self.closed:
             raise BrokerConnectionError(f"connection to {self.address} is closed")
-        frame = self._framing.request(int(api_key), version, body)
+        key = int(api_key)
+        frame = self._framing.request(key, version, body)
         deadline = self._deadline = self._loop.time() + self.timeout_s + extra_timeout_s
         if self._watchdog is None:
             self._watchdog = self._loop.call_at(deadline, self._check_deadline)
@@ -144,7 +145,7 @@ class KafkaConnection:
             self._deadline = None
             payload = self._answer(frames)
             # A flexible version's response header v1 ends in tagged fields, skipped here.
-            return decode(strip_response_header(int(api_key), version, payload), version)
+            return decode(strip_response_header(key, version, payload), version)
         except (OSError, EOFError, TimeoutError, ProtocolError) as e:
             self.abort()
             if self._timed_out and not isinstance(e, TimeoutError):  # the watchdog's abort, seen as a lost link

@@ -68,6 +68,7 @@ LEADER_BEHIND_FIRST_RETRY_S: Final = 0.02
 # How stale the log start offset a follower reports may get when retention moves it (one pass
 # over the fetcher's partitions per period; the fetcher moves every other offset itself).
 LOG_START_CHECK_S: Final = 5.0
+_FETCH: Final = ApiKey.FETCH  # bound once: the enum class's attribute lookup is slow, and this is per round
 _RECORD_BYTES: Final = (bytes, memoryview)  # an answer's records as bytes (not a placeholder, not None)
 _NO_RECORDS: Final = memoryview(b"")
 
@@ -373,7 +374,7 @@ class ReplicaFetcher:
         plan = rounds.build()
         body = self._requests.encode(plan.session_id, plan.epoch, plan.to_send.items(), plan.to_forget)
         try:
-            response = await conn.request(ApiKey.FETCH, FETCH_VERSION, [body], fetch.decode_fetch_response,
+            response = await conn.request(_FETCH, FETCH_VERSION, [body], fetch.decode_fetch_response,
                                           extra_timeout_s=self._max_wait_s)
         except BaseException:
             session.handle_error()

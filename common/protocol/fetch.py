@@ -168,6 +168,10 @@ __all__ = [
     "new_fetch_partition",
 ]
 
+# The member bound once: `ApiKey.FETCH` goes through the enum class's slow attribute hook
+# (~0.55 us on 3.11, against ~0.07 us for a global), and every Fetch's codec names it.
+_FETCH: Final = ApiKey.FETCH
+
 # Tag numbers, per struct (Kafka 3.9's FetchRequest/FetchResponse.json)
 _REPLICA_DIRECTORY_ID_TAG: Final = 0  # of a request partition, v17+
 _CLUSTER_ID_TAG: Final = 0  # of the request, v12+
@@ -183,7 +187,7 @@ _PARTITION_ANSWER_TAGS: Final = frozenset({_DIVERGING_EPOCH_TAG, _CURRENT_LEADER
 
 
 def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
-    check_version(ApiKey.FETCH, version)
+    check_version(_FETCH, version)
     one_pass = _decode_classic_request(body, version) if 7 <= version <= 11 \
         else _decode_flexible_request(body, version) if version >= 12 else None
     return _decode_request_fields(body, version) if one_pass is None else one_pass
@@ -191,7 +195,7 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
 
 def _decode_request_fields(body: memoryview, version: int) -> FetchRequest:
     """Field by field: every version, and the only one that refuses (with its reason)."""
-    r = reader_for(ApiKey.FETCH, version, body)
+    r = reader_for(_FETCH, version, body)
     replica_id = r.int32() if version <= 14 else -1
     max_wait_ms, min_bytes, max_bytes = r.int32(), r.int32(), r.int32()
     isolation_level = r.int8()
@@ -410,8 +414,8 @@ def _read_replica_state(r: Reader) -> tuple[int, int]:
 
 def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
     """The follower fetcher's side (and tests): the inverse of `decode_fetch_request`."""
-    check_version(ApiKey.FETCH, version)
-    w = writer_for(ApiKey.FETCH, version)
+    check_version(_FETCH, version)
+    w = writer_for(_FETCH, version)
     if version <= 14:
         w.int32(req.replica_id)
     for v in (req.max_wait_ms, req.min_bytes, req.max_bytes):
@@ -481,7 +485,7 @@ def encode_fetch_request(req: FetchRequest, version: int) -> list[Chunk]:
 
 def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
     """Chunks: bytes, with each partition's records placeholder (if any) as its own item."""
-    check_version(ApiKey.FETCH, version)
+    check_version(_FETCH, version)
     if 5 <= version <= 11:
         return _encode_classic_response(resp, version)
     if version >= 12:
@@ -493,7 +497,7 @@ def encode_fetch_response(resp: FetchResponse, version: int) -> list[Chunk]:
 
 def _encode_response_fields(resp: FetchResponse, version: int) -> list[Chunk]:
     """Field by field through a Writer: every version (v12+ carry tagged fields)."""
-    w = writer_for(ApiKey.FETCH, version)
+    w = writer_for(_FETCH, version)
     w.int32(resp.throttle_time_ms)
     if version >= 7:
         w.int16(resp.error_code)
@@ -696,8 +700,8 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
 
 def _decode_response_fields(body: memoryview, version: int) -> FetchResponse:
     """Field by field: every version, and the only one that refuses (with its reason)."""
-    check_version(ApiKey.FETCH, version)
-    r = reader_for(ApiKey.FETCH, version, body)
+    check_version(_FETCH, version)
+    r = reader_for(_FETCH, version, body)
     throttle = r.int32()
     error_code, session_id = (r.int16(), r.int32()) if version >= 7 else (0, 0)
 
