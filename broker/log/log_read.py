@@ -77,15 +77,23 @@ def whole_batches(data: FileSlice) -> FileSlice:
     boundary is within WHOLE_BATCHES_SCANNED batches of its start); else `data` itself.
 
     Reads only each batch's 12-byte length prefix (LogSegment.headers_from parses the whole
-    header: three times the instructions, for nothing used here); anything unexpected (a
-    length out of range, a short read) leaves `data` as Kafka would send it."""
+    header: three times the instructions, for nothing used here), and not the first batch's
+    when the read that made the slice knew its size (`first_batch_size`: it parsed its header);
+    anything unexpected (a length out of range, a short read) leaves `data` as Kafka would send
+    it."""
     segment = data.segment
     end = data.position + data.length
     if segment is None or not data.length or end >= segment.size:  # a file's end is a batch boundary
         return data
-    handle = segment.file()  # held (the descriptor open) across the preads
     position = kept = data.position
-    for _ in range(WHOLE_BATCHES_SCANNED):  # bounded: each pass moves one batch on
+    scans = WHOLE_BATCHES_SCANNED
+    if data.first_batch_size:
+        position += data.first_batch_size
+        if position >= end:  # the first batch is whole only at the end, and nothing is kept before it
+            return data
+        kept, scans = position, scans - 1
+    handle = segment.file()  # held (the descriptor open) across the preads
+    for _ in range(scans):  # bounded: each pass moves one batch on
         prefix = os.pread(handle.fd, LOG_OVERHEAD, position)
         if len(prefix) < LOG_OVERHEAD:
             return data
@@ -101,4 +109,5 @@ def whole_batches(data: FileSlice) -> FileSlice:
     else:
         return data  # the boundary is further on: sent as Kafka's
     # built whole, not by dataclasses.replace (~2 us of its field walk, on every consumer fetch)
-    return data if kept == data.position else FileSlice(data.fd, data.position, kept - data.position, segment)
+    return data if kept == data.position else FileSlice(data.fd, data.position, kept - data.position, segment,
+                                                        data.first_batch_size)

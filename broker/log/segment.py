@@ -75,12 +75,15 @@ class FileSlice:
     descriptor closed early would be reused by the kernel and read another file's bytes. A
     slice sent after its segment was deleted (past `file.delete.delay.ms`) fails (as a closed
     FileChannel does in Kafka), and one of a truncated file comes up short. Without `segment`,
-    `fd` is the caller's descriptor (or NO_FD for an empty slice)."""
+    `fd` is the caller's descriptor (or NO_FD for an empty slice). `first_batch_size`: the size
+    of the batch at `position` when the read that made the slice parsed its header (0: not
+    known), so a Fetch's `log_read.whole_batches` does not read its length prefix again."""
 
     fd: int
     position: int
     length: int
     segment: LogSegment | None = None
+    first_batch_size: int = 0
 
     def file(self) -> SegmentHandle | BorrowedFile:
         """The file to read the slice from: use its `fd` only while holding it. Raises
@@ -341,7 +344,7 @@ class LogSegment:
         if start >= limit:
             return FileSlice(NO_FD, start, 0)
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
-        return FileSlice(NO_FD, start, min(limit - start, wanted), self)
+        return FileSlice(NO_FD, start, min(limit - start, wanted), self, header.size)
 
     def scan_tail(self) -> int:
         """Restore the in-memory tail state after loading; return the next offset."""

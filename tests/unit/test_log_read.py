@@ -5,6 +5,7 @@ Fetch sends of it: `whole_batches`, no partial batch after a whole one."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -89,3 +90,19 @@ def test_min_one_batch_returns_the_whole_first_batch(log: PartitionLog) -> None:
 def test_whole_batches(log: PartitionLog, offset: int, max_bytes: Callable[[int], int], min_one_batch: bool,
                        expected: tuple[list[int], int]) -> None:
     assert read(log, offset, max_bytes(size(log)), min_one_batch=min_one_batch, as_fetched=True) == expected
+
+
+def test_whole_batches_does_not_read_the_first_batchs_length_again(log: PartitionLog,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The segment's read parsed the first batch's header (translate_offset): its size rides on
+    the slice, and a consumer's Fetch preads one length prefix fewer (finding of session 12)."""
+    one = size(log)
+    segments = log.segments
+    found = read_slice(segments, [s.base_offset for s in segments], 0, 3 * one + 7,
+                       log_end_offset=log.log_end_offset, max_offset=None, min_one_batch=True)
+    preads: list[int] = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: preads.append(at) or real(fd, n, at))
+    trimmed = whole_batches(found)
+    assert (trimmed.position, trimmed.length) == (0, 3 * one)
+    assert preads == [one, 2 * one, 3 * one]  # batches 1, 2 and 3: not batch 0's prefix again
