@@ -201,7 +201,18 @@ def _count(buf: memoryview, pos: int, end: int, flexible: bool, min_size: int) -
 
 
 def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """(value, position after it) of an unsigned varint of at most MAX_VARINT_BYTES bytes."""
+    """(value, position after it) of an unsigned varint of at most MAX_VARINT_BYTES bytes.
+
+    Two and three bytes unrolled: a record batch's compact length (127 B to 2 MiB) is one of
+    those, once per partition of every flexible produce; the loop took twice the instructions."""
+    if pos + 3 <= end:
+        b0, b1 = buf[pos], buf[pos + 1]
+        if b0 & 0x80:  # not a one-byte varint (the loop below takes those)
+            if not b1 & 0x80:
+                return (b0 & 0x7F) | (b1 << 7), pos + 2
+            b2 = buf[pos + 2]
+            if not b2 & 0x80:
+                return (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14), pos + 3
     value = 0
     for i in range(MAX_VARINT_BYTES):  # bounded
         if pos >= end:
