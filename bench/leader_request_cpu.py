@@ -20,10 +20,17 @@ third between runs of the same code; `--opcodes` counts instead what the loop th
 per produce, a figure the box's load does not move: Python bytecodes (sys.settrace with opcode
 events) and function calls, Python and C (sys.setprofile). It leaves out what C code does
 inside a call (a struct unpack, a dict lookup, a syscall), and it slows the loop ~50x, so
-it is a count, not a time. (valgrind's callgrind would count instructions, but serialises the
-client threads and the loop: ~60 ms per produce.)
+it is a count, not a time. (valgrind's callgrind counts instructions, C included, but serialises
+the client threads and the loop: ~60 ms per produce; the slope between two `--produces` counts
+is the work per produce, the clients' included.)
 
-    python bench/leader_request_cpu.py [--produces 5000] [--rounds 3] [--value-bytes 100] [--opcodes]
+The client threads share the loop's GIL: on two cores each hand-off of the GIL moves between
+cores, and the loop thread's CPU time then follows the scheduler as much as the code (a change
+that cut the loop's instructions by 6 % read 9 % dearer in one series of alternated runs and
+cheaper in another). `--cpu N` pins the process, clients and loop, to core N: the hand-offs stay
+on one core and the figure follows the work.
+
+    python bench/leader_request_cpu.py [--produces 5000] [--rounds 3] [--value-bytes 100] [--opcodes] [--cpu N]
 """
 
 from __future__ import annotations
@@ -240,8 +247,12 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (not times)")
+    parser.add_argument("--cpu", type=int, default=None, help="pin the process (clients and loop) to this core")
     args = parser.parse_args()
-    print(f"{args.produces:,} acks=all produces of 1 x {args.value_bytes} B, RF=3 (2 followers long-polling)")
+    if args.cpu is not None:  # before any thread starts: every thread inherits it
+        os.sched_setaffinity(0, {args.cpu})
+    pinned = "" if args.cpu is None else f", pinned to core {args.cpu}"
+    print(f"{args.produces:,} acks=all produces of 1 x {args.value_bytes} B, RF=3 (2 followers long-polling){pinned}")
     if args.opcodes:
         print(f"{'round':<6} {'opcodes/produce':>15} {'calls/produce':>13} {'fetch/pr':>8}")
     else:
