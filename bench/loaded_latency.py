@@ -101,6 +101,7 @@ from produce_consume import HTTP_TIMEOUT_S, fmt, process_cpu_s  # noqa: E402
 from replication import Bench, running  # noqa: E402
 
 from broker.loop_stalls import PAUSE_BUCKETS_MS  # noqa: E402
+from common.protocol.api_keys import ApiKey  # noqa: E402
 from common.prometheus import samples  # noqa: E402
 from common.units import SECONDS  # noqa: E402
 
@@ -389,7 +390,8 @@ def _produce_canary(binary: Path, bootstrap: str, rate: int, seconds: float, *, 
 
 
 def canary(bench: Bench, binary: Path, rate: int, seconds: float, *, fifo: bool = False
-           ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler, list[dict[str, Any]], BoxSampler]:
+           ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler, list[dict[str, Any]], BoxSampler,
+                      dict[int, dict[str, float]]]:
     requests = bench.request_counts()
     before = snapshot(bench)
     sampler = OsSampler({broker: bench.pid(broker) for broker in before})
@@ -401,8 +403,39 @@ def canary(bench: Bench, binary: Path, rate: int, seconds: float, *, fifo: bool 
     finally:
         sampler.stop()
         box.stop()
-    print_requests(requests, bench.request_counts(), box.seconds)
-    return result, source_rows(before, snapshot(bench)), sampler, box.rows(box_labels(bench, box)), box
+    rates = print_requests(requests, bench.request_counts(), box.seconds)
+    return result, source_rows(before, snapshot(bench)), sampler, box.rows(box_labels(bench, box)), box, rates
+
+
+def leader_cost(rows: list[dict[str, Any]], rates: Mapping[int, Mapping[str, float]], leader: int
+                ) -> dict[str, float | None]:
+    """The canary leader's event-loop CPU per Produce it answered (ms) and its Fetch answers per
+    Produce; each follower's loop CPU per fetch round, taking the leader's Fetch answers as split
+    evenly between the others. Alone, every Produce the leader answers is the canary's and every
+    Fetch a follower's: the loop cost of one acks=all produce with its follower fetches, the path
+    the per-request cuts aim at (bench/leader_request_cpu.py and bench/follower_round_cpu.py
+    count it in opcodes; this is the same path in CPU, waits for a core excluded). Beside the
+    load, the leader also answers the load's Produce and Fetch on the partitions it leads, and
+    the followers fetch those too: there the figures are per request of any client."""
+    loop = {r["broker"]: r["main_cpu_ms_s"] for r in rows}
+    by_api = rates.get(leader, {})
+    produces, fetches = by_api.get(ApiKey.PRODUCE.name, 0.0), by_api.get(ApiKey.FETCH.name, 0.0)
+    followers = [b for b in loop if b != leader]
+    per_follower = fetches / len(followers) if followers else 0.0
+    return {
+        "produce_s": produces, "fetch_s": fetches,
+        "leader_loop_ms_per_produce": loop[leader] / produces if leader in loop and produces > 0 else None,
+        "fetches_per_produce": fetches / produces if produces > 0 else None,
+        "follower_loop_ms_per_fetch": (sum(loop[b] for b in followers) / len(followers) / per_follower
+                                       if per_follower > 0 else None),
+    }
+
+
+def print_leader_cost(cost: Mapping[str, float | None], leader: int) -> None:
+    print(f"  canary leader {leader}: {fmt(cost['produce_s'], ',.0f')} Produce/s answered, loop "
+          f"{fmt(cost['leader_loop_ms_per_produce'], '.2f')} ms per Produce with "
+          f"{fmt(cost['fetches_per_produce'], '.2f')} Fetch answers each; followers' loop "
+          f"{fmt(cost['follower_loop_ms_per_fetch'], '.2f')} ms per fetch round")
 
 
 class Load:
@@ -458,7 +491,7 @@ def mb_s(result: c_client.LoadResult | None) -> float | None:
 PERCENTILES: Final = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 
-def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_s: float, *,
+def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_s: float, leader: int, *,
                   fifo: bool) -> dict[str, Any]:
     """The canary beside the load at `load_mb_s`; with `fifo`, every broker thread and the canary
     run SCHED_FIFO meanwhile (`sched_policy.realtime`): none waits for a core behind the load's
@@ -473,14 +506,17 @@ def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_
     with policy:
         load.start()
         threading.Event().wait(LOAD_HEAD_START_S)
-        result, sources, os_sampler, box_rows, box = canary(bench, binary, args.canary_rate, args.seconds, fifo=fifo)
+        result, sources, os_sampler, box_rows, box, rates = canary(bench, binary, args.canary_rate, args.seconds,
+                                                                   fifo=fifo)
     print_sources(label, sources)
     print_os(os_rows(os_sampler), os_sampler)
+    cost = leader_cost(os_rows(os_sampler), rates, leader)
+    print_leader_cost(cost, leader)
     print_rows(label, box_rows, box)
     load.join()
     produced, consumed = load.results.get("produce"), load.results.get("consume")
     return {"label": label, "load_mb_s": load_mb_s, "fifo": fifo,
-            "canary": {k: getattr(result, k) for k in PERCENTILES},
+            "canary": {k: getattr(result, k) for k in PERCENTILES}, "leader_cost": cost,
             "sources": sources, "os": os_rows(os_sampler), "box": box_rows, "load_average": os.getloadavg()[0],
             "max_dirty_bytes": os_sampler.max_dirty, "max_writeback_bytes": os_sampler.max_writeback,
             "load_produce_mb_s": mb_s(produced), "load_consume_mb_s": mb_s(consumed), "load_errors": load.errors}
@@ -510,16 +546,19 @@ def core_wait_share(default: Mapping[str, float | None], fifo: Mapping[str, floa
 
 def print_summary(alone: Mapping[str, Any], windows: list[dict[str, Any]]) -> None:
     print(f"\n{'window':<44} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'load MB/s':>11} "
-          f"{'brokers wait/wakeup ms':>22} {'load avg':>8}  cpu % by role")
+          f"{'brokers wait/wakeup ms':>22} {'leader ms/Produce':>17} {'load avg':>8}  cpu % by role")
     for w in (alone, *windows):
         c = w["canary"]
         achieved = (f"{fmt(w['load_produce_mb_s'], '.0f')}/{fmt(w['load_consume_mb_s'], '.0f')}"
                     if "load_mb_s" in w else "-")
         waits = "/".join(f"{r['wait_per_slice_ms']:.1f}" for r in w["os"])
         print(f"{w['label']:<44} {fmt(c['p50_ms'], '.2f'):>8} {fmt(c['p99_ms'], '.2f'):>8} {fmt(c['p999_ms'], '.2f'):>9}"
-              f" {fmt(c['max_ms'], '.2f'):>8} {achieved:>11} {waits:>22} {w['load_average']:>8.2f}  {_cpu_by_role(w['box'])}")
+              f" {fmt(c['max_ms'], '.2f'):>8} {achieved:>11} {waits:>22}"
+              f" {fmt(w['leader_cost']['leader_loop_ms_per_produce'], '.2f'):>17}"
+              f" {w['load_average']:>8.2f}  {_cpu_by_role(w['box'])}")
     print(f"goal: loaded p99 <= {GOAL_P99_MS:g} ms, p99.9 <= {GOAL_P999_MS:g} ms (load MB/s: produced/consumed; "
-          "wait/wakeup: each broker's loop, schedstat run delay per time on a core)")
+          "wait/wakeup: each broker's loop, schedstat run delay per time on a core; leader ms/Produce: the "
+          "canary leader's loop CPU per Produce it answered, its Fetch answers included)")
     default = [w for w in windows if not w["fifo"]]
     missed = next((w for w in default if not meets_goal(w["canary"])), None)
     met = [w["load_mb_s"] for w in default if meets_goal(w["canary"])]
@@ -544,17 +583,20 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     print("broker pids (for py-spy): " + ", ".join(f"{b} pid {bench.pid(b)}" for b in bench.broker_ids), flush=True)
     print(f"\ncanary: idempotent acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
           f"into {CANARY_TOPIC} (RF=3, min.insync.replicas=2), C load generator")
-    result, sources, os_sampler, box_rows, box = canary(bench, binary, args.canary_rate, args.seconds)
+    result, sources, os_sampler, box_rows, box, rates = canary(bench, binary, args.canary_rate, args.seconds)
     print_sources("alone", sources)
     print_os(os_rows(os_sampler), os_sampler)
+    cost = leader_cost(os_rows(os_sampler), rates, leader)
+    print_leader_cost(cost, leader)
     print_rows("alone", box_rows, box)
-    alone = {"label": "alone", "canary": {k: getattr(result, k) for k in PERCENTILES}, "sources": sources,
+    alone = {"label": "alone", "canary": {k: getattr(result, k) for k in PERCENTILES}, "leader_cost": cost,
+             "sources": sources,
              "os": os_rows(os_sampler), "box": box_rows, "load_average": os.getloadavg()[0]}
     windows = []
     for load_mb_s in args.sweep or [args.load_mb_s]:
-        windows.append(loaded_window(bench, binary, args, load_mb_s, fifo=False))
+        windows.append(loaded_window(bench, binary, args, load_mb_s, leader, fifo=False))
         if args.fifo_pairs:
-            windows.append(loaded_window(bench, binary, args, load_mb_s, fifo=True))
+            windows.append(loaded_window(bench, binary, args, load_mb_s, leader, fifo=True))
     print_summary(alone, windows)
     last = [w for w in windows if not w["fifo"]][-1]
     return {
