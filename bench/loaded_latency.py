@@ -47,7 +47,10 @@ load mostly held off, not beside it.
 Where an acks=all produce's wait goes, per broker and window (the leader's counters are the
 canary's): `purgatory_wait_ms{purgatory="Produce"}` (append to ISR acknowledgement) and
 `follower_fetch_wait_ms` (a change waiting for a follower's next fetch: the follower fetch
-schedule's share), as bucket bounds of their p50 and p99.
+schedule's share), as bucket bounds of their p50 and p99. Beside them, the canary leader's loop
+CPU per Produce it answered (its Fetch answers included) and the followers' per fetch round
+(`leader_cost`): in the alone window the loop cost of one canary produce, which per-request cuts
+move; librdkafka batches the canary when the leader falls behind, so read it with the Produce/s.
 
 Waiting for a core or inside a system call: the bench samples each broker's main thread in
 /proc during each window: its run-queue wait (schedstat: ready to run, no core free) per second
