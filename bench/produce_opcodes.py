@@ -5,11 +5,14 @@ it) is handed the same framed Produce v8 `--requests` times in process, no socke
 100-byte records per partition, `--partitions` partitions per request (default 1 and 6). It
 counts what the calling thread executes per request - Python bytecodes (sys.settrace opcode
 events) and calls, Python and C (sys.setprofile) - and the opcodes per extra partition, the
-slope between the first and the last partition count. What C code does inside a call (the CRC,
+slope between the first and the last partition count. `--replicas 3`: the leader has two ISR
+followers that never fetch, so every append finds the HW held by a follower at or below it (what
+an acks=all leader sees between its followers' fetches) where at RF=1 each append moves it. What C code does inside a call (the CRC,
 a writev) is not in it: a count the box's load does not move, not a time. `--top N` lists the
 functions that executed the most opcodes per request at the largest partition count.
 
-    python bench/produce_opcodes.py [--partitions 1,6] [--requests 200] [--frame-bytes 65536] [--top 0]
+    python bench/produce_opcodes.py [--partitions 1,6] [--requests 200] [--frame-bytes 65536]
+                                    [--replicas 1] [--top 0]
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ class Counts:
             sys.setprofile(None)
 
 
-def counts_for(partitions: int, requests: int, frame_bytes: int) -> Counts:
+def counts_for(partitions: int, requests: int, frame_bytes: int, replicas: int = 1) -> Counts:
     directory = Path(tempfile.mkdtemp(prefix="tidelog-produce-opcodes-"))
-    handler, _, logs = leading_handler(directory, topic=TOPIC, partitions=partitions)
+    handler, _, logs = leading_handler(directory, topic=TOPIC, partitions=partitions,
+                                       replicas=tuple(range(1, replicas + 1)))
     header, body = parse_request_header(memoryview(produce_request(frame_bytes, partitions))[4:])
     try:
         def one() -> None:
@@ -83,12 +87,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 6))
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--frame-bytes", type=int, default=65536, help="about the request's size")
+    parser.add_argument("--replicas", type=int, default=1, help="replication factor (followers never fetch)")
     parser.add_argument("--top", type=int, default=0, help="list the N functions with most opcodes")
     args = parser.parse_args()
     print(f"{'partitions':>10} {'opcodes/request':>15} {'calls/request':>13}")
     results = []
     for p in args.partitions:
-        counts = counts_for(p, args.requests, args.frame_bytes)
+        counts = counts_for(p, args.requests, args.frame_bytes, args.replicas)
         results.append((p, counts))
         print(f"{p:>10} {counts.opcodes.total() / args.requests:>15,.0f} {counts.calls / args.requests:>13,.0f}",
               flush=True)

@@ -185,11 +185,26 @@ class Partition:
         if current_hw == leader_leo:  # nothing above the HW to commit: most calls after a follower fetch
             return HighWatermark(current_hw, False, current_hw >= self.leader_epoch_start_offset)
         maximal = self.maximal_isr
+        states = self.follower_states
+        # Fast returns for what follows every leader append (the HW is min LEO, never backwards).
+        # An ISR follower at or below the HW (or not yet fetched in this epoch) holds it where it
+        # is, whatever the others: after an append at RF>1 the followers' LEOs did not move, so
+        # the walk below would only find that. With no follower at all (RF=1; the loop has seen
+        # that every ISR follower has a state), nothing outside the ISR can be waited for either:
+        # the HW is the log end. The log keeps 0 <= HW <= LEO, the range high_watermark checks.
+        for r in maximal:  # bounded by the replicas
+            if r != broker_id:
+                state = states.get(r)
+                if state is None or state.log_end_offset <= current_hw:
+                    return HighWatermark(current_hw, False, current_hw >= self.leader_epoch_start_offset)
+        if not states:
+            offset = leader_leo if leader_leo > current_hw else current_hw
+            return HighWatermark(offset, offset > current_hw, offset >= self.leader_epoch_start_offset)
         # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.
         # One pass over the followers for both (after every append and follower fetch).
         follower_leos = {}
         waiting = []
-        for r, state in self.follower_states.items():  # bounded by the replicas
+        for r, state in states.items():  # bounded by the replicas
             leo = follower_leos[r] = state.log_end_offset
             if r not in maximal and leo >= 0 and is_eligible(r) and is_caught_up(
                     state, leader_leo=leader_leo, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms):
