@@ -8,140 +8,61 @@ Kafka 3.9's FetchRequest/FetchResponse.json: v12 is flexible and adds LastFetche
 ClusterId tag (0) and, in answers, DivergingEpoch (tag 0), CurrentLeader (tag 1) and
 SnapshotId (tag 2); v13 names topics by id; v15 moves the replica id into the ReplicaState
 tag (1); v16 adds NodeEndpoints (tag 0) to answers; v17 the ReplicaDirectoryId tag (0).
+
+This module is the API (`__all__`): the messages (defined in `fetch_messages`), the encode and
+decode entry points, and the field-by-field codec, which takes every version and is the one that
+says why bytes are refused. The entry points try the one-pass codecs of `fetch_one_pass` first
+(the versions librdkafka and our followers send).
 """
 
 from __future__ import annotations
 
-import struct
-import uuid
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from common.protocol.api_keys import ApiKey, check_version, reader_for, writer_for
 from common.protocol.leader_discovery import (
-    LeaderIdAndEpoch,
     NodeEndpoint,
     read_leader,
     read_node_endpoints,
     write_leader,
     write_node_endpoints,
 )
-from common.protocol.primitives import Chunk, Reader, RecordsPlaceholder, Writer
+from common.protocol.primitives import Chunk, Reader, Writer
 from common.protocol.tagged import (
     decode_tagged,
     encode_tagged,
     read_tagged_fields,
     write_tagged_fields,
 )
-from common.slotted import instance_builder
-
-# ---- messages --------------------------------------------------------------------------------
-
-ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id" (names before v13)
-
-CONSUMER_REPLICA_ID = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-FULL_FETCH_SESSION_EPOCH = 0
-FINAL_FETCH_SESSION_EPOCH = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartition:
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    log_start_offset: int = -1  # v5+, followers only
-    current_leader_epoch: int = -1  # v9+
-    last_fetched_epoch: int = -1  # v12+: the epoch of the last batch the fetcher holds
-    replica_directory_id: uuid.UUID = ZERO_UUID  # v17+ (tag 0), followers only
-
-
-@dataclass(frozen=True, slots=True)
-class FetchTopic:
-    topic: str  # "" from v13 (by id)
-    partitions: tuple[FetchPartition, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class ForgottenTopic:
-    topic: str
-    partitions: tuple[int, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequest:
-    replica_id: int  # v15+: from the ReplicaState tag, -1 without it
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    topics: tuple[FetchTopic, ...]
-    session_id: int = 0  # v7+
-    session_epoch: int = FINAL_FETCH_SESSION_EPOCH  # v7+
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()  # v7+
-    rack_id: str = ""  # v11+
-    cluster_id: str | None = None  # v12+ (tag 0)
-    replica_epoch: int = -1  # v15+ (ReplicaState, tag 1): the follower's broker epoch
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTransaction:
-    producer_id: int
-    first_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    """DivergingEpoch (v12+, tag 0): where the leader's log ends for the fetcher's epoch."""
-
-    epoch: int
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotId:
-    """SnapshotId (v12+, tag 2): KRaft's own log only; read, never sent by brokers."""
-
-    end_offset: int
-    epoch: int
-
-
-Records = bytes | memoryview | RecordsPlaceholder | None
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartitionResponse:
-    partition_index: int
-    error_code: int
-    high_watermark: int
-    records: Records
-    last_stable_offset: int = -1
-    log_start_offset: int = -1  # v5+
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
-    preferred_read_replica: int = -1  # v11+
-    diverging_epoch: EpochEndOffset | None = None  # v12+ (tag 0)
-    current_leader: LeaderIdAndEpoch | None = None  # v12+ (tag 1)
-    snapshot_id: SnapshotId | None = None  # v12+ (tag 2)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchTopicResponse:
-    topic: str  # "" from v13 (by id)
-    partitions: tuple[FetchPartitionResponse, ...]
-    topic_id: uuid.UUID = ZERO_UUID  # v13+
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResponse:
-    throttle_time_ms: int
-    responses: tuple[FetchTopicResponse, ...]
-    error_code: int = 0  # v7+
-    session_id: int = 0  # v7+
-    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v16+ (tag 0)
-
+from common.protocol.fetch_messages import (
+    CONSUMER_REPLICA_ID,
+    FINAL_FETCH_SESSION_EPOCH,
+    FULL_FETCH_SESSION_EPOCH,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ZERO_UUID,
+    AbortedTransaction,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    FetchTopicResponse,
+    ForgottenTopic,
+    Records,
+    SnapshotId,
+    new_fetch_partition,
+)
+from common.protocol.fetch_one_pass import (
+    _REQUEST_PARTITION_V9,
+    _decode_classic_request,
+    _decode_classic_response,
+    _decode_flexible_request,
+    _encode_classic_response,
+    _encode_flexible_response,
+    _read_partitions_v9_to_v11,
+)
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
@@ -237,173 +158,6 @@ def _decode_request_fields(body: memoryview, version: int) -> FetchRequest:
         replica_id, replica_epoch = replica_state
     return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics,
                         session_id, session_epoch, forgotten_topics, rack_id, cluster, replica_epoch)
-
-
-def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | None:
-    """A v7-v11 request read by unpacks, not a Reader call per field: librdkafka before 2.5 sends
-    v11 for every fetch of a consumer, and our followers v11 for theirs (field by field, a one-partition
-    request cost ~12 us, a sixth of a consumer fetch's Python). None when anything does not
-    parse so (a negative or short length, bad UTF-8): the field-by-field path then reads it or
-    refuses it with its own message."""
-    view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
-    end = len(view)
-    head = _REQUEST_HEAD_V7
-    if end < head.size + 4:
-        return None
-    replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = \
-        head.unpack_from(view, 0)
-    pos = head.size
-    item = _REQUEST_PARTITION_V9 if version >= 9 else _REQUEST_PARTITION_V7
-    size, unpack, new = item.size, item.unpack_from, new_fetch_partition
-    try:
-        n_topics = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
-        if n_topics < 0:
-            return None
-        pos += 4
-        topics = []
-        for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            named = _name_and_count(view, pos, size)
-            if named is None:
-                return None
-            name, n, pos = named
-            parts = []
-            for at in range(pos, pos + n * size, size):  # bounded by the count, checked against the bytes
-                if size == _REQUEST_PARTITION_V9.size:
-                    index, epoch, offset, log_start, partition_max = unpack(view, at)
-                else:
-                    index, offset, log_start, partition_max = unpack(view, at)
-                    epoch = -1
-                parts.append(new((index, offset, partition_max, log_start, epoch, -1, ZERO_UUID)))
-            pos += n * size
-            topics.append(_new_topic((name, tuple(parts), ZERO_UUID)))
-        n_forgotten = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
-        if n_forgotten < 0:
-            return None
-        pos += 4
-        forgotten = []
-        for _ in range(n_forgotten):  # bounded by the count, checked against the bytes
-            named = _name_and_count(view, pos, 4)
-            if named is None:
-                return None
-            name, n, pos = named
-            forgotten.append(ForgottenTopic(name, struct.unpack_from(f">{n}i", view, pos)))
-            pos += 4 * n
-        rack_id = ""
-        if version >= 11:
-            (length,) = _I16.unpack_from(view, pos)
-            pos += 2
-            if length < 0 or pos + length > end:
-                return None
-            rack_id = str(view[pos:pos + length], "utf-8")
-    except (struct.error, UnicodeDecodeError):  # short bytes, bad text: the Reader's path says which
-        return None
-    return _new_request((replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, tuple(topics),
-                         session_id, session_epoch, tuple(forgotten), rack_id, None, -1))
-
-
-def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | None:
-    """A v12-v17 request without tagged fields read by unpacks: librdkafka since 2.5 (KIP-951)
-    sends v16, Java consumers v17. Compact lengths must be one byte (under 128 topics,
-    partitions and bytes of a name) and no tagged field may be present (a follower's
-    ReplicaState, a v17 directory id): anything else is None, for the field-by-field path."""
-    view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
-    end = len(view)
-    by_id = version >= 13
-    new = new_fetch_partition
-    try:
-        pos = 0
-        replica_id = -1  # v15+: only in the ReplicaState tag, which sends this to the fields path
-        if version <= 14:
-            (replica_id,) = _I32.unpack_from(view, 0)
-            pos = 4
-        max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = \
-            _FLEXIBLE_HEAD.unpack_from(view, pos)
-        pos += _FLEXIBLE_HEAD.size
-        n_topics = _compact_count(view, pos, 17 if by_id else 3)
-        pos += 1
-        topics = []
-        for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            name, topic_id, pos = _flexible_topic(view, pos, by_id)
-            n = _compact_count(view, pos, _FLEXIBLE_PARTITION.size)
-            pos += 1
-            parts = []
-            for at in range(pos, pos + n * _FLEXIBLE_PARTITION.size, _FLEXIBLE_PARTITION.size):  # bounded, checked
-                index, epoch, offset, last_fetched, log_start, partition_max, tags = _FLEXIBLE_PARTITION.unpack_from(
-                    view, at)
-                if tags:
-                    return None
-                parts.append(new((index, offset, partition_max, log_start, epoch, last_fetched, ZERO_UUID)))
-            pos += n * _FLEXIBLE_PARTITION.size
-            if view[pos]:  # the topic's tagged fields
-                return None
-            topics.append(_new_topic((name, tuple(parts), topic_id)))
-            pos += 1
-        n_forgotten = _compact_count(view, pos, 17 if by_id else 3)
-        pos += 1
-        forgotten = []
-        for _ in range(n_forgotten):  # bounded by the count, checked against the bytes
-            name, topic_id, pos = _flexible_topic(view, pos, by_id)
-            n = _compact_count(view, pos, 4)
-            forgotten.append(ForgottenTopic(name, struct.unpack_from(f">{n}i", view, pos + 1), topic_id))
-            pos += 1 + 4 * n
-            if view[pos]:
-                return None
-            pos += 1
-        length = _compact_count(view, pos, 1)
-        rack_id = str(view[pos + 1:pos + 1 + length], "utf-8")
-        pos += 1 + length
-        if view[pos]:  # the request's tagged fields (ClusterId, ReplicaState)
-            return None
-    except (struct.error, IndexError, UnicodeDecodeError, _NotOnePass):
-        return None
-    return _new_request((replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, tuple(topics),
-                         session_id, session_epoch, tuple(forgotten), rack_id, None, -1))
-
-
-class _NotOnePass(Exception):
-    """Bytes the one-pass read leaves to the field-by-field path."""
-
-
-def _compact_count(view: memoryview, pos: int, item_size: int) -> int:
-    """A one-byte compact count (or length) at `pos` of items of at least `item_size` bytes that
-    fit in the bytes after it; _NotOnePass for null, a longer varint, or too many."""
-    c = view[pos]
-    n = c - 1
-    if c == 0 or c >= 0x80 or n * item_size > len(view) - pos - 1:
-        raise _NotOnePass
-    return n
-
-
-def _flexible_topic(view: memoryview, pos: int, by_id: bool) -> tuple[str, uuid.UUID, int]:
-    """A topic's name (v12) or id (v13+), and where what follows it starts."""
-    if by_id:
-        if pos + 16 > len(view):
-            raise _NotOnePass
-        return "", uuid.UUID(bytes=bytes(view[pos:pos + 16])), pos + 16
-    length = _compact_count(view, pos, 1)
-    return str(view[pos + 1:pos + 1 + length], "utf-8"), ZERO_UUID, pos + 1 + length
-
-
-def _name_and_count(view: memoryview, pos: int, item_size: int) -> tuple[str, int, int] | None:
-    """A classic topic name and the count of the array after it, and where its items start;
-    None when the lengths are negative or the items cannot fit in the bytes left. Raises
-    struct.error (short bytes) and UnicodeDecodeError as they come."""
-    end = len(view)
-    (length,) = _I16.unpack_from(view, pos)
-    pos += 2
-    if length < 0 or pos + length + 4 > end:
-        return None
-    name = str(view[pos:pos + length], "utf-8")
-    pos += length
-    n = _array_count(view, pos, item_size)
-    return None if n < 0 else (name, n, pos + 4)
-
-
-def _array_count(view: memoryview, pos: int, item_size: int) -> int:
-    """The int32 count at `pos` of an array whose items take at least `item_size` bytes each;
-    -1 when it is negative or they cannot fit in the bytes after it. struct.error when short."""
-    (n,) = _I32.unpack_from(view, pos)
-    return n if 0 <= n and n * item_size <= len(view) - pos - 4 else -1
 
 
 def _read_replica_state(r: Reader) -> tuple[int, int]:
@@ -537,126 +291,6 @@ def _encode_response_fields(resp: FetchResponse, version: int) -> list[Chunk]:
     return w.chunks()
 
 
-def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
-    """A v5-v11 response by one pack per partition head, the Writer's bytes exactly: these
-    versions have no tagged fields, so an answer is fixed-size but for its topic names, aborted
-    transactions and records (field by field, ~20 Writer calls cost ~10 us for one partition).
-    Records in bytes are joined in; a placeholder (a segment slice) is its own chunk."""
-    if version >= 7:
-        out: list[Any] = [_RESPONSE_HEAD_V7.pack(resp.throttle_time_ms, resp.error_code, resp.session_id,
-                                                 len(resp.responses))]
-    else:
-        out = [_RESPONSE_HEAD_V5.pack(resp.throttle_time_ms, len(resp.responses))]
-    head = _ANSWER_HEAD_V11.pack if version >= 11 else _ANSWER_HEAD_V5.pack
-    chunks: list[Chunk] = []
-    for t in resp.responses:  # bounded by the response's topics
-        name = t.topic.encode("utf-8")
-        if len(name) > 0x7FFF:  # the Writer's limit, and its error
-            raise ValueError("string longer than 32767 bytes")
-        out.append(_I16.pack(len(name)))
-        out.append(name)
-        out.append(_I32.pack(len(t.partitions)))
-        for p in t.partitions:  # bounded by the topic's partitions
-            txns = p.aborted_transactions
-            records = p.records
-            if records is None:
-                length = -1
-            elif isinstance(records, bytes | bytearray | memoryview):
-                length = len(records)
-            else:
-                length = records.length
-            if version >= 11:
-                out.append(head(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-                                p.log_start_offset, -1 if txns is None else len(txns), p.preferred_read_replica,
-                                length))
-            else:
-                out.append(head(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-                                p.log_start_offset, -1 if txns is None else len(txns), length))
-            if txns:
-                # the aborted transactions go between the count and the preferred replica: the head
-                # packed them as one struct, so it is split around them
-                fixed = out.pop()
-                out.append(fixed[:_ABORTED_AT])
-                out.extend(_ABORTED.pack(a.producer_id, a.first_offset) for a in txns)
-                out.append(fixed[_ABORTED_AT:])
-            if records is None or length == 0:
-                continue
-            if isinstance(records, bytes | bytearray | memoryview):
-                out.append(records)
-            else:
-                chunks.append(b"".join(out))
-                chunks.append(records)
-                out = []
-    if out:
-        chunks.append(b"".join(out))
-    return chunks
-
-
-def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] | None:
-    """A v12+ response with no tagged field to write (no diverging epoch, leader hint, snapshot
-    id or node endpoints: a consumer's ordinary answer) by one pack per partition head, the
-    Writer's bytes exactly; None otherwise (the fields path writes it)."""
-    if version >= 16 and resp.node_endpoints:
-        return None
-    out: list[Any] = [_FLEXIBLE_RESPONSE_HEAD.pack(resp.throttle_time_ms, resp.error_code, resp.session_id),
-                      _uvarint(len(resp.responses) + 1)]
-    by_id = version >= 13
-    chunks: list[Chunk] = []
-    for t in resp.responses:  # bounded by the response's topics
-        if by_id:
-            out.append(t.topic_id.bytes)
-        else:
-            name = t.topic.encode("utf-8")
-            if len(name) > 0x7FFF:  # the Writer's limit, and its error
-                raise ValueError("string longer than 32767 bytes")
-            out.append(_uvarint(len(name) + 1))
-            out.append(name)
-        out.append(_uvarint(len(t.partitions) + 1))
-        for p in t.partitions:  # bounded by the topic's partitions
-            if p.diverging_epoch is not None or p.current_leader is not None or p.snapshot_id is not None:
-                return None
-            txns, records = p.aborted_transactions, p.records
-            out.append(_FLEXIBLE_ANSWER_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
-                                                  p.last_stable_offset, p.log_start_offset))
-            if txns is None:
-                out.append(b"\x00")
-            else:
-                out.append(_uvarint(len(txns) + 1))
-                out.extend(_ABORTED.pack(a.producer_id, a.first_offset) + b"\x00" for a in txns)
-            out.append(_I32.pack(p.preferred_read_replica))
-            if records is None:
-                out.append(b"\x00\x00")  # null records, no tagged fields
-                continue
-            length = len(records) if isinstance(records, bytes | bytearray | memoryview) else records.length
-            out.append(_uvarint(length + 1))
-            if length and isinstance(records, bytes | bytearray | memoryview):
-                out.append(records)
-            elif length:
-                chunks.append(b"".join(out))
-                chunks.append(records)  # type: ignore[arg-type]
-                out = []
-            out.append(b"\x00")  # the partition's tagged fields
-        out.append(b"\x00")  # the topic's
-    out.append(b"\x00")  # the response's
-    chunks.append(b"".join(out))
-    return chunks
-
-
-def _uvarint(v: int) -> bytes:
-    """Kafka's unsigned varint (compact lengths): one byte under 128."""
-    if v < 0x80:
-        return _BYTES[v]
-    out = bytearray()
-    while v >= 0x80:  # bounded: seven bits a pass
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-_BYTES: Final = tuple(bytes((i,)) for i in range(0x80))
-
-
 def _partition_tags(p: FetchPartitionResponse) -> dict[int, bytes | None]:
     tags: dict[int, bytes | None] = {}
     diverging, leader, snapshot = p.diverging_epoch, p.current_leader, p.snapshot_id
@@ -734,142 +368,3 @@ def _decode_response_fields(body: memoryview, version: int) -> FetchResponse:
     tags = read_tagged_fields(r, {_NODE_ENDPOINTS_TAG} if version >= 16 else ())
     endpoints = decode_tagged(tags, _NODE_ENDPOINTS_TAG, read_node_endpoints, no_endpoints)
     return FetchResponse(throttle, responses, error_code, session_id, endpoints)
-
-
-def _decode_classic_response(body: memoryview, version: int) -> FetchResponse | None:
-    """A v5-v11 response read by unpacks, not a Reader call per field (a follower's answer was
-    ~600 opcodes of its fetch round's 5,000, issue 35; and a surviving broker in a controlled
-    shutdown at 100,000 partitions decodes ~16,500 partition answers from its new leader). An
-    answer's head is fixed-size but for its aborted transactions, which sit between their
-    count and the (v11) preferred replica. None when anything does not parse so (a negative
-    length, short bytes, bad UTF-8): the field-by-field path then reads it or refuses it."""
-    view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
-    end = len(view)
-    v11 = version >= 11
-    head = _ANSWER_HEAD_V11 if v11 else _ANSWER_HEAD_V5
-    size, unpack, new = head.size, head.unpack_from, _new_answer
-    try:
-        if version >= 7:
-            throttle, error_code, session_id, n_topics = _RESPONSE_HEAD_V7.unpack_from(view, 0)
-            pos = _RESPONSE_HEAD_V7.size
-        else:
-            throttle, n_topics = _RESPONSE_HEAD_V5.unpack_from(view, 0)
-            error_code = session_id = 0
-            pos = _RESPONSE_HEAD_V5.size
-        if n_topics < 0 or n_topics * 6 > end - pos:  # a topic is at least a name's length and a count
-            return None
-        topics = []
-        for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            (length,) = _I16.unpack_from(view, pos)  # the name's (its checks inline: one topic per answer, mostly)
-            pos += 2
-            if length < 0:
-                return None
-            name = str(view[pos:pos + length], "utf-8")
-            pos += length
-            (n,) = _I32.unpack_from(view, pos)
-            pos += 4
-            if n < 0 or n * size > end - pos:
-                return None
-            answers = []
-            for _ in range(n):  # bounded by the count, checked against the bytes
-                if v11:
-                    index, error, hw, lso, log_start, n_aborted, preferred, length = unpack(view, pos)
-                else:
-                    index, error, hw, lso, log_start, n_aborted, length = unpack(view, pos)
-                    preferred = -1
-                pos += size
-                aborted: tuple[AbortedTransaction, ...] | None = () if n_aborted == 0 else None
-                if n_aborted > 0:  # (read_committed consumers) the head read past the count: read again
-                    aborted, pos = _aborted_and_rest(view, pos - size + _ABORTED_AT, n_aborted)
-                    if v11:
-                        preferred, length = _ANSWER_TAIL_V11.unpack_from(view, pos)
-                        pos += _ANSWER_TAIL_V11.size
-                    else:
-                        (length,) = _I32.unpack_from(view, pos)
-                        pos += 4
-                if n_aborted < -1 or length < -1 or length > end - pos:
-                    return None
-                records = None
-                if length >= 0:
-                    records = view[pos:pos + length]
-                    pos += length
-                answers.append(new((index, error, hw, records, lso, log_start, aborted, preferred,
-                                    None, None, None)))
-            topics.append(_new_topic_answer((name, tuple(answers), ZERO_UUID)))
-    except (struct.error, UnicodeDecodeError):  # short bytes, bad text: the Reader's path says which
-        return None
-    return _new_response((throttle, tuple(topics), error_code, session_id, ()))
-
-
-def _aborted_and_rest(view: memoryview, pos: int, n: int) -> tuple[tuple[AbortedTransaction, ...], int]:
-    """`n` aborted transactions from `pos`, and where what follows them starts; struct.error
-    when the bytes are short."""
-    if n * _ABORTED.size > len(view) - pos:
-        raise struct.error("aborted transactions past the end")
-    txns = tuple(AbortedTransaction(*_ABORTED.unpack_from(view, at))
-                 for at in range(pos, pos + n * _ABORTED.size, _ABORTED.size))
-    return txns, pos + n * _ABORTED.size
-
-
-# ---- classic arrays of partitions, read in one pass ----------------------------------------------
-# A surviving broker in a controlled shutdown at 100,000 partitions decodes ~16,500 partition
-# answers from its new leader's fetcher and ~16,500 partition entries in the Fetches the other
-# survivor sends it; read field by field (a Reader call per field, the tagged-field bookkeeping,
-# a frozen dataclass's __init__) one cost ~6 us. In the classic versions (our fetchers send v11,
-# librdkafka v11) each entry is fixed-size but for its records (and an answer's aborted
-# transactions), so one unpack reads its head. Bytes that do not parse leave the reader where it
-# was (a request's partitions) or the whole answer (`_decode_classic_response`) to the
-# field-by-field path, which reads or refuses them.
-
-_I32: Final = struct.Struct(">i")
-_I16: Final = struct.Struct(">h")
-# replica id, max wait, min bytes, max bytes, isolation level, session id, session epoch (v7-v14)
-_REQUEST_HEAD_V7: Final = struct.Struct(">iiiibii")
-# partition, current leader epoch, fetch offset, log start offset, partition max bytes (v9-v11)
-_REQUEST_PARTITION_V9: Final = struct.Struct(">iiqqi")
-_REQUEST_PARTITION_V7: Final = struct.Struct(">iqqi")  # v7-v8: no current leader epoch
-# max wait, min bytes, max bytes, isolation level, session id, session epoch (v12+, after the replica id to v14)
-_FLEXIBLE_HEAD: Final = struct.Struct(">iiibii")
-# partition, current leader epoch, fetch offset, last fetched epoch, log start offset, partition max
-# bytes, then the tagged-field count (v12+)
-_FLEXIBLE_PARTITION: Final = struct.Struct(">iiqiqiB")
-# partition, error, high watermark, last stable offset, log start offset, aborted transactions
-# count, then the preferred read replica (v11) and the records' length: an answer's head when it
-# holds no aborted transactions (they go after the count, at _ABORTED_AT, and the tail after them)
-_ANSWER_HEAD_V5: Final = struct.Struct(">ihqqqii")
-_ANSWER_HEAD_V11: Final = struct.Struct(">ihqqqiii")
-_ABORTED_AT: Final = _ANSWER_HEAD_V5.size - 4
-_ANSWER_TAIL_V11: Final = struct.Struct(">ii")  # preferred read replica, records' length
-_RESPONSE_HEAD_V7: Final = struct.Struct(">ihii")  # throttle, error, session id, topics count
-_RESPONSE_HEAD_V5: Final = struct.Struct(">ii")  # throttle, topics count
-_FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)
-# partition, error, high watermark, last stable offset, log start offset (v12+: the fixed part)
-_FLEXIBLE_ANSWER_HEAD: Final = struct.Struct(">ihqqq")
-_ABORTED: Final = struct.Struct(">qq")  # producer id, first offset
-_new_answer = instance_builder(FetchPartitionResponse, tuple(FetchPartitionResponse.__dataclass_fields__))
-# A FetchPartition from its seven fields in order, values as checked: the decoders' and the
-# follower fetcher's, which builds one per partition whose offsets moved, every round.
-new_fetch_partition = instance_builder(FetchPartition, tuple(FetchPartition.__dataclass_fields__))
-_new_topic = instance_builder(FetchTopic, tuple(FetchTopic.__dataclass_fields__))
-_new_request = instance_builder(FetchRequest, tuple(FetchRequest.__dataclass_fields__))
-_new_topic_answer = instance_builder(FetchTopicResponse, tuple(FetchTopicResponse.__dataclass_fields__))
-_new_response = instance_builder(FetchResponse, tuple(FetchResponse.__dataclass_fields__))
-
-
-def _read_partitions_v9_to_v11(r: Reader) -> tuple[FetchPartition, ...] | None:
-    """A topic's partitions in a v9-v11 request, or None (reader unmoved) when they do not parse."""
-    view = r.rest()
-    end = len(view)
-    size = _REQUEST_PARTITION_V9.size
-    if end < 4:
-        return None
-    (n,) = _I32.unpack_from(view, 0)
-    if n < 0 or n * size > end - 4:
-        return None
-    unpack, new = _REQUEST_PARTITION_V9.unpack_from, new_fetch_partition
-    out = []
-    for pos in range(4, 4 + n * size, size):  # bounded by the count, checked against the bytes
-        index, epoch, offset, log_start, max_bytes = unpack(view, pos)
-        out.append(new((index, offset, max_bytes, log_start, epoch, -1, ZERO_UUID)))
-    r.raw(4 + n * size)
-    return tuple(out)

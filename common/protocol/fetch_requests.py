@@ -18,7 +18,8 @@ import struct
 from collections.abc import Collection
 from typing import Final
 
-from common.protocol.fetch import _REQUEST_PARTITION_V9, FetchPartition
+from common.protocol.fetch import FetchPartition
+from common.protocol.fetch_one_pass import _REQUEST_PARTITION_V9
 
 _HEAD: Final = struct.Struct(">iiiib")  # replica id, max wait, min bytes, max bytes, isolation level
 _SESSION: Final = struct.Struct(">iii")  # session id, session epoch, topics count
