@@ -8,15 +8,22 @@ after each change it must not lose, broker to broker on the inter-broker listene
 
 The coordinator is the leader of the group's `__consumer_offsets` partition (tidelog's share
 coordinator is the group coordinator: broker/handlers/share_state.py). One connection per
-coordinator broker, one request in flight on it at a time. An unreachable or moving coordinator
-answers COORDINATOR_NOT_AVAILABLE, which ShareFetch and ShareAcknowledge pass on (clients retry).
+coordinator broker, one request in flight on it at a time. A read (a share partition starting on
+its new leader, often right after a failover that also moved the coordinator) that finds the
+coordinator unreachable, moving or still loading (COORDINATOR_NOT_AVAILABLE,
+COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) asks again, from the newest metadata, after a
+doubling backoff (COORDINATOR_ATTEMPTS in all), as Kafka's PersisterStateManager retries them:
+librdkafka's share consumer raises such a code from a ShareFetch as unexpected. A write is not
+asked again here: its failure goes back to the member (ShareAcknowledge, or the acknowledgements
+of a ShareFetch) and the leader rolls the acknowledgement back (issue 31).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
 
 from broker.broker_connections import BrokerConnections, Endpoint
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
@@ -35,6 +42,13 @@ log = logging.getLogger(__name__)
 STATE_VERSION: Final = 0  # Read/WriteShareGroupState v0 (Kafka 4.1's)
 UNINITIALIZED: Final = -1
 E = ErrorCode
+# Asked again: the group's coordinator moves with its partition's leadership (a failover) and
+# loads its state before it answers.
+COORDINATOR_RETRIABLE: Final = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                                          E.NOT_COORDINATOR})
+COORDINATOR_ATTEMPTS: Final = 6  # with the backoff below: ~3 s of a coordinator moving, then the code is passed on
+COORDINATOR_BACKOFF_S: Final = 0.05  # before the second attempt; doubles after each
+T = TypeVar("T")
 
 
 def coordinator_of(image: MetadataImage, group_id: str) -> int | None:
@@ -53,6 +67,11 @@ class ShareStore:
 
     async def read(self, group_id: str, tp: TopicPartition, *, leader_epoch: int
                    ) -> tuple[ErrorCode, ShareSnapshotValue | None]:
+        return await _retrying(lambda: self._read(group_id, tp, leader_epoch=leader_epoch), lambda r: r[0],
+                               f"ReadShareGroupState of {tp} for share group {group_id}")
+
+    async def _read(self, group_id: str, tp: TopicPartition, *, leader_epoch: int
+                    ) -> tuple[ErrorCode, ShareSnapshotValue | None]:
         image = self._image()
         topic = image.topic(tp.topic)
         if topic is None:
@@ -104,3 +123,19 @@ class ShareStore:
 
     async def close(self) -> None:
         self._coordinators.close()
+
+
+async def _retrying(attempt: Callable[[], Awaitable[T]], code_of: Callable[[T], ErrorCode], what: str) -> T:
+    """`attempt()` until its code is not one of COORDINATOR_RETRIABLE, at most COORDINATOR_ATTEMPTS
+    times with a doubling backoff between (each attempt reads the newest metadata)."""
+    backoff = COORDINATOR_BACKOFF_S
+    for tries in range(1, COORDINATOR_ATTEMPTS + 1):  # bounded: COORDINATOR_ATTEMPTS
+        outcome = await attempt()
+        code = code_of(outcome)
+        if code not in COORDINATOR_RETRIABLE or tries == COORDINATOR_ATTEMPTS:
+            if tries > 1:
+                log.info("%s: %s after %d attempts", what, code.name, tries)
+            return outcome
+        await asyncio.sleep(backoff)
+        backoff *= 2
+    raise AssertionError("unreachable: the last attempt returns")
