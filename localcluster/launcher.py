@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import sys
 import json
+import random
 import socket
 import time
 import urllib.error
@@ -56,6 +57,11 @@ from security.rpc_secret import load_or_create_secret
 READY_POLL_INTERVAL: Final = 0.05 * SECONDS
 MAX_HTTP_ANSWER_BYTES: Final = 1024 * 1024
 FREE_PORT_TRIES: Final = 50
+# free_ports draws from [FREE_PORT_FLOOR, the ephemeral range's start): clear of well-known services
+# and of the ports the kernel hands out itself; a band under FREE_PORT_MIN_BAND ports is too crowded
+FREE_PORT_FLOOR: Final = 20000
+FREE_PORT_MIN_BAND: Final = 2000
+EPHEMERAL_RANGE_FILE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 Probe = Callable[[NodeSpec], Mapping[str, Any]]
 
@@ -139,15 +145,49 @@ def check_ports_free(nodes: Sequence[NodeSpec]) -> None:
                             "ports, or give a new --data-dir other ports with --raft-port/--admin-port.")
 
 
-def free_ports(hosts: Sequence[str], count: int = 2) -> list[int]:
-    """`count` distinct ports nobody listens on at any of `hosts` (tests: one per node role)."""
+def ephemeral_port_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+    """The kernel's range for port-0 binds and outgoing connections; None where it cannot be read."""
+    try:
+        low, high = (int(field) for field in path.read_text().split())
+    except (OSError, ValueError):  # not Linux, or an unexpected format: keep to bind-to-0
+        return None
+    return low, high
+
+
+def _candidate_port(hosts: Sequence[str], rng: random.Random, below: int | None) -> socket.socket:
+    """A socket bound to a port at hosts[0]: under `below` when a wide enough band lies there."""
+    sock = socket.socket()
+    try:
+        if below is not None and below - FREE_PORT_FLOOR >= FREE_PORT_MIN_BAND:
+            sock.bind((hosts[0], rng.randrange(FREE_PORT_FLOOR, below)))
+        else:
+            sock.bind((hosts[0], 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def free_ports(hosts: Sequence[str], count: int = 2, *, rng: random.Random | None = None,
+               port_range: tuple[int, int] | None = None) -> list[int]:
+    """`count` distinct ports nobody listens on at any of `hosts` (tests: one per node role).
+
+    They are drawn from below the kernel's ephemeral range: a port the kernel gives out there can be
+    taken, between this choice and the node's bind, by any outgoing connection whose socket is bound
+    to that host (a controller's Raft connections leave from its own address), and the node then
+    dies with EADDRINUSE. Outside Linux, or with no band below the range, the kernel picks (port 0).
+    """
+    rng = rng or random.Random()
+    below = (port_range or ephemeral_port_range() or (None, None))[0]
     with ExitStack() as held:  # hold each chosen port until all are chosen, so none repeats
         ports: list[int] = []
         for _ in range(FREE_PORT_TRIES):  # bounded: a port free on one address is almost always free on all
             if len(ports) == count:
                 return ports
-            first = held.enter_context(socket.socket())
-            first.bind((hosts[0], 0))
+            try:
+                first = held.enter_context(_candidate_port(hosts, rng, below))
+            except OSError:  # that random port is in use at hosts[0]: draw again
+                continue
             port = first.getsockname()[1]
             try:
                 for host in hosts[1:]:
