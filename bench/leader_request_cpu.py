@@ -31,6 +31,10 @@ cheaper in another). `--cpu N` pins the process, clients and loop, to core N: th
 on one core and the figure follows the work.
 
     python bench/leader_request_cpu.py [--produces 5000] [--rounds 3] [--value-bytes 100] [--opcodes] [--cpu N]
+                                       [--by-file] [--top N]
+
+`--by-file` and `--top N` (with `--opcodes`) say where those opcodes run: per source file, and
+the N functions that run the most (bench/opcode_counter.py, the counter the benches share).
 """
 
 from __future__ import annotations
@@ -41,12 +45,10 @@ import os
 import shutil
 import socket
 import struct
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 from broker.server import KafkaServer
@@ -55,6 +57,7 @@ from common.protocol.api_keys import ApiKey
 from common.protocol.frame import RequestHeader, encode_request_header, strip_response_header
 from common.record_batch import iter_batches
 from frame_receive import leading_handler
+from opcode_counter import Counts  # bench/follower_round_cpu.py imports it from here too
 
 HOST: Final = "127.0.0.1"
 LEADER: Final = 1
@@ -178,34 +181,6 @@ class Follower(threading.Thread):
             pass
 
 
-class Counts:
-    """Bytecodes and calls the thread that installs it executes (Python's tracing hooks)."""
-
-    def __init__(self) -> None:
-        self.opcodes = 0
-        self.calls = 0
-
-    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "call":
-            frame.f_trace_opcodes = True
-        elif event == "opcode":
-            self.opcodes += 1
-        return self._trace
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call" or event == "c_call":
-            self.calls += 1
-
-    def install(self) -> None:
-        sys.settrace(self._trace)
-        sys.setprofile(self._profile)
-
-    @staticmethod
-    def remove() -> None:
-        sys.settrace(None)
-        sys.setprofile(None)
-
-
 async def one_round(produces: int, value_bytes: int, counts: Counts | None = None) -> tuple[float, int]:
     """(loop thread CPU seconds, Fetch requests answered) over `produces` acks=all produces;
     `counts` counts the loop thread's bytecodes and calls meanwhile."""
@@ -248,6 +223,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (not times)")
     parser.add_argument("--cpu", type=int, default=None, help="pin the process (clients and loop) to this core")
+    parser.add_argument("--by-file", action="store_true", help="with --opcodes: opcodes per produce by source file")
+    parser.add_argument("--top", type=int, default=0, help="with --opcodes: the N functions with most opcodes")
     args = parser.parse_args()
     if args.cpu is not None:  # before any thread starts: every thread inherits it
         os.sched_setaffinity(0, {args.cpu})
@@ -264,6 +241,8 @@ def main() -> None:
         if counts is not None:
             print(f"{r + 1:<6} {counts.opcodes / args.produces:>15,.0f} {counts.calls / args.produces:>13,.0f} "
                   f"{fetches / args.produces:>8.2f}", flush=True)
+            if args.by_file or args.top:
+                print(counts.report(args.produces, by_file=args.by_file, top=args.top), flush=True)
         else:
             print(f"{r + 1:<6} {cpu:>10.2f} {cpu / args.produces * 1e6:>10.0f} {fetches / args.produces:>8.2f} "
                   f"{load:>5.2f}", flush=True)

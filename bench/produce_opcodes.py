@@ -19,47 +19,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from common.protocol.frame import parse_request_header
 from frame_receive import TOPIC, leading_handler, produce_request
+from opcode_counter import Counts
 
 WARMUP_REQUESTS = 20  # first appends create each segment's file and index objects
-
-
-class Counts:
-    """Bytecodes (per function) and calls the installing thread executes."""
-
-    def __init__(self) -> None:
-        self.opcodes: Counter[str] = Counter()
-        self.calls = 0
-
-    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "call":
-            frame.f_trace_opcodes = True
-        elif event == "opcode":
-            code = frame.f_code
-            self.opcodes[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
-        return self._trace
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call" or event == "c_call":
-            self.calls += 1
-
-    def count(self, fn: Any, times: int) -> None:
-        sys.settrace(self._trace)
-        sys.setprofile(self._profile)
-        try:
-            for _ in range(times):  # bounded by --requests
-                fn()
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)
 
 
 def counts_for(partitions: int, requests: int, frame_bytes: int, replicas: int = 1) -> Counts:
@@ -95,18 +62,16 @@ def main() -> None:
     for p in args.partitions:
         counts = counts_for(p, args.requests, args.frame_bytes, args.replicas)
         results.append((p, counts))
-        print(f"{p:>10} {counts.opcodes.total() / args.requests:>15,.0f} {counts.calls / args.requests:>13,.0f}",
+        print(f"{p:>10} {counts.opcodes / args.requests:>15,.0f} {counts.calls / args.requests:>13,.0f}",
               flush=True)
     if len(results) > 1:
         (p0, c0), (p1, c1) = results[0], results[-1]
         span = p1 - p0
-        print(f"per extra partition: {(c1.opcodes.total() - c0.opcodes.total()) / args.requests / span:,.0f} "
+        print(f"per extra partition: {(c1.opcodes - c0.opcodes) / args.requests / span:,.0f} "
               f"opcodes, {(c1.calls - c0.calls) / args.requests / span:,.0f} calls")
     if args.top:
         p, counts = results[-1]
-        print(f"\nopcodes per request at {p} partitions, by function:")
-        for name, n in counts.opcodes.most_common(args.top):
-            print(f"{n / args.requests:>10,.0f}  {name}")
+        print(f"\nper request at {p} partitions, {counts.report(args.requests, top=args.top)}")
 
 
 if __name__ == "__main__":
