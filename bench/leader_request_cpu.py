@@ -31,7 +31,7 @@ cheaper in another). `--cpu N` pins the process, clients and loop, to core N: th
 on one core and the figure follows the work.
 
     python bench/leader_request_cpu.py [--produces 5000] [--rounds 3] [--value-bytes 100] [--opcodes] [--cpu N]
-                                       [--by-file] [--top N]
+                                       [--idempotent] [--by-file] [--top N]
 
 `--by-file` and `--top N` (with `--opcodes`) say where those opcodes run: per source file, and
 the N functions that run the most (bench/opcode_counter.py, the counter the benches share).
@@ -68,6 +68,7 @@ FETCH_VERSION: Final = 11  # tidelog's replica fetcher's (common.request_version
 FETCH_MAX_WAIT_MS: Final = 500
 PARTITION_MAX_BYTES: Final = 1 << 20
 WARMUP_PRODUCES: Final = 200
+PRODUCER_ID: Final = 1000  # --idempotent: the leader knows no state for it, so sequence 0 starts it
 _SIZE: Final = struct.Struct(">i")
 
 
@@ -104,26 +105,36 @@ def _exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 class Producer:
-    """One acks=all Produce at a time; `produced` counts the answers."""
+    """One acks=all Produce at a time; `produced` counts the answers. `idempotent`: as the
+    canary (bench/loaded_latency.py's C producer), each batch carries a producer id, epoch and
+    the next sequence, so the leader runs its idempotence checks; each request is built in this
+    (client) thread."""
 
-    def __init__(self, port: int, value_bytes: int) -> None:
-        from common.records import build_batch
-
+    def __init__(self, port: int, value_bytes: int, idempotent: bool = False) -> None:
         self.sock = socket.create_connection((HOST, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        batch = build_batch([(None, os.urandom(value_bytes))], base_timestamp=int(time.time() * 1000))
+        self.value = os.urandom(value_bytes)
+        self.idempotent = idempotent
+        self.body = self._body(0)
+        self.produced = 0
+
+    def _body(self, sequence: int) -> list:
+        from common.records import build_batch
+
+        ids = {"producer_id": PRODUCER_ID, "producer_epoch": 0, "base_sequence": sequence} if self.idempotent else {}
+        batch = build_batch([(None, self.value)], base_timestamp=int(time.time() * 1000), **ids)
         request = produce.ProduceRequest(None, -1, 30_000, (produce.TopicProduceData(TOPIC, (
             produce.PartitionProduceData(0, batch),)),))
-        self.body = produce.encode_produce_request(request, PRODUCE_VERSION)
-        self.produced = 0
+        return produce.encode_produce_request(request, PRODUCE_VERSION)
 
     def run(self, count: int) -> None:
         for i in range(count):  # bounded by count
-            self.sock.sendall(_frame(ApiKey.PRODUCE, PRODUCE_VERSION, i, self.body))
-            body = _receive(self.sock)
-            assert body is not None
+            body = self._body(self.produced) if self.idempotent else self.body
+            self.sock.sendall(_frame(ApiKey.PRODUCE, PRODUCE_VERSION, i, body))
+            answer = _receive(self.sock)
+            assert answer is not None
             response = produce.decode_produce_response(
-                strip_response_header(ApiKey.PRODUCE, PRODUCE_VERSION, memoryview(body)), PRODUCE_VERSION)
+                strip_response_header(ApiKey.PRODUCE, PRODUCE_VERSION, memoryview(answer)), PRODUCE_VERSION)
             code = response.responses[0].partitions[0].error_code
             if code:
                 raise RuntimeError(f"produce answered error {code}")
@@ -181,7 +192,8 @@ class Follower(threading.Thread):
             pass
 
 
-async def one_round(produces: int, value_bytes: int, counts: Counts | None = None) -> tuple[float, int]:
+async def one_round(produces: int, value_bytes: int, counts: Counts | None = None,
+                    idempotent: bool = False) -> tuple[float, int]:
     """(loop thread CPU seconds, Fetch requests answered) over `produces` acks=all produces;
     `counts` counts the loop thread's bytecodes and calls meanwhile."""
     directory = Path(tempfile.mkdtemp(prefix="tidelog-leader-request-cpu-"))
@@ -189,7 +201,7 @@ async def one_round(produces: int, value_bytes: int, counts: Counts | None = Non
     server = KafkaServer(handler, host=HOST, port=0)
     await server.start()
     followers = [Follower(r, server.port) for r in FOLLOWERS]
-    producer = Producer(server.port, value_bytes)
+    producer = Producer(server.port, value_bytes, idempotent)
     try:
         for f in followers:
             f.start()
@@ -223,13 +235,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (not times)")
     parser.add_argument("--cpu", type=int, default=None, help="pin the process (clients and loop) to this core")
+    parser.add_argument("--idempotent", action="store_true", help="the producer is idempotent, as the canary")
     parser.add_argument("--by-file", action="store_true", help="with --opcodes: opcodes per produce by source file")
     parser.add_argument("--top", type=int, default=0, help="with --opcodes: the N functions with most opcodes")
     args = parser.parse_args()
     if args.cpu is not None:  # before any thread starts: every thread inherits it
         os.sched_setaffinity(0, {args.cpu})
     pinned = "" if args.cpu is None else f", pinned to core {args.cpu}"
-    print(f"{args.produces:,} acks=all produces of 1 x {args.value_bytes} B, RF=3 (2 followers long-polling){pinned}")
+    idempotent = ", idempotent" if args.idempotent else ""
+    print(f"{args.produces:,} acks=all produces of 1 x {args.value_bytes} B{idempotent}, RF=3 "
+          f"(2 followers long-polling){pinned}")
     if args.opcodes:
         print(f"{'round':<6} {'opcodes/produce':>15} {'calls/produce':>13} {'fetch/pr':>8}")
     else:
@@ -237,7 +252,7 @@ def main() -> None:
     for r in range(args.rounds):
         load = os.getloadavg()[0]
         counts = Counts() if args.opcodes else None
-        cpu, fetches = asyncio.run(one_round(args.produces, args.value_bytes, counts))
+        cpu, fetches = asyncio.run(one_round(args.produces, args.value_bytes, counts, args.idempotent))
         if counts is not None:
             print(f"{r + 1:<6} {counts.opcodes / args.produces:>15,.0f} {counts.calls / args.produces:>13,.0f} "
                   f"{fetches / args.produces:>8.2f}", flush=True)
