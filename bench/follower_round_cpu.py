@@ -23,6 +23,11 @@ C code does inside a call and slows the loop ~50x: a count, not a time.
 library's; `<string>` is generated code: dataclass __init__s, instance builders, named tuples),
 so each owner sees their share of a round.
 
+Without `--opcodes`, also printed: the event loop's passes per round (its selector's select
+calls), each a `_run_once` of asyncio's: a round whose answer wakes a task costs two (the
+answer's read sets a future; the task resumes in the next pass, after a select(0)). Not with
+`--opcodes`: the counting wrapper's own bytecodes would be counted as the round's.
+
 Run it at two commits to compare them (PYTHONPATH=<worktree>), old and new in turns. Nothing is
 asserted: a measurement, not a test.
 """
@@ -161,23 +166,44 @@ class Leader(threading.Thread):
                 conn.sendall(struct.pack(">ii", 4 + len(body), correlation_id) + body)
 
 
+class Passes:
+    """Counts the event loop's passes: its selector's select calls, one per `_run_once`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.count = 0
+        self.counting = False
+        selector = loop._selector  # type: ignore[attr-defined]  # a selector event loop's
+        self._select = selector.select
+        selector.select = self._counted
+
+    def _counted(self, timeout: float | None = None) -> Any:
+        if self.counting:
+            self.count += 1
+        return self._select(timeout)
+
+
 async def one_round(directory: Path, fetches: int, partitions: int, value_bytes: int,
-                    opcodes: bool, counter: Counts) -> tuple[float, float, float]:
-    """(loop CPU s per fetch, opcodes per fetch, calls per fetch) over `fetches` rounds, counted
-    in `counter` with `opcodes`."""
+                    opcodes: bool, counter: Counts) -> tuple[float, float, float, float]:
+    """(loop CPU s per fetch, opcodes per fetch, calls per fetch, loop passes per fetch) over
+    `fetches` rounds, counted in `counter` with `opcodes`."""
     listener = socket.create_server((HOST, 0))
     leader = Leader(listener, answers(WARMUP_FETCHES + fetches + 1, value_bytes))
     loop = asyncio.get_running_loop()
     started, ended = loop.create_future(), loop.create_future()
+    passes = Passes(loop) if not opcodes else None
 
     def at_start() -> None:
         if opcodes:
             counter.install()
+        if passes is not None:
+            passes.counting = True
         started.set_result(time.thread_time())
 
     def at_end() -> None:
         cpu = time.thread_time()
         counter.remove()
+        if passes is not None:
+            passes.counting = False
         ended.set_result(cpu)
 
     def mark(k: int, action: Any) -> None:
@@ -200,7 +226,8 @@ async def one_round(directory: Path, fetches: int, partitions: int, value_bytes:
         async with asyncio.timeout(600):
             before = await started
             after = await ended
-        counts = (counter.opcodes / fetches, counter.calls / fetches)
+        counts = (counter.opcodes / fetches, counter.calls / fetches,
+                  0.0 if passes is None else passes.count / fetches)
     finally:
         counter.remove()
         await manager.shutdown()
@@ -224,12 +251,13 @@ def main() -> None:
         directory = Path(tempfile.mkdtemp(prefix="follower-round-"))
         counter = FileCounts() if args.by_file else Counts()
         try:
-            cpu, ops, calls = asyncio.run(one_round(directory, fetches, args.partitions, args.value_bytes,
-                                                    args.opcodes, counter))
+            cpu, ops, calls, passes = asyncio.run(one_round(directory, fetches, args.partitions,
+                                                            args.value_bytes, args.opcodes, counter))
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         cpus.append(cpu)
-        extra = f", {ops:.0f} opcodes and {calls:.0f} calls per round" if args.opcodes else ""
+        extra = (f", {ops:.0f} opcodes and {calls:.0f} calls per round" if args.opcodes
+                 else f", {passes:.2f} loop passes per round")
         print(f"round {r + 1}: {fetches} fetches, loop CPU {cpu * 1e6:.0f} us per fetch{extra}; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         if args.opcodes and isinstance(counter, FileCounts):

@@ -105,6 +105,9 @@ class FetchRounds:
         """When the earliest back-off ends (possibly a stale one: waking early is harmless)."""
         return self._retry[0][0] if self._retry else None
 
+    def is_truncating(self) -> bool:
+        return bool(self._truncating)
+
     def truncating(self) -> dict[TopicPartition, PartitionFetchState]:
         """The partitions to ask OffsetForLeaderEpoch for now (a copy: the round awaits)."""
         return dict(self._truncating) if self._truncating else {}

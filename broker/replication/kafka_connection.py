@@ -10,6 +10,13 @@ One request at a time, answered in order (the fetcher has nothing to pipeline). 
 is bounded by the timeout; any failure closes the connection and raises
 `BrokerConnectionError`, and the caller opens a new one after its backoff.
 
+A caller that sends its next request as soon as an answer is handled (the fetcher's rounds)
+uses `requests`: each answer is decoded and handed on in the receiver's own turn, as its bytes
+arrive, and the next request is written there; the awaiting task is not woken per answer.
+`request` woke it: the answer set a future in the read callback and the task resumed one
+event-loop pass later (a select, a task step: ~300 of a follower round's ~3,700 opcodes,
+issue 35, bench/follower_round_cpu.py).
+
 Responses are read as the broker's listener reads requests (`broker.frame_receiver`): the
 socket reads straight into a `FrameDecoder`, and a large response (a follower's fetch of bulk
 records) is received in place, in a buffer of its own sized from its prefix, and decoded as
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from broker.client_security import INTER_BROKER_SECURITY
 from broker.frame_receiver import Frame, FrameReceiver
@@ -52,6 +59,20 @@ class BrokerConnectionError(ConnectionError):
     """The connection failed, timed out or got an answer it could not read; it is closed."""
 
 
+class _Chain(Generic[T]):
+    """One `requests` call: what each answer is decoded with and handed to, and how it ended."""
+
+    __slots__ = ("key", "version", "decode", "on_answer", "extra_timeout_s", "running", "error", "failed")
+
+    def __init__(self, key: int, version: int, decode: Callable[[memoryview, int], T],
+                 on_answer: Callable[[T], list[Chunk] | None], extra_timeout_s: float) -> None:
+        self.key, self.version, self.decode, self.on_answer = key, version, decode, on_answer
+        self.extra_timeout_s = extra_timeout_s
+        self.running = True  # a request of the chain is in flight
+        self.error: Exception | None = None  # the connection's: an answer that cannot be read
+        self.failed: Exception | None = None  # what on_answer raised
+
+
 class _Received:
     """The FrameReceiver's byte counter (it needs one; nothing reads it yet)."""
 
@@ -78,6 +99,7 @@ class KafkaConnection:
         self._deadline: float | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._timed_out = False
+        self._chain: _Chain[Any] | None = None  # the `requests` call whose answers are taken in turn
 
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float,
@@ -130,31 +152,110 @@ class KafkaConnection:
         if self.closed:
             raise BrokerConnectionError(f"connection to {self.address} is closed")
         key = int(api_key)
+        self._write(key, version, body, extra_timeout_s)
+        try:
+            if self._writer.transport.get_write_buffer_size():  # the socket took less than all
+                await self._writer.drain()  # (waits while it is over its high-water mark)
+            return self._decode(key, version, decode, await self._receiver.receive(), extra_timeout_s)
+        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
+            raise self._failed(api_key, version, e, extra_timeout_s) from e
+        except BaseException:
+            self.abort()  # cancelled mid-request: the stream is out of step now
+            raise
+
+    async def requests(self, api_key: ApiKey, version: int, body: list[Chunk],
+                       decode: Callable[[memoryview, int], T], on_answer: Callable[[T], list[Chunk] | None],
+                       *, extra_timeout_s: float = 0.0) -> None:
+        """Send `body`, then one request after another for as long as `on_answer` asks: each
+        answer is decoded and handed to `on_answer` in the receiver's turn as it arrives, and
+        what it returns is the next request's body (the same API and version), written at once;
+        None stops. Returns then. Raises BrokerConnectionError as `request` does (closed), or
+        what `on_answer` raised (the connection as it was, nothing in flight); each request is
+        bounded by the timeout (plus `extra_timeout_s`) from its own start."""
+        if self.closed:
+            raise BrokerConnectionError(f"connection to {self.address} is closed")
+        chain: _Chain[T] = _Chain(int(api_key), version, decode, on_answer, extra_timeout_s)
+        receiver = self._receiver
+        self._write(chain.key, version, body, extra_timeout_s)
+        try:
+            if self._writer.transport.get_write_buffer_size():
+                await self._writer.drain()
+            self._chain, receiver.sink = chain, self._take_in_turn
+            # Each pass is one wake-up: the chain stopped in the receiver's turn, an answer came
+            # while nobody waited (during the drain), EOF, or the receiver's error.
+            while chain.running:  # until on_answer stops or a request fails
+                frames = await receiver.receive()
+                if chain.error is not None:
+                    raise chain.error
+                if chain.running:
+                    self._step(chain, frames)
+        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
+            raise self._failed(api_key, version, e, extra_timeout_s) from e
+        except BaseException:
+            self.abort()  # cancelled mid-request, or an answer that does not decode
+            raise
+        finally:
+            self._chain = receiver.sink = None
+        if chain.failed is not None:
+            raise chain.failed
+
+    def _take_in_turn(self, frames: list[Frame]) -> list[Frame]:
+        """FrameReceiver.sink while `requests` waits: the chain's answer taken in the read's own
+        turn. Returns [] while the chain goes on (its task sleeps on), else the frames (already
+        handled, or left for the task to fail on), which wake the task. Never raises: the
+        transport's read callback would take it for a fatal error of its own."""
+        chain = self._chain
+        if chain is None or not chain.running or self.closed or self._timed_out:
+            return frames
+        try:
+            self._step(chain, frames)
+        except Exception as e:  # noqa: BLE001 - raised in the waiting task, as `request` raises it
+            chain.error = e
+            chain.running = False
+        return [] if chain.running else frames
+
+    def _step(self, chain: _Chain[Any], frames: list[Frame]) -> None:
+        """Decode the chain's answer, hand it on, and write the next request if one comes back."""
+        response = self._decode(chain.key, chain.version, chain.decode, frames, chain.extra_timeout_s)
+        try:
+            body = chain.on_answer(response)
+        except Exception as e:  # noqa: BLE001 - the caller's error, raised as is by `requests`
+            chain.failed = e
+            body = None
+        if body is None:
+            chain.running = False
+            return
+        if self.closed:  # (on_answer closed it) the request it built is lost: fail as a lost link
+            raise EOFError("the connection was closed while its answer was handled")
+        # Written without a drain: one request in flight at a time, and the next is written only
+        # once its predecessor's answer arrived, so the buffer holds at most one small request.
+        self._write(chain.key, chain.version, body, chain.extra_timeout_s)
+
+    def _write(self, key: int, version: int, body: list[Chunk], extra_timeout_s: float) -> None:
+        """Frame and write one request; its deadline is armed."""
         frame = self._framing.request(key, version, body)
         deadline = self._deadline = self._loop.time() + self.timeout_s + extra_timeout_s
         if self._watchdog is None:
             self._watchdog = self._loop.call_at(deadline, self._check_deadline)
-        try:
-            transport = self._writer.transport
-            transport.write(frame)
-            if transport.get_write_buffer_size():  # the socket took less than all: wait while it is over its high-water mark
-                await self._writer.drain()
-            frames = await self._receiver.receive()
-            if self._timed_out:
-                raise TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
-            self._deadline = None
-            payload = self._answer(frames)
-            # A flexible version's response header v1 ends in tagged fields, skipped here.
-            return decode(strip_response_header(key, version, payload), version)
-        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
-            self.abort()
-            if self._timed_out and not isinstance(e, TimeoutError):  # the watchdog's abort, seen as a lost link
-                e = TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
-            raise BrokerConnectionError(
-                f"{api_key.name} v{version} to {self.address} failed: {e or type(e).__name__}") from e
-        except BaseException:
-            self.abort()  # cancelled mid-request: the stream is out of step now
-            raise
+        self._writer.transport.write(frame)
+
+    def _decode(self, key: int, version: int, decode: Callable[[memoryview, int], T], frames: list[Frame],
+                extra_timeout_s: float) -> T:
+        """The answer to the request in flight, decoded; it is no longer in flight."""
+        if self._timed_out:
+            raise TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
+        self._deadline = None
+        payload = self._answer(frames)
+        # A flexible version's response header v1 ends in tagged fields, skipped here.
+        return decode(strip_response_header(key, version, payload), version)
+
+    def _failed(self, api_key: ApiKey, version: int, e: BaseException, extra_timeout_s: float
+                ) -> BrokerConnectionError:
+        """Close, and the error a failed request raises."""
+        self.abort()
+        if self._timed_out and not isinstance(e, TimeoutError):  # the watchdog's abort, seen as a lost link
+            e = TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
+        return BrokerConnectionError(f"{api_key.name} v{version} to {self.address} failed: {e or type(e).__name__}")
 
     def _check_deadline(self) -> None:
         """The watchdog: abort a request in flight past its deadline (its await then fails),

@@ -41,6 +41,7 @@ class Leader:
 
     def __init__(self, answers: dict[int, tuple[int, bytes]]) -> None:
         self.closed = False
+        self.address = "leader"
         self.answers = answers
         self.named: list[set[int]] = []  # the partitions each Fetch named
         self.fetched = asyncio.Event()
@@ -60,6 +61,13 @@ class Leader:
             fetch.FetchPartitionResponse(p, 0, self.answers[p][0], self.answers[p][1], log_start_offset=0)
             for p in sorted(named))),), 0, 77)
         return decode(memoryview(b"".join(fetch.encode_fetch_response(answer, version))), version)
+
+    async def requests(self, api_key: int, version: int, payload: Any, decode: Any, on_answer: Any,
+                       **kw: Any) -> None:
+        """KafkaConnection.requests, each answer handed on in this task: a request while
+        `on_answer` returns one."""
+        while payload is not None:  # until on_answer stops (or a request never ends)
+            payload = on_answer(await self.request(api_key, version, payload, decode, **kw))
 
 
 @asynccontextmanager
