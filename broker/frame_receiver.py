@@ -82,6 +82,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._error: BaseException | None = None  # delivered once the frames before it are taken
         self._eof = False
         self._discarding = False
+        self._dropping = False  # what arrives is dropped: discarding, or after the decoder's error
         self._discard: bytearray | None = None  # allocated at the first byte dropped
         self._reading_paused = False
         self._read_transport: asyncio.BaseTransport | None = None
@@ -99,7 +100,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         super().connection_made(transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._discarding or self._error is not None:
+        if self._dropping:
             if self._discard is None:
                 self._discard = bytearray(_DISCARD_BYTES)
             return memoryview(self._discard)
@@ -107,7 +108,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._metrics.bytes_in += nbytes
-        if self._discarding or self._error is not None:
+        if self._dropping:
             return
         frames = self._frames
         before = len(frames)
@@ -115,6 +116,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
             self.decoder.buffer_updated(nbytes, frames)  # type: ignore[arg-type]
         except ProtocolError as e:
             self._error = e
+            self._dropping = True
             self._pause()
         if len(frames) == before and self._error is None:
             return
@@ -122,11 +124,11 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
             # The connection takes them now, not in its reader task a loop pass later (a future,
             # a wake-up and a task step per request). `before` is 0: `receive` waits only with
             # none queued. What the sink leaves is queued for `receive` as any frame.
-            taken = list(frames)
+            left = self.sink(list(frames))
             frames.clear()
-            frames.extend(self.sink(taken))
-            if not frames:
+            if not left:
                 return
+            frames.extend(left)
         for i in range(before, len(frames)):  # bounded by the frames this read completed
             self._queued += len(frames[i])
         if self._waiter is not None:
@@ -170,7 +172,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 
     async def discard_until_eof(self) -> None:
         """Drop whatever the peer still sends until it closes (the caller bounds the wait)."""
-        self._discarding = True
+        self._discarding = self._dropping = True
         self._frames.clear()
         self._queued = 0
         self._resume()

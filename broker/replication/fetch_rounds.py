@@ -13,9 +13,10 @@ A fetcher following 100,000 partitions used to walk all of them every round (eac
 partition's log offsets, ISR seat, throttle, and the session's diff of the whole set), and
 every slice of metadata applied while topics were created forced such a round: creating N
 partitions cost O(N^2 / slice size) on every follower (issue 35). Here a round costs what
-changed: partitions added, removed or moved, touched (registration changed, an answer with
-records or an error, a truncation done), due after a back-off; plus those outside the ISR,
-which every fetch names (the leader reconsiders the ISR; only they can be throttled).
+changed: partitions added, removed or moved, touched (registration changed, an answer's
+error or moved log start, a truncation done), due after a back-off; plus those outside the
+ISR, which every fetch names (the leader reconsiders the ISR; only they can be throttled). An
+answer with records sets its partition's new entry at once (`fetching`), its partition at hand.
 The earliest retry is a heap's top, not a scan.
 
 Pure bookkeeping (time is the caller's `now`); the fetcher (`replica_fetcher`) reads the

@@ -241,13 +241,18 @@ class KafkaConnection:
 
     def _decode(self, key: int, version: int, decode: Callable[[memoryview, int], T], frames: list[Frame],
                 extra_timeout_s: float) -> T:
-        """The answer to the request in flight, decoded; it is no longer in flight."""
+        """The answer to the request in flight, decoded; it is no longer in flight. EOFError for
+        none (the broker closed), ProtocolError for more than one (answers nobody asked for) or
+        another correlation id."""
         if self._timed_out:
             raise TimeoutError(f"no answer in {self.timeout_s + extra_timeout_s:.1f} s")
         self._deadline = None
-        payload = self._answer(frames)
+        if len(frames) != 1:
+            if not frames:
+                raise EOFError("the broker closed the connection before answering")
+            raise ProtocolError(f"{len(frames)} responses to one request")
         # A flexible version's response header v1 ends in tagged fields, skipped here.
-        return decode(strip_response_header(key, version, payload), version)
+        return decode(strip_response_header(key, version, self._framing.response_body(frames[0])), version)
 
     def _failed(self, api_key: ApiKey, version: int, e: BaseException, extra_timeout_s: float
                 ) -> BrokerConnectionError:
@@ -269,15 +274,6 @@ class KafkaConnection:
             self._writer.transport.abort()  # wakes the receive (EOF) or the drain (lost link)
         else:
             self._watchdog = self._loop.call_at(deadline, self._check_deadline)
-
-    def _answer(self, frames: list[Frame]) -> memoryview:
-        """The body of the one response to the request in flight; EOFError for none (the broker
-        closed), ProtocolError for more than one (answers nobody asked for) or another id."""
-        if not frames:
-            raise EOFError("the broker closed the connection before answering")
-        if len(frames) > 1:
-            raise ProtocolError(f"{len(frames)} responses to one request")
-        return self._framing.response_body(frames[0])
 
     def abort(self) -> None:
         """Close at once, without waiting (cancellation paths)."""

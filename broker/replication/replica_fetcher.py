@@ -78,6 +78,7 @@ LOG_START_CHECK_S: Final = 5.0
 _FETCH: Final = ApiKey.FETCH  # bound once: the enum class's attribute lookup is slow, and this is per round
 _RECORD_BYTES: Final = (bytes, memoryview)  # an answer's records as bytes (not a placeholder, not None)
 _NO_RECORDS: Final = memoryview(b"")
+_new_entry: Final = fetch.new_fetch_partition
 
 
 class ReplicaFetcher:
@@ -153,14 +154,11 @@ class ReplicaFetcher:
 
     # ---- the loop ----------------------------------------------------------------------
 
-    def _round_has_work(self, now: float) -> bool:
-        """The start of every round: back-offs that ended, log starts checked when due; whether
-        there is anything to truncate or fetch."""
-        rounds = self._rounds
-        rounds.due(now)
+    def _start_round(self, now: float) -> None:
+        """The start of every round: back-offs that ended, log starts checked when due."""
+        self._rounds.due(now)
         if now - self._log_starts_checked >= LOG_START_CHECK_S:
             self._check_log_starts(now)
-        return rounds.is_truncating() or rounds.has_fetch_work()
 
     async def _run(self) -> None:
         loop = self._loop
@@ -169,7 +167,8 @@ class ReplicaFetcher:
         try:
             while True:  # until cancelled; every pass does bounded requests or one bounded wait
                 now = loop.time()
-                if not self._round_has_work(now):
+                self._start_round(now)
+                if not rounds.is_truncating() and not rounds.has_fetch_work():
                     self._changed.clear()
                     retry_at = rounds.next_retry()
                     try:
@@ -389,27 +388,33 @@ class ReplicaFetcher:
     def _next_fetch(self, now: float) -> list[Chunk] | None:
         """The next Fetch's body: the entries of what changed built again; None when nothing is
         fetched."""
-        settings, rounds, replicas = self._settings, self._rounds, self._replicas
-        follower_throttled, broker_id = replicas.throttles.follower_throttled, settings.broker_id
-        new_entry, partition_max_bytes = fetch.new_fetch_partition, settings.partition_max_bytes
+        rounds, follower_partition, refresh = self._rounds, self._replicas.follower_partition, self._refresh
         for tp, state in rounds.to_refresh(now):  # what changed, and those outside the ISR
             # `state` is the fetcher's own (to_refresh just read it, nothing awaited since).
-            partition = replicas.follower_partition(tp, state.leader_epoch)
-            if partition is None or follower_throttled(partition):  # reassignment throttle
+            partition = follower_partition(tp, state.leader_epoch)
+            if partition is None:
                 self._back_off(tp, state)
-                continue
-            partition_log = partition.log
-            offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
-            entry = state.request
-            if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
-                    or entry.current_leader_epoch != state.leader_epoch:
-                entry = state.request = new_entry((tp.partition, offset, partition_max_bytes, log_start,
-                                                    state.leader_epoch, -1, fetch.ZERO_UUID))
-            rounds.fetching(tp, entry, in_isr=broker_id in partition.isr)
+            else:
+                refresh(tp, state, partition)
         if not rounds.session.wanted:
             return None
         plan = rounds.build()
         return [self._requests.encode(plan.session_id, plan.epoch, plan.to_send.items(), plan.to_forget)]
+
+    def _refresh(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition) -> None:
+        """Build `tp`'s entry from its log now (kept while its offsets and epoch are), or back
+        it off while the reassignment throttle holds it."""
+        if self._replicas.throttles.follower_throttled(partition):
+            self._back_off(tp, state)
+            return
+        partition_log = partition.log
+        offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
+        entry = state.request
+        if entry is None or entry.fetch_offset != offset or entry.log_start_offset != log_start \
+                or entry.current_leader_epoch != state.leader_epoch:
+            entry = state.request = _new_entry((tp.partition, offset, self._settings.partition_max_bytes, log_start,
+                                                state.leader_epoch, -1, fetch.ZERO_UUID))
+        self._rounds.fetching(tp, entry, in_isr=self._settings.broker_id in partition.isr)
 
     def _on_answer(self, response: fetch.FetchResponse) -> list[Chunk] | None:
         """A Fetch answered, in the connection's read callback: handled, and the next round's
@@ -433,7 +438,9 @@ class ReplicaFetcher:
         if self._out_of_range or self._log_starts_moved:
             return None  # a reset or a write to await first
         now = self._loop.time()
-        if not self._round_has_work(now) or self._rounds.is_truncating():
+        self._start_round(now)
+        rounds = self._rounds
+        if rounds.is_truncating() or not rounds.has_fetch_work():
             return None
         return self._next_fetch(now)
 
@@ -475,7 +482,10 @@ class ReplicaFetcher:
                     self._log_starts_moved[tp] = None  # on disk before the next fetch reports it
                     self._rounds.touch(tp)
                 elif partition_log.log_end_offset != entry.fetch_offset:
-                    self._rounds.touch(tp)
+                    if wanted.get(tp) is entry:  # (not backed off by its append)
+                        self._refresh(tp, state, partition)  # now: it is at hand
+                    else:
+                        self._rounds.touch(tp)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
                 answer: fetch.FetchPartitionResponse, view: memoryview) -> None:

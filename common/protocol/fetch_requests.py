@@ -28,13 +28,16 @@ _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _NO_TOPICS: Final = _I32.pack(0)  # an empty array
 _MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
+# Topic names kept encoded: a fetcher names the same few topics round after round. Cleared when
+# full (topics deleted and created over a broker's life would otherwise pile up).
+MAX_ENCODED_TOPICS: Final = 10_000
 
 
 class FetchRequests:
     """Encodes one client's Fetch requests: the same replica id, waits, sizes, isolation level
     and rack on each, the session and the partitions per request."""
 
-    __slots__ = ("_head", "_tail")
+    __slots__ = ("_head", "_tail", "_topics")
 
     def __init__(self, version: int, *, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                  isolation_level: int = 0, rack_id: str = "") -> None:
@@ -42,6 +45,7 @@ class FetchRequests:
             raise ValueError(f"Fetch v{version} is not encoded here (v9-v11)")
         self._head = _HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level)
         self._tail = _string(rack_id) if version >= 11 else b""  # v11: the rack id ends the request
+        self._topics: dict[str, bytes] = {}  # topic name -> its encoded string
 
     def encode(self, session_id: int, session_epoch: int,
                to_send: Collection[tuple[tuple[str, int], FetchPartition]] = (),
@@ -61,8 +65,14 @@ class FetchRequests:
             else:
                 named.append(packed)
         out = [self._head, _SESSION.pack(session_id, session_epoch, len(topics))]
+        encoded = self._topics
         for topic, packed_partitions in topics.items():  # bounded by the partitions named
-            out += (_string(topic), _I32.pack(len(packed_partitions)), *packed_partitions)
+            name = encoded.get(topic)
+            if name is None:
+                if len(encoded) >= MAX_ENCODED_TOPICS:
+                    encoded.clear()
+                name = encoded[topic] = _string(topic)
+            out += (name, _I32.pack(len(packed_partitions)), *packed_partitions)
         if to_forget:
             out.append(_forgotten(to_forget))
         else:

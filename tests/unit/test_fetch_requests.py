@@ -10,6 +10,7 @@ import random
 import pytest
 
 from common.protocol import fetch
+from common.protocol import fetch_requests
 from common.protocol.fetch_requests import FetchRequests
 from common.protocol.frame import join_chunks
 from common.topic_partition import TopicPartition
@@ -63,3 +64,13 @@ def test_only_the_classic_session_versions_and_kafka_string_lengths() -> None:
     requests = FetchRequests(11, replica_id=5, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20)
     with pytest.raises(ValueError, match="32767"):
         requests.encode(0, 0, {TopicPartition("x" * 40_000, 0): fetch.FetchPartition(0, 0, 1)}.items())
+
+
+def test_encoded_topic_names_are_kept_up_to_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fetch_requests, "MAX_ENCODED_TOPICS", 2)
+    requests = FetchRequests(11, replica_id=7, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20)
+    for topic in (*TOPICS, *TOPICS):  # each round names a topic the last did not
+        sent = {TopicPartition(topic, 3): fetch.FetchPartition(3, 10, 1 << 20, 0, 1)}
+        body = requests.encode(5, 1, sent.items())
+        assert body == join_chunks(fetch.encode_fetch_request(_as_fetch_request(11, 5, 1, sent, (), ""), 11))
+        assert topic in requests._topics and len(requests._topics) <= 2

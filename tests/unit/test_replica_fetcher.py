@@ -92,9 +92,18 @@ def test_an_answer_that_moved_only_the_high_watermark_leaves_the_entry_alone(tmp
             replicas.apply_changes(changes_for_broker(EMPTY_IMAGE, IMAGE, ME), IMAGE)
             fetcher = manager.fetchers[LEADER]
             fetcher._conn = leader  # type: ignore[assignment]
-            touched: list[TopicPartition] = []
-            touch = fetcher._rounds.touch
-            fetcher._rounds.touch = lambda tp: touched.append(tp) or touch(tp)  # type: ignore[method-assign]
+            rebuilt: list[TopicPartition] = []  # entries built again (at once, or touched) once fetching
+            touch, refresh = fetcher._rounds.touch, fetcher._refresh
+
+            def noted_touch(tp: TopicPartition) -> None:
+                rebuilt.extend([tp] if leader.named else [])
+                touch(tp)
+
+            def noted_refresh(tp: TopicPartition, *args: Any) -> None:
+                rebuilt.extend([tp] if leader.named else [])
+                refresh(tp, *args)
+            fetcher._rounds.touch = noted_touch  # type: ignore[method-assign]
+            fetcher._refresh = noted_refresh  # type: ignore[method-assign]
             async with asyncio.timeout(10):
                 while len(leader.named) < 2:
                     leader.fetched.clear()
@@ -102,7 +111,7 @@ def test_an_answer_that_moved_only_the_high_watermark_leaves_the_entry_alone(tmp
             assert leader.named[0] == {0, 1}  # the session's first, full fetch
             assert replicas.get_partition(QUIET).log.high_watermark == 0  # min(leader HW 7, own LEO 0)
             assert replicas.get_partition(MOVED).log.log_end_offset == 3
-            assert touched == [MOVED]  # built again: QUIET's entry is as it was
+            assert rebuilt == [MOVED]  # built again: QUIET's entry is as it was
             assert leader.named[1] == {1}  # only the partition whose fetch offset moved
             assert fetcher._rounds.session.wanted[QUIET].fetch_offset == 0
 
