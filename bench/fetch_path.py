@@ -104,8 +104,9 @@ def parts(handler: Any, version: int, isolation: int) -> tuple[int, dict[str, fl
         header, body = parse_request_header(memoryview(frame)[4:])
         chunks = handler.start(header, body)
         if isinstance(chunks, Later):  # at the log end: it would wait for data
-            pending = getattr(chunks.answer, "pending", chunks.answer)  # the server's Encoding, or the coroutine
-            getattr(pending, "close", lambda: None)()
+            pending = getattr(chunks.answer, "pending", chunks.answer)  # the server's Encoding's future
+            if isinstance(pending, asyncio.Future):
+                pending.cancel()  # as the server does for a closed connection: forgotten at its deadline
             break
         data = b"".join(c.read_bytes() for c in chunks if not isinstance(c, bytes))
         nxt = next_offset(data, offsets[-1])

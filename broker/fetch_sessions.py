@@ -2,12 +2,14 @@
 
     sessions = FetchSessions(replicas, max_entries=1000)     # registers with the ReplicaManager
     context = sessions.new_context(metadata, requested, forgotten, replica_id=r)
-    await sessions.wait(session, timeout_s)                  # until a partition of it changes
+    sessions.park(session, fetch)        # fetch.wake() in a later loop pass, once a partition of it changes
 
 The ReplicaManager calls `on_partition_change(tp)` after every append, high watermark move,
 log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
-gets `tp` in its changed set, and a fetch of that session parked in `wait` wakes. An idle
-incremental fetch therefore costs the leader nothing per partition: it parks on one event.
+gets `tp` in its changed set, and a fetch of that session parked with `park` wakes. An idle
+incremental fetch therefore costs the leader nothing per partition, and no task, event or
+timeout of its own: it is one entry here, its answer a future the server awaits, and its
+deadline a timer of the broker's (issue 35: two follower fetches wait per acks=all produce).
 A parked fetch wakes only on a change that gives it something to answer (Kafka's
 DelayedFetch.tryComplete: bytes past the fetch offset up to the fetch's end, a role or epoch
 change). A follower reads to the log end, so since KAFKA-9952 a HW move alone does not wake
@@ -31,6 +33,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from broker.fetch_session import (
     CachedPartition,
@@ -50,6 +53,14 @@ from common.protocol.fetch import FetchPartition
 log = logging.getLogger(__name__)
 
 
+class ParkedFetch(Protocol):
+    """An incremental fetch waiting on its session (broker.handlers.fetch)."""
+
+    def wake(self) -> None:
+        """A partition of its session changed and is due: read what changed, then answer or
+        park again. Called in a loop pass of its own, never inside the change."""
+
+
 class FetchSessions:
     """One broker's fetch sessions (KIP-227), kept in step with its partitions."""
 
@@ -58,7 +69,7 @@ class FetchSessions:
         self._replicas = replicas
         self.cache = FetchSessionCache(new_session_id=(rng or random.Random()).randrange,
                                        max_entries=max_entries)
-        self._waiting: dict[int, asyncio.Event] = {}  # session id -> its parked fetch
+        self._parked: dict[int, ParkedFetch] = {}  # session id -> its parked fetch
         # How long a change on a partition led here waited for a follower's fetch to read it
         # (an append the follower must copy before an acks=all produce completes): /metrics.
         self.follower_fetch_wait = PauseHistogram()
@@ -109,9 +120,11 @@ class FetchSessions:
                     due = _follower_must_answer(partition, cached)
             session.mark(tp, now, due=due)
             if due:
-                event = self._waiting.get(session.id)
-                if event is not None:
-                    event.set()
+                parked = self._parked.pop(session.id, None)
+                if parked is not None:
+                    # in the next loop pass, as the task of an awaited event would resume: the
+                    # rest of this request (a produce's other partitions) is appended by then
+                    asyncio.get_running_loop().call_soon(parked.wake)
 
     def take_changed(self, session: FetchSession) -> list[TopicPartition]:
         """The session's changed partitions, to read now. For a follower's session, how long
@@ -120,20 +133,23 @@ class FetchSessions:
             self.follower_fetch_wait.observe(max(0, self.now_ms() - session.changed_since_ms))
         return session.take_changed()
 
-    async def wait(self, session: FetchSession, timeout_s: float) -> None:
-        """Until a partition of `session` is marked changed and due, or `timeout_s` passes."""
-        if session.due or timeout_s <= 0:
+    def park(self, session: FetchSession, fetch: ParkedFetch) -> None:
+        """`fetch.wake()` in a later loop pass once a partition of `session` is marked changed
+        and due (at once when one is). One fetch per session: a newer one takes the place of
+        an older, which then waits for its own deadline (the caller's timer, with `unpark`)."""
+        if session.due:
+            asyncio.get_running_loop().call_soon(fetch.wake)
             return
-        event = asyncio.Event()
-        self._waiting[session.id] = event
-        try:
-            async with asyncio.timeout(timeout_s):
-                await event.wait()
-        except TimeoutError:
-            pass
-        finally:
-            if self._waiting.get(session.id) is event:
-                del self._waiting[session.id]
+        self._parked[session.id] = fetch
+
+    def unpark(self, session: FetchSession, fetch: ParkedFetch) -> None:
+        """Forget `fetch` if it is still parked on `session` (its deadline came first)."""
+        if self._parked.get(session.id) is fetch:
+            del self._parked[session.id]
+
+    def parked(self, session: FetchSession) -> ParkedFetch | None:
+        """The fetch parked on `session` (tests, metrics)."""
+        return self._parked.get(session.id)
 
 
 def _consumer_must_answer(partition: Partition, cached: CachedPartition) -> bool:

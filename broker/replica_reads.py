@@ -204,6 +204,16 @@ def consumer_fetch_state(partition: Partition | None) -> Hashable:
             partition_log.log_start_offset)
 
 
+def delayed_fetch(partitions: Mapping[TopicPartition, Partition], tps: Iterable[TopicPartition],
+                  replica_id: int | None) -> DelayedFetch:
+    """A waiting fetch over `tps` in Kafka's DelayedFetch terms: woken by any change (None: a
+    share fetch's "any change"), a follower's (>= 0) not by a HW move, a consumer's (< 0) not
+    by an append below the HW."""
+    state = fetch_state if replica_id is None else follower_fetch_state if replica_id >= 0 \
+        else consumer_fetch_state
+    return DelayedFetch(tps, lambda tp: state(partitions.get(tp)))
+
+
 class DelayedFetch:
     """A fetch that found fewer than min_bytes, waiting for its partitions to change.
 

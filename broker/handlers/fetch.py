@@ -5,15 +5,19 @@ Fetch follows KIP-227 (`broker.fetch_session`): a full fetch reads every partiti
 and may open a session; an incremental one reads the partitions it names plus those its
 session saw change, and answers only those with something to report. A full fetch that
 finds fewer than min_bytes waits in the ReplicaManager's fetch purgatory until one of its
-partitions changes; an incremental one waits on its session's change event. Either reads
-again then; the whole request has one deadline, max_wait_ms. A follower's fetch (replica id >= 0) reads up to the log end offset and tells
-the leader where the follower is (ReplicaManager.read).
+partitions changes; an incremental one is parked on its session (FetchSessions.park). Either
+reads again then; the whole request has one deadline, max_wait_ms, a timer of the broker's
+timer service (the purgatory's, or `_IncrementalPass.expire`). A waiting fetch is a future
+the server awaits, set where it completes: no task, coroutine, event or timeout per fetch
+(issue 35: an acks=all produce makes its leader answer two follower fetches that waited).
+A follower's fetch (replica id >= 0) reads up to the log end offset and tells the leader
+where the follower is (ReplicaManager.read).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,6 +46,7 @@ from broker.handlers.fetch_partitions import (
     size_of,
     with_leader_hints,
 )
+from broker.replica_reads import delayed_fetch
 from broker.topic_metrics import count_fetch
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
@@ -79,7 +84,8 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
                                        uses_topic_ids=uses_topic_ids)
     if isinstance(context, SessionError):
         return fetch.FetchResponse(0, (), int(context.error), 0)
-    deadline = asyncio.get_running_loop().time() + max(req.max_wait_ms, 0) / SECOND_MS
+    now_ms = ctx.replicas.timers.now_ms  # the clock of the broker's timers, which hold the deadline
+    deadline_ms = now_ms() + max(req.max_wait_ms, 0)
 
     def respond(answers: dict[TopicPartition, fetch.FetchPartitionResponse], session_id: int,
                 failed: bool) -> fetch.FetchResponse:
@@ -95,14 +101,11 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
     if isinstance(context, IncrementalFetch):
         assert sessions is not None
         session = context.session
-        pass_ = _IncrementalPass(ctx, sessions, session, req, follower_reads)
+        pass_ = _IncrementalPass(ctx, sessions, session, req, follower_reads, deadline_ms)
         pass_.read([*sessions.take_changed(session), *requested])
-        if pass_.settled(deadline):
+        if pass_.settled():
             return respond(pass_.finish(), session.id, pass_.failed)
-
-        async def incremental_later() -> fetch.FetchResponse:
-            return respond(await _wait_incremental(pass_, deadline), session.id, pass_.failed)
-        return Later(incremental_later())
+        return Later(pass_.park(respond))
 
     def full_response(full: _FullPass) -> fetch.FetchResponse:
         session_id = 0
@@ -116,12 +119,9 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
         return respond(full.answers, session_id, full.failed)
 
     first = _read_full(ctx, req, requested, follower_reads=follower_reads)
-    if first.settled(req, requested, deadline):
+    if first.settled(req, requested, deadline_ms - now_ms()):
         return full_response(first)
-
-    async def full_later() -> fetch.FetchResponse:
-        return full_response(await _wait_full(ctx, req, requested, first, deadline, follower_reads=follower_reads))
-    return Later(full_later())
+    return Later(_FullWait(ctx, req, requested, follower_reads, deadline_ms, full_response).watch())
 
 
 _SESSIONLESS: Final = Sessionless()
@@ -138,9 +138,8 @@ class _FullPass:
     total: int
     failed: bool
 
-    def settled(self, req: fetch.FetchRequest, requested: Mapping[TopicPartition, object], deadline: float) -> bool:
-        return self.total >= req.min_bytes or self.failed or not requested \
-            or deadline - asyncio.get_running_loop().time() <= 0
+    def settled(self, req: fetch.FetchRequest, requested: Mapping[TopicPartition, object], left_ms: int) -> bool:
+        return self.total >= req.min_bytes or self.failed or not requested or left_ms <= 0
 
 
 def _read_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
@@ -158,15 +157,44 @@ def _read_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[Topi
     return read
 
 
-async def _wait_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
-                     read: _FullPass, deadline: float, *, follower_reads: bool) -> _FullPass:
-    """A full fetch that found too little: wait for a change of one of its partitions, read them
-    all again, until min_bytes or the deadline (max_wait_ms)."""
-    loop = asyncio.get_running_loop()
-    while not read.settled(req, requested, deadline):  # bounded by max_wait_ms: each pass waits
-        await ctx.replicas.wait_for_data(requested, deadline - loop.time(), replica_id=req.replica_id)
-        read = _read_full(ctx, req, requested, follower_reads=follower_reads)
-    return read
+class _FullWait:
+    """A full fetch that found too little: watched in the fetch purgatory until one of its
+    partitions changes, then all read again, until min_bytes or the deadline (max_wait_ms).
+    The purgatory's future wakes `_woken` in the loop pass after the change (its done
+    callback), so a produce's other partitions are appended by then, as the task that awaited
+    it would have found them."""
+
+    __slots__ = ("_ctx", "_req", "_requested", "_follower_reads", "_deadline_ms", "_answer", "future")
+
+    def __init__(self, ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
+                 follower_reads: bool, deadline_ms: int, answer: Callable[[_FullPass], fetch.FetchResponse]) -> None:
+        self._ctx, self._req, self._requested = ctx, req, requested
+        self._follower_reads, self._deadline_ms, self._answer = follower_reads, deadline_ms, answer
+        self.future: asyncio.Future[fetch.FetchResponse] = asyncio.get_running_loop().create_future()
+
+    def watch(self) -> asyncio.Future[fetch.FetchResponse]:
+        """The answer to come (the server awaits it): watched from now (the first read found too little)."""
+        replicas = self._ctx.replicas
+        operation = delayed_fetch(replicas.partitions, self._requested, self._req.replica_id)
+        left_s = (self._deadline_ms - replicas.timers.now_ms()) / SECOND_MS
+        replicas.fetch_purgatory.watch(operation, self._requested, left_s, _same).add_done_callback(self._woken)
+        return self.future
+
+    def _woken(self, _changed: asyncio.Future[bool]) -> None:
+        if self.future.done():  # cancelled: the connection closed meanwhile
+            return
+        try:
+            read = _read_full(self._ctx, self._req, self._requested, follower_reads=self._follower_reads)
+            if read.settled(self._req, self._requested, self._deadline_ms - self._ctx.replicas.timers.now_ms()):
+                self.future.set_result(self._answer(read))
+            else:
+                self.watch()
+        except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
+            self.future.set_exception(exc)
+
+
+def _same(changed: bool) -> bool:
+    return changed
 
 
 class _IncrementalPass:
@@ -182,16 +210,19 @@ class _IncrementalPass:
     time, and a small partition behind it (the acks=all canary beside bulk load) would wait
     until the bulk drained."""
 
-    __slots__ = ("_ctx", "sessions", "session", "_req", "_follower_reads", "report", "carry", "total", "failed")
+    __slots__ = ("_ctx", "sessions", "session", "_req", "_follower_reads", "_deadline_ms", "report", "carry",
+                 "total", "failed", "future", "_respond")
 
     def __init__(self, ctx: BrokerContext, sessions: FetchSessions, session: FetchSession,
-                 req: fetch.FetchRequest, follower_reads: bool) -> None:
+                 req: fetch.FetchRequest, follower_reads: bool, deadline_ms: int) -> None:
         self._ctx, self.sessions, self.session, self._req = ctx, sessions, session, req
-        self._follower_reads = follower_reads
+        self._follower_reads, self._deadline_ms = follower_reads, deadline_ms
         self.report: dict[TopicPartition, fetch.FetchPartitionResponse] = {}
         self.carry: dict[TopicPartition, None] = {}  # still to answer on the next fetch (Kafka would)
         self.total = 0
         self.failed = False
+        self.future: asyncio.Future[fetch.FetchResponse] | None = None  # set by `park`
+        self._respond: _Respond | None = None
 
     def read(self, to_read: Iterable[TopicPartition]) -> None:
         session, req, report = self.session, self._req, self.report
@@ -214,9 +245,9 @@ class _IncrementalPass:
                     or answer.preferred_read_replica >= 0
                 session.answered(tp)
 
-    def settled(self, deadline: float) -> bool:
+    def settled(self) -> bool:
         return self.total >= self._req.min_bytes or self.failed \
-            or deadline - asyncio.get_running_loop().time() <= 0
+            or self._deadline_ms - self._ctx.replicas.timers.now_ms() <= 0
 
     def finish(self) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
         # carried partitions have data left or an error: due; marks meanwhile keep theirs
@@ -224,18 +255,53 @@ class _IncrementalPass:
                              due=bool(self.carry))
         return self.report
 
+    def park(self, respond: _Respond) -> asyncio.Future[fetch.FetchResponse]:
+        """This fetch found too little: parked on its session until a partition of it changes
+        and is due (`wake`: read what changed, answer or park again), or its deadline
+        (`expire`). A mark that is not due (a follower's HW move, its own fetch's included)
+        waits too: it is read at the next due change or at the deadline. The answer to come,
+        `respond(report, session id, failed)`, is the future returned (the server awaits it)."""
+        future: asyncio.Future[fetch.FetchResponse] = asyncio.get_running_loop().create_future()
+        self.future, self._respond = future, respond
+        self._ctx.replicas.timers.schedule(self, self._deadline_ms, self.expire)
+        self.sessions.park(self.session, self)
+        return future
 
-async def _wait_incremental(read: _IncrementalPass, deadline: float) -> dict[TopicPartition, fetch.FetchPartitionResponse]:
-    """An incremental fetch that found too little: wait on its session's change event and read
-    what changed, until min_bytes or the deadline (max_wait_ms). A mark that is not due (a
-    follower's HW move, its own fetch's included) waits too: it is read at the next due
-    change or at the deadline."""
-    loop = asyncio.get_running_loop()
-    while not read.settled(deadline):  # bounded by max_wait_ms: each pass waits, then reads what changed
-        if not read.session.due:
-            await read.sessions.wait(read.session, deadline - loop.time())
-        read.read(read.sessions.take_changed(read.session))
-    return read.finish()
+    def wake(self) -> None:
+        future = self.future
+        assert future is not None
+        if future.done():  # cancelled (the connection closed): its deadline forgets it
+            return
+        try:
+            self.read(self.sessions.take_changed(self.session))
+            if not self.settled():
+                self.sessions.park(self.session, self)
+                return
+            self._ctx.replicas.timers.cancel(self)
+            self._answer(future)
+        except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
+            future.set_exception(exc)
+
+    def expire(self, _now_ms: int) -> None:
+        """The deadline (max_wait_ms): what changed meanwhile is read, and answered."""
+        future = self.future
+        assert future is not None
+        self.sessions.unpark(self.session, self)
+        if future.done():
+            return
+        try:
+            self.read(self.sessions.take_changed(self.session))
+            self._answer(future)
+        except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
+            future.set_exception(exc)
+
+    def _answer(self, future: asyncio.Future[fetch.FetchResponse]) -> None:
+        assert self._respond is not None
+        future.set_result(self._respond(self.finish(), self.session.id, self.failed))
+
+
+# respond(answers, session id, failed): the FetchResponse of an incremental fetch's answers
+_Respond = Callable[[dict[TopicPartition, fetch.FetchPartitionResponse], int, bool], fetch.FetchResponse]
 
 
 def _carry_order(carry: Iterable[TopicPartition], marked: Iterable[TopicPartition],

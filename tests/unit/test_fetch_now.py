@@ -204,3 +204,61 @@ def test_a_hand_written_topic_id_is_named_without_a_walk_the_next_time(monkeypat
     first = len(walked)
     assert fetch_partitions.topic_name(IMAGE, real("T")) == "t"
     assert first == 1 and len(walked) == first
+
+
+@pytest.mark.parametrize("session", [(0, FINAL_EPOCH), "incremental"])
+def test_a_waiting_fetch_is_a_future_with_no_task(ctx: BrokerContext, session: tuple[int, int] | str) -> None:
+    """Issue 35: a fetch that must wait costs the broker no task, coroutine or asyncio timeout:
+    its answer is a future the server awaits (broker.server takes a future as is), set where
+    its partition changes; its deadline is one timer of the broker's timer service."""
+    async def run() -> fetch.FetchResponse:
+        if session == "incremental":
+            opened = fetch_now(ctx, request({0: 0, 1: 0}, session=(0, 0), max_wait_ms=0), VERSION, CLIENT)
+            assert isinstance(opened, fetch.FetchResponse)
+            req = request({}, session=(opened.session_id, 1))
+        else:
+            req = request({0: 0, 1: 0})
+        tasks = len(asyncio.all_tasks())
+        timers = len(ctx.replicas.timers)
+        answer = fetch_now(ctx, req, VERSION, CLIENT)
+        assert isinstance(answer, Later) and isinstance(answer.answer, asyncio.Future)
+        assert len(asyncio.all_tasks()) == tasks and len(ctx.replicas.timers) == timers + 1
+        # woken in the next loop pass, not inside the append: a produce over both is read whole
+        ctx.replicas.append(T0, batch(2), acks=1)
+        ctx.replicas.append(T1, batch(1), acks=1)
+        response = await asyncio.wait_for(answer.answer, TEST_TIMEOUT_S)
+        assert len(ctx.replicas.timers) == timers  # answered: its deadline is gone
+        return response
+    assert sizes(asyncio.run(run())) == {0: (0, len(batch(2))), 1: (0, len(batch(1)))}
+
+
+@pytest.mark.parametrize("session", [(0, FINAL_EPOCH), "incremental"])
+def test_a_waiting_fetch_whose_connection_closed_is_forgotten_at_its_deadline(
+        ctx: BrokerContext, session: tuple[int, int] | str) -> None:
+    """The server cancels the future of a closed connection's request: nothing answers it, and
+    at its deadline the fetch leaves the session and the purgatory."""
+    assert ctx.fetch_sessions is not None
+    sessions = ctx.fetch_sessions
+
+    async def run() -> None:
+        parked_on = None
+        if session == "incremental":
+            opened = fetch_now(ctx, request({0: 0, 1: 0}, session=(0, 0), max_wait_ms=0), VERSION, CLIENT)
+            assert isinstance(opened, fetch.FetchResponse)
+            parked_on = sessions.cache.get(opened.session_id)
+            req = request({}, session=(opened.session_id, 1), max_wait_ms=50)
+        else:
+            req = request({0: 0}, max_wait_ms=50)
+        answer = fetch_now(ctx, req, VERSION, CLIENT)
+        assert isinstance(answer, Later) and isinstance(answer.answer, asyncio.Future)
+        if parked_on is not None:
+            assert sessions.parked(parked_on) is not None
+        else:
+            assert ctx.replicas.waiting_count(T0) == 1
+        answer.answer.cancel()
+        await asyncio.sleep(0.2)
+        assert len(ctx.replicas.timers) == 0 and ctx.replicas.waiting_count(T0) == 0
+        if parked_on is not None:
+            assert sessions.parked(parked_on) is None
+    asyncio.run(run())
+

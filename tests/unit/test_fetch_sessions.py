@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from broker.fetch_session import CachedPartition, FetchMetadata, IncrementalFetch
+from broker.fetch_session import CachedPartition, FetchMetadata, FetchSession, IncrementalFetch
 from broker.fetch_sessions import FetchSessions
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
@@ -41,6 +41,25 @@ def setup(tmp_path):
     sessions = FetchSessions(manager, max_entries=10, rng=random.Random(7))
     yield clock, manager, sessions
     log_manager.shutdown()
+
+
+async def wait(sessions: FetchSessions, session: FetchSession, timeout_s: float) -> None:
+    """A fetch parked on `session` until woken, or `timeout_s` (the handler's deadline timer)."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    class Parked:
+        def wake(self) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+    parked = Parked()
+    sessions.park(session, parked)
+    try:
+        await asyncio.wait_for(woken, timeout_s)
+    except TimeoutError:
+        pass
+    finally:
+        sessions.unpark(session, parked)
 
 
 def open_follower_session(manager: ReplicaManager, sessions: FetchSessions, offset: int) -> int:
@@ -99,7 +118,7 @@ def test_a_change_wakes_the_parked_fetch(setup) -> None:
         loop = asyncio.get_running_loop()
         loop.call_later(0.05, lambda: manager.append(TRIPLE_0, batch(1), acks=1))
         started = loop.time()
-        await sessions.wait(session, 5.0)
+        await wait(sessions, session, 5.0)
         return loop.time() - started
 
     assert asyncio.run(run()) < 2.0
@@ -110,7 +129,7 @@ def test_a_wait_without_changes_ends_at_its_timeout(setup) -> None:
     _clock, manager, sessions = setup
     session = sessions.cache.get(open_follower_session(manager, sessions, 0))
     assert session is not None
-    asyncio.run(sessions.wait(session, 0.05))
+    asyncio.run(wait(sessions, session, 0.05))
     assert not session.changed
 
 
@@ -177,11 +196,11 @@ def test_a_high_watermark_move_wakes_a_consumers_parked_fetch_not_a_followers(se
         loop = asyncio.get_running_loop()
         started = loop.time()
         loop.call_later(0.01, move_high_watermark)
-        consumer_woken, _ = await asyncio.gather(_timed(sessions.wait(consumer, 5.0)),
-                                                 sessions.wait(follower, 0.3))
+        consumer_woken, _ = await asyncio.gather(_timed(wait(sessions, consumer, 5.0)),
+                                                 wait(sessions, follower, 0.3))
         follower_waited = loop.time() - started
         loop.call_later(0.01, lambda: manager.append(TRIPLE_0, batch(1), acks=1))
-        follower_woken = await _timed(sessions.wait(follower, 5.0))
+        follower_woken = await _timed(wait(sessions, follower, 5.0))
         return consumer_woken, follower_waited, follower_woken
 
     consumer_woken, follower_waited, follower_woken = asyncio.run(run())
@@ -214,10 +233,10 @@ def test_an_append_below_the_high_watermark_does_not_wake_a_consumers_parked_fet
     async def run() -> tuple[float, float]:
         loop = asyncio.get_running_loop()
         loop.call_later(0.01, lambda: manager.append(TRIPLE_0, batch(1), acks=-1))
-        appended = await _timed(sessions.wait(consumer, 0.3))
+        appended = await _timed(wait(sessions, consumer, 0.3))
         assert list(consumer.changed) == [TRIPLE_0] and not consumer.due
         loop.call_later(0.01, move_high_watermark)
-        return appended, await _timed(sessions.wait(consumer, 5.0))
+        return appended, await _timed(wait(sessions, consumer, 5.0))
 
     appended, moved = asyncio.run(run())
     assert appended >= 0.25 and moved < 2.0
