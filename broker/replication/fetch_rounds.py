@@ -26,7 +26,6 @@ logs and builds the entries.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 
 from broker.replication.fetch_session_handler import FetchSessionHandler, SessionFetch
 from broker.replication.fetcher_state import PartitionFetchState
@@ -122,16 +121,18 @@ class FetchRounds:
     def has_fetch_work(self) -> bool:
         return bool(self._dirty or self.session.wanted or self.not_in_isr)
 
-    def to_refresh(self, now: float) -> Iterator[tuple[TopicPartition, PartitionFetchState]]:
+    def to_refresh(self, now: float) -> list[tuple[TopicPartition, PartitionFetchState]]:
         """The partitions whose entry this round builds again: the touched ones and those
         outside the ISR; never one backing off or truncating."""
-        dirty, self._dirty = self._dirty, {}
-        partitions, not_in_isr = self.partitions, self.not_in_isr
-        # a list (the caller edits not_in_isr); in ISR, as followers mostly are, only `dirty`
-        for tp in [*dirty, *(tp for tp in not_in_isr if tp not in dirty)] if not_in_isr else dirty:
-            state = partitions.get(tp)
-            if state is not None and state.truncation is None and state.retry_at <= now:
-                yield tp, state
+        dirty, not_in_isr = self._dirty, self.not_in_isr
+        if not dirty and not not_in_isr:  # most rounds: an answer's records set their entries at once
+            return []
+        self._dirty = {}
+        partitions = self.partitions
+        # in ISR, as followers mostly are, only `dirty`
+        tps = [*dirty, *(tp for tp in not_in_isr if tp not in dirty)] if not_in_isr else dirty
+        return [(tp, state) for tp in tps
+                if (state := partitions.get(tp)) is not None and state.truncation is None and state.retry_at <= now]
 
     def fetching(self, tp: TopicPartition, entry: FetchPartition, *, in_isr: bool) -> None:
         """`tp` is fetched with `entry` (sent when it differs from what the session holds)."""
