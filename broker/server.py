@@ -13,7 +13,9 @@ limit, by the reader task): a request the handler answers at once (a Produce wit
 costs no task; one that must wait gets its own task when it is a coroutine (a long-poll Fetch,
 a group join) and none when it is a future set elsewhere (an acks=all Produce's). A
 writer task sends the responses strictly in request order, every answer ready by then in one
-transport write. Both meet in a bounded deque of in-flight requests: when it is full the
+transport write; while it is idle, an answer is written from the turn that makes it ready (the
+request's own, or the done callback of the future or task it waits for), and the writer wakes
+only for what it must do itself (a backlog, a failure, a slice on TLS). Both meet in a bounded deque of in-flight requests: when it is full the
 reader stops reading, so a client that pipelines without reading answers is held by TCP, not
 by memory. (At 10k tiny Produce requests/s, a task and a socket write per request were a
 fifth of the broker's CPU.)
@@ -181,6 +183,7 @@ class Connection:
 
     def __init__(self, server: KafkaServer, receiver: FrameReceiver, writer: asyncio.StreamWriter) -> None:
         self.server, self.receiver, self.writer = server, receiver, writer
+        self.transport = writer.transport  # StreamWriter.transport and .write are Python calls: twice per answer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
@@ -202,6 +205,7 @@ class Connection:
         self._read_task: asyncio.Task[None] | None = None
         self._writer_wakeup: asyncio.Future[None] | None = None  # the writer waits for a request
         self._reader_wakeup: asyncio.Future[None] | None = None  # the reader waits for room
+        self._watched: asyncio.Future[Any] | None = None  # the answer `_ready` waits for (`_answer_in_turn`)
 
     async def run(self) -> None:
         read_task = asyncio.create_task(self._read_loop(), name=f"kafka-read-{self.peer}")
@@ -366,27 +370,48 @@ class Connection:
                                        f"(connections.max.idle.ms)") from None
 
     def _answer_in_turn(self, now: float) -> bool:
-        """Write the answers of the requests just read from the reader's own turn, when the writer
-        is idle, each was answered at once (Produce acks 0/1, Metadata, a Fetch that found its
-        min_bytes, ...), and the socket has nothing queued; whether it did. A segment slice goes
-        by sendfile straight to the socket (not on TLS); what the socket does not take is left
-        to the writer, ahead of the answers after it. Otherwise the writer is woken (a task
-        switch and a loop pass per request: what a producer with linger.ms=0 pays for every record).
-        While the writer is parked the queue holds only this turn's requests, so order is kept;
-        the transport's own buffer bounds the write, and the next turn leaves a backlog to the
-        writer, which drains it."""
+        """Write the answers that are ready from the current turn (the reader's, or the callback
+        of an answer that just became ready, `_ready`) while the writer is idle and the socket
+        has nothing queued; whether the writer may stay parked. Ready: answered at once (Produce
+        acks 0/1, Metadata, a Fetch that found its min_bytes, ...), or its future or task done.
+        The first answer not ready stops the walk: it is watched (`_ready` runs when it is
+        done), so neither it nor those behind it wake the writer; each wake-up is a task step
+        and a call_soon, twice per waiting answer (the request, then its answer: an acks=all
+        produce, a long-poll fetch) before this. A segment slice goes by sendfile straight to
+        the socket (not on TLS); what the socket does not take, a failed answer, a raw SASL
+        token and a slice on TLS are left to the writer, ahead of the answers after them.
+        While the writer is parked the queue holds only answers it has not seen, so order is
+        kept; the transport's own buffer bounds the write, and a turn that finds a backlog
+        leaves it to the writer, which drains it."""
         wakeup = self._writer_wakeup
-        if wakeup is None or wakeup.done() or self.writer.transport.get_write_buffer_size():
+        if wakeup is None or wakeup.done() or self.transport.get_write_buffer_size():
             return False
-        for item in self.pending:
-            if item.task is not None or item.error is not None or item.framed or (
-                    item.body is not None and self.tls and not all(isinstance(chunk, bytes) for chunk in item.body)):
-                return False
         out: list[bytes] = []
-        metrics = self.server.metrics
-        while self.pending:  # bounded by the in-flight limit
-            item = self.pending.popleft()
-            chunks = item.body
+        metrics, pending = self.server.metrics, self.pending
+        while pending:  # bounded by the in-flight limit
+            item = pending[0]
+            task = item.task
+            if task is not None:
+                if not task.done():
+                    if task is not self._watched:
+                        self._watched = task
+                        task.add_done_callback(self._ready)
+                    if out:
+                        self._write_now(out)
+                    return True
+                if task.cancelled() or task.exception() is not None:  # the writer ends the connection
+                    break
+            elif item.error is not None or item.framed:
+                break
+            try:
+                chunks = item.answer()
+            except Exception as exc:  # noqa: BLE001 - an encode's failure: the writer raises it, after `out`
+                pending[0] = _InFlight(item.header, item.received, error=exc)
+                break
+            if chunks is not None and self.tls and not all(isinstance(chunk, bytes) for chunk in chunks):
+                pending[0] = _InFlight(item.header, item.received, body=chunks)  # encoded once: the writer's
+                break
+            pending.popleft()
             if chunks is not None:
                 out.append(response_head(item.header, chunks))
                 for i, chunk in enumerate(chunks):  # bounded by the answer's chunks
@@ -398,19 +423,39 @@ class Connection:
                         rest = self._sendfile_in_turn(out, chunk)
                         out = []
                         if rest is not None:  # the writer sends the rest, then the answers after it
-                            self.pending.appendleft(_InFlight(item.header, item.received,
-                                                              body=[rest, *chunks[i + 1:]], framed=True))
+                            pending.appendleft(_InFlight(item.header, item.received,
+                                                         body=[rest, *chunks[i + 1:]], framed=True))
                             return False
             metrics.observe(item.header.request_api_key, (now - item.received) * 1000)
-        self._write_now(out)
-        return True
+        else:
+            if out:
+                self._write_now(out)
+            return True
+        if out:
+            self._write_now(out)
+        return False
+
+    def _ready(self, task: asyncio.Future[Any]) -> None:
+        """The watched answer is done (`_answer_in_turn`): write it and what is ready behind it,
+        or wake the writer for what it must do itself (a no-op while the writer is busy: it
+        awaits the answer on its own)."""
+        if self._watched is task:
+            self._watched = None
+        now = asyncio.get_running_loop().time()
+        try:
+            written = self._answer_in_turn(now)
+        except Exception as exc:  # noqa: BLE001 - a slice's file shrank (ShortReadError): the writer ends the connection
+            self.pending.appendleft(_InFlight(_UNPARSED, now, error=exc))
+            written = False
+        if not written:
+            _wake(self._writer_wakeup)
 
     def _sendfile_in_turn(self, out: list[bytes], records: RecordsPlaceholder) -> RecordsPlaceholder | None:
         """`out`, then as much of the slice `records` as the socket takes now (Kafka's
         transferTo from the request's own turn: a Fetch answered at once costs no writer task
         pass); None when all of it went, else the slice of what is left."""
         self._write_now(out)
-        transport = self.writer.transport
+        transport = self.transport
         if transport.get_write_buffer_size() or transport.is_closing():  # the writer's to send, or to fail
             return records
         sock = self.writer.get_extra_info("socket")
@@ -421,7 +466,7 @@ class Connection:
     def _write_now(self, out: list[bytes]) -> None:
         if out:
             data = out[0] if len(out) == 1 else b"".join(out)
-            self.writer.write(data)
+            self.transport.write(data)
             self.server.metrics.bytes_out += len(data)
 
     def _through_gate(self, frame: Frame, received: float) -> _InFlight:
@@ -548,7 +593,7 @@ class Connection:
         """`out` in one transport write; whether to drain. When the socket took it whole (the
         usual answer) drain would only find that out, in a coroutine per write; else it waits
         for room, or raises the connection's error."""
-        transport = self.writer.transport
+        transport = self.transport
         transport.write(out[0] if len(out) == 1 else b"".join(out))
         self.server.metrics.bytes_out += size
         return bool(transport.get_write_buffer_size()) or transport.is_closing()
