@@ -95,6 +95,7 @@ class FakeLeader:
 
     def __init__(self) -> None:
         self.closed = False
+        self.address = "leader"
         self.fetches: list[int] = []  # bytes of each Fetch sent (its body)
         self.arrived = asyncio.Event()
         self._release = asyncio.Event()
@@ -108,6 +109,13 @@ class FakeLeader:
         await self._release.wait()
         self._release.clear()
         return fetch.FetchResponse(0, (), 0, SESSION_ID)
+
+    async def requests(self, api_key: int, version: int, payload: Any, decode: Any, on_answer: Any,
+                       **kw: Any) -> None:
+        """KafkaConnection.requests, each answer handed on in this task (a real connection hands
+        it on in its read callback: the fetcher's work per round is the same)."""
+        while payload is not None:  # until the fetcher stops asking (the bench ends first)
+            payload = on_answer(await self.request(api_key, version, payload, decode, **kw))
 
     def answer(self) -> None:
         self.arrived.clear()
