@@ -90,6 +90,10 @@ class ReplicaFetcher:
         # The manager's, fixed for its life: read once, not through it on every round.
         settings = self._settings = manager.settings
         self._replicas: ReplicaManager = manager.replicas
+        # Read per partition refreshed or answered (the quotas' object is the replica manager's
+        # for its life; its quotas are read through it on each call).
+        throttles = self._replicas.throttles
+        self._follower_throttled, self._record_follower = throttles.follower_throttled, throttles.record_follower
         # Every Fetch of this fetcher carries the same head; only the session and partitions vary.
         self._requests = FetchRequests(FETCH_VERSION, replica_id=settings.broker_id,
                                        max_wait_ms=settings.max_wait_ms, min_bytes=settings.min_bytes,
@@ -404,7 +408,7 @@ class ReplicaFetcher:
     def _refresh(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition) -> None:
         """Build `tp`'s entry from its log now (kept while its offsets and epoch are), or back
         it off while the reassignment throttle holds it."""
-        if self._replicas.throttles.follower_throttled(partition):
+        if self._follower_throttled(partition):
             self._back_off(tp, state)
             return
         partition_log = partition.log
@@ -449,7 +453,7 @@ class ReplicaFetcher:
         # dispatches one answer per produce (issue 35).
         partitions, wanted = self.partitions, self._rounds.session.wanted
         replicas = self._replicas
-        follower_partition, record_follower = replicas.follower_partition, replicas.throttles.record_follower
+        follower_partition, record_follower = replicas.follower_partition, self._record_follower
         for topic in response.responses:
             name = topic.topic
             for p in topic.partitions:
