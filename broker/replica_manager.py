@@ -210,7 +210,7 @@ class ReplicaManager:
         now = self._now_ms()
         info = append_as_leader(partition, records, acks=acks, now_ms=now)
         self.isr.expiration.moved(partition, now)  # the leader's LEO moved
-        self._advance_or_wake(partition)
+        self._advance_or_wake(partition, now)
         return info
 
     def append_marker(self, tp: TopicPartition, *, producer_id: int, producer_epoch: int,
@@ -228,7 +228,7 @@ class ReplicaManager:
                                        coordinator_epoch=coordinator_epoch, committed=committed,
                                        now_ms=now)
         self.isr.expiration.moved(partition, now)  # the leader's LEO moved
-        self._advance_or_wake(partition)
+        self._advance_or_wake(partition, now)
         return info
 
     async def wait_for_replication(self, required: Mapping[TopicPartition, int],
@@ -276,19 +276,27 @@ class ReplicaManager:
                             up_to=partition.log.high_watermark if up_to_high_watermark else None)
         partition = self.leader_partition(tp, current_leader_epoch)
         check_follower_fetch(partition, replica_id, offset)
-        throttled, over = self.throttles.leader_throttle(tp, in_sync=replica_id in partition.isr)
+        throttled = over = False
+        throttles = self.throttles
+        if throttles.leader is not None:  # a leader replication quota is set (reassignments)
+            throttled, over = throttles.leader_throttle(tp, in_sync=replica_id in partition.isr)
         if over:
             max_bytes, min_one_batch = 0, False  # Kafka leaves a throttled partition's records out
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
         if throttled:
-            self.throttles.record_leader(read.records.length)
+            throttles.record_leader(read.records.length)
         now = self._now_ms()
         partition.record_follower_fetch(replica_id, offset, now, replica_log_start_offset)
-        self.isr.expiration.moved(partition, now)  # the follower's LEO may have moved
-        self.isr.maybe_advance_high_watermark(partition)
-        self.isr.maybe_expand_isr(partition)
+        isr = self.isr
+        isr.expiration.moved(partition, now)  # the follower's LEO may have moved
+        isr.maybe_advance_high_watermark(partition, now)
+        isr.maybe_expand_isr(partition)
         self.deletes.purgatory.check_and_complete(tp)
-        return read._replace(high_watermark=partition.log.high_watermark)
+        high_watermark = partition.log.high_watermark
+        if high_watermark == read.high_watermark:  # most follower fetches: no NamedTuple._replace
+            return read
+        return ReadResult(read.records, high_watermark, read.log_start_offset, read.log_end_offset,
+                          read.last_stable_offset, read.aborted_transactions)
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *,
                             replica_id: int | None = None) -> bool:
@@ -308,10 +316,10 @@ class ReplicaManager:
         """How many fetches wait on `tp` (tests, metrics)."""
         return self.fetch_purgatory.watched(tp)
 
-    def _advance_or_wake(self, partition: Partition) -> None:
+    def _advance_or_wake(self, partition: Partition, now_ms: int | None = None) -> None:
         """After an append: a moved high watermark wakes `tp`'s waiters through the ISR
         manager's callback; otherwise wake them here (new data for fetches) - once, not twice."""
-        if not self.isr.maybe_advance_high_watermark(partition):
+        if not self.isr.maybe_advance_high_watermark(partition, now_ms):
             self._wake(partition.tp)
 
     def _wake(self, tp: TopicPartition) -> None:

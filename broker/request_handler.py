@@ -65,6 +65,7 @@ from broker.handlers.context import (
     ClientInfo,
     Handler,
     NowHandler,
+    client_info,
 )
 from broker.handlers.fetch import fetch_now, handle_fetch
 from broker.handlers.fetch_partitions import topic_name as fetch_topic_name
@@ -354,7 +355,7 @@ class RequestHandler:
             return API_SPECS[ApiKey.API_VERSIONS].codec.encode(response, answer_version)
         row = row_for(header)  # ProtocolError: the server closes the connection
         request = row.codec.decode(body, version)
-        client = ClientInfo.of(header.client_id, client_host, principal)  # principal: the listener's authenticator
+        client = client_info(header.client_id, client_host, principal)  # principal: the listener's authenticator
         if self.faults.installed:  # request faults a test installed (issue 33); otherwise this one branch
             fault = self.faults.match(row.api_key, request, header.client_id,
                                       lambda topic_id: fetch_topic_name(self.context.image(), topic_id))

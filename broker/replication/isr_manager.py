@@ -70,9 +70,10 @@ class IsrManager:
         registration = self._image().broker(replica_id)
         return registration is not None and registration.is_active
 
-    def maybe_advance_high_watermark(self, partition: Partition) -> bool:
-        """Leader: HW = min LEO over the (maximal) ISR, never backwards; wakes waiters."""
-        hw = partition.next_high_watermark(self.broker_id, self._now_ms(),
+    def maybe_advance_high_watermark(self, partition: Partition, now_ms: int | None = None) -> bool:
+        """Leader: HW = min LEO over the (maximal) ISR, never backwards; wakes waiters. `now_ms`:
+        the caller's clock reading of this event (an append, a follower fetch), else read here."""
+        hw = partition.next_high_watermark(self.broker_id, self._now_ms() if now_ms is None else now_ms,
                                            self.replica_lag_time_max_ms, self.is_eligible)
         if not hw.advanced:
             return False
