@@ -298,10 +298,13 @@ def test_append_check_rejects_inconsistent_fields(kwargs):
         AppendCheck(**kwargs)
 
 
-def test_entry_never_retains_more_than_five():
-    batch = BatchMetadata(0, 0, 0, 0, 0)
+def test_an_update_whose_offsets_run_backwards_is_refused():
+    # the check BatchMetadata made when it was a frozen dataclass, where the offsets come in
+    # (retaining at most five is UPDATE_CASES' "retains the last five")
+    manager = manager_after(hdr(0))
     with pytest.raises(ValueError):
-        ProducerStateEntry(PID, 0, (batch,) * (NUM_BATCHES_TO_RETAIN + 1))
+        manager.update(hdr(2), 5, 3)
+    assert _ranges(manager.entries[PID]) == [(0, 1, 0, 1)]
 
 
 # ---- property: a valid stream with client retries is appended exactly once ------------
