@@ -124,6 +124,41 @@ def test_each_request_of_the_chain_times_out_from_its_own_start() -> None:
     run(scenario)
 
 
+def test_an_answer_that_arrives_while_the_request_drains_is_handed_on_by_the_task() -> None:
+    """A request larger than the socket takes at once: the task drains it, and an answer that
+    comes meanwhile waits for it (nobody takes it in turn yet); the chain goes on after."""
+    big = b"b" * (32 << 20)
+
+    async def scenario() -> None:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:  # until the client closes: each request answered once its head is read
+                try:
+                    size, _, correlation_id = struct.unpack(">iii", await reader.readexactly(12))
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    break
+                writer.write(response(correlation_id, b"early"))
+                await reader.readexactly(size - 8)  # the rest of the request, after the answer
+            writer.close()
+
+        server = await asyncio.start_server(serve, HOST, 0)
+        try:
+            conn = await KafkaConnection.open(HOST, server.sockets[0].getsockname()[1], client_id="t", timeout_s=30)
+            tasks: list[asyncio.Task[object] | None] = []
+
+            def next_request(answer: bytes) -> list[Chunk] | None:
+                assert answer == b"early"
+                tasks.append(asyncio.current_task())
+                return [b"small"] if len(tasks) < 3 else None
+            await conn.requests(API, 0, [big], decode, next_request)
+            assert tasks[0] is not None and tasks[1:] == [None, None]  # the task's, then the read callback's
+            await conn.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(scenario)
+
+
 def test_a_cancelled_chain_closes_the_connection_and_takes_nothing_more() -> None:
     async def scenario() -> None:
         async with broker(answer_first(2)) as port:
