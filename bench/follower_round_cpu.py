@@ -18,10 +18,11 @@ box's load does not move: Python bytecodes (sys.settrace opcode events) and call
 C code does inside a call and slows the loop ~50x: a count, not a time.
 
     python bench/follower_round_cpu.py [--rounds 3] [--fetches 5000] [--partitions 100] [--opcodes]
+                                       [--by-file] [--top N]
 
 `--by-file` adds where those opcodes run, per source file (the project's, the standard
 library's; `<string>` is generated code: dataclass __init__s, instance builders, named tuples),
-so each owner sees their share of a round.
+so each owner sees their share of a round; `--top N` the N functions that run the most.
 
 Without `--opcodes`, also printed: the event loop's passes per round (its selector's select
 calls), each a `_run_once` of asyncio's: a round whose answer wakes a task costs two (the
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import os
 import shutil
 import socket
@@ -47,7 +47,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,24 +67,7 @@ from metadata.image import EMPTY_IMAGE, MetadataImage  # noqa: E402
 from metadata.local_changes import changes_for_broker  # noqa: E402
 from metadata.records import BeginEpoch, BrokerRegistrationChange, Listener, Partition, RegisterBroker, Topic  # noqa: E402
 
-from leader_request_cpu import Counts  # noqa: E402  (bench/: the leader's opcode count, the same hooks)
-
-
-class FileCounts(Counts):
-    """Counts, and each opcode's source file (relative to the project's root when inside it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.by_file: collections.Counter[str] = collections.Counter()
-
-    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "opcode":
-            self.by_file[frame.f_code.co_filename] += 1
-        return super()._trace(frame, event, arg)
-
-    def report(self, fetches: int, top: int = 20) -> str:
-        root = f"{ROOT}{os.sep}"
-        return "\n".join(f"  {n / fetches:7.0f}  {name.removeprefix(root)}" for name, n in self.by_file.most_common(top))
+from opcode_counter import Counts  # noqa: E402  (bench/: the benches' shared opcode counter)
 
 HOST: Final = "127.0.0.1"
 ME, LEADER, LEADER_EPOCH = 5, 4, 1
@@ -244,12 +226,13 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (~50x slower)")
     parser.add_argument("--by-file", action="store_true", help="with --opcodes: opcodes per round by source file")
+    parser.add_argument("--top", type=int, default=0, help="with --opcodes: the N functions that run the most")
     args = parser.parse_args()
     fetches = min(args.fetches, 500) if args.opcodes else args.fetches
     cpus = []
     for r in range(args.rounds):
         directory = Path(tempfile.mkdtemp(prefix="follower-round-"))
-        counter = FileCounts() if args.by_file else Counts()
+        counter = Counts()
         try:
             cpu, ops, calls, passes = asyncio.run(one_round(directory, fetches, args.partitions,
                                                             args.value_bytes, args.opcodes, counter))
@@ -260,8 +243,8 @@ def main() -> None:
                  else f", {passes:.2f} loop passes per round")
         print(f"round {r + 1}: {fetches} fetches, loop CPU {cpu * 1e6:.0f} us per fetch{extra}; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
-        if args.opcodes and isinstance(counter, FileCounts):
-            print(counter.report(fetches), flush=True)
+        if args.opcodes and (args.by_file or args.top):
+            print(counter.report(fetches, by_file=args.by_file, top=args.top), flush=True)
     if not args.opcodes:
         print(f"median loop CPU per fetch {statistics.median(cpus) * 1e6:.0f} us over {args.rounds} rounds",
               flush=True)
