@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -156,6 +156,9 @@ class Purgatory(Generic[K, T]):
         # the broker's timer service when given; else one of its own on the monotonic clock
         self.timers = timers if timers is not None else TimerService(name=f"{name} purgatory")
         self.operations: DelayedOperations[K, T] = DelayedOperations()
+        # The keys something waits on, live (read only): a caller that asks after every append
+        # or follower fetch tests `key in watched_keys` before calling `check_and_complete`.
+        self.watched_keys: Mapping[K, object] = self.operations._by_key
         self._waiting: dict[int, _Waiting[T, Any]] = {}
         self.waited = PauseHistogram()  # watched requests: from watch to completion or expiry
 
@@ -202,7 +205,7 @@ class Purgatory(Generic[K, T]):
 
     def check_and_complete(self, key: K) -> int:
         """Check every operation watching `key`; the number completed now."""
-        if key not in self.operations._by_key:  # the usual case: every append, HW move and follower fetch asks
+        if key not in self.watched_keys:  # the usual case: every append, HW move and follower fetch asks
             return 0
         done = self.operations.check_and_complete(key)
         self._finish(done)

@@ -73,12 +73,14 @@ from common.errors import KafkaStorageError
 from common.log_config import LogConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges
+from metadata.records import LeaderRecoveryState
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
 ISR_EXPIRATION_TIMER: Final = ("replica-manager", "isr-expiration")  # its key in the broker's timers
+RECOVERED: Final = LeaderRecoveryState.RECOVERED
 
 __all__ = ["ReplicaManager"]
 
@@ -131,6 +133,10 @@ class ReplicaManager:
                                      checkpoint=log_manager.checkpoint_log_start_offsets, wake=self._wake)
         self.roles = ReplicaRoles(broker_id, log_manager, self.partitions, self.topic_configs, self.isr,
                                   now_ms=now_ms, wake=self._wake)
+        # what `_wake` tests per partition event (most find nothing waiting: no call then)
+        self._fetch_waiting = self.fetch_purgatory.watched_keys
+        self._produce_waiting = self.produce_purgatory.watched_keys
+        self._deletes_waiting = self.deletes.purgatory.watched_keys
 
     @property
     def replica_lag_time_max_ms(self) -> int:
@@ -205,8 +211,11 @@ class ReplicaManager:
         UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS (acks=-1), CORRUPT_MESSAGE, ...
         """
         check_required_acks(acks)
-        self._check_not_failed(tp)
-        partition = serving_partition(self.partitions, self.broker_id, tp)
+        partition = self.partitions.get(tp)
+        if partition is None or partition.leader_id != self.broker_id or self.roles.failed \
+                or partition.leader_recovery_state is not RECOVERED:  # refused below, with the reason
+            self._check_not_failed(tp)
+            partition = serving_partition(self.partitions, self.broker_id, tp)
         now = self._now_ms()
         info = append_as_leader(partition, records, acks=acks, now_ms=now)
         self.isr.expiration.moved(partition, now)  # the leader's LEO moved
@@ -291,7 +300,8 @@ class ReplicaManager:
         isr.expiration.moved(partition, now)  # the follower's LEO may have moved
         isr.maybe_advance_high_watermark(partition, now)
         isr.maybe_expand_isr(partition)
-        self.deletes.purgatory.check_and_complete(tp)
+        if tp in self._deletes_waiting:
+            self.deletes.purgatory.check_and_complete(tp)
         high_watermark = partition.log.high_watermark
         if high_watermark == read.high_watermark:  # most follower fetches: no NamedTuple._replace
             return read
@@ -324,9 +334,12 @@ class ReplicaManager:
 
     def _wake(self, tp: TopicPartition) -> None:
         """Something happened to `tp`: check the requests waiting on it."""
-        self.fetch_purgatory.check_and_complete(tp)
-        self.produce_purgatory.check_and_complete(tp)
-        self.deletes.purgatory.check_and_complete(tp)
+        if tp in self._fetch_waiting:
+            self.fetch_purgatory.check_and_complete(tp)
+        if tp in self._produce_waiting:
+            self.produce_purgatory.check_and_complete(tp)
+        if tp in self._deletes_waiting:
+            self.deletes.purgatory.check_and_complete(tp)
         for listener in self.change_listeners:
             listener(tp)
 
