@@ -485,11 +485,9 @@ class ReplicaFetcher:
                 if partition_log.log_start_offset != entry.log_start_offset:
                     self._log_starts_moved[tp] = None  # on disk before the next fetch reports it
                     self._rounds.touch(tp)
-                elif partition_log.log_end_offset != entry.fetch_offset:
-                    if wanted.get(tp) is entry:  # (not backed off by its append)
-                        self._refresh(tp, state, partition)  # now: it is at hand
-                    else:
-                        self._rounds.touch(tp)
+                elif partition_log.log_end_offset != entry.fetch_offset and wanted.get(tp) is entry:
+                    # now, the partition at hand (one its append backed off is built when due)
+                    self._refresh(tp, state, partition)
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
                 answer: fetch.FetchPartitionResponse, view: memoryview) -> None:
