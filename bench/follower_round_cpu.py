@@ -29,6 +29,12 @@ calls), each a `_run_once` of asyncio's: a round whose answer wakes a task costs
 answer's read sets a future; the task resumes in the next pass, after a select(0)). Not with
 `--opcodes`: the counting wrapper's own bytecodes would be counted as the round's.
 
+`--busy-ms X` gives the follower's loop other work: a callback that holds the loop X ms in every
+loop pass, as a broker leading and serving other partitions has (it sleeps: spinning would hold
+the GIL from the leader thread of this process, whose waits would then be timed). Then the
+figure is the fetch turnaround, timed by the leader thread: from an answer sent to the next
+Fetch received. A round that waits a loop pass for its task waits that pass's other work too.
+
 Run it at two commits to compare them (PYTHONPATH=<worktree>), old and new in turns. Nothing is
 asserted: a measurement, not a test.
 """
@@ -126,16 +132,21 @@ class Leader(threading.Thread):
         self.requests = 0
         self.mark = -1
         self.on_mark: Any = None
+        self.timed = range(0)  # the requests whose turnaround is noted (answer before -> them)
+        self.turnarounds: list[float] = []
 
     def run(self) -> None:
         conn, _ = self.listener.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent_at = 0.0
         with conn:
             while True:  # until the follower closes, or the answers run out
                 head = _exactly(conn, 4)
                 frame = None if head is None else _exactly(conn, _SIZE.unpack(head)[0])
                 if frame is None:
                     return
+                if self.requests in self.timed:
+                    self.turnarounds.append(time.perf_counter() - sent_at)
                 api_key, _, correlation_id = struct.unpack_from(">hhi", frame)
                 if api_key != ApiKey.FETCH:
                     raise RuntimeError(f"the follower sent API {api_key}, not Fetch")
@@ -146,6 +157,7 @@ class Leader(threading.Thread):
                     return  # hold the last fetch: the bench has what it needs
                 body = self.bodies[k]
                 conn.sendall(struct.pack(">ii", 4 + len(body), correlation_id) + body)
+                sent_at = time.perf_counter()
 
 
 class Passes:
@@ -164,26 +176,50 @@ class Passes:
         return self._select(timeout)
 
 
+class Busy:
+    """Other work in every loop pass: a callback holding the loop `seconds`, then scheduled again."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self.loop, self.seconds, self.on = loop, seconds, False
+
+    def start(self) -> None:
+        self.on = True
+        self.loop.call_soon(self._spin)
+
+    def _spin(self) -> None:
+        if not self.on:
+            return
+        time.sleep(self.seconds)
+        self.loop.call_soon(self._spin)
+
+
 async def one_round(directory: Path, fetches: int, partitions: int, value_bytes: int,
-                    opcodes: bool, counter: Counts) -> tuple[float, float, float, float]:
-    """(loop CPU s per fetch, opcodes per fetch, calls per fetch, loop passes per fetch) over
-    `fetches` rounds, counted in `counter` with `opcodes`."""
+                    opcodes: bool, counter: Counts, busy_s: float = 0.0
+                    ) -> tuple[float, float, float, float, list[float]]:
+    """(loop CPU s per fetch, opcodes per fetch, calls per fetch, loop passes per fetch, fetch
+    turnarounds s) over `fetches` rounds, counted in `counter` with `opcodes`; with `busy_s`, that
+    much other work in each loop pass meanwhile."""
     listener = socket.create_server((HOST, 0))
     leader = Leader(listener, answers(WARMUP_FETCHES + fetches + 1, value_bytes))
+    leader.timed = range(WARMUP_FETCHES + 1, WARMUP_FETCHES + fetches + 1)
     loop = asyncio.get_running_loop()
     started, ended = loop.create_future(), loop.create_future()
     passes = Passes(loop) if not opcodes else None
+    busy = Busy(loop, busy_s)
 
     def at_start() -> None:
         if opcodes:
             counter.install()
         if passes is not None:
             passes.counting = True
+        if busy_s:
+            busy.start()
         started.set_result(time.thread_time())
 
     def at_end() -> None:
         cpu = time.thread_time()
         counter.remove()
+        busy.on = False
         if passes is not None:
             passes.counting = False
         ended.set_result(cpu)
@@ -215,7 +251,7 @@ async def one_round(directory: Path, fetches: int, partitions: int, value_bytes:
         await manager.shutdown()
         log_manager.shutdown()
         listener.close()
-    return (after - before) / fetches, *counts
+    return (after - before) / fetches, *counts, leader.turnarounds
 
 
 def main() -> None:
@@ -227,6 +263,8 @@ def main() -> None:
     parser.add_argument("--opcodes", action="store_true", help="count bytecodes and calls (~50x slower)")
     parser.add_argument("--by-file", action="store_true", help="with --opcodes: opcodes per round by source file")
     parser.add_argument("--top", type=int, default=0, help="with --opcodes: the N functions that run the most")
+    parser.add_argument("--busy-ms", type=float, default=0.0,
+                        help="other work in every loop pass (ms the loop is held); prints the fetch turnaround")
     args = parser.parse_args()
     fetches = min(args.fetches, 500) if args.opcodes else args.fetches
     cpus = []
@@ -234,13 +272,18 @@ def main() -> None:
         directory = Path(tempfile.mkdtemp(prefix="follower-round-"))
         counter = Counts()
         try:
-            cpu, ops, calls, passes = asyncio.run(one_round(directory, fetches, args.partitions,
-                                                            args.value_bytes, args.opcodes, counter))
+            cpu, ops, calls, passes, turnarounds = asyncio.run(one_round(
+                directory, fetches, args.partitions, args.value_bytes, args.opcodes, counter, args.busy_ms / 1000))
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         cpus.append(cpu)
         extra = (f", {ops:.0f} opcodes and {calls:.0f} calls per round" if args.opcodes
                  else f", {passes:.2f} loop passes per round")
+        if args.busy_ms:
+            turnarounds.sort()
+            extra += (f"; fetch turnaround median {statistics.median(turnarounds) * 1e3:.2f} ms, "
+                      f"p99 {turnarounds[int(len(turnarounds) * 0.99)] * 1e3:.2f} ms "
+                      f"(with {args.busy_ms:g} ms of other work per loop pass)")
         print(f"round {r + 1}: {fetches} fetches, loop CPU {cpu * 1e6:.0f} us per fetch{extra}; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         if args.opcodes and (args.by_file or args.top):
