@@ -30,6 +30,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from broker.answer_future import AnswerFuture
 from broker.loop_stalls import PauseHistogram
 from broker.timers import TimerService
 from common.units import SECOND_MS
@@ -188,7 +189,8 @@ class Purgatory(Generic[K, T]):
     def _watch(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float,
                then: Callable[[T], R]) -> tuple[asyncio.Future[R], int]:
         """(the future, its operation id; -1 when decided on arrival)."""
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        # the consumer of the answer may hear it in the completing turn (broker.answer_future)
+        future: asyncio.Future[R] = AnswerFuture(loop=asyncio.get_running_loop())
         result = operation.try_complete()
         if result is None and timeout_s <= 0:
             result = operation.on_expiration()

@@ -49,6 +49,7 @@ from types import CoroutineType
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 from broker import slice_sender
+from broker.answer_future import AnswerFuture
 from broker.frame_receiver import Frame, FrameReceiver
 from broker.listener_security import (
     CLIENT_LISTENER,
@@ -395,7 +396,10 @@ class Connection:
                 if not task.done():
                     if task is not self._watched:
                         self._watched = task
-                        task.add_done_callback(self._ready)
+                        if isinstance(task, AnswerFuture) and task.listener is None:
+                            task.listener = self._ready  # in the setter's turn: no handle, no loop pass
+                        else:
+                            task.add_done_callback(self._ready)
                     if out:
                         self._write_now(out)
                     return True
@@ -438,7 +442,8 @@ class Connection:
     def _ready(self, task: asyncio.Future[Any]) -> None:
         """The watched answer is done (`_answer_in_turn`): write it and what is ready behind it,
         or wake the writer for what it must do itself (a no-op while the writer is busy: it
-        awaits the answer on its own)."""
+        awaits the answer on its own). Of an AnswerFuture, in the turn that set it (whatever
+        connection's that is: this one's queue is consistent between any two of its steps)."""
         if self._watched is task:
             self._watched = None
         now = asyncio.get_running_loop().time()

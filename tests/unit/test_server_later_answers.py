@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from broker.answer_future import AnswerFuture
 from broker.listener_security import CLIENT_LISTENER, ListenerSecurity
 from broker.server import Encoding, KafkaServer, Later
 from common.protocol.frame import RequestHeader, encode_request_header
@@ -30,8 +31,9 @@ MAX_IN_FLIGHT = 4
 
 class FutureHandler:
     """`now <tag>` answers at once; `future` and `encoded` answer what the test sets on
-    `futures[correlation id]` (`encoded`: through an Encoding that upper-cases it); `coroutine <tag>`
-    answers an Encoding of a coroutine."""
+    `futures[correlation id]` (`encoded`: through an Encoding that upper-cases it; `answer` the
+    same, its future an AnswerFuture, as the purgatory's); `coroutine <tag>` answers an Encoding
+    of a coroutine."""
 
     def __init__(self) -> None:
         self.futures: dict[int, asyncio.Future[bytes]] = {}
@@ -47,7 +49,8 @@ class FutureHandler:
             raise RuntimeError("a bug before any await")
         if words[0] == "coroutine":
             return Later(Encoding(_soon(words[1].encode()), lambda tag: [tag.upper()]))
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes] = AnswerFuture(loop=loop) if words[0] == "answer" else loop.create_future()
         self.futures[header.correlation_id] = future
         if words[0] == "future":
             return Later(_chunks_of(future))
@@ -133,6 +136,19 @@ async def test_the_writer_wakes_on_the_future_one_loop_pass_after_it_is_set(serv
     await asyncio.sleep(0)  # one loop pass: the write loop's, with no task step before it
     assert server.metrics.bytes_out > sent
     assert await read_response(reader) == (1, b"ACKED")  # the encoding applied
+
+
+async def test_an_answer_future_is_written_in_the_turn_that_sets_it(served) -> None:
+    # an acks=all produce's: the purgatory sets it where the HW moves, in a follower fetch's turn
+    server, handler, reader, writer = served
+    writer.write(request(1, b"answer") + request(2, b"now after"))
+    future = await _until_started(handler, 1)
+    await asyncio.sleep(0.01)  # the requests' turn is over: the writer idle, the future watched
+    sent = server.metrics.bytes_out
+    future.set_result(b"acked")
+    assert server.metrics.bytes_out > sent  # no loop pass: written from set_result's own turn
+    assert await read_response(reader) == (1, b"ACKED")
+    assert await read_response(reader) == (2, b"after")  # and the answer ready behind it, in order
 
 
 async def test_encoding_of_a_coroutine_runs_as_the_requests_task(served) -> None:
