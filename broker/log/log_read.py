@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from broker.log.segment import NO_FD, FileSlice, LogSegment
-from common.record_batch import HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from common.errors import KafkaError
+from common.record_batch import HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD, MIN_BATCH_LENGTH, parse_header
 
 _MARKERS_SCANNED_BYTES = 16 * HEADER_SIZE  # a segment tail this small may be only markers
 # Batch length prefixes `whole_batches` reads (a 12-byte pread each, ~1 us) looking for the last
@@ -72,15 +73,25 @@ def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
                for _, h in segment.headers_from(data.position))
 
 
+def _note_next_batch(segment: LogSegment, position: int, head: bytes) -> None:
+    try:
+        header = parse_header(head, require_body=False)
+    except KafkaError:  # not a batch header (a short read at the file's end): nothing to note
+        return
+    segment.note_next_batch(position, header)
+
+
 def whole_batches(data: FileSlice) -> FileSlice:
     """`data` less a partial batch at its end when a whole batch comes before it (and the
     boundary is within WHOLE_BATCHES_SCANNED batches of its start); else `data` itself.
 
-    Reads only each batch's 12-byte length prefix (LogSegment.headers_from parses the whole
-    header: three times the instructions, for nothing used here), and not the first batch's
-    when the read that made the slice knew its size (`first_batch_size`: it parsed its header);
-    anything unexpected (a length out of range, a short read) leaves `data` as Kafka would send
-    it."""
+    Reads each batch's header bytes but parses only its length prefix (LogSegment.headers_from
+    parses the whole header: three times the instructions, for nothing used here), and not the
+    first batch's when the read that made the slice knew its size (`first_batch_size`: it
+    parsed its header); anything unexpected (a length out of range, a short read) leaves `data`
+    as Kafka would send it. The batch the slice now stops before is the one the consumer asks
+    for next: its header is parsed and noted in the segment (`LogSegment.note_next_batch`), so
+    that fetch finds it with no read."""
     segment = data.segment
     end = data.position + data.length
     if segment is None or not data.length or end >= segment.size:  # a file's end is a batch boundary
@@ -94,14 +105,15 @@ def whole_batches(data: FileSlice) -> FileSlice:
         kept, scans = position, scans - 1
     handle = segment.file()  # held (the descriptor open) across the preads
     for _ in range(scans):  # bounded: each pass moves one batch on
-        prefix = os.pread(handle.fd, LOG_OVERHEAD, position)
-        if len(prefix) < LOG_OVERHEAD:
+        head = os.pread(handle.fd, HEADER_SIZE, position)  # one syscall whatever its size
+        if len(head) < LOG_OVERHEAD:
             return data
-        length = _BATCH_LENGTH.unpack_from(prefix, LENGTH_POS)[0]
+        length = _BATCH_LENGTH.unpack_from(head, LENGTH_POS)[0]
         if length < MIN_BATCH_LENGTH:
             return data
-        position += LOG_OVERHEAD + length
+        start, position = position, position + LOG_OVERHEAD + length
         if position > end:
+            _note_next_batch(segment, start, head)
             break
         if position == end:
             return data

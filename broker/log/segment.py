@@ -175,6 +175,11 @@ class LogSegment:
         # every batch header after it, one pread each: ~28 per acks=all RF=3 produce on the
         # leader. Kafka's leader keeps the log end's position for the same reason.
         self._last_batch: tuple[int, RecordBatchHeader] | None = None
+        # The batch after the last slice a Fetch sent from here (position, header as stored;
+        # `note_next_batch`): a consumer reading a backlog asks for it next, and finds it with
+        # no index lookup and none of the two header reads that lookup costs (the index is
+        # keyed by each indexed batch's last offset, so it lands on the batch before).
+        self._next_read: tuple[int, RecordBatchHeader] | None = None
 
     def _make_indexes(self) -> None:
         """The three index objects (their files are written only once they hold entries). Their
@@ -322,6 +327,9 @@ class LogSegment:
         last = self._last_batch
         if last is not None and last[1].base_offset <= offset:  # every earlier batch ends below it
             return last if offset <= last[1].base_offset + last[1].last_offset_delta else None
+        noted = self._next_read
+        if noted is not None and noted[1].base_offset <= offset <= noted[1].base_offset + noted[1].last_offset_delta:
+            return noted  # batches are in offset order: the one before it ends below `offset`
         start = self.offset_index.lookup(offset).position
         for position, header in self.headers_from(start):
             if header.base_offset + header.last_offset_delta >= offset:
@@ -346,6 +354,12 @@ class LogSegment:
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
         return FileSlice(NO_FD, start, min(limit - start, wanted), self, header.size)
 
+    def note_next_batch(self, position: int, header: RecordBatchHeader) -> None:
+        """The batch at `position` (its header as read from this file) is the one a Fetch that
+        was just answered will ask for next (`log_read.whole_batches`)."""
+        if position + header.size <= self.size:
+            self._next_read = (position, header)
+
     def scan_tail(self) -> int:
         """Restore the in-memory tail state after loading; return the next offset."""
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
@@ -355,6 +369,7 @@ class LogSegment:
             next_offset = last.offset + 1
         self._bytes_since_index_entry = 0
         self._last_batch = None
+        self._next_read = None  # a truncation (which rescans the tail) may have cut or moved it
         for position, header in self.headers_from(last.position):
             self._last_batch = (position, header)
             if header.max_timestamp > self.max_timestamp:
@@ -431,6 +446,7 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_index_entry = 0
         self._last_batch = None
+        self._next_read = None
         next_offset = self.base_offset
         valid_end, reason = 0, None
         for position, header in self._framed_batches():

@@ -106,3 +106,35 @@ def test_whole_batches_does_not_read_the_first_batchs_length_again(log: Partitio
     trimmed = whole_batches(found)
     assert (trimmed.position, trimmed.length) == (0, 3 * one)
     assert preads == [one, 2 * one, 3 * one]  # batches 1, 2 and 3: not batch 0's prefix again
+
+
+def fetch_walk(log: PartitionLog, offset: int, max_bytes: int) -> tuple[int, int, int]:
+    """One Fetch's read as the handler does it: read_slice then whole_batches; (position,
+    length, the offset after the slice's last whole batch)."""
+    segments = log.segments
+    sent = whole_batches(read_slice(segments, [s.base_offset for s in segments], offset, max_bytes,
+                                    log_end_offset=log.log_end_offset, max_offset=None, min_one_batch=True))
+    batches = list(iter_batches(sent.read_bytes()))
+    return sent.position, sent.length, batches[-1][1].next_offset
+
+
+def test_a_consumer_s_next_fetch_finds_its_batch_without_a_read(log: PartitionLog,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Fetch's slice stops before a batch that whole_batches read the header of: the segment
+    notes it, and the consumer's next fetch, at that batch's base offset, reads no header
+    (the offset index lands on the batch before: two header reads). A truncation forgets it."""
+    one = size(log)
+    assert fetch_walk(log, 0, 2 * one + 7) == (0, 2 * one, 6)
+    preads: list[int] = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: preads.append(at) or real(fd, n, at))
+    segments = log.segments
+    found = read_slice(segments, [s.base_offset for s in segments], 6, 2 * one + 7,
+                       log_end_offset=log.log_end_offset, max_offset=None, min_one_batch=True)
+    assert (found.position, preads) == (2 * one, [])
+    monkeypatch.setattr(os, "pread", real)
+    assert fetch_walk(log, 6, 2 * one + 7) == (2 * one, 2 * one, 12)  # notes batch 4 (offset 12)
+    log.truncate_to(12)  # batch 4 goes; a batch of another size takes its place, one more after it
+    log.append(batch(5, tag="new"), now_ms=0)
+    log.append(batch(PER_BATCH, tag="after"), now_ms=0)
+    assert fetch_walk(log, 12, len(batch(5, tag="new")) + 7) == (4 * one, len(batch(5, tag="new")), 17)
