@@ -15,8 +15,9 @@ whatever the number of keys, so a request over P partitions waits at most one ti
 `DelayedOperations` is the sans-IO core: the watch sets and a heap of deadlines in integer
 milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a caller with its own
 injected clock can drive it directly. `Purgatory` is the asyncio shell: a future per waiting
-request (`watch` returns it, `wait` awaits it) and its deadline in the broker's timer service (`broker.timers`, one timer per
-request, keyed by the purgatory and the operation). The operation decides; neither holds any I/O.
+request (`watch` returns it, `wait` awaits it) and one timer in the broker's timer service
+(`broker.timers`) at the earliest deadline of what waits. The operation decides; neither holds
+any I/O.
 `Purgatory.waited` counts how long each watched request waited until completed or expired
 (issue 35: in the Produce purgatory that is an acks=all produce waiting for its ISR, the part
 of its latency the follower fetch schedule decides); /metrics shows it by purgatory.
@@ -30,7 +31,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from broker.answer_future import AnswerFuture
 from broker.loop_stalls import PauseHistogram
 from broker.timers import TimerService
 from common.units import SECOND_MS
@@ -161,6 +161,7 @@ class Purgatory(Generic[K, T]):
         # or follower fetch tests `key in watched_keys` before calling `check_and_complete`.
         self.watched_keys: Mapping[K, object] = self.operations._by_key
         self._waiting: dict[int, _Waiting[T, Any]] = {}
+        self._timer_key = (self, "expire")  # its one timer in `timers`
         self.waited = PauseHistogram()  # watched requests: from watch to completion or expiry
 
     def watch(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float,
@@ -189,7 +190,7 @@ class Purgatory(Generic[K, T]):
     def _watch(self, operation: DelayedOperation[T], keys: Iterable[K], timeout_s: float,
                then: Callable[[T], R]) -> tuple[asyncio.Future[R], int]:
         """(the future, its operation id; -1 when decided on arrival)."""
-        # the consumer of the answer may hear it in the completing turn (broker.answer_future)
+        # the consumer of the answer may hear it in the completing turn (`AnswerFuture`)
         future: asyncio.Future[R] = AnswerFuture(loop=asyncio.get_running_loop())
         result = operation.try_complete()
         if result is None and timeout_s <= 0:
@@ -197,12 +198,19 @@ class Purgatory(Generic[K, T]):
         if result is not None:
             _settle(future, then, result)
             return future, -1
-        started_ms = self.timers.now_ms()
+        timers = self.timers
+        started_ms = timers.now_ms()
         deadline_ms = started_ms + int(timeout_s * SECOND_MS)
         op_id = self.operations.watch(operation, keys, deadline_ms)
         self._waiting[op_id] = _Waiting(future, then, started_ms)
-        # one timer per request; it expires everything due by then
-        self.timers.schedule((self, op_id), deadline_ms, self._expire_until)
+        # One timer per purgatory, at the earliest deadline of what waits (Kafka's purgatory has
+        # one timing wheel): a request whose deadline is not the earliest schedules nothing, and
+        # one that completes while others wait cancels nothing (a timer's schedule and cancel
+        # are ~230 opcodes). The timer of a request done early fires anyway, finds nothing due
+        # and moves to the next deadline (`_expire_until`); it goes when nothing waits.
+        armed = timers.deadline(self._timer_key)
+        if armed is None or deadline_ms < armed:
+            timers.schedule(self._timer_key, deadline_ms, self._expire_until)
         return future, op_id
 
     def check_and_complete(self, key: K) -> int:
@@ -219,6 +227,9 @@ class Purgatory(Generic[K, T]):
 
     def _expire_until(self, now_ms: int) -> None:
         self._finish(self.operations.expire(now_ms))
+        next_ms = self.operations.next_deadline_ms()
+        if next_ms is not None and self.timers.deadline(self._timer_key) is None:  # (`then` may have watched)
+            self.timers.schedule(self._timer_key, next_ms, self._expire_until)
 
     def _finish(self, done: list[tuple[int, T]]) -> None:
         if not done:
@@ -228,15 +239,45 @@ class Purgatory(Generic[K, T]):
             waiting = self._waiting.pop(op_id, None)
             if waiting is None:
                 continue
-            self.timers.cancel((self, op_id))  # a no-op for the timer that expired it
             self.waited.observe(now_ms - waiting.started_ms)
             if not waiting.future.done():
                 _settle(waiting.future, waiting.then, result)
+        if not self._waiting:  # (a `then` may have watched another)
+            self.timers.cancel(self._timer_key)
 
     def _forget(self, op_id: int) -> None:
         del self._waiting[op_id]
-        self.timers.cancel((self, op_id))
         self.operations.cancel(op_id)
+        if not self._waiting:
+            self.timers.cancel(self._timer_key)
+
+
+class AnswerFuture(asyncio.Future[T]):
+    """`asyncio.Future` and one listener of its outcome, told at once in the setter's own turn
+    (set at most once, by the one consumer of the answer; it must not raise).
+
+    A future runs its done callbacks through `call_soon`: a handle, and one loop pass later.
+    The broker's server writes an answer from the turn that makes it ready when its writer is
+    idle (broker/server.py `Connection._answer_in_turn`); for an acks=all Produce, whose answer
+    the high watermark's move decides inside a follower's fetch, that turn is the one that sets
+    this future. So `Purgatory.watch` gives AnswerFutures, and the server, rather than adding a
+    done callback, sets `listener`: the answer goes out in the follower fetch's turn, with no
+    handle and no extra loop pass. Awaiting and done callbacks work as for any future;
+    cancelling tells the listener nothing (whoever cancels knows)."""
+
+    listener: Callable[[AnswerFuture[Any]], None] | None = None
+
+    def set_result(self, result: T) -> None:
+        super().set_result(result)
+        listener = self.listener
+        if listener is not None:
+            listener(self)
+
+    def set_exception(self, exception: type | BaseException) -> None:
+        super().set_exception(exception)
+        listener = self.listener
+        if listener is not None:
+            listener(self)
 
 
 @dataclass(slots=True)

@@ -49,7 +49,6 @@ from types import CoroutineType
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 from broker import slice_sender
-from broker.answer_future import AnswerFuture
 from broker.frame_receiver import Frame, FrameReceiver
 from broker.listener_security import (
     CLIENT_LISTENER,
@@ -59,6 +58,7 @@ from broker.listener_security import (
     ListenerSecurity,
     SaslGate,
 )
+from broker.purgatory import AnswerFuture
 from broker.slice_sender import ShortReadError, send_slice
 from security.ssl_principal import NoMatchingRule
 from common.protocol.frame import (

@@ -52,6 +52,25 @@ async def test_at_the_deadline_the_answer_is_then_of_the_expiration():
     assert (purgatory.watched("b"), sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (0, 1, 200)
 
 
+async def test_one_timer_for_the_purgatory_at_the_earliest_deadline_of_what_waits():
+    # not one per request (a schedule and a cancel each); a request done early while others wait
+    # leaves its deadline armed, which finds nothing due and moves on; none when nothing waits
+    now, purgatory = fake_clock_purgatory()
+    ready: set[str] = set()
+    a, b, c = (purgatory.watch(Join(ready, {key}), [key], timeout_s, str.upper)
+               for key, timeout_s in (("a", 5.0), ("b", 5.0), ("c", 1.0)))
+    assert len(purgatory.timers) == 1
+    now[0] += 1_000
+    purgatory.timers.run_due()
+    assert c.result() == "EXPIRED WITH ['C'] MISSING" and not a.done() and len(purgatory.timers) == 1
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 1 and a.result() == "DONE" and len(purgatory.timers) == 1
+    now[0] += 4_000
+    purgatory.timers.run_due()
+    assert b.result() == "EXPIRED WITH ['B'] MISSING"
+    assert (len(purgatory.operations), len(purgatory.timers)) == (0, 0)
+
+
 async def test_what_then_raises_goes_to_the_future_not_to_the_checker():
     _, purgatory = fake_clock_purgatory()
     ready: set[str] = set()

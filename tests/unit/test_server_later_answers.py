@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.answer_future import AnswerFuture
 from broker.listener_security import CLIENT_LISTENER, ListenerSecurity
+from broker.purgatory import AnswerFuture
 from broker.server import Encoding, KafkaServer, Later
 from common.protocol.frame import RequestHeader, encode_request_header
 from common.protocol.primitives import Chunk
