@@ -198,6 +198,10 @@ FLEXIBLE_RESPONSES = [
                             fetch.FetchTopicResponse("t" * 200, (ANSWERS[1],), TOPIC_ID)), 0, 5),
     fetch.FetchResponse(0, (fetch.FetchTopicResponse("bench", (fetch.FetchPartitionResponse(
         0, 0, 10, BATCH * 20, 9, 3),), TOPIC_ID),), 0, 5),
+    # records lengths at the varint's byte boundaries (compact: length + 1)
+    fetch.FetchResponse(0, (fetch.FetchTopicResponse("bench", tuple(fetch.FetchPartitionResponse(
+        i, 0, 10, Slice(length), 9, 3, ()) for i, length in enumerate(
+            (0x7E, 0x7F, 0x3FFE, 0x3FFF, 0x1FFFFE, 0x1FFFFF, 0xFFFFFFE, 0xFFFFFFF))), TOPIC_ID),), 0, 5),
 ]
 TAGGED_RESPONSES = [
     fetch.FetchResponse(0, (fetch.FetchTopicResponse("a", (fetch.FetchPartitionResponse(
@@ -268,3 +272,13 @@ def test_every_cut_or_changed_response_byte_reads_as_the_fields_do(version: int)
     handed_on = _every_cut_or_change(data, version, fetch._decode_classic_response, fetch._decode_response_fields,
                                      fetch.decode_fetch_response)
     assert handed_on >= len(data)  # every cut short of the end at least
+
+
+def test_a_topic_id_decoded_again_is_the_same_uuid() -> None:
+    """Every fetch of a consumer names its topic by id (v13+): the UUID is made once, not by
+    uuid.UUID's Python constructor on every request."""
+    request_ = _flexible_request(16)
+    data = _fields(request_, 16)
+    first, second = (fetch._decode_flexible_request(memoryview(data), 16) for _ in range(2))
+    assert first is not None and second is not None and first == second == request_
+    assert first.topics[0].topic_id is second.topics[0].topic_id
