@@ -195,6 +195,8 @@ def _required(results: _Results) -> dict[TopicPartition, int]:
 
 def _with_codes(results: _Results, codes: dict[TopicPartition, int]) -> _Results:
     """The appended partitions' answers once replicated (or refused, or timed out)."""
+    if not any(codes.values()):  # all replicated: the answers as appended
+        return results
     out: _Results = []
     for name, parts in results:
         done = []

@@ -177,7 +177,8 @@ class Partition:
         only this leader holds becomes committed and readable. An ELR member, which left the ISR
         below min ISR, then has every record a consumer may have read when it is elected."""
         partition_log = self.log
-        if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+        isr_size = len(self.isr)  # below min(min.insync.replicas, replicas), without a min() call:
+        if isr_size < self.min_insync_replicas and isr_size < len(self.replicas):
             current = partition_log.high_watermark
             return HighWatermark(current, False, current >= self.leader_epoch_start_offset)
         leader_leo = partition_log.log_end_offset
