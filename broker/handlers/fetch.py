@@ -46,6 +46,7 @@ from broker.handlers.fetch_partitions import (
     size_of,
     with_leader_hints,
 )
+from broker.purgatory import AnswerFuture
 from broker.replica_reads import delayed_fetch
 from broker.topic_metrics import count_fetch
 from common.topic_partition import TopicPartition
@@ -170,7 +171,8 @@ class _FullWait:
                  follower_reads: bool, deadline_ms: int, answer: Callable[[_FullPass], fetch.FetchResponse]) -> None:
         self._ctx, self._req, self._requested = ctx, req, requested
         self._follower_reads, self._deadline_ms, self._answer = follower_reads, deadline_ms, answer
-        self.future: asyncio.Future[fetch.FetchResponse] = asyncio.get_running_loop().create_future()
+        # the server hears it in the turn that sets it (AnswerFuture): no handle, no loop pass more
+        self.future: asyncio.Future[fetch.FetchResponse] = AnswerFuture(loop=asyncio.get_running_loop())
 
     def watch(self) -> asyncio.Future[fetch.FetchResponse]:
         """The answer to come (the server awaits it): watched from now (the first read found too little)."""
@@ -261,7 +263,9 @@ class _IncrementalPass:
         (`expire`). A mark that is not due (a follower's HW move, its own fetch's included)
         waits too: it is read at the next due change or at the deadline. The answer to come,
         `respond(report, session id, failed)`, is the future returned (the server awaits it)."""
-        future: asyncio.Future[fetch.FetchResponse] = asyncio.get_running_loop().create_future()
+        # the server hears it in the turn that sets it (AnswerFuture): a woken fetch's answer is
+        # written in the pass that reads it, with no handle and no loop pass more
+        future: asyncio.Future[fetch.FetchResponse] = AnswerFuture(loop=asyncio.get_running_loop())
         self.future, self._respond = future, respond
         self._ctx.replicas.timers.schedule(self, self._deadline_ms, self.expire)
         self.sessions.park(self.session, self)

@@ -21,6 +21,7 @@ from broker.handlers import fetch as fetch_handler
 from broker.handlers import fetch_partitions
 from broker.handlers.fetch import fetch_now, handle_fetch
 from broker.handlers.fetch_partitions import size_of
+from broker.purgatory import AnswerFuture
 from broker.server import Later
 from common.errors import ErrorCode
 from common.protocol import fetch
@@ -262,3 +263,25 @@ def test_a_waiting_fetch_whose_connection_closed_is_forgotten_at_its_deadline(
             assert sessions.parked(parked_on) is None
     asyncio.run(run())
 
+
+
+@pytest.mark.parametrize("session", [(0, FINAL_EPOCH), "incremental"])
+def test_a_woken_fetch_s_answer_is_heard_in_the_pass_that_reads_it(ctx: BrokerContext,
+                                                                    session: tuple[int, int] | str) -> None:
+    """The server listens on an AnswerFuture (broker.purgatory) and writes the answer in the turn
+    that sets it: a woken fetch's answer goes out in the loop pass after the change, not one later."""
+    async def run() -> list[object]:
+        if session == "incremental":
+            opened = fetch_now(ctx, request({0: 0}, session=(0, 0), max_wait_ms=0), VERSION, CLIENT)
+            assert isinstance(opened, fetch.FetchResponse)
+            req = request({}, session=(opened.session_id, 1))
+        else:
+            req = request({0: 0})
+        answer = fetch_now(ctx, req, VERSION, CLIENT)
+        assert isinstance(answer, Later) and isinstance(answer.answer, AnswerFuture)
+        heard: list[object] = []
+        answer.answer.listener = heard.append
+        ctx.replicas.append(T0, batch(1), acks=1)
+        await asyncio.sleep(0)  # one loop pass
+        return heard
+    assert len(asyncio.run(run())) == 1
