@@ -217,7 +217,7 @@ class Partition:
 
     def isr_to_expand(self, is_eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
         """The ISR with every in-sync follower added, or None (nothing pending, recovered only)."""
-        if self.pending_isr is not None or self.is_recovering:
+        if self.pending_isr is not None or self.leader_recovery_state is LeaderRecoveryState.RECOVERING:
             return None
         isr = self.isr
         for replica in self.replicas:  # bounded by the replicas
