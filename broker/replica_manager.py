@@ -283,10 +283,11 @@ class ReplicaManager:
             partition = serving_partition(self.partitions, self.broker_id, tp, current_leader_epoch)
             return read_log(partition, offset, max_bytes, min_one_batch=min_one_batch,
                             up_to=partition.log.high_watermark if up_to_high_watermark else None)
-        partition = self.partitions.get(tp)
-        if partition is None or partition.leader_id != self.broker_id or self.roles.failed \
-                or 0 <= current_leader_epoch != partition.leader_epoch:  # refused below, with the reason
-            partition = self.leader_partition(tp, current_leader_epoch)
+        hosted = self.partitions.get(tp)
+        if hosted is None or hosted.leader_id != self.broker_id or self.roles.failed \
+                or 0 <= current_leader_epoch != hosted.leader_epoch:  # refused below, with the reason
+            hosted = self.leader_partition(tp, current_leader_epoch)
+        partition = hosted
         check_follower_fetch(partition, replica_id, offset)
         throttled = over = False
         throttles = self.throttles
