@@ -7,7 +7,7 @@ session saw change, and answers only those with something to report. A full fetc
 finds fewer than min_bytes waits in the ReplicaManager's fetch purgatory until one of its
 partitions changes; an incremental one is parked on its session (FetchSessions.park). Either
 reads again then; the whole request has one deadline, max_wait_ms, a timer of the broker's
-timer service (the purgatory's, or `_IncrementalPass.expire`). A waiting fetch is a future
+timer service (the fetch purgatory's, or FetchSessions', each one timer for all its fetches). A waiting fetch is a future
 the server awaits, set where it completes: no task, coroutine, event or timeout per fetch
 (issue 35: an acks=all produce makes its leader answer two follower fetches that waited).
 A follower's fetch (replica id >= 0) reads up to the log end offset and tells the leader
@@ -267,7 +267,7 @@ class _IncrementalPass:
         # written in the pass that reads it, with no handle and no loop pass more
         future: asyncio.Future[fetch.FetchResponse] = AnswerFuture(loop=asyncio.get_running_loop())
         self.future, self._respond = future, respond
-        self._ctx.replicas.timers.schedule(self, self._deadline_ms, self.expire)
+        self.sessions.expire_at(self.session, self, self._deadline_ms)
         self.sessions.park(self.session, self)
         return future
 
@@ -281,16 +281,17 @@ class _IncrementalPass:
             if not self.settled():
                 self.sessions.park(self.session, self)
                 return
-            self._ctx.replicas.timers.cancel(self)
-            self._answer(future)
+            self._answer(future)  # its deadline's entry is dropped when the sessions' timer next fires
         except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
             future.set_exception(exc)
 
-    def expire(self, _now_ms: int) -> None:
+    def done(self) -> bool:
+        return self.future is not None and self.future.done()
+
+    def expire(self) -> None:
         """The deadline (max_wait_ms): what changed meanwhile is read, and answered."""
         future = self.future
         assert future is not None
-        self.sessions.unpark(self.session, self)
         if future.done():
             return
         try:

@@ -227,9 +227,7 @@ def test_a_waiting_fetch_is_a_future_with_no_task(ctx: BrokerContext, session: t
         # woken in the next loop pass, not inside the append: a produce over both is read whole
         ctx.replicas.append(T0, batch(2), acks=1)
         ctx.replicas.append(T1, batch(1), acks=1)
-        response = await asyncio.wait_for(answer.answer, TEST_TIMEOUT_S)
-        assert len(ctx.replicas.timers) == timers  # answered: its deadline is gone
-        return response
+        return await asyncio.wait_for(answer.answer, TEST_TIMEOUT_S)
     assert sizes(asyncio.run(run())) == {0: (0, len(batch(2))), 1: (0, len(batch(1)))}
 
 
@@ -285,3 +283,27 @@ def test_a_woken_fetch_s_answer_is_heard_in_the_pass_that_reads_it(ctx: BrokerCo
         await asyncio.sleep(0)  # one loop pass
         return heard
     assert len(asyncio.run(run())) == 1
+
+
+def test_waiting_session_fetches_share_one_timer(ctx: BrokerContext) -> None:
+    """Every parked incremental fetch's deadline is held by one timer of the broker's, at the
+    earliest deadline of those still waiting (a schedule and a cancel per fetch cost ~340
+    bytecodes, twice per acks=all produce at the leader); it goes when nothing waits."""
+    async def run() -> None:
+        timers = ctx.replicas.timers
+        waiting = []
+        for wait_ms in (50, 80):
+            opened = fetch_now(ctx, request({0: 0}, session=(0, 0), max_wait_ms=0), VERSION, CLIENT)
+            assert isinstance(opened, fetch.FetchResponse)
+            answer = fetch_now(ctx, request({}, session=(opened.session_id, 1), max_wait_ms=wait_ms),
+                               VERSION, CLIENT)
+            assert isinstance(answer, Later)
+            waiting.append(answer.answer)
+        assert len(timers) == 1
+        first = await asyncio.wait_for(waiting[0], TEST_TIMEOUT_S)  # its deadline: answered empty
+        assert sizes(first) == {} and not waiting[1].done() and len(timers) == 1
+        ctx.replicas.append(T0, batch(1), acks=1)
+        assert sizes(await asyncio.wait_for(waiting[1], TEST_TIMEOUT_S)) == {0: (0, len(batch(1)))}
+        await asyncio.sleep(0.15)  # past the second's deadline: its entry dropped, nothing armed
+        assert len(timers) == 0
+    asyncio.run(run())
