@@ -63,11 +63,13 @@ class LogAppendInfo(NamedTuple):
 
 
 class Offsets(NamedTuple):
-    """Base offsets of an append's batches, and its largest timestamp with that record's offset."""
+    """Base offsets of an append's batches, its largest timestamp with that record's offset, and
+    its last offset (the log end offset after it, less one)."""
 
     bases: list[int]
     max_timestamp: int
     offset_of_max_timestamp: int
+    last_offset: int
 
 
 def assign_offsets(batches: Batches, next_offset: int, *, max_message_bytes: int,
@@ -88,23 +90,26 @@ def assign_offsets(batches: Batches, next_offset: int, *, max_message_bytes: int
         next_offset += count
         if header.max_timestamp > max_ts:
             max_ts, max_ts_offset = header.max_timestamp, next_offset - 1
-    return tuple.__new__(Offsets, (bases, max_ts, max_ts_offset))  # C, not the NamedTuple's Python __new__
+    return tuple.__new__(Offsets, (bases, max_ts, max_ts_offset, next_offset - 1))  # C, not the NamedTuple's Python __new__
 
 
 def check_replica_offsets(batches: Batches, log_end_offset: int, *, tp: TopicPartition) -> Offsets:
     """A replica's append keeps the batches' own base offsets, which must increase from the log
     end (a compacted leader's log has gaps)."""
+    bases = []
     expected = log_end_offset
     max_ts, max_ts_offset = NO_TIMESTAMP, expected
-    for _, header in batches:
-        if header.base_offset < expected or header.last_offset_delta < 0:
+    for _, header in batches:  # one pass: a follower's round appends one batch or a few
+        base = header.base_offset
+        if base < expected or (delta := header.last_offset_delta) < 0:
             raise OffsetsOutOfOrderError(
-                f"replica append to {tp}: batch at offset {header.base_offset} does not follow "
+                f"replica append to {tp}: batch at offset {base} does not follow "
                 f"offset {expected - 1}")
-        expected = header.next_offset
+        bases.append(base)
+        expected = base + delta + 1  # header.next_offset without its property frame
         if header.max_timestamp > max_ts:
             max_ts, max_ts_offset = header.max_timestamp, expected - 1
-    return Offsets([h.base_offset for _, h in batches], max_ts, max_ts_offset)
+    return tuple.__new__(Offsets, (bases, max_ts, max_ts_offset, expected - 1))
 
 
 def roll_age_ms(config: LogConfig, tp: TopicPartition, segment_base_offset: int) -> int:
@@ -126,29 +131,29 @@ def derived_rules(config: LogConfig, tp: TopicPartition, segment: LogSegment) ->
     return roll_age_ms(config, tp, segment.base_offset), config.compact
 
 
-def segment_age(segment: LogSegment, max_timestamp: int, now_ms: int) -> int:
-    # Kafka measures a segment's age in message time when messages carry timestamps, falling
-    # back to the wall clock since the segment was created.
-    first_ts = segment.first_batch_timestamp
-    if first_ts is not None and first_ts >= 0:
-        return max_timestamp - first_ts
-    return now_ms - segment.created_ms
-
-
 def roll_reason(segment: LogSegment, config: LogConfig, tp: TopicPartition, *, incoming: int,
                 max_timestamp: int, last_offset: int, now_ms: int,
                 age_limit: int | None = None) -> str | None:
     """Why the active `segment` must roll before an append of `incoming` bytes ending at
     `last_offset` (Kafka's shouldRoll), or None. An empty segment never rolls. `age_limit`:
     `roll_age_ms(config, tp, segment.base_offset)` when the caller keeps it (it changes only
-    with the segment or the config, and a produce asks once per partition)."""
-    if not segment.size:
+    with the segment or the config, and a produce asks once per partition). Every append asks:
+    its common path makes no call but the indexes' is_full."""
+    size = segment.size
+    if not size:
         return None
-    if segment.size > config.segment_bytes - incoming:
+    if size > config.segment_bytes - incoming:
         return f"segment.bytes {config.segment_bytes}"
     if age_limit is None:
         age_limit = roll_age_ms(config, tp, segment.base_offset)
-    if segment_age(segment, max_timestamp, now_ms) > age_limit:
+    # Kafka measures a segment's age in message time when messages carry timestamps, falling
+    # back to the wall clock since the segment was created.
+    first_ts = segment.first_batch_timestamp
+    if first_ts is not None and first_ts >= 0:
+        age = max_timestamp - first_ts
+    else:
+        age = now_ms - segment.created_ms
+    if age > age_limit:
         reason = (f"segment.ms {config.segment_ms}" if config.max_segment_ms == config.segment_ms
                   else f"max.compaction.lag.ms {config.max_compaction_lag_ms}")
         if config.segment_jitter_ms:

@@ -82,7 +82,9 @@ class LeaderEpochCache:
         # moved log (100,000 in a broker's takeover of a third of 100,000 leaderships).
         self.needs_sync = False
         self._writes = 0  # rewrites so far: a sync on an I/O thread clears only what it covered
-        self._write_owed = False  # memory holds an entry the file does not (`assign(write=False)`)
+        # Memory holds an entry the file does not (`assign(write=False)`; read it, never set it):
+        # an attribute, as `latest_epoch` is, because every append asks (`PartitionLog.append`).
+        self.owes_write = False
         if entries is None and checkpoint is not None:
             entries = checkpoint.read()
         self._epochs: list[int] = []
@@ -90,14 +92,18 @@ class LeaderEpochCache:
         for entry in entries or ():
             self._epochs.append(entry.epoch)
             self._offsets.append(entry.start_offset)
+        # The last entry's epoch (UNDEFINED_EPOCH when there is none; read it, never set it): an
+        # attribute that each change of the entries sets (`_latest_changed`), not a property,
+        # as every append reads it (a property read is a Python frame per partition).
+        self.latest_epoch = UNDEFINED_EPOCH
+        self._latest_changed()
+
+    def _latest_changed(self) -> None:
+        self.latest_epoch = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     @property
     def entries(self) -> list[EpochEntry]:
         return [EpochEntry(e, o) for e, o in zip(self._epochs, self._offsets)]
-
-    @property
-    def latest_epoch(self) -> int:
-        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     @property
     def latest_start_offset(self) -> int:
@@ -130,10 +136,11 @@ class LeaderEpochCache:
                         self._name, epoch, start_offset, removed[::-1])
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
+        self.latest_epoch = epoch
         if write:
             self._flush()
         else:
-            self._write_owed = True
+            self.owes_write = True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:
         """Kafka's endOffsetFor (`leader_epochs.end_offset_for`) over this cache's entries."""
@@ -147,6 +154,7 @@ class LeaderEpochCache:
         keep = bisect_left(self._offsets, end_offset)
         if keep < len(self._offsets):
             del self._epochs[keep:], self._offsets[keep:]
+            self._latest_changed()
             if write:
                 self._flush()
 
@@ -166,17 +174,13 @@ class LeaderEpochCache:
         if self._epochs:
             self._epochs.clear()
             self._offsets.clear()
+            self._latest_changed()
             self._flush()
-
-    @property
-    def owes_write(self) -> bool:
-        """An entry assigned in memory only (a new leadership) is not in the file yet."""
-        return self._write_owed
 
     def write_owed(self) -> None:
         """Write the entries the file lacks (`assign(write=False)`): the log calls this before it
         appends, so that no batch reaches the segment before its epoch's entry is in the file."""
-        if self._write_owed:
+        if self.owes_write:
             self._flush()
 
     def sync(self) -> None:
@@ -194,4 +198,4 @@ class LeaderEpochCache:
             self._checkpoint.write(self.entries, sync=False)
             self.needs_sync = True
             self._writes += 1
-        self._write_owed = False  # every write is of the whole cache (a failed one stays owed)
+        self.owes_write = False  # every write is of the whole cache (a failed one stays owed)

@@ -188,11 +188,17 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]."""
-        high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        if high_watermark != self.high_watermark:
-            self.high_watermark = high_watermark
-            self._moved()
-        return high_watermark
+        # Two compares, not min(max()) and the log_end_offset property: a leader asks once per
+        # partition of each produce, a follower once per fetch answer.
+        if offset < self.log_start_offset:
+            offset = self.log_start_offset
+        if offset > (log_end_offset := self._segments[-1].next_offset):
+            offset = log_end_offset
+        if offset != self.high_watermark:
+            self.high_watermark = offset
+            if self.changes is not None:  # _moved(), without its frame: most appends move the HW
+                self.changes.moved(self)
+        return offset
 
     # ---- append ------------------------------------------------------------------------
 
@@ -240,7 +246,7 @@ class PartitionLog:
         _, _, age_limit, compact = rules
         cache = self.leader_epoch_cache
         if assign_offsets:
-            bases, max_ts, max_ts_offset = assign_offsets_of(
+            bases, max_ts, max_ts_offset, last_offset = assign_offsets_of(
                 batches, segment.next_offset, max_message_bytes=config.max_message_bytes, tp=tp)
             # no epoch given: the log's current one, so that every batch's epoch is the one
             # the leader-epoch cache records for its offsets (recovery checks that)
@@ -248,9 +254,9 @@ class PartitionLog:
             if compact:
                 require_keys(view, batches, tp)
         else:
-            bases, max_ts, max_ts_offset = check_replica_offsets(batches, segment.next_offset, tp=tp)
+            bases, max_ts, max_ts_offset, last_offset = check_replica_offsets(
+                batches, segment.next_offset, tp=tp)
             epoch = None
-        last_offset = bases[-1] + batches[-1][1].last_offset_delta
         reason = roll_reason(segment, config, tp, incoming=total, max_timestamp=max_ts,
                              last_offset=last_offset, now_ms=now_ms, age_limit=age_limit)
         if reason is not None:
@@ -260,9 +266,19 @@ class PartitionLog:
             segment = self._segments[-1]
         # A new leadership's entry is in memory only until the first append of its epoch: in
         # the file before any batch of that epoch is in the segment (recovery checks each one).
-        cache.write_owed()
+        if cache.owes_write:
+            cache.write_owed()
         segment.append(view, batches, bases, epoch, total)
-        if epoch is None or epoch != cache.latest_epoch:
+        if epoch is None:
+            # A replica keeps its batches' epochs; one new to the cache starts at its batch.
+            # Tested here, without a call: a follower's batches are nearly always of the epoch
+            # it holds already, and _record_epochs assigns the rare new one.
+            latest = cache.latest_epoch
+            for _, header in batches:
+                if header.partition_leader_epoch != latest:
+                    self._record_epochs(batches, bases, None)
+                    break
+        elif epoch != cache.latest_epoch:
             self._record_epochs(batches, bases, epoch)
         if last_offset + 1 - self._recovery_point >= config.flush_messages:
             self.flush()

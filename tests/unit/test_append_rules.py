@@ -33,6 +33,7 @@ def test_a_leader_assigns_consecutive_offsets_from_the_log_end(counts: tuple[int
                            max_message_bytes=1_000_000, tp=TP)
     assert found.bases == expected_bases
     last = expected_bases[-1] + counts[-1] - 1
+    assert found.last_offset == last
     assert (found.max_timestamp, found.offset_of_max_timestamp) == (NOW + 10 * (len(counts) - 1) + counts[-1] - 1,
                                                                      last)
 
@@ -56,7 +57,9 @@ def test_a_replica_keeps_increasing_offsets(bases: tuple[int, ...], log_end: int
         with pytest.raises(error):
             check_replica_offsets(batches, log_end, tp=TP)
         return
-    assert check_replica_offsets(batches, log_end, tp=TP).bases == list(bases)
+    found = check_replica_offsets(batches, log_end, tp=TP)
+    assert found.bases == list(bases)
+    assert found.last_offset == bases[-1] + 2  # 3 records each
 
 
 def segment_with(tmp_path: Path, data: bytes, *, created_ms: int = NOW, index_bytes: int = 1024) -> LogSegment:

@@ -133,6 +133,12 @@ def test_replica_append_keeps_the_leaders_offsets_and_epochs(tmp_path: Path) -> 
         (1, 0), (4, 2)]
     with pytest.raises(OffsetsOutOfOrderError):
         follower.append(fetched, now_ms=NOW, assign_offsets=False)
+    # one fetch holding a batch of the epoch the follower has and one of a new epoch after it
+    leader.append(batch(1), now_ms=NOW, leader_epoch=4)
+    leader.append(batch(2), now_ms=NOW, leader_epoch=6)
+    follower.append(leader.read(5, 1 << 20).read_bytes(), now_ms=NOW, assign_offsets=False)
+    assert follower.leader_epoch_cache.entries == [(1, 0), (4, 2), (6, 6)]
+    assert follower.leader_epoch_cache.latest_epoch == 6
 
 
 # ---- read --------------------------------------------------------------------------------
