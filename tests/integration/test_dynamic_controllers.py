@@ -70,8 +70,11 @@ class Quorum:
         return VoterEntry(node_id, self.logs[node_id].directory_id, f"{HOSTS[node_id - 1]}:{self.port}")
 
     async def leader(self) -> MetadataLog:
-        found: MetadataLog = await until("a leader", lambda: next(
-            (log for log in self.logs.values() if log.leadership()[0]), None))
+        """The leader once it committed an entry of its term: before that it answers a voter change
+        REQUEST_TIMED_OUT, a retriable error (Kafka's "waiting for leader to establish HWM"), which
+        a test asking right after an election or a handover got at load 12."""
+        found: MetadataLog = await until("a leader that committed an entry of its term", lambda: next(
+            (log for log in self.logs.values() if log.is_voter() and ready(log)), None))
         return found
 
     def views(self) -> dict[int, list[int]]:
@@ -160,6 +163,11 @@ async def test_refused_changes_leave_the_voter_set_as_it_was(quorum: Quorum) -> 
     assert error.error == "REQUEST_TIMED_OUT" and "majority" in error.message
 
 
+def ready(log: MetadataLog) -> bool:
+    """Leads and committed an entry of its term (read off its tick thread: a test's approximation)."""
+    return log.leadership()[0] and log._leader_view().committed_in_term
+
+
 def live(log: MetadataLog) -> set[int]:
     """The voters the leader heard from lately (read off its tick thread: a test's approximation)."""
     return log._live_voters()
@@ -189,8 +197,7 @@ async def remove(quorum: Quorum, leader: MetadataLog, node_id: int) -> MetadataL
             return leader
         except VoterChangeError as exc:
             assert exc.error == "NOT_LEADER_OR_FOLLOWER", exc.message
-            leader = await until("the next leader", lambda: next(
-                (log for log in quorum.logs.values() if log.leadership()[0] and log.is_voter()), None))
+            leader = await quorum.leader()
     raise AssertionError(f"voter {node_id} was not removed")
 
 
