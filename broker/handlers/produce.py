@@ -56,11 +56,10 @@ def produce_now(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
 def _produce(ctx: BrokerContext, req: produce.ProduceRequest, version: int,
              refused: Mapping[TopicPartition, ErrorCode] | None = None
              ) -> produce.ProduceResponse | None | Later[produce.ProduceResponse]:
-    results = _append_all(ctx, req, refused or {})
+    results, required = _append_all(ctx, req, refused or {})
     if req.acks == 0:
         return None
     if req.acks == -1:
-        required = _required(results)
         if required:
             # The answer is built where the HW move decides it (`ReplicaManager.watch_replication`):
             # no task or coroutine per acks=all produce waits for it. One deadline for the
@@ -146,10 +145,14 @@ def with_current_leaders(ctx: BrokerContext, response: produce.ProduceResponse,
     return produce.ProduceResponse(tuple(topics), response.throttle_time_ms, node_endpoints(hints))
 
 
-def _append_all(ctx: BrokerContext, req: produce.ProduceRequest,
-                refused: Mapping[TopicPartition, ErrorCode]) -> _Results:
+def _append_all(ctx: BrokerContext, req: produce.ProduceRequest, refused: Mapping[TopicPartition, ErrorCode]
+                ) -> tuple[_Results, dict[TopicPartition, int]]:
+    """Each partition's answer, and for acks=all the offset each appended partition's HW must
+    pass (Kafka's DelayedProduce), keyed by the TopicPartition the append used."""
     image = ctx.image()
     results: _Results = []
+    required: dict[TopicPartition, int] = {}
+    acks_all = req.acks == -1
     for topic in req.topic_data:
         parts = []
         for p in topic.partition_data:
@@ -171,11 +174,13 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest,
                     p.index, ctx.partition_error(tp, e, image), -1, -1, -1, _record_errors(e),
                     str(e) or None), -1))
                 continue
+            end_offset = info.last_offset + 1
             parts.append((produce.PartitionProduceResponse(
-                p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset),
-                info.last_offset + 1))
+                p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset), end_offset))
+            if acks_all:
+                required[tp] = end_offset
         results.append((topic.name, parts))
-    return results
+    return results, required
 
 
 def _record_errors(error: BaseException) -> tuple[produce.BatchIndexAndErrorMessage, ...]:
@@ -184,13 +189,6 @@ def _record_errors(error: BaseException) -> tuple[produce.BatchIndexAndErrorMess
     if not isinstance(error, KafkaError) or not error.record_errors:
         return ()
     return tuple(produce.BatchIndexAndErrorMessage(e.batch_index, e.message) for e in error.record_errors)
-
-
-def _required(results: _Results) -> dict[TopicPartition, int]:
-    """acks=all: the offset each appended partition's HW must pass."""
-    return {TopicPartition(name, response.partition_index): end_offset
-            for name, parts in results for response, end_offset in parts
-            if response.error_code == 0}
 
 
 def _with_codes(results: _Results, codes: dict[TopicPartition, int]) -> _Results:
