@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -78,6 +79,7 @@ from quorum.prevote import (
     decide_pre_vote,
     heard_everything_since,
     ignores_vote_request,
+    stands_in_this_tick,
     tells_leader_of_higher_term,
 )
 from quorum.quorum_describe import FollowerProgress, OffsetIndex, QuorumDescription, describe
@@ -103,6 +105,7 @@ LOG_COMPACTION_MIN_TIME: Final = 300 * SECONDS  # or this long, whichever comes 
 # (quorum.prevote.heard_everything_since): one tick period (pysyncobj's autoTickPeriod), so it is
 # still ahead when pysyncobj looks at it in this tick, and the poll after that look reads first.
 LISTEN_HOLD: Final = 0.05 * SECONDS
+NO_ELECTION: Final = math.inf  # pysyncobj's election deadline while its tick must not stand (quorum.prevote)
 DUMP_FORMAT: Final = "tidelog-quorum-dump"
 DUMP_VERSION: Final = 1  # 1: with the voter set (KIP-853, quorum.voter_changes); 0 is still read
 _DUMP_KEYS: Final = frozenset({"format", "version", "state", "raft_last", "raft_prev", "cluster"})
@@ -243,7 +246,18 @@ class MetadataLog(VoterMembership, SyncObj):
             self._pre_vote_tick()
         self._fold_step()
         self._listen_before_standing()  # the fold's slice may have run past the deadline too
-        super()._onTick(timeToWait)
+        deadline: float = getattr(self, "_SyncObj__raftElectionDeadline")  # mypy needs its type
+        # a round won in an earlier poll, or in _pre_vote_tick just now (a quorum of one)
+        cleared, self._election_cleared = self._election_cleared == self.raftCurrentTerm + 1, None
+        if not stands_in_this_tick(is_voter=self.is_voter(), prevote=self._prevote, cleared=cleared,
+                                   expired=deadline < pysyncobj_monotonic(),
+                                   transfer=self._SyncObj__transferInProgress):
+            self._SyncObj__raftElectionDeadline = NO_ELECTION  # its check cannot fire mid-tick (quorum.prevote)
+        try:
+            super()._onTick(timeToWait)
+        finally:
+            if self._SyncObj__raftElectionDeadline == NO_ELECTION:  # not reset by an AppendEntries or a vote
+                self._SyncObj__raftElectionDeadline = deadline
         self._listened_at = pysyncobj_monotonic()
         self._answer_after_poll()
         self.durability_gate.flush()
@@ -308,10 +322,9 @@ class MetadataLog(VoterMembership, SyncObj):
             return
         if self._SyncObj__transferInProgress:
             return  # a TimeoutNow from the leader itself: the thesis skips pre-vote for it
-        cleared, self._election_cleared = self._election_cleared, None
-        if cleared is not None and cleared == self.raftCurrentTerm + 1:
-            return  # a majority granted: pysyncobj's candidacy (term + 1) runs in this tick
-        # (a term adopted since the round was won: it ran for another term; ask again)
+        if self._election_cleared == self.raftCurrentTerm + 1:
+            return  # a majority granted: pysyncobj's candidacy (term + 1) runs in this tick (_onTick)
+        # (a term adopted since the round was won: it would run for another term; ask again)
         if not self._SyncObj__connectedToAnyone():
             return  # pysyncobj would not stand either
         # hold pysyncobj's candidacy back one election timeout; a won round brings it forward

@@ -47,6 +47,16 @@ controller change (seen on a CPU-starved box, issue 28). With them:
   window; a leader gone without closing it (a paused process, a cut link) is replaced after
   the long one, as a KRaft follower waits controller.quorum.fetch.timeout.ms (2 s).
 
+- pysyncobj stands only when these rules say so (`stands_in_this_tick`). Its own candidacy check
+  runs inside its tick after a stretch that can stall: once a second its journal writes the
+  commit index to a meta file with an fsync, and a starved thread can lose the GIL or its core
+  anywhere. A deadline that had not expired when the rules above looked could expire in that
+  stretch, and pysyncobj stood at term + 1 with no pre-vote and no poll since; its term, told
+  to the leader (above), deposed a leader that heartbeated every other voter. Reproduced with a
+  newly added voter's meta write held 1.6 s: term 2 and a step-down in 3 of 3 runs (issue 35,
+  test_dynamic_controllers). So pysyncobj's check sees the deadline only in a tick where this
+  voter is to stand; in any other it sees none, and the deadline is put back after it.
+
 Everything here takes times as seconds on a monotonic clock passed in; `quorum.metadata_log`
 is the shell that reads pysyncobj's state and sends the messages.
 """
@@ -113,6 +123,19 @@ def heard_everything_since(*, deadline: float, listened_at: float) -> bool:
     sent before it can still be waiting there. If not, the leader's silence may be this voter's
     own stall: it reads first, and the timer fires at the next look only if still nothing came."""
     return listened_at >= deadline
+
+
+def stands_in_this_tick(*, is_voter: bool, prevote: bool, expired: bool, cleared: bool, transfer: bool) -> bool:
+    """Whether pysyncobj's candidacy check may see the election deadline in this tick (module
+    docstring): a voter's TimeoutNow election (`transfer`, the leader's handover); with pre-vote,
+    a round won for the next term (`cleared`); without it, a timer that expired before the
+    voter's last poll ended (`expired`, as `heard_everything_since` lets it fire). A non-voter
+    never stands (KIP-853: an observer catches up and is added; it does not vote)."""
+    if not is_voter:
+        return False
+    if transfer:
+        return True
+    return cleared if prevote else expired
 
 
 def decide_pre_vote(*, proposed_term: int, candidate_last_term: int, candidate_last_index: int,

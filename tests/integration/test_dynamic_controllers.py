@@ -163,6 +163,45 @@ async def test_refused_changes_leave_the_voter_set_as_it_was(quorum: Quorum) -> 
     assert error.error == "REQUEST_TIMED_OUT" and "majority" in error.message
 
 
+# past pysyncobj's longest election timeout (1.4 s), short of its connection timeout (3.5 s)
+META_STALL_S = 1.6
+
+
+async def test_a_new_voter_stalled_in_its_journal_meta_write_does_not_depose_the_leader(quorum: Quorum) -> None:
+    """Issue 35: pysyncobj looks at its election deadline after its journal's once-a-second meta
+    write (the commit index, fsynced). A newly added voter gets a commit index to write at once
+    (it has just replicated the log), and under other I/O that fsync can take seconds: its
+    deadline expired inside it, pysyncobj stood at term 2 without a pre-vote or a look at its
+    socket, and the leader, told of term 2, stepped down (3 of 3 on 2514d38; seen in CI at load
+    9-10 as NOT_LEADER_OR_FOLLOWER in test_refused_changes_leave_the_voter_set_as_it_was)."""
+    for node_id in STATIC:
+        quorum.start(node_id)
+    leader = await grow(quorum, 4)
+    new = quorum.logs[4]
+    await until("controller 4 learns it is a voter", new.is_voter)
+    term = leader.leadership()[1]
+    journal = new._journal
+    store = journal._store_meta
+    stalled = threading.Event()
+
+    def slow_store() -> None:  # the fault is a span of time: an fsync held up by other I/O
+        journal._store_meta = store  # type: ignore[method-assign]  # once
+        time.sleep(META_STALL_S)
+        store()
+        stalled.set()
+
+    def arm() -> None:
+        journal._store_meta = slow_store  # type: ignore[method-assign]
+        journal._meta_saved = False  # a commit index to write at the next one-second timer
+
+    await new.on_tick(arm)
+    await until("controller 4's meta write stalled", stalled.is_set)
+    for log in (new, new, leader, leader):  # 4's candidacy, if any, and the leader hearing of its term
+        await log.on_tick(lambda: None)
+    assert {i: log.leadership() for i, log in quorum.logs.items()} == \
+        {i: (log is leader, term) for i, log in quorum.logs.items()}
+
+
 def ready(log: MetadataLog) -> bool:
     """Leads and committed an entry of its term (read off its tick thread: a test's approximation)."""
     return log.leadership()[0] and log._leader_view().committed_in_term

@@ -15,6 +15,7 @@ from quorum.prevote import (
     heard_everything_since,
     ignores_vote_request,
     log_up_to_date,
+    stands_in_this_tick,
     tells_leader_of_higher_term,
 )
 
@@ -147,3 +148,26 @@ def test_a_leader_still_connected_gets_the_longer_window(since: float, connected
     v = view(since_leader_contact_s=since, leader_connected=connected)
     assert pre_vote(v) is answer
     assert ignores_vote_request(request_term=6, view=v) is (answer is PreVoteAnswer.HAS_LEADER)
+
+
+@pytest.mark.parametrize(("is_voter", "prevote", "expired", "cleared", "transfer", "stands"), [
+    # with pre-vote only a won round stands, whatever the timer says: a timer that expires while
+    # pysyncobj's tick runs (its meta write's fsync held 1.6 s, issue 35) must not stand at term + 1
+    (True, True, True, False, False, False),
+    (True, True, False, False, False, False),
+    (True, True, False, True, False, True),
+    (True, True, True, True, False, True),
+    # a handover's TimeoutNow stands with or without pre-vote (the thesis skips pre-vote for it)
+    (True, True, False, False, True, True),
+    (True, False, False, False, True, True),
+    # without pre-vote, an expired timer the voter listened past stands; one not expired waits
+    (True, False, True, False, False, True),
+    (True, False, False, False, False, False),
+    # an observer never stands (KIP-853), whatever else holds
+    (False, True, True, True, True, False),
+    (False, False, True, False, False, False),
+])
+def test_pysyncobj_stands_only_when_the_rules_say_so(is_voter: bool, prevote: bool, expired: bool, cleared: bool,
+                                                     transfer: bool, stands: bool) -> None:
+    assert stands_in_this_tick(is_voter=is_voter, prevote=prevote, expired=expired, cleared=cleared,
+                               transfer=transfer) is stands
