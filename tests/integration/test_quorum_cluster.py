@@ -281,6 +281,9 @@ def kill_the_active_controller(nodes: list[ControllerProcess], leader: Controlle
         report(capsys, f"controller {node.node_id}: {fsync['entries']} journal entries in {fsync['batches']} fsyncs")
 
     leader.start()  # from its journal + dump
+    # its start (imports, journal and dump load) has START_TIMEOUT_S: at load 11 it took 8 s,
+    # which counted against the catch-up's WAIT_S as the first status() waited for it
+    leader.wait_started()
     final = leader2.records()
     wait_caught_up(nodes, final[-1][0])
     assert leader.records()[:len(final)] == final
