@@ -129,6 +129,11 @@ class PartitionLog:
             epoch_for=self.leader_epoch_cache.epoch_for if self.leader_epoch_cache.entries
             else None)
         self._segments: list[LogSegment] = loaded.segments
+        # The active segment's next offset, copied here by each change of it (append, roll,
+        # truncations; read it, never set it): an attribute, not a property, because the
+        # produce and fetch paths read it ~30 times per acks=all produce at RF=3
+        # (bench/leader_request_cpu.py), each read a Python frame.
+        self.log_end_offset = self._segments[-1].next_offset
         self._bases = [s.base_offset for s in self._segments]
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         # What the append rules derive from the config for the active segment (its roll age,
@@ -171,10 +176,6 @@ class PartitionLog:
         return self._recovery_point
 
     @property
-    def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
-
-    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
@@ -188,12 +189,12 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]."""
-        # Two compares, not min(max()) and the log_end_offset property: a leader asks once per
-        # partition of each produce, a follower once per fetch answer.
+        # Two compares, not min(max()): a leader asks once per partition of each produce, a
+        # follower once per fetch answer.
         if offset < self.log_start_offset:
             offset = self.log_start_offset
-        if offset > (log_end_offset := self._segments[-1].next_offset):
-            offset = log_end_offset
+        if offset > self.log_end_offset:
+            offset = self.log_end_offset
         if offset != self.high_watermark:
             self.high_watermark = offset
             if self.changes is not None:  # _moved(), without its frame: most appends move the HW
@@ -269,6 +270,7 @@ class PartitionLog:
         if cache.owes_write:
             cache.write_owed()
         segment.append(view, batches, bases, epoch, total)
+        self.log_end_offset = segment.next_offset
         if epoch is None:
             # A replica keeps its batches' epochs; one new to the cache starts at its batch.
             # Tested here, without a call: a follower's batches are nearly always of the epoch
@@ -308,6 +310,7 @@ class PartitionLog:
         segment = open_segment(self.directory, base, self.config, now_ms, create=True, files=self.files)
         self._segments.append(segment)
         self._bases.append(base)
+        self.log_end_offset = segment.next_offset
         log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)
         # As Kafka does, so recovery after a crash scans one segment; off the loop when there
         # is a flusher (Kafka's scheduleOnce("flush-log")).
@@ -405,8 +408,10 @@ class PartitionLog:
         removed = self._segments[keep:]
         del self._segments[keep:], self._bases[keep:]
         self._schedule_delete(removed, now_ms, "truncation")
-        removed_bytes = self._segments[-1].truncate_to(offset)
-        new_leo = self.log_end_offset
+        try:
+            removed_bytes = self._segments[-1].truncate_to(offset)
+        finally:  # the log end is the active segment's, wherever a failed truncation left it
+            new_leo = self.log_end_offset = self._segments[-1].next_offset
         log.info("%sTruncated to offset %d (log end offset %d -> %d, %d bytes and %d segments "
                  "removed)", self._name, offset, leo, new_leo,
                  removed_bytes + sum(s.size for s in removed), len(removed))
@@ -426,6 +431,7 @@ class PartitionLog:
         self._segments.append(open_segment(self.directory, offset, self.config, now_ms,
                                            create=True, files=self.files))
         self._bases.append(offset)
+        self.log_end_offset = self._segments[-1].next_offset
         self.leader_epoch_cache.clear()
         delete_snapshots_from(self.directory, 0)
         self._void_flushes(-1)  # every offset they synced is gone
