@@ -5,8 +5,10 @@ For each batch size the same prepared batch is appended N times through
 in the same run, written N times with `os.write` to a plain file; then both are read back
 in 1 MiB fetches (`PartitionLog.read` + `os.pread` of the slice against plain `os.pread`).
 Neither side fsyncs. Each figure is the best of `--rounds` runs; the ratio is log / raw.
+`--cpu`: timed by the process's CPU time (user and kernel), not the wall clock, so the figures
+are MB per CPU second, which other work on a shared box moves much less.
 
-    python bench/log_append.py [--total-mib 256] [--rounds 3] [--dir DIR]
+    python bench/log_append.py [--total-mib 256] [--rounds 3] [--dir DIR] [--cpu]
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.partition_log import PartitionLog
@@ -39,7 +42,8 @@ CHUNK_BYTES = 8 * MIB  # raw and log alternate in chunks of this size, so both s
 # same page-cache and writeback conditions
 
 
-def bench_case(directory: Path, batch: bytes, count: int) -> dict[str, float]:
+def bench_case(directory: Path, batch: bytes, count: int,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Seconds spent by each side, appending/writing then reading, interleaved by chunk."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -47,7 +51,6 @@ def bench_case(directory: Path, batch: bytes, count: int) -> dict[str, float]:
     raw_fd = os.open(directory / "raw.bin", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     per_chunk = max(1, CHUNK_BYTES // len(batch))
     times = {"log_write": 0.0, "raw_write": 0.0, "log_read": 0.0, "raw_read": 0.0}
-    clock = time.perf_counter
     done = 0
     while done < count:
         n = min(per_chunk, count - done)
@@ -89,10 +92,12 @@ def main() -> None:
     parser.add_argument("--total-mib", type=int, default=256, help="bytes appended per case")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    parser.add_argument("--cpu", action="store_true", help="time by process CPU, not the wall clock")
     args = parser.parse_args()
+    clock = time.process_time if args.cpu else time.perf_counter
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
     print(f"tidelog log bench: {args.total_mib} MiB per case, best of {args.rounds}, "
-          f"scratch {root}")
+          f"{'CPU' if args.cpu else 'wall'} time, scratch {root}")
     print(f"{'batch':>8} {'log MB/s':>10} {'raw MB/s':>10} {'append':>7} "
           f"{'log rd MB/s':>12} {'raw rd MB/s':>12} {'read':>6}")
     try:
@@ -100,7 +105,7 @@ def main() -> None:
             batch = make_batch(size)
             count = max(1, args.total_mib * MIB // len(batch))
             total = count * len(batch)
-            runs = [bench_case(root / "case", batch, count) for _ in range(args.rounds)]
+            runs = [bench_case(root / "case", batch, count, clock) for _ in range(args.rounds)]
             log_w, raw_w, log_r, raw_r = (min(r[k] for r in runs) for k in
                                           ("log_write", "raw_write", "log_read", "raw_read"))
             mbs = lambda s: total / s / 1e6  # noqa: E731
