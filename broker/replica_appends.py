@@ -31,7 +31,7 @@ from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaStorageError
 from common.control_records import ControlType, marker_batch
-from common.record_batch import RecordBatchHeader, iter_batches, read_batches
+from common.record_batch import LOG_OVERHEAD, RecordBatchHeader, iter_batches, read_batches
 
 log = logging.getLogger(__name__)
 
@@ -145,33 +145,36 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     the log start offset, which follows the leader's up to this replica's HW (Kafka's
     follower never moves its start past its HW)."""
     info = None
+    partition_log = partition.log
     # One pass, each batch framed and CRC-checked once; a fetch may end in a partial batch,
     # which stays for the next fetch.
     batches = list(iter_batches(records, allow_partial_tail=True))
     if batches:
-        whole = records[:batches[-1][0] + batches[-1][1].size]
-        active = partition.log.active_segment
+        pos, header = batches[-1]
+        whole = records[:pos + header.batch_length + LOG_OVERHEAD]
+        active = partition_log.active_segment
         try:
-            info = partition.log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
+            info = partition_log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
-        _snapshot_if_rolled(partition, active)
+        if partition_log.active_segment is not active:  # asked here: most appends roll nothing
+            _snapshot_if_rolled(partition, active)
         for pos, header in batches:  # the leader's offsets: a compacted leader's log has gaps
             if header.producer_id >= 0:
                 marker = marker_of(whole[pos : pos + header.size], header) if header.is_control else None
                 aborted = _replay(partition, header, header.base_offset, header.last_offset, marker)
                 if aborted is not None:
-                    partition.log.append_aborted_txn(aborted)
-    partition_log = partition.log
-    partition_log.update_high_watermark(follower_high_watermark(
+                    partition_log.append_aborted_txn(aborted)
+    high_watermark = partition_log.update_high_watermark(follower_high_watermark(
         leader_high_watermark=leader_high_watermark, log_end_offset=partition_log.log_end_offset))
-    partition.producer_state.on_high_watermark(partition_log.high_watermark)
-    new_start = follower_log_start_offset(leader_log_start_offset=leader_log_start_offset,
-                                          high_watermark=partition_log.high_watermark)
-    before = partition_log.log_start_offset
-    if partition_log.maybe_increment_log_start_offset(new_start):
-        log.info("Follower %s moved its log start offset %d -> %d after the leader's", partition.tp,
-                 before, new_start)
+    partition.producer_state.on_high_watermark(high_watermark)
+    if leader_log_start_offset > partition_log.log_start_offset:  # most answers move nothing
+        new_start = follower_log_start_offset(leader_log_start_offset=leader_log_start_offset,
+                                              high_watermark=high_watermark)
+        before = partition_log.log_start_offset
+        if partition_log.maybe_increment_log_start_offset(new_start):
+            log.info("Follower %s moved its log start offset %d -> %d after the leader's",
+                     partition.tp, before, new_start)
     return info
 
 

@@ -55,7 +55,6 @@ DELETED_SUFFIX = ".deleted"
 NO_TIMESTAMP = -1
 NO_FD = -1  # the descriptor of an empty slice: nothing is read from it
 _IOV_MAX = 1024  # Linux's limit of buffers in one writev
-_INT64 = struct.Struct(">q")
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 # A segment's index objects, made at their first use when the segment defers its file.
 _INDEXES: Final = frozenset({"offset_index", "time_index", "txn_index"})
@@ -235,18 +234,19 @@ class LogSegment:
 
     def append(self, view: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]],
                base_offsets: Sequence[int], leader_epoch: int | None, total: int) -> None:
-        """Write `batches` (positions in `view`, `total` bytes in all) with new base offsets
-        and, if given, the leader epoch.
+        """Write `batches` (positions in `view`, `total` bytes in all): a leader's with new
+        base offsets and its leader epoch; a replica's (`leader_epoch` None: `base_offsets`
+        are then the batches' own, and `view` holds just them, contiguous) as they are.
 
-        The rewritten 8- or 16-byte prefix of each batch is spliced in front of the rest
+        A leader's rewritten 16-byte prefix of each batch is spliced in front of the rest
         with writev, so batch bytes are never copied in Python. A failed write truncates
         the file back: the segment never keeps a partial batch that was not acknowledged.
         """
-        iov: list[bytes | memoryview] = []
-        if leader_epoch is None:
-            for (pos, header), base in zip(batches, base_offsets):
-                iov += (_INT64.pack(base), view[pos + 8 : pos + header.batch_length + LOG_OVERHEAD])
+        iov: list[bytes | memoryview]
+        if leader_epoch is None:  # a replica's batches keep their offsets: written as they are
+            iov = [view]
         else:
+            iov = []
             pack = _PREFIX.pack
             for (pos, header), base in zip(batches, base_offsets):
                 length = header.batch_length
@@ -260,8 +260,8 @@ class LogSegment:
                               end - position)
         # the last batch as stored: its header with the new base offset (and epoch), made by
         # tuple.__new__ (C), not two NamedTuple._replace calls (Python frames)
-        self._last_batch = (position, tuple.__new__(RecordBatchHeader, (
-            base, header[1], header[2] if leader_epoch is None else leader_epoch, *header[3:])))
+        self._last_batch = (position, header if leader_epoch is None else tuple.__new__(
+            RecordBatchHeader, (base, header[1], leader_epoch, *header[3:])))
         self.size = end
         self.next_offset = base + header.last_offset_delta + 1
 
