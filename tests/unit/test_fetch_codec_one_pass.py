@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from common.protocol import fetch
+from common.protocol import fetch, fetch_one_pass
 from common.protocol.frame import join_chunks
 from common.protocol.primitives import ProtocolError
 
@@ -259,15 +259,24 @@ def test_response_read_in_one_pass(version: int) -> None:
                      fetch._decode_classic_response, fetch._decode_response_fields, fetch.decode_fetch_response)
 
 
+# A follower's answer in an acks=all canary's round: one batch of one partition of one topic.
+CANARY_ANSWER = fetch.FetchResponse(0, (fetch.FetchTopicResponse("canary", (
+    fetch.FetchPartitionResponse(0, 0, 41, BATCH, 41, 0, None, -1),)),), 0, 77)
+
+
 @pytest.mark.parametrize("version", range(5, 12))
-def test_every_cut_or_changed_response_byte_reads_as_the_fields_do(version: int) -> None:
-    """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
-    (None); decode_fetch_response either parses them or raises ProtocolError."""
-    response = fetch.FetchResponse(3, (
+@pytest.mark.parametrize("response", [
+    fetch.FetchResponse(3, (
         fetch.FetchTopicResponse("canary", (fetch.FetchPartitionResponse(0, 0, 10, BATCH, 9, 3, (), 1),
                                             fetch.FetchPartitionResponse(1, 0, 4, None, 4, 0, None, -1))),
         fetch.FetchTopicResponse("t", (fetch.FetchPartitionResponse(
-            2, 0, 5, b"xy", 5, 0, (fetch.AbortedTransaction(7, 1),), -1),))), 0, 5)
+            2, 0, 5, b"xy", 5, 0, (fetch.AbortedTransaction(7, 1),), -1),))), 0, 5),
+    CANARY_ANSWER,
+])
+def test_every_cut_or_changed_response_byte_reads_as_the_fields_do(version: int,
+                                                                    response: fetch.FetchResponse) -> None:
+    """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
+    (None); decode_fetch_response either parses them or raises ProtocolError."""
     data = join_chunks(fetch._encode_response_fields(response, version))
     handed_on = _every_cut_or_change(data, version, fetch._decode_classic_response, fetch._decode_response_fields,
                                      fetch.decode_fetch_response)
@@ -282,3 +291,41 @@ def test_a_topic_id_decoded_again_is_the_same_uuid() -> None:
     first, second = (fetch._decode_flexible_request(memoryview(data), 16) for _ in range(2))
     assert first is not None and second is not None and first == second == request_
     assert first.topics[0].topic_id is second.topics[0].topic_id
+
+
+def _one_topic(*answers: fetch.FetchPartitionResponse, name: str = "canary") -> fetch.FetchResponse:
+    return fetch.FetchResponse(5, (fetch.FetchTopicResponse(name, answers),), 70, 123)
+
+
+A = fetch.FetchPartitionResponse
+
+
+@pytest.mark.parametrize(("response", "by_the_arrays"), [
+    (CANARY_ANSWER, False),
+    (_one_topic(A(3, 0, 1 << 40, BATCH, 1 << 40, 7, (), 2), name="\u00fcber"), False),
+    (_one_topic(A(0, 6, -1, b"", -1, -1, None, -1), name=""), False),  # NOT_LEADER: no records
+    (_one_topic(A(0, 0, 4, None, 4, 0, None, -1)), True),  # null records
+    (_one_topic(A(0, 0, 4, BATCH, 4, 0, (fetch.AbortedTransaction(7, 1),), -1)), True),
+    (_one_topic(A(0, 0, 4, BATCH, 4, 0), A(1, 0, 4, b"", 4, 0)), True),
+    (_one_topic(), True),
+    (fetch.FetchResponse(0, ()), True),
+    (fetch.FetchResponse(0, (CANARY_ANSWER.responses[0],) * 2), True),
+])
+def test_a_followers_answer_of_one_partition_is_read_without_the_arrays(
+        response: fetch.FetchResponse, by_the_arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A v11 answer of one partition of one topic with its records (a follower's round, mostly)
+    is read by two unpacks and gives what the field-by-field path gives, trailing bytes or not;
+    any other answer is the arrays' to read."""
+    arrays = []
+
+    def read_by_the_arrays(view: memoryview, version: int) -> fetch.FetchResponse | None:
+        arrays.append(version)
+        return topics(view, version)
+
+    topics = fetch_one_pass._decode_classic_topics
+    monkeypatch.setattr(fetch_one_pass, "_decode_classic_topics", read_by_the_arrays)
+    data = join_chunks(fetch._encode_response_fields(response, 11))
+    for case in (data, data + b"trailing"):
+        assert fetch.decode_fetch_response(memoryview(case), 11) == response
+        assert fetch._decode_response_fields(memoryview(case), 11) == response
+    assert arrays == ([11, 11] if by_the_arrays else [])
