@@ -138,7 +138,7 @@ def roll_reason(segment: LogSegment, config: LogConfig, tp: TopicPartition, *, i
     `last_offset` (Kafka's shouldRoll), or None. An empty segment never rolls. `age_limit`:
     `roll_age_ms(config, tp, segment.base_offset)` when the caller keeps it (it changes only
     with the segment or the config, and a produce asks once per partition). Every append asks:
-    its common path makes no call but the indexes' is_full."""
+    its common path makes no call (the indexes' is_full are attributes)."""
     size = segment.size
     if not size:
         return None

@@ -44,6 +44,11 @@ def write_tail(path: Path, tail: bytes, offset: int, *, truncate: bool, fsync: b
 class SparseIndex:
     """Fixed-width (key, value) entries with strictly increasing keys, persisted big-endian."""
 
+    # Whether no entry fits any more. An attribute, not a property: roll_reason asks both of a
+    # segment's indexes on every append, leader's and follower's (two Python frames each time).
+    # Whatever changes the entries sets it (_count_changed).
+    is_full: bool
+
     def __init__(self, path: Path, entry: struct.Struct, key_type: str, value_type: str,
                  max_entries: int) -> None:
         self.path = path
@@ -52,6 +57,7 @@ class SparseIndex:
         self.values = array(value_type)
         self.max_entries = max_entries
         self._persisted = 0  # entries already in the file
+        self._count_changed()
 
     @property
     def entry_size(self) -> int:
@@ -60,9 +66,8 @@ class SparseIndex:
     def __len__(self) -> int:
         return len(self.keys)
 
-    @property
-    def is_full(self) -> bool:
-        return len(self.keys) >= self.max_entries
+    def _count_changed(self) -> None:
+        self.is_full = len(self.keys) >= self.max_entries
 
     def load(self) -> None:
         """Read the file's entries; a missing file is a CorruptIndexError (it must be rebuilt)."""
@@ -83,12 +88,14 @@ class SparseIndex:
             self.keys.append(key)
             self.values.append(value)
         self._persisted = len(self.keys)
+        self._count_changed()
 
     def adopt(self, keys: array, values: array) -> None:
         """Take entries already in the file (the cleaner wrote and fsynced it)."""
         self.keys = array(self.keys.typecode, keys)
         self.values = array(self.values.typecode, values)
         self._persisted = len(self.keys)
+        self._count_changed()
 
     def floor(self, key: int) -> int:
         """Index of the last entry whose key is <= `key`, or -1 when there is none."""
@@ -100,6 +107,7 @@ class SparseIndex:
             raise ValueError(f"index {self.path}: key {key} after {self.keys[-1]}")
         self.keys.append(key)
         self.values.append(value)
+        self._count_changed()
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries, in memory and in the file."""
@@ -107,6 +115,7 @@ class SparseIndex:
             return
         del self.keys[count:]
         del self.values[count:]
+        self._count_changed()
         if self._persisted > count:
             self._persisted = count
             self._write_tail(truncate=True)
@@ -116,6 +125,7 @@ class SparseIndex:
         self.keys = array(self.keys.typecode)
         self.values = array(self.values.typecode)
         self._persisted = 0
+        self._count_changed()
         self._write_tail(truncate=True)
 
     def flush(self, *, fsync: bool = True) -> None:

@@ -321,3 +321,27 @@ def test_truncate_to_keeps_exactly_the_entries_below(keys: list[int], target: in
     index = new_index(NEVER_WRITTEN, entries)
     index.truncate_to(BASE + target)  # never flushed, so the file is not touched
     assert entries_of(index) == [entry for entry in entries if entry[0] < BASE + target]
+
+
+def test_is_full_is_an_attribute_every_change_of_the_entries_keeps(tmp_path: Path) -> None:
+    """roll_reason reads is_full on every append: an attribute (no Python frame), which an
+    append, a truncation, a reset, a load and an adoption each set."""
+    index = new_index(tmp_path, [], max_index_bytes=16)  # two entries
+    assert "is_full" in vars(index)
+    index.append(BASE, 0)
+    index.append(BASE + 1, 10)
+    full = index.is_full
+    index.flush()
+    index.truncate_to(BASE + 1)
+    truncated = index.is_full
+    again = OffsetIndex(index.path, BASE, 16)
+    again.load()  # truncate_to rewrote the file with its one entry
+    loaded_one = again.is_full
+    index.append(BASE + 1, 10)
+    index.flush()
+    again.load()
+    loaded_two = again.is_full
+    again.reset()
+    reset = again.is_full
+    again.adopt(index.keys, index.values)
+    assert (full, truncated, loaded_one, loaded_two, reset, again.is_full) == (True, False, False, True, False, True)
