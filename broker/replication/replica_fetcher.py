@@ -3,8 +3,8 @@
 Kafka's ReplicaFetcherThread; `fetcher_manager.ReplicaFetcherManager` starts one per leader
 and moves partitions between them. A partition joins its leader's
 fetcher in the "truncating" state: OffsetForLeaderEpoch for its latest epoch, repeated
-with older epochs until the two logs agree (KIP-101/279, `replication.truncation`), never
-the high watermark. Then it fetches from its log end offset with the Fetch API (replica id
+with older epochs until the two logs agree (KIP-101/279: `truncation_rounds`, the task's
+requests, on `truncation`'s rules), never the high watermark. Then it fetches from its log end offset with the Fetch API (replica id
 set, the leader epoch it knows), appends the leader's batches unchanged, and takes
 min(leader HW, own LEO) as its HW. Errors of one partition back it off alone; a lost
 connection backs off the whole fetcher. Every wait is bounded.
@@ -27,9 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from broker.log.leader_epochs import EpochEndOffset
 from broker.log.log_manager import CHECKPOINT_WAIT_S, LOG_START_OFFSET_CHECKPOINT
 from broker.replication.fetch_rounds import FetchRounds
 from broker.replication.fetcher_state import (
@@ -40,29 +39,21 @@ from broker.replication.fetcher_state import (
 from broker.replication.high_watermark import follower_answer_changes_nothing
 from broker.replication.kafka_connection import BrokerConnectionError, KafkaConnection
 from broker.replication.partition import Partition
-from broker.replication.truncation import (
-    AskLeader,
-    TruncateFully,
-    TruncationStep,
-    on_epoch_end_offset,
-    start_truncation,
-)
+from broker.replication.truncation import AskLeader, TruncateFully, start_truncation
+from broker.replication.truncation_rounds import TruncationRounds
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaError
 from common.protocol import fetch
-from common.protocol import list_offsets as lo
-from common.protocol import offset_for_leader_epoch as ofle
 from common.protocol.api_keys import ApiKey
 from common.protocol.fetch_requests import FetchRequests
 from common.protocol.primitives import Chunk
-from common.request_versions import FETCH_VERSION, LIST_OFFSETS_VERSION
+from common.request_versions import FETCH_VERSION
 
 if TYPE_CHECKING:  # the replica manager (above this package) is its owner's: annotation only
     from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 # Errors that mean "the leader and we disagree about who leads in which epoch": wait for
 # the metadata to move on (it will), then carry on.
 _WAIT_FOR_METADATA: Final = frozenset({
@@ -101,6 +92,7 @@ class ReplicaFetcher:
         self._max_wait_s = settings.max_wait_ms / 1000  # the long poll's extra time for an answer
         self._rounds = FetchRounds()
         self.partitions = self._rounds.partitions  # read by the manager and tests
+        self._truncation = TruncationRounds(self, self._replicas, self._rounds, settings.broker_id)
         self._changed = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._failing = False
@@ -143,13 +135,7 @@ class ReplicaFetcher:
         if self._conn is not None:
             self._conn.abort()
 
-    def _current(self, tp: TopicPartition, state: PartitionFetchState) -> Partition | None:
-        """The partition if `state` is still how we fetch it (nothing moved during an await)."""
-        if self.partitions.get(tp) is not state:
-            return None
-        return self._replicas.follower_partition(tp, state.leader_epoch)
-
-    def _back_off(self, tp: TopicPartition, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
+    def back_off(self, tp: TopicPartition, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
         delay = self._settings.backoff_ms / 1000
         if leader_behind:
             delay = min(delay, LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind)
@@ -186,10 +172,7 @@ class ReplicaFetcher:
                     if conn is None or conn.closed:  # (no coroutine per round while connected)
                         conn = await self._connection()
                     if rounds.is_truncating():
-                        truncating = rounds.truncating()
-                        await self._truncate(conn, truncating)
-                        for tp, state in truncating.items():
-                            rounds.truncated(tp, state)
+                        await self._truncation.run(conn)
                         self._answered(conn)
                     else:
                         await self._fetch(conn, now)
@@ -240,112 +223,6 @@ class ReplicaFetcher:
             timeout_s=self._settings.socket_timeout_ms / 1000, local_host=self._settings.local_host)
         return self._conn
 
-    # ---- truncation (OffsetForLeaderEpoch) -----------------------------------------------
-
-    async def _truncate(self, conn: KafkaConnection, truncating: dict[TopicPartition, PartitionFetchState]
-                        ) -> None:
-        asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        rows: list[tuple[str, int, int, int]] = []  # topic, partition, epoch asked, current epoch
-        for tp, state in truncating.items():
-            ask = state.truncation
-            partition = self._current(tp, state)
-            if partition is None or ask is None:
-                self._back_off(tp, state)
-                continue
-            if ask.truncate_to is not None:
-                self._replicas.truncate_follower(partition, ask.truncate_to,
-                                                 f"(before asking leader {self.leader_id} for epoch {ask.epoch})")
-                state.truncation = AskLeader(ask.epoch)
-            asked[tp] = (state, ask.epoch)
-            rows.append((tp.topic, tp.partition, ask.epoch, state.leader_epoch))
-        if not asked:
-            return
-        request = ofle.request(OFFSET_FOR_LEADER_EPOCH_VERSION, rows, replica_id=self._settings.broker_id)
-        response = await conn.request(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION,
-            ofle.encode_request(request, OFFSET_FOR_LEADER_EPOCH_VERSION), ofle.decode_response)
-        resets: list[TopicPartition] = []
-        for topic in response.topics:
-            for answer in topic.partitions:
-                tp = TopicPartition(topic.topic, answer.partition)
-                entry = asked.get(tp)
-                if entry is None:
-                    continue
-                state, epoch = entry
-                partition = self._current(tp, state)
-                if partition is None:
-                    continue
-                if answer.error_code:
-                    self._partition_error(tp, state, answer.error_code, "OffsetForLeaderEpoch")
-                    continue
-                state.leader_behind = 0
-                step = on_epoch_end_offset(
-                    partition.log.leader_epoch_cache.entries, partition.log.log_end_offset,
-                    asked_epoch=epoch, answer=EpochEndOffset(answer.leader_epoch, answer.end_offset))
-                if self._apply_step(tp, state, partition, step, epoch, answer):
-                    resets.append(tp)
-        if resets:
-            await self._reset_to_leader(conn, resets)
-
-    def _apply_step(self, tp: TopicPartition, state: PartitionFetchState, partition: Partition,
-                    step: TruncationStep, asked: int, answer: Any) -> bool:
-        """Act on a truncation step; True when the log must restart at the leader's start."""
-        if isinstance(step, AskLeader):
-            state.truncation = step  # truncate_to is applied before the next question
-            return False
-        if isinstance(step, TruncateFully):
-            return True
-        self._replicas.truncate_follower(
-            partition, step.offset, f"by leader epoch: leader {self.leader_id} ends epoch "
-            f"{answer.leader_epoch} at offset {answer.end_offset} (asked for epoch {asked})")
-        state.truncation = None
-        log.info("Follower %s truncated by leader epoch; fetching from leader %d at offset %d "
-                 "(leader epoch %d)", tp, self.leader_id, partition.log.log_end_offset, state.leader_epoch)
-        return False
-
-    async def _reset_to_leader(self, conn: KafkaConnection, tps: list[TopicPartition]) -> None:
-        """Out of range (or no common epoch): truncate to the leader's LEO if we are beyond
-        it, or restart empty at its log start offset if we are below that (Kafka's
-        handleOutOfRangeError)."""
-        states = {tp: self.partitions[tp] for tp in tps if tp in self.partitions}
-        earliest = await self._list_offsets(conn, states, lo.EARLIEST_TIMESTAMP)
-        latest = await self._list_offsets(conn, states, lo.LATEST_TIMESTAMP)
-        for tp, state in states.items():
-            partition = self._current(tp, state)
-            if partition is None:
-                continue
-            start, end = earliest.get(tp), latest.get(tp)
-            if start is None or end is None:
-                self._back_off(tp, state)
-                continue
-            leo = partition.log.log_end_offset
-            if state.truncation is None and start <= leo <= end:
-                continue  # in range after all (the leader's log moved)
-            if state.truncation is None and leo > end:
-                self._replicas.truncate_follower(partition, end, f"to leader {self.leader_id}'s log end offset")
-            else:
-                self._replicas.truncate_follower_fully(
-                    partition, start, f"to leader {self.leader_id}'s log start offset "
-                    f"(leader log [{start}, {end}))")
-            state.truncation = None
-            self._rounds.touch(tp)  # fetched from its new log end offset
-
-    async def _list_offsets(self, conn: KafkaConnection, states: dict[TopicPartition, PartitionFetchState],
-                            timestamp: int) -> dict[TopicPartition, int]:
-        request = lo.request(LIST_OFFSETS_VERSION, self._settings.broker_id, [
-            (tp.topic, tp.partition, timestamp, state.leader_epoch) for tp, state in states.items()])
-        response = await conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                                      lo.encode_request(request, LIST_OFFSETS_VERSION), lo.decode_response)
-        out = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if p.error_code == 0 and p.offset >= 0:
-                    out[tp] = p.offset
-                elif tp in states:
-                    self._partition_error(tp, states[tp], p.error_code, "ListOffsets")
-        return out
-
     # ---- fetching ------------------------------------------------------------------------
 
     async def _write_moved_log_starts(self) -> None:
@@ -387,7 +264,7 @@ class ReplicaFetcher:
             raise
         if self._out_of_range:
             out_of_range, self._out_of_range = self._out_of_range, []
-            await self._reset_to_leader(conn, out_of_range)
+            await self._truncation.reset_to_leader(conn, out_of_range)
 
     def _next_fetch(self, now: float) -> list[Chunk] | None:
         """The next Fetch's body: the entries of what changed built again; None when nothing is
@@ -397,7 +274,7 @@ class ReplicaFetcher:
             # `state` is the fetcher's own (to_refresh just read it, nothing awaited since).
             partition = follower_partition(tp, state.leader_epoch)
             if partition is None:
-                self._back_off(tp, state)
+                self.back_off(tp, state)
             else:
                 refresh(tp, state, partition)
         if not rounds.session.wanted:
@@ -409,7 +286,7 @@ class ReplicaFetcher:
         """Build `tp`'s entry from its log now (kept while its offsets and epoch are), or back
         it off while the reassignment throttle holds it."""
         if self._follower_throttled(partition):
-            self._back_off(tp, state)
+            self.back_off(tp, state)
             return
         partition_log = partition.log
         offset, log_start = partition_log.log_end_offset, partition_log.log_start_offset
@@ -432,7 +309,7 @@ class ReplicaFetcher:
         if response.error_code:
             log.warning("Fetcher of leader %d: fetch failed: %s", self.leader_id, _name(response.error_code))
             for tp in list(session.wanted):  # bounded by the partitions fetched; a rare answer
-                self._back_off(tp, self.partitions[tp])
+                self.back_off(tp, self.partitions[tp])
             return None
         self._on_fetch_response(response)
         conn = self._conn
@@ -469,7 +346,7 @@ class ReplicaFetcher:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         self._out_of_range.append(tp)
                     else:
-                        self._partition_error(tp, state, p.error_code, "Fetch")
+                        self.partition_error(tp, state, p.error_code, "Fetch")
                     continue
                 state.leader_behind = 0
                 records = p.records
@@ -505,13 +382,13 @@ class ReplicaFetcher:
             # batch stays out of our log either way).
             log.error("Follower %s: cannot append what leader %d sent at offset %d: %s",
                       tp, self.leader_id, partition.log.log_end_offset, e)
-            self._back_off(tp, state)
+            self.back_off(tp, state)
 
-    def _partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, what: str) -> None:
+    def partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, what: str) -> None:
         # UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: the new leader has not applied its own
         # election yet. Kafka waits replica.fetch.backoff.ms (1 s) here, which holds the HW of
         # every failed-over partition for that long; the leader is typically milliseconds away.
-        self._back_off(tp, state, leader_behind=code in _LEADER_BEHIND)
+        self.back_off(tp, state, leader_behind=code in _LEADER_BEHIND)
         if code in _WAIT_FOR_METADATA:
             # thousands per controlled shutdown: the error's name only when the line is written
             if log.isEnabledFor(logging.DEBUG):
