@@ -89,7 +89,7 @@ class FetchSessionHandler:
         changed, self._changed = self._changed, {}
         wanted = self.wanted
         if self.epoch == INITIAL_EPOCH:
-            request = SessionFetch(self.session_id, self.epoch, dict(wanted), ())
+            request = tuple.__new__(SessionFetch, (self.session_id, self.epoch, dict(wanted), ()))
         else:
             session = self._session
             to_send: dict[TopicPartition, FetchPartition] = {}
@@ -106,7 +106,8 @@ class FetchSessionHandler:
                 entry = wanted.get(tp)
                 if entry is not None:
                     to_send[tp] = entry
-            request = SessionFetch(self.session_id, self.epoch, to_send, tuple(forget))
+            # tuple.__new__ (C), not the NamedTuple's own __new__ (a Python frame): one per round
+            request = tuple.__new__(SessionFetch, (self.session_id, self.epoch, to_send, tuple(forget)))
         self._pending = request
         return request
 

@@ -334,7 +334,7 @@ class ReplicaFetcher:
         for topic in response.responses:
             name = topic.topic
             for p in topic.partitions:
-                tp = TopicPartition(name, p.partition_index)
+                tp = tuple.__new__(TopicPartition, (name, p.partition_index))  # (C: no __new__ frame)
                 state = partitions.get(tp)
                 if state is None or (entry := state.request) is None or wanted.get(tp) is not entry:
                     continue  # removed, added again or backed off during the request: not ours
