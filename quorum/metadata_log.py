@@ -163,7 +163,7 @@ class MetadataLog(VoterMembership, SyncObj):
         except (ValueError, OSError, msgpack.UnpackException) as exc:
             self._journal._destroy()
             raise OSError(f"cannot read the voter set from {settings.data_dir}: {exc}") from exc
-        self._init_membership(settings.node_id, voters)
+        self._init_membership(settings.node_id, voters, settings.observer_session_timeout)
         # read by BoundTCPTransport while SyncObj.__init__ builds it
         self.durability_gate = DurabilityGate(self._journal)
         self._progress = FollowerProgress()  # DescribeQuorum's bookkeeping (quorum.quorum_describe)
@@ -239,6 +239,7 @@ class MetadataLog(VoterMembership, SyncObj):
         # (The transport flushes once more right before the poll: quorum.bound_transport.)
         self.durability_gate.flush()
         self._run_tick_calls()
+        self._forget_silent_observers()
         self._hold_candidacy()
         self._mark_transfer_election()
         self._listen_before_standing()

@@ -13,6 +13,7 @@ from typing import Final
 from common.config import log_dirs
 from common.config_schema import Config, ConfigError, Password
 from metadata.image import MetadataImage
+from quorum.voter_set import OBSERVER_SESSION_TIMEOUT
 from quorum.voters import Voter, parse_voters
 
 METADATA_DIR_NAME: Final = "__cluster_metadata-0"  # Kafka's directory name for the metadata log
@@ -51,6 +52,9 @@ class QuorumSettings:
     # controller.quorum.listener: this controller's quorum address when it is not a static voter
     # (it starts as an observer and joins through AddRaftVoter, quorum.voter_set)
     listener: Voter | None = None
+    # seconds without an answer before the leader stops replicating to an observer (Kafka's fixed
+    # 300 s, quorum.voter_set.forgets_observer); not a config key: tests shorten it
+    observer_session_timeout: float = OBSERVER_SESSION_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters and self.listener is None:

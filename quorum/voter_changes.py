@@ -14,7 +14,10 @@ pysyncobj 0.3.17 facts relied on (read in its source):
   never set), so `LeaderView.pending_change` comes from the journal's uncommitted tail.
 - The leader replicates to `__readonlyNodes` too and never counts them toward a commit or its
   check-quorum: an observer is one of those on the leader (a learner), fed AppendEntries and
-  snapshots like a follower, until its membership entry moves it among the voters.
+  snapshots like a follower, until its membership entry moves it among the voters. Its transport
+  connects to it every `connectionRetryTime` while it is down, for as long as it knows the node;
+  `quorum.voter_set.forgets_observer` decides when it stops knowing an observer (Kafka's rule:
+  never answered once no add is catching it up, or silent for the observer session timeout).
 - A node refuses peer connections from addresses it does not know, so a joining controller
   starts with the voters it is configured with (or its log names) as partners and never stands
   for election while it is not a voter (its election deadline is pushed on every tick).
@@ -44,6 +47,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from common.units import SECONDS
 from quorum.voter_set import (
     ADD,
+    OBSERVER_SESSION_TIMEOUT,
     REMOVE,
     ZERO_DIRECTORY_ID,
     LeaderView,
@@ -54,6 +58,7 @@ from quorum.voter_set import (
     caught_up,
     check_add,
     check_remove,
+    forgets_observer,
     parse_membership,
 )
 
@@ -111,15 +116,19 @@ class VoterMembership:
 
     _voters: VoterSet
     _node_id: int
-    _learners: dict[str, VoterEntry]  # raft address -> observer being caught up (leader only)
+    _learners: dict[str, VoterEntry]  # raft address -> observer the leader replicates to (leader only)
+    _adding: str | None  # the raft address of the observer an add is catching up (tick thread)
     _tick_calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]]
     _change_lock: asyncio.Lock | None
 
-    def _init_membership(self, node_id: int, voters: VoterSet) -> None:
+    def _init_membership(self, node_id: int, voters: VoterSet,
+                         observer_session_timeout: float = OBSERVER_SESSION_TIMEOUT) -> None:
         self._node_id = node_id
         self._voters = voters
         self._transfer_term: int | None = None  # the term of an election a TimeoutNow starts here (tick thread)
         self._learners = {}
+        self._adding = None
+        self._observer_session_timeout = observer_session_timeout
         self._tick_calls = queue.SimpleQueue()
         self._change_lock = None
 
@@ -150,10 +159,15 @@ class VoterMembership:
         return new
 
     def learners(self) -> list[VoterEntry]:
-        """The observers the leader is catching up for an add (empty on any other controller)."""
+        """The observers the leader replicates to: one an add is catching up, one whose add failed
+        and that still answers, a removed voter (empty on any other controller)."""
         return sorted(self._learners.values(), key=lambda v: v.node_id)
 
     # -- the tick thread ---------------------------------------------------------------
+
+    def _queue_tick_call(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the tick thread, nobody waiting (a `finally` that must not await)."""
+        self._tick_calls.put((fn, concurrent.futures.Future()))
 
     def _run_tick_calls(self) -> None:
         """Run the calls queued for the tick thread (at the start of each tick)."""
@@ -240,9 +254,11 @@ class VoterMembership:
                 live.add(entry.node_id)
         return live
 
-    def _start_learner(self, entry: VoterEntry) -> int:
+    def _start_learner(self, entry: VoterEntry, *, adding: bool = False) -> int:
         """Replicate to `entry` as an observer (not counted); the leader's last log index."""
         last: int = self._SyncObj__getCurrentLogIndex()  # type: ignore[attr-defined]
+        if adding:
+            self._adding = entry.raft_address
         if entry.raft_address not in self._learners:
             node = TCPNode(entry.raft_address)
             self._learners[entry.raft_address] = entry
@@ -269,6 +285,29 @@ class VoterMembership:
             self._SyncObj__connectedNodes.discard(node)  # type: ignore[attr-defined]
             self._SyncObj__raftNextIndex.pop(node, None)  # type: ignore[attr-defined]
             self._SyncObj__raftMatchIndex.pop(node, None)  # type: ignore[attr-defined]
+            self._SyncObj__lastResponseTime.pop(node, None)  # type: ignore[attr-defined]
+
+    def _forget_silent_observers(self) -> None:
+        """Every tick on the leader: stop replicating to the observers `forgets_observer` lets go
+        (no connection attempts, no AppendEntries, out of DescribeQuorum); an add catches one up
+        again. pysyncobj notes the last answer (next_node_idx) of every node it sends to."""
+        if not self._learners:
+            return
+        now = pysyncobj_monotonic()
+        answered: dict[Any, float] = self._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        for address, entry in sorted(self._learners.items()):  # bounded: one per add or removal
+            why = forgets_observer(adding=address == self._adding, last_answer_s=answered.get(TCPNode(address)),
+                                   now_s=now, timeout_s=self._observer_session_timeout)
+            if why is not None:
+                self._drop_learner(address)
+                logger.info("Stopped replicating to observer %d (directory id %s) at %s: %s; an add catches "
+                            "it up again", entry.node_id, entry.directory_id, address, why)
+
+    def _end_add(self, raft_address: str) -> None:
+        """An add is over, committed or not: its observer is judged like any other from now on."""
+        if self._adding == raft_address:
+            self._adding = None
+        self._forget_silent_observers()
 
     def _mark_transfer_election(self) -> None:
         """Before pysyncobj's tick: a TimeoutNow's election starts in it at term + 1."""
@@ -354,17 +393,20 @@ class VoterMembership:
             check_add(self._voters, entry, await self.on_tick(self._leader_view))
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout_s
-            target = await self.on_tick(lambda: self._start_learner(entry))
-            while not caught_up(await self.on_tick(lambda: self._learner_match(entry.raft_address)), target):
-                if loop.time() >= deadline:  # bounded by the deadline
-                    match = await self.on_tick(lambda: self._learner_match(entry.raft_address))
-                    raise VoterChangeError("REQUEST_TIMED_OUT", f"observer {entry.node_id} at {entry.raft_address} "
-                                           f"is lagging behind: it replicated up to raft index {match} of "
-                                           f"{target} within {timeout_s:.1f} s (is it running, with this "
-                                           "quorum's password?)")
-                await asyncio.sleep(CATCH_UP_POLL)
-            check_add(self._voters, entry, await self.on_tick(self._leader_view))  # still leader, nothing pending
-            await self._append_membership(ADD, entry, max(deadline - loop.time(), CATCH_UP_POLL))
+            try:
+                target = await self.on_tick(lambda: self._start_learner(entry, adding=True))
+                while not caught_up(await self.on_tick(lambda: self._learner_match(entry.raft_address)), target):
+                    if loop.time() >= deadline:  # bounded by the deadline
+                        match = await self.on_tick(lambda: self._learner_match(entry.raft_address))
+                        raise VoterChangeError("REQUEST_TIMED_OUT", f"observer {entry.node_id} at "
+                                               f"{entry.raft_address} is lagging behind: it replicated up to raft "
+                                               f"index {match} of {target} within {timeout_s:.1f} s (is it "
+                                               "running, with this quorum's password?)")
+                    await asyncio.sleep(CATCH_UP_POLL)
+                check_add(self._voters, entry, await self.on_tick(self._leader_view))  # still leader, nothing pending
+                await self._append_membership(ADD, entry, max(deadline - loop.time(), CATCH_UP_POLL))
+            finally:  # timed out, refused or cancelled too: it stays an observer only while it answers
+                self._queue_tick_call(lambda: self._end_add(entry.raft_address))
             logger.info("Added voter %d (directory id %s) at %s: voters %s", entry.node_id, entry.directory_id,
                         entry.raft_address, self._voters.ids)
             return self._voters

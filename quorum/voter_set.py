@@ -19,6 +19,12 @@ each a `VoterChangeError` with Kafka's error name:
 Beyond Kafka, a removal that would leave the remaining voters without a live majority is
 refused up front (REQUEST_TIMED_OUT; Kafka would append it and let the commit time out, leaving
 an uncommitted change behind): the quorum stays as it was.
+
+Observers (`forgets_observer`): Kafka's leader knows an observer only by its fetches, forgets one
+that has not fetched for OBSERVER_SESSION_TIMEOUT (LeaderState.clearInactiveObservers) and never
+knew one that never fetched; an AddRaftVoter that timed out leaves a fetching node an observer.
+Ours pushes (pysyncobj replicates to its observers), so the same rule decides when the leader
+stops connecting and sending to one.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ _ADDRESS: Final = re.compile(r"(?P<host>[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
 ADD: Final = "add"  # pysyncobj's membership entry kinds
 REMOVE: Final = "rem"
 MAX_VOTERS: Final = 9  # one entry a change; beyond this a Raft quorum only gets slower
+OBSERVER_SESSION_TIMEOUT: Final = 300.0  # seconds; Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS
 
 
 class VoterChangeError(Exception):
@@ -278,3 +285,17 @@ def check_remove(voters: VoterSet, node_id: int, directory_id: str, leader: Lead
                                f"{remaining.majority}: the change could never commit", "voter_id")
     return current
 
+
+def forgets_observer(*, adding: bool, last_answer_s: float | None, now_s: float,
+                     timeout_s: float = OBSERVER_SESSION_TIMEOUT) -> str | None:
+    """Why the leader stops replicating to an observer now, or None to keep it. `adding`: an add
+    is catching it up (its own deadline bounds that); `last_answer_s`: when it last answered the
+    leader (its last fetch, in Kafka's terms; as a voter too, for a removed one), None if never."""
+    if adding:
+        return None
+    if last_answer_s is None:
+        return "it never answered (no add is catching it up any more)"
+    silent = now_s - last_answer_s
+    if silent >= timeout_s:
+        return f"no answer for {silent:.0f} s (observer session timeout {timeout_s:.0f} s)"
+    return None

@@ -8,12 +8,13 @@ through the admin API and the CLI while topics are created and broker 4 heartbea
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,20 @@ from common.errors import ErrorCode
 from common.kafka_client import KafkaClient
 from common.protocol import messages
 from common.protocol.api_keys import ApiKey
-from common.properties import set_entries
+from common.properties import load_properties, set_entries
 from common.waiting import wait_until_async
 from localcluster.cluster_layout import CONTROLLER, NodeSpec
 from localcluster.launcher import LocalCluster, free_ports
 from localcluster.node_process import NodeProcess
 from quorum.metadata_log import MetadataLog
 from quorum.quorum_settings import QuorumSettings
-from quorum.voter_set import ZERO_DIRECTORY_ID, VoterChangeError, VoterEntry, directory_id_bytes
+from quorum.voter_set import (
+    OBSERVER_SESSION_TIMEOUT,
+    ZERO_DIRECTORY_ID,
+    VoterChangeError,
+    VoterEntry,
+    directory_id_bytes,
+)
 from quorum.voters import Voter
 from tests.integration.cli_cluster import CliCluster
 from tests.integration.cluster_fixtures import BROKER_ID, http, running_cluster, spawn_node, wait_until
@@ -55,11 +62,12 @@ class Quorum:
         self.root, self.port = root, port
         self.logs: dict[int, MetadataLog] = {}
 
-    def start(self, node_id: int, password: str = "s3cret") -> MetadataLog:
+    def start(self, node_id: int, password: str = "s3cret", *,
+              observer_session_timeout: float = OBSERVER_SESSION_TIMEOUT) -> MetadataLog:
         static = {i: Voter(i, HOSTS[i - 1], self.port) for i in STATIC}
         listener = None if node_id in static else Voter(node_id, HOSTS[node_id - 1], self.port)
         log = MetadataLog(QuorumSettings(node_id, static, self.root / f"controller-{node_id}", Password(password),
-                                         listener=listener))
+                                         listener=listener, observer_session_timeout=observer_session_timeout))
         self.logs[node_id] = log
         return log
 
@@ -240,6 +248,39 @@ async def remove(quorum: Quorum, leader: MetadataLog, node_id: int) -> MetadataL
     raise AssertionError(f"voter {node_id} was not removed")
 
 
+def replicates_to(leader: MetadataLog, address: str) -> bool:
+    """Whether the leader still holds `address` as an observer anywhere: a learner, a pysyncobj
+    read-only node, or a node its transport connects to (read off its tick thread: a test's
+    approximation)."""
+    transport = leader._SyncObj__transport
+    return (address in {o.raft_address for o in leader.learners()}
+            or address in {n.address for n in leader._SyncObj__readonlyNodes}
+            or address in transport._nodeAddrToNode)
+
+
+SHORT_SESSION_S = 1.0  # the observer session timeout of the test's leader (Kafka's is 300 s)
+
+
+async def test_a_gone_observer_is_forgotten_and_can_be_added_again(quorum: Quorum) -> None:
+    """Kafka's leader forgets an observer that stopped fetching (its observer session timeout):
+    a removed voter, fed as an observer while it answers, is forgotten once it is stopped, and
+    added again once it is back."""
+    for node_id in STATIC:
+        quorum.start(node_id, observer_session_timeout=SHORT_SESSION_S)
+    leader = await grow(quorum, 4)
+    await leader.remove_voter(4, quorum.entry(4).directory_id, timeout_s=CHANGE_S)  # 4 never leads: no handover
+    address = quorum.entry(4).raft_address
+    assert [o.node_id for o in leader.learners()] == [4]  # kept as an observer
+    await asyncio.sleep(2 * SHORT_SESSION_S)
+    assert [o.node_id for o in leader.learners()] == [4]  # it answers: kept past the session timeout
+    quorum.stop(4)
+    await until("the leader forgets the stopped observer", lambda: not replicates_to(leader, address))
+    quorum.start(4)
+    await leader.add_voter(quorum.entry(4), timeout_s=CHANGE_S)
+    await until("controller 4 learns it is a voter again", quorum.logs[4].is_voter)
+    assert leader.voter_set().ids == [1, 2, 3, 4]
+
+
 async def test_the_last_voter_is_never_removed(quorum: Quorum) -> None:
     quorum.start(1)
     quorum.start(2)
@@ -261,17 +302,19 @@ WORKLOAD_MAX_S = 300.0  # the workload's bound; it stops when the test does
 FAILED_PAUSE_S = 0.05  # after a refused create (a handover), so retries do not spin
 
 
-def start_controller(cluster: LocalCluster, node_id: int, raft_port: int, admin_port: int) -> NodeProcess:
-    """Controller `node_id` on 127.0.0.N, configured like controller 1 but not among the static
-    voters: it starts as an observer (controller.quorum.listener). Forked from the test zygote like
-    the cluster's own nodes (a real node process; ~2 s instead of a fresh Python's ~12 s loaded)."""
+def start_controller(cluster: LocalCluster, node_id: int, raft_port: int, admin_port: int,
+                     extra: Mapping[str, str] | None = None) -> NodeProcess:
+    """Controller `node_id` on 127.0.0.N, configured like controller 1 (with `extra` entries) but
+    not among the static voters: it starts as an observer (controller.quorum.listener). Forked
+    from the test zygote like the cluster's own nodes (a real node process; ~2 s instead of a
+    fresh Python's ~12 s loaded)."""
     base = cluster.node(1).spec
     host = f"127.0.0.{node_id}"
     spec = NodeSpec(node_id, CONTROLLER, host, raft_port, admin_port, base.directory.parent / f"controller-{node_id}")
     spec.directory.mkdir(mode=0o700)
     text = set_entries(base.properties_path.read_text(encoding="utf-8"), {
         "node.id": str(node_id), "controller.listener": spec.admin_address,
-        "controller.quorum.listener": spec.quorum_address, "metadata.log.dir": str(spec.directory)},
+        "controller.quorum.listener": spec.quorum_address, "metadata.log.dir": str(spec.directory), **(extra or {})},
         str(spec.properties_path), "A controller joining the running quorum (test_dynamic_controllers).")
     spec.properties_path.write_text(text, encoding="utf-8")
     spec.properties_path.chmod(0o600)
@@ -300,6 +343,42 @@ def add_raft_voter(cluster: LocalCluster, node_id: int, api: str) -> Any:
         voter_directory_id=uuid.UUID(bytes=directory_id_bytes(replica["directory_id"])),
         listeners=(m.Listener(name="CONTROLLER", host=host, port=int(port)),), ack_when_committed=True)
     return kafka_call(cluster, ApiKey.ADD_RAFT_VOTER, 1, request)
+
+
+def test_an_add_that_timed_out_leaves_no_observer_behind_and_a_later_add_works(tmp_path: Path) -> None:
+    """AddRaftVoter for a controller that never answers the leader (another quorum password)
+    times out; Kafka's leader never knew such a replica (it never fetched), so ours stops
+    replicating to it at once: no observer listed, no connection kept. Restarted with the
+    quorum's password, the same controller is added."""
+    [raft_port, admin_port] = free_ports(["127.0.0.5"], 2)
+    started: list[NodeProcess] = []
+    try:  # controller 5 stops after the cluster, as in the test above
+        with running_cluster(tmp_path / "cluster") as cluster:
+            active = json.loads(http(f"{cluster.admin_url}/v1/cluster")[1])["active_controller"]
+            leader_url = cluster.node(active).spec.admin_url
+            api = f"127.0.0.5:{admin_port}"
+            started.append(start_controller(cluster, 5, raft_port, admin_port,
+                                            {"controller.cluster.password": "not-the-quorum's"}))
+            wait_until("controller 5 answers", lambda: http(f"http://{api}/v1/quorum/replica")[0] == 200)
+            assert add_raft_voter(cluster, 5, api).error_code == ErrorCode.REQUEST_TIMED_OUT
+            assert voter_ids(leader_url) == [1, 2, 3]
+            observers = json.loads(http(f"{leader_url}/v1/quorum/voters")[1])["observers"]
+            assert observers == [], observers  # c8ad164 listed it, and replicated to it, for ever
+            assert started[0].stop().exit_status == 0
+            properties = started[0].spec.properties_path
+            properties.write_text(set_entries(properties.read_text(encoding="utf-8"), {
+                "controller.cluster.password": load_properties(cluster.node(1).spec.properties_path)[
+                    "controller.cluster.password"]}, str(properties),
+                "(test: the quorum's password this time)"), encoding="utf-8")
+            started.append(spawn_node(started[0].spec))
+            wait_until("controller 5 answers", lambda: http(f"http://{api}/v1/quorum/replica")[0] == 200)
+            status, body = http(f"{leader_url}/v1/quorum/voters", "POST", {"voter_id": 5, "api_address": api})
+            assert status == 200, body
+            assert voter_ids(leader_url) == [1, 2, 3, 5]
+            wait_until("controller 5 lists itself a voter", lambda: voter_ids(f"http://{api}") == [1, 2, 3, 5])
+    finally:
+        for node in started:
+            node.stop()
 
 
 def remove_raft_voter(cluster: LocalCluster, node_id: int, directory: uuid.UUID) -> Any:

@@ -7,6 +7,7 @@ import pytest
 from quorum.voter_changes import membership_request, start_voters, static_voters
 from quorum.voter_set import (
     ADD,
+    OBSERVER_SESSION_TIMEOUT,
     REMOVE,
     ZERO_DIRECTORY_ID,
     LeaderView,
@@ -20,6 +21,7 @@ from quorum.voter_set import (
     check_remove,
     directory_id_bytes,
     directory_id_from_bytes,
+    forgets_observer,
     parse_membership,
 )
 
@@ -155,3 +157,28 @@ def test_check_remove_refuses_with_kafkas_errors(voters: VoterSet, node_id: int,
 ])
 def test_check_remove_accepts(voters: VoterSet, node_id: int, directory_id: str, live: set[int]) -> None:
     assert check_remove(voters, node_id, directory_id, LEADER, live=live).node_id == node_id
+
+
+NOW = 10_000.0  # seconds on the leader's monotonic clock
+
+
+@pytest.mark.parametrize("adding, last_answer, forgotten", [
+    (True, None, False),  # an add is catching it up: its own deadline bounds that
+    (True, NOW - 2 * OBSERVER_SESSION_TIMEOUT, False),
+    (False, None, True),  # its add ended and it never answered: Kafka's leader never knew it
+    (False, NOW, False),  # answering: an observer still (an add that timed out on a slow one)
+    (False, NOW - OBSERVER_SESSION_TIMEOUT + 1, False),
+    (False, NOW - OBSERVER_SESSION_TIMEOUT, True),  # silent for the session timeout: forgotten
+    (False, NOW - 2 * OBSERVER_SESSION_TIMEOUT, True),
+])
+def test_the_leader_forgets_an_observer_by_kafkas_rule(adding: bool, last_answer: float | None,
+                                                      forgotten: bool) -> None:
+    why = forgets_observer(adding=adding, last_answer_s=last_answer, now_s=NOW)
+    assert (why is not None) is forgotten
+
+
+def test_the_observer_session_timeout_is_kafkas_and_can_be_shortened() -> None:
+    assert OBSERVER_SESSION_TIMEOUT == 300.0  # LeaderState.OBSERVER_SESSION_TIMEOUT_MS
+    assert forgets_observer(adding=False, last_answer_s=NOW - 2.0, now_s=NOW, timeout_s=2.0) == \
+        "no answer for 2 s (observer session timeout 2 s)"
+    assert forgets_observer(adding=False, last_answer_s=NOW - 1.9, now_s=NOW, timeout_s=2.0) is None
