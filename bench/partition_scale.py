@@ -4,6 +4,7 @@
                                     [--json F] [--shapes big,many] [--fencing-partitions N]
                                     [--fencing-only] [--no-fencing]
                                     [--phases idle,metadata,new-broker,shutdown,sigkill] [--logs DIR]
+                                    [--py-spy DIR]
 
     # only the create (and every node's log after it, in DIR):
     python bench/partition_scale.py --partitions 100000 --shapes many --no-fencing --phases "" --logs DIR
@@ -66,6 +67,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -372,20 +374,60 @@ def registration(cluster: LocalCluster) -> tuple[str, int] | None:
                  if b["broker_id"] == UNDER_TEST and b["state"] == "UNFENCED"), None)
 
 
+PY_SPY_RATE: Final = 200  # samples/s: enough to split a ~7 s shutdown by function, light on the box
+
+
+def start_profiles(cluster: LocalCluster, to: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy (non-blocking: it never pauses the node, so it does not move what it measures) on
+    every running node, one collapsed-stack file per node and thread in `to`; stop_profiles ends
+    them."""
+    to.mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).with_name("py-spy")
+    spies = []
+    for n in cluster.nodes:
+        if n.running() and n.pid is not None:
+            spies.append(subprocess.Popen(
+                [str(exe if exe.exists() else "py-spy"), "record", "--pid", str(n.pid), "--nonblocking",
+                 "--threads", "--rate", str(PY_SPY_RATE), "--format", "raw",
+                 "-o", str(to / f"{n.spec.directory.name}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(1.0)  # py-spy reads the interpreter's symbols before it samples
+    return spies
+
+
+def stop_profiles(spies: list[subprocess.Popen[bytes]], to: Path) -> None:
+    for spy in spies:
+        if spy.poll() is None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    for spy in spies:
+        try:
+            spy.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+    print(f"  py-spy profiles in {to}", flush=True)
+
+
 def restart(cluster: LocalCluster, names: list[str], how: signal.Signals,
-            logs_to: Path | None = None) -> list[tuple[str, str]]:
+            logs_to: Path | None = None, profile_to: Path | None = None) -> list[tuple[str, str]]:
     """Phases 6 and 7: stop broker 4 with `how`, start it again, wait until it is in every ISR;
-    after a SIGTERM, the nodes' logs are copied to `logs_to` when given."""
+    after a SIGTERM, the nodes' logs are copied to `logs_to` when given, and every node is
+    profiled from the signal to broker 4's exit into `profile_to` when given."""
     node = cluster.node(UNDER_TEST)
     what = "controlled shutdown" if how == signal.SIGTERM else how.name
     rows: list[tuple[str, str]] = []
     before = registration(cluster)
     log_from = node.spec.log_path.stat().st_size  # this incarnation's shutdown lines come after
+    spies = start_profiles(cluster, profile_to) if profile_to is not None and how == signal.SIGTERM else []
     cpu_before = {n.spec.node_id: process_cpu_s(n.pid) for n in cluster.nodes if n.running() and n.pid is not None}
     signalled_at = time.time()
     started = time.monotonic()
     node.send(how)
-    wait_until(f"broker {UNDER_TEST} to exit", lambda: not node.running(), poll=0.005)
+    try:
+        wait_until(f"broker {UNDER_TEST} to exit", lambda: not node.running(), poll=0.005)
+    finally:
+        if profile_to is not None and spies:
+            stop_profiles(spies, profile_to)
     if how == signal.SIGTERM:
         exited_at = time.time()
         rows.append(figure(f"controlled shutdown broker {UNDER_TEST}: SIGTERM -> exit (s)",
@@ -451,7 +493,8 @@ PHASES: Final = ("idle", "metadata", "new-broker", "shutdown", "sigkill")  # --p
 
 
 def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: float,
-                phases: tuple[str, ...] = PHASES, logs_to: Path | None = None) -> list[tuple[str, str]]:
+                phases: tuple[str, ...] = PHASES, logs_to: Path | None = None,
+                profile_to: Path | None = None) -> list[tuple[str, str]]:
     """Phases 2-7 on one cluster: `topics` topics sharing `partitions` (of 3-7, only `phases`)."""
     rows: list[tuple[str, str]] = []
     per = partitions // topics
@@ -472,7 +515,8 @@ def many_topics(cluster: LocalCluster, partitions: int, topics: int, idle_s: flo
     if "metadata" in phases:
         rows.extend(metadata_figures(cluster))
     for key, what, phase in (("new-broker", "new broker catch-up", lambda: new_broker(cluster)),
-                             ("shutdown", "controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM, logs_to)),
+                             ("shutdown", "controlled shutdown", lambda: restart(cluster, names, signal.SIGTERM, logs_to,
+                                                                                   profile_to)),
                              ("sigkill", "SIGKILL and restart", lambda: restart(cluster, names, signal.SIGKILL))):
         if key not in phases:
             continue
@@ -522,7 +566,8 @@ def guarded(what: str, phase: Callable[[], list[tuple[str, str]]]) -> tuple[list
 def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
         fencing_partitions: int | None = None, fencing_only: bool = False,
         shapes: tuple[str, ...] = ("big", "many"), with_fencing: bool = True,
-        phases: tuple[str, ...] = PHASES, logs_to: Path | None = None) -> list[tuple[str, str]]:
+        phases: tuple[str, ...] = PHASES, logs_to: Path | None = None,
+        profile_to: Path | None = None) -> list[tuple[str, str]]:
     """Each shape on a fresh cluster: no phase pays for what the one before left behind."""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-scale-", dir=keep and str(keep)) as tmp:
@@ -543,7 +588,7 @@ def run(partitions: int, topics: int, idle_s: float, keep: Path | None,
                 rows.append(figure(f"{shape}: longest controller stall over the run (ms)", longest_stall(cluster)))
         if "many" in shapes:
             with start_cluster(Path(tmp) / "many-topics") as cluster:
-                rows.extend(many_topics(cluster, partitions, topics, idle_s, phases, logs_to))
+                rows.extend(many_topics(cluster, partitions, topics, idle_s, phases, logs_to, profile_to))
         if with_fencing:
             rows.extend(fencing(Path(tmp) / "fencing", fencing_partitions or partitions))
     return rows
@@ -576,6 +621,9 @@ def main() -> None:
     parser.add_argument("--logs", type=Path, default=None,
                         help="copy the nodes' logs into this directory after the controlled shutdown "
                              "(after the 'many' create when --phases has no shutdown)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="profile every node with py-spy from broker 4's SIGTERM to its exit, "
+                             "collapsed stacks per node and thread in DIR")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"which phases run after the 'many' create (of {','.join(PHASES)})")
     args = parser.parse_args()
@@ -589,7 +637,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = load()
     rows = run(args.partitions, args.topics, args.idle_s, args.keep, args.fencing_partitions, args.fencing_only,
-               shapes, not args.no_fencing, phases, args.logs)
+               shapes, not args.no_fencing, phases, args.logs, args.py_spy)
     if args.json is not None:
         args.json.write_text(json.dumps({"figures": [[name, value, goal_of(name)] for name, value in rows]}))
     width = max(len(name) for name, _ in rows)
