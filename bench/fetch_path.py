@@ -2,7 +2,7 @@
 loop thread's CPU per fetch over loopback beside a sendfile-only server's.
 
     python bench/fetch_path.py [--mib 256] [--batch-bytes 800000] [--version 16] [--rounds 3]
-                               [--isolation 1] [--parts-only] [--opcodes]
+                               [--isolation 1] [--parts-only] [--opcodes [--by-file] [--top N]]
 
 A log of `--mib` MiB in batches of about `--batch-bytes` (one partition, appended through the
 broker's RequestHandler as Produce requests) is read back from offset 0 by Fetch requests
@@ -22,7 +22,10 @@ is printed as a multiple of the floor. Issue 35 goal 3's cluster figure is
 bench/produce_consume.py's consume rows; this one isolates the broker's Python per fetch.
 '--opcodes': instead, the Python bytecodes fetch_now executes per fetch of the log's first
 batch (sys.settrace opcode events: a count the box's load does not move; what C code does
-inside a call is not in it).
+inside a call is not in it), then the bytecodes and calls of the whole loop thread per fetch of
+one walk of the log over loopback (bench/opcode_counter.py: server, frame receive, asyncio,
+handler, encode; the walk's last fetch waits at the log end, once); `--by-file` and `--top N`
+say where those run.
 
 On the shared 2-core VM (load 5.6-7.6, three alternated runs each, 335 fetches of 800 KB): at
 3180b4f handler.start 80-94 us/fetch (request decode 13-15, fetch_now 37-44, response encode
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from frame_receive import HOST, TOPIC, leading_handler, produce_request
+from opcode_counter import Counts
 from broker.server import KafkaServer, Later
 from common.protocol import fetch
 from common.protocol.frame import RequestHeader, encode_request_header, frame_response_for, join_chunks, \
@@ -135,8 +139,10 @@ def parts(handler: Any, version: int, isolation: int) -> tuple[int, dict[str, fl
     return len(frames), times
 
 
-def loop_round(handler: Any, version: int, isolation: int) -> tuple[float, int, int, list[int]]:
-    """(loop thread CPU s, fetches, bytes received by the client, records lengths) over loopback."""
+def loop_round(handler: Any, version: int, isolation: int, counts: Counts | None = None
+               ) -> tuple[float, int, int, list[int]]:
+    """(loop thread CPU s, fetches, bytes received by the client, records lengths) over loopback;
+    `counts` counts the loop thread's bytecodes and calls meanwhile (server, asyncio, handler)."""
     class Counting:
         def __init__(self) -> None:
             self.cpu = 0.0
@@ -161,10 +167,16 @@ def loop_round(handler: Any, version: int, isolation: int) -> tuple[float, int, 
                 done.set()
 
         thread = threading.Thread(target=client, name="fetch-path-client")
+        if counts is not None:
+            counts.install()  # this coroutine runs on the loop's thread: every callback and task step counts
         cpu0 = time.thread_time()
         thread.start()
-        await asyncio.to_thread(done.wait)
-        result["cpu"] = time.thread_time() - cpu0
+        try:
+            await asyncio.to_thread(done.wait)
+        finally:
+            result["cpu"] = time.thread_time() - cpu0
+            if counts is not None:
+                counts.remove()
         thread.join()
         await server.stop()
 
@@ -288,7 +300,9 @@ def main() -> None:
     parser.add_argument("--isolation", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parts-only", action="store_true")
-    parser.add_argument("--opcodes", action="store_true", help="count fetch_now's bytecodes (not times)")
+    parser.add_argument("--opcodes", action="store_true", help="count bytecodes per fetch (not times)")
+    parser.add_argument("--by-file", action="store_true", help="with --opcodes: the loop's opcodes per fetch by file")
+    parser.add_argument("--top", type=int, default=0, help="with --opcodes: the N functions with most opcodes")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="consume-fetchpath-", dir="/tmp"))
     try:
@@ -298,6 +312,12 @@ def main() -> None:
         if args.opcodes:
             count = asyncio.run(_in_loop(fetch_now_opcodes, handler, args.version, args.isolation))
             print(f"fetch_now: {count:,.0f} opcodes per fetch")
+            counts = Counts()
+            _cpu, fetches, _received, _lengths = loop_round(handler, args.version, args.isolation, counts)
+            print(f"loop thread over loopback: {counts.opcodes / fetches:,.0f} opcodes, "
+                  f"{counts.calls / fetches:,.0f} calls per fetch ({fetches} fetches)")
+            if args.by_file or args.top:
+                print(counts.report(fetches, by_file=args.by_file, top=args.top))
             logs.shutdown()
             return
         for i in range(args.rounds):  # bounded by --rounds
