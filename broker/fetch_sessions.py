@@ -30,10 +30,10 @@ log end offset (else the partition would have been marked changed already).
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import random
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Protocol
 
 from broker.fetch_session import (
@@ -67,6 +67,9 @@ class ParkedFetch(Protocol):
     def done(self) -> bool:
         """Answered (or given up: its connection closed)."""
 
+    def __hash__(self) -> int:
+        """By identity (object's): the fetch is its deadline's key in the broker's timers."""
+
 
 class FetchSessions:
     """One broker's fetch sessions (KIP-227), kept in step with its partitions."""
@@ -77,15 +80,10 @@ class FetchSessions:
         self.cache = FetchSessionCache(new_session_id=(rng or random.Random()).randrange,
                                        max_entries=max_entries)
         self._parked: dict[int, ParkedFetch] = {}  # session id -> its parked fetch
-        # The waiting fetches' deadlines, (deadline_ms, seq, fetch, session), and one timer of the
-        # broker's at the earliest that is not done (Kafka's purgatory has one timing wheel; the
-        # fetch purgatory here one timer too). A fetch answered early leaves its entry, dropped
-        # when the timer fires: per waiting fetch a heap push and pop, not a timer's schedule
-        # and cancel (~340 bytecodes; two follower fetches wait per acks=all produce). Bounded
-        # by the fetches that arrive within one max_wait_ms.
-        self._deadlines: list[tuple[int, int, ParkedFetch, FetchSession]] = []
-        self._deadline_seq = 0
-        self._timer_key = (self, "deadlines")
+        # Each waiting fetch's deadline is a timer of the broker's keyed by the fetch itself
+        # (`expire_at`), cancelled when a wake answers it (`_wake`): a heap push and a dict pop
+        # in `broker.timers`, whose one loop timer serves them all.
+        self._timers = replicas.timers
         # How long a change on a partition led here waited for a follower's fetch to read it
         # (an append the follower must copy before an acks=all produce completes): /metrics.
         self.follower_fetch_wait = PauseHistogram()
@@ -140,7 +138,7 @@ class FetchSessions:
                 if parked is not None:
                     # in the next loop pass, as the task of an awaited event would resume: the
                     # rest of this request (a produce's other partitions) is appended by then
-                    asyncio.get_running_loop().call_soon(parked.wake)
+                    asyncio.get_running_loop().call_soon(self._wake, parked)
 
     def take_changed(self, session: FetchSession) -> list[TopicPartition]:
         """The session's changed partitions, to read now. For a follower's session, how long
@@ -154,35 +152,28 @@ class FetchSessions:
         and due (at once when one is). One fetch per session: a newer one takes the place of
         an older, which then waits for its own deadline (`expire_at`)."""
         if session.due:
-            asyncio.get_running_loop().call_soon(fetch.wake)
+            asyncio.get_running_loop().call_soon(self._wake, fetch)
             return
         self._parked[session.id] = fetch
 
     def expire_at(self, session: FetchSession, fetch: ParkedFetch, deadline_ms: int) -> None:
         """`fetch.expire()` at `deadline_ms` (the broker timers' clock), unless it is done by then."""
-        self._deadline_seq += 1
-        heapq.heappush(self._deadlines, (deadline_ms, self._deadline_seq, fetch, session))
-        timers = self._replicas.timers
-        armed = timers.deadline(self._timer_key)
-        if armed is None or deadline_ms < armed:
-            timers.schedule(self._timer_key, deadline_ms, self._expire_until)
+        self._timers.schedule(fetch, deadline_ms, partial(self._expire, session, fetch))
 
-    def _expire_until(self, now_ms: int) -> None:
-        """Expire the fetches due; drop the entries of those done (answered, or their connection
-        closed: unparked here), then arm the timer at the next fetch still waiting."""
-        heap, parked = self._deadlines, self._parked
-        while heap:  # bounded: each pass pops one
-            deadline_ms, _, fetch, session = heap[0]
-            done = fetch.done()
-            if not done and deadline_ms > now_ms:
-                break
-            heapq.heappop(heap)
-            if parked.get(session.id) is fetch:  # (done: its connection closed while it was parked)
-                del parked[session.id]
-            if not done:
-                fetch.expire()
-        if heap:
-            self._replicas.timers.schedule(self._timer_key, heap[0][0], self._expire_until)
+    def _expire(self, session: FetchSession, fetch: ParkedFetch, _now_ms: int) -> None:
+        """`fetch`'s deadline: unparked (it may be done: its connection closed while it was
+        parked), and expired unless done."""
+        if self._parked.get(session.id) is fetch:
+            del self._parked[session.id]
+        if not fetch.done():
+            fetch.expire()
+
+    def _wake(self, fetch: ParkedFetch) -> None:
+        """A parked fetch's turn after a due change: once it is answered (or given up) rather
+        than parked again, its deadline goes."""
+        fetch.wake()
+        if fetch.done():
+            self._timers.cancel(fetch)
 
     def unpark(self, session: FetchSession, fetch: ParkedFetch) -> None:
         """Forget `fetch` if it is still parked on `session` (its deadline came, or it is done)."""

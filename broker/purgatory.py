@@ -15,9 +15,9 @@ whatever the number of keys, so a request over P partitions waits at most one ti
 `DelayedOperations` is the sans-IO core: the watch sets and a heap of deadlines in integer
 milliseconds of whatever clock the caller uses (`expire(now_ms)`), so a caller with its own
 injected clock can drive it directly. `Purgatory` is the asyncio shell: a future per waiting
-request (`watch` returns it, `wait` awaits it) and one timer in the broker's timer service
-(`broker.timers`) at the earliest deadline of what waits. The operation decides; neither holds
-any I/O.
+request (`watch` returns it, `wait` awaits it) and at most one timer in the broker's timer
+service (`broker.timers`), at or before the earliest deadline of what waits. The operation
+decides; neither holds any I/O.
 `Purgatory.waited` counts how long each watched request waited until completed or expired
 (issue 35: in the Produce purgatory that is an acks=all produce waiting for its ISR, the part
 of its latency the follower fetch schedule decides); /metrics shows it by purgatory.
@@ -203,11 +203,13 @@ class Purgatory(Generic[K, T]):
         deadline_ms = started_ms + int(timeout_s * SECOND_MS)
         op_id = self.operations.watch(operation, keys, deadline_ms)
         self._waiting[op_id] = _Waiting(future, then, started_ms)
-        # One timer per purgatory, at the earliest deadline of what waits (Kafka's purgatory has
-        # one timing wheel): a request whose deadline is not the earliest schedules nothing, and
-        # one that completes while others wait cancels nothing (a timer's schedule and cancel
-        # are ~230 opcodes). The timer of a request done early fires anyway, finds nothing due
-        # and moves to the next deadline (`_expire_until`); it goes when nothing waits.
+        # At most one timer per purgatory, at or before the earliest deadline of what waits
+        # (Kafka's purgatory has one timing wheel; `DelayedOperations` is this one's deadline
+        # index): a request whose deadline is not earlier than the armed one schedules nothing,
+        # and one that completes cancels nothing, even the last (an acks=all canary empties the
+        # Produce purgatory with every produce: a schedule and a cancel each). The timer of
+        # requests done early fires anyway, finds nothing due and moves to the next deadline,
+        # or goes when nothing waits (`_expire_until`).
         armed = timers.deadline(self._timer_key)
         if armed is None or deadline_ms < armed:
             timers.schedule(self._timer_key, deadline_ms, self._expire_until)
@@ -242,14 +244,10 @@ class Purgatory(Generic[K, T]):
             self.waited.observe(now_ms - waiting.started_ms)
             if not waiting.future.done():
                 _settle(waiting.future, waiting.then, result)
-        if not self._waiting:  # (a `then` may have watched another)
-            self.timers.cancel(self._timer_key)
 
     def _forget(self, op_id: int) -> None:
         del self._waiting[op_id]
         self.operations.cancel(op_id)
-        if not self._waiting:
-            self.timers.cancel(self._timer_key)
 
 
 class AnswerFuture(asyncio.Future[T]):

@@ -48,13 +48,10 @@ from broker.replica_appends import truncate_follower as _truncate_follower
 from broker.replica_appends import truncate_follower_fully as _truncate_follower_fully
 from broker.replica_deletes import RecordDeletes
 from broker.replica_reads import (
-    DelayedFetch,
     ReadResult,
     ReplicaError,
     check_follower_fetch,
-    consumer_fetch_state,
-    fetch_state,
-    follower_fetch_state,
+    delayed_fetch,
     leader_partition,
     not_leader,
     read_log,
@@ -319,11 +316,7 @@ class ReplicaManager:
         DelayedFetch: a follower's (>= 0) is not woken by a HW move, a consumer's (< 0) not
         by an append below the HW."""
         keys = list(dict.fromkeys(tps))
-        state = fetch_state if replica_id is None else follower_fetch_state if replica_id >= 0 \
-            else consumer_fetch_state
-        partitions = self.partitions
-        operation = DelayedFetch(keys, lambda tp: state(partitions.get(tp)))
-        return await self.fetch_purgatory.wait(operation, keys, timeout_s)
+        return await self.fetch_purgatory.wait(delayed_fetch(self.partitions, keys, replica_id), keys, timeout_s)
 
     def waiting_count(self, tp: TopicPartition) -> int:
         """How many fetches wait on `tp` (tests, metrics)."""

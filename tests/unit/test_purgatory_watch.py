@@ -39,7 +39,7 @@ async def test_the_check_that_satisfies_it_sets_the_answer_built_before_any_loop
     ready.add("b")
     assert purgatory.check_and_complete("b") == 1
     assert future.result() == "DONE"  # no await: set inside the check
-    assert (purgatory.watched("a"), purgatory.watched("b"), len(purgatory.timers)) == (0, 0, 0)
+    assert (purgatory.watched("a"), purgatory.watched("b"), len(purgatory.operations)) == (0, 0, 0)
     assert (sum(purgatory.waited.counts), purgatory.waited.longest_ms) == (1, 7)
 
 
@@ -54,7 +54,8 @@ async def test_at_the_deadline_the_answer_is_then_of_the_expiration():
 
 async def test_one_timer_for_the_purgatory_at_the_earliest_deadline_of_what_waits():
     # not one per request (a schedule and a cancel each); a request done early while others wait
-    # leaves its deadline armed, which finds nothing due and moves on; none when nothing waits
+    # leaves its deadline armed, which finds nothing due and moves on; none once it fires with
+    # nothing waiting
     now, purgatory = fake_clock_purgatory()
     ready: set[str] = set()
     a, b, c = (purgatory.watch(Join(ready, {key}), [key], timeout_s, str.upper)
@@ -95,10 +96,33 @@ async def test_an_abandoned_future_stays_watched_until_decided_as_kafka_s_delaye
     assert purgatory.watched("a") == 1
     ready.add("a")
     assert purgatory.check_and_complete("a") == 1
-    assert (purgatory.watched("a"), len(purgatory.timers)) == (0, 0)
+    assert (purgatory.watched("a"), len(purgatory.operations)) == (0, 0)
     waiting = asyncio.create_task(purgatory.wait(Join(set(), {"b"}), ["b"], 5.0))
     await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    assert (purgatory.watched("b"), len(purgatory.timers)) == (0, 0)
+    assert (purgatory.watched("b"), len(purgatory.operations)) == (0, 0)
+
+
+async def test_the_timer_outlives_what_it_waits_for_and_goes_when_it_fires_with_nothing_due():
+    # At most one armed timer per purgatory, not "none when nothing waits": an acks=all canary
+    # empties the Produce purgatory with every produce, and a cancel then and a schedule for the
+    # next produce would cost both per produce. The timer stays armed at the done request's
+    # deadline; the next request, due later, schedules nothing; the timer fires, finds nothing
+    # due and moves to the next deadline, and goes once it fires with nothing waiting.
+    now, purgatory = fake_clock_purgatory()
+    timers, key = purgatory.timers, purgatory._timer_key
+    ready: set[str] = set()
+    first = purgatory.watch(Join(ready, {"a"}), ["a"], 5.0, str.upper)
+    ready.add("a")
+    assert purgatory.check_and_complete("a") == 1 and first.result() == "DONE"
+    assert len(purgatory.operations) == 0 and timers.deadline(key) == 6_000 and len(timers) == 1
+    now[0] = 2_000
+    second = purgatory.watch(Join(set(), {"b"}), ["b"], 5.0, str.upper)
+    assert timers.deadline(key) == 6_000  # the armed one is earlier: not rescheduled
+    now[0] = 6_000
+    assert timers.run_due() == 1 and not second.done() and timers.deadline(key) == 7_000
+    now[0] = 7_000
+    assert timers.run_due() == 1 and second.result() == "EXPIRED WITH ['B'] MISSING"
+    assert len(timers) == 0

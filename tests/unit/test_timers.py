@@ -4,10 +4,11 @@ and the asyncio shell firing at a deadline, to the millisecond."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from broker.timers import MAX_DUE_PER_PASS, TimerQueue, TimerService, monotonic_ms
+from broker.timers import MAX_DUE_PER_PASS, STALE_SLACK, TimerQueue, TimerService, monotonic_ms
 
 NOW = 1_000_000
 
@@ -21,24 +22,25 @@ NOW = 1_000_000
     ((("a", 10),), 9, [], ["a"]),  # one ms early: not due
 ], ids=["order", "later", "earlier", "ties", "cancel", "early"])
 def test_queue_pops_due_keys_in_deadline_order(steps: tuple, now: int, due: list[str], left: list[str]) -> None:
-    queue: TimerQueue[str] = TimerQueue()
+    queue: TimerQueue[str, int] = TimerQueue()
     for key, deadline in steps:
         if key == "cancel":
             assert queue.cancel(deadline)
         else:
-            queue.schedule(key, deadline)
-    assert queue.pop_due(now) == due
+            queue.schedule(key, deadline, deadline)
+    popped = list(iter(lambda: queue.pop(now), None))  # each value is its deadline when scheduled
+    assert [key for key, _ in popped] == due and all(deadline <= now for _, deadline in popped)
     assert sorted(k for k in ("a", "b", "c") if k in queue) == left
     assert len(queue) == len(left)
 
 
 def test_queue_stays_bounded_under_reschedules() -> None:
-    queue: TimerQueue[str] = TimerQueue()
+    queue: TimerQueue[str, None] = TimerQueue()
     for deadline in range(10_000):
-        queue.schedule("session", NOW + deadline)
-    assert len(queue) == 1 and len(queue._heap) < 200
+        queue.schedule("session", NOW + deadline, None)
+    assert len(queue) == 1 and queue.heap_size() < 200
     assert queue.next_deadline_ms() == NOW + 9_999
-    assert queue.pop_due(NOW + 9_998) == [] and queue.pop_due(NOW + 9_999) == ["session"]
+    assert queue.pop(NOW + 9_998) is None and queue.pop(NOW + 9_999) == ("session", None)
     assert queue.next_deadline_ms() is None
 
 
@@ -157,3 +159,57 @@ def test_a_periodic_job_that_cancels_itself_stops_and_run_soon_keeps_the_period(
     assert ran == [NOW + 100, NOW + 100] and timers.deadline("job") == NOW + 1_100
     with pytest.raises(ValueError, match="interval_ms"):
         timers.schedule_every("bad", 0, ran.append)
+
+
+async def test_schedule_and_cancel_churn_arms_the_loop_timer_once_and_keeps_the_heap_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timer per waiting request (issue 35: each parked follower fetch, cancelled when a change
+    answers it) costs a heap push and a dict pop: the loop timer is armed by the first schedule
+    and then left, even when a cancel leaves nothing scheduled (it fires, finds nothing, goes);
+    cancelled entries go stale on the heap, which stays bounded by the live keys."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_later = loop.call_later
+
+    def counted(delay: float, *args: Any) -> asyncio.TimerHandle:
+        armed.append(delay)
+        return call_later(delay, *args)
+
+    monkeypatch.setattr(loop, "call_later", counted)
+    timers = TimerService(clock=lambda: NOW, name="test")
+    timers.schedule("isr-expiration", NOW + 60_000, lambda now: None)
+    for fetch in range(100_000):
+        timers.schedule(("fetch", fetch), NOW + 500, lambda now: None)
+        assert timers.cancel(("fetch", fetch))
+        assert timers._queue.heap_size() <= 2 * (len(timers) + 1) + STALE_SLACK  # (+1: the key just cancelled)
+    assert len(armed) == 2 and len(timers) == 1  # the first fetch's deadline was earlier than isr-expiration's
+    assert timers.cancel("isr-expiration")
+    for fetch in range(100_000):  # with nothing else scheduled, too: each cancel empties the service
+        timers.schedule(fetch, NOW + 500, lambda now: None)
+        assert timers.cancel(fetch)
+    assert len(armed) == 2 and len(timers) == 0 and timers._queue.heap_size() <= 2 + STALE_SLACK
+    assert timers.run_due(NOW + 500) == 0 and timers._queue.heap_size() == 0  # the armed pass: nothing ran
+    timers.close()
+
+
+def test_an_action_that_reschedules_or_cancels_a_key_due_in_its_pass_is_heard() -> None:
+    """Due keys are popped one at a time, so an action's reschedule or cancel of a key due in
+    the same pass holds: the rescheduled key runs once, at its new time, the cancelled never."""
+    clock = [NOW]
+    timers = TimerService(clock=lambda: clock[0], driven=False)
+    ran: list[tuple[str, int]] = []
+
+    def first(now: int) -> None:
+        ran.append(("first", now))
+        timers.schedule("moved", NOW + 300, lambda n: ran.append(("moved", n)))
+        timers.cancel("cancelled")
+
+    timers.schedule("first", NOW + 100, first)
+    timers.schedule("moved", NOW + 100, lambda n: ran.append(("moved early", n)))
+    timers.schedule("cancelled", NOW + 100, lambda n: ran.append(("cancelled", n)))
+    clock[0] = NOW + 200
+    assert timers.run_due() == 1 and ran == [("first", NOW + 200)]
+    clock[0] = NOW + 299
+    assert timers.run_due() == 0
+    clock[0] = NOW + 300
+    assert timers.run_due() == 1 and ran == [("first", NOW + 200), ("moved", NOW + 300)] and len(timers) == 0
