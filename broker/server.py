@@ -185,6 +185,12 @@ class Connection:
     def __init__(self, server: KafkaServer, receiver: FrameReceiver, writer: asyncio.StreamWriter) -> None:
         self.server, self.receiver, self.writer = server, receiver, writer
         self.transport = writer.transport  # StreamWriter.transport and .write are Python calls: twice per answer
+        # the socket's descriptor, for a Fetch's sendfile from the reader's turn: asked once, not per
+        # answer (three Python calls). Used only while the transport is not closing: it closes the
+        # socket after that, and the number may then be reused
+        sock = writer.get_extra_info("socket")
+        self._sock_fd: int = -1 if sock is None else sock.fileno()
+        self._metrics = server.metrics
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # groups: a member's host
@@ -461,18 +467,17 @@ class Connection:
         pass); None when all of it went, else the slice of what is left."""
         self._write_now(out)
         transport = self.transport
-        if transport.get_write_buffer_size() or transport.is_closing():  # the writer's to send, or to fail
+        if transport.get_write_buffer_size() or transport.is_closing() or self._sock_fd < 0:  # the writer's
             return records
-        sock = self.writer.get_extra_info("socket")
-        rest = slice_sender.send_slice_now(sock.fileno(), records)  # type: ignore[arg-type]
-        self.server.metrics.bytes_out += records.length - (0 if rest is None else rest.length)
+        rest = slice_sender.send_slice_now(self._sock_fd, records)  # type: ignore[arg-type]
+        self._metrics.bytes_out += records.length - (0 if rest is None else rest.length)
         return rest
 
     def _write_now(self, out: list[bytes]) -> None:
         if out:
             data = out[0] if len(out) == 1 else b"".join(out)
             self.transport.write(data)
-            self.server.metrics.bytes_out += len(data)
+            self._metrics.bytes_out += len(data)
 
     def _through_gate(self, frame: Frame, received: float) -> _InFlight:
         """A frame of a SASL connection: answered by its authenticator, or served as its principal."""

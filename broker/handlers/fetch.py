@@ -52,6 +52,7 @@ from broker.topic_metrics import count_fetch
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
+from common.slotted import instance_builder
 from common.units import SECOND_MS
 
 
@@ -96,8 +97,8 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
         # leader hints go on errors only: an answer without one (`failed`: any error, diverging
         # epoch or preferred replica) skips the walk - nearly every v16 fetch (librdkafka 2.5+)
         endpoints = with_leader_hints(ctx, answers, image) if failed and version >= LEADER_HINTS_VERSION else ()
-        return fetch.FetchResponse(0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0,
-                                   session_id, endpoints)
+        return _new_response((0, by_topic(answers, version, image, named.topic_ids, named.unknown), 0,
+                              session_id, endpoints))
 
     if isinstance(context, IncrementalFetch):
         assert sessions is not None
@@ -120,12 +121,15 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
         return respond(full.answers, session_id, full.failed)
 
     first = _read_full(ctx, req, requested, follower_reads=follower_reads)
-    if first.settled(req, requested, deadline_ms - now_ms()):
+    # min_bytes found (a consumer reading a backlog): settled with no second clock read
+    if first.total >= req.min_bytes or first.settled(req, requested, deadline_ms - now_ms()):
         return full_response(first)
     return Later(_FullWait(ctx, req, requested, follower_reads, deadline_ms, full_response).watch())
 
 
 _SESSIONLESS: Final = Sessionless()
+# every fetch's answer: its fields are ours (common.slotted), not worth the frozen __init__'s setattrs
+_new_response: Final = instance_builder(fetch.FetchResponse, tuple(fetch.FetchResponse.__dataclass_fields__))
 
 
 @dataclass(slots=True)
