@@ -31,7 +31,7 @@ from broker.replication.partition import Partition
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode, KafkaStorageError
 from common.control_records import ControlType, marker_batch
-from common.record_batch import LOG_OVERHEAD, RecordBatchHeader, iter_batches, read_batches
+from common.record_batch import LOG_OVERHEAD, RecordBatchHeader, read_batches
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     partition_log = partition.log
     # One pass, each batch framed and CRC-checked once; a fetch may end in a partial batch,
     # which stays for the next fetch.
-    batches = list(iter_batches(records, allow_partial_tail=True))
+    batches = read_batches(records, allow_partial_tail=True)
     if batches:
         pos, header = batches[-1]
         whole = records[:pos + header.batch_length + LOG_OVERHEAD]

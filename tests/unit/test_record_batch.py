@@ -231,6 +231,30 @@ def test_read_batches() -> None:
         read_batches(buf[:-1])
 
 
+def _outcome(read: object) -> object:
+    """What a read gives: its batches, or the type and message of what it raised."""
+    try:
+        return read()  # type: ignore[operator]
+    except KafkaError as e:
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("buf", [
+    SMALL + FULL + SMALL,
+    SMALL + patched(SMALL, LENGTH_POS, _INT32, 3, sign=False),  # bad framing: no excuse
+    SMALL + patched(SMALL, MAGIC_POS, struct.Struct(">b"), 1, sign=False),  # another magic
+    SMALL + bytes(FULL[:CRC_POS]) + b"\x00\x00\x00\x00" + bytes(FULL[CRC_POS + 4:]),  # a bad CRC
+])
+def test_read_batches_partial_tail_reads_as_iter_batches(buf: bytes) -> None:
+    """A follower's append reads its answer with read_batches(allow_partial_tail=True): every
+    cut of these bytes gives what iter_batches' partial-tail reading gives, batches or error."""
+    for cut in range(len(buf) + 1):
+        data = memoryview(buf[:cut])
+        assert _outcome(lambda: read_batches(data, allow_partial_tail=True)) == \
+            _outcome(lambda: list(iter_batches(data, allow_partial_tail=True)))
+    assert read_batches(SMALL + FULL[:40], allow_partial_tail=True) == [(0, parse_header(SMALL))]
+
+
 def test_parse_header_without_body() -> None:
     assert parse_header(FULL[:HEADER_SIZE], require_body=False) == parse_header(FULL)
     with pytest.raises(CorruptRecordError):
