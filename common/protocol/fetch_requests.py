@@ -27,6 +27,8 @@ _NOTHING: Final = struct.Struct(">iiii")  # session id, session epoch, no topics
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _NO_TOPICS: Final = _I32.pack(0)  # an empty array
+# A topic's partitions count, 1, and that partition's fields (`encode`'s one-partition Fetch)
+_ONE_PARTITION: Final = struct.Struct(">i" + _REQUEST_PARTITION_V9.format[1:])
 _MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
 # Topic names kept encoded: a fetcher names the same few topics round after round. Cleared when
 # full (topics deleted and created over a broker's life would otherwise pile up).
@@ -52,8 +54,22 @@ class FetchRequests:
                to_forget: Collection[tuple[str, int]] = ()) -> bytes:
         """The request body naming `to_send`'s partitions ((topic, partition), entry) and
         forgetting `to_forget`'s."""
-        if not to_send and not to_forget:  # an incremental fetch with nothing changed
-            return self._head + _NOTHING.pack(session_id, session_epoch, 0, 0) + self._tail
+        if not to_forget:
+            if not to_send:  # an incremental fetch with nothing changed
+                return self._head + _NOTHING.pack(session_id, session_epoch, 0, 0) + self._tail
+            if len(to_send) == 1:  # a follower's round, mostly: the partition whose offsets moved
+                ((topic, _), p), = to_send
+                return b"".join((self._head, _SESSION.pack(session_id, session_epoch, 1),
+                                 self._topics.get(topic) or self._encode_name(topic),
+                                 _ONE_PARTITION.pack(1, p.partition, p.current_leader_epoch, p.fetch_offset,
+                                                     p.log_start_offset, p.partition_max_bytes),
+                                 _NO_TOPICS, self._tail))
+        return self._encode_any(session_id, session_epoch, to_send, to_forget)
+
+    def _encode_any(self, session_id: int, session_epoch: int,
+                    to_send: Collection[tuple[tuple[str, int], FetchPartition]],
+                    to_forget: Collection[tuple[str, int]]) -> bytes:
+        """`encode` of any partitions named and forgotten: topics in the order their partitions come."""
         pack = _REQUEST_PARTITION_V9.pack
         topics: dict[str, list[bytes]] = {}
         for (topic, _), p in to_send:  # bounded by the partitions named
@@ -67,11 +83,7 @@ class FetchRequests:
         out = [self._head, _SESSION.pack(session_id, session_epoch, len(topics))]
         encoded = self._topics
         for topic, packed_partitions in topics.items():  # bounded by the partitions named
-            name = encoded.get(topic)
-            if name is None:
-                if len(encoded) >= MAX_ENCODED_TOPICS:
-                    encoded.clear()
-                name = encoded[topic] = _string(topic)
+            name = encoded.get(topic) or self._encode_name(topic)
             out += (name, _I32.pack(len(packed_partitions)), *packed_partitions)
         if to_forget:
             out.append(_forgotten(to_forget))
@@ -79,6 +91,14 @@ class FetchRequests:
             out.append(_NO_TOPICS)
         out.append(self._tail)
         return b"".join(out)
+
+    def _encode_name(self, topic: str) -> bytes:
+        """`topic` as a classic string, kept for the next requests (never empty: its length comes first)."""
+        encoded = self._topics
+        if len(encoded) >= MAX_ENCODED_TOPICS:
+            encoded.clear()
+        name = encoded[topic] = _string(topic)
+        return name
 
 
 def _forgotten(to_forget: Collection[tuple[str, int]]) -> bytes:

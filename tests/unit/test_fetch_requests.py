@@ -74,3 +74,22 @@ def test_encoded_topic_names_are_kept_up_to_their_bound(monkeypatch: pytest.Monk
         body = requests.encode(5, 1, sent.items())
         assert body == join_chunks(fetch.encode_fetch_request(_as_fetch_request(11, 5, 1, sent, (), ""), 11))
         assert topic in requests._topics and len(requests._topics) <= 2
+
+
+@pytest.mark.parametrize("version", range(9, 12))
+def test_one_partition_is_packed_as_any_set_is(version: int) -> None:
+    """A follower's round names one partition (the one whose offsets moved): `encode` packs it
+    in one join, giving what the any-set path gives, with or without partitions forgotten."""
+    rng = random.Random(version)
+    requests = FetchRequests(version, replica_id=7, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20,
+                             rack_id="rack-1")
+    for _ in range(100):
+        p = rng.randrange(50)
+        sent = {TopicPartition(rng.choice(TOPICS), p): fetch.FetchPartition(
+            p, rng.randrange(-1, 1 << 50), rng.choice((1, 1 << 20)), rng.randrange(-1, 1 << 40), rng.randrange(-1, 9))}
+        forgotten = rng.choice(((), (TopicPartition("t", 1),)))
+        session_id, epoch = rng.randrange(1 << 31), rng.randrange(1 << 31)
+        body = requests.encode(session_id, epoch, sent.items(), forgotten)
+        assert body == requests._encode_any(session_id, epoch, sent.items(), forgotten)
+        expected = _as_fetch_request(version, session_id, epoch, sent, forgotten, "rack-1")
+        assert fetch.decode_fetch_request(memoryview(body), version) == expected
