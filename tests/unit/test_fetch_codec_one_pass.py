@@ -93,12 +93,51 @@ def _reads_alike(data: bytes, version: int, expected: object, one_pass_read: Cal
     assert decode(memoryview(data + b"trailing"), version) == expected
 
 
+# A follower's Fetch in an acks=all canary's round: the one partition whose offsets moved.
+CANARY_FETCH = fetch.FetchRequest(5, 500, 1, 10485760, 0, (fetch.FetchTopic("canary", (P(0, 41, 1048576, 0, 3),)),),
+                                  77, 12, (), "")
+
+
 @pytest.mark.parametrize("version", range(7, 12))
-def test_every_cut_or_changed_byte_reads_as_the_fields_do(version: int) -> None:
+@pytest.mark.parametrize("request_", [REQUESTS[1], CANARY_FETCH])
+def test_every_cut_or_changed_byte_reads_as_the_fields_do(version: int, request_: fetch.FetchRequest) -> None:
     """Any bytes: the one-pass read gives what the field-by-field one gives, or hands them to it
     (None); decode_fetch_request either parses them or raises ProtocolError."""
-    handed_on = _every_cut_or_change(_fields(REQUESTS[1], version), version, fetch._decode_classic_request)
-    assert handed_on >= len(_fields(REQUESTS[1], version))  # every cut short of the end at least
+    handed_on = _every_cut_or_change(_fields(request_, version), version, fetch._decode_classic_request)
+    assert handed_on >= len(_fields(request_, version))  # every cut short of the end at least
+
+
+@pytest.mark.parametrize(("request_", "by_the_arrays"), [
+    (CANARY_FETCH, False),
+    (fetch.FetchRequest(-1, 0, 0, 0, 1, (fetch.FetchTopic("\u00fcber", (P(7, -1, 0, -1, -1),)),), 0, -1, (), "rack-1"),
+     False),
+    (fetch.FetchRequest(5, 500, 1, 1, 0, (fetch.FetchTopic("", (P(0, 1, 1, 0, 3),)),), 77, 12), False),
+    (REQUESTS[0], False),
+    (REQUESTS[1], True),
+    (REQUESTS[2], True),  # no topic
+    (fetch.FetchRequest(5, 500, 1, 1, 0, (fetch.FetchTopic("t", (P(0, 1, 1, 0, 3), P(1, 1, 1, 0, 3))),), 77, 12), True),
+    (fetch.FetchRequest(5, 500, 1, 1, 0, (fetch.FetchTopic("t", ()),), 77, 12), True),
+    (fetch.FetchRequest(5, 500, 1, 1, 0, (fetch.FetchTopic("t", (P(0, 1, 1, 0, 3),)),), 77, 12,
+                        (fetch.ForgottenTopic("gone", (1,)),)), True),
+])
+def test_a_followers_fetch_of_one_partition_is_read_without_the_arrays(
+        request_: fetch.FetchRequest, by_the_arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A v11 Fetch of one partition of one topic forgetting nothing (a follower's, mostly; the
+    leader reads two per acks=all produce) is read by two unpacks and gives what the
+    field-by-field path gives, trailing bytes or not; any other is the arrays' to read."""
+    arrays = []
+
+    def read_by_the_arrays(view: memoryview, version: int) -> fetch.FetchRequest | None:
+        arrays.append(version)
+        return read(view, version)
+
+    read = fetch_one_pass._decode_classic_request_arrays
+    monkeypatch.setattr(fetch_one_pass, "_decode_classic_request_arrays", read_by_the_arrays)
+    data = _fields(request_, 11)
+    for case in (data, data + b"trailing"):
+        assert fetch.decode_fetch_request(memoryview(case), 11) == request_
+        assert fetch._decode_request_fields(memoryview(case), 11) == request_
+    assert arrays == ([11, 11] if by_the_arrays else [])
 
 
 @pytest.mark.parametrize("version", range(5, 12))
