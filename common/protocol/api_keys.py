@@ -7,7 +7,9 @@ flexible versions included, as their codecs implement every field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from types import MappingProxyType
 from typing import Final
 
 from common.protocol.primitives import ProtocolError, Reader, Writer
@@ -230,7 +232,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
 # Every request asks these (each codec's check_version, the header parse, the response
 # framing): a plain int finds its IntEnum key in the dicts above as it is (an IntEnum hashes
 # and compares as its int), with no ApiKey(api_key) call (an Enum lookup, ~36 opcodes).
-_NEVER_FLEXIBLE: Final = 1 << 15  # past every int16 version: an API with no flexible version
+NEVER_FLEXIBLE: Final = 1 << 15  # past every int16 version: an API with no flexible version
 
 
 def is_supported(api_key: int, api_version: int) -> bool:
@@ -241,7 +243,7 @@ def is_supported(api_key: int, api_version: int) -> bool:
 
 def is_flexible(api_key: int, api_version: int) -> bool:
     """True when the request uses header v2 (tagged fields); unknown APIs count as classic."""
-    return api_version >= FIRST_FLEXIBLE_VERSION.get(api_key, _NEVER_FLEXIBLE)
+    return api_version >= FIRST_FLEXIBLE_VERSION.get(api_key, NEVER_FLEXIBLE)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -252,9 +254,13 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """0 for classic responses, 1 for flexible ones, except ApiVersions: always 0, so a
     client that does not know the broker's versions yet can still read the answer."""
-    if api_key == API_VERSIONS_KEY:
-        return 0
-    return 1 if api_version >= FIRST_FLEXIBLE_VERSION.get(api_key, _NEVER_FLEXIBLE) else 0  # is_flexible
+    return 1 if api_version >= FIRST_FLEXIBLE_RESPONSE.get(api_key, NEVER_FLEXIBLE) else 0
+
+
+# The first version whose response has header v1 (`response_header_version`), as one lookup:
+# every answer's framing asks (common.protocol.frame.response_head)
+FIRST_FLEXIBLE_RESPONSE: Final[Mapping[int, int]] = MappingProxyType(
+    {key: version for key, version in FIRST_FLEXIBLE_VERSION.items() if key != API_VERSIONS_KEY})
 
 
 def reader_for(api_key: ApiKey, api_version: int, body: bytes | bytearray | memoryview) -> Reader:

@@ -12,7 +12,7 @@ import struct
 from sys import getrefcount
 from typing import Final, NamedTuple
 
-from common.protocol.api_keys import is_flexible, response_header_version
+from common.protocol.api_keys import FIRST_FLEXIBLE_RESPONSE, NEVER_FLEXIBLE, is_flexible, response_header_version
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.config import default_int
 from common.units import KIB, MIB
@@ -137,7 +137,7 @@ class FrameDecoder:
     bytearray (zero-filled by Python) of the frame's size.
     """
 
-    __slots__ = ("max_request_bytes", "buffers", "_receive_bytes", "_scratch", "_end", "_frame", "_size",
+    __slots__ = ("max_request_bytes", "buffers", "_receive_bytes", "_view", "_end", "_frame", "_size",
                  "_filled", "_broken")
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -149,7 +149,9 @@ class FrameDecoder:
         self.max_request_bytes = max_request_bytes
         self.buffers = buffers  # where large frames' buffers come from (None: a new one each)
         self._receive_bytes = receive_bytes
-        self._scratch: bytearray | None = None  # [0, _end): bytes of frames not yet complete
+        # the receive buffer, [0, _end): bytes of frames not yet complete. One view of it for the
+        # decoder's life, not one per read and per split: the buffer is never resized
+        self._view: memoryview | None = None
         self._end = 0
         self._frame: bytearray | None = None  # a large frame's body, filled in place up to _filled
         self._size = 0  # ... of this many bytes (its buffer may be longer)
@@ -167,9 +169,10 @@ class FrameDecoder:
             raise ProtocolError("decoder already failed; close the connection")
         if self._frame is not None:
             return memoryview(self._frame)[self._filled:self._size]
-        if self._scratch is None:  # a connection that never sends costs no buffer
-            self._scratch = bytearray(self._receive_bytes)
-        return memoryview(self._scratch)[self._end:]
+        view = self._view
+        if view is None:  # a connection that never sends costs no buffer
+            view = self._view = memoryview(bytearray(self._receive_bytes))
+        return view[self._end:]
 
     def buffer_updated(self, nbytes: int, out: list[bytes | bytearray | memoryview]) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`: append every frame now
@@ -202,29 +205,28 @@ class FrameDecoder:
     def _split(self, out: list[bytes | bytearray | memoryview]) -> None:
         """Take the complete frames out of the receive buffer; keep the incomplete rest at its
         start, or move a frame too large for it to a buffer of its own."""
-        buf, end, pos = self._scratch, self._end, 0
-        assert buf is not None  # get_buffer gave it out
-        with memoryview(buf) as view:
-            # Bounded by end / 4: each pass consumes at least the 4-byte prefix, or stops.
-            while end - pos >= SIZE_PREFIX_BYTES:
-                size = _SIZE.unpack_from(buf, pos)[0]
-                if size < 0 or size > self.max_request_bytes:
-                    self._broken = True
-                    self._end = 0
-                    raise ProtocolError(f"request size {size} outside 0..{self.max_request_bytes} bytes")
-                body = pos + SIZE_PREFIX_BYTES
-                if end - body >= size:
-                    out.append(bytes(view[body:body + size]))
-                    pos = body + size
-                    continue
-                if SIZE_PREFIX_BYTES + size > len(buf):  # received in place from here on
-                    frame = bytearray(size) if self.buffers is None else self.buffers.take(size)
-                    frame[:end - body] = view[body:end]
-                    self._frame, self._size, self._filled = frame, size, end - body
-                    pos = end
-                break
-            if pos and pos < end:  # the incomplete frame moves to the front (it fits there);
-                view[:end - pos] = view[pos:end]  # a memoryview copies overlapping bytes with memmove
+        view, end, pos = self._view, self._end, 0
+        assert view is not None  # get_buffer gave it out
+        # Bounded by end / 4: each pass consumes at least the 4-byte prefix, or stops.
+        while end - pos >= SIZE_PREFIX_BYTES:
+            size = _SIZE.unpack_from(view, pos)[0]
+            if size < 0 or size > self.max_request_bytes:
+                self._broken = True
+                self._end = 0
+                raise ProtocolError(f"request size {size} outside 0..{self.max_request_bytes} bytes")
+            body = pos + SIZE_PREFIX_BYTES
+            if end - body >= size:
+                out.append(bytes(view[body:body + size]))
+                pos = body + size
+                continue
+            if SIZE_PREFIX_BYTES + size > len(view):  # received in place from here on
+                frame = bytearray(size) if self.buffers is None else self.buffers.take(size)
+                frame[:end - body] = view[body:end]
+                self._frame, self._size, self._filled = frame, size, end - body
+                pos = end
+            break
+        if pos and pos < end:  # the incomplete frame moves to the front (it fits there);
+            view[:end - pos] = view[pos:end]  # a memoryview copies overlapping bytes with memmove
         self._end = end - pos
 
 
@@ -356,9 +358,11 @@ def response_head(header: RequestHeader, body: list[Chunk]) -> bytes:
     size = 0
     for chunk in body:  # a plain loop, not _chunks_size's generator: every answer is framed here
         size += len(chunk) if isinstance(chunk, bytes) else chunk.length
-    if response_header_version(header.request_api_key, header.request_api_version):
-        return _RESPONSE_HEADER_V1.pack(size + 5, header.correlation_id, 0)
-    return _RESPONSE_HEADER.pack(size + 4, header.correlation_id)
+    api_key, api_version, correlation_id, _ = header
+    # response_header_version's rule, without its call
+    if api_version >= FIRST_FLEXIBLE_RESPONSE.get(api_key, NEVER_FLEXIBLE):
+        return _RESPONSE_HEADER_V1.pack(size + 5, correlation_id, 0)
+    return _RESPONSE_HEADER.pack(size + 4, correlation_id)
 
 
 def strip_response_header(api_key: int, api_version: int, body: memoryview) -> memoryview:
