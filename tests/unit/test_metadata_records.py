@@ -75,9 +75,8 @@ CASES = [
     (Partition(TOPIC_ID, 7, (2,), (2,), leader=NO_LEADER, leader_recovery_state=LeaderRecoveryState.RECOVERING),
      {"type": 3, "version": 0, "topic_id": TOPIC_ID, "partition_id": 7, "replicas": [2], "isr": [2],
       "elr": [], "leader": -1, "leader_epoch": 0, "partition_epoch": 0, "leader_recovery_state": 1}),
-    (PartitionChange(TOPIC_ID, 0),
-     {"type": 5, "version": 0, "topic_id": TOPIC_ID, "partition_id": 0, "isr": None, "elr": None,
-      "leader": NO_LEADER_CHANGE, "replicas": None, "leader_recovery_state": None}),
+    (PartitionChange(TOPIC_ID, 0),  # every field left at "unchanged": off the wire, as Kafka's tagged fields
+     {"type": 5, "version": 0, "topic_id": TOPIC_ID, "partition_id": 0}),
     (PartitionChange(TOPIC_ID, 3, isr=(2,), elr=(), leader=2, replicas=(2, 1),
                      leader_recovery_state=LeaderRecoveryState.RECOVERING),
      {"type": 5, "version": 0, "topic_id": TOPIC_ID, "partition_id": 3, "isr": [2], "elr": [],
@@ -111,6 +110,24 @@ CASES = [
     (RemoveUserScramCredential("alice", 1), {"type": 22, "version": 0, "name": "alice", "mechanism": 1}),
 ]
 CASE_IDS = [f"{type(r).__name__}-{i}" for i, (r, _) in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("record", [PartitionChange(TOPIC_ID, 7, isr=(5, 6), leader=5),
+                                    PartitionChange(TOPIC_ID, 3, isr=(2,), elr=(), leader=2, replicas=(2, 1))])
+def test_a_change_writes_only_what_changed_and_reads_as_earlier_builds_wrote_it(record):
+    """A controlled shutdown writes one PartitionChange per leadership it moves (33,000 at 100,000
+    partitions): only the changed fields on the wire (c8ad164 wrote the "unchanged" ones as
+    null/-2 too: 115 bytes a moved leadership, 36 Raft entries for a batch of 5,000), and logs,
+    dumps and fetches written that way still read the same."""
+    kinds = _SCHEMAS[PartitionChange].kinds
+    assert set(record_to_map(record)) == {"type", "version", "topic_id", "partition_id",
+                                          *(name for name in kinds if getattr(record, name) is not None
+                                            and name in ("isr", "elr", "replicas", "leader_recovery_state")),
+                                          "leader"}
+    if record.partition_id == 7:  # a moved leadership
+        assert len(encode_record(record)) <= 80
+    spelled_out = {"type": 5, "version": 0, **{name: kind.to_wire(getattr(record, name)) for name, kind in kinds.items()}}
+    assert record_from_map(spelled_out) == record == decode_record(msgpack.packb(spelled_out))
 
 
 def test_table_covers_every_record_type():
@@ -356,8 +373,8 @@ def test_new_partition_change_builds_what_the_constructor_builds(wire):
     """The rules' builder: every field set to every edge value (as a tuple too), or left out, or
     an unknown one: the same record (of the same field types), or the same kind of refusal."""
     fields = {k: v for k, v in wire.items() if k not in ("type", "version")}
-    fields["leader_recovery_state"] = (None if fields["leader_recovery_state"] is None
-                                       else LeaderRecoveryState(fields["leader_recovery_state"]))
+    if fields.get("leader_recovery_state") is not None:  # left off the wire when unchanged
+        fields["leader_recovery_state"] = LeaderRecoveryState(fields["leader_recovery_state"])
     values = [*EDGE_VALUES, *(tuple(v) for v in EDGE_VALUES if isinstance(v, list)), LeaderRecoveryState.RECOVERING]
     mutations = [{k: v for k, v in fields.items() if k != key} for key in CHANGE_SCHEMA.kinds]
     mutations += [{**fields, key: value} for key in [*CHANGE_SCHEMA.kinds, "other"] for value in values]

@@ -19,6 +19,7 @@ from metadata.records import (
     ConfigResourceType,
     NoOp,
     Partition,
+    PartitionChange,
     Record,
     RemoveTopic,
     Topic,
@@ -27,6 +28,7 @@ from metadata.records import (
     encode_records,
 )
 from metadata.snapshot import decode_snapshot, encode_snapshot
+from quorum.controller_result import MAX_LEADERSHIPS_PER_DECISION
 from quorum.log_state import (
     MAX_CHUNK_BYTES,
     AppendOutcome,
@@ -60,7 +62,7 @@ def state_at_epoch(epoch: int) -> MetadataLogState:
     (0, 10, MAX_CHUNK_BYTES, 0),
     (1, 10, MAX_CHUNK_BYTES, 1),
     (100, 10, MAX_CHUNK_BYTES, 1),
-    (100, 1000, MAX_CHUNK_BYTES, 7),  # ~1 KB each: 15 fit in 16 KiB
+    (100, 1000, MAX_CHUNK_BYTES, 4),  # ~1 KB each: 27 fit in 28 KiB
     (10, 100, 200, 10),  # one record per chunk
 ])
 def test_split_records_keeps_order_and_bound(count: int, size: int, max_bytes: int,
@@ -70,6 +72,17 @@ def test_split_records_keeps_order_and_bound(count: int, size: int, max_bytes: i
     assert len(chunks) == expected_chunks
     assert all(len(c) <= max_bytes for c in chunks)
     assert [r for c in chunks for r in decode_records(c)] == records
+
+
+def test_a_controlled_shutdowns_batch_of_leaderships_takes_few_raft_entries() -> None:
+    """Each chunk is a Raft entry, and the active controller commits at most PIPELINE_WINDOW of
+    them per round: a batch of MAX_LEADERSHIPS_PER_DECISION moved leaderships (leader and ISR of
+    each) in at most 14 chunks, i.e. 4 rounds (c8ad164: 36 chunks, 9 rounds)."""
+    moved = [PartitionChange("AbCdEfGhIjKlMnOpQrStUw", i, isr=(5, 6), leader=5)
+             for i in range(MAX_LEADERSHIPS_PER_DECISION)]
+    chunks = split_records(moved)
+    assert len(chunks) <= 14
+    assert [r for c in chunks for r in decode_records(c)] == moved
 
 
 def test_split_records_refuses_a_record_larger_than_a_chunk() -> None:
