@@ -252,12 +252,13 @@ class ActiveController:
         try:
             before = self._log.image()
             decided = pending.decision(before)
-            records, atomic, splittable = (decided.records, decided.atomic, decided.splittable) \
-                if isinstance(decided, ControllerResult) else (decided, pending.atomic, False)
+            records, atomic, splittable, chunks = (decided.records, decided.atomic, decided.splittable,
+                                                   decided.chunks) \
+                if isinstance(decided, ControllerResult) else (decided, pending.atomic, False, None)
             computed = loop.time()
             outcome = None
             if records:
-                outcome = await self._append_while_leader(records, epoch, remaining, atomic, splittable)
+                outcome = await self._append_while_leader(records, epoch, remaining, atomic, splittable, chunks)
                 if outcome.kind is OutcomeKind.COMMITTED:
                     if splittable and len(records) > 1:
                         logger.info("Committed %d record(s) at offsets %s..%s, epoch %d, without a transaction "
@@ -286,11 +287,12 @@ class ActiveController:
             future.set_result(outcome)
 
     async def _append_while_leader(self, records: Sequence[Record], epoch: int, timeout_s: float,
-                                   atomic: bool, splittable: bool = False) -> AppendOutcome:
+                                   atomic: bool, splittable: bool = False,
+                                   chunks: Sequence[bytes] | None = None) -> AppendOutcome:
         """Append, but stop waiting as soon as Raft leadership of `epoch` is lost: a command a
         deposed leader sent may never call back, and waiting out the whole timeout kept this
         controller 'active' (answering heartbeats it could not commit) for seconds."""
-        task = asyncio.create_task(self._append(records, epoch, timeout_s, atomic, splittable))
+        task = asyncio.create_task(self._append(records, epoch, timeout_s, atomic, splittable, chunks))
         try:
             while True:  # bounded by the append's own timeout
                 done, _ = await asyncio.wait({task}, timeout=LEADERSHIP_POLL)
@@ -307,11 +309,12 @@ class ActiveController:
                 task.cancel()
 
     async def _append(self, records: Sequence[Record], epoch: int, timeout_s: float, atomic: bool,
-                      splittable: bool) -> AppendOutcome:
+                      splittable: bool, encoded: Sequence[bytes] | None = None) -> AppendOutcome:
         """One chunk or a transaction (`QuorumLog.append`); a splittable list longer than a chunk
-        as plain chunks, pipelined (see the module doc)."""
+        as plain chunks, pipelined (see the module doc): `encoded` when they were cut already."""
         if splittable:
-            chunks = split_records(records)  # RecordTooLargeError: nothing appended
+            # RecordTooLargeError: nothing appended
+            chunks = list(encoded) if encoded is not None else split_records(records)
             if len(chunks) > 1:
                 # sized like a transaction's deadline (MetadataLog.append): a heartbeat's timeout
                 # would cut a long list short, and an UNKNOWN chunk makes the controller renounce

@@ -100,11 +100,17 @@ class ControllerResult(Generic[R]):
     atomic: bool = False
     follow_up: FollowUp | None = None  # work the rule left to later decisions (LeaveFollowUp, ElectFollowUp)
     splittable: bool = False
+    # A splittable result's records already cut into chunks (`quorum.log_state.split_records`): a
+    # batch computed ahead is encoded on the worker thread too, not on the event loop between two
+    # batches (None: the shell encodes them).
+    chunks: Sequence[bytes] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "records", tuple(self.records))
         if self.atomic and self.splittable:
             raise ValueError("a result is atomic or splittable, not both")
+        if self.chunks is not None and not self.splittable:
+            raise ValueError("only a splittable result's records are appended as the chunks given")
 
 
 class ControllerApiError(Exception):

@@ -54,7 +54,7 @@ import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from common.errors import ErrorCode
@@ -86,7 +86,7 @@ from quorum.controller_result import (
 )
 from quorum.heartbeat_manager import BrokerHeartbeatManager
 from quorum.listener_watch import ListenerWatch
-from quorum.log_state import AppendOutcome, OutcomeKind
+from quorum.log_state import AppendOutcome, OutcomeKind, split_records
 from quorum.reassignment_control import complete_reassignments
 from quorum.replication_control import elect_leaders, more_elections_left
 from shutdown.controller_states import ShutdownRequestOutcome, shutdown_request_outcome
@@ -105,6 +105,16 @@ PeriodicTask = Callable[[int], Awaitable[int | None]]  # (now_ms) -> next due ms
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def _encoded_ahead(image: MetadataImage, records: Sequence[Record], follow_up: LeaveFollowUp) -> ControllerResult[int]:
+    """`leaving_after` and its records' chunks, both on the worker thread: encoded on the event
+    loop, a batch of 5,000 moved leaderships held it 0.1-0.2 s between two batches of a controlled
+    shutdown (nothing in flight meanwhile: the Raft pipeline stood empty)."""
+    result = leaving_after(image, records, follow_up)
+    if result.splittable and len(result.records) > 1:
+        result = replace(result, chunks=tuple(split_records(result.records)))
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +157,7 @@ async def decide_result(controller: ActiveController, fn: Callable[[MetadataImag
     """Run a rule through `controller.decide`: (its response, the committed outcome or None).
 
     A result commits atomically unless it is `splittable`: records that fit one chunk
-    (`quorum.log_state.MAX_CHUNK_BYTES`, ~100 partition records) as one Raft entry, a longer list
+    (`quorum.log_state.MAX_CHUNK_BYTES`, ~200 partition records) as one Raft entry, a longer list
     (a topic with many partitions) as a KIP-868 metadata transaction that nothing sees before its
     EndTransaction commits; a failover in between leaves it to be aborted by the next active
     controller (NotCommittedError, nothing applied; `unknown` when the End may still commit). A
@@ -408,7 +418,7 @@ class ControllerRuntime:
         this batch, while it runs (between them, under the GIL). A controlled shutdown of 33,000
         leaderships waited for 7 such computations in turn, 0.15-0.6 s each."""
         self._drop_ahead()
-        task = asyncio.ensure_future(asyncio.to_thread(leaving_after, image, tuple(records), follow_up))
+        task = asyncio.ensure_future(asyncio.to_thread(_encoded_ahead, image, tuple(records), follow_up))
         self._next_batch = _NextBatch(follow_up.broker_id, follow_up.after, follow_up.leaders_only,
                                       image.offset + 1, image.offset + len(records), task)
         return self._next_batch
