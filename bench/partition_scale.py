@@ -374,6 +374,7 @@ def registration(cluster: LocalCluster) -> tuple[str, int] | None:
                  if b["broker_id"] == UNDER_TEST and b["state"] == "UNFENCED"), None)
 
 
+RESTART_AFTER_SHUTDOWN = True  # --no-restart: the controlled shutdown's figures only (a before/after of them)
 PY_SPY_RATE: Final = 200  # samples/s: enough to split a ~7 s shutdown by function, light on the box
 
 
@@ -439,6 +440,8 @@ def restart(cluster: LocalCluster, names: list[str], how: signal.Signals,
         out = sum(1 for name in names for p in http(f"{cluster.admin_url}/v1/topics/{name}")["partitions"]
                   if UNDER_TEST in p["replicas"] and UNDER_TEST not in p["isr"])
         rows.append((f"partitions with broker {UNDER_TEST} out of the ISR at exit", f"{out}"))
+        if not RESTART_AFTER_SHUTDOWN:
+            return rows
     new = NodeProcess.spawn(node.spec)
     cluster.nodes[cluster.nodes.index(node)] = new
     cluster.write_cluster_file()
@@ -624,10 +627,17 @@ def main() -> None:
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="profile every node with py-spy from broker 4's SIGTERM to its exit, "
                              "collapsed stacks per node and thread in DIR")
+    parser.add_argument("--no-restart", action="store_true",
+                        help="after the controlled shutdown, do not restart broker 4 (skips its restart -> "
+                             "every ISR wait, ~1 min at 100,000 partitions; the phases after it need it)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"which phases run after the 'many' create (of {','.join(PHASES)})")
     args = parser.parse_args()
     phases = tuple(p for p in args.phases.split(",") if p)
+    if args.no_restart and "sigkill" in phases:
+        parser.error("--no-restart leaves broker 4 stopped: the sigkill phase needs it running")
+    global RESTART_AFTER_SHUTDOWN
+    RESTART_AFTER_SHUTDOWN = not args.no_restart
     if set(phases) - set(PHASES):
         parser.error(f"--phases takes some of {','.join(PHASES)}, not {args.phases!r}")
     shapes = tuple(s for s in args.shapes.split(",") if s)
