@@ -249,7 +249,34 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
     """A v5-v11 response by one pack per partition head, the Writer's bytes exactly: these
     versions have no tagged fields, so an answer is fixed-size but for its topic names, aborted
     transactions and records (field by field, ~20 Writer calls cost ~10 us for one partition).
-    Records in bytes are joined in; a placeholder (a segment slice) is its own chunk."""
+    Records in bytes are joined in; a placeholder (a segment slice) is its own chunk.
+
+    A v11 answer of one partition of one topic with no aborted transaction (a follower's, in an
+    acks=all canary's rounds: the leader writes two per produce) is two packs around the
+    topic's name, the layout `_decode_classic_response` reads; any other goes to the arrays."""
+    topics = resp.responses
+    if version >= 11 and len(topics) == 1 and len(partitions := topics[0].partitions) == 1 \
+            and not (p := partitions[0]).aborted_transactions:
+        name = topics[0].topic.encode("utf-8")
+        records = p.records
+        length = -1 if records is None else len(records) if isinstance(records, _IN_BYTES) else records.length
+        if len(name) <= _MAX_STRING_BYTES:  # (longer: the arrays raise the Writer's error)
+            head = b"".join((
+                _ONE_TOPIC_HEAD_V11.pack(resp.throttle_time_ms, resp.error_code, resp.session_id, 1, len(name)),
+                name,
+                _ONE_ANSWER_V11.pack(1, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                     p.log_start_offset, -1 if p.aborted_transactions is None else 0,
+                                     p.preferred_read_replica, length)))
+            if records is None or length == 0:
+                return [head]
+            if isinstance(records, _IN_BYTES):
+                return [head + records]
+            return [head, records]
+    return _encode_classic_topics(resp, version)
+
+
+def _encode_classic_topics(resp: FetchResponse, version: int) -> list[Chunk]:
+    """`_encode_classic_response`'s arrays: any topics, partitions and aborted transactions."""
     if version >= 7:
         out: list[Any] = [_RESPONSE_HEAD_V7.pack(resp.throttle_time_ms, resp.error_code, resp.session_id,
                                                  len(resp.responses))]
@@ -259,7 +286,7 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
     chunks: list[Chunk] = []
     for t in resp.responses:  # bounded by the response's topics
         name = t.topic.encode("utf-8")
-        if len(name) > 0x7FFF:  # the Writer's limit, and its error
+        if len(name) > _MAX_STRING_BYTES:  # the Writer's limit, and its error
             raise ValueError("string longer than 32767 bytes")
         out.append(_I16.pack(len(name)))
         out.append(name)
@@ -269,7 +296,7 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
             records = p.records
             if records is None:
                 length = -1
-            elif isinstance(records, bytes | bytearray | memoryview):
+            elif isinstance(records, _IN_BYTES):
                 length = len(records)
             else:
                 length = records.length
@@ -289,7 +316,7 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
                 out.append(fixed[_ABORTED_AT:])
             if records is None or length == 0:
                 continue
-            if isinstance(records, bytes | bytearray | memoryview):
+            if isinstance(records, _IN_BYTES):
                 out.append(records)
             else:
                 chunks.append(b"".join(out))
@@ -339,9 +366,9 @@ def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] 
             if records is None:
                 out.append(b"\x00\x00")  # null records, no tagged fields
                 continue
-            length = len(records) if isinstance(records, bytes | bytearray | memoryview) else records.length
+            length = len(records) if isinstance(records, _IN_BYTES) else records.length
             out.append(_uvarint(length + 1))
-            if length and isinstance(records, bytes | bytearray | memoryview):
+            if length and isinstance(records, _IN_BYTES):
                 out.append(records)
             elif length:
                 chunks.append(b"".join(out))
@@ -521,6 +548,8 @@ _RESPONSE_HEAD_V5: Final = struct.Struct(">ii")  # throttle, topics count
 _ONE_TOPIC_HEAD_V11: Final = struct.Struct(">ihiih")
 _ONE_ANSWER_V11: Final = struct.Struct(">iihqqqiii")
 _NAME_AT: Final = _ONE_TOPIC_HEAD_V11.size
+_MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
+_IN_BYTES: Final = (bytes, bytearray, memoryview)  # records held in memory, not a placeholder
 _ONE_ANSWER_SIZE: Final = _ONE_ANSWER_V11.size
 _FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)
 # partition, error, high watermark, last stable offset, log start offset (v12+: the fixed part)

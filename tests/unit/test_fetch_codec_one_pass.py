@@ -15,7 +15,7 @@ import pytest
 
 from common.protocol import fetch, fetch_one_pass
 from common.protocol.frame import join_chunks
-from common.protocol.primitives import ProtocolError
+from common.protocol.primitives import Chunk, ProtocolError
 
 
 @dataclass(frozen=True)
@@ -368,3 +368,42 @@ def test_a_followers_answer_of_one_partition_is_read_without_the_arrays(
         assert fetch.decode_fetch_response(memoryview(case), 11) == response
         assert fetch._decode_response_fields(memoryview(case), 11) == response
     assert arrays == ([11, 11] if by_the_arrays else [])
+
+
+@pytest.mark.parametrize(("response", "by_the_arrays"), [
+    (CANARY_ANSWER, False),
+    (_one_topic(A(3, 0, 1 << 40, Slice(1 << 20), 1 << 40, 7, (), 2), name="\u00fcber"), False),
+    (_one_topic(A(0, 6, -1, None, -1, -1, None, -1), name=""), False),
+    (_one_topic(A(0, 0, 4, b"", 4, 0)), False),
+    (_one_topic(A(0, 0, 4, Slice(0), 4, 0)), False),
+    (_one_topic(A(0, 0, 4, memoryview(BATCH), 4, 0, ())), False),
+    (_one_topic(A(0, 0, 4, BATCH, 4, 0, (fetch.AbortedTransaction(7, 1),))), True),
+    (_one_topic(A(0, 0, 4, BATCH, 4, 0), A(1, 0, 4, b"", 4, 0)), True),
+    (_one_topic(), True),
+    (fetch.FetchResponse(0, ()), True),
+    (fetch.FetchResponse(0, (CANARY_ANSWER.responses[0],) * 2), True),
+])
+def test_a_followers_answer_of_one_partition_is_written_without_the_arrays(
+        response: fetch.FetchResponse, by_the_arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader writes a follower's answer of one partition of one topic with no aborted
+    transaction (two per acks=all produce) by two packs around the name: the Writer's bytes, and
+    the same chunks (records in bytes joined in, a placeholder its own) as the arrays' path."""
+    arrays = []
+
+    def written_by_the_arrays(resp: fetch.FetchResponse, version: int) -> list[Chunk]:
+        arrays.append(version)
+        return write(resp, version)
+
+    write = fetch_one_pass._encode_classic_topics
+    expected = write(response, 11)
+    monkeypatch.setattr(fetch_one_pass, "_encode_classic_topics", written_by_the_arrays)
+    chunks = fetch.encode_fetch_response(response, 11)
+    assert chunks == expected
+    assert _wire(chunks) == _wire(fetch._encode_response_fields(response, 11))
+    assert arrays == ([11] if by_the_arrays else [])
+
+
+def test_a_name_past_the_string_limit_is_the_writers_error() -> None:
+    response = _one_topic(A(0, 0, 4, BATCH, 4, 0), name="x" * 0x8000)
+    with pytest.raises(ValueError, match="32767"):
+        fetch.encode_fetch_response(response, 11)
